@@ -1,0 +1,198 @@
+"""Start a throwaway OpenSSH sshd on 127.0.0.1 for tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncssh
+
+SSHD = "/usr/sbin/sshd"
+READY_TIMEOUT = 15.0
+_LISTENING = "Server listening on"
+
+
+class SSHDUnavailable(RuntimeError):
+    """sshd is not installed or could not be started here."""
+
+
+@dataclass
+class SSHDServer:
+    """A running sshd and the files a client needs to reach it."""
+
+    host: str
+    port: int
+    user: str
+    workdir: Path
+    client_key: Path
+    known_hosts: Path
+    host_key_line: str
+    process: subprocess.Popen[bytes]
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def listener_pid(self) -> int:
+        """The pid of the listening sshd (sessions are its children)."""
+        return self.process.pid
+
+    def session_pids(self) -> list[int]:
+        """The pids of the per-connection sshd processes (children of the listener)."""
+        out = subprocess.run(
+            ["pgrep", "-P", str(self.listener_pid)], capture_output=True, text=True, check=False
+        )
+        return [int(pid) for pid in out.stdout.split()]
+
+    def kill_sessions(self) -> list[int]:
+        """SIGKILL every per-connection sshd process, which cuts every client connection."""
+        pids = self.session_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _write_key(path: Path) -> asyncssh.SSHKey:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(path))
+    key.write_public_key(str(path) + ".pub")
+    path.chmod(0o600)
+    return key
+
+
+def _drain(stream: object, log: list[str], ready: threading.Event) -> None:
+    """Read sshd's stderr until it closes, so a full pipe never blocks sshd."""
+    assert hasattr(stream, "readline")
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace").rstrip()
+        log.append(line)
+        if _LISTENING in line:
+            ready.set()
+    ready.set()
+
+
+def _wait_banner(port: int, deadline: float) -> None:
+    """Connect and read the SSH banner: readiness by connecting, bounded by a deadline."""
+    remaining = max(deadline - time.monotonic(), 0.1)
+    with socket.create_connection(("127.0.0.1", port), timeout=remaining) as sock:
+        sock.settimeout(remaining)
+        banner = sock.recv(64)
+    if not banner.startswith(b"SSH-2.0-"):
+        raise SSHDUnavailable(f"sshd on port {port} answered {banner!r}, not an SSH banner")
+
+
+def start_sshd(workdir: Path, *, attempts: int = 3) -> SSHDServer:
+    """Start sshd -D -e on 127.0.0.1 with generated keys; return once it accepts connections."""
+    if not os.path.exists(SSHD):
+        raise SSHDUnavailable(f"{SSHD} is not installed (Debian: apt-get install openssh-server)")
+    # sshd refuses to start without its privilege separation directory.
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    host_key_path = workdir / "ssh_host_ed25519_key"
+    host_key = _write_key(host_key_path)
+    client_key_path = workdir / "id_ed25519"
+    client_key = _write_key(client_key_path)
+    (workdir / "authorized_keys").write_bytes(client_key.export_public_key())
+    user = pwd.getpwuid(os.getuid()).pw_name
+    host_key_line = host_key.export_public_key().decode().split()
+    last_error = ""
+    for _ in range(attempts):
+        port = _free_port()
+        config = workdir / "sshd_config"
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {host_key_path}",
+                    f"PidFile {workdir / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
+                    "StrictModes no",
+                    "UsePAM no",
+                    "PermitRootLogin prohibit-password",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "AllowTcpForwarding yes",
+                    "MaxSessions 100",
+                    "MaxStartups 100:30:200",
+                    "LogLevel INFO",
+                    "",
+                ]
+            )
+        )
+        known_hosts = workdir / "known_hosts"
+        line = f"[127.0.0.1]:{port} {host_key_line[0]} {host_key_line[1]}"
+        known_hosts.write_text(line + "\n")
+        process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        log: list[str] = []
+        ready = threading.Event()
+        threading.Thread(target=_drain, args=(process.stderr, log, ready), daemon=True).start()
+        deadline = time.monotonic() + READY_TIMEOUT
+        ready.wait(READY_TIMEOUT)
+        if process.poll() is None and any(_LISTENING in entry for entry in log):
+            _wait_banner(port, deadline)
+            return SSHDServer(
+                host="127.0.0.1",
+                port=port,
+                user=user,
+                workdir=workdir,
+                client_key=client_key_path,
+                known_hosts=known_hosts,
+                host_key_line=line,
+                process=process,
+                log=log,
+            )
+        process.kill()
+        process.wait()
+        last_error = "\n".join(log)
+    raise SSHDUnavailable(f"sshd did not start: {last_error}")
+
+
+def stop_sshd(server: SSHDServer) -> None:
+    """Stop the listener and every session it still serves."""
+    server.kill_sessions()
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+@contextmanager
+def running_sshd(workdir: Path) -> Iterator[SSHDServer]:
+    """Run sshd for the duration of the block."""
+    server = start_sshd(workdir)
+    try:
+        yield server
+    finally:
+        stop_sshd(server)
+
+
+def sshd_available() -> bool:
+    """Whether an sshd binary is installed where the helper looks for it."""
+    return os.path.exists(SSHD) and shutil.which("pgrep") is not None

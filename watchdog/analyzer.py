@@ -1,0 +1,359 @@
+"""The analyzer: bytes of one launch's log in, lifecycle transitions out (pure; the caller passes the time).
+
+It strings the pure stages together: framing -> engine detection -> line rules and traceback assembly ->
+lifecycle. The hot path stays in C for lines that cannot matter: each block's lines are masked (digits ->
+"0") and looked up as a set against the templates already classified, so a million "Decode batch" lines cost
+a few set operations; only lines holding a profile literal or an error keyword reach Python code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from watchdog.categories import categorize
+from watchdog.envelope import Record, parse, unglue
+from watchdog.errors import Candidate, from_traceback
+from watchdog.events import (
+    ErrorSeen,
+    Event,
+    FactFound,
+    LaunchStarted,
+    LinesRead,
+    PhaseReached,
+    ProgressMade,
+    ReadyReached,
+    StopSeen,
+)
+from watchdog.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
+from watchdog.lifecycle import DEFAULT_CRASH_GRACE, Lifecycle, State, Transition
+from watchdog.profile import Profile, Rule, detect_engine, load_profile
+from watchdog.tracebacks import EXCEPTION_LINE, Assembler, Traceback
+
+__all__ = ["Analyzer"]
+
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+# Literals that make a line worth reading besides the profile's own: the parts of errors and tracebacks.
+_ERROR_WORDS = (
+    b"Traceback",
+    b'File "',
+    b"rror",
+    b"xception",
+    b"Interrupt",
+    b"Exit",
+    b"OutOfResources",
+    b"Failure",
+    b"Timeout",
+    b"Killed",
+    b"Logging error",
+    b"Message: ",
+    b"Arguments: ",
+    b"Call stack",
+    b"panic",
+    b"fault",
+    b"terminate",
+    b"what():",
+    b"FATAL",
+    b"CRITICAL",
+)
+_QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
+_DETECT_LINES = 200
+_DETECT_BYTES = 64 * 1024
+_DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
+_TEMPLATE_LIMIT = 200_000  # classified line templates kept before the cache starts over
+_TAIL_BYTES = 8192
+
+
+class Analyzer:
+    """Follows one launch's log bytes; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: str | None = None,
+        *,
+        profiles: Sequence[Path] = (),
+        stall_after: float | None = None,
+        crash_grace: float = DEFAULT_CRASH_GRACE,
+        max_line: int = DEFAULT_MAX_LINE,
+    ) -> None:
+        self._extra = tuple(profiles)
+        self.framer = Framer(max_line=max_line)
+        self.lifecycle = Lifecycle(engine or "generic", stall_after=stall_after, crash_grace=crash_grace)
+        self.profile: Profile | None = None
+        self._held: list[Block] = []  # blocks waiting for engine detection
+        self._held_since: float | None = None
+        self._assembler = Assembler()
+        self._candidates: set[bytes] = set()
+        self._irrelevant: set[bytes] = set()
+        self._keywords: tuple[bytes, ...] = ()
+        self._rules: tuple[Rule, ...] = ()
+        self._benign: tuple[Rule, ...] = ()
+        self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
+        self.lines_read = 0
+        self.bytes_read = 0
+        self._tail = b""
+        if engine and engine != "auto":
+            self._use(load_profile(engine, self._extra))
+
+    @property
+    def engine(self) -> str | None:
+        """The engine in use, None while still detecting."""
+        return self.profile.name if self.profile else None
+
+    @property
+    def state(self) -> State:
+        """The launch's current state."""
+        return self.lifecycle.state
+
+    def feed(self, data: bytes, now: float) -> list[Transition]:
+        """Take the next bytes of the log; return the transitions they caused."""
+        self.bytes_read += len(data)
+        return self._blocks(self.framer.feed(data), now)
+
+    def restart(self, now: float) -> list[Transition]:
+        """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
+        out = self._blocks(self.framer.flush(), now)
+        self.framer = Framer(max_line=self.framer.max_line)
+        self._assembler = Assembler()
+        out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
+        return out
+
+    def tick(self, now: float) -> list[Transition]:
+        """Let time pass (stall detection, pending errors, detection of a slow log's engine)."""
+        out: list[Transition] = []
+        if self.profile is None and self._held and self._held_since is not None:
+            if now - self._held_since >= _DETECT_WAIT:
+                out += self._detect(now, force=True)
+        out += self.lifecycle.tick(now)
+        return out
+
+    def finish(self, now: float) -> list[Transition]:
+        """End of log (replay): flush the last line and every open traceback, make pending errors final."""
+        out = self._blocks(self.framer.flush(), now)
+        if self.profile is None:
+            out += self._detect(now, force=True)
+        for tb in self._assembler.flush():
+            out += self._traceback(tb, now)
+        out += self.lifecycle.finish(now)
+        return out
+
+    def tail(self, count: int = 20) -> list[str]:
+        """The last `count` lines read, cleaned: context for a crash with no traceback."""
+        lines = [ln.text for raw in self._tail.split(b"\n")[-count - 1 :] for ln in split_line(0, raw)]
+        return [ln for ln in lines if ln.strip()][-count:]
+
+    # -- detection --------------------------------------------------------------------------------------
+
+    def _use(self, profile: Profile) -> None:
+        self.profile = profile
+        self.lifecycle.engine = profile.name
+        self._keywords = tuple(dict.fromkeys((*profile.keywords, *_ERROR_WORDS)))
+        self._rules = tuple(r for r in profile.rules if r.kind != "benign")
+        self._benign = profile.rules_of("benign")
+
+    def _detect(self, now: float, *, force: bool) -> list[Transition]:
+        held = b"".join(b.data for b in self._held)
+        if not force and held.count(b"\n") < _DETECT_LINES and len(held) < _DETECT_BYTES:
+            return []
+        head = held.decode("utf-8", "replace").splitlines()[:_DETECT_LINES * 5]
+        engine = detect_engine(head, self._extra) or "generic"
+        self._use(load_profile(engine, self._extra))
+        blocks, self._held = self._held, []
+        return self._scan(blocks, now)
+
+    # -- scanning ---------------------------------------------------------------------------------------
+
+    def _blocks(self, blocks: list[Block], now: float) -> list[Transition]:
+        if not blocks:
+            return []
+        if self.profile is None:
+            if self._held_since is None:
+                self._held_since = now
+            self._held.extend(blocks)
+            return self._detect(now, force=False)
+        return self._scan(blocks, now)
+
+    def _scan(self, blocks: list[Block], now: float) -> list[Transition]:
+        out: list[Transition] = []
+        for block in blocks:
+            out += self._block(block, now)
+        return out
+
+    def _block(self, block: Block, now: float) -> list[Transition]:
+        data = block.data
+        count = data.count(b"\n")
+        first = self.lines_read + 1
+        self._tail = (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
+        out: list[Transition] = []
+        templates = data.translate(_DIGITS).split(b"\n")
+        present = self._classify(templates)
+        if not present and not self._assembler.busy:
+            self.lines_read += count
+            out += self._emit(LinesRead(count, count), now)
+            return out
+        raws = data.split(b"\n")
+        assembler = self._assembler
+        for i in range(count):
+            if assembler.busy or templates[i] in present:
+                out += self._line(raws[i], first + i, now)
+        self.lines_read += count
+        out += self._emit(LinesRead(count, count), now)
+        return out
+
+    def _classify(self, templates: list[bytes]) -> set[bytes]:
+        seen = set(templates)
+        new = seen - self._candidates
+        new -= self._irrelevant
+        if new:
+            if len(self._candidates) + len(self._irrelevant) > _TEMPLATE_LIMIT:
+                self._candidates.clear()
+                self._irrelevant.clear()
+            keywords = self._keywords
+            for t in new:
+                if any(k in t for k in keywords):
+                    self._candidates.add(t)
+                else:
+                    self._irrelevant.add(t)
+        return seen & self._candidates
+
+    def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
+        out: list[Transition] = []
+        for seg in split_line(0, raw):
+            for piece in unglue(seg.text):
+                out += self._record(parse(piece), line_no, now)
+        return out
+
+    def _record(self, rec: Record, line_no: int, now: float) -> list[Transition]:
+        out: list[Transition] = []
+        content = rec.content
+        benign = any(r.match in content and r.apply(content) is not None for r in self._benign)
+        consumed, done = self._assembler.feed(rec, line_no) if not benign else (False, [])
+        for tb in done:
+            out += self._traceback(tb, now)
+        if benign:
+            return out
+        matched_error = False
+        for rule in self._rules:
+            if rule.match not in content:
+                continue
+            groups = rule.apply(content)
+            if groups is None:
+                continue
+            kind = rule.kind
+            if kind == "error":
+                matched_error = True
+                if consumed:
+                    if _is_exception_line(content):
+                        self._annotations[line_no] = rule
+                        continue
+                    if not rule.fatal:
+                        continue
+                out += self._fatal_flush(rule, now)
+                cand = Candidate(
+                    summary=content.strip(),
+                    line=line_no,
+                    source=rec.source,
+                    role=rule.role,
+                    category=rule.category,
+                    hint=_format_hint(rule.hint, self.lifecycle.current.facts),
+                    fatal=rule.fatal,
+                    at=rec.at,
+                    kind="rule",
+                )
+                out += self._emit(ErrorSeen(cand), now)
+            elif kind == "phase" and rule.state:
+                out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds), now)
+            elif kind == "progress":
+                out += self._progress(rule, groups, line_no, rec, now)
+            elif kind == "fact":
+                for name, value in groups.items():
+                    out += self._emit(FactFound(name, _number(value), line_no), now)
+            elif kind == "ready":
+                out += self._emit(ReadyReached(line_no, rec.at, rec.seconds), now)
+            elif kind == "start":
+                out += self._emit(LaunchStarted(line_no, rec.at, rec.seconds), now)
+            elif kind == "stop":
+                out += self._emit(StopSeen(line_no, rec.at), now)
+        if consumed or matched_error:
+            return out
+        stripped = content.strip()
+        m = EXCEPTION_LINE.match(stripped)
+        if m and rec.level not in _QUIET_LEVELS:
+            cand = Candidate(stripped, line_no, rec.source, exception=m.group("exc"), at=rec.at, kind="exception")
+            out += self._emit(ErrorSeen(cand), now)
+        elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in ("other", "timeout"):
+            out += self._emit(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")), now)
+        return out
+
+    def _progress(self, rule: Rule, groups: dict[str, str], line_no: int, rec: Record, now: float) -> list[Transition]:
+        out: list[Transition] = []
+        if rule.state:
+            out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds), now)
+        name = rule.name or "progress"
+        if name == "@phase":
+            phase = self.lifecycle.current.phase
+            name = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}.get(phase, phase.value)
+        if "percent" in groups:
+            done, total = round(float(groups["percent"])), 100
+        else:
+            done, total = int(groups["done"]), int(groups["total"])
+        if 0 <= done <= total:
+            out += self._emit(ProgressMade(name, done, total, line_no), now)
+        return out
+
+    def _fatal_flush(self, rule: Rule, now: float) -> list[Transition]:
+        # A fatal line ends the launch now: tracebacks that are complete but for their last line go first,
+        # so that the root-cause choice sees them.
+        if not rule.fatal:
+            return []
+        out: list[Transition] = []
+        for tb in self._assembler.flush(complete_only=True):
+            out += self._traceback(tb, now)
+        return out
+
+    def _traceback(self, tb: Traceback, now: float) -> list[Transition]:
+        cand = from_traceback(tb)
+        if cand is None:
+            return []
+        rule = self._annotations.pop(cand.line, None)
+        quiet = tb.body_style is not None and tb.body_style[0] in _QUIET_LEVELS
+        if rule is not None or quiet:
+            cand = Candidate(
+                summary=cand.summary,
+                line=cand.line,
+                source=cand.source,
+                exception=cand.exception,
+                traceback=cand.traceback,
+                role=rule.role if rule else cand.role,
+                noise=cand.noise or quiet,
+                category=rule.category if rule else None,
+                hint=_format_hint(rule.hint, self.lifecycle.current.facts) if rule else None,
+                fatal=rule.fatal if rule else False,
+                phase_hint=cand.phase_hint,
+                at=cand.at,
+                chained=cand.chained,
+            )
+        return self._emit(ErrorSeen(cand), now)
+
+    def _emit(self, event: Event, now: float) -> list[Transition]:
+        return self.lifecycle.feed(event, now)
+
+
+def _is_exception_line(content: str) -> bool:
+    return EXCEPTION_LINE.match(content.strip()) is not None
+
+
+def _number(value: str) -> float | str:
+    try:
+        return float(value.replace(",", ""))
+    except ValueError:
+        return value
+
+
+def _format_hint(template: str | None, facts: dict[str, float | str]) -> str | None:
+    if template is None:
+        return None
+    try:
+        return template.format(**facts)
+    except (KeyError, IndexError, ValueError):
+        return template

@@ -1,0 +1,205 @@
+"""Envelopes: peel the wrapper prefixes off a log line into time, source (rank/process), level and content.
+
+Logs arrive wrapped by whatever carried them: docker compose (``vllm-1  | ``), journald, Docker Desktop or
+Kubernetes timestamps, Python logging, Ray (``(RayWorkerWrapper pid=249, ip=...)``), torchrun
+(``[rank0]:``), vLLM (``(EngineCore_DP0 pid=17374) ERROR 09-28 15:47:24 [core.py:718]``), SGLang
+(``[2025-07-02 07:31:02 DP0 TP0 EP0]``), TGI, Ollama, TensorRT-LLM. Layers are peeled from the left until
+none matches; what remains is the content that tracebacks and profile rules read. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["Record", "parse", "seconds_between", "unglue"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One logical log line with its wrappers peeled off."""
+
+    content: str  # the message as the program wrote it
+    source: str  # rank or process tag ("TP3", "rank0", "EngineCore_DP0", "VllmWorkerProcess pid=67"), or ""
+    level: str  # "ERROR", "WARNING", "INFO", ... or "" when the line has none
+    at: str | None  # the line's time as ISO 8601 ("2025-07-02T07:31:02"; "07-02T07:31:02" without a year)
+    seconds: float | None  # `at` as seconds on a common scale, for durations
+    tagged: bool  # True when the source tag is printed on this very line (torchrun, Ray, vLLM workers)
+
+
+_LEVELS = {
+    "I": "INFO",
+    "W": "WARNING",
+    "E": "ERROR",
+    "F": "CRITICAL",
+    "WARN": "WARNING",
+    "ERR": "ERROR",
+    "FATAL": "CRITICAL",
+    "EROR": "ERROR",
+}
+
+_TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_LEVEL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE"
+
+# Each layer: a regex anchored at the start; named groups ts/date/time/level/source/rank carry what it tells.
+_LAYERS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p)
+    for p in (
+        # docker compose service prefix: "vllm-1  | "
+        r"(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
+        # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: "
+        r"(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d) \S+ [\w.@/-]+(?:\[\d+\])?: ",
+        # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
+        rf"(?P<level>{_LEVEL}|DEFAULT) (?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z ",
+        # Python logging default wrapper: "2025-03-07 23:50:27,531 - __main__ - INFO - "
+        rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ - [\w.]+ - (?P<level>{_LEVEL}) - ",
+        # SGLang >= 0.5.4 custom format: "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] "
+        rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
+        # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
+        r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
+        # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) "
+        r"\((?P<source>[A-Za-z][\w-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\)\s+",
+        # torchrun: "[rank0]:"
+        r"\[(?P<source>rank\d+)\]:\s?",
+        # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] "
+        r"\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)\.\d+ [\w.]+:\d+\] ",
+        # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] "
+        rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+\] ",
+        # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='
+        r"time=(?P<ts>\S+) level=(?P<level>\w+) source=\S+ (?:msg=)?",
+        # Ollama older / Go log: "2024/07/21 15:40:57 routes.go:1096: INFO "
+        rf"(?P<slash>\d{{4}}/\d\d/\d\d) (?P<time>\d\d:\d\d:\d\d) [\w.]+:\d+: (?:(?P<level>{_LEVEL}) )?",
+        # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
+        r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
+        r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] ",
+        # ISO timestamp in front (Docker Desktop, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z "
+        rf"(?P<ts>{_TS})\s+",
+        # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
+        rf"(?P<level>{_LEVEL}):?\s+(?=\S)",
+    )
+)
+
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
+# Where a new record starts in the middle of a line: a tqdm bar without its final newline glues itself
+# onto the next log line.
+_GLUE = re.compile(
+    r"(?<=\S)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2,4}\d+)*\] "
+    r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|RayWorkerWrapper|Worker\w*) pid=\d+"
+    rf"|(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d[ .])"
+)
+
+
+def unglue(text: str) -> list[str]:
+    """Split a line where another record starts in its middle (a tqdm bar glued onto the next log line)."""
+    if "[" not in text and "(" not in text and " " not in text:
+        return [text]
+    cuts = [m.start() for m in _GLUE.finditer(text)]
+    if not cuts:
+        return [text]
+    parts = []
+    start = 0
+    for cut in cuts:
+        parts.append(text[start:cut])
+        start = cut
+    parts.append(text[start:])
+    return parts
+
+
+def parse(text: str) -> Record:
+    """Peel wrapper prefixes off one cleaned line."""
+    source = ""
+    level = ""
+    tagged = False
+    at: str | None = None
+    seconds: float | None = None
+    content = text
+    for _ in range(8):
+        for layer in _LAYERS:
+            m = layer.match(content)
+            if m is None or m.end() == 0:
+                continue
+            groups = m.groupdict()
+            if groups.get("level"):
+                raw = groups["level"].upper()
+                level = _LEVELS.get(raw, raw)
+            found = _time_of(groups)
+            if found is not None:
+                # Layers peel outside-in, so the last clock found is the program's own, not the transport's.
+                at, seconds = found
+            rank = (groups.get("rank") or "").strip()
+            if rank:
+                source = _short_rank(rank)
+            elif groups.get("source"):
+                name = groups["source"]
+                pid = groups.get("pid")
+                source = name if (pid is None or any(c.isdigit() for c in name)) else f"{name} pid={pid}"
+                tagged = True
+            content = content[m.end() :]
+            break
+        else:
+            break
+    return Record(content, source, level, at, seconds, tagged)
+
+
+def _short_rank(rank: str) -> str:
+    # SGLang's "DP1 TP1 EP1": the TP rank is unique across the group and is what its messages name.
+    for part in rank.split():
+        if part.startswith("TP"):
+            return part
+    return rank
+
+
+def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
+    time = g.get("time")
+    try:
+        if g.get("ts"):
+            ts = str(g["ts"]).replace(",", ".")
+            dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+            dt = dt.replace(tzinfo=None, microsecond=0) if dt.tzinfo is None else dt.replace(microsecond=0)
+            iso = dt.replace(tzinfo=None).isoformat()
+            return iso, dt.timestamp() if dt.tzinfo else _epoch(dt)
+        if time is None:
+            return None
+        hh, mm, ss = (int(x) for x in time.split(":"))
+        if g.get("date"):
+            y, mo, d = (int(x) for x in str(g["date"]).split("-"))
+            return _at(y, mo, d, hh, mm, ss, True)
+        if g.get("slash"):
+            y, mo, d = (int(x) for x in str(g["slash"]).split("/"))
+            return _at(y, mo, d, hh, mm, ss, True)
+        if g.get("mdy"):
+            mo, d, y = (int(x) for x in str(g["mdy"]).split("/"))
+            return _at(y, mo, d, hh, mm, ss, True)
+        if g.get("md2"):
+            mo, d = (int(x) for x in str(g["md2"]).split("-"))
+            return _at(2000, mo, d, hh, mm, ss, False)
+        if g.get("md"):
+            md = str(g["md"])
+            return _at(2000, int(md[:-2]), int(md[-2:]), hh, mm, ss, False)
+        if g.get("mon"):
+            return _at(2000, _MONTHS.get(str(g["mon"]), 1), int(str(g["day"])), hh, mm, ss, False)
+        return f"{hh:02d}:{mm:02d}:{ss:02d}", float(hh * 3600 + mm * 60 + ss)
+    except ValueError:
+        return None
+
+
+def _at(y: int, mo: int, d: int, hh: int, mm: int, ss: int, has_year: bool) -> tuple[str, float]:
+    dt = datetime(y, mo, d, hh, mm, ss)  # noqa: DTZ001 - log times carry no zone; only differences are used
+    iso = dt.isoformat() if has_year else dt.isoformat()[5:]
+    return iso, _epoch(dt)
+
+
+def _epoch(dt: datetime) -> float:
+    return (dt - datetime(1970, 1, 1)).total_seconds()  # noqa: DTZ001 - naive on purpose, see _at
+
+
+def seconds_between(start: float | None, end: float | None) -> float | None:
+    """Seconds from `start` to `end`; a negative gap of under a day is a midnight crossing (time-only logs)."""
+    if start is None or end is None:
+        return None
+    gap = end - start
+    if -86400 < gap < 0 and start < 86400:
+        gap += 86400
+    return gap if gap >= 0 else None

@@ -1,0 +1,159 @@
+"""Error analysis: from the error lines and tracebacks of a launch, the root cause, its ranks and a hint (pure).
+
+The root cause is the decisive error, not a wrapper that points at a cause shown elsewhere ("Engine core
+initialization failed. See root cause above", "Received sigquit from a child process"), not logging noise
+("--- Logging error ---" blocks and their own exceptions). A bare `AssertionError` carries its failing
+`assert` statement from the last frame. Identical errors from many ranks are one error with the list of ranks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from watchdog.categories import categorize, hint_for, phase_from_frames
+from watchdog.tracebacks import EXCEPTION_LINE, Traceback
+
+__all__ = ["Candidate", "Error", "from_traceback", "root_cause"]
+
+_MASK = re.compile(r"\d+")
+_MAX_SUMMARY = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One error seen in the log: a traceback's exception, a standalone exception line, or an error rule hit."""
+
+    summary: str  # the decisive line, wrappers peeled
+    line: int
+    source: str = ""
+    exception: str | None = None  # "RuntimeError"
+    traceback: tuple[str, ...] = ()
+    role: str = "cause"  # "cause" | "wrapper"
+    noise: bool = False  # inside a logging-error block
+    category: str | None = None  # set by a rule; else derived from the summary
+    hint: str | None = None  # set by a rule
+    fatal: bool = False
+    phase_hint: str | None = None  # phase the traceback's frames point at
+    at: str | None = None
+    chained: bool = False  # the effect of the previous traceback of its stream
+    kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """The verdict's error: the JSON `error` object of DESIGN.md."""
+
+    category: str
+    summary: str
+    exception: str | None
+    hint: str
+    ranks: tuple[str, ...]
+    line: int
+    traceback: tuple[str, ...]
+    phase_hint: str | None = None
+    wrappers: tuple[str, ...] = field(default=())
+
+    def with_rank(self, source: str, summary: str) -> Error:
+        """This error with `source` added to its ranks when `summary` is the same error (numbers aside)."""
+        if source in self.ranks or _MASK.sub("#", _clean_summary(summary)) != _MASK.sub("#", self.summary):
+            return self
+        ranks = tuple(sorted((*self.ranks, source), key=_rank_order))
+        return replace(self, ranks=ranks)
+
+    def to_json(self) -> dict[str, object]:
+        """The `error` object of the JSON contract."""
+        return {
+            "category": self.category,
+            "summary": self.summary,
+            "exception": self.exception,
+            "hint": self.hint,
+            "ranks": list(self.ranks),
+            "line": self.line,
+            "traceback": list(self.traceback),
+        }
+
+
+def from_traceback(tb: Traceback) -> Candidate | None:
+    """A candidate from an assembled traceback; None for a fragment without an exception line."""
+    exc_line = tb.exception
+    if exc_line is None:
+        return None
+    m = EXCEPTION_LINE.match(exc_line)
+    exception = m.group("exc") if m else exc_line.split(":", 1)[0].strip() or None
+    summary = exc_line
+    if m and not (m.group("msg") or "").strip():
+        stmt = tb.last_statement()
+        if stmt and stmt.startswith("assert"):
+            summary = f"{exc_line.rstrip(':')}: {stmt}"
+    text = "\n".join(tb.lines)
+    return Candidate(
+        summary=summary[:_MAX_SUMMARY],
+        line=tb.exc_line_no or tb.line,
+        source=tb.source,
+        exception=exception,
+        traceback=tuple(tb.lines),
+        noise=tb.noise,
+        phase_hint=phase_from_frames(text),
+        at=tb.at,
+        chained=tb.chained,
+    )
+
+
+def _priority(c: Candidate, category: str) -> tuple[int, int, int, int]:
+    # lower is better: real over noise, causes over wrappers, a specific category over a generic one,
+    # and a program's own report over a consequence (a kill).
+    specific = 0 if category not in {"other", "killed", "timeout"} else (1 if category != "killed" else 2)
+    kind = 1 if c.kind == "log" else 0
+    return (int(c.noise), int(c.role == "wrapper"), specific, kind)
+
+
+def root_cause(
+    candidates: Iterable[Candidate], facts: Mapping[str, object], phase: str, engine: str
+) -> Error | None:
+    """Choose the decisive error among `candidates` (log order) and merge its copies from other ranks."""
+    items = list(candidates)
+    if not items:
+        return None
+    cats = [c.category or categorize(c.summary, "\n".join(c.traceback)) for c in items]
+    # A chained traceback is the effect of the one before it in its stream: the cause keeps the lead,
+    # unless the effect says more (e.g. "Capture cuda graph failed: <cause>" keeps the cause in its text).
+    best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), _chain_rank(items, i), i))
+    best = items[best_i]
+    category = cats[best_i]
+    key = _MASK.sub("#", best.summary)
+    ranks = sorted({c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order)
+    wrappers = tuple(dict.fromkeys(c.summary for c in items if c.role == "wrapper"))
+    hint = best.hint or hint_for(category, best.summary, best.phase_hint or phase, facts, engine)
+    if best.role == "wrapper" and not best.hint:
+        hint = f"{hint}; the decisive error was printed by another process and is not in this log"
+    summary = _clean_summary(best.summary)
+    return Error(
+        category=category,
+        summary=summary,
+        exception=best.exception,
+        hint=hint,
+        ranks=tuple(ranks),
+        line=best.line,
+        traceback=best.traceback,
+        phase_hint=best.phase_hint,
+        wrappers=wrappers,
+    )
+
+
+def _chain_rank(items: list[Candidate], i: int) -> int:
+    # Among equals, the first of a chain (the cause) before its effects.
+    return 1 if items[i].chained else 0
+
+
+def _clean_summary(summary: str) -> str:
+    text = summary.strip()
+    if text.startswith("Message: "):
+        text = text[len("Message: ") :].strip().strip("'\"")
+    return text
+
+
+def _rank_order(source: str) -> tuple[str, int]:
+    m = re.search(r"(\d+)$", source)
+    return (source[: m.start()] if m else source, int(m.group(1)) if m else -1)

@@ -1,0 +1,173 @@
+"""Framing: raw log bytes -> complete lines with their byte offsets (pure, no I/O).
+
+Two layers, so the hot path stays in C:
+
+* `Framer` cuts a byte stream into *blocks* of complete lines. It keeps an unfinished last line until its
+  newline arrives, and cuts a line longer than `max_line` without buffering the rest of it.
+* `clean()` and `iter_lines()` turn one raw line into text: tqdm ``\\r`` redraws become separate updates,
+  ANSI escapes are stripped (also when a log shows them as literal ``^[[0;36m`` or ``#033[2m`` text),
+  invalid UTF-8 is replaced and NUL bytes dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_MAX_LINE", "Block", "Framer", "Line", "clean", "iter_lines", "split_line"]
+
+DEFAULT_MAX_LINE = 64 * 1024
+
+# ESC itself, or the two ways logs show an ESC that lost its byte: caret notation and syslog's octal.
+_ESC = r"(?:\x1b|\^\[|#033)"
+_ANSI = re.compile(
+    _ESC + r"(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])"
+    # Ray and docker logs that lost the ESC byte entirely keep the SGR tail, e.g. "[36m(RayWorkerWrapper".
+    r"|\[\d{1,3}(?:;\d{1,3})*m"
+    # a NUL shown in caret notation, as `cat -v` and some web log viewers print it
+    r"|\^@"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A run of complete raw lines, each ending in a newline, that starts at `offset` in the stream."""
+
+    offset: int  # byte offset of data[0] in the stream
+    data: bytes  # complete lines; a cut over-long line ends with an added newline (see `partial`)
+    partial: bool = False  # its newline was added: an over-long line's kept head, or a last line at EOF
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of log text, or one tqdm redraw within a line."""
+
+    offset: int  # byte offset of the line's (or redraw's) first byte in the stream
+    text: str  # cleaned text, no newline
+
+
+class Framer:
+    """Cuts a byte stream into blocks of complete lines; see the module docstring."""
+
+    __slots__ = ("_buf", "_buf_offset", "_skipping", "max_line")
+
+    def __init__(self, *, max_line: int = DEFAULT_MAX_LINE, offset: int = 0) -> None:
+        self.max_line = max_line
+        self._buf = b""
+        self._buf_offset = offset  # stream offset of _buf[0]
+        self._skipping = False  # inside the dropped tail of a cut line, until its newline
+
+    @property
+    def offset(self) -> int:
+        """Stream offset just past the last byte fed."""
+        return self._buf_offset + len(self._buf)
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back as an unfinished last line."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Block]:
+        """Take the next bytes of the stream and return the blocks of lines they complete."""
+        blocks: list[Block] = []
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._buf_offset += len(data)
+                return blocks
+            self._skipping = False
+            self._buf_offset += nl + 1
+            data = data[nl + 1 :]
+        buf = self._buf + data if self._buf else data
+        end = buf.rfind(b"\n") + 1
+        if end:
+            head, buf = buf[:end], buf[end:]
+            self._emit(head, blocks)
+        self._buf = buf
+        if len(buf) > self.max_line:
+            # So as not to hold an endless line in memory: keep its head, drop the rest up to its newline.
+            blocks.append(Block(self._buf_offset, buf[: self.max_line] + b"\n", partial=True))
+            self._buf_offset += len(buf)
+            self._buf = b""
+            self._skipping = True
+        return blocks
+
+    def flush(self) -> list[Block]:
+        """End of stream: return the unfinished last line, if any, as a line of its own."""
+        if not self._buf:
+            return []
+        block = Block(self._buf_offset, self._buf + b"\n", partial=True)
+        self._buf_offset += len(self._buf)
+        self._buf = b""
+        return [block]
+
+    def _emit(self, head: bytes, blocks: list[Block]) -> None:
+        # Long lines inside a complete run are cut the same way as streaming ones, so chunking never matters.
+        if len(head) > self.max_line + 1 and _has_long_line(head, self.max_line):
+            pos = 0
+            while pos < len(head):
+                nl = head.index(b"\n", pos)
+                if nl - pos > self.max_line:
+                    blocks.append(Block(self._buf_offset + pos, head[pos : pos + self.max_line] + b"\n", partial=True))
+                else:
+                    blocks.append(Block(self._buf_offset + pos, head[pos : nl + 1]))
+                pos = nl + 1
+            _merge_plain(blocks)
+        else:
+            blocks.append(Block(self._buf_offset, head))
+        self._buf_offset += len(head)
+
+
+def _has_long_line(head: bytes, bound: int) -> bool:
+    pos = 0
+    while pos < len(head):
+        nl = head.index(b"\n", pos)
+        if nl - pos > bound:
+            return True
+        pos = nl + 1
+    return False
+
+
+def _merge_plain(blocks: list[Block]) -> None:
+    merged: list[Block] = []
+    for block in blocks:
+        last = merged[-1] if merged else None
+        if last and not last.partial and not block.partial and last.offset + len(last.data) == block.offset:
+            merged[-1] = Block(last.offset, last.data + block.data)
+        else:
+            merged.append(block)
+    blocks[:] = merged
+
+
+def clean(raw: bytes) -> str:
+    """Decode one raw segment (no CR, no newline): replace bad UTF-8, strip ANSI escapes and NUL bytes."""
+    text = raw.decode("utf-8", "replace")
+    if "\x1b" in text or "[" in text or "#033" in text or "^@" in text:
+        text = _ANSI.sub("", text)
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text
+
+
+def iter_lines(block: Block) -> Iterator[Line]:
+    """Yield the cleaned lines of a block; a line with tqdm ``\\r`` redraws yields one Line per redraw."""
+    data = block.data
+    pos = 0
+    end = len(data)
+    while pos < end:
+        nl = data.index(b"\n", pos)
+        yield from split_line(block.offset + pos, data[pos:nl])
+        pos = nl + 1
+
+
+def split_line(offset: int, raw: bytes) -> Iterator[Line]:
+    """Yield the redraws of one raw line (without its newline) as cleaned Lines; empty redraws are skipped."""
+    if b"\r" not in raw:
+        yield Line(offset, clean(raw))
+        return
+    start = 0
+    for part in raw.split(b"\r"):
+        if part.strip():
+            yield Line(offset + start, clean(part))
+        start += len(part) + 1

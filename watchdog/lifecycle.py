@@ -1,0 +1,266 @@
+"""Lifecycle: the launch state machine, (state, event or tick, now) -> transitions (pure, time is an argument).
+
+Startup phases only move forward. An error is *pending* until either progress follows it (then it was
+survivable, e.g. a tokenizer warning with a traceback) or `crash_grace` seconds pass without progress, the log
+ends, or a fatal line (a kill, "Received sigquit", "EngineCore failed to start") arrives: then the launch is
+`crashed`. `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
+A new start marker after the launch got going begins a new incarnation; `history` keeps the old ones.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from watchdog.errors import Candidate, Error, root_cause
+from watchdog.events import (
+    ErrorSeen,
+    Event,
+    FactFound,
+    HealthChecked,
+    LaunchStarted,
+    LinesRead,
+    PhaseReached,
+    ProcessExited,
+    ProgressMade,
+    ReadyReached,
+    StopSeen,
+)
+
+__all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
+
+DEFAULT_CRASH_GRACE = 5.0
+
+
+class State(enum.Enum):
+    """Where a launch is (DESIGN.md)."""
+
+    PENDING = "pending"  # configured, no log yet
+    STARTING = "starting"  # process start, arguments, distributed init
+    LOADING_WEIGHTS = "loading_weights"  # checkpoint shards loading
+    ALLOCATING_KV_CACHE = "allocating_kv_cache"  # memory profiling, KV cache, scheduler init
+    CAPTURING_GRAPHS = "capturing_graphs"  # CUDA graphs, torch.compile, warm-up
+    READY = "ready"  # the server can serve
+    CRASHED = "crashed"  # a fatal error ended it (outcome)
+    STALLED = "stalled"  # no progress for too long (outcome, left again on progress)
+    STOPPED = "stopped"  # clean, intended exit (outcome)
+
+
+_ORDER = {s: i for i, s in enumerate(State)}
+_STARTUP = (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)
+_PHASES = {s.value: s for s in (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)}
+FINAL = frozenset({State.CRASHED, State.STOPPED})
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A change of state."""
+
+    state: State
+    previous: State
+    line: int | None  # the log line that caused it, None for a tick or probe
+    at: str | None  # the log's time of that line
+    now: float  # the caller's clock when it happened
+    reason: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """A timeline entry of the JSON contract."""
+        return {"state": self.state.value, "line": self.line, "at": self.at}
+
+
+@dataclass(slots=True)
+class Incarnation:
+    """One start of the server in the log: its phase history, progress, facts and errors."""
+
+    number: int
+    state: State = State.PENDING
+    phase: State = State.PENDING  # furthest startup phase (or READY) reached
+    timeline: list[tuple[Transition, float | None]] = field(default_factory=list)  # with log seconds
+    progress: dict[str, tuple[int, int]] = field(default_factory=dict)
+    facts: dict[str, float | str] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    pending_since: float | None = None  # clock time of the first unresolved error
+    pending_index: int = 0  # candidates before this index were resolved by later progress
+    crash_phase: State | None = None
+    error: Error | None = None
+    started_now: float | None = None
+    last_progress: float | None = None
+    ready_seconds: float | None = None  # log seconds from start to ready
+    lines: int = 0
+
+
+class Lifecycle:
+    """The state machine of one launch; feed it events and ticks, read `current` and `history`."""
+
+    def __init__(
+        self,
+        engine: str = "generic",
+        *,
+        stall_after: float | None = None,
+        crash_grace: float = DEFAULT_CRASH_GRACE,
+    ) -> None:
+        self.engine = engine
+        self.stall_after = stall_after
+        self.crash_grace = crash_grace
+        self.current = Incarnation(1)
+        self.history: list[Incarnation] = []
+        self.memory_growing = False  # set by the GPU probe: a quiet phase that fills memory is not stalled
+
+    @property
+    def state(self) -> State:
+        """The current incarnation's state."""
+        return self.current.state
+
+    def feed(self, event: Event, now: float) -> list[Transition]:
+        """Apply one event at clock time `now`; return the transitions it caused."""
+        inc = self.current
+        out: list[Transition] = []
+        if inc.started_now is None:
+            inc.started_now = now
+            inc.last_progress = now
+        if isinstance(event, LaunchStarted):
+            if inc.state not in (State.PENDING, State.STARTING) or inc.candidates:
+                self.history.append(inc)
+                inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
+            self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
+        elif isinstance(event, PhaseReached):
+            target = _PHASES[event.state]
+            self._progress(inc, now, out, event.line)
+            if inc.state in FINAL:
+                return out
+            base = inc.phase if inc.phase != State.PENDING else State.PENDING
+            if _ORDER[target] > _ORDER[base] and inc.phase != State.READY:
+                self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
+        elif isinstance(event, ProgressMade):
+            old = inc.progress.get(event.name)
+            inc.progress[event.name] = (event.done, event.total)
+            if old != (event.done, event.total):
+                self._progress(inc, now, out, event.line)
+        elif isinstance(event, FactFound):
+            inc.facts[event.name] = event.value
+        elif isinstance(event, ReadyReached):
+            if inc.state in FINAL:
+                return out
+            self._progress(inc, now, out, event.line)
+            if inc.phase != State.READY:
+                if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
+                    inc.ready_seconds = event.seconds - inc.timeline[0][1]
+                self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
+        elif isinstance(event, ErrorSeen):
+            self._error(inc, event.candidate, now, out)
+        elif isinstance(event, StopSeen):
+            if inc.state not in FINAL and inc.pending_since is None:
+                self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
+        elif isinstance(event, LinesRead):
+            inc.lines += event.count
+        elif isinstance(event, ProcessExited):
+            if inc.state not in FINAL:
+                if not inc.candidates[inc.pending_index :]:
+                    inc.candidates.append(
+                        Candidate(f"process exited: {event.detail}", 0, category="killed", kind="rule", fatal=True)
+                    )
+                self._crash(inc, now, out, None, None, reason=f"process gone ({event.detail})")
+        elif isinstance(event, HealthChecked):
+            healthy = event.status == 200
+            if healthy and inc.state in _STARTUP and inc.phase != State.STARTING and inc.pending_since is None:
+                if _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
+                    self._enter(inc, State.READY, None, None, None, now, "health endpoint answered 200", out)
+        return out
+
+    def tick(self, now: float) -> list[Transition]:
+        """Let time pass: confirm a pending error after the grace period, detect a stall."""
+        inc = self.current
+        out: list[Transition] = []
+        if inc.state in FINAL or inc.started_now is None:
+            return out
+        if inc.pending_since is not None and now - inc.pending_since >= self.crash_grace:
+            self._crash(inc, now, out, None, None, reason="error with no progress after it")
+            return out
+        if (
+            self.stall_after is not None
+            and inc.state in _STARTUP
+            and inc.last_progress is not None
+            and now - inc.last_progress >= self.stall_after
+        ):
+            if self.memory_growing:
+                inc.last_progress = now
+            else:
+                self._enter(inc, State.STALLED, None, None, None, now, f"no progress for {self.stall_after:g}s", out)
+        return out
+
+    def finish(self, now: float) -> list[Transition]:
+        """The log ended and nothing more will come (replay): a pending error is final."""
+        inc = self.current
+        out: list[Transition] = []
+        if inc.pending_since is not None and inc.state not in FINAL:
+            self._crash(inc, now, out, None, None, reason="error at the end of the log")
+        return out
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _progress(self, inc: Incarnation, now: float, out: list[Transition], line: int) -> None:
+        inc.last_progress = now
+        if inc.pending_since is not None and inc.state not in FINAL:
+            # progress after an error: the error was survivable
+            inc.pending_since = None
+            inc.pending_index = len(inc.candidates)
+        if inc.state == State.STALLED:
+            self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
+
+    def _error(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> None:
+        if inc.state in FINAL:
+            # other ranks printing the same error after the verdict still belong to its list of ranks
+            if inc.error is not None and cand.source and not cand.noise:
+                inc.error = inc.error.with_rank(cand.source, cand.summary)
+            return
+        inc.candidates.append(cand)
+        if cand.noise:
+            return
+        if inc.pending_since is None:
+            inc.pending_since = now
+            inc.crash_phase = inc.phase
+        if cand.fatal:
+            self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
+
+    def _crash(
+        self, inc: Incarnation, now: float, out: list[Transition], line: int | None, at: str | None, *, reason: str
+    ) -> None:
+        phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
+        live = [c for c in inc.candidates[inc.pending_index :]] or inc.candidates
+        err = root_cause(live, inc.facts, _phase_name(phase), self.engine)
+        if err is not None and err.phase_hint and phase != State.READY:
+            hinted = _PHASES[err.phase_hint]
+            if _ORDER[hinted] > _ORDER[phase] or phase == State.PENDING:
+                phase = hinted
+        if phase == State.PENDING:
+            phase = State.STARTING
+        inc.crash_phase = phase
+        inc.error = err
+        inc.pending_since = None
+        self._enter(inc, State.CRASHED, line, at, None, now, reason, out, record_phase=False)
+
+    def _enter(
+        self,
+        inc: Incarnation,
+        state: State,
+        line: int | None,
+        at: str | None,
+        seconds: float | None,
+        now: float,
+        reason: str,
+        out: list[Transition],
+        *,
+        record_phase: bool = True,
+    ) -> None:
+        if state == inc.state:
+            return
+        t = Transition(state, inc.state, line, at, now, reason)
+        inc.state = state
+        if record_phase and (state in _STARTUP or state == State.READY):
+            inc.phase = state
+        inc.timeline.append((t, seconds))
+        out.append(t)
+
+
+def _phase_name(state: State) -> str:
+    return state.value if state != State.PENDING else "starting"

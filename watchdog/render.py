@@ -1,0 +1,79 @@
+"""Human output: a verdict object as a concise timeline with durations, progress, facts and the error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["format_duration", "render_verdict"]
+
+_HEADLINE = {
+    "ready": "ready",
+    "crashed": "crashed",
+    "stalled": "stalled",
+    "stopped": "stopped cleanly",
+}
+
+
+def format_duration(seconds: float) -> str:
+    """7m12s, 1h03m, 4.2s."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    s = round(seconds)
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}h{m:02d}m"
+    if m:
+        return f"{m}m{sec:02d}s"
+    return f"{sec}s"
+
+
+def render_verdict(v: dict[str, Any], *, source: str = "") -> str:
+    """The verdict object of `to_json` as text for a terminal."""
+    out: list[str] = []
+    state = v["state"]
+    engine = v.get("engine") or "unknown engine"
+    if state in _HEADLINE:
+        head = _HEADLINE[state]
+        if state == "crashed":
+            head += f" during {v['phase']}"
+        elif state == "ready" and v.get("time_to_ready_seconds") is not None:
+            head += f" after {format_duration(v['time_to_ready_seconds'])}"
+    else:
+        head = f"no verdict: the log ends in {v['phase']}"
+    where = f"{source}: " if source else ""
+    out.append(f"{where}{engine} {head}")
+    if v.get("incarnations", 1) > 1:
+        out.append(f"  (launch #{v['incarnation']} of {v['incarnations']} in this log)")
+    for item in v["timeline"]:
+        at = item.get("at") or ""
+        dur = item.get("duration_seconds")
+        dur_text = format_duration(dur) if dur is not None else ""
+        line = f"line {item['line']}" if item.get("line") else (item.get("reason") or "")
+        out.append(f"  {item['state']:<20} {at:<20} {dur_text:>7}  {line}")
+    if v["progress"]:
+        parts = [f"{k} {p['done']}/{p['total']}" for k, p in v["progress"].items()]
+        out.append("  progress: " + ", ".join(parts))
+    if v["facts"]:
+        parts = [f"{k}={_num(val)}" for k, val in v["facts"].items()]
+        out.append("  facts: " + ", ".join(parts))
+    err = v.get("error")
+    if err:
+        ranks = f" on ranks {', '.join(err['ranks'])}" if err.get("ranks") else ""
+        out.append(f"error [{err['category']}]{ranks} (line {err['line']}):")
+        out.append(f"  {err['summary']}")
+        out.append(f"  hint: {err['hint']}")
+        if err.get("traceback"):
+            out.append("traceback:")
+            out.extend(f"  {line}" for line in err["traceback"])
+        elif err.get("context"):
+            out.append("last lines:")
+            out.extend(f"  {line}" for line in err["context"])
+    out.append(f"  ({v['lines_read']} lines, {v['bytes_read']} bytes read)")
+    return "\n".join(out)
+
+
+def _num(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

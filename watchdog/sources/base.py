@@ -1,0 +1,170 @@
+"""The byte-source interface: chunks at absolute offsets, connection and file events, `Source`.
+
+A source is followed with an async context manager, so that whatever it runs in the background
+(a poll loop, a remote `tail`) is stopped when the block is left, normally, by an error or by
+cancellation::
+
+    async with source.open_follow(offset) as items:
+        async for item in items:
+            if isinstance(item, Chunk):
+                ...  # item.data starts at byte item.offset of the current file
+            elif isinstance(item, FileRestarted):
+                ...  # the next chunk starts at offset 0 of a new file
+
+An error the follower cannot recover from (`HostKeyError`, `AuthError`, `UsageError`) is raised
+by the iteration, after the items that came before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+__all__ = [
+    "Chunk",
+    "Connected",
+    "Disconnected",
+    "FileMissing",
+    "FileRestarted",
+    "ItemSink",
+    "RestartReason",
+    "Source",
+    "SourceEvent",
+    "SourceItem",
+    "open_item_stream",
+]
+
+RestartReason = Literal["rotated", "truncated", "replaced"]
+
+# Enough to absorb a burst without holding a slow consumer's memory hostage: the producer blocks
+# beyond it, and over SSH the channel's flow control then stops the remote tail.
+ITEM_BUFFER = 64
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Bytes read from the followed file; `offset` is the position of `data[0]` in the current file."""
+
+    offset: int
+    data: bytes
+
+    @property
+    def end(self) -> int:
+        """The offset just past the last byte: where the next chunk starts."""
+        return self.offset + len(self.data)
+
+
+@dataclass(frozen=True)
+class Connected:
+    """The connection to `host` is up (first time, or again after `Disconnected`)."""
+
+    host: str
+
+
+@dataclass(frozen=True)
+class Disconnected:
+    """The connection to `host` dropped; it is being re-established."""
+
+    host: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FileRestarted:
+    """The followed path now names a new file; the next chunk starts at its offset 0.
+
+    `reason` is "rotated" (the old file was renamed away and a new one created), "truncated"
+    (the same file was cut shorter than what was read, e.g. logrotate's copytruncate) or
+    "replaced" (the old file was deleted, or swapped for a new one, e.g. a relaunch).
+    """
+
+    reason: RestartReason
+
+
+@dataclass(frozen=True)
+class FileMissing:
+    """The log is not there (yet); the follower waits for it to appear."""
+
+    path: str
+
+
+SourceEvent = Connected | Disconnected | FileRestarted | FileMissing
+SourceItem = Chunk | SourceEvent
+ItemSink = ObjectSendStream[SourceItem]
+
+
+class Source(Protocol):
+    """Something whose bytes can be followed from an offset: a local file, a file over SSH."""
+
+    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the file from byte `offset` of the current file until the block is left.
+
+        Args:
+            offset: where to start reading, in the file as it is now (0: from the start).
+
+        Returns:
+            An async context manager yielding an async iterator of chunks and events.
+        """
+        ...
+
+
+class _Items:
+    """The consumer's side: items in order, then the producer's error, if it had one."""
+
+    def __init__(self, receive: ObjectReceiveStream[SourceItem]) -> None:
+        self._receive = receive
+        self.error: Exception | None = None
+
+    def __aiter__(self) -> _Items:
+        return self
+
+    async def __anext__(self) -> SourceItem:
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            if self.error is not None:
+                error, self.error = self.error, None
+                raise error from error.__cause__
+            raise StopAsyncIteration from None
+
+
+@asynccontextmanager
+async def _open_item_stream(
+    produce: Callable[[ItemSink], Awaitable[None]],
+) -> AsyncIterator[AsyncIterator[SourceItem]]:
+    send, receive = anyio.create_memory_object_stream[SourceItem](ITEM_BUFFER)
+    items = _Items(receive)
+
+    async def run() -> None:
+        async with send:
+            try:
+                await produce(send)
+            except Exception as exc:
+                # Handed to the consumer rather than raised here, so the caller sees the
+                # HostKeyError itself and not an ExceptionGroup from the task group.
+                items.error = exc
+
+    with receive:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            try:
+                yield items
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def open_item_stream(
+    produce: Callable[[ItemSink], Awaitable[None]],
+) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+    """Run `produce(sink)` in the background for the duration of the block; yield what it sends.
+
+    The producer ends the stream by returning; an exception it raises is re-raised by the
+    consumer's iteration once the items sent before it are consumed. Leaving the block cancels
+    the producer, whose `finally` clauses do the cleanup.
+    """
+    return _open_item_stream(produce)

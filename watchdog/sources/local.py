@@ -1,0 +1,156 @@
+"""Follow a local file by polling: read to the end, then watch for appends, rotation and truncation."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+import anyio
+
+from watchdog.exceptions import UsageError
+from watchdog.sources.base import (
+    Chunk,
+    FileMissing,
+    FileRestarted,
+    ItemSink,
+    RestartReason,
+    SourceItem,
+    open_item_stream,
+)
+
+__all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_READ_SIZE", "LocalSource"]
+
+DEFAULT_POLL_INTERVAL = 0.25
+DEFAULT_READ_SIZE = 1 << 16
+
+
+@dataclass
+class _Open:
+    """The file being read: its descriptor and identity."""
+
+    fd: int
+    ident: tuple[int, int]
+
+
+def _open(path: str) -> _Open | None:
+    """Open `path` for reading; None if it does not exist (yet)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UsageError(f"cannot follow {path}: not a regular file")
+    return _Open(fd=fd, ident=(st.st_dev, st.st_ino))
+
+
+def _path_ident(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class LocalSource:
+    """A file on this machine, followed by polling `os.stat` and reading what was appended.
+
+    Appends are read as soon as they are seen; while data keeps coming the follower reads again
+    at once, and only sleeps `poll_interval` when it has reached the end of the file.
+
+    Rotation (the file renamed away and a new one created) is noticed when the path names
+    another inode: the old file is read to its end first, then `FileRestarted("rotated")` and the
+    new file from offset 0. A new file at the path whose predecessor was deleted or renamed over
+    gives `FileRestarted("replaced")`; the same file shorter than the read offset (copytruncate)
+    gives `FileRestarted("truncated")`. A truncation followed by more writes than were read
+    before the next poll cannot be told from an append (the same limit as `tail -f`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        read_size: int = DEFAULT_READ_SIZE,
+    ) -> None:
+        """Describe the file to follow; nothing is opened until `open_follow`.
+
+        Args:
+            path: the log file (it may not exist yet).
+            poll_interval: seconds to wait at the end of the file before looking again.
+            read_size: the largest chunk read at once.
+        """
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        if read_size <= 0:
+            raise ValueError("read_size must be positive")
+        self.path = os.path.expanduser(os.fspath(path))
+        self.poll_interval = poll_interval
+        self.read_size = read_size
+
+    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the file from byte `offset`; see `watchdog.sources.base.Source`."""
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        return open_item_stream(lambda sink: self._follow(sink, offset))
+
+    async def _follow(self, sink: ItemSink, offset: int) -> None:
+        current: _Open | None = None
+        pending: RestartReason | None = None
+        announced_missing = False
+        pos = offset
+        try:
+            while True:
+                if current is None:
+                    current = await anyio.to_thread.run_sync(_open, self.path)
+                    if current is None:
+                        if not announced_missing:
+                            announced_missing = True
+                            await sink.send(FileMissing(self.path))
+                        await anyio.sleep(self.poll_interval)
+                        continue
+                    size = os.fstat(current.fd).st_size
+                    if pending is None and pos > size:
+                        # Resuming past the end: the file was cut while nobody was reading.
+                        pending = "truncated"
+                    if pending is not None:
+                        await sink.send(FileRestarted(pending))
+                        pending, pos = None, 0
+                data = await anyio.to_thread.run_sync(os.pread, current.fd, self.read_size, pos)
+                if data:
+                    await sink.send(Chunk(pos, data))
+                    pos += len(data)
+                    continue
+                pending = await anyio.to_thread.run_sync(self._restart_reason, current, pos)
+                if pending == "truncated":
+                    await sink.send(FileRestarted(pending))
+                    pending, pos = None, 0
+                elif pending is not None:
+                    # Whatever the writer added to the old file before it was rotated away.
+                    while data := await anyio.to_thread.run_sync(os.pread, current.fd, self.read_size, pos):
+                        await sink.send(Chunk(pos, data))
+                        pos += len(data)
+                    os.close(current.fd)
+                    current = None
+                else:
+                    await anyio.sleep(self.poll_interval)
+        finally:
+            if current is not None:
+                os.close(current.fd)
+
+    def _restart_reason(self, current: _Open, pos: int) -> RestartReason | None:
+        """At the end of the file: has it been truncated, or does the path name a new file now?"""
+        st = os.fstat(current.fd)
+        if st.st_size < pos:
+            return "truncated"
+        ident = _path_ident(self.path)
+        if ident is None or ident == current.ident:
+            # Gone with no successor yet: keep reading the old file until one appears.
+            return None
+        return "rotated" if st.st_nlink > 0 else "replaced"

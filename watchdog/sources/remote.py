@@ -1,0 +1,133 @@
+"""The shell scripts run on a followed host, the commands that start them, and how to read their output.
+
+Every script runs under `sh -c SCRIPT NAME ARG...` with the arguments passed positionally, so the
+user's login shell (bash, zsh, even fish) only has to parse single-quoted words, and no value is
+ever interpolated into the script itself.
+
+Header (first line of stdout, then raw file bytes in the streaming and polling scripts):
+
+    missing            the path does not exist (yet)
+    unreadable         the path is not a readable regular file
+    nofollow           no GNU tail here: use the polling script
+    ok INODE SIZE      fd 3 is open on the file; its bytes follow from the requested offset
+
+Status lines of the streaming script, on stderr:
+
+    S FD_INODE FD_SIZE FD_LINKS [PATH_INODE PATH_SIZE PATH_LINKS]
+                       every STAT_INTERVAL: the open file, and what the path names now (if anything)
+    E                  tail exited on its own
+    tail: ...: file truncated     GNU tail's own notice: it went back to offset 0
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+__all__ = [
+    "POLL_SCRIPT",
+    "STREAM_SCRIPT",
+    "Header",
+    "StatLine",
+    "parse_header",
+    "parse_stat_line",
+    "poll_command",
+    "stream_command",
+]
+
+# `tail -f` on /dev/fd/3 follows the inode the script opened, whatever happens to the path;
+# GNU tail polls a symlinked name (it turns inotify off for those), hence the fine -s interval:
+# an fstat every 10 ms is cheap and bounds the added latency.
+# `cat` is the lifeline: it returns when the channel's stdin reaches EOF, which happens when the
+# client closes the channel or its connection dies (sshd then closes the session's pipes), and
+# the script then kills tail and the stat loop, so no tail is ever left behind.
+STREAM_SCRIPT = """\
+p=$1 n=$2 iv=$3 tv=$4
+[ -e "$p" ] || { echo missing; exit 0; }
+{ [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
+case $(tail --version 2>/dev/null) in *GNU*) ;; *) echo nofollow; exit 0;; esac
+exec 3<"$p"
+echo ok $(stat -L -c '%i %s' /dev/fd/3)
+tail -s "$tv" -c +"$n" -f /dev/fd/3 & t=$!
+{ while kill -0 $t 2>/dev/null; do
+    echo S $(stat -L -c '%i %s %h' /dev/fd/3 "$p" 2>/dev/null)
+    sleep "$iv" >/dev/null 2>&1
+  done; echo E; } >&2 & s=$!
+cat >/dev/null
+kill $t $s 2>/dev/null
+"""
+
+# One read of at most $3 bytes from offset $2 (1-based), with the header, for hosts without
+# GNU tail; the caller runs it again at once while it returns full reads.
+POLL_SCRIPT = """\
+p=$1 n=$2 m=$3
+[ -e "$p" ] || { echo missing; exit 0; }
+{ [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
+exec 3<"$p"
+echo ok $(stat -L -c '%i %s' /dev/fd/3)
+tail -c +"$n" /dev/fd/3 | head -c "$m"
+"""
+
+_OK = re.compile(rb"^ok (\d+) (\d+)$")
+
+
+def _seconds(value: float) -> str:
+    if not value > 0:
+        raise ValueError(f"interval must be positive, not {value}")
+    return f"{value:.3f}"
+
+
+def stream_command(path: str, offset: int, *, stat_interval: float, tail_interval: float) -> str:
+    """The remote command that streams `path` from byte `offset` (0-based) until stdin closes."""
+    args = [path, str(offset + 1), _seconds(stat_interval), _seconds(tail_interval)]
+    return shlex.join(["sh", "-c", STREAM_SCRIPT, "watchdog-follow", *args])
+
+
+def poll_command(path: str, offset: int, *, max_bytes: int) -> str:
+    """The remote command that reads up to `max_bytes` of `path` from byte `offset` (0-based)."""
+    return shlex.join(["sh", "-c", POLL_SCRIPT, "watchdog-poll", path, str(offset + 1), str(max_bytes)])
+
+
+@dataclass(frozen=True)
+class Header:
+    """The first line of a script's output."""
+
+    status: str
+    inode: int = 0
+    size: int = 0
+
+
+def parse_header(line: bytes) -> Header | None:
+    """Read a header line (without its newline); None if it is not one."""
+    match = _OK.match(line)
+    if match is not None:
+        return Header("ok", int(match[1]), int(match[2]))
+    if line in (b"missing", b"unreadable", b"nofollow"):
+        return Header(line.decode())
+    return None
+
+
+@dataclass(frozen=True)
+class StatLine:
+    """One sample of the streaming script's stat loop."""
+
+    inode: int
+    size: int
+    links: int
+    path_inode: int | None
+    path_size: int | None
+
+
+def parse_stat_line(line: bytes) -> StatLine | None:
+    """Read an `S ...` status line; None if it is not one (or was garbled)."""
+    fields = line.split()
+    if not fields or fields[0] != b"S" or len(fields) not in (4, 7):
+        return None
+    try:
+        numbers = [int(field) for field in fields[1:]]
+    except ValueError:
+        return None
+    if len(numbers) == 3:
+        return StatLine(numbers[0], numbers[1], numbers[2], None, None)
+    return StatLine(numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])

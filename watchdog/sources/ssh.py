@@ -1,0 +1,367 @@
+"""Follow a file on another host over a shared SSH connection, resuming at the exact byte after a drop."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, suppress
+from typing import Literal, cast
+
+import anyio
+import asyncssh
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_never,
+    wait_exponential_jitter,
+)
+from tenacity.stop import stop_base
+
+from watchdog.exceptions import ConnectionLost, TargetError, UsageError
+from watchdog.sources.base import (
+    Chunk,
+    Connected,
+    Disconnected,
+    FileMissing,
+    FileRestarted,
+    ItemSink,
+    RestartReason,
+    SourceItem,
+    open_item_stream,
+)
+from watchdog.sources.remote import Header, parse_header, parse_stat_line, poll_command, stream_command
+from watchdog.sources.sshpool import SSHPool
+
+__all__ = [
+    "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_STAT_INTERVAL",
+    "DEFAULT_TAIL_INTERVAL",
+    "SSHSource",
+]
+
+DEFAULT_POLL_INTERVAL = 0.25
+DEFAULT_STAT_INTERVAL = 0.25
+DEFAULT_TAIL_INTERVAL = 0.01
+DEFAULT_POLL_BYTES = 1 << 20
+RETRY_INITIAL = 0.1
+RETRY_MAX = 5.0
+_HEADER_LIMIT = 4096
+# Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
+# stops the remote tail, so a slow consumer never makes this process buffer a whole log.
+_HIGH_WATER = 64
+_LOW_WATER = 8
+
+_Kind = Literal["out", "err", "closed"]
+_Packet = tuple[_Kind, bytes, Exception | None]
+
+
+class _Session(asyncssh.SSHClientSession[bytes]):
+    """Queues stdout, stderr and the close of one remote command in the order they arrived."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[_Packet](math.inf)
+        self._chan: asyncssh.SSHClientChannel[bytes] | None = None
+        self._paused = False
+
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
+        self._chan = chan
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        kind: _Kind = "err" if datatype == asyncssh.EXTENDED_DATA_STDERR else "out"
+        self._put((kind, data, None))
+        if (
+            not self._paused
+            and self._chan is not None
+            and self._send.statistics().current_buffer_used >= _HIGH_WATER
+        ):
+            self._paused = True
+            self._chan.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._put(("closed", b"", exc))
+        self._send.close()
+
+    def _put(self, packet: _Packet) -> None:
+        # The reader may have gone away already: then nothing wants this any more.
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._send.send_nowait(packet)
+
+    async def receive(self) -> _Packet:
+        try:
+            packet = await self._receive.receive()
+        except anyio.EndOfStream:
+            return ("closed", b"", None)
+        if (
+            self._paused
+            and self._chan is not None
+            and self._receive.statistics().current_buffer_used <= _LOW_WATER
+        ):
+            self._paused = False
+            self._chan.resume_reading()
+        return packet
+
+    def close(self) -> None:
+        """Close the channel: the remote script sees EOF on stdin and kills its tail."""
+        if self._chan is not None:
+            self._chan.close()
+        self._receive.close()
+
+
+class SSHSource:
+    """A file on a remote host, streamed by one remote `tail` per follower over a shared connection.
+
+    The remote command (see `watchdog.sources.remote.STREAM_SCRIPT`) opens the file once, reports
+    its inode and size, streams from the exact offset with GNU `tail -c +N -f`, and reports every
+    `stat_interval` what the path names, so rotation (new inode at the path), replacement (the
+    old file deleted) and truncation (GNU tail's notice) are seen without a second command.
+    Without GNU tail it falls back to polling reads every `poll_interval`.
+
+    A dropped connection gives `Disconnected`, is retried with exponential backoff and jitter
+    (0.1 s, doubling, at most 5 s between attempts), gives `Connected`, and reading resumes at the
+    first byte not yet delivered: nothing is lost or repeated, unless the file changed meanwhile
+    (then `FileRestarted`). `HostKeyError`, `AuthError` and `UsageError` end the iteration.
+
+    A copytruncate that is immediately followed by new writes can leave those first new bytes
+    delivered before `FileRestarted` (GNU tail resumes at offset 0 before its notice reaches
+    us); the restart then reads them again as the start of the new file.
+    """
+
+    def __init__(
+        self,
+        pool: SSHPool,
+        host: str,
+        path: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        stream: bool | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        stat_interval: float = DEFAULT_STAT_INTERVAL,
+        tail_interval: float = DEFAULT_TAIL_INTERVAL,
+        connect_attempts: int = 3,
+        reconnect_attempts: int | None = None,
+    ) -> None:
+        """Describe the remote file; nothing connects until `open_follow`.
+
+        Args:
+            pool: the shared connections.
+            host: host name, address or ~/.ssh/config alias.
+            path: the log file on the host (relative paths start in the remote home).
+            port: SSH port (None: from the config, else 22).
+            user: remote user (None: from the config, else the local user).
+            stream: True to require streaming, False to poll, None to stream where GNU tail exists.
+            poll_interval: seconds between reads when polling, and between looks for a missing file.
+            stat_interval: seconds between the remote script's rotation checks.
+            tail_interval: the remote tail's `-s` interval (it bounds the added latency).
+            connect_attempts: attempts for the first connection before ConnectionLost is raised.
+            reconnect_attempts: attempts after a drop before ConnectionLost (None: forever).
+        """
+        if min(poll_interval, stat_interval, tail_interval) <= 0:
+            raise ValueError("intervals must be positive")
+        if connect_attempts < 1:
+            raise ValueError("connect_attempts must be at least 1")
+        self.pool = pool
+        self.host = host
+        self.path = path
+        self.port = port
+        self.user = user
+        self.stream = stream
+        self.poll_interval = poll_interval
+        self.stat_interval = stat_interval
+        self.tail_interval = tail_interval
+        self.connect_attempts = connect_attempts
+        self.reconnect_attempts = reconnect_attempts
+
+    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the file from byte `offset`; see `watchdog.sources.base.Source`."""
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        return open_item_stream(lambda sink: _Follower(self, sink, offset).run())
+
+
+class _Restart(Exception):
+    """Internal: the current remote command is done; start another (after `delay` seconds)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+
+
+class _Follower:
+    """The state of one `open_follow`: where we are in which file, across commands and connections."""
+
+    def __init__(self, source: SSHSource, sink: ItemSink, offset: int) -> None:
+        self.src = source
+        self.sink = sink
+        self.offset = offset
+        self.inode: int | None = None
+        self.pending: RestartReason | None = None
+        self.streaming = source.stream
+        self.announced_missing = False
+        self.rotation: tuple[int, RestartReason] | None = None
+
+    async def run(self) -> None:
+        conn = await self._connect(first=True)
+        while True:
+            try:
+                if self.streaming is False:
+                    await self._poll_once(conn)
+                else:
+                    await self._stream_once(conn)
+            except _Restart as restart:
+                if restart.delay:
+                    await anyio.sleep(restart.delay)
+            except ConnectionLost as exc:
+                if conn.is_closed():
+                    self.src.pool.discard(conn)
+                await self.sink.send(Disconnected(self.src.host, str(exc)))
+                conn = await self._connect(first=False)
+
+    async def _connect(self, *, first: bool) -> asyncssh.SSHClientConnection:
+        src = self.src
+        attempts = src.connect_attempts if first else src.reconnect_attempts
+        stop: stop_base = stop_never if attempts is None else stop_after_attempt(attempts)
+        retrying = AsyncRetrying(
+            stop=stop,
+            wait=wait_exponential_jitter(initial=RETRY_INITIAL, max=RETRY_MAX, jitter=RETRY_INITIAL),
+            retry=retry_if_exception_type(ConnectionLost),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+        conn: asyncssh.SSHClientConnection = await retrying(
+            src.pool.connect, src.host, port=src.port, user=src.user
+        )
+        await self.sink.send(Connected(src.host))
+        return conn
+
+    def _restart_from_zero(self, reason: RestartReason) -> _Restart:
+        self.pending = reason
+        self.offset = 0
+        self.inode = None
+        self.rotation = None
+        return _Restart()
+
+    async def _accept_header(self, header: Header | None) -> None:
+        """Act on a script's header; returns only for `ok` on the file we mean to read."""
+        if header is None:
+            # The script ended before its header (the file vanished between test and open).
+            raise _Restart(self.src.poll_interval)
+        if header.status == "nofollow":
+            self.streaming = False
+            raise _Restart()
+        if header.status == "unreadable":
+            raise UsageError(f"cannot follow {self.src.path} on {self.src.host}: not a readable regular file")
+        if header.status == "missing":
+            if self.inode is not None:
+                self._restart_from_zero("replaced")
+            if not self.announced_missing:
+                self.announced_missing = True
+                await self.sink.send(FileMissing(self.src.path))
+            raise _Restart(self.src.poll_interval)
+        if self.inode is not None and header.inode != self.inode:
+            # Another file while we were away; the old one's unread tail is out of reach.
+            raise self._restart_from_zero("replaced")
+        if header.size < self.offset:
+            raise self._restart_from_zero("truncated")
+        self.inode = header.inode
+        if self.pending is not None:
+            reason, self.pending = self.pending, None
+            await self.sink.send(FileRestarted(reason))
+
+    async def _deliver(self, data: bytes) -> None:
+        await self.sink.send(Chunk(self.offset, data))
+        self.offset += len(data)
+
+    async def _open_session(self, conn: asyncssh.SSHClientConnection, command: str) -> _Session:
+        try:
+            _, session = await conn.create_session(_Session, command, encoding=None)
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectionLost(f"cannot start the remote reader on {self.src.host}: {exc}") from exc
+        return cast(_Session, session)
+
+    def _lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> Exception:
+        if exc is not None or conn.is_closed():
+            return ConnectionLost(f"connection to {self.src.host} lost: {exc or 'closed'}")
+        return _Restart(self.src.poll_interval)
+
+    async def _stream_once(self, conn: asyncssh.SSHClientConnection) -> None:
+        src = self.src
+        command = stream_command(
+            src.path, self.offset, stat_interval=src.stat_interval, tail_interval=src.tail_interval
+        )
+        session = await self._open_session(conn, command)
+        try:
+            buffered = b""
+            while b"\n" not in buffered:
+                kind, data, exc = await session.receive()
+                if kind == "closed":
+                    if exc is not None or conn.is_closed():
+                        raise self._lost(conn, exc)
+                    await self._accept_header(None)
+                if kind == "out":
+                    buffered += data
+                    if len(buffered) > _HEADER_LIMIT:
+                        raise TargetError(
+                            f"unexpected output from the reader on {src.host}: {buffered[:80]!r}"
+                        )
+            line, _, rest = buffered.partition(b"\n")
+            header = parse_header(line)
+            if header is None:
+                raise TargetError(f"unexpected output from the reader on {src.host}: {line[:80]!r}")
+            await self._accept_header(header)
+            self.rotation = None
+            if rest:
+                await self._deliver(rest)
+            await self._pump(conn, session)
+        finally:
+            session.close()
+
+    async def _pump(self, conn: asyncssh.SSHClientConnection, session: _Session) -> None:
+        errors = b""
+        while True:
+            kind, data, exc = await session.receive()
+            if kind == "out":
+                await self._deliver(data)
+                self._check_rotation()
+            elif kind == "err":
+                errors += data
+                *lines, errors = errors.split(b"\n")
+                for line in lines:
+                    self._on_status(line)
+            else:
+                raise self._lost(conn, exc)
+
+    def _on_status(self, line: bytes) -> None:
+        if b"file truncated" in line:
+            raise self._restart_from_zero("truncated")
+        if line == b"E":
+            raise _Restart(self.src.poll_interval)
+        stat = parse_stat_line(line)
+        if stat is None or stat.inode != self.inode:
+            return
+        if stat.path_inode is not None and stat.path_inode != stat.inode:
+            reason: RestartReason = "rotated" if stat.links > 0 else "replaced"
+            # Drain the old file up to its size when the change was first seen, then switch.
+            target = self.rotation[0] if self.rotation is not None else stat.size
+            self.rotation = (target, reason)
+            self._check_rotation()
+
+    def _check_rotation(self) -> None:
+        if self.rotation is not None and self.offset >= self.rotation[0]:
+            raise self._restart_from_zero(self.rotation[1])
+
+    async def _poll_once(self, conn: asyncssh.SSHClientConnection) -> None:
+        src = self.src
+        command = poll_command(src.path, self.offset, max_bytes=DEFAULT_POLL_BYTES)
+        try:
+            result = await conn.run(command, encoding=None, check=False)
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectionLost(f"cannot read {src.path} on {src.host}: {exc}") from exc
+        stdout = result.stdout
+        assert isinstance(stdout, bytes)
+        line, newline, data = stdout.partition(b"\n")
+        await self._accept_header(parse_header(line) if newline else None)
+        if data:
+            await self._deliver(data)
+        if len(data) < DEFAULT_POLL_BYTES:
+            await anyio.sleep(src.poll_interval)

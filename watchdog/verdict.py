@@ -1,0 +1,69 @@
+"""Verdicts: the JSON object of DESIGN.md and the exit codes, from an analyzer's state (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watchdog.envelope import seconds_between
+from watchdog.lifecycle import Incarnation, State
+
+__all__ = ["EXIT_CODES", "exit_code", "to_json"]
+
+EXIT_CODES = {
+    State.READY: 0,
+    State.CRASHED: 1,
+    State.STALLED: 2,
+}
+EXIT_NO_VERDICT = 3
+EXIT_USAGE = 64
+EXIT_UNREACHABLE = 69
+EXIT_CONFIG = 78
+
+
+def exit_code(state: State) -> int:
+    """0 ready, 1 crashed, 2 stalled, 3 no verdict (still starting, or stopped)."""
+    return EXIT_CODES.get(state, EXIT_NO_VERDICT)
+
+
+def to_json(
+    inc: Incarnation,
+    *,
+    engine: str | None,
+    lines_read: int,
+    bytes_read: int,
+    incarnations: int = 1,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The verdict object shared by `replay --json`, `watch --json` and each entry of /status."""
+    phase = inc.crash_phase if inc.state == State.CRASHED and inc.crash_phase else inc.phase
+    if phase == State.PENDING and inc.state != State.PENDING:
+        phase = State.STARTING
+    timeline = []
+    entries = inc.timeline
+    for i, (t, seconds) in enumerate(entries):
+        item: dict[str, Any] = t.to_json()
+        nxt = entries[i + 1][1] if i + 1 < len(entries) else None
+        duration = seconds_between(seconds, nxt)
+        if duration is not None:
+            item["duration_seconds"] = round(duration, 3)
+        if t.reason:
+            item["reason"] = t.reason
+        timeline.append(item)
+    out: dict[str, Any] = {
+        "engine": engine,
+        "state": inc.state.value,
+        "phase": phase.value,
+        "error": inc.error.to_json() if inc.error and inc.state == State.CRASHED else None,
+        "timeline": timeline,
+        "progress": {k: {"done": d, "total": t} for k, (d, t) in inc.progress.items()},
+        "facts": dict(inc.facts),
+        "lines_read": lines_read,
+        "bytes_read": bytes_read,
+        "incarnation": inc.number,
+        "incarnations": incarnations,
+    }
+    if inc.ready_seconds is not None:
+        out["time_to_ready_seconds"] = round(inc.ready_seconds, 3)
+    if extra:
+        out.update(extra)
+    return out
