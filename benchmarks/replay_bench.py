@@ -6,12 +6,10 @@ import argparse
 import contextlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,28 +76,51 @@ class Result:
         return self.runs[-1].returncode
 
 
-def run_once(cmd: Sequence[str], *, cwd: Path = REPO) -> Run:
-    """Run `cmd` to its end and measure it with wait4(2).
+# Starts the measured command as its own child and reports that child's wait4(2) figures. Linux counts
+# in a process's ru_maxrss the image it had before exec (a copy of its parent), so a child of this
+# benchmark could not read below the benchmark's own peak; this launcher is a bare interpreter (-I -S),
+# smaller than any of the measured tools.
+LAUNCHER = """
+import os, sys, time
+report, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(cmd[0], cmd)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+code = os.waitstatus_to_exitcode(status)
+with open(report, "w") as f:
+    f.write(f"{wall} {usage.ru_utime} {usage.ru_stime} {usage.ru_maxrss} {code}")
+sys.exit(code & 0xFF)
+"""
 
-    wait4 returns the resource usage of exactly this child (and its waited-for descendants), so each
-    run gets its own CPU times and its own peak RSS: getrusage(RUSAGE_CHILDREN) would add CPU times up
-    over all children so far and report the largest RSS of any of them (mtail's included).
+
+def run_once(cmd: Sequence[str], *, cwd: Path = REPO) -> Run:
+    """Run `cmd` to its end and measure exactly that process (and its waited-for children) with wait4(2).
+
+    Unlike deltas of getrusage(RUSAGE_CHILDREN), whose ru_maxrss is the largest of all children so far
+    (mtail's included), every run gets its own CPU times and peak RSS.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        # Tell Popen the child is reaped, so that it neither waits again nor warns.
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r", suffix=".rusage") as report,
+    ):
+        launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER, report.name, *cmd]
+        subprocess.run(launcher, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, check=False)
+        wall, user, system, maxrss_kib, code = report.read().split()
         out.seek(0)
         err.seek(0)
         return Run(
-            wall=wall,
-            user=usage.ru_utime,
-            sys=usage.ru_stime,
-            maxrss_mb=usage.ru_maxrss * 1024 / 1e6,  # ru_maxrss is in KiB on Linux; the goal is in MB
-            returncode=proc.returncode,
+            wall=float(wall),
+            user=float(user),
+            sys=float(system),
+            maxrss_mb=int(maxrss_kib) * 1024 / 1e6,  # ru_maxrss is in KiB on Linux; the goal is in MB
+            returncode=int(code),
             stdout=out.read(),
             stderr=err.read(),
         )
@@ -310,9 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f"pinned to CPU {cpu}" if cpu is not None else "all CPUs"
         size_mb = log.stat().st_size / 1e6
         print(f"log: {log}  {lines:,} lines  {size_mb:,.1f} MB  ({where}, best of {args.runs})")
-        # Linux counts the image a child had before exec (a copy of this process) in its ru_maxrss.
-        floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
-        print(f"peak RSS figures cannot read below this process's own peak, {floor:.1f} MB\n")
+        floor = run_once(["true"]).maxrss_mb
+        print(f"peak RSS cannot read below the launcher's own image, {floor:.1f} MB\n")
 
         cmd = watchdog_cmd(args.python, log)
         replay: Result | None = best_of("watchdog", cmd, args.runs)

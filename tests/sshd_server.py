@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +39,7 @@ class SSHDServer:
     host_key_line: str
     process: subprocess.Popen[bytes]
     log: list[str] = field(default_factory=list)
+    drain: threading.Thread | None = None
 
     @property
     def listener_pid(self) -> int:
@@ -56,10 +57,8 @@ class SSHDServer:
         """SIGKILL every per-connection sshd process, which cuts every client connection."""
         pids = self.session_pids()
         for pid in pids:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         return pids
 
 
@@ -150,7 +149,8 @@ def start_sshd(workdir: Path, *, attempts: int = 3) -> SSHDServer:
         )
         log: list[str] = []
         ready = threading.Event()
-        threading.Thread(target=_drain, args=(process.stderr, log, ready), daemon=True).start()
+        drain = threading.Thread(target=_drain, args=(process.stderr, log, ready), daemon=True)
+        drain.start()
         deadline = time.monotonic() + READY_TIMEOUT
         ready.wait(READY_TIMEOUT)
         if process.poll() is None and any(_LISTENING in entry for entry in log):
@@ -165,9 +165,13 @@ def start_sshd(workdir: Path, *, attempts: int = 3) -> SSHDServer:
                 host_key_line=line,
                 process=process,
                 log=log,
+                drain=drain,
             )
         process.kill()
         process.wait()
+        drain.join(5)
+        if process.stderr is not None:
+            process.stderr.close()
         last_error = "\n".join(log)
     raise SSHDUnavailable(f"sshd did not start: {last_error}")
 
@@ -181,6 +185,10 @@ def stop_sshd(server: SSHDServer) -> None:
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()
+    if server.drain is not None:
+        server.drain.join(5)
+    if server.process.stderr is not None:
+        server.process.stderr.close()
 
 
 @contextmanager
@@ -196,3 +204,60 @@ def running_sshd(workdir: Path) -> Iterator[SSHDServer]:
 def sshd_available() -> bool:
     """Whether an sshd binary is installed where the helper looks for it."""
     return os.path.exists(SSHD) and shutil.which("pgrep") is not None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read()
+    except OSError:
+        return b""
+
+
+def _opens(pid: int, path: str) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target == path or target == f"{path} (deleted)":
+            return True
+    return False
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as file:
+            return {int(child) for child in file.read().split()}
+    except OSError:
+        return set()
+
+
+def readers_of(path: str) -> set[int]:
+    """Processes (other than this one) that name `path` on their command line or hold it open,
+    with all their descendants: the remote follower's sh, tail, stat loop and cat."""
+    found: set[int] = set()
+    needle = path.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        if needle in _cmdline(pid) or _opens(pid, path):
+            found.add(pid)
+    todo = list(found)
+    while todo:
+        for child in _children(todo.pop()) - found:
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def pgrep_f(text: str) -> list[int]:
+    """`pgrep -f` for a fixed string (regex metacharacters escaped)."""
+    pattern = "".join(f"[{char}]" if char in ".^$*+?()[]{}|\\" else char for char in text)
+    out = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True, check=False)
+    return [int(pid) for pid in out.stdout.split() if int(pid) != os.getpid()]

@@ -257,6 +257,7 @@ class Analyzer:
                     category=rule.category,
                     hint=_format_hint(rule.hint, self.lifecycle.current.facts),
                     fatal=rule.fatal,
+                    phase_hint=rule.state,
                     at=rec.at,
                     kind="rule",
                 )
@@ -327,9 +328,9 @@ class Analyzer:
                 role=rule.role if rule else cand.role,
                 noise=cand.noise or quiet,
                 category=rule.category if rule else None,
+                phase_hint=(rule.state if rule else None) or cand.phase_hint,
                 hint=_format_hint(rule.hint, self.lifecycle.current.facts) if rule else None,
                 fatal=rule.fatal if rule else False,
-                phase_hint=cand.phase_hint,
                 at=cand.at,
                 chained=cand.chained,
             )

@@ -40,17 +40,18 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("timeout", r"timed out|TimeoutError|Watchdog timeout|deadline exceeded|\btimeout\b"),
         (
-            "model_load",
-            r"error loading model|failed to load model|failed to be inspected|Cannot find any model weights|"
-            r"HeaderTooLarge|SafetensorError|didn't finish loading|checkpoint|does not appear to have a file|"
-            r"Repository Not Found|not a valid model|invalid magic|failed to read magic",
-        ),
-        (
             "config",
             r"are not supported for now|does not recognize this architecture|is not compatible with|"
             r"must be divisible|unrecognized arguments|invalid choice|the following arguments are required|"
             r"^TypeError|got an unexpected keyword argument|Invalid (?:argument|value|config)|"
             r"is not a valid|must be (?:set|specified|greater|less|one of)|not supported when|cannot be used with",
+        ),
+        (
+            "model_load",
+            r"error loading model|failed to load model|failed to be inspected|Cannot find any model weights|"
+            r"HeaderTooLarge|SafetensorError|didn't finish loading|does not appear to have a file|"
+            r"Repository Not Found|not a valid model|invalid magic|failed to read magic|"
+            r"^KeyError: '[\w.]*(?:weight|bias|scale|layers?\.)",
         ),
         ("assertion", r"^(?:\w+\.)*AssertionError"),
         ("killed", r"(?:^|\W)Killed(?:\W|$)|SIGKILL|signal 9\b|exit code -?9\b|exitcode\s*:\s*-9"),
@@ -59,6 +60,10 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 # Functions whose frame in a traceback tells which startup phase the error happened in, innermost wins.
 _PHASE_FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "ready",
+        re.compile(r"in (?:event_loop\w*|process_batch_result\w*|handle_generate_request|run_batch|forward_batch_generation)\b"),
+    ),
     (
         "capturing_graphs",
         re.compile(
@@ -77,7 +82,10 @@ _PHASE_FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "loading_weights",
-        re.compile(r"in (?:load_model|load_weights|_load_weights|weight_loader\w*|load_weights_and_postprocess)\b"),
+        re.compile(
+            r"in (?:load_model|load_weights|_load_weights|weight_loader\w*|load_weights_and_postprocess|"
+            r"create_weights|process_weights_after_loading|\w*_repack|_?initialize_model|get_model)\b"
+        ),
     ),
 )
 

@@ -59,7 +59,7 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
         r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
         # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) "
-        r"\((?P<source>[A-Za-z][\w-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\)\s+",
+        r"\((?P<source>[A-Za-z][\w-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
         # torchrun: "[rank0]:"
         r"\[(?P<source>rank\d+)\]:\s?",
         # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] "
@@ -74,9 +74,9 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
         r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] ",
         # ISO timestamp in front (Docker Desktop, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z "
-        rf"(?P<ts>{_TS})\s+",
+        rf"(?P<ts>{_TS}) ",
         # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
-        rf"(?P<level>{_LEVEL}):?\s+(?=\S)",
+        rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
     )
 )
 

@@ -76,10 +76,15 @@ class Error:
 
 
 def from_traceback(tb: Traceback) -> Candidate | None:
-    """A candidate from an assembled traceback; None for a fragment without an exception line."""
+    """A candidate from an assembled traceback; a fragment without an exception line is noise (or None)."""
     exc_line = tb.exception
     if exc_line is None:
-        return None
+        # A fragment (the log cut it short) names no error, but its frames still tell the phase.
+        hint = phase_from_frames("\n".join(tb.lines))
+        if hint is None:
+            return None
+        last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
+        return Candidate(last, tb.line, tb.source, traceback=tuple(tb.lines), noise=True, phase_hint=hint, kind="fragment")
     m = EXCEPTION_LINE.match(exc_line)
     exception = m.group("exc") if m else exc_line.split(":", 1)[0].strip() or None
     summary = exc_line
@@ -123,6 +128,12 @@ def root_cause(
     best = items[best_i]
     category = cats[best_i]
     key = _MASK.sub("#", best.summary)
+    twins = [c for c in items if c.traceback and _MASK.sub("#", c.summary) == key]
+    if not best.traceback and twins:
+        # the same error from another rank may have come with its traceback
+        best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
+    if best.phase_hint is None:
+        best = replace(best, phase_hint=next((c.phase_hint for c in (*twins, *items) if c.phase_hint), None))
     ranks = sorted({c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order)
     wrappers = tuple(dict.fromkeys(c.summary for c in items if c.role == "wrapper"))
     hint = best.hint or hint_for(category, best.summary, best.phase_hint or phase, facts, engine)

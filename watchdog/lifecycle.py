@@ -30,6 +30,7 @@ from watchdog.events import (
 __all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
 
 DEFAULT_CRASH_GRACE = 5.0
+_MAX_LATE_CANDIDATES = 500
 
 
 class State(enum.Enum):
@@ -48,7 +49,7 @@ class State(enum.Enum):
 
 _ORDER = {s: i for i, s in enumerate(State)}
 _STARTUP = (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)
-_PHASES = {s.value: s for s in (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)}
+_PHASES = {s.value: s for s in (*_STARTUP, State.READY)}
 FINAL = frozenset({State.CRASHED, State.STOPPED})
 
 
@@ -111,6 +112,15 @@ class Lifecycle:
         """The current incarnation's state."""
         return self.current.state
 
+    def verdict_incarnation(self) -> Incarnation:
+        """The incarnation a verdict reports: the current one, unless it is a restart that has only just begun
+        after a crash (a crash loop: the restarted server says nothing yet, the crash is the news)."""
+        inc = self.current
+        if inc.state == State.STARTING and not inc.candidates and self.history:
+            if self.history[-1].state == State.CRASHED:
+                return self.history[-1]
+        return inc
+
     def feed(self, event: Event, now: float) -> list[Transition]:
         """Apply one event at clock time `now`; return the transitions it caused."""
         inc = self.current
@@ -119,6 +129,9 @@ class Lifecycle:
             inc.started_now = now
             inc.last_progress = now
         if isinstance(event, LaunchStarted):
+            if inc.pending_since is not None and inc.state not in FINAL:
+                # the server started again: the error before it was fatal to the previous run
+                self._crash(inc, now, out, None, None, reason="restarted after an error")
             if inc.state not in (State.PENDING, State.STARTING) or inc.candidates:
                 self.history.append(inc)
                 inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
@@ -153,6 +166,9 @@ class Lifecycle:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, LinesRead):
             inc.lines += event.count
+            if inc.state == State.PENDING and event.count:
+                # a log with lines but no start marker yet (an excerpt, or --log-level warning)
+                self._enter(inc, State.STARTING, None, None, None, now, "log activity", out)
         elif isinstance(event, ProcessExited):
             if inc.state not in FINAL:
                 if not inc.candidates[inc.pending_index :]:
@@ -210,8 +226,17 @@ class Lifecycle:
     def _error(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> None:
         if inc.state in FINAL:
             # other ranks printing the same error after the verdict still belong to its list of ranks
-            if inc.error is not None and cand.source and not cand.noise:
-                inc.error = inc.error.with_rank(cand.source, cand.summary)
+            if inc.state == State.CRASHED and len(inc.candidates) < _MAX_LATE_CANDIDATES:
+                # Errors printed after the verdict (other ranks, or a log written newest-first) may name the
+                # cause better: the verdict stands, its root cause is chosen again.
+                inc.candidates.append(cand)
+                live = inc.candidates[inc.pending_index :] or inc.candidates
+                phase = inc.crash_phase or inc.phase
+                inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine)
+                if inc.error is not None and inc.error.phase_hint and phase != State.READY:
+                    hinted = _PHASES[inc.error.phase_hint]
+                    if _ORDER[hinted] > _ORDER[phase]:
+                        inc.crash_phase = hinted
             return
         inc.candidates.append(cand)
         if cand.noise:

@@ -33,7 +33,7 @@ def replay_path(path: Path, engine: str | None = None, profiles: Sequence[Path] 
     analyzer.finish(0.0)
     lc = analyzer.lifecycle
     verdict = to_json(
-        lc.current,
+        lc.verdict_incarnation(),
         engine=analyzer.engine,
         lines_read=analyzer.lines_read,
         bytes_read=analyzer.bytes_read,

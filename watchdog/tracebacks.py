@@ -20,7 +20,7 @@ _HEADER = "Traceback (most recent call last)"
 _CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
 # "RuntimeError: msg", "torch.OutOfMemoryError: msg", "triton.runtime.errors.OutOfResources: msg", "KeyError"
 EXCEPTION_LINE = re.compile(
-    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout))"
+    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout))"
     r"(?::\s*(?P<msg>.*))?$"
 )
 _BARE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")

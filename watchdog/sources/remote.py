@@ -52,9 +52,9 @@ echo ok $(stat -L -c '%i %s' /dev/fd/3)
 tail -s "$tv" -c +"$n" -f /dev/fd/3 & t=$!
 { while kill -0 $t 2>/dev/null; do
     echo S $(stat -L -c '%i %s %h' /dev/fd/3 "$p" 2>/dev/null)
-    sleep "$iv" >/dev/null 2>&1
+    sleep "$iv" >/dev/null 2>&1 3<&-
   done; echo E; } >&2 & s=$!
-cat >/dev/null
+cat >/dev/null 3<&-
 kill $t $s 2>/dev/null
 """
 

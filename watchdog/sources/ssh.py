@@ -14,7 +14,7 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_never,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 from tenacity.stop import stop_base
 
@@ -223,7 +223,7 @@ class _Follower:
         stop: stop_base = stop_never if attempts is None else stop_after_attempt(attempts)
         retrying = AsyncRetrying(
             stop=stop,
-            wait=wait_exponential_jitter(initial=RETRY_INITIAL, max=RETRY_MAX, jitter=RETRY_INITIAL),
+            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
             retry=retry_if_exception_type(ConnectionLost),
             sleep=anyio.sleep,
             reraise=True,
@@ -300,7 +300,7 @@ class _Follower:
                     await self._accept_header(None)
                 if kind == "out":
                     buffered += data
-                    if len(buffered) > _HEADER_LIMIT:
+                    if b"\n" not in buffered and len(buffered) > _HEADER_LIMIT:
                         raise TargetError(
                             f"unexpected output from the reader on {src.host}: {buffered[:80]!r}"
                         )

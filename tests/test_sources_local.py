@@ -1,0 +1,158 @@
+"""Tests for watchdog.sources.local: following a local file through appends, rotation and truncation."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from watchdog.exceptions import UsageError
+from watchdog.sources.base import Chunk, FileMissing, FileRestarted, SourceItem
+from watchdog.sources.local import LocalSource
+
+pytestmark = pytest.mark.anyio
+
+FAST = 0.02
+
+
+async def read_until(items: AsyncIterator[SourceItem], size: int, within: float = 5.0) -> bytes:
+    """Collect chunks until `size` bytes of the current file have been read; check offsets."""
+    data = b""
+    with anyio.fail_after(within):
+        while len(data) < size:
+            item = await anext(items)
+            assert isinstance(item, Chunk), item
+            assert item.offset == len(data)
+            data += item.data
+    assert len(data) == size
+    return data
+
+
+async def next_event(items: AsyncIterator[SourceItem], within: float = 5.0) -> SourceItem:
+    """The next item, which the caller expects to be an event."""
+    with anyio.fail_after(within):
+        return await anext(items)
+
+
+async def test_follows_appends(tmp_path: Path) -> None:
+    """Bytes already there and bytes appended later arrive in order with absolute offsets."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first line\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        assert await read_until(items, 11) == b"first line\n"
+        with log.open("ab") as file:
+            file.write(b"second\nthi")
+            file.flush()
+            got = b""
+            with anyio.fail_after(5):
+                while len(got) < 10:
+                    item = await anext(items)
+                    assert isinstance(item, Chunk)
+                    assert item.offset == 11 + len(got)
+                    got += item.data
+            assert got == b"second\nthi"
+            file.write(b"rd\n")
+        with anyio.fail_after(5):
+            item = await anext(items)
+        assert item == Chunk(21, b"rd\n")
+
+
+async def test_starts_at_offset(tmp_path: Path) -> None:
+    """Reading starts at the requested byte offset of the current file."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"0123456789")
+    async with LocalSource(log, poll_interval=FAST).open_follow(4) as items:
+        with anyio.fail_after(5):
+            assert await anext(items) == Chunk(4, b"456789")
+
+
+async def test_reads_without_waiting_while_data_keeps_coming(tmp_path: Path) -> None:
+    """A file larger than one read is read chunk after chunk without the poll interval between."""
+    log = tmp_path / "x.log"
+    payload = os.urandom(300_000)
+    log.write_bytes(payload)
+    source = LocalSource(log, poll_interval=30.0, read_size=4096)
+    async with source.open_follow() as items:
+        assert await read_until(items, len(payload), within=5.0) == payload
+
+
+async def test_waits_for_missing_file(tmp_path: Path) -> None:
+    """A log that does not exist yet gives FileMissing once, then its bytes when it appears."""
+    log = tmp_path / "later.log"
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        assert await next_event(items) == FileMissing(str(log))
+        log.write_bytes(b"hello\n")
+        assert await read_until(items, 6) == b"hello\n"
+
+
+async def test_rotation(tmp_path: Path) -> None:
+    """Rename + create: the old file is read to its end, then FileRestarted('rotated') and the new file."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"old 1\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        assert await read_until(items, 6) == b"old 1\n"
+        log.rename(tmp_path / "x.log.1")
+        with (tmp_path / "x.log.1").open("ab") as old:
+            old.write(b"old 2\n")
+        with anyio.fail_after(5):
+            assert await anext(items) == Chunk(6, b"old 2\n")
+        log.write_bytes(b"new 1\n")
+        assert await next_event(items) == FileRestarted("rotated")
+        assert await read_until(items, 6) == b"new 1\n"
+
+
+async def test_truncation(tmp_path: Path) -> None:
+    """copytruncate: the same file cut shorter gives FileRestarted('truncated') and reading from 0."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"a long first incarnation\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        await read_until(items, 25)
+        os.truncate(log, 0)
+        assert await next_event(items) == FileRestarted("truncated")
+        with log.open("ab") as file:
+            file.write(b"second\n")
+        assert await read_until(items, 7) == b"second\n"
+
+
+async def test_replacement(tmp_path: Path) -> None:
+    """A new file moved over the path (old one unlinked) gives FileRestarted('replaced')."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"launch 1\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        await read_until(items, 9)
+        fresh = tmp_path / "fresh"
+        fresh.write_bytes(b"launch 2\n")
+        os.replace(fresh, log)
+        assert await next_event(items) == FileRestarted("replaced")
+        assert await read_until(items, 9) == b"launch 2\n"
+
+
+async def test_deleted_then_recreated(tmp_path: Path) -> None:
+    """A log deleted and created again later is a replacement, read from its start."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"one\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        await read_until(items, 4)
+        log.unlink()
+        log.write_bytes(b"two\n")
+        assert await next_event(items) == FileRestarted("replaced")
+        assert await read_until(items, 4) == b"two\n"
+
+
+async def test_resume_past_end_is_truncation(tmp_path: Path) -> None:
+    """Resuming at an offset beyond the file's size means it was truncated meanwhile."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"short\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow(100) as items:
+        assert await next_event(items) == FileRestarted("truncated")
+        assert await read_until(items, 6) == b"short\n"
+
+
+async def test_directory_is_usage_error(tmp_path: Path) -> None:
+    """Following something that is not a regular file raises UsageError from the iteration."""
+    async with LocalSource(tmp_path, poll_interval=FAST).open_follow() as items:
+        with anyio.fail_after(5), pytest.raises(UsageError, match="not a regular file"):
+            await anext(items)

@@ -1,0 +1,367 @@
+"""Tests for watchdog.sources.ssh against a real OpenSSH sshd: streaming, reconnects, host keys, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import asyncssh
+import pytest
+from sshd_server import SSHDServer, pgrep_f, readers_of
+
+from watchdog.exceptions import AuthError, HostKeyError, UsageError
+from watchdog.sources.base import (
+    Chunk,
+    Connected,
+    Disconnected,
+    FileMissing,
+    FileRestarted,
+    SourceItem,
+)
+from watchdog.sources.ssh import SSHSource
+from watchdog.sources.sshpool import SSHOptions, SSHPool
+
+pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
+
+FAST = 0.05
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+async def pool(ssh_options: SSHOptions, anyio_backend: str) -> AsyncIterator[SSHPool]:
+    """A connection pool to the test sshd, closed after the test."""
+    async with SSHPool(ssh_options) as pool:
+        yield pool
+
+
+def make_source(pool: SSHPool, sshd: SSHDServer, path: Path, **options: Any) -> SSHSource:
+    """A follower of `path` on the test sshd, with short intervals."""
+    options.setdefault("poll_interval", FAST)
+    options.setdefault("stat_interval", FAST)
+    return SSHSource(pool, sshd.host, str(path), port=sshd.port, user=sshd.user, **options)
+
+
+async def next_item(items: AsyncIterator[SourceItem], within: float = 10.0) -> SourceItem:
+    """The next item other than Connected."""
+    with anyio.fail_after(within):
+        while True:
+            item = await anext(items)
+            if not isinstance(item, Connected):
+                return item
+
+
+async def read_until(items: AsyncIterator[SourceItem], size: int, start: int = 0) -> bytes:
+    """Collect chunks of the current file from `start` until it holds `size` bytes; check offsets."""
+    data = b""
+    while start + len(data) < size:
+        item = await next_item(items)
+        assert isinstance(item, Chunk), item
+        assert item.offset == start + len(data)
+        data += item.data
+    assert start + len(data) == size
+    return data
+
+
+async def append(path: Path, data: bytes) -> None:
+    """Append bytes to a file, as a log writer does."""
+    with path.open("ab") as file:
+        file.write(data)
+
+
+async def wait_gone(pids: set[int], within: float = 10.0) -> None:
+    """Wait (by pidfd, not by polling) until every process in `pids` has exited."""
+    with anyio.fail_after(within):
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                await anyio.wait_readable(fd)
+            finally:
+                os.close(fd)
+
+
+def has_tail(pids: set[int]) -> bool:
+    """Whether one of `pids` is a tail process."""
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "tail":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
+async def test_follows_growing_file(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None
+) -> None:
+    """Existing and appended bytes arrive exactly, with absolute offsets, streaming or polling."""
+    log = tmp_path / "grow.log"
+    log.write_bytes(b"0123456789\n")
+    async with make_source(pool, sshd, log, stream=stream).open_follow(3) as items:
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+        assert await read_until(items, 11, start=3) == b"3456789\n"
+        expected = b"".join(b"line %d \x00\xff\r\n" % i for i in range(200))
+        for part in (expected[:100], expected[100:5000], expected[5000:]):
+            await append(log, part)
+        assert await read_until(items, 11 + len(expected), start=11) == expected
+
+
+async def test_reconnects_without_loss_or_duplicates(sshd: SSHDServer, pool: SSHPool, tmp_path: Path) -> None:
+    """Connections cut three times while the log grows at ~5k lines/s: every line arrives exactly once."""
+    log = tmp_path / "burst.log"
+    log.write_bytes(b"")
+    lines = [b"line %06d %s\n" % (i, b"x" * (i % 40)) for i in range(12_000)]
+    expected = b"".join(lines)
+    kill_at = [len(expected) * share // 100 for share in (10, 35, 60)]
+    data = bytearray()
+    disconnects = 0
+    connected = True
+
+    async def writer() -> None:
+        for start in range(0, len(lines), 50):
+            await append(log, b"".join(lines[start : start + 50]))
+            await anyio.sleep(0.01)  # pacing the writer at ~5k lines/s, not waiting for anything
+
+    async with make_source(pool, sshd, log).open_follow() as items, anyio.create_task_group() as tg:
+        tg.start_soon(writer)
+        with anyio.fail_after(45):
+            async for item in items:
+                if isinstance(item, Chunk):
+                    assert item.offset == len(data)
+                    data += item.data
+                    if kill_at and connected and len(data) >= kill_at[0]:
+                        kill_at.pop(0)
+                        assert sshd.kill_sessions()
+                        connected = False
+                    if len(data) >= len(expected):
+                        break
+                elif isinstance(item, Disconnected):
+                    disconnects += 1
+                elif isinstance(item, Connected):
+                    connected = True
+                else:
+                    pytest.fail(f"unexpected {item}")
+    assert disconnects >= 3
+    assert not kill_at
+    assert bytes(data) == expected
+    got = bytes(data).splitlines(keepends=True)
+    assert len(got) == len(lines)
+    assert len(set(got)) == len(got)
+
+
+async def test_rotation(sshd: SSHDServer, pool: SSHPool, tmp_path: Path) -> None:
+    """Rename + create: the rest of the old file, then FileRestarted('rotated') and the new file from 0."""
+    log = tmp_path / "rot.log"
+    log.write_bytes(b"old 1\n")
+    async with make_source(pool, sshd, log).open_follow() as items:
+        assert await read_until(items, 6) == b"old 1\n"
+        log.rename(tmp_path / "rot.log.1")
+        await append(tmp_path / "rot.log.1", b"old 2\n")
+        log.write_bytes(b"new 1\n")
+        assert await read_until(items, 12, start=6) == b"old 2\n"
+        assert await next_item(items) == FileRestarted("rotated")
+        assert await read_until(items, 6) == b"new 1\n"
+        await append(log, b"new 2\n")
+        assert await read_until(items, 12, start=6) == b"new 2\n"
+
+
+@pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
+async def test_truncation(sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None) -> None:
+    """copytruncate: FileRestarted('truncated'), then the bytes written after it from offset 0."""
+    log = tmp_path / "trunc.log"
+    log.write_bytes(b"first incarnation\n")
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        await read_until(items, 18)
+        os.truncate(log, 0)
+        assert await next_item(items) == FileRestarted("truncated")
+        await append(log, b"second\n")
+        assert await read_until(items, 7) == b"second\n"
+
+
+@pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
+async def test_replacement(sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None) -> None:
+    """A new file moved over the path gives FileRestarted('replaced') and the new file from 0."""
+    log = tmp_path / "repl.log"
+    log.write_bytes(b"launch 1\n")
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        await read_until(items, 9)
+        fresh = tmp_path / "fresh"
+        fresh.write_bytes(b"launch 2\n")
+        os.replace(fresh, log)
+        assert await next_item(items) == FileRestarted("replaced")
+        assert await read_until(items, 9) == b"launch 2\n"
+
+
+async def test_missing_then_created(sshd: SSHDServer, pool: SSHPool, tmp_path: Path) -> None:
+    """A log not created yet gives FileMissing, then its bytes once it appears."""
+    log = tmp_path / "later.log"
+    async with make_source(pool, sshd, log).open_follow() as items:
+        assert await next_item(items) == FileMissing(str(log))
+        log.write_bytes(b"started\n")
+        assert await read_until(items, 8) == b"started\n"
+
+
+async def test_directory_is_usage_error(sshd: SSHDServer, pool: SSHPool, tmp_path: Path) -> None:
+    """A remote path that is not a readable regular file raises UsageError."""
+    async with make_source(pool, sshd, tmp_path).open_follow() as items:
+        with pytest.raises(UsageError, match="not a readable regular file"):
+            await next_item(items)
+
+
+async def test_unknown_host_key_refused(sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path) -> None:
+    """An unknown host key is refused with HostKeyError saying how to record it; nothing is written."""
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    options = SSHOptions(**{**ssh_options.__dict__, "known_hosts": str(known)})
+    async with SSHPool(options) as pool:
+        async with make_source(pool, sshd, tmp_path / "x.log").open_follow() as items:
+            with pytest.raises(HostKeyError, match="unknown host key") as info:
+                await next_item(items)
+    assert "ssh-keyscan" in str(info.value)
+    assert known.read_text() == ""
+
+
+async def test_accept_new_host_key_records_it(
+    sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path
+) -> None:
+    """With accept_new_host_key an unknown key is appended to known_hosts, and trusted afterwards."""
+    known = tmp_path / "ssh" / "known_hosts"
+    options = SSHOptions(**{**ssh_options.__dict__, "known_hosts": str(known), "accept_new_host_key": True})
+    async with SSHPool(options) as pool:
+        conn = await pool.connect(sshd.host, port=sshd.port, user=sshd.user)
+        assert (await conn.run("echo ok", check=True)).stdout == "ok\n"
+    assert known.read_text() == sshd.host_key_line + "\n"
+    strict = SSHOptions(**{**ssh_options.__dict__, "known_hosts": str(known)})
+    async with SSHPool(strict) as pool:
+        await pool.connect(sshd.host, port=sshd.port, user=sshd.user)
+    assert known.read_text() == sshd.host_key_line + "\n"
+
+
+@pytest.mark.parametrize("accept_new", [False, True])
+async def test_changed_host_key_refused(
+    sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path, accept_new: bool
+) -> None:
+    """A host key that differs from the recorded one is refused, even when new keys are accepted."""
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()
+    known = tmp_path / "known_hosts"
+    recorded = f"[{sshd.host}]:{sshd.port} {other[0]} {other[1]}\n"
+    known.write_text(recorded)
+    options = SSHOptions(
+        **{**ssh_options.__dict__, "known_hosts": str(known), "accept_new_host_key": accept_new}
+    )
+    async with SSHPool(options) as pool:
+        with pytest.raises(HostKeyError, match="CHANGED") as info:
+            await pool.connect(sshd.host, port=sshd.port, user=sshd.user)
+    assert "ssh-keygen -R" in str(info.value)
+    assert known.read_text() == recorded
+
+
+async def test_auth_failure(sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path) -> None:
+    """A key the server does not accept raises AuthError, and is not retried."""
+    stranger = tmp_path / "id_stranger"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
+    options = SSHOptions(**{**ssh_options.__dict__, "identity": str(stranger)})
+    async with SSHPool(options) as pool:
+        async with make_source(pool, sshd, tmp_path / "x.log").open_follow() as items:
+            with pytest.raises(AuthError, match="refused"):
+                await next_item(items)
+
+
+async def test_one_connection_per_host(sshd: SSHDServer, pool: SSHPool, tmp_path: Path) -> None:
+    """Two followers of the same host share one SSH connection."""
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    for log in logs:
+        log.write_bytes(b"x\n")
+    before = len(sshd.session_pids())
+    async with (
+        make_source(pool, sshd, logs[0]).open_follow() as a,
+        make_source(pool, sshd, logs[1]).open_follow() as b,
+    ):
+        assert await read_until(a, 2) == b"x\n"
+        assert await read_until(b, 2) == b"x\n"
+        assert len(sshd.session_pids()) == before + 1
+
+
+async def test_no_tail_left_after_close(sshd: SSHDServer, pool: SSHPool, tmp_path: Path) -> None:
+    """Leaving the follow block stops the remote tail while the connection stays up."""
+    log = tmp_path / "close-me.log"
+    log.write_bytes(b"x\n")
+    async with make_source(pool, sshd, log).open_follow() as items:
+        await read_until(items, 2)
+        remote = readers_of(str(log))
+        assert has_tail(remote)
+    await wait_gone(remote)
+    assert readers_of(str(log)) == set()
+    assert pgrep_f(str(log)) == []
+
+
+async def test_no_tail_left_after_cancellation(sshd: SSHDServer, pool: SSHPool, tmp_path: Path) -> None:
+    """Cancelling the consumer (as Ctrl-C does) stops the remote tail."""
+    log = tmp_path / "cancel-me.log"
+    log.write_bytes(b"x\n")
+    remote: set[int] = set()
+    with anyio.CancelScope() as scope:
+        async with make_source(pool, sshd, log).open_follow() as items:
+            await read_until(items, 2)
+            remote = readers_of(str(log))
+            assert has_tail(remote)
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    await wait_gone(remote)
+    assert readers_of(str(log)) == set()
+    assert pgrep_f(str(log)) == []
+
+
+_FOLLOWER = """
+import json, sys, anyio
+from watchdog.sources import Chunk, SSHOptions, SSHPool, SSHSource
+cfg = json.loads(sys.argv[1])
+async def main():
+    options = SSHOptions(known_hosts=cfg["known_hosts"], identity=cfg["key"], config=None, use_agent=False)
+    async with SSHPool(options) as pool:
+        source = SSHSource(pool, cfg["host"], cfg["path"], port=cfg["port"], user=cfg["user"])
+        async with source.open_follow() as items:
+            async for item in items:
+                if isinstance(item, Chunk):
+                    print("ready", flush=True)
+anyio.run(main)
+"""
+
+
+async def test_no_tail_left_after_sigkill(sshd: SSHDServer, tmp_path: Path) -> None:
+    """A follower process killed with SIGKILL leaves no remote tail behind."""
+    log = tmp_path / "kill-me.log"
+    log.write_bytes(b"x\n")
+    cfg = {
+        "known_hosts": str(sshd.known_hosts),
+        "key": str(sshd.client_key),
+        "host": sshd.host,
+        "port": sshd.port,
+        "user": sshd.user,
+        "path": str(log),
+    }
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    async with await anyio.open_process(
+        [sys.executable, "-c", _FOLLOWER, json.dumps(cfg)], env=env, stderr=None
+    ) as process:
+        assert process.stdout is not None
+        with anyio.fail_after(20):
+            assert (await process.stdout.receive()).startswith(b"ready")
+        remote = readers_of(str(log))
+        assert has_tail(remote)
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+    await wait_gone(remote)
+    assert readers_of(str(log)) == set()
+    assert pgrep_f(str(log)) == []

@@ -1,0 +1,155 @@
+"""Process liveness, by pid or `pgrep -f` pattern, on this machine or over the shared SSH connection."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Protocol
+
+import anyio
+import asyncssh
+
+from watchdog.exceptions import ConnectionLost, TargetError
+from watchdog.sources.sshpool import SSHPool
+
+__all__ = [
+    "DEFAULT_PROCESS_INTERVAL",
+    "LocalProcessProbe",
+    "ProcessProbe",
+    "SSHProcessProbe",
+    "wait_until_gone",
+]
+
+DEFAULT_PROCESS_INTERVAL = 1.0
+
+# A zombie (exited, not yet reaped) is dead for our purposes, though `kill -0` still succeeds.
+_PID_SCRIPT = """\
+p=$1
+if [ -r /proc/$p/stat ]; then
+  read -r s < /proc/$p/stat || exit 1
+  case ${s##*") "} in Z*|X*) exit 1;; esac
+  exit 0
+fi
+kill -0 "$p" 2>/dev/null
+"""
+# The pattern comes on stdin, so that no process but pgrep itself (which pgrep skips) carries
+# it on its command line: otherwise the shell running this would match its own pattern.
+_PGREP_SCRIPT = """\
+IFS= read -r p || exit 2
+exec pgrep -f -- "$p" >/dev/null
+"""
+
+
+class ProcessProbe(Protocol):
+    """Says whether the watched process is still there."""
+
+    async def alive(self) -> bool:
+        """True while the process (or one matching the pattern) exists."""
+        ...
+
+
+def _check_spec(pid: int | None, pattern: str | None) -> None:
+    if (pid is None) == (pattern is None):
+        raise ValueError("give exactly one of pid and pattern")
+    if pid is not None and pid <= 0:
+        raise ValueError(f"pid must be positive, not {pid}")
+    if pattern is not None and (not pattern or "\n" in pattern or "\0" in pattern):
+        raise ValueError("the pattern must be one non-empty line")
+
+
+def _local_pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: it exists
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            state = file.read().rpartition(b") ")[2][:1]
+    except OSError:
+        return True  # no procfs here: kill -0 has answered
+    return state not in (b"Z", b"X")
+
+
+class LocalProcessProbe:
+    """A process on this machine, by pid (`kill -0`) or command-line pattern (`pgrep -f`)."""
+
+    def __init__(self, *, pid: int | None = None, pattern: str | None = None) -> None:
+        """Name the process by exactly one of `pid` and `pattern` (a `pgrep -f` regex)."""
+        _check_spec(pid, pattern)
+        self.pid = pid
+        self.pattern = pattern
+
+    async def alive(self) -> bool:
+        """True while the process exists (a zombie counts as gone)."""
+        if self.pid is not None:
+            return await anyio.to_thread.run_sync(_local_pid_alive, self.pid)
+        assert self.pattern is not None
+        result = await anyio.run_process(["pgrep", "-f", "--", self.pattern], check=False)
+        if result.returncode > 1:
+            raise TargetError(f"pgrep -f {self.pattern!r} failed: {result.stderr.decode(errors='replace')}")
+        # This process matches too when the pattern is on its own command line.
+        pids = {int(field) for field in result.stdout.split()}
+        return bool(pids - {os.getpid()})
+
+
+class SSHProcessProbe:
+    """A process on a remote host, checked over the host's shared SSH connection."""
+
+    def __init__(
+        self,
+        pool: SSHPool,
+        host: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        pid: int | None = None,
+        pattern: str | None = None,
+    ) -> None:
+        """Name the host, and the process by exactly one of `pid` and `pattern` (`pgrep -f`)."""
+        _check_spec(pid, pattern)
+        self.pool = pool
+        self.host = host
+        self.port = port
+        self.user = user
+        self.pid = pid
+        self.pattern = pattern
+
+    async def alive(self) -> bool:
+        """True while the process exists on the host.
+
+        Raises:
+            ConnectionLost: the host cannot be reached now (the answer is unknown).
+            HostKeyError, AuthError: as from `SSHPool.connect`.
+        """
+        conn = await self.pool.connect(self.host, port=self.port, user=self.user)
+        if self.pid is not None:
+            command = shlex.join(["sh", "-c", _PID_SCRIPT, "watchdog-pid", str(self.pid)])
+            stdin = None
+        else:
+            command = shlex.join(["sh", "-c", _PGREP_SCRIPT, "watchdog-pgrep"])
+            stdin = f"{self.pattern}\n"
+        try:
+            result = await conn.run(command, input=stdin, check=False)
+        except (OSError, asyncssh.Error) as exc:
+            if conn.is_closed():
+                self.pool.discard(conn)
+            raise ConnectionLost(f"cannot check the process on {self.host}: {exc}") from exc
+        if result.exit_status in (0, 1):
+            return result.exit_status == 0
+        raise TargetError(f"checking the process on {self.host} failed: {result.stderr!r}")
+
+
+async def wait_until_gone(probe: ProcessProbe, *, interval: float = DEFAULT_PROCESS_INTERVAL) -> None:
+    """Return once the probe says the process is gone, checking every `interval` seconds.
+
+    A host that cannot be reached for a while is not a dead process: the check is tried again.
+    """
+    while True:
+        try:
+            if not await probe.alive():
+                return
+        except ConnectionLost:
+            pass  # unknown, not gone: ask again at the next tick
+        await anyio.sleep(interval)
