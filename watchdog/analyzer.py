@@ -263,7 +263,7 @@ class Analyzer:
                 )
                 out += self._emit(ErrorSeen(cand), now)
             elif kind == "phase" and rule.state:
-                out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds), now)
+                out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source), now)
             elif kind == "progress":
                 out += self._progress(rule, groups, line_no, rec, now)
             elif kind == "fact":
@@ -289,7 +289,7 @@ class Analyzer:
     def _progress(self, rule: Rule, groups: dict[str, str], line_no: int, rec: Record, now: float) -> list[Transition]:
         out: list[Transition] = []
         if rule.state:
-            out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds), now)
+            out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source), now)
         name = rule.name or "progress"
         if name == "@phase":
             phase = self.lifecycle.current.phase
@@ -299,7 +299,7 @@ class Analyzer:
         else:
             done, total = int(groups["done"]), int(groups["total"])
         if 0 <= done <= total:
-            out += self._emit(ProgressMade(name, done, total, line_no), now)
+            out += self._emit(ProgressMade(name, done, total, line_no, rec.source), now)
         return out
 
     def _fatal_flush(self, rule: Rule, now: float) -> list[Transition]:

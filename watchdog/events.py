@@ -38,6 +38,7 @@ class PhaseReached:
     line: int
     at: str | None
     seconds: float | None
+    source: str = ""  # rank or process tag of the line; "" when untagged
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class ProgressMade:
     done: int
     total: int
     line: int
+    source: str = ""  # rank or process tag of the line; "" when untagged
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class ReadyReached:
     line: int
     at: str | None
     seconds: float | None
+    source: str = ""  # rank or process tag of the line; "" when untagged
 
 
 @dataclass(frozen=True, slots=True)

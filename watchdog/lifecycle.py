@@ -138,7 +138,7 @@ class Lifecycle:
             self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
         elif isinstance(event, PhaseReached):
             target = _PHASES[event.state]
-            self._progress(inc, now, out, event.line)
+            self._progress(inc, now, out, event.line, event.source)
             if inc.state in FINAL:
                 return out
             base = inc.phase if inc.phase != State.PENDING else State.PENDING
@@ -148,13 +148,13 @@ class Lifecycle:
             old = inc.progress.get(event.name)
             inc.progress[event.name] = (event.done, event.total)
             if old != (event.done, event.total):
-                self._progress(inc, now, out, event.line)
+                self._progress(inc, now, out, event.line, event.source)
         elif isinstance(event, FactFound):
             inc.facts[event.name] = event.value
         elif isinstance(event, ReadyReached):
             if inc.state in FINAL:
                 return out
-            self._progress(inc, now, out, event.line)
+            self._progress(inc, now, out, event.line, None)
             if inc.phase != State.READY:
                 if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
                     inc.ready_seconds = event.seconds - inc.timeline[0][1]
@@ -214,12 +214,15 @@ class Lifecycle:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _progress(self, inc: Incarnation, now: float, out: list[Transition], line: int) -> None:
+    def _progress(self, inc: Incarnation, now: float, out: list[Transition], line: int, source: str | None) -> None:
         inc.last_progress = now
         if inc.pending_since is not None and inc.state not in FINAL:
-            # progress after an error: the error was survivable
-            inc.pending_since = None
-            inc.pending_index = len(inc.candidates)
+            # Progress after an error means it was survivable, but only progress of the rank that failed:
+            # other ranks go on loading while one dies. `source` None (the ready marker) speaks for all.
+            pending = inc.candidates[inc.pending_index :]
+            if source is None or any(not c.noise and c.source in ("", source) for c in pending):
+                inc.pending_since = None
+                inc.pending_index = len(inc.candidates)
         if inc.state == State.STALLED:
             self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
 

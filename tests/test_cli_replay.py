@@ -1,0 +1,119 @@
+"""`watchdog replay`: exit codes, JSON shape, and bad input that never shows the user a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from watchdog.cli import main
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+CRASHED = CORPUS / "vllm" / "vllm-kv-cache-no-memory-compose-issue10439.log"
+INCOMPLETE = CORPUS / "vllm" / "vllm-v1-incomplete-starting-qwen3vl-issue27466.log"
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [pytest.param(READY, 0, id="ready"), pytest.param(CRASHED, 1, id="crashed"), pytest.param(INCOMPLETE, 3, id="no-verdict")],
+)
+def test_exit_codes(path: Path, code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """0 ready, 1 crashed, 3 no verdict."""
+    assert main(["replay", str(path), "--json"]) == code
+    capsys.readouterr()
+
+
+def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json prints one object with the keys of DESIGN.md."""
+    main(["replay", str(CRASHED), "--json"])
+    v = json.loads(capsys.readouterr().out)
+    assert {"engine", "state", "phase", "error", "timeline", "progress", "facts", "lines_read", "bytes_read"} <= set(v)
+    assert set(v["error"]) >= {"category", "summary", "exception", "hint", "ranks", "line", "traceback"}
+    assert v["error"]["category"] == "oom"
+    assert v["timeline"][0]["state"] == "starting"
+
+
+def test_human_output_has_root_cause_and_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text output names the error, the hint and the whole traceback."""
+    main(["replay", str(CRASHED)])
+    out = capsys.readouterr().out
+    assert "error [oom]" in out
+    assert "hint: raise --gpu-memory-utilization" in out
+    assert "raise_if_cache_size_invalid" in out
+
+
+def test_missing_file_is_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing file exits 64 with a message that names it."""
+    assert main(["replay", str(tmp_path / "nope.log")]) == 64
+    assert "nope.log: no such file" in capsys.readouterr().err
+
+
+def test_bad_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown engine is a usage error (64), not argparse's 2 (which means stalled here)."""
+    assert_code = None
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(READY), "--engine", "nope"])
+    assert_code = exc.value.code
+    assert assert_code == 64
+    capsys.readouterr()
+
+
+def test_bad_profile_is_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A broken user profile exits 78 and names the file and key path."""
+    prof = tmp_path / "mine.toml"
+    prof.write_text('extends = "sglang"\n[[phase]]\nmatch = "step 3 done"\nstate = "starting"\n')
+    assert main(["replay", str(READY), "--engine", "sglang", "--profile", str(prof)]) == 78
+    assert "mine.toml: phase[0].match: may not contain digits" in capsys.readouterr().err
+
+
+def test_user_profile_adds_a_ready_marker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user profile file, without code, makes a custom line the ready marker."""
+    log = tmp_path / "srv.log"
+    log.write_text("boot\nmy server: all shards warm, serving\n")
+    prof = tmp_path / "mine.toml"
+    prof.write_text('extends = "generic"\n[[ready]]\nmatch = "all shards warm, serving"\n')
+    assert main(["replay", str(log), "--engine", "generic", "--profile", str(prof)]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b"", id="empty"),
+        pytest.param(bytes(range(256)) * 400, id="binary-garbage"),
+        pytest.param(b"\x00" * 100_000 + b"\nTraceback\x00 (most\x00\n", id="nul-bytes"),
+        pytest.param(b"\xff\xfe\xfd invalid utf-8 \xc3\x28 line\n" * 50, id="invalid-utf8"),
+    ],
+)
+def test_bad_bytes_give_a_verdict_not_a_traceback(tmp_path: Path, content: bytes) -> None:
+    """Garbage, NUL bytes, bad UTF-8 and an empty file give exit 3 and a normal report on stdout."""
+    log = tmp_path / "bad.log"
+    log.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "watchdog", "replay", str(log)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "no verdict" in proc.stdout
+
+
+def test_hundred_megabyte_line_is_cut_not_buffered(tmp_path: Path) -> None:
+    """A 100 MB line with no newline replays in bounded memory and counts every byte."""
+    log = tmp_path / "huge.log"
+    with log.open("wb") as f:
+        f.write(b"[2025-01-01 00:00:00] server_args=ServerArgs(model_path='x')\n")
+        chunk = b"x" * (1 << 20)
+        for _ in range(100):
+            f.write(chunk)
+    code = (
+        "import resource, sys; from pathlib import Path; from watchdog.replay import replay_path; "
+        "_, v = replay_path(Path(sys.argv[1])); "
+        "print(v['bytes_read'], v['lines_read'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, check=True).stdout
+    bytes_read, lines, rss_kib = (int(x) for x in out.split())
+    assert bytes_read == log.stat().st_size
+    assert lines == 2
+    assert rss_kib < 150 * 1024

@@ -1,0 +1,194 @@
+"""Tests for watchdog.envelope: wrapper prefixes peeled into content, source, level and time."""
+
+from __future__ import annotations
+
+import pytest
+
+from watchdog.envelope import parse, seconds_between, unglue
+
+
+@pytest.mark.parametrize(
+    ("line", "content", "source", "level", "at"),
+    [
+        pytest.param(
+            "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError: x",
+            "ValueError: x",
+            "",
+            "ERROR",
+            "11-18T18:07:28",
+            id="docker-compose-vllm-v0",
+        ),
+        pytest.param(
+            "Jan 26 17:48:20 host ollama[1418]: msg", "msg", "", "", "01-26T17:48:20", id="journald"
+        ),
+        pytest.param(
+            "ERROR 2025-04-07T19:13:52.318307161Z [2025-04-07 19:13:52] Received sigquit",
+            "Received sigquit",
+            "",
+            "ERROR",
+            "2025-04-07T19:13:52",
+            id="gcp-export",
+        ),
+        pytest.param(
+            "2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] Init torch distributed begin.",
+            "Init torch distributed begin.",
+            "TP0",
+            "INFO",
+            "2025-03-07T23:50:27",
+            id="python-logging-wrapper",
+        ),
+        pytest.param(
+            "(RayWorkerWrapper pid=249, ip=172.20.249.91) WARNING 04-17 14:33:54 fused_moe.py:807] "
+            "Using default MoE config.",
+            "Using default MoE config.",
+            "RayWorkerWrapper pid=249",
+            "WARNING",
+            "04-17T14:33:54",
+            id="ray-worker",
+        ),
+        pytest.param(
+            "[rank1]:[W623 15:37:01.823833318 socket.cpp:460] [c10d] waitForInput",
+            "[c10d] waitForInput",
+            "rank1",
+            "WARNING",
+            "06-23T15:37:01",
+            id="torchrun-glog",
+        ),
+        pytest.param(
+            '(EngineCore_DP0 pid=17374) ERROR 09-28 15:47:24 [core.py:718]   File "x", line 1',
+            '  File "x", line 1',
+            "EngineCore_DP0",
+            "ERROR",
+            "09-28T15:47:24",
+            id="vllm-v1-engine-core-frame",
+        ),
+        pytest.param(
+            "[2025-07-02 07:31:02 DP0 TP3 EP3] Load weight end.",
+            "Load weight end.",
+            "TP3",
+            "",
+            "2025-07-02T07:31:02",
+            id="sglang-dp-tp-ep",
+        ),
+        pytest.param(
+            "[17:43:23 TP6] Load weight end.", "Load weight end.", "TP6", "", "17:43:23", id="sglang-time-only"
+        ),
+        pytest.param(
+            "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] hi",
+            "hi",
+            "TP3",
+            "INFO",
+            "2025-10-20T03:02:22",
+            id="sglang-0.5.4-format",
+        ),
+        pytest.param(
+            'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg="model load progress 0.18"',
+            '"model load progress 0.18"',
+            "",
+            "DEBUG",
+            "2025-05-01T16:40:14",
+            id="ollama-slog",
+        ),
+        pytest.param(
+            "2025-04-14T15:51:31.134585Z  INFO text_generation_launcher: Args {",
+            "text_generation_launcher: Args {",
+            "",
+            "INFO",
+            "2025-04-14T15:51:31",
+            id="tgi",
+        ),
+        pytest.param(
+            "ERROR:    Traceback (most recent call last):",
+            "Traceback (most recent call last):",
+            "",
+            "ERROR",
+            None,
+            id="uvicorn",
+        ),
+        pytest.param("plain message", "plain message", "", "", None, id="no-envelope"),
+    ],
+)
+def test_parse_envelopes(line: str, content: str, source: str, level: str, at: str | None) -> None:
+    """parse() peels each real-world prefix form into the program's content, source tag, level and time."""
+    rec = parse(line)
+    assert (rec.content, rec.source, rec.level, rec.at) == (content, source, level, at)
+
+
+@pytest.mark.parametrize(
+    ("line", "tagged"),
+    [
+        pytest.param("[rank0]:Traceback (most recent call last):", True, id="torchrun"),
+        pytest.param("(VllmWorkerProcess pid=67) INFO 08-19 07:51:03 model_runner.py:732] hi", True, id="vllm-worker"),
+        pytest.param("[2025-07-02 07:31:02 TP2] Scheduler hit an exception:", False, id="sglang"),
+    ],
+)
+def test_tagged_marks_per_line_source(line: str, tagged: bool) -> None:
+    """`tagged` is True only for prefixes printed on every line of a process (torchrun, vLLM workers)."""
+    assert parse(line).tagged is tagged
+
+
+def test_vllm_worker_without_digits_keeps_pid() -> None:
+    """A process name without digits keeps its pid in the source, so two workers stay distinct."""
+    assert parse("(VllmWorkerProcess pid=67) INFO 08-19 07:51:03 model_runner.py:732] hi").source == (
+        "VllmWorkerProcess pid=67"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        pytest.param(
+            "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:01<00:00,  1.5it/s]"
+            "[2025-07-02 07:31:05 TP0] Load weight end.",
+            [
+                "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:01<00:00,  1.5it/s]",
+                "[2025-07-02 07:31:05 TP0] Load weight end.",
+            ],
+            id="tqdm-glued-to-sglang",
+        ),
+        pytest.param(
+            "Capturing batches: 100%|##########| 4/4 [00:02<00:00]INFO 08-19 07:51:03 model_runner.py:732] x",
+            ["Capturing batches: 100%|##########| 4/4 [00:02<00:00]", "INFO 08-19 07:51:03 model_runner.py:732] x"],
+            id="tqdm-glued-to-vllm",
+        ),
+        pytest.param(
+            "[2025-07-02 07:31:05 TP0] Load weight end.",
+            ["[2025-07-02 07:31:05 TP0] Load weight end."],
+            id="record-at-start-not-cut",
+        ),
+        pytest.param("nothing_glued_here", ["nothing_glued_here"], id="no-space"),
+    ],
+)
+def test_unglue(text: str, parts: list[str]) -> None:
+    """unglue() cuts a line where a new record starts in its middle, and only there."""
+    assert unglue(text) == parts
+
+
+def test_seconds_between_across_midnight() -> None:
+    """Time-only SGLang logs crossing midnight give the forward gap, not a negative one."""
+    before = parse("[23:59:58 TP0] a").seconds
+    after = parse("[00:00:03 TP0] b").seconds
+    assert (before, after) == (86398.0, 3.0)
+    assert seconds_between(before, after) == 5.0
+    assert seconds_between(after, before) == 86395.0
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "gap"),
+    [
+        pytest.param(None, 3.0, None, id="no-start"),
+        pytest.param(3.0, None, None, id="no-end"),
+        pytest.param(1_700_000_010.0, 1_700_000_000.0, None, id="dated-backwards"),
+        pytest.param(1_700_000_000.0, 1_700_000_042.0, 42.0, id="dated-forward"),
+    ],
+)
+def test_seconds_between(start: float | None, end: float | None, gap: float | None) -> None:
+    """A gap is None without both ends, and a dated backwards gap is not read as a midnight crossing."""
+    assert seconds_between(start, end) == gap
+
+
+def test_seconds_on_common_scale_for_dated_lines() -> None:
+    """Two dated SGLang lines a minute apart are 60 seconds apart."""
+    a = parse("[2025-07-02 23:59:30 TP0] a").seconds
+    b = parse("[2025-07-03 00:00:30 TP0] b").seconds
+    assert seconds_between(a, b) == 60.0

@@ -1,0 +1,157 @@
+"""Tests for watchdog.framing: bytes -> blocks of complete lines -> cleaned Lines with exact offsets."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watchdog.framing import Block, Framer, Line, clean, iter_lines, split_line
+
+
+def _lines(blocks: list[Block]) -> list[tuple[int, str]]:
+    return [(ln.offset, ln.text) for b in blocks for ln in iter_lines(b)]
+
+
+def _feed_all(chunks: list[bytes], max_line: int, offset: int = 0) -> list[tuple[int, str]]:
+    framer = Framer(max_line=max_line, offset=offset)
+    blocks: list[Block] = []
+    for chunk in chunks:
+        blocks.extend(framer.feed(chunk))
+    blocks.extend(framer.flush())
+    return _lines(blocks)
+
+
+def test_unfinished_line_waits_for_its_newline() -> None:
+    """An unfinished last line is held back until its newline arrives, then emitted with its offset."""
+    framer = Framer()
+    assert _lines(framer.feed(b"one\ntw")) == [(0, "one")]
+    assert framer.pending == 2
+    assert framer.feed(b"o") == []
+    assert _lines(framer.feed(b"\nthree\n")) == [(4, "two"), (8, "three")]
+    assert framer.pending == 0
+    assert framer.offset == 14
+
+
+def test_flush_emits_last_line_at_eof() -> None:
+    """flush() returns the unfinished last line as a partial block, and nothing once empty."""
+    framer = Framer(offset=100)
+    assert _lines(framer.feed(b"a\nlast")) == [(100, "a")]
+    blocks = framer.flush()
+    assert blocks == [Block(102, b"last\n", partial=True)]
+    assert _lines(blocks) == [(102, "last")]
+    assert framer.flush() == []
+    assert framer.offset == 106
+
+
+def test_tqdm_redraws_become_separate_lines() -> None:
+    """Each "\\r" redraw of a tqdm bar is its own Line at the offset of its first byte."""
+    raw = b"Loading: 10%\rLoading: 50%\rLoading: 100%\n"
+    assert _feed_all([raw], max_line=1024, offset=7) == [
+        (7, "Loading: 10%"),
+        (20, "Loading: 50%"),
+        (33, "Loading: 100%"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        pytest.param(b"\rA\r\rB\r", [Line(11, "A"), Line(14, "B")], id="empty-redraws-skipped"),
+        pytest.param(b"A\r  \rB", [Line(10, "A"), Line(15, "B")], id="blank-redraw-skipped"),
+        pytest.param(b"", [Line(10, "")], id="empty-line-kept"),
+        pytest.param(b"plain", [Line(10, "plain")], id="no-cr"),
+    ],
+)
+def test_split_line(raw: bytes, expected: list[Line]) -> None:
+    """split_line yields one Line per non-blank redraw with offsets relative to the line start."""
+    assert list(split_line(10, raw)) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        pytest.param(b"\x1b[0;36mINFO\x1b[0m ok", "INFO ok", id="esc-sgr"),
+        pytest.param(b"^[[0;36mINFO^[[0m ok", "INFO ok", id="caret-notation"),
+        pytest.param(b"#033[2mdim#033[0m text", "dim text", id="syslog-octal"),
+        pytest.param(b"[36m(RayWorkerWrapper pid=1)[0m hi", "(RayWorkerWrapper pid=1) hi", id="bare-sgr"),
+        pytest.param(b"\x1b]0;title\x07body", "body", id="osc-title"),
+        pytest.param(b"a\xffb\xc3", "a\ufffdb\ufffd", id="invalid-utf8"),
+        pytest.param(b"a\x00b\x00", "ab", id="nul-dropped"),
+        pytest.param(b"caret^@nul", "caretnul", id="caret-nul"),
+        pytest.param("caf\u00e9 [2025-07-02 07:31:02 TP0]".encode(), "caf\u00e9 [2025-07-02 07:31:02 TP0]", id="plain-kept"),
+    ],
+)
+def test_clean(raw: bytes, expected: str) -> None:
+    """clean() strips ANSI escapes in all their logged forms, replaces bad UTF-8 and drops NULs."""
+    assert clean(raw) == expected
+
+
+def test_long_line_is_cut_and_next_line_keeps_offset() -> None:
+    """A line over max_line keeps its first max_line bytes, drops the rest, and the next line's offset is exact."""
+    data = b"ab\n" + b"x" * 40 + b"\nnext\n"
+    expected = [(0, "ab"), (3, "x" * 16), (44, "next")]
+    assert _feed_all([data], max_line=16) == expected
+    assert _feed_all([data[i : i + 5] for i in range(0, len(data), 5)], max_line=16) == expected
+
+
+def test_long_line_cut_block_is_partial() -> None:
+    """The kept head of a cut line is a partial block of exactly max_line bytes plus the added newline."""
+    framer = Framer(max_line=8)
+    blocks = framer.feed(b"0123456789abcdef")
+    assert blocks == [Block(0, b"01234567\n", partial=True)]
+    assert framer.feed(b"ghij") == []
+    assert _lines(framer.feed(b"kl\nok\n")) == [(23, "ok")]
+
+
+def test_huge_line_is_never_buffered() -> None:
+    """Streaming 10 MB without a newline in 64 KiB chunks never holds more than max_line bytes."""
+    max_line = 64 * 1024
+    framer = Framer(max_line=max_line)
+    chunk = b"y" * (64 * 1024)
+    blocks: list[Block] = []
+    total = 0
+    while total < 10 * 1024 * 1024:
+        blocks.extend(framer.feed(chunk))
+        total += len(chunk)
+        assert framer.pending <= max_line
+    blocks.extend(framer.feed(b"tail\nafter\n"))
+    blocks.extend(framer.flush())
+    lines = _lines(blocks)
+    assert [(off, len(text)) for off, text in lines] == [(0, max_line), (total + 5, 5)]
+    assert lines[-1] == (total + 5, "after")
+
+
+_TEXT = st.lists(
+    st.sampled_from(["a", "bc", " ", "\n", "\r", "\x1b[0;36m", "^[[1m", "#033[2m", "\x00", "é", "\xff", "[36m"]),
+    max_size=60,
+).map(lambda parts: "".join(parts).encode("utf-8", "surrogateescape"))
+
+
+@st.composite
+def _split(draw: st.DrawFn, data_strategy: st.SearchStrategy[bytes]) -> tuple[bytes, list[bytes]]:
+    data = draw(data_strategy)
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=12)))
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    return data, chunks
+
+
+@settings(max_examples=300)
+@given(case=_split(st.binary(max_size=200) | _TEXT), max_line=st.sampled_from([16, 1024]))
+def test_rechunking_yields_same_lines(case: tuple[bytes, list[bytes]], max_line: int) -> None:
+    """Any split of the same bytes into chunks yields the same (offset, text) lines as feeding them whole."""
+    data, chunks = case
+    assert _feed_all(chunks, max_line) == _feed_all([data], max_line)
+
+
+@settings(max_examples=200)
+@given(case=_split(st.binary(max_size=300) | _TEXT))
+def test_cut_lines_bounded_and_pending_bounded(case: tuple[bytes, list[bytes]]) -> None:
+    """With max_line=16 no emitted line exceeds 16 bytes of input and the framer never holds more."""
+    _, chunks = case
+    framer = Framer(max_line=16)
+    for chunk in chunks:
+        for block in framer.feed(chunk):
+            for raw in block.data.split(b"\n")[:-1]:
+                assert len(raw) <= 16
+        assert framer.pending <= 16

@@ -1,0 +1,173 @@
+"""Tests for watchdog.probes: process liveness and the HTTP health probe, locally and over a real sshd."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import anyio
+import pytest
+from anyio.abc import Process
+from sshd_server import SSHDServer
+
+from watchdog.exceptions import UsageError
+from watchdog.probes.health import HealthProbe, parse_health_url
+from watchdog.probes.process import LocalProcessProbe, SSHProcessProbe, wait_until_gone
+from watchdog.sources.sshpool import SSHOptions, SSHPool
+
+pytestmark = pytest.mark.anyio
+
+FAST = 0.05
+
+
+@pytest.fixture
+async def pool(ssh_options: SSHOptions, anyio_backend: str) -> AsyncIterator[SSHPool]:
+    """A connection pool to the test sshd, closed after the test."""
+    async with SSHPool(ssh_options) as pool:
+        yield pool
+
+
+@pytest.fixture
+async def sleeper(anyio_backend: str) -> AsyncIterator[tuple[Process, str]]:
+    """A `sleep` process with a unique command line, and that command line."""
+    duration = f"1000.{random.randrange(10**8):08d}"
+    async with await anyio.open_process(["sleep", duration]) as process:
+        try:
+            yield process, f"sleep {duration}"
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+class _Health(BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self) -> None:
+        body = b"ok" if self.status == 200 else b"not ready"
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep test output quiet."""
+
+
+@pytest.fixture
+def health_server() -> Iterator[ThreadingHTTPServer]:
+    """A real HTTP server on 127.0.0.1:0 whose /health answers `server.RequestHandlerClass.status`."""
+    handler = type("Handler", (_Health,), {"status": 200})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _set_status(server: ThreadingHTTPServer, status: int) -> None:
+    server.RequestHandlerClass.status = status  # type: ignore[attr-defined]
+
+
+async def test_local_process_probe_sees_death(sleeper: tuple[Process, str]) -> None:
+    """A local process is alive by pid and by pattern until it is killed, then gone."""
+    process, pattern = sleeper
+    by_pid = LocalProcessProbe(pid=process.pid)
+    by_pattern = LocalProcessProbe(pattern=pattern)
+    assert await by_pid.alive()
+    assert await by_pattern.alive()
+    process.kill()
+    await process.wait()
+    assert not await by_pid.alive()
+    assert not await by_pattern.alive()
+
+
+@pytest.mark.sshd
+async def test_ssh_process_probe_sees_death(
+    sshd: SSHDServer, pool: SSHPool, sleeper: tuple[Process, str]
+) -> None:
+    """Over SSH, `kill -0 PID` and `pgrep -f PATTERN` see the process, and the follow loop its death."""
+    process, pattern = sleeper
+    by_pid = SSHProcessProbe(pool, sshd.host, port=sshd.port, user=sshd.user, pid=process.pid)
+    by_pattern = SSHProcessProbe(pool, sshd.host, port=sshd.port, user=sshd.user, pattern=pattern)
+    assert await by_pid.alive()
+    assert await by_pattern.alive()
+    absent = SSHProcessProbe(pool, sshd.host, port=sshd.port, user=sshd.user, pattern=pattern + "0 'x")
+    assert not await absent.alive()
+    async with anyio.create_task_group() as tg:
+        gone = anyio.Event()
+
+        async def watch() -> None:
+            await wait_until_gone(by_pattern, interval=FAST)
+            gone.set()
+
+        tg.start_soon(watch)
+        process.kill()
+        await process.wait()
+        with anyio.fail_after(10):
+            await gone.wait()
+    assert not await by_pid.alive()
+
+
+def test_process_probe_needs_one_spec() -> None:
+    """A probe is given exactly one of pid and pattern."""
+    with pytest.raises(ValueError, match="exactly one"):
+        LocalProcessProbe()
+    with pytest.raises(ValueError, match="exactly one"):
+        LocalProcessProbe(pid=1, pattern="x")
+
+
+async def test_local_health_probe(health_server: ThreadingHTTPServer) -> None:
+    """The probe returns the status the server answers, and None when nothing listens."""
+    port = health_server.server_address[1]
+    probe = HealthProbe(f"http://127.0.0.1:{port}/health", timeout=5)
+    assert await probe.check() == 200
+    _set_status(health_server, 503)
+    assert await probe.check() == 503
+    health_server.shutdown()
+    health_server.server_close()
+    assert await probe.check() is None
+
+
+@pytest.mark.sshd
+async def test_health_probe_through_ssh_forward(
+    sshd: SSHDServer, pool: SSHPool, health_server: ThreadingHTTPServer
+) -> None:
+    """A remote health URL is reached through a local forward on the shared connection, across a reconnect."""
+    port = health_server.server_address[1]
+    async with HealthProbe(
+        f"http://127.0.0.1:{port}/health", pool=pool, host=sshd.host, port=sshd.port, user=sshd.user
+    ) as probe:
+        assert await probe.check() == 200
+        _set_status(health_server, 503)
+        assert await probe.check() == 503
+        sshd.kill_sessions()
+        with anyio.fail_after(10):
+            status = None
+            while status != 503:
+                # The first check after the cut may meet the dead forward; the next one re-forwards.
+                status = await probe.check()
+        health_server.shutdown()
+        health_server.server_close()
+        assert await probe.check() is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("ftp://x/health", id="scheme"),
+        pytest.param("http:///health", id="no-host"),
+        pytest.param("http://x:99999/", id="port"),
+        pytest.param("http://x/a b", id="space"),
+    ],
+)
+def test_health_url_rejected(url: str) -> None:
+    """URLs the probe cannot GET are refused with UsageError."""
+    with pytest.raises(UsageError):
+        parse_health_url(url)
