@@ -19,7 +19,11 @@ INCOMPLETE = CORPUS / "vllm" / "vllm-v1-incomplete-starting-qwen3vl-issue27466.l
 
 @pytest.mark.parametrize(
     ("path", "code"),
-    [pytest.param(READY, 0, id="ready"), pytest.param(CRASHED, 1, id="crashed"), pytest.param(INCOMPLETE, 3, id="no-verdict")],
+    [
+        pytest.param(READY, 0, id="ready"),
+        pytest.param(CRASHED, 1, id="crashed"),
+        pytest.param(INCOMPLETE, 3, id="no-verdict"),
+    ],
 )
 def test_exit_codes(path: Path, code: int, capsys: pytest.CaptureFixture[str]) -> None:
     """0 ready, 1 crashed, 3 no verdict."""
@@ -31,7 +35,17 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     """--json prints one object with the keys of DESIGN.md."""
     main(["replay", str(CRASHED), "--json"])
     v = json.loads(capsys.readouterr().out)
-    assert {"engine", "state", "phase", "error", "timeline", "progress", "facts", "lines_read", "bytes_read"} <= set(v)
+    assert {
+        "engine",
+        "state",
+        "phase",
+        "error",
+        "timeline",
+        "progress",
+        "facts",
+        "lines_read",
+        "bytes_read",
+    } <= set(v)
     assert set(v["error"]) >= {"category", "summary", "exception", "hint", "ranks", "line", "traceback"}
     assert v["error"]["category"] == "oom"
     assert v["timeline"][0]["state"] == "starting"
@@ -93,7 +107,9 @@ def test_bad_bytes_give_a_verdict_not_a_traceback(tmp_path: Path, content: bytes
     """Garbage, NUL bytes, bad UTF-8 and an empty file give exit 3 and a normal report on stdout."""
     log = tmp_path / "bad.log"
     log.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "watchdog", "replay", str(log)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "watchdog", "replay", str(log)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "no verdict" in proc.stdout
@@ -112,7 +128,9 @@ def test_hundred_megabyte_line_is_cut_not_buffered(tmp_path: Path) -> None:
         "_, v = replay_path(Path(sys.argv[1])); "
         "print(v['bytes_read'], v['lines_read'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(log)], capture_output=True, text=True, check=True
+    ).stdout
     bytes_read, lines, rss_kib = (int(x) for x in out.split())
     assert bytes_read == log.stat().st_size
     assert lines == 2

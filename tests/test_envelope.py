@@ -71,7 +71,12 @@ from watchdog.envelope import parse, seconds_between, unglue
             id="sglang-dp-tp-ep",
         ),
         pytest.param(
-            "[17:43:23 TP6] Load weight end.", "Load weight end.", "TP6", "", "17:43:23", id="sglang-time-only"
+            "[17:43:23 TP6] Load weight end.",
+            "Load weight end.",
+            "TP6",
+            "",
+            "17:43:23",
+            id="sglang-time-only",
         ),
         pytest.param(
             "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] hi",
@@ -118,7 +123,9 @@ def test_parse_envelopes(line: str, content: str, source: str, level: str, at: s
     ("line", "tagged"),
     [
         pytest.param("[rank0]:Traceback (most recent call last):", True, id="torchrun"),
-        pytest.param("(VllmWorkerProcess pid=67) INFO 08-19 07:51:03 model_runner.py:732] hi", True, id="vllm-worker"),
+        pytest.param(
+            "(VllmWorkerProcess pid=67) INFO 08-19 07:51:03 model_runner.py:732] hi", True, id="vllm-worker"
+        ),
         pytest.param("[2025-07-02 07:31:02 TP2] Scheduler hit an exception:", False, id="sglang"),
     ],
 )
@@ -148,7 +155,10 @@ def test_vllm_worker_without_digits_keeps_pid() -> None:
         ),
         pytest.param(
             "Capturing batches: 100%|##########| 4/4 [00:02<00:00]INFO 08-19 07:51:03 model_runner.py:732] x",
-            ["Capturing batches: 100%|##########| 4/4 [00:02<00:00]", "INFO 08-19 07:51:03 model_runner.py:732] x"],
+            [
+                "Capturing batches: 100%|##########| 4/4 [00:02<00:00]",
+                "INFO 08-19 07:51:03 model_runner.py:732] x",
+            ],
             id="tqdm-glued-to-vllm",
         ),
         pytest.param(

@@ -79,7 +79,11 @@ def test_split_line(raw: bytes, expected: list[Line]) -> None:
         pytest.param(b"a\xffb\xc3", "a\ufffdb\ufffd", id="invalid-utf8"),
         pytest.param(b"a\x00b\x00", "ab", id="nul-dropped"),
         pytest.param(b"caret^@nul", "caretnul", id="caret-nul"),
-        pytest.param("caf\u00e9 [2025-07-02 07:31:02 TP0]".encode(), "caf\u00e9 [2025-07-02 07:31:02 TP0]", id="plain-kept"),
+        pytest.param(
+            "caf\u00e9 [2025-07-02 07:31:02 TP0]".encode(),
+            "caf\u00e9 [2025-07-02 07:31:02 TP0]",
+            id="plain-kept",
+        ),
     ],
 )
 def test_clean(raw: bytes, expected: str) -> None:
@@ -123,7 +127,9 @@ def test_huge_line_is_never_buffered() -> None:
 
 
 _TEXT = st.lists(
-    st.sampled_from(["a", "bc", " ", "\n", "\r", "\x1b[0;36m", "^[[1m", "#033[2m", "\x00", "é", "\xff", "[36m"]),
+    st.sampled_from(
+        ["a", "bc", " ", "\n", "\r", "\x1b[0;36m", "^[[1m", "#033[2m", "\x00", "é", "\xff", "[36m"]
+    ),
     max_size=60,
 ).map(lambda parts: "".join(parts).encode("utf-8", "surrogateescape"))
 

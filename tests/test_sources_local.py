@@ -156,3 +156,21 @@ async def test_directory_is_usage_error(tmp_path: Path) -> None:
     async with LocalSource(tmp_path, poll_interval=FAST).open_follow() as items:
         with anyio.fail_after(5), pytest.raises(UsageError, match="not a regular file"):
             await anext(items)
+
+
+async def test_errors_leave_the_block_unwrapped(tmp_path: Path) -> None:
+    """An error raised in the follow block reaches the caller as itself, not as an ExceptionGroup."""
+
+    async def follow_to_the_end(source: LocalSource) -> None:
+        async with source.open_follow() as items:
+            async for _ in items:
+                pass
+
+    async def fail_in_the_block(source: LocalSource) -> None:
+        async with source.open_follow():
+            raise KeyError("from the body")
+
+    with pytest.raises(UsageError, match="not a regular file"):
+        await follow_to_the_end(LocalSource(tmp_path, poll_interval=FAST))
+    with pytest.raises(KeyError):
+        await fail_in_the_block(LocalSource(tmp_path / "x", poll_interval=FAST))

@@ -10,22 +10,40 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from watchdog.analyzer import Analyzer
-    from watchdog.errors import Error
+    from watchdog.analyzer import Analyzer as Analyzer
+    from watchdog.errors import Error as Error
     from watchdog.exceptions import (
-        AuthError,
-        ConfigError,
-        ConnectionLost,
-        DeliveryError,
-        HostKeyError,
-        TargetError,
-        UsageError,
-        WatchdogError,
+        AuthError as AuthError,
     )
-    from watchdog.framing import Framer, Line
-    from watchdog.lifecycle import Lifecycle, State, Transition
-    from watchdog.profile import Profile, load_profile
-    from watchdog.replay import replay_path
+    from watchdog.exceptions import (
+        ConfigError as ConfigError,
+    )
+    from watchdog.exceptions import (
+        ConnectionLost as ConnectionLost,
+    )
+    from watchdog.exceptions import (
+        DeliveryError as DeliveryError,
+    )
+    from watchdog.exceptions import (
+        HostKeyError as HostKeyError,
+    )
+    from watchdog.exceptions import (
+        TargetError as TargetError,
+    )
+    from watchdog.exceptions import (
+        UsageError as UsageError,
+    )
+    from watchdog.exceptions import (
+        WatchdogError as WatchdogError,
+    )
+    from watchdog.framing import Framer as Framer
+    from watchdog.framing import Line as Line
+    from watchdog.lifecycle import Lifecycle as Lifecycle
+    from watchdog.lifecycle import State as State
+    from watchdog.lifecycle import Transition as Transition
+    from watchdog.profile import Profile as Profile
+    from watchdog.profile import load_profile as load_profile
+    from watchdog.replay import replay_path as replay_path
 
 _EXPORTS = {
     "Analyzer": "watchdog.analyzer",
@@ -48,7 +66,26 @@ _EXPORTS = {
     "replay_path": "watchdog.replay",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "Analyzer",
+    "AuthError",
+    "ConfigError",
+    "ConnectionLost",
+    "DeliveryError",
+    "Error",
+    "Framer",
+    "HostKeyError",
+    "Lifecycle",
+    "Line",
+    "Profile",
+    "State",
+    "TargetError",
+    "Transition",
+    "UsageError",
+    "WatchdogError",
+    "load_profile",
+    "replay_path",
+]
 
 
 def __getattr__(name: str) -> Any:

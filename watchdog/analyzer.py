@@ -16,6 +16,8 @@ from watchdog.envelope import Record, parse, unglue
 from watchdog.errors import Candidate, from_traceback
 from watchdog.events import (
     ErrorSeen,
+    HealthChecked,
+    ProcessExited,
     Event,
     FactFound,
     LaunchStarted,
@@ -121,11 +123,16 @@ class Analyzer:
     def tick(self, now: float) -> list[Transition]:
         """Let time pass (stall detection, pending errors, detection of a slow log's engine)."""
         out: list[Transition] = []
-        if self.profile is None and self._held and self._held_since is not None:
-            if now - self._held_since >= _DETECT_WAIT:
-                out += self._detect(now, force=True)
+        held = self.profile is None and self._held and self._held_since is not None
+        if held and self._held_since is not None and now - self._held_since >= _DETECT_WAIT:
+            out += self._detect(now, force=True)
         out += self.lifecycle.tick(now)
         return out
+
+    def probe(self, event: ProcessExited | HealthChecked, now: float) -> list[Transition]:
+        """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
+        out = self._detect(now, force=True) if self.profile is None and self._held else []
+        return out + self.lifecycle.feed(event, now)
 
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""
@@ -155,11 +162,14 @@ class Analyzer:
         held = b"".join(b.data for b in self._held)
         if not force and held.count(b"\n") < _DETECT_LINES and len(held) < _DETECT_BYTES:
             return []
-        head = held.decode("utf-8", "replace").splitlines()[:_DETECT_LINES * 5]
+        head = held.decode("utf-8", "replace").splitlines()[: _DETECT_LINES * 5]
         engine = detect_engine(head, self._extra) or "generic"
         self._use(load_profile(engine, self._extra))
         blocks, self._held = self._held, []
-        return self._scan(blocks, now)
+        out: list[Transition] = []
+        for block in blocks:
+            out += self._block(block, now, held=True)  # their tail was kept when they were held
+        return out
 
     # -- scanning ---------------------------------------------------------------------------------------
 
@@ -170,6 +180,8 @@ class Analyzer:
             if self._held_since is None:
                 self._held_since = now
             self._held.extend(blocks)
+            for block in blocks:
+                self._tail = (self._tail + block.data)[-_TAIL_BYTES:]
             return self._detect(now, force=False)
         return self._scan(blocks, now)
 
@@ -179,11 +191,14 @@ class Analyzer:
             out += self._block(block, now)
         return out
 
-    def _block(self, block: Block, now: float) -> list[Transition]:
+    def _block(self, block: Block, now: float, *, held: bool = False) -> list[Transition]:
         data = block.data
         count = data.count(b"\n")
         first = self.lines_read + 1
-        self._tail = (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
+        if not held:
+            self._tail = (
+                (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
+            )
         out: list[Transition] = []
         templates = data.translate(_DIGITS).split(b"\n")
         present = self._classify(templates)
@@ -280,20 +295,26 @@ class Analyzer:
         stripped = content.strip()
         m = EXCEPTION_LINE.match(stripped)
         if m and rec.level not in _QUIET_LEVELS:
-            cand = Candidate(stripped, line_no, rec.source, exception=m.group("exc"), at=rec.at, kind="exception")
+            cand = Candidate(
+                stripped, line_no, rec.source, exception=m.group("exc"), at=rec.at, kind="exception"
+            )
             out += self._emit(ErrorSeen(cand), now)
         elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in ("other", "timeout"):
             out += self._emit(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")), now)
         return out
 
-    def _progress(self, rule: Rule, groups: dict[str, str], line_no: int, rec: Record, now: float) -> list[Transition]:
+    def _progress(
+        self, rule: Rule, groups: dict[str, str], line_no: int, rec: Record, now: float
+    ) -> list[Transition]:
         out: list[Transition] = []
         if rule.state:
             out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source), now)
         name = rule.name or "progress"
         if name == "@phase":
             phase = self.lifecycle.current.phase
-            name = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}.get(phase, phase.value)
+            name = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}.get(
+                phase, phase.value
+            )
         if "percent" in groups:
             done, total = round(float(groups["percent"])), 100
         else:

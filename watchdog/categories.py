@@ -62,7 +62,9 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 _PHASE_FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "ready",
-        re.compile(r"in (?:event_loop\w*|process_batch_result\w*|handle_generate_request|run_batch|forward_batch_generation)\b"),
+        re.compile(
+            r"in (?:event_loop\w*|process_batch_result\w*|handle_generate_request|run_batch|forward_batch_generation)\b"
+        ),
     ),
     (
         "capturing_graphs",
@@ -117,7 +119,9 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
     if category == "port_in_use":
         port = _first(r"port[ =:'\"]+(\d{2,5})", summary) or _fact(facts, "port")
         where = f"port {port}" if port else "the port"
-        return f"{where} is already taken: stop the other server on it (ss -ltnp) or start with another --port"
+        return (
+            f"{where} is already taken: stop the other server on it (ss -ltnp) or start with another --port"
+        )
     if category == "unsupported":
         cc = _first(r"capability:? (\d+\.\d+)", summary) or _first(r"sm_?(\d{2,3})", summary)
         what = f"compute capability {cc}" if cc else "this GPU"
@@ -135,7 +139,9 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
     if category == "import":
         missing = _first(r"(lib[\w.+-]+\.so[\w.]*)", summary) or _first(r"No module named '([^']+)'", summary)
         thing = missing or "a library"
-        return f"{thing} does not match this environment: install the engine build for this CUDA/driver version"
+        return (
+            f"{thing} does not match this environment: install the engine build for this CUDA/driver version"
+        )
     if category == "cuda":
         return (
             "the CUDA runtime failed: check nvidia-smi, the driver version, CUDA_VISIBLE_DEVICES and the "
@@ -157,20 +163,30 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
 def _oom_hint(summary: str, phase: str, facts: Mapping[str, object], engine: str) -> str:
     after_weights = _fact(facts, "avail_mem_after_weights_gb")
     kv_gib = _fact(facts, "kv_cache_memory_gb")
-    free = f" ({after_weights} GB free after weights)" if after_weights else (f" ({kv_gib} GiB for the KV cache)" if kv_gib else "")
+    free = (
+        f" ({after_weights} GB free after weights)"
+        if after_weights
+        else (f" ({kv_gib} GiB for the KV cache)" if kv_gib else "")
+    )
     if "mem-fraction-static" in summary or "mem_fraction_static" in summary:
         return f"raise --mem-fraction-static{free}, or lower --max-running-requests / --chunked-prefill-size"
     if "gpu_memory_utilization" in summary or "gpu-memory-utilization" in summary:
         if "Free memory on device" in summary:
-            return "other processes hold GPU memory: free the GPU (nvidia-smi) or lower --gpu-memory-utilization"
+            return (
+                "other processes hold GPU memory: free the GPU (nvidia-smi) or lower --gpu-memory-utilization"
+            )
         return f"raise --gpu-memory-utilization or lower --max-model-len / --max-num-seqs{free}"
-    if phase == "loading_weights" or phase == "starting":
+    if phase in {"loading_weights", "starting"}:
         return (
             "the weights do not fit on the GPUs given: use more GPUs (tensor parallel), a quantized checkpoint, "
             "or check that no other process holds GPU memory (nvidia-smi)"
         )
     if phase == "capturing_graphs":
-        knob = "--cuda-graph-max-bs or --mem-fraction-static" if engine == "sglang" else "--max-num-seqs, or --gpu-memory-utilization"
+        knob = (
+            "--cuda-graph-max-bs or --mem-fraction-static"
+            if engine == "sglang"
+            else "--max-num-seqs, or --gpu-memory-utilization"
+        )
         return f"graph capture ran out of memory{free}: lower {knob}, or disable CUDA graphs to confirm"
     if engine == "sglang":
         return f"lower --mem-fraction-static or --max-total-tokens to leave room for activations{free}"

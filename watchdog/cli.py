@@ -34,7 +34,9 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
-    parser = _Parser(prog="watchdog", description="Follow LLM inference-server launches and say why they fail.")
+    parser = _Parser(
+        prog="watchdog", description="Follow LLM inference-server launches and say why they fail."
+    )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
@@ -46,22 +48,43 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("target", help="a local path, ssh://[user@]host[:port]/path or [user@]host:/path")
     _common(watch)
     watch.add_argument("--timeout", type=float, metavar="S", help="overall deadline in seconds (exit 2)")
-    watch.add_argument("--stall-after", type=float, default=600.0, metavar="S", help="stalled after S s without progress (default 600)")
-    watch.add_argument("--notify", action="append", default=[], metavar="URL", help="POST the verdict as JSON to URL")
+    watch.add_argument(
+        "--stall-after",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="stalled after S s without progress (default 600)",
+    )
+    watch.add_argument(
+        "--notify", action="append", default=[], metavar="URL", help="POST the verdict as JSON to URL"
+    )
     watch.add_argument("--events", type=Path, metavar="FILE", help="append every transition as a JSON line")
-    watch.add_argument("--pid", type=int, help="the server's pid on the host: gone without a traceback = crashed")
+    watch.add_argument(
+        "--pid", type=int, help="the server's pid on the host: gone without a traceback = crashed"
+    )
     watch.add_argument("--process", metavar="PATTERN", help="pgrep -f pattern of the server process")
     watch.add_argument("--health", metavar="URL", help="health endpoint, probed once weights are loaded")
     watch.add_argument("--gpu", action="store_true", help="poll nvidia-smi on the host for memory facts")
     watch.add_argument("--identity", type=Path, help="SSH private key")
     watch.add_argument("--known-hosts", type=Path, help="known_hosts file (default ~/.ssh/known_hosts)")
-    watch.add_argument("--accept-new-host-key", action="store_true", help="record an unknown host key (never a changed one)")
+    watch.add_argument(
+        "--accept-new-host-key", action="store_true", help="record an unknown host key (never a changed one)"
+    )
     return parser
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", default="auto", choices=ENGINE_CHOICES, help="engine profile (default: detect)")
-    p.add_argument("--profile", action="append", type=Path, default=[], metavar="FILE", help="extra profile TOML (repeatable)")
+    p.add_argument(
+        "--engine", default="auto", choices=ENGINE_CHOICES, help="engine profile (default: detect)"
+    )
+    p.add_argument(
+        "--profile",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="extra profile TOML (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
 
 
@@ -105,7 +128,7 @@ def _replay(args: argparse.Namespace) -> int:
     from watchdog.verdict import exit_code  # noqa: PLC0415
 
     engine = None if args.engine == "auto" else args.engine
-    analyzer, verdict = replay_path(args.file, engine, args.profile)
+    _analyzer, verdict = replay_path(args.file, engine, args.profile)
     if args.json:
         print(json.dumps(verdict, ensure_ascii=False))
     else:

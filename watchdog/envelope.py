@@ -80,7 +80,12 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 
-_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1
+    )
+}
 
 # Where a new record starts in the middle of a line: a tqdm bar without its final newline glues itself
 # onto the next log line.
@@ -186,13 +191,13 @@ def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
 
 
 def _at(y: int, mo: int, d: int, hh: int, mm: int, ss: int, has_year: bool) -> tuple[str, float]:
-    dt = datetime(y, mo, d, hh, mm, ss)  # noqa: DTZ001 - log times carry no zone; only differences are used
+    dt = datetime(y, mo, d, hh, mm, ss)
     iso = dt.isoformat() if has_year else dt.isoformat()[5:]
     return iso, _epoch(dt)
 
 
 def _epoch(dt: datetime) -> float:
-    return (dt - datetime(1970, 1, 1)).total_seconds()  # noqa: DTZ001 - naive on purpose, see _at
+    return (dt - datetime(1970, 1, 1)).total_seconds()
 
 
 def seconds_between(start: float | None, end: float | None) -> float | None:

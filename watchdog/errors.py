@@ -84,7 +84,9 @@ def from_traceback(tb: Traceback) -> Candidate | None:
         if hint is None:
             return None
         last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
-        return Candidate(last, tb.line, tb.source, traceback=tuple(tb.lines), noise=True, phase_hint=hint, kind="fragment")
+        return Candidate(
+            last, tb.line, tb.source, traceback=tuple(tb.lines), noise=True, phase_hint=hint, kind="fragment"
+        )
     m = EXCEPTION_LINE.match(exc_line)
     exception = m.group("exc") if m else exc_line.split(":", 1)[0].strip() or None
     summary = exc_line
@@ -134,7 +136,9 @@ def root_cause(
         best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
     if best.phase_hint is None:
         best = replace(best, phase_hint=next((c.phase_hint for c in (*twins, *items) if c.phase_hint), None))
-    ranks = sorted({c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order)
+    ranks = sorted(
+        {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
+    )
     wrappers = tuple(dict.fromkeys(c.summary for c in items if c.role == "wrapper"))
     hint = best.hint or hint_for(category, best.summary, best.phase_hint or phase, facts, engine)
     if best.role == "wrapper" and not best.hint:

@@ -109,7 +109,9 @@ class Framer:
             while pos < len(head):
                 nl = head.index(b"\n", pos)
                 if nl - pos > self.max_line:
-                    blocks.append(Block(self._buf_offset + pos, head[pos : pos + self.max_line] + b"\n", partial=True))
+                    blocks.append(
+                        Block(self._buf_offset + pos, head[pos : pos + self.max_line] + b"\n", partial=True)
+                    )
                 else:
                     blocks.append(Block(self._buf_offset + pos, head[pos : nl + 1]))
                 pos = nl + 1

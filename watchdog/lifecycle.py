@@ -116,9 +116,13 @@ class Lifecycle:
         """The incarnation a verdict reports: the current one, unless it is a restart that has only just begun
         after a crash (a crash loop: the restarted server says nothing yet, the crash is the news)."""
         inc = self.current
-        if inc.state == State.STARTING and not inc.candidates and self.history:
-            if self.history[-1].state == State.CRASHED:
-                return self.history[-1]
+        if (
+            inc.state == State.STARTING
+            and not inc.candidates
+            and self.history
+            and self.history[-1].state == State.CRASHED
+        ):
+            return self.history[-1]
         return inc
 
     def feed(self, event: Event, now: float) -> list[Transition]:
@@ -173,14 +177,20 @@ class Lifecycle:
             if inc.state not in FINAL:
                 if not inc.candidates[inc.pending_index :]:
                     inc.candidates.append(
-                        Candidate(f"process exited: {event.detail}", 0, category="killed", kind="rule", fatal=True)
+                        Candidate(
+                            f"process exited: {event.detail}", 0, category="killed", kind="rule", fatal=True
+                        )
                     )
                 self._crash(inc, now, out, None, None, reason=f"process gone ({event.detail})")
         elif isinstance(event, HealthChecked):
             healthy = event.status == 200
-            if healthy and inc.state in _STARTUP and inc.phase != State.STARTING and inc.pending_since is None:
-                if _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
-                    self._enter(inc, State.READY, None, None, None, now, "health endpoint answered 200", out)
+            if (
+                healthy
+                and inc.state in _STARTUP
+                and inc.phase != State.STARTING
+                and inc.pending_since is None
+            ) and _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
+                self._enter(inc, State.READY, None, None, None, now, "health endpoint answered 200", out)
         return out
 
     def tick(self, now: float) -> list[Transition]:
@@ -201,7 +211,9 @@ class Lifecycle:
             if self.memory_growing:
                 inc.last_progress = now
             else:
-                self._enter(inc, State.STALLED, None, None, None, now, f"no progress for {self.stall_after:g}s", out)
+                self._enter(
+                    inc, State.STALLED, None, None, None, now, f"no progress for {self.stall_after:g}s", out
+                )
         return out
 
     def finish(self, now: float) -> list[Transition]:
@@ -214,7 +226,9 @@ class Lifecycle:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _progress(self, inc: Incarnation, now: float, out: list[Transition], line: int, source: str | None) -> None:
+    def _progress(
+        self, inc: Incarnation, now: float, out: list[Transition], line: int, source: str | None
+    ) -> None:
         inc.last_progress = now
         if inc.pending_since is not None and inc.state not in FINAL:
             # Progress after an error means it was survivable, but only progress of the rank that failed:
@@ -251,10 +265,17 @@ class Lifecycle:
             self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
 
     def _crash(
-        self, inc: Incarnation, now: float, out: list[Transition], line: int | None, at: str | None, *, reason: str
+        self,
+        inc: Incarnation,
+        now: float,
+        out: list[Transition],
+        line: int | None,
+        at: str | None,
+        *,
+        reason: str,
     ) -> None:
         phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
-        live = [c for c in inc.candidates[inc.pending_index :]] or inc.candidates
+        live = list(inc.candidates[inc.pending_index :]) or inc.candidates
         err = root_cause(live, inc.facts, _phase_name(phase), self.engine)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]

@@ -142,7 +142,7 @@ def _bundled(name: str) -> Profile:
 def _parse(data: Mapping[str, Any], where: str) -> Profile:
     name = data.get("extends", data.get("name"))
     if not isinstance(name, str) or not name:
-        raise ConfigError(where, "name", "a profile needs `name = \"...\"` (or `extends = \"<engine>\"`)")
+        raise ConfigError(where, "name", 'a profile needs `name = "..."` (or `extends = "<engine>"`)')
     detect = data.get("detect", [])
     if not isinstance(detect, list) or not all(isinstance(d, str) for d in detect):
         raise ConfigError(where, "detect", "must be a list of strings")
@@ -164,7 +164,9 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         raise ConfigError(where, path, "must be a table")
     unknown = set(raw) - _ALLOWED_KEYS
     if unknown:
-        raise ConfigError(where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_ALLOWED_KEYS))}")
+        raise ConfigError(
+            where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_ALLOWED_KEYS))}"
+        )
     match = raw.get("match")
     if not isinstance(match, str) or not match:
         raise ConfigError(where, f"{path}.match", "required: a non-empty literal substring of the line")
@@ -185,7 +187,9 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         raise ConfigError(where, f"{path}.state", f"required for a phase; allowed: {', '.join(STATES)}")
     category = raw.get("category")
     if category is not None and category not in CATEGORIES:
-        raise ConfigError(where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(CATEGORIES)}")
+        raise ConfigError(
+            where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(CATEGORIES)}"
+        )
     role = raw.get("role", "cause")
     fatal = bool(raw.get("fatal", False))
     if role == "fatal":  # shorthand: a root cause that also ends the launch

@@ -15,7 +15,9 @@ __all__ = ["CHUNK", "replay_path"]
 CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small enough for a flat RSS
 
 
-def replay_path(path: Path, engine: str | None = None, profiles: Sequence[Path] = ()) -> tuple[Analyzer, dict[str, Any]]:
+def replay_path(
+    path: Path, engine: str | None = None, profiles: Sequence[Path] = ()
+) -> tuple[Analyzer, dict[str, Any]]:
     """Replay the log at `path`; return the analyzer and the verdict object."""
     analyzer = Analyzer(engine, profiles=profiles)
     try:

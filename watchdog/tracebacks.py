@@ -102,22 +102,28 @@ class Assembler:
             self._close(key, done)
             # Another stream starting a traceback means the complete ones have ended: ranks print whole.
             done.extend(self.flush(complete_only=True))
-            tb = Traceback(rec.source or key, line, rec.at, rec.seconds, header=content[:pos].strip())
-            tb.add(_HEADER + ":")
-            tb.noise = key in self._logging_error
-            tb.chained = key in self._chain_next
+            opened = Traceback(rec.source or key, line, rec.at, rec.seconds, header=content[:pos].strip())
+            opened.add(_HEADER + ":")
+            opened.noise = key in self._logging_error
+            opened.chained = key in self._chain_next
             self._chain_next.discard(key)
-            self._open[key] = tb
+            self._open[key] = opened
             self._last = key
             return True, done
-        tb = self._open.get(key)
-        if tb is None:
+        current = self._open.get(key)
+        if current is None:
             if content.startswith('  File "') or content.startswith('File "'):
-                tb = Traceback(rec.source or key, line, rec.at, rec.seconds, noise=key in self._logging_error)
-                tb.body_style = _style(rec)
-                tb.add(content)
-                self._open[key] = tb
+                fragment = Traceback(
+                    rec.source or key, line, rec.at, rec.seconds, noise=key in self._logging_error
+                )
+                fragment.body_style = _style(rec)
+                fragment.add(content)
+                self._open[key] = fragment
                 self._last = key
+                return True, done
+            if stripped.startswith(_CHAIN):
+                # Python prints a blank line, then the chain marker, then the next traceback
+                self._chain_next.add(key)
                 return True, done
             if key in self._logging_error:
                 if stripped.startswith("Arguments:"):
@@ -126,11 +132,17 @@ class Assembler:
             if key in self._chain_next and stripped:
                 self._chain_next.discard(key)
             return False, done
+        tb = current
         style = _style(rec)
         if tb.body_style is None and len(tb.lines) == 1:
             tb.body_style = style
         if tb.exc_index < 0:
-            if tb.body_style is not None and style != tb.body_style and (rec.at is not None) and not rec.source:
+            if (
+                tb.body_style is not None
+                and style != tb.body_style
+                and (rec.at is not None)
+                and not rec.source
+            ):
                 # A new log record, not a traceback line: the traceback was cut off in the log.
                 self._finish(key, done)
                 return False, done
@@ -155,7 +167,11 @@ class Assembler:
             self._finish(key, done)
             self._chain_next.add(key)
             return True, done
-        if stripped.startswith("Call stack:") or stripped.startswith("Message:") or stripped.startswith("Arguments:"):
+        if (
+            stripped.startswith("Call stack:")
+            or stripped.startswith("Message:")
+            or stripped.startswith("Arguments:")
+        ):
             self._finish(key, done)
             if stripped.startswith("Arguments:"):
                 self._logging_error.discard(key)

@@ -149,13 +149,20 @@ async def _open_item_stream(
                 # HostKeyError itself and not an ExceptionGroup from the task group.
                 items.error = exc
 
+    body_error: Exception | None = None
     with receive:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
             try:
                 yield items
+            except Exception as exc:
+                # Kept to re-raise after the task group, which would wrap it in an ExceptionGroup:
+                # the caller's `except HostKeyError` must see the error itself.
+                body_error = exc
             finally:
                 tg.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error
 
 
 def open_item_stream(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, suppress
+from dataclasses import dataclass
 from typing import Literal, cast
 
 import anyio
@@ -47,6 +48,8 @@ DEFAULT_POLL_BYTES = 1 << 20
 RETRY_INITIAL = 0.1
 RETRY_MAX = 5.0
 _HEADER_LIMIT = 4096
+# Samples after a rotation is seen before switching even if the old file still grows.
+_ROTATION_GRACE_SAMPLES = 8
 # Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
 # stops the remote tail, so a slow consumer never makes this process buffer a whole log.
 _HIGH_WATER = 64
@@ -180,6 +183,16 @@ class SSHSource:
         return open_item_stream(lambda sink: _Follower(self, sink, offset).run())
 
 
+@dataclass(frozen=True)
+class _Rotation:
+    """A new file is at the path; the old one is still being read."""
+
+    size: int  # the old file's size in the latest sample
+    reason: RestartReason
+    samples: int  # samples since the change was seen
+    quiet: bool  # the old file's size did not change between the last two samples
+
+
 class _Restart(Exception):
     """Internal: the current remote command is done; start another (after `delay` seconds)."""
 
@@ -198,7 +211,7 @@ class _Follower:
         self.pending: RestartReason | None = None
         self.streaming = source.stream
         self.announced_missing = False
-        self.rotation: tuple[int, RestartReason] | None = None
+        self.rotation: _Rotation | None = None
 
     async def run(self) -> None:
         conn = await self._connect(first=True)
@@ -341,14 +354,25 @@ class _Follower:
             return
         if stat.path_inode is not None and stat.path_inode != stat.inode:
             reason: RestartReason = "rotated" if stat.links > 0 else "replaced"
-            # Drain the old file up to its size when the change was first seen, then switch.
-            target = self.rotation[0] if self.rotation is not None else stat.size
-            self.rotation = (target, reason)
+            previous = self.rotation
+            self.rotation = _Rotation(
+                size=stat.size,
+                reason=reason,
+                samples=1 if previous is None else previous.samples + 1,
+                quiet=previous is not None and previous.size == stat.size,
+            )
             self._check_rotation()
 
     def _check_rotation(self) -> None:
-        if self.rotation is not None and self.offset >= self.rotation[0]:
-            raise self._restart_from_zero(self.rotation[1])
+        # Switch once the old file is read to the size last seen, and it has stopped growing (a
+        # writer may finish its last lines there after the rename), or after a grace period.
+        rotation = self.rotation
+        if (
+            rotation is not None
+            and self.offset >= rotation.size
+            and (rotation.quiet or rotation.samples >= _ROTATION_GRACE_SAMPLES)
+        ):
+            raise self._restart_from_zero(rotation.reason)
 
     async def _poll_once(self, conn: asyncssh.SSHClientConnection) -> None:
         src = self.src

@@ -1,0 +1,188 @@
+"""Tests for watchdog.profile: bundled engine profiles, user profile validation, merging and engine detection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from watchdog.exceptions import ConfigError
+from watchdog.profile import ENGINES, RULE_KINDS, detect_engine, load_profile, load_profile_file
+
+
+@pytest.mark.parametrize("engine", [pytest.param(e, id=e) for e in ENGINES])
+def test_bundled_engine_loads(engine: str) -> None:
+    """Every bundled engine profile loads, names itself, and has only known rule kinds with digit-free literals."""
+    profile = load_profile(engine)
+    assert profile.name == engine
+    assert profile.rules
+    assert {r.kind for r in profile.rules} <= set(RULE_KINDS)
+    assert not any(ch.isdigit() for r in profile.rules for ch in r.match)
+    assert f"watchdog/profiles/{engine}.toml" in profile.source
+    assert set(profile.keywords) == {r.match.encode() for r in profile.rules}
+
+
+def test_unknown_engine_is_config_error() -> None:
+    """An unknown engine name is a ConfigError that lists the allowed engines."""
+    with pytest.raises(ConfigError, match=r"unknown engine 'nope'.*sglang"):
+        load_profile("nope")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mine.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "problem"),
+    [
+        pytest.param(
+            '[[phase]]\nmatch = "Load weight 1"\nstate = "loading_weights"\n',
+            "phase[0].match",
+            "may not contain digits",
+            id="digit-in-match",
+        ),
+        pytest.param('[[bogus]]\nmatch = "x"\n', "bogus", "unknown table", id="unknown-table"),
+        pytest.param(
+            '[[ready]]\nmatch = "ok"\n[[ready]]\nmatch = "up"\ncolour = "red"\n',
+            "ready[1].colour",
+            "unknown key",
+            id="unknown-key",
+        ),
+        pytest.param(
+            '[[error]]\nmatch = "x"\nregex = "("\n',
+            "error[0].regex",
+            "invalid regular expression",
+            id="bad-regex",
+        ),
+        pytest.param(
+            '[[phase]]\nmatch = "x"\nstate = "cooking"\n', "phase[0].state", "is not a phase", id="bad-state"
+        ),
+        pytest.param(
+            '[[phase]]\nmatch = "x"\n', "phase[0].state", "required for a phase", id="phase-without-state"
+        ),
+        pytest.param(
+            '[[progress]]\nmatch = "x"\nname = "weights"\nregex = "(?P<done>\\\\d+)"\n',
+            "progress[0].regex",
+            "needs named groups",
+            id="progress-without-total",
+        ),
+        pytest.param(
+            '[[progress]]\nmatch = "x"\nname = "weights"\n',
+            "progress[0].regex",
+            "needs named groups",
+            id="progress-no-regex",
+        ),
+        pytest.param(
+            '[[error]]\nmatch = "x"\ncategory = "weird"\n', "error[0].category", "unknown", id="bad-category"
+        ),
+        pytest.param('[[error]]\nmatch = "x"\nrole = "boss"\n', "error[0].role", "unknown", id="bad-role"),
+        pytest.param('[[ready]]\nmatch = ""\n', "ready[0].match", "required", id="empty-match"),
+        pytest.param('ready = "x"\n', "ready", "array of tables", id="not-an-array"),
+    ],
+)
+def test_invalid_user_profile(tmp_path: Path, body: str, key: str, problem: str) -> None:
+    """Each invalid user profile raises a ConfigError naming the file and the key path."""
+    path = _write(tmp_path, 'extends = "vllm"\n' + body)
+    with pytest.raises(ConfigError) as info:
+        load_profile_file(path)
+    err = info.value
+    assert (err.path, err.key) == (str(path), key)
+    assert problem in err.problem
+    assert str(err).startswith(f"{path}: {key}: ")
+
+
+def test_profile_without_name(tmp_path: Path) -> None:
+    """A profile with neither `name` nor `extends` is rejected at key `name`."""
+    with pytest.raises(ConfigError) as info:
+        load_profile_file(_write(tmp_path, '[[ready]]\nmatch = "x"\n'))
+    assert info.value.key == "name"
+
+
+def test_invalid_toml_names_file(tmp_path: Path) -> None:
+    """Unparseable TOML is a ConfigError naming the file."""
+    path = _write(tmp_path, "[[ready]\n")
+    with pytest.raises(ConfigError, match="invalid TOML") as info:
+        load_profile_file(path)
+    assert info.value.path == str(path)
+
+
+def test_missing_file_names_file(tmp_path: Path) -> None:
+    """An unreadable profile file is a ConfigError naming the file."""
+    path = tmp_path / "absent.toml"
+    with pytest.raises(ConfigError, match="cannot read profile") as info:
+        load_profile_file(path)
+    assert info.value.path == str(path)
+
+
+def test_fatal_role_shorthand(tmp_path: Path) -> None:
+    """`role = "fatal"` is a cause that ends the launch at once."""
+    profile = load_profile_file(
+        _write(tmp_path, 'extends = "vllm"\n[[error]]\nmatch = "boom"\nrole = "fatal"\n')
+    )
+    (rule,) = profile.rules
+    assert (rule.role, rule.fatal) == ("cause", True)
+
+
+def test_user_rules_extend_engine_and_come_first(tmp_path: Path) -> None:
+    """User rules with `extends = "vllm"` are merged before the bundled rules, and their detect markers too."""
+    path = _write(
+        tmp_path,
+        'extends = "vllm"\ndetect = ["my-wrapper"]\n[[ready]]\nmatch = "my server is up"\n',
+    )
+    bundled = load_profile("vllm")
+    merged = load_profile("vllm", [path])
+    assert (merged.rules[0].kind, merged.rules[0].match) == ("ready", "my server is up")
+    assert merged.rules[1:] == bundled.rules
+    assert merged.detect[0] == "my-wrapper"
+    assert str(path) in merged.source
+    assert b"my server is up" in merged.keywords
+
+
+def test_user_rules_for_other_engine_not_merged(tmp_path: Path) -> None:
+    """A user profile extending sglang adds nothing to vllm."""
+    path = _write(tmp_path, 'extends = "sglang"\n[[ready]]\nmatch = "my server is up"\n')
+    assert load_profile("vllm", [path]).rules == load_profile("vllm").rules
+
+
+def test_rule_apply() -> None:
+    """A rule matches on its literal, then returns its regex's named groups, or None when the regex misses."""
+    profile = load_profile("ollama")
+    (rule,) = [r for r in profile.rules_of("progress") if r.match == "model load progress"]
+    assert rule.apply('"model load progress 0.18"') == {"percent": "18"}
+    assert rule.apply("model load progress 1.00") is None
+    assert rule.apply("unrelated") is None
+
+
+@pytest.mark.parametrize(
+    ("lines", "engine"),
+    [
+        pytest.param(["server_args=ServerArgs(model_path='x', tp_size=8)"], "sglang", id="sglang"),
+        pytest.param(
+            ["INFO 08-19 07:51:03 api_server.py:1] vLLM API server version 0.6.3"], "vllm", id="vllm"
+        ),
+        pytest.param(["hello world", "nothing to see"], None, id="unrelated"),
+        pytest.param([], None, id="empty"),
+    ],
+)
+def test_detect_engine(lines: list[str], engine: str | None) -> None:
+    """detect_engine names the engine whose markers appear in the first lines, or None."""
+    assert detect_engine(lines) == engine
+
+
+def test_detect_engine_counts_markers() -> None:
+    """An SGLang log with one vLLM-looking line is still SGLang: markers are counted, not first-hit."""
+    lines = [
+        "vLLM API server version 0.6.3",
+        "server_args=ServerArgs(model_path='x')",
+        "[2025-07-02 07:31:02 TP0] Load weight begin. avail mem=78.5 GB",
+        "The server is fired up and ready to roll!",
+    ]
+    assert detect_engine(lines) == "sglang"
+
+
+def test_detect_engine_user_markers(tmp_path: Path) -> None:
+    """A user profile's detect markers take part in detection."""
+    path = _write(tmp_path, 'extends = "tgi"\ndetect = ["acme-inference-gw"]\n[[ready]]\nmatch = "gw up"\n')
+    assert detect_engine(["starting acme-inference-gw"], [path]) == "tgi"

@@ -1,0 +1,219 @@
+"""Tests for watchdog.tracebacks: tracebacks put back together per rank from interleaved log records."""
+
+from __future__ import annotations
+
+import pytest
+
+from watchdog.envelope import parse
+from watchdog.tracebacks import EXCEPTION_LINE, Assembler, Traceback
+
+
+def _assemble(lines: list[str]) -> list[tuple[int | str, Traceback]]:
+    """Feed lines (numbered from 1) and return (line that completed it, or "flush", traceback)."""
+    assembler = Assembler()
+    out: list[tuple[int | str, Traceback]] = []
+    for no, text in enumerate(lines, 1):
+        _, done = assembler.feed(parse(text), no)
+        out += [(no, tb) for tb in done]
+    out += [("flush", tb) for tb in assembler.flush()]
+    return out
+
+
+def test_sglang_tagged_header_untagged_frames() -> None:
+    """An SGLang traceback tagged only on its header line is attributed to that rank and ends at the blank line."""
+    result = _assemble(
+        [
+            "[2025-07-02 07:31:02 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "/sgl/scheduler.py", line 10, in run_scheduler_process',
+            "    scheduler = Scheduler()",
+            "ValueError: bad",
+            "",
+            "[2025-07-02 07:31:03 TP0] next",
+        ]
+    )
+    assert len(result) == 1
+    done_at, tb = result[0]
+    assert done_at == 5
+    assert (tb.source, tb.line, tb.header, tb.at) == (
+        "TP2",
+        1,
+        "Scheduler hit an exception:",
+        "2025-07-02T07:31:02",
+    )
+    assert tb.lines == [
+        "Traceback (most recent call last):",
+        '  File "/sgl/scheduler.py", line 10, in run_scheduler_process',
+        "    scheduler = Scheduler()",
+        "ValueError: bad",
+    ]
+    assert (tb.exception, tb.exc_line_no, tb.chained, tb.noise) == ("ValueError: bad", 4, False, False)
+
+
+def test_torchrun_ranks_interleaved_are_separate() -> None:
+    """Interleaved "[rank0]:"/"[rank1]:" tracebacks are assembled per rank, each with its own frames."""
+    result = _assemble(
+        [
+            "[rank0]: Traceback (most recent call last):",
+            "[rank1]: Traceback (most recent call last):",
+            '[rank0]:   File "a.py", line 1, in f',
+            '[rank1]:   File "b.py", line 2, in g',
+            "[rank0]:     f()",
+            "[rank1]:     g()",
+            "[rank0]: RuntimeError: zero",
+            "[rank1]: RuntimeError: one",
+        ]
+    )
+    by_source = {tb.source: tb for _, tb in result}
+    assert sorted(by_source) == ["rank0", "rank1"]
+    assert by_source["rank0"].lines == [
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in f',
+        "    f()",
+        "RuntimeError: zero",
+    ]
+    assert by_source["rank1"].lines == [
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in g',
+        "    g()",
+        "RuntimeError: one",
+    ]
+    assert (by_source["rank0"].exc_line_no, by_source["rank1"].exc_line_no) == (7, 8)
+
+
+_CAUSE = [
+    "Traceback (most recent call last):",
+    '  File "a.py", line 1, in f',
+    "    x()",
+    "KeyError: 1",
+]
+_EFFECT = [
+    "Traceback (most recent call last):",
+    '  File "b.py", line 1, in g',
+    "    y()",
+    "RuntimeError: wrapped",
+    "",
+]
+
+
+def test_chained_exception_without_blank_line_is_chained() -> None:
+    """A chain marker right after the exception line marks the next traceback of the stream `chained`."""
+    lines = [*_CAUSE, "The above exception was the direct cause of the following exception:", "", *_EFFECT]
+    result = [tb for _, tb in _assemble(lines)]
+    assert [(tb.exception, tb.chained) for tb in result] == [
+        ("KeyError: 1", False),
+        ("RuntimeError: wrapped", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        pytest.param(
+            "The above exception was the direct cause of the following exception:", id="direct-cause"
+        ),
+        pytest.param(
+            "During handling of the above exception, another exception occurred:", id="during-handling"
+        ),
+    ],
+)
+def test_chained_exception_as_python_prints_it(marker: str) -> None:
+    """Python's own chain layout (blank line, marker, blank line) marks the second traceback `chained`."""
+    lines = [*_CAUSE, "", marker, "", *_EFFECT]
+    result = [tb for _, tb in _assemble(lines)]
+    assert [(tb.exception, tb.chained) for tb in result] == [
+        ("KeyError: 1", False),
+        ("RuntimeError: wrapped", True),
+    ]
+
+
+def test_logging_error_block_is_noise() -> None:
+    """The traceback inside a "--- Logging error ---" block is noise, and the block ends at "Arguments:"."""
+    assembler = Assembler()
+    lines = [
+        "--- Logging error ---",
+        "Traceback (most recent call last):",
+        '  File "l.py", line 1, in emit',
+        "    msg = self.format(record)",
+        "TypeError: not all arguments converted during string formatting",
+        "Call stack:",
+        '  File "x.py", line 3, in main',
+        "Message: 'hi %s'",
+        "Arguments: (1, 2)",
+    ]
+    done: list[Traceback] = []
+    for no, text in enumerate(lines, 1):
+        consumed, finished = assembler.feed(parse(text), no)
+        assert consumed, text
+        done += finished
+    assert assembler.busy is False
+    assert [(tb.exception, tb.noise) for tb in done] == [
+        ("TypeError: not all arguments converted during string formatting", True),
+        (None, True),
+    ]
+    # after the block, a real traceback is not noise
+    _, _ = assembler.feed(parse("Traceback (most recent call last):"), 10)
+    assembler.feed(parse("ValueError: real"), 11)
+    assert [(tb.exception, tb.noise) for tb in assembler.flush()] == [("ValueError: real", False)]
+
+
+def test_last_statement_of_bare_assertion() -> None:
+    """last_statement() returns the innermost frame's source line, skipping caret markers."""
+    result = _assemble(
+        [
+            "Traceback (most recent call last):",
+            '  File "/sgl/server.py", line 3, in main',
+            "    run()",
+            '  File "/sgl/ep.py", line 5, in init',
+            "    assert expert_location_metadata is not None",
+            "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+            "AssertionError",
+            "",
+        ]
+    )
+    assert len(result) == 1
+    tb = result[0][1]
+    assert tb.exception == "AssertionError"
+    assert tb.last_statement() == "assert expert_location_metadata is not None"
+
+
+def test_fragment_starting_at_frame_is_assembled() -> None:
+    """A log cut inside a traceback still assembles from its first '  File "' line to the exception."""
+    result = _assemble(
+        [
+            '  File "/vllm/worker.py", line 236, in _warm_up_model',
+            "    self.model_runner.capture_model(self.gpu_cache)",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+            "",
+        ]
+    )
+    assert len(result) == 1
+    done_at, tb = result[0]
+    assert done_at == 4
+    assert tb.lines[0] == '  File "/vllm/worker.py", line 236, in _warm_up_model'
+    assert (tb.line, tb.exception, tb.exc_line_no) == (1, "torch.OutOfMemoryError: CUDA out of memory.", 3)
+    assert tb.last_statement() == "self.model_runner.capture_model(self.gpu_cache)"
+
+
+def test_unrelated_line_is_not_consumed() -> None:
+    """A line outside any traceback is not consumed and completes nothing."""
+    assembler = Assembler()
+    assert assembler.feed(parse("[2025-07-02 07:31:02 TP0] Load weight end."), 1) == (False, [])
+    assert assembler.busy is False
+
+
+@pytest.mark.parametrize(
+    ("line", "exc"),
+    [
+        pytest.param("RuntimeError: boom", "RuntimeError", id="plain"),
+        pytest.param("torch.OutOfMemoryError: CUDA out of memory", "torch.OutOfMemoryError", id="dotted"),
+        pytest.param(
+            "triton.runtime.errors.OutOfResources: x", "triton.runtime.errors.OutOfResources", id="triton"
+        ),
+        pytest.param("KeyboardInterrupt", "KeyboardInterrupt", id="bare"),
+        pytest.param("Loading weights took 3s", None, id="not-an-exception"),
+    ],
+)
+def test_exception_line(line: str, exc: str | None) -> None:
+    """EXCEPTION_LINE recognizes dotted and bare exception names and nothing else."""
+    m = EXCEPTION_LINE.match(line)
+    assert (m.group("exc") if m else None) == exc

@@ -1,0 +1,134 @@
+"""`watchdog watch`: follows a live log (locally and over real OpenSSH) and returns at the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from sshd_server import SSHDServer
+
+from watchdog.cli import build_parser
+from watchdog.watch import watch
+
+pytestmark = pytest.mark.anyio
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+STORIES = Path(__file__).parent / "fixtures" / "stories"
+READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["watch", *argv])
+
+
+async def _run(*argv: str) -> tuple[int, dict[str, Any]]:
+    out = io.StringIO()
+    with anyio.fail_after(20):
+        code = await watch(_args(*argv, "--json"), out=out)
+    return code, json.loads(out.getvalue())
+
+
+async def test_ready_log_already_written(tmp_path: Path) -> None:
+    """A log that is already complete is read from its start: ready, exit 0."""
+    log = tmp_path / "server.log"
+    shutil.copy(READY, log)
+    code, v = await _run(str(log))
+    assert (code, v["state"], v["engine"]) == (0, "ready", "sglang")
+
+
+async def test_crash_arrives_while_following(tmp_path: Path) -> None:
+    """Lines appended after the watcher started are followed; a fatal line ends it with exit 1."""
+    log = tmp_path / "server.log"
+    text = (STORIES / "ep8-oom-logging-noise.log").read_bytes()
+    half = text.index(b"Load weight end")
+    log.write_bytes(text[:half])
+    result: dict[str, Any] = {}
+
+    async def watcher() -> None:
+        result["code"], result["v"] = await _run(str(log))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        with log.open("ab") as f:
+            f.write(text[half:])
+    assert result["code"] == 1
+    assert result["v"]["error"]["category"] == "oom"
+    assert result["v"]["error"]["ranks"] == ["TP1", "TP3", "TP5", "TP6"]
+
+
+async def test_stall_when_no_progress(tmp_path: Path) -> None:
+    """A launch stuck in a phase with no progress for --stall-after seconds is stalled, exit 2."""
+    log = tmp_path / "server.log"
+    log.write_text("[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n")
+    code, v = await _run(str(log), "--engine", "sglang", "--stall-after", "0.5")
+    assert (code, v["state"], v["phase"]) == (2, "stalled", "loading_weights")
+
+
+async def test_timeout_is_exit_2(tmp_path: Path) -> None:
+    """--timeout ends a watch that has no verdict with exit 2 and `timed_out`."""
+    log = tmp_path / "server.log"
+    log.write_text("booting\n")
+    code, v = await _run(str(log), "--timeout", "0.5")
+    assert (code, v["timed_out"]) == (2, True)
+
+
+async def test_process_gone_without_traceback_is_killed(tmp_path: Path) -> None:
+    """--pid: the process dying with no traceback in the log is crashed, category killed, with context."""
+    log = tmp_path / "server.log"
+    log.write_text("[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n")
+    proc = subprocess.Popen(["sleep", "1000"])
+    result: dict[str, Any] = {}
+
+    async def watcher() -> None:
+        result["code"], result["v"] = await _run(str(log), "--pid", str(proc.pid))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        proc.kill()
+        proc.wait()
+    assert result["code"] == 1
+    err = result["v"]["error"]
+    assert err["category"] == "killed"
+    assert err["context"][-1].endswith("Load weight begin. avail mem=78.81 GB")
+
+
+@pytest.mark.sshd
+async def test_ready_over_ssh(sshd: SSHDServer, tmp_path: Path) -> None:
+    """The same verdict over a real OpenSSH connection, host key checked against known_hosts."""
+    log = tmp_path / "remote.log"
+    shutil.copy(READY, log)
+    target = f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{log}"
+    code, v = await _run(target, "--identity", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts))
+    assert (code, v["state"], v["bytes_read"]) == (0, "ready", log.stat().st_size)
+
+
+@pytest.mark.sshd
+async def test_unknown_host_key_is_refused(sshd: SSHDServer, tmp_path: Path) -> None:
+    """An unknown host key is refused with exit 69 from the command line."""
+    from watchdog.cli import main  # noqa: PLC0415
+
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    target = f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{READY}"
+    code = await anyio.to_thread.run_sync(
+        lambda: main(
+            [
+                "watch",
+                target,
+                "--identity",
+                str(sshd.client_key),
+                "--known-hosts",
+                str(empty),
+                "--timeout",
+                "10",
+            ]
+        )
+    )
+    assert code == 69
