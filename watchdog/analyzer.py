@@ -16,13 +16,13 @@ from watchdog.envelope import Record, parse, unglue
 from watchdog.errors import Candidate, from_traceback
 from watchdog.events import (
     ErrorSeen,
-    HealthChecked,
-    ProcessExited,
     Event,
     FactFound,
+    HealthChecked,
     LaunchStarted,
     LinesRead,
     PhaseReached,
+    ProcessExited,
     ProgressMade,
     ReadyReached,
     StopSeen,
