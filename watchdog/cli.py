@@ -118,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 69
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `watchdog replay log | head`: the reader left, the verdict stands
+        sys.stderr.close()
+        return 0
     return 64
 
 
