@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, suppress
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 import anyio
 import asyncssh
@@ -31,6 +30,7 @@ from watchdog.sources.base import (
     SourceItem,
     open_item_stream,
 )
+from watchdog.sources.channel import CommandOutput
 from watchdog.sources.remote import Header, parse_header, parse_stat_line, poll_command, stream_command
 from watchdog.sources.sshpool import SSHPool
 
@@ -48,67 +48,9 @@ DEFAULT_POLL_BYTES = 1 << 20
 RETRY_INITIAL = 0.1
 RETRY_MAX = 5.0
 _HEADER_LIMIT = 4096
+_CHANNEL_RETRY_DELAY = 1.0
 # Samples after a rotation is seen before switching even if the old file still grows.
 _ROTATION_GRACE_SAMPLES = 8
-# Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
-# stops the remote tail, so a slow consumer never makes this process buffer a whole log.
-_HIGH_WATER = 64
-_LOW_WATER = 8
-
-_Kind = Literal["out", "err", "closed"]
-_Packet = tuple[_Kind, bytes, Exception | None]
-
-
-class _Session(asyncssh.SSHClientSession[bytes]):
-    """Queues stdout, stderr and the close of one remote command in the order they arrived."""
-
-    def __init__(self) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[_Packet](math.inf)
-        self._chan: asyncssh.SSHClientChannel[bytes] | None = None
-        self._paused = False
-
-    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
-        self._chan = chan
-
-    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        kind: _Kind = "err" if datatype == asyncssh.EXTENDED_DATA_STDERR else "out"
-        self._put((kind, data, None))
-        if (
-            not self._paused
-            and self._chan is not None
-            and self._send.statistics().current_buffer_used >= _HIGH_WATER
-        ):
-            self._paused = True
-            self._chan.pause_reading()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._put(("closed", b"", exc))
-        self._send.close()
-
-    def _put(self, packet: _Packet) -> None:
-        # The reader may have gone away already: then nothing wants this any more.
-        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._send.send_nowait(packet)
-
-    async def receive(self) -> _Packet:
-        try:
-            packet = await self._receive.receive()
-        except anyio.EndOfStream:
-            return ("closed", b"", None)
-        if (
-            self._paused
-            and self._chan is not None
-            and self._receive.statistics().current_buffer_used <= _LOW_WATER
-        ):
-            self._paused = False
-            self._chan.resume_reading()
-        return packet
-
-    def close(self) -> None:
-        """Close the channel: the remote script sees EOF on stdin and kills its tail."""
-        if self._chan is not None:
-            self._chan.close()
-        self._receive.close()
 
 
 class SSHSource:
@@ -118,10 +60,12 @@ class SSHSource:
     its inode and size, streams from the exact offset with GNU `tail -c +N -f`, and reports every
     `stat_interval` what the path names, so rotation (new inode at the path), replacement (the
     old file deleted) and truncation (GNU tail's notice) are seen without a second command.
-    Without GNU tail it falls back to polling reads every `poll_interval`.
+    After a rotation the old file is read on until it stops growing (two equal samples, or at
+    most 8 samples), then `FileRestarted` and the new file from offset 0. Without GNU tail it
+    falls back to polling reads every `poll_interval` (a rotation then cannot drain the old file).
 
     A dropped connection gives `Disconnected`, is retried with exponential backoff and jitter
-    (0.1 s, doubling, at most 5 s between attempts), gives `Connected`, and reading resumes at the
+    (full jitter, 0.1 s doubling, capped at 5 s), gives `Connected`, and reading resumes at the
     first byte not yet delivered: nothing is lost or repeated, unless the file changed meanwhile
     (then `FileRestarted`). `HostKeyError`, `AuthError` and `UsageError` end the iteration.
 
@@ -285,12 +229,19 @@ class _Follower:
         await self.sink.send(Chunk(self.offset, data))
         self.offset += len(data)
 
-    async def _open_session(self, conn: asyncssh.SSHClientConnection, command: str) -> _Session:
+    async def _open_session(self, conn: asyncssh.SSHClientConnection, command: str) -> CommandOutput:
         try:
-            _, session = await conn.create_session(_Session, command, encoding=None)
+            _, session = await conn.create_session(CommandOutput, command, encoding=None)
         except (OSError, asyncssh.Error) as exc:
-            raise ConnectionLost(f"cannot start the remote reader on {self.src.host}: {exc}") from exc
-        return cast(_Session, session)
+            raise self._channel_failed(conn, exc) from exc
+        return cast(CommandOutput, session)
+
+    def _channel_failed(self, conn: asyncssh.SSHClientConnection, exc: Exception) -> Exception:
+        if conn.is_closed():
+            return ConnectionLost(f"connection to {self.src.host} lost: {exc}")
+        # The connection is fine but refused a channel (e.g. sshd's MaxSessions): try again
+        # later on the same connection rather than tearing it down under its other users.
+        return _Restart(_CHANNEL_RETRY_DELAY)
 
     def _lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> Exception:
         if exc is not None or conn.is_closed():
@@ -329,7 +280,7 @@ class _Follower:
         finally:
             session.close()
 
-    async def _pump(self, conn: asyncssh.SSHClientConnection, session: _Session) -> None:
+    async def _pump(self, conn: asyncssh.SSHClientConnection, session: CommandOutput) -> None:
         errors = b""
         while True:
             kind, data, exc = await session.receive()
@@ -380,7 +331,7 @@ class _Follower:
         try:
             result = await conn.run(command, encoding=None, check=False)
         except (OSError, asyncssh.Error) as exc:
-            raise ConnectionLost(f"cannot read {src.path} on {src.host}: {exc}") from exc
+            raise self._channel_failed(conn, exc) from exc
         stdout = result.stdout
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")
