@@ -58,6 +58,7 @@ _ERROR_WORDS = (
     b"FATAL",
     b"CRITICAL",
 )
+_TB_HEADER = "Traceback (most recent call last)"
 _QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
@@ -261,11 +262,11 @@ class Analyzer:
                     if _is_exception_line(content):
                         self._annotations[line_no] = rule
                         continue
-                    if not rule.fatal:
-                        continue
+                    if not rule.fatal and not _opens_traceback(content):
+                        continue  # a frame or message line of a traceback: the traceback speaks for it
                 out += self._fatal_flush(rule, now)
                 cand = Candidate(
-                    summary=content.strip(),
+                    summary=_strip_header(content),
                     line=line_no,
                     source=rec.source,
                     role=rule.role,
@@ -359,6 +360,16 @@ class Analyzer:
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
         return self.lifecycle.feed(event, now)
+
+
+def _opens_traceback(content: str) -> bool:
+    return _TB_HEADER in content
+
+
+def _strip_header(content: str) -> str:
+    # "Scheduler hit an exception: Traceback (most recent call last):" -> "Scheduler hit an exception"
+    head = content.split(_TB_HEADER, 1)[0].strip().rstrip(":").strip()
+    return head or content.strip()
 
 
 def _is_exception_line(content: str) -> bool:
