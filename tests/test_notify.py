@@ -144,6 +144,7 @@ async def test_gives_up_after_three_attempts(receiver: Receiver) -> None:
 @pytest.mark.parametrize(
     "status",
     [
+        pytest.param(301, id="301"),
         pytest.param(400, id="400"),
         pytest.param(403, id="403"),
         pytest.param(404, id="404"),
@@ -151,7 +152,7 @@ async def test_gives_up_after_three_attempts(receiver: Receiver) -> None:
     ],
 )
 async def test_client_errors_raise_without_retry_or_secret(receiver: Receiver, status: int) -> None:
-    """A 4xx other than 429 raises DeliveryError at once, showing only scheme://host:port."""
+    """A 3xx or a 4xx other than 429 raises DeliveryError at once, showing only scheme://host:port."""
     receiver.statuses = [status]
     receiver.answer = f"no_service for {SECRET_PATH}".encode()
     url = receiver.url(f"{SECRET_PATH}?{SECRET_QUERY}")

@@ -59,6 +59,8 @@ _ERROR_WORDS = (
     b"CRITICAL",
 )
 _TB_HEADER = "Traceback (most recent call last)"
+_STARTUP_KINDS = frozenset({"phase", "progress", "ready"})
+_SETTLED = frozenset({State.READY, State.CRASHED, State.STOPPED})
 _QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
@@ -91,6 +93,7 @@ class Analyzer:
         self._keywords: tuple[bytes, ...] = ()
         self._rules: tuple[Rule, ...] = ()
         self._benign: tuple[Rule, ...] = ()
+        self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
         self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
         self.lines_read = 0
         self.bytes_read = 0
@@ -155,9 +158,24 @@ class Analyzer:
     def _use(self, profile: Profile) -> None:
         self.profile = profile
         self.lifecycle.engine = profile.name
-        self._keywords = tuple(dict.fromkeys((*profile.keywords, *_ERROR_WORDS)))
-        self._rules = tuple(r for r in profile.rules if r.kind != "benign")
         self._benign = profile.rules_of("benign")
+        self._settled = None
+        self._refresh_rules()
+
+    def _refresh_rules(self) -> None:
+        # Once the server is up (or down), startup markers cannot change anything: dropping their literals
+        # keeps a serving log's "Decode batch" lines on the C fast path.
+        if self.profile is None:
+            return
+        settled = self.lifecycle.state in _SETTLED
+        if settled is self._settled:
+            return
+        self._settled = settled
+        rules = [r for r in self.profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
+        self._keywords = tuple(dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS)))
+        self._rules = tuple(r for r in rules if r.kind != "benign")
+        self._candidates.clear()
+        self._irrelevant.clear()
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)
@@ -194,24 +212,28 @@ class Analyzer:
 
     def _block(self, block: Block, now: float, *, held: bool = False) -> list[Transition]:
         data = block.data
-        count = data.count(b"\n")
         first = self.lines_read + 1
         if not held:
             self._tail = (
                 (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
             )
         out: list[Transition] = []
+        self._refresh_rules()
         templates = data.translate(_DIGITS).split(b"\n")
+        count = len(templates) - 1  # a block ends with a newline
         present = self._classify(templates)
-        if not present and not self._assembler.busy:
-            self.lines_read += count
-            out += self._emit(LinesRead(count, count), now)
-            return out
-        raws = data.split(b"\n")
-        assembler = self._assembler
-        for i in range(count):
-            if assembler.busy or templates[i] in present:
-                out += self._line(raws[i], first + i, now)
+        if present or self._assembler.busy:
+            raws = data.split(b"\n")
+            assembler = self._assembler
+            settled = self._settled
+            for i in range(count):
+                if assembler.busy or templates[i] in present:
+                    out += self._line(raws[i], first + i, now)
+                    if (self.lifecycle.state in _SETTLED) is not settled:
+                        # ready (or crashed) mid-block: the rest of the block is read with the new rules
+                        self._refresh_rules()
+                        settled = self._settled
+                        present = self._classify(templates[i + 1 :])
         self.lines_read += count
         out += self._emit(LinesRead(count, count), now)
         return out

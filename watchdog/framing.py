@@ -122,10 +122,12 @@ class Framer:
 
 
 def _has_long_line(head: bytes, bound: int) -> bool:
+    # Jump from the last newline of each window to the next: a few C-level searches per megabyte.
     pos = 0
-    while pos < len(head):
-        nl = head.index(b"\n", pos)
-        if nl - pos > bound:
+    end = len(head)
+    while pos < end:
+        nl = head.rfind(b"\n", pos, pos + bound + 1)
+        if nl < 0:
             return True
         pos = nl + 1
     return False

@@ -150,6 +150,8 @@ async def _post_once(
     )
     if status >= 500 or status == 429:
         raise _TransientDeliveryError(answered)
+    if 300 <= status < 400:
+        raise DeliveryError(f"{answered}; redirects are not followed: configure the URL it points to")
     if status in {401, 403, 404, 410}:
         raise DeliveryError(f"{answered}; check that the webhook URL and its token are current")
     raise DeliveryError(f"{answered}; the receiver refused this request and will refuse it again")
