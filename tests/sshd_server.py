@@ -15,6 +15,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 import asyncssh
 
 SSHD = "/usr/sbin/sshd"
@@ -261,3 +262,29 @@ def pgrep_f(text: str) -> list[int]:
     pattern = "".join(f"[{char}]" if char in ".^$*+?()[]{}|\\" else char for char in text)
     out = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True, check=False)
     return [int(pid) for pid in out.stdout.split() if int(pid) != os.getpid()]
+
+
+async def wait_gone(pids: set[int], within: float = 10.0) -> None:
+    """Wait (by pidfd, not by polling) until every process in `pids` has exited."""
+    with anyio.fail_after(within):
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                await anyio.wait_readable(fd)
+            finally:
+                os.close(fd)
+
+
+async def assert_no_reader_left(path: Path) -> None:
+    """Wait for the follower's remote processes to exit, then check none names or holds `path`."""
+    for _ in range(5):
+        # A second round catches a short-lived `stat` the stat loop had just started.
+        left = readers_of(str(path))
+        if not left:
+            break
+        await wait_gone(left)
+    assert readers_of(str(path)) == set()
+    assert pgrep_f(str(path)) == []

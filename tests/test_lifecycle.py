@@ -189,18 +189,40 @@ def test_process_exit_is_a_kill() -> None:
         pytest.param("allocating_kv_cache", 200, State.READY, id="kv-cache-200"),
         pytest.param("capturing_graphs", 200, State.READY, id="graphs-200"),
         pytest.param("loading_weights", 200, State.LOADING_WEIGHTS, id="weights-200-too-early"),
-        pytest.param(None, 200, State.STARTING, id="starting-200-too-early"),
+        pytest.param(None, 200, State.READY, id="silent-log-200"),
         pytest.param("allocating_kv_cache", 503, State.ALLOCATING_KV_CACHE, id="kv-cache-503"),
         pytest.param("allocating_kv_cache", None, State.ALLOCATING_KV_CACHE, id="kv-cache-no-answer"),
     ],
 )
 def test_health_check(phase: str | None, status: int | None, state: State) -> None:
-    """A 200 from the health endpoint means READY only from ALLOCATING_KV_CACHE onwards."""
+    """A 200 means READY from ALLOCATING_KV_CACHE onwards, or in a log with no phase marker at all."""
     lc = _started()
     if phase is not None:
         lc.feed(PhaseReached(phase, 2, None, None), now=1.0)
     lc.feed(HealthChecked(status), now=2.0)
     assert lc.state == state
+
+
+def test_early_health_engine_needs_weights_loaded() -> None:
+    """For an engine whose health answers early (SGLang), a 200 in a silent log is not ready."""
+    lc = _started()
+    lc.trust_silent_health = False
+    lc.feed(HealthChecked(200), now=2.0)
+    assert lc.state == State.STARTING
+    lc.feed(PhaseReached("allocating_kv_cache", 3, None, None), now=3.0)
+    lc.feed(HealthChecked(200), now=4.0)
+    assert lc.state == State.READY
+
+
+def test_health_never_hides_an_error() -> None:
+    """A 200 while an error is pending does not make the launch ready."""
+    lc = _started()
+    lc.feed(PhaseReached("allocating_kv_cache", 2, None, None), now=1.0)
+    lc.feed(ErrorSeen(Candidate("RuntimeError: boom", 3)), now=1.5)
+    lc.feed(HealthChecked(200), now=2.0)
+    assert lc.state == State.ALLOCATING_KV_CACHE
+    lc.finish(3.0)
+    assert lc.state == State.CRASHED
 
 
 def test_stop_is_final() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import asyncssh
 import pytest
-from sshd_server import SSHDServer, pgrep_f, readers_of
+from sshd_server import SSHDServer, assert_no_reader_left, readers_of, wait_gone
 
 from watchdog.exceptions import AuthError, HostKeyError, UsageError
 from watchdog.sources.base import (
@@ -73,32 +73,6 @@ async def append(path: Path, data: bytes) -> None:
     """Append bytes to a file, as a log writer does."""
     with path.open("ab") as file:
         file.write(data)
-
-
-async def wait_gone(pids: set[int], within: float = 10.0) -> None:
-    """Wait (by pidfd, not by polling) until every process in `pids` has exited."""
-    with anyio.fail_after(within):
-        for pid in pids:
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            try:
-                await anyio.wait_readable(fd)
-            finally:
-                os.close(fd)
-
-
-async def assert_no_reader_left(path: Path) -> None:
-    """Wait for the follower's remote processes to exit, then check none names or holds `path`."""
-    for _ in range(5):
-        # A second round catches a short-lived `stat` the stat loop had just started.
-        left = readers_of(str(path))
-        if not left:
-            break
-        await wait_gone(left)
-    assert readers_of(str(path)) == set()
-    assert pgrep_f(str(path)) == []
 
 
 def has_tail(pids: set[int]) -> bool:

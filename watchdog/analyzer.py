@@ -96,6 +96,7 @@ class Analyzer:
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
         self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
         self.lines_read = 0
+        self.last_relevant = ""  # the last line that a rule matched: the live view shows it
         self.bytes_read = 0
         self._tail = b""
         if engine and engine != "auto":
@@ -159,6 +160,7 @@ class Analyzer:
         self.profile = profile
         self.lifecycle.engine = profile.name
         self._benign = profile.rules_of("benign")
+        self.lifecycle.trust_silent_health = not profile.early_health
         self._settled = None
         self._refresh_rules()
 
@@ -277,6 +279,7 @@ class Analyzer:
             groups = rule.apply(content)
             if groups is None:
                 continue
+            self.last_relevant = content.strip()
             kind = rule.kind
             if kind == "error":
                 matched_error = True

@@ -106,6 +106,9 @@ class Lifecycle:
         self.current = Incarnation(1)
         self.history: list[Incarnation] = []
         self.memory_growing = False  # set by the GPU probe: a quiet phase that fills memory is not stalled
+        # Whether a health 200 may confirm ready in a log with no phase marker (--log-level warning). Not for
+        # engines whose health endpoint answers before they can serve (SGLang): profile `early_health`.
+        self.trust_silent_health = True
 
     @property
     def state(self) -> State:
@@ -182,16 +185,24 @@ class Lifecycle:
                         )
                     )
                 self._crash(inc, now, out, None, None, reason=f"process gone ({event.detail})")
-        elif isinstance(event, HealthChecked):
-            healthy = event.status == 200
-            if (
-                healthy
-                and inc.state in _STARTUP
-                and inc.phase != State.STARTING
-                and inc.pending_since is None
-            ) and _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
-                self._enter(inc, State.READY, None, None, None, now, "health endpoint answered 200", out)
+        elif (
+            isinstance(event, HealthChecked)
+            and event.status == 200
+            and inc.pending_since is None  # a 200 never hides an error
+            and self.wants_health()
+        ):
+            self._enter(inc, State.READY, None, None, None, now, "health endpoint answered 200", out)
         return out
+
+    def wants_health(self) -> bool:
+        """Whether a health answer can decide anything now: weights loaded (or a silent log), not yet ready."""
+        inc = self.current
+        if inc.state not in _STARTUP:
+            return False
+        if _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
+            return True
+        marked = any(t.state in _STARTUP[1:] for t, _ in inc.timeline)
+        return not marked and self.trust_silent_health
 
     def tick(self, now: float) -> list[Transition]:
         """Let time pass: confirm a pending error after the grace period, detect a stall."""

@@ -28,7 +28,7 @@ import functools
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -102,6 +102,7 @@ class Profile:
     detect: tuple[str, ...] = ()  # substrings of the first lines that identify the engine
     rules: tuple[Rule, ...] = ()
     source: str = ""  # the file(s) it was read from
+    early_health: bool = False  # its health endpoint answers 200 before the server can serve
     keywords: tuple[bytes, ...] = field(default=(), compare=False)  # prefilter literals, UTF-8
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
@@ -119,7 +120,9 @@ def load_profile(engine: str, extra: Sequence[Path] = ()) -> Profile:
     mine = [p for p in user if p.name == engine]
     rules = tuple(r for p in mine for r in p.rules) + base.rules + common.rules
     detect = tuple(d for p in mine for d in p.detect) + base.detect
-    return _finish(Profile(engine, detect, rules, ", ".join([*(p.source for p in mine), base.source])))
+    early = base.early_health or any(p.early_health for p in mine)
+    source = ", ".join([*(p.source for p in mine), base.source])
+    return _finish(Profile(engine, detect, rules, source, early_health=early))
 
 
 def load_profile_file(path: Path) -> Profile:
@@ -148,7 +151,7 @@ def _parse(data: Mapping[str, Any], where: str) -> Profile:
         raise ConfigError(where, "detect", "must be a list of strings")
     rules: list[Rule] = []
     for key, value in data.items():
-        if key in {"name", "extends", "detect", "description", "versions", "note"}:
+        if key in {"name", "extends", "detect", "description", "versions", "note", "early_health"}:
             continue
         if key not in RULE_KINDS:
             raise ConfigError(where, key, f"unknown table; allowed: {', '.join(RULE_KINDS)}")
@@ -156,7 +159,10 @@ def _parse(data: Mapping[str, Any], where: str) -> Profile:
             raise ConfigError(where, key, f"must be an array of tables: [[{key}]]")
         for i, raw in enumerate(value):
             rules.append(_rule(key, raw, where, f"{key}[{i}]"))
-    return Profile(name, tuple(detect), tuple(rules), where)
+    early = data.get("early_health", False)
+    if not isinstance(early, bool):
+        raise ConfigError(where, "early_health", "must be true or false")
+    return Profile(name, tuple(detect), tuple(rules), where, early_health=early)
 
 
 def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
@@ -220,7 +226,7 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
 
 def _finish(profile: Profile) -> Profile:
     words = {r.match.encode() for r in profile.rules}
-    return Profile(profile.name, profile.detect, profile.rules, profile.source, tuple(sorted(words)))
+    return replace(profile, keywords=tuple(sorted(words)))
 
 
 def detect_engine(lines: Iterable[str], extra: Sequence[Path] = ()) -> str | None:

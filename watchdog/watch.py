@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 import anyio
+from rich.console import Console
+from rich.live import Live
 
 from watchdog.analyzer import Analyzer
 from watchdog.events import HealthChecked, ProcessExited
-from watchdog.exceptions import DeliveryError, UsageError, WatchdogError
+from watchdog.exceptions import ConnectionLost, DeliveryError, UsageError, WatchdogError
+from watchdog.gpu import MemoryTrend
 from watchdog.lifecycle import State, Transition
+from watchdog.liveview import LiveView
+from watchdog.probes.gpu import GpuProbe
 from watchdog.probes.health import HealthProbe
-from watchdog.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe
+from watchdog.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe, wait_until_gone
 from watchdog.render import render_verdict
 from watchdog.sources import (
     Chunk,
@@ -61,6 +68,50 @@ def _first_watchdog_error(group: BaseExceptionGroup[BaseException]) -> WatchdogE
     return None
 
 
+class _Reporter:
+    """Where transitions and source events go: the --events file, plain lines, or the live view."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO, view: LiveView | None) -> None:
+        self.events = args.events.open("a", encoding="utf-8") if args.events else None
+        self.plain = not args.json and view is None
+        self.out = out
+        self.view = view
+        self.live: Live | None = None
+
+    def transitions(self, transitions: list[Transition]) -> None:
+        for t in transitions:
+            self._write(
+                {
+                    "state": t.state.value,
+                    "previous": t.previous.value,
+                    "line": t.line,
+                    "at": t.at,
+                    "reason": t.reason,
+                }
+            )
+            self._say(f"{t.previous.value} -> {t.state.value} ({t.reason})")
+
+    def note(self, kind: str, detail: str) -> None:
+        self._write({"event": kind, "detail": detail})
+        self._say(f"{kind}: {detail}")
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.events is not None:
+            self.events.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+            self.events.flush()
+
+    def _say(self, text: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {text}"
+        if self.live is not None:
+            self.live.console.print(line, highlight=False)
+        elif self.plain:
+            print(line, file=self.out, flush=True)
+
+    def close(self) -> None:
+        if self.events is not None:
+            self.events.close()
+
+
 async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Follow `args.target` until a verdict; print it (text or JSON); return the exit code."""
     target = parse_target(args.target)
@@ -71,83 +122,70 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         accept_new_host_key=args.accept_new_host_key,
         identity=str(args.identity) if args.identity else None,
     )
-    events_file = args.events.open("a", encoding="utf-8") if args.events else None
-    live = not args.json
+    view = LiveView(analyzer, args.target) if not args.json and out.isatty() else None
+    reporter = _Reporter(args, out, view)
+    trend = MemoryTrend()
     timed_out = False
     start = time.monotonic()
 
     def now() -> float:
         return time.monotonic() - start
 
-    def report(transitions: list[Transition]) -> None:
-        for t in transitions:
-            record = {
-                "state": t.state.value,
-                "previous": t.previous.value,
-                "line": t.line,
-                "at": t.at,
-                "reason": t.reason,
-            }
-            if events_file is not None:
-                events_file.write(json.dumps(record) + "\n")
-                events_file.flush()
-            if live:
-                print(
-                    f"{time.strftime('%H:%M:%S')} {t.previous.value} -> {t.state.value} ({t.reason})",
-                    file=out,
-                    flush=True,
-                )
-
-    def note(kind: str, detail: str) -> None:
-        if events_file is not None:
-            events_file.write(json.dumps({"event": kind, "detail": detail}) + "\n")
-            events_file.flush()
-        if live:
-            print(f"{time.strftime('%H:%M:%S')} {kind}: {detail}", file=out, flush=True)
-
     async with SSHPool(options) as pool, anyio.create_task_group() as tg:
         source = source_for(target, pool)
+
+        def settle(transitions: list[Transition]) -> None:
+            reporter.transitions(transitions)
+            if analyzer.state in _VERDICTS:
+                tg.cancel_scope.cancel()
 
         async def follow() -> None:
             async with source.open_follow(0) as items:
                 async for item in items:
                     if isinstance(item, Chunk):
-                        report(analyzer.feed(item.data, now()))
+                        settle(analyzer.feed(item.data, now()))
                     elif isinstance(item, FileRestarted):
-                        note("file", f"{item.reason}: reading the new file from its start")
-                        report(analyzer.restart(now()))
+                        reporter.note("file", f"{item.reason}: reading the new file from its start")
+                        settle(analyzer.restart(now()))
                     elif isinstance(item, Connected | Disconnected | FileMissing):
-                        note(type(item).__name__.lower(), str(item))
-                    if analyzer.state in _VERDICTS:
-                        tg.cancel_scope.cancel()
-                        return
+                        reporter.note(type(item).__name__.lower(), str(item))
 
         async def clock() -> None:
             while True:
                 await anyio.sleep(TICK)
-                report(analyzer.tick(now()))
-                if analyzer.state in _VERDICTS:
-                    tg.cancel_scope.cancel()
-                    return
+                settle(analyzer.tick(now()))
+                if reporter.live is not None and view is not None:
+                    reporter.live.update(view.render(now()))
 
         async def process(probe: ProcessProbe) -> None:
-            while True:
-                if not await probe.alive():
-                    # let the last lines (a traceback being written) arrive before the verdict
-                    await anyio.sleep(TICK * 2)
-                    report(analyzer.probe(ProcessExited("no such process"), now()))
-                    tg.cancel_scope.cancel()
-                    return
-                await anyio.sleep(PROBE_INTERVAL)
+            await wait_until_gone(probe, interval=PROBE_INTERVAL)
+            # let the last lines (a traceback being written) arrive before the verdict
+            await anyio.sleep(TICK * 2)
+            settle(analyzer.probe(ProcessExited("no such process"), now()))
 
         async def health(probe: HealthProbe) -> None:
             async with probe:
                 while True:
-                    report(analyzer.probe(HealthChecked(await probe.check()), now()))
-                    if analyzer.state in _VERDICTS:
-                        tg.cancel_scope.cancel()
-                        return
                     await anyio.sleep(PROBE_INTERVAL)
+                    if not analyzer.lifecycle.wants_health():
+                        continue
+                    try:
+                        status = await probe.check()
+                    except ConnectionLost:
+                        continue  # unknown, not unhealthy
+                    settle(analyzer.probe(HealthChecked(status), now()))
+
+        async def gpu(probe: GpuProbe) -> None:
+            while probe.available:
+                try:
+                    samples = await probe.sample()
+                except ConnectionLost:
+                    samples = None
+                if samples:
+                    analyzer.lifecycle.memory_growing = trend.observe(now(), samples)
+                    if view is not None:
+                        view.gpu_memory = trend.facts().get("gpu_mem_used_bytes", {})
+                await anyio.sleep(args.gpu_interval)
 
         async def deadline(seconds: float) -> None:
             nonlocal timed_out
@@ -155,34 +193,47 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             timed_out = True
             tg.cancel_scope.cancel()
 
-        tg.start_soon(follow)
-        tg.start_soon(clock)
-        if args.pid is not None or args.process:
-            probe: ProcessProbe
-            if target.host is None:
-                probe = LocalProcessProbe(pid=args.pid, pattern=args.process)
-            else:
-                probe = SSHProcessProbe(
-                    pool, target.host, port=target.port, user=target.user, pid=args.pid, pattern=args.process
+        with (
+            Live(console=Console(file=out), auto_refresh=False, transient=True)
+            if view is not None
+            else _nothing() as live
+        ):
+            reporter.live = live
+            tg.start_soon(follow)
+            tg.start_soon(clock)
+            pool_or_none = pool if target.host else None
+            if args.pid is not None or args.process:
+                probe: ProcessProbe
+                if target.host is None:
+                    probe = LocalProcessProbe(pid=args.pid, pattern=args.process)
+                else:
+                    probe = SSHProcessProbe(
+                        pool,
+                        target.host,
+                        port=target.port,
+                        user=target.user,
+                        pid=args.pid,
+                        pattern=args.process,
+                    )
+                tg.start_soon(process, probe)
+            if args.health:
+                tg.start_soon(
+                    health,
+                    HealthProbe(
+                        args.health, pool=pool_or_none, host=target.host, port=target.port, user=target.user
+                    ),
                 )
-            tg.start_soon(process, probe)
-        if args.health:
-            tg.start_soon(
-                health,
-                HealthProbe(
-                    args.health,
-                    pool=pool if target.host else None,
-                    host=target.host,
-                    port=target.port,
-                    user=target.user,
-                ),
-            )
-        if args.timeout:
-            tg.start_soon(deadline, args.timeout)
+            if args.gpu:
+                tg.start_soon(
+                    gpu, GpuProbe(pool=pool_or_none, host=target.host, port=target.port, user=target.user)
+                )
+            if args.timeout:
+                tg.start_soon(deadline, args.timeout)
+            await anyio.sleep_forever()
+        reporter.live = None
 
-    verdict = _verdict(analyzer, timed_out)
-    if events_file is not None:
-        events_file.close()
+    reporter.close()
+    verdict = _verdict(analyzer, timed_out, trend.facts())
     for url in args.notify:
         try:
             from watchdog.notify import post_json  # noqa: PLC0415 - only when asked to notify
@@ -199,7 +250,12 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return EXIT_CODES.get(analyzer.state, 3)
 
 
-def _verdict(analyzer: Analyzer, timed_out: bool) -> dict[str, Any]:
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
+
+
+def _verdict(analyzer: Analyzer, timed_out: bool, gpu_facts: dict[str, dict[str, int]]) -> dict[str, Any]:
     lc = analyzer.lifecycle
     extra: dict[str, Any] = {"timed_out": True} if timed_out else {}
     v = to_json(
@@ -210,6 +266,7 @@ def _verdict(analyzer: Analyzer, timed_out: bool) -> dict[str, Any]:
         incarnations=len(lc.history) + 1,
         extra=extra,
     )
+    v["facts"].update(gpu_facts)
     if v["error"] is not None and not v["error"]["traceback"]:
         v["error"]["context"] = analyzer.tail()
     return v
