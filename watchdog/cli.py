@@ -64,8 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--process", metavar="PATTERN", help="pgrep -f pattern of the server process")
     watch.add_argument("--health", metavar="URL", help="health endpoint, probed once weights are loaded")
-    watch.add_argument("--gpu", action="store_true", help="poll nvidia-smi on the host: memory facts, growth is progress")
-    watch.add_argument("--gpu-interval", type=float, default=5.0, metavar="S", help="seconds between GPU polls (default 5)")
+    watch.add_argument(
+        "--gpu", action="store_true", help="poll nvidia-smi on the host: memory facts, growth is progress"
+    )
+    watch.add_argument(
+        "--gpu-interval", type=float, default=5.0, metavar="S", help="seconds between GPU polls (default 5)"
+    )
     watch.add_argument("--identity", type=Path, help="SSH private key")
     watch.add_argument("--known-hosts", type=Path, help="known_hosts file (default ~/.ssh/known_hosts)")
     watch.add_argument(
