@@ -198,3 +198,15 @@ def test_unsupported_hint_names_compute_capability() -> None:
         "unsupported", "ValueError: Unsupported compute capability: 12.0", "starting", {}, "sglang"
     )
     assert "compute capability 12.0" in hint
+
+
+def test_argparse_hint_names_the_rejected_option() -> None:
+    """An argparse usage error's hint names the option the engine did not accept."""
+    hint = hint_for(
+        "config",
+        "launch_server.py: error: unrecognized arguments: --enable-reasoning",
+        "starting",
+        {},
+        "sglang",
+    )
+    assert "--enable-reasoning" in hint

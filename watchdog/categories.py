@@ -151,6 +151,9 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
         return "the engine gave up waiting: look for the rank or step that hung (py-spy dump), or raise its timeout"
     if category == "model_load":
         return "the checkpoint does not match what the engine expects: check the model path, revision and quantization"
+    if category == "config" and "unrecognized arguments:" in summary:
+        args = summary.split("unrecognized arguments:", 1)[1].strip()
+        return f"this version does not accept {args}: check the option's spelling and the engine version (--help)"
     if category == "config":
         return "a launch option or the model's config is invalid or unsupported: fix the option the message names"
     if category == "assertion":
