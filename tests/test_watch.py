@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sshd_server import SSHDServer, assert_no_reader_left
+from sshd_server import SSHDServer, assert_no_reader_left, readers_of
 
 from watchdog.cli import build_parser
 from watchdog.watch import watch
@@ -264,3 +265,112 @@ async def test_live_view_on_a_terminal(tmp_path: Path) -> None:
         os.close(slave)
     assert code == 0
     assert b"sglang ready after 38s" in screen
+
+
+def _ssh_home(tmp_path: Path, sshd: SSHDServer, monkeypatch: pytest.MonkeyPatch, extra: str = "") -> None:
+    """A HOME whose ~/.ssh/config names the test sshd by alias, and whose known_hosts trusts it."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "known_hosts").write_text(sshd.known_hosts.read_text())
+    (home / ".ssh" / "config").write_text(
+        f"Host gpu-alias\n  HostName {sshd.host}\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.client_key}\n{extra}"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+@pytest.mark.sshd
+async def test_ssh_config_alias_and_default_known_hosts(
+    sshd: SSHDServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`alias:/path` is resolved through ~/.ssh/config (HostName, Port, User, IdentityFile); keys from ~/.ssh/known_hosts."""
+    _ssh_home(tmp_path, sshd, monkeypatch)
+    log = tmp_path / "remote.log"
+    shutil.copy(READY, log)
+    code, v = await _run(f"gpu-alias:{log}")
+    assert (code, v["state"]) == (0, "ready")
+
+
+@pytest.mark.sshd
+async def test_ssh_config_proxyjump(
+    sshd: SSHDServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host behind a ProxyJump (here the same sshd as its own jump host) is reached through it."""
+    extra = (
+        f"Host behind-jump\n  HostName {sshd.host}\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.client_key}\n  ProxyJump gpu-alias\n"
+    )
+    _ssh_home(tmp_path, sshd, monkeypatch, extra)
+    log = tmp_path / "remote.log"
+    shutil.copy(READY, log)
+    code, v = await _run(f"behind-jump:{log}")
+    assert (code, v["state"]) == (0, "ready")
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize(
+    ("signal_number", "exit_code"),
+    [pytest.param(2, 130, id="ctrl-c"), pytest.param(9, -9, id="sigkill")],
+)
+async def test_no_remote_tail_left_when_the_watcher_is_stopped(
+    sshd: SSHDServer, tmp_path: Path, signal_number: int, exit_code: int
+) -> None:
+    """Ctrl-C or SIGKILL of `watchdog watch` leaves no process on the host following the log."""
+    log = tmp_path / "remote.log"
+    log.write_text("[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n")
+    target = f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{log}"
+    argv = ["watch", target, "--identity", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts)]
+    async with await anyio.open_process(
+        [sys.executable, "-m", "watchdog", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None
+        seen = b""
+        with anyio.fail_after(20):
+            async for chunk in proc.stdout:  # the watcher says when the remote tail streams
+                seen += chunk
+                if b"loading_weights" in seen:
+                    break
+        assert readers_of(str(log)), "the remote follower should be running"
+        proc.send_signal(signal_number)
+        with anyio.fail_after(20):
+            assert await proc.wait() == exit_code
+    await assert_no_reader_left(log)
+
+
+@pytest.mark.sshd
+async def test_connection_cut_while_log_grows_loses_and_repeats_nothing(
+    sshd: SSHDServer, tmp_path: Path
+) -> None:
+    """The SSH session is killed 3 times while the log grows at ~5k lines/s: every line is read exactly once."""
+    log = tmp_path / "remote.log"
+    log.write_text("[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n")
+    target = f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{log}"
+    total = 10_000
+    result: dict[str, Any] = {}
+
+    async def watcher() -> None:
+        result["code"], result["v"] = await _run(
+            target,
+            "--engine",
+            "sglang",
+            "--identity",
+            str(sshd.client_key),
+            "--known-hosts",
+            str(sshd.known_hosts),
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        with log.open("a") as f:
+            for i in range(total):
+                f.write(f"[2025-01-23 19:35:16 TP0] loading step {i}\n")
+                if i % 50 == 49:
+                    f.flush()
+                    await anyio.sleep(0.01)  # pace the writer at ~5k lines/s
+                if i in (2_500, 5_000, 7_500):
+                    assert sshd.kill_sessions(), "a session to cut"
+            f.write("[2025-01-23 19:35:33] The server is fired up and ready to roll!\n")
+    assert result["code"] == 0
+    assert result["v"]["lines_read"] == total + 2
+    assert result["v"]["bytes_read"] == log.stat().st_size

@@ -160,8 +160,12 @@ class SSHPool:
             "connect_timeout": opts.connect_timeout,
             "keepalive_interval": opts.keepalive_interval,
             "keepalive_count_max": opts.keepalive_count_max,
-            "config": None if opts.config is None else list(opts.config),
         }
+        if opts.config is None:
+            kwargs["config"] = None
+        elif opts.config:
+            kwargs["config"] = list(opts.config)
+        # else: asyncssh's default, ~/.ssh/config when it exists (an empty list would load nothing)
         if port is not None:
             kwargs["port"] = port
         if user is not None:
