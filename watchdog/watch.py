@@ -131,13 +131,28 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     def now() -> float:
         return time.monotonic() - start
 
-    async with SSHPool(options) as pool, anyio.create_task_group() as tg:
+    final: dict[str, Any] = {}
+
+    async with SSHPool(options) as pool, anyio.create_task_group() as outer, anyio.create_task_group() as tg:
         source = source_for(target, pool)
+        if args.notify:
+            # import and build TLS now, so that the verdict's notification leaves without that delay
+            from watchdog.notify import tls_context  # noqa: PLC0415
+
+            outer.start_soon(anyio.to_thread.run_sync, tls_context)
+
+        def conclude() -> None:
+            # The verdict is taken once; notifications leave at once, while the followers shut down.
+            if not final:
+                final.update(_verdict(analyzer, timed_out, trend.facts()))
+                for url in args.notify:
+                    outer.start_soon(_notify, url, final)
+            tg.cancel_scope.cancel()
 
         def settle(transitions: list[Transition]) -> None:
             reporter.transitions(transitions)
             if analyzer.state in _VERDICTS:
-                tg.cancel_scope.cancel()
+                conclude()
 
         async def follow() -> None:
             async with source.open_follow(0) as items:
@@ -191,7 +206,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             nonlocal timed_out
             await anyio.sleep(seconds)
             timed_out = True
-            tg.cancel_scope.cancel()
+            conclude()
 
         with (
             Live(console=Console(file=out), auto_refresh=False, transient=True)
@@ -233,14 +248,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         reporter.live = None
 
     reporter.close()
-    verdict = _verdict(analyzer, timed_out, trend.facts())
-    for url in args.notify:
-        try:
-            from watchdog.notify import post_json  # noqa: PLC0415 - only when asked to notify
-
-            await post_json(url, verdict)
-        except DeliveryError as exc:
-            print(f"watchdog: notification failed: {exc}", file=sys.stderr)
+    verdict = final or _verdict(analyzer, timed_out, trend.facts())
     if args.json:
         print(json.dumps(verdict, ensure_ascii=False), file=out)
     else:
@@ -248,6 +256,15 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     if timed_out:
         return 2
     return EXIT_CODES.get(analyzer.state, 3)
+
+
+async def _notify(url: str, verdict: dict[str, Any]) -> None:
+    from watchdog.notify import post_json  # noqa: PLC0415 - only when asked to notify
+
+    try:
+        await post_json(url, verdict)
+    except DeliveryError as exc:
+        print(f"watchdog: notification failed: {exc}", file=sys.stderr)
 
 
 @contextlib.contextmanager
