@@ -11,26 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from watchdog.categories import categorize
-from watchdog.envelope import Record, parse, unglue
-from watchdog.errors import Candidate, from_traceback
-from watchdog.events import (
-    ErrorSeen,
-    Event,
-    FactFound,
-    HealthChecked,
-    LaunchStarted,
-    LinesRead,
-    PhaseReached,
-    ProcessExited,
-    ProgressMade,
-    ReadyReached,
-    StopSeen,
-)
+from watchdog.envelope import parse, unglue
+from watchdog.events import Event, HealthChecked, LaunchStarted, LinesRead, ProcessExited
 from watchdog.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.lifecycle import DEFAULT_CRASH_GRACE, Lifecycle, State, Transition
-from watchdog.profile import Profile, Rule, detect_engine, load_profile
-from watchdog.tracebacks import EXCEPTION_LINE, Assembler, Traceback
+from watchdog.profile import Profile, detect_engine, load_profile
+from watchdog.scanner import Scanner
 
 __all__ = ["Analyzer"]
 
@@ -58,10 +44,8 @@ _ERROR_WORDS = (
     b"FATAL",
     b"CRITICAL",
 )
-_TB_HEADER = "Traceback (most recent call last)"
 _STARTUP_KINDS = frozenset({"phase", "progress", "ready"})
 _SETTLED = frozenset({State.READY, State.CRASHED, State.STOPPED})
-_QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
 _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
@@ -87,16 +71,12 @@ class Analyzer:
         self.profile: Profile | None = None
         self._held: list[Block] = []  # blocks waiting for engine detection
         self._held_since: float | None = None
-        self._assembler = Assembler()
+        self._scanner = Scanner()
         self._candidates: set[bytes] = set()
         self._irrelevant: set[bytes] = set()
         self._keywords: tuple[bytes, ...] = ()
-        self._rules: tuple[Rule, ...] = ()
-        self._benign: tuple[Rule, ...] = ()
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
-        self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
         self.lines_read = 0
-        self.last_relevant = ""  # the last line that a rule matched: the live view shows it
         self.bytes_read = 0
         self._tail = b""
         if engine and engine != "auto":
@@ -106,6 +86,11 @@ class Analyzer:
     def engine(self) -> str | None:
         """The engine in use, None while still detecting."""
         return self.profile.name if self.profile else None
+
+    @property
+    def last_relevant(self) -> str:
+        """The last line a rule matched."""
+        return self._scanner.last_relevant
 
     @property
     def state(self) -> State:
@@ -121,7 +106,7 @@ class Analyzer:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
         out = self._blocks(self.framer.flush(), now)
         self.framer = Framer(max_line=self.framer.max_line)
-        self._assembler = Assembler()
+        self._scanner.reset()
         out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
         return out
 
@@ -144,8 +129,8 @@ class Analyzer:
         out = self._blocks(self.framer.flush(), now)
         if self.profile is None:
             out += self._detect(now, force=True)
-        for tb in self._assembler.flush():
-            out += self._traceback(tb, now)
+        for event in self._scanner.flush():
+            out += self._emit(event, now)
         out += self.lifecycle.finish(now)
         return out
 
@@ -159,7 +144,7 @@ class Analyzer:
     def _use(self, profile: Profile) -> None:
         self.profile = profile
         self.lifecycle.engine = profile.name
-        self._benign = profile.rules_of("benign")
+        self._scanner.benign = profile.rules_of("benign")
         self.lifecycle.trust_silent_health = not profile.early_health
         self._settled = None
         self._refresh_rules()
@@ -175,7 +160,7 @@ class Analyzer:
         self._settled = settled
         rules = [r for r in self.profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
         self._keywords = tuple(dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS)))
-        self._rules = tuple(r for r in rules if r.kind != "benign")
+        self._scanner.rules = tuple(r for r in rules if r.kind != "benign")
         self._candidates.clear()
         self._irrelevant.clear()
 
@@ -224,12 +209,12 @@ class Analyzer:
         templates = data.translate(_DIGITS).split(b"\n")
         count = len(templates) - 1  # a block ends with a newline
         present = self._classify(templates)
-        if present or self._assembler.busy:
+        if present or self._scanner.busy:
             raws = data.split(b"\n")
-            assembler = self._assembler
+            scanner = self._scanner
             settled = self._settled
             for i in range(count):
-                if assembler.busy or templates[i] in present:
+                if scanner.busy or templates[i] in present:
                     out += self._line(raws[i], first + i, now)
                     if (self.lifecycle.state in _SETTLED) is not settled:
                         # ready (or crashed) mid-block: the rest of the block is read with the new rules
@@ -260,158 +245,9 @@ class Analyzer:
         out: list[Transition] = []
         for seg in split_line(0, raw):
             for piece in unglue(seg.text):
-                out += self._record(parse(piece), line_no, now)
+                for event in self._scanner.scan(parse(piece), line_no, self.lifecycle.current.phase):
+                    out += self._emit(event, now)
         return out
-
-    def _record(self, rec: Record, line_no: int, now: float) -> list[Transition]:
-        out: list[Transition] = []
-        content = rec.content
-        benign = any(r.match in content and r.apply(content) is not None for r in self._benign)
-        consumed, done = self._assembler.feed(rec, line_no) if not benign else (False, [])
-        for tb in done:
-            out += self._traceback(tb, now)
-        if benign:
-            return out
-        matched_error = False
-        for rule in self._rules:
-            if rule.match not in content:
-                continue
-            groups = rule.apply(content)
-            if groups is None:
-                continue
-            self.last_relevant = content.strip()
-            kind = rule.kind
-            if kind == "error":
-                matched_error = True
-                if consumed:
-                    if _is_exception_line(content):
-                        self._annotations[line_no] = rule
-                        continue
-                    if not rule.fatal and not _opens_traceback(content):
-                        continue  # a frame or message line of a traceback: the traceback speaks for it
-                out += self._fatal_flush(rule, now)
-                cand = Candidate(
-                    summary=_strip_header(content),
-                    line=line_no,
-                    source=rec.source,
-                    role=rule.role,
-                    category=rule.category,
-                    hint=_format_hint(rule.hint, self.lifecycle.current.facts),
-                    fatal=rule.fatal,
-                    phase_hint=rule.state,
-                    at=rec.at,
-                    kind="rule",
-                )
-                out += self._emit(ErrorSeen(cand), now)
-            elif kind == "phase" and rule.state:
-                out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source), now)
-            elif kind == "progress":
-                out += self._progress(rule, groups, line_no, rec, now)
-            elif kind == "fact":
-                for name, value in groups.items():
-                    out += self._emit(FactFound(name, _number(value), line_no), now)
-            elif kind == "ready":
-                out += self._emit(ReadyReached(line_no, rec.at, rec.seconds), now)
-            elif kind == "start":
-                out += self._emit(LaunchStarted(line_no, rec.at, rec.seconds), now)
-            elif kind == "stop":
-                out += self._emit(StopSeen(line_no, rec.at), now)
-        if consumed or matched_error:
-            return out
-        stripped = content.strip()
-        m = EXCEPTION_LINE.match(stripped)
-        if m and rec.level not in _QUIET_LEVELS:
-            cand = Candidate(
-                stripped, line_no, rec.source, exception=m.group("exc"), at=rec.at, kind="exception"
-            )
-            out += self._emit(ErrorSeen(cand), now)
-        elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in ("other", "timeout"):
-            out += self._emit(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")), now)
-        return out
-
-    def _progress(
-        self, rule: Rule, groups: dict[str, str], line_no: int, rec: Record, now: float
-    ) -> list[Transition]:
-        out: list[Transition] = []
-        if rule.state:
-            out += self._emit(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source), now)
-        name = rule.name or "progress"
-        if name == "@phase":
-            phase = self.lifecycle.current.phase
-            name = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}.get(
-                phase, phase.value
-            )
-        if "percent" in groups:
-            done, total = round(float(groups["percent"])), 100
-        else:
-            done, total = int(groups["done"]), int(groups["total"])
-        if 0 <= done <= total:
-            out += self._emit(ProgressMade(name, done, total, line_no, rec.source), now)
-        return out
-
-    def _fatal_flush(self, rule: Rule, now: float) -> list[Transition]:
-        # A fatal line ends the launch now: tracebacks that are complete but for their last line go first,
-        # so that the root-cause choice sees them.
-        if not rule.fatal:
-            return []
-        out: list[Transition] = []
-        for tb in self._assembler.flush(complete_only=True):
-            out += self._traceback(tb, now)
-        return out
-
-    def _traceback(self, tb: Traceback, now: float) -> list[Transition]:
-        cand = from_traceback(tb)
-        if cand is None:
-            return []
-        rule = self._annotations.pop(cand.line, None)
-        quiet = tb.body_style is not None and tb.body_style[0] in _QUIET_LEVELS
-        if rule is not None or quiet:
-            cand = Candidate(
-                summary=cand.summary,
-                line=cand.line,
-                source=cand.source,
-                exception=cand.exception,
-                traceback=cand.traceback,
-                role=rule.role if rule else cand.role,
-                noise=cand.noise or quiet,
-                category=rule.category if rule else None,
-                phase_hint=(rule.state if rule else None) or cand.phase_hint,
-                hint=_format_hint(rule.hint, self.lifecycle.current.facts) if rule else None,
-                fatal=rule.fatal if rule else False,
-                at=cand.at,
-                chained=cand.chained,
-            )
-        return self._emit(ErrorSeen(cand), now)
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
         return self.lifecycle.feed(event, now)
-
-
-def _opens_traceback(content: str) -> bool:
-    return _TB_HEADER in content
-
-
-def _strip_header(content: str) -> str:
-    # "Scheduler hit an exception: Traceback (most recent call last):" -> "Scheduler hit an exception"
-    head = content.split(_TB_HEADER, 1)[0].strip().rstrip(":").strip()
-    return head or content.strip()
-
-
-def _is_exception_line(content: str) -> bool:
-    return EXCEPTION_LINE.match(content.strip()) is not None
-
-
-def _number(value: str) -> float | str:
-    try:
-        return float(value.replace(",", ""))
-    except ValueError:
-        return value
-
-
-def _format_hint(template: str | None, facts: dict[str, float | str]) -> str | None:
-    if template is None:
-        return None
-    try:
-        return template.format(**facts)
-    except (KeyError, IndexError, ValueError):
-        return template

@@ -47,10 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="follow a live launch until a verdict")
     watch.add_argument("target", help="a local path, ssh://[user@]host[:port]/path or [user@]host:/path")
     _common(watch)
-    watch.add_argument("--timeout", type=float, metavar="S", help="overall deadline in seconds (exit 2)")
+    watch.add_argument(
+        "--timeout", type=_duration, metavar="S", help="overall deadline: 90, 30s, 10m, 1h (exit 2)"
+    )
     watch.add_argument(
         "--stall-after",
-        type=float,
+        type=_duration,
         default=600.0,
         metavar="S",
         help="stalled after S s without progress (default 600)",
@@ -68,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu", action="store_true", help="poll nvidia-smi on the host: memory facts, growth is progress"
     )
     watch.add_argument(
-        "--gpu-interval", type=float, default=5.0, metavar="S", help="seconds between GPU polls (default 5)"
+        "--gpu-interval",
+        type=_duration,
+        default=5.0,
+        metavar="S",
+        help="seconds between GPU polls (default 5)",
     )
     watch.add_argument("--identity", type=Path, help="SSH private key")
     watch.add_argument("--known-hosts", type=Path, help="known_hosts file (default ~/.ssh/known_hosts)")
@@ -91,6 +97,23 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="extra profile TOML (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds from "90", "90s", "10m" or "1.5h"."""
+    number, unit = text.strip(), ""
+    if number and number[-1] in "smh":
+        number, unit = number[:-1], number[-1]
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: use 90, 90s, 10m or 1.5h") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be positive")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,7 @@ class Candidate:
     role: str = "cause"  # "cause" | "wrapper"
     noise: bool = False  # inside a logging-error block
     category: str | None = None  # set by a rule; else derived from the summary
-    hint: str | None = None  # set by a rule
+    hint: str | None = None  # set by a rule: a template formatted with the facts when chosen
     fatal: bool = False
     phase_hint: str | None = None  # phase the traceback's frames point at
     at: str | None = None
@@ -140,7 +140,9 @@ def root_cause(
         {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
     )
     wrappers = tuple(dict.fromkeys(c.summary for c in items if c.role == "wrapper"))
-    hint = best.hint or hint_for(category, best.summary, best.phase_hint or phase, facts, engine)
+    hint = _format_hint(best.hint, facts) or hint_for(
+        category, best.summary, best.phase_hint or phase, facts, engine
+    )
     if best.role == "wrapper" and not best.hint:
         hint = f"{hint}; the decisive error was printed by another process and is not in this log"
     summary = _clean_summary(best.summary)
@@ -155,6 +157,16 @@ def root_cause(
         phase_hint=best.phase_hint,
         wrappers=wrappers,
     )
+
+
+def _format_hint(template: str | None, facts: Mapping[str, object]) -> str | None:
+    # a profile's hint may name facts: "{avail_mem_after_weights_gb} GB free"; unknown names stay as written
+    if template is None:
+        return None
+    try:
+        return template.format(**facts)
+    except (KeyError, IndexError, ValueError):
+        return template
 
 
 def _chain_rank(items: list[Candidate], i: int) -> int:

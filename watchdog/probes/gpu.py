@@ -5,9 +5,7 @@ from __future__ import annotations
 import shlex
 
 import anyio
-import asyncssh
 
-from watchdog.exceptions import ConnectionLost
 from watchdog.gpu import QUERY_GPU_ARGS, GpuSample, parse_gpu_query
 from watchdog.sources.sshpool import SSHPool
 
@@ -47,14 +45,9 @@ class GpuProbe:
             return None
         if self.host is None or self.pool is None:
             return await self._local()
-        conn = await self.pool.connect(self.host, port=self.port, user=self.user)
-        try:
-            with anyio.fail_after(_TIMEOUT):
-                result = await conn.run(shlex.join(QUERY_GPU_ARGS), check=False)
-        except (OSError, asyncssh.Error) as exc:
-            if conn.is_closed():
-                self.pool.discard(conn)
-            raise ConnectionLost(f"cannot run nvidia-smi on {self.host}: {exc}") from exc
+        result = await self.pool.run(
+            self.host, shlex.join(QUERY_GPU_ARGS), port=self.port, user=self.user, timeout=_TIMEOUT
+        )
         if result.exit_status == 127:  # command not found: a host without NVIDIA tools
             self.available = False
             return None

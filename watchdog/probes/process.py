@@ -7,7 +7,6 @@ import shlex
 from typing import Protocol
 
 import anyio
-import asyncssh
 
 from watchdog.exceptions import ConnectionLost, TargetError
 from watchdog.sources.sshpool import SSHPool
@@ -123,19 +122,13 @@ class SSHProcessProbe:
             ConnectionLost: the host cannot be reached now (the answer is unknown).
             HostKeyError, AuthError: as from `SSHPool.connect`.
         """
-        conn = await self.pool.connect(self.host, port=self.port, user=self.user)
         if self.pid is not None:
             command = shlex.join(["sh", "-c", _PID_SCRIPT, "watchdog-pid", str(self.pid)])
             stdin = None
         else:
             command = shlex.join(["sh", "-c", _PGREP_SCRIPT, "watchdog-pgrep"])
             stdin = f"{self.pattern}\n"
-        try:
-            result = await conn.run(command, input=stdin, check=False)
-        except (OSError, asyncssh.Error) as exc:
-            if conn.is_closed():
-                self.pool.discard(conn)
-            raise ConnectionLost(f"cannot check the process on {self.host}: {exc}") from exc
+        result = await self.pool.run(self.host, command, port=self.port, user=self.user, input=stdin)
         if result.exit_status in (0, 1):
             return result.exit_status == 0
         raise TargetError(f"checking the process on {self.host} failed: {result.stderr!r}")

@@ -133,6 +133,31 @@ class SSHPool:
             self._conns[key] = conn
             return conn
 
+    async def run(
+        self,
+        host: str,
+        command: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        input: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - bounds the command, not the connection
+    ) -> asyncssh.SSHCompletedProcess:
+        """Run one (already quoted) command on the host over the shared connection; its exit status is the caller's.
+
+        Raises:
+            ConnectionLost: the host could not be reached, or the connection broke (it is discarded).
+            HostKeyError, AuthError: as from `connect`.
+        """
+        conn = await self.connect(host, port=port, user=user)
+        try:
+            with anyio.fail_after(timeout):
+                return await conn.run(command, input=input, check=False)
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
+            if conn.is_closed():
+                self.discard(conn)
+            raise ConnectionLost(f"running a probe on {_where(host, port, user)} failed: {exc}") from exc
+
     def discard(self, conn: asyncssh.SSHClientConnection) -> None:
         """Forget (and close) a connection found broken, so the next `connect` makes a new one."""
         for key, known in list(self._conns.items()):
