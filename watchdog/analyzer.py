@@ -209,6 +209,7 @@ class Analyzer:
         templates = data.translate(_DIGITS).split(b"\n")
         count = len(templates) - 1  # a block ends with a newline
         present = self._classify(templates)
+        benign_before = self._scanner.benign_lines
         if present or self._scanner.busy:
             raws = data.split(b"\n")
             scanner = self._scanner
@@ -222,7 +223,7 @@ class Analyzer:
                         settled = self._settled
                         present = self._classify(templates[i + 1 :])
         self.lines_read += count
-        out += self._emit(LinesRead(count, count), now)
+        out += self._emit(LinesRead(count, count - (self._scanner.benign_lines - benign_before)), now)
         return out
 
     def _classify(self, templates: list[bytes]) -> set[bytes]:

@@ -88,7 +88,7 @@ class StopSeen:
 
 @dataclass(frozen=True, slots=True)
 class LinesRead:
-    """`count` more lines (`active` of them not benign) were read: log activity."""
+    """`count` more lines were read; `active` of them are not known idle chatter (benign rules)."""
 
     count: int
     active: int

@@ -148,8 +148,7 @@ class Lifecycle:
             self._progress(inc, now, out, event.line, event.source)
             if inc.state in FINAL:
                 return out
-            base = inc.phase if inc.phase != State.PENDING else State.PENDING
-            if _ORDER[target] > _ORDER[base] and inc.phase != State.READY:
+            if _ORDER[target] > _ORDER[inc.phase] and inc.phase != State.READY:
                 self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
         elif isinstance(event, ProgressMade):
             old = inc.progress.get(event.name)
@@ -176,12 +175,23 @@ class Lifecycle:
             if inc.state == State.PENDING and event.count:
                 # a log with lines but no start marker yet (an excerpt, or --log-level warning)
                 self._enter(inc, State.STARTING, None, None, None, now, "log activity", out)
+            if event.active:
+                # lines that are not known idle chatter count against a stall (not against an error)
+                inc.last_progress = now
+                if inc.state == State.STALLED:
+                    self._enter(
+                        inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
+                    )
         elif isinstance(event, ProcessExited):
             if inc.state not in FINAL:
                 if not inc.candidates[inc.pending_index :]:
                     inc.candidates.append(
                         Candidate(
-                            f"process exited: {event.detail}", 0, category="killed", kind="rule", fatal=True
+                            f"process exited: {event.detail}",
+                            inc.lines,
+                            category="killed",
+                            kind="rule",
+                            fatal=True,
                         )
                     )
                 self._crash(inc, now, out, None, None, reason=f"process gone ({event.detail})")

@@ -39,6 +39,7 @@ class Scanner:
         self.rules: tuple[Rule, ...] = ()  # every rule but the benign ones, in profile order
         self.benign: tuple[Rule, ...] = ()
         self.last_relevant = ""  # the last line a rule matched: the live view shows it
+        self.benign_lines = 0  # records a benign rule matched: idle chatter, not activity
         self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
 
     def reset(self) -> None:
@@ -56,6 +57,7 @@ class Scanner:
         out: list[Event] = []
         content = rec.content
         if any(r.match in content and r.apply(content) is not None for r in self.benign):
+            self.benign_lines += 1
             return out
         consumed, done = self.assembler.feed(rec, line_no)
         for tb in done:

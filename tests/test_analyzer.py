@@ -1,0 +1,54 @@
+"""The analyzer's own behaviour: the template prefilter, rule switching once settled, activity and stalls."""
+
+from __future__ import annotations
+
+from watchdog.analyzer import Analyzer
+from watchdog.lifecycle import State
+
+READY = b"[2025-01-23 19:35:33] The server is fired up and ready to roll!\n"
+DECODE = b"[2025-01-23 19:36:%02d TP0] Decode batch. #running-req: %d, #token: %d, token usage: 0.01\n"
+
+
+def test_lines_differing_only_in_digits_share_a_decision() -> None:
+    """A phase marker is found whatever its numbers, after a line of the same shape was classified."""
+    a = Analyzer("sglang")
+    a.feed(b"[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n", 0.0)
+    a.feed(b"Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.08it/s]\n", 0.0)
+    a.feed(b"Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.75it/s]\n", 0.0)
+    assert a.lifecycle.current.progress["weights"] == (2, 4)
+
+
+def test_errors_are_still_found_after_ready() -> None:
+    """Once ready, serving lines are skipped, but a traceback after them is still read and is a crash."""
+    a = Analyzer("sglang")
+    a.feed(READY, 0.0)
+    a.feed(b"".join(DECODE % (i % 60, i, i * 10) for i in range(5000)), 1.0)
+    a.feed(
+        b"[2025-01-23 19:37:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        b'  File "/sgl/scheduler.py", line 1, in event_loop_overlap\n'
+        b"    self.run_batch()\n"
+        b"ValueError: Failed to allocate token prealloc indices\n\n",
+        2.0,
+    )
+    a.finish(3.0)
+    v = a.lifecycle.current
+    assert (v.state, v.crash_phase) == (State.CRASHED, State.READY)
+    assert v.error is not None
+    assert v.error.summary == "ValueError: Failed to allocate token prealloc indices"
+    assert a.lines_read == 5006
+
+
+def test_log_activity_holds_off_a_stall_but_idle_chatter_does_not() -> None:
+    """Non-benign lines count as activity against a stall; vLLM's shm-broadcast warnings do not."""
+    for line, stalled in (
+        (b"INFO 08-19 07:51:03 worker.py:1] still busy with something\n", False),
+        (
+            b"INFO 08-19 07:51:03 shm_broadcast.py:1] No available shared memory broadcast block found in 60 second.\n",
+            True,
+        ),
+    ):
+        a = Analyzer("vllm", stall_after=60.0)
+        a.feed(b"INFO 08-19 07:50:00 model_runner.py:1] Starting to load model x...\n", 0.0)
+        a.feed(line, 59.0)
+        a.tick(100.0)
+        assert (a.state == State.STALLED) is stalled
