@@ -59,7 +59,9 @@ class GpuProbe:
 
     async def _local(self) -> list[GpuSample] | None:
         try:
-            with anyio.fail_after(_TIMEOUT):
+            # Shielded: a cancel landing while asyncio spawns the child would leave it (and its pipes)
+            # behind; nvidia-smi answers within a second, and the timeout still bounds it.
+            with anyio.CancelScope(shield=True), anyio.fail_after(_TIMEOUT):
                 result = await anyio.run_process(list(QUERY_GPU_ARGS), check=False)
         except FileNotFoundError:
             self.available = False

@@ -20,6 +20,7 @@ __all__ = [
 ]
 
 DEFAULT_PROCESS_INTERVAL = 1.0
+_PGREP_TIMEOUT = 10.0
 
 # A zombie (exited, not yet reaped) is dead for our purposes, though `kill -0` still succeeds.
 _PID_SCRIPT = """\
@@ -85,7 +86,9 @@ class LocalProcessProbe:
         if self.pid is not None:
             return await anyio.to_thread.run_sync(_local_pid_alive, self.pid)
         assert self.pattern is not None
-        result = await anyio.run_process(["pgrep", "-f", "--", self.pattern], check=False)
+        # Shielded, as in the GPU probe: a cancel while the child is spawned would leak it; pgrep is quick.
+        with anyio.CancelScope(shield=True), anyio.fail_after(_PGREP_TIMEOUT):
+            result = await anyio.run_process(["pgrep", "-f", "--", self.pattern], check=False)
         if result.returncode > 1:
             raise TargetError(f"pgrep -f {self.pattern!r} failed: {result.stderr.decode(errors='replace')}")
         # This process matches too when the pattern is on its own command line.
