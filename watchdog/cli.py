@@ -146,22 +146,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 69
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `watchdog replay log | head`: the reader left, the verdict stands
-        sys.stderr.close()
-        return 0
     return 64
 
 
 def _replay(args: argparse.Namespace) -> int:
     from watchdog.lifecycle import State  # noqa: PLC0415
-    from watchdog.render import render_verdict  # noqa: PLC0415
+    from watchdog.render import render_verdict, write_out  # noqa: PLC0415
     from watchdog.replay import replay_path  # noqa: PLC0415
     from watchdog.verdict import exit_code  # noqa: PLC0415
 
     engine = None if args.engine == "auto" else args.engine
     _analyzer, verdict = replay_path(args.file, engine, args.profile)
     if args.json:
-        print(json.dumps(verdict, ensure_ascii=False))
+        write_out(json.dumps(verdict, ensure_ascii=False))
     else:
-        print(render_verdict(verdict, source=str(args.file)))
+        write_out(render_verdict(verdict, source=str(args.file)))
     return exit_code(State(verdict["state"]))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import sys
+from typing import Any, TextIO
 
-__all__ = ["format_duration", "render_verdict"]
+__all__ = ["format_duration", "render_verdict", "write_out"]
 
 _HEADLINE = {
     "ready": "ready",
@@ -77,3 +79,15 @@ def _num(value: object) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def write_out(text: str, file: TextIO | None = None) -> None:
+    """Print `text`; a reader that went away (`watchdog replay log | head`) is not an error of ours."""
+    target = file or sys.stdout
+    try:
+        print(text, file=target, flush=True)
+    except BrokenPipeError:
+        # so that the interpreter's final flush does not fail on the same pipe
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, target.fileno())
+        os.close(devnull)

@@ -23,7 +23,7 @@ from watchdog.liveview import LiveView
 from watchdog.probes.gpu import GpuProbe
 from watchdog.probes.health import HealthProbe
 from watchdog.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe, wait_until_gone
-from watchdog.render import render_verdict
+from watchdog.render import render_verdict, write_out
 from watchdog.sources import (
     Chunk,
     Connected,
@@ -105,7 +105,7 @@ class _Reporter:
         if self.live is not None:
             self.live.console.print(line, highlight=False)
         elif self.plain:
-            print(line, file=self.out, flush=True)
+            write_out(line, self.out)
 
     def close(self) -> None:
         if self.events is not None:
@@ -250,9 +250,9 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     reporter.close()
     verdict = final or _verdict(analyzer, timed_out, trend.facts())
     if args.json:
-        print(json.dumps(verdict, ensure_ascii=False), file=out)
+        write_out(json.dumps(verdict, ensure_ascii=False), out)
     else:
-        print(render_verdict(verdict, source=args.target), file=out)
+        write_out(render_verdict(verdict, source=args.target), out)
     if timed_out:
         return 2
     return EXIT_CODES.get(analyzer.state, 3)
