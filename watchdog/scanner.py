@@ -7,6 +7,8 @@ Lines inside a traceback are the traceback's: only its header and its exception 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from watchdog.categories import categorize
 from watchdog.envelope import Record
 from watchdog.errors import Candidate, from_traceback
@@ -123,21 +125,16 @@ class Scanner:
             return []
         rule = self._annotations.pop(cand.line, None)
         quiet = tb.body_style is not None and tb.body_style[0] in QUIET_LEVELS
-        if rule is not None or quiet:
-            cand = Candidate(
-                summary=cand.summary,
-                line=cand.line,
-                source=cand.source,
-                exception=cand.exception,
-                traceback=cand.traceback,
-                role=rule.role if rule else cand.role,
-                noise=cand.noise or quiet,
-                category=rule.category if rule else None,
-                phase_hint=(rule.state if rule else None) or cand.phase_hint,
-                hint=rule.hint if rule else None,
-                fatal=rule.fatal if rule else False,
-                at=cand.at,
-                chained=cand.chained,
+        if quiet:
+            cand = replace(cand, noise=True)  # a traceback logged at WARNING or below was survived
+        if rule is not None:
+            cand = replace(
+                cand,
+                role=rule.role,
+                category=rule.category,
+                phase_hint=rule.state or cand.phase_hint,
+                hint=rule.hint,
+                fatal=rule.fatal,
             )
         return [ErrorSeen(cand)]
 
