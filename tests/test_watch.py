@@ -374,3 +374,65 @@ async def test_connection_cut_while_log_grows_loses_and_repeats_nothing(
     assert result["code"] == 0
     assert result["v"]["lines_read"] == total + 2
     assert result["v"]["bytes_read"] == log.stat().st_size
+
+
+@pytest.mark.parametrize(
+    ("engine", "state", "code"),
+    [
+        pytest.param("vllm", "ready", 0, id="silent-vllm-log-health-200-is-ready"),
+        pytest.param("sglang", "timeout", 2, id="sglang-health-200-before-weights-is-not-ready"),
+    ],
+)
+async def test_health_200_in_a_silent_log(tmp_path: Path, engine: str, state: str, code: int) -> None:
+    """--health: a 200 confirms ready when the log says nothing (--log-level warning), except for SGLang."""
+
+    class Healthy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        log = tmp_path / "server.log"
+        log.write_text("WARNING 09-28 15:40:00 [config.py:1] a warning only\n")
+        url = f"http://127.0.0.1:{server.server_address[1]}/health"
+        code_got, v = await _run(str(log), "--engine", engine, "--health", url, "--timeout", "5")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert code_got == code
+    assert (v["state"] if not v.get("timed_out") else "timeout") == state
+
+
+@pytest.mark.sshd
+async def test_ssh_agent_keys_are_used(
+    sshd: SSHDServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no --identity, the key held by a running ssh-agent authenticates."""
+    agent = shutil.which("ssh-agent")
+    if agent is None:
+        pytest.skip("ssh-agent is not installed")
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.Popen([agent, "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)  # noqa: ASYNC220
+    try:
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        with anyio.fail_after(10):
+            while not sock.exists():  # noqa: ASYNC110 - the agent creates its socket when it is ready
+                await anyio.sleep(0.01)
+        added = await anyio.run_process(["ssh-add", str(sshd.client_key)], check=False)
+        assert added.returncode == 0, added.stderr
+        log = tmp_path / "remote.log"
+        shutil.copy(READY, log)
+        target = f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{log}"
+        code, v = await _run(target, "--known-hosts", str(sshd.known_hosts))
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert (code, v["state"]) == (0, "ready")
