@@ -52,3 +52,38 @@ def test_log_activity_holds_off_a_stall_but_idle_chatter_does_not() -> None:
         a.feed(line, 59.0)
         a.tick(100.0)
         assert (a.state == State.STALLED) is stalled
+
+
+REQUEST_ERROR = (
+    b"ERROR 07-22 08:51:06 [serving_completion.py:131] Error in preprocessing prompt inputs\n"
+    b"ERROR 07-22 08:51:06 [serving_completion.py:131] Traceback (most recent call last):\n"
+    b'ERROR 07-22 08:51:06 [serving_completion.py:131]   File "/usr/local/lib/python3.12/dist-packages/vllm/'
+    b'entrypoints/openai/serving_completion.py", line 123, in create_completion\n'
+    b"ERROR 07-22 08:51:06 [serving_completion.py:131]     request_prompts, engine_prompts = await self._preprocess()\n"
+    b"ERROR 07-22 08:51:06 [serving_completion.py:131] ValueError: This model's maximum context length is 4096 tokens.\n"
+)
+METRICS = (
+    b"INFO 07-22 08:51:%02d [loggers.py:118] Engine 000: Avg prompt throughput: 12.0 tokens/s, "
+    b"Avg generation throughput: %d.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%%\n"
+)
+
+
+def test_post_ready_request_error_survived_by_a_serving_server() -> None:
+    """vLLM logs a failed request with its traceback and goes on serving: 50+ healthy lines keep it ready."""
+    a = Analyzer("vllm")
+    a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
+    a.feed(REQUEST_ERROR + b"".join(METRICS % (i % 60, i) for i in range(60)), 1.0)
+    a.finish(2.0)
+    assert a.state == State.READY
+
+
+def test_post_ready_error_at_the_end_of_the_log_is_a_crash() -> None:
+    """The same error with only a few lines after it, at the end of the log, is a crash after ready."""
+    a = Analyzer("vllm")
+    a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
+    a.feed(REQUEST_ERROR + b"".join(METRICS % (i, i) for i in range(5)), 1.0)
+    a.tick(100.0)
+    assert a.state == State.READY  # the clock alone does not confirm an error after ready
+    a.finish(101.0)
+    v = a.lifecycle.current
+    assert (v.state, v.crash_phase) == (State.CRASHED, State.READY)

@@ -209,21 +209,30 @@ class Analyzer:
         templates = data.translate(_DIGITS).split(b"\n")
         count = len(templates) - 1  # a block ends with a newline
         present = self._classify(templates)
-        benign_before = self._scanner.benign_lines
-        if present or self._scanner.busy:
+        scanner = self._scanner
+        quiet_before = scanner.benign_lines + scanner.error_lines
+        last_error = -1  # index of the last line in this block that was part of an error
+        quiet_after_error = 0  # benign lines after it
+        if present or scanner.busy:
             raws = data.split(b"\n")
-            scanner = self._scanner
             settled = self._settled
             for i in range(count):
                 if scanner.busy or templates[i] in present:
+                    benign, errors = scanner.benign_lines, scanner.error_lines
                     out += self._line(raws[i], first + i, now)
+                    if scanner.error_lines != errors:
+                        last_error, quiet_after_error = i, 0
+                    elif scanner.benign_lines != benign:
+                        quiet_after_error += 1
                     if (self.lifecycle.state in _SETTLED) is not settled:
                         # ready (or crashed) mid-block: the rest of the block is read with the new rules
                         self._refresh_rules()
                         settled = self._settled
                         present = self._classify(templates[i + 1 :])
         self.lines_read += count
-        out += self._emit(LinesRead(count, count - (self._scanner.benign_lines - benign_before)), now)
+        active = count - (scanner.benign_lines + scanner.error_lines - quiet_before)
+        healthy_tail = active if last_error < 0 else max(0, count - last_error - 1 - quiet_after_error)
+        out += self._emit(LinesRead(count, max(0, active), healthy_tail), now)
         return out
 
     def _classify(self, templates: list[bytes]) -> set[bytes]:

@@ -88,10 +88,15 @@ class StopSeen:
 
 @dataclass(frozen=True, slots=True)
 class LinesRead:
-    """`count` more lines were read; `active` of them are not known idle chatter (benign rules)."""
+    """`count` more lines were read.
+
+    `active` of them are healthy activity (neither idle chatter matched by benign rules nor part of an
+    error), and `healthy_tail` of those came after the last error line among them.
+    """
 
     count: int
     active: int
+    healthy_tail: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 Startup phases only move forward. An error is *pending* until either progress follows it (then it was
 survivable, e.g. a tokenizer warning with a traceback) or `crash_grace` seconds pass without progress, the log
 ends, or a fatal line (a kill, "Received sigquit", "EngineCore failed to start") arrives: then the launch is
-`crashed`. `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
+`crashed`. After ready, the clock confirms nothing (an idle server is quiet), and 50 healthy lines after an
+error show that the server survived it (a failed request that was logged). `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
 A new start marker after the launch got going begins a new incarnation; `history` keeps the old ones.
 """
 
@@ -31,6 +32,7 @@ __all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
 
 DEFAULT_CRASH_GRACE = 5.0
 _MAX_LATE_CANDIDATES = 500
+POST_READY_RECOVERY_LINES = 50  # healthy log lines after a post-ready error that show it was survived
 
 
 class State(enum.Enum):
@@ -88,6 +90,7 @@ class Incarnation:
     last_progress: float | None = None
     ready_seconds: float | None = None  # log seconds from start to ready
     lines: int = 0
+    healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
 
 
 class Lifecycle:
@@ -175,8 +178,15 @@ class Lifecycle:
             if inc.state == State.PENDING and event.count:
                 # a log with lines but no start marker yet (an excerpt, or --log-level warning)
                 self._enter(inc, State.STARTING, None, None, None, now, "log activity", out)
+            if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
+                # A server that goes on serving after an error has survived it (a failed request, logged);
+                # only healthy lines after the error count, and only once it was ready.
+                inc.healthy_after_error += event.healthy_tail
+                if inc.healthy_after_error >= POST_READY_RECOVERY_LINES:
+                    inc.pending_since = None
+                    inc.pending_index = len(inc.candidates)
             if event.active:
-                # lines that are not known idle chatter count against a stall (not against an error)
+                # healthy lines count against a stall (not against an error)
                 inc.last_progress = now
                 if inc.state == State.STALLED:
                     self._enter(
@@ -220,7 +230,13 @@ class Lifecycle:
         out: list[Transition] = []
         if inc.state in FINAL or inc.started_now is None:
             return out
-        if inc.pending_since is not None and now - inc.pending_since >= self.crash_grace:
+        # After ready, quiet is normal (an idle server prints nothing): a logged error is a crash only by a
+        # fatal line, the process exiting, or the end of the log, never by the clock.
+        if (
+            inc.pending_since is not None
+            and inc.phase != State.READY
+            and now - inc.pending_since >= self.crash_grace
+        ):
             self._crash(inc, now, out, None, None, reason="error with no progress after it")
             return out
         if (
@@ -279,6 +295,7 @@ class Lifecycle:
         inc.candidates.append(cand)
         if cand.noise:
             return
+        inc.healthy_after_error = 0
         if inc.pending_since is None:
             inc.pending_since = now
             inc.crash_phase = inc.phase

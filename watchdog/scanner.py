@@ -42,6 +42,7 @@ class Scanner:
         self.benign: tuple[Rule, ...] = ()
         self.last_relevant = ""  # the last line a rule matched: the live view shows it
         self.benign_lines = 0  # records a benign rule matched: idle chatter, not activity
+        self.error_lines = 0  # records that were part of a traceback or an error: not healthy activity
         self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
 
     def reset(self) -> None:
@@ -64,6 +65,7 @@ class Scanner:
         consumed, done = self.assembler.feed(rec, line_no)
         for tb in done:
             out += self._traceback(tb)
+        errors_before = len(out)
         matched_error = False
         for rule in self.rules:
             if rule.match not in content:
@@ -99,6 +101,8 @@ class Scanner:
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds))
             elif kind == "stop":
                 out.append(StopSeen(line_no, rec.at))
+        if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):
+            self.error_lines += 1
         if consumed or matched_error:
             return out
         stripped = content.strip()
@@ -108,8 +112,10 @@ class Scanner:
                 stripped, line_no, rec.source, exception=m.group("exc"), at=rec.at, kind="exception"
             )
             out.append(ErrorSeen(cand))
+            self.error_lines += 1
         elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in ("other", "timeout"):
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
+            self.error_lines += 1
         return out
 
     def flush(self) -> list[Event]:
