@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from watchdog.analyzer import Analyzer
 from watchdog.lifecycle import State
+from watchdog.verdict import to_json
 
 READY = b"[2025-01-23 19:35:33] The server is fired up and ready to roll!\n"
 DECODE = b"[2025-01-23 19:36:%02d TP0] Decode batch. #running-req: %d, #token: %d, token usage: 0.01\n"
@@ -87,3 +93,33 @@ def test_post_ready_error_at_the_end_of_the_log_is_a_crash() -> None:
     a.finish(101.0)
     v = a.lifecycle.current
     assert (v.state, v.crash_phase) == (State.CRASHED, State.READY)
+
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+SAMPLE = [
+    "sglang/ready-llama31-8b-single-gpu-docs-v041.log",
+    "sglang/multirank-same-traceback-other-rank-failed-loading-ktransformers1666.log",
+    "vllm/vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log",
+    "vllm/vllm-v1-ready-ansi-caret-prefix-pr33756.log",
+    "tgi/tgi-ready-v3-router-python-tokenizer-error-noise-zephyr-delavande.log",
+    "trtllm/trtllm-serve-ready-1.1.0rc3-pytorch-gptoss120b-dgx-spark-jeansblog.log",
+    "ollama/ollama-runner-cudamalloc-oom-panic-journald-issue8597.log",
+]
+
+
+def _verdict(chunks: list[bytes]) -> dict[str, object]:
+    a = Analyzer()
+    for chunk in chunks:
+        a.feed(chunk, 0.0)
+    a.finish(0.0)
+    return to_json(a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(SAMPLE), cuts=st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=12))
+def test_any_chunking_gives_the_same_verdict(name: str, cuts: list[int]) -> None:
+    """A log fed in any pieces (the way SSH delivers it) gives the verdict of the whole file at once."""
+    data = (CORPUS / name).read_bytes()
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    assert _verdict(chunks) == _verdict([data])

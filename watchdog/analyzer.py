@@ -168,7 +168,8 @@ class Analyzer:
         held = b"".join(b.data for b in self._held)
         if not force and held.count(b"\n") < _DETECT_LINES and len(held) < _DETECT_BYTES:
             return []
-        head = held.decode("utf-8", "replace").splitlines()[: _DETECT_LINES * 5]
+        # Exactly the first lines within the first bytes, however the bytes arrived: same log, same engine.
+        head = held[:_DETECT_BYTES].decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
         engine = detect_engine(head, self._extra) or "generic"
         self._use(load_profile(engine, self._extra))
         blocks, self._held = self._held, []
@@ -205,6 +206,8 @@ class Analyzer:
                 (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
             )
         out: list[Transition] = []
+        if first == 1 and self.lifecycle.state == State.PENDING:
+            out += self._emit(_first_line(data), now)
         self._refresh_rules()
         templates = data.translate(_DIGITS).split(b"\n")
         count = len(templates) - 1  # a block ends with a newline
@@ -261,3 +264,15 @@ class Analyzer:
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
         return self.lifecycle.feed(event, now)
+
+
+def _first_line(data: bytes) -> LaunchStarted:
+    # The log's first line starts the launch's clock, whatever marker comes later and however the bytes
+    # were chunked (an excerpt, or --log-level warning, may show no start marker at all).
+    raw = data[: data.find(b"\n")]
+    for seg in split_line(0, raw):
+        for piece in unglue(seg.text):
+            rec = parse(piece)
+            if rec.at is not None:
+                return LaunchStarted(1, rec.at, rec.seconds)
+    return LaunchStarted(1, None, None)

@@ -175,9 +175,6 @@ class Lifecycle:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, LinesRead):
             inc.lines += event.count
-            if inc.state == State.PENDING and event.count:
-                # a log with lines but no start marker yet (an excerpt, or --log-level warning)
-                self._enter(inc, State.STARTING, None, None, None, now, "log activity", out)
             if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
                 # A server that goes on serving after an error has survived it (a failed request, logged);
                 # only healthy lines after the error count, and only once it was ready.
