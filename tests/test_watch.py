@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -436,3 +437,15 @@ async def test_ssh_agent_keys_are_used(
         proc.terminate()
         proc.wait()
     assert (code, v["state"]) == (0, "ready")
+
+
+async def test_unreachable_host_is_exit_69(capsys: pytest.CaptureFixture[str]) -> None:
+    """A host that refuses the connection is exit 69 with a message that names it."""
+    from watchdog.cli import main  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+        code = await anyio.to_thread.run_sync(lambda: main(["watch", f"ssh://root@127.0.0.1:{port}/x.log"]))
+    assert code == 69
+    assert f"127.0.0.1 port {port}" in capsys.readouterr().err
