@@ -44,7 +44,6 @@ def test_root_cause_prefers_real_cause(order: tuple[Candidate, ...]) -> None:
     err = root_cause(order, {}, "starting", "vllm")
     assert err is not None
     assert (err.summary, err.category, err.line) == (_CAUSE.summary, "config", 10)
-    assert err.wrappers == (_WRAPPER.summary,)
     assert (
         err.hint
         == "a launch option or the model's config is invalid or unsupported: fix the option the message names"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from watchdog.categories import categorize, hint_for, phase_from_frames
 from watchdog.tracebacks import EXCEPTION_LINE, Traceback
@@ -52,8 +52,7 @@ class Error:
     ranks: tuple[str, ...]
     line: int
     traceback: tuple[str, ...]
-    phase_hint: str | None = None
-    wrappers: tuple[str, ...] = field(default=())
+    phase_hint: str | None = None  # the phase its traceback's frames point at
 
     def with_rank(self, source: str, summary: str) -> Error:
         """This error with `source` added to its ranks when `summary` is the same error (numbers aside)."""
@@ -124,9 +123,8 @@ def root_cause(
     if not items:
         return None
     cats = [c.category or categorize(c.summary, "\n".join(c.traceback)) for c in items]
-    # A chained traceback is the effect of the one before it in its stream: the cause keeps the lead,
-    # unless the effect says more (e.g. "Capture cuda graph failed: <cause>" keeps the cause in its text).
-    best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), _chain_rank(items, i), i))
+    # Among equals, the earliest, and the first of a chain (the cause) before the tracebacks it caused.
+    best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), int(items[i].chained), i))
     best = items[best_i]
     category = cats[best_i]
     key = _MASK.sub("#", best.summary)
@@ -139,7 +137,6 @@ def root_cause(
     ranks = sorted(
         {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
     )
-    wrappers = tuple(dict.fromkeys(c.summary for c in items if c.role == "wrapper"))
     hint = _format_hint(best.hint, facts) or hint_for(
         category, best.summary, best.phase_hint or phase, facts, engine
     )
@@ -155,7 +152,6 @@ def root_cause(
         line=best.line,
         traceback=best.traceback,
         phase_hint=best.phase_hint,
-        wrappers=wrappers,
     )
 
 
@@ -167,11 +163,6 @@ def _format_hint(template: str | None, facts: Mapping[str, object]) -> str | Non
         return template.format(**facts)
     except (KeyError, IndexError, ValueError):
         return template
-
-
-def _chain_rank(items: list[Candidate], i: int) -> int:
-    # Among equals, the first of a chain (the cause) before its effects.
-    return 1 if items[i].chained else 0
 
 
 def _clean_summary(summary: str) -> str:
