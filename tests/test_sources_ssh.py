@@ -6,7 +6,9 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -348,3 +350,31 @@ async def test_no_tail_left_after_sigkill(sshd: SSHDServer, tmp_path: Path) -> N
         await process.wait()
     await wait_gone(remote)
     await assert_no_reader_left(log)
+
+
+async def test_frozen_peer_is_noticed_by_keepalive(
+    sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path
+) -> None:
+    """A peer that stops answering (its sshd session frozen) is dropped by keepalive within seconds, then resumed."""
+    log = tmp_path / "frozen.log"
+    log.write_bytes(b"before\n")
+    options = replace(ssh_options, keepalive_interval=0.5, keepalive_count_max=2)
+    async with SSHPool(options) as pool, make_source(pool, sshd, log).open_follow() as items:
+        assert await read_until(items, 7) == b"before\n"
+        frozen = sshd.session_pids()
+        assert frozen, "a session to freeze"
+        for pid in frozen:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            item = await next_item(items, within=10.0)
+            assert isinstance(item, Disconnected), item
+            assert time.monotonic() - started < 5.0
+        finally:
+            for pid in frozen:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)  # a stopped process dies of SIGKILL too
+        with log.open("ab") as f:
+            f.write(b"after\n")
+        assert await read_until(items, 13, start=7) == b"after\n"
