@@ -11,6 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from watchdog.exitcodes import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
+
 __all__ = ["main"]
 
 ENGINE_CHOICES = ("auto", "sglang", "vllm", "tgi", "trtllm", "llamacpp", "ollama", "generic")
@@ -20,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse exits 2, which means "stalled" here: usage errors are 64 (EX_USAGE).
         self.print_usage(sys.stderr)
-        self.exit(64, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _version() -> str:
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 64
+        return EXIT_USAGE
     from watchdog.exceptions import ConfigError, TargetError, UsageError  # noqa: PLC0415
 
     try:
@@ -137,16 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_watch(args)
     except UsageError as exc:
         print(f"watchdog: {exc}", file=sys.stderr)
-        return 64
+        return EXIT_USAGE
     except ConfigError as exc:
         print(f"watchdog: configuration error: {exc}", file=sys.stderr)
-        return 78
+        return EXIT_CONFIG
     except TargetError as exc:
         print(f"watchdog: {exc}", file=sys.stderr)
-        return 69
+        return EXIT_UNREACHABLE
     except KeyboardInterrupt:
-        return 130
-    return 64
+        return EXIT_INTERRUPTED
+    return EXIT_USAGE
 
 
 def _replay(args: argparse.Namespace) -> int:

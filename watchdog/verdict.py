@@ -5,19 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from watchdog.envelope import seconds_between
+from watchdog.exitcodes import EXIT_CRASHED, EXIT_NO_VERDICT, EXIT_READY, EXIT_STALLED
 from watchdog.lifecycle import Incarnation, State
 
 __all__ = ["EXIT_CODES", "exit_code", "to_json"]
 
 EXIT_CODES = {
-    State.READY: 0,
-    State.CRASHED: 1,
-    State.STALLED: 2,
+    State.READY: EXIT_READY,
+    State.CRASHED: EXIT_CRASHED,
+    State.STALLED: EXIT_STALLED,
 }
-EXIT_NO_VERDICT = 3
-EXIT_USAGE = 64
-EXIT_UNREACHABLE = 69
-EXIT_CONFIG = 78
 
 
 def exit_code(state: State) -> int:

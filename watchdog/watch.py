@@ -17,6 +17,7 @@ from rich.live import Live
 from watchdog.analyzer import Analyzer
 from watchdog.events import HealthChecked, ProcessExited
 from watchdog.exceptions import ConnectionLost, DeliveryError, UsageError, WatchdogError
+from watchdog.exitcodes import EXIT_STALLED
 from watchdog.gpu import MemoryTrend
 from watchdog.lifecycle import State, Transition
 from watchdog.liveview import LiveView
@@ -35,7 +36,7 @@ from watchdog.sources import (
     parse_target,
     source_for,
 )
-from watchdog.verdict import EXIT_CODES, to_json
+from watchdog.verdict import exit_code, to_json
 
 __all__ = ["TICK", "run_watch", "watch"]
 
@@ -253,9 +254,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         write_out(json.dumps(verdict, ensure_ascii=False), out)
     else:
         write_out(render_verdict(verdict, source=args.target), out)
-    if timed_out:
-        return 2
-    return EXIT_CODES.get(analyzer.state, 3)
+    return EXIT_STALLED if timed_out else exit_code(analyzer.state)
 
 
 async def _notify(url: str, verdict: dict[str, Any]) -> None:
