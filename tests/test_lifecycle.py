@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watchdog.errors import Candidate
-from watchdog.events import (
+from watchdog.findings import (
     ErrorSeen,
     Event,
     FactFound,

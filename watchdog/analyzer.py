@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from watchdog.envelope import parse, unglue
-from watchdog.events import Event, HealthChecked, LaunchStarted, LinesRead, ProcessExited
+from watchdog.findings import Event, HealthChecked, LaunchStarted, LinesRead, ProcessExited
 from watchdog.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.lifecycle import DEFAULT_CRASH_GRACE, Lifecycle, State, Transition
 from watchdog.profile import Profile, detect_engine, load_profile

@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass, field
 
 from watchdog.errors import Candidate, Error, root_cause
-from watchdog.events import (
+from watchdog.findings import (
     ErrorSeen,
     Event,
     FactFound,

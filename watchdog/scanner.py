@@ -12,7 +12,7 @@ from dataclasses import replace
 from watchdog.categories import categorize
 from watchdog.envelope import Record
 from watchdog.errors import Candidate, from_traceback
-from watchdog.events import (
+from watchdog.findings import (
     ErrorSeen,
     Event,
     FactFound,

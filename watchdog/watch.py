@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.live import Live
 
 from watchdog.analyzer import Analyzer
-from watchdog.events import HealthChecked, ProcessExited
+from watchdog.findings import HealthChecked, ProcessExited
 from watchdog.exceptions import ConnectionLost, DeliveryError, UsageError, WatchdogError
 from watchdog.exitcodes import EXIT_STALLED
 from watchdog.gpu import MemoryTrend

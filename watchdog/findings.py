@@ -1,4 +1,4 @@
-"""Events: what the log (or a probe) told, as frozen values the lifecycle consumes (pure)."""
+"""Findings: what the log (or a probe) told, as frozen values the lifecycle consumes (pure)."""
 
 from __future__ import annotations
 
