@@ -131,7 +131,7 @@ def best_of(tool: str, cmd: Sequence[str], runs: int) -> Result:
 
 
 def watchdog_cmd(python: str, log: Path) -> list[str]:
-    return [python, "-m", "watchdog", "replay", str(log), "--json"]
+    return [python, "-m", "watchdog.cli", "replay", str(log), "--json"]
 
 
 def mtail_cmd(mtail: str, log: Path) -> list[str]:
@@ -304,7 +304,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--workdir", type=Path, help="keep and reuse generated logs here (default: a temp dir)"
     )
     parser.add_argument("--regenerate", action="store_true", help="regenerate logs found in --workdir")
-    parser.add_argument("--python", default=sys.executable, help="the Python that runs `-m watchdog`")
+    parser.add_argument("--python", default=sys.executable, help="the Python that runs `-m watchdog.cli`")
     parser.add_argument("--mtail", default="mtail", help="the mtail binary (default: from PATH)")
     parser.add_argument("--no-mtail", action="store_true", help="time the watchdog only")
     parser.add_argument("--all-cpus", action="store_true", help="do not pin the tools to one CPU")

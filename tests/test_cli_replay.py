@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from watchdog.cli import main
 
-CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+ROOT = Path(__file__).parent.parent
+CORPUS = ROOT / "tests" / "fixtures" / "corpus"
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 CRASHED = CORPUS / "vllm" / "vllm-kv-cache-no-memory-compose-issue10439.log"
 INCOMPLETE = CORPUS / "vllm" / "vllm-v1-incomplete-starting-qwen3vl-issue27466.log"
@@ -108,7 +110,10 @@ def test_bad_bytes_give_a_verdict_not_a_traceback(tmp_path: Path, content: bytes
     log = tmp_path / "bad.log"
     log.write_bytes(content)
     proc = subprocess.run(
-        [sys.executable, "-m", "watchdog", "replay", str(log)], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "watchdog.cli", "replay", str(log)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -135,3 +140,19 @@ def test_hundred_megabyte_line_is_cut_not_buffered(tmp_path: Path) -> None:
     assert bytes_read == log.stat().st_size
     assert lines == 2
     assert rss_kib < 150 * 1024
+
+
+def test_example_replays_the_bundled_oom_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """`replay --example` replays the log shipped in the package: exit 1, OOM on 4 of the 8 EP ranks."""
+    assert main(["replay", "--example"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("sglang-ep8-oom.log: sglang crashed during allocating_kv_cache")
+    assert "error [oom] on ranks TP1, TP3, TP5, TP6" in out
+    assert "hint: raise --mem-fraction-static" in out
+
+
+def test_example_ships_inside_the_package() -> None:
+    """The example is a data file of the `watchdog` package (so the wheel has it), the same as examples/'s."""
+    bundled = resources.files("watchdog") / "examples" / "sglang-ep8-oom.log"
+    assert bundled.is_file()
+    assert bundled.read_bytes() == (ROOT / "examples" / "sglang-ep8-oom.log").read_bytes()

@@ -10,12 +10,23 @@ import anyio
 import pytest
 
 from watchdog.exceptions import UsageError
-from watchdog.sources.base import Chunk, FileMissing, FileRestarted, SourceItem
+from watchdog.sources.base import CaughtUp, Chunk, FileMissing, FileRestarted, SourceItem
 from watchdog.sources.local import LocalSource
 
 pytestmark = pytest.mark.anyio
 
 FAST = 0.02
+# How long a follower at the end of an unchanged file must stay silent: many poll intervals.
+QUIET = 0.5
+
+
+async def next_item(items: AsyncIterator[SourceItem], within: float = 5.0) -> SourceItem:
+    """The next item other than CaughtUp (the tests of chunks and file events look past it)."""
+    with anyio.fail_after(within):
+        while True:
+            item = await anext(items)
+            if not isinstance(item, CaughtUp):
+                return item
 
 
 async def read_until(items: AsyncIterator[SourceItem], size: int, within: float = 5.0) -> bytes:
@@ -23,7 +34,7 @@ async def read_until(items: AsyncIterator[SourceItem], size: int, within: float 
     data = b""
     with anyio.fail_after(within):
         while len(data) < size:
-            item = await anext(items)
+            item = await next_item(items)
             assert isinstance(item, Chunk), item
             assert item.offset == len(data)
             data += item.data
@@ -32,9 +43,38 @@ async def read_until(items: AsyncIterator[SourceItem], size: int, within: float 
 
 
 async def next_event(items: AsyncIterator[SourceItem], within: float = 5.0) -> SourceItem:
-    """The next item, which the caller expects to be an event."""
+    """The next item other than CaughtUp, which the caller expects to be an event."""
+    return await next_item(items, within)
+
+
+async def read_to_caught_up(
+    items: AsyncIterator[SourceItem], end: int, start: int = 0, within: float = 5.0
+) -> bytes:
+    """Exactly: chunks covering bytes `start`..`end` in order, then CaughtUp(end) and nothing between."""
+    data = b""
     with anyio.fail_after(within):
-        return await anext(items)
+        while start + len(data) < end:
+            item = await anext(items)
+            assert isinstance(item, Chunk), f"{item!r} before byte {end} was delivered"
+            assert item.offset == start + len(data)
+            data += item.data
+        assert start + len(data) == end
+        assert await anext(items) == CaughtUp(end)
+    return data
+
+
+def append_now(path: Path, data: bytes) -> None:
+    """Append bytes to a file, as a log writer does."""
+    with path.open("ab") as file:
+        file.write(data)
+
+
+async def assert_quiet(items: AsyncIterator[SourceItem], window: float = QUIET) -> None:
+    """No item at all arrives within `window` seconds (waits for an absence, so it takes the window)."""
+    item: SourceItem | None = None
+    with anyio.move_on_after(window):
+        item = await anext(items)
+    assert item is None, f"{item!r} arrived while the file did not change"
 
 
 async def test_follows_appends(tmp_path: Path) -> None:
@@ -49,15 +89,13 @@ async def test_follows_appends(tmp_path: Path) -> None:
             got = b""
             with anyio.fail_after(5):
                 while len(got) < 10:
-                    item = await anext(items)
+                    item = await next_item(items)
                     assert isinstance(item, Chunk)
                     assert item.offset == 11 + len(got)
                     got += item.data
             assert got == b"second\nthi"
             file.write(b"rd\n")
-        with anyio.fail_after(5):
-            item = await anext(items)
-        assert item == Chunk(21, b"rd\n")
+        assert await next_item(items) == Chunk(21, b"rd\n")
 
 
 async def test_starts_at_offset(tmp_path: Path) -> None:
@@ -65,8 +103,7 @@ async def test_starts_at_offset(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_bytes(b"0123456789")
     async with LocalSource(log, poll_interval=FAST).open_follow(4) as items:
-        with anyio.fail_after(5):
-            assert await anext(items) == Chunk(4, b"456789")
+        assert await next_item(items) == Chunk(4, b"456789")
 
 
 async def test_reads_without_waiting_while_data_keeps_coming(tmp_path: Path) -> None:
@@ -97,8 +134,7 @@ async def test_rotation(tmp_path: Path) -> None:
         log.rename(tmp_path / "x.log.1")
         with (tmp_path / "x.log.1").open("ab") as old:
             old.write(b"old 2\n")
-        with anyio.fail_after(5):
-            assert await anext(items) == Chunk(6, b"old 2\n")
+        assert await next_item(items) == Chunk(6, b"old 2\n")
         log.write_bytes(b"new 1\n")
         assert await next_event(items) == FileRestarted("rotated")
         assert await read_until(items, 6) == b"new 1\n"
@@ -154,7 +190,7 @@ async def test_resume_past_end_is_truncation(tmp_path: Path) -> None:
 async def test_directory_is_usage_error(tmp_path: Path) -> None:
     """Following something that is not a regular file raises UsageError from the iteration."""
     async with LocalSource(tmp_path, poll_interval=FAST).open_follow() as items:
-        with anyio.fail_after(5), pytest.raises(UsageError, match="not a regular file"):
+        with anyio.fail_after(5), pytest.raises(UsageError, match="a directory, not a regular log file"):
             await anext(items)
 
 
@@ -170,7 +206,59 @@ async def test_errors_leave_the_block_unwrapped(tmp_path: Path) -> None:
         async with source.open_follow():
             raise KeyError("from the body")
 
-    with pytest.raises(UsageError, match="not a regular file"):
+    with pytest.raises(UsageError, match="a directory, not a regular log file"):
         await follow_to_the_end(LocalSource(tmp_path, poll_interval=FAST))
     with pytest.raises(KeyError):
         await fail_in_the_block(LocalSource(tmp_path / "x", poll_interval=FAST))
+
+
+async def test_caught_up_once_after_existing_bytes(tmp_path: Path) -> None:
+    """A file's existing bytes all arrive as chunks, then one CaughtUp(size), and nothing more while it is unchanged."""
+    log = tmp_path / "x.log"
+    payload = os.urandom(10_000)
+    log.write_bytes(payload)
+    async with LocalSource(log, poll_interval=FAST, read_size=4096).open_follow() as items:
+        assert await read_to_caught_up(items, len(payload)) == payload
+        await assert_quiet(items)
+
+
+async def test_caught_up_again_after_append(tmp_path: Path) -> None:
+    """Bytes appended to a followed file arrive as chunks, then CaughtUp with the new size, once."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        append_now(log, b"second\nthird\n")
+        assert await read_to_caught_up(items, 19, start=6) == b"second\nthird\n"
+        await assert_quiet(items)
+
+
+@pytest.mark.parametrize(
+    ("content", "offset"),
+    [pytest.param(b"", 0, id="empty"), pytest.param(b"already read\n", 13, id="read")],
+)
+async def test_caught_up_first_when_nothing_to_read(tmp_path: Path, content: bytes, offset: int) -> None:
+    """Following an empty file (or from its end) gives CaughtUp(offset) first, then the appended bytes."""
+    log = tmp_path / "x.log"
+    log.write_bytes(content)
+    async with LocalSource(log, poll_interval=FAST).open_follow(offset) as items:
+        with anyio.fail_after(5):
+            assert await anext(items) == CaughtUp(offset)
+        await assert_quiet(items)
+        append_now(log, b"hello\n")
+        assert await read_to_caught_up(items, offset + 6, start=offset) == b"hello\n"
+
+
+async def test_caught_up_again_in_a_truncated_file(tmp_path: Path) -> None:
+    """A file cut to empty after being read gives FileRestarted('truncated'), then CaughtUp(0), then its new bytes."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first incarnation\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        await read_to_caught_up(items, 18)
+        os.truncate(log, 0)
+        with anyio.fail_after(5):
+            assert await anext(items) == FileRestarted("truncated")
+            assert await anext(items) == CaughtUp(0)
+        await assert_quiet(items)
+        append_now(log, b"second\n")
+        assert await read_to_caught_up(items, 7) == b"second\n"

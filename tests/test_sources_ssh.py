@@ -20,6 +20,7 @@ from sshd_server import SSHDServer, assert_no_reader_left, readers_of, wait_gone
 
 from watchdog.exceptions import AuthError, HostKeyError, UsageError
 from watchdog.sources.base import (
+    CaughtUp,
     Chunk,
     Connected,
     Disconnected,
@@ -33,6 +34,8 @@ from watchdog.sources.sshpool import SSHOptions, SSHPool
 pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
 
 FAST = 0.05
+# How long a follower at the end of an unchanged file must stay silent: many poll and stat intervals.
+QUIET = 0.5
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -51,11 +54,11 @@ def make_source(pool: SSHPool, sshd: SSHDServer, path: Path, **options: Any) -> 
 
 
 async def next_item(items: AsyncIterator[SourceItem], within: float = 10.0) -> SourceItem:
-    """The next item other than Connected."""
+    """The next item other than Connected and CaughtUp (the tests of chunks and events look past them)."""
     with anyio.fail_after(within):
         while True:
             item = await anext(items)
-            if not isinstance(item, Connected):
+            if not isinstance(item, Connected | CaughtUp):
                 return item
 
 
@@ -75,6 +78,30 @@ async def append(path: Path, data: bytes) -> None:
     """Append bytes to a file, as a log writer does."""
     with path.open("ab") as file:
         file.write(data)
+
+
+async def read_to_caught_up(
+    items: AsyncIterator[SourceItem], end: int, start: int = 0, within: float = 10.0
+) -> bytes:
+    """Exactly: chunks covering bytes `start`..`end` in order, then CaughtUp(end) and nothing between."""
+    data = b""
+    with anyio.fail_after(within):
+        while start + len(data) < end:
+            item = await anext(items)
+            assert isinstance(item, Chunk), f"{item!r} before byte {end} was delivered"
+            assert item.offset == start + len(data)
+            data += item.data
+        assert start + len(data) == end
+        assert await anext(items) == CaughtUp(end)
+    return data
+
+
+async def assert_quiet(items: AsyncIterator[SourceItem], window: float = QUIET) -> None:
+    """No item at all arrives within `window` seconds (waits for an absence, so it takes the window)."""
+    item: SourceItem | None = None
+    with anyio.move_on_after(window):
+        item = await anext(items)
+    assert item is None, f"{item!r} arrived while the file did not change"
 
 
 def has_tail(pids: set[int]) -> bool:
@@ -138,6 +165,8 @@ async def test_reconnects_without_loss_or_duplicates(sshd: SSHDServer, pool: SSH
                     disconnects += 1
                 elif isinstance(item, Connected):
                     connected = True
+                elif isinstance(item, CaughtUp):
+                    assert item.offset == len(data)
                 else:
                     pytest.fail(f"unexpected {item}")
     assert disconnects >= 3
@@ -378,3 +407,107 @@ async def test_frozen_peer_is_noticed_by_keepalive(
         with log.open("ab") as f:
             f.write(b"after\n")
         assert await read_until(items, 13, start=7) == b"after\n"
+
+
+STREAM_OR_POLL = pytest.mark.parametrize(
+    "stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")]
+)
+
+
+@STREAM_OR_POLL
+async def test_caught_up_once_after_existing_bytes(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None
+) -> None:
+    """A remote file's existing bytes all arrive as chunks, then one CaughtUp(size), and nothing more while it is unchanged."""
+    log = tmp_path / "existing.log"
+    payload = b"".join(b"line %d\n" % i for i in range(1000))
+    log.write_bytes(payload)
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+        assert await read_to_caught_up(items, len(payload)) == payload
+        await assert_quiet(items)
+
+
+@STREAM_OR_POLL
+async def test_caught_up_again_after_append(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None
+) -> None:
+    """Bytes appended to a followed remote file arrive as chunks, then CaughtUp with the new size, once."""
+    log = tmp_path / "grow.log"
+    log.write_bytes(b"first\n")
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        await append(log, b"second\nthird\n")
+        assert await read_to_caught_up(items, 19, start=6) == b"second\nthird\n"
+        await assert_quiet(items)
+
+
+@STREAM_OR_POLL
+@pytest.mark.parametrize(
+    ("content", "offset"),
+    [pytest.param(b"", 0, id="empty"), pytest.param(b"already read\n", 13, id="read")],
+)
+async def test_caught_up_first_when_nothing_to_read(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None, content: bytes, offset: int
+) -> None:
+    """Following an empty remote file (or from its end) gives CaughtUp(offset) first, then the appended bytes."""
+    log = tmp_path / "empty.log"
+    log.write_bytes(content)
+    async with make_source(pool, sshd, log, stream=stream).open_follow(offset) as items:
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+            assert await anext(items) == CaughtUp(offset)
+        await assert_quiet(items)
+        await append(log, b"hello\n")
+        assert await read_to_caught_up(items, offset + 6, start=offset) == b"hello\n"
+
+
+@STREAM_OR_POLL
+async def test_caught_up_only_after_a_large_file_is_delivered(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None
+) -> None:
+    """A file larger than a channel read (and than a poll read) gives CaughtUp only once every byte is delivered."""
+    log = tmp_path / "large.log"
+    payload = os.urandom(2 * 1024 * 1024 + 4321)
+    log.write_bytes(payload)
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+        chunks = 0
+        data = b""
+        with anyio.fail_after(30):
+            while True:
+                item = await anext(items)
+                if isinstance(item, CaughtUp):
+                    break
+                assert isinstance(item, Chunk), item
+                assert item.offset == len(data)
+                data += item.data
+                chunks += 1
+        assert item == CaughtUp(len(payload))
+        assert data == payload
+        assert chunks > 1, "the file should take more than one read"
+        await assert_quiet(items)
+
+
+@STREAM_OR_POLL
+async def test_caught_up_again_in_a_truncated_file(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None
+) -> None:
+    """A file cut to empty after being read gives FileRestarted('truncated'), then CaughtUp(0), then its new bytes."""
+    log = tmp_path / "trunc.log"
+    log.write_bytes(b"first incarnation\n")
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+        await read_to_caught_up(items, 18)
+        os.truncate(log, 0)
+        with anyio.fail_after(10):
+            assert await anext(items) == FileRestarted("truncated")
+            assert await anext(items) == CaughtUp(0)
+        await assert_quiet(items)
+        await append(log, b"second\n")
+        assert await read_to_caught_up(items, 7) == b"second\n"

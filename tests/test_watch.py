@@ -323,7 +323,7 @@ async def test_no_remote_tail_left_when_the_watcher_is_stopped(
     target = f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{log}"
     argv = ["watch", target, "--identity", str(sshd.client_key), "--known-hosts", str(sshd.known_hosts)]
     async with await anyio.open_process(
-        [sys.executable, "-m", "watchdog", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "watchdog.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as proc:
         assert proc.stdout is not None
         seen = b""

@@ -1,7 +1,15 @@
 """watchdog: follows LLM inference-server launches and says ready, crashed (and why) or stalled.
 
-The public surface is re-exported here (lazily, so that `watchdog --version` stays fast); everything else
+The public surface is re-exported here lazily (so that `watchdog --version` stays fast); everything else
 may change.
+
+This file is shared: the unrelated PyPI package `watchdog` (file events) installs into the same
+`site-packages/watchdog/` directory, and whichever of the two is installed last owns `__init__.py`; after
+one of them is uninstalled there is none and `watchdog` is a namespace package. So no module of this
+project relies on anything defined here (they import `from watchdog.<module> import <name>`, and so
+should scripts that need to work beside the other package). When this file is the one on disk, the other
+package imports it too: it imports no module of ours and only defines the lazy lookup below, which answers
+nothing but the names listed (a submodule such as `watchdog.events` is found by the import system as usual).
 """
 
 from __future__ import annotations
@@ -89,6 +97,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    """The re-exports, imported on first use (a name not listed is a submodule or an AttributeError)."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'watchdog' has no attribute {name!r}")

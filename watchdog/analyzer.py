@@ -12,10 +12,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from watchdog.envelope import parse, unglue
-from watchdog.findings import Event, HealthChecked, LaunchStarted, LinesRead, ProcessExited
+from watchdog.findings import (
+    Event,
+    GpuMemorySampled,
+    HealthChecked,
+    LaunchStarted,
+    LinesRead,
+    LogMissing,
+    ProcessExited,
+)
 from watchdog.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.lifecycle import DEFAULT_CRASH_GRACE, Lifecycle, State, Transition
-from watchdog.profile import Profile, detect_engine, load_profile
+from watchdog.profile import Profile, detect_engine, load_profile, load_profile_file
 from watchdog.scanner import Scanner
 
 __all__ = ["Analyzer"]
@@ -60,12 +68,16 @@ class Analyzer:
         self,
         engine: str | None = None,
         *,
-        profiles: Sequence[Path] = (),
+        profiles: Sequence[Path | Profile] = (),
         stall_after: float | None = None,
         crash_grace: float = DEFAULT_CRASH_GRACE,
         max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
-        self._extra = tuple(profiles)
+        # user profiles are read here, once: feeding never touches a file
+        self._extra = tuple(p if isinstance(p, Profile) else load_profile_file(p) for p in profiles)
+        self._max_line = max_line
+        self._stall_after = stall_after
+        self._crash_grace = crash_grace
         self.framer = Framer(max_line=max_line)
         self.lifecycle = Lifecycle(engine or "generic", stall_after=stall_after, crash_grace=crash_grace)
         self.profile: Profile | None = None
@@ -79,6 +91,14 @@ class Analyzer:
         self.lines_read = 0
         self.bytes_read = 0
         self._tail = b""
+        # The log's first bytes, while the engine is unknown. When detection had to decide before the head
+        # was complete and found no engine, the generic profile reads on and the head is kept, so that the
+        # log can be read again from its start if an engine's marker shows up in the rest of the head.
+        self._raw_head = bytearray()
+        self._provisional = False
+        self._head_emitted: set[tuple[State, int | None]] = set()
+        self._caught_up = False
+        self._last_feed = 0.0
         if engine and engine != "auto":
             self._use(load_profile(engine, self._extra))
 
@@ -100,13 +120,39 @@ class Analyzer:
     def feed(self, data: bytes, now: float) -> list[Transition]:
         """Take the next bytes of the log; return the transitions they caused."""
         self.bytes_read += len(data)
+        self._last_feed = now
+        if self._provisional:
+            return self._feed_provisional(data, now)
+        if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
+            self._raw_head += data[: _DETECT_BYTES - len(self._raw_head)]
         return self._blocks(self.framer.feed(data), now)
+
+    def caught_up(self, now: float) -> list[Transition]:
+        """The source has read to the end of the file as it is now.
+
+        The engine is detected from what there is (no wait for more lines), and the first time, what the
+        log already held is judged whole, as `replay` would (see `Lifecycle.caught_up`).
+        """
+        out = self._detect(now, force=True) if self.profile is None and self._held else []
+        if not self._caught_up:
+            self._caught_up = True
+            self.lifecycle.caught_up(now)
+        return out
+
+    def close_tracebacks(self, now: float) -> list[Transition]:
+        """Take the tracebacks still open as complete: nothing more of them will come (the process died,
+        or the log has been quiet for the crash grace). Their frames may still tell the crash's phase."""
+        out: list[Transition] = []
+        for event in self._scanner.flush():
+            out += self._emit(event, now)
+        return out
 
     def restart(self, now: float) -> list[Transition]:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
         out = self._blocks(self.framer.flush(), now)
         self.framer = Framer(max_line=self.framer.max_line)
         self._scanner.reset()
+        self._provisional, self._raw_head = False, bytearray()
         out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
         return out
 
@@ -116,10 +162,14 @@ class Analyzer:
         held = self.profile is None and self._held and self._held_since is not None
         if held and self._held_since is not None and now - self._held_since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
+        if self._scanner.busy and now - self._last_feed >= self._crash_grace:
+            out += self.close_tracebacks(now)
         out += self.lifecycle.tick(now)
         return out
 
-    def probe(self, event: ProcessExited | HealthChecked, now: float) -> list[Transition]:
+    def probe(
+        self, event: ProcessExited | HealthChecked | GpuMemorySampled | LogMissing, now: float
+    ) -> list[Transition]:
         """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
         out = self._detect(now, force=True) if self.profile is None and self._held else []
         return out + self.lifecycle.feed(event, now)
@@ -129,8 +179,7 @@ class Analyzer:
         out = self._blocks(self.framer.flush(), now)
         if self.profile is None:
             out += self._detect(now, force=True)
-        for event in self._scanner.flush():
-            out += self._emit(event, now)
+        out += self.close_tracebacks(now)
         out += self.lifecycle.finish(now)
         return out
 
@@ -170,8 +219,13 @@ class Analyzer:
             return []
         # Exactly the first lines within the first bytes, however the bytes arrived: same log, same engine.
         head = held[:_DETECT_BYTES].decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
-        engine = detect_engine(head, self._extra) or "generic"
-        self._use(load_profile(engine, self._extra))
+        engine = detect_engine(head, self._extra)
+        self._provisional = (
+            engine is None and len(head) < _DETECT_LINES and len(self._raw_head) < _DETECT_BYTES
+        )
+        if not self._provisional:
+            self._raw_head = bytearray()
+        self._use(load_profile(engine or "generic", self._extra))
         blocks, self._held = self._held, []
         out: list[Transition] = []
         for block in blocks:
@@ -206,7 +260,7 @@ class Analyzer:
                 (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
             )
         out: list[Transition] = []
-        if first == 1 and self.lifecycle.state == State.PENDING:
+        if first == 1 and self.lifecycle.current.phase == State.PENDING:
             out += self._emit(_first_line(data), now)
         self._refresh_rules()
         templates = data.translate(_DIGITS).split(b"\n")
@@ -263,7 +317,39 @@ class Analyzer:
         return out
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
-        return self.lifecycle.feed(event, now)
+        out = self.lifecycle.feed(event, now)
+        if self._provisional:
+            self._head_emitted.update((t.state, t.line) for t in out)
+        return out
+
+    def _feed_provisional(self, data: bytes, now: float) -> list[Transition]:
+        head = self._raw_head
+        old = len(head)
+        head += data[: _DETECT_BYTES - old]
+        lines = bytes(head).decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
+        engine = detect_engine(lines, self._extra)
+        if engine is None:
+            if len(lines) >= _DETECT_LINES or len(head) >= _DETECT_BYTES:
+                self._provisional = False  # the whole head was read: generic it is
+                self._raw_head = bytearray()
+            return self._blocks(self.framer.feed(data), now)
+        # An engine's marker in the head: read the log again from its start with that engine's profile,
+        # without reporting twice the transitions already reported.
+        whole = bytes(head[:old]) + data
+        emitted = self._head_emitted
+        bytes_read, caught_up = self.bytes_read, self._caught_up
+        self.__init__(  # type: ignore[misc]  # the same analyzer, reading again from the start
+            engine,
+            profiles=self._extra,
+            stall_after=self._stall_after,
+            crash_grace=self._crash_grace,
+            max_line=self._max_line,
+        )
+        out = self._blocks(self.framer.feed(whole), now)
+        self.bytes_read, self._caught_up = bytes_read, caught_up
+        if caught_up:
+            self.lifecycle.caught_up(now)
+        return [t for t in out if (t.state, t.line) not in emitted]
 
 
 def _first_line(data: bytes) -> LaunchStarted:

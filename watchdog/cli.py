@@ -1,6 +1,8 @@
 """The command line: `watchdog replay`, `watchdog watch`; exit codes of DESIGN.md.
 
-Heavy modules are imported inside the commands, so that `watchdog --version` starts fast.
+Heavy modules are imported inside the commands, so that `watchdog --version` starts fast. Every option
+value is checked before anything starts (`watchdog.options`): bad input is exit 64 or 78 with a message,
+never a traceback and never 1 (which says the server crashed).
 """
 
 from __future__ import annotations
@@ -8,14 +10,48 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from watchdog.exitcodes import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
+from watchdog.exitcodes import (
+    EXIT_CONFIG,
+    EXIT_CRASHED,
+    EXIT_INTERRUPTED,
+    EXIT_NO_VERDICT,
+    EXIT_READY,
+    EXIT_STALLED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
+from watchdog.options import (
+    duration,
+    health_url,
+    pid,
+    process_pattern,
+    validate_replay,
+    validate_watch,
+    webhook_url,
+)
 
-__all__ = ["main"]
+__all__ = ["EXIT_INTERNAL", "main"]
 
 ENGINE_CHOICES = ("auto", "sglang", "vllm", "tgi", "trtllm", "llamacpp", "ollama", "generic")
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in watchdog, not a verdict about the server
+EXAMPLE_LOG = "sglang-ep8-oom.log"  # in watchdog/examples/: 8 EP ranks, 4 of them out of memory
+
+EXIT_CODES_HELP = f"""\
+exit codes:
+  {EXIT_READY:<4}ready: the server can serve
+  {EXIT_CRASHED:<4}crashed: the report names the root cause
+  {EXIT_STALLED:<4}stalled (no progress for --stall-after), or --timeout reached
+  {EXIT_NO_VERDICT:<4}no verdict: the log ended while still starting, or the server stopped cleanly
+  {EXIT_USAGE:<4}usage error: bad command line or unreadable input file
+  {EXIT_UNREACHABLE:<4}target unreachable: SSH connection, authentication or host key
+  {EXIT_INTERNAL:<4}internal error: a bug in watchdog (run with --debug for the traceback)
+  {EXIT_CONFIG:<4}configuration error: invalid profile file
+  {EXIT_INTERRUPTED:<4}interrupted (Ctrl-C)
+"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,43 +73,71 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = _Parser(
-        prog="watchdog", description="Follow LLM inference-server launches and say why they fail."
+        prog="watchdog",
+        description="Follow LLM inference-server launches and say why they fail.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
-    replay = sub.add_parser("replay", help="read a whole log and give the verdict")
-    replay.add_argument("file", type=Path, help="the log file")
+    replay = sub.add_parser(
+        "replay",
+        help="read a whole log and give the verdict",
+        description="Read a whole log and give the verdict.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_argument("file", type=Path, nargs="?", help="the log file (or --example)")
+    replay.add_argument(
+        "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
+    )
     _common(replay)
 
-    watch = sub.add_parser("watch", help="follow a live launch until a verdict")
+    watch = sub.add_parser(
+        "watch",
+        help="follow a live launch until a verdict",
+        description="Follow a live launch until a verdict.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     watch.add_argument("target", help="a local path, ssh://[user@]host[:port]/path or [user@]host:/path")
     _common(watch)
     watch.add_argument(
-        "--timeout", type=_duration, metavar="S", help="overall deadline: 90, 30s, 10m, 1h (exit 2)"
+        "--timeout", type=duration, metavar="S", help="overall deadline: 90, 30s, 10m, 1h (exit 2)"
     )
     watch.add_argument(
         "--stall-after",
-        type=_duration,
+        type=duration,
         default=600.0,
         metavar="S",
         help="stalled after S s without progress (default 600)",
     )
     watch.add_argument(
-        "--notify", action="append", default=[], metavar="URL", help="POST the verdict as JSON to URL"
+        "--notify",
+        action="append",
+        type=webhook_url,
+        default=[],
+        metavar="URL",
+        help="POST the verdict as JSON to this http(s) URL (repeatable)",
     )
     watch.add_argument("--events", type=Path, metavar="FILE", help="append every transition as a JSON line")
     watch.add_argument(
-        "--pid", type=int, help="the server's pid on the host: gone without a traceback = crashed"
+        "--pid", type=pid, help="the server's pid on the host: gone without a traceback = crashed"
     )
-    watch.add_argument("--process", metavar="PATTERN", help="pgrep -f pattern of the server process")
-    watch.add_argument("--health", metavar="URL", help="health endpoint, probed once weights are loaded")
+    watch.add_argument(
+        "--process", type=process_pattern, metavar="PATTERN", help="pgrep -f pattern of the server process"
+    )
+    watch.add_argument(
+        "--health", type=health_url, metavar="URL", help="health endpoint, probed once weights are loaded"
+    )
     watch.add_argument(
         "--gpu", action="store_true", help="poll nvidia-smi on the host: memory facts, growth is progress"
     )
     watch.add_argument(
         "--gpu-interval",
-        type=_duration,
+        type=duration,
         default=5.0,
         metavar="S",
         help="seconds between GPU polls (default 5)",
@@ -99,27 +163,41 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="extra profile TOML (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
-
-
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _duration(text: str) -> float:
-    """Seconds from "90", "90s", "10m" or "1.5h"."""
-    number, unit = text.strip(), ""
-    if number and number[-1] in "smh":
-        number, unit = number[:-1], number[-1]
-    try:
-        value = float(number) * _UNITS[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: use 90, 90s, 10m or 1.5h") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be positive")
-    return value
+    # Also after the command; SUPPRESS keeps a `watchdog --debug replay ...` from being reset to False.
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show the traceback of an internal error",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code.
+
+    Args:
+        argv: the arguments after the program name (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit code: a verdict (0-3), a usage (64), reachability (69) or configuration (78) error,
+        an internal error (70), or 130 after Ctrl-C.
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(arguments)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            return EXIT_INTERRUPTED
+        if not isinstance(group, Exception):
+            raise  # a group of SystemExit or the like: not ours to report
+        return _internal_error(group, _wants_debug(arguments))
+    except Exception as exc:
+        return _internal_error(exc, _wants_debug(arguments))
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
@@ -132,8 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "replay":
+            validate_replay(args)
             return _replay(args)
         if args.command == "watch":
+            for warning in validate_watch(args):
+                print(f"watchdog: {warning}", file=sys.stderr)
             from watchdog.watch import run_watch  # noqa: PLC0415
 
             return run_watch(args)
@@ -146,21 +227,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TargetError as exc:
         print(f"watchdog: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
     return EXIT_USAGE
 
 
+def _wants_debug(argv: list[str]) -> bool:
+    """Whether --debug was given: read from the raw arguments, since parsing itself may have failed."""
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    return "--debug" in options
+
+
+def _internal_error(exc: BaseException, debug: bool) -> int:
+    """Report a bug: the traceback with --debug, else one line that says how to get it."""
+    leaf = exc
+    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+        leaf = leaf.exceptions[0]  # a task group's wrapper says nothing: name what went wrong inside
+    message = " ".join(str(leaf).split())
+    line = f"watchdog: internal error: {type(leaf).__name__}" + (f": {message}" if message else "")
+    try:
+        if debug:
+            traceback.print_exception(exc, file=sys.stderr)
+            print(line, file=sys.stderr)
+        else:
+            print(f"{line} (run with --debug for the traceback)", file=sys.stderr)
+    except OSError:
+        pass  # stderr is gone: the exit code still says it
+    return EXIT_INTERNAL
+
+
 def _replay(args: argparse.Namespace) -> int:
+    from importlib import resources  # noqa: PLC0415
+
     from watchdog.lifecycle import State  # noqa: PLC0415
     from watchdog.render import render_verdict, write_out  # noqa: PLC0415
     from watchdog.replay import replay_path  # noqa: PLC0415
     from watchdog.verdict import exit_code  # noqa: PLC0415
 
     engine = None if args.engine == "auto" else args.engine
-    _analyzer, verdict = replay_path(args.file, engine, args.profile)
+    if args.example:
+        ref = resources.files("watchdog") / "examples" / EXAMPLE_LOG
+        with resources.as_file(ref) as path:
+            _analyzer, verdict = replay_path(path, engine, args.profile)
+        source = EXAMPLE_LOG
+    else:
+        _analyzer, verdict = replay_path(args.file, engine, args.profile)
+        source = str(args.file)
     if args.json:
         write_out(json.dumps(verdict, ensure_ascii=False))
     else:
-        write_out(render_verdict(verdict, source=str(args.file)))
+        write_out(render_verdict(verdict, source=source))
     return exit_code(State(verdict["state"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

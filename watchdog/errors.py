@@ -18,6 +18,12 @@ from watchdog.tracebacks import EXCEPTION_LINE, Traceback
 __all__ = ["Candidate", "Error", "from_traceback", "root_cause"]
 
 _MASK = re.compile(r"\d+")
+# The outermost frame of an uncaught traceback that ends its process: the main module, `python -m`, a
+# multiprocessing child's bootstrap. A thread's (threading.py) or a request handler's is not one.
+_ENTRY_FRAME = re.compile(
+    r'File "[^"]*", line \d+, in (?:<module>|_run_module_as_main|_run_code|spawn_main)\b'
+    r'|File "[^"]*multiprocessing/(?:process|popen_fork|spawn)\.py", line \d+, in (?:_bootstrap|_launch|_main)\b'
+)
 _MAX_SUMMARY = 500
 
 
@@ -96,6 +102,7 @@ def from_traceback(tb: Traceback) -> Candidate | None:
     text = "\n".join(tb.lines)
     return Candidate(
         summary=summary[:_MAX_SUMMARY],
+        fatal=not tb.noise and _uncaught(tb),
         line=tb.exc_line_no or tb.line,
         source=tb.source,
         exception=exception,
@@ -105,6 +112,12 @@ def from_traceback(tb: Traceback) -> Candidate | None:
         at=tb.at,
         chained=tb.chained,
     )
+
+
+def _uncaught(tb: Traceback) -> bool:
+    """Whether the traceback's outermost frame is a process entry point: the process is exiting with it."""
+    outer = next((ln for ln in tb.lines if ln.lstrip().startswith('File "')), None)
+    return outer is not None and _ENTRY_FRAME.search(outer) is not None
 
 
 def _priority(c: Candidate, category: str) -> tuple[int, int, int, int]:

@@ -10,9 +10,11 @@ __all__ = [
     "ErrorSeen",
     "Event",
     "FactFound",
+    "GpuMemorySampled",
     "HealthChecked",
     "LaunchStarted",
     "LinesRead",
+    "LogMissing",
     "PhaseReached",
     "ProcessExited",
     "ProgressMade",
@@ -100,10 +102,22 @@ class LinesRead:
 
 
 @dataclass(frozen=True, slots=True)
+class LogMissing:
+    """The log file is not there (yet): the stall clock runs from now."""
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessExited:
     """The watched process is gone (probe)."""
 
     detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemorySampled:
+    """The GPU probe sampled memory: `growing` when the launch's memory is still filling (that is progress)."""
+
+    growing: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,4 +138,6 @@ Event = (
     | LinesRead
     | ProcessExited
     | HealthChecked
+    | GpuMemorySampled
+    | LogMissing
 )

@@ -18,9 +18,11 @@ from watchdog.findings import (
     ErrorSeen,
     Event,
     FactFound,
+    GpuMemorySampled,
     HealthChecked,
     LaunchStarted,
     LinesRead,
+    LogMissing,
     PhaseReached,
     ProcessExited,
     ProgressMade,
@@ -65,6 +67,7 @@ class Transition:
     at: str | None  # the log's time of that line
     now: float  # the caller's clock when it happened
     reason: str = ""
+    incarnation: int = 1  # the incarnation whose state changed
 
     def to_json(self) -> dict[str, object]:
         """A timeline entry of the JSON contract."""
@@ -91,6 +94,9 @@ class Incarnation:
     ready_seconds: float | None = None  # log seconds from start to ready
     lines: int = 0
     healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
+    # A post-ready error that was already in the log when the follower caught up with it: judged as replay
+    # would, so the clock confirms it (see `Lifecycle.caught_up`).
+    judge_by_clock: bool = False
 
 
 class Lifecycle:
@@ -108,7 +114,7 @@ class Lifecycle:
         self.crash_grace = crash_grace
         self.current = Incarnation(1)
         self.history: list[Incarnation] = []
-        self.memory_growing = False  # set by the GPU probe: a quiet phase that fills memory is not stalled
+        self.memory_growing = False  # GpuMemorySampled: a quiet phase that fills memory is not stalled
         # Whether a health 200 may confirm ready in a log with no phase marker (--log-level warning). Not for
         # engines whose health endpoint answers before they can serve (SGLang): profile `early_health`.
         self.trust_silent_health = True
@@ -142,7 +148,8 @@ class Lifecycle:
             if inc.pending_since is not None and inc.state not in FINAL:
                 # the server started again: the error before it was fatal to the previous run
                 self._crash(inc, now, out, None, None, reason="restarted after an error")
-            if inc.state not in (State.PENDING, State.STARTING) or inc.candidates:
+            waited = inc.state == State.STALLED and inc.phase == State.PENDING  # for a log that was missing
+            if (inc.state not in (State.PENDING, State.STARTING) and not waited) or inc.candidates:
                 self.history.append(inc)
                 inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
             self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
@@ -170,6 +177,10 @@ class Lifecycle:
                 self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
+        elif isinstance(event, GpuMemorySampled):
+            self.memory_growing = event.growing
+        elif isinstance(event, LogMissing):
+            pass  # the clock started above: a log that never appears stalls like a silent one
         elif isinstance(event, StopSeen):
             if inc.state not in FINAL and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
@@ -180,8 +191,7 @@ class Lifecycle:
                 # only healthy lines after the error count, and only once it was ready.
                 inc.healthy_after_error += event.healthy_tail
                 if inc.healthy_after_error >= POST_READY_RECOVERY_LINES:
-                    inc.pending_since = None
-                    inc.pending_index = len(inc.candidates)
+                    self._resolve(inc)
             if event.active:
                 # healthy lines count against a stall (not against an error)
                 inc.last_progress = now
@@ -231,14 +241,14 @@ class Lifecycle:
         # fatal line, the process exiting, or the end of the log, never by the clock.
         if (
             inc.pending_since is not None
-            and inc.phase != State.READY
+            and (inc.phase != State.READY or inc.judge_by_clock)
             and now - inc.pending_since >= self.crash_grace
         ):
             self._crash(inc, now, out, None, None, reason="error with no progress after it")
             return out
         if (
             self.stall_after is not None
-            and inc.state in _STARTUP
+            and (inc.state in _STARTUP or inc.state == State.PENDING)
             and inc.last_progress is not None
             and now - inc.last_progress >= self.stall_after
         ):
@@ -249,6 +259,15 @@ class Lifecycle:
                     inc, State.STALLED, None, None, None, now, f"no progress for {self.stall_after:g}s", out
                 )
         return out
+
+    def caught_up(self, now: float) -> None:
+        """The follower has read what the log held when it started: an error in it after ready is judged as
+        replay would judge it (a crash, unless healthy lines or progress show it was survived), by the clock
+        (`crash_grace` from now), since an idle server prints nothing more."""
+        inc = self.current
+        if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
+            inc.judge_by_clock = True
+            inc.pending_since = now
 
     def finish(self, now: float) -> list[Transition]:
         """The log ended and nothing more will come (replay): a pending error is final."""
@@ -269,25 +288,53 @@ class Lifecycle:
             # other ranks go on loading while one dies. `source` None (the ready marker) speaks for all.
             pending = inc.candidates[inc.pending_index :]
             if source is None or any(not c.noise and c.source in ("", source) for c in pending):
-                inc.pending_since = None
-                inc.pending_index = len(inc.candidates)
+                self._resolve(inc)
         if inc.state == State.STALLED:
             self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
 
+    def _resolve(self, inc: Incarnation) -> None:
+        # the pending errors were survived
+        inc.pending_since = None
+        inc.pending_index = len(inc.candidates)
+        inc.judge_by_clock = False
+
+    def _rechoose(self, inc: Incarnation) -> None:
+        # The verdict stands; its root cause (and the phase its frames point at) is chosen again.
+        live = inc.candidates[inc.pending_index :] or inc.candidates
+        phase = inc.crash_phase or inc.phase
+        inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine)
+        if inc.error is not None and inc.error.phase_hint and phase != State.READY:
+            hinted = _PHASES[inc.error.phase_hint]
+            if _ORDER[hinted] > _ORDER[phase]:
+                inc.crash_phase = hinted
+
+    def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
+        # A traceback is reported when its exception line is read and again, whole, when it closes: the
+        # second report replaces the first.
+        if cand.kind != "traceback":
+            return False
+        for i in range(len(inc.candidates) - 1, -1, -1):
+            old = inc.candidates[i]
+            if old.kind == "traceback" and old.line == cand.line and old.source == cand.source:
+                inc.candidates[i] = cand
+                if inc.state == State.CRASHED:
+                    self._rechoose(inc)
+                elif cand.fatal and not old.fatal and not cand.noise and inc.state not in FINAL:
+                    self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
+                return True
+            if old.line < cand.line:
+                return False
+        return False
+
     def _error(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> None:
+        if self._replaced(inc, cand, now, out):
+            return
         if inc.state in FINAL:
-            # other ranks printing the same error after the verdict still belong to its list of ranks
+            # Errors printed after the verdict (other ranks, or a log written newest-first) may name the
+            # cause better, and other ranks' copies of it belong to its list of ranks.
             if inc.state == State.CRASHED and len(inc.candidates) < _MAX_LATE_CANDIDATES:
-                # Errors printed after the verdict (other ranks, or a log written newest-first) may name the
-                # cause better: the verdict stands, its root cause is chosen again.
                 inc.candidates.append(cand)
-                live = inc.candidates[inc.pending_index :] or inc.candidates
-                phase = inc.crash_phase or inc.phase
-                inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine)
-                if inc.error is not None and inc.error.phase_hint and phase != State.READY:
-                    hinted = _PHASES[inc.error.phase_hint]
-                    if _ORDER[hinted] > _ORDER[phase]:
-                        inc.crash_phase = hinted
+                self._rechoose(inc)
             return
         inc.candidates.append(cand)
         if cand.noise:
@@ -338,7 +385,7 @@ class Lifecycle:
     ) -> None:
         if state == inc.state:
             return
-        t = Transition(state, inc.state, line, at, now, reason)
+        t = Transition(state, inc.state, line, at, now, reason, inc.number)
         inc.state = state
         if record_phase and (state in _STARTUP or state == State.READY):
             inc.phase = state

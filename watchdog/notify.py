@@ -96,8 +96,9 @@ async def post_json(
         backoff: seconds before the first retry; 0 retries at once.
 
     Raises:
-        DeliveryError: the URL is not http(s), the receiver answered non-2xx, or it could not be reached
-            within `attempts` tries.
+        DeliveryError: the URL is not http(s) or is invalid (no host, a bad port), the receiver answered
+            non-2xx, or it could not be reached within `attempts` tries (refused, DNS, TLS, timeout). This
+            is the only exception a delivery raises, so a caller can treat any failure as "not delivered".
         TypeError: `payload` is not JSON-serializable (a bug in the caller, not a delivery failure).
     """
     where = redact_url(url)
@@ -105,6 +106,7 @@ async def post_json(
         raise DeliveryError(
             f"cannot deliver to {where}: only http:// and https:// webhook URLs are supported"
         )
+    _check_url(url, where)
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": _user_agent()}
     retrying = AsyncRetrying(
@@ -144,7 +146,13 @@ async def _post_once(
         raise _TransientDeliveryError(
             f"cannot reach webhook {where}: {type(exc).__name__}: {_scrub(str(exc), url)}"
         ) from exc
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+    except OSError as exc:  # below httpx: a socket error it did not wrap
+        raise _TransientDeliveryError(
+            f"cannot reach webhook {where}: {type(exc).__name__}: {_scrub(str(exc), url)}"
+        ) from exc
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError, OverflowError, ExceptionGroup) as exc:
+        # ValueError, OverflowError, ExceptionGroup: what the socket layer raises for an address it cannot
+        # use (an ExceptionGroup holds only Exceptions, so a cancellation is never caught here).
         raise DeliveryError(
             f"cannot deliver to webhook {where}: {type(exc).__name__}: {_scrub(str(exc), url)}"
         ) from exc
@@ -163,6 +171,19 @@ async def _post_once(
     if status in {401, 403, 404, 410}:
         raise DeliveryError(f"{answered}; check that the webhook URL and its token are current")
     raise DeliveryError(f"{answered}; the receiver refused this request and will refuse it again")
+
+
+def _check_url(url: str, where: str) -> None:
+    """Refuse a URL no attempt could deliver to: no host, or a port outside 1-65535."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise DeliveryError(f"cannot deliver to {where}: invalid URL: {_scrub(str(exc), url)}") from exc
+    if not parts.hostname:
+        raise DeliveryError(f"cannot deliver to {where}: the URL has no host")
+    if port == 0:
+        raise DeliveryError(f"cannot deliver to {where}: invalid port 0: a port is a number from 1 to 65535")
 
 
 def _scrub(text: str, url: str) -> str:

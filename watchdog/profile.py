@@ -110,11 +110,14 @@ class Profile:
         return tuple(r for r in self.rules if r.kind == kind)
 
 
-def load_profile(engine: str, extra: Sequence[Path] = ()) -> Profile:
-    """Load a bundled engine profile merged with the common rules and any user profile files for it."""
+def load_profile(engine: str, extra: Sequence[Path | Profile] = ()) -> Profile:
+    """Load a bundled engine profile merged with the common rules and any user profiles for it.
+
+    `extra` holds user profiles, loaded (`load_profile_file`) or as paths to load.
+    """
     if engine not in ENGINES:
         raise ConfigError("--engine", "", f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}, auto")
-    user = [load_profile_file(p) for p in extra]
+    user = _loaded(extra)
     base = _bundled(engine)
     common = _bundled("common")
     mine = [p for p in user if p.name == engine]
@@ -131,6 +134,10 @@ def load_profile_file(path: Path) -> Profile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(str(path), "", f"cannot read profile: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            str(path), "", f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "", f"invalid TOML: {exc}") from exc
     return _parse(data, str(path))
@@ -229,15 +236,18 @@ def _finish(profile: Profile) -> Profile:
     return replace(profile, keywords=tuple(sorted(words)))
 
 
-def detect_engine(lines: Iterable[str], extra: Sequence[Path] = ()) -> str | None:
+def _loaded(extra: Sequence[Path | Profile]) -> list[Profile]:
+    return [p if isinstance(p, Profile) else load_profile_file(p) for p in extra]
+
+
+def detect_engine(lines: Iterable[str], extra: Sequence[Path | Profile] = ()) -> str | None:
     """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None.
 
     Counting, not first-hit: an SGLang log may show one line of vLLM's (old SGLang imported vLLM), but
     its own markers outnumber it.
     """
     markers: list[tuple[str, str]] = []
-    for path in extra:
-        prof = load_profile_file(path)
+    for prof in _loaded(extra):
         markers.extend((prof.name, d) for d in prof.detect)
     for engine in ENGINES[:-1]:
         markers.extend((engine, d) for d in _bundled(engine).detect)

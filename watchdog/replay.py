@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from watchdog.analyzer import Analyzer
 from watchdog.exceptions import UsageError
+from watchdog.options import file_kind
 from watchdog.verdict import to_json
 
 __all__ = ["CHUNK", "replay_path"]
@@ -21,13 +23,11 @@ def replay_path(
     """Replay the log at `path`; return the analyzer and the verdict object."""
     analyzer = Analyzer(engine, profiles=profiles)
     try:
-        with path.open("rb") as f:
+        with _open_log(path) as f:
             while chunk := f.read(CHUNK):
                 analyzer.feed(chunk, 0.0)
     except FileNotFoundError as exc:
         raise UsageError(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise UsageError(f"{path}: is a directory, not a log file") from exc
     except PermissionError as exc:
         raise UsageError(f"{path}: permission denied") from exc
     except OSError as exc:
@@ -44,3 +44,21 @@ def replay_path(
     if verdict["state"] == "crashed" and verdict["error"] is not None and not verdict["error"]["traceback"]:
         verdict["error"]["context"] = analyzer.tail()
     return analyzer, verdict
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """Open a regular file for reading; a FIFO, a device or a directory is refused before any read.
+
+    The open does not block (a FIFO without a writer would block it), and the type is checked on the
+    opened descriptor, so that /dev/zero is not read forever nor a FIFO waited on.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise UsageError(f"cannot replay {path}: {kind}, not a regular log file")
+        # O_NONBLOCK does nothing to a regular file's reads: no need to clear it.
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -103,6 +103,10 @@ class Scanner:
                 out.append(StopSeen(line_no, rec.at))
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):
             self.error_lines += 1
+        excepted = self.assembler.excepted
+        if excepted is not None:
+            # Reported the moment its exception line is complete; reported again, whole, when it closes.
+            out += self._traceback(excepted, provisional=True)
         if consumed or matched_error:
             return out
         stripped = content.strip()
@@ -125,14 +129,15 @@ class Scanner:
             out += self._traceback(tb)
         return out
 
-    def _traceback(self, tb: Traceback) -> list[Event]:
+    def _traceback(self, tb: Traceback, *, provisional: bool = False) -> list[Event]:
         cand = from_traceback(tb)
         if cand is None:
             return []
-        rule = self._annotations.pop(cand.line, None)
+        rule = self._annotations.get(cand.line) if provisional else self._annotations.pop(cand.line, None)
         quiet = tb.body_style is not None and tb.body_style[0] in QUIET_LEVELS
         if quiet:
-            cand = replace(cand, noise=True)  # a traceback logged at WARNING or below was survived
+            # a traceback logged at WARNING or below was survived
+            cand = replace(cand, noise=True, fatal=False)
         if rule is not None:
             cand = replace(
                 cand,
@@ -140,7 +145,7 @@ class Scanner:
                 category=rule.category,
                 phase_hint=rule.state or cand.phase_hint,
                 hint=rule.hint,
-                fatal=rule.fatal,
+                fatal=rule.fatal or cand.fatal,
             )
         return [ErrorSeen(cand)]
 

@@ -80,6 +80,9 @@ class Assembler:
         self._last: str | None = None  # the stream that untagged lines continue
         self._chain_next: set[str] = set()  # streams whose next traceback is chained to the previous one
         self._logging_error: set[str] = set()  # streams inside a "--- Logging error ---" block
+        # The traceback whose exception line the last record was: a live follower reports it at once, not
+        # when a later line closes it (a dying process may never print one).
+        self.excepted: Traceback | None = None
 
     @property
     def busy(self) -> bool:
@@ -89,6 +92,7 @@ class Assembler:
     def feed(self, rec: Record, line: int) -> tuple[bool, list[Traceback]]:
         """Take one record; return whether it belonged to a traceback, and the tracebacks it completed."""
         done: list[Traceback] = []
+        self.excepted = None
         content = rec.content
         key = rec.source if rec.source else (self._last if self._last is not None else "")
         stripped = content.strip()
@@ -158,6 +162,7 @@ class Assembler:
             tb.exc_index = len(tb.lines)
             tb.exc_line_no = line
             tb.add(stripped)
+            self.excepted = tb
             return True, done
         # after the exception line
         if not stripped:

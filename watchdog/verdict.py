@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdog.envelope import seconds_between
 from watchdog.exitcodes import EXIT_CRASHED, EXIT_NO_VERDICT, EXIT_READY, EXIT_STALLED
 from watchdog.lifecycle import Incarnation, State
 
-__all__ = ["EXIT_CODES", "exit_code", "to_json"]
+if TYPE_CHECKING:
+    from watchdog.analyzer import Analyzer
+
+__all__ = ["EXIT_CODES", "build_verdict", "exit_code", "to_json"]
 
 EXIT_CODES = {
     State.READY: EXIT_READY,
@@ -64,3 +67,24 @@ def to_json(
     if extra:
         out.update(extra)
     return out
+
+
+def build_verdict(
+    analyzer: Analyzer, inc: Incarnation | None = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The verdict of `replay`, `watch` and /status: `inc` (default: the one a verdict reports) of `analyzer`.
+
+    A crash with no traceback carries the last lines of the log as `error.context`.
+    """
+    lc = analyzer.lifecycle
+    v = to_json(
+        inc or lc.verdict_incarnation(),
+        engine=analyzer.engine,
+        lines_read=analyzer.lines_read,
+        bytes_read=analyzer.bytes_read,
+        incarnations=len(lc.history) + 1,
+        extra=extra,
+    )
+    if v["error"] is not None and not v["error"]["traceback"]:
+        v["error"]["context"] = analyzer.tail()
+    return v

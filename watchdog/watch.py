@@ -1,54 +1,55 @@
-"""`watchdog watch`: follow one live launch (a local file or a file over SSH) until there is a verdict."""
+"""`watchdog watch`: one launch follower, its updates sent to the command's sinks, until the first verdict.
+
+The sinks each consume the follower's updates and know nothing of each other: plain timestamped lines (or
+the live view on a terminal), the `--events` file, and `--notify` webhooks, which leave the moment the
+verdict is reported, in tasks of their own, so a slow receiver never delays the verdict or the exit.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 import anyio
 from rich.console import Console
 from rich.live import Live
 
-from watchdog.analyzer import Analyzer
-from watchdog.findings import HealthChecked, ProcessExited
-from watchdog.exceptions import ConnectionLost, DeliveryError, UsageError, WatchdogError
+from watchdog.exceptions import DeliveryError, WatchdogError
 from watchdog.exitcodes import EXIT_STALLED
-from watchdog.gpu import MemoryTrend
-from watchdog.lifecycle import State, Transition
-from watchdog.liveview import LiveView
-from watchdog.probes.gpu import GpuProbe
-from watchdog.probes.health import HealthProbe
-from watchdog.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe, wait_until_gone
+from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
+from watchdog.liveview import LiveView, ProgressLines, where
+from watchdog.profile import load_profile_file
 from watchdog.render import render_verdict, write_out
-from watchdog.sources import (
-    Chunk,
-    Connected,
-    Disconnected,
-    FileMissing,
-    FileRestarted,
-    SSHOptions,
-    SSHPool,
-    parse_target,
-    source_for,
-)
-from watchdog.verdict import exit_code, to_json
+from watchdog.sources import SSHOptions, SSHPool, parse_target
+from watchdog.verdict import exit_code
 
-__all__ = ["TICK", "run_watch", "watch"]
+__all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
 
-TICK = 0.25  # seconds between clock ticks (stall and pending-error checks)
-PROBE_INTERVAL = 2.0  # seconds between process and health probes
-_VERDICTS = frozenset({State.READY, State.CRASHED, State.STALLED, State.STOPPED})
+REFRESH_PER_SECOND = 8  # live view redraws
+
+
+def spec_from_args(args: argparse.Namespace) -> LaunchSpec:
+    """The launch the command line describes (options were validated by `watchdog.options`)."""
+    return LaunchSpec(
+        name=args.target,
+        target=parse_target(args.target),
+        engine=None if args.engine == "auto" else args.engine,
+        profiles=tuple(load_profile_file(p) for p in args.profile),
+        pid=args.pid,
+        process=args.process,
+        health_url=args.health,
+        gpu=args.gpu,
+        gpu_interval=args.gpu_interval,
+        stall_after=args.stall_after,
+        timeout=args.timeout,
+    )
 
 
 def run_watch(args: argparse.Namespace) -> int:
     """The `watch` command: returns the exit code."""
-    if args.pid is not None and args.process:
-        raise UsageError("--pid and --process are exclusive: give one")
     try:
         return anyio.run(watch, args, backend="asyncio")
     except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code
@@ -69,192 +70,146 @@ def _first_watchdog_error(group: BaseExceptionGroup[BaseException]) -> WatchdogE
     return None
 
 
-class _Reporter:
-    """Where transitions and source events go: the --events file, plain lines, or the live view."""
+class _Lines:
+    """Sink: timestamped lines for each transition and source note, and a progress line every 30 s in a long
+    phase (plain output), or above the live view (terminal)."""
 
-    def __init__(self, args: argparse.Namespace, out: TextIO, view: LiveView | None) -> None:
-        self.events = args.events.open("a", encoding="utf-8") if args.events else None
-        self.plain = not args.json and view is None
+    def __init__(self, out: TextIO, live: Live | None, enabled: bool) -> None:
         self.out = out
-        self.view = view
-        self.live: Live | None = None
+        self.live = live
+        self.enabled = enabled
+        self.progress = ProgressLines()
 
-    def transitions(self, transitions: list[Transition]) -> None:
-        for t in transitions:
-            self._write(
-                {
-                    "state": t.state.value,
-                    "previous": t.previous.value,
-                    "line": t.line,
-                    "at": t.at,
-                    "reason": t.reason,
-                }
-            )
-            self._say(f"{t.previous.value} -> {t.state.value} ({t.reason})")
+    def update(self, update: Update, now: float) -> None:
+        if isinstance(update, Transitioned):
+            t = update.transition
+            self.say(f"{t.previous.value} -> {t.state.value} ({t.reason})", now)
+        elif isinstance(update, SourceNoted):
+            self.say(f"{update.kind}: {update.detail}", now)
 
-    def note(self, kind: str, detail: str) -> None:
-        self._write({"event": kind, "detail": detail})
-        self._say(f"{kind}: {detail}")
+    def tick(self, status: dict[str, Any], now: float) -> None:
+        if self.live is None:
+            line = self.progress.line(status, now)
+            if line is not None:
+                self.say(line, now)
 
-    def _write(self, record: dict[str, Any]) -> None:
-        if self.events is not None:
-            self.events.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
-            self.events.flush()
-
-    def _say(self, text: str) -> None:
+    def say(self, text: str, now: float) -> None:
+        if not self.enabled:
+            return
+        self.progress.touch(now)
         line = f"{time.strftime('%H:%M:%S')} {text}"
         if self.live is not None:
             self.live.console.print(line, highlight=False)
-        elif self.plain:
+        else:
             write_out(line, self.out)
 
+
+class _EventsFile:
+    """Sink: `--events FILE`, one JSON line per transition and source note."""
+
+    def __init__(self, path: Any) -> None:
+        self.file = path.open("a", encoding="utf-8")
+
+    def update(self, update: Update) -> None:
+        record: dict[str, Any]
+        if isinstance(update, Transitioned):
+            t = update.transition
+            record = {
+                "state": t.state.value,
+                "previous": t.previous.value,
+                "line": t.line,
+                "at": t.at,
+                "reason": t.reason,
+            }
+        elif isinstance(update, SourceNoted):
+            record = {"event": update.kind, "detail": update.detail}
+        else:
+            return
+        self.file.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+        self.file.flush()
+
     def close(self) -> None:
-        if self.events is not None:
-            self.events.close()
+        self.file.close()
 
 
 async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Follow `args.target` until a verdict; print it (text or JSON); return the exit code."""
-    target = parse_target(args.target)
-    engine = None if args.engine == "auto" else args.engine
-    analyzer = Analyzer(engine, profiles=args.profile, stall_after=args.stall_after)
+    """Follow the launch `args` describe until a verdict; print it (text or JSON); return the exit code."""
+    spec = spec_from_args(args)
     options = SSHOptions(
         known_hosts=str(args.known_hosts) if args.known_hosts else None,
         accept_new_host_key=args.accept_new_host_key,
         identity=str(args.identity) if args.identity else None,
     )
-    view = LiveView(analyzer, args.target) if not args.json and out.isatty() else None
-    reporter = _Reporter(args, out, view)
-    trend = MemoryTrend()
-    timed_out = False
-    start = time.monotonic()
-
-    def now() -> float:
-        return time.monotonic() - start
-
-    final: dict[str, Any] = {}
-
-    async with SSHPool(options) as pool, anyio.create_task_group() as outer, anyio.create_task_group() as tg:
-        source = source_for(target, pool)
-        if args.notify:
-            # import and build TLS now, so that the verdict's notification leaves without that delay
-            from watchdog.notify import tls_context  # noqa: PLC0415
-
-            outer.start_soon(anyio.to_thread.run_sync, tls_context)
-
-        def conclude() -> None:
-            # The verdict is taken once; notifications leave at once, while the followers shut down.
-            if not final:
-                final.update(_verdict(analyzer, timed_out, trend.facts()))
-                for url in args.notify:
-                    outer.start_soon(_notify, url, final)
-            tg.cancel_scope.cancel()
-
-        def settle(transitions: list[Transition]) -> None:
-            reporter.transitions(transitions)
-            if analyzer.state in _VERDICTS:
-                conclude()
-
-        async def follow() -> None:
-            async with source.open_follow(0) as items:
-                async for item in items:
-                    if isinstance(item, Chunk):
-                        settle(analyzer.feed(item.data, now()))
-                    elif isinstance(item, FileRestarted):
-                        reporter.note("file", f"{item.reason}: reading the new file from its start")
-                        settle(analyzer.restart(now()))
-                    elif isinstance(item, Connected | Disconnected | FileMissing):
-                        reporter.note(type(item).__name__.lower(), str(item))
-
-        async def clock() -> None:
-            while True:
-                await anyio.sleep(TICK)
-                settle(analyzer.tick(now()))
-                if reporter.live is not None and view is not None:
-                    reporter.live.update(view.render(now()))
-
-        async def process(probe: ProcessProbe) -> None:
-            await wait_until_gone(probe, interval=PROBE_INTERVAL)
-            # let the last lines (a traceback being written) arrive before the verdict
-            await anyio.sleep(TICK * 2)
-            settle(analyzer.probe(ProcessExited("no such process"), now()))
-
-        async def health(probe: HealthProbe) -> None:
-            async with probe:
-                while True:
-                    await anyio.sleep(PROBE_INTERVAL)
-                    if not analyzer.lifecycle.wants_health():
-                        continue
-                    try:
-                        status = await probe.check()
-                    except ConnectionLost:
-                        continue  # unknown, not unhealthy
-                    settle(analyzer.probe(HealthChecked(status), now()))
-
-        async def gpu(probe: GpuProbe) -> None:
-            while probe.available:
-                try:
-                    samples = await probe.sample()
-                except ConnectionLost:
-                    samples = None
-                if samples:
-                    analyzer.lifecycle.memory_growing = trend.observe(now(), samples)
-                    if view is not None:
-                        view.gpu_memory = trend.facts().get("gpu_mem_used_bytes", {})
-                await anyio.sleep(args.gpu_interval)
-
-        async def deadline(seconds: float) -> None:
-            nonlocal timed_out
-            await anyio.sleep(seconds)
-            timed_out = True
-            conclude()
-
-        with (
-            Live(console=Console(file=out), auto_refresh=False, transient=True)
+    terminal = not args.json and out.isatty()
+    events = _EventsFile(args.events) if args.events else None
+    verdict: Concluded | None = None
+    async with SSHPool(options) as pool:
+        follower = LaunchFollower(spec, pool=pool)
+        view = LiveView(args.target, follower.status, follower.now) if terminal else None
+        live = (
+            Live(view, console=Console(file=out), refresh_per_second=REFRESH_PER_SECOND, transient=True)
             if view is not None
-            else _nothing() as live
-        ):
-            reporter.live = live
-            tg.start_soon(follow)
-            tg.start_soon(clock)
-            pool_or_none = pool if target.host else None
-            if args.pid is not None or args.process:
-                probe: ProcessProbe
-                if target.host is None:
-                    probe = LocalProcessProbe(pid=args.pid, pattern=args.process)
-                else:
-                    probe = SSHProcessProbe(
-                        pool,
-                        target.host,
-                        port=target.port,
-                        user=target.user,
-                        pid=args.pid,
-                        pattern=args.process,
-                    )
-                tg.start_soon(process, probe)
-            if args.health:
-                tg.start_soon(
-                    health,
-                    HealthProbe(
-                        args.health, pool=pool_or_none, host=target.host, port=target.port, user=target.user
-                    ),
-                )
-            if args.gpu:
-                tg.start_soon(
-                    gpu, GpuProbe(pool=pool_or_none, host=target.host, port=target.port, user=target.user)
-                )
-            if args.timeout:
-                tg.start_soon(deadline, args.timeout)
-            await anyio.sleep_forever()
-        reporter.live = None
+            else None
+        )
+        lines = _Lines(out, live, enabled=not args.json)
+        try:
+            async with anyio.create_task_group() as notices:
+                if args.notify:
+                    # import and build TLS now, so that the verdict's notification leaves without that delay
+                    from watchdog.notify import tls_context  # noqa: PLC0415
 
-    reporter.close()
-    verdict = final or _verdict(analyzer, timed_out, trend.facts())
-    if args.json:
-        write_out(json.dumps(verdict, ensure_ascii=False), out)
+                    notices.start_soon(anyio.to_thread.run_sync, tls_context)
+                if live is not None:
+                    live.start()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(follower.run)
+                    tg.start_soon(_progress, follower, lines)
+                    with follower.updates:
+                        async for update in follower.updates:
+                            now = follower.now()
+                            lines.update(update, now)
+                            if events is not None:
+                                events.update(update)
+                            if isinstance(update, Concluded):
+                                verdict = update
+                                for url in args.notify:
+                                    notices.start_soon(_notify, url, update.verdict)
+                                break
+                    tg.cancel_scope.cancel()
+                if live is not None:
+                    live.stop()
+                    live = None
+        except KeyboardInterrupt:
+            print(f"watchdog: interrupted: {where(follower.status(), follower.now())}", file=sys.stderr)
+            raise
+        finally:
+            if live is not None:
+                live.stop()
+            if events is not None:
+                events.close()
+    if verdict is None:  # the source ended (it does not, for a file) without a verdict
+        result = follower.status()
+        timed_out = False
     else:
-        write_out(render_verdict(verdict, source=args.target), out)
-    return EXIT_STALLED if timed_out else exit_code(analyzer.state)
+        result, timed_out = verdict.verdict, verdict.timed_out
+    for key in ("name", "target", "elapsed_seconds", "entered", "last_line"):
+        result.pop(key, None)
+    if args.json:
+        write_out(json.dumps(result, ensure_ascii=False), out)
+    else:
+        write_out(render_verdict(result, source=args.target), out)
+    if timed_out:
+        return EXIT_STALLED
+    from watchdog.lifecycle import State  # noqa: PLC0415
+
+    return exit_code(State(result["state"]))
+
+
+async def _progress(follower: LaunchFollower, lines: _Lines) -> None:
+    # plain output: where the launch is, now and then, so a CI log shows it
+    while True:
+        await anyio.sleep(1.0)
+        lines.tick(follower.status(), follower.now())
 
 
 async def _notify(url: str, verdict: dict[str, Any]) -> None:
@@ -264,25 +219,3 @@ async def _notify(url: str, verdict: dict[str, Any]) -> None:
         await post_json(url, verdict)
     except DeliveryError as exc:
         print(f"watchdog: notification failed: {exc}", file=sys.stderr)
-
-
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
-
-
-def _verdict(analyzer: Analyzer, timed_out: bool, gpu_facts: dict[str, dict[str, int]]) -> dict[str, Any]:
-    lc = analyzer.lifecycle
-    extra: dict[str, Any] = {"timed_out": True} if timed_out else {}
-    v = to_json(
-        lc.current,
-        engine=analyzer.engine,
-        lines_read=analyzer.lines_read,
-        bytes_read=analyzer.bytes_read,
-        incarnations=len(lc.history) + 1,
-        extra=extra,
-    )
-    v["facts"].update(gpu_facts)
-    if v["error"] is not None and not v["error"]["traceback"]:
-        v["error"]["context"] = analyzer.tail()
-    return v

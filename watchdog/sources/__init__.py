@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from watchdog.sources.base import (
+    CaughtUp,
     Chunk,
     Connected,
     Disconnected,
@@ -20,6 +21,7 @@ from watchdog.sources.sshpool import SSHOptions, SSHPool
 from watchdog.sources.target import Target, parse_target
 
 __all__ = [
+    "CaughtUp",
     "Chunk",
     "Connected",
     "Disconnected",

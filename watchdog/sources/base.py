@@ -26,6 +26,7 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 __all__ = [
+    "CaughtUp",
     "Chunk",
     "Connected",
     "Disconnected",
@@ -93,7 +94,18 @@ class FileMissing:
     path: str
 
 
-SourceEvent = Connected | Disconnected | FileRestarted | FileMissing
+@dataclass(frozen=True)
+class CaughtUp:
+    """Everything the file held when last looked at has been delivered: the reader is at its end.
+
+    Sent once each time the reader reaches the end after new bytes (and once at the start for an
+    empty file), so a follower knows when what it read is the whole log so far.
+    """
+
+    offset: int
+
+
+SourceEvent = Connected | Disconnected | FileRestarted | FileMissing | CaughtUp
 SourceItem = Chunk | SourceEvent
 ItemSink = ObjectSendStream[SourceItem]
 

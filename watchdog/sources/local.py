@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -11,7 +10,9 @@ from dataclasses import dataclass
 import anyio
 
 from watchdog.exceptions import UsageError
+from watchdog.options import file_kind
 from watchdog.sources.base import (
+    CaughtUp,
     Chunk,
     FileMissing,
     FileRestarted,
@@ -36,17 +37,23 @@ class _Open:
 
 
 def _open(path: str) -> _Open | None:
-    """Open `path` for reading; None if it does not exist (yet)."""
+    """Open `path` for reading; None if it does not exist (yet).
+
+    The open does not block (on a FIFO without a writer a plain open would, past any deadline and
+    Ctrl-C), and the type is checked on the opened descriptor: only a regular file is followed.
+    O_NONBLOCK changes nothing for a regular file's reads, so it is left set.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    kind = file_kind(st.st_mode)
+    if kind is not None:
         os.close(fd)
-        raise UsageError(f"cannot follow {path}: not a regular file")
+        raise UsageError(f"cannot follow {path}: {kind}, not a regular log file")
     return _Open(fd=fd, ident=(st.st_dev, st.st_ino))
 
 
@@ -104,6 +111,7 @@ class LocalSource:
         current: _Open | None = None
         pending: RestartReason | None = None
         announced_missing = False
+        at_end = False  # CaughtUp sent and nothing read since
         pos = offset
         try:
             while True:
@@ -126,18 +134,22 @@ class LocalSource:
                 if data:
                     await sink.send(Chunk(pos, data))
                     pos += len(data)
+                    at_end = False
                     continue
+                if not at_end:
+                    at_end = True
+                    await sink.send(CaughtUp(pos))
                 pending = await anyio.to_thread.run_sync(self._restart_reason, current, pos)
                 if pending == "truncated":
                     await sink.send(FileRestarted(pending))
-                    pending, pos = None, 0
+                    pending, pos, at_end = None, 0, False
                 elif pending is not None:
                     # Whatever the writer added to the old file before it was rotated away.
                     while data := await anyio.to_thread.run_sync(os.pread, current.fd, self.read_size, pos):
                         await sink.send(Chunk(pos, data))
                         pos += len(data)
                     os.close(current.fd)
-                    current = None
+                    current, at_end = None, False
                 else:
                     await anyio.sleep(self.poll_interval)
         finally:

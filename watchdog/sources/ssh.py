@@ -20,6 +20,7 @@ from tenacity.stop import stop_base
 
 from watchdog.exceptions import ConnectionLost, TargetError, UsageError
 from watchdog.sources.base import (
+    CaughtUp,
     Chunk,
     Connected,
     Disconnected,
@@ -156,6 +157,8 @@ class _Follower:
         self.streaming = source.stream
         self.announced_missing = False
         self.rotation: _Rotation | None = None
+        self.known_size = 0  # the file's size as last seen (header or stat sample)
+        self.at_end = False  # CaughtUp sent and nothing delivered since
 
     async def run(self) -> None:
         conn = await self._connect(first=True)
@@ -221,13 +224,25 @@ class _Follower:
         if header.size < self.offset:
             raise self._restart_from_zero("truncated")
         self.inode = header.inode
+        self.known_size = header.size
         if self.pending is not None:
             reason, self.pending = self.pending, None
+            # A new file: its end is still to be reached. (Not for every header: each poll and
+            # each reconnect reads one, and a file already read to its end is not caught up again.)
+            self.at_end = False
             await self.sink.send(FileRestarted(reason))
+        await self._caught_up()
+
+    async def _caught_up(self) -> None:
+        if not self.at_end and self.offset >= self.known_size:
+            self.at_end = True
+            await self.sink.send(CaughtUp(self.offset))
 
     async def _deliver(self, data: bytes) -> None:
         await self.sink.send(Chunk(self.offset, data))
         self.offset += len(data)
+        self.at_end = False
+        await self._caught_up()
 
     async def _open_session(self, conn: asyncssh.SSHClientConnection, command: str) -> CommandOutput:
         try:
@@ -292,6 +307,7 @@ class _Follower:
                 *lines, errors = errors.split(b"\n")
                 for line in lines:
                     self._on_status(line)
+                await self._caught_up()
             else:
                 raise self._lost(conn, exc)
 
@@ -303,6 +319,7 @@ class _Follower:
         stat = parse_stat_line(line)
         if stat is None or stat.inode != self.inode:
             return
+        self.known_size = max(self.known_size, stat.size)
         if stat.path_inode is not None and stat.path_inode != stat.inode:
             reason: RestartReason = "rotated" if stat.links > 0 else "replaced"
             previous = self.rotation
@@ -339,4 +356,6 @@ class _Follower:
         if data:
             await self._deliver(data)
         if len(data) < DEFAULT_POLL_BYTES:
+            self.known_size = self.offset
+            await self._caught_up()
             await anyio.sleep(src.poll_interval)

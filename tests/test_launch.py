@@ -1,0 +1,232 @@
+"""The launch follower: live = offline on every corpus log, certain crashes at once, settle, missing logs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, Transitioned, Update
+from watchdog.lifecycle import State
+from watchdog.replay import replay_path
+from watchdog.sources import FileMissing, parse_target
+from watchdog.testing import ManualClock, ScriptedSource
+
+pytestmark = pytest.mark.anyio
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = sorted((FIXTURES / "corpus").rglob("*.log")) + sorted((FIXTURES / "cases").rglob("*.log"))
+GRACE = 5.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _key(v: dict[str, Any]) -> tuple[Any, ...]:
+    e = v.get("error") or {}
+    return (v["state"], v["phase"], e.get("category"), e.get("summary"), tuple(e.get("ranks") or ()))
+
+
+def _spec(**kw: Any) -> LaunchSpec:
+    return LaunchSpec(name="t", target=parse_target("/x.log"), **kw)
+
+
+class _Run:
+    """A follower on a scripted source and a manual clock, with every update it published."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.clock = ManualClock()
+        self.source = ScriptedSource()
+        self.follower = LaunchFollower(_spec(**kw), source=self.source, clock=self.clock)
+        self.updates: list[Update] = []
+
+    async def collect(self) -> None:
+        with self.follower.updates:
+            async for update in self.follower.updates:
+                self.updates.append(update)
+
+    @property
+    def concluded(self) -> list[Concluded]:
+        return [u for u in self.updates if isinstance(u, Concluded)]
+
+
+async def _follow_whole(data: bytes, sizes: list[int]) -> tuple[_Run, dict[str, Any] | None]:
+    """The whole file is there when the follower starts (read in `sizes` chunks): its first verdict."""
+    run = _Run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        pos = 0
+        for size in sizes:
+            await run.source.append(data[pos : pos + size])
+            pos += size
+        if pos < len(data):
+            await run.source.append(data[pos:])
+        await run.source.catch_up()
+        await run.clock.advance(GRACE + 1.0)
+        tg.cancel_scope.cancel()
+    first = run.concluded[0].verdict if run.concluded else None
+    return run, first
+
+
+def _chunks(data: bytes, seed: int) -> list[int]:
+    rnd = random.Random(seed)
+    return [rnd.choice((1, 7, 64, 300, 4096)) for _ in range(max(1, len(data) // 500))]
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem[:60])
+async def test_whole_file_gives_replays_verdict(log: Path) -> None:
+    """A log complete before the follower starts gets replay's verdict (state, phase, category, summary,
+    ranks), however the source chunks it, and within the settle window of catching up."""
+    _, replayed = replay_path(log)
+    data = log.read_bytes()
+    for seed in (1, 2):
+        run, first = await _follow_whole(data, _chunks(data, seed))
+        if replayed["state"] in ("ready", "crashed", "stopped"):
+            assert first is not None, f"no verdict; replay says {replayed['state']}"
+            assert _key(first) == _key(replayed)
+            assert run.concluded[0].verdict["incarnation"] == replayed["incarnation"]
+        else:
+            assert first is None or first["state"] == "stalled"
+            assert _key(run.follower.status())[:3] == _key(replayed)[:3]
+
+
+# Logs whose offline verdict only the end of the file decides: streamed live (the end never comes), the
+# follower keeps the state the log shows. Each is explained in CHANGELOG.md ("Live and offline").
+END_DECIDES = {
+    # a post-ready error with nothing after it: replay calls it fatal at the end; live, an idle server is
+    # quiet, so only the process probe or a fatal line can say it died
+    "postready-first-request-tpworker-exception-cut-issue3451",
+    "postready-scheduler-valueerror-lmcache-tp2-pr869",
+}
+
+
+async def _stream(data: bytes, cuts: list[int], gaps: list[float]) -> dict[str, Any]:
+    """The log streamed live in pieces, with pauses: the follower's status at the end."""
+    run = _Run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        bounds = sorted({c % (len(data) + 1) for c in cuts} | {len(data)})
+        pos = 0
+        for i, end in enumerate(bounds):
+            await run.source.append(data[pos:end])
+            pos = end
+            await run.source.catch_up()
+            await run.clock.advance(gaps[i % len(gaps)] if gaps else 0.0)
+        await run.clock.advance(GRACE + 1.0)
+        tg.cancel_scope.cancel()
+    return run.follower.status()
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem[:60])
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], database=None
+)
+@given(
+    cuts=st.lists(st.integers(0, 1 << 20), max_size=8),
+    gaps=st.lists(st.sampled_from([0.0, 0.01, 0.3, 2.5, 7.0]), max_size=4),
+)
+async def test_streamed_with_pauses_gives_replays_verdict(
+    log: Path, cuts: list[int], gaps: list[float]
+) -> None:
+    """A log written live in any pieces, with any pauses (longer than the crash grace too), ends with
+    replay's verdict, except for the logs only the end of the file decides (END_DECIDES)."""
+    _, replayed = replay_path(log)
+    status = await _stream(log.read_bytes(), cuts, gaps)
+    if log.stem in END_DECIDES:
+        assert status["state"] != replayed["state"]
+        return
+    if replayed["state"] in ("ready", "crashed", "stopped"):
+        assert _key(status) == _key(replayed)
+    else:
+        assert _key(status)[1:3] == _key(replayed)[1:3]
+
+
+_EP8 = (FIXTURES / "stories" / "ep8-oom-logging-noise.log").read_bytes()
+
+
+async def test_fatal_traceback_is_a_verdict_at_its_exception_line() -> None:
+    """An uncaught traceback (outermost frame `<module>`) crashes the launch the moment its exception line
+    is complete, with no line after it and no grace, and the report follows once the log is quiet."""
+    run = _Run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(b"INFO 07-02 07:31:02 api_server.py:100] vLLM API server version 0.6.3\n")
+        await run.source.catch_up()
+        await run.source.append(
+            b"Traceback (most recent call last):\n"
+            b'  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main\n'
+            b"    return _run_code(code, main_globals, None,\n"
+            b'  File "/v/api_server.py", line 9, in build\n'
+            b"    raise OSError(98, 'Address already in use')\n"
+            b"OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n"
+        )
+        await run.source.settle()
+        crashed = [
+            u for u in run.updates if isinstance(u, Transitioned) and u.transition.state == State.CRASHED
+        ]
+        assert crashed, "no crash before any time passed"
+        assert run.clock.now() == 0.0
+        await run.source.catch_up()
+        await run.clock.advance(0.1)
+        tg.cancel_scope.cancel()
+    assert run.concluded[0].verdict["error"]["category"] == "port_in_use"
+    assert run.concluded[0].verdict["error"]["summary"].startswith("OSError: [Errno 98]")
+
+
+async def test_crash_report_waits_the_settle_window_while_the_log_is_busy() -> None:
+    """The ep8 story streamed live: the crash transition is published at once, the report only once the
+    settle window has passed (the log never went quiet), and it names all four ranks out of memory."""
+    run = _Run(engine="sglang")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.catch_up()
+        for line in _EP8.splitlines(keepends=True):
+            await run.source.append(line)  # no CaughtUp after: the log is not quiet
+        await run.source.settle()
+        assert any(isinstance(u, Transitioned) and u.transition.state == State.CRASHED for u in run.updates)
+        assert not run.concluded
+        await run.clock.advance(0.2)
+        assert not run.concluded
+        await run.clock.advance(0.1)
+        tg.cancel_scope.cancel()
+    verdict = run.concluded[0].verdict
+    assert verdict["error"]["ranks"] == ["TP1", "TP3", "TP5", "TP6"]
+    assert verdict["error"]["category"] == "oom"
+
+
+async def test_missing_log_is_said_then_stalls_by_the_clock() -> None:
+    """A log that does not exist yet is reported, waited for, and after `stall_after` without it the launch
+    is stalled."""
+    run = _Run(stall_after=60.0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.push(FileMissing("/x.log"))
+        await run.clock.advance(30.0)
+        assert not run.concluded
+        await run.clock.advance(31.0)
+        tg.cancel_scope.cancel()
+    notes = [u for u in run.updates if not isinstance(u, Transitioned | Concluded)]
+    assert "does not exist" in notes[0].detail  # type: ignore[union-attr]
+    assert run.concluded[0].state == State.STALLED
+
+
+async def test_ready_log_with_a_later_error_already_written_is_a_crash() -> None:
+    """A complete log of a server that died after ready (an error after the ready line, nothing after it)
+    is judged as replay judges it: crashed, not ready."""
+    log = FIXTURES / "corpus" / "sglang" / "postready-scheduler-valueerror-lmcache-tp2-pr869.log"
+    _, first = await _follow_whole(log.read_bytes(), [len(log.read_bytes())])
+    assert first is not None
+    assert first["state"] == "crashed"
+    assert first["phase"] == "ready"

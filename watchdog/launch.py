@@ -1,0 +1,437 @@
+"""The launch follower: where one launch's source, clock and probes meet its analyzer; updates go out on a stream.
+
+`watch` runs one follower and stops at its first verdict; the daemon runs many and keeps following; `replay`
+is the same analyzer fed a whole file. A follower:
+
+- reads the log from its start; what the file held when the source first catches up with it is judged whole,
+  as `replay` judges it (`Analyzer.caught_up`); from then on each transition counts as it happens, so a
+  crash followed by a restart in one read is still a crash;
+- publishes `Transitioned` (at once, never delayed), `SourceNoted` and `Concluded` on `updates`, a bounded
+  stream; `Concluded` carries the verdict object of `watchdog.verdict.build_verdict`. A crash's report waits a
+  short settle window (ended early once the log goes quiet) so that it names every rank that failed;
+- takes an SSH pool it does not own (the daemon shares one per host), and a clock (tests use
+  `watchdog.testing.ManualClock`, so no test sleeps).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from watchdog.analyzer import Analyzer
+from watchdog.exceptions import ConfigError, ConnectionLost
+from watchdog.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
+from watchdog.gpu import MemoryTrend
+from watchdog.lifecycle import DEFAULT_CRASH_GRACE, Incarnation, State, Transition
+from watchdog.profile import ENGINES, Profile
+from watchdog.sources import (
+    CaughtUp,
+    Chunk,
+    Connected,
+    Disconnected,
+    FileMissing,
+    FileRestarted,
+    Source,
+    SSHPool,
+    Target,
+    source_for,
+)
+from watchdog.verdict import build_verdict
+
+__all__ = [
+    "DEFAULT_QUIET",
+    "DEFAULT_SETTLE",
+    "Clock",
+    "Concluded",
+    "LaunchFollower",
+    "LaunchSpec",
+    "MonotonicClock",
+    "SourceNoted",
+    "Transitioned",
+    "Update",
+]
+
+DEFAULT_STALL_AFTER = 600.0
+DEFAULT_SETTLE = 0.25  # seconds a crash report waits for the other ranks' errors
+DEFAULT_QUIET = 0.05  # ... unless the log has been quiet (read to its end) this long
+DEFAULT_TICK = 0.25  # seconds between clock ticks (stall, pending errors, deadlines)
+DEFAULT_PROBE_INTERVAL = 2.0  # seconds between process and health probes
+DEFAULT_GPU_INTERVAL = 5.0
+UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
+VERDICTS = frozenset({State.READY, State.CRASHED, State.STALLED, State.STOPPED})
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What to follow and how: built from the command line (`watch`) or the config file (the daemon).
+
+    Validated on construction (no I/O): a `ConfigError` names the launch, the field and what is allowed.
+    """
+
+    name: str
+    target: Target
+    engine: str | None = None  # None: detected from the first lines
+    profiles: tuple[Profile, ...] = ()  # user profiles, already loaded
+    pid: int | None = None  # the server's pid on the host: gone without a traceback = crashed (killed)
+    process: str | None = None  # or a `pgrep -f` pattern
+    health_url: str | None = None
+    gpu: bool = False
+    gpu_interval: float = DEFAULT_GPU_INTERVAL
+    stall_after: float | None = DEFAULT_STALL_AFTER
+    timeout: float | None = None
+    crash_grace: float = DEFAULT_CRASH_GRACE
+    settle: float = DEFAULT_SETTLE
+    quiet: float = DEFAULT_QUIET
+    tick: float = DEFAULT_TICK
+    probe_interval: float = DEFAULT_PROBE_INTERVAL
+
+    def __post_init__(self) -> None:
+        where = f"launch {self.name!r}" if self.name else "launch"
+        if not self.name:
+            raise ConfigError(where, "name", "a launch needs a name")
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError(
+                where, "engine", f"unknown engine {self.engine!r}; allowed: {', '.join(ENGINES)}"
+            )
+        if self.pid is not None and self.process:
+            raise ConfigError(where, "pid", "give a pid or a process pattern, not both")
+        if self.pid is not None and self.pid <= 0:
+            raise ConfigError(where, "pid", f"{self.pid} is not a process id: give a positive number")
+        for key in ("gpu_interval", "crash_grace", "tick", "probe_interval"):
+            _check_seconds(where, key, getattr(self, key), zero=False)
+        for key in ("settle", "quiet"):
+            _check_seconds(where, key, getattr(self, key), zero=True)
+        for key in ("stall_after", "timeout"):
+            value = getattr(self, key)
+            if value is not None:
+                _check_seconds(where, key, value, zero=False)
+
+
+def _check_seconds(where: str, key: str, value: float, *, zero: bool) -> None:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        allowed = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise ConfigError(where, key, f"{value!r} is not allowed: {allowed}")
+
+
+@dataclass(frozen=True)
+class Transitioned:
+    """The launch changed state (published the moment it happened)."""
+
+    launch: str
+    transition: Transition
+
+
+@dataclass(frozen=True)
+class SourceNoted:
+    """Something happened to the log's source: connected, disconnected, file restarted, file missing."""
+
+    launch: str
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """A verdict: ready, crashed (reported once its settle window closed), stalled, stopped or timed out."""
+
+    launch: str
+    state: State
+    verdict: dict[str, Any] = field(hash=False, compare=False)
+    timed_out: bool = False
+
+
+Update = Transitioned | SourceNoted | Concluded
+
+
+class Clock(Protocol):
+    """Where a follower gets the time and waits: monotonic seconds."""
+
+    def now(self) -> float:
+        """The current time in seconds."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds`."""
+        ...
+
+
+class MonotonicClock:
+    """The real clock: `time.monotonic` and `anyio.sleep`."""
+
+    def now(self) -> float:
+        """The current monotonic time in seconds."""
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` of real time."""
+        await anyio.sleep(seconds)
+
+
+class LaunchFollower:
+    """Follows one launch; see the module docstring.
+
+    Args:
+        spec: what to follow.
+        pool: the SSH connections to share (not closed here); needed for a remote target or probe.
+        source: the log's source; by default made from `spec.target` (and `pool`).
+        clock: the time; by default the monotonic clock.
+    """
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        *,
+        pool: SSHPool | None = None,
+        source: Source | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.spec = spec
+        self.analyzer = Analyzer(
+            spec.engine, profiles=spec.profiles, stall_after=spec.stall_after, crash_grace=spec.crash_grace
+        )
+        self._pool = pool
+        self._source = source
+        self._clock = clock or MonotonicClock()
+        self._start = self._clock.now()
+        self._send, self.updates = _update_stream()
+        self._trend = MemoryTrend()
+        self._caught_up = False  # the file as it was at the start has been read (or was missing)
+        self._at_end = False  # the last source item was CaughtUp
+        self._last_data = 0.0
+        self._awaiting_ready = False  # ready, but an error already in the log is still being judged
+        self._settling: set[int] = set()  # incarnations whose crash report is waiting to be sent
+        self.concluded: Concluded | None = None  # the latest verdict
+        self.timed_out = False
+        self.last_update = 0.0
+
+    def now(self) -> float:
+        """Seconds since the follower was made, on its clock."""
+        return self._clock.now() - self._start
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot: the verdict object of the incarnation a verdict would report, plus where it stands.
+
+        Adds `name`, `target`, `elapsed_seconds`, `entered` (the follower's clock time of each timeline
+        entry) and `last_line` (the last line a rule matched).
+        """
+        inc = self._verdict_incarnation()
+        out = self._verdict(inc)
+        out.update(
+            name=self.spec.name,
+            target=str(self.spec.target),
+            elapsed_seconds=round(self.now(), 3),
+            entered=[round(t.now, 3) for t, _ in inc.timeline],
+            last_line=self.analyzer.last_relevant,
+        )
+        return out
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Follow until cancelled (or the source ends); ready once the log as it was has been read."""
+        source = self._source or source_for(self.spec.target, self._pool)
+        started = False
+        async with self._send, anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._ticks)
+            self._start_probes(tg)
+            async with source.open_follow(0) as items:
+                async for item in items:
+                    await self._item(item)
+                    if not started and self._caught_up:
+                        started = True
+                        task_status.started()
+            tg.cancel_scope.cancel()
+
+    # -- the source --------------------------------------------------------------------------------------
+
+    async def _item(self, item: object) -> None:
+        now = self.now()
+        if isinstance(item, Chunk):
+            self._at_end = False
+            self._last_data = now
+            await self._apply(self.analyzer.feed(item.data, now))
+        elif isinstance(item, CaughtUp):
+            self._at_end = True
+            transitions = self.analyzer.caught_up(now)
+            first = not self._caught_up
+            self._caught_up = True
+            await self._apply(transitions, judge=not first)
+            if first:
+                await self._judge_whole()
+        elif isinstance(item, FileRestarted):
+            await self._note("file", f"{item.reason}: reading the new file from its start")
+            await self._apply(self.analyzer.restart(now))
+        elif isinstance(item, FileMissing):
+            await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
+            await self._apply(self.analyzer.probe(LogMissing(), now))
+            self._caught_up = True
+        elif isinstance(item, Connected | Disconnected):
+            await self._note(type(item).__name__.lower(), str(item))
+
+    async def _note(self, kind: str, detail: str) -> None:
+        await self._publish(SourceNoted(self.spec.name, kind, detail))
+
+    # -- verdicts ----------------------------------------------------------------------------------------
+
+    async def _apply(self, transitions: list[Transition], *, judge: bool = True) -> None:
+        for t in transitions:
+            await self._publish(Transitioned(self.spec.name, t))
+            if judge and self._caught_up:
+                await self._judge(t.state, t.incarnation)
+        if self._awaiting_ready:
+            await self._judge_whole()
+
+    async def _judge_whole(self) -> None:
+        # What the log held when the follower caught up, judged as replay judges a whole file.
+        inc = self.analyzer.lifecycle.verdict_incarnation()
+        self._awaiting_ready = inc.state == State.READY and inc.pending_since is not None
+        if not self._awaiting_ready and inc.state in VERDICTS:
+            await self._judge(inc.state, inc.number)
+
+    async def _judge(self, state: State, number: int) -> None:
+        if state == State.CRASHED:
+            if number not in self._settling:
+                self._settling.add(number)
+                self._tg.start_soon(self._settle, number)
+        elif state in VERDICTS:
+            await self._conclude(state, number)
+
+    async def _settle(self, number: int) -> None:
+        # The crash is known; its report waits for the other ranks, or until the log is quiet.
+        spec = self.spec
+        first = self.now()
+        while True:
+            now = self.now()
+            if now - first >= spec.settle:
+                break
+            quiet_for = now - self._last_data
+            if self._at_end and quiet_for >= spec.quiet:
+                break
+            # the log may go quiet while this waits: look again every `quiet` seconds at most
+            wait = min(spec.settle - (now - first), spec.quiet or spec.settle)
+            if self._at_end:
+                wait = min(wait, spec.quiet - quiet_for)
+            await self._clock.sleep(max(wait, 0.001))
+        self._settling.discard(number)
+        await self._conclude(State.CRASHED, number)
+
+    async def _conclude(self, state: State, number: int) -> None:
+        if state == State.CRASHED:
+            # the dying process's tracebacks are as complete as they will get: their frames count
+            for t in self.analyzer.close_tracebacks(self.now()):
+                await self._publish(Transitioned(self.spec.name, t))
+        inc = self._incarnation(number)
+        extra = {"timed_out": True} if self.timed_out else None
+        self.concluded = Concluded(self.spec.name, state, self._verdict(inc, extra), self.timed_out)
+        await self._publish(self.concluded)
+
+    def _verdict(self, inc: Incarnation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        v = build_verdict(self.analyzer, inc, extra)
+        v["facts"].update(self._trend.facts())
+        return v
+
+    def _incarnation(self, number: int) -> Incarnation:
+        lc = self.analyzer.lifecycle
+        if lc.current.number == number:
+            return lc.current
+        return next((h for h in lc.history if h.number == number), lc.current)
+
+    def _verdict_incarnation(self) -> Incarnation:
+        if self.concluded is not None and self.concluded.verdict:
+            return self._incarnation(self.concluded.verdict["incarnation"])
+        return self.analyzer.lifecycle.verdict_incarnation()
+
+    async def _publish(self, update: Update) -> None:
+        self.last_update = self.now()
+        await self._send.send(update)
+
+    # -- the clock and the probes ------------------------------------------------------------------------
+
+    async def _ticks(self) -> None:
+        spec = self.spec
+        while True:
+            await self._clock.sleep(spec.tick)
+            now = self.now()
+            await self._apply(self.analyzer.tick(now))
+            if spec.timeout is not None and now >= spec.timeout and not self.timed_out:
+                self.timed_out = True
+                inc = self._verdict_incarnation()
+                await self._conclude(inc.state, inc.number)
+
+    def _start_probes(self, tg: anyio.abc.TaskGroup) -> None:
+        spec, target = self.spec, self.spec.target
+        if spec.pid is not None or spec.process:
+            from watchdog.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe  # noqa: PLC0415
+
+            probe: ProcessProbe
+            if target.host is None:
+                probe = LocalProcessProbe(pid=spec.pid, pattern=spec.process)
+            else:
+                probe = SSHProcessProbe(
+                    self._require_pool(),
+                    target.host,
+                    port=target.port,
+                    user=target.user,
+                    pid=spec.pid,
+                    pattern=spec.process,
+                )
+            tg.start_soon(self._process, probe)
+        if spec.health_url:
+            tg.start_soon(self._health)
+        if spec.gpu:
+            tg.start_soon(self._gpu)
+
+    def _require_pool(self) -> SSHPool:
+        if self._pool is None:
+            raise ValueError("a remote launch needs an SSH pool")
+        return self._pool
+
+    async def _process(self, probe: Any) -> None:
+        from watchdog.probes.process import wait_until_gone  # noqa: PLC0415
+
+        await wait_until_gone(probe, interval=self.spec.probe_interval)
+        # let the last lines (a traceback being written) arrive before the verdict
+        await self._clock.sleep(self.spec.tick * 2)
+        await self._apply(self.analyzer.probe(ProcessExited("no such process"), self.now()))
+
+    async def _health(self) -> None:
+        from watchdog.probes.health import HealthProbe  # noqa: PLC0415
+
+        target, url = self.spec.target, self.spec.health_url
+        assert url is not None
+        pool = self._pool if target.host else None
+        async with HealthProbe(url, pool=pool, host=target.host, port=target.port, user=target.user) as probe:
+            while True:
+                await self._clock.sleep(self.spec.probe_interval)
+                if not self.analyzer.lifecycle.wants_health():
+                    continue
+                try:
+                    status = await probe.check()
+                except ConnectionLost:
+                    continue  # unknown, not unhealthy
+                await self._apply(self.analyzer.probe(HealthChecked(status), self.now()))
+
+    async def _gpu(self) -> None:
+        from watchdog.probes.gpu import GpuProbe  # noqa: PLC0415
+
+        target = self.spec.target
+        pool = self._pool if target.host else None
+        probe = GpuProbe(pool=pool, host=target.host, port=target.port, user=target.user)
+        while probe.available:
+            try:
+                samples = await probe.sample()
+            except ConnectionLost:
+                samples = None
+            if samples:
+                growing = self._trend.observe(self.now(), samples)
+                await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
+            await self._clock.sleep(self.spec.gpu_interval)
+
+
+def _update_stream() -> tuple[MemoryObjectSendStream[Update], MemoryObjectReceiveStream[Update]]:
+    return anyio.create_memory_object_stream[Update](UPDATE_BUFFER)
