@@ -19,9 +19,14 @@ __all__ = ["Candidate", "Error", "from_traceback", "root_cause"]
 
 _MASK = re.compile(r"\d+")
 # The outermost frame of an uncaught traceback that ends its process: the main module, `python -m`, a
-# multiprocessing child's bootstrap. A thread's (threading.py) or a request handler's is not one.
+# multiprocessing child's bootstrap, and the engines' process mains, which log the error and exit (SGLang's
+# run_scheduler_process / run_detokenizer_process / run_data_parallel_controller_process, vLLM's
+# run_engine_core / run_mp_engine / WorkerProc.worker_main / _run_worker_process, TensorRT-LLM's
+# worker_main). A thread's (threading.py) or a request handler's outermost frame is not one.
 _ENTRY_FRAME = re.compile(
-    r'File "[^"]*", line \d+, in (?:<module>|_run_module_as_main|_run_code|spawn_main)\b'
+    r'File "[^"]*", line \d+, in (?:<module>|_run_module_as_main|_run_code|spawn_main|run_scheduler_process'
+    r"|run_detokenizer_process|run_data_parallel_controller_process|run_engine_core|run_mp_engine"
+    r"|worker_main|_run_worker_process)\b"
     r'|File "[^"]*multiprocessing/(?:process|popen_fork|spawn)\.py", line \d+, in (?:_bootstrap|_launch|_main)\b'
 )
 _MAX_SUMMARY = 500

@@ -147,7 +147,9 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         follower = LaunchFollower(spec, pool=pool)
         view = LiveView(args.target, follower.status, follower.now) if terminal else None
         live = (
-            Live(view, console=Console(file=out), refresh_per_second=REFRESH_PER_SECOND, transient=True)
+            # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
+            # and a line printed above the view never races a redraw
+            Live(view, console=Console(file=out), auto_refresh=False, transient=True)
             if view is not None
             else None
         )
@@ -164,6 +166,8 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(follower.run)
                     tg.start_soon(_progress, follower, lines)
+                    if live is not None:
+                        tg.start_soon(_redraw, live)
                     with follower.updates:
                         async for update in follower.updates:
                             now = follower.now()
@@ -210,6 +214,12 @@ async def _progress(follower: LaunchFollower, lines: _Lines) -> None:
     while True:
         await anyio.sleep(1.0)
         lines.tick(follower.status(), follower.now())
+
+
+async def _redraw(live: Live) -> None:
+    while True:
+        live.refresh()
+        await anyio.sleep(1 / REFRESH_PER_SECOND)
 
 
 async def _notify(url: str, verdict: dict[str, Any]) -> None:
