@@ -8,7 +8,9 @@ then appends, in one write, the crash of the case and measures, on the same cloc
   - webhook: the time the receiver got the POST, minus the write time.
 
 Cases (`--case`, default both, each run alternating so both see the same conditions):
-  - fatal: a scheduler traceback ending in `RuntimeError: Not enough memory. ...`, no line after it;
+  - fatal: an uncaught scheduler traceback (outermost frame `run_scheduler_process`, the process's entry
+    point, so the crash is certain at its exception line) ending in `RuntimeError: Not enough memory. ...`,
+    and no line after it;
   - sigquit: the same traceback, a blank line and SGLang's "Received sigquit from a child process" line.
 
 The crash transition is published at once; the webhook waits for the settle window (250 ms), which ends early
@@ -43,6 +45,10 @@ from watchdog.watch import watch
 START = "[2025-07-02 07:31:02 TP0] Load weight begin. avail mem=139.28 GB\n"
 FATAL = (
     "[2025-07-02 07:34:18 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+    # the outermost frame is the scheduler process's entry point: an uncaught error, certain crash at once
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2712,'
+    " in run_scheduler_process\n"
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
     '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py", line 1512,'
     " in init_memory_pool\n"
     '    raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static.")\n'

@@ -98,7 +98,6 @@ class Analyzer:
         self._provisional = False
         self._head_emitted: set[tuple[State, int | None]] = set()
         self._caught_up = False
-        self._last_feed = 0.0
         if engine and engine != "auto":
             self._use(load_profile(engine, self._extra))
 
@@ -120,7 +119,6 @@ class Analyzer:
     def feed(self, data: bytes, now: float) -> list[Transition]:
         """Take the next bytes of the log; return the transitions they caused."""
         self.bytes_read += len(data)
-        self._last_feed = now
         if self._provisional:
             return self._feed_provisional(data, now)
         if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
@@ -140,8 +138,8 @@ class Analyzer:
         return out
 
     def close_tracebacks(self, now: float) -> list[Transition]:
-        """Take the tracebacks still open as complete: nothing more of them will come (the process died,
-        or the log has been quiet for the crash grace). Their frames may still tell the crash's phase."""
+        """Take the tracebacks still open as complete: nothing more of them will come (the process died).
+        Their frames may still tell the crash's phase."""
         out: list[Transition] = []
         for event in self._scanner.flush():
             out += self._emit(event, now)
@@ -162,8 +160,6 @@ class Analyzer:
         held = self.profile is None and self._held and self._held_since is not None
         if held and self._held_since is not None and now - self._held_since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
-        if self._scanner.busy and now - self._last_feed >= self._crash_grace:
-            out += self.close_tracebacks(now)
         out += self.lifecycle.tick(now)
         return out
 

@@ -191,9 +191,13 @@ class Assembler:
     def flush(self, *, complete_only: bool = False) -> list[Traceback]:
         """Return the tracebacks still open (with `complete_only`, those whose exception line was seen)."""
         done: list[Traceback] = []
+        last = self._last
         for key in list(self._open):
             if not complete_only or self._open[key].exc_index >= 0:
                 self._finish(key, done)
+        if not complete_only:
+            # untagged lines that come after all (a writer that paused) still belong to the same stream
+            self._last = last
         return done
 
     def _close(self, key: str, done: list[Traceback]) -> None:
