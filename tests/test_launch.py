@@ -29,6 +29,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def _read(path: Path) -> bytes:
+    return path.read_bytes()  # a small fixture, read before the follower starts
+
+
 def _key(v: dict[str, Any]) -> tuple[Any, ...]:
     e = v.get("error") or {}
     return (v["state"], v["phase"], e.get("category"), e.get("summary"), tuple(e.get("ranks") or ()))
@@ -86,7 +90,7 @@ async def test_whole_file_gives_replays_verdict(log: Path) -> None:
     """A log complete before the follower starts gets replay's verdict (state, phase, category, summary,
     ranks), however the source chunks it, and within the settle window of catching up."""
     _, replayed = replay_path(log)
-    data = log.read_bytes()
+    data = _read(log)
     for seed in (1, 2):
         run, first = await _follow_whole(data, _chunks(data, seed))
         if replayed["state"] in ("ready", "crashed", "stopped"):
@@ -140,7 +144,7 @@ async def test_streamed_with_pauses_gives_replays_verdict(
     """A log written live in any pieces, with any pauses (longer than the crash grace too), ends with
     replay's verdict, except for the logs only the end of the file decides (END_DECIDES)."""
     _, replayed = replay_path(log)
-    status = await _stream(log.read_bytes(), cuts, gaps)
+    status = await _stream(_read(log), cuts, gaps)
     if log.stem in END_DECIDES:
         assert status["state"] != replayed["state"]
         return
