@@ -16,25 +16,12 @@ CORPUS = FIXTURES / "corpus"
 CASES = sorted(CORPUS.glob("*/*.json")) + sorted((FIXTURES / "cases").glob("*/*.json"))
 OUTCOME_EXIT = {"ready": 0, "crashed": 1, "incomplete": 3}
 
-# The log holds no line that names its engine (a bare torch/NCCL excerpt, or a bar both vLLM and SGLang
-# draw): the label's engine comes from the issue around the log, so the engine is not compared.
-ENGINE_NOT_IN_LOG = {
-    "vllm-incomplete-loading-shards-405b-issue6689",
-    "vllm-nccl-watchdog-timeout-multirank-llama-vision-issue8978",
-    "vllm-v0-nccl-watchdog-timeout-tp-issue5458",
-    "config-unsupported-arch-glm4-issue5441",
-}
-# Labels we believe are wrong, with the corrected expectation (evidence in CHANGELOG / the issue note).
-CORRECTED = {
-    # SCHEMA.md: "phase: the furthest startup phase the log reached". TP4, TP6 and TP7 print
-    # "Load weight end" (lines 10-13): the furthest phase reached is allocating_kv_cache.
-    "incomplete-tp8-load-weight-end-timeonly-prefix-issue1467": {"phase": "allocating_kv_cache"},
-    # The label's phase comes from the issue around the excerpt, not from the log: no phase marker is in
-    # it (SCHEMA.md's default is then "starting", as the label of logging-error-tail-sigquit-... uses).
-    # glm4: one line; both SGLang and vLLM print this message (vLLM at config time, SGLang in loading).
-    "config-unsupported-arch-glm4-issue5441": {"phase": "starting"},
-    # glm45: the label's note: "the phase is taken as post-ready although no phase marker is in the excerpt".
-    "sglang-glm45-air-fp8-triton-smem-outofresources-then-killed-issue8513": {"phase": "starting"},
+# Corrections to labels we believe are wrong (each with its evidence), and the cases whose log names no
+# engine (the label's engine comes from the issue around the log, so it is not compared).
+_CORRECTIONS = json.loads((CORPUS / "CORRECTIONS.json").read_text(encoding="utf-8"))
+ENGINE_NOT_IN_LOG = set(_CORRECTIONS["engine_not_in_log"])
+CORRECTED: dict[str, dict[str, object]] = {
+    stem: {k: v for k, v in fix.items() if k != "why"} for stem, fix in _CORRECTIONS["corrected"].items()
 }
 # Cases not yet right; strict xfail so that a fix is noticed. Each says what is missing.
 KNOWN_GAPS: dict[str, str] = {}

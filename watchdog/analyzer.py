@@ -92,8 +92,8 @@ class Analyzer:
         self.bytes_read = 0
         self._tail = b""
         # The log's first bytes, while the engine is unknown. When detection had to decide before the head
-        # was complete and found no engine, the generic profile reads on and the head is kept, so that the
-        # log can be read again from its start if an engine's marker shows up in the rest of the head.
+        # was complete (the source caught up early), the chosen profile reads on and the head is kept, so
+        # that the log is read again from its start if the rest of the head names another engine.
         self._raw_head = bytearray()
         self._provisional = False
         self._head_emitted: set[tuple[State, int | None]] = set()
@@ -138,10 +138,18 @@ class Analyzer:
         return out
 
     def close_tracebacks(self, now: float) -> list[Transition]:
-        """Take the tracebacks still open as complete: nothing more of them will come (the process died).
+        """Take the tracebacks still open as complete: nothing more of them will come (end of the log).
         Their frames may still tell the crash's phase."""
         out: list[Transition] = []
         for event in self._scanner.flush():
+            out += self._emit(event, now)
+        return out
+
+    def report_open_tracebacks(self, now: float) -> list[Transition]:
+        """Report the tracebacks still open as they are so far (a crash report is going out), and keep them
+        open: if more of one comes (a writer that paused), it is reported again, whole, in its place."""
+        out: list[Transition] = []
+        for event in self._scanner.open_tracebacks():
             out += self._emit(event, now)
         return out
 
@@ -216,9 +224,7 @@ class Analyzer:
         # Exactly the first lines within the first bytes, however the bytes arrived: same log, same engine.
         head = held[:_DETECT_BYTES].decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
         engine = detect_engine(head, self._extra)
-        self._provisional = (
-            engine is None and len(head) < _DETECT_LINES and len(self._raw_head) < _DETECT_BYTES
-        )
+        self._provisional = len(head) < _DETECT_LINES and len(self._raw_head) < _DETECT_BYTES
         if not self._provisional:
             self._raw_head = bytearray()
         self._use(load_profile(engine or "generic", self._extra))
@@ -323,14 +329,16 @@ class Analyzer:
         old = len(head)
         head += data[: _DETECT_BYTES - old]
         lines = bytes(head).decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
-        engine = detect_engine(lines, self._extra)
-        if engine is None:
-            if len(lines) >= _DETECT_LINES or len(head) >= _DETECT_BYTES:
-                self._provisional = False  # the whole head was read: generic it is
+        engine = detect_engine(lines, self._extra) or "generic"
+        complete = len(lines) >= _DETECT_LINES or len(head) >= _DETECT_BYTES
+        if engine == self.engine:
+            if complete:
+                self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head = bytearray()
             return self._blocks(self.framer.feed(data), now)
-        # An engine's marker in the head: read the log again from its start with that engine's profile,
-        # without reporting twice the transitions already reported.
+        # The head, read further, names another engine (more of its markers): read the log again from its
+        # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
+        # reporting twice the transitions already reported.
         whole = bytes(head[:old]) + data
         emitted = self._head_emitted
         bytes_read, caught_up = self.bytes_read, self._caught_up
@@ -345,7 +353,11 @@ class Analyzer:
         self.bytes_read, self._caught_up = bytes_read, caught_up
         if caught_up:
             self.lifecycle.caught_up(now)
-        return [t for t in out if (t.state, t.line) not in emitted]
+        out = [t for t in out if (t.state, t.line) not in emitted]
+        if not complete:  # the rest of the head may still name another engine
+            emitted.update((t.state, t.line) for t in out)
+            self._provisional, self._raw_head, self._head_emitted = True, head, emitted
+        return out
 
 
 def _first_line(data: bytes) -> LaunchStarted:

@@ -263,6 +263,10 @@ class LaunchFollower:
             await self._apply(transitions, judge=not first)
             if first:
                 await self._judge_whole()
+            elif self._crash_reported():
+                # the crash is reported; a traceback still open when it went out has grown: its frames
+                # (which may tell the crash's phase) are taken as far as they go, as at the end of a replay
+                await self._apply(self.analyzer.report_open_tracebacks(now))
         elif isinstance(item, FileRestarted):
             await self._note("file", f"{item.reason}: reading the new file from its start")
             await self._apply(self.analyzer.restart(now))
@@ -277,6 +281,15 @@ class LaunchFollower:
         await self._publish(SourceNoted(self.spec.name, kind, detail))
 
     # -- verdicts ----------------------------------------------------------------------------------------
+
+    def _crash_reported(self) -> bool:
+        current = self.analyzer.lifecycle.current
+        return (
+            current.state == State.CRASHED
+            and current.number not in self._settling
+            and self.concluded is not None
+            and self.concluded.verdict.get("incarnation") == current.number
+        )
 
     async def _apply(self, transitions: list[Transition], *, judge: bool = True) -> None:
         for t in transitions:
@@ -322,8 +335,9 @@ class LaunchFollower:
 
     async def _conclude(self, state: State, number: int) -> None:
         if state == State.CRASHED:
-            # the dying process's tracebacks are as complete as they will get: their frames count
-            for t in self.analyzer.close_tracebacks(self.now()):
+            # the dying process's open tracebacks are reported as far as they go (their frames count);
+            # they stay open, so a writer that paused can still complete them
+            for t in self.analyzer.report_open_tracebacks(self.now()):
                 await self._publish(Transitioned(self.spec.name, t))
         inc = self._incarnation(number)
         extra = {"timed_out": True} if self.timed_out else None

@@ -129,6 +129,13 @@ class Scanner:
             out += self._traceback(tb)
         return out
 
+    def open_tracebacks(self) -> list[Event]:
+        """The tracebacks still open, as far as they go (they stay open)."""
+        out: list[Event] = []
+        for tb in self.assembler.open():
+            out += self._traceback(tb, provisional=True)
+        return out
+
     def _traceback(self, tb: Traceback, *, provisional: bool = False) -> list[Event]:
         cand = from_traceback(tb)
         if cand is None:

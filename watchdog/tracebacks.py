@@ -188,6 +188,10 @@ class Assembler:
         tb.add(content)
         return True, done
 
+    def open(self) -> list[Traceback]:
+        """The tracebacks still open, left open."""
+        return list(self._open.values())
+
     def flush(self, *, complete_only: bool = False) -> list[Traceback]:
         """Return the tracebacks still open (with `complete_only`, those whose exception line was seen)."""
         done: list[Traceback] = []
