@@ -45,7 +45,7 @@ def score_case(label_path: Path, corrected: dict[str, Any], no_engine: set[str])
     _, v = replay_path(label_path.with_suffix(".log"))
     err = v["error"] or {}
     crashed = label["outcome"] == "crashed"
-    outcome = OUTCOME.get(exit_code(State(v["state"])), "other")
+    outcome = OUTCOME.get(exit_code(State(v["state"]), v["phase"]), "other")
     return {
         "outcome": outcome == label["outcome"],
         "phase": v["phase"] == label["phase"],

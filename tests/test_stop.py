@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from watchdog.lifecycle import State
 from watchdog.replay import replay_path
+from watchdog.verdict import exit_code
 
 READY = Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 
@@ -24,11 +26,18 @@ KeyboardInterrupt
 
 
 def test_ctrl_c_after_ready_is_stopped(tmp_path: Path) -> None:
-    """Ctrl-C on a ready server: KeyboardInterrupt and the children's SIGKILL status give `stopped`, exit 3."""
+    """Ctrl-C on a ready server: KeyboardInterrupt and the children's SIGKILL status give `stopped` in phase
+    ready, exit 0 (the launch succeeded)."""
     log = tmp_path / "server.log"
     log.write_text(READY.read_text() + CTRL_C)
     _, v = replay_path(log)
-    assert (v["state"], v["error"]) == ("stopped", None)
+    assert (v["state"], v["phase"], v["error"]) == ("stopped", "ready", None)
+    assert exit_code(State.STOPPED, v["phase"]) == 0
+
+
+def test_stop_before_ready_is_no_verdict() -> None:
+    """A launch stopped before it was ready did not succeed: exit 3."""
+    assert exit_code(State.STOPPED, "loading_weights") == 3
 
 
 def test_exit_code_nine_alone_is_not_a_crash(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 _ERROR_WORDS = (
     b"Traceback",
     b'File "',
+    b'File \\"',  # a frame pasted from JSON, its quotes escaped
     b"rror",
     b"xception",
     b"Interrupt",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["categorize", "hint_for", "phase_from_frames"]
+__all__ = ["categorize", "hint_for", "phase_from_error", "phase_from_frames"]
 
 # Ordered: the first category whose pattern is found wins ("CUDA error: out of memory" is oom, not cuda;
 # "no kernel image is available" is unsupported, not cuda).
@@ -17,26 +17,41 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"out of memory|OutOfMemory|Not enough memory|No available memory for the cache|"
             r"less than desired GPU memory|exceed allowed memory|insufficient memory|"
             r"cudaErrorMemoryAllocation|larger than the available KV cache memory|"
-            r"unable to allocate (?:CUDA|ROCm|Metal)\d* buffer",
+            r"unable to allocate (?:CUDA|ROCm|Metal)\d* buffer|"
+            r"max seq len .* is larger than the maximum number of tokens that can be stored in KV cache",
         ),
         (
             "unsupported",
             r"Unsupported compute capability|no kernel image is available|out of resource: shared memory|"
             r"requires? (?:a )?(?:GPU with )?compute capability|not supported on (?:this|your) (?:GPU|device)|"
-            r"is only supported on|unsupported (?:GPU|architecture|gpu arch)",
+            r"is only supported on|unsupported (?:GPU|architecture|gpu arch)|not supported yet|"
+            r"(?:is|are) invalid or not supported|GPU archs? .* not supported|"
+            r"not (?:available|supported) (?:on|for) (?:this|your|the current) (?:GPU|device|platform|hardware|"
+            r"driver|architecture)|invalid kernel config|invalid device function|unknown model architecture|"
+            r"requires? Flash ?Attention|CUBLAS_STATUS_NOT_SUPPORTED|operation not supported",
+        ),
+        (
+            "port_in_use",
+            r"Address already in use|Errno 98|address in use|port .* is (?:already )?in use|EADDRINUSE|"
+            r"failed to listen on any local network address|is not available in \d+ seconds|"
+            r"used by (?:a|another) process already|Only one usage of each socket address|"
+            r"port \d+ is (?:not available|occupied)",
         ),
         (
             "nccl",
             r"NCCL|ProcessGroupNCCL|collective operation timeout|\[c10d\]|DistNetworkError|DistStoreError|"
             r"Duplicate GPU detected",
         ),
-        ("import", r"ImportError|ModuleNotFoundError|undefined symbol|cannot open shared object file"),
-        ("port_in_use", r"Address already in use|Errno 98|address in use|port .* is (?:already )?in use"),
+        (
+            "import",
+            r"ImportError|ModuleNotFoundError|undefined symbol|cannot open shared object file|cannot find -l\w+",
+        ),
         (
             "cuda",
             r"CUDA error|CUDA driver error|cudaError|AcceleratorError|CUBLAS_STATUS|cuDNN error|CUDNN_STATUS|"
             r"illegal memory access|device-side assert|NVML|no CUDA-capable device|Error 802|"
-            r"Found no NVIDIA driver|CUDA initialization",
+            r"Found no NVIDIA driver|CUDA initialization|HIP error|hipError|HSA_STATUS_ERROR|CUDA_ERROR_\w+|"
+            r"Assertion `[^'`]*` failed",
         ),
         ("timeout", r"timed out|TimeoutError|Watchdog timeout|deadline exceeded|\btimeout\b"),
         (
@@ -44,7 +59,9 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"are not supported for now|does not recognize this architecture|is not compatible with|"
             r"must be divisible|unrecognized arguments|invalid choice|the following arguments are required|"
             r"^TypeError|got an unexpected keyword argument|Invalid (?:argument|value|config)|"
-            r"is not a valid|must be (?:set|specified|greater|less|one of)|not supported when|cannot be used with",
+            r"is not a valid|must be (?:set|specified|greater|less|one of)|not supported when|cannot be used with|"
+            r"requires you to execute the configuration file|trust_remote_code|"
+            r"Quantization method specified in the model config .* does not match",
         ),
         (
             "model_load",
@@ -53,8 +70,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"Repository Not Found|not a valid model|invalid magic|failed to read magic|"
             r"^KeyError: '[\w.]*(?:weight|bias|scale|layers?\.)",
         ),
-        ("assertion", r"^(?:\w+\.)*AssertionError"),
-        ("killed", r"(?:^|\W)Killed(?:\W|$)|SIGKILL|signal 9\b|exit code -?9\b|exitcode\s*:\s*-9"),
+        ("assertion", r"^(?:\w+\.)*AssertionError|Assertion failed|Assertion `.*' failed"),
+        ("killed", r"(?:^|\W)Killed(?:\W|$)|SIGKILL|signal 9\b|exit code:? -?9\b|exitcode\s*:\s*-9|signal: killed"),
     )
 )
 
@@ -63,14 +80,18 @@ _PHASE_FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "ready",
         re.compile(
-            r"in (?:event_loop\w*|process_batch_result\w*|handle_generate_request|run_batch|forward_batch_generation)\b"
+            r"in (?:event_loop\w*|process_batch_result\w*|handle_generate_request|run_batch|forward_batch_generation|"
+            r"run_busy_loop|_process_engine_step|step_with_batch_queue|execute_model_with_error_logging|"
+            r"alloc_for_extend|alloc_for_decode|process_output_sockets?|output_handler|_handle_client_request|"
+            r"reconstruct_on_target_device|process_input_sockets?)\b"
         ),
     ),
     (
         "capturing_graphs",
         re.compile(
             r"in (?:init_cuda_graphs|capture\w*|_capture\w*|_wait_and_warmup|warmup\w*|_warm_up_model|"
-            r"compile_or_warm_up_model|_dummy_sampler_run|init_piecewise_cuda_graphs)\b|"
+            r"compile_or_warm_up_model|_dummy_sampler_run|init_piecewise_cuda_graphs|kernel_warmup|"
+            r"\w*autotune\w*)\b|"
             r"cuda_graph_runner\.py"
         ),
     ),
@@ -79,27 +100,59 @@ _PHASE_FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"in (?:init_memory_pool|profile_max_num_token|profile_run|determine_available_memory|"
             r"determine_num_available_blocks|_initialize_kv_caches|initialize_kv_cache\w*|init_cache_engine|"
-            r"raise_if_cache_size_invalid|_init_cache|init_kv_cache\w*|check_enough_kv_cache_memory)\b"
+            r"raise_if_cache_size_invalid|_init_cache|init_kv_cache\w*|_?check_enough_kv_cache_memory|"
+            r"get_kv_cache_configs?|_check_if_kv_cache_fits|initialize_cache)\b|"
+            r"method (?:initialize_cache|determine_num_available_blocks|determine_available_memory)\b"
         ),
     ),
     (
         "loading_weights",
         re.compile(
             r"in (?:load_model|load_weights|_load_weights|weight_loader\w*|load_weights_and_postprocess|"
-            r"create_weights|process_weights_after_loading|\w*_repack|_?initialize_model|get_model)\b"
+            r"create_weights|process_weights_after_loading|\w*_repack|_?initialize_model|get_model|"
+            r"_?cached_get_attn_backend|get_attn_backend|which_attn_to_use|load_single_module)\b"
         ),
     ),
 )
 
 
+# A shape or size check that failed inside a weight loader: the checkpoint does not fit the model.
+_WEIGHT_LOADER = re.compile(r"in (?:weight_loader\w*|\w*load_weights\w*|_load_\w*weight\w*)\b")
+_SHAPE_ERROR = re.compile(
+    r"^(?:\w+\.)*AssertionError\s*:?\s*(?:assert\b.*)?$|shape|size mismatch|size of tensor|must match the size"
+)
+
+
 def categorize(summary: str, traceback: str = "") -> str:
-    """The category of an error from its decisive line (and its traceback's frames for KeyErrors)."""
+    """The category of an error from its decisive line (and its traceback's frames: a KeyError or a shape
+    check inside a weight loader is a model-loading error)."""
+    if traceback and _SHAPE_ERROR.search(summary) and _innermost_is_weight_loader(traceback):
+        return "model_load"
     for name, pattern in _CATEGORIES:
         if pattern.search(summary):
             return name
     if summary.startswith("KeyError") and re.search(r"load_weights|weight_loader", traceback):
         return "model_load"
     return "other"
+
+
+def _innermost_is_weight_loader(traceback: str) -> bool:
+    frames = [m for m in re.finditer(r'File "[^"]*", line \d+, in \w+', traceback)]
+    return any(_WEIGHT_LOADER.search(m.group(0)) for m in frames[-4:])
+
+
+# NCCL numbers each collective of a process group: startup (init, profiling, graph capture) runs a few
+# hundred to a few thousand; tens of thousands mean the server had been serving for a while.
+_SEQ_NUM = re.compile(r"SeqNum=(\d+)")
+_SERVING_SEQ_NUM = 10_000
+
+
+def phase_from_error(summary: str) -> str | None:
+    """The phase an error line itself proves (evidence that beats the markers around it), if any."""
+    m = _SEQ_NUM.search(summary)
+    if m and int(m.group(1)) >= _SERVING_SEQ_NUM:
+        return "ready"
+    return None
 
 
 def phase_from_frames(traceback: str) -> str | None:

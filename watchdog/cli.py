@@ -275,7 +275,7 @@ def _replay(args: argparse.Namespace) -> int:
         write_out(json.dumps(verdict, ensure_ascii=False))
     else:
         write_out(render_verdict(verdict, source=source))
-    return exit_code(State(verdict["state"]))
+    return exit_code(State(verdict["state"]), verdict["phase"])
 
 
 if __name__ == "__main__":

@@ -46,8 +46,11 @@ _LEVEL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE"
 _LAYERS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
-        # docker compose service prefix: "vllm-1  | "
+        # docker compose service prefix: "vllm-1  | ", and without the replica number: "vllm-server  | "
         r"(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
+        r"[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| ",
+        # kubectl logs --prefix: "[pod/vllm-0/server] "
+        r"\[pod/[\w.-]+/[\w.-]+\] ",
         # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: "
         r"(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d) \S+ [\w.@/-]+(?:\[\d+\])?: ",
         # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
@@ -57,7 +60,7 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # SGLang >= 0.5.4 custom format: "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] "
         rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
         # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
-        r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
+        r"\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<md2>\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
         # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) "
         r"\((?P<source>[A-Za-z][\w-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
         # torchrun: "[rank0]:"

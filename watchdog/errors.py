@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from watchdog.categories import categorize, hint_for, phase_from_frames
+from watchdog.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.tracebacks import EXCEPTION_LINE, Traceback
 
 __all__ = ["Candidate", "Error", "from_traceback", "root_cause"]
@@ -125,10 +125,23 @@ def _uncaught(tb: Traceback) -> bool:
     return outer is not None and _ENTRY_FRAME.search(outer) is not None
 
 
+def _message(c: Candidate) -> str:
+    # The exception's whole message: its line, and the lines it goes on over (a terminal may have wrapped it).
+    tb = c.traceback
+    for i in range(len(tb) - 1, -1, -1):
+        if tb[i].strip() == c.summary.strip():
+            rest = " ".join(ln.strip() for ln in tb[i + 1 : i + 4])
+            return f"{c.summary}{rest}" if rest and not c.summary.endswith(" ") else f"{c.summary} {rest}".strip()
+    return c.summary
+
+
 def _priority(c: Candidate, category: str) -> tuple[int, int, int, int]:
     # lower is better: real over noise, causes over wrappers, a specific category over a generic one,
     # and a program's own report over a consequence (a kill).
-    specific = 0 if category not in {"other", "killed", "timeout"} else (1 if category != "killed" else 2)
+    # Among wrappers (which only point at an error printed elsewhere), one that says the process was killed
+    # tells more than one that says nothing.
+    killed_rank = 1 if c.role == "wrapper" else 2
+    specific = 0 if category not in {"other", "killed", "timeout"} else (killed_rank if category == "killed" else 3 - killed_rank)
     kind = 1 if c.kind == "log" else 0
     return (int(c.noise), int(c.role == "wrapper"), specific, kind)
 
@@ -140,7 +153,7 @@ def root_cause(
     items = list(candidates)
     if not items:
         return None
-    cats = [c.category or categorize(c.summary, "\n".join(c.traceback)) for c in items]
+    cats = [c.category or categorize(_message(c), "\n".join(c.traceback)) for c in items]
     # Among equals, the earliest, and the first of a chain (the cause) before the tracebacks it caused.
     best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), int(items[i].chained), i))
     best = items[best_i]
@@ -152,6 +165,9 @@ def root_cause(
         best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
     if best.phase_hint is None:
         best = replace(best, phase_hint=next((c.phase_hint for c in (*twins, *items) if c.phase_hint), None))
+    proven = phase_from_error(best.summary)
+    if proven is not None:
+        best = replace(best, phase_hint=proven)
     ranks = sorted(
         {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
     )

@@ -88,7 +88,7 @@ class Scanner:
                     # the root-cause choice sees them.
                     for tb in self.assembler.flush(complete_only=True):
                         out += self._traceback(tb)
-                out.append(ErrorSeen(_rule_candidate(rule, rec, line_no)))
+                out.append(ErrorSeen(_rule_candidate(rule, rec, line_no, groups)))
             elif kind == "phase" and rule.state:
                 out.append(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source))
             elif kind == "progress":
@@ -157,9 +157,12 @@ class Scanner:
         return [ErrorSeen(cand)]
 
 
-def _rule_candidate(rule: Rule, rec: Record, line_no: int) -> Candidate:
-    # "Scheduler hit an exception: Traceback (most recent call last):" -> "Scheduler hit an exception"
+def _rule_candidate(rule: Rule, rec: Record, line_no: int, groups: dict[str, str]) -> Candidate:
+    # "Scheduler hit an exception: Traceback (most recent call last):" -> "Scheduler hit an exception";
+    # a rule's `what` group is the part of the line that names the error (after a runtime's preamble)
     summary = rec.content.split(_TB_HEADER, 1)[0].strip().rstrip(":").strip() or rec.content.strip()
+    if groups.get("what"):
+        summary = groups["what"].strip()
     return Candidate(
         summary=summary,
         line=line_no,

@@ -25,6 +25,8 @@ EXCEPTION_LINE = re.compile(
 )
 _BARE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
 _MAX_LINES = 400  # a traceback longer than this keeps its head and tail
+_FRAME = ('File "', 'File \\"')  # a frame line; the second as pasted from JSON, its quotes escaped
+_WRAPPED_NAME = re.compile(r"\w+")  # the rest of a frame's function name, wrapped onto its own line
 _MAX_CONTINUATION = 20  # message lines after the exception line
 
 
@@ -45,6 +47,7 @@ class Traceback:
     body_style: tuple[str, bool] | None = None  # (level, has_time) of its body lines
     continuation: int = 0
     dropped: int = 0
+    after_frame: bool = False  # the last line was a frame ('File "...", line N, in f')
 
     @property
     def exception(self) -> str | None:
@@ -116,12 +119,13 @@ class Assembler:
             return True, done
         current = self._open.get(key)
         if current is None:
-            if content.startswith('  File "') or content.startswith('File "'):
+            if stripped.startswith(_FRAME) and (content[0] != " " or content.startswith("  File")):
                 fragment = Traceback(
                     rec.source or key, line, rec.at, rec.seconds, noise=key in self._logging_error
                 )
                 fragment.body_style = _style(rec)
                 fragment.add(content)
+                fragment.after_frame = True
                 self._open[key] = fragment
                 self._last = key
                 return True, done
@@ -152,6 +156,21 @@ class Assembler:
                 return False, done
             if not stripped or content[0] in " \t" or stripped.startswith(("|", "+-", "^", "~")):
                 tb.add(content)
+                tb.after_frame = stripped.startswith(_FRAME)
+                return True, done
+            if stripped.startswith(_FRAME):
+                # a frame whose indentation was lost (a traceback pasted flush left)
+                tb.add("  " + stripped)
+                tb.after_frame = True
+                return True, done
+            if tb.after_frame and _WRAPPED_NAME.fullmatch(stripped) and not tb.lines[-1].rstrip().endswith(">"):
+                # a terminal wrapped the frame line in its function's name: "in _initialize_k" / "v_caches"
+                tb.lines[-1] += stripped
+                return True, done
+            if tb.after_frame and not EXCEPTION_LINE.match(stripped):
+                # the frame's source line, its indentation lost
+                tb.add("    " + stripped)
+                tb.after_frame = False
                 return True, done
             if stripped.startswith(("Call stack:", "Message:", "Arguments:")):
                 # the logging module's report of a failed log call: its call stack has no exception line

@@ -20,8 +20,11 @@ EXIT_CODES = {
 }
 
 
-def exit_code(state: State) -> int:
-    """0 ready, 1 crashed, 2 stalled, 3 no verdict (still starting, or stopped)."""
+def exit_code(state: State, phase: State | str | None = None) -> int:
+    """0 ready (or was ready, then stopped cleanly), 1 crashed, 2 stalled, 3 no verdict (still starting, or
+    stopped before it was ready). `phase` is the verdict's phase (for a stop: where the launch had got to)."""
+    if state == State.STOPPED and phase is not None and State(phase) == State.READY:
+        return EXIT_READY
     return EXIT_CODES.get(state, EXIT_NO_VERDICT)
 
 

@@ -206,7 +206,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         return EXIT_STALLED
     from watchdog.lifecycle import State  # noqa: PLC0415
 
-    return exit_code(State(result["state"]))
+    return exit_code(State(result["state"]), result["phase"])
 
 
 async def _progress(follower: LaunchFollower, lines: _Lines) -> None:
