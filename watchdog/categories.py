@@ -71,7 +71,10 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"^KeyError: '[\w.]*(?:weight|bias|scale|layers?\.)",
         ),
         ("assertion", r"^(?:\w+\.)*AssertionError|Assertion failed|Assertion `.*' failed"),
-        ("killed", r"(?:^|\W)Killed(?:\W|$)|SIGKILL|signal 9\b|exit code:? -?9\b|exitcode\s*:\s*-9|signal: killed"),
+        (
+            "killed",
+            r"(?:^|\W)Killed(?:\W|$)|SIGKILL|signal 9\b|exit code:? -?9\b|exitcode\s*:\s*-9|signal: killed",
+        ),
     )
 )
 
@@ -137,7 +140,7 @@ def categorize(summary: str, traceback: str = "") -> str:
 
 
 def _innermost_is_weight_loader(traceback: str) -> bool:
-    frames = [m for m in re.finditer(r'File "[^"]*", line \d+, in \w+', traceback)]
+    frames = list(re.finditer(r'File "[^"]*", line \d+, in \w+', traceback))
     return any(_WEIGHT_LOADER.search(m.group(0)) for m in frames[-4:])
 
 

@@ -131,7 +131,11 @@ def _message(c: Candidate) -> str:
     for i in range(len(tb) - 1, -1, -1):
         if tb[i].strip() == c.summary.strip():
             rest = " ".join(ln.strip() for ln in tb[i + 1 : i + 4])
-            return f"{c.summary}{rest}" if rest and not c.summary.endswith(" ") else f"{c.summary} {rest}".strip()
+            return (
+                f"{c.summary}{rest}"
+                if rest and not c.summary.endswith(" ")
+                else f"{c.summary} {rest}".strip()
+            )
     return c.summary
 
 
@@ -141,7 +145,11 @@ def _priority(c: Candidate, category: str) -> tuple[int, int, int, int]:
     # Among wrappers (which only point at an error printed elsewhere), one that says the process was killed
     # tells more than one that says nothing.
     killed_rank = 1 if c.role == "wrapper" else 2
-    specific = 0 if category not in {"other", "killed", "timeout"} else (killed_rank if category == "killed" else 3 - killed_rank)
+    specific = (
+        0
+        if category not in {"other", "killed", "timeout"}
+        else (killed_rank if category == "killed" else 3 - killed_rank)
+    )
     kind = 1 if c.kind == "log" else 0
     return (int(c.noise), int(c.role == "wrapper"), specific, kind)
 

@@ -163,7 +163,11 @@ class Assembler:
                 tb.add("  " + stripped)
                 tb.after_frame = True
                 return True, done
-            if tb.after_frame and _WRAPPED_NAME.fullmatch(stripped) and not tb.lines[-1].rstrip().endswith(">"):
+            if (
+                tb.after_frame
+                and _WRAPPED_NAME.fullmatch(stripped)
+                and not tb.lines[-1].rstrip().endswith(">")
+            ):
                 # a terminal wrapped the frame line in its function's name: "in _initialize_k" / "v_caches"
                 tb.lines[-1] += stripped
                 return True, done
