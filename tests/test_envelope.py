@@ -111,6 +111,21 @@ from watchdog.envelope import parse, seconds_between, unglue
             id="uvicorn",
         ),
         pytest.param("plain message", "plain message", "", "", None, id="no-envelope"),
+        pytest.param(
+            "gemma-vllm-server  | AssertionError", "AssertionError", "", "", None, id="compose-no-replica"
+        ),
+        pytest.param(
+            "[pod/vllm-0/server] ERROR 05-21 20:51:38 [core.py:489] EngineCore failed to start.",
+            "EngineCore failed to start.",
+            "",
+            "ERROR",
+            "05-21T20:51:38",
+            id="kubectl-prefix",
+        ),
+        pytest.param(
+            "[12-11 17:52:54] Exit code: -9", "Exit code: -9", "", "", "12-11T17:52:54", id="sglang-mmdd"
+        ),
+        pytest.param("Loading | 3/4", "Loading | 3/4", "", "", None, id="not-a-compose-prefix"),
     ],
 )
 def test_parse_envelopes(line: str, content: str, source: str, level: str, at: str | None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.categories import categorize, hint_for, phase_from_frames
+from watchdog.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.envelope import parse
 from watchdog.errors import Candidate, from_traceback, root_cause
 from watchdog.tracebacks import Assembler, Traceback
@@ -209,3 +209,67 @@ def test_argparse_hint_names_the_rejected_option() -> None:
         "sglang",
     )
     assert "--enable-reasoning" in hint
+
+
+@pytest.mark.parametrize(
+    ("summary", "category"),
+    [
+        ("ValueError: metrics_port at 40290 is not available in 30 seconds.", "port_in_use"),
+        (
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address.",
+            "port_in_use",
+        ),
+        (
+            "ValueError: Loading /m requires you to execute the configuration file in that repo on your local machine.",
+            "config",
+        ),
+        (
+            "ValueError: Quantization method specified in the model config (marlin) does not match the quantization method specified in the quantization argument (gptq).",
+            "config",
+        ),
+        ("AssertionError: One of GPU archs of ['gfx1201'] is invalid or not supported", "unsupported"),
+        ("NotImplementedError: FP8 block quant is not supported yet", "unsupported"),
+        ("/usr/bin/ld: cannot find -lcuda: No such file or directory", "import"),
+        (
+            "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: mpiSize == tp (allreduce.cpp:79)",
+            "assertion",
+        ),
+        (
+            "IndexKernel.cu:92: operator(): block: [0,0,0], thread: [1,0,0] Assertion `idx < n` failed.",
+            "cuda",
+        ),
+        (
+            "HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception. code: 0x1016",
+            "cuda",
+        ),
+        ("Exit code: -9", "killed"),
+    ],
+)
+def test_plain_lines_get_their_category(summary: str, category: str) -> None:
+    """A line that says plainly what it is gets that category, not `other`."""
+    assert categorize(summary) == category
+
+
+def test_shape_assert_in_a_weight_loader_is_model_load() -> None:
+    """A bare AssertionError whose innermost frames are a weight loader: the checkpoint does not fit."""
+    tb = (
+        'Traceback (most recent call last):\n  File "m.py", line 9, in load_weights\n    w(p, x)\n'
+        '  File "l.py", line 3, in weight_loader\n    assert param_data.shape == loaded_weight.shape\n'
+        "AssertionError"
+    )
+    assert categorize("AssertionError", tb) == "model_load"
+    assert categorize("AssertionError") == "assertion"
+
+
+def test_nccl_timeout_with_a_high_sequence_number_was_serving() -> None:
+    """SeqNum in the tens of thousands: the collective ran while serving, whatever markers surround it."""
+    assert (
+        phase_from_error(
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=20518, OpType=ALLREDUCE"
+        )
+        == "ready"
+    )
+    assert (
+        phase_from_error("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=BROADCAST")
+        is None
+    )

@@ -124,7 +124,8 @@ async def _stream(data: bytes, cuts: list[int], gaps: list[float]) -> dict[str, 
             pos = end
             await run.source.catch_up()
             await run.clock.advance(gaps[i % len(gaps)] if gaps else 0.0)
-        await run.clock.advance(GRACE + 1.0)
+        # a log that went quiet inside a traceback is an error after the grace, and a crash one grace later
+        await run.clock.advance(2 * GRACE + 1.0)
         tg.cancel_scope.cancel()
     return run.follower.status()
 

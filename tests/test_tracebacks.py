@@ -217,3 +217,48 @@ def test_exception_line(line: str, exc: str | None) -> None:
     """EXCEPTION_LINE recognizes dotted and bare exception names and nothing else."""
     m = EXCEPTION_LINE.match(line)
     assert (m.group("exc") if m else None) == exc
+
+
+def test_traceback_pasted_flush_left_still_ends_in_its_exception_line() -> None:
+    """Frames and source lines with their indentation lost: the exception line is still the last line."""
+    lines = [
+        'File "/usr/lib/vllm/config.py", line 130, in init',
+        "self._verify_quantization()",
+        'File "/usr/lib/vllm/config.py", line 204, in _verify_quantization',
+        "raise ValueError(",
+        "ValueError: Quantization method specified in the model config (marlin) does not match",
+        "",
+    ]
+    [(_, tb)] = _assemble(lines)
+    assert (
+        tb.exception
+        == "ValueError: Quantization method specified in the model config (marlin) does not match"
+    )
+    assert tb.last_statement() == "raise ValueError("
+
+
+def test_frame_wrapped_by_a_terminal_keeps_its_function_name() -> None:
+    """A frame line a terminal wrapped inside its function name is joined again, and the rest goes on."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/opt/vllm/v1/engine/core.py", line 305, in _initialize_k',
+        "v_caches",
+        "    kv_cache_configs = get_kv_cache_configs(",
+        "ValueError: To serve at least one request",
+        "",
+    ]
+    [(_, tb)] = _assemble(lines)
+    assert tb.lines[1].endswith("in _initialize_kv_caches")
+    assert tb.exception == "ValueError: To serve at least one request"
+
+
+def test_frame_quotes_escaped_as_in_json_is_a_frame() -> None:
+    """'File \\"x\\"' (a traceback pasted from a JSON string) opens a traceback like 'File "x"'."""
+    lines = [
+        'File \\"sglang/srt/utils/cuda_ipc_transport_utils.py\\", line 488, in reconstruct_on_target_device',
+        "    storage = torch.UntypedStorage._new_shared_cuda(",
+        "torch.AcceleratorError: HIP error: invalid device pointer",
+        "",
+    ]
+    [(_, tb)] = _assemble(lines)
+    assert tb.exception == "torch.AcceleratorError: HIP error: invalid device pointer"

@@ -99,6 +99,8 @@ class Analyzer:
         self._provisional = False
         self._head_emitted: set[tuple[State, int | None]] = set()
         self._caught_up = False
+        self._last_data = 0.0
+        self._cut_reported = False  # the open tracebacks were reported as cut since the last data
         if engine and engine != "auto":
             self._use(load_profile(engine, self._extra))
 
@@ -120,6 +122,8 @@ class Analyzer:
     def feed(self, data: bytes, now: float) -> list[Transition]:
         """Take the next bytes of the log; return the transitions they caused."""
         self.bytes_read += len(data)
+        if data:
+            self._last_data, self._cut_reported = now, False
         if self._provisional:
             return self._feed_provisional(data, now)
         if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
@@ -135,7 +139,17 @@ class Analyzer:
         out = self._detect(now, force=True) if self.profile is None and self._held else []
         if not self._caught_up:
             self._caught_up = True
+            # as replay reads a log that ends inside a traceback (the rest may still come: it then replaces
+            # this report in place)
+            out += self._report_cut(now)
             self.lifecycle.caught_up(now)
+        return out
+
+    def _report_cut(self, now: float) -> list[Transition]:
+        self._cut_reported = True
+        out: list[Transition] = []
+        for event in self._scanner.open_tracebacks(cut=True):
+            out += self._emit(event, now)
         return out
 
     def close_tracebacks(self, now: float) -> list[Transition]:
@@ -169,6 +183,9 @@ class Analyzer:
         held = self.profile is None and self._held and self._held_since is not None
         if held and self._held_since is not None and now - self._held_since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
+        if not self._cut_reported and self._scanner.busy and now - self._last_data >= self._crash_grace:
+            # the log went quiet inside a traceback: the writer died printing it, as far as anyone can tell
+            out += self._report_cut(now)
         out += self.lifecycle.tick(now)
         return out
 

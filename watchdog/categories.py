@@ -28,7 +28,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"(?:is|are) invalid or not supported|GPU archs? .* not supported|"
             r"not (?:available|supported) (?:on|for) (?:this|your|the current) (?:GPU|device|platform|hardware|"
             r"driver|architecture)|invalid kernel config|invalid device function|unknown model architecture|"
-            r"requires? Flash ?Attention|CUBLAS_STATUS_NOT_SUPPORTED|operation not supported",
+            r"requires? Flash ?Attention|CUBLAS_STATUS_NOT_SUPPORTED|operation not supported|"
+            r"^(?:\w+\.)*NotImplementedError\b",
         ),
         (
             "port_in_use",
@@ -39,7 +40,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "nccl",
-            r"NCCL|ProcessGroupNCCL|collective operation timeout|\[c10d\]|DistNetworkError|DistStoreError|"
+            r"NCCL|ProcessGroupNCCL|collective operation timeout|MPI error|\[c10d\]|DistNetworkError|DistStoreError|"
             r"Duplicate GPU detected",
         ),
         (
@@ -50,7 +51,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "cuda",
             r"CUDA error|CUDA driver error|cudaError|AcceleratorError|CUBLAS_STATUS|cuDNN error|CUDNN_STATUS|"
             r"illegal memory access|device-side assert|NVML|no CUDA-capable device|Error 802|"
-            r"Found no NVIDIA driver|CUDA initialization|HIP error|hipError|HSA_STATUS_ERROR|CUDA_ERROR_\w+|"
+            r"Found no NVIDIA driver|CUDA initialization|HIP error|hipError|ROCm error|MUSA error|synStatus=|HSA_STATUS_ERROR|CUDA_ERROR_\w+|"
             r"Assertion `[^'`]*` failed",
         ),
         ("timeout", r"timed out|TimeoutError|Watchdog timeout|deadline exceeded|\btimeout\b"),

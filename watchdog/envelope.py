@@ -77,7 +77,7 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
         r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] ",
         # ISO timestamp in front (Docker Desktop, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z "
-        rf"(?P<ts>{_TS}) ",
+        rf"(?P<ts>{_TS})(?: |$)",
         # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
         rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
     )

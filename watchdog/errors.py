@@ -50,6 +50,7 @@ class Candidate:
     at: str | None = None
     chained: bool = False  # the effect of the previous traceback of its stream
     kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
+    opened: int = 0  # for a traceback: the line it began on (its reports, cut or whole, share it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +86,26 @@ class Error:
         }
 
 
-def from_traceback(tb: Traceback) -> Candidate | None:
-    """A candidate from an assembled traceback; a fragment without an exception line is noise (or None)."""
+def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
+    """A candidate from an assembled traceback. One without an exception line is noise (or None) when later
+    lines closed it; when the log ends inside it (`cut`), something was raised that the log does not show:
+    a wrapper-like error whose frames may still tell the phase."""
     exc_line = tb.exception
     if exc_line is None:
-        # A fragment (the log cut it short) names no error, but its frames still tell the phase.
         hint = phase_from_frames("\n".join(tb.lines))
+        if cut and not tb.noise:
+            last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
+            return Candidate(
+                (tb.header.rstrip(":") or last)[:_MAX_SUMMARY],
+                tb.line,
+                tb.source,
+                role="wrapper",
+                traceback=tuple(tb.lines),
+                phase_hint=hint,
+                at=tb.at,
+                opened=tb.line,
+            )
+        # A fragment (the log cut it short) names no error, but its frames still tell the phase.
         if hint is None:
             return None
         last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
@@ -116,6 +131,7 @@ def from_traceback(tb: Traceback) -> Candidate | None:
         phase_hint=phase_from_frames(text),
         at=tb.at,
         chained=tb.chained,
+        opened=tb.line,
     )
 
 

@@ -315,14 +315,23 @@ class Lifecycle:
             return False
         for i in range(len(inc.candidates) - 1, -1, -1):
             old = inc.candidates[i]
-            if old.kind == "traceback" and old.line == cand.line and old.source == cand.source:
+            same = old.line == cand.line or (old.opened != 0 and old.opened == cand.opened)
+            if old.kind == "traceback" and same and old.source == cand.source:
                 inc.candidates[i] = cand
+                if not cand.noise and i < inc.pending_index:
+                    # an error reported cut and since resolved went on: it is live again
+                    inc.pending_index = i
+                    if inc.pending_since is None and inc.state not in FINAL:
+                        inc.pending_since, inc.crash_phase = now, inc.phase
                 if inc.state == State.CRASHED:
                     self._rechoose(inc)
+                elif cand.noise and inc.pending_since is not None and inc.state not in FINAL:
+                    if all(c.noise for c in inc.candidates[inc.pending_index :]):
+                        self._resolve(inc)  # what was pending turned out to be noise
                 elif cand.fatal and not old.fatal and not cand.noise and inc.state not in FINAL:
                     self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
                 return True
-            if old.line < cand.line:
+            if old.line < (cand.opened or cand.line):
                 return False
         return False
 

@@ -252,10 +252,21 @@ def detect_engine(lines: Iterable[str], extra: Sequence[Path | Profile] = ()) ->
     for engine in ENGINES[:-1]:
         markers.extend((engine, d) for d in _bundled(engine).detect)
     score: dict[str, int] = {}
+    owner: str | None = None  # the engine of the outermost engine frame of the traceback being read
     for line in lines:
+        stripped = line.lstrip()
+        frame = stripped.startswith('File "')
+        if not frame and stripped == line:
+            owner = None  # not inside a traceback (frames and their indented source lines)
         for engine, marker in markers:
             if marker in line:
+                # A traceback's frames below the engine's own name the libraries it called (old SGLang ran
+                # vLLM's layers): those do not count for the library.
+                if frame and owner is not None and engine != owner:
+                    continue
+                if frame and owner is None:
+                    owner = engine
                 score[engine] = score.get(engine, 0) + 1
     if not score:
         return None
-    return max(score, key=lambda e: score[e])  # ties: the first engine in `markers` order
+    return max(score, key=lambda e: score[e])  # ties: the engine whose marker came first

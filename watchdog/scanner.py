@@ -123,21 +123,27 @@ class Scanner:
         return out
 
     def flush(self) -> list[Event]:
-        """End of log: the tracebacks still open."""
+        """End of log: the tracebacks still open (cut: the log ends inside them)."""
         out: list[Event] = []
         for tb in self.assembler.flush():
-            out += self._traceback(tb)
+            out += self._traceback(tb, cut=True)
         return out
 
-    def open_tracebacks(self) -> list[Event]:
-        """The tracebacks still open, as far as they go (they stay open)."""
+    def open_tracebacks(self, *, cut: bool = False) -> list[Event]:
+        """The tracebacks still open, as far as they go (they stay open); `cut`: as if the log ended here."""
         out: list[Event] = []
         for tb in self.assembler.open():
-            out += self._traceback(tb, provisional=True)
+            tb.reported_cut = tb.reported_cut or cut
+            out += self._traceback(tb, provisional=True, cut=cut)
         return out
 
-    def _traceback(self, tb: Traceback, *, provisional: bool = False) -> list[Event]:
-        cand = from_traceback(tb)
+    def _traceback(self, tb: Traceback, *, provisional: bool = False, cut: bool = False) -> list[Event]:
+        cand = from_traceback(tb, cut=cut)
+        if tb.reported_cut and not cut:
+            # it was reported as cut, and went on after all: what it turned out to be replaces that report
+            if cand is None:
+                cand = Candidate("", tb.line, tb.source, noise=True)
+            cand = replace(cand, kind="traceback", opened=tb.line)
         if cand is None:
             return []
         rule = self._annotations.get(cand.line) if provisional else self._annotations.pop(cand.line, None)
@@ -150,11 +156,21 @@ class Scanner:
                 cand,
                 role=rule.role,
                 category=rule.category,
-                phase_hint=rule.state or cand.phase_hint,
+                phase_hint=_later(rule.state, cand.phase_hint),
                 hint=rule.hint,
                 fatal=rule.fatal or cand.fatal,
             )
         return [ErrorSeen(cand)]
+
+
+_PHASE_ORDER = ("starting", "loading_weights", "allocating_kv_cache", "capturing_graphs", "ready")
+
+
+def _later(a: str | None, b: str | None) -> str | None:
+    # two pieces of evidence of a phase: the crash happened in the later one
+    if a is None or b is None:
+        return a or b
+    return max(a, b, key=lambda p: _PHASE_ORDER.index(p) if p in _PHASE_ORDER else -1)
 
 
 def _rule_candidate(rule: Rule, rec: Record, line_no: int, groups: dict[str, str]) -> Candidate:

@@ -48,6 +48,7 @@ class Traceback:
     continuation: int = 0
     dropped: int = 0
     after_frame: bool = False  # the last line was a frame ('File "...", line N, in f')
+    reported_cut: bool = False  # reported as cut (the log went quiet inside it): its end must replace that
 
     @property
     def exception(self) -> str | None:

@@ -1,0 +1,49 @@
+"""llama.cpp vs Ollama: engine detection when one embeds the other's output, and ggml's abort lines."""
+
+from __future__ import annotations
+
+from watchdog.profile import detect_engine, load_profile
+
+_LOADER = [
+    "llama_model_loader: loaded meta data with 29 key-value pairs and 291 tensors from /m.gguf (version GGUF V3)",
+    "llm_load_print_meta: n_ctx_train      = 8192",
+    "llm_load_tensors: offloaded 33/33 layers to GPU",
+    "llama_new_context_with_model: n_ctx      = 8192",
+    "llama_kv_cache_init:      CUDA0 KV buffer size =  1024.00 MiB",
+] * 20
+
+
+def test_ollama_log_full_of_runner_loader_lines_is_ollama() -> None:
+    """Ollama's runner prints llama.cpp's loader lines; a few of Ollama's own lines decide."""
+    head = [
+        'time=2024-08-26T09:53:20.000Z level=INFO source=server.go:393 msg="starting llama server"',
+        *_LOADER,
+        'time=2024-08-26T09:53:44.082Z level=INFO source=server.go:627 msg="waiting for server to become available"',
+    ]
+    assert detect_engine(head) == "ollama"
+
+
+def test_llama_server_loading_an_ollama_blob_is_llamacpp() -> None:
+    """A path under ~/.ollama in llama-server's own log does not make it Ollama's: main()'s lines decide."""
+    head = [
+        "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11",
+        "main: loading model",
+        "srv    load_model: loading model '/home/u/.ollama/models/blobs/sha256-abc'",
+        *_LOADER,
+        "main: model loaded",
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+    ]
+    assert detect_engine(head) == "llamacpp"
+
+
+def test_ggml_abort_line_is_fatal_and_the_message_is_the_cause() -> None:
+    """ggml_abort's 'file:line: CUDA error' ends the process; the 'CUDA error: ...' line names the cause."""
+    prof = load_profile("llamacpp")
+    errors = prof.rules_of("error")
+    abort = "/app/ggml/src/ggml-cuda/ggml-cuda.cu:98: CUDA error"
+    message = "CUDA error: an internal operation failed"
+    hit_abort = [r for r in errors if r.apply(abort) is not None]
+    hit_message = [r for r in errors if r.apply(message) is not None]
+    assert any(r.fatal and r.role == "wrapper" for r in hit_abort)
+    assert all(r.role == "wrapper" for r in hit_abort if r.category)
+    assert [r.category for r in hit_message if r.role == "cause"] == ["cuda"]
