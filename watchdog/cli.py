@@ -42,14 +42,14 @@ EXAMPLE_LOG = "sglang-ep8-oom.log"  # in watchdog/examples/: 8 EP ranks, 4 of th
 
 EXIT_CODES_HELP = f"""\
 exit codes:
-  {EXIT_READY:<4}ready: the server can serve
+  {EXIT_READY:<4}ready: the server can serve (or was ready, then stopped cleanly)
   {EXIT_CRASHED:<4}crashed: the report names the root cause
   {EXIT_STALLED:<4}stalled (no progress for --stall-after), or --timeout reached
-  {EXIT_NO_VERDICT:<4}no verdict: the log ended while still starting, or the server stopped cleanly
+  {EXIT_NO_VERDICT:<4}no verdict: the log ended while still starting, or it stopped before ready
   {EXIT_USAGE:<4}usage error: bad command line or unreadable input file
   {EXIT_UNREACHABLE:<4}target unreachable: SSH connection, authentication or host key
   {EXIT_INTERNAL:<4}internal error: a bug in watchdog (run with --debug for the traceback)
-  {EXIT_CONFIG:<4}configuration error: invalid profile file
+  {EXIT_CONFIG:<4}configuration error: invalid config or profile file
   {EXIT_INTERRUPTED:<4}interrupted (Ctrl-C)
 """
 
@@ -94,6 +94,48 @@ def build_parser() -> argparse.ArgumentParser:
         "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
     )
     _common(replay)
+
+    run = sub.add_parser(
+        "run",
+        help="the daemon: follow every configured launch, serve metrics and a status page",
+        description="The daemon: follow every launch of the config file, keep following after each verdict, "
+        "serve /metrics, /status, /healthz and a status page, and send alerts. SIGHUP reloads the config, "
+        "SIGTERM stops.",
+    )
+    run.add_argument("--config", type=Path, required=True, metavar="FILE", help="the TOML config file")
+    check = sub.add_parser(
+        "check-config",
+        help="validate a config file and print it resolved (secrets redacted)",
+        description="Validate a config file and print it resolved, secrets redacted (exit 0, or 78).",
+    )
+    check.add_argument("file", type=Path, help="the TOML config file")
+    schema = sub.add_parser(
+        "config-schema",
+        help="print the JSON Schema of the config file",
+        description="Print the JSON Schema of the config file (the reference of its keys).",
+    )
+    schema.add_argument(
+        "--markdown", action="store_true", help="print the key tables of docs/config.md instead"
+    )
+    history = sub.add_parser(
+        "history",
+        help="past launches from the daemon's state: phase durations and facts side by side",
+        description="Past launches from the daemon's state: phase durations and facts side by side.",
+    )
+    from watchdog.history import add_arguments as add_history_arguments  # noqa: PLC0415 - stdlib only
+
+    add_history_arguments(history)
+    demo = sub.add_parser(
+        "demo",
+        help="three simulated launches (ready, crash, stall) watched by the full daemon",
+        description="Replay three bundled real logs into temporary files at a sped-up pace (an SGLang "
+        "launch that becomes ready, a vLLM crash, a launch that stalls), watched by the full daemon with its "
+        "status page and metrics on localhost and alerts on the console. Ends after the verdicts.",
+    )
+    demo.add_argument("--forever", action="store_true", help="keep serving after the verdicts (Ctrl-C ends)")
+    demo.add_argument(
+        "--listen", default="127.0.0.1:0", metavar="HOST:PORT", help="where to serve (default: a free port)"
+    )
 
     watch = sub.add_parser(
         "watch",
@@ -218,6 +260,26 @@ def _main(argv: list[str]) -> int:
             from watchdog.watch import run_watch  # noqa: PLC0415
 
             return run_watch(args)
+        if args.command == "run":
+            from watchdog.service import run_daemon  # noqa: PLC0415 - the daemon's libraries only when run
+
+            return run_daemon(args.config)
+        if args.command == "check-config":
+            from watchdog.config import check_config_main  # noqa: PLC0415
+
+            return check_config_main(args.file)
+        if args.command == "config-schema":
+            from watchdog.config import config_schema_main  # noqa: PLC0415
+
+            return config_schema_main(markdown=args.markdown)
+        if args.command == "history":
+            from watchdog.history import run_history  # noqa: PLC0415
+
+            return run_history(args)
+        if args.command == "demo":
+            from watchdog.demo import run_demo  # noqa: PLC0415
+
+            return run_demo(forever=args.forever, listen=args.listen)
     except UsageError as exc:
         print(f"watchdog: {exc}", file=sys.stderr)
         return EXIT_USAGE

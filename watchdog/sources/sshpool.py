@@ -165,6 +165,11 @@ class SSHPool:
                 del self._conns[key]
         conn.close()
 
+    @property
+    def connected(self) -> bool:
+        """Whether a connection of this pool is open now."""
+        return any(not conn.is_closed() for conn in self._conns.values())
+
     async def aclose(self) -> None:
         """Close every connection and wait (briefly) until they are closed."""
         conns = list(self._conns.values())

@@ -1,0 +1,39 @@
+# watchdog: the daemon (`watchdog run`) in a container, with the config and keys mounted read-only.
+# Step by step: docs/operations.md ("Docker"). The bind mount below needs BuildKit (Docker >= 23's default).
+#
+#   docker build -t watchdog .
+#   docker run -d --name watchdog --init --stop-timeout 30 -p 127.0.0.1:9469:9469 \
+#     -v /etc/watchdog:/etc/watchdog:ro -v watchdog-state:/var/lib/watchdog watchdog
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+# A fixed uid/gid (10001), so that the keys mounted from the host can be given to it (chgrp 10001, 0640).
+RUN groupadd --system --gid 10001 watchdog \
+ && useradd --system --uid 10001 --gid watchdog --home-dir /var/lib/watchdog --no-create-home \
+      --shell /usr/sbin/nologin watchdog \
+ && install -d -o watchdog -g watchdog -m 0700 /var/lib/watchdog \
+ && install -d -o root -g watchdog -m 0750 /etc/watchdog
+
+# The project from the build context (.dockerignore lets in only pyproject.toml, README.md and watchdog/),
+# mounted for this step only: no source layer, no pip cache, the build backend gone with pip's build env.
+# No compiler, no SSH client: asyncssh is pure Python and reads ~/.ssh/config itself; the dependencies
+# come as binary wheels.
+RUN --mount=type=bind,target=/src,rw \
+    pip install --no-cache-dir --disable-pip-version-check --root-user-action=ignore /src
+
+# SQLite state, outbox and history: a named volume keeps them across container upgrades.
+VOLUME ["/var/lib/watchdog"]
+WORKDIR /var/lib/watchdog
+USER watchdog:watchdog
+
+# The config's [daemon] listen must be "0.0.0.0:9469" for a published port to reach the daemon.
+EXPOSE 9469
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:9469/healthz', timeout=4).status != 200)"]
+
+# docker stop sends SIGTERM: graceful (a second one exits at once); `docker kill -s HUP` reloads the config.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["watchdog"]
+CMD ["run", "--config", "/etc/watchdog/config.toml"]

@@ -1,0 +1,239 @@
+"""The daemon: many launches at once over real files and a real HTTP server, alerts once, reload, the demo."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import TaskStatus
+
+from watchdog.daemon import ConsoleAlerts, Daemon, LaunchPlan
+from watchdog.http import serve_http
+from watchdog.launch import LaunchSpec
+from watchdog.sources import parse_target
+
+pytestmark = pytest.mark.anyio
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
+READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+DEADLINE = 30.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _plan(name: str, path: Path, alerts: ConsoleAlerts) -> LaunchPlan:
+    return LaunchPlan(LaunchSpec(name=name, target=parse_target(str(path))), alerts=(alerts,))
+
+
+async def _serve(daemon: Daemon, *, task_status: TaskStatus[int]) -> None:
+    await serve_http(("127.0.0.1", 0), daemon.statuses, daemon.stats, task_status=task_status)
+
+
+def _states(statuses: list[dict[str, Any]]) -> dict[str, str]:
+    return {s["name"]: s["state"] for s in statuses}
+
+
+async def test_launches_get_their_verdicts_served_and_alerted_once(tmp_path: Path) -> None:
+    """Two launches written while followed: each gets its verdict on /status and /metrics, and the crash
+    is alerted exactly once, with its root cause."""
+    out = io.StringIO()
+    alerts = ConsoleAlerts(out=out)
+    paths = {"crash": tmp_path / "crash.log", "ready": tmp_path / "ready.log"}
+    daemon = Daemon(
+        {name: _plan(name, path, alerts) for name, path in paths.items()}, serve=_serve, handle_signals=False
+    )
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            assert daemon.started.is_set()
+            paths["crash"].write_bytes(CRASH.read_bytes())
+            paths["ready"].write_bytes(READY.read_bytes())
+            await daemon.wait_until(lambda s: _states(s) == {"crash": "crashed", "ready": "ready"})
+            await daemon.wait_until(lambda s: daemon.alerts_sent["console"] == 2)  # the crash and ready
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.port}") as client:
+                status = (await client.get("/status")).json()
+                metrics = (await client.get("/metrics")).text
+            tg.cancel_scope.cancel()
+    by_name = {s["name"]: s for s in status}
+    assert by_name["crash"]["phase"] == "capturing_graphs"
+    assert "CUDA" in by_name["crash"]["error"]["summary"]
+    assert 'watchdog_launch_state{engine="vllm",host="",launch="crash",state="crashed"} 1.0' in metrics
+    lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("crash:")]
+    assert len(lines) == 1
+    assert "crashed during capturing_graphs" in lines[0]
+    assert daemon.crashes[("crash", "", by_name["crash"]["error"]["category"])] == 1
+
+
+async def test_reload_starts_added_stops_removed_and_leaves_unchanged_alone(tmp_path: Path) -> None:
+    """SIGHUP's reload: an added launch starts, a removed one stops, an unchanged one keeps its follower."""
+    alerts = ConsoleAlerts(out=io.StringIO())
+    keep, drop, add = (_plan(n, tmp_path / f"{n}.log", alerts) for n in ("keep", "drop", "add"))
+
+    async def reload() -> dict[str, LaunchPlan]:
+        return {"keep": keep, "add": add}
+
+    daemon = Daemon({"keep": keep, "drop": drop}, reload=reload, handle_signals=False)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            before = daemon._running["keep"].follower
+            await daemon.reload()
+            assert sorted(s["name"] for s in daemon.statuses()) == ["add", "keep"]
+            assert daemon._running["keep"].follower is before
+            (tmp_path / "add.log").write_bytes(READY.read_bytes())
+            await daemon.wait_until(lambda s: _states(s).get("add") == "ready")
+            tg.cancel_scope.cancel()
+
+
+def test_demo_ends_with_three_verdicts() -> None:
+    """`watchdog demo` replays its three bundled launches and ends by itself: ready, crashed, stalled."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "status page http://127.0.0.1:" in proc.stdout
+    assert "qwen-vllm-capture: crashed during capturing_graphs" in proc.stdout
+    assert "llama-8b-sglang: ready" in proc.stdout
+    assert "glm5-ascend-tp16: stalled in loading_weights" in proc.stdout
+    assert "3 launches: 1 crashed, 1 ready, 1 stalled" in proc.stdout
+
+
+class _Daemon:
+    """`watchdog run` in a subprocess, its JSON log lines read as they come."""
+
+    def __init__(self, config: Path) -> None:
+        import queue  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.reader: threading.Thread
+        self.seen: list[dict[str, Any]] = []
+        assert self.proc.stderr is not None
+        stderr = self.proc.stderr
+
+        def read() -> None:
+            import json  # noqa: PLC0415
+
+            for line in stderr:
+                try:
+                    self.events.put(json.loads(line))
+                except ValueError:
+                    self.events.put({"event": "text", "text": line})
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def close(self) -> None:
+        """Kill the daemon if it still runs, and close its pipes."""
+        self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+    def wait(self, **want: Any) -> dict[str, Any]:
+        """The first log event (from now on) with these fields, within the deadline."""
+        import queue  # noqa: PLC0415
+        import time  # noqa: PLC0415
+
+        end = time.monotonic() + DEADLINE
+        while (left := end - time.monotonic()) > 0:
+            try:
+                event = self.events.get(timeout=left)
+            except queue.Empty:
+                break
+            self.seen.append(event)
+            if all(event.get(k) == v for k, v in want.items()):
+                return event
+        raise AssertionError(f"no event {want} in {DEADLINE}s; seen: {self.seen[-15:]}")
+
+
+def _config(tmp_path: Path, sshd: Any, launches: str) -> Path:
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "json"
+
+[hosts.gpu1]
+address = "127.0.0.1"
+port = {sshd.port}
+user = "{sshd.user}"
+identity = "{sshd.client_key}"
+known_hosts = "{sshd.known_hosts}"
+
+[notifiers.console]
+kind = "console"
+{launches}
+"""
+    )
+    return config
+
+
+@pytest.mark.sshd
+def test_run_follows_local_and_ssh_launches_reloads_and_stops(tmp_path: Path, sshd: Any) -> None:
+    """`watchdog run`: a local and an SSH launch get their verdicts (served on /status); SIGHUP adds a
+    launch without touching the others; SIGTERM exits 0."""
+    import signal  # noqa: PLC0415
+
+    local, remote, added = tmp_path / "local.log", tmp_path / "remote.log", tmp_path / "added.log"
+    launches = f"""
+[launches.local]
+log = "{local}"
+notify = ["console"]
+
+[launches.remote]
+host = "gpu1"
+log = "{remote}"
+notify = ["console"]
+"""
+    config = _config(tmp_path, sshd, launches)
+    daemon = _Daemon(config)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        local.write_bytes(CRASH.read_bytes())
+        remote.write_bytes(READY.read_bytes())
+        daemon.wait(event="transition", launch="local", state="crashed")
+        daemon.wait(event="transition", launch="remote", state="ready")
+        status = {s["name"]: s for s in httpx.get(url + "status").json()}
+        assert (status["local"]["state"], status["remote"]["state"]) == ("crashed", "ready")
+        assert status["remote"]["host"] == "gpu1"
+        config.write_text(config.read_text() + f'\n[launches.added]\nlog = "{added}"\nnotify = ["console"]\n')
+        mark = len(daemon.seen)
+        daemon.proc.send_signal(signal.SIGHUP)
+        daemon.wait(event="reloaded", launches=3)
+        added.write_bytes(READY.read_bytes())
+        daemon.wait(event="transition", launch="added", state="ready")
+        # the unchanged launches were not restarted (a restart reads the log again from its first line)
+        assert [e for e in daemon.seen[mark:] if e.get("launch") in ("local", "remote")] == []
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.proc.wait(timeout=DEADLINE) == 0
+        assert daemon.proc.stdout is not None
+        out = daemon.proc.stdout.read()
+        assert "local: crashed during capturing_graphs" in out
+    finally:
+        daemon.close()

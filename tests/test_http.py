@@ -1,0 +1,632 @@
+"""The HTTP server: /healthz, /status, /metrics (promtool-clean), the status page, basic auth and TLS."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import functools
+import html.parser
+import ipaddress
+import json
+import os
+import shutil
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from watchdog.exceptions import ConfigError
+from watchdog.http import DEFAULT_LISTEN, redact_text, serve_http, server_tls
+from watchdog.launch import Concluded, LaunchFollower, LaunchSpec
+from watchdog.lifecycle import State
+from watchdog.metrics import GIB, DaemonStats, build_version, phase_seconds
+from watchdog.sources import parse_target
+
+pytestmark = pytest.mark.anyio
+
+EXAMPLE_LOG = Path(__file__).parent.parent / "watchdog" / "examples" / "sglang-ep8-oom.log"
+DEADLINE = 20.0
+# a log line is untrusted: it may try to close the script element or inject markup
+EVIL = "<img src=x onerror=\"document.title='pwned'\"></pre></script><script>document.title='pwned2'</script>"
+
+
+def _ago(seconds: float) -> str:
+    return (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+
+def three_launches() -> list[dict[str, Any]]:
+    """Snapshots as `Daemon.statuses()` gives them: ready, crashed (traceback, hint), capturing graphs."""
+    ready = {
+        "name": "kimi-ep",
+        "host": "gpu1",
+        "since": _ago(400),
+        "labels": {"team": "infra"},
+        "engine": "sglang",
+        "state": "ready",
+        "phase": "ready",
+        "error": None,
+        "timeline": [
+            {"state": "starting", "line": 1, "at": "2025-07-02T07:31:02", "duration_seconds": 12.0},
+            {"state": "loading_weights", "line": 40, "at": "2025-07-02T07:31:14", "duration_seconds": 194.0},
+            {
+                "state": "allocating_kv_cache",
+                "line": 120,
+                "at": "2025-07-02T07:34:28",
+                "duration_seconds": 21.5,
+            },
+            {"state": "capturing_graphs", "line": 130, "at": "2025-07-02T07:34:49", "duration_seconds": 95.0},
+            {"state": "ready", "line": 180, "at": "2025-07-02T07:36:24"},
+        ],
+        "entered": [0.0, 12.0, 206.0, 227.5, 322.5],
+        "progress": {"weights": {"done": 64, "total": 64}, "graphs": {"done": 35, "total": 35}},
+        "facts": {"avail_mem_after_weights_gb": 16.3, "kv_cache_tokens": 812345},
+        "lines_read": 180,
+        "bytes_read": 15000,
+        "incarnation": 1,
+        "incarnations": 1,
+        "target": "ssh://gpu1/data/logs/kimi.log",
+        "elapsed_seconds": 400.0,
+        "last_line": "The server is fired up and ready to roll!",
+        "time_to_ready_seconds": 322.5,
+    }
+    crashed = {
+        "name": "qwen-vllm",
+        "host": "gpu2",
+        "since": _ago(170),
+        "labels": {},
+        "engine": "vllm",
+        "state": "crashed",
+        "phase": "allocating_kv_cache",
+        "error": {
+            "category": "oom",
+            "summary": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "exception": "torch.OutOfMemoryError",
+            "hint": "lower --gpu-memory-utilization or --max-model-len",
+            "ranks": ["TP0", "TP1"],
+            "line": 812,
+            "traceback": [
+                "Traceback (most recent call last):",
+                '  File "/opt/vllm/worker.py", line 10, in determine_num_available_blocks',
+                "    self.model_runner.profile_run()",
+                EVIL,
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            ],
+        },
+        "timeline": [
+            {"state": "starting", "line": 1, "at": "2025-07-02T08:00:00", "duration_seconds": 30.0},
+            {"state": "loading_weights", "line": 50, "at": "2025-07-02T08:00:30", "duration_seconds": 120.0},
+            {
+                "state": "allocating_kv_cache",
+                "line": 700,
+                "at": "2025-07-02T08:02:30",
+                "duration_seconds": 15.0,
+            },
+            {"state": "crashed", "line": 812, "at": "2025-07-02T08:02:45"},
+        ],
+        "entered": [0.0, 30.0, 150.0, 165.0],
+        "progress": {"weights": {"done": 8, "total": 8}},
+        "facts": {"avail_mem_after_weights_gb": 3.1},
+        "lines_read": 900,
+        "bytes_read": 80000,
+        "incarnation": 2,
+        "incarnations": 2,
+        "target": "/data/logs/qwen.log",
+        "elapsed_seconds": 170.0,
+        "last_line": EVIL,
+    }
+    capturing = {
+        "name": "llama-70b",
+        "host": "",
+        "since": _ago(140),
+        "labels": {},
+        "engine": "sglang",
+        "state": "capturing_graphs",
+        "phase": "capturing_graphs",
+        "error": None,
+        "timeline": [
+            {"state": "starting", "line": 1, "at": None},
+            {"state": "loading_weights", "line": 20, "at": None},
+            {"state": "allocating_kv_cache", "line": 60, "at": None},
+            {"state": "capturing_graphs", "line": 70, "at": None},
+        ],
+        "entered": [0.0, 5.0, 65.0, 80.0],
+        "progress": {"weights": {"done": 30, "total": 30}, "graphs": {"done": 12, "total": 35}},
+        "facts": {"kv_cache_tokens": 400000},
+        "lines_read": 75,
+        "bytes_read": 6000,
+        "incarnation": 1,
+        "incarnations": 1,
+        "target": "/tmp/llama.log",
+        "elapsed_seconds": 140.0,
+        "last_line": "Capturing batches (bs=64 avail_mem=20.1 GB): 34%| 12/35",
+    }
+    return [ready, crashed, capturing]
+
+
+def _stats() -> DaemonStats:
+    return DaemonStats(
+        crashes={("qwen-vllm", "gpu2", "oom"): 2},
+        ssh_connected={"gpu1": True, "gpu2": False},
+        ssh_reconnects={"gpu2": 3},
+        alerts_sent={"team": 4},
+        alerts_failed={"team": 1},
+        outbox_depth=5,
+        last_log_activity={"kimi-ep": 1751441784.5},
+    )
+
+
+@asynccontextmanager
+async def serving(
+    statuses: Callable[[], list[dict[str, Any]]] = three_launches,
+    stats: Callable[[], DaemonStats] = _stats,
+    **kw: Any,
+) -> AsyncIterator[str]:
+    """A real server on 127.0.0.1, a free port; yields its base URL."""
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(functools.partial(serve_http, ("127.0.0.1", 0), statuses, stats, **kw))
+        scheme = "https" if kw.get("tls") else "http"
+        yield f"{scheme}://127.0.0.1:{port}"
+        tg.cancel_scope.cancel()
+
+
+def _families(text: str) -> dict[str, Any]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def _sample(families: dict[str, Any], name: str, **labels: str) -> float:
+    for family in families.values():
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    raise AssertionError(f"no sample {name}{labels}")
+
+
+async def _promtool(text: str) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        reason = "promtool is not installed (Debian package `prometheus`)"
+        if os.environ.get("WATCHDOG_REQUIRE_PROMTOOL") == "1":
+            pytest.fail(f"WATCHDOG_REQUIRE_PROMTOOL=1 but {reason}")
+        pytest.skip(reason)
+    with anyio.fail_after(DEADLINE):
+        result = await anyio.run_process([promtool, "check", "metrics"], input=text.encode(), check=False)
+    problems = (result.stdout + result.stderr).decode()
+    assert result.returncode == 0, problems
+    assert problems.strip() == "", problems
+
+
+# -- the endpoints ---------------------------------------------------------------------------------------
+
+
+async def test_healthz_answers_ok() -> None:
+    """/healthz answers 200 "ok"."""
+    async with serving() as url, httpx.AsyncClient() as client:
+        r = await client.get(f"{url}/healthz")
+    assert r.status_code == 200
+    assert r.text.strip() == "ok"
+
+
+async def test_status_lists_every_launch_with_its_verdict() -> None:
+    """/status is a JSON list, one entry per launch, with name, host, since, incarnation and the traceback."""
+    async with serving() as url, httpx.AsyncClient() as client:
+        r = await client.get(f"{url}/status")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert [s["name"] for s in body] == ["kimi-ep", "qwen-vllm", "llama-70b"]
+    assert [s["host"] for s in body] == ["gpu1", "gpu2", ""]
+    assert all(s["since"] and s["incarnation"] for s in body)
+    crashed = body[1]
+    assert crashed["error"]["category"] == "oom"
+    assert crashed["error"]["hint"] == "lower --gpu-memory-utilization or --max-model-len"
+    assert crashed["error"]["traceback"][0] == "Traceback (most recent call last):"
+    assert crashed["error"]["traceback"][3] == EVIL  # JSON is data: kept verbatim, escaped by the page
+
+
+async def test_status_fills_in_missing_fields() -> None:
+    """A launch with no follower yet still has name, host, since and incarnation in /status."""
+    pending = [{"name": "new", "state": "pending", "phase": "pending"}]
+    async with serving(lambda: pending) as url, httpx.AsyncClient() as client:
+        body = (await client.get(f"{url}/status")).json()
+    assert body == [
+        {
+            "name": "new",
+            "state": "pending",
+            "phase": "pending",
+            "host": "",
+            "since": None,
+            "incarnation": None,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "secret", "kept"),
+    [
+        pytest.param(
+            "server_args=ServerArgs(api_key='s3cr3t-k3y', port=30000)",
+            "s3cr3t-k3y",
+            "port=30000",
+            id="sglang-args",
+        ),
+        pytest.param(
+            "non-default args: {'api_key': 'abcd1234', 'model': 'x'}",
+            "abcd1234",
+            "'model': 'x'",
+            id="vllm-args",
+        ),
+        pytest.param(
+            "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345 python -m x",
+            "hf_abcdefghij",
+            "python -m x",
+            id="hf-token",
+        ),
+        pytest.param(
+            "launch --api-key sk-live-123456 --port 8000", "sk-live-123456", "--port 8000", id="cli-flag"
+        ),
+        pytest.param("GET https://bob:hunter2@example.org/x", "hunter2", "example.org/x", id="url-userinfo"),
+        pytest.param(
+            "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc",
+            "eyJhbGciOiJIUzI1NiJ9",
+            "Authorization",
+            id="bearer",
+        ),
+        pytest.param(
+            "password: None, api_key=None", None, "password: None, api_key=None", id="none-is-no-secret"
+        ),
+    ],
+)
+def test_redact_text_hides_credentials_in_log_text(line: str, secret: str | None, kept: str) -> None:
+    """Credentials that engines print with their arguments are redacted; the rest of the line stays."""
+    out = redact_text(line)
+    assert secret is None or secret not in out
+    assert kept in out
+
+
+def test_redact_text_keeps_token_counts() -> None:
+    """Words that merely contain "token" (KV-cache sizes) are not mistaken for secrets."""
+    line = "max_total_num_tokens=812345, #tokens: 4096, chunked_prefill_size=8192"
+    assert redact_text(line) == line
+
+
+async def test_status_never_carries_a_secret_from_log_text() -> None:
+    """A credential in a log line, a traceback or a fact does not reach /status or the page."""
+    status = three_launches()[1]
+    status["last_line"] = "server_args=ServerArgs(api_key='TOPSECRET1', hf_token='TOPSECRET2')"
+    status["error"]["traceback"].append("requests.get('https://u:TOPSECRET3@hub.example/model')")
+    status["facts"]["cmd"] = "--api-key TOPSECRET4"
+    async with serving(lambda: [status]) as url, httpx.AsyncClient() as client:
+        texts = [(await client.get(f"{url}/{path}")).text for path in ("status", "", "metrics")]
+    for text in texts:
+        assert "TOPSECRET" not in text
+    assert "<redacted>" in texts[0]
+
+
+async def test_unknown_path_is_404() -> None:
+    """A path the server does not have answers 404."""
+    async with serving() as url, httpx.AsyncClient() as client:
+        assert (await client.get(f"{url}/nope")).status_code == 404
+
+
+# -- metrics ---------------------------------------------------------------------------------------------
+
+
+async def test_metrics_has_the_families_of_the_design() -> None:
+    """/metrics holds every family of DESIGN.md with values taken from the snapshots and counters."""
+    async with serving() as url, httpx.AsyncClient() as client:
+        r = await client.get(f"{url}/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    f = _families(r.text)
+    ready = {"launch": "kimi-ep", "host": "gpu1"}
+    assert _sample(f, "watchdog_launch_state", **ready, engine="sglang", state="ready") == 1
+    states = [s for s in f["watchdog_launch_state"].samples if s.labels["launch"] == "kimi-ep"]
+    assert len(states) == len(State)
+    assert sum(s.value for s in states) == 1
+    assert _sample(f, "watchdog_phase_seconds", **ready, phase="loading_weights") == 194.0
+    assert _sample(f, "watchdog_time_to_ready_seconds", **ready) == 322.5
+    assert _sample(f, "watchdog_crashes_total", launch="qwen-vllm", host="gpu2", category="oom") == 2
+    assert _sample(f, "watchdog_progress_ratio", launch="llama-70b", host="", kind="graphs") == pytest.approx(
+        12 / 35
+    )
+    assert _sample(f, "watchdog_avail_mem_after_weights_bytes", **ready) == pytest.approx(16.3 * GIB)
+    assert _sample(f, "watchdog_kv_cache_tokens", **ready) == 812345
+    assert _sample(f, "watchdog_log_lines_total", **ready) == 180
+    assert _sample(f, "watchdog_log_bytes_total", **ready) == 15000
+    assert _sample(f, "watchdog_last_log_activity_timestamp_seconds", **ready) == 1751441784.5
+    assert _sample(f, "watchdog_ssh_connected", host="gpu1") == 1
+    assert _sample(f, "watchdog_ssh_connected", host="gpu2") == 0
+    assert _sample(f, "watchdog_ssh_reconnects_total", host="gpu2") == 3
+    assert _sample(f, "watchdog_alerts_sent_total", notifier="team") == 4
+    assert _sample(f, "watchdog_alerts_failed_total", notifier="team") == 1
+    assert _sample(f, "watchdog_outbox_depth") == 5
+    assert _sample(f, "watchdog_build_info", version=build_version()) == 1
+
+
+async def test_metrics_are_built_at_scrape_time() -> None:
+    """A launch removed from the snapshots is gone from the next scrape; one added appears."""
+    current = three_launches()
+    async with serving(lambda: current) as url, httpx.AsyncClient() as client:
+        first = _families((await client.get(f"{url}/metrics")).text)
+        current = current[:1]
+        second = _families((await client.get(f"{url}/metrics")).text)
+    launches = [{s.labels["launch"] for s in f["watchdog_launch_state"].samples} for f in (first, second)]
+    assert launches == [{"kimi-ep", "qwen-vllm", "llama-70b"}, {"kimi-ep"}]
+
+
+async def test_metrics_pass_promtool() -> None:
+    """`promtool check metrics` finds nothing to complain about in /metrics."""
+    async with serving() as url, httpx.AsyncClient() as client:
+        text = (await client.get(f"{url}/metrics")).text
+    await _promtool(text)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param(
+            three_launches()[0],
+            {
+                "starting": 12.0,
+                "loading_weights": 194.0,
+                "allocating_kv_cache": 21.5,
+                "capturing_graphs": 95.0,
+            },
+            id="log-time-ready-not-a-phase",
+        ),
+        pytest.param(
+            three_launches()[1],
+            {"starting": 30.0, "loading_weights": 120.0, "allocating_kv_cache": 15.0},
+            id="crash-not-a-phase",
+        ),
+        pytest.param(
+            three_launches()[2],
+            {"starting": 5.0, "loading_weights": 60.0, "allocating_kv_cache": 15.0, "capturing_graphs": 60.0},
+            id="follower-clock-current-phase-to-now",
+        ),
+        pytest.param(
+            {
+                "timeline": [
+                    {"state": "starting"},
+                    {"state": "loading_weights"},
+                    {"state": "stalled"},
+                    {"state": "loading_weights"},
+                ],
+                "entered": [0.0, 10.0, 70.0, 100.0],
+                "elapsed_seconds": 130.0,
+            },
+            {"starting": 10.0, "loading_weights": 120.0},
+            id="stall-counts-for-its-phase",
+        ),
+        pytest.param({"state": "pending"}, {}, id="no-timeline"),
+    ],
+)
+def test_phase_seconds(status: dict[str, Any], expected: dict[str, float]) -> None:
+    """Time per startup phase comes from log time, else the follower's clock, up to now for the current one."""
+    assert phase_seconds(status) == pytest.approx(expected)
+
+
+async def test_real_follower_snapshot_is_served(tmp_path: Path) -> None:
+    """The snapshot of a real follower that saw a crash is served as /status and as promtool-clean metrics."""
+    log = tmp_path / "server.log"
+    log.write_bytes(EXAMPLE_LOG.read_bytes())
+    follower = LaunchFollower(LaunchSpec(name="ep8", target=parse_target(str(log))))
+    crashes: dict[tuple[str, str, str], int] = {}
+
+    def statuses() -> list[dict[str, Any]]:
+        return [{**follower.status(), "host": "", "since": _ago(1), "labels": {}}]
+
+    with follower.updates:  # closed after the follower stops, so it never writes to a closed stream
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with anyio.fail_after(DEADLINE):
+                async for update in follower.updates:
+                    if isinstance(update, Concluded):
+                        category = update.verdict["error"]["category"]
+                        crashes[("ep8", "", category)] = 1
+                        break
+            async with (
+                serving(statuses, lambda: DaemonStats(crashes=crashes)) as url,
+                httpx.AsyncClient() as client,
+            ):
+                status = (await client.get(f"{url}/status")).json()
+                text = (await client.get(f"{url}/metrics")).text
+                page = (await client.get(f"{url}/")).text
+            tg.cancel_scope.cancel()
+    assert status[0]["state"] == "crashed"
+    assert status[0]["error"]["category"] == "oom"
+    assert status[0]["error"]["traceback"]
+    f = _families(text)
+    assert _sample(f, "watchdog_launch_state", launch="ep8", state="crashed") == 1
+    assert _sample(f, "watchdog_crashes_total", launch="ep8", category="oom") == 1
+    assert _sample(f, "watchdog_progress_ratio", launch="ep8", kind="weights") == 1
+    assert _sample(f, "watchdog_phase_seconds", launch="ep8", phase="loading_weights") > 0
+    assert "ep8" in page
+    await _promtool(text)
+
+
+# -- the page --------------------------------------------------------------------------------------------
+
+
+class _Scripts(html.parser.HTMLParser):
+    """The script elements of a document, with their attributes and text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self.tags: list[str] = []
+        self._in: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        if tag == "script":
+            self._in = dict(attrs)
+            self.scripts.append((self._in, ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in is not None:
+            attrs, text = self.scripts[-1]
+            self.scripts[-1] = (attrs, text + data)
+
+
+async def test_page_escapes_log_text() -> None:
+    """A log line with markup cannot close the page's script element or add an element of its own."""
+    async with serving() as url, httpx.AsyncClient() as client:
+        r = await client.get(f"{url}/")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    page = r.text
+    assert "</script><script>document.title" not in page
+    assert "<img src=x" not in page
+    parser = _Scripts()
+    parser.feed(page)
+    assert "img" not in parser.tags
+    assert len(parser.scripts) == 2  # the data and the code, nothing injected
+    (data_attrs, data), (code_attrs, _) = parser.scripts
+    assert data_attrs.get("type") == "application/json"
+    assert json.loads(data)[1]["error"]["traceback"][3] == EVIL  # the text is intact, only inert
+    nonce = code_attrs["nonce"]
+    assert nonce
+    csp = r.headers["content-security-policy"]
+    assert f"script-src 'nonce-{nonce}'" in csp
+    assert "connect-src 'self'" in csp
+
+
+async def test_page_is_self_contained() -> None:
+    """The page loads nothing from elsewhere: no external script, style, font or image."""
+    async with serving() as url, httpx.AsyncClient() as client:
+        page = (await client.get(f"{url}/")).text
+    for needle in ('src="http', 'href="http', "@import", "url(http", "//cdn"):
+        assert needle not in page
+
+
+# -- auth and TLS ----------------------------------------------------------------------------------------
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        pytest.param({}, 401, id="no-credentials"),
+        pytest.param(_basic("admin", "wrong"), 401, id="wrong-password"),
+        pytest.param(_basic("root", "s3cret:pw"), 401, id="wrong-user"),
+        pytest.param(_basic("admin", ""), 401, id="empty-password"),
+        pytest.param({"Authorization": "Basic !!notbase64"}, 401, id="malformed"),
+        pytest.param({"Authorization": "Bearer s3cret:pw"}, 401, id="other-scheme"),
+        pytest.param(_basic("admin", "s3cret:pw"), 200, id="right"),
+    ],
+)
+@pytest.mark.parametrize("path", ["/", "/status", "/metrics"])
+async def test_basic_auth(headers: dict[str, str], code: int, path: str) -> None:
+    """With basic auth every path but /healthz needs the right user and password (a colon in it is fine)."""
+    async with serving(basic_auth=("admin", "s3cret:pw")) as url, httpx.AsyncClient() as client:
+        r = await client.get(f"{url}{path}", headers=headers)
+    assert r.status_code == code
+    if code == 401:
+        assert r.headers["www-authenticate"].startswith("Basic realm=")
+        assert "kimi-ep" not in r.text
+
+
+async def test_healthz_needs_no_credentials() -> None:
+    """/healthz stays open under basic auth, for container health checks that carry no credentials."""
+    async with serving(basic_auth=("admin", "pw")) as url, httpx.AsyncClient() as client:
+        assert (await client.get(f"{url}/healthz")).status_code == 200
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    pytest.importorskip("cryptography", reason="the cryptography package makes the throwaway certificate")
+    from cryptography import x509  # noqa: PLC0415
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.x509.oid import NameOID  # noqa: PLC0415
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+async def test_tls(tmp_path: Path) -> None:
+    """With a TLS context the server speaks HTTPS (verified against its certificate) and refuses plain HTTP."""
+    cert, key = _self_signed(tmp_path)
+    tls = await server_tls(str(cert), str(key))
+    trust = ssl.create_default_context(cafile=str(cert))
+    async with serving(tls=tls, basic_auth=("admin", "pw")) as url:
+        async with httpx.AsyncClient(verify=trust) as client:
+            r = await client.get(f"{url}/status", headers=_basic("admin", "pw"))
+            assert r.status_code == 200
+            assert r.json()[0]["name"] == "kimi-ep"
+        async with httpx.AsyncClient() as plain:
+            with pytest.raises(httpx.TransportError):
+                await plain.get(url.replace("https://", "http://") + "/healthz")
+
+
+async def test_server_tls_rejects_a_bad_certificate(tmp_path: Path) -> None:
+    """A certificate file that is not one is a ConfigError naming the file, not an SSL traceback."""
+    bad = tmp_path / "cert.pem"
+    bad.write_text("not a certificate\n")
+    with pytest.raises(ConfigError, match=r"daemon: tls: cannot load the certificate .*cert\.pem"):
+        await server_tls(str(bad))
+
+
+# -- binding ---------------------------------------------------------------------------------------------
+
+
+def test_binds_loopback_by_default() -> None:
+    """The default listen address is 127.0.0.1, the design's port."""
+    assert DEFAULT_LISTEN == ("127.0.0.1", 9469)
+
+
+async def test_port_in_use_is_a_config_error() -> None:
+    """A listen address that is taken is a ConfigError naming daemon.listen and the address."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"daemon: listen: cannot listen on 127\.0\.0\.1:{port}"):
+            await serve_http(("127.0.0.1", port), three_launches, _stats)
+
+
+async def test_cancel_closes_the_port() -> None:
+    """Cancelling the server task closes its listening socket."""
+    async with serving() as url:
+        port = int(url.rsplit(":", 1)[1])
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"{url}/healthz")).status_code == 200
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass

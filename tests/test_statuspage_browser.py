@@ -1,0 +1,222 @@
+"""The status page in a real browser: headless Chromium loads it, runs its script, and we read the DOM."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import html.parser
+import os
+import shutil
+import struct
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from test_http import EVIL, three_launches
+
+from watchdog.http import serve_http
+from watchdog.metrics import DaemonStats
+
+pytestmark = pytest.mark.anyio
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+DEADLINE = 120.0  # a cold Chromium start on a slow CI machine
+VIRTUAL_MS = 3000  # the page's 2 s refresh runs once within it
+VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+)
+
+
+def _browser() -> str:
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    reason = "no Chromium on PATH (Debian package `chromium`)"
+    if os.environ.get("WATCHDOG_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"WATCHDOG_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
+@dataclass
+class Node:
+    """An element of the dumped DOM."""
+
+    tag: str
+    attrs: dict[str, str]
+    children: list[Node | str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text for c in self.children)
+
+    def find_all(self, match: Callable[[Node], bool]) -> list[Node]:
+        out = [self] if match(self) else []
+        for c in self.children:
+            if isinstance(c, Node):
+                out.extend(c.find_all(match))
+        return out
+
+    def by_class(self, cls: str) -> list[Node]:
+        return self.find_all(lambda n: cls in n.attrs.get("class", "").split())
+
+    def one(self, cls: str) -> Node:
+        found = self.by_class(cls)
+        assert len(found) == 1, f"{len(found)} elements of class {cls!r}"
+        return found[0]
+
+
+class _Tree(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {})
+        self._stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self._stack[-1].children.append(node)
+        if tag not in VOID:
+            self._stack.append(node)
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self._stack) - 1, 0, -1):
+            if self._stack[i].tag == tag:
+                del self._stack[i:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        self._stack[-1].children.append(data)
+
+
+def _parse(dom: str) -> Node:
+    tree = _Tree()
+    tree.feed(dom)
+    return tree.root
+
+
+def _later() -> list[dict[str, Any]]:
+    """What /status says after the page was served: graph capture went on, a launch was added."""
+    later = three_launches()
+    later[2]["progress"]["graphs"]["done"] = 20
+    later.append({"name": "mixtral", "host": "gpu3", "since": None, "state": "pending", "phase": "pending"})
+    return later
+
+
+class _Daemon:
+    """Answers the page with the three launches and every later /status with `_later()`."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def statuses(self) -> list[dict[str, Any]]:
+        self.calls += 1
+        return three_launches() if self.calls == 1 else copy.deepcopy(_later())
+
+
+@asynccontextmanager
+async def _serving(daemon: _Daemon) -> AsyncIterator[str]:
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(functools.partial(serve_http, ("127.0.0.1", 0), daemon.statuses, DaemonStats))
+        yield f"http://127.0.0.1:{port}/"
+        tg.cancel_scope.cancel()
+
+
+async def _chromium(url: str, profile: Path, *args: str) -> bytes:
+    browser = _browser()
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",  # CI runs as root in a container
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,900",
+        f"--virtual-time-budget={VIRTUAL_MS}",
+        *args,
+        url,
+    ]
+    with anyio.fail_after(DEADLINE):
+        result = await anyio.run_process(command, check=False)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-2000:]
+    return result.stdout
+
+
+async def test_page_draws_every_launch_and_refreshes_itself(tmp_path: Path) -> None:
+    """In Chromium the page draws a row per launch (timeline, progress, facts, verdict) and redraws from
+    /status by itself: the later progress and the added launch are in the DOM, log markup stays text."""
+    daemon = _Daemon()
+    async with _serving(daemon) as url:
+        dom = (await _chromium(url, tmp_path / "profile", "--dump-dom")).decode()
+    assert daemon.calls >= 2, "the page never fetched /status"
+    doc = _parse(dom)
+    rows = doc.by_class("launch")
+    assert [(r.attrs["data-launch"], r.attrs["data-state"]) for r in rows] == [
+        ("kimi-ep", "ready"),
+        ("qwen-vllm", "crashed"),
+        ("llama-70b", "capturing_graphs"),
+        ("mixtral", "pending"),
+    ]
+    ready, crashed, capturing, pending = rows
+
+    # the timeline: a segment per phase, sized by its duration, the duration written on it and in its tooltip
+    segs = ready.by_class("seg")
+    assert [s.attrs["data-phase"] for s in segs] == [
+        "starting",
+        "loading_weights",
+        "allocating_kv_cache",
+        "capturing_graphs",
+        "ready",
+    ]
+    weights = segs[1]
+    assert "flex-grow: 194" in weights.attrs["style"]
+    assert "flex-grow: 12" in segs[0].attrs["style"]
+    assert weights.text == "weights 3m14s"
+    assert weights.attrs["title"].startswith("loading_weights: 3m14s")
+    assert ready.one("verdict").text == "ready after 5m23s"
+    facts = {f.attrs["data-fact"]: f.text for f in ready.by_class("fact")}
+    assert facts["avail_mem_after_weights_gb"] == "free after weights 16.3 GB"
+    assert facts["kv_cache_tokens"] == "KV cache 812,345 tokens"
+
+    # the crash: category, phase, ranks, summary, hint and the traceback, log markup shown as text
+    verdict = crashed.one("verdict")
+    assert "oom crashed during allocating_kv_cache on ranks TP0, TP1 (line 812)" in verdict.text
+    assert "torch.OutOfMemoryError: CUDA out of memory" in verdict.one("summary").text
+    assert verdict.one("hint").text == "hint: lower --gpu-memory-utilization or --max-model-len"
+    (pre,) = verdict.find_all(lambda n: n.tag == "pre")
+    assert EVIL in pre.text
+    assert crashed.one("last").text == EVIL
+    assert [s.attrs["data-phase"] for s in crashed.by_class("seg")][-1] == "crashed"
+    assert not doc.find_all(lambda n: n.tag == "img")
+    (title,) = doc.find_all(lambda n: n.tag == "title")
+    assert "pwned" not in title.text
+    assert title.text == "watchdog: 1 ready, 1 crashed, 1 capturing_graphs, 1 pending"
+
+    # progress, as redrawn from the later /status
+    bars = {b.attrs["data-kind"]: b for b in capturing.by_class("bar")}
+    assert bars["weights"].one("num").text == "30/30 (100%)"
+    assert bars["graphs"].one("num").text == "20/35 (57%)"
+    assert capturing.by_class("seg")[-1].attrs["class"].split() == ["seg", "live"]
+    assert pending.one("timeline").text == "no log yet"
+
+    conn = doc.find_all(lambda n: n.attrs.get("id") == "conn")[0]
+    assert conn.text.startswith("updated")
+
+
+async def test_screenshot(tmp_path: Path) -> None:
+    """Chromium renders the page to a 1400x900 screenshot (kept where WATCHDOG_SCREENSHOT says, to look at)."""
+    shot = tmp_path / "statuspage.png"
+    async with _serving(_Daemon()) as url:
+        await _chromium(url, tmp_path / "profile", f"--screenshot={shot}")
+    png = await anyio.Path(shot).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (1400, 900)
+    assert len(png) > 20_000  # not a blank page
+    keep = os.environ.get("WATCHDOG_SCREENSHOT")
+    if keep:
+        await anyio.Path(keep).write_bytes(png)

@@ -1,0 +1,456 @@
+"""The state store (a real SQLite file under tmp_path) and `watchdog history`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from watchdog.exceptions import ConfigError
+from watchdog.history import format_history, history_main
+from watchdog.store import (
+    DB_NAME,
+    MAX_INCARNATIONS_PER_LAUNCH,
+    MAX_TRANSITIONS_PER_INCARNATION,
+    MIGRATIONS,
+    OFFSET_SAVE_INTERVAL,
+    ResumePoint,
+    StateStore,
+    open_store,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The daemon runs on asyncio."""
+    return "asyncio"
+
+
+class Clock:
+    """Monotonic seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def entry(state: str, line: int | None, duration: float | None = None, reason: str = "") -> dict[str, Any]:
+    """A timeline entry as `LaunchFollower.status()` gives it."""
+    item: dict[str, Any] = {"state": state, "line": line, "at": None, "reason": reason}
+    if duration is not None:
+        item["duration_seconds"] = duration
+    return item
+
+
+def status(
+    timeline: list[dict[str, Any]], facts: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A status snapshot in the shape the daemon passes to the store."""
+    last = timeline[-1]["state"] if timeline else "pending"
+    out: dict[str, Any] = {
+        "engine": "sglang",
+        "state": last,
+        "phase": last,
+        "error": None,
+        "timeline": timeline,
+        "progress": {},
+        "facts": facts or {},
+        "host": "gpu1",
+        "labels": {},
+    }
+    out.update(extra)
+    return out
+
+
+STARTED = [entry("starting", 1, 12.0, "launch started"), entry("loading_weights", 10, 194.0, "phase marker")]
+
+
+async def test_resume_point_survives_a_store_that_was_never_closed(tmp_path: Path) -> None:
+    """A second store opened on the file of one never closed (as after kill -9) resumes at the saved offset."""
+    first = await StateStore.open(tmp_path)
+    try:
+        assert await first.resume_point("kimi") is None
+        await first.record_transition("kimi", 1, status(STARTED))
+        await first.save_offset("kimi", 1, 4096, force=True)
+        second = await StateStore.open(tmp_path)
+        try:
+            assert await second.resume_point("kimi") == ResumePoint(incarnation=1, offset=4096)
+            [record] = await second.history("kimi")
+            assert record.state == "loading_weights"
+            assert [t.state for t in record.transitions] == ["starting", "loading_weights"]
+        finally:
+            await second.close()
+    finally:
+        await first.close()
+
+
+def test_resume_after_kill_9_of_a_real_process(tmp_path: Path) -> None:
+    """A process killed with SIGKILL after its writes leaves offset, verdicts and announcements readable."""
+    script = textwrap.dedent(
+        f"""
+        import sys, anyio
+        from watchdog.store import StateStore
+
+        async def main():
+            store = await StateStore.open({str(tmp_path)!r})
+            await store.record_transition("kimi", 2, {{"state": "crashed", "phase": "allocating_kv_cache",
+                "timeline": [{{"state": "starting", "line": 1}}, {{"state": "crashed", "line": 40}}]}})
+            await store.save_offset("kimi", 2, 8192, force=True)
+            await store.save_verdict("kimi", 2, {{"state": "crashed", "phase": "allocating_kv_cache"}})
+            await store.mark_announced("kimi", 2, "crashed")
+            await store.save_verdict("other", 1, {{"state": "ready", "phase": "ready"}})
+            print("written", flush=True)
+            sys.stdin.read()  # hold the connection open until killed
+
+        anyio.run(main)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "the writer did not report within 60 s"
+        assert proc.stdout.readline().strip() == "written"
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+
+    async def check() -> None:
+        async with open_store(tmp_path) as store:
+            assert await store.resume_point("kimi") == ResumePoint(2, 8192)
+            assert await store.was_announced("kimi", 2, "crashed")
+            pending = await store.unannounced()
+            assert [(p.launch, p.incarnation, p.key) for p in pending] == [("other", 1, "ready")]
+
+    anyio.run(check)
+
+
+async def test_offsets_are_written_at_most_every_interval_and_with_each_transition(tmp_path: Path) -> None:
+    """save_offset writes the first time, then only after the interval, on a transition, or at close."""
+    clock = Clock()
+    store = await StateStore.open(tmp_path, clock=clock)
+    reader = await StateStore.open(tmp_path)
+    try:
+        await store.save_offset("kimi", 1, 100)
+        assert await reader.resume_point("kimi") == (1, 100)
+        clock.now += OFFSET_SAVE_INTERVAL / 2
+        await store.save_offset("kimi", 1, 200)
+        assert await reader.resume_point("kimi") == (1, 100), "written before the interval passed"
+        clock.now += OFFSET_SAVE_INTERVAL
+        await store.save_offset("kimi", 1, 300)
+        assert await reader.resume_point("kimi") == (1, 300)
+        await store.save_offset("kimi", 1, 400)
+        await store.record_transition("kimi", 1, status(STARTED))
+        assert await reader.resume_point("kimi") == (1, 400), "a transition writes the offset with it"
+        await store.save_offset("kimi", 1, 500)
+    finally:
+        await store.close()
+    try:
+        assert await reader.resume_point("kimi") == (1, 500), "close writes the offset left"
+    finally:
+        await reader.close()
+
+
+async def test_a_verdict_is_announced_once_across_restarts(tmp_path: Path) -> None:
+    """A verdict marked announced stays announced after reopening; one saved and not announced is pending."""
+    async with open_store(tmp_path) as store:
+        key = await store.save_verdict("kimi", 1, {"state": "ready", "phase": "ready"})
+        assert key == "ready"
+        assert not await store.was_announced("kimi", 1, "ready")
+        await store.mark_announced("kimi", 1, "ready")
+        assert await store.was_announced("kimi", 1, "ready")
+        # the same incarnation crashes after ready: another verdict, announced separately
+        await store.save_verdict("kimi", 1, {"state": "crashed", "phase": "ready"})
+        assert not await store.was_announced("kimi", 1, "crashed")
+    async with open_store(tmp_path) as store:
+        assert await store.was_announced("kimi", 1, "ready")
+        assert not await store.was_announced("kimi", 2, "ready")
+        [pending] = await store.unannounced()
+        assert (pending.launch, pending.incarnation, pending.key) == ("kimi", 1, "crashed")
+        assert pending.verdict == {"state": "crashed", "phase": "ready"}
+        # saving the announced verdict again (re-read after a restart) keeps it announced
+        await store.save_verdict("kimi", 1, {"state": "ready", "phase": "ready"})
+        assert await store.was_announced("kimi", 1, "ready")
+        await store.mark_announced("kimi", 1, "crashed")
+        assert await store.unannounced() == []
+        [record] = await store.history("kimi")
+        assert record.announced == ("ready", "crashed")
+
+
+async def test_wal_mode_and_synchronous_normal(tmp_path: Path) -> None:
+    """The file is in WAL mode (seen by another connection) and the store's connection uses synchronous=NORMAL."""
+    async with open_store(tmp_path) as store:
+        await store.record_transition("kimi", 1, status(STARTED))
+        assert (tmp_path / f"{DB_NAME}-wal").exists()
+        with sqlite3.connect(tmp_path / DB_NAME) as other:
+            assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert other.execute("SELECT version FROM schema_version").fetchone()[0] == len(MIGRATIONS)
+        other.close()
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+
+
+async def test_concurrent_writes_from_many_tasks_are_serialized(tmp_path: Path) -> None:
+    """Writes from 60 tasks at once over one connection all land, with no transaction error."""
+    async with open_store(tmp_path) as store:
+
+        async def launch(n: int) -> None:
+            name = f"launch-{n % 6}"
+            timeline = [entry("starting", 1, 1.0), entry("loading_weights", 2 + n)]
+            await store.record_transition(name, n, status(timeline, {"n": n}))
+            await store.save_offset(name, n, n * 10, force=True)
+            await store.save_verdict(name, n, {"state": "ready", "phase": "ready"})
+            await store.mark_announced(name, n, "ready")
+
+        async with anyio.create_task_group() as tg:
+            for n in range(60):
+                tg.start_soon(launch, n)
+        records = await store.history(limit=100)
+        assert len(records) == 60
+        assert {(r.launch, r.incarnation, r.offset) for r in records} == {
+            (f"launch-{n % 6}", n, n * 10) for n in range(60)
+        }
+        assert all(r.announced == ("ready",) and len(r.transitions) == 2 for r in records)
+
+
+async def test_timeline_entries_are_stored_once(tmp_path: Path) -> None:
+    """A growing timeline adds only its new entries; a stall that returns is kept; a re-read adds nothing."""
+    stall = entry("stalled", None, reason="no progress for 600s")
+    resumed = entry("loading_weights", None, reason="log activity resumed")
+    timeline = [*STARTED, stall, resumed, stall]
+    async with open_store(tmp_path) as store:
+        for n in range(1, len(timeline) + 1):
+            await store.record_transition("kimi", 1, status(timeline[:n]))
+            await store.record_transition("kimi", 1, status(timeline[:n]))
+    async with open_store(tmp_path) as store:
+        await store.record_transition("kimi", 1, status(timeline))  # read again after a restart
+        [record] = await store.history()
+    assert [(t.state, t.line, t.reason) for t in record.transitions] == [
+        (e["state"], e["line"], e["reason"]) for e in timeline
+    ]
+    assert record.ongoing == "stalled"
+
+
+async def test_durations_learned_later_are_filled_in(tmp_path: Path) -> None:
+    """An entry's log duration, known only once the next entry came, is stored when it is known."""
+    async with open_store(tmp_path) as store:
+        await store.record_transition("kimi", 1, status([entry("starting", 1)]))
+        await store.record_transition("kimi", 1, status([entry("starting", 1, 12.5), entry("ready", 9)]))
+        [record] = await store.history()
+    assert record.phase_durations == {"starting": 12.5}
+    assert record.time_to_ready == 12.5
+    assert record.ongoing is None
+
+
+async def test_history_is_newest_first_and_filters_by_launch(tmp_path: Path) -> None:
+    """history() lists incarnations newest first, of one launch or all, up to the limit."""
+    async with open_store(tmp_path) as store:
+        for launch, inc in (("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3)):
+            await store.record_transition(launch, inc, status(STARTED))
+        assert [(r.launch, r.incarnation) for r in await store.history()] == [
+            ("a", 3),
+            ("b", 2),
+            ("a", 2),
+            ("b", 1),
+            ("a", 1),
+        ]
+        assert [r.incarnation for r in await store.history("a", limit=2)] == [3, 2]
+        assert await store.history("nobody") == []
+
+
+async def test_growth_is_bounded_per_launch(tmp_path: Path) -> None:
+    """Beyond MAX_INCARNATIONS_PER_LAUNCH the oldest incarnations go, with their rows; transitions are capped."""
+    extra = 7
+    async with open_store(tmp_path) as store:
+        for inc in range(1, MAX_INCARNATIONS_PER_LAUNCH + extra + 1):
+            await store.record_transition("kimi", inc, status(STARTED))
+            await store.save_verdict("kimi", inc, {"state": "ready"})
+        await store.record_transition("other", 1, status(STARTED))
+        long = [
+            entry("stalled" if i % 2 else "loading_weights", i)
+            for i in range(2 * MAX_TRANSITIONS_PER_INCARNATION)
+        ]
+        await store.record_transition("flappy", 1, status(long))
+        kept = await store.history("kimi", limit=1000)
+        assert len(kept) == MAX_INCARNATIONS_PER_LAUNCH
+        assert kept[-1].incarnation == extra + 1
+        assert len(await store.history("other")) == 1
+        [flappy] = await store.history("flappy")
+        assert len(flappy.transitions) == MAX_TRANSITIONS_PER_INCARNATION
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        counts = [db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("transitions", "verdicts")]
+    db.close()
+    assert counts == [
+        2 * (MAX_INCARNATIONS_PER_LAUNCH + 1) + MAX_TRANSITIONS_PER_INCARNATION,
+        MAX_INCARNATIONS_PER_LAUNCH,
+    ]
+
+
+async def test_silences_expire(tmp_path: Path) -> None:
+    """A silence is listed until its time passes, and can be replaced or removed."""
+    async with open_store(tmp_path) as store:
+        await store.add_silence("kimi", 2000.0)
+        await store.add_silence("other", 1500.0)
+        assert await store.silences(now=1000.0) == {"kimi": 2000.0, "other": 1500.0}
+        assert await store.silences(now=1600.0) == {"kimi": 2000.0}
+        await store.add_silence("kimi", 3000.0)
+        assert await store.silences(now=2500.0) == {"kimi": 3000.0}
+        await store.remove_silence("kimi")
+        assert await store.silences(now=0.0) == {}
+
+
+async def test_a_file_from_a_newer_watchdog_is_refused(tmp_path: Path) -> None:
+    """A state file with a schema newer than this watchdog knows is a configuration error naming the file."""
+    async with open_store(tmp_path):
+        pass
+    with sqlite3.connect(tmp_path / DB_NAME) as db:
+        db.execute("UPDATE schema_version SET version = ?", (len(MIGRATIONS) + 1,))
+    db.close()
+    with pytest.raises(ConfigError, match="newer watchdog") as info:
+        await StateStore.open(tmp_path)
+    assert str(tmp_path / DB_NAME) in str(info.value)
+
+
+async def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    """A state file that is not SQLite is a configuration error, not a traceback."""
+    (tmp_path / DB_NAME).write_bytes(b"not a database, just text " * 100)
+    with pytest.raises(ConfigError, match="not a watchdog state file"):
+        await StateStore.open(tmp_path)
+
+
+def _fill(state_dir: Path) -> None:
+    """Two configurations of one model, as the daemon would record them."""
+
+    async def fill() -> None:
+        async with open_store(state_dir) as store:
+            timeline = [
+                entry("starting", 1, 12.0),
+                entry("loading_weights", 10, 194.0),
+                entry("allocating_kv_cache", 23, 2.0),
+                entry("crashed", 40),
+            ]
+            crashed = status(timeline, {"avail_mem_after_weights_gb": 16.3, "kv_cache_tokens": 812345})
+            await store.record_transition("kimi-mem085", 1, crashed)
+            error = {"category": "oom", "summary": "RuntimeError: Not enough memory"}
+            verdict = {**crashed, "state": "crashed", "phase": "allocating_kv_cache", "error": error}
+            await store.save_verdict("kimi-mem085", 1, verdict)
+            timeline = [
+                entry("starting", 1, 11.0),
+                entry("loading_weights", 10, 190.0),
+                entry("allocating_kv_cache", 23, 40.0),
+                entry("capturing_graphs", 30, 150.0),
+                entry("ready", 90),
+            ]
+            ready = status(timeline, {"avail_mem_after_weights_gb": 21.7, "kv_cache_tokens": 1200000})
+            await store.record_transition("kimi-mem080", 1, ready)
+            await store.save_verdict("kimi-mem080", 1, {**ready, "time_to_ready_seconds": 391.0})
+
+    anyio.run(fill)
+
+
+def test_history_command_puts_two_configurations_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`watchdog history` prints each incarnation as a column, newest first, facts and phases across a row."""
+    _fill(tmp_path)
+    assert history_main(["--state-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["kimi-mem080", "#1", "kimi-mem085", "#1"]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines[1:]]
+    rows = {row[0]: row[1:] for row in cells}
+    assert rows["avail_mem_after_weights_gb"] == ["21.7 GB", "16.3 GB"]
+    assert rows["kv_cache_tokens"] == ["1,200,000", "812,345"]
+    assert rows["loading_weights"] == ["3m10s", "3m14s"]
+    assert rows["capturing_graphs"] == ["2m30s"]
+    assert rows["to ready"] == ["6m31s"]
+    assert rows["outcome"] == ["ready after 6m31s", "crashed in allocating_kv_cache"]
+    assert rows["error"] == ["oom: RuntimeError: Not enough memory"]
+    # a value sits under its column's heading
+    col = lines[0].index("kimi-mem085")
+    assert next(line for line in lines if "avail_mem" in line).index("16.3 GB") == col
+
+
+def test_history_command_filters_and_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`watchdog history LAUNCH --json` prints that launch's incarnations as a JSON list."""
+    _fill(tmp_path)
+    assert history_main(["kimi-mem085", "--state-dir", str(tmp_path), "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    assert record["launch"] == "kimi-mem085"
+    assert record["state"] == "crashed"
+    assert record["phase_durations"] == {
+        "starting": 12.0,
+        "loading_weights": 194.0,
+        "allocating_kv_cache": 2.0,
+    }
+    assert record["facts"]["avail_mem_after_weights_gb"] == 16.3
+    assert record["verdict"]["error"]["category"] == "oom"
+    assert record["announced"] == []
+
+
+def test_history_command_without_state_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`watchdog history` on a directory with no state file exits 64 and says which file it looked for."""
+    assert history_main(["--state-dir", str(tmp_path / "nothing")]) == 64
+    err = capsys.readouterr().err
+    assert "no watchdog state" in err
+    assert "--state-dir" in err
+    assert not (tmp_path / "nothing").exists(), "reading history must not create the state directory"
+
+
+def test_history_wraps_columns_to_the_width(tmp_path: Path) -> None:
+    """Columns that do not fit the width go into another block with the row labels repeated."""
+
+    async def read() -> list[Any]:
+        async with open_store(tmp_path) as store:
+            for inc in range(1, 7):
+                await store.record_transition(
+                    "kimi", inc, status(STARTED, {"avail_mem_after_weights_gb": inc})
+                )
+            return await store.history()
+
+    records = anyio.run(read)
+    text = format_history(records, width=80)
+    blocks = text.split("\n\n")
+    assert len(blocks) > 1
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert all("avail_mem_after_weights_gb" in block for block in blocks)
+    assert text.index("kimi #6") < text.index("kimi #1")
+
+
+async def test_history_reads_while_the_daemon_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`watchdog history` reads a state file that a running daemon holds open in WAL mode, and writes nothing."""
+    async with open_store(tmp_path) as store:
+        await store.record_transition("kimi", 1, status(STARTED, {"avail_mem_after_weights_gb": 16.3}))
+        assert (tmp_path / f"{DB_NAME}-wal").stat().st_size > 0
+        assert await anyio.to_thread.run_sync(history_main, ["--state-dir", str(tmp_path), "--json"]) == 0
+        [record] = json.loads(capsys.readouterr().out)
+        assert (record["launch"], record["state"]) == ("kimi", "loading_weights")
+        assert record["phase_durations"] == {"starting": 12.0, "loading_weights": 194.0}
+        await store.record_transition("kimi", 1, status([*STARTED, entry("ready", 30)]))
+        [after] = await store.history()
+        assert after.state == "ready"

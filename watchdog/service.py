@@ -1,0 +1,100 @@
+"""`watchdog run --config FILE`: the config file turned into launch plans, run by the daemon until stopped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskStatus
+
+from watchdog.daemon import Alerts, ConsoleAlerts, Daemon, LaunchPlan, WebhookAlerts
+
+if TYPE_CHECKING:
+    from watchdog.config import Config
+
+__all__ = ["plans_from", "run_daemon"]
+
+
+def plans_from(config: Config) -> dict[str, LaunchPlan]:
+    """Each configured launch as the daemon runs it: its spec, host, SSH options, labels and notifiers."""
+    from watchdog.config import ssh_options  # noqa: PLC0415
+
+    def alerts(name: str) -> tuple[Alerts, ...]:
+        notifier = config.notifiers[name]
+        if notifier.kind == "console":
+            return (ConsoleAlerts(name=name),)
+        return tuple(WebhookAlerts(name=name, url=url) for url in notifier.secret_urls())
+
+    return {
+        name: LaunchPlan(
+            spec=config.launch_spec(name),
+            host=launch.host or "",
+            ssh=ssh_options(config, launch.host) if launch.host else None,
+            labels=dict(launch.labels),
+            alerts=tuple(a for n in launch.notify for a in alerts(n)),
+        )
+        for name, launch in config.launches.items()
+    }
+
+
+def configure_logging(log_format: str) -> None:
+    """structlog to standard error: one JSON object per line ("json", for journald and log shippers) or
+    human-readable lines ("console")."""
+    import logging  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    import structlog  # noqa: PLC0415
+
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if log_format == "json" else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def run_daemon(path: Path) -> int:
+    """Load the config (exit 78 if it is wrong), then run the daemon until SIGTERM/SIGINT (exit 0)."""
+    from watchdog.config import load_config  # noqa: PLC0415
+
+    config = load_config(path)
+    configure_logging(config.daemon.log_format)
+    return anyio.run(_run, path, config)
+
+
+async def _run(path: Path, config: Config) -> int:
+    from watchdog.config import load_config  # noqa: PLC0415
+    from watchdog.http import serve_http, server_tls  # noqa: PLC0415 - aiohttp only for the daemon
+
+    d = config.daemon
+    tls = await server_tls(str(d.tls_cert), str(d.tls_key)) if d.tls_cert else None
+    auth = (
+        (d.basic_auth_user, d.basic_auth_password.get_secret_value())
+        if d.basic_auth_user and d.basic_auth_password
+        else None
+    )
+
+    async def serve(daemon: Daemon, *, task_status: TaskStatus[int]) -> None:
+        await serve_http(
+            (d.listen_host, d.listen_port),
+            daemon.statuses,
+            daemon.stats,
+            tls=tls,
+            basic_auth=auth,
+            task_status=task_status,
+        )
+
+    async def reload() -> dict[str, LaunchPlan]:
+        return plans_from(await anyio.to_thread.run_sync(load_config, path))
+
+    daemon = Daemon(plans_from(config), reload=reload, serve=serve)
+    await daemon.run()
+    return 0

@@ -1,0 +1,724 @@
+"""Durable state: per launch and incarnation the offset read, state, transitions, facts and verdicts (SQLite).
+
+One file, `<state_dir>/watchdog.sqlite3`, in WAL mode with `synchronous=NORMAL`: a commit survives the daemon
+being killed (`kill -9`); only a power loss may take back the last commits, never corrupt the file. One
+connection, used by one call at a time: every public method is a coroutine that holds a lock and runs the
+blocking sqlite call in a worker thread (`anyio.to_thread.run_sync`), so the event loop never waits on disk.
+
+What it keeps, and why:
+
+- the byte offset read so far, so that a restarted daemon resumes there (`save_offset` is cheap to call on
+  every chunk: it writes at most every `OFFSET_SAVE_INTERVAL` seconds per launch, and at once with each
+  transition and verdict; `close` writes what is left);
+- the state, the transitions (state, line, log time, reason, wall time), the facts and the verdict object, so
+  that `watchdog history` can put two launches side by side;
+- per verdict, whether it was announced: after a restart a verdict already announced is not announced again,
+  and one saved but not announced (the daemon died in between) is found by `unannounced`;
+- silences (issue 9): a launch's alerts held until a wall time.
+
+Growth is bounded: at most `MAX_INCARNATIONS_PER_LAUNCH` incarnations per launch (older ones are pruned with
+their transitions and verdicts) and `MAX_TRANSITIONS_PER_INCARNATION` transitions per incarnation (later ones
+are not stored; the incarnation's state and verdict are still kept up to date).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+from urllib.parse import quote
+
+import anyio
+import anyio.to_thread
+
+from watchdog.exceptions import ConfigError, UsageError
+
+__all__ = [
+    "DB_NAME",
+    "DEFAULT_STATE_DIR",
+    "MAX_INCARNATIONS_PER_LAUNCH",
+    "MAX_TRANSITIONS_PER_INCARNATION",
+    "MIGRATIONS",
+    "OFFSET_SAVE_INTERVAL",
+    "IncarnationRecord",
+    "PendingVerdict",
+    "ResumePoint",
+    "StateStore",
+    "TransitionRecord",
+    "db_path",
+    "open_store",
+]
+
+DB_NAME = "watchdog.sqlite3"
+DEFAULT_STATE_DIR = "/var/lib/watchdog"  # the config's `daemon.state_dir` default (DESIGN.md)
+MAX_INCARNATIONS_PER_LAUNCH = 50  # older incarnations of a launch are pruned
+MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
+OFFSET_SAVE_INTERVAL = 5.0  # seconds between offset writes of one launch (a transition writes at once)
+BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write (e.g. `history` reading)
+
+_T = TypeVar("_T")
+_Entry = tuple[str, int | None, str | None, str]  # a timeline entry's identity: state, line, at, reason
+
+# Each migration takes the schema from version i to i + 1; never edit one that has shipped, append.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE incarnations (
+        id INTEGER PRIMARY KEY,
+        launch TEXT NOT NULL,
+        incarnation INTEGER NOT NULL,
+        host TEXT NOT NULL DEFAULT '',
+        engine TEXT,
+        state TEXT NOT NULL DEFAULT 'pending',
+        phase TEXT NOT NULL DEFAULT 'pending',
+        started_at REAL NOT NULL,           -- unix time the store first heard of it
+        updated_at REAL NOT NULL,
+        read_offset INTEGER NOT NULL DEFAULT 0,
+        facts TEXT NOT NULL DEFAULT '{}',
+        progress TEXT NOT NULL DEFAULT '{}',
+        labels TEXT NOT NULL DEFAULT '{}',
+        verdict TEXT,                       -- the latest verdict object, JSON
+        UNIQUE (launch, incarnation)
+    );
+    CREATE TABLE transitions (
+        incarnation_id INTEGER NOT NULL REFERENCES incarnations (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        line INTEGER,
+        at TEXT,
+        reason TEXT NOT NULL DEFAULT '',
+        wall REAL NOT NULL,                 -- unix time it happened (the follower's clock, anchored)
+        duration REAL,                      -- seconds until the next entry, by the log's own times
+        PRIMARY KEY (incarnation_id, seq)
+    );
+    CREATE TABLE verdicts (
+        incarnation_id INTEGER NOT NULL REFERENCES incarnations (id) ON DELETE CASCADE,
+        key TEXT NOT NULL,                  -- e.g. the verdict's state: ready, crashed, stalled
+        verdict TEXT,
+        saved_at REAL,
+        announced_at REAL,
+        PRIMARY KEY (incarnation_id, key)
+    );
+    CREATE TABLE silences (
+        launch TEXT PRIMARY KEY,
+        until REAL NOT NULL                 -- unix time
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class ResumePoint(NamedTuple):
+    """Where a launch's follower starts again after a restart: its newest incarnation and the offset read."""
+
+    incarnation: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    """One stored timeline entry."""
+
+    state: str
+    line: int | None
+    at: str | None  # the log's time of that line
+    reason: str
+    wall: float  # unix time
+    duration: float | None  # seconds until the next entry, by the log's times (None: not known)
+
+    def to_json(self) -> dict[str, Any]:
+        """As in `watchdog history --json`."""
+        return {
+            "state": self.state,
+            "line": self.line,
+            "at": self.at,
+            "reason": self.reason,
+            "wall": _iso(self.wall),
+            "duration_seconds": self.duration,
+        }
+
+
+@dataclass(frozen=True)
+class IncarnationRecord:
+    """One incarnation of a launch as the store has it, with its phase durations."""
+
+    launch: str
+    incarnation: int
+    host: str
+    engine: str | None
+    state: str
+    phase: str
+    started_at: float  # unix time
+    updated_at: float
+    offset: int
+    facts: dict[str, Any]
+    progress: dict[str, Any]
+    labels: dict[str, Any]
+    verdict: dict[str, Any] | None
+    transitions: tuple[TransitionRecord, ...]
+    announced: tuple[str, ...]  # keys of the verdicts announced
+    phase_durations: dict[str, float] = field(init=False)
+    ongoing: str | None = field(init=False)  # the state whose time still runs, if not an outcome
+
+    def __post_init__(self) -> None:
+        durations, ongoing = _phase_durations(self.transitions)
+        object.__setattr__(self, "phase_durations", durations)
+        object.__setattr__(self, "ongoing", ongoing)
+
+    @property
+    def time_to_ready(self) -> float | None:
+        """Seconds from start to ready: the verdict's own figure, else the sum of the startup phases."""
+        if self.verdict and isinstance(self.verdict.get("time_to_ready_seconds"), int | float):
+            return float(self.verdict["time_to_ready_seconds"])
+        if not any(t.state == "ready" for t in self.transitions):
+            return None
+        total = 0.0
+        for t in self.transitions:
+            if t.state == "ready":
+                return total
+            if t.duration is None:
+                return None
+            total += t.duration
+        return None  # pragma: no cover - the loop returns at "ready"
+
+    def to_json(self) -> dict[str, Any]:
+        """As in `watchdog history --json`."""
+        return {
+            "launch": self.launch,
+            "incarnation": self.incarnation,
+            "host": self.host,
+            "engine": self.engine,
+            "state": self.state,
+            "phase": self.phase,
+            "started_at": _iso(self.started_at),
+            "updated_at": _iso(self.updated_at),
+            "offset": self.offset,
+            "phase_durations": self.phase_durations,
+            "time_to_ready_seconds": self.time_to_ready,
+            "facts": self.facts,
+            "progress": self.progress,
+            "labels": self.labels,
+            "verdict": self.verdict,
+            "announced": list(self.announced),
+            "transitions": [t.to_json() for t in self.transitions],
+        }
+
+
+class PendingVerdict(NamedTuple):
+    """A verdict saved but not announced (the daemon stopped in between): announce it now."""
+
+    launch: str
+    incarnation: int
+    key: str
+    verdict: dict[str, Any] | None
+
+
+_OUTCOMES = frozenset({"ready", "crashed", "stopped"})  # states whose time does not run
+
+
+def _phase_durations(transitions: tuple[TransitionRecord, ...]) -> tuple[dict[str, float], str | None]:
+    """Seconds per state: the log's own duration of each entry, else the wall time to the next entry."""
+    out: dict[str, float] = {}
+    for i, t in enumerate(transitions):
+        seconds = t.duration
+        if seconds is None and i + 1 < len(transitions):
+            seconds = max(0.0, transitions[i + 1].wall - t.wall)
+        if seconds is not None:
+            out[t.state] = round(out.get(t.state, 0.0) + seconds, 3)
+    last = transitions[-1].state if transitions else None
+    return out, (last if last is not None and last not in _OUTCOMES else None)
+
+
+def _iso(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def db_path(state_dir: str | Path) -> Path:
+    """The state file inside `state_dir`."""
+    return Path(state_dir) / DB_NAME
+
+
+class StateStore:
+    """The daemon's durable state; see the module docstring. Make one with `await StateStore.open(dir)`."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, clock: Callable[[], float], *, readonly: bool = False
+    ) -> None:
+        """Use `StateStore.open`: this takes a connection already set up."""
+        self._conn = conn
+        self.path = path
+        self.readonly = readonly
+        self._clock = clock  # monotonic seconds, for the offset write interval
+        self._lock = anyio.Lock()
+        self._pending: dict[str, tuple[int, int]] = {}  # launch -> (incarnation, offset) not yet written
+        self._written: dict[str, float] = {}  # launch -> clock time of its last offset write
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        state_dir: str | Path,
+        *,
+        readonly: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> StateStore:
+        """Open (creating the directory and file, and migrating the schema) the store in `state_dir`.
+
+        Args:
+            state_dir: the daemon's `state_dir`; the file is `watchdog.sqlite3` in it.
+            readonly: only read (for `watchdog history`): create nothing, migrate nothing.
+            clock: monotonic seconds, for the interval between offset writes.
+
+        Raises:
+            UsageError: `readonly` and there is no state file.
+            ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
+        """
+        path = db_path(state_dir)
+        conn = await anyio.to_thread.run_sync(_connect, path, readonly)
+        return cls(conn, path, clock, readonly=readonly)
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("the state store is closed")
+            # Not abandoned on cancellation: the call finishes (and commits or rolls back) before the lock
+            # is released, so the connection is never used by two threads at once.
+            return await anyio.to_thread.run_sync(fn, *args)
+
+    def _write(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` in one transaction (in the worker thread)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn()
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+        return result
+
+    # -- offsets -------------------------------------------------------------------------------------------
+
+    async def resume_point(self, launch: str) -> ResumePoint | None:
+        """The newest incarnation of `launch` and the offset read in it; None for a launch never seen."""
+        return await self._run(self._resume_point, launch)
+
+    def _resume_point(self, launch: str) -> ResumePoint | None:
+        row = self._conn.execute(
+            "SELECT incarnation, read_offset FROM incarnations WHERE launch = ? ORDER BY id DESC LIMIT 1",
+            (launch,),
+        ).fetchone()
+        return ResumePoint(int(row[0]), int(row[1])) if row else None
+
+    async def save_offset(self, launch: str, incarnation: int, offset: int, *, force: bool = False) -> None:
+        """Note the byte offset read so far; written if `OFFSET_SAVE_INTERVAL` passed since the last write of
+        this launch (or `force`), else with the next transition or verdict, or at `flush` / `close`."""
+        self._pending[launch] = (incarnation, offset)
+        last = self._written.get(launch)
+        if force or last is None or self._clock() - last >= OFFSET_SAVE_INTERVAL:
+            await self._run(lambda: self._write(lambda: self._flush_offset(launch)))
+
+    async def flush(self) -> None:
+        """Write every offset not written yet."""
+        await self._run(lambda: self._write(self._flush_offsets))
+
+    def _flush_offsets(self) -> None:
+        for launch in list(self._pending):
+            self._flush_offset(launch)
+
+    def _flush_offset(self, launch: str) -> None:
+        pending = self._pending.pop(launch, None)
+        if pending is None:
+            return
+        incarnation, offset = pending
+        self._written[launch] = self._clock()
+        row_id = self._row(launch, incarnation)
+        self._conn.execute("UPDATE incarnations SET read_offset = ? WHERE id = ?", (offset, row_id))
+
+    # -- transitions and verdicts --------------------------------------------------------------------------
+
+    async def record_transition(self, launch: str, incarnation: int, status: Mapping[str, Any]) -> None:
+        """Store a status snapshot (`LaunchFollower.status()` plus the daemon's host, labels) after a transition.
+
+        The timeline entries not stored yet are added (an entry already stored, e.g. read again after a
+        restart, is not added twice); state, phase, facts and progress are replaced; the offset noted for the
+        launch is written with them.
+        """
+        wall = time.time()
+        await self._run(lambda: self._write(lambda: self._record(launch, incarnation, status, wall)))
+
+    def _record(self, launch: str, incarnation: int, status: Mapping[str, Any], wall: float) -> None:
+        row_id = self._row(launch, incarnation)
+        self._update_row(row_id, status, wall)
+        self._merge_timeline(row_id, status, wall)
+        if launch in self._pending:
+            self._flush_offset(launch)
+
+    def _update_row(self, row_id: int, status: Mapping[str, Any], wall: float) -> None:
+        self._conn.execute(
+            "UPDATE incarnations SET host = coalesce(?, host), engine = coalesce(?, engine),"
+            " state = coalesce(?, state), phase = coalesce(?, phase), facts = ?, progress = ?,"
+            " labels = coalesce(?, labels), updated_at = ? WHERE id = ?",
+            (
+                status.get("host"),
+                status.get("engine"),
+                status.get("state"),
+                status.get("phase"),
+                _dumps(status.get("facts") or {}),
+                _dumps(status.get("progress") or {}),
+                _dumps(status["labels"]) if "labels" in status else None,
+                wall,
+                row_id,
+            ),
+        )
+
+    def _merge_timeline(self, row_id: int, status: Mapping[str, Any], wall: float) -> None:
+        timeline = list(status.get("timeline") or [])
+        entered = list(status.get("entered") or [])
+        elapsed = status.get("elapsed_seconds")
+        rows = self._conn.execute(
+            "SELECT seq, state, line, at, reason, duration FROM transitions WHERE incarnation_id = ?"
+            " ORDER BY seq",
+            (row_id,),
+        ).fetchall()
+        # The k-th occurrence of an entry in the snapshot is the k-th stored occurrence of it: a stall that
+        # comes back is a new entry, an entry read again after a restart is not.
+        stored: dict[tuple[_Entry, int], tuple[int, float | None]] = {}
+        seen: Counter[_Entry] = Counter()
+        for seq, state, line, at, reason, duration in rows:
+            key: _Entry = (state, line, at, reason)
+            stored[(key, seen[key])] = (seq, duration)
+            seen[key] += 1
+        next_seq = rows[-1][0] + 1 if rows else 0
+        occurrences: Counter[_Entry] = Counter()
+        for i, item in enumerate(timeline):
+            entry = _entry(item)
+            nth = occurrences[entry]
+            occurrences[entry] += 1
+            duration = item.get("duration_seconds")
+            duration = float(duration) if isinstance(duration, int | float) else None
+            known = stored.get((entry, nth))
+            if known is not None:
+                seq, had = known
+                if had is None and duration is not None:
+                    self._conn.execute(
+                        "UPDATE transitions SET duration = ? WHERE incarnation_id = ? AND seq = ?",
+                        (duration, row_id, seq),
+                    )
+                continue
+            if next_seq >= MAX_TRANSITIONS_PER_INCARNATION:
+                continue
+            at_wall = wall
+            if i < len(entered) and isinstance(elapsed, int | float) and isinstance(entered[i], int | float):
+                at_wall = wall - max(0.0, float(elapsed) - float(entered[i]))
+            self._conn.execute(
+                "INSERT INTO transitions (incarnation_id, seq, state, line, at, reason, wall, duration)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (row_id, next_seq, *entry, at_wall, duration),
+            )
+            next_seq += 1
+
+    async def save_verdict(
+        self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str | None = None
+    ) -> str:
+        """Store a verdict object (not yet announced); return its key (default: the verdict's state).
+
+        Saving the same key again replaces the object and keeps whether it was announced.
+        """
+        verdict_key = key if key is not None else str(verdict.get("state", ""))
+        wall = time.time()
+        await self._run(
+            lambda: self._write(lambda: self._save_verdict(launch, incarnation, verdict, verdict_key, wall))
+        )
+        return verdict_key
+
+    def _save_verdict(
+        self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str, wall: float
+    ) -> None:
+        row_id = self._row(launch, incarnation)
+        self._update_row(row_id, verdict, wall)
+        text = _dumps(dict(verdict))
+        self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
+        self._conn.execute(
+            "INSERT INTO verdicts (incarnation_id, key, verdict, saved_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (incarnation_id, key) DO UPDATE SET verdict = excluded.verdict,"
+            " saved_at = excluded.saved_at",
+            (row_id, key, text, wall),
+        )
+        if launch in self._pending:
+            self._flush_offset(launch)
+
+    async def mark_announced(self, launch: str, incarnation: int, verdict_key: str) -> None:
+        """Note that this verdict was said (to every notifier it goes to)."""
+        wall = time.time()
+
+        def mark() -> None:
+            row_id = self._row(launch, incarnation)
+            self._conn.execute(
+                "INSERT INTO verdicts (incarnation_id, key, announced_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (incarnation_id, key) DO UPDATE SET announced_at = excluded.announced_at",
+                (row_id, verdict_key, wall),
+            )
+
+        await self._run(lambda: self._write(mark))
+
+    async def was_announced(self, launch: str, incarnation: int, verdict_key: str) -> bool:
+        """Whether this verdict was said already (before a restart, too)."""
+        row = await self._run(
+            lambda: self._conn.execute(
+                "SELECT 1 FROM verdicts v JOIN incarnations i ON i.id = v.incarnation_id"
+                " WHERE i.launch = ? AND i.incarnation = ? AND v.key = ? AND v.announced_at IS NOT NULL",
+                (launch, incarnation, verdict_key),
+            ).fetchone()
+        )
+        return row is not None
+
+    async def unannounced(self, launch: str | None = None) -> list[PendingVerdict]:
+        """Verdicts saved but never announced (oldest first), of one launch or all."""
+        query = (
+            "SELECT i.launch, i.incarnation, v.key, v.verdict FROM verdicts v"
+            " JOIN incarnations i ON i.id = v.incarnation_id"
+            " WHERE v.announced_at IS NULL AND v.verdict IS NOT NULL AND (? IS NULL OR i.launch = ?)"
+            " ORDER BY v.saved_at, i.id"
+        )
+        rows = await self._run(lambda: self._conn.execute(query, (launch, launch)).fetchall())
+        return [PendingVerdict(r[0], int(r[1]), r[2], json.loads(r[3])) for r in rows]
+
+    # -- history -------------------------------------------------------------------------------------------
+
+    async def history(self, launch: str | None = None, limit: int = 50) -> list[IncarnationRecord]:
+        """Incarnations newest first (by when the store first heard of them), of one launch or all."""
+        return await self._run(self._history, launch, limit)
+
+    def _history(self, launch: str | None, limit: int) -> list[IncarnationRecord]:
+        rows = self._conn.execute(
+            "SELECT id, launch, incarnation, host, engine, state, phase, started_at, updated_at,"
+            " read_offset, facts, progress, labels, verdict FROM incarnations"
+            " WHERE ? IS NULL OR launch = ? ORDER BY id DESC LIMIT ?",
+            (launch, launch, max(0, limit)),
+        ).fetchall()
+        out = []
+        for row in rows:
+            transitions = tuple(
+                TransitionRecord(*t)
+                for t in self._conn.execute(
+                    "SELECT state, line, at, reason, wall, duration FROM transitions"
+                    " WHERE incarnation_id = ? ORDER BY seq",
+                    (row[0],),
+                )
+            )
+            announced = tuple(
+                k
+                for (k,) in self._conn.execute(
+                    "SELECT key FROM verdicts WHERE incarnation_id = ? AND announced_at IS NOT NULL"
+                    " ORDER BY announced_at",
+                    (row[0],),
+                )
+            )
+            out.append(
+                IncarnationRecord(
+                    launch=row[1],
+                    incarnation=int(row[2]),
+                    host=row[3],
+                    engine=row[4],
+                    state=row[5],
+                    phase=row[6],
+                    started_at=float(row[7]),
+                    updated_at=float(row[8]),
+                    offset=int(row[9]),
+                    facts=json.loads(row[10]),
+                    progress=json.loads(row[11]),
+                    labels=json.loads(row[12]),
+                    verdict=json.loads(row[13]) if row[13] is not None else None,
+                    transitions=transitions,
+                    announced=announced,
+                )
+            )
+        return out
+
+    # -- silences (issue 9) --------------------------------------------------------------------------------
+
+    async def add_silence(self, launch: str, until: float) -> None:
+        """Hold `launch`'s alerts until unix time `until` (replaces an earlier silence of it)."""
+        await self._run(
+            lambda: self._write(
+                lambda: self._conn.execute(
+                    "INSERT INTO silences (launch, until) VALUES (?, ?)"
+                    " ON CONFLICT (launch) DO UPDATE SET until = excluded.until",
+                    (launch, until),
+                )
+            )
+        )
+
+    async def remove_silence(self, launch: str) -> None:
+        """End `launch`'s silence."""
+        await self._run(
+            lambda: self._write(
+                lambda: self._conn.execute("DELETE FROM silences WHERE launch = ?", (launch,))
+            )
+        )
+
+    async def silences(self, now: float | None = None) -> dict[str, float]:
+        """The silences still running at unix time `now` (default: now), by launch; expired ones are dropped."""
+        at = time.time() if now is None else now
+
+        def active() -> dict[str, float]:
+            self._conn.execute("DELETE FROM silences WHERE until <= ?", (at,))
+            return {
+                name: float(until) for name, until in self._conn.execute("SELECT launch, until FROM silences")
+            }
+
+        return await self._run(lambda: self._write(active))
+
+    # -- the rows ------------------------------------------------------------------------------------------
+
+    def _row(self, launch: str, incarnation: int) -> int:
+        """The id of the incarnation's row, made (and the launch's oldest pruned) if new. In a transaction."""
+        row = self._conn.execute(
+            "SELECT id FROM incarnations WHERE launch = ? AND incarnation = ?", (launch, incarnation)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        wall = time.time()
+        cursor = self._conn.execute(
+            "INSERT INTO incarnations (launch, incarnation, started_at, updated_at) VALUES (?, ?, ?, ?)",
+            (launch, incarnation, wall, wall),
+        )
+        self._conn.execute(
+            "DELETE FROM incarnations WHERE launch = ? AND id NOT IN"
+            " (SELECT id FROM incarnations WHERE launch = ? ORDER BY id DESC LIMIT ?)",
+            (launch, launch, MAX_INCARNATIONS_PER_LAUNCH),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    async def close(self) -> None:
+        """Write the offsets not written yet and close the file."""
+        if self._closed:
+            return
+        try:
+            if self._pending and not self.readonly:
+                await self.flush()
+        finally:
+            async with self._lock:
+                self._closed = True
+                await anyio.to_thread.run_sync(self._conn.close)
+
+
+@asynccontextmanager
+async def open_store(
+    state_dir: str | Path, *, readonly: bool = False, clock: Callable[[], float] = time.monotonic
+) -> AsyncIterator[StateStore]:
+    """`StateStore.open(...)`, closed (offsets written) when the block is left."""
+    store = await StateStore.open(state_dir, readonly=readonly, clock=clock)
+    try:
+        yield store
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.close()
+
+
+def _entry(item: Mapping[str, Any]) -> _Entry:
+    line = item.get("line")
+    at = item.get("at")
+    return (
+        str(item.get("state", "")),
+        int(line) if isinstance(line, int) else None,
+        str(at) if at is not None else None,
+        str(item.get("reason") or ""),
+    )
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    """Open and set up the connection (in a worker thread): WAL, synchronous=NORMAL, foreign keys, schema."""
+    where = str(path)
+    if readonly:
+        if not path.is_file():
+            raise UsageError(f"no watchdog state at {where}: give the daemon's state_dir with --state-dir")
+        target, uri = f"file:{quote(where)}?mode=ro", True
+    else:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(where, "daemon.state_dir", f"cannot create the state directory: {exc}") from exc
+        target, uri = where, False
+    try:
+        # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE), so a write never has to upgrade a read
+        # lock and fail with "database is locked" under another process's write.
+        conn = sqlite3.connect(
+            target, uri=uri, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise ConfigError(where, "daemon.state_dir", f"cannot open the state file: {exc}") from exc
+    try:
+        _setup(conn, where, readonly)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise ConfigError(
+            where, "daemon.state_dir", f"not a watchdog state file ({exc}): move it away"
+        ) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _setup(conn: sqlite3.Connection, where: str, readonly: bool) -> None:
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+    else:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise ConfigError(
+                where, "daemon.state_dir", f"SQLite cannot use WAL mode here (got {mode!r}): use a local disk"
+            )
+        conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    version = int(conn.execute("SELECT version FROM schema_version").fetchone()[0]) if has_table else 0
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            where,
+            "daemon.state_dir",
+            f"written by a newer watchdog (schema {version}, this one knows {SCHEMA_VERSION}): upgrade watchdog",
+        )
+    if readonly:
+        if not has_table:
+            raise UsageError(f"{where} is not a watchdog state file")
+        if version < SCHEMA_VERSION:
+            raise UsageError(f"{where} has an older schema ({version}): start the daemon once to upgrade it")
+        return
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        conn.execute(
+            "INSERT INTO schema_version (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version)"
+        )
+        # Read again inside the transaction: another process may have migrated meanwhile.
+        version = int(conn.execute("SELECT version FROM schema_version").fetchone()[0])
+        for script in MIGRATIONS[version:]:
+            for statement in _statements(script):
+                conn.execute(statement)
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _statements(script: str) -> list[str]:
+    """A migration's statements (executescript would commit the open transaction first)."""
+    return [s for s in script.split(";") if s.strip()]
