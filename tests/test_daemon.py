@@ -154,9 +154,13 @@ class _Daemon:
                 pipe.close()
 
     def wait(self, **want: Any) -> dict[str, Any]:
-        """The first log event (from now on) with these fields, within the deadline."""
+        """The first log event with these fields (already seen, or to come within the deadline)."""
         import queue  # noqa: PLC0415
         import time  # noqa: PLC0415
+
+        for event in self.seen:
+            if all(event.get(k) == v for k, v in want.items()):
+                return event
 
         end = time.monotonic() + DEADLINE
         while (left := end - time.monotonic()) > 0:
@@ -229,7 +233,12 @@ notify = ["console"]
         added.write_bytes(READY.read_bytes())
         daemon.wait(event="transition", launch="added", state="ready")
         # the unchanged launches were not restarted (a restart reads the log again from its first line)
-        assert [e for e in daemon.seen[mark:] if e.get("launch") in ("local", "remote")] == []
+        restarted = [
+            e
+            for e in daemon.seen[mark:]
+            if e.get("event") == "transition" and e["launch"] in ("local", "remote")
+        ]
+        assert restarted == []
         daemon.proc.send_signal(signal.SIGTERM)
         assert daemon.proc.wait(timeout=DEADLINE) == 0
         assert daemon.proc.stdout is not None
@@ -237,3 +246,46 @@ notify = ["console"]
         assert "local: crashed during capturing_graphs" in out
     finally:
         daemon.close()
+
+
+@pytest.mark.sshd
+def test_kill_9_and_restart_loses_no_verdict_and_repeats_none(tmp_path: Path, sshd: Any) -> None:
+    """kill -9 mid-launch, then restart on the same state: a crash announced before is not announced again,
+    a launch that became ready while the daemon was down and one that crashed then are each announced once."""
+    import signal  # noqa: PLC0415
+
+    logs = {name: tmp_path / f"{name}.log" for name in ("early", "slow", "down")}
+    launches = "".join(
+        f'\n[launches.{n}]\nlog = "{path}"\nnotify = ["console"]\n' for n, path in logs.items()
+    )
+    config = _config(tmp_path, sshd, launches)
+    ready_lines = READY.read_bytes().splitlines(keepends=True)
+    logs["early"].write_bytes(CRASH.read_bytes())
+    logs["slow"].write_bytes(b"".join(ready_lines[:5]))  # loading weights
+    first = _Daemon(config)
+    try:
+        first.wait(event="announced", launch="early", state="crashed")
+        first.wait(event="transition", launch="slow", state="loading_weights")
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=DEADLINE)
+        assert first.proc.stdout is not None
+        before = first.proc.stdout.read()
+    finally:
+        first.close()
+    logs["slow"].write_bytes(READY.read_bytes())  # became ready while the daemon was down
+    logs["down"].write_bytes(CRASH.read_bytes())  # and this one crashed
+    second = _Daemon(config)
+    try:
+        second.wait(event="already announced", launch="early", state="crashed")
+        second.wait(event="announced", launch="slow", state="ready")
+        second.wait(event="announced", launch="down", state="crashed")
+        second.proc.send_signal(signal.SIGTERM)
+        assert second.proc.wait(timeout=DEADLINE) == 0
+        assert second.proc.stdout is not None
+        after = second.proc.stdout.read()
+    finally:
+        second.close()
+    assert before.count("early: crashed") == 1
+    assert "early:" not in after
+    assert after.count("slow: ready") == 1
+    assert after.count("down: crashed") == 1

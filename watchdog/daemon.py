@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
 import structlog
@@ -31,6 +31,9 @@ from watchdog.metrics import DaemonStats
 from watchdog.sdnotify import Notifier as SystemdNotifier
 from watchdog.sdnotify import watchdog_interval
 from watchdog.sources import SSHOptions, SSHPool
+
+if TYPE_CHECKING:
+    from watchdog.store import StateStore
 
 __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan", "WebhookAlerts"]
 
@@ -122,13 +125,18 @@ class Daemon:
         *,
         reload: Callable[[], Awaitable[Mapping[str, LaunchPlan]]] | None = None,
         serve: Callable[..., Coroutine[Any, Any, None]] | None = None,
+        store: StateStore | None = None,
         handle_signals: bool = True,
     ) -> None:
         """`plans` by launch name; `reload` gives the new plans on SIGHUP; `serve(daemon, task_status=)`
-        runs the HTTP server (it calls `task_status.started(port)` once bound)."""
+        runs the HTTP server (it calls `task_status.started(port)` once bound). With a `store`, transitions
+        and verdicts are kept, and a verdict is announced once, across restarts: a restarted daemon reads each
+        log again from its start and announces only what it had not announced (what happened while it was
+        down included)."""
         self._plans = dict(plans)
         self._reload = reload
         self._serve = serve
+        self._store = store
         self._handle_signals = handle_signals
         self._running: dict[str, _Running] = {}
         self._pools: dict[str, SSHPool] = {}
@@ -284,8 +292,9 @@ class Daemon:
                 if isinstance(update, Transitioned):
                     t = update.transition
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
-                    if t.state == State.CRASHED:
-                        run.since = run.since or _now_iso()
+                    if self._store is not None:
+                        status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
+                        await self._store.record_transition(name, t.incarnation, status)
                 elif isinstance(update, SourceNoted):
                     run.note = update.detail
                     log.info("source", launch=name, kind=update.kind, detail=update.detail)
@@ -293,20 +302,38 @@ class Daemon:
                     await self._conclude(run, update)
 
     async def _conclude(self, run: _Running, update: Concluded) -> None:
-        verdict = update.verdict
-        key = (int(verdict.get("incarnation", 1)), update.state.value)
+        name, verdict = run.plan.spec.name, update.verdict
+        incarnation = int(verdict.get("incarnation", 1))
+        key = (incarnation, update.state.value)
         if key in run.announced:
             return
         run.announced.add(key)
         if update.state == State.CRASHED:
             category = (verdict.get("error") or {}).get("category") or "other"
-            self.crashes[(run.plan.spec.name, run.plan.host, category)] += 1
+            self.crashes[(name, run.plan.host, category)] += 1
+        stored_key = None
+        if self._store is not None:
+            stored_key = await self._store.save_verdict(name, incarnation, verdict)
+            if await self._store.was_announced(name, incarnation, stored_key):
+                log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
+                return  # before a restart
         if update.state not in _ALERT_STATES:
             return
-        status = {**verdict, "name": run.plan.spec.name, "host": run.plan.host, "since": run.since}
+        status = {**verdict, "name": name, "host": run.plan.host, "since": run.since}
         assert self._tg is not None
-        for alerts in run.plan.alerts:
-            self._tg.start_soon(self._send, alerts, status)  # a slow receiver never slows the follower
+        # a slow receiver never slows the follower
+        self._tg.start_soon(self._announce, run, status, incarnation, stored_key)
+
+    async def _announce(
+        self, run: _Running, status: dict[str, Any], incarnation: int, stored_key: str | None
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            for alerts in run.plan.alerts:
+                tg.start_soon(self._send, alerts, status)
+        if self._store is not None and stored_key is not None:
+            await self._store.mark_announced(run.plan.spec.name, incarnation, stored_key)
+        log.info("announced", launch=run.plan.spec.name, state=status["state"], incarnation=incarnation)
+        self._change()
 
     async def _send(self, alerts: Alerts, status: dict[str, Any]) -> None:
         try:

@@ -95,6 +95,9 @@ async def _run(path: Path, config: Config) -> int:
     async def reload() -> dict[str, LaunchPlan]:
         return plans_from(await anyio.to_thread.run_sync(load_config, path))
 
-    daemon = Daemon(plans_from(config), reload=reload, serve=serve)
-    await daemon.run()
+    from watchdog.store import open_store  # noqa: PLC0415
+
+    async with open_store(d.state_dir) as store:
+        daemon = Daemon(plans_from(config), reload=reload, serve=serve, store=store)
+        await daemon.run()
     return 0

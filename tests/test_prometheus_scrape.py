@@ -1,0 +1,184 @@
+"""A real Prometheus scrapes the daemon's /metrics, and PromQL answers with the launches' verdicts."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import Process, TaskStatus
+
+from watchdog.daemon import ConsoleAlerts, Daemon, LaunchPlan
+from watchdog.http import serve_http
+from watchdog.launch import LaunchSpec
+from watchdog.sources import parse_target
+
+pytestmark = pytest.mark.anyio
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
+READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+JOB = "watchdog"
+DEADLINE = 30.0  # the whole test: daemon verdicts, Prometheus start-up, first scrapes (it takes ~6 s)
+QUERY_DEADLINE = 15.0  # Prometheus applies its scrape targets ~5 s after start, then scrapes every second
+POLL = 0.1  # seconds between two questions to Prometheus' HTTP API
+STOP_TIMEOUT = 10.0  # seconds Prometheus gets to shut down on SIGTERM before it is killed
+PORT_ATTEMPTS = 3  # a free port can be taken by someone else before Prometheus binds it
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def prometheus() -> str:
+    """The `prometheus` binary (skips without it, fails when CI asked for it)."""
+    path = shutil.which("prometheus")
+    if path is None:
+        reason = "prometheus is not installed (Debian package `prometheus`)"
+        if os.environ.get("WATCHDOG_REQUIRE_PROMTOOL") == "1":
+            pytest.fail(f"WATCHDOG_REQUIRE_PROMTOOL=1 but {reason}")
+        pytest.skip(reason)
+    return path
+
+
+async def _serve(daemon: Daemon, *, task_status: TaskStatus[int]) -> None:
+    await serve_http(("127.0.0.1", 0), daemon.statuses, daemon.stats, task_status=task_status)
+
+
+def _states(statuses: list[dict[str, Any]]) -> dict[str, str]:
+    return {s["name"]: s["state"] for s in statuses}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _config(target_port: int) -> str:
+    # JSON is YAML: no YAML library needed to write prometheus.yml
+    return json.dumps(
+        {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [
+                {"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}
+            ],
+        }
+    )
+
+
+async def _stop(process: Process) -> None:
+    """SIGTERM (Prometheus flushes and exits), then SIGKILL if it does not go in time."""
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(STOP_TIMEOUT):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        await process.aclose()
+
+
+@asynccontextmanager
+async def _open_prometheus(binary: str, tmp_path: Path, target_port: int) -> AsyncIterator[httpx.AsyncClient]:
+    """A Prometheus on 127.0.0.1 scraping `target_port` every second: an HTTP client for its API, once ready."""
+    config = tmp_path / "prometheus.yml"
+    config.write_text(_config(target_port))
+    log_path = tmp_path / "prometheus.out"
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = _free_port()
+        with log_path.open("wb") as log:
+            process = await anyio.open_process(
+                [
+                    binary,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tmp_path / f'tsdb{attempt}'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--log.level=warn",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
+                while process.returncode is None:
+                    try:
+                        if (await client.get("/-/ready")).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        pass  # not listening yet
+                    await anyio.sleep(POLL)
+                if process.returncode is None:
+                    yield client
+                    return
+        finally:
+            await _stop(process)
+        output = log_path.read_text(errors="replace")
+        if "address already in use" not in output:
+            break
+    pytest.fail(f"prometheus exited with {process.returncode}:\n{output[-2000:]}")
+
+
+async def _query(client: httpx.AsyncClient, promql: str) -> list[dict[str, Any]]:
+    """The instant vector `promql` evaluates to, once it is not empty (asked again until then)."""
+    body: dict[str, Any] = {}
+    with anyio.move_on_after(QUERY_DEADLINE):
+        while True:
+            body = (await client.get("/api/v1/query", params={"query": promql})).json()
+            assert body["status"] == "success", body
+            result: list[dict[str, Any]] = body["data"]["result"]
+            if result:
+                return result
+            await anyio.sleep(POLL)
+    targets = (await client.get("/api/v1/targets")).json()["data"]["activeTargets"]
+    seen = [(t["health"], t["lastError"]) for t in targets]
+    pytest.fail(
+        f"no result for {promql} in {QUERY_DEADLINE}s: last answer {body}; targets (health, error) {seen}"
+    )
+
+
+async def test_prometheus_scrapes_the_launch_states(tmp_path: Path, prometheus: str) -> None:
+    """A real Prometheus scraping the daemon answers PromQL with the crash's state and the ready launch's time
+    to ready."""
+    paths = {"crash": tmp_path / "crash.log", "ready": tmp_path / "ready.log"}
+    alerts = ConsoleAlerts(out=io.StringIO())
+    plans = {
+        name: LaunchPlan(LaunchSpec(name=name, target=parse_target(str(path))), alerts=(alerts,))
+        for name, path in paths.items()
+    }
+    daemon = Daemon(plans, serve=_serve, handle_signals=False)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            await anyio.Path(paths["crash"]).write_bytes(CRASH.read_bytes())
+            await anyio.Path(paths["ready"]).write_bytes(READY.read_bytes())
+            statuses = await daemon.wait_until(lambda s: _states(s) == {"crash": "crashed", "ready": "ready"})
+            assert daemon.port is not None
+            async with _open_prometheus(prometheus, tmp_path, daemon.port) as client:
+                crashed = await _query(client, 'watchdog_launch_state{launch="crash",state="crashed"} == 1')
+                to_ready = await _query(client, 'watchdog_time_to_ready_seconds{launch="ready"}')
+                up = await _query(client, f'up{{job="{JOB}"}}')
+            tg.cancel_scope.cancel()
+
+    assert [r["metric"]["engine"] for r in crashed] == ["vllm"]
+    assert crashed[0]["metric"]["job"] == JOB
+    assert float(crashed[0]["value"][1]) == 1.0
+    ready = {s["name"]: s for s in statuses}["ready"]
+    assert [float(r["value"][1]) for r in to_ready] == [ready["time_to_ready_seconds"]]
+    assert [r["value"][1] for r in up] == ["1"]
