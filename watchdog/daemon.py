@@ -11,6 +11,7 @@ unchanged ones are not touched); SIGTERM or SIGINT stops gracefully, a second on
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sys
 import time
@@ -28,6 +29,7 @@ from watchdog.exceptions import DeliveryError, WatchdogError
 from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.lifecycle import State
 from watchdog.metrics import DaemonStats
+from watchdog.render import format_duration
 from watchdog.sdnotify import Notifier as SystemdNotifier
 from watchdog.sdnotify import watchdog_interval
 from watchdog.sources import SSHOptions, SSHPool
@@ -83,15 +85,29 @@ def alert_line(status: dict[str, Any]) -> str:
     """One line an operator reads: who, what, why and what to do."""
     where = f"{status['name']}" + (f" on {status['host']}" if status.get("host") else "")
     state, phase = status["state"], status["phase"]
+    progress = ", ".join(
+        f"{name} {bar['done']}/{bar['total']}"
+        for name, bar in (status.get("progress") or {}).items()
+        if isinstance(bar, dict) and bar.get("total")
+    )
     if state == State.CRASHED.value:
         err = status.get("error") or {}
         ranks = err.get("ranks") or []
-        on = f" on ranks {', '.join(ranks)}" if ranks else ""
+        if ranks and all(_RANK.match(r) for r in ranks):
+            on = f" on ranks {', '.join(ranks)}"
+        else:
+            on = f" in {', '.join(ranks)}" if ranks else ""
         line = f"{where}: crashed during {phase}{on}: {err.get('summary', '')}"
         return line + (f"; hint: {err['hint']}" if err.get("hint") else "")
     if state == State.STALLED.value:
-        return f"{where}: stalled in {phase}; last line: {status.get('last_line', '')}"
+        return f"{where}: stalled in {phase}" + (f" at {progress}" if progress else "") + ": no progress"
+    if state == State.READY.value:
+        took = status.get("time_to_ready_seconds")
+        return f"{where}: ready" + (f" after {format_duration(float(took))}" if took is not None else "")
     return f"{where}: {state} (phase {phase})"
+
+
+_RANK = re.compile(r"^(?:(?:[A-Z]{2,4}\d+ ?)+|rank\d+)$")
 
 
 @dataclass(frozen=True)
@@ -291,6 +307,7 @@ class Daemon:
                 self._change()
                 if isinstance(update, Transitioned):
                     t = update.transition
+                    run.note = ""  # the log is being read: what the source said before is over
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
                     if self._store is not None:
                         status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}

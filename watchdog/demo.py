@@ -12,6 +12,7 @@ ends by itself once all three have a verdict (exit 0), or keeps serving with `--
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ __all__ = ["DEMO_LAUNCHES", "run_demo"]
 WRITE_SECONDS = 4.0  # how long writing one whole log takes
 DEMO_STALL_AFTER = 3.0  # the stalled launch's stall clock (a real one would be minutes)
 _POLL = 0.2
+_SECOND = re.compile(rb"\d\d:\d\d:\d\d")
 
 
 @dataclass(frozen=True)
@@ -104,12 +106,28 @@ async def _demo(forever: bool, listen: tuple[str, int]) -> int:
 
 async def _write(demo: DemoLaunch, path: Path) -> None:
     text = (resources.files("watchdog") / "examples" / "demo" / demo.log).read_bytes()
-    lines = text.splitlines(keepends=True)
-    pause = WRITE_SECONDS / max(1, len(lines))
+    bursts = _bursts(text.splitlines(keepends=True))
+    pause = WRITE_SECONDS / max(1, len(bursts))
     async with await anyio.open_file(path, "wb", buffering=0) as f:
-        for line in lines:
-            await f.write(line)
+        for burst in bursts:
+            await f.write(b"".join(burst))
             await anyio.sleep(pause)
+
+
+def _bursts(lines: list[bytes]) -> list[list[bytes]]:
+    """The lines a program writes at once: those stamped with the same second (a traceback, a rank's lines)
+    go together; a line with no time (a progress bar) is a write of its own."""
+    out: list[list[bytes]] = []
+    last: bytes | None = None
+    for line in lines:
+        m = _SECOND.search(line)
+        stamp = m.group(0) if m else None
+        if stamp is not None and stamp == last and out:
+            out[-1].append(line)
+        else:
+            out.append([line])
+        last = stamp
+    return out
 
 
 async def _until_verdicts(daemon: Daemon) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import cast
 
 import anyio
 import asyncssh
@@ -33,7 +32,7 @@ from watchdog.sources.base import (
 )
 from watchdog.sources.channel import CommandOutput
 from watchdog.sources.remote import Header, parse_header, parse_stat_line, poll_command, stream_command
-from watchdog.sources.sshpool import SSHPool
+from watchdog.sources.sshpool import ChannelRefused, SSHPool
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",
@@ -49,7 +48,6 @@ DEFAULT_POLL_BYTES = 1 << 20
 RETRY_INITIAL = 0.1
 RETRY_MAX = 5.0
 _HEADER_LIMIT = 4096
-_CHANNEL_RETRY_DELAY = 1.0
 # Samples after a rotation is seen before switching even if the old file still grows.
 _ROTATION_GRACE_SAMPLES = 8
 
@@ -69,6 +67,9 @@ class SSHSource:
     (full jitter, 0.1 s doubling, capped at 5 s), gives `Connected`, and reading resumes at the
     first byte not yet delivered: nothing is lost or repeated, unless the file changed meanwhile
     (then `FileRestarted`). `HostKeyError`, `AuthError` and `UsageError` end the iteration.
+    Each command runs in a channel of the pool's connections to the host (another connection is
+    opened when the server refuses a channel: sshd's MaxSessions). When no connection will take
+    one, the refusal is reported as `Disconnected` and retried with the same backoff.
 
     A copytruncate that is immediately followed by new writes can leave those first new bytes
     delivered before `FileRestarted` (GNU tail resumes at offset 0 before its notice reaches
@@ -159,25 +160,32 @@ class _Follower:
         self.rotation: _Rotation | None = None
         self.known_size = 0  # the file's size as last seen (header or stat sample)
         self.at_end = False  # CaughtUp sent and nothing delivered since
+        self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
 
     async def run(self) -> None:
-        conn = await self._connect(first=True)
+        await self._connect(first=True)
         while True:
             try:
                 if self.streaming is False:
-                    await self._poll_once(conn)
+                    await self._poll_once()
                 else:
-                    await self._stream_once(conn)
+                    await self._stream_once()
             except _Restart as restart:
                 if restart.delay:
                     await anyio.sleep(restart.delay)
+            except ChannelRefused as exc:
+                # The host is up but takes no more channels now: say so once, then retry after a
+                # pause (reconnecting would not help, and a tight loop would not either).
+                if not self.refusals:
+                    await self.sink.send(Disconnected(self.src.host, str(exc)))
+                self.refusals += 1
+                await anyio.sleep(min(RETRY_MAX, RETRY_INITIAL * 2**self.refusals))
             except ConnectionLost as exc:
-                if conn.is_closed():
-                    self.src.pool.discard(conn)
                 await self.sink.send(Disconnected(self.src.host, str(exc)))
-                conn = await self._connect(first=False)
+                self.refusals = 0
+                await self._connect(first=False)
 
-    async def _connect(self, *, first: bool) -> asyncssh.SSHClientConnection:
+    async def _connect(self, *, first: bool) -> None:
         src = self.src
         attempts = src.connect_attempts if first else src.reconnect_attempts
         stop: stop_base = stop_never if attempts is None else stop_after_attempt(attempts)
@@ -188,11 +196,13 @@ class _Follower:
             sleep=anyio.sleep,
             reraise=True,
         )
-        conn: asyncssh.SSHClientConnection = await retrying(
-            src.pool.connect, src.host, port=src.port, user=src.user
-        )
+        await retrying(src.pool.connect, src.host, port=src.port, user=src.user)
         await self.sink.send(Connected(src.host))
-        return conn
+
+    async def _channel_opened(self) -> None:
+        if self.refusals:
+            self.refusals = 0
+            await self.sink.send(Connected(self.src.host))
 
     def _restart_from_zero(self, reason: RestartReason) -> _Restart:
         self.pending = reason
@@ -244,31 +254,28 @@ class _Follower:
         self.at_end = False
         await self._caught_up()
 
-    async def _open_session(self, conn: asyncssh.SSHClientConnection, command: str) -> CommandOutput:
+    async def _open_session(self, command: str) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
+        src = self.src
         try:
-            _, session = await conn.create_session(CommandOutput, command, encoding=None)
+            conn, session = await src.pool.open_session(
+                src.host, CommandOutput, command, port=src.port, user=src.user
+            )
         except (OSError, asyncssh.Error) as exc:
-            raise self._channel_failed(conn, exc) from exc
-        return cast(CommandOutput, session)
-
-    def _channel_failed(self, conn: asyncssh.SSHClientConnection, exc: Exception) -> Exception:
-        if conn.is_closed():
-            return ConnectionLost(f"connection to {self.src.host} lost: {exc}")
-        # The connection is fine but refused a channel (e.g. sshd's MaxSessions): try again
-        # later on the same connection rather than tearing it down under its other users.
-        return _Restart(_CHANNEL_RETRY_DELAY)
+            raise ChannelRefused(src.host, str(exc)) from exc
+        await self._channel_opened()
+        return conn, session
 
     def _lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> Exception:
         if exc is not None or conn.is_closed():
             return ConnectionLost(f"connection to {self.src.host} lost: {exc or 'closed'}")
         return _Restart(self.src.poll_interval)
 
-    async def _stream_once(self, conn: asyncssh.SSHClientConnection) -> None:
+    async def _stream_once(self) -> None:
         src = self.src
         command = stream_command(
             src.path, self.offset, stat_interval=src.stat_interval, tail_interval=src.tail_interval
         )
-        session = await self._open_session(conn, command)
+        conn, session = await self._open_session(command)
         try:
             buffered = b""
             while b"\n" not in buffered:
@@ -342,13 +349,11 @@ class _Follower:
         ):
             raise self._restart_from_zero(rotation.reason)
 
-    async def _poll_once(self, conn: asyncssh.SSHClientConnection) -> None:
+    async def _poll_once(self) -> None:
         src = self.src
         command = poll_command(src.path, self.offset, max_bytes=DEFAULT_POLL_BYTES)
-        try:
-            result = await conn.run(command, encoding=None, check=False)
-        except (OSError, asyncssh.Error) as exc:
-            raise self._channel_failed(conn, exc) from exc
+        result = await src.pool.run(src.host, command, port=src.port, user=src.user, encoding=None)
+        await self._channel_opened()
         stdout = result.stdout
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")

@@ -1,13 +1,23 @@
-"""One SSH connection per (host, port, user), shared by every follower and probe of that host."""
+"""SSH connections per (host, port, user), shared by every follower and probe of that host.
+
+One connection carries every session channel of its host until the server refuses another (OpenSSH's
+MaxSessions, 10 by default, answers "open failed") or `SSHOptions.max_channels` is reached; then the
+pool opens another connection to the same host and carries on there. Connections are filled in the
+order they were opened, each up to the capacity learned from refusals, and an extra connection is
+closed when its last channel closes.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import anyio
 import asyncssh
+import structlog
 
 from watchdog.exceptions import AuthError, ConnectionLost, HostKeyError
 from watchdog.sources.hostkeys import HostKeyCheck
@@ -16,6 +26,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_KEEPALIVE_COUNT_MAX",
     "DEFAULT_KEEPALIVE_INTERVAL",
+    "ChannelRefused",
     "ConnKey",
     "SSHOptions",
     "SSHPool",
@@ -26,7 +37,26 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE_INTERVAL = 5.0
 DEFAULT_KEEPALIVE_COUNT_MAX = 3
 
+# Refusals one channel open may meet before it gives up: each one either moves it to a connection
+# with room or opens a new one, so only a server that refuses every channel gets this far.
+_MAX_REFUSALS = 8
+
 ConnKey = tuple[str, int | None, str | None]
+SessionT = TypeVar("SessionT", bound="asyncssh.SSHClientSession[bytes]")
+T = TypeVar("T")
+
+log = structlog.get_logger("watchdog.sshpool")
+
+
+class ChannelRefused(ConnectionLost):
+    """The host is reachable but no connection to it would open another session channel.
+
+    Retried like `ConnectionLost`, after a pause: reconnecting at once would not help.
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        super().__init__(f"{where} refused a session channel: {detail}")
 
 
 @dataclass(frozen=True)
@@ -44,6 +74,8 @@ class SSHOptions:
         connect_timeout: seconds allowed for one connection attempt.
         keepalive_interval: seconds between keepalive requests on an idle connection.
         keepalive_count_max: unanswered keepalives after which the connection is dropped.
+        max_channels: session channels one connection carries before another connection is
+            opened; None learns the limit from the server's refusals (sshd's MaxSessions).
     """
 
     known_hosts: str | None = None
@@ -54,6 +86,11 @@ class SSHOptions:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
     keepalive_count_max: int = DEFAULT_KEEPALIVE_COUNT_MAX
+    max_channels: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_channels is not None and self.max_channels < 1:
+            raise ValueError("max_channels must be at least 1")
 
     @property
     def known_hosts_path(self) -> str:
@@ -91,18 +128,131 @@ class _Client(asyncssh.SSHClient):
         return self._check.validate(host, addr, port, key)
 
 
+@dataclass(eq=False)
+class _Conn:
+    """One connection of a host, and the session channels it carries now."""
+
+    conn: asyncssh.SSHClientConnection
+    # Channel opens handed out so far: numbers them in the order the server answers them.
+    opened: int = 0
+    # The channels being opened or open (until their close is confirmed), by number: confirmed?
+    live: dict[int, bool] = field(default_factory=dict)
+    # Refused a channel: no more are sent here until one of its channels closes.
+    full: bool = False
+
+    @property
+    def channels(self) -> int:
+        return len(self.live)
+
+
+@dataclass(eq=False)
+class _Host:
+    """The connections to one (host, port, user), in the order they were opened."""
+
+    where: str
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    conns: list[_Conn] = field(default_factory=list)
+    # Channels one connection carries before the server refuses one (None: no refusal seen).
+    learned: int | None = None
+
+    def live(self) -> list[_Conn]:
+        """The open connections (closed ones are forgotten here)."""
+        self.conns = [entry for entry in self.conns if not entry.conn.is_closed()]
+        return self.conns
+
+
+class _Slot:
+    """One session channel's place on a connection, from the open request until its close is confirmed."""
+
+    def __init__(self, pool: SSHPool, host: _Host, entry: _Conn) -> None:
+        self.pool = pool
+        self.host = host
+        self.entry = entry
+        self.number = entry.opened
+        entry.opened += 1
+        entry.live[self.number] = False
+
+    def confirm(self) -> None:
+        """The channel is open: a connection evidently carries this many at once."""
+        entry = self.entry
+        if self.number in entry.live:
+            entry.live[self.number] = True
+            if self.host.learned is not None:
+                confirmed = sum(entry.live.values())
+                self.host.learned = max(self.host.learned, confirmed)
+
+    def refuse(self) -> int:
+        """The server refused the channel; returns how many channels it had accepted before it."""
+        entry = self.entry
+        before = sum(1 for number in entry.live if number < self.number)
+        entry.live.pop(self.number, None)
+        entry.full = True
+        return before
+
+    def release(self) -> None:
+        """The channel is closed (or never opened); idempotent."""
+        if self.entry.live.pop(self.number, None) is not None:
+            self.entry.full = False
+            self.pool._released(self.host, self.entry)
+
+
+class _Counted(asyncssh.SSHClientSession[bytes]):
+    """Passes every callback on to the caller's session, and frees its slot once the channel is closed.
+
+    The slot is kept until the server confirms the close, because until then (while the remote
+    command exits) the server still counts the session against its MaxSessions.
+    """
+
+    def __init__(self, inner: asyncssh.SSHClientSession[bytes], slot: _Slot) -> None:
+        self._inner = inner
+        self._slot = slot
+
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
+        self._inner.connection_made(chan)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        try:
+            self._inner.connection_lost(exc)
+        finally:
+            self._slot.release()
+
+    def session_started(self) -> None:
+        self._inner.session_started()
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        self._inner.data_received(data, datatype)
+
+    def eof_received(self) -> bool:
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def xon_xoff_requested(self, client_can_do: bool) -> None:
+        self._inner.xon_xoff_requested(client_can_do)
+
+    def exit_status_received(self, status: int) -> None:
+        self._inner.exit_status_received(status)
+
+    def exit_signal_received(self, signal: str, core_dumped: bool, msg: str, lang: str) -> None:
+        self._inner.exit_signal_received(signal, core_dumped, msg, lang)
+
+
 class SSHPool:
-    """Opens and shares SSH connections; channels of one host are multiplexed on one connection.
+    """Opens and shares SSH connections; the channels of one host are multiplexed on as few as it allows.
 
     Use as `async with SSHPool(options) as pool:`; leaving the block closes every connection
-    (and with them every remote command still running).
+    (and with them every remote command still running). See the module docstring for how
+    channels are spread over connections.
     """
 
     def __init__(self, options: SSHOptions | None = None) -> None:
-        """Remember the options; no connection is made until `connect`."""
+        """Remember the options; no connection is made until one is needed."""
         self.options = options or SSHOptions()
-        self._conns: dict[ConnKey, asyncssh.SSHClientConnection] = {}
-        self._locks: dict[ConnKey, anyio.Lock] = {}
+        self._hosts: dict[ConnKey, _Host] = {}
 
     async def __aenter__(self) -> SSHPool:
         return self
@@ -113,7 +263,7 @@ class SSHPool:
     async def connect(
         self, host: str, *, port: int | None = None, user: str | None = None
     ) -> asyncssh.SSHClientConnection:
-        """Return the open connection to `user@host:port`, connecting first if there is none.
+        """Return the first open connection to `user@host:port`, connecting first if there is none.
 
         `host` may be an alias from the SSH config; a None port or user comes from the config
         or the defaults. Concurrent callers for the same key share one connection attempt.
@@ -123,15 +273,52 @@ class SSHPool:
             AuthError: authentication was refused (not retried).
             ConnectionLost: the host could not be reached (retry later).
         """
-        key: ConnKey = (host, port, user)
-        lock = self._locks.setdefault(key, anyio.Lock())
-        async with lock:
-            conn = self._conns.get(key)
-            if conn is not None and not conn.is_closed():
-                return conn
+        entry = self._host(host, port, user)
+        live = entry.live()
+        if live:
+            return live[0].conn
+        async with entry.lock:
+            live = entry.live()
+            if live:
+                return live[0].conn
             conn = await self._open(host, port, user)
-            self._conns[key] = conn
+            entry.conns.append(_Conn(conn))
             return conn
+
+    async def open_session(
+        self,
+        host: str,
+        factory: Callable[[], SessionT],
+        command: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+    ) -> tuple[asyncssh.SSHClientConnection, SessionT]:
+        """Start `command` in a new session channel (bytes in and out) on a connection with room for it.
+
+        The channel counts against its connection until its close is confirmed; the caller closes
+        it (through the session's channel) when done.
+
+        Returns:
+            The connection that carries the channel, and the session `factory` made.
+
+        Raises:
+            ChannelRefused: no connection to the host would open the channel (retry after a pause).
+            ConnectionLost: the host could not be reached, or the connection broke (it is forgotten).
+            HostKeyError, AuthError: as from `connect`.
+        """
+        made: list[SessionT] = []
+
+        async def start(conn: asyncssh.SSHClientConnection, slot: _Slot) -> asyncssh.SSHClientConnection:
+            def counted() -> _Counted:
+                made.append(factory())
+                return _Counted(made[-1], slot)
+
+            await conn.create_session(counted, command, encoding=None)
+            return conn
+
+        conn = await self._channel(host, port, user, start, hold=True)
+        return conn, made[-1]
 
     async def run(
         self,
@@ -140,45 +327,184 @@ class SSHPool:
         *,
         port: int | None = None,
         user: str | None = None,
-        input: str | None = None,
+        input: str | bytes | None = None,
+        encoding: str | None = "utf-8",
         timeout: float | None = None,  # noqa: ASYNC109 - bounds the command, not the connection
     ) -> asyncssh.SSHCompletedProcess:
-        """Run one (already quoted) command on the host over the shared connection; its exit status is the caller's.
+        """Run one (already quoted) command on the host over a shared connection; its exit status is the caller's.
+
+        `encoding` None gives bytes in and out.
 
         Raises:
+            ChannelRefused: no connection to the host would open a channel (retry after a pause).
             ConnectionLost: the host could not be reached, or the connection broke (it is discarded).
             HostKeyError, AuthError: as from `connect`.
         """
-        conn = await self.connect(host, port=port, user=user)
-        try:
+
+        async def start(conn: asyncssh.SSHClientConnection, slot: _Slot) -> asyncssh.SSHCompletedProcess:
             with anyio.fail_after(timeout):
-                return await conn.run(command, input=input, check=False)
+                return await conn.run(command, input=input, encoding=encoding, check=False)
+
+        where = _where(host, port, user)
+        try:
+            return await self._channel(host, port, user, start, hold=False)
+        except ConnectionLost:
+            raise
         except (OSError, asyncssh.Error, TimeoutError) as exc:
-            if conn.is_closed():
-                self.discard(conn)
-            raise ConnectionLost(f"running a probe on {_where(host, port, user)} failed: {exc}") from exc
+            raise ConnectionLost(f"running a command on {where} failed: {exc}") from exc
 
     def discard(self, conn: asyncssh.SSHClientConnection) -> None:
-        """Forget (and close) a connection found broken, so the next `connect` makes a new one."""
-        for key, known in list(self._conns.items()):
-            if known is conn:
-                del self._conns[key]
+        """Forget (and close) a connection found broken, so that it is not used again."""
+        for entry in self._hosts.values():
+            entry.conns = [known for known in entry.conns if known.conn is not conn]
         conn.close()
 
     @property
     def connected(self) -> bool:
         """Whether a connection of this pool is open now."""
-        return any(not conn.is_closed() for conn in self._conns.values())
+        return any(entry.live() for entry in self._hosts.values())
+
+    def channel_counts(self, host: str, *, port: int | None = None, user: str | None = None) -> list[int]:
+        """The session channels each open connection to the host carries now, in the order they were opened."""
+        entry = self._hosts.get((host, port, user))
+        return [] if entry is None else [known.channels for known in entry.live()]
+
+    def learned_capacity(self, host: str, *, port: int | None = None, user: str | None = None) -> int | None:
+        """The channels one connection to the host carries before the server refuses one (None: not seen yet)."""
+        entry = self._hosts.get((host, port, user))
+        return None if entry is None else entry.learned
 
     async def aclose(self) -> None:
         """Close every connection and wait (briefly) until they are closed."""
-        conns = list(self._conns.values())
-        self._conns.clear()
+        conns = [known.conn for entry in self._hosts.values() for known in entry.conns]
+        self._hosts.clear()
         for conn in conns:
             conn.close()
         with anyio.move_on_after(2, shield=True):
             for conn in conns:
                 await conn.wait_closed()
+
+    # -- channels over connections -------------------------------------------------------------------
+
+    def _host(self, host: str, port: int | None, user: str | None) -> _Host:
+        key: ConnKey = (host, port, user)
+        entry = self._hosts.get(key)
+        if entry is None:
+            entry = self._hosts[key] = _Host(_where(host, port, user))
+        return entry
+
+    def _capacity(self, host: _Host) -> int | None:
+        limits = [limit for limit in (self.options.max_channels, host.learned) if limit is not None]
+        return min(limits) if limits else None
+
+    def _room(self, host: _Host, tried: set[_Conn]) -> _Conn | None:
+        """The first open connection that may carry one more channel."""
+        capacity = self._capacity(host)
+        for entry in host.live():
+            if entry in tried or entry.full:
+                continue
+            if capacity is None or entry.channels < capacity:
+                return entry
+        return None
+
+    async def _reserve(self, host: _Host, tried: set[_Conn], key: ConnKey) -> _Slot:
+        while True:
+            entry = self._room(host, tried)
+            if entry is not None:
+                return _Slot(self, host, entry)
+            async with host.lock:
+                # Whoever held the lock may have opened a connection with room for us too.
+                if self._room(host, tried) is not None:
+                    continue
+                live = host.live()
+                try:
+                    conn = await self._open(*key)
+                except ConnectionLost as exc:
+                    if not live:
+                        raise
+                    raise ChannelRefused(
+                        host.where, f"its {len(live)} connections are full and another failed: {exc}"
+                    ) from exc
+                entry = _Conn(conn)
+                host.conns.append(entry)
+                if live:
+                    refused = any(known.full for known in live) or (
+                        host.learned is not None and host.learned == self._capacity(host)
+                    )
+                    log.info(
+                        "opened another SSH connection",
+                        host=host.where,
+                        reason="refused" if refused else "max_channels",
+                        connections=len(host.conns),
+                        channels=[known.channels for known in live],
+                        capacity=self._capacity(host),
+                    )
+                return _Slot(self, host, entry)
+
+    async def _channel(
+        self,
+        host: str,
+        port: int | None,
+        user: str | None,
+        start: Callable[[asyncssh.SSHClientConnection, _Slot], Awaitable[T]],
+        *,
+        hold: bool,
+    ) -> T:
+        """Open a channel with `start` on a connection with room, moving on when one is refused.
+
+        `hold`: the slot stays taken after `start` returns (a session's close frees it); otherwise
+        it is freed when `start` returns.
+        """
+        key: ConnKey = (host, port, user)
+        entry = self._host(*key)
+        tried: set[_Conn] = set()
+        for _ in range(_MAX_REFUSALS):
+            slot = await self._reserve(entry, tried, key)
+            conn = slot.entry.conn
+            done = False
+            try:
+                result = await start(conn, slot)
+                done = True
+            except asyncssh.ChannelOpenError as exc:
+                if conn.is_closed():
+                    self.discard(conn)
+                    raise ConnectionLost(f"connection to {entry.where} lost: {exc}") from exc
+                if exc.code != asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED:
+                    raise ChannelRefused(entry.where, exc.reason) from exc
+                before = slot.refuse()
+                tried.add(slot.entry)
+                if slot.entry.channels == 0:
+                    self._released(entry, slot.entry)
+                    raise ChannelRefused(
+                        entry.where,
+                        f"{exc.reason} on a connection carrying no other channel "
+                        "(does the server allow sessions? sshd's MaxSessions)",
+                    ) from exc
+                if before:
+                    entry.learned = max(entry.learned or 0, before)
+                continue
+            except (OSError, asyncssh.Error) as exc:
+                if conn.is_closed():
+                    self.discard(conn)
+                    raise ConnectionLost(f"connection to {entry.where} lost: {exc}") from exc
+                raise
+            finally:
+                if not done or not hold:
+                    slot.release()
+            slot.confirm()
+            return result
+        raise ChannelRefused(entry.where, f"refused {_MAX_REFUSALS} times in a row on its connections")
+
+    def _released(self, host: _Host, entry: _Conn) -> None:
+        # Called from asyncssh's channel callbacks: close the connection after they have returned.
+        asyncio.get_running_loop().call_soon(self._close_if_idle, host, entry)
+
+    def _close_if_idle(self, host: _Host, entry: _Conn) -> None:
+        live = host.live()
+        if entry.channels == 0 and entry in live and live[0] is not entry:
+            host.conns.remove(entry)
+            entry.conn.close()
+            log.debug("closed an idle extra SSH connection", host=host.where, connections=len(host.conns))
 
     async def _open(self, host: str, port: int | None, user: str | None) -> asyncssh.SSHClientConnection:
         opts = self.options
