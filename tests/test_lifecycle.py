@@ -292,3 +292,18 @@ def test_any_event_sequence_is_safe(
     lc.finish(now + 1)
     assert isinstance(lc.state, State)
     assert [inc.number for inc in lc.history] == list(range(1, lc.current.number))
+
+
+def test_a_phase_past_its_deadline_is_stalled_once() -> None:
+    """A phase that runs past its deadline is stalled (even while it progresses); when progress resumes
+    it is left, and the same phase does not stall again for its deadline."""
+    lc = Lifecycle("sglang", deadlines={"loading_weights": 60.0})
+    lc.feed(LaunchStarted(1, None, 100.0), now=0.0)
+    lc.feed(PhaseReached("loading_weights", 2, None, None), now=10.0)
+    assert lc.tick(now=69.0) == []
+    [stalled] = lc.tick(now=70.0)
+    assert stalled.state == State.STALLED
+    assert stalled.reason == "loading_weights past its deadline (1m00s)"
+    [back] = lc.feed(ProgressMade("weights", 5, 64, 3, None), now=71.0)
+    assert back.state == State.LOADING_WEIGHTS
+    assert lc.tick(now=200.0) == []

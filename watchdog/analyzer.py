@@ -8,7 +8,7 @@ a few set operations; only lines holding a profile literal or an error keyword r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from watchdog.envelope import parse, unglue
@@ -73,6 +73,7 @@ class Analyzer:
         stall_after: float | None = None,
         crash_grace: float = DEFAULT_CRASH_GRACE,
         max_line: int = DEFAULT_MAX_LINE,
+        deadlines: Mapping[str, float] | None = None,
     ) -> None:
         # user profiles are read here, once: feeding never touches a file
         self._extra = tuple(p if isinstance(p, Profile) else load_profile_file(p) for p in profiles)
@@ -80,7 +81,10 @@ class Analyzer:
         self._stall_after = stall_after
         self._crash_grace = crash_grace
         self.framer = Framer(max_line=max_line)
-        self.lifecycle = Lifecycle(engine or "generic", stall_after=stall_after, crash_grace=crash_grace)
+        self._deadlines = dict(deadlines or {})
+        self.lifecycle = Lifecycle(
+            engine or "generic", stall_after=stall_after, crash_grace=crash_grace, deadlines=deadlines
+        )
         self.profile: Profile | None = None
         self._held: list[Block] = []  # blocks waiting for engine detection
         self._held_since: float | None = None
@@ -366,6 +370,7 @@ class Analyzer:
             stall_after=self._stall_after,
             crash_grace=self._crash_grace,
             max_line=self._max_line,
+            deadlines=self._deadlines,
         )
         out = self._blocks(self.framer.feed(whole), now)
         self.bytes_read, self._caught_up = bytes_read, caught_up

@@ -853,6 +853,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         process=launch.process,
         health_url=launch.health_url,
         stall_after=launch.stall_after,
+        deadlines=tuple(launch.deadlines.by_phase().items()),
     )
 
 

@@ -11,6 +11,7 @@ unchanged ones are not touched); SIGTERM or SIGINT stops gracefully, a second on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import signal
 import sys
@@ -26,6 +27,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from watchdog.exceptions import DeliveryError, WatchdogError
+from watchdog.expectations import eta_to_ready, learned_deadlines, typical_durations
 from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.lifecycle import State
 from watchdog.metrics import DaemonStats
@@ -42,6 +44,7 @@ __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan", "WebhookAlerts"]
 log = structlog.get_logger("watchdog.daemon")
 
 RESTART_PAUSE = 5.0  # seconds before a follower that failed is started again
+HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
 _ALERT_STATES = frozenset({State.CRASHED, State.STALLED, State.READY})
 
 
@@ -128,6 +131,7 @@ class _Running:
     follower: LaunchFollower | None = None
     since: str = ""
     announced: set[tuple[int, str]] = field(default_factory=set)
+    typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
     failures: int = 0
     note: str = ""
 
@@ -176,6 +180,9 @@ class Daemon:
                 status: dict[str, Any] = {"name": name, "state": State.PENDING.value, "phase": "pending"}
             else:
                 status = run.follower.status()
+                entered = status.get("entered") or [0.0]
+                eta = eta_to_ready(status, run.typical, status["elapsed_seconds"] - entered[-1])
+                status["eta_seconds"] = round(eta, 1) if eta is not None else None
             status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
             if run.note:
                 status["note"] = run.note
@@ -281,7 +288,7 @@ class Daemon:
         started = False
         with run.scope:
             while True:
-                follower = LaunchFollower(plan.spec, pool=self._pool(plan))
+                follower = LaunchFollower(await self._learned(run), pool=self._pool(plan))
                 run.follower = follower
                 run.since = _now_iso()
                 try:
@@ -299,6 +306,19 @@ class Daemon:
                         started = True
                         task_status.started()
                     await anyio.sleep(RESTART_PAUSE)
+
+    async def _learned(self, run: _Running) -> LaunchSpec:
+        # the launch's own history: its usual phase lengths (for the ETA) and the deadlines they imply
+        spec = run.plan.spec
+        if self._store is None:
+            return spec
+        records = [
+            {"state": r.state, "phase_durations": r.phase_durations}
+            for r in await self._store.history(spec.name, limit=HISTORY_SAMPLES)
+        ]
+        run.typical = typical_durations(records)
+        deadlines = learned_deadlines(records, dict(spec.deadlines))
+        return dataclasses.replace(spec, deadlines=tuple(sorted(deadlines.items())))
 
     async def _consume(self, run: _Running, follower: LaunchFollower) -> None:
         name = run.plan.spec.name

@@ -67,6 +67,9 @@ UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follo
 VERDICTS = frozenset({State.READY, State.CRASHED, State.STALLED, State.STOPPED})
 
 
+_DEADLINE_PHASES = ("pending", "starting", "loading_weights", "allocating_kv_cache", "capturing_graphs")
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """What to follow and how: built from the command line (`watch`) or the config file (the daemon).
@@ -84,6 +87,7 @@ class LaunchSpec:
     gpu: bool = False
     gpu_interval: float = DEFAULT_GPU_INTERVAL
     stall_after: float | None = DEFAULT_STALL_AFTER
+    deadlines: tuple[tuple[str, float], ...] = ()  # (phase, seconds): longer in that phase is stalled
     timeout: float | None = None
     crash_grace: float = DEFAULT_CRASH_GRACE
     settle: float = DEFAULT_SETTLE
@@ -107,6 +111,11 @@ class LaunchSpec:
             _check_seconds(where, key, getattr(self, key), zero=False)
         for key in ("settle", "quiet"):
             _check_seconds(where, key, getattr(self, key), zero=True)
+        for phase, seconds in self.deadlines:
+            if phase not in _DEADLINE_PHASES:
+                allowed = ", ".join(_DEADLINE_PHASES)
+                raise ConfigError(where, f"deadlines.{phase}", f"unknown phase; allowed: {allowed}")
+            _check_seconds(where, f"deadlines.{phase}", seconds, zero=False)
         for key in ("stall_after", "timeout"):
             value = getattr(self, key)
             if value is not None:
@@ -193,7 +202,11 @@ class LaunchFollower:
     ) -> None:
         self.spec = spec
         self.analyzer = Analyzer(
-            spec.engine, profiles=spec.profiles, stall_after=spec.stall_after, crash_grace=spec.crash_grace
+            spec.engine,
+            profiles=spec.profiles,
+            stall_after=spec.stall_after,
+            crash_grace=spec.crash_grace,
+            deadlines=dict(spec.deadlines),
         )
         self._pool = pool
         self._source = source

@@ -11,6 +11,7 @@ A new start marker after the launch got going begins a new incarnation; `history
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from watchdog.errors import Candidate, Error, root_cause
@@ -97,6 +98,7 @@ class Incarnation:
     # A post-ready error that was already in the log when the follower caught up with it: judged as replay
     # would, so the clock confirms it (see `Lifecycle.caught_up`).
     judge_by_clock: bool = False
+    deadline_hit: set[State] = field(default_factory=set)  # phases that ran past their deadline
 
 
 class Lifecycle:
@@ -108,9 +110,12 @@ class Lifecycle:
         *,
         stall_after: float | None = None,
         crash_grace: float = DEFAULT_CRASH_GRACE,
+        deadlines: Mapping[str, float] | None = None,
     ) -> None:
         self.engine = engine
         self.stall_after = stall_after
+        # the longest a launch may spend in a phase, by phase name: past it, it is stalled (once per phase)
+        self.deadlines = dict(deadlines or {})
         self.crash_grace = crash_grace
         self.current = Incarnation(1)
         self.history: list[Incarnation] = []
@@ -246,6 +251,16 @@ class Lifecycle:
         ):
             self._crash(inc, now, out, None, None, reason="error with no progress after it")
             return out
+        deadline = self.deadlines.get(inc.phase.value)
+        if deadline is not None and inc.state == inc.phase and inc.phase not in inc.deadline_hit:
+            entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
+            if entered is None and inc.phase == State.PENDING:
+                entered = inc.started_now
+            if entered is not None and now - entered >= deadline:
+                inc.deadline_hit.add(inc.phase)
+                reason = f"{inc.phase.value} past its deadline ({_seconds(deadline)})"
+                self._enter(inc, State.STALLED, None, None, None, now, reason, out)
+                return out
         if (
             self.stall_after is not None
             and (inc.state in _STARTUP or inc.state == State.PENDING)
@@ -404,3 +419,9 @@ class Lifecycle:
 
 def _phase_name(state: State) -> str:
     return state.value if state != State.PENDING else "starting"
+
+
+def _seconds(value: float) -> str:
+    minutes, sec = divmod(round(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{sec:02d}s" if minutes else f"{sec}s")
