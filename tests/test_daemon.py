@@ -289,3 +289,25 @@ def test_kill_9_and_restart_loses_no_verdict_and_repeats_none(tmp_path: Path, ss
     assert "early:" not in after
     assert after.count("slow: ready") == 1
     assert after.count("down: crashed") == 1
+
+
+def test_run_on_a_taken_port_is_a_configuration_error(tmp_path: Path) -> None:
+    """The listen address is taken: exit 78 with one line naming daemon.listen, no traceback."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "watchdog.toml"
+        config.write_text(f'[daemon]\nlisten = "127.0.0.1:{port}"\nstate_dir = "{tmp_path / "state"}"\n')
+        proc = subprocess.run(
+            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=False,
+        )
+    assert proc.returncode == 78
+    assert "configuration error: daemon: listen: cannot listen on" in proc.stderr
+    assert "Traceback" not in proc.stderr

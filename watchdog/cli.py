@@ -232,6 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseExceptionGroup as group:
         if group.subgroup(KeyboardInterrupt) is not None:
             return EXIT_INTERRUPTED
+        from watchdog.exceptions import first_watchdog_error  # noqa: PLC0415
+
+        ours = first_watchdog_error(group)
+        if ours is not None:  # the daemon's or a task's own error: its exit code, not an internal error
+            return _report(ours)
         if not isinstance(group, Exception):
             raise  # a group of SystemExit or the like: not ours to report
         return _internal_error(group, _wants_debug(arguments))
@@ -280,16 +285,24 @@ def _main(argv: list[str]) -> int:
             from watchdog.demo import run_demo  # noqa: PLC0415
 
             return run_demo(forever=args.forever, listen=args.listen)
-    except UsageError as exc:
-        print(f"watchdog: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ConfigError as exc:
+    except (UsageError, ConfigError, TargetError) as exc:
+        return _report(exc)
+    return EXIT_USAGE
+
+
+def _report(exc: Exception) -> int:
+    """Say one of our errors in one line; its exit code (64 usage, 78 configuration, 69 unreachable)."""
+    from watchdog.exceptions import ConfigError, TargetError, UsageError  # noqa: PLC0415
+
+    if isinstance(exc, ConfigError):
         print(f"watchdog: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except TargetError as exc:
-        print(f"watchdog: {exc}", file=sys.stderr)
+    print(f"watchdog: {exc}", file=sys.stderr)
+    if isinstance(exc, TargetError):
         return EXIT_UNREACHABLE
-    return EXIT_USAGE
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    return EXIT_INTERNAL
 
 
 def _wants_debug(argv: list[str]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
 import signal
 import sys
@@ -44,6 +45,7 @@ __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan", "WebhookAlerts"]
 log = structlog.get_logger("watchdog.daemon")
 
 RESTART_PAUSE = 5.0  # seconds before a follower that failed is started again
+_EXIT_AT_ONCE = 130  # as after Ctrl-C
 HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
 _ALERT_STATES = frozenset({State.CRASHED, State.STALLED, State.READY})
 
@@ -408,7 +410,8 @@ class Daemon:
                     assert self._tg is not None
                     self._tg.start_soon(self.reload)
                 elif self.stopping:
-                    raise SystemExit(1)  # the second SIGTERM/SIGINT: at once
+                    log.warning("stopping at once", signal=signal.Signals(signum).name)
+                    os._exit(_EXIT_AT_ONCE)  # the second SIGTERM/SIGINT: no more waiting on anything
                 else:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     await self.stop()

@@ -23,6 +23,7 @@ __all__ = [
     "TargetError",
     "UsageError",
     "WatchdogError",
+    "first_watchdog_error",
 ]
 
 
@@ -66,3 +67,16 @@ class ConnectionLost(TargetError):
 
 class DeliveryError(WatchdogError):
     """A notification could not be delivered; it is retried later."""
+
+
+def first_watchdog_error(group: BaseExceptionGroup[BaseException]) -> WatchdogError | None:
+    """The first of our errors in a task group's failure (nested groups included), if any: it, not the
+    group, says what went wrong and which exit code that is."""
+    for exc in group.exceptions:
+        if isinstance(exc, WatchdogError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = first_watchdog_error(exc)
+            if found is not None:
+                return found
+    return None

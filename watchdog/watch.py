@@ -17,7 +17,7 @@ import anyio
 from rich.console import Console
 from rich.live import Live
 
-from watchdog.exceptions import DeliveryError, WatchdogError
+from watchdog.exceptions import DeliveryError, first_watchdog_error
 from watchdog.exitcodes import EXIT_STALLED
 from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
 from watchdog.liveview import LiveView, ProgressLines, where
@@ -53,21 +53,10 @@ def run_watch(args: argparse.Namespace) -> int:
     try:
         return anyio.run(watch, args, backend="asyncio")
     except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code
-        ours = _first_watchdog_error(group)
+        ours = first_watchdog_error(group)
         if ours is not None:
             raise ours from None
         raise
-
-
-def _first_watchdog_error(group: BaseExceptionGroup[BaseException]) -> WatchdogError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, WatchdogError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup):
-            found = _first_watchdog_error(exc)
-            if found is not None:
-                return found
-    return None
 
 
 class _Lines:
