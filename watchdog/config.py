@@ -426,6 +426,12 @@ class LaunchConfig(_Model):
     stall_after: Duration = Field(
         default=DEFAULT_STALL_AFTER, description="no progress for this long while starting = stalled"
     )
+    gpu: StrictBool = Field(
+        default=False,
+        description="sample the GPU memory of the launch's processes (process or pid_file, and their "
+        "children; without them every GPU process of the host) with nvidia-smi on its host: memory "
+        "still filling counts as progress",
+    )
     deadlines: Deadlines = Field(default=Deadlines.model_validate({}), description="per-phase deadlines")
     notify: tuple[Name, ...] = Field(default=(), description="[notifiers] entries told of each verdict")
     labels: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_labels)] = Field(
@@ -830,7 +836,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
 
     Returns:
         The spec: the target (the host's address, user and port; the log path), engine (None for auto),
-        process pattern, health URL and stall time.
+        process pattern, health URL, GPU sampling and stall time.
 
     Raises:
         KeyError: there is no such launch.
@@ -852,6 +858,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         engine=None if launch.engine == "auto" else launch.engine,
         process=launch.process,
         health_url=launch.health_url,
+        gpu=launch.gpu,
         stall_after=launch.stall_after,
         deadlines=tuple(launch.deadlines.by_phase().items()),
     )

@@ -32,6 +32,8 @@ from watchdog.expectations import eta_to_ready, learned_deadlines, typical_durat
 from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.lifecycle import State
 from watchdog.metrics import DaemonStats
+from watchdog.probes.gpusampler import HostGpuSampler
+from watchdog.profile import preload_profiles
 from watchdog.render import format_duration
 from watchdog.sdnotify import Notifier as SystemdNotifier
 from watchdog.sdnotify import watchdog_interval
@@ -162,6 +164,7 @@ class Daemon:
         self._handle_signals = handle_signals
         self._running: dict[str, _Running] = {}
         self._pools: dict[str, SSHPool] = {}
+        self._samplers: dict[str, HostGpuSampler] = {}  # by host name ("" for this machine)
         self._systemd = SystemdNotifier()
         self._tg: TaskGroup | None = None
         self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
@@ -229,6 +232,9 @@ class Daemon:
                 stack.push_async_callback(self._close_pools)
                 if self._handle_signals:
                     await tg.start(self._signals)
+                # every bundled profile read and compiled (a TOML file and many regexes each) off the event
+                # loop, before the followers need them for the first engine detection
+                await anyio.to_thread.run_sync(preload_profiles)
                 if self._serve is not None:
                     self.port = await tg.start(self._serve, self)
                 await self._apply(self._plans)
@@ -290,7 +296,9 @@ class Daemon:
         started = False
         with run.scope:
             while True:
-                follower = LaunchFollower(await self._learned(run), pool=self._pool(plan))
+                follower = LaunchFollower(
+                    await self._learned(run), pool=self._pool(plan), gpu_sampler=self._sampler(plan)
+                )
                 run.follower = follower
                 run.since = _now_iso()
                 try:
@@ -391,6 +399,22 @@ class Daemon:
         if pool is None:
             pool = self._pools[plan.host] = SSHPool(plan.ssh)
         return pool
+
+    def _sampler(self, plan: LaunchPlan) -> HostGpuSampler | None:
+        # one per host, shared by its launches: each is charged with its own processes' GPU memory only
+        if not plan.spec.gpu:
+            return None
+        sampler = self._samplers.get(plan.host)
+        if sampler is None:
+            target = plan.spec.target
+            sampler = self._samplers[plan.host] = HostGpuSampler(
+                pool=self._pool(plan),
+                host=target.host,
+                port=target.port,
+                user=target.user,
+                interval=plan.spec.gpu_interval,
+            )
+        return sampler
 
     async def _close_pools(self) -> None:
         with anyio.CancelScope(shield=True):

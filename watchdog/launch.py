@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
@@ -43,6 +43,9 @@ from watchdog.sources import (
     source_for,
 )
 from watchdog.verdict import build_verdict
+
+if TYPE_CHECKING:
+    from watchdog.probes.gpusampler import HostGpuSampler, LaunchMemoryTrend
 
 __all__ = [
     "DEFAULT_QUIET",
@@ -190,6 +193,10 @@ class LaunchFollower:
         pool: the SSH connections to share (not closed here); needed for a remote target or probe.
         source: the log's source; by default made from `spec.target` (and `pool`).
         clock: the time; by default the monotonic clock.
+        gpu_sampler: the host's shared GPU sampler (the daemon's, one per host): with `spec.gpu`, memory is
+            that of this launch's processes (`spec.pid` or `spec.process`, and their descendants), so another
+            launch on the host filling its GPUs never counts as this one's progress. Without it, `spec.gpu`
+            samples every GPU of the host (`watch`).
     """
 
     def __init__(
@@ -199,6 +206,7 @@ class LaunchFollower:
         pool: SSHPool | None = None,
         source: Source | None = None,
         clock: Clock | None = None,
+        gpu_sampler: HostGpuSampler | None = None,
     ) -> None:
         self.spec = spec
         self.analyzer = Analyzer(
@@ -213,7 +221,8 @@ class LaunchFollower:
         self._clock = clock or MonotonicClock()
         self._start = self._clock.now()
         self._send, self.updates = _update_stream()
-        self._trend = MemoryTrend()
+        self._gpu_sampler = gpu_sampler
+        self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
         self._caught_up = False  # the file as it was at the start has been read (or was missing)
         self._at_end = False  # the last source item was CaughtUp
         self._last_data = 0.0
@@ -444,18 +453,30 @@ class LaunchFollower:
                 await self._apply(self.analyzer.probe(HealthChecked(status), self.now()))
 
     async def _gpu(self) -> None:
+        if self._gpu_sampler is not None:
+            from watchdog.probes.gpusampler import LaunchMemoryTrend  # noqa: PLC0415
+
+            # the host's sampler paces the readings; this launch sees only its own processes' memory
+            mine = self._trend = LaunchMemoryTrend()
+            with self._gpu_sampler.subscribe(pid=self.spec.pid, pattern=self.spec.process) as feed:
+                async for sample in feed:
+                    if sample.used_bytes is not None:
+                        growing = mine.observe(self.now(), sample)
+                        await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
+            return
         from watchdog.probes.gpu import GpuProbe  # noqa: PLC0415
 
         target = self.spec.target
         pool = self._pool if target.host else None
         probe = GpuProbe(pool=pool, host=target.host, port=target.port, user=target.user)
+        trend = self._trend = MemoryTrend()
         while probe.available:
             try:
                 samples = await probe.sample()
             except ConnectionLost:
                 samples = None
             if samples:
-                growing = self._trend.observe(self.now(), samples)
+                growing = trend.observe(self.now(), samples)
                 await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
             await self._clock.sleep(self.spec.gpu_interval)
 

@@ -270,3 +270,11 @@ def detect_engine(lines: Iterable[str], extra: Sequence[Path | Profile] = ()) ->
     if not score:
         return None
     return max(score, key=lambda e: score[e])  # ties: the engine whose marker came first
+
+
+def preload_profiles() -> None:
+    """Read and compile every bundled profile now (blocking: call it from a worker thread in async code), so
+    that the first engine detection does not."""
+    for name in ENGINES:
+        _bundled(name)
+    _bundled("common")

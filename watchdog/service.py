@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,11 @@ def run_daemon(path: Path) -> int:
 
     config = load_config(path)
     configure_logging(config.daemon.log_format)
+    # What the imports made lives as long as the process: frozen, a full garbage collection walks only what
+    # the daemon makes after (unfrozen, one walks ~75,000 import-time objects inside some callback: 20-100 ms
+    # of the event loop).
+    gc.collect()
+    gc.freeze()
     return anyio.run(_run, path, config)
 
 

@@ -1,0 +1,425 @@
+"""The daemon under a team's load: CPU, memory and line-to-verdict latency of `watchdog run`, end to end.
+
+One `watchdog run --config FILE` process (the working tree, as `python -m watchdog.cli`) follows N launches
+(default 200) spread over H hosts (default 20). The hosts are H `[hosts.X]` entries that all point at one
+throwaway OpenSSH sshd on 127.0.0.1 (started as the tests start it); the daemon keeps one SSH pool per host
+name, so that is H connections. With `--local` every log is a file on this machine instead.
+
+A writer, a separate process, grows every log with real corpus lines: a whole SGLang startup (arguments to
+"The server is fired up and ready to roll!"), then what a serving SGLang logs (prefill, decode and access-log
+lines), about 10 lines/s per log with bursts (on a 100 ms tick: usually 0 or 1 line, one tick in 20 a burst
+of 8 to 16 lines), and after 8 to 20 s of serving a real post-ready scheduler crash ("Scheduler hit an
+exception" and its uncaught traceback, written in one write); 1 to 2 s later the launch starts again (the
+startup appended, a new incarnation). The writer notes the time just after each crash's write; the daemon
+logs each transition as a JSON line on standard error with its timestamp (log_format = "json"), so
+line-to-verdict is the `crashed` transition's timestamp minus the write's, on the same clock.
+
+Measured:
+  - CPU % of one core of the daemon's process over the load window (/proc/PID/stat utime + stime);
+  - its peak RSS (VmHWM in /proc/PID/status) at the end;
+  - line-to-verdict p50/p99/max over every crash written in the window;
+  - CPU % while every log is quiet (no write at all) for --quiet-seconds, from 2 s after the last write.
+Also shown, for context: the writer's CPU and (SSH) the sshd side's (its sessions, tails and stat loops,
+approximately: live descendants' own and reaped children's times), which share the machine's cores.
+
+    python benchmarks/daemon_bench.py [--launches 200] [--hosts 20] [--seconds 60] [--quiet-seconds 30]
+                                      [--local] [--workdir DIR] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "sglang"
+TICK = 0.1  # s between the writer's rounds
+WARMUP = 3.0  # s of load before the measured window opens
+QUIET_LEAD = 2.0  # s after the last write before the quiet window opens
+START_DEADLINE = 120.0  # s for the daemon to read every log as it was
+GOALS = {  # name: (bound, unit, what)
+    "cpu": (20.0, "% of a core", "CPU, logs growing"),
+    "rss": (150.0, "MB", "peak RSS"),
+    "p99": (100.0, "ms", "line-to-verdict p99"),
+    "quiet": (1.0, "% of a core", "CPU, all logs quiet"),
+}
+
+
+def _corpus() -> tuple[list[bytes], list[bytes], bytes]:
+    startup = (CORPUS / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes().splitlines(keepends=True)
+    serving = [
+        line
+        for line in (CORPUS / "ready-qwen25-vl-multimodal-then-traffic-notebook-docs.log")
+        .read_bytes()
+        .splitlines(keepends=True)
+        if b"Decode batch" in line or b"Prefill batch" in line or b'"POST ' in line
+    ]
+    crash = (
+        (CORPUS / "postready-scheduler-valueerror-lmcache-tp2-pr869.log").read_bytes().splitlines(True)[1:]
+    )
+    return startup, serving, b"".join(crash)
+
+
+# -- the writer (a process of its own) ---------------------------------------------------------------------
+
+
+@dataclass
+class _Log:
+    name: str
+    fd: int
+    mode: str = "serving"  # serving, quiet, startup
+    until: float = 0.0  # serving: when it crashes; quiet: when it starts again
+    pos: int = 0  # startup: the next line
+
+
+def _burst(rng: random.Random) -> int:
+    # 10 lines/s on average at a 100 ms tick: 0.95 * 0.42 + 0.05 * 12 = 1.0 line a tick
+    if rng.random() < 0.05:
+        return rng.randint(8, 16)
+    return 1 if rng.random() < 0.42 else 0
+
+
+def write_load(spec: dict[str, Any]) -> dict[str, Any]:
+    """Grow the logs until spec["end"] (wall clock); return the crash write times and the totals."""
+    startup, serving, crash = _corpus()
+    rng = random.Random(spec["seed"])
+    logs = []
+    for name, path in spec["logs"]:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        logs.append(_Log(name, fd, until=time.time() + rng.uniform(2.0, 20.0)))
+    crashes: list[tuple[str, float]] = []
+    lines = nbytes = 0
+    serve_at = 0
+    next_tick = time.monotonic()
+    while time.time() < spec["end"]:
+        for log in logs:
+            now = time.time()
+            data = b""
+            if log.mode == "serving":
+                if now >= log.until:
+                    os.write(log.fd, crash)
+                    crashes.append((log.name, time.time()))
+                    nbytes += len(crash)
+                    lines += crash.count(b"\n")
+                    log.mode, log.until = "quiet", now + rng.uniform(1.0, 2.0)
+                    continue
+                n = _burst(rng)
+                data = b"".join(serving[(serve_at + k) % len(serving)] for k in range(n))
+                serve_at += n
+            elif log.mode == "quiet":
+                if now >= log.until:
+                    log.mode, log.pos = "startup", 0
+            else:
+                n = max(_burst(rng), 1)
+                data = b"".join(startup[log.pos : log.pos + n])
+                log.pos += n
+                if log.pos >= len(startup):
+                    log.mode, log.until = "serving", now + rng.uniform(8.0, 20.0)
+            if data:
+                os.write(log.fd, data)
+                nbytes += len(data)
+                lines += data.count(b"\n")
+        next_tick += TICK
+        time.sleep(max(next_tick - time.monotonic(), 0.0))
+    for log in logs:
+        os.close(log.fd)
+    return {"crashes": crashes, "lines": lines, "bytes": nbytes, "ended": time.time()}
+
+
+# -- measuring a process -----------------------------------------------------------------------------------
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """utime + stime of a process (and, with children, of its reaped children) in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    if children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / _CLK_TCK
+
+
+def _descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children") as file:
+                kids = {int(k) for k in file.read().split()}
+        except OSError:
+            continue
+        todo.extend(kids - found)
+        found |= kids
+    return found
+
+
+def _tree_cpu(pid: int) -> float:
+    return sum(_cpu_seconds(p, children=True) for p in _descendants(pid))
+
+
+def _status_kb(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as file:
+        for line in file:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # nearest rank
+    return ordered[int(rank) - 1]
+
+
+# -- the daemon ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Daemon:
+    proc: subprocess.Popen[str]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+    listening: threading.Event = field(default_factory=threading.Event)
+
+    def read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = {"event": "text", "text": line.rstrip()}
+            self.events.append(event)
+            if event.get("event") == "http_listening":
+                self.url = event["url"]
+                self.listening.set()
+        self.listening.set()
+
+
+def _config(workdir: Path, logs: list[tuple[str, str, str]], sshd: Any) -> Path:
+    out = [
+        "[daemon]",
+        'listen = "127.0.0.1:0"',
+        f'state_dir = "{workdir / "state"}"',
+        'log_format = "json"',
+        "",
+    ]
+    for host in sorted({h for _, h, _ in logs if h}):
+        out += [
+            f"[hosts.{host}]",
+            'address = "127.0.0.1"',
+            f"port = {sshd.port}",
+            f'user = "{sshd.user}"',
+            f'identity = "{sshd.client_key}"',
+            f'known_hosts = "{sshd.known_hosts}"',
+            "",
+        ]
+    for name, host, path in logs:
+        out += [f"[launches.{name}]"] + ([f'host = "{host}"'] if host else []) + [f'log = "{path}"', ""]
+    config = workdir / "watchdog.toml"
+    config.write_text("\n".join(out))
+    return config
+
+
+def _statuses(url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(url + "status", timeout=30) as response:
+        data: list[dict[str, Any]] = json.loads(response.read())
+        return data
+
+
+def _wait_caught_up(daemon: _Daemon, launches: int) -> float:
+    start = time.monotonic()
+    if not daemon.listening.wait(START_DEADLINE) or not daemon.url:
+        raise SystemExit(f"the daemon did not start; its log: {daemon.events[-20:]}")
+    while time.monotonic() - start < START_DEADLINE:
+        statuses = _statuses(daemon.url)
+        if len(statuses) == launches and all(s.get("lines_read", 0) > 0 for s in statuses):
+            return time.monotonic() - start
+        time.sleep(0.5)
+    raise SystemExit(f"not every launch read its log within {START_DEADLINE}s")
+
+
+def _parse_ts(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _latencies(
+    events: list[dict[str, Any]], crashes: list[tuple[str, float]], window: tuple[float, float]
+) -> tuple[list[float], list[str]]:
+    seen: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("event") == "transition" and e.get("state") == "crashed":
+            seen.setdefault(e["launch"], []).append(_parse_ts(e["timestamp"]))
+    out: list[float] = []
+    missed: list[str] = []
+    for name, written in crashes:
+        if not window[0] <= written <= window[1]:
+            continue
+        after = [t for t in seen.get(name, []) if t >= written - 0.0005]
+        if after:
+            out.append(min(after) - written)
+        else:
+            missed.append(name)
+    return out, missed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--launches", type=int, default=200)
+    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=60.0, help="the measured window under load")
+    parser.add_argument("--quiet-seconds", type=float, default=30.0, help="the measured window, all quiet")
+    parser.add_argument("--local", action="store_true", help="every log a file on this machine (no SSH)")
+    parser.add_argument("--workdir", type=Path, help="keep the logs, config and daemon log here")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemon")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    parser.add_argument("--writer", type=Path, help=argparse.SUPPRESS)  # internal: run as the writer
+    args = parser.parse_args(argv)
+    if args.writer is not None:
+        spec = json.loads(args.writer.read_text())
+        Path(spec["out"]).write_text(json.dumps(write_load(spec)))
+        return 0
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="wd-daemon-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "logs").mkdir(exist_ok=True)
+    startup, _, _ = _corpus()
+    logs = []
+    for i in range(args.launches):
+        name, host = f"l{i:03d}", "" if args.local else f"h{i % args.hosts:02d}"
+        path = workdir / "logs" / f"{name}.log"
+        path.write_bytes(b"".join(startup))  # each launch has started and is ready when the daemon starts
+        logs.append((name, host, str(path)))
+
+    sshd = None
+    if not args.local:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from sshd_server import start_sshd  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415 - SSH only
+
+        sshd = start_sshd(workdir / "sshd")
+    config = _config(workdir, logs, sshd)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [args.python, "-m", "watchdog.cli", "run", "--config", str(config)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    daemon = _Daemon(proc)
+    threading.Thread(target=daemon.read, daemon=True).start()
+    writer = None
+    try:
+        started_in = _wait_caught_up(daemon, args.launches)
+        spec_path, out_path = workdir / "writer.json", workdir / "writer-out.json"
+        t0 = time.time()
+        load_end = t0 + WARMUP + args.seconds
+        spec = {
+            "logs": [(n, p) for n, _, p in logs],
+            "end": load_end,
+            "seed": args.seed,
+            "out": str(out_path),
+        }
+        spec_path.write_text(json.dumps(spec))
+        writer = subprocess.Popen([args.python, __file__, "--writer", str(spec_path)], cwd=ROOT)
+        time.sleep(max(t0 + WARMUP - time.time(), 0))
+        pid = proc.pid
+        cpu0, w0, s0, window0 = _cpu_seconds(pid), _cpu_seconds(writer.pid), 0.0, time.time()
+        if sshd is not None:
+            s0 = _tree_cpu(sshd.process.pid)
+        time.sleep(max(load_end - time.time(), 0))
+        cpu1, w1, window1 = _cpu_seconds(pid), _cpu_seconds(writer.pid), time.time()
+        s1 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
+        writer.wait(timeout=30)
+        result = json.loads(out_path.read_text())
+        time.sleep(max(result["ended"] + QUIET_LEAD - time.time(), 0))
+        q0, quiet0 = _cpu_seconds(pid), time.time()
+        qs0 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
+        time.sleep(args.quiet_seconds)
+        q1, quiet1 = _cpu_seconds(pid), time.time()
+        qs1 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
+        hwm_mb, rss_mb = _status_kb(pid, "VmHWM") / 1024, _status_kb(pid, "VmRSS") / 1024
+        threads = _status_kb(pid, "Threads")
+        statuses = _statuses(daemon.url)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if writer is not None and writer.poll() is None:
+            writer.kill()
+            writer.wait()
+        if sshd is not None:
+            from sshd_server import stop_sshd  # noqa: PLC0415
+
+            stop_sshd(sshd)
+        (workdir / "daemon-log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in daemon.events))
+
+    span, quiet_span = window1 - window0, quiet1 - quiet0
+    cpu = 100 * (cpu1 - cpu0) / span
+    quiet = 100 * (q1 - q0) / quiet_span
+    lat, missed = _latencies(daemon.events, [tuple(c) for c in result["crashes"]], (window0, window1))
+    if not lat:
+        raise SystemExit(f"no crash verdict seen in the window ({len(missed)} crashes written)")
+    p50, p99, worst = (1000 * _percentile(lat, q) for q in (50, 99, 100))
+    failures = [e for e in daemon.events if e.get("level") in ("warning", "error")]
+
+    mode = "local files" if args.local else f"over SSH, {args.hosts} host names -> one sshd on 127.0.0.1"
+    print(f"watchdog run: {args.launches} launches, {mode}; {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    print(f"  started (every log read) in {started_in:.1f} s; daemon exit code {code} after SIGTERM")
+    print(
+        f"  load window {span:.1f} s: writer wrote {result['lines']:,} lines, {result['bytes'] / 1e6:.1f} MB "
+        f"in {WARMUP + args.seconds:.0f} s ({result['lines'] / (WARMUP + args.seconds) / args.launches:.1f} "
+        f"lines/s per log); {len(lat)} crashes in the window judged, {len(missed)} not"
+    )
+    print(f"  writer CPU {100 * (w1 - w0) / span:.1f} % of a core", end="")
+    if sshd is not None:
+        print(
+            f"; sshd side (sessions, tails, stat loops) {100 * (s1 - s0) / span:.1f} % under load, "
+            f"{100 * (qs1 - qs0) / quiet_span:.1f} % quiet",
+            end="",
+        )
+    print(f"; daemon threads at the end: {threads}; RSS now {rss_mb:.0f} MB")
+    states: dict[str, int] = {}
+    for s in statuses:
+        states[s["state"]] = states.get(s["state"], 0) + 1
+    print(f"  states at the end: {states}; daemon warnings/errors logged: {len(failures)}")
+    measured = {"cpu": cpu, "rss": hwm_mb, "p99": p99, "quiet": quiet}
+    print()
+    print(f"  {'measure':<28} {'measured':>12} {'goal':>16}")
+    missed_goals = []
+    for key, (bound, unit, what) in GOALS.items():
+        ok = measured[key] <= bound
+        missed_goals += [] if ok else [key]
+        print(
+            f"  {what:<28} {measured[key]:>12.1f} {'<= ' + str(bound) + ' ' + unit:>16}  {'met' if ok else 'MISSED'}"
+        )
+    print(f"  {'line-to-verdict p50, max':<28} {p50:>6.1f}, {worst:.1f} ms")
+    print(f"\n  daemon log: {workdir / 'daemon-log.jsonl'}")
+    return 1 if args.check and missed_goals else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
