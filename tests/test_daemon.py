@@ -311,3 +311,36 @@ def test_run_on_a_taken_port_is_a_configuration_error(tmp_path: Path) -> None:
     assert proc.returncode == 78
     assert "configuration error: daemon: listen: cannot listen on" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path: Path) -> None:
+    """A launch whose host refuses connections says so in its status; a local launch beside it still gets
+    its verdict."""
+    from watchdog.sources import SSHOptions  # noqa: PLC0415
+
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    alerts = ConsoleAlerts(out=io.StringIO())
+    unreachable = LaunchPlan(
+        LaunchSpec(name="far", target=parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")),
+        host="far",
+        ssh=SSHOptions(known_hosts=str(known_hosts), config=None, use_agent=False, connect_timeout=2.0),
+        alerts=(alerts,),
+    )
+    local = tmp_path / "near.log"
+    daemon = Daemon({"far": unreachable, "near": _plan("near", local, alerts)}, handle_signals=False)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            local.write_bytes(READY.read_bytes())
+            statuses = await daemon.wait_until(
+                lambda s: _states(s).get("near") == "ready" and bool(_by_name(s)["far"].get("note"))
+            )
+            tg.cancel_scope.cancel()
+    far = _by_name(statuses)["far"]
+    assert far["state"] in ("pending", "starting")
+    assert "127.0.0.1" in far["note"] or "refused" in far["note"].lower()
+
+
+def _by_name(statuses: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in statuses}

@@ -27,7 +27,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from watchdog.exceptions import DeliveryError, WatchdogError
+from watchdog.exceptions import DeliveryError, WatchdogError, first_watchdog_error
 from watchdog.expectations import eta_to_ready, learned_deadlines, typical_durations
 from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.lifecycle import State
@@ -288,34 +288,33 @@ class Daemon:
     async def _start_one(self, run: _Running) -> None:
         # returns once the launch's follower has read the log as it was (or failed to start)
         assert self._tg is not None
-        with contextlib.suppress(Exception):
-            await self._tg.start(self._launch, run)
+        await self._tg.start(self._launch, run)  # `_launch` reports started even when its follower fails
 
     async def _launch(self, run: _Running, *, task_status: TaskStatus[None]) -> None:
         plan = run.plan
         started = False
         with run.scope:
             while True:
-                follower = LaunchFollower(
-                    await self._learned(run), pool=self._pool(plan), gpu_sampler=self._sampler(plan)
-                )
-                run.follower = follower
-                run.since = _now_iso()
                 try:
+                    spec = await self._learned(run)
+                    follower = LaunchFollower(spec, pool=self._pool(plan), gpu_sampler=self._sampler(plan))
+                    run.follower = follower
+                    run.since = _now_iso()
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._consume, run, follower)
                         await tg.start(follower.run)
                         if not started:
                             started = True
                             task_status.started()
+                    run.note = "the log's source ended; following it again"
                 except Exception as exc:  # one launch's failure never disturbs another
                     run.failures += 1
-                    run.note = f"follower failed: {exc}"
-                    log.warning("launch follower failed; restarting", launch=plan.spec.name, error=str(exc))
-                    if not started:
-                        started = True
-                        task_status.started()
-                    await anyio.sleep(RESTART_PAUSE)
+                    run.note = f"follower failed: {_reason(exc)}; trying again in {RESTART_PAUSE:g}s"
+                    log.warning("launch follower failed", launch=plan.spec.name, error=_reason(exc))
+                if not started:
+                    started = True
+                    task_status.started()
+                await anyio.sleep(RESTART_PAUSE)
 
     async def _learned(self, run: _Running) -> LaunchSpec:
         # the launch's own history: its usual phase lengths (for the ETA) and the deadlines they imply
@@ -439,6 +438,16 @@ class Daemon:
                 else:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     await self.stop()
+
+
+def _reason(exc: BaseException) -> str:
+    # what went wrong, not "unhandled errors in a TaskGroup": our own error first, else the first leaf
+    if isinstance(exc, BaseExceptionGroup):
+        ours = first_watchdog_error(exc)
+        if ours is not None:
+            return str(ours)
+        return _reason(exc.exceptions[0])
+    return str(exc) or type(exc).__name__
 
 
 def _now_iso() -> str:
