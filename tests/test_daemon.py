@@ -339,6 +339,7 @@ async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path:
             tg.cancel_scope.cancel()
     far = _by_name(statuses)["far"]
     assert far["state"] in ("pending", "starting")
+    assert daemon.stats().ssh_reconnects["far"] >= 1
     assert "127.0.0.1" in far["note"] or "refused" in far["note"].lower()
 
 

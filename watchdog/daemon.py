@@ -199,9 +199,18 @@ class Daemon:
         return DaemonStats(
             crashes=dict(self.crashes),
             ssh_connected={host: pool.connected for host, pool in self._pools.items()},
+            ssh_reconnects=self._restarts_by_host(),
             alerts_sent=dict(self.alerts_sent),
             alerts_failed=dict(self.alerts_failed),
         )
+
+    def _restarts_by_host(self) -> dict[str, int]:
+        # a remote follower fails when its host cannot be reached: each restart is a reconnection
+        out: Counter[str] = Counter()
+        for run in self._running.values():
+            if run.plan.host:
+                out[run.plan.host] += run.failures
+        return dict(out)
 
     async def wait_until(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
         """Wait until `predicate(self.statuses())` holds (checked after every change); return the statuses."""
