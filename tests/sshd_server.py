@@ -10,7 +10,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +99,12 @@ def _wait_banner(port: int, deadline: float) -> None:
         raise SSHDUnavailable(f"sshd on port {port} answered {banner!r}, not an SSH banner")
 
 
-def start_sshd(workdir: Path, *, attempts: int = 3) -> SSHDServer:
-    """Start sshd -D -e on 127.0.0.1 with generated keys; return once it accepts connections."""
+def start_sshd(workdir: Path, *, attempts: int = 3, extra_config: Sequence[str] = ()) -> SSHDServer:
+    """Start sshd -D -e on 127.0.0.1 with generated keys; return once it accepts connections.
+
+    `extra_config` lines (e.g. "MaxSessions 10") go before the defaults, so they win: sshd keeps
+    the first value it reads for a keyword. A `Match` block does not belong there.
+    """
     if not os.path.exists(SSHD):
         raise SSHDUnavailable(f"{SSHD} is not installed (Debian: apt-get install openssh-server)")
     # sshd refuses to start without its privilege separation directory.
@@ -120,6 +124,7 @@ def start_sshd(workdir: Path, *, attempts: int = 3) -> SSHDServer:
         config.write_text(
             "\n".join(
                 [
+                    *extra_config,
                     f"Port {port}",
                     "ListenAddress 127.0.0.1",
                     f"HostKey {host_key_path}",
@@ -193,9 +198,9 @@ def stop_sshd(server: SSHDServer) -> None:
 
 
 @contextmanager
-def running_sshd(workdir: Path) -> Iterator[SSHDServer]:
-    """Run sshd for the duration of the block."""
-    server = start_sshd(workdir)
+def running_sshd(workdir: Path, *, extra_config: Sequence[str] = ()) -> Iterator[SSHDServer]:
+    """Run sshd for the duration of the block (`extra_config` as for `start_sshd`)."""
+    server = start_sshd(workdir, extra_config=extra_config)
     try:
         yield server
     finally:

@@ -567,11 +567,13 @@ def test_host_without_address_is_its_name(tmp_path: Path) -> None:
 
 
 def test_ssh_options_from_host(good: Path) -> None:
-    """A host's identity and known_hosts become the SSH options of its pool."""
-    options = ssh_options(load_config(good), "gpu1")
+    """A host's identity, known_hosts and channel limit become the SSH options of its pool."""
+    config = load_config(good)
+    options = ssh_options(config, "gpu1")
     assert options.identity == "/etc/watchdog/id_ed25519"
     assert options.known_hosts == "/etc/watchdog/known_hosts"
     assert not options.accept_new_host_key
+    assert options.max_channels == config.hosts["gpu1"].max_channels
 
 
 @pytest.mark.parametrize(

@@ -873,11 +873,14 @@ def ssh_options(config: Config, host: str) -> SSHOptions:
 
     Returns:
         Its known_hosts, identity and host-key policy; ~/.ssh/config and the agent as usual. The jump host
-        and channel limit stay on `config.hosts[host]`.
+        stay on `config.hosts[host]`.
     """
     entry = config.hosts[host]
     return SSHOptions(
-        known_hosts=entry.known_hosts, identity=entry.identity, accept_new_host_key=entry.accept_new_host_key
+        known_hosts=entry.known_hosts,
+        identity=entry.identity,
+        accept_new_host_key=entry.accept_new_host_key,
+        max_channels=entry.max_channels,
     )
 
 

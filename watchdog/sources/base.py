@@ -69,7 +69,8 @@ class Connected:
 
 @dataclass(frozen=True)
 class Disconnected:
-    """The connection to `host` dropped; it is being re-established."""
+    """The connection to `host` dropped, or the host refused another channel (sshd's MaxSessions); it is
+    being re-established."""
 
     host: str
     reason: str

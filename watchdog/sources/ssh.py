@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -179,7 +180,9 @@ class _Follower:
                 if not self.refusals:
                     await self.sink.send(Disconnected(self.src.host, str(exc)))
                 self.refusals += 1
-                await anyio.sleep(min(RETRY_MAX, RETRY_INITIAL * 2**self.refusals))
+                delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(self.refusals, 16))
+                # Jitter, so that the followers refused together do not all come back together.
+                await anyio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 - jitter, not a secret
             except ConnectionLost as exc:
                 await self.sink.send(Disconnected(self.src.host, str(exc)))
                 self.refusals = 0

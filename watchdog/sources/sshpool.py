@@ -3,8 +3,11 @@
 One connection carries every session channel of its host until the server refuses another (OpenSSH's
 MaxSessions, 10 by default, answers "open failed") or `SSHOptions.max_channels` is reached; then the
 pool opens another connection to the same host and carries on there. Connections are filled in the
-order they were opened, each up to the capacity learned from refusals, and an extra connection is
-closed when its last channel closes.
+order they were opened, each up to the capacity learned from refusals (a channel counts until the
+server confirms its close, as the server counts it until then), and an extra connection is closed
+when its last channel closes (after `idle_linger`, so that short commands such as probes on a full
+host share one extra connection rather than open one each). A host that refuses a channel even on
+a new connection gives `ChannelRefused`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import asyncssh
 import structlog
 
@@ -24,6 +28,7 @@ from watchdog.sources.hostkeys import HostKeyCheck
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_LINGER",
     "DEFAULT_KEEPALIVE_COUNT_MAX",
     "DEFAULT_KEEPALIVE_INTERVAL",
     "ChannelRefused",
@@ -36,10 +41,18 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 # A dead peer (cable pulled, host frozen) is noticed after interval * count_max seconds.
 DEFAULT_KEEPALIVE_INTERVAL = 5.0
 DEFAULT_KEEPALIVE_COUNT_MAX = 3
+# An extra connection outlives its last channel by this long (longer than the probes' intervals).
+DEFAULT_IDLE_LINGER = 10.0
 
 # Refusals one channel open may meet before it gives up: each one either moves it to a connection
 # with room or opens a new one, so only a server that refuses every channel gets this far.
 _MAX_REFUSALS = 8
+
+# How a server says no to one more session on a connection that is still fine. OpenSSH past its
+# MaxSessions answers OPEN_CONNECT_FAILED "open failed"; others use the two more telling codes.
+_REFUSALS = frozenset(
+    {asyncssh.OPEN_CONNECT_FAILED, asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_RESOURCE_SHORTAGE}
+)
 
 ConnKey = tuple[str, int | None, str | None]
 SessionT = TypeVar("SessionT", bound="asyncssh.SSHClientSession[bytes]")
@@ -139,6 +152,8 @@ class _Conn:
     live: dict[int, bool] = field(default_factory=dict)
     # Refused a channel: no more are sent here until one of its channels closes.
     full: bool = False
+    # When its last channel closed (event loop time); None while it carries one.
+    idle_since: float | None = None
 
     @property
     def channels(self) -> int:
@@ -156,21 +171,26 @@ class _Host:
     learned: int | None = None
 
     def live(self) -> list[_Conn]:
-        """The open connections (closed ones are forgotten here)."""
+        """The open connections (closed ones are closed for good and forgotten here)."""
+        for entry in self.conns:
+            if entry.conn.is_closed():
+                entry.conn.close()
         self.conns = [entry for entry in self.conns if not entry.conn.is_closed()]
-        return self.conns
+        return list(self.conns)
 
 
 class _Slot:
     """One session channel's place on a connection, from the open request until its close is confirmed."""
 
-    def __init__(self, pool: SSHPool, host: _Host, entry: _Conn) -> None:
+    def __init__(self, pool: SSHPool, host: _Host, entry: _Conn, *, fresh: bool = False) -> None:
         self.pool = pool
         self.host = host
         self.entry = entry
+        self.fresh = fresh  # the connection was opened for this channel
         self.number = entry.opened
         entry.opened += 1
         entry.live[self.number] = False
+        entry.idle_since = None
 
     def confirm(self) -> None:
         """The channel is open: a connection evidently carries this many at once."""
@@ -249,9 +269,21 @@ class SSHPool:
     channels are spread over connections.
     """
 
-    def __init__(self, options: SSHOptions | None = None) -> None:
-        """Remember the options; no connection is made until one is needed."""
+    def __init__(
+        self, options: SSHOptions | None = None, *, idle_linger: float = DEFAULT_IDLE_LINGER
+    ) -> None:
+        """Remember the options; no connection is made until one is needed.
+
+        Args:
+            options: how to reach hosts.
+            idle_linger: seconds an extra connection (not a host's first) stays open without
+                channels before it is closed, so that short commands (probes, polls) on a full
+                host do not open a connection each.
+        """
+        if idle_linger < 0:
+            raise ValueError("idle_linger must not be negative")
         self.options = options or SSHOptions()
+        self.idle_linger = idle_linger
         self._hosts: dict[ConnKey, _Host] = {}
 
     async def __aenter__(self) -> SSHPool:
@@ -274,9 +306,8 @@ class SSHPool:
             ConnectionLost: the host could not be reached (retry later).
         """
         entry = self._host(host, port, user)
-        live = entry.live()
-        if live:
-            return live[0].conn
+        # Taking the lock also lets the event loop run first, so a connection that has just
+        # dropped is seen closed here rather than handed out.
         async with entry.lock:
             live = entry.live()
             if live:
@@ -369,6 +400,13 @@ class SSHPool:
         entry = self._hosts.get((host, port, user))
         return [] if entry is None else [known.channels for known in entry.live()]
 
+    def connections(
+        self, host: str, *, port: int | None = None, user: str | None = None
+    ) -> list[asyncssh.SSHClientConnection]:
+        """The open connections to the host, in the order they were opened (the first is `connect`'s)."""
+        entry = self._hosts.get((host, port, user))
+        return [] if entry is None else [known.conn for known in entry.live()]
+
     def learned_capacity(self, host: str, *, port: int | None = None, user: str | None = None) -> int | None:
         """The channels one connection to the host carries before the server refuses one (None: not seen yet)."""
         entry = self._hosts.get((host, port, user))
@@ -423,7 +461,8 @@ class SSHPool:
                     if not live:
                         raise
                     raise ChannelRefused(
-                        host.where, f"its {len(live)} connections are full and another failed: {exc}"
+                        host.where,
+                        f"its connections ({len(live)}) are full and another could not be opened: {exc}",
                     ) from exc
                 entry = _Conn(conn)
                 host.conns.append(entry)
@@ -439,7 +478,7 @@ class SSHPool:
                         channels=[known.channels for known in live],
                         capacity=self._capacity(host),
                     )
-                return _Slot(self, host, entry)
+                return _Slot(self, host, entry, fresh=True)
 
     async def _channel(
         self,
@@ -456,10 +495,12 @@ class SSHPool:
         it is freed when `start` returns.
         """
         key: ConnKey = (host, port, user)
-        entry = self._host(*key)
+        host_entry = self._host(*key)
         tried: set[_Conn] = set()
+        # Let the event loop run first, so that a connection that has just dropped is seen closed.
+        await anyio.lowlevel.checkpoint()
         for _ in range(_MAX_REFUSALS):
-            slot = await self._reserve(entry, tried, key)
+            slot = await self._reserve(host_entry, tried, key)
             conn = slot.entry.conn
             done = False
             try:
@@ -468,43 +509,54 @@ class SSHPool:
             except asyncssh.ChannelOpenError as exc:
                 if conn.is_closed():
                     self.discard(conn)
-                    raise ConnectionLost(f"connection to {entry.where} lost: {exc}") from exc
-                if exc.code != asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED:
-                    raise ChannelRefused(entry.where, exc.reason) from exc
+                    raise ConnectionLost(f"connection to {host_entry.where} lost: {exc}") from exc
+                if exc.code not in _REFUSALS:
+                    raise ChannelRefused(host_entry.where, exc.reason) from exc
                 before = slot.refuse()
                 tried.add(slot.entry)
-                if slot.entry.channels == 0:
-                    self._released(entry, slot.entry)
+                if slot.entry.channels == 0 and slot.fresh:
+                    # A new connection refused its first channel: more connections will not help.
+                    if host_entry.live()[0] is not slot.entry:
+                        self.discard(conn)
                     raise ChannelRefused(
-                        entry.where,
-                        f"{exc.reason} on a connection carrying no other channel "
-                        "(does the server allow sessions? sshd's MaxSessions)",
+                        host_entry.where,
+                        f"{exc.reason}, even on a new connection (does the server allow sessions? "
+                        "sshd's MaxSessions)",
                     ) from exc
                 if before:
-                    entry.learned = max(entry.learned or 0, before)
+                    host_entry.learned = max(host_entry.learned or 0, before)
+                elif slot.entry.channels == 0:
+                    self._released(host_entry, slot.entry)  # sessions we do not know of fill it
                 continue
             except (OSError, asyncssh.Error) as exc:
                 if conn.is_closed():
                     self.discard(conn)
-                    raise ConnectionLost(f"connection to {entry.where} lost: {exc}") from exc
+                    raise ConnectionLost(f"connection to {host_entry.where} lost: {exc}") from exc
                 raise
             finally:
                 if not done or not hold:
                     slot.release()
             slot.confirm()
             return result
-        raise ChannelRefused(entry.where, f"refused {_MAX_REFUSALS} times in a row on its connections")
+        raise ChannelRefused(host_entry.where, f"refused {_MAX_REFUSALS} times in a row on its connections")
 
     def _released(self, host: _Host, entry: _Conn) -> None:
-        # Called from asyncssh's channel callbacks: close the connection after they have returned.
-        asyncio.get_running_loop().call_soon(self._close_if_idle, host, entry)
+        """A channel of `entry` is gone: an extra connection left without channels is closed after a while."""
+        if entry.channels:
+            return
+        # Called from asyncssh's channel callbacks: act after they have returned.
+        loop = asyncio.get_running_loop()
+        entry.idle_since = loop.time()
+        loop.call_later(self.idle_linger, self._close_if_idle, host, entry, entry.idle_since)
 
-    def _close_if_idle(self, host: _Host, entry: _Conn) -> None:
+    def _close_if_idle(self, host: _Host, entry: _Conn, idle_since: float) -> None:
         live = host.live()
-        if entry.channels == 0 and entry in live and live[0] is not entry:
-            host.conns.remove(entry)
-            entry.conn.close()
-            log.debug("closed an idle extra SSH connection", host=host.where, connections=len(host.conns))
+        # Busy again meanwhile (and maybe idle again since: then a later call decides).
+        if entry.idle_since != idle_since or entry not in live or live[0] is entry:
+            return
+        host.conns.remove(entry)
+        entry.conn.close()
+        log.debug("closed an idle extra SSH connection", host=host.where, connections=len(host.conns))
 
     async def _open(self, host: str, port: int | None, user: str | None) -> asyncssh.SSHClientConnection:
         opts = self.options
