@@ -24,16 +24,7 @@ CORRECTED: dict[str, dict[str, object]] = {
     stem: {k: v for k, v in fix.items() if k != "why"} for stem, fix in _CORRECTIONS["corrected"].items()
 }
 # Cases not yet right; strict xfail so that a fix is noticed. Each says what is missing.
-KNOWN_GAPS: dict[str, str] = {
-    "sglang-0.3-torch-compile-fused-moe-notimplementederror-controller-single-cut-issue1372": (
-        "engine: the cut leaves 2 of SGLang's own frames against 4 of the vLLM layers it ran (in a first "
-        "traceback that starts mid-stack, so no SGLang frame is above them): detection by markers says vllm"
-    ),
-    "sglang-llama4-fa3-indexkernel-assertion-interleaved-threads-post-ready-issue5170": (
-        "two CUDA threads' device asserts interleaved within lines: the first assertion read is a garbled "
-        "merge of both ('...\"index out of bounds\": operator()` failed.'), not the clean one the label names"
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _label(path: Path) -> dict[str, object]:

@@ -273,3 +273,19 @@ def test_nccl_timeout_with_a_high_sequence_number_was_serving() -> None:
         phase_from_error("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=BROADCAST")
         is None
     )
+
+
+def test_copies_of_one_message_garbled_by_threads_give_the_clean_one() -> None:
+    """Many threads print one device assert at once: the shortest copy (interleaving only adds) is chosen."""
+    clean = 'Assertion `idx < n && "index out of bounds"` failed.'
+    garbled = 'Assertion `idx < n && "index out of bounds": operator()` failed.'
+    cands = [
+        Candidate(garbled, 3, "", category="cuda", kind="rule"),
+        Candidate(clean, 5, "", category="cuda", kind="rule"),
+        Candidate(
+            'Assertion `idx < n && "index out of bounds",0` failed.', 7, "", category="cuda", kind="rule"
+        ),
+    ]
+    error = root_cause(cands, {}, "ready", "sglang")
+    assert error is not None
+    assert error.summary == clean

@@ -141,6 +141,18 @@ def _uncaught(tb: Traceback) -> bool:
     return outer is not None and _ENTRY_FRAME.search(outer) is not None
 
 
+_SAME_MESSAGE_PREFIX = 24  # characters two lines share at their start to be copies of one message
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _message(c: Candidate) -> str:
     # The exception's whole message: its line, and the lines it goes on over (a terminal may have wrapped it).
     tb = c.traceback
@@ -182,6 +194,19 @@ def root_cause(
     best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), int(items[i].chained), i))
     best = items[best_i]
     category = cats[best_i]
+    if best.kind == "rule":
+        # Copies of one message printed by many threads at once (CUDA device asserts): another thread's
+        # characters land in the middle of a copy, and interleaving only ever adds characters, so the
+        # shortest copy is the least garbled.
+        copies = [
+            c
+            for c, cat in zip(items, cats, strict=True)
+            if c.kind == "rule"
+            and cat == category
+            and (c.role, c.noise) == (best.role, best.noise)
+            and (c is best or _common_prefix(c.summary, best.summary) >= _SAME_MESSAGE_PREFIX)
+        ]
+        best = min(copies, key=lambda c: len(c.summary))
     key = _MASK.sub("#", best.summary)
     twins = [c for c in items if c.traceback and _MASK.sub("#", c.summary) == key]
     if not best.traceback and twins:

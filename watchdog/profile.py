@@ -240,6 +240,13 @@ def _loaded(extra: Sequence[Path | Profile]) -> list[Profile]:
     return [p if isinstance(p, Profile) else load_profile_file(p) for p in extra]
 
 
+# Lines between the tracebacks of one chain: its header, exception lines and the chain markers.
+_CHAIN_OR_EXCEPTION = re.compile(
+    r"Traceback \(most recent call last\)|During handling of the above exception|"
+    r"The above exception was the direct cause|(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Interrupt)\b"
+)
+
+
 def detect_engine(lines: Iterable[str], extra: Sequence[Path | Profile] = ()) -> str | None:
     """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None.
 
@@ -252,21 +259,46 @@ def detect_engine(lines: Iterable[str], extra: Sequence[Path | Profile] = ()) ->
     for engine in ENGINES[:-1]:
         markers.extend((engine, d) for d in _bundled(engine).detect)
     score: dict[str, int] = {}
+    # A traceback's frames below the engine's own name the libraries it called (old SGLang ran vLLM's layers):
+    # those do not count for the library. Python prints a chain of tracebacks ("During handling of the above
+    # exception, ...") oldest first; the last one holds the process's own outer frames, so its engine owns
+    # the frames of the whole chain (an excerpt may start in the middle of the first one's library frames).
+    chain: list[tuple[str | None, dict[str, int]]] = []  # (owner, frame counts) of each traceback so far
     owner: str | None = None  # the engine of the outermost engine frame of the traceback being read
+    frames: dict[str, int] = {}
+
+    def end_traceback() -> None:
+        nonlocal owner, frames
+        if owner is not None or frames:
+            chain.append((owner, frames))
+        owner, frames = None, {}
+
+    def end_chain() -> None:
+        end_traceback()
+        chain_owner = next((o for o, _ in reversed(chain) if o is not None), None)
+        for _, counts in chain:
+            if chain_owner is not None and counts.get(chain_owner):
+                score[chain_owner] = score.get(chain_owner, 0) + counts[chain_owner]
+        chain.clear()
+
     for line in lines:
         stripped = line.lstrip()
         frame = stripped.startswith('File "')
-        if not frame and stripped == line:
-            owner = None  # not inside a traceback (frames and their indented source lines)
+        if not frame and stripped == line:  # not a frame, nor a frame's indented source line
+            end_traceback()
+            text = stripped.strip()
+            if text and not _CHAIN_OR_EXCEPTION.match(text):
+                end_chain()
         for engine, marker in markers:
             if marker in line:
-                # A traceback's frames below the engine's own name the libraries it called (old SGLang ran
-                # vLLM's layers): those do not count for the library.
-                if frame and owner is not None and engine != owner:
+                if not frame:
+                    score[engine] = score.get(engine, 0) + 1
                     continue
-                if frame and owner is None:
+                if owner is None:
                     owner = engine
-                score[engine] = score.get(engine, 0) + 1
+                if engine == owner:
+                    frames[engine] = frames.get(engine, 0) + 1
+    end_chain()
     if not score:
         return None
     return max(score, key=lambda e: score[e])  # ties: the engine whose marker came first
