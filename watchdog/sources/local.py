@@ -130,7 +130,11 @@ class LocalSource:
                     if pending is not None:
                         await sink.send(FileRestarted(pending))
                         pending, pos = None, 0
-                data = await anyio.to_thread.run_sync(os.pread, current.fd, self.read_size, pos)
+                if at_end:
+                    # one trip to a worker thread per poll of a quiet file: more data, or a restart, or nothing
+                    data, pending = await anyio.to_thread.run_sync(self._poll_at_end, current, pos)
+                else:
+                    data = await anyio.to_thread.run_sync(os.pread, current.fd, self.read_size, pos)
                 if data:
                     await sink.send(Chunk(pos, data))
                     pos += len(data)
@@ -139,7 +143,7 @@ class LocalSource:
                 if not at_end:
                     at_end = True
                     await sink.send(CaughtUp(pos))
-                pending = await anyio.to_thread.run_sync(self._restart_reason, current, pos)
+                    pending = await anyio.to_thread.run_sync(self._restart_reason, current, pos)
                 if pending == "truncated":
                     await sink.send(FileRestarted(pending))
                     pending, pos, at_end = None, 0, False
@@ -155,6 +159,12 @@ class LocalSource:
         finally:
             if current is not None:
                 os.close(current.fd)
+
+    def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
+        """At the end of the file: what was written since, or else whether it was truncated or replaced."""
+        if os.fstat(current.fd).st_size > pos:
+            return os.pread(current.fd, self.read_size, pos), None
+        return b"", self._restart_reason(current, pos)
 
     def _restart_reason(self, current: _Open, pos: int) -> RestartReason | None:
         """At the end of the file: has it been truncated, or does the path name a new file now?"""
