@@ -11,6 +11,7 @@ import pytest
 
 from watchdog.exceptions import UsageError
 from watchdog.sources.base import CaughtUp, Chunk, FileMissing, FileRestarted, SourceItem
+from watchdog.sources.inotify import Watcher
 from watchdog.sources.local import LocalSource
 
 pytestmark = pytest.mark.anyio
@@ -262,3 +263,40 @@ async def test_caught_up_again_in_a_truncated_file(tmp_path: Path) -> None:
         await assert_quiet(items)
         append_now(log, b"second\n")
         assert await read_to_caught_up(items, 7) == b"second\n"
+
+
+_INOTIFY = pytest.mark.skipif(Watcher.get() is None, reason="no Linux inotify here: followers poll")
+SLOW_POLL = 30.0  # longer than any deadline below: an item that arrives in time was woken by inotify
+
+
+@_INOTIFY
+async def test_inotify_wakes_the_follower_when_the_file_grows(tmp_path: Path) -> None:
+    """With inotify, an append is read at once, not at the next poll (here 30 s away)."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first\n")
+    async with LocalSource(log, poll_interval=SLOW_POLL).open_follow() as items:
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        append_now(log, b"second\n")
+        assert await next_item(items, within=5.0) == Chunk(6, b"second\n")
+
+
+@_INOTIFY
+async def test_inotify_wakes_the_follower_when_the_file_appears_or_is_cut(tmp_path: Path) -> None:
+    """A missing log's creation, and a truncation, wake its follower at once too."""
+    log = tmp_path / "later.log"
+    async with LocalSource(log, poll_interval=SLOW_POLL).open_follow() as items:
+        assert await anext(items) == FileMissing(str(log))
+        log.write_bytes(b"up\n")
+        assert await read_until(items, 3) == b"up\n"
+        log.write_bytes(b"")
+        assert await next_event(items) == FileRestarted("truncated")
+
+
+async def test_polls_without_inotify(tmp_path: Path) -> None:
+    """Told not to use inotify (or where there is none), a follower polls and still sees appends."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first\n")
+    async with LocalSource(log, poll_interval=FAST, use_inotify=False).open_follow() as items:
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        append_now(log, b"second\n")
+        assert await next_item(items) == Chunk(6, b"second\n")

@@ -1,4 +1,5 @@
-"""Follow a local file by polling: read to the end, then watch for appends, rotation and truncation."""
+"""Follow a local file: read to the end, then wait for appends, rotation and truncation (woken by inotify
+where there is one, with a slow poll as a safety net; by polling elsewhere)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from watchdog.sources.base import (
     SourceItem,
     open_item_stream,
 )
+from watchdog.sources.inotify import Watcher
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_READ_SIZE", "LocalSource"]
 
 DEFAULT_POLL_INTERVAL = 0.25
+SAFETY_POLL_INTERVAL = 2.0  # with inotify: a quiet file is still looked at this often (NFS, lost events)
 DEFAULT_READ_SIZE = 1 << 16
 
 
@@ -84,22 +87,28 @@ class LocalSource:
         path: str | os.PathLike[str],
         *,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
+        use_inotify: bool = True,
         read_size: int = DEFAULT_READ_SIZE,
     ) -> None:
         """Describe the file to follow; nothing is opened until `open_follow`.
 
         Args:
             path: the log file (it may not exist yet).
-            poll_interval: seconds to wait at the end of the file before looking again.
+            poll_interval: seconds to wait at the end of the file before looking again (with inotify: the
+                longest wait; a change wakes the follower at once, and a quiet file is looked at every
+                `SAFETY_POLL_INTERVAL` seconds).
+            use_inotify: be woken by Linux inotify where it works (False: poll only).
             read_size: the largest chunk read at once.
         """
         if poll_interval <= 0:
             raise ValueError("poll_interval must be positive")
         if read_size <= 0:
             raise ValueError("read_size must be positive")
-        self.path = os.path.expanduser(os.fspath(path))
+        self.path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         self.poll_interval = poll_interval
         self.read_size = read_size
+        self.use_inotify = use_inotify
+        self._last_look = float("-inf")  # event-loop time the follower last looked after a wait
 
     def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
         """Follow the file from byte `offset`; see `watchdog.sources.base.Source`."""
@@ -113,15 +122,19 @@ class LocalSource:
         announced_missing = False
         at_end = False  # CaughtUp sent and nothing read since
         pos = offset
+        watcher = Watcher.get() if self.use_inotify else None
+        if watcher is not None and not watcher.watch(self.path):
+            watcher = None  # the kernel refused a watch (no directory, no free watch): poll
         try:
             while True:
                 if current is None:
+                    seen = watcher.generation(self.path) if watcher is not None else 0
                     current = await anyio.to_thread.run_sync(_open, self.path)
                     if current is None:
                         if not announced_missing:
                             announced_missing = True
                             await sink.send(FileMissing(self.path))
-                        await anyio.sleep(self.poll_interval)
+                        await self._wait(watcher, seen)
                         continue
                     size = os.fstat(current.fd).st_size
                     if pending is None and pos > size:
@@ -130,6 +143,7 @@ class LocalSource:
                     if pending is not None:
                         await sink.send(FileRestarted(pending))
                         pending, pos = None, 0
+                seen = watcher.generation(self.path) if watcher is not None else 0
                 if at_end:
                     # one trip to a worker thread per poll of a quiet file: more data, or a restart, or nothing
                     data, pending = await anyio.to_thread.run_sync(self._poll_at_end, current, pos)
@@ -155,10 +169,26 @@ class LocalSource:
                     os.close(current.fd)
                     current, at_end = None, False
                 else:
-                    await anyio.sleep(self.poll_interval)
+                    await self._wait(watcher, seen)
         finally:
             if current is not None:
                 os.close(current.fd)
+            if watcher is not None:
+                watcher.unwatch(self.path)
+
+    async def _wait(self, watcher: Watcher | None, seen: int) -> None:
+        # At the end of the file (or while it is missing): until it changes, or the next poll. A file that
+        # changes all the time is still looked at once per poll interval at most (its lines come in batches,
+        # as when polling): inotify saves the looks at quiet files, and the wait for the first line after one.
+        if watcher is None:
+            await anyio.sleep(self.poll_interval)
+            return
+        with anyio.move_on_after(max(self.poll_interval, SAFETY_POLL_INTERVAL)):
+            await watcher.changed(self.path, seen)
+        rest = self._last_look + self.poll_interval - anyio.current_time()
+        if rest > 0:
+            await anyio.sleep(rest)
+        self._last_look = anyio.current_time()
 
     def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
         """At the end of the file: what was written since, or else whether it was truncated or replaced."""
