@@ -102,6 +102,7 @@ def _later() -> list[dict[str, Any]]:
     """What /status says after the page was served: graph capture went on, a launch was added."""
     later = three_launches()
     later[2]["progress"]["graphs"]["done"] = 20
+    later[2]["eta_seconds"] = 95.0  # the daemon's estimate, from the launch's history
     later.append({"name": "mixtral", "host": "gpu3", "since": None, "state": "pending", "phase": "pending"})
     return later
 
@@ -201,6 +202,7 @@ async def test_page_draws_every_launch_and_refreshes_itself(tmp_path: Path) -> N
     bars = {b.attrs["data-kind"]: b for b in capturing.by_class("bar")}
     assert bars["weights"].one("num").text == "30/30 (100%)"
     assert bars["graphs"].one("num").text == "20/35 (57%)"
+    assert bars["eta"].one("num").text == "~1m35s"
     assert capturing.by_class("seg")[-1].attrs["class"].split() == ["seg", "live"]
     assert pending.one("timeline").text == "no log yet"
 

@@ -226,6 +226,12 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
       row.append(el("span", "", kind), track, el("span", "num", p.done + "/" + p.total + " (" + Math.round(ratio * 100) + "%)"));
       box.append(row);
     }
+    if (typeof st.eta_seconds === "number") {
+      const eta = el("div", "bar eta");
+      eta.dataset.kind = "eta";
+      eta.append(el("span", "", "ready in"), el("span", "num", "~" + dur(st.eta_seconds)));
+      box.append(eta);
+    }
     return box;
   }
 
@@ -295,7 +301,7 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
   const SECTIONS = [
     ["head", drawHead, st => [st.state, st.name, st.host, st.engine, st.phase, st.incarnation, st.incarnations, st.target]],
     ["timeline", drawTimeline, st => [st.timeline, st.entered, CAPS[st.state] ? 0 : Math.round(st.elapsed_seconds || 0)]],
-    ["progress", drawProgress, st => [st.progress]],
+    ["progress", drawProgress, st => [st.progress, st.eta_seconds]],
     ["facts", drawFacts, st => [st.facts]],
     ["verdict", drawVerdict, st => [st.state, st.phase, st.error, st.time_to_ready_seconds]],
     ["last", drawLast, st => [st.last_line, st.note]],
