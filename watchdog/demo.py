@@ -32,7 +32,6 @@ __all__ = ["DEMO_LAUNCHES", "run_demo"]
 
 WRITE_SECONDS = 4.0  # how long writing one whole log takes
 DEMO_STALL_AFTER = 3.0  # the stalled launch's stall clock (a real one would be minutes)
-_POLL = 0.2
 _SECOND = re.compile(rb"\d\d:\d\d:\d\d")
 
 
@@ -132,8 +131,10 @@ def _bursts(lines: list[bytes]) -> list[list[bytes]]:
 
 async def _until_verdicts(daemon: Daemon) -> None:
     want = {d.name: d.expect.value for d in DEMO_LAUNCHES}
-    while True:
-        states = {s["name"]: s["state"] for s in daemon.statuses()}
-        if all(states.get(name) == state for name, state in want.items()):
-            return
-        await anyio.sleep(_POLL)
+    # every launch at its verdict, and every verdict said on the console
+    await daemon.wait_until(
+        lambda statuses: (
+            {s["name"]: s["state"] for s in statuses} == want
+            and sum(daemon.alerts_sent.values()) >= len(want)
+        )
+    )

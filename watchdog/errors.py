@@ -158,12 +158,7 @@ def _message(c: Candidate) -> str:
     tb = c.traceback
     for i in range(len(tb) - 1, -1, -1):
         if tb[i].strip() == c.summary.strip():
-            rest = " ".join(ln.strip() for ln in tb[i + 1 : i + 4])
-            return (
-                f"{c.summary}{rest}"
-                if rest and not c.summary.endswith(" ")
-                else f"{c.summary} {rest}".strip()
-            )
+            return " ".join([c.summary, *(ln.strip() for ln in tb[i + 1 : i + 4])]).strip()
     return c.summary
 
 

@@ -71,6 +71,7 @@ async def deliver(
     attempts: int = DEFAULT_ATTEMPTS,
     backoff: float = DEFAULT_BACKOFF_SECONDS,
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER_SECONDS,
+    name: str = "",
 ) -> None:
     """POST `message` to `url` (plus the message's path), retrying what a retry can fix.
 
@@ -83,6 +84,7 @@ async def deliver(
         attempts: how many times to try in all.
         backoff: seconds before the first retry (doubled per attempt, plus up to as much jitter).
         max_retry_after: the longest Retry-After honoured; longer asks end the delivery as transient.
+        name: what the receiver is, in messages ("webhook" -> "webhook https://host answered ...").
 
     Raises:
         TransientDeliveryError: still failing after `attempts` tries (network, timeout, 5xx, 429): the
@@ -90,9 +92,10 @@ async def deliver(
         DeliveryError: refused for good (4xx other than 408/429, a redirect, an invalid URL): sending the
             same request again cannot help.
     """
-    where = redact_url(url)
+    shown = redact_url(url)
+    where = f"{name} {shown}" if name else shown
     hidden = _secrets(url, secrets)
-    if not where.startswith(("http://", "https://")):
+    if not shown.startswith(("http://", "https://")):
         raise DeliveryError(f"cannot deliver to {where}: only http:// and https:// URLs are supported")
     full = target_url(url, message.path)
     try:
@@ -102,6 +105,8 @@ async def deliver(
         raise DeliveryError(f"cannot deliver to {where}: invalid URL: {_scrub(str(exc), hidden)}") from exc
     if not parts.hostname:
         raise DeliveryError(f"cannot deliver to {where}: the URL has no host")
+    if parts.port == 0:
+        raise DeliveryError(f"cannot deliver to {where}: invalid port 0: a port is a number from 1 to 65535")
     body, content_type = message.body()
     headers = {"Content-Type": content_type, "User-Agent": _user_agent(), **message.headers}
 
