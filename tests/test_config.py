@@ -24,6 +24,7 @@ from watchdog.config import (
     redacted,
     ssh_options,
 )
+from watchdog import notifiers
 from watchdog.exceptions import ConfigError
 from watchdog.exitcodes import EXIT_CONFIG
 from watchdog.sources.target import Target
@@ -33,7 +34,10 @@ EXAMPLE = ROOT / "deploy" / "config.example.toml"
 DOCS = ROOT / "docs" / "config.md"
 EXAMPLE_ENV = {
     "WATCHDOG_TEAM_WEBHOOK": "https://hooks.example.com/services/T0/B0/team-token-1",
-    "WATCHDOG_ONCALL_WEBHOOK": "https://hooks.example.com/services/T0/B0/oncall-token-2",
+    "WATCHDOG_PAGERDUTY_KEY": "pd-routing-key-2",
+    "WATCHDOG_MATTERMOST_WEBHOOK": "https://chat.example.com/hooks/mm-token-3",
+    "WATCHDOG_TELEGRAM_BOT_URL": "https://api.telegram.org/bot123:tg-token-4",
+    "WATCHDOG_APPRISE_URL": "discord://1234/apprise-token-5",
 }
 TOKEN = "s3cr3t-t0ken-4f9a"  # appears in every secret of these tests, so a leak is easy to find
 HOOK = f"https://hooks.example.com/services/T0/B0/{TOKEN}"
@@ -235,10 +239,46 @@ BAD = [
         '[launches."a b"]\nlog = "/x.log"\n', 'launches."a b"', "not a valid name", id="bad-launch-name"
     ),
     pytest.param(
-        '[notifiers.t]\nkind = "slack"\nurl = "https://x.example/y"\n',
+        '[notifiers.t]\nkind = "hipchat"\nurl = "https://x.example/y"\n',
         "notifiers.t.kind",
-        "unknown kind 'slack'; allowed: webhook, console",
+        "unknown kind 'hipchat'; allowed: slack, discord,",
         id="unsupported-kind",
+    ),
+    pytest.param(
+        '[notifiers.t]\nkind = "pagerduty"\nurl = "https://events.pagerduty.com"\n',
+        "notifiers.t.routing_key",
+        "a pagerduty notifier needs routing_key",
+        id="pagerduty-without-routing-key",
+    ),
+    pytest.param(
+        '[notifiers.t]\nkind = "slack"\nurl = "https://x.example/y"\nchat_id = "1"\n',
+        "notifiers.t.chat_id",
+        "is not an option of slack",
+        id="option-of-another-service",
+    ),
+    pytest.param(
+        '[notifiers.t]\nkind = "slack"\nurl = "https://x.example/y"\non = ["crashed", "exploded"]\n',
+        "notifiers.t.on[1]",
+        "unknown alert kind 'exploded'",
+        id="unknown-alert-kind",
+    ),
+    pytest.param(
+        '[notifiers.t]\nkind = "slack"\nurl = "https://x.example/y"\nrate_limit = 0\n',
+        "notifiers.t.rate_limit",
+        "give alerts per minute from 1 to 10000",
+        id="rate-limit-zero",
+    ),
+    pytest.param(
+        '[notifiers.t]\nkind = "webhook"\nurl = "https://x.example/y"\ntemplate = "{secret.__class__}"\n',
+        "notifiers.t.template",
+        "not a plain name",
+        id="webhook-template-field",
+    ),
+    pytest.param(
+        '[notifiers.t]\nkind = "apprise"\nurl = "not a url"\n',
+        "notifiers.t.url",
+        "is not an apprise URL",
+        id="apprise-url",
     ),
     pytest.param('[notifiers.t]\nkind = "webhook"\n', "notifiers.t.url", "url = ", id="webhook-without-url"),
     pytest.param(
@@ -614,8 +654,10 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert check_config_main(EXAMPLE) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["notifiers"]["team"]["url"] == "********** (env:WATCHDOG_TEAM_WEBHOOK)"
-    assert "valid: 3 launches, 3 hosts, 3 notifiers" in err
-    assert "team-token-1" not in out + err
+    assert json.loads(out)["notifiers"]["oncall"]["routing_key"] == "********** (env:WATCHDOG_PAGERDUTY_KEY)"
+    assert "valid: 3 launches, 3 hosts, 9 notifiers" in err
+    for token in ("team-token-1", "pd-routing-key-2", "mm-token-3", "tg-token-4", "apprise-token-5"):
+        assert token not in out + err
 
 
 def test_example_file_shows_every_key() -> None:
@@ -652,7 +694,7 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     pattern = re.compile(launch["properties"]["stall_after"]["anyOf"][1]["pattern"])
     assert pattern.match("1h30m")
     notifier = schema["$defs"]["NotifierConfig"]["properties"]
-    assert notifier["kind"]["enum"] == ["webhook", "console"]
+    assert notifier["kind"]["enum"] == [*notifiers.KINDS, "apprise", "console"]
     assert notifier["url"]["anyOf"][0]["writeOnly"] is True
 
 

@@ -39,15 +39,19 @@ from pydantic import (
     model_validator,
 )
 
+from watchdog import notifiers as notifier_kinds
 from watchdog.exceptions import ConfigError
 from watchdog.exitcodes import EXIT_CONFIG
 from watchdog.launch import DEFAULT_STALL_AFTER, LaunchSpec
+from watchdog.notifiers.alert import AlertKind
+from watchdog.notifiers.webhook import check_template
 from watchdog.options import health_url, webhook_url
 from watchdog.profile import ENGINES
 from watchdog.sources.sshpool import SSHOptions
 from watchdog.sources.target import Target
 
 __all__ = [
+    "ALERT_KINDS",
     "DEFAULT_LISTEN",
     "DEFAULT_LOG_FORMAT",
     "DEFAULT_MAX_CHANNELS",
@@ -78,7 +82,11 @@ DEFAULT_LOG_FORMAT = "json"
 LOG_FORMATS = ("json", "console")
 DEFAULT_MAX_CHANNELS = 10  # sshd's MaxSessions default: channels one connection may carry
 MAX_CHANNELS_LIMIT = 1000
-NOTIFIER_KINDS = ("webhook", "console")  # issue 7 adds the chat services and alertmanager
+NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
+ALERT_KINDS = tuple(kind.value for kind in AlertKind)
+DEFAULT_ALERT_ON = ("crashed", "stalled", "unreachable", "resolved", "replaced")  # ready is opt-in
+DEFAULT_RATE_LIMIT = 30  # alerts per minute a notifier sends at most; more wait their turn (none dropped)
+DEFAULT_UNREACHABLE_AFTER = 60.0  # seconds a host stays unreachable before it is an alert
 ENGINE_CHOICES = ("auto", *ENGINES)
 SECRET_SHOWN = "**********"  # noqa: S105 - the mask shown instead of a secret
 SECRET_FILE_LIMIT = 64 * 1024  # bytes: a secret file is a token or a URL, not a log
@@ -214,12 +222,12 @@ def _check_health_url(value: str) -> str:
         raise ValueError(str(exc)) from None
 
 
-def _check_webhook_url(value: SecretStr) -> SecretStr:
+def _check_public_url(value: str) -> str:
     try:
-        webhook_url(value.get_secret_value())  # its messages show scheme://host only
+        webhook_url(value)
     except argparse.ArgumentTypeError as exc:
         raise ValueError(str(exc)) from None
-    return value
+    return value.rstrip("/")
 
 
 def _check_labels(value: dict[str, str]) -> dict[str, str]:
@@ -288,11 +296,6 @@ Port = Annotated[
 ]
 AbsPath = Annotated[StrictStr, AfterValidator(_check_path), Field(json_schema_extra={"format": "path"})]
 SSHWord = Annotated[StrictStr, AfterValidator(_check_ssh_word)]
-WebhookURL = Annotated[
-    SecretStr,
-    AfterValidator(_check_webhook_url),
-    _secret_schema("an http(s) webhook URL (a secret): the URL, env:NAME or file:/path"),
-]
 Password = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
 
 
@@ -331,6 +334,15 @@ class DaemonConfig(_Model):
     )
     insecure_public: StrictBool = Field(
         default=False, description="allow a non-loopback listen address without TLS and basic auth"
+    )
+    public_url: Annotated[StrictStr, AfterValidator(_check_public_url)] | None = Field(
+        default=None,
+        description="the status page's address as people reach it, for the links in alerts "
+        "(default: http://LISTEN)",
+    )
+    unreachable_after: Duration = Field(
+        default=DEFAULT_UNREACHABLE_AFTER,
+        description="a host that cannot be reached (or refuses the key) for this long is an alert",
     )
 
     @property
@@ -439,20 +451,146 @@ class LaunchConfig(_Model):
     )
 
 
+NotifierURL = Annotated[
+    SecretStr,
+    _secret_schema(
+        "the service's URL (a secret): the URL, env:NAME or file:/path; for apprise an apprise URL (slack://...)"
+    ),
+]
+Secret = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
+AlertKindName = Annotated[StrictStr, _one_of("alert kind", ALERT_KINDS)]
+
+
 class NotifierConfig(_Model):
-    """[notifiers.NAME]: where verdicts are sent."""
+    """[notifiers.NAME]: where alerts are sent, which ones, and how often."""
 
     kind: Annotated[StrictStr, _one_of("kind", NOTIFIER_KINDS)] = Field(
-        description="webhook (JSON POST) or console (stderr)",
+        description="the service: " + ", ".join(NOTIFIER_KINDS) + " (docs/notifiers.md)",
         json_schema_extra={"enum": list(NOTIFIER_KINDS)},
     )
-    url: WebhookURL | None = Field(default=None, description="webhook URL (a secret); or urls")
-    urls: tuple[WebhookURL, ...] | None = Field(default=None, description="several webhook URLs (secrets)")
+    url: NotifierURL | None = Field(default=None, description="the service's URL (a secret); or urls")
+    urls: tuple[NotifierURL, ...] | None = Field(
+        default=None, description="several URLs (secrets): each gets every alert (e.g. Alertmanager replicas)"
+    )
+    on: tuple[AlertKindName, ...] | None = Field(
+        default=None,
+        description="the alert kinds sent: "
+        + ", ".join(ALERT_KINDS)
+        + "; default: all but ready ("
+        + ", ".join(DEFAULT_ALERT_ON)
+        + "), and all for console",
+        json_schema_extra={"items": {"enum": list(ALERT_KINDS)}},
+    )
+    rate_limit: Annotated[StrictInt, AfterValidator(_check_rate)] = Field(
+        default=DEFAULT_RATE_LIMIT,
+        description="alerts per minute at most; more wait their turn in the outbox (none is dropped)",
+    )
+    remind_every: Duration | None = Field(
+        default=None, description="say a crash or stall again this often while it stays unresolved (opt-in)"
+    )
+    timeout: Duration = Field(default=10.0, description="seconds one request may take")
+    # the options of some services (docs/notifiers.md)
+    channel: StrictStr | None = Field(default=None, description="mattermost: the channel to post in")
+    username: StrictStr | None = Field(default=None, description="mattermost: the name shown")
+    icon_url: StrictStr | None = Field(default=None, description="mattermost: the icon shown")
+    chat_id: StrictStr | None = Field(default=None, description="telegram: the chat (required)")
+    message_thread_id: StrictStr | None = Field(default=None, description="telegram: a forum topic")
+    token: Secret | None = Field(default=None, description="ntfy: an access token (a secret)")
+    priority: StrictStr | None = Field(default=None, description="ntfy: overrides the priority by kind")
+    routing_key: Secret | None = Field(
+        default=None, description="pagerduty: the integration's routing key (a secret; required)"
+    )
+    template: StrictStr | dict[StrictStr, Any] | list[Any] | None = Field(
+        default=None,
+        description="webhook: the body: a table (stays JSON) or a string, with {field} placeholders "
+        "(docs/notifiers.md)",
+    )
+    content_type: StrictStr | None = Field(default=None, description="webhook: the body's content type")
+
+    def alert_kinds(self) -> tuple[str, ...]:
+        """The alert kinds it says: `on`, or its kind's default."""
+        if self.on is not None:
+            return self.on
+        return ALERT_KINDS if self.kind == "console" else DEFAULT_ALERT_ON
 
     def secret_urls(self) -> tuple[str, ...]:
-        """The webhook URLs in clear: to post to, never to print."""
+        """The URLs in clear: to post to, never to print."""
         urls = (self.url,) if self.url is not None else (self.urls or ())
         return tuple(url.get_secret_value() for url in urls)
+
+    def options(self) -> dict[str, Any]:
+        """The service options that are set, secrets in clear: to send with, never to print."""
+        out: dict[str, Any] = {}
+        for key in _OPTION_KEYS:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return out
+
+
+_OPTION_KEYS = (
+    "channel",
+    "username",
+    "icon_url",
+    "chat_id",
+    "message_thread_id",
+    "token",
+    "priority",
+    "routing_key",
+    "template",
+    "content_type",
+)
+
+
+def _check_rate(value: int) -> int:
+    if not 1 <= value <= 10_000:
+        raise ValueError(f"{value} is out of range: give alerts per minute from 1 to 10000")
+    return value
+
+
+def _check_notifier(name: str, notifier: NotifierConfig) -> None:
+    where = ("notifiers", name)
+    kind = notifier.kind
+    if kind == "console":
+        if notifier.url is not None or notifier.urls is not None:
+            raise _KeyProblem(_key_path((*where, "url")), "a console notifier takes no URL")
+    elif (notifier.url is None) == (notifier.urls is None):
+        raise _KeyProblem(_key_path((*where, "url")), f'a {kind} notifier needs url = "..." or urls = [...]')
+    if notifier.urls == ():
+        raise _KeyProblem(_key_path((*where, "urls")), "is empty: give at least one URL")
+    urls: list[tuple[Loc, str]] = []
+    if notifier.url is not None:
+        urls.append(((*where, "url"), notifier.url.get_secret_value()))
+    for index, secret in enumerate(notifier.urls or ()):
+        urls.append(((*where, "urls", index), secret.get_secret_value()))
+    for loc, url in urls:
+        if kind == "apprise":
+            if not _APPRISE_URL.match(url):
+                raise _KeyProblem(
+                    _key_path(loc), "is not an apprise URL: give scheme://..., e.g. slack://..."
+                )
+            continue
+        try:
+            webhook_url(url)  # its messages show scheme://host only
+        except argparse.ArgumentTypeError as exc:
+            raise _KeyProblem(_key_path(loc), str(exc)) from None
+    required, optional = notifier_kinds.OPTIONS.get(kind, (frozenset(), frozenset()))
+    options = notifier.options()
+    for key in sorted(required - options.keys()):
+        raise _KeyProblem(_key_path((*where, key)), f"a {kind} notifier needs {key}")
+    for key in sorted(options.keys() - required - optional):
+        allowed = ", ".join(sorted(required | optional)) or "none"
+        raise _KeyProblem(_key_path((*where, key)), f"is not an option of {kind} (its options: {allowed})")
+    if kind == "webhook" and notifier.template is not None:
+        try:
+            check_template(notifier.template)
+        except ValueError as exc:
+            raise _KeyProblem(_key_path((*where, "template")), str(exc)) from None
+    if notifier.on is not None and len(set(notifier.on)) != len(notifier.on):
+        raise _KeyProblem(_key_path((*where, "on")), "names an alert kind twice")
+
+
+_APPRISE_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
 
 
 class Config(_Model):
@@ -486,15 +624,7 @@ class Config(_Model):
         _check_hosts(self.hosts)
         _check_launches(self)
         for name, notifier in self.notifiers.items():
-            where = ("notifiers", name)
-            if notifier.kind == "webhook" and (notifier.url is None) == (notifier.urls is None):
-                raise _KeyProblem(
-                    _key_path((*where, "url")), 'a webhook needs url = "..." or urls = [...] (one of them)'
-                )
-            if notifier.kind == "webhook" and notifier.urls == ():
-                raise _KeyProblem(_key_path((*where, "urls")), "is empty: give at least one URL")
-            if notifier.kind == "console" and (notifier.url is not None or notifier.urls is not None):
-                raise _KeyProblem(_key_path((*where, "url")), "a console notifier takes no URL")
+            _check_notifier(name, notifier)
         return self
 
     def launch_spec(self, name: str) -> LaunchSpec:
@@ -677,8 +807,9 @@ def _secret_locations(data: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, str |
         for name, notifier in notifiers.items():
             if not isinstance(notifier, dict):
                 continue
-            if "url" in notifier:
-                yield ("notifiers", name, "url"), notifier, "url"
+            for key in ("url", "token", "routing_key"):
+                if key in notifier:
+                    yield ("notifiers", name, key), notifier, key
             urls = notifier.get("urls")
             if isinstance(urls, list):
                 for index in range(len(urls)):

@@ -13,28 +13,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import signal
-import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from watchdog.exceptions import DeliveryError, WatchdogError, first_watchdog_error
+from watchdog.alerting import Alerting, ConsoleAlerts, Notifier
+from watchdog.exceptions import WatchdogError, first_watchdog_error
 from watchdog.expectations import eta_to_ready, learned_deadlines, typical_durations
 from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.lifecycle import State
 from watchdog.metrics import DaemonStats
+from watchdog.notifiers import Alert, AlertKind
+from watchdog.outbox import Outbox
 from watchdog.probes.gpusampler import HostGpuSampler
 from watchdog.profile import preload_profiles
-from watchdog.render import format_duration
 from watchdog.sdnotify import Notifier as SystemdNotifier
 from watchdog.sdnotify import watchdog_interval
 from watchdog.sources import SSHOptions, SSHPool
@@ -42,79 +43,20 @@ from watchdog.sources import SSHOptions, SSHPool
 if TYPE_CHECKING:
     from watchdog.store import StateStore
 
-__all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan", "WebhookAlerts"]
+__all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan"]
 
 log = structlog.get_logger("watchdog.daemon")
 
 RESTART_PAUSE = 5.0  # seconds before a follower that failed is started again
 _EXIT_AT_ONCE = 130  # as after Ctrl-C
 HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
-_ALERT_STATES = frozenset({State.CRASHED, State.STALLED, State.READY})
-
-
-class Alerts(Protocol):
-    """Somewhere a verdict is said: the console, a webhook (issue 9 adds the chat services)."""
-
-    name: str
-
-    async def send(self, status: dict[str, Any]) -> None:
-        """Say this launch's verdict (a status snapshot: name, host, state, phase, error, ...)."""
-
-
-@dataclass
-class ConsoleAlerts:
-    """Verdicts as one line each on a text stream."""
-
-    name: str = "console"
-    out: TextIO = field(default_factory=lambda: sys.stdout)
-
-    async def send(self, status: dict[str, Any]) -> None:
-        """Print the verdict."""
-        self.out.write(alert_line(status) + "\n")
-        self.out.flush()
-
-
-@dataclass
-class WebhookAlerts:
-    """Verdicts as the JSON verdict object posted to a URL (retried; the URL never appears in messages)."""
-
-    name: str
-    url: str
-
-    async def send(self, status: dict[str, Any]) -> None:
-        """Post the verdict."""
-        from watchdog.notify import post_json  # noqa: PLC0415 - httpx only when a webhook is configured
-
-        await post_json(self.url, status)
-
-
-def alert_line(status: dict[str, Any]) -> str:
-    """One line an operator reads: who, what, why and what to do."""
-    where = f"{status['name']}" + (f" on {status['host']}" if status.get("host") else "")
-    state, phase = status["state"], status["phase"]
-    progress = ", ".join(
-        f"{name} {bar['done']}/{bar['total']}"
-        for name, bar in (status.get("progress") or {}).items()
-        if isinstance(bar, dict) and bar.get("total")
-    )
-    if state == State.CRASHED.value:
-        err = status.get("error") or {}
-        ranks = err.get("ranks") or []
-        if ranks and all(_RANK.match(r) for r in ranks):
-            on = f" on ranks {', '.join(ranks)}"
-        else:
-            on = f" in {', '.join(ranks)}" if ranks else ""
-        line = f"{where}: crashed during {phase}{on}: {err.get('summary', '')}"
-        return line + (f"; hint: {err['hint']}" if err.get("hint") else "")
-    if state == State.STALLED.value:
-        return f"{where}: stalled in {phase}" + (f" at {progress}" if progress else "") + ": no progress"
-    if state == State.READY.value:
-        took = status.get("time_to_ready_seconds")
-        return f"{where}: ready" + (f" after {format_duration(float(took))}" if took is not None else "")
-    return f"{where}: {state} (phase {phase})"
-
-
-_RANK = re.compile(r"^(?:(?:[A-Z]{2,4}\d+ ?)+|rank\d+)$")
+_ALERT_KINDS = {
+    State.CRASHED: AlertKind.CRASHED,
+    State.STALLED: AlertKind.STALLED,
+    State.READY: AlertKind.READY,
+}
+DRAIN_SECONDS = 5.0  # a graceful stop waits this long at most for the alerts being delivered
+UNREACHABLE_CHECK_SECONDS = 1.0  # how often hosts that cannot be reached are checked against their grace
 
 
 @dataclass(frozen=True)
@@ -125,7 +67,7 @@ class LaunchPlan:
     host: str = ""  # the configured host's name; "" for a file on this machine
     ssh: SSHOptions | None = None  # how to reach the host (one pool per host name)
     labels: Mapping[str, str] = field(default_factory=dict)
-    alerts: tuple[Alerts, ...] = ()
+    alerts: tuple[Notifier, ...] = ()  # who hears of its alerts (each says the kinds in its `on`)
 
 
 @dataclass
@@ -138,6 +80,10 @@ class _Running:
     typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
     failures: int = 0
     note: str = ""
+    incarnation: int = 0  # the newest incarnation seen
+    unreachable_since: float | None = None  # unix time the host stopped answering (None: it answers)
+    unreachable_error: str = ""
+    unreachable_said: bool = False
 
 
 class Daemon:
@@ -151,12 +97,17 @@ class Daemon:
         serve: Callable[..., Coroutine[Any, Any, None]] | None = None,
         store: StateStore | None = None,
         handle_signals: bool = True,
+        public_url: str | None = None,
+        listen_host: str = "127.0.0.1",
+        unreachable_after: float = 60.0,
     ) -> None:
         """`plans` by launch name; `reload` gives the new plans on SIGHUP; `serve(daemon, task_status=)`
         runs the HTTP server (it calls `task_status.started(port)` once bound). With a `store`, transitions
         and verdicts are kept, and a verdict is announced once, across restarts: a restarted daemon reads each
         log again from its start and announces only what it had not announced (what happened while it was
-        down included)."""
+        down included). Alerts wait in the outbox (in the store's file, else in memory) until delivered;
+        `public_url` is the status page's address in their links (default: http://LISTEN_HOST:PORT); a host
+        that cannot be reached for `unreachable_after` seconds is an alert."""
         self._plans = dict(plans)
         self._reload = reload
         self._serve = serve
@@ -167,9 +118,11 @@ class Daemon:
         self._samplers: dict[str, HostGpuSampler] = {}  # by host name ("" for this machine)
         self._systemd = SystemdNotifier()
         self._tg: TaskGroup | None = None
+        self._public_url = public_url
+        self._listen_host = listen_host
+        self._unreachable_after = unreachable_after
+        self._alerting: Alerting | None = None
         self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
-        self.alerts_sent: Counter[str] = Counter()
-        self.alerts_failed: Counter[str] = Counter()
         self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
         self.port: int | None = None  # the HTTP server's port, once bound
         self._changed = anyio.Event()  # set (and replaced) whenever a launch's status changed
@@ -194,6 +147,16 @@ class Daemon:
             out.append(status)
         return out
 
+    @property
+    def alerts_sent(self) -> Counter[str]:
+        """Alerts delivered, by notifier."""
+        return self._alerting.sent if self._alerting is not None else Counter()
+
+    @property
+    def alerts_failed(self) -> Counter[str]:
+        """Alerts given up (refused for good), by notifier."""
+        return self._alerting.failed if self._alerting is not None else Counter()
+
     def stats(self) -> DaemonStats:
         """The daemon's own counters, for /metrics."""
         return DaemonStats(
@@ -202,6 +165,7 @@ class Daemon:
             ssh_reconnects=self._restarts_by_host(),
             alerts_sent=dict(self.alerts_sent),
             alerts_failed=dict(self.alerts_failed),
+            outbox_depth=self._alerting.depth() if self._alerting is not None else 0,
         )
 
     def _restarts_by_host(self) -> dict[str, int]:
@@ -241,6 +205,11 @@ class Daemon:
                 stack.push_async_callback(self._close_pools)
                 if self._handle_signals:
                     await tg.start(self._signals)
+                outbox = await Outbox.open(self._store.path if self._store is not None else None)
+                stack.push_async_callback(outbox.close)
+                silences = self._store.silences if self._store is not None else None
+                self._alerting = Alerting(outbox, silences=silences, on_change=self._change)
+                await tg.start(self._alerting.run)
                 # every bundled profile read and compiled (a TOML file and many regexes each) off the event
                 # loop, before the followers need them for the first engine detection
                 await anyio.to_thread.run_sync(preload_profiles)
@@ -253,14 +222,20 @@ class Daemon:
                 interval = watchdog_interval()
                 if interval is not None:
                     tg.start_soon(self._keepalive, interval)
+                tg.start_soon(self._watch_unreachable)
         finally:
             self._systemd.notify("STOPPING=1")
             self._systemd.close()
 
     async def stop(self) -> None:
-        """Stop every launch and the server (graceful: followers and connections close)."""
+        """Stop every launch and the server (graceful: alerts due now are delivered first, for up to
+        `DRAIN_SECONDS`; followers and connections close). What is not delivered waits in the outbox."""
         self.stopping = True
         self._systemd.notify("STOPPING=1")
+        alerting = self._alerting
+        if alerting is not None:
+            with anyio.move_on_after(DRAIN_SECONDS):
+                await self.wait_until(lambda _: alerting.depth() == 0)
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
@@ -283,6 +258,8 @@ class Daemon:
             if name not in plans or plans[name] != self._running[name].plan:
                 self._running.pop(name).scope.cancel()
         self._plans = dict(plans)
+        assert self._alerting is not None
+        self._alerting.use(n for plan in plans.values() for n in plan.alerts)
         starting = []
         for name, plan in plans.items():
             if name not in self._running:
@@ -312,12 +289,16 @@ class Daemon:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._consume, run, follower)
                         await tg.start(follower.run)
+                        await self._reachable(run)
                         if not started:
                             started = True
                             task_status.started()
                     run.note = "the log's source ended; following it again"
                 except Exception as exc:  # one launch's failure never disturbs another
                     run.failures += 1
+                    if plan.host and run.unreachable_since is None:
+                        run.unreachable_since = time.time()
+                    run.unreachable_error = _reason(exc)
                     run.note = f"follower failed: {_reason(exc)}; trying again in {RESTART_PAUSE:g}s"
                     log.warning("launch follower failed", launch=plan.spec.name, error=_reason(exc))
                 if not started:
@@ -347,16 +328,40 @@ class Daemon:
                     t = update.transition
                     run.note = ""  # the log is being read: what the source said before is over
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
+                    status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
                     if self._store is not None:
-                        status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
                         await self._store.record_transition(name, t.incarnation, status)
+                    await self._transitioned(run, status, t.incarnation, t.state, t.reason)
                 elif isinstance(update, SourceNoted):
                     run.note = update.detail
                     log.info("source", launch=name, kind=update.kind, detail=update.detail)
+                    if update.kind == "disconnected" and run.unreachable_since is None:
+                        run.unreachable_since = time.time()
+                        run.unreachable_error = update.detail
+                    elif update.kind == "connected":
+                        await self._reachable(run)
                 elif isinstance(update, Concluded):
                     await self._conclude(run, update)
 
+    async def _transitioned(
+        self, run: _Running, status: dict[str, Any], incarnation: int, state: State, reason: str
+    ) -> None:
+        # a new start resolves the old one's problems and is said; progress again resolves a stall
+        assert self._alerting is not None
+        name = run.plan.spec.name
+        if incarnation > run.incarnation:
+            if run.incarnation:
+                await self._alerting.resolve(
+                    name, (AlertKind.CRASHED, AlertKind.STALLED), f"a new start (#{incarnation}) began"
+                )
+                alert = Alert.from_status(AlertKind.REPLACED, status, link=self._link(name), detail=reason)
+                await self._alerting.say(alert, run.plan.alerts)
+            run.incarnation = incarnation
+        if state not in (State.STALLED, State.CRASHED):
+            await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
+
     async def _conclude(self, run: _Running, update: Concluded) -> None:
+        assert self._alerting is not None
         name, verdict = run.plan.spec.name, update.verdict
         incarnation = int(verdict.get("incarnation", 1))
         key = (incarnation, update.state.value)
@@ -366,39 +371,65 @@ class Daemon:
         if update.state == State.CRASHED:
             category = (verdict.get("error") or {}).get("category") or "other"
             self.crashes[(name, run.plan.host, category)] += 1
+            await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
         stored_key = None
+        announced = False
         if self._store is not None:
             stored_key = await self._store.save_verdict(name, incarnation, verdict)
-            if await self._store.was_announced(name, incarnation, stored_key):
-                log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
-                return  # before a restart
-        if update.state not in _ALERT_STATES:
+            announced = await self._store.was_announced(name, incarnation, stored_key)
+        kind = _ALERT_KINDS.get(update.state)
+        if kind is None:
             return
-        status = {**verdict, "name": name, "host": run.plan.host, "since": run.since}
-        assert self._tg is not None
-        # a slow receiver never slows the follower
-        self._tg.start_soon(self._announce, run, status, incarnation, stored_key)
-
-    async def _announce(
-        self, run: _Running, status: dict[str, Any], incarnation: int, stored_key: str | None
-    ) -> None:
-        async with anyio.create_task_group() as tg:
-            for alerts in run.plan.alerts:
-                tg.start_soon(self._send, alerts, status)
+        status = {
+            **verdict,
+            "name": name,
+            "host": run.plan.host,
+            "since": run.since,
+            "labels": dict(run.plan.labels),
+        }
+        usual = sum(run.typical.values()) if run.typical else None
+        alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
+        # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower
+        await self._alerting.say(alert, run.plan.alerts, enqueue=not announced)
+        if announced:
+            log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
+            return  # before a restart: still active (for its resolution), not said again
         if self._store is not None and stored_key is not None:
-            await self._store.mark_announced(run.plan.spec.name, incarnation, stored_key)
-        log.info("announced", launch=run.plan.spec.name, state=status["state"], incarnation=incarnation)
+            await self._store.mark_announced(name, incarnation, stored_key)
+        log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
         self._change()
 
-    async def _send(self, alerts: Alerts, status: dict[str, Any]) -> None:
-        try:
-            await alerts.send(status)
-        except DeliveryError as exc:
-            self.alerts_failed[alerts.name] += 1
-            log.warning("alert not delivered", notifier=alerts.name, error=str(exc))
-        else:
-            self.alerts_sent[alerts.name] += 1
-        self._change()
+    async def _reachable(self, run: _Running) -> None:
+        run.unreachable_since = None
+        if run.unreachable_said:
+            run.unreachable_said = False
+            assert self._alerting is not None
+            await self._alerting.resolve(run.plan.spec.name, (AlertKind.UNREACHABLE,), "connected again")
+
+    async def _watch_unreachable(self) -> None:
+        # a host that stays unreachable past its grace is said once per outage (resolved when it answers)
+        assert self._alerting is not None
+        while True:
+            await anyio.sleep(UNREACHABLE_CHECK_SECONDS)
+            now = time.time()
+            for name, run in list(self._running.items()):
+                since = run.unreachable_since
+                if since is None or run.unreachable_said or now - since < self._unreachable_after:
+                    continue
+                run.unreachable_said = True
+                status = run.follower.status() if run.follower is not None else {"state": "pending"}
+                status = {**status, "name": name, "host": run.plan.host, "labels": dict(run.plan.labels)}
+                alert = Alert.from_status(
+                    AlertKind.UNREACHABLE, status, link=self._link(name), detail=run.unreachable_error
+                )
+                alert = dataclasses.replace(alert, started_at=datetime.fromtimestamp(since, UTC))
+                log.warning("host unreachable", launch=name, host=run.plan.host, error=run.unreachable_error)
+                await self._alerting.say(alert, run.plan.alerts)
+                self._change()
+
+    def _link(self, name: str) -> str:
+        base = self._public_url or (f"http://{self._listen_host}:{self.port}" if self.port else "")
+        return f"{base}/#{quote(name)}" if base else ""
 
     def _pool(self, plan: LaunchPlan) -> SSHPool | None:
         if not plan.host:

@@ -9,23 +9,21 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from watchdog.daemon import Alerts, ConsoleAlerts, Daemon, LaunchPlan, WebhookAlerts
+from watchdog.alerting import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
+from watchdog.daemon import Daemon, LaunchPlan
+from watchdog.notifiers import AlertKind
 
 if TYPE_CHECKING:
     from watchdog.config import Config
 
-__all__ = ["plans_from", "run_daemon"]
+__all__ = ["notifier_from", "plans_from", "run_daemon"]
 
 
 def plans_from(config: Config) -> dict[str, LaunchPlan]:
     """Each configured launch as the daemon runs it: its spec, host, SSH options, labels and notifiers."""
     from watchdog.config import ssh_options  # noqa: PLC0415
 
-    def alerts(name: str) -> tuple[Alerts, ...]:
-        notifier = config.notifiers[name]
-        if notifier.kind == "console":
-            return (ConsoleAlerts(name=name),)
-        return tuple(WebhookAlerts(name=name, url=url) for url in notifier.secret_urls())
+    notifiers = {name: notifier_from(name, config) for name in config.notifiers}
 
     return {
         name: LaunchPlan(
@@ -33,10 +31,43 @@ def plans_from(config: Config) -> dict[str, LaunchPlan]:
             host=launch.host or "",
             ssh=ssh_options(config, launch.host) if launch.host else None,
             labels=dict(launch.labels),
-            alerts=tuple(a for n in launch.notify for a in alerts(n)),
+            alerts=tuple(notifiers[n] for n in launch.notify),
         )
         for name, launch in config.launches.items()
     }
+
+
+# Services that open an incident with a problem and close it with its resolution: they always get both.
+_INCIDENT_KINDS = frozenset({"pagerduty", "alertmanager"})
+
+
+def notifier_from(name: str, config: Config) -> Notifier:
+    """The configured notifier `name`, ready to send (its URLs and secret options in clear)."""
+    entry = config.notifiers[name]
+    on = frozenset(AlertKind(kind) for kind in entry.alert_kinds())
+    if entry.kind == "console":
+        return ConsoleAlerts(name=name, on=on, rate_limit=entry.rate_limit, remind_every=entry.remind_every)
+    if entry.kind == "apprise":
+        return AppriseNotifier(
+            name=name,
+            urls=entry.secret_urls(),
+            on=on,
+            rate_limit=entry.rate_limit,
+            remind_every=entry.remind_every,
+            timeout=entry.timeout,
+        )
+    if entry.kind in _INCIDENT_KINDS:
+        on |= {AlertKind.RESOLVED}
+    return ServiceNotifier(
+        name=name,
+        kind=entry.kind,
+        urls=entry.secret_urls(),
+        options=entry.options(),
+        on=on,
+        rate_limit=entry.rate_limit,
+        remind_every=entry.remind_every,
+        timeout=entry.timeout,
+    )
 
 
 def configure_logging(log_format: str) -> None:
@@ -104,6 +135,14 @@ async def _run(path: Path, config: Config) -> int:
     from watchdog.store import open_store  # noqa: PLC0415
 
     async with open_store(d.state_dir) as store:
-        daemon = Daemon(plans_from(config), reload=reload, serve=serve, store=store)
+        daemon = Daemon(
+            plans_from(config),
+            reload=reload,
+            serve=serve,
+            store=store,
+            public_url=d.public_url,
+            listen_host=d.listen_host,
+            unreachable_after=d.unreachable_after,
+        )
         await daemon.run()
     return 0

@@ -145,6 +145,46 @@ class Alert:
         }
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Alert:
+        """The alert `to_dict` gave (as kept in the outbox).
+
+        Raises:
+            KeyError, ValueError: not a mapping `to_dict` makes.
+        """
+
+        def when(value: object) -> datetime | None:
+            return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+
+        started_at = when(data["started_at"])
+        if started_at is None:
+            raise ValueError("started_at is empty")
+        return cls(
+            kind=AlertKind(data["kind"]),
+            launch=str(data["launch"]),
+            host=str(data.get("host") or ""),
+            engine=str(data.get("engine") or ""),
+            phase=str(data.get("phase") or ""),
+            incarnation=int(data.get("incarnation") or 1),
+            severity=str(data.get("severity") or SEVERITY[AlertKind(data["kind"])]),
+            started_at=started_at,
+            category=str(data.get("category") or ""),
+            summary=str(data.get("summary") or ""),
+            hint=str(data.get("hint") or ""),
+            ranks=tuple(str(r) for r in data.get("ranks") or ()),
+            traceback=tuple(str(line) for line in data.get("traceback") or ()),
+            facts=tuple((str(k), str(v)) for k, v in (data.get("facts") or {}).items()),
+            labels=tuple((str(k), str(v)) for k, v in (data.get("labels") or {}).items()),
+            time_in_phase=_number(data.get("time_in_phase_seconds")),
+            time_since_start=_number(data.get("time_since_start_seconds")),
+            usual_seconds=_number(data.get("usual_seconds")),
+            last_line=str(data.get("last_line") or ""),
+            detail=str(data.get("detail") or ""),
+            link=str(data.get("link") or ""),
+            ended_at=when(data.get("ended_at")),
+            resolves=AlertKind(data["resolves"]) if data.get("resolves") else None,
+        )
+
+    @classmethod
     def from_status(
         cls,
         kind: AlertKind | str,
