@@ -6,14 +6,14 @@ import email.header
 import html.parser
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from aiohttp import web
+from http_receiver import SECRET_PATH, Answer, Got, Receiver, running_receiver
 
 from watchdog.exceptions import DeliveryError
 from watchdog.launch import LaunchFollower, LaunchSpec
@@ -34,7 +34,6 @@ from watchdog.testing import ManualClock, ScriptedSource
 pytestmark = pytest.mark.anyio
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SECRET_PATH = "/services/T0SECRET/B0SECRET/XyZsecretToken123"
 ROUTING_KEY = "R0UT1NGKEYsecret0123456789abcdef"
 OPTIONS: dict[str, dict[str, Any]] = {
     "telegram": {"chat_id": -100123},
@@ -52,67 +51,11 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@dataclass
-class Got:
-    """One request as the receiver saw it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        """The body as JSON."""
-        return json.loads(self.body)
-
-
-@dataclass
-class Answer:
-    """A scripted answer: a status, headers, a body; `hang` never answers (until the test ends)."""
-
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    body: str = "ok"
-    hang: bool = False
-
-
-@dataclass
-class Receiver:
-    """A real aiohttp server on 127.0.0.1 that answers from a script and records every request."""
-
-    port: int = 0
-    script: list[Answer] = field(default_factory=list)
-    got: list[Got] = field(default_factory=list)
-    release: anyio.Event = field(default_factory=anyio.Event)
-
-    def url(self, path: str = SECRET_PATH) -> str:
-        """This receiver's URL with a secret-looking path."""
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.got.append(Got(request.method, request.path_qs, dict(request.headers), await request.read()))
-        answer = self.script.pop(0) if self.script else Answer()
-        if answer.hang:
-            await self.release.wait()
-        return web.Response(status=answer.status, headers=answer.headers, text=answer.body)
-
-
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     """The receiver, listening on an ephemeral port for one test."""
-    state = Receiver()
-    app = web.Application(client_max_size=1 << 22)
-    app.router.add_route("*", "/{tail:.*}", state.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    state.port = runner.addresses[0][1]
-    try:
+    async with running_receiver() as state:
         yield state
-    finally:
-        state.release.set()
-        await runner.cleanup()
 
 
 def _status(**over: Any) -> dict[str, Any]:

@@ -316,9 +316,10 @@ class Alerting:
         self._retry_max = retry_max
         self._repeat_check = repeat_check
         self._notifiers: dict[str, Notifier] = {}
-        self._queues: dict[str, list[tuple[float, int, Item]]] = {}
-        self._wake: dict[str, anyio.Event] = {}
-        self._workers: set[str] = set()
+        # one queue and one delivery task per (notifier, URL): a URL that is down holds back no other
+        self._queues: dict[tuple[str, int], list[tuple[float, int, Item]]] = {}
+        self._wake: dict[tuple[str, int], anyio.Event] = {}
+        self._workers: set[tuple[str, int]] = set()
         self._buckets: dict[str, _Bucket] = {}
         self._active: dict[tuple[str, AlertKind], _Active] = {}
         self._tg: TaskGroup | None = None
@@ -398,26 +399,30 @@ class Alerting:
                 self._push(item)
 
     def _push(self, item: Item) -> None:
-        heapq.heappush(self._queues.setdefault(item.notifier, []), (item.next_try, item.id, item))
-        self._poke(item.notifier)
-
-    def _poke(self, name: str) -> None:
-        event = self._wake.get(name)
+        where = (item.notifier, item.destination)
+        heapq.heappush(self._queues.setdefault(where, []), (item.next_try, item.id, item))
+        event = self._wake.get(where)
         if event is not None:
             event.set()
-        self._wake[name] = anyio.Event()
+        self._wake[where] = anyio.Event()
+        self._start_worker(item.notifier)
 
     def _start_worker(self, name: str) -> None:
-        if self._tg is None or name in self._workers or name not in self._notifiers:
+        notifier = self._notifiers.get(name)
+        if self._tg is None or notifier is None:
             return
-        self._workers.add(name)
-        self._wake.setdefault(name, anyio.Event())
-        self._tg.start_soon(self._work, name)
+        wanted = {(name, d) for d in range(notifier.destinations)}
+        wanted |= {where for where in self._queues if where[0] == name}  # what the outbox holds for it
+        for where in sorted(wanted - self._workers):
+            self._workers.add(where)
+            self._wake.setdefault(where, anyio.Event())
+            self._tg.start_soon(self._work, where)
 
-    async def _work(self, name: str) -> None:
-        queue = self._queues.setdefault(name, [])
+    async def _work(self, where: tuple[str, int]) -> None:
+        name = where[0]
+        queue = self._queues.setdefault(where, [])
         while True:
-            wake = self._wake[name]
+            wake = self._wake[where]
             if not queue:
                 await wake.wait()
                 continue

@@ -125,6 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
     from watchdog.history import add_arguments as add_history_arguments  # noqa: PLC0415 - stdlib only
 
     add_history_arguments(history)
+    from watchdog.alertcli import add_silence_arguments, add_test_notify_arguments  # noqa: PLC0415
+
+    silence = sub.add_parser(
+        "silence",
+        help="hold a launch's alerts for a while (or --off; none: list the silences)",
+        description="Hold a launch's alerts for a while, kept in the daemon's state: `watchdog silence kimi-ep "
+        "2h`; end it with --off; list the silences with no LAUNCH. Resolutions of problems already said "
+        "still go out.",
+    )
+    add_silence_arguments(silence)
+    test_notify = sub.add_parser(
+        "test-notify",
+        help="send a sample alert to one configured notifier now",
+        description="Send a sample alert (the verdict of the bundled example log, marked as a test) to each "
+        "URL of one [notifiers.NAME], now, and say how each went (exit 0, or 69 when one did not take it).",
+    )
+    add_test_notify_arguments(test_notify)
     demo = sub.add_parser(
         "demo",
         help="three simulated launches (ready, crash, stall) watched by the full daemon",
@@ -281,6 +298,14 @@ def _main(argv: list[str]) -> int:
             from watchdog.history import run_history  # noqa: PLC0415
 
             return run_history(args)
+        if args.command == "silence":
+            from watchdog.alertcli import run_silence  # noqa: PLC0415
+
+            return run_silence(args)
+        if args.command == "test-notify":
+            from watchdog.alertcli import run_test_notify  # noqa: PLC0415
+
+            return run_test_notify(args)
         if args.command == "demo":
             from watchdog.demo import run_demo  # noqa: PLC0415
 

@@ -1,0 +1,341 @@
+"""Tests for alert routing and delivery: the outbox, faults of real HTTP receivers, silences and repeats."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import pytest
+from http_receiver import Answer, Receiver, running_receiver
+
+from watchdog import alerting as alerting_module
+from watchdog.alerting import Alerting, ConsoleAlerts, ServiceNotifier, alert_line, outbox_key
+from watchdog.notifiers import Alert, AlertKind
+from watchdog.outbox import Outbox
+from watchdog.store import open_store
+
+pytestmark = pytest.mark.anyio
+DEADLINE = 20.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run async tests on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A real HTTP receiver on loopback for one test."""
+    async with running_receiver() as state:
+        yield state
+
+
+def _alert(kind: AlertKind = AlertKind.CRASHED, launch: str = "kimi", incarnation: int = 1) -> Alert:
+    """A crash of an SGLang launch during graph capture."""
+    status = {
+        "name": launch,
+        "host": "gpu1",
+        "engine": "sglang",
+        "state": kind.value,
+        "phase": "capturing_graphs",
+        "incarnation": incarnation,
+        "error": {
+            "category": "oom",
+            "summary": "torch.OutOfMemoryError: CUDA out of memory",
+            "ranks": ["TP0"],
+        },
+    }
+    return Alert.from_status(kind, status, now=datetime(2026, 11, 30, 12, 0, tzinfo=UTC))
+
+
+def _webhook(receiver: Receiver, name: str = "hook", **over: object) -> ServiceNotifier:
+    notifier = ServiceNotifier(name=name, kind="webhook", urls=(receiver.url(),), timeout=2.0)
+    return dataclasses.replace(notifier, **over)  # type: ignore[arg-type]
+
+
+class Changes:
+    """Called by the Alerting after each delivery attempt; tests wait on it instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+
+    def __call__(self) -> None:
+        self.event.set()
+        self.event = anyio.Event()
+
+    async def until(self, predicate: Callable[[], bool], deadline: float = DEADLINE) -> None:
+        """Wait until `predicate()` holds, checked after each delivery attempt."""
+        with anyio.fail_after(deadline):
+            while not predicate():
+                event = self.event
+                await event.wait()
+
+
+@asynccontextmanager
+async def _running(outbox: Outbox | None = None, **kwargs: object) -> AsyncIterator[Alerting]:
+    box = outbox or await Outbox.open(None)
+    changes = Changes()
+    alerting = Alerting(box, retry_base=0.05, retry_max=0.5, on_change=changes, **kwargs)  # type: ignore[arg-type]
+    alerting.changes = changes  # type: ignore[attr-defined]
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(alerting.run)
+            yield alerting
+            tg.cancel_scope.cancel()
+    finally:
+        if outbox is None:
+            await box.close()
+
+
+async def _sent(alerting: Alerting, name: str, count: int) -> None:
+    """Wait until the Alerting counts `count` alerts delivered to `name` (it learns after the receiver)."""
+    await alerting.changes.until(lambda: alerting.sent[name] >= count)  # type: ignore[attr-defined]
+    assert alerting.sent[name] == count
+
+
+def _keys(receiver: Receiver) -> list[str]:
+    return [g.json()["dedup_key"] for g in receiver.delivered()]
+
+
+async def test_outbox_keeps_what_is_not_delivered_and_enqueues_a_key_once(tmp_path: Path) -> None:
+    """Items survive closing the outbox; the same key is enqueued once; delivered items are not pending."""
+    path = tmp_path / "watchdog.sqlite3"
+    box = await Outbox.open(path)
+    data = _alert().to_dict()
+    first = await box.put("hook", 2, "kimi/1/crashed", data, 100.0)
+    assert [item.destination for item in first] == [0, 1]
+    assert await box.put("hook", 2, "kimi/1/crashed", data, 101.0) == []
+    await box.delivered(first[0], 102.0)
+    await box.close()
+    again = await Outbox.open(path)
+    try:
+        pending = await again.pending()
+        assert [(i.notifier, i.destination, i.key) for i in pending] == [("hook", 1, "kimi/1/crashed")]
+        assert Alert.from_dict(pending[0].alert).to_dict() == data
+    finally:
+        await again.close()
+
+
+async def test_outbox_shares_the_state_file_with_the_store(tmp_path: Path) -> None:
+    """The outbox lives in the daemon's state file, beside the store's tables."""
+    async with open_store(tmp_path) as store:
+        box = await Outbox.open(store.path)
+        try:
+            await box.put("hook", 1, "k", {"kind": "crashed"}, 1.0)
+            assert [i.key for i in await box.pending()] == ["k"]
+        finally:
+            await box.close()
+        assert await store.silences() == {}
+
+
+async def test_500s_then_success_deliver_the_alert_exactly_once(receiver: Receiver) -> None:
+    """Two 500s (one delivery's retries) and another later: the alert arrives once, by the outbox's retry."""
+    receiver.script = [Answer(500)] * 5
+    async with _running() as alerting:
+        await alerting.say(_alert(), [_webhook(receiver)])
+        got = await receiver.wait_for(1)
+        await _sent(alerting, "hook", 1)
+        assert alerting.depth() == 0
+    assert len(receiver.got) == 6
+    assert [g.json()["dedup_key"] for g in got] == ["kimi/1/crashed"]
+
+
+async def test_429_retry_after_is_honoured(receiver: Receiver) -> None:
+    """A 429 with Retry-After: 1 is not retried before a second has passed."""
+    receiver.script = [Answer(429, headers={"Retry-After": "1"})]
+    started = time.monotonic()
+    async with _running() as alerting:
+        await alerting.say(_alert(), [_webhook(receiver)])
+        await receiver.wait_for(1)
+    assert time.monotonic() - started >= 0.95
+    assert len(receiver.got) == 2
+
+
+async def test_a_receiver_down_then_back_gets_each_alert_once() -> None:
+    """The receiver's port refuses connections, then a receiver starts there: each alert arrives once."""
+    async with running_receiver() as probe:
+        port = probe.port  # a port that is free once this receiver stops
+    notifier = ServiceNotifier(
+        name="hook", kind="webhook", urls=(f"http://127.0.0.1:{port}/hook",), timeout=2.0
+    )
+    async with _running() as alerting:
+        await alerting.say(_alert(launch="a"), [notifier])
+        await alerting.say(_alert(launch="b"), [notifier])
+        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        async with running_receiver(port) as back:
+            await back.wait_for(2)
+            assert sorted(_keys(back)) == ["a/1/crashed", "b/1/crashed"]
+            await _sent(alerting, "hook", 2)
+
+
+def alerting_failed_once(alerting: Alerting) -> bool:
+    """Whether an item has been tried and put back (the receiver was really down)."""
+    return any(item.attempts > 0 for queue in alerting._queues.values() for _, _, item in queue)
+
+
+async def test_a_timeout_is_retried_and_the_receiver_can_deduplicate(receiver: Receiver) -> None:
+    """The first request times out: the alert is sent again with the same dedup key."""
+    receiver.script = [Answer(hang=True)]
+    async with _running() as alerting:
+        await alerting.say(_alert(), [_webhook(receiver, timeout=0.3)])
+        await receiver.wait_for(1)
+        await _sent(alerting, "hook", 1)
+    assert {g.json()["dedup_key"] for g in receiver.got} == {"kimi/1/crashed"}
+
+
+async def test_a_hanging_notifier_never_delays_another(receiver: Receiver) -> None:
+    """One notifier's receiver never answers (30 s timeout); the other's alert arrives at once."""
+    async with running_receiver() as hanging:
+        hanging.script = [Answer(hang=True)] * 10
+        slow = ServiceNotifier(name="slow", kind="webhook", urls=(hanging.url(),), timeout=30.0)
+        started = time.monotonic()
+        async with _running() as alerting:
+            await alerting.say(_alert(), [slow, _webhook(receiver)])
+            await receiver.wait_for(1)
+            assert time.monotonic() - started < 2.0
+            assert alerting.sent["slow"] == 0
+
+
+async def test_a_400_is_given_up_and_counted(receiver: Receiver) -> None:
+    """A permanent refusal is not retried: it counts as failed and leaves the queue."""
+    receiver.script = [Answer(400, body="bad payload")]
+    async with _running() as alerting:
+        await alerting.say(_alert(), [_webhook(receiver)])
+        await alerting.changes.until(lambda: alerting.failed["hook"] > 0)  # type: ignore[attr-defined]
+        assert alerting.depth() == 0
+    assert len(receiver.got) == 1
+
+
+async def test_each_url_of_a_notifier_gets_the_alert_even_when_another_is_down(receiver: Receiver) -> None:
+    """Two URLs (an Alertmanager pair): the one that is up gets it although the other refuses."""
+    async with running_receiver() as probe:
+        down = probe.url()
+    notifier = ServiceNotifier(name="pair", kind="webhook", urls=(down, receiver.url()), timeout=1.0)
+    started = time.monotonic()
+    async with _running() as alerting:
+        await alerting.say(_alert(), [notifier])
+        await receiver.wait_for(1)
+        assert time.monotonic() - started < 2.0  # not after the down URL's retries
+
+
+async def test_undelivered_alerts_are_sent_by_the_next_alerting(tmp_path: Path, receiver: Receiver) -> None:
+    """An alert enqueued while the receiver refused is delivered after a restart, once."""
+    path = tmp_path / "watchdog.sqlite3"
+    receiver.script = [Answer(503)] * 100
+    box = await Outbox.open(path)
+    async with _running(box) as alerting:
+        await alerting.say(_alert(), [_webhook(receiver)])
+        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+    await box.close()
+    receiver.script = []
+    again = await Outbox.open(path)
+    try:
+        async with _running(again) as alerting:
+            alerting.use([_webhook(receiver)])
+            await receiver.wait_for(1)
+            await _sent(alerting, "hook", 1)
+            assert await again.pending() == []
+    finally:
+        await again.close()
+    assert _keys(receiver) == ["kimi/1/crashed"]
+
+
+async def test_a_silenced_launch_says_nothing_until_the_silence_ends(receiver: Receiver) -> None:
+    """A silenced launch's crash is held; another launch's is said."""
+    silences = {"kimi": time.time() + 3600}
+
+    async def active() -> dict[str, float]:
+        return silences
+
+    async with _running(silences=active) as alerting:
+        await alerting.say(_alert(launch="kimi"), [_webhook(receiver)])
+        await alerting.say(_alert(launch="other"), [_webhook(receiver)])
+        await receiver.wait_for(1)
+        assert alerting.silenced["kimi"] == 1
+        await alerting.resolve("kimi", [AlertKind.CRASHED])  # its problem was not said: nor is its end
+        await alerting.say(_alert(launch="third"), [_webhook(receiver)])
+        await receiver.wait_for(2)
+    assert _keys(receiver) == ["other/1/crashed", "third/1/crashed"]
+
+
+async def test_a_resolution_goes_to_who_heard_the_problem(receiver: Receiver) -> None:
+    """A stall, then progress: its notifier hears the stall and then that it is resolved."""
+    async with _running() as alerting:
+        await alerting.say(_alert(AlertKind.STALLED), [_webhook(receiver)])
+        assert [a.kind for a in alerting.active("kimi")] == [AlertKind.STALLED]
+        await alerting.resolve("kimi", [AlertKind.STALLED], "progress again: loading_weights")
+        got = await receiver.wait_for(2)
+        assert alerting.active("kimi") == []
+    assert [g.json()["kind"] for g in got] == ["stalled", "resolved"]
+    assert got[1].json()["resolves"] == "stalled"
+    assert got[1].json()["detail"] == "progress again: loading_weights"
+
+
+async def test_reminders_repeat_an_unresolved_problem_until_it_ends(receiver: Receiver) -> None:
+    """With remind_every, an unresolved crash is said again, marked as a reminder; resolved, no more."""
+    notifier = _webhook(receiver, remind_every=0.2)
+    async with _running(repeat_check=0.05) as alerting:
+        await alerting.say(_alert(), [notifier])
+        got = await receiver.wait_for(2)
+        assert got[1].json()["detail"].startswith("still unresolved after")
+        await alerting.resolve("kimi", [AlertKind.CRASHED])
+        got = await receiver.wait_for(3)
+        assert got[-1].json()["kind"] == "resolved"
+        count = len(receiver.got)
+        await alerting._repeat()
+        assert alerting.depth() == 0
+    assert len(receiver.got) == count
+
+
+async def test_alertmanager_is_sent_a_firing_alert_again(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Alertmanager gets an unresolved crash again (unchanged), so that it does not expire it."""
+    monkeypatch.setattr(alerting_module, "ALERTMANAGER_RESEND_SECONDS", 0.2)
+    notifier = ServiceNotifier(name="am", kind="alertmanager", urls=(receiver.url(""),), timeout=2.0)
+    async with _running(repeat_check=0.05) as alerting:
+        await alerting.say(_alert(), [notifier])
+        got = await receiver.wait_for(2)
+    first, second = got[0].json()[0], got[1].json()[0]
+    assert first == second
+    assert "endsAt" not in first
+
+
+async def test_the_rate_limit_holds_alerts_back_without_dropping_them(receiver: Receiver) -> None:
+    """With 60 a minute, the 61st alert waits about a second; none is dropped."""
+    notifier = _webhook(receiver, rate_limit=60)
+    started = time.monotonic()
+    async with _running() as alerting:
+        for n in range(61):
+            await alerting.say(_alert(launch=f"l{n}"), [notifier])
+        await receiver.wait_for(61, deadline=30)
+    assert time.monotonic() - started >= 0.9
+    assert len(set(_keys(receiver))) == 61
+
+
+def test_outbox_keys_tell_outages_and_resolutions_apart() -> None:
+    """Each unreachable outage has its own key; a stall's and a crash's resolutions differ."""
+    first = _alert(AlertKind.UNREACHABLE)
+    second = dataclasses.replace(first, started_at=datetime(2026, 11, 30, 13, 0, tzinfo=UTC))
+    assert outbox_key(first) != outbox_key(second)
+    at = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
+    stall, crash = _alert(AlertKind.STALLED), _alert(AlertKind.CRASHED)
+    assert outbox_key(stall.resolution(at)) == "kimi/1/stalled/resolved"
+    assert outbox_key(crash.resolution(at)) == "kimi/1/crashed/resolved"
+
+
+async def test_console_says_one_line_per_alert() -> None:
+    """The console notifier prints the alert's line."""
+    out = io.StringIO()
+    async with _running() as alerting:
+        await alerting.say(_alert(), [ConsoleAlerts(out=out)])
+        await alerting.changes.until(lambda: alerting.sent["console"] > 0)  # type: ignore[attr-defined]
+    assert out.getvalue() == alert_line(_alert()) + "\n"
+    assert out.getvalue().startswith("kimi on gpu1: crashed during capturing_graphs on ranks TP0: torch.")
