@@ -291,6 +291,84 @@ def test_kill_9_and_restart_loses_no_verdict_and_repeats_none(tmp_path: Path, ss
     assert after.count("down: crashed") == 1
 
 
+class _Hook:
+    """A real HTTP receiver in a thread (for the subprocess tests): 503 until `up`, then 200; records keys."""
+
+    def __init__(self) -> None:
+        import http.server  # noqa: PLC0415
+        import json  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+
+        self.up = False
+        self.refused = 0
+        self.delivered: list[str] = []
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if hook.up:
+                    hook.delivered.append(json.loads(body)["dedup_key"])
+                else:
+                    hook.refused += 1
+                self.send_response(200 if hook.up else 503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/secret-token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.sshd
+def test_an_alert_pending_when_the_daemon_is_killed_is_delivered_after_restart(
+    tmp_path: Path, sshd: Any
+) -> None:
+    """The webhook answers 503 while the daemon runs; kill -9; it comes back: the crash arrives once, after
+    the restart, from the outbox (not announced again)."""
+    import signal  # noqa: PLC0415
+
+    hook = _Hook()
+    log = tmp_path / "crash.log"
+    launches = f'\n[launches.early]\nlog = "{log}"\nnotify = ["hook"]\n'
+    launches += f'\n[notifiers.hook]\nkind = "webhook"\nurl = "{hook.url}"\n'
+    config = _config(tmp_path, sshd, launches)
+    log.write_bytes(CRASH.read_bytes())
+    try:
+        first = _Daemon(config)
+        try:
+            first.wait(event="announced", launch="early", state="crashed")
+            first.wait(event="alert not delivered yet; trying again", notifier="hook")
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.wait(timeout=DEADLINE)
+        finally:
+            first.close()
+        assert hook.refused > 0
+        assert hook.delivered == []
+        hook.up = True
+        second = _Daemon(config)
+        try:
+            second.wait(event="already announced", launch="early", state="crashed")
+            second.wait(event="alert delivered", notifier="hook", key="early/1/crashed")
+            second.proc.send_signal(signal.SIGTERM)
+            assert second.proc.wait(timeout=DEADLINE) == 0
+            logged = "".join(str(e) for e in second.seen)
+        finally:
+            second.close()
+    finally:
+        hook.close()
+    assert hook.delivered == ["early/1/crashed"]
+    assert "secret-token" not in logged
+
+
 def test_run_on_a_taken_port_is_a_configuration_error(tmp_path: Path) -> None:
     """The listen address is taken: exit 78 with one line naming daemon.listen, no traceback."""
     import socket  # noqa: PLC0415
