@@ -15,7 +15,14 @@ import pytest
 from http_receiver import Answer, Receiver, running_receiver
 
 from watchdog import alerting as alerting_module
-from watchdog.alerting import Alerting, ConsoleAlerts, ServiceNotifier, alert_line, outbox_key
+from watchdog.alerting import (
+    Alerting,
+    AppriseNotifier,
+    ConsoleAlerts,
+    ServiceNotifier,
+    alert_line,
+    outbox_key,
+)
 from watchdog.notifiers import Alert, AlertKind
 from watchdog.outbox import Outbox
 from watchdog.store import open_store
@@ -339,3 +346,16 @@ async def test_console_says_one_line_per_alert() -> None:
         await alerting.changes.until(lambda: alerting.sent["console"] > 0)  # type: ignore[attr-defined]
     assert out.getvalue() == alert_line(_alert()) + "\n"
     assert out.getvalue().startswith("kimi on gpu1: crashed during capturing_graphs on ranks TP0: torch.")
+
+
+async def test_apprise_urls_are_called_off_the_event_loop(receiver: Receiver) -> None:
+    """An apprise `json://` URL reaches a real receiver through apprise, in a worker thread."""
+    pytest.importorskip("apprise", reason="the apprise extra is not installed")
+    notifier = AppriseNotifier(name="any", urls=(f"json://127.0.0.1:{receiver.port}/apprise",))
+    async with _running() as alerting:
+        await alerting.say(_alert(), [notifier])
+        got = await receiver.wait_for(1)
+        await _sent(alerting, "any", 1)
+    body = got[0].json()
+    assert body["title"] == "kimi on gpu1 crashed in capturing_graphs (oom)"
+    assert "torch.OutOfMemoryError" in body["message"]

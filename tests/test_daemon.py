@@ -392,13 +392,14 @@ def test_run_on_a_taken_port_is_a_configuration_error(tmp_path: Path) -> None:
 
 
 async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path: Path) -> None:
-    """A launch whose host refuses connections says so in its status; a local launch beside it still gets
-    its verdict."""
+    """A launch whose host refuses connections says so in its status and, past its grace, in an alert; a
+    local launch beside it still gets its verdict."""
     from watchdog.sources import SSHOptions  # noqa: PLC0415
 
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("")
-    alerts = ConsoleAlerts(out=io.StringIO())
+    out = io.StringIO()
+    alerts = ConsoleAlerts(out=out)
     unreachable = LaunchPlan(
         LaunchSpec(name="far", target=parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")),
         host="far",
@@ -406,7 +407,11 @@ async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path:
         alerts=(alerts,),
     )
     local = tmp_path / "near.log"
-    daemon = Daemon({"far": unreachable, "near": _plan("near", local, alerts)}, handle_signals=False)
+    daemon = Daemon(
+        {"far": unreachable, "near": _plan("near", local, alerts)},
+        handle_signals=False,
+        unreachable_after=0.5,
+    )
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.run)
@@ -414,11 +419,43 @@ async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path:
             statuses = await daemon.wait_until(
                 lambda s: _states(s).get("near") == "ready" and bool(_by_name(s)["far"].get("note"))
             )
+            await daemon.wait_until(
+                lambda _: daemon.alerts_sent["console"] == 2
+            )  # near's ready, far's outage
             tg.cancel_scope.cancel()
+    said = out.getvalue().splitlines()
+    assert [line for line in said if line.startswith("far")] == [
+        line for line in said if line.startswith("far on far: host unreachable: ")
+    ]
+    assert len([line for line in said if line.startswith("far")]) == 1
     far = _by_name(statuses)["far"]
     assert far["state"] in ("pending", "starting")
     assert daemon.stats().ssh_reconnects["far"] >= 1
     assert "127.0.0.1" in far["note"] or "refused" in far["note"].lower()
+
+
+async def test_a_new_start_resolves_the_crash_and_is_said(tmp_path: Path) -> None:
+    """A crashed launch's log replaced by a new start: the crash is resolved, the new start said, once each."""
+    out = io.StringIO()
+    log = tmp_path / "qwen.log"
+    daemon = Daemon({"qwen": _plan("qwen", log, ConsoleAlerts(out=out))}, handle_signals=False)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(CRASH.read_bytes())
+            await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 1)
+            fresh = tmp_path / "fresh.log"
+            fresh.write_bytes(READY.read_bytes())
+            fresh.replace(log)
+            await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 4)  # resolved, replaced, ready
+            tg.cancel_scope.cancel()
+    said = out.getvalue().splitlines()
+    assert said[0].startswith("qwen: crashed during capturing_graphs")
+    assert said[1:3] == [
+        "qwen: crashed resolved: a new start (#2) began",
+        "qwen: launch replaced (#2): launch started",
+    ]
+    assert said[3].startswith("qwen: ready")
 
 
 def _by_name(statuses: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -29,6 +29,7 @@ import random
 import re
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -177,16 +178,19 @@ class AppriseNotifier:
 
 
 def _apprise_notify(url: str, title: str, body: str) -> bool:
-    try:
-        import apprise  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        raise DeliveryError(
-            "the apprise notifier needs apprise: pip install 'llm-launch-watchdog[apprise]'"
-        ) from None
-    sender = apprise.Apprise()
-    if not sender.add(url):
-        raise DeliveryError("apprise does not know this URL's scheme (the URL is not shown: it is a secret)")
-    return bool(sender.notify(title=title, body=body))
+    # apprise loads its plugins (and their deprecated imports) lazily: their warnings are not our users'
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            import apprise  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+        except ImportError:
+            raise DeliveryError(
+                "the apprise notifier needs apprise: pip install 'llm-launch-watchdog[apprise]'"
+            ) from None
+        sender = apprise.Apprise()
+        if not sender.add(url):
+            raise DeliveryError("apprise does not know this URL's scheme (the URL is not shown: it is a secret)")
+        return bool(sender.notify(title=title, body=body))
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,9 @@ class Daemon:
             while True:
                 try:
                     spec = await self._learned(run)
-                    follower = LaunchFollower(spec, pool=self._pool(plan), gpu_sampler=self._sampler(plan))
+                    follower = LaunchFollower(
+                        spec, pool=self._pool(plan), gpu_sampler=self._sampler(plan), checkpoints=self._store
+                    )
                     run.follower = follower
                     run.since = _now_iso()
                     async with anyio.create_task_group() as tg:
@@ -354,7 +356,12 @@ class Daemon:
                 await self._alerting.resolve(
                     name, (AlertKind.CRASHED, AlertKind.STALLED), f"a new start (#{incarnation}) began"
                 )
-                alert = Alert.from_status(AlertKind.REPLACED, status, link=self._link(name), detail=reason)
+                alert = Alert.from_status(
+                    AlertKind.REPLACED,
+                    {**status, "incarnation": incarnation},
+                    link=self._link(name),
+                    detail=reason,
+                )
                 await self._alerting.say(alert, run.plan.alerts)
             run.incarnation = incarnation
         if state not in (State.STALLED, State.CRASHED):
