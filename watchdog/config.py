@@ -39,7 +39,7 @@ from pydantic import (
     model_validator,
 )
 
-from watchdog import notifiers as notifier_kinds
+import watchdog.notifiers as notifier_kinds
 from watchdog.exceptions import ConfigError
 from watchdog.exitcodes import EXIT_CONFIG
 from watchdog.launch import DEFAULT_STALL_AFTER, LaunchSpec
