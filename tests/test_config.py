@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from watchdog import notifiers
 from watchdog.config import (
     Config,
     check_config_main,
@@ -20,11 +21,11 @@ from watchdog.config import (
     config_schema_main,
     launch_spec,
     load_config,
+    parse_config,
     parse_duration,
     redacted,
     ssh_options,
 )
-from watchdog import notifiers
 from watchdog.exceptions import ConfigError
 from watchdog.exitcodes import EXIT_CONFIG
 from watchdog.sources.target import Target
@@ -740,3 +741,20 @@ def test_command_line_exits_78(tmp_path: Path) -> None:
     assert done.returncode == EXIT_CONFIG
     assert done.stderr.startswith(f"watchdog: configuration error: {path}: launches.a.engine: unknown engine")
     assert "Traceback" not in done.stderr
+
+
+def test_min_severity_keeps_the_severe_kinds_and_their_resolutions() -> None:
+    """min_severity = "error" keeps crashed and unreachable, drops stalled and ready, keeps resolved."""
+    config = parse_config(
+        {
+            "notifiers": {
+                "pd": {
+                    "kind": "slack",
+                    "url": "https://hooks.example.com/x",
+                    "on": ["crashed", "stalled", "ready", "unreachable", "resolved"],
+                    "min_severity": "error",
+                }
+            }
+        }
+    )
+    assert config.notifiers["pd"].alert_kinds() == ("crashed", "unreachable", "resolved")

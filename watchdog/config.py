@@ -43,7 +43,7 @@ import watchdog.notifiers as notifier_kinds
 from watchdog.exceptions import ConfigError
 from watchdog.exitcodes import EXIT_CONFIG
 from watchdog.launch import DEFAULT_STALL_AFTER, LaunchSpec
-from watchdog.notifiers.alert import AlertKind
+from watchdog.notifiers.alert import SEVERITY, AlertKind
 from watchdog.notifiers.webhook import check_template
 from watchdog.options import health_url, webhook_url
 from watchdog.profile import ENGINES
@@ -85,6 +85,7 @@ MAX_CHANNELS_LIMIT = 1000
 NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
 ALERT_KINDS = tuple(kind.value for kind in AlertKind)
 DEFAULT_ALERT_ON = ("crashed", "stalled", "unreachable", "resolved", "replaced")  # ready is opt-in
+SEVERITIES = ("info", "warning", "error", "critical")  # in order (watchdog.notifiers.SEVERITY's values)
 DEFAULT_RATE_LIMIT = 30  # alerts per minute a notifier sends at most; more wait their turn (none dropped)
 DEFAULT_UNREACHABLE_AFTER = 60.0  # seconds a host stays unreachable before it is an alert
 ENGINE_CHOICES = ("auto", *ENGINES)
@@ -481,6 +482,12 @@ class NotifierConfig(_Model):
         + "), and all for console",
         json_schema_extra={"items": {"enum": list(ALERT_KINDS)}},
     )
+    min_severity: Annotated[StrictStr, _one_of("severity", SEVERITIES)] = Field(
+        default="info",
+        description="only alerts this severe or more: info (ready, replaced), warning (stalled), "
+        "error (unreachable), critical (crashed); a resolution goes with its problem",
+        json_schema_extra={"enum": list(SEVERITIES)},
+    )
     rate_limit: Annotated[StrictInt, AfterValidator(_check_rate)] = Field(
         default=DEFAULT_RATE_LIMIT,
         description="alerts per minute at most; more wait their turn in the outbox (none is dropped)",
@@ -508,10 +515,13 @@ class NotifierConfig(_Model):
     content_type: StrictStr | None = Field(default=None, description="webhook: the body's content type")
 
     def alert_kinds(self) -> tuple[str, ...]:
-        """The alert kinds it says: `on`, or its kind's default."""
-        if self.on is not None:
-            return self.on
-        return ALERT_KINDS if self.kind == "console" else DEFAULT_ALERT_ON
+        """The alert kinds it says: `on` (or its kind's default) as severe as `min_severity` or more; a
+        resolution goes with the problem it ends (sent only for problems that were)."""
+        kinds = (
+            self.on if self.on is not None else ALERT_KINDS if self.kind == "console" else DEFAULT_ALERT_ON
+        )
+        floor = SEVERITIES.index(self.min_severity)
+        return tuple(k for k in kinds if k == "resolved" or SEVERITIES.index(SEVERITY[AlertKind(k)]) >= floor)
 
     def secret_urls(self) -> tuple[str, ...]:
         """The URLs in clear: to post to, never to print."""
