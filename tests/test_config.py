@@ -593,6 +593,7 @@ def test_launch_spec_from_config(good: Path) -> None:
     assert home.target.path == "logs/vllm.log"  # relative to the remote home, as `watch host:~/x` reads it
     assert home.engine is None
     assert home.process is None
+    assert home.pid_file == "/run/vllm.pid"  # read on the host at each process check
     local = config.launch_specs()["local"]
     assert local.target == Target(host=None, user=None, port=None, path="/var/log/llama/server.log")
     assert (

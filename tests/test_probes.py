@@ -6,6 +6,7 @@ import random
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import anyio
 import pytest
@@ -115,12 +116,46 @@ async def test_ssh_process_probe_sees_death(
     assert not await by_pid.alive()
 
 
+async def test_local_pid_file_probe_follows_the_file(sleeper: tuple[Process, str], tmp_path: Path) -> None:
+    """A pid file naming a live process is alive; without a pid in it, unknown (alive); its process killed,
+    gone."""
+    process, _ = sleeper
+    pid_file = tmp_path / "server.pid"
+    probe = LocalProcessProbe(pid_file=str(pid_file))
+    assert await probe.alive()  # no file yet: unknown, not a death
+    pid_file.write_text(f"{process.pid}\n")
+    assert await probe.alive()
+    process.kill()
+    await process.wait()
+    assert not await probe.alive()
+
+
+@pytest.mark.sshd
+async def test_ssh_pid_file_probe_reads_the_file_on_the_host(
+    sshd: SSHDServer, pool: SSHPool, sleeper: tuple[Process, str], tmp_path: Path
+) -> None:
+    """Over SSH the pid file is read on the host (its path quoted): alive, unknown, then gone."""
+    process, _ = sleeper
+    pid_file = tmp_path / "it's a server.pid"
+    probe = SSHProcessProbe(pool, sshd.host, port=sshd.port, user=sshd.user, pid_file=str(pid_file))
+    assert await probe.alive()  # missing: unknown
+    pid_file.write_text("garbage")
+    assert await probe.alive()
+    pid_file.write_text(f" {process.pid}\n")
+    assert await probe.alive()
+    process.kill()
+    await process.wait()
+    assert not await probe.alive()
+
+
 def test_process_probe_needs_one_spec() -> None:
     """A probe is given exactly one of pid and pattern."""
     with pytest.raises(ValueError, match="exactly one"):
         LocalProcessProbe()
     with pytest.raises(ValueError, match="exactly one"):
         LocalProcessProbe(pid=1, pattern="x")
+    with pytest.raises(ValueError, match="exactly one"):
+        LocalProcessProbe(pid=1, pid_file="/run/x.pid")
 
 
 async def test_local_health_probe(health_server: ThreadingHTTPServer) -> None:

@@ -441,8 +441,8 @@ class LaunchConfig(_Model):
     )
     gpu: StrictBool = Field(
         default=False,
-        description="sample the GPU memory of the launch's processes (process or pid_file, and their "
-        "children; without them every GPU process of the host) with nvidia-smi on its host: memory "
+        description="sample the GPU memory of the launch's processes (process, and their children; with "
+        "pid_file or neither, every GPU process of the host) with nvidia-smi on its host: memory "
         "still filling counts as progress",
     )
     deadlines: Deadlines = Field(default=Deadlines.model_validate({}), description="per-phase deadlines")
@@ -968,8 +968,8 @@ def _allowed_keys(loc: Loc) -> list[str]:
 def launch_spec(config: Config, name: str) -> LaunchSpec:
     """The follower spec of one configured launch.
 
-    `pid_file`, `deadlines`, `notify` and `labels` stay on `config.launches[name]` for the daemon: the pid
-    file is read on the launch's host when the follower starts.
+    `notify` and `labels` stay on `config.launches[name]` for the daemon. The pid file is read on the
+    launch's host at each process check (a restarted server's new pid is followed).
 
     Args:
         config: a validated config.
@@ -998,6 +998,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         target=target,
         engine=None if launch.engine == "auto" else launch.engine,
         process=launch.process,
+        pid_file=launch.pid_file,
         health_url=launch.health_url,
         gpu=launch.gpu,
         stall_after=launch.stall_after,

@@ -45,6 +45,7 @@ from watchdog.sources import (
 from watchdog.verdict import build_verdict
 
 if TYPE_CHECKING:
+    from watchdog.checkpoint import Checkpointer, Checkpoints
     from watchdog.probes.gpusampler import HostGpuSampler, LaunchMemoryTrend
 
 __all__ = [
@@ -63,7 +64,9 @@ __all__ = [
 DEFAULT_STALL_AFTER = 600.0
 DEFAULT_SETTLE = 0.25  # seconds a crash report waits for the other ranks' errors
 DEFAULT_QUIET = 0.05  # ... unless the log has been quiet (read to its end) this long
-DEFAULT_TICK = 0.25  # seconds between clock ticks (stall, pending errors, deadlines)
+DEFAULT_TICK = 0.25  # seconds between clock ticks (stall, pending errors, deadlines), when one is due
+CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
+CHECKPOINT_IDLE = 10.0  # the longest a follower that keeps checkpoints sleeps between ticks
 DEFAULT_PROBE_INTERVAL = 2.0  # seconds between process and health probes
 DEFAULT_GPU_INTERVAL = 5.0
 UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
@@ -86,6 +89,7 @@ class LaunchSpec:
     profiles: tuple[Profile, ...] = ()  # user profiles, already loaded
     pid: int | None = None  # the server's pid on the host: gone without a traceback = crashed (killed)
     process: str | None = None  # or a `pgrep -f` pattern
+    pid_file: str | None = None  # or a file holding the pid, read on the host at each check
     health_url: str | None = None
     gpu: bool = False
     gpu_interval: float = DEFAULT_GPU_INTERVAL
@@ -106,8 +110,8 @@ class LaunchSpec:
             raise ConfigError(
                 where, "engine", f"unknown engine {self.engine!r}; allowed: {', '.join(ENGINES)}"
             )
-        if self.pid is not None and self.process:
-            raise ConfigError(where, "pid", "give a pid or a process pattern, not both")
+        if sum(x is not None and x != "" for x in (self.pid, self.process, self.pid_file)) > 1:
+            raise ConfigError(where, "pid", "give one of a pid, a process pattern and a pid file")
         if self.pid is not None and self.pid <= 0:
             raise ConfigError(where, "pid", f"{self.pid} is not a process id: give a positive number")
         for key in ("gpu_interval", "crash_grace", "tick", "probe_interval"):
@@ -197,6 +201,9 @@ class LaunchFollower:
             that of this launch's processes (`spec.pid` or `spec.process`, and their descendants), so another
             launch on the host filling its GPUs never counts as this one's progress. Without it, `spec.gpu`
             samples every GPU of the host (`watch`).
+        checkpoints: where this launch's checkpoints are kept (the daemon's state store): the follower resumes
+            at the offset of a valid one instead of the log's start, and saves new ones as it reads (see
+            `watchdog.checkpoint`). None: always read from the start, save nothing (`watch`, `replay`).
     """
 
     def __init__(
@@ -207,6 +214,7 @@ class LaunchFollower:
         source: Source | None = None,
         clock: Clock | None = None,
         gpu_sampler: HostGpuSampler | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.spec = spec
         self.analyzer = Analyzer(
@@ -231,6 +239,14 @@ class LaunchFollower:
         self.concluded: Concluded | None = None  # the latest verdict
         self.timed_out = False
         self.last_update = 0.0
+        self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
+        self._tick_scope: anyio.CancelScope | None = None
+        self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
+        self._checkpoints: Checkpointer | None = None
+        if checkpoints is not None:
+            from watchdog.checkpoint import Checkpointer  # noqa: PLC0415 - only the daemon keeps checkpoints
+
+            self._checkpoints = Checkpointer(checkpoints, spec, self._clock.now)
 
     def now(self) -> float:
         """Seconds since the follower was made, on its clock."""
@@ -259,15 +275,37 @@ class LaunchFollower:
         started = False
         async with self._send, anyio.create_task_group() as tg:
             self._tg = tg
+            offset = await self._restore(source)
             tg.start_soon(self._ticks)
             self._start_probes(tg)
-            async with source.open_follow(0) as items:
-                async for item in items:
-                    await self._item(item)
-                    if not started and self._caught_up:
-                        started = True
-                        task_status.started()
+            try:
+                async with source.open_follow(offset) as items:
+                    async for item in items:
+                        await self._item(item)
+                        if not started and self._caught_up:
+                            started = True
+                            task_status.started()
+            finally:
+                if self._checkpoints is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._checkpoints.save_final(self.analyzer, self.now)
             tg.cancel_scope.cancel()
+
+    async def _restore(self, source: Source) -> int:
+        # The state of a valid checkpoint, and the offset to read on from; 0 without one.
+        if self._checkpoints is None:
+            return 0
+        checkpoint = await self._checkpoints.restore(source)
+        if checkpoint is None:
+            return 0
+        self.analyzer = checkpoint.analyzer
+        # deadlines are learned from the launch's history, which grew since: the current ones apply
+        self.analyzer.lifecycle.deadlines = dict(self.spec.deadlines)
+        # the follower's clock goes on from the checkpoint's (the analyzer's times are on it)
+        self._start = self._clock.now() - checkpoint.elapsed
+        self._last_data = checkpoint.elapsed
+        self.resumed_at = checkpoint.offset
+        return checkpoint.offset
 
     # -- the source --------------------------------------------------------------------------------------
 
@@ -276,7 +314,10 @@ class LaunchFollower:
         if isinstance(item, Chunk):
             self._at_end = False
             self._last_data = now
-            await self._apply(self.analyzer.feed(item.data, now))
+            transitions = self.analyzer.feed(item.data, now)
+            if self._checkpoints is not None:
+                self._checkpoints.fed(item.data)
+            await self._apply(transitions)
         elif isinstance(item, CaughtUp):
             self._at_end = True
             transitions = self.analyzer.caught_up(now)
@@ -291,6 +332,8 @@ class LaunchFollower:
                 await self._apply(self.analyzer.report_open_tracebacks(now))
         elif isinstance(item, FileRestarted):
             await self._note("file", f"{item.reason}: reading the new file from its start")
+            if self._checkpoints is not None:
+                self._checkpoints.restarted()
             await self._apply(self.analyzer.restart(now))
         elif isinstance(item, FileMissing):
             await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
@@ -298,6 +341,8 @@ class LaunchFollower:
             self._caught_up = True
         elif isinstance(item, Connected | Disconnected):
             await self._note(type(item).__name__.lower(), str(item))
+        if self._checkpoints is not None:
+            await self._checkpoints.save_due(self.analyzer, self.now)
 
     async def _note(self, kind: str, detail: str) -> None:
         await self._publish(SourceNoted(self.spec.name, kind, detail))
@@ -314,6 +359,9 @@ class LaunchFollower:
         )
 
     async def _apply(self, transitions: list[Transition], *, judge: bool = True) -> None:
+        self._reschedule(transitioned=bool(transitions))
+        if transitions and self._checkpoints is not None:
+            self._checkpoints.transitioned()
         for t in transitions:
             await self._publish(Transitioned(self.spec.name, t))
             if judge and self._caught_up:
@@ -361,6 +409,7 @@ class LaunchFollower:
             # they stay open, so a writer that paused can still complete them
             for t in self.analyzer.report_open_tracebacks(self.now()):
                 await self._publish(Transitioned(self.spec.name, t))
+            self._reschedule()
         inc = self._incarnation(number)
         extra = {"timed_out": True} if self.timed_out else None
         self.concluded = Concluded(self.spec.name, state, self._verdict(inc, extra), self.timed_out)
@@ -389,24 +438,66 @@ class LaunchFollower:
     # -- the clock and the probes ------------------------------------------------------------------------
 
     async def _ticks(self) -> None:
+        # Ticks fall on a grid of `spec.tick` seconds, but only those at or after the next thing due are run:
+        # a quiet launch with no deadline near sleeps instead of waking 4 times a second. What brings a
+        # deadline nearer (an error, a new incarnation, a transition to save) wakes it early (`_reschedule`).
         spec = self.spec
+        origin, ticked = self.now(), 0
         while True:
-            await self._clock.sleep(spec.tick)
+            now = self.now()
+            due = self._due()
+            if self._checkpoints is not None:
+                # a checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick
+                save = (
+                    self._last_data + CHECKPOINT_QUIET if self._checkpoints.dirty else now + CHECKPOINT_IDLE
+                )
+                due = save if due is None else min(due, save)
+            k = max(ticked + 1, math.floor((now - origin) / spec.tick) + 1)
+            if due is not None:
+                k = max(k, math.ceil((due - origin) / spec.tick))
+            self._wake_at = origin + k * spec.tick if due is not None else math.inf
+            with anyio.CancelScope() as self._tick_scope:
+                if due is None:
+                    await anyio.sleep_forever()
+                else:
+                    await self._clock.sleep(self._wake_at - now)
+            if self._tick_scope.cancelled_caught:
+                continue  # rescheduled: something is due sooner
+            ticked = k
             now = self.now()
             await self._apply(self.analyzer.tick(now))
+            if self._checkpoints is not None:
+                await self._checkpoints.save_due(self.analyzer, self.now)
             if spec.timeout is not None and now >= spec.timeout and not self.timed_out:
                 self.timed_out = True
                 inc = self._verdict_incarnation()
                 await self._conclude(inc.state, inc.number)
 
+    def _due(self) -> float | None:
+        # the earliest time a tick may change the verdict (see `Analyzer.next_due`), on the follower's clock
+        due = self.analyzer.next_due()
+        if self.spec.timeout is not None and not self.timed_out:
+            due = self.spec.timeout if due is None else min(due, self.spec.timeout)
+        return due
+
+    def _reschedule(self, *, transitioned: bool = False) -> None:
+        # the analyzer changed: if a tick is due before the one the clock task sleeps for, wake it
+        due = self._due()
+        if transitioned and self._checkpoints is not None:
+            save = self.now() + CHECKPOINT_QUIET  # a transition's checkpoint is saved soon
+            due = save if due is None else min(due, save)
+        if due is not None and due < self._wake_at and self._tick_scope is not None:
+            self._wake_at = -math.inf  # once
+            self._tick_scope.cancel()
+
     def _start_probes(self, tg: anyio.abc.TaskGroup) -> None:
         spec, target = self.spec, self.spec.target
-        if spec.pid is not None or spec.process:
+        if spec.pid is not None or spec.process or spec.pid_file:
             from watchdog.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe  # noqa: PLC0415
 
             probe: ProcessProbe
             if target.host is None:
-                probe = LocalProcessProbe(pid=spec.pid, pattern=spec.process)
+                probe = LocalProcessProbe(pid=spec.pid, pattern=spec.process or None, pid_file=spec.pid_file)
             else:
                 probe = SSHProcessProbe(
                     self._require_pool(),
@@ -414,7 +505,8 @@ class LaunchFollower:
                     port=target.port,
                     user=target.user,
                     pid=spec.pid,
-                    pattern=spec.process,
+                    pattern=spec.process or None,
+                    pid_file=spec.pid_file,
                 )
             tg.start_soon(self._process, probe)
         if spec.health_url:

@@ -16,6 +16,7 @@ __all__ = [
     "LocalProcessProbe",
     "ProcessProbe",
     "SSHProcessProbe",
+    "read_pid_file",
     "wait_until_gone",
 ]
 
@@ -32,6 +33,17 @@ if [ -r /proc/$p/stat ]; then
 fi
 kill -0 "$p" 2>/dev/null
 """
+# The pid file's path is an argument ($1), never part of the script; 3 = no readable pid in it (unknown).
+_PIDFILE_SCRIPT = (
+    """\
+p=$(head -c 64 -- "$1" 2>/dev/null) || exit 3
+p=$(printf '%s' "$p" | tr -d ' \\t\\r\\n')
+case $p in ''|*[!0-9]*) exit 3;; esac
+set -- "$p"
+"""
+    + _PID_SCRIPT
+)
+_UNKNOWN = 3
 # The pattern comes on stdin, so that no process but pgrep itself (which pgrep skips) carries
 # it on its command line: otherwise the shell running this would match its own pattern.
 _PGREP_SCRIPT = """\
@@ -48,13 +60,30 @@ class ProcessProbe(Protocol):
         ...
 
 
-def _check_spec(pid: int | None, pattern: str | None) -> None:
-    if (pid is None) == (pattern is None):
-        raise ValueError("give exactly one of pid and pattern")
+def _check_spec(pid: int | None, pattern: str | None, pid_file: str | None = None) -> None:
+    if sum(x is not None for x in (pid, pattern, pid_file)) != 1:
+        raise ValueError("give exactly one of pid, pattern and pid_file")
+    if pid_file is not None and (not pid_file or "\0" in pid_file):
+        raise ValueError("the pid file must be a path")
     if pid is not None and pid <= 0:
         raise ValueError(f"pid must be positive, not {pid}")
     if pattern is not None and (not pattern or "\n" in pattern or "\0" in pattern):
         raise ValueError("the pattern must be one non-empty line")
+
+
+def read_pid_file(path: str) -> int | None:
+    """The pid written in `path`, or None when the file is missing, unreadable or holds no pid."""
+    try:
+        with open(path, "rb") as file:
+            text = file.read(64).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _local_pid_file_alive(path: str) -> bool:
+    pid = read_pid_file(path)
+    return True if pid is None else _local_pid_alive(pid)  # no pid in it: unknown, not gone
 
 
 def _local_pid_alive(pid: int) -> bool:
@@ -73,18 +102,24 @@ def _local_pid_alive(pid: int) -> bool:
 
 
 class LocalProcessProbe:
-    """A process on this machine, by pid (`kill -0`) or command-line pattern (`pgrep -f`)."""
+    """A process on this machine, by pid (`kill -0`), pid file (read at each check, so a restarted server's
+    new pid is followed) or command-line pattern (`pgrep -f`)."""
 
-    def __init__(self, *, pid: int | None = None, pattern: str | None = None) -> None:
-        """Name the process by exactly one of `pid` and `pattern` (a `pgrep -f` regex)."""
-        _check_spec(pid, pattern)
+    def __init__(
+        self, *, pid: int | None = None, pattern: str | None = None, pid_file: str | None = None
+    ) -> None:
+        """Name the process by exactly one of `pid`, `pattern` (a `pgrep -f` regex) and `pid_file`."""
+        _check_spec(pid, pattern, pid_file)
         self.pid = pid
         self.pattern = pattern
+        self.pid_file = pid_file
 
     async def alive(self) -> bool:
-        """True while the process exists (a zombie counts as gone)."""
+        """True while the process exists (a zombie counts as gone; a pid file without a pid: unknown, True)."""
         if self.pid is not None:
             return await anyio.to_thread.run_sync(_local_pid_alive, self.pid)
+        if self.pid_file is not None:
+            return await anyio.to_thread.run_sync(_local_pid_file_alive, self.pid_file)
         assert self.pattern is not None
         # Shielded, as in the GPU probe: a cancel while the child is spawned would leak it; pgrep is quick.
         with anyio.CancelScope(shield=True), anyio.fail_after(_PGREP_TIMEOUT):
@@ -108,9 +143,12 @@ class SSHProcessProbe:
         user: str | None = None,
         pid: int | None = None,
         pattern: str | None = None,
+        pid_file: str | None = None,
     ) -> None:
-        """Name the host, and the process by exactly one of `pid` and `pattern` (`pgrep -f`)."""
-        _check_spec(pid, pattern)
+        """Name the host, and the process by exactly one of `pid`, `pattern` (`pgrep -f`) and `pid_file`
+        (read on the host at each check)."""
+        _check_spec(pid, pattern, pid_file)
+        self.pid_file = pid_file
         self.pool = pool
         self.host = host
         self.port = port
@@ -128,12 +166,15 @@ class SSHProcessProbe:
         if self.pid is not None:
             command = shlex.join(["sh", "-c", _PID_SCRIPT, "watchdog-pid", str(self.pid)])
             stdin = None
+        elif self.pid_file is not None:
+            command = shlex.join(["sh", "-c", _PIDFILE_SCRIPT, "watchdog-pidfile", self.pid_file])
+            stdin = None
         else:
             command = shlex.join(["sh", "-c", _PGREP_SCRIPT, "watchdog-pgrep"])
             stdin = f"{self.pattern}\n"
         result = await self.pool.run(self.host, command, port=self.port, user=self.user, input=stdin)
-        if result.exit_status in (0, 1):
-            return result.exit_status == 0
+        if result.exit_status in (0, 1, _UNKNOWN):
+            return result.exit_status != 1
         raise TargetError(f"checking the process on {self.host} failed: {result.stderr!r}")
 
 
