@@ -275,6 +275,7 @@ BAD = [
         "not a plain name",
         id="webhook-template-field",
     ),
+    pytest.param('[daemon]\nshard = "3/3"\n', "daemon.shard", "the last of 3 is", id="shard-out-of-range"),
     pytest.param(
         '[notifiers.t]\nkind = "apprise"\nurl = "not a url"\n',
         "notifiers.t.url",

@@ -118,12 +118,12 @@ def test_demo_ends_with_three_verdicts() -> None:
 class _Daemon:
     """`watchdog run` in a subprocess, its JSON log lines read as they come."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, *args: str) -> None:
         import queue  # noqa: PLC0415
         import threading  # noqa: PLC0415
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config)],
+            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -460,3 +460,50 @@ async def test_a_new_start_resolves_the_crash_and_is_said(tmp_path: Path) -> Non
 
 def _by_name(statuses: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in statuses}
+
+
+def test_two_shards_over_one_config_follow_each_launch_exactly_once(tmp_path: Path) -> None:
+    """`watchdog run --shard 0/2` and `--shard 1/2` on the same config: each launch is on one /status only."""
+    import signal  # noqa: PLC0415
+
+    from watchdog.config import load_config  # noqa: PLC0415
+    from watchdog.service import plans_from  # noqa: PLC0415
+    from watchdog.shard import parse_shard  # noqa: PLC0415
+
+    names = [f"launch-{n}" for n in range(12)]
+    text = '[notifiers.console]\nkind = "console"\n'
+    for name in names:
+        text += f'\n[launches.{name}]\nlog = "{tmp_path / name}.log"\nnotify = ["console"]\n'
+    owned: dict[str, set[str]] = {}
+    for index in (0, 1):
+        config = tmp_path / f"shard{index}.toml"
+        state = tmp_path / f"state{index}"
+        config.write_text(f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{state}"\n{text}')
+        assert set(plans_from(load_config(config), parse_shard(f"{index}/2"))) < set(names)
+        daemon = _Daemon(config, "--shard", f"{index}/2")
+        try:
+            url = daemon.wait(event="http_listening")["url"]
+            owned[str(index)] = {s["name"] for s in httpx.get(url + "status").json()}
+            daemon.proc.send_signal(signal.SIGTERM)
+            assert daemon.proc.wait(timeout=DEADLINE) == 0
+        finally:
+            daemon.close()
+    assert owned["0"].isdisjoint(owned["1"])
+    assert owned["0"] | owned["1"] == set(names)
+    assert owned["0"]
+    assert owned["1"]
+
+
+def test_a_bad_shard_is_a_usage_error(tmp_path: Path) -> None:
+    """`--shard 2/2` is refused before anything starts, exit 64, saying what is allowed."""
+    config = tmp_path / "c.toml"
+    config.write_text("")
+    proc = subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config), "--shard", "2/2"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert proc.returncode == 64
+    assert "INDEX from 0 to COUNT-1" in proc.stderr or "1/2" in proc.stderr

@@ -222,3 +222,13 @@ async def test_screenshot(tmp_path: Path) -> None:
     keep = os.environ.get("WATCHDOG_SCREENSHOT")
     if keep:
         await anyio.Path(keep).write_bytes(png)
+
+
+async def test_an_alerts_link_marks_its_launch(tmp_path: Path) -> None:
+    """An alert links to /#LAUNCH: the page gives that launch's row the id and marks it as the one linked."""
+    async with _serving(_Daemon()) as url:
+        dom = (await _chromium(url + "#qwen-vllm", tmp_path / "profile", "--dump-dom")).decode()
+    rows = {r.attrs["data-launch"]: r for r in _parse(dom).by_class("launch")}
+    assert rows["qwen-vllm"].attrs["id"] == "qwen-vllm"
+    assert "linked" in rows["qwen-vllm"].attrs["class"].split()
+    assert "linked" not in rows["kimi-ep"].attrs["class"].split()

@@ -189,7 +189,9 @@ def _apprise_notify(url: str, title: str, body: str) -> bool:
             ) from None
         sender = apprise.Apprise()
         if not sender.add(url):
-            raise DeliveryError("apprise does not know this URL's scheme (the URL is not shown: it is a secret)")
+            raise DeliveryError(
+                "apprise does not know this URL's scheme (the URL is not shown: it is a secret)"
+            )
         return bool(sender.notify(title=title, body=body))
 
 

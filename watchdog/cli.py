@@ -29,6 +29,7 @@ from watchdog.options import (
     health_url,
     pid,
     process_pattern,
+    shard,
     validate_replay,
     validate_watch,
     webhook_url,
@@ -103,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         "SIGTERM stops.",
     )
     run.add_argument("--config", type=Path, required=True, metavar="FILE", help="the TOML config file")
+    run.add_argument(
+        "--shard",
+        type=shard,
+        metavar="INDEX/COUNT",
+        help="follow only this replica's share of the launches (e.g. 1/3; by rendezvous hashing of their "
+        "names); overrides the config's daemon.shard",
+    )
     check = sub.add_parser(
         "check-config",
         help="validate a config file and print it resolved (secrets redacted)",
@@ -285,7 +293,7 @@ def _main(argv: list[str]) -> int:
         if args.command == "run":
             from watchdog.service import run_daemon  # noqa: PLC0415 - the daemon's libraries only when run
 
-            return run_daemon(args.config)
+            return run_daemon(args.config, shard=args.shard)
         if args.command == "check-config":
             from watchdog.config import check_config_main  # noqa: PLC0415
 

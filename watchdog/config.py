@@ -47,6 +47,7 @@ from watchdog.notifiers.alert import SEVERITY, AlertKind
 from watchdog.notifiers.webhook import check_template
 from watchdog.options import health_url, webhook_url
 from watchdog.profile import ENGINES
+from watchdog.shard import parse_shard
 from watchdog.sources.sshpool import SSHOptions
 from watchdog.sources.target import Target
 
@@ -223,6 +224,11 @@ def _check_health_url(value: str) -> str:
         raise ValueError(str(exc)) from None
 
 
+def _check_shard(value: str) -> str:
+    parse_shard(value)  # InvalidShard is a ValueError: reported with the key path
+    return value
+
+
 def _check_public_url(value: str) -> str:
     try:
         webhook_url(value)
@@ -340,6 +346,11 @@ class DaemonConfig(_Model):
         default=None,
         description="the status page's address as people reach it, for the links in alerts "
         "(default: http://LISTEN)",
+    )
+    shard: Annotated[StrictStr, AfterValidator(_check_shard)] | None = Field(
+        default=None,
+        description='"INDEX/COUNT": follow only this replica\'s share of the launches (rendezvous hashing of '
+        "their names; `watchdog run --shard` overrides it); none: all of them",
     )
     unreachable_after: Duration = Field(
         default=DEFAULT_UNREACHABLE_AFTER,

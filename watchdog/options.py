@@ -7,9 +7,13 @@ import math
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from watchdog.exceptions import UsageError
+
+if TYPE_CHECKING:
+    from watchdog.shard import Shard
 
 __all__ = [
     "PID_MAX_LIMIT",
@@ -18,6 +22,7 @@ __all__ = [
     "health_url",
     "pid",
     "process_pattern",
+    "shard",
     "validate_replay",
     "validate_watch",
     "webhook_url",
@@ -313,3 +318,17 @@ def _check_events(path: Path) -> None:
         raise UsageError(f"--events {path}: cannot create: {exc.strerror or exc}") from None
     os.close(fd)
     os.unlink(path)
+
+
+def shard(text: str) -> Shard:
+    """Parse `--shard INDEX/COUNT` (e.g. "1/3": this replica follows shard 1 of 3).
+
+    Raises:
+        argparse.ArgumentTypeError: not INDEX/COUNT with 0 <= INDEX < COUNT <= 1024.
+    """
+    from watchdog.shard import InvalidShard, parse_shard  # noqa: PLC0415
+
+    try:
+        return parse_shard(text)
+    except InvalidShard as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
+import structlog
 from anyio.abc import TaskStatus
 
 from watchdog.alerting import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
@@ -15,12 +16,14 @@ from watchdog.notifiers import AlertKind
 
 if TYPE_CHECKING:
     from watchdog.config import Config
+    from watchdog.shard import Shard
 
 __all__ = ["notifier_from", "plans_from", "run_daemon"]
 
 
-def plans_from(config: Config) -> dict[str, LaunchPlan]:
-    """Each configured launch as the daemon runs it: its spec, host, SSH options, labels and notifiers."""
+def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPlan]:
+    """Each configured launch as the daemon runs it: its spec, host, SSH options, labels and notifiers;
+    with a `shard` (else the config's `daemon.shard`), only the launches it owns."""
     from watchdog.config import ssh_options  # noqa: PLC0415
 
     notifiers = {name: notifier_from(name, config) for name in config.notifiers}
@@ -34,6 +37,7 @@ def plans_from(config: Config) -> dict[str, LaunchPlan]:
             alerts=tuple(notifiers[n] for n in launch.notify),
         )
         for name, launch in config.launches.items()
+        if shard is None or shard.owns(name)
     }
 
 
@@ -93,8 +97,9 @@ def configure_logging(log_format: str) -> None:
     )
 
 
-def run_daemon(path: Path) -> int:
-    """Load the config (exit 78 if it is wrong), then run the daemon until SIGTERM/SIGINT (exit 0)."""
+def run_daemon(path: Path, shard: Shard | None = None) -> int:
+    """Load the config (exit 78 if it is wrong), then run the daemon until SIGTERM/SIGINT (exit 0); with a
+    `shard` (it overrides the config's `daemon.shard`), only the launches that shard owns."""
     from watchdog.config import load_config  # noqa: PLC0415
 
     config = load_config(path)
@@ -104,10 +109,18 @@ def run_daemon(path: Path) -> int:
     # of the event loop).
     gc.collect()
     gc.freeze()
-    return anyio.run(_run, path, config)
+    return anyio.run(_run, path, config, shard)
 
 
-async def _run(path: Path, config: Config) -> int:
+def _shard(config: Config, override: Shard | None) -> Shard | None:
+    from watchdog.shard import parse_shard  # noqa: PLC0415
+
+    if override is not None:
+        return override
+    return parse_shard(config.daemon.shard) if config.daemon.shard else None
+
+
+async def _run(path: Path, config: Config, shard: Shard | None) -> int:
     from watchdog.config import load_config  # noqa: PLC0415
     from watchdog.http import serve_http, server_tls  # noqa: PLC0415 - aiohttp only for the daemon
 
@@ -130,13 +143,17 @@ async def _run(path: Path, config: Config) -> int:
         )
 
     async def reload() -> dict[str, LaunchPlan]:
-        return plans_from(await anyio.to_thread.run_sync(load_config, path))
+        fresh = await anyio.to_thread.run_sync(load_config, path)
+        return plans_from(fresh, _shard(fresh, shard))
 
     from watchdog.store import open_store  # noqa: PLC0415
 
     async with open_store(d.state_dir) as store:
+        mine = _shard(config, shard)
+        if mine is not None:
+            structlog.get_logger("watchdog.daemon").info("sharded", shard=str(mine))
         daemon = Daemon(
-            plans_from(config),
+            plans_from(config, mine),
             reload=reload,
             serve=serve,
             store=store,

@@ -44,6 +44,7 @@ header h1 { font-size: 17px; margin: 0; letter-spacing: .02em; }
   margin-right: 5px; vertical-align: -1px; background: var(--c); }
 main { padding: 10px 20px 30px; display: flex; flex-direction: column; gap: 10px; }
 .empty { color: var(--muted); padding: 30px; text-align: center; }
+.launch.linked { outline: 3px solid var(--c, #999); outline-offset: 2px; }
 .launch { background: var(--card); border: 1px solid var(--line); border-left: 5px solid var(--c, #999);
   border-radius: 8px; padding: 10px 14px 12px; display: flex; flex-direction: column; gap: 8px; }
 .head { display: flex; align-items: baseline; gap: 10px; flex-wrap: wrap; }
@@ -336,6 +337,7 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
       if (!row) {
         row = { el: el("section", "launch"), sig: {}, parts: {} };
         row.el.dataset.launch = String(st.name);
+        row.el.id = String(st.name);  // alerts link to /#LAUNCH
         rows.set(key, row);
       }
       update(row, st);
@@ -354,7 +356,12 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
       return b;
     }));
     document.title = "watchdog: " + (Object.entries(counts).map(([s, n]) => n + " " + s).join(", ") || "no launches");
+    if (!scrolled && location.hash.length > 1) {  // an alert's link: show its launch once it is drawn
+      const target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+      if (target) { target.scrollIntoView(); target.classList.add("linked"); scrolled = true; }
+    }
   }
+  let scrolled = false;
 
   function connection(ok, text) {
     const c = document.getElementById("conn");
