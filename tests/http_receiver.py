@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,8 +59,12 @@ class Receiver:
 
     async def wait_for(self, count: int, deadline: float = 20.0) -> list[Got]:
         """Wait (at most `deadline` seconds) until it answered `count` requests with a 2xx."""
+        return await self.wait_until(lambda got: len(got) >= count, deadline)
+
+    async def wait_until(self, predicate: Callable[[list[Got]], bool], deadline: float = 20.0) -> list[Got]:
+        """Wait (at most `deadline` seconds) until `predicate(self.delivered())` holds."""
         with anyio.fail_after(deadline):
-            while len(self.delivered()) < count:
+            while not predicate(self.delivered()):
                 changed = self.changed
                 await changed.wait()
         return self.delivered()

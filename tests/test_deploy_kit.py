@@ -26,7 +26,8 @@ import anyio
 import httpx
 import pytest
 import yaml
-from test_prometheus_scrape import _free_port, _stop
+from prom_servers import open_binary as _open_binary
+from prom_servers import stop as _stop
 
 from watchdog.config import load_config
 from watchdog.demo import DEMO_LAUNCHES
@@ -53,7 +54,6 @@ JOB = "watchdog"  # the scrape job the alerts and the dashboard expect
 IMAGE_UID = 10001  # the Dockerfile's watchdog user
 DEADLINE = 45.0  # demo verdicts and Prometheus' first scrapes and rule evaluations (about 10 s)
 POLL = 0.1  # seconds between two questions to an HTTP API
-PORT_ATTEMPTS = 3  # a free port can be taken by someone else before the binary binds it
 
 # Grafana's variables in the dashboard's queries, as Grafana would fill them with "All" selected.
 GRAFANA_VARIABLES = {
@@ -290,44 +290,6 @@ def _prometheus_config(tmp: Path, target_port: int) -> Path:
     path = tmp / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-@asynccontextmanager
-async def _open_binary(argv: list[str], tmp: Path, name: str) -> AsyncIterator[httpx.AsyncClient]:
-    """A Prometheus or Alertmanager (`argv`, plus a free loopback --web.listen-address): its API, once ready."""
-    log_path = tmp / f"{name}.out"
-    output = ""
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        port = _free_port()
-        with log_path.open("wb") as log:
-            process = await anyio.open_process(
-                [
-                    *[a.replace("{attempt}", str(attempt)) for a in argv],
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
-                with anyio.fail_after(DEADLINE):
-                    while process.returncode is None:
-                        try:
-                            if (await client.get("/-/ready")).status_code == 200:
-                                break
-                        except httpx.TransportError:
-                            pass  # not listening yet
-                        await anyio.sleep(POLL)
-                if process.returncode is None:
-                    yield client
-                    return
-        finally:
-            await _stop(process)
-        output = log_path.read_text(errors="replace")
-        if "address already in use" not in output:
-            break
-    pytest.fail(f"{name} exited with {process.returncode}:\n{output[-2000:]}")
 
 
 async def _instant(client: httpx.AsyncClient, promql: str) -> list[dict[str, Any]]:

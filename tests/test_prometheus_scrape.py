@@ -6,9 +6,6 @@ import io
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +14,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from anyio.abc import Process, TaskStatus
+from anyio.abc import TaskStatus
+from prom_servers import open_binary
 
 from watchdog.daemon import ConsoleAlerts, Daemon, LaunchPlan
 from watchdog.http import serve_http
@@ -33,8 +31,6 @@ JOB = "watchdog"
 DEADLINE = 30.0  # the whole test: daemon verdicts, Prometheus start-up, first scrapes (it takes ~6 s)
 QUERY_DEADLINE = 15.0  # Prometheus applies its scrape targets ~5 s after start, then scrapes every second
 POLL = 0.1  # seconds between two questions to Prometheus' HTTP API
-STOP_TIMEOUT = 10.0  # seconds Prometheus gets to shut down on SIGTERM before it is killed
-PORT_ATTEMPTS = 3  # a free port can be taken by someone else before Prometheus binds it
 
 
 @pytest.fixture
@@ -62,13 +58,6 @@ def _states(statuses: list[dict[str, Any]]) -> dict[str, str]:
     return {s["name"]: s["state"] for s in statuses}
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _config(target_port: int) -> str:
     # JSON is YAML: no YAML library needed to write prometheus.yml
     return json.dumps(
@@ -81,58 +70,19 @@ def _config(target_port: int) -> str:
     )
 
 
-async def _stop(process: Process) -> None:
-    """SIGTERM (Prometheus flushes and exits), then SIGKILL if it does not go in time."""
-    with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(STOP_TIMEOUT):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-        await process.aclose()
-
-
 @asynccontextmanager
 async def _open_prometheus(binary: str, tmp_path: Path, target_port: int) -> AsyncIterator[httpx.AsyncClient]:
     """A Prometheus on 127.0.0.1 scraping `target_port` every second: an HTTP client for its API, once ready."""
     config = tmp_path / "prometheus.yml"
     config.write_text(_config(target_port))
-    log_path = tmp_path / "prometheus.out"
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        port = _free_port()
-        with log_path.open("wb") as log:
-            process = await anyio.open_process(
-                [
-                    binary,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={tmp_path / f'tsdb{attempt}'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                    "--log.level=warn",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
-                while process.returncode is None:
-                    try:
-                        if (await client.get("/-/ready")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass  # not listening yet
-                    await anyio.sleep(POLL)
-                if process.returncode is None:
-                    yield client
-                    return
-        finally:
-            await _stop(process)
-        output = log_path.read_text(errors="replace")
-        if "address already in use" not in output:
-            break
-    pytest.fail(f"prometheus exited with {process.returncode}:\n{output[-2000:]}")
+    argv = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={tmp_path / 'tsdb{attempt}'}",
+        "--log.level=warn",
+    ]
+    async with open_binary(argv, tmp_path, "prometheus") as client:
+        yield client
 
 
 async def _query(client: httpx.AsyncClient, promql: str) -> list[dict[str, Any]]:

@@ -105,14 +105,12 @@ class Notifier(Protocol):
         """
 
 
-@dataclass(frozen=True)
-class ServiceNotifier:
-    """A service of `watchdog.notifiers` (slack, pagerduty, alertmanager, ...) at one or more URLs."""
+@dataclass(frozen=True, kw_only=True)
+class _URLNotifier:
+    """What the notifiers that send to URLs share: the URLs (secrets), the kinds said, the pace."""
 
     name: str
-    kind: str
     urls: tuple[str, ...] = field(repr=False)
-    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     on: frozenset[AlertKind] = frozenset(PROBLEMS | {AlertKind.RESOLVED, AlertKind.REPLACED})
     rate_limit: int = 30
     remind_every: float | None = None
@@ -122,6 +120,14 @@ class ServiceNotifier:
     def destinations(self) -> int:
         """One per URL."""
         return len(self.urls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceNotifier(_URLNotifier):
+    """A service of `watchdog.notifiers` (slack, pagerduty, alertmanager, ...) at one or more URLs."""
+
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def resend_every(self) -> float | None:
@@ -142,22 +148,10 @@ class ServiceNotifier:
         )
 
 
-@dataclass(frozen=True)
-class AppriseNotifier:
+@dataclass(frozen=True, kw_only=True)
+class AppriseNotifier(_URLNotifier):
     """Any service apprise knows, by apprise URL (the optional extra `apprise`), called off the event loop:
     apprise's plugins block."""
-
-    name: str
-    urls: tuple[str, ...] = field(repr=False)
-    on: frozenset[AlertKind] = frozenset(PROBLEMS | {AlertKind.RESOLVED, AlertKind.REPLACED})
-    rate_limit: int = 30
-    remind_every: float | None = None
-    timeout: float = 10.0
-
-    @property
-    def destinations(self) -> int:
-        """One per URL."""
-        return len(self.urls)
 
     @property
     def resend_every(self) -> float | None:
