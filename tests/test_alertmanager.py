@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from prom_servers import POLL, open_binary
 
 from watchdog.alerting import ServiceNotifier
 from watchdog.daemon import Daemon, LaunchPlan
@@ -58,84 +56,48 @@ def _binary() -> str:
     pytest.skip(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
-def alertmanager(tmp_path: Path) -> Iterator[str]:
-    """A real Alertmanager on a free loopback port (clustering off); its base URL once it is ready."""
+async def alertmanager(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """A real Alertmanager on a free loopback port (clustering off): a client for its API, once ready."""
     binary = _binary()
     (tmp_path / "am.yml").write_text(AM_CONFIG)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'am.yml'}",
-            f"--storage.path={tmp_path / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _poll(lambda: _get(url + "/-/ready") is not None, proc)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+    argv = [
+        binary,
+        f"--config.file={tmp_path / 'am.yml'}",
+        f"--storage.path={tmp_path / 'am-data{attempt}'}",
+        "--cluster.listen-address=",
+    ]
+    async with open_binary(argv, tmp_path, "alertmanager") as client:
+        yield client
 
 
-def _get(url: str) -> Any:
-    try:
-        response = httpx.get(url, timeout=2.0)
-    except httpx.HTTPError:
-        return None
-    return (
-        response.json()
-        if response.status_code == 200 and "json" in response.headers.get("content-type", "")
-        else (True if response.status_code == 200 else None)
-    )
-
-
-def _poll(condition: Callable[[], bool], proc: subprocess.Popen[bytes] | None = None) -> None:
-    """Wait for an external process's state, asking it every 0.1 s until DEADLINE."""
-    end = time.monotonic() + DEADLINE
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            stderr = proc.stderr.read().decode() if proc.stderr else ""
-            pytest.fail(f"alertmanager exited {proc.returncode}: {stderr[-2000:]}")
-        if time.monotonic() > end:
-            pytest.fail("timed out waiting for Alertmanager")
-        time.sleep(0.1)
-
-
-async def _apoll(condition: Callable[[], Any]) -> Any:
-    """`_poll` for async tests: the condition runs in a thread, so the daemon goes on meanwhile."""
+async def _until(condition: Callable[[], Awaitable[Any]]) -> Any:
+    """Ask Alertmanager (another process: nothing to wait on but its answers) every POLL until DEADLINE."""
     with anyio.fail_after(DEADLINE):
         while True:
-            value = await anyio.to_thread.run_sync(condition)
+            value = await condition()
             if value:
                 return value
-            await anyio.sleep(0.1)
+            await anyio.sleep(POLL)
 
 
-def _plans(path: Path, am: str) -> dict[str, LaunchPlan]:
-    notifier = ServiceNotifier(name="am", kind="alertmanager", urls=(am,), timeout=5.0)
+def _plans(path: Path, am: httpx.AsyncClient) -> dict[str, LaunchPlan]:
+    notifier = ServiceNotifier(name="am", kind="alertmanager", urls=(str(am.base_url),), timeout=5.0)
     spec = LaunchSpec(name="qwen", target=parse_target(str(path)))
     return {"qwen": LaunchPlan(spec, host="", labels={"team": "inference"}, alerts=(notifier,))}
 
 
-def _watchdog_alerts(am: str) -> list[dict[str, Any]]:
-    alerts = _get(am + "/api/v2/alerts") or []
+async def _watchdog_alerts(am: httpx.AsyncClient) -> list[dict[str, Any]]:
+    alerts = (await am.get("/api/v2/alerts")).json()
     return [a for a in alerts if a["labels"].get("alertname", "").startswith("Watchdog")]
+
+
+async def _groups(am: httpx.AsyncClient) -> list[dict[str, Any]]:
+    return [g for g in (await am.get("/api/v2/alerts/groups")).json() if g["alerts"]]
+
+
+async def _none_firing(am: httpx.AsyncClient) -> bool:
+    return not await _watchdog_alerts(am)
 
 
 async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
@@ -149,7 +111,7 @@ async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
     async with anyio.create_task_group() as tg:
         await tg.start(daemon.run)
         log.write_bytes(CRASH.read_bytes())
-        alerts = await _apoll(lambda: _watchdog_alerts(alertmanager))
+        alerts = await _until(lambda: _watchdog_alerts(alertmanager))
         assert len(alerts) == 1
         labels = alerts[0]["labels"]
         assert labels["alertname"] == "WatchdogLaunchCrashed"
@@ -166,11 +128,13 @@ async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
         fresh = tmp_path / "fresh.log"
         fresh.write_bytes(READY.read_bytes())
         fresh.replace(log)
-        await _apoll(lambda: _get(alertmanager + "/-/ready") and not _watchdog_alerts(alertmanager))
+        await _until(lambda: _none_firing(alertmanager))
         tg.cancel_scope.cancel()
 
 
-async def test_an_ha_pair_saying_one_crash_makes_one_alert_group(tmp_path: Path, alertmanager: str) -> None:
+async def test_an_ha_pair_saying_one_crash_makes_one_alert_group(
+    tmp_path: Path, alertmanager: httpx.AsyncClient
+) -> None:
     """Two daemons following the same launch both send its crash: Alertmanager holds one alert, one group."""
     log = tmp_path / "qwen.log"
     first = Daemon(_plans(log, alertmanager), handle_signals=False)
@@ -181,9 +145,7 @@ async def test_an_ha_pair_saying_one_crash_makes_one_alert_group(tmp_path: Path,
         log.write_bytes(CRASH.read_bytes())
         await first.wait_until(lambda _: first.alerts_sent["am"] >= 1)
         await second.wait_until(lambda _: second.alerts_sent["am"] >= 1)
-        groups = await _apoll(
-            lambda: [g for g in _get(alertmanager + "/api/v2/alerts/groups") or [] if g["alerts"]]
-        )
+        groups = await _until(lambda: _groups(alertmanager))
         tg.cancel_scope.cancel()
     assert len(groups) == 1
     assert len(groups[0]["alerts"]) == 1
