@@ -101,7 +101,7 @@ async def _none_firing(am: httpx.AsyncClient) -> bool:
 
 
 async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
-    tmp_path: Path, alertmanager: str
+    tmp_path: Path, alertmanager: httpx.AsyncClient
 ) -> None:
     """The crash is an active alert with the documented labels; replacing the log with a new start ends it."""
     log = tmp_path / "qwen.log"
