@@ -265,6 +265,9 @@ def test_kill_9_and_restart_loses_no_verdict_and_repeats_none(tmp_path: Path, ss
     first = _Daemon(config)
     try:
         first.wait(event="announced", launch="early", state="crashed")
+        # delivery is at least once: killed between the console's line and its delivery being noted, the
+        # restarted daemon would say it again; here it is noted before the kill
+        first.wait(event="alert delivered", key="early/1/crashed")
         first.wait(event="transition", launch="slow", state="loading_weights")
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(timeout=DEADLINE)

@@ -21,6 +21,7 @@ from watchdog.exceptions import ConfigError
 from watchdog.history import format_history, history_main
 from watchdog.store import (
     DB_NAME,
+    MAX_CHECKPOINT_BYTES,
     MAX_INCARNATIONS_PER_LAUNCH,
     MAX_TRANSITIONS_PER_INCARNATION,
     MIGRATIONS,
@@ -454,3 +455,50 @@ async def test_history_reads_while_the_daemon_writes(
         await store.record_transition("kimi", 1, status([*STARTED, entry("ready", 30)]))
         [after] = await store.history()
         assert after.state == "ready"
+
+
+async def test_a_version_1_state_file_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
+    """A state file written before checkpoints (schema 1) gains the checkpoints table and keeps its data."""
+    path = tmp_path / DB_NAME
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO schema_version VALUES (1)")
+        for statement in MIGRATIONS[0].split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(
+            "INSERT INTO incarnations (launch, incarnation, started_at, updated_at, read_offset)"
+            " VALUES ('kimi', 1, 1.0, 1.0, 4096)"
+        )
+    db.close()
+    async with open_store(tmp_path) as store:
+        assert await store.resume_point("kimi") == ResumePoint(1, 4096)
+        assert await store.load_checkpoint("kimi") is None
+        await store.save_checkpoint("kimi", 4096, b"state")
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version FROM schema_version").fetchone()[0] == len(MIGRATIONS)
+    db.close()
+
+
+async def test_a_checkpoint_is_kept_per_launch_replaced_and_survives_a_reopen(tmp_path: Path) -> None:
+    """The last checkpoint saved for a launch is the one loaded, also by a store opened again; dropping it
+    forgets it; other launches' checkpoints are untouched."""
+    async with open_store(tmp_path) as store:
+        await store.save_checkpoint("a", 10, b"first")
+        await store.save_checkpoint("a", 20, b"second")
+        await store.save_checkpoint("b", 5, b"\x00\xff binary")
+    async with open_store(tmp_path) as store:
+        assert await store.load_checkpoint("a") == b"second"
+        assert await store.load_checkpoint("b") == b"\x00\xff binary"
+        await store.drop_checkpoint("a")
+        assert await store.load_checkpoint("a") is None
+        assert await store.load_checkpoint("b") == b"\x00\xff binary"
+
+
+async def test_a_checkpoint_over_the_cap_is_refused_and_the_last_one_kept(tmp_path: Path) -> None:
+    """A blob larger than MAX_CHECKPOINT_BYTES is not written: ValueError, and the previous one stays."""
+    async with open_store(tmp_path) as store:
+        await store.save_checkpoint("a", 10, b"kept")
+        with pytest.raises(ValueError, match="over the"):
+            await store.save_checkpoint("a", 20, b"x" * (MAX_CHECKPOINT_BYTES + 1))
+        assert await store.load_checkpoint("a") == b"kept"

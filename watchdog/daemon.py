@@ -103,9 +103,9 @@ class Daemon:
     ) -> None:
         """`plans` by launch name; `reload` gives the new plans on SIGHUP; `serve(daemon, task_status=)`
         runs the HTTP server (it calls `task_status.started(port)` once bound). With a `store`, transitions
-        and verdicts are kept, and a verdict is announced once, across restarts: a restarted daemon reads each
-        log again from its start and announces only what it had not announced (what happened while it was
-        down included). Alerts wait in the outbox (in the store's file, else in memory) until delivered;
+        and verdicts are kept, and a verdict is announced once, across restarts: a restarted daemon resumes
+        each log at its checkpoint (or reads it again from its start when the file changed) and announces only
+        what it had not announced (what happened while it was down included). Alerts wait in the outbox (in the store's file, else in memory) until delivered;
         `public_url` is the status page's address in their links (default: http://LISTEN_HOST:PORT); a host
         that cannot be reached for `unreachable_after` seconds is an alert."""
         self._plans = dict(plans)

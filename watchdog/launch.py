@@ -442,15 +442,17 @@ class LaunchFollower:
         # a quiet launch with no deadline near sleeps instead of waking 4 times a second. What brings a
         # deadline nearer (an error, a new incarnation, a transition to save) wakes it early (`_reschedule`).
         spec = self.spec
-        origin, ticked = self.now(), 0
+        origin, ticked, last_tick = self.now(), 0, -math.inf
         while True:
             now = self.now()
             due = self._due()
             if self._checkpoints is not None:
-                # a checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick
-                save = (
-                    self._last_data + CHECKPOINT_QUIET if self._checkpoints.dirty else now + CHECKPOINT_IDLE
-                )
+                # A checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick (one a
+                # second while it is not yet due), or at the latest every CHECKPOINT_IDLE seconds.
+                if self._checkpoints.dirty:
+                    save = max(self._last_data, last_tick) + CHECKPOINT_QUIET
+                else:
+                    save = now + CHECKPOINT_IDLE
                 due = save if due is None else min(due, save)
             k = max(ticked + 1, math.floor((now - origin) / spec.tick) + 1)
             if due is not None:
@@ -464,7 +466,7 @@ class LaunchFollower:
             if self._tick_scope.cancelled_caught:
                 continue  # rescheduled: something is due sooner
             ticked = k
-            now = self.now()
+            now = last_tick = self.now()
             await self._apply(self.analyzer.tick(now))
             if self._checkpoints is not None:
                 await self._checkpoints.save_due(self.analyzer, self.now)

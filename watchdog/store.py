@@ -14,7 +14,11 @@ What it keeps, and why:
   that `watchdog history` can put two launches side by side;
 - per verdict, whether it was announced: after a restart a verdict already announced is not announced again,
   and one saved but not announced (the daemon died in between) is found by `unannounced`;
-- silences (issue 9): a launch's alerts held until a wall time.
+- silences (issue 9): a launch's alerts held until a wall time;
+- per launch, one checkpoint (`watchdog.checkpoint`): the follower's analysis at a byte offset, so that a
+  restarted daemon resumes reading there instead of at the log's start. The store keeps the blob as it is
+  given (at most `MAX_CHECKPOINT_BYTES`); the follower decides when to write it (every few seconds while the
+  log grows, soon after a transition, and when it stops) and whether to trust it.
 
 Growth is bounded: at most `MAX_INCARNATIONS_PER_LAUNCH` incarnations per launch (older ones are pruned with
 their transitions and verdicts) and `MAX_TRANSITIONS_PER_INCARNATION` transitions per incarnation (later ones
@@ -43,6 +47,7 @@ from watchdog.exceptions import ConfigError, UsageError
 __all__ = [
     "DB_NAME",
     "DEFAULT_STATE_DIR",
+    "MAX_CHECKPOINT_BYTES",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "MAX_TRANSITIONS_PER_INCARNATION",
     "MIGRATIONS",
@@ -61,6 +66,7 @@ DEFAULT_STATE_DIR = "/var/lib/watchdog"  # the config's `daemon.state_dir` defau
 MAX_INCARNATIONS_PER_LAUNCH = 50  # older incarnations of a launch are pruned
 MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
 OFFSET_SAVE_INTERVAL = 5.0  # seconds between offset writes of one launch (a transition writes at once)
+MAX_CHECKPOINT_BYTES = 1 << 20  # a launch's checkpoint (typically 10-50 KB); a bigger one is not written
 BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write (e.g. `history` reading)
 
 _T = TypeVar("_T")
@@ -108,6 +114,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE silences (
         launch TEXT PRIMARY KEY,
         until REAL NOT NULL                 -- unix time
+    );
+    """,
+    """
+    CREATE TABLE checkpoints (
+        launch TEXT PRIMARY KEY,
+        read_offset INTEGER NOT NULL,       -- the byte offset of the log's current file the state is at
+        saved_at REAL NOT NULL,             -- unix time
+        state BLOB NOT NULL                 -- watchdog.checkpoint's blob: header, file identity, pickled state
     );
     """,
 )
@@ -544,6 +558,45 @@ class StateStore:
                 )
             )
         return out
+
+    # -- checkpoints -------------------------------------------------------------------------------------
+
+    async def load_checkpoint(self, launch: str) -> bytes | None:
+        """The launch's checkpoint blob, None if it has none."""
+        row = await self._run(
+            lambda: self._conn.execute("SELECT state FROM checkpoints WHERE launch = ?", (launch,)).fetchone()
+        )
+        return bytes(row[0]) if row is not None else None
+
+    async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
+        """Keep `blob` (the follower's state at byte `offset`) as the launch's checkpoint, replacing the last.
+
+        Raises:
+            ValueError: `blob` is larger than `MAX_CHECKPOINT_BYTES`.
+        """
+        if len(blob) > MAX_CHECKPOINT_BYTES:
+            raise ValueError(
+                f"a checkpoint of {len(blob)} bytes is over the {MAX_CHECKPOINT_BYTES} bytes allowed"
+            )
+        wall = time.time()
+        await self._run(
+            lambda: self._write(
+                lambda: self._conn.execute(
+                    "INSERT INTO checkpoints (launch, read_offset, saved_at, state) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (launch) DO UPDATE SET read_offset = excluded.read_offset,"
+                    " saved_at = excluded.saved_at, state = excluded.state",
+                    (launch, offset, wall, blob),
+                )
+            )
+        )
+
+    async def drop_checkpoint(self, launch: str) -> None:
+        """Forget the launch's checkpoint (its next follower reads the log from its start)."""
+        await self._run(
+            lambda: self._write(
+                lambda: self._conn.execute("DELETE FROM checkpoints WHERE launch = ?", (launch,))
+            )
+        )
 
     # -- silences (issue 9) --------------------------------------------------------------------------------
 

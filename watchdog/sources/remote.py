@@ -26,10 +26,12 @@ import shlex
 from dataclasses import dataclass
 
 __all__ = [
+    "IDENTITY_SCRIPT",
     "POLL_SCRIPT",
     "STREAM_SCRIPT",
     "Header",
     "StatLine",
+    "identity_command",
     "parse_header",
     "parse_stat_line",
     "poll_command",
@@ -87,6 +89,30 @@ def stream_command(path: str, offset: int, *, stat_interval: float, tail_interva
 def poll_command(path: str, offset: int, *, max_bytes: int) -> str:
     """The remote command that reads up to `max_bytes` of `path` from byte `offset` (0-based)."""
     return shlex.join(["sh", "-c", POLL_SCRIPT, "watchdog-poll", path, str(offset + 1), str(max_bytes)])
+
+
+# What the file at the path is (`watchdog.sources.identity`): device, inode and size of the file opened on
+# fd 3, then its first $2 bytes and the $4 bytes from offset $3 (1-based). `head` and `tail` open /dev/fd/3
+# afresh (each at offset 0), so both read the one file that was stat'ed.
+IDENTITY_SCRIPT = """\
+p=$1 h=$2 b=$3 m=$4
+[ -e "$p" ] || { echo missing; exit 0; }
+{ [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
+exec 3<"$p"
+echo id $(stat -L -c '%d %i %s' /dev/fd/3)
+head -c "$h" /dev/fd/3
+tail -c +"$b" /dev/fd/3 | head -c "$m"
+"""
+
+
+def identity_command(path: str, offset: int, *, window: int) -> str:
+    """The remote command that identifies `path` at byte `offset` (see `IDENTITY_SCRIPT`): its first `window`
+    bytes (fewer before `offset`) and the `window` bytes just before `offset`."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative int, not {offset!r}")
+    start = max(0, offset - window)
+    args = [str(min(window, offset)), str(start + 1), str(offset - start)]
+    return shlex.join(["sh", "-c", IDENTITY_SCRIPT, "watchdog-identify", path, *args])
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,15 @@ from watchdog.sources.base import (
     open_item_stream,
 )
 from watchdog.sources.channel import CommandOutput
-from watchdog.sources.remote import Header, parse_header, parse_stat_line, poll_command, stream_command
+from watchdog.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
+from watchdog.sources.remote import (
+    Header,
+    identity_command,
+    parse_header,
+    parse_stat_line,
+    poll_command,
+    stream_command,
+)
 from watchdog.sources.sshpool import ChannelRefused, SSHPool
 
 __all__ = [
@@ -128,6 +136,28 @@ class SSHSource:
         if offset < 0:
             raise ValueError("offset must not be negative")
         return open_item_stream(lambda sink: _Follower(self, sink, offset).run())
+
+    async def identify(self, offset: int) -> FileIdentity | None:
+        """What the file at the path is, read around `offset` on the host (see `watchdog.sources.identity`);
+        None if there is no readable regular file there.
+
+        Raises:
+            ConnectionLost: the host could not be reached in `connect_attempts` attempts.
+            HostKeyError, AuthError: as from the pool.
+        """
+        command = identity_command(self.path, offset, window=IDENTITY_WINDOW)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.connect_attempts),
+            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
+            retry=retry_if_exception_type(ConnectionLost),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+        result: asyncssh.SSHCompletedProcess = await retrying(
+            self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
+        )
+        stdout = result.stdout
+        return parse_identity(stdout, offset) if isinstance(stdout, bytes) else None
 
 
 @dataclass(frozen=True)

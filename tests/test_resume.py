@@ -1,0 +1,502 @@
+"""Resuming at a checkpoint: the blob, the file identity check, and followers restarted on a real store."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from watchdog.analyzer import Analyzer
+from watchdog.checkpoint import CHECKPOINT_INTERVAL, FORMAT, Checkpoint, build_id, decode, encode, settings_id
+from watchdog.launch import LaunchFollower, LaunchSpec
+from watchdog.replay import replay_path
+from watchdog.sources import Chunk, parse_target
+from watchdog.sources.identity import IDENTITY_WINDOW, FileIdentity, FileWindows, local_identity
+from watchdog.sources.local import LocalSource
+from watchdog.sources.remote import identity_command
+from watchdog.sources.ssh import SSHSource
+from watchdog.sources.sshpool import SSHOptions, SSHPool
+from watchdog.store import StateStore, open_store
+from watchdog.testing import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = FIXTURES / "corpus"
+LOGS = sorted(CORPUS.rglob("*.log"))
+CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
+READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+DEADLINE = 30.0
+GRACE = 6.0  # virtual seconds that let a crash's grace and settle window pass
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """asyncssh needs the asyncio backend."""
+    return "asyncio"
+
+
+def _spec(path: Path | str, **kw: Any) -> LaunchSpec:
+    return LaunchSpec(name="resumed", target=parse_target(str(path)), **kw)
+
+
+def _key(v: dict[str, Any]) -> tuple[Any, ...]:
+    e = v.get("error") or {}
+    return (v["state"], v["phase"], e.get("category"), e.get("summary"), tuple(e.get("ranks") or ()))
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()  # a small fixture, read before anything is followed
+
+
+def _identity(path: Path, offset: int) -> FileIdentity:
+    found = local_identity(str(path), offset)
+    assert found is not None
+    return found
+
+
+# -- the blob -------------------------------------------------------------------------------------------------
+
+
+def _fed(data: bytes) -> Analyzer:
+    analyzer = Analyzer()
+    analyzer.feed(data, 0.0)
+    return analyzer
+
+
+def _checkpoint(tmp_path: Path, data: bytes, cut: int) -> tuple[Path, Checkpoint]:
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    return path, Checkpoint(_identity(path, cut), 12.5, _fed(data[:cut]))
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem[:60])
+def test_a_checkpoint_read_back_goes_on_like_a_replay_of_the_whole_log(tmp_path: Path, log: Path) -> None:
+    """Every corpus log cut in two: the first half's analyzer, encoded, decoded and fed the second half, ends
+    with the verdict, line count and byte count of a replay of the whole log."""
+    data = _read(log)
+    cut = len(data) // 2 + 7  # mid-line, usually: the unfinished line is part of the state
+    _, checkpoint = _checkpoint(tmp_path, data, cut)
+    build, settings = "b", "s"
+    blob = encode(checkpoint, build=build, settings=settings)
+    assert blob is not None
+    restored = decode(blob, build=build, settings=settings)
+    assert restored.identity == checkpoint.identity
+    assert restored.elapsed == 12.5
+    analyzer = restored.analyzer
+    analyzer.feed(data[cut:], 0.0)
+    analyzer.finish(0.0)
+    whole, verdict = replay_path(log)
+    inc, want = analyzer.lifecycle.verdict_incarnation(), whole.lifecycle.verdict_incarnation()
+    assert (inc.state, inc.phase, inc.number) == (want.state, want.phase, want.number)
+    assert (analyzer.lines_read, analyzer.bytes_read) == (verdict["lines_read"], verdict["bytes_read"])
+
+
+def test_the_template_caches_are_not_saved(tmp_path: Path) -> None:
+    """A log of lines that all differ fills the analyzer's template caches; the checkpoint leaves them out
+    (it stays small), and the restored analyzer fills them again as it reads."""
+    lines = b"".join(b"request id=%s done\n" % os.urandom(8).hex().encode() for _ in range(20_000))
+    _, checkpoint = _checkpoint(tmp_path, lines, len(lines))
+    full = len(pickle.dumps(checkpoint.analyzer))
+    blob = encode(checkpoint, build="b", settings="s")
+    assert blob is not None
+    assert len(blob) < 64 * 1024 < full
+    restored = decode(blob, build="b", settings="s").analyzer
+    assert restored.feed(lines[:1000], 1.0) == checkpoint.analyzer.feed(lines[:1000], 1.0)
+
+
+def test_a_checkpoint_over_the_cap_is_not_encoded(tmp_path: Path) -> None:
+    """`encode` gives None for a state larger than the cap (the follower then keeps the last one saved)."""
+    _, checkpoint = _checkpoint(tmp_path, _read(CRASH), 5000)
+    assert encode(checkpoint, build="b", settings="s", max_bytes=2000) is None
+    assert encode(checkpoint, build="b", settings="s") is not None
+
+
+def _evil() -> bytes:
+    class Boom:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (os.system, ("echo pwned",))
+
+    return pickle.dumps(Boom())
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        pytest.param(lambda b: b"XXXX" + b[4:], "not a checkpoint", id="magic"),
+        pytest.param(lambda b: b[:4] + bytes([FORMAT + 1]) + b[5:], "format", id="format"),
+        pytest.param(lambda b: b[:30], "cut short|header", id="cut"),
+        pytest.param(lambda b: b[:3], "too short", id="tiny"),
+        pytest.param(lambda b: b[:-200] + b"\x00" * 200, "does not load", id="damaged-state"),
+        pytest.param(lambda b: b[:-1], "does not load", id="state-cut"),
+    ],
+)
+def test_a_damaged_or_foreign_blob_is_refused(tmp_path: Path, change: Any, reason: str) -> None:
+    """A blob that is not this format, cut, or whose pickle is damaged: ValueError saying why, never a crash."""
+    _, checkpoint = _checkpoint(tmp_path, _read(CRASH), 3000)
+    blob = encode(checkpoint, build="b", settings="s")
+    assert blob is not None
+    with pytest.raises(ValueError, match=reason):
+        decode(change(blob), build="b", settings="s")
+
+
+def test_another_build_or_other_settings_are_refused(tmp_path: Path) -> None:
+    """A checkpoint of another build, or taken under other launch settings, is refused before its state is
+    read; this build's id is stable, and a change of engine or target changes the settings id."""
+    _, checkpoint = _checkpoint(tmp_path, _read(READY), 3000)
+    blob = encode(checkpoint, build=build_id(), settings="s")
+    assert blob is not None
+    with pytest.raises(ValueError, match="another build"):
+        decode(blob, build="older", settings="s")
+    with pytest.raises(ValueError, match="other settings"):
+        decode(blob, build=build_id(), settings="other")
+    assert build_id() == build_id()
+    spec = _spec("/x.log")
+    assert settings_id(spec) == settings_id(_spec("/x.log"))
+    assert settings_id(spec) != settings_id(dataclasses.replace(spec, engine="vllm"))
+    assert settings_id(spec) != settings_id(_spec("/y.log"))
+    # learned deadlines change as the history grows: they are applied anew, not compared
+    assert settings_id(spec) == settings_id(dataclasses.replace(spec, deadlines=(("loading_weights", 60.0),)))
+
+
+def test_a_state_that_would_run_code_is_refused(tmp_path: Path) -> None:
+    """The state is unpickled with only this package's classes allowed: a pickle that calls os.system is
+    refused, and nothing runs."""
+    _, checkpoint = _checkpoint(tmp_path, _read(READY), 3000)
+    blob = encode(checkpoint, build="b", settings="s")
+    assert blob is not None
+    length = int.from_bytes(blob[5:9], "big")
+    header = json.loads(blob[9 : 9 + length])
+    start = 9 + length + header["head"] + header["before"]  # where the pickled state begins
+    evil = blob[:start] + _evil()
+    with pytest.raises(ValueError, match="not part of a checkpoint"):
+        decode(evil, build="b", settings="s")
+
+
+# -- the file's identity --------------------------------------------------------------------------------------
+
+
+def test_the_same_file_grown_matches_and_changed_files_do_not(tmp_path: Path) -> None:
+    """Taken at an offset: the file appended to matches; a new file at the path, the file truncated, or its
+    bytes rewritten before the offset or at its start, do not (each with its reason)."""
+    data = _read(CRASH)
+    path = tmp_path / "log"
+    cut = 3 * IDENTITY_WINDOW + 100
+    path.write_bytes(data[:cut])
+    taken = _identity(path, cut)
+    assert (len(taken.head), len(taken.before)) == (IDENTITY_WINDOW, IDENTITY_WINDOW)
+    with path.open("ab") as f:
+        f.write(data[cut:])
+    assert taken.mismatch(_identity(path, cut)) is None
+
+    rewritten = bytearray(data)
+    rewritten[cut - 10] ^= 0xFF
+    path.write_bytes(bytes(rewritten))  # the same inode, other bytes just before the offset
+    assert "rewritten" in (taken.mismatch(_identity(path, cut)) or "")
+    rewritten = bytearray(data)
+    rewritten[5] ^= 0xFF
+    path.write_bytes(bytes(rewritten))
+    assert "replaced" in (taken.mismatch(_identity(path, cut)) or "")
+    path.write_bytes(data[: cut - 1])
+    assert "truncated" in (taken.mismatch(_identity(path, cut)) or "")
+    _replace(path, data)
+    assert "another file" in (taken.mismatch(_identity(path, cut)) or "")
+    assert local_identity(str(tmp_path / "none"), cut) is None
+    assert local_identity(str(tmp_path), 0) is None  # a directory
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Put a new file at `path`, made while the old one still exists (so it cannot get its inode back)."""
+    new = path.with_name(path.name + ".new")
+    new.write_bytes(data)
+    os.replace(new, path)
+
+
+def test_the_windows_a_follower_keeps_are_those_the_file_shows(tmp_path: Path) -> None:
+    """However the bytes are chunked, the windows a follower keeps equal what identifying the file reads."""
+    data = _read(CRASH)
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    for sizes in ([1] * 50 + [len(data)], [IDENTITY_WINDOW - 1, 3, 10_000], [len(data)]):
+        windows, pos = FileWindows(), 0
+        for size in sizes:
+            windows.feed(data[pos : pos + size])
+            pos = min(len(data), pos + size)
+            assert windows.matches(_identity(path, pos))
+
+
+def test_the_remote_command_quotes_its_path_and_takes_only_an_int_offset() -> None:
+    """The identity command passes the path and the numbers as single-quoted words; a non-int offset is refused."""
+    command = identity_command("/logs/it's here; rm -rf ~", 10_000, window=IDENTITY_WINDOW)
+    assert "'/logs/it'\"'\"'s here; rm -rf ~'" in command
+    assert command.endswith(" 4096 5905 4096")
+    for bad in (-1, 1.5, "12; reboot", True):
+        with pytest.raises(ValueError):
+            identity_command("/x", bad, window=IDENTITY_WINDOW)  # type: ignore[arg-type]
+
+
+# -- followers restarted on a real store ----------------------------------------------------------------------
+
+
+class CountingSource:
+    """A real source, and what it delivered: where reading started and how many bytes came."""
+
+    def __init__(self, inner: LocalSource | SSHSource) -> None:
+        self.inner = inner
+        self.first_offset: int | None = None
+        self.bytes = 0
+
+    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+        return self._open(offset)
+
+    @asynccontextmanager
+    async def _open(self, offset: int) -> AsyncIterator[AsyncIterator[Any]]:
+        async with self.inner.open_follow(offset) as items:
+            yield self._count(items)
+
+    async def _count(self, items: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for item in items:
+            if isinstance(item, Chunk):
+                if self.first_offset is None:
+                    self.first_offset = item.offset
+                self.bytes += len(item.data)
+            yield item
+
+    async def identify(self, offset: int) -> FileIdentity | None:
+        return await self.inner.identify(offset)
+
+
+async def _follow(spec: LaunchSpec, source: CountingSource, store: StateStore) -> LaunchFollower:
+    """Run a follower until it has read the log as it is and the crash settle window passed, then stop it."""
+    clock = ManualClock()
+    follower = LaunchFollower(spec, source=source, clock=clock, checkpoints=store)
+
+    async def drain() -> None:
+        with follower.updates:
+            async for _ in follower.updates:
+                pass
+
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            await tg.start(follower.run)
+            await clock.advance(GRACE)
+            tg.cancel_scope.cancel()
+    return follower
+
+
+@pytest.mark.parametrize("log", [READY, CRASH], ids=["ready", "crash"])
+@pytest.mark.parametrize("cut", [0.05, 0.6], ids=["early", "late"])
+async def test_a_restarted_follower_reads_only_the_new_bytes(tmp_path: Path, log: Path, cut: float) -> None:
+    """Followed, stopped, appended to, followed again on the same store: the second follower starts at the
+    offset the first reached, reads only the appended bytes, and ends with the verdict, line count and byte
+    count of a replay of the whole file."""
+    data = _read(log)
+    first_part = int(len(data) * cut)
+    path = tmp_path / "server.log"
+    path.write_bytes(data[:first_part])
+    async with open_store(tmp_path / "state") as store:
+        first = CountingSource(LocalSource(path))
+        await _follow(_spec(path), first, store)
+        assert (first.first_offset, first.bytes) == (0, first_part)
+        with path.open("ab") as f:
+            f.write(data[first_part:])
+        second = CountingSource(LocalSource(path))
+        follower = await _follow(_spec(path), second, store)
+    assert follower.resumed_at == first_part
+    assert (second.first_offset, second.bytes) == (first_part, len(data) - first_part)
+    _, replayed = replay_path(path)
+    assert follower.concluded is not None
+    assert _key(follower.concluded.verdict) == _key(replayed)
+    status = follower.status()
+    assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(_replace, id="replaced"),
+        pytest.param(lambda p, d: p.write_bytes(d[:100]), id="truncated"),
+        pytest.param(lambda p, d: p.write_bytes(d.replace(b"INFO", b"info", 1)), id="rewritten"),
+    ],
+)
+async def test_a_checkpoint_of_a_file_that_changed_is_ignored(tmp_path: Path, change: Any) -> None:
+    """The log replaced, truncated or rewritten while the follower was stopped: the checkpoint is ignored (and
+    the reason logged), and the new follower reads the file from its start to the replay's verdict."""
+    data = _read(CRASH)
+    path = tmp_path / "server.log"
+    path.write_bytes(data[: len(data) // 2])
+    async with open_store(tmp_path / "state") as store:
+        await _follow(_spec(path), CountingSource(LocalSource(path)), store)
+        assert await store.load_checkpoint("resumed") is not None
+        change(path, data)
+        second = CountingSource(LocalSource(path))
+        with capture_logs() as logs:
+            follower = await _follow(_spec(path), second, store)
+    assert follower.resumed_at is None
+    assert (second.first_offset, second.bytes) == (0, path.stat().st_size)
+    assert [e["event"] for e in logs if "checkpoint" in e["event"]] == [
+        "checkpoint ignored; reading the log from its start"
+    ]
+    _, replayed = replay_path(path)
+    assert _key(follower.status()) == _key(replayed)
+
+
+async def test_a_checkpoint_under_other_settings_or_damaged_is_ignored(tmp_path: Path) -> None:
+    """A checkpoint taken for another engine setting, or one damaged in the store, is not used: the log is
+    read from its start."""
+    data = _read(READY)
+    path = tmp_path / "server.log"
+    path.write_bytes(data)
+    async with open_store(tmp_path / "state") as store:
+        await _follow(_spec(path), CountingSource(LocalSource(path)), store)
+        source = CountingSource(LocalSource(path))
+        follower = await _follow(_spec(path, engine="sglang"), source, store)
+        assert (follower.resumed_at, source.bytes) == (None, len(data))
+        blob = await store.load_checkpoint("resumed")
+        assert blob is not None
+        await store.save_checkpoint("resumed", len(data), blob[: len(blob) - 50])
+        source = CountingSource(LocalSource(path))
+        follower = await _follow(_spec(path, engine="sglang"), source, store)
+        assert (follower.resumed_at, source.bytes) == (None, len(data))
+
+
+class SavesSeen:
+    """The real store, and the offsets of the checkpoints saved to it (a test waits on them)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.offsets: list[int] = []
+        self._saved = anyio.Event()
+
+    async def load_checkpoint(self, launch: str) -> bytes | None:
+        return await self.store.load_checkpoint(launch)
+
+    async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
+        await self.store.save_checkpoint(launch, offset, blob)
+        self.offsets.append(offset)
+        self._saved.set()
+        self._saved = anyio.Event()
+
+    async def wait_for(self, offset: int, clock: ManualClock) -> None:
+        """Let the checkpoint interval pass until a checkpoint at `offset` is saved."""
+        while offset not in self.offsets:
+            saved = self._saved
+            await clock.advance(CHECKPOINT_INTERVAL + 1.0)
+            if offset not in self.offsets:
+                await saved.wait()
+
+
+async def test_checkpoints_are_saved_while_reading_not_only_at_the_end(tmp_path: Path) -> None:
+    """A growing log is checkpointed once per interval while it grows, so that a kill -9 (no final save)
+    loses little: each checkpoint is at an offset the follower had read to, and loads as this build's."""
+    data = _read(READY)
+    path = tmp_path / "server.log"
+    path.write_bytes(b"")
+    clock = ManualClock()
+    async with open_store(tmp_path / "state") as store:
+        saves = SavesSeen(store)
+        follower = LaunchFollower(_spec(path), source=LocalSource(path), clock=clock, checkpoints=saves)
+        ends = [len(data) * k // 4 for k in (1, 2, 3, 4)]
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, follower)
+                await tg.start(follower.run)
+                for start, end in zip([0, *ends], ends, strict=False):
+                    with path.open("ab") as f:
+                        f.write(data[start:end])
+                    await saves.wait_for(end, clock)
+                    blob = await store.load_checkpoint("resumed")
+                    assert blob is not None
+                    assert decode(blob, build=build_id(), settings=settings_id(follower.spec)).offset == end
+                tg.cancel_scope.cancel()
+    assert set(ends) <= set(saves.offsets)
+    assert saves.offsets == sorted(saves.offsets)
+
+
+async def _drain(follower: LaunchFollower) -> None:
+    with follower.updates:
+        async for _ in follower.updates:
+            pass
+
+
+@pytest.mark.sshd
+async def test_a_restarted_follower_over_ssh_resumes_at_the_offset(
+    tmp_path: Path, sshd: Any, ssh_options: SSHOptions
+) -> None:
+    """Over the real sshd: the file is identified on the host, the remote reader starts at the offset and
+    sends only the appended bytes, and the verdict is the replay's; a file replaced on the host is read
+    from its start."""
+    data = _read(CRASH)
+    path = tmp_path / "server.log"
+    cut = len(data) // 3
+    path.write_bytes(data[:cut])
+    spec = _spec(f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{path}")
+
+    def source(pool: SSHPool) -> CountingSource:
+        return CountingSource(
+            SSHSource(pool, sshd.host, str(path), port=sshd.port, user=sshd.user, stat_interval=0.05)
+        )
+
+    async with SSHPool(ssh_options) as pool, open_store(tmp_path / "state") as store:
+        first = source(pool)
+        await _follow(spec, first, store)
+        assert first.bytes == cut
+        with path.open("ab") as f:
+            f.write(data[cut:])
+        second = source(pool)
+        follower = await _follow(spec, second, store)
+        assert follower.resumed_at == cut
+        assert (second.first_offset, second.bytes) == (cut, len(data) - cut)
+        _, replayed = replay_path(path)
+        assert follower.concluded is not None
+        assert _key(follower.concluded.verdict) == _key(replayed)
+
+        _replace(path, data)
+        third = source(pool)
+        follower = await _follow(spec, third, store)
+        assert (follower.resumed_at, third.first_offset, third.bytes) == (None, 0, len(data))
+
+
+async def test_a_restarted_daemon_resumes_each_launch_at_its_checkpoint(tmp_path: Path) -> None:
+    """The daemon with a state store: stopped mid-launch, the log grows, a new daemon on the same state resumes
+    the launch at the offset it had reached and ends with the replay's verdict and line count."""
+    from watchdog.daemon import Daemon, LaunchPlan  # noqa: PLC0415 - the daemon only for this test
+
+    data = _read(CRASH)
+    path = tmp_path / "server.log"
+    cut = len(data) // 5
+    path.write_bytes(data[:cut])
+    plans = {"resumed": LaunchPlan(_spec(path))}
+
+    async def run(until: str) -> list[dict[str, Any]]:
+        daemon = Daemon(plans, store=store, handle_signals=False)
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                statuses = await daemon.wait_until(lambda s: s[0]["state"] == until)
+                await daemon.stop()
+        return statuses
+
+    async with open_store(tmp_path / "state") as store:
+        with capture_logs() as first_logs:
+            await run("capturing_graphs")
+        assert not [e for e in first_logs if e["event"] == "resuming from checkpoint"]
+        with path.open("ab") as f:
+            f.write(data[cut:])
+        with capture_logs() as logs:
+            (status,) = await run("crashed")
+    resumed = [e for e in logs if e["event"] == "resuming from checkpoint"]
+    assert [(e["launch"], e["offset"]) for e in resumed] == [("resumed", cut)]
+    _, replayed = replay_path(path)
+    assert _key(status) == _key(replayed)
+    assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
