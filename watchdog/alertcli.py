@@ -134,7 +134,8 @@ def sample_alert(kind: str = "crashed", *, link: str = "") -> Alert:
         alert = crashed.resolution(datetime.now(UTC), TEST_NOTE)
     else:
         alert = Alert.from_status(alert_kind, status, link=link, detail=TEST_NOTE)
-    return dataclasses.replace(alert, detail=TEST_NOTE)
+    # said where every service shows it: the summary (the detail is not shown for every kind)
+    return dataclasses.replace(alert, detail=TEST_NOTE, summary=f"[TEST] {alert.summary or alert.title}")
 
 
 def run_test_notify(args: argparse.Namespace) -> int:
