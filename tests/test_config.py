@@ -760,3 +760,23 @@ def test_min_severity_keeps_the_severe_kinds_and_their_resolutions() -> None:
         }
     )
     assert config.notifiers["pd"].alert_kinds() == ("crashed", "unreachable", "resolved")
+
+
+def test_learned_deadlines_and_gpu_interval_reach_the_daemon() -> None:
+    """learned_factor and learn_deadlines reach the launch's plan, gpu_interval its spec."""
+    from watchdog.service import plans_from  # noqa: PLC0415
+
+    config = parse_config(
+        {
+            "launches": {
+                "a": {"log": "/a.log", "learned_factor": 3, "gpu": True, "gpu_interval": "10s"},
+                "b": {"log": "/b.log", "learn_deadlines": False},
+            }
+        }
+    )
+    plans = plans_from(config)
+    assert plans["a"].learned_factor == 3.0
+    assert plans["a"].spec.gpu_interval == 10.0
+    assert plans["b"].learned_factor is None
+    with pytest.raises(ConfigError, match="give a factor from 1 to 100"):
+        parse_config({"launches": {"a": {"log": "/a.log", "learned_factor": 0.5}}})

@@ -42,7 +42,8 @@ from pydantic import (
 import watchdog.notifiers as notifier_kinds
 from watchdog.exceptions import ConfigError
 from watchdog.exitcodes import EXIT_CONFIG
-from watchdog.launch import DEFAULT_STALL_AFTER, LaunchSpec
+from watchdog.expectations import LEARN_FACTOR
+from watchdog.launch import DEFAULT_GPU_INTERVAL, DEFAULT_STALL_AFTER, LaunchSpec
 from watchdog.notifiers.alert import SEVERITY, AlertKind
 from watchdog.notifiers.webhook import check_template
 from watchdog.options import health_url, webhook_url
@@ -456,7 +457,18 @@ class LaunchConfig(_Model):
         "pid_file or neither, every GPU process of the host) with nvidia-smi on its host: memory "
         "still filling counts as progress",
     )
+    gpu_interval: Duration = Field(
+        default=DEFAULT_GPU_INTERVAL, description="seconds between two GPU memory samples of the host"
+    )
     deadlines: Deadlines = Field(default=Deadlines.model_validate({}), description="per-phase deadlines")
+    learn_deadlines: StrictBool = Field(
+        default=True,
+        description="a phase longer than learned_factor x the p95 of its past durations (and than its "
+        "deadline) is stalled, once the launch has history",
+    )
+    learned_factor: Annotated[float, AfterValidator(_check_factor)] = Field(
+        default=LEARN_FACTOR, description="how many times its usual p95 a phase may take (1 to 100)"
+    )
     notify: tuple[Name, ...] = Field(default=(), description="[notifiers] entries told of each verdict")
     labels: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_labels)] = Field(
         default_factory=dict, description="extra labels for metrics and /status"
@@ -561,6 +573,12 @@ _OPTION_KEYS = (
     "template",
     "content_type",
 )
+
+
+def _check_factor(value: float) -> float:
+    if not 1.0 <= value <= 100.0:
+        raise ValueError(f"{value} is out of range: give a factor from 1 to 100")
+    return value
 
 
 def _check_rate(value: int) -> int:
@@ -1012,6 +1030,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         pid_file=launch.pid_file,
         health_url=launch.health_url,
         gpu=launch.gpu,
+        gpu_interval=launch.gpu_interval,
         stall_after=launch.stall_after,
         deadlines=tuple(launch.deadlines.by_phase().items()),
     )

@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from watchdog.alerting import Alerting, ConsoleAlerts, Notifier
 from watchdog.exceptions import WatchdogError, first_watchdog_error
-from watchdog.expectations import eta_to_ready, learned_deadlines, typical_durations
+from watchdog.expectations import LEARN_FACTOR, eta_to_ready, learned_deadlines, typical_durations
 from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.lifecycle import State
 from watchdog.metrics import DaemonStats
@@ -68,6 +68,7 @@ class LaunchPlan:
     ssh: SSHOptions | None = None  # how to reach the host (one pool per host name)
     labels: Mapping[str, str] = field(default_factory=dict)
     alerts: tuple[Notifier, ...] = ()  # who hears of its alerts (each says the kinds in its `on`)
+    learned_factor: float | None = LEARN_FACTOR  # phases past this x their usual p95 are stalled; None: off
 
 
 @dataclass
@@ -318,7 +319,9 @@ class Daemon:
             for r in await self._store.history(spec.name, limit=HISTORY_SAMPLES)
         ]
         run.typical = typical_durations(records)
-        deadlines = learned_deadlines(records, dict(spec.deadlines))
+        if run.plan.learned_factor is None:
+            return spec
+        deadlines = learned_deadlines(records, dict(spec.deadlines), factor=run.plan.learned_factor)
         return dataclasses.replace(spec, deadlines=tuple(sorted(deadlines.items())))
 
     async def _consume(self, run: _Running, follower: LaunchFollower) -> None:

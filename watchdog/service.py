@@ -35,6 +35,7 @@ def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPl
             ssh=ssh_options(config, launch.host) if launch.host else None,
             labels=dict(launch.labels),
             alerts=tuple(notifiers[n] for n in launch.notify),
+            learned_factor=launch.learned_factor if launch.learn_deadlines else None,
         )
         for name, launch in config.launches.items()
         if shard is None or shard.owns(name)
