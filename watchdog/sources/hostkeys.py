@@ -30,21 +30,30 @@ class HostKeyCheck:
     """
 
     def __init__(self, path: str, *, accept_new: bool) -> None:
-        """Remember the policy; the file is read when asyncssh asks for the trusted keys."""
+        """Remember the policy; `load` reads the file (call it off the event loop before connecting), else
+        it is read when asyncssh asks for the trusted keys."""
         self.path = path
         self.accept_new = accept_new
         self.problem: str | None = None
         self._has_entry = False
+        self._known: asyncssh.SSHKnownHosts | None = None
+
+    def load(self) -> None:
+        """Read known_hosts now (blocking: from a worker thread), so that asyncssh's question is answered
+        without file I/O on the event loop."""
+        try:
+            self._known = asyncssh.read_known_hosts(self.path)
+        except FileNotFoundError:
+            self._known = asyncssh.import_known_hosts("")
 
     def trusted_keys(
         self, host: str, addr: str, port: int | None
     ) -> tuple[Sequence[asyncssh.SSHKey], Sequence[asyncssh.SSHKey], Sequence[asyncssh.SSHKey]]:
         """The host keys, CA keys and revoked keys known_hosts holds for the host."""
-        try:
-            known = asyncssh.read_known_hosts(self.path)
-        except FileNotFoundError:
-            known = asyncssh.import_known_hosts("")
-        host_keys, ca_keys, revoked, *_ = asyncssh.match_known_hosts(known, host, addr, port)
+        if self._known is None:
+            self.load()
+        assert self._known is not None
+        host_keys, ca_keys, revoked, *_ = asyncssh.match_known_hosts(self._known, host, addr, port)
         self._has_entry = bool(host_keys) or bool(ca_keys)
         return host_keys, ca_keys, revoked
 

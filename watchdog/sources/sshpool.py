@@ -562,6 +562,7 @@ class SSHPool:
         opts = self.options
         where = _where(host, port, user)
         check = HostKeyCheck(opts.known_hosts_path, accept_new=opts.accept_new_host_key)
+        await anyio.to_thread.run_sync(check.load)  # known_hosts read off the event loop
         kwargs: dict[str, Any] = {
             "known_hosts": check.trusted_keys,
             "client_factory": lambda: _Client(check),
