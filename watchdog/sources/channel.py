@@ -69,6 +69,11 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
             self._chan.resume_reading()
         return packet
 
+    @property
+    def exit_status(self) -> int | None:
+        """The remote command's exit status, once it has exited (None before, or when it was killed)."""
+        return self._chan.get_exit_status() if self._chan is not None else None
+
     def close(self) -> None:
         """Close the channel: the remote script sees EOF on stdin and kills its tail."""
         if self._chan is not None:

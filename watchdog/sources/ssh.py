@@ -310,12 +310,15 @@ class _Follower:
         )
         conn, session = await self._open_session(command)
         try:
-            buffered = b""
+            buffered = errors = b""
             while b"\n" not in buffered:
                 kind, data, exc = await session.receive()
+                if kind == "err" and len(errors) < _HEADER_LIMIT:
+                    errors += data
                 if kind == "closed":
                     if exc is not None or conn.is_closed():
                         raise self._lost(conn, exc)
+                    _check_refused(src.host, session.exit_status, errors)
                     await self._accept_header(None)
                 if kind == "out":
                     buffered += data
@@ -387,6 +390,8 @@ class _Follower:
         command = poll_command(src.path, self.offset, max_bytes=DEFAULT_POLL_BYTES)
         result = await src.pool.run(src.host, command, port=src.port, user=src.user, encoding=None)
         await self._channel_opened()
+        stderr = result.stderr if isinstance(result.stderr, bytes) else b""
+        _check_refused(src.host, result.exit_status, stderr)
         stdout = result.stdout
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")
@@ -397,3 +402,14 @@ class _Follower:
             self.known_size = self.offset
             await self._caught_up()
             await anyio.sleep(src.poll_interval)
+
+
+REFUSED = 126  # the exit status of a forced-command wrapper that refuses a command (deploy/ssh/)
+
+
+def _check_refused(host: str, status: int | None, stderr: bytes) -> None:
+    """A command the host refused (a forced-command wrapper older than this watchdog, say) is an error
+    that says so, not a log that is not there yet: trying again cannot help."""
+    if status == REFUSED:
+        said = stderr.decode(errors="replace").strip()[:300] or "no message"
+        raise TargetError(f"{host} refused the log reader (exit {REFUSED}): {said}")
