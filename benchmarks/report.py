@@ -113,7 +113,9 @@ FULL = Sizes(
     verdict_runs=30,
     ssh_lines=200,
     daemon=("--local",),
-    alert=(),
+    # the 200 others as local files: over SSH, their 200 sshd sessions and remote `tail`s (which live on the
+    # GPU hosts in a deployment) would share this machine's 2 cores with the daemon being measured
+    alert=("--crashes", "20", "--others", "200", "--local-others"),
     shard=("--launches", "2000", "--max-shards", "8"),
     timeout=1800.0,
 )
