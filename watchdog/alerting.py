@@ -461,10 +461,10 @@ class Alerting:
             await self._retry(item, f"{type(exc).__name__}: {exc}", None)
         else:
             item.attempts += 1
+            await self._outbox.delivered(item, self._clock())  # noted first: the log line means it is kept
             if said:
                 self.sent[notifier.name] += 1
                 log.info("alert delivered", notifier=notifier.name, key=item.key, attempts=item.attempts)
-            await self._outbox.delivered(item, self._clock())
 
     async def _retry(self, item: Item, error: str, retry_after: float | None) -> None:
         item.attempts += 1
