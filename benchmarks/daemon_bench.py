@@ -10,7 +10,8 @@ A writer, a separate process, grows every log with real corpus lines: a whole SG
 lines), about 10 lines/s per log with bursts (on a 100 ms tick: usually 0 or 1 line, one tick in 20 a burst
 of 8 to 16 lines), and after 8 to 20 s of serving a real post-ready scheduler crash ("Scheduler hit an
 exception" and its uncaught traceback, written in one write); 1 to 2 s later the launch starts again (the
-startup appended, a new incarnation). The writer notes the time just after each crash's write; the daemon
+startup appended, a new incarnation). The writer notes the time just before and just after each crash's
+write (a transition logged after the first counts; its latency is from the second, 0 if earlier); the daemon
 logs each transition as a JSON line on standard error with its timestamp (log_format = "json"), so
 line-to-verdict is the `crashed` transition's timestamp minus the write's, on the same clock.
 
@@ -18,12 +19,13 @@ Measured:
   - CPU % of one core of the daemon's process over the load window (/proc/PID/stat utime + stime);
   - its peak RSS (VmHWM in /proc/PID/status) at the end;
   - line-to-verdict p50/p99/max over every crash written in the window;
-  - CPU % while every log is quiet (no write at all) for --quiet-seconds, from 2 s after the last write.
+  - CPU % while every log is quiet (no write at all) for --quiet-seconds, from --quiet-lead seconds (default
+    15) after the last write.
 Also shown, for context: the writer's CPU and (SSH) the sshd side's (its sessions, tails and stat loops,
 approximately: live descendants' own and reaped children's times), which share the machine's cores.
 
     python benchmarks/daemon_bench.py [--launches 200] [--hosts 20] [--seconds 60] [--quiet-seconds 30]
-                                      [--local] [--workdir DIR] [--check]
+                                      [--quiet-lead 15] [--local] [--workdir DIR] [--check]
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "sglang"
 TICK = 0.1  # s between the writer's rounds
 WARMUP = 3.0  # s of load before the measured window opens
-QUIET_LEAD = 2.0  # s after the last write before the quiet window opens
+# s after the last write before the quiet window opens: the idle cost, not the tail of the load (each launch's
+# checkpoint is saved once its log has been quiet for 1 s, at most 10 s after the one before: watchdog.checkpoint)
+QUIET_LEAD = 15.0
 START_DEADLINE = 120.0  # s for the daemon to read every log as it was
 GOALS = {  # name: (bound, unit, what)
     "cpu": (20.0, "% of a core", "CPU, logs growing"),
@@ -100,7 +104,7 @@ def write_load(spec: dict[str, Any]) -> dict[str, Any]:
     for name, path in spec["logs"]:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         logs.append(_Log(name, fd, until=time.time() + rng.uniform(2.0, 20.0)))
-    crashes: list[tuple[str, float]] = []
+    crashes: list[tuple[str, float, float]] = []  # launch, time just before and just after the write
     lines = nbytes = 0
     serve_at = 0
     next_tick = time.monotonic()
@@ -110,8 +114,9 @@ def write_load(spec: dict[str, Any]) -> dict[str, Any]:
             data = b""
             if log.mode == "serving":
                 if now >= log.until:
+                    before = time.time()
                     os.write(log.fd, crash)
-                    crashes.append((log.name, time.time()))
+                    crashes.append((log.name, before, time.time()))
                     nbytes += len(crash)
                     lines += crash.count(b"\n")
                     log.mode, log.until = "quiet", now + rng.uniform(1.0, 2.0)
@@ -262,7 +267,7 @@ def _parse_ts(value: str) -> float:
 
 
 def _latencies(
-    events: list[dict[str, Any]], crashes: list[tuple[str, float]], window: tuple[float, float]
+    events: list[dict[str, Any]], crashes: list[tuple[str, float, float]], window: tuple[float, float]
 ) -> tuple[list[float], list[str]]:
     seen: dict[str, list[float]] = {}
     for e in events:
@@ -270,12 +275,13 @@ def _latencies(
             seen.setdefault(e["launch"], []).append(_parse_ts(e["timestamp"]))
     out: list[float] = []
     missed: list[str] = []
-    for name, written in crashes:
+    for name, began, written in crashes:
         if not window[0] <= written <= window[1]:
             continue
-        after = [t for t in seen.get(name, []) if t >= written - 0.0005]
+        # the daemon may say it before the writer, descheduled after its write, has noted the time: 0 then
+        after = [t for t in seen.get(name, []) if t >= began - 0.0005]
         if after:
-            out.append(min(after) - written)
+            out.append(max(min(after) - written, 0.0))
         else:
             missed.append(name)
     return out, missed
@@ -287,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60.0, help="the measured window under load")
     parser.add_argument("--quiet-seconds", type=float, default=30.0, help="the measured window, all quiet")
+    parser.add_argument(
+        "--quiet-lead", type=float, default=QUIET_LEAD, help="seconds after the last write before it opens"
+    )
     parser.add_argument("--local", action="store_true", help="every log a file on this machine (no SSH)")
     parser.add_argument("--workdir", type=Path, help="keep the logs, config and daemon log here")
     parser.add_argument("--seed", type=int, default=1)
@@ -352,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         s1 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
         writer.wait(timeout=30)
         result = json.loads(out_path.read_text())
-        time.sleep(max(result["ended"] + QUIET_LEAD - time.time(), 0))
+        time.sleep(max(result["ended"] + args.quiet_lead - time.time(), 0))
         q0, quiet0 = _cpu_seconds(pid), time.time()
         qs0 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
         time.sleep(args.quiet_seconds)

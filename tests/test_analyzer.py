@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -123,3 +124,92 @@ def test_any_chunking_gives_the_same_verdict(name: str, cuts: list[int]) -> None
     points = sorted({c % (len(data) + 1) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
     assert _verdict(chunks) == _verdict([data])
+
+
+# A head whose first line names vLLM and whose later lines name SGLang twice: read live in pieces, the engine is
+# first vLLM (provisional), then SGLang; a marker missed because a piece cut it would leave a tie, which vLLM
+# (first seen) wins. Line separators other than "\n" (a CR, U+2028, U+0085) and multi-byte characters that a
+# piece may cut in two are in it too.
+_FLIP_HEAD = (
+    "INFO 08-19 07:51:03 api_server.py:1] vLLM API server version 0.6.3\n"
+    "caf\u00e9 \u2028 r\u00e9sum\u00e9\r progress \u0085 done\n"
+    "server_args=ServerArgs(model_path='x', tp_size=1)\n"
+    "[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n"
+    "[2025-01-23 19:35:16 TP0] na\u00efve line \u2028 with no marker\n"
+).encode()
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(_FLIP_HEAD)), max_size=12))
+def test_a_head_read_live_in_pieces_ends_on_the_engine_of_the_whole_head(cuts: list[int]) -> None:
+    """A log's head read in any pieces, each followed by catching up (as a live follower reads it), ends with
+    the engine and verdict of the whole file read at once."""
+    data = _FLIP_HEAD
+    points = sorted(set(cuts))
+    live = Analyzer()
+    for a, b in zip([0, *points], [*points, len(data)], strict=True):
+        live.feed(data[a:b], 0.0)
+        live.caught_up(0.0)
+    live.finish(0.0)
+    whole = _verdict([data])
+    assert live.engine == whole["engine"] == "sglang"
+    lc = live.lifecycle.current
+    assert to_json(lc, engine=live.engine, lines_read=live.lines_read, bytes_read=live.bytes_read) == whole
+
+
+def test_next_due_is_the_crash_grace_after_a_log_goes_quiet_inside_a_traceback() -> None:
+    """A log that stops inside a traceback is due a tick `crash_grace` after its last bytes, and not before:
+    then the traceback is reported as cut."""
+    a = Analyzer("sglang", crash_grace=5.0)
+    a.feed(b"[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n", 1.0)
+    assert a.next_due() is None  # no stall_after, nothing pending: only new bytes can change anything
+    a.feed(b"Traceback (most recent call last):\n", 2.0)
+    a.feed(b'  File "/sgl/srt/managers/scheduler.py", line 1, in run\n', 3.0)
+    assert a.next_due() == 8.0
+    assert a.tick(7.9) == []
+    a.tick(8.0)
+    assert a.next_due() is not None  # the cut traceback is now a pending error, judged by the clock
+    assert a.next_due() == 13.0
+    assert [t.state for t in a.tick(13.0)] == [State.CRASHED]
+    assert a.next_due() is None
+
+
+_STARTUP = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+_CRASH = b"".join(
+    (CORPUS / "sglang" / "postready-scheduler-valueerror-lmcache-tp2-pr869.log")
+    .read_bytes()
+    .splitlines(True)[1:]
+)
+
+
+def test_a_crash_loop_reads_every_incarnation_with_the_rules_of_its_state() -> None:
+    """A server that starts, becomes ready and crashes again and again has each start's phases and each
+    post-ready crash found: the rules (and the line classifications kept for each set) switch back and forth."""
+    a = Analyzer()
+    for i in range(4):
+        a.feed(_STARTUP, float(i))
+        a.feed(DECODE % (i, 1, 2), float(i))
+        a.feed(_CRASH, float(i))
+    a.finish(5.0)
+    incarnations = [*a.lifecycle.history, a.lifecycle.current]
+    assert len(incarnations) == 4
+    for inc in incarnations:
+        states = [t.state for t, _ in inc.timeline]
+        assert State.LOADING_WEIGHTS in states
+        assert states[-2:] == [State.READY, State.CRASHED]
+
+
+def test_an_analyzer_pickled_mid_log_reads_on_as_the_original() -> None:
+    """An analyzer pickled (as a checkpoint keeps it) and loaded again reads the rest of the log to the same
+    verdict as the one that was never stopped."""
+    first, rest = _STARTUP + _CRASH + _STARTUP, _CRASH + _STARTUP
+    a = Analyzer()
+    a.feed(first, 0.0)
+    b = pickle.loads(pickle.dumps(a))
+    for x in (a, b):
+        x.feed(rest, 1.0)
+        x.finish(2.0)
+    assert to_json(
+        a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read
+    ) == (to_json(b.lifecycle.current, engine=b.engine, lines_read=b.lines_read, bytes_read=b.bytes_read))
+    assert len(b.lifecycle.history) == len(a.lifecycle.history) == 2

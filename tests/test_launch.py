@@ -237,3 +237,61 @@ async def test_ready_log_with_a_later_error_already_written_is_a_crash() -> None
     assert first is not None
     assert first["state"] == "crashed"
     assert first["phase"] == "ready"
+
+
+class _CountedTicks:
+    """Counts the analyzer's ticks of a follower (the clock task calls `tick` only when one is due)."""
+
+    def __init__(self, follower: LaunchFollower) -> None:
+        self.count = 0
+        tick = follower.analyzer.tick
+
+        def counted(now: float) -> list[Any]:
+            self.count += 1
+            return tick(now)
+
+        follower.analyzer.tick = counted  # type: ignore[method-assign]
+
+
+async def test_a_quiet_ready_launch_is_not_ticked() -> None:
+    """Once ready, with nothing the clock can decide, a quiet launch's follower sleeps: an hour passes with
+    at most the one tick it had set for its stall deadline before it was ready (not 14,400)."""
+    run = _Run()
+    ticks = _CountedTicks(run.follower)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(
+            _read(FIXTURES / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log")
+        )
+        await run.source.catch_up()
+        await run.clock.advance(1.0)
+        assert run.follower.status()["state"] == "ready"
+        ticks.count = 0
+        await run.clock.advance(3600.0)
+        tg.cancel_scope.cancel()
+    assert ticks.count <= 1
+
+
+async def test_ticks_wait_for_the_stall_deadline_and_an_error_brings_them_forward() -> None:
+    """A loading launch is not ticked 4 times a second while no deadline is near (at most once, for the engine
+    detection it had set before it caught up), and an error seen meanwhile wakes the sleeping clock task for
+    its crash grace."""
+    run = _Run(stall_after=600.0)
+    ticks = _CountedTicks(run.follower)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(b"[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n")
+        await run.source.catch_up()
+        await run.clock.advance(300.0)
+        assert ticks.count <= 1
+        ticks.count = 0
+        await run.source.append(
+            b'Traceback (most recent call last):\n  File "x.py", line 1, in f\nValueError: x\n'
+        )
+        await run.source.catch_up()
+        await run.clock.advance(GRACE + 0.5)
+        tg.cancel_scope.cancel()
+    assert run.follower.status()["state"] == "crashed"
+    assert 1 <= ticks.count <= 2

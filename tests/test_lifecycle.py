@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -307,3 +309,48 @@ def test_a_phase_past_its_deadline_is_stalled_once() -> None:
     [back] = lc.feed(ProgressMade("weights", 5, 64, 3, None), now=71.0)
     assert back.state == State.LOADING_WEIGHTS
     assert lc.tick(now=200.0) == []
+
+
+@settings(max_examples=300)
+@given(
+    steps=_STEPS,
+    stall_after=st.none() | st.floats(1, 60),
+    memory_growing=st.booleans(),
+    early=st.floats(0, 0.999),
+)
+def test_no_tick_before_next_due_changes_the_state(
+    steps: list[tuple[Event | None, float]], stall_after: float | None, memory_growing: bool, early: float
+) -> None:
+    """A tick before `next_due` (at any time when it is None) causes no transition, so a follower may skip
+    the ticks before it."""
+    lc = Lifecycle("sglang", stall_after=stall_after, deadlines={"loading_weights": 20.0})
+    lc.memory_growing = memory_growing
+    now = 0.0
+    for event, dt in steps:
+        now += dt
+        due = lc.next_due()
+        if due is None or due > now:
+            probe = copy.deepcopy(lc)
+            at = now + 3600.0 if due is None else now + early * (due - now)
+            assert probe.tick(at) == []
+            assert probe.state == lc.state
+        if event is None:
+            lc.tick(now)
+        else:
+            lc.feed(event, now)
+
+
+def test_next_due_names_the_grace_the_stall_and_the_deadline() -> None:
+    """`next_due` is the earliest of a pending error's grace, the stall and the phase deadline; None once
+    there is nothing the clock can decide."""
+    lc = Lifecycle("sglang", stall_after=600.0, deadlines={"loading_weights": 60.0}, crash_grace=5.0)
+    assert lc.next_due() is None  # nothing seen yet
+    lc.feed(LaunchStarted(1, None, None), now=0.0)
+    assert lc.next_due() == 600.0
+    lc.feed(PhaseReached("loading_weights", 2, None, None), now=10.0)
+    assert lc.next_due() == 70.0
+    lc.feed(ErrorSeen(_ERR), now=12.0)
+    assert lc.next_due() == 17.0
+    [crashed] = lc.tick(17.0)
+    assert crashed.state == State.CRASHED
+    assert lc.next_due() is None

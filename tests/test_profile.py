@@ -5,9 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watchdog.exceptions import ConfigError
-from watchdog.profile import ENGINES, RULE_KINDS, detect_engine, load_profile, load_profile_file
+from watchdog.profile import (
+    ENGINES,
+    RULE_KINDS,
+    EngineDetector,
+    detect_engine,
+    load_profile,
+    load_profile_file,
+)
 
 
 @pytest.mark.parametrize("engine", [pytest.param(e, id=e) for e in ENGINES])
@@ -186,3 +195,36 @@ def test_detect_engine_user_markers(tmp_path: Path) -> None:
     """A user profile's detect markers take part in detection."""
     path = _write(tmp_path, 'extends = "tgi"\ndetect = ["acme-inference-gw"]\n[[ready]]\nmatch = "gw up"\n')
     assert detect_engine(["starting acme-inference-gw"], [path]) == "tgi"
+
+
+# Lines that move detection: markers of two engines, in and out of traceback frames, chain markers, plain text.
+_HEAD_LINES = st.sampled_from(
+    [
+        "server_args=ServerArgs(model_path='x')",
+        "vLLM API server version 0.6.3",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/vllm/model_executor/layers/linear.py", line 1, in f',
+        '  File "/usr/lib/python3/site-packages/sglang/srt/managers/scheduler.py", line 9, in run',
+        "    x = f()",
+        "During handling of the above exception, another exception occurred:",
+        "RuntimeError: boom",
+        "",
+        "hello world",
+    ]
+)
+
+
+@settings(max_examples=200)
+@given(lines=st.lists(_HEAD_LINES, max_size=30))
+def test_engine_detector_fed_line_by_line_agrees_with_detect_engine(lines: list[str]) -> None:
+    """Asked after each line (and on a copy that tries one more), the incremental detector names what
+    detect_engine names for the lines so far, so a growing head can be read once."""
+    detector = EngineDetector()
+    for i, line in enumerate(lines):
+        trial = detector.copy()
+        trial.feed(line)
+        assert trial.engine() == detect_engine(lines[: i + 1])
+        assert detector.engine() == detect_engine(lines[:i])  # the copy left the original as it was
+        detector.feed(line)
+    assert detector.count == len(lines)
+    assert detector.engine() == detect_engine(lines)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from watchdog.exceptions import UsageError
+from watchdog.sources import local as local_module
 from watchdog.sources.base import CaughtUp, Chunk, FileMissing, FileRestarted, SourceItem
 from watchdog.sources.inotify import Watcher
 from watchdog.sources.local import LocalSource
@@ -300,3 +303,45 @@ async def test_polls_without_inotify(tmp_path: Path) -> None:
         assert await read_to_caught_up(items, 6) == b"first\n"
         append_now(log, b"second\n")
         assert await next_item(items) == Chunk(6, b"second\n")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fstatfs file system types are Linux's")
+@pytest.mark.parametrize(
+    ("local", "reads_in_threads"),
+    [pytest.param(True, False, id="local-fs"), pytest.param(False, True, id="network-fs")],
+)
+async def test_reads_on_a_local_file_system_stay_on_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local: bool, reads_in_threads: bool
+) -> None:
+    """A file on a local file system is read on the event loop (only its open goes to a worker thread); on
+    any other (NFS, FUSE: a read may block) every read goes to a worker thread. Either way appends arrive."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first\n")
+    monkeypatch.setattr(local_module, "_on_local_fs", lambda fd: local)
+    calls: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        append_now(log, b"second\n")
+        assert await read_to_caught_up(items, 13, start=6) == b"second\n"
+    assert calls[0] == "_open"
+    assert (len(calls) > 1) is reads_in_threads
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fstatfs file system types are Linux's")
+def test_the_file_system_of_a_log_is_told_local_or_not(tmp_path: Path) -> None:
+    """A file on the test's temporary directory (a disk or tmpfs) counts as local; a /proc file does not."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"x\n")
+    for path, local in ((log, True), (Path("/proc/self/status"), False)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert local_module._on_local_fs(fd) is local
+        finally:
+            os.close(fd)

@@ -8,6 +8,8 @@ a few set operations; only lines holding a profile literal or an error keyword r
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from watchdog.findings import (
 )
 from watchdog.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.lifecycle import DEFAULT_CRASH_GRACE, Lifecycle, State, Transition
-from watchdog.profile import Profile, detect_engine, load_profile, load_profile_file
+from watchdog.profile import EngineDetector, Profile, Rule, detect_engine, load_profile, load_profile_file
 from watchdog.scanner import Scanner
 
 __all__ = ["Analyzer"]
@@ -60,6 +62,7 @@ _DETECT_BYTES = 64 * 1024
 _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
 _TEMPLATE_LIMIT = 200_000  # classified line templates kept before the cache starts over
 _TAIL_BYTES = 8192
+_NOTHING = re.compile(b"(?!)")  # matches no line: no rules yet
 
 
 class Analyzer:
@@ -91,7 +94,11 @@ class Analyzer:
         self._scanner = Scanner()
         self._candidates: set[bytes] = set()
         self._irrelevant: set[bytes] = set()
+        # the template caches of the other rule set (settled or not), kept for when the launch switches back:
+        # a crash loop switches twice an incarnation, and every line would be classified again each time
+        self._parked: dict[bool, tuple[set[bytes], set[bytes]]] = {}
         self._keywords: tuple[bytes, ...] = ()
+        self._keyword = _NOTHING  # finds any of _keywords in a line template
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
         self.lines_read = 0
         self.bytes_read = 0
@@ -101,6 +108,8 @@ class Analyzer:
         # that the log is read again from its start if the rest of the head names another engine.
         self._raw_head = bytearray()
         self._provisional = False
+        self._detector: EngineDetector | None = None  # the head's lines read so far, while provisional
+        self._head_cut = 0  # ... which are those of _raw_head[:_head_cut]
         self._head_emitted: set[tuple[State, int | None]] = set()
         self._caught_up = False
         self._last_data = 0.0
@@ -177,7 +186,7 @@ class Analyzer:
         out = self._blocks(self.framer.flush(), now)
         self.framer = Framer(max_line=self.framer.max_line)
         self._scanner.reset()
-        self._provisional, self._raw_head = False, bytearray()
+        self._provisional, self._raw_head, self._detector = False, bytearray(), None
         out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
         return out
 
@@ -192,6 +201,16 @@ class Analyzer:
             out += self._report_cut(now)
         out += self.lifecycle.tick(now)
         return out
+
+    def next_due(self) -> float | None:
+        """The earliest clock time at which `tick` may change anything (a lower bound), or None: until more
+        bytes, a probe or the end of the log come, no tick can."""
+        due = self.lifecycle.next_due()
+        if self.profile is None and self._held and self._held_since is not None:
+            due = _earlier(due, self._held_since + _DETECT_WAIT)
+        if not self._cut_reported and self._scanner.busy:
+            due = _earlier(due, self._last_data + self._crash_grace)
+        return due
 
     def probe(
         self, event: ProcessExited | HealthChecked | GpuMemorySampled | LogMissing, now: float
@@ -218,6 +237,7 @@ class Analyzer:
 
     def _use(self, profile: Profile) -> None:
         self.profile = profile
+        self._parked = {}
         self.lifecycle.engine = profile.name
         self._scanner.benign = profile.rules_of("benign")
         self.lifecycle.trust_silent_health = not profile.early_health
@@ -232,12 +252,25 @@ class Analyzer:
         settled = self.lifecycle.state in _SETTLED
         if settled is self._settled:
             return
+        if self._settled is not None:
+            self._parked[self._settled] = (self._candidates, self._irrelevant)
         self._settled = settled
-        rules = [r for r in self.profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
-        self._keywords = tuple(dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS)))
-        self._scanner.rules = tuple(r for r in rules if r.kind != "benign")
-        self._candidates.clear()
-        self._irrelevant.clear()
+        self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
+        self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
+
+    def __getstate__(self) -> dict[str, object]:
+        # the parked template caches are rebuilt as lines come, like the active ones (which a checkpoint drops)
+        state = self.__dict__.copy()
+        state["_parked"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_parked", {})
+        if "_keyword" not in state:
+            self._keyword = (
+                re.compile(b"|".join(re.escape(k) for k in self._keywords)) if self._keywords else _NOTHING
+            )
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)
@@ -324,9 +357,9 @@ class Analyzer:
             if len(self._candidates) + len(self._irrelevant) > _TEMPLATE_LIMIT:
                 self._candidates.clear()
                 self._irrelevant.clear()
-            keywords = self._keywords
+            keyword = self._keyword.search  # one C-level search for all the literals
             for t in new:
-                if any(k in t for k in keywords):
+                if keyword(t) is not None:
                     self._candidates.add(t)
                 else:
                     self._irrelevant.add(t)
@@ -350,19 +383,19 @@ class Analyzer:
         head = self._raw_head
         old = len(head)
         head += data[: _DETECT_BYTES - old]
-        lines = bytes(head).decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
-        engine = detect_engine(lines, self._extra) or "generic"
-        complete = len(lines) >= _DETECT_LINES or len(head) >= _DETECT_BYTES
+        found, count = self._detect_head(head)
+        complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
+        engine = found or "generic"
         if engine == self.engine:
             if complete:
                 self._provisional = False  # the whole head was read: this engine it is
-                self._raw_head = bytearray()
+                self._raw_head, self._detector = bytearray(), None
             return self._blocks(self.framer.feed(data), now)
         # The head, read further, names another engine (more of its markers): read the log again from its
         # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
         # reporting twice the transitions already reported.
         whole = bytes(head[:old]) + data
-        emitted = self._head_emitted
+        emitted, detector, cut = self._head_emitted, self._detector, self._head_cut
         bytes_read, caught_up = self.bytes_read, self._caught_up
         self.__init__(  # type: ignore[misc]  # the same analyzer, reading again from the start
             engine,
@@ -380,7 +413,52 @@ class Analyzer:
         if not complete:  # the rest of the head may still name another engine
             emitted.update((t.state, t.line) for t in out)
             self._provisional, self._raw_head, self._head_emitted = True, head, emitted
+            self._detector, self._head_cut = detector, cut
         return out
+
+    def _detect_head(self, head: bytearray) -> tuple[str | None, int]:
+        # `detect_engine` of the head's first lines, and how many there are (up to _DETECT_LINES), reading each
+        # line once: the lines up to the head's last newline are final (the bytes after a newline never change
+        # how the bytes before it decode or split), the rest may still grow, so it is only tried, on a copy.
+        detector = self._detector
+        if detector is None:
+            detector, self._head_cut = EngineDetector(self._extra), 0
+            self._detector = detector
+        cut = head.rfind(b"\n") + 1
+        if cut > self._head_cut:
+            if detector.count < _DETECT_LINES:
+                lines = head[self._head_cut : cut].decode("utf-8", "replace").splitlines()
+                for line in lines[: _DETECT_LINES - detector.count]:
+                    detector.feed(line)
+            self._head_cut = cut
+        if detector.count >= _DETECT_LINES:
+            return detector.engine(), detector.count
+        rest = head[cut:].decode("utf-8", "replace").splitlines()
+        if not rest:
+            return detector.engine(), detector.count
+        trial = detector.copy()
+        for line in rest[: _DETECT_LINES - detector.count]:
+            trial.feed(line)
+        return trial.engine(), trial.count
+
+
+@functools.lru_cache(maxsize=64)
+def _rule_set(
+    profile: Profile, settled: bool
+) -> tuple[tuple[bytes, ...], re.Pattern[bytes], tuple[Rule, ...]]:
+    # A profile's literals (as one search), and its rules but the benign ones, before or once settled; the same
+    # for every launch of an engine, and asked twice an incarnation in a crash loop.
+    rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
+    keywords = tuple(dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS)))
+    return (
+        keywords,
+        re.compile(b"|".join(map(re.escape, keywords))),
+        tuple(r for r in rules if r.kind != "benign"),
+    )
+
+
+def _earlier(a: float | None, b: float) -> float:
+    return b if a is None or b < a else a
 
 
 def _first_line(data: bytes) -> LaunchStarted:

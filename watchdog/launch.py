@@ -66,7 +66,7 @@ DEFAULT_SETTLE = 0.25  # seconds a crash report waits for the other ranks' error
 DEFAULT_QUIET = 0.05  # ... unless the log has been quiet (read to its end) this long
 DEFAULT_TICK = 0.25  # seconds between clock ticks (stall, pending errors, deadlines), when one is due
 CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
-CHECKPOINT_IDLE = 10.0  # the longest a follower that keeps checkpoints sleeps between ticks
+CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
 DEFAULT_PROBE_INTERVAL = 2.0  # seconds between process and health probes
 DEFAULT_GPU_INTERVAL = 5.0
 UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
@@ -446,13 +446,10 @@ class LaunchFollower:
         while True:
             now = self.now()
             due = self._due()
-            if self._checkpoints is not None:
+            if self._checkpoints is not None and self._checkpoints.dirty:
                 # A checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick (one a
-                # second while it is not yet due), or at the latest every CHECKPOINT_IDLE seconds.
-                if self._checkpoints.dirty:
-                    save = max(self._last_data, last_tick) + CHECKPOINT_QUIET
-                else:
-                    save = now + CHECKPOINT_IDLE
+                # second while it is not yet due); with nothing to save, no tick is needed for it.
+                save = max(self._last_data, last_tick) + CHECKPOINT_QUIET
                 due = save if due is None else min(due, save)
             k = max(ticked + 1, math.floor((now - origin) / spec.tick) + 1)
             if due is not None:
@@ -485,8 +482,9 @@ class LaunchFollower:
     def _reschedule(self, *, transitioned: bool = False) -> None:
         # the analyzer changed: if a tick is due before the one the clock task sleeps for, wake it
         due = self._due()
-        if transitioned and self._checkpoints is not None:
-            save = self.now() + CHECKPOINT_QUIET  # a transition's checkpoint is saved soon
+        if self._checkpoints is not None and (transitioned or self._checkpoints.dirty):
+            # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet
+            save = self.now() + CHECKPOINT_QUIET if transitioned else self._last_data + CHECKPOINT_SLACK
             due = save if due is None else min(due, save)
         if due is not None and due < self._wake_at and self._tick_scope is not None:
             self._wake_at = -math.inf  # once

@@ -11,6 +11,7 @@ A new start marker after the launch got going begins a new incarnation; `history
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ _ORDER = {s: i for i, s in enumerate(State)}
 _STARTUP = (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)
 _PHASES = {s.value: s for s in (*_STARTUP, State.READY)}
 FINAL = frozenset({State.CRASHED, State.STOPPED})
+_STALLABLE = frozenset({*_STARTUP, State.PENDING})
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +151,22 @@ class Lifecycle:
         if inc.started_now is None:
             inc.started_now = now
             inc.last_progress = now
-        if isinstance(event, LaunchStarted):
+        if isinstance(event, LinesRead):  # first: one per block of lines read, the most frequent
+            inc.lines += event.count
+            if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
+                # A server that goes on serving after an error has survived it (a failed request, logged);
+                # only healthy lines after the error count, and only once it was ready.
+                inc.healthy_after_error += event.healthy_tail
+                if inc.healthy_after_error >= POST_READY_RECOVERY_LINES:
+                    self._resolve(inc)
+            if event.active:
+                # healthy lines count against a stall (not against an error)
+                inc.last_progress = now
+                if inc.state == State.STALLED:
+                    self._enter(
+                        inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
+                    )
+        elif isinstance(event, LaunchStarted):
             if inc.pending_since is not None and inc.state not in FINAL:
                 # the server started again: the error before it was fatal to the previous run
                 self._crash(inc, now, out, None, None, reason="restarted after an error")
@@ -189,21 +206,6 @@ class Lifecycle:
         elif isinstance(event, StopSeen):
             if inc.state not in FINAL and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
-        elif isinstance(event, LinesRead):
-            inc.lines += event.count
-            if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
-                # A server that goes on serving after an error has survived it (a failed request, logged);
-                # only healthy lines after the error count, and only once it was ready.
-                inc.healthy_after_error += event.healthy_tail
-                if inc.healthy_after_error >= POST_READY_RECOVERY_LINES:
-                    self._resolve(inc)
-            if event.active:
-                # healthy lines count against a stall (not against an error)
-                inc.last_progress = now
-                if inc.state == State.STALLED:
-                    self._enter(
-                        inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
-                    )
         elif isinstance(event, ProcessExited):
             if inc.state not in FINAL:
                 if not inc.candidates[inc.pending_index :]:
@@ -274,6 +276,28 @@ class Lifecycle:
                     inc, State.STALLED, None, None, None, now, f"no progress for {self.stall_after:g}s", out
                 )
         return out
+
+    def next_due(self) -> float | None:
+        """The earliest clock time at which `tick` may change anything (a lower bound), or None: until an
+        event comes, no tick can. A caller may skip the ticks before it."""
+        inc = self.current
+        state = inc.state
+        if state in FINAL or inc.started_now is None:
+            return None
+        due = math.inf
+        if inc.pending_since is not None and (inc.phase is not State.READY or inc.judge_by_clock):
+            due = inc.pending_since + self.crash_grace
+        if self.deadlines and state is inc.phase and state not in inc.deadline_hit:
+            deadline = self.deadlines.get(state.value)
+            if deadline is not None:
+                entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == state), None)
+                if entered is None and state is State.PENDING:
+                    entered = inc.started_now
+                if entered is not None:
+                    due = min(due, entered + deadline)
+        if self.stall_after is not None and state in _STALLABLE and inc.last_progress is not None:
+            due = min(due, inc.last_progress + self.stall_after)
+        return due if due != math.inf else None
 
     def caught_up(self, now: float) -> None:
         """The follower has read what the log held when it started: an error in it after ready is judged as

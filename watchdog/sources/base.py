@@ -17,13 +17,14 @@ by the iteration, after the items that came before it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = [
     "CaughtUp",
@@ -38,6 +39,7 @@ __all__ = [
     "SourceEvent",
     "SourceItem",
     "open_item_stream",
+    "send_item",
 ]
 
 RestartReason = Literal["rotated", "truncated", "replaced"]
@@ -108,7 +110,24 @@ class CaughtUp:
 
 SourceEvent = Connected | Disconnected | FileRestarted | FileMissing | CaughtUp
 SourceItem = Chunk | SourceEvent
-ItemSink = ObjectSendStream[SourceItem]
+ItemSink = MemoryObjectSendStream[SourceItem]
+
+
+# Bytes of chunks a producer sends, or a consumer takes, without a trip round the event loop: a live log's few
+# new lines and the CaughtUp after them go through at once, a log read in bulk still lets other tasks run.
+UNYIELDED_BYTES = 16 * 1024
+
+
+async def send_item(sink: ItemSink, item: SourceItem) -> None:
+    """Send `item`: a small one at once while the consumer has room for it, else by `sink.send`."""
+    if not isinstance(item, Chunk) or len(item.data) <= UNYIELDED_BYTES:
+        try:
+            sink.send_nowait(item)
+        except anyio.WouldBlock:
+            pass
+        else:
+            return
+    await sink.send(item)
 
 
 class Source(Protocol):
@@ -129,16 +148,26 @@ class Source(Protocol):
 class _Items:
     """The consumer's side: items in order, then the producer's error, if it had one."""
 
-    def __init__(self, receive: ObjectReceiveStream[SourceItem]) -> None:
+    def __init__(self, receive: MemoryObjectReceiveStream[SourceItem]) -> None:
         self._receive = receive
         self.error: Exception | None = None
+        self._unyielded = 0  # bytes of chunks taken since the last trip round the event loop
 
     def __aiter__(self) -> _Items:
         return self
 
     async def __anext__(self) -> SourceItem:
         try:
-            return await self._receive.receive()
+            item: SourceItem | None = None
+            if self._unyielded <= UNYIELDED_BYTES:
+                with contextlib.suppress(anyio.WouldBlock):
+                    item = self._receive.receive_nowait()  # already there: no trip round the event loop
+            if item is None:
+                item = await self._receive.receive()
+                self._unyielded = 0
+            if isinstance(item, Chunk):
+                self._unyielded += len(item.data)
+            return item
         except anyio.EndOfStream:
             if self.error is not None:
                 error, self.error = self.error, None

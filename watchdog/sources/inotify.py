@@ -22,8 +22,6 @@ import sys
 import threading
 from collections import defaultdict
 
-import anyio
-
 __all__ = ["Watcher"]
 
 _IN_MODIFY = 0x2
@@ -65,8 +63,11 @@ class Watcher:
         self._dirs: dict[str, int] = {}  # directory -> watch descriptor
         self._refs: dict[int, int] = defaultdict(int)  # watch descriptor -> followers using it
         self._names: dict[int, str] = {}  # watch descriptor -> directory
-        # path -> the events of its waiting followers, each with the event loop it belongs to
-        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, anyio.Event]]] = defaultdict(list)
+        # path -> the futures of its waiting followers, each with the event loop it belongs to (plain asyncio
+        # futures, not anyio Events: a follower waits once per change of its file, so this is a hot path)
+        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = defaultdict(
+            list
+        )
         self._thread: threading.Thread | None = None
         # path -> how many changes were seen (watched paths only): a follower notes it before it looks at its
         # file, so a change between its look and its wait is not lost
@@ -126,23 +127,31 @@ class Watcher:
         with self._lock:
             return self._generation.get(path, 0)
 
-    async def changed(self, path: str, since: int) -> None:
-        """Return when `path` (absolute, as given to `watch`) or its directory changed after `generation` was
-        `since` (at once if it already has). The caller bounds the wait with a cancel scope."""
-        entry = (asyncio.get_running_loop(), anyio.Event())
+    async def changed(self, path: str, since: int, poll_after: float | None = None) -> bool:
+        """Wait until `path` (absolute, as given to `watch`) or its directory changed after `generation` was
+        `since` (at once if it already has), or, with `poll_after`, until that many seconds passed (the caller
+        then looks anyway: a safety poll, cheaper than a cancel scope on this hot path); True if it changed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        entry = (loop, future)
         with self._lock:
             if self._generation.get(path, 0) != since:
-                return
+                return True
             self._waiting[path].append(entry)
+        timer = loop.call_later(poll_after, _wake, future) if poll_after is not None else None
         try:
-            await entry[1].wait()
+            await future
         finally:
+            if timer is not None:
+                timer.cancel()
             with self._lock:
                 waiters = self._waiting.get(path)
                 if waiters is not None and entry in waiters:
                     waiters.remove(entry)
                     if not waiters:
                         del self._waiting[path]
+        with self._lock:
+            return self._generation.get(path, 0) != since
 
     def _read(self) -> None:
         # the reading thread: blocks on the descriptor, wakes the followers of what changed in their loops
@@ -155,14 +164,14 @@ class Watcher:
                 return
             with self._lock:
                 woken = self._woken(data)
-            by_loop: dict[asyncio.AbstractEventLoop, list[anyio.Event]] = defaultdict(list)
-            for loop, event in woken:
-                by_loop[loop].append(event)
-            for loop, events in by_loop.items():  # one wake-up of each event loop per read
+            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = defaultdict(list)
+            for loop, future in woken:
+                by_loop[loop].append(future)
+            for loop, futures in by_loop.items():  # one wake-up of each event loop per read
                 with contextlib.suppress(RuntimeError):  # that event loop has ended
-                    loop.call_soon_threadsafe(_set_all, events)
+                    loop.call_soon_threadsafe(_set_all, futures)
 
-    def _woken(self, data: bytes) -> list[tuple[asyncio.AbstractEventLoop, anyio.Event]]:
+    def _woken(self, data: bytes) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]:
         paths: set[str] = set()
         pos = 0
         while pos + _EVENT.size <= len(data):
@@ -185,6 +194,11 @@ class Watcher:
         return [entry for p in paths for entry in self._waiting.get(p, ())]
 
 
-def _set_all(events: list[anyio.Event]) -> None:
-    for event in events:
-        event.set()
+def _set_all(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        _wake(future)
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():  # not already woken, timed out or cancelled
+        future.set_result(None)

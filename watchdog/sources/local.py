@@ -257,8 +257,7 @@ class LocalSource:
             await anyio.sleep(self.poll_interval)
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
-        with anyio.move_on_after(max(self.poll_interval, safety)):
-            await watcher.changed(self.path, seen)
+        await watcher.changed(self.path, seen, poll_after=max(self.poll_interval, safety))
         now = anyio.current_time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
