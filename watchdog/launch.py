@@ -38,7 +38,6 @@ from watchdog.sources import (
     FileMissing,
     FileRestarted,
     Source,
-    SSHPool,
     Target,
     source_for,
 )
@@ -47,6 +46,7 @@ from watchdog.verdict import build_verdict
 if TYPE_CHECKING:
     from watchdog.checkpoint import Checkpointer, Checkpoints
     from watchdog.probes.gpusampler import HostGpuSampler, LaunchMemoryTrend
+    from watchdog.sources.sshpool import SSHPool
 
 __all__ = [
     "DEFAULT_QUIET",

@@ -8,6 +8,7 @@ verdict is reported, in tasks of their own, so a slow receiver never delays the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -23,7 +24,7 @@ from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, SourceNoted, 
 from watchdog.liveview import LiveView, ProgressLines, where
 from watchdog.profile import load_profile_file
 from watchdog.render import render_verdict, write_out
-from watchdog.sources import SSHOptions, SSHPool, parse_target
+from watchdog.sources import parse_target
 from watchdog.verdict import exit_code
 
 __all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
@@ -124,15 +125,21 @@ class _EventsFile:
 async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Follow the launch `args` describe until a verdict; print it (text or JSON); return the exit code."""
     spec = spec_from_args(args)
-    options = SSHOptions(
-        known_hosts=str(args.known_hosts) if args.known_hosts else None,
-        accept_new_host_key=args.accept_new_host_key,
-        identity=str(args.identity) if args.identity else None,
-    )
+    if spec.target.host is None:
+        pool_context: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext(None)
+    else:
+        from watchdog.sources.sshpool import SSHOptions, SSHPool  # noqa: PLC0415 - asyncssh only when remote
+
+        options = SSHOptions(
+            known_hosts=str(args.known_hosts) if args.known_hosts else None,
+            accept_new_host_key=args.accept_new_host_key,
+            identity=str(args.identity) if args.identity else None,
+        )
+        pool_context = SSHPool(options)
     terminal = not args.json and out.isatty()
     events = _EventsFile(args.events) if args.events else None
     verdict: Concluded | None = None
-    async with SSHPool(options) as pool:
+    async with pool_context as pool:
         follower = LaunchFollower(spec, pool=pool)
         view = LiveView(args.target, follower.status, follower.now) if terminal else None
         live = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from watchdog.sources.base import (
     CaughtUp,
     Chunk,
@@ -16,9 +18,11 @@ from watchdog.sources.base import (
 )
 from watchdog.sources.local import LocalSource
 from watchdog.sources.open import source_for
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import SSHOptions, SSHPool
 from watchdog.sources.target import Target, parse_target
+
+if TYPE_CHECKING:
+    from watchdog.sources.ssh import SSHSource
+    from watchdog.sources.sshpool import SSHOptions, SSHPool
 
 __all__ = [
     "CaughtUp",
@@ -39,3 +43,20 @@ __all__ = [
     "parse_target",
     "source_for",
 ]
+
+
+_SSH_NAMES = {
+    "SSHSource": "watchdog.sources.ssh",
+    "SSHOptions": "watchdog.sources.sshpool",
+    "SSHPool": "watchdog.sources.sshpool",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # asyncssh (a quarter of a second to import) only when something remote is asked for
+    module = _SSH_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # noqa: PLC0415
+
+    return getattr(importlib.import_module(module), name)

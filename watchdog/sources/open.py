@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from watchdog.sources.base import Source
 from watchdog.sources.local import LocalSource
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import SSHPool
 from watchdog.sources.target import Target
+
+if TYPE_CHECKING:
+    from watchdog.sources.sshpool import SSHPool
 
 __all__ = ["source_for"]
 
@@ -21,4 +24,6 @@ def source_for(target: Target, pool: SSHPool | None = None) -> Source:
         return LocalSource(target.path)
     if pool is None:
         raise ValueError(f"{target} is remote: an SSHPool is needed to follow it")
+    from watchdog.sources.ssh import SSHSource  # noqa: PLC0415 - asyncssh only for a remote target
+
     return SSHSource(pool, target.host, target.path, port=target.port, user=target.user)
