@@ -422,9 +422,14 @@ class Daemon:
         while True:
             await anyio.sleep(UNREACHABLE_CHECK_SECONDS)
             now = time.time()
-            for name, run in list(self._running.items()):
+            waiting = [
+                (name, run)
+                for name, run in self._running.items()
+                if run.unreachable_since is not None and not run.unreachable_said
+            ]  # a comprehension: no Python-level loop body for the (usual) launches whose host answers
+            for name, run in waiting:
                 since = run.unreachable_since
-                if since is None or run.unreachable_said or now - since < self._unreachable_after:
+                if since is None or now - since < self._unreachable_after:
                     continue
                 run.unreachable_said = True
                 status = run.follower.status() if run.follower is not None else {"state": "pending"}
