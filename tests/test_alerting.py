@@ -360,3 +360,16 @@ async def test_apprise_urls_are_called_off_the_event_loop(receiver: Receiver) ->
     body = got[0].json()
     assert body["title"] == "kimi on gpu1 crashed in capturing_graphs (oom)"
     assert "torch.OutOfMemoryError" in body["message"]
+
+
+async def test_a_notifier_that_did_not_say_the_problem_does_not_say_its_end(receiver: Receiver) -> None:
+    """A notifier of crashes and resolutions hears neither a stall nor the stall's end."""
+    notifier = _webhook(receiver, on=frozenset({AlertKind.CRASHED, AlertKind.RESOLVED}))
+    async with _running() as alerting:
+        await alerting.say(_alert(AlertKind.STALLED), [notifier])
+        await alerting.resolve("kimi", [AlertKind.STALLED], "progress again")
+        await alerting.say(_alert(AlertKind.CRASHED), [notifier])
+        got = await receiver.wait_for(1)
+        await _sent(alerting, "hook", 1)
+        assert alerting.depth() == 0
+    assert [g.json()["kind"] for g in got] == ["crashed"]

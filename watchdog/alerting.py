@@ -368,7 +368,8 @@ class Alerting:
         self.use(notifiers)
         silenced = enqueue and await self._is_silenced(alert.launch)
         if alert.kind in PROBLEMS:
-            told = {} if silenced else {n.name: self._clock() for n in notifiers}
+            # who heard it: they hear its end (a notifier that does not say this kind hears neither)
+            told = {} if silenced else {n.name: self._clock() for n in notifiers if alert.kind in n.on}
             self._active[(alert.launch, alert.kind)] = _Active(alert, tuple(notifiers), told)
         if silenced:
             self.silenced[alert.launch] += 1
