@@ -228,3 +228,20 @@ def test_engine_detector_fed_line_by_line_agrees_with_detect_engine(lines: list[
         detector.feed(line)
     assert detector.count == len(lines)
     assert detector.engine() == detect_engine(lines)
+
+
+def test_a_bundled_profile_pickles_by_its_name_and_a_users_whole(tmp_path: Path) -> None:
+    """Checkpoints carry a bundled profile as its engine's name (small), a user's profile with its rules."""
+    import pickle  # noqa: PLC0415
+
+    bundled = load_profile("vllm")
+    data = pickle.dumps(bundled)
+    assert len(data) < 200
+    assert pickle.loads(data) == bundled
+    user = tmp_path / "mine.toml"
+    user.write_text('extends = "vllm"\n[[error]]\nmatch = "MY FATAL"\n')
+    mine = load_profile("vllm", [user])
+    assert not mine.bundled
+    again = pickle.loads(pickle.dumps(mine))
+    assert again == mine
+    assert any(r.match == "MY FATAL" for r in again.rules)
