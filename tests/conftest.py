@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ import pytest
 # tests/ is not a package: make the sshd helper importable for the fixtures and the tests.
 sys.path.insert(0, str(Path(__file__).parent))
 
+from http_receiver import Receiver, running_receiver
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
 from watchdog.sources.sshpool import SSHOptions
@@ -21,6 +22,13 @@ from watchdog.sources.sshpool import SSHOptions
 def anyio_backend() -> str:
     """asyncssh needs the asyncio backend."""
     return "asyncio"
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A real HTTP receiver on loopback (tests/http_receiver.py) for one test."""
+    async with running_receiver() as state:
+        yield state
 
 
 def _unavailable(reason: str) -> None:

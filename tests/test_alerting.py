@@ -31,19 +31,6 @@ pytestmark = pytest.mark.anyio
 DEADLINE = 20.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """Run async tests on asyncio."""
-    return "asyncio"
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    """A real HTTP receiver on loopback for one test."""
-    async with running_receiver() as state:
-        yield state
-
-
 def _alert(kind: AlertKind = AlertKind.CRASHED, launch: str = "kimi", incarnation: int = 1) -> Alert:
     """A crash of an SGLang launch during graph capture."""
     status = {

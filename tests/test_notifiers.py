@@ -5,7 +5,6 @@ from __future__ import annotations
 import email.header
 import html.parser
 import json
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from http_receiver import SECRET_PATH, Answer, Got, Receiver, running_receiver
+from http_receiver import SECRET_PATH, Answer, Got, Receiver
 
 from watchdog.exceptions import DeliveryError
 from watchdog.launch import LaunchFollower, LaunchSpec
@@ -43,19 +42,6 @@ OPTIONS: dict[str, dict[str, Any]] = {
 # Where each kind's request goes, after the configured URL's path.
 PATHS = {"telegram": "/sendMessage", "pagerduty": "/v2/enqueue", "alertmanager": "/api/v2/alerts"}
 NOW = datetime(2025, 7, 2, 7, 42, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Run async tests on asyncio."""
-    return "asyncio"
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    """The receiver, listening on an ephemeral port for one test."""
-    async with running_receiver() as state:
-        yield state
 
 
 def _status(**over: Any) -> dict[str, Any]:
