@@ -510,3 +510,25 @@ def test_a_bad_shard_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 64
     assert "INDEX from 0 to COUNT-1" in proc.stderr or "1/2" in proc.stderr
+
+
+async def test_a_launch_that_stalls_again_is_said_again(tmp_path: Path) -> None:
+    """Stalled, progress again (resolved), stalled again: the second stall is its own alert."""
+    out = io.StringIO()
+    log = tmp_path / "slow.log"
+    lines = READY.read_bytes().splitlines(keepends=True)
+    spec = LaunchSpec(name="slow", target=parse_target(str(log)), stall_after=0.5)
+    daemon = Daemon({"slow": LaunchPlan(spec, alerts=(ConsoleAlerts(out=out),))}, handle_signals=False)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(b"".join(lines[:6]))  # loading weights, shard 1 of 4
+            await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 1)
+            with log.open("ab") as f:
+                f.write(lines[6])  # shard 2 of 4: progress again
+            await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 3)  # resolved, stalled again
+            tg.cancel_scope.cancel()
+    said = out.getvalue().splitlines()
+    assert said[0].startswith("slow: stalled in loading_weights")
+    assert said[1] == "slow: stalled resolved: progress again: loading_weights"
+    assert said[2].startswith("slow: stalled in loading_weights")

@@ -269,6 +269,7 @@ class _Active:
     alert: Alert
     notifiers: tuple[Notifier, ...]
     told: dict[str, float]  # notifier name -> unix time it was last told (first, reminded or re-sent)
+    key: str = ""  # its outbox key
     repeats: Counter[str] = field(default_factory=Counter)
 
 
@@ -359,24 +360,28 @@ class Alerting:
                 self._buckets[notifier.name] = _Bucket(notifier.rate_limit, self._clock)
             self._start_worker(notifier.name)
 
-    async def say(self, alert: Alert, notifiers: Sequence[Notifier], *, enqueue: bool = True) -> None:
+    async def say(
+        self, alert: Alert, notifiers: Sequence[Notifier], *, enqueue: bool = True, key: str | None = None
+    ) -> None:
         """Enqueue `alert` for each of `notifiers` that says its kind (unless its launch is silenced).
 
         A problem becomes active, for its resolution, reminders and re-sends. `enqueue=False` only makes it
-        active: a restarted daemon that finds a problem it had already announced.
+        active: a restarted daemon that finds a problem it had already announced. `key` replaces the outbox
+        key (`outbox_key`): a launch's second stall in one incarnation is another alert than its first.
         """
+        key = key or outbox_key(alert)
         self.use(notifiers)
         silenced = enqueue and await self._is_silenced(alert.launch)
         if alert.kind in PROBLEMS:
             # who heard it: they hear its end (a notifier that does not say this kind hears neither)
             told = {} if silenced else {n.name: self._clock() for n in notifiers if alert.kind in n.on}
-            self._active[(alert.launch, alert.kind)] = _Active(alert, tuple(notifiers), told)
+            self._active[(alert.launch, alert.kind)] = _Active(alert, tuple(notifiers), told, key)
         if silenced:
             self.silenced[alert.launch] += 1
             log.info("alert silenced", launch=alert.launch, kind=alert.kind.value)
             return
         if enqueue:
-            await self._enqueue(alert, [n for n in notifiers if alert.kind in n.on])
+            await self._enqueue(alert, [n for n in notifiers if alert.kind in n.on], key)
 
     async def resolve(self, launch: str, problems: Iterable[AlertKind], detail: str = "") -> None:
         """End the active problems of `launch` of these kinds: each notifier told of one hears it ended."""
@@ -386,7 +391,7 @@ class Alerting:
                 continue
             resolution = active.alert.resolution(datetime.fromtimestamp(self._clock(), UTC), detail)
             told = [n for n in active.notifiers if n.name in active.told and AlertKind.RESOLVED in n.on]
-            await self._enqueue(resolution, told)
+            await self._enqueue(resolution, told, f"{active.key}/resolved" if active.key else None)
 
     # -- delivery ----------------------------------------------------------------------------------------
 
@@ -511,7 +516,9 @@ class Alerting:
                     continue
                 active.told[notifier.name] = now
                 active.repeats[notifier.name] += 1
-                key = f"{outbox_key(active.alert)}{REPEAT}{what}-{active.repeats[notifier.name]}"
+                key = (
+                    f"{active.key or outbox_key(active.alert)}{REPEAT}{what}-{active.repeats[notifier.name]}"
+                )
                 await self._enqueue(alert, [notifier], key)
 
     async def _prune_loop(self) -> None:

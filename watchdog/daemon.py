@@ -374,7 +374,8 @@ class Daemon:
         assert self._alerting is not None
         name, verdict = run.plan.spec.name, update.verdict
         incarnation = int(verdict.get("incarnation", 1))
-        key = (incarnation, update.state.value)
+        said = _verdict_key(update.state, verdict)
+        key = (incarnation, said)
         if key in run.announced:
             return
         run.announced.add(key)
@@ -385,7 +386,7 @@ class Daemon:
         stored_key = None
         announced = False
         if self._store is not None:
-            stored_key = await self._store.save_verdict(name, incarnation, verdict)
+            stored_key = await self._store.save_verdict(name, incarnation, verdict, key=said)
             announced = await self._store.was_announced(name, incarnation, stored_key)
         kind = _ALERT_KINDS.get(update.state)
         if kind is None:
@@ -400,7 +401,8 @@ class Daemon:
         usual = sum(run.typical.values()) if run.typical else None
         alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
         # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower
-        await self._alerting.say(alert, run.plan.alerts, enqueue=not announced)
+        outbox = f"{name}/{incarnation}/{said}" if said != update.state.value else None
+        await self._alerting.say(alert, run.plan.alerts, enqueue=not announced, key=outbox)
         if announced:
             log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
             return  # before a restart: still active (for its resolution), not said again
@@ -493,6 +495,16 @@ class Daemon:
                 else:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     await self.stop()
+
+
+def _verdict_key(state: State, verdict: Mapping[str, Any]) -> str:
+    """What a verdict is announced (and stored) as: its state; a launch that stalls again in the same
+    incarnation (after progress resumed) stalls anew: `stalled#2`, `stalled#3`, ..."""
+    name = str(state.value)
+    if state is not State.STALLED:
+        return name
+    stalls = sum(1 for entry in verdict.get("timeline") or () if entry.get("state") == name)
+    return name if stalls <= 1 else f"{name}#{stalls}"
 
 
 def _reason(exc: BaseException) -> str:
