@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from watchdog.notifiers.alert import Alert, AlertKind
 from watchdog.render import format_duration
@@ -65,6 +67,16 @@ def fit(render: Callable[[int], str], limit: int) -> str:
         if budget <= 0:
             return text[:limit]
         budget = min(budget - 1, budget * limit // len(text))
+
+
+def fit_json(body: Callable[[int], Any], max_bytes: int, traceback_chars: int) -> Any:
+    """`body(traceback_chars)` with the traceback halved until its UTF-8 JSON is at most `max_bytes` (or no
+    traceback is left): for the services with a limit on the whole message."""
+    while True:
+        made = body(traceback_chars)
+        if len(json.dumps(made, ensure_ascii=False).encode("utf-8")) <= max_bytes or traceback_chars == 0:
+            return made
+        traceback_chars //= 2
 
 
 def traceback_tail(lines: Sequence[str], max_chars: int, *, line_chars: int = _LINE_CHARS) -> str:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
 from typing import Any
 
 from watchdog.notifiers.alert import Alert, AlertKind
-from watchdog.notifiers.compose import COLOUR, EMOJI, cut, fields, fit, lead, traceback_tail
+from watchdog.notifiers.compose import COLOUR, EMOJI, cut, fields, fit, fit_json, lead, traceback_tail
 from watchdog.notifiers.message import Message, Options
 
 __all__ = ["MAX_BYTES", "MAX_TEXT", "build"]
@@ -20,12 +19,7 @@ _PARAGRAPH = 4000
 
 def build(alert: Alert, options: Options) -> Message:
     """The webhook body: `text` (the notification line) and `cardsV2: [{cardId, card}]`."""
-    traceback_chars = 4000
-    while True:
-        body = _body(alert, traceback_chars)
-        if len(json.dumps(body, ensure_ascii=False).encode("utf-8")) <= MAX_BYTES or traceback_chars == 0:
-            return Message(json=body)
-        traceback_chars //= 2
+    return Message(json=fit_json(lambda chars: _body(alert, chars), MAX_BYTES, 4000))
 
 
 def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:

@@ -3,11 +3,10 @@ Adaptive Card attachment; the retired Office 365 connectors' MessageCard is not 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from watchdog.notifiers.alert import Alert, AlertKind
-from watchdog.notifiers.compose import EMOJI, cut, fields, lead, traceback_tail
+from watchdog.notifiers.compose import EMOJI, cut, fields, fit_json, lead, traceback_tail
 from watchdog.notifiers.message import Message, Options
 
 __all__ = ["CARD_VERSION", "CONTENT_TYPE", "MAX_BYTES", "build"]
@@ -37,12 +36,7 @@ _STYLE = {
 
 def build(alert: Alert, options: Options) -> Message:
     """The webhook body: `{"type": "message", "attachments": [{contentType, content: AdaptiveCard}]}`."""
-    traceback_chars = 6000
-    while True:
-        body = _body(alert, traceback_chars)
-        if len(json.dumps(body, ensure_ascii=False).encode("utf-8")) <= MAX_BYTES or traceback_chars == 0:
-            return Message(json=body)
-        traceback_chars //= 2
+    return Message(json=fit_json(lambda chars: _body(alert, chars), MAX_BYTES, 6000))
 
 
 def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
