@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -31,10 +33,19 @@ async def receiver() -> AsyncIterator[Receiver]:
         yield state
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("WATCHDOG_REQUIRE_SSHD") == "1":
-        pytest.fail(f"WATCHDOG_REQUIRE_SSHD=1 but {reason}")
+def unavailable(reason: str, require: str = "WATCHDOG_REQUIRE_SSHD") -> NoReturn:
+    """Skip for `reason`; fail instead when the environment variable `require` is 1 (CI sets it)."""
+    if os.environ.get(require) == "1":
+        pytest.fail(f"{require}=1 but {reason}")
     pytest.skip(reason)
+
+
+def require_binary(name: str, package: str, require: str) -> str:
+    """The path of the program `name` (from Debian's `package`), or `unavailable` without it."""
+    path = shutil.which(name)
+    if path is None:
+        unavailable(f"{name} is not installed (Debian package `{package}`)", require)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +54,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
     try:
         server = start_sshd(tmp_path_factory.mktemp("sshd"))
     except SSHDUnavailable as exc:
-        _unavailable(str(exc))
+        unavailable(str(exc))
         raise  # unreachable: skip and fail raise
     try:
         yield server

@@ -7,8 +7,6 @@ skip, unless WATCHDOG_REQUIRE_ALERTMANAGER=1 (CI), where they fail.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from conftest import require_binary
 from prom_servers import POLL, open_binary
 
 from watchdog.alerting import ServiceNotifier
@@ -45,21 +44,12 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _binary() -> str:
-    for name in ("prometheus-alertmanager", "alertmanager"):
-        found = shutil.which(name)
-        if found:
-            return found
-    message = "no Alertmanager binary (apt-get install prometheus-alertmanager)"
-    if os.environ.get("WATCHDOG_REQUIRE_ALERTMANAGER") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture
 async def alertmanager(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     """A real Alertmanager on a free loopback port (clustering off): a client for its API, once ready."""
-    binary = _binary()
+    binary = require_binary(
+        "prometheus-alertmanager", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER"
+    )
     (tmp_path / "am.yml").write_text(AM_CONFIG)
     argv = [
         binary,

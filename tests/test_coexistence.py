@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import unavailable as _unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 OURS = "llm-launch-watchdog"
@@ -56,13 +57,6 @@ finally:
 print("observed" if ok else "not observed")
 sys.exit(0 if ok else 1)
 """
-
-
-def _unavailable(reason: str) -> None:
-    # The convention of conftest.py: skip with the reason, fail instead in CI (WATCHDOG_REQUIRE_SSHD=1).
-    if os.environ.get("WATCHDOG_REQUIRE_SSHD") == "1":
-        pytest.fail(f"WATCHDOG_REQUIRE_SSHD=1 but {reason}")
-    pytest.skip(reason)
 
 
 def _tail(text: str, lines: int = 5) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import require_binary
 from sshd_server import SSHDServer
 
 ROOT = Path(__file__).parent.parent
@@ -57,13 +58,7 @@ os.execv(sys.argv[1], sys.argv[1:])
 
 
 def _systemd_analyze() -> str:
-    path = shutil.which("systemd-analyze")
-    if path is None:
-        reason = "systemd-analyze is not installed (Debian package: systemd)"
-        if os.environ.get("WATCHDOG_REQUIRE_SSHD") == "1":
-            pytest.fail(f"WATCHDOG_REQUIRE_SSHD=1 but {reason}")
-        pytest.skip(reason)
-    return path
+    return require_binary("systemd-analyze", "systemd", "WATCHDOG_REQUIRE_SSHD")
 
 
 def _watchdog_script() -> Path:

@@ -10,9 +10,7 @@ WATCHDOG_REQUIRE_ALERTMANAGER=1 (amtool, prometheus-alertmanager), as CI sets, w
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -26,6 +24,7 @@ import anyio
 import httpx
 import pytest
 import yaml
+from conftest import require_binary
 from prom_servers import open_binary as _open_binary
 from prom_servers import stop as _stop
 
@@ -76,22 +75,12 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _binary(name: str, package: str, require: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        reason = f"{name} is not installed (Debian package `{package}`)"
-        if os.environ.get(require) == "1":
-            pytest.fail(f"{require}=1 but {reason}")
-        pytest.skip(reason)
-    return path
-
-
 def _promtool() -> str:
-    return _binary("promtool", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
+    return require_binary("promtool", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
 
 
 def _amtool() -> str:
-    return _binary("amtool", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER")
+    return require_binary("amtool", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER")
 
 
 def _yaml(path: Path) -> Any:
@@ -327,7 +316,7 @@ def _by_launch(result: list[dict[str, Any]]) -> dict[str, float]:
 async def demo_prometheus(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[httpx.AsyncClient]:
     """A real Prometheus with the deploy config and rules scraping `watchdog demo`, once every demo launch's
     verdict is in it (through the recording rule, so the rules are evaluated too)."""
-    binary = _binary("prometheus", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
+    binary = require_binary("prometheus", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
     tmp = tmp_path_factory.mktemp("prometheus")
     want = {d.name: float(STATE_CODES[d.expect]) for d in DEMO_LAUNCHES}
     async with _open_demo(tmp) as port:
@@ -501,7 +490,9 @@ def _alertmanager_config(tmp: Path) -> Path:
 async def test_alertmanager_inhibits_stalls_on_an_unreachable_host(tmp_path: Path, source: str) -> None:
     """In a real Alertmanager with alertmanager.yml, an unreachable host (Prometheus' alert or the daemon's)
     mutes the stall and slow alerts of the launches on that host, and nothing else."""
-    binary = _binary("prometheus-alertmanager", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER")
+    binary = require_binary(
+        "prometheus-alertmanager", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER"
+    )
     argv = [
         binary,
         f"--config.file={_alertmanager_config(tmp_path)}",

@@ -28,6 +28,7 @@ import anyio
 import asyncssh
 import pytest
 from anyio.abc import Process
+from conftest import unavailable as _unavailable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
@@ -399,12 +400,6 @@ def gpu_host(tmp_path_factory: pytest.TempPathFactory) -> GpuHost:
     )
     smi.chmod(0o755)
     return host
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("WATCHDOG_REQUIRE_SSHD") == "1":
-        pytest.fail(f"WATCHDOG_REQUIRE_SSHD=1 but {reason}")
-    pytest.skip(reason)
 
 
 # What docs/least-privilege.md puts in the watchdog user's Match block (Match itself cannot go here).

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,6 +13,7 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import TaskStatus
+from conftest import require_binary
 from prom_servers import open_binary
 
 from watchdog.daemon import ConsoleAlerts, Daemon, LaunchPlan
@@ -41,13 +40,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 def prometheus() -> str:
     """The `prometheus` binary (skips without it, fails when CI asked for it)."""
-    path = shutil.which("prometheus")
-    if path is None:
-        reason = "prometheus is not installed (Debian package `prometheus`)"
-        if os.environ.get("WATCHDOG_REQUIRE_PROMTOOL") == "1":
-            pytest.fail(f"WATCHDOG_REQUIRE_PROMTOOL=1 but {reason}")
-        pytest.skip(reason)
-    return path
+    return require_binary("prometheus", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
 
 
 async def _serve(daemon: Daemon, *, task_status: TaskStatus[int]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import _unavailable
+from conftest import unavailable as _unavailable
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
 from watchdog.exceptions import TargetError
