@@ -333,10 +333,10 @@ class Daemon:
                     t = update.transition
                     run.note = ""  # the log is being read: what the source said before is over
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
-                    status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
                     if self._store is not None:
+                        status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
                         await self._store.record_transition(name, t.incarnation, status)
-                    await self._transitioned(run, status, t.incarnation, t.state, t.reason)
+                    await self._transitioned(run, follower, t.incarnation, t.state, t.reason)
                 elif isinstance(update, SourceNoted):
                     run.note = update.detail
                     log.info("source", launch=name, kind=update.kind, detail=update.detail)
@@ -349,7 +349,7 @@ class Daemon:
                     await self._conclude(run, update)
 
     async def _transitioned(
-        self, run: _Running, status: dict[str, Any], incarnation: int, state: State, reason: str
+        self, run: _Running, follower: LaunchFollower, incarnation: int, state: State, reason: str
     ) -> None:
         # a new start resolves the old one's problems and is said; progress again resolves a stall
         assert self._alerting is not None
@@ -359,6 +359,7 @@ class Daemon:
                 await self._alerting.resolve(
                     name, (AlertKind.CRASHED, AlertKind.STALLED), f"a new start (#{incarnation}) began"
                 )
+                status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
                 alert = Alert.from_status(
                     AlertKind.REPLACED,
                     {**status, "incarnation": incarnation},
