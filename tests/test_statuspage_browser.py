@@ -232,3 +232,22 @@ async def test_an_alerts_link_marks_its_launch(tmp_path: Path) -> None:
     assert rows["qwen-vllm"].attrs["id"] == "qwen-vllm"
     assert "linked" in rows["qwen-vllm"].attrs["class"].split()
     assert "linked" not in rows["kimi-ep"].attrs["class"].split()
+
+
+class _Processes(_Daemon):
+    """The crash printed by a process, not a rank: `EngineCore pid=911`."""
+
+    def statuses(self) -> list[dict[str, Any]]:
+        out = three_launches()
+        out[1]["error"]["ranks"] = ["EngineCore pid=911"]
+        return out
+
+
+async def test_a_crash_printed_by_a_process_says_in_not_on_ranks(tmp_path: Path) -> None:
+    """Ranks read "on ranks TP0, TP1"; a process that printed the crash reads "in EngineCore pid=911"."""
+    async with _serving(_Processes()) as url:
+        dom = (await _chromium(url, tmp_path / "profile", "--dump-dom")).decode()
+    (crashed,) = [r for r in _parse(dom).by_class("launch") if r.attrs["data-state"] == "crashed"]
+    text = crashed.one("verdict").text
+    assert "crashed during allocating_kv_cache in EngineCore pid=911" in text
+    assert "on ranks" not in text

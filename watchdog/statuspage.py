@@ -263,7 +263,10 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
       const title = el("div", "title");
       const cat = el("span", "badge", err.category || "other");
       cat.style.setProperty("--c", "var(--crashed)");
-      const ranks = err.ranks && err.ranks.length ? " on ranks " + err.ranks.join(", ") : "";
+      // ranks (TP3, DP0 EP1, rank2) or, as the alerts say it, the processes that printed it (EngineCore pid=911)
+      const rankish = (r) => /^(?:(?:[A-Z]{2,4}\\d+ ?)+|rank\\d+)$/.test(r);
+      const ranks = err.ranks && err.ranks.length
+        ? (err.ranks.every(rankish) ? " on ranks " : " in ") + err.ranks.join(", ") : "";
       title.append(cat, document.createTextNode(" crashed during " + st.phase + ranks + (err.line ? " (line " + err.line + ")" : "")));
       box.append(title, el("div", "summary", err.summary || err.exception || ""));
       if (err.hint) {
