@@ -26,6 +26,7 @@ from watchdog.store import (
     MAX_TRANSITIONS_PER_INCARNATION,
     MIGRATIONS,
     OFFSET_SAVE_INTERVAL,
+    TRANSITION_BATCH_DELAY,
     ResumePoint,
     StateStore,
     open_store,
@@ -199,6 +200,70 @@ async def test_a_verdict_is_announced_once_across_restarts(tmp_path: Path) -> No
         assert await store.unannounced() == []
         [record] = await store.history("kimi")
         assert record.announced == ("ready", "crashed")
+
+
+async def test_record_verdict_saves_and_tells_whether_it_was_announced(tmp_path: Path) -> None:
+    """`record_verdict` stores the verdict under its key and says whether that key was announced before."""
+    async with open_store(tmp_path) as store:
+        assert await store.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready") is False
+        await store.mark_announced("kimi", 1, "ready")
+        assert await store.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready") is True
+        assert await store.record_verdict("kimi", 1, {"state": "stalled"}, "stalled#2") is False
+        [record] = await store.history("kimi")
+        assert record.announced == ("ready",)
+
+
+def _stored_states(path: Path, launch: str) -> list[str]:
+    """The transitions of `launch` as another connection sees them (committed rows only)."""
+    with sqlite3.connect(path / DB_NAME) as other:
+        rows = other.execute(
+            "SELECT t.state FROM transitions t JOIN incarnations i ON i.id = t.incarnation_id"
+            " WHERE i.launch = ? ORDER BY i.incarnation, t.seq",
+            (launch,),
+        ).fetchall()
+    other.close()
+    return [r[0] for r in rows]
+
+
+async def test_write_behind_writes_a_batch_with_the_last_snapshot_of_each_incarnation(tmp_path: Path) -> None:
+    """With `write_behind` running, `record_transition` returns before anything is written; the snapshots of
+    that moment are then written together, the last one of an incarnation standing for the earlier ones."""
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        timeline = [entry("starting", 1), entry("loading_weights", 2), entry("allocating_kv_cache", 3)]
+        for n in range(1, 4):
+            await store.record_transition("kimi", 1, status(timeline[:n]))
+        await store.record_transition("qwen", 4, status(timeline[:1]))
+        assert _stored_states(tmp_path, "kimi") == []  # nothing on disk yet: no trip per transition
+        with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
+            while True:  # another connection's view: polled
+                if _stored_states(tmp_path, "qwen"):
+                    break
+                await anyio.sleep(0.02)
+        assert _stored_states(tmp_path, "kimi") == ["starting", "loading_weights", "allocating_kv_cache"]
+        assert _stored_states(tmp_path, "qwen") == ["starting"]
+        tg.cancel_scope.cancel()
+
+
+async def test_write_behind_writes_waiting_transitions_before_any_other_call(tmp_path: Path) -> None:
+    """A checkpoint saved after a transition is never on disk without it: the waiting snapshots go first."""
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.record_transition("kimi", 1, status(STARTED))
+        await store.save_checkpoint("kimi", 100, b"state")
+        assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
+        tg.cancel_scope.cancel()
+
+
+async def test_close_writes_the_transitions_still_waiting(tmp_path: Path) -> None:
+    """Snapshots still waiting when the writer stops are written by `close`."""
+    async with open_store(tmp_path) as store:
+        async with anyio.create_task_group() as tg:
+            await tg.start(store.write_behind)
+            await store.record_transition("kimi", 1, status(STARTED))
+            tg.cancel_scope.cancel()
+        assert _stored_states(tmp_path, "kimi") == []
+    assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
 
 
 async def test_wal_mode_and_synchronous_normal(tmp_path: Path) -> None:

@@ -211,6 +211,8 @@ class Daemon:
                 silences = self._store.silences if self._store is not None else None
                 self._alerting = Alerting(outbox, silences=silences, on_change=self._change)
                 await tg.start(self._alerting.run)
+                if self._store is not None:
+                    await tg.start(self._store.write_behind)  # transitions written a batch at a time
                 # every bundled profile read and compiled (a TOML file and many regexes each) off the event
                 # loop, before the followers need them for the first engine detection
                 await anyio.to_thread.run_sync(preload_profiles)
@@ -387,8 +389,8 @@ class Daemon:
         stored_key = None
         announced = False
         if self._store is not None:
-            stored_key = await self._store.save_verdict(name, incarnation, verdict, key=said)
-            announced = await self._store.was_announced(name, incarnation, stored_key)
+            stored_key = said
+            announced = await self._store.record_verdict(name, incarnation, verdict, said)
         kind = _ALERT_KINDS.get(update.state)
         if kind is None:
             return

@@ -15,6 +15,7 @@ is the same analyzer fed a whole file. A follower:
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass, field
@@ -172,8 +173,8 @@ class Clock(Protocol):
         """The current time in seconds."""
         ...
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait `seconds`."""
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait `seconds`, or less if `wake` is done first (the waker sets its result)."""
         ...
 
 
@@ -184,9 +185,22 @@ class MonotonicClock:
         """The current monotonic time in seconds."""
         return time.monotonic()
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait `seconds` of real time."""
-        await anyio.sleep(seconds)
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait `seconds` of real time, or less if `wake` is done first."""
+        if wake is None:
+            await anyio.sleep(seconds)
+            return
+        timer = asyncio.get_running_loop().call_later(max(seconds, 0.0), wake_up, wake, None)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+
+
+def wake_up(future: asyncio.Future[object], result: object) -> None:
+    """Set `future`'s result unless it is already done (woken, timed out or cancelled)."""
+    if not future.done():
+        future.set_result(result)
 
 
 class LaunchFollower:
@@ -240,7 +254,8 @@ class LaunchFollower:
         self.timed_out = False
         self.last_update = 0.0
         self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
-        self._tick_scope: anyio.CancelScope | None = None
+        # the clock task's wait, when it waits; its result True: woken early (`_reschedule`)
+        self._tick_wake: asyncio.Future[object] | None = None
         self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
         self._checkpoints: Checkpointer | None = None
         if checkpoints is not None:
@@ -442,6 +457,7 @@ class LaunchFollower:
         # a quiet launch with no deadline near sleeps instead of waking 4 times a second. What brings a
         # deadline nearer (an error, a new incarnation, a transition to save) wakes it early (`_reschedule`).
         spec = self.spec
+        loop = asyncio.get_running_loop()
         origin, ticked, last_tick = self.now(), 0, -math.inf
         while True:
             now = self.now()
@@ -455,12 +471,14 @@ class LaunchFollower:
             if due is not None:
                 k = max(k, math.ceil((due - origin) / spec.tick))
             self._wake_at = origin + k * spec.tick if due is not None else math.inf
-            with anyio.CancelScope() as self._tick_scope:
-                if due is None:
-                    await anyio.sleep_forever()
-                else:
-                    await self._clock.sleep(self._wake_at - now)
-            if self._tick_scope.cancelled_caught:
+            # a future, not a cancel scope: waking the task early is this launch's most frequent wake-up
+            wake = self._tick_wake = loop.create_future()
+            if due is None:
+                await wake
+            else:
+                await self._clock.sleep(self._wake_at - now, wake)
+            self._tick_wake = None
+            if wake.done() and wake.result() is True:
                 continue  # rescheduled: something is due sooner
             ticked = k
             now = last_tick = self.now()
@@ -486,9 +504,9 @@ class LaunchFollower:
             # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet
             save = self.now() + CHECKPOINT_QUIET if transitioned else self._last_data + CHECKPOINT_SLACK
             due = save if due is None else min(due, save)
-        if due is not None and due < self._wake_at and self._tick_scope is not None:
+        if due is not None and due < self._wake_at and self._tick_wake is not None:
             self._wake_at = -math.inf  # once
-            self._tick_scope.cancel()
+            wake_up(self._tick_wake, True)
 
     def _start_probes(self, tg: anyio.abc.TaskGroup) -> None:
         spec, target = self.spec, self.spec.target

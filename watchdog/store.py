@@ -4,6 +4,7 @@ One file, `<state_dir>/watchdog.sqlite3`, in WAL mode with `synchronous=NORMAL`:
 being killed (`kill -9`); only a power loss may take back the last commits, never corrupt the file. One
 connection, used by one call at a time: every public method is a coroutine that holds a lock and runs the
 blocking sqlite call in a worker thread (`anyio.to_thread.run_sync`), so the event loop never waits on disk.
+While `write_behind` runs (the daemon runs it), transitions are written in batches, a few a commit.
 
 What it keeps, and why:
 
@@ -41,6 +42,8 @@ from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
+import structlog
+from anyio.abc import TaskStatus
 
 from watchdog.exceptions import ConfigError, UsageError
 
@@ -66,10 +69,15 @@ DEFAULT_STATE_DIR = "/var/lib/watchdog"  # the config's `daemon.state_dir` defau
 MAX_INCARNATIONS_PER_LAUNCH = 50  # older incarnations of a launch are pruned
 MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
 OFFSET_SAVE_INTERVAL = 5.0  # seconds between offset writes of one launch (a transition writes at once)
+# With `write_behind` running: seconds a transition's snapshot may wait, to be written with the others of that
+# moment in one trip to the worker thread and one commit (a later snapshot of the same incarnation replaces it)
+TRANSITION_BATCH_DELAY = 0.25
 MAX_CHECKPOINT_BYTES = 1 << 20  # a launch's checkpoint (typically 10-50 KB); a bigger one is not written
 BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write (e.g. `history` reading)
 
 _T = TypeVar("_T")
+
+log = structlog.get_logger("watchdog.store")
 _Entry = tuple[str, int | None, str | None, str]  # a timeline entry's identity: state, line, at, reason
 
 # Each migration takes the schema from version i to i + 1; never edit one that has shipped, append.
@@ -276,6 +284,10 @@ class StateStore:
         self._lock = anyio.Lock()
         self._pending: dict[str, tuple[int, int]] = {}  # launch -> (incarnation, offset) not yet written
         self._written: dict[str, float] = {}  # launch -> clock time of its last offset write
+        # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
+        self._snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
+        self._snapshot_added = anyio.Event()
+        self._write_behind = False
         self._closed = False
 
     @classmethod
@@ -307,7 +319,47 @@ class StateStore:
                 raise RuntimeError("the state store is closed")
             # Not abandoned on cancellation: the call finishes (and commits or rolls back) before the lock
             # is released, so the connection is never used by two threads at once.
-            return await anyio.to_thread.run_sync(fn, *args)
+            if not self._snapshots:
+                return await anyio.to_thread.run_sync(fn, *args)
+            # the transitions waiting to be written go first, in the same trip: what was recorded before this
+            # call is stored before it (a checkpoint saved is never ahead of the transitions it has seen)
+            snapshots, self._snapshots = self._snapshots, {}
+            with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
+                result = await anyio.to_thread.run_sync(self._after_snapshots, snapshots, fn, args)
+            return result  # noqa: RET504  (a return inside the scope: mypy sees one that may swallow it)
+
+    def _after_snapshots(
+        self,
+        snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]],
+        fn: Callable[..., _T],
+        args: tuple[Any, ...],
+    ) -> _T:
+        try:
+            self._write(lambda: self._record_all(snapshots))
+        except sqlite3.Error as exc:  # the call that follows is still made; only these snapshots are lost
+            log.warning("transitions not stored", launches=len(snapshots), error=repr(exc))
+        return fn(*args)
+
+    def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]]) -> None:
+        for (launch, incarnation), (status, wall) in snapshots.items():
+            self._record(launch, incarnation, status, wall)
+
+    async def write_behind(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """While this runs (a task of the daemon's), `record_transition` returns at once and its snapshots are
+        written together, within `TRANSITION_BATCH_DELAY`, or before the next other call; `close` writes what is
+        left. A daemon killed meanwhile loses those rows only: its launches resume from a checkpoint saved before
+        them, and read their transitions again."""
+        self._write_behind = True
+        try:
+            task_status.started()
+            while True:
+                await self._snapshot_added.wait()
+                await anyio.sleep(TRANSITION_BATCH_DELAY)
+                self._snapshot_added = anyio.Event()
+                if self._snapshots:
+                    await self._run(_nothing)
+        finally:
+            self._write_behind = False
 
     def _write(self, fn: Callable[[], _T]) -> _T:
         """Run `fn` in one transaction (in the worker thread)."""
@@ -368,6 +420,11 @@ class StateStore:
         launch is written with them.
         """
         wall = time.time()
+        if self._write_behind and not self._closed:
+            # each snapshot holds the incarnation's whole timeline so far: the last one says what the others say
+            self._snapshots[(launch, incarnation)] = (status, wall)
+            self._snapshot_added.set()
+            return
         await self._run(lambda: self._write(lambda: self._record(launch, incarnation, status, wall)))
 
     def _record(self, launch: str, incarnation: int, status: Mapping[str, Any], wall: float) -> None:
@@ -471,6 +528,19 @@ class StateStore:
         if launch in self._pending:
             self._flush_offset(launch)
 
+    async def record_verdict(
+        self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str
+    ) -> bool:
+        """`save_verdict` and `was_announced` in one trip: store the verdict (under `key`); whether it was
+        announced already."""
+        wall = time.time()
+
+        def record() -> bool:
+            self._write(lambda: self._save_verdict(launch, incarnation, verdict, key, wall))
+            return self._announced(launch, incarnation, key)
+
+        return await self._run(record)
+
     async def mark_announced(self, launch: str, incarnation: int, verdict_key: str) -> None:
         """Note that this verdict was said (to every notifier it goes to)."""
         wall = time.time()
@@ -487,13 +557,14 @@ class StateStore:
 
     async def was_announced(self, launch: str, incarnation: int, verdict_key: str) -> bool:
         """Whether this verdict was said already (before a restart, too)."""
-        row = await self._run(
-            lambda: self._conn.execute(
-                "SELECT 1 FROM verdicts v JOIN incarnations i ON i.id = v.incarnation_id"
-                " WHERE i.launch = ? AND i.incarnation = ? AND v.key = ? AND v.announced_at IS NOT NULL",
-                (launch, incarnation, verdict_key),
-            ).fetchone()
-        )
+        return await self._run(self._announced, launch, incarnation, verdict_key)
+
+    def _announced(self, launch: str, incarnation: int, verdict_key: str) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM verdicts v JOIN incarnations i ON i.id = v.incarnation_id"
+            " WHERE i.launch = ? AND i.incarnation = ? AND v.key = ? AND v.announced_at IS NOT NULL",
+            (launch, incarnation, verdict_key),
+        ).fetchone()
         return row is not None
 
     async def unannounced(self, launch: str | None = None) -> list[PendingVerdict]:
@@ -659,7 +730,7 @@ class StateStore:
         if self._closed:
             return
         try:
-            if self._pending and not self.readonly:
+            if (self._pending or self._snapshots) and not self.readonly:
                 await self.flush()
         finally:
             async with self._lock:
@@ -678,6 +749,10 @@ async def open_store(
     finally:
         with anyio.CancelScope(shield=True):
             await store.close()
+
+
+def _nothing() -> None:
+    """A call that only writes the snapshots waiting (see `StateStore._run`)."""
 
 
 def _entry(item: Mapping[str, Any]) -> _Entry:

@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
+from watchdog.launch import wake_up
 from watchdog.sources.base import CaughtUp, Chunk, SourceItem
 
 __all__ = ["ManualClock", "ScriptedSource"]
@@ -49,18 +50,18 @@ class ManualClock:
 
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
-        self._sleepers: list[tuple[float, int, anyio.Event]] = []
+        self._sleepers: list[tuple[float, int, asyncio.Future[object]]] = []
         self._order = itertools.count()
 
     def now(self) -> float:
         """The virtual time in seconds."""
         return self._now
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait until the virtual time has advanced by `seconds`."""
-        event = anyio.Event()
-        heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), event))
-        await event.wait()
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait until the virtual time has advanced by `seconds`, or less if `wake` is done first."""
+        future = wake if wake is not None else asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), future))
+        await future
 
     async def advance(self, seconds: float) -> None:
         """Move the time forward by `seconds`, from deadline to deadline, letting each woken sleeper run (a
@@ -69,7 +70,7 @@ class ManualClock:
         while True:
             await _all_blocked()
             while self._sleepers and self._sleepers[0][0] <= self._now:
-                heapq.heappop(self._sleepers)[2].set()
+                wake_up(heapq.heappop(self._sleepers)[2], None)
                 await _all_blocked()
             if self._now >= end:
                 return

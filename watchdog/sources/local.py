@@ -3,15 +3,17 @@ where there is one, with a slow poll as a safety net; by polling elsewhere)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, cast
 
 import anyio
 
@@ -22,11 +24,8 @@ from watchdog.sources.base import (
     Chunk,
     FileMissing,
     FileRestarted,
-    ItemSink,
     RestartReason,
     SourceItem,
-    open_item_stream,
-    send_item,
 )
 from watchdog.sources.identity import FileIdentity, local_identity
 from watchdog.sources.inotify import Watcher
@@ -41,8 +40,6 @@ LOCAL_SAFETY_POLL_INTERVAL = 10.0
 # With inotify, a file that changes all the time is read at most this often: its lines come in batches.
 BATCH_INTERVAL = 0.02
 DEFAULT_READ_SIZE = 1 << 16
-
-_T = TypeVar("_T")
 
 # statfs(2) f_type of the file systems whose reads of a file just written are served from memory: a read there
 # takes microseconds, so it is done on the event loop (a worker thread's round trip costs far more). Any other
@@ -94,11 +91,63 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-async def _io(local: bool, fn: Callable[..., _T], *args: object) -> _T:
-    # a local file's syscalls on the event loop, any other's in a worker thread (see _LOCAL_FS)
-    if local:
-        return fn(*args)
-    return await anyio.to_thread.run_sync(fn, *args)
+@dataclass(frozen=True)
+class _Request:
+    """What the follower's generator needs awaited: a wait (`wait`), or else a call in a worker thread."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    wait: bool = False
+
+
+async def _noop() -> None:
+    await asyncio.sleep(0)
+
+
+_PAUSE = _Request(_noop, wait=True)  # a trip round the event loop, nothing else
+
+
+class _Follow:
+    """Runs a follower's generator: its items are returned, its requests awaited and their results sent back.
+
+    Cancelling a wait for the next item loses nothing: the generator is still where it was, and the next
+    `__anext__` makes the same request again (a worker thread's result that came after the cancellation is kept).
+    """
+
+    def __init__(self, steps: Generator[SourceItem | _Request, object, None]) -> None:
+        self._steps = steps
+        self._request: _Request | None = None  # made and not yet answered
+        self._answer: object = None
+        self._answered = False
+
+    def __aiter__(self) -> _Follow:
+        return self
+
+    async def __anext__(self) -> SourceItem:
+        steps = self._steps
+        while True:
+            request = self._request
+            if request is not None:
+                if request.wait:
+                    await request.fn(*request.args)
+                elif not self._answered:
+                    with anyio.CancelScope(shield=True):  # not cancellable anyway: its result is kept
+                        self._answer = await anyio.to_thread.run_sync(request.fn, *request.args)
+                    self._answered = True
+                    await anyio.lowlevel.checkpoint()
+            answer, self._request, self._answer, self._answered = self._answer, None, None, False
+            try:
+                step = steps.send(answer)
+            except StopIteration:
+                raise StopAsyncIteration from None
+            if isinstance(step, _Request):
+                self._request = step
+                continue
+            return step
+
+    async def aclose(self) -> None:
+        """Close the generator: its `finally` closes the file and ends the watch."""
+        self._steps.close()
 
 
 def _open(path: str) -> _Open | None:
@@ -179,14 +228,16 @@ class LocalSource:
         """Follow the file from byte `offset`; see `watchdog.sources.base.Source`."""
         if offset < 0:
             raise ValueError("offset must not be negative")
-        return open_item_stream(lambda sink: self._follow(sink, offset))
+        return contextlib.aclosing(_Follow(self._steps(offset)))
 
     async def identify(self, offset: int) -> FileIdentity | None:
         """What the file at the path is, read around `offset` (see `watchdog.sources.identity`); None if there
         is no regular file there."""
         return await anyio.to_thread.run_sync(local_identity, self.path, offset)
 
-    async def _follow(self, sink: ItemSink, offset: int) -> None:
+    def _steps(self, offset: int) -> Generator[SourceItem | _Request, object, None]:
+        # The follower as a plain generator: it yields the items, and a `_Request` for each wait or worker-thread
+        # call, whose result is sent back in (`_Follow` runs them). A local file's reads are done right here.
         current: _Open | None = None
         pending: RestartReason | None = None
         announced_missing = False
@@ -199,57 +250,79 @@ class LocalSource:
             while True:
                 if current is None:
                     seen = watcher.generation(self.path) if watcher is not None else 0
-                    current = await anyio.to_thread.run_sync(_open, self.path)
+                    current = cast("_Open | None", (yield _Request(_open, (self.path,))))
                     if current is None:
                         if not announced_missing:
                             announced_missing = True
-                            await send_item(sink, FileMissing(self.path))
-                        await self._wait(watcher, seen, local=False)
+                            yield FileMissing(self.path)
+                        yield _Request(self._wait, (watcher, seen, False), wait=True)
                         continue
                     size = os.fstat(current.fd).st_size
                     if pending is None and pos > size:
                         # Resuming past the end: the file was cut while nobody was reading.
                         pending = "truncated"
                     if pending is not None:
-                        await send_item(sink, FileRestarted(pending))
+                        yield FileRestarted(pending)
                         pending, pos = None, 0
                 local = current.local
                 seen = watcher.generation(self.path) if watcher is not None else 0
+                data: bytes
                 if at_end:
                     # one look per poll of a quiet file: more data, or a restart, or nothing
-                    data, pending = await _io(local, self._poll_at_end, current, pos)
+                    look = (current, pos)
+                    data, pending = (
+                        self._poll_at_end(*look)
+                        if local
+                        else cast(
+                            "tuple[bytes, RestartReason | None]", (yield _Request(self._poll_at_end, look))
+                        )
+                    )
                 else:
-                    data = await _io(local, os.pread, current.fd, self.read_size, pos)
+                    read = (current.fd, self.read_size, pos)
+                    data = os.pread(*read) if local else cast("bytes", (yield _Request(os.pread, read)))
                 if data:
-                    await send_item(sink, Chunk(pos, data))
+                    yield Chunk(pos, data)
                     pos += len(data)
                     at_end = False
                     if len(data) == self.read_size:
+                        if local:  # a log read in bulk lets other tasks run between its reads
+                            yield _PAUSE
                         continue  # there may be more at once
                     # a short read of a regular file ends where the file ended: no second read to find that out
                 if not at_end:
                     at_end = True
-                    await send_item(sink, CaughtUp(pos))
-                    pending = await _io(local, self._restart_reason, current, pos)
+                    yield CaughtUp(pos)
+                    look = (current, pos)
+                    pending = (
+                        self._restart_reason(*look)
+                        if local
+                        else cast("RestartReason | None", (yield _Request(self._restart_reason, look)))
+                    )
                 if pending == "truncated":
-                    await send_item(sink, FileRestarted(pending))
+                    yield FileRestarted(pending)
                     pending, pos, at_end = None, 0, False
                 elif pending is not None:
                     # Whatever the writer added to the old file before it was rotated away.
-                    while data := await _io(local, os.pread, current.fd, self.read_size, pos):
-                        await send_item(sink, Chunk(pos, data))
+                    while True:
+                        read = (current.fd, self.read_size, pos)
+                        data = os.pread(*read) if local else cast("bytes", (yield _Request(os.pread, read)))
+                        if not data:
+                            break
+                        yield Chunk(pos, data)
                         pos += len(data)
+                        if local:
+                            yield _PAUSE
                     os.close(current.fd)
                     current, at_end = None, False
                 else:
-                    await self._wait(watcher, seen, local=local)
+                    yield _Request(self._wait, (watcher, seen, local), wait=True)
         finally:
             if current is not None:
                 os.close(current.fd)
             if watcher is not None:
                 watcher.unwatch(self.path)
 
-    async def _wait(self, watcher: Watcher | None, seen: int, *, local: bool) -> None:
+    async def _wait(self, watcher: Watcher | None, seen: int, local: bool) -> None:
         # At the end of the file (or while it is missing): until it changes, or the next poll. A file that
         # changes all the time is still looked at once per `BATCH_INTERVAL` at most (its lines come in
         # batches): inotify saves the looks at quiet files, and the wait for the first line after one.
@@ -258,11 +331,12 @@ class LocalSource:
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
         await watcher.changed(self.path, seen, poll_after=max(self.poll_interval, safety))
-        now = anyio.current_time()
+        loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
+        now = loop.time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
             await anyio.sleep(rest)
-            now = anyio.current_time()
+            now = loop.time()
         self._last_look = now
 
     def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
