@@ -371,7 +371,9 @@ class Alerting:
         """
         key = key or outbox_key(alert)
         self.use(notifiers)
-        silenced = enqueue and await self._is_silenced(alert.launch)
+        # a silence holds back what a notifier would say: with none to say it, there is nothing to look up
+        heard = any(alert.kind in n.on for n in notifiers)
+        silenced = enqueue and heard and await self._is_silenced(alert.launch)
         if alert.kind in PROBLEMS:
             # who heard it: they hear its end (a notifier that does not say this kind hears neither)
             told = {} if silenced else {n.name: self._clock() for n in notifiers if alert.kind in n.on}

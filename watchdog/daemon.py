@@ -126,7 +126,7 @@ class Daemon:
         self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
         self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
         self.port: int | None = None  # the HTTP server's port, once bound
-        self._changed = anyio.Event()  # set (and replaced) whenever a launch's status changed
+        self._changed: anyio.Event | None = None  # made by a waiter; set (and dropped) when a status changed
         self.stopping = False
 
     # -- what the HTTP server and the metrics read -------------------------------------------------------
@@ -181,14 +181,18 @@ class Daemon:
         """Wait until `predicate(self.statuses())` holds (checked after every change); return the statuses."""
         while True:
             changed = self._changed
+            if changed is None:
+                changed = self._changed = anyio.Event()
             statuses = self.statuses()
             if predicate(statuses):
                 return statuses
             await changed.wait()
 
     def _change(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        # called for every update of every launch: an event is made only when someone waits for one
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
     def summary(self) -> str:
         """One line: how many launches are in which state (systemd's STATUS=)."""

@@ -341,9 +341,8 @@ class LocalSource:
 
     def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
         """At the end of the file: what was written since, or else whether it was truncated or replaced."""
-        if os.fstat(current.fd).st_size > pos:
-            return os.pread(current.fd, self.read_size, pos), None
-        return b"", self._restart_reason(current, pos)
+        data = os.pread(current.fd, self.read_size, pos)  # at the end of a regular file: b""
+        return data, None if data else self._restart_reason(current, pos)
 
     def _restart_reason(self, current: _Open, pos: int) -> RestartReason | None:
         """At the end of the file: has it been truncated, or does the path name a new file now?"""
