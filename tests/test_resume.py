@@ -423,6 +423,56 @@ async def test_checkpoints_are_saved_while_reading_not_only_at_the_end(tmp_path:
     assert saves.offsets == sorted(saves.offsets)
 
 
+class SlowToIdentify(CountingSource):
+    """A real local source whose file identification (an SSH command, on a remote host) hangs until released."""
+
+    def __init__(self, inner: LocalSource) -> None:
+        super().__init__(inner)
+        self.asked = anyio.Event()
+        self.release = anyio.Event()
+
+    async def identify(self, offset: int) -> FileIdentity | None:
+        self.asked.set()
+        await self.release.wait()
+        return await self.inner.identify(offset)
+
+
+async def test_reading_and_ticks_never_wait_for_a_checkpoint_being_saved(tmp_path: Path) -> None:
+    """A save that hangs identifying the file (a host slow to open another channel) holds back neither the
+    lines nor the clock: a stall is still seen, then the rest of the startup written meanwhile is read and the
+    launch is ready, while the save still waits."""
+    data = _read(READY)
+    path = tmp_path / "server.log"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    clock = ManualClock()
+    source = SlowToIdentify(LocalSource(path))
+    async with open_store(tmp_path / "state") as store:
+        follower = LaunchFollower(
+            _spec(path, stall_after=60.0), source=source, clock=clock, checkpoints=store
+        )
+
+        async def concluded(state: str) -> None:
+            for _ in range(100):  # virtual minutes, a tick at a time
+                await clock.advance(GRACE)
+                if follower.concluded is not None and follower.concluded.state.value == state:
+                    return
+            raise AssertionError(f"not {state}: {follower.concluded}")
+
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, follower)
+                await tg.start(follower.run)
+                await clock.advance(CHECKPOINT_INTERVAL + 1.0)
+                await source.asked.wait()  # a save is under way, stuck
+                await concluded("stalled")
+                with path.open("ab") as f:
+                    f.write(data[len(data) * 2 // 3 :])
+                await concluded("ready")
+                assert not source.release.is_set()
+                source.release.set()
+                tg.cancel_scope.cancel()
+
+
 async def _drain(follower: LaunchFollower) -> None:
     with follower.updates:
         async for _ in follower.updates:

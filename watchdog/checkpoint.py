@@ -27,8 +27,9 @@ with the classes of this package (and a few of the standard library's) allowed: 
 state file, but a damaged or foreign one must not run anything.
 
 `Checkpointer` is the follower's side: `restore` once at the start, `fed` / `restarted` / `transitioned` as it
-reads, `save_due` after each chunk and tick (at most every `CHECKPOINT_INTERVAL` seconds, within
-`TRANSITION_INTERVAL` of a transition) and `save_final` when it stops.
+reads, `save_due` after each chunk and tick (which starts a save in a task of the follower's when one is due:
+at most every `CHECKPOINT_INTERVAL` seconds, within `TRANSITION_INTERVAL` of a transition; reading never waits
+for a save) and `save_final` when it stops.
 """
 
 from __future__ import annotations
@@ -292,6 +293,7 @@ class Checkpointer:
         self._saved_at = clock()
         self._identify_after = -math.inf
         self._saving = anyio.Lock()
+        self._busy = False  # a save started and not finished
         self._warned_size = False
         self.resumed_at: int | None = None  # the offset the follower resumed at, None if from the start
         self.saves = 0  # checkpoints written
@@ -370,16 +372,29 @@ class Checkpointer:
         self._changes += 1
         self._transitioned = True
 
-    async def save_due(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
-        """Save if due: changed, and `CHECKPOINT_INTERVAL` passed (`TRANSITION_INTERVAL` after a transition).
-
-        `elapsed` is the follower's clock (its analyzer's times are on it)."""
-        if not self.dirty or self._saving.locked():
+    def save_due(
+        self,
+        analyzer: Analyzer,
+        elapsed: Callable[[], float],
+        start: Callable[..., object],
+    ) -> None:
+        """If a save is due (changed, and `CHECKPOINT_INTERVAL` passed, `TRANSITION_INTERVAL` after a transition),
+        start one with `start(fn, *args)` (a task group's `start_soon`): the follower never waits for a save (the
+        file's identification over SSH, the store's thread). `elapsed` is the follower's clock (its analyzer's
+        times are on it); the state is pickled when the save runs, one moment's."""
+        if not self.dirty or self._busy:
             return
         wait = TRANSITION_INTERVAL if self._transitioned else CHECKPOINT_INTERVAL
         if self._clock() - self._saved_at >= wait:
+            self._busy = True
+            start(self._save_soon, analyzer, elapsed)
+
+    async def _save_soon(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
+        try:
             async with self._saving:
                 await self._save(analyzer, elapsed, final=False)
+        finally:
+            self._busy = False
 
     async def save_final(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
         """The follower stops: save what changed (within `FINAL_SAVE_TIMEOUT`, its file identified if need be)."""

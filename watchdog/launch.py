@@ -357,7 +357,7 @@ class LaunchFollower:
         elif isinstance(item, Connected | Disconnected):
             await self._note(type(item).__name__.lower(), str(item))
         if self._checkpoints is not None:
-            await self._checkpoints.save_due(self.analyzer, self.now)
+            self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
 
     async def _note(self, kind: str, detail: str) -> None:
         await self._publish(SourceNoted(self.spec.name, kind, detail))
@@ -484,7 +484,7 @@ class LaunchFollower:
             now = last_tick = self.now()
             await self._apply(self.analyzer.tick(now))
             if self._checkpoints is not None:
-                await self._checkpoints.save_due(self.analyzer, self.now)
+                self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
             if spec.timeout is not None and now >= spec.timeout and not self.timed_out:
                 self.timed_out = True
                 inc = self._verdict_incarnation()

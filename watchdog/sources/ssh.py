@@ -65,8 +65,8 @@ class SSHSource:
     """A file on a remote host, streamed by one remote `tail` per follower over a shared connection.
 
     The remote command (see `watchdog.sources.remote.STREAM_SCRIPT`) opens the file once, reports
-    its inode and size, streams from the exact offset with GNU `tail -c +N -f`, and reports every
-    `stat_interval` what the path names, so rotation (new inode at the path), replacement (the
+    its inode and size, streams from the exact offset with GNU `tail -c +N -f`, and looks every
+    `stat_interval` at what the path names (reported when it changed), so rotation (new inode at the path), replacement (the
     old file deleted) and truncation (GNU tail's notice) are seen without a second command.
     After a rotation the old file is read on until it stops growing (two equal samples, or at
     most 8 samples), then `FileRestarted` and the new file from offset 0. Without GNU tail it
