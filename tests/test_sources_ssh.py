@@ -511,3 +511,28 @@ async def test_caught_up_again_in_a_truncated_file(
         await assert_quiet(items)
         await append(log, b"second\n")
         assert await read_to_caught_up(items, 7) == b"second\n"
+
+
+@pytest.mark.parametrize(
+    ("config_line", "cipher"),
+    [
+        (None, "aes128-gcm@openssh.com"),
+        ("Ciphers chacha20-poly1305@openssh.com", "chacha20-poly1305@openssh.com"),
+        ("ciphers=aes256-ctr", "aes256-ctr"),
+    ],
+    ids=["preferred", "config-says", "config-says-with-equals"],
+)
+async def test_aes_gcm_is_offered_first_unless_the_ssh_config_names_ciphers(
+    tmp_path: Path, sshd: SSHDServer, ssh_options: SSHOptions, config_line: str | None, cipher: str
+) -> None:
+    """The cheapest AEAD cipher for asyncssh is negotiated with a stock sshd; a `Ciphers` line in the SSH
+    config used wins."""
+    options = ssh_options
+    if config_line is not None:
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Host *\n    {config_line}\n")
+        options = replace(ssh_options, config=(str(config),))
+    async with SSHPool(options) as pool:
+        conn = await pool.connect(sshd.host, port=sshd.port, user=sshd.user)
+        assert conn.get_extra_info("send_cipher") == cipher
+        assert conn.get_extra_info("recv_cipher") == cipher

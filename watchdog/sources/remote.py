@@ -41,9 +41,9 @@ __all__ = [
 # `tail -f` on /dev/fd/3 follows the inode the script opened, whatever happens to the path;
 # GNU tail polls a symlinked name (it turns inotify off for those), hence the fine -s interval:
 # an fstat every 10 ms is cheap and bounds the added latency.
-# The stat loop says a sample only when it differs from the one before, or while the path names another file
-# than the one read (a rotation: the old file's samples tell when it stopped growing): a quiet log costs no
-# traffic at all.
+# The stat loop says a sample only when what the path names changed (inode, links: not the size, which the
+# bytes themselves tell), or while the path names another file than the one read (a rotation: the old file's
+# sizes tell when it stopped growing): a log, quiet or growing, costs no traffic but its own bytes.
 # `cat` is the lifeline: it returns when the channel's stdin reaches EOF, which happens when the
 # client closes the channel or its connection dies (sshd then closes the session's pipes), and
 # the script then kills tail and the stat loop, so no tail is ever left behind.
@@ -56,9 +56,9 @@ exec 3<"$p"
 echo ok $(stat -L -c '%i %s' /dev/fd/3)
 tail -s "$tv" -c +"$n" -f /dev/fd/3 & t=$!
 { o=; while kill -0 $t 2>/dev/null; do
-    c=$(stat -L -c '%i %s %h' /dev/fd/3 "$p" 2>/dev/null); set -- $c
-    [ "$c" = "$o" ] && [ "$1" = "${4-}" ] || echo S $c
-    o=$c; sleep "$iv" >/dev/null 2>&1 3<&-
+    c=$(stat -L -c '%i %s %h' /dev/fd/3 "$p" 2>/dev/null); set -- $c; k="$1 $3 ${4-} ${6-}"
+    [ "$k" = "$o" ] && [ "$1" = "${4-}" ] || echo S $c
+    o=$k; sleep "$iv" >/dev/null 2>&1 3<&-
   done; echo E; } >&2 & s=$!
 cat >/dev/null 3<&-
 kill $t $s 2>/dev/null
