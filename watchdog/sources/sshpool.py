@@ -610,7 +610,10 @@ class SSHPool:
 def _cipher_preference() -> list[str]:
     """asyncssh's default ciphers, `PREFERRED_CIPHERS` first (those of them it has)."""
     default = [alg.decode() for alg in asyncssh.encryption.get_default_encryption_algs()]
-    return [*(c for c in PREFERRED_CIPHERS if c in default), *(c for c in default if c not in PREFERRED_CIPHERS)]
+    return [
+        *(c for c in PREFERRED_CIPHERS if c in default),
+        *(c for c in default if c not in PREFERRED_CIPHERS),
+    ]
 
 
 def _ciphers_configured(config: tuple[str, ...] | None) -> bool:
