@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-from contextlib import suppress
+import asyncio
+from collections import deque
 from typing import Literal
 
-import anyio
 import asyncssh
 
 __all__ = ["CommandOutput", "Kind", "Packet"]
@@ -24,13 +23,17 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     """Queues stdout, stderr and the close of one remote command in the order they arrived.
 
     Used as the session factory of `SSHClientConnection.create_session`; `receive` returns
-    ("out", data, None), ("err", data, None) or, last, ("closed", b"", exc).
+    ("out", data, None), ("err", data, None) or, last, ("closed", b"", exc). A deque and a future, not an
+    anyio stream: this is every SSH packet's path, and the stream's bookkeeping cost more than the rest.
     """
 
     def __init__(self) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[Packet](math.inf)
+        self._packets: deque[Packet] = deque()
+        self._waiter: asyncio.Future[None] | None = None  # the reader's, while it waits
+        self._ended = False  # the close was taken by the reader
         self._chan: asyncssh.SSHClientChannel[bytes] | None = None
         self._paused = False
+        self._discard = False  # closed by the reader: what comes is dropped
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
@@ -38,33 +41,34 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         kind: Kind = "err" if datatype == asyncssh.EXTENDED_DATA_STDERR else "out"
         self._put((kind, data, None))
-        if (
-            not self._paused
-            and self._chan is not None
-            and self._send.statistics().current_buffer_used >= _HIGH_WATER
-        ):
+        if not self._paused and self._chan is not None and len(self._packets) >= _HIGH_WATER:
             self._paused = True
             self._chan.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._put(("closed", b"", exc))
-        self._send.close()
 
     def _put(self, packet: Packet) -> None:
-        # The reader may have gone away already: then nothing wants this any more.
-        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._send.send_nowait(packet)
+        if self._discard:
+            return
+        self._packets.append(packet)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def receive(self) -> Packet:
-        try:
-            packet = await self._receive.receive()
-        except anyio.EndOfStream:
-            return ("closed", b"", None)
-        if (
-            self._paused
-            and self._chan is not None
-            and self._receive.statistics().current_buffer_used <= _LOW_WATER
-        ):
+        while not self._packets:
+            if self._ended:
+                return ("closed", b"", None)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        packet = self._packets.popleft()
+        if packet[0] == "closed":
+            self._ended = True
+        if self._paused and self._chan is not None and len(self._packets) <= _LOW_WATER:
             self._paused = False
             self._chan.resume_reading()
         return packet
@@ -78,4 +82,5 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         """Close the channel: the remote script sees EOF on stdin and kills its tail."""
         if self._chan is not None:
             self._chan.close()
-        self._receive.close()
+        self._discard = True  # nothing wants what still comes
+        self._packets.clear()

@@ -30,6 +30,7 @@ from watchdog.sources.base import (
     RestartReason,
     SourceItem,
     open_item_stream,
+    send_item,
 )
 from watchdog.sources.channel import CommandOutput
 from watchdog.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
@@ -279,10 +280,10 @@ class _Follower:
     async def _caught_up(self) -> None:
         if not self.at_end and self.offset >= self.known_size:
             self.at_end = True
-            await self.sink.send(CaughtUp(self.offset))
+            await send_item(self.sink, CaughtUp(self.offset))
 
     async def _deliver(self, data: bytes) -> None:
-        await self.sink.send(Chunk(self.offset, data))
+        await send_item(self.sink, Chunk(self.offset, data))
         self.offset += len(data)
         self.at_end = False
         await self._caught_up()
