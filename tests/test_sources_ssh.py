@@ -28,6 +28,7 @@ from watchdog.sources.base import (
     FileRestarted,
     SourceItem,
 )
+from watchdog.sources.channel import _HIGH_WATER, CommandOutput
 from watchdog.sources.ssh import SSHSource
 from watchdog.sources.sshpool import SSHOptions, SSHPool
 
@@ -536,3 +537,35 @@ async def test_aes_gcm_is_offered_first_unless_the_ssh_config_names_ciphers(
         conn = await pool.connect(sshd.host, port=sshd.port, user=sshd.user)
         assert conn.get_extra_info("send_cipher") == cipher
         assert conn.get_extra_info("recv_cipher") == cipher
+
+
+async def test_a_command_s_output_is_read_no_further_than_the_high_water_mark(
+    sshd: SSHDServer, ssh_options: SSHOptions
+) -> None:
+    """A reader that does not keep up stops the channel at `_HIGH_WATER` queued packets (the SSH window then
+    stops the remote command); reading on resumes it, and every byte arrives, in order."""
+    total = 8_000_000
+    async with SSHPool(ssh_options) as pool:
+        _, session = await pool.open_session(
+            sshd.host, CommandOutput, f"head -c {total} /dev/zero | tr '\\0' x", port=sshd.port, user=sshd.user
+        )
+        try:
+            with anyio.fail_after(10):
+                while True:  # the channel's own pace: polled
+                    if len(session._packets) >= _HIGH_WATER:
+                        break
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.3)  # an absence: nothing more is queued while nobody reads
+            assert len(session._packets) == _HIGH_WATER
+            received = 0
+            with anyio.fail_after(30):
+                while True:
+                    kind, data, _ = await session.receive()
+                    if kind == "closed":
+                        break
+                    assert kind == "out"
+                    assert data.count(b"x") == len(data)
+                    received += len(data)
+            assert received == total
+        finally:
+            session.close()
