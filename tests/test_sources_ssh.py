@@ -547,7 +547,11 @@ async def test_a_command_s_output_is_read_no_further_than_the_high_water_mark(
     total = 8_000_000
     async with SSHPool(ssh_options) as pool:
         _, session = await pool.open_session(
-            sshd.host, CommandOutput, f"head -c {total} /dev/zero | tr '\\0' x", port=sshd.port, user=sshd.user
+            sshd.host,
+            CommandOutput,
+            f"head -c {total} /dev/zero | tr '\\0' x",
+            port=sshd.port,
+            user=sshd.user,
         )
         try:
             with anyio.fail_after(10):
