@@ -25,7 +25,8 @@ Also shown, for context: the writer's CPU and (SSH) the sshd side's (its session
 approximately: live descendants' own and reaped children's times), which share the machine's cores.
 
     python benchmarks/daemon_bench.py [--launches 200] [--hosts 20] [--seconds 60] [--quiet-seconds 30]
-                                      [--quiet-lead 15] [--local] [--workdir DIR] [--check]
+                                      [--quiet-lead 15] [--local] [--stat-interval S] [--workdir DIR]
+                                      [--check]
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ class _Daemon:
         self.listening.set()
 
 
-def _config(workdir: Path, logs: list[tuple[str, str, str]], sshd: Any) -> Path:
+def _config(workdir: Path, logs: list[tuple[str, str, str]], sshd: Any, stat_interval: float | None) -> Path:
     out = [
         "[daemon]",
         'listen = "127.0.0.1:0"',
@@ -235,6 +236,7 @@ def _config(workdir: Path, logs: list[tuple[str, str, str]], sshd: Any) -> Path:
             f'user = "{sshd.user}"',
             f'identity = "{sshd.client_key}"',
             f'known_hosts = "{sshd.known_hosts}"',
+            *([f"stat_interval = {stat_interval}"] if stat_interval is not None else []),
             "",
         ]
     for name, host, path in logs:
@@ -297,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quiet-lead", type=float, default=QUIET_LEAD, help="seconds after the last write before it opens"
     )
     parser.add_argument("--local", action="store_true", help="every log a file on this machine (no SSH)")
+    parser.add_argument(
+        "--stat-interval",
+        type=float,
+        help="the hosts' stat_interval in seconds (SSH; default: the config's, 0.25): the remote side's forks "
+        "of stat and sleep, which share this machine's cores with the daemon",
+    )
     parser.add_argument("--workdir", type=Path, help="keep the logs, config and daemon log here")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemon")
@@ -325,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         from sshd_server import start_sshd  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415 - SSH only
 
         sshd = start_sshd(workdir / "sshd")
-    config = _config(workdir, logs, sshd)
+    config = _config(workdir, logs, sshd, args.stat_interval)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [args.python, "-m", "watchdog.cli", "run", "--config", str(config)],

@@ -61,6 +61,7 @@ identity = "/etc/watchdog/id_ed25519"
 known_hosts = "/etc/watchdog/known_hosts"
 jump_host = "bastion"
 max_channels = 8
+stat_interval = "2s"
 
 [hosts.bastion]
 address = "bastion.example.org"
@@ -118,6 +119,12 @@ BAD = [
     pytest.param("[hosts.g]\nport = 70000\n", "hosts.g.port", "from 1 to 65535", id="port-too-big"),
     pytest.param(
         "[hosts.g]\nmax_channels = 0\n", "hosts.g.max_channels", "from 1 to 1000", id="max-channels-0"
+    ),
+    pytest.param(
+        "[hosts.g]\nstat_interval = 0.01\n",
+        "hosts.g.stat_interval",
+        "from 0.05s to 1m",
+        id="stat-interval-short",
     ),
     pytest.param('[hosts.g]\naddress = "gpu 1"\n', "hosts.g.address", "no spaces", id="bad-address"),
     pytest.param(
@@ -617,6 +624,8 @@ def test_ssh_options_from_host(good: Path) -> None:
     assert options.known_hosts == "/etc/watchdog/known_hosts"
     assert not options.accept_new_host_key
     assert options.max_channels == config.hosts["gpu1"].max_channels
+    assert options.stat_interval == 2.0
+    assert ssh_options(config, "bastion").stat_interval == 0.25  # the default
 
 
 @pytest.mark.parametrize(

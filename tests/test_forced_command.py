@@ -8,6 +8,7 @@ of the test key of a real OpenSSH sshd (`restrict,port-forwarding,permitopen=...
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -74,6 +75,7 @@ class _RecordingPool:
 
     def __init__(self) -> None:
         self.commands: list[str] = []
+        self.options = SSHOptions()
 
     async def connect(self, host: str, **kwargs: Any) -> None:
         """Pretend to connect."""
@@ -125,6 +127,21 @@ async def _capture(action: Action) -> str:
         pass
     assert len(pool.commands) == 1, pool.commands
     return pool.commands[0]
+
+
+def test_a_host_s_stat_interval_reaches_its_remote_readers() -> None:
+    """The stat interval of a host's options (`[hosts.NAME] stat_interval`) is the one its stream scripts use."""
+
+    async def capture() -> str:
+        pool = _RecordingPool()
+        pool.options = SSHOptions(stat_interval=2.0)
+        with contextlib.suppress(_Captured):
+            await _drain_follow(SSHSource(cast(SSHPool, pool), "gpu", "logs/x.log", stream=True))
+        [command] = pool.commands
+        return command
+
+    argv = shlex.split(anyio.run(capture, backend="asyncio"))
+    assert argv[-2:] == ["2.000", "0.010"]  # stat interval, tail interval
 
 
 def _captured_commands() -> dict[str, str]:

@@ -26,6 +26,7 @@ import shlex
 from dataclasses import dataclass
 
 __all__ = [
+    "DEFAULT_STAT_INTERVAL",
     "IDENTITY_SCRIPT",
     "POLL_SCRIPT",
     "STREAM_SCRIPT",
@@ -47,6 +48,8 @@ __all__ = [
 # `cat` is the lifeline: it returns when the channel's stdin reaches EOF, which happens when the
 # client closes the channel or its connection dies (sshd then closes the session's pipes), and
 # the script then kills tail and the stat loop, so no tail is ever left behind.
+DEFAULT_STAT_INTERVAL = 0.25  # seconds between the stat loop's looks at what the path names
+
 STREAM_SCRIPT = """\
 p=$1 n=$2 iv=$3 tv=$4
 [ -e "$p" ] || { echo missing; exit 0; }

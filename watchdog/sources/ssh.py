@@ -35,6 +35,7 @@ from watchdog.sources.base import (
 from watchdog.sources.channel import CommandOutput
 from watchdog.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
 from watchdog.sources.remote import (
+    DEFAULT_STAT_INTERVAL,
     Header,
     identity_command,
     parse_header,
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 DEFAULT_POLL_INTERVAL = 0.25
-DEFAULT_STAT_INTERVAL = 0.25
 DEFAULT_TAIL_INTERVAL = 0.01
 DEFAULT_POLL_BYTES = 1 << 20
 RETRY_INITIAL = 0.1
@@ -96,7 +96,7 @@ class SSHSource:
         user: str | None = None,
         stream: bool | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
-        stat_interval: float = DEFAULT_STAT_INTERVAL,
+        stat_interval: float | None = None,
         tail_interval: float = DEFAULT_TAIL_INTERVAL,
         connect_attempts: int = 3,
         reconnect_attempts: int | None = None,
@@ -111,11 +111,14 @@ class SSHSource:
             user: remote user (None: from the config, else the local user).
             stream: True to require streaming, False to poll, None to stream where GNU tail exists.
             poll_interval: seconds between reads when polling, and between looks for a missing file.
-            stat_interval: seconds between the remote script's rotation checks.
+            stat_interval: seconds between the remote script's rotation checks (None: the pool's
+                `SSHOptions.stat_interval`, else `DEFAULT_STAT_INTERVAL`).
             tail_interval: the remote tail's `-s` interval (it bounds the added latency).
             connect_attempts: attempts for the first connection before ConnectionLost is raised.
             reconnect_attempts: attempts after a drop before ConnectionLost (None: forever).
         """
+        if stat_interval is None:  # the host's setting, else the default
+            stat_interval = pool.options.stat_interval or DEFAULT_STAT_INTERVAL
         if min(poll_interval, stat_interval, tail_interval) <= 0:
             raise ValueError("intervals must be positive")
         if connect_attempts < 1:

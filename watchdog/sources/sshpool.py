@@ -94,6 +94,8 @@ class SSHOptions:
         keepalive_count_max: unanswered keepalives after which the connection is dropped.
         max_channels: session channels one connection carries before another connection is
             opened; None learns the limit from the server's refusals (sshd's MaxSessions).
+        stat_interval: seconds between the looks of a log reader on this host at what the log's path names
+            (`SSHSource`); None: the reader's default.
     """
 
     known_hosts: str | None = None
@@ -105,10 +107,13 @@ class SSHOptions:
     keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
     keepalive_count_max: int = DEFAULT_KEEPALIVE_COUNT_MAX
     max_channels: int | None = None
+    stat_interval: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_channels is not None and self.max_channels < 1:
             raise ValueError("max_channels must be at least 1")
+        if self.stat_interval is not None and not self.stat_interval > 0:
+            raise ValueError("stat_interval must be positive")
 
     @property
     def known_hosts_path(self) -> str:
