@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -345,3 +346,54 @@ def test_the_file_system_of_a_log_is_told_local_or_not(tmp_path: Path) -> None:
             assert local_module._on_local_fs(fd) is local
         finally:
             os.close(fd)
+
+
+def _fds_open_on(path: Path) -> int:
+    """How many descriptors of this process are open on `path`."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/fd is Linux's")
+async def test_a_wait_cancelled_mid_call_loses_nothing_and_leaks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller that gives up waiting for the next item while the file is being opened in a worker thread (a
+    slow network file system) loses nothing: the next wait goes on from there, with that same open file, and
+    every byte arrives once."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first\n")
+    monkeypatch.setattr(local_module, "_on_local_fs", lambda fd: False)
+    started, release = threading.Event(), threading.Event()
+    real_open = local_module._open
+
+    def slow_open(path: str) -> Any:
+        started.set()
+        release.wait(10)
+        return real_open(path)
+
+    monkeypatch.setattr(local_module, "_open", slow_open)
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        scope = anyio.CancelScope()
+
+        async def give_up_during_the_open() -> None:
+            await anyio.to_thread.run_sync(started.wait, 10)
+            scope.cancel()  # while the open is under way...
+            release.set()  # ... which then completes
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(give_up_during_the_open)
+            with scope:
+                await anext(items)
+        assert scope.cancelled_caught
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        assert _fds_open_on(log) == 1
+        append_now(log, b"second\n")
+        assert await read_to_caught_up(items, 13, start=6) == b"second\n"
+    assert _fds_open_on(log) == 0

@@ -131,8 +131,8 @@ class _Follow:
                 if request.wait:
                     await request.fn(*request.args)
                 elif not self._answered:
-                    with anyio.CancelScope(shield=True):  # not cancellable anyway: its result is kept
-                        self._answer = await anyio.to_thread.run_sync(request.fn, *request.args)
+                    # not cancellable: a cancellation comes at the checkpoint after it, and the result is kept
+                    self._answer = await anyio.to_thread.run_sync(request.fn, *request.args)
                     self._answered = True
                     await anyio.lowlevel.checkpoint()
             answer, self._request, self._answer, self._answered = self._answer, None, None, False
