@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from watchdog.exceptions import ConfigError
 from watchdog.history import format_history, history_main
@@ -251,6 +252,24 @@ async def test_write_behind_writes_waiting_transitions_before_any_other_call(tmp
         await tg.start(store.write_behind)
         await store.record_transition("kimi", 1, status(STARTED))
         await store.save_checkpoint("kimi", 100, b"state")
+        assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_snapshot_that_cannot_be_written_does_not_fail_the_call_it_precedes(tmp_path: Path) -> None:
+    """A waiting snapshot whose write fails is dropped with a warning; the call it was written before (here a
+    checkpoint) is made, and the launches of later snapshots are stored as usual."""
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        broken = status(STARTED)
+        broken["timeline"] = [42]  # not an entry
+        await store.record_transition("kimi", 1, broken)
+        with capture_logs() as logs:
+            await store.save_checkpoint("kimi", 100, b"state")
+        assert await store.load_checkpoint("kimi") == b"state"
+        assert [e["event"] for e in logs] == ["transitions not stored"]
+        await store.record_transition("kimi", 1, status(STARTED))
+        await store.save_checkpoint("kimi", 200, b"later")
         assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
         tg.cancel_scope.cancel()
 

@@ -336,7 +336,7 @@ class StateStore:
     ) -> _T:
         try:
             self._write(lambda: self._record_all(snapshots))
-        except sqlite3.Error as exc:  # the call that follows is still made; only these snapshots are lost
+        except Exception as exc:  # the call that follows is still made; only these snapshots are lost
             log.warning("transitions not stored", launches=len(snapshots), error=repr(exc))
         return fn(*args)
 
