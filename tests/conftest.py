@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import NoReturn
 
+import anyio
 import pytest
+from anyio.abc import Process
 
 # tests/ is not a package: make the sshd helper importable for the fixtures and the tests.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -24,6 +27,19 @@ from watchdog.sources.sshpool import SSHOptions
 def anyio_backend() -> str:
     """asyncssh needs the asyncio backend."""
     return "asyncio"
+
+
+@pytest.fixture
+async def sleeper(anyio_backend: str) -> AsyncIterator[tuple[Process, str]]:
+    """A `sleep` process with a unique command line, and that command line."""
+    duration = f"1000.{random.randrange(10**8):08d}"
+    async with await anyio.open_process(["sleep", duration]) as process:
+        try:
+            yield process, f"sleep {duration}"
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import re
 import shlex
 import shutil
@@ -460,19 +459,6 @@ async def pool(restricted: SSHDServer) -> AsyncIterator[SSHPool]:
     """A pool of connections to the restricted sshd."""
     async with SSHPool(_options(restricted)) as pool:
         yield pool
-
-
-@pytest.fixture
-async def sleeper() -> AsyncIterator[tuple[Process, str]]:
-    """A `sleep` process with a unique command line, and that command line."""
-    duration = f"1000.{random.randrange(10**8):08d}"
-    async with await anyio.open_process(["sleep", duration]) as process:
-        try:
-            yield process, f"sleep {duration}"
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
 
 
 async def _connect(server: SSHDServer) -> asyncssh.SSHClientConnection:

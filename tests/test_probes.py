@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,19 +27,6 @@ async def pool(ssh_options: SSHOptions, anyio_backend: str) -> AsyncIterator[SSH
     """A connection pool to the test sshd, closed after the test."""
     async with SSHPool(ssh_options) as pool:
         yield pool
-
-
-@pytest.fixture
-async def sleeper(anyio_backend: str) -> AsyncIterator[tuple[Process, str]]:
-    """A `sleep` process with a unique command line, and that command line."""
-    duration = f"1000.{random.randrange(10**8):08d}"
-    async with await anyio.open_process(["sleep", duration]) as process:
-        try:
-            yield process, f"sleep {duration}"
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
 
 
 class _Health(BaseHTTPRequestHandler):
