@@ -43,6 +43,7 @@ from watchdog.sources import (
     source_for,
 )
 from watchdog.verdict import build_verdict
+from watchdog.wakeup import wake_up
 
 if TYPE_CHECKING:
     from watchdog.checkpoint import Checkpointer, Checkpoints
@@ -195,12 +196,6 @@ class MonotonicClock:
             await wake
         finally:
             timer.cancel()
-
-
-def wake_up(future: asyncio.Future[object], result: object) -> None:
-    """Set `future`'s result unless it is already done (woken, timed out or cancelled)."""
-    if not future.done():
-        future.set_result(result)
 
 
 class LaunchFollower:

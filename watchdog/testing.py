@@ -22,8 +22,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
-from watchdog.launch import wake_up
 from watchdog.sources.base import CaughtUp, Chunk, SourceItem
+from watchdog.wakeup import wake_up
 
 __all__ = ["ManualClock", "ScriptedSource"]
 

@@ -8,6 +8,8 @@ from typing import Literal
 
 import asyncssh
 
+from watchdog.wakeup import wake_up
+
 __all__ = ["CommandOutput", "Kind", "Packet"]
 
 # Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
@@ -52,9 +54,8 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         if self._discard:
             return
         self._packets.append(packet)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if self._waiter is not None:
+            wake_up(self._waiter)
 
     async def receive(self) -> Packet:
         while not self._packets:

@@ -22,6 +22,8 @@ import sys
 import threading
 from collections import defaultdict
 
+from watchdog.wakeup import wake_up
+
 __all__ = ["Watcher"]
 
 _IN_MODIFY = 0x2
@@ -138,7 +140,7 @@ class Watcher:
             if self._generation.get(path, 0) != since:
                 return True
             self._waiting[path].append(entry)
-        timer = loop.call_later(poll_after, _wake, future) if poll_after is not None else None
+        timer = loop.call_later(poll_after, wake_up, future) if poll_after is not None else None
         try:
             await future
         finally:
@@ -196,9 +198,4 @@ class Watcher:
 
 def _set_all(futures: list[asyncio.Future[None]]) -> None:
     for future in futures:
-        _wake(future)
-
-
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():  # not already woken, timed out or cancelled
-        future.set_result(None)
+        wake_up(future)
