@@ -14,8 +14,10 @@ Header (first line of stdout, then raw file bytes in the streaming and polling s
 Status lines of the streaming script, on stderr:
 
     S FD_INODE FD_SIZE FD_LINKS [PATH_INODE PATH_SIZE PATH_LINKS]
-                       every STAT_INTERVAL: the open file, and what the path names now (if anything)
-    E                  tail exited on its own
+                       the open file, and what the path names now (if anything): at the start, when
+                       that changes, and every STAT_INTERVAL while the path names another file
+    W                  from now on the stat loop waits for the path to change (about 1 s after the header)
+    E                  the reading tail exited: on its own, or killed once stdin was closed
     tail: ...: file truncated     GNU tail's own notice: it went back to offset 0
 """
 
@@ -42,12 +44,21 @@ __all__ = [
 # `tail -f` on /dev/fd/3 follows the inode the script opened, whatever happens to the path;
 # GNU tail polls a symlinked name (it turns inotify off for those), hence the fine -s interval:
 # an fstat every 10 ms is cheap and bounds the added latency.
-# The stat loop says a sample only when what the path names changed (inode, links: not the size, which the
-# bytes themselves tell), or while the path names another file than the one read (a rotation: the old file's
-# sizes tell when it stopped growing): a log, quiet or growing, costs no traffic but its own bytes.
-# `cat` is the lifeline: it returns when the channel's stdin reaches EOF, which happens when the
-# client closes the channel or its connection dies (sshd then closes the session's pipes), and
-# the script then kills tail and the stat loop, so no tail is ever left behind.
+# The stat loop says a sample when what the path names changed (inode, links: not the size, which the bytes
+# themselves tell), and every STAT_INTERVAL while the path names another file than the one read (a rotation:
+# the old file's sizes tell when it stopped growing). It does not poll the path: a second GNU tail follows the
+# path by name (`-F`: inotify where the kernel gives it, else a stat every STAT_INTERVAL, at most 1 s) and says
+# a line for every change it sees (replaced, inaccessible, appeared, truncated), each of which wakes the loop
+# for one sample. A stat and a sleep forked 4 times a second cost about 1 % of a core per followed log; waiting
+# on that tail costs next to nothing while the path stays put. The first 10 samples are taken 0.1 s apart
+# whatever happens (then the loop says W), which covers a rotation between `exec 3<` and that tail's own open.
+# If that tail ever exits (it gives up on a path that became a directory, say), the loop samples every
+# STAT_INTERVAL again.
+# `cat` is the lifeline: it returns when the channel's stdin reaches EOF, which happens when the client closes
+# the channel or its connection dies (sshd then closes the session's pipes), and then kills the reading tail.
+# The script waits for that tail (so it is reaped, not a zombie that `kill -0` still finds), whether killed or
+# gone on its own, then kills the stat loop and says E; the second tail (`--pid`) sees the first one gone within
+# STAT_INTERVAL (1 s at most) and exits too: no tail is ever left behind.
 DEFAULT_STAT_INTERVAL = 0.25  # seconds between the stat loop's looks at what the path names
 
 STREAM_SCRIPT = """\
@@ -55,16 +66,20 @@ p=$1 n=$2 iv=$3 tv=$4
 [ -e "$p" ] || { echo missing; exit 0; }
 { [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
 case $(tail --version 2>/dev/null) in *GNU*) ;; *) echo nofollow; exit 0;; esac
-exec 3<"$p"
+exec 3<"$p" 4<&0
 echo ok $(stat -L -c '%i %s' /dev/fd/3)
-tail -s "$tv" -c +"$n" -f /dev/fd/3 & t=$!
-{ o=; while kill -0 $t 2>/dev/null; do
+tail -s "$tv" -c +"$n" -f /dev/fd/3 4<&- & t=$!
+case $iv in 0.*) u=$iv;; *) u=1;; esac
+tail -n 0 -s $u --pid=$t -F "$p" 2>&1 >/dev/null 3<&- 4<&- | { o= w=10; while :; do
     c=$(stat -L -c '%i %s %h' /dev/fd/3 "$p" 2>/dev/null); set -- $c; k="$1 $3 ${4-} ${6-}"
     [ "$k" = "$o" ] && [ "$1" = "${4-}" ] || echo S $c
-    o=$k; sleep "$iv" >/dev/null 2>&1 3<&-
-  done; echo E; } >&2 & s=$!
-cat >/dev/null 3<&-
-kill $t $s 2>/dev/null
+    o=$k d=$iv
+    if [ "$1" = "${4-}" ] && [ $w -ge 0 ]; then [ $w = 1 ] && echo W
+      if [ $w -le 1 ]; then w=0; read -r _ || w=-1; continue; fi; w=$((w-1)) d=0.1; fi
+    sleep "$d" >/dev/null 2>&1 3<&-
+  done; } >&2 4<&- & s=$!
+{ cat >/dev/null 3<&-; kill $t; } <&4 4<&- & l=$!
+wait $t 2>/dev/null; kill $s $l 2>/dev/null; echo E >&2
 """
 
 # One read of at most $3 bytes from offset $2 (1-based), with the header, for hosts without

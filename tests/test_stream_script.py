@@ -1,0 +1,152 @@
+"""Tests for the streaming script run on a followed host (`watchdog.sources.remote.STREAM_SCRIPT`), run here
+with the machine's own /bin/sh and GNU tail, so the stat loop's status lines can be read one by one.
+
+The stat interval is 60 s in every test: whatever is said within seconds of a change after `W` was woken
+by the change itself (the path followed by name), not by the loop looking again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from sshd_server import assert_no_reader_left
+
+from watchdog.sources.remote import Header, StatLine, parse_header, parse_stat_line, stream_command
+
+pytestmark = pytest.mark.anyio
+
+SLOW = 60.0  # the stat interval: far longer than any wait below
+
+
+def _gnu_tail() -> bool:
+    if shutil.which("tail") is None:
+        return False
+    out = subprocess.run(["tail", "--version"], capture_output=True, text=True, check=False)
+    return "GNU" in out.stdout
+
+
+if not _gnu_tail():
+    pytest.skip("the streaming script needs GNU tail (coreutils)", allow_module_level=True)
+
+
+@dataclass
+class Reader:
+    """A running stream script: its process and its two outputs, line by line."""
+
+    process: Process
+    out: BufferedByteReceiveStream
+    err: BufferedByteReceiveStream
+
+    async def status(self) -> bytes:
+        """The next status line on stderr (without its newline)."""
+        with anyio.fail_after(10):
+            return await self.err.receive_until(b"\n", 4096)
+
+    async def stat(self) -> StatLine:
+        """The next stat sample on stderr."""
+        line = await self.status()
+        stat = parse_stat_line(line)
+        assert stat is not None, f"{line!r} is not a stat sample"
+        return stat
+
+    async def header(self) -> Header:
+        """The header line on stdout."""
+        with anyio.fail_after(10):
+            header = parse_header(await self.out.receive_until(b"\n", 4096))
+        assert header is not None
+        return header
+
+    def reading_tail(self) -> int:
+        """The pid of the tail that reads the open file (`tail ... /dev/fd/3`), among the script's processes."""
+        todo = [self.process.pid]
+        while todo:
+            pid = todo.pop()
+            try:  # the stat loop's `stat` and `sleep` come and go
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                continue
+            if argv[0] == b"tail" and b"/dev/fd/3" in argv:
+                return pid
+            todo += [int(child) for child in children]
+        raise AssertionError("no reading tail among the script's processes")
+
+
+@asynccontextmanager
+async def stream(path: Path) -> AsyncIterator[Reader]:
+    """Run the stream script on `path` from offset 0, past its header, first sample and `W`."""
+    command = stream_command(str(path), 0, stat_interval=SLOW, tail_interval=0.01)
+    async with await anyio.open_process(command) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        reader = Reader(
+            process, BufferedByteReceiveStream(process.stdout), BufferedByteReceiveStream(process.stderr)
+        )
+        try:
+            header = await reader.header()
+            first = await reader.stat()
+            assert (first.inode, first.path_inode) == (header.inode, header.inode)
+            assert await reader.status() == b"W"
+            yield reader
+        finally:
+            if process.returncode is None:
+                process.kill()
+
+
+async def test_a_rotation_after_the_first_second_is_said_at_once(tmp_path: Path) -> None:
+    """Rename + create after `W`: a sample naming the new file comes within seconds, not at the stat interval."""
+    log = tmp_path / "rot.log"
+    log.write_bytes(b"old\n")
+    async with stream(log) as reader:
+        log.rename(tmp_path / "rot.log.1")
+        log.write_bytes(b"new\n")
+        stat = await reader.stat()
+        assert stat.path_inode == log.stat().st_ino
+        assert stat.inode == (tmp_path / "rot.log.1").stat().st_ino
+        assert stat.links == 1
+
+
+async def test_a_deleted_path_is_said_at_once(tmp_path: Path) -> None:
+    """Unlinking the log after `W` gives a sample of the open file with no links and nothing at the path."""
+    log = tmp_path / "gone.log"
+    log.write_bytes(b"x\n")
+    async with stream(log) as reader:
+        inode = log.stat().st_ino
+        log.unlink()
+        stat = await reader.stat()
+        assert (stat.inode, stat.links, stat.path_inode) == (inode, 0, None)
+
+
+async def test_a_reading_tail_that_dies_is_said_with_e(tmp_path: Path) -> None:
+    """If the reading tail is killed on the host, the script says E and ends, while stdin is still open."""
+    log = tmp_path / "killed.log"
+    log.write_bytes(b"x\n")
+    async with stream(log) as reader:
+        os.kill(reader.reading_tail(), signal.SIGTERM)
+        assert await reader.status() == b"E"
+        with anyio.fail_after(10):
+            await reader.process.wait()
+    await assert_no_reader_left(log)
+
+
+async def test_closing_stdin_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Closing stdin (the channel closing) ends the script, both tails and the stat loop, within seconds."""
+    log = tmp_path / "closed.log"
+    log.write_bytes(b"x\n")
+    async with stream(log) as reader:
+        assert reader.process.stdin is not None
+        await reader.process.stdin.aclose()
+        with anyio.fail_after(10):
+            await reader.process.wait()
+    await assert_no_reader_left(log)
