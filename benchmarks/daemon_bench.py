@@ -22,7 +22,7 @@ Measured:
   - CPU % while every log is quiet (no write at all) for --quiet-seconds, from --quiet-lead seconds (default
     15) after the last write.
 Also shown, for context: the writer's CPU and (SSH) the sshd side's (its sessions, tails and stat loops,
-approximately: live descendants' own and reaped children's times), which share the machine's cores.
+the whole machine's busy time less the daemon's and the writer's), which share the machine's cores.
 
     python benchmarks/daemon_bench.py [--launches 200] [--hosts 20] [--seconds 60] [--quiet-seconds 30]
                                       [--quiet-lead 15] [--local] [--stat-interval S] [--workdir DIR]
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import random
 import signal
 import subprocess
@@ -50,6 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "sglang"
 TICK = 0.1  # s between the writer's rounds
+BENCH_USER = "watchdog-bench"  # the account made for the SSH runs when this one is root with a busy shell
 WARMUP = 3.0  # s of load before the measured window opens
 # s after the last write before the quiet window opens: the idle cost, not the tail of the load (each launch's
 # checkpoint is saved once its log has been quiet for 1 s, at most 10 s after the one before: watchdog.checkpoint)
@@ -163,23 +165,41 @@ def _cpu_seconds(pid: int, *, children: bool = False) -> float:
     return ticks / _CLK_TCK
 
 
-def _descendants(pid: int) -> set[int]:
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            with open(f"/proc/{parent}/task/{parent}/children") as file:
-                kids = {int(k) for k in file.read().split()}
-        except OSError:
-            continue
-        todo.extend(kids - found)
-        found |= kids
-    return found
+def _ssh_user(requested: str | None) -> str:
+    """The account to log in as: one whose login shell starts nothing (see `--ssh-user`)."""
+    me = pwd.getpwuid(os.getuid())
+    if requested:
+        return requested
+    if Path(me.pw_shell).name in ("sh", "dash"):
+        return me.pw_name
+    if os.getuid() != 0:
+        print(
+            f"note: logging in as {me.pw_name}, whose login shell {me.pw_shell} runs its start-up files on every command"
+        )
+        return me.pw_name
+    try:
+        pwd.getpwnam(BENCH_USER)
+    except KeyError:
+        command = [
+            "useradd",
+            "--system",
+            "--home-dir",
+            "/tmp",
+            "--shell",
+            "/bin/sh",
+            "--password",
+            "*",
+            BENCH_USER,
+        ]
+        subprocess.run(command, check=True)
+    return BENCH_USER
 
 
-def _tree_cpu(pid: int) -> float:
-    return sum(_cpu_seconds(p, children=True) for p in _descendants(pid))
+def _machine_cpu() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as file:
+        fields = [int(field) for field in file.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _status_kb(pid: int, key: str) -> int:
@@ -305,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the hosts' stat_interval in seconds (SSH; default: the config's, 0.25): the remote side's forks "
         "of stat and sleep, which share this machine's cores with the daemon",
     )
+    parser.add_argument(
+        "--ssh-user",
+        help=f"the account the daemon logs in as (SSH; default: this one if its login shell is sh or dash, else, "
+        f"as root, {BENCH_USER!r}, created with /bin/sh as docs/least-privilege.md advises)",
+    )
     parser.add_argument("--workdir", type=Path, help="keep the logs, config and daemon log here")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemon")
@@ -333,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         from sshd_server import start_sshd  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415 - SSH only
 
         sshd = start_sshd(workdir / "sshd")
+        sshd.user = _ssh_user(args.ssh_user)
+        if sshd.user != pwd.getpwuid(os.getuid()).pw_name:
+            for folder in (workdir, workdir / "logs"):
+                folder.chmod(0o755)  # the logs, readable by that account
     config = _config(workdir, logs, sshd, args.stat_interval)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -361,20 +390,18 @@ def main(argv: list[str] | None = None) -> int:
         writer = subprocess.Popen([args.python, __file__, "--writer", str(spec_path)], cwd=ROOT)
         time.sleep(max(t0 + WARMUP - time.time(), 0))
         pid = proc.pid
-        cpu0, w0, s0, window0 = _cpu_seconds(pid), _cpu_seconds(writer.pid), 0.0, time.time()
-        if sshd is not None:
-            s0 = _tree_cpu(sshd.process.pid)
+        cpu0, w0, s0, window0 = _cpu_seconds(pid), _cpu_seconds(writer.pid), _machine_cpu(), time.time()
         time.sleep(max(load_end - time.time(), 0))
         cpu1, w1, window1 = _cpu_seconds(pid), _cpu_seconds(writer.pid), time.time()
-        s1 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
+        s1 = _machine_cpu()
         writer.wait(timeout=30)
         result = json.loads(out_path.read_text())
         time.sleep(max(result["ended"] + args.quiet_lead - time.time(), 0))
         q0, quiet0 = _cpu_seconds(pid), time.time()
-        qs0 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
+        qs0 = _machine_cpu()
         time.sleep(args.quiet_seconds)
         q1, quiet1 = _cpu_seconds(pid), time.time()
-        qs1 = _tree_cpu(sshd.process.pid) if sshd is not None else 0.0
+        qs1 = _machine_cpu()
         hwm_mb, rss_mb = _status_kb(pid, "VmHWM") / 1024, _status_kb(pid, "VmRSS") / 1024
         threads = _status_kb(pid, "Threads")
         statuses = _statuses(daemon.url)
@@ -411,14 +438,17 @@ def main(argv: list[str] | None = None) -> int:
         f"in {WARMUP + args.seconds:.0f} s ({result['lines'] / (WARMUP + args.seconds) / args.launches:.1f} "
         f"lines/s per log); {len(lat)} crashes in the window judged, {len(missed)} not"
     )
-    print(f"  writer CPU {100 * (w1 - w0) / span:.1f} % of a core", end="")
+    rest = 100 * (s1 - s0 - (cpu1 - cpu0) - (w1 - w0)) / span
+    rest_quiet = 100 * (qs1 - qs0 - (q1 - q0)) / quiet_span
+    print(f"  writer CPU {100 * (w1 - w0) / span:.1f} % of a core; the rest of the machine", end=" ")
+    print(
+        f"({'sshd, the remote scripts, ' if sshd is not None else ''}the kernel, anything else running)",
+        end=" ",
+    )
+    print(f"{rest:.1f} % under load, {rest_quiet:.1f} % quiet")
     if sshd is not None:
-        print(
-            f"; sshd side (sessions, tails, stat loops) {100 * (s1 - s0) / span:.1f} % under load, "
-            f"{100 * (qs1 - qs0) / quiet_span:.1f} % quiet",
-            end="",
-        )
-    print(f"; daemon threads at the end: {threads}; RSS now {rss_mb:.0f} MB")
+        print(f"  SSH user {sshd.user}, login shell {pwd.getpwnam(sshd.user).pw_shell}")
+    print(f"  daemon threads at the end: {threads}; RSS now {rss_mb:.0f} MB")
     states: dict[str, int] = {}
     for s in statuses:
         states[s["state"]] = states.get(s["state"], 0) + 1
