@@ -573,3 +573,27 @@ async def test_a_command_s_output_is_read_no_further_than_the_high_water_mark(
             assert received == total
         finally:
             session.close()
+
+
+async def test_a_cancelled_wait_for_the_next_item_loses_and_repeats_nothing(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path
+) -> None:
+    """Waits cancelled while the log is quiet (a timeout around `anext`) leave the iteration usable: what is
+    appended after each arrives once, at its offset; and no remote reader is left once the block is left."""
+    log = tmp_path / "cancelled.log"
+    log.write_bytes(b"first\n")
+    async with make_source(pool, sshd, log).open_follow() as items:
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        end = 6
+        for i in range(3):
+            with anyio.move_on_after(0.2) as scope:
+                await anext(items)
+            assert scope.cancelled_caught
+            line = b"line %d\n" % i
+            await append(log, line)
+            assert await read_to_caught_up(items, end + len(line), start=end) == line
+            end += len(line)
+        await assert_quiet(items)
+    await assert_no_reader_left(log)

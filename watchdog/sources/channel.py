@@ -75,6 +75,11 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         return packet
 
     @property
+    def queued(self) -> bool:
+        """Whether `receive` has something to return at once (it will not wait)."""
+        return bool(self._packets)
+
+    @property
     def exit_status(self) -> int | None:
         """The remote command's exit status, once it has exited (None before, or when it was killed)."""
         return self._chan.get_exit_status() if self._chan is not None else None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 import asyncssh
 from tenacity import (
     AsyncRetrying,
@@ -20,17 +22,15 @@ from tenacity.stop import stop_base
 
 from watchdog.exceptions import ConnectionLost, TargetError, UsageError
 from watchdog.sources.base import (
+    UNYIELDED_BYTES,
     CaughtUp,
     Chunk,
     Connected,
     Disconnected,
     FileMissing,
     FileRestarted,
-    ItemSink,
     RestartReason,
     SourceItem,
-    open_item_stream,
-    send_item,
 )
 from watchdog.sources.channel import CommandOutput
 from watchdog.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
@@ -66,9 +66,9 @@ class SSHSource:
     """A file on a remote host, streamed by one remote `tail` per follower over a shared connection.
 
     The remote command (see `watchdog.sources.remote.STREAM_SCRIPT`) opens the file once, reports
-    its inode and size, streams from the exact offset with GNU `tail -c +N -f`, and looks every
-    `stat_interval` at what the path names (reported when it changed), so rotation (new inode at the path), replacement (the
-    old file deleted) and truncation (GNU tail's notice) are seen without a second command.
+    its inode and size, streams from the exact offset with GNU `tail -c +N -f`, and reports when what the path
+    names changes (a second GNU tail follows the path by name), so rotation (new inode at the path), replacement
+    (the old file deleted) and truncation (GNU tail's notice) are seen without a second command.
     After a rotation the old file is read on until it stops growing (two equal samples, or at
     most 8 samples), then `FileRestarted` and the new file from offset 0. Without GNU tail it
     falls back to polling reads every `poll_interval` (a rotation then cannot drain the old file).
@@ -139,7 +139,7 @@ class SSHSource:
         """Follow the file from byte `offset`; see `watchdog.sources.base.Source`."""
         if offset < 0:
             raise ValueError("offset must not be negative")
-        return open_item_stream(lambda sink: _Follower(self, sink, offset).run())
+        return _follow(_Follower(self, offset))
 
     async def identify(self, offset: int) -> FileIdentity | None:
         """What the file at the path is, read around `offset` on the host (see `watchdog.sources.identity`);
@@ -181,12 +181,63 @@ class _Restart(Exception):
         self.delay = delay
 
 
-class _Follower:
-    """The state of one `open_follow`: where we are in which file, across commands and connections."""
+@asynccontextmanager
+async def _follow(follower: _Follower) -> AsyncIterator[AsyncIterator[SourceItem]]:
+    items = _Resumable(follower)
+    try:
+        yield items
+    finally:
+        await items.aclose()
 
-    def __init__(self, source: SSHSource, sink: ItemSink, offset: int) -> None:
+
+class _Resumable:
+    """The consumer's iterator: `_Follower.items`, made again after a wait of the consumer's was cancelled.
+
+    A cancellation that reaches into the generator ends it (closing its remote command); the follower's state
+    (offset, file, what was said but not yet taken) is kept, so the next item comes from a new generator that
+    opens a new command at the first byte not yet delivered: nothing lost or repeated.
+    """
+
+    def __init__(self, follower: _Follower) -> None:
+        self._follower = follower
+        self._items: AsyncGenerator[SourceItem, None] | None = None
+        self._ended = False
+
+    def __aiter__(self) -> _Resumable:
+        return self
+
+    async def __anext__(self) -> SourceItem:
+        if self._ended:
+            raise StopAsyncIteration
+        if self._items is None:
+            self._items = self._follower.items()
+        try:
+            return await self._items.__anext__()
+        except anyio.get_cancelled_exc_class():
+            self._items = None  # ended by the cancellation: the next call resumes
+            raise
+        except BaseException:
+            self._ended = True
+            raise
+
+    async def aclose(self) -> None:
+        """Close the generator (and with it the remote command), if one is running."""
+        items, self._items = self._items, None
+        if items is not None:
+            await items.aclose()
+
+
+class _Follower:
+    """The state of one `open_follow`: where we are in which file, across commands and connections.
+
+    `items` is an async generator run by the consumer's own task: no producer task and no stream between
+    them, so a chunk costs one wake-up of the consumer (when the channel's data arrives) and no more.
+    What a step says is queued in `out` and handed over before the next wait.
+    """
+
+    def __init__(self, source: SSHSource, offset: int) -> None:
         self.src = source
-        self.sink = sink
+        self.out: deque[SourceItem] = deque()
         self.offset = offset
         self.inode: int | None = None
         self.pending: RestartReason | None = None
@@ -196,30 +247,46 @@ class _Follower:
         self.known_size = 0  # the file's size as last seen (header or stat sample)
         self.at_end = False  # CaughtUp sent and nothing delivered since
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
+        self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
+        self.connected = False  # Connected was said once (a resumed generator does not connect first)
 
-    async def run(self) -> None:
-        await self._connect(first=True)
+    async def items(self) -> AsyncGenerator[SourceItem, None]:
+        if not self.connected:
+            await self._connect(first=True)
         while True:
+            while self.out:
+                yield self.out.popleft()
             try:
                 if self.streaming is False:
-                    await self._poll_once()
+                    if await self._poll_once():
+                        while self.out:
+                            yield self.out.popleft()
+                        await anyio.sleep(self.src.poll_interval)
                 else:
-                    await self._stream_once()
+                    async with aclosing(self._stream_once()) as streamed:
+                        async for item in streamed:
+                            yield item
             except _Restart as restart:
                 if restart.delay:
+                    while self.out:
+                        yield self.out.popleft()
                     await anyio.sleep(restart.delay)
             except ChannelRefused as exc:
                 # The host is up but takes no more channels now: say so once, then retry after a
                 # pause (reconnecting would not help, and a tight loop would not either).
                 if not self.refusals:
-                    await self.sink.send(Disconnected(self.src.host, str(exc)))
+                    self.out.append(Disconnected(self.src.host, str(exc)))
                 self.refusals += 1
                 delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(self.refusals, 16))
+                while self.out:
+                    yield self.out.popleft()
                 # Jitter, so that the followers refused together do not all come back together.
                 await anyio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 - jitter, not a secret
             except ConnectionLost as exc:
-                await self.sink.send(Disconnected(self.src.host, str(exc)))
+                self.out.append(Disconnected(self.src.host, str(exc)))
                 self.refusals = 0
+                while self.out:
+                    yield self.out.popleft()
                 await self._connect(first=False)
 
     async def _connect(self, *, first: bool) -> None:
@@ -234,12 +301,13 @@ class _Follower:
             reraise=True,
         )
         await retrying(src.pool.connect, src.host, port=src.port, user=src.user)
-        await self.sink.send(Connected(src.host))
+        self.connected = True
+        self.out.append(Connected(src.host))
 
-    async def _channel_opened(self) -> None:
+    def _channel_opened(self) -> None:
         if self.refusals:
             self.refusals = 0
-            await self.sink.send(Connected(self.src.host))
+            self.out.append(Connected(self.src.host))
 
     def _restart_from_zero(self, reason: RestartReason) -> _Restart:
         self.pending = reason
@@ -248,7 +316,7 @@ class _Follower:
         self.rotation = None
         return _Restart()
 
-    async def _accept_header(self, header: Header | None) -> None:
+    def _accept_header(self, header: Header | None) -> None:
         """Act on a script's header; returns only for `ok` on the file we mean to read."""
         if header is None:
             # The script ended before its header (the file vanished between test and open).
@@ -263,7 +331,7 @@ class _Follower:
                 self._restart_from_zero("replaced")
             if not self.announced_missing:
                 self.announced_missing = True
-                await self.sink.send(FileMissing(self.src.path))
+                self.out.append(FileMissing(self.src.path))
             raise _Restart(self.src.poll_interval)
         if self.inode is not None and header.inode != self.inode:
             # Another file while we were away; the old one's unread tail is out of reach.
@@ -277,19 +345,20 @@ class _Follower:
             # A new file: its end is still to be reached. (Not for every header: each poll and
             # each reconnect reads one, and a file already read to its end is not caught up again.)
             self.at_end = False
-            await self.sink.send(FileRestarted(reason))
-        await self._caught_up()
+            self.out.append(FileRestarted(reason))
+        self._caught_up()
 
-    async def _caught_up(self) -> None:
+    def _caught_up(self) -> None:
         if not self.at_end and self.offset >= self.known_size:
             self.at_end = True
-            await send_item(self.sink, CaughtUp(self.offset))
+            self.out.append(CaughtUp(self.offset))
 
-    async def _deliver(self, data: bytes) -> None:
-        await send_item(self.sink, Chunk(self.offset, data))
+    def _deliver(self, data: bytes) -> None:
+        self.out.append(Chunk(self.offset, data))
         self.offset += len(data)
+        self.unyielded += len(data)
         self.at_end = False
-        await self._caught_up()
+        self._caught_up()
 
     async def _open_session(self, command: str) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
         src = self.src
@@ -299,7 +368,7 @@ class _Follower:
             )
         except (OSError, asyncssh.Error) as exc:
             raise ChannelRefused(src.host, str(exc)) from exc
-        await self._channel_opened()
+        self._channel_opened()
         return conn, session
 
     def _lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> Exception:
@@ -307,7 +376,7 @@ class _Follower:
             return ConnectionLost(f"connection to {self.src.host} lost: {exc or 'closed'}")
         return _Restart(self.src.poll_interval)
 
-    async def _stream_once(self) -> None:
+    async def _stream_once(self) -> AsyncGenerator[SourceItem, None]:
         src = self.src
         command = stream_command(
             src.path, self.offset, stat_interval=src.stat_interval, tail_interval=src.tail_interval
@@ -323,7 +392,7 @@ class _Follower:
                     if exc is not None or conn.is_closed():
                         raise self._lost(conn, exc)
                     _check_refused(src.host, session.exit_status, errors)
-                    await self._accept_header(None)
+                    self._accept_header(None)
                 if kind == "out":
                     buffered += data
                     if b"\n" not in buffered and len(buffered) > _HEADER_LIMIT:
@@ -334,29 +403,33 @@ class _Follower:
             header = parse_header(line)
             if header is None:
                 raise TargetError(f"unexpected output from the reader on {src.host}: {line[:80]!r}")
-            await self._accept_header(header)
+            self._accept_header(header)
             self.rotation = None
             if rest:
-                await self._deliver(rest)
-            await self._pump(conn, session)
+                self._deliver(rest)
+            errors = b""
+            while True:
+                while self.out:
+                    yield self.out.popleft()
+                if not session.queued:
+                    self.unyielded = 0  # the receive below waits: other tasks run
+                elif self.unyielded > UNYIELDED_BYTES:
+                    self.unyielded = 0
+                    await anyio.lowlevel.checkpoint()  # a backlog read in bulk still lets other tasks run
+                kind, data, exc = await session.receive()
+                if kind == "out":
+                    self._deliver(data)
+                    self._check_rotation()
+                elif kind == "err":
+                    errors += data
+                    *lines, errors = errors.split(b"\n")
+                    for line in lines:
+                        self._on_status(line)
+                    self._caught_up()
+                else:
+                    raise self._lost(conn, exc)
         finally:
             session.close()
-
-    async def _pump(self, conn: asyncssh.SSHClientConnection, session: CommandOutput) -> None:
-        errors = b""
-        while True:
-            kind, data, exc = await session.receive()
-            if kind == "out":
-                await self._deliver(data)
-                self._check_rotation()
-            elif kind == "err":
-                errors += data
-                *lines, errors = errors.split(b"\n")
-                for line in lines:
-                    self._on_status(line)
-                await self._caught_up()
-            else:
-                raise self._lost(conn, exc)
 
     def _on_status(self, line: bytes) -> None:
         if b"file truncated" in line:
@@ -389,23 +462,25 @@ class _Follower:
         ):
             raise self._restart_from_zero(rotation.reason)
 
-    async def _poll_once(self) -> None:
+    async def _poll_once(self) -> bool:
+        """One read; True when it reached the end (then wait `poll_interval` before the next)."""
         src = self.src
         command = poll_command(src.path, self.offset, max_bytes=DEFAULT_POLL_BYTES)
         result = await src.pool.run(src.host, command, port=src.port, user=src.user, encoding=None)
-        await self._channel_opened()
+        self._channel_opened()
         stderr = result.stderr if isinstance(result.stderr, bytes) else b""
         _check_refused(src.host, result.exit_status, stderr)
         stdout = result.stdout
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")
-        await self._accept_header(parse_header(line) if newline else None)
+        self._accept_header(parse_header(line) if newline else None)
         if data:
-            await self._deliver(data)
+            self._deliver(data)
         if len(data) < DEFAULT_POLL_BYTES:
             self.known_size = self.offset
-            await self._caught_up()
-            await anyio.sleep(src.poll_interval)
+            self._caught_up()
+            return True
+        return False
 
 
 REFUSED = 126  # the exit status of a forced-command wrapper that refuses a command (deploy/ssh/)
