@@ -226,6 +226,16 @@ def _stored_states(path: Path, launch: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _stored_checkpoint(path: Path, launch: str) -> tuple[int, bytes] | None:
+    """The checkpoint of `launch` (offset, blob) as another connection sees it (committed rows only)."""
+    with sqlite3.connect(path / DB_NAME) as other:
+        row = other.execute(
+            "SELECT read_offset, state FROM checkpoints WHERE launch = ?", (launch,)
+        ).fetchone()
+    other.close()
+    return None if row is None else (int(row[0]), bytes(row[1]))
+
+
 async def test_write_behind_writes_a_batch_with_the_last_snapshot_of_each_incarnation(tmp_path: Path) -> None:
     """With `write_behind` running, `record_transition` returns before anything is written; the snapshots of
     that moment are then written together, the last one of an incarnation standing for the earlier ones."""
@@ -246,31 +256,62 @@ async def test_write_behind_writes_a_batch_with_the_last_snapshot_of_each_incarn
         tg.cancel_scope.cancel()
 
 
-async def test_write_behind_writes_waiting_transitions_before_any_other_call(tmp_path: Path) -> None:
-    """A checkpoint saved after a transition is never on disk without it: the waiting snapshots go first."""
+async def test_write_behind_writes_waiting_transitions_and_checkpoints_before_any_other_call(
+    tmp_path: Path,
+) -> None:
+    """What waits to be written (a transition, then a checkpoint after it) is on disk before another call is
+    made, here a verdict: in the order it was given, so a checkpoint is never on disk without the transitions
+    before it."""
     async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
         await tg.start(store.write_behind)
         await store.record_transition("kimi", 1, status(STARTED))
         await store.save_checkpoint("kimi", 100, b"state")
+        assert _stored_states(tmp_path, "kimi") == []
+        assert _stored_checkpoint(tmp_path, "kimi") is None  # nothing on disk yet
+        await store.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready")
         assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
+        assert _stored_checkpoint(tmp_path, "kimi") == (100, b"state")
         tg.cancel_scope.cancel()
 
 
-async def test_a_snapshot_that_cannot_be_written_does_not_fail_the_call_it_precedes(tmp_path: Path) -> None:
-    """A waiting snapshot whose write fails is dropped with a warning; the call it was written before (here a
-    checkpoint) is made, and the launches of later snapshots are stored as usual."""
+async def test_write_behind_writes_the_last_checkpoint_of_each_launch(tmp_path: Path) -> None:
+    """With `write_behind` running, `save_checkpoint` returns before anything is written; the last checkpoint
+    of each launch is then written within the batch delay."""
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.save_checkpoint("kimi", 100, b"first")
+        await store.save_checkpoint("kimi", 200, b"second")
+        await store.save_checkpoint("qwen", 50, b"other")
+        assert _stored_checkpoint(tmp_path, "kimi") is None
+        with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
+            while True:  # another connection's view: polled
+                if _stored_checkpoint(tmp_path, "qwen") is not None:
+                    break
+                await anyio.sleep(0.02)
+        assert _stored_checkpoint(tmp_path, "kimi") == (200, b"second")
+        assert _stored_checkpoint(tmp_path, "qwen") == (50, b"other")
+        tg.cancel_scope.cancel()
+
+
+async def test_a_snapshot_that_cannot_be_written_does_not_fail_what_is_written_with_it(
+    tmp_path: Path,
+) -> None:
+    """A waiting snapshot whose write fails is dropped with a warning; the checkpoint waiting with it is still
+    written, the call they precede is made, and the launches of later snapshots are stored as usual."""
     async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
         await tg.start(store.write_behind)
         broken = status(STARTED)
         broken["timeline"] = [42]  # not an entry
         await store.record_transition("kimi", 1, broken)
+        await store.save_checkpoint("kimi", 100, b"state")
         with capture_logs() as logs:
-            await store.save_checkpoint("kimi", 100, b"state")
-        assert await store.load_checkpoint("kimi") == b"state"
+            assert await store.load_checkpoint("kimi") == b"state"
         assert [e["event"] for e in logs] == ["transitions not stored"]
         await store.record_transition("kimi", 1, status(STARTED))
         await store.save_checkpoint("kimi", 200, b"later")
+        await store.flush()
         assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
+        assert _stored_checkpoint(tmp_path, "kimi") == (200, b"later")
         tg.cancel_scope.cancel()
 
 

@@ -286,7 +286,9 @@ class StateStore:
         self._written: dict[str, float] = {}  # launch -> clock time of its last offset write
         # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
         self._snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
-        self._snapshot_added = anyio.Event()
+        # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
+        self._checkpoints: dict[str, tuple[int, float, bytes]] = {}
+        self._added = anyio.Event()  # something waits to be written
         self._write_behind = False
         self._closed = False
 
@@ -319,44 +321,63 @@ class StateStore:
                 raise RuntimeError("the state store is closed")
             # Not abandoned on cancellation: the call finishes (and commits or rolls back) before the lock
             # is released, so the connection is never used by two threads at once.
-            if not self._snapshots:
+            if not self._snapshots and not self._checkpoints:
                 return await anyio.to_thread.run_sync(fn, *args)
-            # the transitions waiting to be written go first, in the same trip: what was recorded before this
-            # call is stored before it (a checkpoint saved is never ahead of the transitions it has seen)
+            # what waits to be written goes first, in the same trip: what was recorded before this call is
+            # stored before it, transitions before checkpoints (a checkpoint is never ahead of the transitions
+            # it has seen)
             snapshots, self._snapshots = self._snapshots, {}
+            checkpoints, self._checkpoints = self._checkpoints, {}
             with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
-                result = await anyio.to_thread.run_sync(self._after_snapshots, snapshots, fn, args)
+                result = await anyio.to_thread.run_sync(self._after_waiting, snapshots, checkpoints, fn, args)
             return result  # noqa: RET504  (a return inside the scope: mypy sees one that may swallow it)
 
-    def _after_snapshots(
+    def _after_waiting(
         self,
         snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]],
+        checkpoints: Mapping[str, tuple[int, float, bytes]],
         fn: Callable[..., _T],
         args: tuple[Any, ...],
     ) -> _T:
-        try:
-            self._write(lambda: self._record_all(snapshots))
-        except Exception as exc:  # the call that follows is still made; only these snapshots are lost
-            log.warning("transitions not stored", launches=len(snapshots), error=repr(exc))
+        try:  # one transaction, as a rule
+            self._write(lambda: self._write_waiting(snapshots, checkpoints))
+        except Exception:  # then each part in its own, so one that fails does not take the other with it
+            try:
+                self._write(lambda: self._record_all(snapshots))
+            except Exception as exc:  # the call that follows is still made; only these snapshots are lost
+                log.warning("transitions not stored", launches=len(snapshots), error=repr(exc))
+            try:
+                self._write(lambda: self._put_checkpoints(checkpoints))
+            except Exception as exc:  # their launches resume from the checkpoints before them
+                log.warning("checkpoints not stored", launches=len(checkpoints), error=repr(exc))
         return fn(*args)
+
+    def _write_waiting(
+        self,
+        snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]],
+        checkpoints: Mapping[str, tuple[int, float, bytes]],
+    ) -> None:
+        self._record_all(snapshots)
+        self._put_checkpoints(checkpoints)
 
     def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]]) -> None:
         for (launch, incarnation), (status, wall) in snapshots.items():
             self._record(launch, incarnation, status, wall)
 
     async def write_behind(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """While this runs (a task of the daemon's), `record_transition` returns at once and its snapshots are
-        written together, within `TRANSITION_BATCH_DELAY`, or before the next other call; `close` writes what is
-        left. A daemon killed meanwhile loses those rows only: its launches resume from a checkpoint saved before
-        them, and read their transitions again."""
+        """While this runs (a task of the daemon's), `record_transition` and `save_checkpoint` return at once, and
+        what they were given is written together, within `TRANSITION_BATCH_DELAY`, or before the next other call
+        (only the last snapshot of an incarnation, the last checkpoint of a launch: each stands for those before
+        it); `close` writes what is left. A daemon killed meanwhile loses those rows only: its launches resume
+        from a checkpoint written before them, and read their transitions again."""
         self._write_behind = True
         try:
             task_status.started()
             while True:
-                await self._snapshot_added.wait()
+                await self._added.wait()
                 await anyio.sleep(TRANSITION_BATCH_DELAY)
-                self._snapshot_added = anyio.Event()
-                if self._snapshots:
+                self._added = anyio.Event()
+                if self._snapshots or self._checkpoints:
                     await self._run(_nothing)
         finally:
             self._write_behind = False
@@ -423,7 +444,7 @@ class StateStore:
         if self._write_behind and not self._closed:
             # each snapshot holds the incarnation's whole timeline so far: the last one says what the others say
             self._snapshots[(launch, incarnation)] = (status, wall)
-            self._snapshot_added.set()
+            self._added.set()
             return
         await self._run(lambda: self._write(lambda: self._record(launch, incarnation, status, wall)))
 
@@ -640,7 +661,8 @@ class StateStore:
         return bytes(row[0]) if row is not None else None
 
     async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
-        """Keep `blob` (the follower's state at byte `offset`) as the launch's checkpoint, replacing the last.
+        """Keep `blob` (the follower's state at byte `offset`) as the launch's checkpoint, replacing the last
+        (written within `TRANSITION_BATCH_DELAY` while `write_behind` runs, else before this returns).
 
         Raises:
             ValueError: `blob` is larger than `MAX_CHECKPOINT_BYTES`.
@@ -650,15 +672,18 @@ class StateStore:
                 f"a checkpoint of {len(blob)} bytes is over the {MAX_CHECKPOINT_BYTES} bytes allowed"
             )
         wall = time.time()
-        await self._run(
-            lambda: self._write(
-                lambda: self._conn.execute(
-                    "INSERT INTO checkpoints (launch, read_offset, saved_at, state) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (launch) DO UPDATE SET read_offset = excluded.read_offset,"
-                    " saved_at = excluded.saved_at, state = excluded.state",
-                    (launch, offset, wall, blob),
-                )
-            )
+        if self._write_behind and not self._closed:
+            self._checkpoints[launch] = (offset, wall, blob)
+            self._added.set()
+            return
+        await self._run(lambda: self._write(lambda: self._put_checkpoints({launch: (offset, wall, blob)})))
+
+    def _put_checkpoints(self, checkpoints: Mapping[str, tuple[int, float, bytes]]) -> None:
+        self._conn.executemany(
+            "INSERT INTO checkpoints (launch, read_offset, saved_at, state) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (launch) DO UPDATE SET read_offset = excluded.read_offset,"
+            " saved_at = excluded.saved_at, state = excluded.state",
+            [(launch, offset, wall, blob) for launch, (offset, wall, blob) in checkpoints.items()],
         )
 
     async def drop_checkpoint(self, launch: str) -> None:
@@ -730,7 +755,7 @@ class StateStore:
         if self._closed:
             return
         try:
-            if (self._pending or self._snapshots) and not self.readonly:
+            if (self._pending or self._snapshots or self._checkpoints) and not self.readonly:
                 await self.flush()
         finally:
             async with self._lock:
@@ -752,7 +777,7 @@ async def open_store(
 
 
 def _nothing() -> None:
-    """A call that only writes the snapshots waiting (see `StateStore._run`)."""
+    """A call that only writes what waits to be written (see `StateStore._run`)."""
 
 
 def _entry(item: Mapping[str, Any]) -> _Entry:
