@@ -330,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the account the daemon logs in as (SSH; default: this one if its login shell is sh or dash, else, "
         f"as root, {BENCH_USER!r}, created with /bin/sh as docs/least-privilege.md advises)",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="run the daemon on CPU 0 and everything else (sshd and the remote scripts, the writer, this script) "
+        "on the other CPUs, as on a deployment where the remote side runs on the GPU hosts",
+    )
     parser.add_argument("--workdir", type=Path, help="keep the logs, config and daemon log here")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemon")
@@ -342,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="wd-daemon-bench-"))
+    others = set(range(1, os.cpu_count() or 1))
+    if args.pin:
+        if not others:
+            raise SystemExit("--pin needs at least 2 CPUs")
+        os.sched_setaffinity(0, others)  # this script and the writer it starts
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "logs").mkdir(exist_ok=True)
     startup, _, _ = _corpus()
@@ -358,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         from sshd_server import start_sshd  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415 - SSH only
 
         sshd = start_sshd(workdir / "sshd")
+        if args.pin:
+            os.sched_setaffinity(sshd.process.pid, others)  # its sessions, forked later, inherit it
         sshd.user = _ssh_user(args.ssh_user)
         if sshd.user != pwd.getpwuid(os.getuid()).pw_name:
             for folder in (workdir, workdir / "logs"):
@@ -372,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         stderr=subprocess.PIPE,
         text=True,
     )
+    if args.pin:
+        os.sched_setaffinity(proc.pid, {0})  # at once: the threads it starts later inherit it
     daemon = _Daemon(proc)
     threading.Thread(target=daemon.read, daemon=True).start()
     writer = None
@@ -431,7 +446,10 @@ def main(argv: list[str] | None = None) -> int:
     failures = [e for e in daemon.events if e.get("level") in ("warning", "error")]
 
     mode = "local files" if args.local else f"over SSH, {args.hosts} host names -> one sshd on 127.0.0.1"
-    print(f"watchdog run: {args.launches} launches, {mode}; {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    pinned = "; the daemon pinned to CPU 0, the rest to the others" if args.pin else ""
+    print(
+        f"watchdog run: {args.launches} launches, {mode}; {os.cpu_count()} CPUs{pinned}, load {os.getloadavg()}"
+    )
     print(f"  started (every log read) in {started_in:.1f} s; daemon exit code {code} after SIGTERM")
     print(
         f"  load window {span:.1f} s: writer wrote {result['lines']:,} lines, {result['bytes'] / 1e6:.1f} MB "
