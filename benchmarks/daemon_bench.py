@@ -456,8 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         f"in {WARMUP + args.seconds:.0f} s ({result['lines'] / (WARMUP + args.seconds) / args.launches:.1f} "
         f"lines/s per log); {len(lat)} crashes in the window judged, {len(missed)} not"
     )
-    rest = 100 * (s1 - s0 - (cpu1 - cpu0) - (w1 - w0)) / span
-    rest_quiet = 100 * (qs1 - qs0 - (q1 - q0)) / quiet_span
+    # (the machine's ticks and the processes' are read at slightly different moments: never below 0)
+    rest = max(0.0, 100 * (s1 - s0 - (cpu1 - cpu0) - (w1 - w0)) / span)
+    rest_quiet = max(0.0, 100 * (qs1 - qs0 - (q1 - q0)) / quiet_span)
     print(f"  writer CPU {100 * (w1 - w0) / span:.1f} % of a core; the rest of the machine", end=" ")
     print(
         f"({'sshd, the remote scripts, ' if sshd is not None else ''}the kernel, anything else running)",

@@ -102,6 +102,7 @@ class Sizes:
     verdict_runs: int
     ssh_lines: int
     daemon: tuple[str, ...]
+    daemon_ssh: tuple[str, ...]
     alert: tuple[str, ...]
     shard: tuple[str, ...]
     timeout: float
@@ -113,6 +114,9 @@ FULL = Sizes(
     verdict_runs=30,
     ssh_lines=200,
     daemon=("--local",),
+    # over SSH, the remote side (sshd's sessions, each log's tails: on the GPU hosts in a deployment) runs on
+    # this machine too: the daemon gets CPU 0 to itself, and they the other CPUs
+    daemon_ssh=("--pin",),
     # the 200 others as local files: over SSH, their 200 sshd sessions and remote `tail`s (which live on the
     # GPU hosts in a deployment) would share this machine's 2 cores with the daemon being measured
     alert=("--crashes", "20", "--others", "200", "--local-others"),
@@ -125,6 +129,19 @@ QUICK = Sizes(
     verdict_runs=5,
     ssh_lines=50,
     daemon=("--local", "--launches", "20", "--seconds", "10", "--quiet-seconds", "5", "--quiet-lead", "5"),
+    daemon_ssh=(
+        "--pin",
+        "--launches",
+        "20",
+        "--hosts",
+        "2",
+        "--seconds",
+        "10",
+        "--quiet-seconds",
+        "5",
+        "--quiet-lead",
+        "5",
+    ),
     alert=("--crashes", "5", "--others", "20", "--local-others"),
     shard=("--launches", "2000", "--max-shards", "8"),
     timeout=600.0,
@@ -235,7 +252,8 @@ def parse_daemon(text: str) -> DaemonFigures:
     for what in ("CPU, logs growing", "peak RSS", "line-to-verdict p99"):
         if what not in goals:
             raise ParseError(script, f"{what!r} goal row")
-    return DaemonFigures(head[2].strip(), context, goals)
+    pinned = ", the daemon on a CPU of its own" if "the daemon pinned to CPU 0" in text else ""
+    return DaemonFigures(head[2].strip() + pinned, context, goals)
 
 
 def parse_alert(text: str) -> Figures:
@@ -606,11 +624,18 @@ def bench_ssh(ctx: Context) -> list[Row]:
     return [ssh_row(parse_ssh(ctx.script("ssh_latency.py", *args)), f"`{shown('ssh_latency.py', args)}`")]
 
 
-def bench_daemon(ctx: Context) -> list[Row]:
-    args = ctx.sizes.daemon
+def _daemon_run(ctx: Context, args: Sequence[str]) -> list[Row]:
     return daemon_rows(
         parse_daemon(ctx.script("daemon_bench.py", *args)), f"`{shown('daemon_bench.py', args)}`"
     )
+
+
+def bench_daemon(ctx: Context) -> list[Row]:
+    return _daemon_run(ctx, ctx.sizes.daemon)
+
+
+def bench_daemon_ssh(ctx: Context) -> list[Row]:
+    return _daemon_run(ctx, ctx.sizes.daemon_ssh)
 
 
 def bench_alert(ctx: Context) -> list[Row]:
@@ -640,6 +665,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Row]]] = {
     "verdict": bench_verdict,
     "ssh": bench_ssh,
     "daemon": bench_daemon,
+    "daemon_ssh": bench_daemon_ssh,
     "alert": bench_alert,
     "resume": bench_resume,
     "shard": bench_shard,

@@ -117,6 +117,16 @@ def test_daemon_bench_output_gives_every_goal_row_and_its_context() -> None:
     assert rows[2].watchdog == "14.8 ms (p50 10.1, max 14.8; 3 crashes, 0 missed)"
 
 
+def test_daemon_bench_over_ssh_pinned_says_so_in_its_rows() -> None:
+    """A run over SSH with the daemon pinned to a CPU of its own says both in its rows' description."""
+    d = report.parse_daemon(sample("daemon_bench_ssh.txt"))
+    assert d.mode == "over SSH, 2 host names -> one sshd on 127.0.0.1, the daemon on a CPU of its own"
+    assert d.goals["line-to-verdict p99"] == (10.3, 100.0, "ms")
+    rows = report.daemon_rows(d, "`cmd`")
+    assert rows[0].what == f"daemon: CPU, logs growing, 10 launches, {d.mode}"
+    assert [row.met for row in rows] == [True, True, True, True]
+
+
 def test_daemon_output_without_a_goal_row_is_a_parse_error() -> None:
     """A daemon_bench.py output that lost its peak RSS row raises ParseError naming it."""
     text = "\n".join(line for line in sample("daemon_bench.txt").splitlines() if "peak RSS" not in line)
