@@ -101,6 +101,7 @@ class Sizes:
     runs: int
     verdict_runs: int
     ssh_lines: int
+    remote: tuple[str, ...]
     daemon: tuple[str, ...]
     daemon_ssh: tuple[str, ...]
     alert: tuple[str, ...]
@@ -113,6 +114,7 @@ FULL = Sizes(
     runs=3,
     verdict_runs=30,
     ssh_lines=200,
+    remote=(),
     daemon=("--local",),
     # over SSH, the remote side (sshd's sessions, each log's tails: on the GPU hosts in a deployment) runs on
     # this machine too: the daemon gets CPU 0 to itself, and they the other CPUs
@@ -128,6 +130,7 @@ QUICK = Sizes(
     runs=2,
     verdict_runs=5,
     ssh_lines=50,
+    remote=("--logs", "10", "--seconds", "3"),
     daemon=("--local", "--launches", "20", "--seconds", "10", "--quiet-seconds", "5", "--quiet-lead", "5"),
     daemon_ssh=(
         "--pin",
@@ -254,6 +257,21 @@ def parse_daemon(text: str) -> DaemonFigures:
             raise ParseError(script, f"{what!r} goal row")
     pinned = ", the daemon on a CPU of its own" if "the daemon pinned to CPU 0" in text else ""
     return DaemonFigures(head[2].strip() + pinned, context, goals)
+
+
+def parse_remote(text: str) -> Figures:
+    """remote_bench.py: logs, and the CPU % of a core per log of watchdog's reader and of each anchor."""
+    script = "remote_bench.py"
+    head = _search(r"the remote side: (\d+) logs", text, script, "header")
+    figures: Figures = {"logs": float(head[1])}
+    for key, what in (
+        ("watchdog", "watchdog's stream script"),
+        ("tail_f", "anchor: tail -f LOG"),
+        ("tail_F", "anchor: tail -F LOG"),
+    ):
+        m = _search(rf"^\s+{re.escape(what)}\s+({_NUMBER}) % of a core", text, script, what)
+        figures[key] = _num(m[1])
+    return figures
 
 
 def parse_alert(text: str) -> Figures:
@@ -535,6 +553,18 @@ def daemon_rows(parsed: DaemonFigures, cmd: str) -> list[Row]:
     return out
 
 
+def remote_row(f: Figures, cmd: str) -> Row:
+    """The GPU host's CPU per followed log: watchdog's reader beside `tail -f` and `tail -F`."""
+    return Row(
+        f"GPU host: CPU per followed log growing 10 lines/s ({f['logs']:.0f} logs; the reader only, not SSH)",
+        f"{f['watchdog']:.3f} % of a core",
+        f"`tail -f LOG` {f['tail_f']:.3f} %, `tail -F LOG` {f['tail_F']:.3f} %",
+        "—",
+        None,
+        cmd,
+    )
+
+
 def alert_row(f: Figures, cmd: str) -> Row:
     """Crash line -> chat webhook through the daemon, beside the settle window it waits by design."""
     others = f"{f['others']:.0f} other launches {'local' if f['local'] else 'over SSH'}"
@@ -624,6 +654,13 @@ def bench_ssh(ctx: Context) -> list[Row]:
     return [ssh_row(parse_ssh(ctx.script("ssh_latency.py", *args)), f"`{shown('ssh_latency.py', args)}`")]
 
 
+def bench_remote(ctx: Context) -> list[Row]:
+    args = ctx.sizes.remote
+    return [
+        remote_row(parse_remote(ctx.script("remote_bench.py", *args)), f"`{shown('remote_bench.py', args)}`")
+    ]
+
+
 def _daemon_run(ctx: Context, args: Sequence[str]) -> list[Row]:
     return daemon_rows(
         parse_daemon(ctx.script("daemon_bench.py", *args)), f"`{shown('daemon_bench.py', args)}`"
@@ -664,6 +701,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Row]]] = {
     "replay": bench_replay,
     "verdict": bench_verdict,
     "ssh": bench_ssh,
+    "remote": bench_remote,
     "daemon": bench_daemon,
     "daemon_ssh": bench_daemon_ssh,
     "alert": bench_alert,

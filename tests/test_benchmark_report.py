@@ -117,6 +117,17 @@ def test_daemon_bench_output_gives_every_goal_row_and_its_context() -> None:
     assert rows[2].watchdog == "14.8 ms (p50 10.1, max 14.8; 3 crashes, 0 missed)"
 
 
+def test_remote_bench_output_gives_watchdog_s_reader_and_both_anchors() -> None:
+    """remote_bench.py's rows give the CPU per log of watchdog's stream script, `tail -f` and `tail -F`."""
+    f = report.parse_remote(sample("remote_bench.txt"))
+    assert f["logs"] == 10
+    assert set(f) == {"logs", "watchdog", "tail_f", "tail_F"}
+    row = report.remote_row(f, "`cmd`")
+    assert row.watchdog == f"{f['watchdog']:.3f} % of a core"
+    assert row.anchor.startswith(f"`tail -f LOG` {f['tail_f']:.3f} %")
+    assert row.met is None
+
+
 def test_daemon_bench_over_ssh_pinned_says_so_in_its_rows() -> None:
     """A run over SSH with the daemon pinned to a CPU of its own says both in its rows' description."""
     d = report.parse_daemon(sample("daemon_bench_ssh.txt"))
