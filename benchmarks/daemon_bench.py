@@ -25,7 +25,8 @@ Also shown, for context: the writer's CPU and (SSH) the sshd side's (its session
 the whole machine's busy time less the daemon's and the writer's), which share the machine's cores.
 
     python benchmarks/daemon_bench.py [--launches 200] [--hosts 20] [--seconds 60] [--quiet-seconds 30]
-                                      [--quiet-lead 15] [--local] [--stat-interval S] [--workdir DIR]
+                                      [--quiet-lead 15] [--local] [--stat-interval S] [--pin]
+                                      [--ssh-user NAME] [--workdir DIR]
                                       [--check]
 """
 
@@ -322,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stat-interval",
         type=float,
-        help="the hosts' stat_interval in seconds (SSH; default: the config's, 0.25): the remote side's forks "
-        "of stat and sleep, which share this machine's cores with the daemon",
+        help="the hosts' stat_interval in seconds (SSH; default: the config's, 0.25): where inotify cannot tell "
+        "the remote reader of a rotation, how often it looks",
     )
     parser.add_argument(
         "--ssh-user",

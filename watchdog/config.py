@@ -411,9 +411,9 @@ class HostConfig(_Model):
     )
     stat_interval: Annotated[Duration, AfterValidator(_check_stat_interval)] = Field(
         default=DEFAULT_STAT_INTERVAL,
-        description="how often each log's reader on the host looks at what the log's path names (rotation, "
-        "replacement; 0.05 s to 1 m): longer costs the host fewer forks of stat and sleep, and notices a "
-        "rotation later",
+        description="how often each log's reader on the host looks at what the log's path names where inotify "
+        "cannot tell it (NFS, say; at most every 1 s), and samples the old file during a rotation (0.05 s to "
+        "1 m): longer notices a rotation there later",
     )
 
 
