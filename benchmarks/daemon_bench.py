@@ -355,12 +355,22 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("--pin needs at least 2 CPUs")
         os.sched_setaffinity(0, others)  # this script and the writer it starts
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "logs").mkdir(exist_ok=True)
+    user = None if args.local else _ssh_user(args.ssh_user)
+    shared = workdir  # the logs and sshd's files (its authorized_keys): what the account logging in reads
+    if user is not None and user != pwd.getpwuid(os.getuid()).pw_name:
+        if all(folder.stat().st_mode & 0o001 for folder in workdir.resolve().parents):
+            workdir.chmod(0o755)
+        else:
+            shared = Path(tempfile.mkdtemp(prefix="wd-daemon-bench-shared-", dir="/tmp"))
+            shared.chmod(0o755)
+            print(f"note: the logs and sshd's files are in {shared}: {user} cannot reach {workdir}")
+    logs_dir = shared / "logs"
+    logs_dir.mkdir(exist_ok=True)
     startup, _, _ = _corpus()
     logs = []
     for i in range(args.launches):
         name, host = f"l{i:03d}", "" if args.local else f"h{i % args.hosts:02d}"
-        path = workdir / "logs" / f"{name}.log"
+        path = logs_dir / f"{name}.log"
         path.write_bytes(b"".join(startup))  # each launch has started and is ready when the daemon starts
         logs.append((name, host, str(path)))
 
@@ -369,13 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(ROOT / "tests"))
         from sshd_server import start_sshd  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415 - SSH only
 
-        sshd = start_sshd(workdir / "sshd")
+        sshd = start_sshd(shared / "sshd")
         if args.pin:
             os.sched_setaffinity(sshd.process.pid, others)  # its sessions, forked later, inherit it
-        sshd.user = _ssh_user(args.ssh_user)
-        if sshd.user != pwd.getpwuid(os.getuid()).pw_name:
-            for folder in (workdir, workdir / "logs"):
-                folder.chmod(0o755)  # the logs, readable by that account
+        assert user is not None
+        sshd.user = user
     config = _config(workdir, logs, sshd, args.stat_interval)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
