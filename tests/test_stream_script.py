@@ -2,7 +2,9 @@
 with the machine's own /bin/sh and GNU tail, so the stat loop's status lines can be read one by one.
 
 The stat interval is 60 s in every test: whatever is said within seconds of a change after `W` was woken
-by the change itself (the path followed by name), not by the loop looking again.
+by the change itself (the path followed by name), not by the loop looking again. Each test runs with each
+`sh` a host may have (the script runs under the host's `sh`): dash (Debian, Ubuntu), bash (RHEL), BusyBox
+ash (Alpine), those installed here.
 """
 
 from __future__ import annotations
@@ -83,11 +85,32 @@ class Reader:
         raise AssertionError("no reading tail among the script's processes")
 
 
+_SHELLS = {"dash": ["dash"], "bash": ["bash"], "busybox": ["busybox", "sh"]}
+
+
+@pytest.fixture(params=sorted(_SHELLS))
+def sh(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An environment whose `sh` (as `stream_command` calls it) is the shell of the parameter."""
+    argv = _SHELLS[request.param]
+    found = shutil.which(argv[0])
+    if found is None:
+        pytest.skip(f"{argv[0]} is not installed here")
+    folder = tmp_path_factory.mktemp(f"sh-{request.param}")
+    wrapper = folder / "sh"
+    # a symlink for bash (named sh, it runs in POSIX mode, as /bin/sh on RHEL), a wrapper for busybox
+    if request.param == "busybox":
+        wrapper.write_text(f'#!/bin/sh\nexec {found} sh "$@"\n')
+        wrapper.chmod(0o755)
+    else:
+        wrapper.symlink_to(found)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 @asynccontextmanager
-async def stream(path: Path) -> AsyncIterator[Reader]:
-    """Run the stream script on `path` from offset 0, past its header, first sample and `W`."""
+async def stream(path: Path, env: dict[str, str]) -> AsyncIterator[Reader]:
+    """Run the stream script on `path` from offset 0 (with `env`'s `sh`), past its header, first sample and `W`."""
     command = stream_command(str(path), 0, stat_interval=SLOW, tail_interval=0.01)
-    async with await anyio.open_process(command) as process:
+    async with await anyio.open_process(command, env=env) as process:
         assert process.stdout is not None
         assert process.stderr is not None
         reader = Reader(
@@ -104,11 +127,11 @@ async def stream(path: Path) -> AsyncIterator[Reader]:
                 process.kill()
 
 
-async def test_a_rotation_after_the_first_second_is_said_at_once(tmp_path: Path) -> None:
+async def test_a_rotation_after_the_first_second_is_said_at_once(tmp_path: Path, sh: dict[str, str]) -> None:
     """Rename + create after `W`: a sample naming the new file comes within seconds, not at the stat interval."""
     log = tmp_path / "rot.log"
     log.write_bytes(b"old\n")
-    async with stream(log) as reader:
+    async with stream(log, sh) as reader:
         log.rename(tmp_path / "rot.log.1")
         log.write_bytes(b"new\n")
         stat = await reader.stat()
@@ -117,22 +140,22 @@ async def test_a_rotation_after_the_first_second_is_said_at_once(tmp_path: Path)
         assert stat.links == 1
 
 
-async def test_a_deleted_path_is_said_at_once(tmp_path: Path) -> None:
+async def test_a_deleted_path_is_said_at_once(tmp_path: Path, sh: dict[str, str]) -> None:
     """Unlinking the log after `W` gives a sample of the open file with no links and nothing at the path."""
     log = tmp_path / "gone.log"
     log.write_bytes(b"x\n")
-    async with stream(log) as reader:
+    async with stream(log, sh) as reader:
         inode = log.stat().st_ino
         log.unlink()
         stat = await reader.stat()
         assert (stat.inode, stat.links, stat.path_inode) == (inode, 0, None)
 
 
-async def test_a_reading_tail_that_dies_is_said_with_e(tmp_path: Path) -> None:
+async def test_a_reading_tail_that_dies_is_said_with_e(tmp_path: Path, sh: dict[str, str]) -> None:
     """If the reading tail is killed on the host, the script says E and ends, while stdin is still open."""
     log = tmp_path / "killed.log"
     log.write_bytes(b"x\n")
-    async with stream(log) as reader:
+    async with stream(log, sh) as reader:
         os.kill(reader.reading_tail(), signal.SIGTERM)
         assert await reader.status() == b"E"
         with anyio.fail_after(10):
@@ -140,11 +163,11 @@ async def test_a_reading_tail_that_dies_is_said_with_e(tmp_path: Path) -> None:
     await assert_no_reader_left(log)
 
 
-async def test_closing_stdin_leaves_no_process_behind(tmp_path: Path) -> None:
+async def test_closing_stdin_leaves_no_process_behind(tmp_path: Path, sh: dict[str, str]) -> None:
     """Closing stdin (the channel closing) ends the script, both tails and the stat loop, within seconds."""
     log = tmp_path / "closed.log"
     log.write_bytes(b"x\n")
-    async with stream(log) as reader:
+    async with stream(log, sh) as reader:
         assert reader.process.stdin is not None
         await reader.process.stdin.aclose()
         with anyio.fail_after(10):
