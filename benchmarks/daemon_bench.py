@@ -196,7 +196,7 @@ def _ssh_user(requested: str | None) -> str:
     return BENCH_USER
 
 
-def _machine_cpu() -> float:
+def machine_cpu_seconds() -> float:
     """CPU seconds the whole machine has been busy (all cores, /proc/stat: all but idle and iowait)."""
     with open("/proc/stat") as file:
         fields = [int(field) for field in file.readline().split()[1:]]
@@ -414,18 +414,23 @@ def main(argv: list[str] | None = None) -> int:
         writer = subprocess.Popen([args.python, __file__, "--writer", str(spec_path)], cwd=ROOT)
         time.sleep(max(t0 + WARMUP - time.time(), 0))
         pid = proc.pid
-        cpu0, w0, s0, window0 = _cpu_seconds(pid), _cpu_seconds(writer.pid), _machine_cpu(), time.time()
+        cpu0, w0, s0, window0 = (
+            _cpu_seconds(pid),
+            _cpu_seconds(writer.pid),
+            machine_cpu_seconds(),
+            time.time(),
+        )
         time.sleep(max(load_end - time.time(), 0))
         cpu1, w1, window1 = _cpu_seconds(pid), _cpu_seconds(writer.pid), time.time()
-        s1 = _machine_cpu()
+        s1 = machine_cpu_seconds()
         writer.wait(timeout=30)
         result = json.loads(out_path.read_text())
         time.sleep(max(result["ended"] + args.quiet_lead - time.time(), 0))
         q0, quiet0 = _cpu_seconds(pid), time.time()
-        qs0 = _machine_cpu()
+        qs0 = machine_cpu_seconds()
         time.sleep(args.quiet_seconds)
         q1, quiet1 = _cpu_seconds(pid), time.time()
-        qs1 = _machine_cpu()
+        qs1 = machine_cpu_seconds()
         hwm_mb, rss_mb = _status_kb(pid, "VmHWM") / 1024, _status_kb(pid, "VmRSS") / 1024
         threads = _status_kb(pid, "Threads")
         statuses = _statuses(daemon.url)

@@ -26,18 +26,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from daemon_bench import machine_cpu_seconds  # type: ignore[import-not-found,unused-ignore]
 
 from watchdog.sources.remote import DEFAULT_STAT_INTERVAL, stream_command
 from watchdog.sources.ssh import DEFAULT_TAIL_INTERVAL
 
 SETTLE = 1.5  # s after the readers start before the window opens (past the stream script's first second)
 LINE = b"[2026-12-01 01:02:03 TP0] Decode batch. #running-req: 12, #token: 40960, gen throughput (token/s): 812.4\n"
-
-
-def _busy_seconds() -> float:
-    with open("/proc/stat") as file:
-        fields = [int(field) for field in file.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(command: list[str] | None, logs: list[Path], seconds: float) -> float:
@@ -69,12 +66,12 @@ def measure(command: list[str] | None, logs: list[Path], seconds: float) -> floa
             for file in files:
                 file.write(LINE)
             time.sleep(0.1)
-        busy0, cpu0, t0 = _busy_seconds(), time.process_time(), time.monotonic()
+        busy0, cpu0, t0 = machine_cpu_seconds(), time.process_time(), time.monotonic()
         while time.monotonic() < t0 + seconds:
             for file in files:
                 file.write(LINE)
             time.sleep(0.1)  # pacing the writer at 10 lines/s per log
-        busy1, cpu1, t1 = _busy_seconds(), time.process_time(), time.monotonic()
+        busy1, cpu1, t1 = machine_cpu_seconds(), time.process_time(), time.monotonic()
     finally:
         for file in files:
             file.close()

@@ -17,14 +17,10 @@ by the iteration, after the items that came before it.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
-
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = [
     "CaughtUp",
@@ -33,20 +29,13 @@ __all__ = [
     "Disconnected",
     "FileMissing",
     "FileRestarted",
-    "ItemSink",
     "RestartReason",
     "Source",
     "SourceEvent",
     "SourceItem",
-    "open_item_stream",
-    "send_item",
 ]
 
 RestartReason = Literal["rotated", "truncated", "replaced"]
-
-# Enough to absorb a burst without holding a slow consumer's memory hostage: the producer blocks
-# beyond it, and over SSH the channel's flow control then stops the remote tail.
-ITEM_BUFFER = 64
 
 
 @dataclass(frozen=True)
@@ -110,24 +99,11 @@ class CaughtUp:
 
 SourceEvent = Connected | Disconnected | FileRestarted | FileMissing | CaughtUp
 SourceItem = Chunk | SourceEvent
-ItemSink = MemoryObjectSendStream[SourceItem]
 
 
-# Bytes of chunks a producer sends, or a consumer takes, without a trip round the event loop: a live log's few
-# new lines and the CaughtUp after them go through at once, a log read in bulk still lets other tasks run.
+# Bytes of chunks a source hands over without a trip round the event loop: a live log's few new lines and the
+# CaughtUp after them go through at once, a log read in bulk still lets other tasks run.
 UNYIELDED_BYTES = 16 * 1024
-
-
-async def send_item(sink: ItemSink, item: SourceItem) -> None:
-    """Send `item`: a small one at once while the consumer has room for it, else by `sink.send`."""
-    if not isinstance(item, Chunk) or len(item.data) <= UNYIELDED_BYTES:
-        try:
-            sink.send_nowait(item)
-        except anyio.WouldBlock:
-            pass
-        else:
-            return
-    await sink.send(item)
 
 
 class Source(Protocol):
@@ -143,77 +119,3 @@ class Source(Protocol):
             An async context manager yielding an async iterator of chunks and events.
         """
         ...
-
-
-class _Items:
-    """The consumer's side: items in order, then the producer's error, if it had one."""
-
-    def __init__(self, receive: MemoryObjectReceiveStream[SourceItem]) -> None:
-        self._receive = receive
-        self.error: Exception | None = None
-        self._unyielded = 0  # bytes of chunks taken since the last trip round the event loop
-
-    def __aiter__(self) -> _Items:
-        return self
-
-    async def __anext__(self) -> SourceItem:
-        try:
-            item: SourceItem | None = None
-            if self._unyielded <= UNYIELDED_BYTES:
-                with contextlib.suppress(anyio.WouldBlock):
-                    item = self._receive.receive_nowait()  # already there: no trip round the event loop
-            if item is None:
-                item = await self._receive.receive()
-                self._unyielded = 0
-            if isinstance(item, Chunk):
-                self._unyielded += len(item.data)
-            return item
-        except anyio.EndOfStream:
-            if self.error is not None:
-                error, self.error = self.error, None
-                raise error from error.__cause__
-            raise StopAsyncIteration from None
-
-
-@asynccontextmanager
-async def _open_item_stream(
-    produce: Callable[[ItemSink], Awaitable[None]],
-) -> AsyncIterator[AsyncIterator[SourceItem]]:
-    send, receive = anyio.create_memory_object_stream[SourceItem](ITEM_BUFFER)
-    items = _Items(receive)
-
-    async def run() -> None:
-        async with send:
-            try:
-                await produce(send)
-            except Exception as exc:
-                # Handed to the consumer rather than raised here, so the caller sees the
-                # HostKeyError itself and not an ExceptionGroup from the task group.
-                items.error = exc
-
-    body_error: Exception | None = None
-    with receive:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            try:
-                yield items
-            except Exception as exc:
-                # Kept to re-raise after the task group, which would wrap it in an ExceptionGroup:
-                # the caller's `except HostKeyError` must see the error itself.
-                body_error = exc
-            finally:
-                tg.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error
-
-
-def open_item_stream(
-    produce: Callable[[ItemSink], Awaitable[None]],
-) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
-    """Run `produce(sink)` in the background for the duration of the block; yield what it sends.
-
-    The producer ends the stream by returning; an exception it raises is re-raised by the
-    consumer's iteration once the items sent before it are consumed. Leaving the block cancels
-    the producer, whose `finally` clauses do the cleanup.
-    """
-    return _open_item_stream(produce)

@@ -251,26 +251,28 @@ class _Follower:
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
 
     async def items(self) -> AsyncGenerator[SourceItem, None]:
-        if not self.connected:
-            await self._connect(first=True)
+        pause, reconnect = 0.0, not self.connected
         while True:
+            # what a step said is handed over before any wait: the next command, a pause, a reconnection
             while self.out:
                 yield self.out.popleft()
+            if pause:
+                await anyio.sleep(pause)
+                pause = 0.0
+            if reconnect:
+                await self._connect(first=not self.connected)
+                reconnect = False
+                continue
             try:
                 if self.streaming is False:
                     if await self._poll_once():
-                        while self.out:
-                            yield self.out.popleft()
-                        await anyio.sleep(self.src.poll_interval)
+                        pause = self.src.poll_interval
                 else:
                     async with aclosing(self._stream_once()) as streamed:
                         async for item in streamed:
                             yield item
             except _Restart as restart:
-                if restart.delay:
-                    while self.out:
-                        yield self.out.popleft()
-                    await anyio.sleep(restart.delay)
+                pause = restart.delay
             except ChannelRefused as exc:
                 # The host is up but takes no more channels now: say so once, then retry after a
                 # pause (reconnecting would not help, and a tight loop would not either).
@@ -278,16 +280,12 @@ class _Follower:
                     self.out.append(Disconnected(self.src.host, str(exc)))
                 self.refusals += 1
                 delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(self.refusals, 16))
-                while self.out:
-                    yield self.out.popleft()
                 # Jitter, so that the followers refused together do not all come back together.
-                await anyio.sleep(random.uniform(delay / 2, delay))  # noqa: S311 - jitter, not a secret
+                pause = random.uniform(delay / 2, delay)  # noqa: S311 - jitter, not a secret
             except ConnectionLost as exc:
                 self.out.append(Disconnected(self.src.host, str(exc)))
                 self.refusals = 0
-                while self.out:
-                    yield self.out.popleft()
-                await self._connect(first=False)
+                reconnect = True
 
     async def _connect(self, *, first: bool) -> None:
         src = self.src
