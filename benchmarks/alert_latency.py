@@ -5,7 +5,7 @@ on every launch: a webhook receiver that answers at once, and one that never ans
 30 s per request). `--others` launches follow logs that grow at about 10 lines/s with bursts; `--crashes`
 launches each get the end of a real vLLM crash (its traceback and fatal line) in one write, a second
 apart. For each crash: the time from that write to the fast webhook's receipt of the alert. The goal
-(issue 9): p99 <= the settle window (`watchdog.launch.DEFAULT_SETTLE`) + 50 ms.
+(issue 9): p99 <= the settle window (`watchdog.follow.follower.DEFAULT_SETTLE`) + 50 ms.
 
     /tmp/venv/bin/python benchmarks/alert_latency.py [--crashes 20] [--others 200] [--local-others]
 """
@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sshd_server import SSHDServer, running_sshd
 
-from watchdog.alerting import ServiceNotifier
-from watchdog.daemon import Daemon, LaunchPlan
-from watchdog.launch import DEFAULT_SETTLE, LaunchSpec
-from watchdog.sources import SSHOptions, parse_target
+from watchdog.alerts.alerting import ServiceNotifier
+from watchdog.daemon.supervisor import Daemon, LaunchPlan
+from watchdog.follow.follower import DEFAULT_SETTLE, LaunchSpec
+from watchdog.follow.sources import SSHOptions, parse_target
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "corpus"
 CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"

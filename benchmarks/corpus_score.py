@@ -18,9 +18,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from watchdog.lifecycle import State
-from watchdog.replay import replay_path
-from watchdog.verdict import exit_code
+from watchdog.core.lifecycle import State
+from watchdog.core.verdict import exit_code
+from watchdog.follow.replay import replay_path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 OUTCOME = {0: "ready", 1: "crashed", 3: "incomplete"}

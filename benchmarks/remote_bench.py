@@ -3,7 +3,7 @@
 Runs N copies of a reader on N local files that a writer grows by about 10 lines/s each (a line every 100 ms),
 and measures the whole machine's busy CPU (/proc/stat, less the writer's own) over the window, per log:
 
-  - watchdog: the stream script `watchdog run` starts on a host for each log (`watchdog.sources.remote.
+  - watchdog: the stream script `watchdog run` starts on a host for each log (`watchdog.follow.sources.remote.
     STREAM_SCRIPT`, at the default stat and tail intervals): a `tail -f` on the open file, a second `tail -F`
     on the path that wakes the stat loop when the path changes, the stat loop, and `cat`;
   - anchor: `tail -f LOG`, what `ssh host tail -f LOG` runs (GNU tail, inotify), the least a follower can cost;
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from daemon_bench import machine_cpu_seconds  # type: ignore[import-not-found,unused-ignore]
 
-from watchdog.sources.remote import DEFAULT_STAT_INTERVAL, stream_command
-from watchdog.sources.ssh import DEFAULT_TAIL_INTERVAL
+from watchdog.follow.sources.remote import DEFAULT_STAT_INTERVAL, stream_command
+from watchdog.follow.sources.ssh import DEFAULT_TAIL_INTERVAL
 
 SETTLE = 1.5  # s after the readers start before the window opens (past the stream script's first second)
 LINE = b"[2026-12-01 01:02:03 TP0] Decode batch. #running-req: 12, #token: 40960, gen throughput (token/s): 812.4\n"

@@ -21,11 +21,11 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from watchdog.launch import LaunchFollower, LaunchSpec
-from watchdog.sources import Chunk, parse_target
-from watchdog.sources.local import LocalSource
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.sources import Chunk, parse_target
+from watchdog.follow.sources.local import LocalSource
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.store import open_store
 
 APPEND = b"[2025-07-02 08:00:00 TP0] Decode batch. #running-req: 1, #token: 100, token usage: 0.01\n" * 500

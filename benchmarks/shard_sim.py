@@ -1,6 +1,6 @@
 """Simulate sharding: launches per shard for n = 1..8 shards, and launches moved when n grows to n+1.
 
-Uses `watchdog.shard.owner` (rendezvous hashing) on synthetic launch names, and for comparison a modulo hash
+Uses `watchdog.config.shard.owner` (rendezvous hashing) on synthetic launch names, and for comparison a modulo hash
 (`blake2b(name) % n`), which is what a naive sharding would do. Prints a Markdown table (docs/scaling.md
 quotes it). Run: `python benchmarks/shard_sim.py [--launches 2000] [--max-shards 8]`, or for chosen shard counts
 `python benchmarks/shard_sim.py --launches 10000 --shards 50`.
@@ -13,7 +13,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from watchdog.shard import owner
+from watchdog.config.shard import owner
 
 Assign = Callable[[str, int], int]
 
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     launches = names(args.launches)
     total = len(launches)
-    print(f"{total} launches; rendezvous = watchdog.shard.owner, modulo = blake2b(name) % n\n")
+    print(f"{total} launches; rendezvous = watchdog.config.shard.owner, modulo = blake2b(name) % n\n")
     print("| n | fair share | min / max per shard | max over fair | moved n -> n+1 | ideal | modulo: moved |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.shards or range(1, args.max_shards + 1):

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sshd_server import SSHDServer, running_sshd
 
-from watchdog.sources import Chunk, SSHOptions, SSHPool, SSHSource
+from watchdog.follow.sources import Chunk, SSHOptions, SSHPool, SSHSource
 
 
 async def measure(server: SSHDServer, log: Path, lines: int, gap: float) -> list[float]:

@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sshd_server import SSHDServer, running_sshd
 
-from watchdog.cli import build_parser
-from watchdog.watch import watch
+from watchdog.cli.app import build_parser
+from watchdog.cli.watch import watch
 
 START = "[2025-07-02 07:31:02 TP0] Load weight begin. avail mem=139.28 GB\n"
 FATAL = (
@@ -60,7 +60,7 @@ SIGQUIT = (
     + "[2025-07-02 07:34:19] Received sigquit from a child process. It usually means the child failed.\n"
 )
 CASES = {"fatal": FATAL, "sigquit": SIGQUIT}
-SETTLE_MS = 250  # the watch's default settle window (watchdog.launch.DEFAULT_SETTLE)
+SETTLE_MS = 250  # the watch's default settle window (watchdog.follow.follower.DEFAULT_SETTLE)
 TARGETS = {  # (p50, p99, max) bounds in ms, line written on the host -> ...; None: no bound
     "transition": (10.0, 20.0, None),
     "webhook": (None, None, SETTLE_MS + 20.0),  # within the settle window + 20 ms, every run

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from http_receiver import Receiver, running_receiver
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
-from watchdog.sources.sshpool import SSHOptions
+from watchdog.follow.sources.sshpool import SSHOptions
 
 
 @pytest.fixture

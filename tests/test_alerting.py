@@ -14,8 +14,8 @@ import anyio
 import pytest
 from http_receiver import Answer, Receiver, running_receiver
 
-from watchdog import alerting as alerting_module
-from watchdog.alerting import (
+from watchdog.alerts import alerting as alerting_module
+from watchdog.alerts.alerting import (
     Alerting,
     AppriseNotifier,
     ConsoleAlerts,
@@ -23,8 +23,8 @@ from watchdog.alerting import (
     alert_line,
     outbox_key,
 )
-from watchdog.notifiers import Alert, AlertKind
-from watchdog.outbox import Outbox
+from watchdog.alerts.notifiers import Alert, AlertKind
+from watchdog.alerts.outbox import Outbox
 from watchdog.store import open_store
 
 pytestmark = pytest.mark.anyio

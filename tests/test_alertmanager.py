@@ -17,10 +17,10 @@ import pytest
 from conftest import require_binary
 from prom_servers import POLL, open_binary
 
-from watchdog.alerting import ServiceNotifier
-from watchdog.daemon import Daemon, LaunchPlan
-from watchdog.launch import LaunchSpec
-from watchdog.sources import parse_target
+from watchdog.alerts.alerting import ServiceNotifier
+from watchdog.daemon.supervisor import Daemon, LaunchPlan
+from watchdog.follow.follower import LaunchSpec
+from watchdog.follow.sources import parse_target
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watchdog.analyzer import Analyzer
-from watchdog.lifecycle import State
-from watchdog.verdict import to_json
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.lifecycle import State
+from watchdog.core.verdict import to_json
 
 READY = b"[2025-01-23 19:35:33] The server is fired up and ready to roll!\n"
 DECODE = b"[2025-01-23 19:36:%02d TP0] Decode batch. #running-req: %d, #token: %d, token usage: 0.01\n"

@@ -13,11 +13,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-import watchdog.replay
-from watchdog.cli import main
+import watchdog.follow.replay
+from watchdog.alerts.delivery import post_json
+from watchdog.cli.app import main
+from watchdog.cli.options import PID_MAX_LIMIT, duration
 from watchdog.exceptions import DeliveryError
-from watchdog.notify import post_json
-from watchdog.options import PID_MAX_LIMIT, duration
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 READY = str(CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log")
@@ -265,7 +265,7 @@ def test_fifo_appearing_after_the_start_is_refused_by_the_follower(tmp_path: Pat
     os.mkfifo(path)
     code = (
         "import sys, anyio\n"
-        "from watchdog.sources.local import LocalSource\n"
+        "from watchdog.follow.sources.local import LocalSource\n"
         "async def follow():\n"
         "    async with LocalSource(sys.argv[1]).open_follow() as items:\n"
         "        async for _ in items: pass\n"
@@ -396,7 +396,7 @@ def test_internal_error_is_exit_70_in_one_line(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise exc
 
-    monkeypatch.setattr(watchdog.replay, "replay_path", broken)
+    monkeypatch.setattr(watchdog.follow.replay, "replay_path", broken)
     code, out, err = _run(["replay", READY], capsys)
     assert code == 70
     assert err.splitlines() == [f"watchdog: internal error: {named} (run with --debug for the traceback)"]
@@ -418,7 +418,7 @@ def test_debug_shows_the_internal_error_traceback(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(watchdog.replay, "replay_path", broken)
+    monkeypatch.setattr(watchdog.follow.replay, "replay_path", broken)
     code, _out, err = _run(argv, capsys)
     assert code == 70
     assert err.startswith("Traceback (most recent call last):")

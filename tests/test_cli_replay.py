@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from watchdog.cli import main
+from watchdog.cli.app import main
 
 ROOT = Path(__file__).parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
@@ -129,7 +129,7 @@ def test_hundred_megabyte_line_is_cut_not_buffered(tmp_path: Path) -> None:
         for _ in range(100):
             f.write(chunk)
     code = (
-        "import resource, sys; from pathlib import Path; from watchdog.replay import replay_path; "
+        "import resource, sys; from pathlib import Path; from watchdog.follow.replay import replay_path; "
         "_, v = replay_path(Path(sys.argv[1])); "
         "print(v['bytes_read'], v['lines_read'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )

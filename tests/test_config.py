@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from watchdog import notifiers
-from watchdog.config import (
+from watchdog.alerts import notifiers
+from watchdog.config.models import (
     Config,
     check_config_main,
     config_json_schema,
@@ -27,8 +27,8 @@ from watchdog.config import (
     ssh_options,
 )
 from watchdog.exceptions import ConfigError
-from watchdog.exitcodes import EXIT_CONFIG
-from watchdog.sources.target import Target
+from watchdog.follow.sources.target import Target
+from watchdog.vocabulary import EXIT_CONFIG
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "deploy" / "config.example.toml"
@@ -773,7 +773,7 @@ def test_min_severity_keeps_the_severe_kinds_and_their_resolutions() -> None:
 
 def test_learned_deadlines_and_gpu_interval_reach_the_daemon() -> None:
     """learned_factor and learn_deadlines reach the launch's plan, gpu_interval its spec."""
-    from watchdog.service import plans_from  # noqa: PLC0415
+    from watchdog.daemon.service import plans_from  # noqa: PLC0415
 
     config = parse_config(
         {

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from watchdog.lifecycle import State
-from watchdog.replay import replay_path
-from watchdog.verdict import exit_code
+from watchdog.core.lifecycle import State
+from watchdog.core.verdict import exit_code
+from watchdog.follow.replay import replay_path
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "corpus"

@@ -14,10 +14,10 @@ import httpx
 import pytest
 from anyio.abc import TaskStatus
 
-from watchdog.daemon import ConsoleAlerts, Daemon, LaunchPlan
-from watchdog.http import serve_http
-from watchdog.launch import LaunchSpec
-from watchdog.sources import parse_target
+from watchdog.daemon.http import serve_http
+from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan
+from watchdog.follow.follower import LaunchSpec
+from watchdog.follow.sources import parse_target
 
 pytestmark = pytest.mark.anyio
 
@@ -397,7 +397,7 @@ def test_run_on_a_taken_port_is_a_configuration_error(tmp_path: Path) -> None:
 async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path: Path) -> None:
     """A launch whose host refuses connections says so in its status and, past its grace, in an alert; a
     local launch beside it still gets its verdict."""
-    from watchdog.sources import SSHOptions  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions  # noqa: PLC0415
 
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("")
@@ -469,9 +469,9 @@ def test_two_shards_over_one_config_follow_each_launch_exactly_once(tmp_path: Pa
     """`watchdog run --shard 0/2` and `--shard 1/2` on the same config: each launch is on one /status only."""
     import signal  # noqa: PLC0415
 
-    from watchdog.config import load_config  # noqa: PLC0415
-    from watchdog.service import plans_from  # noqa: PLC0415
-    from watchdog.shard import parse_shard  # noqa: PLC0415
+    from watchdog.config.models import load_config  # noqa: PLC0415
+    from watchdog.config.shard import parse_shard  # noqa: PLC0415
+    from watchdog.daemon.service import plans_from  # noqa: PLC0415
 
     names = [f"launch-{n}" for n in range(12)]
     text = '[notifiers.console]\nkind = "console"\n'

@@ -17,10 +17,10 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import TaskStatus
 
-from watchdog.daemon import Daemon, LaunchPlan
-from watchdog.http import serve_http
-from watchdog.launch import LaunchSpec
-from watchdog.sources import parse_target
+from watchdog.daemon.http import serve_http
+from watchdog.daemon.supervisor import Daemon, LaunchPlan
+from watchdog.follow.follower import LaunchSpec
+from watchdog.follow.sources import parse_target
 
 pytestmark = pytest.mark.anyio
 

@@ -28,10 +28,10 @@ from conftest import require_binary
 from prom_servers import open_binary as _open_binary
 from prom_servers import stop as _stop
 
-from watchdog.config import load_config
-from watchdog.demo import DEMO_LAUNCHES
-from watchdog.lifecycle import State
-from watchdog.shard import parse_shard
+from watchdog.cli.demo import DEMO_LAUNCHES
+from watchdog.config.models import load_config
+from watchdog.config.shard import parse_shard
+from watchdog.core.lifecycle import State
 
 pytestmark = pytest.mark.anyio
 

@@ -1,10 +1,10 @@
-"""Tests for watchdog.envelope: wrapper prefixes peeled into content, source, level and time."""
+"""Tests for watchdog.core.envelope: wrapper prefixes peeled into content, source, level and time."""
 
 from __future__ import annotations
 
 import pytest
 
-from watchdog.envelope import parse, seconds_between, unglue
+from watchdog.core.envelope import parse, seconds_between, unglue
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,13 @@
-"""Tests for watchdog.errors and watchdog.categories: root cause, merged ranks, categories and hints."""
+"""Tests for watchdog.core.rootcause and watchdog.core.categories: root cause, merged ranks, categories and hints."""
 
 from __future__ import annotations
 
 import pytest
 
-from watchdog.categories import categorize, hint_for, phase_from_error, phase_from_frames
-from watchdog.envelope import parse
-from watchdog.errors import Candidate, from_traceback, root_cause
-from watchdog.tracebacks import Assembler, Traceback
+from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
+from watchdog.core.envelope import parse
+from watchdog.core.rootcause import Candidate, from_traceback, root_cause
+from watchdog.core.tracebacks import Assembler, Traceback
 
 _WRAPPER = Candidate(
     "RuntimeError: Engine core initialization failed. See root cause above",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from watchdog.expectations import eta_to_ready, learned_deadlines, typical_durations
+from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_durations
 
 
 def _run(state: str, **durations: float) -> dict[str, Any]:

@@ -34,17 +34,17 @@ from hypothesis import strategies as st
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
 from watchdog.exceptions import TargetError
-from watchdog.launch import Concluded, LaunchFollower, LaunchSpec
-from watchdog.probes import process as process_module
-from watchdog.probes.gpu import GpuProbe
-from watchdog.probes.gpusampler import HostGpuSampler
-from watchdog.probes.health import HealthProbe
-from watchdog.probes.process import SSHProcessProbe
-from watchdog.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
-from watchdog.sources.identity import IDENTITY_WINDOW, local_identity
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import SSHOptions, SSHPool
-from watchdog.sources.target import Target
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
+from watchdog.follow.probes import process as process_module
+from watchdog.follow.probes.gpu import GpuProbe
+from watchdog.follow.probes.gpusampler import HostGpuSampler
+from watchdog.follow.probes.health import HealthProbe
+from watchdog.follow.probes.process import SSHProcessProbe
+from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
+from watchdog.follow.sources.identity import IDENTITY_WINDOW, local_identity
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.sources.target import Target
 
 pytestmark = pytest.mark.anyio
 
@@ -285,7 +285,7 @@ _PATHS = st.text(st.characters(blacklist_characters="\n\0", blacklist_categories
 @given(path=_PATHS, offset=st.integers(0, 10**12))
 def test_any_path_reaches_the_script_as_the_same_argument(path: str, offset: int) -> None:
     """Whatever the path (quotes, `$(...)`, spaces, unicode), the script gets it back unchanged, as data."""
-    from watchdog.sources.remote import identity_command  # noqa: PLC0415
+    from watchdog.follow.sources.remote import identity_command  # noqa: PLC0415
 
     command = identity_command(path, offset, window=IDENTITY_WINDOW)
     for shell in SHELLS:
@@ -306,14 +306,14 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
     # A new call site is a new remote command (or forward): add its shape to the wrapper and to ACTIONS.
     assert sites == Counter(
         {
-            "watchdog/sources/ssh.py:pool.run": 2,  # identity, poll
-            "watchdog/sources/ssh.py:pool.open_session": 1,  # stream
-            "watchdog/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
-            "watchdog/probes/gpu.py:pool.run": 1,  # nvidia-smi
-            "watchdog/probes/gpusampler.py:pool.run": 1,  # gpu sampler
-            "watchdog/sources/sshpool.py:conn.run": 1,  # the pool carries them all
-            "watchdog/sources/sshpool.py:conn.create_session": 1,
-            "watchdog/probes/health.py:conn.forward_local_port": 1,  # the permitopen= port
+            "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
+            "watchdog/follow/sources/ssh.py:pool.open_session": 1,  # stream
+            "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
+            "watchdog/follow/probes/gpu.py:pool.run": 1,  # nvidia-smi
+            "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler
+            "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
+            "watchdog/follow/sources/sshpool.py:conn.create_session": 1,
+            "watchdog/follow/probes/health.py:conn.forward_local_port": 1,  # the permitopen= port
         }
     )
 

@@ -1,4 +1,4 @@
-"""Tests for watchdog.framing: bytes -> blocks of complete lines -> cleaned Lines with exact offsets."""
+"""Tests for watchdog.core.framing: bytes -> blocks of complete lines -> cleaned Lines with exact offsets."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watchdog.framing import Block, Framer, Line, clean, iter_lines, split_line
+from watchdog.core.framing import Block, Framer, Line, clean, iter_lines, split_line
 
 
 def _lines(blocks: list[Block]) -> list[tuple[int, str]]:

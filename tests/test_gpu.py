@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchdog.gpu import (
+from watchdog.follow.probes.nvidia import (
     MIB,
     QUERY_APPS_ARGS,
     QUERY_GPU_ARGS,

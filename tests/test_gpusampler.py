@@ -17,10 +17,9 @@ import anyio
 import pytest
 from sshd_server import SSHDServer, running_sshd
 
-from watchdog.gpu import MIB, GpuProcess, parse_compute_apps
-from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, Transitioned
-from watchdog.lifecycle import State
-from watchdog.probes.gpusampler import (
+from watchdog.core.lifecycle import State
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Transitioned
+from watchdog.follow.probes.gpusampler import (
     HostGpuSampler,
     LaunchGpuSample,
     LaunchMemoryTrend,
@@ -29,8 +28,9 @@ from watchdog.probes.gpusampler import (
     parse_ps,
     parse_reading,
 )
-from watchdog.sources import SSHOptions, SSHPool, parse_target
-from watchdog.testing import ManualClock, ScriptedSource
+from watchdog.follow.probes.nvidia import MIB, GpuProcess, parse_compute_apps
+from watchdog.follow.sources import SSHOptions, SSHPool, parse_target
+from watchdog.follow.testing import ManualClock, ScriptedSource
 
 pytestmark = pytest.mark.anyio
 
@@ -366,7 +366,7 @@ async def test_over_real_sshd(host: _Host, sshd: SSHDServer, tmp_path: Path) -> 
 
 def test_config_gpu_key_reaches_the_spec(tmp_path: Path) -> None:
     """`gpu = true` in a launch's table turns GPU sampling on in its follower spec; it is off by default."""
-    from watchdog.config import load_config  # noqa: PLC0415
+    from watchdog.config.models import load_config  # noqa: PLC0415
 
     path = tmp_path / "config.toml"
     path.write_text('[launches.on]\nlog = "/a.log"\ngpu = true\n\n[launches.off]\nlog = "/b.log"\n')
@@ -378,7 +378,7 @@ async def test_daemon_shares_one_sampler_per_host(
     host: _Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The daemon gives the GPU launches of one host one sampler: B stalls while A, loading, does not."""
-    from watchdog.daemon import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
 
     monkeypatch.setenv("PATH", f"{host.bin}:{os.environ['PATH']}")
     common: dict[str, Any] = {"engine": "sglang", "gpu_interval": 0.1, "stall_after": 1.5, "tick": 0.05}

@@ -22,12 +22,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from watchdog.core.lifecycle import State
+from watchdog.daemon.http import DEFAULT_LISTEN, redact_text, serve_http, server_tls
+from watchdog.daemon.metrics import GIB, DaemonStats, build_version, phase_seconds
 from watchdog.exceptions import ConfigError
-from watchdog.http import DEFAULT_LISTEN, redact_text, serve_http, server_tls
-from watchdog.launch import Concluded, LaunchFollower, LaunchSpec
-from watchdog.lifecycle import State
-from watchdog.metrics import GIB, DaemonStats, build_version, phase_seconds
-from watchdog.sources import parse_target
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
+from watchdog.follow.sources import parse_target
 
 pytestmark = pytest.mark.anyio
 

@@ -9,11 +9,11 @@ from typing import Any
 import anyio
 import pytest
 
-from watchdog.launch import Concluded, LaunchFollower, LaunchSpec, Transitioned, Update
-from watchdog.lifecycle import State
-from watchdog.replay import replay_path
-from watchdog.sources import FileMissing, parse_target
-from watchdog.testing import ManualClock, ScriptedSource
+from watchdog.core.lifecycle import State
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Transitioned, Update
+from watchdog.follow.replay import replay_path
+from watchdog.follow.sources import FileMissing, parse_target
+from watchdog.follow.testing import ManualClock, ScriptedSource
 
 pytestmark = pytest.mark.anyio
 

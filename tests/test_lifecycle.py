@@ -1,4 +1,4 @@
-"""Tests for watchdog.lifecycle: the launch state machine driven by events and ticks (time is an argument)."""
+"""Tests for watchdog.core.lifecycle: the launch state machine driven by events and ticks (time is an argument)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watchdog.errors import Candidate
-from watchdog.findings import (
+from watchdog.core.findings import (
     ErrorSeen,
     Event,
     FactFound,
@@ -22,7 +21,8 @@ from watchdog.findings import (
     ReadyReached,
     StopSeen,
 )
-from watchdog.lifecycle import Lifecycle, State
+from watchdog.core.lifecycle import Lifecycle, State
+from watchdog.core.rootcause import Candidate
 
 _ERR = Candidate("ValueError: something broke", 7, "TP0", "ValueError")
 

@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console
 from rich.live import Live
 
-from watchdog.analyzer import Analyzer
-from watchdog.liveview import LiveView, ProgressLines, memory_facts, phase_durations, where
-from watchdog.verdict import to_json
+from watchdog.cli.liveview import LiveView, ProgressLines, memory_facts, phase_durations, where
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.verdict import to_json
 
 TARGET = "gpu1:/logs/server.log"
 LINES = [

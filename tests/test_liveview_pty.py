@@ -25,7 +25,7 @@ def _watchdog() -> list[str]:
     script = shutil.which("watchdog", path=str(Path(sys.executable).parent))
     if script:
         return [script]
-    return [sys.executable, "-c", "from watchdog.cli import main; import sys; sys.exit(main())"]
+    return [sys.executable, "-c", "from watchdog.cli.app import main; import sys; sys.exit(main())"]
 
 
 def _phase_row(state: str) -> re.Pattern[str]:

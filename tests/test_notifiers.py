@@ -14,21 +14,14 @@ import anyio
 import pytest
 from http_receiver import SECRET_PATH, Answer, Got, Receiver
 
+from watchdog.alerts.compose import COLOUR, traceback_tail
+from watchdog.alerts.delivery import TransientDeliveryError, open_client, send
+from watchdog.alerts.notifiers import KINDS, Alert, AlertKind, build_message
+from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.exceptions import DeliveryError
-from watchdog.launch import LaunchFollower, LaunchSpec
-from watchdog.notifiers import (
-    KINDS,
-    Alert,
-    AlertKind,
-    TransientDeliveryError,
-    build_message,
-    open_client,
-    send,
-)
-from watchdog.notifiers.compose import COLOUR, traceback_tail
-from watchdog.notifiers.webhook import check_template
-from watchdog.sources import parse_target
-from watchdog.testing import ManualClock, ScriptedSource
+from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.sources import parse_target
+from watchdog.follow.testing import ManualClock, ScriptedSource
 
 pytestmark = pytest.mark.anyio
 

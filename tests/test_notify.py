@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from watchdog.alerts.delivery import post_json, redact_url
 from watchdog.exceptions import DeliveryError
-from watchdog.notify import post_json, redact_url
 
 pytestmark = pytest.mark.anyio
 

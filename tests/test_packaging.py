@@ -14,9 +14,9 @@ from importlib import resources
 from importlib.metadata import distribution
 from pathlib import Path
 
-import watchdog.cli
+import watchdog.cli.app
 
-PACKAGE = Path(watchdog.cli.__file__).parent
+PACKAGE = Path(watchdog.cli.app.__file__).parent.parent
 REPO = PACKAGE.parent
 # What the file-events `watchdog` (7.x) ships in the shared directory, besides `__init__.py` and `py.typed`.
 THEIRS = {"__main__.py", "events.py", "version.py", "watchmedo.py", "observers", "tricks", "utils"}
@@ -54,7 +54,7 @@ def test_init_reexports_lazily() -> None:
         "print(loaded); from watchdog import Analyzer, replay_path; print(Analyzer.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["[]", "watchdog.analyzer"]
+    assert out.splitlines() == ["[]", "watchdog.core.analyzer"]
 
 
 def test_profiles_ship_inside_the_package() -> None:
@@ -81,8 +81,8 @@ def test_module_entry_point_is_watchdog_cli() -> None:
 def test_version_does_not_import_the_analyzer() -> None:
     """`watchdog --version` prints the version without loading the heavy modules (fast start)."""
     code = (
-        "import sys; from watchdog.cli import main; rc = main(['--version']); "
-        "print('analyzer' if 'watchdog.analyzer' in sys.modules else 'lean', 'asyncssh' in sys.modules)"
+        "import sys; from watchdog.cli.app import main; rc = main(['--version']); "
+        "print('analyzer' if 'watchdog.core.analyzer' in sys.modules else 'lean', 'asyncssh' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0].startswith("watchdog ")

@@ -1,4 +1,4 @@
-"""Tests for watchdog.probes: process liveness and the HTTP health probe, locally and over a real sshd."""
+"""Tests for watchdog.follow.probes: process liveness and the HTTP health probe, locally and over a real sshd."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from anyio.abc import Process
 from sshd_server import SSHDServer
 
 from watchdog.exceptions import UsageError
-from watchdog.probes.health import HealthProbe, parse_health_url
-from watchdog.probes.process import LocalProcessProbe, SSHProcessProbe, wait_until_gone
-from watchdog.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.probes.health import HealthProbe, parse_health_url
+from watchdog.follow.probes.process import LocalProcessProbe, SSHProcessProbe, wait_until_gone
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Tests for watchdog.profile: bundled engine profiles, user profile validation, merging and engine detection."""
+"""Tests for watchdog.profiles.loader: bundled engine profiles, user profile validation, merging and engine detection."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watchdog.exceptions import ConfigError
-from watchdog.profile import (
+from watchdog.profiles.loader import (
     ENGINES,
     RULE_KINDS,
     EngineDetector,

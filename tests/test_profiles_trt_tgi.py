@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import watchdog
-from watchdog.profile import load_profile_file
-from watchdog.replay import replay_path
+from watchdog.follow.replay import replay_path
+from watchdog.profiles.loader import load_profile_file
 
 _PROFILES = Path(watchdog.__file__).parent / "profiles"
 

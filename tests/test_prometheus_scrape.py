@@ -16,10 +16,10 @@ from anyio.abc import TaskStatus
 from conftest import require_binary
 from prom_servers import open_binary
 
-from watchdog.daemon import ConsoleAlerts, Daemon, LaunchPlan
-from watchdog.http import serve_http
-from watchdog.launch import LaunchSpec
-from watchdog.sources import parse_target
+from watchdog.daemon.http import serve_http
+from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan
+from watchdog.follow.follower import LaunchSpec
+from watchdog.follow.sources import parse_target
 
 pytestmark = pytest.mark.anyio
 

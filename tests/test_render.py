@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from watchdog.render import format_duration, render_verdict, write_out
+from watchdog.cli.render import render_verdict, write_out
+from watchdog.vocabulary import format_duration
 
 
 @pytest.mark.parametrize(

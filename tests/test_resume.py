@@ -15,18 +15,26 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from watchdog.analyzer import Analyzer
-from watchdog.checkpoint import CHECKPOINT_INTERVAL, FORMAT, Checkpoint, build_id, decode, encode, settings_id
-from watchdog.launch import LaunchFollower, LaunchSpec
-from watchdog.replay import replay_path
-from watchdog.sources import Chunk, parse_target
-from watchdog.sources.identity import IDENTITY_WINDOW, FileIdentity, FileWindows, local_identity
-from watchdog.sources.local import LocalSource
-from watchdog.sources.remote import identity_command
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import SSHOptions, SSHPool
+from watchdog.core.analyzer import Analyzer
+from watchdog.follow.checkpoint import (
+    CHECKPOINT_INTERVAL,
+    FORMAT,
+    Checkpoint,
+    build_id,
+    decode,
+    encode,
+    settings_id,
+)
+from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.replay import replay_path
+from watchdog.follow.sources import Chunk, parse_target
+from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, FileWindows, local_identity
+from watchdog.follow.sources.local import LocalSource
+from watchdog.follow.sources.remote import identity_command
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.testing import ManualClock
 from watchdog.store import StateStore, open_store
-from watchdog.testing import ManualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -520,7 +528,7 @@ async def test_a_restarted_follower_over_ssh_resumes_at_the_offset(
 async def test_a_restarted_daemon_resumes_each_launch_at_its_checkpoint(tmp_path: Path) -> None:
     """The daemon with a state store: stopped mid-launch, the log grows, a new daemon on the same state resumes
     the launch at the offset it had reached and ends with the replay's verdict and line count."""
-    from watchdog.daemon import Daemon, LaunchPlan  # noqa: PLC0415 - the daemon only for this test
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415 - the daemon only for this test
 
     data = _read(CRASH)
     path = tmp_path / "server.log"

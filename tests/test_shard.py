@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchdog.shard import MAX_SHARDS, InvalidShard, Shard, owner, parse_shard
+from watchdog.config.shard import MAX_SHARDS, InvalidShard, Shard, owner, parse_shard
 
 LAUNCHES = [f"launch-{i:05d}" for i in range(5000)]
 
@@ -50,7 +50,7 @@ def test_owner_is_stable_across_processes() -> None:
     """Another interpreter with another hash seed gives the same owners (the hash is not Python's `hash()`)."""
     names = LAUNCHES[:200]
     code = (
-        "import sys; from watchdog.shard import owner; "
+        "import sys; from watchdog.config.shard import owner; "
         "print(','.join(str(owner(n, 7)) for n in sys.stdin.read().split()))"
     )
     result = subprocess.run(

@@ -1,4 +1,4 @@
-"""Tests for watchdog.sources.local: following a local file through appends, rotation and truncation."""
+"""Tests for watchdog.follow.sources.local: following a local file through appends, rotation and truncation."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import anyio
 import pytest
 
 from watchdog.exceptions import UsageError
-from watchdog.sources import local as local_module
-from watchdog.sources.base import CaughtUp, Chunk, FileMissing, FileRestarted, SourceItem
-from watchdog.sources.inotify import Watcher
-from watchdog.sources.local import LocalSource
+from watchdog.follow.sources import local as local_module
+from watchdog.follow.sources.base import CaughtUp, Chunk, FileMissing, FileRestarted, SourceItem
+from watchdog.follow.sources.inotify import Watcher
+from watchdog.follow.sources.local import LocalSource
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Tests for watchdog.sources.ssh against a real OpenSSH sshd: streaming, reconnects, host keys, cleanup."""
+"""Tests for watchdog.follow.sources.ssh against a real OpenSSH sshd: streaming, reconnects, host keys, cleanup."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from sshd_server import SSHDServer, assert_no_reader_left, readers_of, wait_gone
 
 from watchdog.exceptions import AuthError, HostKeyError, UsageError
-from watchdog.sources.base import (
+from watchdog.follow.sources.base import (
     CaughtUp,
     Chunk,
     Connected,
@@ -28,9 +28,9 @@ from watchdog.sources.base import (
     FileRestarted,
     SourceItem,
 )
-from watchdog.sources.channel import _HIGH_WATER, CommandOutput
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.sources.channel import _HIGH_WATER, CommandOutput
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
 
@@ -338,7 +338,7 @@ async def test_no_tail_left_after_cancellation(sshd: SSHDServer, pool: SSHPool, 
 
 _FOLLOWER = """
 import json, sys, anyio
-from watchdog.sources import Chunk, SSHOptions, SSHPool, SSHSource
+from watchdog.follow.sources import Chunk, SSHOptions, SSHPool, SSHSource
 cfg = json.loads(sys.argv[1])
 async def main():
     options = SSHOptions(known_hosts=cfg["known_hosts"], identity=cfg["key"], config=None, use_agent=False)

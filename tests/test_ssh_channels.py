@@ -14,11 +14,11 @@ import pytest
 import structlog
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
-from watchdog.launch import LaunchFollower, LaunchSpec
-from watchdog.sources.base import CaughtUp, Chunk, Connected, Disconnected, SourceItem
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import ChannelRefused, SSHOptions, SSHPool
-from watchdog.sources.target import Target
+from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, Disconnected, SourceItem
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import ChannelRefused, SSHOptions, SSHPool
+from watchdog.follow.sources.target import Target
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
 

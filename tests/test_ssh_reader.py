@@ -1,4 +1,4 @@
-"""Tests for the SSH source's reader in the follower's task (`watchdog.sources.ssh`), on a channel whose output is
+"""Tests for the SSH source's reader in the follower's task (`watchdog.follow.sources.ssh`), on a channel whose output is
 already queued: what no real sshd can be made to do on cue (the channel's side is faked, the rest is real)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from watchdog.sources.base import UNYIELDED_BYTES, CaughtUp, Chunk, Connected
-from watchdog.sources.channel import CommandOutput
-from watchdog.sources.ssh import SSHSource
-from watchdog.sources.sshpool import SSHOptions
+from watchdog.follow.sources.base import UNYIELDED_BYTES, CaughtUp, Chunk, Connected
+from watchdog.follow.sources.channel import CommandOutput
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import SSHOptions
 
 pytestmark = pytest.mark.anyio
 

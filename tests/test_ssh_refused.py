@@ -11,7 +11,7 @@ from conftest import unavailable as _unavailable
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
 from watchdog.exceptions import TargetError
-from watchdog.sources import SSHOptions, SSHPool, SSHSource
+from watchdog.follow.sources import SSHOptions, SSHPool, SSHSource
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
 REFUSE = "ForceCommand /bin/sh -c 'echo \"watchdog-forced-command: refused: unknown shape\" >&2; exit 126'"

@@ -18,8 +18,8 @@ import anyio
 import pytest
 from test_http import EVIL, three_launches
 
-from watchdog.http import serve_http
-from watchdog.metrics import DaemonStats
+from watchdog.daemon.http import serve_http
+from watchdog.daemon.metrics import DaemonStats
 
 pytestmark = pytest.mark.anyio
 

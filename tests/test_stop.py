@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from watchdog.lifecycle import State
-from watchdog.replay import replay_path
-from watchdog.verdict import exit_code
+from watchdog.core.lifecycle import State
+from watchdog.core.verdict import exit_code
+from watchdog.follow.replay import replay_path
 
 READY = Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 

@@ -18,8 +18,8 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from watchdog.cli.history import format_history, history_main
 from watchdog.exceptions import ConfigError
-from watchdog.history import format_history, history_main
 from watchdog.store import (
     DB_NAME,
     MAX_CHECKPOINT_BYTES,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from watchdog.replay import replay_path
+from watchdog.follow.replay import replay_path
 
 STORIES = Path(__file__).parent / "fixtures" / "stories"
 

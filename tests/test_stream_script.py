@@ -1,4 +1,4 @@
-"""Tests for the streaming script run on a followed host (`watchdog.sources.remote.STREAM_SCRIPT`), run here
+"""Tests for the streaming script run on a followed host (`watchdog.follow.sources.remote.STREAM_SCRIPT`), run here
 with the machine's own /bin/sh and GNU tail, so the stat loop's status lines can be read one by one.
 
 The stat interval is 60 s in every test: whatever is said within seconds of a change after `W` was woken
@@ -24,7 +24,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from sshd_server import assert_no_reader_left
 
-from watchdog.sources.remote import Header, StatLine, parse_header, parse_stat_line, stream_command
+from watchdog.follow.sources.remote import Header, StatLine, parse_header, parse_stat_line, stream_command
 
 pytestmark = pytest.mark.anyio
 

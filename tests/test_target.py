@@ -1,11 +1,11 @@
-"""Tests for watchdog.sources.target: TARGET strings to `Target`."""
+"""Tests for watchdog.follow.sources.target: TARGET strings to `Target`."""
 
 from __future__ import annotations
 
 import pytest
 
 from watchdog.exceptions import UsageError
-from watchdog.sources.target import Target, parse_target
+from watchdog.follow.sources.target import Target, parse_target
 
 
 @pytest.mark.parametrize(

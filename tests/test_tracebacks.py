@@ -1,11 +1,11 @@
-"""Tests for watchdog.tracebacks: tracebacks put back together per rank from interleaved log records."""
+"""Tests for watchdog.core.tracebacks: tracebacks put back together per rank from interleaved log records."""
 
 from __future__ import annotations
 
 import pytest
 
-from watchdog.envelope import parse
-from watchdog.tracebacks import EXCEPTION_LINE, Assembler, Traceback
+from watchdog.core.envelope import parse
+from watchdog.core.tracebacks import EXCEPTION_LINE, Assembler, Traceback
 
 
 def _assemble(lines: list[str]) -> list[tuple[int | str, Traceback]]:

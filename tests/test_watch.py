@@ -20,8 +20,8 @@ import anyio
 import pytest
 from sshd_server import SSHDServer, assert_no_reader_left, readers_of
 
-from watchdog.cli import build_parser
-from watchdog.watch import watch
+from watchdog.cli.app import build_parser
+from watchdog.cli.watch import watch
 
 pytestmark = pytest.mark.anyio
 
@@ -118,7 +118,7 @@ async def test_ready_over_ssh(sshd: SSHDServer, tmp_path: Path) -> None:
 @pytest.mark.sshd
 async def test_unknown_host_key_is_refused(sshd: SSHDServer, tmp_path: Path) -> None:
     """An unknown host key is refused with exit 69 from the command line."""
-    from watchdog.cli import main  # noqa: PLC0415
+    from watchdog.cli.app import main  # noqa: PLC0415
 
     empty = tmp_path / "known_hosts"
     empty.write_text("")
@@ -441,7 +441,7 @@ async def test_ssh_agent_keys_are_used(
 
 async def test_unreachable_host_is_exit_69(capsys: pytest.CaptureFixture[str]) -> None:
     """A host that refuses the connection is exit 69 with a message that names it."""
-    from watchdog.cli import main  # noqa: PLC0415
+    from watchdog.cli.app import main  # noqa: PLC0415
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

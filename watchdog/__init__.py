@@ -18,8 +18,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from watchdog.analyzer import Analyzer as Analyzer
-    from watchdog.errors import Error as Error
+    from watchdog.core.analyzer import Analyzer as Analyzer
+    from watchdog.core.framing import Framer as Framer
+    from watchdog.core.framing import Line as Line
+    from watchdog.core.lifecycle import Lifecycle as Lifecycle
+    from watchdog.core.lifecycle import State as State
+    from watchdog.core.lifecycle import Transition as Transition
+    from watchdog.core.rootcause import Error as Error
     from watchdog.exceptions import (
         AuthError as AuthError,
     )
@@ -44,18 +49,13 @@ if TYPE_CHECKING:
     from watchdog.exceptions import (
         WatchdogError as WatchdogError,
     )
-    from watchdog.framing import Framer as Framer
-    from watchdog.framing import Line as Line
-    from watchdog.lifecycle import Lifecycle as Lifecycle
-    from watchdog.lifecycle import State as State
-    from watchdog.lifecycle import Transition as Transition
-    from watchdog.profile import Profile as Profile
-    from watchdog.profile import load_profile as load_profile
-    from watchdog.replay import replay_path as replay_path
+    from watchdog.follow.replay import replay_path as replay_path
+    from watchdog.profiles.loader import Profile as Profile
+    from watchdog.profiles.loader import load_profile as load_profile
 
 _EXPORTS = {
-    "Analyzer": "watchdog.analyzer",
-    "Error": "watchdog.errors",
+    "Analyzer": "watchdog.core.analyzer",
+    "Error": "watchdog.core.rootcause",
     "AuthError": "watchdog.exceptions",
     "ConfigError": "watchdog.exceptions",
     "ConnectionLost": "watchdog.exceptions",
@@ -64,14 +64,14 @@ _EXPORTS = {
     "TargetError": "watchdog.exceptions",
     "UsageError": "watchdog.exceptions",
     "WatchdogError": "watchdog.exceptions",
-    "Framer": "watchdog.framing",
-    "Line": "watchdog.framing",
-    "Lifecycle": "watchdog.lifecycle",
-    "State": "watchdog.lifecycle",
-    "Transition": "watchdog.lifecycle",
-    "Profile": "watchdog.profile",
-    "load_profile": "watchdog.profile",
-    "replay_path": "watchdog.replay",
+    "Framer": "watchdog.core.framing",
+    "Line": "watchdog.core.framing",
+    "Lifecycle": "watchdog.core.lifecycle",
+    "State": "watchdog.core.lifecycle",
+    "Transition": "watchdog.core.lifecycle",
+    "Profile": "watchdog.profiles.loader",
+    "load_profile": "watchdog.profiles.loader",
+    "replay_path": "watchdog.follow.replay",
 }
 
 __all__ = [

@@ -1,64 +1,7 @@
-"""`watchdog replay`: read a whole log file and give the verdict."""
+"""Deprecated import path, kept for one release: use `watchdog.follow.replay`."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, BinaryIO
-
-from watchdog.analyzer import Analyzer
-from watchdog.exceptions import UsageError
-from watchdog.options import file_kind
-from watchdog.verdict import to_json
+from watchdog.follow.replay import CHUNK, replay_path
 
 __all__ = ["CHUNK", "replay_path"]
-
-CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small enough for a flat RSS
-
-
-def replay_path(
-    path: Path, engine: str | None = None, profiles: Sequence[Path] = ()
-) -> tuple[Analyzer, dict[str, Any]]:
-    """Replay the log at `path`; return the analyzer and the verdict object."""
-    analyzer = Analyzer(engine, profiles=profiles)
-    try:
-        with _open_log(path) as f:
-            while chunk := f.read(CHUNK):
-                analyzer.feed(chunk, 0.0)
-    except FileNotFoundError as exc:
-        raise UsageError(f"{path}: no such file") from exc
-    except PermissionError as exc:
-        raise UsageError(f"{path}: permission denied") from exc
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    analyzer.finish(0.0)
-    lc = analyzer.lifecycle
-    verdict = to_json(
-        lc.verdict_incarnation(),
-        engine=analyzer.engine,
-        lines_read=analyzer.lines_read,
-        bytes_read=analyzer.bytes_read,
-        incarnations=len(lc.history) + 1,
-    )
-    if verdict["state"] == "crashed" and verdict["error"] is not None and not verdict["error"]["traceback"]:
-        verdict["error"]["context"] = analyzer.tail()
-    return analyzer, verdict
-
-
-def _open_log(path: Path) -> BinaryIO:
-    """Open a regular file for reading; a FIFO, a device or a directory is refused before any read.
-
-    The open does not block (a FIFO without a writer would block it), and the type is checked on the
-    opened descriptor, so that /dev/zero is not read forever nor a FIFO waited on.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        kind = file_kind(os.fstat(fd).st_mode)
-        if kind is not None:
-            raise UsageError(f"cannot replay {path}: {kind}, not a regular log file")
-        # O_NONBLOCK does nothing to a regular file's reads: no need to clear it.
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise

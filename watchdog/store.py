@@ -16,7 +16,7 @@ What it keeps, and why:
 - per verdict, whether it was announced: after a restart a verdict already announced is not announced again,
   and one saved but not announced (the daemon died in between) is found by `unannounced`;
 - silences (issue 9): a launch's alerts held until a wall time;
-- per launch, one checkpoint (`watchdog.checkpoint`): the follower's analysis at a byte offset, so that a
+- per launch, one checkpoint (`watchdog.follow.checkpoint`): the follower's analysis at a byte offset, so that a
   restarted daemon resumes reading there instead of at the log's start. The store keeps the blob as it is
   given (at most `MAX_CHECKPOINT_BYTES`); the follower decides when to write it (every few seconds while the
   log grows, soon after a transition, and when it stops) and whether to trust it.
@@ -46,6 +46,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from watchdog.exceptions import ConfigError, UsageError
+from watchdog.vocabulary import State
 
 __all__ = [
     "DB_NAME",
@@ -129,7 +130,7 @@ MIGRATIONS: tuple[str, ...] = (
         launch TEXT PRIMARY KEY,
         read_offset INTEGER NOT NULL,       -- the byte offset of the log's current file the state is at
         saved_at REAL NOT NULL,             -- unix time
-        state BLOB NOT NULL                 -- watchdog.checkpoint's blob: header, file identity, pickled state
+        state BLOB NOT NULL                 -- watchdog.follow.checkpoint's blob: header, file identity, pickled state
     );
     """,
 )
@@ -241,7 +242,9 @@ class PendingVerdict(NamedTuple):
     verdict: dict[str, Any] | None
 
 
-_OUTCOMES = frozenset({"ready", "crashed", "stopped"})  # states whose time does not run
+_OUTCOMES = frozenset(
+    {State.READY.value, State.CRASHED.value, State.STOPPED.value}
+)  # states whose time does not run
 
 
 def _phase_durations(transitions: tuple[TransitionRecord, ...]) -> tuple[dict[str, float], str | None]:

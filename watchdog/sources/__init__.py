@@ -1,28 +1,25 @@
-"""Byte sources: follow a log file, locally or over SSH, as chunks at absolute offsets and events."""
+"""Deprecated import path, kept for one release: use `watchdog.follow.sources`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from watchdog.sources.base import (
+from watchdog.follow.sources import (
     CaughtUp,
     Chunk,
     Connected,
     Disconnected,
     FileMissing,
     FileRestarted,
+    LocalSource,
     RestartReason,
     Source,
     SourceEvent,
     SourceItem,
+    Target,
+    parse_target,
+    source_for,
 )
-from watchdog.sources.local import LocalSource
-from watchdog.sources.open import source_for
-from watchdog.sources.target import Target, parse_target
-
-if TYPE_CHECKING:
-    from watchdog.sources.ssh import SSHSource
-    from watchdog.sources.sshpool import SSHOptions, SSHPool
 
 __all__ = [
     "CaughtUp",
@@ -45,18 +42,8 @@ __all__ = [
 ]
 
 
-_SSH_NAMES = {
-    "SSHSource": "watchdog.sources.ssh",
-    "SSHOptions": "watchdog.sources.sshpool",
-    "SSHPool": "watchdog.sources.sshpool",
-}
-
-
 def __getattr__(name: str) -> Any:
-    # asyncssh (a quarter of a second to import) only when something remote is asked for
-    module = _SSH_NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib  # noqa: PLC0415
+    """The SSH names, imported on first use (asyncssh is slow to import)."""
+    import watchdog.follow.sources as moved  # noqa: PLC0415
 
-    return getattr(importlib.import_module(module), name)
+    return getattr(moved, name)

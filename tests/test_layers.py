@@ -1,0 +1,203 @@
+"""The package's layers (docs/architecture.md), checked over the import graph of its source.
+
+Every import counts: at module level, inside a function (a lazy import) and under `TYPE_CHECKING`. A module
+may import its own subpackage and the layers below its own, never one above nor a sibling of the same
+level; there are no import circles; the pure core imports no I/O library and reads no clock; and the words
+of `watchdog.vocabulary` are not written out again elsewhere.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import watchdog.vocabulary as vocabulary
+from watchdog.vocabulary import ENGINES, Category, State
+
+PACKAGE = Path(vocabulary.__file__).parent
+
+# Top to bottom; the parts of one tuple are independent of each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("replay", "launch", "sources"),  # deprecated import paths, for one release: nothing imports them
+    ("cli",),
+    ("daemon",),
+    ("config",),
+    ("alerts", "follow"),
+    ("store",),
+    ("core",),
+    ("profiles",),
+    ("vocabulary", "exceptions"),
+)
+LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
+# What the core may not import: the core reads bytes and time given to it, it fetches neither.
+IO_MODULES = {
+    "aiohttp", "anyio", "asyncio", "asyncssh", "httpx", "os", "pathlib", "prometheus_client", "select",
+    "shutil", "socket", "sqlite3", "ssl", "structlog", "subprocess", "tenacity", "threading", "time",
+}  # fmt: skip
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import in module `name`; a `from X import y` of a submodule gives X.y."""
+    path = MODULES[name]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                full = f"{module}.{alias.name}"
+                yield (full if full in MODULES else module), node.lineno
+
+
+def _ours(name: str) -> Iterator[tuple[str, int]]:
+    for module, line in _imports(name):
+        if module in MODULES and module != name and module != "watchdog":
+            yield module, line
+
+
+def _part(name: str) -> str:
+    return name.split(".")[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    """A new top-level module or subpackage is placed in LAYERS (and in docs/architecture.md)."""
+    assert {_part(m) for m in MODULES if m != "watchdog"} <= set(LEVEL)
+
+
+def test_imports_go_down_the_layers_only() -> None:
+    """No module imports a layer above its own, nor a sibling of its level."""
+    wrong = [
+        f"{MODULES[name].relative_to(PACKAGE.parent)}:{line}: {name} -> {module}"
+        for name in MODULES
+        if name != "watchdog"
+        for module, line in _ours(name)
+        if _part(module) != _part(name) and LEVEL[_part(module)] <= LEVEL[_part(name)]
+    ]
+    assert wrong == []
+
+
+def test_no_import_circles() -> None:
+    """The module graph has no cycle (Tarjan's strongly connected components, each of one module)."""
+    graph = {name: sorted({m for m, _ in _ours(name)}) for name in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in graph:
+        if name not in index:
+            visit(name)
+    # a package's __init__ re-exporting its own modules is not a circle of meaning
+    cycles = [
+        c for c in cycles if not all(m.startswith(min(c, key=len) + ".") or m == min(c, key=len) for m in c)
+    ]
+    assert cycles == []
+
+
+@pytest.mark.parametrize(
+    "name", sorted(m for m in MODULES if m.startswith(("watchdog.core", "watchdog.vocabulary")))
+)
+def test_the_core_does_no_io(name: str) -> None:
+    """The core (and the vocabulary under it) imports no I/O library, no clock and no network code."""
+    assert sorted({m for m, _ in _imports(name) if m.split(".")[0] in IO_MODULES}) == []
+
+
+def _words() -> dict[str, str]:
+    words = {s.value: "State" for s in State}
+    words |= {c.value: "Category" for c in Category}
+    words |= dict.fromkeys(ENGINES, "ENGINES")
+    return words
+
+
+def test_the_vocabulary_is_not_written_out_again() -> None:
+    """No tuple, list, set or dict literal outside vocabulary.py holds two or more of its words (states,
+    categories, engines): such a literal is a copy that drifts. Derive it from `watchdog.vocabulary`."""
+    words = _words()
+    copies = []
+    for name, path in MODULES.items():
+        if name == "watchdog.vocabulary":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            items: list[ast.expr | None] = []
+            if isinstance(node, ast.Tuple | ast.List | ast.Set):
+                items = list(node.elts)
+            elif isinstance(node, ast.Dict):
+                items = list(node.keys)
+            found = {i.value for i in items if isinstance(i, ast.Constant) and i.value in words}
+            if len(found) >= 2:
+                copies.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {sorted(found)}")
+    assert copies == []
+
+
+def test_no_second_exit_code_or_version_lookup() -> None:
+    """Exit codes and the version lookup live in vocabulary.py only."""
+    offenders = []
+    for name, path in MODULES.items():
+        if name == "watchdog.vocabulary":
+            continue
+        text = path.read_text()
+        offenders += [
+            f"{name}: {m.group(0).strip()}" for m in re.finditer(r"^\s*_?EXIT_[A-Z_]+\s*=\s*\d+", text, re.M)
+        ]
+        if "metadata.version(" in text or ("import version" in text and "importlib.metadata" in text):
+            offenders.append(f"{name}: its own version lookup")
+    assert offenders == []
+
+
+def test_the_status_page_script_takes_its_phases_from_the_vocabulary() -> None:
+    """The page's JavaScript gets the phase list injected, not written out."""
+    from watchdog.daemon.statuspage import render_page  # noqa: PLC0415
+
+    page = render_page([], nonce="abc")
+    assert (
+        'const PHASES = ["starting", "loading_weights", "allocating_kv_cache", "capturing_graphs", "ready"];'
+        in page
+    )
+
+
+def test_deadlines_are_the_deadline_states() -> None:
+    """The config's `deadlines` table has a key for each state a deadline may be set for, and no other."""
+    from watchdog.config.models import Deadlines  # noqa: PLC0415
+
+    assert list(Deadlines.model_fields) == [s.value for s in vocabulary.DEADLINE_STATES]

@@ -1,0 +1,320 @@
+"""The alert: what the watchdog has to say about one launch, built from a daemon status snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from watchdog.vocabulary import OUTCOMES, State
+
+__all__ = ["SEVERITY", "Alert", "AlertKind", "rfc3339"]
+
+
+class AlertKind(enum.StrEnum):
+    """Why an alert is sent."""
+
+    CRASHED = "crashed"  # the launch died: root cause, category, hint, traceback end
+    STALLED = "stalled"  # no progress for too long in a startup phase
+    READY = "ready"  # the launch can serve (opt-in): time to ready against the usual
+    RESOLVED = "resolved"  # an earlier crashed/stalled/unreachable alert no longer holds
+    UNREACHABLE = "unreachable"  # the host cannot be reached or refused authentication (after a grace)
+    REPLACED = "replaced"  # the log was truncated or replaced, or a new start began: a new incarnation
+
+
+# The default severity of each kind, in PagerDuty's and Alertmanager's common vocabulary.
+SEVERITY: Mapping[AlertKind, str] = {
+    AlertKind.CRASHED: "critical",
+    AlertKind.STALLED: "warning",
+    AlertKind.UNREACHABLE: "error",
+    AlertKind.READY: "info",
+    AlertKind.RESOLVED: "info",
+    AlertKind.REPLACED: "info",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One alert about one launch, independent of where it goes.
+
+    Texts are kept whole here: each service cuts them to its own limits. Times are seconds; `None` when the
+    snapshot did not tell.
+    """
+
+    kind: AlertKind
+    launch: str
+    host: str  # host name from config, "" for a local file
+    engine: str
+    phase: str  # the phase it happened in (for a crash: the phase the crash interrupted)
+    incarnation: int
+    severity: str
+    started_at: datetime  # UTC: when the problem (or the event) began; startsAt in Alertmanager
+    category: str = ""  # error category of a crash (oom, cuda, nccl, ...)
+    summary: str = ""  # the root-cause line, or what happened in one line
+    hint: str = ""  # what to do about it
+    ranks: tuple[str, ...] = ()
+    traceback: tuple[str, ...] = ()  # the decisive traceback (its end is what gets shown)
+    facts: tuple[tuple[str, str], ...] = ()  # (name, value as text), in the snapshot's order
+    labels: tuple[tuple[str, str], ...] = ()  # extra labels from config
+    time_in_phase: float | None = None
+    time_since_start: float | None = None
+    usual_seconds: float | None = None  # ready: the usual time to ready, from history
+    last_line: str = ""  # the last line a rule matched (stalled: where it stopped)
+    detail: str = ""  # one more line: the stall reason, the connection error, what replaced the log
+    link: str = ""  # the status page URL
+    ended_at: datetime | None = None  # resolved: when the problem ended
+    resolves: AlertKind | None = None  # resolved: the kind of the alert it ends
+
+    @property
+    def dedup_key(self) -> str:
+        """Stable across retries and restarts: the same (launch, incarnation, kind) is the same alert."""
+        return f"{self.launch}/{self.incarnation}/{self.kind.value}"
+
+    @property
+    def problem(self) -> AlertKind:
+        """The kind of the problem: itself, or for a resolution the kind it resolves."""
+        return self.resolves if self.resolves is not None else self.kind
+
+    @property
+    def incident_key(self) -> str:
+        """Shared by a problem and its resolution (PagerDuty's dedup_key, a message's thread)."""
+        return f"{self.launch}/{self.incarnation}/{self.problem.value}"
+
+    @property
+    def where(self) -> str:
+        """`launch on host`, or the launch alone for a local file."""
+        return f"{self.launch} on {self.host}" if self.host else self.launch
+
+    @property
+    def title(self) -> str:
+        """One line that says what happened, where: `demo on gpu1 crashed in capturing_graphs (oom)`."""
+        if self.kind is AlertKind.CRASHED:
+            cat = f" ({self.category})" if self.category else ""
+            return f"{self.where} crashed in {self.phase}{cat}"
+        if self.kind is AlertKind.STALLED:
+            return f"{self.where} stalled in {self.phase}"
+        if self.kind is AlertKind.READY:
+            return f"{self.where} is ready"
+        if self.kind is AlertKind.UNREACHABLE:
+            return f"{self.where}: host unreachable"
+        if self.kind is AlertKind.REPLACED:
+            return f"{self.where}: launch replaced (#{self.incarnation})"
+        return f"{self.where}: {self.problem.value} resolved"
+
+    def resolution(self, at: datetime, detail: str = "") -> Alert:
+        """The alert that ends this one: same launch, incarnation, labels and category, kind `resolved`."""
+        return dataclasses.replace(
+            self,
+            kind=AlertKind.RESOLVED,
+            resolves=self.problem,
+            severity=self.severity,
+            ended_at=at,
+            detail=detail or self.detail,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping of every field plus `title` and `dedup_key` (the generic webhook's body)."""
+        return {
+            "kind": self.kind.value,
+            "title": self.title,
+            "launch": self.launch,
+            "host": self.host,
+            "engine": self.engine,
+            "phase": self.phase,
+            "incarnation": self.incarnation,
+            "severity": self.severity,
+            "category": self.category,
+            "summary": self.summary,
+            "hint": self.hint,
+            "ranks": list(self.ranks),
+            "traceback": list(self.traceback),
+            "facts": dict(self.facts),
+            "labels": dict(self.labels),
+            "time_in_phase_seconds": self.time_in_phase,
+            "time_since_start_seconds": self.time_since_start,
+            "usual_seconds": self.usual_seconds,
+            "last_line": self.last_line,
+            "detail": self.detail,
+            "link": self.link,
+            "started_at": rfc3339(self.started_at),
+            "ended_at": rfc3339(self.ended_at) if self.ended_at else None,
+            "resolves": self.resolves.value if self.resolves else None,
+            "dedup_key": self.dedup_key,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Alert:
+        """The alert `to_dict` gave (as kept in the outbox).
+
+        Raises:
+            KeyError, ValueError: not a mapping `to_dict` makes.
+        """
+
+        def when(value: object) -> datetime | None:
+            return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+
+        started_at = when(data["started_at"])
+        if started_at is None:
+            raise ValueError("started_at is empty")
+        return cls(
+            kind=AlertKind(data["kind"]),
+            launch=str(data["launch"]),
+            host=str(data.get("host") or ""),
+            engine=str(data.get("engine") or ""),
+            phase=str(data.get("phase") or ""),
+            incarnation=int(data.get("incarnation") or 1),
+            severity=str(data.get("severity") or SEVERITY[AlertKind(data["kind"])]),
+            started_at=started_at,
+            category=str(data.get("category") or ""),
+            summary=str(data.get("summary") or ""),
+            hint=str(data.get("hint") or ""),
+            ranks=tuple(str(r) for r in data.get("ranks") or ()),
+            traceback=tuple(str(line) for line in data.get("traceback") or ()),
+            facts=tuple((str(k), str(v)) for k, v in (data.get("facts") or {}).items()),
+            labels=tuple((str(k), str(v)) for k, v in (data.get("labels") or {}).items()),
+            time_in_phase=_number(data.get("time_in_phase_seconds")),
+            time_since_start=_number(data.get("time_since_start_seconds")),
+            usual_seconds=_number(data.get("usual_seconds")),
+            last_line=str(data.get("last_line") or ""),
+            detail=str(data.get("detail") or ""),
+            link=str(data.get("link") or ""),
+            ended_at=when(data.get("ended_at")),
+            resolves=AlertKind(data["resolves"]) if data.get("resolves") else None,
+        )
+
+    @classmethod
+    def from_status(
+        cls,
+        kind: AlertKind | str,
+        status: Mapping[str, Any],
+        *,
+        link: str = "",
+        now: datetime | None = None,
+        detail: str = "",
+        usual_seconds: float | None = None,
+        severity: str | None = None,
+        resolves: AlertKind | str | None = None,
+    ) -> Alert:
+        """Build an alert from a daemon status snapshot (`LaunchFollower.status()` plus host, since, labels).
+
+        Args:
+            kind: why the alert is sent.
+            status: the snapshot.
+            link: the status page URL of this launch.
+            now: the time the alert is made (UTC; default: the current time). It is `startsAt` and, for
+                `resolved`, `ended_at`; the start of the problem is dated back from it by the snapshot's
+                clock when the snapshot tells when the problem began.
+            detail: one more line (the connection error of `unreachable`, what replaced the log).
+            usual_seconds: `ready`: the launch's usual time to ready, from its history.
+            severity: overrides the kind's default severity (`SEVERITY`).
+            resolves: `resolved`: the kind of the alert it ends. Prefer `alert.resolution(at)` on the
+                alert that was sent: it keeps the labels (category, severity) that identify it.
+        """
+        kind = AlertKind(kind)
+        now = now or datetime.now(UTC)
+        err: Mapping[str, Any] = status.get("error") or {}
+        timeline: list[Mapping[str, Any]] = list(status.get("timeline") or [])
+        entered = [float(x) for x in status.get("entered") or []]
+        elapsed = _number(status.get("elapsed_seconds"))
+        phase = str(status.get("phase") or status.get("state") or "")
+        state = str(status.get("state") or "")
+
+        # The follower's clock: when the current state began, and when the phase it reports began.
+        end = elapsed
+        if (
+            state in {State.CRASHED.value, State.STALLED.value, State.READY.value}
+            and len(entered) == len(timeline)
+            and entered
+        ):
+            end = entered[-1] if state != State.READY.value else elapsed
+        phase_start = _last_entry(timeline, entered, phase)
+        time_in_phase = None if end is None or phase_start is None else max(0.0, end - phase_start)
+        time_since_start = None if end is None or not entered else max(0.0, end - entered[0])
+        if kind is AlertKind.READY:
+            ttr = _number(status.get("time_to_ready_seconds"))
+            if ttr is not None:
+                time_since_start = ttr
+            elif phase_start is not None and elapsed is not None:
+                time_since_start = max(0.0, phase_start - (entered[0] if entered else 0.0))
+
+        started_at = now
+        if kind in {AlertKind.CRASHED, AlertKind.STALLED} and elapsed is not None and entered:
+            # the problem began when its state was entered, not when the alert is made (a settle window later)
+            started_at = datetime.fromtimestamp(now.timestamp() - max(0.0, elapsed - entered[-1]), UTC)
+
+        reason = str(timeline[-1].get("reason") or "") if timeline else ""
+        summary = str(err.get("summary") or "")
+        if not summary and kind is AlertKind.STALLED:
+            summary = reason or f"no progress in {phase}"
+        if not detail and kind is AlertKind.STALLED and reason and reason != summary:
+            detail = reason
+        facts = tuple((str(k), _text(v)) for k, v in (status.get("facts") or {}).items())
+        progress = status.get("progress") or {}
+        facts += tuple(
+            (f"{name} progress", f"{p.get('done')}/{p.get('total')}")
+            for name, p in progress.items()
+            if isinstance(p, Mapping)
+        )
+        return cls(
+            kind=kind,
+            launch=str(status.get("name") or ""),
+            host=str(status.get("host") or ""),
+            engine=str(status.get("engine") or ""),
+            phase=phase,
+            incarnation=int(status.get("incarnation") or 1),
+            severity=severity or SEVERITY[kind],
+            started_at=started_at,
+            category=str(err.get("category") or ""),
+            summary=summary,
+            hint=str(err.get("hint") or ""),
+            ranks=tuple(str(r) for r in err.get("ranks") or ()),
+            traceback=tuple(str(line) for line in err.get("traceback") or err.get("context") or ()),
+            facts=facts,
+            labels=tuple((str(k), str(v)) for k, v in (status.get("labels") or {}).items()),
+            time_in_phase=time_in_phase,
+            time_since_start=time_since_start,
+            usual_seconds=usual_seconds,
+            last_line=str(status.get("last_line") or ""),
+            detail=detail,
+            link=link,
+            ended_at=now if kind is AlertKind.RESOLVED else None,
+            resolves=AlertKind(resolves) if resolves is not None else None,
+        )
+
+
+def _last_entry(timeline: list[Mapping[str, Any]], entered: list[float], phase: str) -> float | None:
+    """The follower time the last timeline entry for `phase` began."""
+    if len(entered) != len(timeline):
+        return None
+    for item, at in zip(reversed(timeline), reversed(entered), strict=True):
+        if item.get("state") == phase:
+            return at
+    # the phase was inferred, not marked (a crash in the first lines): it began with the last phase entry
+    for item, at in zip(reversed(timeline), reversed(entered), strict=True):
+        if item.get("state") not in _OUTCOMES:
+            return at
+    return None
+
+
+_OUTCOMES = frozenset(state.value for state in OUTCOMES)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _text(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def rfc3339(at: datetime) -> str:
+    """RFC 3339 in UTC with millisecond precision, as Alertmanager and PagerDuty read it."""
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,537 @@
+"""From verdicts to the people who act on them: who hears which alert, silences, reminders, and delivery.
+
+```
+alerting = Alerting(outbox, silences=store.silences)
+async with anyio.create_task_group() as tg:
+    await tg.start(alerting.run)
+    alerting.use(notifiers)                       # the configured notifiers (again on reload)
+    await alerting.say(alert, notifiers)          # enqueued durably, then delivered in the background
+    await alerting.resolve("kimi", {AlertKind.STALLED}, detail="progress again")
+```
+
+`say` only enqueues: each notifier has its own delivery task, which takes its alerts from the outbox in
+order, at most `rate_limit` a minute, and retries what failed (exponential backoff with jitter, or the
+receiver's Retry-After) until it arrives or is refused for good. So a slow or dead receiver never slows the
+tailing, nor another notifier; an alert enqueued before the daemon died is sent after it starts again; and an
+alert is sent at least once, each with a stable dedup key (`Alert.dedup_key`) for the receiver.
+
+A problem (crashed, stalled, unreachable) stays *active* until resolved: its notifiers hear the resolution,
+are reminded of it every `remind_every` (opt-in), and an Alertmanager is sent it again every minute (or it
+would resolve the alert by itself after its `resolve_timeout`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import heapq
+import random
+import re
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, TextIO
+
+import anyio
+import anyio.to_thread
+import httpx
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from watchdog.alerts.alert import rfc3339
+from watchdog.alerts.delivery import TransientDeliveryError, open_client, send
+from watchdog.alerts.notifiers import Alert, AlertKind
+from watchdog.alerts.outbox import REPEAT, Item, Outbox
+from watchdog.exceptions import DeliveryError
+from watchdog.vocabulary import format_duration
+
+__all__ = [
+    "PROBLEMS",
+    "Alerting",
+    "AppriseNotifier",
+    "ConsoleAlerts",
+    "Notifier",
+    "ServiceNotifier",
+    "alert_line",
+    "outbox_key",
+]
+
+log = structlog.get_logger("watchdog.alerting")
+
+PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
+ALERTMANAGER_RESEND_SECONDS = 60.0  # a firing alert is sent to Alertmanager again this often
+RETRY_BASE_SECONDS = 2.0  # the outbox's first retry after a failed delivery (doubled per attempt)
+RETRY_MAX_SECONDS = 300.0
+PRUNE_EVERY_SECONDS = 3600.0
+_CONSOLE_ON = frozenset(AlertKind)
+
+
+class Notifier(Protocol):
+    """Somewhere alerts are said: a chat service, PagerDuty, an Alertmanager, the console."""
+
+    @property
+    def name(self) -> str:
+        """The [notifiers.NAME] it is configured as."""
+
+    @property
+    def on(self) -> frozenset[AlertKind]:
+        """The alert kinds it says."""
+
+    @property
+    def destinations(self) -> int:
+        """How many URLs each get every alert."""
+
+    @property
+    def rate_limit(self) -> int:
+        """Alerts per minute at most."""
+
+    @property
+    def remind_every(self) -> float | None:
+        """Seconds between reminders of an unresolved problem (None: no reminders)."""
+
+    @property
+    def resend_every(self) -> float | None:
+        """Seconds between re-sends of an unresolved problem, unchanged (Alertmanager)."""
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """Say `alert` at URL number `destination`; False when this kind of alert is not for it.
+
+        Raises:
+            TransientDeliveryError: worth trying again later.
+            DeliveryError: refused for good (never naming a secret).
+        """
+
+
+@dataclass(frozen=True, kw_only=True)
+class _URLNotifier:
+    """What the notifiers that send to URLs share: the URLs (secrets), the kinds said, the pace."""
+
+    name: str
+    urls: tuple[str, ...] = field(repr=False)
+    on: frozenset[AlertKind] = frozenset(PROBLEMS | {AlertKind.RESOLVED, AlertKind.REPLACED})
+    rate_limit: int = 30
+    remind_every: float | None = None
+    timeout: float = 10.0
+
+    @property
+    def destinations(self) -> int:
+        """One per URL."""
+        return len(self.urls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceNotifier(_URLNotifier):
+    """A service of `watchdog.alerts.notifiers` (slack, pagerduty, alertmanager, ...) at one or more URLs."""
+
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def resend_every(self) -> float | None:
+        """Alertmanager forgets a firing alert that is not sent again; the others need it once."""
+        return ALERTMANAGER_RESEND_SECONDS if self.kind == "alertmanager" else None
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """POST the service's message for `alert` to URL number `destination`."""
+        if destination >= len(self.urls):
+            raise DeliveryError(f"notifier {self.name} has no URL number {destination + 1} any more")
+        return await send(
+            self.kind,
+            self.urls[destination],
+            alert,
+            client=client,
+            options=self.options,
+            timeout=self.timeout,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppriseNotifier(_URLNotifier):
+    """Any service apprise knows, by apprise URL (the optional extra `apprise`), called off the event loop:
+    apprise's plugins block."""
+
+    @property
+    def resend_every(self) -> float | None:
+        """Chat services need an alert once."""
+        return None
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """Notify through apprise (in a worker thread, abandoned after `timeout`)."""
+        from watchdog.alerts.compose import plain_text  # noqa: PLC0415
+
+        url = self.urls[destination]
+        title, body = alert.title, plain_text(alert)
+        with anyio.fail_after(self.timeout * 3):
+            ok = await anyio.to_thread.run_sync(_apprise_notify, url, title, body, abandon_on_cancel=True)
+        if not ok:
+            raise TransientDeliveryError(f"apprise notifier {self.name}: the service did not take the alert")
+        return True
+
+
+def _apprise_notify(url: str, title: str, body: str) -> bool:
+    # apprise loads its plugins (and their deprecated imports) lazily: their warnings are not our users'
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            import apprise  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+        except ImportError:
+            raise DeliveryError(
+                "the apprise notifier needs apprise: pip install 'llm-launch-watchdog[apprise]'"
+            ) from None
+        sender = apprise.Apprise()
+        if not sender.add(url):
+            raise DeliveryError(
+                "apprise does not know this URL's scheme (the URL is not shown: it is a secret)"
+            )
+        return bool(sender.notify(title=title, body=body))
+
+
+@dataclass(frozen=True)
+class ConsoleAlerts:
+    """Alerts as one line each on a text stream (standard output by default)."""
+
+    name: str = "console"
+    out: TextIO = field(default_factory=lambda: sys.stdout, compare=False)
+    on: frozenset[AlertKind] = _CONSOLE_ON
+    rate_limit: int = 10_000
+    remind_every: float | None = None
+
+    @property
+    def destinations(self) -> int:
+        """The stream."""
+        return 1
+
+    @property
+    def resend_every(self) -> float | None:
+        """Said once."""
+        return None
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """Print the alert's line."""
+        self.out.write(alert_line(alert) + "\n")
+        self.out.flush()
+        return True
+
+
+def alert_line(alert: Alert) -> str:
+    """One line an operator reads: who, what, why and what to do."""
+    where = f"{alert.where}"
+    if alert.kind is AlertKind.CRASHED:
+        ranks = alert.ranks
+        if ranks and all(_RANK.match(r) for r in ranks):
+            on = f" on ranks {', '.join(ranks)}"
+        else:
+            on = f" in {', '.join(ranks)}" if ranks else ""
+        line = f"{where}: crashed during {alert.phase}{on}: {alert.summary}"
+        return line + (f"; hint: {alert.hint}" if alert.hint else "")
+    if alert.kind is AlertKind.STALLED:
+        progress = ", ".join(
+            f"{k.removesuffix(' progress')} {v}" for k, v in alert.facts if k.endswith(" progress")
+        )
+        at = f" at {progress}" if progress else ""
+        return f"{where}: stalled in {alert.phase}{at}: {alert.summary or 'no progress'}"
+    if alert.kind is AlertKind.READY:
+        took = (
+            f" after {format_duration(alert.time_since_start)}" if alert.time_since_start is not None else ""
+        )
+        usual = (
+            f" (usually {format_duration(alert.usual_seconds)})" if alert.usual_seconds is not None else ""
+        )
+        return f"{where}: ready{took}{usual}"
+    detail = f": {alert.detail}" if alert.detail else ""
+    if alert.kind is AlertKind.UNREACHABLE:
+        return f"{where}: host unreachable{detail}"
+    if alert.kind is AlertKind.REPLACED:
+        return f"{where}: launch replaced (#{alert.incarnation}){detail}"
+    return f"{where}: {alert.problem.value} resolved{detail}"
+
+
+_RANK = re.compile(r"^(?:(?:[A-Z]{2,4}\d+ ?)+|rank\d+)$")
+
+
+def outbox_key(alert: Alert) -> str:
+    """The alert's key in the outbox: its dedup key; for a resolution, that of the problem it ends plus
+    `/resolved` (a launch's stall and crash are resolved separately). A host can be unreachable many times
+    in one incarnation: each outage is its own alert, keyed by when it began."""
+    key = alert.incident_key if alert.kind is AlertKind.RESOLVED else alert.dedup_key
+    if alert.problem is AlertKind.UNREACHABLE:
+        key += f"@{int(alert.started_at.timestamp())}"
+    return f"{key}/resolved" if alert.kind is AlertKind.RESOLVED else key
+
+
+@dataclass
+class _Active:
+    """An unresolved problem: the alert said, who heard it, when each was last told."""
+
+    alert: Alert
+    notifiers: tuple[Notifier, ...]
+    told: dict[str, float]  # notifier name -> unix time it was last told (first, reminded or re-sent)
+    key: str = ""  # its outbox key
+    repeats: Counter[str] = field(default_factory=Counter)
+
+
+class _Bucket:
+    """A token bucket: `rate` a minute, bursts of as many."""
+
+    def __init__(self, rate: int, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._tokens = float(rate)
+        self._at = clock()
+
+    async def take(self) -> None:
+        while True:
+            now = self._clock()
+            self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate / 60.0)
+            self._at = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return
+            await anyio.sleep((1.0 - self._tokens) * 60.0 / self.rate)
+
+
+class Alerting:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        *,
+        silences: Callable[[], Awaitable[Mapping[str, float]]] | None = None,
+        on_change: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.time,
+        retry_base: float = RETRY_BASE_SECONDS,
+        retry_max: float = RETRY_MAX_SECONDS,
+        repeat_check: float = 5.0,
+    ) -> None:
+        """`silences()` gives the silenced launches (name -> until, unix time); `on_change` is called after
+        each delivery (the daemon's status changes); `clock` is unix time; the rest are for tests."""
+        self._outbox = outbox
+        self._silences = silences
+        self._on_change = on_change
+        self._clock = clock
+        self._retry_base = retry_base
+        self._retry_max = retry_max
+        self._repeat_check = repeat_check
+        self._notifiers: dict[str, Notifier] = {}
+        # one queue and one delivery task per (notifier, URL): a URL that is down holds back no other
+        self._queues: dict[tuple[str, int], list[tuple[float, int, Item]]] = {}
+        self._wake: dict[tuple[str, int], anyio.Event] = {}
+        self._workers: set[tuple[str, int]] = set()
+        self._buckets: dict[str, _Bucket] = {}
+        self._active: dict[tuple[str, AlertKind], _Active] = {}
+        self._tg: TaskGroup | None = None
+        self._client: httpx.AsyncClient | None = None
+        self.sent: Counter[str] = Counter()  # notifier -> alerts delivered
+        self.failed: Counter[str] = Counter()  # notifier -> alerts given up (refused for good)
+        self.silenced: Counter[str] = Counter()  # launch -> alerts held by a silence
+
+    def depth(self) -> int:
+        """Alerts waiting to be delivered."""
+        return sum(len(queue) for queue in self._queues.values())
+
+    def active(self, launch: str) -> list[Alert]:
+        """The unresolved problems of `launch`."""
+        return [a.alert for (name, _), a in self._active.items() if name == launch]
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Deliver until cancelled: what the outbox still holds first, then what `say` enqueues."""
+        async with open_client() as client, anyio.create_task_group() as tg:
+            self._client = client
+            self._tg = tg
+            for item in await self._outbox.pending():
+                self._push(item)
+            for name in list(self._notifiers):
+                self._start_worker(name)
+            tg.start_soon(self._repeat_loop)
+            tg.start_soon(self._prune_loop)
+            task_status.started()
+            await anyio.sleep_forever()
+
+    def use(self, notifiers: Iterable[Notifier]) -> None:
+        """Know these notifiers (by name; a newer config's replaces an older one) and deliver to them."""
+        for notifier in notifiers:
+            self._notifiers[notifier.name] = notifier
+            bucket = self._buckets.get(notifier.name)
+            if bucket is None or bucket.rate != notifier.rate_limit:
+                self._buckets[notifier.name] = _Bucket(notifier.rate_limit, self._clock)
+            self._start_worker(notifier.name)
+
+    async def say(
+        self, alert: Alert, notifiers: Sequence[Notifier], *, enqueue: bool = True, key: str | None = None
+    ) -> None:
+        """Enqueue `alert` for each of `notifiers` that says its kind (unless its launch is silenced).
+
+        A problem becomes active, for its resolution, reminders and re-sends. `enqueue=False` only makes it
+        active: a restarted daemon that finds a problem it had already announced. `key` replaces the outbox
+        key (`outbox_key`): a launch's second stall in one incarnation is another alert than its first.
+        """
+        key = key or outbox_key(alert)
+        self.use(notifiers)
+        # a silence holds back what a notifier would say: with none to say it, there is nothing to look up
+        heard = any(alert.kind in n.on for n in notifiers)
+        silenced = enqueue and heard and await self._is_silenced(alert.launch)
+        if alert.kind in PROBLEMS:
+            # who heard it: they hear its end (a notifier that does not say this kind hears neither)
+            told = {} if silenced else {n.name: self._clock() for n in notifiers if alert.kind in n.on}
+            self._active[(alert.launch, alert.kind)] = _Active(alert, tuple(notifiers), told, key)
+        if silenced:
+            self.silenced[alert.launch] += 1
+            log.info("alert silenced", launch=alert.launch, kind=alert.kind.value)
+            return
+        if enqueue:
+            await self._enqueue(alert, [n for n in notifiers if alert.kind in n.on], key)
+
+    async def resolve(self, launch: str, problems: Iterable[AlertKind], detail: str = "") -> None:
+        """End the active problems of `launch` of these kinds: each notifier told of one hears it ended."""
+        for kind in problems:
+            active = self._active.pop((launch, kind), None)
+            if active is None:
+                continue
+            resolution = active.alert.resolution(datetime.fromtimestamp(self._clock(), UTC), detail)
+            told = [n for n in active.notifiers if n.name in active.told and AlertKind.RESOLVED in n.on]
+            await self._enqueue(resolution, told, f"{active.key}/resolved" if active.key else None)
+
+    # -- delivery ----------------------------------------------------------------------------------------
+
+    async def _enqueue(self, alert: Alert, notifiers: Iterable[Notifier], key: str | None = None) -> None:
+        data = alert.to_dict()
+        for notifier in notifiers:
+            items = await self._outbox.put(
+                notifier.name, notifier.destinations, key or outbox_key(alert), data, self._clock()
+            )
+            for item in items:
+                self._push(item)
+
+    def _push(self, item: Item) -> None:
+        where = (item.notifier, item.destination)
+        heapq.heappush(self._queues.setdefault(where, []), (item.next_try, item.id, item))
+        event = self._wake.get(where)
+        if event is not None:
+            event.set()
+        self._wake[where] = anyio.Event()
+        self._start_worker(item.notifier)
+
+    def _start_worker(self, name: str) -> None:
+        notifier = self._notifiers.get(name)
+        if self._tg is None or notifier is None:
+            return
+        wanted = {(name, d) for d in range(notifier.destinations)}
+        wanted |= {where for where in self._queues if where[0] == name}  # what the outbox holds for it
+        for where in sorted(wanted - self._workers):
+            self._workers.add(where)
+            self._wake.setdefault(where, anyio.Event())
+            self._tg.start_soon(self._work, where)
+
+    async def _work(self, where: tuple[str, int]) -> None:
+        name = where[0]
+        queue = self._queues.setdefault(where, [])
+        while True:
+            wake = self._wake[where]
+            if not queue:
+                await wake.wait()
+                continue
+            due, _, item = queue[0]
+            pause = due - self._clock()
+            if pause > 0:
+                with anyio.move_on_after(pause):
+                    await wake.wait()
+                continue
+            heapq.heappop(queue)
+            notifier = self._notifiers[name]
+            await self._buckets[name].take()
+            await self._deliver(notifier, item)
+            self._on_change()
+
+    async def _deliver(self, notifier: Notifier, item: Item) -> None:
+        assert self._client is not None
+        try:
+            alert = Alert.from_dict(item.alert)
+            said = await notifier.send(alert, item.destination, self._client)
+        except TransientDeliveryError as exc:
+            await self._retry(item, str(exc), exc.retry_after)
+        except DeliveryError as exc:
+            item.attempts += 1
+            self.failed[notifier.name] += 1
+            log.warning("alert refused; given up", notifier=notifier.name, key=item.key, error=str(exc))
+            await self._outbox.failed(item, self._clock(), str(exc))
+        except (KeyError, ValueError) as exc:
+            self.failed[notifier.name] += 1
+            log.error(
+                "outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=repr(exc)
+            )
+            await self._outbox.failed(item, self._clock(), f"unreadable: {exc!r}")
+        except Exception as exc:  # a notifier's own bug must not end delivery: logged, tried again later
+            log.exception("notifier failed", notifier=notifier.name, key=item.key)
+            await self._retry(item, f"{type(exc).__name__}: {exc}", None)
+        else:
+            item.attempts += 1
+            await self._outbox.delivered(item, self._clock())  # noted first: the log line means it is kept
+            if said:
+                self.sent[notifier.name] += 1
+                log.info("alert delivered", notifier=notifier.name, key=item.key, attempts=item.attempts)
+
+    async def _retry(self, item: Item, error: str, retry_after: float | None) -> None:
+        item.attempts += 1
+        if retry_after is None:
+            pause = min(self._retry_max, self._retry_base * 2.0 ** (item.attempts - 1))
+            pause *= 1.0 + random.random() / 4  # noqa: S311 - jitter, not a secret
+        else:
+            pause = retry_after
+        item.next_try = self._clock() + pause
+        log.warning(
+            "alert not delivered yet; trying again",
+            notifier=item.notifier,
+            key=item.key,
+            in_seconds=round(pause, 1),
+            error=error,
+        )
+        await self._outbox.retry(item, error)
+        self._push(item)
+
+    # -- repeats -----------------------------------------------------------------------------------------
+
+    async def _repeat_loop(self) -> None:
+        while True:
+            await anyio.sleep(self._repeat_check)
+            await self._repeat()
+
+    async def _repeat(self) -> None:
+        now = self._clock()
+        for active in list(self._active.values()):
+            for notifier in active.notifiers:
+                last = active.told.get(notifier.name)
+                if last is None or active.alert.kind not in notifier.on:
+                    continue  # silenced when it happened, or not a kind this notifier says
+                resend, remind = notifier.resend_every, notifier.remind_every
+                if resend is not None and now - last >= resend:
+                    alert, what = active.alert, "resend"
+                elif remind is not None and now - last >= remind:
+                    since = format_duration(now - active.alert.started_at.timestamp())
+                    note = f"still unresolved after {since} (since {rfc3339(active.alert.started_at)})"
+                    alert = dataclasses.replace(active.alert, detail=note)
+                    what = "reminder"
+                else:
+                    continue
+                active.told[notifier.name] = now
+                active.repeats[notifier.name] += 1
+                key = (
+                    f"{active.key or outbox_key(active.alert)}{REPEAT}{what}-{active.repeats[notifier.name]}"
+                )
+                await self._enqueue(alert, [notifier], key)
+
+    async def _prune_loop(self) -> None:
+        while True:
+            await anyio.sleep(PRUNE_EVERY_SECONDS)
+            with contextlib.suppress(Exception):
+                await self._outbox.prune(self._clock())
+
+    async def _is_silenced(self, launch: str) -> bool:
+        if self._silences is None:
+            return False
+        until = (await self._silences()).get(launch)
+        return until is not None and until > self._clock()

@@ -1,0 +1,103 @@
+"""Alerts to the services teams read: one module per service, a registry of them, and delivery.
+
+```
+alert = Alert.from_status(AlertKind.CRASHED, status, link="http://host:9469/#demo")
+message = build_message("slack", alert, options)       # a Message, or None: nothing to say there
+async with open_client() as client:                    # watchdog.alerts.delivery
+    await send("slack", url, alert, client=client)      # DeliveryError (URL redacted) when it cannot
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+
+from watchdog.alerts.alert import SEVERITY, Alert, AlertKind
+from watchdog.alerts.compose import plain_text
+from watchdog.alerts.message import Message, Options, target_url
+from watchdog.alerts.notifiers import (
+    alertmanager,
+    discord,
+    google_chat,
+    mattermost,
+    ntfy,
+    pagerduty,
+    slack,
+    teams,
+    telegram,
+    webhook,
+)
+from watchdog.exceptions import DeliveryError
+
+__all__ = [
+    "KINDS",
+    "OPTIONS",
+    "SECRET_OPTIONS",
+    "SEVERITY",
+    "Alert",
+    "AlertKind",
+    "Message",
+    "Options",
+    "build_message",
+    "plain_text",
+    "secret_values",
+    "target_url",
+]
+
+Builder = Callable[[Alert, Options], Message | None]
+
+# The notifier kinds of the config's `kind = ...`, each to the function that lays out its message.
+KINDS: Mapping[str, Builder] = MappingProxyType(
+    {
+        "slack": slack.build,
+        "discord": discord.build,
+        "teams": teams.build,
+        "mattermost": mattermost.build,
+        "google_chat": google_chat.build,
+        "telegram": telegram.build,
+        "ntfy": ntfy.build,
+        "pagerduty": pagerduty.build,
+        "webhook": webhook.build,
+        "alertmanager": alertmanager.build,
+    }
+)
+
+# The options each kind reads besides its URL: (required, optional). For the config's validation.
+OPTIONS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxyType(
+    {
+        "slack": (frozenset(), frozenset()),
+        "discord": (frozenset(), frozenset()),
+        "teams": (frozenset(), frozenset()),
+        "mattermost": (frozenset(), frozenset({"channel", "username", "icon_url"})),
+        "google_chat": (frozenset(), frozenset()),
+        "telegram": (frozenset({"chat_id"}), frozenset({"message_thread_id"})),
+        "ntfy": (frozenset(), frozenset({"token", "priority"})),
+        "pagerduty": (frozenset({"routing_key"}), frozenset()),
+        "webhook": (frozenset(), frozenset({"template", "content_type"})),
+        "alertmanager": (frozenset(), frozenset()),
+    }
+)
+# Options that are secrets: accepted as env:NAME / file:/path, redacted, never shown in an error.
+SECRET_OPTIONS = frozenset({"routing_key", "token"})
+
+
+def build_message(kind: str, alert: Alert, options: Options | None = None) -> Message | None:
+    """Lay out `alert` for the service `kind`.
+
+    Returns:
+        The message, or None when the service has nothing to say about this kind of alert (PagerDuty and
+        Alertmanager take problems and their resolutions, not `ready` or `replaced`).
+
+    Raises:
+        DeliveryError: an unknown kind, a required option missing, or a template that cannot be filled.
+    """
+    builder = KINDS.get(kind)
+    if builder is None:
+        raise DeliveryError(f"unknown notifier kind {kind!r}; known: {', '.join(KINDS)}")
+    return builder(alert, options or {})
+
+
+def secret_values(options: Options) -> Iterable[str]:
+    """The values of `options` that are secrets (scrubbed from every delivery error)."""
+    return [str(options[name]) for name in SECRET_OPTIONS if options.get(name)]

@@ -1,0 +1,57 @@
+"""Mattermost: an incoming-webhook post, a headline in `text` and one coloured attachment with fields."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from watchdog.alerts.alert import Alert, AlertKind
+from watchdog.alerts.compose import COLOUR, EMOJI, cut, fields, lead, traceback_tail
+from watchdog.alerts.message import Message, Options
+
+__all__ = ["MAX_POST_CHARS", "build"]
+
+MAX_POST_CHARS = 16_383  # Mattermost's post size limit (text and attachments together, to be safe)
+_ATTACHMENT_TEXT = 8_000
+_MARKDOWN = re.compile(r"([\\*_~`|>#\[\]])")
+
+
+def build(alert: Alert, options: Options) -> Message:
+    """The webhook body: `text`, `attachments: [{fallback, color, title, title_link, text, fields}]`."""
+    title = cut(f"{EMOJI[alert.kind]} {alert.title}", 250)
+    text = f"**{_escape(cut(lead(alert), 1000))}**"
+    if alert.hint:
+        text += f"\nHint: {_escape(cut(alert.hint, 1000))}"
+    field_list: list[dict[str, Any]] = [
+        {"short": len(value) <= 40, "title": cut(name, 100), "value": _escape(cut(value, 300))}
+        for name, value in fields(alert)[:40]
+    ]
+    used = len(title) * 2 + len(text) + sum(len(str(f["title"])) + len(str(f["value"])) for f in field_list)
+    lines: tuple[str, ...] = ()
+    if alert.kind is AlertKind.CRASHED:
+        lines = alert.traceback
+    elif alert.kind is AlertKind.STALLED and alert.last_line:
+        lines = (alert.last_line,)
+    room = min(_ATTACHMENT_TEXT, MAX_POST_CHARS - 500 - used) - len(text) - len("\n```\n\n```")
+    if lines and room > 80:
+        safe = [line.replace("```", "'''") for line in lines]
+        text += "\n```\n" + traceback_tail(safe, room) + "\n```"
+    attachment: dict[str, Any] = {
+        "fallback": title,
+        "color": f"#{COLOUR[alert.kind]:06X}",
+        "title": title,
+        "text": text,
+        "fields": field_list,
+        "footer": f"watchdog · {alert.dedup_key}",
+    }
+    if alert.link:
+        attachment["title_link"] = alert.link
+    body: dict[str, Any] = {"text": f"#### {_escape(title)}", "attachments": [attachment]}
+    for key in ("channel", "username", "icon_url"):
+        if options.get(key):
+            body[key] = str(options[key])
+    return Message(json=body)
+
+
+def _escape(text: str) -> str:
+    return _MARKDOWN.sub(r"\\\1", text)

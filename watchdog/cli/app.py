@@ -1,0 +1,378 @@
+"""The command line: `watchdog replay`, `watchdog watch`; exit codes of DESIGN.md.
+
+Heavy modules are imported inside the commands, so that `watchdog --version` starts fast. Every option
+value is checked before anything starts (`watchdog.cli.options`): bad input is exit 64 or 78 with a message,
+never a traceback and never 1 (which says the server crashed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from watchdog.cli.options import (
+    duration,
+    health_url,
+    pid,
+    process_pattern,
+    shard,
+    validate_replay,
+    validate_watch,
+    webhook_url,
+)
+from watchdog.vocabulary import (
+    ENGINE_CHOICES,
+    EXIT_CONFIG,
+    EXIT_CRASHED,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_NO_VERDICT,
+    EXIT_READY,
+    EXIT_STALLED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    version,
+)
+
+__all__ = ["EXIT_INTERNAL", "main"]
+
+EXAMPLE_LOG = "sglang-ep8-oom.log"  # in watchdog/examples/: 8 EP ranks, 4 of them out of memory
+
+EXIT_CODES_HELP = f"""\
+exit codes:
+  {EXIT_READY:<4}ready: the server can serve (or was ready, then stopped cleanly)
+  {EXIT_CRASHED:<4}crashed: the report names the root cause
+  {EXIT_STALLED:<4}stalled (no progress for --stall-after), or --timeout reached
+  {EXIT_NO_VERDICT:<4}no verdict: the log ended while still starting, or it stopped before ready
+  {EXIT_USAGE:<4}usage error: bad command line or unreadable input file
+  {EXIT_UNREACHABLE:<4}target unreachable: SSH connection, authentication or host key
+  {EXIT_INTERNAL:<4}internal error: a bug in watchdog (run with --debug for the traceback)
+  {EXIT_CONFIG:<4}configuration error: invalid config or profile file
+  {EXIT_INTERRUPTED:<4}interrupted (Ctrl-C)
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse exits 2, which means "stalled" here: usage errors are 64 (EX_USAGE).
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = _Parser(
+        prog="watchdog",
+        description="Follow LLM inference-server launches and say why they fail.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    replay = sub.add_parser(
+        "replay",
+        help="read a whole log and give the verdict",
+        description="Read a whole log and give the verdict.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_argument("file", type=Path, nargs="?", help="the log file (or --example)")
+    replay.add_argument(
+        "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
+    )
+    _common(replay)
+
+    run = sub.add_parser(
+        "run",
+        help="the daemon: follow every configured launch, serve metrics and a status page",
+        description="The daemon: follow every launch of the config file, keep following after each verdict, "
+        "serve /metrics, /status, /healthz and a status page, and send alerts. SIGHUP reloads the config, "
+        "SIGTERM stops.",
+    )
+    run.add_argument("--config", type=Path, required=True, metavar="FILE", help="the TOML config file")
+    run.add_argument(
+        "--shard",
+        type=shard,
+        metavar="INDEX/COUNT",
+        help="follow only this replica's share of the launches (e.g. 1/3; by rendezvous hashing of their "
+        "names); overrides the config's daemon.shard",
+    )
+    check = sub.add_parser(
+        "check-config",
+        help="validate a config file and print it resolved (secrets redacted)",
+        description="Validate a config file and print it resolved, secrets redacted (exit 0, or 78).",
+    )
+    check.add_argument("file", type=Path, help="the TOML config file")
+    schema = sub.add_parser(
+        "config-schema",
+        help="print the JSON Schema of the config file",
+        description="Print the JSON Schema of the config file (the reference of its keys).",
+    )
+    schema.add_argument(
+        "--markdown", action="store_true", help="print the key tables of docs/config.md instead"
+    )
+    history = sub.add_parser(
+        "history",
+        help="past launches from the daemon's state: phase durations and facts side by side",
+        description="Past launches from the daemon's state: phase durations and facts side by side.",
+    )
+    from watchdog.cli.history import add_arguments as add_history_arguments  # noqa: PLC0415 - stdlib only
+
+    add_history_arguments(history)
+    from watchdog.cli.alerts import add_silence_arguments, add_test_notify_arguments  # noqa: PLC0415
+
+    silence = sub.add_parser(
+        "silence",
+        help="hold a launch's alerts for a while (or --off; none: list the silences)",
+        description="Hold a launch's alerts for a while, kept in the daemon's state: `watchdog silence kimi-ep "
+        "2h`; end it with --off; list the silences with no LAUNCH. Resolutions of problems already said "
+        "still go out.",
+    )
+    add_silence_arguments(silence)
+    test_notify = sub.add_parser(
+        "test-notify",
+        help="send a sample alert to one configured notifier now",
+        description="Send a sample alert (the verdict of the bundled example log, marked as a test) to each "
+        "URL of one [notifiers.NAME], now, and say how each went (exit 0, or 69 when one did not take it).",
+    )
+    add_test_notify_arguments(test_notify)
+    demo = sub.add_parser(
+        "demo",
+        help="three simulated launches (ready, crash, stall) watched by the full daemon",
+        description="Replay three bundled real logs into temporary files at a sped-up pace (an SGLang "
+        "launch that becomes ready, a vLLM crash, a launch that stalls), watched by the full daemon with its "
+        "status page and metrics on localhost and alerts on the console. Ends after the verdicts.",
+    )
+    demo.add_argument("--forever", action="store_true", help="keep serving after the verdicts (Ctrl-C ends)")
+    demo.add_argument(
+        "--listen", default="127.0.0.1:0", metavar="HOST:PORT", help="where to serve (default: a free port)"
+    )
+
+    watch = sub.add_parser(
+        "watch",
+        help="follow a live launch until a verdict",
+        description="Follow a live launch until a verdict.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    watch.add_argument("target", help="a local path, ssh://[user@]host[:port]/path or [user@]host:/path")
+    _common(watch)
+    watch.add_argument(
+        "--timeout", type=duration, metavar="S", help="overall deadline: 90, 30s, 10m, 1h (exit 2)"
+    )
+    watch.add_argument(
+        "--stall-after",
+        type=duration,
+        default=600.0,
+        metavar="S",
+        help="stalled after S s without progress (default 600)",
+    )
+    watch.add_argument(
+        "--notify",
+        action="append",
+        type=webhook_url,
+        default=[],
+        metavar="URL",
+        help="POST the verdict as JSON to this http(s) URL (repeatable)",
+    )
+    watch.add_argument("--events", type=Path, metavar="FILE", help="append every transition as a JSON line")
+    watch.add_argument(
+        "--pid", type=pid, help="the server's pid on the host: gone without a traceback = crashed"
+    )
+    watch.add_argument(
+        "--process", type=process_pattern, metavar="PATTERN", help="pgrep -f pattern of the server process"
+    )
+    watch.add_argument(
+        "--health", type=health_url, metavar="URL", help="health endpoint, probed once weights are loaded"
+    )
+    watch.add_argument(
+        "--gpu", action="store_true", help="poll nvidia-smi on the host: memory facts, growth is progress"
+    )
+    watch.add_argument(
+        "--gpu-interval",
+        type=duration,
+        default=5.0,
+        metavar="S",
+        help="seconds between GPU polls (default 5)",
+    )
+    watch.add_argument("--identity", type=Path, help="SSH private key")
+    watch.add_argument("--known-hosts", type=Path, help="known_hosts file (default ~/.ssh/known_hosts)")
+    watch.add_argument(
+        "--accept-new-host-key", action="store_true", help="record an unknown host key (never a changed one)"
+    )
+    return parser
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine", default="auto", choices=ENGINE_CHOICES, help="engine profile (default: detect)"
+    )
+    p.add_argument(
+        "--profile",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="extra profile TOML (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+    # Also after the command; SUPPRESS keeps a `watchdog --debug replay ...` from being reset to False.
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show the traceback of an internal error",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code.
+
+    Args:
+        argv: the arguments after the program name (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit code: a verdict (0-3), a usage (64), reachability (69) or configuration (78) error,
+        an internal error (70), or 130 after Ctrl-C.
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(arguments)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            return EXIT_INTERRUPTED
+        from watchdog.exceptions import first_watchdog_error  # noqa: PLC0415
+
+        ours = first_watchdog_error(group)
+        if ours is not None:  # the daemon's or a task's own error: its exit code, not an internal error
+            return _report(ours)
+        if not isinstance(group, Exception):
+            raise  # a group of SystemExit or the like: not ours to report
+        return _internal_error(group, _wants_debug(arguments))
+    except Exception as exc:
+        return _internal_error(exc, _wants_debug(arguments))
+
+
+def _main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        print(f"watchdog {version()}")
+        return 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    from watchdog.exceptions import ConfigError, TargetError, UsageError  # noqa: PLC0415
+
+    try:
+        if args.command == "replay":
+            validate_replay(args)
+            return _replay(args)
+        if args.command == "watch":
+            for warning in validate_watch(args):
+                print(f"watchdog: {warning}", file=sys.stderr)
+            from watchdog.cli.watch import run_watch  # noqa: PLC0415
+
+            return run_watch(args)
+        if args.command == "run":
+            from watchdog.daemon.service import run_daemon  # noqa: PLC0415 - the daemon's libraries only when run
+
+            return run_daemon(args.config, shard=args.shard)
+        if args.command == "check-config":
+            from watchdog.config.models import check_config_main  # noqa: PLC0415
+
+            return check_config_main(args.file)
+        if args.command == "config-schema":
+            from watchdog.config.models import config_schema_main  # noqa: PLC0415
+
+            return config_schema_main(markdown=args.markdown)
+        if args.command == "history":
+            from watchdog.cli.history import run_history  # noqa: PLC0415
+
+            return run_history(args)
+        if args.command == "silence":
+            from watchdog.cli.alerts import run_silence  # noqa: PLC0415
+
+            return run_silence(args)
+        if args.command == "test-notify":
+            from watchdog.cli.alerts import run_test_notify  # noqa: PLC0415
+
+            return run_test_notify(args)
+        if args.command == "demo":
+            from watchdog.cli.demo import run_demo  # noqa: PLC0415
+
+            return run_demo(forever=args.forever, listen=args.listen)
+    except (UsageError, ConfigError, TargetError) as exc:
+        return _report(exc)
+    return EXIT_USAGE
+
+
+def _report(exc: Exception) -> int:
+    """Say one of our errors in one line; its exit code (64 usage, 78 configuration, 69 unreachable)."""
+    from watchdog.exceptions import ConfigError, TargetError, UsageError  # noqa: PLC0415
+
+    if isinstance(exc, ConfigError):
+        print(f"watchdog: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(f"watchdog: {exc}", file=sys.stderr)
+    if isinstance(exc, TargetError):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    return EXIT_INTERNAL
+
+
+def _wants_debug(argv: list[str]) -> bool:
+    """Whether --debug was given: read from the raw arguments, since parsing itself may have failed."""
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    return "--debug" in options
+
+
+def _internal_error(exc: BaseException, debug: bool) -> int:
+    """Report a bug: the traceback with --debug, else one line that says how to get it."""
+    leaf = exc
+    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+        leaf = leaf.exceptions[0]  # a task group's wrapper says nothing: name what went wrong inside
+    message = " ".join(str(leaf).split())
+    line = f"watchdog: internal error: {type(leaf).__name__}" + (f": {message}" if message else "")
+    try:
+        if debug:
+            traceback.print_exception(exc, file=sys.stderr)
+            print(line, file=sys.stderr)
+        else:
+            print(f"{line} (run with --debug for the traceback)", file=sys.stderr)
+    except OSError:
+        pass  # stderr is gone: the exit code still says it
+    return EXIT_INTERNAL
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from importlib import resources  # noqa: PLC0415
+
+    from watchdog.cli.render import render_verdict, write_out  # noqa: PLC0415
+    from watchdog.core.lifecycle import State  # noqa: PLC0415
+    from watchdog.core.verdict import exit_code  # noqa: PLC0415
+    from watchdog.follow.replay import replay_path  # noqa: PLC0415
+
+    engine = None if args.engine == "auto" else args.engine
+    if args.example:
+        ref = resources.files("watchdog") / "examples" / EXAMPLE_LOG
+        with resources.as_file(ref) as path:
+            _analyzer, verdict = replay_path(path, engine, args.profile)
+        source = EXAMPLE_LOG
+    else:
+        _analyzer, verdict = replay_path(args.file, engine, args.profile)
+        source = str(args.file)
+    if args.json:
+        write_out(json.dumps(verdict, ensure_ascii=False))
+    else:
+        write_out(render_verdict(verdict, source=source))
+    return exit_code(State(verdict["state"]), verdict["phase"])

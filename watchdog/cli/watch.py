@@ -1,0 +1,227 @@
+"""`watchdog watch`: one launch follower, its updates sent to the command's sinks, until the first verdict.
+
+The sinks each consume the follower's updates and know nothing of each other: plain timestamped lines (or
+the live view on a terminal), the `--events` file, and `--notify` webhooks, which leave the moment the
+verdict is reported, in tasks of their own, so a slow receiver never delays the verdict or the exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+import anyio
+from rich.console import Console
+from rich.live import Live
+
+from watchdog.cli.liveview import LiveView, ProgressLines, where
+from watchdog.cli.render import render_verdict, write_out
+from watchdog.core.verdict import exit_code
+from watchdog.exceptions import DeliveryError, first_watchdog_error
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
+from watchdog.follow.sources import parse_target
+from watchdog.profiles.loader import load_profile_file
+from watchdog.vocabulary import EXIT_STALLED
+
+__all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
+
+REFRESH_PER_SECOND = 8  # live view redraws
+
+
+def spec_from_args(args: argparse.Namespace) -> LaunchSpec:
+    """The launch the command line describes (options were validated by `watchdog.cli.options`)."""
+    return LaunchSpec(
+        name=args.target,
+        target=parse_target(args.target),
+        engine=None if args.engine == "auto" else args.engine,
+        profiles=tuple(load_profile_file(p) for p in args.profile),
+        pid=args.pid,
+        process=args.process,
+        health_url=args.health,
+        gpu=args.gpu,
+        gpu_interval=args.gpu_interval,
+        stall_after=args.stall_after,
+        timeout=args.timeout,
+    )
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    """The `watch` command: returns the exit code."""
+    try:
+        return anyio.run(watch, args, backend="asyncio")
+    except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code
+        ours = first_watchdog_error(group)
+        if ours is not None:
+            raise ours from None
+        raise
+
+
+class _Lines:
+    """Sink: timestamped lines for each transition and source note, and a progress line every 30 s in a long
+    phase (plain output), or above the live view (terminal)."""
+
+    def __init__(self, out: TextIO, live: Live | None, enabled: bool) -> None:
+        self.out = out
+        self.live = live
+        self.enabled = enabled
+        self.progress = ProgressLines()
+
+    def update(self, update: Update, now: float) -> None:
+        if isinstance(update, Transitioned):
+            t = update.transition
+            self.say(f"{t.previous.value} -> {t.state.value} ({t.reason})", now)
+        elif isinstance(update, SourceNoted):
+            self.say(f"{update.kind}: {update.detail}", now)
+
+    def tick(self, status: dict[str, Any], now: float) -> None:
+        if self.live is None:
+            line = self.progress.line(status, now)
+            if line is not None:
+                self.say(line, now)
+
+    def say(self, text: str, now: float) -> None:
+        if not self.enabled:
+            return
+        self.progress.touch(now)
+        line = f"{time.strftime('%H:%M:%S')} {text}"
+        if self.live is not None:
+            self.live.console.print(line, highlight=False)
+        else:
+            write_out(line, self.out)
+
+
+class _EventsFile:
+    """Sink: `--events FILE`, one JSON line per transition and source note."""
+
+    def __init__(self, path: Any) -> None:
+        self.file = path.open("a", encoding="utf-8")
+
+    def update(self, update: Update) -> None:
+        record: dict[str, Any]
+        if isinstance(update, Transitioned):
+            t = update.transition
+            record = {
+                "state": t.state.value,
+                "previous": t.previous.value,
+                "line": t.line,
+                "at": t.at,
+                "reason": t.reason,
+            }
+        elif isinstance(update, SourceNoted):
+            record = {"event": update.kind, "detail": update.detail}
+        else:
+            return
+        self.file.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Follow the launch `args` describe until a verdict; print it (text or JSON); return the exit code."""
+    spec = spec_from_args(args)
+    if spec.target.host is None:
+        pool_context: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext(None)
+    else:
+        from watchdog.follow.sources.sshpool import SSHOptions, SSHPool  # noqa: PLC0415 - asyncssh only when remote
+
+        options = SSHOptions(
+            known_hosts=str(args.known_hosts) if args.known_hosts else None,
+            accept_new_host_key=args.accept_new_host_key,
+            identity=str(args.identity) if args.identity else None,
+        )
+        pool_context = SSHPool(options)
+    terminal = not args.json and out.isatty()
+    events = _EventsFile(args.events) if args.events else None
+    verdict: Concluded | None = None
+    async with pool_context as pool:
+        follower = LaunchFollower(spec, pool=pool)
+        view = LiveView(args.target, follower.status, follower.now) if terminal else None
+        live = (
+            # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
+            # and a line printed above the view never races a redraw
+            Live(view, console=Console(file=out), auto_refresh=False, transient=True)
+            if view is not None
+            else None
+        )
+        lines = _Lines(out, live, enabled=not args.json)
+        try:
+            async with anyio.create_task_group() as notices:
+                if args.notify:
+                    # import and build TLS now, so that the verdict's notification leaves without that delay
+                    from watchdog.alerts.delivery import tls_context  # noqa: PLC0415
+
+                    notices.start_soon(anyio.to_thread.run_sync, tls_context)
+                if live is not None:
+                    live.start()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(follower.run)
+                    tg.start_soon(_progress, follower, lines)
+                    if live is not None:
+                        tg.start_soon(_redraw, live)
+                    with follower.updates:
+                        async for update in follower.updates:
+                            now = follower.now()
+                            lines.update(update, now)
+                            if events is not None:
+                                events.update(update)
+                            if isinstance(update, Concluded):
+                                verdict = update
+                                for url in args.notify:
+                                    notices.start_soon(_notify, url, update.verdict)
+                                break
+                    tg.cancel_scope.cancel()
+                if live is not None:
+                    live.stop()
+                    live = None
+        except KeyboardInterrupt:
+            print(f"watchdog: interrupted: {where(follower.status(), follower.now())}", file=sys.stderr)
+            raise
+        finally:
+            if live is not None:
+                live.stop()
+            if events is not None:
+                events.close()
+    if verdict is None:  # the source ended (it does not, for a file) without a verdict
+        result = follower.status()
+        timed_out = False
+    else:
+        result, timed_out = verdict.verdict, verdict.timed_out
+    for key in ("name", "target", "elapsed_seconds", "entered", "last_line"):
+        result.pop(key, None)
+    if args.json:
+        write_out(json.dumps(result, ensure_ascii=False), out)
+    else:
+        write_out(render_verdict(result, source=args.target), out)
+    if timed_out:
+        return EXIT_STALLED
+    from watchdog.core.lifecycle import State  # noqa: PLC0415
+
+    return exit_code(State(result["state"]), result["phase"])
+
+
+async def _progress(follower: LaunchFollower, lines: _Lines) -> None:
+    # plain output: where the launch is, now and then, so a CI log shows it
+    while True:
+        await anyio.sleep(1.0)
+        lines.tick(follower.status(), follower.now())
+
+
+async def _redraw(live: Live) -> None:
+    while True:
+        live.refresh()
+        await anyio.sleep(1 / REFRESH_PER_SECOND)
+
+
+async def _notify(url: str, verdict: dict[str, Any]) -> None:
+    from watchdog.alerts.delivery import post_json  # noqa: PLC0415 - only when asked to notify
+
+    try:
+        await post_json(url, verdict)
+    except DeliveryError as exc:
+        print(f"watchdog: notification failed: {exc}", file=sys.stderr)

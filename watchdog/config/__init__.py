@@ -1,0 +1,58 @@
+"""The configuration file: its models (and their JSON Schema), loading with secrets, and the reference.
+
+`import watchdog.config` is what `watchdog check-config` needs: it imports no SSH, HTTP or daemon code.
+"""
+
+from __future__ import annotations
+
+from watchdog.config.models import (
+    ALERT_KINDS,
+    DEFAULT_LISTEN,
+    DEFAULT_LOG_FORMAT,
+    DEFAULT_MAX_CHANNELS,
+    DEFAULT_STATE_DIR,
+    NOTIFIER_KINDS,
+    Config,
+    DaemonConfig,
+    Deadlines,
+    HostConfig,
+    LaunchConfig,
+    NotifierConfig,
+    check_config_main,
+    config_json_schema,
+    config_reference_markdown,
+    config_schema_main,
+    config_warnings,
+    launch_spec,
+    load_config,
+    parse_config,
+    parse_duration,
+    redacted,
+    ssh_options,
+)
+
+__all__ = [
+    "ALERT_KINDS",
+    "DEFAULT_LISTEN",
+    "DEFAULT_LOG_FORMAT",
+    "DEFAULT_MAX_CHANNELS",
+    "DEFAULT_STATE_DIR",
+    "NOTIFIER_KINDS",
+    "Config",
+    "DaemonConfig",
+    "Deadlines",
+    "HostConfig",
+    "LaunchConfig",
+    "NotifierConfig",
+    "check_config_main",
+    "config_json_schema",
+    "config_reference_markdown",
+    "config_schema_main",
+    "config_warnings",
+    "launch_spec",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+    "redacted",
+    "ssh_options",
+]

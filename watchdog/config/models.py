@@ -1,0 +1,1204 @@
+"""The daemon's config file: one TOML file, read once, validated into frozen models, secrets resolved and redacted.
+
+`load_config(path)` is the one loader: it reads the file, resolves the secret references (`env:NAME`,
+`file:/path`) and validates the result into `Config`; every problem is a `ConfigError` that names the file,
+the key path (`launches.kimi-ep.stall_after`) and what is allowed. The models do no I/O, so
+`Config.model_validate(data)` (tests, `watchdog demo`) checks the same rules, secrets taken as given.
+The key names are a contract (DESIGN.md, docs/config.md): more keys may be added, none renamed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import posixpath
+import re
+import sys
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+
+import watchdog.alerts.notifiers as notifier_kinds
+from watchdog.alerts.alert import SEVERITY, AlertKind
+from watchdog.alerts.notifiers.webhook import check_template
+from watchdog.config.shard import parse_shard
+from watchdog.core.expectations import LEARN_FACTOR
+from watchdog.exceptions import ConfigError
+from watchdog.follow.sources.remote import DEFAULT_STAT_INTERVAL
+from watchdog.follow.sources.target import Target
+from watchdog.follow.spec import LaunchSpec
+from watchdog.vocabulary import (
+    DEFAULT_GPU_INTERVAL,
+    DEFAULT_LISTEN,
+    DEFAULT_LOG_FORMAT,
+    DEFAULT_RATE_LIMIT,
+    DEFAULT_STALL_AFTER,
+    DEFAULT_STATE_DIR,
+    DEFAULT_UNREACHABLE_AFTER,
+    DURATION_PATTERN,
+    DURATIONS,
+    ENGINE_CHOICES,
+    EXIT_CONFIG,
+    LOG_FORMATS,
+    State,
+    check_http_url,
+    file_kind,
+    parse_duration,
+)
+
+if TYPE_CHECKING:
+    from watchdog.follow.sources.sshpool import SSHOptions
+
+__all__ = [
+    "ALERT_KINDS",
+    "DEFAULT_LISTEN",
+    "DEFAULT_LOG_FORMAT",
+    "DEFAULT_MAX_CHANNELS",
+    "DEFAULT_STATE_DIR",
+    "NOTIFIER_KINDS",
+    "Config",
+    "DaemonConfig",
+    "Deadlines",
+    "HostConfig",
+    "LaunchConfig",
+    "NotifierConfig",
+    "check_config_main",
+    "config_json_schema",
+    "config_reference_markdown",
+    "config_schema_main",
+    "config_warnings",
+    "launch_spec",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+    "redacted",
+    "ssh_options",
+]
+
+DEFAULT_MAX_CHANNELS = 10  # sshd's MaxSessions default: channels one connection may carry
+MAX_CHANNELS_LIMIT = 1000
+NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
+ALERT_KINDS = tuple(kind.value for kind in AlertKind)
+DEFAULT_ALERT_ON = (
+    State.CRASHED.value,
+    State.STALLED.value,
+    "unreachable",
+    "resolved",
+    "replaced",
+)  # ready is opt-in
+SEVERITIES = (
+    "info",
+    "warning",
+    "error",
+    "critical",
+)  # in order (watchdog.alerts.notifiers.SEVERITY's values)
+SECRET_SHOWN = "**********"  # noqa: S105 - the mask shown instead of a secret
+SECRET_FILE_LIMIT = 64 * 1024  # bytes: a secret file is a token or a URL, not a log
+# Labels the metrics already use, and the ones Prometheus reserves: extra labels may not shadow them.
+RESERVED_LABELS = frozenset(
+    {
+        "launch",
+        "host",
+        "engine",
+        "phase",
+        "state",
+        "category",
+        "notifier",
+        "job",
+        "instance",
+        "le",
+        "quantile",
+    }
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NAMES = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})$")
+_BAD_SSH_WORD = re.compile(r"[\s/@'\"`$;&|<>\\]")
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang the loader
+
+
+Loc = tuple[str | int, ...]  # a key's place: ("launches", "kimi-ep", "notify", 0)
+
+
+class _KeyProblem(ConfigError):
+    """A rule of the whole config broke at `key`; `parse_config` puts the file's name on it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__("config", key, problem)
+
+
+# -- field types -----------------------------------------------------------------------------------------
+
+
+def _check_name(value: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(f"{value!r} is not a valid name: use {_NAMES}")
+    return value
+
+
+def _check_port(value: int) -> int:
+    if not 0 < value < 65536:
+        raise ValueError(f"{value} is not a port: give a number from 1 to 65535")
+    return value
+
+
+def _check_path(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty: give an absolute path")
+    if "\0" in value or "\n" in value:
+        raise ValueError("may not contain NUL or newline characters")
+    if not value.startswith(("/", "~")):
+        raise ValueError(f"{value!r} is relative: give an absolute path (or one starting with ~/)")
+    return value
+
+
+def _check_ssh_word(value: str) -> str:
+    if not value or _BAD_SSH_WORD.search(value) or value.startswith("-"):
+        raise ValueError(f"{value!r} is not valid here: no spaces, quotes, '/', '@' or a leading '-'")
+    return value
+
+
+def _check_channels(value: int) -> int:
+    if not 0 < value <= MAX_CHANNELS_LIMIT:
+        raise ValueError(f"{value} is not allowed: give a number of channels from 1 to {MAX_CHANNELS_LIMIT}")
+    return value
+
+
+def _one_of(what: str, allowed: tuple[str, ...]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _check_pattern(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty: give a part of the server's command line (a `pgrep -f` pattern)")
+    if any(ch in value for ch in "\n\r\0"):
+        raise ValueError("must be one line, without NUL characters")
+    return value
+
+
+def _check_health_url(value: str) -> str:
+    return check_http_url(value, secret=False)
+
+
+def _check_shard(value: str) -> str:
+    parse_shard(value)  # InvalidShard is a ValueError: reported with the key path
+    return value
+
+
+def _check_public_url(value: str) -> str:
+    check_http_url(value, secret=True)
+    return value.rstrip("/")
+
+
+def _check_labels(value: dict[str, str]) -> dict[str, str]:
+    for label in value:
+        if not _LABEL.match(label) or label.startswith("__"):
+            raise ValueError(
+                f"{label!r} is not a label name: letters, digits and '_', not starting with '__'"
+            )
+        if label in RESERVED_LABELS:
+            raise ValueError(
+                f"label {label!r} is reserved; use another name than {', '.join(sorted(RESERVED_LABELS))}"
+            )
+    return value
+
+
+def _check_listen(value: str) -> str:
+    _split_listen(value)
+    return value
+
+
+def _split_listen(value: str) -> tuple[str, int]:
+    allowed = (
+        'give "host:port", e.g. "127.0.0.1:9469", "0.0.0.0:9469" or "[::1]:9469" (port 0: any free port)'
+    )
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"{value!r} is not a listen address: {allowed}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{value!r}: {host!r} is not an IPv6 address; {allowed}") from None
+    elif ":" in host:
+        raise ValueError(f"{value!r}: write an IPv6 address in brackets; {allowed}")
+    elif not _HOSTNAME.match(host):
+        raise ValueError(f"{value!r}: {host!r} is not a host name or address; {allowed}")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"{value!r}: port {port} is out of range 0-65535")
+    return host, port
+
+
+def _secret_schema(description: str) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "writeOnly": True, "description": description})
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": DURATION_PATTERN},
+            ],
+            "description": DURATIONS,
+        }
+    ),
+]
+Name = Annotated[StrictStr, AfterValidator(_check_name)]
+Port = Annotated[
+    StrictInt,
+    AfterValidator(_check_port),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 65535}),
+]
+AbsPath = Annotated[StrictStr, AfterValidator(_check_path), Field(json_schema_extra={"format": "path"})]
+SSHWord = Annotated[StrictStr, AfterValidator(_check_ssh_word)]
+Password = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=False)
+
+
+# -- sections --------------------------------------------------------------------------------------------
+
+
+class DaemonConfig(_Model):
+    """[daemon]: the daemon process: its one HTTP server, its state and its logs."""
+
+    listen: Annotated[StrictStr, AfterValidator(_check_listen)] = Field(
+        default=DEFAULT_LISTEN,
+        description="host:port of the HTTP server (/metrics, /status, /healthz, /); "
+        "not loopback needs TLS and basic auth, or insecure_public = true",
+    )
+    state_dir: AbsPath = Field(
+        default=DEFAULT_STATE_DIR, description="directory of the SQLite state, outbox and history"
+    )
+    log_format: Annotated[StrictStr, _one_of("log format", LOG_FORMATS)] = Field(
+        default=DEFAULT_LOG_FORMAT,
+        description='"json" (one object per line) or "console"',
+        json_schema_extra={"enum": list(LOG_FORMATS)},
+    )
+    tls_cert: AbsPath | None = Field(
+        default=None, description="PEM certificate (chain) for HTTPS; needs tls_key"
+    )
+    tls_key: AbsPath | None = Field(default=None, description="PEM private key of tls_cert")
+    basic_auth_user: StrictStr | None = Field(
+        default=None, description="user name HTTP clients must give; needs basic_auth_password"
+    )
+    basic_auth_password: Password | None = Field(
+        default=None, description="password of basic_auth_user (a secret)"
+    )
+    insecure_public: StrictBool = Field(
+        default=False, description="allow a non-loopback listen address without TLS and basic auth"
+    )
+    public_url: Annotated[StrictStr, AfterValidator(_check_public_url)] | None = Field(
+        default=None,
+        description="the status page's address as people reach it, for the links in alerts "
+        "(default: http://LISTEN)",
+    )
+    shard: Annotated[StrictStr, AfterValidator(_check_shard)] | None = Field(
+        default=None,
+        description='"INDEX/COUNT": follow only this replica\'s share of the launches (rendezvous hashing of '
+        "their names; `watchdog run --shard` overrides it); none: all of them",
+    )
+    unreachable_after: Duration = Field(
+        default=DEFAULT_UNREACHABLE_AFTER,
+        description="a host that cannot be reached (or refuses the key) for this long is an alert",
+    )
+
+    @property
+    def listen_host(self) -> str:
+        """The address to bind (IPv6 without brackets)."""
+        return _split_listen(self.listen)[0]
+
+    @property
+    def listen_port(self) -> int:
+        """The port to bind (0: any free port)."""
+        return _split_listen(self.listen)[1]
+
+    @property
+    def listen_is_loopback(self) -> bool:
+        """Whether only this machine can reach the HTTP server."""
+        host = self.listen_host
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False  # a host name: it may resolve to anything
+
+
+class HostConfig(_Model):
+    """[hosts.NAME]: a machine reached over SSH; its launches share one connection (more when it is full)."""
+
+    address: SSHWord | None = Field(
+        default=None, description="host name, IP address or ~/.ssh/config alias (default: the table's NAME)"
+    )
+    port: Port | None = Field(default=None, description="SSH port (default: from ~/.ssh/config, else 22)")
+    user: SSHWord | None = Field(
+        default=None, description="SSH user (default: from ~/.ssh/config, else the local user)"
+    )
+    identity: AbsPath | None = Field(
+        default=None, description="private key file, offered after the agent's keys"
+    )
+    known_hosts: AbsPath | None = Field(
+        default=None, description="known_hosts file to check the host key against"
+    )
+    accept_new_host_key: StrictBool = Field(
+        default=False,
+        description="trust an unknown host key and add it to known_hosts (a changed key is refused)",
+    )
+    jump_host: Name | None = Field(
+        default=None, description="another [hosts] entry to connect through (ProxyJump)"
+    )
+    max_channels: Annotated[StrictInt, AfterValidator(_check_channels)] = Field(
+        default=DEFAULT_MAX_CHANNELS,
+        json_schema_extra={"minimum": 1, "maximum": MAX_CHANNELS_LIMIT},
+        description="channels opened on one connection before another is opened (sshd MaxSessions)",
+    )
+    stat_interval: Annotated[Duration, AfterValidator(_check_stat_interval)] = Field(
+        default=DEFAULT_STAT_INTERVAL,
+        description="how often each log's reader on the host looks at what the log's path names where inotify "
+        "cannot tell it (NFS, say; at most every 1 s), and samples the old file during a rotation (0.05 s to "
+        "1 m): longer notices a rotation there later",
+    )
+
+
+class Deadlines(_Model):
+    """deadlines = { PHASE = DURATION }: the longest a launch may spend in a phase before it is `stalled`."""
+
+    pending: Duration | None = Field(default=None, description="for the log to appear")
+    starting: Duration | None = Field(default=None, description="from the first line to loading weights")
+    loading_weights: Duration | None = Field(default=None, description="checkpoint loading")
+    allocating_kv_cache: Duration | None = Field(default=None, description="memory profiling and KV cache")
+    capturing_graphs: Duration | None = Field(default=None, description="CUDA graphs, torch.compile, warm-up")
+
+    def by_phase(self) -> dict[str, float]:
+        """The deadlines that are set, in seconds, by phase name (a `watchdog.core.lifecycle.State` value)."""
+        return {phase: seconds for phase, seconds in self.model_dump().items() if seconds is not None}
+
+
+class LaunchConfig(_Model):
+    """[launches.NAME]: one server launch to follow (the NAME is its `launch` label)."""
+
+    host: Name | None = Field(
+        default=None, description="a [hosts] entry; omitted: the log is a file on this machine"
+    )
+    log: StrictStr = Field(
+        description="the log file: absolute on this machine; on a host absolute, or relative to the home directory"
+    )
+    engine: Annotated[StrictStr, _one_of("engine", ENGINE_CHOICES)] = Field(
+        default="auto",
+        description="engine profile; auto: detected from the first lines",
+        json_schema_extra={"enum": list(ENGINE_CHOICES)},
+    )
+    process: Annotated[StrictStr, AfterValidator(_check_pattern)] | None = Field(
+        default=None,
+        description="`pgrep -f` pattern of the server process: gone without a traceback = crashed (killed)",
+    )
+    pid_file: AbsPath | None = Field(
+        default=None, description="file holding the server's pid (instead of process)"
+    )
+    health_url: Annotated[StrictStr, AfterValidator(_check_health_url)] | None = Field(
+        default=None, description="health endpoint: 200 after the weights are loaded counts as ready"
+    )
+    stall_after: Duration = Field(
+        default=DEFAULT_STALL_AFTER, description="no progress for this long while starting = stalled"
+    )
+    gpu: StrictBool = Field(
+        default=False,
+        description="sample the GPU memory of the launch's processes (process, and their children; with "
+        "pid_file or neither, every GPU process of the host) with nvidia-smi on its host: memory "
+        "still filling counts as progress",
+    )
+    gpu_interval: Duration = Field(
+        default=DEFAULT_GPU_INTERVAL, description="seconds between two GPU memory samples of the host"
+    )
+    deadlines: Deadlines = Field(default=Deadlines.model_validate({}), description="per-phase deadlines")
+    learn_deadlines: StrictBool = Field(
+        default=True,
+        description="a phase longer than learned_factor x the p95 of its past durations (and than its "
+        "deadline) is stalled, once the launch has history",
+    )
+    learned_factor: Annotated[float, AfterValidator(_check_factor)] = Field(
+        default=LEARN_FACTOR, description="how many times its usual p95 a phase may take (1 to 100)"
+    )
+    notify: tuple[Name, ...] = Field(default=(), description="[notifiers] entries told of each verdict")
+    labels: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_labels)] = Field(
+        default_factory=dict, description="extra labels for metrics and /status"
+    )
+
+
+NotifierURL = Annotated[
+    SecretStr,
+    _secret_schema(
+        "the service's URL (a secret): the URL, env:NAME or file:/path; for apprise an apprise URL (slack://...)"
+    ),
+]
+Secret = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
+AlertKindName = Annotated[StrictStr, _one_of("alert kind", ALERT_KINDS)]
+
+
+class NotifierConfig(_Model):
+    """[notifiers.NAME]: where alerts are sent, which ones, and how often."""
+
+    kind: Annotated[StrictStr, _one_of("kind", NOTIFIER_KINDS)] = Field(
+        description="the service: " + ", ".join(NOTIFIER_KINDS) + " (docs/notifiers.md)",
+        json_schema_extra={"enum": list(NOTIFIER_KINDS)},
+    )
+    url: NotifierURL | None = Field(default=None, description="the service's URL (a secret); or urls")
+    urls: tuple[NotifierURL, ...] | None = Field(
+        default=None, description="several URLs (secrets): each gets every alert (e.g. Alertmanager replicas)"
+    )
+    on: tuple[AlertKindName, ...] | None = Field(
+        default=None,
+        description="the alert kinds sent: "
+        + ", ".join(ALERT_KINDS)
+        + "; default: all but ready ("
+        + ", ".join(DEFAULT_ALERT_ON)
+        + "), and all for console",
+        json_schema_extra={"items": {"enum": list(ALERT_KINDS)}},
+    )
+    min_severity: Annotated[StrictStr, _one_of("severity", SEVERITIES)] = Field(
+        default="info",
+        description="only alerts this severe or more: info (ready, replaced), warning (stalled), "
+        "error (unreachable), critical (crashed); a resolution goes with its problem",
+        json_schema_extra={"enum": list(SEVERITIES)},
+    )
+    rate_limit: Annotated[StrictInt, AfterValidator(_check_rate)] = Field(
+        default=DEFAULT_RATE_LIMIT,
+        description="alerts per minute at most; more wait their turn in the outbox (none is dropped)",
+    )
+    remind_every: Duration | None = Field(
+        default=None, description="say a crash or stall again this often while it stays unresolved (opt-in)"
+    )
+    timeout: Duration = Field(default=10.0, description="seconds one request may take")
+    # the options of some services (docs/notifiers.md)
+    channel: StrictStr | None = Field(default=None, description="mattermost: the channel to post in")
+    username: StrictStr | None = Field(default=None, description="mattermost: the name shown")
+    icon_url: StrictStr | None = Field(default=None, description="mattermost: the icon shown")
+    chat_id: StrictStr | None = Field(default=None, description="telegram: the chat (required)")
+    message_thread_id: StrictStr | None = Field(default=None, description="telegram: a forum topic")
+    token: Secret | None = Field(default=None, description="ntfy: an access token (a secret)")
+    priority: StrictStr | None = Field(default=None, description="ntfy: overrides the priority by kind")
+    routing_key: Secret | None = Field(
+        default=None, description="pagerduty: the integration's routing key (a secret; required)"
+    )
+    template: StrictStr | dict[StrictStr, Any] | list[Any] | None = Field(
+        default=None,
+        description="webhook: the body: a table (stays JSON) or a string, with {field} placeholders "
+        "(docs/notifiers.md)",
+    )
+    content_type: StrictStr | None = Field(default=None, description="webhook: the body's content type")
+
+    def alert_kinds(self) -> tuple[str, ...]:
+        """The alert kinds it says: `on` (or its kind's default) as severe as `min_severity` or more; a
+        resolution goes with the problem it ends (sent only for problems that were)."""
+        kinds = (
+            self.on if self.on is not None else ALERT_KINDS if self.kind == "console" else DEFAULT_ALERT_ON
+        )
+        floor = SEVERITIES.index(self.min_severity)
+        return tuple(k for k in kinds if k == "resolved" or SEVERITIES.index(SEVERITY[AlertKind(k)]) >= floor)
+
+    def secret_urls(self) -> tuple[str, ...]:
+        """The URLs in clear: to post to, never to print."""
+        urls = (self.url,) if self.url is not None else (self.urls or ())
+        return tuple(url.get_secret_value() for url in urls)
+
+    def options(self) -> dict[str, Any]:
+        """The service options that are set, secrets in clear: to send with, never to print."""
+        out: dict[str, Any] = {}
+        for key in _OPTION_KEYS:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return out
+
+
+_OPTION_KEYS = (
+    "channel",
+    "username",
+    "icon_url",
+    "chat_id",
+    "message_thread_id",
+    "token",
+    "priority",
+    "routing_key",
+    "template",
+    "content_type",
+)
+
+
+def _check_stat_interval(value: float) -> float:
+    if not 0.05 <= value <= 60.0:
+        raise ValueError(f"{value:g}s is out of range: give a duration from 0.05s to 1m")
+    return value
+
+
+def _check_factor(value: float) -> float:
+    if not 1.0 <= value <= 100.0:
+        raise ValueError(f"{value} is out of range: give a factor from 1 to 100")
+    return value
+
+
+def _check_rate(value: int) -> int:
+    if not 1 <= value <= 10_000:
+        raise ValueError(f"{value} is out of range: give alerts per minute from 1 to 10000")
+    return value
+
+
+def _check_notifier(name: str, notifier: NotifierConfig) -> None:
+    where = ("notifiers", name)
+    kind = notifier.kind
+    if kind == "console":
+        if notifier.url is not None or notifier.urls is not None:
+            raise _KeyProblem(_key_path((*where, "url")), "a console notifier takes no URL")
+    elif (notifier.url is None) == (notifier.urls is None):
+        raise _KeyProblem(_key_path((*where, "url")), f'a {kind} notifier needs url = "..." or urls = [...]')
+    if notifier.urls == ():
+        raise _KeyProblem(_key_path((*where, "urls")), "is empty: give at least one URL")
+    urls: list[tuple[Loc, str]] = []
+    if notifier.url is not None:
+        urls.append(((*where, "url"), notifier.url.get_secret_value()))
+    for index, secret in enumerate(notifier.urls or ()):
+        urls.append(((*where, "urls", index), secret.get_secret_value()))
+    for loc, url in urls:
+        if kind == "apprise":
+            if not _APPRISE_URL.match(url):
+                raise _KeyProblem(
+                    _key_path(loc), "is not an apprise URL: give scheme://..., e.g. slack://..."
+                )
+            continue
+        try:
+            check_http_url(url, secret=True)  # its messages show scheme://host only
+        except ValueError as exc:
+            raise _KeyProblem(_key_path(loc), str(exc)) from None
+    required, optional = notifier_kinds.OPTIONS.get(kind, (frozenset(), frozenset()))
+    options = notifier.options()
+    for key in sorted(required - options.keys()):
+        raise _KeyProblem(_key_path((*where, key)), f"a {kind} notifier needs {key}")
+    for key in sorted(options.keys() - required - optional):
+        allowed = ", ".join(sorted(required | optional)) or "none"
+        raise _KeyProblem(_key_path((*where, key)), f"is not an option of {kind} (its options: {allowed})")
+    if kind == "webhook" and notifier.template is not None:
+        try:
+            check_template(notifier.template)
+        except ValueError as exc:
+            raise _KeyProblem(_key_path((*where, "template")), str(exc)) from None
+    if notifier.on is not None and len(set(notifier.on)) != len(notifier.on):
+        raise _KeyProblem(_key_path((*where, "on")), "names an alert kind twice")
+
+
+_APPRISE_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
+
+
+class Config(_Model):
+    """The whole config file: [daemon], [hosts.*], [launches.*], [notifiers.*]."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        title="watchdog config",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+
+    daemon: DaemonConfig = Field(default=DaemonConfig.model_validate({}), description="the daemon process")
+    hosts: dict[StrictStr, HostConfig] = Field(default_factory=dict, description="SSH hosts by name")
+    launches: dict[StrictStr, LaunchConfig] = Field(default_factory=dict, description="launches by name")
+    notifiers: dict[StrictStr, NotifierConfig] = Field(default_factory=dict, description="notifiers by name")
+
+    # Where each secret came from ("env:NAME", "file:/path"), by key location: shown by `redacted`.
+    _secret_sources: dict[Loc, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def check_references(self) -> Config:
+        """The rules that span keys and tables: names, pairs of keys, references between tables."""
+        for section in ("hosts", "launches", "notifiers"):
+            for name in getattr(self, section):
+                if not _NAME.match(name):
+                    raise _KeyProblem(
+                        _key_path((section, name)), f"{name!r} is not a valid name: use {_NAMES}"
+                    )
+        _check_daemon(self.daemon)
+        _check_hosts(self.hosts)
+        _check_launches(self)
+        for name, notifier in self.notifiers.items():
+            _check_notifier(name, notifier)
+        return self
+
+    def launch_spec(self, name: str) -> LaunchSpec:
+        """The follower spec of launch `name` (see `launch_spec`)."""
+        return launch_spec(self, name)
+
+    def launch_specs(self) -> dict[str, LaunchSpec]:
+        """The follower spec of every launch, by name."""
+        return {name: launch_spec(self, name) for name in self.launches}
+
+
+def _check_daemon(daemon: DaemonConfig) -> None:
+    if (daemon.tls_cert is None) != (daemon.tls_key is None):
+        missing = "tls_key" if daemon.tls_key is None else "tls_cert"
+        raise _KeyProblem(f"daemon.{missing}", "tls_cert and tls_key go together: give both or neither")
+    if (daemon.basic_auth_user is None) != (daemon.basic_auth_password is None):
+        missing = "basic_auth_password" if daemon.basic_auth_password is None else "basic_auth_user"
+        raise _KeyProblem(
+            f"daemon.{missing}", "basic_auth_user and basic_auth_password go together: give both"
+        )
+    if daemon.listen_is_loopback or daemon.insecure_public:
+        return
+    if daemon.tls_cert is None or daemon.basic_auth_user is None:
+        raise _KeyProblem(
+            "daemon.listen",
+            f"{daemon.listen!r} is reachable from other machines: set tls_cert, tls_key, basic_auth_user and "
+            "basic_auth_password, or insecure_public = true (or listen on 127.0.0.1)",
+        )
+
+
+def _check_hosts(hosts: Mapping[str, HostConfig]) -> None:
+    for name, host in hosts.items():
+        hop, seen = host.jump_host, [name]
+        while hop is not None:
+            if hop not in hosts:
+                raise _KeyProblem(
+                    _key_path(("hosts", seen[-1], "jump_host")),
+                    f"unknown host {hop!r}; {_defined('hosts', hosts)}",
+                )
+            if hop in seen:
+                raise _KeyProblem(
+                    _key_path(("hosts", name, "jump_host")),
+                    f"jump hosts form a loop: {' -> '.join([*seen, hop])}",
+                )
+            seen.append(hop)
+            hop = hosts[hop].jump_host
+
+
+def _check_launches(config: Config) -> None:
+    files: dict[tuple[str | None, str], str] = {}
+    for name, launch in config.launches.items():
+        where = ("launches", name)
+        if launch.host is not None and launch.host not in config.hosts:
+            raise _KeyProblem(
+                _key_path((*where, "host")),
+                f"unknown host {launch.host!r}; {_defined('hosts', config.hosts)}",
+            )
+        log = launch.log
+        if not log.strip():
+            raise _KeyProblem(_key_path((*where, "log")), "is empty: give the path of the server's log file")
+        if "\0" in log or "\n" in log:
+            raise _KeyProblem(_key_path((*where, "log")), "may not contain NUL or newline characters")
+        if launch.host is None and not log.startswith("/"):
+            raise _KeyProblem(
+                _key_path((*where, "log")),
+                f"{log!r} is relative: a log on this machine needs an absolute path (or set host = ...)",
+            )
+        if launch.host is not None and (log.endswith("/") or log in ("~", ".")):
+            raise _KeyProblem(
+                _key_path((*where, "log")), f"{log!r} names a directory: give the log file's path"
+            )
+        key = (launch.host, posixpath.normpath(_remote_relative(log)))
+        if key in files:
+            raise _KeyProblem(
+                _key_path((*where, "log")),
+                f"the same file as launches.{files[key]}.log: follow each log once",
+            )
+        files[key] = name
+        if launch.process is not None and launch.pid_file is not None:
+            raise _KeyProblem(_key_path((*where, "pid_file")), "give process or pid_file, not both")
+        for index, notifier in enumerate(launch.notify):
+            if notifier not in config.notifiers:
+                raise _KeyProblem(
+                    _key_path((*where, "notify", index)),
+                    f"unknown notifier {notifier!r}; {_defined('notifiers', config.notifiers)}",
+                )
+        if len(set(launch.notify)) != len(launch.notify):
+            raise _KeyProblem(_key_path((*where, "notify")), "names a notifier twice")
+
+
+def _defined(section: str, names: Mapping[str, object]) -> str:
+    if not names:
+        return f"there is no [{section}.NAME] table: define one"
+    return f"defined: {', '.join(sorted(names))}"
+
+
+def _remote_relative(path: str) -> str:
+    # The remote command runs in the home directory, so "~/x" is "x" (as in watchdog.follow.sources.target).
+    return path[2:] if path.startswith("~/") else path
+
+
+# -- loading ---------------------------------------------------------------------------------------------
+
+
+def load_config(path: Path) -> Config:
+    """Read, resolve and validate a config file.
+
+    Args:
+        path: the TOML file.
+
+    Returns:
+        The validated config, secrets resolved (kept in `SecretStr`).
+
+    Raises:
+        ConfigError: the file cannot be read or is not TOML (the message has the line and column), a
+            secret reference cannot be resolved, or a key is unknown, mistyped or breaks a rule; the
+            message names the file, the key path and what is allowed.
+    """
+    source = str(path)
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise ConfigError(source, "", f"is {kind}, not a config file")
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = tomllib.load(file)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, "", f"invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, "", f"not UTF-8 text (byte {exc.start}): a config file is TOML") from None
+    except OSError as exc:
+        raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    sources = _resolve_secrets(data, source)
+    config = parse_config(data, source=source)
+    config._secret_sources = sources
+    return config
+
+
+def parse_config(data: Mapping[str, Any], *, source: str = "<config>") -> Config:
+    """Validate already-parsed TOML (secrets taken as given: `load_config` resolves references first).
+
+    Args:
+        data: the TOML document as a dict.
+        source: the file's name, for messages.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: the first problem found (and how many more there are), naming `source` and the key path.
+    """
+    try:
+        return Config.model_validate(data)
+    except _KeyProblem as exc:
+        raise ConfigError(source, exc.key, exc.problem) from None
+    except ValidationError as exc:
+        problems = [(_key_path(error["loc"]), _explain(error)) for error in exc.errors(include_url=False)]
+        key, problem = problems[0]
+        if len(problems) > 1:
+            others = "; ".join(f"{k}: {p}" for k, p in problems[1:4])
+            more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
+            problem = f"{problem}\n  also: {others}{more}"
+        raise ConfigError(source, key, problem) from None
+
+
+def _secret_locations(data: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, str | int]]:
+    """(key path, container, index) of every value that may be a secret reference."""
+    daemon = data.get("daemon")
+    if isinstance(daemon, dict):
+        for key in ("basic_auth_user", "basic_auth_password"):
+            if key in daemon:
+                yield ("daemon", key), daemon, key
+    notifiers = data.get("notifiers")
+    if isinstance(notifiers, dict):
+        for name, notifier in notifiers.items():
+            if not isinstance(notifier, dict):
+                continue
+            for key in ("url", "token", "routing_key"):
+                if key in notifier:
+                    yield ("notifiers", name, key), notifier, key
+            urls = notifier.get("urls")
+            if isinstance(urls, list):
+                for index in range(len(urls)):
+                    yield ("notifiers", name, "urls", index), urls, index
+
+
+def _resolve_secrets(data: dict[str, Any], source: str) -> dict[Loc, str]:
+    """Replace each `env:NAME` / `file:/path` reference in `data` by its value; return the references."""
+    sources: dict[Loc, str] = {}
+    for loc, container, index in _secret_locations(data):
+        value = container[index]
+        if not isinstance(value, str) or not value.startswith(("env:", "file:")):
+            continue
+        key = _key_path(loc)
+        container[index] = _read_secret(value, source, key)
+        sources[loc] = value
+    return sources
+
+
+def _read_secret(reference: str, source: str, key: str) -> str:
+    scheme, _, name = reference.partition(":")
+    if scheme == "env":
+        if not _ENV_NAME.match(name):
+            raise ConfigError(source, key, f"{reference!r}: give env:NAME with NAME a variable name")
+        value = os.environ.get(name)
+        if value is None:
+            raise ConfigError(source, key, f"environment variable {name} is not set ({reference})")
+    else:
+        path = os.path.expanduser(name)
+        if not path.startswith("/"):
+            raise ConfigError(source, key, f"{reference!r}: give file:/absolute/path")
+        value = _read_secret_file(path, source, key, reference)
+    if not value.strip():
+        raise ConfigError(source, key, f"the secret from {reference} is empty")
+    return value
+
+
+def _read_secret_file(path: str, source: str, key: str, reference: str) -> str:
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        raise ConfigError(source, key, f"cannot read {reference}: {exc.strerror or exc}") from None
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise ConfigError(source, key, f"{reference} is {kind}, not a file holding the secret")
+        raw = os.read(fd, SECRET_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise ConfigError(source, key, f"cannot read {reference}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > SECRET_FILE_LIMIT:
+        raise ConfigError(source, key, f"{reference} is larger than {SECRET_FILE_LIMIT} bytes: not a secret")
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise ConfigError(source, key, f"{reference} is not UTF-8 text") from None
+
+
+def _key_path(loc: Loc | list[str | int]) -> str:
+    """("launches", "kimi-ep", "notify", 0) -> launches.kimi-ep.notify[0]; odd names quoted as in TOML."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        text = part if _BARE_KEY.match(part) else json.dumps(part)
+        out += f".{text}" if out else text
+    return out
+
+
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    list: "an array",
+    dict: "a table",
+}
+_EXPECTED = {
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "bool_type": "must be true or false",
+    "list_type": "must be an array",
+    "tuple_type": "must be an array",
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+}
+
+
+def _explain(error: Any) -> str:
+    """Say what is wrong and what is allowed, without repeating the value (it may be a secret)."""
+    kind, loc = error["type"], tuple(error["loc"])
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        return f"unknown key; allowed: {', '.join(allowed)}" if allowed else "unknown key"
+    if kind == "missing":
+        return "is required"
+    if kind in _EXPECTED:
+        got = _TYPE_NAMES.get(type(error.get("input")), "something else")
+        return f"{_EXPECTED[kind]}, not {got}"
+    if kind == "value_error":
+        return str(error["ctx"]["error"])
+    return str(error["msg"])
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The model class of the table at `loc` (the table names in hosts/launches/notifiers skipped)."""
+    sections: dict[str, type[BaseModel]] = {
+        "daemon": DaemonConfig,
+        "hosts": HostConfig,
+        "launches": LaunchConfig,
+        "notifiers": NotifierConfig,
+    }
+    if not loc:
+        return Config
+    if loc[0] == "daemon":
+        return DaemonConfig if len(loc) == 1 else None
+    model = sections.get(str(loc[0]))
+    if model is None or len(loc) == 1:
+        return None
+    if len(loc) == 2:
+        return model
+    if model is LaunchConfig and loc[2:] == ("deadlines",):
+        return Deadlines
+    return None
+
+
+def _allowed_keys(loc: Loc) -> list[str]:
+    model = _model_at(loc)
+    return list(model.model_fields) if model is not None else []
+
+
+# -- using the config ------------------------------------------------------------------------------------
+
+
+def launch_spec(config: Config, name: str) -> LaunchSpec:
+    """The follower spec of one configured launch.
+
+    `notify` and `labels` stay on `config.launches[name]` for the daemon. The pid file is read on the
+    launch's host at each process check (a restarted server's new pid is followed).
+
+    Args:
+        config: a validated config.
+        name: a key of `config.launches`.
+
+    Returns:
+        The spec: the target (the host's address, user and port; the log path), engine (None for auto),
+        process pattern, health URL, GPU sampling and stall time.
+
+    Raises:
+        KeyError: there is no such launch.
+    """
+    launch = config.launches[name]
+    if launch.host is None:
+        target = Target(host=None, user=None, port=None, path=launch.log)
+    else:
+        host = config.hosts[launch.host]
+        target = Target(
+            host=host.address or launch.host,
+            user=host.user,
+            port=host.port,
+            path=_remote_relative(launch.log),
+        )
+    return LaunchSpec(
+        name=name,
+        target=target,
+        engine=None if launch.engine == "auto" else launch.engine,
+        process=launch.process,
+        pid_file=launch.pid_file,
+        health_url=launch.health_url,
+        gpu=launch.gpu,
+        gpu_interval=launch.gpu_interval,
+        stall_after=launch.stall_after,
+        deadlines=tuple(launch.deadlines.by_phase().items()),
+    )
+
+
+def ssh_options(config: Config, host: str) -> SSHOptions:
+    """The SSH options of one configured host (for its own `SSHPool`).
+
+    Args:
+        config: a validated config.
+        host: a key of `config.hosts`.
+
+    Returns:
+        Its known_hosts, identity and host-key policy; ~/.ssh/config and the agent as usual. The jump host
+        stay on `config.hosts[host]`.
+    """
+    entry = config.hosts[host]
+    from watchdog.follow.sources.sshpool import SSHOptions  # noqa: PLC0415 - asyncssh only when used
+
+    return SSHOptions(
+        known_hosts=entry.known_hosts,
+        identity=entry.identity,
+        accept_new_host_key=entry.accept_new_host_key,
+        max_channels=entry.max_channels,
+        stat_interval=entry.stat_interval,
+    )
+
+
+def redacted(config: Config) -> dict[str, Any]:
+    """The resolved config as plain data, every secret replaced: for `check-config` and logs.
+
+    A secret shows as `**********`, followed by where it came from (`(env:NAME)`, `(file:/path)`); each
+    launch gains `target`, where its log is read from; durations are in seconds.
+    """
+    data: dict[str, Any] = config.model_dump(mode="json")
+    for loc, reference in config._secret_sources.items():
+        *parents, last = loc
+        container: Any = data
+        for part in parents:
+            container = container[part]
+        container[last] = f"{SECRET_SHOWN} ({reference})"
+    for name, launch in data["launches"].items():
+        launch["target"] = str(launch_spec(config, name).target)
+    return data
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the config file (what `watchdog config-schema` prints)."""
+    return Config.model_json_schema(mode="validation")
+
+
+def config_reference_markdown() -> str:
+    """The key tables of docs/config.md, generated from the models (a test keeps the docs in step)."""
+    tables: list[tuple[str, type[BaseModel]]] = [
+        ("[daemon]", DaemonConfig),
+        ("[hosts.NAME]", HostConfig),
+        ("[launches.NAME]", LaunchConfig),
+        ("deadlines = { PHASE = DURATION }", Deadlines),
+        ("[notifiers.NAME]", NotifierConfig),
+    ]
+    out: list[str] = []
+    for title, model in tables:
+        summary = (model.__doc__ or "").split(": ", 1)[-1].strip()
+        out += [f"### `{title}`", "", summary[:1].upper() + summary[1:], ""]
+        out += ["| key | type | default | meaning |", "|---|---|---|---|"]
+        properties = model.model_json_schema()["properties"]
+        for key, field in model.model_fields.items():
+            kind = _markdown_type(properties[key])
+            default = (
+                "required"
+                if field.is_required()
+                else _markdown_default(field.get_default(call_default_factory=True))
+            )
+            out.append(f"| `{key}` | {kind} | {default} | {field.description or ''} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _markdown_type(schema: Mapping[str, Any]) -> str:
+    if "anyOf" in schema:
+        parts = [_markdown_type(part) for part in schema["anyOf"] if part.get("type") != "null"]
+        return " or ".join(dict.fromkeys(parts))
+    if "enum" in schema:
+        return " \\| ".join(f'`"{value}"`' for value in schema["enum"])
+    if schema.get("writeOnly"):
+        return "secret"
+    if schema.get("format") == "path":
+        return "path"
+    if "pattern" in schema and schema.get("type") == "string":
+        return "duration"
+    if "$ref" in schema:
+        return "table"
+    if schema.get("type") == "number" and "exclusiveMinimum" in schema:
+        return "duration"
+    if schema.get("type") == "array":
+        return f"array of {_markdown_type(schema.get('items', {}))}"
+    return {"string": "string", "integer": "integer", "boolean": "boolean", "object": "table"}.get(
+        str(schema.get("type")), "value"
+    )
+
+
+def _markdown_default(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if isinstance(value, BaseModel | dict | tuple) and not value:
+        return "empty"
+    if isinstance(value, BaseModel):
+        return "none set"
+    if isinstance(value, float) and value.is_integer():
+        return f"`{int(value)}` (s)"
+    return f"`{value}`"
+
+
+# -- command-line entry points (wired by watchdog.cli.app) ---------------------------------------------------
+
+
+def check_config_main(path: Path | str) -> int:
+    """`watchdog check-config FILE`: validate, print the resolved config (redacted) as JSON.
+
+    Problems go to stderr: a configuration error (exit 78), or warnings about files that are missing
+    (they may exist only where the daemon runs; exit 0).
+
+    Returns:
+        0 if the file is valid, 78 if not.
+    """
+    try:
+        config = load_config(Path(path))
+    except ConfigError as exc:
+        print(f"watchdog: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(json.dumps(redacted(config), indent=2))
+    for warning in config_warnings(config):
+        print(f"watchdog: warning: {path}: {warning}", file=sys.stderr)
+    print(
+        f"watchdog: {path}: valid: {_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
+        f"{_count(config.notifiers, 'notifier')}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _count(items: Mapping[str, object], word: str) -> str:
+    suffix = "es" if word.endswith("h") else "s"
+    return f"{len(items)} {word}{'' if len(items) == 1 else suffix}"
+
+
+def config_warnings(config: Config) -> list[str]:
+    """What looks wrong but may be right: unused entries, files missing on this machine."""
+    warnings: list[str] = []
+    used_hosts = {launch.host for launch in config.launches.values()}
+    used_hosts |= {host.jump_host for host in config.hosts.values()}
+    used_notifiers = {name for launch in config.launches.values() for name in launch.notify}
+    warnings += [f"hosts.{name}: no launch uses this host" for name in config.hosts if name not in used_hosts]
+    warnings += [
+        f"notifiers.{name}: no launch notifies it" for name in config.notifiers if name not in used_notifiers
+    ]
+    if not config.launches:
+        warnings.append("no [launches.NAME] table: the daemon will follow nothing")
+    files = [("daemon.tls_cert", config.daemon.tls_cert), ("daemon.tls_key", config.daemon.tls_key)]
+    for name, host in config.hosts.items():
+        files.append((f"hosts.{name}.identity", host.identity))
+        if not host.accept_new_host_key:
+            files.append((f"hosts.{name}.known_hosts", host.known_hosts))
+    for key, value in files:
+        if value is not None and not os.access(os.path.expanduser(value), os.R_OK):
+            warnings.append(f"{key}: {value} cannot be read here")
+    for name, launch in config.launches.items():
+        if launch.host is None and not os.path.isdir(posixpath.dirname(launch.log)):
+            warnings.append(
+                f"launches.{name}.log: directory {posixpath.dirname(launch.log)} does not exist (yet)"
+            )
+    return warnings
+
+
+def config_schema_main(*, markdown: bool = False) -> int:
+    """`watchdog config-schema [--markdown]`: print the config file's JSON Schema (or the key tables).
+
+    Returns:
+        0.
+    """
+    print(config_reference_markdown() if markdown else json.dumps(config_json_schema(), indent=2))
+    return 0

@@ -1,0 +1,488 @@
+"""The analyzer: bytes of one launch's log in, lifecycle transitions out (pure; the caller passes the time).
+
+It strings the pure stages together: framing -> engine detection -> line rules and traceback assembly ->
+lifecycle. The hot path stays in C for lines that cannot matter: each block's lines are masked (digits ->
+"0") and looked up as a set against the templates already classified, so a million "Decode batch" lines cost
+a few set operations; only lines holding a profile literal or an error keyword reach Python code.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from collections.abc import Mapping, Sequence
+
+from watchdog.core.envelope import parse, unglue
+from watchdog.core.findings import (
+    Event,
+    GpuMemorySampled,
+    HealthChecked,
+    LaunchStarted,
+    LinesRead,
+    LogMissing,
+    ProcessExited,
+)
+from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
+from watchdog.core.lifecycle import Lifecycle, Transition
+from watchdog.core.scanner import Scanner
+from watchdog.profiles.loader import (
+    EngineDetector,
+    Profile,
+    Rule,
+    detect_engine,
+    load_profile,
+)
+from watchdog.vocabulary import DEFAULT_CRASH_GRACE, State
+
+__all__ = ["Analyzer"]
+
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+# Literals that make a line worth reading besides the profile's own: the parts of errors and tracebacks.
+_ERROR_WORDS = (
+    b"Traceback",
+    b'File "',
+    b'File \\"',  # a frame pasted from JSON, its quotes escaped
+    b"rror",
+    b"xception",
+    b"Interrupt",
+    b"Exit",
+    b"OutOfResources",
+    b"Failure",
+    b"Timeout",
+    b"Killed",
+    b"Logging error",
+    b"Message: ",
+    b"Arguments: ",
+    b"Call stack",
+    b"panic",
+    b"fault",
+    b"terminate",
+    b"what():",
+    b"FATAL",
+    b"CRITICAL",
+)
+_STARTUP_KINDS = frozenset({"phase", "progress", "ready"})
+_SETTLED = frozenset({State.READY, State.CRASHED, State.STOPPED})
+_DETECT_LINES = 200
+_DETECT_BYTES = 64 * 1024
+_DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
+_TEMPLATE_LIMIT = 200_000  # classified line templates kept before the cache starts over
+_TAIL_BYTES = 8192
+_NOTHING = re.compile(b"(?!)")  # matches no line: no rules yet
+
+
+class Analyzer:
+    """Follows one launch's log bytes; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: str | None = None,
+        *,
+        profiles: Sequence[Profile] = (),
+        stall_after: float | None = None,
+        crash_grace: float = DEFAULT_CRASH_GRACE,
+        max_line: int = DEFAULT_MAX_LINE,
+        deadlines: Mapping[str, float] | None = None,
+    ) -> None:
+        self._extra = tuple(profiles)  # user profiles, loaded by the caller: the core reads no file
+        self._max_line = max_line
+        self._stall_after = stall_after
+        self._crash_grace = crash_grace
+        self.framer = Framer(max_line=max_line)
+        self._deadlines = dict(deadlines or {})
+        self.lifecycle = Lifecycle(
+            engine or "generic", stall_after=stall_after, crash_grace=crash_grace, deadlines=deadlines
+        )
+        self.profile: Profile | None = None
+        self._held: list[Block] = []  # blocks waiting for engine detection
+        self._held_since: float | None = None
+        self._scanner = Scanner()
+        self._candidates: set[bytes] = set()
+        self._irrelevant: set[bytes] = set()
+        # the template caches of the other rule set (settled or not), kept for when the launch switches back:
+        # a crash loop switches twice an incarnation, and every line would be classified again each time
+        self._parked: dict[bool, tuple[set[bytes], set[bytes]]] = {}
+        self._keywords: tuple[bytes, ...] = ()
+        self._keyword = _NOTHING  # finds any of _keywords in a line template
+        self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
+        self.lines_read = 0
+        self.bytes_read = 0
+        self._tail = b""
+        # The log's first bytes, while the engine is unknown. When detection had to decide before the head
+        # was complete (the source caught up early), the chosen profile reads on and the head is kept, so
+        # that the log is read again from its start if the rest of the head names another engine.
+        self._raw_head = bytearray()
+        self._provisional = False
+        self._detector: EngineDetector | None = None  # the head's lines read so far, while provisional
+        self._head_cut = 0  # ... which are those of _raw_head[:_head_cut]
+        self._head_emitted: set[tuple[State, int | None]] = set()
+        self._caught_up = False
+        self._last_data = 0.0
+        self._cut_reported = False  # the open tracebacks were reported as cut since the last data
+        if engine and engine != "auto":
+            self._use(load_profile(engine, self._extra))
+
+    @property
+    def engine(self) -> str | None:
+        """The engine in use, None while still detecting."""
+        return self.profile.name if self.profile else None
+
+    @property
+    def last_relevant(self) -> str:
+        """The last line a rule matched."""
+        return self._scanner.last_relevant
+
+    @property
+    def state(self) -> State:
+        """The launch's current state."""
+        return self.lifecycle.state
+
+    def feed(self, data: bytes, now: float) -> list[Transition]:
+        """Take the next bytes of the log; return the transitions they caused."""
+        self.bytes_read += len(data)
+        if data:
+            self._last_data, self._cut_reported = now, False
+        if self._provisional:
+            return self._feed_provisional(data, now)
+        if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
+            self._raw_head += data[: _DETECT_BYTES - len(self._raw_head)]
+        return self._blocks(self.framer.feed(data), now)
+
+    def caught_up(self, now: float) -> list[Transition]:
+        """The source has read to the end of the file as it is now.
+
+        The engine is detected from what there is (no wait for more lines), and the first time, what the
+        log already held is judged whole, as `replay` would (see `Lifecycle.caught_up`).
+        """
+        out = self._detect(now, force=True) if self.profile is None and self._held else []
+        if not self._caught_up:
+            self._caught_up = True
+            # as replay reads a log that ends inside a traceback (the rest may still come: it then replaces
+            # this report in place)
+            out += self._report_cut(now)
+            self.lifecycle.caught_up(now)
+        return out
+
+    def _report_cut(self, now: float) -> list[Transition]:
+        self._cut_reported = True
+        out: list[Transition] = []
+        for event in self._scanner.open_tracebacks(cut=True):
+            out += self._emit(event, now)
+        return out
+
+    def close_tracebacks(self, now: float) -> list[Transition]:
+        """Take the tracebacks still open as complete: nothing more of them will come (end of the log).
+        Their frames may still tell the crash's phase."""
+        out: list[Transition] = []
+        for event in self._scanner.flush():
+            out += self._emit(event, now)
+        return out
+
+    def report_open_tracebacks(self, now: float) -> list[Transition]:
+        """Report the tracebacks still open as they are so far (a crash report is going out), and keep them
+        open: if more of one comes (a writer that paused), it is reported again, whole, in its place."""
+        out: list[Transition] = []
+        for event in self._scanner.open_tracebacks():
+            out += self._emit(event, now)
+        return out
+
+    def restart(self, now: float) -> list[Transition]:
+        """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
+        out = self._blocks(self.framer.flush(), now)
+        self.framer = Framer(max_line=self.framer.max_line)
+        self._scanner.reset()
+        self._provisional, self._raw_head, self._detector = False, bytearray(), None
+        out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
+        return out
+
+    def tick(self, now: float) -> list[Transition]:
+        """Let time pass (stall detection, pending errors, detection of a slow log's engine)."""
+        out: list[Transition] = []
+        held = self.profile is None and self._held and self._held_since is not None
+        if held and self._held_since is not None and now - self._held_since >= _DETECT_WAIT:
+            out += self._detect(now, force=True)
+        if not self._cut_reported and self._scanner.busy and now - self._last_data >= self._crash_grace:
+            # the log went quiet inside a traceback: the writer died printing it, as far as anyone can tell
+            out += self._report_cut(now)
+        out += self.lifecycle.tick(now)
+        return out
+
+    def next_due(self) -> float | None:
+        """The earliest clock time at which `tick` may change anything (a lower bound), or None: until more
+        bytes, a probe or the end of the log come, no tick can."""
+        due = self.lifecycle.next_due()
+        if self.profile is None and self._held and self._held_since is not None:
+            due = _earlier(due, self._held_since + _DETECT_WAIT)
+        if not self._cut_reported and self._scanner.busy:
+            due = _earlier(due, self._last_data + self._crash_grace)
+        return due
+
+    def probe(
+        self, event: ProcessExited | HealthChecked | GpuMemorySampled | LogMissing, now: float
+    ) -> list[Transition]:
+        """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
+        out = self._detect(now, force=True) if self.profile is None and self._held else []
+        return out + self.lifecycle.feed(event, now)
+
+    def finish(self, now: float) -> list[Transition]:
+        """End of log (replay): flush the last line and every open traceback, make pending errors final."""
+        out = self._blocks(self.framer.flush(), now)
+        if self.profile is None:
+            out += self._detect(now, force=True)
+        out += self.close_tracebacks(now)
+        out += self.lifecycle.finish(now)
+        return out
+
+    def tail(self, count: int = 20) -> list[str]:
+        """The last `count` lines read, cleaned: context for a crash with no traceback."""
+        lines = [ln.text for raw in self._tail.split(b"\n")[-count - 1 :] for ln in split_line(0, raw)]
+        return [ln for ln in lines if ln.strip()][-count:]
+
+    # -- detection --------------------------------------------------------------------------------------
+
+    def _use(self, profile: Profile) -> None:
+        self.profile = profile
+        self._parked = {}
+        self.lifecycle.engine = profile.name
+        self._scanner.benign = profile.rules_of("benign")
+        self.lifecycle.trust_silent_health = not profile.early_health
+        self._settled = None
+        self._refresh_rules()
+
+    def _refresh_rules(self) -> None:
+        # Once the server is up (or down), startup markers cannot change anything: dropping their literals
+        # keeps a serving log's "Decode batch" lines on the C fast path.
+        if self.profile is None:
+            return
+        settled = self.lifecycle.state in _SETTLED
+        if settled is self._settled:
+            return
+        if self._settled is not None:
+            self._parked[self._settled] = (self._candidates, self._irrelevant)
+        self._settled = settled
+        self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
+        self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
+
+    def __getstate__(self) -> dict[str, object]:
+        # the parked template caches are rebuilt as lines come, like the active ones (which a checkpoint drops);
+        # the rule set is the profile's (`_rule_set`), made again from it rather than pickled rule by rule
+        state = self.__dict__.copy()
+        state["_parked"] = {}
+        if self.profile is not None and self._settled is not None:
+            state["_keywords"] = state["_keyword"] = None
+            scanner = copy.copy(self._scanner)
+            scanner.rules = ()
+            state["_scanner"] = scanner
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_parked", {})
+        if self.__dict__.get("_keyword", _NOTHING) is None and self.profile is not None:
+            assert self._settled is not None
+            self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, self._settled)
+        elif "_keyword" not in state:
+            self._keyword = (
+                re.compile(b"|".join(re.escape(k) for k in self._keywords)) if self._keywords else _NOTHING
+            )
+
+    def _detect(self, now: float, *, force: bool) -> list[Transition]:
+        held = b"".join(b.data for b in self._held)
+        if not force and held.count(b"\n") < _DETECT_LINES and len(held) < _DETECT_BYTES:
+            return []
+        # Exactly the first lines within the first bytes, however the bytes arrived: same log, same engine.
+        head = held[:_DETECT_BYTES].decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
+        engine = detect_engine(head, self._extra)
+        self._provisional = len(head) < _DETECT_LINES and len(self._raw_head) < _DETECT_BYTES
+        if not self._provisional:
+            self._raw_head = bytearray()
+        self._use(load_profile(engine or "generic", self._extra))
+        blocks, self._held = self._held, []
+        out: list[Transition] = []
+        for block in blocks:
+            out += self._block(block, now, held=True)  # their tail was kept when they were held
+        return out
+
+    # -- scanning ---------------------------------------------------------------------------------------
+
+    def _blocks(self, blocks: list[Block], now: float) -> list[Transition]:
+        if not blocks:
+            return []
+        if self.profile is None:
+            if self._held_since is None:
+                self._held_since = now
+            self._held.extend(blocks)
+            for block in blocks:
+                self._tail = (self._tail + block.data)[-_TAIL_BYTES:]
+            return self._detect(now, force=False)
+        return self._scan(blocks, now)
+
+    def _scan(self, blocks: list[Block], now: float) -> list[Transition]:
+        out: list[Transition] = []
+        for block in blocks:
+            out += self._block(block, now)
+        return out
+
+    def _block(self, block: Block, now: float, *, held: bool = False) -> list[Transition]:
+        data = block.data
+        first = self.lines_read + 1
+        if not held:
+            self._tail = (
+                (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
+            )
+        out: list[Transition] = []
+        if first == 1 and self.lifecycle.current.phase == State.PENDING:
+            out += self._emit(_first_line(data), now)
+        self._refresh_rules()
+        templates = data.translate(_DIGITS).split(b"\n")
+        count = len(templates) - 1  # a block ends with a newline
+        present = self._classify(templates)
+        scanner = self._scanner
+        quiet_before = scanner.benign_lines + scanner.error_lines
+        last_error = -1  # index of the last line in this block that was part of an error
+        quiet_after_error = 0  # benign lines after it
+        if present or scanner.busy:
+            raws = data.split(b"\n")
+            settled = self._settled
+            for i in range(count):
+                if scanner.busy or templates[i] in present:
+                    benign, errors = scanner.benign_lines, scanner.error_lines
+                    out += self._line(raws[i], first + i, now)
+                    if scanner.error_lines != errors:
+                        last_error, quiet_after_error = i, 0
+                    elif scanner.benign_lines != benign:
+                        quiet_after_error += 1
+                    if (self.lifecycle.state in _SETTLED) is not settled:
+                        # ready (or crashed) mid-block: the rest of the block is read with the new rules
+                        self._refresh_rules()
+                        settled = self._settled
+                        present = self._classify(templates[i + 1 :])
+        self.lines_read += count
+        active = count - (scanner.benign_lines + scanner.error_lines - quiet_before)
+        healthy_tail = active if last_error < 0 else max(0, count - last_error - 1 - quiet_after_error)
+        out += self._emit(LinesRead(count, max(0, active), healthy_tail), now)
+        return out
+
+    def _classify(self, templates: list[bytes]) -> set[bytes]:
+        seen = set(templates)
+        new = seen - self._candidates
+        new -= self._irrelevant
+        if new:
+            if len(self._candidates) + len(self._irrelevant) > _TEMPLATE_LIMIT:
+                self._candidates.clear()
+                self._irrelevant.clear()
+            keyword = self._keyword.search  # one C-level search for all the literals
+            for t in new:
+                if keyword(t) is not None:
+                    self._candidates.add(t)
+                else:
+                    self._irrelevant.add(t)
+        return seen & self._candidates
+
+    def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
+        out: list[Transition] = []
+        for seg in split_line(0, raw):
+            for piece in unglue(seg.text):
+                for event in self._scanner.scan(parse(piece), line_no, self.lifecycle.current.phase):
+                    out += self._emit(event, now)
+        return out
+
+    def _emit(self, event: Event, now: float) -> list[Transition]:
+        out = self.lifecycle.feed(event, now)
+        if self._provisional:
+            self._head_emitted.update((t.state, t.line) for t in out)
+        return out
+
+    def _feed_provisional(self, data: bytes, now: float) -> list[Transition]:
+        head = self._raw_head
+        old = len(head)
+        head += data[: _DETECT_BYTES - old]
+        found, count = self._detect_head(head)
+        complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
+        engine = found or "generic"
+        if engine == self.engine:
+            if complete:
+                self._provisional = False  # the whole head was read: this engine it is
+                self._raw_head, self._detector = bytearray(), None
+            return self._blocks(self.framer.feed(data), now)
+        # The head, read further, names another engine (more of its markers): read the log again from its
+        # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
+        # reporting twice the transitions already reported.
+        whole = bytes(head[:old]) + data
+        emitted, detector, cut = self._head_emitted, self._detector, self._head_cut
+        bytes_read, caught_up = self.bytes_read, self._caught_up
+        self.__init__(  # type: ignore[misc]  # the same analyzer, reading again from the start
+            engine,
+            profiles=self._extra,
+            stall_after=self._stall_after,
+            crash_grace=self._crash_grace,
+            max_line=self._max_line,
+            deadlines=self._deadlines,
+        )
+        out = self._blocks(self.framer.feed(whole), now)
+        self.bytes_read, self._caught_up = bytes_read, caught_up
+        if caught_up:
+            self.lifecycle.caught_up(now)
+        out = [t for t in out if (t.state, t.line) not in emitted]
+        if not complete:  # the rest of the head may still name another engine
+            emitted.update((t.state, t.line) for t in out)
+            self._provisional, self._raw_head, self._head_emitted = True, head, emitted
+            self._detector, self._head_cut = detector, cut
+        return out
+
+    def _detect_head(self, head: bytearray) -> tuple[str | None, int]:
+        # `detect_engine` of the head's first lines, and how many there are (up to _DETECT_LINES), reading each
+        # line once: the lines up to the head's last newline are final (the bytes after a newline never change
+        # how the bytes before it decode or split), the rest may still grow, so it is only tried, on a copy.
+        detector = self._detector
+        if detector is None:
+            detector, self._head_cut = EngineDetector(self._extra), 0
+            self._detector = detector
+        cut = head.rfind(b"\n") + 1
+        if cut > self._head_cut:
+            if detector.count < _DETECT_LINES:
+                lines = head[self._head_cut : cut].decode("utf-8", "replace").splitlines()
+                for line in lines[: _DETECT_LINES - detector.count]:
+                    detector.feed(line)
+            self._head_cut = cut
+        if detector.count >= _DETECT_LINES:
+            return detector.engine(), detector.count
+        rest = head[cut:].decode("utf-8", "replace").splitlines()
+        if not rest:
+            return detector.engine(), detector.count
+        trial = detector.copy()
+        for line in rest[: _DETECT_LINES - detector.count]:
+            trial.feed(line)
+        return trial.engine(), trial.count
+
+
+@functools.lru_cache(maxsize=64)
+def _rule_set(
+    profile: Profile, settled: bool
+) -> tuple[tuple[bytes, ...], re.Pattern[bytes], tuple[Rule, ...]]:
+    # A profile's literals (as one search), and its rules but the benign ones, before or once settled; the same
+    # for every launch of an engine, and asked twice an incarnation in a crash loop.
+    rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
+    keywords = tuple(dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS)))
+    return (
+        keywords,
+        re.compile(b"|".join(map(re.escape, keywords))),
+        tuple(r for r in rules if r.kind != "benign"),
+    )
+
+
+def _earlier(a: float | None, b: float) -> float:
+    return b if a is None or b < a else a
+
+
+def _first_line(data: bytes) -> LaunchStarted:
+    # The log's first line starts the launch's clock, whatever marker comes later and however the bytes
+    # were chunked (an excerpt, or --log-level warning, may show no start marker at all).
+    raw = data[: data.find(b"\n")]
+    for seg in split_line(0, raw):
+        for piece in unglue(seg.text):
+            rec = parse(piece)
+            if rec.at is not None:
+                return LaunchStarted(1, rec.at, rec.seconds)
+    return LaunchStarted(1, None, None)

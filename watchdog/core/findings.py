@@ -1,0 +1,143 @@
+"""Findings: what the log (or a probe) told, as frozen values the lifecycle consumes (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from watchdog.core.rootcause import Candidate
+
+__all__ = [
+    "ErrorSeen",
+    "Event",
+    "FactFound",
+    "GpuMemorySampled",
+    "HealthChecked",
+    "LaunchStarted",
+    "LinesRead",
+    "LogMissing",
+    "PhaseReached",
+    "ProcessExited",
+    "ProgressMade",
+    "ReadyReached",
+    "StopSeen",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchStarted:
+    """A launch's first line (server arguments, version banner): a second one starts a new incarnation."""
+
+    line: int
+    at: str | None
+    seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseReached:
+    """A startup phase marker: `state` is one of the startup states of DESIGN.md."""
+
+    state: str
+    line: int
+    at: str | None
+    seconds: float | None
+    source: str = ""  # rank or process tag of the line; "" when untagged
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressMade:
+    """A progress bar advanced: weight shards, graph-capture batches."""
+
+    name: str
+    done: int
+    total: int
+    line: int
+    source: str = ""  # rank or process tag of the line; "" when untagged
+
+
+@dataclass(frozen=True, slots=True)
+class FactFound:
+    """A number or string the log told: free memory after weights, KV cache tokens, elapsed times."""
+
+    name: str
+    value: float | str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyReached:
+    """The engine's ready marker."""
+
+    line: int
+    at: str | None
+    seconds: float | None
+    source: str = ""  # rank or process tag of the line; "" when untagged
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSeen:
+    """An error line or a completed traceback; `candidate.fatal` ends the launch at once."""
+
+    candidate: Candidate
+
+
+@dataclass(frozen=True, slots=True)
+class StopSeen:
+    """A clean, intended shutdown marker."""
+
+    line: int
+    at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LinesRead:
+    """`count` more lines were read.
+
+    `active` of them are healthy activity (neither idle chatter matched by benign rules nor part of an
+    error), and `healthy_tail` of those came after the last error line among them.
+    """
+
+    count: int
+    active: int
+    healthy_tail: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LogMissing:
+    """The log file is not there (yet): the stall clock runs from now."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessExited:
+    """The watched process is gone (probe)."""
+
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemorySampled:
+    """The GPU probe sampled memory: `growing` when the launch's memory is still filling (that is progress)."""
+
+    growing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HealthChecked:
+    """The health endpoint answered `status` (None: no answer)."""
+
+    status: int | None
+
+
+Event = (
+    LaunchStarted
+    | PhaseReached
+    | ProgressMade
+    | FactFound
+    | ReadyReached
+    | ErrorSeen
+    | StopSeen
+    | LinesRead
+    | ProcessExited
+    | HealthChecked
+    | GpuMemorySampled
+    | LogMissing
+)

@@ -1,0 +1,436 @@
+"""Lifecycle: the launch state machine, (state, event or tick, now) -> transitions (pure, time is an argument).
+
+Startup phases only move forward. An error is *pending* until either progress follows it (then it was
+survivable, e.g. a tokenizer warning with a traceback) or `crash_grace` seconds pass without progress, the log
+ends, or a fatal line (a kill, "Received sigquit", "EngineCore failed to start") arrives: then the launch is
+`crashed`. After ready, the clock confirms nothing (an idle server is quiet), and 50 healthy lines after an
+error show that the server survived it (a failed request that was logged). `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
+A new start marker after the launch got going begins a new incarnation; `history` keeps the old ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from watchdog.core.findings import (
+    ErrorSeen,
+    Event,
+    FactFound,
+    GpuMemorySampled,
+    HealthChecked,
+    LaunchStarted,
+    LinesRead,
+    LogMissing,
+    PhaseReached,
+    ProcessExited,
+    ProgressMade,
+    ReadyReached,
+    StopSeen,
+)
+from watchdog.core.rootcause import Candidate, Error, root_cause
+from watchdog.vocabulary import DEFAULT_CRASH_GRACE, STARTUP_PHASES, State
+
+__all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
+
+_MAX_LATE_CANDIDATES = 500
+POST_READY_RECOVERY_LINES = 50  # healthy log lines after a post-ready error that show it was survived
+
+
+_ORDER = {s: i for i, s in enumerate(State)}
+_STARTUP = STARTUP_PHASES
+_PHASES = {s.value: s for s in (*_STARTUP, State.READY)}
+FINAL = frozenset({State.CRASHED, State.STOPPED})
+_STALLABLE = frozenset({*_STARTUP, State.PENDING})
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A change of state."""
+
+    state: State
+    previous: State
+    line: int | None  # the log line that caused it, None for a tick or probe
+    at: str | None  # the log's time of that line
+    now: float  # the caller's clock when it happened
+    reason: str = ""
+    incarnation: int = 1  # the incarnation whose state changed
+
+    def to_json(self) -> dict[str, object]:
+        """A timeline entry of the JSON contract."""
+        return {"state": self.state.value, "line": self.line, "at": self.at}
+
+
+@dataclass(slots=True)
+class Incarnation:
+    """One start of the server in the log: its phase history, progress, facts and errors."""
+
+    number: int
+    state: State = State.PENDING
+    phase: State = State.PENDING  # furthest startup phase (or READY) reached
+    timeline: list[tuple[Transition, float | None]] = field(default_factory=list)  # with log seconds
+    progress: dict[str, tuple[int, int]] = field(default_factory=dict)
+    facts: dict[str, float | str] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    pending_since: float | None = None  # clock time of the first unresolved error
+    pending_index: int = 0  # candidates before this index were resolved by later progress
+    crash_phase: State | None = None
+    error: Error | None = None
+    started_now: float | None = None
+    last_progress: float | None = None
+    ready_seconds: float | None = None  # log seconds from start to ready
+    lines: int = 0
+    healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
+    # A post-ready error that was already in the log when the follower caught up with it: judged as replay
+    # would, so the clock confirms it (see `Lifecycle.caught_up`).
+    judge_by_clock: bool = False
+    deadline_hit: set[State] = field(default_factory=set)  # phases that ran past their deadline
+
+
+class Lifecycle:
+    """The state machine of one launch; feed it events and ticks, read `current` and `history`."""
+
+    def __init__(
+        self,
+        engine: str = "generic",
+        *,
+        stall_after: float | None = None,
+        crash_grace: float = DEFAULT_CRASH_GRACE,
+        deadlines: Mapping[str, float] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.stall_after = stall_after
+        # the longest a launch may spend in a phase, by phase name: past it, it is stalled (once per phase)
+        self.deadlines = dict(deadlines or {})
+        self.crash_grace = crash_grace
+        self.current = Incarnation(1)
+        self.history: list[Incarnation] = []
+        self.memory_growing = False  # GpuMemorySampled: a quiet phase that fills memory is not stalled
+        # Whether a health 200 may confirm ready in a log with no phase marker (--log-level warning). Not for
+        # engines whose health endpoint answers before they can serve (SGLang): profile `early_health`.
+        self.trust_silent_health = True
+
+    @property
+    def state(self) -> State:
+        """The current incarnation's state."""
+        return self.current.state
+
+    def verdict_incarnation(self) -> Incarnation:
+        """The incarnation a verdict reports: the current one, unless it is a restart that has only just begun
+        after a crash (a crash loop: the restarted server says nothing yet, the crash is the news)."""
+        inc = self.current
+        if (
+            inc.state == State.STARTING
+            and not inc.candidates
+            and self.history
+            and self.history[-1].state == State.CRASHED
+        ):
+            return self.history[-1]
+        return inc
+
+    def feed(self, event: Event, now: float) -> list[Transition]:
+        """Apply one event at clock time `now`; return the transitions it caused."""
+        inc = self.current
+        out: list[Transition] = []
+        if inc.started_now is None:
+            inc.started_now = now
+            inc.last_progress = now
+        if isinstance(event, LinesRead):  # first: one per block of lines read, the most frequent
+            inc.lines += event.count
+            if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
+                # A server that goes on serving after an error has survived it (a failed request, logged);
+                # only healthy lines after the error count, and only once it was ready.
+                inc.healthy_after_error += event.healthy_tail
+                if inc.healthy_after_error >= POST_READY_RECOVERY_LINES:
+                    self._resolve(inc)
+            if event.active:
+                # healthy lines count against a stall (not against an error)
+                inc.last_progress = now
+                if inc.state == State.STALLED:
+                    self._enter(
+                        inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
+                    )
+        elif isinstance(event, LaunchStarted):
+            if inc.pending_since is not None and inc.state not in FINAL:
+                # the server started again: the error before it was fatal to the previous run
+                self._crash(inc, now, out, None, None, reason="restarted after an error")
+            waited = inc.state == State.STALLED and inc.phase == State.PENDING  # for a log that was missing
+            if (inc.state not in (State.PENDING, State.STARTING) and not waited) or inc.candidates:
+                self.history.append(inc)
+                inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
+            self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
+        elif isinstance(event, PhaseReached):
+            target = _PHASES[event.state]
+            self._progress(inc, now, out, event.line, event.source)
+            if inc.state in FINAL:
+                return out
+            if _ORDER[target] > _ORDER[inc.phase] and inc.phase != State.READY:
+                self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
+        elif isinstance(event, ProgressMade):
+            old = inc.progress.get(event.name)
+            inc.progress[event.name] = (event.done, event.total)
+            if old != (event.done, event.total):
+                self._progress(inc, now, out, event.line, event.source)
+        elif isinstance(event, FactFound):
+            inc.facts[event.name] = event.value
+        elif isinstance(event, ReadyReached):
+            if inc.state in FINAL:
+                return out
+            self._progress(inc, now, out, event.line, None)
+            if inc.phase != State.READY:
+                if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
+                    inc.ready_seconds = event.seconds - inc.timeline[0][1]
+                self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
+        elif isinstance(event, ErrorSeen):
+            self._error(inc, event.candidate, now, out)
+        elif isinstance(event, GpuMemorySampled):
+            self.memory_growing = event.growing
+        elif isinstance(event, LogMissing):
+            pass  # the clock started above: a log that never appears stalls like a silent one
+        elif isinstance(event, StopSeen):
+            if inc.state not in FINAL and inc.pending_since is None:
+                self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
+        elif isinstance(event, ProcessExited):
+            if inc.state not in FINAL:
+                if not inc.candidates[inc.pending_index :]:
+                    inc.candidates.append(
+                        Candidate(
+                            f"process exited: {event.detail}",
+                            inc.lines,
+                            category="killed",
+                            kind="rule",
+                            fatal=True,
+                        )
+                    )
+                self._crash(inc, now, out, None, None, reason=f"process gone ({event.detail})")
+        elif (
+            isinstance(event, HealthChecked)
+            and event.status == 200
+            and inc.pending_since is None  # a 200 never hides an error
+            and self.wants_health()
+        ):
+            self._enter(inc, State.READY, None, None, None, now, "health endpoint answered 200", out)
+        return out
+
+    def wants_health(self) -> bool:
+        """Whether a health answer can decide anything now: weights loaded (or a silent log), not yet ready."""
+        inc = self.current
+        if inc.state not in _STARTUP:
+            return False
+        if _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
+            return True
+        marked = any(t.state in _STARTUP[1:] for t, _ in inc.timeline)
+        return not marked and self.trust_silent_health
+
+    def tick(self, now: float) -> list[Transition]:
+        """Let time pass: confirm a pending error after the grace period, detect a stall."""
+        inc = self.current
+        out: list[Transition] = []
+        if inc.state in FINAL or inc.started_now is None:
+            return out
+        # After ready, quiet is normal (an idle server prints nothing): a logged error is a crash only by a
+        # fatal line, the process exiting, or the end of the log, never by the clock.
+        if (
+            inc.pending_since is not None
+            and (inc.phase != State.READY or inc.judge_by_clock)
+            and now - inc.pending_since >= self.crash_grace
+        ):
+            self._crash(inc, now, out, None, None, reason="error with no progress after it")
+            return out
+        deadline = self.deadlines.get(inc.phase.value)
+        if deadline is not None and inc.state == inc.phase and inc.phase not in inc.deadline_hit:
+            entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
+            if entered is None and inc.phase == State.PENDING:
+                entered = inc.started_now
+            if entered is not None and now - entered >= deadline:
+                inc.deadline_hit.add(inc.phase)
+                reason = f"{inc.phase.value} past its deadline ({_seconds(deadline)})"
+                self._enter(inc, State.STALLED, None, None, None, now, reason, out)
+                return out
+        if (
+            self.stall_after is not None
+            and (inc.state in _STARTUP or inc.state == State.PENDING)
+            and inc.last_progress is not None
+            and now - inc.last_progress >= self.stall_after
+        ):
+            if self.memory_growing:
+                inc.last_progress = now
+            else:
+                self._enter(
+                    inc, State.STALLED, None, None, None, now, f"no progress for {self.stall_after:g}s", out
+                )
+        return out
+
+    def next_due(self) -> float | None:
+        """The earliest clock time at which `tick` may change anything (a lower bound), or None: until an
+        event comes, no tick can. A caller may skip the ticks before it."""
+        inc = self.current
+        state = inc.state
+        if state in FINAL or inc.started_now is None:
+            return None
+        due = math.inf
+        if inc.pending_since is not None and (inc.phase is not State.READY or inc.judge_by_clock):
+            due = inc.pending_since + self.crash_grace
+        if self.deadlines and state is inc.phase and state not in inc.deadline_hit:
+            deadline = self.deadlines.get(state.value)
+            if deadline is not None:
+                entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == state), None)
+                if entered is None and state is State.PENDING:
+                    entered = inc.started_now
+                if entered is not None:
+                    due = min(due, entered + deadline)
+        if self.stall_after is not None and state in _STALLABLE and inc.last_progress is not None:
+            due = min(due, inc.last_progress + self.stall_after)
+        return due if due != math.inf else None
+
+    def caught_up(self, now: float) -> None:
+        """The follower has read what the log held when it started: an error in it after ready is judged as
+        replay would judge it (a crash, unless healthy lines or progress show it was survived), by the clock
+        (`crash_grace` from now), since an idle server prints nothing more."""
+        inc = self.current
+        if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
+            inc.judge_by_clock = True
+            inc.pending_since = now
+
+    def finish(self, now: float) -> list[Transition]:
+        """The log ended and nothing more will come (replay): a pending error is final."""
+        inc = self.current
+        out: list[Transition] = []
+        if inc.pending_since is not None and inc.state not in FINAL:
+            self._crash(inc, now, out, None, None, reason="error at the end of the log")
+        return out
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _progress(
+        self, inc: Incarnation, now: float, out: list[Transition], line: int, source: str | None
+    ) -> None:
+        inc.last_progress = now
+        if inc.pending_since is not None and inc.state not in FINAL:
+            # Progress after an error means it was survivable, but only progress of the rank that failed:
+            # other ranks go on loading while one dies. `source` None (the ready marker) speaks for all.
+            pending = inc.candidates[inc.pending_index :]
+            if source is None or any(not c.noise and c.source in ("", source) for c in pending):
+                self._resolve(inc)
+        if inc.state == State.STALLED:
+            self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
+
+    def _resolve(self, inc: Incarnation) -> None:
+        # the pending errors were survived
+        inc.pending_since = None
+        inc.pending_index = len(inc.candidates)
+        inc.judge_by_clock = False
+
+    def _rechoose(self, inc: Incarnation) -> None:
+        # The verdict stands; its root cause (and the phase its frames point at) is chosen again.
+        live = inc.candidates[inc.pending_index :] or inc.candidates
+        phase = inc.crash_phase or inc.phase
+        inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine)
+        if inc.error is not None and inc.error.phase_hint and phase != State.READY:
+            hinted = _PHASES[inc.error.phase_hint]
+            if _ORDER[hinted] > _ORDER[phase]:
+                inc.crash_phase = hinted
+
+    def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
+        # A traceback is reported when its exception line is read and again, whole, when it closes: the
+        # second report replaces the first.
+        if cand.kind != "traceback":
+            return False
+        for i in range(len(inc.candidates) - 1, -1, -1):
+            old = inc.candidates[i]
+            same = old.line == cand.line or (old.opened != 0 and old.opened == cand.opened)
+            if old.kind == "traceback" and same and old.source == cand.source:
+                inc.candidates[i] = cand
+                if not cand.noise and i < inc.pending_index:
+                    # an error reported cut and since resolved went on: it is live again
+                    inc.pending_index = i
+                    if inc.pending_since is None and inc.state not in FINAL:
+                        inc.pending_since, inc.crash_phase = now, inc.phase
+                if inc.state == State.CRASHED:
+                    self._rechoose(inc)
+                elif cand.noise and inc.pending_since is not None and inc.state not in FINAL:
+                    if all(c.noise for c in inc.candidates[inc.pending_index :]):
+                        self._resolve(inc)  # what was pending turned out to be noise
+                elif cand.fatal and not old.fatal and not cand.noise and inc.state not in FINAL:
+                    self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
+                return True
+            if old.line < (cand.opened or cand.line):
+                return False
+        return False
+
+    def _error(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> None:
+        if self._replaced(inc, cand, now, out):
+            return
+        if inc.state in FINAL:
+            # Errors printed after the verdict (other ranks, or a log written newest-first) may name the
+            # cause better, and other ranks' copies of it belong to its list of ranks.
+            if inc.state == State.CRASHED and len(inc.candidates) < _MAX_LATE_CANDIDATES:
+                inc.candidates.append(cand)
+                self._rechoose(inc)
+            return
+        inc.candidates.append(cand)
+        if cand.noise:
+            return
+        inc.healthy_after_error = 0
+        if inc.pending_since is None:
+            inc.pending_since = now
+            inc.crash_phase = inc.phase
+        if cand.fatal:
+            self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
+
+    def _crash(
+        self,
+        inc: Incarnation,
+        now: float,
+        out: list[Transition],
+        line: int | None,
+        at: str | None,
+        *,
+        reason: str,
+    ) -> None:
+        phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
+        live = list(inc.candidates[inc.pending_index :]) or inc.candidates
+        err = root_cause(live, inc.facts, _phase_name(phase), self.engine)
+        if err is not None and err.phase_hint and phase != State.READY:
+            hinted = _PHASES[err.phase_hint]
+            if _ORDER[hinted] > _ORDER[phase] or phase == State.PENDING:
+                phase = hinted
+        if phase == State.PENDING:
+            phase = State.STARTING
+        inc.crash_phase = phase
+        inc.error = err
+        inc.pending_since = None
+        self._enter(inc, State.CRASHED, line, at, None, now, reason, out, record_phase=False)
+
+    def _enter(
+        self,
+        inc: Incarnation,
+        state: State,
+        line: int | None,
+        at: str | None,
+        seconds: float | None,
+        now: float,
+        reason: str,
+        out: list[Transition],
+        *,
+        record_phase: bool = True,
+    ) -> None:
+        if state == inc.state:
+            return
+        t = Transition(state, inc.state, line, at, now, reason, inc.number)
+        inc.state = state
+        if record_phase and (state in _STARTUP or state == State.READY):
+            inc.phase = state
+        inc.timeline.append((t, seconds))
+        out.append(t)
+
+
+def _phase_name(state: State) -> str:
+    return state.value if state != State.PENDING else "starting"
+
+
+def _seconds(value: float) -> str:
+    minutes, sec = divmod(round(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{sec:02d}s" if minutes else f"{sec}s")

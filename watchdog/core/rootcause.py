@@ -1,0 +1,256 @@
+"""Error analysis: from the error lines and tracebacks of a launch, the root cause, its ranks and a hint (pure).
+
+The root cause is the decisive error, not a wrapper that points at a cause shown elsewhere ("Engine core
+initialization failed. See root cause above", "Received sigquit from a child process"), not logging noise
+("--- Logging error ---" blocks and their own exceptions). A bare `AssertionError` carries its failing
+`assert` statement from the last frame. Identical errors from many ranks are one error with the list of ranks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
+from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
+from watchdog.vocabulary import Category
+
+__all__ = ["Candidate", "Error", "from_traceback", "root_cause"]
+
+_MASK = re.compile(r"\d+")
+# The outermost frame of an uncaught traceback that ends its process: the main module, `python -m`, a
+# multiprocessing child's bootstrap, and the engines' process mains, which log the error and exit (SGLang's
+# run_scheduler_process / run_detokenizer_process / run_data_parallel_controller_process, vLLM's
+# run_engine_core / run_mp_engine / WorkerProc.worker_main / _run_worker_process, TensorRT-LLM's
+# worker_main). A thread's (threading.py) or a request handler's outermost frame is not one.
+_ENTRY_FRAME = re.compile(
+    r'File "[^"]*", line \d+, in (?:<module>|_run_module_as_main|_run_code|spawn_main|run_scheduler_process'
+    r"|run_detokenizer_process|run_data_parallel_controller_process|run_engine_core|run_mp_engine"
+    r"|worker_main|_run_worker_process)\b"
+    r'|File "[^"]*multiprocessing/(?:process|popen_fork|spawn)\.py", line \d+, in (?:_bootstrap|_launch|_main)\b'
+)
+_MAX_SUMMARY = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One error seen in the log: a traceback's exception, a standalone exception line, or an error rule hit."""
+
+    summary: str  # the decisive line, wrappers peeled
+    line: int
+    source: str = ""
+    exception: str | None = None  # "RuntimeError"
+    traceback: tuple[str, ...] = ()
+    role: str = "cause"  # "cause" | "wrapper"
+    noise: bool = False  # inside a logging-error block
+    category: str | None = None  # set by a rule; else derived from the summary
+    hint: str | None = None  # set by a rule: a template formatted with the facts when chosen
+    fatal: bool = False
+    phase_hint: str | None = None  # phase the traceback's frames point at
+    at: str | None = None
+    chained: bool = False  # the effect of the previous traceback of its stream
+    kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
+    opened: int = 0  # for a traceback: the line it began on (its reports, cut or whole, share it)
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """The verdict's error: the JSON `error` object of DESIGN.md."""
+
+    category: str
+    summary: str
+    exception: str | None
+    hint: str
+    ranks: tuple[str, ...]
+    line: int
+    traceback: tuple[str, ...]
+    phase_hint: str | None = None  # the phase its traceback's frames point at
+
+    def with_rank(self, source: str, summary: str) -> Error:
+        """This error with `source` added to its ranks when `summary` is the same error (numbers aside)."""
+        if source in self.ranks or _MASK.sub("#", _clean_summary(summary)) != _MASK.sub("#", self.summary):
+            return self
+        ranks = tuple(sorted((*self.ranks, source), key=_rank_order))
+        return replace(self, ranks=ranks)
+
+    def to_json(self) -> dict[str, object]:
+        """The `error` object of the JSON contract."""
+        return {
+            "category": self.category,
+            "summary": self.summary,
+            "exception": self.exception,
+            "hint": self.hint,
+            "ranks": list(self.ranks),
+            "line": self.line,
+            "traceback": list(self.traceback),
+        }
+
+
+def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
+    """A candidate from an assembled traceback. One without an exception line is noise (or None) when later
+    lines closed it; when the log ends inside it (`cut`), something was raised that the log does not show:
+    a wrapper-like error whose frames may still tell the phase."""
+    exc_line = tb.exception
+    if exc_line is None:
+        hint = phase_from_frames("\n".join(tb.lines))
+        if cut and not tb.noise:
+            last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
+            return Candidate(
+                (tb.header.rstrip(":") or last)[:_MAX_SUMMARY],
+                tb.line,
+                tb.source,
+                role="wrapper",
+                traceback=tuple(tb.lines),
+                phase_hint=hint,
+                at=tb.at,
+                opened=tb.line,
+            )
+        # A fragment (the log cut it short) names no error, but its frames still tell the phase.
+        if hint is None:
+            return None
+        last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
+        return Candidate(
+            last, tb.line, tb.source, traceback=tuple(tb.lines), noise=True, phase_hint=hint, kind="fragment"
+        )
+    m = EXCEPTION_LINE.match(exc_line)
+    exception = m.group("exc") if m else exc_line.split(":", 1)[0].strip() or None
+    summary = exc_line
+    if m and not (m.group("msg") or "").strip():
+        stmt = tb.last_statement()
+        if stmt and stmt.startswith("assert"):
+            summary = f"{exc_line.rstrip(':')}: {stmt}"
+    text = "\n".join(tb.lines)
+    return Candidate(
+        summary=summary[:_MAX_SUMMARY],
+        fatal=not tb.noise and _uncaught(tb),
+        line=tb.exc_line_no or tb.line,
+        source=tb.source,
+        exception=exception,
+        traceback=tuple(tb.lines),
+        noise=tb.noise,
+        phase_hint=phase_from_frames(text),
+        at=tb.at,
+        chained=tb.chained,
+        opened=tb.line,
+    )
+
+
+def _uncaught(tb: Traceback) -> bool:
+    """Whether the traceback's outermost frame is a process entry point: the process is exiting with it."""
+    outer = next((ln for ln in tb.lines if ln.lstrip().startswith('File "')), None)
+    return outer is not None and _ENTRY_FRAME.search(outer) is not None
+
+
+_SAME_MESSAGE_PREFIX = 24  # characters two lines share at their start to be copies of one message
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _message(c: Candidate) -> str:
+    # The exception's whole message: its line, and the lines it goes on over (a terminal may have wrapped it).
+    tb = c.traceback
+    for i in range(len(tb) - 1, -1, -1):
+        if tb[i].strip() == c.summary.strip():
+            return " ".join([c.summary, *(ln.strip() for ln in tb[i + 1 : i + 4])]).strip()
+    return c.summary
+
+
+def _priority(c: Candidate, category: str) -> tuple[int, int, int, int]:
+    # lower is better: real over noise, causes over wrappers, a specific category over a generic one,
+    # and a program's own report over a consequence (a kill).
+    # Among wrappers (which only point at an error printed elsewhere), one that says the process was killed
+    # tells more than one that says nothing.
+    killed_rank = 1 if c.role == "wrapper" else 2
+    specific = (
+        0
+        if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}
+        else (killed_rank if category == Category.KILLED else 3 - killed_rank)
+    )
+    kind = 1 if c.kind == "log" else 0
+    return (int(c.noise), int(c.role == "wrapper"), specific, kind)
+
+
+def root_cause(
+    candidates: Iterable[Candidate], facts: Mapping[str, object], phase: str, engine: str
+) -> Error | None:
+    """Choose the decisive error among `candidates` (log order) and merge its copies from other ranks."""
+    items = list(candidates)
+    if not items:
+        return None
+    cats = [c.category or categorize(_message(c), "\n".join(c.traceback)) for c in items]
+    # Among equals, the earliest, and the first of a chain (the cause) before the tracebacks it caused.
+    best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), int(items[i].chained), i))
+    best = items[best_i]
+    category = cats[best_i]
+    if best.kind == "rule":
+        # Copies of one message printed by many threads at once (CUDA device asserts): another thread's
+        # characters land in the middle of a copy, and interleaving only ever adds characters, so the
+        # shortest copy is the least garbled.
+        copies = [
+            c
+            for c, cat in zip(items, cats, strict=True)
+            if c.kind == "rule"
+            and cat == category
+            and (c.role, c.noise) == (best.role, best.noise)
+            and (c is best or _common_prefix(c.summary, best.summary) >= _SAME_MESSAGE_PREFIX)
+        ]
+        best = min(copies, key=lambda c: len(c.summary))
+    key = _MASK.sub("#", best.summary)
+    twins = [c for c in items if c.traceback and _MASK.sub("#", c.summary) == key]
+    if not best.traceback and twins:
+        # the same error from another rank may have come with its traceback
+        best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
+    if best.phase_hint is None:
+        best = replace(best, phase_hint=next((c.phase_hint for c in (*twins, *items) if c.phase_hint), None))
+    proven = phase_from_error(best.summary)
+    if proven is not None:
+        best = replace(best, phase_hint=proven)
+    ranks = sorted(
+        {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
+    )
+    hint = _format_hint(best.hint, facts) or hint_for(
+        category, best.summary, best.phase_hint or phase, facts, engine
+    )
+    if best.role == "wrapper" and not best.hint:
+        hint = f"{hint}; the decisive error was printed by another process and is not in this log"
+    summary = _clean_summary(best.summary)
+    return Error(
+        category=category,
+        summary=summary,
+        exception=best.exception,
+        hint=hint,
+        ranks=tuple(ranks),
+        line=best.line,
+        traceback=best.traceback,
+        phase_hint=best.phase_hint,
+    )
+
+
+def _format_hint(template: str | None, facts: Mapping[str, object]) -> str | None:
+    # a profile's hint may name facts: "{avail_mem_after_weights_gb} GB free"; unknown names stay as written
+    if template is None:
+        return None
+    try:
+        return template.format(**facts)
+    except (KeyError, IndexError, ValueError):
+        return template
+
+
+def _clean_summary(summary: str) -> str:
+    text = summary.strip()
+    if text.startswith("Message: "):
+        text = text[len("Message: ") :].strip().strip("'\"")
+    return text
+
+
+def _rank_order(source: str) -> tuple[str, int]:
+    m = re.search(r"(\d+)$", source)
+    return (source[: m.start()] if m else source, int(m.group(1)) if m else -1)

@@ -1,0 +1,219 @@
+"""Scanning: one log record -> the events it tells, by the profile's rules and the traceback assembler (pure).
+
+A record that matches an `[[error]]` rule, or that completes a traceback, or that is a Python exception line
+of its own, becomes an `ErrorSeen`; phase, progress, fact, ready, start and stop rules give their events.
+Lines inside a traceback are the traceback's: only its header and its exception line are read by the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from watchdog.core.categories import categorize
+from watchdog.core.envelope import Record
+from watchdog.core.findings import (
+    ErrorSeen,
+    Event,
+    FactFound,
+    LaunchStarted,
+    PhaseReached,
+    ProgressMade,
+    ReadyReached,
+    StopSeen,
+)
+from watchdog.core.rootcause import Candidate, from_traceback
+from watchdog.core.tracebacks import EXCEPTION_LINE, Assembler, Traceback
+from watchdog.profiles.loader import Rule
+from watchdog.vocabulary import STARTUP_PHASES, Category, State
+
+__all__ = ["QUIET_LEVELS", "Scanner"]
+
+QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
+_TB_HEADER = "Traceback (most recent call last)"
+_PHASE_BARS = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}
+
+
+class Scanner:
+    """Reads records in log order with a set of rules; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.assembler = Assembler()
+        self.rules: tuple[Rule, ...] = ()  # every rule but the benign ones, in profile order
+        self.benign: tuple[Rule, ...] = ()
+        self.last_relevant = ""  # the last line a rule matched: the live view shows it
+        self.benign_lines = 0  # records a benign rule matched: idle chatter, not activity
+        self.error_lines = 0  # records that were part of a traceback or an error: not healthy activity
+        self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
+
+    def reset(self) -> None:
+        """Forget open tracebacks: the file was replaced, what follows is another file."""
+        self.assembler = Assembler()
+        self._annotations.clear()
+
+    @property
+    def busy(self) -> bool:
+        """True while a traceback is open: every line must then be scanned."""
+        return self.assembler.busy
+
+    def scan(self, rec: Record, line_no: int, phase: State) -> list[Event]:
+        """The events of one record; `phase` names a bare progress bar ("@phase" rules)."""
+        out: list[Event] = []
+        content = rec.content
+        if any(r.match in content and r.apply(content) is not None for r in self.benign):
+            self.benign_lines += 1
+            return out
+        consumed, done = self.assembler.feed(rec, line_no)
+        for tb in done:
+            out += self._traceback(tb)
+        errors_before = len(out)
+        matched_error = False
+        for rule in self.rules:
+            if rule.match not in content:
+                continue
+            groups = rule.apply(content)
+            if groups is None:
+                continue
+            self.last_relevant = content.strip()
+            kind = rule.kind
+            if kind == "error":
+                matched_error = True
+                if consumed:
+                    if EXCEPTION_LINE.match(content.strip()):
+                        self._annotations[line_no] = rule  # the traceback's own candidate carries it
+                        continue
+                    if not rule.fatal and _TB_HEADER not in content:
+                        continue  # a frame or message line of a traceback: the traceback speaks for it
+                if rule.fatal:
+                    # The launch ends now: tracebacks complete but for their last line go first, so that
+                    # the root-cause choice sees them.
+                    for tb in self.assembler.flush(complete_only=True):
+                        out += self._traceback(tb)
+                out.append(ErrorSeen(_rule_candidate(rule, rec, line_no, groups)))
+            elif kind == "phase" and rule.state:
+                out.append(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source))
+            elif kind == "progress":
+                out += _progress(rule, groups, line_no, rec, phase)
+            elif kind == "fact":
+                out += [FactFound(name, _number(value), line_no) for name, value in groups.items()]
+            elif kind == "ready":
+                out.append(ReadyReached(line_no, rec.at, rec.seconds))
+            elif kind == "start":
+                out.append(LaunchStarted(line_no, rec.at, rec.seconds))
+            elif kind == "stop":
+                out.append(StopSeen(line_no, rec.at))
+        if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):
+            self.error_lines += 1
+        excepted = self.assembler.excepted
+        if excepted is not None:
+            # Reported the moment its exception line is complete; reported again, whole, when it closes.
+            out += self._traceback(excepted, provisional=True)
+        if consumed or matched_error:
+            return out
+        stripped = content.strip()
+        m = EXCEPTION_LINE.match(stripped)
+        if m and rec.level not in QUIET_LEVELS:
+            cand = Candidate(
+                stripped, line_no, rec.source, exception=m.group("exc"), at=rec.at, kind="exception"
+            )
+            out.append(ErrorSeen(cand))
+            self.error_lines += 1
+        elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in (
+            Category.OTHER,
+            Category.TIMEOUT,
+        ):
+            out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
+            self.error_lines += 1
+        return out
+
+    def flush(self) -> list[Event]:
+        """End of log: the tracebacks still open (cut: the log ends inside them)."""
+        out: list[Event] = []
+        for tb in self.assembler.flush():
+            out += self._traceback(tb, cut=True)
+        return out
+
+    def open_tracebacks(self, *, cut: bool = False) -> list[Event]:
+        """The tracebacks still open, as far as they go (they stay open); `cut`: as if the log ended here."""
+        out: list[Event] = []
+        for tb in self.assembler.open():
+            tb.reported_cut = tb.reported_cut or cut
+            out += self._traceback(tb, provisional=True, cut=cut)
+        return out
+
+    def _traceback(self, tb: Traceback, *, provisional: bool = False, cut: bool = False) -> list[Event]:
+        cand = from_traceback(tb, cut=cut)
+        if tb.reported_cut and not cut:
+            # it was reported as cut, and went on after all: what it turned out to be replaces that report
+            if cand is None:
+                cand = Candidate("", tb.line, tb.source, noise=True)
+            cand = replace(cand, kind="traceback", opened=tb.line)
+        if cand is None:
+            return []
+        rule = self._annotations.get(cand.line) if provisional else self._annotations.pop(cand.line, None)
+        quiet = tb.body_style is not None and tb.body_style[0] in QUIET_LEVELS
+        if quiet:
+            # a traceback logged at WARNING or below was survived
+            cand = replace(cand, noise=True, fatal=False)
+        if rule is not None:
+            cand = replace(
+                cand,
+                role=rule.role,
+                category=rule.category,
+                phase_hint=_later(rule.state, cand.phase_hint),
+                hint=rule.hint,
+                fatal=rule.fatal or cand.fatal,
+            )
+        return [ErrorSeen(cand)]
+
+
+_PHASE_ORDER = tuple(s.value for s in (*STARTUP_PHASES, State.READY))
+
+
+def _later(a: str | None, b: str | None) -> str | None:
+    # two pieces of evidence of a phase: the crash happened in the later one
+    if a is None or b is None:
+        return a or b
+    return max(a, b, key=lambda p: _PHASE_ORDER.index(p) if p in _PHASE_ORDER else -1)
+
+
+def _rule_candidate(rule: Rule, rec: Record, line_no: int, groups: dict[str, str]) -> Candidate:
+    # "Scheduler hit an exception: Traceback (most recent call last):" -> "Scheduler hit an exception";
+    # a rule's `what` group is the part of the line that names the error (after a runtime's preamble)
+    summary = rec.content.split(_TB_HEADER, 1)[0].strip().rstrip(":").strip() or rec.content.strip()
+    if groups.get("what"):
+        summary = groups["what"].strip()
+    return Candidate(
+        summary=summary,
+        line=line_no,
+        source=rec.source,
+        role=rule.role,
+        category=rule.category,
+        hint=rule.hint,
+        fatal=rule.fatal,
+        phase_hint=rule.state,
+        at=rec.at,
+        kind="rule",
+    )
+
+
+def _progress(rule: Rule, groups: dict[str, str], line_no: int, rec: Record, phase: State) -> list[Event]:
+    out: list[Event] = []
+    if rule.state:
+        out.append(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source))
+    name = rule.name or "progress"
+    if name == "@phase":
+        name = _PHASE_BARS.get(phase, phase.value)
+    if "percent" in groups:
+        done, total = round(float(groups["percent"])), 100
+    else:
+        done, total = int(groups["done"]), int(groups["total"])
+    if 0 <= done <= total:
+        out.append(ProgressMade(name, done, total, line_no, rec.source))
+    return out
+
+
+def _number(value: str) -> float | str:
+    try:
+        return float(value.replace(",", ""))
+    except ValueError:
+        return value

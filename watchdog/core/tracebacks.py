@@ -1,0 +1,243 @@
+"""Traceback assembly: Python tracebacks put back together per rank or process from interleaved lines (pure).
+
+Each stream is keyed by the line's source tag (``TP3``, ``rank0``, ``EngineCore_DP0``). Lines without a tag
+continue the traceback that was opened last: SGLang tags only a traceback's first line ("[... TP2] Scheduler
+hit an exception: Traceback ..."), the frames follow bare. Chained exceptions ("The above exception was the
+direct cause ...", "During handling ...") are linked to the one before them. "--- Logging error ---" blocks
+(the logging module failing to format a message) are marked as noise with everything they contain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from watchdog.core.envelope import Record
+
+__all__ = ["EXCEPTION_LINE", "Assembler", "Traceback"]
+
+_HEADER = "Traceback (most recent call last)"
+_CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
+# "RuntimeError: msg", "torch.OutOfMemoryError: msg", "triton.runtime.errors.OutOfResources: msg", "KeyError"
+EXCEPTION_LINE = re.compile(
+    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout))"
+    r"(?::\s*(?P<msg>.*))?$"
+)
+_BARE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
+_MAX_LINES = 400  # a traceback longer than this keeps its head and tail
+_FRAME = ('File "', 'File \\"')  # a frame line; the second as pasted from JSON, its quotes escaped
+_WRAPPED_NAME = re.compile(r"\w+")  # the rest of a frame's function name, wrapped onto its own line
+_MAX_CONTINUATION = 20  # message lines after the exception line
+
+
+@dataclass(slots=True)
+class Traceback:
+    """One assembled traceback (or a fragment of one, when the log starts in its middle)."""
+
+    source: str
+    line: int  # line number of its first line
+    at: str | None
+    seconds: float | None
+    header: str = ""  # text before "Traceback" on the opening line, e.g. "Scheduler hit an exception:"
+    lines: list[str] = field(default_factory=list)
+    exc_index: int = -1  # index in `lines` of the exception line, -1 until seen
+    exc_line_no: int = 0  # line number of the exception line
+    noise: bool = False  # inside a "--- Logging error ---" block
+    chained: bool = False  # raised while handling, or because of, the previous traceback of its stream
+    body_style: tuple[str, bool] | None = None  # (level, has_time) of its body lines
+    continuation: int = 0
+    dropped: int = 0
+    after_frame: bool = False  # the last line was a frame ('File "...", line N, in f')
+    reported_cut: bool = False  # reported as cut (the log went quiet inside it): its end must replace that
+
+    @property
+    def exception(self) -> str | None:
+        """The exception line ("ValueError: ..."), None for a fragment without one."""
+        return self.lines[self.exc_index] if self.exc_index >= 0 else None
+
+    def last_statement(self) -> str | None:
+        """The source line of the innermost frame, e.g. "assert expert_location_metadata is not None"."""
+        end = self.exc_index if self.exc_index >= 0 else len(self.lines)
+        for i in range(end - 1, -1, -1):
+            text = self.lines[i]
+            if text.lstrip().startswith('File "'):
+                for code in self.lines[i + 1 : end]:
+                    stripped = code.strip()
+                    if stripped and not set(stripped) <= {"^", "~", " "}:
+                        return stripped
+                return None
+        return None
+
+    def add(self, text: str) -> None:
+        if len(self.lines) >= _MAX_LINES:
+            # So as not to grow without bound: keep the head, then the most recent lines.
+            del self.lines[_MAX_LINES // 2]
+            self.dropped += 1
+        self.lines.append(text)
+
+
+class Assembler:
+    """Feeds records in log order; returns tracebacks as they complete."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, Traceback] = {}
+        self._last: str | None = None  # the stream that untagged lines continue
+        self._chain_next: set[str] = set()  # streams whose next traceback is chained to the previous one
+        self._logging_error: set[str] = set()  # streams inside a "--- Logging error ---" block
+        # The traceback whose exception line the last record was: a live follower reports it at once, not
+        # when a later line closes it (a dying process may never print one).
+        self.excepted: Traceback | None = None
+
+    @property
+    def busy(self) -> bool:
+        """True while a traceback or logging-error block is open: every line must then be fed."""
+        return bool(self._open) or bool(self._logging_error)
+
+    def feed(self, rec: Record, line: int) -> tuple[bool, list[Traceback]]:
+        """Take one record; return whether it belonged to a traceback, and the tracebacks it completed."""
+        done: list[Traceback] = []
+        self.excepted = None
+        content = rec.content
+        key = rec.source if rec.source else (self._last if self._last is not None else "")
+        stripped = content.strip()
+        if stripped == "--- Logging error ---":
+            self._close(key, done)
+            self._logging_error.add(key)
+            self._last = key
+            return True, done
+        pos = content.find(_HEADER)
+        if pos >= 0:
+            self._close(key, done)
+            # Another stream starting a traceback means the complete ones have ended: ranks print whole.
+            done.extend(self.flush(complete_only=True))
+            opened = Traceback(rec.source or key, line, rec.at, rec.seconds, header=content[:pos].strip())
+            opened.add(_HEADER + ":")
+            opened.noise = key in self._logging_error
+            opened.chained = key in self._chain_next
+            self._chain_next.discard(key)
+            self._open[key] = opened
+            self._last = key
+            return True, done
+        current = self._open.get(key)
+        if current is None:
+            if stripped.startswith(_FRAME) and (content[0] != " " or content.startswith("  File")):
+                fragment = Traceback(
+                    rec.source or key, line, rec.at, rec.seconds, noise=key in self._logging_error
+                )
+                fragment.body_style = _style(rec)
+                fragment.add(content)
+                fragment.after_frame = True
+                self._open[key] = fragment
+                self._last = key
+                return True, done
+            if stripped.startswith(_CHAIN):
+                # Python prints a blank line, then the chain marker, then the next traceback
+                self._chain_next.add(key)
+                return True, done
+            if key in self._logging_error:
+                if stripped.startswith("Arguments:"):
+                    self._logging_error.discard(key)
+                return True, done
+            if key in self._chain_next and stripped:
+                self._chain_next.discard(key)
+            return False, done
+        tb = current
+        style = _style(rec)
+        if tb.body_style is None and len(tb.lines) == 1:
+            tb.body_style = style
+        if tb.exc_index < 0:
+            if (
+                tb.body_style is not None
+                and style != tb.body_style
+                and (rec.at is not None)
+                and not rec.source
+            ):
+                # A new log record, not a traceback line: the traceback was cut off in the log.
+                self._finish(key, done)
+                return False, done
+            if not stripped or content[0] in " \t" or stripped.startswith(("|", "+-", "^", "~")):
+                tb.add(content)
+                tb.after_frame = stripped.startswith(_FRAME)
+                return True, done
+            if stripped.startswith(_FRAME):
+                # a frame whose indentation was lost (a traceback pasted flush left)
+                tb.add("  " + stripped)
+                tb.after_frame = True
+                return True, done
+            if (
+                tb.after_frame
+                and _WRAPPED_NAME.fullmatch(stripped)
+                and not tb.lines[-1].rstrip().endswith(">")
+            ):
+                # a terminal wrapped the frame line in its function's name: "in _initialize_k" / "v_caches"
+                tb.lines[-1] += stripped
+                return True, done
+            if tb.after_frame and not EXCEPTION_LINE.match(stripped):
+                # the frame's source line, its indentation lost
+                tb.add("    " + stripped)
+                tb.after_frame = False
+                return True, done
+            if stripped.startswith(("Call stack:", "Message:", "Arguments:")):
+                # the logging module's report of a failed log call: its call stack has no exception line
+                self._finish(key, done)
+                if stripped.startswith("Arguments:"):
+                    self._logging_error.discard(key)
+                return True, done
+            tb.exc_index = len(tb.lines)
+            tb.exc_line_no = line
+            tb.add(stripped)
+            self.excepted = tb
+            return True, done
+        # after the exception line
+        if not stripped:
+            self._finish(key, done)
+            return True, done
+        if stripped.startswith(_CHAIN):
+            self._finish(key, done)
+            self._chain_next.add(key)
+            return True, done
+        if (
+            stripped.startswith("Call stack:")
+            or stripped.startswith("Message:")
+            or stripped.startswith("Arguments:")
+        ):
+            self._finish(key, done)
+            if stripped.startswith("Arguments:"):
+                self._logging_error.discard(key)
+            return True, done
+        if style != tb.body_style or tb.continuation >= _MAX_CONTINUATION:
+            self._finish(key, done)
+            return False, done
+        tb.continuation += 1
+        tb.add(content)
+        return True, done
+
+    def open(self) -> list[Traceback]:
+        """The tracebacks still open, left open."""
+        return list(self._open.values())
+
+    def flush(self, *, complete_only: bool = False) -> list[Traceback]:
+        """Return the tracebacks still open (with `complete_only`, those whose exception line was seen)."""
+        done: list[Traceback] = []
+        last = self._last
+        for key in list(self._open):
+            if not complete_only or self._open[key].exc_index >= 0:
+                self._finish(key, done)
+        if not complete_only:
+            # untagged lines that come after all (a writer that paused) still belong to the same stream
+            self._last = last
+        return done
+
+    def _close(self, key: str, done: list[Traceback]) -> None:
+        if key in self._open:
+            self._finish(key, done)
+
+    def _finish(self, key: str, done: list[Traceback]) -> None:
+        tb = self._open.pop(key)
+        if self._last == key:
+            self._last = next(reversed(self._open), None) if self._open else None
+        done.append(tb)
+
+
+def _style(rec: Record) -> tuple[str, bool]:
+    return rec.level, rec.at is not None

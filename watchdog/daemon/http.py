@@ -1,0 +1,303 @@
+"""The daemon's one HTTP server: /metrics, /status, /healthz and the status page, on aiohttp.
+
+aiohttp because it runs inside the daemon's own event loop as one more task (`web.AppRunner` and `TCPSite`,
+no second server process or thread), TLS is a plain `ssl.SSLContext`, and basic auth is one middleware.
+
+- `/metrics`: Prometheus text format, built at scrape time (`watchdog.daemon.metrics`);
+- `/status`: a JSON list, one status snapshot per launch (the verdict object plus name, host, since,
+  incarnation), with anything that looks like a credential in log text redacted;
+- `/healthz`: 200 "ok" (open without credentials, for container and load-balancer health checks: it tells
+  nothing);
+- `/`: the status page (`watchdog.daemon.statuspage`).
+
+It binds 127.0.0.1 by default; bound elsewhere it should have basic auth and TLS (a warning says so).
+Snapshots are taken on the event loop (they read the followers' state); redacting and encoding them runs
+in a worker thread, so a scrape of 200 launches never stalls the loop. So `statuses()` must return objects
+that nothing else changes afterwards (`LaunchFollower.status()` builds each snapshot anew).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import ipaddress
+import json
+import re
+import secrets
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+from anyio.abc import TaskStatus
+from prometheus_client import generate_latest
+
+from watchdog.daemon.metrics import DaemonStats, registry_for
+from watchdog.daemon.statuspage import render_page
+from watchdog.exceptions import ConfigError
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "make_app",
+    "redact_text",
+    "serve_http",
+    "server_tls",
+    "status_payload",
+]
+
+log = structlog.get_logger("watchdog.http")
+
+DEFAULT_LISTEN = ("127.0.0.1", 9469)
+SHUTDOWN_TIMEOUT = 2.0  # seconds open requests get to finish when the daemon stops
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # what every Prometheus version parses
+_OPEN_PATHS = frozenset({"/healthz"})
+_REALM = 'Basic realm="watchdog", charset="UTF-8"'
+
+Statuses = Callable[[], list[dict[str, Any]]]
+Stats = Callable[[], DaemonStats]
+
+# Log text is untrusted and sometimes carries credentials: engines print their arguments (SGLang's
+# `server_args=ServerArgs(... api_key='...')`, vLLM's `non-default args: {'api_key': ...}`).
+_KEY = r"(?:api[_-]?key|access[_-]?key|token|secret|password|passwd|credentials?|authorization)"
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # first, so that "Authorization: Bearer X" loses X, not the word Bearer
+    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), r"\1 <redacted>"),
+    # key = value, key: value, 'key': 'value' (a name that merely contains the word, e.g. num_tokens, is kept)
+    (
+        re.compile(
+            rf"""(\b(?:[A-Za-z0-9]+[_-])*{_KEY}\b['"]?\s*[=:]\s*['"]?)(?!(?:None|null|<redacted>)\b)([^\s'",)}}\]]+)""",
+            re.IGNORECASE,
+        ),
+        r"\1<redacted>",
+    ),
+    # --api-key VALUE on a command line
+    (re.compile(rf"(--(?:[a-z0-9]+-)*{_KEY}\s+)(\S+)", re.IGNORECASE), r"\1<redacted>"),
+    # user:password@ in a URL
+    (re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/:@]+:[^\s/@]+@", re.IGNORECASE), r"\1<redacted>@"),
+    # well-known token shapes: Hugging Face, OpenAI-style, GitHub, Slack
+    (
+        re.compile(
+            r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,})"
+        ),
+        "<redacted>",
+    ),
+)
+
+
+# most text has none of these: substring tests decide that fast, so a 200-launch /status costs milliseconds
+_MAYBE_SECRET = (
+    "key",
+    "token",
+    "secret",
+    "passw",
+    "cred",
+    "auth",
+    "bearer",
+    "basic",
+    "://",
+    "hf_",
+    "sk-",
+    "gh",
+    "xox",
+)
+
+
+def redact_text(text: str) -> str:
+    """`text` with anything that looks like a credential replaced by `<redacted>`."""
+    lowered = text.lower()
+    if not any(word in lowered for word in _MAYBE_SECRET):
+        return text
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact(v) for v in value]
+    return value
+
+
+def status_payload(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The /status list: each snapshot (a new object) with name, host, since and incarnation, redacted."""
+    out = []
+    for status in statuses:
+        item: dict[str, Any] = _redact(status)
+        item.setdefault("name", "")
+        item.setdefault("host", "")
+        item.setdefault("since", None)
+        item.setdefault("incarnation", None)
+        out.append(item)
+    return out
+
+
+def _authorized(header: str | None, user: bytes, password: bytes) -> bool:
+    scheme, _, encoded = (header or "").partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    given_user, sep, given_password = decoded.partition(b":")
+    # both compared every time, in constant time: a timing tells nothing about either
+    user_ok = hmac.compare_digest(given_user, user)
+    password_ok = hmac.compare_digest(given_password, password)
+    return bool(sep) & user_ok & password_ok
+
+
+def _basic_auth(user: str, password: str) -> Middleware:
+    expected_user, expected_password = user.encode(), password.encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in _OPEN_PATHS or _authorized(
+            request.headers.get("Authorization"), expected_user, expected_password
+        ):
+            return await handler(request)
+        raise web.HTTPUnauthorized(headers={"WWW-Authenticate": _REALM})
+
+    return check
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers.setdefault("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+
+
+def make_app(
+    statuses: Statuses, daemon_stats: Stats, *, basic_auth: tuple[str, str] | None = None
+) -> web.Application:
+    """The aiohttp application (routes, auth, headers); `serve_http` runs it."""
+    middlewares: list[Middleware] = [_basic_auth(*basic_auth)] if basic_auth is not None else []
+    app = web.Application(middlewares=middlewares)
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def metrics(request: web.Request) -> web.Response:
+        snapshot, stats = statuses(), daemon_stats()
+        registry = registry_for(lambda: snapshot, lambda: stats)
+        body = await anyio.to_thread.run_sync(generate_latest, registry)
+        return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    async def status(request: web.Request) -> web.Response:
+        snapshot = statuses()
+        body = await anyio.to_thread.run_sync(lambda: _dumps(status_payload(snapshot)))
+        return web.Response(body=body, content_type="application/json", charset="utf-8")
+
+    async def page(request: web.Request) -> web.Response:
+        snapshot = statuses()
+        nonce = secrets.token_urlsafe(16)
+        html = await anyio.to_thread.run_sync(lambda: render_page(status_payload(snapshot), nonce=nonce))
+        csp = (
+            f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; connect-src 'self'; "
+            "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+        return web.Response(text=html, content_type="text/html", headers={"Content-Security-Policy": csp})
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/status", status)
+    app.router.add_get("/", page)
+    app.on_response_prepare.append(_security_headers)
+    return app
+
+
+def _dumps(payload: object) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).encode()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve_http(
+    listen: tuple[str, int],
+    statuses: Statuses,
+    daemon_stats: Stats,
+    *,
+    tls: ssl.SSLContext | None = None,
+    basic_auth: tuple[str, str] | None = None,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Bind `listen` (port 0: a free port), report the bound port with `task_status.started(port)`, and serve
+    until cancelled.
+
+    Args:
+        listen: (host, port); `DEFAULT_LISTEN` is 127.0.0.1:9469.
+        statuses: the launches' status snapshots (called on the event loop, per request).
+        daemon_stats: the daemon's counters for /metrics.
+        tls: serve HTTPS with this context (see `server_tls`).
+        basic_auth: (user, password) required on every path but /healthz.
+
+    Raises:
+        ConfigError: the address cannot be bound (in use, not an address of this machine).
+    """
+    host, port = listen
+    if not _is_loopback(host) and (basic_auth is None or tls is None):
+        missing = " and ".join(n for n, v in (("basic auth", basic_auth), ("TLS", tls)) if v is None)
+        log.warning("http_exposed", listen=f"{host}:{port}", missing=missing)
+    app = make_app(statuses, daemon_stats, basic_auth=basic_auth)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, ssl_context=tls)
+        try:
+            await site.start()
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ConfigError(
+                "daemon",
+                "listen",
+                f"cannot listen on {host}:{port}: {reason}; choose another address or port",
+            ) from exc
+        bound = runner.addresses[0][1]
+        log.info("http_listening", url=f"{'https' if tls else 'http'}://{_hostport(host, bound)}/")
+        task_status.started(bound)
+        await anyio.sleep_forever()
+    finally:
+        with anyio.move_on_after(SHUTDOWN_TIMEOUT + 1, shield=True):
+            await runner.cleanup()
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def server_tls(certfile: str, keyfile: str | None = None) -> ssl.SSLContext:
+    """A server TLS context from PEM files, built in a worker thread (it reads files and costs tens of ms).
+
+    Raises:
+        ConfigError: a file is missing or is not a certificate / key.
+    """
+
+    def build() -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(certfile, keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                "daemon",
+                "tls",
+                f"cannot load the certificate {certfile!r}: {exc}; give PEM certificate and key files",
+            ) from exc
+        return context
+
+    return await anyio.to_thread.run_sync(build)

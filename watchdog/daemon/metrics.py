@@ -1,0 +1,261 @@
+"""Prometheus metrics, built at scrape time from the launches' status snapshots and the daemon's counters.
+
+Nothing here is updated as things happen: a `StatusCollector` asks for the snapshots (the same ones /status
+serves) and a `DaemonStats` (the counters the daemon owns) when Prometheus scrapes, and turns them into the
+families of DESIGN.md ("Metrics"). So the metrics can never disagree with /status, and a launch that is
+removed on reload disappears from both at once. Labels are bounded: launch, host, engine, state, phase,
+category, kind (a progress bar of the engine's profile), notifier; never an incarnation, a line or a URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from watchdog.core.lifecycle import State
+from watchdog.vocabulary import version
+
+__all__ = [
+    "DaemonStats",
+    "StatusCollector",
+    "build_version",
+    "families",
+    "phase_seconds",
+    "registry_for",
+]
+
+GIB = 1 << 30  # the engines' "GB" of free memory are GiB (SGLang and vLLM divide by 1 << 30)
+_ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not detected yet
+# not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs
+_NOT_PHASES = frozenset({State.READY.value, State.CRASHED.value, State.STOPPED.value})
+_STALLED = State.STALLED.value
+
+Statuses = Callable[[], list[dict[str, Any]]]
+
+
+@functools.cache
+def build_version() -> str:
+    """This package's version (for `watchdog_build_info`), "0+unknown" when it is not installed."""
+    return version()
+
+
+@dataclass(frozen=True)
+class DaemonStats:
+    """The counters the daemon keeps itself (a snapshot: the daemon makes a new one per scrape)."""
+
+    crashes: Mapping[tuple[str, str, str], int] = field(default_factory=dict)  # (launch, host, category)
+    ssh_connected: Mapping[str, bool] = field(default_factory=dict)  # host -> connected now
+    ssh_reconnects: Mapping[str, int] = field(default_factory=dict)  # host -> reconnects since start
+    alerts_sent: Mapping[str, int] = field(default_factory=dict)  # notifier -> alerts delivered
+    alerts_failed: Mapping[str, int] = field(default_factory=dict)  # notifier -> deliveries given up
+    outbox_depth: int = 0  # alerts waiting to be delivered
+    last_log_activity: Mapping[str, float] = field(default_factory=dict)  # launch -> Unix time of last bytes
+    version: str = field(default_factory=build_version)
+
+
+class StatusCollector(Collector):
+    """A prometheus_client collector whose families are built from `statuses()` and `stats()` per scrape.
+
+    Args:
+        statuses: the launches' status snapshots (`Daemon.statuses`).
+        stats: the daemon's counters.
+    """
+
+    def __init__(self, statuses: Statuses, stats: Callable[[], DaemonStats]) -> None:
+        self._statuses = statuses
+        self._stats = stats
+
+    def describe(self) -> Iterable[Metric]:
+        """Nothing up front: the families exist only at scrape time (so registering costs no snapshot)."""
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        """The families of one scrape."""
+        return families(self._statuses(), self._stats())
+
+
+def registry_for(statuses: Statuses, stats: Callable[[], DaemonStats]) -> CollectorRegistry:
+    """A fresh registry holding only a `StatusCollector` (no process or platform collectors)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StatusCollector(statuses, stats))
+    return registry
+
+
+def phase_seconds(status: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds spent in each phase of the snapshot's incarnation, the current phase up to now.
+
+    A timeline entry's `duration_seconds` (log time) is preferred; without it (a log with no timestamps) the
+    follower's clock (`entered`, `elapsed_seconds`) measures it. Time `stalled` counts for the phase that
+    stalled; ready and the outcomes (crashed, stopped) are not startup phases.
+    """
+    timeline: list[dict[str, Any]] = status.get("timeline") or []
+    entered: list[float] = status.get("entered") or []
+    elapsed = status.get("elapsed_seconds")
+    out: dict[str, float] = {}
+    phase: str | None = None
+    for i, item in enumerate(timeline):
+        state = item.get("state")
+        duration = _number(item.get("duration_seconds"))
+        if duration is None and i < len(entered):
+            end = entered[i + 1] if i + 1 < len(entered) else elapsed
+            if end is not None:
+                duration = max(float(end) - float(entered[i]), 0.0)
+        if state in _NOT_PHASES:
+            phase = None
+            continue
+        if state != _STALLED:
+            phase = state
+        if phase is None:
+            continue
+        out[phase] = out.get(phase, 0.0) + (duration or 0.0)
+    return out
+
+
+def families(statuses: list[dict[str, Any]], stats: DaemonStats) -> list[Metric]:
+    """Every metric family of DESIGN.md from one set of snapshots and counters (pure)."""
+    launch_labels = ["launch", "host"]
+    state = GaugeMetricFamily(
+        "watchdog_launch_state",
+        "Current state of each launch: 1 for the state it is in, 0 for the others.",
+        labels=[*launch_labels, "engine", "state"],
+    )
+    phase = GaugeMetricFamily(
+        "watchdog_phase_seconds",
+        "Seconds the launch's current incarnation spent in each startup phase (the current one up to now).",
+        labels=[*launch_labels, "phase"],
+    )
+    to_ready = GaugeMetricFamily(
+        "watchdog_time_to_ready_seconds",
+        "Seconds from the start of the launch to ready (present once it is ready).",
+        labels=launch_labels,
+    )
+    progress = GaugeMetricFamily(
+        "watchdog_progress_ratio",
+        "Progress of a startup step (weights, graphs, ...) from 0 to 1.",
+        labels=[*launch_labels, "kind"],
+    )
+    avail = GaugeMetricFamily(
+        "watchdog_avail_mem_after_weights_bytes",
+        "GPU memory the engine reported available after loading the weights.",
+        labels=launch_labels,
+    )
+    kv_tokens = GaugeMetricFamily(
+        "watchdog_kv_cache_tokens",
+        "Tokens the KV cache holds, as the engine reported it.",
+        labels=launch_labels,
+    )
+    lines = CounterMetricFamily("watchdog_log_lines", "Log lines read.", labels=launch_labels)
+    log_bytes = CounterMetricFamily("watchdog_log_bytes", "Log bytes read.", labels=launch_labels)
+    activity = GaugeMetricFamily(
+        "watchdog_last_log_activity_timestamp_seconds",
+        "Unix time the launch's log last grew.",
+        labels=launch_labels,
+    )
+    seen: set[tuple[str, str]] = set()
+    for status in statuses:
+        key = (str(status.get("name", "")), str(status.get("host") or ""))
+        if key in seen:  # a duplicate series would make the whole scrape invalid
+            continue
+        seen.add(key)
+        labels = list(key)
+        engine = str(status.get("engine") or _ENGINE_UNKNOWN)
+        current = status.get("state")
+        for s in State:
+            state.add_metric([*labels, engine, s.value], 1.0 if s.value == current else 0.0)
+        for name, seconds in phase_seconds(status).items():
+            phase.add_metric([*labels, name], seconds)
+        ready = _number(status.get("time_to_ready_seconds"))
+        if ready is not None:
+            to_ready.add_metric(labels, ready)
+        for kind, bar in sorted((status.get("progress") or {}).items()):
+            ratio = _ratio(bar)
+            if ratio is not None:
+                progress.add_metric([*labels, str(kind)], ratio)
+        facts = status.get("facts") or {}
+        gb = _number(facts.get("avail_mem_after_weights_gb"))
+        if gb is not None:
+            avail.add_metric(labels, gb * GIB)
+        tokens = _number(facts.get("kv_cache_tokens"))
+        if tokens is not None:
+            kv_tokens.add_metric(labels, tokens)
+        lines.add_metric(labels, float(status.get("lines_read") or 0))
+        log_bytes.add_metric(labels, float(status.get("bytes_read") or 0))
+        last = _number(stats.last_log_activity.get(key[0]))
+        if last is not None:
+            activity.add_metric(labels, last)
+
+    crashes = CounterMetricFamily(
+        "watchdog_crashes",
+        "Crash verdicts seen, by root-cause category.",
+        labels=["launch", "host", "category"],
+    )
+    for (launch, host, category), n in sorted(stats.crashes.items()):
+        crashes.add_metric([launch, host, category], float(n))
+    connected = GaugeMetricFamily(
+        "watchdog_ssh_connected", "1 while the SSH connection to the host is up.", labels=["host"]
+    )
+    for host, up in sorted(stats.ssh_connected.items()):
+        connected.add_metric([host], 1.0 if up else 0.0)
+    reconnects = CounterMetricFamily(
+        "watchdog_ssh_reconnects",
+        "SSH connections to the host made again after one was lost.",
+        labels=["host"],
+    )
+    for host, n in sorted(stats.ssh_reconnects.items()):
+        reconnects.add_metric([host], float(n))
+    sent = CounterMetricFamily("watchdog_alerts_sent", "Alerts delivered.", labels=["notifier"])
+    for notifier, n in sorted(stats.alerts_sent.items()):
+        sent.add_metric([notifier], float(n))
+    failed = CounterMetricFamily(
+        "watchdog_alerts_failed", "Alert deliveries given up after their retries.", labels=["notifier"]
+    )
+    for notifier, n in sorted(stats.alerts_failed.items()):
+        failed.add_metric([notifier], float(n))
+    outbox = GaugeMetricFamily("watchdog_outbox_depth", "Alerts waiting to be delivered.")
+    outbox.add_metric([], float(stats.outbox_depth))
+    build = GaugeMetricFamily("watchdog_build_info", "The running watchdog's version.", labels=["version"])
+    build.add_metric([stats.version], 1.0)
+    return [
+        state,
+        phase,
+        to_ready,
+        crashes,
+        progress,
+        avail,
+        kv_tokens,
+        lines,
+        log_bytes,
+        activity,
+        connected,
+        reconnects,
+        sent,
+        failed,
+        outbox,
+        build,
+    ]
+
+
+def _number(value: object) -> float | None:
+    """A finite float from a snapshot value (facts may be strings), or None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _ratio(bar: object) -> float | None:
+    if not isinstance(bar, Mapping):
+        return None
+    done, total = _number(bar.get("done")), _number(bar.get("total"))
+    if done is None or not total or total <= 0:
+        return None
+    return min(max(done / total, 0.0), 1.0)

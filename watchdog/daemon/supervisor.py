@@ -1,0 +1,533 @@
+"""The daemon: follows many launches at once, keeps following after each verdict, and serves what it sees.
+
+One `Daemon` runs one `LaunchFollower` per planned launch, each in its own cancel scope (one launch's failure
+never disturbs another: a follower that fails is started again after a pause), one SSH pool per host shared
+by that host's launches, the HTTP server (/metrics, /status, /healthz, the status page) and, under systemd,
+the notify protocol (READY=1 once the port is bound and the launches started, WATCHDOG=1 from the event loop,
+STATUS=, STOPPING=1). SIGHUP reloads the plan (added launches start, removed ones stop, changed ones restart,
+unchanged ones are not touched); SIGTERM or SIGINT stops gracefully, a second one at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from watchdog.alerts.alerting import Alerting, ConsoleAlerts, Notifier
+from watchdog.alerts.notifiers import Alert, AlertKind
+from watchdog.alerts.outbox import Outbox
+from watchdog.core.expectations import LEARN_FACTOR, eta_to_ready, learned_deadlines, typical_durations
+from watchdog.core.lifecycle import State
+from watchdog.daemon.metrics import DaemonStats
+from watchdog.daemon.sdnotify import Notifier as SystemdNotifier
+from watchdog.daemon.sdnotify import watchdog_interval
+from watchdog.exceptions import WatchdogError, first_watchdog_error
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
+from watchdog.follow.probes.gpusampler import HostGpuSampler
+from watchdog.follow.sources import SSHOptions, SSHPool
+from watchdog.profiles.loader import preload_profiles
+from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED
+
+if TYPE_CHECKING:
+    from watchdog.store import StateStore
+
+__all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan"]
+
+log = structlog.get_logger("watchdog.daemon")
+
+RESTART_PAUSE = 5.0  # seconds before a follower that failed is started again
+HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
+_ALERT_KINDS = {
+    State.CRASHED: AlertKind.CRASHED,
+    State.STALLED: AlertKind.STALLED,
+    State.READY: AlertKind.READY,
+}
+DRAIN_SECONDS = 5.0  # a graceful stop waits this long at most for the alerts being delivered
+UNREACHABLE_CHECK_SECONDS = 1.0  # how often hosts that cannot be reached are checked against their grace
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One launch as the daemon runs it: its spec, where it is, and who hears of its verdicts."""
+
+    spec: LaunchSpec
+    host: str = ""  # the configured host's name; "" for a file on this machine
+    ssh: SSHOptions | None = None  # how to reach the host (one pool per host name)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    alerts: tuple[Notifier, ...] = ()  # who hears of its alerts (each says the kinds in its `on`)
+    learned_factor: float | None = LEARN_FACTOR  # phases past this x their usual p95 are stalled; None: off
+
+
+@dataclass
+class _Running:
+    plan: LaunchPlan
+    scope: anyio.CancelScope
+    follower: LaunchFollower | None = None
+    since: str = ""
+    announced: set[tuple[int, str]] = field(default_factory=set)
+    typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
+    failures: int = 0
+    note: str = ""
+    incarnation: int = 0  # the newest incarnation seen
+    unreachable_since: float | None = None  # unix time the host stopped answering (None: it answers)
+    unreachable_error: str = ""
+    unreachable_said: bool = False
+
+
+class Daemon:
+    """Runs the planned launches until cancelled or signalled; see the module docstring."""
+
+    def __init__(
+        self,
+        plans: Mapping[str, LaunchPlan],
+        *,
+        reload: Callable[[], Awaitable[Mapping[str, LaunchPlan]]] | None = None,
+        serve: Callable[..., Coroutine[Any, Any, None]] | None = None,
+        store: StateStore | None = None,
+        handle_signals: bool = True,
+        public_url: str | None = None,
+        listen_host: str = "127.0.0.1",
+        unreachable_after: float = DEFAULT_UNREACHABLE_AFTER,
+    ) -> None:
+        """`plans` by launch name; `reload` gives the new plans on SIGHUP; `serve(daemon, task_status=)`
+        runs the HTTP server (it calls `task_status.started(port)` once bound). With a `store`, transitions
+        and verdicts are kept, and a verdict is announced once, across restarts: a restarted daemon resumes
+        each log at its checkpoint (or reads it again from its start when the file changed) and announces only
+        what it had not announced (what happened while it was down included). Alerts wait in the outbox (in the store's file, else in memory) until delivered;
+        `public_url` is the status page's address in their links (default: http://LISTEN_HOST:PORT); a host
+        that cannot be reached for `unreachable_after` seconds is an alert."""
+        self._plans = dict(plans)
+        self._reload = reload
+        self._serve = serve
+        self._store = store
+        self._handle_signals = handle_signals
+        self._running: dict[str, _Running] = {}
+        self._pools: dict[str, SSHPool] = {}
+        self._samplers: dict[str, HostGpuSampler] = {}  # by host name ("" for this machine)
+        self._systemd = SystemdNotifier()
+        self._tg: TaskGroup | None = None
+        self._public_url = public_url
+        self._listen_host = listen_host
+        self._unreachable_after = unreachable_after
+        self._alerting: Alerting | None = None
+        self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
+        self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
+        self.port: int | None = None  # the HTTP server's port, once bound
+        self._changed: anyio.Event | None = None  # made by a waiter; set (and dropped) when a status changed
+        self.stopping = False
+
+    # -- what the HTTP server and the metrics read -------------------------------------------------------
+
+    def statuses(self) -> list[dict[str, Any]]:
+        """A snapshot of every launch: its verdict object plus name, host, since, labels."""
+        out = []
+        for name, run in sorted(self._running.items()):
+            if run.follower is None:
+                status: dict[str, Any] = {"name": name, "state": State.PENDING.value, "phase": "pending"}
+            else:
+                status = run.follower.status()
+                entered = status.get("entered") or [0.0]
+                eta = eta_to_ready(status, run.typical, status["elapsed_seconds"] - entered[-1])
+                status["eta_seconds"] = round(eta, 1) if eta is not None else None
+            status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
+            if run.note:
+                status["note"] = run.note
+            out.append(status)
+        return out
+
+    @property
+    def alerts_sent(self) -> Counter[str]:
+        """Alerts delivered, by notifier."""
+        return self._alerting.sent if self._alerting is not None else Counter()
+
+    @property
+    def alerts_failed(self) -> Counter[str]:
+        """Alerts given up (refused for good), by notifier."""
+        return self._alerting.failed if self._alerting is not None else Counter()
+
+    def stats(self) -> DaemonStats:
+        """The daemon's own counters, for /metrics."""
+        return DaemonStats(
+            crashes=dict(self.crashes),
+            ssh_connected={host: pool.connected for host, pool in self._pools.items()},
+            ssh_reconnects=self._restarts_by_host(),
+            alerts_sent=dict(self.alerts_sent),
+            alerts_failed=dict(self.alerts_failed),
+            outbox_depth=self._alerting.depth() if self._alerting is not None else 0,
+        )
+
+    def _restarts_by_host(self) -> dict[str, int]:
+        # a remote follower fails when its host cannot be reached: each restart is a reconnection
+        out: Counter[str] = Counter()
+        for run in self._running.values():
+            if run.plan.host:
+                out[run.plan.host] += run.failures
+        return dict(out)
+
+    async def wait_until(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+        """Wait until `predicate(self.statuses())` holds (checked after every change); return the statuses."""
+        while True:
+            changed = self._changed
+            if changed is None:
+                changed = self._changed = anyio.Event()
+            statuses = self.statuses()
+            if predicate(statuses):
+                return statuses
+            await changed.wait()
+
+    def _change(self) -> None:
+        # called for every update of every launch: an event is made only when someone waits for one
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    def summary(self) -> str:
+        """One line: how many launches are in which state (systemd's STATUS=)."""
+        counts = Counter(s["state"] for s in self.statuses())
+        parts = [f"{n} {state}" for state, n in sorted(counts.items())]
+        return f"{len(self._running)} launches: " + (", ".join(parts) if parts else "none")
+
+    # -- running ----------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve and follow until cancelled (or SIGTERM/SIGINT when signals are handled)."""
+        try:
+            async with contextlib.AsyncExitStack() as stack, anyio.create_task_group() as tg:
+                self._tg = tg
+                stack.push_async_callback(self._close_pools)
+                if self._handle_signals:
+                    await tg.start(self._signals)
+                outbox = await Outbox.open(self._store.path if self._store is not None else None)
+                stack.push_async_callback(outbox.close)
+                silences = self._store.silences if self._store is not None else None
+                self._alerting = Alerting(outbox, silences=silences, on_change=self._change)
+                await tg.start(self._alerting.run)
+                if self._store is not None:
+                    await tg.start(self._store.write_behind)  # transitions written a batch at a time
+                # every bundled profile read and compiled (a TOML file and many regexes each) off the event
+                # loop, before the followers need them for the first engine detection
+                await anyio.to_thread.run_sync(preload_profiles)
+                if self._serve is not None:
+                    self.port = await tg.start(self._serve, self)
+                await self._apply(self._plans)
+                self.started.set()
+                self._systemd.notify("READY=1", f"STATUS={self.summary()}")
+                task_status.started()
+                interval = watchdog_interval()
+                if interval is not None:
+                    tg.start_soon(self._keepalive, interval)
+                tg.start_soon(self._watch_unreachable)
+        finally:
+            self._systemd.notify("STOPPING=1")
+            self._systemd.close()
+
+    async def stop(self) -> None:
+        """Stop every launch and the server (graceful: alerts due now are delivered first, for up to
+        `DRAIN_SECONDS`; followers and connections close). What is not delivered waits in the outbox."""
+        self.stopping = True
+        self._systemd.notify("STOPPING=1")
+        alerting = self._alerting
+        if alerting is not None:
+            with anyio.move_on_after(DRAIN_SECONDS):
+                await self.wait_until(lambda _: alerting.depth() == 0)
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    async def reload(self) -> None:
+        """Take the new plans: start added launches, stop removed ones, restart changed ones."""
+        if self._reload is None:
+            return
+        try:
+            plans = await self._reload()
+        except WatchdogError as exc:
+            log.error("reload refused; the running configuration stays", error=str(exc))
+            return
+        await self._apply(plans)
+        log.info("reloaded", launches=len(plans))
+        self._systemd.notify(f"STATUS={self.summary()}")
+
+    async def _apply(self, plans: Mapping[str, LaunchPlan]) -> None:
+        assert self._tg is not None
+        for name in list(self._running):
+            if name not in plans or plans[name] != self._running[name].plan:
+                self._running.pop(name).scope.cancel()
+        self._plans = dict(plans)
+        assert self._alerting is not None
+        self._alerting.use(n for plan in plans.values() for n in plan.alerts)
+        starting = []
+        for name, plan in plans.items():
+            if name not in self._running:
+                run = _Running(plan, anyio.CancelScope())
+                self._running[name] = run
+                starting.append(run)
+        async with anyio.create_task_group() as first_reads:
+            for run in starting:
+                first_reads.start_soon(self._start_one, run)
+        self._change()
+
+    async def _start_one(self, run: _Running) -> None:
+        # returns once the launch's follower has read the log as it was (or failed to start)
+        assert self._tg is not None
+        await self._tg.start(self._launch, run)  # `_launch` reports started even when its follower fails
+
+    async def _launch(self, run: _Running, *, task_status: TaskStatus[None]) -> None:
+        plan = run.plan
+        started = False
+        with run.scope:
+            while True:
+                try:
+                    spec = await self._learned(run)
+                    follower = LaunchFollower(
+                        spec, pool=self._pool(plan), gpu_sampler=self._sampler(plan), checkpoints=self._store
+                    )
+                    run.follower = follower
+                    run.since = _now_iso()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._consume, run, follower)
+                        await tg.start(follower.run)
+                        await self._reachable(run)
+                        if not started:
+                            started = True
+                            task_status.started()
+                    run.note = "the log's source ended; following it again"
+                except Exception as exc:  # one launch's failure never disturbs another
+                    run.failures += 1
+                    if plan.host and run.unreachable_since is None:
+                        run.unreachable_since = time.time()
+                    run.unreachable_error = _reason(exc)
+                    run.note = f"follower failed: {_reason(exc)}; trying again in {RESTART_PAUSE:g}s"
+                    log.warning("launch follower failed", launch=plan.spec.name, error=_reason(exc))
+                if not started:
+                    started = True
+                    task_status.started()
+                await anyio.sleep(RESTART_PAUSE)
+
+    async def _learned(self, run: _Running) -> LaunchSpec:
+        # the launch's own history: its usual phase lengths (for the ETA) and the deadlines they imply
+        spec = run.plan.spec
+        if self._store is None:
+            return spec
+        records = [
+            {"state": r.state, "phase_durations": r.phase_durations}
+            for r in await self._store.history(spec.name, limit=HISTORY_SAMPLES)
+        ]
+        run.typical = typical_durations(records)
+        if run.plan.learned_factor is None:
+            return spec
+        deadlines = learned_deadlines(records, dict(spec.deadlines), factor=run.plan.learned_factor)
+        return dataclasses.replace(spec, deadlines=tuple(sorted(deadlines.items())))
+
+    async def _consume(self, run: _Running, follower: LaunchFollower) -> None:
+        name = run.plan.spec.name
+        with follower.updates:
+            async for update in follower.updates:
+                self._change()
+                if isinstance(update, Transitioned):
+                    t = update.transition
+                    run.note = ""  # the log is being read: what the source said before is over
+                    log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
+                    if self._store is not None:
+                        status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
+                        await self._store.record_transition(name, t.incarnation, status)
+                    await self._transitioned(run, follower, t.incarnation, t.state, t.reason)
+                elif isinstance(update, SourceNoted):
+                    run.note = update.detail
+                    log.info("source", launch=name, kind=update.kind, detail=update.detail)
+                    if update.kind == "disconnected" and run.unreachable_since is None:
+                        run.unreachable_since = time.time()
+                        run.unreachable_error = update.detail
+                    elif update.kind == "connected":
+                        await self._reachable(run)
+                elif isinstance(update, Concluded):
+                    await self._conclude(run, update)
+
+    async def _transitioned(
+        self, run: _Running, follower: LaunchFollower, incarnation: int, state: State, reason: str
+    ) -> None:
+        # a new start resolves the old one's problems and is said; progress again resolves a stall
+        assert self._alerting is not None
+        name = run.plan.spec.name
+        if incarnation > run.incarnation:
+            if run.incarnation:
+                await self._alerting.resolve(
+                    name, (AlertKind.CRASHED, AlertKind.STALLED), f"a new start (#{incarnation}) began"
+                )
+                status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
+                alert = Alert.from_status(
+                    AlertKind.REPLACED,
+                    {**status, "incarnation": incarnation},
+                    link=self._link(name),
+                    detail=reason,
+                )
+                await self._alerting.say(alert, run.plan.alerts)
+            run.incarnation = incarnation
+        if state not in (State.STALLED, State.CRASHED):
+            await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
+
+    async def _conclude(self, run: _Running, update: Concluded) -> None:
+        assert self._alerting is not None
+        name, verdict = run.plan.spec.name, update.verdict
+        incarnation = int(verdict.get("incarnation", 1))
+        said = _verdict_key(update.state, verdict)
+        key = (incarnation, said)
+        if key in run.announced:
+            return
+        run.announced.add(key)
+        if update.state == State.CRASHED:
+            category = (verdict.get("error") or {}).get("category") or "other"
+            self.crashes[(name, run.plan.host, category)] += 1
+            await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
+        stored_key = None
+        announced = False
+        if self._store is not None:
+            stored_key = said
+            announced = await self._store.record_verdict(name, incarnation, verdict, said)
+        kind = _ALERT_KINDS.get(update.state)
+        if kind is None:
+            return
+        status = {
+            **verdict,
+            "name": name,
+            "host": run.plan.host,
+            "since": run.since,
+            "labels": dict(run.plan.labels),
+        }
+        usual = sum(run.typical.values()) if run.typical else None
+        alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
+        # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower
+        outbox = f"{name}/{incarnation}/{said}" if said != update.state.value else None
+        await self._alerting.say(alert, run.plan.alerts, enqueue=not announced, key=outbox)
+        if announced:
+            log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
+            return  # before a restart: still active (for its resolution), not said again
+        if self._store is not None and stored_key is not None:
+            await self._store.mark_announced(name, incarnation, stored_key)
+        log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
+        self._change()
+
+    async def _reachable(self, run: _Running) -> None:
+        run.unreachable_since = None
+        if run.unreachable_said:
+            run.unreachable_said = False
+            assert self._alerting is not None
+            await self._alerting.resolve(run.plan.spec.name, (AlertKind.UNREACHABLE,), "connected again")
+
+    async def _watch_unreachable(self) -> None:
+        # a host that stays unreachable past its grace is said once per outage (resolved when it answers)
+        assert self._alerting is not None
+        while True:
+            await anyio.sleep(UNREACHABLE_CHECK_SECONDS)
+            now = time.time()
+            waiting = [
+                (name, run)
+                for name, run in self._running.items()
+                if run.unreachable_since is not None and not run.unreachable_said
+            ]  # a comprehension: no Python-level loop body for the (usual) launches whose host answers
+            for name, run in waiting:
+                since = run.unreachable_since
+                if since is None or now - since < self._unreachable_after:
+                    continue
+                run.unreachable_said = True
+                status = run.follower.status() if run.follower is not None else {"state": "pending"}
+                status = {**status, "name": name, "host": run.plan.host, "labels": dict(run.plan.labels)}
+                alert = Alert.from_status(
+                    AlertKind.UNREACHABLE, status, link=self._link(name), detail=run.unreachable_error
+                )
+                alert = dataclasses.replace(alert, started_at=datetime.fromtimestamp(since, UTC))
+                log.warning("host unreachable", launch=name, host=run.plan.host, error=run.unreachable_error)
+                await self._alerting.say(alert, run.plan.alerts)
+                self._change()
+
+    def _link(self, name: str) -> str:
+        base = self._public_url or (f"http://{self._listen_host}:{self.port}" if self.port else "")
+        return f"{base}/#{quote(name)}" if base else ""
+
+    def _pool(self, plan: LaunchPlan) -> SSHPool | None:
+        if not plan.host:
+            return None
+        pool = self._pools.get(plan.host)
+        if pool is None:
+            pool = self._pools[plan.host] = SSHPool(plan.ssh)
+        return pool
+
+    def _sampler(self, plan: LaunchPlan) -> HostGpuSampler | None:
+        # one per host, shared by its launches: each is charged with its own processes' GPU memory only
+        if not plan.spec.gpu:
+            return None
+        sampler = self._samplers.get(plan.host)
+        if sampler is None:
+            target = plan.spec.target
+            sampler = self._samplers[plan.host] = HostGpuSampler(
+                pool=self._pool(plan),
+                host=target.host,
+                port=target.port,
+                user=target.user,
+                interval=plan.spec.gpu_interval,
+            )
+        return sampler
+
+    async def _close_pools(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for pool in self._pools.values():
+                await pool.aclose()
+
+    async def _keepalive(self, interval: float) -> None:
+        while True:
+            self._systemd.notify("WATCHDOG=1", f"STATUS={self.summary()}")
+            await anyio.sleep(interval)
+
+    async def _signals(self, *, task_status: TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM, signal.SIGINT) as received:
+            task_status.started()
+            async for signum in received:
+                if signum == signal.SIGHUP:
+                    assert self._tg is not None
+                    self._tg.start_soon(self.reload)
+                elif self.stopping:
+                    log.warning("stopping at once", signal=signal.Signals(signum).name)
+                    os._exit(EXIT_INTERRUPTED)  # the second SIGTERM/SIGINT: no more waiting on anything
+                else:
+                    log.info("stopping", signal=signal.Signals(signum).name)
+                    await self.stop()
+
+
+def _verdict_key(state: State, verdict: Mapping[str, Any]) -> str:
+    """What a verdict is announced (and stored) as: its state; a launch that stalls again in the same
+    incarnation (after progress resumed) stalls anew: `stalled#2`, `stalled#3`, ..."""
+    name = str(state.value)
+    if state is not State.STALLED:
+        return name
+    stalls = sum(1 for entry in verdict.get("timeline") or () if entry.get("state") == name)
+    return name if stalls <= 1 else f"{name}#{stalls}"
+
+
+def _reason(exc: BaseException) -> str:
+    # what went wrong, not "unhandled errors in a TaskGroup": our own error first, else the first leaf
+    if isinstance(exc, BaseExceptionGroup):
+        ours = first_watchdog_error(exc)
+        if ours is not None:
+            return str(ours)
+        return _reason(exc.exceptions[0])
+    return str(exc) or type(exc).__name__
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def monotonic() -> float:
+    """Seconds on the monotonic clock."""
+    return time.monotonic()

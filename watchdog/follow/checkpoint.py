@@ -1,0 +1,455 @@
+"""Checkpoints: a follower's analysis of its log's first bytes, kept so that a restarted daemon resumes there.
+
+A restarted daemon would otherwise read every log again from its start (correct: verdicts are deduplicated
+by the store; but slow for a 10 GB log over SSH). A checkpoint holds:
+
+- the analyzer (`watchdog.core.analyzer.Analyzer`, pickled: framing's unfinished line, engine and profile, the
+  lifecycle with every incarnation, its timeline, progress and facts, open tracebacks, line and byte counts),
+  without its template caches (they are rebuilt as lines come; a serving log can fill them with megabytes);
+- the byte offset of the current file it corresponds to, and the follower's clock then (its times go on
+  from there: the daemon's downtime counts toward no stall);
+- the file's identity at that offset (`watchdog.follow.sources.identity`): device and inode, and its first and
+  last-read 4 KB, checked on the file's own host before the checkpoint is used;
+- the checkpoint format, a build id (package version, Python version, a hash of the package's code and
+  profiles) and a settings id (target, engine, user profiles, crash grace, stall_after).
+
+It is never trusted blindly: a checkpoint of another format, build or settings, of another file, of a file
+now shorter than its offset or with other bytes, or one that does not unpickle, is ignored (and the reason
+logged): the log is read from its start, as without checkpoints. Learned deadlines are not part of the
+settings: they change as the launch's history grows, and the current ones are applied to a restored state.
+
+Blob layout (the store keeps it as is)::
+
+    b"WDCK" | format (1 byte) | header length (4 bytes, big-endian) | header (JSON) | head | before | pickle
+
+The pickle is read only after the header, the build, the settings and the file's identity all match, and only
+with the classes of this package (and a few of the standard library's) allowed: the blob comes from our own
+state file, but a damaged or foreign one must not run anything.
+
+`Checkpointer` is the follower's side: `restore` once at the start, `fed` / `restarted` / `transitioned` as it
+reads, `save_due` after each chunk and tick (which starts a save in a task of the follower's when one is due:
+at most every `CHECKPOINT_INTERVAL` seconds, within `TRANSITION_INTERVAL` of a transition; reading never waits
+for a save) and `save_final` when it stops.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import io
+import json
+import math
+import pickle
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.exceptions import WatchdogError
+from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
+from watchdog.store import MAX_CHECKPOINT_BYTES
+from watchdog.vocabulary import version
+
+if TYPE_CHECKING:
+    from watchdog.follow.sources import Source
+    from watchdog.follow.spec import LaunchSpec
+
+__all__ = [
+    "CHECKPOINT_INTERVAL",
+    "FORMAT",
+    "TRANSITION_INTERVAL",
+    "Checkpoint",
+    "Checkpointer",
+    "Checkpoints",
+    "build_id",
+    "decode",
+    "encode",
+    "settings_id",
+]
+
+log = structlog.get_logger("watchdog.checkpoint")
+
+FORMAT = 1  # the blob layout and what the pickle holds; bump on any change to either
+MAGIC = b"WDCK"
+CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log grows
+TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
+IDENTIFY_RETRY = 60.0  # seconds before a file that could not be identified is tried again
+FINAL_SAVE_TIMEOUT = 5.0  # seconds the last save of a stopping follower may take
+
+_PREFIX = struct.Struct(">4sBI")  # magic, format, header length
+_CACHES = ("_candidates", "_irrelevant")  # the analyzer's line-template caches: rebuilt, never saved
+# Standard-library names a pickled analyzer may refer to besides the package's own classes.
+_STDLIB = frozenset(
+    {
+        ("re", "_compile"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "bytearray"),
+        ("builtins", "object"),
+        ("copyreg", "_reconstructor"),
+        ("collections", "OrderedDict"),
+        ("collections", "deque"),
+        ("collections", "defaultdict"),
+        ("collections", "Counter"),
+    }
+)
+
+
+class Checkpoints(Protocol):
+    """Where checkpoints are kept, one per launch (`watchdog.store.StateStore`)."""
+
+    async def load_checkpoint(self, launch: str) -> bytes | None:
+        """The launch's checkpoint, None if it has none."""
+        ...
+
+    async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
+        """Keep `blob` (the state at byte `offset`) as the launch's checkpoint, replacing the one before."""
+        ...
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A follower's state at a byte offset of its log's current file."""
+
+    identity: FileIdentity  # the file, and its bytes around `identity.offset`
+    elapsed: float  # the follower's clock (seconds since it started) when taken
+    analyzer: Analyzer
+
+    @property
+    def offset(self) -> int:
+        """Where reading resumes."""
+        return self.identity.offset
+
+
+class _Rejected(Exception):
+    """Internal: this checkpoint is not to be used (the message says why)."""
+
+
+@functools.cache
+def build_id() -> str:
+    """This build: package version, Python version and a hash of the package's code and profiles (blocking:
+    it reads the package's files once)."""
+    digest = hashlib.sha256(f"{FORMAT}|{version()}|{sys.version_info[:2]}".encode())
+    root = Path(__file__).parents[1]  # the whole package: watchdog/
+    # an editable install changes its code without changing its version: the code itself says which build
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(path.read_bytes())
+    return f"{version()}+{digest.hexdigest()[:16]}"
+
+
+def settings_id(spec: LaunchSpec) -> str:
+    """The launch settings an analysis depends on: a checkpoint taken under others is not used."""
+    settings = [str(spec.target), spec.engine, repr(spec.profiles), spec.crash_grace, spec.stall_after]
+    return hashlib.sha256(json.dumps(settings, default=str).encode()).hexdigest()[:32]
+
+
+def encode(
+    checkpoint: Checkpoint, *, build: str, settings: str, max_bytes: int = MAX_CHECKPOINT_BYTES
+) -> bytes | None:
+    """The checkpoint as bytes for the store; None when it would be larger than `max_bytes`."""
+    ident = checkpoint.identity
+    header = {
+        "build": build,
+        "settings": settings,
+        "offset": ident.offset,
+        "elapsed": checkpoint.elapsed,
+        "device": ident.device,
+        "inode": ident.inode,
+        "size": ident.size,
+        "head": len(ident.head),
+        "before": len(ident.before),
+    }
+    text = json.dumps(header, separators=(",", ":")).encode()
+    fixed = _PREFIX.size + len(text) + len(ident.head) + len(ident.before)
+    if fixed > max_bytes:
+        return None
+    state = pickle.dumps(_snapshot(checkpoint.analyzer), protocol=pickle.HIGHEST_PROTOCOL)
+    if fixed + len(state) > max_bytes:
+        return None
+    return b"".join((_PREFIX.pack(MAGIC, FORMAT, len(text)), text, ident.head, ident.before, state))
+
+
+def _snapshot(analyzer: Analyzer) -> Analyzer:
+    # A shallow copy (pickled at once, so sharing the live analyzer's parts is safe) without the template
+    # caches, which `Analyzer._classify` rebuilds from the rules: the same lines give the same results.
+    snap = copy.copy(analyzer)
+    for name in _CACHES:
+        if isinstance(getattr(snap, name, None), set):
+            setattr(snap, name, set())
+    return snap
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A checkpoint whose header matches this build and these settings; its state not read yet."""
+
+    identity: FileIdentity
+    elapsed: float
+    state: bytes
+
+    def load(self) -> Checkpoint:
+        analyzer = _Unpickler(io.BytesIO(self.state)).load()
+        if not isinstance(analyzer, Analyzer):
+            raise _Rejected(f"the state is a {type(analyzer).__name__}, not an Analyzer")
+        return Checkpoint(self.identity, self.elapsed, analyzer)
+
+
+def _parse(blob: bytes, *, build: str, settings: str) -> _Parsed:
+    if len(blob) < _PREFIX.size:
+        raise _Rejected("too short to be a checkpoint")
+    magic, fmt, length = _PREFIX.unpack_from(blob)
+    if magic != MAGIC:
+        raise _Rejected("not a checkpoint")
+    if fmt != FORMAT:
+        raise _Rejected(f"format {fmt}, this build reads {FORMAT}")
+    start = _PREFIX.size
+    try:
+        header = json.loads(blob[start : start + length])
+        offset, elapsed = int(header["offset"]), float(header["elapsed"])
+        device, inode, size = int(header["device"]), int(header["inode"]), int(header["size"])
+        head_len, before_len = int(header["head"]), int(header["before"])
+        if header["build"] != build:
+            raise _Rejected(f"taken by another build ({header['build']}, this is {build})")
+        if header["settings"] != settings:
+            raise _Rejected(
+                "taken under other settings (target, engine, profiles, crash grace or stall_after)"
+            )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _Rejected(f"unreadable header: {exc}") from exc
+    if offset < 0 or not math.isfinite(elapsed) or elapsed < 0 or min(head_len, before_len) < 0:
+        raise _Rejected("header out of range")
+    pos = start + length
+    head, before = blob[pos : pos + head_len], blob[pos + head_len : pos + head_len + before_len]
+    state = blob[pos + head_len + before_len :]
+    if len(head) != head_len or len(before) != before_len or not state:
+        raise _Rejected("cut short")
+    return _Parsed(FileIdentity(device, inode, size, offset, head, before), elapsed, state)
+
+
+def decode(blob: bytes, *, build: str, settings: str) -> Checkpoint:
+    """Read a checkpoint taken by this build under these settings (its file is not checked here).
+
+    Raises:
+        ValueError: it is not one (another format, build or settings, damaged, or a state that does not load).
+    """
+    try:
+        return _parse(blob, build=build, settings=settings).load()
+    except _Rejected as exc:
+        raise ValueError(str(exc)) from exc
+    except Exception as exc:  # whatever a damaged pickle raises
+        raise ValueError(f"the state does not load: {exc!r}") from exc
+
+
+class _Unpickler(pickle.Unpickler):
+    """Loads only this package's classes and the few standard ones an analyzer is made of."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _STDLIB:
+            return super().find_class(module, name)
+        if module.startswith("watchdog."):
+            found = super().find_class(module, name)
+            if isinstance(found, type) and found.__module__.startswith("watchdog."):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a checkpoint")
+
+
+class Checkpointer:
+    """One follower's checkpoints: `restore` at the start, then the saves as it reads; see the module docstring.
+
+    Args:
+        store: where checkpoints are kept.
+        spec: the launch (its name keys the checkpoint; its settings must match).
+        clock: the follower's clock, monotonic seconds.
+    """
+
+    def __init__(self, store: Checkpoints, spec: LaunchSpec, clock: Callable[[], float]) -> None:
+        self._store = store
+        self._launch = spec.name
+        self._settings = settings_id(spec)
+        self._build: str | None = None
+        self._clock = clock
+        self._source: object | None = None
+        self._windows = FileWindows()
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file being read, once known
+        self._generation = 0  # files read so far (a restart begins another)
+        self._changes = 0  # bytes fed, transitions and restarts so far
+        self._saved_changes = 0  # ... as of the last checkpoint saved
+        self._transitioned = False  # a transition since the last save
+        self._saved_at = clock()
+        self._identify_after = -math.inf
+        self._saving = anyio.Lock()
+        self._busy = False  # a save started and not finished
+        self._warned_size = False
+        self.resumed_at: int | None = None  # the offset the follower resumed at, None if from the start
+        self.saves = 0  # checkpoints written
+
+    @property
+    def offset(self) -> int:
+        """The offset in the current file read so far."""
+        return self._windows.offset
+
+    @property
+    def dirty(self) -> bool:
+        """Whether something changed since the last checkpoint saved."""
+        return self._changes != self._saved_changes
+
+    async def restore(self, source: Source) -> Checkpoint | None:
+        """The launch's checkpoint if it is valid for `source`'s file as it is now; else None (read from 0).
+
+        Raises:
+            WatchdogError: the source could not identify its file (e.g. `ConnectionLost`): the follower fails
+                as its source would, and is started again.
+        """
+        self._source = source
+        if self._build is None:
+            self._build = await anyio.to_thread.run_sync(build_id)
+        launch = self._launch
+        try:
+            blob = await self._store.load_checkpoint(launch)
+        except Exception as exc:
+            log.warning("checkpoint not read; reading the log from its start", launch=launch, error=repr(exc))
+            return None
+        if blob is None:
+            return None
+        try:
+            parsed = _parse(blob, build=self._build, settings=self._settings)
+            if not isinstance(source, Identifiable):
+                raise _Rejected("the source cannot identify its file")
+            try:
+                now = await source.identify(parsed.identity.offset)
+            except WatchdogError:
+                raise  # the host cannot be reached (or refuses us): the follower fails as its source would
+            except Exception as exc:
+                raise _Rejected(f"the log could not be identified: {exc!r}") from exc
+            reason = "the log is not there" if now is None else parsed.identity.mismatch(now)
+            if reason is not None:
+                raise _Rejected(reason)
+        except _Rejected as exc:
+            log.info("checkpoint ignored; reading the log from its start", launch=launch, reason=str(exc))
+            return None
+        try:
+            checkpoint = parsed.load()
+        except Exception as exc:  # a state that does not unpickle, whatever it raises
+            log.warning("checkpoint ignored; reading the log from its start", launch=launch, reason=repr(exc))
+            return None
+        ident = checkpoint.identity
+        self._windows = FileWindows(ident.offset, ident.head, ident.before)
+        self._file = (ident.device, ident.inode)
+        self._saved_at = self._clock()
+        self.resumed_at = ident.offset
+        log.info("resuming from checkpoint", launch=launch, offset=ident.offset)
+        return checkpoint
+
+    def fed(self, data: bytes) -> None:
+        """The follower fed these bytes of the current file (the next ones) to its analyzer."""
+        self._windows.feed(data)
+        self._changes += 1
+
+    def restarted(self) -> None:
+        """The source restarted: the next bytes are another file's, from its offset 0."""
+        self._windows = FileWindows()
+        self._file = None
+        self._generation += 1
+        self._changes += 1
+
+    def transitioned(self) -> None:
+        """The launch changed state: save soon."""
+        self._changes += 1
+        self._transitioned = True
+
+    def save_due(
+        self,
+        analyzer: Analyzer,
+        elapsed: Callable[[], float],
+        start: Callable[..., object],
+    ) -> None:
+        """If a save is due (changed, and `CHECKPOINT_INTERVAL` passed, `TRANSITION_INTERVAL` after a transition),
+        start one with `start(fn, *args)` (a task group's `start_soon`): the follower never waits for a save (the
+        file's identification over SSH, the store's thread). `elapsed` is the follower's clock (its analyzer's
+        times are on it); the state is pickled when the save runs, one moment's."""
+        if not self.dirty or self._busy:
+            return
+        wait = TRANSITION_INTERVAL if self._transitioned else CHECKPOINT_INTERVAL
+        if self._clock() - self._saved_at >= wait:
+            self._busy = True
+            start(self._save_soon, analyzer, elapsed)
+
+    async def _save_soon(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
+        try:
+            async with self._saving:
+                await self._save(analyzer, elapsed, final=False)
+        finally:
+            self._busy = False
+
+    async def save_final(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
+        """The follower stops: save what changed (within `FINAL_SAVE_TIMEOUT`, its file identified if need be)."""
+        with anyio.move_on_after(FINAL_SAVE_TIMEOUT):
+            async with self._saving:  # after a save under way (being cancelled with the follower)
+                if self.dirty:
+                    await self._save(analyzer, elapsed, final=True)
+
+    async def _save(self, analyzer: Analyzer, elapsed: Callable[[], float], *, final: bool) -> None:
+        try:
+            if self._file is None and not await self._identify(retry=final):
+                return
+            assert self._file is not None
+            windows = self._windows
+            device, inode = self._file
+            identity = FileIdentity(
+                device, inode, windows.offset, windows.offset, windows.head, windows.before
+            )
+            if self._build is None:
+                self._build = await anyio.to_thread.run_sync(build_id)
+            # pickled here, on the event loop, so that the state, its offset and its time are one moment's
+            changes = self._changes
+            checkpoint = Checkpoint(identity, elapsed(), analyzer)
+            blob = encode(checkpoint, build=self._build, settings=self._settings)
+            self._saved_at = self._clock()
+            if blob is None:
+                self._saved_changes, self._transitioned = changes, False
+                if not self._warned_size:
+                    self._warned_size = True
+                    log.warning(
+                        "checkpoint too big; not saved (a restart reads from the last one saved, or the start)",
+                        launch=self._launch,
+                        max_bytes=MAX_CHECKPOINT_BYTES,
+                    )
+                return
+            await self._store.save_checkpoint(self._launch, identity.offset, blob)
+            self.saves += 1
+            self._saved_changes = changes
+            if changes == self._changes:
+                self._transitioned = False
+        except Exception as exc:  # a checkpoint not saved never disturbs the follower
+            self._saved_at = self._clock()
+            log.warning("checkpoint not saved", launch=self._launch, error=repr(exc))
+
+    async def _identify(self, *, retry: bool = False) -> bool:
+        # Which file the bytes read so far are from: asked of the source once per file, and accepted only if
+        # its bytes are the ones read (the path may already name a new file). `retry`: ask even if a recent
+        # attempt failed (the follower stops: its last chance).
+        source, now = self._source, self._clock()
+        if (now < self._identify_after and not retry) or not isinstance(source, Identifiable):
+            return False
+        generation, windows = self._generation, self._windows
+        seen = FileWindows(windows.offset, windows.head, windows.before)
+        try:
+            identity = await source.identify(seen.offset)
+        except Exception as exc:
+            log.info("log file not identified; no checkpoint yet", launch=self._launch, error=repr(exc))
+            identity = None
+        if identity is None or generation != self._generation or not seen.matches(identity):
+            self._identify_after = now + IDENTIFY_RETRY
+            return False
+        self._file = (identity.device, identity.inode)
+        return True

@@ -1,0 +1,493 @@
+"""The launch follower: where one launch's source, clock and probes meet its analyzer; updates go out on a stream.
+
+`watch` runs one follower and stops at its first verdict; the daemon runs many and keeps following; `replay`
+is the same analyzer fed a whole file. A follower:
+
+- reads the log from its start; what the file held when the source first catches up with it is judged whole,
+  as `replay` judges it (`Analyzer.caught_up`); from then on each transition counts as it happens, so a
+  crash followed by a restart in one read is still a crash;
+- publishes `Transitioned` (at once, never delayed), `SourceNoted` and `Concluded` on `updates`, a bounded
+  stream; `Concluded` carries the verdict object of `watchdog.core.verdict.build_verdict`. A crash's report waits a
+  short settle window (ended early once the log goes quiet) so that it names every rank that failed;
+- takes an SSH pool it does not own (the daemon shares one per host), and a clock (tests use
+  `watchdog.follow.testing.ManualClock`, so no test sleeps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
+from watchdog.core.lifecycle import Incarnation, Transition
+from watchdog.core.verdict import build_verdict
+from watchdog.exceptions import ConnectionLost
+from watchdog.follow.clock import Clock, MonotonicClock
+from watchdog.follow.probes.nvidia import MemoryTrend
+from watchdog.follow.sources import (
+    CaughtUp,
+    Chunk,
+    Connected,
+    Disconnected,
+    FileMissing,
+    FileRestarted,
+    Source,
+    source_for,
+)
+from watchdog.follow.spec import DEFAULT_QUIET, DEFAULT_SETTLE, LaunchSpec
+from watchdog.follow.wakeup import wake_up
+from watchdog.vocabulary import (
+    State,
+)
+
+if TYPE_CHECKING:
+    from watchdog.follow.checkpoint import Checkpointer, Checkpoints
+    from watchdog.follow.probes.gpusampler import HostGpuSampler, LaunchMemoryTrend
+    from watchdog.follow.sources.sshpool import SSHPool
+
+__all__ = [
+    "DEFAULT_QUIET",
+    "DEFAULT_SETTLE",
+    "Clock",
+    "Concluded",
+    "LaunchFollower",
+    "LaunchSpec",
+    "MonotonicClock",
+    "SourceNoted",
+    "Transitioned",
+    "Update",
+]
+
+CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
+CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
+UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
+VERDICTS = frozenset({State.READY, State.CRASHED, State.STALLED, State.STOPPED})
+
+
+@dataclass(frozen=True)
+class Transitioned:
+    """The launch changed state (published the moment it happened)."""
+
+    launch: str
+    transition: Transition
+
+
+@dataclass(frozen=True)
+class SourceNoted:
+    """Something happened to the log's source: connected, disconnected, file restarted, file missing."""
+
+    launch: str
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """A verdict: ready, crashed (reported once its settle window closed), stalled, stopped or timed out."""
+
+    launch: str
+    state: State
+    verdict: dict[str, Any] = field(hash=False, compare=False)
+    timed_out: bool = False
+
+
+Update = Transitioned | SourceNoted | Concluded
+
+
+class LaunchFollower:
+    """Follows one launch; see the module docstring.
+
+    Args:
+        spec: what to follow.
+        pool: the SSH connections to share (not closed here); needed for a remote target or probe.
+        source: the log's source; by default made from `spec.target` (and `pool`).
+        clock: the time; by default the monotonic clock.
+        gpu_sampler: the host's shared GPU sampler (the daemon's, one per host): with `spec.gpu`, memory is
+            that of this launch's processes (`spec.pid` or `spec.process`, and their descendants), so another
+            launch on the host filling its GPUs never counts as this one's progress. Without it, `spec.gpu`
+            samples every GPU of the host (`watch`).
+        checkpoints: where this launch's checkpoints are kept (the daemon's state store): the follower resumes
+            at the offset of a valid one instead of the log's start, and saves new ones as it reads (see
+            `watchdog.follow.checkpoint`). None: always read from the start, save nothing (`watch`, `replay`).
+    """
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        *,
+        pool: SSHPool | None = None,
+        source: Source | None = None,
+        clock: Clock | None = None,
+        gpu_sampler: HostGpuSampler | None = None,
+        checkpoints: Checkpoints | None = None,
+    ) -> None:
+        self.spec = spec
+        self.analyzer = Analyzer(
+            spec.engine,
+            profiles=spec.profiles,
+            stall_after=spec.stall_after,
+            crash_grace=spec.crash_grace,
+            deadlines=dict(spec.deadlines),
+        )
+        self._pool = pool
+        self._source = source
+        self._clock = clock or MonotonicClock()
+        self._start = self._clock.now()
+        self._send, self.updates = _update_stream()
+        self._gpu_sampler = gpu_sampler
+        self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
+        self._caught_up = False  # the file as it was at the start has been read (or was missing)
+        self._at_end = False  # the last source item was CaughtUp
+        self._last_data = 0.0
+        self._awaiting_ready = False  # ready, but an error already in the log is still being judged
+        self._settling: set[int] = set()  # incarnations whose crash report is waiting to be sent
+        self.concluded: Concluded | None = None  # the latest verdict
+        self.timed_out = False
+        self.last_update = 0.0
+        self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
+        # the clock task's wait, when it waits; its result True: woken early (`_reschedule`)
+        self._tick_wake: asyncio.Future[object] | None = None
+        self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
+        self._checkpoints: Checkpointer | None = None
+        if checkpoints is not None:
+            from watchdog.follow.checkpoint import Checkpointer  # noqa: PLC0415 - only the daemon keeps checkpoints
+
+            self._checkpoints = Checkpointer(checkpoints, spec, self._clock.now)
+
+    def now(self) -> float:
+        """Seconds since the follower was made, on its clock."""
+        return self._clock.now() - self._start
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot: the verdict object of the incarnation a verdict would report, plus where it stands.
+
+        Adds `name`, `target`, `elapsed_seconds`, `entered` (the follower's clock time of each timeline
+        entry) and `last_line` (the last line a rule matched).
+        """
+        inc = self._verdict_incarnation()
+        out = self._verdict(inc)
+        out.update(
+            name=self.spec.name,
+            target=str(self.spec.target),
+            elapsed_seconds=round(self.now(), 3),
+            entered=[round(t.now, 3) for t, _ in inc.timeline],
+            last_line=self.analyzer.last_relevant,
+        )
+        return out
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Follow until cancelled (or the source ends); ready once the log as it was has been read."""
+        source = self._source or source_for(self.spec.target, self._pool)
+        started = False
+        async with self._send, anyio.create_task_group() as tg:
+            self._tg = tg
+            offset = await self._restore(source)
+            tg.start_soon(self._ticks)
+            self._start_probes(tg)
+            try:
+                async with source.open_follow(offset) as items:
+                    async for item in items:
+                        await self._item(item)
+                        if not started and self._caught_up:
+                            started = True
+                            task_status.started()
+            finally:
+                if self._checkpoints is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._checkpoints.save_final(self.analyzer, self.now)
+            tg.cancel_scope.cancel()
+
+    async def _restore(self, source: Source) -> int:
+        # The state of a valid checkpoint, and the offset to read on from; 0 without one.
+        if self._checkpoints is None:
+            return 0
+        checkpoint = await self._checkpoints.restore(source)
+        if checkpoint is None:
+            return 0
+        self.analyzer = checkpoint.analyzer
+        # deadlines are learned from the launch's history, which grew since: the current ones apply
+        self.analyzer.lifecycle.deadlines = dict(self.spec.deadlines)
+        # the follower's clock goes on from the checkpoint's (the analyzer's times are on it)
+        self._start = self._clock.now() - checkpoint.elapsed
+        self._last_data = checkpoint.elapsed
+        self.resumed_at = checkpoint.offset
+        return checkpoint.offset
+
+    # -- the source --------------------------------------------------------------------------------------
+
+    async def _item(self, item: object) -> None:
+        now = self.now()
+        if isinstance(item, Chunk):
+            self._at_end = False
+            self._last_data = now
+            transitions = self.analyzer.feed(item.data, now)
+            if self._checkpoints is not None:
+                self._checkpoints.fed(item.data)
+            await self._apply(transitions)
+        elif isinstance(item, CaughtUp):
+            self._at_end = True
+            transitions = self.analyzer.caught_up(now)
+            first = not self._caught_up
+            self._caught_up = True
+            await self._apply(transitions, judge=not first)
+            if first:
+                await self._judge_whole()
+            elif self._crash_reported():
+                # the crash is reported; a traceback still open when it went out has grown: its frames
+                # (which may tell the crash's phase) are taken as far as they go, as at the end of a replay
+                await self._apply(self.analyzer.report_open_tracebacks(now))
+        elif isinstance(item, FileRestarted):
+            await self._note("file", f"{item.reason}: reading the new file from its start")
+            if self._checkpoints is not None:
+                self._checkpoints.restarted()
+            await self._apply(self.analyzer.restart(now))
+        elif isinstance(item, FileMissing):
+            await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
+            await self._apply(self.analyzer.probe(LogMissing(), now))
+            self._caught_up = True
+        elif isinstance(item, Connected | Disconnected):
+            await self._note(type(item).__name__.lower(), str(item))
+        if self._checkpoints is not None:
+            self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
+
+    async def _note(self, kind: str, detail: str) -> None:
+        await self._publish(SourceNoted(self.spec.name, kind, detail))
+
+    # -- verdicts ----------------------------------------------------------------------------------------
+
+    def _crash_reported(self) -> bool:
+        current = self.analyzer.lifecycle.current
+        return (
+            current.state == State.CRASHED
+            and current.number not in self._settling
+            and self.concluded is not None
+            and self.concluded.verdict.get("incarnation") == current.number
+        )
+
+    async def _apply(self, transitions: list[Transition], *, judge: bool = True) -> None:
+        self._reschedule(transitioned=bool(transitions))
+        if transitions and self._checkpoints is not None:
+            self._checkpoints.transitioned()
+        for t in transitions:
+            await self._publish(Transitioned(self.spec.name, t))
+            if judge and self._caught_up:
+                await self._judge(t.state, t.incarnation)
+        if self._awaiting_ready:
+            await self._judge_whole()
+
+    async def _judge_whole(self) -> None:
+        # What the log held when the follower caught up, judged as replay judges a whole file.
+        inc = self.analyzer.lifecycle.verdict_incarnation()
+        self._awaiting_ready = inc.state == State.READY and inc.pending_since is not None
+        if not self._awaiting_ready and inc.state in VERDICTS:
+            await self._judge(inc.state, inc.number)
+
+    async def _judge(self, state: State, number: int) -> None:
+        if state == State.CRASHED:
+            if number not in self._settling:
+                self._settling.add(number)
+                self._tg.start_soon(self._settle, number)
+        elif state in VERDICTS:
+            await self._conclude(state, number)
+
+    async def _settle(self, number: int) -> None:
+        # The crash is known; its report waits for the other ranks, or until the log is quiet.
+        spec = self.spec
+        first = self.now()
+        while True:
+            now = self.now()
+            if now - first >= spec.settle:
+                break
+            quiet_for = now - self._last_data
+            if self._at_end and quiet_for >= spec.quiet:
+                break
+            # the log may go quiet while this waits: look again every `quiet` seconds at most
+            wait = min(spec.settle - (now - first), spec.quiet or spec.settle)
+            if self._at_end:
+                wait = min(wait, spec.quiet - quiet_for)
+            await self._clock.sleep(max(wait, 0.001))
+        self._settling.discard(number)
+        await self._conclude(State.CRASHED, number)
+
+    async def _conclude(self, state: State, number: int) -> None:
+        if state == State.CRASHED:
+            # the dying process's open tracebacks are reported as far as they go (their frames count);
+            # they stay open, so a writer that paused can still complete them
+            for t in self.analyzer.report_open_tracebacks(self.now()):
+                await self._publish(Transitioned(self.spec.name, t))
+            self._reschedule()
+        inc = self._incarnation(number)
+        extra = {"timed_out": True} if self.timed_out else None
+        self.concluded = Concluded(self.spec.name, state, self._verdict(inc, extra), self.timed_out)
+        await self._publish(self.concluded)
+
+    def _verdict(self, inc: Incarnation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        v = build_verdict(self.analyzer, inc, extra)
+        v["facts"].update(self._trend.facts())
+        return v
+
+    def _incarnation(self, number: int) -> Incarnation:
+        lc = self.analyzer.lifecycle
+        if lc.current.number == number:
+            return lc.current
+        return next((h for h in lc.history if h.number == number), lc.current)
+
+    def _verdict_incarnation(self) -> Incarnation:
+        if self.concluded is not None and self.concluded.verdict:
+            return self._incarnation(self.concluded.verdict["incarnation"])
+        return self.analyzer.lifecycle.verdict_incarnation()
+
+    async def _publish(self, update: Update) -> None:
+        self.last_update = self.now()
+        await self._send.send(update)
+
+    # -- the clock and the probes ------------------------------------------------------------------------
+
+    async def _ticks(self) -> None:
+        # Ticks fall on a grid of `spec.tick` seconds, but only those at or after the next thing due are run:
+        # a quiet launch with no deadline near sleeps instead of waking 4 times a second. What brings a
+        # deadline nearer (an error, a new incarnation, a transition to save) wakes it early (`_reschedule`).
+        spec = self.spec
+        loop = asyncio.get_running_loop()
+        origin, ticked, last_tick = self.now(), 0, -math.inf
+        while True:
+            now = self.now()
+            due = self._due()
+            if self._checkpoints is not None and self._checkpoints.dirty:
+                # A checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick (one a
+                # second while it is not yet due); with nothing to save, no tick is needed for it.
+                save = max(self._last_data, last_tick) + CHECKPOINT_QUIET
+                due = save if due is None else min(due, save)
+            k = max(ticked + 1, math.floor((now - origin) / spec.tick) + 1)
+            if due is not None:
+                k = max(k, math.ceil((due - origin) / spec.tick))
+            self._wake_at = origin + k * spec.tick if due is not None else math.inf
+            # a future, not a cancel scope: waking the task early is this launch's most frequent wake-up
+            wake = self._tick_wake = loop.create_future()
+            if due is None:
+                await wake
+            else:
+                await self._clock.sleep(self._wake_at - now, wake)
+            self._tick_wake = None
+            if wake.done() and wake.result() is True:
+                continue  # rescheduled: something is due sooner
+            ticked = k
+            now = last_tick = self.now()
+            await self._apply(self.analyzer.tick(now))
+            if self._checkpoints is not None:
+                self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
+            if spec.timeout is not None and now >= spec.timeout and not self.timed_out:
+                self.timed_out = True
+                inc = self._verdict_incarnation()
+                await self._conclude(inc.state, inc.number)
+
+    def _due(self) -> float | None:
+        # the earliest time a tick may change the verdict (see `Analyzer.next_due`), on the follower's clock
+        due = self.analyzer.next_due()
+        if self.spec.timeout is not None and not self.timed_out:
+            due = self.spec.timeout if due is None else min(due, self.spec.timeout)
+        return due
+
+    def _reschedule(self, *, transitioned: bool = False) -> None:
+        # the analyzer changed: if a tick is due before the one the clock task sleeps for, wake it
+        due = self._due()
+        if self._checkpoints is not None and (transitioned or self._checkpoints.dirty):
+            # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet
+            save = self.now() + CHECKPOINT_QUIET if transitioned else self._last_data + CHECKPOINT_SLACK
+            due = save if due is None else min(due, save)
+        if due is not None and due < self._wake_at and self._tick_wake is not None:
+            self._wake_at = -math.inf  # once
+            wake_up(self._tick_wake, True)
+
+    def _start_probes(self, tg: anyio.abc.TaskGroup) -> None:
+        spec, target = self.spec, self.spec.target
+        if spec.pid is not None or spec.process or spec.pid_file:
+            from watchdog.follow.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe  # noqa: PLC0415
+
+            probe: ProcessProbe
+            if target.host is None:
+                probe = LocalProcessProbe(pid=spec.pid, pattern=spec.process or None, pid_file=spec.pid_file)
+            else:
+                probe = SSHProcessProbe(
+                    self._require_pool(),
+                    target.host,
+                    port=target.port,
+                    user=target.user,
+                    pid=spec.pid,
+                    pattern=spec.process or None,
+                    pid_file=spec.pid_file,
+                )
+            tg.start_soon(self._process, probe)
+        if spec.health_url:
+            tg.start_soon(self._health)
+        if spec.gpu:
+            tg.start_soon(self._gpu)
+
+    def _require_pool(self) -> SSHPool:
+        if self._pool is None:
+            raise ValueError("a remote launch needs an SSH pool")
+        return self._pool
+
+    async def _process(self, probe: Any) -> None:
+        from watchdog.follow.probes.process import wait_until_gone  # noqa: PLC0415
+
+        await wait_until_gone(probe, interval=self.spec.probe_interval)
+        # let the last lines (a traceback being written) arrive before the verdict
+        await self._clock.sleep(self.spec.tick * 2)
+        await self._apply(self.analyzer.probe(ProcessExited("no such process"), self.now()))
+
+    async def _health(self) -> None:
+        from watchdog.follow.probes.health import HealthProbe  # noqa: PLC0415
+
+        target, url = self.spec.target, self.spec.health_url
+        assert url is not None
+        pool = self._pool if target.host else None
+        async with HealthProbe(url, pool=pool, host=target.host, port=target.port, user=target.user) as probe:
+            while True:
+                await self._clock.sleep(self.spec.probe_interval)
+                if not self.analyzer.lifecycle.wants_health():
+                    continue
+                try:
+                    status = await probe.check()
+                except ConnectionLost:
+                    continue  # unknown, not unhealthy
+                await self._apply(self.analyzer.probe(HealthChecked(status), self.now()))
+
+    async def _gpu(self) -> None:
+        if self._gpu_sampler is not None:
+            from watchdog.follow.probes.gpusampler import LaunchMemoryTrend  # noqa: PLC0415
+
+            # the host's sampler paces the readings; this launch sees only its own processes' memory
+            mine = self._trend = LaunchMemoryTrend()
+            with self._gpu_sampler.subscribe(pid=self.spec.pid, pattern=self.spec.process) as feed:
+                async for sample in feed:
+                    if sample.used_bytes is not None:
+                        growing = mine.observe(self.now(), sample)
+                        await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
+            return
+        from watchdog.follow.probes.gpu import GpuProbe  # noqa: PLC0415
+
+        target = self.spec.target
+        pool = self._pool if target.host else None
+        probe = GpuProbe(pool=pool, host=target.host, port=target.port, user=target.user)
+        trend = self._trend = MemoryTrend()
+        while probe.available:
+            try:
+                samples = await probe.sample()
+            except ConnectionLost:
+                samples = None
+            if samples:
+                growing = trend.observe(self.now(), samples)
+                await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
+            await self._clock.sleep(self.spec.gpu_interval)
+
+
+def _update_stream() -> tuple[MemoryObjectSendStream[Update], MemoryObjectReceiveStream[Update]]:
+    return anyio.create_memory_object_stream[Update](UPDATE_BUFFER)

@@ -1,0 +1,168 @@
+"""HTTP health probe: GET a URL and return its status, through an SSH local forward for a remote host."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.abc
+import asyncssh
+
+from watchdog.exceptions import ConnectionLost, UsageError
+from watchdog.follow.sources.sshpool import SSHPool
+
+__all__ = ["DEFAULT_HEALTH_TIMEOUT", "HealthProbe", "HealthURL", "parse_health_url"]
+
+DEFAULT_HEALTH_TIMEOUT = 5.0
+_STATUS_LINE_LIMIT = 8192
+
+
+@dataclass(frozen=True)
+class HealthURL:
+    """The parts of a health URL the probe needs."""
+
+    scheme: str
+    host: str
+    port: int
+    target: str
+
+    @property
+    def host_header(self) -> str:
+        """The Host header: the authority as the server expects to see it."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.scheme == "https" else 80
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+def parse_health_url(url: str) -> HealthURL:
+    """Parse an http(s) URL; `UsageError` if it is not one."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"health URL {url!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"health URL {url!r}: expected http://host[:port]/path or https://...")
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    target = parts.path or "/"
+    if parts.query:
+        target += f"?{parts.query}"
+    if any(char in target for char in "\r\n "):
+        raise UsageError(f"health URL {url!r}: the path may not contain spaces or line breaks")
+    return HealthURL(parts.scheme, parts.hostname, port, target)
+
+
+def _parse_status(head: bytes) -> int | None:
+    line = head.partition(b"\r\n")[0]
+    fields = line.split(None, 2)
+    if len(fields) < 2 or not fields[0].startswith(b"HTTP/") or not fields[1].isdigit():
+        return None
+    return int(fields[1])
+
+
+class HealthProbe:
+    """GETs a health URL and returns the HTTP status code, or None if there was no answer.
+
+    With `host` set the URL is as seen from that host (e.g. http://127.0.0.1:30000/health on
+    the GPU machine): its host:port is reached through a local port forward (127.0.0.1:0) on the
+    host's shared SSH connection, set up on the first check and again after a reconnect.
+    `aclose` (or `async with`) removes the forward.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool: SSHPool | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        user: str | None = None,
+        timeout: float = DEFAULT_HEALTH_TIMEOUT,
+    ) -> None:
+        """Describe the probe; nothing connects until `check`.
+
+        Args:
+            url: the health endpoint, http or https.
+            pool: the shared SSH connections (required with `host`).
+            host: the SSH host the URL is relative to (None: this machine).
+            port: SSH port of `host`.
+            user: SSH user for `host`.
+            timeout: seconds allowed for one check, connection included.
+        """
+        if host is not None and pool is None:
+            raise ValueError("a remote health probe needs the SSH pool")
+        self.url = parse_health_url(url)
+        self.pool = pool
+        self.host = host
+        self.port = port
+        self.user = user
+        self.timeout = timeout
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._listener: asyncssh.SSHListener | None = None
+
+    async def __aenter__(self) -> HealthProbe:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Remove the port forward, if there is one."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        self._conn = None
+
+    async def check(self) -> int | None:
+        """GET the URL once: the status code, or None on no (or no valid) answer.
+
+        Raises:
+            HostKeyError, AuthError: the SSH host refuses us; a lost connection is just None.
+        """
+        try:
+            with anyio.fail_after(self.timeout):
+                address, port = await self._address()
+                return await self._get(address, port)
+        except (OSError, TimeoutError, ssl.SSLError, ConnectionLost, asyncssh.Error):
+            return None
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return None
+
+    async def _address(self) -> tuple[str, int]:
+        if self.host is None:
+            return self.url.host, self.url.port
+        assert self.pool is not None
+        conn = await self.pool.connect(self.host, port=self.port, user=self.user)
+        if conn is not self._conn or self._listener is None:
+            await self.aclose()
+            try:
+                self._listener = await conn.forward_local_port("127.0.0.1", 0, self.url.host, self.url.port)
+            except (OSError, asyncssh.Error) as exc:
+                if conn.is_closed():
+                    self.pool.discard(conn)
+                raise ConnectionLost(f"cannot forward to {self.url.host}:{self.url.port}: {exc}") from exc
+            self._conn = conn
+        return "127.0.0.1", self._listener.get_port()
+
+    async def _get(self, address: str, port: int) -> int | None:
+        request = (
+            f"GET {self.url.target} HTTP/1.1\r\n"
+            f"Host: {self.url.host_header}\r\n"
+            "User-Agent: llm-launch-watchdog\r\n"
+            "Accept: */*\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode("ascii")
+        stream: anyio.abc.ByteStream
+        if self.url.scheme == "https":
+            stream = await anyio.connect_tcp(address, port, tls=True, tls_hostname=self.url.host)
+        else:
+            stream = await anyio.connect_tcp(address, port)
+        async with stream:
+            await stream.send(request)
+            head = b""
+            while b"\r\n" not in head and len(head) < _STATUS_LINE_LIMIT:
+                head += await stream.receive()
+        return _parse_status(head)

@@ -1,0 +1,192 @@
+"""Process liveness, by pid or `pgrep -f` pattern, on this machine or over the shared SSH connection."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Protocol
+
+import anyio
+
+from watchdog.exceptions import ConnectionLost, TargetError
+from watchdog.follow.sources.sshpool import SSHPool
+
+__all__ = [
+    "DEFAULT_PROCESS_INTERVAL",
+    "LocalProcessProbe",
+    "ProcessProbe",
+    "SSHProcessProbe",
+    "read_pid_file",
+    "wait_until_gone",
+]
+
+DEFAULT_PROCESS_INTERVAL = 1.0
+_PGREP_TIMEOUT = 10.0
+
+# A zombie (exited, not yet reaped) is dead for our purposes, though `kill -0` still succeeds.
+_PID_SCRIPT = """\
+p=$1
+if [ -r /proc/$p/stat ]; then
+  read -r s < /proc/$p/stat || exit 1
+  case ${s##*") "} in Z*|X*) exit 1;; esac
+  exit 0
+fi
+kill -0 "$p" 2>/dev/null
+"""
+# The pid file's path is an argument ($1), never part of the script; 3 = no readable pid in it (unknown).
+_PIDFILE_SCRIPT = (
+    """\
+p=$(head -c 64 -- "$1" 2>/dev/null) || exit 3
+p=$(printf '%s' "$p" | tr -d ' \\t\\r\\n')
+case $p in ''|*[!0-9]*) exit 3;; esac
+set -- "$p"
+"""
+    + _PID_SCRIPT
+)
+_UNKNOWN = 3
+# The pattern comes on stdin, so that no process but pgrep itself (which pgrep skips) carries
+# it on its command line: otherwise the shell running this would match its own pattern.
+_PGREP_SCRIPT = """\
+IFS= read -r p || exit 2
+exec pgrep -f -- "$p" >/dev/null
+"""
+
+
+class ProcessProbe(Protocol):
+    """Says whether the watched process is still there."""
+
+    async def alive(self) -> bool:
+        """True while the process (or one matching the pattern) exists."""
+        ...
+
+
+def _check_spec(pid: int | None, pattern: str | None, pid_file: str | None = None) -> None:
+    if sum(x is not None for x in (pid, pattern, pid_file)) != 1:
+        raise ValueError("give exactly one of pid, pattern and pid_file")
+    if pid_file is not None and (not pid_file or "\0" in pid_file):
+        raise ValueError("the pid file must be a path")
+    if pid is not None and pid <= 0:
+        raise ValueError(f"pid must be positive, not {pid}")
+    if pattern is not None and (not pattern or "\n" in pattern or "\0" in pattern):
+        raise ValueError("the pattern must be one non-empty line")
+
+
+def read_pid_file(path: str) -> int | None:
+    """The pid written in `path`, or None when the file is missing, unreadable or holds no pid."""
+    try:
+        with open(path, "rb") as file:
+            text = file.read(64).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _local_pid_file_alive(path: str) -> bool:
+    pid = read_pid_file(path)
+    return True if pid is None else _local_pid_alive(pid)  # no pid in it: unknown, not gone
+
+
+def _local_pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: it exists
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            state = file.read().rpartition(b") ")[2][:1]
+    except OSError:
+        return True  # no procfs here: kill -0 has answered
+    return state not in (b"Z", b"X")
+
+
+class LocalProcessProbe:
+    """A process on this machine, by pid (`kill -0`), pid file (read at each check, so a restarted server's
+    new pid is followed) or command-line pattern (`pgrep -f`)."""
+
+    def __init__(
+        self, *, pid: int | None = None, pattern: str | None = None, pid_file: str | None = None
+    ) -> None:
+        """Name the process by exactly one of `pid`, `pattern` (a `pgrep -f` regex) and `pid_file`."""
+        _check_spec(pid, pattern, pid_file)
+        self.pid = pid
+        self.pattern = pattern
+        self.pid_file = pid_file
+
+    async def alive(self) -> bool:
+        """True while the process exists (a zombie counts as gone; a pid file without a pid: unknown, True)."""
+        if self.pid is not None:
+            return await anyio.to_thread.run_sync(_local_pid_alive, self.pid)
+        if self.pid_file is not None:
+            return await anyio.to_thread.run_sync(_local_pid_file_alive, self.pid_file)
+        assert self.pattern is not None
+        # Shielded, as in the GPU probe: a cancel while the child is spawned would leak it; pgrep is quick.
+        with anyio.CancelScope(shield=True), anyio.fail_after(_PGREP_TIMEOUT):
+            result = await anyio.run_process(["pgrep", "-f", "--", self.pattern], check=False)
+        if result.returncode > 1:
+            raise TargetError(f"pgrep -f {self.pattern!r} failed: {result.stderr.decode(errors='replace')}")
+        # This process matches too when the pattern is on its own command line.
+        pids = {int(field) for field in result.stdout.split()}
+        return bool(pids - {os.getpid()})
+
+
+class SSHProcessProbe:
+    """A process on a remote host, checked over the host's shared SSH connection."""
+
+    def __init__(
+        self,
+        pool: SSHPool,
+        host: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        pid: int | None = None,
+        pattern: str | None = None,
+        pid_file: str | None = None,
+    ) -> None:
+        """Name the host, and the process by exactly one of `pid`, `pattern` (`pgrep -f`) and `pid_file`
+        (read on the host at each check)."""
+        _check_spec(pid, pattern, pid_file)
+        self.pid_file = pid_file
+        self.pool = pool
+        self.host = host
+        self.port = port
+        self.user = user
+        self.pid = pid
+        self.pattern = pattern
+
+    async def alive(self) -> bool:
+        """True while the process exists on the host.
+
+        Raises:
+            ConnectionLost: the host cannot be reached now (the answer is unknown).
+            HostKeyError, AuthError: as from `SSHPool.connect`.
+        """
+        if self.pid is not None:
+            command = shlex.join(["sh", "-c", _PID_SCRIPT, "watchdog-pid", str(self.pid)])
+            stdin = None
+        elif self.pid_file is not None:
+            command = shlex.join(["sh", "-c", _PIDFILE_SCRIPT, "watchdog-pidfile", self.pid_file])
+            stdin = None
+        else:
+            command = shlex.join(["sh", "-c", _PGREP_SCRIPT, "watchdog-pgrep"])
+            stdin = f"{self.pattern}\n"
+        result = await self.pool.run(self.host, command, port=self.port, user=self.user, input=stdin)
+        if result.exit_status in (0, 1, _UNKNOWN):
+            return result.exit_status != 1
+        raise TargetError(f"checking the process on {self.host} failed: {result.stderr!r}")
+
+
+async def wait_until_gone(probe: ProcessProbe, *, interval: float = DEFAULT_PROCESS_INTERVAL) -> None:
+    """Return once the probe says the process is gone, checking every `interval` seconds.
+
+    A host that cannot be reached for a while is not a dead process: the check is tried again.
+    """
+    while True:
+        try:
+            if not await probe.alive():
+                return
+        except ConnectionLost:
+            pass  # unknown, not gone: ask again at the next tick
+        await anyio.sleep(interval)

@@ -1,0 +1,92 @@
+"""The output of one remote command as one ordered queue (stdout, stderr, close), with flow control."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Literal
+
+import asyncssh
+
+from watchdog.follow.wakeup import wake_up
+
+__all__ = ["CommandOutput", "Kind", "Packet"]
+
+# Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
+# stops the remote tail, so a slow consumer never makes this process buffer a whole log.
+_HIGH_WATER = 64
+_LOW_WATER = 8
+
+Kind = Literal["out", "err", "closed"]
+Packet = tuple[Kind, bytes, Exception | None]
+
+
+class CommandOutput(asyncssh.SSHClientSession[bytes]):
+    """Queues stdout, stderr and the close of one remote command in the order they arrived.
+
+    Used as the session factory of `SSHClientConnection.create_session`; `receive` returns
+    ("out", data, None), ("err", data, None) or, last, ("closed", b"", exc). A deque and a future, not an
+    anyio stream: this is every SSH packet's path, and the stream's bookkeeping cost more than the rest.
+    """
+
+    def __init__(self) -> None:
+        self._packets: deque[Packet] = deque()
+        self._waiter: asyncio.Future[None] | None = None  # the reader's, while it waits
+        self._ended = False  # the close was taken by the reader
+        self._chan: asyncssh.SSHClientChannel[bytes] | None = None
+        self._paused = False
+        self._discard = False  # closed by the reader: what comes is dropped
+
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
+        self._chan = chan
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        kind: Kind = "err" if datatype == asyncssh.EXTENDED_DATA_STDERR else "out"
+        self._put((kind, data, None))
+        if not self._paused and self._chan is not None and len(self._packets) >= _HIGH_WATER:
+            self._paused = True
+            self._chan.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._put(("closed", b"", exc))
+
+    def _put(self, packet: Packet) -> None:
+        if self._discard:
+            return
+        self._packets.append(packet)
+        if self._waiter is not None:
+            wake_up(self._waiter)
+
+    async def receive(self) -> Packet:
+        while not self._packets:
+            if self._ended:
+                return ("closed", b"", None)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        packet = self._packets.popleft()
+        if packet[0] == "closed":
+            self._ended = True
+        if self._paused and self._chan is not None and len(self._packets) <= _LOW_WATER:
+            self._paused = False
+            self._chan.resume_reading()
+        return packet
+
+    @property
+    def queued(self) -> bool:
+        """Whether `receive` has something to return at once (it will not wait)."""
+        return bool(self._packets)
+
+    @property
+    def exit_status(self) -> int | None:
+        """The remote command's exit status, once it has exited (None before, or when it was killed)."""
+        return self._chan.get_exit_status() if self._chan is not None else None
+
+    def close(self) -> None:
+        """Close the channel: the remote script sees EOF on stdin and kills its tail."""
+        if self._chan is not None:
+            self._chan.close()
+        self._discard = True  # nothing wants what still comes
+        self._packets.clear()

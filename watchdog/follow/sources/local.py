@@ -1,0 +1,356 @@
+"""Follow a local file: read to the end, then wait for appends, rotation and truncation (woken by inotify
+where there is one, with a slow poll as a safety net; by polling elsewhere)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import functools
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Generator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+
+from watchdog.exceptions import UsageError
+from watchdog.follow.sources.base import (
+    CaughtUp,
+    Chunk,
+    FileMissing,
+    FileRestarted,
+    RestartReason,
+    SourceItem,
+)
+from watchdog.follow.sources.identity import FileIdentity, local_identity
+from watchdog.follow.sources.inotify import Watcher
+from watchdog.vocabulary import file_kind
+
+__all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_READ_SIZE", "LocalSource"]
+
+DEFAULT_POLL_INTERVAL = 0.25
+# With inotify, a quiet file is still looked at this often: on a file system that does not report every change
+# (NFS: another machine's writes), and, on a local one, in case the watcher has stopped.
+SAFETY_POLL_INTERVAL = 2.0
+LOCAL_SAFETY_POLL_INTERVAL = 10.0
+# With inotify, a file that changes all the time is read at most this often: its lines come in batches.
+BATCH_INTERVAL = 0.02
+DEFAULT_READ_SIZE = 1 << 16
+
+# statfs(2) f_type of the file systems whose reads of a file just written are served from memory: a read there
+# takes microseconds, so it is done on the event loop (a worker thread's round trip costs far more). Any other
+# (NFS, CIFS, FUSE, ...) may block for as long as its server takes: its reads go to a worker thread.
+_LOCAL_FS = frozenset(
+    {
+        0xEF53,  # ext2, ext3, ext4
+        0x58465342,  # xfs
+        0x9123683E,  # btrfs
+        0x01021994,  # tmpfs
+        0x858458F6,  # ramfs
+        0x794C7630,  # overlayfs (containers)
+        0x2FC12FC1,  # zfs
+        0xF2F52010,  # f2fs
+        0x52654973,  # reiserfs
+        0x3153464A,  # jfs
+        0xCA451A4E,  # bcachefs
+    }
+)
+
+
+@dataclass
+class _Open:
+    """The file being read: its descriptor, identity, and whether it is on a local file system."""
+
+    fd: int
+    ident: tuple[int, int]
+    local: bool = False
+
+
+def _on_local_fs(fd: int) -> bool:
+    """Whether the open file `fd` is on a local disk or in memory (Linux `fstatfs`; False when unknown)."""
+    libc = _libc()
+    if libc is None:
+        return False
+    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux
+    if libc.fstatfs(fd, buf) != 0:
+        return False
+    return ctypes.c_long.from_buffer(buf).value in _LOCAL_FS  # f_type comes first, a word wide
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What the follower's generator needs awaited: a wait (`wait`), or else a call in a worker thread."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    wait: bool = False
+
+
+async def _noop() -> None:
+    await asyncio.sleep(0)
+
+
+_PAUSE = _Request(_noop, wait=True)  # a trip round the event loop, nothing else
+
+
+class _Follow:
+    """Runs a follower's generator: its items are returned, its requests awaited and their results sent back.
+
+    Cancelling a wait for the next item loses nothing: the generator is still where it was, and the next
+    `__anext__` makes the same request again (a worker thread's result that came after the cancellation is kept).
+    """
+
+    def __init__(self, steps: Generator[SourceItem | _Request, object, None]) -> None:
+        self._steps = steps
+        self._request: _Request | None = None  # made and not yet answered
+        self._answer: object = None
+        self._answered = False
+
+    def __aiter__(self) -> _Follow:
+        return self
+
+    async def __anext__(self) -> SourceItem:
+        steps = self._steps
+        while True:
+            request = self._request
+            if request is not None:
+                if request.wait:
+                    await request.fn(*request.args)
+                elif not self._answered:
+                    # not cancellable: a cancellation comes at the checkpoint after it, and the result is kept
+                    self._answer = await anyio.to_thread.run_sync(request.fn, *request.args)
+                    self._answered = True
+                    await anyio.lowlevel.checkpoint()
+            answer, self._request, self._answer, self._answered = self._answer, None, None, False
+            try:
+                step = steps.send(answer)
+            except StopIteration:
+                raise StopAsyncIteration from None
+            if isinstance(step, _Request):
+                self._request = step
+                continue
+            return step
+
+    async def aclose(self) -> None:
+        """Close the generator: its `finally` closes the file and ends the watch."""
+        self._steps.close()
+
+
+def _open(path: str) -> _Open | None:
+    """Open `path` for reading; None if it does not exist (yet).
+
+    The open does not block (on a FIFO without a writer a plain open would, past any deadline and
+    Ctrl-C), and the type is checked on the opened descriptor: only a regular file is followed.
+    O_NONBLOCK changes nothing for a regular file's reads, so it is left set.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+    st = os.fstat(fd)
+    kind = file_kind(st.st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise UsageError(f"cannot follow {path}: {kind}, not a regular log file")
+    return _Open(fd=fd, ident=(st.st_dev, st.st_ino), local=_on_local_fs(fd))
+
+
+def _path_ident(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class LocalSource:
+    """A file on this machine, followed by polling `os.stat` and reading what was appended.
+
+    Appends are read as soon as they are seen; while data keeps coming the follower reads again
+    at once, and only sleeps `poll_interval` when it has reached the end of the file (with inotify: until
+    the file changes). On a local file system (ext4, xfs, tmpfs, ...) the reads are done on the event loop,
+    elsewhere (NFS, FUSE, ...) in a worker thread, so that a slow file server never blocks other launches.
+
+    Rotation (the file renamed away and a new one created) is noticed when the path names
+    another inode: the old file is read to its end first, then `FileRestarted("rotated")` and the
+    new file from offset 0. A new file at the path whose predecessor was deleted or renamed over
+    gives `FileRestarted("replaced")`; the same file shorter than the read offset (copytruncate)
+    gives `FileRestarted("truncated")`. A truncation followed by more writes than were read
+    before the next poll cannot be told from an append (the same limit as `tail -f`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        use_inotify: bool = True,
+        read_size: int = DEFAULT_READ_SIZE,
+    ) -> None:
+        """Describe the file to follow; nothing is opened until `open_follow`.
+
+        Args:
+            path: the log file (it may not exist yet).
+            poll_interval: seconds to wait at the end of the file before looking again (with inotify: a
+                change wakes the follower at once, and a quiet file is looked at every
+                `LOCAL_SAFETY_POLL_INTERVAL` seconds, `SAFETY_POLL_INTERVAL` on a network file system, or
+                `poll_interval` if longer).
+            use_inotify: be woken by Linux inotify where it works (False: poll only).
+            read_size: the largest chunk read at once.
+        """
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        if read_size <= 0:
+            raise ValueError("read_size must be positive")
+        self.path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+        self.poll_interval = poll_interval
+        self.read_size = read_size
+        self.use_inotify = use_inotify
+        self._last_look = float("-inf")  # event-loop time the follower last looked after a wait
+
+    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the file from byte `offset`; see `watchdog.follow.sources.base.Source`."""
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        return contextlib.aclosing(_Follow(self._steps(offset)))
+
+    async def identify(self, offset: int) -> FileIdentity | None:
+        """What the file at the path is, read around `offset` (see `watchdog.follow.sources.identity`); None if there
+        is no regular file there."""
+        return await anyio.to_thread.run_sync(local_identity, self.path, offset)
+
+    def _steps(self, offset: int) -> Generator[SourceItem | _Request, object, None]:
+        # The follower as a plain generator: it yields the items, and a `_Request` for each wait or worker-thread
+        # call, whose result is sent back in (`_Follow` runs them). A local file's reads are done right here.
+        current: _Open | None = None
+        pending: RestartReason | None = None
+        announced_missing = False
+        at_end = False  # CaughtUp sent and nothing read since
+        pos = offset
+        watcher = Watcher.get() if self.use_inotify else None
+        if watcher is not None and not watcher.watch(self.path):
+            watcher = None  # the kernel refused a watch (no directory, no free watch): poll
+        try:
+            while True:
+                if current is None:
+                    seen = watcher.generation(self.path) if watcher is not None else 0
+                    current = cast("_Open | None", (yield _Request(_open, (self.path,))))
+                    if current is None:
+                        if not announced_missing:
+                            announced_missing = True
+                            yield FileMissing(self.path)
+                        yield _Request(self._wait, (watcher, seen, False), wait=True)
+                        continue
+                    size = os.fstat(current.fd).st_size
+                    if pending is None and pos > size:
+                        # Resuming past the end: the file was cut while nobody was reading.
+                        pending = "truncated"
+                    if pending is not None:
+                        yield FileRestarted(pending)
+                        pending, pos = None, 0
+                local = current.local
+                seen = watcher.generation(self.path) if watcher is not None else 0
+                data: bytes
+                if at_end:
+                    # one look per poll of a quiet file: more data, or a restart, or nothing
+                    look = (current, pos)
+                    data, pending = (
+                        self._poll_at_end(*look)
+                        if local
+                        else cast(
+                            "tuple[bytes, RestartReason | None]", (yield _Request(self._poll_at_end, look))
+                        )
+                    )
+                else:
+                    read = (current.fd, self.read_size, pos)
+                    data = os.pread(*read) if local else cast("bytes", (yield _Request(os.pread, read)))
+                if data:
+                    yield Chunk(pos, data)
+                    pos += len(data)
+                    at_end = False
+                    if len(data) == self.read_size:
+                        if local:  # a log read in bulk lets other tasks run between its reads
+                            yield _PAUSE
+                        continue  # there may be more at once
+                    # a short read of a regular file ends where the file ended: no second read to find that out
+                if not at_end:
+                    at_end = True
+                    yield CaughtUp(pos)
+                    look = (current, pos)
+                    pending = (
+                        self._restart_reason(*look)
+                        if local
+                        else cast("RestartReason | None", (yield _Request(self._restart_reason, look)))
+                    )
+                if pending == "truncated":
+                    yield FileRestarted(pending)
+                    pending, pos, at_end = None, 0, False
+                elif pending is not None:
+                    # Whatever the writer added to the old file before it was rotated away.
+                    while True:
+                        read = (current.fd, self.read_size, pos)
+                        data = os.pread(*read) if local else cast("bytes", (yield _Request(os.pread, read)))
+                        if not data:
+                            break
+                        yield Chunk(pos, data)
+                        pos += len(data)
+                        if local:
+                            yield _PAUSE
+                    os.close(current.fd)
+                    current, at_end = None, False
+                else:
+                    yield _Request(self._wait, (watcher, seen, local), wait=True)
+        finally:
+            if current is not None:
+                os.close(current.fd)
+            if watcher is not None:
+                watcher.unwatch(self.path)
+
+    async def _wait(self, watcher: Watcher | None, seen: int, local: bool) -> None:
+        # At the end of the file (or while it is missing): until it changes, or the next poll. A file that
+        # changes all the time is still looked at once per `BATCH_INTERVAL` at most (its lines come in
+        # batches): inotify saves the looks at quiet files, and the wait for the first line after one.
+        if watcher is None:
+            await anyio.sleep(self.poll_interval)
+            return
+        safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
+        await watcher.changed(self.path, seen, poll_after=max(self.poll_interval, safety))
+        loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
+        now = loop.time()
+        rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
+        if rest > 0:
+            await anyio.sleep(rest)
+            now = loop.time()
+        self._last_look = now
+
+    def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
+        """At the end of the file: what was written since, or else whether it was truncated or replaced."""
+        data = os.pread(current.fd, self.read_size, pos)  # at the end of a regular file: b""
+        return data, None if data else self._restart_reason(current, pos)
+
+    def _restart_reason(self, current: _Open, pos: int) -> RestartReason | None:
+        """At the end of the file: has it been truncated, or does the path name a new file now?"""
+        st = os.fstat(current.fd)
+        if st.st_size < pos:
+            return "truncated"
+        ident = _path_ident(self.path)
+        if ident is None or ident == current.ident:
+            # Gone with no successor yet: keep reading the old file until one appears.
+            return None
+        return "rotated" if st.st_nlink > 0 else "replaced"

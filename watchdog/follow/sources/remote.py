@@ -1,0 +1,181 @@
+"""The shell scripts run on a followed host, the commands that start them, and how to read their output.
+
+Every script runs under `sh -c SCRIPT NAME ARG...` with the arguments passed positionally, so the
+user's login shell (bash, zsh, even fish) only has to parse single-quoted words, and no value is
+ever interpolated into the script itself.
+
+Header (first line of stdout, then raw file bytes in the streaming and polling scripts):
+
+    missing            the path does not exist (yet)
+    unreadable         the path is not a readable regular file
+    nofollow           no GNU tail here: use the polling script
+    ok INODE SIZE      fd 3 is open on the file; its bytes follow from the requested offset
+
+Status lines of the streaming script, on stderr:
+
+    S FD_INODE FD_SIZE FD_LINKS [PATH_INODE PATH_SIZE PATH_LINKS]
+                       the open file, and what the path names now (if anything): at the start, when
+                       that changes, and every STAT_INTERVAL while the path names another file
+    W                  from now on the stat loop waits for the path to change (about 1 s after the header)
+    E                  the reading tail exited: on its own, or killed once stdin was closed
+    tail: ...: file truncated     GNU tail's own notice: it went back to offset 0
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_STAT_INTERVAL",
+    "IDENTITY_SCRIPT",
+    "POLL_SCRIPT",
+    "STREAM_SCRIPT",
+    "Header",
+    "StatLine",
+    "identity_command",
+    "parse_header",
+    "parse_stat_line",
+    "poll_command",
+    "stream_command",
+]
+
+# `tail -f` on /dev/fd/3 follows the inode the script opened, whatever happens to the path;
+# GNU tail polls a symlinked name (it turns inotify off for those), hence the fine -s interval:
+# an fstat every 10 ms is cheap and bounds the added latency.
+# The stat loop says a sample when what the path names changed (inode, links: not the size, which the bytes
+# themselves tell), and every STAT_INTERVAL while the path names another file than the one read (a rotation:
+# the old file's sizes tell when it stopped growing). It does not poll the path: a second GNU tail follows the
+# path by name (`-F`: inotify where the kernel gives it, else a stat every STAT_INTERVAL, at most 1 s) and says
+# a line for every change it sees (replaced, inaccessible, appeared, truncated), each of which wakes the loop
+# for one sample. A stat and a sleep forked 4 times a second cost about 1 % of a core per followed log; waiting
+# on that tail costs next to nothing while the path stays put. The first 10 samples are taken 0.1 s apart
+# whatever happens (then the loop says W), which covers a rotation between `exec 3<` and that tail's own open.
+# If that tail ever exits (it gives up on a path that became a directory, say), the loop samples every
+# STAT_INTERVAL again.
+# `cat` is the lifeline: it returns when the channel's stdin reaches EOF, which happens when the client closes
+# the channel or its connection dies (sshd then closes the session's pipes), and then kills the reading tail.
+# The script waits for that tail (so it is reaped, not a zombie that `kill -0` still finds), whether killed or
+# gone on its own, then kills the stat loop and says E; the second tail (`--pid`) sees the first one gone within
+# STAT_INTERVAL (1 s at most) and exits too: no tail is ever left behind.
+DEFAULT_STAT_INTERVAL = 0.25  # seconds between the stat loop's looks at what the path names
+
+STREAM_SCRIPT = """\
+p=$1 n=$2 iv=$3 tv=$4
+[ -e "$p" ] || { echo missing; exit 0; }
+{ [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
+case $(tail --version 2>/dev/null) in *GNU*) ;; *) echo nofollow; exit 0;; esac
+exec 3<"$p" 4<&0
+echo ok $(stat -L -c '%i %s' /dev/fd/3)
+tail -s "$tv" -c +"$n" -f /dev/fd/3 4<&- & t=$!
+case $iv in 0.*) u=$iv;; *) u=1;; esac
+tail -n 0 -s $u --pid=$t -F "$p" 2>&1 >/dev/null 3<&- 4<&- | { o= w=10; while :; do
+    c=$(stat -L -c '%i %s %h' /dev/fd/3 "$p" 2>/dev/null); set -- $c; k="$1 $3 ${4-} ${6-}"
+    [ "$k" = "$o" ] && [ "$1" = "${4-}" ] || echo S $c
+    o=$k d=$iv
+    if [ "$1" = "${4-}" ] && [ $w -ge 0 ]; then [ $w = 1 ] && echo W
+      if [ $w -le 1 ]; then w=0; read -r _ || w=-1; continue; fi; w=$((w-1)) d=0.1; fi
+    sleep "$d" >/dev/null 2>&1 3<&-
+  done; } >&2 4<&- & s=$!
+{ cat >/dev/null 3<&-; kill $t; } <&4 4<&- & l=$!
+wait $t 2>/dev/null; kill $s $l 2>/dev/null; echo E >&2
+"""
+
+# One read of at most $3 bytes from offset $2 (1-based), with the header, for hosts without
+# GNU tail; the caller runs it again at once while it returns full reads.
+POLL_SCRIPT = """\
+p=$1 n=$2 m=$3
+[ -e "$p" ] || { echo missing; exit 0; }
+{ [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
+exec 3<"$p"
+echo ok $(stat -L -c '%i %s' /dev/fd/3)
+tail -c +"$n" /dev/fd/3 | head -c "$m"
+"""
+
+_OK = re.compile(rb"^ok (\d+) (\d+)$")
+
+
+def _seconds(value: float) -> str:
+    if not value > 0:
+        raise ValueError(f"interval must be positive, not {value}")
+    return f"{value:.3f}"
+
+
+def stream_command(path: str, offset: int, *, stat_interval: float, tail_interval: float) -> str:
+    """The remote command that streams `path` from byte `offset` (0-based) until stdin closes."""
+    args = [path, str(offset + 1), _seconds(stat_interval), _seconds(tail_interval)]
+    return shlex.join(["sh", "-c", STREAM_SCRIPT, "watchdog-follow", *args])
+
+
+def poll_command(path: str, offset: int, *, max_bytes: int) -> str:
+    """The remote command that reads up to `max_bytes` of `path` from byte `offset` (0-based)."""
+    return shlex.join(["sh", "-c", POLL_SCRIPT, "watchdog-poll", path, str(offset + 1), str(max_bytes)])
+
+
+# What the file at the path is (`watchdog.follow.sources.identity`): device, inode and size of the file opened on
+# fd 3, then its first $2 bytes and the $4 bytes from offset $3 (1-based). `head` and `tail` open /dev/fd/3
+# afresh (each at offset 0), so both read the one file that was stat'ed.
+IDENTITY_SCRIPT = """\
+p=$1 h=$2 b=$3 m=$4
+[ -e "$p" ] || { echo missing; exit 0; }
+{ [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
+exec 3<"$p"
+echo id $(stat -L -c '%d %i %s' /dev/fd/3)
+head -c "$h" /dev/fd/3
+tail -c +"$b" /dev/fd/3 | head -c "$m"
+"""
+
+
+def identity_command(path: str, offset: int, *, window: int) -> str:
+    """The remote command that identifies `path` at byte `offset` (see `IDENTITY_SCRIPT`): its first `window`
+    bytes (fewer before `offset`) and the `window` bytes just before `offset`."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative int, not {offset!r}")
+    start = max(0, offset - window)
+    args = [str(min(window, offset)), str(start + 1), str(offset - start)]
+    return shlex.join(["sh", "-c", IDENTITY_SCRIPT, "watchdog-identify", path, *args])
+
+
+@dataclass(frozen=True)
+class Header:
+    """The first line of a script's output."""
+
+    status: str
+    inode: int = 0
+    size: int = 0
+
+
+def parse_header(line: bytes) -> Header | None:
+    """Read a header line (without its newline); None if it is not one."""
+    match = _OK.match(line)
+    if match is not None:
+        return Header("ok", int(match[1]), int(match[2]))
+    if line in (b"missing", b"unreadable", b"nofollow"):
+        return Header(line.decode())
+    return None
+
+
+@dataclass(frozen=True)
+class StatLine:
+    """One sample of the streaming script's stat loop."""
+
+    inode: int
+    size: int
+    links: int
+    path_inode: int | None
+    path_size: int | None
+
+
+def parse_stat_line(line: bytes) -> StatLine | None:
+    """Read an `S ...` status line; None if it is not one (or was garbled)."""
+    fields = line.split()
+    if not fields or fields[0] != b"S" or len(fields) not in (4, 7):
+        return None
+    try:
+        numbers = [int(field) for field in fields[1:]]
+    except ValueError:
+        return None
+    if len(numbers) == 3:
+        return StatLine(numbers[0], numbers[1], numbers[2], None, None)
+    return StatLine(numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])

@@ -1,0 +1,492 @@
+"""Follow a file on another host over a shared SSH connection, resuming at the exact byte after a drop."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import anyio.lowlevel
+import asyncssh
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_never,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
+
+from watchdog.exceptions import ConnectionLost, TargetError, UsageError
+from watchdog.follow.sources.base import (
+    UNYIELDED_BYTES,
+    CaughtUp,
+    Chunk,
+    Connected,
+    Disconnected,
+    FileMissing,
+    FileRestarted,
+    RestartReason,
+    SourceItem,
+)
+from watchdog.follow.sources.channel import CommandOutput
+from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
+from watchdog.follow.sources.remote import (
+    DEFAULT_STAT_INTERVAL,
+    Header,
+    identity_command,
+    parse_header,
+    parse_stat_line,
+    poll_command,
+    stream_command,
+)
+from watchdog.follow.sources.sshpool import ChannelRefused, SSHPool
+
+__all__ = [
+    "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_STAT_INTERVAL",
+    "DEFAULT_TAIL_INTERVAL",
+    "SSHSource",
+]
+
+DEFAULT_POLL_INTERVAL = 0.25
+DEFAULT_TAIL_INTERVAL = 0.01
+DEFAULT_POLL_BYTES = 1 << 20
+RETRY_INITIAL = 0.1
+RETRY_MAX = 5.0
+_HEADER_LIMIT = 4096
+# Samples after a rotation is seen before switching even if the old file still grows.
+_ROTATION_GRACE_SAMPLES = 8
+
+
+class SSHSource:
+    """A file on a remote host, streamed by one remote `tail` per follower over a shared connection.
+
+    The remote command (see `watchdog.follow.sources.remote.STREAM_SCRIPT`) opens the file once, reports
+    its inode and size, streams from the exact offset with GNU `tail -c +N -f`, and reports when what the path
+    names changes (a second GNU tail follows the path by name), so rotation (new inode at the path), replacement
+    (the old file deleted) and truncation (GNU tail's notice) are seen without a second command.
+    After a rotation the old file is read on until it stops growing (two equal samples, or at
+    most 8 samples), then `FileRestarted` and the new file from offset 0. Without GNU tail it
+    falls back to polling reads every `poll_interval` (a rotation then cannot drain the old file).
+
+    A dropped connection gives `Disconnected`, is retried with exponential backoff and jitter
+    (full jitter, 0.1 s doubling, capped at 5 s), gives `Connected`, and reading resumes at the
+    first byte not yet delivered: nothing is lost or repeated, unless the file changed meanwhile
+    (then `FileRestarted`). `HostKeyError`, `AuthError` and `UsageError` end the iteration.
+    Each command runs in a channel of the pool's connections to the host (another connection is
+    opened when the server refuses a channel: sshd's MaxSessions). When no connection will take
+    one, the refusal is reported as `Disconnected` and retried with the same backoff.
+
+    A copytruncate that is immediately followed by new writes can leave those first new bytes
+    delivered before `FileRestarted` (GNU tail resumes at offset 0 before its notice reaches
+    us); the restart then reads them again as the start of the new file.
+    """
+
+    def __init__(
+        self,
+        pool: SSHPool,
+        host: str,
+        path: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        stream: bool | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        stat_interval: float | None = None,
+        tail_interval: float = DEFAULT_TAIL_INTERVAL,
+        connect_attempts: int = 3,
+        reconnect_attempts: int | None = None,
+    ) -> None:
+        """Describe the remote file; nothing connects until `open_follow`.
+
+        Args:
+            pool: the shared connections.
+            host: host name, address or ~/.ssh/config alias.
+            path: the log file on the host (relative paths start in the remote home).
+            port: SSH port (None: from the config, else 22).
+            user: remote user (None: from the config, else the local user).
+            stream: True to require streaming, False to poll, None to stream where GNU tail exists.
+            poll_interval: seconds between reads when polling, and between looks for a missing file.
+            stat_interval: seconds between the remote script's rotation checks (None: the pool's
+                `SSHOptions.stat_interval`, else `DEFAULT_STAT_INTERVAL`).
+            tail_interval: the remote tail's `-s` interval (it bounds the added latency).
+            connect_attempts: attempts for the first connection before ConnectionLost is raised.
+            reconnect_attempts: attempts after a drop before ConnectionLost (None: forever).
+        """
+        if stat_interval is None:  # the host's setting, else the default
+            stat_interval = pool.options.stat_interval or DEFAULT_STAT_INTERVAL
+        if min(poll_interval, stat_interval, tail_interval) <= 0:
+            raise ValueError("intervals must be positive")
+        if connect_attempts < 1:
+            raise ValueError("connect_attempts must be at least 1")
+        self.pool = pool
+        self.host = host
+        self.path = path
+        self.port = port
+        self.user = user
+        self.stream = stream
+        self.poll_interval = poll_interval
+        self.stat_interval = stat_interval
+        self.tail_interval = tail_interval
+        self.connect_attempts = connect_attempts
+        self.reconnect_attempts = reconnect_attempts
+
+    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the file from byte `offset`; see `watchdog.follow.sources.base.Source`."""
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        return _follow(_Follower(self, offset))
+
+    async def identify(self, offset: int) -> FileIdentity | None:
+        """What the file at the path is, read around `offset` on the host (see `watchdog.follow.sources.identity`);
+        None if there is no readable regular file there.
+
+        Raises:
+            ConnectionLost: the host could not be reached in `connect_attempts` attempts.
+            HostKeyError, AuthError: as from the pool.
+        """
+        command = identity_command(self.path, offset, window=IDENTITY_WINDOW)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.connect_attempts),
+            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
+            retry=retry_if_exception_type(ConnectionLost),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+        result: asyncssh.SSHCompletedProcess = await retrying(
+            self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
+        )
+        stdout = result.stdout
+        return parse_identity(stdout, offset) if isinstance(stdout, bytes) else None
+
+
+@dataclass(frozen=True)
+class _Rotation:
+    """A new file is at the path; the old one is still being read."""
+
+    size: int  # the old file's size in the latest sample
+    reason: RestartReason
+    samples: int  # samples since the change was seen
+    quiet: bool  # the old file's size did not change between the last two samples
+
+
+class _Restart(Exception):
+    """Internal: the current remote command is done; start another (after `delay` seconds)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+
+
+@asynccontextmanager
+async def _follow(follower: _Follower) -> AsyncIterator[AsyncIterator[SourceItem]]:
+    items = _Resumable(follower)
+    try:
+        yield items
+    finally:
+        await items.aclose()
+
+
+class _Resumable:
+    """The consumer's iterator: `_Follower.items`, made again after a wait of the consumer's was cancelled.
+
+    A cancellation that reaches into the generator ends it (closing its remote command); the follower's state
+    (offset, file, what was said but not yet taken) is kept, so the next item comes from a new generator that
+    opens a new command at the first byte not yet delivered: nothing lost or repeated.
+    """
+
+    def __init__(self, follower: _Follower) -> None:
+        self._follower = follower
+        self._items: AsyncGenerator[SourceItem, None] | None = None
+        self._ended = False
+
+    def __aiter__(self) -> _Resumable:
+        return self
+
+    async def __anext__(self) -> SourceItem:
+        if self._ended:
+            raise StopAsyncIteration
+        if self._items is None:
+            self._items = self._follower.items()
+        try:
+            return await self._items.__anext__()
+        except anyio.get_cancelled_exc_class():
+            self._items = None  # ended by the cancellation: the next call resumes
+            raise
+        except BaseException:
+            self._ended = True
+            raise
+
+    async def aclose(self) -> None:
+        """Close the generator (and with it the remote command), if one is running."""
+        items, self._items = self._items, None
+        if items is not None:
+            await items.aclose()
+
+
+class _Follower:
+    """The state of one `open_follow`: where we are in which file, across commands and connections.
+
+    `items` is an async generator run by the consumer's own task: no producer task and no stream between
+    them, so a chunk costs one wake-up of the consumer (when the channel's data arrives) and no more.
+    What a step says is queued in `out` and handed over before the next wait.
+    """
+
+    def __init__(self, source: SSHSource, offset: int) -> None:
+        self.src = source
+        self.out: deque[SourceItem] = deque()
+        self.offset = offset
+        self.inode: int | None = None
+        self.pending: RestartReason | None = None
+        self.streaming = source.stream
+        self.announced_missing = False
+        self.rotation: _Rotation | None = None
+        self.known_size = 0  # the file's size as last seen (header or stat sample)
+        self.at_end = False  # CaughtUp sent and nothing delivered since
+        self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
+        self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
+        self.connected = False  # Connected was said once (a resumed generator does not connect first)
+
+    async def items(self) -> AsyncGenerator[SourceItem, None]:
+        pause, reconnect = 0.0, not self.connected
+        while True:
+            # what a step said is handed over before any wait: the next command, a pause, a reconnection
+            while self.out:
+                yield self.out.popleft()
+            if pause:
+                await anyio.sleep(pause)
+                pause = 0.0
+            if reconnect:
+                await self._connect(first=not self.connected)
+                reconnect = False
+                continue
+            try:
+                if self.streaming is False:
+                    if await self._poll_once():
+                        pause = self.src.poll_interval
+                else:
+                    async with aclosing(self._stream_once()) as streamed:
+                        async for item in streamed:
+                            yield item
+            except _Restart as restart:
+                pause = restart.delay
+            except ChannelRefused as exc:
+                # The host is up but takes no more channels now: say so once, then retry after a
+                # pause (reconnecting would not help, and a tight loop would not either).
+                if not self.refusals:
+                    self.out.append(Disconnected(self.src.host, str(exc)))
+                self.refusals += 1
+                delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(self.refusals, 16))
+                # Jitter, so that the followers refused together do not all come back together.
+                pause = random.uniform(delay / 2, delay)  # noqa: S311 - jitter, not a secret
+            except ConnectionLost as exc:
+                self.out.append(Disconnected(self.src.host, str(exc)))
+                self.refusals = 0
+                reconnect = True
+
+    async def _connect(self, *, first: bool) -> None:
+        src = self.src
+        attempts = src.connect_attempts if first else src.reconnect_attempts
+        stop: stop_base = stop_never if attempts is None else stop_after_attempt(attempts)
+        retrying = AsyncRetrying(
+            stop=stop,
+            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
+            retry=retry_if_exception_type(ConnectionLost),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+        await retrying(src.pool.connect, src.host, port=src.port, user=src.user)
+        self.connected = True
+        self.out.append(Connected(src.host))
+
+    def _channel_opened(self) -> None:
+        if self.refusals:
+            self.refusals = 0
+            self.out.append(Connected(self.src.host))
+
+    def _restart_from_zero(self, reason: RestartReason) -> _Restart:
+        self.pending = reason
+        self.offset = 0
+        self.inode = None
+        self.rotation = None
+        return _Restart()
+
+    def _accept_header(self, header: Header | None) -> None:
+        """Act on a script's header; returns only for `ok` on the file we mean to read."""
+        if header is None:
+            # The script ended before its header (the file vanished between test and open).
+            raise _Restart(self.src.poll_interval)
+        if header.status == "nofollow":
+            self.streaming = False
+            raise _Restart()
+        if header.status == "unreadable":
+            raise UsageError(f"cannot follow {self.src.path} on {self.src.host}: not a readable regular file")
+        if header.status == "missing":
+            if self.inode is not None:
+                self._restart_from_zero("replaced")
+            if not self.announced_missing:
+                self.announced_missing = True
+                self.out.append(FileMissing(self.src.path))
+            raise _Restart(self.src.poll_interval)
+        if self.inode is not None and header.inode != self.inode:
+            # Another file while we were away; the old one's unread tail is out of reach.
+            raise self._restart_from_zero("replaced")
+        if header.size < self.offset:
+            raise self._restart_from_zero("truncated")
+        self.inode = header.inode
+        self.known_size = header.size
+        if self.pending is not None:
+            reason, self.pending = self.pending, None
+            # A new file: its end is still to be reached. (Not for every header: each poll and
+            # each reconnect reads one, and a file already read to its end is not caught up again.)
+            self.at_end = False
+            self.out.append(FileRestarted(reason))
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        if not self.at_end and self.offset >= self.known_size:
+            self.at_end = True
+            self.out.append(CaughtUp(self.offset))
+
+    def _deliver(self, data: bytes) -> None:
+        self.out.append(Chunk(self.offset, data))
+        self.offset += len(data)
+        self.unyielded += len(data)
+        self.at_end = False
+        self._caught_up()
+
+    async def _open_session(self, command: str) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
+        src = self.src
+        try:
+            conn, session = await src.pool.open_session(
+                src.host, CommandOutput, command, port=src.port, user=src.user
+            )
+        except (OSError, asyncssh.Error) as exc:
+            raise ChannelRefused(src.host, str(exc)) from exc
+        self._channel_opened()
+        return conn, session
+
+    def _lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> Exception:
+        if exc is not None or conn.is_closed():
+            return ConnectionLost(f"connection to {self.src.host} lost: {exc or 'closed'}")
+        return _Restart(self.src.poll_interval)
+
+    async def _stream_once(self) -> AsyncGenerator[SourceItem, None]:
+        src = self.src
+        command = stream_command(
+            src.path, self.offset, stat_interval=src.stat_interval, tail_interval=src.tail_interval
+        )
+        conn, session = await self._open_session(command)
+        try:
+            buffered = errors = b""
+            while b"\n" not in buffered:
+                kind, data, exc = await session.receive()
+                if kind == "err" and len(errors) < _HEADER_LIMIT:
+                    errors += data
+                if kind == "closed":
+                    if exc is not None or conn.is_closed():
+                        raise self._lost(conn, exc)
+                    _check_refused(src.host, session.exit_status, errors)
+                    self._accept_header(None)
+                if kind == "out":
+                    buffered += data
+                    if b"\n" not in buffered and len(buffered) > _HEADER_LIMIT:
+                        raise TargetError(
+                            f"unexpected output from the reader on {src.host}: {buffered[:80]!r}"
+                        )
+            line, _, rest = buffered.partition(b"\n")
+            header = parse_header(line)
+            if header is None:
+                raise TargetError(f"unexpected output from the reader on {src.host}: {line[:80]!r}")
+            self._accept_header(header)
+            self.rotation = None
+            if rest:
+                self._deliver(rest)
+            errors = b""
+            while True:
+                while self.out:
+                    yield self.out.popleft()
+                if not session.queued:
+                    self.unyielded = 0  # the receive below waits: other tasks run
+                elif self.unyielded > UNYIELDED_BYTES:
+                    self.unyielded = 0
+                    await anyio.lowlevel.checkpoint()  # a backlog read in bulk still lets other tasks run
+                kind, data, exc = await session.receive()
+                if kind == "out":
+                    self._deliver(data)
+                    self._check_rotation()
+                elif kind == "err":
+                    errors += data
+                    *lines, errors = errors.split(b"\n")
+                    for line in lines:
+                        self._on_status(line)
+                    self._caught_up()
+                else:
+                    raise self._lost(conn, exc)
+        finally:
+            session.close()
+
+    def _on_status(self, line: bytes) -> None:
+        if b"file truncated" in line:
+            raise self._restart_from_zero("truncated")
+        if line == b"E":
+            raise _Restart(self.src.poll_interval)
+        stat = parse_stat_line(line)
+        if stat is None or stat.inode != self.inode:
+            return
+        self.known_size = max(self.known_size, stat.size)
+        if stat.path_inode is not None and stat.path_inode != stat.inode:
+            reason: RestartReason = "rotated" if stat.links > 0 else "replaced"
+            previous = self.rotation
+            self.rotation = _Rotation(
+                size=stat.size,
+                reason=reason,
+                samples=1 if previous is None else previous.samples + 1,
+                quiet=previous is not None and previous.size == stat.size,
+            )
+            self._check_rotation()
+
+    def _check_rotation(self) -> None:
+        # Switch once the old file is read to the size last seen, and it has stopped growing (a
+        # writer may finish its last lines there after the rename), or after a grace period.
+        rotation = self.rotation
+        if (
+            rotation is not None
+            and self.offset >= rotation.size
+            and (rotation.quiet or rotation.samples >= _ROTATION_GRACE_SAMPLES)
+        ):
+            raise self._restart_from_zero(rotation.reason)
+
+    async def _poll_once(self) -> bool:
+        """One read; True when it reached the end (then wait `poll_interval` before the next)."""
+        src = self.src
+        command = poll_command(src.path, self.offset, max_bytes=DEFAULT_POLL_BYTES)
+        result = await src.pool.run(src.host, command, port=src.port, user=src.user, encoding=None)
+        self._channel_opened()
+        stderr = result.stderr if isinstance(result.stderr, bytes) else b""
+        _check_refused(src.host, result.exit_status, stderr)
+        stdout = result.stdout
+        assert isinstance(stdout, bytes)
+        line, newline, data = stdout.partition(b"\n")
+        self._accept_header(parse_header(line) if newline else None)
+        if data:
+            self._deliver(data)
+        if len(data) < DEFAULT_POLL_BYTES:
+            self.known_size = self.offset
+            self._caught_up()
+            return True
+        return False
+
+
+REFUSED = 126  # the exit status of a forced-command wrapper that refuses a command (deploy/ssh/)
+
+
+def _check_refused(host: str, status: int | None, stderr: bytes) -> None:
+    """A command the host refused (a forced-command wrapper older than this watchdog, say) is an error
+    that says so, not a log that is not there yet: trying again cannot help."""
+    if status == REFUSED:
+        said = stderr.decode(errors="replace").strip()[:300] or "no message"
+        raise TargetError(f"{host} refused the log reader (exit {REFUSED}): {said}")

@@ -1,0 +1,639 @@
+"""SSH connections per (host, port, user), shared by every follower and probe of that host.
+
+One connection carries every session channel of its host until the server refuses another (OpenSSH's
+MaxSessions, 10 by default, answers "open failed") or `SSHOptions.max_channels` is reached; then the
+pool opens another connection to the same host and carries on there. Connections are filled in the
+order they were opened, each up to the capacity learned from refusals (a channel counts until the
+server confirms its close, as the server counts it until then), and an extra connection is closed
+when its last channel closes (after `idle_linger`, so that short commands such as probes on a full
+host share one extra connection rather than open one each). A host that refuses a channel even on
+a new connection gives `ChannelRefused`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+import asyncssh
+import structlog
+
+from watchdog.exceptions import AuthError, ConnectionLost, HostKeyError
+from watchdog.follow.sources.hostkeys import HostKeyCheck
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_LINGER",
+    "DEFAULT_KEEPALIVE_COUNT_MAX",
+    "DEFAULT_KEEPALIVE_INTERVAL",
+    "ChannelRefused",
+    "ConnKey",
+    "SSHOptions",
+    "SSHPool",
+]
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+# A dead peer (cable pulled, host frozen) is noticed after interval * count_max seconds.
+DEFAULT_KEEPALIVE_INTERVAL = 5.0
+DEFAULT_KEEPALIVE_COUNT_MAX = 3
+# An extra connection outlives its last channel by this long (longer than the probes' intervals).
+DEFAULT_IDLE_LINGER = 10.0
+
+# Refusals one channel open may meet before it gives up: each one either moves it to a connection
+# with room or opens a new one, so only a server that refuses every channel gets this far.
+_MAX_REFUSALS = 8
+# The ciphers offered first (the server takes the first of the client's list it also has): AES-GCM costs
+# asyncssh about 3 us of CPU a packet where its ChaCha20-Poly1305 costs about 17 (a cipher object for the
+# header, the Poly1305 key and the body of each packet), and both are AEAD ciphers OpenSSH enables by default.
+# A `Ciphers` line in the SSH config used is honoured instead.
+PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+# How a server says no to one more session on a connection that is still fine. OpenSSH past its
+# MaxSessions answers OPEN_CONNECT_FAILED "open failed"; others use the two more telling codes.
+_REFUSALS = frozenset(
+    {asyncssh.OPEN_CONNECT_FAILED, asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, asyncssh.OPEN_RESOURCE_SHORTAGE}
+)
+
+ConnKey = tuple[str, int | None, str | None]
+SessionT = TypeVar("SessionT", bound="asyncssh.SSHClientSession[bytes]")
+T = TypeVar("T")
+
+log = structlog.get_logger("watchdog.sshpool")
+
+
+class ChannelRefused(ConnectionLost):
+    """The host is reachable but no connection to it would open another session channel.
+
+    Retried like `ConnectionLost`, after a pause: reconnecting at once would not help.
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        super().__init__(f"{where} refused a session channel: {detail}")
+
+
+@dataclass(frozen=True)
+class SSHOptions:
+    """How to reach hosts: the options of `ssh` that watchdog honours.
+
+    Attributes:
+        known_hosts: the known_hosts file to check host keys against (None: ~/.ssh/known_hosts).
+        accept_new_host_key: trust an unknown host's key and append it to `known_hosts`
+            (OpenSSH's StrictHostKeyChecking=accept-new); a changed key is refused regardless.
+        identity: a private key file to offer, after the agent's keys.
+        config: OpenSSH client config files to read (Host, HostName, User, Port, IdentityFile,
+            ProxyJump...); the empty tuple means ~/.ssh/config if it exists, None means none.
+        use_agent: offer the keys of the agent at $SSH_AUTH_SOCK.
+        connect_timeout: seconds allowed for one connection attempt.
+        keepalive_interval: seconds between keepalive requests on an idle connection.
+        keepalive_count_max: unanswered keepalives after which the connection is dropped.
+        max_channels: session channels one connection carries before another connection is
+            opened; None learns the limit from the server's refusals (sshd's MaxSessions).
+        stat_interval: seconds between the looks of a log reader on this host at what the log's path names
+            (`SSHSource`); None: the reader's default.
+    """
+
+    known_hosts: str | None = None
+    accept_new_host_key: bool = False
+    identity: str | None = None
+    config: tuple[str, ...] | None = ()
+    use_agent: bool = True
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL
+    keepalive_count_max: int = DEFAULT_KEEPALIVE_COUNT_MAX
+    max_channels: int | None = None
+    stat_interval: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_channels is not None and self.max_channels < 1:
+            raise ValueError("max_channels must be at least 1")
+        if self.stat_interval is not None and not self.stat_interval > 0:
+            raise ValueError("stat_interval must be positive")
+
+    @property
+    def known_hosts_path(self) -> str:
+        """The known_hosts file in use."""
+        return os.path.expanduser(self.known_hosts or "~/.ssh/known_hosts")
+
+
+def _where(host: str, port: int | None, user: str | None) -> str:
+    user_part = f"{user}@" if user else ""
+    port_part = f" port {port}" if port is not None else ""
+    return f"{user_part}{host}{port_part}"
+
+
+def _load_identity(path: str, where: str) -> asyncssh.SSHKey:
+    path = os.path.expanduser(path)
+    try:
+        return asyncssh.read_private_key(path)
+    except OSError as exc:
+        raise AuthError(f"identity file {path} for {where} cannot be read: {exc.strerror}") from exc
+    except asyncssh.KeyEncryptionError as exc:
+        raise AuthError(
+            f"identity file {path} for {where} is protected by a passphrase: add it to the agent instead"
+        ) from exc
+    except asyncssh.KeyImportError as exc:
+        raise AuthError(f"identity file {path} for {where} is not a private key: {exc}") from exc
+
+
+class _Client(asyncssh.SSHClient):
+    """Hands host key decisions to the check that knows the known_hosts policy."""
+
+    def __init__(self, check: HostKeyCheck) -> None:
+        self._check = check
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        return self._check.validate(host, addr, port, key)
+
+
+@dataclass(eq=False)
+class _Conn:
+    """One connection of a host, and the session channels it carries now."""
+
+    conn: asyncssh.SSHClientConnection
+    # Channel opens handed out so far: numbers them in the order the server answers them.
+    opened: int = 0
+    # The channels being opened or open (until their close is confirmed), by number: confirmed?
+    live: dict[int, bool] = field(default_factory=dict)
+    # Refused a channel: no more are sent here until one of its channels closes.
+    full: bool = False
+    # When its last channel closed (event loop time); None while it carries one.
+    idle_since: float | None = None
+
+    @property
+    def channels(self) -> int:
+        return len(self.live)
+
+
+@dataclass(eq=False)
+class _Host:
+    """The connections to one (host, port, user), in the order they were opened."""
+
+    where: str
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    conns: list[_Conn] = field(default_factory=list)
+    # Channels one connection carries before the server refuses one (None: no refusal seen).
+    learned: int | None = None
+
+    def live(self) -> list[_Conn]:
+        """The open connections (closed ones are closed for good and forgotten here)."""
+        for entry in self.conns:
+            if entry.conn.is_closed():
+                entry.conn.close()
+        self.conns = [entry for entry in self.conns if not entry.conn.is_closed()]
+        return list(self.conns)
+
+
+class _Slot:
+    """One session channel's place on a connection, from the open request until its close is confirmed."""
+
+    def __init__(self, pool: SSHPool, host: _Host, entry: _Conn, *, fresh: bool = False) -> None:
+        self.pool = pool
+        self.host = host
+        self.entry = entry
+        self.fresh = fresh  # the connection was opened for this channel
+        self.number = entry.opened
+        entry.opened += 1
+        entry.live[self.number] = False
+        entry.idle_since = None
+
+    def confirm(self) -> None:
+        """The channel is open: a connection evidently carries this many at once."""
+        entry = self.entry
+        if self.number in entry.live:
+            entry.live[self.number] = True
+            if self.host.learned is not None:
+                confirmed = sum(entry.live.values())
+                self.host.learned = max(self.host.learned, confirmed)
+
+    def refuse(self) -> int:
+        """The server refused the channel; returns how many channels it had accepted before it."""
+        entry = self.entry
+        before = sum(1 for number in entry.live if number < self.number)
+        entry.live.pop(self.number, None)
+        entry.full = True
+        return before
+
+    def release(self) -> None:
+        """The channel is closed (or never opened); idempotent."""
+        if self.entry.live.pop(self.number, None) is not None:
+            self.entry.full = False
+            self.pool._released(self.host, self.entry)
+
+
+class _Counted(asyncssh.SSHClientSession[bytes]):
+    """Passes every callback on to the caller's session, and frees its slot once the channel is closed.
+
+    The slot is kept until the server confirms the close, because until then (while the remote
+    command exits) the server still counts the session against its MaxSessions.
+    """
+
+    def __init__(self, inner: asyncssh.SSHClientSession[bytes], slot: _Slot) -> None:
+        self._inner = inner
+        self._slot = slot
+
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
+        self._inner.connection_made(chan)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        try:
+            self._inner.connection_lost(exc)
+        finally:
+            self._slot.release()
+
+    def session_started(self) -> None:
+        self._inner.session_started()
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        self._inner.data_received(data, datatype)
+
+    def eof_received(self) -> bool:
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def xon_xoff_requested(self, client_can_do: bool) -> None:
+        self._inner.xon_xoff_requested(client_can_do)
+
+    def exit_status_received(self, status: int) -> None:
+        self._inner.exit_status_received(status)
+
+    def exit_signal_received(self, signal: str, core_dumped: bool, msg: str, lang: str) -> None:
+        self._inner.exit_signal_received(signal, core_dumped, msg, lang)
+
+
+class SSHPool:
+    """Opens and shares SSH connections; the channels of one host are multiplexed on as few as it allows.
+
+    Use as `async with SSHPool(options) as pool:`; leaving the block closes every connection
+    (and with them every remote command still running). See the module docstring for how
+    channels are spread over connections.
+    """
+
+    def __init__(
+        self, options: SSHOptions | None = None, *, idle_linger: float = DEFAULT_IDLE_LINGER
+    ) -> None:
+        """Remember the options; no connection is made until one is needed.
+
+        Args:
+            options: how to reach hosts.
+            idle_linger: seconds an extra connection (not a host's first) stays open without
+                channels before it is closed, so that short commands (probes, polls) on a full
+                host do not open a connection each.
+        """
+        if idle_linger < 0:
+            raise ValueError("idle_linger must not be negative")
+        self.options = options or SSHOptions()
+        self.idle_linger = idle_linger
+        self._hosts: dict[ConnKey, _Host] = {}
+
+    async def __aenter__(self) -> SSHPool:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def connect(
+        self, host: str, *, port: int | None = None, user: str | None = None
+    ) -> asyncssh.SSHClientConnection:
+        """Return the first open connection to `user@host:port`, connecting first if there is none.
+
+        `host` may be an alias from the SSH config; a None port or user comes from the config
+        or the defaults. Concurrent callers for the same key share one connection attempt.
+
+        Raises:
+            HostKeyError: the host key is unknown or changed (not retried).
+            AuthError: authentication was refused (not retried).
+            ConnectionLost: the host could not be reached (retry later).
+        """
+        entry = self._host(host, port, user)
+        # Taking the lock also lets the event loop run first, so a connection that has just
+        # dropped is seen closed here rather than handed out.
+        async with entry.lock:
+            live = entry.live()
+            if live:
+                return live[0].conn
+            conn = await self._open(host, port, user)
+            entry.conns.append(_Conn(conn))
+            return conn
+
+    async def open_session(
+        self,
+        host: str,
+        factory: Callable[[], SessionT],
+        command: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+    ) -> tuple[asyncssh.SSHClientConnection, SessionT]:
+        """Start `command` in a new session channel (bytes in and out) on a connection with room for it.
+
+        The channel counts against its connection until its close is confirmed; the caller closes
+        it (through the session's channel) when done.
+
+        Returns:
+            The connection that carries the channel, and the session `factory` made.
+
+        Raises:
+            ChannelRefused: no connection to the host would open the channel (retry after a pause).
+            ConnectionLost: the host could not be reached, or the connection broke (it is forgotten).
+            HostKeyError, AuthError: as from `connect`.
+        """
+        made: list[SessionT] = []
+
+        async def start(conn: asyncssh.SSHClientConnection, slot: _Slot) -> asyncssh.SSHClientConnection:
+            def counted() -> _Counted:
+                made.append(factory())
+                return _Counted(made[-1], slot)
+
+            await conn.create_session(counted, command, encoding=None)
+            return conn
+
+        conn = await self._channel(host, port, user, start, hold=True)
+        return conn, made[-1]
+
+    async def run(
+        self,
+        host: str,
+        command: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        input: str | bytes | None = None,
+        encoding: str | None = "utf-8",
+        timeout: float | None = None,  # noqa: ASYNC109 - bounds the command, not the connection
+    ) -> asyncssh.SSHCompletedProcess:
+        """Run one (already quoted) command on the host over a shared connection; its exit status is the caller's.
+
+        `encoding` None gives bytes in and out.
+
+        Raises:
+            ChannelRefused: no connection to the host would open a channel (retry after a pause).
+            ConnectionLost: the host could not be reached, or the connection broke (it is discarded).
+            HostKeyError, AuthError: as from `connect`.
+        """
+
+        async def start(conn: asyncssh.SSHClientConnection, slot: _Slot) -> asyncssh.SSHCompletedProcess:
+            with anyio.fail_after(timeout):
+                return await conn.run(command, input=input, encoding=encoding, check=False)
+
+        where = _where(host, port, user)
+        try:
+            return await self._channel(host, port, user, start, hold=False)
+        except ConnectionLost:
+            raise
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
+            raise ConnectionLost(f"running a command on {where} failed: {exc}") from exc
+
+    def discard(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Forget (and close) a connection found broken, so that it is not used again."""
+        for entry in self._hosts.values():
+            entry.conns = [known for known in entry.conns if known.conn is not conn]
+        conn.close()
+
+    @property
+    def connected(self) -> bool:
+        """Whether a connection of this pool is open now."""
+        return any(entry.live() for entry in self._hosts.values())
+
+    def channel_counts(self, host: str, *, port: int | None = None, user: str | None = None) -> list[int]:
+        """The session channels each open connection to the host carries now, in the order they were opened."""
+        entry = self._hosts.get((host, port, user))
+        return [] if entry is None else [known.channels for known in entry.live()]
+
+    def connections(
+        self, host: str, *, port: int | None = None, user: str | None = None
+    ) -> list[asyncssh.SSHClientConnection]:
+        """The open connections to the host, in the order they were opened (the first is `connect`'s)."""
+        entry = self._hosts.get((host, port, user))
+        return [] if entry is None else [known.conn for known in entry.live()]
+
+    def learned_capacity(self, host: str, *, port: int | None = None, user: str | None = None) -> int | None:
+        """The channels one connection to the host carries before the server refuses one (None: not seen yet)."""
+        entry = self._hosts.get((host, port, user))
+        return None if entry is None else entry.learned
+
+    async def aclose(self) -> None:
+        """Close every connection and wait (briefly) until they are closed."""
+        conns = [known.conn for entry in self._hosts.values() for known in entry.conns]
+        self._hosts.clear()
+        for conn in conns:
+            conn.close()
+        with anyio.move_on_after(2, shield=True):
+            for conn in conns:
+                await conn.wait_closed()
+
+    # -- channels over connections -------------------------------------------------------------------
+
+    def _host(self, host: str, port: int | None, user: str | None) -> _Host:
+        key: ConnKey = (host, port, user)
+        entry = self._hosts.get(key)
+        if entry is None:
+            entry = self._hosts[key] = _Host(_where(host, port, user))
+        return entry
+
+    def _capacity(self, host: _Host) -> int | None:
+        limits = [limit for limit in (self.options.max_channels, host.learned) if limit is not None]
+        return min(limits) if limits else None
+
+    def _room(self, host: _Host, tried: set[_Conn]) -> _Conn | None:
+        """The first open connection that may carry one more channel."""
+        capacity = self._capacity(host)
+        for entry in host.live():
+            if entry in tried or entry.full:
+                continue
+            if capacity is None or entry.channels < capacity:
+                return entry
+        return None
+
+    async def _reserve(self, host: _Host, tried: set[_Conn], key: ConnKey) -> _Slot:
+        while True:
+            entry = self._room(host, tried)
+            if entry is not None:
+                return _Slot(self, host, entry)
+            async with host.lock:
+                # Whoever held the lock may have opened a connection with room for us too.
+                if self._room(host, tried) is not None:
+                    continue
+                live = host.live()
+                try:
+                    conn = await self._open(*key)
+                except ConnectionLost as exc:
+                    if not live:
+                        raise
+                    raise ChannelRefused(
+                        host.where,
+                        f"its connections ({len(live)}) are full and another could not be opened: {exc}",
+                    ) from exc
+                entry = _Conn(conn)
+                host.conns.append(entry)
+                if live:
+                    refused = any(known.full for known in live) or (
+                        host.learned is not None and host.learned == self._capacity(host)
+                    )
+                    log.info(
+                        "opened another SSH connection",
+                        host=host.where,
+                        reason="refused" if refused else "max_channels",
+                        connections=len(host.conns),
+                        channels=[known.channels for known in live],
+                        capacity=self._capacity(host),
+                    )
+                return _Slot(self, host, entry, fresh=True)
+
+    async def _channel(
+        self,
+        host: str,
+        port: int | None,
+        user: str | None,
+        start: Callable[[asyncssh.SSHClientConnection, _Slot], Awaitable[T]],
+        *,
+        hold: bool,
+    ) -> T:
+        """Open a channel with `start` on a connection with room, moving on when one is refused.
+
+        `hold`: the slot stays taken after `start` returns (a session's close frees it); otherwise
+        it is freed when `start` returns.
+        """
+        key: ConnKey = (host, port, user)
+        host_entry = self._host(*key)
+        tried: set[_Conn] = set()
+        # Let the event loop run first, so that a connection that has just dropped is seen closed.
+        await anyio.lowlevel.checkpoint()
+        for _ in range(_MAX_REFUSALS):
+            slot = await self._reserve(host_entry, tried, key)
+            conn = slot.entry.conn
+            done = False
+            try:
+                result = await start(conn, slot)
+                done = True
+            except asyncssh.ChannelOpenError as exc:
+                if conn.is_closed():
+                    self.discard(conn)
+                    raise ConnectionLost(f"connection to {host_entry.where} lost: {exc}") from exc
+                if exc.code not in _REFUSALS:
+                    raise ChannelRefused(host_entry.where, exc.reason) from exc
+                before = slot.refuse()
+                tried.add(slot.entry)
+                if slot.entry.channels == 0 and slot.fresh:
+                    # A new connection refused its first channel: more connections will not help.
+                    if host_entry.live()[0] is not slot.entry:
+                        self.discard(conn)
+                    raise ChannelRefused(
+                        host_entry.where,
+                        f"{exc.reason}, even on a new connection (does the server allow sessions? "
+                        "sshd's MaxSessions)",
+                    ) from exc
+                if before:
+                    host_entry.learned = max(host_entry.learned or 0, before)
+                elif slot.entry.channels == 0:
+                    self._released(host_entry, slot.entry)  # sessions we do not know of fill it
+                continue
+            except (OSError, asyncssh.Error) as exc:
+                if conn.is_closed():
+                    self.discard(conn)
+                    raise ConnectionLost(f"connection to {host_entry.where} lost: {exc}") from exc
+                raise
+            finally:
+                if not done or not hold:
+                    slot.release()
+            slot.confirm()
+            return result
+        raise ChannelRefused(host_entry.where, f"refused {_MAX_REFUSALS} times in a row on its connections")
+
+    def _released(self, host: _Host, entry: _Conn) -> None:
+        """A channel of `entry` is gone: an extra connection left without channels is closed after a while."""
+        if entry.channels:
+            return
+        # Called from asyncssh's channel callbacks: act after they have returned.
+        loop = asyncio.get_running_loop()
+        entry.idle_since = loop.time()
+        loop.call_later(self.idle_linger, self._close_if_idle, host, entry, entry.idle_since)
+
+    def _close_if_idle(self, host: _Host, entry: _Conn, idle_since: float) -> None:
+        live = host.live()
+        # Busy again meanwhile (and maybe idle again since: then a later call decides).
+        if entry.idle_since != idle_since or entry not in live or live[0] is entry:
+            return
+        host.conns.remove(entry)
+        entry.conn.close()
+        log.debug("closed an idle extra SSH connection", host=host.where, connections=len(host.conns))
+
+    async def _open(self, host: str, port: int | None, user: str | None) -> asyncssh.SSHClientConnection:
+        opts = self.options
+        where = _where(host, port, user)
+        check = HostKeyCheck(opts.known_hosts_path, accept_new=opts.accept_new_host_key)
+        await anyio.to_thread.run_sync(check.load)  # known_hosts read off the event loop
+        ciphers_configured = await anyio.to_thread.run_sync(_ciphers_configured, opts.config)
+        kwargs: dict[str, Any] = {
+            "known_hosts": check.trusted_keys,
+            "client_factory": lambda: _Client(check),
+            "connect_timeout": opts.connect_timeout,
+            "keepalive_interval": opts.keepalive_interval,
+            "keepalive_count_max": opts.keepalive_count_max,
+        }
+        if not ciphers_configured:
+            kwargs["encryption_algs"] = _cipher_preference()
+        if opts.config is None:
+            kwargs["config"] = None
+        elif opts.config:
+            kwargs["config"] = list(opts.config)
+        # else: asyncssh's default, ~/.ssh/config when it exists (an empty list would load nothing)
+        if port is not None:
+            kwargs["port"] = port
+        if user is not None:
+            kwargs["username"] = user
+        if opts.identity is not None:
+            kwargs["client_keys"] = [await anyio.to_thread.run_sync(_load_identity, opts.identity, where)]
+        if not opts.use_agent:
+            kwargs["agent_path"] = None
+        try:
+            with anyio.fail_after(opts.connect_timeout + 5):
+                return await asyncssh.connect(host, **kwargs)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise HostKeyError(check.problem or f"host key of {where} could not be verified: {exc}") from exc
+        except asyncssh.PermissionDenied as exc:
+            raise AuthError(
+                f"authentication to {where} was refused ({exc.reason}); check the user name, "
+                "the identity file or agent keys, and the remote authorized_keys"
+            ) from exc
+        except asyncssh.ConfigParseError as exc:
+            raise AuthError(f"the SSH config for {where} cannot be read: {exc}") from exc
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
+            raise ConnectionLost(f"cannot connect to {where}: {exc}") from exc
+
+
+def _cipher_preference() -> list[str]:
+    """asyncssh's default ciphers, `PREFERRED_CIPHERS` first (those of them it has)."""
+    default = [alg.decode() for alg in asyncssh.encryption.get_default_encryption_algs()]
+    return [
+        *(c for c in PREFERRED_CIPHERS if c in default),
+        *(c for c in default if c not in PREFERRED_CIPHERS),
+    ]
+
+
+def _ciphers_configured(config: tuple[str, ...] | None) -> bool:
+    """Whether the SSH config files used (None: none; empty: ~/.ssh/config) have a `Ciphers` line: blocking,
+    call it in a worker thread."""
+    if config is None:
+        return False
+    paths = list(config) or [os.path.expanduser("~/.ssh/config")]
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    words = line.replace("=", " ", 1).split(None, 1)  # "Ciphers x" or "Ciphers=x"
+                    if words and words[0].lower() == "ciphers":
+                        return True
+        except OSError:
+            continue
+    return False

@@ -1,0 +1,85 @@
+"""`LaunchSpec`: what to follow and how, validated on construction (no I/O)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from watchdog.exceptions import ConfigError
+from watchdog.follow.sources.target import Target
+from watchdog.profiles.loader import Profile
+from watchdog.vocabulary import (
+    DEADLINE_STATES,
+    DEFAULT_CRASH_GRACE,
+    DEFAULT_GPU_INTERVAL,
+    DEFAULT_PROBE_INTERVAL,
+    DEFAULT_STALL_AFTER,
+    ENGINES,
+)
+
+__all__ = ["DEFAULT_QUIET", "DEFAULT_SETTLE", "DEFAULT_TICK", "LaunchSpec"]
+
+DEFAULT_SETTLE = 0.25  # seconds a crash report waits for the other ranks' errors
+DEFAULT_QUIET = 0.05  # ... unless the log has been quiet (read to its end) this long
+DEFAULT_TICK = 0.25  # seconds between clock ticks (stall, pending errors, deadlines), when one is due
+
+_DEADLINE_PHASES = tuple(s.value for s in DEADLINE_STATES)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What to follow and how: built from the command line (`watch`) or the config file (the daemon).
+
+    Validated on construction (no I/O): a `ConfigError` names the launch, the field and what is allowed.
+    """
+
+    name: str
+    target: Target
+    engine: str | None = None  # None: detected from the first lines
+    profiles: tuple[Profile, ...] = ()  # user profiles, already loaded
+    pid: int | None = None  # the server's pid on the host: gone without a traceback = crashed (killed)
+    process: str | None = None  # or a `pgrep -f` pattern
+    pid_file: str | None = None  # or a file holding the pid, read on the host at each check
+    health_url: str | None = None
+    gpu: bool = False
+    gpu_interval: float = DEFAULT_GPU_INTERVAL
+    stall_after: float | None = DEFAULT_STALL_AFTER
+    deadlines: tuple[tuple[str, float], ...] = ()  # (phase, seconds): longer in that phase is stalled
+    timeout: float | None = None
+    crash_grace: float = DEFAULT_CRASH_GRACE
+    settle: float = DEFAULT_SETTLE
+    quiet: float = DEFAULT_QUIET
+    tick: float = DEFAULT_TICK
+    probe_interval: float = DEFAULT_PROBE_INTERVAL
+
+    def __post_init__(self) -> None:
+        where = f"launch {self.name!r}" if self.name else "launch"
+        if not self.name:
+            raise ConfigError(where, "name", "a launch needs a name")
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError(
+                where, "engine", f"unknown engine {self.engine!r}; allowed: {', '.join(ENGINES)}"
+            )
+        if sum(x is not None and x != "" for x in (self.pid, self.process, self.pid_file)) > 1:
+            raise ConfigError(where, "pid", "give one of a pid, a process pattern and a pid file")
+        if self.pid is not None and self.pid <= 0:
+            raise ConfigError(where, "pid", f"{self.pid} is not a process id: give a positive number")
+        for key in ("gpu_interval", "crash_grace", "tick", "probe_interval"):
+            _check_seconds(where, key, getattr(self, key), zero=False)
+        for key in ("settle", "quiet"):
+            _check_seconds(where, key, getattr(self, key), zero=True)
+        for phase, seconds in self.deadlines:
+            if phase not in _DEADLINE_PHASES:
+                allowed = ", ".join(_DEADLINE_PHASES)
+                raise ConfigError(where, f"deadlines.{phase}", f"unknown phase; allowed: {allowed}")
+            _check_seconds(where, f"deadlines.{phase}", seconds, zero=False)
+        for key in ("stall_after", "timeout"):
+            value = getattr(self, key)
+            if value is not None:
+                _check_seconds(where, key, value, zero=False)
+
+
+def _check_seconds(where: str, key: str, value: float, *, zero: bool) -> None:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        allowed = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise ConfigError(where, key, f"{value!r} is not allowed: {allowed}")

@@ -1,0 +1,126 @@
+"""Test doubles that ship with the package: a scripted in-memory log source and a manual clock.
+
+With them a follower test runs in milliseconds and never sleeps::
+
+    clock, source = ManualClock(), ScriptedSource()
+    follower = LaunchFollower(spec, source=source, clock=clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+        await source.append(b"... Load weight begin ...\\n")
+        await source.catch_up()
+        await clock.advance(6.0)  # the crash grace passes; the follower's ticks run
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import math
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import anyio
+
+from watchdog.follow.sources.base import CaughtUp, Chunk, SourceItem
+from watchdog.follow.wakeup import wake_up
+
+__all__ = ["ManualClock", "ScriptedSource"]
+
+
+async def _all_blocked() -> None:
+    """Return once every other task waits on something (anyio's wait_all_tasks_blocked, without its 0.1 s
+    real-time naps on asyncio: a follower test runs at CPU speed)."""
+    try:
+        this = asyncio.current_task()
+    except RuntimeError:  # not asyncio (trio)
+        await anyio.wait_all_tasks_blocked()
+        return
+    while True:
+        await asyncio.sleep(0)
+        if all(
+            t is this or (t._fut_waiter is not None and not t._fut_waiter.done())  # type: ignore[attr-defined]
+            for t in asyncio.all_tasks()
+        ):
+            return
+
+
+class ManualClock:
+    """A clock that moves only when told (`advance`); `sleep` waits for virtual time."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self._sleepers: list[tuple[float, int, asyncio.Future[object]]] = []
+        self._order = itertools.count()
+
+    def now(self) -> float:
+        """The virtual time in seconds."""
+        return self._now
+
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait until the virtual time has advanced by `seconds`, or less if `wake` is done first."""
+        future = wake if wake is not None else asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), future))
+        await future
+
+    async def advance(self, seconds: float) -> None:
+        """Move the time forward by `seconds`, from deadline to deadline, letting each woken sleeper run (a
+        loop that ticks every 0.25 s ticks at each of them, as it would in real time)."""
+        end = self._now + seconds
+        while True:
+            await _all_blocked()
+            while self._sleepers and self._sleepers[0][0] <= self._now:
+                wake_up(heapq.heappop(self._sleepers)[2], None)
+                await _all_blocked()
+            if self._now >= end:
+                return
+            self._now = min(end, self._sleepers[0][0]) if self._sleepers else end
+
+
+class ScriptedSource:
+    """A log source whose bytes and events a test pushes; followed like a real one."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.followed = anyio.Event()  # set once a follower has opened it
+        self._send, self._receive = anyio.create_memory_object_stream[SourceItem](math.inf)
+
+    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the scripted items (from the start: `offset` is ignored)."""
+        return self._open()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[AsyncIterator[SourceItem]]:
+        self.followed.set()
+        try:
+            yield self._items()
+        finally:
+            self._receive.close()
+            self._send.close()
+
+    async def _items(self) -> AsyncIterator[SourceItem]:
+        async for item in self._receive:
+            yield item
+
+    async def append(self, data: bytes) -> None:
+        """The log grew by `data`."""
+        await self._send.send(Chunk(self.offset, data))
+        self.offset += len(data)
+
+    async def catch_up(self) -> None:
+        """The reader reached the end of what was written."""
+        await self._send.send(CaughtUp(self.offset))
+
+    async def push(self, item: SourceItem) -> None:
+        """Any other item (FileRestarted, FileMissing, Connected, ...)."""
+        if isinstance(item, Chunk):
+            self.offset = item.end
+        await self._send.send(item)
+
+    async def settle(self) -> None:
+        """Wait until the follower has taken everything pushed so far and acted on it."""
+        await _all_blocked()
+
+    def close(self) -> None:
+        """The source ends (the follower's run returns)."""
+        self._send.close()

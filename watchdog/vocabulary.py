@@ -1,0 +1,264 @@
+"""The words every layer shares, each said once: states and phases, categories, engines, exit codes,
+defaults, the duration grammar and the distribution's name and version.
+
+Everything else derives from here (the profile schema, the config models and their JSON Schema, the CLI's
+choices, the status page's script, docs/config.md); `tests/test_layers.py` fails if a copy reappears. This
+module imports nothing of ours and nothing slow: the bottom of the package.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import re
+import stat
+from urllib.parse import urlsplit
+
+__all__ = [
+    "BAR_OF_PHASE",
+    "DEADLINE_STATES",
+    "DEFAULT_CRASH_GRACE",
+    "DEFAULT_DELIVERY_ATTEMPTS",
+    "DEFAULT_DELIVERY_BACKOFF",
+    "DEFAULT_DELIVERY_TIMEOUT",
+    "DEFAULT_GPU_INTERVAL",
+    "DEFAULT_LISTEN",
+    "DEFAULT_LOG_FORMAT",
+    "DEFAULT_PROBE_INTERVAL",
+    "DEFAULT_RATE_LIMIT",
+    "DEFAULT_STALL_AFTER",
+    "DEFAULT_STATE_DIR",
+    "DEFAULT_UNREACHABLE_AFTER",
+    "DISTRIBUTION",
+    "DURATIONS",
+    "DURATION_PATTERN",
+    "ENGINES",
+    "ENGINE_CHOICES",
+    "EXIT_CONFIG",
+    "EXIT_CRASHED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_VERDICT",
+    "EXIT_READY",
+    "EXIT_STALLED",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "LOG_FORMATS",
+    "OUTCOMES",
+    "STARTUP_PHASES",
+    "VERDICTS",
+    "Category",
+    "State",
+    "check_http_url",
+    "file_kind",
+    "format_duration",
+    "parse_duration",
+    "version",
+]
+
+DISTRIBUTION = "llm-launch-watchdog"  # the PyPI name (the import package `watchdog` shares its directory)
+
+
+@functools.cache
+def version() -> str:
+    """This package's version, "0+unknown" when it is not installed."""
+    from importlib.metadata import PackageNotFoundError  # noqa: PLC0415 - keep `--version` lean
+    from importlib.metadata import version as _version  # noqa: PLC0415
+
+    try:
+        return _version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+# -- states (DESIGN.md) -----------------------------------------------------------------------------------
+
+
+class State(enum.Enum):
+    """Where a launch is (DESIGN.md)."""
+
+    PENDING = "pending"  # configured, no log yet
+    STARTING = "starting"  # process start, arguments, distributed init
+    LOADING_WEIGHTS = "loading_weights"  # checkpoint shards loading
+    ALLOCATING_KV_CACHE = "allocating_kv_cache"  # memory profiling, KV cache, scheduler init
+    CAPTURING_GRAPHS = "capturing_graphs"  # CUDA graphs, torch.compile, warm-up
+    READY = "ready"  # the server can serve
+    CRASHED = "crashed"  # a fatal error ended it (outcome)
+    STALLED = "stalled"  # no progress for too long (outcome, left again on progress)
+    STOPPED = "stopped"  # clean, intended exit (outcome)
+
+
+STARTUP_PHASES = (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)
+"""The startup phases, in the order a launch goes through them."""
+DEADLINE_STATES = (State.PENDING, *STARTUP_PHASES)
+"""The states a deadline may be set for (`[launches.NAME] deadlines`)."""
+OUTCOMES = (State.CRASHED, State.STALLED, State.STOPPED)
+VERDICTS = (State.READY, *OUTCOMES)
+"""The states that answer `watch`: it stops at the first of them."""
+BAR_OF_PHASE = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}
+"""The progress bar that measures a phase (its `[[progress]]` name in a profile)."""
+
+
+class Category(enum.StrEnum):
+    """What kind of failure ended a launch (DESIGN.md: the `error.category` of the JSON contract)."""
+
+    OOM = "oom"
+    CUDA = "cuda"
+    NCCL = "nccl"
+    ASSERTION = "assertion"
+    IMPORT = "import"
+    PORT_IN_USE = "port_in_use"
+    CONFIG = "config"
+    MODEL_LOAD = "model_load"
+    KILLED = "killed"
+    TIMEOUT = "timeout"
+    UNSUPPORTED = "unsupported"
+    OTHER = "other"
+
+
+ENGINES = ("sglang", "vllm", "tgi", "trtllm", "llamacpp", "ollama", "generic")
+"""The engines with a bundled profile (`watchdog/profiles/<engine>.toml`)."""
+ENGINE_CHOICES = ("auto", *ENGINES)
+
+# -- exit codes of the command line (DESIGN.md; a compatibility contract) --------------------------------
+
+EXIT_READY = 0
+EXIT_CRASHED = 1
+EXIT_STALLED = 2  # also: timed out
+EXIT_NO_VERDICT = 3  # the log ended still starting, or stopped cleanly
+EXIT_USAGE = 64  # EX_USAGE: bad command line, unreadable input file
+EXIT_UNREACHABLE = 69  # EX_UNAVAILABLE: SSH, authentication, host key
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in watchdog, not a verdict about the server
+EXIT_CONFIG = 78  # EX_CONFIG: invalid configuration or profile file
+EXIT_INTERRUPTED = 130  # Ctrl-C (and a second SIGTERM to the daemon: stop at once)
+
+# -- defaults (the config file's, the command line's and the library's) ----------------------------------
+
+DEFAULT_STALL_AFTER = 600.0  # seconds without progress before a launch is stalled
+DEFAULT_CRASH_GRACE = 5.0  # seconds an error nothing marks as fatal waits for progress that would excuse it
+DEFAULT_PROBE_INTERVAL = 2.0  # seconds between process and health probes
+DEFAULT_GPU_INTERVAL = 5.0  # seconds between GPU readings of a host
+DEFAULT_UNREACHABLE_AFTER = 60.0  # seconds a host stays unreachable before it is an alert
+DEFAULT_LISTEN = "127.0.0.1:9469"
+DEFAULT_STATE_DIR = "/var/lib/watchdog"
+LOG_FORMATS = ("json", "console")
+DEFAULT_LOG_FORMAT = "json"
+DEFAULT_RATE_LIMIT = 30  # alerts per minute a notifier sends at most; more wait their turn (none dropped)
+DEFAULT_DELIVERY_TIMEOUT = 10.0  # seconds one delivery attempt may take
+DEFAULT_DELIVERY_ATTEMPTS = (
+    4  # attempts of one delivery before the outbox takes it over (or `watch` gives up)
+)
+DEFAULT_DELIVERY_BACKOFF = 0.5  # seconds before the second attempt (doubled per attempt, with jitter)
+
+# -- durations: one grammar for the config file and the command line -------------------------------------
+
+DURATIONS = 'a positive duration: seconds (90) or with units, such as "90s", "10m", "1h30m", "1.5h", "2d"'
+DURATION_PATTERN = r"^(?:(?P<d>\d+(?:\.\d+)?)d)?(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s?)?$"
+_DURATION = re.compile(DURATION_PATTERN)
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """Parse a duration: seconds as a number, or a string with units.
+
+    Args:
+        value: `90`, `1.5`, `"90"`, `"90s"`, `"10m"`, `"1h30m"`, `"1.5h"` or `"2d"` (units d, h, m, s in
+            that order, each at most once).
+
+    Returns:
+        The duration in seconds: finite and more than 0.
+
+    Raises:
+        ValueError: anything else (the message says what is allowed).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"must be {DURATIONS}")
+    if isinstance(value, str):
+        text = value.strip()
+        match = _DURATION.match(text)
+        # "1h30" is refused: a bare number is seconds only when it stands alone.
+        if not text or match is None or (not text[-1].isalpha() and not text.replace(".", "", 1).isdigit()):
+            raise ValueError(f"{value!r} is not a duration: give {DURATIONS}")
+        seconds = sum(float(part) * _UNIT_SECONDS[unit] for unit, part in match.groupdict().items() if part)
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{value!r} is not a duration: give {DURATIONS}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """7m12s, 1h03m, 4.2s."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    s = round(seconds)
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}h{m:02d}m"
+    if m:
+        return f"{m}m{sec:02d}s"
+    return f"{sec}s"
+
+
+# -- validators shared by the command line and the config file ---------------------------------------------
+
+_URL_FORMS = "expected http://host[:port]/path or https://host[:port]/path"
+_HOST_PUNCTUATION = frozenset("-._:%")
+
+
+def check_http_url(text: str, *, secret: bool) -> str:
+    """Check an http(s) URL (a webhook's, a health endpoint's) and give it back unchanged.
+
+    With `secret`, messages show `scheme://host[:port]` at most: webhook URLs carry their token in the rest.
+
+    Raises:
+        ValueError: not an http(s) URL with a host and a port from 1 to 65535 (the message says why).
+    """
+    shown = "" if secret else f" {text!r}"
+    if any(ch.isspace() or not ch.isprintable() for ch in text):
+        raise ValueError(f"URL{shown} contains spaces or control characters; {_URL_FORMS}")
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise ValueError(f"invalid URL{shown}: {exc}; {_URL_FORMS}") from None
+    hostport = parts.netloc.rpartition("@")[2]
+    where = f" {parts.scheme}://{hostport}" if secret and parts.scheme and hostport else shown
+    if parts.scheme.lower() not in ("http", "https"):
+        problem = f"unsupported scheme {parts.scheme!r}" if parts.scheme else "not an http(s) URL"
+        hidden = " (not shown: webhook URLs carry secrets)" if secret and not where else ""
+        raise ValueError(f"{problem}{hidden}; {_URL_FORMS}")
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"URL{where} has no host; {_URL_FORMS}")
+    if not all(ch.isalnum() or ch in _HOST_PUNCTUATION for ch in host):
+        raise ValueError(f"URL{where}: {host!r} is not a valid host name or address")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError(f"URL{where} has an invalid port: a port is a number from 1 to 65535")
+    return text
+
+
+def file_kind(mode: int) -> str | None:
+    """Name the kind of a file that is not a regular file, for messages.
+
+    Args:
+        mode: `st_mode` of an `os.stat` or `os.fstat` result.
+
+    Returns:
+        None for a regular file, else "a FIFO", "a character device", "a directory", ...
+    """
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
