@@ -13,22 +13,14 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from watchdog.alerts import notifiers
-from watchdog.config.models import (
-    Config,
-    check_config_main,
-    config_json_schema,
-    config_reference_markdown,
-    config_schema_main,
-    launch_spec,
-    load_config,
-    parse_config,
-    parse_duration,
-    redacted,
-    ssh_options,
-)
+from watchdog.cli.checkconfig import check_config_main, config_schema_main
+from watchdog.config.convert import redacted, ssh_options
+from watchdog.config.loading import load_config, parse_config
+from watchdog.config.models import Config, launch_spec
+from watchdog.config.reference import config_json_schema, config_reference_markdown
 from watchdog.exceptions import ConfigError
 from watchdog.follow.sources.target import Target
-from watchdog.vocabulary import EXIT_CONFIG
+from watchdog.vocabulary import EXIT_CONFIG, parse_duration
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "deploy" / "config.example.toml"

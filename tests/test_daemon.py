@@ -469,7 +469,7 @@ def test_two_shards_over_one_config_follow_each_launch_exactly_once(tmp_path: Pa
     """`watchdog run --shard 0/2` and `--shard 1/2` on the same config: each launch is on one /status only."""
     import signal  # noqa: PLC0415
 
-    from watchdog.config.models import load_config  # noqa: PLC0415
+    from watchdog.config.loading import load_config  # noqa: PLC0415
     from watchdog.config.shard import parse_shard  # noqa: PLC0415
     from watchdog.daemon.service import plans_from  # noqa: PLC0415
 

@@ -29,7 +29,7 @@ from prom_servers import open_binary as _open_binary
 from prom_servers import stop as _stop
 
 from watchdog.cli.demo import DEMO_LAUNCHES
-from watchdog.config.models import load_config
+from watchdog.config.loading import load_config
 from watchdog.config.shard import parse_shard
 from watchdog.core.lifecycle import State
 

@@ -366,7 +366,7 @@ async def test_over_real_sshd(host: _Host, sshd: SSHDServer, tmp_path: Path) -> 
 
 def test_config_gpu_key_reaches_the_spec(tmp_path: Path) -> None:
     """`gpu = true` in a launch's table turns GPU sampling on in its follower spec; it is off by default."""
-    from watchdog.config.models import load_config  # noqa: PLC0415
+    from watchdog.config.loading import load_config  # noqa: PLC0415
 
     path = tmp_path / "config.toml"
     path.write_text('[launches.on]\nlog = "/a.log"\ngpu = true\n\n[launches.off]\nlog = "/b.log"\n')

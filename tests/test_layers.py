@@ -201,3 +201,17 @@ def test_deadlines_are_the_deadline_states() -> None:
     from watchdog.config.models import Deadlines  # noqa: PLC0415
 
     assert list(Deadlines.model_fields) == [s.value for s in vocabulary.DEADLINE_STATES]
+
+
+def test_config_imports_no_ssh_http_or_daemon_code() -> None:
+    """`import watchdog.config` (all `check-config` needs) loads no asyncssh, httpx, aiohttp or daemon module."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = (
+        "import sys, watchdog.config; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('asyncssh', 'httpx', 'aiohttp') "
+        "or m.startswith(('watchdog.daemon', 'watchdog.alerts.delivery', 'watchdog.follow.follower'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

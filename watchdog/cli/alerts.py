@@ -69,8 +69,9 @@ def run_silence(args: argparse.Namespace) -> int:
     """`watchdog silence`: add, end or list silences; 0, or raises UsageError / ConfigError."""
     import anyio  # noqa: PLC0415 - not for `watchdog --help`
 
-    from watchdog.config.models import load_config, parse_duration  # noqa: PLC0415
+    from watchdog.config.loading import load_config  # noqa: PLC0415
     from watchdog.store import DEFAULT_STATE_DIR, open_store  # noqa: PLC0415
+    from watchdog.vocabulary import parse_duration  # noqa: PLC0415
 
     state_dir = args.state_dir or DEFAULT_STATE_DIR
     if args.config is not None:
@@ -142,7 +143,7 @@ def run_test_notify(args: argparse.Namespace) -> int:
     """`watchdog test-notify NAME`: 0 when every URL took the sample, 69 when one did not."""
     import anyio  # noqa: PLC0415 - not for `watchdog --help`
 
-    from watchdog.config.models import load_config  # noqa: PLC0415
+    from watchdog.config.loading import load_config  # noqa: PLC0415
     from watchdog.daemon.service import notifier_from  # noqa: PLC0415
 
     config = load_config(args.config)

@@ -287,11 +287,11 @@ def _main(argv: list[str]) -> int:
 
             return run_daemon(args.config, shard=args.shard)
         if args.command == "check-config":
-            from watchdog.config.models import check_config_main  # noqa: PLC0415
+            from watchdog.cli.checkconfig import check_config_main  # noqa: PLC0415
 
             return check_config_main(args.file)
         if args.command == "config-schema":
-            from watchdog.config.models import config_schema_main  # noqa: PLC0415
+            from watchdog.cli.checkconfig import config_schema_main  # noqa: PLC0415
 
             return config_schema_main(markdown=args.markdown)
         if args.command == "history":

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from watchdog.config.convert import redacted, ssh_options
+from watchdog.config.loading import load_config, parse_config
 from watchdog.config.models import (
     ALERT_KINDS,
     DEFAULT_LISTEN,
@@ -18,18 +20,10 @@ from watchdog.config.models import (
     HostConfig,
     LaunchConfig,
     NotifierConfig,
-    check_config_main,
-    config_json_schema,
-    config_reference_markdown,
-    config_schema_main,
-    config_warnings,
     launch_spec,
-    load_config,
-    parse_config,
-    parse_duration,
-    redacted,
-    ssh_options,
 )
+from watchdog.config.reference import config_json_schema, config_reference_markdown
+from watchdog.vocabulary import parse_duration
 
 __all__ = [
     "ALERT_KINDS",
@@ -44,11 +38,8 @@ __all__ = [
     "HostConfig",
     "LaunchConfig",
     "NotifierConfig",
-    "check_config_main",
     "config_json_schema",
     "config_reference_markdown",
-    "config_schema_main",
-    "config_warnings",
     "launch_spec",
     "load_config",
     "parse_config",

@@ -14,10 +14,7 @@ import json
 import os
 import posixpath
 import re
-import sys
-import tomllib
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
@@ -31,7 +28,6 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
-    ValidationError,
     WithJsonSchema,
     model_validator,
 )
@@ -56,16 +52,14 @@ from watchdog.vocabulary import (
     DURATION_PATTERN,
     DURATIONS,
     ENGINE_CHOICES,
-    EXIT_CONFIG,
     LOG_FORMATS,
     State,
     check_http_url,
-    file_kind,
     parse_duration,
 )
 
 if TYPE_CHECKING:
-    from watchdog.follow.sources.sshpool import SSHOptions
+    pass
 
 __all__ = [
     "ALERT_KINDS",
@@ -80,17 +74,9 @@ __all__ = [
     "HostConfig",
     "LaunchConfig",
     "NotifierConfig",
-    "check_config_main",
-    "config_json_schema",
-    "config_reference_markdown",
-    "config_schema_main",
-    "config_warnings",
+    "key_path",
     "launch_spec",
-    "load_config",
-    "parse_config",
     "parse_duration",
-    "redacted",
-    "ssh_options",
 ]
 
 DEFAULT_MAX_CHANNELS = 10  # sshd's MaxSessions default: channels one connection may carry
@@ -583,11 +569,11 @@ def _check_notifier(name: str, notifier: NotifierConfig) -> None:
     kind = notifier.kind
     if kind == "console":
         if notifier.url is not None or notifier.urls is not None:
-            raise _KeyProblem(_key_path((*where, "url")), "a console notifier takes no URL")
+            raise _KeyProblem(key_path((*where, "url")), "a console notifier takes no URL")
     elif (notifier.url is None) == (notifier.urls is None):
-        raise _KeyProblem(_key_path((*where, "url")), f'a {kind} notifier needs url = "..." or urls = [...]')
+        raise _KeyProblem(key_path((*where, "url")), f'a {kind} notifier needs url = "..." or urls = [...]')
     if notifier.urls == ():
-        raise _KeyProblem(_key_path((*where, "urls")), "is empty: give at least one URL")
+        raise _KeyProblem(key_path((*where, "urls")), "is empty: give at least one URL")
     urls: list[tuple[Loc, str]] = []
     if notifier.url is not None:
         urls.append(((*where, "url"), notifier.url.get_secret_value()))
@@ -596,28 +582,26 @@ def _check_notifier(name: str, notifier: NotifierConfig) -> None:
     for loc, url in urls:
         if kind == "apprise":
             if not _APPRISE_URL.match(url):
-                raise _KeyProblem(
-                    _key_path(loc), "is not an apprise URL: give scheme://..., e.g. slack://..."
-                )
+                raise _KeyProblem(key_path(loc), "is not an apprise URL: give scheme://..., e.g. slack://...")
             continue
         try:
             check_http_url(url, secret=True)  # its messages show scheme://host only
         except ValueError as exc:
-            raise _KeyProblem(_key_path(loc), str(exc)) from None
+            raise _KeyProblem(key_path(loc), str(exc)) from None
     required, optional = notifier_kinds.OPTIONS.get(kind, (frozenset(), frozenset()))
     options = notifier.options()
     for key in sorted(required - options.keys()):
-        raise _KeyProblem(_key_path((*where, key)), f"a {kind} notifier needs {key}")
+        raise _KeyProblem(key_path((*where, key)), f"a {kind} notifier needs {key}")
     for key in sorted(options.keys() - required - optional):
         allowed = ", ".join(sorted(required | optional)) or "none"
-        raise _KeyProblem(_key_path((*where, key)), f"is not an option of {kind} (its options: {allowed})")
+        raise _KeyProblem(key_path((*where, key)), f"is not an option of {kind} (its options: {allowed})")
     if kind == "webhook" and notifier.template is not None:
         try:
             check_template(notifier.template)
         except ValueError as exc:
-            raise _KeyProblem(_key_path((*where, "template")), str(exc)) from None
+            raise _KeyProblem(key_path((*where, "template")), str(exc)) from None
     if notifier.on is not None and len(set(notifier.on)) != len(notifier.on):
-        raise _KeyProblem(_key_path((*where, "on")), "names an alert kind twice")
+        raise _KeyProblem(key_path((*where, "on")), "names an alert kind twice")
 
 
 _APPRISE_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
@@ -648,7 +632,7 @@ class Config(_Model):
             for name in getattr(self, section):
                 if not _NAME.match(name):
                     raise _KeyProblem(
-                        _key_path((section, name)), f"{name!r} is not a valid name: use {_NAMES}"
+                        key_path((section, name)), f"{name!r} is not a valid name: use {_NAMES}"
                     )
         _check_daemon(self.daemon)
         _check_hosts(self.hosts)
@@ -691,12 +675,12 @@ def _check_hosts(hosts: Mapping[str, HostConfig]) -> None:
         while hop is not None:
             if hop not in hosts:
                 raise _KeyProblem(
-                    _key_path(("hosts", seen[-1], "jump_host")),
+                    key_path(("hosts", seen[-1], "jump_host")),
                     f"unknown host {hop!r}; {_defined('hosts', hosts)}",
                 )
             if hop in seen:
                 raise _KeyProblem(
-                    _key_path(("hosts", name, "jump_host")),
+                    key_path(("hosts", name, "jump_host")),
                     f"jump hosts form a loop: {' -> '.join([*seen, hop])}",
                 )
             seen.append(hop)
@@ -709,40 +693,40 @@ def _check_launches(config: Config) -> None:
         where = ("launches", name)
         if launch.host is not None and launch.host not in config.hosts:
             raise _KeyProblem(
-                _key_path((*where, "host")),
+                key_path((*where, "host")),
                 f"unknown host {launch.host!r}; {_defined('hosts', config.hosts)}",
             )
         log = launch.log
         if not log.strip():
-            raise _KeyProblem(_key_path((*where, "log")), "is empty: give the path of the server's log file")
+            raise _KeyProblem(key_path((*where, "log")), "is empty: give the path of the server's log file")
         if "\0" in log or "\n" in log:
-            raise _KeyProblem(_key_path((*where, "log")), "may not contain NUL or newline characters")
+            raise _KeyProblem(key_path((*where, "log")), "may not contain NUL or newline characters")
         if launch.host is None and not log.startswith("/"):
             raise _KeyProblem(
-                _key_path((*where, "log")),
+                key_path((*where, "log")),
                 f"{log!r} is relative: a log on this machine needs an absolute path (or set host = ...)",
             )
         if launch.host is not None and (log.endswith("/") or log in ("~", ".")):
             raise _KeyProblem(
-                _key_path((*where, "log")), f"{log!r} names a directory: give the log file's path"
+                key_path((*where, "log")), f"{log!r} names a directory: give the log file's path"
             )
         key = (launch.host, posixpath.normpath(_remote_relative(log)))
         if key in files:
             raise _KeyProblem(
-                _key_path((*where, "log")),
+                key_path((*where, "log")),
                 f"the same file as launches.{files[key]}.log: follow each log once",
             )
         files[key] = name
         if launch.process is not None and launch.pid_file is not None:
-            raise _KeyProblem(_key_path((*where, "pid_file")), "give process or pid_file, not both")
+            raise _KeyProblem(key_path((*where, "pid_file")), "give process or pid_file, not both")
         for index, notifier in enumerate(launch.notify):
             if notifier not in config.notifiers:
                 raise _KeyProblem(
-                    _key_path((*where, "notify", index)),
+                    key_path((*where, "notify", index)),
                     f"unknown notifier {notifier!r}; {_defined('notifiers', config.notifiers)}",
                 )
         if len(set(launch.notify)) != len(launch.notify):
-            raise _KeyProblem(_key_path((*where, "notify")), "names a notifier twice")
+            raise _KeyProblem(key_path((*where, "notify")), "names a notifier twice")
 
 
 def _defined(section: str, names: Mapping[str, object]) -> str:
@@ -756,150 +740,7 @@ def _remote_relative(path: str) -> str:
     return path[2:] if path.startswith("~/") else path
 
 
-# -- loading ---------------------------------------------------------------------------------------------
-
-
-def load_config(path: Path) -> Config:
-    """Read, resolve and validate a config file.
-
-    Args:
-        path: the TOML file.
-
-    Returns:
-        The validated config, secrets resolved (kept in `SecretStr`).
-
-    Raises:
-        ConfigError: the file cannot be read or is not TOML (the message has the line and column), a
-            secret reference cannot be resolved, or a key is unknown, mistyped or breaks a rule; the
-            message names the file, the key path and what is allowed.
-    """
-    source = str(path)
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
-    try:
-        kind = file_kind(os.fstat(fd).st_mode)
-        if kind is not None:
-            raise ConfigError(source, "", f"is {kind}, not a config file")
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            data = tomllib.load(file)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, "", f"invalid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, "", f"not UTF-8 text (byte {exc.start}): a config file is TOML") from None
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    sources = _resolve_secrets(data, source)
-    config = parse_config(data, source=source)
-    config._secret_sources = sources
-    return config
-
-
-def parse_config(data: Mapping[str, Any], *, source: str = "<config>") -> Config:
-    """Validate already-parsed TOML (secrets taken as given: `load_config` resolves references first).
-
-    Args:
-        data: the TOML document as a dict.
-        source: the file's name, for messages.
-
-    Returns:
-        The validated config.
-
-    Raises:
-        ConfigError: the first problem found (and how many more there are), naming `source` and the key path.
-    """
-    try:
-        return Config.model_validate(data)
-    except _KeyProblem as exc:
-        raise ConfigError(source, exc.key, exc.problem) from None
-    except ValidationError as exc:
-        problems = [(_key_path(error["loc"]), _explain(error)) for error in exc.errors(include_url=False)]
-        key, problem = problems[0]
-        if len(problems) > 1:
-            others = "; ".join(f"{k}: {p}" for k, p in problems[1:4])
-            more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
-            problem = f"{problem}\n  also: {others}{more}"
-        raise ConfigError(source, key, problem) from None
-
-
-def _secret_locations(data: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, str | int]]:
-    """(key path, container, index) of every value that may be a secret reference."""
-    daemon = data.get("daemon")
-    if isinstance(daemon, dict):
-        for key in ("basic_auth_user", "basic_auth_password"):
-            if key in daemon:
-                yield ("daemon", key), daemon, key
-    notifiers = data.get("notifiers")
-    if isinstance(notifiers, dict):
-        for name, notifier in notifiers.items():
-            if not isinstance(notifier, dict):
-                continue
-            for key in ("url", "token", "routing_key"):
-                if key in notifier:
-                    yield ("notifiers", name, key), notifier, key
-            urls = notifier.get("urls")
-            if isinstance(urls, list):
-                for index in range(len(urls)):
-                    yield ("notifiers", name, "urls", index), urls, index
-
-
-def _resolve_secrets(data: dict[str, Any], source: str) -> dict[Loc, str]:
-    """Replace each `env:NAME` / `file:/path` reference in `data` by its value; return the references."""
-    sources: dict[Loc, str] = {}
-    for loc, container, index in _secret_locations(data):
-        value = container[index]
-        if not isinstance(value, str) or not value.startswith(("env:", "file:")):
-            continue
-        key = _key_path(loc)
-        container[index] = _read_secret(value, source, key)
-        sources[loc] = value
-    return sources
-
-
-def _read_secret(reference: str, source: str, key: str) -> str:
-    scheme, _, name = reference.partition(":")
-    if scheme == "env":
-        if not _ENV_NAME.match(name):
-            raise ConfigError(source, key, f"{reference!r}: give env:NAME with NAME a variable name")
-        value = os.environ.get(name)
-        if value is None:
-            raise ConfigError(source, key, f"environment variable {name} is not set ({reference})")
-    else:
-        path = os.path.expanduser(name)
-        if not path.startswith("/"):
-            raise ConfigError(source, key, f"{reference!r}: give file:/absolute/path")
-        value = _read_secret_file(path, source, key, reference)
-    if not value.strip():
-        raise ConfigError(source, key, f"the secret from {reference} is empty")
-    return value
-
-
-def _read_secret_file(path: str, source: str, key: str, reference: str) -> str:
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError as exc:
-        raise ConfigError(source, key, f"cannot read {reference}: {exc.strerror or exc}") from None
-    try:
-        kind = file_kind(os.fstat(fd).st_mode)
-        if kind is not None:
-            raise ConfigError(source, key, f"{reference} is {kind}, not a file holding the secret")
-        raw = os.read(fd, SECRET_FILE_LIMIT + 1)
-    except OSError as exc:
-        raise ConfigError(source, key, f"cannot read {reference}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > SECRET_FILE_LIMIT:
-        raise ConfigError(source, key, f"{reference} is larger than {SECRET_FILE_LIMIT} bytes: not a secret")
-    try:
-        return raw.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError:
-        raise ConfigError(source, key, f"{reference} is not UTF-8 text") from None
-
-
-def _key_path(loc: Loc | list[str | int]) -> str:
+def key_path(loc: Loc | list[str | int]) -> str:
     """("launches", "kimi-ep", "notify", 0) -> launches.kimi-ep.notify[0]; odd names quoted as in TOML."""
     out = ""
     for part in loc:
@@ -909,74 +750,6 @@ def _key_path(loc: Loc | list[str | int]) -> str:
         text = part if _BARE_KEY.match(part) else json.dumps(part)
         out += f".{text}" if out else text
     return out
-
-
-_TYPE_NAMES = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    bool: "a boolean",
-    list: "an array",
-    dict: "a table",
-}
-_EXPECTED = {
-    "string_type": "must be a string",
-    "int_type": "must be an integer",
-    "int_from_float": "must be an integer",
-    "float_type": "must be a number",
-    "bool_type": "must be true or false",
-    "list_type": "must be an array",
-    "tuple_type": "must be an array",
-    "dict_type": "must be a table",
-    "model_type": "must be a table",
-    "model_attributes_type": "must be a table",
-}
-
-
-def _explain(error: Any) -> str:
-    """Say what is wrong and what is allowed, without repeating the value (it may be a secret)."""
-    kind, loc = error["type"], tuple(error["loc"])
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
-        return f"unknown key; allowed: {', '.join(allowed)}" if allowed else "unknown key"
-    if kind == "missing":
-        return "is required"
-    if kind in _EXPECTED:
-        got = _TYPE_NAMES.get(type(error.get("input")), "something else")
-        return f"{_EXPECTED[kind]}, not {got}"
-    if kind == "value_error":
-        return str(error["ctx"]["error"])
-    return str(error["msg"])
-
-
-def _model_at(loc: Loc) -> type[BaseModel] | None:
-    """The model class of the table at `loc` (the table names in hosts/launches/notifiers skipped)."""
-    sections: dict[str, type[BaseModel]] = {
-        "daemon": DaemonConfig,
-        "hosts": HostConfig,
-        "launches": LaunchConfig,
-        "notifiers": NotifierConfig,
-    }
-    if not loc:
-        return Config
-    if loc[0] == "daemon":
-        return DaemonConfig if len(loc) == 1 else None
-    model = sections.get(str(loc[0]))
-    if model is None or len(loc) == 1:
-        return None
-    if len(loc) == 2:
-        return model
-    if model is LaunchConfig and loc[2:] == ("deadlines",):
-        return Deadlines
-    return None
-
-
-def _allowed_keys(loc: Loc) -> list[str]:
-    model = _model_at(loc)
-    return list(model.model_fields) if model is not None else []
-
-
-# -- using the config ------------------------------------------------------------------------------------
 
 
 def launch_spec(config: Config, name: str) -> LaunchSpec:
@@ -1019,186 +792,3 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         stall_after=launch.stall_after,
         deadlines=tuple(launch.deadlines.by_phase().items()),
     )
-
-
-def ssh_options(config: Config, host: str) -> SSHOptions:
-    """The SSH options of one configured host (for its own `SSHPool`).
-
-    Args:
-        config: a validated config.
-        host: a key of `config.hosts`.
-
-    Returns:
-        Its known_hosts, identity and host-key policy; ~/.ssh/config and the agent as usual. The jump host
-        stay on `config.hosts[host]`.
-    """
-    entry = config.hosts[host]
-    from watchdog.follow.sources.sshpool import SSHOptions  # noqa: PLC0415 - asyncssh only when used
-
-    return SSHOptions(
-        known_hosts=entry.known_hosts,
-        identity=entry.identity,
-        accept_new_host_key=entry.accept_new_host_key,
-        max_channels=entry.max_channels,
-        stat_interval=entry.stat_interval,
-    )
-
-
-def redacted(config: Config) -> dict[str, Any]:
-    """The resolved config as plain data, every secret replaced: for `check-config` and logs.
-
-    A secret shows as `**********`, followed by where it came from (`(env:NAME)`, `(file:/path)`); each
-    launch gains `target`, where its log is read from; durations are in seconds.
-    """
-    data: dict[str, Any] = config.model_dump(mode="json")
-    for loc, reference in config._secret_sources.items():
-        *parents, last = loc
-        container: Any = data
-        for part in parents:
-            container = container[part]
-        container[last] = f"{SECRET_SHOWN} ({reference})"
-    for name, launch in data["launches"].items():
-        launch["target"] = str(launch_spec(config, name).target)
-    return data
-
-
-def config_json_schema() -> dict[str, Any]:
-    """The JSON Schema of the config file (what `watchdog config-schema` prints)."""
-    return Config.model_json_schema(mode="validation")
-
-
-def config_reference_markdown() -> str:
-    """The key tables of docs/config.md, generated from the models (a test keeps the docs in step)."""
-    tables: list[tuple[str, type[BaseModel]]] = [
-        ("[daemon]", DaemonConfig),
-        ("[hosts.NAME]", HostConfig),
-        ("[launches.NAME]", LaunchConfig),
-        ("deadlines = { PHASE = DURATION }", Deadlines),
-        ("[notifiers.NAME]", NotifierConfig),
-    ]
-    out: list[str] = []
-    for title, model in tables:
-        summary = (model.__doc__ or "").split(": ", 1)[-1].strip()
-        out += [f"### `{title}`", "", summary[:1].upper() + summary[1:], ""]
-        out += ["| key | type | default | meaning |", "|---|---|---|---|"]
-        properties = model.model_json_schema()["properties"]
-        for key, field in model.model_fields.items():
-            kind = _markdown_type(properties[key])
-            default = (
-                "required"
-                if field.is_required()
-                else _markdown_default(field.get_default(call_default_factory=True))
-            )
-            out.append(f"| `{key}` | {kind} | {default} | {field.description or ''} |")
-        out.append("")
-    return "\n".join(out)
-
-
-def _markdown_type(schema: Mapping[str, Any]) -> str:
-    if "anyOf" in schema:
-        parts = [_markdown_type(part) for part in schema["anyOf"] if part.get("type") != "null"]
-        return " or ".join(dict.fromkeys(parts))
-    if "enum" in schema:
-        return " \\| ".join(f'`"{value}"`' for value in schema["enum"])
-    if schema.get("writeOnly"):
-        return "secret"
-    if schema.get("format") == "path":
-        return "path"
-    if "pattern" in schema and schema.get("type") == "string":
-        return "duration"
-    if "$ref" in schema:
-        return "table"
-    if schema.get("type") == "number" and "exclusiveMinimum" in schema:
-        return "duration"
-    if schema.get("type") == "array":
-        return f"array of {_markdown_type(schema.get('items', {}))}"
-    return {"string": "string", "integer": "integer", "boolean": "boolean", "object": "table"}.get(
-        str(schema.get("type")), "value"
-    )
-
-
-def _markdown_default(value: object) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if isinstance(value, str):
-        return f'`"{value}"`'
-    if isinstance(value, BaseModel | dict | tuple) and not value:
-        return "empty"
-    if isinstance(value, BaseModel):
-        return "none set"
-    if isinstance(value, float) and value.is_integer():
-        return f"`{int(value)}` (s)"
-    return f"`{value}`"
-
-
-# -- command-line entry points (wired by watchdog.cli.app) ---------------------------------------------------
-
-
-def check_config_main(path: Path | str) -> int:
-    """`watchdog check-config FILE`: validate, print the resolved config (redacted) as JSON.
-
-    Problems go to stderr: a configuration error (exit 78), or warnings about files that are missing
-    (they may exist only where the daemon runs; exit 0).
-
-    Returns:
-        0 if the file is valid, 78 if not.
-    """
-    try:
-        config = load_config(Path(path))
-    except ConfigError as exc:
-        print(f"watchdog: configuration error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    print(json.dumps(redacted(config), indent=2))
-    for warning in config_warnings(config):
-        print(f"watchdog: warning: {path}: {warning}", file=sys.stderr)
-    print(
-        f"watchdog: {path}: valid: {_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
-        f"{_count(config.notifiers, 'notifier')}",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _count(items: Mapping[str, object], word: str) -> str:
-    suffix = "es" if word.endswith("h") else "s"
-    return f"{len(items)} {word}{'' if len(items) == 1 else suffix}"
-
-
-def config_warnings(config: Config) -> list[str]:
-    """What looks wrong but may be right: unused entries, files missing on this machine."""
-    warnings: list[str] = []
-    used_hosts = {launch.host for launch in config.launches.values()}
-    used_hosts |= {host.jump_host for host in config.hosts.values()}
-    used_notifiers = {name for launch in config.launches.values() for name in launch.notify}
-    warnings += [f"hosts.{name}: no launch uses this host" for name in config.hosts if name not in used_hosts]
-    warnings += [
-        f"notifiers.{name}: no launch notifies it" for name in config.notifiers if name not in used_notifiers
-    ]
-    if not config.launches:
-        warnings.append("no [launches.NAME] table: the daemon will follow nothing")
-    files = [("daemon.tls_cert", config.daemon.tls_cert), ("daemon.tls_key", config.daemon.tls_key)]
-    for name, host in config.hosts.items():
-        files.append((f"hosts.{name}.identity", host.identity))
-        if not host.accept_new_host_key:
-            files.append((f"hosts.{name}.known_hosts", host.known_hosts))
-    for key, value in files:
-        if value is not None and not os.access(os.path.expanduser(value), os.R_OK):
-            warnings.append(f"{key}: {value} cannot be read here")
-    for name, launch in config.launches.items():
-        if launch.host is None and not os.path.isdir(posixpath.dirname(launch.log)):
-            warnings.append(
-                f"launches.{name}.log: directory {posixpath.dirname(launch.log)} does not exist (yet)"
-            )
-    return warnings
-
-
-def config_schema_main(*, markdown: bool = False) -> int:
-    """`watchdog config-schema [--markdown]`: print the config file's JSON Schema (or the key tables).
-
-    Returns:
-        0.
-    """
-    print(config_reference_markdown() if markdown else json.dumps(config_json_schema(), indent=2))
-    return 0

@@ -24,7 +24,7 @@ __all__ = ["notifier_from", "plans_from", "run_daemon"]
 def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPlan]:
     """Each configured launch as the daemon runs it: its spec, host, SSH options, labels and notifiers;
     with a `shard` (else the config's `daemon.shard`), only the launches it owns."""
-    from watchdog.config.models import ssh_options  # noqa: PLC0415
+    from watchdog.config.convert import ssh_options  # noqa: PLC0415
 
     notifiers = {name: notifier_from(name, config) for name in config.notifiers}
 
@@ -101,7 +101,7 @@ def configure_logging(log_format: str) -> None:
 def run_daemon(path: Path, shard: Shard | None = None) -> int:
     """Load the config (exit 78 if it is wrong), then run the daemon until SIGTERM/SIGINT (exit 0); with a
     `shard` (it overrides the config's `daemon.shard`), only the launches that shard owns."""
-    from watchdog.config.models import load_config  # noqa: PLC0415
+    from watchdog.config.loading import load_config  # noqa: PLC0415
 
     config = load_config(path)
     configure_logging(config.daemon.log_format)
@@ -122,7 +122,7 @@ def _shard(config: Config, override: Shard | None) -> Shard | None:
 
 
 async def _run(path: Path, config: Config, shard: Shard | None) -> int:
-    from watchdog.config.models import load_config  # noqa: PLC0415
+    from watchdog.config.loading import load_config  # noqa: PLC0415
     from watchdog.daemon.http import serve_http, server_tls  # noqa: PLC0415 - aiohttp only for the daemon
 
     d = config.daemon

@@ -1,0 +1,96 @@
+"""`watchdog check-config FILE` and `watchdog config-schema`: validate and explain a config, print its schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from watchdog.exceptions import ConfigError
+from watchdog.vocabulary import (
+    EXIT_CONFIG,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from watchdog.config.convert import redacted
+from watchdog.config.loading import load_config
+from watchdog.config.models import Config
+from watchdog.config.reference import config_json_schema, config_reference_markdown
+
+__all__ = ["check_config_main", "config_schema_main", "config_warnings"]
+
+# -- command-line entry points (wired by watchdog.cli.app) ---------------------------------------------------
+
+
+def check_config_main(path: Path | str) -> int:
+    """`watchdog check-config FILE`: validate, print the resolved config (redacted) as JSON.
+
+    Problems go to stderr: a configuration error (exit 78), or warnings about files that are missing
+    (they may exist only where the daemon runs; exit 0).
+
+    Returns:
+        0 if the file is valid, 78 if not.
+    """
+    try:
+        config = load_config(Path(path))
+    except ConfigError as exc:
+        print(f"watchdog: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(json.dumps(redacted(config), indent=2))
+    for warning in config_warnings(config):
+        print(f"watchdog: warning: {path}: {warning}", file=sys.stderr)
+    print(
+        f"watchdog: {path}: valid: {_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
+        f"{_count(config.notifiers, 'notifier')}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _count(items: Mapping[str, object], word: str) -> str:
+    suffix = "es" if word.endswith("h") else "s"
+    return f"{len(items)} {word}{'' if len(items) == 1 else suffix}"
+
+
+def config_warnings(config: Config) -> list[str]:
+    """What looks wrong but may be right: unused entries, files missing on this machine."""
+    warnings: list[str] = []
+    used_hosts = {launch.host for launch in config.launches.values()}
+    used_hosts |= {host.jump_host for host in config.hosts.values()}
+    used_notifiers = {name for launch in config.launches.values() for name in launch.notify}
+    warnings += [f"hosts.{name}: no launch uses this host" for name in config.hosts if name not in used_hosts]
+    warnings += [
+        f"notifiers.{name}: no launch notifies it" for name in config.notifiers if name not in used_notifiers
+    ]
+    if not config.launches:
+        warnings.append("no [launches.NAME] table: the daemon will follow nothing")
+    files = [("daemon.tls_cert", config.daemon.tls_cert), ("daemon.tls_key", config.daemon.tls_key)]
+    for name, host in config.hosts.items():
+        files.append((f"hosts.{name}.identity", host.identity))
+        if not host.accept_new_host_key:
+            files.append((f"hosts.{name}.known_hosts", host.known_hosts))
+    for key, value in files:
+        if value is not None and not os.access(os.path.expanduser(value), os.R_OK):
+            warnings.append(f"{key}: {value} cannot be read here")
+    for name, launch in config.launches.items():
+        if launch.host is None and not os.path.isdir(posixpath.dirname(launch.log)):
+            warnings.append(
+                f"launches.{name}.log: directory {posixpath.dirname(launch.log)} does not exist (yet)"
+            )
+    return warnings
+
+
+def config_schema_main(*, markdown: bool = False) -> int:
+    """`watchdog config-schema [--markdown]`: print the config file's JSON Schema (or the key tables).
+
+    Returns:
+        0.
+    """
+    print(config_reference_markdown() if markdown else json.dumps(config_json_schema(), indent=2))
+    return 0

@@ -1,0 +1,95 @@
+"""The config's reference: its JSON Schema and docs/config.md's tables, generated from the models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import (
+    BaseModel,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from watchdog.config.models import (
+    Config,
+    DaemonConfig,
+    Deadlines,
+    HostConfig,
+    LaunchConfig,
+    NotifierConfig,
+)
+
+__all__ = ["config_json_schema", "config_reference_markdown"]
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the config file (what `watchdog config-schema` prints)."""
+    return Config.model_json_schema(mode="validation")
+
+
+def config_reference_markdown() -> str:
+    """The key tables of docs/config.md, generated from the models (a test keeps the docs in step)."""
+    tables: list[tuple[str, type[BaseModel]]] = [
+        ("[daemon]", DaemonConfig),
+        ("[hosts.NAME]", HostConfig),
+        ("[launches.NAME]", LaunchConfig),
+        ("deadlines = { PHASE = DURATION }", Deadlines),
+        ("[notifiers.NAME]", NotifierConfig),
+    ]
+    out: list[str] = []
+    for title, model in tables:
+        summary = (model.__doc__ or "").split(": ", 1)[-1].strip()
+        out += [f"### `{title}`", "", summary[:1].upper() + summary[1:], ""]
+        out += ["| key | type | default | meaning |", "|---|---|---|---|"]
+        properties = model.model_json_schema()["properties"]
+        for key, field in model.model_fields.items():
+            kind = _markdown_type(properties[key])
+            default = (
+                "required"
+                if field.is_required()
+                else _markdown_default(field.get_default(call_default_factory=True))
+            )
+            out.append(f"| `{key}` | {kind} | {default} | {field.description or ''} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _markdown_type(schema: Mapping[str, Any]) -> str:
+    if "anyOf" in schema:
+        parts = [_markdown_type(part) for part in schema["anyOf"] if part.get("type") != "null"]
+        return " or ".join(dict.fromkeys(parts))
+    if "enum" in schema:
+        return " \\| ".join(f'`"{value}"`' for value in schema["enum"])
+    if schema.get("writeOnly"):
+        return "secret"
+    if schema.get("format") == "path":
+        return "path"
+    if "pattern" in schema and schema.get("type") == "string":
+        return "duration"
+    if "$ref" in schema:
+        return "table"
+    if schema.get("type") == "number" and "exclusiveMinimum" in schema:
+        return "duration"
+    if schema.get("type") == "array":
+        return f"array of {_markdown_type(schema.get('items', {}))}"
+    return {"string": "string", "integer": "integer", "boolean": "boolean", "object": "table"}.get(
+        str(schema.get("type")), "value"
+    )
+
+
+def _markdown_default(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if isinstance(value, BaseModel | dict | tuple) and not value:
+        return "empty"
+    if isinstance(value, BaseModel):
+        return "none set"
+    if isinstance(value, float) and value.is_integer():
+        return f"`{int(value)}` (s)"
+    return f"`{value}`"
