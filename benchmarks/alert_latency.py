@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sshd_server import SSHDServer, running_sshd
 
-from watchdog.alerts.alerting import ServiceNotifier
+from watchdog.alerts.senders import ServiceNotifier
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import DEFAULT_SETTLE, LaunchSpec
 from watchdog.follow.sources import SSHOptions, parse_target

@@ -14,17 +14,11 @@ import anyio
 import pytest
 from http_receiver import Answer, Receiver, running_receiver
 
-from watchdog.alerts import alerting as alerting_module
-from watchdog.alerts.alerting import (
-    Alerting,
-    AppriseNotifier,
-    ConsoleAlerts,
-    ServiceNotifier,
-    alert_line,
-    outbox_key,
-)
+from watchdog.alerts import senders as senders_module
+from watchdog.alerts.alerting import Alerting, outbox_key
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import Outbox
+from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, ServiceNotifier, alert_line
 from watchdog.store import open_store
 
 pytestmark = pytest.mark.anyio
@@ -293,7 +287,7 @@ async def test_alertmanager_is_sent_a_firing_alert_again(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An Alertmanager gets an unresolved crash again (unchanged), so that it does not expire it."""
-    monkeypatch.setattr(alerting_module, "ALERTMANAGER_RESEND_SECONDS", 0.2)
+    monkeypatch.setattr(senders_module, "ALERTMANAGER_RESEND_SECONDS", 0.2)
     notifier = ServiceNotifier(name="am", kind="alertmanager", urls=(receiver.url(""),), timeout=2.0)
     async with _running(repeat_check=0.05) as alerting:
         await alerting.say(_alert(), [notifier])

@@ -17,7 +17,7 @@ import pytest
 from conftest import require_binary
 from prom_servers import POLL, open_binary
 
-from watchdog.alerts.alerting import ServiceNotifier
+from watchdog.alerts.senders import ServiceNotifier
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import parse_target

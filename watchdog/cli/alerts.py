@@ -22,8 +22,8 @@ from watchdog.exceptions import DeliveryError, UsageError
 from watchdog.vocabulary import EXIT_UNREACHABLE, format_duration
 
 if TYPE_CHECKING:
-    from watchdog.alerts.alerting import Notifier
     from watchdog.alerts.notifiers import Alert
+    from watchdog.alerts.senders import Notifier
 
 __all__ = [
     "add_silence_arguments",

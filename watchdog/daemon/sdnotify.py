@@ -9,10 +9,10 @@ import contextlib
 import os
 import socket
 
-__all__ = ["Notifier", "watchdog_interval"]
+__all__ = ["SystemdNotifier", "watchdog_interval"]
 
 
-class Notifier:
+class SystemdNotifier:
     """Sends state lines to systemd over its datagram socket."""
 
     def __init__(self, address: str | None = None) -> None:

@@ -10,8 +10,8 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from watchdog.alerts.alerting import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
 from watchdog.alerts.notifiers import AlertKind
+from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 
 if TYPE_CHECKING:

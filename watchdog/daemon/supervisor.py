@@ -26,14 +26,14 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from watchdog.alerts.alerting import Alerting, ConsoleAlerts, Notifier
+from watchdog.alerts.alerting import Alerting
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import Outbox
+from watchdog.alerts.senders import ConsoleAlerts, Notifier
 from watchdog.core.expectations import LEARN_FACTOR, eta_to_ready, learned_deadlines, typical_durations
 from watchdog.core.lifecycle import State
 from watchdog.daemon.metrics import DaemonStats
-from watchdog.daemon.sdnotify import Notifier as SystemdNotifier
-from watchdog.daemon.sdnotify import watchdog_interval
+from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
 from watchdog.exceptions import WatchdogError, first_watchdog_error
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.follow.probes.gpusampler import HostGpuSampler
@@ -526,8 +526,3 @@ def _reason(exc: BaseException) -> str:
 
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def monotonic() -> float:
-    """Seconds on the monotonic clock."""
-    return time.monotonic()

@@ -1,0 +1,210 @@
+"""Where alerts are said: the `Notifier` protocol and its kinds (a service of `notifiers/` at its URLs, any
+service apprise knows, the console), and the one-line form of an alert an operator reads."""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TextIO
+
+import anyio
+import anyio.to_thread
+import httpx
+
+from watchdog.alerts.delivery import TransientDeliveryError, send
+from watchdog.alerts.notifiers import Alert, AlertKind
+from watchdog.exceptions import DeliveryError
+from watchdog.vocabulary import DEFAULT_DELIVERY_TIMEOUT, DEFAULT_RATE_LIMIT, format_duration
+
+__all__ = ["PROBLEMS", "AppriseNotifier", "ConsoleAlerts", "Notifier", "ServiceNotifier", "alert_line"]
+
+PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
+"""The alert kinds that stay active until resolved."""
+ALERTMANAGER_RESEND_SECONDS = 60.0  # a firing alert is sent to Alertmanager again this often
+_CONSOLE_ON = frozenset(AlertKind)
+
+
+class Notifier(Protocol):
+    """Somewhere alerts are said: a chat service, PagerDuty, an Alertmanager, the console."""
+
+    @property
+    def name(self) -> str:
+        """The [notifiers.NAME] it is configured as."""
+
+    @property
+    def on(self) -> frozenset[AlertKind]:
+        """The alert kinds it says."""
+
+    @property
+    def destinations(self) -> int:
+        """How many URLs each get every alert."""
+
+    @property
+    def rate_limit(self) -> int:
+        """Alerts per minute at most."""
+
+    @property
+    def remind_every(self) -> float | None:
+        """Seconds between reminders of an unresolved problem (None: no reminders)."""
+
+    @property
+    def resend_every(self) -> float | None:
+        """Seconds between re-sends of an unresolved problem, unchanged (Alertmanager)."""
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """Say `alert` at URL number `destination`; False when this kind of alert is not for it.
+
+        Raises:
+            TransientDeliveryError: worth trying again later.
+            DeliveryError: refused for good (never naming a secret).
+        """
+
+
+@dataclass(frozen=True, kw_only=True)
+class _URLNotifier:
+    """What the notifiers that send to URLs share: the URLs (secrets), the kinds said, the pace."""
+
+    name: str
+    urls: tuple[str, ...] = field(repr=False)
+    on: frozenset[AlertKind] = frozenset(PROBLEMS | {AlertKind.RESOLVED, AlertKind.REPLACED})
+    rate_limit: int = DEFAULT_RATE_LIMIT
+    remind_every: float | None = None
+    timeout: float = DEFAULT_DELIVERY_TIMEOUT
+
+    @property
+    def destinations(self) -> int:
+        """One per URL."""
+        return len(self.urls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceNotifier(_URLNotifier):
+    """A service of `watchdog.alerts.notifiers` (slack, pagerduty, alertmanager, ...) at one or more URLs."""
+
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def resend_every(self) -> float | None:
+        """Alertmanager forgets a firing alert that is not sent again; the others need it once."""
+        return ALERTMANAGER_RESEND_SECONDS if self.kind == "alertmanager" else None
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """POST the service's message for `alert` to URL number `destination`."""
+        if destination >= len(self.urls):
+            raise DeliveryError(f"notifier {self.name} has no URL number {destination + 1} any more")
+        return await send(
+            self.kind,
+            self.urls[destination],
+            alert,
+            client=client,
+            options=self.options,
+            timeout=self.timeout,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppriseNotifier(_URLNotifier):
+    """Any service apprise knows, by apprise URL (the optional extra `apprise`), called off the event loop:
+    apprise's plugins block."""
+
+    @property
+    def resend_every(self) -> float | None:
+        """Chat services need an alert once."""
+        return None
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """Notify through apprise (in a worker thread, abandoned after `timeout`)."""
+        from watchdog.alerts.compose import plain_text  # noqa: PLC0415
+
+        url = self.urls[destination]
+        title, body = alert.title, plain_text(alert)
+        with anyio.fail_after(self.timeout * 3):
+            ok = await anyio.to_thread.run_sync(_apprise_notify, url, title, body, abandon_on_cancel=True)
+        if not ok:
+            raise TransientDeliveryError(f"apprise notifier {self.name}: the service did not take the alert")
+        return True
+
+
+def _apprise_notify(url: str, title: str, body: str) -> bool:
+    # apprise loads its plugins (and their deprecated imports) lazily: their warnings are not our users'
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            import apprise  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+        except ImportError:
+            raise DeliveryError(
+                "the apprise notifier needs apprise: pip install 'llm-launch-watchdog[apprise]'"
+            ) from None
+        sender = apprise.Apprise()
+        if not sender.add(url):
+            raise DeliveryError(
+                "apprise does not know this URL's scheme (the URL is not shown: it is a secret)"
+            )
+        return bool(sender.notify(title=title, body=body))
+
+
+@dataclass(frozen=True)
+class ConsoleAlerts:
+    """Alerts as one line each on a text stream (standard output by default)."""
+
+    name: str = "console"
+    out: TextIO = field(default_factory=lambda: sys.stdout, compare=False)
+    on: frozenset[AlertKind] = _CONSOLE_ON
+    rate_limit: int = 10_000
+    remind_every: float | None = None
+
+    @property
+    def destinations(self) -> int:
+        """The stream."""
+        return 1
+
+    @property
+    def resend_every(self) -> float | None:
+        """Said once."""
+        return None
+
+    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+        """Print the alert's line."""
+        self.out.write(alert_line(alert) + "\n")
+        self.out.flush()
+        return True
+
+
+def alert_line(alert: Alert) -> str:
+    """One line an operator reads: who, what, why and what to do."""
+    where = f"{alert.where}"
+    if alert.kind is AlertKind.CRASHED:
+        ranks = alert.ranks
+        if ranks and all(_RANK.match(r) for r in ranks):
+            on = f" on ranks {', '.join(ranks)}"
+        else:
+            on = f" in {', '.join(ranks)}" if ranks else ""
+        line = f"{where}: crashed during {alert.phase}{on}: {alert.summary}"
+        return line + (f"; hint: {alert.hint}" if alert.hint else "")
+    if alert.kind is AlertKind.STALLED:
+        progress = ", ".join(
+            f"{k.removesuffix(' progress')} {v}" for k, v in alert.facts if k.endswith(" progress")
+        )
+        at = f" at {progress}" if progress else ""
+        return f"{where}: stalled in {alert.phase}{at}: {alert.summary or 'no progress'}"
+    if alert.kind is AlertKind.READY:
+        took = (
+            f" after {format_duration(alert.time_since_start)}" if alert.time_since_start is not None else ""
+        )
+        usual = (
+            f" (usually {format_duration(alert.usual_seconds)})" if alert.usual_seconds is not None else ""
+        )
+        return f"{where}: ready{took}{usual}"
+    detail = f": {alert.detail}" if alert.detail else ""
+    if alert.kind is AlertKind.UNREACHABLE:
+        return f"{where}: host unreachable{detail}"
+    if alert.kind is AlertKind.REPLACED:
+        return f"{where}: launch replaced (#{alert.incarnation}){detail}"
+    return f"{where}: {alert.problem.value} resolved{detail}"
+
+
+_RANK = re.compile(r"^(?:(?:[A-Z]{2,4}\d+ ?)+|rank\d+)$")
