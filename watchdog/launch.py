@@ -1,4 +1,5 @@
-"""Deprecated import path, kept for one release: use `watchdog.follow` (`LaunchFollower`, `LaunchSpec`, ...)."""
+"""Deprecated import path, kept for one release: use `watchdog.follow.follower` (`LaunchFollower`,
+`Concluded`, ...), `watchdog.follow.spec` (`LaunchSpec`) and `watchdog.follow.clock`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The command line: `watchdog replay`, `watchdog watch`; exit codes of DESIGN.md.
+"""The command line's parser and dispatch: every command, and the exit codes of DESIGN.md.
 
 Heavy modules are imported inside the commands, so that `watchdog --version` starts fast. Every option
 value is checked before anything starts (`watchdog.cli.options`): bad input is exit 64 or 78 with a message,

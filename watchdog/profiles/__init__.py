@@ -1,0 +1,1 @@
+"""Engine profiles: the bundled TOML data (one file per engine, plus common rules) and their loader."""
