@@ -125,12 +125,10 @@ def test_notify_error_does_not_show_the_webhook_secret(capsys: pytest.CaptureFix
         assert secret not in err
 
 
-@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "0", "-1", "", "s", "1.5d", "ten"])
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "0", "-1", "", "s", "1.5w", "1h30", "ten"])
 def test_duration_rejects_what_is_not_a_positive_finite_duration(text: str) -> None:
     """The duration parser refuses NaN, infinities, 0, negatives and unknown units, saying what is allowed."""
-    with pytest.raises(
-        argparse.ArgumentTypeError, match=r"not a duration: give a positive number of seconds.*10m or 1\.5h"
-    ):
+    with pytest.raises(argparse.ArgumentTypeError, match=r"not a duration: give a positive duration.*1h30m"):
         duration(text)
 
 
@@ -142,10 +140,12 @@ def test_duration_rejects_what_is_not_a_positive_finite_duration(text: str) -> N
         pytest.param("10m", 600.0, id="minutes"),
         pytest.param("1.5h", 5400.0, id="hours"),
         pytest.param(" 0.25 ", 0.25, id="fraction-with-spaces"),
+        pytest.param("1h30m", 5400.0, id="the-config-file-s-compound-form"),
+        pytest.param("1.5d", 129600.0, id="days"),
     ],
 )
 def test_duration_accepts_seconds_minutes_hours(text: str, seconds: float) -> None:
-    """The duration parser still reads 90, 90s, 10m and 1.5h as seconds."""
+    """The duration parser reads 90, 90s, 10m and 1.5h as seconds, and what the config file takes (1h30m, 2d)."""
     assert duration(text) == seconds
 
 

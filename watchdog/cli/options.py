@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import math
+import functools
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from watchdog.exceptions import UsageError
-from watchdog.vocabulary import check_http_url, file_kind
+from watchdog.vocabulary import check_http_url, file_kind, parse_duration
 
 if TYPE_CHECKING:
     from watchdog.config.shard import Shard
@@ -30,35 +31,28 @@ __all__ = [
 
 # Linux's PID_MAX_LIMIT on 64-bit machines: /proc/sys/kernel/pid_max is at most this, and pids are below it.
 PID_MAX_LIMIT = 1 << 22
+_T = TypeVar("_T")
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATIONS = "a positive number of seconds, optionally with a unit: 90, 90s, 10m or 1.5h"
 # Reading an input file must never block: a FIFO without a writer would hang `open` itself.
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def duration(text: str) -> float:
-    """Parse a duration option (`--timeout`, `--stall-after`, `--gpu-interval`).
-
-    Args:
-        text: "90", "90s", "10m" or "1.5h".
-
-    Returns:
-        The duration in seconds: finite and more than 0.
+    """Parse a duration option (`--timeout`, `--stall-after`, `--gpu-interval`): the grammar of the config
+    file (`watchdog.vocabulary.parse_duration`: 90, 90s, 10m, 1h30m, 1.5h, 2d).
 
     Raises:
-        argparse.ArgumentTypeError: not a number with an optional unit, or NaN, infinite, 0 or negative.
+        argparse.ArgumentTypeError: not a duration, or NaN, infinite, 0 or negative.
     """
-    number, unit = text.strip(), ""
-    if number and number[-1] in "smh":
-        number, unit = number[:-1], number[-1]
+    return _option(parse_duration, text)
+
+
+def _option(check: Callable[[str], _T], text: str) -> _T:
+    """`check(text)`, its ValueError said as argparse says an option's problem (with our message)."""
     try:
-        value = float(number) * _UNITS[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: give {_DURATIONS}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: give {_DURATIONS}")
-    return value
+        return check(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def pid(text: str) -> int:
@@ -116,10 +110,7 @@ def webhook_url(text: str) -> str:
     Raises:
         argparse.ArgumentTypeError: not an http(s) URL with a host and a port from 1 to 65535.
     """
-    try:
-        return check_http_url(text, secret=True)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _option(functools.partial(check_http_url, secret=True), text)
 
 
 def health_url(text: str) -> str:
@@ -134,10 +125,7 @@ def health_url(text: str) -> str:
     Raises:
         argparse.ArgumentTypeError: not an http(s) URL with a host and a port from 1 to 65535.
     """
-    try:
-        return check_http_url(text, secret=False)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _option(functools.partial(check_http_url, secret=False), text)
 
 
 def validate_replay(args: argparse.Namespace) -> None:
