@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from watchdog.cli.options import (
+    UsageParser,
     duration,
     health_url,
     pid,
@@ -56,16 +57,9 @@ exit codes:
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse exits 2, which means "stalled" here: usage errors are 64 (EX_USAGE).
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
-    parser = _Parser(
+    parser = UsageParser(
         prog="watchdog",
         description="Follow LLM inference-server launches and say why they fail.",
         epilog=EXIT_CODES_HELP,
@@ -73,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", parser_class=UsageParser)
 
     replay = sub.add_parser(
         "replay",

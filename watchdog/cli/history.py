@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from watchdog.cli.options import UsageParser
 from watchdog.cli.render import write_out
 from watchdog.exceptions import ConfigError, UsageError
 from watchdog.vocabulary import EXIT_CONFIG, EXIT_USAGE, STARTUP_PHASES, State, format_duration
@@ -78,7 +79,7 @@ def run_history(args: argparse.Namespace) -> int:
 
 def history_main(argv: Sequence[str]) -> int:
     """`watchdog history [LAUNCH] [--state-dir DIR] [--limit N] [--json]`: the arguments after `history`."""
-    parser = _Parser(prog="watchdog history", description="Past launches: phase durations and facts.")
+    parser = UsageParser(prog="watchdog history", description="Past launches: phase durations and facts.")
     add_arguments(parser)
     return run_history(parser.parse_args(list(argv)))
 
@@ -206,10 +207,3 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
     return value
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse exits 2, which means "stalled" here: usage errors are 64 (EX_USAGE).
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")

@@ -6,18 +6,20 @@ import argparse
 import functools
 import os
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from watchdog.exceptions import UsageError
-from watchdog.vocabulary import check_http_url, file_kind, parse_duration
+from watchdog.vocabulary import EXIT_USAGE, check_http_url, file_kind, parse_duration
 
 if TYPE_CHECKING:
     from watchdog.config.shard import Shard
 
 __all__ = [
     "PID_MAX_LIMIT",
+    "UsageParser",
     "duration",
     "file_kind",
     "health_url",
@@ -273,3 +275,12 @@ def shard(text: str) -> Shard:
         return parse_shard(text)
     except InvalidShard as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors exit 64 (EX_USAGE): argparse's 2 means "stalled" here."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Print the usage and the problem, then exit 64."""
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")

@@ -22,14 +22,13 @@ from watchdog.core.findings import (
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, from_traceback
-from watchdog.core.tracebacks import EXCEPTION_LINE, Assembler, Traceback
+from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
 from watchdog.profiles.loader import Rule
 from watchdog.vocabulary import STARTUP_PHASES, Category, State
 
 __all__ = ["QUIET_LEVELS", "Scanner"]
 
 QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
-_TB_HEADER = "Traceback (most recent call last)"
 _PHASE_BARS = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}
 
 
@@ -81,7 +80,7 @@ class Scanner:
                     if EXCEPTION_LINE.match(content.strip()):
                         self._annotations[line_no] = rule  # the traceback's own candidate carries it
                         continue
-                    if not rule.fatal and _TB_HEADER not in content:
+                    if not rule.fatal and TRACEBACK_HEADER not in content:
                         continue  # a frame or message line of a traceback: the traceback speaks for it
                 if rule.fatal:
                     # The launch ends now: tracebacks complete but for their last line go first, so that
@@ -179,7 +178,7 @@ def _later(a: str | None, b: str | None) -> str | None:
 def _rule_candidate(rule: Rule, rec: Record, line_no: int, groups: dict[str, str]) -> Candidate:
     # "Scheduler hit an exception: Traceback (most recent call last):" -> "Scheduler hit an exception";
     # a rule's `what` group is the part of the line that names the error (after a runtime's preamble)
-    summary = rec.content.split(_TB_HEADER, 1)[0].strip().rstrip(":").strip() or rec.content.strip()
+    summary = rec.content.split(TRACEBACK_HEADER, 1)[0].strip().rstrip(":").strip() or rec.content.strip()
     if groups.get("what"):
         summary = groups["what"].strip()
     return Candidate(

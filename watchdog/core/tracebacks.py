@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from watchdog.core.envelope import Record
 
-__all__ = ["EXCEPTION_LINE", "Assembler", "Traceback"]
+__all__ = ["EXCEPTION_LINE", "TRACEBACK_HEADER", "Assembler", "Traceback"]
 
-_HEADER = "Traceback (most recent call last)"
+TRACEBACK_HEADER = "Traceback (most recent call last)"
 _CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
 # "RuntimeError: msg", "torch.OutOfMemoryError: msg", "triton.runtime.errors.OutOfResources: msg", "KeyError"
 EXCEPTION_LINE = re.compile(
@@ -105,13 +105,13 @@ class Assembler:
             self._logging_error.add(key)
             self._last = key
             return True, done
-        pos = content.find(_HEADER)
+        pos = content.find(TRACEBACK_HEADER)
         if pos >= 0:
             self._close(key, done)
             # Another stream starting a traceback means the complete ones have ended: ranks print whole.
             done.extend(self.flush(complete_only=True))
             opened = Traceback(rec.source or key, line, rec.at, rec.seconds, header=content[:pos].strip())
-            opened.add(_HEADER + ":")
+            opened.add(TRACEBACK_HEADER + ":")
             opened.noise = key in self._logging_error
             opened.chained = key in self._chain_next
             self._chain_next.discard(key)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import struct
 import sys
@@ -49,6 +50,17 @@ _MASK = (
     | _IN_MOVE_SELF
 )
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of name
+
+
+@functools.cache
+def load_libc() -> ctypes.CDLL | None:
+    """The C library (for inotify and statfs), None where it cannot be loaded or off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
 
 
 class Watcher:
@@ -88,9 +100,11 @@ class Watcher:
         if not sys.platform.startswith("linux") or os.environ.get("WATCHDOG_INOTIFY") == "0":
             return None  # WATCHDOG_INOTIFY=0: poll every local file (an escape hatch for odd file systems)
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc = load_libc()
+            if libc is None:
+                return None
             fd = libc.inotify_init1(_IN_CLOEXEC)
-        except (OSError, AttributeError):
+        except AttributeError:
             return None
         return cls(libc, fd) if fd >= 0 else None
 

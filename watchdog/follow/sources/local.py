@@ -7,9 +7,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
-import functools
 import os
-import sys
 from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from watchdog.follow.sources.base import (
     SourceItem,
 )
 from watchdog.follow.sources.identity import FileIdentity, local_identity
-from watchdog.follow.sources.inotify import Watcher
+from watchdog.follow.sources.inotify import Watcher, load_libc
 from watchdog.vocabulary import file_kind
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_READ_SIZE", "LocalSource"]
@@ -72,23 +70,13 @@ class _Open:
 
 def _on_local_fs(fd: int) -> bool:
     """Whether the open file `fd` is on a local disk or in memory (Linux `fstatfs`; False when unknown)."""
-    libc = _libc()
+    libc = load_libc()
     if libc is None:
         return False
     buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux
     if libc.fstatfs(fd, buf) != 0:
         return False
     return ctypes.c_long.from_buffer(buf).value in _LOCAL_FS  # f_type comes first, a word wide
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
 
 
 @dataclass(frozen=True)
