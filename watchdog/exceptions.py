@@ -2,25 +2,43 @@
 
 ```
 WatchdogError
-├── UsageError             bad command line or unreadable input file (exit 64)
-├── ConfigError            a config or profile file is invalid (exit 78)
-├── TargetError            the target cannot be reached (exit 69)
-│   ├── HostKeyError       unknown or changed host key: alert, do not retry
-│   ├── AuthError          authentication failed: alert, do not retry
-│   └── ConnectionLost     the connection dropped or could not be made: retry
-└── DeliveryError          a notification could not be delivered: retry later
+├── UsageError                 bad command line or unreadable input file (exit 64)           file
+├── ConfigError                a config or profile file is invalid (exit 78)                 path, key, problem
+│   └── ConfigRuleError        a rule of the whole config broke at a key (path "config")     key, problem
+├── TargetError                the target cannot be reached (exit 69)                        host, reason
+│   ├── HostKeyError           unknown or changed host key: alert, do not retry
+│   ├── AuthError              authentication failed: alert, do not retry
+│   ├── ConnectionLost         the connection dropped or could not be made: retry
+│   │   └── ChannelRefused     reachable, but no connection opens another session: retry after a pause
+│   ├── ReaderProtocolError    the remote log reader answered, but not in its protocol    host, output
+│   └── TLSError               the TLS handshake with a health URL failed                 url, reason
+├── DeliveryError              a notification could not be delivered                      receiver, status
+│   └── TransientDeliveryError a network error, a timeout, a 5xx or a 429: retry later    retry_after
+└── InvalidShard (ValueError)  a shard spec or count is wrong (the CLI: exit 64)          text, problem
 ```
+
+Every exception carries the fields its message is built from as attributes (the column on the right; a
+subclass has its parent's too), so that a caller can act on them without parsing the message. Where a
+message does not follow the default pattern the raising site passes it whole, with the fields beside it.
+The asyncssh, OSError and ssl errors of the SSH sources and probes are translated into this tree in one
+place, `watchdog.follow.sources.ssherrors`.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "AuthError",
+    "ChannelRefused",
     "ConfigError",
+    "ConfigRuleError",
     "ConnectionLost",
     "DeliveryError",
     "HostKeyError",
+    "InvalidShard",
+    "ReaderProtocolError",
+    "TLSError",
     "TargetError",
+    "TransientDeliveryError",
     "UsageError",
     "WatchdogError",
     "first_watchdog_error",
@@ -32,7 +50,14 @@ class WatchdogError(Exception):
 
 
 class UsageError(WatchdogError):
-    """The command line is wrong, or an input file cannot be read (exit 64)."""
+    """The command line is wrong, or an input file cannot be read (exit 64).
+
+    `file`: the input file at fault, when one is.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None) -> None:
+        self.file = file
+        super().__init__(message)
 
 
 class ConfigError(WatchdogError):
@@ -49,8 +74,28 @@ class ConfigError(WatchdogError):
         super().__init__(f"{where}: {problem}")
 
 
+class ConfigRuleError(ConfigError):
+    """A rule of the whole config broke at `key`; the config parser puts the file's name on it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__("config", key, problem)
+
+
 class TargetError(WatchdogError):
-    """The watched target cannot be reached (exit 69)."""
+    """The watched target cannot be reached (exit 69).
+
+    `host`: the host (as `[user@]host[ port N]`) at fault, when known; `reason`: what went wrong there.
+    The message is `message` when given, else "host: reason".
+    """
+
+    def __init__(
+        self, message: str | None = None, *, host: str | None = None, reason: str | None = None
+    ) -> None:
+        self.host = host
+        self.reason = reason
+        if message is None:
+            message = f"{host}: {reason}" if host else str(reason)
+        super().__init__(message)
 
 
 class HostKeyError(TargetError):
@@ -65,8 +110,86 @@ class ConnectionLost(TargetError):
     """The connection dropped or could not be made; it is retried."""
 
 
+class ChannelRefused(ConnectionLost):
+    """The host is reachable but no connection to it would open another session channel.
+
+    Retried like `ConnectionLost`, after a pause: reconnecting at once would not help. `where` (also
+    `host`) names the host, `detail` (also `reason`) the refusal.
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        self.detail = detail
+        super().__init__(f"{where} refused a session channel: {detail}", host=where, reason=detail)
+
+
+class ReaderProtocolError(TargetError):
+    """The host's log reader answered, but not in the reader's protocol (garbled output).
+
+    The host is reachable: this is not a lost connection, and it is not retried. `output` is the start
+    of what came back.
+    """
+
+    def __init__(self, host: str, output: bytes) -> None:
+        self.output = output
+        super().__init__(
+            f"unexpected output from the reader on {host}: {output!r}", host=host, reason="unexpected output"
+        )
+
+
+class TLSError(TargetError):
+    """The TLS handshake with an https health URL failed (a certificate not trusted, a plain-http port...).
+
+    Not an absent answer: retrying does not help until the endpoint or the URL is fixed.
+    """
+
+    def __init__(self, url: str, reason: str, *, host: str | None = None) -> None:
+        self.url = url
+        super().__init__(f"health URL {url}: TLS problem: {reason}", host=host, reason=reason)
+
+
 class DeliveryError(WatchdogError):
-    """A notification could not be delivered; it is retried later."""
+    """A notification could not be delivered.
+
+    `receiver`: the notifier (or URL, secrets hidden) that did not take it; `status`: its HTTP status, if it
+    answered.
+    """
+
+    def __init__(self, message: str, *, receiver: str | None = None, status: int | None = None) -> None:
+        self.receiver = receiver
+        self.status = status
+        super().__init__(message)
+
+
+class TransientDeliveryError(DeliveryError):
+    """A failure worth retrying: a network error, a timeout, a 5xx or a 429.
+
+    `retry_after` is the pause the receiver asked for (seconds), if it asked.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        retry_after: float | None = None,
+        *,
+        receiver: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, receiver=receiver, status=status)
+        self.retry_after = retry_after
+
+
+class InvalidShard(WatchdogError, ValueError):
+    """A shard spec ("i/n") or a shard count is wrong; the message says what is allowed.
+
+    A `ValueError`, so that a pydantic validator reports it as a config error with its key path; the CLI
+    turns it into a usage error (exit 64). `text` is the spec at fault, `problem` what is wrong with it.
+    """
+
+    def __init__(self, text: str, problem: str) -> None:
+        self.text = text
+        self.problem = problem
+        super().__init__(f"{text!r}: {problem}")
 
 
 def first_watchdog_error(group: BaseExceptionGroup[BaseException]) -> WatchdogError | None:

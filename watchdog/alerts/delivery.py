@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from watchdog.alerts.alert import Alert
 from watchdog.alerts.message import Message, Options, target_url
 from watchdog.alerts.notifiers import build_message, secret_values
-from watchdog.exceptions import DeliveryError
+from watchdog.exceptions import DeliveryError, TransientDeliveryError
 from watchdog.vocabulary import (
     DEFAULT_DELIVERY_ATTEMPTS,
     DEFAULT_DELIVERY_BACKOFF,
@@ -53,17 +53,6 @@ DEFAULT_BACKOFF_SECONDS = DEFAULT_DELIVERY_BACKOFF
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 60.0
 _BACKOFF_CAP_FACTOR = 16
 _BODY_EXCERPT_CHARS = 200
-
-
-class TransientDeliveryError(DeliveryError):
-    """A failure worth retrying: a network error, a timeout, a 5xx or a 429.
-
-    `retry_after` is the pause the receiver asked for (seconds), if it asked.
-    """
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 @asynccontextmanager

@@ -1,6 +1,6 @@
-"""The daemon's config file: one TOML file, read once, validated into frozen models, secrets resolved and redacted.
+"""The config file's models: frozen pydantic models of each table, their field rules and the rules across tables.
 
-`load_config(path)` is the one loader: it reads the file, resolves the secret references (`env:NAME`,
+`load_config(path)` (config/loading.py) is the one loader: it reads the file, resolves the secret references (`env:NAME`,
 `file:/path`) and validates the result into `Config`; every problem is a `ConfigError` that names the file,
 the key path (`launches.kimi-ep.stall_after`) and what is allowed. The models do no I/O, so
 `Config.model_validate(data)` (tests, `watchdog demo`) checks the same rules, secrets taken as given.
@@ -37,7 +37,7 @@ from watchdog.alerts.alert import SEVERITY, AlertKind
 from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.config.shard import parse_shard
 from watchdog.core.expectations import LEARN_FACTOR
-from watchdog.exceptions import ConfigError
+from watchdog.exceptions import ConfigRuleError
 from watchdog.follow.sources.remote import DEFAULT_STAT_INTERVAL
 from watchdog.follow.sources.target import Target
 from watchdog.follow.spec import LaunchSpec
@@ -128,11 +128,8 @@ _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang
 Loc = tuple[str | int, ...]  # a key's place: ("launches", "kimi-ep", "notify", 0)
 
 
-class _KeyProblem(ConfigError):
-    """A rule of the whole config broke at `key`; `parse_config` puts the file's name on it."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__("config", key, problem)
+# A rule of the whole config broke at `key`; `parse_config` puts the file's name on it.
+_KeyProblem = ConfigRuleError
 
 
 # -- field types -----------------------------------------------------------------------------------------

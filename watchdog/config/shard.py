@@ -16,23 +16,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from watchdog.exceptions import InvalidShard
+
 __all__ = ["MAX_SHARDS", "InvalidShard", "Shard", "owner", "parse_shard"]
 
 MAX_SHARDS = 1024  # far above any need (10,000 launches fit in a handful); bounds a typo like "1/30000"
 _SYNTAX = 'give the shard as "INDEX/COUNT", e.g. "1/3": INDEX from 0 to COUNT-1 (a StatefulSet ordinal)'
-
-
-class InvalidShard(ValueError):
-    """A shard spec ("i/n") or a shard count is wrong; the message says what is allowed.
-
-    A `ValueError`, so that a pydantic validator reports it as a config error with its key path; the CLI
-    turns it into a usage error (exit 64).
-    """
-
-    def __init__(self, text: str, problem: str) -> None:
-        self.text = text
-        self.problem = problem
-        super().__init__(f"{text!r}: {problem}")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -11,6 +10,7 @@ import anyio.abc
 import asyncssh
 
 from watchdog.exceptions import ConnectionLost, UsageError
+from watchdog.follow.sources.ssherrors import translate_ssh_errors, translate_tls_errors
 from watchdog.follow.sources.sshpool import SSHPool
 
 __all__ = ["DEFAULT_HEALTH_TIMEOUT", "HealthProbe", "HealthURL", "parse_health_url"]
@@ -95,6 +95,7 @@ class HealthProbe:
         if host is not None and pool is None:
             raise ValueError("a remote health probe needs the SSH pool")
         self.url = parse_health_url(url)
+        self.url_text = url
         self.pool = pool
         self.host = host
         self.port = port
@@ -121,12 +122,15 @@ class HealthProbe:
 
         Raises:
             HostKeyError, AuthError: the SSH host refuses us; a lost connection is just None.
+            TLSError: the TLS handshake of an https URL failed (an untrusted certificate, a plain http
+                port...): an answer that says what is wrong, not an absent one.
         """
         try:
             with anyio.fail_after(self.timeout):
                 address, port = await self._address()
-                return await self._get(address, port)
-        except (OSError, TimeoutError, ssl.SSLError, ConnectionLost, asyncssh.Error):
+                with translate_tls_errors(self.url_text, host=self.host):
+                    return await self._get(address, port)
+        except (OSError, TimeoutError, ConnectionLost, asyncssh.Error):
             return None
         except (anyio.EndOfStream, anyio.BrokenResourceError):
             return None
@@ -138,12 +142,11 @@ class HealthProbe:
         conn = await self.pool.connect(self.host, port=self.port, user=self.user)
         if conn is not self._conn or self._listener is None:
             await self.aclose()
-            try:
+            forwarded = f"{self.url.host}:{self.url.port}"
+            with translate_ssh_errors(
+                self.host, "forward", conn=conn, discard=self.pool.discard, detail=forwarded
+            ):
                 self._listener = await conn.forward_local_port("127.0.0.1", 0, self.url.host, self.url.port)
-            except (OSError, asyncssh.Error) as exc:
-                if conn.is_closed():
-                    self.pool.discard(conn)
-                raise ConnectionLost(f"cannot forward to {self.url.host}:{self.url.port}: {exc}") from exc
             self._conn = conn
         return "127.0.0.1", self._listener.get_port()
 

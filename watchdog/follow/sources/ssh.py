@@ -20,7 +20,7 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from watchdog.exceptions import ConnectionLost, TargetError, UsageError
+from watchdog.exceptions import ChannelRefused, ConnectionLost, ReaderProtocolError, TargetError, UsageError
 from watchdog.follow.sources.base import (
     UNYIELDED_BYTES,
     CaughtUp,
@@ -43,7 +43,7 @@ from watchdog.follow.sources.remote import (
     poll_command,
     stream_command,
 )
-from watchdog.follow.sources.sshpool import ChannelRefused, SSHPool
+from watchdog.follow.sources.sshpool import SSHPool
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",
@@ -360,18 +360,19 @@ class _Follower:
 
     async def _open_session(self, command: str) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
         src = self.src
-        try:
-            conn, session = await src.pool.open_session(
-                src.host, CommandOutput, command, port=src.port, user=src.user
-            )
-        except (OSError, asyncssh.Error) as exc:
-            raise ChannelRefused(src.host, str(exc)) from exc
+        # The pool says what went wrong in our terms (`translate_ssh_errors`): ChannelRefused, ConnectionLost...
+        conn, session = await src.pool.open_session(
+            src.host, CommandOutput, command, port=src.port, user=src.user
+        )
         self._channel_opened()
         return conn, session
 
     def _lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> Exception:
         if exc is not None or conn.is_closed():
-            return ConnectionLost(f"connection to {self.src.host} lost: {exc or 'closed'}")
+            reason = str(exc or "closed")
+            return ConnectionLost(
+                f"connection to {self.src.host} lost: {reason}", host=self.src.host, reason=reason
+            )
         return _Restart(self.src.poll_interval)
 
     async def _stream_once(self) -> AsyncGenerator[SourceItem, None]:
@@ -394,13 +395,11 @@ class _Follower:
                 if kind == "out":
                     buffered += data
                     if b"\n" not in buffered and len(buffered) > _HEADER_LIMIT:
-                        raise TargetError(
-                            f"unexpected output from the reader on {src.host}: {buffered[:80]!r}"
-                        )
+                        raise ReaderProtocolError(src.host, buffered[:80])
             line, _, rest = buffered.partition(b"\n")
             header = parse_header(line)
             if header is None:
-                raise TargetError(f"unexpected output from the reader on {src.host}: {line[:80]!r}")
+                raise ReaderProtocolError(src.host, line[:80])
             self._accept_header(header)
             self.rotation = None
             if rest:
@@ -489,4 +488,4 @@ def _check_refused(host: str, status: int | None, stderr: bytes) -> None:
     that says so, not a log that is not there yet: trying again cannot help."""
     if status == REFUSED:
         said = stderr.decode(errors="replace").strip()[:300] or "no message"
-        raise TargetError(f"{host} refused the log reader (exit {REFUSED}): {said}")
+        raise TargetError(f"{host} refused the log reader (exit {REFUSED}): {said}", host=host, reason=said)

@@ -23,8 +23,9 @@ import anyio.lowlevel
 import asyncssh
 import structlog
 
-from watchdog.exceptions import AuthError, ConnectionLost, HostKeyError
+from watchdog.exceptions import ChannelRefused, ConnectionLost
 from watchdog.follow.sources.hostkeys import HostKeyCheck
+from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -64,17 +65,6 @@ SessionT = TypeVar("SessionT", bound="asyncssh.SSHClientSession[bytes]")
 T = TypeVar("T")
 
 log = structlog.get_logger("watchdog.sshpool")
-
-
-class ChannelRefused(ConnectionLost):
-    """The host is reachable but no connection to it would open another session channel.
-
-    Retried like `ConnectionLost`, after a pause: reconnecting at once would not help.
-    """
-
-    def __init__(self, where: str, detail: str) -> None:
-        self.where = where
-        super().__init__(f"{where} refused a session channel: {detail}")
 
 
 @dataclass(frozen=True)
@@ -129,16 +119,8 @@ def _where(host: str, port: int | None, user: str | None) -> str:
 
 def _load_identity(path: str, where: str) -> asyncssh.SSHKey:
     path = os.path.expanduser(path)
-    try:
+    with translate_ssh_errors(where, "identity", detail=path):
         return asyncssh.read_private_key(path)
-    except OSError as exc:
-        raise AuthError(f"identity file {path} for {where} cannot be read: {exc.strerror}") from exc
-    except asyncssh.KeyEncryptionError as exc:
-        raise AuthError(
-            f"identity file {path} for {where} is protected by a passphrase: add it to the agent instead"
-        ) from exc
-    except asyncssh.KeyImportError as exc:
-        raise AuthError(f"identity file {path} for {where} is not a private key: {exc}") from exc
 
 
 class _Client(asyncssh.SSHClient):
@@ -358,7 +340,7 @@ class SSHPool:
             await conn.create_session(counted, command, encoding=None)
             return conn
 
-        conn = await self._channel(host, port, user, start, hold=True)
+        conn = await self._channel(host, port, user, start, hold=True, step="session")
         return conn, made[-1]
 
     async def run(
@@ -386,13 +368,7 @@ class SSHPool:
             with anyio.fail_after(timeout):
                 return await conn.run(command, input=input, encoding=encoding, check=False)
 
-        where = _where(host, port, user)
-        try:
-            return await self._channel(host, port, user, start, hold=False)
-        except ConnectionLost:
-            raise
-        except (OSError, asyncssh.Error, TimeoutError) as exc:
-            raise ConnectionLost(f"running a command on {where} failed: {exc}") from exc
+        return await self._channel(host, port, user, start, hold=False, step="run")
 
     def discard(self, conn: asyncssh.SSHClientConnection) -> None:
         """Forget (and close) a connection found broken, so that it is not used again."""
@@ -498,11 +474,13 @@ class SSHPool:
         start: Callable[[asyncssh.SSHClientConnection, _Slot], Awaitable[T]],
         *,
         hold: bool,
+        step: Step,
     ) -> T:
         """Open a channel with `start` on a connection with room, moving on when one is refused.
 
         `hold`: the slot stays taken after `start` returns (a session's close frees it); otherwise
-        it is freed when `start` returns.
+        it is freed when `start` returns. `step` says how an error of `start` is translated
+        (`translate_ssh_errors`); a connection found closed by then is discarded.
         """
         key: ConnKey = (host, port, user)
         host_entry = self._host(*key)
@@ -514,35 +492,29 @@ class SSHPool:
             conn = slot.entry.conn
             done = False
             try:
-                result = await start(conn, slot)
-                done = True
-            except asyncssh.ChannelOpenError as exc:
-                if conn.is_closed():
-                    self.discard(conn)
-                    raise ConnectionLost(f"connection to {host_entry.where} lost: {exc}") from exc
-                if exc.code not in _REFUSALS:
-                    raise ChannelRefused(host_entry.where, exc.reason) from exc
-                before = slot.refuse()
-                tried.add(slot.entry)
-                if slot.entry.channels == 0 and slot.fresh:
-                    # A new connection refused its first channel: more connections will not help.
-                    if host_entry.live()[0] is not slot.entry:
-                        self.discard(conn)
-                    raise ChannelRefused(
-                        host_entry.where,
-                        f"{exc.reason}, even on a new connection (does the server allow sessions? "
-                        "sshd's MaxSessions)",
-                    ) from exc
-                if before:
-                    host_entry.learned = max(host_entry.learned or 0, before)
-                elif slot.entry.channels == 0:
-                    self._released(host_entry, slot.entry)  # sessions we do not know of fill it
-                continue
-            except (OSError, asyncssh.Error) as exc:
-                if conn.is_closed():
-                    self.discard(conn)
-                    raise ConnectionLost(f"connection to {host_entry.where} lost: {exc}") from exc
-                raise
+                with translate_ssh_errors(host_entry.where, step, conn=conn, discard=self.discard):
+                    try:
+                        result = await start(conn, slot)
+                        done = True
+                    except asyncssh.ChannelOpenError as exc:
+                        if conn.is_closed() or exc.code not in _REFUSALS:
+                            raise  # translated: the connection is lost, or the channel refused for good
+                        before = slot.refuse()
+                        tried.add(slot.entry)
+                        if slot.entry.channels == 0 and slot.fresh:
+                            # A new connection refused its first channel: more connections will not help.
+                            if host_entry.live()[0] is not slot.entry:
+                                self.discard(conn)
+                            raise ChannelRefused(
+                                host_entry.where,
+                                f"{exc.reason}, even on a new connection (does the server allow sessions? "
+                                "sshd's MaxSessions)",
+                            ) from exc
+                        if before:
+                            host_entry.learned = max(host_entry.learned or 0, before)
+                        elif slot.entry.channels == 0:
+                            self._released(host_entry, slot.entry)  # sessions we do not know of fill it
+                        continue
             finally:
                 if not done or not hold:
                     slot.release()
@@ -596,20 +568,11 @@ class SSHPool:
             kwargs["client_keys"] = [await anyio.to_thread.run_sync(_load_identity, opts.identity, where)]
         if not opts.use_agent:
             kwargs["agent_path"] = None
-        try:
-            with anyio.fail_after(opts.connect_timeout + 5):
-                return await asyncssh.connect(host, **kwargs)
-        except asyncssh.HostKeyNotVerifiable as exc:
-            raise HostKeyError(check.problem or f"host key of {where} could not be verified: {exc}") from exc
-        except asyncssh.PermissionDenied as exc:
-            raise AuthError(
-                f"authentication to {where} was refused ({exc.reason}); check the user name, "
-                "the identity file or agent keys, and the remote authorized_keys"
-            ) from exc
-        except asyncssh.ConfigParseError as exc:
-            raise AuthError(f"the SSH config for {where} cannot be read: {exc}") from exc
-        except (OSError, asyncssh.Error, TimeoutError) as exc:
-            raise ConnectionLost(f"cannot connect to {where}: {exc}") from exc
+        with (
+            translate_ssh_errors(where, "connect", detail=lambda: check.problem),
+            anyio.fail_after(opts.connect_timeout + 5),
+        ):
+            return await asyncssh.connect(host, **kwargs)
 
 
 def _cipher_preference() -> list[str]:

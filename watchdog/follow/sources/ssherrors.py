@@ -1,0 +1,174 @@
+"""The one place where asyncssh, OS and TLS errors become watchdog's (`watchdog.exceptions`).
+
+In the style of httpx's `map_httpcore_exceptions`: the SSH pool, the SSH source and the probes run their
+asyncssh calls inside `translate_ssh_errors(where, step)` (a TLS handshake inside `translate_tls_errors`),
+and what comes out is either one of our errors or an error that is none of these (a bug: it passes
+through). What each error means depends on the step it broke:
+
+| error                                   | step          | becomes                                      |
+|-----------------------------------------|---------------|----------------------------------------------|
+| asyncssh.ConfigParseError               | any           | ConfigError (exit 78): the SSH config        |
+| OSError, Key(Encryption|Import)Error    | identity      | AuthError: the identity file is unusable     |
+| asyncssh.HostKeyNotVerifiable           | connect       | HostKeyError                                 |
+| asyncssh.PermissionDenied               | connect       | AuthError                                    |
+| OSError, asyncssh.Error, TimeoutError   | connect       | ConnectionLost "cannot connect to"           |
+| any of those, the connection closed     | session, run  | ConnectionLost "connection to ... lost"      |
+| asyncssh.ChannelOpenError               | session, run  | ChannelRefused                               |
+| OSError, asyncssh.Error                 | session       | ChannelRefused (the connection is fine)      |
+| OSError, asyncssh.Error, TimeoutError   | run           | ConnectionLost "running a command failed"    |
+| OSError, asyncssh.Error                 | forward       | ConnectionLost "cannot forward to"           |
+| ssl.SSLError (not a dropped connection) | (TLS)         | TLSError: says the TLS problem               |
+
+A connection found closed when its error arrives is handed to `discard`, so that it is not used again.
+Our own errors pass through untouched.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+import asyncssh
+
+from watchdog.exceptions import (
+    AuthError,
+    ChannelRefused,
+    ConfigError,
+    ConnectionLost,
+    HostKeyError,
+    TLSError,
+    WatchdogError,
+)
+
+__all__ = ["Step", "map_ssh_error", "map_tls_error", "translate_ssh_errors", "translate_tls_errors"]
+
+Step = Literal["identity", "connect", "session", "run", "forward"]
+
+# What an SSH call may raise besides our own errors (TimeoutError is an OSError, named for clarity).
+_SSH_ERRORS = (OSError, asyncssh.Error, TimeoutError)
+# The ssl errors that are a dropped connection rather than a TLS problem: "no answer", not a TLS error.
+_TLS_DROPPED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+
+
+def map_ssh_error(
+    exc: BaseException, where: str, step: Step, *, closed: bool = False, detail: str | None = None
+) -> WatchdogError | None:
+    """The watchdog error for `exc`, raised by asyncssh (or the OS under it) at `step` for host `where`.
+
+    Args:
+        exc: what was raised.
+        where: the host, as `[user@]host[ port N]`.
+        step: what was being done (see the module docstring).
+        closed: the connection the step ran on is closed now.
+        detail: the identity file (`identity`), the host key check's own account (`connect`), the forwarded
+            address (`forward`).
+
+    Returns:
+        Our error (raise it `from exc`), or None for an error that is not an SSH one (let it through).
+    """
+    if isinstance(exc, WatchdogError):
+        return None
+    if isinstance(exc, asyncssh.ConfigParseError):
+        return ConfigError("the SSH config", "", f"{exc} (connecting to {where})")
+    if step == "identity":
+        return _identity_error(exc, where, detail or "?")
+    if step == "connect":
+        if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+            return HostKeyError(
+                detail or f"host key of {where} could not be verified: {exc}", host=where, reason=str(exc)
+            )
+        if isinstance(exc, asyncssh.PermissionDenied):
+            return AuthError(
+                f"authentication to {where} was refused ({exc.reason}); check the user name, "
+                "the identity file or agent keys, and the remote authorized_keys",
+                host=where,
+                reason=exc.reason,
+            )
+        if isinstance(exc, _SSH_ERRORS):
+            return ConnectionLost(f"cannot connect to {where}: {exc}", host=where, reason=str(exc))
+        return None
+    if not isinstance(exc, _SSH_ERRORS):
+        return None
+    if step == "forward":
+        return ConnectionLost(f"cannot forward to {detail}: {exc}", host=where, reason=str(exc))
+    if closed:
+        return ConnectionLost(f"connection to {where} lost: {exc}", host=where, reason=str(exc))
+    if isinstance(exc, asyncssh.ChannelOpenError):
+        return ChannelRefused(where, exc.reason)
+    if step == "session":
+        return ChannelRefused(where, str(exc))
+    return ConnectionLost(f"running a command on {where} failed: {exc}", host=where, reason=str(exc))
+
+
+def _identity_error(exc: BaseException, where: str, path: str) -> WatchdogError | None:
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        return AuthError(
+            f"identity file {path} for {where} cannot be read: {exc.strerror}", host=where, reason=reason
+        )
+    if isinstance(exc, asyncssh.KeyEncryptionError):
+        return AuthError(
+            f"identity file {path} for {where} is protected by a passphrase: add it to the agent instead",
+            host=where,
+            reason="protected by a passphrase",
+        )
+    if isinstance(exc, asyncssh.KeyImportError):
+        return AuthError(
+            f"identity file {path} for {where} is not a private key: {exc}", host=where, reason=str(exc)
+        )
+    return None
+
+
+@contextmanager
+def translate_ssh_errors(
+    where: str,
+    step: Step,
+    *,
+    conn: asyncssh.SSHClientConnection | None = None,
+    discard: Callable[[asyncssh.SSHClientConnection], None] | None = None,
+    detail: str | Callable[[], str | None] | None = None,
+) -> Iterator[None]:
+    """Raise what the block raises as our error (`map_ssh_error`); `conn` closed by then goes to `discard`.
+
+    `detail` may be a function, asked only once an error came (the host key check's account, which the
+    connection attempt itself writes).
+    """
+    try:
+        yield
+    except BaseException as exc:
+        closed = conn is not None and conn.is_closed()
+        said = detail() if callable(detail) else detail
+        mapped = map_ssh_error(exc, where, step, closed=closed, detail=said)
+        if mapped is None:
+            raise
+        if closed and discard is not None and conn is not None:
+            discard(conn)
+        raise mapped from exc
+
+
+def map_tls_error(exc: BaseException, url: str, *, host: str | None = None) -> TLSError | None:
+    """A TLSError naming the TLS problem for an ssl error met on `url` (None: not one, or a dropped connection)."""
+    if not isinstance(exc, ssl.SSLError) or isinstance(exc, _TLS_DROPPED):
+        return None
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        reason = f"certificate verify failed: {exc.verify_message or exc}"
+    else:
+        code = getattr(exc, "reason", None)  # "WRONG_VERSION_NUMBER"; not every SSLError has one
+        reason = code.lower().replace("_", " ") if isinstance(code, str) else str(exc)
+        if code == "WRONG_VERSION_NUMBER":
+            reason += " (is it a plain http port?)"
+    return TLSError(url, reason, host=host)
+
+
+@contextmanager
+def translate_tls_errors(url: str, *, host: str | None = None) -> Iterator[None]:
+    """Raise an ssl error of the block (a TLS handshake, say) as a `TLSError` that says the problem."""
+    try:
+        yield
+    except ssl.SSLError as exc:
+        mapped = map_tls_error(exc, url, host=host)
+        if mapped is None:
+            raise
+        raise mapped from exc
