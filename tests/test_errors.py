@@ -82,14 +82,6 @@ def test_ranks_sort_numerically() -> None:
     assert err.ranks == ("TP0", "TP2", "TP10")
 
 
-def test_with_rank_adds_only_the_same_error() -> None:
-    """with_rank() adds a source for the same error (numbers aside) and ignores a different one."""
-    err = root_cause([Candidate("CUDA error on device 1", 1, "TP1")], {}, "starting", "sglang")
-    assert err is not None
-    assert err.with_rank("TP0", "CUDA error on device 0").ranks == ("TP0", "TP1")
-    assert err.with_rank("TP0", "something else").ranks == ("TP1",)
-
-
 def test_bare_assertion_summary_carries_statement() -> None:
     """from_traceback() turns a bare AssertionError into a summary naming the failing assert."""
     tb = _traceback(

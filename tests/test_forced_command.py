@@ -36,7 +36,6 @@ from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 from watchdog.exceptions import TargetError
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
 from watchdog.follow.probes import process as process_module
-from watchdog.follow.probes.gpu import GpuProbe
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.probes.health import HealthProbe
 from watchdog.follow.probes.process import SSHProcessProbe
@@ -101,6 +100,11 @@ async def _next_sample(sampler: HostGpuSampler) -> None:
         await feed.__anext__()
 
 
+async def _next_host_sample(sampler: HostGpuSampler) -> None:
+    with sampler.subscribe_host() as feed:
+        await feed.__anext__()
+
+
 Action = Callable[[SSHPool], Awaitable[object]]
 # (the shape's name in the wrapper, how watchdog is made to send it); paths with a quote and a space
 ACTIONS: list[tuple[str, Action]] = [
@@ -114,7 +118,7 @@ ACTIONS: list[tuple[str, Action]] = [
     ("watchdog-pidfile", lambda pool: SSHProcessProbe(pool, "gpu", pid_file="/run/vllm 1.pid").alive()),
     ("watchdog-pgrep", lambda pool: SSHProcessProbe(pool, "gpu", pattern="vllm serve").alive()),
     ("watchdog-gpu", lambda pool: _next_sample(HostGpuSampler(pool=pool, host="gpu"))),
-    ("nvidia-smi", lambda pool: GpuProbe(pool=pool, host="gpu").sample()),
+    ("nvidia-smi", lambda pool: _next_host_sample(HostGpuSampler(pool=pool, host="gpu"))),
 ]
 
 
@@ -309,8 +313,7 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
             "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
             "watchdog/follow/sources/ssh.py:pool.open_session": 1,  # stream
             "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
-            "watchdog/follow/probes/gpu.py:pool.run": 1,  # nvidia-smi
-            "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler
+            "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
             "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
             "watchdog/follow/sources/sshpool.py:conn.create_session": 1,
             "watchdog/follow/probes/health.py:conn.forward_local_port": 1,  # the permitopen= port
@@ -608,16 +611,15 @@ async def test_process_probes_work(
 async def test_gpu_probe_and_sampler_work(
     restricted: SSHDServer, pool: SSHPool, gpu_host: GpuHost, sleeper: tuple[Process, str]
 ) -> None:
-    """The host-wide nvidia-smi query and the sampler's script (nvidia-smi, ps, pgrep) both run and are read."""
+    """The sampler's host-wide nvidia-smi query and its script (nvidia-smi, ps, pgrep) both run and are read."""
     process, pattern = sleeper
     gpu_host.apps_csv.write_text(f"{process.pid}, python3, {APPS_MIB}\n")
-    probe = GpuProbe(pool=pool, host=restricted.host, port=restricted.port, user=restricted.user)
     sampler = HostGpuSampler(pool=pool, host=restricted.host, port=restricted.port, user=restricted.user)
     with anyio.fail_after(DEADLINE):
-        samples = await probe.sample()
+        with sampler.subscribe_host() as gpus:
+            samples = await gpus.__anext__()
         with sampler.subscribe(pattern=pattern) as feed:
             share = await feed.__anext__()
-    assert samples is not None
     assert [(s.name, s.memory_used_bytes) for s in samples] == [("NVIDIA H200", 38675 * 2**20)]
     assert (share.used_bytes, process.pid in share.pids) == (APPS_MIB * 2**20, True)
 

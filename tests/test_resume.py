@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import pickle
@@ -16,6 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from watchdog.core.analyzer import Analyzer
+from watchdog.follow import checkpoint as checkpoint_module
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
     FORMAT,
@@ -34,6 +36,7 @@ from watchdog.follow.sources.remote import identity_command
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.testing import ManualClock
+from watchdog.profiles.loader import Profile, load_profile
 from watchdog.store import StateStore, open_store
 
 pytestmark = pytest.mark.anyio
@@ -45,12 +48,6 @@ CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 DEADLINE = 30.0
 GRACE = 6.0  # virtual seconds that let a crash's grace and settle window pass
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """asyncssh needs the asyncio backend."""
-    return "asyncio"
 
 
 def _spec(path: Path | str, **kw: Any) -> LaunchSpec:
@@ -122,6 +119,47 @@ def test_the_template_caches_are_not_saved(tmp_path: Path) -> None:
     assert restored.feed(lines[:1000], 1.0) == checkpoint.analyzer.feed(lines[:1000], 1.0)
 
 
+def test_a_bundled_profile_is_saved_by_name_and_the_rule_set_made_again(tmp_path: Path) -> None:
+    """The checkpoint's pickle names the bundled profile (the profile itself is not saved); the restored one has
+    the same profile and the same rule set, remade from it."""
+    _, checkpoint = _checkpoint(tmp_path, _read(READY), len(_read(READY)))
+    analyzer = checkpoint.analyzer
+    analyzer.caught_up(0.0)  # the engine is detected, the launch ready: the settled rule set
+    assert analyzer.profile is not None
+    assert analyzer.profile.bundled
+    blob = encode(checkpoint, build="b", settings="s")
+    assert blob is not None
+    assert b"load_profile" in blob
+    assert analyzer.profile.source.encode() not in blob
+    restored = decode(blob, build="b", settings="s").analyzer
+    assert restored.profile == analyzer.profile
+    assert restored._scanner.rules == analyzer._scanner.rules
+    assert restored._scanner.rules
+
+
+def test_a_bundled_profile_pickles_by_its_name_and_a_users_whole(tmp_path: Path) -> None:
+    """Checkpoints carry a bundled profile as its engine's name (small), a user's profile with its rules."""
+
+    def round_trip(profile: Profile) -> tuple[int, object]:
+        buffer = io.BytesIO()
+        checkpoint_module._Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(profile)
+        data = buffer.getvalue()
+        return len(data), checkpoint_module._Unpickler(io.BytesIO(data)).load()
+
+    bundled = load_profile("vllm")
+    size, again = round_trip(bundled)
+    assert size < 200
+    assert again == bundled
+    user = tmp_path / "mine.toml"
+    user.write_text('extends = "vllm"\n[[error]]\nmatch = "MY FATAL"\n')
+    mine = load_profile("vllm", [user])
+    assert not mine.bundled
+    _, again = round_trip(mine)
+    assert again == mine
+    assert isinstance(again, Profile)
+    assert any(r.match == "MY FATAL" for r in again.rules)
+
+
 def test_a_checkpoint_over_the_cap_is_not_encoded(tmp_path: Path) -> None:
     """`encode` gives None for a state larger than the cap (the follower then keeps the last one saved)."""
     _, checkpoint = _checkpoint(tmp_path, _read(CRASH), 5000)
@@ -142,6 +180,7 @@ def _evil() -> bytes:
     [
         pytest.param(lambda b: b"XXXX" + b[4:], "not a checkpoint", id="magic"),
         pytest.param(lambda b: b[:4] + bytes([FORMAT + 1]) + b[5:], "format", id="format"),
+        pytest.param(lambda b: b[:4] + bytes([FORMAT - 1]) + b[5:], "format", id="older-format"),
         pytest.param(lambda b: b[:30], "cut short|header", id="cut"),
         pytest.param(lambda b: b[:3], "too short", id="tiny"),
         pytest.param(lambda b: b[:-200] + b"\x00" * 200, "does not load", id="damaged-state"),

@@ -8,7 +8,6 @@ a few set operations; only lines holding a profile literal or an error keyword r
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -263,29 +262,6 @@ class Analyzer:
         self._settled = settled
         self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
         self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
-
-    def __getstate__(self) -> dict[str, object]:
-        # the parked template caches are rebuilt as lines come, like the active ones (which a checkpoint drops);
-        # the rule set is the profile's (`_rule_set`), made again from it rather than pickled rule by rule
-        state = self.__dict__.copy()
-        state["_parked"] = {}
-        if self.profile is not None and self._settled is not None:
-            state["_keywords"] = state["_keyword"] = None
-            scanner = copy.copy(self._scanner)
-            scanner.rules = ()
-            state["_scanner"] = scanner
-        return state
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self.__dict__.setdefault("_parked", {})
-        if self.__dict__.get("_keyword", _NOTHING) is None and self.profile is not None:
-            assert self._settled is not None
-            self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, self._settled)
-        elif "_keyword" not in state:
-            self._keyword = (
-                re.compile(b"|".join(re.escape(k) for k in self._keywords)) if self._keywords else _NOTHING
-            )
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)

@@ -67,13 +67,6 @@ class Error:
     traceback: tuple[str, ...]
     phase_hint: str | None = None  # the phase its traceback's frames point at
 
-    def with_rank(self, source: str, summary: str) -> Error:
-        """This error with `source` added to its ranks when `summary` is the same error (numbers aside)."""
-        if source in self.ranks or _MASK.sub("#", _clean_summary(summary)) != _MASK.sub("#", self.summary):
-            return self
-        ranks = tuple(sorted((*self.ranks, source), key=_rank_order))
-        return replace(self, ranks=ranks)
-
     def to_json(self) -> dict[str, object]:
         """The `error` object of the JSON contract."""
         return {

@@ -5,7 +5,8 @@ by the store; but slow for a 10 GB log over SSH). A checkpoint holds:
 
 - the analyzer (`watchdog.core.analyzer.Analyzer`, pickled: framing's unfinished line, engine and profile, the
   lifecycle with every incarnation, its timeline, progress and facts, open tracebacks, line and byte counts),
-  without its template caches (they are rebuilt as lines come; a serving log can fill them with megabytes);
+  without its template caches (they are rebuilt as lines come; a serving log can fill them with megabytes) nor
+  its rule set (made again from its profile); a bundled profile is saved as its engine's name (`_Pickler`);
 - the byte offset of the current file it corresponds to, and the follower's clock then (its times go on
   from there: the daemon's downtime counts toward no stall);
 - the file's identity at that offset (`watchdog.follow.sources.identity`): device and inode, and its first and
@@ -35,6 +36,7 @@ for a save) and `save_final` when it stops.
 from __future__ import annotations
 
 import copy
+import copyreg
 import functools
 import hashlib
 import io
@@ -52,9 +54,10 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from watchdog.core.analyzer import Analyzer
+from watchdog.core.analyzer import Analyzer, _rule_set
 from watchdog.exceptions import WatchdogError
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
+from watchdog.profiles.loader import Profile, load_profile
 from watchdog.store import MAX_CHECKPOINT_BYTES
 from watchdog.vocabulary import version
 
@@ -77,7 +80,7 @@ __all__ = [
 
 log = structlog.get_logger("watchdog.checkpoint")
 
-FORMAT = 1  # the blob layout and what the pickle holds; bump on any change to either
+FORMAT = 2  # the blob layout and what the pickle holds; bump on any change to either
 MAGIC = b"WDCK"
 CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log grows
 TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
@@ -86,6 +89,8 @@ FINAL_SAVE_TIMEOUT = 5.0  # seconds the last save of a stopping follower may tak
 
 _PREFIX = struct.Struct(">4sBI")  # magic, format, header length
 _CACHES = ("_candidates", "_irrelevant")  # the analyzer's line-template caches: rebuilt, never saved
+# What a checkpoint's pickle calls besides the package's classes: `_Pickler`'s reductions.
+_LOADERS = frozenset({("watchdog.profiles.loader", "load_profile"), (__name__, "_set_analyzer_state")})
 # Standard-library names a pickled analyzer may refer to besides the package's own classes.
 _STDLIB = frozenset(
     {
@@ -173,20 +178,58 @@ def encode(
     fixed = _PREFIX.size + len(text) + len(ident.head) + len(ident.before)
     if fixed > max_bytes:
         return None
-    state = pickle.dumps(_snapshot(checkpoint.analyzer), protocol=pickle.HIGHEST_PROTOCOL)
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(checkpoint.analyzer)
+    state = buffer.getvalue()
     if fixed + len(state) > max_bytes:
         return None
     return b"".join((_PREFIX.pack(MAGIC, FORMAT, len(text)), text, ident.head, ident.before, state))
 
 
-def _snapshot(analyzer: Analyzer) -> Analyzer:
-    # A shallow copy (pickled at once, so sharing the live analyzer's parts is safe) without the template
-    # caches, which `Analyzer._classify` rebuilds from the rules: the same lines give the same results.
-    snap = copy.copy(analyzer)
+def _reduce_analyzer(analyzer: Analyzer) -> tuple[Any, ...]:
+    # The analyzer's attributes (a shallow copy: pickled at once, so sharing the live analyzer's parts is safe)
+    # without the template caches, active and parked, which `Analyzer._classify` rebuilds from the rules as
+    # lines come (the same lines give the same results), and without the rule set, made again from the profile
+    # (`_rule_set`) by `_set_analyzer_state` rather than pickled rule by rule.
+    state = analyzer.__dict__.copy()
     for name in _CACHES:
-        if isinstance(getattr(snap, name, None), set):
-            setattr(snap, name, set())
-    return snap
+        if isinstance(state.get(name), set):
+            state[name] = set()
+    state["_parked"] = {}
+    if analyzer.profile is not None and analyzer._settled is not None:
+        state["_keywords"] = state["_keyword"] = None
+        scanner = copy.copy(analyzer._scanner)
+        scanner.rules = ()
+        state["_scanner"] = scanner
+    return copyreg.__newobj__, (Analyzer,), state, None, None, _set_analyzer_state  # type: ignore[attr-defined]
+
+
+def _set_analyzer_state(analyzer: Analyzer, state: dict[str, Any]) -> None:
+    # The unpickling side of `_reduce_analyzer`.
+    analyzer.__dict__.update(state)
+    if state["_keyword"] is None and analyzer.profile is not None:
+        assert analyzer._settled is not None
+        analyzer._keywords, analyzer._keyword, analyzer._scanner.rules = _rule_set(
+            analyzer.profile, analyzer._settled
+        )
+
+
+def _reduce_profile(profile: Profile) -> str | tuple[Any, ...]:
+    # A bundled profile is pickled by its engine's name (a checkpoint saves many times a minute, and its rules
+    # are the package's: a checkpoint from another build is not used), a user's whole.
+    if profile.bundled:
+        return load_profile, (profile.name,)
+    return profile.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles an analyzer as a checkpoint keeps it: see `_reduce_analyzer` and `_reduce_profile`."""
+
+    dispatch_table = {  # noqa: RUF012 - read by pickle, never changed
+        **copyreg.dispatch_table,
+        Analyzer: _reduce_analyzer,
+        Profile: _reduce_profile,
+    }
 
 
 @dataclass(frozen=True)
@@ -251,10 +294,10 @@ def decode(blob: bytes, *, build: str, settings: str) -> Checkpoint:
 
 
 class _Unpickler(pickle.Unpickler):
-    """Loads only this package's classes and the few standard ones an analyzer is made of."""
+    """Loads only this package's classes, the few standard ones an analyzer is made of and `_LOADERS`."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _STDLIB:
+        if (module, name) in _STDLIB or (module, name) in _LOADERS:
             return super().find_class(module, name)
         if module.startswith("watchdog."):
             found = super().find_class(module, name)

@@ -461,9 +461,9 @@ class LaunchFollower:
                 await self._apply(self.analyzer.probe(HealthChecked(status), self.now()))
 
     async def _gpu(self) -> None:
-        if self._gpu_sampler is not None:
-            from watchdog.follow.probes.gpusampler import LaunchMemoryTrend  # noqa: PLC0415
+        from watchdog.follow.probes.gpusampler import HostGpuSampler, LaunchMemoryTrend  # noqa: PLC0415
 
+        if self._gpu_sampler is not None:
             # the host's sampler paces the readings; this launch sees only its own processes' memory
             mine = self._trend = LaunchMemoryTrend()
             with self._gpu_sampler.subscribe(pid=self.spec.pid, pattern=self.spec.process) as feed:
@@ -472,21 +472,21 @@ class LaunchFollower:
                         growing = mine.observe(self.now(), sample)
                         await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
             return
-        from watchdog.follow.probes.gpu import GpuProbe  # noqa: PLC0415
-
+        # `watch`: a sampler of its own, host-wide (every GPU of the host; memory per GPU among the facts)
         target = self.spec.target
-        pool = self._pool if target.host else None
-        probe = GpuProbe(pool=pool, host=target.host, port=target.port, user=target.user)
+        sampler = HostGpuSampler(
+            pool=self._pool if target.host else None,
+            host=target.host,
+            port=target.port,
+            user=target.user,
+            interval=self.spec.gpu_interval,
+            clock=self._clock,
+        )
         trend = self._trend = MemoryTrend()
-        while probe.available:
-            try:
-                samples = await probe.sample()
-            except ConnectionLost:
-                samples = None
-            if samples:
+        with sampler.subscribe_host() as gpus:
+            async for samples in gpus:
                 growing = trend.observe(self.now(), samples)
                 await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
-            await self._clock.sleep(self.spec.gpu_interval)
 
 
 def _update_stream() -> tuple[MemoryObjectSendStream[Update], MemoryObjectReceiveStream[Update]]:

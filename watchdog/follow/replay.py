@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from watchdog.core.analyzer import Analyzer
-from watchdog.core.verdict import to_json
+from watchdog.core.verdict import build_verdict
 from watchdog.exceptions import UsageError
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import file_kind
@@ -34,17 +34,7 @@ def replay_path(
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     analyzer.finish(0.0)
-    lc = analyzer.lifecycle
-    verdict = to_json(
-        lc.verdict_incarnation(),
-        engine=analyzer.engine,
-        lines_read=analyzer.lines_read,
-        bytes_read=analyzer.bytes_read,
-        incarnations=len(lc.history) + 1,
-    )
-    if verdict["state"] == "crashed" and verdict["error"] is not None and not verdict["error"]["traceback"]:
-        verdict["error"]["context"] = analyzer.tail()
-    return analyzer, verdict
+    return analyzer, build_verdict(analyzer)
 
 
 def _open_log(path: Path) -> BinaryIO:

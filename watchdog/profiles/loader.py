@@ -28,10 +28,10 @@ import functools
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, SupportsIndex
+from typing import Any
 
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import ENGINES, STARTUP_PHASES, Category
@@ -91,27 +91,11 @@ class Profile:
     rules: tuple[Rule, ...] = ()
     source: str = ""  # the file(s) it was read from
     early_health: bool = False  # its health endpoint answers 200 before the server can serve
-    keywords: tuple[bytes, ...] = field(default=(), compare=False)  # prefilter literals, UTF-8
     bundled: bool = field(default=False, compare=False)  # exactly what `load_profile(name)` gives
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
         return tuple(r for r in self.rules if r.kind == kind)
-
-    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
-        # a bundled profile is pickled by its engine's name (a checkpoint saves many times a minute, and its
-        # rules are the package's: a checkpoint from another build is not used), a user's whole
-        if self.bundled:
-            return (BundledProfile, (self.name,))
-        return object.__reduce_ex__(self, protocol)  # (a slots dataclass: no zero-argument super)
-
-
-class BundledProfile:
-    """Unpickles to the bundled profile of an engine: what a pickled bundled `Profile` is made from."""
-
-    def __new__(cls, engine: str) -> Profile:  # type: ignore[misc]
-        """`load_profile(engine)`."""
-        return load_profile(engine)
 
 
 def load_profile(engine: str, extra: Sequence[Path | Profile] = ()) -> Profile:
@@ -129,7 +113,7 @@ def load_profile(engine: str, extra: Sequence[Path | Profile] = ()) -> Profile:
     detect = tuple(d for p in mine for d in p.detect) + base.detect
     early = base.early_health or any(p.early_health for p in mine)
     source = ", ".join([*(p.source for p in mine), base.source])
-    return _finish(Profile(engine, detect, rules, source, early_health=early, bundled=not mine))
+    return Profile(engine, detect, rules, source, early_health=early, bundled=not mine)
 
 
 def load_profile_file(path: Path) -> Profile:
@@ -233,11 +217,6 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         hint=raw.get("hint"),
         versions=str(raw.get("versions", "")),
     )
-
-
-def _finish(profile: Profile) -> Profile:
-    words = {r.match.encode() for r in profile.rules}
-    return replace(profile, keywords=tuple(sorted(words)))
 
 
 def _loaded(extra: Sequence[Path | Profile]) -> list[Profile]:

@@ -13,6 +13,9 @@ Each subscriber (a launch: its pid, or its `pgrep -f` pattern) is charged with t
 the pids found, and all their descendants (engines run their GPU workers as child processes, and rename
 them). Without a pid or pattern a launch is charged with every GPU process on the host.
 
+A host-wide subscriber (`subscribe_host`: `watch --gpu`, one launch per host) gets instead each reading's
+memory per GPU, from `nvidia-smi --query-gpu` (`watchdog.follow.probes.nvidia.QUERY_GPU_ARGS`, run as is).
+
 There is no background task: subscribers pull, and the first one whose turn is due takes the reading for all
 (the others wait for it). So the sampler runs one command per interval whatever the number of launches, and
 stops when no subscriber is left.
@@ -20,9 +23,10 @@ stops when no subscriber is left.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -32,10 +36,12 @@ from watchdog.exceptions import ConnectionLost
 from watchdog.follow.clock import Clock, MonotonicClock
 from watchdog.follow.probes.nvidia import (
     QUERY_APPS_ARGS,
+    QUERY_GPU_ARGS,
     GpuProcess,
     GpuSample,
     MemoryTrend,
     parse_compute_apps,
+    parse_gpu_query,
 )
 from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import DEFAULT_GPU_INTERVAL
@@ -44,6 +50,7 @@ __all__ = [
     "DEFAULT_SAMPLER_INTERVAL",
     "HostGpuSampler",
     "HostReading",
+    "HostSubscription",
     "LaunchGpuSample",
     "LaunchMemoryTrend",
     "Subscription",
@@ -79,13 +86,15 @@ _NOT_FOUND = 127  # the shell's status for a command not found: a host without N
 class HostReading:
     """One reading of a host, as the sampler's script printed it.
 
-    `apps` is None when nvidia-smi failed (no driver, no device); `missing` when it is not installed.
+    `apps` is None when nvidia-smi failed (no driver, no device); `missing` when it is not installed. `gpus`
+    is the memory per GPU, read only for host-wide subscribers (None: not read, or nvidia-smi failed).
     """
 
     apps: tuple[GpuProcess, ...] | None
     parents: Mapping[int, int]  # pid -> parent pid, every process on the host
     matches: Mapping[str, frozenset[int]]  # pattern -> pids pgrep found (this reading's own shell left out)
     missing: bool = False
+    gpus: tuple[GpuSample, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +255,27 @@ class Subscription:
                 return attribute(taken.reading, pid=self.pid, pattern=self.pattern)
 
 
+class HostSubscription:
+    """A host-wide feed: `async for gpus in subscription`, every GPU of the host at each reading (see
+    `HostGpuSampler.subscribe_host`; ends if the host has no nvidia-smi)."""
+
+    def __init__(self, sampler: HostGpuSampler, seen: int) -> None:
+        self.sampler = sampler
+        self._seen = seen
+
+    def __aiter__(self) -> HostSubscription:
+        return self
+
+    async def __anext__(self) -> list[GpuSample]:
+        while True:
+            taken = await self.sampler._next(self._seen)
+            if taken is None:
+                raise StopAsyncIteration
+            self._seen = taken.number
+            if taken.reading is not None and taken.reading.gpus:
+                return list(taken.reading.gpus)
+
+
 class HostGpuSampler:
     """Reads one host's GPU processes for every launch on it; see the module docstring.
 
@@ -280,6 +310,7 @@ class HostGpuSampler:
         self._clock = clock or MonotonicClock()
         self._patterns: Counter[str] = Counter()  # subscribed patterns, by number of subscribers
         self._subscribers = 0
+        self._host_wide = 0  # ... of which host-wide (`subscribe_host`)
         self._latest: _Taken | None = None
         self._busy = False
         self._done = anyio.Event()  # set (and replaced) when a reading ends, taken or not
@@ -313,6 +344,17 @@ class HostGpuSampler:
                 if self._patterns[pattern] <= 0:
                     del self._patterns[pattern]
 
+    @contextmanager
+    def subscribe_host(self) -> Iterator[HostSubscription]:
+        """Subscribe to the memory of every GPU of the host (`watch --gpu`), from the first reading taken after."""
+        self._subscribers += 1
+        self._host_wide += 1
+        try:
+            yield HostSubscription(self, self.readings)
+        finally:
+            self._subscribers -= 1
+            self._host_wide -= 1
+
     async def _next(self, seen: int) -> _Taken | None:
         # Single flight: the first subscriber whose turn is due takes the reading; the others wait for it.
         while self.available:
@@ -341,23 +383,46 @@ class HostGpuSampler:
         return None
 
     async def _read(self) -> HostReading | None:
-        patterns = sorted(self._patterns)
-        stdin = "".join(f"{p}\n" for p in patterns)
+        # the per-process script for the launches' subscribers, the per-GPU query for the host-wide ones
+        reading = HostReading(None, {}, {})
+        if self._subscribers > self._host_wide:
+            patterns = sorted(self._patterns)
+            done = await self._run(_COMMAND, "".join(f"{p}\n" for p in patterns))
+            if done is None:
+                return None
+            reading = parse_reading(done[1], patterns)
+        if self._host_wide:
+            done = await self._run(QUERY_GPU_ARGS)
+            if done is None:
+                return None
+            status, text = done
+            gpus = tuple(parse_gpu_query(text)) if status == 0 else None
+            reading = dataclasses.replace(reading, gpus=gpus, missing=reading.missing or status == _NOT_FOUND)
+        return reading
+
+    async def _run(self, argv: Sequence[str], stdin: str | None = None) -> tuple[int | None, str] | None:
+        # One command on the host: its exit status and output; None when it could not run (the host cannot be
+        # reached, or the command timed out: no reading this time). A command not found is status 127.
         if self.host is None or self.pool is None:
-            # Shielded, as in the GPU probe: a cancel while the child is spawned would leak it (and its pipes).
-            # This process is among the script's ancestors, so it never matches a pattern on its command line.
+            # Shielded: a cancel while the child is spawned would leak it (and its pipes). This process is among
+            # the script's ancestors, so it never matches a pattern on its command line.
             try:
                 with anyio.CancelScope(shield=True), anyio.fail_after(_TIMEOUT):
-                    result = await anyio.run_process(list(_COMMAND), input=stdin.encode(), check=False)
+                    result = await anyio.run_process(
+                        list(argv), input=None if stdin is None else stdin.encode(), check=False
+                    )
+            except FileNotFoundError:
+                return _NOT_FOUND, ""
             except TimeoutError:
-                return None  # a wedged driver: no reading this time
-            return parse_reading(result.stdout.decode("utf-8", "replace"), patterns)
+                return None  # a wedged driver
+            return result.returncode, result.stdout.decode("utf-8", "replace")
         try:
             done = await self.pool.run(
-                self.host, shlex.join(_COMMAND), port=self.port, user=self.user, input=stdin, timeout=_TIMEOUT
+                self.host, shlex.join(argv), port=self.port, user=self.user, input=stdin, timeout=_TIMEOUT
             )
         except ConnectionLost:
             return None
         stdout = done.stdout
-        text = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(stdout or "")
-        return parse_reading(text, patterns)
+        return done.exit_status, stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(
+            stdout or ""
+        )
