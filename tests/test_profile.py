@@ -8,15 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from watchdog.core.detection import EngineDetector, detect_engine
 from watchdog.exceptions import ConfigError
-from watchdog.profiles.loader import (
-    ENGINES,
-    RULE_KINDS,
-    EngineDetector,
-    detect_engine,
-    load_profile,
-    load_profile_file,
-)
+from watchdog.profiles.loader import ENGINES, RULE_KINDS, load_profile, load_profile_file
 
 
 @pytest.mark.parametrize("engine", [pytest.param(e, id=e) for e in ENGINES])
@@ -192,7 +186,7 @@ def test_detect_engine_counts_markers() -> None:
 def test_detect_engine_user_markers(tmp_path: Path) -> None:
     """A user profile's detect markers take part in detection."""
     path = _write(tmp_path, 'extends = "tgi"\ndetect = ["acme-inference-gw"]\n[[ready]]\nmatch = "gw up"\n')
-    assert detect_engine(["starting acme-inference-gw"], [path]) == "tgi"
+    assert detect_engine(["starting acme-inference-gw"], [load_profile_file(path)]) == "tgi"
 
 
 # Lines that move detection: markers of two engines, in and out of traceback frames, chain markers, plain text.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from watchdog.profiles.loader import detect_engine, load_profile
+from watchdog.core.detection import detect_engine
+from watchdog.profiles.loader import load_profile
 
 _LOADER = [
     "llama_model_loader: loaded meta data with 29 key-value pairs and 291 tensors from /m.gguf (version GGUF V3)",

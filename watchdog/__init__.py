@@ -50,8 +50,8 @@ if TYPE_CHECKING:
         WatchdogError as WatchdogError,
     )
     from watchdog.follow.replay import replay_path as replay_path
-    from watchdog.profiles.loader import Profile as Profile
     from watchdog.profiles.loader import load_profile as load_profile
+    from watchdog.profiles.model import Profile as Profile
 
 _EXPORTS = {
     "Analyzer": "watchdog.core.analyzer",
@@ -69,7 +69,7 @@ _EXPORTS = {
     "Lifecycle": "watchdog.core.lifecycle",
     "State": "watchdog.core.lifecycle",
     "Transition": "watchdog.core.lifecycle",
-    "Profile": "watchdog.profiles.loader",
+    "Profile": "watchdog.profiles.model",
     "load_profile": "watchdog.profiles.loader",
     "replay_path": "watchdog.follow.replay",
 }

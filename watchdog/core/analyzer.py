@@ -12,6 +12,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 
+from watchdog.core.detection import EngineDetector, detect_engine
 from watchdog.core.envelope import parse, unglue
 from watchdog.core.findings import (
     Event,
@@ -25,13 +26,8 @@ from watchdog.core.findings import (
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner
-from watchdog.profiles.loader import (
-    EngineDetector,
-    Profile,
-    Rule,
-    detect_engine,
-    load_profile,
-)
+from watchdog.profiles.loader import load_profile
+from watchdog.profiles.model import Profile, Rule
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, State
 
 __all__ = ["Analyzer"]

@@ -23,7 +23,7 @@ from watchdog.core.findings import (
 )
 from watchdog.core.rootcause import Candidate, from_traceback
 from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
-from watchdog.profiles.loader import Rule
+from watchdog.profiles.model import Rule
 from watchdog.vocabulary import STARTUP_PHASES, Category, State
 
 __all__ = ["QUIET_LEVELS", "Scanner"]

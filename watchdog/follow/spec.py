@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from watchdog.exceptions import ConfigError
 from watchdog.follow.sources.target import Target
-from watchdog.profiles.loader import Profile
+from watchdog.profiles.model import Profile
 from watchdog.vocabulary import (
     DEADLINE_STATES,
     DEFAULT_CRASH_GRACE,

@@ -1,0 +1,120 @@
+"""Engine detection (pure): which engine wrote a log, from the `detect` markers of the profiles in its
+first lines, counted so that one stray line of another engine does not decide."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from watchdog.profiles.loader import bundled_profile
+from watchdog.profiles.model import Profile
+from watchdog.vocabulary import ENGINES
+
+__all__ = ["EngineDetector", "detect_engine"]
+
+
+# Lines between the tracebacks of one chain: its header, exception lines and the chain markers.
+_CHAIN_OR_EXCEPTION = re.compile(
+    r"Traceback \(most recent call last\)|During handling of the above exception|"
+    r"The above exception was the direct cause|(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Interrupt)\b"
+)
+
+
+def detect_engine(lines: Iterable[str], extra: Sequence[Profile] = ()) -> str | None:
+    """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None.
+
+    Counting, not first-hit: an SGLang log may show one line of vLLM's (old SGLang imported vLLM), but
+    its own markers outnumber it.
+    """
+    detector = EngineDetector(extra)
+    for line in lines:
+        detector.feed(line)
+    return detector.engine()
+
+
+class EngineDetector:
+    """`detect_engine` one line at a time: a log's head that grows is read once, not again per new line.
+
+    `engine()` tells what `detect_engine` would say of the lines fed so far; `copy()` lets a caller try a last
+    line that may still grow (an unfinished one) without feeding it for good.
+    """
+
+    __slots__ = ("_chain", "_frames", "_markers", "_owner", "count", "score")
+
+    def __init__(self, extra: Sequence[Profile] = (), *, _markers: tuple[tuple[str, str], ...] = ()):
+        """Look for the `detect` markers of the bundled engines and of `extra` (user profiles)."""
+        if not _markers:
+            markers: list[tuple[str, str]] = []
+            for prof in list(extra):
+                markers.extend((prof.name, d) for d in prof.detect)
+            for engine in ENGINES[:-1]:
+                markers.extend((engine, d) for d in bundled_profile(engine).detect)
+            _markers = tuple(markers)
+        self._markers = _markers
+        self.count = 0  # lines fed
+        self.score: dict[str, int] = {}
+        # A traceback's frames below the engine's own name the libraries it called (old SGLang ran vLLM's
+        # layers): those do not count for the library. Python prints a chain of tracebacks ("During handling of
+        # the above exception, ...") oldest first; the last one holds the process's own outer frames, so its
+        # engine owns the frames of the whole chain (an excerpt may start in the middle of the first one's
+        # library frames).
+        self._chain: list[tuple[str | None, dict[str, int]]] = []  # (owner, frame counts) of each traceback
+        self._owner: str | None = None  # the engine of the outermost engine frame of the traceback being read
+        self._frames: dict[str, int] = {}
+
+    def copy(self) -> EngineDetector:
+        """An independent detector in the same state."""
+        other = EngineDetector(_markers=self._markers)
+        other.count, other.score = self.count, dict(self.score)
+        other._chain = [(o, dict(f)) for o, f in self._chain]
+        other._owner, other._frames = self._owner, dict(self._frames)
+        return other
+
+    def feed(self, line: str) -> None:
+        """Read the next line of the head."""
+        self.count += 1
+        stripped = line.lstrip()
+        frame = stripped.startswith('File "')
+        if not frame and stripped == line:  # not a frame, nor a frame's indented source line
+            self._end_traceback()
+            text = stripped.strip()
+            if text and not _CHAIN_OR_EXCEPTION.match(text):
+                self._end_chain(self.score)
+        for engine, marker in self._markers:
+            if marker in line:
+                if not frame:
+                    self.score[engine] = self.score.get(engine, 0) + 1
+                    continue
+                if self._owner is None:
+                    self._owner = engine
+                if engine == self._owner:
+                    self._frames[engine] = self._frames.get(engine, 0) + 1
+
+    def engine(self) -> str | None:
+        """The engine the lines fed so far name (as if they were all the lines), or None."""
+        score = dict(self.score)
+        chain = [
+            *self._chain,
+            *([(self._owner, self._frames)] if self._owner is not None or self._frames else []),
+        ]
+        _score_chain(chain, score)
+        if not score:
+            return None
+        return max(score, key=lambda e: score[e])  # ties: the engine whose marker came first
+
+    def _end_traceback(self) -> None:
+        if self._owner is not None or self._frames:
+            self._chain.append((self._owner, self._frames))
+        self._owner, self._frames = None, {}
+
+    def _end_chain(self, score: dict[str, int]) -> None:
+        self._end_traceback()
+        _score_chain(self._chain, score)
+        self._chain.clear()
+
+
+def _score_chain(chain: list[tuple[str | None, dict[str, int]]], score: dict[str, int]) -> None:
+    chain_owner = next((o for o, _ in reversed(chain) if o is not None), None)
+    for _, counts in chain:
+        if chain_owner is not None and counts.get(chain_owner):
+            score[chain_owner] = score.get(chain_owner, 0) + counts[chain_owner]
