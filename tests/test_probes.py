@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,7 +15,8 @@ import pytest
 from anyio.abc import Process
 from sshd_server import SSHDServer
 
-from watchdog.exceptions import UsageError
+from watchdog.exceptions import TLSError, UsageError
+from watchdog.follow.probes import health
 from watchdog.follow.probes.health import HealthProbe, parse_health_url
 from watchdog.follow.probes.process import LocalProcessProbe, SSHProcessProbe, wait_until_gone
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
@@ -31,8 +35,10 @@ async def pool(ssh_options: SSHOptions, anyio_backend: str) -> AsyncIterator[SSH
 
 class _Health(BaseHTTPRequestHandler):
     status = 200
+    hosts: list[str | None]  # the Host header of each request, set per server
 
     def do_GET(self) -> None:
+        self.hosts.append(self.headers["Host"])
         body = b"ok" if self.status == 200 else b"not ready"
         self.send_response(self.status)
         self.send_header("Content-Length", str(len(body)))
@@ -46,7 +52,7 @@ class _Health(BaseHTTPRequestHandler):
 @pytest.fixture
 def health_server() -> Iterator[ThreadingHTTPServer]:
     """A real HTTP server on 127.0.0.1:0 whose /health answers `server.RequestHandlerClass.status`."""
-    handler = type("Handler", (_Health,), {"status": 200})
+    handler = type("Handler", (_Health,), {"status": 200, "hosts": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -60,6 +66,28 @@ def health_server() -> Iterator[ThreadingHTTPServer]:
 
 def _set_status(server: ThreadingHTTPServer, status: int) -> None:
     server.RequestHandlerClass.status = status  # type: ignore[attr-defined]
+
+
+def _hosts(server: ThreadingHTTPServer) -> list[str | None]:
+    hosts: list[str | None] = server.RequestHandlerClass.hosts  # type: ignore[attr-defined]
+    return hosts
+
+
+@pytest.fixture
+def localhost_tls(health_server: ThreadingHTTPServer, tmp_path: Path) -> Path:
+    """`health_server` speaking https, with a certificate for the name `localhost` only; its path."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    health_server.socket = context.wrap_socket(health_server.socket, server_side=True)
+    return cert
 
 
 async def test_local_process_probe_sees_death(sleeper: tuple[Process, str]) -> None:
@@ -168,6 +196,8 @@ async def test_health_probe_through_ssh_forward(
         assert await probe.check() == 200
         _set_status(health_server, 503)
         assert await probe.check() == 503
+        # The request goes to the forwarded port but names the URL's host and port.
+        assert _hosts(health_server) == [f"127.0.0.1:{port}"] * 2
         sshd.kill_sessions()
         with anyio.fail_after(10):
             status = None
@@ -177,6 +207,29 @@ async def test_health_probe_through_ssh_forward(
         health_server.shutdown()
         health_server.server_close()
         assert await probe.check() is None
+
+
+@pytest.mark.sshd
+async def test_https_health_probe_through_ssh_forward_checks_the_urls_name(
+    sshd: SSHDServer,
+    pool: SSHPool,
+    health_server: ThreadingHTTPServer,
+    localhost_tls: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the forward (to 127.0.0.1), https sends the URL's name as TLS server name and Host header, and
+    checks the certificate for that name: valid for `localhost`, a TLS problem for `127.0.0.1`."""
+    monkeypatch.setattr(health, "tls_context", lambda: ssl.create_default_context(cafile=localhost_tls))
+    port = health_server.server_address[1]
+    for name, status in (("localhost", 200), ("127.0.0.1", None)):
+        url = f"https://{name}:{port}/health"
+        async with HealthProbe(url, pool=pool, host=sshd.host, port=sshd.port, user=sshd.user) as probe:
+            if status is None:
+                with pytest.raises(TLSError, match="certificate verify failed"):
+                    await probe.check()
+            else:
+                assert await probe.check() == status
+    assert _hosts(health_server) == [f"localhost:{port}"]
 
 
 @pytest.mark.parametrize(

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import functools
+import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import anyio
-import anyio.abc
 import asyncssh
+import httpx
 
 from watchdog.exceptions import ConnectionLost, UsageError
-from watchdog.follow.sources.ssherrors import translate_ssh_errors, translate_tls_errors
+from watchdog.follow.sources.ssherrors import map_tls_error, translate_ssh_errors
 from watchdog.follow.sources.sshpool import SSHPool
 
-__all__ = ["DEFAULT_HEALTH_TIMEOUT", "HealthProbe", "HealthURL", "parse_health_url"]
+__all__ = ["DEFAULT_HEALTH_TIMEOUT", "HealthProbe", "HealthURL", "parse_health_url", "tls_context"]
 
 DEFAULT_HEALTH_TIMEOUT = 5.0
-_STATUS_LINE_LIMIT = 8192
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,6 @@ class HealthURL:
     host: str
     port: int
     target: str
-
-    @property
-    def host_header(self) -> str:
-        """The Host header: the authority as the server expects to see it."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        default = 443 if self.scheme == "https" else 80
-        return host if self.port == default else f"{host}:{self.port}"
 
 
 def parse_health_url(url: str) -> HealthURL:
@@ -55,12 +49,10 @@ def parse_health_url(url: str) -> HealthURL:
     return HealthURL(parts.scheme, parts.hostname, port, target)
 
 
-def _parse_status(head: bytes) -> int | None:
-    line = head.partition(b"\r\n")[0]
-    fields = line.split(None, 2)
-    if len(fields) < 2 or not fields[0].startswith(b"HTTP/") or not fields[1].isdigit():
-        return None
-    return int(fields[1])
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context of every health check, built once (building one costs tens of milliseconds)."""
+    return ssl.create_default_context()
 
 
 class HealthProbe:
@@ -68,7 +60,8 @@ class HealthProbe:
 
     With `host` set the URL is as seen from that host (e.g. http://127.0.0.1:30000/health on
     the GPU machine): its host:port is reached through a local port forward (127.0.0.1:0) on the
-    host's shared SSH connection, set up on the first check and again after a reconnect.
+    host's shared SSH connection, set up on the first check and again after a reconnect; the request
+    still names the URL's host (Host header, and TLS server name and certificate check for https).
     `aclose` (or `async with`) removes the forward.
     """
 
@@ -128,11 +121,8 @@ class HealthProbe:
         try:
             with anyio.fail_after(self.timeout):
                 address, port = await self._address()
-                with translate_tls_errors(self.url_text, host=self.host):
-                    return await self._get(address, port)
+                return await self._get(address, port)
         except (OSError, TimeoutError, ConnectionLost, asyncssh.Error):
-            return None
-        except (anyio.EndOfStream, anyio.BrokenResourceError):
             return None
 
     async def _address(self) -> tuple[str, int]:
@@ -151,21 +141,24 @@ class HealthProbe:
         return "127.0.0.1", self._listener.get_port()
 
     async def _get(self, address: str, port: int) -> int | None:
-        request = (
-            f"GET {self.url.target} HTTP/1.1\r\n"
-            f"Host: {self.url.host_header}\r\n"
-            "User-Agent: llm-launch-watchdog\r\n"
-            "Accept: */*\r\n"
-            "Connection: close\r\n\r\n"
-        ).encode("ascii")
-        stream: anyio.abc.ByteStream
-        if self.url.scheme == "https":
-            stream = await anyio.connect_tcp(address, port, tls=True, tls_hostname=self.url.host)
-        else:
-            stream = await anyio.connect_tcp(address, port)
-        async with stream:
-            await stream.send(request)
-            head = b""
-            while b"\r\n" not in head and len(head) < _STATUS_LINE_LIMIT:
-                head += await stream.receive()
-        return _parse_status(head)
+        url = httpx.URL(self.url_text)
+        headers = {"Host": url.netloc.decode("ascii"), "User-Agent": "llm-launch-watchdog"}
+        verify = await anyio.to_thread.run_sync(tls_context)
+        try:
+            async with (
+                httpx.AsyncClient(verify=verify, timeout=self.timeout, trust_env=False) as client,
+                client.stream(
+                    "GET",
+                    url.copy_with(host=address, port=port),
+                    headers=headers,
+                    extensions={"sni_hostname": self.url.host},
+                ) as response,
+            ):
+                return response.status_code  # the body is not read
+        except httpx.TransportError as exc:
+            cause: BaseException | None = exc  # httpx wraps an ssl error in httpcore's, in its own
+            while cause is not None:
+                if tls := map_tls_error(cause, self.url_text, host=self.host):
+                    raise tls from exc
+                cause = cause.__cause__ or cause.__context__
+            return None
