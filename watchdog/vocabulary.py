@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import ipaddress
 import math
 import re
 import stat
@@ -51,9 +52,14 @@ __all__ = [
     "Category",
     "State",
     "check_http_url",
+    "check_pattern",
     "file_kind",
     "format_duration",
+    "is_loopback",
+    "is_ssh_word",
     "parse_duration",
+    "remote_relative",
+    "split_listen",
     "version",
 ]
 
@@ -262,3 +268,64 @@ def file_kind(mode: int) -> str | None:
         (stat.S_ISSOCK, "a socket"),
     )
     return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def check_pattern(text: str) -> str:
+    """A `pgrep -f` pattern (`--process`, a launch's `process`), unchanged; ValueError: blank, not one line, NUL."""
+    if not text.strip():
+        raise ValueError(
+            "the pattern is empty: give a part of the server's command line (a `pgrep -f` pattern)"
+        )
+    if any(ch in text for ch in "\n\r\0"):
+        raise ValueError("the pattern must be one line, without NUL characters")
+    return text
+
+
+_BAD_SSH_WORD = re.compile(r"[\s/@'\"`$;&|<>\\]")
+
+
+def is_ssh_word(word: str) -> bool:
+    """Whether `word` may be an SSH host or user: not empty, no spaces, quotes, '/', '@' or a leading '-'."""
+    return bool(word) and not _BAD_SSH_WORD.search(word) and not word.startswith("-")
+
+
+def remote_relative(path: str) -> str:
+    """A remote path as the remote command (run in the home directory) takes it: "~/x" is "x", "~" is ""."""
+    return "" if path in ("~", "~/") else path[2:] if path.startswith("~/") else path
+
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})$")
+_LISTEN_FORMS = (
+    'give "host:port", e.g. "127.0.0.1:9469", "0.0.0.0:9469" or "[::1]:9469" (port 0: any free port)'
+)
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    """(host to bind, without brackets; port, 0: any free one) of "host:port"; ValueError says what is wrong."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"{value!r} is not a listen address: {_LISTEN_FORMS}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{value!r}: {host!r} is not an IPv6 address; {_LISTEN_FORMS}") from None
+    elif ":" in host:
+        raise ValueError(f"{value!r}: write an IPv6 address in brackets; {_LISTEN_FORMS}")
+    elif not _HOSTNAME.match(host):
+        raise ValueError(f"{value!r}: {host!r} is not a host name or address; {_LISTEN_FORMS}")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"{value!r}: port {port} is out of range 0-65535")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host` (localhost, 127.0.0.0/8, ::1); a host name may be anything."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

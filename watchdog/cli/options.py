@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from watchdog.exceptions import UsageError
-from watchdog.vocabulary import EXIT_USAGE, check_http_url, file_kind, parse_duration
+from watchdog.vocabulary import EXIT_USAGE, check_http_url, check_pattern, file_kind, parse_duration
 
 if TYPE_CHECKING:
     from watchdog.config.shard import Shard
@@ -91,11 +91,7 @@ def process_pattern(text: str) -> str:
     Raises:
         argparse.ArgumentTypeError: it is empty or blank, or holds a line break or a NUL character.
     """
-    if not text.strip():
-        raise argparse.ArgumentTypeError("the pattern is empty: give a part of the server's command line")
-    if "\n" in text or "\r" in text or "\0" in text:
-        raise argparse.ArgumentTypeError("the pattern must be one line, without NUL characters")
-    return text
+    return _option(check_pattern, text)
 
 
 def webhook_url(text: str) -> str:

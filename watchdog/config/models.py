@@ -9,7 +9,6 @@ The key names are a contract (DESIGN.md, docs/config.md): more keys may be added
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import posixpath
@@ -55,7 +54,12 @@ from watchdog.vocabulary import (
     LOG_FORMATS,
     State,
     check_http_url,
+    check_pattern,
+    is_loopback,
+    is_ssh_word,
     parse_duration,
+    remote_relative,
+    split_listen,
 )
 
 if TYPE_CHECKING:
@@ -120,8 +124,6 @@ _NAMES = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or di
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HOSTNAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})$")
-_BAD_SSH_WORD = re.compile(r"[\s/@'\"`$;&|<>\\]")
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang the loader
 
 
@@ -158,7 +160,7 @@ def _check_path(value: str) -> str:
 
 
 def _check_ssh_word(value: str) -> str:
-    if not value or _BAD_SSH_WORD.search(value) or value.startswith("-"):
+    if not is_ssh_word(value):
         raise ValueError(f"{value!r} is not valid here: no spaces, quotes, '/', '@' or a leading '-'")
     return value
 
@@ -176,14 +178,6 @@ def _one_of(what: str, allowed: tuple[str, ...]) -> AfterValidator:
         return value
 
     return AfterValidator(check)
-
-
-def _check_pattern(value: str) -> str:
-    if not value.strip():
-        raise ValueError("is empty: give a part of the server's command line (a `pgrep -f` pattern)")
-    if any(ch in value for ch in "\n\r\0"):
-        raise ValueError("must be one line, without NUL characters")
-    return value
 
 
 def _check_health_url(value: str) -> str:
@@ -214,31 +208,8 @@ def _check_labels(value: dict[str, str]) -> dict[str, str]:
 
 
 def _check_listen(value: str) -> str:
-    _split_listen(value)
+    split_listen(value)
     return value
-
-
-def _split_listen(value: str) -> tuple[str, int]:
-    allowed = (
-        'give "host:port", e.g. "127.0.0.1:9469", "0.0.0.0:9469" or "[::1]:9469" (port 0: any free port)'
-    )
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"{value!r} is not a listen address: {allowed}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{value!r}: {host!r} is not an IPv6 address; {allowed}") from None
-    elif ":" in host:
-        raise ValueError(f"{value!r}: write an IPv6 address in brackets; {allowed}")
-    elif not _HOSTNAME.match(host):
-        raise ValueError(f"{value!r}: {host!r} is not a host name or address; {allowed}")
-    port = int(port_text)
-    if port > 65535:
-        raise ValueError(f"{value!r}: port {port} is out of range 0-65535")
-    return host, port
 
 
 def _secret_schema(description: str) -> WithJsonSchema:
@@ -323,23 +294,17 @@ class DaemonConfig(_Model):
     @property
     def listen_host(self) -> str:
         """The address to bind (IPv6 without brackets)."""
-        return _split_listen(self.listen)[0]
+        return split_listen(self.listen)[0]
 
     @property
     def listen_port(self) -> int:
         """The port to bind (0: any free port)."""
-        return _split_listen(self.listen)[1]
+        return split_listen(self.listen)[1]
 
     @property
     def listen_is_loopback(self) -> bool:
         """Whether only this machine can reach the HTTP server."""
-        host = self.listen_host
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False  # a host name: it may resolve to anything
+        return is_loopback(self.listen_host)
 
 
 class HostConfig(_Model):
@@ -406,7 +371,7 @@ class LaunchConfig(_Model):
         description="engine profile; auto: detected from the first lines",
         json_schema_extra={"enum": list(ENGINE_CHOICES)},
     )
-    process: Annotated[StrictStr, AfterValidator(_check_pattern)] | None = Field(
+    process: Annotated[StrictStr, AfterValidator(check_pattern)] | None = Field(
         default=None,
         description="`pgrep -f` pattern of the server process: gone without a traceback = crashed (killed)",
     )
@@ -707,7 +672,7 @@ def _check_launches(config: Config) -> None:
             raise _KeyProblem(
                 key_path((*where, "log")), f"{log!r} names a directory: give the log file's path"
             )
-        key = (launch.host, posixpath.normpath(_remote_relative(log)))
+        key = (launch.host, posixpath.normpath(remote_relative(log)))
         if key in files:
             raise _KeyProblem(
                 key_path((*where, "log")),
@@ -730,11 +695,6 @@ def _defined(section: str, names: Mapping[str, object]) -> str:
     if not names:
         return f"there is no [{section}.NAME] table: define one"
     return f"defined: {', '.join(sorted(names))}"
-
-
-def _remote_relative(path: str) -> str:
-    # The remote command runs in the home directory, so "~/x" is "x" (as in watchdog.follow.sources.target).
-    return path[2:] if path.startswith("~/") else path
 
 
 def key_path(loc: Loc | list[str | int]) -> str:
@@ -775,7 +735,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
             host=host.address or launch.host,
             user=host.user,
             port=host.port,
-            path=_remote_relative(launch.log),
+            path=remote_relative(launch.log),
         )
     return LaunchSpec(
         name=name,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import ipaddress
 import json
 import re
 import secrets
@@ -39,6 +38,7 @@ from prometheus_client import generate_latest
 from watchdog.daemon.metrics import DaemonStats, registry_for
 from watchdog.daemon.statuspage import render_page
 from watchdog.exceptions import ConfigError
+from watchdog.vocabulary import is_loopback
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -218,15 +218,6 @@ def _dumps(payload: object) -> bytes:
     return json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).encode()
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 async def serve_http(
     listen: tuple[str, int],
     statuses: Statuses,
@@ -250,7 +241,7 @@ async def serve_http(
         ConfigError: the address cannot be bound (in use, not an address of this machine).
     """
     host, port = listen
-    if not _is_loopback(host) and (basic_auth is None or tls is None):
+    if not is_loopback(host) and (basic_auth is None or tls is None):
         missing = " and ".join(n for n, v in (("basic auth", basic_auth), ("TLS", tls)) if v is None)
         log.warning("http_exposed", listen=f"{host}:{port}", missing=missing)
     app = make_app(statuses, daemon_stats, basic_auth=basic_auth)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from watchdog.exceptions import UsageError
+from watchdog.vocabulary import is_ssh_word, remote_relative
 
 __all__ = ["Target", "parse_target"]
 
@@ -14,7 +15,6 @@ _FORMS = "a local path, ssh://[user@]host[:port]/path or [user@]host:/path"
 # scp-like: no slash before the first colon; an IPv6 host is written in brackets.
 _SCP = re.compile(r"^(?:(?P<user>[^@/:]*)@)?(?P<host>\[[^\]/]*\]|[^@/:\[\]]*):(?P<path>.*)$", re.DOTALL)
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_BAD_HOST = re.compile(r"[\s/@'\"`$;&|<>\\]")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def _check_host(host: str, text: str) -> str:
         host = host[1:-1]
     if not host:
         raise UsageError(f"target {text!r} has no host; expected {_FORMS}")
-    if _BAD_HOST.search(host) or host.startswith("-"):
+    if not is_ssh_word(host):
         raise UsageError(f"target {text!r}: {host!r} is not a valid host name or address")
     return host
 
@@ -54,17 +54,13 @@ def _check_host(host: str, text: str) -> str:
 def _check_user(user: str | None, text: str) -> str | None:
     if user is None:
         return None
-    if not user or _BAD_HOST.search(user) or user.startswith("-"):
+    if not is_ssh_word(user):
         raise UsageError(f"target {text!r}: {user!r} is not a valid user name")
     return user
 
 
 def _remote_path(path: str, text: str) -> str:
-    # The remote command runs in the user's home directory, so "~/x" is just "x".
-    if path in ("~", "~/"):
-        path = ""
-    elif path.startswith("~/"):
-        path = path[2:]
+    path = remote_relative(path)  # the remote command runs in the user's home directory
     if not path or path.endswith("/"):
         raise UsageError(f"target {text!r} names no file; expected {_FORMS}")
     if "\0" in path or "\n" in path:
