@@ -27,6 +27,7 @@ from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan
 from watchdog.exceptions import UsageError
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import parse_target
+from watchdog.vocabulary import split_listen
 
 __all__ = ["DEMO_LAUNCHES", "run_demo"]
 
@@ -54,13 +55,14 @@ DEMO_LAUNCHES = (
 
 def run_demo(*, forever: bool = False, listen: str = "127.0.0.1:0") -> int:
     """Run the demo; 0 once every launch reached its verdict."""
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--listen {listen!r}: give HOST:PORT, e.g. 127.0.0.1:9469 (port 0: a free one)")
+    try:
+        address = split_listen(listen)
+    except ValueError as exc:
+        raise UsageError(f"--listen: {exc}") from None
     from watchdog.daemon.service import configure_logging  # noqa: PLC0415
 
     configure_logging("console")
-    return anyio.run(_demo, forever, (host, int(port)))
+    return anyio.run(_demo, forever, address)
 
 
 async def _demo(forever: bool, listen: tuple[str, int]) -> int:

@@ -44,7 +44,7 @@ from watchdog.follow.probes.nvidia import (
     parse_gpu_query,
 )
 from watchdog.follow.sources.sshpool import SSHPool
-from watchdog.vocabulary import DEFAULT_GPU_INTERVAL
+from watchdog.vocabulary import DEFAULT_GPU_INTERVAL, check_pattern
 
 __all__ = [
     "DEFAULT_SAMPLER_INTERVAL",
@@ -330,8 +330,8 @@ class HostGpuSampler:
             raise ValueError("give a pid or a pattern, not both")
         if pid is not None and pid <= 0:
             raise ValueError(f"pid must be positive, not {pid}")
-        if pattern is not None and (not pattern or "\n" in pattern or "\0" in pattern):
-            raise ValueError("the pattern must be one non-empty line")
+        if pattern is not None:
+            check_pattern(pattern)
         self._subscribers += 1
         if pattern is not None:
             self._patterns[pattern] += 1

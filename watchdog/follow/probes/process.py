@@ -10,6 +10,7 @@ import anyio
 
 from watchdog.exceptions import ConnectionLost, TargetError
 from watchdog.follow.sources.sshpool import SSHPool
+from watchdog.vocabulary import check_pattern
 
 __all__ = [
     "DEFAULT_PROCESS_INTERVAL",
@@ -67,8 +68,8 @@ def _check_spec(pid: int | None, pattern: str | None, pid_file: str | None = Non
         raise ValueError("the pid file must be a path")
     if pid is not None and pid <= 0:
         raise ValueError(f"pid must be positive, not {pid}")
-    if pattern is not None and (not pattern or "\n" in pattern or "\0" in pattern):
-        raise ValueError("the pattern must be one non-empty line")
+    if pattern is not None:
+        check_pattern(pattern)
 
 
 def read_pid_file(path: str) -> int | None:
