@@ -39,12 +39,6 @@ receivers:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    """Run async tests on asyncio."""
-    return "asyncio"
-
-
-@pytest.fixture
 async def alertmanager(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     """A real Alertmanager on a free loopback port (clustering off): a client for its API, once ready."""
     binary = require_binary(

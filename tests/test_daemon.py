@@ -27,11 +27,6 @@ READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 DEADLINE = 30.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _plan(name: str, path: Path, alerts: ConsoleAlerts) -> LaunchPlan:
     return LaunchPlan(LaunchSpec(name=name, target=parse_target(str(path))), alerts=(alerts,))
 

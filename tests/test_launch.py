@@ -23,11 +23,6 @@ GRACE = 5.0
 STREAM_SEEDS = 4  # seeded writers per log (each cut and paused its own way)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _read(path: Path) -> bytes:
     return path.read_bytes()  # a small fixture, read before the follower starts
 

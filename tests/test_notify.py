@@ -14,17 +14,12 @@ import pytest
 
 from watchdog.alerts.delivery import post_json, redact_url
 from watchdog.exceptions import DeliveryError
+from watchdog.vocabulary import DEFAULT_DELIVERY_ATTEMPTS
 
 pytestmark = pytest.mark.anyio
 
 SECRET_PATH = "/services/T0SECRET/B0SECRET/XyZsecretToken123"
 SECRET_QUERY = "key=AIzaSecret&token=hunter2"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Run async tests on asyncio, the backend asyncssh needs."""
-    return "asyncio"
 
 
 @dataclass
@@ -125,19 +120,21 @@ async def test_body_received_exactly(receiver: Receiver) -> None:
     ],
 )
 async def test_transient_failures_are_retried(receiver: Receiver, failures: list[int]) -> None:
-    """5xx and 429 answers are retried, and a 200 within three attempts is success."""
+    """5xx and 429 answers are retried, and a 200 within the attempts is success."""
     receiver.statuses = [*failures, 200]
     await post_json(receiver.url(), {"ok": True}, backoff=0.001)
     assert len(receiver.requests) == len(failures) + 1
     assert {r.body for r in receiver.requests} == {b'{"ok":true}'}
 
 
-async def test_gives_up_after_three_attempts(receiver: Receiver) -> None:
-    """Three 500 answers in a row raise DeliveryError naming the status and the attempts."""
-    receiver.statuses = [500, 500, 500, 200]
-    with pytest.raises(DeliveryError, match=r"HTTP 500 .*gave up after 3 attempts") as info:
+async def test_gives_up_after_the_default_attempts(receiver: Receiver) -> None:
+    """DEFAULT_DELIVERY_ATTEMPTS (4) 500 answers in a row raise DeliveryError naming the status and the attempts."""
+    receiver.statuses = [500] * DEFAULT_DELIVERY_ATTEMPTS + [200]
+    with pytest.raises(
+        DeliveryError, match=rf"HTTP 500 .*gave up after {DEFAULT_DELIVERY_ATTEMPTS} attempts"
+    ) as info:
         await post_json(receiver.url(), {"x": 1}, backoff=0)
-    assert len(receiver.requests) == 3
+    assert len(receiver.requests) == DEFAULT_DELIVERY_ATTEMPTS == 4
     assert SECRET_PATH not in _chain_text(info.value)
 
 

@@ -33,11 +33,6 @@ POLL = 0.1  # seconds between two questions to Prometheus' HTTP API
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def prometheus() -> str:
     """The `prometheus` binary (skips without it, fails when CI asked for it)."""
     return require_binary("prometheus", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")

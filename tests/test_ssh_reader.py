@@ -17,11 +17,6 @@ from watchdog.follow.sources.sshpool import SSHOptions
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class _Channel:
     """The part of an asyncssh channel `CommandOutput` uses."""
 

@@ -18,6 +18,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from watchdog.alerts.outbox import Outbox
 from watchdog.cli.history import format_history, history_main
 from watchdog.exceptions import ConfigError
 from watchdog.store import (
@@ -26,30 +27,12 @@ from watchdog.store import (
     MAX_INCARNATIONS_PER_LAUNCH,
     MAX_TRANSITIONS_PER_INCARNATION,
     MIGRATIONS,
-    OFFSET_SAVE_INTERVAL,
     TRANSITION_BATCH_DELAY,
-    ResumePoint,
     StateStore,
     open_store,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The daemon runs on asyncio."""
-    return "asyncio"
-
-
-class Clock:
-    """Monotonic seconds that move only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def entry(state: str, line: int | None, duration: float | None = None, reason: str = "") -> dict[str, Any]:
@@ -83,18 +66,22 @@ def status(
 STARTED = [entry("starting", 1, 12.0, "launch started"), entry("loading_weights", 10, 194.0, "phase marker")]
 
 
-async def test_resume_point_survives_a_store_that_was_never_closed(tmp_path: Path) -> None:
-    """A second store opened on the file of one never closed (as after kill -9) resumes at the saved offset."""
+async def test_what_was_written_survives_a_store_that_was_never_closed(tmp_path: Path) -> None:
+    """A second store opened on the file of one never closed (as after kill -9) has its checkpoint (where the
+    launch resumes), transitions and announcements."""
     first = await StateStore.open(tmp_path)
     try:
-        assert await first.resume_point("kimi") is None
+        assert await first.load_checkpoint("kimi") is None
         await first.record_transition("kimi", 1, status(STARTED))
-        await first.save_offset("kimi", 1, 4096, force=True)
+        await first.save_checkpoint("kimi", 4096, b"state")
+        await first.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready")
+        await first.mark_announced("kimi", 1, "ready")
         second = await StateStore.open(tmp_path)
         try:
-            assert await second.resume_point("kimi") == ResumePoint(incarnation=1, offset=4096)
+            assert await second.load_checkpoint("kimi") == b"state"
+            assert await second.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready")
             [record] = await second.history("kimi")
-            assert record.state == "loading_weights"
+            assert (record.state, record.announced) == ("ready", ("ready",))
             assert [t.state for t in record.transitions] == ["starting", "loading_weights"]
         finally:
             await second.close()
@@ -103,7 +90,7 @@ async def test_resume_point_survives_a_store_that_was_never_closed(tmp_path: Pat
 
 
 def test_resume_after_kill_9_of_a_real_process(tmp_path: Path) -> None:
-    """A process killed with SIGKILL after its writes leaves offset, verdicts and announcements readable."""
+    """A process killed with SIGKILL after its writes leaves checkpoint, verdicts and announcements readable."""
     script = textwrap.dedent(
         f"""
         import sys, anyio
@@ -113,10 +100,10 @@ def test_resume_after_kill_9_of_a_real_process(tmp_path: Path) -> None:
             store = await StateStore.open({str(tmp_path)!r})
             await store.record_transition("kimi", 2, {{"state": "crashed", "phase": "allocating_kv_cache",
                 "timeline": [{{"state": "starting", "line": 1}}, {{"state": "crashed", "line": 40}}]}})
-            await store.save_offset("kimi", 2, 8192, force=True)
-            await store.save_verdict("kimi", 2, {{"state": "crashed", "phase": "allocating_kv_cache"}})
+            await store.save_checkpoint("kimi", 8192, b"state")
+            await store.record_verdict("kimi", 2, {{"state": "crashed", "phase": "allocating_kv_cache"}}, "crashed")
             await store.mark_announced("kimi", 2, "crashed")
-            await store.save_verdict("other", 1, {{"state": "ready", "phase": "ready"}})
+            await store.record_verdict("other", 1, {{"state": "ready", "phase": "ready"}}, "ready")
             print("written", flush=True)
             sys.stdin.read()  # hold the connection open until killed
 
@@ -143,63 +130,41 @@ def test_resume_after_kill_9_of_a_real_process(tmp_path: Path) -> None:
 
     async def check() -> None:
         async with open_store(tmp_path) as store:
-            assert await store.resume_point("kimi") == ResumePoint(2, 8192)
-            assert await store.was_announced("kimi", 2, "crashed")
-            pending = await store.unannounced()
-            assert [(p.launch, p.incarnation, p.key) for p in pending] == [("other", 1, "ready")]
+            assert await store.load_checkpoint("kimi") == b"state"
+            [kimi] = await store.history("kimi")
+            assert (kimi.incarnation, kimi.state, kimi.announced) == (2, "crashed", ("crashed",))
+            [other] = await store.history("other")
+            assert (other.state, other.verdict, other.announced) == (
+                "ready",
+                {"state": "ready", "phase": "ready"},
+                (),
+            )
+            # read again by the restarted daemon: the one announced is not announced again, the other is
+            assert await store.record_verdict("kimi", 2, {"state": "crashed"}, "crashed")
+            assert not await store.record_verdict("other", 1, {"state": "ready", "phase": "ready"}, "ready")
 
     anyio.run(check)
 
 
-async def test_offsets_are_written_at_most_every_interval_and_with_each_transition(tmp_path: Path) -> None:
-    """save_offset writes the first time, then only after the interval, on a transition, or at close."""
-    clock = Clock()
-    store = await StateStore.open(tmp_path, clock=clock)
-    reader = await StateStore.open(tmp_path)
-    try:
-        await store.save_offset("kimi", 1, 100)
-        assert await reader.resume_point("kimi") == (1, 100)
-        clock.now += OFFSET_SAVE_INTERVAL / 2
-        await store.save_offset("kimi", 1, 200)
-        assert await reader.resume_point("kimi") == (1, 100), "written before the interval passed"
-        clock.now += OFFSET_SAVE_INTERVAL
-        await store.save_offset("kimi", 1, 300)
-        assert await reader.resume_point("kimi") == (1, 300)
-        await store.save_offset("kimi", 1, 400)
-        await store.record_transition("kimi", 1, status(STARTED))
-        assert await reader.resume_point("kimi") == (1, 400), "a transition writes the offset with it"
-        await store.save_offset("kimi", 1, 500)
-    finally:
-        await store.close()
-    try:
-        assert await reader.resume_point("kimi") == (1, 500), "close writes the offset left"
-    finally:
-        await reader.close()
-
-
 async def test_a_verdict_is_announced_once_across_restarts(tmp_path: Path) -> None:
-    """A verdict marked announced stays announced after reopening; one saved and not announced is pending."""
+    """A verdict marked announced stays announced after reopening; one saved and not announced is not."""
+    ready = {"state": "ready", "phase": "ready"}
+    crashed = {"state": "crashed", "phase": "ready"}
     async with open_store(tmp_path) as store:
-        key = await store.save_verdict("kimi", 1, {"state": "ready", "phase": "ready"})
-        assert key == "ready"
-        assert not await store.was_announced("kimi", 1, "ready")
+        assert not await store.record_verdict("kimi", 1, ready, "ready")
         await store.mark_announced("kimi", 1, "ready")
-        assert await store.was_announced("kimi", 1, "ready")
         # the same incarnation crashes after ready: another verdict, announced separately
-        await store.save_verdict("kimi", 1, {"state": "crashed", "phase": "ready"})
-        assert not await store.was_announced("kimi", 1, "crashed")
+        assert not await store.record_verdict("kimi", 1, crashed, "crashed")
     async with open_store(tmp_path) as store:
-        assert await store.was_announced("kimi", 1, "ready")
-        assert not await store.was_announced("kimi", 2, "ready")
-        [pending] = await store.unannounced()
-        assert (pending.launch, pending.incarnation, pending.key) == ("kimi", 1, "crashed")
-        assert pending.verdict == {"state": "crashed", "phase": "ready"}
-        # saving the announced verdict again (re-read after a restart) keeps it announced
-        await store.save_verdict("kimi", 1, {"state": "ready", "phase": "ready"})
-        assert await store.was_announced("kimi", 1, "ready")
-        await store.mark_announced("kimi", 1, "crashed")
-        assert await store.unannounced() == []
         [record] = await store.history("kimi")
+        assert (record.verdict, record.announced) == (crashed, ("ready",))
+        # saving the verdicts again (re-read after a restart): the announced one stays announced
+        assert await store.record_verdict("kimi", 1, ready, "ready")
+        assert not await store.record_verdict("kimi", 2, ready, "ready")
+        assert not await store.record_verdict("kimi", 1, crashed, "crashed")
+        await store.mark_announced("kimi", 1, "crashed")
+        assert await store.record_verdict("kimi", 1, crashed, "crashed")
+        [_, record] = await store.history("kimi")
         assert record.announced == ("ready", "crashed")
 
 
@@ -346,8 +311,10 @@ async def test_concurrent_writes_from_many_tasks_are_serialized(tmp_path: Path) 
             name = f"launch-{n % 6}"
             timeline = [entry("starting", 1, 1.0), entry("loading_weights", 2 + n)]
             await store.record_transition(name, n, status(timeline, {"n": n}))
-            await store.save_offset(name, n, n * 10, force=True)
-            await store.save_verdict(name, n, {"state": "ready", "phase": "ready"})
+            await store.save_checkpoint(name, n * 10, b"state")
+            await store.record_verdict(
+                name, n, {"state": "ready", "phase": "ready", "facts": {"n": n}}, "ready"
+            )
             await store.mark_announced(name, n, "ready")
 
         async with anyio.create_task_group() as tg:
@@ -355,10 +322,11 @@ async def test_concurrent_writes_from_many_tasks_are_serialized(tmp_path: Path) 
                 tg.start_soon(launch, n)
         records = await store.history(limit=100)
         assert len(records) == 60
-        assert {(r.launch, r.incarnation, r.offset) for r in records} == {
-            (f"launch-{n % 6}", n, n * 10) for n in range(60)
+        assert {(r.launch, r.incarnation, r.facts["n"], r.state) for r in records} == {
+            (f"launch-{n % 6}", n, n, "ready") for n in range(60)
         }
         assert all(r.announced == ("ready",) and len(r.transitions) == 2 for r in records)
+        assert [await store.load_checkpoint(f"launch-{n}") for n in range(6)] == [b"state"] * 6
 
 
 async def test_timeline_entries_are_stored_once(tmp_path: Path) -> None:
@@ -412,7 +380,8 @@ async def test_growth_is_bounded_per_launch(tmp_path: Path) -> None:
     async with open_store(tmp_path) as store:
         for inc in range(1, MAX_INCARNATIONS_PER_LAUNCH + extra + 1):
             await store.record_transition("kimi", inc, status(STARTED))
-            await store.save_verdict("kimi", inc, {"state": "ready"})
+            await store.record_verdict("kimi", inc, {"state": "ready"}, "ready")
+            await store.mark_announced("kimi", inc, "ready")
         await store.record_transition("other", 1, status(STARTED))
         long = [
             entry("stalled" if i % 2 else "loading_weights", i)
@@ -481,7 +450,7 @@ def _fill(state_dir: Path) -> None:
             await store.record_transition("kimi-mem085", 1, crashed)
             error = {"category": "oom", "summary": "RuntimeError: Not enough memory"}
             verdict = {**crashed, "state": "crashed", "phase": "allocating_kv_cache", "error": error}
-            await store.save_verdict("kimi-mem085", 1, verdict)
+            await store.record_verdict("kimi-mem085", 1, verdict, "crashed")
             timeline = [
                 entry("starting", 1, 11.0),
                 entry("loading_weights", 10, 190.0),
@@ -491,7 +460,7 @@ def _fill(state_dir: Path) -> None:
             ]
             ready = status(timeline, {"avail_mem_after_weights_gb": 21.7, "kv_cache_tokens": 1200000})
             await store.record_transition("kimi-mem080", 1, ready)
-            await store.save_verdict("kimi-mem080", 1, {**ready, "time_to_ready_seconds": 391.0})
+            await store.record_verdict("kimi-mem080", 1, {**ready, "time_to_ready_seconds": 391.0}, "ready")
 
     anyio.run(fill)
 
@@ -597,7 +566,8 @@ async def test_a_version_1_state_file_is_migrated_and_keeps_its_rows(tmp_path: P
         )
     db.close()
     async with open_store(tmp_path) as store:
-        assert await store.resume_point("kimi") == ResumePoint(1, 4096)
+        [record] = await store.history("kimi")
+        assert record.offset == 4096
         assert await store.load_checkpoint("kimi") is None
         await store.save_checkpoint("kimi", 4096, b"state")
     with sqlite3.connect(path) as db:
@@ -605,9 +575,82 @@ async def test_a_version_1_state_file_is_migrated_and_keeps_its_rows(tmp_path: P
     db.close()
 
 
+# The outbox's table as watchdog.alerts.outbox made it itself, before it was a migration (schema 2).
+_OLD_OUTBOX = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY,
+    notifier TEXT NOT NULL,
+    destination INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    alert TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_try REAL NOT NULL,
+    delivered_at REAL,
+    failed_at REAL,
+    error TEXT NOT NULL DEFAULT '',
+    UNIQUE (notifier, destination, key)
+)
+"""
+
+
+@pytest.mark.parametrize("first", ["store", "outbox"])
+async def test_a_version_2_state_file_is_migrated_and_keeps_its_pending_alerts(
+    tmp_path: Path, first: str
+) -> None:
+    """A state file of schema 2, with the outbox table the outbox made itself and an alert pending in it, is
+    migrated by whichever opens it first (store or outbox): the alert is still pending, and the verdicts
+    announced are still announced."""
+    path = tmp_path / DB_NAME
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO schema_version VALUES (2)")
+        for script in MIGRATIONS[:2]:
+            for statement in script.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        db.execute(_OLD_OUTBOX)
+        db.execute(
+            "INSERT INTO outbox (notifier, destination, key, alert, created_at, attempts, next_try)"
+            " VALUES ('pager', 0, 'kimi/1/crashed', '{\"state\": \"crashed\"}', 5.0, 2, 9.0)"
+        )
+        db.execute(
+            "INSERT INTO incarnations (launch, incarnation, started_at, updated_at) VALUES ('kimi', 1, 1, 1)"
+        )
+        db.execute(
+            "INSERT INTO verdicts (incarnation_id, key, verdict, saved_at, announced_at)"
+            " VALUES (1, 'ready', '{}', 1.0, 2.0), (1, 'crashed', '{}', 3.0, NULL)"
+        )
+    db.close()
+    if first == "outbox":
+        await (await Outbox.open(path)).close()
+    async with open_store(tmp_path) as store:
+        box = await Outbox.open(store.path)
+        try:
+            [item] = await box.pending()
+            assert (item.notifier, item.destination, item.key, item.alert) == (
+                "pager",
+                0,
+                "kimi/1/crashed",
+                {"state": "crashed"},
+            )
+            assert (item.created_at, item.attempts, item.next_try) == (5.0, 2, 9.0)
+            await box.delivered(item, 10.0)
+            assert await box.pending() == []
+        finally:
+            await box.close()
+        [record] = await store.history("kimi")
+        assert record.announced == ("ready",)
+        assert await store.record_verdict("kimi", 1, {"state": "ready"}, "ready")
+        assert not await store.record_verdict("kimi", 1, {"state": "crashed"}, "crashed")
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version FROM schema_version").fetchone()[0] == len(MIGRATIONS)
+    db.close()
+
+
 async def test_a_checkpoint_is_kept_per_launch_replaced_and_survives_a_reopen(tmp_path: Path) -> None:
-    """The last checkpoint saved for a launch is the one loaded, also by a store opened again; dropping it
-    forgets it; other launches' checkpoints are untouched."""
+    """The last checkpoint saved for a launch is the one loaded, also by a store opened again; other launches'
+    checkpoints are untouched."""
     async with open_store(tmp_path) as store:
         await store.save_checkpoint("a", 10, b"first")
         await store.save_checkpoint("a", 20, b"second")
@@ -615,9 +658,7 @@ async def test_a_checkpoint_is_kept_per_launch_replaced_and_survives_a_reopen(tm
     async with open_store(tmp_path) as store:
         assert await store.load_checkpoint("a") == b"second"
         assert await store.load_checkpoint("b") == b"\x00\xff binary"
-        await store.drop_checkpoint("a")
-        assert await store.load_checkpoint("a") is None
-        assert await store.load_checkpoint("b") == b"\x00\xff binary"
+        assert await store.load_checkpoint("c") is None
 
 
 async def test_a_checkpoint_over_the_cap_is_refused_and_the_last_one_kept(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Durable state: per launch and incarnation the offset read, state, transitions, facts and verdicts (SQLite).
+"""Durable state: per launch and incarnation the state, transitions, facts and verdicts (SQLite).
 
 One file, `<state_dir>/watchdog.sqlite3`, in WAL mode with `synchronous=NORMAL`: a commit survives the daemon
 being killed (`kill -9`); only a power loss may take back the last commits, never corrupt the file. One
@@ -8,18 +8,16 @@ While `write_behind` runs (the daemon runs it), transitions are written in batch
 
 What it keeps, and why:
 
-- the byte offset read so far, so that a restarted daemon resumes there (`save_offset` is cheap to call on
-  every chunk: it writes at most every `OFFSET_SAVE_INTERVAL` seconds per launch, and at once with each
-  transition and verdict; `close` writes what is left);
 - the state, the transitions (state, line, log time, reason, wall time), the facts and the verdict object, so
   that `watchdog history` can put two launches side by side;
-- per verdict, whether it was announced: after a restart a verdict already announced is not announced again,
-  and one saved but not announced (the daemon died in between) is found by `unannounced`;
+- per verdict, whether it was announced: after a restart a verdict already announced is not announced again
+  (`record_verdict` says so), and one saved but not announced (the daemon died in between) is announced then;
 - silences (issue 9): a launch's alerts held until a wall time;
 - per launch, one checkpoint (`watchdog.follow.checkpoint`): the follower's analysis at a byte offset, so that a
   restarted daemon resumes reading there instead of at the log's start. The store keeps the blob as it is
   given (at most `MAX_CHECKPOINT_BYTES`); the follower decides when to write it (every few seconds while the
-  log grows, soon after a transition, and when it stops) and whether to trust it.
+  log grows, soon after a transition, and when it stops) and whether to trust it;
+- the alert outbox (`watchdog.alerts.outbox`), on a connection of its own made by `connect`.
 
 Growth is bounded: at most `MAX_INCARNATIONS_PER_LAUNCH` incarnations per launch (older ones are pruned with
 their transitions and verdicts) and `MAX_TRANSITIONS_PER_INCARNATION` transitions per incarnation (later ones
@@ -37,7 +35,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import anyio
@@ -55,12 +53,10 @@ __all__ = [
     "MAX_INCARNATIONS_PER_LAUNCH",
     "MAX_TRANSITIONS_PER_INCARNATION",
     "MIGRATIONS",
-    "OFFSET_SAVE_INTERVAL",
     "IncarnationRecord",
-    "PendingVerdict",
-    "ResumePoint",
     "StateStore",
     "TransitionRecord",
+    "connect",
     "db_path",
     "open_store",
 ]
@@ -69,7 +65,6 @@ DB_NAME = "watchdog.sqlite3"
 DEFAULT_STATE_DIR = "/var/lib/watchdog"  # the config's `daemon.state_dir` default (DESIGN.md)
 MAX_INCARNATIONS_PER_LAUNCH = 50  # older incarnations of a launch are pruned
 MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
-OFFSET_SAVE_INTERVAL = 5.0  # seconds between offset writes of one launch (a transition writes at once)
 # With `write_behind` running: seconds a transition's snapshot may wait, to be written with the others of that
 # moment in one trip to the worker thread and one commit (a later snapshot of the same incarnation replaces it)
 TRANSITION_BATCH_DELAY = 0.25
@@ -133,15 +128,39 @@ MIGRATIONS: tuple[str, ...] = (
         state BLOB NOT NULL                 -- watchdog.follow.checkpoint's blob: header, file identity, pickled state
     );
     """,
+    # the alert outbox (watchdog.alerts.outbox), which made this table itself before: kept if it is there
+    """
+    CREATE TABLE IF NOT EXISTS outbox (
+        id INTEGER PRIMARY KEY,
+        notifier TEXT NOT NULL,
+        destination INTEGER NOT NULL,       -- index of the notifier's URL (0 for a notifier with one)
+        key TEXT NOT NULL,                  -- the alert's dedup key, or a reminder's
+        alert TEXT NOT NULL,                -- Alert.to_dict(), JSON: no URL, no secret
+        created_at REAL NOT NULL,           -- unix time
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_try REAL NOT NULL,             -- unix time
+        delivered_at REAL,
+        failed_at REAL,
+        error TEXT NOT NULL DEFAULT '',
+        UNIQUE (notifier, destination, key)
+    );
+    """,
+    # verdicts keeps the announcements only (the verdict object is the incarnation's `verdict`); rebuilt, as
+    # DROP COLUMN needs SQLite 3.35
+    """
+    CREATE TABLE verdicts_announced (
+        incarnation_id INTEGER NOT NULL REFERENCES incarnations (id) ON DELETE CASCADE,
+        key TEXT NOT NULL,                  -- e.g. the verdict's state: ready, crashed, stalled
+        announced_at REAL NOT NULL,         -- unix time
+        PRIMARY KEY (incarnation_id, key)
+    );
+    INSERT INTO verdicts_announced (incarnation_id, key, announced_at)
+        SELECT incarnation_id, key, announced_at FROM verdicts WHERE announced_at IS NOT NULL;
+    DROP TABLE verdicts;
+    ALTER TABLE verdicts_announced RENAME TO verdicts;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-class ResumePoint(NamedTuple):
-    """Where a launch's follower starts again after a restart: its newest incarnation and the offset read."""
-
-    incarnation: int
-    offset: int
 
 
 @dataclass(frozen=True)
@@ -233,15 +252,6 @@ class IncarnationRecord:
         }
 
 
-class PendingVerdict(NamedTuple):
-    """A verdict saved but not announced (the daemon stopped in between): announce it now."""
-
-    launch: str
-    incarnation: int
-    key: str
-    verdict: dict[str, Any] | None
-
-
 _OUTCOMES = frozenset(
     {State.READY.value, State.CRASHED.value, State.STOPPED.value}
 )  # states whose time does not run
@@ -276,17 +286,12 @@ def db_path(state_dir: str | Path) -> Path:
 class StateStore:
     """The daemon's durable state; see the module docstring. Make one with `await StateStore.open(dir)`."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, path: Path, clock: Callable[[], float], *, readonly: bool = False
-    ) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, readonly: bool = False) -> None:
         """Use `StateStore.open`: this takes a connection already set up."""
         self._conn = conn
         self.path = path
         self.readonly = readonly
-        self._clock = clock  # monotonic seconds, for the offset write interval
         self._lock = anyio.Lock()
-        self._pending: dict[str, tuple[int, int]] = {}  # launch -> (incarnation, offset) not yet written
-        self._written: dict[str, float] = {}  # launch -> clock time of its last offset write
         # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
         self._snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
         # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
@@ -296,27 +301,20 @@ class StateStore:
         self._closed = False
 
     @classmethod
-    async def open(
-        cls,
-        state_dir: str | Path,
-        *,
-        readonly: bool = False,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> StateStore:
+    async def open(cls, state_dir: str | Path, *, readonly: bool = False) -> StateStore:
         """Open (creating the directory and file, and migrating the schema) the store in `state_dir`.
 
         Args:
             state_dir: the daemon's `state_dir`; the file is `watchdog.sqlite3` in it.
             readonly: only read (for `watchdog history`): create nothing, migrate nothing.
-            clock: monotonic seconds, for the interval between offset writes.
 
         Raises:
             UsageError: `readonly` and there is no state file.
             ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
         """
         path = db_path(state_dir)
-        conn = await anyio.to_thread.run_sync(_connect, path, readonly)
-        return cls(conn, path, clock, readonly=readonly)
+        conn = await anyio.to_thread.run_sync(connect, path, readonly)
+        return cls(conn, path, readonly=readonly)
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         async with self._lock:
@@ -396,43 +394,9 @@ class StateStore:
         self._conn.execute("COMMIT")
         return result
 
-    # -- offsets -------------------------------------------------------------------------------------------
-
-    async def resume_point(self, launch: str) -> ResumePoint | None:
-        """The newest incarnation of `launch` and the offset read in it; None for a launch never seen."""
-        return await self._run(self._resume_point, launch)
-
-    def _resume_point(self, launch: str) -> ResumePoint | None:
-        row = self._conn.execute(
-            "SELECT incarnation, read_offset FROM incarnations WHERE launch = ? ORDER BY id DESC LIMIT 1",
-            (launch,),
-        ).fetchone()
-        return ResumePoint(int(row[0]), int(row[1])) if row else None
-
-    async def save_offset(self, launch: str, incarnation: int, offset: int, *, force: bool = False) -> None:
-        """Note the byte offset read so far; written if `OFFSET_SAVE_INTERVAL` passed since the last write of
-        this launch (or `force`), else with the next transition or verdict, or at `flush` / `close`."""
-        self._pending[launch] = (incarnation, offset)
-        last = self._written.get(launch)
-        if force or last is None or self._clock() - last >= OFFSET_SAVE_INTERVAL:
-            await self._run(lambda: self._write(lambda: self._flush_offset(launch)))
-
     async def flush(self) -> None:
-        """Write every offset not written yet."""
-        await self._run(lambda: self._write(self._flush_offsets))
-
-    def _flush_offsets(self) -> None:
-        for launch in list(self._pending):
-            self._flush_offset(launch)
-
-    def _flush_offset(self, launch: str) -> None:
-        pending = self._pending.pop(launch, None)
-        if pending is None:
-            return
-        incarnation, offset = pending
-        self._written[launch] = self._clock()
-        row_id = self._row(launch, incarnation)
-        self._conn.execute("UPDATE incarnations SET read_offset = ? WHERE id = ?", (offset, row_id))
+        """Write what waits to be written (`write_behind`'s transitions and checkpoints)."""
+        await self._run(_nothing)
 
     # -- transitions and verdicts --------------------------------------------------------------------------
 
@@ -440,8 +404,7 @@ class StateStore:
         """Store a status snapshot (`LaunchFollower.status()` plus the daemon's host, labels) after a transition.
 
         The timeline entries not stored yet are added (an entry already stored, e.g. read again after a
-        restart, is not added twice); state, phase, facts and progress are replaced; the offset noted for the
-        launch is written with them.
+        restart, is not added twice); state, phase, facts and progress are replaced.
         """
         wall = time.time()
         if self._write_behind and not self._closed:
@@ -455,8 +418,6 @@ class StateStore:
         row_id = self._row(launch, incarnation)
         self._update_row(row_id, status, wall)
         self._merge_timeline(row_id, status, wall)
-        if launch in self._pending:
-            self._flush_offset(launch)
 
     def _update_row(self, row_id: int, status: Mapping[str, Any], wall: float) -> None:
         self._conn.execute(
@@ -522,45 +483,21 @@ class StateStore:
             )
             next_seq += 1
 
-    async def save_verdict(
-        self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str | None = None
-    ) -> str:
-        """Store a verdict object (not yet announced); return its key (default: the verdict's state).
-
-        Saving the same key again replaces the object and keeps whether it was announced.
-        """
-        verdict_key = key if key is not None else str(verdict.get("state", ""))
-        wall = time.time()
-        await self._run(
-            lambda: self._write(lambda: self._save_verdict(launch, incarnation, verdict, verdict_key, wall))
-        )
-        return verdict_key
-
-    def _save_verdict(
-        self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str, wall: float
-    ) -> None:
+    def _save_verdict(self, launch: str, incarnation: int, verdict: Mapping[str, Any], wall: float) -> None:
         row_id = self._row(launch, incarnation)
         self._update_row(row_id, verdict, wall)
         text = _dumps(dict(verdict))
         self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
-        self._conn.execute(
-            "INSERT INTO verdicts (incarnation_id, key, verdict, saved_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (incarnation_id, key) DO UPDATE SET verdict = excluded.verdict,"
-            " saved_at = excluded.saved_at",
-            (row_id, key, text, wall),
-        )
-        if launch in self._pending:
-            self._flush_offset(launch)
 
     async def record_verdict(
         self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str
     ) -> bool:
-        """`save_verdict` and `was_announced` in one trip: store the verdict (under `key`); whether it was
-        announced already."""
+        """Store the verdict object as the incarnation's latest; whether the verdict `key` was announced
+        already (before a restart, too)."""
         wall = time.time()
 
         def record() -> bool:
-            self._write(lambda: self._save_verdict(launch, incarnation, verdict, key, wall))
+            self._write(lambda: self._save_verdict(launch, incarnation, verdict, wall))
             return self._announced(launch, incarnation, key)
 
         return await self._run(record)
@@ -579,10 +516,6 @@ class StateStore:
 
         await self._run(lambda: self._write(mark))
 
-    async def was_announced(self, launch: str, incarnation: int, verdict_key: str) -> bool:
-        """Whether this verdict was said already (before a restart, too)."""
-        return await self._run(self._announced, launch, incarnation, verdict_key)
-
     def _announced(self, launch: str, incarnation: int, verdict_key: str) -> bool:
         row = self._conn.execute(
             "SELECT 1 FROM verdicts v JOIN incarnations i ON i.id = v.incarnation_id"
@@ -590,17 +523,6 @@ class StateStore:
             (launch, incarnation, verdict_key),
         ).fetchone()
         return row is not None
-
-    async def unannounced(self, launch: str | None = None) -> list[PendingVerdict]:
-        """Verdicts saved but never announced (oldest first), of one launch or all."""
-        query = (
-            "SELECT i.launch, i.incarnation, v.key, v.verdict FROM verdicts v"
-            " JOIN incarnations i ON i.id = v.incarnation_id"
-            " WHERE v.announced_at IS NULL AND v.verdict IS NOT NULL AND (? IS NULL OR i.launch = ?)"
-            " ORDER BY v.saved_at, i.id"
-        )
-        rows = await self._run(lambda: self._conn.execute(query, (launch, launch)).fetchall())
-        return [PendingVerdict(r[0], int(r[1]), r[2], json.loads(r[3])) for r in rows]
 
     # -- history -------------------------------------------------------------------------------------------
 
@@ -689,14 +611,6 @@ class StateStore:
             [(launch, offset, wall, blob) for launch, (offset, wall, blob) in checkpoints.items()],
         )
 
-    async def drop_checkpoint(self, launch: str) -> None:
-        """Forget the launch's checkpoint (its next follower reads the log from its start)."""
-        await self._run(
-            lambda: self._write(
-                lambda: self._conn.execute("DELETE FROM checkpoints WHERE launch = ?", (launch,))
-            )
-        )
-
     # -- silences (issue 9) --------------------------------------------------------------------------------
 
     async def add_silence(self, launch: str, until: float) -> None:
@@ -754,11 +668,11 @@ class StateStore:
         return cursor.lastrowid
 
     async def close(self) -> None:
-        """Write the offsets not written yet and close the file."""
+        """Write what waits to be written and close the file."""
         if self._closed:
             return
         try:
-            if (self._pending or self._snapshots or self._checkpoints) and not self.readonly:
+            if (self._snapshots or self._checkpoints) and not self.readonly:
                 await self.flush()
         finally:
             async with self._lock:
@@ -767,11 +681,9 @@ class StateStore:
 
 
 @asynccontextmanager
-async def open_store(
-    state_dir: str | Path, *, readonly: bool = False, clock: Callable[[], float] = time.monotonic
-) -> AsyncIterator[StateStore]:
-    """`StateStore.open(...)`, closed (offsets written) when the block is left."""
-    store = await StateStore.open(state_dir, readonly=readonly, clock=clock)
+async def open_store(state_dir: str | Path, *, readonly: bool = False) -> AsyncIterator[StateStore]:
+    """`StateStore.open(...)`, closed (what waits written) when the block is left."""
+    store = await StateStore.open(state_dir, readonly=readonly)
     try:
         yield store
     finally:
@@ -794,10 +706,18 @@ def _entry(item: Mapping[str, Any]) -> _Entry:
     )
 
 
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
-    """Open and set up the connection (in a worker thread): WAL, synchronous=NORMAL, foreign keys, schema."""
-    where = str(path)
-    if readonly:
+def connect(path: Path | None, readonly: bool = False) -> sqlite3.Connection:
+    """Open and set up a connection to the state file `path` (blocking: call it in a worker thread): WAL,
+    synchronous=NORMAL, foreign keys, the schema migrated. `path` None: a database in memory, with the schema.
+
+    Raises:
+        UsageError: `readonly` and there is no state file.
+        ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
+    """
+    where = ":memory:" if path is None else str(path)
+    if path is None:
+        target, uri = where, False
+    elif readonly:
         if not path.is_file():
             raise UsageError(f"no watchdog state at {where}: give the daemon's state_dir with --state-dir")
         target, uri = f"file:{quote(where)}?mode=ro", True
@@ -831,7 +751,7 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
 def _setup(conn: sqlite3.Connection, where: str, readonly: bool) -> None:
     if readonly:
         conn.execute("PRAGMA query_only = ON")
-    else:
+    elif where != ":memory:":
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise ConfigError(

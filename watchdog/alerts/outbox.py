@@ -6,45 +6,32 @@ makes enqueueing the same alert twice (after a restart, say) a no-op. A row hold
 `Alert.to_dict()`, never a URL or a secret option: those stay in the config and are looked up when sending.
 Delivered and failed rows are kept a while (`KEEP_SECONDS`), for that deduplication, then pruned.
 
-The table lives in the daemon's state file (`watchdog.sqlite3`), on a connection of its own; without a
-state directory (the demo, tests) the outbox is in memory and lasts as long as the process.
+The table lives in the daemon's state file (`watchdog.sqlite3`), made by the store's migrations, on a
+connection of its own set up as the store's are (`watchdog.store.connect`); without a state directory (the
+demo, tests) the outbox is in memory and lasts as long as the process.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+
+from watchdog.store import connect
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["KEEP_SECONDS", "REPEAT", "Item", "Outbox"]
 
 KEEP_SECONDS = 7 * 86400.0  # delivered and failed rows are kept this long (to deduplicate), then pruned
 REPEAT = "#"  # a key's repeats (reminders, Alertmanager's re-sends) are `KEY#reminder-N`, `KEY#resend-N`
-_BUSY_TIMEOUT = 10.0
 _T = TypeVar("_T")
-
-_TABLE = """
-CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY,
-    notifier TEXT NOT NULL,
-    destination INTEGER NOT NULL,       -- index of the notifier's URL (0 for a notifier with one)
-    key TEXT NOT NULL,                  -- the alert's dedup key, or a reminder's
-    alert TEXT NOT NULL,                -- Alert.to_dict(), JSON: no URL, no secret
-    created_at REAL NOT NULL,           -- unix time
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_try REAL NOT NULL,             -- unix time
-    delivered_at REAL,
-    failed_at REAL,
-    error TEXT NOT NULL DEFAULT '',
-    UNIQUE (notifier, destination, key)
-)
-"""
 
 
 @dataclass
@@ -72,8 +59,13 @@ class Outbox:
 
     @classmethod
     async def open(cls, path: Path | None) -> Outbox:
-        """Open the outbox in the state file `path` (made if missing), or in memory when `path` is None."""
-        conn = await anyio.to_thread.run_sync(_connect, path)
+        """Open the outbox in the state file `path` (made and migrated if need be), or in memory when `path` is
+        None.
+
+        Raises:
+            ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
+        """
+        conn = await anyio.to_thread.run_sync(connect, path)
         return cls(conn)
 
     async def put(
@@ -181,21 +173,3 @@ class Outbox:
                 raise RuntimeError("the outbox is closed")
             # not abandoned on cancellation: the statement ends (committed or rolled back) before the lock goes
             return await anyio.to_thread.run_sync(fn)
-
-
-def _connect(path: Path | None) -> sqlite3.Connection:
-    conn = sqlite3.connect(
-        ":memory:" if path is None else str(path),
-        timeout=_BUSY_TIMEOUT,
-        isolation_level=None,
-        check_same_thread=False,
-    )
-    try:
-        if path is not None:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(_TABLE)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
