@@ -1,20 +1,4 @@
-"""Probes beside the log: is the process alive, what does the health endpoint answer."""
+"""Probes beside the log: is the process alive (`process`), what does the health endpoint answer (`health`),
+how much GPU memory is in use (`nvidia` parses, `gpusampler` samples each host once for all its launches).
 
-from __future__ import annotations
-
-from watchdog.follow.probes.health import HealthProbe, parse_health_url
-from watchdog.follow.probes.process import (
-    LocalProcessProbe,
-    ProcessProbe,
-    SSHProcessProbe,
-    wait_until_gone,
-)
-
-__all__ = [
-    "HealthProbe",
-    "LocalProcessProbe",
-    "ProcessProbe",
-    "SSHProcessProbe",
-    "parse_health_url",
-    "wait_until_gone",
-]
+Nothing is imported here: a follower that probes nothing never loads the SSH or HTTP code of the probes."""
