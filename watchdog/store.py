@@ -59,6 +59,7 @@ __all__ = [
     "connect",
     "db_path",
     "open_store",
+    "transaction",
 ]
 
 DB_NAME = "watchdog.sqlite3"
@@ -385,14 +386,7 @@ class StateStore:
 
     def _write(self, fn: Callable[[], _T]) -> _T:
         """Run `fn` in one transaction (in the worker thread)."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn()
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-        return result
+        return transaction(self._conn, fn)
 
     async def flush(self) -> None:
         """Write what waits to be written (`write_behind`'s transitions and checkpoints)."""
@@ -798,3 +792,15 @@ def _setup(conn: sqlite3.Connection, where: str, readonly: bool) -> None:
 def _statements(script: str) -> list[str]:
     """A migration's statements (executescript would commit the open transaction first)."""
     return [s for s in script.split(";") if s.strip()]
+
+
+def transaction(conn: sqlite3.Connection, fn: Callable[[], _T]) -> _T:
+    """Run `fn` in one write transaction of `conn` (BEGIN IMMEDIATE; rolled back if `fn` raises)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn()
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from watchdog.store import connect
+from watchdog.store import connect, transaction
 
 if TYPE_CHECKING:
     import sqlite3
@@ -155,17 +155,7 @@ class Outbox:
         await self._transaction(lambda: self._conn.execute(sql, args))
 
     async def _transaction(self, fn: Callable[[], _T]) -> _T:
-        def run() -> _T:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn()
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-            return result
-
-        return await self._run(run)
+        return await self._run(lambda: transaction(self._conn, fn))
 
     async def _run(self, fn: Callable[[], _T]) -> _T:
         async with self._lock:
