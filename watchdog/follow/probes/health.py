@@ -96,12 +96,16 @@ class HealthProbe:
         self.timeout = timeout
         self._conn: asyncssh.SSHClientConnection | None = None
         self._listener: asyncssh.SSHListener | None = None
+        self._client: httpx.AsyncClient | None = None  # one per probe: a check every 2 s builds none
 
     async def __aenter__(self) -> HealthProbe:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     async def aclose(self) -> None:
         """Remove the port forward, if there is one."""
@@ -143,11 +147,12 @@ class HealthProbe:
     async def _get(self, address: str, port: int) -> int | None:
         url = httpx.URL(self.url_text)
         headers = {"Host": url.netloc.decode("ascii"), "User-Agent": "llm-launch-watchdog"}
-        verify = await anyio.to_thread.run_sync(tls_context)
+        if self._client is None:
+            verify = await anyio.to_thread.run_sync(tls_context)  # built once, off the event loop
+            self._client = httpx.AsyncClient(verify=verify, timeout=self.timeout, trust_env=False)
         try:
             async with (
-                httpx.AsyncClient(verify=verify, timeout=self.timeout, trust_env=False) as client,
-                client.stream(
+                self._client.stream(
                     "GET",
                     url.copy_with(host=address, port=port),
                     headers=headers,
