@@ -1,0 +1,201 @@
+"""Run one real engine launch and keep its log as the corpus keeps real logs, with the time of each line.
+
+    python benchmarks/real_engines/capture.py NAME --engine E --out DIR [--kill-at REGEX[+SECONDS]]
+        [--term-at REGEX[+SECONDS]] [--stop-at REGEX[+SECONDS]] [--timeout S] -- COMMAND ...
+
+The command runs with its stdout and stderr joined, as `COMMAND > log 2>&1` would write them. Written:
+
+- DIR/NAME.log: the bytes exactly as the engine wrote them;
+- DIR/NAME.timing: one line per log line, the seconds from the launch's start to the moment that line was
+  read (3 decimals), so a test can feed the log to a follower at its recorded pace;
+- DIR/NAME.json: the label (tests/fixtures/corpus/SCHEMA.md). Its `source` and `captured` (the command, the
+  environment given, the versions, the exit status or signal, the actions taken and when) are written here;
+  `outcome`, `phase`, `category`, `root_cause` and `notes` are written by hand after reading the log (a new
+  label is drafted with them null; a rerun keeps them).
+
+Actions (each at most once): `--kill-at 'Loading weights'` sends SIGKILL to the whole process group when a
+line matches, `--kill-at 'Loading weights+2.5'` 2.5 s later; `--term-at` sends SIGTERM; `--stop-at` ends the
+capture (SIGTERM to the group) after a ready launch has been seen to serve (or just to bound it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Action:
+    """A signal sent to the launch's process group once a line matches (and a delay has passed)."""
+
+    sig: signal.Signals
+    pattern: re.Pattern[str]
+    delay: float
+    due: float | None = None
+    done_at: float | None = None
+    kind: str = field(default="")
+
+
+def _action(kind: str, sig: signal.Signals, spec: str) -> Action:
+    pattern, _, delay = spec.rpartition("+") if re.search(r"\+\d+(\.\d+)?$", spec) else (spec, "", "0")
+    return Action(sig, re.compile(pattern), float(delay), kind=kind)
+
+
+def capture(
+    name: str,
+    command: list[str],
+    out: Path,
+    *,
+    engine: str,
+    actions: list[Action],
+    timeout: float,
+    env: dict[str, str] | None = None,
+    versions: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> dict[str, object]:
+    """Run `command`, write NAME.log, NAME.timing and NAME.capture.json into `out`; return the capture record."""
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        start_new_session=True,  # its own process group: a signal reaches every worker it forks
+    )
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    data = bytearray()
+    times: list[float] = []
+    pending = b""
+    taken: list[dict[str, object]] = []
+    timed_out = False
+    eof = False
+    while not eof:
+        now = time.monotonic() - start
+        for a in actions:
+            if a.due is not None and a.done_at is None and now >= a.due:
+                a.done_at = now
+                taken.append({"action": a.kind, "signal": a.sig.name, "at": round(now, 3)})
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, a.sig)
+        if now > timeout and not timed_out:
+            timed_out = True
+            taken.append({"action": "timeout", "signal": "SIGTERM", "at": round(now, 3)})
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        if now > timeout + 30:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for _key, _ in sel.select(0.05):
+            chunk = proc.stdout.read(65536)
+            if chunk is None:
+                continue
+            if not chunk:
+                eof = True
+                break
+            t = time.monotonic() - start
+            data += chunk
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                times.append(t)
+                text = line.decode("utf-8", "replace")
+                for a in actions:
+                    if a.due is None and a.pattern.search(text):
+                        a.due = t + a.delay
+    if pending:
+        times.append(time.monotonic() - start)
+    rc = proc.wait()
+    # a worker left behind by the engine (a forked engine core) would hold the next launch's port or memory
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    (out / f"{name}.log").write_bytes(bytes(data))
+    (out / f"{name}.timing").write_text("".join(f"{t:.3f}\n" for t in times), encoding="utf-8")
+    record: dict[str, object] = {
+        "command": command,
+        "env": env or {},
+        "engine": engine,
+        "versions": versions or {},
+        "date": datetime.date.today().isoformat(),
+        "exit": rc if rc >= 0 else None,
+        "signal": signal.Signals(-rc).name if rc < 0 else None,
+        "actions": taken,
+        "seconds": round(time.monotonic() - start, 3),
+        "lines": len(times),
+    }
+    path = out / f"{name}.json"
+    vers = ", ".join(f"{k} {v}" for k, v in (versions or {}).items())
+    draft = {
+        "engine": engine,
+        "source": f"captured {record['date']}: {' '.join(command)}, {vers}",
+        "outcome": None,
+        "phase": None,
+        "category": None,
+        "root_cause": None,
+        "notes": "",
+    }
+    label = json.loads(path.read_text(encoding="utf-8")) if path.exists() else draft
+    label["source"] = draft["source"]
+    label["captured"] = record
+    path.write_text(json.dumps(label, indent=2) + "\n", encoding="utf-8")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and capture one launch."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("name")
+    ap.add_argument("--engine", required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--kill-at", action="append", default=[])
+    ap.add_argument("--term-at", action="append", default=[])
+    ap.add_argument("--int-at", action="append", default=[])
+    ap.add_argument("--stop-at", action="append", default=[])
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--version", action="append", default=[], help="NAME=VERSION, recorded in the label")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the launch")
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv:
+        ap.error("give the launch's command after --")
+    split = argv.index("--")
+    args = ap.parse_args(argv[:split])
+    command = argv[split + 1 :]
+    actions = (
+        [_action("kill", signal.SIGKILL, s) for s in args.kill_at]
+        + [_action("term", signal.SIGTERM, s) for s in args.term_at]
+        + [_action("interrupt", signal.SIGINT, s) for s in args.int_at]
+        + [_action("stop", signal.SIGTERM, s) for s in args.stop_at]
+    )
+    record = capture(
+        args.name,
+        command,
+        args.out,
+        engine=args.engine,
+        actions=actions,
+        timeout=args.timeout,
+        env=dict(e.split("=", 1) for e in args.env),
+        versions=dict(v.split("=", 1) for v in args.version),
+    )
+    print(
+        json.dumps({k: record[k] for k in ("exit", "signal", "actions", "seconds", "lines")}), file=sys.stderr
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
