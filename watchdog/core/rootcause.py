@@ -25,9 +25,9 @@ _MASK = re.compile(r"\d+")
 # run_engine_core / run_mp_engine / WorkerProc.worker_main / _run_worker_process, TensorRT-LLM's
 # worker_main). A thread's (threading.py) or a request handler's outermost frame is not one.
 _ENTRY_FRAME = re.compile(
-    r'File "[^"]*", line \d+, in (?:<module>|_run_module_as_main|_run_code|spawn_main|run_scheduler_process'
+    r'File "[^"]*", line \d+, in (?:<module>|(?:_run_module_as_main|_run_code|spawn_main|run_scheduler_process'
     r"|run_detokenizer_process|run_data_parallel_controller_process|run_engine_core|run_mp_engine"
-    r"|worker_main|_run_worker_process)\b"
+    r"|worker_main|_run_worker_process)\b)"
     r'|File "[^"]*multiprocessing/(?:process|popen_fork|spawn)\.py", line \d+, in (?:_bootstrap|_launch|_main)\b'
 )
 _MAX_SUMMARY = 500
@@ -50,6 +50,7 @@ class Candidate:
     phase_hint: str | None = None  # phase the traceback's frames point at
     at: str | None = None
     chained: bool = False  # the effect of the previous traceback of its stream
+    handling: bool = False  # ... raised while handling it: the exception that ended the process
     kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
     opened: int = 0  # for a traceback: the line it began on (its reports, cut or whole, share it)
 
@@ -109,7 +110,10 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
     m = EXCEPTION_LINE.match(exc_line)
     exception = m.group("exc") if m else exc_line.split(":", 1)[0].strip() or None
     summary = exc_line
-    if m and not (m.group("msg") or "").strip():
+    detail = _detail(tb) if m and _HEADER_ONLY.search(m.group("msg") or "") else None
+    if detail:
+        summary = f"{exc_line.rstrip().rstrip(':')}: {detail}"
+    elif m and not (m.group("msg") or "").strip():
         stmt = tb.last_statement()
         if stmt and stmt.startswith("assert"):
             summary = f"{exc_line.rstrip(':')}: {stmt}"
@@ -125,8 +129,30 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
         phase_hint=phase_from_frames(text),
         at=tb.at,
         chained=tb.chained,
+        handling=tb.handling,
         opened=tb.line,
     )
+
+
+# A message that is only the header of what follows: pydantic's "1 validation error for ModelConfig" (the
+# field and what is wrong with it come on the next lines), torch's "Error(s) in loading state_dict for X:".
+_HEADER_ONLY = re.compile(r"^\d+ validation errors? for [\w.]+$|:\s*$")
+_PYDANTIC_TAIL = re.compile(r"\s*\[type=[^\]]*(?:\]|$)")
+
+
+def _detail(tb: Traceback) -> str | None:
+    # The lines after a header-only exception line, up to pydantic's link: "max_model_len: Input should be ..."
+    parts: list[str] = []
+    for text in tb.lines[tb.exc_index + 1 : tb.exc_index + 6]:
+        stripped = text.strip()
+        if not stripped or stripped.startswith("For further information visit"):
+            if parts:
+                break
+            continue
+        parts.append(_PYDANTIC_TAIL.sub("", stripped))
+        if text.startswith("  ") or len(parts) == 2:
+            break  # a pydantic message line is indented under its field name (an error of the model has none)
+    return ": ".join(parts) or None
 
 
 def _uncaught(tb: Traceback) -> bool:
@@ -179,8 +205,14 @@ def root_cause(
     if not items:
         return None
     cats = [c.category or categorize(_message(c), "\n".join(c.traceback)) for c in items]
-    # Among equals, the earliest, and the first of a chain (the cause) before the tracebacks it caused.
-    best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), int(items[i].chained), i))
+    # Among equals, the earliest; in a chain, the cause ("direct cause of the following") before the wrapper it
+    # caused, but an exception raised while handling another ("During handling ...") before the one handled:
+    # the handled one (a StopIteration, a KeyError looked up) is what the code expected, the later one ended it.
+    handled = _handled(items)
+    best_i = min(
+        range(len(items)),
+        key=lambda i: (*_priority(items[i], cats[i]), int(i in handled), int(items[i].chained), i),
+    )
     best = items[best_i]
     category = cats[best_i]
     if best.kind == "rule":
@@ -225,6 +257,19 @@ def root_cause(
         traceback=best.traceback,
         phase_hint=best.phase_hint,
     )
+
+
+def _handled(items: list[Candidate]) -> set[int]:
+    # the tracebacks that the next traceback of their stream was raised while handling
+    out: set[int] = set()
+    last: dict[str, int] = {}
+    for i, c in enumerate(items):
+        if c.kind != "traceback":
+            continue
+        if c.handling and c.source in last:
+            out.add(last[c.source])
+        last[c.source] = i
+    return out
 
 
 def _format_hint(template: str | None, facts: Mapping[str, object]) -> str | None:
