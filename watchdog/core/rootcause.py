@@ -51,6 +51,7 @@ class Candidate:
     at: str | None = None
     chained: bool = False  # the effect of the previous traceback of its stream
     handling: bool = False  # ... raised while handling it: the exception that ended the process
+    startup_step: bool = False  # raised out of a startup step no engine survives: fatal while starting
     kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
     opened: int = 0  # for a traceback: the line it began on (its reports, cut or whole, share it)
 
@@ -119,6 +120,7 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
             summary = f"{exc_line.rstrip(':')}: {stmt}"
     text = "\n".join(tb.lines)
     return Candidate(
+        startup_step=not tb.noise and _STARTUP_STEP.search(_innermost_step(text)) is not None,
         summary=summary[:_MAX_SUMMARY],
         fatal=not tb.noise and _uncaught(tb),
         line=tb.exc_line_no or tb.line,
@@ -153,6 +155,28 @@ def _detail(tb: Traceback) -> str | None:
         if text.startswith("  ") or len(parts) == 2:
             break  # a pydantic message line is indented under its field name (an error of the model has none)
     return ": ".join(parts) or None
+
+
+# The startup steps an exception escapes from to end the process: the engines call them from their process
+# mains with no handler around them (vLLM's EngineCore.__init__ -> _initialize_kv_caches -> determine_available_
+# memory / get_kv_cache_configs; Worker.load_model; SGLang's Scheduler.__init__ -> TpModelWorker -> ModelRunner
+# load_model / init_memory_pool / init_cuda_graphs; TensorRT-LLM's PyExecutor creation). An autotuner's or a
+# warm-up's own failure may be caught (it falls back), so those are not among them.
+_STARTUP_STEP = re.compile(
+    r"in (?:load_model|load_weights|_load_weights|get_model|_?initialize_model|init_memory_pool|"
+    r"profile_max_num_token|determine_available_memory|determine_num_available_blocks|_initialize_kv_caches|"
+    r"initialize_kv_cache\w*|get_kv_cache_configs?|_?check_enough_kv_cache_memory|raise_if_cache_size_invalid|"
+    r"initialize_cache|init_cache_engine|init_cuda_graphs|"
+    r"capture_model|init_device|init_torch_distributed|initialize_model_parallel)\b"
+)
+_FRAME_FN = re.compile(r'File "[^"]*", line \d+, in \w+')
+
+
+def _innermost_step(text: str) -> str:
+    # the innermost frame of the engine's own startup code that the traceback passes through (a library's
+    # frames below it, torch's or a kernel's, do not hide it)
+    frames = [m.group(0) for m in _FRAME_FN.finditer(text)]
+    return next((f for f in reversed(frames) if _STARTUP_STEP.search(f)), "")
 
 
 def _uncaught(tb: Traceback) -> bool:

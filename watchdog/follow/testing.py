@@ -17,15 +17,17 @@ import asyncio
 import heapq
 import itertools
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
 from watchdog.follow.sources.base import CaughtUp, Chunk, SourceItem
 from watchdog.follow.wakeup import wake_up
 
-__all__ = ["ManualClock", "ScriptedSource"]
+__all__ = ["ManualClock", "PacedRun", "ScriptedSource", "follow_at_pace"]
 
 
 async def _all_blocked() -> None:
@@ -124,3 +126,68 @@ class ScriptedSource:
     def close(self) -> None:
         """The source ends (the follower's run returns)."""
         self._send.close()
+
+
+@dataclass(frozen=True)
+class PacedRun:
+    """What a follower said of a log fed to it at its recorded pace (`follow_at_pace`)."""
+
+    verdict: dict[str, Any] | None  # the first verdict (`Concluded`), None if none came
+    status: dict[str, Any]  # the follower's status at the end
+    verdict_after: float | None  # seconds from the crash's error line (or the last line) to the verdict
+
+
+async def follow_at_pace(
+    data: bytes, times: Sequence[float] | None = None, *, engine: str | None = None, linger: float = 10.0
+) -> PacedRun:
+    """Feed `data` to a follower line by line at the offsets `times` gives (seconds from the start, one per
+    line; None: all at once), the reader catching up after each read, as a live log written by a launch
+    would be followed; then let `linger` seconds pass. Runs on a manual clock: no real waiting."""
+    from watchdog.follow.follower import Concluded, LaunchFollower  # noqa: PLC0415  (follower imports this)
+    from watchdog.follow.sources.target import parse_target  # noqa: PLC0415
+
+    lines = data.splitlines(keepends=True)
+    at = list(times) if times is not None else [0.0] * len(lines)
+    at += [at[-1] if at else 0.0] * (len(lines) - len(at))
+    clock, source = ManualClock(), ScriptedSource()
+    spec_kw: dict[str, Any] = {"engine": engine} if engine else {}
+    from watchdog.follow.spec import LaunchSpec  # noqa: PLC0415
+
+    follower = LaunchFollower(
+        LaunchSpec(name="paced", target=parse_target("/paced.log"), **spec_kw), source=source, clock=clock
+    )
+    concluded: list[tuple[Concluded, float]] = []
+
+    async def collect() -> None:
+        with follower.updates:
+            async for update in follower.updates:
+                if isinstance(update, Concluded) and not concluded:
+                    concluded.append((update, clock.now()))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+        tg.start_soon(collect)
+        i = 0
+        while i < len(lines) and not concluded:
+            j = i
+            while j < len(lines) and at[j] <= at[i]:
+                j += 1
+            if at[i] > clock.now():
+                await clock.advance(at[i] - clock.now())
+            await source.append(b"".join(lines[i:j]))
+            await source.catch_up()
+            await source.settle()
+            i = j
+        end = clock.now() + linger
+        while not concluded and clock.now() < end:
+            await clock.advance(min(0.05, end - clock.now()))
+        status = follower.status()
+        tg.cancel_scope.cancel()
+    if not concluded:
+        return PacedRun(None, status, None)
+    update, when = concluded[0]
+    verdict = update.verdict
+    error = verdict.get("error") or {}
+    line = int(error.get("line") or 0) if verdict.get("state") == "crashed" else 0
+    said = at[min(line, len(at)) - 1] if line and at else (at[min(i, len(at)) - 1] if at else 0.0)
+    return PacedRun(verdict, status, max(0.0, when - said))
