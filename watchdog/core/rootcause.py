@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
 from watchdog.vocabulary import Category
 
-__all__ = ["Candidate", "Error", "from_traceback", "root_cause"]
+__all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
 
 _MASK = re.compile(r"\d+")
 # The outermost frame of an uncaught traceback that ends its process: the main module, `python -m`, a
@@ -206,19 +207,50 @@ def _message(c: Candidate) -> str:
     return c.summary
 
 
-def _priority(c: Candidate, category: str) -> tuple[int, int, int, int]:
-    # lower is better: real over noise, causes over wrappers, a specific category over a generic one,
-    # and a program's own report over a consequence (a kill).
-    # Among wrappers (which only point at an error printed elsewhere), one that says the process was killed
-    # tells more than one that says nothing.
-    killed_rank = 1 if c.role == "wrapper" else 2
-    specific = (
-        0
-        if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}
-        else (killed_rank if category == Category.KILLED else 3 - killed_rank)
+class Rank(NamedTuple):
+    """Where a candidate stands in the choice of the root cause; lower is better, field by field in order.
+
+    Each field is one feature, tested on its own (tests/test_errors.py):
+    """
+
+    noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
+    wrapper: int  # 1: a wrapper that only points at an error printed elsewhere ("See root cause above")
+    consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe)
+    generic: int  # 0: a known category; 1 or 2: killed or other (a wrapper saying "killed" before one saying
+    # nothing; a cause saying nothing before a kill, which is the consequence of something)
+    logged: int  # 1: an error-level log line that is no exception (it may report one printed in full)
+    handled: int  # 1: a traceback the next one of its stream was raised while handling ("During handling")
+    chained: int  # 1: raised because of the previous traceback ("direct cause"): its cause goes first
+    order: int  # the earliest
+
+
+# Exceptions and messages that tell of another part going away, not of what went wrong.
+_CONSEQUENCE = re.compile(
+    r"^(?:[\w.]*\.)?(?:EOFError|BrokenPipeError|ConnectionResetError|ConnectionRefusedError|ConnectionAbortedError|"
+    r"CancelledError|IncompleteReadError|ClosedResourceError|EngineDeadError|EngineGenerateError)\b|"
+    r"^RuntimeError: cancelled$|Broken pipe|Connection reset by peer"
+)
+
+
+def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> Rank:
+    """The rank of candidate `c` (the `index`-th of the log), whose category is `category`."""
+    wrapper = c.role == "wrapper"
+    if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}:
+        generic = 0
+    elif category == Category.KILLED:
+        generic = 1 if wrapper else 2
+    else:
+        generic = 2 if wrapper else 1
+    return Rank(
+        noise=int(c.noise),
+        wrapper=int(wrapper),
+        consequence=int(_CONSEQUENCE.search(c.summary) is not None),
+        generic=generic,
+        logged=int(c.kind == "log"),
+        handled=int(handled),
+        chained=int(c.chained),
+        order=index,
     )
-    kind = 1 if c.kind == "log" else 0
-    return (int(c.noise), int(c.role == "wrapper"), specific, kind)
 
 
 def root_cause(
@@ -229,14 +261,11 @@ def root_cause(
     if not items:
         return None
     cats = [c.category or categorize(_message(c), "\n".join(c.traceback)) for c in items]
-    # Among equals, the earliest; in a chain, the cause ("direct cause of the following") before the wrapper it
-    # caused, but an exception raised while handling another ("During handling ...") before the one handled:
-    # the handled one (a StopIteration, a KeyError looked up) is what the code expected, the later one ended it.
+    # In a chain, the cause ("direct cause of the following") before the wrapper it caused, but an exception
+    # raised while handling another ("During handling ...") before the one handled: the handled one (a
+    # StopIteration, a KeyError looked up) is what the code expected, the later one ended the process.
     handled = _handled(items)
-    best_i = min(
-        range(len(items)),
-        key=lambda i: (*_priority(items[i], cats[i]), int(i in handled), int(items[i].chained), i),
-    )
+    best_i = min(range(len(items)), key=lambda i: rank(items[i], cats[i], i, handled=i in handled))
     best = items[best_i]
     category = cats[best_i]
     if best.kind == "rule":

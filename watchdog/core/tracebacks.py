@@ -20,7 +20,8 @@ TRACEBACK_HEADER = "Traceback (most recent call last)"
 _CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
 # "RuntimeError: msg", "torch.OutOfMemoryError: msg", "triton.runtime.errors.OutOfResources: msg", "KeyError"
 EXCEPTION_LINE = re.compile(
-    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout))"
+    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout|"
+    r"StopIteration|StopAsyncIteration))"
     r"(?::\s*(?P<msg>.*))?$"
 )
 _BARE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
@@ -171,6 +172,7 @@ class Assembler:
             if (
                 tb.after_frame
                 and _WRAPPED_NAME.fullmatch(stripped)
+                and not EXCEPTION_LINE.match(stripped)
                 and not tb.lines[-1].rstrip().endswith(">")
             ):
                 # a terminal wrapped the frame line in its function's name: "in _initialize_k" / "v_caches"
