@@ -489,3 +489,12 @@ def test_a_header_only_message_takes_its_detail(lines: list[str], summary: str) 
 def test_category_from_what_raised_and_what_it_says(summary: str, category: str) -> None:
     """A category comes from the message's wording and, where it says nothing known, from the exception's class."""
     assert categorize(summary) == category
+
+
+def test_a_process_seen_gone_is_not_said_to_be_oom_killed() -> None:
+    """A process that a probe found gone (how is unknown) gets a hint that says so, not a claim of SIGKILL;
+    a log that names the kill gets the kill's hint."""
+    gone = hint_for("killed", "process exited: no such process", "starting", {}, "vllm")
+    assert gone.startswith("the process is gone and its log does not say why")
+    named = hint_for("killed", "Worker proc VllmWorker-0 died unexpectedly", "starting", {}, "vllm")
+    assert named.startswith("the process was killed (SIGKILL)")

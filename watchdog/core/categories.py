@@ -245,6 +245,13 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
         return "a launch option or the model's config is invalid or unsupported: fix the option the message names"
     if category == "assertion":
         return "an internal check of the engine failed: the failing assert is the summary; search the engine's issues for it"
+    if category == "killed" and summary.startswith("process exited"):
+        # a probe sees that the process is gone, not how: a SIGKILL leaves no words, and neither does an exit
+        # after a line no rule knows
+        return (
+            "the process is gone and its log does not say why: a SIGKILL (often the kernel's OOM killer: check "
+            "`dmesg -T` and host RAM) leaves no words, or it exited after the last lines shown"
+        )
     if category == "killed":
         return "the process was killed (SIGKILL), often by the kernel's OOM killer: check `dmesg -T` and host RAM"
     return "see the traceback for the failing call"
