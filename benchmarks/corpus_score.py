@@ -71,7 +71,7 @@ def crash_latency(log: Path) -> tuple[str | None, float | None]:
     timing = log.with_suffix(".timing")
     times = [float(t) for t in timing.read_text(encoding="utf-8").split()] if timing.is_file() else None
     run = anyio.run(follow_at_pace, log.read_bytes(), times)
-    return (run.verdict or {}).get("state"), run.verdict_after
+    return (run.last or {}).get("state"), run.verdict_after
 
 
 def _pct(part: int, whole: int) -> str:

@@ -483,12 +483,32 @@ def test_a_header_only_message_takes_its_detail(lines: list[str], summary: str) 
         pytest.param("torch.OutOfMemoryError: x", "oom", id="torch-oom-class"),
         pytest.param("MemoryError", "oom", id="memoryerror"),
         pytest.param("std::bad_alloc", "oom", id="bad-alloc"),
+        pytest.param(
+            "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm",
+            "import",
+            id="no-metadata",
+        ),
+        pytest.param(
+            "RuntimeError: Unsupported CPU attention configuration: head_dim=16",
+            "unsupported",
+            id="unsupported",
+        ),
         pytest.param("RuntimeError: something", "other", id="nothing-known"),
     ],
 )
 def test_category_from_what_raised_and_what_it_says(summary: str, category: str) -> None:
     """A category comes from the message's wording and, where it says nothing known, from the exception's class."""
     assert categorize(summary) == category
+
+
+def test_an_error_raised_while_importing_is_an_import_problem() -> None:
+    """An exception that says nothing known, raised while a module was being imported (an extension's
+    operators missing), is an import problem; the same exception raised by a call is not."""
+    importing = '  File "/v/torchvision/__init__.py", line 8, in <module>\n    from torchvision import (\n'
+    calling = '  File "/v/engine.py", line 8, in step\n    self.run(batch)\n'
+    summary = "RuntimeError: operator torchvision::nms does not exist"
+    assert categorize(summary, "Traceback (most recent call last):\n" + importing + summary) == "import"
+    assert categorize(summary, "Traceback (most recent call last):\n" + calling + summary) == "other"
 
 
 def test_a_process_seen_gone_is_not_said_to_be_oom_killed() -> None:

@@ -33,7 +33,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"not (?:available|supported) (?:on|for) (?:this|your|the current) (?:GPU|device|platform|hardware|"
             r"driver|architecture)|invalid kernel config|invalid device function|unknown model architecture|"
             r"requires? Flash ?Attention|CUBLAS_STATUS_NOT_SUPPORTED|operation not supported|"
-            r"^(?:\w+\.)*NotImplementedError\b",
+            r"^(?:\w+\.)*NotImplementedError\b|^(?:[\w.]+: )?Unsupported \w+",
         ),
         (
             "port_in_use",
@@ -144,8 +144,16 @@ def categorize(summary: str, traceback: str = "") -> str:
     if summary.startswith("KeyError") and re.search(r"load_weights|weight_loader", traceback):
         return "model_load"
     m = _EXCEPTION_CLASS.match(summary)
-    return _CATEGORY_OF_CLASS.get(m.group(1), "other") if m else "other"
+    category = _CATEGORY_OF_CLASS.get(m.group(1), "other") if m else "other"
+    if category == "other" and _IMPORTING.search(traceback):
+        # raised while a module was being imported (an extension's operators missing, a package built for
+        # another torch): the environment's packages do not fit together
+        return "import"
+    return category
 
+
+# A frame whose source line is an import statement: the exception was raised while importing.
+_IMPORTING = re.compile(r"\n\s+(?:from [\w.]+ import\b|import [\w.]+)")
 
 # What raised, where the message says nothing known: the exception's class. A pydantic validation error is the
 # engine's arguments or model config refused (vLLM validates its engine args as pydantic dataclasses); the
@@ -153,6 +161,7 @@ def categorize(summary: str, traceback: str = "") -> str:
 _EXCEPTION_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::|$)")
 _CATEGORY_OF_CLASS: dict[str, str] = {
     "ValidationError": "config",
+    "PackageNotFoundError": "import",
     "ArgumentError": "config",
     "ArgumentTypeError": "config",
     "HFValidationError": "model_load",

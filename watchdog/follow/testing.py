@@ -132,9 +132,12 @@ class ScriptedSource:
 class PacedRun:
     """What a follower said of a log fed to it at its recorded pace (`follow_at_pace`)."""
 
-    verdict: dict[str, Any] | None  # the first verdict (`Concluded`), None if none came
+    verdict: dict[str, Any] | None  # the first verdict (`Concluded`: what `watch` says), None if none came
     status: dict[str, Any]  # the follower's status at the end
-    verdict_after: float | None  # seconds from the crash's error line (or the last line) to the verdict
+    verdict_after: float | None  # seconds from the crash's error line to its verdict (no crash: to the first)
+    last: dict[str, Any] | None = (
+        None  # the last verdict (what the daemon, which follows on, says in the end)
+    )
 
 
 async def follow_at_pace(
@@ -142,7 +145,8 @@ async def follow_at_pace(
 ) -> PacedRun:
     """Feed `data` to a follower line by line at the offsets `times` gives (seconds from the start, one per
     line; None: all at once), the reader catching up after each read, as a live log written by a launch
-    would be followed; then let `linger` seconds pass. Runs on a manual clock: no real waiting."""
+    would be followed, to its end (the daemon follows on after a verdict); then let up to `linger` seconds
+    pass for a verdict still due. Runs on a manual clock: no real waiting."""
     from watchdog.follow.follower import Concluded, LaunchFollower  # noqa: PLC0415  (follower imports this)
     from watchdog.follow.sources.target import parse_target  # noqa: PLC0415
 
@@ -161,14 +165,14 @@ async def follow_at_pace(
     async def collect() -> None:
         with follower.updates:
             async for update in follower.updates:
-                if isinstance(update, Concluded) and not concluded:
+                if isinstance(update, Concluded):
                     concluded.append((update, clock.now()))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(follower.run)
         tg.start_soon(collect)
         i = 0
-        while i < len(lines) and not concluded:
+        while i < len(lines):
             j = i
             while j < len(lines) and at[j] <= at[i]:
                 j += 1
@@ -178,16 +182,17 @@ async def follow_at_pace(
             await source.catch_up()
             await source.settle()
             i = j
+        fed = len(concluded)
         end = clock.now() + linger
-        while not concluded and clock.now() < end:
+        while len(concluded) == fed and clock.now() < end:
             await clock.advance(min(0.05, end - clock.now()))
         status = follower.status()
         tg.cancel_scope.cancel()
     if not concluded:
         return PacedRun(None, status, None)
-    update, when = concluded[0]
-    verdict = update.verdict
-    error = verdict.get("error") or {}
-    line = int(error.get("line") or 0) if verdict.get("state") == "crashed" else 0
-    said = at[min(line, len(at)) - 1] if line and at else (at[min(i, len(at)) - 1] if at else 0.0)
-    return PacedRun(verdict, status, max(0.0, when - said))
+    # how long the crash took to be called (the first crash verdict), or else the first verdict
+    update, when = next(((u, w) for u, w in concluded if u.state == "crashed"), concluded[0])
+    error = update.verdict.get("error") or {}
+    line = int(error.get("line") or 0) if update.state == "crashed" else 0
+    said = at[min(line, len(at)) - 1] if line and at else (at[-1] if at else 0.0)
+    return PacedRun(concluded[0][0].verdict, status, max(0.0, when - said), concluded[-1][0].verdict)
