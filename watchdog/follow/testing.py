@@ -26,6 +26,7 @@ import anyio
 
 from watchdog.follow.sources.base import CaughtUp, Chunk, SourceItem
 from watchdog.follow.wakeup import wake_up
+from watchdog.vocabulary import State
 
 __all__ = ["ManualClock", "PacedRun", "ScriptedSource", "follow_at_pace"]
 
@@ -165,7 +166,7 @@ async def follow_at_pace(
     async def collect() -> None:
         with follower.updates:
             async for update in follower.updates:
-                if isinstance(update, Concluded):
+                if isinstance(update, Concluded):  # noqa: PERF401  (seen as each one comes, with its time)
                     concluded.append((update, clock.now()))
 
     async with anyio.create_task_group() as tg:
@@ -191,8 +192,8 @@ async def follow_at_pace(
     if not concluded:
         return PacedRun(None, status, None)
     # how long the crash took to be called (the first crash verdict), or else the first verdict
-    update, when = next(((u, w) for u, w in concluded if u.state == "crashed"), concluded[0])
+    update, when = next(((u, w) for u, w in concluded if u.state == State.CRASHED), concluded[0])
     error = update.verdict.get("error") or {}
-    line = int(error.get("line") or 0) if update.state == "crashed" else 0
+    line = int(error.get("line") or 0) if update.state == State.CRASHED else 0
     said = at[min(line, len(at)) - 1] if line and at else (at[-1] if at else 0.0)
     return PacedRun(concluded[0][0].verdict, status, max(0.0, when - said), concluded[-1][0].verdict)
