@@ -166,8 +166,8 @@ async def follow_at_pace(
     async def collect() -> None:
         with follower.updates:
             async for update in follower.updates:
-                if isinstance(update, Concluded):  # noqa: PERF401  (seen as each one comes, with its time)
-                    concluded.append((update, clock.now()))
+                if isinstance(update, Concluded):
+                    concluded.append((update, clock.now()))  # noqa: PERF401  (each as it comes, with its time)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(follower.run)
