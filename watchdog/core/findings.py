@@ -71,6 +71,9 @@ class ReadyReached:
     at: str | None
     seconds: float | None
     source: str = ""  # rank or process tag of the line; "" when untagged
+    # printed a moment before the server accepts connections (vLLM's "Starting vLLM server on" comes before
+    # Uvicorn listens): the state is ready at once, the verdict waits for a later ready line or a quiet log
+    early: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,7 @@ class Incarnation:
     ready_seconds: float | None = None  # log seconds from start to ready
     lines: int = 0
     healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
+    ready_unconfirmed: float | None = None  # when an early ready line (ReadyReached.early) came, unconfirmed
     # A post-ready error that was already in the log when the follower caught up with it: judged as replay
     # would, so the clock confirms it (see `Lifecycle.caught_up`).
     judge_by_clock: bool = False
@@ -178,7 +179,10 @@ class Lifecycle:
             if inc.state in FINAL:
                 return out
             self._progress(inc, now, out, event.line, None)
+            if inc.phase == State.READY and not event.early:
+                inc.ready_unconfirmed = None  # the server accepts connections now
             if inc.phase != State.READY:
+                inc.ready_unconfirmed = now if event.early else None
                 if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
                     inc.ready_seconds = event.seconds - inc.timeline[0][1]
                 self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
@@ -211,6 +215,8 @@ class Lifecycle:
             and self.wants_health()
         ):
             self._enter(inc, State.READY, None, None, None, now, "health endpoint answered 200", out)
+        elif isinstance(event, HealthChecked) and event.status == 200:
+            inc.ready_unconfirmed = None  # it answers: it accepts connections
         return out
 
     def wants_health(self) -> bool:
@@ -297,6 +303,7 @@ class Lifecycle:
         """The log ended and nothing more will come (replay): a pending error is final."""
         inc = self.current
         out: list[Transition] = []
+        inc.ready_unconfirmed = None
         if inc.pending_since is not None and inc.state not in FINAL:
             self._crash(inc, now, out, None, None, reason="error at the end of the log")
         return out
@@ -331,6 +338,7 @@ class Lifecycle:
             hinted = _PHASES[inc.error.phase_hint]
             if _ORDER[hinted] > _ORDER[phase]:
                 inc.crash_phase = hinted
+        inc.crash_phase = _step_phase(inc.error, inc.crash_phase or phase)
 
     def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
         # A traceback is reported when its exception line is read and again, whole, when it closes: the
@@ -406,6 +414,7 @@ class Lifecycle:
             hinted = _PHASES[err.phase_hint]
             if _ORDER[hinted] > _ORDER[phase] or phase == State.PENDING:
                 phase = hinted
+        phase = _step_phase(err, phase)
         if phase == State.PENDING:
             phase = State.STARTING
         inc.crash_phase = phase
@@ -444,3 +453,12 @@ def _seconds(value: float) -> str:
     minutes, sec = divmod(round(value), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{sec:02d}s" if minutes else f"{sec}s")
+
+
+def _step_phase(err: Error | None, phase: State) -> State:
+    # The startup step an exception was raised out of names the phase it crashed in, in whatever order the
+    # engine's markers came: vLLM's CPU backend warms up (a capture-phase marker) before it sizes the KV cache.
+    if err is None or err.step_phase is None or phase not in _STARTUP or phase == State.PENDING:
+        return phase
+    step = _PHASES[err.step_phase]
+    return step if step in _STARTUP else phase

@@ -69,6 +69,7 @@ class Error:
     line: int
     traceback: tuple[str, ...]
     phase_hint: str | None = None  # the phase its traceback's frames point at
+    step_phase: str | None = None  # the phase of the startup step it was raised out of (see _STARTUP_STEP)
 
     def to_json(self) -> dict[str, object]:
         """The `error` object of the JSON contract."""
@@ -214,8 +215,9 @@ class Rank(NamedTuple):
     """
 
     noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
+    consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe): even a
+    # wrapper tells more ("Worker proc VllmWorker-0 died unexpectedly" names who went away)
     wrapper: int  # 1: a wrapper that only points at an error printed elsewhere ("See root cause above")
-    consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe)
     generic: int  # 0: a known category; 1 or 2: killed or other (a wrapper saying "killed" before one saying
     # nothing; a cause saying nothing before a kill, which is the consequence of something)
     logged: int  # 1: an error-level log line that is no exception (it may report one printed in full)
@@ -232,6 +234,10 @@ _CONSEQUENCE = re.compile(
 )
 
 
+def _is_consequence(c: Candidate) -> bool:
+    return _CONSEQUENCE.search(c.summary) is not None
+
+
 def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> Rank:
     """The rank of candidate `c` (the `index`-th of the log), whose category is `category`."""
     wrapper = c.role == "wrapper"
@@ -243,8 +249,8 @@ def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> R
         generic = 2 if wrapper else 1
     return Rank(
         noise=int(c.noise),
+        consequence=int(_is_consequence(c)),
         wrapper=int(wrapper),
-        consequence=int(_CONSEQUENCE.search(c.summary) is not None),
         generic=generic,
         logged=int(c.kind == "log"),
         handled=int(handled),
@@ -294,10 +300,22 @@ def root_cause(
     ranks = sorted(
         {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
     )
+    silent = category == Category.OTHER and all(
+        c.noise or c.role == "wrapper" or _is_consequence(c) for c in items
+    )
+    if silent and any(_is_consequence(c) for c in items):
+        # Nothing but wrappers pointing elsewhere and the news that a part went away (a broken pipe to it,
+        # "cancelled"): the process they point at died without a word of its own, as a SIGKILL leaves it.
+        category = Category.KILLED
     hint = _format_hint(best.hint, facts) or hint_for(
         category, best.summary, best.phase_hint or phase, facts, engine
     )
-    if best.role == "wrapper" and not best.hint:
+    if silent and category == Category.KILLED:
+        hint = (
+            "a process of the engine died without a word of its own, as a SIGKILL leaves it (often the kernel's "
+            "OOM killer: check `dmesg -T` and host RAM); the errors shown are the others noticing"
+        )
+    elif best.role == "wrapper" and not best.hint and category != Category.KILLED:
         hint = f"{hint}; the decisive error was printed by another process and is not in this log"
     summary = _clean_summary(best.summary)
     return Error(
@@ -309,6 +327,7 @@ def root_cause(
         line=best.line,
         traceback=best.traceback,
         phase_hint=best.phase_hint,
+        step_phase=_step_phase(best, items),
     )
 
 
@@ -323,6 +342,17 @@ def _handled(items: list[Candidate]) -> set[int]:
             out.add(last[c.source])
         last[c.source] = i
     return out
+
+
+def _step_phase(best: Candidate, items: list[Candidate]) -> str | None:
+    # The startup step the error was raised out of; for an error without frames (a wrapper line saying a
+    # worker died), the step another process's traceback of the same failure was in.
+    for c in (best, *items):
+        if c.traceback and not c.noise:
+            step = _innermost_step("\n".join(c.traceback))
+            if step:
+                return phase_from_frames(step)
+    return None
 
 
 def _format_hint(template: str | None, facts: Mapping[str, object]) -> str | None:

@@ -95,7 +95,7 @@ class Scanner:
             elif kind == "fact":
                 out += [FactFound(name, _number(value), line_no) for name, value in groups.items()]
             elif kind == "ready":
-                out.append(ReadyReached(line_no, rec.at, rec.seconds))
+                out.append(ReadyReached(line_no, rec.at, rec.seconds, early=rule.early))
             elif kind == "start":
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds))
             elif kind == "stop":

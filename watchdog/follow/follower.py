@@ -65,6 +65,10 @@ __all__ = [
     "Update",
 ]
 
+# seconds a ready verdict waits after an early ready line (ReadyReached.early) for the line that says the
+# server accepts connections (Uvicorn's "Application startup complete", 0.4-1 s later on vLLM 0.32), before
+# it trusts the early one alone (a log cut there, or Uvicorn at warning level)
+READY_CONFIRM = 2.0
 CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
 CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
 UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
@@ -148,6 +152,7 @@ class LaunchFollower:
         self._last_data = 0.0
         self._awaiting_ready = False  # ready, but an error already in the log is still being judged
         self._settling: set[int] = set()  # incarnations whose crash report is waiting to be sent
+        self._confirming: set[int] = set()  # ... whose ready verdict waits for the server to listen
         self.concluded: Concluded | None = None  # the latest verdict
         self.timed_out = False
         self.last_update = 0.0
@@ -294,8 +299,25 @@ class LaunchFollower:
             if number not in self._settling:
                 self._settling.add(number)
                 self._tg.start_soon(self._settle, number)
+        elif state == State.READY and self._incarnation(number).ready_unconfirmed is not None:
+            if number not in self._confirming:
+                self._confirming.add(number)
+                self._tg.start_soon(self._confirm_ready, number)
         elif state in VERDICTS:
             await self._conclude(state, number)
+
+    async def _confirm_ready(self, number: int) -> None:
+        # Ready from an early line: the verdict waits for the server to accept connections, or for long enough.
+        inc = self._incarnation(number)
+        while inc.ready_unconfirmed is not None and inc.state == State.READY:
+            waited = self.now() - inc.ready_unconfirmed
+            if waited >= READY_CONFIRM:
+                break
+            # at least a millisecond: a wait of a rounding error would wake at the same time forever
+            await self._clock.sleep(max(0.001, min(self.spec.tick, READY_CONFIRM - waited)))
+        self._confirming.discard(number)
+        if inc.state == State.READY:
+            await self._conclude(State.READY, number)
 
     async def _settle(self, number: int) -> None:
         # The crash is known; its report waits for the other ranks, or until the log is quiet.

@@ -39,7 +39,19 @@ STATES = tuple(s.value for s in STARTUP_PHASES)
 ROLES = ("cause", "wrapper")
 CATEGORIES = tuple(Category)
 _DIGITS = re.compile(r"\d")
-_ALLOWED_KEYS = {"match", "regex", "state", "name", "category", "role", "fatal", "versions", "note", "hint"}
+_ALLOWED_KEYS = {
+    "match",
+    "regex",
+    "state",
+    "name",
+    "category",
+    "role",
+    "fatal",
+    "versions",
+    "note",
+    "hint",
+    "early",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +68,7 @@ class Rule:
     fatal: bool = False  # the launch is over when this line appears (no grace period)
     hint: str | None = None  # error hint template, formatted with the facts
     versions: str = ""  # engine versions that print the line
+    early: bool = False  # a ready line printed just before the server accepts connections (see ReadyReached)
 
     def apply(self, content: str) -> dict[str, str] | None:
         """Return the regex groups when the rule matches `content` (empty when it has no regex), else None."""
@@ -164,4 +177,12 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         fatal=fatal,
         hint=raw.get("hint"),
         versions=str(raw.get("versions", "")),
+        early=_early(raw, kind, where, path),
     )
+
+
+def _early(raw: Mapping[str, Any], kind: str, where: str, path: str) -> bool:
+    early = raw.get("early", False)
+    if not isinstance(early, bool) or (early and kind != "ready"):
+        raise ConfigError(where, f"{path}.early", "true or false, and only on a [[ready]] rule")
+    return early
