@@ -55,6 +55,8 @@ STARTUP: dict[str, tuple[str, ...]] = {
         "*vllm/entrypoints/launcher.py",
         "*vllm/entrypoints/utils.py",
         "*vllm/entrypoints/serve/*.py",
+        "*vllm/entrypoints/launchers/*.py",
+        "*vllm/entrypoints/common/*.py",
         "*vllm/engine/arg_utils.py",
         "*vllm/engine/llm_engine.py",
         "*vllm/engine/multiprocessing/*.py",
@@ -71,6 +73,7 @@ STARTUP: dict[str, tuple[str, ...]] = {
         "*vllm/v1/worker/cpu_model_runner.py",
         "*vllm/v1/worker/worker_base.py",
         "*vllm/v1/core/kv_cache_utils.py",
+        "*vllm/v1/core/kv_cache_planning.py",
         "*vllm/v1/utils.py",
         "*vllm/worker/worker.py",
         "*vllm/worker/cpu_worker.py",
@@ -219,12 +222,35 @@ class Release:
     label: str
     files: dict[str, str] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
+    startup: set[str] = field(default_factory=set)  # the paths of the startup files
 
     def contains(self, literal: str) -> bool:
-        return any(literal in t for t in self.files.values())
+        return bool(self.where(literal))
 
     def where(self, literal: str) -> list[str]:
-        return [p for p, t in self.files.items() if literal in t]
+        """The files that can print `literal`, startup files first: those holding it as written, else those
+        with a message template that can render it (`f"{server_args=}"` prints `server_args=ServerArgs(`)."""
+        found = [p for p, t in self.files.items() if literal in t]
+        if not found:
+            found = sorted({m.path for m in self.messages if template_can_print(m.text, literal)})
+        return sorted(found, key=lambda p: (p not in self.startup, len(p), p))
+
+
+def template_can_print(template: str, literal: str, min_prefix: int = 10) -> bool:
+    """Whether a message template (placeholders `{}`/`%s`) can print `literal`: the literal is in one of its
+    fixed parts, or begins with the end of a fixed part (at least `min_prefix` characters, or all the rest of
+    the literal) that a placeholder follows."""
+    parts = re.split(r"\{\}|%[-+ #0-9.]*[sdifrxg]", template)
+    for i, part in enumerate(parts):
+        if literal in part:
+            return True
+        if i == len(parts) - 1:
+            break
+        for k in range(len(part)):
+            tail = part[k:]
+            if literal.startswith(tail) and len(tail) >= min(min_prefix, len(literal)):
+                return True
+    return False
 
 
 # -- reading a release -----------------------------------------------------------------------------------
@@ -271,6 +297,7 @@ def read_release(release: Path, engine: str, label: str | None = None) -> Releas
         rel.files[path] = text
         if not any(fnmatch.fnmatch(path, p) for p in patterns):
             continue
+        rel.startup.add(path)
         rel.messages.extend(extract_messages(path, text))
     return rel
 
@@ -503,7 +530,7 @@ def presence(releases: list[Release], rules: list[ProfileRule]) -> list[dict[str
     rows = []
     for r in rules:
         found = [rel.label for rel in releases if rel.contains(r.match)]
-        first = next((rel.where(r.match)[:1] for rel in reversed(releases) if rel.contains(r.match)), [])
+        first = next((w[:1] for rel in reversed(releases) if (w := rel.where(r.match))), [])
         rows.append(
             {"kind": r.kind, "match": r.match, "versions": r.versions, "in": found, "file": first[0] if first else ""}
         )
