@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
-import io
 import json
 import re
 import sys
@@ -42,7 +41,16 @@ from pathlib import Path, PurePosixPath
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 SOURCE_SUFFIXES = (".py", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".go", ".rs")
-SKIP_PARTS = {"tests", "test", "testing", "benchmarks", "examples_disabled", "docs", "third_party", "node_modules"}
+SKIP_PARTS = {
+    "tests",
+    "test",
+    "testing",
+    "benchmarks",
+    "examples_disabled",
+    "docs",
+    "third_party",
+    "node_modules",
+}
 
 # Per engine: the files whose messages can appear during a launch (fnmatch patterns on the path inside the
 # release, `*` crosses `/`). Candidates are taken from these files only; stale markers are looked for in
@@ -197,7 +205,18 @@ PHASE_WORDS = re.compile(
     r"listening|ready|started|startup|serving|Uvicorn|routes",
     re.IGNORECASE,
 )
-FATAL_LEVELS = {"error", "exception", "critical", "fatal", "raise", "throw", "abort", "panic", "errorf", "bail"}
+FATAL_LEVELS = {
+    "error",
+    "exception",
+    "critical",
+    "fatal",
+    "raise",
+    "throw",
+    "abort",
+    "panic",
+    "errorf",
+    "bail",
+}
 INFO_LEVELS = {"info", "info_once", "print", "warning", "warning_once", "warn"}
 
 
@@ -286,7 +305,9 @@ def iter_sources(release: Path) -> Iterator[tuple[str, str]]:
 
 
 def release_label(release: Path) -> str:
-    m = re.search(r"-(\d[\w.]*?)(?:-py|\.tar|\.zip|-cp|$)", release.name) or re.search(r"(\d+\.\d+[\w.]*)", release.name)
+    m = re.search(r"-(\d[\w.]*?)(?:-py|\.tar|\.zip|-cp|$)", release.name) or re.search(
+        r"(\d+\.\d+[\w.]*)", release.name
+    )
     return m.group(1) if m else release.name
 
 
@@ -316,7 +337,16 @@ def extract_messages(path: str, text: str) -> list[Message]:
 
 
 _LOG_METHODS = {
-    "debug", "info", "info_once", "warning", "warning_once", "warn", "error", "exception", "critical", "fatal",
+    "debug",
+    "info",
+    "info_once",
+    "warning",
+    "warning_once",
+    "warn",
+    "error",
+    "exception",
+    "critical",
+    "fatal",
 }
 
 
@@ -339,11 +369,7 @@ def _template(node: ast.AST) -> str | None:
         return (left if left is not None else "{}") + (right if right is not None else "{}")
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
         return _template(node.left)
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "format"
-    ):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
         return _template(node.func.value)
     return None
 
@@ -384,11 +410,26 @@ def _python_messages(path: str, text: str) -> list[Message]:
 _STR = r'"(?:[^"\\\n]|\\.)*"'
 _STRS = rf"((?:\s*{_STR})+)"  # adjacent literals: "a" "b"
 _CPP = (
-    (re.compile(r"\b(?:LOG|LOG_INF|LOG_CNT|SRV_INF|SLT_INF|QUE_INF|LLAMA_LOG_INFO|GGML_LOG_INFO|LOG_TEE)\s*\(" + _STRS), "info"),
-    (re.compile(r"\b(?:LOG_WRN|SRV_WRN|SLT_WRN|QUE_WRN|LLAMA_LOG_WARN|GGML_LOG_WARN)\s*\(" + _STRS), "warning"),
-    (re.compile(r"\b(?:LOG_ERR|SRV_ERR|SLT_ERR|QUE_ERR|LLAMA_LOG_ERROR|GGML_LOG_ERROR)\s*\(" + _STRS), "error"),
-    (re.compile(r"\b(?:LOG_DBG|SRV_DBG|SLT_DBG|QUE_DBG|LLAMA_LOG_DEBUG|GGML_LOG_DEBUG)\s*\(" + _STRS), "debug"),
-    (re.compile(r"\bfprintf\s*\(\s*stderr\s*,"+ _STRS), "error"),
+    (
+        re.compile(
+            r"\b(?:LOG|LOG_INF|LOG_CNT|SRV_INF|SLT_INF|QUE_INF|LLAMA_LOG_INFO|GGML_LOG_INFO|LOG_TEE)\s*\("
+            + _STRS
+        ),
+        "info",
+    ),
+    (
+        re.compile(r"\b(?:LOG_WRN|SRV_WRN|SLT_WRN|QUE_WRN|LLAMA_LOG_WARN|GGML_LOG_WARN)\s*\(" + _STRS),
+        "warning",
+    ),
+    (
+        re.compile(r"\b(?:LOG_ERR|SRV_ERR|SLT_ERR|QUE_ERR|LLAMA_LOG_ERROR|GGML_LOG_ERROR)\s*\(" + _STRS),
+        "error",
+    ),
+    (
+        re.compile(r"\b(?:LOG_DBG|SRV_DBG|SLT_DBG|QUE_DBG|LLAMA_LOG_DEBUG|GGML_LOG_DEBUG)\s*\(" + _STRS),
+        "debug",
+    ),
+    (re.compile(r"\bfprintf\s*\(\s*stderr\s*," + _STRS), "error"),
     (re.compile(r"\bthrow\s+std::\w+\s*\(\s*(?:format\s*\(|string_format\s*\()?" + _STRS), "throw"),
     (re.compile(r"\bGGML_ABORT\s*\(" + _STRS), "abort"),
     (re.compile(r"\bTLLM_(?:LOG_ERROR|THROW|CHECK_WITH_INFO\s*\([^,]*,)\s*\(?" + _STRS), "throw"),
@@ -459,24 +500,29 @@ class ProfileRule:
 def load_rules(engine: str, profile: Path | None) -> list[ProfileRule]:
     path = profile or Path(__file__).resolve().parents[2] / "watchdog" / "profiles" / f"{engine}.toml"
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    rules = []
-    for kind in ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop"):
-        for raw in data.get(kind, []):
-            rules.append(
-                ProfileRule(
-                    kind, raw["match"], raw.get("regex"), str(raw.get("versions", "")), str(raw.get("note", "")),
-                    raw.get("category"),
-                )
-            )
-    return rules
+    kinds = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop")
+    return [
+        ProfileRule(
+            kind,
+            raw["match"],
+            raw.get("regex"),
+            str(raw.get("versions", "")),
+            str(raw.get("note", "")),
+            raw.get("category"),
+        )
+        for kind in kinds
+        for raw in data.get(kind, [])
+    ]
+
+
+try:
+    from watchdog.core.categories import categorize as _core_categorize
+except ImportError:  # run outside the repository: every message is a candidate
+    _core_categorize = None
 
 
 def _categorize(text: str) -> str:
-    try:
-        from watchdog.core.categories import categorize
-    except ImportError:  # run outside the repository: every message is a candidate
-        return "other"
-    return categorize(text)
+    return _core_categorize(text) if _core_categorize is not None else "other"
 
 
 # -- the diff --------------------------------------------------------------------------------------------
@@ -502,7 +548,6 @@ def diff_release(rel: Release, rules: list[ProfileRule], common: list[ProfileRul
         (external if r.external() else stale).append(row)
     every = [*rules, *common]
     error_like = [r for r in every if r.kind in ("error", "benign", "stop")]
-    phase_like = [r for r in every if r.kind in ("start", "phase", "progress", "fact", "ready")]
     new_fatal: list[dict[str, object]] = []
     new_phase: list[dict[str, object]] = []
     seen: set[str] = set()
@@ -532,7 +577,13 @@ def presence(releases: list[Release], rules: list[ProfileRule]) -> list[dict[str
         found = [rel.label for rel in releases if rel.contains(r.match)]
         first = next((w[:1] for rel in reversed(releases) if (w := rel.where(r.match))), [])
         rows.append(
-            {"kind": r.kind, "match": r.match, "versions": r.versions, "in": found, "file": first[0] if first else ""}
+            {
+                "kind": r.kind,
+                "match": r.match,
+                "versions": r.versions,
+                "in": found,
+                "file": first[0] if first else "",
+            }
         )
     return rows
 
@@ -556,17 +607,24 @@ def _span(found: list[str], labels: list[str]) -> str:
     return ", ".join(r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-def report(engine: str, diffs: list[Diff], matrix: list[dict[str, object]] | None, labels: list[str], limit: int) -> str:
+def report(
+    engine: str, diffs: list[Diff], matrix: list[dict[str, object]] | None, labels: list[str], limit: int
+) -> str:
     out: list[str] = []
     for d in diffs:
         out.append(f"== {engine} {d.release}: {d.files} source files, {d.messages} messages in startup files")
         out.append(f"stale ({len(d.stale)}): profile literals found in no source file of this release")
         out += [f"  [{s['kind']}] {s['match']!r}   versions: {s['versions'] or '-'}" for s in d.stale]
         if d.external:
-            out.append(f"external ({len(d.external)}): not in the engine's source, printed by another producer")
+            out.append(
+                f"external ({len(d.external)}): not in the engine's source, printed by another producer"
+            )
             out += [f"  [{s['kind']}] {s['match']!r}" for s in d.external]
         for title, rows in (("new fatal candidates", d.new_fatal), ("new phase candidates", d.new_phase)):
-            out.append(f"{title} ({len(rows)}): no rule matches" + (", the analyzer would say 'other'" if "fatal" in title else ""))
+            out.append(
+                f"{title} ({len(rows)}): no rule matches"
+                + (", the analyzer would say 'other'" if "fatal" in title else "")
+            )
             for row in rows[:limit]:
                 text = str(row["printed"]).replace("\n", " ")
                 out.append(f"  {row['where']} [{row['level']}] {text[:160]}")
@@ -584,7 +642,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("engine", choices=sorted(STARTUP))
     ap.add_argument("releases", nargs="+", type=Path, help="wheel, sdist or directory; several: oldest first")
-    ap.add_argument("--label", action="append", default=[], help="the release's name (default: from the file name)")
+    ap.add_argument(
+        "--label", action="append", default=[], help="the release's name (default: from the file name)"
+    )
     ap.add_argument("--profile", type=Path, help="profile TOML (default: watchdog/profiles/ENGINE.toml)")
     ap.add_argument("--all", action="store_true", help="list every candidate")
     ap.add_argument("--json", action="store_true")
@@ -592,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     rules = load_rules(args.engine, args.profile)
     common = load_rules("common", None)
     releases = [
-        read_release(p, args.engine, args.label[i] if i < len(args.label) else None) for i, p in enumerate(args.releases)
+        read_release(p, args.engine, args.label[i] if i < len(args.label) else None)
+        for i, p in enumerate(args.releases)
     ]
     diffs = [diff_release(releases[-1], rules, common)]
     matrix = presence(releases, rules) if len(releases) > 1 else None
