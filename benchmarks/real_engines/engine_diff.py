@@ -34,7 +34,7 @@ import sys
 import tarfile
 import tomllib
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -297,9 +297,9 @@ def iter_sources(release: Path) -> Iterator[tuple[str, str]]:
         with tarfile.open(release) as t:
             for m in t:
                 if m.isfile() and _wanted(m.name):
-                    f = t.extractfile(m)
-                    if f is not None:
-                        yield m.name, f.read().decode("utf-8", errors="replace")
+                    member = t.extractfile(m)
+                    if member is not None:
+                        yield m.name, member.read().decode("utf-8", errors="replace")
     else:
         raise SystemExit(f"{release}: not a directory, wheel (.whl) or sdist (.tar.gz)")
 
@@ -515,6 +515,7 @@ def load_rules(engine: str, profile: Path | None) -> list[ProfileRule]:
     ]
 
 
+_core_categorize: Callable[[str], str] | None
 try:
     from watchdog.core.categories import categorize as _core_categorize
 except ImportError:  # run outside the repository: every message is a candidate
@@ -539,8 +540,9 @@ class Diff:
     new_phase: list[dict[str, object]]
 
 
-def diff_release(rel: Release, rules: list[ProfileRule], common: list[ProfileRule] = ()) -> Diff:
-    stale, external = [], []
+def diff_release(rel: Release, rules: list[ProfileRule], common: Sequence[ProfileRule] = ()) -> Diff:
+    stale: list[dict[str, str]] = []
+    external: list[dict[str, str]] = []
     for r in rules:
         if rel.contains(r.match):
             continue
@@ -572,7 +574,7 @@ def diff_release(rel: Release, rules: list[ProfileRule], common: list[ProfileRul
 
 def presence(releases: list[Release], rules: list[ProfileRule]) -> list[dict[str, object]]:
     """For each rule, the releases whose source holds its literal (and the first file that does)."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for r in rules:
         found = [rel.label for rel in releases if rel.contains(r.match)]
         first = next((w[:1] for rel in reversed(releases) if (w := rel.where(r.match))), [])
