@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -213,3 +214,28 @@ def test_an_analyzer_pickled_mid_log_reads_on_as_the_original() -> None:
         a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read
     ) == (to_json(b.lifecycle.current, engine=b.engine, lines_read=b.lines_read, bytes_read=b.bytes_read))
     assert len(b.lifecycle.history) == len(a.lifecycle.history) == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param("error: invalid argument: --no-mmap", id="llamacpp"),
+        pytest.param("error: unexpected argument '--foo' found", id="clap-tgi"),
+        pytest.param(
+            "error: invalid value 'x' for '--port <PORT>': invalid digit found in string", id="clap-value"
+        ),
+        pytest.param("Error: No such option: --foo", id="click-trtllm"),
+        pytest.param("Error: unknown flag: --bar", id="cobra-ollama"),
+        pytest.param("vllm serve: error: argument --dtype: invalid choice: 'x'", id="argparse"),
+    ],
+)
+def test_a_refused_command_line_is_a_config_crash_at_once(line: str) -> None:
+    """A command line refused by the engine's argument parser (one line, then the process exits) is a config
+    crash the moment the line is read, with no grace to wait."""
+    analyzer = Analyzer()
+    out = analyzer.feed(line.encode() + b"\n", now=0.0)
+    out += analyzer.caught_up(now=0.0)
+    assert [t.state for t in out][-1] == State.CRASHED
+    error = analyzer.lifecycle.current.error
+    assert error is not None
+    assert (error.category, error.summary) == ("config", line)

@@ -14,7 +14,7 @@ from watchdog.follow.replay import replay_path
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "corpus"
 CASES = sorted(CORPUS.glob("*/*.json")) + sorted((FIXTURES / "cases").glob("*/*.json"))
-OUTCOME_EXIT = {"ready": 0, "crashed": 1, "incomplete": 3}
+OUTCOME_EXIT = {"ready": 0, "crashed": 1, "incomplete": 3, "stopped": 3}
 
 # Corrections to labels we believe are wrong (each with its evidence), and the cases whose log names no
 # engine (the label's engine comes from the issue around the log, so it is not compared).
@@ -56,6 +56,8 @@ def test_corpus_case(label_path: Path) -> None:
     if label["outcome"] == "crashed" and label["category"] is None:
         got["category"] = None
     assert got == want, v.get("error")
+    if label["outcome"] == "stopped":  # the operator stopped it before it was ready
+        assert v["state"] == "stopped"
     if label["root_cause"]:
         assert v["error"] is not None
         assert str(label["root_cause"]) in v["error"]["summary"]

@@ -6,7 +6,7 @@ import pytest
 
 from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.envelope import parse
-from watchdog.core.rootcause import Candidate, from_traceback, root_cause
+from watchdog.core.rootcause import Candidate, Rank, from_traceback, rank, root_cause
 from watchdog.core.tracebacks import Assembler, Traceback
 
 _WRAPPER = Candidate(
@@ -281,3 +281,240 @@ def test_copies_of_one_message_garbled_by_threads_give_the_clean_one() -> None:
     error = root_cause(cands, {}, "ready", "sglang")
     assert error is not None
     assert error.summary == clean
+
+
+# -- the ranking of candidates, one feature at a time -----------------------------------------------------
+
+_PLAIN = Candidate("RuntimeError: something broke", 10, exception="RuntimeError")
+
+
+@pytest.mark.parametrize(
+    ("worse", "category", "feature"),
+    [
+        pytest.param(Candidate("TypeError: x", 10, noise=True), "other", "noise", id="noise"),
+        pytest.param(
+            Candidate("RuntimeError: see above", 10, role="wrapper"), "other", "wrapper", id="wrapper"
+        ),
+        pytest.param(Candidate("EOFError", 10, exception="EOFError"), "other", "consequence", id="eoferror"),
+        pytest.param(Candidate("RuntimeError: cancelled", 10), "other", "consequence", id="cancelled"),
+        pytest.param(
+            Candidate("BrokenPipeError: [Errno 32] Broken pipe", 10), "other", "consequence", id="broken-pipe"
+        ),
+        pytest.param(Candidate("process exited: killed", 10, kind="rule"), "killed", "generic", id="a-kill"),
+        pytest.param(Candidate("ERROR something failed", 10, kind="log"), "other", "logged", id="log-line"),
+        pytest.param(
+            Candidate("RuntimeError: something broke", 10, chained=True), "other", "chained", id="chained"
+        ),
+    ],
+)
+def test_each_ranking_feature_alone_puts_a_candidate_behind_a_plain_cause(
+    worse: Candidate, category: str, feature: str
+) -> None:
+    """Each feature of the ranking puts a candidate behind a plain cause of the same place, by that feature."""
+    plain = rank(_PLAIN, "other", 0)
+    other = rank(worse, category, 0)
+    differing = [f for f in Rank._fields if getattr(plain, f) != getattr(other, f)]
+    assert differing[0] == feature  # the first field that differs decides
+    assert plain < other
+
+
+def test_a_known_category_ranks_before_a_generic_one() -> None:
+    """A cause whose category is known (oom) ranks before one that says nothing known, wherever it is."""
+    assert rank(Candidate(_OOM, 20), "oom", 5) < rank(_PLAIN, "other", 0)
+
+
+def test_a_handled_exception_ranks_behind_the_one_raised_while_handling_it() -> None:
+    """In "During handling of the above exception", the exception that ended the process is the root cause,
+    not the one its code was handling (a StopIteration)."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/v/engine.py", line 3, in step',
+        "StopIteration",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/vllm", line 8, in <module>',
+        "RuntimeError: the real problem",
+    ]
+    assembler = Assembler()
+    done: list[Traceback] = []
+    for no, text in enumerate(lines, 1):
+        done += assembler.feed(parse(text), no)[1]
+    done += assembler.flush()
+    cands = [c for c in (from_traceback(tb) for tb in done) if c is not None]
+    err = root_cause(cands, {}, "starting", "vllm")
+    assert err is not None
+    assert err.summary == "RuntimeError: the real problem"
+
+
+def test_a_direct_cause_ranks_before_the_exception_it_caused() -> None:
+    """In "The above exception was the direct cause of the following exception", the cause is the root cause."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/v/loader.py", line 3, in load',
+        "FileNotFoundError: [Errno 2] No such file or directory: '/m/config.json'",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/vllm", line 8, in <module>',
+        "RuntimeError: loading failed",
+    ]
+    assembler = Assembler()
+    done: list[Traceback] = []
+    for no, text in enumerate(lines, 1):
+        done += assembler.feed(parse(text), no)[1]
+    done += assembler.flush()
+    cands = [c for c in (from_traceback(tb) for tb in done) if c is not None]
+    err = root_cause(cands, {}, "starting", "vllm")
+    assert err is not None
+    assert err.summary.startswith("FileNotFoundError")
+
+
+def test_a_console_script_entry_frame_makes_a_traceback_fatal() -> None:
+    """A traceback whose outermost frame is a console script's `<module>` (`vllm serve`) ended its process."""
+    tb = _traceback(
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/bin/vllm", line 8, in <module>',
+            "    sys.exit(main())",
+            "ValueError: bad",
+        ]
+    )
+    cand = from_traceback(tb)
+    assert cand is not None
+    assert cand.fatal
+
+
+@pytest.mark.parametrize(
+    ("frame", "step"),
+    [
+        pytest.param("check_enough_kv_cache_memory", True, id="vllm-kv-check"),
+        pytest.param("load_model", True, id="load-model"),
+        pytest.param("init_memory_pool", True, id="sglang-memory-pool"),
+        pytest.param("run_autotune", False, id="autotune-may-fall-back"),
+        pytest.param("handle_request", False, id="a-request"),
+    ],
+)
+def test_an_exception_out_of_a_startup_step_is_marked(frame: str, step: bool) -> None:
+    """An exception whose innermost engine frame is a startup step no engine survives is marked as such
+    (fatal while starting); one from an autotuner or a request is not."""
+    tb = _traceback(
+        [
+            "Traceback (most recent call last):",
+            f'  File "/x/engine.py", line 10, in {frame}',
+            '  File "/x/torch/lib.py", line 20, in call',
+            "RuntimeError: failed",
+        ]
+    )
+    cand = from_traceback(tb)
+    assert cand is not None
+    assert cand.startup_step is step
+
+
+@pytest.mark.parametrize(
+    ("lines", "summary"),
+    [
+        pytest.param(
+            [
+                "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+                "  Value error, Unknown quantization method: foo. [type=value_error, input_value=1, input_type=str]",
+                "    For further information visit https://errors.pydantic.dev/2.14/v/value_error",
+            ],
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig: "
+            "Value error, Unknown quantization method: foo.",
+            id="pydantic-model-error",
+        ),
+        pytest.param(
+            [
+                "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+                "max_model_len",
+                "  Input should be a valid integer [type=int_parsing, input_value='x', input_type=str]",
+            ],
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig: "
+            "max_model_len: Input should be a valid integer",
+            id="pydantic-field-error",
+        ),
+        pytest.param(
+            [
+                "RuntimeError: Error(s) in loading state_dict for Linear:",
+                "\tsize mismatch for weight: copying a param with shape [2, 2], the current model has [3, 3].",
+            ],
+            "RuntimeError: Error(s) in loading state_dict for Linear: size mismatch for weight: copying a param "
+            "with shape [2, 2], the current model has [3, 3].",
+            id="torch-state-dict",
+        ),
+    ],
+)
+def test_a_header_only_message_takes_its_detail(lines: list[str], summary: str) -> None:
+    """An exception whose message is only a header (pydantic's "1 validation error for X") is summarised
+    with the lines that say what is wrong."""
+    tb = _traceback(["Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', *lines])
+    cand = from_traceback(tb)
+    assert cand is not None
+    assert cand.summary == summary
+
+
+@pytest.mark.parametrize(
+    ("summary", "category"),
+    [
+        pytest.param(
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for X: y",
+            "config",
+            id="pydantic",
+        ),
+        pytest.param(
+            "huggingface_hub.errors.HFValidationError: Repo id must use alphanumeric",
+            "model_load",
+            id="hf-repo",
+        ),
+        pytest.param(
+            "ValueError: Invalid repository ID or local directory specified: '/nope'",
+            "model_load",
+            id="vllm-path",
+        ),
+        pytest.param(
+            "ValueError: Available memory on node 0 (1.0/2.0 GiB) on startup is less than desired CPU memory "
+            "utilization (0.9, 1.8 GiB).",
+            "oom",
+            id="vllm-cpu-memory",
+        ),
+        pytest.param("torch.OutOfMemoryError: x", "oom", id="torch-oom-class"),
+        pytest.param("MemoryError", "oom", id="memoryerror"),
+        pytest.param("std::bad_alloc", "oom", id="bad-alloc"),
+        pytest.param(
+            "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm",
+            "import",
+            id="no-metadata",
+        ),
+        pytest.param(
+            "RuntimeError: Unsupported CPU attention configuration: head_dim=16",
+            "unsupported",
+            id="unsupported",
+        ),
+        pytest.param("RuntimeError: something", "other", id="nothing-known"),
+    ],
+)
+def test_category_from_what_raised_and_what_it_says(summary: str, category: str) -> None:
+    """A category comes from the message's wording and, where it says nothing known, from the exception's class."""
+    assert categorize(summary) == category
+
+
+def test_an_error_raised_while_importing_is_an_import_problem() -> None:
+    """An exception that says nothing known, raised while a module was being imported (an extension's
+    operators missing), is an import problem; the same exception raised by a call is not."""
+    importing = '  File "/v/torchvision/__init__.py", line 8, in <module>\n    from torchvision import (\n'
+    calling = '  File "/v/engine.py", line 8, in step\n    self.run(batch)\n'
+    summary = "RuntimeError: operator torchvision::nms does not exist"
+    assert categorize(summary, "Traceback (most recent call last):\n" + importing + summary) == "import"
+    assert categorize(summary, "Traceback (most recent call last):\n" + calling + summary) == "other"
+
+
+def test_a_process_seen_gone_is_not_said_to_be_oom_killed() -> None:
+    """A process that a probe found gone (how is unknown) gets a hint that says so, not a claim of SIGKILL;
+    a log that names the kill gets the kill's hint."""
+    gone = hint_for("killed", "process exited: no such process", "starting", {}, "vllm")
+    assert gone.startswith("the process is gone and its log does not say why")
+    named = hint_for("killed", "Worker proc VllmWorker-0 died unexpectedly", "starting", {}, "vllm")
+    assert named.startswith("the process was killed (SIGKILL)")

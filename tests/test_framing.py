@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import codecs
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.encoding import Transcoder
 from watchdog.core.framing import Block, Framer, Line, clean, iter_lines, split_line
+from watchdog.vocabulary import State
 
 
 def _lines(blocks: list[Block]) -> list[tuple[int, str]]:
@@ -161,3 +166,41 @@ def test_cut_lines_bounded_and_pending_bounded(case: tuple[bytes, list[bytes]]) 
             for raw in block.data.split(b"\n")[:-1]:
                 assert len(raw) <= 16
         assert framer.pending <= 16
+
+
+_CRASH = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nRuntimeError: boom \u00e9\n'
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        pytest.param(
+            codecs.BOM_UTF16_LE + _CRASH.replace("\n", "\r\n").encode("utf-16-le"),
+            id="powershell-utf16le-bom",
+        ),
+        pytest.param(codecs.BOM_UTF16_BE + _CRASH.encode("utf-16-be"), id="utf16be-bom"),
+        pytest.param(_CRASH.encode("utf-16-le"), id="utf16le-no-bom"),
+        pytest.param(codecs.BOM_UTF8 + _CRASH.encode(), id="utf8-bom"),
+        pytest.param(_CRASH.replace("\n", "\r\n").encode(), id="crlf"),
+    ],
+)
+@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_every_encoding_a_redirect_writes_gives_the_same_verdict(encoded: bytes, size: int) -> None:
+    """A log written as UTF-16 (with or without a BOM), with a UTF-8 BOM or with CRLF line ends gives the
+    verdict of its UTF-8 text, however the bytes are chunked."""
+    analyzer = Analyzer()
+    for i in range(0, len(encoded), size):
+        analyzer.feed(encoded[i : i + size], now=0.0)
+    analyzer.finish(now=0.0)
+    error = analyzer.lifecycle.current.error
+    assert analyzer.state == State.CRASHED
+    assert error is not None
+    assert error.summary == "RuntimeError: boom \u00e9"
+
+
+def test_plain_utf8_passes_through_the_transcoder_untouched() -> None:
+    """UTF-8 without a BOM is not decoded at all: the bytes come out as they went in."""
+    t = Transcoder()
+    out = t.feed(b"ab") + t.feed(b"cd\xff\n") + t.feed(b"more\n") + t.flush()
+    assert out == b"abcd\xff\nmore\n"
+    assert t.encoding == "utf-8"

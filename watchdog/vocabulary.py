@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_RATE_LIMIT",
     "DEFAULT_STALL_AFTER",
     "DEFAULT_STATE_DIR",
+    "DEFAULT_STAT_INTERVAL",
     "DEFAULT_UNREACHABLE_AFTER",
     "DISTRIBUTION",
     "DURATIONS",
@@ -146,6 +147,7 @@ DEFAULT_CRASH_GRACE = 5.0  # seconds an error nothing marks as fatal waits for p
 DEFAULT_PROBE_INTERVAL = 2.0  # seconds between process and health probes
 DEFAULT_GPU_INTERVAL = 5.0  # seconds between GPU readings of a host
 DEFAULT_UNREACHABLE_AFTER = 60.0  # seconds a host stays unreachable before it is an alert
+DEFAULT_STAT_INTERVAL = 0.25  # seconds between the remote stat loop's looks at what the followed path names
 DEFAULT_LISTEN = "127.0.0.1:9469"
 DEFAULT_STATE_DIR = "/var/lib/watchdog"
 LOG_FORMATS = ("json", "console")

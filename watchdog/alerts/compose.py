@@ -13,8 +13,10 @@ __all__ = [
     "COLOUR",
     "EMOJI",
     "cut",
+    "evidence",
     "fields",
     "fit",
+    "headline",
     "lead",
     "plain_text",
     "traceback_tail",
@@ -118,6 +120,23 @@ def _cut_note(dropped: int) -> str:
     return f"... (cut, {dropped} more line{'s' if dropped != 1 else ''})"
 
 
+def headline(alert: Alert) -> str:
+    """The kind's emoji and the title: the notification line of every service."""
+    return f"{EMOJI[alert.kind]} {alert.title}"
+
+
+def evidence(alert: Alert, *, fenced: bool = False) -> tuple[str, ...]:
+    """The lines shown as code: a crash's traceback, a stall's last line. `fenced`: a Markdown fence in a
+    log line (which would end the code block) becomes `'''`."""
+    if alert.kind is AlertKind.CRASHED:
+        lines = alert.traceback
+    elif alert.kind is AlertKind.STALLED and alert.last_line:
+        lines = (alert.last_line,)
+    else:
+        return ()
+    return tuple(line.replace("```", "'''") for line in lines) if fenced else lines
+
+
 def lead(alert: Alert) -> str:
     """The first sentence under the title: the root cause, the stall, the news."""
     if alert.kind is AlertKind.CRASHED:
@@ -163,7 +182,7 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
 
 def plain_text(alert: Alert, *, traceback_chars: int = 1500) -> str:
     """The alert as plain text (a console, ntfy, a template's `{text}`)."""
-    out = [f"{EMOJI[alert.kind]} {alert.title}", lead(alert)]
+    out = [headline(alert), lead(alert)]
     if alert.hint:
         out.append(f"hint: {alert.hint}")
     out.append(" | ".join(f"{name}: {value}" for name, value in fields(alert)))

@@ -8,20 +8,15 @@ import posixpath
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import (
-    EXIT_CONFIG,
-)
-
-if TYPE_CHECKING:
-    pass
 
 from watchdog.config.convert import redacted
 from watchdog.config.loading import load_config
 from watchdog.config.models import Config
 from watchdog.config.reference import config_json_schema, config_reference_markdown
+from watchdog.exceptions import ConfigError
+from watchdog.vocabulary import (
+    EXIT_CONFIG,
+)
 
 __all__ = ["check_config_main", "config_schema_main", "config_warnings"]
 

@@ -7,20 +7,12 @@ import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import (
     BaseModel,
     ValidationError,
 )
-
-from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import (
-    file_kind,
-)
-
-if TYPE_CHECKING:
-    pass
 
 from watchdog.config.models import (
     _ENV_NAME,
@@ -35,6 +27,10 @@ from watchdog.config.models import (
     NotifierConfig,
     _KeyProblem,
     key_path,
+)
+from watchdog.exceptions import ConfigError
+from watchdog.vocabulary import (
+    file_kind,
 )
 
 __all__ = ["load_config", "parse_config"]

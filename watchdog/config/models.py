@@ -14,7 +14,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -37,7 +37,6 @@ from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.config.shard import parse_shard
 from watchdog.core.expectations import LEARN_FACTOR
 from watchdog.exceptions import ConfigRuleError
-from watchdog.follow.sources.remote import DEFAULT_STAT_INTERVAL
 from watchdog.follow.sources.target import Target
 from watchdog.follow.spec import LaunchSpec
 from watchdog.vocabulary import (
@@ -46,6 +45,7 @@ from watchdog.vocabulary import (
     DEFAULT_LOG_FORMAT,
     DEFAULT_RATE_LIMIT,
     DEFAULT_STALL_AFTER,
+    DEFAULT_STAT_INTERVAL,
     DEFAULT_STATE_DIR,
     DEFAULT_UNREACHABLE_AFTER,
     DURATION_PATTERN,
@@ -61,9 +61,6 @@ from watchdog.vocabulary import (
     remote_relative,
     split_listen,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "ALERT_KINDS",

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import (
     BaseModel,
 )
-
-if TYPE_CHECKING:
-    pass
 
 from watchdog.config.models import (
     Config,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from watchdog.core.detection import EngineDetector, detect_engine
+from watchdog.core.encoding import Transcoder
 from watchdog.core.envelope import parse, unglue
 from watchdog.core.findings import (
     Event,
@@ -85,6 +86,7 @@ class Analyzer:
         self._stall_after = stall_after
         self._crash_grace = crash_grace
         self.framer = Framer(max_line=max_line)
+        self.transcoder = Transcoder()
         self._deadlines = dict(deadlines or {})
         self.lifecycle = Lifecycle(
             engine or "generic", stall_after=stall_after, crash_grace=crash_grace, deadlines=deadlines
@@ -138,6 +140,8 @@ class Analyzer:
         self.bytes_read += len(data)
         if data:
             self._last_data, self._cut_reported = now, False
+        if self.transcoder.encoding != "utf-8" or not self.transcoder.decided:
+            data = self.transcoder.feed(data)
         if self._provisional:
             return self._feed_provisional(data, now)
         if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
@@ -184,8 +188,9 @@ class Analyzer:
 
     def restart(self, now: float) -> list[Transition]:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
-        out = self._blocks(self.framer.flush(), now)
+        out = self._blocks(self.framer.feed(self.transcoder.flush()) + self.framer.flush(), now)
         self.framer = Framer(max_line=self.framer.max_line)
+        self.transcoder = Transcoder()
         self._scanner.reset()
         self._provisional, self._raw_head, self._detector = False, bytearray(), None
         out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
@@ -222,7 +227,8 @@ class Analyzer:
 
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""
-        out = self._blocks(self.framer.flush(), now)
+        held = self.transcoder.flush()
+        out = self._blocks(self.framer.feed(held) + self.framer.flush(), now)
         if self.profile is None:
             out += self._detect(now, force=True)
         out += self.close_tracebacks(now)
@@ -383,7 +389,7 @@ class Analyzer:
         # reporting twice the transitions already reported.
         whole = bytes(head[:old]) + data
         emitted, detector, cut = self._head_emitted, self._detector, self._head_cut
-        bytes_read, caught_up = self.bytes_read, self._caught_up
+        bytes_read, caught_up, transcoder = self.bytes_read, self._caught_up, self.transcoder
         self.__init__(  # type: ignore[misc]  # the same analyzer, reading again from the start
             engine,
             profiles=self._extra,
@@ -392,6 +398,7 @@ class Analyzer:
             max_line=self._max_line,
             deadlines=self._deadlines,
         )
+        self.transcoder = transcoder  # `whole` is decoded already; the rest of the log goes on through it
         out = self._blocks(self.framer.feed(whole), now)
         self.bytes_read, self._caught_up = bytes_read, caught_up
         if caught_up:

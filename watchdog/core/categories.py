@@ -16,8 +16,10 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for name, pattern in (
         (
             "oom",
-            r"out of memory|OutOfMemory|Not enough memory|No available memory for the cache|"
-            r"less than desired GPU memory|exceed allowed memory|insufficient memory|"
+            r"out of memory|OutOfMemory|Not enough (?:GPU |CPU |host |device )?memory|"
+            r"No available memory for the cache|less than desired (?:GPU|CPU) memory|"
+            r"less than requested memory for kv|exceed allowed memory|insufficient memory|"
+            r"Cannot allocate memory|std::bad_alloc|^(?:\w+\.)*MemoryError\b|failed to allocate (?:\w+ )?buffer|"
             r"cudaErrorMemoryAllocation|larger than the available KV cache memory|"
             r"unable to allocate (?:CUDA|ROCm|Metal)\d* buffer|"
             r"max seq len .* is larger than the maximum number of tokens that can be stored in KV cache",
@@ -31,7 +33,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"not (?:available|supported) (?:on|for) (?:this|your|the current) (?:GPU|device|platform|hardware|"
             r"driver|architecture)|invalid kernel config|invalid device function|unknown model architecture|"
             r"requires? Flash ?Attention|CUBLAS_STATUS_NOT_SUPPORTED|operation not supported|"
-            r"^(?:\w+\.)*NotImplementedError\b",
+            r"^(?:\w+\.)*NotImplementedError\b|^(?:[\w.]+: )?Unsupported \w+",
         ),
         (
             "port_in_use",
@@ -71,6 +73,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"error loading model|failed to load model|failed to be inspected|Cannot find any model weights|"
             r"HeaderTooLarge|SafetensorError|didn't finish loading|does not appear to have a file|"
             r"Repository Not Found|not a valid model|invalid magic|failed to read magic|"
+            r"Invalid repository ID or local directory|Repo id must|is not a local folder and is not a valid model|"
+            r"(?:No such file or directory|does not exist)\W.*(?:model|\.gguf|\.safetensors|config\.json)|"
             r"^KeyError: '[\w.]*(?:weight|bias|scale|layers?\.)",
         ),
         ("assertion", r"^(?:\w+\.)*AssertionError|Assertion failed|Assertion `.*' failed"),
@@ -139,7 +143,40 @@ def categorize(summary: str, traceback: str = "") -> str:
             return name
     if summary.startswith("KeyError") and re.search(r"load_weights|weight_loader", traceback):
         return "model_load"
-    return "other"
+    m = _EXCEPTION_CLASS.match(summary)
+    category = _CATEGORY_OF_CLASS.get(m.group(1), "other") if m else "other"
+    if category == "other" and _IMPORTING.search(traceback):
+        # raised while a module was being imported (an extension's operators missing, a package built for
+        # another torch): the environment's packages do not fit together
+        return "import"
+    return category
+
+
+# A frame whose source line is an import statement: the exception was raised while importing.
+_IMPORTING = re.compile(r"\n\s+(?:from [\w.]+ import\b|import [\w.]+)")
+
+# What raised, where the message says nothing known: the exception's class. A pydantic validation error is the
+# engine's arguments or model config refused (vLLM validates its engine args as pydantic dataclasses); the
+# Hugging Face hub's errors are a model or repository that cannot be found or opened.
+_EXCEPTION_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::|$)")
+_CATEGORY_OF_CLASS: dict[str, str] = {
+    "ValidationError": "config",
+    "PackageNotFoundError": "import",
+    "ArgumentError": "config",
+    "ArgumentTypeError": "config",
+    "HFValidationError": "model_load",
+    "RepositoryNotFoundError": "model_load",
+    "RevisionNotFoundError": "model_load",
+    "EntryNotFoundError": "model_load",
+    "LocalEntryNotFoundError": "model_load",
+    "GatedRepoError": "model_load",
+    "SafetensorError": "model_load",
+    "OutOfMemoryError": "oom",
+    "MemoryError": "oom",
+    "TimeoutError": "timeout",
+    "DistBackendError": "nccl",
+    "DistNetworkError": "nccl",
+}
 
 
 def _innermost_is_weight_loader(traceback: str) -> bool:
@@ -217,6 +254,13 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
         return "a launch option or the model's config is invalid or unsupported: fix the option the message names"
     if category == "assertion":
         return "an internal check of the engine failed: the failing assert is the summary; search the engine's issues for it"
+    if category == "killed" and summary.startswith("process exited"):
+        # a probe sees that the process is gone, not how: a SIGKILL leaves no words, and neither does an exit
+        # after a line no rule knows
+        return (
+            "the process is gone and its log does not say why: a SIGKILL (often the kernel's OOM killer: check "
+            "`dmesg -T` and host RAM) leaves no words, or it exited after the last lines shown"
+        )
     if category == "killed":
         return "the process was killed (SIGKILL), often by the kernel's OOM killer: check `dmesg -T` and host RAM"
     return "see the traceback for the failing call"

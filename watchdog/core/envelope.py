@@ -33,6 +33,7 @@ _LEVELS = {
     "W": "WARNING",
     "E": "ERROR",
     "F": "CRITICAL",
+    "D": "DEBUG",
     "WARN": "WARNING",
     "ERR": "ERROR",
     "FATAL": "CRITICAL",
@@ -67,6 +68,9 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         r"\[(?P<source>rank\d+)\]:\s?",
         # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] "
         r"\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)\.\d+ [\w.]+:\d+\] ",
+        # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
+        # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
+        r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
         # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] "
         rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+\] ",
         # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='

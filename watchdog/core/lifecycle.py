@@ -352,7 +352,12 @@ class Lifecycle:
                 elif cand.noise and inc.pending_since is not None and inc.state not in FINAL:
                     if all(c.noise for c in inc.candidates[inc.pending_index :]):
                         self._resolve(inc)  # what was pending turned out to be noise
-                elif cand.fatal and not old.fatal and not cand.noise and inc.state not in FINAL:
+                elif (
+                    self._fatal(inc, cand)
+                    and not self._fatal(inc, old)
+                    and not cand.noise
+                    and inc.state not in FINAL
+                ):
                     self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
                 return True
             if old.line < (cand.opened or cand.line):
@@ -376,8 +381,13 @@ class Lifecycle:
         if inc.pending_since is None:
             inc.pending_since = now
             inc.crash_phase = inc.phase
-        if cand.fatal:
+        if self._fatal(inc, cand):
             self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
+
+    @staticmethod
+    def _fatal(inc: Incarnation, cand: Candidate) -> bool:
+        # certain now: a fatal line, or an exception out of a startup step while the launch is starting
+        return cand.fatal or (cand.startup_step and inc.state in _STARTUP)
 
     def _crash(
         self,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
 from watchdog.vocabulary import Category
 
-__all__ = ["Candidate", "Error", "from_traceback", "root_cause"]
+__all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
 
 _MASK = re.compile(r"\d+")
 # The outermost frame of an uncaught traceback that ends its process: the main module, `python -m`, a
@@ -25,9 +26,9 @@ _MASK = re.compile(r"\d+")
 # run_engine_core / run_mp_engine / WorkerProc.worker_main / _run_worker_process, TensorRT-LLM's
 # worker_main). A thread's (threading.py) or a request handler's outermost frame is not one.
 _ENTRY_FRAME = re.compile(
-    r'File "[^"]*", line \d+, in (?:<module>|_run_module_as_main|_run_code|spawn_main|run_scheduler_process'
+    r'File "[^"]*", line \d+, in (?:<module>|(?:_run_module_as_main|_run_code|spawn_main|run_scheduler_process'
     r"|run_detokenizer_process|run_data_parallel_controller_process|run_engine_core|run_mp_engine"
-    r"|worker_main|_run_worker_process)\b"
+    r"|worker_main|_run_worker_process)\b)"
     r'|File "[^"]*multiprocessing/(?:process|popen_fork|spawn)\.py", line \d+, in (?:_bootstrap|_launch|_main)\b'
 )
 _MAX_SUMMARY = 500
@@ -50,6 +51,8 @@ class Candidate:
     phase_hint: str | None = None  # phase the traceback's frames point at
     at: str | None = None
     chained: bool = False  # the effect of the previous traceback of its stream
+    handling: bool = False  # ... raised while handling it: the exception that ended the process
+    startup_step: bool = False  # raised out of a startup step no engine survives: fatal while starting
     kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
     opened: int = 0  # for a traceback: the line it began on (its reports, cut or whole, share it)
 
@@ -109,12 +112,16 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
     m = EXCEPTION_LINE.match(exc_line)
     exception = m.group("exc") if m else exc_line.split(":", 1)[0].strip() or None
     summary = exc_line
-    if m and not (m.group("msg") or "").strip():
+    detail = _detail(tb) if m and _HEADER_ONLY.search(m.group("msg") or "") else None
+    if detail:
+        summary = f"{exc_line.rstrip().rstrip(':')}: {detail}"
+    elif m and not (m.group("msg") or "").strip():
         stmt = tb.last_statement()
         if stmt and stmt.startswith("assert"):
             summary = f"{exc_line.rstrip(':')}: {stmt}"
     text = "\n".join(tb.lines)
     return Candidate(
+        startup_step=not tb.noise and _STARTUP_STEP.search(_innermost_step(text)) is not None,
         summary=summary[:_MAX_SUMMARY],
         fatal=not tb.noise and _uncaught(tb),
         line=tb.exc_line_no or tb.line,
@@ -125,8 +132,52 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
         phase_hint=phase_from_frames(text),
         at=tb.at,
         chained=tb.chained,
+        handling=tb.handling,
         opened=tb.line,
     )
+
+
+# A message that is only the header of what follows: pydantic's "1 validation error for ModelConfig" (the
+# field and what is wrong with it come on the next lines), torch's "Error(s) in loading state_dict for X:".
+_HEADER_ONLY = re.compile(r"^\d+ validation errors? for [\w.]+$|:\s*$")
+_PYDANTIC_TAIL = re.compile(r"\s*\[type=[^\]]*(?:\]|$)")
+
+
+def _detail(tb: Traceback) -> str | None:
+    # The lines after a header-only exception line, up to pydantic's link: "max_model_len: Input should be ..."
+    parts: list[str] = []
+    for text in tb.lines[tb.exc_index + 1 : tb.exc_index + 6]:
+        stripped = text.strip()
+        if not stripped or stripped.startswith("For further information visit"):
+            if parts:
+                break
+            continue
+        parts.append(_PYDANTIC_TAIL.sub("", stripped))
+        if text.startswith("  ") or len(parts) == 2:
+            break  # a pydantic message line is indented under its field name (an error of the model has none)
+    return ": ".join(parts) or None
+
+
+# The startup steps an exception escapes from to end the process: the engines call them from their process
+# mains with no handler around them (vLLM's EngineCore.__init__ -> _initialize_kv_caches -> determine_available_
+# memory / get_kv_cache_configs; Worker.load_model; SGLang's Scheduler.__init__ -> TpModelWorker -> ModelRunner
+# load_model / init_memory_pool / init_cuda_graphs; TensorRT-LLM's PyExecutor creation). An autotuner's or a
+# warm-up's own failure may be caught (it falls back), so those are not among them.
+_STARTUP_STEP = re.compile(
+    r"in (?:load_model|load_weights|_load_weights|get_model|_?initialize_model|init_memory_pool|"
+    r"profile_max_num_token|determine_available_memory|determine_num_available_blocks|_initialize_kv_caches|"
+    r"initialize_kv_cache\w*|get_kv_cache_configs?|_?check_enough_kv_cache_memory|raise_if_cache_size_invalid|"
+    r"initialize_cache|init_cache_engine|init_cuda_graphs|"
+    r"capture_model|init_device|init_torch_distributed|initialize_model_parallel)\b"
+)
+_FRAME_FN = re.compile(r'File "[^"]*", line \d+, in \w+')
+
+
+def _innermost_step(text: str) -> str:
+    # the innermost frame of the engine's own startup code that the traceback passes through (a library's
+    # frames below it, torch's or a kernel's, do not hide it)
+    frames = [m.group(0) for m in _FRAME_FN.finditer(text)]
+    return next((f for f in reversed(frames) if _STARTUP_STEP.search(f)), "")
 
 
 def _uncaught(tb: Traceback) -> bool:
@@ -156,19 +207,50 @@ def _message(c: Candidate) -> str:
     return c.summary
 
 
-def _priority(c: Candidate, category: str) -> tuple[int, int, int, int]:
-    # lower is better: real over noise, causes over wrappers, a specific category over a generic one,
-    # and a program's own report over a consequence (a kill).
-    # Among wrappers (which only point at an error printed elsewhere), one that says the process was killed
-    # tells more than one that says nothing.
-    killed_rank = 1 if c.role == "wrapper" else 2
-    specific = (
-        0
-        if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}
-        else (killed_rank if category == Category.KILLED else 3 - killed_rank)
+class Rank(NamedTuple):
+    """Where a candidate stands in the choice of the root cause; lower is better, field by field in order.
+
+    Each field is one feature, tested on its own (tests/test_errors.py):
+    """
+
+    noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
+    wrapper: int  # 1: a wrapper that only points at an error printed elsewhere ("See root cause above")
+    consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe)
+    generic: int  # 0: a known category; 1 or 2: killed or other (a wrapper saying "killed" before one saying
+    # nothing; a cause saying nothing before a kill, which is the consequence of something)
+    logged: int  # 1: an error-level log line that is no exception (it may report one printed in full)
+    handled: int  # 1: a traceback the next one of its stream was raised while handling ("During handling")
+    chained: int  # 1: raised because of the previous traceback ("direct cause"): its cause goes first
+    order: int  # the earliest
+
+
+# Exceptions and messages that tell of another part going away, not of what went wrong.
+_CONSEQUENCE = re.compile(
+    r"^(?:[\w.]*\.)?(?:EOFError|BrokenPipeError|ConnectionResetError|ConnectionRefusedError|ConnectionAbortedError|"
+    r"CancelledError|IncompleteReadError|ClosedResourceError|EngineDeadError|EngineGenerateError)\b|"
+    r"^RuntimeError: cancelled$|Broken pipe|Connection reset by peer"
+)
+
+
+def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> Rank:
+    """The rank of candidate `c` (the `index`-th of the log), whose category is `category`."""
+    wrapper = c.role == "wrapper"
+    if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}:
+        generic = 0
+    elif category == Category.KILLED:
+        generic = 1 if wrapper else 2
+    else:
+        generic = 2 if wrapper else 1
+    return Rank(
+        noise=int(c.noise),
+        wrapper=int(wrapper),
+        consequence=int(_CONSEQUENCE.search(c.summary) is not None),
+        generic=generic,
+        logged=int(c.kind == "log"),
+        handled=int(handled),
+        chained=int(c.chained),
+        order=index,
     )
-    kind = 1 if c.kind == "log" else 0
-    return (int(c.noise), int(c.role == "wrapper"), specific, kind)
 
 
 def root_cause(
@@ -179,8 +261,11 @@ def root_cause(
     if not items:
         return None
     cats = [c.category or categorize(_message(c), "\n".join(c.traceback)) for c in items]
-    # Among equals, the earliest, and the first of a chain (the cause) before the tracebacks it caused.
-    best_i = min(range(len(items)), key=lambda i: (*_priority(items[i], cats[i]), int(items[i].chained), i))
+    # In a chain, the cause ("direct cause of the following") before the wrapper it caused, but an exception
+    # raised while handling another ("During handling ...") before the one handled: the handled one (a
+    # StopIteration, a KeyError looked up) is what the code expected, the later one ended the process.
+    handled = _handled(items)
+    best_i = min(range(len(items)), key=lambda i: rank(items[i], cats[i], i, handled=i in handled))
     best = items[best_i]
     category = cats[best_i]
     if best.kind == "rule":
@@ -225,6 +310,19 @@ def root_cause(
         traceback=best.traceback,
         phase_hint=best.phase_hint,
     )
+
+
+def _handled(items: list[Candidate]) -> set[int]:
+    # the tracebacks that the next traceback of their stream was raised while handling
+    out: set[int] = set()
+    last: dict[str, int] = {}
+    for i, c in enumerate(items):
+        if c.kind != "traceback":
+            continue
+        if c.handling and c.source in last:
+            out.add(last[c.source])
+        last[c.source] = i
+    return out
 
 
 def _format_hint(template: str | None, facts: Mapping[str, object]) -> str | None:

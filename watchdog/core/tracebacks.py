@@ -20,7 +20,8 @@ TRACEBACK_HEADER = "Traceback (most recent call last)"
 _CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
 # "RuntimeError: msg", "torch.OutOfMemoryError: msg", "triton.runtime.errors.OutOfResources: msg", "KeyError"
 EXCEPTION_LINE = re.compile(
-    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout))"
+    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout|"
+    r"StopIteration|StopAsyncIteration))"
     r"(?::\s*(?P<msg>.*))?$"
 )
 _BARE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
@@ -44,6 +45,7 @@ class Traceback:
     exc_line_no: int = 0  # line number of the exception line
     noise: bool = False  # inside a "--- Logging error ---" block
     chained: bool = False  # raised while handling, or because of, the previous traceback of its stream
+    handling: bool = False  # raised while handling it ("During handling ..."): this one ended the process
     body_style: tuple[str, bool] | None = None  # (level, has_time) of its body lines
     continuation: int = 0
     dropped: int = 0
@@ -83,6 +85,7 @@ class Assembler:
         self._open: dict[str, Traceback] = {}
         self._last: str | None = None  # the stream that untagged lines continue
         self._chain_next: set[str] = set()  # streams whose next traceback is chained to the previous one
+        self._handling_next: set[str] = set()  # ... and of those, the ones chained by "During handling"
         self._logging_error: set[str] = set()  # streams inside a "--- Logging error ---" block
         # The traceback whose exception line the last record was: a live follower reports it at once, not
         # when a later line closes it (a dying process may never print one).
@@ -114,7 +117,9 @@ class Assembler:
             opened.add(TRACEBACK_HEADER + ":")
             opened.noise = key in self._logging_error
             opened.chained = key in self._chain_next
+            opened.handling = opened.chained and key in self._handling_next
             self._chain_next.discard(key)
+            self._handling_next.discard(key)
             self._open[key] = opened
             self._last = key
             return True, done
@@ -132,7 +137,7 @@ class Assembler:
                 return True, done
             if stripped.startswith(_CHAIN):
                 # Python prints a blank line, then the chain marker, then the next traceback
-                self._chain_next.add(key)
+                self._chain(key, stripped)
                 return True, done
             if key in self._logging_error:
                 if stripped.startswith("Arguments:"):
@@ -167,6 +172,7 @@ class Assembler:
             if (
                 tb.after_frame
                 and _WRAPPED_NAME.fullmatch(stripped)
+                and not EXCEPTION_LINE.match(stripped)
                 and not tb.lines[-1].rstrip().endswith(">")
             ):
                 # a terminal wrapped the frame line in its function's name: "in _initialize_k" / "v_caches"
@@ -194,7 +200,7 @@ class Assembler:
             return True, done
         if stripped.startswith(_CHAIN):
             self._finish(key, done)
-            self._chain_next.add(key)
+            self._chain(key, stripped)
             return True, done
         if (
             stripped.startswith("Call stack:")
@@ -227,6 +233,13 @@ class Assembler:
             # untagged lines that come after all (a writer that paused) still belong to the same stream
             self._last = last
         return done
+
+    def _chain(self, key: str, marker: str) -> None:
+        self._chain_next.add(key)
+        if marker.startswith(_CHAIN[1]):
+            self._handling_next.add(key)
+        else:
+            self._handling_next.discard(key)
 
     def _close(self, key: str, done: list[Traceback]) -> None:
         if key in self._open:

@@ -17,15 +17,18 @@ import asyncio
 import heapq
 import itertools
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
 from watchdog.follow.sources.base import CaughtUp, Chunk, SourceItem
 from watchdog.follow.wakeup import wake_up
+from watchdog.vocabulary import State
 
-__all__ = ["ManualClock", "ScriptedSource"]
+__all__ = ["ManualClock", "PacedRun", "ScriptedSource", "follow_at_pace"]
 
 
 async def _all_blocked() -> None:
@@ -124,3 +127,73 @@ class ScriptedSource:
     def close(self) -> None:
         """The source ends (the follower's run returns)."""
         self._send.close()
+
+
+@dataclass(frozen=True)
+class PacedRun:
+    """What a follower said of a log fed to it at its recorded pace (`follow_at_pace`)."""
+
+    verdict: dict[str, Any] | None  # the first verdict (`Concluded`: what `watch` says), None if none came
+    status: dict[str, Any]  # the follower's status at the end
+    verdict_after: float | None  # seconds from the crash's error line to its verdict (no crash: to the first)
+    last: dict[str, Any] | None = (
+        None  # the last verdict (what the daemon, which follows on, says in the end)
+    )
+
+
+async def follow_at_pace(
+    data: bytes, times: Sequence[float] | None = None, *, engine: str | None = None, linger: float = 10.0
+) -> PacedRun:
+    """Feed `data` to a follower line by line at the offsets `times` gives (seconds from the start, one per
+    line; None: all at once), the reader catching up after each read, as a live log written by a launch
+    would be followed, to its end (the daemon follows on after a verdict); then let up to `linger` seconds
+    pass for a verdict still due. Runs on a manual clock: no real waiting."""
+    from watchdog.follow.follower import Concluded, LaunchFollower  # noqa: PLC0415  (follower imports this)
+    from watchdog.follow.sources.target import parse_target  # noqa: PLC0415
+
+    lines = data.splitlines(keepends=True)
+    at = list(times) if times is not None else [0.0] * len(lines)
+    at += [at[-1] if at else 0.0] * (len(lines) - len(at))
+    clock, source = ManualClock(), ScriptedSource()
+    spec_kw: dict[str, Any] = {"engine": engine} if engine else {}
+    from watchdog.follow.spec import LaunchSpec  # noqa: PLC0415
+
+    follower = LaunchFollower(
+        LaunchSpec(name="paced", target=parse_target("/paced.log"), **spec_kw), source=source, clock=clock
+    )
+    concluded: list[tuple[Concluded, float]] = []
+
+    async def collect() -> None:
+        with follower.updates:
+            async for update in follower.updates:
+                if isinstance(update, Concluded):
+                    concluded.append((update, clock.now()))  # noqa: PERF401  (each as it comes, with its time)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+        tg.start_soon(collect)
+        i = 0
+        while i < len(lines):
+            j = i
+            while j < len(lines) and at[j] <= at[i]:
+                j += 1
+            if at[i] > clock.now():
+                await clock.advance(at[i] - clock.now())
+            await source.append(b"".join(lines[i:j]))
+            await source.catch_up()
+            await source.settle()
+            i = j
+        fed = len(concluded)
+        end = clock.now() + linger
+        while len(concluded) == fed and clock.now() < end:
+            await clock.advance(min(0.05, end - clock.now()))
+        status = follower.status()
+        tg.cancel_scope.cancel()
+    if not concluded:
+        return PacedRun(None, status, None)
+    # how long the crash took to be called (the first crash verdict), or else the first verdict
+    update, when = next(((u, w) for u, w in concluded if u.state == State.CRASHED), concluded[0])
+    error = update.verdict.get("error") or {}
+    line = int(error.get("line") or 0) if update.state == State.CRASHED else 0
+    said = at[min(line, len(at)) - 1] if line and at else (at[-1] if at else 0.0)
+    return PacedRun(concluded[0][0].verdict, status, max(0.0, when - said), concluded[-1][0].verdict)

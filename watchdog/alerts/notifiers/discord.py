@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from watchdog.alerts.alert import Alert, AlertKind, rfc3339
-from watchdog.alerts.compose import COLOUR, EMOJI, cut, fields, fit, lead, traceback_tail
+from watchdog.alerts.alert import Alert, rfc3339
+from watchdog.alerts.compose import COLOUR, cut, evidence, fields, fit, headline, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["MAX_DESCRIPTION", "MAX_EMBED_TOTAL", "MAX_FIELDS", "MAX_FIELD_VALUE", "MAX_TITLE", "build"]
@@ -27,7 +27,7 @@ _MARKDOWN = re.compile(r"([\\*_~`|>])")
 
 def build(alert: Alert, options: Options) -> Message:
     """The webhook body: an embed, and no mentions whatever the log says (`@everyone` stays text)."""
-    title = cut(f"{EMOJI[alert.kind]} {alert.title}", MAX_TITLE)
+    title = cut(headline(alert), MAX_TITLE)
     footer = cut(f"watchdog · {alert.dedup_key}", MAX_FOOTER)
     embed_fields: list[dict[str, object]] = []
     used = len(title) + len(footer)
@@ -62,17 +62,12 @@ def _description(alert: Alert, room: int) -> str:
     head = fit(lambda n: f"**{_escape(cut(lead(alert), n))}**", min(1000, room // 3))
     if alert.hint:
         head += fit(lambda n: f"\nHint: {_escape(cut(alert.hint, n))}", min(500, room // 6))
-    lines: tuple[str, ...] = ()
-    if alert.kind is AlertKind.CRASHED:
-        lines = alert.traceback
-    elif alert.kind is AlertKind.STALLED and alert.last_line:
-        lines = (alert.last_line,)
+    lines = evidence(alert, fenced=True)
     head = cut(head, room)
     left = room - len(head) - len("\n```\n\n```")
     if not lines or left < 80:
         return head
-    safe = [line.replace("```", "'''") for line in lines]
-    return head + "\n```\n" + traceback_tail(safe, left) + "\n```"
+    return head + "\n```\n" + traceback_tail(lines, left) + "\n```"
 
 
 def _escape(text: str) -> str:

@@ -6,8 +6,18 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import COLOUR, EMOJI, cut, fields, fit, fit_json, lead, traceback_tail
+from watchdog.alerts.alert import Alert
+from watchdog.alerts.compose import (
+    COLOUR,
+    cut,
+    evidence,
+    fields,
+    fit,
+    fit_json,
+    headline,
+    lead,
+    traceback_tail,
+)
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["MAX_BYTES", "MAX_TEXT", "build"]
@@ -45,11 +55,7 @@ def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
             ],
         },
     ]
-    lines: tuple[str, ...] = ()
-    if alert.kind is AlertKind.CRASHED:
-        lines = alert.traceback
-    elif alert.kind is AlertKind.STALLED and alert.last_line:
-        lines = (alert.last_line,)
+    lines = evidence(alert)
     if lines and traceback_chars:
         budget = min(traceback_chars, _PARAGRAPH)
         text = fit(lambda n: _html(traceback_tail(lines, n)).replace("\n", "<br>"), budget)
@@ -74,7 +80,7 @@ def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
         )
     subtitle = " · ".join(x for x in (alert.engine, alert.host or "local", alert.phase) if x)
     return {
-        "text": cut(f"{EMOJI[alert.kind]} {alert.title}", MAX_TEXT),
+        "text": cut(headline(alert), MAX_TEXT),
         "cardsV2": [
             {
                 "cardId": "watchdog-alert",

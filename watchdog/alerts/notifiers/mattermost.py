@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import COLOUR, EMOJI, cut, fields, lead, traceback_tail
+from watchdog.alerts.alert import Alert
+from watchdog.alerts.compose import COLOUR, cut, evidence, fields, headline, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["MAX_POST_CHARS", "build"]
@@ -18,7 +18,7 @@ _MARKDOWN = re.compile(r"([\\*_~`|>#\[\]])")
 
 def build(alert: Alert, options: Options) -> Message:
     """The webhook body: `text`, `attachments: [{fallback, color, title, title_link, text, fields}]`."""
-    title = cut(f"{EMOJI[alert.kind]} {alert.title}", 250)
+    title = cut(headline(alert), 250)
     text = f"**{_escape(cut(lead(alert), 1000))}**"
     if alert.hint:
         text += f"\nHint: {_escape(cut(alert.hint, 1000))}"
@@ -27,15 +27,10 @@ def build(alert: Alert, options: Options) -> Message:
         for name, value in fields(alert)[:40]
     ]
     used = len(title) * 2 + len(text) + sum(len(str(f["title"])) + len(str(f["value"])) for f in field_list)
-    lines: tuple[str, ...] = ()
-    if alert.kind is AlertKind.CRASHED:
-        lines = alert.traceback
-    elif alert.kind is AlertKind.STALLED and alert.last_line:
-        lines = (alert.last_line,)
+    lines = evidence(alert, fenced=True)
     room = min(_ATTACHMENT_TEXT, MAX_POST_CHARS - 500 - used) - len(text) - len("\n```\n\n```")
     if lines and room > 80:
-        safe = [line.replace("```", "'''") for line in lines]
-        text += "\n```\n" + traceback_tail(safe, room) + "\n```"
+        text += "\n```\n" + traceback_tail(lines, room) + "\n```"
     attachment: dict[str, Any] = {
         "fallback": title,
         "color": f"#{COLOUR[alert.kind]:06X}",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import EMOJI, cut, fields, fit, lead, traceback_tail
+from watchdog.alerts.compose import cut, fields, fit, headline, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["MAX_BLOCKS", "MAX_SECTION_TEXT", "build"]
@@ -24,7 +24,7 @@ def build(alert: Alert, options: Options) -> Message:
             "type": "header",
             "text": {
                 "type": "plain_text",
-                "text": cut(f"{EMOJI[alert.kind]} {alert.title}", MAX_HEADER_TEXT),
+                "text": cut(headline(alert), MAX_HEADER_TEXT),
             },
         },
         _section("*", lead(alert), "*"),
@@ -59,7 +59,7 @@ def build(alert: Alert, options: Options) -> Message:
         )
     if len(blocks) > MAX_BLOCKS:  # only with hundreds of facts: keep the first ones and the link
         blocks = blocks[: MAX_BLOCKS - 1] + blocks[-1:]
-    line = f"{EMOJI[alert.kind]} {alert.title}: {lead(alert)}"
+    line = f"{headline(alert)}: {lead(alert)}"
     return Message(json={"text": fit(lambda n: _escape(cut(line, n)), MAX_FALLBACK_TEXT), "blocks": blocks})
 
 

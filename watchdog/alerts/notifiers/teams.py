@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import EMOJI, cut, fields, fit_json, lead, traceback_tail
+from watchdog.alerts.compose import cut, evidence, fields, fit_json, headline, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["CARD_VERSION", "CONTENT_TYPE", "MAX_BYTES", "build"]
@@ -24,14 +24,7 @@ _COLOUR = {
     AlertKind.RESOLVED: "Good",
     AlertKind.REPLACED: "Accent",
 }
-_STYLE = {
-    AlertKind.CRASHED: "attention",
-    AlertKind.STALLED: "warning",
-    AlertKind.UNREACHABLE: "warning",
-    AlertKind.READY: "good",
-    AlertKind.RESOLVED: "good",
-    AlertKind.REPLACED: "accent",
-}
+_STYLE = {kind: colour.lower() for kind, colour in _COLOUR.items()}  # the container's style
 
 
 def build(alert: Alert, options: Options) -> Message:
@@ -48,7 +41,7 @@ def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
             "items": [
                 {
                     "type": "TextBlock",
-                    "text": cut(f"{EMOJI[alert.kind]} {alert.title}", 300),
+                    "text": cut(headline(alert), 300),
                     "size": "Large",
                     "weight": "Bolder",
                     "color": _COLOUR[alert.kind],
@@ -69,11 +62,7 @@ def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
             ],
         }
     )
-    lines: tuple[str, ...] = ()
-    if alert.kind is AlertKind.CRASHED:
-        lines = alert.traceback
-    elif alert.kind is AlertKind.STALLED and alert.last_line:
-        lines = (alert.last_line,)
+    lines = evidence(alert)
     if lines and traceback_chars:
         items.append(_rich(traceback_tail(lines, traceback_chars), fontType="Monospace", size="Small"))
     card: dict[str, Any] = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import EMOJI, cut, fields, fit, lead, traceback_tail
+from watchdog.alerts.alert import Alert
+from watchdog.alerts.compose import cut, evidence, fields, fit, headline, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
 
@@ -26,7 +26,7 @@ def build(alert: Alert, options: Options) -> Message:
     chat_id = options.get("chat_id")
     if chat_id in (None, ""):
         raise DeliveryError("telegram needs the option chat_id (the chat, group or channel to post in)")
-    title = f"{EMOJI[alert.kind]} {alert.title}"
+    title = headline(alert)
     head = [f"<b>{_escaped(title, 300)}</b>", _escaped(lead(alert), 1000)]
     if alert.hint:
         head.append(f"<i>Hint:</i> {_escaped(alert.hint, 600)}")
@@ -39,11 +39,7 @@ def build(alert: Alert, options: Options) -> Message:
         if len(text) + len(line) + len(tail) > limit * 2 // 3:
             break
         text += line
-    lines: tuple[str, ...] = ()
-    if alert.kind is AlertKind.CRASHED:
-        lines = alert.traceback
-    elif alert.kind is AlertKind.STALLED and alert.last_line:
-        lines = (alert.last_line,)
+    lines = evidence(alert)
     room = limit - len(text) - len(tail) - len("\n<pre></pre>")
     if lines and room > 80:
         text += "\n<pre>" + fit(lambda n: _html(traceback_tail(lines, n)), room) + "</pre>"

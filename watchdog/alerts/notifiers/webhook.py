@@ -6,9 +6,10 @@ import json
 import re
 import string
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from watchdog.alerts.alert import Alert
+from watchdog.alerts.alert import Alert, AlertKind
 from watchdog.alerts.compose import COLOUR, EMOJI, lead, plain_text, traceback_tail
 from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
@@ -91,37 +92,10 @@ def check_template(template: object) -> None:
         raise ValueError(str(exc)) from None
 
 
+# The fields of `flat_fields` a template may name, besides fact_<name> and label_<name>.
 _TEMPLATE_NAMES = [
-    "kind",
-    "title",
-    "launch",
-    "host",
-    "engine",
-    "phase",
-    "incarnation",
-    "severity",
-    "category",
-    "summary",
-    "hint",
-    "ranks",
-    "traceback",
-    "facts",
-    "labels",
-    "time_in_phase_seconds",
-    "time_since_start_seconds",
-    "usual_seconds",
-    "last_line",
-    "detail",
-    "link",
-    "started_at",
-    "ended_at",
-    "resolves",
-    "dedup_key",
-    "text",
-    "lead",
-    "emoji",
-    "colour",
-    "traceback_end",
+    *Alert(AlertKind.READY, "", "", "", "", 1, "", datetime.now(UTC)).to_dict(),
+    *("text", "lead", "emoji", "colour", "traceback_end"),
 ]
 
 

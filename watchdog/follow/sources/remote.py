@@ -27,6 +27,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
+
 __all__ = [
     "DEFAULT_STAT_INTERVAL",
     "IDENTITY_SCRIPT",
@@ -59,7 +61,6 @@ __all__ = [
 # The script waits for that tail (so it is reaped, not a zombie that `kill -0` still finds), whether killed or
 # gone on its own, then kills the stat loop and says E; the second tail (`--pid`) sees the first one gone within
 # STAT_INTERVAL (1 s at most) and exits too: no tail is ever left behind.
-DEFAULT_STAT_INTERVAL = 0.25  # seconds between the stat loop's looks at what the path names
 
 STREAM_SCRIPT = """\
 p=$1 n=$2 iv=$3 tv=$4

@@ -1,0 +1,82 @@
+"""Real launches of today's engines (tests/fixtures/corpus/*/captured-*), followed live at their recorded pace,
+get the verdict their hand-written label gives, as fast as the engine lets anyone know."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.findings import ProcessExited
+from watchdog.core.verdict import build_verdict
+from watchdog.follow.testing import follow_at_pace
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+CAPTURED = sorted(CORPUS.glob("*/captured-*.json"))
+_DECIDED = {"ready": "ready", "crashed": "crashed", "stopped": "stopped"}
+
+
+def _times(label_path: Path) -> list[float]:
+    return [float(t) for t in label_path.with_suffix(".timing").read_text(encoding="utf-8").split()]
+
+
+def _want(label: dict[str, object]) -> tuple[object, ...]:
+    crashed = label["outcome"] == "crashed"
+    return (_DECIDED.get(str(label["outcome"])), label["phase"], label["category"] if crashed else None)
+
+
+def test_captures_are_complete() -> None:
+    """Each captured launch has its log, the time of each of its lines and a label that says how it was run."""
+    for label_path in CAPTURED:
+        label = json.loads(label_path.read_text(encoding="utf-8"))
+        assert label["outcome"] in ("ready", "crashed", "incomplete", "stopped"), label_path.name
+        assert str(label["source"]).startswith("captured "), label_path.name
+        assert "command" in label["captured"]
+        lines = label_path.with_suffix(".log").read_bytes().splitlines()
+        assert len(_times(label_path)) == len(lines), label_path.name
+
+
+@pytest.mark.parametrize("label_path", CAPTURED, ids=lambda p: p.stem)
+def test_captured_launch_live_at_its_pace(label_path: Path) -> None:
+    """Followed live, line by line at the pace the engine wrote them, the launch gets its label's verdict;
+    a crash is called within a second of its error line where the engine's words make it certain."""
+    label = json.loads(label_path.read_text(encoding="utf-8"))
+    run = anyio.run(follow_at_pace, label_path.with_suffix(".log").read_bytes(), _times(label_path))
+    v = run.last  # the daemon's view: it follows on after a first verdict (a crash after ready)
+    if label["outcome"] == "incomplete":
+        assert v is None or v["state"] == "stalled", v
+        assert run.status["phase"] == label["phase"]
+        return
+    assert v is not None, f"no verdict live; status {run.status['state']}"
+    error = v["error"] or {}
+    state = "ready" if v["state"] == "stopped" and label["outcome"] == "ready" else v["state"]
+    got = (state, v["phase"], error.get("category"))
+    assert got == _want(label), error.get("summary")
+    if label["root_cause"]:
+        assert str(label["root_cause"]) in error["summary"]
+
+
+@pytest.mark.parametrize(
+    "label_path", [p for p in CAPTURED if "live" in json.loads(p.read_text())], ids=lambda p: p.stem
+)
+def test_captured_launch_with_its_process_watched(label_path: Path) -> None:
+    """Where the process's end tells more than the log (a SIGKILL with no last words), the verdict with the
+    process watched is the label's `live` one."""
+    label = json.loads(label_path.read_text(encoding="utf-8"))
+    live = label["live"]
+    analyzer = Analyzer()
+    times = _times(label_path)
+    data = label_path.with_suffix(".log").read_bytes()
+    analyzer.feed(data, times[-1] if times else 0.0)
+    analyzer.caught_up(times[-1] if times else 0.0)
+    captured = label["captured"]
+    how = (
+        f"killed by {captured['signal']}" if captured.get("signal") else f"exit status {captured.get('exit')}"
+    )
+    analyzer.probe(ProcessExited(how), (times[-1] if times else 0.0) + 1.0)
+    v = build_verdict(analyzer)
+    got = (v["state"], v["phase"], (v["error"] or {}).get("category"))
+    assert got == (live["outcome"], live["phase"], live.get("category"))
