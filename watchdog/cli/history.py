@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from watchdog.cli.options import UsageParser
 from watchdog.cli.render import write_out
 from watchdog.exceptions import ConfigError, UsageError
-from watchdog.vocabulary import EXIT_CONFIG, EXIT_USAGE, STARTUP_PHASES, State, format_duration
+from watchdog.vocabulary import (
+    DEFAULT_STATE_DIR,
+    EXIT_CONFIG,
+    EXIT_USAGE,
+    STARTUP_PHASES,
+    State,
+    format_duration,
+)
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord
@@ -38,9 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
-        # the default is watchdog.store.DEFAULT_STATE_DIR, not imported here so that `watchdog --help`
-        # does not load anyio and sqlite3
-        help="the daemon's state_dir (default /var/lib/watchdog, as in the config)",
+        help=f"the daemon's state_dir (default {DEFAULT_STATE_DIR}, as in the config)",
     )
     parser.add_argument(
         "--limit",
@@ -55,8 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_history(args: argparse.Namespace) -> int:
     """Run `watchdog history` with parsed arguments; 0, or 64 / 78 for a missing or unreadable state file."""
     import anyio  # noqa: PLC0415 - only when the command runs
-
-    from watchdog.store import DEFAULT_STATE_DIR  # noqa: PLC0415
 
     state_dir = args.state_dir or DEFAULT_STATE_DIR
     try:
