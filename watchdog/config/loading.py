@@ -9,10 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
 from watchdog.config.models import (
     _ENV_NAME,
@@ -29,9 +26,7 @@ from watchdog.config.models import (
     key_path,
 )
 from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import (
-    file_kind,
-)
+from watchdog.vocabulary import file_kind
 
 __all__ = ["load_config", "parse_config"]
 
