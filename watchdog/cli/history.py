@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from watchdog.cli.options import UsageParser
 from watchdog.cli.render import write_out
 from watchdog.exceptions import ConfigError, UsageError
 from watchdog.vocabulary import (
@@ -30,7 +29,7 @@ from watchdog.vocabulary import (
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord
 
-__all__ = ["add_arguments", "format_history", "history_main", "run_history"]
+__all__ = ["add_arguments", "format_history", "run_history"]
 
 DEFAULT_LIMIT = 20  # incarnations shown unless --limit says otherwise
 MAX_CELL = 36  # characters of a cell before it is cut with "…"
@@ -78,13 +77,6 @@ def run_history(args: argparse.Namespace) -> int:
     else:
         write_out(format_history(records, width=shutil.get_terminal_size((120, 24)).columns))
     return 0
-
-
-def history_main(argv: Sequence[str]) -> int:
-    """`watchdog history [LAUNCH] [--state-dir DIR] [--limit N] [--json]`: the arguments after `history`."""
-    parser = UsageParser(prog="watchdog history", description="Past launches: phase durations and facts.")
-    add_arguments(parser)
-    return run_history(parser.parse_args(list(argv)))
 
 
 async def _read(state_dir: str, launch: str | None, limit: int) -> list[IncarnationRecord]:
