@@ -589,10 +589,6 @@ class Config(_Model):
         """The follower spec of launch `name` (see `launch_spec`)."""
         return launch_spec(self, name)
 
-    def launch_specs(self) -> dict[str, LaunchSpec]:
-        """The follower spec of every launch, by name."""
-        return {name: launch_spec(self, name) for name in self.launches}
-
 
 def _check_daemon(daemon: DaemonConfig) -> None:
     if (daemon.tls_cert is None) != (daemon.tls_key is None):
