@@ -594,7 +594,7 @@ def test_launch_spec_from_config(good: Path) -> None:
     assert home.engine is None
     assert home.process is None
     assert home.pid_file == "/run/vllm.pid"  # read on the host at each process check
-    local = config.launch_specs()["local"]
+    local = config.launch_spec("local")
     assert local.target == Target(host=None, user=None, port=None, path="/var/log/llama/server.log")
     assert (
         redacted(config)["launches"]["kimi-ep"]["target"] == "ssh://root@10.1.230.174:2222/data/logs/ep.log"
@@ -654,7 +654,7 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
         monkeypatch.setenv(name, value)
     config = load_config(EXAMPLE)
     assert set(config.launches) == {"kimi-ep", "llama-vllm", "local-llamacpp"}
-    assert config.launch_specs()["llama-vllm"].target.path == "logs/vllm.log"
+    assert config.launch_spec("llama-vllm").target.path == "logs/vllm.log"
     assert check_config_main(EXAMPLE) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["notifiers"]["team"]["url"] == "********** (env:WATCHDOG_TEAM_WEBHOOK)"

@@ -370,8 +370,8 @@ def test_config_gpu_key_reaches_the_spec(tmp_path: Path) -> None:
 
     path = tmp_path / "config.toml"
     path.write_text('[launches.on]\nlog = "/a.log"\ngpu = true\n\n[launches.off]\nlog = "/b.log"\n')
-    specs = load_config(path).launch_specs()
-    assert (specs["on"].gpu, specs["off"].gpu) == (True, False)
+    config = load_config(path)
+    assert (config.launch_spec("on").gpu, config.launch_spec("off").gpu) == (True, False)
 
 
 async def test_daemon_shares_one_sampler_per_host(

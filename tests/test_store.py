@@ -19,7 +19,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from watchdog.alerts.outbox import Outbox
-from watchdog.cli.history import format_history, history_main
+from watchdog.cli.app import main
+from watchdog.cli.history import format_history
 from watchdog.exceptions import ConfigError
 from watchdog.store import (
     DB_NAME,
@@ -470,7 +471,7 @@ def test_history_command_puts_two_configurations_side_by_side(
 ) -> None:
     """`watchdog history` prints each incarnation as a column, newest first, facts and phases across a row."""
     _fill(tmp_path)
-    assert history_main(["--state-dir", str(tmp_path)]) == 0
+    assert main(["history", "--state-dir", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["kimi-mem080", "#1", "kimi-mem085", "#1"]
     cells = [re.split(r"\s{2,}", line.strip()) for line in lines[1:]]
@@ -490,7 +491,7 @@ def test_history_command_puts_two_configurations_side_by_side(
 def test_history_command_filters_and_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`watchdog history LAUNCH --json` prints that launch's incarnations as a JSON list."""
     _fill(tmp_path)
-    assert history_main(["kimi-mem085", "--state-dir", str(tmp_path), "--json"]) == 0
+    assert main(["history", "kimi-mem085", "--state-dir", str(tmp_path), "--json"]) == 0
     [record] = json.loads(capsys.readouterr().out)
     assert record["launch"] == "kimi-mem085"
     assert record["state"] == "crashed"
@@ -508,7 +509,7 @@ def test_history_command_without_state_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`watchdog history` on a directory with no state file exits 64 and says which file it looked for."""
-    assert history_main(["--state-dir", str(tmp_path / "nothing")]) == 64
+    assert main(["history", "--state-dir", str(tmp_path / "nothing")]) == 64
     err = capsys.readouterr().err
     assert "no watchdog state" in err
     assert "--state-dir" in err
@@ -542,7 +543,7 @@ async def test_history_reads_while_the_daemon_writes(
     async with open_store(tmp_path) as store:
         await store.record_transition("kimi", 1, status(STARTED, {"avail_mem_after_weights_gb": 16.3}))
         assert (tmp_path / f"{DB_NAME}-wal").stat().st_size > 0
-        assert await anyio.to_thread.run_sync(history_main, ["--state-dir", str(tmp_path), "--json"]) == 0
+        assert await anyio.to_thread.run_sync(main, ["history", "--state-dir", str(tmp_path), "--json"]) == 0
         [record] = json.loads(capsys.readouterr().out)
         assert (record["launch"], record["state"]) == ("kimi", "loading_weights")
         assert record["phase_durations"] == {"starting": 12.0, "loading_weights": 194.0}

@@ -18,40 +18,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from watchdog.core.analyzer import Analyzer as Analyzer
-    from watchdog.core.framing import Framer as Framer
-    from watchdog.core.framing import Line as Line
-    from watchdog.core.lifecycle import Lifecycle as Lifecycle
-    from watchdog.core.lifecycle import State as State
-    from watchdog.core.lifecycle import Transition as Transition
-    from watchdog.core.rootcause import Error as Error
+    from watchdog.core.analyzer import Analyzer
+    from watchdog.core.framing import Framer, Line
+    from watchdog.core.lifecycle import Lifecycle, State, Transition
+    from watchdog.core.rootcause import Error
     from watchdog.exceptions import (
-        AuthError as AuthError,
+        AuthError,
+        ConfigError,
+        ConnectionLost,
+        DeliveryError,
+        HostKeyError,
+        TargetError,
+        UsageError,
+        WatchdogError,
     )
-    from watchdog.exceptions import (
-        ConfigError as ConfigError,
-    )
-    from watchdog.exceptions import (
-        ConnectionLost as ConnectionLost,
-    )
-    from watchdog.exceptions import (
-        DeliveryError as DeliveryError,
-    )
-    from watchdog.exceptions import (
-        HostKeyError as HostKeyError,
-    )
-    from watchdog.exceptions import (
-        TargetError as TargetError,
-    )
-    from watchdog.exceptions import (
-        UsageError as UsageError,
-    )
-    from watchdog.exceptions import (
-        WatchdogError as WatchdogError,
-    )
-    from watchdog.follow.replay import replay_path as replay_path
-    from watchdog.profiles.loader import load_profile as load_profile
-    from watchdog.profiles.model import Profile as Profile
+    from watchdog.follow.replay import replay_path
+    from watchdog.profiles.loader import load_profile
+    from watchdog.profiles.model import Profile
 
 _EXPORTS = {
     "Analyzer": "watchdog.core.analyzer",

@@ -3,28 +3,5 @@
 
 from __future__ import annotations
 
-from watchdog.follow.follower import (
-    DEFAULT_QUIET,
-    DEFAULT_SETTLE,
-    Clock,
-    Concluded,
-    LaunchFollower,
-    LaunchSpec,
-    MonotonicClock,
-    SourceNoted,
-    Transitioned,
-    Update,
-)
-
-__all__ = [
-    "DEFAULT_QUIET",
-    "DEFAULT_SETTLE",
-    "Clock",
-    "Concluded",
-    "LaunchFollower",
-    "LaunchSpec",
-    "MonotonicClock",
-    "SourceNoted",
-    "Transitioned",
-    "Update",
-]
+from watchdog.follow.follower import *  # noqa: F403
+from watchdog.follow.follower import __all__  # noqa: F401

@@ -44,7 +44,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from watchdog.exceptions import ConfigError, UsageError
-from watchdog.vocabulary import State
+from watchdog.vocabulary import DEFAULT_STATE_DIR, State
 
 __all__ = [
     "DB_NAME",
@@ -63,7 +63,6 @@ __all__ = [
 ]
 
 DB_NAME = "watchdog.sqlite3"
-DEFAULT_STATE_DIR = "/var/lib/watchdog"  # the config's `daemon.state_dir` default (DESIGN.md)
 MAX_INCARNATIONS_PER_LAUNCH = 50  # older incarnations of a launch are pruned
 MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
 # With `write_behind` running: seconds a transition's snapshot may wait, to be written with the others of that
@@ -219,8 +218,6 @@ class IncarnationRecord:
         """Seconds from start to ready: the verdict's own figure, else the sum of the startup phases."""
         if self.verdict and isinstance(self.verdict.get("time_to_ready_seconds"), int | float):
             return float(self.verdict["time_to_ready_seconds"])
-        if not any(t.state == "ready" for t in self.transitions):
-            return None
         total = 0.0
         for t in self.transitions:
             if t.state == "ready":
@@ -228,7 +225,7 @@ class IncarnationRecord:
             if t.duration is None:
                 return None
             total += t.duration
-        return None  # pragma: no cover - the loop returns at "ready"
+        return None  # never ready
 
     def to_json(self) -> dict[str, Any]:
         """As in `watchdog history --json`."""
@@ -387,6 +384,10 @@ class StateStore:
     def _write(self, fn: Callable[[], _T]) -> _T:
         """Run `fn` in one transaction (in the worker thread)."""
         return transaction(self._conn, fn)
+
+    async def _execute(self, sql: str, parameters: tuple[Any, ...]) -> None:
+        """One statement in a transaction of its own."""
+        await self._run(lambda: self._write(lambda: self._conn.execute(sql, parameters)))
 
     async def flush(self) -> None:
         """Write what waits to be written (`write_behind`'s transitions and checkpoints)."""
@@ -609,23 +610,15 @@ class StateStore:
 
     async def add_silence(self, launch: str, until: float) -> None:
         """Hold `launch`'s alerts until unix time `until` (replaces an earlier silence of it)."""
-        await self._run(
-            lambda: self._write(
-                lambda: self._conn.execute(
-                    "INSERT INTO silences (launch, until) VALUES (?, ?)"
-                    " ON CONFLICT (launch) DO UPDATE SET until = excluded.until",
-                    (launch, until),
-                )
-            )
+        await self._execute(
+            "INSERT INTO silences (launch, until) VALUES (?, ?)"
+            " ON CONFLICT (launch) DO UPDATE SET until = excluded.until",
+            (launch, until),
         )
 
     async def remove_silence(self, launch: str) -> None:
         """End `launch`'s silence."""
-        await self._run(
-            lambda: self._write(
-                lambda: self._conn.execute("DELETE FROM silences WHERE launch = ?", (launch,))
-            )
-        )
+        await self._execute("DELETE FROM silences WHERE launch = ?", (launch,))
 
     async def silences(self, now: float | None = None) -> dict[str, float]:
         """The silences still running at unix time `now` (default: now), by launch; expired ones are dropped."""
@@ -771,27 +764,21 @@ def _setup(conn: sqlite3.Connection, where: str, readonly: bool) -> None:
         return
     if version == SCHEMA_VERSION:
         return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        conn.execute(
-            "INSERT INTO schema_version (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version)"
-        )
-        # Read again inside the transaction: another process may have migrated meanwhile.
-        version = int(conn.execute("SELECT version FROM schema_version").fetchone()[0])
-        for script in MIGRATIONS[version:]:
-            for statement in _statements(script):
-                conn.execute(statement)
-        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    transaction(conn, lambda: _migrate(conn))
 
 
-def _statements(script: str) -> list[str]:
-    """A migration's statements (executescript would commit the open transaction first)."""
-    return [s for s in script.split(";") if s.strip()]
+def _migrate(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    conn.execute(
+        "INSERT INTO schema_version (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version)"
+    )
+    # Read again inside the transaction: another process may have migrated meanwhile.
+    version = int(conn.execute("SELECT version FROM schema_version").fetchone()[0])
+    for script in MIGRATIONS[version:]:
+        # statement by statement: executescript would commit the open transaction first
+        for statement in (s for s in script.split(";") if s.strip()):
+            conn.execute(statement)
+    conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
 
 def transaction(conn: sqlite3.Connection, fn: Callable[[], _T]) -> _T:

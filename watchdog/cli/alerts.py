@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from watchdog.alerts.alert import AlertKind
 from watchdog.exceptions import DeliveryError, UsageError
-from watchdog.vocabulary import EXIT_UNREACHABLE, format_duration
+from watchdog.vocabulary import DEFAULT_STATE_DIR, EXIT_UNREACHABLE, format_duration
 
 if TYPE_CHECKING:
     from watchdog.alerts.notifiers import Alert
@@ -61,7 +61,7 @@ def _where(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--config", type=Path, metavar="FILE", help="the daemon's config (its state_dir)")
     group.add_argument(
-        "--state-dir", metavar="DIR", help="the daemon's state_dir (default /var/lib/watchdog)"
+        "--state-dir", metavar="DIR", help=f"the daemon's state_dir (default {DEFAULT_STATE_DIR})"
     )
 
 
@@ -70,7 +70,7 @@ def run_silence(args: argparse.Namespace) -> int:
     import anyio  # noqa: PLC0415 - not for `watchdog --help`
 
     from watchdog.config.loading import load_config  # noqa: PLC0415
-    from watchdog.store import DEFAULT_STATE_DIR, open_store  # noqa: PLC0415
+    from watchdog.store import open_store  # noqa: PLC0415
     from watchdog.vocabulary import parse_duration  # noqa: PLC0415
 
     state_dir = args.state_dir or DEFAULT_STATE_DIR

@@ -26,6 +26,8 @@ from watchdog.cli.options import (
     webhook_url,
 )
 from watchdog.vocabulary import (
+    DEFAULT_GPU_INTERVAL,
+    DEFAULT_STALL_AFTER,
     ENGINE_CHOICES,
     EXIT_CONFIG,
     EXIT_CRASHED,
@@ -163,9 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument(
         "--stall-after",
         type=duration,
-        default=600.0,
+        default=DEFAULT_STALL_AFTER,
         metavar="S",
-        help="stalled after S s without progress (default 600)",
+        help=f"stalled after S s without progress (default {DEFAULT_STALL_AFTER:g})",
     )
     watch.add_argument(
         "--notify",
@@ -191,9 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument(
         "--gpu-interval",
         type=duration,
-        default=5.0,
+        default=DEFAULT_GPU_INTERVAL,
         metavar="S",
-        help="seconds between GPU polls (default 5)",
+        help=f"seconds between GPU polls (default {DEFAULT_GPU_INTERVAL:g})",
     )
     watch.add_argument("--identity", type=Path, help="SSH private key")
     watch.add_argument("--known-hosts", type=Path, help="known_hosts file (default ~/.ssh/known_hosts)")

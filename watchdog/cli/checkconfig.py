@@ -14,9 +14,7 @@ from watchdog.config.loading import load_config
 from watchdog.config.models import Config
 from watchdog.config.reference import config_json_schema, config_reference_markdown
 from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import (
-    EXIT_CONFIG,
-)
+from watchdog.vocabulary import EXIT_CONFIG
 
 __all__ = ["check_config_main", "config_schema_main", "config_warnings"]
 

@@ -27,7 +27,7 @@ from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan
 from watchdog.exceptions import UsageError
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import parse_target
-from watchdog.vocabulary import split_listen
+from watchdog.vocabulary import DEFAULT_STALL_AFTER, split_listen
 
 __all__ = ["DEMO_LAUNCHES", "run_demo"]
 
@@ -43,7 +43,7 @@ class DemoLaunch:
     name: str
     log: str
     expect: State
-    stall_after: float | None = None
+    stall_after: float = DEFAULT_STALL_AFTER
 
 
 DEMO_LAUNCHES = (
@@ -76,7 +76,7 @@ async def _demo(forever: bool, listen: tuple[str, int]) -> int:
                 LaunchSpec(
                     name=d.name,
                     target=parse_target(str(paths[d.name])),
-                    stall_after=d.stall_after or 600.0,
+                    stall_after=d.stall_after,
                 ),
                 alerts=(alerts,),
             )

@@ -15,15 +15,21 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from watchdog.cli.options import UsageParser
 from watchdog.cli.render import write_out
 from watchdog.exceptions import ConfigError, UsageError
-from watchdog.vocabulary import EXIT_CONFIG, EXIT_USAGE, STARTUP_PHASES, State, format_duration
+from watchdog.vocabulary import (
+    DEFAULT_STATE_DIR,
+    EXIT_CONFIG,
+    EXIT_USAGE,
+    STARTUP_PHASES,
+    State,
+    format_duration,
+)
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord
 
-__all__ = ["add_arguments", "format_history", "history_main", "run_history"]
+__all__ = ["add_arguments", "format_history", "run_history"]
 
 DEFAULT_LIMIT = 20  # incarnations shown unless --limit says otherwise
 MAX_CELL = 36  # characters of a cell before it is cut with "…"
@@ -38,9 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
-        # the default is watchdog.store.DEFAULT_STATE_DIR, not imported here so that `watchdog --help`
-        # does not load anyio and sqlite3
-        help="the daemon's state_dir (default /var/lib/watchdog, as in the config)",
+        help=f"the daemon's state_dir (default {DEFAULT_STATE_DIR}, as in the config)",
     )
     parser.add_argument(
         "--limit",
@@ -55,8 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_history(args: argparse.Namespace) -> int:
     """Run `watchdog history` with parsed arguments; 0, or 64 / 78 for a missing or unreadable state file."""
     import anyio  # noqa: PLC0415 - only when the command runs
-
-    from watchdog.store import DEFAULT_STATE_DIR  # noqa: PLC0415
 
     state_dir = args.state_dir or DEFAULT_STATE_DIR
     try:
@@ -75,13 +77,6 @@ def run_history(args: argparse.Namespace) -> int:
     else:
         write_out(format_history(records, width=shutil.get_terminal_size((120, 24)).columns))
     return 0
-
-
-def history_main(argv: Sequence[str]) -> int:
-    """`watchdog history [LAUNCH] [--state-dir DIR] [--limit N] [--json]`: the arguments after `history`."""
-    parser = UsageParser(prog="watchdog history", description="Past launches: phase durations and facts.")
-    add_arguments(parser)
-    return run_history(parser.parse_args(list(argv)))
 
 
 async def _read(state_dir: str, launch: str | None, limit: int) -> list[IncarnationRecord]:

@@ -7,11 +7,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from watchdog.follow.sources.sshpool import SSHOptions
 
-from watchdog.config.models import (
-    SECRET_SHOWN,
-    Config,
-    launch_spec,
-)
+from watchdog.config.models import SECRET_SHOWN, Config, launch_spec
 
 __all__ = ["redacted", "ssh_options"]
 

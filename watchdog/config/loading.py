@@ -9,10 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
 from watchdog.config.models import (
     _ENV_NAME,
@@ -29,9 +26,7 @@ from watchdog.config.models import (
     key_path,
 )
 from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import (
-    file_kind,
-)
+from watchdog.vocabulary import file_kind
 
 __all__ = ["load_config", "parse_config"]
 
@@ -218,24 +213,23 @@ def _explain(error: Any) -> str:
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:
     """The model class of the table at `loc` (the table names in hosts/launches/notifiers skipped)."""
-    sections: dict[str, type[BaseModel]] = {
-        "daemon": DaemonConfig,
-        "hosts": HostConfig,
-        "launches": LaunchConfig,
-        "notifiers": NotifierConfig,
-    }
     if not loc:
         return Config
-    if loc[0] == "daemon":
-        return DaemonConfig if len(loc) == 1 else None
-    model = sections.get(str(loc[0]))
-    if model is None or len(loc) == 1:
+    model = _SECTIONS.get(str(loc[0]))
+    depth = 1 if model is DaemonConfig else 2  # [daemon], else [hosts.NAME], [launches.NAME], ...
+    if model is None or len(loc) < depth:
         return None
-    if len(loc) == 2:
+    if len(loc) == depth:
         return model
-    if model is LaunchConfig and loc[2:] == ("deadlines",):
-        return Deadlines
-    return None
+    return Deadlines if model is LaunchConfig and loc[2:] == ("deadlines",) else None
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "daemon": DaemonConfig,
+    "hosts": HostConfig,
+    "launches": LaunchConfig,
+    "notifiers": NotifierConfig,
+}
 
 
 def _allowed_keys(loc: Loc) -> list[str]:

@@ -14,7 +14,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -124,6 +124,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang the loader
 
 
+_N = TypeVar("_N", int, float)
 Loc = tuple[str | int, ...]  # a key's place: ("launches", "kimi-ep", "notify", 0)
 
 
@@ -137,12 +138,6 @@ _KeyProblem = ConfigRuleError
 def _check_name(value: str) -> str:
     if not _NAME.match(value):
         raise ValueError(f"{value!r} is not a valid name: use {_NAMES}")
-    return value
-
-
-def _check_port(value: int) -> int:
-    if not 0 < value < 65536:
-        raise ValueError(f"{value} is not a port: give a number from 1 to 65535")
     return value
 
 
@@ -162,10 +157,15 @@ def _check_ssh_word(value: str) -> str:
     return value
 
 
-def _check_channels(value: int) -> int:
-    if not 0 < value <= MAX_CHANNELS_LIMIT:
-        raise ValueError(f"{value} is not allowed: give a number of channels from 1 to {MAX_CHANNELS_LIMIT}")
-    return value
+def _within(low: float, high: float, problem: str) -> AfterValidator:
+    """A range check: out of [low, high], `problem` formatted with the value is the error."""
+
+    def check(value: _N) -> _N:
+        if not low <= value <= high:
+            raise ValueError(problem.format(value))
+        return value
+
+    return AfterValidator(check)
 
 
 def _one_of(what: str, allowed: tuple[str, ...]) -> AfterValidator:
@@ -229,7 +229,7 @@ Duration = Annotated[
 Name = Annotated[StrictStr, AfterValidator(_check_name)]
 Port = Annotated[
     StrictInt,
-    AfterValidator(_check_port),
+    _within(1, 65535, "{} is not a port: give a number from 1 to 65535"),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": 65535}),
 ]
 AbsPath = Annotated[StrictStr, AfterValidator(_check_path), Field(json_schema_extra={"format": "path"})]
@@ -327,12 +327,21 @@ class HostConfig(_Model):
     jump_host: Name | None = Field(
         default=None, description="another [hosts] entry to connect through (ProxyJump)"
     )
-    max_channels: Annotated[StrictInt, AfterValidator(_check_channels)] = Field(
+    max_channels: Annotated[
+        StrictInt,
+        _within(
+            1,
+            MAX_CHANNELS_LIMIT,
+            f"{{}} is not allowed: give a number of channels from 1 to {MAX_CHANNELS_LIMIT}",
+        ),
+    ] = Field(
         default=DEFAULT_MAX_CHANNELS,
         json_schema_extra={"minimum": 1, "maximum": MAX_CHANNELS_LIMIT},
         description="channels opened on one connection before another is opened (sshd MaxSessions)",
     )
-    stat_interval: Annotated[Duration, AfterValidator(_check_stat_interval)] = Field(
+    stat_interval: Annotated[
+        Duration, _within(0.05, 60.0, "{:g}s is out of range: give a duration from 0.05s to 1m")
+    ] = Field(
         default=DEFAULT_STAT_INTERVAL,
         description="how often each log's reader on the host looks at what the log's path names where inotify "
         "cannot tell it (NFS, say; at most every 1 s), and samples the old file during a rotation (0.05 s to "
@@ -396,9 +405,9 @@ class LaunchConfig(_Model):
         description="a phase longer than learned_factor x the p95 of its past durations (and than its "
         "deadline) is stalled, once the launch has history",
     )
-    learned_factor: Annotated[float, AfterValidator(_check_factor)] = Field(
-        default=LEARN_FACTOR, description="how many times its usual p95 a phase may take (1 to 100)"
-    )
+    learned_factor: Annotated[
+        float, _within(1.0, 100.0, "{} is out of range: give a factor from 1 to 100")
+    ] = Field(default=LEARN_FACTOR, description="how many times its usual p95 a phase may take (1 to 100)")
     notify: tuple[Name, ...] = Field(default=(), description="[notifiers] entries told of each verdict")
     labels: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_labels)] = Field(
         default_factory=dict, description="extra labels for metrics and /status"
@@ -441,7 +450,9 @@ class NotifierConfig(_Model):
         "error (unreachable), critical (crashed); a resolution goes with its problem",
         json_schema_extra={"enum": list(SEVERITIES)},
     )
-    rate_limit: Annotated[StrictInt, AfterValidator(_check_rate)] = Field(
+    rate_limit: Annotated[
+        StrictInt, _within(1, 10_000, "{} is out of range: give alerts per minute from 1 to 10000")
+    ] = Field(
         default=DEFAULT_RATE_LIMIT,
         description="alerts per minute at most; more wait their turn in the outbox (none is dropped)",
     )
@@ -491,36 +502,10 @@ class NotifierConfig(_Model):
         return out
 
 
-_OPTION_KEYS = (
-    "channel",
-    "username",
-    "icon_url",
-    "chat_id",
-    "message_thread_id",
-    "token",
-    "priority",
-    "routing_key",
-    "template",
-    "content_type",
+# The service options a notifier table may hold: those some kind reads besides its URL.
+_OPTION_KEYS = sorted(
+    set().union(*(required | optional for required, optional in notifier_kinds.OPTIONS.values()))
 )
-
-
-def _check_stat_interval(value: float) -> float:
-    if not 0.05 <= value <= 60.0:
-        raise ValueError(f"{value:g}s is out of range: give a duration from 0.05s to 1m")
-    return value
-
-
-def _check_factor(value: float) -> float:
-    if not 1.0 <= value <= 100.0:
-        raise ValueError(f"{value} is out of range: give a factor from 1 to 100")
-    return value
-
-
-def _check_rate(value: int) -> int:
-    if not 1 <= value <= 10_000:
-        raise ValueError(f"{value} is out of range: give alerts per minute from 1 to 10000")
-    return value
 
 
 def _check_notifier(name: str, notifier: NotifierConfig) -> None:
@@ -603,10 +588,6 @@ class Config(_Model):
     def launch_spec(self, name: str) -> LaunchSpec:
         """The follower spec of launch `name` (see `launch_spec`)."""
         return launch_spec(self, name)
-
-    def launch_specs(self) -> dict[str, LaunchSpec]:
-        """The follower spec of every launch, by name."""
-        return {name: launch_spec(self, name) for name in self.launches}
 
 
 def _check_daemon(daemon: DaemonConfig) -> None:

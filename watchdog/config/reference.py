@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-)
+from pydantic import BaseModel
 
 from watchdog.config.models import (
     Config,

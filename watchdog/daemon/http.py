@@ -38,7 +38,8 @@ from prometheus_client import generate_latest
 from watchdog.daemon.metrics import DaemonStats, registry_for
 from watchdog.daemon.statuspage import render_page
 from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import is_loopback
+from watchdog.vocabulary import DEFAULT_LISTEN as _LISTEN
+from watchdog.vocabulary import is_loopback, split_listen
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -51,7 +52,7 @@ __all__ = [
 
 log = structlog.get_logger("watchdog.http")
 
-DEFAULT_LISTEN = ("127.0.0.1", 9469)
+DEFAULT_LISTEN = split_listen(_LISTEN)
 SHUTDOWN_TIMEOUT = 2.0  # seconds open requests get to finish when the daemon stops
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # what every Prometheus version parses
 _OPEN_PATHS = frozenset({"/healthz"})

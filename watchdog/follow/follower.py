@@ -43,9 +43,7 @@ from watchdog.follow.sources import (
 )
 from watchdog.follow.spec import DEFAULT_QUIET, DEFAULT_SETTLE, LaunchSpec
 from watchdog.follow.wakeup import wake_up
-from watchdog.vocabulary import (
-    State,
-)
+from watchdog.vocabulary import VERDICTS, State
 
 if TYPE_CHECKING:
     from watchdog.follow.checkpoint import Checkpointer, Checkpoints
@@ -72,7 +70,6 @@ READY_CONFIRM = 2.0
 CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
 CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
 UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
-VERDICTS = frozenset({State.READY, State.CRASHED, State.STALLED, State.STOPPED})
 
 
 @dataclass(frozen=True)

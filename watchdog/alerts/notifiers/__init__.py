@@ -10,24 +10,13 @@ async with open_client() as client:                    # watchdog.alerts.deliver
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 from watchdog.alerts.alert import SEVERITY, Alert, AlertKind
 from watchdog.alerts.compose import plain_text
 from watchdog.alerts.message import Message, Options, target_url
-from watchdog.alerts.notifiers import (
-    alertmanager,
-    discord,
-    google_chat,
-    mattermost,
-    ntfy,
-    pagerduty,
-    slack,
-    teams,
-    telegram,
-    webhook,
-)
 from watchdog.exceptions import DeliveryError
 
 __all__ = [
@@ -47,23 +36,9 @@ __all__ = [
 
 Builder = Callable[[Alert, Options], Message | None]
 
-# The notifier kinds of the config's `kind = ...`, each to the function that lays out its message.
-KINDS: Mapping[str, Builder] = MappingProxyType(
-    {
-        "slack": slack.build,
-        "discord": discord.build,
-        "teams": teams.build,
-        "mattermost": mattermost.build,
-        "google_chat": google_chat.build,
-        "telegram": telegram.build,
-        "ntfy": ntfy.build,
-        "pagerduty": pagerduty.build,
-        "webhook": webhook.build,
-        "alertmanager": alertmanager.build,
-    }
-)
-
-# The options each kind reads besides its URL: (required, optional). For the config's validation.
+# The notifier kinds of the config's `kind = ...`, each with the options it reads besides its URL:
+# (required, optional), for the config's validation. Each kind is the module here that lays out its
+# message (its `build`), imported when first used: validating a config loads none of them.
 OPTIONS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxyType(
     {
         "slack": (frozenset(), frozenset()),
@@ -78,6 +53,7 @@ OPTIONS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxyType(
         "alertmanager": (frozenset(), frozenset()),
     }
 )
+KINDS = tuple(OPTIONS)
 # Options that are secrets: accepted as env:NAME / file:/path, redacted, never shown in an error.
 SECRET_OPTIONS = frozenset({"routing_key", "token"})
 
@@ -92,10 +68,10 @@ def build_message(kind: str, alert: Alert, options: Options | None = None) -> Me
     Raises:
         DeliveryError: an unknown kind, a required option missing, or a template that cannot be filled.
     """
-    builder = KINDS.get(kind)
-    if builder is None:
+    if kind not in OPTIONS:
         raise DeliveryError(f"unknown notifier kind {kind!r}; known: {', '.join(KINDS)}")
-    return builder(alert, options or {})
+    build: Builder = importlib.import_module(f"{__name__}.{kind}").build
+    return build(alert, options or {})
 
 
 def secret_values(options: Options) -> Iterable[str]:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import anyio
 
@@ -50,7 +51,6 @@ __all__ = [
     "DEFAULT_SAMPLER_INTERVAL",
     "HostGpuSampler",
     "HostReading",
-    "HostSubscription",
     "LaunchGpuSample",
     "LaunchMemoryTrend",
     "Subscription",
@@ -61,6 +61,7 @@ __all__ = [
 ]
 
 DEFAULT_SAMPLER_INTERVAL = DEFAULT_GPU_INTERVAL
+T = TypeVar("T")
 _TIMEOUT = 10.0  # seconds one reading may take on the host
 _MARK = "@@watchdog-gpu"  # starts the section lines of the script's output (no CSV row or number does)
 
@@ -233,47 +234,26 @@ class _Taken:
     reading: HostReading | None  # None: the host could not be reached
 
 
-class Subscription:
-    """One launch's feed of samples: `async for sample in subscription` (ends if the host has no nvidia-smi)."""
+class Subscription(Generic[T]):
+    """A feed of samples: `async for sample in subscription`, one per reading taken after it subscribed (ends
+    if the host has no nvidia-smi). `pick` takes what a reading holds for this subscriber, None: nothing."""
 
-    def __init__(self, sampler: HostGpuSampler, pid: int | None, pattern: str | None, seen: int) -> None:
+    def __init__(self, sampler: HostGpuSampler, seen: int, pick: Callable[[HostReading], T | None]) -> None:
         self.sampler = sampler
-        self.pid = pid
-        self.pattern = pattern
         self._seen = seen
+        self._pick = pick
 
-    def __aiter__(self) -> Subscription:
+    def __aiter__(self) -> Subscription[T]:
         return self
 
-    async def __anext__(self) -> LaunchGpuSample:
+    async def __anext__(self) -> T:
         while True:
             taken = await self.sampler._next(self._seen)
             if taken is None:
                 raise StopAsyncIteration
             self._seen = taken.number
-            if taken.reading is not None and taken.reading.apps is not None:
-                return attribute(taken.reading, pid=self.pid, pattern=self.pattern)
-
-
-class HostSubscription:
-    """A host-wide feed: `async for gpus in subscription`, every GPU of the host at each reading (see
-    `HostGpuSampler.subscribe_host`; ends if the host has no nvidia-smi)."""
-
-    def __init__(self, sampler: HostGpuSampler, seen: int) -> None:
-        self.sampler = sampler
-        self._seen = seen
-
-    def __aiter__(self) -> HostSubscription:
-        return self
-
-    async def __anext__(self) -> list[GpuSample]:
-        while True:
-            taken = await self.sampler._next(self._seen)
-            if taken is None:
-                raise StopAsyncIteration
-            self._seen = taken.number
-            if taken.reading is not None and taken.reading.gpus:
-                return list(taken.reading.gpus)
+            if taken.reading is not None and (picked := self._pick(taken.reading)) is not None:
+                return picked
 
 
 class HostGpuSampler:
@@ -321,7 +301,9 @@ class HostGpuSampler:
         return self._subscribers
 
     @contextmanager
-    def subscribe(self, *, pid: int | None = None, pattern: str | None = None) -> Iterator[Subscription]:
+    def subscribe(
+        self, *, pid: int | None = None, pattern: str | None = None
+    ) -> Iterator[Subscription[LaunchGpuSample]]:
         """Subscribe a launch by its pid or `pgrep -f` pattern (or neither: all GPU processes of the host).
 
         Its first sample comes from the first reading taken after it subscribed.
@@ -336,7 +318,13 @@ class HostGpuSampler:
         if pattern is not None:
             self._patterns[pattern] += 1
         try:
-            yield Subscription(self, pid, pattern, self.readings)
+            yield Subscription(
+                self,
+                self.readings,
+                lambda reading: (
+                    None if reading.apps is None else attribute(reading, pid=pid, pattern=pattern)
+                ),
+            )
         finally:
             self._subscribers -= 1
             if pattern is not None:
@@ -345,12 +333,14 @@ class HostGpuSampler:
                     del self._patterns[pattern]
 
     @contextmanager
-    def subscribe_host(self) -> Iterator[HostSubscription]:
+    def subscribe_host(self) -> Iterator[Subscription[list[GpuSample]]]:
         """Subscribe to the memory of every GPU of the host (`watch --gpu`), from the first reading taken after."""
         self._subscribers += 1
         self._host_wide += 1
         try:
-            yield HostSubscription(self, self.readings)
+            yield Subscription(
+                self, self.readings, lambda reading: list(reading.gpus) if reading.gpus else None
+            )
         finally:
             self._subscribers -= 1
             self._host_wide -= 1

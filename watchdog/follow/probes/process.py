@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
@@ -102,18 +103,22 @@ def _local_pid_alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
-class LocalProcessProbe:
-    """A process on this machine, by pid (`kill -0`), pid file (read at each check, so a restarted server's
-    new pid is followed) or command-line pattern (`pgrep -f`)."""
+@dataclass(frozen=True, kw_only=True)
+class _Named:
+    """The process, by exactly one of `pid`, `pattern` (a `pgrep -f` regex) and `pid_file` (read at each
+    check, so a restarted server's new pid is followed)."""
 
-    def __init__(
-        self, *, pid: int | None = None, pattern: str | None = None, pid_file: str | None = None
-    ) -> None:
-        """Name the process by exactly one of `pid`, `pattern` (a `pgrep -f` regex) and `pid_file`."""
-        _check_spec(pid, pattern, pid_file)
-        self.pid = pid
-        self.pattern = pattern
-        self.pid_file = pid_file
+    pid: int | None = None
+    pattern: str | None = None
+    pid_file: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_spec(self.pid, self.pattern, self.pid_file)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalProcessProbe(_Named):
+    """A process on this machine, by pid (`kill -0`), pid file or command-line pattern (`pgrep -f`)."""
 
     async def alive(self) -> bool:
         """True while the process exists (a zombie counts as gone; a pid file without a pid: unknown, True)."""
@@ -132,30 +137,15 @@ class LocalProcessProbe:
         return bool(pids - {os.getpid()})
 
 
-class SSHProcessProbe:
-    """A process on a remote host, checked over the host's shared SSH connection."""
+@dataclass(frozen=True, kw_only=True)
+class SSHProcessProbe(_Named):
+    """A process on a remote host, checked over the host's shared SSH connection (the pid file is read on the
+    host)."""
 
-    def __init__(
-        self,
-        pool: SSHPool,
-        host: str,
-        *,
-        port: int | None = None,
-        user: str | None = None,
-        pid: int | None = None,
-        pattern: str | None = None,
-        pid_file: str | None = None,
-    ) -> None:
-        """Name the host, and the process by exactly one of `pid`, `pattern` (`pgrep -f`) and `pid_file`
-        (read on the host at each check)."""
-        _check_spec(pid, pattern, pid_file)
-        self.pid_file = pid_file
-        self.pool = pool
-        self.host = host
-        self.port = port
-        self.user = user
-        self.pid = pid
-        self.pattern = pattern
+    pool: SSHPool = field(kw_only=False)
+    host: str = field(kw_only=False)
+    port: int | None = None
+    user: str | None = None
 
     async def alive(self) -> bool:
         """True while the process exists on the host.

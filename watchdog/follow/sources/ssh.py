@@ -150,18 +150,22 @@ class SSHSource:
             HostKeyError, AuthError: as from the pool.
         """
         command = identity_command(self.path, offset, window=IDENTITY_WINDOW)
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.connect_attempts),
-            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
-            retry=retry_if_exception_type(ConnectionLost),
-            sleep=anyio.sleep,
-            reraise=True,
-        )
-        result: asyncssh.SSHCompletedProcess = await retrying(
+        result: asyncssh.SSHCompletedProcess = await _retrying(stop_after_attempt(self.connect_attempts))(
             self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
         )
         stdout = result.stdout
         return parse_identity(stdout, offset) if isinstance(stdout, bytes) else None
+
+
+def _retrying(stop: stop_base) -> AsyncRetrying:
+    """Tries again what lost its connection, after a jittered exponential pause, until `stop`."""
+    return AsyncRetrying(
+        stop=stop,
+        wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
+        retry=retry_if_exception_type(ConnectionLost),
+        sleep=anyio.sleep,
+        reraise=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -291,14 +295,7 @@ class _Follower:
         src = self.src
         attempts = src.connect_attempts if first else src.reconnect_attempts
         stop: stop_base = stop_never if attempts is None else stop_after_attempt(attempts)
-        retrying = AsyncRetrying(
-            stop=stop,
-            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
-            retry=retry_if_exception_type(ConnectionLost),
-            sleep=anyio.sleep,
-            reraise=True,
-        )
-        await retrying(src.pool.connect, src.host, port=src.port, user=src.user)
+        await _retrying(stop)(src.pool.connect, src.host, port=src.port, user=src.user)
         self.connected = True
         self.out.append(Connected(src.host))
 

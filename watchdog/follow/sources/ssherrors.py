@@ -1,9 +1,9 @@
 """The one place where asyncssh, OS and TLS errors become watchdog's (`watchdog.exceptions`).
 
 In the style of httpx's `map_httpcore_exceptions`: the SSH pool, the SSH source and the probes run their
-asyncssh calls inside `translate_ssh_errors(where, step)` (a TLS handshake inside `translate_tls_errors`),
-and what comes out is either one of our errors or an error that is none of these (a bug: it passes
-through). What each error means depends on the step it broke:
+asyncssh calls inside `translate_ssh_errors(where, step)` (the health probe hands its ssl errors to
+`map_tls_error`), and what comes out is either one of our errors or an error that is none of these (a bug:
+it passes through). What each error means depends on the step it broke:
 
 | error                                   | step          | becomes                                      |
 |-----------------------------------------|---------------|----------------------------------------------|
@@ -42,7 +42,7 @@ from watchdog.exceptions import (
     WatchdogError,
 )
 
-__all__ = ["Step", "map_ssh_error", "map_tls_error", "translate_ssh_errors", "translate_tls_errors"]
+__all__ = ["Step", "map_ssh_error", "map_tls_error", "translate_ssh_errors"]
 
 Step = Literal["identity", "connect", "session", "run", "forward"]
 
@@ -160,15 +160,3 @@ def map_tls_error(exc: BaseException, url: str, *, host: str | None = None) -> T
         if code == "WRONG_VERSION_NUMBER":
             reason += " (is it a plain http port?)"
     return TLSError(url, reason, host=host)
-
-
-@contextmanager
-def translate_tls_errors(url: str, *, host: str | None = None) -> Iterator[None]:
-    """Raise an ssl error of the block (a TLS handshake, say) as a `TLSError` that says the problem."""
-    try:
-        yield
-    except ssl.SSLError as exc:
-        mapped = map_tls_error(exc, url, host=host)
-        if mapped is None:
-            raise
-        raise mapped from exc
