@@ -96,7 +96,10 @@ def scenarios(m: str, port: int) -> list[Scenario]:
         Scenario("ngl-on-cpu-build", [*tiny, "--n-gpu-layers", "99"], request=True),
         Scenario("lora-missing", [*tiny, "--lora", f"{m}/no-such-lora.gguf"]),
         Scenario("lora-not-an-adapter", [*tiny, "--lora", f"{m}/tiny.gguf"]),
-        Scenario("draft-vocab-mismatch", [*tiny, "--model-draft", f"{m}/othervocab.gguf"]),
+        Scenario("draft-vocab-mismatch", [*tiny, "--model-draft", f"{m}/othervocab.gguf"], request=True),
+        Scenario("mmproj-missing", [*tiny, "--mmproj", f"{m}/no-such-mmproj.gguf"]),
+        # no route to Hugging Face here: the download fails before anything is loaded
+        Scenario("hf-download-offline", ["-hf", "ggml-org/models-tiny-test-GGUF", *base], timeout=90),
         Scenario("bad-chat-template", [*tiny, "--jinja", "--chat-template", "{{ messages[0 }}"]),
         Scenario("context-over-train", [*tiny, "--ctx-size", "16384"], request=True),
     ]
@@ -147,6 +150,9 @@ def gpu_hog(hog: str, leave_mib: int) -> Iterator[None]:
 def held_port(port: int) -> Iterator[None]:
     """Listen on 127.0.0.1:port for the duration, as an earlier server that is still running would."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(
+        socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+    )  # the last launch's connections may be in TIME_WAIT
     s.bind(("127.0.0.1", port))
     s.listen(1)
     try:
