@@ -102,6 +102,13 @@ def scenarios(m: str, port: int) -> list[Scenario]:
         Scenario("hf-download-offline", ["-hf", "ggml-org/models-tiny-test-GGUF", *base], timeout=90),
         Scenario("bad-chat-template", [*tiny, "--jinja", "--chat-template", "{{ messages[0 }}"]),
         Scenario("context-over-train", [*tiny, "--ctx-size", "16384"], request=True),
+        Scenario("model-bad-rope", ["-m", f"{m}/badrope.gguf", *base]),
+        # head_count_kv 3 does not divide head_count 4: a GGML_ASSERT while the first graph is built (SIGABRT)
+        Scenario("assert-bad-heads", ["-m", f"{m}/badheads.gguf", *base]),
+        # a 60 MB address space: the HTTP server's threads cannot be created (std::system_error, SIGABRT)
+        Scenario("thread-create-fails", tiny, ulimit_v_kib=60000),
+        # the model path is a FIFO nobody writes to: the loader blocks forever; stopped by the timeout's SIGTERM
+        Scenario("hang-model-fifo", ["-m", f"{m}/fifo.gguf", *base], timeout=45),
     ]
 
 
@@ -261,8 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         "--version-note", default="llama-cpp-python 0.3.36 sdist (vendored ggml-org/llama.cpp@0c1e57098)"
     )
     args = ap.parse_args(argv)
-    if not (args.models / "big.gguf").exists():
+    if not (args.models / "badrope.gguf").exists():
         tiny_gguf.main(["--out", str(args.models), "--gguf-py", str(args.gguf_py)])
+    if not (args.models / "fifo.gguf").exists():
+        os.mkfifo(args.models / "fifo.gguf")
     versions = {"llama-server": server_version(args.server), "source": args.version_note}
     table = cuda_scenarios if args.device == "cuda" else scenarios
     for sc in table(str(args.models), args.port):

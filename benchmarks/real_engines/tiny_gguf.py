@@ -83,6 +83,8 @@ def write(
     n_layer: int = 2,
     n_ff: int | None = None,
     n_head: int = 4,
+    n_head_kv: int | None = None,
+    rope_dims: int | None = None,
     dtype: type = np.float32,
     ctx: int = 4096,
     skip_keys: tuple[str, ...] = (),
@@ -95,6 +97,8 @@ def write(
     """Write one llama-style GGUF; the keyword arguments make the broken variants."""
     rng = np.random.default_rng(seed)
     n_ff = n_ff or 4 * n_embd
+    n_head_kv = n_head_kv or n_head
+    n_embd_kv = n_embd // n_head * n_head_kv
     tokens, scores, types = vocab(vocab_extra, vocab_word)
     n_vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), arch)  # type: ignore[attr-defined]
@@ -105,8 +109,8 @@ def write(
         "block_count": lambda: w.add_block_count(n_layer),
         "feed_forward_length": lambda: w.add_feed_forward_length(n_ff),
         "head_count": lambda: w.add_head_count(n_head),
-        "head_count_kv": lambda: w.add_head_count_kv(n_head),
-        "rope_dimension_count": lambda: w.add_rope_dimension_count(n_embd // n_head),
+        "head_count_kv": lambda: w.add_head_count_kv(n_head_kv),
+        "rope_dimension_count": lambda: w.add_rope_dimension_count(rope_dims or n_embd // n_head),
         "layer_norm_rms_eps": lambda: w.add_layer_norm_rms_eps(1e-5),
     }
     for key, add in keys.items():
@@ -138,8 +142,8 @@ def write(
         p = f"blk.{i}."
         tensor(p + "attn_norm.weight", n_embd, norm=True)
         tensor(p + "attn_q.weight", n_embd, n_embd)
-        tensor(p + "attn_k.weight", n_embd, n_embd)
-        tensor(p + "attn_v.weight", n_embd, n_embd)
+        tensor(p + "attn_k.weight", n_embd_kv, n_embd)
+        tensor(p + "attn_v.weight", n_embd_kv, n_embd)
         tensor(p + "attn_output.weight", n_embd, n_embd)
         tensor(p + "ffn_norm.weight", n_embd, norm=True)
         tensor(p + "ffn_gate.weight", n_ff, n_embd)
@@ -176,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         "badshape": {"bad_shapes": {"blk.0.attn_q.weight": (32, 64)}},
         "missingtensor": {"skip_tensors": ("blk.1.ffn_up.weight",)},
         "othervocab": {"vocab_extra": 300, "vocab_word": "w", "seed": 1},
+        "badheads": {"n_head_kv": 3},
+        "badrope": {"rope_dims": 64},
     }
     for name, kw in models.items():
         if args.only and name not in args.only:
