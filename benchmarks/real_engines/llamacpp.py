@@ -1,10 +1,11 @@
-"""Capture every llama-server CPU scenario again: a ready launch, each failure it can have, kills and stops.
+"""Capture every llama-server scenario again: a ready launch, each failure it can have, kills and stops.
 
     python benchmarks/real_engines/llamacpp.py --server PATH/llama-server [--models DIR] [--out DIR]
-        [--port N] [--only NAME ...] [--gguf-py PATH]
+        [--port N] [--only NAME ...] [--gguf-py PATH] [--device cuda --hog PATH/gpu_hog]
 
 Makes the tiny models first (tiny_gguf.py; skipped when --models already holds them), then runs each scenario
-in turn through capture.py, writing OUT/captured-llamacpp-<scenario>-cpu.{log,timing,json}. A label's hand-written
+in turn through capture.py, writing OUT/captured-llamacpp-<scenario>-<device>.{log,timing,json}
+(`--device cuda`: the GPU scenarios, run by llamacpp_cuda.sh on a GPU machine with a CUDA build). A label's hand-written
 fields (outcome, phase, category, root_cause, notes) are kept across reruns: read the new log and fix them if
 the engine's behaviour changed. The version recorded is what `llama-server --version` prints, plus --version-note
 (by default the llama-cpp-python sdist the sources came from). docs/real-engines.md says what each scenario
