@@ -62,6 +62,7 @@ class Scenario:
     hold_port: bool = False  # bind --port first, as another server would
     hog_leave_mib: int | None = None  # start gpu_hog first, leaving this much GPU memory free
     timeout: float = 120.0
+    port: int | None = None  # the port the launch binds, where not --port (the request goes there)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -73,6 +74,8 @@ def scenarios(m: str, port: int) -> list[Scenario]:
     return [
         Scenario("ready", tiny, request=True),
         Scenario("ready-verbose", [*tiny, "--verbose"], request=True),
+        # no --host/--port: the default 127.0.0.1:8080, which adds a notice about the default port changing
+        Scenario("ready-default-port", ["-m", f"{m}/tiny.gguf"], request=True, port=8080),
         Scenario("ready-trace", [*tiny, "--log-verbosity", "4"], request=True),
         Scenario("port-in-use", tiny, hold_port=True),
         Scenario("model-missing", ["-m", f"{m}/no-such-model.gguf", *base]),
@@ -225,7 +228,7 @@ def run(
             (
                 (
                     capture._action("run", signal.SIGCONT, READY),
-                    shlex.join([sys.executable, "-c", REQUEST.format(port=port)]),
+                    shlex.join([sys.executable, "-c", REQUEST.format(port=sc.port or port)]),
                 ),
             )
             if sc.request
