@@ -140,6 +140,15 @@ def cuda_scenarios(m: str, port: int) -> list[Scenario]:
         Scenario("killed-warmup", [*big, *ngl, "--log-verbosity", "4"], kill_at=[WARMUP]),
         Scenario("sigterm-loading", [*big, *ngl, "--load-mode", "none"], term_at=[LOADING]),
         Scenario("ready-trace", [*tiny, *ngl, "--log-verbosity", "4"], request=True),
+        Scenario("ready-big", [*big, *ngl], request=True),
+        Scenario("oom-kv-cache-verbose", [*big, *ngl, "--ctx-size", "4194304", "--verbose"]),
+        Scenario("assert-bad-heads", ["-m", f"{m}/badheads.gguf", *base, *ngl]),
+        Scenario("killed-after-ready", [*tiny, *ngl], kill_at=[READY + "+1"]),
+        Scenario("sigint-loading", [*big, *ngl, "--load-mode", "none"], int_at=[LOADING]),
+        # the GPU hidden from the process: a CUDA build with no device
+        Scenario("no-visible-gpu", [*tiny, *ngl], env={"CUDA_VISIBLE_DEVICES": ""}, request=True),
+        Scenario("bad-device", [*tiny, *ngl, "--device", "CUDA5"]),
+        Scenario("bad-main-gpu", [*tiny, *ngl, "--main-gpu", "3"]),
     ]
 
 
