@@ -16,6 +16,9 @@ The command runs with its stdout and stderr joined, as `COMMAND > log 2>&1` woul
 Actions (each at most once): `--kill-at 'Loading weights'` sends SIGKILL to the whole process group when a
 line matches, `--kill-at 'Loading weights+2.5'` 2.5 s later; `--term-at` sends SIGTERM; `--stop-at` ends the
 capture (SIGTERM to the group) after a ready launch has been seen to serve (or just to bound it).
+`--run-at REGEX[+SECONDS] COMMAND` runs a shell command (a request: `curl -s localhost:8080/completion ...`)
+once a line matches, beside the launch; its exit status and output go into the capture record, not the log;
+`--stop-after-run SECONDS` then ends the capture that long after the command returned.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +67,8 @@ def capture(
     env: dict[str, str] | None = None,
     versions: dict[str, str] | None = None,
     cwd: str | None = None,
+    runs: tuple[tuple[Action, str], ...] = (),
+    stop_after_run: float | None = None,
 ) -> dict[str, object]:
     """Run `command`, write NAME.log, NAME.timing and NAME.capture.json into `out`; return the capture record."""
     out.mkdir(parents=True, exist_ok=True)
@@ -86,8 +92,27 @@ def capture(
     taken: list[dict[str, object]] = []
     timed_out = False
     eof = False
+    ran: list[dict[str, object]] = []
+    run_done: list[float] = []
+
+    def run(shell: str) -> None:
+        t0 = time.monotonic() - start
+        res = subprocess.run(shell, shell=True, capture_output=True, text=True, timeout=120, check=False)
+        t1 = time.monotonic() - start
+        ran.append({"command": shell, "at": round(t0, 3), "took": round(t1 - t0, 3), "exit": res.returncode,
+                    "output": (res.stdout + res.stderr)[-2000:]})  # fmt: skip
+        run_done.append(t1)
+
+    stop_after = Action(signal.SIGTERM, re.compile("$^"), 0.0, kind="stop")
     while not eof:
         now = time.monotonic() - start
+        for a, shell in runs:
+            if a.due is not None and a.done_at is None and now >= a.due:
+                a.done_at = now
+                threading.Thread(target=run, args=(shell,), daemon=True).start()
+        if stop_after_run is not None and len(run_done) == len(runs) and runs and stop_after.due is None:
+            stop_after.due = max(run_done) + stop_after_run
+            actions = [*actions, stop_after]
         for a in actions:
             if a.due is not None and a.done_at is None and now >= a.due:
                 a.done_at = now
@@ -115,7 +140,7 @@ def capture(
                 line, pending = pending.split(b"\n", 1)
                 times.append(t)
                 text = line.decode("utf-8", "replace")
-                for a in actions:
+                for a in [*actions, *(r[0] for r in runs)]:
                     if a.due is None and a.pattern.search(text):
                         a.due = t + a.delay
     if pending:
@@ -135,6 +160,7 @@ def capture(
         "exit": rc if rc >= 0 else None,
         "signal": signal.Signals(-rc).name if rc < 0 else None,
         "actions": taken,
+        **({"requests": ran} if runs else {}),
         "seconds": round(time.monotonic() - start, 3),
         "lines": len(times),
     }
@@ -166,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--term-at", action="append", default=[])
     ap.add_argument("--int-at", action="append", default=[])
     ap.add_argument("--stop-at", action="append", default=[])
+    ap.add_argument("--run-at", nargs=2, action="append", default=[], metavar=("REGEX", "COMMAND"))
+    ap.add_argument("--stop-after-run", type=float)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--version", action="append", default=[], help="NAME=VERSION, recorded in the label")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the launch")
@@ -190,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         timeout=args.timeout,
         env=dict(e.split("=", 1) for e in args.env),
         versions=dict(v.split("=", 1) for v in args.version),
+        runs=tuple((_action("run", signal.SIGCONT, spec), command) for spec, command in args.run_at),
+        stop_after_run=args.stop_after_run,
     )
     print(
         json.dumps({k: record[k] for k in ("exit", "signal", "actions", "seconds", "lines")}), file=sys.stderr

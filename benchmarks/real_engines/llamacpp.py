@@ -1,0 +1,301 @@
+"""Capture every llama-server scenario again: a ready launch, each failure it can have, kills and stops.
+
+    python benchmarks/real_engines/llamacpp.py --server PATH/llama-server [--models DIR] [--out DIR]
+        [--port N] [--only NAME ...] [--gguf-py PATH] [--device cuda --hog PATH/gpu_hog]
+
+Makes the tiny models first (tiny_gguf.py; skipped when --models already holds them), then runs each scenario
+in turn through capture.py, writing OUT/captured-llamacpp-<scenario>-<device>.{log,timing,json}
+(`--device cuda`: the GPU scenarios, run by llamacpp_cuda.sh on a GPU machine with a CUDA build). A label's hand-written
+fields (outcome, phase, category, root_cause, notes) are kept across reruns: read the new log and fix them if
+the engine's behaviour changed. The version recorded is what `llama-server --version` prints, plus --version-note
+(by default the llama-cpp-python sdist the sources came from). docs/real-engines.md says what each scenario
+provokes. Every launch binds 127.0.0.1:--port (not 8080, which other services may hold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import capture
+import tiny_gguf
+
+VENDOR = Path("/tmp/eng/llama_cpp_python-0.3.36/vendor/llama.cpp")
+CORPUS = Path(__file__).resolve().parents[2] / "tests/fixtures/corpus/llamacpp"
+# the request a ready launch serves before it is stopped (python, not curl: the GPU machine may have no curl)
+REQUEST = (
+    "import json, urllib.request as u; "
+    "r = u.Request('http://127.0.0.1:{port}/completion', headers={{'Content-Type': 'application/json'}}, "
+    "data=json.dumps({{'prompt': 'the cat is on the', 'n_predict': 8}}).encode()); "
+    "print(u.urlopen(r, timeout=60).read().decode())"
+)
+READY = r"listening on"
+LOADING = r"load_model: loading model '"  # the last line before the weights load, at the default verbosity
+WARMUP = r"warming up the model"  # printed at verbosity 4 (trace) and above
+
+
+@dataclass
+class Scenario:
+    """One launch: the server's arguments, what to do to it, and how to wrap it."""
+
+    name: str
+    args: list[str]
+    kill_at: list[str] = field(default_factory=list)
+    term_at: list[str] = field(default_factory=list)
+    int_at: list[str] = field(default_factory=list)
+    stop_at: list[str] = field(default_factory=list)
+    request: bool = False  # run REQUEST once ready, then stop 1 s after it returned
+    ulimit_v_kib: int | None = None  # run under `ulimit -v` (address space limit)
+    cgroup_mib: int | None = None  # run in a child memory cgroup of this limit (the kernel's OOM killer)
+    hold_port: bool = False  # bind --port first, as another server would
+    hog_leave_mib: int | None = None  # start gpu_hog first, leaving this much GPU memory free
+    timeout: float = 120.0
+    port: int | None = None  # the port the launch binds, where not --port (the request goes there)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def scenarios(m: str, port: int) -> list[Scenario]:
+    """Every CPU scenario; `m` is the model folder."""
+    base = ["--host", "127.0.0.1", "--port", str(port)]
+    tiny = ["-m", f"{m}/tiny.gguf", *base]
+    big = ["-m", f"{m}/big.gguf", *base]
+    return [
+        Scenario("ready", tiny, request=True),
+        Scenario("ready-verbose", [*tiny, "--verbose"], request=True),
+        # no --host/--port: the default 127.0.0.1:8080, which adds a notice about the default port changing
+        Scenario("ready-default-port", ["-m", f"{m}/tiny.gguf"], request=True, port=8080),
+        Scenario("ready-trace", [*tiny, "--log-verbosity", "4"], request=True),
+        Scenario("port-in-use", tiny, hold_port=True),
+        Scenario("model-missing", ["-m", f"{m}/no-such-model.gguf", *base]),
+        Scenario("model-bad-magic", ["-m", f"{m}/badmagic.gguf", *base]),
+        Scenario("model-truncated", ["-m", f"{m}/truncated.gguf", *base]),
+        Scenario("model-unknown-arch", ["-m", f"{m}/unknownarch.gguf", *base]),
+        Scenario("model-missing-key", ["-m", f"{m}/noembd.gguf", *base]),
+        Scenario("model-wrong-shape", ["-m", f"{m}/badshape.gguf", *base]),
+        Scenario("model-missing-tensor", ["-m", f"{m}/missingtensor.gguf", *base]),
+        Scenario("bad-argument", [*tiny, "--frobnicate"]),
+        Scenario("bad-argument-value", [*tiny, "--ctx-size", "lots"]),
+        # the KV cache of 1M tokens (48 GiB) does not fit the 6 GiB address space: ggml's allocation fails
+        Scenario("context-too-large", [*big, "--ctx-size", "1048576"], ulimit_v_kib=6 * 1024 * 1024),
+        # the same under a memory cgroup: the pages are touched and the kernel's OOM killer sends SIGKILL
+        Scenario("oom-killed", [*big, "--ctx-size", "262144"], cgroup_mib=3072),
+        Scenario("killed-loading", [*big, "--load-mode", "none"], kill_at=[LOADING]),
+        Scenario("killed-warmup", [*big, "--log-verbosity", "4"], kill_at=[WARMUP]),
+        Scenario("killed-after-ready", tiny, kill_at=[READY + "+1"]),
+        Scenario("sigterm-loading", [*big, "--load-mode", "none"], term_at=[LOADING]),
+        Scenario("sigint-loading", [*big, "--load-mode", "none"], int_at=[LOADING]),
+        Scenario("sigterm-after-ready", tiny, stop_at=[READY + "+1"]),
+        Scenario("ngl-on-cpu-build", [*tiny, "--n-gpu-layers", "99"], request=True),
+        Scenario("lora-missing", [*tiny, "--lora", f"{m}/no-such-lora.gguf"]),
+        Scenario("lora-not-an-adapter", [*tiny, "--lora", f"{m}/tiny.gguf"]),
+        Scenario("draft-vocab-mismatch", [*tiny, "--model-draft", f"{m}/othervocab.gguf"], request=True),
+        Scenario("mmproj-missing", [*tiny, "--mmproj", f"{m}/no-such-mmproj.gguf"]),
+        # no route to Hugging Face here: the download fails before anything is loaded
+        Scenario("hf-download-offline", ["-hf", "ggml-org/models-tiny-test-GGUF", *base], timeout=90),
+        Scenario("bad-chat-template", [*tiny, "--jinja", "--chat-template", "{{ messages[0 }}"]),
+        Scenario("context-over-train", [*tiny, "--ctx-size", "16384"], request=True),
+        Scenario("model-bad-rope", ["-m", f"{m}/badrope.gguf", *base]),
+        # head_count_kv 3 does not divide head_count 4: a GGML_ASSERT while the first graph is built (SIGABRT)
+        Scenario("assert-bad-heads", ["-m", f"{m}/badheads.gguf", *base]),
+        # a 60 MB address space: the HTTP server's threads cannot be created (std::system_error, SIGABRT)
+        Scenario("thread-create-fails", tiny, ulimit_v_kib=60000),
+        # the model path is a FIFO nobody writes to: the loader blocks forever; stopped by the timeout's SIGTERM
+        Scenario("hang-model-fifo", ["-m", f"{m}/fifo.gguf", *base], timeout=45),
+    ]
+
+
+def cuda_scenarios(m: str, port: int) -> list[Scenario]:
+    """Every scenario run on the GPU machine with a CUDA build (llamacpp_cuda.sh)."""
+    base = ["--host", "127.0.0.1", "--port", str(port)]
+    tiny = ["-m", f"{m}/tiny.gguf", *base]
+    big = ["-m", f"{m}/big.gguf", *base]
+    ngl = ["--n-gpu-layers", "99"]
+    return [
+        Scenario("ready", [*tiny, *ngl], request=True),
+        Scenario("ready-verbose", [*tiny, *ngl, "--verbose"], request=True),
+        Scenario("ready-default-layers", tiny, request=True),
+        # a KV cache of 4M tokens is 192 GiB: more than the GPU's 141 GB
+        Scenario("oom-kv-cache", [*big, *ngl, "--ctx-size", "4194304"]),
+        # another process holds all but 1.5 GiB of the GPU; the 6 GiB KV cache no longer fits
+        Scenario("gpu-busy-oom", [*big, *ngl, "--ctx-size", "131072"], hog_leave_mib=1536),
+        # the same, letting --fit (on by default) choose the layers: it keeps some off the GPU
+        Scenario("gpu-busy-fit", [*big, "--ctx-size", "131072"], hog_leave_mib=1536, request=True),
+        # another process leaves 700 MiB: the CUDA context fits, the 400 MB of weights may not
+        Scenario("gpu-busy-weights-oom", [*big, *ngl], hog_leave_mib=700),
+        # another process leaves 100 MiB: not even a CUDA context fits
+        Scenario("gpu-full-context-oom", [*tiny, *ngl], hog_leave_mib=100),
+        Scenario("killed-loading", [*big, *ngl, "--load-mode", "none"], kill_at=[LOADING]),
+        Scenario("killed-warmup", [*big, *ngl, "--log-verbosity", "4"], kill_at=[WARMUP]),
+        Scenario("sigterm-loading", [*big, *ngl, "--load-mode", "none"], term_at=[LOADING]),
+        Scenario("ready-trace", [*tiny, *ngl, "--log-verbosity", "4"], request=True),
+        Scenario("ready-big", [*big, *ngl], request=True),
+        Scenario("oom-kv-cache-verbose", [*big, *ngl, "--ctx-size", "4194304", "--verbose"]),
+        Scenario("assert-bad-heads", ["-m", f"{m}/badheads.gguf", *base, *ngl]),
+        Scenario("killed-after-ready", [*tiny, *ngl], kill_at=[READY + "+1"]),
+        Scenario("sigint-loading", [*big, *ngl, "--load-mode", "none"], int_at=[LOADING]),
+        # the GPU hidden from the process: a CUDA build with no device
+        Scenario("no-visible-gpu", [*tiny, *ngl], env={"CUDA_VISIBLE_DEVICES": ""}, request=True),
+        Scenario("bad-device", [*tiny, *ngl, "--device", "CUDA5"]),
+        Scenario("bad-main-gpu", [*tiny, *ngl, "--main-gpu", "3"]),
+    ]
+
+
+@contextlib.contextmanager
+def gpu_hog(hog: str, leave_mib: int) -> Iterator[None]:
+    """Run gpu_hog (gpu_hog.cu, built with nvcc) for the duration: it holds all but leave_mib of GPU 0."""
+    proc = subprocess.Popen([hog, str(leave_mib)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    print(proc.stdout.readline().strip(), file=sys.stderr)
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+        time.sleep(1)
+
+
+@contextlib.contextmanager
+def held_port(port: int) -> Iterator[None]:
+    """Listen on 127.0.0.1:port for the duration, as an earlier server that is still running would."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(
+        socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+    )  # the last launch's connections may be in TIME_WAIT
+    s.bind(("127.0.0.1", port))
+    s.listen(1)
+    try:
+        yield
+    finally:
+        s.close()
+
+
+@contextlib.contextmanager
+def memory_cgroup(limit_mib: int) -> Iterator[Path]:
+    """A child memory cgroup (v1) of this process's own, limited to limit_mib; removed afterwards."""
+    own = next(
+        line.split(":", 2)[2].strip()
+        for line in Path("/proc/self/cgroup").read_text().splitlines()
+        if line.split(":", 2)[1] == "memory"
+    )
+    path = Path("/sys/fs/cgroup/memory") / own.lstrip("/") / f"capture-{os.getpid()}"
+    path.mkdir()
+    try:
+        (path / "memory.limit_in_bytes").write_text(str(limit_mib << 20))
+        if (path / "memory.memsw.limit_in_bytes").exists():  # no swap either
+            (path / "memory.memsw.limit_in_bytes").write_text(str(limit_mib << 20))
+        yield path
+    finally:
+        for _ in range(50):
+            try:
+                path.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def run(
+    sc: Scenario,
+    server: str,
+    out: Path,
+    port: int,
+    versions: dict[str, str],
+    device: str = "cpu",
+    hog: str = "",
+) -> dict[str, object]:
+    """Capture one scenario."""
+    command = [server, *sc.args]
+    if sc.ulimit_v_kib:
+        command = ["sh", "-c", f'ulimit -v {sc.ulimit_v_kib} && exec "$@"', "sh", *command]
+    with contextlib.ExitStack() as stack:
+        if sc.hold_port:
+            stack.enter_context(held_port(port))
+        if sc.hog_leave_mib is not None:
+            stack.enter_context(gpu_hog(hog, sc.hog_leave_mib))
+        if sc.cgroup_mib:
+            cg = stack.enter_context(memory_cgroup(sc.cgroup_mib))
+            procs = cg / "cgroup.procs"
+            command = ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *command]
+        actions = (
+            [capture._action("kill", signal.SIGKILL, s) for s in sc.kill_at]
+            + [capture._action("term", signal.SIGTERM, s) for s in sc.term_at]
+            + [capture._action("interrupt", signal.SIGINT, s) for s in sc.int_at]
+            + [capture._action("stop", signal.SIGTERM, s) for s in sc.stop_at]
+        )
+        runs = (
+            (
+                (
+                    capture._action("run", signal.SIGCONT, READY),
+                    shlex.join([sys.executable, "-c", REQUEST.format(port=sc.port or port)]),
+                ),
+            )
+            if sc.request
+            else ()
+        )
+        return capture.capture(
+            f"captured-llamacpp-{sc.name}-{device}",
+            command,
+            out,
+            engine="llamacpp",
+            actions=actions,
+            timeout=sc.timeout,
+            env=sc.env,
+            versions=versions,
+            runs=runs,
+            stop_after_run=1.0 if sc.request else None,
+        )
+
+
+def server_version(server: str) -> str:
+    """The first line of `llama-server --version` ('version: 0 (unknown)' style), or ''."""
+    res = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    lines = [x for x in (res.stdout + res.stderr).splitlines() if re.match(r"version|built with", x)]
+    return "; ".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make the models, then capture each scenario in turn."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--server", default=str(VENDOR / "build/bin/llama-server"))
+    ap.add_argument("--models", type=Path, default=Path("/tmp/eng/models"))
+    ap.add_argument("--gguf-py", type=Path, default=VENDOR / "gguf-py")
+    ap.add_argument("--out", type=Path, default=CORPUS)
+    ap.add_argument("--port", type=int, default=18080)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="cuda: the GPU scenarios (CUDA build)"
+    )
+    ap.add_argument("--hog", default="gpu_hog", help="gpu_hog built from gpu_hog.cu (cuda only)")
+    ap.add_argument(
+        "--version-note", default="llama-cpp-python 0.3.36 sdist (vendored ggml-org/llama.cpp@0c1e57098)"
+    )
+    args = ap.parse_args(argv)
+    if not (args.models / "badrope.gguf").exists():
+        tiny_gguf.main(["--out", str(args.models), "--gguf-py", str(args.gguf_py)])
+    if not (args.models / "fifo.gguf").exists():
+        os.mkfifo(args.models / "fifo.gguf")
+    versions = {"llama-server": server_version(args.server), "source": args.version_note}
+    table = cuda_scenarios if args.device == "cuda" else scenarios
+    for sc in table(str(args.models), args.port):
+        if args.only and sc.name not in args.only:
+            continue
+        record = run(sc, args.server, args.out, args.port, versions, args.device, args.hog)
+        summary = {k: record[k] for k in ("exit", "signal", "actions", "seconds", "lines")}
+        print(f"{sc.name}: {summary}", file=sys.stderr)
+        time.sleep(0.5)  # let the port be released
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
