@@ -75,6 +75,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"Repository Not Found|not a valid model|invalid magic|failed to read magic|"
             r"Invalid repository ID or local directory|Repo id must|is not a local folder and is not a valid model|"
             r"(?:No such file or directory|does not exist)\W.*(?:model|\.gguf|\.safetensors|config\.json)|"
+            r"failed to open (?:GGUF file )?'[^']*\.gguf'|failed to apply lora adapter|"
             r"^KeyError: '[\w.]*(?:weight|bias|scale|layers?\.)",
         ),
         ("assertion", r"^(?:\w+\.)*AssertionError|Assertion failed|Assertion `.*' failed"),
@@ -298,6 +299,11 @@ def _oom_hint(summary: str, phase: str, facts: Mapping[str, object], engine: str
         return f"lower --mem-fraction-static or --max-total-tokens to leave room for activations{free}"
     if engine == "vllm":
         return f"lower --max-model-len or --max-num-seqs, or tune --gpu-memory-utilization{free}"
+    if engine == "llamacpp" and phase == "allocating_kv_cache":
+        return (
+            "the KV cache of --ctx-size tokens does not fit in the memory left after the weights: lower "
+            "--ctx-size / --parallel, quantize the cache (-ctk q8_0 -ctv q8_0), or offload fewer layers (-ngl)"
+        )
     return f"the GPU ran out of memory{free}: use a smaller context / batch, or more GPUs"
 
 

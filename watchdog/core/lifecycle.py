@@ -331,7 +331,7 @@ class Lifecycle:
 
     def _rechoose(self, inc: Incarnation) -> None:
         # The verdict stands; its root cause (and the phase its frames point at) is chosen again.
-        live = inc.candidates[inc.pending_index :] or inc.candidates
+        live = _live(inc)
         phase = inc.crash_phase or inc.phase
         inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine)
         if inc.error is not None and inc.error.phase_hint and phase != State.READY:
@@ -408,7 +408,7 @@ class Lifecycle:
         reason: str,
     ) -> None:
         phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
-        live = list(inc.candidates[inc.pending_index :]) or inc.candidates
+        live = _live(inc)
         err = root_cause(live, inc.facts, _phase_name(phase), self.engine)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]
@@ -462,3 +462,14 @@ def _step_phase(err: Error | None, phase: State) -> State:
         return phase
     step = _PHASES[err.step_phase]
     return step if step in _STARTUP else phase
+
+
+def _live(inc: Incarnation) -> list[Candidate]:
+    # The errors a crash is chosen from: those since the last one survived. When they are only wrappers
+    # ("exiting due to model loading error", "see root cause above"), the cause they point at is one printed
+    # earlier and seemingly survived (llama.cpp goes on after a failed download, then fails to load).
+    live = list(inc.candidates[inc.pending_index :]) or list(inc.candidates)
+    if all(c.role == "wrapper" or c.noise for c in live):
+        earlier = [c for c in inc.candidates[: inc.pending_index] if c.role != "wrapper" and not c.noise]
+        return earlier + live
+    return live
