@@ -239,3 +239,80 @@ def test_a_refused_command_line_is_a_config_crash_at_once(line: str) -> None:
     error = analyzer.lifecycle.current.error
     assert error is not None
     assert (error.category, error.summary) == ("config", line)
+
+
+def _replay(text: str, engine: str | None = None) -> Analyzer:
+    analyzer = Analyzer(engine)
+    analyzer.feed(text.encode(), now=0.0)
+    analyzer.finish(now=0.0)
+    return analyzer
+
+
+def test_a_crash_is_in_the_phase_of_the_startup_step_it_was_raised_out_of() -> None:
+    """vLLM's CPU backend warms up (a capture-phase marker) before it sizes the KV cache: a KV-cache error
+    after the warm-up crashed in allocating_kv_cache, as its traceback's startup step says."""
+    a = _replay(
+        "(Worker pid=4) INFO 12-02 01:26:45 [cpu_model_runner.py:87] Warming up model for the compilation...\n"
+        "(Worker pid=4) INFO 12-02 01:27:11 [cpu_model_runner.py:91] Warming up done.\n"
+        "(EngineCore pid=3) ERROR 12-02 01:27:11 [core.py:1510] Traceback (most recent call last):\n"
+        '(EngineCore pid=3) ERROR 12-02 01:27:11 [core.py:1510]   File "/v/core.py", line 1, in run_engine_core\n'
+        "(EngineCore pid=3) ERROR 12-02 01:27:11 [core.py:1510]     engine_core = EngineCoreProc()\n"
+        '(EngineCore pid=3) ERROR 12-02 01:27:11 [core.py:1510]   File "/v/kv.py", line 2, in get_kv_cache_configs\n'
+        "(EngineCore pid=3) ERROR 12-02 01:27:11 [core.py:1510]     raise ValueError(\n"
+        "(EngineCore pid=3) ERROR 12-02 01:27:11 [core.py:1510] ValueError: No available memory for the cache blocks.\n",
+        "vllm",
+    )
+    v = to_json(a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read)
+    assert (v["state"], v["phase"], v["error"]["category"]) == ("crashed", "allocating_kv_cache", "oom")
+
+
+def test_wrappers_and_consequences_alone_are_a_silent_death() -> None:
+    """When the only errors are wrappers pointing elsewhere and the news that a part went away (a broken
+    pipe), the process they point at died without a word: killed, with a hint that says so."""
+    a = _replay(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/bin/vllm", line 8, in <module>\n'
+        "    sys.exit(main())\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+        "(Worker pid=9) ERROR 12-02 01:29:57 [multiproc_executor.py:953] WorkerProc failed to start.\n"
+        "(Worker pid=9) ERROR 12-02 01:29:57 [multiproc_executor.py:953] Traceback (most recent call last):\n"
+        '(Worker pid=9) ERROR 12-02 01:29:57 [multiproc_executor.py:953]   File "/v/m.py", line 9, in send\n'
+        "(Worker pid=9) ERROR 12-02 01:29:57 [multiproc_executor.py:953] BrokenPipeError: [Errno 32] Broken pipe\n",
+        "vllm",
+    )
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "killed"
+    assert error.summary.startswith("RuntimeError: Engine core initialization failed")
+    assert error.hint.startswith("a process of the engine died without a word of its own")
+
+
+def test_wrappers_alone_point_back_at_the_cause_printed_before() -> None:
+    """A cause the launch seemed to survive (a failed download, then loading goes on) is the root cause when
+    what ends the launch is only wrappers ("exiting due to model loading error")."""
+    a = _replay(
+        "0.00.010.297 I srv  llama_server: initializing ...\n"
+        "0.00.048.914 E get_repo_commit: error: HTTPLIB failed: Could not establish connection\n"
+        "0.00.051.626 I srv    load_model: loading model 'ggml-org/models-tiny-test-GGUF'\n"
+        "0.00.051.814 E srv    load_model: failed to load model, ''\n"
+        "0.00.052.365 E srv  llama_server: exiting due to model loading error\n",
+        "llamacpp",
+    )
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert (error.category, error.summary) == (
+        "model_load",
+        "get_repo_commit: error: HTTPLIB failed: Could not establish connection",
+    )
+
+
+def test_the_resource_trackers_leak_warning_is_no_error() -> None:
+    """Python's resource tracker warns of leaked semaphores at any exit, a clean stop too: it is no error."""
+    a = _replay(
+        "INFO:     Application startup complete.\n"
+        "/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There "
+        "appear to be 1 leaked semaphore objects to clean up at shutdown\n",
+        "vllm",
+    )
+    assert a.state == State.READY
+    assert a.lifecycle.current.candidates == []

@@ -290,3 +290,60 @@ async def test_ticks_wait_for_the_stall_deadline_and_an_error_brings_them_forwar
         tg.cancel_scope.cancel()
     assert run.follower.status()["state"] == "crashed"
     assert 1 <= ticks.count <= 2
+
+
+_VLLM_UP = (
+    b"(APIServer pid=7) INFO 12-02 01:19:13 [api_utils.py:347]  version 0.32.0\n"
+    b"(APIServer pid=7) INFO 12-02 01:19:13 [entry.py:140] Starting vLLM server on http://0.0.0.0:8123\n"
+    b"(APIServer pid=7) INFO 12-02 01:19:13 [launcher.py:186] Available routes are:\n"
+)
+
+
+@pytest.mark.parametrize("confirmed", [True, False], ids=["uvicorn-says-it-listens", "uvicorn-silent"])
+async def test_an_early_ready_line_waits_for_the_server_to_listen(confirmed: bool) -> None:
+    """vLLM prints "Starting vLLM server on" before Uvicorn listens: the state is ready at once, but the
+    verdict (what `watch && next-step` waits for) comes with "Application startup complete", or 2 s later
+    when Uvicorn says nothing (a log cut there, or Uvicorn at warning level)."""
+    run = _Run(engine="vllm")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(_VLLM_UP)
+        await run.source.catch_up()
+        await run.source.settle()
+        assert run.follower.status()["state"] == "ready"
+        await run.clock.advance(0.8)
+        assert run.concluded == []
+        if confirmed:
+            await run.source.append(b"INFO:     Application startup complete.\n")
+            await run.source.catch_up()
+            await run.clock.advance(0.3)
+            assert [c.state for c in run.concluded] == [State.READY]
+        else:
+            await run.clock.advance(1.0)
+            assert run.concluded == []
+            await run.clock.advance(0.3)
+            assert [c.state for c in run.concluded] == [State.READY]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_crash_while_an_early_ready_waits_is_reported() -> None:
+    """A crash that comes while an early ready line waits for confirmation is reported as the crash."""
+    run = _Run(engine="vllm")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(_VLLM_UP)
+        await run.source.catch_up()
+        await run.clock.advance(0.5)
+        await run.source.append(
+            b"(APIServer pid=7) ERROR 12-02 01:19:14 [core.py:1] Worker proc VllmWorker-0 died unexpectedly "
+            b"(exit code: -9), shutting down executor.\n"
+            b"(APIServer pid=7) ERROR 12-02 01:19:14 [async_llm.py:1] Engine core proc EngineCore_DP0 died "
+            b"unexpectedly, shutting down client.\n"
+        )
+        await run.source.catch_up()
+        await run.clock.advance(3.0)
+        tg.cancel_scope.cancel()
+    assert [c.state for c in run.concluded] == [State.CRASHED]
+    assert run.concluded[0].verdict["error"]["category"] == "killed"

@@ -257,7 +257,7 @@ class Analyzer:
         # keeps a serving log's "Decode batch" lines on the C fast path.
         if self.profile is None:
             return
-        settled = self.lifecycle.state in _SETTLED
+        settled = self._is_settled()
         if settled is self._settled:
             return
         if self._settled is not None:
@@ -265,6 +265,13 @@ class Analyzer:
         self._settled = settled
         self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
         self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
+
+    def _is_settled(self) -> bool:
+        # ready from an early line is not settled yet: the ready line that confirms it must still be read
+        lc = self.lifecycle
+        return lc.state in _SETTLED and not (
+            lc.state == State.READY and lc.current.ready_unconfirmed is not None
+        )
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)
@@ -332,7 +339,7 @@ class Analyzer:
                         last_error, quiet_after_error = i, 0
                     elif scanner.benign_lines != benign:
                         quiet_after_error += 1
-                    if (self.lifecycle.state in _SETTLED) is not settled:
+                    if self._is_settled() is not settled:
                         # ready (or crashed) mid-block: the rest of the block is read with the new rules
                         self._refresh_rules()
                         settled = self._settled

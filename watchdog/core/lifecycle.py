@@ -176,11 +176,11 @@ class Lifecycle:
         elif isinstance(event, FactFound):
             inc.facts[event.name] = event.value
         elif isinstance(event, ReadyReached):
-            if inc.state in FINAL:
-                return out
-            self._progress(inc, now, out, event.line, None)
-            if inc.phase == State.READY and not event.early:
+            if not event.early:
                 inc.ready_unconfirmed = None  # the server accepts connections now
+            if inc.state in FINAL or inc.phase == State.READY:
+                return out  # a later ready line (one that confirms an early one) is no progress
+            self._progress(inc, now, out, event.line, None)
             if inc.phase != State.READY:
                 inc.ready_unconfirmed = now if event.early else None
                 if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
