@@ -181,11 +181,10 @@ class Lifecycle:
             if inc.state in FINAL or inc.phase == State.READY:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
-            if inc.phase != State.READY:
-                inc.ready_unconfirmed = now if event.early else None
-                if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
-                    inc.ready_seconds = event.seconds - inc.timeline[0][1]
-                self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
+            inc.ready_unconfirmed = now if event.early else None
+            if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
+                inc.ready_seconds = event.seconds - inc.timeline[0][1]
+            self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
         elif isinstance(event, GpuMemorySampled):
