@@ -316,3 +316,36 @@ def test_the_resource_trackers_leak_warning_is_no_error() -> None:
     )
     assert a.state == State.READY
     assert a.lifecycle.current.candidates == []
+
+
+@pytest.mark.parametrize(
+    ("log", "category"),
+    [
+        pytest.param(
+            b"main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080\n",
+            "port_in_use",
+            id="llamacpp-bind",
+        ),
+        pytest.param(
+            b'time=2025-01-01T00:00:00.000Z level=INFO source=routes.go:1 msg="server config"\n'
+            b"Error: listen tcp 127.0.0.1:11434: bind: address already in use\n",
+            "port_in_use",
+            id="ollama-cli-last-words",
+        ),
+        pytest.param(
+            b"(EngineCore pid=3) ERROR 12-02 01:34:51 [multiproc_executor.py:315] Worker proc VllmWorker-0 died "
+            b"unexpectedly (exit code: -9), shutting down executor.\n",
+            "killed",
+            id="vllm-worker-died",
+        ),
+    ],
+)
+def test_a_launch_that_cannot_go_on_is_a_crash_at_once(log: bytes, category: str) -> None:
+    """A port the server cannot bind, Ollama's CLI's last words and a vLLM worker's death end the launch the
+    moment they are read, with no crash grace to wait."""
+    a = Analyzer()
+    out = a.feed(log, now=0.0) + a.caught_up(now=0.0)
+    assert State.CRASHED in [t.state for t in out]
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == category

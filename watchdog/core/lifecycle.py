@@ -29,8 +29,9 @@ from watchdog.core.findings import (
     ReadyReached,
     StopSeen,
 )
+from watchdog.core.categories import categorize
 from watchdog.core.rootcause import Candidate, Error, root_cause
-from watchdog.vocabulary import DEFAULT_CRASH_GRACE, STARTUP_PHASES, State
+from watchdog.vocabulary import DEFAULT_CRASH_GRACE, STARTUP_PHASES, Category, State
 
 __all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
 
@@ -393,8 +394,13 @@ class Lifecycle:
 
     @staticmethod
     def _fatal(inc: Incarnation, cand: Candidate) -> bool:
-        # certain now: a fatal line, or an exception out of a startup step while the launch is starting
-        return cand.fatal or (cand.startup_step and inc.state in _STARTUP)
+        # Certain now: a fatal line; or, while the launch is starting, an exception out of a startup step, or a
+        # port it cannot bind (no engine serves without its port: each raises or exits on it).
+        if cand.fatal:
+            return True
+        if inc.state not in _STARTUP or cand.noise:
+            return False
+        return cand.startup_step or (cand.category or categorize(cand.summary)) == Category.PORT_IN_USE
 
     def _crash(
         self,
