@@ -31,7 +31,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def make(out: Path, *, vocab: int = 1000, hidden: int = 64, layers: int = 2, heads: int = 4) -> None:
+def make(out: Path, *, vocab: int = 1000, hidden: int = 128, layers: int = 2, heads: int = 4) -> None:
     """Write the checkpoint and tokenizer into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     specials = ["<unk>", "<s>", "</s>", "<pad>", "<|user|>", "<|assistant|>", "<|system|>"]
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--vocab", type=int, default=1000)
-    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     args = ap.parse_args(argv)
     make(args.out, vocab=args.vocab, hidden=args.hidden, layers=args.layers)

@@ -95,6 +95,22 @@ def _variant(
     return setup
 
 
+CGROUP = "/sys/fs/cgroup/memory/watchdog-capture"
+
+
+@contextlib.contextmanager
+def _memory_cgroup(_work: Path) -> Iterator[None]:
+    """A cgroup v1 memory limit for the launch (needs a writable /sys/fs/cgroup/memory, as root)."""
+    d = Path(CGROUP)
+    d.mkdir(exist_ok=True)
+    (d / "memory.limit_in_bytes").write_text(str(2_400_000_000))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
 def _truncate(d: Path) -> None:
     f = d / "model.safetensors"
     f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
@@ -135,6 +151,14 @@ SCENARIOS = [
         "python -m vllm.entrypoints.openai.api_server: ready, one completion, SIGTERM",
         entry="api",
         env=KV,
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "first-request-head-dim-16",
+        "a model with head_dim 16, which the CPU attention kernel lacks: ready, then the first request kills the engine",
+        env=KV,
+        model="tiny-llama-hd16",
         request_at=[(COMPLETION, READY + "+1")],
         stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
     ),
@@ -190,9 +214,9 @@ SCENARIOS = [
     ),
     Scenario(
         "sigkill-warmup",
-        "SIGKILL to the whole group after the KV cache is sized, while warming up / compiling",
+        "SIGKILL to the whole group 3 s into the warm-up (torch.compile), before the KV cache is sized",
         env=KV,
-        kill_at=[r"GiB for KV cache|KV cache size|Warming up|warming up+0.5"],
+        kill_at=[r"Warming up model for the compilation+3"],
     ),
     Scenario(
         "enginecore-killed",
@@ -216,6 +240,14 @@ SCENARIOS = [
         wrap=["sh", "-c", 'ulimit -v 6000000; exec "$@"', "sh"],
     ),
     Scenario(
+        "oom-cgroup",
+        "a memory cgroup (v1) limited to 2.4 GB: the kernel's OOM killer ends a process when the 1 GiB KV cache is made",
+        env=KV,
+        wrap=["sh", "-c", f'echo $$ > {CGROUP}/cgroup.procs && exec "$@"', "sh"],
+        setup=_memory_cgroup,
+        timeout=360,
+    ),
+    Scenario(
         "sigterm-startup",
         "SIGTERM to the group while weights load",
         env=KV,
@@ -223,9 +255,9 @@ SCENARIOS = [
     ),
     Scenario(
         "sigint-startup",
-        "SIGINT (Ctrl-C) to the group while weights load",
+        "SIGINT (Ctrl-C) to the group 2 s into the warm-up",
         env=KV,
-        int_at=[r"Starting to load model"],
+        int_at=[r"Warming up model for the compilation+2"],
     ),
     Scenario(
         "sigterm-in-flight",
@@ -327,9 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     versions = _versions(args.python)
     _fix_metadata(args.python, versions["vllm"])
-    if not (args.work / "tiny-llama" / "model.safetensors").exists():
-        maker = Path(__file__).resolve().parent / "tiny_hf_model.py"
-        subprocess.run([args.python, str(maker), str(args.work / "tiny-llama")], check=True)
+    maker = Path(__file__).resolve().parent / "tiny_hf_model.py"
+    for name, hidden in (("tiny-llama", "128"), ("tiny-llama-hd16", "64")):  # head_dim 32 and 16 (4 heads)
+        if not (args.work / name / "model.safetensors").exists():
+            subprocess.run([args.python, str(maker), str(args.work / name), "--hidden", hidden], check=True)
     for sc in SCENARIOS:
         if args.only and sc.name not in args.only:
             continue
