@@ -123,6 +123,10 @@ def _architecture(d: Path) -> None:
 
 
 KV = {"VLLM_CPU_KVCACHE_SPACE": "1"}  # 1 GiB: the worker then skips its --gpu-memory-utilization check
+NOCACHE = {
+    **KV,
+    "VLLM_DISABLE_COMPILE_CACHE": "1",
+}  # compile again: the warm-up then lasts a minute, not a second
 SCENARIOS = [
     Scenario(
         "ready",
@@ -202,9 +206,14 @@ SCENARIOS = [
         env={"VLLM_CPU_KVCACHE_SPACE": "200"},
     ),
     Scenario(
-        "kv-cache-too-small",
-        "--kv-cache-memory-bytes of a few blocks, less than one --max-model-len sequence needs",
+        "kv-cache-no-blocks",
+        "--kv-cache-memory-bytes 20000: less than one KV block ('0.0 GiB')",
         args=["--kv-cache-memory-bytes", "20000"],
+    ),
+    Scenario(
+        "kv-cache-too-small",
+        "--kv-cache-memory-bytes 300000: a few blocks, fewer than one 512-token sequence needs (1 KiB a token here)",
+        args=["--kv-cache-memory-bytes", "300000"],
     ),
     Scenario(
         "sigkill-loading",
@@ -215,7 +224,7 @@ SCENARIOS = [
     Scenario(
         "sigkill-warmup",
         "SIGKILL to the whole group 3 s into the warm-up (torch.compile), before the KV cache is sized",
-        env=KV,
+        env=NOCACHE,
         kill_at=[r"Warming up model for the compilation+3"],
     ),
     Scenario(
@@ -256,7 +265,7 @@ SCENARIOS = [
     Scenario(
         "sigint-startup",
         "SIGINT (Ctrl-C) to the group 2 s into the warm-up",
-        env=KV,
+        env=NOCACHE,
         int_at=[r"Warming up model for the compilation+2"],
     ),
     Scenario(
