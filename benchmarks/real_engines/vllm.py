@@ -244,9 +244,10 @@ SCENARIOS = [
     ),
     Scenario(
         "oom-ulimit-v",
-        "ulimit -v (virtual memory) lower than the engine needs",
+        "ulimit -v 4000000 (KiB of address space a process): the worker cannot map its 1 GiB KV cache",
         env=KV,
-        wrap=["sh", "-c", 'ulimit -v 6000000; exec "$@"', "sh"],
+        wrap=["sh", "-c", 'ulimit -v 4000000; exec "$@"', "sh"],
+        stop_at=[READY + "+2"],
     ),
     Scenario(
         "oom-cgroup",
