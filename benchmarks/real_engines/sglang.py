@@ -61,7 +61,9 @@ SCENARIOS = [
         "--device cpu with SGLANG_USE_CPU_ENGINE=1: PyPI's sglang-kernel is a CUDA build (libcuda.so.1)",
         env=CPU_ENGINE,
     ),
-    Scenario("port-in-use", "another program listens on the port", hold_port=True),
+    # port-in-use is not here: with the port held, 0.5.23 on a CPU fails in the scheduler (as in
+    # cpu-engine-env-missing) before it ever binds the HTTP port; add it back once SGLang serves on a CPU:
+    # Scenario("port-in-use", "another program listens on the port", hold_port=True),
     Scenario("model-missing", "a model folder that does not exist", model="/tmp/eng/no-such-model"),
 ]
 

@@ -270,6 +270,36 @@ SCENARIOS = [
         int_at=[r"Warming up model for the compilation+2"],
     ),
     Scenario(
+        "worker-killed",
+        "SIGKILL to the VLLM::Worker process only, after ready (the EngineCore and the API server survive it)",
+        env=KV,
+        kill_child_at=[(r"VLLM::Worker", READY + "+2")],
+        request_at=[(COMPLETION, READY + "+5")],
+        stop_at=[READY + "+40"],
+    ),
+    Scenario(
+        "engine-ready-timeout",
+        "VLLM_ENGINE_READY_TIMEOUT_S=15: the API server stops waiting for the engine during the warm-up",
+        env={**NOCACHE, "VLLM_ENGINE_READY_TIMEOUT_S": "15"},
+        timeout=300,
+    ),
+    Scenario(
+        "omp-bind-mismatch",
+        "VLLM_CPU_OMP_THREADS_BIND='0|1': two CPU lists for one rank",
+        env={**KV, "VLLM_CPU_OMP_THREADS_BIND": "0|1"},
+    ),
+    Scenario(
+        "tp2-two-cores",
+        "--tensor-parallel-size 2 on a 2-core host (one core is reserved)",
+        args=["--tensor-parallel-size", "2"],
+        env=KV,
+    ),
+    Scenario(
+        "kvcache-space-not-int",
+        "VLLM_CPU_KVCACHE_SPACE=1.5 (the variable takes whole GiB only)",
+        env={"VLLM_CPU_KVCACHE_SPACE": "1.5"},
+    ),
+    Scenario(
         "sigterm-in-flight",
         "ready, a long completion (480 tokens) is sent and SIGTERM comes while it runs",
         args=["--enable-log-requests"],
