@@ -212,7 +212,7 @@ SCENARIOS = [
     ),
     Scenario(
         "kv-cache-too-small",
-        "--kv-cache-memory-bytes 300000: a few blocks, fewer than one 512-token sequence needs (1 KiB a token here)",
+        "--kv-cache-memory-bytes 300000: room for 128 tokens, fewer than one 512-token sequence needs",
         args=["--kv-cache-memory-bytes", "300000"],
     ),
     Scenario(
@@ -244,8 +244,8 @@ SCENARIOS = [
     ),
     Scenario(
         "oom-ulimit-v",
-        "ulimit -v 4000000 (KiB of address space a process): the worker cannot map its 1 GiB KV cache",
-        env=KV,
+        "ulimit -v 4000000 (KiB of address space a process) and a 4 GiB KV cache: the worker cannot map it",
+        env={"VLLM_CPU_KVCACHE_SPACE": "4"},
         wrap=["sh", "-c", 'ulimit -v 4000000; exec "$@"', "sh"],
         stop_at=[READY + "+2"],
     ),
