@@ -48,6 +48,7 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     model: str = "tiny-llama"
     hold_port: bool = False
+    term_at: list[str] = field(default_factory=list)
     timeout: float = 300.0
 
 
@@ -65,6 +66,11 @@ SCENARIOS = [
     # cpu-engine-env-missing) before it ever binds the HTTP port; add it back once SGLang serves on a CPU:
     # Scenario("port-in-use", "another program listens on the port", hold_port=True),
     Scenario("model-missing", "a model folder that does not exist", model="/tmp/eng/no-such-model"),
+    Scenario(
+        "sigterm-startup",
+        "SIGTERM to the group at the scheduler's 'Init parallel begin.' (no SGLANG_USE_CPU_ENGINE)",
+        term_at=[r"Init parallel begin"],
+    ),
 ]
 
 
@@ -108,6 +114,7 @@ def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, st
     ]
     command += sc.args
     actions = [capture._action("stop", signal.SIGTERM, READY + "+3")]
+    actions += [capture._action("term", signal.SIGTERM, spec) for spec in sc.term_at]
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **sc.env}
     with _holding(PORT, sc.hold_port):
         return capture.capture(
