@@ -278,8 +278,8 @@ SCENARIOS = [
         stop_at=[READY + "+40"],
     ),
     Scenario(
-        "engine-ready-timeout",
-        "VLLM_ENGINE_READY_TIMEOUT_S=15: the API server stops waiting for the engine during the warm-up",
+        "ready-idle",
+        "VLLM_ENGINE_READY_TIMEOUT_S=15 with a 40 s warm-up: the timeout does not fire; ready, idle, SIGTERM at 300 s",
         env={**NOCACHE, "VLLM_ENGINE_READY_TIMEOUT_S": "15"},
         timeout=300,
     ),
