@@ -284,20 +284,23 @@ SCENARIOS = [
         timeout=300,
     ),
     Scenario(
-        "omp-bind-mismatch",
-        "VLLM_CPU_OMP_THREADS_BIND='0|1': two CPU lists for one rank",
-        env={**KV, "VLLM_CPU_OMP_THREADS_BIND": "0|1"},
+        "omp-bind-missing-core",
+        "VLLM_CPU_OMP_THREADS_BIND=7 on a 2-core host ('0|1' for one rank is accepted: the list is cut to the ranks)",
+        env={**KV, "VLLM_CPU_OMP_THREADS_BIND": "7"},
+        stop_at=[READY + "+1"],
     ),
     Scenario(
         "tp2-two-cores",
         "--tensor-parallel-size 2 on a 2-core host (one core is reserved)",
         args=["--tensor-parallel-size", "2"],
         env=KV,
+        stop_at=[READY + "+1"],
     ),
     Scenario(
         "kvcache-space-not-int",
         "VLLM_CPU_KVCACHE_SPACE=1.5 (the variable takes whole GiB only)",
         env={"VLLM_CPU_KVCACHE_SPACE": "1.5"},
+        stop_at=[READY + "+1"],
     ),
     Scenario(
         "sigterm-in-flight",
