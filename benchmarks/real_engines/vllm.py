@@ -116,6 +116,16 @@ def _truncate(d: Path) -> None:
     f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
 
 
+def _drop_tokenizer(d: Path) -> None:
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"):
+        (d / name).unlink(missing_ok=True)
+
+
+def _cut_config(d: Path) -> None:
+    text = (d / "config.json").read_text()
+    (d / "config.json").write_text(text[: len(text) // 2])
+
+
 def _architecture(d: Path) -> None:
     cfg = json.loads((d / "config.json").read_text())
     cfg["architectures"] = ["TinyMadeUpForCausalLM"]
@@ -301,6 +311,34 @@ SCENARIOS = [
         "VLLM_CPU_KVCACHE_SPACE=1.5 (the variable takes whole GiB only)",
         env={"VLLM_CPU_KVCACHE_SPACE": "1.5"},
         stop_at=[READY + "+1"],
+    ),
+    Scenario(
+        "ready-enforce-eager",
+        "--enforce-eager with an explicit KV cache size: no torch.compile warm-up at all; one completion, SIGTERM",
+        args=["--enforce-eager"],
+        env=KV,
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "sigkill-after-ready",
+        "SIGKILL to the whole group 3 s after ready: no last words",
+        env=KV,
+        kill_at=[READY + "+3"],
+    ),
+    Scenario(
+        "tokenizer-missing",
+        "the tokenizer files removed from the model folder",
+        env=KV,
+        model="no-tokenizer",
+        setup=_variant("no-tokenizer", _drop_tokenizer),
+    ),
+    Scenario(
+        "config-json-corrupt",
+        "config.json cut in the middle (invalid JSON)",
+        env=KV,
+        model="bad-config",
+        setup=_variant("bad-config", _cut_config),
     ),
     Scenario(
         "sigterm-in-flight",
