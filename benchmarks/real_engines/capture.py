@@ -16,6 +16,9 @@ The command runs with its stdout and stderr joined, as `COMMAND > log 2>&1` woul
 Actions (each at most once): `--kill-at 'Loading weights'` sends SIGKILL to the whole process group when a
 line matches, `--kill-at 'Loading weights+2.5'` 2.5 s later; `--term-at` sends SIGTERM; `--stop-at` ends the
 capture (SIGTERM to the group) after a ready launch has been seen to serve (or just to bound it).
+`--kill-child-at EngineCore 'REGEX'` sends SIGKILL only to the group's processes whose command line matches
+(vLLM's engine core process, renamed by setproctitle), leaving the API server to report it;
+`--request-at URL BODY 'REGEX'` POSTs one JSON request in a thread (its status is recorded with the actions).
 `--run-at REGEX[+SECONDS] COMMAND` runs a shell command (a request: `curl -s localhost:8080/completion ...`)
 once a line matches, beside the launch; its exit status and output go into the capture record, not the log;
 `--stop-after-run SECONDS` then ends the capture that long after the command returned.
@@ -35,6 +38,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,11 +54,60 @@ class Action:
     due: float | None = None
     done_at: float | None = None
     kind: str = field(default="")
+    child: re.Pattern[str] | None = None  # signal only the processes of the group whose command line matches
+    request: tuple[str, str] | None = None  # (url, JSON body): POST it instead of sending a signal
 
 
 def _action(kind: str, sig: signal.Signals, spec: str) -> Action:
     pattern, _, delay = spec.rpartition("+") if re.search(r"\+\d+(\.\d+)?$", spec) else (spec, "", "0")
     return Action(sig, re.compile(pattern), float(delay), kind=kind)
+
+
+def _group_members(pgid: int, match: re.Pattern[str]) -> list[int]:
+    """The pids in process group `pgid` whose command line (as /proc shows it, after setproctitle) matches."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[2]) == pgid and match.search(cmdline):  # fields[2]: pgrp
+            found.append(int(entry.name))
+    return found
+
+
+def _post(url: str, body: str, start: float, taken: list[dict[str, object]], ended: threading.Event) -> None:
+    """POST `body` to `url` and record when it was sent, when it was answered and the status (or the error)."""
+    deadline = time.monotonic() + 600
+    while True:  # a server that logs nothing when ready (a WARNING log level) is probed until it accepts
+        sent = round(time.monotonic() - start, 3)
+        req = urllib.request.Request(url, body.encode(), {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=300) as resp:
+                result: object = resp.status
+                resp.read()
+        except urllib.error.HTTPError as e:
+            result = e.code
+        except (OSError, urllib.error.URLError) as e:
+            refused = isinstance(getattr(e, "reason", e), ConnectionRefusedError)
+            if refused and time.monotonic() < deadline and not ended.is_set():
+                time.sleep(1)
+                continue
+            result = f"{type(e).__name__}: {e}"
+        break
+    taken.append(
+        {
+            "action": "request",
+            "url": url,
+            "sent": sent,
+            "answered": round(time.monotonic() - start, 3),
+            "result": result,
+        }
+    )
 
 
 def capture(
@@ -92,6 +146,8 @@ def capture(
     taken: list[dict[str, object]] = []
     timed_out = False
     eof = False
+    threads: list[threading.Thread] = []
+    ended = threading.Event()  # set once the launch has exited: a request still waiting for it gives up
     ran: list[dict[str, object]] = []
     run_done: list[float] = []
 
@@ -116,9 +172,22 @@ def capture(
         for a in actions:
             if a.due is not None and a.done_at is None and now >= a.due:
                 a.done_at = now
-                taken.append({"action": a.kind, "signal": a.sig.name, "at": round(now, 3)})
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, a.sig)
+                if a.request is not None:
+                    thread = threading.Thread(
+                        target=_post, args=(*a.request, start, taken, ended), daemon=True
+                    )
+                    thread.start()
+                    threads.append(thread)
+                elif a.child is not None:
+                    pids = _group_members(proc.pid, a.child)
+                    taken.append({"action": a.kind, "signal": a.sig.name, "at": round(now, 3), "pids": pids})
+                    for pid in pids:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, a.sig)
+                else:
+                    taken.append({"action": a.kind, "signal": a.sig.name, "at": round(now, 3)})
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, a.sig)
         if now > timeout and not timed_out:
             timed_out = True
             taken.append({"action": "timeout", "signal": "SIGTERM", "at": round(now, 3)})
@@ -146,6 +215,9 @@ def capture(
     if pending:
         times.append(time.monotonic() - start)
     rc = proc.wait()
+    ended.set()
+    for thread in threads:
+        thread.join(timeout=5)
     # a worker left behind by the engine (a forked engine core) would hold the next launch's port or memory
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -192,6 +264,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--term-at", action="append", default=[])
     ap.add_argument("--int-at", action="append", default=[])
     ap.add_argument("--stop-at", action="append", default=[])
+    ap.add_argument(
+        "--kill-child-at",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("CHILD", "REGEX[+SECONDS]"),
+        help="SIGKILL only the processes of the group whose command line matches CHILD (e.g. EngineCore)",
+    )
+    ap.add_argument(
+        "--request-at",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("URL", "BODY", "REGEX[+SECONDS]"),
+        help="POST the JSON BODY to URL once (in a thread) when a line matches; its answer is recorded",
+    )
     ap.add_argument("--run-at", nargs=2, action="append", default=[], metavar=("REGEX", "COMMAND"))
     ap.add_argument("--stop-after-run", type=float)
     ap.add_argument("--timeout", type=float, default=600.0)
@@ -209,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         + [_action("interrupt", signal.SIGINT, s) for s in args.int_at]
         + [_action("stop", signal.SIGTERM, s) for s in args.stop_at]
     )
+    for child, spec in args.kill_child_at:
+        actions.append(_action("kill-child", signal.SIGKILL, spec))
+        actions[-1].child = re.compile(child)
+    for url, body, spec in args.request_at:
+        actions.append(_action("request", signal.SIGCONT, spec))
+        actions[-1].request = (url, body)
     record = capture(
         args.name,
         command,
@@ -218,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout=args.timeout,
         env=dict(e.split("=", 1) for e in args.env),
         versions=dict(v.split("=", 1) for v in args.version),
-        runs=tuple((_action("run", signal.SIGCONT, spec), command) for spec, command in args.run_at),
+        runs=tuple((_action("run", signal.SIGCONT, spec), shell) for spec, shell in args.run_at),
         stop_after_run=args.stop_after_run,
     )
     print(
