@@ -53,7 +53,7 @@ def score_case(label_path: Path, corrected: dict[str, Any], no_engine: set[str])
     err = v["error"] or {}
     crashed = label["outcome"] == "crashed"
     outcome = OUTCOME.get(exit_code(State(v["state"]), v["phase"]), "other")
-    if v["state"] == State.STOPPED and outcome == "incomplete":
+    if v["state"] == State.STOPPED.value and outcome == "incomplete":
         outcome = "stopped"
     return {
         "outcome": outcome == label["outcome"],

@@ -64,7 +64,7 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"are not supported for now|does not recognize this architecture|is not compatible with|"
             r"must be divisible|unrecognized arguments|invalid choice|the following arguments are required|"
             r"^TypeError|got an unexpected keyword argument|Invalid (?:argument|value|config)|"
-            r"is not a valid|must be (?:set|specified|greater|less|one of)|not supported when|cannot be used with|"
+            r"is not a valid(?! JSON)|must be (?:set|specified|greater|less|one of)|not supported when|cannot be used with|"
             r"requires you to execute the configuration file|trust_remote_code|"
             r"Quantization method specified in the model config .* does not match",
         ),
@@ -76,6 +76,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"Invalid repository ID or local directory|Repo id must|is not a local folder and is not a valid model|"
             r"(?:No such file or directory|does not exist)\W.*(?:model|\.gguf|\.safetensors|config\.json)|"
             r"failed to open (?:GGUF file )?'[^']*\.gguf'|failed to apply lora adapter|"
+            r"config file at .* is not a valid JSON file|Couldn't instantiate the backend tokenizer|"
+            r"Can't load tokenizer|"
             r"^KeyError: '[\w.]*(?:weight|bias|scale|layers?\.)",
         ),
         ("assertion", r"^(?:\w+\.)*AssertionError|Assertion failed|Assertion `.*' failed"),

@@ -30,6 +30,7 @@ class LaunchStarted:
     line: int
     at: str | None
     seconds: float | None
+    marker: bool = False  # the engine's own start marker (a banner): the log shows the launch from its start
 
 
 @dataclass(frozen=True, slots=True)

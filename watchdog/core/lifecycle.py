@@ -84,6 +84,7 @@ class Incarnation:
     lines: int = 0
     healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
     ready_unconfirmed: float | None = None  # when an early ready line (ReadyReached.early) came, unconfirmed
+    from_start: bool = False  # its log shows the engine's start marker: nothing of it was cut off before
     # A post-ready error that was already in the log when the follower caught up with it: judged as replay
     # would, so the clock confirms it (see `Lifecycle.caught_up`).
     judge_by_clock: bool = False
@@ -161,6 +162,7 @@ class Lifecycle:
             if (inc.state not in (State.PENDING, State.STARTING) and not waited) or inc.candidates:
                 self.history.append(inc)
                 inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
+            inc.from_start = inc.from_start or event.marker
             self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
         elif isinstance(event, PhaseReached):
             target = _PHASES[event.state]
@@ -333,7 +335,7 @@ class Lifecycle:
         # The verdict stands; its root cause (and the phase its frames point at) is chosen again.
         live = _live(inc)
         phase = inc.crash_phase or inc.phase
-        inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine)
+        inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine, whole=inc.from_start)
         if inc.error is not None and inc.error.phase_hint and phase != State.READY:
             hinted = _PHASES[inc.error.phase_hint]
             if _ORDER[hinted] > _ORDER[phase]:
@@ -414,7 +416,7 @@ class Lifecycle:
     ) -> None:
         phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
         live = _live(inc)
-        err = root_cause(live, inc.facts, _phase_name(phase), self.engine)
+        err = root_cause(live, inc.facts, _phase_name(phase), self.engine, whole=inc.from_start)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]
             if _ORDER[hinted] > _ORDER[phase] or phase == State.PENDING:

@@ -120,6 +120,9 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
         stmt = tb.last_statement()
         if stmt and stmt.startswith("assert"):
             summary = f"{exc_line.rstrip(':')}: {stmt}"
+        elif exc_line.rstrip().endswith(":") and (first := _detail(tb, parts=1)):
+            # "ImportError: " with its message on the next lines (sgl_kernel's multi-line report)
+            summary = f"{exc_line.rstrip().rstrip(':')}: {first}"
     text = "\n".join(tb.lines)
     return Candidate(
         startup_step=not tb.noise and _STARTUP_STEP.search(_innermost_step(text)) is not None,
@@ -144,19 +147,19 @@ _HEADER_ONLY = re.compile(r"^\d+ validation errors? for [\w.]+$|:\s*$")
 _PYDANTIC_TAIL = re.compile(r"\s*\[type=[^\]]*(?:\]|$)")
 
 
-def _detail(tb: Traceback) -> str | None:
+def _detail(tb: Traceback, parts: int = 2) -> str | None:
     # The lines after a header-only exception line, up to pydantic's link: "max_model_len: Input should be ..."
-    parts: list[str] = []
+    found: list[str] = []
     for text in tb.lines[tb.exc_index + 1 : tb.exc_index + 6]:
         stripped = text.strip()
         if not stripped or stripped.startswith("For further information visit"):
-            if parts:
+            if found:
                 break
             continue
-        parts.append(_PYDANTIC_TAIL.sub("", stripped))
-        if text.startswith("  ") or len(parts) == 2:
+        found.append(_PYDANTIC_TAIL.sub("", stripped))
+        if text.startswith("  ") or len(found) == parts:
             break  # a pydantic message line is indented under its field name (an error of the model has none)
-    return ": ".join(parts) or None
+    return ": ".join(found) or None
 
 
 # The startup steps an exception escapes from to end the process: the engines call them from their process
@@ -260,7 +263,12 @@ def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> R
 
 
 def root_cause(
-    candidates: Iterable[Candidate], facts: Mapping[str, object], phase: str, engine: str
+    candidates: Iterable[Candidate],
+    facts: Mapping[str, object],
+    phase: str,
+    engine: str,
+    *,
+    whole: bool = False,
 ) -> Error | None:
     """Choose the decisive error among `candidates` (log order) and merge its copies from other ranks."""
     items = list(candidates)
@@ -303,9 +311,11 @@ def root_cause(
     silent = category == Category.OTHER and all(
         c.noise or c.role == "wrapper" or _is_consequence(c) for c in items
     )
-    if silent and any(_is_consequence(c) for c in items):
-        # Nothing but wrappers pointing elsewhere and the news that a part went away (a broken pipe to it,
-        # "cancelled"): the process they point at died without a word of its own, as a SIGKILL leaves it.
+    if silent and (whole or any(_is_consequence(c) for c in items)):
+        # Nothing but wrappers pointing elsewhere ("See root cause above") in a log `whole` from the engine's
+        # start marker, or beside the news that a part went away (a broken pipe to it, "cancelled"): the
+        # process they point at died without a word of its own, as a SIGKILL leaves it. (In an excerpt the
+        # cause may just be cut off.)
         category = Category.KILLED
     hint = _format_hint(best.hint, facts) or hint_for(
         category, best.summary, best.phase_hint or phase, facts, engine

@@ -97,7 +97,7 @@ class Scanner:
             elif kind == "ready":
                 out.append(ReadyReached(line_no, rec.at, rec.seconds, early=rule.early))
             elif kind == "start":
-                out.append(LaunchStarted(line_no, rec.at, rec.seconds))
+                out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":
                 out.append(StopSeen(line_no, rec.at))
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):

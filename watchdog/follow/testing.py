@@ -151,7 +151,11 @@ async def follow_at_pace(
     from watchdog.follow.follower import Concluded, LaunchFollower  # noqa: PLC0415  (follower imports this)
     from watchdog.follow.sources.target import parse_target  # noqa: PLC0415
 
-    lines = data.splitlines(keepends=True)
+    # lines end at "\n" only, as the capture timed them ("\r" is a progress bar's redraw inside a line)
+    lines = [line + b"\n" for line in data.split(b"\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
     at = list(times) if times is not None else [0.0] * len(lines)
     at += [at[-1] if at else 0.0] * (len(lines) - len(at))
     clock, source = ManualClock(), ScriptedSource()
