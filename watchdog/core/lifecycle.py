@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from watchdog.core.categories import categorize
 from watchdog.core.findings import (
     ErrorSeen,
     Event,
@@ -29,7 +30,6 @@ from watchdog.core.findings import (
     ReadyReached,
     StopSeen,
 )
-from watchdog.core.categories import categorize
 from watchdog.core.rootcause import Candidate, Error, root_cause
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, STARTUP_PHASES, Category, State
 
