@@ -338,11 +338,17 @@ def test_the_resource_trackers_leak_warning_is_no_error() -> None:
             "killed",
             id="vllm-worker-died",
         ),
+        pytest.param(
+            b"ERROR 04-27 16:28:02 [engine.py:448] CUDA out of memory. Tried to allocate 800.00 MiB. GPU 0 has a "
+            b"total capacity of 15.56 GiB of which 442.62 MiB is free.\n",
+            "oom",
+            id="memory-while-starting",
+        ),
     ],
 )
 def test_a_launch_that_cannot_go_on_is_a_crash_at_once(log: bytes, category: str) -> None:
-    """A port the server cannot bind, Ollama's CLI's last words and a vLLM worker's death end the launch the
-    moment they are read, with no crash grace to wait."""
+    """A port the server cannot bind, memory it cannot get while starting, Ollama's CLI's last words and a vLLM
+    worker's death end the launch the moment they are read, with no crash grace to wait."""
     a = Analyzer()
     out = a.feed(log, now=0.0) + a.caught_up(now=0.0)
     assert State.CRASHED in [t.state for t in out]

@@ -41,6 +41,9 @@ POST_READY_RECOVERY_LINES = 50  # healthy log lines after a post-ready error tha
 
 _ORDER = {s: i for i, s in enumerate(State)}
 _STARTUP = STARTUP_PHASES
+# Errors no engine starts past: a port it cannot bind, memory it cannot get (every engine sizes its memory at
+# start and raises or exits when it cannot; a retry with less is the engine's own and says so at WARNING)
+_FATAL_WHILE_STARTING = frozenset({Category.PORT_IN_USE, Category.OOM})
 _PHASES = {s.value: s for s in (*_STARTUP, State.READY)}
 FINAL = frozenset({State.CRASHED, State.STOPPED})
 _STALLABLE = frozenset({*_STARTUP, State.PENDING})
@@ -402,7 +405,7 @@ class Lifecycle:
             return True
         if inc.state not in _STARTUP or cand.noise:
             return False
-        return cand.startup_step or (cand.category or categorize(cand.summary)) == Category.PORT_IN_USE
+        return cand.startup_step or (cand.category or categorize(cand.summary)) in _FATAL_WHILE_STARTING
 
     def _crash(
         self,
