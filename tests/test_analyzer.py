@@ -355,3 +355,19 @@ def test_a_launch_that_cannot_go_on_is_a_crash_at_once(log: bytes, category: str
     error = a.lifecycle.current.error
     assert error is not None
     assert error.category == category
+
+
+def test_a_refused_configuration_raised_while_starting_is_certain_but_a_logged_line_is_not() -> None:
+    """An exception saying the configuration, model or hardware is refused ends a starting launch at once; the
+    same words on an error-level line alone (an engine's own fallback may print one) wait the crash grace."""
+    raised = Analyzer()
+    out = raised.feed(
+        b"ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now.\n", now=0.0
+    ) + raised.caught_up(now=0.0)
+    assert State.CRASHED in [t.state for t in out]
+    logged = Analyzer()
+    out = logged.feed(
+        b"ERROR 04-27 16:28:02 [loader.py:1] Model architectures ['X'] are not supported for now\n", now=0.0
+    ) + logged.caught_up(now=0.0)
+    assert State.CRASHED not in [t.state for t in out]
+    assert [t.state for t in logged.tick(6.0)] == [State.CRASHED]

@@ -57,6 +57,7 @@ _ERROR_WORDS = (
     b"what():",
     b"FATAL",
     b"CRITICAL",
+    b"ERROR",  # an error-level line whose words hold none of the above
     b"0 E ",  # llama.cpp's error level after its relative time ("0.00.013.795 E ...", digits masked)
 )
 _STARTUP_KINDS = frozenset({"phase", "progress", "ready"})

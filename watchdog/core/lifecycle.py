@@ -43,7 +43,9 @@ _ORDER = {s: i for i, s in enumerate(State)}
 _STARTUP = STARTUP_PHASES
 # Errors no engine starts past: a port it cannot bind, memory it cannot get (every engine sizes its memory at
 # start and raises or exits when it cannot; a retry with less is the engine's own and says so at WARNING)
-_FATAL_WHILE_STARTING = frozenset({Category.PORT_IN_USE, Category.OOM})
+_FATAL_WHILE_STARTING_LOGGED = frozenset({Category.PORT_IN_USE, Category.OOM})
+# ... and, raised as an exception (or named by a rule), its configuration, model or hardware refused
+_FATAL_WHILE_STARTING = _FATAL_WHILE_STARTING_LOGGED | {Category.CONFIG, Category.MODEL_LOAD, Category.UNSUPPORTED}
 _PHASES = {s.value: s for s in (*_STARTUP, State.READY)}
 FINAL = frozenset({State.CRASHED, State.STOPPED})
 _STALLABLE = frozenset({*_STARTUP, State.PENDING})
@@ -405,7 +407,13 @@ class Lifecycle:
             return True
         if inc.state not in _STARTUP or cand.noise:
             return False
-        return cand.startup_step or (cand.category or categorize(cand.summary)) in _FATAL_WHILE_STARTING
+        if cand.startup_step:
+            return True
+        category = cand.category or categorize(cand.summary)
+        # an error-level line alone (no exception, no rule) may be an engine's own fallback: only a port or
+        # memory it cannot get is certain from such a line
+        certain = _FATAL_WHILE_STARTING if cand.kind != "log" else _FATAL_WHILE_STARTING_LOGGED
+        return category in certain
 
     def _crash(
         self,
