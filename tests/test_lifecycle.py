@@ -354,3 +354,17 @@ def test_next_due_names_the_grace_the_stall_and_the_deadline() -> None:
     [crashed] = lc.tick(17.0)
     assert crashed.state == State.CRASHED
     assert lc.next_due() is None
+
+
+def test_a_health_200_is_ready_in_any_phase_where_health_means_ready() -> None:
+    """For an engine whose health endpoint answers only once it can serve (vLLM), a 200 is ready even while
+    the log (at warning level) showed only the weights loading; for others it waits for the weights."""
+    lc = _started()
+    lc.health_means_ready = True
+    lc.feed(PhaseReached("loading_weights", 2, None, None), now=1.0)
+    lc.feed(HealthChecked(200), now=2.0)
+    assert lc.state == State.READY
+    other = _started()
+    other.feed(PhaseReached("loading_weights", 2, None, None), now=1.0)
+    other.feed(HealthChecked(200), now=2.0)
+    assert other.state == State.LOADING_WEIGHTS

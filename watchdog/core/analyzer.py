@@ -250,6 +250,7 @@ class Analyzer:
         self.lifecycle.engine = profile.name
         self._scanner.benign = profile.rules_of("benign")
         self.lifecycle.trust_silent_health = not profile.early_health
+        self.lifecycle.health_means_ready = profile.health_means_ready
         self._settled = None
         self._refresh_rules()
 

@@ -45,7 +45,11 @@ _STARTUP = STARTUP_PHASES
 # start and raises or exits when it cannot; a retry with less is the engine's own and says so at WARNING)
 _FATAL_WHILE_STARTING_LOGGED = frozenset({Category.PORT_IN_USE, Category.OOM})
 # ... and, raised as an exception (or named by a rule), its configuration, model or hardware refused
-_FATAL_WHILE_STARTING = _FATAL_WHILE_STARTING_LOGGED | {Category.CONFIG, Category.MODEL_LOAD, Category.UNSUPPORTED}
+_FATAL_WHILE_STARTING = _FATAL_WHILE_STARTING_LOGGED | {
+    Category.CONFIG,
+    Category.MODEL_LOAD,
+    Category.UNSUPPORTED,
+}
 _PHASES = {s.value: s for s in (*_STARTUP, State.READY)}
 FINAL = frozenset({State.CRASHED, State.STOPPED})
 _STALLABLE = frozenset({*_STARTUP, State.PENDING})
@@ -118,6 +122,9 @@ class Lifecycle:
         # Whether a health 200 may confirm ready in a log with no phase marker (--log-level warning). Not for
         # engines whose health endpoint answers before they can serve (SGLang): profile `early_health`.
         self.trust_silent_health = True
+        # Whether a 200 is ready in any startup phase: the engine's health endpoint answers only once it can
+        # serve (profile `health_means_ready`: vLLM, llama.cpp, TGI)
+        self.health_means_ready = False
 
     @property
     def state(self) -> State:
@@ -231,7 +238,7 @@ class Lifecycle:
         inc = self.current
         if inc.state not in _STARTUP:
             return False
-        if _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
+        if self.health_means_ready or _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
             return True
         marked = any(t.state in _STARTUP[1:] for t, _ in inc.timeline)
         return not marked and self.trust_silent_health

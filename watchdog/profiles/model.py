@@ -91,6 +91,9 @@ class Profile:
     rules: tuple[Rule, ...] = ()
     source: str = ""  # the file(s) it was read from
     early_health: bool = False  # its health endpoint answers 200 before the server can serve
+    # ... or only once it can serve: a 200 is ready whatever the log showed (vLLM starts its HTTP server after
+    # its engine; llama.cpp answers 503 while loading): a log at warning level need not show the weights loaded
+    health_means_ready: bool = False
     bundled: bool = field(default=False, compare=False)  # exactly what `load_profile(name)` gives
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
@@ -107,7 +110,16 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         raise ConfigError(where, "detect", "must be a list of strings")
     rules: list[Rule] = []
     for key, value in data.items():
-        if key in {"name", "extends", "detect", "description", "versions", "note", "early_health"}:
+        if key in {
+            "name",
+            "extends",
+            "detect",
+            "description",
+            "versions",
+            "note",
+            "early_health",
+            "health_means_ready",
+        }:
             continue
         if key not in RULE_KINDS:
             raise ConfigError(where, key, f"unknown table; allowed: {', '.join(RULE_KINDS)}")
@@ -118,7 +130,10 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
     early = data.get("early_health", False)
     if not isinstance(early, bool):
         raise ConfigError(where, "early_health", "must be true or false")
-    return Profile(name, tuple(detect), tuple(rules), where, early_health=early)
+    serving = data.get("health_means_ready", False)
+    if not isinstance(serving, bool) or (serving and early):
+        raise ConfigError(where, "health_means_ready", "must be true or false, and not with early_health")
+    return Profile(name, tuple(detect), tuple(rules), where, early_health=early, health_means_ready=serving)
 
 
 def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
