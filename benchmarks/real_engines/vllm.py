@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,8 +109,12 @@ def _memory_cgroup(_work: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            d.rmdir()
+        for _ in range(20):  # the killed processes leave the cgroup a moment after the capture returns
+            try:
+                d.rmdir()
+                break
+            except OSError:
+                time.sleep(0.5)
 
 
 def _truncate(d: Path) -> None:
