@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -66,6 +67,17 @@ SCENARIOS = [
     # cpu-engine-env-missing) before it ever binds the HTTP port; add it back once SGLang serves on a CPU:
     # Scenario("port-in-use", "another program listens on the port", hold_port=True),
     Scenario("model-missing", "a model folder that does not exist", model="/tmp/eng/no-such-model"),
+    Scenario("bad-dtype", "--dtype float7", args=["--dtype", "float7"]),
+    Scenario(
+        "context-length-too-long",
+        "--context-length 8192 above the model's max_position_embeddings (2048)",
+        args=["--context-length", "8192"],
+    ),
+    Scenario(
+        "unsupported-architecture",
+        "config.json names an architecture SGLang does not have",
+        model="madeup-arch",
+    ),
     Scenario(
         "sigterm-startup",
         "SIGTERM to the group at the scheduler's 'Init parallel begin.' (no SGLANG_USE_CPU_ENGINE)",
@@ -148,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.work / "tiny-llama" / "model.safetensors").exists():
         maker = Path(__file__).resolve().parent / "tiny_hf_model.py"
         subprocess.run([args.python, str(maker), str(args.work / "tiny-llama")], check=True)
+    arch = args.work / "madeup-arch"  # the same variant vllm.py makes
+    if not (arch / "model.safetensors").exists():
+        shutil.copytree(args.work / "tiny-llama", arch, dirs_exist_ok=True)
+        cfg = json.loads((arch / "config.json").read_text())
+        cfg["architectures"] = ["TinyMadeUpForCausalLM"]
+        (arch / "config.json").write_text(json.dumps(cfg, indent=2))
     for sc in SCENARIOS:
         if args.only and sc.name not in args.only:
             continue

@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,7 @@ class Scenario:
     int_at: list[str] = field(default_factory=list)
     stop_at: list[str] = field(default_factory=list)
     kill_child_at: list[tuple[str, str]] = field(default_factory=list)
+    stop_child_at: list[tuple[str, str]] = field(default_factory=list)  # SIGSTOP: the process freezes
     request_at: list[tuple[str, str]] = field(default_factory=list)  # (body template, regex)
     model: str = "tiny-llama"  # a folder under --work made by a setup step, or an absolute path
     wrap: list[str] = field(default_factory=list)  # e.g. sh -c 'ulimit -v ...; exec "$@"' sh
@@ -107,8 +109,12 @@ def _memory_cgroup(_work: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            d.rmdir()
+        for _ in range(20):  # the killed processes leave the cgroup a moment after the capture returns
+            try:
+                d.rmdir()
+                break
+            except OSError:
+                time.sleep(0.5)
 
 
 def _truncate(d: Path) -> None:
@@ -344,6 +350,13 @@ SCENARIOS = [
         setup=_variant("bad-config", _cut_config),
     ),
     Scenario(
+        "worker-frozen-warmup",
+        "SIGSTOP to the VLLM::Worker 2 s into the warm-up: a stall; the capture ends it at 240 s (SIGTERM, then SIGKILL)",
+        env=NOCACHE,
+        stop_child_at=[(r"VLLM::Worker", r"Warming up model for the compilation+2")],
+        timeout=240,
+    ),
+    Scenario(
         "sigterm-in-flight",
         "ready, a long completion (32 x 500 tokens) is sent 1 s after ready, SIGTERM 1.5 s later while it runs",
         args=["--enable-log-requests"],
@@ -402,6 +415,9 @@ def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, st
     )
     for child, spec in sc.kill_child_at:
         actions.append(capture._action("kill-child", signal.SIGKILL, spec))
+        actions[-1].child = capture.re.compile(child)
+    for child, spec in sc.stop_child_at:
+        actions.append(capture._action("freeze-child", signal.SIGSTOP, spec))
         actions[-1].child = capture.re.compile(child)
     for body, spec in sc.request_at:
         actions.append(capture._action("request", signal.SIGCONT, spec))
