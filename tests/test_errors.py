@@ -493,6 +493,12 @@ def test_a_header_only_message_takes_its_detail(lines: list[str], summary: str) 
             "unsupported",
             id="unsupported",
         ),
+        pytest.param(
+            "ValueError: User-specified context_length (8192) is greater than the derived context_length (2048). "
+            "This may lead to incorrect model outputs or CUDA errors.",
+            "config",
+            id="what-may-follow-is-no-part-of-it",
+        ),
         pytest.param("RuntimeError: something", "other", id="nothing-known"),
     ],
 )

@@ -66,7 +66,8 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"^TypeError|got an unexpected keyword argument|Invalid (?:argument|value|config)|"
             r"is not a valid(?! JSON)|must be (?:set|specified|greater|less|one of)|not supported when|cannot be used with|"
             r"requires you to execute the configuration file|trust_remote_code|"
-            r"Quantization method specified in the model config .* does not match",
+            r"Quantization method specified in the model config .* does not match|"
+            r"(?:is greater than|exceeds) the (?:derived|maximum)|Cannot find model module|is not a registered model",
         ),
         (
             "model_load",
@@ -141,6 +142,8 @@ def categorize(summary: str, traceback: str = "") -> str:
     check inside a weight loader is a model-loading error)."""
     if traceback and _SHAPE_ERROR.search(summary) and _innermost_is_weight_loader(traceback):
         return "model_load"
+    # what the message says may follow ("This may lead to ... CUDA errors") is no part of what happened
+    summary = _HYPOTHETICAL.split(summary, maxsplit=1)[0]
     for name, pattern in _CATEGORIES:
         if pattern.search(summary):
             return name
@@ -154,6 +157,8 @@ def categorize(summary: str, traceback: str = "") -> str:
         return "import"
     return category
 
+
+_HYPOTHETICAL = re.compile(r"\. (?:This|It|That|Which) (?:may|might|can|could|will|would) ")
 
 # A frame whose source line is an import statement: the exception was raised while importing.
 _IMPORTING = re.compile(r"\n\s+(?:from [\w.]+ import\b|import [\w.]+)")
