@@ -408,8 +408,8 @@ class Lifecycle:
 
     @staticmethod
     def _fatal(inc: Incarnation, cand: Candidate) -> bool:
-        # Certain now: a fatal line; or, while the launch is starting, an exception out of a startup step, or a
-        # port it cannot bind (no engine serves without its port: each raises or exits on it).
+        # Certain now: a fatal line; or, while the launch is starting, an exception out of a startup step, or an
+        # error of a kind no engine starts past (_FATAL_WHILE_STARTING: each raises or exits on it).
         if cand.fatal:
             return True
         if inc.state not in _STARTUP or cand.noise:
