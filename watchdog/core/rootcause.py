@@ -214,7 +214,7 @@ def _message(c: Candidate) -> str:
 class Rank(NamedTuple):
     """Where a candidate stands in the choice of the root cause; lower is better, field by field in order.
 
-    Each field is one feature, tested on its own (tests/test_errors.py):
+    Each field is one feature, tested on its own (tests/test_errors.py).
     """
 
     noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
