@@ -323,6 +323,16 @@ def test_a_known_category_ranks_before_a_generic_one() -> None:
     assert rank(Candidate(_OOM, 20), "oom", 5) < rank(_PLAIN, "other", 0)
 
 
+def _chain_candidates(lines: list[str]) -> list[Candidate]:
+    """The candidates of the tracebacks in `lines`, assembled as the scanner assembles them."""
+    assembler = Assembler()
+    done: list[Traceback] = []
+    for no, text in enumerate(lines, 1):
+        done += assembler.feed(parse(text), no)[1]
+    done += assembler.flush()
+    return [c for c in (from_traceback(tb) for tb in done) if c is not None]
+
+
 def test_a_handled_exception_ranks_behind_the_one_raised_while_handling_it() -> None:
     """In "During handling of the above exception", the exception that ended the process is the root cause,
     not the one its code was handling (a StopIteration)."""
@@ -337,13 +347,7 @@ def test_a_handled_exception_ranks_behind_the_one_raised_while_handling_it() -> 
         '  File "/usr/local/bin/vllm", line 8, in <module>',
         "RuntimeError: the real problem",
     ]
-    assembler = Assembler()
-    done: list[Traceback] = []
-    for no, text in enumerate(lines, 1):
-        done += assembler.feed(parse(text), no)[1]
-    done += assembler.flush()
-    cands = [c for c in (from_traceback(tb) for tb in done) if c is not None]
-    err = root_cause(cands, {}, "starting", "vllm")
+    err = root_cause(_chain_candidates(lines), {}, "starting", "vllm")
     assert err is not None
     assert err.summary == "RuntimeError: the real problem"
 
@@ -361,13 +365,7 @@ def test_a_direct_cause_ranks_before_the_exception_it_caused() -> None:
         '  File "/usr/local/bin/vllm", line 8, in <module>',
         "RuntimeError: loading failed",
     ]
-    assembler = Assembler()
-    done: list[Traceback] = []
-    for no, text in enumerate(lines, 1):
-        done += assembler.feed(parse(text), no)[1]
-    done += assembler.flush()
-    cands = [c for c in (from_traceback(tb) for tb in done) if c is not None]
-    err = root_cause(cands, {}, "starting", "vllm")
+    err = root_cause(_chain_candidates(lines), {}, "starting", "vllm")
     assert err is not None
     assert err.summary.startswith("FileNotFoundError")
 
