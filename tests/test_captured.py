@@ -54,6 +54,10 @@ def test_captured_launch_live_at_its_pace(label_path: Path) -> None:
         assert run.status["phase"] == label["phase"]
         return
     assert v is not None, f"no verdict live; status {run.status['state']}"
+    first = run.verdict or {}
+    if label["outcome"] == "crashed" and first.get("state") == "crashed":
+        # what `watch` says (its first verdict) names the same failure as the daemon's view at the end
+        assert (first["phase"], first["error"]["category"]) == (label["phase"], label["category"])
     error = v["error"] or {}
     state = "ready" if v["state"] == "stopped" and label["outcome"] == "ready" else v["state"]
     got = (state, v["phase"], error.get("category"))

@@ -70,6 +70,7 @@ class Error:
     traceback: tuple[str, ...]
     phase_hint: str | None = None  # the phase its traceback's frames point at
     step_phase: str | None = None  # the phase of the startup step it was raised out of (see _STARTUP_STEP)
+    elsewhere: bool = False  # a wrapper: what it points at (another process's report) may still be coming
 
     def to_json(self) -> dict[str, object]:
         """The `error` object of the JSON contract."""
@@ -338,6 +339,7 @@ def root_cause(
         traceback=best.traceback,
         phase_hint=best.phase_hint,
         step_phase=_step_phase(best, items),
+        elsewhere=best.role == "wrapper",
     )
 
 

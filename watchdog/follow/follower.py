@@ -325,7 +325,10 @@ class LaunchFollower:
             if now - first >= spec.settle:
                 break
             quiet_for = now - self._last_data
-            if self._at_end and quiet_for >= spec.quiet:
+            # a crash told by a wrapper ("Worker proc ... died", "see root cause above") waits the whole window
+            # for what it points at: another process's report of the same failure comes ~0.1 s later
+            error = self._incarnation(number).error
+            if self._at_end and quiet_for >= spec.quiet and not (error is not None and error.elsewhere):
                 break
             # the log may go quiet while this waits: look again every `quiet` seconds at most
             wait = min(spec.settle - (now - first), spec.quiet or spec.settle)
