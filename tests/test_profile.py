@@ -82,6 +82,18 @@ def _write(tmp_path: Path, text: str) -> Path:
         pytest.param('[[error]]\nmatch = "x"\nrole = "boss"\n', "error[0].role", "unknown", id="bad-role"),
         pytest.param('[[ready]]\nmatch = ""\n', "ready[0].match", "required", id="empty-match"),
         pytest.param('ready = "x"\n', "ready", "array of tables", id="not-an-array"),
+        pytest.param(
+            '[[phase]]\nmatch = "x"\nstate = "starting"\nearly = true\n',
+            "phase[0].early",
+            "only on a [[ready]] rule",
+            id="early-not-on-ready",
+        ),
+        pytest.param(
+            "early_health = true\nhealth_means_ready = true\n",
+            "health_means_ready",
+            "not with early_health",
+            id="health-both-ways",
+        ),
     ],
 )
 def test_invalid_user_profile(tmp_path: Path, body: str, key: str, problem: str) -> None:

@@ -163,7 +163,9 @@ _HYPOTHETICAL = re.compile(r"\. (?:This|It|That|Which) (?:may|might|can|could|wi
 # A frame whose source line is an import statement: the exception was raised while importing.
 _IMPORTING = re.compile(r"\n\s+(?:from [\w.]+ import\b|import [\w.]+)")
 
-# What raised, where the message says nothing known: the exception's class. A pydantic validation error is the
+# What raised, where the message says nothing known: the exception's class (classes the patterns above name,
+# MemoryError, SafetensorError, TimeoutError, ..., and those with a profile rule, HFValidationError, are not
+# repeated here). A pydantic validation error is the
 # engine's arguments or model config refused (vLLM validates its engine args as pydantic dataclasses); the
 # Hugging Face hub's errors are a model or repository that cannot be found or opened.
 _EXCEPTION_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::|$)")
@@ -172,18 +174,12 @@ _CATEGORY_OF_CLASS: dict[str, str] = {
     "PackageNotFoundError": "import",
     "ArgumentError": "config",
     "ArgumentTypeError": "config",
-    "HFValidationError": "model_load",
     "RepositoryNotFoundError": "model_load",
     "RevisionNotFoundError": "model_load",
     "EntryNotFoundError": "model_load",
     "LocalEntryNotFoundError": "model_load",
     "GatedRepoError": "model_load",
-    "SafetensorError": "model_load",
-    "OutOfMemoryError": "oom",
-    "MemoryError": "oom",
-    "TimeoutError": "timeout",
     "DistBackendError": "nccl",
-    "DistNetworkError": "nccl",
 }
 
 

@@ -24,7 +24,10 @@ from typing import Any
 
 import anyio
 
+from watchdog.follow.follower import Concluded, LaunchFollower
 from watchdog.follow.sources.base import CaughtUp, Chunk, SourceItem
+from watchdog.follow.sources.target import parse_target
+from watchdog.follow.spec import LaunchSpec
 from watchdog.follow.wakeup import wake_up
 from watchdog.vocabulary import State
 
@@ -148,9 +151,6 @@ async def follow_at_pace(
     line; None: all at once), the reader catching up after each read, as a live log written by a launch
     would be followed, to its end (the daemon follows on after a verdict); then let up to `linger` seconds
     pass for a verdict still due. Runs on a manual clock: no real waiting."""
-    from watchdog.follow.follower import Concluded, LaunchFollower  # noqa: PLC0415  (follower imports this)
-    from watchdog.follow.sources.target import parse_target  # noqa: PLC0415
-
     # lines end at "\n" only, as the capture timed them ("\r" is a progress bar's redraw inside a line)
     lines = [line + b"\n" for line in data.split(b"\n")]
     lines[-1] = lines[-1][:-1]
@@ -159,12 +159,8 @@ async def follow_at_pace(
     at = list(times) if times is not None else [0.0] * len(lines)
     at += [at[-1] if at else 0.0] * (len(lines) - len(at))
     clock, source = ManualClock(), ScriptedSource()
-    spec_kw: dict[str, Any] = {"engine": engine} if engine else {}
-    from watchdog.follow.spec import LaunchSpec  # noqa: PLC0415
-
-    follower = LaunchFollower(
-        LaunchSpec(name="paced", target=parse_target("/paced.log"), **spec_kw), source=source, clock=clock
-    )
+    spec = LaunchSpec(name="paced", target=parse_target("/paced.log"), engine=engine)
+    follower = LaunchFollower(spec, source=source, clock=clock)
     concluded: list[tuple[Concluded, float]] = []
 
     async def collect() -> None:
