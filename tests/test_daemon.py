@@ -424,7 +424,8 @@ async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path:
     said = out.getvalue().splitlines()
     outage = [line for line in said if "far" in line]
     assert len(outage) == 1
-    assert outage[0].startswith("host:far: host unreachable: 1 launch not followed: far")
+    assert outage[0].startswith("host:far: host unreachable: cannot connect to nobody@127.0.0.1 port 1")
+    assert outage[0].endswith("; not followed: far")
     far = _by_name(statuses)["far"]
     assert far["state"] in ("pending", "starting")
     assert daemon.stats().ssh_reconnects["far"] >= 1

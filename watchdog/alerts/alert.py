@@ -126,7 +126,7 @@ class Alert:
             started_at=since,
             summary=f"{len(launches)} launch{'es' if len(launches) != 1 else ''} not followed: {names}",
             facts=(("launches", names),),
-            detail=error,
+            detail=f"{error}; not followed: {names}" if error else f"not followed: {names}",
             link=link,
         )
 
