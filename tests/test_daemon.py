@@ -527,3 +527,39 @@ async def test_a_launch_that_stalls_again_is_said_again(tmp_path: Path) -> None:
     assert said[0].startswith("slow: stalled in loading_weights")
     assert said[1] == "slow: stalled resolved: progress again: loading_weights"
     assert said[2].startswith("slow: stalled in loading_weights")
+
+
+@pytest.mark.parametrize("delay", [0.5, 1.0, 1.5])
+def test_a_sighup_while_run_is_starting_is_a_reload_not_death(tmp_path: Path, delay: float) -> None:
+    """SIGHUP sent to `watchdog run` `delay` seconds after it was spawned (before its config is read and its
+    event loop runs: 1.5-2 s): it stays up, answers /healthz, and reloads once it runs."""
+    import signal  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "json"
+
+[notifiers.console]
+kind = "console"
+
+[launches.local]
+log = "{tmp_path / "local.log"}"
+notify = ["console"]
+"""
+    )
+    spawned = time.monotonic()
+    daemon = _Daemon(config)
+    try:
+        time.sleep(max(0.0, spawned + delay - time.monotonic()))  # the moment under test, not a wait
+        daemon.proc.send_signal(signal.SIGHUP)
+        url = daemon.wait(event="http_listening")["url"]
+        daemon.wait(event="reloaded", launches=1)
+        assert httpx.get(url + "healthz").status_code == 200
+        assert daemon.proc.poll() is None
+    finally:
+        daemon.close()

@@ -393,6 +393,7 @@ class Daemon:
         daemon's own, logged as errors, never an outage.
         """
         run.failures += 1
+        self._change()
         name = run.plan.spec.name
         reason = _reason(exc)
         if host is not None and isinstance(exc, PERMANENT_REFUSALS):
