@@ -4,6 +4,7 @@ refusing host backed off, reloads in order, removed notifiers stopped, a locked 
 from __future__ import annotations
 
 import asyncio
+import io
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -203,13 +204,14 @@ async def test_a_store_error_or_a_bug_is_no_outage(
     assert receiver.got == []
     assert daemon._hosts["gpu1"].down_since is None
     if event == "internal error":
-        assert "Traceback" in said and "KeyError" in said
+        assert "Traceback" in said
+        assert "KeyError" in said
 
 
 async def test_two_quick_reloads_apply_in_order_without_duplicate_followers(tmp_path: Path) -> None:
     """Two SIGHUPs back to back with a config read that yields: the reloads run one after the other, the
     newest config wins, and each launch has one follower task."""
-    alerts = ConsoleAlerts(out=open(tmp_path / "console.txt", "w"))  # noqa: SIM115 - closed below
+    alerts = ConsoleAlerts(out=io.StringIO())
     keep = _local("keep", tmp_path / "keep.log", alerts)
     version = {"now": 0}
     inside = {"now": 0, "most": 0}
@@ -225,26 +227,22 @@ async def test_two_quick_reloads_apply_in_order_without_duplicate_followers(tmp_
         return {"keep": keep, name: _local(name, tmp_path / f"{name}.log", alerts)}
 
     daemon = Daemon({"keep": keep}, reload=reload, handle_signals=False)
-    try:
-        with anyio.fail_after(DEADLINE):
-            async with anyio.create_task_group() as tg:
-                await tg.start(daemon.run)
-                before = daemon._running["keep"].follower
-                async with anyio.create_task_group() as hups:
-                    version["now"] = 1
-                    hups.start_soon(daemon.reload)
-                    await anyio.wait_all_tasks_blocked()
-                    version["now"] = 2
-                    hups.start_soon(daemon.reload)
-                assert sorted(daemon._running) == ["keep", "v2"]
-                assert daemon._running["keep"].follower is before
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            before = daemon._running["keep"].follower
+            async with anyio.create_task_group() as hups:
+                version["now"] = 1
+                hups.start_soon(daemon.reload)
                 await anyio.wait_all_tasks_blocked()
-                launches = [t for t in asyncio.all_tasks() if t.get_name().endswith("Daemon._launch")]
-                assert len(launches) == 2, [t.get_name() for t in asyncio.all_tasks()]
-                tg.cancel_scope.cancel()
-    finally:
-        assert alerts.out is not None
-        alerts.out.close()
+                version["now"] = 2
+                hups.start_soon(daemon.reload)
+            assert sorted(daemon._running) == ["keep", "v2"]
+            assert daemon._running["keep"].follower is before
+            await anyio.wait_all_tasks_blocked()
+            launches = [t for t in asyncio.all_tasks() if t.get_name().endswith("Daemon._launch")]
+            assert len(launches) == 2, [t.get_name() for t in asyncio.all_tasks()]
+            tg.cancel_scope.cancel()
     assert inside["most"] == 1
 
 
@@ -357,7 +355,8 @@ async def test_secrets_in_a_crash_reach_no_sink(tmp_path: Path) -> None:
                 line for line in conn.iterdump() if not line.startswith('INSERT INTO "checkpoints"')
             ).encode()
     payload = got[0].body.decode()
-    assert "CUDA error" in payload and "<redacted>" in payload
+    assert "CUDA error" in payload
+    assert "<redacted>" in payload
     assert b"CUDA error" in stored
     for secret in SECRETS:
         assert secret not in payload
