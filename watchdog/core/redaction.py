@@ -6,6 +6,7 @@ alerts, /status, the status page and the CLI all get the redacted text. Pure: no
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -58,8 +59,22 @@ _MAYBE_SECRET = (
 )
 
 
+_CACHED_CHARS = 4096  # texts up to this long are remembered: a status repeats the same lines at every call
+
+
 def redact_text(text: str) -> str:
     """`text` with anything that looks like a credential replaced by `<redacted>`."""
+    if len(text) <= _CACHED_CHARS:
+        return _redact_cached(text)
+    return _redact(text)
+
+
+@functools.lru_cache(maxsize=8192)  # at most 8192 x 4 KiB
+def _redact_cached(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     lowered = text.lower()
     if not any(word in lowered for word in _MAYBE_SECRET):
         return text
