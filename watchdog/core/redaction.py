@@ -86,6 +86,13 @@ def _redact(text: str) -> str:
 def redact(value: Any) -> Any:
     """`value` (a JSON-like object: str, dict, list, tuple, numbers) with every string `redact_text`ed: a new
     object where anything changed (lists stay lists, tuples become lists)."""
+    kind = type(value)  # exact types first: a status has ~200 nodes and is redacted at every snapshot
+    if kind is str:
+        return _redact_cached(value) if len(value) <= _CACHED_CHARS else _redact(value)
+    if kind is dict:
+        return {k: redact(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [redact(v) for v in value]
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
