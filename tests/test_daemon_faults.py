@@ -365,3 +365,42 @@ async def test_secrets_in_a_crash_reach_no_sink(tmp_path: Path) -> None:
         assert secret not in payload
         assert secret.encode() not in stored
         assert secret not in status
+
+
+class _CountingStore(StateStore):
+    """A real state file that counts its history queries."""
+
+    asked: list[str | None]
+
+    async def history(self, launch: str | None = None, limit: int = 50) -> list[Any]:
+        self.asked.append(launch)
+        return await super().history(launch, limit)
+
+
+async def test_a_cold_start_asks_the_history_of_every_launch_at_once(tmp_path: Path) -> None:
+    """Twenty launches starting together: their past incarnations come in one query (not one per launch),
+    and each still learns from its own past (a launch's usual phase lengths)."""
+    store = await _CountingStore.open(tmp_path / "state")
+    store.asked = []
+    try:
+        ready = tmp_path / "l7.log"
+        ready.write_bytes(READY.read_bytes() * 3)  # three starts, each ready
+        plans = {f"l{i}": _local(f"l{i}", tmp_path / f"l{i}.log") for i in range(20)}
+        first = Daemon({"l7": plans["l7"]}, store=store, handle_signals=False)
+        with anyio.fail_after(DEADLINE):  # l7 has a past: three ready starts
+            async with anyio.create_task_group() as tg:
+                await tg.start(first.run)
+                await first.wait_until(lambda s: s[0]["state"] == "ready" and s[0]["incarnation"] == 3)
+                await store.flush()
+                tg.cancel_scope.cancel()
+        store.asked.clear()
+        daemon = Daemon(plans, store=store, handle_signals=False)
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                assert store.asked == [None]
+                assert daemon._running["l7"].typical
+                assert not daemon._running["l3"].typical
+                tg.cancel_scope.cancel()
+    finally:
+        await store.close()

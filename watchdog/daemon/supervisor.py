@@ -51,7 +51,7 @@ from watchdog.profiles.loader import preload_profiles
 from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
-    from watchdog.store import StateStore
+    from watchdog.store import IncarnationRecord, StateStore
 
 __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan"]
 
@@ -63,6 +63,7 @@ REFUSED_PAUSE_MAX = 300.0  # a host that refuses us for good is tried again afte
 # wait, one attempt per host per backoff, until then, a reload or a changed config.
 PERMANENT_REFUSALS: tuple[type[Exception], ...] = (AuthError, HostKeyError)
 HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
+HISTORY_ALL = 1 << 30  # every incarnation the state file keeps (at most MAX_INCARNATIONS_PER_LAUNCH a launch)
 _ALERT_KINDS = {
     State.CRASHED: AlertKind.CRASHED,
     State.STALLED: AlertKind.STALLED,
@@ -97,6 +98,7 @@ class _Running:
     note: str = ""
     incarnation: int = 0  # the newest incarnation seen
     effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
+    history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
 
 
 @dataclass
@@ -323,6 +325,17 @@ class Daemon:
                 run = _Running(plan, anyio.CancelScope())
                 self._running[name] = run
                 starting.append(run)
+        if len(starting) > 1 and self._store is not None:
+            # one query (one trip to the store's thread) for every launch starting, not one each: at a cold
+            # start of 200 launches, 200 queries queued behind one another before the first log was read
+            wanted = {run.plan.spec.name: run for run in starting}
+            found: dict[str, list[IncarnationRecord]] = {name: [] for name in wanted}
+            for record in await self._store.history(None, limit=HISTORY_ALL):  # newest first
+                mine = found.get(record.launch)
+                if mine is not None and len(mine) < HISTORY_SAMPLES:
+                    mine.append(record)
+            for name, records in found.items():
+                wanted[name].history = records
         async with anyio.create_task_group() as first_reads:
             for run in starting:
                 first_reads.start_soon(self._start_one, run)
@@ -444,10 +457,10 @@ class Daemon:
         spec = run.plan.spec
         if self._store is None:
             return spec
-        records = [
-            {"state": r.state, "phase_durations": r.phase_durations}
-            for r in await self._store.history(spec.name, limit=HISTORY_SAMPLES)
-        ]
+        history, run.history = run.history, None  # loaded with the others' at the start; asked anew after
+        if history is None:
+            history = await self._store.history(spec.name, limit=HISTORY_SAMPLES)
+        records = [{"state": r.state, "phase_durations": r.phase_durations} for r in history]
         run.typical = typical_durations(records)
         if run.plan.learned_factor is None:
             return spec
