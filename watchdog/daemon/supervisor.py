@@ -291,6 +291,7 @@ class Daemon:
         """
         if self._reload is None:
             return
+        await self.started.wait()  # a SIGHUP while starting: the reload comes once the launches run
         self._reloads_asked += 1
         asked = self._reloads_asked
         async with self._reload_lock:
