@@ -60,13 +60,9 @@ PRUNE_EVERY_SECONDS = 3600.0
 
 
 def outbox_key(alert: Alert) -> str:
-    """The alert's key in the outbox: its dedup key; for a resolution, that of the problem it ends plus
-    `/resolved` (a launch's stall and crash are resolved separately). A host can be unreachable many times
-    in one incarnation: each outage is its own alert, keyed by when it began."""
-    key = alert.incident_key if alert.kind is AlertKind.RESOLVED else alert.dedup_key
-    if alert.problem is AlertKind.UNREACHABLE:
-        key += f"@{int(alert.started_at.timestamp())}"
-    return f"{key}/resolved" if alert.kind is AlertKind.RESOLVED else key
+    """The alert's key in the outbox: its dedup key (`Alert.dedup_key`: a stall again in one incarnation,
+    another outage, a resolution each have their own)."""
+    return alert.dedup_key
 
 
 @dataclass
