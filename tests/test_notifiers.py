@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import email.header
+import html
 import html.parser
 import json
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -641,3 +643,129 @@ async def test_alert_from_a_real_followers_snapshot() -> None:
     assert alert.time_in_phase is not None
     assert alert.time_in_phase <= alert.time_since_start
     assert alert.traceback
+
+
+# -- log text is inert: no mention, link or markup from a log line reaches a chat ----------------------------
+
+READY_LOG = FIXTURES / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+CRAFTED = (
+    "@channel @here @all @everyone @kimi <!channel> <!here> <@U123> <@123456789> "
+    "<https://evil.example|Open the status page> [Fix: run this](https://evil.example/fix.sh)"
+)
+# What a chat service would act on: a mention, Slack's and Discord's <!...>/<@...>/<#...>, a link in Markdown
+# (`[text](url)`) or in Slack's form (`<https://...|text>`).
+_ACTIVE = re.compile(r"@(?:channel|here|all|everyone|kimi)\b|<[!@#]|\]\s*\(|<https?:")
+CHAT_KINDS = ["slack", "discord", "teams", "mattermost", "google_chat", "telegram", "ntfy"]
+
+
+async def _followed(chunks: list[bytes], *, pause: float = 40.0, name: str = "kimi") -> dict[str, Any]:
+    """The status a LaunchFollower gives after reading `chunks`, `pause` seconds apart, and the grace after."""
+    clock, source = ManualClock(), ScriptedSource()
+    follower = LaunchFollower(
+        LaunchSpec(name=name, target=parse_target("/x.log"), engine="sglang"), source=source, clock=clock
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+
+        async def drain() -> None:
+            with follower.updates:
+                async for _ in follower.updates:
+                    pass
+
+        tg.start_soon(drain)
+        for n, chunk in enumerate(chunks):
+            if n:
+                await clock.advance(pause)
+            await source.append(chunk)
+            await source.catch_up()
+        await clock.advance(6.0)
+        status = follower.status()
+        tg.cancel_scope.cancel()
+    status.update(host="gpu1", since="2025-01-23T19:34:55Z", labels={"team": "infra"})
+    return status
+
+
+def _crash_log(exception_line: str) -> list[bytes]:
+    """SGLang loading its weights, then (40 s later) its scheduler dying with `exception_line`."""
+    lines = READY_LOG.read_bytes().splitlines(keepends=True)
+    crash = (
+        "[2025-01-23 19:35:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/srt/managers/scheduler.py", line 1200, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args)\n"
+        f"{exception_line}\n"
+    )
+    return [b"".join(lines[:12]), crash.encode()]
+
+
+async def _crafted_alert() -> Alert:
+    """A real follower's crash whose exception line (and one fact) carry every mention and link form."""
+    status = await _followed(_crash_log(f"RuntimeError: Not enough memory. {CRAFTED}"))
+    assert CRAFTED in status["error"]["summary"]
+    status["facts"]["model"] = CRAFTED  # a fact may be text from the log
+    return Alert.from_status("crashed", status, link="http://127.0.0.1:9469/#kimi", now=NOW)
+
+
+def _strings(node: object) -> list[str]:
+    """Every string in a JSON document, keys left out."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in _strings(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in _strings(value)]
+    return []
+
+
+def _readable(text: str) -> str:
+    """What a person reads of a message's text: no zero-width spaces, escapes or entities."""
+    return html.unescape(text.replace("\u200b", "").replace("\\", ""))
+
+
+@pytest.mark.parametrize("kind", CHAT_KINDS)
+async def test_a_crafted_crash_line_notifies_nobody_and_links_nowhere(receiver: Receiver, kind: str) -> None:
+    """A crash line and a fact holding @channel, @here, @all, @everyone, @user, <!channel>, <@U123>, a Slack
+    link and a Markdown link reach a real receiver as text that mentions and links nobody, yet still says
+    them."""
+    alert = await _crafted_alert()
+    async with open_client() as client:
+        await send(kind, receiver.url(), alert, client=client, options=OPTIONS.get(kind), backoff=0.01)
+    (got,) = receiver.got
+    texts = [got.body.decode()] if kind == "ntfy" else _strings(got.json())
+    active = [m.group(0) for text in texts for m in _ACTIVE.finditer(text)]
+    assert active == []
+    said = _readable("\n".join(texts))
+    assert "@channel @here @all @everyone @kimi" in said
+    assert "evil.example/fix.sh" in said
+    if kind == "discord":
+        assert got.json()["allowed_mentions"] == {"parse": []}
+
+
+async def test_the_webhook_template_gets_inert_log_text(receiver: Receiver) -> None:
+    """A webhook template (whose body usually goes on to a chat) fills in log text with no live mention."""
+    alert = await _crafted_alert()
+    options = {"template": {"text": "{summary}", "all": "{text}", "model": "{fact_model}"}}
+    async with open_client() as client:
+        await send("webhook", receiver.url(), alert, client=client, options=options, backoff=0.01)
+    (got,) = receiver.got
+    assert [m.group(0) for text in _strings(got.json()) for m in _ACTIVE.finditer(text)] == []
+
+
+async def test_telegram_counts_utf16_and_cuts_an_emoji_traceback_to_fit(receiver: Receiver) -> None:
+    """An emoji-heavy traceback (each emoji two UTF-16 units, as Telegram counts) is cut so that the text
+    Telegram parses stays within 4096 units, keeping its end, instead of being refused."""
+    alert = await _crafted_alert()
+    frames = [f'  File "/m{i}.py", line {i}, in f  # ' + "\N{FIRE}" * 60 for i in range(200)]
+    alert = replace(alert, traceback=(*frames, "RuntimeError: \N{FIRE} out of memory"))
+    async with open_client() as client:
+        await send(
+            "telegram", receiver.url(), alert, client=client, options=OPTIONS["telegram"], backoff=0.01
+        )
+    (got,) = receiver.got
+    text = got.json()["text"]
+    parser = _TelegramHTML()
+    parser.feed(text)
+    parser.close()
+    assert len(text.encode("utf-16-le")) // 2 <= 4096
+    assert len(parser.text.encode("utf-16-le")) // 2 <= 4096
+    assert "RuntimeError: \N{FIRE} out of memory" in parser.text
+    assert "... (cut, " in parser.text

@@ -51,19 +51,20 @@ _LINE_CHARS = 400
 
 
 # What a chat service would act on in log text: a mention (`@channel`, `@here`, `@all`, `@everyone`,
-# `@user`; Slack's `<!channel>` and `<@U123>`, Discord's `<@123>`, `<@&456>`, `<#789>`) and a Markdown
-# link whose text hides where it goes (`[Fix](https://evil.example/fix.sh)`).
-_MENTION = re.compile(r"@(?=[\w&!#])|<(?=[!@#])")
+# `@user`; Slack's `<!channel>` and `<@U123>`, Discord's `<@123>`, `<@&456>`, `<#789>`), a link whose text
+# hides where it goes: Markdown's `[Fix](https://evil.example/fix.sh)`, Slack's `<https://evil|Fix>`
+# (Mattermost's webhooks read it too).
+_MENTION = re.compile(r"@(?=[\w&!#])|<(?=[!@#]|[a-z][a-z0-9+.-]*:)", re.IGNORECASE)
 _MASKED_LINK = re.compile(r"\](?=\s*\()")
 _ZWSP = "\N{ZERO WIDTH SPACE}"
 
 
-def inert(text: str, *, code: bool = False) -> str:
+def inert(text: str) -> str:
     """Log text that no chat service reads as a mention or a link: a zero-width space after the `@` (or
-    the `<`) of a mention and between a link's `]` and `(`, where no service's parser still sees one. What
-    a person reads is unchanged. `code`: for a code block, where no service makes links: mentions only."""
+    the `<`) of a mention or a `<scheme:` link, and between a Markdown link's `]` and `(`, where no
+    service's parser still sees one. What a person reads is unchanged."""
     text = _MENTION.sub(lambda m: m.group(0) + _ZWSP, text)
-    return text if code else _MASKED_LINK.sub("]" + _ZWSP, text)
+    return _MASKED_LINK.sub("]" + _ZWSP, text)
 
 
 def utf16_len(text: str) -> int:

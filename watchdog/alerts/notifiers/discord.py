@@ -67,7 +67,7 @@ def _description(alert: Alert, room: int) -> str:
     left = room - len(head) - len("\n```\n\n```")
     if not lines or left < 80:
         return head
-    return head + "\n```\n" + fit(lambda n: inert(traceback_tail(lines, n), code=True), left) + "\n```"
+    return head + "\n```\n" + fit(lambda n: inert(traceback_tail(lines, n)), left) + "\n```"
 
 
 def _escaped(text: str, limit: int) -> str:

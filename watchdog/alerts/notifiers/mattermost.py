@@ -30,7 +30,7 @@ def build(alert: Alert, options: Options) -> Message:
     lines = evidence(alert, fenced=True)
     room = min(_ATTACHMENT_TEXT, MAX_POST_CHARS - 500 - used) - len(text) - len("\n```\n\n```")
     if lines and room > 80:
-        text += "\n```\n" + fit(lambda n: inert(traceback_tail(lines, n), code=True), room) + "\n```"
+        text += "\n```\n" + fit(lambda n: inert(traceback_tail(lines, n)), room) + "\n```"
     attachment: dict[str, Any] = {
         "fallback": title,
         "color": f"#{COLOUR[alert.kind]:06X}",

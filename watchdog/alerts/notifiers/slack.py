@@ -83,11 +83,11 @@ def _code(label: str, lines: tuple[str, ...] | list[str]) -> dict[str, object]:
     head = f"*{label}*\n```\n"
     tail = "\n```"
     safe = [line.replace("```", "'''") for line in lines]  # a fence in a log line would end the block
-    text = fit(lambda n: head + _escape(traceback_tail(safe, n), code=True) + tail, MAX_SECTION_TEXT)
+    text = fit(lambda n: head + _escape(traceback_tail(safe, n)) + tail, MAX_SECTION_TEXT)
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
-def _escape(text: str, *, code: bool = False) -> str:
+def _escape(text: str) -> str:
     """Log text as text: Slack's three control characters escaped (its mrkdwn would take `<!channel>` or
     `<@U123>` for a mention, `<https://x|text>` for a link), and `inert` (`@channel`)."""
-    return inert(text, code=code).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return inert(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

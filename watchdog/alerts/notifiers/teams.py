@@ -64,7 +64,7 @@ def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
     )
     lines = evidence(alert)
     if lines and traceback_chars:
-        tail = inert(traceback_tail(lines, traceback_chars), code=True)
+        tail = inert(traceback_tail(lines, traceback_chars))
         items.append(_rich(tail, fontType="Monospace", size="Small"))
     card: dict[str, Any] = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",

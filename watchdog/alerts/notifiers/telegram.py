@@ -52,7 +52,7 @@ def build(alert: Alert, options: Options) -> Message:
     lines = evidence(alert)
     room = limit - utf16_len(text) - utf16_len(tail) - len("\n<pre></pre>")
     if lines and room > 80:
-        code = fit(lambda n: _html(inert(traceback_tail(lines, n), code=True)), room, utf16_len)
+        code = fit(lambda n: _html(inert(traceback_tail(lines, n))), room, utf16_len)
         text += "\n<pre>" + code + "</pre>"
     body: dict[str, Any] = {
         "chat_id": chat_id,
