@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -466,3 +467,70 @@ async def test_apprise_refusing_is_given_up_after_a_few_attempts(
         assert alerting.depth() == 0
         assert alerting.sent["any"] == 0
     assert len(receiver.got) == 1 + len(senders_module.APPRISE_BACKOFF)
+
+
+# -- what a source's events read as: no Python repr reaches a person ----------------------------------------
+
+_REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
+
+
+async def test_a_lost_connection_reads_as_words_in_status_and_alert(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """A daemon following a log over a real sshd that then goes away: the /status note (connected, then the
+    connection lost) and the unreachable alert a webhook receives say it in words, never `Connected(host=`
+    or `Disconnected(host=..., reason=...)`."""
+    from conftest import unavailable  # noqa: PLC0415
+    from sshd_server import SSHDUnavailable, start_sshd, stop_sshd  # noqa: PLC0415
+
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions, parse_target  # noqa: PLC0415
+
+    try:
+        server = start_sshd(tmp_path / "sshd")
+    except SSHDUnavailable as exc:
+        unavailable(str(exc))
+    log = tmp_path / "remote.log"
+    log.write_bytes(b"")
+    plan = LaunchPlan(
+        LaunchSpec(name="far", target=parse_target(f"ssh://{server.user}@{server.host}:{server.port}{log}")),
+        host="gpu1",
+        ssh=SSHOptions(
+            known_hosts=str(server.known_hosts),
+            identity=str(server.client_key),
+            config=None,
+            use_agent=False,
+            connect_timeout=2.0,
+        ),
+        alerts=(_webhook(receiver),),
+    )
+    daemon = Daemon({"far": plan}, handle_signals=False, unreachable_after=0.5)
+    notes: list[str] = []
+
+    def noted(statuses: list[dict[str, Any]], start: str) -> bool:
+        note = str(statuses[0].get("note") or "")
+        if note and note not in notes:
+            notes.append(note)
+        return note.startswith(start)
+
+    try:
+        with anyio.fail_after(DEADLINE * 2):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                await daemon.wait_until(lambda s: noted(s, "connected to "))
+                await anyio.to_thread.run_sync(stop_sshd, server)
+                (got,) = await receiver.wait_for(1)
+                await daemon.wait_until(lambda s: noted(s, "connection to ") or noted(s, "follower failed"))
+                tg.cancel_scope.cancel()
+    finally:
+        stop_sshd(server)
+    alert = got.json()
+    assert alert["kind"] == "unreachable"
+    assert notes[0] == f"connected to {server.host}"
+    assert alert["detail"]
+    said = [*notes, alert["detail"], alert["text"]]
+    assert [text for text in said if _REPR.search(text)] == []
+    lost = [note for note in notes if note.startswith("connection to ")]
+    assert lost
+    assert all(note.count("connection to ") == 1 for note in lost)  # said once, not wrapped in itself

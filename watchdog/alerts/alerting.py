@@ -263,10 +263,10 @@ class Alerting:
             await self._outbox.failed(item, self._clock(), str(exc))
         except (KeyError, ValueError) as exc:
             self.failed[notifier.name] += 1
-            log.error(
-                "outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=repr(exc)
-            )
-            await self._outbox.failed(item, self._clock(), f"unreadable: {exc!r}")
+            # said in words: a KeyError's repr (`KeyError('started_at')`) is no message for a person
+            why = f"its field {exc.args[0]} is missing" if isinstance(exc, KeyError) and exc.args else str(exc)
+            log.error("outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=why)
+            await self._outbox.failed(item, self._clock(), f"unreadable: {why}")
         except Exception as exc:  # a notifier's own bug must not end delivery: logged, tried again later
             log.exception("notifier failed", notifier=notifier.name, key=item.key)
             await self._retry(item, f"{type(exc).__name__}: {exc}", None)

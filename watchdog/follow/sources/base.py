@@ -73,7 +73,10 @@ class Disconnected:
     reason: str
 
     def describe(self) -> str:
-        """What a person reads: `connection to gpu1 lost: <reason>; reconnecting`."""
+        """What a person reads: `connection to gpu1 lost: <reason>; reconnecting` (the reason alone when it
+        already says where, as the exception tree's messages do)."""
+        if self.reason and self.host in self.reason:
+            return f"{self.reason}; reconnecting"
         reason = f": {self.reason}" if self.reason else ""
         return f"connection to {self.host} lost{reason}; reconnecting"
 
