@@ -264,7 +264,9 @@ class Alerting:
         except (KeyError, ValueError) as exc:
             self.failed[notifier.name] += 1
             # said in words: a KeyError's repr (`KeyError('started_at')`) is no message for a person
-            why = f"its field {exc.args[0]} is missing" if isinstance(exc, KeyError) and exc.args else str(exc)
+            why = (
+                f"its field {exc.args[0]} is missing" if isinstance(exc, KeyError) and exc.args else str(exc)
+            )
             log.error("outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=why)
             await self._outbox.failed(item, self._clock(), f"unreadable: {why}")
         except Exception as exc:  # a notifier's own bug must not end delivery: logged, tried again later
