@@ -16,7 +16,7 @@ import anyio
 import pytest
 from http_receiver import SECRET_PATH, Answer, Got, Receiver
 
-from watchdog.alerts.compose import COLOUR, traceback_tail
+from watchdog.alerts.compose import COLOUR, fact_field, traceback_tail
 from watchdog.alerts.delivery import TransientDeliveryError, open_client, send
 from watchdog.alerts.notifiers import KINDS, Alert, AlertKind, build_message
 from watchdog.alerts.notifiers.webhook import check_template
@@ -24,6 +24,7 @@ from watchdog.exceptions import DeliveryError
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
 from watchdog.follow.sources import parse_target
 from watchdog.follow.testing import ManualClock, ScriptedSource
+from watchdog.vocabulary import format_duration
 
 pytestmark = pytest.mark.anyio
 
@@ -769,3 +770,154 @@ async def test_telegram_counts_utf16_and_cuts_an_emoji_traceback_to_fit(receiver
     assert len(parser.text.encode("utf-16-le")) // 2 <= 4096
     assert "RuntimeError: \N{FIRE} out of memory" in parser.text
     assert "... (cut, " in parser.text
+
+
+# -- what a daemon's alerts hold, against docs/notifiers.md --------------------------------------------------
+
+DOC = Path(__file__).parent.parent / "docs" / "notifiers.md"
+CRASH_LOG = (
+    FIXTURES / "corpus" / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
+)
+
+
+def _documented_fields() -> dict[str, frozenset[AlertKind]]:
+    """docs/notifiers.md's table of the alert's fields: name -> the kinds for which it is never empty."""
+    section = DOC.read_text().split("### The alert's fields", 1)[1].split("\n#", 1)[0]
+    out: dict[str, frozenset[AlertKind]] = {}
+    for line in section.splitlines():
+        row = re.match(r"\|\s*`(\w+)`\s*\|[^|]*\|\s*([^|]*?)\s*\|", line)
+        if row is None:
+            continue
+        kinds = row.group(2)
+        if kinds == "all":
+            out[row.group(1)] = frozenset(AlertKind)
+        elif kinds == "-":
+            out[row.group(1)] = frozenset()
+        else:
+            out[row.group(1)] = frozenset(AlertKind(k.strip()) for k in kinds.split(","))
+    return out
+
+
+async def _daemon_alerts(tmp_path: Path, receiver: Receiver) -> dict[AlertKind, dict[str, Any]]:
+    """The first webhook body of each kind a running daemon sends: a crash, then a new start (resolved,
+    replaced, ready), a stall, a host that cannot be reached."""
+    from watchdog.alerts.senders import ServiceNotifier  # noqa: PLC0415
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions  # noqa: PLC0415
+
+    hook = ServiceNotifier(
+        name="hook", kind="webhook", urls=(receiver.url(),), on=frozenset(AlertKind), timeout=5.0
+    )
+    crash, slow = tmp_path / "crash.log", tmp_path / "slow.log"
+    (tmp_path / "known_hosts").write_text("")
+    plans = {
+        "crash": LaunchPlan(LaunchSpec(name="crash", target=parse_target(str(crash))), alerts=(hook,)),
+        "slow": LaunchPlan(
+            LaunchSpec(name="slow", target=parse_target(str(slow)), stall_after=0.5),
+            labels={"team": "infra"},
+            alerts=(hook,),
+        ),
+        "far": LaunchPlan(
+            LaunchSpec(name="far", target=parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")),
+            host="far",
+            ssh=SSHOptions(
+                known_hosts=str(tmp_path / "known_hosts"), config=None, use_agent=False, connect_timeout=2.0
+            ),
+            alerts=(hook,),
+        ),
+    }
+    daemon = Daemon(
+        plans, handle_signals=False, public_url="http://watchdog.example:9469", unreachable_after=0.5
+    )
+
+    def kinds(got: list[Got]) -> set[str]:
+        return {g.json()["kind"] for g in got}
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            slow.write_bytes(b"".join(READY_LOG.read_bytes().splitlines(keepends=True)[:6]))
+            crash.write_bytes(CRASH_LOG.read_bytes())
+            await receiver.wait_until(lambda got: "crashed" in kinds(got))
+            fresh = tmp_path / "fresh.log"
+            fresh.write_bytes(READY_LOG.read_bytes())
+            fresh.replace(crash)
+            await receiver.wait_until(lambda got: kinds(got) >= {k.value for k in AlertKind}, deadline=40)
+            tg.cancel_scope.cancel()
+    out: dict[AlertKind, dict[str, Any]] = {}
+    for got in receiver.delivered():
+        body = got.json()
+        out.setdefault(AlertKind(body["kind"]), body)
+    return out
+
+
+def _shown(message: Any) -> str:
+    """What a person reads of a message: its strings (and headers), unescaped, without zero-width spaces."""
+    texts = _strings(message.json) if message.json is not None else [message.text or ""]
+    return _readable("\n".join([*texts, *message.headers.values()]))
+
+
+async def test_every_alert_a_daemon_sends_has_the_fields_the_doc_lists(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """Each kind of alert a running daemon sends (crashed, stalled, ready, unreachable, resolved, replaced)
+    has exactly the fields of docs/notifiers.md's table, none empty where the table says it is set; and every
+    service shows what the doc says a person reads: time in phase and since start, a stall's last line, the
+    time to ready, facts under their names as people write them, and no facts on an outage."""
+    documented = _documented_fields()
+    assert "time_in_phase_seconds" in documented
+    payloads = await _daemon_alerts(tmp_path, receiver)
+    assert set(payloads) == set(AlertKind)
+    for kind, payload in payloads.items():
+        assert set(payload) == set(documented), kind
+        empty = [
+            name
+            for name, kinds in documented.items()
+            if kind in kinds and payload[name] in (None, "", [], {})
+        ]
+        assert empty == [], kind
+    for kind, payload in payloads.items():
+        alert = Alert.from_dict(payload)
+        for service in sorted(KINDS):
+            message = build_message(service, alert, OPTIONS.get(service))
+            if message is None:
+                assert service in INCIDENT_ONLY
+                continue
+            shown = _shown(message)
+            where = (service, kind.value)
+            if service == "pagerduty":
+                details = message.json.get("payload", {}).get("custom_details", {})
+                if kind in {AlertKind.CRASHED, AlertKind.STALLED}:
+                    assert details["time_in_phase_seconds"] == round(payload["time_in_phase_seconds"], 1), (
+                        where
+                    )
+                continue
+            if kind in {AlertKind.CRASHED, AlertKind.STALLED}:
+                assert format_duration(payload["time_in_phase_seconds"]) in shown, where
+                assert format_duration(payload["time_since_start_seconds"]) in shown, where
+            if kind is AlertKind.STALLED:
+                assert payload["last_line"].strip() in shown, where
+                assert "Free memory before weights" in shown, where
+                assert "78.81 GB" in shown, where
+            if kind is AlertKind.READY:
+                assert f"ready after {format_duration(payload['time_since_start_seconds'])}" in shown, where
+            if kind is AlertKind.UNREACHABLE:
+                assert payload["detail"] in shown, where
+                assert "Free memory" not in shown, where
+            assert "avail_mem" not in shown, where  # a fact's raw key is not what a person reads
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        pytest.param("avail_mem_after_weights_gb", 16.3, ("Free memory after weights", "16.3 GB"), id="gb"),
+        pytest.param("kv_cache_tokens", 812345, ("KV cache tokens", "812,345"), id="count"),
+        pytest.param("kv_cache_tokens", 812345.0, ("KV cache tokens", "812,345"), id="count-as-float"),
+        pytest.param("weights_seconds", 87.2, ("Weights time", "1m27s"), id="seconds"),
+        pytest.param("gpu_util_pct", 93.5, ("GPU util", "93.5%"), id="percent"),
+        pytest.param("model", "Qwen/Qwen3-8B", ("Model", "Qwen/Qwen3-8B"), id="text"),
+    ],
+)
+def test_a_fact_reads_as_people_write_it(name: str, value: Any, shown: tuple[str, str]) -> None:
+    """A fact's raw key and number become a label and a value with its unit, as a person reads them."""
+    assert fact_field(name, value) == shown

@@ -194,6 +194,7 @@ _WORDS = {
     "gpu": "GPU",
     "gpus": "GPUs",
     "cpu": "CPU",
+    "cuda": "CUDA",
     "tp": "TP",
     "pp": "PP",
     "dp": "DP",
@@ -220,6 +221,8 @@ def fact_field(name: str, value: FactValue) -> tuple[str, str]:
     if seconds:
         words.pop()
     label = " ".join(_WORDS.get(w.lower(), w) for w in words) or name
+    if seconds:
+        label += " time"
     label = label[:1].upper() + label[1:]
     if isinstance(value, bool) or value is None:
         text = {True: "yes", False: "no", None: ""}[value]
