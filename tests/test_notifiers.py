@@ -16,7 +16,8 @@ import anyio
 import pytest
 from http_receiver import SECRET_PATH, Answer, Got, Receiver
 
-from watchdog.alerts.compose import COLOUR, fact_field, traceback_tail
+from watchdog.alerts import compose
+from watchdog.alerts.compose import COLOUR, traceback_tail
 from watchdog.alerts.delivery import TransientDeliveryError, open_client, send
 from watchdog.alerts.notifiers import KINDS, Alert, AlertKind, build_message
 from watchdog.alerts.notifiers.webhook import check_template
@@ -920,4 +921,4 @@ async def test_every_alert_a_daemon_sends_has_the_fields_the_doc_lists(
 )
 def test_a_fact_reads_as_people_write_it(name: str, value: Any, shown: tuple[str, str]) -> None:
     """A fact's raw key and number become a label and a value with its unit, as a person reads them."""
-    assert fact_field(name, value) == shown
+    assert compose.fact_field(name, value) == shown
