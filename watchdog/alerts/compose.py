@@ -1,4 +1,4 @@
-"""What an alert says, as plain parts each service lays out its own way: headline, fields, cut texts."""
+"""What an alert says, as plain parts each service lays out its own way, its log text made inert."""
 
 from __future__ import annotations
 
