@@ -60,13 +60,9 @@ PRUNE_EVERY_SECONDS = 3600.0
 
 
 def outbox_key(alert: Alert) -> str:
-    """The alert's key in the outbox: its dedup key; for a resolution, that of the problem it ends plus
-    `/resolved` (a launch's stall and crash are resolved separately). A host can be unreachable many times
-    in one incarnation: each outage is its own alert, keyed by when it began."""
-    key = alert.incident_key if alert.kind is AlertKind.RESOLVED else alert.dedup_key
-    if alert.problem is AlertKind.UNREACHABLE:
-        key += f"@{int(alert.started_at.timestamp())}"
-    return f"{key}/resolved" if alert.kind is AlertKind.RESOLVED else key
+    """The alert's key in the outbox: its dedup key (`Alert.dedup_key`: a stall again in one incarnation,
+    another outage, a resolution each have their own)."""
+    return alert.dedup_key
 
 
 @dataclass
@@ -267,10 +263,12 @@ class Alerting:
             await self._outbox.failed(item, self._clock(), str(exc))
         except (KeyError, ValueError) as exc:
             self.failed[notifier.name] += 1
-            log.error(
-                "outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=repr(exc)
+            # said in words: a KeyError's repr (`KeyError('started_at')`) is no message for a person
+            why = (
+                f"its field {exc.args[0]} is missing" if isinstance(exc, KeyError) and exc.args else str(exc)
             )
-            await self._outbox.failed(item, self._clock(), f"unreadable: {exc!r}")
+            log.error("outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=why)
+            await self._outbox.failed(item, self._clock(), f"unreadable: {why}")
         except Exception as exc:  # a notifier's own bug must not end delivery: logged, tried again later
             log.exception("notifier failed", notifier=notifier.name, key=item.key)
             await self._retry(item, f"{type(exc).__name__}: {exc}", None)

@@ -399,6 +399,7 @@ class Daemon:
         if kind is None:
             return
         status = {
+            **_timing(run.follower, verdict),
             **verdict,
             "name": name,
             "host": run.plan.host,
@@ -512,6 +513,22 @@ def _verdict_key(state: State, verdict: Mapping[str, Any]) -> str:
         return name
     stalls = sum(1 for entry in verdict.get("timeline") or () if entry.get("state") == name)
     return name if stalls <= 1 else f"{name}#{stalls}"
+
+
+def _timing(follower: LaunchFollower | None, verdict: Mapping[str, Any]) -> dict[str, Any]:
+    """What a verdict lacks for its alert (time in phase, since start, the last line): the follower's clock
+    and last line, when it still reports the verdict's incarnation."""
+    if follower is None:
+        return {}
+    now = follower.status()
+    if now.get("incarnation") != verdict.get("incarnation"):
+        return {}
+    entered = list(now.get("entered") or [])[: len(verdict.get("timeline") or ())]
+    return {
+        "elapsed_seconds": now.get("elapsed_seconds"),
+        "entered": entered,
+        "last_line": now.get("last_line"),
+    }
 
 
 def _reason(exc: BaseException) -> str:
