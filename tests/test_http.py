@@ -654,10 +654,13 @@ async def test_cancel_closes_the_port() -> None:
         pytest.param("10.42.7.19:9469", id="pod-address"),  # a Kubernetes probe sends the pod's IP
         pytest.param("watchdog.example.org", id="public-url-host"),
         pytest.param("Watchdog.Example.org:443", id="public-url-host-port"),
+        pytest.param("watchdog:9469", id="compose-service-name"),  # deploy/prometheus/prometheus.yml
+        pytest.param("status.localhost:{port}", id="dot-localhost"),
     ],
 )
 async def test_host_for_this_server_is_answered(host: str) -> None:
-    """Without auth, /status answers a Host that is an IP address, localhost or the public_url's host."""
+    """Without auth, /status answers a Host that is an IP address, localhost, the public_url's host, or a name
+    that public DNS cannot hold (no dot, *.localhost)."""
     async with (
         serving(public_url="https://watchdog.example.org/watch") as url,
         httpx.AsyncClient() as client,
@@ -768,7 +771,7 @@ async def test_connections_over_the_cap_leave_status_answering() -> None:
             for stream in held:
                 await stream.aclose()
     assert closed >= 40 - 8
-    said = [e for e in logs if e["event"] == "http connections over the limit"]
+    said = [e for e in logs if e["event"] == "http_connections_over_limit"]
     assert len(said) == 1, said
     assert said[0]["closed_idle"] >= 1
 

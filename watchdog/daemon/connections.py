@@ -284,7 +284,7 @@ class Connections:
             return
         window = "" if math.isinf(self._said_at) else f"{now - self._said_at:.0f}s"
         log.warning(
-            "http connections over the limit",
+            "http_connections_over_limit",
             reason=self._reason,
             closed_idle=self._shed["closed_idle"],
             refused=self._shed["refused"],

@@ -192,10 +192,11 @@ def allowed_host_names(listen_host: str, public_url: str | None = None) -> froze
 def host_allowed(header: str | None, names: Iterable[str]) -> bool:
     """Whether a request with this `Host` header is for this server, not a DNS-rebinding page's.
 
-    A rebinding page's origin is a domain name it controls, and the browser sends that name as `Host`; so an
-    IP address (any: a container's or pod's own address, as Kubernetes probes send it), `localhost` and the
-    configured names are allowed, with or without a port. No `Host` at all is allowed too: every browser
-    sends one.
+    A rebinding page's origin is a domain name it controls in public DNS, and the browser sends that name as
+    `Host`. So these are allowed, with or without a port: an IP address (any: a container's or pod's own
+    address, as Kubernetes probes send it), the configured `names`, a name without a dot (a compose service
+    or container name, a /etc/hosts alias: public DNS has none) and `*.localhost` (browsers resolve it to
+    loopback themselves). No `Host` at all is allowed too: every browser sends one.
     """
     if header is None:
         return True
@@ -216,7 +217,7 @@ def host_allowed(header: str | None, names: Iterable[str]) -> bool:
     try:
         ipaddress.IPv4Address(name)
     except ValueError:
-        return name in names
+        return name in names or "." not in name or name.endswith(".localhost")
     return True
 
 
