@@ -5,7 +5,8 @@ local launch) is started with RLIMIT_NOFILE set to `--nofile` (default 1024, the
 service). Then `--connections` (default 1030) TCP connections are opened to its HTTP port and held, sending
 nothing, for `--seconds` (default 30). Measured over that window:
   - the daemon's CPU time (/proc/PID/stat utime + stime) as % of one core;
-  - the bytes and lines it wrote to its log (standard error), and how many of them say "Too many open files";
+  - the bytes and lines it wrote to its log (standard error) from the first connection on, and how many of them
+    say "Too many open files";
   - GET /status on a fresh connection, every second: how many answered 200 within 2 s;
   - how many of the held connections the daemon had closed by the end of the window.
 
@@ -109,6 +110,7 @@ log = "{work / "server.log"}"
             )
         host, port = url.removeprefix("http://").rsplit(":", 1)
 
+        bytes0, lines0 = log_path.stat().st_size, len(log_path.read_bytes().splitlines())
         held: list[socket.socket] = []
         failed_connects = 0
         for _ in range(args.connections):
@@ -116,11 +118,7 @@ log = "{work / "server.log"}"
                 held.append(socket.create_connection((host, int(port)), timeout=2))
             except OSError:
                 failed_connects += 1
-        cpu0, bytes0, lines0 = (
-            _cpu_seconds(proc.pid),
-            log_path.stat().st_size,
-            len(log_path.read_bytes().splitlines()),
-        )
+        cpu0 = _cpu_seconds(proc.pid)
         t0 = time.monotonic()
         answered = asked = 0
         stop = threading.Event()
