@@ -75,9 +75,8 @@ def notifier_from(name: str, config: Config) -> Notifier:
     )
 
 
-FOREIGN_LOG_LEVEL = (
-    "WARNING"  # what other libraries (asyncssh, aiohttp, asyncio) log: their warnings and errors
-)
+# what other libraries (asyncssh, aiohttp, asyncio) log: their warnings and errors, as before they were routed
+FOREIGN_LOG_LEVEL = "WARNING"
 
 
 def configure_logging(log_format: str, stream: TextIO | None = None) -> None:
