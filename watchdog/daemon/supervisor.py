@@ -145,6 +145,12 @@ class Daemon:
             status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
             if run.note:
                 status["note"] = run.note
+            if run.unreachable_since is not None:  # the page and /status say it plainly, not only in the note
+                status["unreachable"] = {
+                    "since": datetime.fromtimestamp(run.unreachable_since, UTC).isoformat(timespec="seconds"),
+                    "error": run.unreachable_error,
+                    "alerted": run.unreachable_said,
+                }
             out.append(status)
         return out
 
