@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import ssl
 import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -245,3 +247,33 @@ def test_health_url_rejected(url: str) -> None:
     """URLs the probe cannot GET are refused with UsageError."""
     with pytest.raises(UsageError):
         parse_health_url(url)
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("pattern", ["watchdog-pgrep", "pgrep -f", "exit 1"], ids=["name", "script", "tail"])
+async def test_ssh_process_probe_never_finds_itself(sshd: SSHDServer, pool: SSHPool, pattern: str) -> None:
+    """Over SSH, a pattern found only in the probe's own remote command (its shell, the login shell that
+    ran it) is no process: the probe does not keep a dead server alive by matching itself."""
+    probe = SSHProcessProbe(pool, sshd.host, port=sshd.port, user=sshd.user, pattern=pattern)
+    assert not await probe.alive()
+
+
+async def test_local_process_probe_skips_its_ancestors(tmp_path: Path) -> None:
+    """Locally, the pattern on the command line of watchdog's own ancestors (`timeout 45m watchdog ...`, the
+    shell) is no server: a child shell that holds the pattern and runs the probe finds nothing."""
+    pattern = f"wdtest-ancestor-{random.randrange(10**9)}"
+    code = (
+        "import anyio, sys; from watchdog.follow.probes.process import LocalProcessProbe; "
+        "sys.exit(0 if anyio.run(LocalProcessProbe(pattern=sys.argv[1]).alive) else 3)"
+    )
+    # sh (holding the pattern) -> timeout (holding it) -> python (holding it): none of them is the server
+    result = await anyio.run_process(
+        ["sh", "-c", f'timeout 30 {sys.executable} -c "$1" "$0"', pattern, code], check=False
+    )
+    assert result.returncode == 3, result.stderr.decode()
+    async with await anyio.open_process(["sh", "-c", "sleep 1000", pattern]) as server:
+        try:
+            assert await LocalProcessProbe(pattern=pattern).alive()
+        finally:
+            server.kill()
+            await server.wait()

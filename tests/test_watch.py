@@ -449,3 +449,51 @@ async def test_unreachable_host_is_exit_69(capsys: pytest.CaptureFixture[str]) -
         code = await anyio.to_thread.run_sync(lambda: main(["watch", f"ssh://root@127.0.0.1:{port}/x.log"]))
     assert code == 69
     assert f"127.0.0.1 port {port}" in capsys.readouterr().err
+
+
+async def _read_until(stream: Any, seen: bytearray, needle: bytes) -> None:
+    # what a subprocess prints, read until `needle` shows (a fail_after around it bounds the wait)
+    while needle not in seen:
+        seen += await stream.receive()
+
+
+async def test_process_not_started_yet_is_waited_for_under_timeout(tmp_path: Path) -> None:
+    """`timeout 30 watchdog watch --process PAT` with no server running yet says it waits (no instant kill);
+    the `timeout` wrapper's own command line, which holds PAT, is not taken for the server, so the server
+    started later and killed is a crash."""
+    log = tmp_path / "server.log"
+    log.write_text("INFO 12-02 03:00:00 [api_server.py:100] vLLM API server version 0.6.0\n")
+    pattern = f"wdtest-server-{os.getpid()}-{threading.get_ident() % 10**6}"
+    argv = ["timeout", "30", sys.executable, "-m", "watchdog.cli", "watch", str(log), "--process", pattern]
+    seen = bytearray()
+    async with await anyio.open_process(argv, stderr=subprocess.STDOUT) as watcher:
+        assert watcher.stdout is not None
+        with anyio.fail_after(20):
+            await _read_until(watcher.stdout, seen, b"waiting for a process matching")
+        assert watcher.returncode is None, seen.decode()
+        # the server: a shell whose command line holds the pattern
+        async with await anyio.open_process(["sh", "-c", "sleep 1000", pattern]) as server:
+            with anyio.fail_after(20):
+                await _read_until(watcher.stdout, seen, b"is running")
+            server.kill()
+            await server.wait()
+            with anyio.fail_after(20):
+                async for chunk in watcher.stdout:
+                    seen += chunk
+                code = await watcher.wait()
+    assert code == 1, seen.decode()
+    assert b"crashed" in seen
+
+
+async def test_usage_error_then_exit_is_that_error_not_killed(tmp_path: Path) -> None:
+    """--pid of an engine that printed one usage line (no rule knows it) and exited 1: crashed with that line
+    as the error, not `killed` with the OOM-killer hint."""
+    log = tmp_path / "server.log"
+    script = f"echo 'Invalid value for --port: abc' >> {log}; exit 1"
+    engine = subprocess.Popen(["sh", "-c", script])  # noqa: ASYNC220 - a real process that exits 1
+    assert engine.wait() == 1
+    code, v = await _run(str(log), "--pid", str(engine.pid))
+    assert (code, v["state"]) == (1, "crashed")
+    assert v["error"]["category"] != "killed"
+    assert v["error"]["summary"] == "Invalid value for --port: abc"
+    assert "OOM" not in v["error"]["hint"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from watchdog.core.detection import EngineDetector, detect_engine
 from watchdog.core.encoding import Transcoder
@@ -68,6 +69,12 @@ _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detec
 _TEMPLATE_LIMIT = 200_000  # classified line templates kept before the cache starts over
 _TAIL_BYTES = 8192
 _NOTHING = re.compile(b"(?!)")  # matches no line: no rules yet
+# A last line that tells why a process stopped on its own: a usage error, a refusal, a missing thing.
+_LAST_WORDS = re.compile(
+    r"(?i)\b(?:error|invalid|unknown|unrecogni[sz]ed|usage:|required|not found|no such|cannot|can't|"
+    r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
+)
+_MAX_LAST_WORDS = 500
 
 
 class Analyzer:
@@ -225,7 +232,20 @@ class Analyzer:
     ) -> list[Transition]:
         """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
         out = self._detect(now, force=True) if self.profile is None and self._held else []
+        if isinstance(event, ProcessExited) and event.last_words is None:
+            event = self._last_words(event)
         return out + self.lifecycle.feed(event, now)
+
+    def _last_words(self, event: ProcessExited) -> ProcessExited:
+        # A process gone after an error line no rule knows ("Invalid value for '--port'", then exit 1) was not
+        # killed: its last line says why. Only when no error was read since the last one survived.
+        inc = self.lifecycle.current
+        if inc.candidates[inc.pending_index :]:
+            return event
+        last = self.tail(1)
+        if not last or _LAST_WORDS.search(last[0]) is None:
+            return event
+        return replace(event, last_words=last[0].strip()[:_MAX_LAST_WORDS], line=self.lines_read or None)
 
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""

@@ -211,7 +211,18 @@ class Lifecycle:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
             if inc.state not in FINAL:
-                if not inc.candidates[inc.pending_index :]:
+                if not inc.candidates[inc.pending_index :] and event.last_words is not None:
+                    # its last line says why it stopped (a usage error): that, not a kill, is the crash
+                    inc.candidates.append(
+                        Candidate(
+                            event.last_words,
+                            event.line or inc.lines,
+                            kind="log",
+                            fatal=True,
+                            hint="the process exited right after this line, its last: it says why",
+                        )
+                    )
+                elif not inc.candidates[inc.pending_index :]:
                     inc.candidates.append(
                         Candidate(
                             f"process exited: {event.detail}",

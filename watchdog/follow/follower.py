@@ -458,9 +458,19 @@ class LaunchFollower:
         return self._pool
 
     async def _process(self, probe: Any) -> None:
-        from watchdog.follow.probes.process import wait_until_gone  # noqa: PLC0415
+        from watchdog.follow.probes.process import must_appear, wait_until_gone  # noqa: PLC0415
 
-        await wait_until_gone(probe, interval=self.spec.probe_interval)
+        spec = self.spec
+        named = f"matching {spec.process!r}" if spec.process else f"whose pid is in {spec.pid_file}"
+
+        async def waiting(now_waiting: bool) -> None:
+            # a process not started yet is pending, not dead: said once, and again when it shows up
+            if now_waiting:
+                await self._note("process", f"waiting for a process {named} to start")
+            else:
+                await self._note("process", f"a process {named} is running")
+
+        await wait_until_gone(probe, interval=spec.probe_interval, appear=must_appear(probe), waiting=waiting)
         # let the last lines (a traceback being written) arrive before the verdict
         await self._clock.sleep(self.spec.tick * 2)
         await self._apply(self.analyzer.probe(ProcessExited("no such process"), self.now()))
