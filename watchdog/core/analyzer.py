@@ -140,6 +140,12 @@ class Analyzer:
         return self._scanner.last_relevant
 
     @property
+    def traceback_open(self) -> bool:
+        """A traceback has begun and its exception line has not come yet, and it was not taken as cut (the log as
+        it was at the start ended in it, or went quiet in it for `crash_grace`): a crash's report may wait."""
+        return not self._cut_reported and self._scanner.awaiting_exception
+
+    @property
     def state(self) -> State:
         """The launch's current state."""
         return self.lifecycle.state
