@@ -397,3 +397,42 @@ async def test_a_wait_cancelled_mid_call_loses_nothing_and_leaks_nothing(
         append_now(log, b"second\n")
         assert await read_to_caught_up(items, 13, start=6) == b"second\n"
     assert _fds_open_on(log) == 0
+
+
+READY_LOG = (
+    Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+)
+
+
+async def test_a_replaced_log_counts_its_lines_from_1_and_starts_at_its_own_time(tmp_path: Path) -> None:
+    """A real log replaced by a new file (a relaunch): the new incarnation's line numbers count from the new
+    file's first line, and its start is dated by that line, not by the first file's."""
+    from watchdog.follow.follower import LaunchFollower, LaunchSpec, Transitioned  # noqa: PLC0415
+    from watchdog.follow.sources import parse_target  # noqa: PLC0415
+
+    first = READY_LOG.read_bytes()
+    second = first.replace(b"2025-01-23 19:3", b"2025-02-24 08:1")
+    log = tmp_path / "server.log"
+    log.write_bytes(first)
+    spec = LaunchSpec(name="t", target=parse_target(str(log)), engine="sglang")
+    follower = LaunchFollower(spec, source=LocalSource(log, poll_interval=FAST))
+    lines: dict[int, list[int | None]] = {1: [], 2: []}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+        with anyio.fail_after(20), follower.updates:
+            async for update in follower.updates:
+                if isinstance(update, Transitioned):
+                    t = update.transition
+                    lines[t.incarnation].append(t.line)
+                    if t.incarnation == 1 and t.state.value == "ready":
+                        new = tmp_path / "server.log.new"
+                        new.write_bytes(second)
+                        new.replace(log)  # the relaunch's log takes the path
+                    if t.incarnation == 2 and t.state.value == "ready":
+                        break
+        status = follower.status()
+        tg.cancel_scope.cancel()
+    assert lines[2] == lines[1], "the new file's lines are numbered from its own start"
+    assert status["incarnation"] == 2
+    assert status["timeline"][0]["line"] == 1
+    assert status["timeline"][0]["at"].startswith("2025-02-24")

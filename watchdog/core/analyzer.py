@@ -112,7 +112,10 @@ class Analyzer:
         self._keywords: tuple[bytes, ...] = ()
         self._keyword = _NOTHING  # finds any of _keywords in a line template
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
-        self.lines_read = 0
+        self.lines_read = 0  # lines of every file read (a replaced log's included)
+        # lines of the files before the current one: line numbers count from the current file's start
+        self._line_base = 0
+        self._undated = False  # a new file began an incarnation whose start has no time yet (its first line)
         self.bytes_read = 0
         self._tail = b""
         # The log's first bytes, while the engine is unknown. When detection had to decide before the head
@@ -208,7 +211,8 @@ class Analyzer:
         self.transcoder = Transcoder()
         self._scanner.reset()
         self._provisional, self._raw_head, self._detector = False, bytearray(), None
-        out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
+        self._line_base, self._undated = self.lines_read, True
+        out += self._emit(LaunchStarted(1, None, None), now)
         return out
 
     def tick(self, now: float) -> list[Transition]:
@@ -251,7 +255,11 @@ class Analyzer:
         last = self.tail(1)
         if not last or _LAST_WORDS.search(last[0]) is None:
             return event
-        return replace(event, last_words=last[0].strip()[:_MAX_LAST_WORDS], line=self.lines_read or None)
+        return replace(
+            event,
+            last_words=last[0].strip()[:_MAX_LAST_WORDS],
+            line=self.lines_read - self._line_base or None,
+        )
 
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""
@@ -340,7 +348,7 @@ class Analyzer:
 
     def _block(self, block: Block, now: float, *, held: bool = False) -> list[Transition]:
         data = block.data
-        first = self.lines_read + 1
+        first = self.lines_read - self._line_base + 1
         if not held:
             self._tail = (
                 (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
@@ -348,6 +356,12 @@ class Analyzer:
         out: list[Transition] = []
         if first == 1 and self.lifecycle.current.phase == State.PENDING:
             out += self._emit(_first_line(data), now)
+        elif first == 1 and self._undated:
+            # a replaced file's incarnation began at its first line: its time, not the old file's
+            start = _first_line(data)
+            self.lifecycle.date_start(start.at, start.seconds)
+        if first == 1:
+            self._undated = False
         self._refresh_rules()
         templates = data.translate(_DIGITS).split(b"\n")
         count = len(templates) - 1  # a block ends with a newline

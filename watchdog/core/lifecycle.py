@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from watchdog.core.categories import categorize
 from watchdog.core.findings import (
@@ -323,6 +323,14 @@ class Lifecycle:
         if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
             inc.judge_by_clock = True
             inc.pending_since = now
+
+    def date_start(self, at: str | None, seconds: float | None) -> None:
+        """The current incarnation began undated (a replaced log: its first line was not read yet): its start
+        takes the time of that first line."""
+        inc = self.current
+        if at is not None and inc.timeline and inc.timeline[0][0].at is None:
+            first, _ = inc.timeline[0]
+            inc.timeline[0] = (replace(first, at=at), seconds)
 
     def finish(self, now: float) -> list[Transition]:
         """The log ended and nothing more will come (replay): a pending error is final."""
