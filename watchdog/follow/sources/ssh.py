@@ -15,7 +15,6 @@ from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_attempt,
-    stop_never,
     wait_random_exponential,
 )
 from tenacity.stop import stop_base
@@ -253,9 +252,11 @@ class _Follower:
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
+        self.down: str | None = None  # the reason Disconnected last said, until Connected
 
     async def items(self) -> AsyncGenerator[SourceItem, None]:
         pause, reconnect = 0.0, not self.connected
+        failed = 0  # connection attempts failed in a row
         while True:
             # what a step said is handed over before any wait: the next command, a pause, a reconnection
             while self.out:
@@ -264,8 +265,20 @@ class _Follower:
                 await anyio.sleep(pause)
                 pause = 0.0
             if reconnect:
-                await self._connect(first=not self.connected)
-                reconnect = False
+                try:
+                    await self._connect()
+                except ConnectionLost as exc:
+                    # said at the first failed attempt, not after the last: an unreachable host is news at
+                    # once (its alert counts from here), while the attempts go on
+                    failed += 1
+                    self._down(str(exc))
+                    limit = self.src.reconnect_attempts if self.connected else self.src.connect_attempts
+                    if limit is not None and failed >= limit:
+                        raise
+                    delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(failed, 16))
+                    pause = random.uniform(0, delay)  # noqa: S311 - full jitter, not a secret
+                    continue
+                failed, reconnect = 0, False
                 continue
             try:
                 if self.streaming is False:
@@ -287,16 +300,20 @@ class _Follower:
                 # Jitter, so that the followers refused together do not all come back together.
                 pause = random.uniform(delay / 2, delay)  # noqa: S311 - jitter, not a secret
             except ConnectionLost as exc:
-                self.out.append(Disconnected(self.src.host, str(exc)))
+                self._down(str(exc))
                 self.refusals = 0
                 reconnect = True
 
-    async def _connect(self, *, first: bool) -> None:
+    def _down(self, reason: str) -> None:
+        # Disconnected once per outage, and again only when the reason changes (it says what happens now)
+        if reason != self.down:
+            self.down = reason
+            self.out.append(Disconnected(self.src.host, reason))
+
+    async def _connect(self) -> None:
         src = self.src
-        attempts = src.connect_attempts if first else src.reconnect_attempts
-        stop: stop_base = stop_never if attempts is None else stop_after_attempt(attempts)
-        await _retrying(stop)(src.pool.connect, src.host, port=src.port, user=src.user)
-        self.connected = True
+        await src.pool.connect(src.host, port=src.port, user=src.user)
+        self.connected, self.down = True, None
         self.out.append(Connected(src.host))
 
     def _channel_opened(self) -> None:
