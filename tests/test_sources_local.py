@@ -320,13 +320,13 @@ async def test_reads_on_a_local_file_system_stay_on_the_event_loop(
     log.write_bytes(b"first\n")
     monkeypatch.setattr(local_module, "_on_local_fs", lambda fd: local)
     calls: list[str] = []
-    run_sync = anyio.to_thread.run_sync
+    in_thread = local_module._in_daemon_thread
 
-    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def counted(fn: Any, *args: Any) -> Any:
         calls.append(getattr(fn, "__name__", repr(fn)))
-        return await run_sync(fn, *args, **kwargs)
+        return in_thread(fn, *args)
 
-    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    monkeypatch.setattr(local_module, "_in_daemon_thread", counted)
     async with LocalSource(log, poll_interval=FAST).open_follow() as items:
         assert await read_to_caught_up(items, 6) == b"first\n"
         append_now(log, b"second\n")

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -497,3 +498,62 @@ async def test_usage_error_then_exit_is_that_error_not_killed(tmp_path: Path) ->
     assert v["error"]["category"] != "killed"
     assert v["error"]["summary"] == "Invalid value for --port: abc"
     assert "OOM" not in v["error"]["hint"]
+
+
+class _HungReads:
+    """`os` as the local source sees it, but every `pread` blocks in a real read of a FIFO whose writer never
+    writes, as a read on a hung NFS mount does (until `release`)."""
+
+    def __init__(self, fifo: Path) -> None:
+        self._real = os
+        self._reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self._writer = os.open(fifo, os.O_WRONLY)
+        os.set_blocking(self._reader, True)
+        self.hung = threading.Event()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        self.hung.set()
+        os.read(self._reader, 1)  # blocks: the writer never writes (EOF once it is closed)
+        return b""
+
+    def release(self) -> None:
+        with self._lock:
+            if self._writer >= 0:
+                os.close(self._writer)
+                self._writer = -1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+async def test_timeout_returns_while_a_read_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`watch --timeout 1` on a log whose reads hang (a dead NFS server) still returns at its timeout, exit 2:
+    the hung read is left to its thread."""
+    from watchdog.follow.sources import local as local_module  # noqa: PLC0415
+
+    log = tmp_path / "server.log"
+    log.write_text("booting\n")
+    fifo = tmp_path / "hang"
+    os.mkfifo(fifo)
+    hung = _HungReads(fifo)
+    monkeypatch.setattr(local_module, "os", hung)
+    monkeypatch.setattr(
+        local_module, "_on_local_fs", lambda fd: False
+    )  # a network file system: reads in threads
+    # a bound, should the read not be left behind: it then returns after 10 s (and the test fails, not hangs)
+    safety = threading.Timer(10, hung.release)
+    safety.start()
+    try:
+        started = time.monotonic()
+        out = io.StringIO()
+        with anyio.fail_after(20):
+            code = await watch(_args(str(log), "--timeout", "1", "--json"), out=out)
+        took = time.monotonic() - started
+    finally:
+        safety.cancel()
+        hung.release()
+    assert hung.hung.is_set(), "the read never started"
+    assert (code, json.loads(out.getvalue())["timed_out"]) == (2, True)
+    assert took < 5.0, f"watch --timeout 1 took {took:.1f} s"

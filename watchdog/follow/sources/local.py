@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -95,16 +96,55 @@ async def _noop() -> None:
 _PAUSE = _Request(_noop, wait=True)  # a trip round the event loop, nothing else
 
 
+def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Call `fn(*args)` in a daemon thread of its own; its result (or error) on the returned future.
+
+    Awaited through `asyncio.shield`, a wait for it can be cancelled while the call goes on: a read hung on a
+    network file system (a dead NFS server) never holds up `watch --timeout` or a stop, nor, the thread being a
+    daemon one, the interpreter's exit (anyio's worker threads are joined at exit).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def deliver(ok: bool, value: Any) -> None:
+        if future.done():
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def run() -> None:
+        try:
+            value, ok = fn(*args), True
+        except Exception as exc:  # handed to the waiting task, which raises it
+            value, ok = exc, False
+        try:
+            loop.call_soon_threadsafe(deliver, ok, value)
+        except RuntimeError:  # the loop is closed: nobody waits for it any more
+            _discard(value)
+
+    threading.Thread(target=run, name="watchdog-file-read", daemon=True).start()
+    return future
+
+
+def _discard(value: object) -> None:
+    # a file opened for a wait nobody takes the result of any more
+    if isinstance(value, _Open):
+        os.close(value.fd)
+
+
 class _Follow:
     """Runs a follower's generator: its items are returned, its requests awaited and their results sent back.
 
     Cancelling a wait for the next item loses nothing: the generator is still where it was, and the next
-    `__anext__` makes the same request again (a worker thread's result that came after the cancellation is kept).
+    `__anext__` waits for the same request's call, still under way or done meanwhile (its result is kept).
     """
 
     def __init__(self, steps: Generator[SourceItem | _Request, object, None]) -> None:
         self._steps = steps
         self._request: _Request | None = None  # made and not yet answered
+        self._call: asyncio.Future[Any] | None = None  # the request's call in a worker thread, once made
         self._answer: object = None
         self._answered = False
 
@@ -119,9 +159,11 @@ class _Follow:
                 if request.wait:
                     await request.fn(*request.args)
                 elif not self._answered:
-                    # not cancellable: a cancellation comes at the checkpoint after it, and the result is kept
-                    self._answer = await anyio.to_thread.run_sync(request.fn, *request.args)
-                    self._answered = True
+                    if self._call is None:
+                        self._call = _in_daemon_thread(request.fn, *request.args)
+                    # a cancelled wait leaves the call under way: the next one takes its result
+                    self._answer = await asyncio.shield(self._call)
+                    self._call, self._answered = None, True
                     await anyio.lowlevel.checkpoint()
             answer, self._request, self._answer, self._answered = self._answer, None, None, False
             try:
@@ -134,7 +176,15 @@ class _Follow:
             return step
 
     async def aclose(self) -> None:
-        """Close the generator: its `finally` closes the file and ends the watch."""
+        """Close the generator: its `finally` closes the file and ends the watch (a call still under way
+        closes the file it opens once it returns)."""
+        call, self._call = self._call, None
+        if call is not None:
+            call.add_done_callback(
+                lambda done: None if done.cancelled() or done.exception() else _discard(done.result())
+            )
+        if self._answered:
+            _discard(self._answer)
         self._steps.close()
 
 
@@ -221,7 +271,11 @@ class LocalSource:
     async def identify(self, offset: int) -> FileIdentity | None:
         """What the file at the path is, read around `offset` (see `watchdog.follow.sources.identity`); None if there
         is no regular file there."""
-        return await anyio.to_thread.run_sync(local_identity, self.path, offset)
+        # in a daemon thread, as the reads are: a hung network file system never holds up a stop
+        result: FileIdentity | None = await asyncio.shield(
+            _in_daemon_thread(local_identity, self.path, offset)
+        )
+        return result
 
     def _steps(self, offset: int) -> Generator[SourceItem | _Request, object, None]:
         # The follower as a plain generator: it yields the items, and a `_Request` for each wait or worker-thread

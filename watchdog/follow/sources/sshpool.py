@@ -595,7 +595,9 @@ def _timed_out(conn: asyncssh.SSHClientConnection | None, timeout: float) -> str
     if conn is None:
         return f"no TCP connection within {timeout:g} s (the host does not answer: down, or packets dropped)"
     if conn.get_extra_info("server_version") is None:
-        return f"no SSH banner within {timeout:g} s (the port takes TCP connections, but no SSH server answers)"
+        return (
+            f"no SSH banner within {timeout:g} s (the port takes TCP connections, but no SSH server answers)"
+        )
     return f"the SSH handshake did not finish within {timeout:g} s"
 
 
