@@ -277,3 +277,31 @@ async def test_local_process_probe_skips_its_ancestors(tmp_path: Path) -> None:
         finally:
             server.kill()
             await server.wait()
+
+
+async def test_https_probes_share_one_tls_context(
+    health_server: ThreadingHTTPServer, localhost_tls: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two launches' https health probes, checked again and again, build one TLS context between them
+    (building one costs tens of milliseconds of the event loop), not one per probe or per check."""
+    monkeypatch.setenv(
+        "SSL_CERT_FILE", str(localhost_tls)
+    )  # the default context trusts the test's certificate
+    built: list[ssl.SSLContext] = []
+    real = ssl.create_default_context
+
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        built.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return built[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    health.tls_context.cache_clear()
+    try:
+        url = f"https://localhost:{health_server.server_address[1]}/health"
+        async with HealthProbe(url) as first, HealthProbe(url) as second:
+            for _ in range(3):
+                assert await first.check() == 200
+                assert await second.check() == 200
+    finally:
+        health.tls_context.cache_clear()
+    assert len(built) == 1
