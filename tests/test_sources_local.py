@@ -436,3 +436,24 @@ async def test_a_replaced_log_counts_its_lines_from_1_and_starts_at_its_own_time
     assert status["incarnation"] == 2
     assert status["timeline"][0]["line"] == 1
     assert status["timeline"][0]["at"].startswith("2025-02-24")
+
+
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "poll"])
+@pytest.mark.parametrize("grow", [0, 40], ids=["same-size", "larger"])
+async def test_truncated_and_rewritten_in_one_step_is_a_restart(
+    tmp_path: Path, inotify: bool, grow: int
+) -> None:
+    """`: > log` and the relaunch's first bytes written within one poll (to the same size, or beyond what was
+    read): the file's first bytes differ, so it is a restart, read from 0, not an unchanged file or an append."""
+    first = b"[2025-01-23 19:35:14] launch 1 banner\n" * 4
+    second = b"[2025-02-24 08:10:01] launch 2 banner\n" * 4 + b"x" * (grow - 1) + b"\n" * (grow > 0)
+    assert len(second) == len(first) + grow
+    log = tmp_path / "x.log"
+    log.write_bytes(first)
+    async with LocalSource(log, poll_interval=FAST, use_inotify=inotify).open_follow() as items:
+        assert await read_to_caught_up(items, len(first)) == first
+        with log.open("r+b") as file:  # in one go: cut, then the new launch's bytes
+            file.truncate(0)
+            file.write(second)
+        assert await next_event(items) == FileRestarted("truncated")
+        assert await read_to_caught_up(items, len(second)) == second

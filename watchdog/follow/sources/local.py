@@ -39,6 +39,10 @@ LOCAL_SAFETY_POLL_INTERVAL = 10.0
 # With inotify, a file that changes all the time is read at most this often: its lines come in batches.
 BATCH_INTERVAL = 0.02
 DEFAULT_READ_SIZE = 1 << 16
+# The first bytes of the file, compared at each look at its end (as Vector and Fluent Bit fingerprint a file):
+# a log truncated and written again in one go, to the size it had (`: > log` and a relaunch's first lines
+# within one poll), has the same inode and size, but not the same first bytes (its banner's times differ).
+FINGERPRINT = 256
 
 # statfs(2) f_type of the file systems whose reads of a file just written are served from memory: a read there
 # takes microseconds, so it is done on the event loop (a worker thread's round trip costs far more). Any other
@@ -67,6 +71,7 @@ class _Open:
     fd: int
     ident: tuple[int, int]
     local: bool = False
+    head: bytes = b""  # its first FINGERPRINT bytes, as read (fewer in a shorter file)
 
 
 def _on_local_fs(fd: int) -> bool:
@@ -209,6 +214,25 @@ def _open(path: str) -> _Open | None:
     return _Open(fd=fd, ident=(st.st_dev, st.st_ino), local=_on_local_fs(fd))
 
 
+def _took(current: _Open, pos: int, data: bytes) -> None:
+    """Keep the file's first bytes from the bytes read at `pos`."""
+    if len(current.head) == pos < FINGERPRINT:
+        current.head += data[: FINGERPRINT - pos]
+
+
+def _rewritten(current: _Open, pos: int) -> bool:
+    """Whether the file's first bytes (of those read up to `pos`) are no longer what was read: it was cut and
+    written again, perhaps to the same size or beyond."""
+    want = min(FINGERPRINT, pos)
+    if not want:
+        return False
+    if len(current.head) < want:
+        # resumed past them (a checkpoint, whose own check compared them): they are as they are now
+        current.head = os.pread(current.fd, want, 0)
+        return False
+    return os.pread(current.fd, want, 0) != current.head[:want]
+
+
 def _path_ident(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -324,6 +348,7 @@ class LocalSource:
                     data = os.pread(*read) if local else cast("bytes", (yield _Request(os.pread, read)))
                 if data:
                     yield Chunk(pos, data)
+                    _took(current, pos, data)
                     pos += len(data)
                     at_end = False
                     if len(data) == self.read_size:
@@ -342,7 +367,7 @@ class LocalSource:
                     )
                 if pending == "truncated":
                     yield FileRestarted(pending)
-                    pending, pos, at_end = None, 0, False
+                    pending, pos, at_end, current.head = None, 0, False, b""
                 elif pending is not None:
                     # Whatever the writer added to the old file before it was rotated away.
                     while True:
@@ -384,12 +409,16 @@ class LocalSource:
     def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
         """At the end of the file: what was written since, or else whether it was truncated or replaced."""
         data = os.pread(current.fd, self.read_size, pos)  # at the end of a regular file: b""
+        if data and _rewritten(current, pos):
+            # cut and written again past where it was read: what follows the offset is not an append
+            return b"", "truncated"
         return data, None if data else self._restart_reason(current, pos)
 
     def _restart_reason(self, current: _Open, pos: int) -> RestartReason | None:
-        """At the end of the file: has it been truncated, or does the path name a new file now?"""
+        """At the end of the file: has it been truncated (shorter, or other first bytes), or does the path
+        name a new file now?"""
         st = os.fstat(current.fd)
-        if st.st_size < pos:
+        if st.st_size < pos or _rewritten(current, pos):
             return "truncated"
         ident = _path_ident(self.path)
         if ident is None or ident == current.ident:
