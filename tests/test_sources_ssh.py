@@ -697,3 +697,26 @@ async def test_a_black_holed_host_is_said_disconnected_at_the_first_timeout(
         "no TCP connection within 1 s (the host does not answer: down, or packets dropped)"
     )
     assert said_after < 3.0
+
+
+@pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
+async def test_truncated_and_rewritten_in_one_step_is_a_restart(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SSH, `: > log` and the relaunch's first bytes within one of tail's polls, to the same size, then its
+    next line: the file's first bytes on the host differ, so it is a restart read from 0, not an append."""
+    import watchdog.follow.sources.ssh as ssh_module  # noqa: PLC0415
+
+    monkeypatch.setattr(ssh_module, "FINGERPRINT_QUIET", 0.0, raising=False)  # check at once, not after 2 s
+    first = b"[2025-01-23 19:35:14] launch 1 banner\n" * 4
+    second = b"[2025-02-24 08:10:01] launch 2 banner\n" * 4
+    log = tmp_path / "rewrite.log"
+    log.write_bytes(first)
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        assert await read_until(items, len(first)) == first
+        with log.open("r+b") as file:  # in one go: cut, then the new launch's bytes, to the same size
+            file.truncate(0)
+            file.write(second)
+        await append(log, b"next\n")  # the new launch goes on
+        assert await next_item(items) == FileRestarted("truncated")
+        assert await read_until(items, len(second) + 5) == second + b"next\n"

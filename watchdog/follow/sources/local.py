@@ -253,8 +253,8 @@ class LocalSource:
     another inode: the old file is read to its end first, then `FileRestarted("rotated")` and the
     new file from offset 0. A new file at the path whose predecessor was deleted or renamed over
     gives `FileRestarted("replaced")`; the same file shorter than the read offset (copytruncate)
-    gives `FileRestarted("truncated")`. A truncation followed by more writes than were read
-    before the next poll cannot be told from an append (the same limit as `tail -f`).
+    gives `FileRestarted("truncated")`, and so does the same file whose first `FINGERPRINT` bytes changed (cut
+    and written again within one poll, to the same size or past the offset read: `tail -f` misses that).
     """
 
     def __init__(

@@ -59,6 +59,13 @@ RETRY_MAX = 5.0
 _HEADER_LIMIT = 4096
 # Samples after a rotation is seen before switching even if the old file still grows.
 _ROTATION_GRACE_SAMPLES = 8
+# The first bytes of the file are its fingerprint (as Vector and Fluent Bit have it): a log cut and written again
+# in one go (`: > log` and a relaunch's first lines within one of tail's polls) keeps its inode, and its size
+# may come back the same, but its first bytes (a banner with its times) differ. They are compared on the host
+# when bytes come after the log was quiet this long: a relaunch follows a quiet log (the old server died), and
+# a log that never stops costs no command.
+FINGERPRINT = 256
+FINGERPRINT_QUIET = 2.0
 
 
 class SSHSource:
@@ -79,6 +86,11 @@ class SSHSource:
     Each command runs in a channel of the pool's connections to the host (another connection is
     opened when the server refuses a channel: sshd's MaxSessions). When no connection will take
     one, the refusal is reported as `Disconnected` and retried with the same backoff.
+
+    A log cut and written again in one go (the size may come back the same) is told by its first `FINGERPRINT`
+    bytes, compared on the host when bytes come after `FINGERPRINT_QUIET` seconds of quiet: then
+    `FileRestarted("truncated")` and the file from 0 (a rewrite to the same size with nothing after it is seen
+    at the next write).
 
     A copytruncate that is immediately followed by new writes can leave those first new bytes
     delivered before `FileRestarted` (GNU tail resumes at offset 0 before its notice reaches
@@ -140,15 +152,16 @@ class SSHSource:
             raise ValueError("offset must not be negative")
         return _follow(_Follower(self, offset))
 
-    async def identify(self, offset: int) -> FileIdentity | None:
+    async def identify(self, offset: int, *, window: int = IDENTITY_WINDOW) -> FileIdentity | None:
         """What the file at the path is, read around `offset` on the host (see `watchdog.follow.sources.identity`);
-        None if there is no readable regular file there.
+        None if there is no readable regular file there. `window`: the bytes read at the start and before the
+        offset.
 
         Raises:
             ConnectionLost: the host could not be reached in `connect_attempts` attempts.
             HostKeyError, AuthError: as from the pool.
         """
-        command = identity_command(self.path, offset, window=IDENTITY_WINDOW)
+        command = identity_command(self.path, offset, window=window)
         result: asyncssh.SSHCompletedProcess = await _retrying(stop_after_attempt(self.connect_attempts))(
             self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
         )
@@ -252,6 +265,8 @@ class _Follower:
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
+        self.head = b""  # the current file's first FINGERPRINT bytes, as delivered
+        self.quiet_since: float | None = None  # event-loop time the reader reached the end, while it is there
         self.down: str | None = None  # the reason Disconnected last said, until Connected
 
     async def items(self) -> AsyncGenerator[SourceItem, None]:
@@ -326,7 +341,25 @@ class _Follower:
         self.offset = 0
         self.inode = None
         self.rotation = None
+        self.head = b""
         return _Restart()
+
+    async def _check_fingerprint(self) -> None:
+        """Bytes came after a quiet spell: if the file's first bytes on the host are no longer those read, it was
+        cut and written again (the bytes at the offset are not an append): read it again from 0."""
+        quiet, self.quiet_since = self.quiet_since, None
+        if quiet is None or anyio.current_time() - quiet < FINGERPRINT_QUIET:
+            return
+        src, want = self.src, min(FINGERPRINT, self.offset)
+        if not want:
+            return
+        identity = await src.identify(want, window=want)
+        if identity is None or identity.inode != self.inode:
+            return  # gone or another file: the stat loop says so
+        if len(self.head) < want:
+            self.head = identity.head  # resumed past them: they are as they are now
+        elif identity.head != self.head[:want]:
+            raise self._restart_from_zero("truncated")
 
     def _accept_header(self, header: Header | None) -> None:
         """Act on a script's header; returns only for `ok` on the file we mean to read."""
@@ -363,10 +396,13 @@ class _Follower:
     def _caught_up(self) -> None:
         if not self.at_end and self.offset >= self.known_size:
             self.at_end = True
+            self.quiet_since = anyio.current_time()
             self.out.append(CaughtUp(self.offset))
 
     def _deliver(self, data: bytes) -> None:
         self.out.append(Chunk(self.offset, data))
+        if len(self.head) == self.offset < FINGERPRINT:
+            self.head += data[: FINGERPRINT - self.offset]
         self.offset += len(data)
         self.unyielded += len(data)
         self.at_end = False
@@ -417,6 +453,8 @@ class _Follower:
             self._accept_header(header)
             self.rotation = None
             if rest:
+                if self.at_end:
+                    await self._check_fingerprint()
                 self._deliver(rest)
             errors = b""
             while True:
@@ -429,6 +467,8 @@ class _Follower:
                     await anyio.lowlevel.checkpoint()  # a backlog read in bulk still lets other tasks run
                 kind, data, exc = await session.receive()
                 if kind == "out":
+                    if self.at_end:
+                        await self._check_fingerprint()  # the stream goes on queueing meanwhile
                     self._deliver(data)
                     self._check_rotation()
                 elif kind == "err":
@@ -485,6 +525,8 @@ class _Follower:
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")
         self._accept_header(parse_header(line) if newline else None)
+        if data and self.at_end:
+            await self._check_fingerprint()
         if data:
             self._deliver(data)
         if len(data) < DEFAULT_POLL_BYTES:
