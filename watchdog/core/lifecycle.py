@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from watchdog.core.categories import categorize
 from watchdog.core.findings import (
@@ -211,7 +211,18 @@ class Lifecycle:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
             if inc.state not in FINAL:
-                if not inc.candidates[inc.pending_index :]:
+                if not inc.candidates[inc.pending_index :] and event.last_words is not None:
+                    # its last line says why it stopped (a usage error): that, not a kill, is the crash
+                    inc.candidates.append(
+                        Candidate(
+                            event.last_words,
+                            event.line or inc.lines,
+                            kind="log",
+                            fatal=True,
+                            hint="the process exited right after this line, its last: it says why",
+                        )
+                    )
+                elif not inc.candidates[inc.pending_index :]:
                     inc.candidates.append(
                         Candidate(
                             f"process exited: {event.detail}",
@@ -312,6 +323,14 @@ class Lifecycle:
         if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
             inc.judge_by_clock = True
             inc.pending_since = now
+
+    def date_start(self, at: str | None, seconds: float | None) -> None:
+        """The current incarnation began undated (a replaced log: its first line was not read yet): its start
+        takes the time of that first line."""
+        inc = self.current
+        if at is not None and inc.timeline and inc.timeline[0][0].at is None:
+            first, _ = inc.timeline[0]
+            inc.timeline[0] = (replace(first, at=at), seconds)
 
     def finish(self, now: float) -> list[Transition]:
         """The log ended and nothing more will come (replay): a pending error is final."""

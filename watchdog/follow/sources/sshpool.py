@@ -124,10 +124,15 @@ def _load_identity(path: str, where: str) -> asyncssh.SSHKey:
 
 
 class _Client(asyncssh.SSHClient):
-    """Hands host key decisions to the check that knows the known_hosts policy."""
+    """Hands host key decisions to the check that knows the known_hosts policy, and keeps the connection
+    once TCP is up (so that a timeout can say how far the attempt got)."""
 
     def __init__(self, check: HostKeyCheck) -> None:
         self._check = check
+        self.conn: asyncssh.SSHClientConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self._check.validate(host, addr, port, key)
@@ -546,9 +551,15 @@ class SSHPool:
         check = HostKeyCheck(opts.known_hosts_path, accept_new=opts.accept_new_host_key)
         await anyio.to_thread.run_sync(check.load)  # known_hosts read off the event loop
         ciphers_configured = await anyio.to_thread.run_sync(_ciphers_configured, opts.config)
+        clients: list[_Client] = []
+
+        def client() -> _Client:
+            clients.append(_Client(check))
+            return clients[-1]
+
         kwargs: dict[str, Any] = {
             "known_hosts": check.trusted_keys,
-            "client_factory": lambda: _Client(check),
+            "client_factory": client,
             "connect_timeout": opts.connect_timeout,
             "keepalive_interval": opts.keepalive_interval,
             "keepalive_count_max": opts.keepalive_count_max,
@@ -568,11 +579,26 @@ class SSHPool:
             kwargs["client_keys"] = [await anyio.to_thread.run_sync(_load_identity, opts.identity, where)]
         if not opts.use_agent:
             kwargs["agent_path"] = None
-        with (
-            translate_ssh_errors(where, "connect", detail=lambda: check.problem),
-            anyio.fail_after(opts.connect_timeout + 5),
-        ):
-            return await asyncssh.connect(host, **kwargs)
+        with translate_ssh_errors(where, "connect", detail=lambda: check.problem):
+            try:
+                with anyio.fail_after(opts.connect_timeout + 5):
+                    return await asyncssh.connect(host, **kwargs)
+            except TimeoutError as exc:
+                why = _timed_out(clients[-1].conn if clients else None, opts.connect_timeout)
+                raise ConnectionLost(f"cannot connect to {where}: {why}", host=where, reason=why) from exc
+
+
+def _timed_out(conn: asyncssh.SSHClientConnection | None, timeout: float) -> str:
+    """What a connection attempt that timed out got as far as: no TCP connection (the host is down, or a
+    firewall drops the packets), TCP but no SSH banner (not an SSH server, or a hung one), or a handshake
+    that did not finish."""
+    if conn is None:
+        return f"no TCP connection within {timeout:g} s (the host does not answer: down, or packets dropped)"
+    if conn.get_extra_info("server_version") is None:
+        return (
+            f"no SSH banner within {timeout:g} s (the port takes TCP connections, but no SSH server answers)"
+        )
+    return f"the SSH handshake did not finish within {timeout:g} s"
 
 
 def _cipher_preference() -> list[str]:
