@@ -160,22 +160,23 @@ class Daemon:
 
     def stats(self) -> DaemonStats:
         """The daemon's own counters, for /metrics."""
+        # every configured notifier has its counters from the start, at 0 (a series that appears only at its
+        # first failure is one `increase()` and the dashboard do not see)
+        notifiers = {n.name: 0 for plan in self._plans.values() for n in plan.alerts}
+        activity = {
+            name: run.follower.last_activity
+            for name, run in self._running.items()
+            if run.follower is not None and run.follower.last_activity is not None
+        }
         return DaemonStats(
             crashes=dict(self.crashes),
             ssh_connected={host: pool.connected for host, pool in self._pools.items()},
-            ssh_reconnects=self._restarts_by_host(),
-            alerts_sent=dict(self.alerts_sent),
-            alerts_failed=dict(self.alerts_failed),
+            ssh_reconnects={host: pool.reconnects for host, pool in self._pools.items()},
+            alerts_sent={**notifiers, **self.alerts_sent},
+            alerts_failed={**notifiers, **self.alerts_failed},
             outbox_depth=self._alerting.depth() if self._alerting is not None else 0,
+            last_log_activity=activity,
         )
-
-    def _restarts_by_host(self) -> dict[str, int]:
-        # a remote follower fails when its host cannot be reached: each restart is a reconnection
-        out: Counter[str] = Counter()
-        for run in self._running.values():
-            if run.plan.host:
-                out[run.plan.host] += run.failures
-        return dict(out)
 
     async def wait_until(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
         """Wait until `predicate(self.statuses())` holds (checked after every change); return the statuses."""
