@@ -11,7 +11,7 @@ Launches (all followed live, their logs written after the daemon started):
   ready (an SSH reconnect);
 - `far`: a log on host `far`, an SSH target on a closed port (never connected).
 
-Two launches carry extra labels (`team`, `zone`), for `watchdog_launch_info`.
+Three launches carry labels of their own (`team`, `zone`), for `watchdog_launch_info`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,11 @@ EXPECTED_STATES = {
     "pending": "pending",
     "remote": "ready",
 }
-LABELS = {"loading": {"team": "infra"}, "remote": {"team": "serving", "zone": "a"}}
+LABELS = {
+    "crash": {"team": "inference"},
+    "loading": {"team": "infra"},
+    "remote": {"team": "serving", "zone": "a"},
+}
 
 
 @dataclass

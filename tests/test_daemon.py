@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -709,3 +710,49 @@ async def test_outbox_depth_counts_the_alert_being_attempted(tmp_path: Path, rec
             tg.cancel_scope.cancel()
     assert len(depths) >= 20
     assert min(depths) >= 1, f"{depths.count(0.0)} of {len(depths)} scrapes said 0"
+
+
+def _contract_tables() -> tuple[set[str], dict[str, tuple[str, set[str], bool]]]:
+    """docs/contracts.md, "Metrics": the label names of its labels table, and its metrics table as
+    name -> (type, labels, whether the launches' own labels are added)."""
+    text = (Path(__file__).parent.parent / "docs" / "contracts.md").read_text()
+    section = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    labels: set[str] = set()
+    metrics: dict[str, tuple[str, set[str], bool]] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and re.fullmatch(r"`\w+`", cells[0]):
+            labels.add(cells[0].strip("`"))
+        elif len(cells) == 4 and re.fullmatch(r"`watchdog_\w+`", cells[0]):
+            names = set(re.findall(r"`(\w+)`", cells[2]))
+            metrics[cells[0].strip("`")] = (cells[1], names, "your labels" in cells[2])
+    return labels, metrics
+
+
+@pytest.mark.sshd
+async def test_the_metrics_of_docs_contracts_are_what_a_running_daemon_serves(
+    tmp_path: Path, sshd: Any
+) -> None:
+    """docs/contracts.md's metrics table and a running daemon's /metrics (launches in every state) agree both
+    ways: the same families, each with its type, and each sample with the documented labels (plus the
+    launches' own on `watchdog_launch_info`); every label served is in the doc's labels table, and back."""
+    from metrics_scene import LABELS, running_scene  # noqa: PLC0415
+
+    async with running_scene(tmp_path, sshd) as scene:
+        text = await _scrape(scene.daemon)
+    label_table, documented = _contract_tables()
+    assert len(documented) >= 17
+    served_types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
+    assert set(documented) - set(served_types) == set(), "documented, not served"
+    assert set(served_types) - set(documented) == set(), "served, not documented"
+    assert {name: kind for name, (kind, _, _) in documented.items()} == served_types
+    own = {name for labels in LABELS.values() for name in labels}
+    served_labels: dict[str, set[frozenset[str]]] = {name: set() for name in served_types}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            served_labels[sample.name].add(frozenset(sample.labels))
+    for name, (_, labels, plus_own) in documented.items():
+        want = frozenset(labels | own) if plus_own else frozenset(labels)
+        assert served_labels[name] == {want}, f"{name}: served {served_labels[name]}, documented {set(want)}"
+    used = {label for sets in served_labels.values() for labels in sets for label in labels} - own
+    assert used == label_table
