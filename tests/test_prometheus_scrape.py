@@ -35,17 +35,18 @@ CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 JOB = "watchdog"
 DEADLINE = 30.0  # the whole test: daemon verdicts, Prometheus start-up, first scrapes (it takes ~6 s)
-QUERY_DEADLINE = 15.0  # Prometheus applies its scrape targets ~5 s after start, then scrapes every second
+QUERY_DEADLINE = 30.0  # Prometheus applies its scrape targets ~5 s after start, then scrapes every second
 POLL = 0.1  # seconds between two questions to Prometheus' HTTP API
-DASHBOARD_DEADLINE = 30.0  # from the first scrape until every dashboard query has answered with data
+DASHBOARD_DEADLINE = 60.0  # from the first scrape until every dashboard query has answered with data
+DASHBOARD_SCRAPE = "2s"  # the scrape interval and timeout there (a loaded machine answers a scrape slowly)
 # What Grafana puts in for the dashboard's variables: "All" of each (their allValue), and windows of a few
 # scrape intervals (Grafana's $__rate_interval is at least 4 of them; a 1 s scrape here)
 VARIABLES = {
     "job": ".+",
     "launch": ".*",
     "host": ".*",
-    "__rate_interval": "10s",
-    "__interval": "1s",
+    "__rate_interval": "20s",
+    "__interval": DASHBOARD_SCRAPE,
     "__range": "1h",
 }
 AM_CONFIG = """\
@@ -70,16 +71,18 @@ def _states(statuses: list[dict[str, Any]]) -> dict[str, str]:
     return {s["name"]: s["state"] for s in statuses}
 
 
-def _config(target_port: int, *, alertmanager: int | None = None, rules: bool = False) -> str:
+def _config(
+    target_port: int, *, alertmanager: int | None = None, rules: bool = False, scrape: str = "1s"
+) -> str:
     # JSON is YAML: no YAML library needed to write prometheus.yml
-    scrape = [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]
+    jobs = [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]
     if alertmanager is not None:  # the job name the dashboard's Alertmanager panel reads
-        scrape.append(
+        jobs.append(
             {"job_name": "alertmanager", "static_configs": [{"targets": [f"127.0.0.1:{alertmanager}"]}]}
         )
     config: dict[str, Any] = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": scrape,
+        "global": {"scrape_interval": scrape, "scrape_timeout": scrape, "evaluation_interval": "1s"},
+        "scrape_configs": jobs,
     }
     if rules:
         config["rule_files"] = [str(path) for path in sorted(RULES.glob("*.yml"))]
@@ -88,12 +91,18 @@ def _config(target_port: int, *, alertmanager: int | None = None, rules: bool = 
 
 @asynccontextmanager
 async def _open_prometheus(
-    binary: str, tmp_path: Path, target_port: int, *, alertmanager: int | None = None, rules: bool = False
+    binary: str,
+    tmp_path: Path,
+    target_port: int,
+    *,
+    alertmanager: int | None = None,
+    rules: bool = False,
+    scrape: str = "1s",
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A Prometheus on 127.0.0.1 scraping `target_port` (and an Alertmanager's port, as job `alertmanager`)
-    every second, with the shipped rules if asked: an HTTP client for its API, once ready."""
+    every `scrape`, with the shipped rules if asked: an HTTP client for its API, once ready."""
     config = tmp_path / "prometheus.yml"
-    config.write_text(_config(target_port, alertmanager=alertmanager, rules=rules))
+    config.write_text(_config(target_port, alertmanager=alertmanager, rules=rules, scrape=scrape))
     argv = [
         binary,
         f"--config.file={config}",
@@ -283,7 +292,9 @@ async def test_every_dashboard_query_returns_data(
             else None
         )
         client = await stack.enter_async_context(
-            _open_prometheus(prometheus, tmp_path, scene.port, alertmanager=am_port, rules=shipped)
+            _open_prometheus(
+                prometheus, tmp_path, scene.port, alertmanager=am_port, rules=shipped, scrape=DASHBOARD_SCRAPE
+            )
         )
         await _query(client, f'up{{job="{JOB}"}} == 1')
         empty = await _unanswered(client, queries)
@@ -292,10 +303,7 @@ async def test_every_dashboard_query_returns_data(
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{scene.port}") as daemon_client:
             served = _metric_names((await daemon_client.get("/metrics")).text)
 
-    expected = {} if shipped else {w: q for w, q in queries.items() if _needs_more_than_the_daemon(q)}
-    assert empty == expected, (
-        f"{len(empty)} of {len(queries)} dashboard queries return no data: {sorted(empty)}"
-    )
+    assert empty == {}, f"{len(empty)} of {len(queries)} dashboard queries return no data: {sorted(empty)}"
     if shipped:  # the join of docs/contracts.md gives the crashed launch its own label
         assert [(r["metric"]["launch"], r["metric"]["team"]) for r in joined] == [("crash", "inference")]
         bad = [(r["name"], r["lastError"]) for g in groups for r in g["rules"] if r["health"] != "ok"]
