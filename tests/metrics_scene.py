@@ -103,7 +103,7 @@ def scene_plans(
         identity=str(sshd.client_key),
         config=None,
         use_agent=False,
-        connect_timeout=2.0,
+        connect_timeout=10.0,
     )
     remote = parse_target(f"ssh://{sshd.user}@127.0.0.1:{sshd.port}{paths['remote']}")
     plans["remote"] = LaunchPlan(

@@ -27,6 +27,7 @@ CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 DEADLINE = 30.0
+LONG_DEADLINE = 90.0  # a test that waits on retries and reconnections (slow on a loaded machine)
 
 
 def _plan(name: str, path: Path, alerts: ConsoleAlerts) -> LaunchPlan:
@@ -597,7 +598,7 @@ async def test_ssh_reconnects_count_connections_made_again_not_follower_restarts
         identity=str(sshd.client_key),
         config=None,
         use_agent=False,
-        connect_timeout=2.0,
+        connect_timeout=10.0,
     )
     log = tmp_path / "remote.log"
     lines = READY.read_bytes().splitlines(keepends=True)
@@ -612,7 +613,7 @@ async def test_ssh_reconnects_count_connections_made_again_not_follower_restarts
     }
     daemon = Daemon(plans, serve=_serve, handle_signals=False)
     name = "watchdog_ssh_reconnects_total"
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(LONG_DEADLINE):
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.run)
             log.write_bytes(b"".join(lines[:10]))
@@ -695,7 +696,7 @@ async def test_outbox_depth_counts_the_alert_being_attempted(tmp_path: Path, rec
         handle_signals=False,
     )
     depths: list[float] = []
-    with anyio.fail_after(DEADLINE):
+    with anyio.fail_after(LONG_DEADLINE):
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.run)
             log.write_bytes(CRASH.read_bytes())
@@ -703,12 +704,15 @@ async def test_outbox_depth_counts_the_alert_being_attempted(tmp_path: Path, rec
             while not receiver.got:  # the first attempt is answered: the alert is in the outbox
                 await receiver.changed.wait()
             # from the first attempt until the outbox has taken the alert back and tried it again: one
-            # delivery's attempts (4, a few seconds) and the outbox's pause before the next
+            # delivery's attempts (4, a few seconds) and the outbox's pause before the next. A scrape after
+            # each answer (the delivery waits to try again: the alert is being attempted), and every 0.1 s.
             while len(receiver.got) < 5:
+                answered = receiver.changed
+                with anyio.move_on_after(0.1):
+                    await answered.wait()
                 depths.extend(value for _, value in _samples(await _scrape(daemon), "watchdog_outbox_depth"))
-                await anyio.sleep(0.05)  # a scrape every 50 ms: sampling, not waiting for something
             tg.cancel_scope.cancel()
-    assert len(depths) >= 20
+    assert len(depths) >= 5
     assert min(depths) >= 1, f"{depths.count(0.0)} of {len(depths)} scrapes said 0"
 
 
