@@ -124,6 +124,7 @@ class Alerting:
         self._queues: dict[tuple[str, int], list[tuple[float, int, Item]]] = {}
         self._wake: dict[tuple[str, int], anyio.Event] = {}
         self._workers: set[tuple[str, int]] = set()
+        self._in_flight = 0  # items taken from their queue and being delivered (retries included)
         self._buckets: dict[str, _Bucket] = {}
         self._active: dict[tuple[str, AlertKind], _Active] = {}
         self._tg: TaskGroup | None = None
@@ -133,8 +134,8 @@ class Alerting:
         self.silenced: Counter[str] = Counter()  # launch -> alerts held by a silence
 
     def depth(self) -> int:
-        """Alerts waiting to be delivered."""
-        return sum(len(queue) for queue in self._queues.values())
+        """Alerts not delivered yet: those waiting in their queues and those being attempted now."""
+        return self._in_flight + sum(len(queue) for queue in self._queues.values())
 
     def active(self, launch: str) -> list[Alert]:
         """The unresolved problems of `launch`."""
@@ -244,9 +245,13 @@ class Alerting:
                     await wake.wait()
                 continue
             heapq.heappop(queue)
-            notifier = self._notifiers[name]
-            await self._buckets[name].take()
-            await self._deliver(notifier, item)
+            self._in_flight += 1  # still not delivered: counted until it is, or is back in its queue
+            try:
+                notifier = self._notifiers[name]
+                await self._buckets[name].take()
+                await self._deliver(notifier, item)
+            finally:
+                self._in_flight -= 1
             self._on_change()
 
     async def _deliver(self, notifier: Notifier, item: Item) -> None:

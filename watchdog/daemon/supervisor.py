@@ -124,6 +124,7 @@ class Daemon:
         self._unreachable_after = unreachable_after
         self._alerting: Alerting | None = None
         self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
+        self._activity: dict[str, float] = {}  # launch -> Unix time its log last grew (see `stats`)
         self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
         self.port: int | None = None  # the HTTP server's port, once bound
         self._changed: anyio.Event | None = None  # made by a waiter; set (and dropped) when a status changed
@@ -166,22 +167,24 @@ class Daemon:
 
     def stats(self) -> DaemonStats:
         """The daemon's own counters, for /metrics."""
+        # every configured notifier has its counters from the start, at 0 (a series that appears only at its
+        # first failure is one `increase()` and the dashboard do not see)
+        notifiers = {n.name: 0 for plan in self._plans.values() for n in plan.alerts}
+        # when each log last grew, kept across its follower's restarts (a new follower has read nothing yet)
+        self._activity = {name: t for name, t in self._activity.items() if name in self._running}
+        for name, run in self._running.items():
+            last = run.follower.last_activity if run.follower is not None else None
+            if last is not None and last > self._activity.get(name, 0.0):
+                self._activity[name] = last
         return DaemonStats(
             crashes=dict(self.crashes),
             ssh_connected={host: pool.connected for host, pool in self._pools.items()},
-            ssh_reconnects=self._restarts_by_host(),
-            alerts_sent=dict(self.alerts_sent),
-            alerts_failed=dict(self.alerts_failed),
+            ssh_reconnects={host: pool.reconnects for host, pool in self._pools.items()},
+            alerts_sent={**notifiers, **self.alerts_sent},
+            alerts_failed={**notifiers, **self.alerts_failed},
             outbox_depth=self._alerting.depth() if self._alerting is not None else 0,
+            last_log_activity=dict(self._activity),
         )
-
-    def _restarts_by_host(self) -> dict[str, int]:
-        # a remote follower fails when its host cannot be reached: each restart is a reconnection
-        out: Counter[str] = Counter()
-        for run in self._running.values():
-            if run.plan.host:
-                out[run.plan.host] += run.failures
-        return dict(out)
 
     async def wait_until(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
         """Wait until `predicate(self.statuses())` holds (checked after every change); return the statuses."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +159,7 @@ class LaunchFollower:
         self.concluded: Concluded | None = None  # the latest verdict
         self.timed_out = False
         self.last_update = 0.0
+        self.last_activity: float | None = None  # Unix time bytes of the log last arrived (None: none yet)
         self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
         # the clock task's wait, when it waits; its result True: woken early (`_reschedule`)
         self._tick_wake: asyncio.Future[object] | None = None
@@ -234,6 +236,9 @@ class LaunchFollower:
         if isinstance(item, Chunk):
             self._at_end = False
             self._last_data = now
+            self.last_activity = (
+                time.time()
+            )  # Unix time, not the follower's clock: it is compared with time()
             transitions = self.analyzer.feed(item.data, now)
             if self._checkpoints is not None:
                 self._checkpoints.fed(item.data)

@@ -166,6 +166,21 @@ class _Host:
     conns: list[_Conn] = field(default_factory=list)
     # Channels one connection carries before the server refuses one (None: no refusal seen).
     learned: int | None = None
+    # A connection was open once (so one opened when none is left is a reconnection), and how many those were.
+    was_connected: bool = False
+    reconnects: int = 0
+
+    def opened(self, conn: asyncssh.SSHClientConnection, *, alone: bool) -> _Conn:
+        """Keep a connection just opened; `alone`: no other connection to the host was open (a reconnection
+        if one ever was: the earlier ones were lost, as the first one is never closed while it lives)."""
+        if alone:
+            if self.was_connected:
+                self.reconnects += 1
+                log.info("SSH connection made again", host=self.where, reconnects=self.reconnects)
+            self.was_connected = True
+        entry = _Conn(conn)
+        self.conns.append(entry)
+        return entry
 
     def live(self) -> list[_Conn]:
         """The open connections (closed ones are closed for good and forgotten here)."""
@@ -310,7 +325,7 @@ class SSHPool:
             if live:
                 return live[0].conn
             conn = await self._open(host, port, user)
-            entry.conns.append(_Conn(conn))
+            entry.opened(conn, alone=True)
             return conn
 
     async def open_session(
@@ -386,6 +401,12 @@ class SSHPool:
         """Whether a connection of this pool is open now."""
         return any(entry.live() for entry in self._hosts.values())
 
+    @property
+    def reconnects(self) -> int:
+        """Connections made again to a host after every connection to it was lost (not the first ones, not
+        the extra ones opened for more channels), since the pool was made."""
+        return sum(entry.reconnects for entry in self._hosts.values())
+
     def channel_counts(self, host: str, *, port: int | None = None, user: str | None = None) -> list[int]:
         """The session channels each open connection to the host carries now, in the order they were opened."""
         entry = self._hosts.get((host, port, user))
@@ -455,8 +476,7 @@ class SSHPool:
                         host.where,
                         f"its connections ({len(live)}) are full and another could not be opened: {exc}",
                     ) from exc
-                entry = _Conn(conn)
-                host.conns.append(entry)
+                entry = host.opened(conn, alone=not live)
                 if live:
                     refused = any(known.full for known in live) or (
                         host.learned is not None and host.learned == self._capacity(host)
