@@ -15,12 +15,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from http_receiver import Receiver
+from structlog.testing import capture_logs
+
 from watchdog.store import DB_NAME, LOCK_NAME
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 DEADLINE = 30.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """asyncssh needs the asyncio backend."""
+    return "asyncio"
 
 
 class Daemon:
@@ -259,3 +269,114 @@ def test_damaged_pages_are_refused_at_start(tmp_path: Path) -> None:
     assert str(path) in proc.stderr
     assert "move it away" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- 4. a state file that cannot be written ---------------------------------------------------------------
+
+
+async def _serve(daemon: Any, *, task_status: Any) -> None:
+    from watchdog.daemon.http import serve_http  # noqa: PLC0415
+
+    await serve_http(
+        ("127.0.0.1", 0), daemon.statuses, daemon.stats, health=daemon.health, task_status=task_status
+    )
+
+
+def _written(state: Path) -> tuple[list[tuple[str, bool]], list[str]]:
+    """The outbox's rows (key, delivered) and the announced verdicts' keys, as another process sees them."""
+    with sqlite3.connect(state / DB_NAME) as db:
+        outbox = [
+            (k, d is not None) for k, d in db.execute("SELECT key, delivered_at FROM outbox ORDER BY id")
+        ]
+        announced = [k for (k,) in db.execute("SELECT key FROM verdicts WHERE announced_at IS NOT NULL")]
+    db.close()
+    return outbox, announced
+
+
+class _Lock:
+    """Another process's write lock on the state file (`BEGIN EXCLUSIVE` on a connection of its own)."""
+
+    def __init__(self, state: Path) -> None:
+        self.db = sqlite3.connect(state / DB_NAME, isolation_level=None, check_same_thread=False)
+        self.db.execute("BEGIN EXCLUSIVE")
+
+    def release(self) -> None:
+        self.db.execute("ROLLBACK")
+        self.db.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["locked", "full"])
+async def test_a_crash_is_alerted_when_the_state_file_cannot_be_written_and_stored_later(
+    tmp_path: Path, receiver: Receiver, fault: str
+) -> None:
+    """While another process holds the state file's write lock (or the disk is full: SQLite's max_page_count),
+    a crash still reaches a real webhook receiver, /healthz answers 503 "degraded"; once the file can be
+    written, the outbox row (delivered) and the announcement are stored, /healthz is ok again, and a restarted
+    daemon does not announce the crash twice."""
+    import anyio  # noqa: PLC0415
+    import httpx  # noqa: PLC0415
+
+    from watchdog.alerts.senders import ServiceNotifier  # noqa: PLC0415
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import parse_target  # noqa: PLC0415
+    from watchdog.store import open_store  # noqa: PLC0415
+
+    state, log = tmp_path / "state", tmp_path / "crash.log"
+    hook = ServiceNotifier(name="hook", kind="webhook", urls=(receiver.url(),), timeout=2.0)
+    plans = {"early": LaunchPlan(LaunchSpec(name="early", target=parse_target(str(log))), alerts=(hook,))}
+
+    async def limit(store: Any, daemon: Any, pages: int | None) -> None:
+        # a full disk, as SQLite sees one: no page past the file's current count (per connection)
+        for conn, run in ((store._conn, store._run), (daemon._outbox._conn, daemon._outbox._run)):
+            count = (
+                pages
+                if pages is not None
+                else await run(lambda c=conn: c.execute("PRAGMA page_count").fetchone()[0])
+            )
+            await run(lambda c=conn, n=count: c.execute(f"PRAGMA max_page_count = {n}"))
+
+    async def wait_for(predicate: Any) -> None:
+        with anyio.fail_after(DEADLINE):
+            while True:  # another connection's view of the file (or the retries' result): polled
+                if predicate():
+                    break
+                await anyio.sleep(0.05)
+
+    with anyio.fail_after(3 * DEADLINE):
+        async with open_store(state) as store, anyio.create_task_group() as tg:
+            daemon = Daemon(plans, serve=_serve, store=store, handle_signals=False)
+            await tg.start(daemon.run)
+            base = f"http://127.0.0.1:{daemon.port}"
+            lock = _Lock(state) if fault == "locked" else None
+            if fault == "full":
+                await limit(store, daemon, None)
+            try:
+                log.write_bytes(CRASH.read_bytes())
+                [got] = await receiver.wait_for(1, deadline=DEADLINE)
+                assert got.json()["dedup_key"] == "early/1/crashed"
+                async with httpx.AsyncClient(base_url=base) as client:
+                    health = await client.get("/healthz")
+                assert (health.status_code, health.text[:9]) == (503, "degraded:")
+                if lock is not None:
+                    assert _written(state) == ([], [])
+            finally:
+                if lock is not None:
+                    lock.release()
+            if fault == "full":
+                await limit(store, daemon, 1 << 30)  # the disk freed
+            await wait_for(lambda: _written(state) == ([("early/1/crashed", True)], ["crashed"]))
+            await wait_for(lambda: daemon.health() is None)
+            async with httpx.AsyncClient(base_url=base) as client:
+                assert (await client.get("/healthz")).text == "ok\n"
+            tg.cancel_scope.cancel()
+    with anyio.fail_after(DEADLINE):
+        async with open_store(state) as store, anyio.create_task_group() as tg:
+            with capture_logs() as logs:
+                daemon = Daemon(plans, serve=_serve, store=store, handle_signals=False)
+                await tg.start(daemon.run)
+                await daemon.wait_until(lambda s: s[0]["state"] == "crashed")
+                await wait_for(lambda: any(e["event"] == "already announced" for e in logs))
+            tg.cancel_scope.cancel()
+    assert len(receiver.delivered()) == 1

@@ -1072,8 +1072,10 @@ def transaction(conn: sqlite3.Connection, fn: Callable[[], _T]) -> _T:
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn()
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite has rolled back already after some errors (SQLITE_FULL): a second ROLLBACK would hide the error
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
     return result

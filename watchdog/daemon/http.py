@@ -7,7 +7,7 @@ no second server process or thread), TLS is a plain `ssl.SSLContext`, and basic 
 - `/status`: a JSON list, one status snapshot per launch (the verdict object plus name, host, since,
   incarnation), with anything that looks like a credential in log text redacted;
 - `/healthz`: 200 "ok" (open without credentials, for container and load-balancer health checks: it tells
-  nothing);
+  nothing), or 503 "degraded: ..." while the state file cannot be written;
 - `/`: the status page (`watchdog.daemon.statuspage`).
 
 It binds 127.0.0.1 by default; bound elsewhere it should have basic auth and TLS (a warning says so).
@@ -177,14 +177,21 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 
 
 def make_app(
-    statuses: Statuses, daemon_stats: Stats, *, basic_auth: tuple[str, str] | None = None
+    statuses: Statuses,
+    daemon_stats: Stats,
+    *,
+    basic_auth: tuple[str, str] | None = None,
+    health: Callable[[], str | None] | None = None,
 ) -> web.Application:
     """The aiohttp application (routes, auth, headers); `serve_http` runs it."""
     middlewares: list[Middleware] = [_basic_auth(*basic_auth)] if basic_auth is not None else []
     app = web.Application(middlewares=middlewares)
 
     async def healthz(request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+        problem = health() if health is not None else None  # e.g. the state file cannot be written
+        return (
+            web.Response(text=f"degraded: {problem}\n", status=503) if problem else web.Response(text="ok\n")
+        )
 
     async def metrics(request: web.Request) -> web.Response:
         snapshot, stats = statuses(), daemon_stats()
@@ -226,6 +233,7 @@ async def serve_http(
     *,
     tls: ssl.SSLContext | None = None,
     basic_auth: tuple[str, str] | None = None,
+    health: Callable[[], str | None] | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Bind `listen` (port 0: a free port), report the bound port with `task_status.started(port)`, and serve
@@ -237,6 +245,7 @@ async def serve_http(
         daemon_stats: the daemon's counters for /metrics.
         tls: serve HTTPS with this context (see `server_tls`).
         basic_auth: (user, password) required on every path but /healthz.
+        health: what keeps the daemon from doing its job (/healthz answers 503 "degraded: ..."), or None.
 
     Raises:
         ConfigError: the address cannot be bound (in use, not an address of this machine).
@@ -245,7 +254,7 @@ async def serve_http(
     if not is_loopback(host) and (basic_auth is None or tls is None):
         missing = " and ".join(n for n, v in (("basic auth", basic_auth), ("TLS", tls)) if v is None)
         log.warning("http_exposed", listen=f"{host}:{port}", missing=missing)
-    app = make_app(statuses, daemon_stats, basic_auth=basic_auth)
+    app = make_app(statuses, daemon_stats, basic_auth=basic_auth, health=health)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()
     try:

@@ -140,6 +140,7 @@ async def _run(path: Path, config: Config, shard: Shard | None) -> int:
             daemon.stats,
             tls=tls,
             basic_auth=auth,
+            health=daemon.health,
             task_status=task_status,
         )
 
