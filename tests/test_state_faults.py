@@ -299,10 +299,14 @@ class _Lock:
     def __init__(self, state: Path) -> None:
         self.db = sqlite3.connect(state / DB_NAME, isolation_level=None, check_same_thread=False)
         self.db.execute("BEGIN EXCLUSIVE")
+        self.released = False
 
     def release(self) -> None:
-        self.db.execute("ROLLBACK")
-        self.db.close()
+        """Let the file be written again (once; a second call does nothing)."""
+        if not self.released:
+            self.released = True
+            self.db.execute("ROLLBACK")
+            self.db.close()
 
 
 @pytest.mark.anyio
@@ -380,3 +384,59 @@ async def test_a_crash_is_alerted_when_the_state_file_cannot_be_written_and_stor
                 await wait_for(lambda: any(e["event"] == "already announced" for e in logs))
             tg.cancel_scope.cancel()
     assert len(receiver.delivered()) == 1
+
+
+# -- 5. errors while pruning the outbox ------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_an_outbox_that_cannot_be_pruned_says_so_once_and_alerting_goes_on(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning the outbox while another process holds the file's write lock fails each hour: the first failure
+    is logged (once for that kind of error, not every hour, not never), and alerts are still delivered."""
+    import anyio  # noqa: PLC0415
+
+    from watchdog.alerts import alerting as alerting_module  # noqa: PLC0415
+    from watchdog.alerts.alerting import Alerting  # noqa: PLC0415
+    from watchdog.alerts.notifiers import Alert, AlertKind  # noqa: PLC0415
+    from watchdog.alerts.outbox import Outbox  # noqa: PLC0415
+    from watchdog.alerts.senders import ServiceNotifier  # noqa: PLC0415
+    from watchdog.store import open_store  # noqa: PLC0415
+
+    monkeypatch.setattr(alerting_module, "PRUNE_EVERY_SECONDS", 0.01)
+    attempts = 0
+    second = anyio.Event()
+    prune = Outbox.prune
+
+    async def counted(self: Outbox, now: float) -> int:
+        nonlocal attempts
+        attempts += 1
+        try:
+            return await prune(self, now)
+        finally:
+            if attempts == 2:
+                second.set()
+
+    monkeypatch.setattr(Outbox, "prune", counted)
+    hook = ServiceNotifier(name="hook", kind="webhook", urls=(receiver.url(),), timeout=2.0)
+    status = {"name": "kimi", "engine": "sglang", "state": "crashed", "phase": "capturing_graphs"}
+    async with open_store(tmp_path) as store:
+        box = await Outbox.open(store.path)
+        lock = _Lock(tmp_path)
+        try:
+            with capture_logs() as logs, anyio.fail_after(DEADLINE):
+                async with anyio.create_task_group() as tg:
+                    alerting = Alerting(box)
+                    await tg.start(alerting.run)
+                    await second.wait()
+                    lock.release()
+                    await alerting.say(Alert.from_status(AlertKind.CRASHED, status), [hook])
+                    await receiver.wait_for(1)
+                    tg.cancel_scope.cancel()
+        finally:
+            lock.release()
+            await box.close()
+    warned = [e for e in logs if e["event"] == "outbox not pruned; trying again later"]
+    assert len(warned) == 1
+    assert "database is locked" in warned[0]["error"]
