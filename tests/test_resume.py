@@ -601,3 +601,36 @@ async def test_a_restarted_daemon_resumes_each_launch_at_its_checkpoint(tmp_path
     _, replayed = replay_path(path)
     assert _key(status) == _key(replayed)
     assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
+
+
+def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp_path: Path) -> None:
+    """A log of 300 starts, each crashing (a server restarted by its supervisor into the same log): the
+    lifecycle keeps the last MAX_INCARNATIONS_PER_LAUNCH past incarnations, the checkpoint stays under 128 KiB
+    (it was 7 MB, over the 1 MiB cap past ~45 restarts), and the verdict still says incarnation 300 of 300,
+    with the newest crash's root cause and traceback, also after the checkpoint is read back."""
+    from watchdog.core.verdict import build_verdict  # noqa: PLC0415
+    from watchdog.vocabulary import MAX_INCARNATIONS_PER_LAUNCH  # noqa: PLC0415
+
+    one = _read(CRASH)
+    analyzer = Analyzer()
+    for n in range(300):
+        analyzer.feed(one, float(n))
+    analyzer.finish(300.0)
+    assert len(analyzer.lifecycle.history) == MAX_INCARNATIONS_PER_LAUNCH
+    first, _ = replay_path(CRASH)
+    want = build_verdict(first)
+    verdict = build_verdict(analyzer)
+    assert (verdict["incarnation"], verdict["incarnations"]) == (300, 300)
+    assert _key(verdict) == _key(want)
+    assert verdict["error"]["traceback"] == want["error"]["traceback"]
+    path = tmp_path / "log"
+    path.write_bytes(one)
+    blob = encode(Checkpoint(_identity(path, len(one)), 1.0, analyzer), build="b", settings="s")
+    assert blob is not None
+    assert len(blob) < 128 * 1024
+    restored = decode(blob, build="b", settings="s").analyzer
+    restored.feed(one, 301.0)
+    restored.finish(302.0)
+    again = build_verdict(restored)
+    assert (again["incarnation"], again["incarnations"]) == (301, 301)
+    assert _key(again) == _key(want)
