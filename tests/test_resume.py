@@ -634,3 +634,57 @@ def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp
     again = build_verdict(restored)
     assert (again["incarnation"], again["incarnations"]) == (301, 301)
     assert _key(again) == _key(want)
+
+
+class RefusingSaves(SavesSeen):
+    """The real store, whose checkpoint writes fail (as a full disk makes them) until `refuse` is cleared."""
+
+    def __init__(self, store: StateStore) -> None:
+        super().__init__(store)
+        self.refuse = True
+        self.refused = 0
+        self._refused = anyio.Event()
+
+    async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
+        if self.refuse:
+            self.refused += 1
+            self._refused.set()
+            self._refused = anyio.Event()
+            raise OSError(28, "No space left on device")
+        await super().save_checkpoint(launch, offset, blob)
+
+    async def wait_refused(self, count: int, clock: ManualClock) -> None:
+        """Let the checkpoint interval pass until `count` saves were refused."""
+        while self.refused < count:
+            refused = self._refused
+            await clock.advance(CHECKPOINT_INTERVAL + 1.0)
+            if self.refused < count:
+                await refused.wait()
+
+
+async def test_a_checkpoint_that_cannot_be_written_says_so_once_until_one_is(tmp_path: Path) -> None:
+    """Checkpoints whose writes fail are tried at every interval and said once (one warning, not one per
+    interval, not none); once one is written again that is said too, and the next failure is warned again."""
+    data = _read(READY)
+    path = tmp_path / "server.log"
+    path.write_bytes(b"")
+    clock = ManualClock()
+    async with open_store(tmp_path / "state") as store:
+        saves = RefusingSaves(store)
+        follower = LaunchFollower(_spec(path), source=LocalSource(path), clock=clock, checkpoints=saves)
+        with capture_logs() as logs, anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, follower)
+                await tg.start(follower.run)
+                for k in (1, 2, 3):  # a log that grows: a save is due at every interval
+                    with path.open("ab") as f:
+                        f.write(data[len(data) * (k - 1) // 4 : len(data) * k // 4])
+                    await saves.wait_refused(k, clock)
+                saves.refuse = False
+                with path.open("ab") as f:
+                    f.write(data[len(data) * 3 // 4 :])
+                await saves.wait_for(len(data), clock)
+                tg.cancel_scope.cancel()
+    events = [e["event"] for e in logs if e["event"].startswith("checkpoint")]
+    assert events.count("checkpoint not saved (a restart reads from the last one saved, or the start)") == 1
+    assert "checkpoint saved again" in events
