@@ -19,6 +19,16 @@ What it keeps, and why:
   log grows, soon after a transition, and when it stops) and whether to trust it;
 - the alert outbox (`watchdog.alerts.outbox`), on a connection of its own made by `connect`.
 
+The directory is made 0700 and the files 0600 whatever the umask; `lock_state_dir` keeps a second daemon off
+the directory; a file with a table missing or damaged pages (`PRAGMA quick_check`) is refused at the start
+(`ConfigError`, exit 78), and a row that does not decode is left out of the history with one warning.
+
+A write that meets a passing fault (`passing`: another process's lock past `BUSY_TIMEOUT`, a full disk, an
+I/O error) loses nothing that matters: verdicts, announcements, transitions and checkpoints are kept and
+written again every `RETRY_SECONDS` (by `write_behind`, or before the next call), `failing` says why
+meanwhile (for /healthz), and a verdict that cannot be written is still answered (whether it was announced is
+read: a read works under a lock and on a full disk).
+
 Growth is bounded: at most `MAX_INCARNATIONS_PER_LAUNCH` incarnations per launch (older ones are pruned with
 their transitions and verdicts) and `MAX_TRANSITIONS_PER_INCARNATION` transitions per incarnation (later ones
 are not stored; the incarnation's state and verdict are still kept up to date).
