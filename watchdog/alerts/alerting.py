@@ -22,7 +22,6 @@ would resolve the alert by itself after its `resolve_timeout`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import heapq
 import random
@@ -152,6 +151,7 @@ class Alerting:
                 self._start_worker(name)
             tg.start_soon(self._repeat_loop)
             tg.start_soon(self._prune_loop)
+            tg.start_soon(self._outbox.keep_written)  # what the state file could not take yet
             task_status.started()
             await anyio.sleep_forever()
 
@@ -336,8 +336,7 @@ class Alerting:
     async def _prune_loop(self) -> None:
         while True:
             await anyio.sleep(PRUNE_EVERY_SECONDS)
-            with contextlib.suppress(Exception):
-                await self._outbox.prune(self._clock())
+            await self._outbox.prune_logged(self._clock())  # an error is logged, and pruning goes on
 
     async def _is_silenced(self, launch: str) -> bool:
         if self._silences is None:

@@ -7,7 +7,7 @@ no second server process or thread), TLS is a plain `ssl.SSLContext`, and basic 
 - `/status`: a JSON list, one status snapshot per launch (the verdict object plus name, host, since,
   incarnation), with anything that looks like a credential in log text redacted;
 - `/healthz`: 200 "ok" (open without credentials, for container and load-balancer health checks: it tells
-  nothing);
+  nothing), or 503 "degraded: ..." while the state file cannot be written;
 - `/`: the status page (`watchdog.daemon.statuspage`).
 
 It binds 127.0.0.1 by default; bound elsewhere it should have basic auth and TLS (a warning says so).
@@ -260,6 +260,7 @@ def make_app(
     basic_auth: tuple[str, str] | None = None,
     host_names: frozenset[str] | None = None,
     connections: Connections | None = None,
+    health: Callable[[], str | None] | None = None,
 ) -> web.Application:
     """The aiohttp application (routes, auth, headers); `serve_http` runs it.
 
@@ -275,7 +276,10 @@ def make_app(
     app = web.Application(middlewares=middlewares)
 
     async def healthz(request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+        problem = health() if health is not None else None  # e.g. the state file cannot be written
+        return (
+            web.Response(text=f"degraded: {problem}\n", status=503) if problem else web.Response(text="ok\n")
+        )
 
     async def metrics(request: web.Request) -> web.Response:
         snapshot, stats = statuses(), daemon_stats()
@@ -321,6 +325,7 @@ async def serve_http(
     max_connections: int = MAX_CONNECTIONS,
     idle_timeout: float = IDLE_TIMEOUT,
     fd_reserve: int | None = None,
+    health: Callable[[], str | None] | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Bind `listen` (port 0: a free port), report the bound port with `task_status.started(port)`, and serve
@@ -334,6 +339,7 @@ async def serve_http(
         basic_auth: (user, password) required on every path but /healthz.
         public_url: the address people reach the server by; its host is an allowed `Host` (see `make_app`).
         max_connections, idle_timeout, fd_reserve: the connection limits (`watchdog.daemon.connections`).
+        health: what keeps the daemon from doing its job (/healthz answers 503 "degraded: ..."), or None.
 
     Raises:
         ConfigError: the address cannot be bound (in use, not an address of this machine).
@@ -351,6 +357,7 @@ async def serve_http(
         basic_auth=basic_auth,
         host_names=allowed_host_names(host, public_url),
         connections=connections,
+        health=health,
     )
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, keepalive_timeout=idle_timeout

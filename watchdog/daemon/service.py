@@ -182,6 +182,7 @@ async def _run(path: Path, config: Config, shard: Shard | None) -> int:
             tls=tls,
             basic_auth=auth,
             public_url=d.public_url,
+            health=daemon.health,
             task_status=task_status,
         )
 
@@ -189,20 +190,23 @@ async def _run(path: Path, config: Config, shard: Shard | None) -> int:
         fresh = await anyio.to_thread.run_sync(load_config, path)
         return plans_from(fresh, _shard(fresh, shard))
 
-    from watchdog.store import open_store  # noqa: PLC0415
+    from watchdog.store import lock_state_dir, open_store  # noqa: PLC0415
 
-    async with open_store(d.state_dir) as store:
-        mine = _shard(config, shard)
-        if mine is not None:
-            structlog.get_logger("watchdog.daemon").info("sharded", shard=str(mine))
-        daemon = Daemon(
-            plans_from(config, mine),
-            reload=reload,
-            serve=serve,
-            store=store,
-            public_url=d.public_url,
-            listen_host=d.listen_host,
-            unreachable_after=d.unreachable_after,
-        )
-        await daemon.run()
+    # One daemon per state directory (two would fight over the file's lock and interleave their alerts): a
+    # second one refuses to start (exit 78), naming the first's pid. Held until the process ends.
+    with await anyio.to_thread.run_sync(lock_state_dir, d.state_dir):
+        async with open_store(d.state_dir) as store:
+            mine = _shard(config, shard)
+            if mine is not None:
+                structlog.get_logger("watchdog.daemon").info("sharded", shard=str(mine))
+            daemon = Daemon(
+                plans_from(config, mine),
+                reload=reload,
+                serve=serve,
+                store=store,
+                public_url=d.public_url,
+                listen_host=d.listen_host,
+                unreachable_after=d.unreachable_after,
+            )
+            await daemon.run()
     return 0

@@ -123,6 +123,7 @@ class Daemon:
         self._listen_host = listen_host
         self._unreachable_after = unreachable_after
         self._alerting: Alerting | None = None
+        self._outbox: Outbox | None = None
         self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
         self._activity: dict[str, float] = {}  # launch -> Unix time its log last grew (see `stats`)
         self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
@@ -154,6 +155,13 @@ class Daemon:
                 }
             out.append(status)
         return out
+
+    def health(self) -> str | None:
+        """What keeps the daemon from doing its whole job now (for /healthz), None when nothing does."""
+        failing = (self._store.failing if self._store is not None else None) or (
+            self._outbox.failing if self._outbox is not None else None
+        )
+        return f"the state file cannot be written ({failing})" if failing else None
 
     @property
     def alerts_sent(self) -> Counter[str]:
@@ -219,7 +227,9 @@ class Daemon:
                 stack.push_async_callback(self._close_pools)
                 if self._handle_signals:
                     await tg.start(self._signals)
-                outbox = await Outbox.open(self._store.path if self._store is not None else None)
+                outbox = self._outbox = await Outbox.open(
+                    self._store.path if self._store is not None else None
+                )
                 stack.push_async_callback(outbox.close)
                 silences = self._store.silences if self._store is not None else None
                 self._alerting = Alerting(outbox, silences=silences, on_change=self._change)
@@ -403,7 +413,10 @@ class Daemon:
         announced = False
         if self._store is not None:
             stored_key = said
-            announced = await self._store.record_verdict(name, incarnation, verdict, said)
+            try:  # a file that cannot be written keeps the verdict for later (`StateStore.failing`)
+                announced = await self._store.record_verdict(name, incarnation, verdict, said)
+            except Exception as exc:  # a damaged file: the alert is said (again, rather than never)
+                log.warning("verdict not stored", launch=name, incarnation=incarnation, error=repr(exc))
         kind = _ALERT_KINDS.get(update.state)
         if kind is None:
             return
@@ -424,7 +437,10 @@ class Daemon:
             log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
             return  # before a restart: still active (for its resolution), not said again
         if self._store is not None and stored_key is not None:
-            await self._store.mark_announced(name, incarnation, stored_key)
+            try:  # kept and written later when the file cannot be written now
+                await self._store.mark_announced(name, incarnation, stored_key)
+            except Exception as exc:
+                log.warning("announcement not stored", launch=name, incarnation=incarnation, error=repr(exc))
         log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
         self._change()
 
