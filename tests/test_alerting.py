@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from http_receiver import Answer, Receiver, running_receiver
+from http_receiver import Answer, Got, Receiver, running_receiver
 
 from watchdog.alerts import senders as senders_module
 from watchdog.alerts.alerting import Alerting, outbox_key
@@ -354,3 +357,180 @@ async def test_a_notifier_that_did_not_say_the_problem_does_not_say_its_end(rece
         await _sent(alerting, "hook", 1)
         assert alerting.depth() == 0
     assert [g.json()["kind"] for g in got] == ["crashed"]
+
+
+# -- what receivers see of a launch that stalls three times ------------------------------------------------
+
+READY_LOG = (
+    Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+)
+
+
+def _at(got: list[Got], path: str) -> list[Any]:
+    return [g.json() for g in got if g.path.startswith(path)]
+
+
+async def test_three_stalls_of_one_incarnation_each_have_their_key_and_their_resolution(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """A daemon's launch that stalls, resumes, three times in one incarnation: a webhook gets six distinct
+    dedup keys, each resolution carrying its stall's key; PagerDuty three incidents each resolved by its own
+    dedup_key; Alertmanager three alerts with different labels, each ended by a resolution with its labels."""
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import parse_target  # noqa: PLC0415
+
+    log = tmp_path / "slow.log"
+    lines = READY_LOG.read_bytes().splitlines(keepends=True)
+    notifiers = (
+        ServiceNotifier(name="hook", kind="webhook", urls=(receiver.url("/hook"),), timeout=5.0),
+        ServiceNotifier(
+            name="pd",
+            kind="pagerduty",
+            urls=(receiver.url("/pd"),),
+            options={"routing_key": "k"},
+            timeout=5.0,
+        ),
+        ServiceNotifier(name="am", kind="alertmanager", urls=(receiver.url("/am"),), timeout=5.0),
+    )
+    spec = LaunchSpec(name="slow", target=parse_target(str(log)), stall_after=0.5)
+    daemon = Daemon({"slow": LaunchPlan(spec, alerts=notifiers)}, handle_signals=False)
+    with anyio.fail_after(DEADLINE * 2):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(b"".join(lines[:6]))  # loading weights, shard 1 of 4: stalls
+            for n, line in enumerate(lines[6:9], start=1):
+                await receiver.wait_until(lambda got, n=n: len(_at(got, "/hook")) == 2 * n - 1)  # stall n
+                with log.open("ab") as f:
+                    f.write(line)  # the next shard: progress again
+                await receiver.wait_until(lambda got, n=n: len(_at(got, "/hook")) == 2 * n)  # its resolution
+            await receiver.wait_until(lambda got: len(_at(got, "/pd")) == 6 and len(_at(got, "/am")) >= 6)
+            tg.cancel_scope.cancel()
+    got = receiver.delivered()
+    hooks = _at(got, "/hook")
+    assert [h["dedup_key"] for h in hooks] == [
+        "slow/1/stalled",
+        "slow/1/stalled/resolved",
+        "slow/1/stalled#2",
+        "slow/1/stalled#2/resolved",
+        "slow/1/stalled#3",
+        "slow/1/stalled#3/resolved",
+    ]
+    for problem, resolution in zip(hooks[::2], hooks[1::2], strict=True):
+        assert resolution["kind"] == "resolved"
+        assert resolution["incident_key"] == problem["incident_key"] == problem["dedup_key"]
+    pd = _at(got, "/pd")
+    assert [e["event_action"] for e in pd] == ["trigger", "resolve"] * 3
+    assert len({e["dedup_key"] for e in pd}) == 3
+    assert all(t["dedup_key"] == r["dedup_key"] for t, r in zip(pd[::2], pd[1::2], strict=True))
+    am = [item for body in _at(got, "/am") for item in body]
+    firing = [a for a in am if "endsAt" not in a]
+    ended = [a for a in am if "endsAt" in a]
+    assert len({json.dumps(a["labels"], sort_keys=True) for a in firing}) == 3
+    assert [a["labels"] for a in ended] == [a["labels"] for a in firing[:3]]
+
+
+_CRAFTED = "@everyone @here @channel <!channel> <@123456789> [Fix: run this](https://evil.example/fix.sh)"
+
+
+async def test_apprise_gets_plain_text_that_pings_nobody(receiver: Receiver) -> None:
+    """Through apprise a crash line with @everyone, <!channel>, <@id> and a Markdown link arrives as plain
+    text with none of them live: apprise's own Discord plugin finds no one to ping in it."""
+    apprise = pytest.importorskip("apprise", reason="the apprise extra is not installed")
+    alert = dataclasses.replace(_alert(), summary=f"RuntimeError: {_CRAFTED}")
+    notifier = AppriseNotifier(name="any", urls=(f"json://127.0.0.1:{receiver.port}/apprise",))
+    async with _running() as alerting:
+        await alerting.say(alert, [notifier])
+        (got,) = await receiver.wait_for(1)
+        await _sent(alerting, "any", 1)
+    message = got.json()["message"]
+    assert "@everyone" not in message
+    assert "<@1" not in message
+    assert "](" not in message
+    assert "@everyone" in message.replace("\u200b", "")  # still said, as text
+    discord = apprise.Apprise.instantiate("discord://1234567890/t0ken")
+    assert discord.ping_payload(message) == {}
+
+
+async def test_apprise_refusing_is_given_up_after_a_few_attempts(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An apprise service that keeps refusing (apprise says only False) is tried a few times, then given
+    up and counted as failed, not retried forever."""
+    pytest.importorskip("apprise", reason="the apprise extra is not installed")
+    monkeypatch.setattr(senders_module, "APPRISE_BACKOFF", (0.01, 0.01), raising=False)
+    receiver.script = [Answer(400, body="no")] * 10
+    notifier = AppriseNotifier(name="any", urls=(f"json://127.0.0.1:{receiver.port}/apprise",))
+    async with _running() as alerting:
+        await alerting.say(_alert(), [notifier])
+        await alerting.changes.until(lambda: alerting.failed["any"] == 1)  # type: ignore[attr-defined]
+        assert alerting.depth() == 0
+        assert alerting.sent["any"] == 0
+    assert len(receiver.got) == 3  # 1 + len(APPRISE_BACKOFF)
+
+
+# -- what a source's events read as: no Python repr reaches a person ----------------------------------------
+
+_REPR = re.compile(r"\b[A-Z]\w*\(\w+=")
+
+
+async def test_a_lost_connection_reads_as_words_in_status_and_alert(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """A daemon following a log over a real sshd that then goes away: the /status note (connected, then the
+    connection lost) and the unreachable alert a webhook receives say it in words, never `Connected(host=`
+    or `Disconnected(host=..., reason=...)`."""
+    from conftest import unavailable  # noqa: PLC0415
+    from sshd_server import SSHDUnavailable, start_sshd, stop_sshd  # noqa: PLC0415
+
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions, parse_target  # noqa: PLC0415
+
+    try:
+        server = start_sshd(tmp_path / "sshd")
+    except SSHDUnavailable as exc:
+        unavailable(str(exc))
+    log = tmp_path / "remote.log"
+    log.write_bytes(b"")
+    plan = LaunchPlan(
+        LaunchSpec(name="far", target=parse_target(f"ssh://{server.user}@{server.host}:{server.port}{log}")),
+        host="gpu1",
+        ssh=SSHOptions(
+            known_hosts=str(server.known_hosts),
+            identity=str(server.client_key),
+            config=None,
+            use_agent=False,
+            connect_timeout=2.0,
+        ),
+        alerts=(_webhook(receiver),),
+    )
+    daemon = Daemon({"far": plan}, handle_signals=False, unreachable_after=0.5)
+    notes: list[str] = []
+
+    def noted(statuses: list[dict[str, Any]], start: str) -> bool:
+        note = str(statuses[0].get("note") or "")
+        if note and note not in notes:
+            notes.append(note)
+        return note.startswith(start)
+
+    try:
+        with anyio.fail_after(DEADLINE * 2):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                await daemon.wait_until(lambda s: noted(s, "connected to "))
+                await anyio.to_thread.run_sync(stop_sshd, server)
+                (got,) = await receiver.wait_for(1)
+                await daemon.wait_until(lambda s: noted(s, "connection to ") or noted(s, "follower failed"))
+                tg.cancel_scope.cancel()
+    finally:
+        stop_sshd(server)
+    alert = got.json()
+    assert alert["kind"] == "unreachable"
+    assert notes[0] == f"connected to {server.host}"
+    assert alert["detail"]
+    said = [*notes, alert["detail"], alert["text"]]
+    assert [text for text in said if _REPR.search(text)] == []
+    lost = [note for note in notes if note.startswith("connection to ")]
+    assert lost
+    assert all(note.count("connection to ") == 1 for note in lost)  # said once, not wrapped in itself

@@ -7,6 +7,9 @@ skip, unless WATCHDOG_REQUIRE_ALERTMANAGER=1 (CI), where they fail.
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import yaml
 from conftest import require_binary
 from prom_servers import POLL, open_binary
 
@@ -134,3 +138,89 @@ async def test_an_ha_pair_saying_one_crash_makes_one_alert_group(
     assert len(groups) == 1
     assert len(groups[0]["alerts"]) == 1
     assert groups[0]["labels"] == {"alertname": "WatchdogLaunchCrashed", "launch": "qwen"}
+
+
+ALERTMANAGER_YML = Path(__file__).parent.parent / "deploy" / "alertmanager" / "alertmanager.yml"
+CRAFTED = (
+    "@channel @here @everyone <!channel> <!here> <@U123> <https://evil.example|Open the status page> "
+    "[Fix: run this](https://evil.example/fix.sh) & more"
+)
+# What Slack (or Discord) would act on: a mention, <!...>/<@...>, a link in Slack's or Markdown's form.
+_ACTIVE = re.compile(r"@(?:channel|here|everyone)\b|<[!@#]|<https?:|\]\(")
+
+
+def _crafted_crash() -> bytes:
+    """SGLang loading its weights, then its scheduler dying with a crash line full of mentions and links."""
+    lines = READY.read_bytes().splitlines(keepends=True)
+    crash = (
+        "[2025-01-23 19:35:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/srt/managers/scheduler.py", line 1200, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args)\n"
+        f"RuntimeError: Not enough memory. {CRAFTED}\n"
+    )
+    return b"".join(lines[:12]) + crash.encode()
+
+
+def _shipped_templates() -> list[tuple[str, str]]:
+    """(receiver/field, template text) of each text the shipped config's chat receivers render."""
+    config = yaml.safe_load(ALERTMANAGER_YML.read_text())
+    out = []
+    for receiver in config["receivers"]:
+        for key, fields in (("slack_configs", ("title", "text")), ("discord_configs", ("title", "message"))):
+            for item in receiver.get(key, ()):
+                out.extend((f"{receiver['name']}/{field}", item[field]) for field in fields)
+    return out
+
+
+async def test_the_shipped_chat_templates_render_a_crafted_crash_line_inert(
+    tmp_path: Path, alertmanager: httpx.AsyncClient
+) -> None:
+    """A crash line holding <!channel>, @channel, <@U123>, a Slack link and a Markdown link, sent by the daemon
+    to a real Alertmanager, is rendered by the shipped config's Slack and Discord templates (`amtool template
+    render`) as text that mentions and links nobody (`<`, `>`, `&` escaped for Slack), yet still says it."""
+    amtool = require_binary("amtool", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER")
+    log = tmp_path / "kimi.log"
+    async with anyio.create_task_group() as tg:
+        daemon = Daemon(_plans(log, alertmanager), handle_signals=False)
+        await tg.start(daemon.run)
+        log.write_bytes(_crafted_crash())
+        (alert,) = await _until(lambda: _watchdog_alerts(alertmanager))
+        tg.cancel_scope.cancel()
+    assert CRAFTED in alert["annotations"]["summary"]  # Alertmanager holds the log text as it was
+    item = {
+        key: alert.get(key, "") for key in ("labels", "annotations", "startsAt", "endsAt", "generatorURL")
+    }
+    data = {
+        "receiver": "slack-critical",
+        "status": "firing",
+        "alerts": [{**item, "status": "firing", "fingerprint": alert["fingerprint"]}],
+        "groupLabels": {k: alert["labels"][k] for k in ("alertname", "launch")},
+        "commonLabels": alert["labels"],
+        "commonAnnotations": alert["annotations"],
+        "externalURL": str(alertmanager.base_url),
+    }
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    (tmp_path / "none.tmpl").write_text("")
+    templates = _shipped_templates()
+    assert {name for name, _ in templates} >= {"slack-critical/title", "slack-critical/text"}
+    for name, text in templates:
+        result = await anyio.run_process(
+            [
+                amtool,
+                "template",
+                "render",
+                f"--template.glob={tmp_path / 'none.tmpl'}",
+                f"--template.data={tmp_path / 'data.json'}",
+                f"--template.text={text}",
+            ],
+            check=False,
+        )
+        assert result.returncode == 0, (name, result.stderr)
+        rendered = result.stdout.decode()
+        assert [m.group(0) for m in _ACTIVE.finditer(rendered)] == [], name
+        said = html.unescape(rendered.replace("\u200b", ""))
+        assert "<!channel> <!here> <@U123>" in said, name
+        assert "@channel @here @everyone" in said, name
+        if name.startswith("slack"):
+            assert "&lt;!channel&gt;" in rendered, name
+            assert "&amp; more" in rendered, name

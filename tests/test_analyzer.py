@@ -371,3 +371,34 @@ def test_a_refused_configuration_raised_while_starting_is_certain_but_a_logged_l
     ) + logged.caught_up(now=0.0)
     assert State.CRASHED not in [t.state for t in out]
     assert [t.state for t in logged.tick(6.0)] == [State.CRASHED]
+
+
+@pytest.mark.parametrize(
+    ("log", "category", "summary"),
+    [
+        pytest.param(
+            b"Invalid value for --port: abc\n", "config", "Invalid value for --port: abc", id="usage"
+        ),
+        pytest.param(b"unknown option --bogus\n", "other", "unknown option --bogus", id="unknown-option"),
+        pytest.param(
+            b"[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n",
+            "killed",
+            "process exited: no such process",
+            id="silent",
+        ),
+    ],
+)
+def test_process_gone_after_its_last_words(log: bytes, category: str, summary: str) -> None:
+    """A process gone right after a line that says why (no rule knows it) crashed with that line; one gone
+    after an ordinary line is `killed` (the log does not explain it)."""
+    from watchdog.core.findings import ProcessExited  # noqa: PLC0415
+
+    a = Analyzer()
+    a.feed(log, 0.0)
+    a.caught_up(0.1)
+    a.probe(ProcessExited("no such process"), 1.0)
+    err = a.lifecycle.current.error
+    assert a.state == State.CRASHED
+    assert err is not None
+    assert (err.category, err.summary) == (category, summary)
+    assert ("OOM" in err.hint) == (category == "killed")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import TaskStatus
+from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.daemon.http import serve_http
 from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan
@@ -25,6 +27,7 @@ CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 DEADLINE = 30.0
+LONG_DEADLINE = 90.0  # a test that waits on retries and reconnections (slow on a loaded machine)
 
 
 def _plan(name: str, path: Path, alerts: ConsoleAlerts) -> LaunchPlan:
@@ -428,7 +431,9 @@ async def test_an_unreachable_host_does_not_disturb_the_other_launches(tmp_path:
     assert outage[0].endswith("; not followed: far")
     far = _by_name(statuses)["far"]
     assert far["state"] in ("pending", "starting")
-    assert daemon.stats().ssh_reconnects["far"] >= 1
+    # never connected: its follower's restarts are no reconnections
+    assert daemon.stats().ssh_reconnects["far"] == 0
+    assert daemon.stats().ssh_connected["far"] is False
     assert "127.0.0.1" in far["note"] or "refused" in far["note"].lower()
 
 
@@ -580,3 +585,231 @@ def _wait_catching(pid: int, signum: int) -> None:
                 return
         time.sleep(0.001)  # a poll of the kernel's view: there is no event to wait on
     raise AssertionError(f"process {pid} did not catch signal {signum} within {DEADLINE}s")
+
+
+# -- /metrics of a running daemon -------------------------------------------------------------------------
+
+
+def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of family `name` on a /metrics page: (labels, value)."""
+    return [
+        (dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    ]
+
+
+async def _scrape(daemon: Daemon) -> str:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.port}") as client:
+        return (await client.get("/metrics")).text
+
+
+async def test_last_log_activity_is_when_the_log_last_grew(tmp_path: Path) -> None:
+    """/metrics of a running daemon has, per launch, the Unix time its log last grew: none before the log
+    has bytes, the time of the first read, then a later one after the log grows again."""
+    import time  # noqa: PLC0415
+
+    log = tmp_path / "slow.log"
+    lines = READY.read_bytes().splitlines(keepends=True)
+    daemon = Daemon(
+        {"slow": _plan("slow", log, ConsoleAlerts(out=io.StringIO()))}, serve=_serve, handle_signals=False
+    )
+    name = "watchdog_last_log_activity_timestamp_seconds"
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            before_log = _samples(await _scrape(daemon), name)
+            written = time.time()
+            log.write_bytes(b"".join(lines[:3]))  # loading the weights
+            await daemon.wait_until(lambda s: _states(s)["slow"] == "loading_weights")
+            first = _samples(await _scrape(daemon), name)
+            grown = time.time()
+            with log.open("ab") as f:
+                f.write(b"".join(lines[3:12]))  # the weights loaded
+            await daemon.wait_until(lambda s: _states(s)["slow"] == "allocating_kv_cache")
+            second = _samples(await _scrape(daemon), name)
+            read = time.time()
+            tg.cancel_scope.cancel()
+    assert before_log == []
+    assert [labels for labels, _ in first] == [{"launch": "slow", "host": ""}]
+    assert written <= first[0][1] <= grown
+    assert grown <= second[0][1] <= read
+
+
+@pytest.mark.sshd
+async def test_ssh_reconnects_count_connections_made_again_not_follower_restarts(
+    tmp_path: Path, sshd: Any
+) -> None:
+    """`watchdog_ssh_reconnects_total` on a running daemon's /metrics: 0 while the connection to a host
+    holds, 1 once it is cut and made again (the launch goes on being followed), and 0 for a host never
+    reached, whose follower failed and is restarted (a restart is no reconnection)."""
+    from watchdog.follow.sources import SSHOptions  # noqa: PLC0415
+
+    options = SSHOptions(
+        known_hosts=str(sshd.known_hosts),
+        identity=str(sshd.client_key),
+        config=None,
+        use_agent=False,
+        connect_timeout=10.0,
+    )
+    log = tmp_path / "remote.log"
+    lines = READY.read_bytes().splitlines(keepends=True)
+    alerts = ConsoleAlerts(out=io.StringIO())
+    remote = parse_target(f"ssh://{sshd.user}@127.0.0.1:{sshd.port}{log}")
+    far = parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")
+    plans = {
+        "remote": LaunchPlan(
+            LaunchSpec(name="remote", target=remote), host="gpu1", ssh=options, alerts=(alerts,)
+        ),
+        "far": LaunchPlan(LaunchSpec(name="far", target=far), host="far", ssh=options, alerts=(alerts,)),
+    }
+    daemon = Daemon(plans, serve=_serve, handle_signals=False)
+    name = "watchdog_ssh_reconnects_total"
+    with anyio.fail_after(LONG_DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(b"".join(lines[:10]))
+            await daemon.wait_until(
+                lambda s: (
+                    _by_name(s)["remote"].get("lines_read") == 10
+                    and "follower failed" in _by_name(s)["far"].get("note", "")
+                )
+            )
+            held = {labels["host"]: value for labels, value in _samples(await _scrape(daemon), name)}
+            assert sshd.kill_sessions(), "an SSH session to cut"
+            await daemon.wait_until(lambda _: daemon.stats().ssh_reconnects.get("gpu1") == 1)
+            with log.open("ab") as f:
+                f.write(b"".join(lines[10:]))
+            await daemon.wait_until(lambda s: _states(s)["remote"] == "ready")
+            after = {labels["host"]: value for labels, value in _samples(await _scrape(daemon), name)}
+            connected = {
+                labels["host"]: value
+                for labels, value in _samples(await _scrape(daemon), "watchdog_ssh_connected")
+            }
+            tg.cancel_scope.cancel()
+    assert held == {"gpu1": 0.0, "far": 0.0}
+    assert after == {"gpu1": 1.0, "far": 0.0}
+    assert connected == {"gpu1": 1.0, "far": 0.0}
+
+
+async def test_launch_labels_are_on_the_launch_info_series(tmp_path: Path) -> None:
+    """A launch's configured labels reach /metrics of a running daemon on `watchdog_launch_info` (one label set
+    for all launches: a label a launch does not have is empty), and on no other series."""
+    alerts = ConsoleAlerts(out=io.StringIO())
+    plans = {
+        "a": LaunchPlan(
+            LaunchSpec(name="a", target=parse_target(str(tmp_path / "a.log"))),
+            labels={"team": "infra", "model": "kimi"},
+            alerts=(alerts,),
+        ),
+        "b": LaunchPlan(
+            LaunchSpec(name="b", target=parse_target(str(tmp_path / "b.log"))),
+            labels={"zone": "eu"},
+            alerts=(alerts,),
+        ),
+        "c": _plan("c", tmp_path / "c.log", alerts),
+    }
+    daemon = Daemon(plans, serve=_serve, handle_signals=False)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            text = await _scrape(daemon)
+            tg.cancel_scope.cancel()
+    info = sorted(_samples(text, "watchdog_launch_info"), key=lambda sample: sample[0]["launch"])
+    assert info == [
+        ({"launch": "a", "host": "", "model": "kimi", "team": "infra", "zone": ""}, 1.0),
+        ({"launch": "b", "host": "", "model": "", "team": "", "zone": "eu"}, 1.0),
+        ({"launch": "c", "host": "", "model": "", "team": "", "zone": ""}, 1.0),
+    ]
+    others = {
+        label
+        for family in text_string_to_metric_families(text)
+        if family.name != "watchdog_launch_info"
+        for sample in family.samples
+        for label in sample.labels
+    }
+    assert others.isdisjoint({"team", "model", "zone"})
+
+
+async def test_outbox_depth_counts_the_alert_being_attempted(tmp_path: Path, receiver: Any) -> None:
+    """A crash alert to a webhook that answers 500 every time is not delivered: every scrape of /metrics,
+    while it is attempted (the retries of one delivery) and while it waits for the next, says a depth of 1
+    at least."""
+    from http_receiver import Answer  # noqa: PLC0415
+
+    from watchdog.alerts.senders import ServiceNotifier  # noqa: PLC0415
+
+    receiver.script.extend(Answer(500, body="down") for _ in range(1000))
+    hook = ServiceNotifier(name="hook", kind="webhook", urls=(receiver.url(),), timeout=5.0)
+    log = tmp_path / "crash.log"
+    daemon = Daemon(
+        {"crash": LaunchPlan(LaunchSpec(name="crash", target=parse_target(str(log))), alerts=(hook,))},
+        serve=_serve,
+        handle_signals=False,
+    )
+    depths: list[float] = []
+    with anyio.fail_after(LONG_DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(CRASH.read_bytes())
+            await daemon.wait_until(lambda s: _states(s)["crash"] == "crashed")
+            while not receiver.got:  # the first attempt is answered: the alert is in the outbox
+                await receiver.changed.wait()
+            # from the first attempt until the outbox has taken the alert back and tried it again: one
+            # delivery's attempts (4, a few seconds) and the outbox's pause before the next. A scrape after
+            # each answer (the delivery waits to try again: the alert is being attempted), and every 0.1 s.
+            while len(receiver.got) < 5:
+                answered = receiver.changed
+                with anyio.move_on_after(0.1):
+                    await answered.wait()
+                depths.extend(value for _, value in _samples(await _scrape(daemon), "watchdog_outbox_depth"))
+            tg.cancel_scope.cancel()
+    assert len(depths) >= 5
+    assert min(depths) >= 1, f"{depths.count(0.0)} of {len(depths)} scrapes said 0"
+
+
+def _contract_tables() -> tuple[set[str], dict[str, tuple[str, set[str], bool]]]:
+    """docs/contracts.md, "Metrics": the label names of its labels table, and its metrics table as
+    name -> (type, labels, whether the launches' own labels are added)."""
+    text = (Path(__file__).parent.parent / "docs" / "contracts.md").read_text()
+    section = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    labels: set[str] = set()
+    metrics: dict[str, tuple[str, set[str], bool]] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and re.fullmatch(r"`\w+`", cells[0]):
+            labels.add(cells[0].strip("`"))
+        elif len(cells) == 4 and re.fullmatch(r"`watchdog_\w+`", cells[0]):
+            names = set(re.findall(r"`(\w+)`", cells[2]))
+            metrics[cells[0].strip("`")] = (cells[1], names, "your labels" in cells[2])
+    return labels, metrics
+
+
+@pytest.mark.sshd
+async def test_the_metrics_of_docs_contracts_are_what_a_running_daemon_serves(
+    tmp_path: Path, sshd: Any
+) -> None:
+    """docs/contracts.md's metrics table and a running daemon's /metrics (launches in every state) agree both
+    ways: the same families, each with its type, and each sample with the documented labels (plus the
+    launches' own on `watchdog_launch_info`); every label served is in the doc's labels table, and back."""
+    from metrics_scene import LABELS, running_scene  # noqa: PLC0415
+
+    async with running_scene(tmp_path, sshd) as scene:
+        text = await _scrape(scene.daemon)
+    label_table, documented = _contract_tables()
+    assert len(documented) >= 17
+    served_types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
+    assert set(documented) - set(served_types) == set(), "documented, not served"
+    assert set(served_types) - set(documented) == set(), "served, not documented"
+    assert {name: kind for name, (kind, _, _) in documented.items()} == served_types
+    own = {name for labels in LABELS.values() for name in labels}
+    served_labels: dict[str, set[frozenset[str]]] = {name: set() for name in served_types}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            served_labels[sample.name].add(frozenset(sample.labels))
+    for name, (_, labels, plus_own) in documented.items():
+        want = frozenset(labels | own) if plus_own else frozenset(labels)
+        assert served_labels[name] == {want}, f"{name}: served {served_labels[name]}, documented {set(want)}"
+    used = {label for sets in served_labels.values() for labels in sets for label in labels} - own
+    assert used == label_table

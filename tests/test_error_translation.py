@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 import asyncssh
 import pytest
+from sshd_server import SSHDServer
 
 import watchdog.exceptions as exceptions
 from watchdog.exceptions import (
@@ -320,3 +321,72 @@ def test_the_fields_of_each_exception() -> None:
 
     usage = UsageError("cannot read corpus.log", file="corpus.log")
     assert (usage.file, str(usage)) == ("corpus.log", "cannot read corpus.log")
+
+
+# -- permanent and transient SSH failures ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "step", "permanent"),
+    [
+        pytest.param(asyncssh.PermissionDenied("no keys"), "connect", True, id="auth"),
+        pytest.param(asyncssh.HostKeyNotVerifiable("changed"), "connect", True, id="hostkey"),
+        pytest.param(asyncssh.ConfigParseError("cfg line 1: bad"), "connect", True, id="config"),
+        pytest.param(OSError(13, "Permission denied"), "identity", True, id="identity-file"),
+        pytest.param(ConnectionRefusedError(111, "Connection refused"), "connect", False, id="refused"),
+        pytest.param(TimeoutError(), "connect", False, id="timeout"),
+        pytest.param(ConnectionResetError(104, "Connection reset by peer"), "connect", False, id="reset"),
+        pytest.param(asyncssh.ConnectionLost("gone"), "run", False, id="lost"),
+    ],
+)
+def test_permanent_and_transient_failures_are_told_apart(
+    exc: BaseException, step: str, permanent: bool
+) -> None:
+    """A refusal retrying will not fix (auth, host key, SSH config) is a `PermanentError`; a connection that
+    failed or dropped is a `ConnectionLost` (retried), never both."""
+    from watchdog.exceptions import PermanentError  # noqa: PLC0415
+
+    mapped = map_ssh_error(exc, WHERE, step)  # type: ignore[arg-type]
+    assert mapped is not None
+    assert isinstance(mapped, PermanentError) is permanent
+    assert isinstance(mapped, ConnectionLost) is not permanent
+
+
+@pytest.mark.anyio
+@pytest.mark.sshd
+async def test_a_real_sshds_refusals_are_permanent(sshd: SSHDServer, tmp_path: Path) -> None:
+    """Against a real sshd: a key it does not know and a host key we do not know are `PermanentError`s; a port
+    nothing listens on is a transient `ConnectionLost`."""
+    from watchdog.exceptions import PermanentError  # noqa: PLC0415
+    from watchdog.follow.sources.sshpool import SSHOptions, SSHPool  # noqa: PLC0415
+
+    stranger = tmp_path / "stranger_key"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    cases = [
+        (
+            SSHOptions(
+                known_hosts=str(sshd.known_hosts), identity=str(stranger), config=None, use_agent=False
+            ),
+            sshd.port,
+        ),
+        (
+            SSHOptions(known_hosts=str(empty), identity=str(sshd.client_key), config=None, use_agent=False),
+            sshd.port,
+        ),
+    ]
+    for options, port in cases:
+        async with SSHPool(options) as pool:
+            with anyio.fail_after(20), pytest.raises(PermanentError):
+                await pool.connect(sshd.host, port=port, user=sshd.user)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # bound, not listening: refused
+        options = SSHOptions(
+            known_hosts=str(sshd.known_hosts), identity=str(sshd.client_key), config=None, use_agent=False
+        )
+        async with SSHPool(options) as pool:
+            with anyio.fail_after(20), pytest.raises(ConnectionLost) as caught:
+                await pool.connect("127.0.0.1", port=closed, user=sshd.user)
+    assert not isinstance(caught.value, PermanentError)

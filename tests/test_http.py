@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import ssl
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,9 +22,17 @@ import anyio
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
 
 from watchdog.core.lifecycle import State
-from watchdog.daemon.http import DEFAULT_LISTEN, redact_text, serve_http, server_tls
+from watchdog.daemon.http import (
+    DEFAULT_LISTEN,
+    allowed_host_names,
+    host_allowed,
+    redact_text,
+    serve_http,
+    server_tls,
+)
 from watchdog.daemon.metrics import GIB, DaemonStats, build_version, phase_seconds
 from watchdog.exceptions import ConfigError
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
@@ -630,3 +639,209 @@ async def test_cancel_closes_the_port() -> None:
             assert (await client.get(f"{url}/healthz")).status_code == 200
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
+
+
+# -- Host names (DNS rebinding) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        pytest.param("127.0.0.1:{port}", id="loopback-address"),
+        pytest.param("localhost:{port}", id="localhost"),
+        pytest.param("LocalHost.", id="localhost-no-port-dot"),
+        pytest.param("[::1]:{port}", id="ipv6-loopback"),
+        pytest.param("10.42.7.19:9469", id="pod-address"),  # a Kubernetes probe sends the pod's IP
+        pytest.param("watchdog.example.org", id="public-url-host"),
+        pytest.param("Watchdog.Example.org:443", id="public-url-host-port"),
+        pytest.param("watchdog:9469", id="compose-service-name"),  # deploy/prometheus/prometheus.yml
+        pytest.param("status.localhost:{port}", id="dot-localhost"),
+    ],
+)
+async def test_host_for_this_server_is_answered(host: str) -> None:
+    """Without auth, /status answers a Host that is an IP address, localhost, the public_url's host, or a name
+    that public DNS cannot hold (no dot, *.localhost)."""
+    async with (
+        serving(public_url="https://watchdog.example.org/watch") as url,
+        httpx.AsyncClient() as client,
+    ):
+        port = url.rsplit(":", 1)[1]
+        r = await client.get(f"{url}/status", headers={"Host": host.format(port=port)})
+    assert r.status_code == 200
+    assert r.json()[0]["name"] == "kimi-ep"
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        pytest.param("rebind.attacker.example:{port}", id="rebinding-name"),
+        pytest.param("127.0.0.1.nip.io:{port}", id="name-resolving-to-loopback"),
+        pytest.param("localhost.attacker.example", id="localhost-prefix"),
+        pytest.param("watchdog.example.org.attacker.example", id="public-host-prefix"),
+        pytest.param("localhost:80x", id="bad-port"),
+        pytest.param("[::1", id="bad-brackets"),
+        pytest.param("", id="empty"),
+    ],
+)
+@pytest.mark.parametrize("path", ["/status", "/", "/metrics"])
+async def test_host_of_a_rebinding_page_is_refused(host: str, path: str) -> None:
+    """Without auth, a Host that names no address of this server is answered 421 and nothing of /status."""
+    async with (
+        serving(public_url="https://watchdog.example.org/watch") as url,
+        httpx.AsyncClient() as client,
+    ):
+        port = url.rsplit(":", 1)[1]
+        r = await client.get(f"{url}{path}", headers={"Host": host.format(port=port)})
+    assert r.status_code == 421
+    assert "kimi-ep" not in r.text
+    assert "watchdog_launch_state" not in r.text
+
+
+async def test_healthz_and_authenticated_requests_answer_any_host() -> None:
+    """/healthz (it tells nothing) answers any Host; with basic auth every path does (a rebinding page has
+    no credentials for its own origin), and without credentials it is still 401."""
+    evil = {"Host": "rebind.attacker.example"}
+    async with serving() as url, httpx.AsyncClient() as client:
+        assert (await client.get(f"{url}/healthz", headers=evil)).status_code == 200
+    async with serving(basic_auth=("admin", "pw")) as url, httpx.AsyncClient() as client:
+        assert (
+            await client.get(f"{url}/status", headers={**evil, **_basic("admin", "pw")})
+        ).status_code == 200
+        assert (await client.get(f"{url}/status", headers=evil)).status_code == 401
+
+
+async def test_refused_hosts_are_logged_once_per_interval() -> None:
+    """Fifty requests with a foreign Host make one log line, not fifty."""
+    with capture_logs() as logs:
+        async with serving() as url, httpx.AsyncClient() as client:
+            for _ in range(50):
+                r = await client.get(f"{url}/status", headers={"Host": "rebind.attacker.example"})
+                assert r.status_code == 421
+    said = [e for e in logs if e["event"] == "http_host_refused"]
+    assert len(said) == 1
+    assert said[0]["host"] == "rebind.attacker.example"
+
+
+def test_allowed_host_names() -> None:
+    """The allowed names: localhost, a listen host that is a name, and public_url's host."""
+    assert allowed_host_names("127.0.0.1") == {"localhost", "127.0.0.1"}
+    assert allowed_host_names("0.0.0.0", "http://Mon.Example:9469/") == {
+        "localhost",
+        "0.0.0.0",
+        "mon.example",
+    }
+    assert host_allowed("mon.example:9469", allowed_host_names("0.0.0.0", "http://mon.example"))
+    assert not host_allowed("other.example", allowed_host_names("0.0.0.0", "http://mon.example"))
+    assert host_allowed(None, allowed_host_names("127.0.0.1"))
+
+
+# -- connections: cap, idle close, descriptors ------------------------------------------------------------
+
+
+async def _eof(stream: anyio.abc.SocketStream) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    received = b""
+    while True:
+        try:
+            received += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
+            return received
+
+
+async def test_connections_over_the_cap_leave_status_answering() -> None:
+    """40 idle connections against a cap of 8: the idlest are closed to make room, /status answers on a
+    fresh connection at once, and the log has one line about it, not one per connection."""
+    held: list[anyio.abc.SocketStream] = []
+    with capture_logs() as logs:
+        async with serving(max_connections=8, idle_timeout=60) as url:
+            port = int(url.rsplit(":", 1)[1])
+            held.extend([await anyio.connect_tcp("127.0.0.1", port) for _ in range(40)])
+            with anyio.fail_after(5):
+                async with httpx.AsyncClient() as client:
+                    r = await client.get(f"{url}/status")
+            assert r.status_code == 200
+            with anyio.fail_after(5):
+                first = await _eof(held[0])  # the idlest: closed without a word
+            assert first == b""
+            closed = 0
+            for stream in held:
+                with anyio.move_on_after(0.2):
+                    await _eof(stream)
+                    closed += 1
+            for stream in held:
+                await stream.aclose()
+    assert closed >= 40 - 8
+    said = [e for e in logs if e["event"] == "http_connections_over_limit"]
+    assert len(said) == 1, said
+    assert said[0]["closed_idle"] >= 1
+
+
+@pytest.mark.parametrize(
+    "sends",
+    [
+        pytest.param(b"", id="nothing"),
+        pytest.param(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", id="slow-headers"),
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", id="keep-alive-after-a-request"),
+    ],
+)
+async def test_idle_connections_are_closed_after_the_idle_timeout(sends: bytes) -> None:
+    """A connection that sends nothing, headers that never end, or nothing after a response is closed by
+    the server once idle for idle_timeout (and not much before)."""
+    async with serving(idle_timeout=0.5) as url:
+        port = int(url.rsplit(":", 1)[1])
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            opened = anyio.current_time()
+            if sends:
+                await stream.send(sends)
+            with anyio.fail_after(5):
+                received = await _eof(stream)
+            waited = anyio.current_time() - opened
+    assert 0.4 <= waited < 5
+    if b"healthz" in sends:
+        assert received.startswith(b"HTTP/1.1 200 OK")
+        assert received.endswith(b"ok\n")
+    else:
+        assert received == b""
+
+
+class _Blocking:
+    """A value whose JSON text (built in a worker thread) waits until released: a request kept in progress."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.waiting = threading.Semaphore(0)
+
+    def __str__(self) -> str:
+        self.waiting.release()
+        self.release.wait(DEADLINE)
+        return "released"
+
+
+async def test_every_connection_busy_is_answered_503() -> None:
+    """With every allowed connection in a request, a new one is answered 503 at once, and no request in
+    progress is cut."""
+    blocking = _Blocking()
+    try:
+        async with serving(
+            lambda: [{"name": "x", "slow": blocking}], max_connections=2, idle_timeout=60
+        ) as url:
+            port = int(url.rsplit(":", 1)[1])
+            busy = [await anyio.connect_tcp("127.0.0.1", port) for _ in range(2)]
+            for stream in busy:
+                await stream.send(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            for _ in busy:
+                with anyio.fail_after(5):
+                    await anyio.to_thread.run_sync(blocking.waiting.acquire)
+            async with await anyio.connect_tcp("127.0.0.1", port) as third:
+                with anyio.fail_after(5):
+                    refused = await _eof(third)
+            assert refused.startswith(b"HTTP/1.1 503 Service Unavailable")
+            blocking.release.set()
+            for stream in busy:
+                with anyio.fail_after(5):
+                    answer = await _eof(stream)
+                assert answer.startswith(b"HTTP/1.1 200 OK")
+                assert b'"slow": "released"' in answer
+                await stream.aclose()
+    finally:
+        blocking.release.set()

@@ -347,3 +347,63 @@ async def test_a_crash_while_an_early_ready_waits_is_reported() -> None:
         tg.cancel_scope.cancel()
     assert [c.state for c in run.concluded] == [State.CRASHED]
     assert run.concluded[0].verdict["error"]["category"] == "killed"
+
+
+_SGLANG_START = (
+    b"[2025-01-23 19:35:10] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1)\n"
+    b"[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n"
+)
+_SCHEDULER_TRACEBACK = (
+    b"[2025-01-23 19:35:20 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    b'  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2312, in run_scheduler_process\n'
+    b"    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)\n"
+    b'  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 180, in init_memory_pool\n'
+    b'    raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static.")\n'
+)
+_SCHEDULER_EXCEPTION = b"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
+
+
+async def test_crash_report_waits_for_the_open_traceback_to_close() -> None:
+    """SGLang's "Scheduler hit an exception: Traceback ..." read, and its exception line 300 ms later (over
+    SSH): the report waits for the traceback to close and names the RuntimeError (oom), not the wrapper."""
+    run = _Run(engine="sglang")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(_SGLANG_START)
+        await run.source.catch_up()
+        await run.source.append(_SCHEDULER_TRACEBACK)
+        await run.source.catch_up()
+        await run.clock.advance(0.3)
+        assert not run.concluded, "the report went out before the traceback closed"
+        await run.source.append(
+            _SCHEDULER_EXCEPTION + b"[2025-01-23 19:35:21] Received sigquit from a child\n"
+        )
+        await run.source.catch_up()
+        await run.clock.advance(1.0)
+        tg.cancel_scope.cancel()
+    verdict = run.concluded[0].verdict
+    assert verdict["state"] == "crashed"
+    assert verdict["error"]["summary"].startswith("RuntimeError: Not enough memory")
+    assert verdict["error"]["category"] == "oom"
+
+
+async def test_a_traceback_that_never_closes_is_reported_after_the_bound() -> None:
+    """A crash whose traceback never closes (its writer died mid-way) is still reported, once the bound on
+    the wait for it has passed (TRACEBACK_WAIT), never later."""
+    from watchdog.follow.follower import TRACEBACK_WAIT  # noqa: PLC0415
+
+    run = _Run(engine="sglang")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(_SGLANG_START)
+        await run.source.catch_up()
+        await run.source.append(_SCHEDULER_TRACEBACK)
+        await run.source.catch_up()
+        await run.clock.advance(TRACEBACK_WAIT - 0.3)
+        assert not run.concluded
+        await run.clock.advance(0.6)
+        assert run.concluded, "no report after the bound"
+        tg.cancel_scope.cancel()
+    assert run.concluded[0].verdict["state"] == "crashed"

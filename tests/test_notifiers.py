@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import email.header
+import html
 import html.parser
 import json
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +16,7 @@ import anyio
 import pytest
 from http_receiver import SECRET_PATH, Answer, Got, Receiver
 
+from watchdog.alerts import compose
 from watchdog.alerts.compose import COLOUR, traceback_tail
 from watchdog.alerts.delivery import TransientDeliveryError, open_client, send
 from watchdog.alerts.notifiers import KINDS, Alert, AlertKind, build_message
@@ -22,6 +25,7 @@ from watchdog.exceptions import DeliveryError
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
 from watchdog.follow.sources import parse_target
 from watchdog.follow.testing import ManualClock, ScriptedSource
+from watchdog.vocabulary import format_duration
 
 pytestmark = pytest.mark.anyio
 
@@ -235,7 +239,8 @@ def _check_telegram(got: Got, alert: Alert) -> None:
     parser.close()
     assert parser.open == []
     if alert.kind is AlertKind.CRASHED:
-        assert "<@U123> & __init__" in parser.text or len(alert.traceback) > 100
+        # what a person reads (the zero-width space that makes `@U123` no mention is not seen)
+        assert "<@U123> & __init__" in parser.text.replace("\u200b", "") or len(alert.traceback) > 100
 
 
 def _check_ntfy(got: Got, alert: Alert) -> None:
@@ -537,10 +542,11 @@ def test_alert_from_a_status_snapshot() -> None:
     assert alert.started_at == NOW - timedelta(seconds=0.5)
     assert alert.ranks == ("TP0", "TP1")
     assert alert.category == "oom"
-    assert ("avail_mem_after_weights_gb", "16.3") in alert.facts
-    assert ("graphs progress", "12/35") in alert.facts
+    assert ("avail_mem_after_weights_gb", 16.3) in alert.facts
+    assert ("graphs", 12, 35) in alert.progress
     assert alert.dedup_key == "kimi-ep/2/crashed" == _alert().dedup_key
-    assert alert.resolution(NOW).dedup_key == "kimi-ep/2/resolved"
+    assert alert.resolution(NOW).dedup_key == "kimi-ep/2/crashed/resolved"
+    assert alert.resolution(NOW).incident_key == alert.incident_key == "kimi-ep/2/crashed"
 
 
 def test_stalled_alert_says_what_stopped() -> None:
@@ -639,3 +645,280 @@ async def test_alert_from_a_real_followers_snapshot() -> None:
     assert alert.time_in_phase is not None
     assert alert.time_in_phase <= alert.time_since_start
     assert alert.traceback
+
+
+# -- log text is inert: no mention, link or markup from a log line reaches a chat ----------------------------
+
+READY_LOG = FIXTURES / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+CRAFTED = (
+    "@channel @here @all @everyone @kimi <!channel> <!here> <@U123> <@123456789> "
+    "<https://evil.example|Open the status page> [Fix: run this](https://evil.example/fix.sh)"
+)
+# What a chat service would act on: a mention, Slack's and Discord's <!...>/<@...>/<#...>, a link in Markdown
+# (`[text](url)`) or in Slack's form (`<https://...|text>`).
+_ACTIVE = re.compile(r"@(?:channel|here|all|everyone|kimi)\b|<[!@#]|\]\s*\(|<https?:")
+CHAT_KINDS = ["slack", "discord", "teams", "mattermost", "google_chat", "telegram", "ntfy"]
+
+
+async def _followed(chunks: list[bytes], *, pause: float = 40.0, name: str = "kimi") -> dict[str, Any]:
+    """The status a LaunchFollower gives after reading `chunks`, `pause` seconds apart, and the grace after."""
+    clock, source = ManualClock(), ScriptedSource()
+    follower = LaunchFollower(
+        LaunchSpec(name=name, target=parse_target("/x.log"), engine="sglang"), source=source, clock=clock
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+
+        async def drain() -> None:
+            with follower.updates:
+                async for _ in follower.updates:
+                    pass
+
+        tg.start_soon(drain)
+        for n, chunk in enumerate(chunks):
+            if n:
+                await clock.advance(pause)
+            await source.append(chunk)
+            await source.catch_up()
+        await clock.advance(6.0)
+        status = follower.status()
+        tg.cancel_scope.cancel()
+    status.update(host="gpu1", since="2025-01-23T19:34:55Z", labels={"team": "infra"})
+    return status
+
+
+def _crash_log(exception_line: str) -> list[bytes]:
+    """SGLang loading its weights, then (40 s later) its scheduler dying with `exception_line`."""
+    lines = READY_LOG.read_bytes().splitlines(keepends=True)
+    crash = (
+        "[2025-01-23 19:35:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/srt/managers/scheduler.py", line 1200, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args)\n"
+        f"{exception_line}\n"
+    )
+    return [b"".join(lines[:12]), crash.encode()]
+
+
+async def _crafted_alert() -> Alert:
+    """A real follower's crash whose exception line (and one fact) carry every mention and link form."""
+    status = await _followed(_crash_log(f"RuntimeError: Not enough memory. {CRAFTED}"))
+    assert CRAFTED in status["error"]["summary"]
+    status["facts"]["model"] = CRAFTED  # a fact may be text from the log
+    return Alert.from_status("crashed", status, link="http://127.0.0.1:9469/#kimi", now=NOW)
+
+
+def _strings(node: object) -> list[str]:
+    """Every string in a JSON document, keys left out."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in _strings(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in _strings(value)]
+    return []
+
+
+def _readable(text: str) -> str:
+    """What a person reads of a message's text: no zero-width spaces, escapes or entities."""
+    return html.unescape(text.replace("\u200b", "").replace("\\", ""))
+
+
+@pytest.mark.parametrize("kind", CHAT_KINDS)
+async def test_a_crafted_crash_line_notifies_nobody_and_links_nowhere(receiver: Receiver, kind: str) -> None:
+    """A crash line and a fact holding @channel, @here, @all, @everyone, @user, <!channel>, <@U123>, a Slack
+    link and a Markdown link reach a real receiver as text that mentions and links nobody, yet still says
+    them."""
+    alert = await _crafted_alert()
+    async with open_client() as client:
+        await send(kind, receiver.url(), alert, client=client, options=OPTIONS.get(kind), backoff=0.01)
+    (got,) = receiver.got
+    texts = [got.body.decode()] if kind == "ntfy" else _strings(got.json())
+    active = [m.group(0) for text in texts for m in _ACTIVE.finditer(text)]
+    assert active == []
+    said = _readable("\n".join(texts))
+    assert "@channel @here @all @everyone @kimi" in said
+    assert "evil.example/fix.sh" in said
+    if kind == "discord":
+        assert got.json()["allowed_mentions"] == {"parse": []}
+
+
+async def test_the_webhook_template_gets_inert_log_text(receiver: Receiver) -> None:
+    """A webhook template (whose body usually goes on to a chat) fills in log text with no live mention."""
+    alert = await _crafted_alert()
+    options = {"template": {"text": "{summary}", "all": "{text}", "model": "{fact_model}"}}
+    async with open_client() as client:
+        await send("webhook", receiver.url(), alert, client=client, options=options, backoff=0.01)
+    (got,) = receiver.got
+    assert [m.group(0) for text in _strings(got.json()) for m in _ACTIVE.finditer(text)] == []
+
+
+async def test_telegram_counts_utf16_and_cuts_an_emoji_traceback_to_fit(receiver: Receiver) -> None:
+    """An emoji-heavy traceback (each emoji two UTF-16 units, as Telegram counts) is cut so that the text
+    Telegram parses stays within 4096 units, keeping its end, instead of being refused."""
+    alert = await _crafted_alert()
+    frames = [f'  File "/m{i}.py", line {i}, in f  # ' + "\N{FIRE}" * 60 for i in range(200)]
+    alert = replace(alert, traceback=(*frames, "RuntimeError: \N{FIRE} out of memory"))
+    async with open_client() as client:
+        await send(
+            "telegram", receiver.url(), alert, client=client, options=OPTIONS["telegram"], backoff=0.01
+        )
+    (got,) = receiver.got
+    text = got.json()["text"]
+    parser = _TelegramHTML()
+    parser.feed(text)
+    parser.close()
+    assert len(text.encode("utf-16-le")) // 2 <= 4096
+    assert len(parser.text.encode("utf-16-le")) // 2 <= 4096
+    assert "RuntimeError: \N{FIRE} out of memory" in parser.text
+    assert "... (cut, " in parser.text
+
+
+# -- what a daemon's alerts hold, against docs/notifiers.md --------------------------------------------------
+
+DOC = Path(__file__).parent.parent / "docs" / "notifiers.md"
+CRASH_LOG = (
+    FIXTURES / "corpus" / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
+)
+
+
+def _documented_fields() -> dict[str, frozenset[AlertKind]]:
+    """docs/notifiers.md's table of the alert's fields: name -> the kinds for which it is never empty."""
+    section = DOC.read_text().split("### The alert's fields", 1)[1].split("\n#", 1)[0]
+    out: dict[str, frozenset[AlertKind]] = {}
+    for line in section.splitlines():
+        row = re.match(r"\|\s*`(\w+)`\s*\|[^|]*\|\s*([^|]*?)\s*\|", line)
+        if row is None:
+            continue
+        kinds = row.group(2)
+        if kinds == "all":
+            out[row.group(1)] = frozenset(AlertKind)
+        elif kinds == "-":
+            out[row.group(1)] = frozenset()
+        else:
+            out[row.group(1)] = frozenset(AlertKind(k.strip()) for k in kinds.split(","))
+    return out
+
+
+async def _daemon_alerts(tmp_path: Path, receiver: Receiver) -> dict[AlertKind, dict[str, Any]]:
+    """The first webhook body of each kind a running daemon sends: a crash, then a new start (resolved,
+    replaced, ready), a stall, a host that cannot be reached."""
+    from watchdog.alerts.senders import ServiceNotifier  # noqa: PLC0415
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions  # noqa: PLC0415
+
+    hook = ServiceNotifier(
+        name="hook", kind="webhook", urls=(receiver.url(),), on=frozenset(AlertKind), timeout=5.0
+    )
+    crash, slow = tmp_path / "crash.log", tmp_path / "slow.log"
+    (tmp_path / "known_hosts").write_text("")
+    plans = {
+        "crash": LaunchPlan(LaunchSpec(name="crash", target=parse_target(str(crash))), alerts=(hook,)),
+        "slow": LaunchPlan(
+            LaunchSpec(name="slow", target=parse_target(str(slow)), stall_after=0.5),
+            labels={"team": "infra"},
+            alerts=(hook,),
+        ),
+        "far": LaunchPlan(
+            LaunchSpec(name="far", target=parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")),
+            host="far",
+            ssh=SSHOptions(
+                known_hosts=str(tmp_path / "known_hosts"), config=None, use_agent=False, connect_timeout=2.0
+            ),
+            alerts=(hook,),
+        ),
+    }
+    daemon = Daemon(
+        plans, handle_signals=False, public_url="http://watchdog.example:9469", unreachable_after=0.5
+    )
+
+    def kinds(got: list[Got]) -> set[str]:
+        return {g.json()["kind"] for g in got}
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            slow.write_bytes(b"".join(READY_LOG.read_bytes().splitlines(keepends=True)[:6]))
+            crash.write_bytes(CRASH_LOG.read_bytes())
+            await receiver.wait_until(lambda got: "crashed" in kinds(got))
+            fresh = tmp_path / "fresh.log"
+            fresh.write_bytes(READY_LOG.read_bytes())
+            fresh.replace(crash)
+            await receiver.wait_until(lambda got: kinds(got) >= {k.value for k in AlertKind}, deadline=40)
+            tg.cancel_scope.cancel()
+    out: dict[AlertKind, dict[str, Any]] = {}
+    for got in receiver.delivered():
+        body = got.json()
+        out.setdefault(AlertKind(body["kind"]), body)
+    return out
+
+
+def _shown(message: Any) -> str:
+    """What a person reads of a message: its strings (and headers), unescaped, without zero-width spaces."""
+    texts = _strings(message.json) if message.json is not None else [message.text or ""]
+    return _readable("\n".join([*texts, *message.headers.values()]))
+
+
+async def test_every_alert_a_daemon_sends_has_the_fields_the_doc_lists(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """Each kind of alert a running daemon sends (crashed, stalled, ready, unreachable, resolved, replaced)
+    has exactly the fields of docs/notifiers.md's table, none empty where the table says it is set; and every
+    service shows what the doc says a person reads: time in phase and since start, a stall's last line, the
+    time to ready, facts under their names as people write them, and no facts on an outage."""
+    documented = _documented_fields()
+    assert "time_in_phase_seconds" in documented
+    payloads = await _daemon_alerts(tmp_path, receiver)
+    assert set(payloads) == set(AlertKind)
+    for kind, payload in payloads.items():
+        assert set(payload) == set(documented), kind
+        empty = [
+            name
+            for name, kinds in documented.items()
+            if kind in kinds and payload[name] in (None, "", [], {})
+        ]
+        assert empty == [], kind
+    for kind, payload in payloads.items():
+        alert = Alert.from_dict(payload)
+        for service in sorted(KINDS):
+            message = build_message(service, alert, OPTIONS.get(service))
+            if message is None:
+                assert service in INCIDENT_ONLY
+                continue
+            shown = _shown(message)
+            where = (service, kind.value)
+            if service == "pagerduty":
+                details = message.json.get("payload", {}).get("custom_details", {})
+                if kind in {AlertKind.CRASHED, AlertKind.STALLED}:
+                    assert details["time_in_phase_seconds"] == round(payload["time_in_phase_seconds"], 1), (
+                        where
+                    )
+                continue
+            if kind in {AlertKind.CRASHED, AlertKind.STALLED}:
+                assert format_duration(payload["time_in_phase_seconds"]) in shown, where
+                assert format_duration(payload["time_since_start_seconds"]) in shown, where
+            if kind is AlertKind.STALLED:
+                assert payload["last_line"].strip() in shown, where
+                assert "Free memory before weights" in shown, where
+                assert "78.81 GB" in shown, where
+            if kind is AlertKind.READY:
+                assert f"ready after {format_duration(payload['time_since_start_seconds'])}" in shown, where
+            if kind is AlertKind.UNREACHABLE:
+                assert payload["detail"] in shown, where
+                assert "Free memory" not in shown, where
+            assert "avail_mem" not in shown, where  # a fact's raw key is not what a person reads
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        pytest.param("avail_mem_after_weights_gb", 16.3, ("Free memory after weights", "16.3 GB"), id="gb"),
+        pytest.param("kv_cache_tokens", 812345, ("KV cache tokens", "812,345"), id="count"),
+        pytest.param("kv_cache_tokens", 812345.0, ("KV cache tokens", "812,345"), id="count-as-float"),
+        pytest.param("weights_seconds", 87.2, ("Weights time", "1m27s"), id="seconds"),
+        pytest.param("gpu_util_pct", 93.5, ("GPU util", "93.5%"), id="percent"),
+        pytest.param("model", "Qwen/Qwen3-8B", ("Model", "Qwen/Qwen3-8B"), id="text"),
+    ],
+)
+def test_a_fact_reads_as_people_write_it(name: str, value: Any, shown: tuple[str, str]) -> None:
+    """A fact's raw key and number become a label and a value with its unit, as a person reads them."""
+    assert compose.fact_field(name, value) == shown

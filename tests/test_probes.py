@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import ssl
 import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -245,3 +247,61 @@ def test_health_url_rejected(url: str) -> None:
     """URLs the probe cannot GET are refused with UsageError."""
     with pytest.raises(UsageError):
         parse_health_url(url)
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("pattern", ["watchdog-pgrep", "pgrep -f", "exit 1"], ids=["name", "script", "tail"])
+async def test_ssh_process_probe_never_finds_itself(sshd: SSHDServer, pool: SSHPool, pattern: str) -> None:
+    """Over SSH, a pattern found only in the probe's own remote command (its shell, the login shell that
+    ran it) is no process: the probe does not keep a dead server alive by matching itself."""
+    probe = SSHProcessProbe(pool, sshd.host, port=sshd.port, user=sshd.user, pattern=pattern)
+    assert not await probe.alive()
+
+
+async def test_local_process_probe_skips_its_ancestors(tmp_path: Path) -> None:
+    """Locally, the pattern on the command line of watchdog's own ancestors (`timeout 45m watchdog ...`, the
+    shell) is no server: a child shell that holds the pattern and runs the probe finds nothing."""
+    pattern = f"wdtest-ancestor-{random.randrange(10**9)}"
+    code = (
+        "import anyio, sys; from watchdog.follow.probes.process import LocalProcessProbe; "
+        "sys.exit(0 if anyio.run(LocalProcessProbe(pattern=sys.argv[1]).alive) else 3)"
+    )
+    # sh (holding the pattern) -> timeout (holding it) -> python (holding it): none of them is the server
+    result = await anyio.run_process(
+        ["sh", "-c", f'timeout 30 {sys.executable} -c "$1" "$0"', pattern, code], check=False
+    )
+    assert result.returncode == 3, result.stderr.decode()
+    async with await anyio.open_process(["sh", "-c", "sleep 1000", pattern]) as server:
+        try:
+            assert await LocalProcessProbe(pattern=pattern).alive()
+        finally:
+            server.kill()
+            await server.wait()
+
+
+async def test_https_probes_share_one_tls_context(
+    health_server: ThreadingHTTPServer, localhost_tls: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two launches' https health probes, checked again and again, build one TLS context between them
+    (building one costs tens of milliseconds of the event loop), not one per probe or per check."""
+    monkeypatch.setenv(
+        "SSL_CERT_FILE", str(localhost_tls)
+    )  # the default context trusts the test's certificate
+    built: list[ssl.SSLContext] = []
+    real = ssl.create_default_context
+
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        built.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return built[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    health.tls_context.cache_clear()
+    try:
+        url = f"https://localhost:{health_server.server_address[1]}/health"
+        async with HealthProbe(url) as first, HealthProbe(url) as second:
+            for _ in range(3):
+                assert await first.check() == 200
+                assert await second.check() == 200
+    finally:
+        health.tls_context.cache_clear()
+    assert len(built) == 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,7 +16,9 @@ import httpx
 import pytest
 from anyio.abc import TaskStatus
 from conftest import require_binary
+from metrics_scene import running_scene
 from prom_servers import open_binary
+from sshd_server import SSHDServer
 
 from watchdog.daemon.http import serve_http
 from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan
@@ -23,13 +27,34 @@ from watchdog.follow.sources import parse_target
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).parent.parent
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "watchdog.json"
+RULES = ROOT / "deploy" / "prometheus" / "rules"
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 JOB = "watchdog"
 DEADLINE = 30.0  # the whole test: daemon verdicts, Prometheus start-up, first scrapes (it takes ~6 s)
-QUERY_DEADLINE = 15.0  # Prometheus applies its scrape targets ~5 s after start, then scrapes every second
+QUERY_DEADLINE = 30.0  # Prometheus applies its scrape targets ~5 s after start, then scrapes every second
 POLL = 0.1  # seconds between two questions to Prometheus' HTTP API
+DASHBOARD_DEADLINE = 60.0  # from the first scrape until every dashboard query has answered with data
+DASHBOARD_SCRAPE = "2s"  # the scrape interval and timeout there (a loaded machine answers a scrape slowly)
+# What Grafana puts in for the dashboard's variables: "All" of each (their allValue), and windows of a few
+# scrape intervals (Grafana's $__rate_interval is at least 4 of them; a 1 s scrape here)
+VARIABLES = {
+    "job": ".+",
+    "launch": ".*",
+    "host": ".*",
+    "__rate_interval": "20s",
+    "__interval": DASHBOARD_SCRAPE,
+    "__range": "1h",
+}
+AM_CONFIG = """\
+route:
+  receiver: "null"
+receivers:
+  - name: "null"
+"""
 
 
 @pytest.fixture
@@ -46,23 +71,38 @@ def _states(statuses: list[dict[str, Any]]) -> dict[str, str]:
     return {s["name"]: s["state"] for s in statuses}
 
 
-def _config(target_port: int) -> str:
+def _config(
+    target_port: int, *, alertmanager: int | None = None, rules: bool = False, scrape: str = "1s"
+) -> str:
     # JSON is YAML: no YAML library needed to write prometheus.yml
-    return json.dumps(
-        {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [
-                {"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}
-            ],
-        }
-    )
+    jobs = [{"job_name": JOB, "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}]}]
+    if alertmanager is not None:  # the job name the dashboard's Alertmanager panel reads
+        jobs.append(
+            {"job_name": "alertmanager", "static_configs": [{"targets": [f"127.0.0.1:{alertmanager}"]}]}
+        )
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": scrape, "scrape_timeout": scrape, "evaluation_interval": "1s"},
+        "scrape_configs": jobs,
+    }
+    if rules:
+        config["rule_files"] = [str(path) for path in sorted(RULES.glob("*.yml"))]
+    return json.dumps(config)
 
 
 @asynccontextmanager
-async def _open_prometheus(binary: str, tmp_path: Path, target_port: int) -> AsyncIterator[httpx.AsyncClient]:
-    """A Prometheus on 127.0.0.1 scraping `target_port` every second: an HTTP client for its API, once ready."""
+async def _open_prometheus(
+    binary: str,
+    tmp_path: Path,
+    target_port: int,
+    *,
+    alertmanager: int | None = None,
+    rules: bool = False,
+    scrape: str = "1s",
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A Prometheus on 127.0.0.1 scraping `target_port` (and an Alertmanager's port, as job `alertmanager`)
+    every `scrape`, with the shipped rules if asked: an HTTP client for its API, once ready."""
     config = tmp_path / "prometheus.yml"
-    config.write_text(_config(target_port))
+    config.write_text(_config(target_port, alertmanager=alertmanager, rules=rules, scrape=scrape))
     argv = [
         binary,
         f"--config.file={config}",
@@ -120,3 +160,154 @@ async def test_prometheus_scrapes_the_launch_states(tmp_path: Path, prometheus: 
     ready = {s["name"]: s for s in statuses}["ready"]
     assert [float(r["value"][1]) for r in to_ready] == [ready["time_to_ready_seconds"]]
     assert [r["value"][1] for r in up] == ["1"]
+
+
+def _substitute(expr: str) -> str:
+    """`expr` with the dashboard's variables ($name, ${name}) replaced as Grafana would."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        assert name in VARIABLES, f"the dashboard uses a variable the test does not know: ${name}"
+        return VARIABLES[name]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, expr)
+
+
+def dashboard_queries() -> dict[str, str]:
+    """Every query of the dashboard, variables substituted, by where it is: panel title and refId, or the
+    template variable (its `label_values(metric, label)` asked as `count by (label) (metric)`)."""
+    board = json.loads(DASHBOARD.read_text())
+    out: dict[str, str] = {}
+
+    def walk(panels: list[dict[str, Any]]) -> None:
+        for panel in panels:
+            for target in panel.get("targets", []):
+                if target.get("expr"):
+                    out[f"{panel['title']} ({target['refId']})"] = _substitute(target["expr"])
+            walk(panel.get("panels", []))
+
+    walk(board["panels"])
+    for variable in board["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        definition = variable["definition"]
+        match = re.fullmatch(r"label_values\((.+), (\w+)\)", definition)
+        assert match, f"variable {variable['name']}: {definition}"
+        out[f"variable ${variable['name']}"] = _substitute(f"count by ({match[2]}) ({match[1]})")
+    return out
+
+
+async def _unanswered(client: httpx.AsyncClient, queries: dict[str, str]) -> dict[str, str]:
+    """The queries that still return no data after DASHBOARD_DEADLINE (each asked until it does)."""
+    waiting = dict(queries)
+    with anyio.move_on_after(DASHBOARD_DEADLINE):
+        while waiting:
+            for where, promql in list(waiting.items()):
+                body = (await client.get("/api/v1/query", params={"query": promql})).json()
+                assert body["status"] == "success", (where, promql, body)
+                if body["data"]["result"]:
+                    del waiting[where]
+            await anyio.sleep(POLL * 5)
+    return waiting
+
+
+@pytest.fixture
+def alertmanager_binary() -> str:
+    """The `prometheus-alertmanager` binary (skips without it, fails when CI asked for it)."""
+    return require_binary(
+        "prometheus-alertmanager", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER"
+    )
+
+
+@asynccontextmanager
+async def _open_alertmanager(binary: str, tmp_path: Path) -> AsyncIterator[int]:
+    """A real Alertmanager on loopback (no cluster): its port."""
+    (tmp_path / "am.yml").write_text(AM_CONFIG)
+    argv = [
+        binary,
+        f"--config.file={tmp_path / 'am.yml'}",
+        f"--storage.path={tmp_path / 'am-data{attempt}'}",
+        "--cluster.listen-address=",
+    ]
+    async with open_binary(argv, tmp_path, "alertmanager") as client:
+        port = client.base_url.port
+        assert port is not None
+        yield port
+
+
+def _metric_names(text: str) -> set[str]:
+    """The family names declared on a /metrics page (its `# TYPE` lines)."""
+    return set(re.findall(r"^# TYPE (\S+) ", text, flags=re.MULTILINE))
+
+
+def _rule_metric_names() -> dict[str, set[str]]:
+    """The `watchdog_` metric names each rule file reads (not the names it records, `level:metric:ops`)."""
+    out = {}
+    for path in sorted(RULES.glob("*.yml")):
+        text = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+        out[path.name] = set(re.findall(r"(?<![:\w])watchdog_\w+\b(?!:)", text))
+    return out
+
+
+def _documented_join() -> str:
+    """The PromQL example of docs/contracts.md that joins the launches' labels from `watchdog_launch_info`."""
+    text = (ROOT / "docs" / "contracts.md").read_text()
+    [line] = [ln for ln in text.splitlines() if "group_left" in ln and "watchdog_launch_info" in ln]
+    return line.split("#", 1)[0].strip()
+
+
+def _needs_more_than_the_daemon(promql: str) -> bool:
+    """Whether a query reads a recorded series (`level:metric:operations`) or Alertmanager's own metrics."""
+    return bool(re.search(r"[A-Za-z_]\w*:\w+:\w+", promql)) or 'job="alertmanager"' in promql
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize(
+    "kit",
+    [
+        pytest.param("shipped", id="with-the-rules-and-alertmanager-an-alert-refused"),
+        pytest.param("bare", id="bare-prometheus-no-alert-failed"),
+    ],
+)
+async def test_every_dashboard_query_returns_data(
+    tmp_path: Path, prometheus: str, alertmanager_binary: str, sshd: SSHDServer, kit: str
+) -> None:
+    """With launches in every state (ready, crashed, stalled, loading, pending, remote and reconnected,
+    unreachable), a real Prometheus with the shipped rules and an Alertmanager answers every query of the
+    Grafana dashboard and of its variables with data; the rules evaluate without error and read only metrics
+    the daemon serves. A bare Prometheus (no rules, no Alertmanager) with no alert ever refused answers all
+    but the queries of recorded series and of Alertmanager."""
+    queries = dashboard_queries()
+    assert len(queries) >= 26
+    shipped = kit == "shipped"
+    if not shipped:
+        queries = {w: q for w, q in queries.items() if not _needs_more_than_the_daemon(q)}
+    async with (
+        running_scene(tmp_path, sshd, refusing=shipped) as scene,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        am_port = (
+            await stack.enter_async_context(_open_alertmanager(alertmanager_binary, tmp_path))
+            if shipped
+            else None
+        )
+        client = await stack.enter_async_context(
+            _open_prometheus(
+                prometheus, tmp_path, scene.port, alertmanager=am_port, rules=shipped, scrape=DASHBOARD_SCRAPE
+            )
+        )
+        await _query(client, f'up{{job="{JOB}"}} == 1')
+        empty = await _unanswered(client, queries)
+        joined = await _query(client, _documented_join()) if shipped else []
+        groups = (await client.get("/api/v1/rules")).json()["data"]["groups"]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{scene.port}") as daemon_client:
+            served = _metric_names((await daemon_client.get("/metrics")).text)
+
+    assert empty == {}, f"{len(empty)} of {len(queries)} dashboard queries return no data: {sorted(empty)}"
+    if shipped:  # the join of docs/contracts.md gives the crashed launch its own label
+        assert [(r["metric"]["launch"], r["metric"]["team"]) for r in joined] == [("crash", "inference")]
+        bad = [(r["name"], r["lastError"]) for g in groups for r in g["rules"] if r["health"] != "ok"]
+        assert {g["file"].rsplit("/", 1)[-1] for g in groups} == {p.name for p in RULES.glob("*.yml")}
+        assert bad == []
+    for file, names in _rule_metric_names().items():
+        assert names <= served, f"{file} reads metrics the daemon does not serve: {sorted(names - served)}"

@@ -601,3 +601,90 @@ async def test_a_restarted_daemon_resumes_each_launch_at_its_checkpoint(tmp_path
     _, replayed = replay_path(path)
     assert _key(status) == _key(replayed)
     assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
+
+
+def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp_path: Path) -> None:
+    """A log of 300 starts, each crashing (a server restarted by its supervisor into the same log): the
+    lifecycle keeps the last MAX_INCARNATIONS_PER_LAUNCH past incarnations, the checkpoint stays under 128 KiB
+    (it was 7 MB, over the 1 MiB cap past ~45 restarts), and the verdict still says incarnation 300 of 300,
+    with the newest crash's root cause and traceback, also after the checkpoint is read back."""
+    from watchdog.core.verdict import build_verdict  # noqa: PLC0415
+    from watchdog.vocabulary import MAX_INCARNATIONS_PER_LAUNCH  # noqa: PLC0415
+
+    one = _read(CRASH)
+    analyzer = Analyzer()
+    for n in range(300):
+        analyzer.feed(one, float(n))
+    analyzer.finish(300.0)
+    assert len(analyzer.lifecycle.history) == MAX_INCARNATIONS_PER_LAUNCH
+    first, _ = replay_path(CRASH)
+    want = build_verdict(first)
+    verdict = build_verdict(analyzer)
+    assert (verdict["incarnation"], verdict["incarnations"]) == (300, 300)
+    assert _key(verdict) == _key(want)
+    assert verdict["error"]["traceback"] == want["error"]["traceback"]
+    path = tmp_path / "log"
+    path.write_bytes(one)
+    blob = encode(Checkpoint(_identity(path, len(one)), 1.0, analyzer), build="b", settings="s")
+    assert blob is not None
+    assert len(blob) < 128 * 1024
+    restored = decode(blob, build="b", settings="s").analyzer
+    restored.feed(one, 301.0)
+    restored.finish(302.0)
+    again = build_verdict(restored)
+    assert (again["incarnation"], again["incarnations"]) == (301, 301)
+    assert _key(again) == _key(want)
+
+
+class RefusingSaves(SavesSeen):
+    """The real store, whose checkpoint writes fail (as a full disk makes them) until `refuse` is cleared."""
+
+    def __init__(self, store: StateStore) -> None:
+        super().__init__(store)
+        self.refuse = True
+        self.refused = 0
+        self._refused = anyio.Event()
+
+    async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
+        if self.refuse:
+            self.refused += 1
+            self._refused.set()
+            self._refused = anyio.Event()
+            raise OSError(28, "No space left on device")
+        await super().save_checkpoint(launch, offset, blob)
+
+    async def wait_refused(self, count: int, clock: ManualClock) -> None:
+        """Let the checkpoint interval pass until `count` saves were refused."""
+        while self.refused < count:
+            refused = self._refused
+            await clock.advance(CHECKPOINT_INTERVAL + 1.0)
+            if self.refused < count:
+                await refused.wait()
+
+
+async def test_a_checkpoint_that_cannot_be_written_says_so_once_until_one_is(tmp_path: Path) -> None:
+    """Checkpoints whose writes fail are tried at every interval and said once (one warning, not one per
+    interval, not none); once one is written again that is said too, and the next failure is warned again."""
+    data = _read(READY)
+    path = tmp_path / "server.log"
+    path.write_bytes(b"")
+    clock = ManualClock()
+    async with open_store(tmp_path / "state") as store:
+        saves = RefusingSaves(store)
+        follower = LaunchFollower(_spec(path), source=LocalSource(path), clock=clock, checkpoints=saves)
+        with capture_logs() as logs, anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, follower)
+                await tg.start(follower.run)
+                for k in (1, 2, 3):  # a log that grows: a save is due at every interval
+                    with path.open("ab") as f:
+                        f.write(data[len(data) * (k - 1) // 4 : len(data) * k // 4])
+                    await saves.wait_refused(k, clock)
+                saves.refuse = False
+                with path.open("ab") as f:
+                    f.write(data[len(data) * 3 // 4 :])
+                await saves.wait_for(len(data), clock)
+                tg.cancel_scope.cancel()
+    events = [e["event"] for e in logs if e["event"].startswith("checkpoint")]
+    assert events.count("checkpoint not saved (a restart reads from the last one saved, or the start)") == 1
+    assert "checkpoint saved again" in events

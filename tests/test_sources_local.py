@@ -320,13 +320,13 @@ async def test_reads_on_a_local_file_system_stay_on_the_event_loop(
     log.write_bytes(b"first\n")
     monkeypatch.setattr(local_module, "_on_local_fs", lambda fd: local)
     calls: list[str] = []
-    run_sync = anyio.to_thread.run_sync
+    in_thread = local_module._in_daemon_thread
 
-    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def counted(fn: Any, *args: Any) -> Any:
         calls.append(getattr(fn, "__name__", repr(fn)))
-        return await run_sync(fn, *args, **kwargs)
+        return in_thread(fn, *args)
 
-    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    monkeypatch.setattr(local_module, "_in_daemon_thread", counted)
     async with LocalSource(log, poll_interval=FAST).open_follow() as items:
         assert await read_to_caught_up(items, 6) == b"first\n"
         append_now(log, b"second\n")
@@ -397,3 +397,63 @@ async def test_a_wait_cancelled_mid_call_loses_nothing_and_leaks_nothing(
         append_now(log, b"second\n")
         assert await read_to_caught_up(items, 13, start=6) == b"second\n"
     assert _fds_open_on(log) == 0
+
+
+READY_LOG = (
+    Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+)
+
+
+async def test_a_replaced_log_counts_its_lines_from_1_and_starts_at_its_own_time(tmp_path: Path) -> None:
+    """A real log replaced by a new file (a relaunch): the new incarnation's line numbers count from the new
+    file's first line, and its start is dated by that line, not by the first file's."""
+    from watchdog.follow.follower import LaunchFollower, LaunchSpec, Transitioned  # noqa: PLC0415
+    from watchdog.follow.sources import parse_target  # noqa: PLC0415
+
+    first = READY_LOG.read_bytes()
+    second = first.replace(b"2025-01-23 19:3", b"2025-02-24 08:1")
+    log = tmp_path / "server.log"
+    log.write_bytes(first)
+    spec = LaunchSpec(name="t", target=parse_target(str(log)), engine="sglang")
+    follower = LaunchFollower(spec, source=LocalSource(log, poll_interval=FAST))
+    lines: dict[int, list[int | None]] = {1: [], 2: []}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+        with anyio.fail_after(20), follower.updates:
+            async for update in follower.updates:
+                if isinstance(update, Transitioned):
+                    t = update.transition
+                    lines[t.incarnation].append(t.line)
+                    if t.incarnation == 1 and t.state.value == "ready":
+                        new = tmp_path / "server.log.new"
+                        new.write_bytes(second)
+                        new.replace(log)  # the relaunch's log takes the path
+                    if t.incarnation == 2 and t.state.value == "ready":
+                        break
+        status = follower.status()
+        tg.cancel_scope.cancel()
+    assert lines[2] == lines[1], "the new file's lines are numbered from its own start"
+    assert status["incarnation"] == 2
+    assert status["timeline"][0]["line"] == 1
+    assert status["timeline"][0]["at"].startswith("2025-02-24")
+
+
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "poll"])
+@pytest.mark.parametrize("grow", [0, 40], ids=["same-size", "larger"])
+async def test_truncated_and_rewritten_in_one_step_is_a_restart(
+    tmp_path: Path, inotify: bool, grow: int
+) -> None:
+    """`: > log` and the relaunch's first bytes written within one poll (to the same size, or beyond what was
+    read): the file's first bytes differ, so it is a restart, read from 0, not an unchanged file or an append."""
+    first = b"[2025-01-23 19:35:14] launch 1 banner\n" * 4
+    second = b"[2025-02-24 08:10:01] launch 2 banner\n" * 4 + b"x" * (grow - 1) + b"\n" * (grow > 0)
+    assert len(second) == len(first) + grow
+    log = tmp_path / "x.log"
+    log.write_bytes(first)
+    async with LocalSource(log, poll_interval=FAST, use_inotify=inotify).open_follow() as items:
+        assert await read_to_caught_up(items, len(first)) == first
+        with log.open("r+b") as file:  # in one go: cut, then the new launch's bytes
+            file.truncate(0)
+            file.write(second)
+        assert await next_event(items) == FileRestarted("truncated")
+        assert await read_to_caught_up(items, len(second)) == second

@@ -18,7 +18,7 @@ import asyncssh
 import pytest
 from sshd_server import SSHDServer, assert_no_reader_left, readers_of, wait_gone
 
-from watchdog.exceptions import AuthError, HostKeyError, UsageError
+from watchdog.exceptions import AuthError, ConnectionLost, HostKeyError, UsageError
 from watchdog.follow.sources.base import (
     CaughtUp,
     Chunk,
@@ -597,3 +597,126 @@ async def test_a_cancelled_wait_for_the_next_item_loses_and_repeats_nothing(
             end += len(line)
         await assert_quiet(items)
     await assert_no_reader_left(log)
+
+
+@pytest.fixture
+def silent_port() -> Any:
+    """A loopback port that takes TCP connections and never says a word (no SSH banner)."""
+    import socket  # noqa: PLC0415
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted: list[socket.socket] = []
+    stop = False
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop:
+            with suppress(TimeoutError):
+                accepted.append(listener.accept()[0])  # held open, never written to
+
+    import threading  # noqa: PLC0415
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop = True
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
+        listener.close()
+
+
+@pytest.fixture
+def black_hole() -> Any:
+    """A loopback port whose SYNs go unanswered, as a black-holed host's: it listens with backlog 0 and its
+    accept queue is full (the kernel then drops new SYNs)."""
+    import socket  # noqa: PLC0415
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    probe = socket.socket()
+    probe.settimeout(0.5)
+    try:
+        probe.connect(("127.0.0.1", port))
+    except TimeoutError:
+        pass  # dropped: a black hole
+    else:
+        pytest.skip("the kernel answered a SYN to a full accept queue (tcp_abort_on_overflow?)")
+    finally:
+        probe.close()
+    try:
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+async def test_a_port_that_never_speaks_ssh_says_no_banner(silent_port: int, sshd: SSHDServer) -> None:
+    """A host that accepts TCP and never sends the SSH banner: the error says so, with the wait, instead of an
+    empty reason."""
+    options = SSHOptions(known_hosts=str(sshd.known_hosts), config=None, use_agent=False, connect_timeout=1.0)
+    async with SSHPool(options) as pool:
+        with anyio.fail_after(15), pytest.raises(ConnectionLost) as caught:
+            await pool.connect("127.0.0.1", port=silent_port, user="nobody")
+    assert str(caught.value) == (
+        f"cannot connect to nobody@127.0.0.1 port {silent_port}: no SSH banner within 1 s "
+        "(the port takes TCP connections, but no SSH server answers)"
+    )
+    assert caught.value.reason == str(caught.value).split(": ", 1)[1]
+
+
+async def test_a_black_holed_host_is_said_disconnected_at_the_first_timeout(
+    black_hole: int, sshd: SSHDServer
+) -> None:
+    """A host whose packets are dropped: the follower says `Disconnected` (no TCP connection within the connect
+    timeout) when the first attempt times out, not after every attempt has."""
+    options = SSHOptions(known_hosts=str(sshd.known_hosts), config=None, use_agent=False, connect_timeout=1.0)
+    async with SSHPool(options) as pool:
+        source = SSHSource(pool, "127.0.0.1", "/x.log", port=black_hole, user="nobody", connect_attempts=5)
+        started = time.monotonic()
+        async with source.open_follow() as items:
+            with anyio.fail_after(4):  # 5 attempts take at least 5 s
+                first = await anext(items)
+        said_after = time.monotonic() - started
+    assert isinstance(first, Disconnected), first
+    assert first.reason.endswith(
+        "no TCP connection within 1 s (the host does not answer: down, or packets dropped)"
+    )
+    assert said_after < 3.0
+
+
+@pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
+async def test_truncated_and_rewritten_in_one_step_is_a_restart(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SSH, `: > log` and the relaunch's first bytes within one of tail's polls, to the same size, then its
+    next line: the file's first bytes on the host differ, so it is a restart read from 0, not an append."""
+    import watchdog.follow.sources.ssh as ssh_module  # noqa: PLC0415
+
+    monkeypatch.setattr(ssh_module, "FINGERPRINT_QUIET", 0.0, raising=False)  # check at once, not after 2 s
+    first = b"[2025-01-23 19:35:14] launch 1 banner\n" * 4
+    second = b"[2025-02-24 08:10:01] launch 2 banner\n" * 4
+    log = tmp_path / "rewrite.log"
+    log.write_bytes(first)
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        assert await read_until(items, len(first)) == first
+        with log.open("r+b") as file:  # in one go: cut, then the new launch's bytes, to the same size
+            file.truncate(0)
+            file.write(second)
+        await append(log, b"next\n")  # the new launch goes on
+        assert await next_item(items) == FileRestarted("truncated")
+        assert await read_until(items, len(second) + 5) == second + b"next\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import html.parser
+import io
 import os
 import shutil
 import struct
@@ -18,8 +19,9 @@ import anyio
 import pytest
 from test_http import EVIL, three_launches
 
-from watchdog.daemon.http import serve_http
+from watchdog.daemon.http import serve_http, status_payload
 from watchdog.daemon.metrics import DaemonStats
+from watchdog.daemon.statuspage import render_page
 
 pytestmark = pytest.mark.anyio
 
@@ -251,3 +253,120 @@ async def test_a_crash_printed_by_a_process_says_in_not_on_ranks(tmp_path: Path)
     text = crashed.one("verdict").text
     assert "crashed during allocating_kv_cache in EngineCore pid=911" in text
     assert "on ranks" not in text
+
+
+# persistent marks: a title set by injected code would be overwritten by the page's next redraw
+HOSTILE = (
+    "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
+    "</script><script>document.body.setAttribute('data-pwned','script')</script>"
+)
+
+
+def _unreachable_and_hostile() -> list[dict[str, Any]]:
+    """kimi-ep was ready when gpu1 stopped answering; qwen-vllm's crash line and root cause carry markup."""
+    out = three_launches()
+    out[0]["unreachable"] = {
+        "since": "2025-07-02T07:40:00+00:00",
+        "error": "cannot connect to root@gpu1 port 22: Connection refused " + HOSTILE,
+        "alerted": True,
+    }
+    out[0]["note"] = "follower failed: cannot connect to root@gpu1 port 22; trying again in 5s"
+    error = out[1]["error"]
+    error["summary"] = "RuntimeError: " + HOSTILE
+    error["traceback"] = [*error["traceback"][:-1], "RuntimeError: " + HOSTILE]
+    out[1]["last_line"] = HOSTILE
+    return out
+
+
+class _Unreachable(_Daemon):
+    def statuses(self) -> list[dict[str, Any]]:
+        self.calls += 1
+        return _unreachable_and_hostile()
+
+
+async def test_an_unreachable_host_is_said_plainly_on_its_card(tmp_path: Path) -> None:
+    """A launch whose host stops answering is no longer a green "ready" card: it is marked unreachable (its
+    own colour, a badge, in the header's summary too), the reason is said, and its last state is shown as
+    only the last one known."""
+    async with _serving(_Unreachable()) as url:
+        dom = (await _chromium(url, tmp_path / "profile", "--dump-dom")).decode()
+    doc = _parse(dom)
+    rows = {r.attrs["data-launch"]: r for r in doc.by_class("launch")}
+    lost, crashed = rows["kimi-ep"], rows["qwen-vllm"]
+    assert "unreachable" in lost.attrs["class"].split()
+    assert "--unreachable" in lost.attrs["style"]
+    assert "unreachable" not in crashed.attrs["class"].split()
+    head = lost.one("head")
+    badges = [b.text for b in head.by_class("badge")]
+    assert badges == ["\u26a0 unreachable", "ready"]
+    assert "stale" in head.by_class("badge")[1].attrs["class"].split()
+    reach = lost.one("reach")
+    assert reach.one("title").text.startswith("cannot reach gpu1 since ")
+    assert "(alert sent)" in reach.one("title").text
+    assert reach.one("reason").text == "cannot connect to root@gpu1 port 22: Connection refused " + HOSTILE
+    verdict = lost.one("verdict")
+    assert "stale" in verdict.attrs["class"].split()
+    assert verdict.text == "last known: ready after 5m23s"
+    assert crashed.by_class("reach") == []
+    (summary,) = doc.find_all(lambda n: n.attrs.get("id") == "summary")
+    assert summary.by_class("badge")[0].text == "\u26a0 1 unreachable"
+
+
+@pytest.mark.parametrize("served", [True, False], ids=["served-with-csp", "file-without-csp"])
+async def test_markup_in_a_crash_line_is_inert(tmp_path: Path, served: bool) -> None:
+    """`<img onerror>` and `</script><script>` in a crash line, its root cause, the last line and an
+    unreachable reason stay text in Chromium: no element is injected and no script runs, by the page's own
+    escaping alone (loaded from a file, no Content-Security-Policy) as well as when served."""
+    if served:
+        async with _serving(_Unreachable()) as url:
+            dom = (await _chromium(url, tmp_path / "profile", "--dump-dom")).decode()
+    else:
+        page = tmp_path / "page.html"
+        page.write_text(render_page(status_payload(_unreachable_and_hostile()), nonce="n0nce"))
+        dom = (await _chromium(page.as_uri(), tmp_path / "profile", "--dump-dom")).decode()
+    doc = _parse(dom)
+    (body,) = doc.find_all(lambda n: n.tag == "body")
+    assert "data-pwned" not in body.attrs
+    assert not doc.find_all(lambda n: n.tag == "img")
+    assert len(doc.find_all(lambda n: n.tag == "script")) == 2  # the page's data and its own script
+    crashed = next(r for r in doc.by_class("launch") if r.attrs["data-launch"] == "qwen-vllm")
+    assert crashed.one("summary").text == "RuntimeError: " + HOSTILE
+    (pre,) = crashed.find_all(lambda n: n.tag == "pre")
+    assert pre.text.endswith("RuntimeError: " + HOSTILE)
+    assert crashed.one("last").text == HOSTILE
+
+
+async def test_a_real_daemon_whose_host_refuses_shows_it_unreachable(tmp_path: Path) -> None:
+    """A running daemon with a launch on a host that refuses connections: its card in Chromium is marked
+    unreachable with the reason, and /status carries `unreachable` (since, error, alerted)."""
+    from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions, parse_target  # noqa: PLC0415
+
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    plan = LaunchPlan(
+        LaunchSpec(name="far", target=parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")),
+        host="gpu9",
+        ssh=SSHOptions(known_hosts=str(known_hosts), config=None, use_agent=False, connect_timeout=2.0),
+        alerts=(ConsoleAlerts(out=io.StringIO()),),
+    )
+
+    async def serve(daemon: Daemon, *, task_status: Any) -> None:
+        await serve_http(("127.0.0.1", 0), daemon.statuses, daemon.stats, task_status=task_status)
+
+    daemon = Daemon({"far": plan}, serve=serve, handle_signals=False, unreachable_after=0.2)
+    async with anyio.create_task_group() as tg:
+        with anyio.fail_after(DEADLINE):
+            await tg.start(daemon.run)
+            (status,) = await daemon.wait_until(lambda s: bool(s[0].get("unreachable", {}).get("alerted")))
+            dom = (
+                await _chromium(f"http://127.0.0.1:{daemon.port}/", tmp_path / "profile", "--dump-dom")
+            ).decode()
+        tg.cancel_scope.cancel()
+    assert status["unreachable"]["since"].endswith("+00:00")
+    assert status["unreachable"]["error"]
+    (row,) = _parse(dom).by_class("launch")
+    assert "unreachable" in row.attrs["class"].split()
+    assert row.one("reach").one("title").text.startswith("cannot reach gpu9 since ")
+    assert row.one("reach").one("reason").text == status["unreachable"]["error"]

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -449,3 +450,110 @@ async def test_unreachable_host_is_exit_69(capsys: pytest.CaptureFixture[str]) -
         code = await anyio.to_thread.run_sync(lambda: main(["watch", f"ssh://root@127.0.0.1:{port}/x.log"]))
     assert code == 69
     assert f"127.0.0.1 port {port}" in capsys.readouterr().err
+
+
+async def _read_until(stream: Any, seen: bytearray, needle: bytes) -> None:
+    # what a subprocess prints, read until `needle` shows (a fail_after around it bounds the wait)
+    while needle not in seen:
+        seen += await stream.receive()
+
+
+async def test_process_not_started_yet_is_waited_for_under_timeout(tmp_path: Path) -> None:
+    """`timeout 30 watchdog watch --process PAT` with no server running yet says it waits (no instant kill);
+    the `timeout` wrapper's own command line, which holds PAT, is not taken for the server, so the server
+    started later and killed is a crash."""
+    log = tmp_path / "server.log"
+    log.write_text("INFO 12-02 03:00:00 [api_server.py:100] vLLM API server version 0.6.0\n")
+    pattern = f"wdtest-server-{os.getpid()}-{threading.get_ident() % 10**6}"
+    argv = ["timeout", "30", sys.executable, "-m", "watchdog.cli", "watch", str(log), "--process", pattern]
+    seen = bytearray()
+    async with await anyio.open_process(argv, stderr=subprocess.STDOUT) as watcher:
+        assert watcher.stdout is not None
+        with anyio.fail_after(20):
+            await _read_until(watcher.stdout, seen, b"waiting for a process matching")
+        assert watcher.returncode is None, seen.decode()
+        # the server: a shell whose command line holds the pattern
+        async with await anyio.open_process(["sh", "-c", "sleep 1000", pattern]) as server:
+            with anyio.fail_after(20):
+                await _read_until(watcher.stdout, seen, b"is running")
+            server.kill()
+            await server.wait()
+            with anyio.fail_after(20):
+                async for chunk in watcher.stdout:
+                    seen += chunk
+                code = await watcher.wait()
+    assert code == 1, seen.decode()
+    assert b"crashed" in seen
+
+
+async def test_usage_error_then_exit_is_that_error_not_killed(tmp_path: Path) -> None:
+    """--pid of an engine that printed one usage line (no rule knows it) and exited 1: crashed with that line
+    as the error, not `killed` with the OOM-killer hint."""
+    log = tmp_path / "server.log"
+    script = f"echo 'Invalid value for --port: abc' >> {log}; exit 1"
+    engine = subprocess.Popen(["sh", "-c", script])  # noqa: ASYNC220 - a real process that exits 1
+    assert engine.wait() == 1
+    code, v = await _run(str(log), "--pid", str(engine.pid))
+    assert (code, v["state"]) == (1, "crashed")
+    assert v["error"]["category"] != "killed"
+    assert v["error"]["summary"] == "Invalid value for --port: abc"
+    assert "OOM" not in v["error"]["hint"]
+
+
+class _HungReads:
+    """`os` as the local source sees it, but every `pread` blocks in a real read of a FIFO whose writer never
+    writes, as a read on a hung NFS mount does (until `release`)."""
+
+    def __init__(self, fifo: Path) -> None:
+        self._real = os
+        self._reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self._writer = os.open(fifo, os.O_WRONLY)
+        os.set_blocking(self._reader, True)
+        self.hung = threading.Event()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        self.hung.set()
+        os.read(self._reader, 1)  # blocks: the writer never writes (EOF once it is closed)
+        return b""
+
+    def release(self) -> None:
+        with self._lock:
+            if self._writer >= 0:
+                os.close(self._writer)
+                self._writer = -1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+async def test_timeout_returns_while_a_read_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`watch --timeout 1` on a log whose reads hang (a dead NFS server) still returns at its timeout, exit 2:
+    the hung read is left to its thread."""
+    from watchdog.follow.sources import local as local_module  # noqa: PLC0415
+
+    log = tmp_path / "server.log"
+    log.write_text("booting\n")
+    fifo = tmp_path / "hang"
+    os.mkfifo(fifo)
+    hung = _HungReads(fifo)
+    monkeypatch.setattr(local_module, "os", hung)
+    monkeypatch.setattr(
+        local_module, "_on_local_fs", lambda fd: False
+    )  # a network file system: reads in threads
+    # a bound, should the read not be left behind: it then returns after 10 s (and the test fails, not hangs)
+    safety = threading.Timer(10, hung.release)
+    safety.start()
+    try:
+        started = time.monotonic()
+        out = io.StringIO()
+        with anyio.fail_after(20):
+            code = await watch(_args(str(log), "--timeout", "1", "--json"), out=out)
+        took = time.monotonic() - started
+    finally:
+        safety.cancel()
+        hung.release()
+    assert hung.hung.is_set(), "the read never started"
+    assert (code, json.loads(out.getvalue())["timed_out"]) == (2, True)
+    assert took < 5.0, f"watch --timeout 1 took {took:.1f} s"

@@ -4,18 +4,26 @@
 WatchdogError
 ├── UsageError                 bad command line or unreadable input file (exit 64)           file
 ├── ConfigError                a config or profile file is invalid (exit 78)                 path, key, problem
-│   └── ConfigRuleError        a rule of the whole config broke at a key (path "config")     key, problem
+│   ├── ConfigRuleError        a rule of the whole config broke at a key (path "config")     key, problem
+│   └── SSHConfigError         the SSH config cannot be parsed                    [permanent] host, reason
 ├── TargetError                the target cannot be reached (exit 69)                        host, reason
-│   ├── HostKeyError           unknown or changed host key: alert, do not retry
-│   ├── AuthError              authentication failed: alert, do not retry
-│   ├── ConnectionLost         the connection dropped or could not be made: retry
+│   ├── HostKeyError           unknown or changed host key: alert, do not retry   [permanent]
+│   ├── AuthError              authentication failed: alert, do not retry         [permanent]
+│   ├── ConnectionLost         transient: the connection dropped or could not be made (refused, timed
+│   │   │                      out, reset, no SSH banner): retry
 │   │   └── ChannelRefused     reachable, but no connection opens another session: retry after a pause
 │   ├── ReaderProtocolError    the remote log reader answered, but not in its protocol    host, output
 │   └── TLSError               the TLS handshake with a health URL failed                 url, reason
 ├── DeliveryError              a notification could not be delivered                      receiver, status
 │   └── TransientDeliveryError a network error, a timeout, a 5xx or a 429: retry later    retry_after
-└── InvalidShard (ValueError)  a shard spec or count is wrong (the CLI: exit 64)          text, problem
+├── InvalidShard (ValueError)  a shard spec or count is wrong (the CLI: exit 64)          text, problem
+└── PermanentError             [permanent]: a mixin of HostKeyError, AuthError and SSHConfigError
 ```
+
+A caller that follows hosts tells the two kinds of SSH failure apart with `isinstance`: a `PermanentError`
+(HostKeyError, AuthError, SSHConfigError: the host refuses us, or our SSH config is broken) is said once and
+waits for a person (the daemon backs off per host); a `ConnectionLost` (refused, timed out, reset, no banner)
+is retried. These class names are a contract between the follower and the daemon: keep them.
 
 Every exception carries the fields its message is built from as attributes (the column on the right; a
 subclass has its parent's too), so that a caller can act on them without parsing the message. Where a
@@ -35,7 +43,9 @@ __all__ = [
     "DeliveryError",
     "HostKeyError",
     "InvalidShard",
+    "PermanentError",
     "ReaderProtocolError",
+    "SSHConfigError",
     "TLSError",
     "TargetError",
     "TransientDeliveryError",
@@ -98,12 +108,30 @@ class TargetError(WatchdogError):
         super().__init__(message)
 
 
-class HostKeyError(TargetError):
+class PermanentError(WatchdogError):
+    """A failure that retrying will not fix until a person does (a mixin): the host key is unknown or changed,
+    authentication is refused, the SSH config cannot be parsed. Said once; the daemon backs off per host."""
+
+
+class HostKeyError(TargetError, PermanentError):
     """The host key is unknown or changed; retrying will not help."""
 
 
-class AuthError(TargetError):
+class AuthError(TargetError, PermanentError):
     """Authentication was refused; retrying will not help."""
+
+
+class SSHConfigError(ConfigError, PermanentError):
+    """The SSH config (~/.ssh/config or the one named) cannot be parsed: a config error (exit 78), and a
+    permanent failure of every host it is used for.
+
+    `host`: the host being connected to; `reason`: what the parser said.
+    """
+
+    def __init__(self, reason: str, *, host: str) -> None:
+        self.host = host
+        self.reason = reason
+        super().__init__("the SSH config", "", f"{reason} (connecting to {host})")
 
 
 class ConnectionLost(TargetError):

@@ -19,6 +19,16 @@ What it keeps, and why:
   log grows, soon after a transition, and when it stops) and whether to trust it;
 - the alert outbox (`watchdog.alerts.outbox`), on a connection of its own made by `connect`.
 
+The directory is made 0700 and the files 0600 whatever the umask; `lock_state_dir` keeps a second daemon off
+the directory; a file with a table missing or damaged pages (`PRAGMA quick_check`) is refused at the start
+(`ConfigError`, exit 78), and a row that does not decode is left out of the history with one warning.
+
+A write that meets a passing fault (`passing`: another process's lock past `BUSY_TIMEOUT`, a full disk, an
+I/O error) loses nothing that matters: verdicts, announcements, transitions and checkpoints are kept and
+written again every `RETRY_SECONDS` (by `write_behind`, or before the next call), `failing` says why
+meanwhile (for /healthz), and a verdict that cannot be written is still answered (whether it was announced is
+read: a read works under a lock and on a full disk).
+
 Growth is bounded: at most `MAX_INCARNATIONS_PER_LAUNCH` incarnations per launch (older ones are pruned with
 their transitions and verdicts) and `MAX_TRANSITIONS_PER_INCARNATION` transitions per incarnation (later ones
 are not stored; the incarnation's state and verdict are still kept up to date).
@@ -26,7 +36,11 @@ are not stored; the incarnation's state and verdict are still kept up to date).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import json
+import os
 import sqlite3
 import time
 from collections import Counter
@@ -44,32 +58,43 @@ import structlog
 from anyio.abc import TaskStatus
 
 from watchdog.exceptions import ConfigError, UsageError
-from watchdog.vocabulary import DEFAULT_STATE_DIR, State
+from watchdog.vocabulary import DEFAULT_STATE_DIR, MAX_INCARNATIONS_PER_LAUNCH, State
 
 __all__ = [
     "DB_NAME",
     "DEFAULT_STATE_DIR",
+    "LOCK_NAME",
     "MAX_CHECKPOINT_BYTES",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "MAX_TRANSITIONS_PER_INCARNATION",
     "MIGRATIONS",
     "IncarnationRecord",
+    "StateDirLock",
     "StateStore",
     "TransitionRecord",
     "connect",
     "db_path",
+    "lock_state_dir",
     "open_store",
+    "passing",
     "transaction",
 ]
 
 DB_NAME = "watchdog.sqlite3"
-MAX_INCARNATIONS_PER_LAUNCH = 50  # older incarnations of a launch are pruned
+LOCK_NAME = "watchdog.lock"  # held (flock) by the one daemon that uses the state directory; holds its pid
+# SQLite's files beside the state file (made with the state file's mode, which is 0600)
+_SIDE_FILES = ("-wal", "-shm", "-journal")
 MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
 # With `write_behind` running: seconds a transition's snapshot may wait, to be written with the others of that
 # moment in one trip to the worker thread and one commit (a later snapshot of the same incarnation replaces it)
 TRANSITION_BATCH_DELAY = 0.25
 MAX_CHECKPOINT_BYTES = 1 << 20  # a launch's checkpoint (typically 10-50 KB); a bigger one is not written
 BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write (e.g. `history` reading)
+# While writes fail (a full disk, the file locked by another process past BUSY_TIMEOUT): seconds a write waits
+# for the lock, so that what must not wait (a verdict, its alert) learns at once that it cannot be written;
+# and seconds between attempts to write what waits
+FAILING_BUSY_TIMEOUT = 0.2
+RETRY_SECONDS = 2.0
 
 _T = TypeVar("_T")
 
@@ -276,6 +301,14 @@ def _dumps(value: object) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
 
+def _object(text: str) -> dict[str, Any]:
+    """A stored JSON object. Raises ValueError (or TypeError) when the row holds something else."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"not a JSON object: {type(value).__name__}")
+    return value
+
+
 def db_path(state_dir: str | Path) -> Path:
     """The state file inside `state_dir`."""
     return Path(state_dir) / DB_NAME
@@ -294,9 +327,17 @@ class StateStore:
         self._snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
         # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
         self._checkpoints: dict[str, tuple[int, float, bytes]] = {}
+        # (launch, incarnation) -> (verdict, wall time), and (launch, incarnation, key) -> wall time of the
+        # verdicts and announcements that could not be written yet (tried again until they are: see `failing`)
+        self._verdicts: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
+        self._marks: dict[tuple[str, int, str], float] = {}
         self._added = anyio.Event()  # something waits to be written
         self._write_behind = False
         self._closed = False
+        self._unreadable: set[tuple[str, int]] = set()  # incarnations whose rows did not decode (said once)
+        # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
+        # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
+        self.failing: str | None = None
 
     @classmethod
     async def open(cls, state_dir: str | Path, *, readonly: bool = False) -> StateStore:
@@ -308,10 +349,11 @@ class StateStore:
 
         Raises:
             UsageError: `readonly` and there is no state file.
-            ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
+            ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it.
         """
         path = db_path(state_dir)
-        conn = await anyio.to_thread.run_sync(connect, path, readonly)
+        # damaged pages are looked for once, by the daemon's store (`watchdog history` only reads)
+        conn = await anyio.to_thread.run_sync(functools.partial(connect, path, readonly, check=not readonly))
         return cls(conn, path, readonly=readonly)
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -320,44 +362,71 @@ class StateStore:
                 raise RuntimeError("the state store is closed")
             # Not abandoned on cancellation: the call finishes (and commits or rolls back) before the lock
             # is released, so the connection is never used by two threads at once.
-            if not self._snapshots and not self._checkpoints:
+            if not (self._snapshots or self._checkpoints or self._verdicts or self._marks):
                 return await anyio.to_thread.run_sync(fn, *args)
             # what waits to be written goes first, in the same trip: what was recorded before this call is
             # stored before it, transitions before checkpoints (a checkpoint is never ahead of the transitions
             # it has seen)
-            snapshots, self._snapshots = self._snapshots, {}
-            checkpoints, self._checkpoints = self._checkpoints, {}
-            with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
-                result = await anyio.to_thread.run_sync(self._after_waiting, snapshots, checkpoints, fn, args)
-            return result  # noqa: RET504  (a return inside the scope: mypy sees one that may swallow it)
+            waiting = _Waiting(self._snapshots, self._checkpoints, self._verdicts, self._marks)
+            self._snapshots, self._checkpoints, self._verdicts, self._marks = {}, {}, {}, {}
+            left: list[_Waiting] = []  # what could not be written (the call may fail after it)
+            try:
+                with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
+                    result = await anyio.to_thread.run_sync(self._after_waiting, waiting, left, fn, args)
+            finally:
+                for (
+                    kept
+                ) in left:  # the file cannot be written now: kept (behind what came since), tried again
+                    self._snapshots = {**kept.snapshots, **self._snapshots}
+                    self._checkpoints = {**kept.checkpoints, **self._checkpoints}
+                    self._verdicts = {**kept.verdicts, **self._verdicts}
+                    self._marks = {**kept.marks, **self._marks}
+                    self._added.set()
+            return result
 
     def _after_waiting(
-        self,
-        snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]],
-        checkpoints: Mapping[str, tuple[int, float, bytes]],
-        fn: Callable[..., _T],
-        args: tuple[Any, ...],
+        self, waiting: _Waiting, left: list[_Waiting], fn: Callable[..., _T], args: tuple[Any, ...]
     ) -> _T:
         try:  # one transaction, as a rule
-            self._write(lambda: self._write_waiting(snapshots, checkpoints))
-        except Exception:  # then each part in its own, so one that fails does not take the other with it
-            try:
-                self._write(lambda: self._record_all(snapshots))
-            except Exception as exc:  # the call that follows is still made; only these snapshots are lost
-                log.warning("transitions not stored", launches=len(snapshots), error=repr(exc))
-            try:
-                self._write(lambda: self._put_checkpoints(checkpoints))
-            except Exception as exc:  # their launches resume from the checkpoints before them
-                log.warning("checkpoints not stored", launches=len(checkpoints), error=repr(exc))
+            self._write(lambda: self._write_waiting(waiting))
+        except Exception as exc:
+            # a full disk, a lock held past the busy timeout: all is kept for later; else each part in its own
+            # transaction, so that one that fails does not take the others with it
+            kept = waiting if passing(exc) else self._write_parts(waiting)
+            if kept is not None:
+                left.append(kept)
         return fn(*args)
 
-    def _write_waiting(
-        self,
-        snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]],
-        checkpoints: Mapping[str, tuple[int, float, bytes]],
-    ) -> None:
-        self._record_all(snapshots)
-        self._put_checkpoints(checkpoints)
+    def _write_parts(self, waiting: _Waiting) -> _Waiting | None:
+        left = _Waiting({}, {}, {}, {})
+        try:
+            self._write(lambda: self._record_all(waiting.snapshots))
+        except Exception as exc:  # the call that follows is still made; only these snapshots are lost
+            if passing(exc):
+                left.snapshots.update(waiting.snapshots)
+            else:
+                log.warning("transitions not stored", launches=len(waiting.snapshots), error=repr(exc))
+        try:
+            self._write(lambda: self._put_checkpoints(waiting.checkpoints))
+        except Exception as exc:  # their launches resume from the checkpoints before them
+            if passing(exc):
+                left.checkpoints.update(waiting.checkpoints)
+            else:
+                log.warning("checkpoints not stored", launches=len(waiting.checkpoints), error=repr(exc))
+        try:
+            self._write(lambda: self._put_verdicts(waiting.verdicts, waiting.marks))
+        except Exception as exc:
+            if passing(exc):
+                left.verdicts.update(waiting.verdicts)
+                left.marks.update(waiting.marks)
+            else:
+                log.warning("verdicts not stored", verdicts=len(waiting.verdicts), error=repr(exc))
+        return left if left.snapshots or left.checkpoints or left.verdicts or left.marks else None
+
+    def _write_waiting(self, waiting: _Waiting) -> None:
+        self._record_all(waiting.snapshots)
+        self._put_checkpoints(waiting.checkpoints)
+        self._put_verdicts(waiting.verdicts, waiting.marks)
 
     def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]]) -> None:
         for (launch, incarnation), (status, wall) in snapshots.items():
@@ -374,16 +443,34 @@ class StateStore:
             task_status.started()
             while True:
                 await self._added.wait()
-                await anyio.sleep(TRANSITION_BATCH_DELAY)
+                await anyio.sleep(TRANSITION_BATCH_DELAY if self.failing is None else RETRY_SECONDS)
                 self._added = anyio.Event()
-                if self._snapshots or self._checkpoints:
+                if self._snapshots or self._checkpoints or self._verdicts or self._marks:
                     await self._run(_nothing)
         finally:
             self._write_behind = False
 
     def _write(self, fn: Callable[[], _T]) -> _T:
-        """Run `fn` in one transaction (in the worker thread)."""
-        return transaction(self._conn, fn)
+        """Run `fn` in one transaction (in the worker thread); keep `failing` up to date."""
+        try:
+            result = transaction(self._conn, fn)
+        except Exception as exc:
+            if passing(exc):
+                if self.failing is None:
+                    # said once per spell: what waits is tried again every RETRY_SECONDS, quietly
+                    log.warning(
+                        "state file cannot be written; keeping what waits and trying again",
+                        path=str(self.path),
+                        error=str(exc),
+                    )
+                    self._conn.execute(f"PRAGMA busy_timeout = {int(FAILING_BUSY_TIMEOUT * 1000)}")
+                self.failing = str(exc)
+            raise
+        if self.failing is not None:
+            self.failing = None
+            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+            log.info("state file written again", path=str(self.path))
+        return result
 
     async def _execute(self, sql: str, parameters: tuple[Any, ...]) -> None:
         """One statement in a transaction of its own."""
@@ -488,28 +575,57 @@ class StateStore:
         self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str
     ) -> bool:
         """Store the verdict object as the incarnation's latest; whether the verdict `key` was announced
-        already (before a restart, too)."""
+        already (before a restart, too). A verdict that cannot be written now (`failing`) is kept and written
+        when the file allows; whether it was announced is then read (a read still works), else taken as not."""
         wall = time.time()
 
         def record() -> bool:
             self._write(lambda: self._save_verdict(launch, incarnation, verdict, wall))
             return self._announced(launch, incarnation, key)
 
-        return await self._run(record)
+        try:
+            return await self._run(record)
+        except Exception as exc:
+            if not passing(exc):
+                raise
+        self._verdicts[(launch, incarnation)] = (verdict, wall)
+        self._added.set()
+        if (launch, incarnation, key) in self._marks:
+            return True
+        try:
+            return await self._run(self._announced, launch, incarnation, key)
+        except sqlite3.Error:
+            return False  # said again rather than never
 
     async def mark_announced(self, launch: str, incarnation: int, verdict_key: str) -> None:
-        """Note that this verdict was said (to every notifier it goes to)."""
+        """Note that this verdict was said (to every notifier it goes to); kept and written when the file
+        allows if it cannot be written now."""
         wall = time.time()
+        try:
+            await self._run(
+                lambda: self._write(
+                    lambda: self._put_verdicts({}, {(launch, incarnation, verdict_key): wall})
+                )
+            )
+        except Exception as exc:
+            if not passing(exc):
+                raise
+            self._marks[(launch, incarnation, verdict_key)] = wall
+            self._added.set()
 
-        def mark() -> None:
-            row_id = self._row(launch, incarnation)
+    def _put_verdicts(
+        self,
+        verdicts: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]],
+        marks: Mapping[tuple[str, int, str], float],
+    ) -> None:
+        for (launch, incarnation), (verdict, wall) in verdicts.items():
+            self._save_verdict(launch, incarnation, verdict, wall)
+        for (launch, incarnation, key), wall in marks.items():
             self._conn.execute(
                 "INSERT INTO verdicts (incarnation_id, key, announced_at) VALUES (?, ?, ?)"
                 " ON CONFLICT (incarnation_id, key) DO UPDATE SET announced_at = excluded.announced_at",
-                (row_id, verdict_key, wall),
+                (self._row(launch, incarnation), key, wall),
             )
-
-        await self._run(lambda: self._write(mark))
 
     def _announced(self, launch: str, incarnation: int, verdict_key: str) -> bool:
         row = self._conn.execute(
@@ -550,8 +666,8 @@ class StateStore:
                     (row[0],),
                 )
             )
-            out.append(
-                IncarnationRecord(
+            try:
+                record = IncarnationRecord(
                     launch=row[1],
                     incarnation=int(row[2]),
                     host=row[3],
@@ -561,14 +677,27 @@ class StateStore:
                     started_at=float(row[7]),
                     updated_at=float(row[8]),
                     offset=int(row[9]),
-                    facts=json.loads(row[10]),
-                    progress=json.loads(row[11]),
-                    labels=json.loads(row[12]),
-                    verdict=json.loads(row[13]) if row[13] is not None else None,
+                    facts=_object(row[10]),
+                    progress=_object(row[11]),
+                    labels=_object(row[12]),
+                    verdict=_object(row[13]) if row[13] is not None else None,
                     transitions=transitions,
                     announced=announced,
                 )
-            )
+            except (ValueError, TypeError) as exc:
+                # A damaged row (written by hand, a bad disk) is left out of the history, said once: the
+                # launch's expectations are learned from the others, and its follower runs.
+                if (str(row[1]), row[2]) not in self._unreadable:
+                    self._unreadable.add((str(row[1]), row[2]))
+                    log.warning(
+                        "state row unreadable; left out of the history",
+                        path=str(self.path),
+                        launch=row[1],
+                        incarnation=row[2],
+                        error=str(exc),
+                    )
+                continue
+            out.append(record)
         return out
 
     # -- checkpoints -------------------------------------------------------------------------------------
@@ -624,13 +753,20 @@ class StateStore:
         """The silences still running at unix time `now` (default: now), by launch; expired ones are dropped."""
         at = time.time() if now is None else now
 
+        def running() -> dict[str, float]:
+            rows = self._conn.execute("SELECT launch, until FROM silences WHERE until > ?", (at,))
+            return {name: float(until) for name, until in rows}
+
         def active() -> dict[str, float]:
             self._conn.execute("DELETE FROM silences WHERE until <= ?", (at,))
-            return {
-                name: float(until) for name, until in self._conn.execute("SELECT launch, until FROM silences")
-            }
+            return running()
 
-        return await self._run(lambda: self._write(active))
+        try:
+            return await self._run(lambda: self._write(active))
+        except Exception as exc:
+            if not passing(exc):
+                raise
+        return await self._run(running)  # expired ones are dropped another time: an alert never waits on it
 
     # -- the rows ------------------------------------------------------------------------------------------
 
@@ -659,8 +795,15 @@ class StateStore:
         if self._closed:
             return
         try:
-            if (self._snapshots or self._checkpoints) and not self.readonly:
+            if (self._snapshots or self._checkpoints or self._verdicts or self._marks) and not self.readonly:
                 await self.flush()
+                if self._verdicts or self._marks:
+                    log.warning(
+                        "verdicts not stored: the state file cannot be written",
+                        verdicts=len(self._verdicts),
+                        announced=len(self._marks),
+                        error=self.failing,
+                    )
         finally:
             async with self._lock:
                 self._closed = True
@@ -682,6 +825,37 @@ def _nothing() -> None:
     """A call that only writes what waits to be written (see `StateStore._run`)."""
 
 
+@dataclass
+class _Waiting:
+    """What waits to be written (`write_behind`), or could not be written yet: see `StateStore._run`."""
+
+    snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]]
+    checkpoints: dict[str, tuple[int, float, bytes]]
+    verdicts: dict[tuple[str, int], tuple[Mapping[str, Any], float]]
+    marks: dict[tuple[str, int, str], float]
+
+
+# A write that meets one of these may succeed later: another process's lock, a full disk, an I/O error, a
+# file system remounted read-only. What was to be written is kept and tried again; other errors are not
+# passing (a bug, a damaged file): trying again would fail forever.
+_PASSING = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+    }
+)
+
+
+def passing(exc: BaseException) -> bool:
+    """Whether `exc` is a SQLite error a later attempt may not meet (a lock, a full disk, an I/O error)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error) and isinstance(code, int) and (code & 0xFF) in _PASSING
+
+
 def _entry(item: Mapping[str, Any]) -> _Entry:
     line = item.get("line")
     at = item.get("at")
@@ -693,13 +867,15 @@ def _entry(item: Mapping[str, Any]) -> _Entry:
     )
 
 
-def connect(path: Path | None, readonly: bool = False) -> sqlite3.Connection:
+def connect(path: Path | None, readonly: bool = False, *, check: bool = False) -> sqlite3.Connection:
     """Open and set up a connection to the state file `path` (blocking: call it in a worker thread): WAL,
-    synchronous=NORMAL, foreign keys, the schema migrated. `path` None: a database in memory, with the schema.
+    synchronous=NORMAL, foreign keys, the schema migrated and every table of it there. `path` None: a database
+    in memory, with the schema. A state directory made here is 0700, the state file and SQLite's files beside
+    it 0600, whatever the umask. `check`: also `PRAGMA quick_check` (the daemon's store, once at its start).
 
     Raises:
         UsageError: `readonly` and there is no state file.
-        ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
+        ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it.
     """
     where = ":memory:" if path is None else str(path)
     if path is None:
@@ -709,10 +885,7 @@ def connect(path: Path | None, readonly: bool = False) -> sqlite3.Connection:
             raise UsageError(f"no watchdog state at {where}: give the daemon's state_dir with --state-dir")
         target, uri = f"file:{quote(where)}?mode=ro", True
     else:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(where, "daemon.state_dir", f"cannot create the state directory: {exc}") from exc
+        _private(path)
         target, uri = where, False
     try:
         # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE), so a write never has to upgrade a read
@@ -724,6 +897,10 @@ def connect(path: Path | None, readonly: bool = False) -> sqlite3.Connection:
         raise ConfigError(where, "daemon.state_dir", f"cannot open the state file: {exc}") from exc
     try:
         _setup(conn, where, readonly)
+        if path is not None:
+            _check(conn, where, quick=check)
+            if not readonly:
+                _private_side_files(path)
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise ConfigError(
@@ -733,6 +910,125 @@ def connect(path: Path | None, readonly: bool = False) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _private(path: Path) -> None:
+    # The state holds log lines (maybe secrets) and alerts: the directory made 0700, the file made (or left)
+    # 0600 before SQLite opens it, so that its -wal and -shm, which SQLite makes with the file's mode, are too.
+    try:
+        os.close(_private_open(path))
+    except OSError as exc:
+        raise ConfigError(str(path), "daemon.state_dir", f"cannot create the state file: {exc}") from exc
+
+
+def _private_open(path: Path) -> int:
+    """A descriptor of `path`, made 0600 (and its directory 0700) if new, made 0600 if it was readable by
+    others. Raises OSError."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.chmod(0o700)  # whatever the umask (a directory that was there is the operator's)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):  # a file of another owner keeps its mode; SQLite says if it can't
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    return fd
+
+
+def _private_side_files(path: Path) -> None:
+    # made by an older watchdog (before the state file was 0600), or while it was not
+    for suffix in _SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        with contextlib.suppress(OSError):  # not there (the usual -journal), or of another owner
+            if side.stat().st_mode & 0o077:
+                side.chmod(0o600)
+
+
+@functools.cache
+def _tables() -> frozenset[str]:
+    """The tables of the current schema (those the migrations make, applied to an empty database)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        _setup(conn, ":memory:", readonly=False)
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    finally:
+        conn.close()
+    return frozenset(str(name) for (name,) in rows if not str(name).startswith("sqlite_"))
+
+
+def _check(conn: sqlite3.Connection, where: str, *, quick: bool) -> None:
+    # A table dropped, or pages damaged: refused at the start (exit 78, the file named) rather than failing
+    # every launch's follower every few seconds for as long as the daemon runs.
+    present = {str(name) for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = sorted(_tables() - present)
+    if missing:
+        raise ConfigError(
+            where,
+            "daemon.state_dir",
+            f"a damaged state file: its table{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+            f" {'are' if len(missing) > 1 else 'is'} missing; move the file away (the daemon starts a new one)",
+        )
+    if quick:
+        problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise ConfigError(
+                where,
+                "daemon.state_dir",
+                f"a damaged state file ({'; '.join(problems)}): move it away (the daemon starts a new one)",
+            )
+
+
+class StateDirLock:
+    """The lock one daemon holds on its state directory for as long as it runs (see `lock_state_dir`)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        """Use `lock_state_dir`."""
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Let another daemon use the directory (the lock also goes when the process ends, however)."""
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases its flock
+            self._fd = None
+
+    def __enter__(self) -> StateDirLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def lock_state_dir(state_dir: str | Path) -> StateDirLock:
+    """Take the state directory for this process (blocking; made 0700 if need be): an exclusive `flock` on
+    `LOCK_NAME` in it, which then holds this process's pid. A lock left by a process that died is taken over
+    (the kernel released it).
+
+    Raises:
+        ConfigError: another process holds it (its pid named), or the lock file cannot be made.
+    """
+    path = Path(state_dir) / LOCK_NAME
+    where = str(path)
+    try:
+        fd = _private_open(path)
+    except OSError as exc:
+        raise ConfigError(where, "daemon.state_dir", f"cannot create the lock file: {exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise ConfigError(
+                str(state_dir),
+                "daemon.state_dir",
+                f"another watchdog daemon (pid {holder}) uses this state directory: stop it first, or give"
+                " this one a state_dir of its own",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return StateDirLock(path, fd)
 
 
 def _setup(conn: sqlite3.Connection, where: str, readonly: bool) -> None:
@@ -786,8 +1082,10 @@ def transaction(conn: sqlite3.Connection, fn: Callable[[], _T]) -> _T:
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn()
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite has rolled back already after some errors (SQLITE_FULL): a second ROLLBACK would hide the error
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
     return result

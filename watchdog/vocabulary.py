@@ -47,6 +47,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "LOG_FORMATS",
+    "MAX_INCARNATIONS_PER_LAUNCH",
     "OUTCOMES",
     "STARTUP_PHASES",
     "VERDICTS",
@@ -158,6 +159,9 @@ DEFAULT_DELIVERY_ATTEMPTS = (
     4  # attempts of one delivery before the outbox takes it over (or `watch` gives up)
 )
 DEFAULT_DELIVERY_BACKOFF = 0.5  # seconds before the second attempt (doubled per attempt, with jitter)
+# Past incarnations of a launch kept: in the state file (older ones are pruned with their rows) and in a
+# follower's lifecycle (a crash loop must not grow its memory and checkpoint without bound)
+MAX_INCARNATIONS_PER_LAUNCH = 50
 
 # -- durations: one grammar for the config file and the command line -------------------------------------
 

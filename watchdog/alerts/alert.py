@@ -12,7 +12,10 @@ from typing import Any
 
 from watchdog.vocabulary import OUTCOMES, State
 
-__all__ = ["SEVERITY", "Alert", "AlertKind", "rfc3339"]
+__all__ = ["SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
+
+# A fact as the verdict gives it (`facts` of the JSON verdict): a number most often, sometimes text.
+FactValue = str | int | float | bool | None
 
 
 class AlertKind(enum.StrEnum):
@@ -58,7 +61,8 @@ class Alert:
     hint: str = ""  # what to do about it
     ranks: tuple[str, ...] = ()
     traceback: tuple[str, ...] = ()  # the decisive traceback (its end is what gets shown)
-    facts: tuple[tuple[str, str], ...] = ()  # (name, value as text), in the snapshot's order
+    facts: tuple[tuple[str, FactValue], ...] = ()  # (name, value as the verdict has it), in its order
+    progress: tuple[tuple[str, int | None, int | None], ...] = ()  # (name, done, total): weights, graphs
     labels: tuple[tuple[str, str], ...] = ()  # extra labels from config
     time_in_phase: float | None = None
     time_since_start: float | None = None
@@ -68,11 +72,18 @@ class Alert:
     link: str = ""  # the status page URL
     ended_at: datetime | None = None  # resolved: when the problem ended
     resolves: AlertKind | None = None  # resolved: the kind of the alert it ends
+    # the how-manieth problem of its kind in the incarnation: a launch that stalls again after progress
+    # resumed stalls anew (2, 3, ...), as the daemon keeps it (`stalled#2`)
+    occurrence: int = 1
 
     @property
     def dedup_key(self) -> str:
-        """Stable across retries and restarts: the same (launch, incarnation, kind) is the same alert."""
-        return f"{self.launch}/{self.incarnation}/{self.kind.value}"
+        """Stable across retries and restarts, and one per alert: `launch/incarnation/kind`, with `#N` for
+        the Nth stall of an incarnation and `@<unix time it began>` for an outage (each is its own alert);
+        a resolution's is the incident key of what it ends plus `/resolved`."""
+        if self.kind is AlertKind.RESOLVED:
+            return f"{self.incident_key}/resolved"
+        return self._key(self.kind)
 
     @property
     def problem(self) -> AlertKind:
@@ -81,8 +92,17 @@ class Alert:
 
     @property
     def incident_key(self) -> str:
-        """Shared by a problem and its resolution (PagerDuty's dedup_key, a message's thread)."""
-        return f"{self.launch}/{self.incarnation}/{self.problem.value}"
+        """Shared by a problem and its resolution (PagerDuty's dedup_key, a message's thread): the problem's
+        dedup key."""
+        return self._key(self.problem)
+
+    def _key(self, kind: AlertKind) -> str:
+        key = f"{self.launch}/{self.incarnation}/{kind.value}"
+        if self.occurrence > 1:
+            key += f"#{self.occurrence}"
+        if kind is AlertKind.UNREACHABLE:
+            key += f"@{int(self.started_at.timestamp())}"
+        return key
 
     @property
     def where(self) -> str:
@@ -142,7 +162,8 @@ class Alert:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready mapping of every field plus `title` and `dedup_key` (the generic webhook's body)."""
+        """A JSON-ready mapping of every field plus `title`, `dedup_key` and `incident_key` (the generic
+        webhook's body; docs/notifiers.md has the table)."""
         return {
             "kind": self.kind.value,
             "title": self.title,
@@ -158,6 +179,7 @@ class Alert:
             "ranks": list(self.ranks),
             "traceback": list(self.traceback),
             "facts": dict(self.facts),
+            "progress": {name: {"done": done, "total": total} for name, done, total in self.progress},
             "labels": dict(self.labels),
             "time_in_phase_seconds": self.time_in_phase,
             "time_since_start_seconds": self.time_since_start,
@@ -168,7 +190,9 @@ class Alert:
             "started_at": rfc3339(self.started_at),
             "ended_at": rfc3339(self.ended_at) if self.ended_at else None,
             "resolves": self.resolves.value if self.resolves else None,
+            "occurrence": self.occurrence,
             "dedup_key": self.dedup_key,
+            "incident_key": self.incident_key,
         }
 
     @classmethod
@@ -199,7 +223,8 @@ class Alert:
             hint=str(data.get("hint") or ""),
             ranks=tuple(str(r) for r in data.get("ranks") or ()),
             traceback=tuple(str(line) for line in data.get("traceback") or ()),
-            facts=tuple((str(k), str(v)) for k, v in (data.get("facts") or {}).items()),
+            facts=tuple((str(k), _fact(v)) for k, v in (data.get("facts") or {}).items()),
+            progress=_progress(data.get("progress")),
             labels=tuple((str(k), str(v)) for k, v in (data.get("labels") or {}).items()),
             time_in_phase=_number(data.get("time_in_phase_seconds")),
             time_since_start=_number(data.get("time_since_start_seconds")),
@@ -209,6 +234,7 @@ class Alert:
             link=str(data.get("link") or ""),
             ended_at=when(data.get("ended_at")),
             resolves=AlertKind(data["resolves"]) if data.get("resolves") else None,
+            occurrence=int(data.get("occurrence") or 1),
         )
 
     @classmethod
@@ -277,13 +303,11 @@ class Alert:
             summary = reason or f"no progress in {phase}"
         if not detail and kind is AlertKind.STALLED and reason and reason != summary:
             detail = reason
-        facts = tuple((str(k), _text(v)) for k, v in (status.get("facts") or {}).items())
-        progress = status.get("progress") or {}
-        facts += tuple(
-            (f"{name} progress", f"{p.get('done')}/{p.get('total')}")
-            for name, p in progress.items()
-            if isinstance(p, Mapping)
-        )
+        facts = tuple((str(k), _fact(v)) for k, v in (status.get("facts") or {}).items())
+        # the Nth stall of an incarnation (progress resumed in between) is its own alert
+        occurrence = 1
+        if kind is AlertKind.STALLED:
+            occurrence = max(1, sum(1 for item in timeline if item.get("state") == State.STALLED.value))
         return cls(
             kind=kind,
             launch=str(status.get("name") or ""),
@@ -299,6 +323,7 @@ class Alert:
             ranks=tuple(str(r) for r in err.get("ranks") or ()),
             traceback=tuple(str(line) for line in err.get("traceback") or err.get("context") or ()),
             facts=facts,
+            progress=_progress(status.get("progress")),
             labels=tuple((str(k), str(v)) for k, v in (status.get("labels") or {}).items()),
             time_in_phase=time_in_phase,
             time_since_start=time_since_start,
@@ -308,6 +333,7 @@ class Alert:
             link=link,
             ended_at=now if kind is AlertKind.RESOLVED else None,
             resolves=AlertKind(resolves) if resolves is not None else None,
+            occurrence=occurrence,
         )
 
 
@@ -334,10 +360,28 @@ def _number(value: object) -> float | None:
     return None
 
 
-def _text(value: object) -> str:
+def _fact(value: object) -> FactValue:
+    """A fact's value as JSON has it: a number stays a number; anything else becomes its text."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
     if isinstance(value, float):
-        return f"{value:g}"
+        return value if math.isfinite(value) else str(value)
     return str(value)
+
+
+def _count(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _progress(progress: object) -> tuple[tuple[str, int | None, int | None], ...]:
+    """`{"weights": {"done": 64, "total": 64}}` (the verdict's `progress`) as (name, done, total)."""
+    if not isinstance(progress, Mapping):
+        return ()
+    return tuple(
+        (str(name), _count(p.get("done")), _count(p.get("total")))
+        for name, p in progress.items()
+        if isinstance(p, Mapping)
+    )
 
 
 def rfc3339(at: datetime) -> str:

@@ -22,7 +22,6 @@ would resolve the alert by itself after its `resolve_timeout`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import heapq
 import random
@@ -60,13 +59,9 @@ PRUNE_EVERY_SECONDS = 3600.0
 
 
 def outbox_key(alert: Alert) -> str:
-    """The alert's key in the outbox: its dedup key; for a resolution, that of the problem it ends plus
-    `/resolved` (a launch's stall and crash are resolved separately). A host can be unreachable many times
-    in one incarnation: each outage is its own alert, keyed by when it began."""
-    key = alert.incident_key if alert.kind is AlertKind.RESOLVED else alert.dedup_key
-    if alert.problem is AlertKind.UNREACHABLE:
-        key += f"@{int(alert.started_at.timestamp())}"
-    return f"{key}/resolved" if alert.kind is AlertKind.RESOLVED else key
+    """The alert's key in the outbox: its dedup key (`Alert.dedup_key`: a stall again in one incarnation,
+    another outage, a resolution each have their own)."""
+    return alert.dedup_key
 
 
 @dataclass
@@ -129,6 +124,7 @@ class Alerting:
         self._wake: dict[tuple[str, int], anyio.Event] = {}
         self._workers: set[tuple[str, int]] = set()
         self._scopes: dict[tuple[str, int], anyio.CancelScope] = {}  # each delivery task's, to stop it
+        self._in_flight = 0  # items taken from their queue and being delivered (retries included)
         self._buckets: dict[str, _Bucket] = {}
         self._active: dict[tuple[str, AlertKind], _Active] = {}
         self._tg: TaskGroup | None = None
@@ -138,8 +134,8 @@ class Alerting:
         self.silenced: Counter[str] = Counter()  # launch -> alerts held by a silence
 
     def depth(self) -> int:
-        """Alerts waiting to be delivered."""
-        return sum(len(queue) for queue in self._queues.values())
+        """Alerts not delivered yet: those waiting in their queues and those being attempted now."""
+        return self._in_flight + sum(len(queue) for queue in self._queues.values())
 
     def active(self, launch: str) -> list[Alert]:
         """The unresolved problems of `launch`."""
@@ -156,6 +152,7 @@ class Alerting:
                 self._start_worker(name)
             tg.start_soon(self._repeat_loop)
             tg.start_soon(self._prune_loop)
+            tg.start_soon(self._outbox.keep_written)  # what the state file could not take yet
             task_status.started()
             await anyio.sleep_forever()
 
@@ -282,9 +279,13 @@ class Alerting:
                     await wake.wait()
                 continue
             heapq.heappop(queue)
-            notifier = self._notifiers[name]
-            await self._buckets[name].take()
-            await self._deliver(notifier, item)
+            self._in_flight += 1  # still not delivered: counted until it is, or is back in its queue
+            try:
+                notifier = self._notifiers[name]
+                await self._buckets[name].take()
+                await self._deliver(notifier, item)
+            finally:
+                self._in_flight -= 1
             self._on_change()
 
     async def _deliver(self, notifier: Notifier, item: Item) -> None:
@@ -301,10 +302,12 @@ class Alerting:
             await self._outbox.failed(item, self._clock(), str(exc))
         except (KeyError, ValueError) as exc:
             self.failed[notifier.name] += 1
-            log.error(
-                "outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=repr(exc)
+            # said in words: a KeyError's repr (`KeyError('started_at')`) is no message for a person
+            why = (
+                f"its field {exc.args[0]} is missing" if isinstance(exc, KeyError) and exc.args else str(exc)
             )
-            await self._outbox.failed(item, self._clock(), f"unreadable: {exc!r}")
+            log.error("outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=why)
+            await self._outbox.failed(item, self._clock(), f"unreadable: {why}")
         except Exception as exc:  # a notifier's own bug must not end delivery: logged, tried again later
             log.exception("notifier failed", notifier=notifier.name, key=item.key)
             await self._retry(item, f"{type(exc).__name__}: {exc}", None)
@@ -367,8 +370,7 @@ class Alerting:
     async def _prune_loop(self) -> None:
         while True:
             await anyio.sleep(PRUNE_EVERY_SECONDS)
-            with contextlib.suppress(Exception):
-                await self._outbox.prune(self._clock())
+            await self._outbox.prune_logged(self._clock())  # an error is logged, and pruning goes on
 
     async def _is_silenced(self, launch: str) -> bool:
         if self._silences is None:

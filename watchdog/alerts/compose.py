@@ -1,12 +1,13 @@
-"""What an alert says, as plain parts each service lays out its own way: headline, fields, cut texts."""
+"""What an alert says, as plain parts each service lays out its own way, its log text made inert."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from watchdog.alerts.alert import Alert, AlertKind
+from watchdog.alerts.alert import Alert, AlertKind, FactValue
 from watchdog.vocabulary import format_duration
 
 __all__ = [
@@ -14,12 +15,15 @@ __all__ = [
     "EMOJI",
     "cut",
     "evidence",
+    "fact_field",
     "fields",
     "fit",
     "headline",
+    "inert",
     "lead",
     "plain_text",
     "traceback_tail",
+    "utf16_len",
 ]
 
 # One colour per kind, the same in every service that shows one (RGB).
@@ -46,6 +50,28 @@ _ELLIPSIS = "\N{HORIZONTAL ELLIPSIS}"
 _LINE_CHARS = 400
 
 
+# What a chat service would act on in log text: a mention (`@channel`, `@here`, `@all`, `@everyone`,
+# `@user`; Slack's `<!channel>` and `<@U123>`, Discord's `<@123>`, `<@&456>`, `<#789>`), a link whose text
+# hides where it goes: Markdown's `[Fix](https://evil.example/fix.sh)`, Slack's `<https://evil|Fix>`
+# (Mattermost's webhooks read it too).
+_MENTION = re.compile(r"@(?=[\w&!#])|<(?=[!@#]|[a-z][a-z0-9+.-]*:)", re.IGNORECASE)
+_MASKED_LINK = re.compile(r"\](?=\s*\()")
+_ZWSP = "\N{ZERO WIDTH SPACE}"
+
+
+def inert(text: str) -> str:
+    """Log text that no chat service reads as a mention or a link: a zero-width space after the `@` (or
+    the `<`) of a mention or a `<scheme:` link, and between a Markdown link's `]` and `(`, where no
+    service's parser still sees one. What a person reads is unchanged."""
+    text = _MENTION.sub(lambda m: m.group(0) + _ZWSP, text)
+    return _MASKED_LINK.sub("]" + _ZWSP, text)
+
+
+def utf16_len(text: str) -> int:
+    """The length in UTF-16 code units, as Telegram (and JavaScript) count it: an emoji counts twice."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def cut(text: str, limit: int) -> str:
     """`text` in at most `limit` characters, ending in an ellipsis when it was cut."""
     if len(text) <= limit:
@@ -55,8 +81,8 @@ def cut(text: str, limit: int) -> str:
     return text[: limit - 1] + _ELLIPSIS
 
 
-def fit(render: Callable[[int], str], limit: int) -> str:
-    """The longest `render(budget)` that is at most `limit` characters long.
+def fit(render: Callable[[int], str], limit: int, measure: Callable[[str], int] = len) -> str:
+    """The longest `render(budget)` that is at most `limit` long, as `measure` counts (characters).
 
     `render` cuts its raw text to `budget` characters and then escapes or decorates it, which may make it
     longer: the budget shrinks in proportion to the overflow until the result fits.
@@ -64,11 +90,14 @@ def fit(render: Callable[[int], str], limit: int) -> str:
     budget = limit
     while True:
         text = render(budget)
-        if len(text) <= limit:
+        size = measure(text)
+        if size <= limit:
             return text
         if budget <= 0:
-            return text[:limit]
-        budget = min(budget - 1, budget * limit // len(text))
+            while text and measure(text) > limit:
+                text = text[: max(0, min(len(text) - 1, limit))]
+            return text
+        budget = min(budget - 1, budget * limit // size)
 
 
 def fit_json(body: Callable[[int], Any], max_bytes: int, traceback_chars: int) -> Any:
@@ -157,8 +186,62 @@ def lead(alert: Alert) -> str:
     return alert.detail or f"the {alert.problem.value} alert no longer holds"
 
 
+# Words of fact names as people write them (`avail_mem_after_weights_gb` -> "Free memory after weights").
+_WORDS = {
+    "avail": "free",
+    "mem": "memory",
+    "kv": "KV",
+    "gpu": "GPU",
+    "gpus": "GPUs",
+    "cpu": "CPU",
+    "cuda": "CUDA",
+    "tp": "TP",
+    "pp": "PP",
+    "dp": "DP",
+    "ep": "EP",
+    "bs": "batch size",
+    "num": "number of",
+    "max": "max",
+    "len": "length",
+}
+# Unit suffixes of fact names: the value's unit.
+_UNITS = {"gb": "GB", "gib": "GiB", "mb": "MB", "mib": "MiB", "kb": "KB", "pct": "%", "percent": "%"}
+# Facts (and progress) are what a crash, a stall or a ready launch is about; not an outage or news.
+_WITH_FACTS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.READY})
+
+
+def fact_field(name: str, value: FactValue) -> tuple[str, str]:
+    """A fact as a person reads it: `("avail_mem_after_weights_gb", 16.3)` -> ("Free memory after
+    weights", "16.3 GB"); `("kv_cache_tokens", 812345)` -> ("KV cache tokens", "812,345")."""
+    words = [w for w in name.split("_") if w]
+    unit = ""
+    if len(words) > 1 and words[-1].lower() in _UNITS:
+        unit = _UNITS[words.pop().lower()]
+    seconds = len(words) > 1 and words[-1].lower() in {"seconds", "secs", "s"}
+    if seconds:
+        words.pop()
+    label = " ".join(_WORDS.get(w.lower(), w) for w in words) or name
+    if seconds:
+        label += " time"
+    label = label[:1].upper() + label[1:]
+    if isinstance(value, bool) or value is None:
+        text = {True: "yes", False: "no", None: ""}[value]
+    elif isinstance(value, int | float):
+        if seconds:
+            return label, format_duration(float(value))
+        if isinstance(value, int):
+            text = f"{value:,}"
+        else:
+            text = f"{value:,.0f}" if value.is_integer() and 1000 <= abs(value) < 1e15 else f"{value:g}"
+    else:
+        text = str(value)
+    if unit and text:
+        text += unit if unit == "%" else f" {unit}"
+    return label, text
+
+
 def fields(alert: Alert) -> list[tuple[str, str]]:
-    """Short (name, value) pairs in reading order; empty values are left out."""
+    """Short (name, value) pairs in reading order, as a person reads them; empty values are left out."""
     out: list[tuple[str, str]] = [
         ("Launch", alert.launch),
         ("Host", alert.host or "local"),
@@ -176,12 +259,18 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
         out.append(("Ranks", ", ".join(alert.ranks)))
     if alert.kind is AlertKind.STALLED and alert.detail:
         out.append(("Stalled", alert.detail))
-    out.extend(alert.facts)
+    if alert.kind in _WITH_FACTS:
+        out.extend(
+            (f"{name[:1].upper()}{name[1:]} progress", f"{done}/{total}" if total is not None else f"{done}")
+            for name, done, total in alert.progress
+            if done is not None
+        )
+        out.extend(fact_field(name, value) for name, value in alert.facts)
     return [(name, value) for name, value in out if value]
 
 
 def plain_text(alert: Alert, *, traceback_chars: int = 1500) -> str:
-    """The alert as plain text (a console, ntfy, a template's `{text}`)."""
+    """The alert as plain text (ntfy, apprise, the webhook's `text`), its log text `inert`."""
     out = [headline(alert), lead(alert)]
     if alert.hint:
         out.append(f"hint: {alert.hint}")
@@ -192,4 +281,4 @@ def plain_text(alert: Alert, *, traceback_chars: int = 1500) -> str:
         out.append(traceback_tail(alert.traceback, traceback_chars))
     if alert.link:
         out.append(alert.link)
-    return "\n".join(line for line in out if line)
+    return inert("\n".join(line for line in out if line))

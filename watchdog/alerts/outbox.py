@@ -6,6 +6,11 @@ makes enqueueing the same alert twice (after a restart, say) a no-op. A row hold
 `Alert.to_dict()`, never a URL or a secret option: those stay in the config and are looked up when sending.
 Delivered and failed rows are kept a while (`KEEP_SECONDS`), for that deduplication, then pruned.
 
+An alert is never lost to the state file: when it cannot be written (a full disk, another process holding the
+file's write lock), `put` still returns its items (numbered below zero), so that they are delivered from
+memory, and `keep_written` (a task of the alerting's) writes them, with what became of them (delivered, given
+up), once the file allows; an update that cannot be written waits the same way. `failing` says why meanwhile.
+
 The table lives in the daemon's state file (`watchdog.sqlite3`), made by the store's migrations, on a
 connection of its own set up as the store's are (`watchdog.store.connect`); without a state directory (the
 demo, tests) the outbox is in memory and lasts as long as the process.
@@ -21,17 +26,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import structlog
 
-from watchdog.store import connect, transaction
+from watchdog.store import RETRY_SECONDS, connect, passing, transaction
 
 if TYPE_CHECKING:
     import sqlite3
 
+    from anyio.abc import TaskStatus
+
 __all__ = ["KEEP_SECONDS", "REPEAT", "Item", "Outbox"]
 
 KEEP_SECONDS = 7 * 86400.0  # delivered and failed rows are kept this long (to deduplicate), then pruned
+# Seconds a write waits for the file's lock (the store's own writes take milliseconds): an alert is sent from
+# memory rather than wait behind another process's long lock, and written later
+BUSY_TIMEOUT = 1.0
 REPEAT = "#"  # a key's repeats (reminders, Alertmanager's re-sends) are `KEY#reminder-N`, `KEY#resend-N`
 _T = TypeVar("_T")
+
+log = structlog.get_logger("watchdog.outbox")
 
 
 @dataclass
@@ -48,6 +61,17 @@ class Item:
     next_try: float = 0.0
 
 
+@dataclass
+class _Unwritten:
+    """An item the state file could not take yet, and what became of it meanwhile."""
+
+    item: Item
+    text: str  # the alert, as JSON
+    delivered_at: float | None = None
+    failed_at: float | None = None
+    error: str | None = None
+
+
 class Outbox:
     """See the module docstring. Make one with `await Outbox.open(path)` (None: in memory)."""
 
@@ -56,6 +80,12 @@ class Outbox:
         self._conn = conn
         self._lock = anyio.Lock()
         self._closed = False
+        self._unwritten: dict[int, _Unwritten] = {}  # by (negative) item id: items not in the file yet
+        self._updates: dict[int, tuple[str, tuple[Any, ...]]] = {}  # by row id: the last update not written
+        self._next_id = -1
+        self._waiting = anyio.Event()  # set while something waits to be written
+        self._warned: set[str] = set()  # the kinds of prune errors said already
+        self.failing: str | None = None  # why the file cannot be written now; None while it can
 
     @classmethod
     async def open(cls, path: Path | None) -> Outbox:
@@ -66,13 +96,20 @@ class Outbox:
             ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
         """
         conn = await anyio.to_thread.run_sync(connect, path)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         return cls(conn)
+
+    @property
+    def unwritten(self) -> int:
+        """Items and updates that wait to be written to the file."""
+        return len(self._unwritten) + len(self._updates)
 
     async def put(
         self, notifier: str, destinations: int, key: str, alert: dict[str, Any], now: float
     ) -> list[Item]:
         """Enqueue `alert` for each destination of `notifier`; return the new items (those already there,
-        delivered or not, are left alone)."""
+        delivered or not, are left alone). When the file cannot be written, the items are made in memory (and
+        written later, see the module docstring)."""
         text = json.dumps(alert, ensure_ascii=False, separators=(",", ":"))
 
         def insert() -> list[Item]:
@@ -87,7 +124,26 @@ class Outbox:
                     items.append(Item(cursor.lastrowid, notifier, destination, key, alert, now, 0, now))
             return items
 
-        return await self._transaction(insert)
+        try:
+            items = await self._transaction(insert)
+        except Exception as exc:
+            if not passing(exc):
+                raise
+            self._failed(exc)
+        else:
+            self._succeeded()
+            return items
+        held = {(u.item.notifier, u.item.destination, u.item.key) for u in self._unwritten.values()}
+        items = []
+        for destination in range(destinations):
+            if (notifier, destination, key) in held:
+                continue  # enqueued already, not written yet
+            item = Item(self._next_id, notifier, destination, key, alert, now, 0, now)
+            self._next_id -= 1
+            self._unwritten[item.id] = _Unwritten(item, text)
+            items.append(item)
+        self._waiting.set()
+        return items
 
     async def pending(self) -> list[Item]:
         """Every item neither delivered nor given up, oldest first (what a restarted daemon sends)."""
@@ -102,6 +158,7 @@ class Outbox:
                 try:
                     alert = json.loads(row[4])
                 except ValueError:
+                    log.warning("outbox row unreadable; not sent", id=row[0], key=row[3])
                     continue  # not ours to send: a row some other program wrote
                 items.append(Item(int(row[0]), str(row[1]), int(row[2]), str(row[3]), alert, *row[5:8]))
             return items
@@ -110,18 +167,27 @@ class Outbox:
 
     async def delivered(self, item: Item, now: float) -> None:
         """Note that `item` arrived."""
-        await self._update("UPDATE outbox SET delivered_at = ?, attempts = ? WHERE id = ?", now, item)
+        await self._update(
+            item, "UPDATE outbox SET delivered_at = ?, attempts = ?", (now, item.attempts), delivered_at=now
+        )
 
     async def failed(self, item: Item, now: float, error: str) -> None:
         """Give `item` up (refused for good); `error` must carry no secret."""
         await self._update(
-            "UPDATE outbox SET failed_at = ?, attempts = ?, error = ? WHERE id = ?", now, item, error
+            item,
+            "UPDATE outbox SET failed_at = ?, attempts = ?, error = ?",
+            (now, item.attempts, error),
+            failed_at=now,
+            error=error,
         )
 
     async def retry(self, item: Item, error: str) -> None:
         """Note a failed attempt; `item.next_try` and `item.attempts` say when and how often."""
         await self._update(
-            "UPDATE outbox SET next_try = ?, attempts = ?, error = ? WHERE id = ?", item.next_try, item, error
+            item,
+            "UPDATE outbox SET next_try = ?, attempts = ?, error = ?",
+            (item.next_try, item.attempts, error),
+            error=error,
         )
 
     async def prune(self, now: float) -> int:
@@ -141,18 +207,136 @@ class Outbox:
 
         return await self._transaction(prune)
 
+    async def prune_logged(self, now: float) -> int:
+        """`prune`, its errors logged (once per kind of error: it runs every hour) instead of raised; 0 then."""
+        try:
+            return await self.prune(now)
+        except Exception as exc:  # the rows wait for the next prune; delivery goes on
+            kind = type(exc).__name__
+            if kind not in self._warned:
+                self._warned.add(kind)
+                log.warning("outbox not pruned; trying again later", error=f"{kind}: {exc}")
+            return 0
+
+    async def keep_written(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Write what `put` and the updates could not (every `RETRY_SECONDS`), until cancelled."""
+        task_status.started()
+        while True:
+            await self._waiting.wait()
+            await anyio.sleep(RETRY_SECONDS)
+            await self.write_waiting()
+
+    async def write_waiting(self) -> bool:
+        """Try once to write the items and updates that wait; whether nothing waits any more."""
+        async with self._lock:
+            if self._closed:
+                return False
+            if self._unwritten or self._updates:
+                unwritten, updates = dict(self._unwritten), dict(self._updates)
+                try:
+                    ids = await anyio.to_thread.run_sync(
+                        lambda: transaction(self._conn, lambda: self._write(unwritten, updates))
+                    )
+                except Exception as exc:
+                    if not passing(exc):
+                        raise
+                    self._failed(exc)
+                    return False
+                for old, new in ids.items():
+                    self._unwritten.pop(old).item.id = new  # its later updates go to its row
+                for row in updates:
+                    self._updates.pop(row, None)
+                self._succeeded()
+            if not (self._unwritten or self._updates):
+                self._waiting = anyio.Event()
+                return True
+            return False
+
+    def _write(
+        self, unwritten: dict[int, _Unwritten], updates: dict[int, tuple[str, tuple[Any, ...]]]
+    ) -> dict[int, int]:
+        ids = {}
+        for old, u in unwritten.items():
+            item = u.item
+            self._conn.execute(
+                "INSERT OR IGNORE INTO outbox (notifier, destination, key, alert, created_at, attempts, next_try,"
+                " delivered_at, failed_at, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    item.notifier,
+                    item.destination,
+                    item.key,
+                    u.text,
+                    item.created_at,
+                    item.attempts,
+                    item.next_try,
+                    u.delivered_at,
+                    u.failed_at,
+                    u.error or "",
+                ),
+            )
+            row = self._conn.execute(
+                "SELECT id FROM outbox WHERE notifier = ? AND destination = ? AND key = ?",
+                (item.notifier, item.destination, item.key),
+            ).fetchone()
+            ids[old] = int(row[0])  # the row inserted, or the one of that key already there
+        for row_id, (sql, args) in updates.items():
+            self._conn.execute(f"{sql} WHERE id = ?", (*args, row_id))
+        return ids
+
     async def close(self) -> None:
-        """Close the connection (what is enqueued is already on disk)."""
+        """Close the connection (what is enqueued is already on disk, but for what could not be written)."""
+        if self._unwritten or self._updates:
+            with anyio.CancelScope(shield=True):
+                await self.write_waiting()
+            if self._unwritten or self._updates:
+                log.warning(
+                    "outbox items not written: the state file cannot be written",
+                    items=len(self._unwritten),
+                    updates=len(self._updates),
+                    error=self.failing,
+                )
         async with self._lock:
             if not self._closed:
                 self._closed = True
                 await anyio.to_thread.run_sync(self._conn.close)
 
-    async def _update(self, sql: str, value: float, item: Item, error: str | None = None) -> None:
-        args: tuple[Any, ...] = (
-            (value, item.attempts, item.id) if error is None else (value, item.attempts, error, item.id)
-        )
-        await self._transaction(lambda: self._conn.execute(sql, args))
+    async def _update(self, item: Item, sql: str, args: tuple[Any, ...], **after: Any) -> None:
+        async with self._lock:
+            unwritten = self._unwritten.get(item.id)
+            if unwritten is not None:  # not in the file yet: written with what became of it
+                for name, value in after.items():
+                    setattr(unwritten, name, value)
+                return
+            if self._closed:
+                raise RuntimeError("the outbox is closed")
+            row_id = item.id
+            try:
+                await anyio.to_thread.run_sync(
+                    lambda: transaction(
+                        self._conn, lambda: self._conn.execute(f"{sql} WHERE id = ?", (*args, row_id))
+                    )
+                )
+            except Exception as exc:
+                if not passing(exc):
+                    raise
+                self._failed(exc)
+                self._updates[row_id] = (sql, args)
+                self._waiting.set()
+            else:
+                self._succeeded()
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.failing is None:  # said once per spell
+            log.warning(
+                "outbox cannot be written; alerts are sent from memory and written when it can",
+                error=str(exc),
+            )
+        self.failing = str(exc)
+
+    def _succeeded(self) -> None:
+        if self.failing is not None:
+            self.failing = None
+            log.info("outbox written again")
 
     async def _transaction(self, fn: Callable[[], _T]) -> _T:
         return await self._run(lambda: transaction(self._conn, fn))

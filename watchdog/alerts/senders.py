@@ -24,6 +24,10 @@ __all__ = ["PROBLEMS", "AppriseNotifier", "ConsoleAlerts", "Notifier", "ServiceN
 PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
 """The alert kinds that stay active until resolved."""
 ALERTMANAGER_RESEND_SECONDS = 60.0  # a firing alert is sent to Alertmanager again this often
+# apprise says only that a service did not take a notification: a refusal (a 4xx) and an outage (a refused
+# connection, a 5xx) look the same. A few quick attempts get past a blip; then it is given up, counted and
+# logged, rather than tried again forever. Seconds before the 2nd and 3rd attempt:
+APPRISE_BACKOFF = (0.5, 2.0)
 _CONSOLE_ON = frozenset(AlertKind)
 
 
@@ -117,19 +121,45 @@ class AppriseNotifier(_URLNotifier):
         return None
 
     async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
-        """Notify through apprise (in a worker thread, abandoned after `timeout`)."""
-        from watchdog.alerts.compose import plain_text  # noqa: PLC0415
+        """Notify through apprise (in a worker thread, abandoned after `timeout`), as plain text whose log
+        text is inert (apprise's Discord plugin would turn `@everyone` in the body into a ping).
+
+        Raises:
+            DeliveryError: the service did not take it in `1 + len(APPRISE_BACKOFF)` attempts (apprise
+                cannot tell a refusal from an outage: given up rather than tried forever).
+            TransientDeliveryError: apprise ran out of time.
+        """
+        from watchdog.alerts.compose import inert, plain_text  # noqa: PLC0415
 
         url = self.urls[destination]
-        title, body = alert.title, plain_text(alert)
-        with anyio.fail_after(self.timeout * 3):
-            ok = await anyio.to_thread.run_sync(_apprise_notify, url, title, body, abandon_on_cancel=True)
-        if not ok:
-            raise TransientDeliveryError(f"apprise notifier {self.name}: the service did not take the alert")
-        return True
+        title, body = inert(alert.title), plain_text(alert)
+        for pause in (*APPRISE_BACKOFF, None):
+            try:
+                with anyio.fail_after(self.timeout * 3):
+                    outcome = await anyio.to_thread.run_sync(
+                        _apprise_notify, url, title, body, abandon_on_cancel=True
+                    )
+            except TimeoutError:
+                raise TransientDeliveryError(
+                    f"apprise notifier {self.name}: no answer within {self.timeout * 3:g}s"
+                ) from None
+            if outcome == "sent":
+                return True
+            if outcome == "timeout":
+                raise TransientDeliveryError(
+                    f"apprise notifier {self.name}: the service did not answer in time"
+                )
+            if pause is not None:
+                await anyio.sleep(pause)
+        raise DeliveryError(
+            f"apprise notifier {self.name}: the service did not take the alert "
+            f"({1 + len(APPRISE_BACKOFF)} attempts); apprise does not say why"
+        )
 
 
-def _apprise_notify(url: str, title: str, body: str) -> bool:
+def _apprise_notify(url: str, title: str, body: str) -> str:
+    """`sent`, `failed` or `timeout` (a newer apprise's `AppriseResult` tells a timeout apart; an older one
+    returns a bool)."""
     # apprise loads its plugins (and their deprecated imports) lazily: their warnings are not our users'
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -144,7 +174,12 @@ def _apprise_notify(url: str, title: str, body: str) -> bool:
             raise DeliveryError(
                 "apprise does not know this URL's scheme (the URL is not shown: it is a secret)"
             )
-        return bool(sender.notify(title=title, body=body))
+        # plain text: apprise escapes it for the services that read Markdown or HTML
+        result = sender.notify(title=title, body=body, body_format=apprise.NotifyFormat.TEXT)
+        if result:
+            return "sent"
+        status = getattr(getattr(result, "status", None), "name", "")
+        return "timeout" if status == "TIMEOUT" else "failed"
 
 
 @dataclass(frozen=True)
@@ -187,7 +222,9 @@ def alert_line(alert: Alert) -> str:
         return line + (f"; hint: {alert.hint}" if alert.hint else "")
     if alert.kind is AlertKind.STALLED:
         progress = ", ".join(
-            f"{k.removesuffix(' progress')} {v}" for k, v in alert.facts if k.endswith(" progress")
+            f"{name} {done}/{total}" if total is not None else f"{name} {done}"
+            for name, done, total in alert.progress
+            if done is not None
         )
         at = f" at {progress}" if progress else ""
         return f"{where}: stalled in {alert.phase}{at}: {alert.summary or 'no progress'}"

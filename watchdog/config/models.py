@@ -410,7 +410,8 @@ class LaunchConfig(_Model):
     ] = Field(default=LEARN_FACTOR, description="how many times its usual p95 a phase may take (1 to 100)")
     notify: tuple[Name, ...] = Field(default=(), description="[notifiers] entries told of each verdict")
     labels: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_labels)] = Field(
-        default_factory=dict, description="extra labels for metrics and /status"
+        default_factory=dict,
+        description="the launch's own labels: on watchdog_launch_info, in /status and alerts",
     )
 
 

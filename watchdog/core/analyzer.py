@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from watchdog.core.detection import EngineDetector, detect_engine
 from watchdog.core.encoding import Transcoder
@@ -68,6 +69,12 @@ _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detec
 _TEMPLATE_LIMIT = 200_000  # classified line templates kept before the cache starts over
 _TAIL_BYTES = 8192
 _NOTHING = re.compile(b"(?!)")  # matches no line: no rules yet
+# A last line that tells why a process stopped on its own: a usage error, a refusal, a missing thing.
+_LAST_WORDS = re.compile(
+    r"(?i)\b(?:error|invalid|unknown|unrecogni[sz]ed|usage:|required|not found|no such|cannot|can't|"
+    r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
+)
+_MAX_LAST_WORDS = 500
 
 
 class Analyzer:
@@ -105,7 +112,10 @@ class Analyzer:
         self._keywords: tuple[bytes, ...] = ()
         self._keyword = _NOTHING  # finds any of _keywords in a line template
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
-        self.lines_read = 0
+        self.lines_read = 0  # lines of every file read (a replaced log's included)
+        # lines of the files before the current one: line numbers count from the current file's start
+        self._line_base = 0
+        self._undated = False  # a new file began an incarnation whose start has no time yet (its first line)
         self.bytes_read = 0
         self._tail = b""
         # The log's first bytes, while the engine is unknown. When detection had to decide before the head
@@ -131,6 +141,12 @@ class Analyzer:
     def last_relevant(self) -> str:
         """The last line a rule matched."""
         return self._scanner.last_relevant
+
+    @property
+    def traceback_open(self) -> bool:
+        """A traceback has begun and its exception line has not come yet, and it was not taken as cut (the log as
+        it was at the start ended in it, or went quiet in it for `crash_grace`): a crash's report may wait."""
+        return not self._cut_reported and self._scanner.awaiting_exception
 
     @property
     def state(self) -> State:
@@ -195,7 +211,8 @@ class Analyzer:
         self.transcoder = Transcoder()
         self._scanner.reset()
         self._provisional, self._raw_head, self._detector = False, bytearray(), None
-        out += self._emit(LaunchStarted(self.lines_read + 1, None, None), now)
+        self._line_base, self._undated = self.lines_read, True
+        out += self._emit(LaunchStarted(1, None, None), now)
         return out
 
     def tick(self, now: float) -> list[Transition]:
@@ -225,7 +242,24 @@ class Analyzer:
     ) -> list[Transition]:
         """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
         out = self._detect(now, force=True) if self.profile is None and self._held else []
+        if isinstance(event, ProcessExited) and event.last_words is None:
+            event = self._last_words(event)
         return out + self.lifecycle.feed(event, now)
+
+    def _last_words(self, event: ProcessExited) -> ProcessExited:
+        # A process gone after an error line no rule knows ("Invalid value for '--port'", then exit 1) was not
+        # killed: its last line says why. Only when no error was read since the last one survived.
+        inc = self.lifecycle.current
+        if inc.candidates[inc.pending_index :]:
+            return event
+        last = self.tail(1)
+        if not last or _LAST_WORDS.search(last[0]) is None:
+            return event
+        return replace(
+            event,
+            last_words=last[0].strip()[:_MAX_LAST_WORDS],
+            line=self.lines_read - self._line_base or None,
+        )
 
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""
@@ -314,7 +348,7 @@ class Analyzer:
 
     def _block(self, block: Block, now: float, *, held: bool = False) -> list[Transition]:
         data = block.data
-        first = self.lines_read + 1
+        first = self.lines_read - self._line_base + 1
         if not held:
             self._tail = (
                 (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
@@ -322,6 +356,12 @@ class Analyzer:
         out: list[Transition] = []
         if first == 1 and self.lifecycle.current.phase == State.PENDING:
             out += self._emit(_first_line(data), now)
+        elif first == 1 and self._undated:
+            # a replaced file's incarnation began at its first line: its time, not the old file's
+            start = _first_line(data)
+            self.lifecycle.date_start(start.at, start.seconds)
+        if first == 1:
+            self._undated = False
         self._refresh_rules()
         templates = data.translate(_DIGITS).split(b"\n")
         count = len(templates) - 1  # a block ends with a newline

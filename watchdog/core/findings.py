@@ -112,9 +112,15 @@ class LogMissing:
 
 @dataclass(frozen=True, slots=True)
 class ProcessExited:
-    """The watched process is gone (probe)."""
+    """The watched process is gone (probe).
+
+    `last_words`: the log's last line when it reads as the reason the process stopped (a usage error, one
+    line and exit 1) and no error was read before it; `line` its number. None: the log does not say why.
+    """
 
     detail: str
+    last_words: str | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,14 +5,15 @@ survivable, e.g. a tokenizer warning with a traceback) or `crash_grace` seconds 
 ends, or a fatal line (a kill, "Received sigquit", "EngineCore failed to start") arrives: then the launch is
 `crashed`. After ready, the clock confirms nothing (an idle server is quiet), and 50 healthy lines after an
 error show that the server survived it (a failed request that was logged). `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
-A new start marker after the launch got going begins a new incarnation; `history` keeps the old ones.
+A new start marker after the launch got going begins a new incarnation; `history` keeps the last old ones
+(`MAX_INCARNATIONS_PER_LAUNCH`, without what their root cause was chosen from).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from watchdog.core.categories import categorize
 from watchdog.core.findings import (
@@ -31,7 +32,13 @@ from watchdog.core.findings import (
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, Error, root_cause
-from watchdog.vocabulary import DEFAULT_CRASH_GRACE, STARTUP_PHASES, Category, State
+from watchdog.vocabulary import (
+    DEFAULT_CRASH_GRACE,
+    MAX_INCARNATIONS_PER_LAUNCH,
+    STARTUP_PHASES,
+    Category,
+    State,
+)
 
 __all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
 
@@ -172,7 +179,7 @@ class Lifecycle:
                 self._crash(inc, now, out, None, None, reason="restarted after an error")
             waited = inc.state == State.STALLED and inc.phase == State.PENDING  # for a log that was missing
             if (inc.state not in (State.PENDING, State.STARTING) and not waited) or inc.candidates:
-                self.history.append(inc)
+                self._retire(inc)
                 inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
             inc.from_start = inc.from_start or event.marker
             self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
@@ -211,7 +218,18 @@ class Lifecycle:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
             if inc.state not in FINAL:
-                if not inc.candidates[inc.pending_index :]:
+                if not inc.candidates[inc.pending_index :] and event.last_words is not None:
+                    # its last line says why it stopped (a usage error): that, not a kill, is the crash
+                    inc.candidates.append(
+                        Candidate(
+                            event.last_words,
+                            event.line or inc.lines,
+                            kind="log",
+                            fatal=True,
+                            hint="the process exited right after this line, its last: it says why",
+                        )
+                    )
+                elif not inc.candidates[inc.pending_index :]:
                     inc.candidates.append(
                         Candidate(
                             f"process exited: {event.detail}",
@@ -313,6 +331,14 @@ class Lifecycle:
             inc.judge_by_clock = True
             inc.pending_since = now
 
+    def date_start(self, at: str | None, seconds: float | None) -> None:
+        """The current incarnation began undated (a replaced log: its first line was not read yet): its start
+        takes the time of that first line."""
+        inc = self.current
+        if at is not None and inc.timeline and inc.timeline[0][0].at is None:
+            first, _ = inc.timeline[0]
+            inc.timeline[0] = (replace(first, at=at), seconds)
+
     def finish(self, now: float) -> list[Transition]:
         """The log ended and nothing more will come (replay): a pending error is final."""
         inc = self.current
@@ -323,6 +349,21 @@ class Lifecycle:
         return out
 
     # -- internals ---------------------------------------------------------------------------------------
+
+    def _retire(self, inc: Incarnation) -> None:
+        # A crash loop must not grow without bound (the memory, and the checkpoint pickled from it): the history
+        # keeps the last MAX_INCARNATIONS_PER_LAUNCH (the incarnation count is `current.number`), each without
+        # the error candidates its root cause was chosen from (nothing is chosen again for a past incarnation),
+        # and only the newest past one keeps its traceback (a restart that has just begun reports that crash:
+        # `verdict_incarnation`).
+        inc.candidates = []
+        inc.pending_index = 0
+        if self.history:
+            older = self.history[-1]
+            if older.error is not None and older.error.traceback:
+                older.error = replace(older.error, traceback=())
+        self.history.append(inc)
+        del self.history[:-MAX_INCARNATIONS_PER_LAUNCH]
 
     def _progress(
         self, inc: Incarnation, now: float, out: list[Transition], line: int, source: str | None

@@ -54,6 +54,11 @@ class Scanner:
         """True while a traceback is open: every line must then be scanned."""
         return self.assembler.busy
 
+    @property
+    def awaiting_exception(self) -> bool:
+        """True while an open traceback's exception line (what it says went wrong) has not come yet."""
+        return self.assembler.awaiting_exception
+
     def scan(self, rec: Record, line_no: int, phase: State) -> list[Event]:
         """The events of one record; `phase` names a bare progress bar ("@phase" rules)."""
         out: list[Event] = []

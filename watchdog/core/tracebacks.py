@@ -96,6 +96,11 @@ class Assembler:
         """True while a traceback or logging-error block is open: every line must then be fed."""
         return bool(self._open) or bool(self._logging_error)
 
+    @property
+    def awaiting_exception(self) -> bool:
+        """True while a traceback (not logging noise) is open and its exception line has not come yet."""
+        return any(tb.exc_index < 0 and not tb.noise for tb in self._open.values())
+
     def feed(self, rec: Record, line: int) -> tuple[bool, list[Traceback]]:
         """Take one record; return whether it belonged to a traceback, and the tracebacks it completed."""
         done: list[Traceback] = []

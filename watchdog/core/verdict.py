@@ -85,7 +85,7 @@ def build_verdict(
         engine=analyzer.engine,
         lines_read=analyzer.lines_read,
         bytes_read=analyzer.bytes_read,
-        incarnations=len(lc.history) + 1,
+        incarnations=lc.current.number,  # the history keeps the last ones only
         extra=extra,
     )
     if v["error"] is not None and not v["error"]["traceback"]:

@@ -7,10 +7,13 @@ no second server process or thread), TLS is a plain `ssl.SSLContext`, and basic 
 - `/status`: a JSON list, one status snapshot per launch (the verdict object plus name, host, since,
   incarnation), with anything that looks like a credential in log text redacted;
 - `/healthz`: 200 "ok" (open without credentials, for container and load-balancer health checks: it tells
-  nothing);
+  nothing), or 503 "degraded: ..." while the state file cannot be written;
 - `/`: the status page (`watchdog.daemon.statuspage`).
 
 It binds 127.0.0.1 by default; bound elsewhere it should have basic auth and TLS (a warning says so).
+Without basic auth it answers only requests whose `Host` is one of its own names (`host_allowed`), so a web
+page cannot reach it through DNS rebinding; connections are capped, closed when idle and kept off the last
+file descriptors (`watchdog.daemon.connections`).
 Snapshots are taken on the event loop (they read the followers' state); redacting and encoding them runs
 in a worker thread, so a scrape of 200 launches never stalls the loop. So `statuses()` must return objects
 that nothing else changes afterwards (`LaunchFollower.status()` builds each snapshot anew).
@@ -21,11 +24,15 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import ipaddress
 import json
+import math
 import secrets
 import ssl
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import structlog
@@ -35,6 +42,7 @@ from anyio.abc import TaskStatus
 from prometheus_client import generate_latest
 
 from watchdog.core.redaction import redact, redact_text
+from watchdog.daemon.connections import IDLE_TIMEOUT, MAX_CONNECTIONS, SAY_EVERY, Connections, bind
 from watchdog.daemon.metrics import DaemonStats, registry_for
 from watchdog.daemon.statuspage import render_page
 from watchdog.exceptions import ConfigError
@@ -43,6 +51,8 @@ from watchdog.vocabulary import is_loopback, split_listen
 
 __all__ = [
     "DEFAULT_LISTEN",
+    "allowed_host_names",
+    "host_allowed",
     "make_app",
     "redact_text",
     "serve_http",
@@ -106,6 +116,73 @@ def _basic_auth(user: str, password: str) -> Middleware:
     return check
 
 
+def allowed_host_names(listen_host: str, public_url: str | None = None) -> frozenset[str]:
+    """The host names (not addresses: any IP address is allowed) a request's `Host` may give: `localhost`,
+    the listen host when it is a name, and the host of `public_url`."""
+    names = {"localhost"}
+    for host in (listen_host, urlsplit(public_url).hostname if public_url else None):
+        if host:
+            names.add(host.lower().rstrip("."))
+    return frozenset(names)
+
+
+def host_allowed(header: str | None, names: Iterable[str]) -> bool:
+    """Whether a request with this `Host` header is for this server, not a DNS-rebinding page's.
+
+    A rebinding page's origin is a domain name it controls in public DNS, and the browser sends that name as
+    `Host`. So these are allowed, with or without a port: an IP address (any: a container's or pod's own
+    address, as Kubernetes probes send it), the configured `names`, a name without a dot (a compose service
+    or container name, a /etc/hosts alias: public DNS has none) and `*.localhost` (browsers resolve it to
+    loopback themselves). No `Host` at all is allowed too: every browser sends one.
+    """
+    if header is None:
+        return True
+    host = header.strip().lower()
+    if host.startswith("["):  # [IPv6]:port
+        address, bracket, port = host[1:].partition("]")
+        if not bracket or (port and not (port[0] == ":" and port[1:].isdigit())):
+            return False
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            return False
+        return True
+    name, colon, port = host.partition(":")
+    if (colon and not port.isdigit()) or not name:
+        return False
+    name = name.rstrip(".")
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        return name in names or "." not in name or name.endswith(".localhost")
+    return True
+
+
+def _host_check(names: frozenset[str]) -> Middleware:
+    said_at = -math.inf
+    refused = 0
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        nonlocal said_at, refused
+        header = request.headers.get("Host")
+        if request.path in _OPEN_PATHS or host_allowed(header, names):
+            return await handler(request)
+        refused += 1
+        now = time.monotonic()
+        if now - said_at >= SAY_EVERY:  # once per interval: a rebinding page may ask many times a second
+            log.warning("http_host_refused", host=header, refused=refused, allowed=sorted(names))
+            said_at, refused = now, 0
+        raise web.HTTPMisdirectedRequest(
+            text=(
+                f"421 Misdirected Request: this server does not answer for the host {header!r}. Reach it by "
+                "localhost or an IP address, or set daemon.public_url to the address you use.\n"
+            )
+        )
+
+    return check
+
+
 async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "no-referrer")
@@ -114,14 +191,32 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 
 
 def make_app(
-    statuses: Statuses, daemon_stats: Stats, *, basic_auth: tuple[str, str] | None = None
+    statuses: Statuses,
+    daemon_stats: Stats,
+    *,
+    basic_auth: tuple[str, str] | None = None,
+    host_names: frozenset[str] | None = None,
+    connections: Connections | None = None,
+    health: Callable[[], str | None] | None = None,
 ) -> web.Application:
-    """The aiohttp application (routes, auth, headers); `serve_http` runs it."""
-    middlewares: list[Middleware] = [_basic_auth(*basic_auth)] if basic_auth is not None else []
+    """The aiohttp application (routes, auth, headers); `serve_http` runs it.
+
+    Without `basic_auth`, a request whose `Host` is not for this server (`host_allowed` with `host_names`,
+    default: `localhost` only) is answered 421, but on /healthz. With it, any `Host` is answered: a rebinding
+    page has no credentials for its own origin.
+    """
+    middlewares: list[Middleware] = [connections.middleware()] if connections is not None else []
+    if basic_auth is not None:
+        middlewares.append(_basic_auth(*basic_auth))
+    else:
+        middlewares.append(_host_check(host_names if host_names is not None else allowed_host_names("")))
     app = web.Application(middlewares=middlewares)
 
     async def healthz(request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+        problem = health() if health is not None else None  # e.g. the state file cannot be written
+        return (
+            web.Response(text=f"degraded: {problem}\n", status=503) if problem else web.Response(text="ok\n")
+        )
 
     async def metrics(request: web.Request) -> web.Response:
         snapshot, stats = statuses(), daemon_stats()
@@ -163,6 +258,11 @@ async def serve_http(
     *,
     tls: ssl.SSLContext | None = None,
     basic_auth: tuple[str, str] | None = None,
+    public_url: str | None = None,
+    max_connections: int = MAX_CONNECTIONS,
+    idle_timeout: float = IDLE_TIMEOUT,
+    fd_reserve: int | None = None,
+    health: Callable[[], str | None] | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Bind `listen` (port 0: a free port), report the bound port with `task_status.started(port)`, and serve
@@ -174,6 +274,9 @@ async def serve_http(
         daemon_stats: the daemon's counters for /metrics.
         tls: serve HTTPS with this context (see `server_tls`).
         basic_auth: (user, password) required on every path but /healthz.
+        public_url: the address people reach the server by; its host is an allowed `Host` (see `make_app`).
+        max_connections, idle_timeout, fd_reserve: the connection limits (`watchdog.daemon.connections`).
+        health: what keeps the daemon from doing its job (/healthz answers 503 "degraded: ..."), or None.
 
     Raises:
         ConfigError: the address cannot be bound (in use, not an address of this machine).
@@ -182,13 +285,24 @@ async def serve_http(
     if not is_loopback(host) and (basic_auth is None or tls is None):
         missing = " and ".join(n for n, v in (("basic auth", basic_auth), ("TLS", tls)) if v is None)
         log.warning("http_exposed", listen=f"{host}:{port}", missing=missing)
-    app = make_app(statuses, daemon_stats, basic_auth=basic_auth)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    connections = Connections(
+        tls=tls, max_connections=max_connections, idle_timeout=idle_timeout, fd_reserve=fd_reserve
+    )
+    app = make_app(
+        statuses,
+        daemon_stats,
+        basic_auth=basic_auth,
+        host_names=allowed_host_names(host, public_url),
+        connections=connections,
+        health=health,
+    )
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, keepalive_timeout=idle_timeout
+    )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, ssl_context=tls)
         try:
-            await site.start()
+            sockets = bind(host, port)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise ConfigError(
@@ -196,10 +310,16 @@ async def serve_http(
                 "listen",
                 f"cannot listen on {host}:{port}: {reason}; choose another address or port",
             ) from exc
-        bound = runner.addresses[0][1]
-        log.info("http_listening", url=f"{'https' if tls else 'http'}://{_hostport(host, bound)}/")
-        task_status.started(bound)
-        await anyio.sleep_forever()
+        try:
+            bound = sockets[0].getsockname()[1]
+            assert runner.server is not None
+            async with anyio.create_task_group() as tg:
+                await tg.start(connections.serve, runner.server, sockets)
+                log.info("http_listening", url=f"{'https' if tls else 'http'}://{_hostport(host, bound)}/")
+                task_status.started(bound)
+        finally:
+            for sock in sockets:
+                sock.close()
     finally:
         with anyio.move_on_after(SHUTDOWN_TIMEOUT + 1, shield=True):
             await runner.cleanup()

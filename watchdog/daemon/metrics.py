@@ -5,12 +5,14 @@ serves) and a `DaemonStats` (the counters the daemon owns) when Prometheus scrap
 families of DESIGN.md ("Metrics"). So the metrics can never disagree with /status, and a launch that is
 removed on reload disappears from both at once. Labels are bounded: launch, host, engine, state, phase,
 category, kind (a progress bar of the engine's profile), notifier; never an incarnation, a line or a URL.
+A launch's own `labels` (from its config) are on one series only, `watchdog_launch_info`, to join on.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +27,7 @@ __all__ = [
     "DaemonStats",
     "StatusCollector",
     "build_version",
+    "extra_label_names",
     "families",
     "phase_seconds",
     "registry_for",
@@ -35,6 +38,8 @@ _ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not 
 # not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs
 _NOT_PHASES = frozenset({State.READY.value, State.CRASHED.value, State.STOPPED.value})
 _STALLED = State.STALLED.value
+_LAUNCH_LABELS = ("launch", "host")
+_LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Statuses = Callable[[], list[dict[str, Any]]]
 
@@ -117,9 +122,28 @@ def phase_seconds(status: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def extra_label_names(statuses: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The names of the launches' own labels, all launches together, sorted: `watchdog_launch_info`'s labels
+    after launch and host (a family has one label set; a launch without one of them has it empty, which
+    Prometheus stores as no label). A name that is not a label name or is launch or host is left out (the
+    config refuses those already)."""
+    names: set[str] = set()
+    for status in statuses:
+        names.update(str(name) for name in status.get("labels") or {})
+    return sorted(
+        n for n in names if _LABEL_NAME.match(n) and not n.startswith("__") and n not in _LAUNCH_LABELS
+    )
+
+
 def families(statuses: list[dict[str, Any]], stats: DaemonStats) -> list[Metric]:
     """Every metric family of DESIGN.md from one set of snapshots and counters (pure)."""
-    launch_labels = ["launch", "host"]
+    launch_labels = list(_LAUNCH_LABELS)
+    extra = extra_label_names(statuses)
+    info = GaugeMetricFamily(
+        "watchdog_launch_info",
+        "Always 1, one series per launch: its own labels (from its config), to join on launch and host.",
+        labels=[*launch_labels, *extra],
+    )
     state = GaugeMetricFamily(
         "watchdog_launch_state",
         "Current state of each launch: 1 for the state it is in, 0 for the others.",
@@ -164,6 +188,8 @@ def families(statuses: list[dict[str, Any]], stats: DaemonStats) -> list[Metric]
             continue
         seen.add(key)
         labels = list(key)
+        own = status.get("labels") or {}
+        info.add_metric([*labels, *(str(own.get(name, "")) for name in extra)], 1.0)
         engine = str(status.get("engine") or _ENGINE_UNKNOWN)
         current = status.get("state")
         for s in State:
@@ -222,6 +248,7 @@ def families(statuses: list[dict[str, Any]], stats: DaemonStats) -> list[Metric]
     build = GaugeMetricFamily("watchdog_build_info", "The running watchdog's version.", labels=["version"])
     build.add_metric([stats.version], 1.0)
     return [
+        info,
         state,
         phase,
         to_ready,

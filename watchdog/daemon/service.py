@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import structlog
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from watchdog.config.models import Config
     from watchdog.config.shard import Shard
 
-__all__ = ["notifier_from", "plans_from", "run_daemon"]
+__all__ = ["configure_logging", "notifier_from", "plans_from", "run_daemon"]
 
 
 def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPlan]:
@@ -75,27 +75,68 @@ def notifier_from(name: str, config: Config) -> Notifier:
     )
 
 
-def configure_logging(log_format: str) -> None:
-    """structlog to standard error: one JSON object per line ("json", for journald and log shippers) or
-    human-readable lines ("console")."""
+# what other libraries (asyncssh, aiohttp, asyncio) log: their warnings and errors, as before they were routed
+FOREIGN_LOG_LEVEL = "WARNING"
+
+
+def configure_logging(log_format: str, stream: TextIO | None = None) -> None:
+    """The daemon's log on standard error (or `stream`): one JSON object per line ("json", for journald and
+    log shippers) or human-readable lines ("console").
+
+    Everything comes out in that one format: structlog's events, and the standard `logging` records of the
+    libraries (asyncssh, aiohttp, asyncio; warnings and up, with a `logger` field). An exception comes with
+    its traceback (in JSON as the text of the `exception` field), never with its frames' local variables
+    (they hold webhook URLs and tokens). Console colours only on a terminal, and never with `NO_COLOR` set
+    (https://no-color.org).
+    """
     import logging  # noqa: PLC0415
+    import os  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    import structlog  # noqa: PLC0415
-
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if log_format == "json" else structlog.dev.ConsoleRenderer()
-    )
+    out = stream if stream is not None else sys.stderr
+    renderer_chain: list[structlog.typing.Processor]
+    if log_format == "json":
+        # format_exc_info: Python's own traceback text (no locals), in the `exception` field
+        renderer_chain = [
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ]
+    else:
+        colors = not os.environ.get("NO_COLOR") and _isatty(out)
+        renderer_chain = [
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback)
+        ]
+    shared: list[structlog.typing.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
+        processors=[*shared, *renderer_chain],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
+    # the standard library's records, rendered by the same processors to the same stream
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer_chain],
+        )
+    )
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(FOREIGN_LOG_LEVEL)
+    logging.captureWarnings(True)  # warnings.warn() too, as the `py.warnings` logger
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stream
+        return False
 
 
 def run_daemon(path: Path, shard: Shard | None = None) -> int:
@@ -140,6 +181,8 @@ async def _run(path: Path, config: Config, shard: Shard | None) -> int:
             daemon.stats,
             tls=tls,
             basic_auth=auth,
+            public_url=d.public_url,
+            health=daemon.health,
             task_status=task_status,
         )
 
@@ -147,20 +190,23 @@ async def _run(path: Path, config: Config, shard: Shard | None) -> int:
         fresh = await anyio.to_thread.run_sync(load_config, path)
         return plans_from(fresh, _shard(fresh, shard))
 
-    from watchdog.store import open_store  # noqa: PLC0415
+    from watchdog.store import lock_state_dir, open_store  # noqa: PLC0415
 
-    async with open_store(d.state_dir) as store:
-        mine = _shard(config, shard)
-        if mine is not None:
-            structlog.get_logger("watchdog.daemon").info("sharded", shard=str(mine))
-        daemon = Daemon(
-            plans_from(config, mine),
-            reload=reload,
-            serve=serve,
-            store=store,
-            public_url=d.public_url,
-            listen_host=d.listen_host,
-            unreachable_after=d.unreachable_after,
-        )
-        await daemon.run()
+    # One daemon per state directory (two would fight over the file's lock and interleave their alerts): a
+    # second one refuses to start (exit 78), naming the first's pid. Held until the process ends.
+    with await anyio.to_thread.run_sync(lock_state_dir, d.state_dir):
+        async with open_store(d.state_dir) as store:
+            mine = _shard(config, shard)
+            if mine is not None:
+                structlog.get_logger("watchdog.daemon").info("sharded", shard=str(mine))
+            daemon = Daemon(
+                plans_from(config, mine),
+                reload=reload,
+                serve=serve,
+                store=store,
+                public_url=d.public_url,
+                listen_host=d.listen_host,
+                unreachable_after=d.unreachable_after,
+            )
+            await daemon.run()
     return 0

@@ -30,6 +30,7 @@ _PAGE = """<!doctype html>
   --bg: #f6f7f9; --card: #fff; --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb;
   --pending: #cbd5e1; --starting: #94a3b8; --loading_weights: #3b82f6; --allocating_kv_cache: #8b5cf6;
   --capturing_graphs: #f59e0b; --ready: #16a34a; --crashed: #dc2626; --stalled: #ea580c; --stopped: #64748b;
+  --unreachable: #1e293b;
 }
 * { box-sizing: border-box; }
 [hidden] { display: none !important; }
@@ -88,6 +89,15 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
 .last { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; color: var(--muted);
   white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .note { font-size: 12.5px; color: #92400e; }
+/* a host that cannot be reached: what the card says is only the last thing known */
+.launch.unreachable { border-left-style: dashed; background: #f8fafc; }
+header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
+.badge.stale { opacity: .5; }
+.reach { border-radius: 6px; padding: 8px 10px; font-size: 13px; background: var(--unreachable); color: #f8fafc; }
+.reach .title { font-weight: 600; }
+.reach .reason { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; color: #e2e8f0;
+  white-space: pre-wrap; word-break: break-word; margin-top: 3px; }
+.verdict.stale { background: #f3f4f6; border: 1px solid #e5e7eb; color: var(--muted); }
 </style>
 </head>
 <body>
@@ -164,8 +174,14 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
 
   function drawHead(st) {
     const box = el("div", "head");
-    const badge = el("span", "badge" + pale(st.state), st.state);
+    const badge = el("span", "badge" + pale(st.state) + (st.unreachable ? " stale" : ""), st.state);
     badge.style.setProperty("--c", colour(st.state));
+    if (st.unreachable) {
+      badge.title = "the last state known before the host stopped answering";
+      const lost = el("span", "badge unreachable", "\u26a0 unreachable");
+      lost.style.setProperty("--c", "var(--unreachable)");
+      box.append(lost);
+    }
     box.append(badge, el("span", "name", st.name));
     const meta = [st.host ? "on " + st.host : "local", st.engine || "engine not detected yet"];
     if (st.phase && st.phase !== st.state) meta.push("phase " + st.phase);
@@ -258,8 +274,21 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
     return box;
   }
 
+  // the host cannot be reached: said first and plainly, with the reason, above what was last known
+  function drawReach(st) {
+    const u = st.unreachable;
+    if (!u) return null;
+    const box = el("div", "reach");
+    const since = Date.parse(u.since || "");
+    const when = Number.isFinite(since) ? " since " + new Date(since).toLocaleTimeString("en-GB") : "";
+    box.append(el("div", "title", "cannot reach " + (st.host || "the log") + when + (u.alerted ? " (alert sent)" : "") +
+                  ": what follows is the last state known"),
+               el("div", "reason", u.error || "no reason given"));
+    return box;
+  }
+
   function drawVerdict(st) {
-    const box = el("div", "verdict " + st.state);
+    const box = el("div", "verdict " + st.state + (st.unreachable ? " stale" : ""));
     const err = st.error;
     if (st.state === "crashed" && err) {
       const title = el("div", "title");
@@ -284,7 +313,7 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
         box.append(det);
       }
     } else if (st.state === "ready") {
-      box.append(el("div", "title", "ready" + (typeof st.time_to_ready_seconds === "number" ? " after " + dur(st.time_to_ready_seconds) : "")));
+      box.append(el("div", "title", (st.unreachable ? "last known: ready" : "ready") + (typeof st.time_to_ready_seconds === "number" ? " after " + dur(st.time_to_ready_seconds) : "")));
     } else if (st.state === "stalled") {
       const tl = st.timeline || [], last = tl.length ? tl[tl.length - 1] : {};
       box.append(el("div", "title", "stalled during " + st.phase + ": " + (last.reason || "no progress")));
@@ -305,17 +334,19 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
   }
 
   const SECTIONS = [
-    ["head", drawHead, st => [st.state, st.name, st.host, st.engine, st.phase, st.incarnation, st.incarnations, st.target]],
+    ["head", drawHead, st => [st.state, st.name, st.host, st.engine, st.phase, st.incarnation, st.incarnations, st.target, !!st.unreachable]],
+    ["reach", drawReach, st => [st.unreachable, st.host]],
     ["timeline", drawTimeline, st => [st.timeline, st.entered, CAPS[st.state] ? 0 : Math.round(st.elapsed_seconds || 0)]],
     ["progress", drawProgress, st => [st.progress, st.eta_seconds]],
     ["facts", drawFacts, st => [st.facts]],
-    ["verdict", drawVerdict, st => [st.state, st.phase, st.error, st.time_to_ready_seconds]],
+    ["verdict", drawVerdict, st => [st.state, st.phase, st.error, st.time_to_ready_seconds, !!st.unreachable]],
     ["last", drawLast, st => [st.last_line, st.note]],
   ];
 
   function update(row, st) {
     row.el.dataset.state = st.state;
-    row.el.style.setProperty("--c", colour(st.state));
+    row.el.classList.toggle("unreachable", !!st.unreachable);
+    row.el.style.setProperty("--c", st.unreachable ? "var(--unreachable)" : colour(st.state));
     for (const [name, draw, key] of SECTIONS) {
       const sig = JSON.stringify(key(st));
       if (row.sig[name] === sig) continue;
@@ -354,13 +385,21 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
     if (statuses.length && empty) empty.remove();
     const counts = {};
     for (const st of statuses) counts[st.state] = (counts[st.state] || 0) + 1;
+    const unreachable = statuses.filter(st => st.unreachable).length;
     const summary = document.getElementById("summary");
-    summary.replaceChildren(...Object.entries(counts).sort().map(([state, n]) => {
+    const badges = Object.entries(counts).sort().map(([state, n]) => {
       const b = el("span", "badge" + pale(state), n + " " + state);
       b.style.setProperty("--c", colour(state));
       return b;
-    }));
-    document.title = "watchdog: " + (Object.entries(counts).map(([s, n]) => n + " " + s).join(", ") || "no launches");
+    });
+    if (unreachable) {
+      const b = el("span", "badge unreachable", "\u26a0 " + unreachable + " unreachable");
+      b.style.setProperty("--c", "var(--unreachable)");
+      badges.unshift(b);
+    }
+    summary.replaceChildren(...badges);
+    document.title = "watchdog: " + (unreachable ? unreachable + " unreachable; " : "") +
+      (Object.entries(counts).map(([s, n]) => n + " " + s).join(", ") || "no launches");
     if (!scrolled && location.hash.length > 1) {  // an alert's link: show its launch once it is drawn
       const target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
       if (target) { target.scrollIntoView(); target.classList.add("linked"); scrolled = true; }

@@ -160,7 +160,9 @@ class Daemon:
         self._reload_lock = anyio.Lock()
         self._reloads_asked = 0  # SIGHUPs (or calls) so far
         self._reloads_done = 0  # the asks the last reload answered
+        self._outbox: Outbox | None = None
         self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
+        self._activity: dict[str, float] = {}  # launch -> Unix time its log last grew (see `stats`)
         self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
         self.port: int | None = None  # the HTTP server's port, once bound
         self._changed: anyio.Event | None = None  # made by a waiter; set (and dropped) when a status changed
@@ -182,8 +184,22 @@ class Daemon:
             status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
             if run.note:
                 status["note"] = run.note
+            host = self._hosts.get(run.plan.host)
+            if host is not None and host.down_since is not None:  # the page and /status say it plainly
+                status["unreachable"] = {
+                    "since": datetime.fromtimestamp(host.down_since, UTC).isoformat(timespec="seconds"),
+                    "error": host.error,
+                    "alerted": host.said,
+                }
             out.append(status)
         return out
+
+    def health(self) -> str | None:
+        """What keeps the daemon from doing its whole job now (for /healthz), None when nothing does."""
+        failing = (self._store.failing if self._store is not None else None) or (
+            self._outbox.failing if self._outbox is not None else None
+        )
+        return f"the state file cannot be written ({failing})" if failing else None
 
     @property
     def alerts_sent(self) -> Counter[str]:
@@ -197,22 +213,24 @@ class Daemon:
 
     def stats(self) -> DaemonStats:
         """The daemon's own counters, for /metrics."""
+        # every configured notifier has its counters from the start, at 0 (a series that appears only at its
+        # first failure is one `increase()` and the dashboard do not see)
+        notifiers = {n.name: 0 for plan in self._plans.values() for n in plan.alerts}
+        # when each log last grew, kept across its follower's restarts (a new follower has read nothing yet)
+        self._activity = {name: t for name, t in self._activity.items() if name in self._running}
+        for name, run in self._running.items():
+            last = run.follower.last_activity if run.follower is not None else None
+            if last is not None and last > self._activity.get(name, 0.0):
+                self._activity[name] = last
         return DaemonStats(
             crashes=dict(self.crashes),
             ssh_connected={host: pool.connected for host, pool in self._pools.items()},
-            ssh_reconnects=self._restarts_by_host(),
-            alerts_sent=dict(self.alerts_sent),
-            alerts_failed=dict(self.alerts_failed),
+            ssh_reconnects={host: pool.reconnects for host, pool in self._pools.items()},
+            alerts_sent={**notifiers, **self.alerts_sent},
+            alerts_failed={**notifiers, **self.alerts_failed},
             outbox_depth=self._alerting.depth() if self._alerting is not None else 0,
+            last_log_activity=dict(self._activity),
         )
-
-    def _restarts_by_host(self) -> dict[str, int]:
-        # a remote follower fails when its host cannot be reached: each restart is a reconnection
-        out: Counter[str] = Counter()
-        for run in self._running.values():
-            if run.plan.host:
-                out[run.plan.host] += run.failures
-        return dict(out)
 
     async def wait_until(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
         """Wait until `predicate(self.statuses())` holds (checked after every change); return the statuses."""
@@ -247,7 +265,9 @@ class Daemon:
                 stack.push_async_callback(self._close_pools)
                 if self._handle_signals:
                     await tg.start(self._signals)
-                outbox = await Outbox.open(self._store.path if self._store is not None else None)
+                outbox = self._outbox = await Outbox.open(
+                    self._store.path if self._store is not None else None
+                )
                 stack.push_async_callback(outbox.close)
                 silences = self._store.silences if self._store is not None else None
                 self._alerting = Alerting(outbox, silences=silences, on_change=self._change)
@@ -557,11 +577,15 @@ class Daemon:
         announced = False
         if self._store is not None:
             stored_key = said
-            announced = await self._store.record_verdict(name, incarnation, verdict, said)
+            try:  # a file that cannot be written keeps the verdict for later (`StateStore.failing`)
+                announced = await self._store.record_verdict(name, incarnation, verdict, said)
+            except Exception as exc:  # a damaged file: the alert is said (again, rather than never)
+                log.warning("verdict not stored", launch=name, incarnation=incarnation, error=repr(exc))
         kind = _ALERT_KINDS.get(update.state)
         if kind is None:
             return
         status = {
+            **_timing(run.follower, verdict),
             **verdict,
             "name": name,
             "host": run.plan.host,
@@ -577,7 +601,10 @@ class Daemon:
             log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
             return  # before a restart: still active (for its resolution), not said again
         if self._store is not None and stored_key is not None:
-            await self._store.mark_announced(name, incarnation, stored_key)
+            try:  # kept and written later when the file cannot be written now
+                await self._store.mark_announced(name, incarnation, stored_key)
+            except Exception as exc:
+                log.warning("announcement not stored", launch=name, incarnation=incarnation, error=repr(exc))
         log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
         self._change()
 
@@ -728,6 +755,22 @@ def _bind(fn: Callable[..., Awaitable[None]], *args: Any) -> Callable[[], Awaita
 
 def _seconds(value: float) -> str:
     return f"{max(0.0, value):.0f}s"
+
+
+def _timing(follower: LaunchFollower | None, verdict: Mapping[str, Any]) -> dict[str, Any]:
+    """What a verdict lacks for its alert (time in phase, since start, the last line): the follower's clock
+    and last line, when it still reports the verdict's incarnation."""
+    if follower is None:
+        return {}
+    now = follower.status()
+    if now.get("incarnation") != verdict.get("incarnation"):
+        return {}
+    entered = list(now.get("entered") or [])[: len(verdict.get("timeline") or ())]
+    return {
+        "elapsed_seconds": now.get("elapsed_seconds"),
+        "entered": entered,
+        "last_line": now.get("last_line"),
+    }
 
 
 def _reason(exc: BaseException) -> str:

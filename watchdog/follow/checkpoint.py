@@ -333,6 +333,7 @@ class Checkpointer:
         self._saving = anyio.Lock()
         self._busy = False  # a save started and not finished
         self._warned_size = False
+        self._warned_save = False
         self.resumed_at: int | None = None  # the offset the follower resumed at, None if from the start
         self.saves = 0  # checkpoints written
 
@@ -473,9 +474,18 @@ class Checkpointer:
             self._saved_changes = changes
             if changes == self._changes:
                 self._transitioned = False
+            if self._warned_size or self._warned_save:
+                self._warned_size = self._warned_save = False  # a later failure is said again
+                log.info("checkpoint saved again", launch=self._launch)
         except Exception as exc:  # a checkpoint not saved never disturbs the follower
             self._saved_at = self._clock()
-            log.warning("checkpoint not saved", launch=self._launch, error=repr(exc))
+            if not self._warned_save:  # said once, until one is saved again: it is tried at every interval
+                self._warned_save = True
+                log.warning(
+                    "checkpoint not saved (a restart reads from the last one saved, or the start)",
+                    launch=self._launch,
+                    error=repr(exc),
+                )
 
     async def _identify(self, *, retry: bool = False) -> bool:
         # Which file the bytes read so far are from: asked of the source once per file, and accepted only if

@@ -8,7 +8,8 @@ is the same analyzer fed a whole file. A follower:
   crash followed by a restart in one read is still a crash;
 - publishes `Transitioned` (at once, never delayed), `SourceNoted` and `Concluded` on `updates`, a bounded
   stream; `Concluded` carries the verdict object of `watchdog.core.verdict.build_verdict`. A crash's report waits a
-  short settle window (ended early once the log goes quiet) so that it names every rank that failed;
+  short settle window (ended early once the log goes quiet) so that it names every rank that failed, and for
+  a traceback still open to close (at most `TRACEBACK_WAIT`), so that it names the exception;
 - takes an SSH pool it does not own (the daemon shares one per host), and a clock (tests use
   `watchdog.follow.testing.ManualClock`, so no test sleeps).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_QUIET",
     "DEFAULT_SETTLE",
+    "TRACEBACK_WAIT",
     "Clock",
     "Concluded",
     "LaunchFollower",
@@ -70,6 +73,9 @@ __all__ = [
 READY_CONFIRM = 2.0
 CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
 CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
+# seconds at most a crash's report waits for a traceback still open when the crash was known (its exception
+# line names the crash): the writer may have died mid-way, and then the report goes out with what there is
+TRACEBACK_WAIT = 2.0
 UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
 
 
@@ -154,6 +160,7 @@ class LaunchFollower:
         self.concluded: Concluded | None = None  # the latest verdict
         self.timed_out = False
         self.last_update = 0.0
+        self.last_activity: float | None = None  # Unix time bytes of the log last arrived (None: none yet)
         self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
         # the clock task's wait, when it waits; its result True: woken early (`_reschedule`)
         self._tick_wake: asyncio.Future[object] | None = None
@@ -230,6 +237,9 @@ class LaunchFollower:
         if isinstance(item, Chunk):
             self._at_end = False
             self._last_data = now
+            self.last_activity = (
+                time.time()
+            )  # Unix time, not the follower's clock: it is compared with time()
             transitions = self.analyzer.feed(item.data, now)
             if self._checkpoints is not None:
                 self._checkpoints.fed(item.data)
@@ -323,7 +333,13 @@ class LaunchFollower:
         first = self.now()
         while True:
             now = self.now()
-            if now - first >= spec.settle:
+            waited = now - first
+            if self.analyzer.traceback_open and waited < TRACEBACK_WAIT:
+                # a traceback is still being written (its exception line, which names the crash, may come over
+                # SSH a few hundred ms later): the report waits for it to close, or for TRACEBACK_WAIT
+                await self._clock.sleep(max(min(TRACEBACK_WAIT - waited, spec.quiet or spec.settle), 0.001))
+                continue
+            if waited >= spec.settle:
                 break
             quiet_for = now - self._last_data
             # a crash told by a wrapper ("Worker proc ... died", "see root cause above") waits the whole window
@@ -461,9 +477,19 @@ class LaunchFollower:
         return self._pool
 
     async def _process(self, probe: Any) -> None:
-        from watchdog.follow.probes.process import wait_until_gone  # noqa: PLC0415
+        from watchdog.follow.probes.process import must_appear, wait_until_gone  # noqa: PLC0415
 
-        await wait_until_gone(probe, interval=self.spec.probe_interval)
+        spec = self.spec
+        named = f"matching {spec.process!r}" if spec.process else f"whose pid is in {spec.pid_file}"
+
+        async def waiting(now_waiting: bool) -> None:
+            # a process not started yet is pending, not dead: said once, and again when it shows up
+            if now_waiting:
+                await self._note("process", f"waiting for a process {named} to start")
+            else:
+                await self._note("process", f"a process {named} is running")
+
+        await wait_until_gone(probe, interval=spec.probe_interval, appear=must_appear(probe), waiting=waiting)
         # let the last lines (a traceback being written) arrive before the verdict
         await self._clock.sleep(self.spec.tick * 2)
         await self._apply(self.analyzer.probe(ProcessExited("no such process"), self.now()))

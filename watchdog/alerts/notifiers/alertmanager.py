@@ -19,7 +19,7 @@ ALERTNAMES = {
     AlertKind.UNREACHABLE: "WatchdogHostUnreachable",
 }
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_RESERVED = frozenset({"alertname", "launch", "host", "engine", "severity", "category"})
+_RESERVED = frozenset({"alertname", "launch", "host", "engine", "severity", "category", "occurrence"})
 _DESCRIPTION_CHARS = 8000
 
 
@@ -27,8 +27,9 @@ def build(alert: Alert, options: Options) -> Message | None:
     """A one-alert list, or None for `ready` and `replaced` (news, not alerts).
 
     Labels are what makes the alert one alert across re-sends and across daemons: alertname, launch,
-    host, engine, severity, category, plus the launch's extra labels (never the incarnation, whose change
-    would open a second alert for the same launch). An empty label is left out, as Alertmanager would.
+    host, engine, severity, category, `occurrence` for a second or later stall of one incarnation, plus the
+    launch's extra labels (never the incarnation, whose change would open a second alert for the same
+    launch). An empty label is left out, as Alertmanager would.
     The daemon re-sends a firing alert every minute (Alertmanager resolves one not re-sent within its
     resolve_timeout); `endsAt` is set only by the resolution.
     """
@@ -48,6 +49,10 @@ def build(alert: Alert, options: Options) -> Message | None:
         severity=alert.severity,
         category=alert.category,
     )
+    if alert.occurrence > 1:
+        # a launch's second stall in one incarnation is another alert than its first: a late resolution of
+        # the first must not end it
+        labels["occurrence"] = str(alert.occurrence)
     labels = {name: _label(value) for name, value in labels.items() if value}
     description = [lead(alert)]
     description.extend(f"{name}: {value}" for name, value in fields(alert))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from watchdog.alerts.alert import Alert, rfc3339
-from watchdog.alerts.compose import COLOUR, cut, evidence, fields, fit, headline, lead, traceback_tail
+from watchdog.alerts.compose import COLOUR, cut, evidence, fields, fit, headline, inert, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["MAX_DESCRIPTION", "MAX_EMBED_TOTAL", "MAX_FIELDS", "MAX_FIELD_VALUE", "MAX_TITLE", "build"]
@@ -34,7 +34,7 @@ def build(alert: Alert, options: Options) -> Message:
     for name, value in fields(alert)[:MAX_FIELDS]:
         field = {
             "name": cut(name, min(MAX_FIELD_NAME, 64)),
-            "value": cut(value, min(MAX_FIELD_VALUE, _FIELD_VALUE_CHARS)),
+            "value": _escaped(value, min(MAX_FIELD_VALUE, _FIELD_VALUE_CHARS)),
             "inline": len(value) <= 40,
         }
         cost = len(str(field["name"])) + len(str(field["value"]))
@@ -67,9 +67,14 @@ def _description(alert: Alert, room: int) -> str:
     left = room - len(head) - len("\n```\n\n```")
     if not lines or left < 80:
         return head
-    return head + "\n```\n" + traceback_tail(lines, left) + "\n```"
+    return head + "\n```\n" + fit(lambda n: inert(traceback_tail(lines, n)), left) + "\n```"
+
+
+def _escaped(text: str, limit: int) -> str:
+    return fit(lambda n: _escape(cut(text, n)), limit)
 
 
 def _escape(text: str) -> str:
-    """Log text shown as text: `__init__` must not turn bold."""
-    return _MARKDOWN.sub(r"\\\1", text)
+    """Log text shown as text: `__init__` must not turn bold, `[Fix](https://...)` not a link, `@everyone`
+    and `<@123>` not a mention (even if `allowed_mentions` were lost on the way)."""
+    return _MARKDOWN.sub(r"\\\1", inert(text))

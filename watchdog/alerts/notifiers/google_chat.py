@@ -15,6 +15,7 @@ from watchdog.alerts.compose import (
     fit,
     fit_json,
     headline,
+    inert,
     lead,
     traceback_tail,
 )
@@ -98,5 +99,5 @@ def _paragraph(render: Callable[[int], str]) -> dict[str, Any]:
 
 
 def _html(text: str) -> str:
-    """Chat reads card text as HTML (b, i, font, a, br): log text is escaped."""
-    return html.escape(text, quote=False)
+    """Chat reads card text as HTML (b, i, font, a, br): log text is escaped, and `inert`."""
+    return html.escape(inert(text), quote=False)

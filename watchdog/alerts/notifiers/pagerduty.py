@@ -56,8 +56,14 @@ def build(alert: Alert, options: Options) -> Message | None:
         details["last_line"] = cut(alert.last_line, 1000)
     if alert.traceback:
         details["traceback_end"] = traceback_tail(alert.traceback, 8000)
-    details.update({f"fact {name}": cut(value, 300) for name, value in alert.facts[:50]})
-    details.update({f"label {name}": cut(value, 300) for name, value in alert.labels[:20]})
+    if alert.facts:
+        details["facts"] = {
+            name: cut(value, 300) if isinstance(value, str) else value for name, value in alert.facts[:50]
+        }
+    if alert.progress:
+        details["progress"] = {name: {"done": done, "total": total} for name, done, total in alert.progress}
+    if alert.labels:
+        details["labels"] = {name: cut(value, 300) for name, value in alert.labels[:20]}
     summary = f"{alert.title}: {lead(alert)}"
     payload: dict[str, Any] = {
         "summary": cut(summary, MAX_SUMMARY),

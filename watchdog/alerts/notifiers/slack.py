@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import cut, fields, fit, headline, lead, traceback_tail
+from watchdog.alerts.compose import cut, fields, fit, headline, inert, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["MAX_BLOCKS", "MAX_SECTION_TEXT", "build"]
@@ -88,5 +88,6 @@ def _code(label: str, lines: tuple[str, ...] | list[str]) -> dict[str, object]:
 
 
 def _escape(text: str) -> str:
-    """Slack's three control characters (its mrkdwn would take `<@U123>` for a mention)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Log text as text: Slack's three control characters escaped (its mrkdwn would take `<!channel>` or
+    `<@U123>` for a mention, `<https://x|text>` for a link), and `inert` (`@channel`)."""
+    return inert(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

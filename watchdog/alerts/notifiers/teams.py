@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import cut, evidence, fields, fit_json, headline, lead, traceback_tail
+from watchdog.alerts.compose import cut, evidence, fields, fit_json, headline, inert, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["CARD_VERSION", "CONTENT_TYPE", "MAX_BYTES", "build"]
@@ -49,10 +49,10 @@ def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
                 }
             ],
         },
-        _rich(cut(lead(alert), 2000), weight="Bolder"),
+        _rich(inert(cut(lead(alert), 2000)), weight="Bolder"),
     ]
     if alert.hint:
-        items.append(_rich(f"Hint: {cut(alert.hint, 1000)}"))
+        items.append(_rich(f"Hint: {inert(cut(alert.hint, 1000))}"))
     items.append(
         {
             "type": "FactSet",
@@ -64,7 +64,8 @@ def _body(alert: Alert, traceback_chars: int) -> dict[str, Any]:
     )
     lines = evidence(alert)
     if lines and traceback_chars:
-        items.append(_rich(traceback_tail(lines, traceback_chars), fontType="Monospace", size="Small"))
+        tail = inert(traceback_tail(lines, traceback_chars))
+        items.append(_rich(tail, fontType="Monospace", size="Small"))
     card: dict[str, Any] = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",
@@ -86,5 +87,6 @@ def _rich(text: str, **style: str) -> dict[str, Any]:
 
 
 def _plain(text: str) -> str:
-    """FactSet values read a subset of Markdown: keep log text from turning into emphasis."""
-    return text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
+    """FactSet values read a subset of Markdown: keep log text from turning into emphasis or a link."""
+    text = text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
+    return inert(text)

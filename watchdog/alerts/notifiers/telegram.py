@@ -6,16 +6,26 @@ import html
 from typing import Any
 
 from watchdog.alerts.alert import Alert
-from watchdog.alerts.compose import cut, evidence, fields, fit, headline, lead, traceback_tail
+from watchdog.alerts.compose import (
+    cut,
+    evidence,
+    fields,
+    fit,
+    headline,
+    inert,
+    lead,
+    traceback_tail,
+    utf16_len,
+)
 from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
 
 __all__ = ["MAX_TEXT", "PATH", "build"]
 
 PATH = "/sendMessage"  # appended to https://api.telegram.org/bot<token>
-MAX_TEXT = 4096  # characters after entity parsing: the HTML sent is kept within it, tags included
-# Characters outside the Basic Multilingual Plane (the emoji) count twice in Telegram's UTF-16 length.
-_MARGIN = 16
+# Telegram's limit on a message's text after entity parsing, in UTF-16 code units (an emoji counts two):
+# the HTML sent is kept within it, tags and escapes included, so the text parsed from it is too.
+MAX_TEXT = 4096
 
 
 def build(alert: Alert, options: Options) -> Message:
@@ -31,18 +41,19 @@ def build(alert: Alert, options: Options) -> Message:
     if alert.hint:
         head.append(f"<i>Hint:</i> {_escaped(alert.hint, 600)}")
     tail = f'\n<a href="{html.escape(alert.link, quote=True)}">Status page</a>' if alert.link else ""
-    limit = MAX_TEXT - _MARGIN
+    limit = MAX_TEXT
     text = "\n".join(head)
     for name, value in fields(alert):
         line = f"\n<b>{_escaped(name, 60)}:</b> {_escaped(value, 200)}"
         # fields fill at most about two thirds, so that the traceback's end keeps room
-        if len(text) + len(line) + len(tail) > limit * 2 // 3:
+        if utf16_len(text) + utf16_len(line) + utf16_len(tail) > limit * 2 // 3:
             break
         text += line
     lines = evidence(alert)
-    room = limit - len(text) - len(tail) - len("\n<pre></pre>")
+    room = limit - utf16_len(text) - utf16_len(tail) - len("\n<pre></pre>")
     if lines and room > 80:
-        text += "\n<pre>" + fit(lambda n: _html(traceback_tail(lines, n)), room) + "</pre>"
+        code = fit(lambda n: _html(inert(traceback_tail(lines, n))), room, utf16_len)
+        text += "\n<pre>" + code + "</pre>"
     body: dict[str, Any] = {
         "chat_id": chat_id,
         "text": text + tail,
@@ -60,5 +71,6 @@ def _html(text: str) -> str:
 
 
 def _escaped(text: str, limit: int) -> str:
-    """`text` cut and escaped within `limit` characters (escaping may lengthen it fivefold)."""
-    return fit(lambda n: _html(cut(text, n)), limit)
+    """`text` made `inert` (`@user` would be a mention), cut and escaped within `limit` UTF-16 units
+    (escaping may lengthen it fivefold, an emoji counts two)."""
+    return fit(lambda n: _html(inert(cut(text, n))), limit, utf16_len)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import COLOUR, EMOJI, lead, plain_text, traceback_tail
+from watchdog.alerts.compose import COLOUR, EMOJI, inert, lead, plain_text, traceback_tail
 from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
 
@@ -20,17 +20,22 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A format spec may pad or align, not allocate: `{summary:>999999999}` would.
 _SPEC = re.compile(r"[<>^=]?[+\- ]?#?0?([0-9]{0,3})(\.[0-9]{1,4})?s?")
 _TEMPLATE_TRACEBACK_CHARS = 3000
+# The fields that hold log text: made `inert` in a template (whose body usually goes to a chat service).
+_LOG_TEXT = frozenset(
+    {"summary", "hint", "traceback", "last_line", "detail", "facts", "lead", "traceback_end"}
+)
 
 
 def flat_fields(alert: Alert) -> dict[str, str]:
     """Every name a template may use, each a string: the alert's fields, plus `text` (the whole alert as
-    plain text), `lead`, `emoji`, `colour` (#RRGGBB), `traceback_end`, `fact_<name>`, `label_<name>`."""
+    plain text), `lead`, `emoji`, `colour` (#RRGGBB), `traceback_end`, `fact_<name>`, `label_<name>`.
+    Log text (summary, hint, traceback, last line, detail, facts) is `inert`: no mention, no link."""
     out: dict[str, str] = {}
     for key, value in alert.to_dict().items():
         if isinstance(value, list):
             out[key] = ", ".join(str(v) for v in value) if key != "traceback" else "\n".join(value)
         elif isinstance(value, dict):
-            out[key] = ", ".join(f"{k}={v}" for k, v in value.items())
+            out[key] = ", ".join(f"{k}={_text(v)}" for k, v in value.items())
         else:
             out[key] = "" if value is None else str(value)
     out["text"] = plain_text(alert)
@@ -38,8 +43,10 @@ def flat_fields(alert: Alert) -> dict[str, str]:
     out["emoji"] = EMOJI[alert.kind]
     out["colour"] = f"#{COLOUR[alert.kind]:06X}"
     out["traceback_end"] = traceback_tail(alert.traceback, _TEMPLATE_TRACEBACK_CHARS)
+    for key in _LOG_TEXT:
+        out[key] = inert(out[key])
     for name, value in alert.facts:
-        out[f"fact_{_slug(name)}"] = value
+        out[f"fact_{_slug(name)}"] = inert(_text(value))
     for name, value in alert.labels:
         out[f"label_{_slug(name)}"] = value
     return out
@@ -145,6 +152,14 @@ def _fill_tree(node: object, values: Mapping[str, str]) -> Any:
     raise DeliveryError(
         f"the webhook template holds a {type(node).__name__}: use strings, numbers, tables, lists"
     )
+
+
+def _text(value: object) -> str:
+    if isinstance(value, dict):  # a progress entry
+        return f"{value.get('done')}/{value.get('total')}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "" if value is None else str(value)
 
 
 def _slug(name: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,6 +19,7 @@ __all__ = [
     "LocalProcessProbe",
     "ProcessProbe",
     "SSHProcessProbe",
+    "must_appear",
     "read_pid_file",
     "wait_until_gone",
 ]
@@ -47,7 +49,9 @@ set -- "$p"
 )
 _UNKNOWN = 3
 # The pattern comes on stdin, so that no process but pgrep itself (which pgrep skips) carries
-# it on its command line: otherwise the shell running this would match its own pattern.
+# it on its command line: otherwise the shell running this would match its own pattern (the probe's own
+# shell, `exec`ed into pgrep, and the login shell that ran it never match: tests/test_probes.py). The script is
+# also in deploy/ssh/watchdog-forced-command: a change here is a change there.
 _PGREP_SCRIPT = """\
 IFS= read -r p || exit 2
 exec pgrep -f -- "$p" >/dev/null
@@ -71,6 +75,22 @@ def _check_spec(pid: int | None, pattern: str | None, pid_file: str | None = Non
         raise ValueError(f"pid must be positive, not {pid}")
     if pattern is not None:
         check_pattern(pattern)
+
+
+def _ancestors(pid: int) -> set[int]:
+    """`pid` and its ancestors up to init, by the parent pids of /proc (just `pid` where there is no procfs)."""
+    seen = {pid}
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as file:
+                # the parent pid is the 2nd field after the command name, which may hold spaces or ")"
+                pid = int(file.read().rpartition(b") ")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid in seen:
+            break
+        seen.add(pid)
+    return seen
 
 
 def read_pid_file(path: str) -> int | None:
@@ -132,9 +152,10 @@ class LocalProcessProbe(_Named):
             result = await anyio.run_process(["pgrep", "-f", "--", self.pattern], check=False)
         if result.returncode > 1:
             raise TargetError(f"pgrep -f {self.pattern!r} failed: {result.stderr.decode(errors='replace')}")
-        # This process matches too when the pattern is on its own command line.
+        # This process matches too when the pattern is on its own command line, and so do its ancestors:
+        # `timeout 45m watchdog watch ... --process PAT`, or the shell that ran it, carry the pattern.
         pids = {int(field) for field in result.stdout.split()}
-        return bool(pids - {os.getpid()})
+        return bool(pids - _ancestors(os.getpid()))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,15 +190,44 @@ class SSHProcessProbe(_Named):
         raise TargetError(f"checking the process on {self.host} failed: {result.stderr!r}")
 
 
-async def wait_until_gone(probe: ProcessProbe, *, interval: float = DEFAULT_PROCESS_INTERVAL) -> None:
+def must_appear(probe: object) -> bool:
+    """Whether the probe's process may not have started yet: one named by a pattern or a pid file (a server
+    not started yet, a stale pid file) is waited for until it is seen; a pid names a process that exists."""
+    return isinstance(probe, _Named) and probe.pid is None
+
+
+async def wait_until_gone(
+    probe: ProcessProbe,
+    *,
+    interval: float = DEFAULT_PROCESS_INTERVAL,
+    appear: bool = False,
+    waiting: Callable[[bool], Awaitable[None]] | None = None,
+) -> None:
     """Return once the probe says the process is gone, checking every `interval` seconds.
 
     A host that cannot be reached for a while is not a dead process: the check is tried again.
+
+    Args:
+        probe: the process.
+        interval: seconds between checks.
+        appear: the process must be seen before it can be gone (see `must_appear`): a process never seen
+            is one that has not started yet, not one that died.
+        waiting: called with True when the first check finds no process to wait for (with `appear`), and
+            with False once it is seen.
     """
+    seen, said = not appear, False
     while True:
         try:
-            if not await probe.alive():
-                return
+            alive = await probe.alive()
         except ConnectionLost:
-            pass  # unknown, not gone: ask again at the next tick
+            alive = None  # unknown, not gone: ask again at the next tick
+        if alive is False and seen:
+            return
+        if alive is False and not said and waiting is not None:
+            said = True
+            await waiting(True)
+        elif alive and not seen:
+            seen = True
+            if said and waiting is not None:
+                await waiting(False)
         await anyio.sleep(interval)

@@ -57,6 +57,12 @@ class Connected:
 
     host: str
 
+    def describe(self) -> str:
+        """What a person reads: `connected to gpu1`."""
+        return f"connected to {self.host}"
+
+    __str__ = describe
+
 
 @dataclass(frozen=True)
 class Disconnected:
@@ -65,6 +71,16 @@ class Disconnected:
 
     host: str
     reason: str
+
+    def describe(self) -> str:
+        """What a person reads: `connection to gpu1 lost: <reason>; reconnecting` (the reason alone when it
+        already says where, as the exception tree's messages do)."""
+        if self.reason and self.host in self.reason:
+            return f"{self.reason}; reconnecting"
+        reason = f": {self.reason}" if self.reason else ""
+        return f"connection to {self.host} lost{reason}; reconnecting"
+
+    __str__ = describe
 
 
 @dataclass(frozen=True)
@@ -78,12 +94,24 @@ class FileRestarted:
 
     reason: RestartReason
 
+    def describe(self) -> str:
+        """What a person reads: `the log was truncated`."""
+        return f"the log was {self.reason}"
+
+    __str__ = describe
+
 
 @dataclass(frozen=True)
 class FileMissing:
     """The log is not there (yet); the follower waits for it to appear."""
 
     path: str
+
+    def describe(self) -> str:
+        """What a person reads: `/data/log does not exist (yet)`."""
+        return f"{self.path} does not exist (yet)"
+
+    __str__ = describe
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -38,6 +39,10 @@ LOCAL_SAFETY_POLL_INTERVAL = 10.0
 # With inotify, a file that changes all the time is read at most this often: its lines come in batches.
 BATCH_INTERVAL = 0.02
 DEFAULT_READ_SIZE = 1 << 16
+# The first bytes of the file, compared at each look at its end (as Vector and Fluent Bit fingerprint a file):
+# a log truncated and written again in one go, to the size it had (`: > log` and a relaunch's first lines
+# within one poll), has the same inode and size, but not the same first bytes (its banner's times differ).
+FINGERPRINT = 256
 
 # statfs(2) f_type of the file systems whose reads of a file just written are served from memory: a read there
 # takes microseconds, so it is done on the event loop (a worker thread's round trip costs far more). Any other
@@ -66,6 +71,7 @@ class _Open:
     fd: int
     ident: tuple[int, int]
     local: bool = False
+    head: bytes = b""  # its first FINGERPRINT bytes, as read (fewer in a shorter file)
 
 
 def _on_local_fs(fd: int) -> bool:
@@ -95,16 +101,55 @@ async def _noop() -> None:
 _PAUSE = _Request(_noop, wait=True)  # a trip round the event loop, nothing else
 
 
+def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Call `fn(*args)` in a daemon thread of its own; its result (or error) on the returned future.
+
+    Awaited through `asyncio.shield`, a wait for it can be cancelled while the call goes on: a read hung on a
+    network file system (a dead NFS server) never holds up `watch --timeout` or a stop, nor, the thread being a
+    daemon one, the interpreter's exit (anyio's worker threads are joined at exit).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def deliver(ok: bool, value: Any) -> None:
+        if future.done():
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def run() -> None:
+        try:
+            value, ok = fn(*args), True
+        except Exception as exc:  # handed to the waiting task, which raises it
+            value, ok = exc, False
+        try:
+            loop.call_soon_threadsafe(deliver, ok, value)
+        except RuntimeError:  # the loop is closed: nobody waits for it any more
+            _discard(value)
+
+    threading.Thread(target=run, name="watchdog-file-read", daemon=True).start()
+    return future
+
+
+def _discard(value: object) -> None:
+    # a file opened for a wait nobody takes the result of any more
+    if isinstance(value, _Open):
+        os.close(value.fd)
+
+
 class _Follow:
     """Runs a follower's generator: its items are returned, its requests awaited and their results sent back.
 
     Cancelling a wait for the next item loses nothing: the generator is still where it was, and the next
-    `__anext__` makes the same request again (a worker thread's result that came after the cancellation is kept).
+    `__anext__` waits for the same request's call, still under way or done meanwhile (its result is kept).
     """
 
     def __init__(self, steps: Generator[SourceItem | _Request, object, None]) -> None:
         self._steps = steps
         self._request: _Request | None = None  # made and not yet answered
+        self._call: asyncio.Future[Any] | None = None  # the request's call in a worker thread, once made
         self._answer: object = None
         self._answered = False
 
@@ -119,9 +164,11 @@ class _Follow:
                 if request.wait:
                     await request.fn(*request.args)
                 elif not self._answered:
-                    # not cancellable: a cancellation comes at the checkpoint after it, and the result is kept
-                    self._answer = await anyio.to_thread.run_sync(request.fn, *request.args)
-                    self._answered = True
+                    if self._call is None:
+                        self._call = _in_daemon_thread(request.fn, *request.args)
+                    # a cancelled wait leaves the call under way: the next one takes its result
+                    self._answer = await asyncio.shield(self._call)
+                    self._call, self._answered = None, True
                     await anyio.lowlevel.checkpoint()
             answer, self._request, self._answer, self._answered = self._answer, None, None, False
             try:
@@ -134,7 +181,15 @@ class _Follow:
             return step
 
     async def aclose(self) -> None:
-        """Close the generator: its `finally` closes the file and ends the watch."""
+        """Close the generator: its `finally` closes the file and ends the watch (a call still under way
+        closes the file it opens once it returns)."""
+        call, self._call = self._call, None
+        if call is not None:
+            call.add_done_callback(
+                lambda done: None if done.cancelled() or done.exception() else _discard(done.result())
+            )
+        if self._answered:
+            _discard(self._answer)
         self._steps.close()
 
 
@@ -159,6 +214,25 @@ def _open(path: str) -> _Open | None:
     return _Open(fd=fd, ident=(st.st_dev, st.st_ino), local=_on_local_fs(fd))
 
 
+def _took(current: _Open, pos: int, data: bytes) -> None:
+    """Keep the file's first bytes from the bytes read at `pos`."""
+    if len(current.head) == pos < FINGERPRINT:
+        current.head += data[: FINGERPRINT - pos]
+
+
+def _rewritten(current: _Open, pos: int) -> bool:
+    """Whether the file's first bytes (of those read up to `pos`) are no longer what was read: it was cut and
+    written again, perhaps to the same size or beyond."""
+    want = min(FINGERPRINT, pos)
+    if not want:
+        return False
+    if len(current.head) < want:
+        # resumed past them (a checkpoint, whose own check compared them): they are as they are now
+        current.head = os.pread(current.fd, want, 0)
+        return False
+    return os.pread(current.fd, want, 0) != current.head[:want]
+
+
 def _path_ident(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -179,8 +253,8 @@ class LocalSource:
     another inode: the old file is read to its end first, then `FileRestarted("rotated")` and the
     new file from offset 0. A new file at the path whose predecessor was deleted or renamed over
     gives `FileRestarted("replaced")`; the same file shorter than the read offset (copytruncate)
-    gives `FileRestarted("truncated")`. A truncation followed by more writes than were read
-    before the next poll cannot be told from an append (the same limit as `tail -f`).
+    gives `FileRestarted("truncated")`, and so does the same file whose first `FINGERPRINT` bytes changed (cut
+    and written again within one poll, to the same size or past the offset read: `tail -f` misses that).
     """
 
     def __init__(
@@ -221,7 +295,11 @@ class LocalSource:
     async def identify(self, offset: int) -> FileIdentity | None:
         """What the file at the path is, read around `offset` (see `watchdog.follow.sources.identity`); None if there
         is no regular file there."""
-        return await anyio.to_thread.run_sync(local_identity, self.path, offset)
+        # in a daemon thread, as the reads are: a hung network file system never holds up a stop
+        result: FileIdentity | None = await asyncio.shield(
+            _in_daemon_thread(local_identity, self.path, offset)
+        )
+        return result
 
     def _steps(self, offset: int) -> Generator[SourceItem | _Request, object, None]:
         # The follower as a plain generator: it yields the items, and a `_Request` for each wait or worker-thread
@@ -270,6 +348,7 @@ class LocalSource:
                     data = os.pread(*read) if local else cast("bytes", (yield _Request(os.pread, read)))
                 if data:
                     yield Chunk(pos, data)
+                    _took(current, pos, data)
                     pos += len(data)
                     at_end = False
                     if len(data) == self.read_size:
@@ -288,7 +367,7 @@ class LocalSource:
                     )
                 if pending == "truncated":
                     yield FileRestarted(pending)
-                    pending, pos, at_end = None, 0, False
+                    pending, pos, at_end, current.head = None, 0, False, b""
                 elif pending is not None:
                     # Whatever the writer added to the old file before it was rotated away.
                     while True:
@@ -330,12 +409,16 @@ class LocalSource:
     def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
         """At the end of the file: what was written since, or else whether it was truncated or replaced."""
         data = os.pread(current.fd, self.read_size, pos)  # at the end of a regular file: b""
+        if data and _rewritten(current, pos):
+            # cut and written again past where it was read: what follows the offset is not an append
+            return b"", "truncated"
         return data, None if data else self._restart_reason(current, pos)
 
     def _restart_reason(self, current: _Open, pos: int) -> RestartReason | None:
-        """At the end of the file: has it been truncated, or does the path name a new file now?"""
+        """At the end of the file: has it been truncated (shorter, or other first bytes), or does the path
+        name a new file now?"""
         st = os.fstat(current.fd)
-        if st.st_size < pos:
+        if st.st_size < pos or _rewritten(current, pos):
             return "truncated"
         ident = _path_ident(self.path)
         if ident is None or ident == current.ident:

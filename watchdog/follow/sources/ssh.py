@@ -15,7 +15,6 @@ from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_attempt,
-    stop_never,
     wait_random_exponential,
 )
 from tenacity.stop import stop_base
@@ -60,6 +59,13 @@ RETRY_MAX = 5.0
 _HEADER_LIMIT = 4096
 # Samples after a rotation is seen before switching even if the old file still grows.
 _ROTATION_GRACE_SAMPLES = 8
+# The first bytes of the file are its fingerprint (as Vector and Fluent Bit have it): a log cut and written again
+# in one go (`: > log` and a relaunch's first lines within one of tail's polls) keeps its inode, and its size
+# may come back the same, but its first bytes (a banner with its times) differ. They are compared on the host
+# when bytes come after the log was quiet this long: a relaunch follows a quiet log (the old server died), and
+# a log that never stops costs no command.
+FINGERPRINT = 256
+FINGERPRINT_QUIET = 2.0
 
 
 class SSHSource:
@@ -80,6 +86,11 @@ class SSHSource:
     Each command runs in a channel of the pool's connections to the host (another connection is
     opened when the server refuses a channel: sshd's MaxSessions). When no connection will take
     one, the refusal is reported as `Disconnected` and retried with the same backoff.
+
+    A log cut and written again in one go (the size may come back the same) is told by its first `FINGERPRINT`
+    bytes, compared on the host when bytes come after `FINGERPRINT_QUIET` seconds of quiet: then
+    `FileRestarted("truncated")` and the file from 0 (a rewrite to the same size with nothing after it is seen
+    at the next write).
 
     A copytruncate that is immediately followed by new writes can leave those first new bytes
     delivered before `FileRestarted` (GNU tail resumes at offset 0 before its notice reaches
@@ -141,15 +152,16 @@ class SSHSource:
             raise ValueError("offset must not be negative")
         return _follow(_Follower(self, offset))
 
-    async def identify(self, offset: int) -> FileIdentity | None:
+    async def identify(self, offset: int, *, window: int = IDENTITY_WINDOW) -> FileIdentity | None:
         """What the file at the path is, read around `offset` on the host (see `watchdog.follow.sources.identity`);
-        None if there is no readable regular file there.
+        None if there is no readable regular file there. `window`: the bytes read at the start and before the
+        offset.
 
         Raises:
             ConnectionLost: the host could not be reached in `connect_attempts` attempts.
             HostKeyError, AuthError: as from the pool.
         """
-        command = identity_command(self.path, offset, window=IDENTITY_WINDOW)
+        command = identity_command(self.path, offset, window=window)
         result: asyncssh.SSHCompletedProcess = await _retrying(stop_after_attempt(self.connect_attempts))(
             self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
         )
@@ -253,9 +265,13 @@ class _Follower:
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
+        self.head = b""  # the current file's first FINGERPRINT bytes, as delivered
+        self.quiet_since: float | None = None  # event-loop time the reader reached the end, while it is there
+        self.down: str | None = None  # the reason Disconnected last said, until Connected
 
     async def items(self) -> AsyncGenerator[SourceItem, None]:
         pause, reconnect = 0.0, not self.connected
+        failed = 0  # connection attempts failed in a row
         while True:
             # what a step said is handed over before any wait: the next command, a pause, a reconnection
             while self.out:
@@ -264,8 +280,20 @@ class _Follower:
                 await anyio.sleep(pause)
                 pause = 0.0
             if reconnect:
-                await self._connect(first=not self.connected)
-                reconnect = False
+                try:
+                    await self._connect()
+                except ConnectionLost as exc:
+                    # said at the first failed attempt, not after the last: an unreachable host is news at
+                    # once (its alert counts from here), while the attempts go on
+                    failed += 1
+                    self._down(str(exc))
+                    limit = self.src.reconnect_attempts if self.connected else self.src.connect_attempts
+                    if limit is not None and failed >= limit:
+                        raise
+                    delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(failed, 16))
+                    pause = random.uniform(0, delay)  # noqa: S311 - full jitter, not a secret
+                    continue
+                failed, reconnect = 0, False
                 continue
             try:
                 if self.streaming is False:
@@ -287,16 +315,20 @@ class _Follower:
                 # Jitter, so that the followers refused together do not all come back together.
                 pause = random.uniform(delay / 2, delay)  # noqa: S311 - jitter, not a secret
             except ConnectionLost as exc:
-                self.out.append(Disconnected(self.src.host, str(exc)))
+                self._down(str(exc))
                 self.refusals = 0
                 reconnect = True
 
-    async def _connect(self, *, first: bool) -> None:
+    def _down(self, reason: str) -> None:
+        # Disconnected once per outage, and again only when the reason changes (it says what happens now)
+        if reason != self.down:
+            self.down = reason
+            self.out.append(Disconnected(self.src.host, reason))
+
+    async def _connect(self) -> None:
         src = self.src
-        attempts = src.connect_attempts if first else src.reconnect_attempts
-        stop: stop_base = stop_never if attempts is None else stop_after_attempt(attempts)
-        await _retrying(stop)(src.pool.connect, src.host, port=src.port, user=src.user)
-        self.connected = True
+        await src.pool.connect(src.host, port=src.port, user=src.user)
+        self.connected, self.down = True, None
         self.out.append(Connected(src.host))
 
     def _channel_opened(self) -> None:
@@ -309,7 +341,25 @@ class _Follower:
         self.offset = 0
         self.inode = None
         self.rotation = None
+        self.head = b""
         return _Restart()
+
+    async def _check_fingerprint(self) -> None:
+        """Bytes came after a quiet spell: if the file's first bytes on the host are no longer those read, it was
+        cut and written again (the bytes at the offset are not an append): read it again from 0."""
+        quiet, self.quiet_since = self.quiet_since, None
+        if quiet is None or anyio.current_time() - quiet < FINGERPRINT_QUIET:
+            return
+        src, want = self.src, min(FINGERPRINT, self.offset)
+        if not want:
+            return
+        identity = await src.identify(want, window=want)
+        if identity is None or identity.inode != self.inode:
+            return  # gone or another file: the stat loop says so
+        if len(self.head) < want:
+            self.head = identity.head  # resumed past them: they are as they are now
+        elif identity.head != self.head[:want]:
+            raise self._restart_from_zero("truncated")
 
     def _accept_header(self, header: Header | None) -> None:
         """Act on a script's header; returns only for `ok` on the file we mean to read."""
@@ -346,10 +396,13 @@ class _Follower:
     def _caught_up(self) -> None:
         if not self.at_end and self.offset >= self.known_size:
             self.at_end = True
+            self.quiet_since = anyio.current_time()
             self.out.append(CaughtUp(self.offset))
 
     def _deliver(self, data: bytes) -> None:
         self.out.append(Chunk(self.offset, data))
+        if len(self.head) == self.offset < FINGERPRINT:
+            self.head += data[: FINGERPRINT - self.offset]
         self.offset += len(data)
         self.unyielded += len(data)
         self.at_end = False
@@ -400,6 +453,8 @@ class _Follower:
             self._accept_header(header)
             self.rotation = None
             if rest:
+                if self.at_end:
+                    await self._check_fingerprint()
                 self._deliver(rest)
             errors = b""
             while True:
@@ -412,6 +467,8 @@ class _Follower:
                     await anyio.lowlevel.checkpoint()  # a backlog read in bulk still lets other tasks run
                 kind, data, exc = await session.receive()
                 if kind == "out":
+                    if self.at_end:
+                        await self._check_fingerprint()  # the stream goes on queueing meanwhile
                     self._deliver(data)
                     self._check_rotation()
                 elif kind == "err":
@@ -468,6 +525,8 @@ class _Follower:
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")
         self._accept_header(parse_header(line) if newline else None)
+        if data and self.at_end:
+            await self._check_fingerprint()
         if data:
             self._deliver(data)
         if len(data) < DEFAULT_POLL_BYTES:

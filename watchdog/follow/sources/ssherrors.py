@@ -7,7 +7,7 @@ it passes through). What each error means depends on the step it broke:
 
 | error                                   | step          | becomes                                      |
 |-----------------------------------------|---------------|----------------------------------------------|
-| asyncssh.ConfigParseError               | any           | ConfigError (exit 78): the SSH config        |
+| asyncssh.ConfigParseError               | any           | SSHConfigError (a ConfigError: exit 78)      |
 | OSError, Key(Encryption|Import)Error    | identity      | AuthError: the identity file is unusable     |
 | asyncssh.HostKeyNotVerifiable           | connect       | HostKeyError                                 |
 | asyncssh.PermissionDenied               | connect       | AuthError                                    |
@@ -20,7 +20,8 @@ it passes through). What each error means depends on the step it broke:
 | ssl.SSLError (not a dropped connection) | (TLS)         | TLSError: says the TLS problem               |
 
 A connection found closed when its error arrives is handed to `discard`, so that it is not used again.
-Our own errors pass through untouched.
+Our own errors pass through untouched. The permanent ones (host key, authentication, SSH config) are all a
+`PermanentError`; the transient ones a `ConnectionLost`.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ import asyncssh
 from watchdog.exceptions import (
     AuthError,
     ChannelRefused,
-    ConfigError,
     ConnectionLost,
     HostKeyError,
+    SSHConfigError,
     TLSError,
     WatchdogError,
 )
@@ -71,7 +72,7 @@ def map_ssh_error(
     if isinstance(exc, WatchdogError):
         return None
     if isinstance(exc, asyncssh.ConfigParseError):
-        return ConfigError("the SSH config", "", f"{exc} (connecting to {where})")
+        return SSHConfigError(str(exc), host=where)
     if step == "identity":
         return _identity_error(exc, where, detail or "?")
     if step == "connect":

@@ -124,10 +124,15 @@ def _load_identity(path: str, where: str) -> asyncssh.SSHKey:
 
 
 class _Client(asyncssh.SSHClient):
-    """Hands host key decisions to the check that knows the known_hosts policy."""
+    """Hands host key decisions to the check that knows the known_hosts policy, and keeps the connection
+    once TCP is up (so that a timeout can say how far the attempt got)."""
 
     def __init__(self, check: HostKeyCheck) -> None:
         self._check = check
+        self.conn: asyncssh.SSHClientConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self._check.validate(host, addr, port, key)
@@ -161,6 +166,21 @@ class _Host:
     conns: list[_Conn] = field(default_factory=list)
     # Channels one connection carries before the server refuses one (None: no refusal seen).
     learned: int | None = None
+    # A connection was open once (so one opened when none is left is a reconnection), and how many those were.
+    was_connected: bool = False
+    reconnects: int = 0
+
+    def opened(self, conn: asyncssh.SSHClientConnection, *, alone: bool) -> _Conn:
+        """Keep a connection just opened; `alone`: no other connection to the host was open (a reconnection
+        if one ever was: the earlier ones were lost, as the first one is never closed while it lives)."""
+        if alone:
+            if self.was_connected:
+                self.reconnects += 1
+                log.info("SSH connection made again", host=self.where, reconnects=self.reconnects)
+            self.was_connected = True
+        entry = _Conn(conn)
+        self.conns.append(entry)
+        return entry
 
     def live(self) -> list[_Conn]:
         """The open connections (closed ones are closed for good and forgotten here)."""
@@ -305,7 +325,7 @@ class SSHPool:
             if live:
                 return live[0].conn
             conn = await self._open(host, port, user)
-            entry.conns.append(_Conn(conn))
+            entry.opened(conn, alone=True)
             return conn
 
     async def open_session(
@@ -381,6 +401,12 @@ class SSHPool:
         """Whether a connection of this pool is open now."""
         return any(entry.live() for entry in self._hosts.values())
 
+    @property
+    def reconnects(self) -> int:
+        """Connections made again to a host after every connection to it was lost (not the first ones, not
+        the extra ones opened for more channels), since the pool was made."""
+        return sum(entry.reconnects for entry in self._hosts.values())
+
     def channel_counts(self, host: str, *, port: int | None = None, user: str | None = None) -> list[int]:
         """The session channels each open connection to the host carries now, in the order they were opened."""
         entry = self._hosts.get((host, port, user))
@@ -450,8 +476,7 @@ class SSHPool:
                         host.where,
                         f"its connections ({len(live)}) are full and another could not be opened: {exc}",
                     ) from exc
-                entry = _Conn(conn)
-                host.conns.append(entry)
+                entry = host.opened(conn, alone=not live)
                 if live:
                     refused = any(known.full for known in live) or (
                         host.learned is not None and host.learned == self._capacity(host)
@@ -546,9 +571,15 @@ class SSHPool:
         check = HostKeyCheck(opts.known_hosts_path, accept_new=opts.accept_new_host_key)
         await anyio.to_thread.run_sync(check.load)  # known_hosts read off the event loop
         ciphers_configured = await anyio.to_thread.run_sync(_ciphers_configured, opts.config)
+        clients: list[_Client] = []
+
+        def client() -> _Client:
+            clients.append(_Client(check))
+            return clients[-1]
+
         kwargs: dict[str, Any] = {
             "known_hosts": check.trusted_keys,
-            "client_factory": lambda: _Client(check),
+            "client_factory": client,
             "connect_timeout": opts.connect_timeout,
             "keepalive_interval": opts.keepalive_interval,
             "keepalive_count_max": opts.keepalive_count_max,
@@ -568,11 +599,26 @@ class SSHPool:
             kwargs["client_keys"] = [await anyio.to_thread.run_sync(_load_identity, opts.identity, where)]
         if not opts.use_agent:
             kwargs["agent_path"] = None
-        with (
-            translate_ssh_errors(where, "connect", detail=lambda: check.problem),
-            anyio.fail_after(opts.connect_timeout + 5),
-        ):
-            return await asyncssh.connect(host, **kwargs)
+        with translate_ssh_errors(where, "connect", detail=lambda: check.problem):
+            try:
+                with anyio.fail_after(opts.connect_timeout + 5):
+                    return await asyncssh.connect(host, **kwargs)
+            except TimeoutError as exc:
+                why = _timed_out(clients[-1].conn if clients else None, opts.connect_timeout)
+                raise ConnectionLost(f"cannot connect to {where}: {why}", host=where, reason=why) from exc
+
+
+def _timed_out(conn: asyncssh.SSHClientConnection | None, timeout: float) -> str:
+    """What a connection attempt that timed out got as far as: no TCP connection (the host is down, or a
+    firewall drops the packets), TCP but no SSH banner (not an SSH server, or a hung one), or a handshake
+    that did not finish."""
+    if conn is None:
+        return f"no TCP connection within {timeout:g} s (the host does not answer: down, or packets dropped)"
+    if conn.get_extra_info("server_version") is None:
+        return (
+            f"no SSH banner within {timeout:g} s (the port takes TCP connections, but no SSH server answers)"
+        )
+    return f"the SSH handshake did not finish within {timeout:g} s"
 
 
 def _cipher_preference() -> list[str]:

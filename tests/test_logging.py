@@ -1,0 +1,155 @@
+"""The daemon's own log, as a process writes it to a pipe or a terminal: tracebacks in JSON, no local variables,
+no colour codes off a terminal or with NO_COLOR, and the standard library's loggers in the same format."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+SECRET = "https://hooks.slack.com/services/T0000/B0000/XyZsecretTOKEN42"
+ESC = "\x1b["
+DEADLINE = 60
+
+# What a daemon logs: one of its own errors with a traceback (a local variable of the raising frame holds a
+# webhook URL), a warning, and asyncssh's and aiohttp's standard-library records (one with a traceback).
+SCRIPT = f"""
+import logging, sys
+import structlog
+from watchdog.daemon.service import configure_logging
+
+configure_logging(sys.argv[1])
+log = structlog.get_logger("watchdog.alerts")
+
+def deliver(url):
+    webhook_url = url
+    raise ConnectionError("the receiver refused the alert")
+
+try:
+    deliver({SECRET!r})
+except ConnectionError:
+    log.exception("alert not delivered", notifier="team")
+log.warning("host unreachable", launch="kimi", host="gpu1")
+logging.getLogger("asyncssh").warning("Connection to %s lost", "gpu1")
+logging.getLogger("asyncssh").info("Opening SSH connection to gpu1")  # below the foreign level: not shown
+try:
+    deliver({SECRET!r})
+except ConnectionError:
+    logging.getLogger("aiohttp.server").exception("Error handling request")
+"""
+
+
+def _run(log_format: str, **env: str) -> str:
+    """The script's standard error, through a pipe."""
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, log_format],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        env={**_env(), **env},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        env.pop(name, None)
+    return env
+
+
+def _run_on_a_terminal(log_format: str, **env: str) -> str:
+    """The script's standard error when it is a terminal (a pty)."""
+    main, child = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, log_format],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=child,
+            env={**_env(), "TERM": "xterm-256color", **env},
+        )
+        os.close(child)
+        chunks = []
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=DEADLINE) == 0
+    finally:
+        os.close(main)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def _events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_json_log_has_tracebacks_and_library_records_but_no_locals() -> None:
+    """JSON: every line is an object; an exception carries its traceback text (not just exc_info: true);
+    asyncssh's and aiohttp's records are objects of the same shape, with their logger; no local variable
+    (the webhook URL) and no colour code anywhere."""
+    out = _run("json")
+    assert ESC not in out
+    assert "XyZsecretTOKEN42" not in out
+    events = _events(out)  # every line parses
+    by_event = {e["event"]: e for e in events}
+    assert set(by_event) == {
+        "alert not delivered",
+        "host unreachable",
+        "Connection to gpu1 lost",
+        "Error handling request",
+    }
+    ours = by_event["alert not delivered"]
+    assert ours["level"] == "error"
+    assert "exc_info" not in ours
+    assert ours["exception"].startswith("Traceback (most recent call last):")
+    assert "in deliver" in ours["exception"]
+    assert ours["exception"].rstrip().endswith("ConnectionError: the receiver refused the alert")
+    ssh = by_event["Connection to gpu1 lost"]
+    assert ssh["level"] == "warning"
+    assert ssh["logger"] == "asyncssh"
+    assert ssh["timestamp"].endswith("Z")
+    aiohttp = by_event["Error handling request"]
+    assert aiohttp["logger"] == "aiohttp.server"
+    assert "ConnectionError: the receiver refused the alert" in aiohttp["exception"]
+
+
+def test_console_log_in_a_pipe_has_no_colour_and_no_locals() -> None:
+    """Console into a pipe (a file, journald): no escape codes; tracebacks without local variables; the
+    standard library's records in the same line format."""
+    out = _run("console")
+    assert ESC not in out
+    assert "XyZsecretTOKEN42" not in out
+    assert "Traceback (most recent call last):" in out
+    assert "ConnectionError: the receiver refused the alert" in out
+    (ssh,) = [line for line in out.splitlines() if "Connection to gpu1 lost" in line]
+    assert "[warning" in ssh
+    assert "[asyncssh]" in ssh
+    assert "Opening SSH connection" not in out
+
+
+@pytest.mark.parametrize(
+    ("env", "coloured"),
+    [
+        pytest.param({}, True, id="terminal"),
+        pytest.param({"NO_COLOR": "1"}, False, id="terminal-NO_COLOR"),
+    ],
+)
+def test_console_colours_only_on_a_terminal_without_no_color(env: dict[str, str], coloured: bool) -> None:
+    """On a terminal the console log is coloured, unless NO_COLOR is set; no local variable either way."""
+    out = _run_on_a_terminal("console", **env)
+    assert "alert not delivered" in out
+    assert (ESC in out) is coloured
+    assert "XyZsecretTOKEN42" not in out
