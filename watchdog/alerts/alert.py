@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -106,8 +106,12 @@ class Alert:
 
     @property
     def where(self) -> str:
-        """`launch on host`, or the launch alone for a local file."""
-        return f"{self.launch} on {self.host}" if self.host else self.launch
+        """`launch on host`, or the launch alone for a local file (or a host's own alert, `host:NAME`)."""
+        return (
+            f"{self.launch} on {self.host}"
+            if self.host and self.launch != f"host:{self.host}"
+            else self.launch
+        )
 
     @property
     def title(self) -> str:
@@ -124,6 +128,27 @@ class Alert:
         if self.kind is AlertKind.REPLACED:
             return f"{self.where}: launch replaced (#{self.incarnation})"
         return f"{self.where}: {self.problem.value} resolved"
+
+    @classmethod
+    def host_unreachable(
+        cls, host: str, launches: Sequence[str], *, since: datetime, error: str, link: str = ""
+    ) -> Alert:
+        """One host's outage, for all its launches at once: launch `host:NAME`, the launches named."""
+        names = ", ".join(launches)
+        return cls(
+            kind=AlertKind.UNREACHABLE,
+            launch=f"host:{host}",
+            host=host,
+            engine="",
+            phase="",
+            incarnation=1,
+            severity=SEVERITY[AlertKind.UNREACHABLE],
+            started_at=since,
+            summary=f"{len(launches)} launch{'es' if len(launches) != 1 else ''} not followed: {names}",
+            facts=(("launches", names),),
+            detail=f"{error}; not followed: {names}" if error else f"not followed: {names}",
+            link=link,
+        )
 
     def resolution(self, at: datetime, detail: str = "") -> Alert:
         """The alert that ends this one: same launch, incarnation, labels and category, kind `resolved`."""

@@ -123,6 +123,7 @@ class Alerting:
         self._queues: dict[tuple[str, int], list[tuple[float, int, Item]]] = {}
         self._wake: dict[tuple[str, int], anyio.Event] = {}
         self._workers: set[tuple[str, int]] = set()
+        self._scopes: dict[tuple[str, int], anyio.CancelScope] = {}  # each delivery task's, to stop it
         self._in_flight = 0  # items taken from their queue and being delivered (retries included)
         self._buckets: dict[str, _Bucket] = {}
         self._active: dict[tuple[str, AlertKind], _Active] = {}
@@ -163,6 +164,34 @@ class Alerting:
             if bucket is None or bucket.rate != notifier.rate_limit:
                 self._buckets[notifier.name] = _Bucket(notifier.rate_limit, self._clock)
             self._start_worker(notifier.name)
+
+    async def use_only(self, notifiers: Sequence[Notifier]) -> None:
+        """Know exactly these notifiers (a reload's): `use` them, and retire every other one.
+
+        A retired notifier's delivery tasks stop, so nothing is sent to a URL the config no longer names:
+        what was queued for it is dropped (logged, and marked given up in the outbox, so that a restart does
+        not send it either), and the active problems it heard no longer tell it their resolution.
+        """
+        self.use(notifiers)
+        keep = {n.name for n in notifiers}
+        for name in [name for name in self._notifiers if name not in keep]:
+            del self._notifiers[name]
+            self._buckets.pop(name, None)
+            for where in [where for where in self._workers if where[0] == name]:
+                self._workers.discard(where)
+                scope = self._scopes.pop(where, None)
+                if scope is not None:
+                    scope.cancel()
+            dropped = []
+            for where in [where for where in self._queues if where[0] == name]:
+                dropped += [item for _, _, item in self._queues.pop(where)]
+                self._wake.pop(where, None)
+            for item in dropped:
+                await self._outbox.failed(item, self._clock(), "its notifier was removed from the config")
+            for active in self._active.values():
+                active.notifiers = tuple(n for n in active.notifiers if n.name != name)
+            log.info("notifier removed", notifier=name, alerts_dropped=len(dropped))
+        self._on_change()
 
     async def say(
         self, alert: Alert, notifiers: Sequence[Notifier], *, enqueue: bool = True, key: str | None = None
@@ -231,6 +260,11 @@ class Alerting:
             self._tg.start_soon(self._work, where)
 
     async def _work(self, where: tuple[str, int]) -> None:
+        with anyio.CancelScope() as scope:
+            self._scopes[where] = scope
+            await self._deliver_from(where)
+
+    async def _deliver_from(self, where: tuple[str, int]) -> None:
         name = where[0]
         queue = self._queues.setdefault(where, [])
         while True:

@@ -279,6 +279,9 @@ def _main(argv: list[str]) -> int:
 
             return run_watch(args)
         if args.command == "run":
+            from watchdog.daemon import hangup  # noqa: PLC0415
+
+            hangup.hold()  # before the config and the daemon's libraries: a SIGHUP now is a reload, not death
             from watchdog.daemon.service import run_daemon  # noqa: PLC0415 - the daemon's libraries only when run
 
             return run_daemon(args.config, shard=args.shard)

@@ -27,7 +27,6 @@ import hmac
 import ipaddress
 import json
 import math
-import re
 import secrets
 import ssl
 import time
@@ -42,6 +41,7 @@ from aiohttp.typedefs import Handler, Middleware
 from anyio.abc import TaskStatus
 from prometheus_client import generate_latest
 
+from watchdog.core.redaction import redact, redact_text
 from watchdog.daemon.connections import IDLE_TIMEOUT, MAX_CONNECTIONS, SAY_EVERY, Connections, bind
 from watchdog.daemon.metrics import DaemonStats, registry_for
 from watchdog.daemon.statuspage import render_page
@@ -71,70 +71,7 @@ _REALM = 'Basic realm="watchdog", charset="UTF-8"'
 Statuses = Callable[[], list[dict[str, Any]]]
 Stats = Callable[[], DaemonStats]
 
-# Log text is untrusted and sometimes carries credentials: engines print their arguments (SGLang's
-# `server_args=ServerArgs(... api_key='...')`, vLLM's `non-default args: {'api_key': ...}`).
-_KEY = r"(?:api[_-]?key|access[_-]?key|token|secret|password|passwd|credentials?|authorization)"
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # first, so that "Authorization: Bearer X" loses X, not the word Bearer
-    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), r"\1 <redacted>"),
-    # key = value, key: value, 'key': 'value' (a name that merely contains the word, e.g. num_tokens, is kept)
-    (
-        re.compile(
-            rf"""(\b(?:[A-Za-z0-9]+[_-])*{_KEY}\b['"]?\s*[=:]\s*['"]?)(?!(?:None|null|<redacted>)\b)([^\s'",)}}\]]+)""",
-            re.IGNORECASE,
-        ),
-        r"\1<redacted>",
-    ),
-    # --api-key VALUE on a command line
-    (re.compile(rf"(--(?:[a-z0-9]+-)*{_KEY}\s+)(\S+)", re.IGNORECASE), r"\1<redacted>"),
-    # user:password@ in a URL
-    (re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/:@]+:[^\s/@]+@", re.IGNORECASE), r"\1<redacted>@"),
-    # well-known token shapes: Hugging Face, OpenAI-style, GitHub, Slack
-    (
-        re.compile(
-            r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,})"
-        ),
-        "<redacted>",
-    ),
-)
-
-
-# most text has none of these: substring tests decide that fast, so a 200-launch /status costs milliseconds
-_MAYBE_SECRET = (
-    "key",
-    "token",
-    "secret",
-    "passw",
-    "cred",
-    "auth",
-    "bearer",
-    "basic",
-    "://",
-    "hf_",
-    "sk-",
-    "gh",
-    "xox",
-)
-
-
-def redact_text(text: str) -> str:
-    """`text` with anything that looks like a credential replaced by `<redacted>`."""
-    lowered = text.lower()
-    if not any(word in lowered for word in _MAYBE_SECRET):
-        return text
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def _redact(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: _redact(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact(v) for v in value]
-    return value
+_redact = redact
 
 
 def status_payload(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import signal
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -32,9 +34,16 @@ from watchdog.alerts.outbox import Outbox
 from watchdog.alerts.senders import ConsoleAlerts, Notifier
 from watchdog.core.expectations import LEARN_FACTOR, eta_to_ready, learned_deadlines, typical_durations
 from watchdog.core.lifecycle import State
+from watchdog.daemon import hangup
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
-from watchdog.exceptions import WatchdogError, first_watchdog_error
+from watchdog.exceptions import (
+    AuthError,
+    ConnectionLost,
+    HostKeyError,
+    WatchdogError,
+    first_watchdog_error,
+)
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHOptions, SSHPool
@@ -42,14 +51,19 @@ from watchdog.profiles.loader import preload_profiles
 from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
-    from watchdog.store import StateStore
+    from watchdog.store import IncarnationRecord, StateStore
 
 __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan"]
 
 log = structlog.get_logger("watchdog.daemon")
 
 RESTART_PAUSE = 5.0  # seconds before a follower that failed is started again
+REFUSED_PAUSE_MAX = 300.0  # a host that refuses us for good is tried again after 5 s, 10 s, ... at most this
+# What a host says when it will refuse again whatever we do (a key or a host key to fix): the host's launches
+# wait, one attempt per host per backoff, until then, a reload or a changed config.
+PERMANENT_REFUSALS: tuple[type[Exception], ...] = (AuthError, HostKeyError)
 HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
+HISTORY_ALL = 1 << 30  # every incarnation the state file keeps (at most MAX_INCARNATIONS_PER_LAUNCH a launch)
 _ALERT_KINDS = {
     State.CRASHED: AlertKind.CRASHED,
     State.STALLED: AlertKind.STALLED,
@@ -57,6 +71,7 @@ _ALERT_KINDS = {
 }
 DRAIN_SECONDS = 5.0  # a graceful stop waits this long at most for the alerts being delivered
 UNREACHABLE_CHECK_SECONDS = 1.0  # how often hosts that cannot be reached are checked against their grace
+HOST_PREFIX = "host:"  # a host's outage is an alert about "host:NAME", not about each of its launches
 
 
 @dataclass(frozen=True)
@@ -82,9 +97,27 @@ class _Running:
     failures: int = 0
     note: str = ""
     incarnation: int = 0  # the newest incarnation seen
-    unreachable_since: float | None = None  # unix time the host stopped answering (None: it answers)
-    unreachable_error: str = ""
-    unreachable_said: bool = False
+    effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
+    history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
+
+
+@dataclass
+class _Host:
+    """One configured host as all its launches see it: one outage, one alert, one backoff."""
+
+    name: str
+    down_since: float | None = None  # unix time it stopped answering or refused us (None: it answers)
+    error: str = ""  # what it said last
+    said: bool = False  # this outage was alerted
+    refused: bool = False  # it refuses for good (auth, host key): launches wait for `retry_at`
+    pause: float = 0.0  # the current backoff
+    retry_at: float = 0.0  # monotonic time of the next attempt while refused
+    trying: bool = False  # one launch makes that attempt; the others wait for its outcome
+    wake: anyio.Event = field(default_factory=anyio.Event)
+
+    def changed(self) -> None:
+        wake, self.wake = self.wake, anyio.Event()
+        wake.set()
 
 
 class Daemon:
@@ -123,6 +156,10 @@ class Daemon:
         self._listen_host = listen_host
         self._unreachable_after = unreachable_after
         self._alerting: Alerting | None = None
+        self._hosts: dict[str, _Host] = {}
+        self._reload_lock = anyio.Lock()
+        self._reloads_asked = 0  # SIGHUPs (or calls) so far
+        self._reloads_done = 0  # the asks the last reload answered
         self._outbox: Outbox | None = None
         self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
         self._activity: dict[str, float] = {}  # launch -> Unix time its log last grew (see `stats`)
@@ -147,11 +184,12 @@ class Daemon:
             status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
             if run.note:
                 status["note"] = run.note
-            if run.unreachable_since is not None:  # the page and /status say it plainly, not only in the note
+            host = self._hosts.get(run.plan.host)
+            if host is not None and host.down_since is not None:  # the page and /status say it plainly
                 status["unreachable"] = {
-                    "since": datetime.fromtimestamp(run.unreachable_since, UTC).isoformat(timespec="seconds"),
-                    "error": run.unreachable_error,
-                    "alerted": run.unreachable_said,
+                    "since": datetime.fromtimestamp(host.down_since, UTC).isoformat(timespec="seconds"),
+                    "error": host.error,
+                    "alerted": host.said,
                 }
             out.append(status)
         return out
@@ -266,17 +304,32 @@ class Daemon:
             self._tg.cancel_scope.cancel()
 
     async def reload(self) -> None:
-        """Take the new plans: start added launches, stop removed ones, restart changed ones."""
+        """Take the new plans: start added launches, stop removed ones, restart changed ones.
+
+        Reloads run one at a time, in the order asked: one asked while another runs waits for it, and all
+        those asked meanwhile are answered by one reload after it (the config read then is the newest).
+        """
         if self._reload is None:
             return
-        try:
-            plans = await self._reload()
-        except WatchdogError as exc:
-            log.error("reload refused; the running configuration stays", error=str(exc))
-            return
-        await self._apply(plans)
-        log.info("reloaded", launches=len(plans))
-        self._systemd.notify(f"STATUS={self.summary()}")
+        await self.started.wait()  # a SIGHUP while starting: the reload comes once the launches run
+        self._reloads_asked += 1
+        asked = self._reloads_asked
+        async with self._reload_lock:
+            if self._reloads_done >= asked:
+                return  # a reload that began after this was asked has read the config
+            self._reloads_done = self._reloads_asked
+            try:
+                plans = await self._reload()
+            except WatchdogError as exc:
+                log.error("reload refused; the running configuration stays", error=str(exc))
+                return
+            for host in self._hosts.values():
+                host.retry_at = 0.0  # a reload is the operator's word that something was fixed: try again now
+                host.pause = 0.0
+                host.changed()
+            await self._apply(plans)
+            log.info("reloaded", launches=len(plans))
+            self._systemd.notify(f"STATUS={self.summary()}")
 
     async def _apply(self, plans: Mapping[str, LaunchPlan]) -> None:
         assert self._tg is not None
@@ -285,13 +338,25 @@ class Daemon:
                 self._running.pop(name).scope.cancel()
         self._plans = dict(plans)
         assert self._alerting is not None
-        self._alerting.use(n for plan in plans.values() for n in plan.alerts)
+        # notifiers no longer configured stop (their queued alerts dropped): none keeps a secret URL at work
+        await self._alerting.use_only([n for plan in plans.values() for n in plan.alerts])
         starting = []
         for name, plan in plans.items():
             if name not in self._running:
                 run = _Running(plan, anyio.CancelScope())
                 self._running[name] = run
                 starting.append(run)
+        if len(starting) > 1 and self._store is not None:
+            # one query (one trip to the store's thread) for every launch starting, not one each: at a cold
+            # start of 200 launches, 200 queries queued behind one another before the first log was read
+            wanted = {run.plan.spec.name: run for run in starting}
+            found: dict[str, list[IncarnationRecord]] = {name: [] for name in wanted}
+            for record in await self._store.history(None, limit=HISTORY_ALL):  # newest first
+                mine = found.get(record.launch)
+                if mine is not None and len(mine) < HISTORY_SAMPLES:
+                    mine.append(record)
+            for name, records in found.items():
+                wanted[name].history = records
         async with anyio.create_task_group() as first_reads:
             for run in starting:
                 first_reads.start_soon(self._start_one, run)
@@ -304,45 +369,119 @@ class Daemon:
 
     async def _launch(self, run: _Running, *, task_status: TaskStatus[None]) -> None:
         plan = run.plan
+        host = self._host(plan)
         started = False
         with run.scope:
-            while True:
-                try:
-                    spec = await self._learned(run)
-                    follower = LaunchFollower(
-                        spec, pool=self._pool(plan), gpu_sampler=self._sampler(plan), checkpoints=self._store
-                    )
-                    run.follower = follower
-                    run.since = _now_iso()
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(self._consume, run, follower)
-                        await tg.start(follower.run)
-                        await self._reachable(run)
-                        if not started:
-                            started = True
-                            task_status.started()
-                    run.note = "the log's source ended; following it again"
-                except Exception as exc:  # one launch's failure never disturbs another
-                    run.failures += 1
-                    if plan.host and run.unreachable_since is None:
-                        run.unreachable_since = time.time()
-                    run.unreachable_error = _reason(exc)
-                    run.note = f"follower failed: {_reason(exc)}; trying again in {RESTART_PAUSE:g}s"
-                    log.warning("launch follower failed", launch=plan.spec.name, error=_reason(exc))
-                if not started:
-                    started = True
-                    task_status.started()
-                await anyio.sleep(RESTART_PAUSE)
+            send, receive = anyio.create_memory_object_stream[Callable[[], Awaitable[None]]](math.inf)
+            run.effects = send
+            async with send, anyio.create_task_group() as effects:
+                effects.start_soon(self._effects, run, receive)
+                while True:
+                    pause = RESTART_PAUSE
+                    trying = False
+                    try:
+                        if host is not None and host.refused:
+                            if not started:  # a launch waiting out its host's refusal holds up no one
+                                started = True
+                                task_status.started()
+                            trying = await self._wait_turn(run, host)
+                            if not trying:
+                                continue  # the host answered another launch: go at once
+                        spec = await self._learned(run)
+                        follower = LaunchFollower(
+                            spec,
+                            pool=self._pool(plan),
+                            gpu_sampler=self._sampler(plan),
+                            checkpoints=self._store,
+                        )
+                        run.follower = follower
+                        run.since = _now_iso()
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(self._consume, run, follower)
+                            await tg.start(follower.run)
+                            await self._reachable(run)
+                            trying = False
+                            if not started:
+                                started = True
+                                task_status.started()
+                        run.note = "the log's source ended; following it again"
+                    except Exception as exc:  # one launch's failure never disturbs another
+                        pause = self._failed(run, host, _cause(exc), trying=trying)
+                        trying = False
+                    finally:
+                        if trying and host is not None:
+                            host.trying = False  # cancelled or failed: another launch may try
+                            host.changed()
+                    if not started:
+                        started = True
+                        task_status.started()
+                    if pause:
+                        await anyio.sleep(pause)
+
+    def _failed(self, run: _Running, host: _Host | None, exc: BaseException, *, trying: bool) -> float:
+        """Say what a follower's failure means (by the exception tree); return the pause before the next try.
+
+        A host that refuses us for good (auth, host key) waits its backoff, shared by its launches; one that
+        cannot be reached is an outage of the host (alerted once, for all its launches, past its grace); a
+        file or reader problem is this launch's note; a state file problem and anything else (a bug) are the
+        daemon's own, logged as errors, never an outage.
+        """
+        run.failures += 1
+        self._change()
+        name = run.plan.spec.name
+        reason = _reason(exc)
+        if host is not None and isinstance(exc, PERMANENT_REFUSALS):
+            self._host_down(host, reason)
+            if not host.refused or trying:  # the first refusal, or the one attempt of this backoff
+                host.refused, host.trying = True, False
+                host.pause = min(REFUSED_PAUSE_MAX, max(RESTART_PAUSE, host.pause * 2))
+                host.retry_at = time.monotonic() + host.pause
+                log.error("host refused us", host=host.name, error=reason, next_try_in=host.pause)
+                host.changed()
+            run.note = f"refused: {reason}; trying again in {_seconds(host.retry_at - time.monotonic())}"
+            return 0.0  # the wait is the host's (`_wait_turn`)
+        run.note = f"follower failed: {reason}; trying again in {RESTART_PAUSE:g}s"
+        if host is not None and isinstance(exc, ConnectionLost):
+            self._host_down(host, reason)
+            if host.refused:  # it answered, if not with a session: no longer a refusal to wait out
+                host.refused, host.trying = False, False
+                host.changed()
+            log.warning("launch follower failed", launch=name, host=host.name, error=reason)
+        elif isinstance(exc, sqlite3.Error):
+            run.note = f"state file problem: {reason}; trying again in {RESTART_PAUSE:g}s"
+            log.error("state file problem", launch=name, error=reason, state_file=self._state_file())
+        elif isinstance(exc, WatchdogError):  # the file or its reader: this launch's, not the host's
+            log.warning("launch follower failed", launch=name, error=reason)
+        else:
+            run.note = f"internal error: {reason}; trying again in {RESTART_PAUSE:g}s"
+            log.error("internal error", launch=name, error=reason, exc_info=exc)
+        return RESTART_PAUSE
+
+    async def _wait_turn(self, run: _Running, host: _Host) -> bool:
+        """Wait while `host` refuses us: True when this launch is the one to try again (its outcome is the
+        host's), False when the host answered another launch (or a reload asked for a try: go)."""
+        while host.refused:
+            if not host.trying and time.monotonic() >= host.retry_at:
+                host.trying = True
+                return True
+            run.note = f"refused: {host.error}; trying again in {_seconds(host.retry_at - time.monotonic())}"
+            wake = host.wake
+            with anyio.move_on_after(math.inf if host.trying else host.retry_at - time.monotonic()):
+                await wake.wait()
+        return False
+
+    def _state_file(self) -> str:
+        return str(self._store.path) if self._store is not None else ""
 
     async def _learned(self, run: _Running) -> LaunchSpec:
         # the launch's own history: its usual phase lengths (for the ETA) and the deadlines they imply
         spec = run.plan.spec
         if self._store is None:
             return spec
-        records = [
-            {"state": r.state, "phase_durations": r.phase_durations}
-            for r in await self._store.history(spec.name, limit=HISTORY_SAMPLES)
-        ]
+        history, run.history = run.history, None  # loaded with the others' at the start; asked anew after
+        if history is None:
+            history = await self._store.history(spec.name, limit=HISTORY_SAMPLES)
+        records = [{"state": r.state, "phase_durations": r.phase_durations} for r in history]
         run.typical = typical_durations(records)
         if run.plan.learned_factor is None:
             return spec
@@ -350,7 +489,12 @@ class Daemon:
         return dataclasses.replace(spec, deadlines=tuple(sorted(deadlines.items())))
 
     async def _consume(self, run: _Running, follower: LaunchFollower) -> None:
+        # What each update means for the status is taken at once; what waits on the disk or the network (the
+        # store's verdicts, the outbox, the silences) goes to the launch's own queue (`_effects`), in order:
+        # a slow or locked state file never holds up the reading.
         name = run.plan.spec.name
+        effects = run.effects
+        assert effects is not None
         with follower.updates:
             async for update in follower.updates:
                 self._change()
@@ -360,18 +504,38 @@ class Daemon:
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
                     if self._store is not None:
                         status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
+                        # returns at once: the store's write-behind task writes it (`StateStore.write_behind`)
                         await self._store.record_transition(name, t.incarnation, status)
-                    await self._transitioned(run, follower, t.incarnation, t.state, t.reason)
+                    effects.send_nowait(
+                        _bind(self._transitioned, run, follower, t.incarnation, t.state, t.reason)
+                    )
                 elif isinstance(update, SourceNoted):
                     run.note = update.detail
                     log.info("source", launch=name, kind=update.kind, detail=update.detail)
-                    if update.kind == "disconnected" and run.unreachable_since is None:
-                        run.unreachable_since = time.time()
-                        run.unreachable_error = update.detail
+                    host = self._hosts.get(run.plan.host)
+                    if update.kind == "disconnected" and host is not None:
+                        self._host_down(host, update.detail)
                     elif update.kind == "connected":
                         await self._reachable(run)
                 elif isinstance(update, Concluded):
-                    await self._conclude(run, update)
+                    effects.send_nowait(_bind(self._conclude, run, update))
+
+    async def _effects(self, run: _Running, receive: Any) -> None:
+        # the launch's slow work, one at a time in the order of its updates; a failure is logged, not fatal
+        async with receive:
+            async for effect in receive:
+                try:
+                    await effect()
+                except sqlite3.Error as exc:
+                    log.error(
+                        "state file problem",
+                        launch=run.plan.spec.name,
+                        error=_reason(exc),
+                        state_file=self._state_file(),
+                    )
+                except Exception as exc:  # a bug: said as one, and the launch goes on being followed
+                    log.error("internal error", launch=run.plan.spec.name, error=_reason(exc), exc_info=exc)
+                self._change()
 
     async def _transitioned(
         self, run: _Running, follower: LaunchFollower, incarnation: int, state: State, reason: str
@@ -444,37 +608,62 @@ class Daemon:
         log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
         self._change()
 
+    def _host(self, plan: LaunchPlan) -> _Host | None:
+        if not plan.host:
+            return None
+        host = self._hosts.get(plan.host)
+        if host is None:
+            host = self._hosts[plan.host] = _Host(plan.host)
+        return host
+
+    def _host_down(self, host: _Host, error: str) -> None:
+        if host.down_since is None:
+            host.down_since = time.time()
+        host.error = error  # the latest reason, not the first one of a long outage
+
     async def _reachable(self, run: _Running) -> None:
-        run.unreachable_since = None
-        if run.unreachable_said:
-            run.unreachable_said = False
+        host = self._hosts.get(run.plan.host)
+        if host is None:
+            return
+        if host.refused or host.trying:
+            host.refused = host.trying = False
+            host.pause = 0.0
+            host.changed()  # its other launches go now
+        host.down_since = None
+        if host.said:
+            host.said = False
             assert self._alerting is not None
-            await self._alerting.resolve(run.plan.spec.name, (AlertKind.UNREACHABLE,), "connected again")
+            log.info("host answers again", host=host.name)
+            await self._alerting.resolve(
+                f"{HOST_PREFIX}{host.name}", (AlertKind.UNREACHABLE,), "connected again"
+            )
 
     async def _watch_unreachable(self) -> None:
-        # a host that stays unreachable past its grace is said once per outage (resolved when it answers)
+        # a host that stays unreachable past its grace is said once per outage, naming its launches (resolved
+        # when it answers again)
         assert self._alerting is not None
         while True:
             await anyio.sleep(UNREACHABLE_CHECK_SECONDS)
             now = time.time()
-            waiting = [
-                (name, run)
-                for name, run in self._running.items()
-                if run.unreachable_since is not None and not run.unreachable_said
-            ]  # a comprehension: no Python-level loop body for the (usual) launches whose host answers
-            for name, run in waiting:
-                since = run.unreachable_since
-                if since is None or now - since < self._unreachable_after:
+            for host in list(self._hosts.values()):
+                since = host.down_since
+                if since is None or host.said or now - since < self._unreachable_after:
                     continue
-                run.unreachable_said = True
-                status = run.follower.status() if run.follower is not None else {"state": "pending"}
-                status = {**status, "name": name, "host": run.plan.host, "labels": dict(run.plan.labels)}
-                alert = Alert.from_status(
-                    AlertKind.UNREACHABLE, status, link=self._link(name), detail=run.unreachable_error
+                runs = [run for run in self._running.values() if run.plan.host == host.name]
+                if not runs:
+                    continue
+                host.said = True
+                notifiers = list({n.name: n for run in runs for n in run.plan.alerts}.values())
+                launches = sorted(run.plan.spec.name for run in runs)
+                alert = Alert.host_unreachable(
+                    host.name,
+                    launches,
+                    since=datetime.fromtimestamp(since, UTC),
+                    error=host.error,
+                    link=self._link(launches[0]) if len(launches) == 1 else self._link(""),
                 )
-                alert = dataclasses.replace(alert, started_at=datetime.fromtimestamp(since, UTC))
-                log.warning("host unreachable", launch=name, host=run.plan.host, error=run.unreachable_error)
-                await self._alerting.say(alert, run.plan.alerts)
+                log.warning("host unreachable", host=host.name, launches=len(launches), error=host.error)
+                await self._alerting.say(alert, notifiers)
                 self._change()
 
     def _link(self, name: str) -> str:
@@ -485,7 +674,10 @@ class Daemon:
         if not plan.host:
             return None
         pool = self._pools.get(plan.host)
-        if pool is None:
+        if pool is None or (plan.ssh is not None and pool.options != plan.ssh):
+            if pool is not None:  # a reload changed how to reach the host (a new key): connect anew
+                assert self._tg is not None
+                self._tg.start_soon(pool.aclose)
             pool = self._pools[plan.host] = SSHPool(plan.ssh)
         return pool
 
@@ -518,6 +710,9 @@ class Daemon:
     async def _signals(self, *, task_status: TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM, signal.SIGINT) as received:
             task_status.started()
+            if hangup.take():  # a SIGHUP while `watchdog run` was starting: the reload it asked for
+                assert self._tg is not None
+                self._tg.start_soon(self.reload)
             async for signum in received:
                 if signum == signal.SIGHUP:
                     assert self._tg is not None
@@ -538,6 +733,28 @@ def _verdict_key(state: State, verdict: Mapping[str, Any]) -> str:
         return name
     stalls = sum(1 for entry in verdict.get("timeline") or () if entry.get("state") == name)
     return name if stalls <= 1 else f"{name}#{stalls}"
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The error a follower's failure is about: ours first, then a state file error, else the first leaf."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    ours = first_watchdog_error(exc)
+    if ours is not None:
+        return ours
+    store = exc.subgroup(lambda e: isinstance(e, sqlite3.Error))
+    leaf: BaseException = store if store is not None else exc
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
+
+
+def _bind(fn: Callable[..., Awaitable[None]], *args: Any) -> Callable[[], Awaitable[None]]:
+    return lambda: fn(*args)
+
+
+def _seconds(value: float) -> str:
+    return f"{max(0.0, value):.0f}s"
 
 
 def _timing(follower: LaunchFollower | None, verdict: Mapping[str, Any]) -> dict[str, Any]:

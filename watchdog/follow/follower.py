@@ -29,6 +29,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
 from watchdog.core.lifecycle import Incarnation, Transition
+from watchdog.core.redaction import redact_mapping
 from watchdog.core.verdict import build_verdict
 from watchdog.exceptions import ConnectionLost
 from watchdog.follow.clock import Clock, MonotonicClock
@@ -189,7 +190,7 @@ class LaunchFollower:
             entered=[round(t.now, 3) for t, _ in inc.timeline],
             last_line=self.analyzer.last_relevant,
         )
-        return out
+        return redact_mapping(out)  # credentials in log text stop here: every sink gets the redacted snapshot
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow until cancelled (or the source ends); ready once the log as it was has been read."""
@@ -363,7 +364,9 @@ class LaunchFollower:
             self._reschedule()
         inc = self._incarnation(number)
         extra = {"timed_out": True} if self.timed_out else None
-        self.concluded = Concluded(self.spec.name, state, self._verdict(inc, extra), self.timed_out)
+        self.concluded = Concluded(
+            self.spec.name, state, redact_mapping(self._verdict(inc, extra)), self.timed_out
+        )
         await self._publish(self.concluded)
 
     def _verdict(self, inc: Incarnation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
