@@ -557,3 +557,43 @@ async def test_timeout_returns_while_a_read_hangs(tmp_path: Path, monkeypatch: p
     assert hung.hung.is_set(), "the read never started"
     assert (code, json.loads(out.getvalue())["timed_out"]) == (2, True)
     assert took < 5.0, f"watch --timeout 1 took {took:.1f} s"
+
+
+_LOGS_WHILE_FOLLOWING = """
+import sys
+
+import structlog
+
+from watchdog.cli.app import main
+from watchdog.follow.follower import LaunchFollower
+
+run = LaunchFollower.run
+
+
+async def run_and_log(self, **kwargs):
+    # what a part of the follower logs while it follows (the SSH pool's "connection made again", a warning)
+    structlog.get_logger("watchdog.follow").info("SSH connection made again", host="gpu1")
+    structlog.get_logger("watchdog.follow").warning("checkpoint not saved", error="disk full")
+    return await run(self, **kwargs)
+
+
+LaunchFollower.run = run_and_log
+sys.exit(main(["watch", "--json", sys.argv[1]]))
+"""
+
+
+def test_what_the_follower_logs_never_reaches_watch_json_output(tmp_path: Path) -> None:
+    """`watch --json`'s standard output is the verdict alone: an event the follower's parts log goes to
+    standard error (warnings and up, no colour in a pipe), never into the JSON a script parses."""
+    log = tmp_path / "server.log"
+    log.write_bytes((CORPUS / "vllm" / "captured-vllm-bad-dtype-cpu.log").read_bytes())
+    script = tmp_path / "watch_logging.py"
+    script.write_text(_LOGS_WHILE_FOLLOWING)
+    done = subprocess.run(
+        [sys.executable, str(script), str(log)], capture_output=True, text=True, timeout=120, check=False
+    )
+    verdict = json.loads(done.stdout)  # the whole of standard output is one JSON document
+    assert verdict["state"] == "crashed"
+    assert "checkpoint not saved" in done.stderr
+    assert "connection made again" not in done.stderr + done.stdout  # info: below a command's level
+    assert "\x1b[" not in done.stderr

@@ -51,6 +51,11 @@ def spec_from_args(args: argparse.Namespace) -> LaunchSpec:
 
 def run_watch(args: argparse.Namespace) -> int:
     """The `watch` command: returns the exit code."""
+    from watchdog.daemon.service import configure_logging  # noqa: PLC0415
+
+    # what the follower's parts log (an SSH connection made again, a warning) goes to standard error, warnings
+    # and up: standard output is the command's own (its lines, the live view, `--json`)
+    configure_logging("console", sys.stderr, level="WARNING")
     try:
         return anyio.run(watch, args, backend="asyncio")
     except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code

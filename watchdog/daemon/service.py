@@ -79,7 +79,7 @@ def notifier_from(name: str, config: Config) -> Notifier:
 FOREIGN_LOG_LEVEL = "WARNING"
 
 
-def configure_logging(log_format: str, stream: TextIO | None = None) -> None:
+def configure_logging(log_format: str, stream: TextIO | None = None, *, level: str = "INFO") -> None:
     """The daemon's log on standard error (or `stream`): one JSON object per line ("json", for journald and
     log shippers) or human-readable lines ("console").
 
@@ -87,7 +87,7 @@ def configure_logging(log_format: str, stream: TextIO | None = None) -> None:
     libraries (asyncssh, aiohttp, asyncio; warnings and up, with a `logger` field). An exception comes with
     its traceback (in JSON as the text of the `exception` field), never with its frames' local variables
     (they hold webhook URLs and tokens). Console colours only on a terminal, and never with `NO_COLOR` set
-    (https://no-color.org).
+    (https://no-color.org). `level`: the least level of watchdog's own events that is written.
     """
     import logging  # noqa: PLC0415
     import os  # noqa: PLC0415
@@ -112,7 +112,7 @@ def configure_logging(log_format: str, stream: TextIO | None = None) -> None:
     ]
     structlog.configure(
         processors=[*shared, *renderer_chain],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level]),
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
