@@ -167,7 +167,8 @@ class Daemon:
     # -- what the HTTP server and the metrics read -------------------------------------------------------
 
     def statuses(self) -> list[dict[str, Any]]:
-        """A snapshot of every launch: its verdict object plus name, host, since, labels."""
+        """A snapshot of every launch: its verdict object plus name, host, since (followed since), labels and
+        `incarnation_since` (when its current incarnation began, as the follower saw it)."""
         out = []
         for name, run in sorted(self._running.items()):
             if run.follower is None:
@@ -177,6 +178,9 @@ class Daemon:
                 entered = status.get("entered") or [0.0]
                 eta = eta_to_ready(status, run.typical, status["elapsed_seconds"] - entered[-1])
                 status["eta_seconds"] = round(eta, 1) if eta is not None else None
+                if status.get("entered"):  # its first timeline entry, on the follower's clock: a wall time
+                    began = time.time() - (status["elapsed_seconds"] - entered[0])
+                    status["incarnation_since"] = _iso(began)
             status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
             if run.note:
                 status["note"] = run.note
@@ -785,3 +789,7 @@ def _reason(exc: BaseException) -> str:
 
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
