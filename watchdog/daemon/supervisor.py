@@ -279,6 +279,9 @@ class Daemon:
                 await anyio.to_thread.run_sync(preload_profiles)
                 if self._serve is not None:
                     self.port = await tg.start(self._serve, self)
+                # before the launches start: a host down at the start (a black-holed one holds its launch's
+                # start for its connect attempts) is said on time, not once every launch has started
+                tg.start_soon(self._watch_unreachable)
                 await self._apply(self._plans)
                 self.started.set()
                 self._systemd.notify("READY=1", f"STATUS={self.summary()}")
@@ -286,7 +289,6 @@ class Daemon:
                 interval = watchdog_interval()
                 if interval is not None:
                     tg.start_soon(self._keepalive, interval)
-                tg.start_soon(self._watch_unreachable)
         finally:
             self._systemd.notify("STOPPING=1")
             self._systemd.close()
