@@ -7,6 +7,7 @@ import random
 import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import NoReturn
 
@@ -87,3 +88,38 @@ def ssh_options(sshd: SSHDServer) -> SSHOptions:
         config=None,
         use_agent=False,
     )
+
+
+@pytest.fixture
+def black_hole() -> Iterator[int]:
+    """A loopback port whose SYNs go unanswered, as a black-holed host's: it listens with backlog 0 and its
+    accept queue is full (the kernel then drops new SYNs)."""
+    import socket  # noqa: PLC0415
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    probe = socket.socket()
+    probe.settimeout(0.5)
+    try:
+        probe.connect(("127.0.0.1", port))
+    except TimeoutError:
+        pass  # dropped: a black hole
+    else:
+        pytest.skip("the kernel answered a SYN to a full accept queue (tcp_abort_on_overflow?)")
+    finally:
+        probe.close()
+    try:
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()

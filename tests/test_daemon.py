@@ -813,3 +813,42 @@ async def test_the_metrics_of_docs_contracts_are_what_a_running_daemon_serves(
         assert served_labels[name] == {want}, f"{name}: served {served_labels[name]}, documented {set(want)}"
     used = {label for sets in served_labels.values() for labels in sets for label in labels} - own
     assert used == label_table
+
+
+async def test_status_says_when_the_current_incarnation_began_after_a_replaced_log(tmp_path: Path) -> None:
+    """A followed log replaced by a new launch's: /status's `incarnation_since` (what the page shows as
+    "incarnation began") is when the new incarnation began, after the replacement; `since` stays when the
+    daemon began following the launch."""
+    import time  # noqa: PLC0415
+    from datetime import datetime  # noqa: PLC0415
+
+    def at(iso: str) -> float:
+        return datetime.fromisoformat(iso).timestamp()
+
+    log = tmp_path / "qwen.log"
+    daemon = Daemon(
+        {"qwen": _plan("qwen", log, ConsoleAlerts(out=io.StringIO()))}, serve=_serve, handle_signals=False
+    )
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(CRASH.read_bytes())
+            await daemon.wait_until(lambda s: _states(s) == {"qwen": "crashed"})
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.port}") as client:
+                (first,) = (await client.get("/status")).json()
+                replaced = time.time()
+                fresh = tmp_path / "fresh.log"
+                fresh.write_bytes(READY.read_bytes())
+                fresh.replace(log)
+                await daemon.wait_until(lambda s: s[0]["incarnation"] == 2 and s[0]["state"] == "ready")
+                (second,) = (await client.get("/status")).json()
+                seen = time.time()
+            tg.cancel_scope.cancel()
+    assert first["incarnation"] == 1
+    assert at(first["incarnation_since"]) <= replaced
+    assert second["incarnation"] == 2
+    # the new incarnation's start: after the log was replaced (a clock's rounding of slack), before /status said it
+    assert replaced - 0.1 <= at(second["incarnation_since"]) <= seen
+    assert at(second["incarnation_since"]) > at(first["incarnation_since"])
+    assert second["since"] == first["since"]  # followed since: unchanged by the new incarnation
+    assert at(second["since"]) <= replaced

@@ -4,8 +4,11 @@ refusing host backed off, reloads in order, removed notifiers stopped, a locked 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import sqlite3
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -404,3 +407,150 @@ async def test_a_cold_start_asks_the_history_of_every_launch_at_once(tmp_path: P
                 tg.cancel_scope.cancel()
     finally:
         await store.close()
+
+
+@pytest.mark.sshd
+async def test_an_ssh_config_that_cannot_be_parsed_is_a_permanent_refusal_of_its_host(
+    tmp_path: Path, sshd: SSHDServer
+) -> None:
+    """An SSH config asyncssh cannot parse (an `SSHConfigError`, a `PermanentError`): the host's launches wait
+    its backoff as for a refused key (one attempt per host per backoff), and the host's outage is said once,
+    naming the config's problem; a reload with a config that parses connects at once and resolves it."""
+    bad = tmp_path / "ssh_config"
+    bad.write_text("Host *\n    Port not-a-number\n")
+    good = tmp_path / "ssh_config_ok"
+    good.write_text("Host *\n    ServerAliveInterval 15\n")
+    names = ["a", "b", "c"]
+    for name in names:
+        (tmp_path / f"{name}.log").write_bytes(b"")
+    async with running_receiver() as receiver:
+        hook = _hook(receiver)
+
+        def plans(config: Path) -> dict[str, LaunchPlan]:
+            opts = dataclasses.replace(_options(sshd, sshd.client_key), config=(str(config),))
+            return {n: _remote(n, sshd, tmp_path / f"{n}.log", opts, hook) for n in names}
+
+        async def reload() -> dict[str, LaunchPlan]:
+            return plans(good)
+
+        daemon = Daemon(plans(bad), reload=reload, handle_signals=False, unreachable_after=0.3)
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                await receiver.wait_for(1)
+                runs = list(daemon._running.values())
+                await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= len(names) + 1)
+                # one attempt for the host per backoff
+                assert sorted(run.failures for run in runs) == [1, 1, 2]
+                assert all(s["note"].startswith("refused: ") for s in daemon.statuses())
+                assert daemon._hosts["gpu1"].refused
+                await daemon.reload()
+                got = await receiver.wait_for(2)
+                tg.cancel_scope.cancel()
+    outage, resolution = (g.json() for g in got)
+    assert [outage["kind"], resolution["kind"]] == ["unreachable", "resolved"]
+    assert outage["launch"] == "host:gpu1"
+    assert "the SSH config" in outage["detail"]
+    assert "Port" in outage["detail"]
+    assert all(name in outage["detail"] for name in names)
+    assert resolution["incident_key"] == outage["dedup_key"]
+
+
+async def test_a_black_holed_host_s_outage_counts_from_when_the_failed_attempt_began(
+    tmp_path: Path, black_hole: int
+) -> None:
+    """A host whose SYNs are dropped is known to be down only when the connect timeout ends: its outage (the
+    alert's `started_at`, the key's `@start`) counts from when that attempt began, a connect timeout earlier,
+    so the alert comes `unreachable_after` past the start, not `connect_timeout + unreachable_after`."""
+    timeout, grace = 3.0, 1.0
+    (tmp_path / "known_hosts").write_text("")
+    options = SSHOptions(
+        known_hosts=str(tmp_path / "known_hosts"), config=None, use_agent=False, connect_timeout=timeout
+    )
+    target = parse_target(f"ssh://nobody@127.0.0.1:{black_hole}/srv/server.log")
+    async with running_receiver() as receiver:
+        plan = LaunchPlan(
+            LaunchSpec(name="far", target=target), host="gpu1", ssh=options, alerts=(_hook(receiver),)
+        )
+        daemon = Daemon({"far": plan}, handle_signals=False, unreachable_after=grace)
+        noted: list[float] = []
+
+        async def note_failure() -> None:  # when the daemon hears that the first attempt failed
+            await daemon.wait_until(lambda s: any("no TCP connection" in x.get("note", "") for x in s))
+            noted.append(time.time())
+
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                began = time.time()
+                tg.start_soon(note_failure)
+                await tg.start(daemon.run)
+                got = await receiver.wait_for(1)
+                tg.cancel_scope.cancel()
+    alert = got[0].json()
+    assert alert["kind"] == "unreachable"
+    started = datetime.fromisoformat(alert["started_at"]).timestamp()
+    assert noted[0] - began >= timeout - 0.5  # the attempt took its timeout
+    # the outage began when the attempt did, a connect timeout before its failure was heard of
+    assert began - 0.5 <= started <= noted[0] - (timeout - 1.0)
+    assert alert["dedup_key"] == f"host:gpu1/unreachable@{int(started)}"
+
+
+@pytest.mark.sshd
+async def test_two_outages_of_one_host_each_have_their_key_and_their_resolution(
+    tmp_path: Path, sshd: SSHDServer
+) -> None:
+    """A host down (our key refused), up (a reload with the right key), down again, up again: a webhook gets
+    two outages with distinct dedup keys `host:gpu1/unreachable@<start>`, each resolution carrying its own
+    outage's key; PagerDuty two incidents, each resolved by its trigger's dedup_key."""
+    wrong = tmp_path / "wrong_key"
+    _write_key(wrong)
+    log = tmp_path / "l.log"
+    log.write_bytes(b"")
+    identity = {"key": wrong}
+    async with running_receiver() as receiver:
+        hook = ServiceNotifier(
+            name="hook", kind="webhook", urls=(receiver.url("/hook"),), on=EVERY_KIND, timeout=2.0
+        )
+        pd = ServiceNotifier(
+            name="pd",
+            kind="pagerduty",
+            urls=(receiver.url("/pd"),),
+            options={"routing_key": "k"},
+            timeout=2.0,
+        )
+
+        def plans() -> dict[str, LaunchPlan]:
+            return {"l": _remote("l", sshd, log, _options(sshd, identity["key"]), hook, pd)}
+
+        async def reload() -> dict[str, LaunchPlan]:
+            return plans()
+
+        def at(path: str) -> list[Any]:
+            return [g.json() for g in receiver.delivered() if g.path.startswith(path)]
+
+        # a grace of 1 s: the second outage begins at least a second after the first (its key's @start differs)
+        daemon = Daemon(plans(), reload=reload, handle_signals=False, unreachable_after=1.0)
+        with anyio.fail_after(DEADLINE * 2):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                for n, key in enumerate([sshd.client_key, wrong, sshd.client_key], start=2):
+                    await receiver.wait_until(
+                        lambda _, n=n: len(at("/hook")) == n - 1 and len(at("/pd")) == n - 1
+                    )
+                    identity["key"] = key
+                    await daemon.reload()
+                await receiver.wait_until(lambda _: len(at("/hook")) == 4 and len(at("/pd")) == 4)
+                tg.cancel_scope.cancel()
+    hooks = at("/hook")
+    assert [h["kind"] for h in hooks] == ["unreachable", "resolved"] * 2
+    first, second = hooks[0], hooks[2]
+    for outage in (first, second):
+        start = int(datetime.fromisoformat(outage["started_at"]).timestamp())
+        assert outage["dedup_key"] == outage["incident_key"] == f"host:gpu1/unreachable@{start}"
+    assert first["dedup_key"] != second["dedup_key"]
+    for outage, resolution in zip(hooks[::2], hooks[1::2], strict=True):
+        assert resolution["incident_key"] == outage["dedup_key"]
+        assert resolution["dedup_key"] == f"{outage['dedup_key']}/resolved"
+    events = at("/pd")
+    assert [e["event_action"] for e in events] == ["trigger", "resolve"] * 2
+    assert [e["dedup_key"] for e in events] == [first["dedup_key"]] * 2 + [second["dedup_key"]] * 2

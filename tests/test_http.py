@@ -240,7 +240,8 @@ async def test_status_lists_every_launch_with_its_verdict() -> None:
 
 
 async def test_status_fills_in_missing_fields() -> None:
-    """A launch with no follower yet still has name, host, since and incarnation in /status."""
+    """A launch with no follower yet still has name, host, since, incarnation and incarnation_since in
+    /status."""
     pending = [{"name": "new", "state": "pending", "phase": "pending"}]
     async with serving(lambda: pending) as url, httpx.AsyncClient() as client:
         body = (await client.get(f"{url}/status")).json()
@@ -252,6 +253,7 @@ async def test_status_fills_in_missing_fields() -> None:
             "host": "",
             "since": None,
             "incarnation": None,
+            "incarnation_since": None,
         }
     ]
 

@@ -370,3 +370,32 @@ async def test_a_real_daemon_whose_host_refuses_shows_it_unreachable(tmp_path: P
     assert "unreachable" in row.attrs["class"].split()
     assert row.one("reach").one("title").text.startswith("cannot reach gpu9 since ")
     assert row.one("reach").one("reason").text == status["unreachable"]["error"]
+
+
+class _Replaced(_Daemon):
+    """qwen-vllm followed for two hours; its log was replaced by a new launch five minutes ago."""
+
+    def statuses(self) -> list[dict[str, Any]]:
+        self.calls += 1
+        from datetime import UTC, datetime, timedelta  # noqa: PLC0415
+
+        now = datetime.now(UTC)
+        out = three_launches()
+        out[1].update(
+            incarnation=2,
+            incarnations=2,
+            since=(now - timedelta(hours=2)).isoformat(),
+            incarnation_since=(now - timedelta(minutes=5)).isoformat(),
+        )
+        return out
+
+
+async def test_incarnation_began_is_the_current_incarnation_s_start(tmp_path: Path) -> None:
+    """After a replaced log the card's "incarnation began" is the new incarnation's start
+    (`incarnation_since`), not when the daemon began following the launch (`since`, two hours ago)."""
+    async with _serving(_Replaced()) as url:
+        dom = (await _chromium(url, tmp_path / "profile", "--dump-dom")).decode()
+    rows = {r.attrs["data-launch"]: r for r in _parse(dom).by_class("launch")}
+    live = rows["qwen-vllm"].one("elapsed").text
+    assert live.startswith("incarnation began 5m0"), live
+    assert "2h" not in live

@@ -12,7 +12,9 @@ from typing import Any
 
 from watchdog.vocabulary import OUTCOMES, State
 
-__all__ = ["SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
+__all__ = ["HOST_LAUNCH_PREFIX", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
+
+HOST_LAUNCH_PREFIX = "host:"  # a host's own alert (its outage) is about the launch `host:NAME`
 
 # A fact as the verdict gives it (`facts` of the JSON verdict): a number most often, sometimes text.
 FactValue = str | int | float | bool | None
@@ -79,8 +81,9 @@ class Alert:
     @property
     def dedup_key(self) -> str:
         """Stable across retries and restarts, and one per alert: `launch/incarnation/kind`, with `#N` for
-        the Nth stall of an incarnation and `@<unix time it began>` for an outage (each is its own alert);
-        a resolution's is the incident key of what it ends plus `/resolved`."""
+        the Nth stall of an incarnation and `@<unix time it began>` for an outage (each is its own alert); a
+        host's outage (`host_unreachable`) is `host:NAME/unreachable@<unix time it began>`; a resolution's is
+        the incident key of what it ends plus `/resolved`."""
         if self.kind is AlertKind.RESOLVED:
             return f"{self.incident_key}/resolved"
         return self._key(self.kind)
@@ -97,6 +100,8 @@ class Alert:
         return self._key(self.problem)
 
     def _key(self, kind: AlertKind) -> str:
+        if self.launch == f"{HOST_LAUNCH_PREFIX}{self.host}":  # a host's own alert: no launch's incarnation
+            return f"{self.launch}/{kind.value}@{int(self.started_at.timestamp())}"
         key = f"{self.launch}/{self.incarnation}/{kind.value}"
         if self.occurrence > 1:
             key += f"#{self.occurrence}"
@@ -109,7 +114,7 @@ class Alert:
         """`launch on host`, or the launch alone for a local file (or a host's own alert, `host:NAME`)."""
         return (
             f"{self.launch} on {self.host}"
-            if self.host and self.launch != f"host:{self.host}"
+            if self.host and self.launch != f"{HOST_LAUNCH_PREFIX}{self.host}"
             else self.launch
         )
 
@@ -137,7 +142,7 @@ class Alert:
         names = ", ".join(launches)
         return cls(
             kind=AlertKind.UNREACHABLE,
-            launch=f"host:{host}",
+            launch=f"{HOST_LAUNCH_PREFIX}{host}",
             host=host,
             engine="",
             phase="",

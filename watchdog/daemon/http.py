@@ -5,7 +5,7 @@ no second server process or thread), TLS is a plain `ssl.SSLContext`, and basic 
 
 - `/metrics`: Prometheus text format, built at scrape time (`watchdog.daemon.metrics`);
 - `/status`: a JSON list, one status snapshot per launch (the verdict object plus name, host, since,
-  incarnation), with anything that looks like a credential in log text redacted;
+  incarnation, incarnation_since), with anything that looks like a credential in log text redacted;
 - `/healthz`: 200 "ok" (open without credentials, for container and load-balancer health checks: it tells
   nothing), or 503 "degraded: ..." while the state file cannot be written;
 - `/`: the status page (`watchdog.daemon.statuspage`).
@@ -75,7 +75,8 @@ _redact = redact
 
 
 def status_payload(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The /status list: each snapshot (a new object) with name, host, since and incarnation, redacted."""
+    """The /status list: each snapshot (a new object) with name, host, since, incarnation and
+    incarnation_since, redacted."""
     out = []
     for status in statuses:
         item: dict[str, Any] = _redact(status)
@@ -83,6 +84,7 @@ def status_payload(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         item.setdefault("host", "")
         item.setdefault("since", None)
         item.setdefault("incarnation", None)
+        item.setdefault("incarnation_since", None)
         out.append(item)
     return out
 

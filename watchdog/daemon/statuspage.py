@@ -195,7 +195,8 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   // the one text that changes every refresh, set in place (redrawing the row would drop a hovered tooltip)
   function liveText(st) {
     const parts = [];
-    if (st.since) parts.push("incarnation began " + ago(st.since));
+    // when the current incarnation began (a replaced log's new launch), not when the daemon began following it
+    if (st.incarnation_since) parts.push("incarnation began " + ago(st.incarnation_since));
     if (typeof st.elapsed_seconds === "number") parts.push("followed " + dur(st.elapsed_seconds));
     return parts.join(" \\u00b7 ");
   }

@@ -38,9 +38,8 @@ from watchdog.daemon import hangup
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
 from watchdog.exceptions import (
-    AuthError,
     ConnectionLost,
-    HostKeyError,
+    PermanentError,
     WatchdogError,
     first_watchdog_error,
 )
@@ -59,9 +58,6 @@ log = structlog.get_logger("watchdog.daemon")
 
 RESTART_PAUSE = 5.0  # seconds before a follower that failed is started again
 REFUSED_PAUSE_MAX = 300.0  # a host that refuses us for good is tried again after 5 s, 10 s, ... at most this
-# What a host says when it will refuse again whatever we do (a key or a host key to fix): the host's launches
-# wait, one attempt per host per backoff, until then, a reload or a changed config.
-PERMANENT_REFUSALS: tuple[type[Exception], ...] = (AuthError, HostKeyError)
 HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
 HISTORY_ALL = 1 << 30  # every incarnation the state file keeps (at most MAX_INCARNATIONS_PER_LAUNCH a launch)
 _ALERT_KINDS = {
@@ -171,7 +167,8 @@ class Daemon:
     # -- what the HTTP server and the metrics read -------------------------------------------------------
 
     def statuses(self) -> list[dict[str, Any]]:
-        """A snapshot of every launch: its verdict object plus name, host, since, labels."""
+        """A snapshot of every launch: its verdict object plus name, host, since (followed since), labels and
+        `incarnation_since` (when its current incarnation began, as the follower saw it)."""
         out = []
         for name, run in sorted(self._running.items()):
             if run.follower is None:
@@ -181,6 +178,9 @@ class Daemon:
                 entered = status.get("entered") or [0.0]
                 eta = eta_to_ready(status, run.typical, status["elapsed_seconds"] - entered[-1])
                 status["eta_seconds"] = round(eta, 1) if eta is not None else None
+                if status.get("entered"):  # its first timeline entry, on the follower's clock: a wall time
+                    began = time.time() - (status["elapsed_seconds"] - entered[0])
+                    status["incarnation_since"] = _iso(began)
             status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
             if run.note:
                 status["note"] = run.note
@@ -279,6 +279,9 @@ class Daemon:
                 await anyio.to_thread.run_sync(preload_profiles)
                 if self._serve is not None:
                     self.port = await tg.start(self._serve, self)
+                # before the launches start: a host down at the start (a black-holed one holds its launch's
+                # start for its connect attempts) is said on time, not once every launch has started
+                tg.start_soon(self._watch_unreachable)
                 await self._apply(self._plans)
                 self.started.set()
                 self._systemd.notify("READY=1", f"STATUS={self.summary()}")
@@ -286,7 +289,6 @@ class Daemon:
                 interval = watchdog_interval()
                 if interval is not None:
                     tg.start_soon(self._keepalive, interval)
-                tg.start_soon(self._watch_unreachable)
         finally:
             self._systemd.notify("STOPPING=1")
             self._systemd.close()
@@ -421,16 +423,17 @@ class Daemon:
     def _failed(self, run: _Running, host: _Host | None, exc: BaseException, *, trying: bool) -> float:
         """Say what a follower's failure means (by the exception tree); return the pause before the next try.
 
-        A host that refuses us for good (auth, host key) waits its backoff, shared by its launches; one that
-        cannot be reached is an outage of the host (alerted once, for all its launches, past its grace); a
-        file or reader problem is this launch's note; a state file problem and anything else (a bug) are the
+        A host that refuses us for good (a `PermanentError`: auth, host key, or an SSH config that cannot be
+        parsed: it refuses again whatever we do until a person fixes it) is an outage of the host that waits
+        its backoff, shared by its launches, until then, a reload or a changed config; one that cannot be
+        reached is an outage of the host (alerted once, for all its launches, past its grace); a file or reader problem is this launch's note; a state file problem and anything else (a bug) are the
         daemon's own, logged as errors, never an outage.
         """
         run.failures += 1
         self._change()
         name = run.plan.spec.name
         reason = _reason(exc)
-        if host is not None and isinstance(exc, PERMANENT_REFUSALS):
+        if host is not None and isinstance(exc, PermanentError):
             self._host_down(host, reason)
             if not host.refused or trying:  # the first refusal, or the one attempt of this backoff
                 host.refused, host.trying = True, False
@@ -514,7 +517,7 @@ class Daemon:
                     log.info("source", launch=name, kind=update.kind, detail=update.detail)
                     host = self._hosts.get(run.plan.host)
                     if update.kind == "disconnected" and host is not None:
-                        self._host_down(host, update.detail)
+                        self._host_down(host, update.detail, since=update.since)
                     elif update.kind == "connected":
                         await self._reachable(run)
                 elif isinstance(update, Concluded):
@@ -616,9 +619,12 @@ class Daemon:
             host = self._hosts[plan.host] = _Host(plan.host)
         return host
 
-    def _host_down(self, host: _Host, error: str) -> None:
-        if host.down_since is None:
-            host.down_since = time.time()
+    def _host_down(self, host: _Host, error: str, *, since: float | None = None) -> None:
+        # the outage counts from when the first failed attempt began (`SourceNoted.since`: a black-holed host
+        # is said only at the end of its connect timeout), else from now
+        began = time.time() if since is None else since
+        if host.down_since is None or began < host.down_since:
+            host.down_since = began
         host.error = error  # the latest reason, not the first one of a long outage
 
     async def _reachable(self, run: _Running) -> None:
@@ -785,3 +791,7 @@ def _reason(exc: BaseException) -> str:
 
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

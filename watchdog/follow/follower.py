@@ -89,11 +89,15 @@ class Transitioned:
 
 @dataclass(frozen=True)
 class SourceNoted:
-    """Something happened to the log's source: connected, disconnected, file restarted, file missing."""
+    """Something happened to the log's source: connected, disconnected, file restarted, file missing.
+
+    `since`: for `disconnected`, the unix time the failed connection attempt began, when the source knows it
+    (`Disconnected.since`); None otherwise."""
 
     launch: str
     kind: str
     detail: str
+    since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -265,13 +269,15 @@ class LaunchFollower:
             await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
             await self._apply(self.analyzer.probe(LogMissing(), now))
             self._caught_up = True
-        elif isinstance(item, Connected | Disconnected):
-            await self._note(type(item).__name__.lower(), str(item))
+        elif isinstance(item, Disconnected):
+            await self._note("disconnected", str(item), since=item.since)
+        elif isinstance(item, Connected):
+            await self._note("connected", str(item))
         if self._checkpoints is not None:
             self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
 
-    async def _note(self, kind: str, detail: str) -> None:
-        await self._publish(SourceNoted(self.spec.name, kind, detail))
+    async def _note(self, kind: str, detail: str, *, since: float | None = None) -> None:
+        await self._publish(SourceNoted(self.spec.name, kind, detail, since))
 
     # -- verdicts ----------------------------------------------------------------------------------------
 

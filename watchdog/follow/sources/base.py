@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 __all__ = [
@@ -67,10 +67,15 @@ class Connected:
 @dataclass(frozen=True)
 class Disconnected:
     """The connection to `host` dropped, or the host refused another channel (sshd's MaxSessions); it is
-    being re-established."""
+    being re-established.
+
+    `since`: for a connection that could not be made, the unix time the failed attempt began (a black-holed
+    host is said only when its connect timeout ends: its outage began that long before); None: when said.
+    """
 
     host: str
     reason: str
+    since: float | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         """What a person reads: `connection to gpu1 lost: <reason>; reconnecting` (the reason alone when it

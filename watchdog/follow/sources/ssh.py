@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
@@ -280,13 +281,14 @@ class _Follower:
                 await anyio.sleep(pause)
                 pause = 0.0
             if reconnect:
+                began = time.time()
                 try:
                     await self._connect()
                 except ConnectionLost as exc:
                     # said at the first failed attempt, not after the last: an unreachable host is news at
-                    # once (its alert counts from here), while the attempts go on
+                    # once (its alert counts from when that attempt began), while the attempts go on
                     failed += 1
-                    self._down(str(exc))
+                    self._down(str(exc), since=began)
                     limit = self.src.reconnect_attempts if self.connected else self.src.connect_attempts
                     if limit is not None and failed >= limit:
                         raise
@@ -319,11 +321,11 @@ class _Follower:
                 self.refusals = 0
                 reconnect = True
 
-    def _down(self, reason: str) -> None:
+    def _down(self, reason: str, since: float | None = None) -> None:
         # Disconnected once per outage, and again only when the reason changes (it says what happens now)
         if reason != self.down:
             self.down = reason
-            self.out.append(Disconnected(self.src.host, reason))
+            self.out.append(Disconnected(self.src.host, reason, since=since))
 
     async def _connect(self) -> None:
         src = self.src
