@@ -583,7 +583,7 @@ class Daemon:
             try:  # a file that cannot be written keeps the verdict for later (`StateStore.failing`)
                 announced = await self._store.record_verdict(name, incarnation, verdict, said)
             except Exception as exc:  # a damaged file: the alert is said (again, rather than never)
-                log.warning("verdict not stored", launch=name, incarnation=incarnation, error=repr(exc))
+                log.warning("verdict not stored", launch=name, incarnation=incarnation, error=_reason(exc))
         kind = _ALERT_KINDS.get(update.state)
         if kind is None:
             return
@@ -607,7 +607,7 @@ class Daemon:
             try:  # kept and written later when the file cannot be written now
                 await self._store.mark_announced(name, incarnation, stored_key)
             except Exception as exc:
-                log.warning("announcement not stored", launch=name, incarnation=incarnation, error=repr(exc))
+                log.warning("announcement not stored", launch=name, incarnation=incarnation, error=_reason(exc))
         log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
         self._change()
 
