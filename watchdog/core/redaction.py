@@ -1,7 +1,9 @@
 """Credentials in log text (API keys, tokens, passwords, URL user:password@) replaced by `<redacted>`.
 
 Applied once, where a launch's status and verdict leave the follow layer (`LaunchFollower`): the store, the
-alerts, /status, the status page and the CLI all get the redacted text. Pure: no I/O.
+alerts, /status, the status page and the CLI all get the redacted text. A follower's checkpoint (its analyzer's
+state, raw lines and all) is saved with `mask_secrets`, which keeps every length (the analyzer's offsets into
+its buffers stay right). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["redact", "redact_mapping", "redact_text"]
+__all__ = ["mask_secrets", "redact", "redact_mapping", "redact_text"]
 
 # Log text is untrusted and sometimes carries credentials: engines print their arguments (SGLang's
 # `server_args=ServerArgs(... api_key='...')`, vLLM's `non-default args: {'api_key': ...}`).
@@ -59,6 +61,8 @@ _MAYBE_SECRET = (
 )
 
 
+_Text = TypeVar("_Text", str, bytes, bytearray)
+
 _CACHED_CHARS = 4096  # texts up to this long are remembered: a status repeats the same lines at every call
 
 
@@ -81,6 +85,31 @@ def _redact(text: str) -> str:
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def mask_secrets(value: _Text) -> _Text:
+    """`value` with every character of anything that looks like a credential (as `redact_text` finds them)
+    replaced by `*`, keeping its length: the same object when there is none. Bytes are read as Latin-1 (one
+    character per byte), so every offset into them stays right."""
+    text = value if isinstance(value, str) else value.decode("latin-1")
+    lowered = text.lower()
+    if not any(word in lowered for word in _MAYBE_SECRET):
+        return value
+    chars: list[str] | None = None
+    for pattern, _ in _SECRET_PATTERNS:
+        for match in pattern.finditer(text):
+            # the secret: after the pattern's first group (the key, `--api-key `, `Bearer `, `scheme://`)
+            for i in range(match.end(1) if pattern.groups else match.start(), match.end()):
+                if text[i] not in "*@" and not text[i].isspace():
+                    if chars is None:
+                        chars = list(text)
+                    chars[i] = "*"
+    if chars is None:
+        return value
+    masked = "".join(chars)
+    if isinstance(value, str):
+        return masked
+    return type(value)(masked.encode("latin-1"))
 
 
 def redact(value: Any) -> Any:
