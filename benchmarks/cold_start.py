@@ -39,10 +39,16 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--deadline", type=float, default=120.0)
+    parser.add_argument(
+        "--no-rc",
+        action="store_true",
+        help="sessions skip the login shell's ~/.bashrc (sshd SetEnv SHLVL=1: bash reads it for an SSH command "
+        "only at shell level 1); a .bashrc that runs `pyenv init` serializes 200 sessions on pyenv's rehash lock",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        sshd = start_sshd(work / "sshd")
+        sshd = start_sshd(work / "sshd", extra_config=["SetEnv SHLVL=1"] if args.no_rc else ())
         try:
             hosts = "".join(
                 f'\n[hosts.gpu{h}]\naddress = "127.0.0.1"\nport = {sshd.port}\nuser = "{sshd.user}"\n'

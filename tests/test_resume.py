@@ -18,6 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.redaction import mask_secrets, may_hold_secret, redact_text
 from watchdog.follow import checkpoint as checkpoint_module
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
@@ -776,3 +777,29 @@ async def test_a_checkpoint_over_ssh_names_its_file_without_a_remote_command(
         assert follower.resumed_at == cut  # the saved device and inode are those the host's identify finds
         assert len([c for c in commands if "watchdog-identify" in c]) == 1  # the restore's
         assert (second.first_offset, second.bytes) == (cut, len(data) - cut)
+
+
+def test_the_cheap_look_finds_every_line_redaction_would_change_and_masking_keeps_lengths() -> None:
+    """`may_hold_secret` (the look at a whole pickle before the slower masking one) says yes for every corpus
+    line, and every secret-bearing line, that `redact_text` changes, also inside a pickle (after its length
+    byte); `mask_secrets` keeps every length and leaves none of the secrets."""
+    leaks = [
+        f"--api-key {SECRETS[0]}",
+        f"HF_TOKEN={SECRETS[1]}",
+        f"password={SECRETS[2]}",
+        "Authorization: Bearer abcdefgh12345678",
+        "https://user:pw123456@example.com/x",
+        f"{SECRETS[0]}",
+    ]
+    lines = [line.decode("utf-8", "replace") for log in LOGS for line in _read(log).splitlines()]
+    changed = [line for line in lines + leaks if redact_text(line) != line]
+    assert len(changed) > len(leaks)  # the corpus has some too (`token: 7`, ...)
+    for line in changed:
+        assert may_hold_secret(line), line
+        assert may_hold_secret(pickle.dumps([line, line.encode()])), line
+        for value in (line, line.encode(), bytearray(line.encode())):
+            masked = mask_secrets(value)
+            assert type(masked) is type(value)
+            assert len(masked) == len(value)
+    for leak in leaks:
+        assert not any(secret in mask_secrets(leak) for secret in SECRETS)

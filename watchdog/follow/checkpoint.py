@@ -63,7 +63,7 @@ import anyio.to_thread
 import structlog
 
 from watchdog.core.analyzer import Analyzer, _rule_set
-from watchdog.core.redaction import mask_secrets
+from watchdog.core.redaction import mask_secrets, may_hold_secret
 from watchdog.exceptions import WatchdogError
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
 from watchdog.profiles.loader import Profile, load_profile
@@ -191,6 +191,10 @@ def encode(
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(checkpoint.analyzer)
     state = buffer.getvalue()
+    if may_hold_secret(state.decode("latin-1")):  # rare: pickled again, every text masked (a slower pickler)
+        buffer = io.BytesIO()
+        _MaskingPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(checkpoint.analyzer)
+        state = buffer.getvalue()
     if fixed + len(state) > max_bytes:
         return None
     return b"".join((_PREFIX.pack(MAGIC, FORMAT, len(text)), text, head, before, state))
@@ -245,15 +249,19 @@ _MASKED = "masked"  # the persistent id of a text whose credentials were masked:
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles an analyzer as a checkpoint keeps it: see `_reduce_analyzer` and `_reduce_profile`; every text in
-    it (the lines held, the framer's unfinished one, the tracebacks', the findings') with its credentials masked
-    (`mask_secrets`: lengths kept), so that the state file holds none."""
+    """Pickles an analyzer as a checkpoint keeps it: see `_reduce_analyzer` and `_reduce_profile`."""
 
     dispatch_table = {  # noqa: RUF012 - read by pickle, never changed
         **copyreg.dispatch_table,
         Analyzer: _reduce_analyzer,
         Profile: _reduce_profile,
     }
+
+
+class _MaskingPickler(_Pickler):
+    """`_Pickler`, with every text (the lines held, the framer's unfinished one, the tracebacks', the findings')
+    with its credentials masked (`mask_secrets`: lengths kept), so that the state file holds none. Used when the
+    plain pickle may hold one (`may_hold_secret`: a Python call per object pickled is ~50x slower)."""
 
     def persistent_id(self, obj: Any) -> Any:
         # called for every object pickled (before its memo): a text with a credential goes as its masked copy
