@@ -354,19 +354,22 @@ async def test_secrets_in_a_crash_reach_no_sink(tmp_path: Path) -> None:
                     async with httpx.AsyncClient() as client:
                         status = (await client.get(f"http://127.0.0.1:{daemon.port}/status")).text
                     tg.cancel_scope.cancel()
-        # every row of the state file (verdicts, transitions, outbox), but the follower's checkpoint blob: it
-        # pickles the analyzer's own state, raw lines included (not redacted yet: see the CHANGELOG)
         with sqlite3.connect(state / "watchdog.sqlite3") as conn:
-            stored = "\n".join(
-                line for line in conn.iterdump() if not line.startswith('INSERT INTO "checkpoints"')
-            ).encode()
+            stored = "\n".join(conn.iterdump()).encode()  # every row: verdicts, transitions, outbox
+            (checkpoints,) = conn.execute("SELECT count(*) FROM checkpoints").fetchone()
+    # ... and the state file's bytes as they are on disk (the follower's checkpoint, pages freed, the log ahead)
+    on_disk = b"".join(
+        path.read_bytes() for path in state.iterdir() if path.name.startswith("watchdog.sqlite3")
+    )
     payload = got[0].body.decode()
     assert "CUDA error" in payload
     assert "<redacted>" in payload
     assert b"CUDA error" in stored
+    assert checkpoints == 1  # the follower's analysis was saved, lines and all
     for secret in SECRETS:
         assert secret not in payload
         assert secret.encode() not in stored
+        assert secret.encode() not in on_disk
         assert secret not in status
 
 

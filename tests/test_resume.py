@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -17,6 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.redaction import mask_secrets, may_hold_secret, redact_text
 from watchdog.follow import checkpoint as checkpoint_module
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
@@ -84,6 +86,12 @@ def _checkpoint(tmp_path: Path, data: bytes, cut: int) -> tuple[Path, Checkpoint
     return path, Checkpoint(_identity(path, cut), 12.5, _fed(data[:cut]))
 
 
+def _digested(identity: FileIdentity) -> FileIdentity:
+    return dataclasses.replace(
+        identity, head=hashlib.sha256(identity.head).digest(), before=hashlib.sha256(identity.before).digest()
+    )
+
+
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem[:60])
 def test_a_checkpoint_read_back_goes_on_like_a_replay_of_the_whole_log(tmp_path: Path, log: Path) -> None:
     """Every corpus log cut in two: the first half's analyzer, encoded, decoded and fed the second half, ends
@@ -95,12 +103,49 @@ def test_a_checkpoint_read_back_goes_on_like_a_replay_of_the_whole_log(tmp_path:
     blob = encode(checkpoint, build=build, settings=settings)
     assert blob is not None
     restored = decode(blob, build=build, settings=settings)
-    assert restored.identity == checkpoint.identity
+    assert restored.identity == _digested(checkpoint.identity)
     assert restored.elapsed == 12.5
     analyzer = restored.analyzer
     analyzer.feed(data[cut:], 0.0)
     analyzer.finish(0.0)
     whole, verdict = replay_path(log)
+    inc, want = analyzer.lifecycle.verdict_incarnation(), whole.lifecycle.verdict_incarnation()
+    assert (inc.state, inc.phase, inc.number) == (want.state, want.phase, want.number)
+    assert (analyzer.lines_read, analyzer.bytes_read) == (verdict["lines_read"], verdict["bytes_read"])
+
+
+SECRETS = ("sk-abc123def456ghi789jkl012", "hf_AbCdEfGhIjKlMnOpQrStUvWx", "hunter2hunter2")
+
+
+@pytest.mark.parametrize("where", ["in the head", "in a traceback", "cut in the secret"])
+def test_a_checkpoint_holds_no_secret_of_its_log_and_goes_on_the_same(tmp_path: Path, where: str) -> None:
+    """Credentials in the log (its banner, a crash's lines, the unfinished line at the cut): none in the blob
+    (the windows are digests, the texts masked, lengths kept), and the restored analyzer still ends like a
+    replay of the whole log."""
+    leak = f" --api-key {SECRETS[0]} HF_TOKEN={SECRETS[1]} password={SECRETS[2]}".encode()
+    lines = _read(CRASH).splitlines(keepends=True)
+    at = (
+        1
+        if where == "in the head"
+        else next(i for i, line in enumerate(lines) if b"CUDA error: operation not permitted" in line)
+    )
+    lines[at] = lines[at].rstrip(b"\n") + leak + b"\n"
+    data = b"".join(lines)
+    path = tmp_path / "server.log"
+    path.write_bytes(data)
+    end_of_leak = sum(map(len, lines[: at + 1])) - 1
+    cut = end_of_leak - 10 if where == "cut in the secret" else end_of_leak + 1
+    checkpoint = Checkpoint(_identity(path, cut), 1.0, _fed(data[:cut]))
+    blob = encode(checkpoint, build="b", settings="s")
+    assert blob is not None
+    for secret in SECRETS:
+        assert secret.encode() not in blob
+    if where != "cut in the secret":
+        assert b"*" * len(SECRETS[2]) in blob  # masked where it was, not dropped
+    analyzer = decode(blob, build="b", settings="s").analyzer
+    analyzer.feed(data[cut:], 0.0)
+    analyzer.finish(0.0)
+    whole, verdict = replay_path(path)
     inc, want = analyzer.lifecycle.verdict_incarnation(), whole.lifecycle.verdict_incarnation()
     assert (inc.state, inc.phase, inc.number) == (want.state, want.phase, want.number)
     assert (analyzer.lines_read, analyzer.bytes_read) == (verdict["lines_read"], verdict["bytes_read"])
@@ -688,3 +733,73 @@ async def test_a_checkpoint_that_cannot_be_written_says_so_once_until_one_is(tmp
     events = [e["event"] for e in logs if e["event"].startswith("checkpoint")]
     assert events.count("checkpoint not saved (a restart reads from the last one saved, or the start)") == 1
     assert "checkpoint saved again" in events
+
+
+@pytest.mark.sshd
+async def test_a_checkpoint_over_ssh_names_its_file_without_a_remote_command(
+    tmp_path: Path, sshd: Any, ssh_options: SSHOptions
+) -> None:
+    """The SSH reader's header names the file it streams (device and inode): the follower's checkpoints are
+    saved without one remote `identify` each (200 launches' saves choked their hosts); only a restore asks the
+    host, once, and the checkpoint it reads back names the file `identify` finds."""
+    data = _read(CRASH)
+    path = tmp_path / "server.log"
+    cut = len(data) // 2
+    path.write_bytes(data[:cut])
+    spec = _spec(f"ssh://{sshd.user}@{sshd.host}:{sshd.port}{path}")
+
+    async with SSHPool(ssh_options) as pool, open_store(tmp_path / "state") as store:
+        commands: list[str] = []
+        run = pool.run
+
+        async def counted_run(host: str, command: str, **kw: Any) -> Any:
+            commands.append(command)
+            return await run(host, command, **kw)
+
+        pool.run = counted_run  # type: ignore[method-assign]
+
+        def source() -> CountingSource:
+            return CountingSource(
+                SSHSource(pool, sshd.host, str(path), port=sshd.port, user=sshd.user, stat_interval=0.05)
+            )
+
+        first = source()
+        follower = await _follow(spec, first, store)
+        assert first.bytes == cut
+        assert follower._checkpoints is not None
+        assert follower._checkpoints.saves >= 1
+        assert [c for c in commands if "watchdog-identify" in c] == []
+
+        with path.open("ab") as f:
+            f.write(data[cut:])
+        second = source()
+        follower = await _follow(spec, second, store)
+        assert follower.resumed_at == cut  # the saved device and inode are those the host's identify finds
+        assert len([c for c in commands if "watchdog-identify" in c]) == 1  # the restore's
+        assert (second.first_offset, second.bytes) == (cut, len(data) - cut)
+
+
+def test_the_cheap_look_finds_every_line_redaction_would_change_and_masking_keeps_lengths() -> None:
+    """`may_hold_secret` (the look at a whole pickle before the slower masking one) says yes for every corpus
+    line, and every secret-bearing line, that `redact_text` changes, also inside a pickle (after its length
+    byte); `mask_secrets` keeps every length and leaves none of the secrets."""
+    leaks = [
+        f"--api-key {SECRETS[0]}",
+        f"HF_TOKEN={SECRETS[1]}",
+        f"password={SECRETS[2]}",
+        "Authorization: Bearer abcdefgh12345678",
+        "https://user:pw123456@example.com/x",
+        f"{SECRETS[0]}",
+    ]
+    lines = [line.decode("utf-8", "replace") for log in LOGS for line in _read(log).splitlines()]
+    changed = [line for line in lines + leaks if redact_text(line) != line]
+    assert len(changed) > len(leaks)  # the corpus has some too (`token: 7`, ...)
+    for line in changed:
+        assert may_hold_secret(line), line
+        assert may_hold_secret(pickle.dumps([line, line.encode()])), line
+        for value in (line, line.encode(), bytearray(line.encode())):
+            masked = mask_secrets(value)
+            assert type(masked) is type(value)
+            assert len(masked) == len(value)
+    for leak in leaks:
+        assert not any(secret in mask_secrets(leak) for secret in SECRETS)

@@ -10,7 +10,9 @@ by the store; but slow for a 10 GB log over SSH). A checkpoint holds:
 - the byte offset of the current file it corresponds to, and the follower's clock then (its times go on
   from there: the daemon's downtime counts toward no stall);
 - the file's identity at that offset (`watchdog.follow.sources.identity`): device and inode, and its first and
-  last-read 4 KB, checked on the file's own host before the checkpoint is used;
+  last-read 4 KB, checked on the file's own host before the checkpoint is used. The device and inode come with
+  the bytes where the source knows them (`Chunk.file`: the SSH reader's header names the file it streams), so a
+  save runs no remote command; else the source is asked once per file (`Identifiable.identify`);
 - the checkpoint format, a build id (package version, Python version, a hash of the package's code and
   profiles) and a settings id (target, engine, user profiles, crash grace, stall_after).
 
@@ -22,6 +24,11 @@ settings: they change as the launch's history grows, and the current ones are ap
 Blob layout (the store keeps it as is)::
 
     b"WDCK" | format (1 byte) | header length (4 bytes, big-endian) | header (JSON) | head | before | pickle
+
+`head` and `before` are the SHA-256 digests of the file's two windows, not their bytes, and every text in the
+pickle has its credentials masked (`watchdog.core.redaction.mask_secrets`, lengths kept): a log's secrets
+(`--api-key ...` in its banner) never reach the state file (format 3; format 2 kept the windows' bytes and the
+raw lines).
 
 The pickle is read only after the header, the build, the settings and the file's identity all match, and only
 with the classes of this package (and a few of the standard library's) allowed: the blob comes from our own
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import copyreg
+import dataclasses
 import functools
 import hashlib
 import io
@@ -55,6 +63,7 @@ import anyio.to_thread
 import structlog
 
 from watchdog.core.analyzer import Analyzer, _rule_set
+from watchdog.core.redaction import mask_secrets, may_hold_secret
 from watchdog.exceptions import WatchdogError
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
 from watchdog.profiles.loader import Profile, load_profile
@@ -80,7 +89,7 @@ __all__ = [
 
 log = structlog.get_logger("watchdog.checkpoint")
 
-FORMAT = 2  # the blob layout and what the pickle holds; bump on any change to either
+FORMAT = 3  # the blob layout and what the pickle holds; bump on any change to either
 MAGIC = b"WDCK"
 CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log grows
 TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
@@ -171,19 +180,33 @@ def encode(
         "device": ident.device,
         "inode": ident.inode,
         "size": ident.size,
-        "head": len(ident.head),
-        "before": len(ident.before),
+        "head": _DIGEST_SIZE,
+        "before": _DIGEST_SIZE,
     }
     text = json.dumps(header, separators=(",", ":")).encode()
-    fixed = _PREFIX.size + len(text) + len(ident.head) + len(ident.before)
+    head, before = _digest(ident.head), _digest(ident.before)
+    fixed = _PREFIX.size + len(text) + len(head) + len(before)
     if fixed > max_bytes:
         return None
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(checkpoint.analyzer)
     state = buffer.getvalue()
+    if may_hold_secret(state.decode("latin-1")):  # rare: pickled again, every text masked (a slower pickler)
+        buffer = io.BytesIO()
+        _MaskingPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(checkpoint.analyzer)
+        state = buffer.getvalue()
     if fixed + len(state) > max_bytes:
         return None
-    return b"".join((_PREFIX.pack(MAGIC, FORMAT, len(text)), text, ident.head, ident.before, state))
+    return b"".join((_PREFIX.pack(MAGIC, FORMAT, len(text)), text, head, before, state))
+
+
+_DIGEST_SIZE = hashlib.sha256().digest_size
+
+
+def _digest(window: bytes) -> bytes:
+    # A window of the log as a checkpoint keeps it: its SHA-256, not its bytes (the log's first 4 KB are the
+    # launch's banner, arguments and credentials included); the file is compared with it here, not on its host.
+    return hashlib.sha256(window).digest()
 
 
 def _reduce_analyzer(analyzer: Analyzer) -> tuple[Any, ...]:
@@ -222,6 +245,9 @@ def _reduce_profile(profile: Profile) -> str | tuple[Any, ...]:
     return profile.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
 
 
+_MASKED = "masked"  # the persistent id of a text whose credentials were masked: (_MASKED, the masked text)
+
+
 class _Pickler(pickle.Pickler):
     """Pickles an analyzer as a checkpoint keeps it: see `_reduce_analyzer` and `_reduce_profile`."""
 
@@ -230,6 +256,21 @@ class _Pickler(pickle.Pickler):
         Analyzer: _reduce_analyzer,
         Profile: _reduce_profile,
     }
+
+
+class _MaskingPickler(_Pickler):
+    """`_Pickler`, with every text (the lines held, the framer's unfinished one, the tracebacks', the findings')
+    with its credentials masked (`mask_secrets`: lengths kept), so that the state file holds none. Used when the
+    plain pickle may hold one (`may_hold_secret`: a Python call per object pickled is ~50x slower)."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        # called for every object pickled (before its memo): a text with a credential goes as its masked copy
+        kind = type(obj)
+        if kind is str or kind is bytes or kind is bytearray:
+            masked = mask_secrets(obj)
+            if masked != obj:
+                return (_MASKED, masked)
+        return None
 
 
 @dataclass(frozen=True)
@@ -276,11 +317,14 @@ def _parse(blob: bytes, *, build: str, settings: str) -> _Parsed:
     state = blob[pos + head_len + before_len :]
     if len(head) != head_len or len(before) != before_len or not state:
         raise _Rejected("cut short")
+    if head_len != _DIGEST_SIZE or before_len != _DIGEST_SIZE:
+        raise _Rejected("header out of range")
     return _Parsed(FileIdentity(device, inode, size, offset, head, before), elapsed, state)
 
 
 def decode(blob: bytes, *, build: str, settings: str) -> Checkpoint:
-    """Read a checkpoint taken by this build under these settings (its file is not checked here).
+    """Read a checkpoint taken by this build under these settings (its file is not checked here; its identity's
+    `head` and `before` are the windows' digests).
 
     Raises:
         ValueError: it is not one (another format, build or settings, damaged, or a state that does not load).
@@ -295,6 +339,16 @@ def decode(blob: bytes, *, build: str, settings: str) -> Checkpoint:
 
 class _Unpickler(pickle.Unpickler):
     """Loads only this package's classes, the few standard ones an analyzer is made of and `_LOADERS`."""
+
+    def persistent_load(self, pid: Any) -> Any:
+        if (
+            type(pid) is tuple
+            and len(pid) == 2
+            and pid[0] == _MASKED
+            and type(pid[1]) in (str, bytes, bytearray)
+        ):
+            return pid[1]
+        raise pickle.UnpicklingError("not a checkpoint's persistent id")
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _STDLIB or (module, name) in _LOADERS:
@@ -375,7 +429,12 @@ class Checkpointer:
                 raise  # the host cannot be reached (or refuses us): the follower fails as its source would
             except Exception as exc:
                 raise _Rejected(f"the log could not be identified: {exc!r}") from exc
-            reason = "the log is not there" if now is None else parsed.identity.mismatch(now)
+            if now is None:
+                raise _Rejected("the log is not there")
+            # the checkpoint keeps its windows' digests: compared with those of the file's windows now
+            reason = parsed.identity.mismatch(
+                dataclasses.replace(now, head=_digest(now.head), before=_digest(now.before))
+            )
             if reason is not None:
                 raise _Rejected(reason)
         except _Rejected as exc:
@@ -387,16 +446,19 @@ class Checkpointer:
             log.warning("checkpoint ignored; reading the log from its start", launch=launch, reason=repr(exc))
             return None
         ident = checkpoint.identity
-        self._windows = FileWindows(ident.offset, ident.head, ident.before)
+        self._windows = FileWindows(ident.offset, now.head, now.before)  # the bytes that match its digests
         self._file = (ident.device, ident.inode)
         self._saved_at = self._clock()
         self.resumed_at = ident.offset
         log.info("resuming from checkpoint", launch=launch, offset=ident.offset)
         return checkpoint
 
-    def fed(self, data: bytes) -> None:
-        """The follower fed these bytes of the current file (the next ones) to its analyzer."""
+    def fed(self, data: bytes, file: tuple[int, int] | None = None) -> None:
+        """The follower fed these bytes of the current file (the next ones) to its analyzer; `file`: that file's
+        (device, inode) where the source knows it (`Chunk.file`): a save then asks the source nothing."""
         self._windows.feed(data)
+        if file is not None:
+            self._file = file
         self._changes += 1
 
     def restarted(self) -> None:

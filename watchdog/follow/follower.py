@@ -246,7 +246,7 @@ class LaunchFollower:
             )  # Unix time, not the follower's clock: it is compared with time()
             transitions = self.analyzer.feed(item.data, now)
             if self._checkpoints is not None:
-                self._checkpoints.fed(item.data)
+                self._checkpoints.fed(item.data, item.file)
             await self._apply(transitions)
         elif isinstance(item, CaughtUp):
             self._at_end = True

@@ -44,6 +44,9 @@ class Chunk:
 
     offset: int
     data: bytes
+    # (device, inode) of the file the bytes were read from, where the source knows it without asking again
+    # (SSH: its script's header): a checkpoint then names the file without a remote `identify`
+    file: tuple[int, int] | None = field(default=None, compare=False)
 
     @property
     def end(self) -> int:

@@ -9,7 +9,8 @@ Header (first line of stdout, then raw file bytes in the streaming and polling s
     missing            the path does not exist (yet)
     unreadable         the path is not a readable regular file
     nofollow           no GNU tail here: use the polling script
-    ok INODE SIZE      fd 3 is open on the file; its bytes follow from the requested offset
+    ok INODE SIZE DEV  fd 3 is open on the file; its bytes follow from the requested offset (DEV, the
+                       file's device, lets a checkpoint name the file without a remote `identify`)
 
 Status lines of the streaming script, on stderr:
 
@@ -68,7 +69,7 @@ p=$1 n=$2 iv=$3 tv=$4
 { [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
 case $(tail --version 2>/dev/null) in *GNU*) ;; *) echo nofollow; exit 0;; esac
 exec 3<"$p" 4<&0
-echo ok $(stat -L -c '%i %s' /dev/fd/3)
+echo ok $(stat -L -c '%i %s %d' /dev/fd/3)
 tail -s "$tv" -c +"$n" -f /dev/fd/3 4<&- & t=$!
 case $iv in 0.*) u=$iv;; *) u=1;; esac
 tail -n 0 -s $u --pid=$t -F "$p" 2>&1 >/dev/null 3<&- 4<&- | { o= w=10; while :; do
@@ -90,11 +91,11 @@ p=$1 n=$2 m=$3
 [ -e "$p" ] || { echo missing; exit 0; }
 { [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
 exec 3<"$p"
-echo ok $(stat -L -c '%i %s' /dev/fd/3)
+echo ok $(stat -L -c '%i %s %d' /dev/fd/3)
 tail -c +"$n" /dev/fd/3 | head -c "$m"
 """
 
-_OK = re.compile(rb"^ok (\d+) (\d+)$")
+_OK = re.compile(rb"^ok (\d+) (\d+)(?: (\d+))?$")  # DEV: absent from older scripts' output
 
 
 def _seconds(value: float) -> str:
@@ -145,13 +146,15 @@ class Header:
     status: str
     inode: int = 0
     size: int = 0
+    device: int | None = None  # for `ok`: the file's device (None where the script did not say it)
 
 
 def parse_header(line: bytes) -> Header | None:
     """Read a header line (without its newline); None if it is not one."""
     match = _OK.match(line)
     if match is not None:
-        return Header("ok", int(match[1]), int(match[2]))
+        device = int(match[3]) if match[3] is not None else None
+        return Header("ok", int(match[1]), int(match[2]), device)
     if line in (b"missing", b"unreadable", b"nofollow"):
         return Header(line.decode())
     return None

@@ -257,6 +257,7 @@ class _Follower:
         self.out: deque[SourceItem] = deque()
         self.offset = offset
         self.inode: int | None = None
+        self.file: tuple[int, int] | None = None  # (device, inode) of the file read, if its header said both
         self.pending: RestartReason | None = None
         self.streaming = source.stream
         self.announced_missing = False
@@ -341,7 +342,7 @@ class _Follower:
     def _restart_from_zero(self, reason: RestartReason) -> _Restart:
         self.pending = reason
         self.offset = 0
-        self.inode = None
+        self.inode = self.file = None
         self.rotation = None
         self.head = b""
         return _Restart()
@@ -386,6 +387,7 @@ class _Follower:
         if header.size < self.offset:
             raise self._restart_from_zero("truncated")
         self.inode = header.inode
+        self.file = None if header.device is None else (header.device, header.inode)
         self.known_size = header.size
         if self.pending is not None:
             reason, self.pending = self.pending, None
@@ -402,7 +404,7 @@ class _Follower:
             self.out.append(CaughtUp(self.offset))
 
     def _deliver(self, data: bytes) -> None:
-        self.out.append(Chunk(self.offset, data))
+        self.out.append(Chunk(self.offset, data, self.file))
         if len(self.head) == self.offset < FINGERPRINT:
             self.head += data[: FINGERPRINT - self.offset]
         self.offset += len(data)
