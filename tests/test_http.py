@@ -305,6 +305,17 @@ def test_redact_text_keeps_token_counts() -> None:
     """Words that merely contain "token" (KV-cache sizes) are not mistaken for secrets."""
     line = "max_total_num_tokens=812345, #tokens: 4096, chunked_prefill_size=8192"
     assert redact_text(line) == line
+    # SGLang's batch lines count tokens under `#token`, `#new-token`, `#cached-token`: counts, not credentials
+    for line in (
+        "Decode batch. #running-req: 1, #token: 75, token usage: 0.00, gen throughput (token/s): 12.01",
+        "Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00",
+    ):
+        assert redact_text(line) == line
+    # a key with dashes before it is still one: `--token=...`, `--api-key=...`
+    assert (
+        redact_text("serve --token=abc123 --api-key=def456")
+        == "serve --token=<redacted> --api-key=<redacted>"
+    )
 
 
 async def test_status_never_carries_a_secret_from_log_text() -> None:

@@ -21,10 +21,11 @@ _KEY = r"(?:api[_-]?key|access[_-]?key|token|secret|password|passwd|credentials?
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # first, so that "Authorization: Bearer X" loses X, not the word Bearer
     (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), r"\1 <redacted>"),
-    # key = value, key: value, 'key': 'value' (a name that merely contains the word, e.g. num_tokens, is kept)
+    # key = value, key: value, 'key': 'value' (a name that merely contains the word, e.g. num_tokens, is kept;
+    # so is a count: SGLang's `#token: 75`, `#new-token: 6`, `#cached-token: 0`, where the name follows a `#`)
     (
         re.compile(
-            rf"""(\b(?:[A-Za-z0-9]+[_-])*{_KEY}\b['"]?\s*[=:]\s*['"]?)(?!(?:None|null|<redacted>)\b)([^\s'",)}}\]]+)""",
+            rf"""((?<![#\w-])-*(?:[A-Za-z0-9]+[_-])*{_KEY}\b['"]?\s*[=:]\s*['"]?)(?!(?:None|null|<redacted>)\b)([^\s'",)}}\]]+)""",
             re.IGNORECASE,
         ),
         r"\1<redacted>",

@@ -607,7 +607,9 @@ class Daemon:
             try:  # kept and written later when the file cannot be written now
                 await self._store.mark_announced(name, incarnation, stored_key)
             except Exception as exc:
-                log.warning("announcement not stored", launch=name, incarnation=incarnation, error=_reason(exc))
+                log.warning(
+                    "announcement not stored", launch=name, incarnation=incarnation, error=_reason(exc)
+                )
         log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
         self._change()
 

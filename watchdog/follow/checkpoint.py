@@ -415,7 +415,9 @@ class Checkpointer:
         try:
             blob = await self._store.load_checkpoint(launch)
         except Exception as exc:
-            log.warning("checkpoint not read; reading the log from its start", launch=launch, error=repr(exc))
+            log.warning(
+                "checkpoint not read; reading the log from its start", launch=launch, error=_said(exc)
+            )
             return None
         if blob is None:
             return None
@@ -443,7 +445,9 @@ class Checkpointer:
         try:
             checkpoint = parsed.load()
         except Exception as exc:  # a state that does not unpickle, whatever it raises
-            log.warning("checkpoint ignored; reading the log from its start", launch=launch, reason=repr(exc))
+            log.warning(
+                "checkpoint ignored; reading the log from its start", launch=launch, reason=_said(exc)
+            )
             return None
         ident = checkpoint.identity
         self._windows = FileWindows(ident.offset, now.head, now.before)  # the bytes that match its digests
@@ -546,7 +550,7 @@ class Checkpointer:
                 log.warning(
                     "checkpoint not saved (a restart reads from the last one saved, or the start)",
                     launch=self._launch,
-                    error=repr(exc),
+                    error=_said(exc),
                 )
 
     async def _identify(self, *, retry: bool = False) -> bool:
@@ -561,10 +565,16 @@ class Checkpointer:
         try:
             identity = await source.identify(seen.offset)
         except Exception as exc:
-            log.info("log file not identified; no checkpoint yet", launch=self._launch, error=repr(exc))
+            log.info("log file not identified; no checkpoint yet", launch=self._launch, error=_said(exc))
             identity = None
         if identity is None or generation != self._generation or not seen.matches(identity):
             self._identify_after = now + IDENTIFY_RETRY
             return False
         self._file = (identity.device, identity.inode)
         return True
+
+
+def _said(exc: BaseException) -> str:
+    # an error in words for the log: its message with its kind (`OSError: [Errno 28] No space left on device`),
+    # not its repr
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
