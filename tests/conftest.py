@@ -50,6 +50,23 @@ async def receiver() -> AsyncIterator[Receiver]:
         yield state
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A command run in-process (`watch`, `demo`) sets up logging for its process: each test starts with the
+    logging every other test has (structlog's configuration, the root logger's handlers and level)."""
+    import logging  # noqa: PLC0415
+
+    import structlog  # noqa: PLC0415
+
+    config = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 def unavailable(reason: str, require: str = "WATCHDOG_REQUIRE_SSHD") -> NoReturn:
     """Skip for `reason`; fail instead when the environment variable `require` is 1 (CI sets it)."""
     if os.environ.get(require) == "1":

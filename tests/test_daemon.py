@@ -14,6 +14,7 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import TaskStatus
+from daemon_process import DaemonProcess
 from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.daemon.http import serve_http
@@ -113,63 +114,11 @@ def test_demo_ends_with_three_verdicts() -> None:
     assert "3 launches: 1 crashed, 1 ready, 1 stalled" in proc.stdout
 
 
-class _Daemon:
+class _Daemon(DaemonProcess):
     """`watchdog run` in a subprocess, its JSON log lines read as they come."""
 
     def __init__(self, config: Path, *args: str) -> None:
-        import queue  # noqa: PLC0415
-        import threading  # noqa: PLC0415
-
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.reader: threading.Thread
-        self.seen: list[dict[str, Any]] = []
-        assert self.proc.stderr is not None
-        stderr = self.proc.stderr
-
-        def read() -> None:
-            import json  # noqa: PLC0415
-
-            for line in stderr:
-                try:
-                    self.events.put(json.loads(line))
-                except ValueError:
-                    self.events.put({"event": "text", "text": line})
-
-        threading.Thread(target=read, daemon=True).start()
-
-    def close(self) -> None:
-        """Kill the daemon if it still runs, and close its pipes."""
-        self.proc.kill()
-        self.proc.wait()
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-    def wait(self, **want: Any) -> dict[str, Any]:
-        """The first log event with these fields (already seen, or to come within the deadline)."""
-        import queue  # noqa: PLC0415
-        import time  # noqa: PLC0415
-
-        for event in self.seen:
-            if all(event.get(k) == v for k, v in want.items()):
-                return event
-
-        end = time.monotonic() + DEADLINE
-        while (left := end - time.monotonic()) > 0:
-            try:
-                event = self.events.get(timeout=left)
-            except queue.Empty:
-                break
-            self.seen.append(event)
-            if all(event.get(k) == v for k, v in want.items()):
-                return event
-        raise AssertionError(f"no event {want} in {DEADLINE}s; seen: {self.seen[-15:]}")
+        super().__init__(config, *args, deadline=DEADLINE)
 
 
 def _config(tmp_path: Path, sshd: Any, launches: str) -> Path:

@@ -3,19 +3,16 @@ cannot be written (another process's lock, a full disk), through real `watchdog 
 
 from __future__ import annotations
 
-import json
-import queue
 import signal
 import sqlite3
 import stat
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_process import DaemonProcess
 from http_receiver import Receiver
 from structlog.testing import capture_logs
 
@@ -33,66 +30,11 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class Daemon:
-    """`watchdog run` in a subprocess (umask 022, as a login shell has it), its JSON log lines read as they
-    come."""
+class Daemon(DaemonProcess):
+    """`watchdog run` in a subprocess under umask 022, as a login shell has it."""
 
     def __init__(self, config: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            umask=0o022,
-        )
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        self.text: list[str] = []
-        assert self.proc.stderr is not None
-        stderr = self.proc.stderr
-
-        def read() -> None:
-            for line in stderr:
-                self.text.append(line)
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    event = {"event": "text", "text": line}
-                self.events.put(event if isinstance(event, dict) else {"event": "text", "text": line})
-            self.events.put({"event": "(ended)"})
-
-        threading.Thread(target=read, daemon=True).start()
-
-    def wait(self, deadline: float = DEADLINE, **want: Any) -> dict[str, Any]:
-        """The first log event with these fields (already seen, or to come within `deadline` seconds)."""
-        for event in self.seen:
-            if all(event.get(k) == v for k, v in want.items()):
-                return event
-        end = time.monotonic() + deadline
-        while (left := end - time.monotonic()) > 0:
-            try:
-                event = self.events.get(timeout=left)
-            except queue.Empty:
-                break
-            self.seen.append(event)
-            if all(event.get(k) == v for k, v in want.items()):
-                return event
-        raise AssertionError(f"no event {want} in {deadline}s; seen: {self.seen[-15:]}")
-
-    def stop(self) -> str:
-        """SIGTERM, exit 0; its standard output."""
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=DEADLINE) == 0, "".join(self.text[-20:])
-        assert self.proc.stdout is not None
-        return self.proc.stdout.read()
-
-    def close(self) -> None:
-        """Kill it if it still runs, and close its pipes."""
-        self.proc.kill()
-        self.proc.wait()
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        super().__init__(config, deadline=DEADLINE, umask=0o022)
 
 
 def _config(tmp_path: Path, launches: str = "", notifiers: str = "") -> Path:

@@ -55,7 +55,7 @@ def run_watch(args: argparse.Namespace) -> int:
 
     # what the follower's parts log (an SSH connection made again, a warning) goes to standard error, warnings
     # and up: standard output is the command's own (its lines, the live view, `--json`)
-    configure_logging("console", sys.stderr, level="WARNING")
+    configure_logging("console", level="WARNING", cache=False)
     try:
         return anyio.run(watch, args, backend="asyncio")
     except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code

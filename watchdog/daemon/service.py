@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 import anyio
 import structlog
@@ -79,7 +80,9 @@ def notifier_from(name: str, config: Config) -> Notifier:
 FOREIGN_LOG_LEVEL = "WARNING"
 
 
-def configure_logging(log_format: str, stream: TextIO | None = None, *, level: str = "INFO") -> None:
+def configure_logging(
+    log_format: str, stream: TextIO | None = None, *, level: str = "INFO", cache: bool = True
+) -> None:
     """The daemon's log on standard error (or `stream`): one JSON object per line ("json", for journald and
     log shippers) or human-readable lines ("console").
 
@@ -87,13 +90,14 @@ def configure_logging(log_format: str, stream: TextIO | None = None, *, level: s
     libraries (asyncssh, aiohttp, asyncio; warnings and up, with a `logger` field). An exception comes with
     its traceback (in JSON as the text of the `exception` field), never with its frames' local variables
     (they hold webhook URLs and tokens). Console colours only on a terminal, and never with `NO_COLOR` set
-    (https://no-color.org). `level`: the least level of watchdog's own events that is written.
+    (https://no-color.org). `level`: the least level of watchdog's own events that is written; `cache`: each
+    logger keeps this configuration once used (the daemon's speed; a command run in-process by a test leaves
+    no logger bound to it with `cache=False`). Without `stream`, standard error as it is at each write.
     """
     import logging  # noqa: PLC0415
     import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
-    out = stream if stream is not None else sys.stderr
+    out = stream if stream is not None else cast("TextIO", _Stderr())
     renderer_chain: list[structlog.typing.Processor]
     if log_format == "json":
         # format_exc_info: Python's own traceback text (no locals), in the `exception` field
@@ -114,7 +118,7 @@ def configure_logging(log_format: str, stream: TextIO | None = None, *, level: s
         processors=[*shared, *renderer_chain],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level]),
         logger_factory=structlog.PrintLoggerFactory(out),
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=cache,
     )
     # the standard library's records, rendered by the same processors to the same stream
     handler = logging.StreamHandler(out)
@@ -130,6 +134,19 @@ def configure_logging(log_format: str, stream: TextIO | None = None, *, level: s
     root.addHandler(handler)
     root.setLevel(FOREIGN_LOG_LEVEL)
     logging.captureWarnings(True)  # warnings.warn() too, as the `py.warnings` logger
+
+
+class _Stderr:
+    """`sys.stderr` as it is at each write, not as it was when logging was set up (a test runner swaps it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
 
 
 def _isatty(stream: TextIO) -> bool:
