@@ -59,7 +59,7 @@ def run_demo(*, forever: bool = False, listen: str = "127.0.0.1:0") -> int:
         address = split_listen(listen)
     except ValueError as exc:
         raise UsageError(f"--listen: {exc}") from None
-    from watchdog.daemon.service import configure_logging  # noqa: PLC0415
+    from watchdog.daemon.logs import configure_logging  # noqa: PLC0415
 
     configure_logging("console")
     return anyio.run(_demo, forever, address)

@@ -51,7 +51,7 @@ def spec_from_args(args: argparse.Namespace) -> LaunchSpec:
 
 def run_watch(args: argparse.Namespace) -> int:
     """The `watch` command: returns the exit code."""
-    from watchdog.daemon.service import configure_logging  # noqa: PLC0415
+    from watchdog.daemon.logs import configure_logging  # noqa: PLC0415
 
     # what the follower's parts log (an SSH connection made again, a warning) goes to standard error, warnings
     # and up: standard output is the command's own (its lines, the live view, `--json`)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import gc
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -13,6 +12,7 @@ from anyio.abc import TaskStatus
 
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
+from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 
 if TYPE_CHECKING:
@@ -74,86 +74,6 @@ def notifier_from(name: str, config: Config) -> Notifier:
         remind_every=entry.remind_every,
         timeout=entry.timeout,
     )
-
-
-# what other libraries (asyncssh, aiohttp, asyncio) log: their warnings and errors, as before they were routed
-FOREIGN_LOG_LEVEL = "WARNING"
-
-
-def configure_logging(
-    log_format: str, stream: TextIO | None = None, *, level: str = "INFO", cache: bool = True
-) -> None:
-    """The daemon's log on standard error (or `stream`): one JSON object per line ("json", for journald and
-    log shippers) or human-readable lines ("console").
-
-    Everything comes out in that one format: structlog's events, and the standard `logging` records of the
-    libraries (asyncssh, aiohttp, asyncio; warnings and up, with a `logger` field). An exception comes with
-    its traceback (in JSON as the text of the `exception` field), never with its frames' local variables
-    (they hold webhook URLs and tokens). Console colours only on a terminal, and never with `NO_COLOR` set
-    (https://no-color.org). `level`: the least level of watchdog's own events that is written; `cache`: each
-    logger keeps this configuration once used (the daemon's speed; a command run in-process by a test leaves
-    no logger bound to it with `cache=False`). Without `stream`, standard error as it is at each write.
-    """
-    import logging  # noqa: PLC0415
-    import os  # noqa: PLC0415
-
-    out = stream if stream is not None else cast("TextIO", _Stderr())
-    renderer_chain: list[structlog.typing.Processor]
-    if log_format == "json":
-        # format_exc_info: Python's own traceback text (no locals), in the `exception` field
-        renderer_chain = [
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ]
-    else:
-        colors = not os.environ.get("NO_COLOR") and _isatty(out)
-        renderer_chain = [
-            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback)
-        ]
-    shared: list[structlog.typing.Processor] = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    structlog.configure(
-        processors=[*shared, *renderer_chain],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level]),
-        logger_factory=structlog.PrintLoggerFactory(out),
-        cache_logger_on_first_use=cache,
-    )
-    # the standard library's records, rendered by the same processors to the same stream
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer_chain],
-        )
-    )
-    root = logging.getLogger()
-    for old in root.handlers[:]:
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(FOREIGN_LOG_LEVEL)
-    logging.captureWarnings(True)  # warnings.warn() too, as the `py.warnings` logger
-
-
-class _Stderr:
-    """`sys.stderr` as it is at each write, not as it was when logging was set up (a test runner swaps it)."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-    def isatty(self) -> bool:
-        return sys.stderr.isatty()
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # a closed or odd stream
-        return False
 
 
 def run_daemon(path: Path, shard: Shard | None = None) -> int:
