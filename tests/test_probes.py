@@ -250,7 +250,13 @@ def test_health_url_rejected(url: str) -> None:
 
 
 @pytest.mark.sshd
-@pytest.mark.parametrize("pattern", ["watchdog-pgrep", "pgrep -f", "exit 1"], ids=["name", "script", "tail"])
+@pytest.mark.parametrize(
+    "pattern",
+    # Each is found only in the probe's own remote command, never in another process of a shared machine (a
+    # CI runner's `sh -c '... || exit 1'` once matched a pattern as loose as "exit 1").
+    ["watchdog-pgrep", "read -r p [|][|] exit 2", 'exec pgrep -f -- "[$]p" >/dev/null'],
+    ids=["name", "script", "tail"],
+)
 async def test_ssh_process_probe_never_finds_itself(sshd: SSHDServer, pool: SSHPool, pattern: str) -> None:
     """Over SSH, a pattern found only in the probe's own remote command (its shell, the login shell that
     ran it) is no process: the probe does not keep a dead server alive by matching itself."""
