@@ -22,10 +22,13 @@ from watchdog.alerts.alerting import Alerting, outbox_key
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import Outbox
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, ServiceNotifier, alert_line
+from watchdog.follow.testing import ManualClock
 from watchdog.store import open_store
 
 pytestmark = pytest.mark.anyio
 DEADLINE = 20.0
+STARTED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # when `_alert`'s problem began
+NOW = STARTED.timestamp()  # a ManualClock's start: the alerting's clock is unix time
 
 
 def _alert(kind: AlertKind = AlertKind.CRASHED, launch: str = "kimi", incarnation: int = 1) -> Alert:
@@ -43,7 +46,7 @@ def _alert(kind: AlertKind = AlertKind.CRASHED, launch: str = "kimi", incarnatio
             "ranks": ["TP0"],
         },
     }
-    return Alert.from_status(kind, status, now=datetime(2026, 11, 30, 12, 0, tzinfo=UTC))
+    return Alert.from_status(kind, status, now=STARTED)
 
 
 def _webhook(receiver: Receiver, name: str = "hook", **over: object) -> ServiceNotifier:
@@ -138,14 +141,26 @@ async def test_500s_then_success_deliver_the_alert_exactly_once(receiver: Receiv
     assert [g.json()["dedup_key"] for g in got] == ["kimi/1/crashed"]
 
 
+def _waiting(alerting: Alerting) -> list[float]:
+    """When each item in the queues is due (unix time of the alerting's clock)."""
+    return sorted(item.next_try for queue in alerting._queues.values() for _, _, item in queue)
+
+
 async def test_429_retry_after_is_honoured(receiver: Receiver) -> None:
-    """A 429 with Retry-After: 1 is not retried before a second has passed."""
-    receiver.script = [Answer(429, headers={"Retry-After": "1"})]
-    started = time.monotonic()
-    async with _running() as alerting:
+    """A 429 asking for more than one delivery waits (Retry-After: 120; a delivery's own retries honour up
+    to 60 s) is left to the outbox: tried again 120 s later on the alerting's clock, not before."""
+    receiver.script = [Answer(429, headers={"Retry-After": "120"})]
+    clock = ManualClock(NOW)
+    async with _running(clock=clock) as alerting:
         await alerting.say(_alert(), [_webhook(receiver)])
+        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        assert _waiting(alerting) == [NOW + 120.0]
+        await clock.advance(119.5)
+        assert _waiting(alerting) == [NOW + 120.0]  # still in its queue: not tried again
+        assert len(receiver.got) == 1
+        await clock.advance(0.5)
         await receiver.wait_for(1)
-    assert time.monotonic() - started >= 0.95
+        await _sent(alerting, "hook", 1)
     assert len(receiver.got) == 2
 
 
@@ -182,16 +197,17 @@ async def test_a_timeout_is_retried_and_the_receiver_can_deduplicate(receiver: R
 
 
 async def test_a_hanging_notifier_never_delays_another(receiver: Receiver) -> None:
-    """One notifier's receiver never answers (30 s timeout); the other's alert arrives at once."""
+    """One notifier's receiver never answers (a 300 s timeout); the other's alert arrives meanwhile, within
+    the test's deadline (a fraction of that timeout), on a clock that never moves."""
     async with running_receiver() as hanging:
         hanging.script = [Answer(hang=True)] * 10
-        slow = ServiceNotifier(name="slow", kind="webhook", urls=(hanging.url(),), timeout=30.0)
-        started = time.monotonic()
-        async with _running() as alerting:
+        slow = ServiceNotifier(name="slow", kind="webhook", urls=(hanging.url(),), timeout=300.0)
+        async with _running(clock=ManualClock(NOW)) as alerting:
             await alerting.say(_alert(), [slow, _webhook(receiver)])
-            await receiver.wait_for(1)
-            assert time.monotonic() - started < 2.0
+            await receiver.wait_for(1, deadline=DEADLINE)
+            await _sent(alerting, "hook", 1)
             assert alerting.sent["slow"] == 0
+            assert alerting.depth() == 1  # the slow one's, still being attempted
 
 
 async def test_a_400_is_given_up_and_counted(receiver: Receiver) -> None:
@@ -209,11 +225,12 @@ async def test_each_url_of_a_notifier_gets_the_alert_even_when_another_is_down(r
     async with running_receiver() as probe:
         down = probe.url()
     notifier = ServiceNotifier(name="pair", kind="webhook", urls=(down, receiver.url()), timeout=1.0)
-    started = time.monotonic()
-    async with _running() as alerting:
+    async with _running(clock=ManualClock(NOW)) as alerting:  # never advanced: no retry is ever due
         await alerting.say(_alert(), [notifier])
         await receiver.wait_for(1)
-        assert time.monotonic() - started < 2.0  # not after the down URL's retries
+        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        assert [item.destination for queue in alerting._queues.values() for _, _, item in queue] == [0]
+        assert len(receiver.got) == 1
 
 
 async def test_undelivered_alerts_are_sent_by_the_next_alerting(tmp_path: Path, receiver: Receiver) -> None:
@@ -270,12 +287,18 @@ async def test_a_resolution_goes_to_who_heard_the_problem(receiver: Receiver) ->
 
 
 async def test_reminders_repeat_an_unresolved_problem_until_it_ends(receiver: Receiver) -> None:
-    """With remind_every, an unresolved crash is said again, marked as a reminder; resolved, no more."""
-    notifier = _webhook(receiver, remind_every=0.2)
-    async with _running(repeat_check=0.05) as alerting:
+    """With remind_every, an unresolved crash is said again when that time has passed (checked every 5 s of
+    the alerting's clock), marked as a reminder; resolved, no more."""
+    notifier = _webhook(receiver, remind_every=60.0)
+    clock = ManualClock(NOW)
+    async with _running(clock=clock, repeat_check=5.0) as alerting:
         await alerting.say(_alert(), [notifier])
+        await _sent(alerting, "hook", 1)
+        await clock.advance(55.0)
+        assert (alerting.sent["hook"], alerting.depth()) == (1, 0)  # not yet
+        await clock.advance(5.0)
         got = await receiver.wait_for(2)
-        assert got[1].json()["detail"].startswith("still unresolved after")
+        assert got[1].json()["detail"] == "still unresolved after 1m00s (since 2026-11-30T12:00:00.000Z)"
         await alerting.resolve("kimi", [AlertKind.CRASHED])
         got = await receiver.wait_until(lambda got: any(g.json()["kind"] == "resolved" for g in got))
         await alerting.changes.until(lambda: alerting.depth() == 0)  # type: ignore[attr-defined]
@@ -286,14 +309,16 @@ async def test_reminders_repeat_an_unresolved_problem_until_it_ends(receiver: Re
     assert [g.json()["kind"] for g in got].count("resolved") == 1
 
 
-async def test_alertmanager_is_sent_a_firing_alert_again(
-    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_alertmanager_is_sent_a_firing_alert_again(receiver: Receiver) -> None:
     """An Alertmanager gets an unresolved crash again (unchanged), so that it does not expire it."""
-    monkeypatch.setattr(senders_module, "ALERTMANAGER_RESEND_SECONDS", 0.2)
     notifier = ServiceNotifier(name="am", kind="alertmanager", urls=(receiver.url(""),), timeout=2.0)
-    async with _running(repeat_check=0.05) as alerting:
+    clock = ManualClock(NOW)
+    async with _running(clock=clock) as alerting:
         await alerting.say(_alert(), [notifier])
+        await _sent(alerting, "am", 1)
+        await clock.advance(senders_module.ALERTMANAGER_RESEND_SECONDS - 5.0)
+        assert (alerting.sent["am"], alerting.depth()) == (1, 0)  # not yet
+        await clock.advance(5.0)
         got = await receiver.wait_for(2)
     first, second = got[0].json()[0], got[1].json()[0]
     assert first == second
@@ -301,14 +326,20 @@ async def test_alertmanager_is_sent_a_firing_alert_again(
 
 
 async def test_the_rate_limit_holds_alerts_back_without_dropping_them(receiver: Receiver) -> None:
-    """With 60 a minute, the 61st alert waits about a second; none is dropped."""
+    """With 60 a minute, 60 alerts go at once and the 61st one second later on the alerting's clock; none
+    is dropped."""
     notifier = _webhook(receiver, rate_limit=60)
-    started = time.monotonic()
-    async with _running() as alerting:
+    clock = ManualClock(NOW)
+    async with _running(clock=clock) as alerting:
         for n in range(61):
             await alerting.say(_alert(launch=f"l{n}"), [notifier])
-        await receiver.wait_for(61, deadline=30)
-    assert time.monotonic() - started >= 0.9
+        await receiver.wait_for(60, deadline=30)
+        await _sent(alerting, "hook", 60)
+        await clock.advance(0.5)
+        assert (alerting.sent["hook"], alerting.depth(), len(receiver.got)) == (60, 1, 60)  # held back
+        await clock.advance(0.5)
+        await receiver.wait_for(61)
+        await _sent(alerting, "hook", 61)
     assert len(set(_keys(receiver))) == 61
 
 

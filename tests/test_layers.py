@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("daemon",),
     ("config",),
     ("alerts", "follow"),
-    ("store",),
+    ("store", "clock"),
     ("core",),
     ("profiles",),
     ("vocabulary", "exceptions"),

@@ -439,7 +439,7 @@ async def test_429_retry_after_is_waited(receiver: Receiver) -> None:
         assert await send("discord", receiver.url(), _alert(), client=client, backoff=0.01)
         waited = anyio.current_time() - start
     assert len(receiver.got) == 2
-    assert 0.95 <= waited < 5
+    assert waited >= 0.95  # a lower bound only: a loaded machine may take longer, never less
 
 
 async def test_429_retry_after_in_a_json_body_is_waited(receiver: Receiver) -> None:

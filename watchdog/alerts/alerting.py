@@ -22,10 +22,10 @@ would resolve the alert by itself after its `resolve_timeout`).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import heapq
 import random
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +42,7 @@ from watchdog.alerts.delivery import TransientDeliveryError, open_client
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import REPEAT, Item, Outbox
 from watchdog.alerts.senders import PROBLEMS, Notifier
+from watchdog.clock import Clock, WallClock, wake_up
 from watchdog.exceptions import DeliveryError
 from watchdog.vocabulary import format_duration
 
@@ -78,21 +79,21 @@ class _Active:
 class _Bucket:
     """A token bucket: `rate` a minute, bursts of as many."""
 
-    def __init__(self, rate: int, clock: Callable[[], float]) -> None:
+    def __init__(self, rate: int, clock: Clock) -> None:
         self.rate = rate
         self._clock = clock
         self._tokens = float(rate)
-        self._at = clock()
+        self._at = clock.now()
 
     async def take(self) -> None:
         while True:
-            now = self._clock()
+            now = self._clock.now()
             self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate / 60.0)
             self._at = now
             if self._tokens >= 1.0:
                 self._tokens -= 1.0
                 return
-            await anyio.sleep((1.0 - self._tokens) * 60.0 / self.rate)
+            await self._clock.sleep((1.0 - self._tokens) * 60.0 / self.rate)
 
 
 class Alerting:
@@ -104,24 +105,26 @@ class Alerting:
         *,
         silences: Callable[[], Awaitable[Mapping[str, float]]] | None = None,
         on_change: Callable[[], None] = lambda: None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock | None = None,
         retry_base: float = RETRY_BASE_SECONDS,
         retry_max: float = RETRY_MAX_SECONDS,
         repeat_check: float = 5.0,
     ) -> None:
         """`silences()` gives the silenced launches (name -> until, unix time); `on_change` is called after
-        each delivery (the daemon's status changes); `clock` is unix time; the rest are for tests."""
+        each delivery (the daemon's status changes); `clock` gives unix time and waits (`WallClock`; a
+        `ManualClock` in tests); the rest are for tests."""
         self._outbox = outbox
         self._silences = silences
         self._on_change = on_change
-        self._clock = clock
+        self._clock: Clock = clock if clock is not None else WallClock()
         self._retry_base = retry_base
         self._retry_max = retry_max
         self._repeat_check = repeat_check
         self._notifiers: dict[str, Notifier] = {}
         # one queue and one delivery task per (notifier, URL): a URL that is down holds back no other
         self._queues: dict[tuple[str, int], list[tuple[float, int, Item]]] = {}
-        self._wake: dict[tuple[str, int], anyio.Event] = {}
+        # a delivery task's wake-up: set when its queue gets an item (a bare future, as the clock waits on)
+        self._wake: dict[tuple[str, int], asyncio.Future[object]] = {}
         self._workers: set[tuple[str, int]] = set()
         self._scopes: dict[tuple[str, int], anyio.CancelScope] = {}  # each delivery task's, to stop it
         self._in_flight = 0  # items taken from their queue and being delivered (retries included)
@@ -187,7 +190,7 @@ class Alerting:
                 dropped += [item for _, _, item in self._queues.pop(where)]
                 self._wake.pop(where, None)
             for item in dropped:
-                await self._outbox.failed(item, self._clock(), "its notifier was removed from the config")
+                await self._outbox.failed(item, self._clock.now(), "its notifier was removed from the config")
             for active in self._active.values():
                 active.notifiers = tuple(n for n in active.notifiers if n.name != name)
             log.info("notifier removed", notifier=name, alerts_dropped=len(dropped))
@@ -209,7 +212,7 @@ class Alerting:
         silenced = enqueue and heard and await self._is_silenced(alert.launch)
         if alert.kind in PROBLEMS:
             # who heard it: they hear its end (a notifier that does not say this kind hears neither)
-            told = {} if silenced else {n.name: self._clock() for n in notifiers if alert.kind in n.on}
+            told = {} if silenced else {n.name: self._clock.now() for n in notifiers if alert.kind in n.on}
             self._active[(alert.launch, alert.kind)] = _Active(alert, tuple(notifiers), told, key)
         if silenced:
             self.silenced[alert.launch] += 1
@@ -224,7 +227,7 @@ class Alerting:
             active = self._active.pop((launch, kind), None)
             if active is None:
                 continue
-            resolution = active.alert.resolution(datetime.fromtimestamp(self._clock(), UTC), detail)
+            resolution = active.alert.resolution(datetime.fromtimestamp(self._clock.now(), UTC), detail)
             told = [n for n in active.notifiers if n.name in active.told and AlertKind.RESOLVED in n.on]
             await self._enqueue(resolution, told, f"{active.key}/resolved" if active.key else None)
 
@@ -234,7 +237,7 @@ class Alerting:
         data = alert.to_dict()
         for notifier in notifiers:
             items = await self._outbox.put(
-                notifier.name, notifier.destinations, key or outbox_key(alert), data, self._clock()
+                notifier.name, notifier.destinations, key or outbox_key(alert), data, self._clock.now()
             )
             for item in items:
                 self._push(item)
@@ -242,10 +245,10 @@ class Alerting:
     def _push(self, item: Item) -> None:
         where = (item.notifier, item.destination)
         heapq.heappush(self._queues.setdefault(where, []), (item.next_try, item.id, item))
-        event = self._wake.get(where)
-        if event is not None:
-            event.set()
-        self._wake[where] = anyio.Event()
+        wake = self._wake.get(where)
+        if wake is not None:
+            wake_up(wake)
+        self._wake[where] = asyncio.get_running_loop().create_future()
         self._start_worker(item.notifier)
 
     def _start_worker(self, name: str) -> None:
@@ -256,7 +259,8 @@ class Alerting:
         wanted |= {where for where in self._queues if where[0] == name}  # what the outbox holds for it
         for where in sorted(wanted - self._workers):
             self._workers.add(where)
-            self._wake.setdefault(where, anyio.Event())
+            if where not in self._wake:
+                self._wake[where] = asyncio.get_running_loop().create_future()
             self._tg.start_soon(self._work, where)
 
     async def _work(self, where: tuple[str, int]) -> None:
@@ -269,14 +273,15 @@ class Alerting:
         queue = self._queues.setdefault(where, [])
         while True:
             wake = self._wake[where]
+            if wake.done():  # its wait timed out (the clock's timer sets it) or was cancelled: a fresh one
+                wake = self._wake[where] = asyncio.get_running_loop().create_future()
             if not queue:
-                await wake.wait()
+                await wake
                 continue
             due, _, item = queue[0]
-            pause = due - self._clock()
+            pause = due - self._clock.now()
             if pause > 0:
-                with anyio.move_on_after(pause):
-                    await wake.wait()
+                await self._clock.sleep(pause, wake)
                 continue
             heapq.heappop(queue)
             self._in_flight += 1  # still not delivered: counted until it is, or is back in its queue
@@ -299,7 +304,7 @@ class Alerting:
             item.attempts += 1
             self.failed[notifier.name] += 1
             log.warning("alert refused; given up", notifier=notifier.name, key=item.key, error=str(exc))
-            await self._outbox.failed(item, self._clock(), str(exc))
+            await self._outbox.failed(item, self._clock.now(), str(exc))
         except (KeyError, ValueError) as exc:
             self.failed[notifier.name] += 1
             # said in words: a KeyError's repr (`KeyError('started_at')`) is no message for a person
@@ -307,13 +312,14 @@ class Alerting:
                 f"its field {exc.args[0]} is missing" if isinstance(exc, KeyError) and exc.args else str(exc)
             )
             log.error("outbox item unreadable; given up", notifier=notifier.name, key=item.key, error=why)
-            await self._outbox.failed(item, self._clock(), f"unreadable: {why}")
+            await self._outbox.failed(item, self._clock.now(), f"unreadable: {why}")
         except Exception as exc:  # a notifier's own bug must not end delivery: logged, tried again later
             log.exception("notifier failed", notifier=notifier.name, key=item.key)
             await self._retry(item, f"{type(exc).__name__}: {exc}", None)
         else:
             item.attempts += 1
-            await self._outbox.delivered(item, self._clock())  # noted first: the log line means it is kept
+            # noted first: the log line means it is kept
+            await self._outbox.delivered(item, self._clock.now())
             if said:
                 self.sent[notifier.name] += 1
                 log.info("alert delivered", notifier=notifier.name, key=item.key, attempts=item.attempts)
@@ -325,7 +331,7 @@ class Alerting:
             pause *= 1.0 + random.random() / 4  # noqa: S311 - jitter, not a secret
         else:
             pause = retry_after
-        item.next_try = self._clock() + pause
+        item.next_try = self._clock.now() + pause
         log.warning(
             "alert not delivered yet; trying again",
             notifier=item.notifier,
@@ -340,11 +346,11 @@ class Alerting:
 
     async def _repeat_loop(self) -> None:
         while True:
-            await anyio.sleep(self._repeat_check)
+            await self._clock.sleep(self._repeat_check)
             await self._repeat()
 
     async def _repeat(self) -> None:
-        now = self._clock()
+        now = self._clock.now()
         for active in list(self._active.values()):
             for notifier in active.notifiers:
                 last = active.told.get(notifier.name)
@@ -369,11 +375,11 @@ class Alerting:
 
     async def _prune_loop(self) -> None:
         while True:
-            await anyio.sleep(PRUNE_EVERY_SECONDS)
-            await self._outbox.prune_logged(self._clock())  # an error is logged, and pruning goes on
+            await self._clock.sleep(PRUNE_EVERY_SECONDS)
+            await self._outbox.prune_logged(self._clock.now())  # an error is logged, and pruning goes on
 
     async def _is_silenced(self, launch: str) -> bool:
         if self._silences is None:
             return False
         until = (await self._silences()).get(launch)
-        return until is not None and until > self._clock()
+        return until is not None and until > self._clock.now()

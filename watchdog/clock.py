@@ -1,0 +1,66 @@
+"""Where the time comes from and how to wait for it: the `Clock` protocol shared by the follower (monotonic
+time) and the alerting (unix time), so that both run on a `ManualClock` in tests (`follow.testing`); and
+`wake_up`, the cheap wake of a task that awaits a bare asyncio future."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Protocol
+
+import anyio
+
+__all__ = ["Clock", "MonotonicClock", "WallClock", "wake_up"]
+
+
+def wake_up(future: asyncio.Future[Any], result: object = None) -> None:
+    """Set `future`'s result unless it is already done (woken, timed out or cancelled)."""
+    if not future.done():
+        future.set_result(result)
+
+
+class Clock(Protocol):
+    """Where a follower or the alerting gets the time and waits: seconds."""
+
+    def now(self) -> float:
+        """The current time in seconds."""
+        ...
+
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait `seconds`, or less if `wake` is done first (the waker sets its result)."""
+        ...
+
+
+async def _sleep(seconds: float, wake: asyncio.Future[object] | None) -> None:
+    if wake is None:
+        await anyio.sleep(seconds)
+        return
+    timer = asyncio.get_running_loop().call_later(max(seconds, 0.0), wake_up, wake, None)
+    try:
+        await wake
+    finally:
+        timer.cancel()
+
+
+class MonotonicClock:
+    """The real clock of a follower: `time.monotonic` and real waits."""
+
+    def now(self) -> float:
+        """The current monotonic time in seconds."""
+        return time.monotonic()
+
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait `seconds` of real time, or less if `wake` is done first."""
+        await _sleep(seconds, wake)
+
+
+class WallClock:
+    """The real clock of the alerting: unix time (what the outbox and silences keep), and real waits."""
+
+    def now(self) -> float:
+        """The current unix time in seconds."""
+        return time.time()
+
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait `seconds` of real time, or less if `wake` is done first."""
+        await _sleep(seconds, wake)
