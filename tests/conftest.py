@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import anyio
 import pytest
@@ -18,10 +21,71 @@ from anyio.abc import Process
 # tests/ is not a package: make the sshd helper importable for the fixtures and the tests.
 sys.path.insert(0, str(Path(__file__).parent))
 
+from children import descendants, end
 from http_receiver import Receiver, running_receiver
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
 from watchdog.follow.sources.sshpool import SSHOptions
+
+TIMEOUT_GRACE = 10.0  # seconds an async test has to end once cancelled for its timeout, before the hard stop
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A test process started with SIGINT ignored (a background job of a shell) takes it back: its children
+    (`watchdog watch`, which a test stops with Ctrl-C's signal) inherit the default, not the ignoring."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Nothing a test started outlives the run (an interrupted run's sshd, daemon or watcher); pytest-xdist's
+    controller leaves its workers to themselves."""
+    if getattr(config, "workerinput", None) is not None or not config.getoption("numprocesses", None):
+        end(descendants())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """pytest-timeout's signal method, made safe for tests with child processes and for async tests.
+
+    When a test runs past its timeout, the processes it started are ended first (SIGTERM, SIGKILL after a
+    deadline), so that nothing it waits for (a pipe, a `wait()`) holds it. A sync test then fails with
+    pytest-timeout's message; an async test (anyio) has its runner task cancelled, as anyio does on Ctrl-C
+    (raising into the event loop would leave the test's coroutine suspended, to resume in the next test), and
+    if it has not ended `TIMEOUT_GRACE` seconds later the run stops as with the thread method.
+    """
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None  # pytest-timeout's own
+    import pytest_timeout  # noqa: PLC0415
+
+    before = descendants()  # a session fixture's sshd is no child of this test
+
+    def hard_stop(signum: int, frame: object) -> None:
+        pytest_timeout.timeout_timer(item, settings)
+
+    def handler(signum: int, frame: object) -> None:
+        __tracebackhide__ = True
+        end(descendants() - before)
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            pytest_timeout.timeout_sigalrm(item, settings)  # raises the test's failure here
+            return
+        pytest_timeout.dump_stacks(item.config.get_terminal_writer())
+        why = f"the test ran past its timeout of {settings.timeout} s"
+        for task in asyncio.all_tasks(loop):
+            if task.get_coro().__qualname__.endswith("_run_tests_and_fixtures"):  # type: ignore[union-attr]
+                loop.call_soon_threadsafe(task.cancel, why)
+        signal.signal(signal.SIGALRM, hard_stop)
+        signal.setitimer(signal.ITIMER_REAL, TIMEOUT_GRACE)
+
+    def cancel() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
 
 
 @pytest.fixture

@@ -467,9 +467,12 @@ def _fill(state_dir: Path) -> None:
 
 
 def test_history_command_puts_two_configurations_side_by_side(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`watchdog history` prints each incarnation as a column, newest first, facts and phases across a row."""
+    # the columns it fits in are the terminal's (COLUMNS, else the test process's own terminal, 80 in a
+    # narrow one, or pytest-xdist's worker's): both fit in 120
+    monkeypatch.setenv("COLUMNS", "120")
     _fill(tmp_path)
     assert main(["history", "--state-dir", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
