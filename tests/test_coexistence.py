@@ -29,9 +29,8 @@ EXIT_BY_OUTCOME = {"ready": 0, "crashed": 1, "incomplete": 3}
 PIP_TIMEOUT = 300
 RUN_TIMEOUT = 60
 
-# pip builds and installs wheels: minutes on a loaded machine, past the suite's 60 s. One pytest-xdist worker
-# runs them all, so that the session's wheelhouse is made once.
-pytestmark = [pytest.mark.timeout(PIP_TIMEOUT * 2), pytest.mark.xdist_group("coexistence")]
+# pip builds and installs wheels: minutes on a loaded machine, past the suite's 60 s per test
+pytestmark = pytest.mark.timeout(PIP_TIMEOUT * 2)
 
 # Their file-events API, exercised for real: a file created in a directory is reported to a handler.
 # The observer's watch is in place when start() returns; the wait has a deadline and no sleep.

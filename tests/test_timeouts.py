@@ -20,6 +20,7 @@ import sys
 
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 
 @pytest.fixture
@@ -50,11 +51,12 @@ def test_sync_after_it():
 @pytest.mark.timeout(30)
 @pytest.mark.anyio
 async def test_ctrl_c_stops_a_child():
-    code = "import time\\nprint('ready', flush=True)\\ntry:\\n    time.sleep(1000)\\nexcept KeyboardInterrupt:\\n    raise SystemExit(130)"
+    code = "import time\\ntry:\\n    print('ready', flush=True)\\n    time.sleep(1000)\\nexcept KeyboardInterrupt:\\n    raise SystemExit(130)"
     argv = [sys.executable, "-c", code, "{mark}3"]
     async with await anyio.open_process(argv, stdout=subprocess.PIPE) as child:
         with anyio.fail_after(20):
-            assert await child.stdout.receive() == b"ready\\n"  # its SIGINT handler is in place
+            lines = BufferedByteReceiveStream(child.stdout)
+            assert await lines.receive_until(b"\\n", 100) == b"ready"  # its SIGINT handler is in place
             child.send_signal(signal.SIGINT)
             assert await child.wait() == 130
 """
