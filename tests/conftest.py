@@ -44,6 +44,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         end(descendants())
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the session's sshd (directly or through another fixture) is of the `sshd` tier, marked
+    or not: `-m "not sshd"` leaves out every test over a real sshd."""
+    for item in items:
+        if "sshd" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sshd)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     """pytest-timeout's signal method, made safe for tests with child processes and for async tests.

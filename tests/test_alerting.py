@@ -510,6 +510,7 @@ def _lost(note: str) -> bool:
     return note.startswith(("connection to ", "cannot connect to "))
 
 
+@pytest.mark.sshd
 async def test_a_lost_connection_reads_as_words_in_status_and_alert(
     tmp_path: Path, receiver: Receiver
 ) -> None:

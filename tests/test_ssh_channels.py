@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
@@ -14,6 +15,7 @@ import pytest
 import structlog
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
+import watchdog.follow.sources.ssh as ssh_module
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, Disconnected, SourceItem
 from watchdog.follow.sources.ssh import SSHSource
@@ -21,6 +23,14 @@ from watchdog.follow.sources.sshpool import ChannelRefused, SSHOptions, SSHPool
 from watchdog.follow.sources.target import Target
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
+
+
+@pytest.fixture(autouse=True)
+def _no_fingerprint_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count channels. A follower whose log grows again after `FINGERPRINT_QUIET` (2 s) of quiet
+    compares the file's first bytes over a short channel of its own: on a loaded machine the pause between
+    a test's writes can be that long, and 14 such channels at once on full connections open more of them."""
+    monkeypatch.setattr(ssh_module, "FINGERPRINT_QUIET", math.inf)
 
 FAST = 0.05
 MAX_SESSIONS = 10  # sshd's default, set explicitly: the test sshd of conftest allows 100
