@@ -32,6 +32,7 @@ def _no_fingerprint_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     a test's writes can be that long, and 14 such channels at once on full connections open more of them."""
     monkeypatch.setattr(ssh_module, "FINGERPRINT_QUIET", math.inf)
 
+
 FAST = 0.05
 MAX_SESSIONS = 10  # sshd's default, set explicitly: the test sshd of conftest allows 100
 
