@@ -128,10 +128,13 @@ def test_hundred_megabyte_line_is_cut_not_buffered(tmp_path: Path) -> None:
         chunk = b"x" * (1 << 20)
         for _ in range(100):
             f.write(chunk)
+    # The peak RSS of the child's own memory (VmHWM): not getrusage's ru_maxrss, which Linux carries over
+    # exec from the parent's memory (a pytest process of 150 MB made this child look 150 MB).
     code = (
-        "import resource, sys; from pathlib import Path; from watchdog.follow.replay import replay_path; "
+        "import sys; from pathlib import Path; from watchdog.follow.replay import replay_path; "
         "_, v = replay_path(Path(sys.argv[1])); "
-        "print(v['bytes_read'], v['lines_read'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')); "
+        "print(v['bytes_read'], v['lines_read'], hwm)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(log)], capture_output=True, text=True, check=True
