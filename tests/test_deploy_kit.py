@@ -57,6 +57,7 @@ POLL = 0.1  # seconds between two questions to an HTTP API
 # Grafana's variables in the dashboard's queries, as Grafana would fill them with "All" selected.
 GRAFANA_VARIABLES = {
     "job": ".+",
+    "alertmanager_job": ".+",
     "launch": ".*",
     "host": ".*",
     "__rate_interval": "1m",
@@ -138,6 +139,7 @@ def test_every_alert_has_a_unit_test_that_sees_it_fire() -> None:
         "WatchdogSSHHostUnreachable",
         "WatchdogAlertsFailing",
         "WatchdogOutboxBacklog",
+        "WatchdogFileDescriptorsNearLimit",
     }
     assert alerts <= fired, f"never seen firing in a unit test: {sorted(alerts - fired)}"
 
@@ -147,7 +149,7 @@ def test_alerts_carry_a_severity_alertmanager_routes() -> None:
     for rule in _rules():
         if "alert" in rule:
             assert rule["labels"]["severity"] in ("critical", "warning"), rule["alert"]
-            assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+            assert {"summary", "description", "runbook_url"} <= set(rule["annotations"]), rule["alert"]
 
 
 # --- Grafana: the dashboard's structure -------------------------------------------------------------------------
@@ -217,6 +219,26 @@ def test_dashboard_variables_are_defined_and_the_datasource_is_provisioned() -> 
     assert source["type"] == "prometheus"
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["current"]["value"] == source["uid"]
+
+
+def test_every_dashboard_query_takes_its_job_from_a_variable() -> None:
+    """No query names a job: each series of the daemon (watchdog_*, process_*, up) is selected by
+    `job=~"$job"`, Alertmanager's by `job=~"$alertmanager_job"`, so the dashboard works under any job name
+    (the rules take theirs from `print-rules --selector`). Recorded series carry no job (the rules select)."""
+    series = re.compile(r"(?<![\w:])((?:watchdog|process|alertmanager)_\w+|up)\b(?![\w:(])(\{[^}]*\})?")
+    variables = {v["name"]: v for v in _dashboard()["templating"]["list"]}
+    exprs = [expr for _, expr in _queries()]
+    exprs += [variables[name]["definition"] for name in ("launch", "host")]
+    checked = 0
+    for expr in exprs:
+        assert not re.search(r"\bjob\s*=~?\s*\"[^$]", expr), expr
+        for match in series.finditer(expr):
+            want = "$alertmanager_job" if match.group(1).startswith("alertmanager_") else "$job"
+            assert match.group(2), (expr, match.group(0))
+            assert f'job=~"{want}"' in match.group(2), (expr, match.group(0))
+            checked += 1
+    assert checked >= 40
+    assert any(m.group(1).startswith("process_") for e in exprs for m in series.finditer(e))
 
 
 def test_state_timeline_maps_every_state() -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "LOG_FORMATS",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "OUTCOMES",
+    "RUNBOOK_URL",
     "STARTUP_PHASES",
     "VERDICTS",
     "Category",
@@ -61,6 +62,7 @@ __all__ = [
     "is_ssh_word",
     "parse_duration",
     "remote_relative",
+    "runbook_url",
     "split_listen",
     "version",
 ]
@@ -162,6 +164,16 @@ DEFAULT_DELIVERY_BACKOFF = 0.5  # seconds before the second attempt (doubled per
 # Past incarnations of a launch kept: in the state file (older ones are pruned with their rows) and in a
 # follower's lifecycle (a crash loop must not grow its memory and checkpoint without bound)
 MAX_INCARNATIONS_PER_LAUNCH = 50
+# Where each alert's `runbook_url` points (its section, `#<alertname in lower case>`): docs/runbooks.md of
+# the project's repository. Overridable: `watchdog print-rules --runbook-url`, the alertmanager notifier's
+# `runbook_url` option (a team's own copy of the runbooks, e.g. on its wiki).
+RUNBOOK_URL = "https://github.com/llm-launch-watchdog/llm-launch-watchdog/blob/main/docs/runbooks.md"
+
+
+def runbook_url(alertname: str, base: str = RUNBOOK_URL) -> str:
+    """The address of `alertname`'s section of the runbooks at `base` (GitHub's anchor of its heading)."""
+    return f"{base}#{alertname.lower()}"
+
 
 # -- durations: one grammar for the config file and the command line -------------------------------------
 

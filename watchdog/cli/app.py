@@ -38,6 +38,7 @@ from watchdog.vocabulary import (
     EXIT_STALLED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    RUNBOOK_URL,
     version,
 )
 
@@ -138,6 +139,26 @@ def build_parser() -> argparse.ArgumentParser:
         "URL of one [notifiers.NAME], now, and say how each went (exit 0, or 69 when one did not take it).",
     )
     add_test_notify_arguments(test_notify)
+    rules = sub.add_parser(
+        "print-rules",
+        help="print the Prometheus rules (or a PrometheusRule) for your scrape job's selector",
+        description="Print the recording and alerting rules of deploy/prometheus/rules/ as one rule file, "
+        "for the series your Prometheus has (mixin style: every selector takes --selector).",
+    )
+    rules.add_argument(
+        "--selector",
+        metavar="MATCHERS",
+        help='PromQL label matchers of the daemon\'s series (default: job="watchdog")',
+    )
+    rules.add_argument(
+        "--runbook-url",
+        metavar="URL",
+        help="where the alerts' runbook_url points, each at #<alert name> (default: the project's "
+        "docs/runbooks.md)",
+    )
+    rules.add_argument(
+        "--kubernetes", action="store_true", help="print a PrometheusRule (deploy/k8s/prometheusrule.yaml)"
+    )
     demo = sub.add_parser(
         "demo",
         help="three simulated launches (ready, crash, stall) watched by the full daemon",
@@ -305,6 +326,14 @@ def _main(argv: list[str]) -> int:
             from watchdog.cli.alerts import run_test_notify  # noqa: PLC0415
 
             return run_test_notify(args)
+        if args.command == "print-rules":
+            from watchdog.daemon import promrules  # noqa: PLC0415
+
+            render = promrules.prometheus_rule if args.kubernetes else promrules.combined
+            selector = promrules.DEFAULT_SELECTOR if args.selector is None else args.selector
+            base = RUNBOOK_URL if args.runbook_url is None else args.runbook_url
+            print(render(selector, base), end="")
+            return 0
         if args.command == "demo":
             from watchdog.cli.demo import run_demo  # noqa: PLC0415
 
