@@ -289,14 +289,18 @@ async def _open_demo(tmp: Path) -> AsyncIterator[int]:
         await _stop(process)
 
 
-def _prometheus_config(tmp: Path, target_port: int) -> Path:
-    """deploy/prometheus/prometheus.yml with its rules, made fast (1 s) and pointed at the demo."""
+def _prometheus_config(
+    tmp: Path, target_port: int, *, job_name: str = JOB, rules_base: Path = PROMETHEUS_DIR
+) -> Path:
+    """deploy/prometheus/prometheus.yml with its rules (`rules/*.yml` under `rules_base`), made fast (1 s)
+    and pointed at the demo, as job `job_name`."""
     config = _yaml(PROMETHEUS_YML)
     (job,) = [job for job in config["scrape_configs"] if job["job_name"] == JOB]
     job["static_configs"] = [{"targets": [f"127.0.0.1:{target_port}"]}]
+    job["job_name"] = job_name
     config["scrape_configs"] = [job]
     config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
-    config["rule_files"] = [str(PROMETHEUS_DIR / pattern) for pattern in config["rule_files"]]
+    config["rule_files"] = [str(rules_base / pattern) for pattern in config["rule_files"]]
     config.pop("alerting")
     path = tmp / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
@@ -431,6 +435,56 @@ async def test_prometheus_fires_the_demo_alerts(demo_prometheus: httpx.AsyncClie
             if firing != want:
                 await anyio.sleep(POLL)
     assert firing == want
+
+
+async def _alerts_until(
+    client: httpx.AsyncClient, done: Callable[[set[tuple[str, str, str | None]]], bool]
+) -> set[tuple[str, str, str | None]]:
+    """(alertname, state, launch) of every pending or firing alert, once `done` holds (else after DEADLINE)."""
+    alerts: set[tuple[str, str, str | None]] = set()
+    with anyio.move_on_after(DEADLINE):
+        while True:
+            body = (await client.get("/api/v1/alerts")).json()
+            alerts = {
+                (a["labels"]["alertname"], a["state"], a["labels"].get("launch"))
+                for a in body["data"]["alerts"]
+            }
+            if done(alerts):
+                break
+            await anyio.sleep(POLL)
+    return alerts
+
+
+async def test_another_job_name_fires_the_alerts_with_rules_rendered_for_it(tmp_path: Path) -> None:
+    """A real Prometheus scraping `watchdog demo` as job "llm-watchdog", with the rules of `print-rules
+    --selector 'job="llm-watchdog"'`: the crashed and the stalled launch fire their alerts, WatchdogDown is not
+    even pending (its `up` is found), and the dashboard's state timeline with $job = llm-watchdog shows every
+    demo launch."""
+    from watchdog.daemon.promrules import rule_files  # noqa: PLC0415
+
+    binary = require_binary("prometheus", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
+    job = "llm-watchdog"
+    (tmp_path / "rules").mkdir()
+    for name, text in rule_files(f'job="{job}"').items():
+        (tmp_path / "rules" / name).write_text(text)
+    crashed = next(d.name for d in DEMO_LAUNCHES if d.expect is State.CRASHED)
+    stalled = next(d.name for d in DEMO_LAUNCHES if d.expect is State.STALLED)
+    want = {("WatchdogLaunchCrashed", "firing", crashed), ("WatchdogLaunchStalled", "firing", stalled)}
+    async with _open_demo(tmp_path) as port:
+        argv = [
+            binary,
+            f"--config.file={_prometheus_config(tmp_path, port, job_name=job, rules_base=tmp_path)}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb{attempt}'}",
+            "--log.level=warn",
+        ]
+        async with _open_binary(argv, tmp_path, "prometheus") as client:
+            alerts = await _alerts_until(client, lambda alerts: alerts == want)
+            timeline = dict(_queries())["Launch state"].replace("$job", job)
+            states = _by_launch(
+                await _eventually(client, _substitute(timeline), lambda r: len(r) == len(DEMO_LAUNCHES))
+            )
+    assert alerts == want
+    assert set(states) == {d.name for d in DEMO_LAUNCHES}
 
 
 # --- Alertmanager ---------------------------------------------------------------------------------------------
