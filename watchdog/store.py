@@ -1015,11 +1015,11 @@ def refuse_legacy_state(
         ConfigError: `state_dir` is `default`, which has no state file, and `legacy` has one (or cannot be
             looked into by this user, so may have one).
     """
-    if os.path.normpath(state_dir) != os.path.normpath(default) or db_path(default).exists():
+    if os.path.normpath(state_dir) != os.path.normpath(default) or os.path.exists(db_path(default)):
         return
     old = db_path(legacy)
     move = (
-        f"stop the old daemon, then as root: mv {old}* {default}/ && "
+        f"stop the old daemon, then as root: mkdir -p {default} && mv {old}* {default}/ && "
         f"chown -R llm-launch-watchdog:llm-launch-watchdog {default} (upgrade notes: CHANGELOG.md)"
     )
     try:

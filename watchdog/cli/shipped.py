@@ -104,10 +104,11 @@ def find_script(argv0: str | None = None) -> Path | None:
 
 
 def _unit_word(path: str) -> str:
-    """`path` as one word of a unit's command line: `%` and `$` escaped, quoted when it has other characters."""
+    """`path` as the program of a unit's command line: `%` escaped (a specifier), quoted when it has characters
+    other than the plain ones. (`$` stays: systemd expands variables in the arguments, not in the program.)"""
     if "\n" in path or "\r" in path:
         raise UsageError(f"--exec: {path!r}: a path with a line break cannot be written in a unit")
-    text = path.replace("%", "%%").replace("$", "$$")
+    text = path.replace("%", "%%")
     if _PLAIN_WORD.fullmatch(path):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
