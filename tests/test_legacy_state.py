@@ -131,7 +131,7 @@ def test_refused_when_the_old_directory_cannot_be_looked_into(dirs: tuple[Path, 
 
 
 DRIVER = """
-import json, re, subprocess, sys
+import json, os, re, subprocess, sys
 sys.path.insert(0, sys.argv[1])
 from daemon_process import DaemonProcess
 config, out = sys.argv[2], {}
@@ -142,6 +142,9 @@ def run(*argv):
     return [r.returncode, r.stdout, r.stderr]
 out["old"] = run("silence", "kimi-ep", "2h", "--state-dir", "/var/lib/watchdog")
 out["refused"] = run("run", "--config", config)
+out["silence_refused"] = run("silence", "other", "1h")
+out["history_refused"] = run("history")
+out["made_there"] = sorted(os.listdir("/var/lib/llm-launch-watchdog")) if os.path.isdir("/var/lib/llm-launch-watchdog") else []
 move = re.search(r"as root: (mkdir .*?) && chown ", out["refused"][2])
 out["moved"] = subprocess.run(move.group(1), shell=True).returncode if move else None
 out["silences"] = run("silence")
@@ -157,8 +160,9 @@ print(json.dumps(out))
 
 
 def test_an_upgraded_daemon_refuses_then_starts_on_the_moved_state(tmp_path: Path) -> None:
-    """On the real paths: old state in /var/lib/watchdog, `run` exits 78 naming both; after the move it names,
-    the old state (a silence) is in the new default and the daemon starts."""
+    """On the real paths: old state in /var/lib/watchdog, `run` (and `silence`, `history`) exit 78 naming both,
+    making nothing; after the move it names, the old state (a silence) is in the new default and the daemon
+    starts."""
     unshare = shutil.which("unshare")
     if unshare is None or os.geteuid() != 0:
         pytest.skip("needs root and unshare(1) for a mount namespace of its own")
@@ -186,6 +190,16 @@ def test_an_upgraded_daemon_refuses_then_starts_on_the_moved_state(tmp_path: Pat
         "watchdog: configuration error: /var/lib/llm-launch-watchdog: daemon.state_dir: no state file here, "
         "but /var/lib/watchdog/watchdog.sqlite3 holds the state of watchdog before the rename"
     ), err
+    for command in (
+        "silence_refused",
+        "history_refused",
+    ):  # neither makes a new state that would hide the old
+        assert out[command][0] == 78, out[command]
+        assert (
+            "/var/lib/watchdog/watchdog.sqlite3 holds the state of watchdog before the rename"
+            in out[command][2]
+        )
+    assert out["made_there"] == []
     assert out["moved"] == 0
     assert out["silences"][0] == 0
     assert out["silences"][1].startswith("kimi-ep"), out["silences"]

@@ -350,9 +350,12 @@ class StateStore:
 
         Raises:
             UsageError: `readonly` and there is no state file.
-            ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it.
+            ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it; or
+                the default state directory has none while the one before the rename has one
+                (`refuse_legacy_state`: no command starts an empty state there, `watchdog silence` neither).
         """
         path = db_path(state_dir)
+        await anyio.to_thread.run_sync(refuse_legacy_state, state_dir)
         # damaged pages are looked for once, by the daemon's store (`watchdog history` only reads)
         conn = await anyio.to_thread.run_sync(functools.partial(connect, path, readonly, check=not readonly))
         return cls(conn, path, readonly=readonly)

@@ -129,7 +129,8 @@ async def _run(path: Path, config: Config, shard: Shard | None) -> int:
 
     from watchdog.store import lock_state_dir, open_store, refuse_legacy_state  # noqa: PLC0415
 
-    # An upgrade from before the rename, its state still in the old default directory: refused (exit 78).
+    # An upgrade from before the rename, its state still in the old default directory: refused (exit 78), before
+    # the lock makes anything there (StateStore.open refuses it too: for `silence`, `history`).
     await anyio.to_thread.run_sync(refuse_legacy_state, d.state_dir)
     # One daemon per state directory (two would fight over the file's lock and interleave their alerts): a
     # second one refuses to start (exit 78), naming the first's pid. Held until the process ends.
