@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 from conftest import require_binary, unavailable
 
-from watchdog.cli.shipped import FORCED_COMMAND, SCRIPT, SHIPPED, TEMPLATE_EXEC, UNIT
+from watchdog.cli.shipped import FORCED_COMMAND, SCRIPT, SHIPPED, TEMPLATE_EXEC, UNIT, private_home
 
 ROOT = Path(__file__).parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
@@ -147,7 +147,16 @@ def test_installed_print_commands_write_the_shipped_files(install: Install) -> N
 def test_installed_print_unit_passes_systemd_analyze_verify(install: Install, tmp_path: Path) -> None:
     """The installed `llm-launch-watchdog print-unit` names its own script in ExecStart, and verifies as printed."""
     result = install.run("print-unit")
-    assert (result.returncode, result.stderr) == (0, "")
+    # Its interpreter may be one in a home directory (a pyenv Python of root's): then, and only then, a warning.
+    home = private_home([str(install.script()), str(install.venv / "bin" / "python")])
+    assert result.returncode == 0
+    assert result.stderr == (
+        ""
+        if home is None
+        else f"watchdog: warning: {home} is in a home directory, which "
+        "the unit's user llm-launch-watchdog cannot enter: the service would not start. Install under /opt "
+        "(docs/operations.md, step 1).\n"
+    )
     expected = (
         (ROOT / UNIT.repo_path)
         .read_text()
@@ -189,6 +198,18 @@ def test_print_unit_exec_path_with_space_percent_and_dollar_verifies(
     unit.write_text(result.stdout)
     verify = _verify(unit)
     assert (verify.returncode, verify.stdout + verify.stderr) == (0, "")
+
+
+def test_print_unit_warns_of_a_program_in_a_home_directory(install: Install) -> None:
+    """A program under /home or /root (a user's pipx install) is printed, with a warning: the unit's user
+    could not run it."""
+    result = install.run("print-unit", "--exec", "/home/alice/.local/bin/llm-launch-watchdog")
+    assert result.returncode == 0
+    assert "ExecStart=/home/alice/.local/bin/llm-launch-watchdog run --config " in result.stdout
+    assert (
+        "watchdog: warning: /home/alice/.local/bin/llm-launch-watchdog is in a home directory, which the "
+        "unit's user llm-launch-watchdog cannot enter" in result.stderr
+    )
 
 
 def test_installed_print_config_passes_check_config(install: Install, tmp_path: Path) -> None:

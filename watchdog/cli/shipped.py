@@ -30,6 +30,7 @@ __all__ = [
     "ShippedFile",
     "add_print_unit_arguments",
     "find_script",
+    "private_home",
     "run_print_config",
     "run_print_forced_command",
     "run_print_unit",
@@ -45,6 +46,7 @@ TEMPLATE_EXEC = (
 )
 _EXEC_START = re.compile(r"^ExecStart=(\S+)( .*)?$", re.MULTILINE)
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+_HOMES = (Path("/root"), Path("/home"), Path("/run/user"))  # ProtectHome=: and private to their users anyway
 
 
 @dataclass(frozen=True)
@@ -134,14 +136,28 @@ def add_print_unit_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def private_home(paths: list[str]) -> str | None:
+    """The first of `paths` (symlinks resolved) inside a home directory, which the unit's user cannot enter."""
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        if any(real.is_relative_to(home) for home in _HOMES):
+            return str(real)
+    return None
+
+
 def run_print_unit(args: argparse.Namespace) -> int:
-    """`watchdog print-unit [--exec PATH]`: the systemd unit, its ExecStart this install's script; 0 or 64."""
+    """`watchdog print-unit [--exec PATH]`: the systemd unit, its ExecStart this install's script; 0 or 64.
+
+    Warns (exit 0) when the program, or this install's interpreter, is in a home directory: the service's
+    user could not run it there (a pipx install of a user, a pyenv or uv-managed Python of root's).
+    """
     if args.exec_path is not None:
         exec_path = args.exec_path
         if not os.path.isabs(exec_path):
             raise UsageError(f"--exec: {exec_path!r} is not an absolute path (systemd needs one)")
         if not os.access(exec_path, os.X_OK):
             print(f"watchdog: warning: --exec: {exec_path} is not an executable file here", file=sys.stderr)
+        looked = [exec_path]
     else:
         found = find_script()
         if found is None:
@@ -150,6 +166,14 @@ def run_print_unit(args: argparse.Namespace) -> int:
                 f"{sysconfig.get_path('scripts')}, not on PATH): give its path with --exec PATH"
             )
         exec_path = str(found)
+        looked = [exec_path, sys.executable]
+    home = private_home(looked)
+    if home is not None:
+        print(
+            f"watchdog: warning: {home} is in a home directory, which the unit's user llm-launch-watchdog "
+            "cannot enter: the service would not start. Install under /opt (docs/operations.md, step 1).",
+            file=sys.stderr,
+        )
     write_out(unit_text(exec_path).rstrip("\n"))
     return 0
 
