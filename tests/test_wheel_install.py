@@ -393,3 +393,42 @@ def test_our_unit_verifies_next_to_debians(
     )
     assert (verify.returncode, verify.stdout + verify.stderr) == (0, "")
     assert sorted(p.name for p in units.iterdir()) == [UNIT.name, "watchdog.service", "wd_keepalive.service"]
+
+
+def _unit_files(root: Path, *units: str) -> list[str]:
+    """The files systemd would load for `units` under `root`, as `systemctl cat` names them (offline:
+    `systemd-analyze --root=ROOT cat-config`, which applies the same /etc over /lib precedence)."""
+    analyze = require_binary("systemd-analyze", "systemd", "WATCHDOG_REQUIRE_SSHD")
+    result = subprocess.run(
+        [analyze, f"--root={root}", "--no-pager", "cat-config", *(f"systemd/system/{u}" for u in units)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    prefix = f"# {root}"
+    return [line.removeprefix(prefix) for line in result.stdout.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.parametrize(
+    ("ours_as", "watchdog_service_is"),
+    [
+        pytest.param(UNIT.name, "/lib/systemd/system/watchdog.service", id="now-theirs-stays-theirs"),
+        pytest.param(
+            "watchdog.service", "/etc/systemd/system/watchdog.service", id="before-ours-masked-theirs"
+        ),
+    ],
+)
+def test_debians_watchdog_service_is_still_theirs(
+    install: Install, debian_watchdog: DebPackage, tmp_path: Path, ours_as: str, watchdog_service_is: str
+) -> None:
+    """With their package's files in /lib and our unit installed as operations.md says, `watchdog.service`
+    is still their file; installed under the old name, ours masked it (the check is not blind)."""
+    root = tmp_path / "root"
+    shutil.copytree(debian_watchdog.root / "lib", root / "lib")
+    (root / "etc" / "systemd" / "system").mkdir(parents=True)
+    (root / "etc" / "systemd" / "system" / ours_as).write_text(install.run("print-unit").stdout)
+    assert _unit_files(root, "watchdog.service") == [watchdog_service_is]
+    if ours_as == UNIT.name:
+        assert _unit_files(root, UNIT.name) == [f"/etc/systemd/system/{UNIT.name}"]
