@@ -677,7 +677,7 @@ def test_compose_builds_the_top_level_dockerfile_and_runs_its_config() -> None:
     assert command[:2] == ["run", "--config"]
     binds = _binds("watchdog")
     config = load_config(binds[command[2]])
-    assert binds["/etc/watchdog/config.toml"] == (COMPOSE_DIR / "config.toml").resolve()
+    assert binds["/etc/llm-launch-watchdog/config.toml"] == (COMPOSE_DIR / "config.toml").resolve()
     ssh = PurePosixPath(next(t for t, s in binds.items() if s == (COMPOSE_DIR / "ssh").resolve()))
     for host in config.hosts.values():
         for path in (host.identity, host.known_hosts):
@@ -763,7 +763,7 @@ def test_k8s_statefulset_mounts_the_configmap_and_secret_it_names() -> None:
     config_path = PurePosixPath(args[args.index("--config") + 1])
     assert str(config_path.parent) == mounts[config_volume]
     assert config_path.name in config_map["data"]
-    assert mounts["state"] == "/var/lib/watchdog"
+    assert mounts["state"] == "/var/lib/llm-launch-watchdog"
 
     config = tomllib.loads(config_map["data"][config_path.name])
     assert config["daemon"]["state_dir"] == mounts["state"]

@@ -46,6 +46,7 @@ __all__ = [
     "EXIT_STALLED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "LEGACY_STATE_DIR",
     "LOG_FORMATS",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "OUTCOMES",
@@ -152,7 +153,10 @@ DEFAULT_GPU_INTERVAL = 5.0  # seconds between GPU readings of a host
 DEFAULT_UNREACHABLE_AFTER = 60.0  # seconds a host stays unreachable before it is an alert
 DEFAULT_STAT_INTERVAL = 0.25  # seconds between the remote stat loop's looks at what the followed path names
 DEFAULT_LISTEN = "127.0.0.1:9469"
-DEFAULT_STATE_DIR = "/var/lib/watchdog"
+DEFAULT_STATE_DIR = "/var/lib/llm-launch-watchdog"
+# The default before the rename to llm-launch-watchdog (Debian's `watchdog` package): a daemon on the new default
+# refuses to start a new state while this one holds a state file (store.refuse_legacy_state).
+LEGACY_STATE_DIR = "/var/lib/watchdog"
 LOG_FORMATS = ("json", "console")
 DEFAULT_LOG_FORMAT = "json"
 DEFAULT_RATE_LIMIT = 30  # alerts per minute a notifier sends at most; more wait their turn (none dropped)

@@ -170,6 +170,28 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--listen", default="127.0.0.1:0", metavar="HOST:PORT", help="where to serve (default: a free port)"
     )
+    from watchdog.cli.shipped import add_print_unit_arguments  # noqa: PLC0415 - stdlib only
+
+    print_unit = sub.add_parser(
+        "print-unit",
+        help="print the systemd unit, its ExecStart this install's llm-launch-watchdog script",
+        description="Print the systemd unit llm-launch-watchdog.service as this release ships it, its "
+        "ExecStart set to this install's llm-launch-watchdog script: `llm-launch-watchdog print-unit | sudo "
+        "tee /etc/systemd/system/llm-launch-watchdog.service` (docs/operations.md).",
+    )
+    add_print_unit_arguments(print_unit)
+    sub.add_parser(
+        "print-config",
+        help="print the complete, commented example config",
+        description="Print the complete, commented example config (deploy/config.example.toml): every key.",
+    )
+    sub.add_parser(
+        "print-forced-command",
+        help="print the SSH forced-command wrapper for the GPU hosts",
+        description="Print this release's SSH forced-command wrapper (llm-launch-watchdog-forced-command), "
+        "which lets the daemon's key run watchdog's own commands on a GPU host and nothing else "
+        "(docs/least-privilege.md).",
+    )
 
     watch = sub.add_parser(
         "watch",
@@ -334,6 +356,15 @@ def _main(argv: list[str]) -> int:
             base = RUNBOOK_URL if args.runbook_url is None else args.runbook_url
             print(render(selector, base), end="")
             return 0
+        if args.command in ("print-unit", "print-config", "print-forced-command"):
+            from watchdog.cli import shipped  # noqa: PLC0415
+
+            printer = {
+                "print-unit": shipped.run_print_unit,
+                "print-config": shipped.run_print_config,
+                "print-forced-command": shipped.run_print_forced_command,
+            }[args.command]
+            return printer(args)
         if args.command == "demo":
             from watchdog.cli.demo import run_demo  # noqa: PLC0415
 
