@@ -3,20 +3,20 @@
 #
 #   docker build -t watchdog .
 #   docker run -d --name watchdog --init --stop-timeout 30 -p 127.0.0.1:9469:9469 \
-#     -v /etc/watchdog:/etc/watchdog:ro -v watchdog-state:/var/lib/watchdog watchdog
+#     -v /etc/llm-launch-watchdog:/etc/llm-launch-watchdog:ro -v watchdog-state:/var/lib/llm-launch-watchdog watchdog
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
 # A fixed uid/gid (10001), so that the keys mounted from the host can be given to it (chgrp 10001, 0640).
-RUN groupadd --system --gid 10001 watchdog \
- && useradd --system --uid 10001 --gid watchdog --home-dir /var/lib/watchdog --no-create-home \
-      --shell /usr/sbin/nologin watchdog \
- && install -d -o watchdog -g watchdog -m 0700 /var/lib/watchdog \
- && install -d -o root -g watchdog -m 0750 /etc/watchdog
+RUN groupadd --system --gid 10001 llm-launch-watchdog \
+ && useradd --system --uid 10001 --gid llm-launch-watchdog --home-dir /var/lib/llm-launch-watchdog \
+      --no-create-home --shell /usr/sbin/nologin llm-launch-watchdog \
+ && install -d -o llm-launch-watchdog -g llm-launch-watchdog -m 0700 /var/lib/llm-launch-watchdog \
+ && install -d -o root -g llm-launch-watchdog -m 0750 /etc/llm-launch-watchdog
 
-# The project from the build context (.dockerignore lets in only pyproject.toml, README.md and watchdog/),
+# The project from the build context (.dockerignore lets in only what pyproject.toml builds the wheel from),
 # mounted for this step only: no source layer, no pip cache, the build backend gone with pip's build env.
 # No compiler, no SSH client: asyncssh is pure Python and reads ~/.ssh/config itself; the dependencies
 # come as binary wheels.
@@ -24,9 +24,10 @@ RUN --mount=type=bind,target=/src,rw \
     pip install --no-cache-dir --disable-pip-version-check --root-user-action=ignore /src
 
 # SQLite state, outbox and history: a named volume keeps them across container upgrades.
-VOLUME ["/var/lib/watchdog"]
-WORKDIR /var/lib/watchdog
-USER watchdog:watchdog
+# USER by number (the user llm-launch-watchdog above): Kubernetes' runAsNonRoot can check only a number.
+VOLUME ["/var/lib/llm-launch-watchdog"]
+WORKDIR /var/lib/llm-launch-watchdog
+USER 10001:10001
 
 # The config's [daemon] listen must be "0.0.0.0:9469" for a published port to reach the daemon.
 EXPOSE 9469
@@ -36,4 +37,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # docker stop sends SIGTERM: graceful (a second one exits at once); `docker kill -s HUP` reloads the config.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["watchdog"]
-CMD ["run", "--config", "/etc/watchdog/config.toml"]
+CMD ["run", "--config", "/etc/llm-launch-watchdog/config.toml"]

@@ -25,6 +25,7 @@ from watchdog.alerts.senders import ServiceNotifier
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import parse_target
+from watchdog.vocabulary import runbook_url
 
 pytestmark = pytest.mark.anyio
 
@@ -69,8 +70,10 @@ async def _until(condition: Callable[[], Awaitable[Any]]) -> Any:
             await anyio.sleep(POLL)
 
 
-def _plans(path: Path, am: httpx.AsyncClient) -> dict[str, LaunchPlan]:
-    notifier = ServiceNotifier(name="am", kind="alertmanager", urls=(str(am.base_url),), timeout=5.0)
+def _plans(path: Path, am: httpx.AsyncClient, **options: str) -> dict[str, LaunchPlan]:
+    notifier = ServiceNotifier(
+        name="am", kind="alertmanager", urls=(str(am.base_url),), timeout=5.0, options=options
+    )
     spec = LaunchSpec(name="qwen", target=parse_target(str(path)))
     return {"qwen": LaunchPlan(spec, host="", labels={"team": "inference"}, alerts=(notifier,))}
 
@@ -111,6 +114,10 @@ async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
         assert "incarnation" not in labels
         assert "CUDA" in alerts[0]["annotations"]["summary"]
         assert alerts[0]["generatorURL"] == "http://watchdog.example:9469/#qwen"
+        # the same runbook section as the Prometheus rule's alert of that name
+        assert alerts[0]["annotations"]["runbook_url"] == runbook_url("WatchdogLaunchCrashed")
+        assert runbook_url("WatchdogLaunchCrashed").endswith("/docs/runbooks.md#watchdoglaunchcrashed")
+        assert "\n## WatchdogLaunchCrashed\n" in RUNBOOKS.read_text()
         assert alerts[0]["status"]["state"] == "active"
         # a new start: the log replaced by another file
         fresh = tmp_path / "fresh.log"
@@ -118,6 +125,22 @@ async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
         fresh.replace(log)
         await _until(lambda: _none_firing(alertmanager))
         tg.cancel_scope.cancel()
+
+
+async def test_the_notifiers_runbook_url_option_points_the_alert_at_a_teams_own_runbooks(
+    tmp_path: Path, alertmanager: httpx.AsyncClient
+) -> None:
+    """With the alertmanager notifier's `runbook_url` set, the alert Alertmanager holds points at the
+    alert's section of that address instead of the project's docs/runbooks.md."""
+    log = tmp_path / "qwen.log"
+    base = "https://wiki.example/llm/runbooks"
+    daemon = Daemon(_plans(log, alertmanager, runbook_url=base), handle_signals=False)
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run)
+        log.write_bytes(CRASH.read_bytes())
+        (alert,) = await _until(lambda: _watchdog_alerts(alertmanager))
+        tg.cancel_scope.cancel()
+    assert alert["annotations"]["runbook_url"] == f"{base}#watchdoglaunchcrashed"
 
 
 async def test_an_ha_pair_saying_one_crash_makes_one_alert_group(
@@ -141,6 +164,7 @@ async def test_an_ha_pair_saying_one_crash_makes_one_alert_group(
 
 
 ALERTMANAGER_YML = Path(__file__).parent.parent / "deploy" / "alertmanager" / "alertmanager.yml"
+RUNBOOKS = Path(__file__).parent.parent / "docs" / "runbooks.md"
 CRAFTED = (
     "@channel @here @everyone <!channel> <!here> <@U123> <https://evil.example|Open the status page> "
     "[Fix: run this](https://evil.example/fix.sh) & more"
@@ -166,7 +190,10 @@ def _shipped_templates() -> list[tuple[str, str]]:
     config = yaml.safe_load(ALERTMANAGER_YML.read_text())
     out = []
     for receiver in config["receivers"]:
-        for key, fields in (("slack_configs", ("title", "text")), ("discord_configs", ("title", "message"))):
+        for key, fields in (
+            ("slack_configs", ("title", "text", "title_link")),
+            ("discord_configs", ("title", "message")),
+        ):
             for item in receiver.get(key, ()):
                 out.extend((f"{receiver['name']}/{field}", item[field]) for field in fields)
     return out
@@ -202,7 +229,14 @@ async def test_the_shipped_chat_templates_render_a_crafted_crash_line_inert(
     (tmp_path / "data.json").write_text(json.dumps(data))
     (tmp_path / "none.tmpl").write_text("")
     templates = _shipped_templates()
-    assert {name for name, _ in templates} >= {"slack-critical/title", "slack-critical/text"}
+    assert {name for name, _ in templates} >= {
+        "slack-critical/title",
+        "slack-critical/text",
+        "slack-critical/title_link",
+        "discord-warnings/message",
+    }
+    runbook = alert["annotations"]["runbook_url"]
+    assert runbook == runbook_url("WatchdogLaunchCrashed")
     for name, text in templates:
         result = await anyio.run_process(
             [
@@ -218,6 +252,11 @@ async def test_the_shipped_chat_templates_render_a_crafted_crash_line_inert(
         assert result.returncode == 0, (name, result.stderr)
         rendered = result.stdout.decode()
         assert [m.group(0) for m in _ACTIVE.finditer(rendered)] == [], name
+        if name.endswith("/title_link"):  # the title links to the alert's runbook, as Alertmanager got it
+            assert rendered.strip() == runbook
+            continue
+        if name.endswith("/message"):
+            assert rendered.rstrip().endswith(f"Runbook: {runbook}"), name
         said = html.unescape(rendered.replace("\u200b", ""))
         assert "<!channel> <!here> <@U123>" in said, name
         assert "@channel @here @everyone" in said, name

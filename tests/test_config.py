@@ -38,10 +38,10 @@ HOOK = f"https://hooks.example.com/services/T0/B0/{TOKEN}"
 GOOD = f"""
 [daemon]
 listen = "0.0.0.0:9469"
-state_dir = "/var/lib/watchdog"
+state_dir = "/var/lib/llm-launch-watchdog"
 log_format = "console"
-tls_cert = "/etc/watchdog/cert.pem"
-tls_key = "/etc/watchdog/key.pem"
+tls_cert = "/etc/llm-launch-watchdog/cert.pem"
+tls_key = "/etc/llm-launch-watchdog/key.pem"
 basic_auth_user = "prom"
 basic_auth_password = "env:WD_TEST_PASSWORD"
 
@@ -49,8 +49,8 @@ basic_auth_password = "env:WD_TEST_PASSWORD"
 address = "10.1.230.174"
 port = 2222
 user = "root"
-identity = "/etc/watchdog/id_ed25519"
-known_hosts = "/etc/watchdog/known_hosts"
+identity = "/etc/llm-launch-watchdog/id_ed25519"
+known_hosts = "/etc/llm-launch-watchdog/known_hosts"
 jump_host = "bastion"
 max_channels = 8
 stat_interval = "2s"
@@ -612,8 +612,8 @@ def test_ssh_options_from_host(good: Path) -> None:
     """A host's identity, known_hosts and channel limit become the SSH options of its pool."""
     config = load_config(good)
     options = ssh_options(config, "gpu1")
-    assert options.identity == "/etc/watchdog/id_ed25519"
-    assert options.known_hosts == "/etc/watchdog/known_hosts"
+    assert options.identity == "/etc/llm-launch-watchdog/id_ed25519"
+    assert options.known_hosts == "/etc/llm-launch-watchdog/known_hosts"
     assert not options.accept_new_host_key
     assert options.max_channels == config.hosts["gpu1"].max_channels
     assert options.stat_interval == 2.0

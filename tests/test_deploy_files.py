@@ -1,7 +1,7 @@
 """Deployment files: the systemd unit (verified, exposure <= 2.5), the Dockerfile and its build context.
 
-The unit and the Dockerfile name `watchdog run --config /etc/watchdog/config.toml` as their contract with the
-daemon. systemd-analyze checks the unit where it is installed (CI installs it); `docker build` runs only where
+The unit and the Dockerfile name `run --config /etc/llm-launch-watchdog/config.toml` as their contract with the
+daemon; the unit runs the `llm-launch-watchdog` console script (never a `watchdog` on PATH: Debian's). systemd-analyze checks the unit where it is installed (CI installs it); `docker build` runs only where
 a Docker daemon answers. The unit's MemoryDenyWriteExecute=yes is checked for real: the CLI runs under the
 kernel's equivalent (prctl PR_SET_MDWE, Linux >= 6.3), which refuses writable-and-executable memory.
 """
@@ -27,13 +27,13 @@ from conftest import require_binary
 from sshd_server import SSHDServer
 
 ROOT = Path(__file__).parent.parent
-UNIT = ROOT / "systemd" / "watchdog.service"
+UNIT = ROOT / "systemd" / "llm-launch-watchdog.service"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 PYPROJECT = ROOT / "pyproject.toml"
 READY_LOG = ROOT / "tests" / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 
-EXEC_START = "/usr/local/bin/watchdog run --config /etc/watchdog/config.toml"
+EXEC_START = "/usr/local/bin/llm-launch-watchdog run --config /etc/llm-launch-watchdog/config.toml"
 MAX_EXPOSURE = 2.5
 LISTEN_PORT = 9469
 NON_ROOT = re.compile(
@@ -85,12 +85,16 @@ def _directives(text: str) -> dict[str, list[str]]:
 
 @pytest.fixture
 def unit_copy(tmp_path: Path) -> Path:
-    """The unit as shipped, but with ExecStart on this venv's script (verify requires the binary to exist)."""
+    """The unit as `llm-launch-watchdog print-unit` of this environment prints it: ExecStart on its script."""
     text = UNIT.read_text()
     assert f"ExecStart={EXEC_START}\n" in text
-    script = _watchdog_script()
-    copy = tmp_path / "watchdog.service"
-    copy.write_text(text.replace("ExecStart=/usr/local/bin/watchdog ", f"ExecStart={script} "))
+    script = _watchdog_script().with_name("llm-launch-watchdog")
+    printed = subprocess.run(
+        [str(script), "print-unit"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert printed == text.replace("ExecStart=/usr/local/bin/llm-launch-watchdog ", f"ExecStart={script} ")
+    copy = tmp_path / UNIT.name
+    copy.write_text(printed)
     return copy
 
 
@@ -148,9 +152,14 @@ def test_unit_exposure_is_at_most_2_5(unit_copy: Path) -> None:
         pytest.param("RestartSec", "5", id="restart-sec"),
         pytest.param("RestartPreventExitStatus", "78", id="config-error-no-restart-loop"),
         pytest.param("DynamicUser", "no", id="static-user"),
-        pytest.param("User", "watchdog", id="user"),
-        pytest.param("Group", "watchdog", id="group"),
-        pytest.param("StateDirectory", "watchdog", id="state-dir"),
+        pytest.param("User", "llm-launch-watchdog", id="user"),
+        pytest.param("Group", "llm-launch-watchdog", id="group"),
+        pytest.param("StateDirectory", "llm-launch-watchdog", id="state-dir"),
+        pytest.param("WorkingDirectory", "/var/lib/llm-launch-watchdog", id="working-dir"),
+        pytest.param("ReadOnlyPaths", "-/etc/llm-launch-watchdog", id="config-dir-read-only"),
+        pytest.param(
+            "EnvironmentFile", "-/etc/llm-launch-watchdog/llm-launch-watchdog.env", id="environment-file"
+        ),
         pytest.param("UMask", "0077", id="umask"),
         pytest.param("ProtectSystem", "strict", id="protect-system"),
         pytest.param("ProtectHome", "read-only", id="protect-home"),
@@ -277,9 +286,9 @@ def test_dockerfile_base_entrypoint_and_port() -> None:
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
     assert json.loads(_all("ENTRYPOINT")[-1]) == ["watchdog"]
     assert "watchdog" in scripts
-    assert json.loads(_all("CMD")[-1]) == ["run", "--config", "/etc/watchdog/config.toml"]
+    assert json.loads(_all("CMD")[-1]) == ["run", "--config", "/etc/llm-launch-watchdog/config.toml"]
     assert _all("EXPOSE") == [str(LISTEN_PORT)]
-    assert json.loads(_all("VOLUME")[-1]) == ["/var/lib/watchdog"]
+    assert json.loads(_all("VOLUME")[-1]) == ["/var/lib/llm-launch-watchdog"]
 
 
 def test_dockerfile_runs_as_a_non_root_user() -> None:
@@ -318,7 +327,8 @@ def test_dockerignore_admits_only_what_the_wheel_is_built_from() -> None:
     admitted = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     project = tomllib.loads(PYPROJECT.read_text())
     needed = {"pyproject.toml", project["project"]["readme"]}
-    needed |= set(project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
+    wheel = project["tool"]["hatch"]["build"]["targets"]["wheel"]
+    needed |= set(wheel["packages"]) | set(wheel["force-include"])
     assert admitted == needed
 
 
@@ -437,11 +447,11 @@ def test_docs_show_the_commands_the_files_expect() -> None:
     text = (ROOT / "docs" / "operations.md").read_text()
     for needed in (
         "useradd --system",
-        "systemctl enable --now watchdog",
-        "systemctl reload watchdog",
-        "journalctl -u watchdog",
+        "systemctl enable --now llm-launch-watchdog",
+        "systemctl reload llm-launch-watchdog",
+        "journalctl -u llm-launch-watchdog",
         EXEC_START.split(" ", 1)[0],
-        "/etc/watchdog/config.toml",
+        "/etc/llm-launch-watchdog/config.toml",
         "docker run",
         "0.0.0.0:9469",
     ):

@@ -57,6 +57,7 @@ POLL = 0.1  # seconds between two questions to an HTTP API
 # Grafana's variables in the dashboard's queries, as Grafana would fill them with "All" selected.
 GRAFANA_VARIABLES = {
     "job": ".+",
+    "alertmanager_job": ".+",
     "launch": ".*",
     "host": ".*",
     "__rate_interval": "1m",
@@ -138,6 +139,7 @@ def test_every_alert_has_a_unit_test_that_sees_it_fire() -> None:
         "WatchdogSSHHostUnreachable",
         "WatchdogAlertsFailing",
         "WatchdogOutboxBacklog",
+        "WatchdogFileDescriptorsNearLimit",
     }
     assert alerts <= fired, f"never seen firing in a unit test: {sorted(alerts - fired)}"
 
@@ -147,7 +149,7 @@ def test_alerts_carry_a_severity_alertmanager_routes() -> None:
     for rule in _rules():
         if "alert" in rule:
             assert rule["labels"]["severity"] in ("critical", "warning"), rule["alert"]
-            assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+            assert {"summary", "description", "runbook_url"} <= set(rule["annotations"]), rule["alert"]
 
 
 # --- Grafana: the dashboard's structure -------------------------------------------------------------------------
@@ -219,6 +221,26 @@ def test_dashboard_variables_are_defined_and_the_datasource_is_provisioned() -> 
     assert variables["datasource"]["current"]["value"] == source["uid"]
 
 
+def test_every_dashboard_query_takes_its_job_from_a_variable() -> None:
+    """No query names a job: each series of the daemon (watchdog_*, process_*, up) is selected by
+    `job=~"$job"`, Alertmanager's by `job=~"$alertmanager_job"`, so the dashboard works under any job name
+    (the rules take theirs from `print-rules --selector`). Recorded series carry no job (the rules select)."""
+    series = re.compile(r"(?<![\w:])((?:watchdog|process|alertmanager)_\w+|up)\b(?![\w:(])(\{[^}]*\})?")
+    variables = {v["name"]: v for v in _dashboard()["templating"]["list"]}
+    exprs = [expr for _, expr in _queries()]
+    exprs += [variables[name]["definition"] for name in ("launch", "host")]
+    checked = 0
+    for expr in exprs:
+        assert not re.search(r"\bjob\s*=~?\s*\"[^$]", expr), expr
+        for match in series.finditer(expr):
+            want = "$alertmanager_job" if match.group(1).startswith("alertmanager_") else "$job"
+            assert match.group(2), (expr, match.group(0))
+            assert f'job=~"{want}"' in match.group(2), (expr, match.group(0))
+            checked += 1
+    assert checked >= 40
+    assert any(m.group(1).startswith("process_") for e in exprs for m in series.finditer(e))
+
+
 def test_state_timeline_maps_every_state() -> None:
     """The state timeline's value mappings name every state at the code the recording rule gives it."""
     (panel,) = [p for p in _panels(_dashboard()["panels"]) if p["title"] == "Launch state"]
@@ -267,14 +289,18 @@ async def _open_demo(tmp: Path) -> AsyncIterator[int]:
         await _stop(process)
 
 
-def _prometheus_config(tmp: Path, target_port: int) -> Path:
-    """deploy/prometheus/prometheus.yml with its rules, made fast (1 s) and pointed at the demo."""
+def _prometheus_config(
+    tmp: Path, target_port: int, *, job_name: str = JOB, rules_base: Path = PROMETHEUS_DIR
+) -> Path:
+    """deploy/prometheus/prometheus.yml with its rules (`rules/*.yml` under `rules_base`), made fast (1 s)
+    and pointed at the demo, as job `job_name`."""
     config = _yaml(PROMETHEUS_YML)
     (job,) = [job for job in config["scrape_configs"] if job["job_name"] == JOB]
     job["static_configs"] = [{"targets": [f"127.0.0.1:{target_port}"]}]
+    job["job_name"] = job_name
     config["scrape_configs"] = [job]
     config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
-    config["rule_files"] = [str(PROMETHEUS_DIR / pattern) for pattern in config["rule_files"]]
+    config["rule_files"] = [str(rules_base / pattern) for pattern in config["rule_files"]]
     config.pop("alerting")
     path = tmp / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
@@ -409,6 +435,56 @@ async def test_prometheus_fires_the_demo_alerts(demo_prometheus: httpx.AsyncClie
             if firing != want:
                 await anyio.sleep(POLL)
     assert firing == want
+
+
+async def _alerts_until(
+    client: httpx.AsyncClient, done: Callable[[set[tuple[str, str, str | None]]], bool]
+) -> set[tuple[str, str, str | None]]:
+    """(alertname, state, launch) of every pending or firing alert, once `done` holds (else after DEADLINE)."""
+    alerts: set[tuple[str, str, str | None]] = set()
+    with anyio.move_on_after(DEADLINE):
+        while True:
+            body = (await client.get("/api/v1/alerts")).json()
+            alerts = {
+                (a["labels"]["alertname"], a["state"], a["labels"].get("launch"))
+                for a in body["data"]["alerts"]
+            }
+            if done(alerts):
+                break
+            await anyio.sleep(POLL)
+    return alerts
+
+
+async def test_another_job_name_fires_the_alerts_with_rules_rendered_for_it(tmp_path: Path) -> None:
+    """A real Prometheus scraping `watchdog demo` as job "llm-watchdog", with the rules of `print-rules
+    --selector 'job="llm-watchdog"'`: the crashed and the stalled launch fire their alerts, WatchdogDown is not
+    even pending (its `up` is found), and the dashboard's state timeline with $job = llm-watchdog shows every
+    demo launch."""
+    from watchdog.daemon.promrules import rule_files  # noqa: PLC0415
+
+    binary = require_binary("prometheus", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
+    job = "llm-watchdog"
+    (tmp_path / "rules").mkdir()
+    for name, text in rule_files(f'job="{job}"').items():
+        (tmp_path / "rules" / name).write_text(text)
+    crashed = next(d.name for d in DEMO_LAUNCHES if d.expect is State.CRASHED)
+    stalled = next(d.name for d in DEMO_LAUNCHES if d.expect is State.STALLED)
+    want = {("WatchdogLaunchCrashed", "firing", crashed), ("WatchdogLaunchStalled", "firing", stalled)}
+    async with _open_demo(tmp_path) as port:
+        argv = [
+            binary,
+            f"--config.file={_prometheus_config(tmp_path, port, job_name=job, rules_base=tmp_path)}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb{attempt}'}",
+            "--log.level=warn",
+        ]
+        async with _open_binary(argv, tmp_path, "prometheus") as client:
+            alerts = await _alerts_until(client, lambda alerts: alerts == want)
+            timeline = dict(_queries())["Launch state"].replace("$job", job)
+            states = _by_launch(
+                await _eventually(client, _substitute(timeline), lambda r: len(r) == len(DEMO_LAUNCHES))
+            )
+    assert alerts == want
+    assert set(states) == {d.name for d in DEMO_LAUNCHES}
 
 
 # --- Alertmanager ---------------------------------------------------------------------------------------------
@@ -601,7 +677,7 @@ def test_compose_builds_the_top_level_dockerfile_and_runs_its_config() -> None:
     assert command[:2] == ["run", "--config"]
     binds = _binds("watchdog")
     config = load_config(binds[command[2]])
-    assert binds["/etc/watchdog/config.toml"] == (COMPOSE_DIR / "config.toml").resolve()
+    assert binds["/etc/llm-launch-watchdog/config.toml"] == (COMPOSE_DIR / "config.toml").resolve()
     ssh = PurePosixPath(next(t for t, s in binds.items() if s == (COMPOSE_DIR / "ssh").resolve()))
     for host in config.hosts.values():
         for path in (host.identity, host.known_hosts):
@@ -687,7 +763,7 @@ def test_k8s_statefulset_mounts_the_configmap_and_secret_it_names() -> None:
     config_path = PurePosixPath(args[args.index("--config") + 1])
     assert str(config_path.parent) == mounts[config_volume]
     assert config_path.name in config_map["data"]
-    assert mounts["state"] == "/var/lib/watchdog"
+    assert mounts["state"] == "/var/lib/llm-launch-watchdog"
 
     config = tomllib.loads(config_map["data"][config_path.name])
     assert config["daemon"]["state_dir"] == mounts["state"]

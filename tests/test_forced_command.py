@@ -1,4 +1,4 @@
-"""deploy/ssh/watchdog-forced-command: it runs every command watchdog sends, and nothing else.
+"""deploy/ssh/llm-launch-watchdog-forced-command: it runs every command watchdog sends, and nothing else.
 
 The commands are not copied here: they are captured from watchdog itself (its sources and probes, run
 against a recording pool), so a change to any remote script fails these tests until the wrapper's list
@@ -48,7 +48,7 @@ from watchdog.follow.sources.target import Target
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).parents[1]
-WRAPPER = ROOT / "deploy" / "ssh" / "watchdog-forced-command"
+WRAPPER = ROOT / "deploy" / "ssh" / "llm-launch-watchdog-forced-command"
 PACKAGE = ROOT / "watchdog"
 FIXTURES = Path(__file__).parent / "fixtures"
 READY = FIXTURES / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
@@ -183,7 +183,7 @@ def _expected_argv(command: str) -> list[str]:
 def _assert_refused(result: subprocess.CompletedProcess[bytes], why: str = "") -> None:
     assert result.returncode == REFUSED, result
     assert result.stdout == b""
-    assert result.stderr.startswith(b"watchdog-forced-command: refused: "), result.stderr
+    assert result.stderr.startswith(b"llm-launch-watchdog-forced-command: refused: "), result.stderr
     assert why.encode() in result.stderr
 
 
@@ -661,7 +661,7 @@ async def test_other_commands_are_refused(restricted: SSHDServer, command: str |
             )
     assert result.exit_status == REFUSED
     assert result.stdout == ""
-    assert str(result.stderr).startswith("watchdog-forced-command: refused: ")
+    assert str(result.stderr).startswith("llm-launch-watchdog-forced-command: refused: ")
 
 
 @pytest.mark.sshd
@@ -684,7 +684,7 @@ async def test_openssh_client_command_is_refused(restricted: SSHDServer) -> None
             with pytest.raises(asyncssh.Error):
                 await conn.start_sftp_client()
     assert (result.returncode, result.stdout) == (REFUSED, b"")
-    assert b"watchdog-forced-command: refused: " in result.stderr
+    assert b"llm-launch-watchdog-forced-command: refused: " in result.stderr
 
 
 @pytest.mark.sshd
@@ -729,7 +729,9 @@ DOCS = [ROOT / "docs" / "least-privilege.md", ROOT / "docs" / "troubleshooting.m
 def test_the_docs_show_the_options_tested_here() -> None:
     """docs/least-privilege.md gives the authorized_keys line and sshd settings these tests run sshd with."""
     lines = DOCS[0].read_text().splitlines()
-    installed = key_options(30000).replace(str(WRAPPER), "/usr/local/lib/watchdog/watchdog-forced-command")
+    installed = key_options(30000).replace(
+        str(WRAPPER), "/usr/local/lib/llm-launch-watchdog/llm-launch-watchdog-forced-command"
+    )
     assert f"{installed} ssh-ed25519 AAAA... watchdog@monitor" in lines
     assert all(f"    {setting}" in lines for setting in SSHD_CONFIG)
 

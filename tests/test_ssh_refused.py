@@ -14,7 +14,7 @@ from watchdog.exceptions import TargetError
 from watchdog.follow.sources import SSHOptions, SSHPool, SSHSource
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
-REFUSE = "ForceCommand /bin/sh -c 'echo \"watchdog-forced-command: refused: unknown shape\" >&2; exit 126'"
+REFUSE = "ForceCommand /bin/sh -c 'echo \"llm-launch-watchdog-forced-command: refused: unknown shape\" >&2; exit 126'"
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,7 @@ async def test_a_refused_reader_is_an_error_naming_the_refusal(
         source = SSHSource(pool, server.host, str(log), port=server.port, user=server.user, stream=stream)
         with anyio.fail_after(30), pytest.raises(TargetError) as caught:
             await _read_all(source)
-    assert "refused the log reader (exit 126): watchdog-forced-command: refused: unknown shape" in str(
-        caught.value
+    assert (
+        "refused the log reader (exit 126): llm-launch-watchdog-forced-command: refused: unknown shape"
+        in str(caught.value)
     )

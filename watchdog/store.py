@@ -58,7 +58,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from watchdog.exceptions import ConfigError, UsageError
-from watchdog.vocabulary import DEFAULT_STATE_DIR, MAX_INCARNATIONS_PER_LAUNCH, State
+from watchdog.vocabulary import DEFAULT_STATE_DIR, LEGACY_STATE_DIR, MAX_INCARNATIONS_PER_LAUNCH, State
 
 __all__ = [
     "DB_NAME",
@@ -77,6 +77,7 @@ __all__ = [
     "lock_state_dir",
     "open_store",
     "passing",
+    "refuse_legacy_state",
     "transaction",
 ]
 
@@ -349,9 +350,12 @@ class StateStore:
 
         Raises:
             UsageError: `readonly` and there is no state file.
-            ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it.
+            ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it; or
+                the default state directory has none while the one before the rename has one
+                (`refuse_legacy_state`: no command starts an empty state there, `watchdog silence` neither).
         """
         path = db_path(state_dir)
+        await anyio.to_thread.run_sync(refuse_legacy_state, state_dir)
         # damaged pages are looked for once, by the daemon's store (`watchdog history` only reads)
         conn = await anyio.to_thread.run_sync(functools.partial(connect, path, readonly, check=not readonly))
         return cls(conn, path, readonly=readonly)
@@ -996,6 +1000,52 @@ class StateDirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def refuse_legacy_state(
+    state_dir: str | Path, *, default: str | Path = DEFAULT_STATE_DIR, legacy: str | Path = LEGACY_STATE_DIR
+) -> None:
+    """Refuse to start an empty state in the default directory while the old default holds a state file.
+
+    The default `state_dir` was `/var/lib/watchdog` before the rename to llm-launch-watchdog. A daemon
+    upgraded in place whose config leaves `state_dir` at the default would otherwise start a new, empty
+    state beside the old one: its history, silences and checkpoints gone, and alerts waiting in its outbox
+    never sent. Refused (exit 78, which the unit does not restart) rather than warned about, because a
+    warning scrolls by in the journal while the new file takes over for good; the message says how to move
+    the old state over. Nothing is refused once the new directory has its own state file.
+
+    Raises:
+        ConfigError: `state_dir` is `default`, which has no state file, and `legacy` has one (or cannot be
+            looked into by this user, so may have one).
+    """
+    if os.path.normpath(state_dir) != os.path.normpath(default) or os.path.exists(db_path(default)):
+        return
+    old = db_path(legacy)
+    move = (
+        f"stop the old daemon, then as root: mkdir -p {default} && mv {old}* {default}/ && "
+        f"chown -R llm-launch-watchdog:llm-launch-watchdog {default} (upgrade notes: CHANGELOG.md)"
+    )
+    try:
+        os.stat(old)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except PermissionError:
+        if not os.path.isdir(legacy):
+            return
+        raise ConfigError(
+            str(default),
+            "daemon.state_dir",
+            f"no state file here, and {legacy} (the default state directory before the rename to "
+            f"llm-launch-watchdog) cannot be looked into by this user: if it holds the old state, move it "
+            f"over: {move}; if not, move {legacy} away",
+        ) from None
+    raise ConfigError(
+        str(default),
+        "daemon.state_dir",
+        f"no state file here, but {old} holds the state of watchdog before the rename to llm-launch-watchdog "
+        f"(its history, silences, checkpoints and unsent alerts): move it over: {move}; or, to start "
+        f"afresh, move {legacy} away",
+    )
 
 
 def lock_state_dir(state_dir: str | Path) -> StateDirLock:

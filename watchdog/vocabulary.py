@@ -46,9 +46,11 @@ __all__ = [
     "EXIT_STALLED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "LEGACY_STATE_DIR",
     "LOG_FORMATS",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "OUTCOMES",
+    "RUNBOOK_URL",
     "STARTUP_PHASES",
     "VERDICTS",
     "Category",
@@ -61,6 +63,7 @@ __all__ = [
     "is_ssh_word",
     "parse_duration",
     "remote_relative",
+    "runbook_url",
     "split_listen",
     "version",
 ]
@@ -150,7 +153,10 @@ DEFAULT_GPU_INTERVAL = 5.0  # seconds between GPU readings of a host
 DEFAULT_UNREACHABLE_AFTER = 60.0  # seconds a host stays unreachable before it is an alert
 DEFAULT_STAT_INTERVAL = 0.25  # seconds between the remote stat loop's looks at what the followed path names
 DEFAULT_LISTEN = "127.0.0.1:9469"
-DEFAULT_STATE_DIR = "/var/lib/watchdog"
+DEFAULT_STATE_DIR = "/var/lib/llm-launch-watchdog"
+# The default before the rename to llm-launch-watchdog (Debian's `watchdog` package): a daemon on the new default
+# refuses to start a new state while this one holds a state file (store.refuse_legacy_state).
+LEGACY_STATE_DIR = "/var/lib/watchdog"
 LOG_FORMATS = ("json", "console")
 DEFAULT_LOG_FORMAT = "json"
 DEFAULT_RATE_LIMIT = 30  # alerts per minute a notifier sends at most; more wait their turn (none dropped)
@@ -162,6 +168,16 @@ DEFAULT_DELIVERY_BACKOFF = 0.5  # seconds before the second attempt (doubled per
 # Past incarnations of a launch kept: in the state file (older ones are pruned with their rows) and in a
 # follower's lifecycle (a crash loop must not grow its memory and checkpoint without bound)
 MAX_INCARNATIONS_PER_LAUNCH = 50
+# Where each alert's `runbook_url` points (its section, `#<alertname in lower case>`): docs/runbooks.md of
+# the project's repository. Overridable: `watchdog print-rules --runbook-url`, the alertmanager notifier's
+# `runbook_url` option (a team's own copy of the runbooks, e.g. on its wiki).
+RUNBOOK_URL = "https://github.com/llm-launch-watchdog/llm-launch-watchdog/blob/main/docs/runbooks.md"
+
+
+def runbook_url(alertname: str, base: str = RUNBOOK_URL) -> str:
+    """The address of `alertname`'s section of the runbooks at `base` (GitHub's anchor of its heading)."""
+    return f"{base}#{alertname.lower()}"
+
 
 # -- durations: one grammar for the config file and the command line -------------------------------------
 

@@ -38,6 +38,7 @@ from watchdog.vocabulary import (
     EXIT_STALLED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    RUNBOOK_URL,
     version,
 )
 
@@ -138,6 +139,26 @@ def build_parser() -> argparse.ArgumentParser:
         "URL of one [notifiers.NAME], now, and say how each went (exit 0, or 69 when one did not take it).",
     )
     add_test_notify_arguments(test_notify)
+    rules = sub.add_parser(
+        "print-rules",
+        help="print the Prometheus rules (or a PrometheusRule) for your scrape job's selector",
+        description="Print the recording and alerting rules of deploy/prometheus/rules/ as one rule file, "
+        "for the series your Prometheus has (mixin style: every selector takes --selector).",
+    )
+    rules.add_argument(
+        "--selector",
+        metavar="MATCHERS",
+        help='PromQL label matchers of the daemon\'s series (default: job="watchdog")',
+    )
+    rules.add_argument(
+        "--runbook-url",
+        metavar="URL",
+        help="where the alerts' runbook_url points, each at #<alert name> (default: the project's "
+        "docs/runbooks.md)",
+    )
+    rules.add_argument(
+        "--kubernetes", action="store_true", help="print a PrometheusRule (deploy/k8s/prometheusrule.yaml)"
+    )
     demo = sub.add_parser(
         "demo",
         help="three simulated launches (ready, crash, stall) watched by the full daemon",
@@ -148,6 +169,28 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--forever", action="store_true", help="keep serving after the verdicts (Ctrl-C ends)")
     demo.add_argument(
         "--listen", default="127.0.0.1:0", metavar="HOST:PORT", help="where to serve (default: a free port)"
+    )
+    from watchdog.cli.shipped import add_print_unit_arguments  # noqa: PLC0415 - stdlib only
+
+    print_unit = sub.add_parser(
+        "print-unit",
+        help="print the systemd unit, its ExecStart this install's llm-launch-watchdog script",
+        description="Print the systemd unit llm-launch-watchdog.service as this release ships it, its "
+        "ExecStart set to this install's llm-launch-watchdog script: `llm-launch-watchdog print-unit | sudo "
+        "tee /etc/systemd/system/llm-launch-watchdog.service` (docs/operations.md).",
+    )
+    add_print_unit_arguments(print_unit)
+    sub.add_parser(
+        "print-config",
+        help="print the complete, commented example config",
+        description="Print the complete, commented example config (deploy/config.example.toml): every key.",
+    )
+    sub.add_parser(
+        "print-forced-command",
+        help="print the SSH forced-command wrapper for the GPU hosts",
+        description="Print this release's SSH forced-command wrapper (llm-launch-watchdog-forced-command), "
+        "which lets the daemon's key run watchdog's own commands on a GPU host and nothing else "
+        "(docs/least-privilege.md).",
     )
 
     watch = sub.add_parser(
@@ -305,6 +348,23 @@ def _main(argv: list[str]) -> int:
             from watchdog.cli.alerts import run_test_notify  # noqa: PLC0415
 
             return run_test_notify(args)
+        if args.command == "print-rules":
+            from watchdog.daemon import promrules  # noqa: PLC0415
+
+            render = promrules.prometheus_rule if args.kubernetes else promrules.combined
+            selector = promrules.DEFAULT_SELECTOR if args.selector is None else args.selector
+            base = RUNBOOK_URL if args.runbook_url is None else args.runbook_url
+            print(render(selector, base), end="")
+            return 0
+        if args.command in ("print-unit", "print-config", "print-forced-command"):
+            from watchdog.cli import shipped  # noqa: PLC0415
+
+            printer = {
+                "print-unit": shipped.run_print_unit,
+                "print-config": shipped.run_print_config,
+                "print-forced-command": shipped.run_print_forced_command,
+            }[args.command]
+            return printer(args)
         if args.command == "demo":
             from watchdog.cli.demo import run_demo  # noqa: PLC0415
 

@@ -181,6 +181,15 @@ def _check_health_url(value: str) -> str:
     return check_http_url(value, secret=False)
 
 
+def _check_runbook_url(value: str) -> str:
+    check_http_url(value, secret=False)
+    if "#" in value:
+        raise ValueError(
+            f"{value!r} has a #fragment: give the runbooks' address, each alert adds #<alertname>"
+        )
+    return value
+
+
 def _check_shard(value: str) -> str:
     parse_shard(value)  # InvalidShard is a ValueError: reported with the key path
     return value
@@ -478,6 +487,11 @@ class NotifierConfig(_Model):
         "(docs/notifiers.md)",
     )
     content_type: StrictStr | None = Field(default=None, description="webhook: the body's content type")
+    runbook_url: Annotated[StrictStr, AfterValidator(_check_runbook_url)] | None = Field(
+        default=None,
+        description="alertmanager: where the alerts' runbook_url annotation points, each at #<alertname> "
+        "(default: the project's docs/runbooks.md)",
+    )
 
     def alert_kinds(self) -> tuple[str, ...]:
         """The alert kinds it says: `on` (or its kind's default) as severe as `min_severity` or more; a

@@ -3,7 +3,8 @@
 aiohttp because it runs inside the daemon's own event loop as one more task (`web.AppRunner` and `TCPSite`,
 no second server process or thread), TLS is a plain `ssl.SSLContext`, and basic auth is one middleware.
 
-- `/metrics`: Prometheus text format, built at scrape time (`watchdog.daemon.metrics`);
+- `/metrics`: OpenMetrics or Prometheus text format as the scraper asks, gzipped if it accepts that, built
+  at scrape time (`watchdog.daemon.metrics`, with the process's own `process_*` families);
 - `/status`: a JSON list, one status snapshot per launch (the verdict object plus name, host, since,
   incarnation, incarnation_since), with anything that looks like a credential in log text redacted;
 - `/healthz`: 200 "ok" (open without credentials, for container and load-balancer health checks: it tells
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import hmac
 import ipaddress
 import json
@@ -39,7 +41,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from anyio.abc import TaskStatus
-from prometheus_client import generate_latest
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from watchdog.core.redaction import redact, redact_text
 from watchdog.daemon.connections import IDLE_TIMEOUT, MAX_CONNECTIONS, SAY_EVERY, Connections, bind
@@ -64,7 +66,11 @@ log = structlog.get_logger("watchdog.http")
 
 DEFAULT_LISTEN = split_listen(_LISTEN)
 SHUTDOWN_TIMEOUT = 2.0  # seconds open requests get to finish when the daemon stops
-METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # what every Prometheus version parses
+# /metrics is in the format the scraper's Accept asks for (OpenMetrics for Prometheus, which asks for it first;
+# else text 0.0.4, which every version parses), gzipped when its Accept-Encoding allows it, as
+# prometheus_client's own exposition does; a cache between the two must keep each variant apart.
+_METRICS_VARY = "Accept, Accept-Encoding"
+GZIP_LEVEL = 6  # as Go's exporters and Prometheus itself: 2,000 launches (3.2 MB) in 19 ms to 135 KB; level 9 takes 96 ms
 _OPEN_PATHS = frozenset({"/healthz"})
 _REALM = 'Basic realm="watchdog", charset="UTF-8"'
 
@@ -223,8 +229,18 @@ def make_app(
     async def metrics(request: web.Request) -> web.Response:
         snapshot, stats = statuses(), daemon_stats()
         registry = registry_for(lambda: snapshot, lambda: stats)
-        body = await anyio.to_thread.run_sync(generate_latest, registry)
-        return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        compress = gzip_accepted(request.headers.get("Accept-Encoding", ""))
+
+        def encode() -> bytes:
+            body = encoder(registry)
+            return gzip.compress(body, compresslevel=GZIP_LEVEL) if compress else body
+
+        body = await anyio.to_thread.run_sync(encode)
+        headers = {"Content-Type": content_type, "Vary": _METRICS_VARY}
+        if compress:
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=body, headers=headers)
 
     async def status(request: web.Request) -> web.Response:
         snapshot = statuses()

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from watchdog.core.lifecycle import State
@@ -85,10 +87,21 @@ class StatusCollector(Collector):
         return families(self._statuses(), self._stats())
 
 
+@functools.cache
+def _own_collectors() -> tuple[Collector, ...]:
+    """The daemon process's own families, made once and shared by every scrape's registry: `process_*`
+    (resident memory, open and maximum descriptors, start time, CPU seconds; read from /proc at each scrape)
+    and `python_info` (the interpreter's version, fixed)."""
+    return (ProcessCollector(registry=None), PlatformCollector(registry=None))
+
+
 def registry_for(statuses: Statuses, stats: Callable[[], DaemonStats]) -> CollectorRegistry:
-    """A fresh registry holding only a `StatusCollector` (no process or platform collectors)."""
+    """A fresh registry holding a `StatusCollector` and the process's own collectors (`process_*`,
+    `python_info`)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StatusCollector(statuses, stats))
+    for collector in _own_collectors():
+        registry.register(collector)
     return registry
 
 

@@ -127,8 +127,11 @@ async def _run(path: Path, config: Config, shard: Shard | None) -> int:
         fresh = await anyio.to_thread.run_sync(load_config, path)
         return plans_from(fresh, _shard(fresh, shard))
 
-    from watchdog.store import lock_state_dir, open_store  # noqa: PLC0415
+    from watchdog.store import lock_state_dir, open_store, refuse_legacy_state  # noqa: PLC0415
 
+    # An upgrade from before the rename, its state still in the old default directory: refused (exit 78), before
+    # the lock makes anything there (StateStore.open refuses it too: for `silence`, `history`).
+    await anyio.to_thread.run_sync(refuse_legacy_state, d.state_dir)
     # One daemon per state directory (two would fight over the file's lock and interleave their alerts): a
     # second one refuses to start (exit 78), naming the first's pid. Held until the process ends.
     with await anyio.to_thread.run_sync(lock_state_dir, d.state_dir):

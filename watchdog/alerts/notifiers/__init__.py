@@ -50,7 +50,7 @@ OPTIONS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxyType(
         "ntfy": (frozenset(), frozenset({"token", "priority"})),
         "pagerduty": (frozenset({"routing_key"}), frozenset()),
         "webhook": (frozenset(), frozenset({"template", "content_type"})),
-        "alertmanager": (frozenset(), frozenset()),
+        "alertmanager": (frozenset(), frozenset({"runbook_url"})),
     }
 )
 KINDS = tuple(OPTIONS)

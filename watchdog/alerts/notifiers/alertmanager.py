@@ -8,6 +8,7 @@ from typing import Any
 from watchdog.alerts.alert import Alert, AlertKind, rfc3339
 from watchdog.alerts.compose import cut, fields, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
+from watchdog.vocabulary import RUNBOOK_URL, runbook_url
 
 __all__ = ["ALERTNAMES", "PATH", "build"]
 
@@ -61,7 +62,12 @@ def build(alert: Alert, options: Options) -> Message | None:
     text = cut("\n".join(description), _DESCRIPTION_CHARS // 2)
     if alert.traceback and alert.problem is AlertKind.CRASHED:
         text += "\n" + traceback_tail(alert.traceback, _DESCRIPTION_CHARS - len(text) - 1)
-    annotations = {"summary": cut(f"{alert.title}: {lead(alert)}", 1000), "description": text}
+    annotations = {
+        "summary": cut(f"{alert.title}: {lead(alert)}", 1000),
+        "description": text,
+        # the alert's section of docs/runbooks.md (the Prometheus rules' alerts of the same name point there too)
+        "runbook_url": runbook_url(alertname, str(options.get("runbook_url") or RUNBOOK_URL)),
+    }
     if alert.hint:
         annotations["hint"] = cut(alert.hint, 2000)
     item: dict[str, Any] = {

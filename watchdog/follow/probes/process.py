@@ -51,7 +51,7 @@ _UNKNOWN = 3
 # The pattern comes on stdin, so that no process but pgrep itself (which pgrep skips) carries
 # it on its command line: otherwise the shell running this would match its own pattern (the probe's own
 # shell, `exec`ed into pgrep, and the login shell that ran it never match: tests/test_probes.py). The script is
-# also in deploy/ssh/watchdog-forced-command: a change here is a change there.
+# also in deploy/ssh/llm-launch-watchdog-forced-command: a change here is a change there.
 _PGREP_SCRIPT = """\
 IFS= read -r p || exit 2
 exec pgrep -f -- "$p" >/dev/null
