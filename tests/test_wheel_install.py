@@ -96,7 +96,10 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Install:
     # .pth files of this environment, an editable install's among them, are not read).
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (Path(purelib.strip()) / "_deps_of_the_tests.pth").write_text("\n".join(sorted(ours)) + "\n")
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)])
+    # --ignore-installed: this environment's own install of the package (the README's `pip install
+    # '.[test]'`, not editable), seen through that .pth, would make pip call it installed already
+    pip_install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
+    _run([*pip_install, "--ignore-installed", str(wheel)])
     return Install(wheel, venv)
 
 
