@@ -329,15 +329,10 @@ def test_dockerignore_admits_only_what_the_wheel_is_built_from() -> None:
     assert patterns[0] == "*"
     admitted = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     project = tomllib.loads(PYPROJECT.read_text())
-<<<<<<< HEAD
-    needed = {"pyproject.toml", project["project"]["readme"]}
-    wheel = project["tool"]["hatch"]["build"]["targets"]["wheel"]
-    needed |= set(wheel["packages"]) | set(wheel["force-include"])
-=======
     needed = {"pyproject.toml", project["project"]["readme"], "constraints.txt"}
     needed |= set(project["project"].get("license-files", []))
-    needed |= set(project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
->>>>>>> i20-pkg
+    wheel = project["tool"]["hatch"]["build"]["targets"]["wheel"]
+    needed |= set(wheel["packages"]) | set(wheel["force-include"])
     assert admitted == needed
 
 
