@@ -280,9 +280,10 @@ def _healthcheck_command() -> list[str]:
 
 
 def test_dockerfile_base_entrypoint_and_port() -> None:
-    """Slim Python 3.11 base, the `watchdog` console script as entrypoint running the daemon, port 9469."""
+    """Slim Python 3.11 base pinned by patch version and Debian release, the `watchdog` console script as
+    entrypoint running the daemon, port 9469."""
     (base,) = _all("FROM")
-    assert base == "python:3.11-slim"
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), base
     scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
     assert json.loads(_all("ENTRYPOINT")[-1]) == ["watchdog"]
     assert "watchdog" in scripts
@@ -302,10 +303,12 @@ def test_dockerfile_runs_as_a_non_root_user() -> None:
 
 
 def test_dockerfile_installs_with_pip_without_cache() -> None:
-    """The project is installed from the build context with pip, and pip keeps no cache in the image."""
+    """The project is installed from the build context with pip at the versions of constraints.txt (which CI
+    tests), and pip keeps no cache in the image."""
     installs = [run for run in _all("RUN") if "pip install" in run]
     assert installs
     assert all("--no-cache-dir" in run for run in installs)
+    assert all("--constraint /src/constraints.txt " in run for run in installs)
     assert any(run.rstrip().endswith("/src") and "--mount=type=bind,target=/src" in run for run in installs)
 
 
@@ -326,7 +329,8 @@ def test_dockerignore_admits_only_what_the_wheel_is_built_from() -> None:
     assert patterns[0] == "*"
     admitted = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     project = tomllib.loads(PYPROJECT.read_text())
-    needed = {"pyproject.toml", project["project"]["readme"]}
+    needed = {"pyproject.toml", project["project"]["readme"], "constraints.txt"}
+    needed |= set(project["project"].get("license-files", []))
     wheel = project["tool"]["hatch"]["build"]["targets"]["wheel"]
     needed |= set(wheel["packages"]) | set(wheel["force-include"])
     assert admitted == needed

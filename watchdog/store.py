@@ -357,7 +357,11 @@ class StateStore:
         path = db_path(state_dir)
         await anyio.to_thread.run_sync(refuse_legacy_state, state_dir)
         # damaged pages are looked for once, by the daemon's store (`watchdog history` only reads)
-        conn = await anyio.to_thread.run_sync(functools.partial(connect, path, readonly, check=not readonly))
+        # Shielded: a cancel while the thread opens the file would lose the connection it returns, unclosed.
+        with anyio.CancelScope(shield=True):
+            conn = await anyio.to_thread.run_sync(
+                functools.partial(connect, path, readonly, check=not readonly)
+            )
         return cls(conn, path, readonly=readonly)
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -809,9 +813,10 @@ class StateStore:
                         error=self.failing,
                     )
         finally:
-            async with self._lock:
-                self._closed = True
-                await anyio.to_thread.run_sync(self._conn.close)
+            with anyio.CancelScope(shield=True):  # closed even from a cancelled scope
+                async with self._lock:
+                    self._closed = True
+                    await anyio.to_thread.run_sync(self._conn.close)
 
 
 @asynccontextmanager

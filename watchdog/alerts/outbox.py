@@ -95,7 +95,9 @@ class Outbox:
         Raises:
             ConfigError: the file is not a watchdog state file, or a newer watchdog wrote it.
         """
-        conn = await anyio.to_thread.run_sync(connect, path)
+        # Shielded: a cancel while the thread opens the file would lose the connection it returns, unclosed.
+        with anyio.CancelScope(shield=True):
+            conn = await anyio.to_thread.run_sync(connect, path)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         return cls(conn)
 
@@ -295,10 +297,12 @@ class Outbox:
                     updates=len(self._updates),
                     error=self.failing,
                 )
-        async with self._lock:
-            if not self._closed:
-                self._closed = True
-                await anyio.to_thread.run_sync(self._conn.close)
+        # Shielded: closed by a cancelled scope (the supervisor's exit stack), the connection is still closed.
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                if not self._closed:
+                    self._closed = True
+                    await anyio.to_thread.run_sync(self._conn.close)
 
     async def _update(self, item: Item, sql: str, args: tuple[Any, ...], **after: Any) -> None:
         async with self._lock:
