@@ -316,7 +316,7 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
             "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
             "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
             "watchdog/follow/sources/sshpool.py:conn.create_session": 1,
-            "watchdog/follow/probes/health.py:conn.forward_local_port": 1,  # the permitopen= port
+            "watchdog/follow/probes/health.py:conn.open_connection": 1,  # the permitopen= port
         }
     )
 

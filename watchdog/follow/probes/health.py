@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ssl
 from dataclasses import dataclass
@@ -10,14 +11,16 @@ from urllib.parse import urlsplit
 import anyio
 import asyncssh
 import httpx
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup, TaskStatus
 
 from watchdog.exceptions import ConnectionLost, UsageError
-from watchdog.follow.sources.ssherrors import map_tls_error, translate_ssh_errors
+from watchdog.follow.sources.ssherrors import map_tls_error
 from watchdog.follow.sources.sshpool import SSHPool
 
 __all__ = ["DEFAULT_HEALTH_TIMEOUT", "HealthProbe", "HealthURL", "parse_health_url", "tls_context"]
 
 DEFAULT_HEALTH_TIMEOUT = 5.0
+_CHUNK = 65536
 
 
 @dataclass(frozen=True)
@@ -95,23 +98,34 @@ class HealthProbe:
         self.user = user
         self.timeout = timeout
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._listener: asyncssh.SSHListener | None = None
+        self._forward: tuple[anyio.CancelScope, int] | None = None  # its scope, its local port
         self._client: httpx.AsyncClient | None = None  # one per probe: a check every 2 s builds none
+        self._stack = contextlib.AsyncExitStack()
+        self._tg: TaskGroup | None = None  # the forward's tasks, within `async with`
 
     async def __aenter__(self) -> HealthProbe:
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        try:
+            if self._client is not None:
+                await self._client.aclose()
+                self._client = None
+        finally:
+            await self.aclose()
+            tg, self._tg = self._tg, None
+            if tg is not None:
+                # Every forwarded connection ends here, its socket and channel closed, none left behind.
+                # The block's own exception (if any) is not the task group's: it goes on unwrapped.
+                tg.cancel_scope.cancel()
+                await self._stack.aclose()
 
     async def aclose(self) -> None:
-        """Remove the port forward, if there is one."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        """Remove the port forward, if there is one (its listener and connections close)."""
+        if self._forward is not None:
+            self._forward[0].cancel()
+            self._forward = None
         self._conn = None
 
     async def check(self) -> int | None:
@@ -133,16 +147,46 @@ class HealthProbe:
         if self.host is None:
             return self.url.host, self.url.port
         assert self.pool is not None
+        if self._tg is None:
+            raise RuntimeError("a remote health probe forwards within `async with HealthProbe(...)`")
         conn = await self.pool.connect(self.host, port=self.port, user=self.user)
-        if conn is not self._conn or self._listener is None:
+        if conn is not self._conn or self._forward is None:
             await self.aclose()
-            forwarded = f"{self.url.host}:{self.url.port}"
-            with translate_ssh_errors(
-                self.host, "forward", conn=conn, discard=self.pool.discard, detail=forwarded
-            ):
-                self._listener = await conn.forward_local_port("127.0.0.1", 0, self.url.host, self.url.port)
+            self._forward = await self._tg.start(self._serve_forward, conn)
             self._conn = conn
-        return "127.0.0.1", self._listener.get_port()
+        return "127.0.0.1", self._forward[1]
+
+    async def _serve_forward(
+        self, conn: asyncssh.SSHClientConnection, *, task_status: TaskStatus[tuple[anyio.CancelScope, int]]
+    ) -> None:
+        """The local forward: a listener on 127.0.0.1:0, each connection to it piped through a channel of
+        `conn` to the URL's host:port, until `aclose` cancels it. Ours rather than asyncssh's
+        `forward_local_port`, which leaves a connection it accepted open (for the garbage collector) when the
+        SSH connection closes while its channel is being opened."""
+        with anyio.CancelScope() as scope:
+            async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as listener:
+                task_status.started((scope, listener.extra(SocketAttribute.local_port)))  # noqa: S610
+                await listener.serve(functools.partial(self._pipe, conn))
+
+    async def _pipe(self, conn: asyncssh.SSHClientConnection, client: SocketStream) -> None:
+        """One forwarded connection: bytes both ways until the remote end closes (or the client, then the
+        remote's answer is still passed on). However it ends (a refused channel, a lost connection) it
+        only closes, and the check that made it sees no answer."""
+        async with client:
+            try:
+                reader, writer = await conn.open_connection(self.url.host, self.url.port)
+            except (OSError, asyncssh.Error):
+                return
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_to_remote, client, writer)
+                    while data := await reader.read(_CHUNK):
+                        await client.send(data)
+                    tg.cancel_scope.cancel()  # the remote end is done: so is this connection
+            except Exception:  # noqa: S110 - a connection that breaks just ends; see the docstring
+                pass
+            finally:
+                writer.close()
 
     async def _get(self, address: str, port: int) -> int | None:
         url = httpx.URL(self.url_text)
@@ -167,3 +211,11 @@ class HealthProbe:
                     raise tls from exc
                 cause = cause.__cause__ or cause.__context__
             return None
+
+
+async def _to_remote(client: SocketStream, writer: asyncssh.SSHWriter[bytes]) -> None:
+    """The client's bytes to the remote end; its end of file as the channel's (the answer still comes)."""
+    async for data in client:
+        writer.write(data)
+        await writer.drain()
+    writer.write_eof()
