@@ -142,7 +142,8 @@ async def test_a_rotation_after_the_first_second_is_said_at_once(tmp_path: Path,
         os.link(log, tmp_path / "rot.log.1")
         os.replace(new, log)
         stat = await reader.stat()
-        while stat.path_inode == old_inode:  # sampled between the two steps: the path still names the old file
+        # a sample between the two steps: the path still names the old file
+        while stat.path_inode == old_inode:
             stat = await reader.stat()
         assert stat.path_inode == log.stat().st_ino
         assert stat.inode == old_inode
