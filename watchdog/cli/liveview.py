@@ -15,14 +15,13 @@ the thread that also prints (`auto_refresh=False`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeGuard
-
-from rich.console import Group, RenderableType
-from rich.progress_bar import ProgressBar
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from watchdog.vocabulary import STARTUP_PHASES, State, format_duration
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
 
 __all__ = ["STARTUP_STATES", "LiveView", "ProgressLines", "where"]
 
@@ -77,6 +76,10 @@ class LiveView:
 
     def render(self, status: Mapping[str, Any], now: float) -> RenderableType:
         """The picture of `status` at clock time `now`."""
+        # rich is imported where the view is drawn: the plain progress line (and `watch --json`) never loads it
+        from rich.console import Group  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
         if status.get("incarnation") != self._incarnation:  # a restart: its progress starts over
             self._incarnation = status.get("incarnation")
             self._rates.clear()
@@ -107,6 +110,9 @@ class LiveView:
         return Group(*parts)
 
     def _phases(self, status: Mapping[str, Any], now: float) -> Table:
+        from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
         table = Table.grid(padding=(0, 2))
         timeline = status.get("timeline") or []
         durations = phase_durations(status, now)
@@ -121,6 +127,9 @@ class LiveView:
         return table
 
     def _bars(self, status: Mapping[str, Any], now: float) -> Table:
+        from rich.progress_bar import ProgressBar  # noqa: PLC0415
+        from rich.table import Table  # noqa: PLC0415
+
         table = Table.grid(padding=(0, 2))
         for name, p in (status.get("progress") or {}).items():
             done, total = int(p.get("done", 0)), int(p.get("total", 0))

@@ -12,13 +12,11 @@ import contextlib
 import json
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-from rich.console import Console
-from rich.live import Live
 
-from watchdog.cli.liveview import LiveView, ProgressLines, where
+from watchdog.cli.liveview import ProgressLines, where
 from watchdog.cli.render import render_verdict, write_out
 from watchdog.core.verdict import exit_code
 from watchdog.exceptions import DeliveryError, first_watchdog_error
@@ -26,6 +24,9 @@ from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Sour
 from watchdog.follow.sources import parse_target
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import EXIT_STALLED
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 __all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
 
@@ -51,11 +52,12 @@ def spec_from_args(args: argparse.Namespace) -> LaunchSpec:
 
 def run_watch(args: argparse.Namespace) -> int:
     """The `watch` command: returns the exit code."""
-    from watchdog.daemon.logs import configure_logging  # noqa: PLC0415
+    from watchdog.daemon.logs import configure_logging_on_import  # noqa: PLC0415
 
     # what the follower's parts log (an SSH connection made again, a warning) goes to standard error, warnings
-    # and up: standard output is the command's own (its lines, the live view, `--json`)
-    configure_logging("console", level="WARNING", cache=False)
+    # and up: standard output is the command's own (its lines, the live view, `--json`). Configured when
+    # structlog is imported: a local file's follower logs nothing, and saves its import (test_watch_startup.py)
+    configure_logging_on_import("console", level="WARNING", cache=False)
     try:
         return anyio.run(watch, args, backend="asyncio")
     except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code
@@ -146,14 +148,18 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     verdict: Concluded | None = None
     async with pool_context as pool:
         follower = LaunchFollower(spec, pool=pool)
-        view = LiveView(args.target, follower.status, follower.now) if terminal else None
-        live = (
+        live: Live | None = None
+        if terminal:
+            # rich only on a terminal (its import is a tenth of a second of `--json`'s time to a verdict)
+            from rich.console import Console  # noqa: PLC0415
+            from rich.live import Live  # noqa: PLC0415
+
+            from watchdog.cli.liveview import LiveView  # noqa: PLC0415
+
+            view = LiveView(args.target, follower.status, follower.now)
             # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
             # and a line printed above the view never races a redraw
-            Live(view, console=Console(file=out), auto_refresh=False, transient=True)
-            if view is not None
-            else None
-        )
+            live = Live(view, console=Console(file=out), auto_refresh=False, transient=True)
         lines = _Lines(out, live, enabled=not args.json)
         try:
             async with anyio.create_task_group() as notices:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from watchdog.profiles.loader import bundled_profile
+from watchdog.profiles.loader import bundled_detect
 from watchdog.profiles.model import Profile
 from watchdog.vocabulary import ENGINES
 
@@ -48,7 +48,7 @@ class EngineDetector:
             for prof in list(extra):
                 markers.extend((prof.name, d) for d in prof.detect)
             for engine in ENGINES[:-1]:
-                markers.extend((engine, d) for d in bundled_profile(engine).detect)
+                markers.extend((engine, d) for d in bundled_detect(engine))
             _markers = tuple(markers)
         self._markers = _markers
         self.count = 0  # lines fed

@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles.model import RULE_KINDS, Profile, Rule, parse_profile
@@ -18,6 +19,7 @@ __all__ = [
     "RULE_KINDS",
     "Profile",
     "Rule",
+    "bundled_detect",
     "bundled_profile",
     "load_profile",
     "load_profile_file",
@@ -63,8 +65,20 @@ def load_profile_file(path: Path) -> Profile:
 @functools.cache
 def bundled_profile(name: str) -> Profile:
     """The bundled profile of engine `name`, read once."""
+    return parse_profile(_bundled_data(name), f"watchdog/profiles/{name}.toml")
+
+
+@functools.cache
+def bundled_detect(name: str) -> tuple[str, ...]:
+    """The `detect` markers of engine `name`'s bundled profile, without compiling its rules: engine detection
+    reads every engine's markers, and only the engine it finds needs its rules."""
+    return tuple(_bundled_data(name).get("detect", ()))
+
+
+@functools.cache
+def _bundled_data(name: str) -> dict[str, Any]:
     ref = resources.files("watchdog.profiles").joinpath(f"{name}.toml")
-    return parse_profile(tomllib.loads(ref.read_text(encoding="utf-8")), f"watchdog/profiles/{name}.toml")
+    return tomllib.loads(ref.read_text(encoding="utf-8"))
 
 
 def _loaded(extra: Sequence[Path | Profile]) -> list[Profile]:
