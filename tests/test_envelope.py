@@ -126,6 +126,26 @@ from watchdog.core.envelope import parse, seconds_between, unglue
             "[12-11 17:52:54] Exit code: -9", "Exit code: -9", "", "", "12-11T17:52:54", id="sglang-mmdd"
         ),
         pytest.param("Loading | 3/4", "Loading | 3/4", "", "", None, id="not-a-compose-prefix"),
+        pytest.param(
+            "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500",
+            "[c10d] The client socket has failed to connect to [localhost]:29500",
+            "",
+            "WARNING",
+            None,
+            id="c10-without-time",
+        ),
+        pytest.param(
+            "[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout",
+            "[Rank 4] Watchdog caught collective operation timeout",
+            "",
+            "ERROR",
+            None,
+            id="c10-error-without-time",
+        ),
+        pytest.param(
+            "ValueError: bad value \t  ", "ValueError: bad value", "", "", None, id="terminal-padding"
+        ),
+        pytest.param("[pod/llm-0/server] ", "", "", "", None, id="prefix-of-an-empty-line"),
     ],
 )
 def test_parse_envelopes(line: str, content: str, source: str, level: str, at: str | None) -> None:

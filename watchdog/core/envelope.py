@@ -66,8 +66,9 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         r"\((?P<source>[A-Za-z][\w-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
         # torchrun: "[rank0]:"
         r"\[(?P<source>rank\d+)\]:\s?",
-        # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] "
-        r"\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)\.\d+ [\w.]+:\d+\] ",
+        # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):
+        # "[W socket.cpp:663] ", "[E ProcessGroupNCCL.cpp:475] "
+        r"\[(?P<level>[IWEF])(?:(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)\.\d+)? [\w.]+:\d+\] ",
         # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
         # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
         r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
@@ -152,7 +153,9 @@ def parse(text: str) -> Record:
             break
         else:
             break
-    return Record(content, source, level, at, seconds, tagged)
+    # trailing white space is no part of the message (a terminal's capture pads its lines): peeled last, so that
+    # a prefix's own space still marks it on an empty line ("[pod/llm-0/server] ")
+    return Record(content.rstrip(), source, level, at, seconds, tagged)
 
 
 def _short_rank(rank: str) -> str:

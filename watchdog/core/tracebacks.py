@@ -159,10 +159,11 @@ class Assembler:
             if (
                 tb.body_style is not None
                 and style != tb.body_style
-                and (rec.at is not None)
+                and (rec.at is not None or rec.level)
                 and not rec.source
             ):
-                # A new log record, not a traceback line: the traceback was cut off in the log.
+                # A new log record (a time or a level the body lines lack), not a traceback line: the traceback
+                # was cut off in the log, or another process's record came between its lines.
                 self._finish(key, done)
                 return False, done
             if not stripped or content[0] in " \t" or stripped.startswith(("|", "+-", "^", "~")):
