@@ -78,10 +78,6 @@ class StatusCollector(Collector):
         self._statuses = statuses
         self._stats = stats
 
-    def describe(self) -> Iterable[Metric]:
-        """Nothing up front: the families exist only at scrape time (so registering costs no snapshot)."""
-        return []
-
     def collect(self) -> Iterable[Metric]:
         """The families of one scrape."""
         return families(self._statuses(), self._stats())

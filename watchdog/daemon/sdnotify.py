@@ -23,11 +23,6 @@ class SystemdNotifier:
             self._address = b"\0" + address[1:].encode() if address.startswith("@") else address
         self._sock: socket.socket | None = None
 
-    @property
-    def enabled(self) -> bool:
-        """Whether systemd listens."""
-        return self._address is not None
-
     def notify(self, *lines: str) -> None:
         """Send `lines` ("READY=1", "STATUS=...") as one datagram; a send that fails is dropped."""
         if self._address is None:

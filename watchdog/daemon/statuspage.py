@@ -444,18 +444,14 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
 """
 
 
+_SCRIPT_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
 def _script_json(payload: Any) -> str:
     """JSON that is inert inside a <script> element: `<`, `>`, `&` and the JS line separators escaped."""
-    text = json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str)
-    for raw, escaped in (
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("&", "\\u0026"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(raw, escaped)
-    return text
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).translate(_SCRIPT_ESCAPES)
 
 
 _PHASES_JSON = json.dumps([s.value for s in (*STARTUP_PHASES, State.READY)])
