@@ -14,6 +14,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping
+from functools import partial
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -119,8 +120,7 @@ RESERVED_LABELS = frozenset(
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _NAMES = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a label's name, an environment variable's name
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang the loader
 
 
@@ -177,10 +177,6 @@ def _one_of(what: str, allowed: tuple[str, ...]) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _check_health_url(value: str) -> str:
-    return check_http_url(value, secret=False)
-
-
 def _check_runbook_url(value: str) -> str:
     check_http_url(value, secret=False)
     if "#" in value:
@@ -202,7 +198,7 @@ def _check_public_url(value: str) -> str:
 
 def _check_labels(value: dict[str, str]) -> dict[str, str]:
     for label in value:
-        if not _LABEL.match(label) or label.startswith("__"):
+        if not _IDENTIFIER.match(label) or label.startswith("__"):
             raise ValueError(
                 f"{label!r} is not a label name: letters, digits and '_', not starting with '__'"
             )
@@ -243,7 +239,7 @@ Port = Annotated[
 ]
 AbsPath = Annotated[StrictStr, AfterValidator(_check_path), Field(json_schema_extra={"format": "path"})]
 SSHWord = Annotated[StrictStr, AfterValidator(_check_ssh_word)]
-Password = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
+Secret = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
 
 
 class _Model(BaseModel):
@@ -276,7 +272,7 @@ class DaemonConfig(_Model):
     basic_auth_user: StrictStr | None = Field(
         default=None, description="user name HTTP clients must give; needs basic_auth_password"
     )
-    basic_auth_password: Password | None = Field(
+    basic_auth_password: Secret | None = Field(
         default=None, description="password of basic_auth_user (a secret)"
     )
     insecure_public: StrictBool = Field(
@@ -393,7 +389,7 @@ class LaunchConfig(_Model):
     pid_file: AbsPath | None = Field(
         default=None, description="file holding the server's pid (instead of process)"
     )
-    health_url: Annotated[StrictStr, AfterValidator(_check_health_url)] | None = Field(
+    health_url: Annotated[StrictStr, AfterValidator(partial(check_http_url, secret=False))] | None = Field(
         default=None, description="health endpoint: 200 after the weights are loaded counts as ready"
     )
     stall_after: Duration = Field(
@@ -430,7 +426,6 @@ NotifierURL = Annotated[
         "the service's URL (a secret): the URL, env:NAME or file:/path; for apprise an apprise URL (slack://...)"
     ),
 ]
-Secret = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
 AlertKindName = Annotated[StrictStr, _one_of("alert kind", ALERT_KINDS)]
 
 
