@@ -28,7 +28,6 @@ from watchdog.vocabulary import version
 __all__ = [
     "DaemonStats",
     "StatusCollector",
-    "build_version",
     "extra_label_names",
     "families",
     "phase_seconds",
@@ -46,12 +45,6 @@ _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Statuses = Callable[[], list[dict[str, Any]]]
 
 
-@functools.cache
-def build_version() -> str:
-    """This package's version (for `watchdog_build_info`), "0+unknown" when it is not installed."""
-    return version()
-
-
 @dataclass(frozen=True)
 class DaemonStats:
     """The counters the daemon keeps itself (a snapshot: the daemon makes a new one per scrape)."""
@@ -63,7 +56,7 @@ class DaemonStats:
     alerts_failed: Mapping[str, int] = field(default_factory=dict)  # notifier -> deliveries given up
     outbox_depth: int = 0  # alerts waiting to be delivered
     last_log_activity: Mapping[str, float] = field(default_factory=dict)  # launch -> Unix time of last bytes
-    version: str = field(default_factory=build_version)
+    version: str = field(default_factory=version)  # for `watchdog_build_info`
 
 
 class StatusCollector(Collector):
