@@ -28,8 +28,6 @@ from watchdog.config.models import (
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import file_kind
 
-__all__ = ["load_config", "parse_config"]
-
 # -- loading ---------------------------------------------------------------------------------------------
 
 

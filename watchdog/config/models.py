@@ -63,24 +63,6 @@ from watchdog.vocabulary import (
     split_listen,
 )
 
-__all__ = [
-    "ALERT_KINDS",
-    "DEFAULT_LISTEN",
-    "DEFAULT_LOG_FORMAT",
-    "DEFAULT_MAX_CHANNELS",
-    "DEFAULT_STATE_DIR",
-    "NOTIFIER_KINDS",
-    "Config",
-    "DaemonConfig",
-    "Deadlines",
-    "HostConfig",
-    "LaunchConfig",
-    "NotifierConfig",
-    "key_path",
-    "launch_spec",
-    "parse_duration",
-]
-
 DEFAULT_MAX_CHANNELS = 10  # sshd's MaxSessions default: channels one connection may carry
 MAX_CHANNELS_LIMIT = 1000
 NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
