@@ -628,26 +628,21 @@ def _check_launches(config: Config) -> None:
                 key_path((*where, "host")),
                 f"unknown host {launch.host!r}; {_defined('hosts', config.hosts)}",
             )
-        log = launch.log
+        log, at_log = launch.log, key_path((*where, "log"))
         if not log.strip():
-            raise _KeyProblem(key_path((*where, "log")), "is empty: give the path of the server's log file")
+            raise _KeyProblem(at_log, "is empty: give the path of the server's log file")
         if "\0" in log or "\n" in log:
-            raise _KeyProblem(key_path((*where, "log")), "may not contain NUL or newline characters")
+            raise _KeyProblem(at_log, "may not contain NUL or newline characters")
         if launch.host is None and not log.startswith("/"):
             raise _KeyProblem(
-                key_path((*where, "log")),
+                at_log,
                 f"{log!r} is relative: a log on this machine needs an absolute path (or set host = ...)",
             )
         if launch.host is not None and (log.endswith("/") or log in ("~", ".")):
-            raise _KeyProblem(
-                key_path((*where, "log")), f"{log!r} names a directory: give the log file's path"
-            )
+            raise _KeyProblem(at_log, f"{log!r} names a directory: give the log file's path")
         key = (launch.host, posixpath.normpath(remote_relative(log)))
         if key in files:
-            raise _KeyProblem(
-                key_path((*where, "log")),
-                f"the same file as launches.{files[key]}.log: follow each log once",
-            )
+            raise _KeyProblem(at_log, f"the same file as launches.{files[key]}.log: follow each log once")
         files[key] = name
         if launch.process is not None and launch.pid_file is not None:
             raise _KeyProblem(key_path((*where, "pid_file")), "give process or pid_file, not both")
