@@ -25,11 +25,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from watchdog.core.lifecycle import State
+from watchdog.core.redaction import redact_text
 from watchdog.daemon.http import (
     DEFAULT_LISTEN,
     allowed_host_names,
     host_allowed,
-    redact_text,
     serve_http,
     server_tls,
 )

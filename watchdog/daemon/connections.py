@@ -39,16 +39,6 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from anyio.abc import TaskGroup, TaskStatus
 
-__all__ = [
-    "ACCEPT_RETRY",
-    "FD_RESERVE_MIN",
-    "IDLE_TIMEOUT",
-    "MAX_CONNECTIONS",
-    "SAY_EVERY",
-    "Connections",
-    "bind",
-]
-
 log = structlog.get_logger("watchdog.http")
 
 MAX_CONNECTIONS = 128  # open HTTP connections at once (Prometheus, browsers and probes need a handful)

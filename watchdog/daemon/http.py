@@ -43,24 +43,13 @@ from aiohttp.typedefs import Handler, Middleware
 from anyio.abc import TaskStatus
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from watchdog.core.redaction import redact, redact_text
+from watchdog.core.redaction import redact
 from watchdog.daemon.connections import IDLE_TIMEOUT, MAX_CONNECTIONS, SAY_EVERY, Connections, bind
 from watchdog.daemon.metrics import DaemonStats, registry_for
 from watchdog.daemon.statuspage import render_page
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import DEFAULT_LISTEN as _LISTEN
 from watchdog.vocabulary import is_loopback, split_listen
-
-__all__ = [
-    "DEFAULT_LISTEN",
-    "allowed_host_names",
-    "host_allowed",
-    "make_app",
-    "redact_text",
-    "serve_http",
-    "server_tls",
-    "status_payload",
-]
 
 log = structlog.get_logger("watchdog.http")
 

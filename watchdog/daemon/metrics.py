@@ -25,15 +25,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from watchdog.core.lifecycle import State
 from watchdog.vocabulary import version
 
-__all__ = [
-    "DaemonStats",
-    "StatusCollector",
-    "extra_label_names",
-    "families",
-    "phase_seconds",
-    "registry_for",
-]
-
 GIB = 1 << 30  # the engines' "GB" of free memory are GiB (SGLang and vLLM divide by 1 << 30)
 _ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not detected yet
 # not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs

@@ -9,8 +9,6 @@ import contextlib
 import os
 import socket
 
-__all__ = ["SystemdNotifier", "watchdog_interval"]
-
 
 class SystemdNotifier:
     """Sends state lines to systemd over its datagram socket."""

@@ -14,8 +14,6 @@ from typing import Any
 
 from watchdog.vocabulary import STARTUP_PHASES, State
 
-__all__ = ["REFRESH_MS", "render_page"]
-
 REFRESH_MS = 2000
 
 _PAGE = """<!doctype html>
