@@ -12,7 +12,7 @@ from typing import Any
 
 from watchdog.vocabulary import OUTCOMES, State
 
-__all__ = ["HOST_LAUNCH_PREFIX", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
+__all__ = ["HOST_LAUNCH_PREFIX", "PROBLEMS", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
 
 HOST_LAUNCH_PREFIX = "host:"  # a host's own alert (its outage) is about the launch `host:NAME`
 
@@ -30,6 +30,9 @@ class AlertKind(enum.StrEnum):
     UNREACHABLE = "unreachable"  # the host cannot be reached or refused authentication (after a grace)
     REPLACED = "replaced"  # the log was truncated or replaced, or a new start began: a new incarnation
 
+
+PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
+"""The alert kinds that stay active until resolved."""
 
 # The default severity of each kind, in PagerDuty's and Alertmanager's common vocabulary.
 SEVERITY: Mapping[AlertKind, str] = {

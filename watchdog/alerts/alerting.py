@@ -37,32 +37,21 @@ import httpx
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from watchdog.alerts.alert import rfc3339
+from watchdog.alerts.alert import PROBLEMS, Alert, AlertKind, rfc3339
 from watchdog.alerts.delivery import TransientDeliveryError, open_client
-from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import REPEAT, Item, Outbox
-from watchdog.alerts.senders import PROBLEMS, Notifier
+from watchdog.alerts.senders import Notifier
 from watchdog.clock import Clock, WallClock, wake_up
 from watchdog.exceptions import DeliveryError
 from watchdog.vocabulary import format_duration
 
-__all__ = [
-    "PROBLEMS",
-    "Alerting",
-    "outbox_key",
-]
+__all__ = ["Alerting"]
 
 log = structlog.get_logger("watchdog.alerting")
 
 RETRY_BASE_SECONDS = 2.0  # the outbox's first retry after a failed delivery (doubled per attempt)
 RETRY_MAX_SECONDS = 300.0
 PRUNE_EVERY_SECONDS = 3600.0
-
-
-def outbox_key(alert: Alert) -> str:
-    """The alert's key in the outbox: its dedup key (`Alert.dedup_key`: a stall again in one incarnation,
-    another outage, a resolution each have their own)."""
-    return alert.dedup_key
 
 
 @dataclass
@@ -203,9 +192,9 @@ class Alerting:
 
         A problem becomes active, for its resolution, reminders and re-sends. `enqueue=False` only makes it
         active: a restarted daemon that finds a problem it had already announced. `key` replaces the outbox
-        key (`outbox_key`): a launch's second stall in one incarnation is another alert than its first.
+        key (`Alert.dedup_key`): a launch's second stall in one incarnation is another alert than its first.
         """
-        key = key or outbox_key(alert)
+        key = key or alert.dedup_key
         self.use(notifiers)
         # a silence holds back what a notifier would say: with none to say it, there is nothing to look up
         heard = any(alert.kind in n.on for n in notifiers)
@@ -237,7 +226,7 @@ class Alerting:
         data = alert.to_dict()
         for notifier in notifiers:
             items = await self._outbox.put(
-                notifier.name, notifier.destinations, key or outbox_key(alert), data, self._clock.now()
+                notifier.name, notifier.destinations, key or alert.dedup_key, data, self._clock.now()
             )
             for item in items:
                 self._push(item)
@@ -264,34 +253,31 @@ class Alerting:
             self._tg.start_soon(self._work, where)
 
     async def _work(self, where: tuple[str, int]) -> None:
-        with anyio.CancelScope() as scope:
-            self._scopes[where] = scope
-            await self._deliver_from(where)
-
-    async def _deliver_from(self, where: tuple[str, int]) -> None:
         name = where[0]
         queue = self._queues.setdefault(where, [])
-        while True:
-            wake = self._wake[where]
-            if wake.done():  # its wait timed out (the clock's timer sets it) or was cancelled: a fresh one
-                wake = self._wake[where] = asyncio.get_running_loop().create_future()
-            if not queue:
-                await wake
-                continue
-            due, _, item = queue[0]
-            pause = due - self._clock.now()
-            if pause > 0:
-                await self._clock.sleep(pause, wake)
-                continue
-            heapq.heappop(queue)
-            self._in_flight += 1  # still not delivered: counted until it is, or is back in its queue
-            try:
-                notifier = self._notifiers[name]
-                await self._buckets[name].take()
-                await self._deliver(notifier, item)
-            finally:
-                self._in_flight -= 1
-            self._on_change()
+        with anyio.CancelScope() as scope:
+            self._scopes[where] = scope
+            while True:
+                wake = self._wake[where]
+                if wake.done():  # its wait timed out (the clock's timer sets it) or was cancelled: a new one
+                    wake = self._wake[where] = asyncio.get_running_loop().create_future()
+                if not queue:
+                    await wake
+                    continue
+                due, _, item = queue[0]
+                pause = due - self._clock.now()
+                if pause > 0:
+                    await self._clock.sleep(pause, wake)
+                    continue
+                heapq.heappop(queue)
+                self._in_flight += 1  # still not delivered: counted until it is, or is back in its queue
+                try:
+                    notifier = self._notifiers[name]
+                    await self._buckets[name].take()
+                    await self._deliver(notifier, item)
+                finally:
+                    self._in_flight -= 1
+                self._on_change()
 
     async def _deliver(self, notifier: Notifier, item: Item) -> None:
         assert self._client is not None
@@ -368,15 +354,13 @@ class Alerting:
                     continue
                 active.told[notifier.name] = now
                 active.repeats[notifier.name] += 1
-                key = (
-                    f"{active.key or outbox_key(active.alert)}{REPEAT}{what}-{active.repeats[notifier.name]}"
-                )
+                key = f"{active.key or active.alert.dedup_key}{REPEAT}{what}-{active.repeats[notifier.name]}"
                 await self._enqueue(alert, [notifier], key)
 
     async def _prune_loop(self) -> None:
         while True:
             await self._clock.sleep(PRUNE_EVERY_SECONDS)
-            await self._outbox.prune_logged(self._clock.now())  # an error is logged, and pruning goes on
+            await self._outbox.prune(self._clock.now())  # an error is logged, and pruning goes on
 
     async def _is_silenced(self, launch: str) -> bool:
         if self._silences is None:

@@ -14,15 +14,14 @@ import anyio
 import anyio.to_thread
 import httpx
 
+from watchdog.alerts.alert import PROBLEMS
 from watchdog.alerts.delivery import TransientDeliveryError, send
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.exceptions import DeliveryError
 from watchdog.vocabulary import DEFAULT_DELIVERY_TIMEOUT, DEFAULT_RATE_LIMIT, format_duration
 
-__all__ = ["PROBLEMS", "AppriseNotifier", "ConsoleAlerts", "Notifier", "ServiceNotifier", "alert_line"]
+__all__ = ["AppriseNotifier", "ConsoleAlerts", "Notifier", "ServiceNotifier", "alert_line"]
 
-PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
-"""The alert kinds that stay active until resolved."""
 ALERTMANAGER_RESEND_SECONDS = 60.0  # a firing alert is sent to Alertmanager again this often
 # apprise says only that a service did not take a notification: a refusal (a 4xx) and an outage (a refused
 # connection, a 5xx) look the same. A few quick attempts get past a blip; then it is given up, counted and
