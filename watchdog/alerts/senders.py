@@ -82,6 +82,11 @@ class _URLNotifier:
         """One per URL."""
         return len(self.urls)
 
+    @property
+    def resend_every(self) -> float | None:
+        """Chat services need an alert once."""
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceNotifier(_URLNotifier):
@@ -113,11 +118,6 @@ class ServiceNotifier(_URLNotifier):
 class AppriseNotifier(_URLNotifier):
     """Any service apprise knows, by apprise URL (the optional extra `apprise`), called off the event loop:
     apprise's plugins block."""
-
-    @property
-    def resend_every(self) -> float | None:
-        """Chat services need an alert once."""
-        return None
 
     async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
         """Notify through apprise (in a worker thread, abandoned after `timeout`), as plain text whose log
@@ -235,12 +235,8 @@ def alert_line(alert: Alert) -> str:
             f" (usually {format_duration(alert.usual_seconds)})" if alert.usual_seconds is not None else ""
         )
         return f"{where}: ready{took}{usual}"
-    detail = f": {alert.detail}" if alert.detail else ""
-    if alert.kind is AlertKind.UNREACHABLE:
-        return f"{where}: host unreachable{detail}"
-    if alert.kind is AlertKind.REPLACED:
-        return f"{where}: launch replaced (#{alert.incarnation}){detail}"
-    return f"{where}: {alert.problem.value} resolved{detail}"
+    # an outage, a replaced launch, a resolution: the title, and the detail
+    return alert.title + (f": {alert.detail}" if alert.detail else "")
 
 
 _RANK = re.compile(r"^(?:(?:[A-Z]{2,4}\d+ ?)+|rank\d+)$")
