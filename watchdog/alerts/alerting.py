@@ -114,7 +114,6 @@ class Alerting:
         self._queues: dict[tuple[str, int], list[tuple[float, int, Item]]] = {}
         # a delivery task's wake-up: set when its queue gets an item (a bare future, as the clock waits on)
         self._wake: dict[tuple[str, int], asyncio.Future[object]] = {}
-        self._workers: set[tuple[str, int]] = set()
         self._scopes: dict[tuple[str, int], anyio.CancelScope] = {}  # each delivery task's, to stop it
         self._in_flight = 0  # items taken from their queue and being delivered (retries included)
         self._buckets: dict[str, _Bucket] = {}
@@ -169,11 +168,8 @@ class Alerting:
         for name in [name for name in self._notifiers if name not in keep]:
             del self._notifiers[name]
             self._buckets.pop(name, None)
-            for where in [where for where in self._workers if where[0] == name]:
-                self._workers.discard(where)
-                scope = self._scopes.pop(where, None)
-                if scope is not None:
-                    scope.cancel()
+            for where in [where for where in self._scopes if where[0] == name]:
+                self._scopes.pop(where).cancel()
             dropped = []
             for where in [where for where in self._queues if where[0] == name]:
                 dropped += [item for _, _, item in self._queues.pop(where)]
@@ -246,17 +242,16 @@ class Alerting:
             return
         wanted = {(name, d) for d in range(notifier.destinations)}
         wanted |= {where for where in self._queues if where[0] == name}  # what the outbox holds for it
-        for where in sorted(wanted - self._workers):
-            self._workers.add(where)
+        for where in sorted(wanted - self._scopes.keys()):
+            self._scopes[where] = scope = anyio.CancelScope()
             if where not in self._wake:
                 self._wake[where] = asyncio.get_running_loop().create_future()
-            self._tg.start_soon(self._work, where)
+            self._tg.start_soon(self._work, where, scope)
 
-    async def _work(self, where: tuple[str, int]) -> None:
+    async def _work(self, where: tuple[str, int], scope: anyio.CancelScope) -> None:
         name = where[0]
         queue = self._queues.setdefault(where, [])
-        with anyio.CancelScope() as scope:
-            self._scopes[where] = scope
+        with scope:
             while True:
                 wake = self._wake[where]
                 if wake.done():  # its wait timed out (the clock's timer sets it) or was cancelled: a new one
