@@ -62,7 +62,6 @@ from watchdog.vocabulary import DEFAULT_STATE_DIR, LEGACY_STATE_DIR, MAX_INCARNA
 
 __all__ = [
     "DB_NAME",
-    "DEFAULT_STATE_DIR",
     "LOCK_NAME",
     "MAX_CHECKPOINT_BYTES",
     "MAX_INCARNATIONS_PER_LAUNCH",
