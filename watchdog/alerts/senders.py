@@ -27,7 +27,6 @@ ALERTMANAGER_RESEND_SECONDS = 60.0  # a firing alert is sent to Alertmanager aga
 # connection, a 5xx) look the same. A few quick attempts get past a blip; then it is given up, counted and
 # logged, rather than tried again forever. Seconds before the 2nd and 3rd attempt:
 APPRISE_BACKOFF = (0.5, 2.0)
-_CONSOLE_ON = frozenset(AlertKind)
 
 
 class Notifier(Protocol):
@@ -187,7 +186,7 @@ class ConsoleAlerts:
 
     name: str = "console"
     out: TextIO = field(default_factory=lambda: sys.stdout, compare=False)
-    on: frozenset[AlertKind] = _CONSOLE_ON
+    on: frozenset[AlertKind] = frozenset(AlertKind)
     rate_limit: int = 10_000
     remind_every: float | None = None
 

@@ -9,9 +9,8 @@ from watchdog.alerts.compose import cut, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
 
-__all__ = ["DEFAULT_URL", "MAX_SUMMARY", "PATH", "build"]
+__all__ = ["MAX_SUMMARY", "PATH", "build"]
 
-DEFAULT_URL = "https://events.pagerduty.com/v2/enqueue"
 PATH = "/v2/enqueue"
 MAX_SUMMARY = 1024
 _SEVERITIES = frozenset({"critical", "error", "warning", "info"})
