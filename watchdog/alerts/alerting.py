@@ -128,10 +128,6 @@ class Alerting:
         """Alerts not delivered yet: those waiting in their queues and those being attempted now."""
         return self._in_flight + sum(len(queue) for queue in self._queues.values())
 
-    def active(self, launch: str) -> list[Alert]:
-        """The unresolved problems of `launch`."""
-        return [a.alert for (name, _), a in self._active.items() if name == launch]
-
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Deliver until cancelled: what the outbox still holds first, then what `say` enqueues."""
         async with open_client() as client, anyio.create_task_group() as tg:
