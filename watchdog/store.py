@@ -46,7 +46,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -201,14 +201,9 @@ class TransitionRecord:
 
     def to_json(self) -> dict[str, Any]:
         """As in `watchdog history --json`."""
-        return {
-            "state": self.state,
-            "line": self.line,
-            "at": self.at,
-            "reason": self.reason,
-            "wall": _iso(self.wall),
-            "duration_seconds": self.duration,
-        }
+        out = {**asdict(self), "wall": _iso(self.wall)}
+        out["duration_seconds"] = out.pop("duration")
+        return out
 
 
 @dataclass(frozen=True)
