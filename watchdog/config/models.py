@@ -79,7 +79,7 @@ SEVERITIES = (
     "warning",
     "error",
     "critical",
-)  # in order (watchdog.alerts.notifiers.SEVERITY's values)
+)  # in order (watchdog.alerts.alert.SEVERITY's values)
 SECRET_SHOWN = "**********"  # noqa: S105 - the mask shown instead of a secret
 SECRET_FILE_LIMIT = 64 * 1024  # bytes: a secret file is a token or a URL, not a log
 # Labels the metrics already use, and the ones Prometheus reserves: extra labels may not shadow them.
