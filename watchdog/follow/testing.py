@@ -24,11 +24,11 @@ from typing import Any
 
 import anyio
 
+from watchdog.clock import wake_up
 from watchdog.follow.follower import Concluded, LaunchFollower
 from watchdog.follow.sources.base import CaughtUp, Chunk, SourceItem
 from watchdog.follow.sources.target import parse_target
 from watchdog.follow.spec import LaunchSpec
-from watchdog.follow.wakeup import wake_up
 from watchdog.vocabulary import State
 
 __all__ = ["ManualClock", "PacedRun", "ScriptedSource", "follow_at_pace"]

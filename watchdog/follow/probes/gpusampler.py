@@ -33,8 +33,8 @@ from typing import Generic, TypeVar
 
 import anyio
 
+from watchdog.clock import Clock, MonotonicClock
 from watchdog.exceptions import ConnectionLost
-from watchdog.follow.clock import Clock, MonotonicClock
 from watchdog.follow.probes.nvidia import (
     QUERY_APPS_ARGS,
     QUERY_GPU_ARGS,

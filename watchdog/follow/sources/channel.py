@@ -8,7 +8,7 @@ from typing import Literal
 
 import asyncssh
 
-from watchdog.follow.wakeup import wake_up
+from watchdog.clock import wake_up
 
 __all__ = ["CommandOutput", "Kind", "Packet"]
 

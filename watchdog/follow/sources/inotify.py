@@ -23,7 +23,7 @@ import sys
 import threading
 from collections import defaultdict
 
-from watchdog.follow.wakeup import wake_up
+from watchdog.clock import wake_up
 
 __all__ = ["Watcher"]
 
