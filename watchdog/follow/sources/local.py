@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
@@ -94,11 +93,7 @@ class _Request:
     wait: bool = False
 
 
-async def _noop() -> None:
-    await asyncio.sleep(0)
-
-
-_PAUSE = _Request(_noop, wait=True)  # a trip round the event loop, nothing else
+_PAUSE = _Request(asyncio.sleep, (0,), wait=True)  # a trip round the event loop, nothing else
 
 
 def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:

@@ -167,8 +167,7 @@ class StatLine:
     inode: int
     size: int
     links: int
-    path_inode: int | None
-    path_size: int | None
+    path_inode: int | None  # what the path names now (None: nothing)
 
 
 def parse_stat_line(line: bytes) -> StatLine | None:
@@ -180,6 +179,4 @@ def parse_stat_line(line: bytes) -> StatLine | None:
         numbers = [int(field) for field in fields[1:]]
     except ValueError:
         return None
-    if len(numbers) == 3:
-        return StatLine(numbers[0], numbers[1], numbers[2], None, None)
-    return StatLine(numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
+    return StatLine(numbers[0], numbers[1], numbers[2], numbers[3] if len(numbers) == 6 else None)
