@@ -66,17 +66,6 @@ class ProcessProbe(Protocol):
         ...
 
 
-def _check_spec(pid: int | None, pattern: str | None, pid_file: str | None = None) -> None:
-    if sum(x is not None for x in (pid, pattern, pid_file)) != 1:
-        raise ValueError("give exactly one of pid, pattern and pid_file")
-    if pid_file is not None and (not pid_file or "\0" in pid_file):
-        raise ValueError("the pid file must be a path")
-    if pid is not None and pid <= 0:
-        raise ValueError(f"pid must be positive, not {pid}")
-    if pattern is not None:
-        check_pattern(pattern)
-
-
 def _ancestors(pid: int) -> set[int]:
     """`pid` and its ancestors up to init, by the parent pids of /proc (just `pid` where there is no procfs)."""
     seen = {pid}
@@ -133,7 +122,15 @@ class _Named:
     pid_file: str | None = None
 
     def __post_init__(self) -> None:
-        _check_spec(self.pid, self.pattern, self.pid_file)
+        pid, pattern, pid_file = self.pid, self.pattern, self.pid_file
+        if sum(x is not None for x in (pid, pattern, pid_file)) != 1:
+            raise ValueError("give exactly one of pid, pattern and pid_file")
+        if pid_file is not None and (not pid_file or "\0" in pid_file):
+            raise ValueError("the pid file must be a path")
+        if pid is not None and pid <= 0:
+            raise ValueError(f"pid must be positive, not {pid}")
+        if pattern is not None:
+            check_pattern(pattern)
 
 
 @dataclass(frozen=True, kw_only=True)
