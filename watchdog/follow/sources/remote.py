@@ -28,6 +28,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from watchdog.follow.sources.identity import window_spans
 from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
 
 __all__ = [
@@ -134,8 +135,8 @@ def identity_command(path: str, offset: int, *, window: int) -> str:
     bytes (fewer before `offset`) and the `window` bytes just before `offset`."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be a non-negative int, not {offset!r}")
-    start = max(0, offset - window)
-    args = [str(min(window, offset)), str(start + 1), str(offset - start)]
+    head, start, length = window_spans(offset, window)
+    args = [str(head), str(start + 1), str(length)]
     return shlex.join(["sh", "-c", IDENTITY_SCRIPT, "watchdog-identify", path, *args])
 
 
