@@ -48,7 +48,6 @@ from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import DEFAULT_GPU_INTERVAL, check_pattern
 
 __all__ = [
-    "DEFAULT_SAMPLER_INTERVAL",
     "HostGpuSampler",
     "HostReading",
     "LaunchGpuSample",
@@ -60,7 +59,6 @@ __all__ = [
     "parse_reading",
 ]
 
-DEFAULT_SAMPLER_INTERVAL = DEFAULT_GPU_INTERVAL
 T = TypeVar("T")
 _TIMEOUT = 10.0  # seconds one reading may take on the host
 _MARK = "@@watchdog-gpu"  # starts the section lines of the script's output (no CSV row or number does)
@@ -273,7 +271,7 @@ class HostGpuSampler:
         host: str | None = None,
         port: int | None = None,
         user: str | None = None,
-        interval: float = DEFAULT_SAMPLER_INTERVAL,
+        interval: float = DEFAULT_GPU_INTERVAL,
         clock: Clock | None = None,
     ) -> None:
         if host is not None and pool is None:
