@@ -74,19 +74,6 @@ if TYPE_CHECKING:
     from watchdog.follow.sources import Source
     from watchdog.follow.spec import LaunchSpec
 
-__all__ = [
-    "CHECKPOINT_INTERVAL",
-    "FORMAT",
-    "TRANSITION_INTERVAL",
-    "Checkpoint",
-    "Checkpointer",
-    "Checkpoints",
-    "build_id",
-    "decode",
-    "encode",
-    "settings_id",
-]
-
 log = structlog.get_logger("watchdog.checkpoint")
 
 FORMAT = 3  # the blob layout and what the pickle holds; bump on any change to either

@@ -47,18 +47,6 @@ from watchdog.follow.probes.nvidia import (
 from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import DEFAULT_GPU_INTERVAL, check_pattern
 
-__all__ = [
-    "HostGpuSampler",
-    "HostReading",
-    "LaunchGpuSample",
-    "LaunchMemoryTrend",
-    "Subscription",
-    "attribute",
-    "launch_pids",
-    "parse_ps",
-    "parse_reading",
-]
-
 T = TypeVar("T")
 _TIMEOUT = 10.0  # seconds one reading may take on the host
 _MARK = "@@watchdog-gpu"  # starts the section lines of the script's output (no CSV row or number does)

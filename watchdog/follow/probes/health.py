@@ -17,8 +17,6 @@ from watchdog.exceptions import ConnectionLost, UsageError
 from watchdog.follow.sources.ssherrors import map_tls_error
 from watchdog.follow.sources.sshpool import SSHPool
 
-__all__ = ["DEFAULT_HEALTH_TIMEOUT", "HealthProbe", "HealthURL", "parse_health_url", "tls_context"]
-
 DEFAULT_HEALTH_TIMEOUT = 5.0
 _CHUNK = 65536
 

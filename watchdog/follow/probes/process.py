@@ -14,16 +14,6 @@ from watchdog.exceptions import ConnectionLost, TargetError
 from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import check_pattern
 
-__all__ = [
-    "DEFAULT_PROCESS_INTERVAL",
-    "LocalProcessProbe",
-    "ProcessProbe",
-    "SSHProcessProbe",
-    "must_appear",
-    "read_pid_file",
-    "wait_until_gone",
-]
-
 DEFAULT_PROCESS_INTERVAL = 1.0
 _PGREP_TIMEOUT = 10.0
 

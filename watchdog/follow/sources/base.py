@@ -22,19 +22,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-__all__ = [
-    "CaughtUp",
-    "Chunk",
-    "Connected",
-    "Disconnected",
-    "FileMissing",
-    "FileRestarted",
-    "RestartReason",
-    "Source",
-    "SourceEvent",
-    "SourceItem",
-]
-
 RestartReason = Literal["rotated", "truncated", "replaced"]
 
 

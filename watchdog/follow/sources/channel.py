@@ -10,8 +10,6 @@ import asyncssh
 
 from watchdog.clock import wake_up
 
-__all__ = ["CommandOutput", "Kind", "Packet"]
-
 # Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
 # stops the remote tail, so a slow consumer never makes this process buffer a whole log.
 _HIGH_WATER = 64

@@ -23,16 +23,6 @@ import stat
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = [
-    "IDENTITY_WINDOW",
-    "FileIdentity",
-    "FileWindows",
-    "Identifiable",
-    "local_identity",
-    "parse_identity",
-    "window_spans",
-]
-
 IDENTITY_WINDOW = 4096  # bytes compared at the start of the file, and just before the offset
 
 

@@ -25,8 +25,6 @@ from collections import defaultdict
 
 from watchdog.clock import wake_up
 
-__all__ = ["Watcher"]
-
 _IN_MODIFY = 0x2
 _IN_ATTRIB = 0x4
 _IN_CLOSE_WRITE = 0x8

@@ -28,8 +28,6 @@ from watchdog.follow.sources.identity import FileIdentity, local_identity
 from watchdog.follow.sources.inotify import Watcher, load_libc
 from watchdog.vocabulary import file_kind
 
-__all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_READ_SIZE", "LocalSource"]
-
 DEFAULT_POLL_INTERVAL = 0.25
 # With inotify, a quiet file is still looked at this often: on a file system that does not report every change
 # (NFS: another machine's writes), and, on a local one, in case the watcher has stopped.

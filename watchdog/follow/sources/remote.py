@@ -29,21 +29,6 @@ import shlex
 from dataclasses import dataclass
 
 from watchdog.follow.sources.identity import window_spans
-from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
-
-__all__ = [
-    "DEFAULT_STAT_INTERVAL",
-    "IDENTITY_SCRIPT",
-    "POLL_SCRIPT",
-    "STREAM_SCRIPT",
-    "Header",
-    "StatLine",
-    "identity_command",
-    "parse_header",
-    "parse_stat_line",
-    "poll_command",
-    "stream_command",
-]
 
 # `tail -f` on /dev/fd/3 follows the inode the script opened, whatever happens to the path;
 # GNU tail polls a symlinked name (it turns inotify off for those), hence the fine -s interval:

@@ -34,7 +34,6 @@ from watchdog.follow.sources.base import (
 from watchdog.follow.sources.channel import CommandOutput
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
 from watchdog.follow.sources.remote import (
-    DEFAULT_STAT_INTERVAL,
     Header,
     identity_command,
     parse_header,
@@ -43,13 +42,7 @@ from watchdog.follow.sources.remote import (
     stream_command,
 )
 from watchdog.follow.sources.sshpool import SSHPool
-
-__all__ = [
-    "DEFAULT_POLL_INTERVAL",
-    "DEFAULT_STAT_INTERVAL",
-    "DEFAULT_TAIL_INTERVAL",
-    "SSHSource",
-]
+from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
 
 DEFAULT_POLL_INTERVAL = 0.25
 DEFAULT_TAIL_INTERVAL = 0.01

@@ -27,17 +27,6 @@ from watchdog.exceptions import ChannelRefused, ConnectionLost
 from watchdog.follow.sources.hostkeys import HostKeyCheck
 from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
 
-__all__ = [
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_IDLE_LINGER",
-    "DEFAULT_KEEPALIVE_COUNT_MAX",
-    "DEFAULT_KEEPALIVE_INTERVAL",
-    "ChannelRefused",
-    "ConnKey",
-    "SSHOptions",
-    "SSHPool",
-]
-
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # A dead peer (cable pulled, host frozen) is noticed after interval * count_max seconds.
 DEFAULT_KEEPALIVE_INTERVAL = 5.0
