@@ -399,6 +399,5 @@ class HostGpuSampler:
         except ConnectionLost:
             return None
         stdout = done.stdout
-        return done.exit_status, stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(
-            stdout or ""
-        )
+        text = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(stdout or "")
+        return done.exit_status, text

@@ -162,12 +162,11 @@ class SSHProcessProbe(_Named):
             ConnectionLost: the host cannot be reached now (the answer is unknown).
             HostKeyError, AuthError: as from `SSHPool.connect`.
         """
+        stdin = None
         if self.pid is not None:
             command = shlex.join(["sh", "-c", _PID_SCRIPT, "watchdog-pid", str(self.pid)])
-            stdin = None
         elif self.pid_file is not None:
             command = shlex.join(["sh", "-c", _PIDFILE_SCRIPT, "watchdog-pidfile", self.pid_file])
-            stdin = None
         else:
             command = shlex.join(["sh", "-c", _PGREP_SCRIPT, "watchdog-pgrep"])
             stdin = f"{self.pattern}\n"
