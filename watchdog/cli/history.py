@@ -146,10 +146,8 @@ def _outcome(r: IncarnationRecord) -> str:
     if state == "ready":
         ttr = r.time_to_ready
         return f"ready after {format_duration(ttr)}" if ttr is not None else "ready"
-    if state in (State.CRASHED.value, State.STALLED.value):
+    if state in (State.CRASHED.value, State.STALLED.value, State.STOPPED.value):
         return f"{state} in {phase}"
-    if state == "stopped":
-        return f"stopped in {phase}"
     return f"{state}, no verdict"
 
 
@@ -161,9 +159,7 @@ def _error(r: IncarnationRecord) -> str:
 
 
 def _phase(r: IncarnationRecord, state: str) -> str:
-    seconds = r.phase_durations.get(state)
-    text = format_duration(seconds) if seconds is not None else ""
-    return text + _ONGOING if r.ongoing == state else text
+    return _seconds(r.phase_durations.get(state)) + (_ONGOING if r.ongoing == state else "")
 
 
 def _seconds(value: float | None) -> str:

@@ -183,26 +183,12 @@ class Analyzer:
 
     def _report_cut(self, now: float) -> list[Transition]:
         self._cut_reported = True
-        out: list[Transition] = []
-        for event in self._scanner.open_tracebacks(cut=True):
-            out += self._emit(event, now)
-        return out
-
-    def close_tracebacks(self, now: float) -> list[Transition]:
-        """Take the tracebacks still open as complete: nothing more of them will come (end of the log).
-        Their frames may still tell the crash's phase."""
-        out: list[Transition] = []
-        for event in self._scanner.flush():
-            out += self._emit(event, now)
-        return out
+        return self._emit_all(self._scanner.open_tracebacks(cut=True), now)
 
     def report_open_tracebacks(self, now: float) -> list[Transition]:
         """Report the tracebacks still open as they are so far (a crash report is going out), and keep them
         open: if more of one comes (a writer that paused), it is reported again, whole, in its place."""
-        out: list[Transition] = []
-        for event in self._scanner.open_tracebacks():
-            out += self._emit(event, now)
-        return out
+        return self._emit_all(self._scanner.open_tracebacks(), now)
 
     def restart(self, now: float) -> list[Transition]:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
@@ -267,7 +253,9 @@ class Analyzer:
         out = self._blocks(self.framer.feed(held) + self.framer.flush(), now)
         if self.profile is None:
             out += self._detect(now, force=True)
-        out += self.close_tracebacks(now)
+        # the tracebacks still open are complete: nothing more of them will come (their frames may still
+        # tell the crash's phase)
+        out += self._emit_all(self._scanner.flush(), now)
         out += self.lifecycle.finish(now)
         return out
 
@@ -338,9 +326,6 @@ class Analyzer:
             for block in blocks:
                 self._tail = (self._tail + block.data)[-_TAIL_BYTES:]
             return self._detect(now, force=False)
-        return self._scan(blocks, now)
-
-    def _scan(self, blocks: list[Block], now: float) -> list[Transition]:
         out: list[Transition] = []
         for block in blocks:
             out += self._block(block, now)
@@ -420,6 +405,12 @@ class Analyzer:
         out = self.lifecycle.feed(event, now)
         if self._provisional:
             self._head_emitted.update((t.state, t.line) for t in out)
+        return out
+
+    def _emit_all(self, events: list[Event], now: float) -> list[Transition]:
+        out: list[Transition] = []
+        for event in events:
+            out += self._emit(event, now)
         return out
 
     def _feed_provisional(self, data: bytes, now: float) -> list[Transition]:

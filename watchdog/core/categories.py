@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from watchdog.vocabulary import State
+from watchdog.vocabulary import Category, State
 
 __all__ = ["categorize", "hint_for", "phase_from_error", "phase_from_frames"]
 
@@ -231,33 +231,15 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
                 "another attention/MoE backend, or a GPU of the kind the kernel was tuned for"
             )
         return f"this build has no kernels for {what}: use a build compiled for it, or another backend"
-    if category == "nccl":
-        return (
-            "a collective failed or timed out: check that every rank/node started and can reach the others "
-            "(NCCL_SOCKET_IFNAME, firewall, --dist-init-addr), then rerun with NCCL_DEBUG=INFO"
-        )
     if category == "import":
         missing = _first(r"(lib[\w.+-]+\.so[\w.]*)", summary) or _first(r"No module named '([^']+)'", summary)
         thing = missing or "a library"
         return (
             f"{thing} does not match this environment: install the engine build for this CUDA/driver version"
         )
-    if category == "cuda":
-        return (
-            "the CUDA runtime failed: check nvidia-smi, the driver version, CUDA_VISIBLE_DEVICES and the "
-            "container's GPU access; rerun with CUDA_LAUNCH_BLOCKING=1 to locate the failing kernel"
-        )
-    if category == "timeout":
-        return "the engine gave up waiting: look for the rank or step that hung (py-spy dump), or raise its timeout"
-    if category == "model_load":
-        return "the checkpoint does not match what the engine expects: check the model path, revision and quantization"
     if category == "config" and "unrecognized arguments:" in summary:
         args = summary.split("unrecognized arguments:", 1)[1].strip()
         return f"this version does not accept {args}: check the option's spelling and the engine version (--help)"
-    if category == "config":
-        return "a launch option or the model's config is invalid or unsupported: fix the option the message names"
-    if category == "assertion":
-        return "an internal check of the engine failed: the failing assert is the summary; search the engine's issues for it"
     if category == "killed" and summary.startswith("process exited"):
         # a probe sees that the process is gone, not how: a SIGKILL leaves no words, and neither does an exit
         # after a line no rule knows
@@ -265,9 +247,26 @@ def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object
             "the process is gone and its log does not say why: a SIGKILL (often the kernel's OOM killer: check "
             "`dmesg -T` and host RAM) leaves no words, or it exited after the last lines shown"
         )
-    if category == "killed":
-        return "the process was killed (SIGKILL), often by the kernel's OOM killer: check `dmesg -T` and host RAM"
-    return "see the traceback for the failing call"
+    return _HINTS.get(category, "see the traceback for the failing call")
+
+
+# The hints that need nothing from the message or the facts.
+_HINTS: dict[str, str] = {
+    Category.NCCL: "a collective failed or timed out: check that every rank/node started and can reach the "
+    "others (NCCL_SOCKET_IFNAME, firewall, --dist-init-addr), then rerun with NCCL_DEBUG=INFO",
+    Category.CUDA: "the CUDA runtime failed: check nvidia-smi, the driver version, CUDA_VISIBLE_DEVICES and "
+    "the container's GPU access; rerun with CUDA_LAUNCH_BLOCKING=1 to locate the failing kernel",
+    Category.TIMEOUT: "the engine gave up waiting: look for the rank or step that hung (py-spy dump), or raise "
+    "its timeout",
+    Category.MODEL_LOAD: "the checkpoint does not match what the engine expects: check the model path, revision "
+    "and quantization",
+    Category.CONFIG: "a launch option or the model's config is invalid or unsupported: fix the option the "
+    "message names",
+    Category.ASSERTION: "an internal check of the engine failed: the failing assert is the summary; search the "
+    "engine's issues for it",
+    Category.KILLED: "the process was killed (SIGKILL), often by the kernel's OOM killer: check `dmesg -T` and "
+    "host RAM",
+}
 
 
 def _oom_hint(summary: str, phase: str, facts: Mapping[str, object], engine: str) -> str:

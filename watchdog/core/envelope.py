@@ -9,6 +9,7 @@ none matches; what remains is the content that tracebacks and profile rules read
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -108,16 +109,8 @@ def unglue(text: str) -> list[str]:
     """Split a line where another record starts in its middle (a tqdm bar glued onto the next log line)."""
     if "[" not in text and "(" not in text and " " not in text:
         return [text]
-    cuts = [m.start() for m in _GLUE.finditer(text)]
-    if not cuts:
-        return [text]
-    parts = []
-    start = 0
-    for cut in cuts:
-        parts.append(text[start:cut])
-        start = cut
-    parts.append(text[start:])
-    return parts
+    cuts = [0, *(m.start() for m in _GLUE.finditer(text)), len(text)]
+    return [text[start:end] for start, end in itertools.pairwise(cuts)]
 
 
 def parse(text: str) -> Record:
@@ -178,11 +171,8 @@ def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
         if time is None:
             return None
         hh, mm, ss = (int(x) for x in time.split(":"))
-        if g.get("date"):
-            y, mo, d = (int(x) for x in str(g["date"]).split("-"))
-            return _at(y, mo, d, hh, mm, ss, True)
-        if g.get("slash"):
-            y, mo, d = (int(x) for x in str(g["slash"]).split("/"))
+        if ymd := g.get("date") or g.get("slash"):  # 2025-07-02 or 2025/07/02
+            y, mo, d = (int(x) for x in ymd.replace("/", "-").split("-"))
             return _at(y, mo, d, hh, mm, ss, True)
         if g.get("mdy"):
             mo, d, y = (int(x) for x in str(g["mdy"]).split("/"))

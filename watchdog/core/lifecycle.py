@@ -278,9 +278,7 @@ class Lifecycle:
             return out
         deadline = self.deadlines.get(inc.phase.value)
         if deadline is not None and inc.state == inc.phase and inc.phase not in inc.deadline_hit:
-            entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
-            if entered is None and inc.phase == State.PENDING:
-                entered = inc.started_now
+            entered = _entered(inc)
             if entered is not None and now - entered >= deadline:
                 inc.deadline_hit.add(inc.phase)
                 reason = f"{inc.phase.value} past its deadline ({_seconds(deadline)})"
@@ -312,12 +310,9 @@ class Lifecycle:
             due = inc.pending_since + self.crash_grace
         if self.deadlines and state is inc.phase and state not in inc.deadline_hit:
             deadline = self.deadlines.get(state.value)
-            if deadline is not None:
-                entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == state), None)
-                if entered is None and state is State.PENDING:
-                    entered = inc.started_now
-                if entered is not None:
-                    due = min(due, entered + deadline)
+            entered = _entered(inc)
+            if deadline is not None and entered is not None:
+                due = min(due, entered + deadline)
         if self.stall_after is not None and state in _STALLABLE and inc.last_progress is not None:
             due = min(due, inc.last_progress + self.stall_after)
         return due if due != math.inf else None
@@ -384,16 +379,17 @@ class Lifecycle:
         inc.pending_index = len(inc.candidates)
         inc.judge_by_clock = False
 
-    def _rechoose(self, inc: Incarnation) -> None:
-        # The verdict stands; its root cause (and the phase its frames point at) is chosen again.
-        live = _live(inc)
-        phase = inc.crash_phase or inc.phase
-        inc.error = root_cause(live, inc.facts, _phase_name(phase), self.engine, whole=inc.from_start)
-        if inc.error is not None and inc.error.phase_hint and phase != State.READY:
-            hinted = _PHASES[inc.error.phase_hint]
+    def _choose(self, inc: Incarnation, phase: State) -> None:
+        # The root cause of a crash in `phase`, and the phase it happened in: a later one its frames point
+        # at, or that of the startup step it was raised out of.
+        err = root_cause(_live(inc), inc.facts, _phase_name(phase), self.engine, whole=inc.from_start)
+        if err is not None and err.phase_hint and phase != State.READY:
+            hinted = _PHASES[err.phase_hint]
             if _ORDER[hinted] > _ORDER[phase]:
-                inc.crash_phase = hinted
-        inc.crash_phase = _step_phase(inc.error, inc.crash_phase or phase)
+                phase = hinted
+        phase = _step_phase(err, phase)
+        inc.crash_phase = State.STARTING if phase == State.PENDING else phase
+        inc.error = err
 
     def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
         # A traceback is reported when its exception line is read and again, whole, when it closes: the
@@ -411,7 +407,7 @@ class Lifecycle:
                     if inc.pending_since is None and inc.state not in FINAL:
                         inc.pending_since, inc.crash_phase = now, inc.phase
                 if inc.state == State.CRASHED:
-                    self._rechoose(inc)
+                    self._choose(inc, inc.crash_phase or inc.phase)
                 elif cand.noise and inc.pending_since is not None and inc.state not in FINAL:
                     if all(c.noise for c in inc.candidates[inc.pending_index :]):
                         self._resolve(inc)  # what was pending turned out to be noise
@@ -435,7 +431,8 @@ class Lifecycle:
             # cause better, and other ranks' copies of it belong to its list of ranks.
             if inc.state == State.CRASHED and len(inc.candidates) < _MAX_LATE_CANDIDATES:
                 inc.candidates.append(cand)
-                self._rechoose(inc)
+                # the verdict stands; its root cause (and the phase its frames point at) is chosen again
+                self._choose(inc, inc.crash_phase or inc.phase)
             return
         inc.candidates.append(cand)
         if cand.noise:
@@ -473,18 +470,7 @@ class Lifecycle:
         *,
         reason: str,
     ) -> None:
-        phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
-        live = _live(inc)
-        err = root_cause(live, inc.facts, _phase_name(phase), self.engine, whole=inc.from_start)
-        if err is not None and err.phase_hint and phase != State.READY:
-            hinted = _PHASES[err.phase_hint]
-            if _ORDER[hinted] > _ORDER[phase] or phase == State.PENDING:
-                phase = hinted
-        phase = _step_phase(err, phase)
-        if phase == State.PENDING:
-            phase = State.STARTING
-        inc.crash_phase = phase
-        inc.error = err
+        self._choose(inc, inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase)
         inc.pending_since = None
         self._enter(inc, State.CRASHED, line, at, None, now, reason, out, record_phase=False)
 
@@ -509,6 +495,12 @@ class Lifecycle:
             inc.phase = state
         inc.timeline.append((t, seconds))
         out.append(t)
+
+
+def _entered(inc: Incarnation) -> float | None:
+    # the clock time the current phase was entered (a launch still pending: when the clock started for it)
+    entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
+    return inc.started_now if entered is None and inc.phase == State.PENDING else entered
 
 
 def _phase_name(state: State) -> str:

@@ -92,8 +92,8 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
     exc_line = tb.exception
     if exc_line is None:
         hint = phase_from_frames("\n".join(tb.lines))
+        last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
         if cut and not tb.noise:
-            last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
             return Candidate(
                 (tb.header.rstrip(":") or last)[:_MAX_SUMMARY],
                 tb.line,
@@ -107,7 +107,6 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
         # A fragment (the log cut it short) names no error, but its frames still tell the phase.
         if hint is None:
             return None
-        last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
         return Candidate(
             last, tb.line, tb.source, traceback=tuple(tb.lines), noise=True, phase_hint=hint, kind="fragment"
         )
@@ -195,12 +194,7 @@ _SAME_MESSAGE_PREFIX = 24  # characters two lines share at their start to be cop
 
 
 def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def _message(c: Candidate) -> str:

@@ -24,12 +24,11 @@ from watchdog.core.findings import (
 from watchdog.core.rootcause import Candidate, from_traceback
 from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
 from watchdog.profiles.model import Rule
-from watchdog.vocabulary import STARTUP_PHASES, Category, State
+from watchdog.vocabulary import BAR_OF_PHASE, STARTUP_PHASES, Category, State
 
 __all__ = ["QUIET_LEVELS", "Scanner"]
 
 QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
-_PHASE_BARS = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}
 
 
 class Scanner:
@@ -206,7 +205,7 @@ def _progress(rule: Rule, groups: dict[str, str], line_no: int, rec: Record, pha
         out.append(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source))
     name = rule.name or "progress"
     if name == "@phase":
-        name = _PHASE_BARS.get(phase, phase.value)
+        name = BAR_OF_PHASE.get(phase, phase.value)
     if "percent" in groups:
         done, total = round(float(groups["percent"])), 100
     else:

@@ -24,11 +24,11 @@ EXCEPTION_LINE = re.compile(
     r"StopIteration|StopAsyncIteration))"
     r"(?::\s*(?P<msg>.*))?$"
 )
-_BARE_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
 _MAX_LINES = 400  # a traceback longer than this keeps its head and tail
 _FRAME = ('File "', 'File \\"')  # a frame line; the second as pasted from JSON, its quotes escaped
 _WRAPPED_NAME = re.compile(r"\w+")  # the rest of a frame's function name, wrapped onto its own line
 _MAX_CONTINUATION = 20  # message lines after the exception line
+_LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the logging module's error report
 
 
 @dataclass(slots=True)
@@ -189,11 +189,9 @@ class Assembler:
                 tb.add("    " + stripped)
                 tb.after_frame = False
                 return True, done
-            if stripped.startswith(("Call stack:", "Message:", "Arguments:")):
+            if stripped.startswith(_LOGGING_REPORT):
                 # the logging module's report of a failed log call: its call stack has no exception line
-                self._finish(key, done)
-                if stripped.startswith("Arguments:"):
-                    self._logging_error.discard(key)
+                self._end_report(key, stripped, done)
                 return True, done
             tb.exc_index = len(tb.lines)
             tb.exc_line_no = line
@@ -208,14 +206,8 @@ class Assembler:
             self._finish(key, done)
             self._chain(key, stripped)
             return True, done
-        if (
-            stripped.startswith("Call stack:")
-            or stripped.startswith("Message:")
-            or stripped.startswith("Arguments:")
-        ):
-            self._finish(key, done)
-            if stripped.startswith("Arguments:"):
-                self._logging_error.discard(key)
+        if stripped.startswith(_LOGGING_REPORT):
+            self._end_report(key, stripped, done)
             return True, done
         if style != tb.body_style or tb.continuation >= _MAX_CONTINUATION:
             self._finish(key, done)
@@ -246,6 +238,12 @@ class Assembler:
             self._handling_next.add(key)
         else:
             self._handling_next.discard(key)
+
+    def _end_report(self, key: str, stripped: str, done: list[Traceback]) -> None:
+        # a part of the logging module's report ends the traceback; its last part ends the logging error
+        self._finish(key, done)
+        if stripped.startswith("Arguments:"):
+            self._logging_error.discard(key)
 
     def _close(self, key: str, done: list[Traceback]) -> None:
         if key in self._open:
