@@ -43,6 +43,7 @@ def add_silence_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("duration", nargs="?", metavar="DURATION", help='how long: "2h", "30m", "1d"')
     parser.add_argument("--off", action="store_true", help="end the launch's silence")
     _where(parser)
+    parser.set_defaults(handler=run_silence)
 
 
 def add_test_notify_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +56,7 @@ def add_test_notify_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(kind.value for kind in AlertKind),
         help="the kind of alert to send (default: crashed)",
     )
+    parser.set_defaults(handler=run_test_notify)
 
 
 def _where(parser: argparse.ArgumentParser) -> None:

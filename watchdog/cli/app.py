@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from watchdog.cli.options import (
@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--listen", default="127.0.0.1:0", metavar="HOST:PORT", help="where to serve (default: a free port)"
     )
-    from watchdog.cli.shipped import add_print_unit_arguments  # noqa: PLC0415 - stdlib only
+    from watchdog.cli import shipped  # noqa: PLC0415 - stdlib only
 
     print_unit = sub.add_parser(
         "print-unit",
@@ -179,19 +179,19 @@ def build_parser() -> argparse.ArgumentParser:
         "ExecStart set to this install's llm-launch-watchdog script: `llm-launch-watchdog print-unit | sudo "
         "tee /etc/systemd/system/llm-launch-watchdog.service` (docs/operations.md).",
     )
-    add_print_unit_arguments(print_unit)
+    shipped.add_print_unit_arguments(print_unit)
     sub.add_parser(
         "print-config",
         help="print the complete, commented example config",
         description="Print the complete, commented example config (deploy/config.example.toml): every key.",
-    )
+    ).set_defaults(handler=shipped.run_print_config)
     sub.add_parser(
         "print-forced-command",
         help="print the SSH forced-command wrapper for the GPU hosts",
         description="Print this release's SSH forced-command wrapper (llm-launch-watchdog-forced-command), "
         "which lets the daemon's key run watchdog's own commands on a GPU host and nothing else "
         "(docs/least-privilege.md).",
-    )
+    ).set_defaults(handler=shipped.run_print_forced_command)
 
     watch = sub.add_parser(
         "watch",
@@ -312,6 +312,9 @@ def _main(argv: list[str]) -> int:
     from watchdog.exceptions import ConfigError, TargetError, UsageError  # noqa: PLC0415
 
     try:
+        if "handler" in args:  # a command whose module the parser imported sets its own handler
+            handler: Callable[[argparse.Namespace], int] = args.handler
+            return handler(args)
         if args.command == "replay":
             validate_replay(args)
             return _replay(args)
@@ -336,18 +339,6 @@ def _main(argv: list[str]) -> int:
             from watchdog.cli.checkconfig import config_schema_main  # noqa: PLC0415
 
             return config_schema_main(markdown=args.markdown)
-        if args.command == "history":
-            from watchdog.cli.history import run_history  # noqa: PLC0415
-
-            return run_history(args)
-        if args.command == "silence":
-            from watchdog.cli.alerts import run_silence  # noqa: PLC0415
-
-            return run_silence(args)
-        if args.command == "test-notify":
-            from watchdog.cli.alerts import run_test_notify  # noqa: PLC0415
-
-            return run_test_notify(args)
         if args.command == "print-rules":
             from watchdog.daemon import promrules  # noqa: PLC0415
 
@@ -356,15 +347,6 @@ def _main(argv: list[str]) -> int:
             base = RUNBOOK_URL if args.runbook_url is None else args.runbook_url
             print(render(selector, base), end="")
             return 0
-        if args.command in ("print-unit", "print-config", "print-forced-command"):
-            from watchdog.cli import shipped  # noqa: PLC0415
-
-            printer = {
-                "print-unit": shipped.run_print_unit,
-                "print-config": shipped.run_print_config,
-                "print-forced-command": shipped.run_print_forced_command,
-            }[args.command]
-            return printer(args)
         if args.command == "demo":
             from watchdog.cli.demo import run_demo  # noqa: PLC0415
 

@@ -54,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="incarnations to show, newest first",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list of incarnations")
+    parser.set_defaults(handler=run_history)
 
 
 def run_history(args: argparse.Namespace) -> int:

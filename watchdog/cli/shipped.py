@@ -134,6 +134,7 @@ def add_print_unit_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the program the unit runs (default: this install's {SCRIPT} script, found beside this "
         "program, in its interpreter's scripts directory or on PATH); an absolute path",
     )
+    parser.set_defaults(handler=run_print_unit)
 
 
 def private_home(paths: list[str]) -> str | None:
