@@ -99,10 +99,7 @@ def find_script(argv0: str | None = None) -> Path | None:
     on_path = shutil.which(SCRIPT)
     if on_path is not None:
         candidates.append(Path(os.path.abspath(on_path)))
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
 def _unit_word(path: str) -> str:
