@@ -404,16 +404,11 @@ def _replay(args: argparse.Namespace) -> int:
     from watchdog.follow.replay import replay_path  # noqa: PLC0415
 
     engine = None if args.engine == "auto" else args.engine
-    if args.example:
-        ref = resources.files("watchdog") / "examples" / EXAMPLE_LOG
-        with resources.as_file(ref) as path:
-            _analyzer, verdict = replay_path(path, engine, args.profile)
-        source = EXAMPLE_LOG
-    else:
-        _analyzer, verdict = replay_path(args.file, engine, args.profile)
-        source = str(args.file)
-    if args.json:
-        write_out(json.dumps(verdict, ensure_ascii=False))
-    else:
-        write_out(render_verdict(verdict, source=source))
+    log = resources.files("watchdog") / "examples" / EXAMPLE_LOG if args.example else args.file
+    with resources.as_file(log) as path:  # a file of the user's is its own path
+        _analyzer, verdict = replay_path(path, engine, args.profile)
+    source = EXAMPLE_LOG if args.example else str(args.file)
+    write_out(
+        json.dumps(verdict, ensure_ascii=False) if args.json else render_verdict(verdict, source=source)
+    )
     return exit_code(State(verdict["state"]), verdict["phase"])
