@@ -223,11 +223,8 @@ class InvalidShard(WatchdogError, ValueError):
 def first_watchdog_error(group: BaseExceptionGroup[BaseException]) -> WatchdogError | None:
     """The first of our errors in a task group's failure (nested groups included), if any: it, not the
     group, says what went wrong and which exit code that is."""
-    for exc in group.exceptions:
-        if isinstance(exc, WatchdogError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup):
-            found = first_watchdog_error(exc)
-            if found is not None:
-                return found
-    return None
+    # ours alone, nested as they were: its first leaf is the first of ours
+    found: WatchdogError | BaseExceptionGroup[WatchdogError] | None = group.subgroup(WatchdogError)
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found
