@@ -156,13 +156,10 @@ def clean(raw: bytes) -> str:
 
 def iter_lines(block: Block) -> Iterator[Line]:
     """Yield the cleaned lines of a block; a line with tqdm ``\\r`` redraws yields one Line per redraw."""
-    data = block.data
-    pos = 0
-    end = len(data)
-    while pos < end:
-        nl = data.index(b"\n", pos)
-        yield from split_line(block.offset + pos, data[pos:nl])
-        pos = nl + 1
+    offset = block.offset
+    for raw in block.data.split(b"\n")[:-1]:  # every line of a block ends with a newline
+        yield from split_line(offset, raw)
+        offset += len(raw) + 1
 
 
 def split_line(offset: int, raw: bytes) -> Iterator[Line]:
