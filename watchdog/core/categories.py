@@ -204,12 +204,8 @@ def phase_from_error(summary: str) -> str | None:
 
 def phase_from_frames(traceback: str) -> str | None:
     """The startup phase that a traceback's innermost recognizable frame belongs to, if any."""
-    best: tuple[int, str] | None = None
-    for phase, pattern in _PHASE_FRAMES:
-        for m in pattern.finditer(traceback):
-            if best is None or m.start() > best[0]:
-                best = (m.start(), phase)
-    return best[1] if best else None
+    found = [(m.start(), phase) for phase, pattern in _PHASE_FRAMES for m in pattern.finditer(traceback)]
+    return max(found, key=lambda f: f[0])[1] if found else None  # the first of equals, in _PHASE_FRAMES order
 
 
 def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object], engine: str) -> str:

@@ -153,10 +153,7 @@ def parse(text: str) -> Record:
 
 def _short_rank(rank: str) -> str:
     # SGLang's "DP1 TP1 EP1": the TP rank is unique across the group and is what its messages name.
-    for part in rank.split():
-        if part.startswith("TP"):
-            return part
-    return rank
+    return next((part for part in rank.split() if part.startswith("TP")), rank)
 
 
 def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
