@@ -25,14 +25,6 @@ if TYPE_CHECKING:
     from watchdog.alerts.notifiers import Alert
     from watchdog.alerts.senders import Notifier
 
-__all__ = [
-    "add_silence_arguments",
-    "add_test_notify_arguments",
-    "run_silence",
-    "run_test_notify",
-    "sample_alert",
-]
-
 EXAMPLE_LOG = "sglang-ep8-oom.log"  # in watchdog/examples/ (as `watchdog replay --example`)
 TEST_NOTE = "A test alert from `watchdog test-notify`: nothing crashed."
 

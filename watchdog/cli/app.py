@@ -42,8 +42,6 @@ from watchdog.vocabulary import (
     version,
 )
 
-__all__ = ["EXIT_INTERNAL", "main"]
-
 EXAMPLE_LOG = "sglang-ep8-oom.log"  # in watchdog/examples/: 8 EP ranks, 4 of them out of memory
 
 EXIT_CODES_HELP = f"""\

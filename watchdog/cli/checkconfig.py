@@ -16,8 +16,6 @@ from watchdog.config.reference import config_json_schema, config_reference_markd
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import EXIT_CONFIG
 
-__all__ = ["check_config_main", "config_schema_main", "config_warnings"]
-
 # -- command-line entry points (wired by watchdog.cli.app) ---------------------------------------------------
 
 

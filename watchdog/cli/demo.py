@@ -29,8 +29,6 @@ from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import parse_target
 from watchdog.vocabulary import DEFAULT_STALL_AFTER, split_listen
 
-__all__ = ["DEMO_LAUNCHES", "run_demo"]
-
 WRITE_SECONDS = 4.0  # how long writing one whole log takes
 DEMO_STALL_AFTER = 3.0  # the stalled launch's stall clock (a real one would be minutes)
 _SECOND = re.compile(rb"\d\d:\d\d:\d\d")

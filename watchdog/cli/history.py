@@ -29,8 +29,6 @@ from watchdog.vocabulary import (
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord
 
-__all__ = ["add_arguments", "format_history", "run_history"]
-
 DEFAULT_LIMIT = 20  # incarnations shown unless --limit says otherwise
 MAX_CELL = 36  # characters of a cell before it is cut with "…"
 _GAP = "  "

@@ -17,20 +17,6 @@ from watchdog.vocabulary import EXIT_USAGE, check_http_url, check_pattern, file_
 if TYPE_CHECKING:
     from watchdog.config.shard import Shard
 
-__all__ = [
-    "PID_MAX_LIMIT",
-    "UsageParser",
-    "duration",
-    "file_kind",
-    "health_url",
-    "pid",
-    "process_pattern",
-    "shard",
-    "validate_replay",
-    "validate_watch",
-    "webhook_url",
-]
-
 # Linux's PID_MAX_LIMIT on 64-bit machines: /proc/sys/kernel/pid_max is at most this, and pids are below it.
 PID_MAX_LIMIT = 1 << 22
 _T = TypeVar("_T")

@@ -8,8 +8,6 @@ from typing import Any, TextIO
 
 from watchdog.vocabulary import VERDICTS, State, format_duration
 
-__all__ = ["render_verdict", "write_out"]
-
 _HEADLINE = {state.value: state.value for state in VERDICTS} | {State.STOPPED.value: "stopped cleanly"}
 
 

@@ -22,22 +22,6 @@ from pathlib import Path
 from watchdog.cli.render import write_out
 from watchdog.exceptions import UsageError
 
-__all__ = [
-    "FORCED_COMMAND",
-    "SCRIPT",
-    "SHIPPED",
-    "UNIT",
-    "ShippedFile",
-    "add_print_unit_arguments",
-    "find_script",
-    "private_home",
-    "run_print_config",
-    "run_print_forced_command",
-    "run_print_unit",
-    "shipped_text",
-    "unit_text",
-]
-
 SCRIPT = (
     "llm-launch-watchdog"  # the console script the unit runs (never `watchdog`: Debian's /usr/sbin/watchdog)
 )
