@@ -47,7 +47,6 @@ POST_READY_RECOVERY_LINES = 50  # healthy log lines after a post-ready error tha
 
 
 _ORDER = {s: i for i, s in enumerate(State)}
-_STARTUP = STARTUP_PHASES
 # Errors no engine starts past: a port it cannot bind, memory it cannot get (every engine sizes its memory at
 # start and raises or exits when it cannot; a retry with less is the engine's own and says so at WARNING)
 _FATAL_WHILE_STARTING_LOGGED = frozenset({Category.PORT_IN_USE, Category.OOM})
@@ -57,9 +56,9 @@ _FATAL_WHILE_STARTING = _FATAL_WHILE_STARTING_LOGGED | {
     Category.MODEL_LOAD,
     Category.UNSUPPORTED,
 }
-_PHASES = {s.value: s for s in (*_STARTUP, State.READY)}
+_PHASES = {s.value: s for s in (*STARTUP_PHASES, State.READY)}
 FINAL = frozenset({State.CRASHED, State.STOPPED})
-_STALLABLE = frozenset({*_STARTUP, State.PENDING})
+_STALLABLE = frozenset({*STARTUP_PHASES, State.PENDING})
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,11 +253,11 @@ class Lifecycle:
     def wants_health(self) -> bool:
         """Whether a health answer can decide anything now: weights loaded (or a silent log), not yet ready."""
         inc = self.current
-        if inc.state not in _STARTUP:
+        if inc.state not in STARTUP_PHASES:
             return False
         if self.health_means_ready or _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
             return True
-        marked = any(t.state in _STARTUP[1:] for t, _ in inc.timeline)
+        marked = any(t.state in STARTUP_PHASES[1:] for t, _ in inc.timeline)
         return not marked and self.trust_silent_health
 
     def tick(self, now: float) -> list[Transition]:
@@ -286,7 +285,7 @@ class Lifecycle:
                 return out
         if (
             self.stall_after is not None
-            and (inc.state in _STARTUP or inc.state == State.PENDING)
+            and inc.state in _STALLABLE
             and inc.last_progress is not None
             and now - inc.last_progress >= self.stall_after
         ):
@@ -450,7 +449,7 @@ class Lifecycle:
         # error of a kind no engine starts past (_FATAL_WHILE_STARTING: each raises or exits on it).
         if cand.fatal:
             return True
-        if inc.state not in _STARTUP or cand.noise:
+        if inc.state not in STARTUP_PHASES or cand.noise:
             return False
         if cand.startup_step:
             return True
@@ -491,7 +490,7 @@ class Lifecycle:
             return
         t = Transition(state, inc.state, line, at, now, reason, inc.number)
         inc.state = state
-        if record_phase and (state in _STARTUP or state == State.READY):
+        if record_phase and (state in STARTUP_PHASES or state == State.READY):
             inc.phase = state
         inc.timeline.append((t, seconds))
         out.append(t)
@@ -516,10 +515,10 @@ def _seconds(value: float) -> str:
 def _step_phase(err: Error | None, phase: State) -> State:
     # The startup step an exception was raised out of names the phase it crashed in, in whatever order the
     # engine's markers came: vLLM's CPU backend warms up (a capture-phase marker) before it sizes the KV cache.
-    if err is None or err.step_phase is None or phase not in _STARTUP or phase == State.PENDING:
+    if err is None or err.step_phase is None or phase not in STARTUP_PHASES:
         return phase
     step = _PHASES[err.step_phase]
-    return step if step in _STARTUP else phase
+    return step if step in STARTUP_PHASES else phase
 
 
 def _live(inc: Incarnation) -> list[Candidate]:
