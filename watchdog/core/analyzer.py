@@ -185,6 +185,11 @@ class Analyzer:
         self._cut_reported = True
         return self._emit_all(self._scanner.open_tracebacks(cut=True), now)
 
+    def close_tracebacks(self, now: float) -> list[Transition]:
+        """Take the tracebacks still open as complete: nothing more of them will come (end of the log).
+        Their frames may still tell the crash's phase."""
+        return self._emit_all(self._scanner.flush(), now)
+
     def report_open_tracebacks(self, now: float) -> list[Transition]:
         """Report the tracebacks still open as they are so far (a crash report is going out), and keep them
         open: if more of one comes (a writer that paused), it is reported again, whole, in its place."""
@@ -253,9 +258,7 @@ class Analyzer:
         out = self._blocks(self.framer.feed(held) + self.framer.flush(), now)
         if self.profile is None:
             out += self._detect(now, force=True)
-        # the tracebacks still open are complete: nothing more of them will come (their frames may still
-        # tell the crash's phase)
-        out += self._emit_all(self._scanner.flush(), now)
+        out += self.close_tracebacks(now)
         out += self.lifecycle.finish(now)
         return out
 
