@@ -130,9 +130,7 @@ def _rows(records: Sequence[IncarnationRecord]) -> list[tuple[str, list[str] | N
     states = [p for p in _PHASES if any(p in r.phase_durations or r.ongoing == p for r in records)]
     rows.extend((f"  {state}", [_phase(r, state) for r in records]) for state in states)
     rows.append(("  to ready", [_seconds(r.time_to_ready) for r in records]))
-    keys: dict[str, None] = {}
-    for r in records:
-        keys.update(dict.fromkeys(r.facts))
+    keys = dict.fromkeys(key for r in records for key in r.facts)  # in the order they first appear
     if keys:
         rows.append(("facts:", None))
         rows.extend((f"  {key}", [_fact(key, r.facts.get(key)) for r in records]) for key in keys)
