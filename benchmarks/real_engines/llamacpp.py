@@ -140,6 +140,12 @@ def scenarios(m: str, port: int) -> list[Scenario]:
             ["-m", f"{m}/tiny.gguf", "--host", "127.0.0.1", "--port", "0"],
             stop_at=[READY + "+1"],
         ),
+        # captured after the first fixes, to test them on launches they were not written from
+        Scenario(
+            "k-cache-block-mismatch", [*tiny, "--cache-type-k", "q4_0"]
+        ),  # head dim 16 < q4_0's block 32
+        Scenario("draft-missing", [*tiny, "--model-draft", f"{m}/no-such-draft.gguf"]),
+        Scenario("grammar-file-missing", [*tiny, "--grammar-file", f"{m}/no-such-grammar.gbnf"]),
     ]
 
 
