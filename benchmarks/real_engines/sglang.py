@@ -99,6 +99,16 @@ SCENARIOS = [
         "--mem-fraction-static 1.5",
         args=["--mem-fraction-static", "1.5"],
     ),
+    Scenario(
+        "chat-template-missing",
+        "--chat-template names a file that does not exist",
+        args=["--chat-template", "/tmp/eng/no-such-template.jinja"],
+    ),
+    Scenario(
+        "json-override-invalid",
+        "--json-model-override-args that is not JSON",
+        args=["--json-model-override-args", "{rope_theta: 5}"],
+    ),
 ]
 
 

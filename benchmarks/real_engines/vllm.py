@@ -405,6 +405,17 @@ SCENARIOS = [
         request_at=[(COMPLETION, READY + "+1")],
         stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
     ),
+    Scenario(
+        "quantization-fp8",
+        "--quantization fp8 (online FP8) on the CPU backend",
+        args=["--quantization", "fp8"],
+        env=KV,
+    ),
+    Scenario(
+        "omp-bind-invalid",
+        "VLLM_CPU_OMP_THREADS_BIND=zero-one (not a core list)",
+        env={**KV, "VLLM_CPU_OMP_THREADS_BIND": "zero-one"},
+    ),
 ]
 
 
