@@ -149,6 +149,11 @@ def scenarios(m: str, port: int) -> list[Scenario]:
         Scenario("model-safetensors", ["-m", "/tmp/eng/tiny-llama/model.safetensors", *base]),  # not a GGUF
         Scenario("threads-huge", [*tiny, "--threads", "100000"]),
         Scenario("rerank-pooling-generative", [*tiny, "--embedding", "--pooling", "rank"]),
+        Scenario(
+            "chat-template-file-missing", [*tiny, "--chat-template-file", f"{m}/no-such-template.jinja"]
+        ),
+        Scenario("override-kv-bad", [*tiny, "--override-kv", "llama.context_length=int:lots"]),
+        Scenario("ctx-one", [*tiny, "-c", "1"], request=True),
     ]
 
 
