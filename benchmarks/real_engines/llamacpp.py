@@ -154,6 +154,16 @@ def scenarios(m: str, port: int) -> list[Scenario]:
         ),
         Scenario("override-kv-bad", [*tiny, "--override-kv", "llama.context_length=int:lots"]),
         Scenario("ctx-one", [*tiny, "-c", "1"], request=True),
+        # a third round, captured after all the fixes, to measure the fixed tool on launches it never read
+        Scenario("host-not-local", ["-m", f"{m}/tiny.gguf", "--host", "10.255.255.1", "--port", str(port)]),
+        Scenario(
+            "model-url-offline", ["-mu", "https://huggingface.co/x/y/resolve/main/m.gguf", *base], timeout=90
+        ),
+        Scenario("batch-zero", [*tiny, "-b", "0", "-ub", "0"], request=True),
+        Scenario("static-path-missing", [*tiny, "--path", f"{m}/no-such-dir"], request=True),
+        Scenario(
+            "ssl-cert-missing", [*tiny, "--ssl-key-file", f"{m}/no.key", "--ssl-cert-file", f"{m}/no.crt"]
+        ),
     ]
 
 

@@ -109,6 +109,8 @@ SCENARIOS = [
         "--json-model-override-args that is not JSON",
         args=["--json-model-override-args", "{rope_theta: 5}"],
     ),
+    Scenario("context-length-zero", "--context-length 0", args=["--context-length", "0"]),
+    Scenario("load-format-bogus", "--load-format bogus (argparse)", args=["--load-format", "bogus"]),
 ]
 
 

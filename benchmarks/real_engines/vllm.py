@@ -416,6 +416,13 @@ SCENARIOS = [
         "VLLM_CPU_OMP_THREADS_BIND=zero-one (not a core list)",
         env={**KV, "VLLM_CPU_OMP_THREADS_BIND": "zero-one"},
     ),
+    Scenario("max-model-len-zero", "--max-model-len 0", args=["--max-model-len", "0"], env=KV),
+    Scenario(
+        "lora-modules-missing",
+        "--enable-lora --lora-modules x=/tmp/eng/no-such-lora: the adapter folder does not exist",
+        args=["--enable-lora", "--lora-modules", "x=/tmp/eng/no-such-lora"],
+        env=KV,
+    ),
 ]
 
 
