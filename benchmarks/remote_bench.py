@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from daemon_bench import machine_cpu_seconds  # type: ignore[import-not-found,unused-ignore]
 
-from watchdog.follow.sources.remote import DEFAULT_STAT_INTERVAL, stream_command
+from watchdog.follow.sources.remote import stream_command
 from watchdog.follow.sources.ssh import DEFAULT_TAIL_INTERVAL
+from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
 
 SETTLE = 1.5  # s after the readers start before the window opens (past the stream script's first second)
 LINE = b"[2026-12-01 01:02:03 TP0] Decode batch. #running-req: 12, #token: 40960, gen throughput (token/s): 812.4\n"

@@ -106,6 +106,7 @@ class Sizes:
     daemon_ssh: tuple[str, ...]
     alert: tuple[str, ...]
     shard: tuple[str, ...]
+    local: tuple[str, ...]
     timeout: float
 
 
@@ -123,6 +124,7 @@ FULL = Sizes(
     # GPU hosts in a deployment) would share this machine's 2 cores with the daemon being measured
     alert=("--crashes", "20", "--others", "200", "--local-others"),
     shard=("--launches", "2000", "--max-shards", "8"),
+    local=("--runs", "3", "--logs", "40"),
     timeout=1800.0,
 )
 QUICK = Sizes(
@@ -147,6 +149,7 @@ QUICK = Sizes(
     ),
     alert=("--crashes", "5", "--others", "20", "--local-others"),
     shard=("--launches", "2000", "--max-shards", "8"),
+    local=("--runs", "1", "--logs", "10"),
     timeout=600.0,
 )
 
@@ -337,6 +340,25 @@ def parse_shard(text: str) -> dict[int, Figures]:
     if not rows:
         raise ParseError("shard_sim.py", "table rows")
     return rows
+
+
+def parse_local(text: str) -> dict[str, Figures]:
+    """local_verdict.py: per command, the wall and CPU milliseconds at p50 and p90."""
+    out = {
+        m[1].strip(): {
+            "wall": float(m[2]),
+            "wall_p90": float(m[3]),
+            "cpu": float(m[4]),
+            "cpu_p90": float(m[5]),
+        }
+        for m in re.finditer(
+            r"^(\S.*?)\s+wall p50 (\d+) ms p90 (\d+) ms; cpu p50 (\d+) ms p90 (\d+) ms$", text, re.MULTILINE
+        )
+    }
+    for name in ("watch", "replay", "python3 -c pass", "tail -n 20"):
+        if name not in out:
+            raise ParseError("local_verdict.py", f"{name} line")
+    return out
 
 
 def parse_corpus(text: str) -> Figures:
@@ -609,6 +631,20 @@ def shard_row(rows: dict[int, Figures], cmd: str) -> Row:
     )
 
 
+def local_row(f: dict[str, Figures], cmd: str) -> Row:
+    """A complete local crash log's verdict: all start-up and reading."""
+    watch, replay = f["watch"], f["replay"]
+    return Row(
+        "complete local crash log -> verdict, one command at a time",
+        f"`watch --json`: wall p50 {watch['wall']:.0f} ms, p90 {watch['wall_p90']:.0f} ms, CPU p50 "
+        f"{watch['cpu']:.0f} ms; `replay --json`: wall p50 {replay['wall']:.0f} ms, CPU p50 {replay['cpu']:.0f} ms",
+        f"`python3 -c pass`: {f['python3 -c pass']['wall']:.0f} ms; `tail -n 20 LOG`: {f['tail -n 20']['wall']:.0f} ms",
+        "watch p50 <= 500 ms",
+        watch["wall"] <= 500,
+        cmd,
+    )
+
+
 def corpus_row(f: Figures, cmd: str) -> Row:
     """Replay's verdicts on the labelled real logs."""
     fields = ", ".join(f"{k} {v:.0%}" for k, v in f.items() if k not in ("logs", "right"))
@@ -697,6 +733,13 @@ def bench_corpus(ctx: Context) -> list[Row]:
     return [corpus_row(parse_corpus(ctx.script("corpus_score.py")), f"`{shown('corpus_score.py', [])}`")]
 
 
+def bench_local(ctx: Context) -> list[Row]:
+    args = ctx.sizes.local
+    return [
+        local_row(parse_local(ctx.script("local_verdict.py", *args)), f"`{shown('local_verdict.py', args)}`")
+    ]
+
+
 BENCHMARKS: dict[str, Callable[[Context], list[Row]]] = {
     "replay": bench_replay,
     "verdict": bench_verdict,
@@ -708,6 +751,7 @@ BENCHMARKS: dict[str, Callable[[Context], list[Row]]] = {
     "resume": bench_resume,
     "shard": bench_shard,
     "corpus": bench_corpus,
+    "local": bench_local,
 }
 
 

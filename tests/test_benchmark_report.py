@@ -205,6 +205,19 @@ def test_corpus_score_output_gives_per_field_accuracy() -> None:
     assert set(f) == {"logs", "right", "outcome", "phase", "category", "root_cause", "engine"}
 
 
+def test_local_verdict_output_gives_watch_and_replay_beside_their_anchors() -> None:
+    """local_verdict.py's lines (a real run's output) give each command's wall and CPU figures; the goal is
+    watch's wall p50."""
+    f = report.parse_local(sample("local_verdict.txt"))
+    assert f["watch"] == {"wall": 1077, "wall_p90": 1558, "cpu": 305, "cpu_p90": 370}
+    assert f["python3 -c pass"]["wall"] == 78
+    row = report.local_row(f, "`cmd`")
+    assert "wall p50 1077 ms" in row.watchdog
+    assert "CPU p50 259 ms" in row.watchdog  # replay's
+    assert "`tail -n 20 LOG`: 7 ms" in row.anchor
+    assert row.met is False
+
+
 @pytest.mark.parametrize(
     ("parser", "other"),
     [
@@ -216,6 +229,7 @@ def test_corpus_score_output_gives_per_field_accuracy() -> None:
         pytest.param("parse_resume", "shard_sim.txt", id="resume"),
         pytest.param("parse_shard", "corpus_score.txt", id="shard"),
         pytest.param("parse_corpus", "replay_bench.txt", id="corpus"),
+        pytest.param("parse_local", "corpus_score.txt", id="local"),
     ],
 )
 def test_a_parser_refuses_another_scripts_output(parser: str, other: str) -> None:

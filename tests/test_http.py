@@ -25,18 +25,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from watchdog.core.lifecycle import State
+from watchdog.core.redaction import redact_text
 from watchdog.daemon.http import (
     DEFAULT_LISTEN,
     allowed_host_names,
     host_allowed,
-    redact_text,
     serve_http,
     server_tls,
 )
-from watchdog.daemon.metrics import GIB, DaemonStats, build_version, phase_seconds
+from watchdog.daemon.metrics import GIB, DaemonStats, phase_seconds
 from watchdog.exceptions import ConfigError
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
 from watchdog.follow.sources import parse_target
+from watchdog.vocabulary import version
 
 pytestmark = pytest.mark.anyio
 
@@ -369,7 +370,7 @@ async def test_metrics_has_the_families_of_the_design() -> None:
     assert _sample(f, "watchdog_alerts_sent_total", notifier="team") == 4
     assert _sample(f, "watchdog_alerts_failed_total", notifier="team") == 1
     assert _sample(f, "watchdog_outbox_depth") == 5
-    assert _sample(f, "watchdog_build_info", version=build_version()) == 1
+    assert _sample(f, "watchdog_build_info", version=version()) == 1
 
 
 async def test_metrics_are_built_at_scrape_time() -> None:

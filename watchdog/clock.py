@@ -31,36 +31,32 @@ class Clock(Protocol):
         ...
 
 
-async def _sleep(seconds: float, wake: asyncio.Future[object] | None) -> None:
-    if wake is None:
-        await anyio.sleep(seconds)
-        return
-    timer = asyncio.get_running_loop().call_later(max(seconds, 0.0), wake_up, wake, None)
-    try:
-        await wake
-    finally:
-        timer.cancel()
+class _RealClock:
+    """Real waits, for the real clocks below (each says its own time)."""
+
+    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
+        """Wait `seconds` of real time, or less if `wake` is done first."""
+        if wake is None:
+            await anyio.sleep(seconds)
+            return
+        timer = asyncio.get_running_loop().call_later(max(seconds, 0.0), wake_up, wake, None)
+        try:
+            await wake
+        finally:
+            timer.cancel()
 
 
-class MonotonicClock:
+class MonotonicClock(_RealClock):
     """The real clock of a follower: `time.monotonic` and real waits."""
 
     def now(self) -> float:
         """The current monotonic time in seconds."""
         return time.monotonic()
 
-    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
-        """Wait `seconds` of real time, or less if `wake` is done first."""
-        await _sleep(seconds, wake)
 
-
-class WallClock:
+class WallClock(_RealClock):
     """The real clock of the alerting: unix time (what the outbox and silences keep), and real waits."""
 
     def now(self) -> float:
         """The current unix time in seconds."""
         return time.time()
-
-    async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
-        """Wait `seconds` of real time, or less if `wake` is done first."""
-        await _sleep(seconds, wake)

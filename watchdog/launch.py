@@ -1,5 +1,5 @@
 """Deprecated import path, kept for one release: use `watchdog.follow.follower` (`LaunchFollower`,
-`Concluded`, ...), `watchdog.follow.spec` (`LaunchSpec`) and `watchdog.follow.clock`."""
+`Concluded`, ...), `watchdog.follow.spec` (`LaunchSpec`) and `watchdog.clock`."""
 
 from __future__ import annotations
 

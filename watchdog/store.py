@@ -46,7 +46,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,7 +62,6 @@ from watchdog.vocabulary import DEFAULT_STATE_DIR, LEGACY_STATE_DIR, MAX_INCARNA
 
 __all__ = [
     "DB_NAME",
-    "DEFAULT_STATE_DIR",
     "LOCK_NAME",
     "MAX_CHECKPOINT_BYTES",
     "MAX_INCARNATIONS_PER_LAUNCH",
@@ -202,14 +201,9 @@ class TransitionRecord:
 
     def to_json(self) -> dict[str, Any]:
         """As in `watchdog history --json`."""
-        return {
-            "state": self.state,
-            "line": self.line,
-            "at": self.at,
-            "reason": self.reason,
-            "wall": _iso(self.wall),
-            "duration_seconds": self.duration,
-        }
+        out = {**asdict(self), "wall": _iso(self.wall)}
+        out["duration_seconds"] = out.pop("duration")
+        return out
 
 
 @dataclass(frozen=True)
@@ -324,14 +318,7 @@ class StateStore:
         self.path = path
         self.readonly = readonly
         self._lock = anyio.Lock()
-        # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
-        self._snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
-        # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
-        self._checkpoints: dict[str, tuple[int, float, bytes]] = {}
-        # (launch, incarnation) -> (verdict, wall time), and (launch, incarnation, key) -> wall time of the
-        # verdicts and announcements that could not be written yet (tried again until they are: see `failing`)
-        self._verdicts: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = {}
-        self._marks: dict[tuple[str, int, str], float] = {}
+        self._waiting = _Waiting()  # what waits to be written
         self._added = anyio.Event()  # something waits to be written
         self._write_behind = False
         self._closed = False
@@ -370,25 +357,22 @@ class StateStore:
                 raise RuntimeError("the state store is closed")
             # Not abandoned on cancellation: the call finishes (and commits or rolls back) before the lock
             # is released, so the connection is never used by two threads at once.
-            if not (self._snapshots or self._checkpoints or self._verdicts or self._marks):
+            if not self._waiting:
                 return await anyio.to_thread.run_sync(fn, *args)
             # what waits to be written goes first, in the same trip: what was recorded before this call is
             # stored before it, transitions before checkpoints (a checkpoint is never ahead of the transitions
             # it has seen)
-            waiting = _Waiting(self._snapshots, self._checkpoints, self._verdicts, self._marks)
-            self._snapshots, self._checkpoints, self._verdicts, self._marks = {}, {}, {}, {}
+            waiting, self._waiting = self._waiting, _Waiting()
             left: list[_Waiting] = []  # what could not be written (the call may fail after it)
             try:
                 with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
                     result = await anyio.to_thread.run_sync(self._after_waiting, waiting, left, fn, args)
             finally:
-                for (
-                    kept
-                ) in left:  # the file cannot be written now: kept (behind what came since), tried again
-                    self._snapshots = {**kept.snapshots, **self._snapshots}
-                    self._checkpoints = {**kept.checkpoints, **self._checkpoints}
-                    self._verdicts = {**kept.verdicts, **self._verdicts}
-                    self._marks = {**kept.marks, **self._marks}
+                # the file cannot be written now: kept (behind what came since), tried again
+                for kept in left:
+                    for older, newer in zip(vars(kept).values(), vars(self._waiting).values(), strict=True):
+                        older.update(newer)
+                    self._waiting = kept
                     self._added.set()
             return result
 
@@ -406,7 +390,7 @@ class StateStore:
         return fn(*args)
 
     def _write_parts(self, waiting: _Waiting) -> _Waiting | None:
-        left = _Waiting({}, {}, {}, {})
+        left = _Waiting()
         try:
             self._write(lambda: self._record_all(waiting.snapshots))
         except Exception as exc:  # the call that follows is still made; only these snapshots are lost
@@ -429,7 +413,7 @@ class StateStore:
                 left.marks.update(waiting.marks)
             else:
                 log.warning("verdicts not stored", verdicts=len(waiting.verdicts), error=repr(exc))
-        return left if left.snapshots or left.checkpoints or left.verdicts or left.marks else None
+        return left or None
 
     def _write_waiting(self, waiting: _Waiting) -> None:
         self._record_all(waiting.snapshots)
@@ -453,7 +437,7 @@ class StateStore:
                 await self._added.wait()
                 await anyio.sleep(TRANSITION_BATCH_DELAY if self.failing is None else RETRY_SECONDS)
                 self._added = anyio.Event()
-                if self._snapshots or self._checkpoints or self._verdicts or self._marks:
+                if self._waiting:
                     await self._run(_nothing)
         finally:
             self._write_behind = False
@@ -499,7 +483,7 @@ class StateStore:
         wall = time.time()
         if self._write_behind and not self._closed:
             # each snapshot holds the incarnation's whole timeline so far: the last one says what the others say
-            self._snapshots[(launch, incarnation)] = (status, wall)
+            self._waiting.snapshots[(launch, incarnation)] = (status, wall)
             self._added.set()
             return
         await self._run(lambda: self._write(lambda: self._record(launch, incarnation, status, wall)))
@@ -596,9 +580,9 @@ class StateStore:
         except Exception as exc:
             if not passing(exc):
                 raise
-        self._verdicts[(launch, incarnation)] = (verdict, wall)
+        self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
         self._added.set()
-        if (launch, incarnation, key) in self._marks:
+        if (launch, incarnation, key) in self._waiting.marks:
             return True
         try:
             return await self._run(self._announced, launch, incarnation, key)
@@ -608,17 +592,13 @@ class StateStore:
     async def mark_announced(self, launch: str, incarnation: int, verdict_key: str) -> None:
         """Note that this verdict was said (to every notifier it goes to); kept and written when the file
         allows if it cannot be written now."""
-        wall = time.time()
+        mark = {(launch, incarnation, verdict_key): time.time()}
         try:
-            await self._run(
-                lambda: self._write(
-                    lambda: self._put_verdicts({}, {(launch, incarnation, verdict_key): wall})
-                )
-            )
+            await self._run(self._write, lambda: self._put_verdicts({}, mark))
         except Exception as exc:
             if not passing(exc):
                 raise
-            self._marks[(launch, incarnation, verdict_key)] = wall
+            self._waiting.marks.update(mark)
             self._added.set()
 
     def _put_verdicts(
@@ -730,7 +710,7 @@ class StateStore:
             )
         wall = time.time()
         if self._write_behind and not self._closed:
-            self._checkpoints[launch] = (offset, wall, blob)
+            self._waiting.checkpoints[launch] = (offset, wall, blob)
             self._added.set()
             return
         await self._run(lambda: self._write(lambda: self._put_checkpoints({launch: (offset, wall, blob)})))
@@ -803,13 +783,13 @@ class StateStore:
         if self._closed:
             return
         try:
-            if (self._snapshots or self._checkpoints or self._verdicts or self._marks) and not self.readonly:
+            if self._waiting and not self.readonly:
                 await self.flush()
-                if self._verdicts or self._marks:
+                if self._waiting.verdicts or self._waiting.marks:
                     log.warning(
                         "verdicts not stored: the state file cannot be written",
-                        verdicts=len(self._verdicts),
-                        announced=len(self._marks),
+                        verdicts=len(self._waiting.verdicts),
+                        announced=len(self._waiting.marks),
                         error=self.failing,
                     )
         finally:
@@ -838,10 +818,17 @@ def _nothing() -> None:
 class _Waiting:
     """What waits to be written (`write_behind`), or could not be written yet: see `StateStore._run`."""
 
-    snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]]
-    checkpoints: dict[str, tuple[int, float, bytes]]
-    verdicts: dict[tuple[str, int], tuple[Mapping[str, Any], float]]
-    marks: dict[tuple[str, int, str], float]
+    # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
+    snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = field(default_factory=dict)
+    # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
+    checkpoints: dict[str, tuple[int, float, bytes]] = field(default_factory=dict)
+    # (launch, incarnation) -> (verdict, wall time), and (launch, incarnation, key) -> wall time of the
+    # verdicts and announcements that could not be written yet (tried again until they are: see `failing`)
+    verdicts: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = field(default_factory=dict)
+    marks: dict[tuple[str, int, str], float] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return any(vars(self).values())
 
 
 # A write that meets one of these may succeed later: another process's lock, a full disk, an I/O error, a
@@ -994,17 +981,14 @@ class StateDirLock:
         self.path = path
         self._fd: int | None = fd
 
-    def release(self) -> None:
-        """Let another daemon use the directory (the lock also goes when the process ends, however)."""
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor releases its flock
-            self._fd = None
-
     def __enter__(self) -> StateDirLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        """Let another daemon use the directory (the lock also goes when the process ends, however)."""
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases its flock
+            self._fd = None
 
 
 def refuse_legacy_state(

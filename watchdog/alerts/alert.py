@@ -12,7 +12,7 @@ from typing import Any
 
 from watchdog.vocabulary import OUTCOMES, State
 
-__all__ = ["HOST_LAUNCH_PREFIX", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
+__all__ = ["HOST_LAUNCH_PREFIX", "PROBLEMS", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
 
 HOST_LAUNCH_PREFIX = "host:"  # a host's own alert (its outage) is about the launch `host:NAME`
 
@@ -30,6 +30,9 @@ class AlertKind(enum.StrEnum):
     UNREACHABLE = "unreachable"  # the host cannot be reached or refused authentication (after a grace)
     REPLACED = "replaced"  # the log was truncated or replaced, or a new start began: a new incarnation
 
+
+PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
+"""The alert kinds that stay active until resolved."""
 
 # The default severity of each kind, in PagerDuty's and Alertmanager's common vocabulary.
 SEVERITY: Mapping[AlertKind, str] = {
@@ -252,8 +255,6 @@ class Alert:
         now: datetime | None = None,
         detail: str = "",
         usual_seconds: float | None = None,
-        severity: str | None = None,
-        resolves: AlertKind | str | None = None,
     ) -> Alert:
         """Build an alert from a daemon status snapshot (`LaunchFollower.status()` plus host, since, labels).
 
@@ -266,9 +267,6 @@ class Alert:
                 clock when the snapshot tells when the problem began.
             detail: one more line (the connection error of `unreachable`, what replaced the log).
             usual_seconds: `ready`: the launch's usual time to ready, from its history.
-            severity: overrides the kind's default severity (`SEVERITY`).
-            resolves: `resolved`: the kind of the alert it ends. Prefer `alert.resolution(at)` on the
-                alert that was sent: it keeps the labels (category, severity) that identify it.
         """
         kind = AlertKind(kind)
         now = now or datetime.now(UTC)
@@ -320,7 +318,7 @@ class Alert:
             engine=str(status.get("engine") or ""),
             phase=phase,
             incarnation=int(status.get("incarnation") or 1),
-            severity=severity or SEVERITY[kind],
+            severity=SEVERITY[kind],
             started_at=started_at,
             category=str(err.get("category") or ""),
             summary=summary,
@@ -337,7 +335,6 @@ class Alert:
             detail=detail,
             link=link,
             ended_at=now if kind is AlertKind.RESOLVED else None,
-            resolves=AlertKind(resolves) if resolves is not None else None,
             occurrence=occurrence,
         )
 

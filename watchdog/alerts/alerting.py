@@ -37,32 +37,21 @@ import httpx
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from watchdog.alerts.alert import rfc3339
+from watchdog.alerts.alert import PROBLEMS, Alert, AlertKind, rfc3339
 from watchdog.alerts.delivery import TransientDeliveryError, open_client
-from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import REPEAT, Item, Outbox
-from watchdog.alerts.senders import PROBLEMS, Notifier
+from watchdog.alerts.senders import Notifier
 from watchdog.clock import Clock, WallClock, wake_up
 from watchdog.exceptions import DeliveryError
 from watchdog.vocabulary import format_duration
 
-__all__ = [
-    "PROBLEMS",
-    "Alerting",
-    "outbox_key",
-]
+__all__ = ["Alerting"]
 
 log = structlog.get_logger("watchdog.alerting")
 
 RETRY_BASE_SECONDS = 2.0  # the outbox's first retry after a failed delivery (doubled per attempt)
 RETRY_MAX_SECONDS = 300.0
 PRUNE_EVERY_SECONDS = 3600.0
-
-
-def outbox_key(alert: Alert) -> str:
-    """The alert's key in the outbox: its dedup key (`Alert.dedup_key`: a stall again in one incarnation,
-    another outage, a resolution each have their own)."""
-    return alert.dedup_key
 
 
 @dataclass
@@ -125,7 +114,6 @@ class Alerting:
         self._queues: dict[tuple[str, int], list[tuple[float, int, Item]]] = {}
         # a delivery task's wake-up: set when its queue gets an item (a bare future, as the clock waits on)
         self._wake: dict[tuple[str, int], asyncio.Future[object]] = {}
-        self._workers: set[tuple[str, int]] = set()
         self._scopes: dict[tuple[str, int], anyio.CancelScope] = {}  # each delivery task's, to stop it
         self._in_flight = 0  # items taken from their queue and being delivered (retries included)
         self._buckets: dict[str, _Bucket] = {}
@@ -139,10 +127,6 @@ class Alerting:
     def depth(self) -> int:
         """Alerts not delivered yet: those waiting in their queues and those being attempted now."""
         return self._in_flight + sum(len(queue) for queue in self._queues.values())
-
-    def active(self, launch: str) -> list[Alert]:
-        """The unresolved problems of `launch`."""
-        return [a.alert for (name, _), a in self._active.items() if name == launch]
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Deliver until cancelled: what the outbox still holds first, then what `say` enqueues."""
@@ -180,11 +164,8 @@ class Alerting:
         for name in [name for name in self._notifiers if name not in keep]:
             del self._notifiers[name]
             self._buckets.pop(name, None)
-            for where in [where for where in self._workers if where[0] == name]:
-                self._workers.discard(where)
-                scope = self._scopes.pop(where, None)
-                if scope is not None:
-                    scope.cancel()
+            for where in [where for where in self._scopes if where[0] == name]:
+                self._scopes.pop(where).cancel()
             dropped = []
             for where in [where for where in self._queues if where[0] == name]:
                 dropped += [item for _, _, item in self._queues.pop(where)]
@@ -203,9 +184,9 @@ class Alerting:
 
         A problem becomes active, for its resolution, reminders and re-sends. `enqueue=False` only makes it
         active: a restarted daemon that finds a problem it had already announced. `key` replaces the outbox
-        key (`outbox_key`): a launch's second stall in one incarnation is another alert than its first.
+        key (`Alert.dedup_key`): a launch's second stall in one incarnation is another alert than its first.
         """
-        key = key or outbox_key(alert)
+        key = key or alert.dedup_key
         self.use(notifiers)
         # a silence holds back what a notifier would say: with none to say it, there is nothing to look up
         heard = any(alert.kind in n.on for n in notifiers)
@@ -237,7 +218,7 @@ class Alerting:
         data = alert.to_dict()
         for notifier in notifiers:
             items = await self._outbox.put(
-                notifier.name, notifier.destinations, key or outbox_key(alert), data, self._clock.now()
+                notifier.name, notifier.destinations, key or alert.dedup_key, data, self._clock.now()
             )
             for item in items:
                 self._push(item)
@@ -257,41 +238,37 @@ class Alerting:
             return
         wanted = {(name, d) for d in range(notifier.destinations)}
         wanted |= {where for where in self._queues if where[0] == name}  # what the outbox holds for it
-        for where in sorted(wanted - self._workers):
-            self._workers.add(where)
+        for where in sorted(wanted - self._scopes.keys()):
+            self._scopes[where] = scope = anyio.CancelScope()
             if where not in self._wake:
                 self._wake[where] = asyncio.get_running_loop().create_future()
-            self._tg.start_soon(self._work, where)
+            self._tg.start_soon(self._work, where, scope)
 
-    async def _work(self, where: tuple[str, int]) -> None:
-        with anyio.CancelScope() as scope:
-            self._scopes[where] = scope
-            await self._deliver_from(where)
-
-    async def _deliver_from(self, where: tuple[str, int]) -> None:
+    async def _work(self, where: tuple[str, int], scope: anyio.CancelScope) -> None:
         name = where[0]
         queue = self._queues.setdefault(where, [])
-        while True:
-            wake = self._wake[where]
-            if wake.done():  # its wait timed out (the clock's timer sets it) or was cancelled: a fresh one
-                wake = self._wake[where] = asyncio.get_running_loop().create_future()
-            if not queue:
-                await wake
-                continue
-            due, _, item = queue[0]
-            pause = due - self._clock.now()
-            if pause > 0:
-                await self._clock.sleep(pause, wake)
-                continue
-            heapq.heappop(queue)
-            self._in_flight += 1  # still not delivered: counted until it is, or is back in its queue
-            try:
-                notifier = self._notifiers[name]
-                await self._buckets[name].take()
-                await self._deliver(notifier, item)
-            finally:
-                self._in_flight -= 1
-            self._on_change()
+        with scope:
+            while True:
+                wake = self._wake[where]
+                if wake.done():  # its wait timed out (the clock's timer sets it) or was cancelled: a new one
+                    wake = self._wake[where] = asyncio.get_running_loop().create_future()
+                if not queue:
+                    await wake
+                    continue
+                due, _, item = queue[0]
+                pause = due - self._clock.now()
+                if pause > 0:
+                    await self._clock.sleep(pause, wake)
+                    continue
+                heapq.heappop(queue)
+                self._in_flight += 1  # still not delivered: counted until it is, or is back in its queue
+                try:
+                    notifier = self._notifiers[name]
+                    await self._buckets[name].take()
+                    await self._deliver(notifier, item)
+                finally:
+                    self._in_flight -= 1
+                self._on_change()
 
     async def _deliver(self, notifier: Notifier, item: Item) -> None:
         assert self._client is not None
@@ -368,15 +345,13 @@ class Alerting:
                     continue
                 active.told[notifier.name] = now
                 active.repeats[notifier.name] += 1
-                key = (
-                    f"{active.key or outbox_key(active.alert)}{REPEAT}{what}-{active.repeats[notifier.name]}"
-                )
+                key = f"{active.key or active.alert.dedup_key}{REPEAT}{what}-{active.repeats[notifier.name]}"
                 await self._enqueue(alert, [notifier], key)
 
     async def _prune_loop(self) -> None:
         while True:
             await self._clock.sleep(PRUNE_EVERY_SECONDS)
-            await self._outbox.prune_logged(self._clock.now())  # an error is logged, and pruning goes on
+            await self._outbox.prune(self._clock.now())  # an error is logged, and pruning goes on
 
     async def _is_silenced(self, launch: str) -> bool:
         if self._silences is None:

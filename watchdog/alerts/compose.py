@@ -132,10 +132,8 @@ def traceback_tail(lines: Sequence[str], max_chars: int, *, line_chars: int = _L
         used += cost
     if not kept:
         # not even the last line fits with the note: as much of the last line as fits beside the note
-        if len(lines) == 1:
-            return cut(lines[-1].rstrip(), max_chars)
         said = _cut_note(len(lines) - 1)
-        if len(said) + 2 > max_chars:
+        if len(lines) == 1 or len(said) + 2 > max_chars:
             return cut(lines[-1].rstrip(), max_chars)
         return said + "\n" + cut(lines[-1].rstrip(), max_chars - len(said) - 1)
     kept.reverse()

@@ -6,7 +6,6 @@ import email.utils
 import functools
 import json
 import math
-import random
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -17,7 +16,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait
 
 from watchdog.alerts.alert import Alert
 from watchdog.alerts.message import Message, Options, target_url
@@ -32,10 +31,7 @@ from watchdog.vocabulary import (
 )
 
 __all__ = [
-    "DEFAULT_ATTEMPTS",
-    "DEFAULT_BACKOFF_SECONDS",
     "DEFAULT_MAX_RETRY_AFTER_SECONDS",
-    "DEFAULT_TIMEOUT_SECONDS",
     "TransientDeliveryError",
     "deliver",
     "open_client",
@@ -45,9 +41,6 @@ __all__ = [
     "tls_context",
 ]
 
-DEFAULT_TIMEOUT_SECONDS = DEFAULT_DELIVERY_TIMEOUT
-DEFAULT_ATTEMPTS = DEFAULT_DELIVERY_ATTEMPTS
-DEFAULT_BACKOFF_SECONDS = DEFAULT_DELIVERY_BACKOFF
 # A receiver asking for a longer pause than this is not waited on here: the delivery fails as transient,
 # and the outbox tries again later, so one rate-limited channel never holds a delivery task for an hour.
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 60.0
@@ -56,7 +49,7 @@ _BODY_EXCERPT_CHARS = 200
 
 
 @asynccontextmanager
-async def open_client(timeout: float = DEFAULT_TIMEOUT_SECONDS) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ASYNC109
+async def open_client(timeout: float = DEFAULT_DELIVERY_TIMEOUT) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ASYNC109
     """An HTTP client for deliveries: no redirects, TLS context built off the event loop."""
     ctx = await anyio.to_thread.run_sync(tls_context)
     async with httpx.AsyncClient(follow_redirects=False, timeout=timeout, verify=ctx) as client:
@@ -69,9 +62,9 @@ async def deliver(
     *,
     client: httpx.AsyncClient,
     secrets: Iterable[str] = (),
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,  # noqa: ASYNC109
-    attempts: int = DEFAULT_ATTEMPTS,
-    backoff: float = DEFAULT_BACKOFF_SECONDS,
+    timeout: float = DEFAULT_DELIVERY_TIMEOUT,  # noqa: ASYNC109
+    attempts: int = DEFAULT_DELIVERY_ATTEMPTS,
+    backoff: float = DEFAULT_DELIVERY_BACKOFF,
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER_SECONDS,
     name: str = "",
 ) -> None:
@@ -112,16 +105,18 @@ async def deliver(
     body, content_type = message.body()
     headers = {"Content-Type": content_type, "User-Agent": _user_agent(), **message.headers}
 
-    def wait(state: RetryCallState) -> float:
+    # doubled per attempt (up to a cap), plus up to `backoff` of jitter to spread retries apart
+    doubled = wait.wait_exponential(backoff, backoff * _BACKOFF_CAP_FACTOR) + wait.wait_random(0, backoff)
+
+    def pause(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, TransientDeliveryError) and exc.retry_after is not None:
             return float(exc.retry_after)
-        exp = min(backoff * 2.0 ** (state.attempt_number - 1), backoff * _BACKOFF_CAP_FACTOR)
-        return exp + _jitter(backoff)
+        return doubled(state)
 
     retrying = AsyncRetrying(
         stop=stop_after_attempt(attempts),
-        wait=wait,
+        wait=pause,
         retry=retry_if_exception_type(TransientDeliveryError),
         sleep=anyio.sleep,
         reraise=True,
@@ -151,10 +146,6 @@ class _RetryTooLong(DeliveryError):
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-
-
-def _jitter(backoff: float) -> float:
-    return random.uniform(0, backoff)  # noqa: S311  (spreads retries apart; not for security)
 
 
 @functools.cache
@@ -294,9 +285,9 @@ async def post_json(
     payload: Mapping[str, Any],
     *,
     # The timeout bounds each attempt, not the whole delivery with its backoff: a caller's fail_after cannot.
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,  # noqa: ASYNC109
-    attempts: int = DEFAULT_ATTEMPTS,
-    backoff: float = DEFAULT_BACKOFF_SECONDS,
+    timeout: float = DEFAULT_DELIVERY_TIMEOUT,  # noqa: ASYNC109
+    attempts: int = DEFAULT_DELIVERY_ATTEMPTS,
+    backoff: float = DEFAULT_DELIVERY_BACKOFF,
 ) -> None:
     """POST `payload` as a JSON body to an http:// or https:// URL (`watch --notify`, the `webhook` notifier).
 
@@ -333,9 +324,9 @@ async def send(
     *,
     client: httpx.AsyncClient,
     options: Options | None = None,
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,  # noqa: ASYNC109
-    attempts: int = DEFAULT_ATTEMPTS,
-    backoff: float = DEFAULT_BACKOFF_SECONDS,
+    timeout: float = DEFAULT_DELIVERY_TIMEOUT,  # noqa: ASYNC109
+    attempts: int = DEFAULT_DELIVERY_ATTEMPTS,
+    backoff: float = DEFAULT_DELIVERY_BACKOFF,
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER_SECONDS,
 ) -> bool:
     """Lay out `alert` for `kind` and POST it to `url`, retrying what can be retried.

@@ -101,11 +101,6 @@ class Outbox:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         return cls(conn)
 
-    @property
-    def unwritten(self) -> int:
-        """Items and updates that wait to be written to the file."""
-        return len(self._unwritten) + len(self._updates)
-
     async def put(
         self, notifier: str, destinations: int, key: str, alert: dict[str, Any], now: float
     ) -> list[Item]:
@@ -127,14 +122,10 @@ class Outbox:
             return items
 
         try:
-            items = await self._transaction(insert)
+            return await self._run(lambda: self._written(insert))
         except Exception as exc:
             if not passing(exc):
                 raise
-            self._failed(exc)
-        else:
-            self._succeeded()
-            return items
         held = {(u.item.notifier, u.item.destination, u.item.key) for u in self._unwritten.values()}
         items = []
         for destination in range(destinations):
@@ -194,7 +185,8 @@ class Outbox:
 
     async def prune(self, now: float) -> int:
         """Drop the delivered and failed rows older than `KEEP_SECONDS`, and delivered repeats (reminders,
-        re-sends) at once; return how many were dropped."""
+        re-sends) at once; return how many were dropped. Its errors are logged (once per kind of error: it runs
+        every hour) instead of raised; 0 then."""
 
         def prune() -> int:
             old = self._conn.execute(
@@ -207,12 +199,8 @@ class Outbox:
             ).rowcount
             return old + repeats
 
-        return await self._transaction(prune)
-
-    async def prune_logged(self, now: float) -> int:
-        """`prune`, its errors logged (once per kind of error: it runs every hour) instead of raised; 0 then."""
         try:
-            return await self.prune(now)
+            return await self._run(lambda: transaction(self._conn, prune))
         except Exception as exc:  # the rows wait for the next prune; delivery goes on
             kind = type(exc).__name__
             if kind not in self._warned:
@@ -237,18 +225,16 @@ class Outbox:
                 unwritten, updates = dict(self._unwritten), dict(self._updates)
                 try:
                     ids = await anyio.to_thread.run_sync(
-                        lambda: transaction(self._conn, lambda: self._write(unwritten, updates))
+                        lambda: self._written(lambda: self._write(unwritten, updates))
                     )
                 except Exception as exc:
                     if not passing(exc):
                         raise
-                    self._failed(exc)
                     return False
                 for old, new in ids.items():
                     self._unwritten.pop(old).item.id = new  # its later updates go to its row
                 for row in updates:
                     self._updates.pop(row, None)
-                self._succeeded()
             if not (self._unwritten or self._updates):
                 self._waiting = anyio.Event()
                 return True
@@ -316,34 +302,31 @@ class Outbox:
             row_id = item.id
             try:
                 await anyio.to_thread.run_sync(
-                    lambda: transaction(
-                        self._conn, lambda: self._conn.execute(f"{sql} WHERE id = ?", (*args, row_id))
-                    )
+                    lambda: self._written(lambda: self._conn.execute(f"{sql} WHERE id = ?", (*args, row_id)))
                 )
             except Exception as exc:
                 if not passing(exc):
                     raise
-                self._failed(exc)
                 self._updates[row_id] = (sql, args)
                 self._waiting.set()
-            else:
-                self._succeeded()
 
-    def _failed(self, exc: BaseException) -> None:
-        if self.failing is None:  # said once per spell
-            log.warning(
-                "outbox cannot be written; alerts are sent from memory and written when it can",
-                error=str(exc),
-            )
-        self.failing = str(exc)
-
-    def _succeeded(self) -> None:
+    def _written(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` in one transaction (in the worker thread); keep `failing` up to date."""
+        try:
+            result = transaction(self._conn, fn)
+        except Exception as exc:
+            if passing(exc):
+                if self.failing is None:  # said once per spell
+                    log.warning(
+                        "outbox cannot be written; alerts are sent from memory and written when it can",
+                        error=str(exc),
+                    )
+                self.failing = str(exc)
+            raise
         if self.failing is not None:
             self.failing = None
             log.info("outbox written again")
-
-    async def _transaction(self, fn: Callable[[], _T]) -> _T:
-        return await self._run(lambda: transaction(self._conn, fn))
+        return result
 
     async def _run(self, fn: Callable[[], _T]) -> _T:
         async with self._lock:

@@ -14,21 +14,19 @@ import anyio
 import anyio.to_thread
 import httpx
 
+from watchdog.alerts.alert import PROBLEMS
 from watchdog.alerts.delivery import TransientDeliveryError, send
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.exceptions import DeliveryError
 from watchdog.vocabulary import DEFAULT_DELIVERY_TIMEOUT, DEFAULT_RATE_LIMIT, format_duration
 
-__all__ = ["PROBLEMS", "AppriseNotifier", "ConsoleAlerts", "Notifier", "ServiceNotifier", "alert_line"]
+__all__ = ["AppriseNotifier", "ConsoleAlerts", "Notifier", "ServiceNotifier", "alert_line"]
 
-PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
-"""The alert kinds that stay active until resolved."""
 ALERTMANAGER_RESEND_SECONDS = 60.0  # a firing alert is sent to Alertmanager again this often
 # apprise says only that a service did not take a notification: a refusal (a 4xx) and an outage (a refused
 # connection, a 5xx) look the same. A few quick attempts get past a blip; then it is given up, counted and
 # logged, rather than tried again forever. Seconds before the 2nd and 3rd attempt:
 APPRISE_BACKOFF = (0.5, 2.0)
-_CONSOLE_ON = frozenset(AlertKind)
 
 
 class Notifier(Protocol):
@@ -83,6 +81,11 @@ class _URLNotifier:
         """One per URL."""
         return len(self.urls)
 
+    @property
+    def resend_every(self) -> float | None:
+        """Chat services need an alert once."""
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceNotifier(_URLNotifier):
@@ -114,11 +117,6 @@ class ServiceNotifier(_URLNotifier):
 class AppriseNotifier(_URLNotifier):
     """Any service apprise knows, by apprise URL (the optional extra `apprise`), called off the event loop:
     apprise's plugins block."""
-
-    @property
-    def resend_every(self) -> float | None:
-        """Chat services need an alert once."""
-        return None
 
     async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
         """Notify through apprise (in a worker thread, abandoned after `timeout`), as plain text whose log
@@ -188,7 +186,7 @@ class ConsoleAlerts:
 
     name: str = "console"
     out: TextIO = field(default_factory=lambda: sys.stdout, compare=False)
-    on: frozenset[AlertKind] = _CONSOLE_ON
+    on: frozenset[AlertKind] = frozenset(AlertKind)
     rate_limit: int = 10_000
     remind_every: float | None = None
 
@@ -236,12 +234,8 @@ def alert_line(alert: Alert) -> str:
             f" (usually {format_duration(alert.usual_seconds)})" if alert.usual_seconds is not None else ""
         )
         return f"{where}: ready{took}{usual}"
-    detail = f": {alert.detail}" if alert.detail else ""
-    if alert.kind is AlertKind.UNREACHABLE:
-        return f"{where}: host unreachable{detail}"
-    if alert.kind is AlertKind.REPLACED:
-        return f"{where}: launch replaced (#{alert.incarnation}){detail}"
-    return f"{where}: {alert.problem.value} resolved{detail}"
+    # an outage, a replaced launch, a resolution: the title, and the detail
+    return alert.title + (f": {alert.detail}" if alert.detail else "")
 
 
 _RANK = re.compile(r"^(?:(?:[A-Z]{2,4}\d+ ?)+|rank\d+)$")

@@ -9,10 +9,7 @@ from watchdog.config.convert import redacted, ssh_options
 from watchdog.config.loading import load_config, parse_config
 from watchdog.config.models import (
     ALERT_KINDS,
-    DEFAULT_LISTEN,
-    DEFAULT_LOG_FORMAT,
     DEFAULT_MAX_CHANNELS,
-    DEFAULT_STATE_DIR,
     NOTIFIER_KINDS,
     Config,
     DaemonConfig,
@@ -23,7 +20,7 @@ from watchdog.config.models import (
     launch_spec,
 )
 from watchdog.config.reference import config_json_schema, config_reference_markdown
-from watchdog.vocabulary import parse_duration
+from watchdog.vocabulary import DEFAULT_LISTEN, DEFAULT_LOG_FORMAT, DEFAULT_STATE_DIR, parse_duration
 
 __all__ = [
     "ALERT_KINDS",

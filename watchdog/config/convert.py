@@ -9,8 +9,6 @@ if TYPE_CHECKING:
 
 from watchdog.config.models import SECRET_SHOWN, Config, launch_spec
 
-__all__ = ["redacted", "ssh_options"]
-
 # -- using the config ------------------------------------------------------------------------------------
 
 

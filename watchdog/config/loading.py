@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from watchdog.config.models import (
-    _ENV_NAME,
+    _IDENTIFIER,
     _READ_FLAGS,
     SECRET_FILE_LIMIT,
     Config,
@@ -27,8 +27,6 @@ from watchdog.config.models import (
 )
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import file_kind
-
-__all__ = ["load_config", "parse_config"]
 
 # -- loading ---------------------------------------------------------------------------------------------
 
@@ -136,7 +134,7 @@ def _resolve_secrets(data: dict[str, Any], source: str) -> dict[Loc, str]:
 def _read_secret(reference: str, source: str, key: str) -> str:
     scheme, _, name = reference.partition(":")
     if scheme == "env":
-        if not _ENV_NAME.match(name):
+        if not _IDENTIFIER.match(name):
             raise ConfigError(source, key, f"{reference!r}: give env:NAME with NAME a variable name")
         value = os.environ.get(name)
         if value is None:

@@ -14,6 +14,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping
+from functools import partial
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -62,24 +63,6 @@ from watchdog.vocabulary import (
     split_listen,
 )
 
-__all__ = [
-    "ALERT_KINDS",
-    "DEFAULT_LISTEN",
-    "DEFAULT_LOG_FORMAT",
-    "DEFAULT_MAX_CHANNELS",
-    "DEFAULT_STATE_DIR",
-    "NOTIFIER_KINDS",
-    "Config",
-    "DaemonConfig",
-    "Deadlines",
-    "HostConfig",
-    "LaunchConfig",
-    "NotifierConfig",
-    "key_path",
-    "launch_spec",
-    "parse_duration",
-]
-
 DEFAULT_MAX_CHANNELS = 10  # sshd's MaxSessions default: channels one connection may carry
 MAX_CHANNELS_LIMIT = 1000
 NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
@@ -96,7 +79,7 @@ SEVERITIES = (
     "warning",
     "error",
     "critical",
-)  # in order (watchdog.alerts.notifiers.SEVERITY's values)
+)  # in order (watchdog.alerts.alert.SEVERITY's values)
 SECRET_SHOWN = "**********"  # noqa: S105 - the mask shown instead of a secret
 SECRET_FILE_LIMIT = 64 * 1024  # bytes: a secret file is a token or a URL, not a log
 # Labels the metrics already use, and the ones Prometheus reserves: extra labels may not shadow them.
@@ -119,8 +102,7 @@ RESERVED_LABELS = frozenset(
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _NAMES = "1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a label's name, an environment variable's name
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang the loader
 
 
@@ -177,10 +159,6 @@ def _one_of(what: str, allowed: tuple[str, ...]) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _check_health_url(value: str) -> str:
-    return check_http_url(value, secret=False)
-
-
 def _check_runbook_url(value: str) -> str:
     check_http_url(value, secret=False)
     if "#" in value:
@@ -202,7 +180,7 @@ def _check_public_url(value: str) -> str:
 
 def _check_labels(value: dict[str, str]) -> dict[str, str]:
     for label in value:
-        if not _LABEL.match(label) or label.startswith("__"):
+        if not _IDENTIFIER.match(label) or label.startswith("__"):
             raise ValueError(
                 f"{label!r} is not a label name: letters, digits and '_', not starting with '__'"
             )
@@ -243,7 +221,7 @@ Port = Annotated[
 ]
 AbsPath = Annotated[StrictStr, AfterValidator(_check_path), Field(json_schema_extra={"format": "path"})]
 SSHWord = Annotated[StrictStr, AfterValidator(_check_ssh_word)]
-Password = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
+Secret = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
 
 
 class _Model(BaseModel):
@@ -276,7 +254,7 @@ class DaemonConfig(_Model):
     basic_auth_user: StrictStr | None = Field(
         default=None, description="user name HTTP clients must give; needs basic_auth_password"
     )
-    basic_auth_password: Password | None = Field(
+    basic_auth_password: Secret | None = Field(
         default=None, description="password of basic_auth_user (a secret)"
     )
     insecure_public: StrictBool = Field(
@@ -393,7 +371,7 @@ class LaunchConfig(_Model):
     pid_file: AbsPath | None = Field(
         default=None, description="file holding the server's pid (instead of process)"
     )
-    health_url: Annotated[StrictStr, AfterValidator(_check_health_url)] | None = Field(
+    health_url: Annotated[StrictStr, AfterValidator(partial(check_http_url, secret=False))] | None = Field(
         default=None, description="health endpoint: 200 after the weights are loaded counts as ready"
     )
     stall_after: Duration = Field(
@@ -430,7 +408,6 @@ NotifierURL = Annotated[
         "the service's URL (a secret): the URL, env:NAME or file:/path; for apprise an apprise URL (slack://...)"
     ),
 ]
-Secret = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
 AlertKindName = Annotated[StrictStr, _one_of("alert kind", ALERT_KINDS)]
 
 
@@ -651,26 +628,21 @@ def _check_launches(config: Config) -> None:
                 key_path((*where, "host")),
                 f"unknown host {launch.host!r}; {_defined('hosts', config.hosts)}",
             )
-        log = launch.log
+        log, at_log = launch.log, key_path((*where, "log"))
         if not log.strip():
-            raise _KeyProblem(key_path((*where, "log")), "is empty: give the path of the server's log file")
+            raise _KeyProblem(at_log, "is empty: give the path of the server's log file")
         if "\0" in log or "\n" in log:
-            raise _KeyProblem(key_path((*where, "log")), "may not contain NUL or newline characters")
+            raise _KeyProblem(at_log, "may not contain NUL or newline characters")
         if launch.host is None and not log.startswith("/"):
             raise _KeyProblem(
-                key_path((*where, "log")),
+                at_log,
                 f"{log!r} is relative: a log on this machine needs an absolute path (or set host = ...)",
             )
         if launch.host is not None and (log.endswith("/") or log in ("~", ".")):
-            raise _KeyProblem(
-                key_path((*where, "log")), f"{log!r} names a directory: give the log file's path"
-            )
+            raise _KeyProblem(at_log, f"{log!r} names a directory: give the log file's path")
         key = (launch.host, posixpath.normpath(remote_relative(log)))
         if key in files:
-            raise _KeyProblem(
-                key_path((*where, "log")),
-                f"the same file as launches.{files[key]}.log: follow each log once",
-            )
+            raise _KeyProblem(at_log, f"the same file as launches.{files[key]}.log: follow each log once")
         files[key] = name
         if launch.process is not None and launch.pid_file is not None:
             raise _KeyProblem(key_path((*where, "pid_file")), "give process or pid_file, not both")

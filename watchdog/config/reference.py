@@ -16,8 +16,6 @@ from watchdog.config.models import (
     NotifierConfig,
 )
 
-__all__ = ["config_json_schema", "config_reference_markdown"]
-
 
 def config_json_schema() -> dict[str, Any]:
     """The JSON Schema of the config file (what `watchdog config-schema` prints)."""

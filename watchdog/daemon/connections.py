@@ -39,16 +39,6 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from anyio.abc import TaskGroup, TaskStatus
 
-__all__ = [
-    "ACCEPT_RETRY",
-    "FD_RESERVE_MIN",
-    "IDLE_TIMEOUT",
-    "MAX_CONNECTIONS",
-    "SAY_EVERY",
-    "Connections",
-    "bind",
-]
-
 log = structlog.get_logger("watchdog.http")
 
 MAX_CONNECTIONS = 128  # open HTTP connections at once (Prometheus, browsers and probes need a handful)
@@ -116,7 +106,6 @@ class Connections:
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT,
         fd_reserve: int | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`fd_reserve`: descriptors never used for a connection (default: the last eighth of the soft
         RLIMIT_NOFILE, at least `FD_RESERVE_MIN`); 0 turns the reserve off."""
@@ -126,7 +115,6 @@ class Connections:
         self.max_connections = max_connections
         self.idle_timeout = idle_timeout
         self._fd_reserve = fd_reserve
-        self._clock = clock
         self._open: dict[web.RequestHandler, _Conn] = {}
         self._attaching = 0  # accepted, the protocol (and TLS handshake) not made yet
         self._shed: Counter[str] = Counter()  # what was done since the last log line
@@ -152,7 +140,7 @@ class Connections:
                 return await handler(request)
             finally:
                 conn.busy -= 1
-                conn.since = self._clock()
+                conn.since = time.monotonic()
 
         return track
 
@@ -222,7 +210,7 @@ class Connections:
             return
         finally:
             self._attaching -= 1
-        self._open[protocol] = _Conn(since=self._clock())
+        self._open[protocol] = _Conn(since=time.monotonic())
 
     def _refuse(self, conn: socket.socket) -> None:
         if self._tls is None:  # a plain-text answer would be noise inside TLS
@@ -265,7 +253,7 @@ class Connections:
         while True:
             await anyio.sleep(period)
             self._prune()
-            now = self._clock()
+            now = time.monotonic()
             for handler, conn in list(self._open.items()):
                 if not conn.busy and now - conn.since >= self.idle_timeout:
                     del self._open[handler]
@@ -277,7 +265,7 @@ class Connections:
     def _note(self, what: str, reason: str) -> None:
         self._shed[what] += 1
         self._reason = reason
-        self._say(self._clock())
+        self._say(time.monotonic())
 
     def _say(self, now: float) -> None:
         if not self._shed or now - self._said_at < SAY_EVERY:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
-__all__ = ["hold", "take"]
-
 _pending = False
 
 

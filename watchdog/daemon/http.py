@@ -43,24 +43,13 @@ from aiohttp.typedefs import Handler, Middleware
 from anyio.abc import TaskStatus
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from watchdog.core.redaction import redact, redact_text
+from watchdog.core.redaction import redact
 from watchdog.daemon.connections import IDLE_TIMEOUT, MAX_CONNECTIONS, SAY_EVERY, Connections, bind
 from watchdog.daemon.metrics import DaemonStats, registry_for
 from watchdog.daemon.statuspage import render_page
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import DEFAULT_LISTEN as _LISTEN
 from watchdog.vocabulary import is_loopback, split_listen
-
-__all__ = [
-    "DEFAULT_LISTEN",
-    "allowed_host_names",
-    "host_allowed",
-    "make_app",
-    "redact_text",
-    "serve_http",
-    "server_tls",
-    "status_payload",
-]
 
 log = structlog.get_logger("watchdog.http")
 
@@ -77,22 +66,14 @@ _REALM = 'Basic realm="watchdog", charset="UTF-8"'
 Statuses = Callable[[], list[dict[str, Any]]]
 Stats = Callable[[], DaemonStats]
 
-_redact = redact
+_STATUS_DEFAULTS = {"name": "", "host": "", "since": None, "incarnation": None, "incarnation_since": None}
 
 
 def status_payload(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The /status list: each snapshot (a new object) with name, host, since, incarnation and
     incarnation_since, redacted."""
-    out = []
-    for status in statuses:
-        item: dict[str, Any] = _redact(status)
-        item.setdefault("name", "")
-        item.setdefault("host", "")
-        item.setdefault("since", None)
-        item.setdefault("incarnation", None)
-        item.setdefault("incarnation_since", None)
-        out.append(item)
-    return out
+    items: list[dict[str, Any]] = [redact(status) for status in statuses]
+    return [item | {k: v for k, v in _STATUS_DEFAULTS.items() if k not in item} for item in items]
 
 
 def _authorized(header: str | None, user: bytes, password: bytes) -> bool:
@@ -203,22 +184,18 @@ def make_app(
     daemon_stats: Stats,
     *,
     basic_auth: tuple[str, str] | None = None,
-    host_names: frozenset[str] | None = None,
-    connections: Connections | None = None,
+    host_names: frozenset[str],
+    connections: Connections,
     health: Callable[[], str | None] | None = None,
 ) -> web.Application:
     """The aiohttp application (routes, auth, headers); `serve_http` runs it.
 
-    Without `basic_auth`, a request whose `Host` is not for this server (`host_allowed` with `host_names`,
-    default: `localhost` only) is answered 421, but on /healthz. With it, any `Host` is answered: a rebinding
-    page has no credentials for its own origin.
+    Without `basic_auth`, a request whose `Host` is not for this server (`host_allowed` with `host_names`)
+    is answered 421, but on /healthz. With it, any `Host` is answered: a rebinding page has no credentials
+    for its own origin.
     """
-    middlewares: list[Middleware] = [connections.middleware()] if connections is not None else []
-    if basic_auth is not None:
-        middlewares.append(_basic_auth(*basic_auth))
-    else:
-        middlewares.append(_host_check(host_names if host_names is not None else allowed_host_names("")))
-    app = web.Application(middlewares=middlewares)
+    check = _basic_auth(*basic_auth) if basic_auth is not None else _host_check(host_names)
+    app = web.Application(middlewares=[connections.middleware(), check])
 
     async def healthz(request: web.Request) -> web.Response:
         problem = health() if health is not None else None  # e.g. the state file cannot be written

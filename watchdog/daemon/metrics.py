@@ -25,16 +25,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from watchdog.core.lifecycle import State
 from watchdog.vocabulary import version
 
-__all__ = [
-    "DaemonStats",
-    "StatusCollector",
-    "build_version",
-    "extra_label_names",
-    "families",
-    "phase_seconds",
-    "registry_for",
-]
-
 GIB = 1 << 30  # the engines' "GB" of free memory are GiB (SGLang and vLLM divide by 1 << 30)
 _ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not detected yet
 # not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs
@@ -44,12 +34,6 @@ _LAUNCH_LABELS = ("launch", "host")
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Statuses = Callable[[], list[dict[str, Any]]]
-
-
-@functools.cache
-def build_version() -> str:
-    """This package's version (for `watchdog_build_info`), "0+unknown" when it is not installed."""
-    return version()
 
 
 @dataclass(frozen=True)
@@ -63,7 +47,7 @@ class DaemonStats:
     alerts_failed: Mapping[str, int] = field(default_factory=dict)  # notifier -> deliveries given up
     outbox_depth: int = 0  # alerts waiting to be delivered
     last_log_activity: Mapping[str, float] = field(default_factory=dict)  # launch -> Unix time of last bytes
-    version: str = field(default_factory=build_version)
+    version: str = field(default_factory=version)  # for `watchdog_build_info`
 
 
 class StatusCollector(Collector):
@@ -77,10 +61,6 @@ class StatusCollector(Collector):
     def __init__(self, statuses: Statuses, stats: Callable[[], DaemonStats]) -> None:
         self._statuses = statuses
         self._stats = stats
-
-    def describe(self) -> Iterable[Metric]:
-        """Nothing up front: the families exist only at scrape time (so registering costs no snapshot)."""
-        return []
 
     def collect(self) -> Iterable[Metric]:
         """The families of one scrape."""

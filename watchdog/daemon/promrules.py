@@ -21,17 +21,6 @@ from importlib import resources
 from watchdog.exceptions import UsageError
 from watchdog.vocabulary import RUNBOOK_URL
 
-__all__ = [
-    "DEFAULT_SELECTOR",
-    "RULE_FILES",
-    "check_runbook_url",
-    "check_selector",
-    "combined",
-    "prometheus_rule",
-    "rule_file",
-    "rule_files",
-]
-
 DEFAULT_SELECTOR = 'job="watchdog"'  # the scrape job of deploy/prometheus/prometheus.yml and deploy/k8s
 RULE_FILES = ("watchdog-alerts.yml", "watchdog-recording.yml")  # as deploy/prometheus/rules/ names them
 _GROUPS = ("watchdog-recording.yml", "watchdog-alerts.yml")  # their order in one file: recording first

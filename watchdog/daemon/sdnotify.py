@@ -9,8 +9,6 @@ import contextlib
 import os
 import socket
 
-__all__ = ["SystemdNotifier", "watchdog_interval"]
-
 
 class SystemdNotifier:
     """Sends state lines to systemd over its datagram socket."""
@@ -22,11 +20,6 @@ class SystemdNotifier:
         if address:
             self._address = b"\0" + address[1:].encode() if address.startswith("@") else address
         self._sock: socket.socket | None = None
-
-    @property
-    def enabled(self) -> bool:
-        """Whether systemd listens."""
-        return self._address is not None
 
     def notify(self, *lines: str) -> None:
         """Send `lines` ("READY=1", "STATUS=...") as one datagram; a send that fails is dropped."""

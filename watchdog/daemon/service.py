@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -51,29 +51,19 @@ def notifier_from(name: str, config: Config) -> Notifier:
     """The configured notifier `name`, ready to send (its URLs and secret options in clear)."""
     entry = config.notifiers[name]
     on = frozenset(AlertKind(kind) for kind in entry.alert_kinds())
+    common: dict[str, Any] = {
+        "name": name,
+        "rate_limit": entry.rate_limit,
+        "remind_every": entry.remind_every,
+    }
     if entry.kind == "console":
-        return ConsoleAlerts(name=name, on=on, rate_limit=entry.rate_limit, remind_every=entry.remind_every)
+        return ConsoleAlerts(on=on, **common)
+    common.update(urls=entry.secret_urls(), timeout=entry.timeout)
     if entry.kind == "apprise":
-        return AppriseNotifier(
-            name=name,
-            urls=entry.secret_urls(),
-            on=on,
-            rate_limit=entry.rate_limit,
-            remind_every=entry.remind_every,
-            timeout=entry.timeout,
-        )
+        return AppriseNotifier(on=on, **common)
     if entry.kind in _INCIDENT_KINDS:
         on |= {AlertKind.RESOLVED}
-    return ServiceNotifier(
-        name=name,
-        kind=entry.kind,
-        urls=entry.secret_urls(),
-        options=entry.options(),
-        on=on,
-        rate_limit=entry.rate_limit,
-        remind_every=entry.remind_every,
-        timeout=entry.timeout,
-    )
+    return ServiceNotifier(kind=entry.kind, options=entry.options(), on=on, **common)
 
 
 def run_daemon(path: Path, shard: Shard | None = None) -> int:

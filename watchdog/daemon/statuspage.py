@@ -14,8 +14,6 @@ from typing import Any
 
 from watchdog.vocabulary import STARTUP_PHASES, State
 
-__all__ = ["REFRESH_MS", "render_page"]
-
 REFRESH_MS = 2000
 
 _PAGE = """<!doctype html>
@@ -76,8 +74,8 @@ main { padding: 10px 20px 30px; display: flex; flex-direction: column; gap: 10px
 .verdict.crashed { background: #fef2f2; border: 1px solid #fecaca; }
 .verdict.stalled { background: #fff7ed; border: 1px solid #fed7aa; }
 .verdict.ready { background: #f0fdf4; border: 1px solid #bbf7d0; }
-.verdict .title { font-weight: 600; }
-.verdict .summary { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px;
+.verdict .title, .reach .title { font-weight: 600; }
+.verdict .summary, .reach .reason { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px;
   white-space: pre-wrap; word-break: break-word; margin-top: 3px; }
 .verdict .hint { margin-top: 4px; }
 .verdict .hint b { color: #92400e; }
@@ -94,9 +92,7 @@ pre { margin: 4px 0 0; padding: 8px; background: #111827; color: #e5e7eb; border
 header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
 .badge.stale { opacity: .5; }
 .reach { border-radius: 6px; padding: 8px 10px; font-size: 13px; background: var(--unreachable); color: #f8fafc; }
-.reach .title { font-weight: 600; }
-.reach .reason { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; color: #e2e8f0;
-  white-space: pre-wrap; word-break: break-word; margin-top: 3px; }
+.reach .reason { color: #e2e8f0; }
 .verdict.stale { background: #f3f4f6; border: 1px solid #e5e7eb; color: var(--muted); }
 </style>
 </head>
@@ -131,10 +127,12 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   const list = document.getElementById("launches");
   const rows = new Map();
 
-  function el(tag, cls, text) {
+  // an element with its class, its text and its colour (the CSS variable --c its rules draw with)
+  function el(tag, cls, text, c) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
     if (text !== undefined && text !== null) e.textContent = String(text);
+    if (c) e.style.setProperty("--c", c);
     return e;
   }
   function pale(state) { return state === "pending" ? " pale" : ""; }
@@ -174,13 +172,10 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
 
   function drawHead(st) {
     const box = el("div", "head");
-    const badge = el("span", "badge" + pale(st.state) + (st.unreachable ? " stale" : ""), st.state);
-    badge.style.setProperty("--c", colour(st.state));
+    const badge = el("span", "badge" + pale(st.state) + (st.unreachable ? " stale" : ""), st.state, colour(st.state));
     if (st.unreachable) {
       badge.title = "the last state known before the host stopped answering";
-      const lost = el("span", "badge unreachable", "\u26a0 unreachable");
-      lost.style.setProperty("--c", "var(--unreachable)");
-      box.append(lost);
+      box.append(el("span", "badge unreachable", "\u26a0 unreachable", "var(--unreachable)"));
     }
     box.append(badge, el("span", "name", st.name));
     const meta = [st.host ? "on " + st.host : "local", st.engine || "engine not detected yet"];
@@ -207,9 +202,9 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
     const parts = [];
     for (const s of segments(st)) {
       const cap = s.last && CAPS[s.state];
-      const seg = el("div", "seg" + (cap ? " cap" : "") + (s.state === "stalled" ? " stalled" : "") + (s.last && !cap ? " live" : ""));
+      const seg = el("div", "seg" + (cap ? " cap" : "") + (s.state === "stalled" ? " stalled" : "") + (s.last && !cap ? " live" : ""),
+                     null, colour(s.state));
       seg.dataset.phase = s.state;
-      seg.style.setProperty("--c", colour(s.state));
       const d = dur(s.seconds);
       if (!cap) seg.style.flexGrow = String(Math.max(s.seconds || 0, 0.001));
       seg.textContent = cap ? CAPS[s.state] : (SHORT[s.state] || s.state) + (d ? " " + d : "");
@@ -221,11 +216,7 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
       parts.push(s.state + (d ? " " + d : ""));
       bar.append(seg);
     }
-    if (!parts.length) {
-      const none = el("div", "seg cap pale", "no log yet");
-      none.style.setProperty("--c", colour("pending"));
-      bar.append(none);
-    }
+    if (!parts.length) bar.append(el("div", "seg cap pale", "no log yet", colour("pending")));
     bar.setAttribute("aria-label", parts.join(", ") || "no log yet");
     return bar;
   }
@@ -293,8 +284,7 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
     const err = st.error;
     if (st.state === "crashed" && err) {
       const title = el("div", "title");
-      const cat = el("span", "badge", err.category || "other");
-      cat.style.setProperty("--c", "var(--crashed)");
+      const cat = el("span", "badge", err.category || "other", "var(--crashed)");
       // ranks (TP3, DP0 EP1, rank2) or, as the alerts say it, the processes that printed it (EngineCore pid=911)
       const rankish = (r) => /^(?:(?:[A-Z]{2,4}\\d+ ?)+|rank\\d+)$/.test(r);
       const ranks = err.ranks && err.ranks.length
@@ -388,16 +378,8 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
     for (const st of statuses) counts[st.state] = (counts[st.state] || 0) + 1;
     const unreachable = statuses.filter(st => st.unreachable).length;
     const summary = document.getElementById("summary");
-    const badges = Object.entries(counts).sort().map(([state, n]) => {
-      const b = el("span", "badge" + pale(state), n + " " + state);
-      b.style.setProperty("--c", colour(state));
-      return b;
-    });
-    if (unreachable) {
-      const b = el("span", "badge unreachable", "\u26a0 " + unreachable + " unreachable");
-      b.style.setProperty("--c", "var(--unreachable)");
-      badges.unshift(b);
-    }
+    const badges = Object.entries(counts).sort().map(([state, n]) => el("span", "badge" + pale(state), n + " " + state, colour(state)));
+    if (unreachable) badges.unshift(el("span", "badge unreachable", "\u26a0 " + unreachable + " unreachable", "var(--unreachable)"));
     summary.replaceChildren(...badges);
     document.title = "watchdog: " + (unreachable ? unreachable + " unreachable; " : "") +
       (Object.entries(counts).map(([s, n]) => n + " " + s).join(", ") || "no launches");
@@ -428,9 +410,8 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   }
 
   document.getElementById("legend").append(...[...PHASES, "stalled", "crashed"].map(p => {
-    const s = el("span", "", SHORT[p] || p);
+    const s = el("span", "", SHORT[p] || p, colour(p));
     s.title = p;
-    s.style.setProperty("--c", colour(p));
     return s;
   }));
   list.replaceChildren();
@@ -444,18 +425,14 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
 """
 
 
+_SCRIPT_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
 def _script_json(payload: Any) -> str:
     """JSON that is inert inside a <script> element: `<`, `>`, `&` and the JS line separators escaped."""
-    text = json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str)
-    for raw, escaped in (
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("&", "\\u0026"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(raw, escaped)
-    return text
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).translate(_SCRIPT_ESCAPES)
 
 
 _PHASES_JSON = json.dumps([s.value for s in (*STARTUP_PHASES, State.READY)])

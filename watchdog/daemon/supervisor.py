@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -361,13 +362,10 @@ class Daemon:
                 wanted[name].history = records
         async with anyio.create_task_group() as first_reads:
             for run in starting:
-                first_reads.start_soon(self._start_one, run)
+                # each returns once the launch's follower has read the log as it was (or failed to start):
+                # `_launch` reports started even when its follower fails
+                first_reads.start_soon(self._tg.start, self._launch, run)
         self._change()
-
-    async def _start_one(self, run: _Running) -> None:
-        # returns once the launch's follower has read the log as it was (or failed to start)
-        assert self._tg is not None
-        await self._tg.start(self._launch, run)  # `_launch` reports started even when its follower fails
 
     async def _launch(self, run: _Running, *, task_status: TaskStatus[None]) -> None:
         plan = run.plan
@@ -510,7 +508,7 @@ class Daemon:
                         # returns at once: the store's write-behind task writes it (`StateStore.write_behind`)
                         await self._store.record_transition(name, t.incarnation, status)
                     effects.send_nowait(
-                        _bind(self._transitioned, run, follower, t.incarnation, t.state, t.reason)
+                        partial(self._transitioned, run, follower, t.incarnation, t.state, t.reason)
                     )
                 elif isinstance(update, SourceNoted):
                     run.note = update.detail
@@ -521,7 +519,7 @@ class Daemon:
                     elif update.kind == "connected":
                         await self._reachable(run)
                 elif isinstance(update, Concluded):
-                    effects.send_nowait(_bind(self._conclude, run, update))
+                    effects.send_nowait(partial(self._conclude, run, update))
 
     async def _effects(self, run: _Running, receive: Any) -> None:
         # the launch's slow work, one at a time in the order of its updates; a failure is logged, not fatal
@@ -576,10 +574,8 @@ class Daemon:
             category = (verdict.get("error") or {}).get("category") or "other"
             self.crashes[(name, run.plan.host, category)] += 1
             await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
-        stored_key = None
         announced = False
         if self._store is not None:
-            stored_key = said
             try:  # a file that cannot be written keeps the verdict for later (`StateStore.failing`)
                 announced = await self._store.record_verdict(name, incarnation, verdict, said)
             except Exception as exc:  # a damaged file: the alert is said (again, rather than never)
@@ -603,9 +599,9 @@ class Daemon:
         if announced:
             log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
             return  # before a restart: still active (for its resolution), not said again
-        if self._store is not None and stored_key is not None:
+        if self._store is not None:
             try:  # kept and written later when the file cannot be written now
-                await self._store.mark_announced(name, incarnation, stored_key)
+                await self._store.mark_announced(name, incarnation, said)
             except Exception as exc:
                 log.warning(
                     "announcement not stored", launch=name, incarnation=incarnation, error=_reason(exc)
@@ -614,12 +610,7 @@ class Daemon:
         self._change()
 
     def _host(self, plan: LaunchPlan) -> _Host | None:
-        if not plan.host:
-            return None
-        host = self._hosts.get(plan.host)
-        if host is None:
-            host = self._hosts[plan.host] = _Host(plan.host)
-        return host
+        return self._hosts.setdefault(plan.host, _Host(plan.host)) if plan.host else None
 
     def _host_down(self, host: _Host, error: str, *, since: float | None = None) -> None:
         # the outage counts from when the first failed attempt began (`SourceNoted.since`: a black-holed host
@@ -755,10 +746,6 @@ def _cause(exc: BaseException) -> BaseException:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     return leaf
-
-
-def _bind(fn: Callable[..., Awaitable[None]], *args: Any) -> Callable[[], Awaitable[None]]:
-    return lambda: fn(*args)
 
 
 def _seconds(value: float) -> str:

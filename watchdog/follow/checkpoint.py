@@ -74,19 +74,6 @@ if TYPE_CHECKING:
     from watchdog.follow.sources import Source
     from watchdog.follow.spec import LaunchSpec
 
-__all__ = [
-    "CHECKPOINT_INTERVAL",
-    "FORMAT",
-    "TRANSITION_INTERVAL",
-    "Checkpoint",
-    "Checkpointer",
-    "Checkpoints",
-    "build_id",
-    "decode",
-    "encode",
-    "settings_id",
-]
-
 log = structlog.get_logger("watchdog.checkpoint")
 
 FORMAT = 3  # the blob layout and what the pickle holds; bump on any change to either
@@ -388,13 +375,7 @@ class Checkpointer:
         self._busy = False  # a save started and not finished
         self._warned_size = False
         self._warned_save = False
-        self.resumed_at: int | None = None  # the offset the follower resumed at, None if from the start
         self.saves = 0  # checkpoints written
-
-    @property
-    def offset(self) -> int:
-        """The offset in the current file read so far."""
-        return self._windows.offset
 
     @property
     def dirty(self) -> bool:
@@ -453,7 +434,6 @@ class Checkpointer:
         self._windows = FileWindows(ident.offset, now.head, now.before)  # the bytes that match its digests
         self._file = (ident.device, ident.inode)
         self._saved_at = self._clock()
-        self.resumed_at = ident.offset
         log.info("resuming from checkpoint", launch=launch, offset=ident.offset)
         return checkpoint
 

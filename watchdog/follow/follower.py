@@ -24,15 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from watchdog.clock import Clock, MonotonicClock, wake_up
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
 from watchdog.core.lifecycle import Incarnation, Transition
 from watchdog.core.redaction import redact_mapping
 from watchdog.core.verdict import build_verdict
 from watchdog.exceptions import ConnectionLost
-from watchdog.follow.clock import Clock, MonotonicClock
 from watchdog.follow.probes.nvidia import MemoryTrend
 from watchdog.follow.sources import (
     CaughtUp,
@@ -45,7 +44,6 @@ from watchdog.follow.sources import (
     source_for,
 )
 from watchdog.follow.spec import DEFAULT_QUIET, DEFAULT_SETTLE, LaunchSpec
-from watchdog.follow.wakeup import wake_up
 from watchdog.vocabulary import VERDICTS, State
 
 if TYPE_CHECKING:
@@ -152,7 +150,7 @@ class LaunchFollower:
         self._source = source
         self._clock = clock or MonotonicClock()
         self._start = self._clock.now()
-        self._send, self.updates = _update_stream()
+        self._send, self.updates = anyio.create_memory_object_stream[Update](UPDATE_BUFFER)
         self._gpu_sampler = gpu_sampler
         self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
         self._caught_up = False  # the file as it was at the start has been read (or was missing)
@@ -163,7 +161,6 @@ class LaunchFollower:
         self._confirming: set[int] = set()  # ... whose ready verdict waits for the server to listen
         self.concluded: Concluded | None = None  # the latest verdict
         self.timed_out = False
-        self.last_update = 0.0
         self.last_activity: float | None = None  # Unix time bytes of the log last arrived (None: none yet)
         self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
         # the clock task's wait, when it waits; its result True: woken early (`_reschedule`)
@@ -241,9 +238,8 @@ class LaunchFollower:
         if isinstance(item, Chunk):
             self._at_end = False
             self._last_data = now
-            self.last_activity = (
-                time.time()
-            )  # Unix time, not the follower's clock: it is compared with time()
+            # Unix time, not the follower's clock: it is compared with time()
+            self.last_activity = time.time()
             transitions = self.analyzer.feed(item.data, now)
             if self._checkpoints is not None:
                 self._checkpoints.fed(item.data, item.file)
@@ -277,7 +273,7 @@ class LaunchFollower:
             self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
 
     async def _note(self, kind: str, detail: str, *, since: float | None = None) -> None:
-        await self._publish(SourceNoted(self.spec.name, kind, detail, since))
+        await self._send.send(SourceNoted(self.spec.name, kind, detail, since))
 
     # -- verdicts ----------------------------------------------------------------------------------------
 
@@ -295,7 +291,7 @@ class LaunchFollower:
         if transitions and self._checkpoints is not None:
             self._checkpoints.transitioned()
         for t in transitions:
-            await self._publish(Transitioned(self.spec.name, t))
+            await self._send.send(Transitioned(self.spec.name, t))
             if judge and self._caught_up:
                 await self._judge(t.state, t.incarnation)
         if self._awaiting_ready:
@@ -366,14 +362,14 @@ class LaunchFollower:
             # the dying process's open tracebacks are reported as far as they go (their frames count);
             # they stay open, so a writer that paused can still complete them
             for t in self.analyzer.report_open_tracebacks(self.now()):
-                await self._publish(Transitioned(self.spec.name, t))
+                await self._send.send(Transitioned(self.spec.name, t))
             self._reschedule()
         inc = self._incarnation(number)
         extra = {"timed_out": True} if self.timed_out else None
         self.concluded = Concluded(
             self.spec.name, state, redact_mapping(self._verdict(inc, extra)), self.timed_out
         )
-        await self._publish(self.concluded)
+        await self._send.send(self.concluded)
 
     def _verdict(self, inc: Incarnation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         v = build_verdict(self.analyzer, inc, extra)
@@ -390,10 +386,6 @@ class LaunchFollower:
         if self.concluded is not None and self.concluded.verdict:
             return self._incarnation(self.concluded.verdict["incarnation"])
         return self.analyzer.lifecycle.verdict_incarnation()
-
-    async def _publish(self, update: Update) -> None:
-        self.last_update = self.now()
-        await self._send.send(update)
 
     # -- the clock and the probes ------------------------------------------------------------------------
 
@@ -461,9 +453,11 @@ class LaunchFollower:
             probe: ProcessProbe
             if target.host is None:
                 probe = LocalProcessProbe(pid=spec.pid, pattern=spec.process or None, pid_file=spec.pid_file)
+            elif self._pool is None:
+                raise ValueError("a remote launch needs an SSH pool")
             else:
                 probe = SSHProcessProbe(
-                    self._require_pool(),
+                    self._pool,
                     target.host,
                     port=target.port,
                     user=target.user,
@@ -476,11 +470,6 @@ class LaunchFollower:
             tg.start_soon(self._health)
         if spec.gpu:
             tg.start_soon(self._gpu)
-
-    def _require_pool(self) -> SSHPool:
-        if self._pool is None:
-            raise ValueError("a remote launch needs an SSH pool")
-        return self._pool
 
     async def _process(self, probe: Any) -> None:
         from watchdog.follow.probes.process import must_appear, wait_until_gone  # noqa: PLC0415
@@ -544,7 +533,3 @@ class LaunchFollower:
             async for samples in gpus:
                 growing = trend.observe(self.now(), samples)
                 await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
-
-
-def _update_stream() -> tuple[MemoryObjectSendStream[Update], MemoryObjectReceiveStream[Update]]:
-    return anyio.create_memory_object_stream[Update](UPDATE_BUFFER)

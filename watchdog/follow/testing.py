@@ -24,11 +24,11 @@ from typing import Any
 
 import anyio
 
+from watchdog.clock import wake_up
 from watchdog.follow.follower import Concluded, LaunchFollower
 from watchdog.follow.sources.base import CaughtUp, Chunk, SourceItem
 from watchdog.follow.sources.target import parse_target
 from watchdog.follow.spec import LaunchSpec
-from watchdog.follow.wakeup import wake_up
 from watchdog.vocabulary import State
 
 __all__ = ["ManualClock", "PacedRun", "ScriptedSource", "follow_at_pace"]
@@ -139,9 +139,8 @@ class PacedRun:
     verdict: dict[str, Any] | None  # the first verdict (`Concluded`: what `watch` says), None if none came
     status: dict[str, Any]  # the follower's status at the end
     verdict_after: float | None  # seconds from the crash's error line to its verdict (no crash: to the first)
-    last: dict[str, Any] | None = (
-        None  # the last verdict (what the daemon, which follows on, says in the end)
-    )
+    # the last verdict (what the daemon, which follows on, says in the end)
+    last: dict[str, Any] | None = None
 
 
 async def follow_at_pace(

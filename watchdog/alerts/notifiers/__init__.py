@@ -14,25 +14,11 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
-from watchdog.alerts.alert import SEVERITY, Alert, AlertKind
-from watchdog.alerts.compose import plain_text
-from watchdog.alerts.message import Message, Options, target_url
+from watchdog.alerts.alert import Alert, AlertKind
+from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
 
-__all__ = [
-    "KINDS",
-    "OPTIONS",
-    "SECRET_OPTIONS",
-    "SEVERITY",
-    "Alert",
-    "AlertKind",
-    "Message",
-    "Options",
-    "build_message",
-    "plain_text",
-    "secret_values",
-    "target_url",
-]
+__all__ = ["KINDS", "OPTIONS", "SECRET_OPTIONS", "Alert", "AlertKind", "build_message", "secret_values"]
 
 Builder = Callable[[Alert, Options], Message | None]
 

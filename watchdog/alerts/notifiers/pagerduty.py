@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from watchdog.alerts.alert import Alert, AlertKind, rfc3339
+from watchdog.alerts.alert import PROBLEMS, Alert, AlertKind, rfc3339
 from watchdog.alerts.compose import cut, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
 
-__all__ = ["DEFAULT_URL", "MAX_SUMMARY", "PATH", "build"]
+__all__ = ["MAX_SUMMARY", "PATH", "build"]
 
-DEFAULT_URL = "https://events.pagerduty.com/v2/enqueue"
 PATH = "/v2/enqueue"
 MAX_SUMMARY = 1024
 _SEVERITIES = frozenset({"critical", "error", "warning", "info"})
-_PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
 
 
 def build(alert: Alert, options: Options) -> Message | None:
@@ -29,12 +27,12 @@ def build(alert: Alert, options: Options) -> Message | None:
     if not key:
         raise DeliveryError("pagerduty needs the option routing_key (the integration key of the service)")
     if alert.kind is AlertKind.RESOLVED:
-        if alert.problem not in _PROBLEMS:
+        if alert.problem not in PROBLEMS:
             return None
         return Message(
             json={"routing_key": key, "event_action": "resolve", "dedup_key": alert.incident_key}, path=PATH
         )
-    if alert.kind not in _PROBLEMS:
+    if alert.kind not in PROBLEMS:
         return None
     details: dict[str, Any] = {
         "launch": alert.launch,

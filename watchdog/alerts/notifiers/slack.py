@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from watchdog.alerts.alert import Alert, AlertKind
-from watchdog.alerts.compose import cut, fields, fit, headline, inert, lead, traceback_tail
+from watchdog.alerts.compose import cut, evidence, fields, fit, headline, inert, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 
 __all__ = ["MAX_BLOCKS", "MAX_SECTION_TEXT", "build"]
@@ -40,10 +40,9 @@ def build(alert: Alert, options: Options) -> Message:
                 "fields": [{"type": "mrkdwn", "text": _field(name, value)} for name, value in group],
             }
         )
-    if alert.kind is AlertKind.STALLED and alert.last_line:
-        blocks.append(_code("Last line", [alert.last_line]))
-    if alert.kind is AlertKind.CRASHED and alert.traceback:
-        blocks.append(_code("Traceback (end)", alert.traceback))
+    lines = evidence(alert, fenced=True)  # a fence in a log line would end the block
+    if lines:
+        blocks.append(_code("Traceback (end)" if alert.kind is AlertKind.CRASHED else "Last line", lines))
     if alert.link:
         blocks.append(
             {
@@ -79,11 +78,10 @@ def _field(name: str, value: str) -> str:
     return fit(lambda n: label + _escape(cut(value, n)), MAX_FIELD_TEXT)
 
 
-def _code(label: str, lines: tuple[str, ...] | list[str]) -> dict[str, object]:
+def _code(label: str, lines: tuple[str, ...]) -> dict[str, object]:
     head = f"*{label}*\n```\n"
     tail = "\n```"
-    safe = [line.replace("```", "'''") for line in lines]  # a fence in a log line would end the block
-    text = fit(lambda n: head + _escape(traceback_tail(safe, n)) + tail, MAX_SECTION_TEXT)
+    text = fit(lambda n: head + _escape(traceback_tail(lines, n)) + tail, MAX_SECTION_TEXT)
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 

@@ -66,8 +66,7 @@ def build(alert: Alert, options: Options) -> Message:
     values = flat_fields(alert)
     content_type = str(options.get("content_type") or "application/json")
     if isinstance(template, str):
-        is_json = "json" in content_type
-        if is_json:
+        if "json" in content_type:
             escaped = {k: json.dumps(v, ensure_ascii=False)[1:-1] for k, v in values.items()}
             text = _fill(template, escaped)
             try:

@@ -33,8 +33,8 @@ from typing import Generic, TypeVar
 
 import anyio
 
+from watchdog.clock import Clock, MonotonicClock
 from watchdog.exceptions import ConnectionLost
-from watchdog.follow.clock import Clock, MonotonicClock
 from watchdog.follow.probes.nvidia import (
     QUERY_APPS_ARGS,
     QUERY_GPU_ARGS,
@@ -47,20 +47,6 @@ from watchdog.follow.probes.nvidia import (
 from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import DEFAULT_GPU_INTERVAL, check_pattern
 
-__all__ = [
-    "DEFAULT_SAMPLER_INTERVAL",
-    "HostGpuSampler",
-    "HostReading",
-    "LaunchGpuSample",
-    "LaunchMemoryTrend",
-    "Subscription",
-    "attribute",
-    "launch_pids",
-    "parse_ps",
-    "parse_reading",
-]
-
-DEFAULT_SAMPLER_INTERVAL = DEFAULT_GPU_INTERVAL
 T = TypeVar("T")
 _TIMEOUT = 10.0  # seconds one reading may take on the host
 _MARK = "@@watchdog-gpu"  # starts the section lines of the script's output (no CSV row or number does)
@@ -273,7 +259,7 @@ class HostGpuSampler:
         host: str | None = None,
         port: int | None = None,
         user: str | None = None,
-        interval: float = DEFAULT_SAMPLER_INTERVAL,
+        interval: float = DEFAULT_GPU_INTERVAL,
         clock: Clock | None = None,
     ) -> None:
         if host is not None and pool is None:
@@ -413,6 +399,5 @@ class HostGpuSampler:
         except ConnectionLost:
             return None
         stdout = done.stdout
-        return done.exit_status, stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(
-            stdout or ""
-        )
+        text = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else str(stdout or "")
+        return done.exit_status, text

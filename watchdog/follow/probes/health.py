@@ -17,8 +17,6 @@ from watchdog.exceptions import ConnectionLost, UsageError
 from watchdog.follow.sources.ssherrors import map_tls_error
 from watchdog.follow.sources.sshpool import SSHPool
 
-__all__ = ["DEFAULT_HEALTH_TIMEOUT", "HealthProbe", "HealthURL", "parse_health_url", "tls_context"]
-
 DEFAULT_HEALTH_TIMEOUT = 5.0
 _CHUNK = 65536
 
@@ -27,10 +25,8 @@ _CHUNK = 65536
 class HealthURL:
     """The parts of a health URL the probe needs."""
 
-    scheme: str
     host: str
     port: int
-    target: str
 
 
 def parse_health_url(url: str) -> HealthURL:
@@ -44,12 +40,9 @@ def parse_health_url(url: str) -> HealthURL:
         raise UsageError(f"health URL {url!r}: expected http://host[:port]/path or https://...")
     if port is None:
         port = 443 if parts.scheme == "https" else 80
-    target = parts.path or "/"
-    if parts.query:
-        target += f"?{parts.query}"
-    if any(char in target for char in "\r\n "):
+    if any(char in parts.path + parts.query for char in "\r\n "):
         raise UsageError(f"health URL {url!r}: the path may not contain spaces or line breaks")
-    return HealthURL(parts.scheme, parts.hostname, port, target)
+    return HealthURL(parts.hostname, port)
 
 
 @functools.cache

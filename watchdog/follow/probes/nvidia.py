@@ -7,20 +7,6 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = [
-    "DEFAULT_GROWTH_THRESHOLD_BYTES",
-    "DEFAULT_GROWTH_WINDOW_SECONDS",
-    "MIB",
-    "QUERY_APPS_ARGS",
-    "QUERY_GPU_ARGS",
-    "GpuFacts",
-    "GpuProcess",
-    "GpuSample",
-    "MemoryTrend",
-    "parse_compute_apps",
-    "parse_gpu_query",
-]
-
 # Facts as published in the `--json` "facts" object: fact name -> GPU index (as a JSON key) -> bytes.
 GpuFacts = dict[str, dict[str, int]]
 

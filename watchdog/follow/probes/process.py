@@ -14,16 +14,6 @@ from watchdog.exceptions import ConnectionLost, TargetError
 from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import check_pattern
 
-__all__ = [
-    "DEFAULT_PROCESS_INTERVAL",
-    "LocalProcessProbe",
-    "ProcessProbe",
-    "SSHProcessProbe",
-    "must_appear",
-    "read_pid_file",
-    "wait_until_gone",
-]
-
 DEFAULT_PROCESS_INTERVAL = 1.0
 _PGREP_TIMEOUT = 10.0
 
@@ -64,17 +54,6 @@ class ProcessProbe(Protocol):
     async def alive(self) -> bool:
         """True while the process (or one matching the pattern) exists."""
         ...
-
-
-def _check_spec(pid: int | None, pattern: str | None, pid_file: str | None = None) -> None:
-    if sum(x is not None for x in (pid, pattern, pid_file)) != 1:
-        raise ValueError("give exactly one of pid, pattern and pid_file")
-    if pid_file is not None and (not pid_file or "\0" in pid_file):
-        raise ValueError("the pid file must be a path")
-    if pid is not None and pid <= 0:
-        raise ValueError(f"pid must be positive, not {pid}")
-    if pattern is not None:
-        check_pattern(pattern)
 
 
 def _ancestors(pid: int) -> set[int]:
@@ -133,7 +112,15 @@ class _Named:
     pid_file: str | None = None
 
     def __post_init__(self) -> None:
-        _check_spec(self.pid, self.pattern, self.pid_file)
+        pid, pattern, pid_file = self.pid, self.pattern, self.pid_file
+        if sum(x is not None for x in (pid, pattern, pid_file)) != 1:
+            raise ValueError("give exactly one of pid, pattern and pid_file")
+        if pid_file is not None and (not pid_file or "\0" in pid_file):
+            raise ValueError("the pid file must be a path")
+        if pid is not None and pid <= 0:
+            raise ValueError(f"pid must be positive, not {pid}")
+        if pattern is not None:
+            check_pattern(pattern)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,12 +162,11 @@ class SSHProcessProbe(_Named):
             ConnectionLost: the host cannot be reached now (the answer is unknown).
             HostKeyError, AuthError: as from `SSHPool.connect`.
         """
+        stdin = None
         if self.pid is not None:
             command = shlex.join(["sh", "-c", _PID_SCRIPT, "watchdog-pid", str(self.pid)])
-            stdin = None
         elif self.pid_file is not None:
             command = shlex.join(["sh", "-c", _PIDFILE_SCRIPT, "watchdog-pidfile", self.pid_file])
-            stdin = None
         else:
             command = shlex.join(["sh", "-c", _PGREP_SCRIPT, "watchdog-pgrep"])
             stdin = f"{self.pattern}\n"

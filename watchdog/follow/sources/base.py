@@ -22,19 +22,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-__all__ = [
-    "CaughtUp",
-    "Chunk",
-    "Connected",
-    "Disconnected",
-    "FileMissing",
-    "FileRestarted",
-    "RestartReason",
-    "Source",
-    "SourceEvent",
-    "SourceItem",
-]
-
 RestartReason = Literal["rotated", "truncated", "replaced"]
 
 
@@ -60,11 +47,9 @@ class Connected:
 
     host: str
 
-    def describe(self) -> str:
+    def __str__(self) -> str:
         """What a person reads: `connected to gpu1`."""
         return f"connected to {self.host}"
-
-    __str__ = describe
 
 
 @dataclass(frozen=True)
@@ -80,15 +65,13 @@ class Disconnected:
     reason: str
     since: float | None = field(default=None, compare=False)
 
-    def describe(self) -> str:
+    def __str__(self) -> str:
         """What a person reads: `connection to gpu1 lost: <reason>; reconnecting` (the reason alone when it
         already says where, as the exception tree's messages do)."""
         if self.reason and self.host in self.reason:
             return f"{self.reason}; reconnecting"
         reason = f": {self.reason}" if self.reason else ""
         return f"connection to {self.host} lost{reason}; reconnecting"
-
-    __str__ = describe
 
 
 @dataclass(frozen=True)
@@ -102,11 +85,9 @@ class FileRestarted:
 
     reason: RestartReason
 
-    def describe(self) -> str:
+    def __str__(self) -> str:
         """What a person reads: `the log was truncated`."""
         return f"the log was {self.reason}"
-
-    __str__ = describe
 
 
 @dataclass(frozen=True)
@@ -115,11 +96,9 @@ class FileMissing:
 
     path: str
 
-    def describe(self) -> str:
+    def __str__(self) -> str:
         """What a person reads: `/data/log does not exist (yet)`."""
         return f"{self.path} does not exist (yet)"
-
-    __str__ = describe
 
 
 @dataclass(frozen=True)

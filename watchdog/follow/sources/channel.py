@@ -8,9 +8,7 @@ from typing import Literal
 
 import asyncssh
 
-from watchdog.follow.wakeup import wake_up
-
-__all__ = ["CommandOutput", "Kind", "Packet"]
+from watchdog.clock import wake_up
 
 # Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
 # stops the remote tail, so a slow consumer never makes this process buffer a whole log.

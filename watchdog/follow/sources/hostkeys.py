@@ -8,8 +8,6 @@ from collections.abc import Sequence
 
 import asyncssh
 
-__all__ = ["HostKeyCheck", "known_hosts_pattern"]
-
 _DEFAULT_PORT = 22
 
 

@@ -23,16 +23,6 @@ import stat
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = [
-    "IDENTITY_WINDOW",
-    "FileIdentity",
-    "FileWindows",
-    "Identifiable",
-    "local_identity",
-    "parse_identity",
-    "window_spans",
-]
-
 IDENTITY_WINDOW = 4096  # bytes compared at the start of the file, and just before the offset
 
 
@@ -63,15 +53,13 @@ class FileIdentity:
         return None
 
 
+@dataclass(slots=True, eq=False)
 class FileWindows:
     """The follower's side: the first and the latest `IDENTITY_WINDOW` bytes of the file it read so far."""
 
-    __slots__ = ("before", "head", "offset")
-
-    def __init__(self, offset: int = 0, head: bytes = b"", before: bytes = b"") -> None:
-        self.offset = offset
-        self.head = head
-        self.before = before
+    offset: int = 0
+    head: bytes = b""
+    before: bytes = b""
 
     def feed(self, data: bytes) -> None:
         """The next bytes of the file (the ones at `offset`)."""
@@ -101,12 +89,12 @@ class Identifiable(Protocol):
         ...
 
 
-def window_spans(offset: int) -> tuple[int, int, int]:
-    """(head length, start of the window before the offset, its length) for `offset`."""
+def window_spans(offset: int, window: int = IDENTITY_WINDOW) -> tuple[int, int, int]:
+    """(head length, start of the window before the offset, its length) for `offset`, windows of `window` bytes."""
     if offset < 0:
         raise ValueError("offset must not be negative")
-    start = max(0, offset - IDENTITY_WINDOW)
-    return min(IDENTITY_WINDOW, offset), start, offset - start
+    start = max(0, offset - window)
+    return min(window, offset), start, offset - start
 
 
 def local_identity(path: str, offset: int) -> FileIdentity | None:

@@ -23,9 +23,7 @@ import sys
 import threading
 from collections import defaultdict
 
-from watchdog.follow.wakeup import wake_up
-
-__all__ = ["Watcher"]
+from watchdog.clock import wake_up
 
 _IN_MODIFY = 0x2
 _IN_ATTRIB = 0x4
@@ -66,9 +64,6 @@ def load_libc() -> ctypes.CDLL | None:
 class Watcher:
     """One inotify descriptor and reading thread for the process; `changed(path)` waits for `path` to change."""
 
-    _instance: Watcher | None = None
-    _unavailable = False
-
     def __init__(self, libc: ctypes.CDLL, fd: int) -> None:
         """Use `Watcher.get()`."""
         self._libc = libc
@@ -87,17 +82,11 @@ class Watcher:
         # file, so a change between its look and its wait is not lost
         self._generation: dict[str, int] = {}
 
-    @classmethod
-    def get(cls) -> Watcher | None:
-        """The process's watcher, or None where inotify is not there to be had."""
-        if cls._instance is None and not cls._unavailable:
-            cls._instance = cls._create()
-            cls._unavailable = cls._instance is None
-        return cls._instance
-
-    @classmethod
-    def _create(cls) -> Watcher | None:
-        if not sys.platform.startswith("linux") or os.environ.get("WATCHDOG_INOTIFY") == "0":
+    @staticmethod
+    @functools.cache
+    def get() -> Watcher | None:
+        """The process's watcher, or None where inotify is not there to be had (not Linux: no libc here)."""
+        if os.environ.get("WATCHDOG_INOTIFY") == "0":
             return None  # WATCHDOG_INOTIFY=0: poll every local file (an escape hatch for odd file systems)
         try:
             libc = load_libc()
@@ -106,7 +95,7 @@ class Watcher:
             fd = libc.inotify_init1(_IN_CLOEXEC)
         except AttributeError:
             return None
-        return cls(libc, fd) if fd >= 0 else None
+        return Watcher(libc, fd) if fd >= 0 else None
 
     def watch(self, path: str) -> bool:
         """Start watching the directory of `path`, an absolute path (counted); False if the kernel refuses

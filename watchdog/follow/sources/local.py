@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
@@ -28,8 +27,6 @@ from watchdog.follow.sources.base import (
 from watchdog.follow.sources.identity import FileIdentity, local_identity
 from watchdog.follow.sources.inotify import Watcher, load_libc
 from watchdog.vocabulary import file_kind
-
-__all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_READ_SIZE", "LocalSource"]
 
 DEFAULT_POLL_INTERVAL = 0.25
 # With inotify, a quiet file is still looked at this often: on a file system that does not report every change
@@ -94,11 +91,7 @@ class _Request:
     wait: bool = False
 
 
-async def _noop() -> None:
-    await asyncio.sleep(0)
-
-
-_PAUSE = _Request(_noop, wait=True)  # a trip round the event loop, nothing else
+_PAUSE = _Request(asyncio.sleep, (0,), wait=True)  # a trip round the event loop, nothing else
 
 
 def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:

@@ -11,8 +11,6 @@ from watchdog.follow.sources.target import Target
 if TYPE_CHECKING:
     from watchdog.follow.sources.sshpool import SSHPool
 
-__all__ = ["source_for"]
-
 
 def source_for(target: Target, pool: SSHPool | None = None) -> Source:
     """The source that follows `target`: local for a path, over `pool`'s connection for a host.

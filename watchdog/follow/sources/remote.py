@@ -28,21 +28,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
-
-__all__ = [
-    "DEFAULT_STAT_INTERVAL",
-    "IDENTITY_SCRIPT",
-    "POLL_SCRIPT",
-    "STREAM_SCRIPT",
-    "Header",
-    "StatLine",
-    "identity_command",
-    "parse_header",
-    "parse_stat_line",
-    "poll_command",
-    "stream_command",
-]
+from watchdog.follow.sources.identity import window_spans
 
 # `tail -f` on /dev/fd/3 follows the inode the script opened, whatever happens to the path;
 # GNU tail polls a symlinked name (it turns inotify off for those), hence the fine -s interval:
@@ -134,8 +120,8 @@ def identity_command(path: str, offset: int, *, window: int) -> str:
     bytes (fewer before `offset`) and the `window` bytes just before `offset`."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be a non-negative int, not {offset!r}")
-    start = max(0, offset - window)
-    args = [str(min(window, offset)), str(start + 1), str(offset - start)]
+    head, start, length = window_spans(offset, window)
+    args = [str(head), str(start + 1), str(length)]
     return shlex.join(["sh", "-c", IDENTITY_SCRIPT, "watchdog-identify", path, *args])
 
 
@@ -167,8 +153,7 @@ class StatLine:
     inode: int
     size: int
     links: int
-    path_inode: int | None
-    path_size: int | None
+    path_inode: int | None  # what the path names now (None: nothing)
 
 
 def parse_stat_line(line: bytes) -> StatLine | None:
@@ -180,6 +165,4 @@ def parse_stat_line(line: bytes) -> StatLine | None:
         numbers = [int(field) for field in fields[1:]]
     except ValueError:
         return None
-    if len(numbers) == 3:
-        return StatLine(numbers[0], numbers[1], numbers[2], None, None)
-    return StatLine(numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
+    return StatLine(numbers[0], numbers[1], numbers[2], numbers[3] if len(numbers) == 6 else None)

@@ -6,7 +6,7 @@ import random
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import dataclass
 
 import anyio
@@ -18,7 +18,6 @@ from tenacity import (
     stop_after_attempt,
     wait_random_exponential,
 )
-from tenacity.stop import stop_base
 
 from watchdog.exceptions import ChannelRefused, ConnectionLost, ReaderProtocolError, TargetError, UsageError
 from watchdog.follow.sources.base import (
@@ -35,7 +34,6 @@ from watchdog.follow.sources.base import (
 from watchdog.follow.sources.channel import CommandOutput
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
 from watchdog.follow.sources.remote import (
-    DEFAULT_STAT_INTERVAL,
     Header,
     identity_command,
     parse_header,
@@ -44,13 +42,7 @@ from watchdog.follow.sources.remote import (
     stream_command,
 )
 from watchdog.follow.sources.sshpool import SSHPool
-
-__all__ = [
-    "DEFAULT_POLL_INTERVAL",
-    "DEFAULT_STAT_INTERVAL",
-    "DEFAULT_TAIL_INTERVAL",
-    "SSHSource",
-]
+from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
 
 DEFAULT_POLL_INTERVAL = 0.25
 DEFAULT_TAIL_INTERVAL = 0.01
@@ -151,7 +143,7 @@ class SSHSource:
         """Follow the file from byte `offset`; see `watchdog.follow.sources.base.Source`."""
         if offset < 0:
             raise ValueError("offset must not be negative")
-        return _follow(_Follower(self, offset))
+        return aclosing(_Resumable(_Follower(self, offset)))
 
     async def identify(self, offset: int, *, window: int = IDENTITY_WINDOW) -> FileIdentity | None:
         """What the file at the path is, read around `offset` on the host (see `watchdog.follow.sources.identity`);
@@ -163,22 +155,19 @@ class SSHSource:
             HostKeyError, AuthError: as from the pool.
         """
         command = identity_command(self.path, offset, window=window)
-        result: asyncssh.SSHCompletedProcess = await _retrying(stop_after_attempt(self.connect_attempts))(
+        # Tries again what lost its connection, after a jittered exponential pause, `connect_attempts` times.
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.connect_attempts),
+            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
+            retry=retry_if_exception_type(ConnectionLost),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+        result: asyncssh.SSHCompletedProcess = await retrying(
             self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
         )
         stdout = result.stdout
         return parse_identity(stdout, offset) if isinstance(stdout, bytes) else None
-
-
-def _retrying(stop: stop_base) -> AsyncRetrying:
-    """Tries again what lost its connection, after a jittered exponential pause, until `stop`."""
-    return AsyncRetrying(
-        stop=stop,
-        wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
-        retry=retry_if_exception_type(ConnectionLost),
-        sleep=anyio.sleep,
-        reraise=True,
-    )
 
 
 @dataclass(frozen=True)
@@ -196,15 +185,6 @@ class _Restart(Exception):
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
-
-
-@asynccontextmanager
-async def _follow(follower: _Follower) -> AsyncIterator[AsyncIterator[SourceItem]]:
-    items = _Resumable(follower)
-    try:
-        yield items
-    finally:
-        await items.aclose()
 
 
 class _Resumable:
@@ -412,15 +392,6 @@ class _Follower:
         self.at_end = False
         self._caught_up()
 
-    async def _open_session(self, command: str) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
-        src = self.src
-        # The pool says what went wrong in our terms (`translate_ssh_errors`): ChannelRefused, ConnectionLost...
-        conn, session = await src.pool.open_session(
-            src.host, CommandOutput, command, port=src.port, user=src.user
-        )
-        self._channel_opened()
-        return conn, session
-
     def _lost(self, conn: asyncssh.SSHClientConnection, exc: Exception | None) -> Exception:
         if exc is not None or conn.is_closed():
             reason = str(exc or "closed")
@@ -434,7 +405,11 @@ class _Follower:
         command = stream_command(
             src.path, self.offset, stat_interval=src.stat_interval, tail_interval=src.tail_interval
         )
-        conn, session = await self._open_session(command)
+        # The pool says what went wrong in our terms (`translate_ssh_errors`): ChannelRefused, ConnectionLost...
+        conn, session = await src.pool.open_session(
+            src.host, CommandOutput, command, port=src.port, user=src.user
+        )
+        self._channel_opened()
         try:
             buffered = errors = b""
             while b"\n" not in buffered:

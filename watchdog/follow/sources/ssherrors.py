@@ -43,8 +43,6 @@ from watchdog.exceptions import (
     WatchdogError,
 )
 
-__all__ = ["Step", "map_ssh_error", "map_tls_error", "translate_ssh_errors"]
-
 Step = Literal["identity", "connect", "session", "run", "forward"]
 
 # What an SSH call may raise besides our own errors (TimeoutError is an OSError, named for clarity).

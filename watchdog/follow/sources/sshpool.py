@@ -27,17 +27,6 @@ from watchdog.exceptions import ChannelRefused, ConnectionLost
 from watchdog.follow.sources.hostkeys import HostKeyCheck
 from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
 
-__all__ = [
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_IDLE_LINGER",
-    "DEFAULT_KEEPALIVE_COUNT_MAX",
-    "DEFAULT_KEEPALIVE_INTERVAL",
-    "ChannelRefused",
-    "ConnKey",
-    "SSHOptions",
-    "SSHPool",
-]
-
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # A dead peer (cable pulled, host frozen) is noticed after interval * count_max seconds.
 DEFAULT_KEEPALIVE_INTERVAL = 5.0
@@ -228,51 +217,6 @@ class _Slot:
             self.pool._released(self.host, self.entry)
 
 
-class _Counted(asyncssh.SSHClientSession[bytes]):
-    """Passes every callback on to the caller's session, and frees its slot once the channel is closed.
-
-    The slot is kept until the server confirms the close, because until then (while the remote
-    command exits) the server still counts the session against its MaxSessions.
-    """
-
-    def __init__(self, inner: asyncssh.SSHClientSession[bytes], slot: _Slot) -> None:
-        self._inner = inner
-        self._slot = slot
-
-    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
-        self._inner.connection_made(chan)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        try:
-            self._inner.connection_lost(exc)
-        finally:
-            self._slot.release()
-
-    def session_started(self) -> None:
-        self._inner.session_started()
-
-    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        self._inner.data_received(data, datatype)
-
-    def eof_received(self) -> bool:
-        return self._inner.eof_received()
-
-    def pause_writing(self) -> None:
-        self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._inner.resume_writing()
-
-    def xon_xoff_requested(self, client_can_do: bool) -> None:
-        self._inner.xon_xoff_requested(client_can_do)
-
-    def exit_status_received(self, status: int) -> None:
-        self._inner.exit_status_received(status)
-
-    def exit_signal_received(self, signal: str, core_dumped: bool, msg: str, lang: str) -> None:
-        self._inner.exit_signal_received(signal, core_dumped, msg, lang)
-
-
 class SSHPool:
     """Opens and shares SSH connections; the channels of one host are multiplexed on as few as it allows.
 
@@ -353,9 +297,22 @@ class SSHPool:
         made: list[SessionT] = []
 
         async def start(conn: asyncssh.SSHClientConnection, slot: _Slot) -> asyncssh.SSHClientConnection:
-            def counted() -> _Counted:
-                made.append(factory())
-                return _Counted(made[-1], slot)
+            def counted() -> SessionT:
+                # The caller's session gets every callback; its close also frees the slot. The slot is kept until
+                # the server confirms the close, because until then (while the remote command exits) the server
+                # still counts the session against its MaxSessions.
+                session = factory()
+                lost = session.connection_lost
+
+                def connection_lost(exc: Exception | None) -> None:
+                    try:
+                        lost(exc)
+                    finally:
+                        slot.release()
+
+                session.connection_lost = connection_lost  # type: ignore[method-assign]
+                made.append(session)
+                return session
 
             await conn.create_session(counted, command, encoding=None)
             return conn

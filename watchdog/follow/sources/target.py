@@ -9,8 +9,6 @@ from urllib.parse import unquote, urlsplit
 from watchdog.exceptions import UsageError
 from watchdog.vocabulary import is_ssh_word, remote_relative
 
-__all__ = ["Target", "parse_target"]
-
 _FORMS = "a local path, ssh://[user@]host[:port]/path or [user@]host:/path"
 # scp-like: no slash before the first colon; an IPv6 host is written in brackets.
 _SCP = re.compile(r"^(?:(?P<user>[^@/:]*)@)?(?P<host>\[[^\]/]*\]|[^@/:\[\]]*):(?P<path>.*)$", re.DOTALL)
