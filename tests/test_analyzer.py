@@ -327,6 +327,17 @@ def test_the_resource_trackers_leak_warning_is_no_error() -> None:
             id="llamacpp-bind",
         ),
         pytest.param(
+            b"0.00.029.500 E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 80\n",
+            "config",
+            id="llamacpp-bind-privileged-port",
+        ),
+        pytest.param(
+            b"0.00.020.641 I srv    load_model: loading model '/models/m.gguf'\n"
+            b"/src/llama.cpp/src/llama-hparams.cpp:265: is_recr: il (7) out of bounds (n_layer_all: 4)\n",
+            "assertion",
+            id="llamacpp-ggml-abort-message",
+        ),
+        pytest.param(
             b'time=2025-01-01T00:00:00.000Z level=INFO source=routes.go:1 msg="server config"\n'
             b"Error: listen tcp 127.0.0.1:11434: bind: address already in use\n",
             "port_in_use",
@@ -347,8 +358,9 @@ def test_the_resource_trackers_leak_warning_is_no_error() -> None:
     ],
 )
 def test_a_launch_that_cannot_go_on_is_a_crash_at_once(log: bytes, category: str) -> None:
-    """A port the server cannot bind, memory it cannot get while starting, Ollama's CLI's last words and a vLLM
-    worker's death end the launch the moment they are read, with no crash grace to wait."""
+    """A port the server cannot bind, memory it cannot get while starting, Ollama's CLI's last words, a vLLM
+    worker's death and ggml's abort ('file.cpp:N: message', then a backtrace and abort()) end the launch the
+    moment they are read, with no crash grace to wait."""
     a = Analyzer()
     out = a.feed(log, now=0.0) + a.caught_up(now=0.0)
     assert State.CRASHED in [t.state for t in out]

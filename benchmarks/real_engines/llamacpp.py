@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import pwd
 import re
 import shlex
 import signal
@@ -64,6 +65,7 @@ class Scenario:
     timeout: float = 120.0
     port: int | None = None  # the port the launch binds, where not --port (the request goes there)
     env: dict[str, str] = field(default_factory=dict)
+    user: str | None = None  # run as this user (setpriv), as a service account without root's rights would
 
 
 def scenarios(m: str, port: int) -> list[Scenario]:
@@ -113,6 +115,55 @@ def scenarios(m: str, port: int) -> list[Scenario]:
         Scenario("thread-create-fails", tiny, ulimit_v_kib=60000),
         # the model path is a FIFO nobody writes to: the loader blocks forever; stopped by the timeout's SIGTERM
         Scenario("hang-model-fifo", ["-m", f"{m}/fifo.gguf", *base], timeout=45),
+        # launches not seen before the unseen-launch measurement (docs/real-engines.md, "Unseen launches")
+        Scenario("mmproj-text-model", [*tiny, "--mmproj", f"{m}/tiny.gguf"]),  # a text model as the projector
+        Scenario("model-is-directory", ["-m", m, *base]),
+        Scenario("model-empty-file", ["-m", f"{m}/empty.gguf", *base]),
+        # the model readable by its owner only, the server run as nobody
+        Scenario("model-permission-denied", ["-m", f"{m}/private/private.gguf", *base], user="nobody"),
+        Scenario(
+            "privileged-port",
+            ["-m", f"{m}/private/public.gguf", "--host", "127.0.0.1", "--port", "80"],
+            user="nobody",
+        ),
+        Scenario("host-bad-address", ["-m", f"{m}/tiny.gguf", "--host", "256.1.2.3", "--port", str(port)]),
+        Scenario("api-key-file-missing", [*tiny, "--api-key-file", f"{m}/no-such-keys.txt"]),
+        Scenario("sigterm-warmup", [*big, "--log-verbosity", "4"], term_at=[WARMUP]),
+        Scenario("parallel-huge", [*tiny, "--parallel", "100000"], request=True),
+        Scenario("ctx-zero", [*tiny, "-c", "0"], request=True),
+        Scenario(
+            "split-mode-row-on-cpu", [*tiny, "--n-gpu-layers", "99", "--split-mode", "row"], request=True
+        ),
+        Scenario("v-cache-quantized-no-fa", [*tiny, "--cache-type-v", "q4_0", "--flash-attn", "off"]),
+        Scenario(
+            "port-zero",
+            ["-m", f"{m}/tiny.gguf", "--host", "127.0.0.1", "--port", "0"],
+            stop_at=[READY + "+1"],
+        ),
+        # captured after the first fixes, to test them on launches they were not written from
+        Scenario(
+            "k-cache-block-mismatch", [*tiny, "--cache-type-k", "q4_0"]
+        ),  # head dim 16 < q4_0's block 32
+        Scenario("draft-missing", [*tiny, "--model-draft", f"{m}/no-such-draft.gguf"]),
+        Scenario("grammar-file-missing", [*tiny, "--grammar-file", f"{m}/no-such-grammar.gbnf"]),
+        Scenario("model-safetensors", ["-m", "/tmp/eng/tiny-llama/model.safetensors", *base]),  # not a GGUF
+        Scenario("threads-huge", [*tiny, "--threads", "100000"]),
+        Scenario("rerank-pooling-generative", [*tiny, "--embedding", "--pooling", "rank"]),
+        Scenario(
+            "chat-template-file-missing", [*tiny, "--chat-template-file", f"{m}/no-such-template.jinja"]
+        ),
+        Scenario("override-kv-bad", [*tiny, "--override-kv", "llama.context_length=int:lots"]),
+        Scenario("ctx-one", [*tiny, "-c", "1"], request=True),
+        # a third round, captured after all the fixes, to measure the fixed tool on launches it never read
+        Scenario("host-not-local", ["-m", f"{m}/tiny.gguf", "--host", "10.255.255.1", "--port", str(port)]),
+        Scenario(
+            "model-url-offline", ["-mu", "https://huggingface.co/x/y/resolve/main/m.gguf", *base], timeout=90
+        ),
+        Scenario("batch-zero", [*tiny, "-b", "0", "-ub", "0"], request=True),
+        Scenario("static-path-missing", [*tiny, "--path", f"{m}/no-such-dir"], request=True),
+        Scenario(
+            "ssl-cert-missing", [*tiny, "--ssl-key-file", f"{m}/no.key", "--ssl-cert-file", f"{m}/no.crt"]
+        ),
     ]
 
 
@@ -216,6 +267,14 @@ def run(
 ) -> dict[str, object]:
     """Capture one scenario."""
     command = [server, *sc.args]
+    if sc.user:
+        command = [
+            "setpriv",
+            f"--reuid={sc.user}",
+            f"--regid={pwd.getpwnam(sc.user).pw_gid}",
+            "--clear-groups",
+            *command,
+        ]
     if sc.ulimit_v_kib:
         command = ["sh", "-c", f'ulimit -v {sc.ulimit_v_kib} && exec "$@"', "sh", *command]
     with contextlib.ExitStack() as stack:
@@ -285,6 +344,13 @@ def main(argv: list[str] | None = None) -> int:
         tiny_gguf.main(["--out", str(args.models), "--gguf-py", str(args.gguf_py)])
     if not (args.models / "fifo.gguf").exists():
         os.mkfifo(args.models / "fifo.gguf")
+    (args.models / "empty.gguf").touch()
+    private = args.models / "private"  # a folder others may enter, with a model only its owner may read
+    private.mkdir(mode=0o755, exist_ok=True)
+    for name, mode in (("private.gguf", 0o600), ("public.gguf", 0o644)):
+        if not (private / name).exists():
+            (private / name).write_bytes((args.models / "tiny.gguf").read_bytes())
+        (private / name).chmod(mode)
     versions = {"llama-server": server_version(args.server), "source": args.version_note}
     table = cuda_scenarios if args.device == "cuda" else scenarios
     for sc in table(str(args.models), args.port):

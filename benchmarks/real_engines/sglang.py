@@ -83,6 +83,34 @@ SCENARIOS = [
         "SIGTERM to the group at the scheduler's 'Init parallel begin.' (no SGLANG_USE_CPU_ENGINE)",
         term_at=[r"Init parallel begin"],
     ),
+    # launches not seen before the unseen-launch measurement (docs/real-engines.md, "Unseen launches")
+    Scenario(
+        "hub-id-offline",
+        "a hub repo id that is not in the cache, with HF_HUB_OFFLINE=1",
+        model="hub:meta-llama/Llama-3.1-8B-Instruct",
+    ),
+    Scenario(
+        "tokenizer-path-missing",
+        "--tokenizer-path names a folder that does not exist",
+        args=["--tokenizer-path", "/tmp/eng/no-such-tokenizer"],
+    ),
+    Scenario(
+        "mem-fraction-over-one",
+        "--mem-fraction-static 1.5",
+        args=["--mem-fraction-static", "1.5"],
+    ),
+    Scenario(
+        "chat-template-missing",
+        "--chat-template names a file that does not exist",
+        args=["--chat-template", "/tmp/eng/no-such-template.jinja"],
+    ),
+    Scenario(
+        "json-override-invalid",
+        "--json-model-override-args that is not JSON",
+        args=["--json-model-override-args", "{rope_theta: 5}"],
+    ),
+    Scenario("context-length-zero", "--context-length 0", args=["--context-length", "0"]),
+    Scenario("load-format-bogus", "--load-format bogus (argparse)", args=["--load-format", "bogus"]),
 ]
 
 
@@ -113,6 +141,8 @@ def _versions(python: str) -> dict[str, str]:
 def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, str]) -> dict[str, object]:
     """Capture one scenario (bounded by --timeout; a launch that becomes ready is stopped 3 s later)."""
     model = sc.model if sc.model.startswith("/") else str(work / sc.model)
+    if sc.model.startswith("hub:"):  # a hub repo id, as given on the command line
+        model = sc.model.removeprefix("hub:")
     command = [
         python,
         "-m",

@@ -364,6 +364,65 @@ SCENARIOS = [
         request_at=[(LONG, READY + "+1")],
         term_at=[READY + "+2.5"],  # the request log lines come only with the answer: time it from ready
     ),
+    # launches not seen before the unseen-launch measurement (docs/real-engines.md, "Unseen launches")
+    Scenario("max-num-seqs-zero", "--max-num-seqs 0", args=["--max-num-seqs", "0"], env=KV),
+    Scenario(
+        "hub-id-offline",
+        "a hub repo id that is not in the cache, with HF_HUB_OFFLINE=1",
+        env=KV,
+        model="hub:meta-llama/Llama-3.1-8B-Instruct",
+    ),
+    Scenario(
+        "tokenizer-mode-mistral",
+        "--tokenizer-mode mistral on a Llama",
+        args=["--tokenizer-mode", "mistral"],
+        env=KV,
+    ),
+    Scenario(
+        "chat-template-missing",
+        "--chat-template names a file that does not exist (read by the API server once the engine is up)",
+        args=["--chat-template", "/tmp/eng/no-such-template.jinja"],
+        env=KV,
+    ),
+    Scenario(
+        "apiserver-killed-after-ready",
+        "SIGKILL to the API server process only (not the engine), 2 s after ready",
+        env=KV,
+        kill_child_at=[(r"bin/vllm serve", READY + "+2")],
+        timeout=300,
+    ),
+    Scenario(
+        "block-size-odd",
+        "--block-size 7 (the CPU attention backend's blocks are multiples of 16)",
+        args=["--block-size", "7"],
+        env=KV,
+    ),
+    Scenario(
+        "load-format-dummy",
+        "--load-format dummy: random weights, no checkpoint read; ready, one completion, SIGTERM",
+        args=["--load-format", "dummy"],
+        env=KV,
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "quantization-fp8",
+        "--quantization fp8 (online FP8) on the CPU backend",
+        args=["--quantization", "fp8"],
+        env=KV,
+    ),
+    Scenario(
+        "omp-bind-invalid",
+        "VLLM_CPU_OMP_THREADS_BIND=zero-one (not a core list)",
+        env={**KV, "VLLM_CPU_OMP_THREADS_BIND": "zero-one"},
+    ),
+    Scenario("max-model-len-zero", "--max-model-len 0", args=["--max-model-len", "0"], env=KV),
+    Scenario(
+        "lora-modules-missing",
+        "--enable-lora --lora-modules x=/tmp/eng/no-such-lora: the adapter folder does not exist",
+        args=["--enable-lora", "--lora-modules", "x=/tmp/eng/no-such-lora"],
+        env=KV,
+    ),
 ]
 
 
@@ -398,6 +457,8 @@ def _fix_metadata(python: str, version: str) -> None:
 def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, str]) -> dict[str, object]:
     """Capture one scenario."""
     model = sc.model if sc.model.startswith("/") else str(work / sc.model)
+    if sc.model.startswith("hub:"):  # a hub repo id, as given on the command line
+        model = sc.model.removeprefix("hub:")
     common = ["--port", str(PORT), "--max-model-len", "512", *sc.args]
     if "--max-model-len" in sc.args:
         common = ["--port", str(PORT), *sc.args]
