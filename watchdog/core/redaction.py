@@ -92,15 +92,36 @@ _ANCHORS_BYTES = tuple(anchor.encode() for anchor in _ANCHORS)
 
 
 def _anchored(lowered: bytes) -> Iterator[int]:
-    # where a match of `_EMBEDDED` starts in `lowered`
+    # where a match of `_EMBEDDED` starts in `lowered` (not a count named after a `#`, below)
     for anchor in _ANCHORS_BYTES:
         at = lowered.find(anchor)
         while at != -1:
             if _EMBEDDED_BYTES.match(lowered, at):
-                yield at
+                if not _counted(lowered, at):
+                    yield at
             elif at and _EMBEDDED_BYTES.match(lowered, at - 1):
                 yield at - 1
             at = lowered.find(anchor, at + 1)
+
+
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
+# pickle's opcodes of a short str and short bytes: the byte after one is a length, not text
+_SHORT_TEXT_OPCODES = frozenset(b"\x8cC")
+
+
+def _counted(lowered: bytes, at: int) -> bool:
+    # A `key: value` whose name follows a `#` (SGLang's `#token: 75`, `#new-token: 6`): a count, which the
+    # key = value pattern leaves alone. Every serving SGLang log has thousands, and a false "may hold" costs each
+    # checkpoint the masking pickler (~50x slower). A `#` right after a short str's opcode is its length byte
+    # (35): the name starts its text, and may be a credential's.
+    start = at
+    while start and lowered[start - 1] in _NAME_BYTES:
+        start -= 1
+    return (
+        start > 0
+        and lowered[start - 1] == ord("#")
+        and not (start > 1 and lowered[start - 2] in _SHORT_TEXT_OPCODES)
+    )
 
 
 def may_hold_secret(data: bytes | bytearray | str) -> bool:
