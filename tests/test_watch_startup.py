@@ -71,6 +71,10 @@ run = LaunchFollower.run
 async def run_and_log(self, **kwargs):
     assert "structlog" not in sys.modules
     import structlog  # a part that logs, imported while the follower runs: configured as it is imported
+    import importlib.resources, inspect
+
+    assert inspect.getsource(structlog)  # its loader's other methods are still there
+    assert importlib.resources.files("structlog").joinpath("__init__.py").is_file()
 
     structlog.get_logger("watchdog.follow").info("SSH connection made again", host="gpu1")
     structlog.get_logger("watchdog.follow").warning("checkpoint not saved", error="disk full")

@@ -109,6 +109,11 @@ class _ConfigureOnImport(importlib.abc.MetaPathFinder):
         loader, configure = spec.loader, self._configure
 
         class _Loader(importlib.abc.Loader):
+            # structlog's own loader, but for the configuration after its execution (its other methods, the
+            # source and resource readers, are the original's)
+            def __getattr__(self, name: str) -> object:
+                return getattr(loader, name)
+
             def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
                 return loader.create_module(spec)
 
