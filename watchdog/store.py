@@ -13,6 +13,9 @@ What it keeps, and why:
 - per verdict, whether it was announced: after a restart a verdict already announced is not announced again
   (`record_verdict` says so), and one saved but not announced (the daemon died in between) is announced then;
 - silences (issue 9): a launch's alerts held until a wall time;
+- the problems said and not resolved yet (a crash, a stall, an outage), written in the same transaction as
+  their alerts' outbox rows and the verdict's announcement (`watchdog.alerts.outbox.Notes`): a restarted
+  daemon resolves each once, whether its launch was relaunched or removed from the config while it was down;
 - per launch, one checkpoint (`watchdog.follow.checkpoint`): the follower's analysis at a byte offset, so that a
   restarted daemon resumes reading there instead of at the log's start. The store keeps the blob as it is
   given (at most `MAX_CHECKPOINT_BYTES`); the follower decides when to write it (every few seconds while the
@@ -183,6 +186,20 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT incarnation_id, key, announced_at FROM verdicts WHERE announced_at IS NOT NULL;
     DROP TABLE verdicts;
     ALTER TABLE verdicts_announced RENAME TO verdicts;
+    """,
+    # the problems said and not resolved yet (watchdog.alerts.outbox), written with their alerts' outbox rows
+    # in one transaction: a restarted daemon resolves each once, as if it had never stopped
+    """
+    CREATE TABLE problems (
+        launch TEXT NOT NULL,               -- the launch, or host:NAME for a host's outage
+        kind TEXT NOT NULL,                 -- crashed, stalled, unreachable
+        key TEXT NOT NULL,                  -- its outbox key (its resolution's is KEY/resolved)
+        alert TEXT NOT NULL,                -- Alert.to_dict(), JSON: no URL, no secret
+        notifiers TEXT NOT NULL,            -- JSON list: the notifiers it goes to, by name
+        told TEXT NOT NULL,                 -- JSON list: those that heard it (they hear its resolution)
+        opened_at REAL NOT NULL,            -- unix time
+        PRIMARY KEY (launch, kind)
+    );
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -624,6 +641,23 @@ class StateStore:
         return row is not None
 
     # -- history -------------------------------------------------------------------------------------------
+
+    async def last_incarnations(self, launch: str | None = None) -> dict[str, tuple[int, bool]]:
+        """Each launch's (or this one's) highest incarnation number, and whether that one began (a log that
+        never came has a `pending` incarnation, which a restarted daemon goes on with): a relaunch is numbered
+        on from it."""
+
+        def select() -> dict[str, tuple[int, bool]]:
+            rows = self._conn.execute(
+                "SELECT i.launch, i.incarnation, EXISTS (SELECT 1 FROM transitions t WHERE t.incarnation_id = i.id"
+                " AND t.state NOT IN ('pending', 'stalled')) FROM incarnations i JOIN (SELECT launch,"
+                " max(incarnation) AS last FROM incarnations WHERE ? IS NULL OR launch = ? GROUP BY launch) m"
+                " ON m.launch = i.launch AND m.last = i.incarnation",
+                (launch, launch),
+            ).fetchall()
+            return {str(name): (int(number), bool(began)) for name, number, began in rows}
+
+        return await self._run(select)
 
     async def history(self, launch: str | None = None, limit: int = 50) -> list[IncarnationRecord]:
         """Incarnations newest first (by when the store first heard of them), of one launch or all."""

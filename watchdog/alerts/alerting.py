@@ -39,7 +39,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from watchdog.alerts.alert import PROBLEMS, Alert, AlertKind, rfc3339
 from watchdog.alerts.delivery import TransientDeliveryError, open_client
-from watchdog.alerts.outbox import REPEAT, Item, Outbox
+from watchdog.alerts.outbox import REPEAT, Item, Notes, Outbox, Problem
 from watchdog.alerts.senders import Notifier
 from watchdog.clock import Clock, WallClock, wake_up
 from watchdog.exceptions import DeliveryError
@@ -59,7 +59,7 @@ class _Active:
     """An unresolved problem: the alert said, who heard it, when each was last told."""
 
     alert: Alert
-    notifiers: tuple[Notifier, ...]
+    notifiers: tuple[str, ...]  # who it goes to, by name (a restarted daemon knows them by name only)
     told: dict[str, float]  # notifier name -> unix time it was last told (first, reminded or re-sent)
     key: str = ""  # its outbox key
     repeats: Counter[str] = field(default_factory=Counter)
@@ -135,6 +135,7 @@ class Alerting:
             self._tg = tg
             for item in await self._outbox.pending():
                 self._push(item)
+            self._restore(await self._outbox.problems())
             for name in list(self._notifiers):
                 self._start_worker(name)
             tg.start_soon(self._repeat_loop)
@@ -173,34 +174,49 @@ class Alerting:
             for item in dropped:
                 await self._outbox.failed(item, self._clock.now(), "its notifier was removed from the config")
             for active in self._active.values():
-                active.notifiers = tuple(n for n in active.notifiers if n.name != name)
+                active.notifiers = tuple(n for n in active.notifiers if n != name)
+                active.told.pop(name, None)
             log.info("notifier removed", notifier=name, alerts_dropped=len(dropped))
         self._on_change()
 
     async def say(
-        self, alert: Alert, notifiers: Sequence[Notifier], *, enqueue: bool = True, key: str | None = None
-    ) -> None:
+        self,
+        alert: Alert,
+        notifiers: Sequence[Notifier],
+        *,
+        enqueue: bool = True,
+        key: str | None = None,
+        announce: tuple[str, int, str] | None = None,
+    ) -> bool:
         """Enqueue `alert` for each of `notifiers` that says its kind (unless its launch is silenced).
 
-        A problem becomes active, for its resolution, reminders and re-sends. `enqueue=False` only makes it
-        active: a restarted daemon that finds a problem it had already announced. `key` replaces the outbox
-        key (`Alert.dedup_key`): a launch's second stall in one incarnation is another alert than its first.
+        A problem becomes active, for its resolution, reminders and re-sends, and is kept in the state file with
+        the alert's rows (a restarted daemon still resolves it). `enqueue=False` only makes it active, in
+        memory. `key` replaces the outbox key (`Alert.dedup_key`): a launch's second stall in one incarnation
+        is another alert than its first. `announce` (launch, incarnation, verdict key): the verdict this says,
+        noted as announced in the same transaction; returns whether that was written (else the caller notes
+        it: its incarnation is not in the file yet, or the file cannot be written now).
         """
         key = key or alert.dedup_key
         self.use(notifiers)
         # a silence holds back what a notifier would say: with none to say it, there is nothing to look up
         heard = any(alert.kind in n.on for n in notifiers)
         silenced = enqueue and heard and await self._is_silenced(alert.launch)
+        opened = None
         if alert.kind in PROBLEMS:
+            now = self._clock.now()
             # who heard it: they hear its end (a notifier that does not say this kind hears neither)
-            told = {} if silenced else {n.name: self._clock.now() for n in notifiers if alert.kind in n.on}
-            self._active[(alert.launch, alert.kind)] = _Active(alert, tuple(notifiers), told, key)
+            told = {} if silenced else {n.name: now for n in notifiers if alert.kind in n.on}
+            names = tuple(n.name for n in notifiers)
+            self._active[(alert.launch, alert.kind)] = _Active(alert, names, told, key)
+            opened = Problem(alert.launch, alert.kind.value, key, alert.to_dict(), names, tuple(told), now)
+        if not enqueue:
+            return False
         if silenced:
             self.silenced[alert.launch] += 1
             log.info("alert silenced", launch=alert.launch, kind=alert.kind.value)
-            return
-        if enqueue:
-            await self._enqueue(alert, [n for n in notifiers if alert.kind in n.on], key)
+        said = [] if silenced else [n for n in notifiers if alert.kind in n.on]
+        return await self._enqueue(alert, said, key, Notes(announced=announce, opened=opened))
 
     async def resolve(self, launch: str, problems: Iterable[AlertKind], detail: str = "") -> None:
         """End the active problems of `launch` of these kinds: each notifier told of one hears it ended."""
@@ -209,19 +225,56 @@ class Alerting:
             if active is None:
                 continue
             resolution = active.alert.resolution(datetime.fromtimestamp(self._clock.now(), UTC), detail)
-            told = [n for n in active.notifiers if n.name in active.told and AlertKind.RESOLVED in n.on]
-            await self._enqueue(resolution, told, f"{active.key}/resolved" if active.key else None)
+            told = [
+                notifier
+                for name in active.notifiers
+                if name in active.told
+                and (notifier := self._notifiers.get(name)) is not None
+                and AlertKind.RESOLVED in notifier.on
+            ]
+            key = f"{active.key}/resolved" if active.key else None
+            await self._enqueue(resolution, told, key, Notes(closed=(launch, kind.value)))
+
+    def active(self) -> list[tuple[str, AlertKind]]:
+        """The problems said and not resolved: (launch, kind)."""
+        return list(self._active)
+
+    def is_active(self, launch: str, kind: AlertKind) -> bool:
+        """Whether this problem of `launch` was said and is not resolved."""
+        return (launch, kind) in self._active
+
+    def _restore(self, problems: Iterable[Problem]) -> None:
+        # what a daemon before this one said and did not resolve: active again, to be resolved once
+        now = self._clock.now()
+        for problem in problems:
+            try:
+                alert, kind = Alert.from_dict(problem.alert), AlertKind(problem.kind)
+            except (KeyError, ValueError) as exc:
+                log.warning("problem unreadable; not resolved", launch=problem.launch, error=str(exc))
+                continue
+            told = dict.fromkeys(problem.told, now)
+            # its repeats numbered on past those of the daemon before (their outbox keys stay unique)
+            repeats = Counter(dict.fromkeys(problem.told, int(now)))
+            self._active[(problem.launch, kind)] = _Active(
+                alert, problem.notifiers, told, problem.key, repeats
+            )
+        if self._active:
+            log.info("problems still open", problems=len(self._active))
 
     # -- delivery ----------------------------------------------------------------------------------------
 
-    async def _enqueue(self, alert: Alert, notifiers: Iterable[Notifier], key: str | None = None) -> None:
-        data = alert.to_dict()
-        for notifier in notifiers:
-            items = await self._outbox.put(
-                notifier.name, notifier.destinations, key or alert.dedup_key, data, self._clock.now()
-            )
-            for item in items:
-                self._push(item)
+    async def _enqueue(
+        self, alert: Alert, notifiers: Iterable[Notifier], key: str | None = None, notes: Notes | None = None
+    ) -> bool:
+        targets = [(n.name, n.destinations) for n in notifiers]
+        if not targets and not notes:
+            return False
+        items, noted = await self._outbox.put_all(
+            targets, key or alert.dedup_key, alert.to_dict(), self._clock.now(), notes
+        )
+        for item in items:
+            self._push(item)
+        return noted
 
     def _push(self, item: Item) -> None:
         where = (item.notifier, item.destination)
@@ -329,9 +382,10 @@ class Alerting:
     async def _repeat(self) -> None:
         now = self._clock.now()
         for active in list(self._active.values()):
-            for notifier in active.notifiers:
-                last = active.told.get(notifier.name)
-                if last is None or active.alert.kind not in notifier.on:
+            for name in active.notifiers:
+                notifier = self._notifiers.get(name)
+                last = active.told.get(name)
+                if notifier is None or last is None or active.alert.kind not in notifier.on:
                     continue  # silenced when it happened, or not a kind this notifier says
                 resend, remind = notifier.resend_every, notifier.remind_every
                 if resend is not None and now - last >= resend:

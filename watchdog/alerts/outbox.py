@@ -19,7 +19,7 @@ demo, tests) the outbox is in memory and lasts as long as the process.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskStatus
 
-__all__ = ["KEEP_SECONDS", "REPEAT", "Item", "Outbox"]
+__all__ = ["KEEP_SECONDS", "REPEAT", "Item", "Notes", "Outbox", "Problem"]
 
 KEEP_SECONDS = 7 * 86400.0  # delivered and failed rows are kept this long (to deduplicate), then pruned
 # Seconds a write waits for the file's lock (the store's own writes take milliseconds): an alert is sent from
@@ -61,6 +61,33 @@ class Item:
     next_try: float = 0.0
 
 
+@dataclass(frozen=True)
+class Problem:
+    """A problem said and not resolved yet, as the state file keeps it (its `problems` table)."""
+
+    launch: str  # or host:NAME
+    kind: str  # crashed, stalled, unreachable
+    key: str  # its outbox key
+    alert: dict[str, Any]  # Alert.to_dict()
+    notifiers: tuple[str, ...]  # who it goes to
+    told: tuple[str, ...]  # who heard it
+    opened_at: float  # unix time
+
+
+@dataclass(frozen=True)
+class Notes:
+    """What an enqueue notes in the state file in the same transaction as its rows, so that no death of the
+    daemon between the two says it twice or loses its end: the verdict announced (launch, incarnation, its
+    key), the problem it opens, or the one it resolves (launch, kind)."""
+
+    announced: tuple[str, int, str] | None = None
+    opened: Problem | None = None
+    closed: tuple[str, str] | None = None
+
+    def __bool__(self) -> bool:
+        return self.announced is not None or self.opened is not None or self.closed is not None
+
+
 @dataclass
 class _Unwritten:
     """An item the state file could not take yet, and what became of it meanwhile."""
@@ -82,6 +109,7 @@ class Outbox:
         self._closed = False
         self._unwritten: dict[int, _Unwritten] = {}  # by (negative) item id: items not in the file yet
         self._updates: dict[int, tuple[str, tuple[Any, ...]]] = {}  # by row id: the last update not written
+        self._notes: list[tuple[Notes, float]] = []  # notes not written yet, in order
         self._next_id = -1
         self._waiting = anyio.Event()  # set while something waits to be written
         self._warned: set[str] = set()  # the kinds of prune errors said already
@@ -107,19 +135,35 @@ class Outbox:
         """Enqueue `alert` for each destination of `notifier`; return the new items (those already there,
         delivered or not, are left alone). When the file cannot be written, the items are made in memory (and
         written later, see the module docstring)."""
+        items, _ = await self.put_all([(notifier, destinations)], key, alert, now)
+        return items
+
+    async def put_all(
+        self,
+        targets: Sequence[tuple[str, int]],
+        key: str,
+        alert: dict[str, Any],
+        now: float,
+        notes: Notes | None = None,
+    ) -> tuple[list[Item], bool]:
+        """Enqueue `alert` for each destination of each (notifier, destinations) of `targets`, and write
+        `notes`, in one transaction; return the new items and whether the announcement of `notes` was written
+        (its incarnation's row is in the file). When the file cannot be written, the items are made in memory
+        and the notes wait with them (written later, see the module docstring); False then."""
         text = json.dumps(alert, ensure_ascii=False, separators=(",", ":"))
 
-        def insert() -> list[Item]:
+        def insert() -> tuple[list[Item], bool]:
             items = []
-            for destination in range(destinations):
-                cursor = self._conn.execute(
-                    "INSERT OR IGNORE INTO outbox (notifier, destination, key, alert, created_at, next_try)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (notifier, destination, key, text, now, now),
-                )
-                if cursor.rowcount == 1 and cursor.lastrowid is not None:
-                    items.append(Item(cursor.lastrowid, notifier, destination, key, alert, now, 0, now))
-            return items
+            for notifier, destinations in targets:
+                for destination in range(destinations):
+                    cursor = self._conn.execute(
+                        "INSERT OR IGNORE INTO outbox (notifier, destination, key, alert, created_at, next_try)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (notifier, destination, key, text, now, now),
+                    )
+                    if cursor.rowcount == 1 and cursor.lastrowid is not None:
+                        items.append(Item(cursor.lastrowid, notifier, destination, key, alert, now, 0, now))
+            return items, self._note(notes, now)
 
         try:
             return await self._run(lambda: self._written(insert))
@@ -128,15 +172,76 @@ class Outbox:
                 raise
         held = {(u.item.notifier, u.item.destination, u.item.key) for u in self._unwritten.values()}
         items = []
-        for destination in range(destinations):
-            if (notifier, destination, key) in held:
-                continue  # enqueued already, not written yet
-            item = Item(self._next_id, notifier, destination, key, alert, now, 0, now)
-            self._next_id -= 1
-            self._unwritten[item.id] = _Unwritten(item, text)
-            items.append(item)
+        for notifier, destinations in targets:
+            for destination in range(destinations):
+                if (notifier, destination, key) in held:
+                    continue  # enqueued already, not written yet
+                item = Item(self._next_id, notifier, destination, key, alert, now, 0, now)
+                self._next_id -= 1
+                self._unwritten[item.id] = _Unwritten(item, text)
+                items.append(item)
+        if notes:
+            self._notes.append((notes, now))
         self._waiting.set()
-        return items
+        return items, False
+
+    async def problems(self) -> list[Problem]:
+        """The problems said and not resolved (what a restarted daemon still has to resolve), oldest first."""
+
+        def select() -> list[Problem]:
+            rows = self._conn.execute(
+                "SELECT launch, kind, key, alert, notifiers, told, opened_at FROM problems ORDER BY opened_at"
+            ).fetchall()
+            problems = []
+            for launch, kind, key, alert, notifiers, told, opened_at in rows:
+                try:
+                    data, names, heard = json.loads(alert), json.loads(notifiers), json.loads(told)
+                except ValueError:
+                    log.warning("problem row unreadable; left alone", launch=launch, kind=kind)
+                    continue
+                problems.append(
+                    Problem(
+                        launch, kind, key, data, tuple(map(str, names)), tuple(map(str, heard)), opened_at
+                    )
+                )
+            return problems
+
+        return await self._run(select)
+
+    def _note(self, notes: Notes | None, now: float) -> bool:
+        # in the worker thread, inside the transaction of the rows they go with
+        if not notes:
+            return False
+        announced = False
+        if notes.announced is not None:
+            launch, incarnation, verdict = notes.announced
+            announced = (
+                self._conn.execute(
+                    "INSERT INTO verdicts (incarnation_id, key, announced_at)"
+                    " SELECT id, ?, ? FROM incarnations WHERE launch = ? AND incarnation = ?"
+                    " ON CONFLICT (incarnation_id, key) DO UPDATE SET announced_at = excluded.announced_at",
+                    (verdict, now, launch, incarnation),
+                ).rowcount
+                == 1
+            )
+        if notes.closed is not None:
+            self._conn.execute("DELETE FROM problems WHERE launch = ? AND kind = ?", notes.closed)
+        problem = notes.opened
+        if problem is not None:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO problems (launch, kind, key, alert, notifiers, told, opened_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    problem.launch,
+                    problem.kind,
+                    problem.key,
+                    json.dumps(problem.alert, ensure_ascii=False, separators=(",", ":")),
+                    json.dumps(problem.notifiers),
+                    json.dumps(problem.told),
+                    problem.opened_at,
+                ),
+            )
+        return announced
 
     async def pending(self) -> list[Item]:
         """Every item neither delivered nor given up, oldest first (what a restarted daemon sends)."""
@@ -221,11 +326,11 @@ class Outbox:
         async with self._lock:
             if self._closed:
                 return False
-            if self._unwritten or self._updates:
-                unwritten, updates = dict(self._unwritten), dict(self._updates)
+            if self._unwritten or self._updates or self._notes:
+                unwritten, updates, notes = dict(self._unwritten), dict(self._updates), list(self._notes)
                 try:
                     ids = await anyio.to_thread.run_sync(
-                        lambda: self._written(lambda: self._write(unwritten, updates))
+                        lambda: self._written(lambda: self._write(unwritten, updates, notes))
                     )
                 except Exception as exc:
                     if not passing(exc):
@@ -235,13 +340,17 @@ class Outbox:
                     self._unwritten.pop(old).item.id = new  # its later updates go to its row
                 for row in updates:
                     self._updates.pop(row, None)
-            if not (self._unwritten or self._updates):
+                del self._notes[: len(notes)]
+            if not (self._unwritten or self._updates or self._notes):
                 self._waiting = anyio.Event()
                 return True
             return False
 
     def _write(
-        self, unwritten: dict[int, _Unwritten], updates: dict[int, tuple[str, tuple[Any, ...]]]
+        self,
+        unwritten: dict[int, _Unwritten],
+        updates: dict[int, tuple[str, tuple[Any, ...]]],
+        notes: Sequence[tuple[Notes, float]] = (),
     ) -> dict[int, int]:
         ids = {}
         for old, u in unwritten.items():
@@ -269,14 +378,16 @@ class Outbox:
             ids[old] = int(row[0])  # the row inserted, or the one of that key already there
         for row_id, (sql, args) in updates.items():
             self._conn.execute(f"{sql} WHERE id = ?", (*args, row_id))
+        for note, at in notes:
+            self._note(note, at)
         return ids
 
     async def close(self) -> None:
         """Close the connection (what is enqueued is already on disk, but for what could not be written)."""
-        if self._unwritten or self._updates:
+        if self._unwritten or self._updates or self._notes:
             with anyio.CancelScope(shield=True):
                 await self.write_waiting()
-            if self._unwritten or self._updates:
+            if self._unwritten or self._updates or self._notes:
                 log.warning(
                     "outbox items not written: the state file cannot be written",
                     items=len(self._unwritten),

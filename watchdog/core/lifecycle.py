@@ -132,6 +132,13 @@ class Lifecycle:
         # serve (profile `health_means_ready`: vLLM, llama.cpp, TGI)
         self.health_means_ready = False
 
+    def number_from(self, last: int) -> None:
+        """Number this log's launches after `last` (the launch's earlier logs' incarnations, which the daemon
+        keeps): before any event, the first one is `last + 1`."""
+        if self.history or self.current.timeline:
+            raise ValueError("incarnations are numbered before the first event")
+        self.current.number = last + 1
+
     @property
     def state(self) -> State:
         """The current incarnation's state."""

@@ -29,6 +29,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from watchdog.alerts.alert import PROBLEMS
 from watchdog.alerts.alerting import Alerting
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import Outbox
@@ -93,7 +94,8 @@ class _Running:
     typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
     failures: int = 0
     note: str = ""
-    incarnation: int = 0  # the newest incarnation seen
+    incarnation: int = 0  # the newest incarnation seen (or stored, at the start)
+    began: bool = True  # ... and it began (it is not a log that never came: a relaunch is numbered after it)
     effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
     history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
 
@@ -330,25 +332,36 @@ class Daemon:
                 host.retry_at = 0.0  # a reload is the operator's word that something was fixed: try again now
                 host.pause = 0.0
                 host.changed()
-            await self._apply(plans)
-            log.info("reloaded", launches=len(plans))
+            changes = await self._apply(plans)
+            log.info("reloaded", launches=len(plans), **{k: sorted(v) for k, v in changes.items()})
             self._systemd.notify(f"STATUS={self.summary()}")
 
-    async def _apply(self, plans: Mapping[str, LaunchPlan]) -> None:
+    async def _apply(self, plans: Mapping[str, LaunchPlan]) -> dict[str, list[str]]:
+        """Run these plans; return the launch names added, removed and restarted (changed)."""
         assert self._tg is not None
+        changes: dict[str, list[str]] = {"added": [], "removed": [], "restarted": []}
         for name in list(self._running):
             if name not in plans or plans[name] != self._running[name].plan:
                 self._running.pop(name).scope.cancel()
+                changes["removed" if name not in plans else "restarted"].append(name)
         self._plans = dict(plans)
         assert self._alerting is not None
         # notifiers no longer configured stop (their queued alerts dropped): none keeps a secret URL at work
         await self._alerting.use_only([n for plan in plans.values() for n in plan.alerts])
+        await self._resolve_unplanned(plans)
         starting = []
         for name, plan in plans.items():
             if name not in self._running:
                 run = _Running(plan, anyio.CancelScope())
                 self._running[name] = run
                 starting.append(run)
+                if name not in changes["restarted"]:
+                    changes["added"].append(name)
+        if starting and self._store is not None:
+            # numbered on from the last incarnation stored: a relaunch while the daemon was down is the next
+            last = await self._store.last_incarnations()
+            for run in starting:
+                run.incarnation, run.began = last.get(run.plan.spec.name, (0, False))
         if len(starting) > 1 and self._store is not None:
             # one query (one trip to the store's thread) for every launch starting, not one each: at a cold
             # start of 200 launches, 200 queries queued behind one another before the first log was read
@@ -366,6 +379,7 @@ class Daemon:
                 # `_launch` reports started even when its follower fails
                 first_reads.start_soon(self._tg.start, self._launch, run)
         self._change()
+        return changes
 
     async def _launch(self, run: _Running, *, task_status: TaskStatus[None]) -> None:
         plan = run.plan
@@ -393,6 +407,8 @@ class Daemon:
                             pool=self._pool(plan),
                             gpu_sampler=self._sampler(plan),
                             checkpoints=self._store,
+                            # a launch whose log never came goes on with its pending incarnation
+                            numbered_after=run.incarnation if run.began else max(0, run.incarnation - 1),
                         )
                         run.follower = follower
                         run.since = _now_iso()
@@ -544,6 +560,8 @@ class Daemon:
         # a new start resolves the old one's problems and is said; progress again resolves a stall
         assert self._alerting is not None
         name = run.plan.spec.name
+        if incarnation < run.incarnation:
+            return  # an earlier launch of a log read again from its start: said and resolved before
         if incarnation > run.incarnation:
             if run.incarnation:
                 await self._alerting.resolve(
@@ -557,7 +575,9 @@ class Daemon:
                     detail=reason,
                 )
                 await self._alerting.say(alert, run.plan.alerts)
-            run.incarnation = incarnation
+            run.incarnation, run.began = incarnation, False
+        if state not in (State.PENDING, State.STALLED):
+            run.began = True
         if state not in (State.STALLED, State.CRASHED):
             await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
 
@@ -573,7 +593,8 @@ class Daemon:
         if update.state == State.CRASHED:
             category = (verdict.get("error") or {}).get("category") or "other"
             self.crashes[(name, run.plan.host, category)] += 1
-            await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
+            if incarnation >= run.incarnation:
+                await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
         announced = False
         if self._store is not None:
             try:  # a file that cannot be written keeps the verdict for later (`StateStore.failing`)
@@ -582,6 +603,10 @@ class Daemon:
                 log.warning("verdict not stored", launch=name, incarnation=incarnation, error=_reason(exc))
         kind = _ALERT_KINDS.get(update.state)
         if kind is None:
+            return
+        if announced:
+            # said before a restart: its problem, if still open, is in the state file with it (`Alerting`)
+            log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
             return
         status = {
             **_timing(run.follower, verdict),
@@ -593,21 +618,40 @@ class Daemon:
         }
         usual = sum(run.typical.values()) if run.typical else None
         alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
-        # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower
+        # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower;
+        # the announcement is noted in the same transaction as the outbox rows (never said twice, nor lost)
         outbox = f"{name}/{incarnation}/{said}" if said != update.state.value else None
-        await self._alerting.say(alert, run.plan.alerts, enqueue=not announced, key=outbox)
-        if announced:
-            log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
-            return  # before a restart: still active (for its resolution), not said again
-        if self._store is not None:
-            try:  # kept and written later when the file cannot be written now
+        announce = (name, incarnation, said) if self._store is not None else None
+        noted = await self._alerting.say(alert, run.plan.alerts, key=outbox, announce=announce)
+        if self._store is not None and not noted:
+            try:  # its incarnation not in the file yet, or the file cannot be written: kept, written later
                 await self._store.mark_announced(name, incarnation, said)
             except Exception as exc:
                 log.warning(
                     "announcement not stored", launch=name, incarnation=incarnation, error=_reason(exc)
                 )
         log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
+        if incarnation < run.incarnation and kind in PROBLEMS:
+            # a crash (or stall) of a launch already relaunched (both in one read, or while the daemon was
+            # down): said, and ended by the new start as at once
+            await self._alerting.resolve(name, (kind,), f"a new start (#{run.incarnation}) began")
         self._change()
+
+    async def _resolve_unplanned(self, plans: Mapping[str, LaunchPlan]) -> None:
+        # the problems of a launch no longer configured (removed by a reload or while the daemon was down, or
+        # renamed), and the outage of a host no launch is on any more, end: each resolved once
+        assert self._alerting is not None
+        hosts = {plan.host for plan in plans.values() if plan.host}
+        for launch, kind in self._alerting.active():
+            if launch.startswith(HOST_PREFIX):
+                host = launch.removeprefix(HOST_PREFIX)
+                if host in hosts:
+                    continue
+                self._hosts.pop(host, None)
+            elif launch in plans:
+                continue
+            log.info("problem resolved: removed from the configuration", launch=launch, kind=kind.value)
+            await self._alerting.resolve(launch, (kind,), "removed from the configuration")
 
     def _host(self, plan: LaunchPlan) -> _Host | None:
         return self._hosts.setdefault(plan.host, _Host(plan.host)) if plan.host else None
@@ -629,9 +673,10 @@ class Daemon:
             host.pause = 0.0
             host.changed()  # its other launches go now
         host.down_since = None
-        if host.said:
+        assert self._alerting is not None
+        # its outage said by this daemon, or by the one before it (still open in the state file)
+        if host.said or self._alerting.is_active(f"{HOST_PREFIX}{host.name}", AlertKind.UNREACHABLE):
             host.said = False
-            assert self._alerting is not None
             log.info("host answers again", host=host.name)
             await self._alerting.resolve(
                 f"{HOST_PREFIX}{host.name}", (AlertKind.UNREACHABLE,), "connected again"

@@ -21,6 +21,11 @@ now shorter than its offset or with other bytes, or one that does not unpickle, 
 logged): the log is read from its start, as without checkpoints. Learned deadlines are not part of the
 settings: they change as the launch's history grows, and the current ones are applied to a restored state.
 
+A checkpoint also says how its file's launches are numbered (`base`: the launch's incarnations before the
+file's first one). A file read again from its start because the checkpoint cannot be used (another build, say)
+numbers them as before; another file (truncated, replaced, rewritten) numbers them after the last one the
+store knows (`Restored`), so that a relaunch while the daemon was down is the next incarnation, not the first.
+
 Blob layout (the store keeps it as is)::
 
     b"WDCK" | format (1 byte) | header length (4 bytes, big-endian) | header (JSON) | head | before | pickle
@@ -123,11 +128,24 @@ class Checkpoint:
     identity: FileIdentity  # the file, and its bytes around `identity.offset`
     elapsed: float  # the follower's clock (seconds since it started) when taken
     analyzer: Analyzer
+    # the launch's incarnations before this file's first one (its earlier logs': a log truncated, replaced or
+    # rotated numbers its launches on): a file read again from its start numbers them as it did the first time
+    base: int = 0
 
     @property
     def offset(self) -> int:
         """Where reading resumes."""
         return self.identity.offset
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What `Checkpointer.restore` found: a checkpoint to resume from (None: read the log from its start), and
+    the launch's incarnations before the file's first one (None: not known; the file is another than the one
+    the checkpoint was taken of, so its launches come after the last one stored)."""
+
+    checkpoint: Checkpoint | None
+    base: int | None
 
 
 class _Rejected(Exception):
@@ -169,6 +187,7 @@ def encode(
         "size": ident.size,
         "head": _DIGEST_SIZE,
         "before": _DIGEST_SIZE,
+        "base": checkpoint.base,
     }
     text = json.dumps(header, separators=(",", ":")).encode()
     head, before = _digest(ident.head), _digest(ident.before)
@@ -262,20 +281,38 @@ class _MaskingPickler(_Pickler):
 
 @dataclass(frozen=True)
 class _Parsed:
-    """A checkpoint whose header matches this build and these settings; its state not read yet."""
+    """A checkpoint's header and windows, read; its state not read yet."""
 
     identity: FileIdentity
     elapsed: float
     state: bytes
+    base: int
+    build: str
+    settings: str
+
+    def check(self, *, build: str, settings: str) -> None:
+        """Raise `_Rejected` unless this build under these settings took it."""
+        if self.build != build:
+            raise _Rejected(f"taken by another build ({self.build}, this is {build})")
+        if self.settings != settings:
+            raise _Rejected(
+                "taken under other settings (target, engine, profiles, crash grace or stall_after)"
+            )
 
     def load(self) -> Checkpoint:
         analyzer = _Unpickler(io.BytesIO(self.state)).load()
         if not isinstance(analyzer, Analyzer):
             raise _Rejected(f"the state is a {type(analyzer).__name__}, not an Analyzer")
-        return Checkpoint(self.identity, self.elapsed, analyzer)
+        return Checkpoint(self.identity, self.elapsed, analyzer, self.base)
 
 
 def _parse(blob: bytes, *, build: str, settings: str) -> _Parsed:
+    parsed = _parse_header(blob)
+    parsed.check(build=build, settings=settings)
+    return parsed
+
+
+def _parse_header(blob: bytes) -> _Parsed:
     if len(blob) < _PREFIX.size:
         raise _Rejected("too short to be a checkpoint")
     magic, fmt, length = _PREFIX.unpack_from(blob)
@@ -289,15 +326,11 @@ def _parse(blob: bytes, *, build: str, settings: str) -> _Parsed:
         offset, elapsed = int(header["offset"]), float(header["elapsed"])
         device, inode, size = int(header["device"]), int(header["inode"]), int(header["size"])
         head_len, before_len = int(header["head"]), int(header["before"])
-        if header["build"] != build:
-            raise _Rejected(f"taken by another build ({header['build']}, this is {build})")
-        if header["settings"] != settings:
-            raise _Rejected(
-                "taken under other settings (target, engine, profiles, crash grace or stall_after)"
-            )
-    except (ValueError, KeyError, TypeError) as exc:
+        build, settings = str(header["build"]), str(header["settings"])
+        base = int(header.get("base", 0))  # format 3 before issue 26: its files were numbered from 1
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _Rejected(f"unreadable header: {exc}") from exc
-    if offset < 0 or not math.isfinite(elapsed) or elapsed < 0 or min(head_len, before_len) < 0:
+    if offset < 0 or not math.isfinite(elapsed) or elapsed < 0 or min(head_len, before_len, base) < 0:
         raise _Rejected("header out of range")
     pos = start + length
     head, before = blob[pos : pos + head_len], blob[pos + head_len : pos + head_len + before_len]
@@ -306,7 +339,8 @@ def _parse(blob: bytes, *, build: str, settings: str) -> _Parsed:
         raise _Rejected("cut short")
     if head_len != _DIGEST_SIZE or before_len != _DIGEST_SIZE:
         raise _Rejected("header out of range")
-    return _Parsed(FileIdentity(device, inode, size, offset, head, before), elapsed, state)
+    identity = FileIdentity(device, inode, size, offset, head, before)
+    return _Parsed(identity, elapsed, state, base, build, settings)
 
 
 def decode(blob: bytes, *, build: str, settings: str) -> Checkpoint:
@@ -369,6 +403,10 @@ class Checkpointer:
         self._changes = 0  # bytes fed, transitions and restarts so far
         self._saved_changes = 0  # ... as of the last checkpoint saved
         self._transitioned = False  # a transition since the last save
+        # The current file has no checkpoint of its first bytes yet: a file read from its offset 0 is saved as
+        # soon as they are fed, before their transitions are stored (`save_now`): a daemon killed then must
+        # find a checkpoint that tells this file from the one before, or it would number its launches again.
+        self.fresh = False
         self._saved_at = clock()
         self._identify_after = -math.inf
         self._saving = anyio.Lock()
@@ -376,14 +414,20 @@ class Checkpointer:
         self._warned_size = False
         self._warned_save = False
         self.saves = 0  # checkpoints written
+        self.base = (
+            0  # the launch's incarnations before the current file's (`Checkpoint.base`): the follower's
+        )
 
     @property
     def dirty(self) -> bool:
         """Whether something changed since the last checkpoint saved."""
         return self._changes != self._saved_changes
 
-    async def restore(self, source: Source) -> Checkpoint | None:
-        """The launch's checkpoint if it is valid for `source`'s file as it is now; else None (read from 0).
+    async def restore(self, source: Source) -> Restored:
+        """The launch's checkpoint if it is valid for `source`'s file as it is now (else read from 0), and how
+        the file's launches are numbered: as the first time when it is the file the checkpoint was taken of
+        (read again from its start after an upgrade, say), after the launch's last stored one when it is
+        another (truncated, replaced, rewritten, gone) or nothing tells (`Restored.base` None).
 
         Raises:
             WatchdogError: the source could not identify its file (e.g. `ConnectionLost`): the follower fails
@@ -399,11 +443,14 @@ class Checkpointer:
             log.warning(
                 "checkpoint not read; reading the log from its start", launch=launch, error=_said(exc)
             )
-            return None
+            return Restored(None, None)
         if blob is None:
-            return None
+            # none saved yet (a log that never appeared, a daemon killed in its first seconds): the same file
+            # as far as anyone can tell, its launches numbered as they were
+            return Restored(None, 0)
+        base: int | None = None  # a file of its own, unless the checkpoint shows it is the same
         try:
-            parsed = _parse(blob, build=self._build, settings=self._settings)
+            parsed = _parse_header(blob)
             if not isinstance(source, Identifiable):
                 raise _Rejected("the source cannot identify its file")
             try:
@@ -420,22 +467,24 @@ class Checkpointer:
             )
             if reason is not None:
                 raise _Rejected(reason)
+            base = parsed.base  # the file it was taken of: read from here or again from its start
+            parsed.check(build=self._build, settings=self._settings)
         except _Rejected as exc:
             log.info("checkpoint ignored; reading the log from its start", launch=launch, reason=str(exc))
-            return None
+            return Restored(None, base)
         try:
             checkpoint = parsed.load()
         except Exception as exc:  # a state that does not unpickle, whatever it raises
             log.warning(
                 "checkpoint ignored; reading the log from its start", launch=launch, reason=_said(exc)
             )
-            return None
+            return Restored(None, base)
         ident = checkpoint.identity
         self._windows = FileWindows(ident.offset, now.head, now.before)  # the bytes that match its digests
         self._file = (ident.device, ident.inode)
         self._saved_at = self._clock()
         log.info("resuming from checkpoint", launch=launch, offset=ident.offset)
-        return checkpoint
+        return Restored(checkpoint, checkpoint.base)
 
     def fed(self, data: bytes, file: tuple[int, int] | None = None) -> None:
         """The follower fed these bytes of the current file (the next ones) to its analyzer; `file`: that file's
@@ -451,6 +500,7 @@ class Checkpointer:
         self._file = None
         self._generation += 1
         self._changes += 1
+        self.fresh = True
 
     def transitioned(self) -> None:
         """The launch changed state: save soon."""
@@ -481,6 +531,15 @@ class Checkpointer:
         finally:
             self._busy = False
 
+    async def save_now(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
+        """Save at once (its file identified now): the follower read a file's first bytes (`fresh`), or a
+        restart found the new file empty, so that the store never holds a file's first transitions without a
+        checkpoint that tells which file they are of (a daemon killed then would number them again). The
+        reading waits for it (at most `FRESH_SAVE_WAIT`), so it is tried once per file, not again per chunk."""
+        self.fresh = False
+        async with self._saving:
+            await self._save(analyzer, elapsed, final=True)
+
     async def save_final(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
         """The follower stops: save what changed (within `FINAL_SAVE_TIMEOUT`, its file identified if need be)."""
         with anyio.move_on_after(FINAL_SAVE_TIMEOUT):
@@ -502,7 +561,7 @@ class Checkpointer:
                 self._build = await anyio.to_thread.run_sync(build_id)
             # pickled here, on the event loop, so that the state, its offset and its time are one moment's
             changes = self._changes
-            checkpoint = Checkpoint(identity, elapsed(), analyzer)
+            checkpoint = Checkpoint(identity, elapsed(), analyzer, self.base)
             blob = encode(checkpoint, build=self._build, settings=self._settings)
             self._saved_at = self._clock()
             if blob is None:

@@ -74,6 +74,9 @@ CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is 
 # seconds at most a crash's report waits for a traceback still open when the crash was known (its exception
 # line names the crash): the writer may have died mid-way, and then the report goes out with what there is
 TRACEBACK_WAIT = 2.0
+# seconds at most the reading waits for the checkpoint of a file's first bytes (`Checkpointer.fresh`): once per
+# file; a save that takes longer (a host slow to identify the file) goes on later, as the others do
+FRESH_SAVE_WAIT = 1.0
 UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
 
 
@@ -126,6 +129,9 @@ class LaunchFollower:
         checkpoints: where this launch's checkpoints are kept (the daemon's state store): the follower resumes
             at the offset of a valid one instead of the log's start, and saves new ones as it reads (see
             `watchdog.follow.checkpoint`). None: always read from the start, save nothing (`watch`, `replay`).
+        numbered_after: the launch's last incarnation the daemon knows of (its state file): a log that is not
+            the one its checkpoint was taken of (truncated, replaced while the daemon was down) numbers its
+            launches after it.
     """
 
     def __init__(
@@ -137,8 +143,10 @@ class LaunchFollower:
         clock: Clock | None = None,
         gpu_sampler: HostGpuSampler | None = None,
         checkpoints: Checkpoints | None = None,
+        numbered_after: int = 0,
     ) -> None:
         self.spec = spec
+        self._numbered_after = numbered_after
         self.analyzer = Analyzer(
             spec.engine,
             profiles=spec.profiles,
@@ -167,6 +175,9 @@ class LaunchFollower:
         self._tick_wake: asyncio.Future[object] | None = None
         self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
         self._checkpoints: Checkpointer | None = None
+        self._deferred: list[
+            Transition
+        ] = []  # a restart's transitions, published with the new file's first bytes
         if checkpoints is not None:
             from watchdog.follow.checkpoint import Checkpointer  # noqa: PLC0415 - only the daemon keeps checkpoints
 
@@ -219,9 +230,16 @@ class LaunchFollower:
         # The state of a valid checkpoint, and the offset to read on from; 0 without one.
         if self._checkpoints is None:
             return 0
-        checkpoint = await self._checkpoints.restore(source)
+        restored = await self._checkpoints.restore(source)
+        checkpoint = restored.checkpoint
         if checkpoint is None:
+            # read from the start: the file's launches numbered as before, or after the last one known
+            base = self._numbered_after if restored.base is None else restored.base
+            self.analyzer.lifecycle.number_from(base)
+            self._checkpoints.base = base
+            self._checkpoints.fresh = True
             return 0
+        self._checkpoints.base = checkpoint.base
         self.analyzer = checkpoint.analyzer
         # deadlines are learned from the launch's history, which grew since: the current ones apply
         self.analyzer.lifecycle.deadlines = dict(self.spec.deadlines)
@@ -243,10 +261,19 @@ class LaunchFollower:
             transitions = self.analyzer.feed(item.data, now)
             if self._checkpoints is not None:
                 self._checkpoints.fed(item.data, item.file)
+                if self._checkpoints.fresh:  # a file's first bytes: saved before their transitions are stored
+                    with anyio.move_on_after(FRESH_SAVE_WAIT):
+                        await self._checkpoints.save_now(self.analyzer, self.now)
             await self._apply(transitions)
         elif isinstance(item, CaughtUp):
             self._at_end = True
             transitions = self.analyzer.caught_up(now)
+            if self._deferred and self._checkpoints is not None:
+                # a restart onto an empty file (truncated): its offset 0 checkpointed before its new start is
+                # stored, as its first bytes would be
+                with anyio.move_on_after(FRESH_SAVE_WAIT):
+                    await self._checkpoints.save_now(self.analyzer, self.now)
+                self._checkpoints.fresh = True  # and again with its first bytes
             first = not self._caught_up
             self._caught_up = True
             await self._apply(transitions, judge=not first)
@@ -258,9 +285,16 @@ class LaunchFollower:
                 await self._apply(self.analyzer.report_open_tracebacks(now))
         elif isinstance(item, FileRestarted):
             await self._note("file", f"{item.reason}: reading the new file from its start")
+            transitions = self.analyzer.restart(now)
             if self._checkpoints is not None:
                 self._checkpoints.restarted()
-            await self._apply(self.analyzer.restart(now))
+                # the new file's launches come after the old file's (its last one, if the restart began another)
+                self._checkpoints.base = self.analyzer.lifecycle.current.number - 1
+                # published with the new file's first bytes, once they are checkpointed (see `fresh`)
+                self._deferred += transitions
+                self._reschedule(transitioned=bool(transitions))
+                return
+            await self._apply(transitions)
         elif isinstance(item, FileMissing):
             await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
             await self._apply(self.analyzer.probe(LogMissing(), now))
@@ -287,6 +321,8 @@ class LaunchFollower:
         )
 
     async def _apply(self, transitions: list[Transition], *, judge: bool = True) -> None:
+        if self._deferred:
+            transitions, self._deferred = self._deferred + transitions, []
         self._reschedule(transitioned=bool(transitions))
         if transitions and self._checkpoints is not None:
             self._checkpoints.transitioned()
