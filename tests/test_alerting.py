@@ -578,3 +578,56 @@ async def test_a_lost_connection_reads_as_words_in_status_and_alert(
     assert all(
         note.count("connection to ") + note.count("cannot connect to ") == 1 for note in lost
     )  # said once, not wrapped in itself
+
+
+@pytest.mark.parametrize("step", [-3600.0, -300.0, -90.0, 3600.0])
+async def test_a_step_of_the_wall_clock_neither_holds_nor_hurries_an_alert(
+    receiver: Receiver, step: float
+) -> None:
+    """The wall clock is stepped (back by 90 s, 5 min, an hour; forward an hour) between two alerts: the next one
+    is delivered at once, the rate limit still spaces a burst by the time that passed (not by the step), and a
+    retry still waits its backoff."""
+    clock = ManualClock(NOW)
+    notifier = _webhook(receiver, rate_limit=2)  # a burst of 2, then one each 30 s
+    async with _running(clock=clock) as alerting:
+        await alerting.say(_alert(launch="a"), [notifier])
+        await receiver.wait_for(1)
+        clock.step(step)  # no time passes: only the wall clock moves, as an NTP correction would move it
+        await alerting.say(_alert(launch="b"), [notifier])
+        await receiver.wait_for(2)  # on the clock that never moved: at once
+        await alerting.say(_alert(launch="c"), [notifier])
+        await clock.advance(29.0)
+        assert _keys(receiver) == ["a/1/crashed", "b/1/crashed"]  # the bucket is empty until 30 s passed
+        await clock.advance(1.0)
+        await receiver.wait_for(3)
+        other = _webhook(receiver, name="other")  # no rate limit in the way of its retry
+        receiver.script = [Answer(503)] * 20
+        await alerting.say(_alert(launch="d"), [other])
+        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        tried, receiver.script = len(receiver.got), []
+        clock.step(-step)
+        await clock.advance(0.04)
+        assert len(receiver.got) == tried  # its retry waits its backoff (0.05 s), whatever the wall clock did
+        await clock.advance(0.5)
+        await receiver.wait_for(4)
+        await _sent(alerting, "other", 1)
+    assert _keys(receiver) == ["a/1/crashed", "b/1/crashed", "c/1/crashed", "d/1/crashed"]
+
+
+async def test_an_item_written_while_the_wall_clock_was_ahead_is_not_held(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """An outbox row whose next try is an hour ahead (written before the clock was stepped back) is sent by the
+    next alerting after at most the longest retry pause, not an hour later."""
+    path = tmp_path / "watchdog.sqlite3"
+    box = await Outbox.open(path)
+    try:
+        await box.put("hook", 1, "kimi/1/crashed", _alert().to_dict(), NOW + 3600.0)
+        clock = ManualClock(NOW)
+        async with _running(box, clock=clock) as alerting:
+            alerting.use([_webhook(receiver)])
+            await clock.advance(0.5)  # `_running`'s longest retry pause
+            await receiver.wait_for(1)
+            await _sent(alerting, "hook", 1)
+    finally:
+        await box.close()

@@ -1,6 +1,7 @@
 """Where the time comes from and how to wait for it: the `Clock` protocol shared by the follower (monotonic
-time) and the alerting (unix time), so that both run on a `ManualClock` in tests (`follow.testing`); and
-`wake_up`, the cheap wake of a task that awaits a bare asyncio future."""
+time) and the alerting (unix time for what is shown and kept, monotonic time for its timers), so that both run
+on a `ManualClock` in tests (`follow.testing`); and `wake_up`, the cheap wake of a task that awaits a bare
+asyncio future."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ class Clock(Protocol):
         """The current time in seconds."""
         ...
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that no one steps (an NTP correction, a VM restored from a snapshot): what timers
+        (rate limits, retries, outages, reminders) and `sleep` measure; `now` is for what is shown and kept."""
+        ...
+
     async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
         """Wait `seconds`, or less if `wake` is done first (the waker sets its result)."""
         ...
@@ -33,6 +39,10 @@ class Clock(Protocol):
 
 class _RealClock:
     """Real waits, for the real clocks below (each says its own time)."""
+
+    def monotonic(self) -> float:
+        """`time.monotonic`."""
+        return time.monotonic()
 
     async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
         """Wait `seconds` of real time, or less if `wake` is done first."""

@@ -60,7 +60,7 @@ class _Active:
 
     alert: Alert
     notifiers: tuple[str, ...]  # who it goes to, by name (a restarted daemon knows them by name only)
-    told: dict[str, float]  # notifier name -> unix time it was last told (first, reminded or re-sent)
+    told: dict[str, float]  # notifier name -> monotonic time it was last told (first, reminded or re-sent)
     key: str = ""  # its outbox key
     repeats: Counter[str] = field(default_factory=Counter)
 
@@ -72,11 +72,11 @@ class _Bucket:
         self.rate = rate
         self._clock = clock
         self._tokens = float(rate)
-        self._at = clock.now()
+        self._at = clock.monotonic()
 
     async def take(self) -> None:
         while True:
-            now = self._clock.now()
+            now = self._clock.monotonic()
             self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate / 60.0)
             self._at = now
             if self._tokens >= 1.0:
@@ -101,7 +101,7 @@ class Alerting:
     ) -> None:
         """`silences()` gives the silenced launches (name -> until, unix time); `on_change` is called after
         each delivery (the daemon's status changes); `clock` gives unix time and waits (`WallClock`; a
-        `ManualClock` in tests); the rest are for tests."""
+        `ManualClock` in tests; its monotonic time for every timer); the rest are for tests."""
         self._outbox = outbox
         self._silences = silences
         self._on_change = on_change
@@ -204,12 +204,14 @@ class Alerting:
         silenced = enqueue and heard and await self._is_silenced(alert.launch)
         opened = None
         if alert.kind in PROBLEMS:
-            now = self._clock.now()
+            now = self._clock.monotonic()
             # who heard it: they hear its end (a notifier that does not say this kind hears neither)
             told = {} if silenced else {n.name: now for n in notifiers if alert.kind in n.on}
             names = tuple(n.name for n in notifiers)
             self._active[(alert.launch, alert.kind)] = _Active(alert, names, told, key)
-            opened = Problem(alert.launch, alert.kind.value, key, alert.to_dict(), names, tuple(told), now)
+            opened = Problem(
+                alert.launch, alert.kind.value, key, alert.to_dict(), names, tuple(told), self._clock.now()
+            )
         if not enqueue:
             return False
         if silenced:
@@ -245,7 +247,7 @@ class Alerting:
 
     def _restore(self, problems: Iterable[Problem]) -> None:
         # what a daemon before this one said and did not resolve: active again, to be resolved once
-        now = self._clock.now()
+        now = self._clock.monotonic()
         for problem in problems:
             try:
                 alert, kind = Alert.from_dict(problem.alert), AlertKind(problem.kind)
@@ -254,7 +256,7 @@ class Alerting:
                 continue
             told = dict.fromkeys(problem.told, now)
             # its repeats numbered on past those of the daemon before (their outbox keys stay unique)
-            repeats = Counter(dict.fromkeys(problem.told, int(now)))
+            repeats = Counter(dict.fromkeys(problem.told, int(self._clock.now())))
             self._active[(problem.launch, kind)] = _Active(
                 alert, problem.notifiers, told, problem.key, repeats
             )
@@ -278,7 +280,12 @@ class Alerting:
 
     def _push(self, item: Item) -> None:
         where = (item.notifier, item.destination)
-        heapq.heappush(self._queues.setdefault(where, []), (item.next_try, item.id, item))
+        if item.due is None:
+            # from the file's unix time, bounded: an item written while the wall clock was ahead (or read after
+            # it was stepped back) is not held for that step, at most for the longest retry pause
+            wait = min(max(0.0, item.next_try - self._clock.now()), self._retry_max)
+            item.due = self._clock.monotonic() + wait
+        heapq.heappush(self._queues.setdefault(where, []), (item.due, item.id, item))
         wake = self._wake.get(where)
         if wake is not None:
             wake_up(wake)
@@ -309,7 +316,7 @@ class Alerting:
                     await wake
                     continue
                 due, _, item = queue[0]
-                pause = due - self._clock.now()
+                pause = due - self._clock.monotonic()
                 if pause > 0:
                     await self._clock.sleep(pause, wake)
                     continue
@@ -361,7 +368,8 @@ class Alerting:
             pause *= 1.0 + random.random() / 4  # noqa: S311 - jitter, not a secret
         else:
             pause = retry_after
-        item.next_try = self._clock.now() + pause
+        item.next_try = self._clock.now() + pause  # kept in the file (a restart schedules it from there)
+        item.due = self._clock.monotonic() + pause
         log.warning(
             "alert not delivered yet; trying again",
             notifier=item.notifier,
@@ -380,7 +388,7 @@ class Alerting:
             await self._repeat()
 
     async def _repeat(self) -> None:
-        now = self._clock.now()
+        now, wall = self._clock.monotonic(), self._clock.now()
         for active in list(self._active.values()):
             for name in active.notifiers:
                 notifier = self._notifiers.get(name)
@@ -391,7 +399,7 @@ class Alerting:
                 if resend is not None and now - last >= resend:
                     alert, what = active.alert, "resend"
                 elif remind is not None and now - last >= remind:
-                    since = format_duration(now - active.alert.started_at.timestamp())
+                    since = format_duration(wall - active.alert.started_at.timestamp())
                     note = f"still unresolved after {since} (since {rfc3339(active.alert.started_at)})"
                     alert = dataclasses.replace(active.alert, detail=note)
                     what = "reminder"

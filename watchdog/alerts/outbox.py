@@ -58,7 +58,10 @@ class Item:
     alert: dict[str, Any]
     created_at: float
     attempts: int = 0
-    next_try: float = 0.0
+    next_try: float = 0.0  # unix time, as kept in the file
+    # when it is due on the alerting's monotonic clock (None: not scheduled yet; taken from `next_try`): a
+    # step of the wall clock never holds an alert back nor hurries a retry
+    due: float | None = None
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ class _Host:
     """One configured host as all its launches see it: one outage, one alert, one backoff."""
 
     name: str
-    down_since: float | None = None  # unix time it stopped answering or refused us (None: it answers)
+    down_since: float | None = None  # unix time it stopped answering or refused us (None: it answers): shown
+    down_at: float | None = None  # ... the same moment on the monotonic clock: what its grace is counted on
     error: str = ""  # what it said last
     said: bool = False  # this outage was alerted
     refused: bool = False  # it refuses for good (auth, host key): launches wait for `retry_at`
@@ -657,11 +658,14 @@ class Daemon:
         return self._hosts.setdefault(plan.host, _Host(plan.host)) if plan.host else None
 
     def _host_down(self, host: _Host, error: str, *, since: float | None = None) -> None:
-        # the outage counts from when the first failed attempt began (`SourceNoted.since`: a black-holed host
-        # is said only at the end of its connect timeout), else from now
-        began = time.time() if since is None else since
-        if host.down_since is None or began < host.down_since:
-            host.down_since = began
+        # the outage counts from when the first failed attempt began (`SourceNoted.since`, monotonic: a
+        # black-holed host is said only at the end of its connect timeout), else from now; on the monotonic
+        # clock, so that a step of the wall clock neither fires it early nor holds it
+        now = time.monotonic()
+        began = now if since is None else min(since, now)
+        if host.down_at is None or began < host.down_at:
+            host.down_at = began
+            host.down_since = time.time() - (now - began)
         host.error = error  # the latest reason, not the first one of a long outage
 
     async def _reachable(self, run: _Running) -> None:
@@ -672,7 +676,7 @@ class Daemon:
             host.refused = host.trying = False
             host.pause = 0.0
             host.changed()  # its other launches go now
-        host.down_since = None
+        host.down_since = host.down_at = None
         assert self._alerting is not None
         # its outage said by this daemon, or by the one before it (still open in the state file)
         if host.said or self._alerting.is_active(f"{HOST_PREFIX}{host.name}", AlertKind.UNREACHABLE):
@@ -688,10 +692,10 @@ class Daemon:
         assert self._alerting is not None
         while True:
             await anyio.sleep(UNREACHABLE_CHECK_SECONDS)
-            now = time.time()
+            now = time.monotonic()
             for host in list(self._hosts.values()):
-                since = host.down_since
-                if since is None or host.said or now - since < self._unreachable_after:
+                since, began = host.down_since, host.down_at
+                if since is None or began is None or host.said or now - began < self._unreachable_after:
                     continue
                 runs = [run for run in self._running.values() if run.plan.host == host.name]
                 if not runs:

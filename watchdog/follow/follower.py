@@ -92,7 +92,7 @@ class Transitioned:
 class SourceNoted:
     """Something happened to the log's source: connected, disconnected, file restarted, file missing.
 
-    `since`: for `disconnected`, the unix time the failed connection attempt began, when the source knows it
+    `since`: for `disconnected`, the monotonic time the failed connection attempt began, when the source knows it
     (`Disconnected.since`); None otherwise."""
 
     launch: str

@@ -56,12 +56,22 @@ class ManualClock:
 
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
+        self._stepped = 0.0  # what `step` moved the wall time by
         self._sleepers: list[tuple[float, int, asyncio.Future[object]]] = []
         self._order = itertools.count()
 
     def now(self) -> float:
-        """The virtual time in seconds."""
+        """The virtual time in seconds (the wall time: `step` moves it, as an NTP correction would)."""
+        return self._now + self._stepped
+
+    def monotonic(self) -> float:
+        """The virtual time that only `advance` moves (what sleepers wait on)."""
         return self._now
+
+    def step(self, seconds: float) -> None:
+        """Step the wall time (`now`) by `seconds`, back or forward, as a corrected system clock does: no
+        virtual time passes, no sleeper wakes."""
+        self._stepped += seconds
 
     async def sleep(self, seconds: float, wake: asyncio.Future[object] | None = None) -> None:
         """Wait until the virtual time has advanced by `seconds`, or less if `wake` is done first."""

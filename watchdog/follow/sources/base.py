@@ -57,8 +57,9 @@ class Disconnected:
     """The connection to `host` dropped, or the host refused another channel (sshd's MaxSessions); it is
     being re-established.
 
-    `since`: for a connection that could not be made, the unix time the failed attempt began (a black-holed
-    host is said only when its connect timeout ends: its outage began that long before); None: when said.
+    `since`: for a connection that could not be made, the monotonic time (`time.monotonic`) the failed attempt
+    began (a black-holed host is said only when its connect timeout ends: its outage began that long before);
+    None: when said.
     """
 
     host: str

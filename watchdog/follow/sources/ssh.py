@@ -262,7 +262,7 @@ class _Follower:
                 await anyio.sleep(pause)
                 pause = 0.0
             if reconnect:
-                began = time.time()
+                began = time.monotonic()
                 try:
                     await self._connect()
                 except ConnectionLost as exc:
