@@ -307,3 +307,29 @@ async def test_an_announcement_is_written_with_its_outbox_rows(tmp_path: Path) -
     finally:
         await outbox.close()
         await store.close()
+
+
+def test_a_log_that_never_comes_is_said_by_name_in_status_and_alert(tmp_path: Path, hook: Hook) -> None:
+    """A launch whose log does not exist: /status keeps it `pending` with a note naming the file (also past
+    stall_after), the alert names the file and not a phase or a time since start, and the file appearing
+    starts the launch and resolves the alert."""
+    never = tmp_path / "typo.log"
+    config = _config(tmp_path, hook, {"typo": never}, extra='stall_after = "1s"\n')
+    daemon = DaemonProcess(config, deadline=DEADLINE)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        hook.wait_for("typo/1/stalled")
+        status = httpx.get(url + "status").json()[0]
+        never.write_bytes(READY.read_bytes())
+        hook.wait_for("typo/1/stalled/resolved", "typo/1/ready")
+        daemon.stop()
+    finally:
+        daemon.close()
+    assert (status["state"], status["phase"]) == ("pending", "pending")
+    assert status["missing_log"]["path"] == str(never)
+    assert status["note"].startswith(f"{never} does not exist (yet)")
+    alert = hook.body("typo/1/stalled")
+    assert alert["title"] == "typo: its log does not exist"
+    assert alert["summary"].startswith(f"{never} does not exist after ")
+    assert alert["time_since_start_seconds"] is None
+    assert "typo in the log's path" in alert["detail"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from watchdog.vocabulary import OUTCOMES, State
+from watchdog.vocabulary import OUTCOMES, State, format_duration
 
 __all__ = ["HOST_LAUNCH_PREFIX", "PROBLEMS", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
 
@@ -128,6 +128,8 @@ class Alert:
             cat = f" ({self.category})" if self.category else ""
             return f"{self.where} crashed in {self.phase}{cat}"
         if self.kind is AlertKind.STALLED:
+            if self.phase == State.PENDING.value:
+                return f"{self.where}: its log does not exist"
             return f"{self.where} stalled in {self.phase}"
         if self.kind is AlertKind.READY:
             return f"{self.where} is ready"
@@ -301,6 +303,14 @@ class Alert:
             started_at = datetime.fromtimestamp(now.timestamp() - max(0.0, elapsed - entered[-1]), UTC)
 
         reason = str(timeline[-1].get("reason") or "") if timeline else ""
+        missing = status.get("missing_log")
+        if isinstance(missing, Mapping) and missing.get("path"):
+            # not a launch that hung: a log that never came (a typo in the path, a launch never started)
+            waited = _number(missing.get("seconds"))
+            after = f" after {format_duration(waited)}" if waited is not None else ""
+            reason = f"{missing['path']} does not exist{after}"
+            detail = detail or "a typo in the log's path, or a launch that never started"
+            time_in_phase = time_since_start = None
         summary = str(err.get("summary") or "")
         if not summary and kind is AlertKind.STALLED:
             summary = reason or f"no progress in {phase}"

@@ -213,6 +213,8 @@ def where(status: Mapping[str, Any], now: float) -> str:
         head = f"stalled in {status['phase']}"
     elif state == "crashed" and status.get("phase"):
         head = f"crashed during {status['phase']}"
+    elif state == "pending" and (status.get("missing_log") or {}).get("path"):
+        head = f"pending: {status['missing_log']['path']} does not exist (yet)"
     elif state == "pending" and not timeline:
         head = "pending (no launch in the log yet)"
     parts = [head]

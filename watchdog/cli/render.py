@@ -16,7 +16,12 @@ def render_verdict(v: dict[str, Any], *, source: str = "") -> str:
     out: list[str] = []
     state = v["state"]
     engine = v.get("engine") or "unknown engine"
-    if state in _HEADLINE:
+    missing = v.get("missing_log")
+    if missing and missing.get("path"):
+        waited = missing.get("seconds")
+        waited_text = f" (waited {format_duration(waited)})" if isinstance(waited, int | float) else ""
+        head = f"no log: {missing['path']} does not exist{waited_text}"
+    elif state in _HEADLINE:
         head = _HEADLINE[state]
         if state == "crashed":
             head += f" during {v['phase']}"
@@ -25,7 +30,7 @@ def render_verdict(v: dict[str, Any], *, source: str = "") -> str:
     else:
         head = f"no verdict: the log ends in {v['phase']}"
     where = f"{source}: " if source else ""
-    out.append(f"{where}{engine} {head}")
+    out.append(f"{where}{head}" if missing else f"{where}{engine} {head}")
     if v.get("incarnations", 1) > 1:
         out.append(f"  (launch #{v['incarnation']} of {v['incarnations']} in this log)")
     for item in v["timeline"]:

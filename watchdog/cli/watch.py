@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
@@ -23,9 +26,10 @@ from watchdog.exceptions import DeliveryError, first_watchdog_error
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
 from watchdog.follow.sources import parse_target
 from watchdog.profiles.loader import load_profile_file
-from watchdog.vocabulary import EXIT_STALLED
+from watchdog.vocabulary import EXIT_INTERRUPTED, EXIT_STALLED, State
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
     from rich.live import Live
 
 __all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
@@ -71,7 +75,10 @@ class _Lines:
     """Sink: timestamped lines for each transition and source note, and a progress line every 30 s in a long
     phase (plain output), or above the live view (terminal)."""
 
-    def __init__(self, out: TextIO, live: Live | None, enabled: bool) -> None:
+    def __init__(
+        self, out: TextIO, live: Live | None, enabled: bool, missing: Callable[[], bool] = lambda: False
+    ) -> None:
+        self.missing = missing  # whether the launch's log does not exist (yet)
         self.out = out
         self.live = live
         self.enabled = enabled
@@ -80,7 +87,10 @@ class _Lines:
     def update(self, update: Update, now: float) -> None:
         if isinstance(update, Transitioned):
             t = update.transition
-            self.say(f"{t.previous.value} -> {t.state.value} ({t.reason})", now)
+            if t.previous is State.PENDING and t.state is State.STALLED and t.line is None and self.missing():
+                self.say(f"pending: {t.reason} (its log does not exist: a wrong path, or no launch yet)", now)
+            else:
+                self.say(f"{t.previous.value} -> {t.state.value} ({t.reason})", now)
         elif isinstance(update, SourceNoted):
             self.say(f"{update.kind}: {update.detail}", now)
 
@@ -146,6 +156,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     terminal = not args.json and out.isatty()
     events = _EventsFile(args.events) if args.events else None
     verdict: Concluded | None = None
+    interrupted = False
     async with pool_context as pool:
         follower = LaunchFollower(spec, pool=pool)
         live: Live | None = None
@@ -160,7 +171,9 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
             # and a line printed above the view never races a redraw
             live = Live(view, console=Console(file=out), auto_refresh=False, transient=True)
-        lines = _Lines(out, live, enabled=not args.json)
+        lines = _Lines(
+            out, live, enabled=not args.json, missing=lambda: bool(follower.status().get("missing_log"))
+        )
         try:
             async with anyio.create_task_group() as notices:
                 if args.notify:
@@ -171,6 +184,20 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 if live is not None:
                     live.start()
                 async with anyio.create_task_group() as tg:
+
+                    async def interrupt(*, task_status: TaskStatus[None]) -> None:
+                        # Ctrl-C: the follow ends here, and where the launch was is said (asyncio would turn
+                        # SIGINT into a cancellation that says nothing)
+                        nonlocal interrupted
+                        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                            task_status.started()
+                            async for _ in signals:
+                                interrupted = True
+                                tg.cancel_scope.cancel()
+                                return
+
+                    if threading.current_thread() is threading.main_thread():  # signals reach only that one
+                        await tg.start(interrupt)
                     tg.start_soon(follower.run)
                     tg.start_soon(_progress, follower, lines)
                     if live is not None:
@@ -190,14 +217,19 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 if live is not None:
                     live.stop()
                     live = None
-        except KeyboardInterrupt:
-            print(f"watchdog: interrupted: {where(follower.status(), follower.now())}", file=sys.stderr)
-            raise
         finally:
             if live is not None:
                 live.stop()
             if events is not None:
                 events.close()
+    if interrupted:
+        status = follower.status()
+        if args.json:  # the verdict object as it stands, for a script
+            for key in ("name", "target", "entered", "last_line"):
+                status.pop(key, None)
+            write_out(json.dumps({**status, "interrupted": True}, ensure_ascii=False), out)
+        print(f"watchdog: interrupted: {where(status, follower.now())} ({args.target})", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if verdict is None:  # the source ended (it does not, for a file) without a verdict
         result = follower.status()
         timed_out = False
@@ -211,9 +243,8 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         write_out(render_verdict(result, source=args.target), out)
     if timed_out:
         return EXIT_STALLED
-    from watchdog.core.lifecycle import State  # noqa: PLC0415
-
-    return exit_code(State(result["state"]), result["phase"])
+    # the state judged: a log that never came is `pending` in the verdict, and stalled (2) past stall_after
+    return exit_code(verdict.state if verdict is not None else State(result["state"]), result["phase"])
 
 
 async def _progress(follower: LaunchFollower, lines: _Lines) -> None:

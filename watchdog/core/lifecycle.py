@@ -104,6 +104,7 @@ class Incarnation:
     # would, so the clock confirms it (see `Lifecycle.caught_up`).
     judge_by_clock: bool = False
     deadline_hit: set[State] = field(default_factory=set)  # phases that ran past their deadline
+    log_missing: bool = False  # its log does not exist (yet): a launch that never started, or a wrong path
 
 
 class Lifecycle:
@@ -165,6 +166,7 @@ class Lifecycle:
             inc.started_now = now
             inc.last_progress = now
         if isinstance(event, LinesRead):  # first: one per block of lines read, the most frequent
+            inc.log_missing = False
             inc.lines += event.count
             if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
                 # A server that goes on serving after an error has survived it (a failed request, logged);
@@ -180,6 +182,7 @@ class Lifecycle:
                         inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
                     )
         elif isinstance(event, LaunchStarted):
+            inc.log_missing = False
             if inc.pending_since is not None and inc.state not in FINAL:
                 # the server started again: the error before it was fatal to the previous run
                 self._crash(inc, now, out, None, None, reason="restarted after an error")
@@ -218,7 +221,8 @@ class Lifecycle:
         elif isinstance(event, GpuMemorySampled):
             self.memory_growing = event.growing
         elif isinstance(event, LogMissing):
-            pass  # the clock started above: a log that never appears stalls like a silent one
+            # the clock started above: past `stall_after` it is said, as a log that does not exist (`to_json`)
+            inc.log_missing = inc.state in (State.PENDING, State.STALLED) and inc.phase == State.PENDING
         elif isinstance(event, StopSeen):
             if inc.state not in FINAL and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
@@ -299,9 +303,9 @@ class Lifecycle:
             if self.memory_growing:
                 inc.last_progress = now
             else:
-                self._enter(
-                    inc, State.STALLED, None, None, None, now, f"no progress for {self.stall_after:g}s", out
-                )
+                waited = f"{self.stall_after:g}s"
+                reason = f"no log after {waited}" if inc.log_missing else f"no progress for {waited}"
+                self._enter(inc, State.STALLED, None, None, None, now, reason, out)
         return out
 
     def next_due(self) -> float | None:

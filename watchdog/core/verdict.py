@@ -65,6 +65,11 @@ def to_json(
         "incarnation": inc.number,
         "incarnations": incarnations,
     }
+    if inc.log_missing and inc.phase == State.PENDING:
+        # no log yet: still `pending` (a typo in the path, or a launch that never started, is not a launch that
+        # hung); `missing_log` (the follower's: the path, how long) says so, `overdue` once past stall_after
+        out["state"] = out["phase"] = State.PENDING.value
+        out["missing_log"] = {"overdue": inc.state == State.STALLED}
     if inc.ready_seconds is not None:
         out["time_to_ready_seconds"] = round(inc.ready_seconds, 3)
     if extra:

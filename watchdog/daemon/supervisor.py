@@ -186,7 +186,12 @@ class Daemon:
                     began = time.time() - (status["elapsed_seconds"] - entered[0])
                     status["incarnation_since"] = _iso(began)
             status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
-            if run.note:
+            missing = status.get("missing_log")
+            if missing and missing.get("path"):  # said for as long as it lasts, whatever the follower says
+                status["note"] = (
+                    f"{missing['path']} does not exist (yet): waiting for it ({missing['seconds']:g}s)"
+                )
+            elif run.note:
                 status["note"] = run.note
             host = self._hosts.get(run.plan.host)
             if host is not None and host.down_since is not None:  # the page and /status say it plainly

@@ -175,9 +175,9 @@ class LaunchFollower:
         self._tick_wake: asyncio.Future[object] | None = None
         self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
         self._checkpoints: Checkpointer | None = None
-        self._deferred: list[
-            Transition
-        ] = []  # a restart's transitions, published with the new file's first bytes
+        self._missing: tuple[str, float] | None = None  # the log's path and when it was first found missing
+        # a restart's transitions, published with the new file's first bytes (see `Checkpointer.fresh`)
+        self._deferred: list[Transition] = []
         if checkpoints is not None:
             from watchdog.follow.checkpoint import Checkpointer  # noqa: PLC0415 - only the daemon keeps checkpoints
 
@@ -256,6 +256,7 @@ class LaunchFollower:
         if isinstance(item, Chunk):
             self._at_end = False
             self._last_data = now
+            self._missing = None
             # Unix time, not the follower's clock: it is compared with time()
             self.last_activity = time.time()
             transitions = self.analyzer.feed(item.data, now)
@@ -296,6 +297,8 @@ class LaunchFollower:
                 return
             await self._apply(transitions)
         elif isinstance(item, FileMissing):
+            if self._missing is None:
+                self._missing = (str(item.path), now)
             await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
             await self._apply(self.analyzer.probe(LogMissing(), now))
             self._caught_up = True
@@ -410,6 +413,10 @@ class LaunchFollower:
     def _verdict(self, inc: Incarnation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         v = build_verdict(self.analyzer, inc, extra)
         v["facts"].update(self._trend.facts())
+        missing = v.get("missing_log")
+        if missing is not None and self._missing is not None:
+            path, since = self._missing
+            missing.update(path=path, seconds=round(max(0.0, self.now() - since), 1))
         return v
 
     def _incarnation(self, number: int) -> Incarnation:
