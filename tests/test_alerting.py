@@ -631,3 +631,29 @@ async def test_an_item_written_while_the_wall_clock_was_ahead_is_not_held(
             await _sent(alerting, "hook", 1)
     finally:
         await box.close()
+
+
+async def test_a_delivery_retried_later_is_not_said_to_be_given_up(receiver: Receiver) -> None:
+    """A delivery whose attempts all failed is tried again by the outbox: its log line says that, and not also
+    "gave up" (it said both)."""
+    from structlog.testing import capture_logs  # noqa: PLC0415
+
+    receiver.script = [Answer(503)] * 20
+    with capture_logs() as logs:
+        async with _running(clock=ManualClock(NOW)) as alerting:
+            await alerting.say(_alert(), [_webhook(receiver)])
+            await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+    retried = [e for e in logs if e["event"] == "alert not delivered yet; trying again"]
+    assert retried
+    assert all("gave up" not in e["error"] for e in retried), retried
+    assert "attempts)" in retried[0]["error"]
+
+
+def test_a_hosts_outage_alert_has_its_facts_as_values_not_one_string() -> None:
+    """The unreachable alert's facts are values like any alert's: how many launches, which, since when."""
+    alert = Alert.host_unreachable("gpu1", ["a", "b"], since=STARTED, error="timed out")
+    assert alert.to_dict()["facts"] == {
+        "launches": 2,
+        "not_followed": "a, b",
+        "since": "2026-11-30T12:00:00.000Z",
+    }

@@ -448,3 +448,15 @@ def test_help_lists_the_exit_codes(argv: list[str], capsys: pytest.CaptureFixtur
         "130 interrupted",
     ):
         assert line in table
+
+
+def test_the_distribution_named_command_says_its_own_name_with_its_version() -> None:
+    """`llm-launch-watchdog --version` prints `llm-launch-watchdog VERSION` (it printed `watchdog VERSION`)."""
+    import shutil  # noqa: PLC0415
+
+    from watchdog.vocabulary import version  # noqa: PLC0415
+
+    script = shutil.which("llm-launch-watchdog", path=str(Path(sys.executable).parent))
+    assert script is not None, "the console script is installed with the package"
+    out = subprocess.run([script, "--version"], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"llm-launch-watchdog {version()}"

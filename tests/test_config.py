@@ -781,3 +781,31 @@ def test_learned_deadlines_and_gpu_interval_reach_the_daemon() -> None:
     assert plans["b"].learned_factor is None
     with pytest.raises(ConfigError, match="give a factor from 1 to 100"):
         parse_config({"launches": {"a": {"log": "/a.log", "learned_factor": 0.5}}})
+
+
+def test_check_config_warns_of_a_host_its_known_hosts_file_does_not_know(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check-config` with a readable known_hosts that has no key for a host: a warning naming the host, the
+    file and how to record the key (the daemon would refuse the host); none once the file has it."""
+    import subprocess  # noqa: PLC0415
+
+    from watchdog.cli.checkconfig import check_config_main  # noqa: PLC0415
+
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[10.9.9.9]:2222 {(tmp_path / 'key.pub').read_text()}")
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[hosts.gpu1]\naddress = "10.1.2.3"\nport = 2222\nknown_hosts = "{known}"\n'
+        f'[launches.a]\nhost = "gpu1"\nlog = "/data/a.log"\n'
+    )
+    assert check_config_main(config) == 0
+    err = capsys.readouterr().err
+    assert f"hosts.gpu1.known_hosts: {known} has no key for [10.1.2.3]:2222" in err
+    assert f"ssh-keyscan -p 2222 10.1.2.3 >> {known}" in err
+    assert "valid: 1 launch, 1 host, 0 notifiers (with 1 warning" in err
+    known.write_text(f"[10.1.2.3]:2222 {(tmp_path / 'key.pub').read_text()}")
+    assert check_config_main(config) == 0
+    assert "has no key" not in capsys.readouterr().err

@@ -131,7 +131,7 @@ async def test_gives_up_after_the_default_attempts(receiver: Receiver) -> None:
     """DEFAULT_DELIVERY_ATTEMPTS (4) 500 answers in a row raise DeliveryError naming the status and the attempts."""
     receiver.statuses = [500] * DEFAULT_DELIVERY_ATTEMPTS + [200]
     with pytest.raises(
-        DeliveryError, match=rf"HTTP 500 .*gave up after {DEFAULT_DELIVERY_ATTEMPTS} attempts"
+        DeliveryError, match=rf"HTTP 500 .*\({DEFAULT_DELIVERY_ATTEMPTS} attempts\)"
     ) as info:
         await post_json(receiver.url(), {"x": 1}, backoff=0)
     assert len(receiver.requests) == DEFAULT_DELIVERY_ATTEMPTS == 4
@@ -183,7 +183,7 @@ async def test_receiver_that_never_answers_times_out() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         port = silent.getsockname()[1]
-        with pytest.raises(DeliveryError, match=r"gave up after 1 attempts") as info:
+        with pytest.raises(DeliveryError, match=r"\(1 attempt\)") as info:
             await post_json(f"http://127.0.0.1:{port}{SECRET_PATH}", {"x": 1}, timeout=0.2, attempts=1)
     assert SECRET_PATH not in _chain_text(info.value)
 

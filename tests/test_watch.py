@@ -116,8 +116,11 @@ async def test_ready_over_ssh(sshd: SSHDServer, tmp_path: Path) -> None:
 
 
 @pytest.mark.sshd
-async def test_unknown_host_key_is_refused(sshd: SSHDServer, tmp_path: Path) -> None:
-    """An unknown host key is refused with exit 69 from the command line."""
+async def test_unknown_host_key_is_refused(
+    sshd: SSHDServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown host key is refused with exit 69 from the command line; the message names the known_hosts
+    file and how to record the key, `--accept-new-host-key` among them."""
     from watchdog.cli.app import main  # noqa: PLC0415
 
     empty = tmp_path / "known_hosts"
@@ -138,6 +141,9 @@ async def test_unknown_host_key_is_refused(sshd: SSHDServer, tmp_path: Path) -> 
         )
     )
     assert code == 69
+    said = capsys.readouterr().err
+    assert "--accept-new-host-key" in said
+    assert str(empty) in said
 
 
 @pytest.mark.sshd

@@ -155,7 +155,7 @@ class Alert:
             severity=SEVERITY[AlertKind.UNREACHABLE],
             started_at=since,
             summary=f"{len(launches)} launch{'es' if len(launches) != 1 else ''} not followed: {names}",
-            facts=(("launches", names),),
+            facts=(("launches", len(launches)), ("not_followed", names), ("since", rfc3339(since))),
             detail=f"{error}; not followed: {names}" if error else f"not followed: {names}",
             link=link,
         )

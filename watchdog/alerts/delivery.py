@@ -137,7 +137,9 @@ async def deliver(
     except _RetryTooLong as exc:
         raise TransientDeliveryError(str(exc), exc.retry_after) from exc
     except TransientDeliveryError as exc:
-        raise TransientDeliveryError(f"{exc}; gave up after {attempts} attempts", exc.retry_after) from exc
+        # said as what it is: this delivery's attempts; the outbox tries again later (its own log line says so)
+        tried = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        raise TransientDeliveryError(f"{exc} ({tried})", exc.retry_after) from exc
 
 
 class _RetryTooLong(DeliveryError):

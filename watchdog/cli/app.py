@@ -301,8 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.version:
-        print(f"watchdog {version()}")
+    if args.version:  # under the name it was called by: `llm-launch-watchdog` is the same command
+        called = Path(sys.argv[0]).name
+        print(f"{called if called == 'llm-launch-watchdog' else 'watchdog'} {version()}")
         return 0
     if args.command is None:
         parser.print_help(sys.stderr)

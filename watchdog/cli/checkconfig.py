@@ -6,7 +6,7 @@ import json
 import os
 import posixpath
 import sys
-from collections.abc import Mapping
+from collections.abc import Sized
 from pathlib import Path
 
 from watchdog.config.convert import redacted
@@ -34,17 +34,19 @@ def check_config_main(path: Path | str) -> int:
         print(f"watchdog: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     print(json.dumps(redacted(config), indent=2))
-    for warning in config_warnings(config):
+    warnings = config_warnings(config)
+    for warning in warnings:
         print(f"watchdog: warning: {path}: {warning}", file=sys.stderr)
+    said = f" (with {_count(warnings, 'warning')}: read them above)" if warnings else ""
     print(
         f"watchdog: {path}: valid: {_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
-        f"{_count(config.notifiers, 'notifier')}",
+        f"{_count(config.notifiers, 'notifier')}{said}",
         file=sys.stderr,
     )
     return 0
 
 
-def _count(items: Mapping[str, object], word: str) -> str:
+def _count(items: Sized, word: str) -> str:
     suffix = "es" if word.endswith("h") else "s"
     return f"{len(items)} {word}{'' if len(items) == 1 else suffix}"
 
@@ -69,12 +71,37 @@ def config_warnings(config: Config) -> list[str]:
     for key, value in files:
         if value is not None and not os.access(os.path.expanduser(value), os.R_OK):
             warnings.append(f"{key}: {value} cannot be read here")
+    for name, host in config.hosts.items():
+        warnings += _unknown_host_key(name, host.address or name, host.port or 22, host.known_hosts)
     for name, launch in config.launches.items():
         if launch.host is None and not os.path.isdir(posixpath.dirname(launch.log)):
             warnings.append(
                 f"launches.{name}.log: directory {posixpath.dirname(launch.log)} does not exist (yet)"
             )
     return warnings
+
+
+def _unknown_host_key(name: str, address: str, port: int, known_hosts: str | None) -> list[str]:
+    """A warning when the host's known_hosts file (readable here) has no key for it: the daemon would refuse
+    its key (an address that is an alias of ~/.ssh/config is looked up as it is written)."""
+    if known_hosts is None or not os.access(os.path.expanduser(known_hosts), os.R_OK):
+        return []
+    import asyncssh  # noqa: PLC0415 - only for a config with hosts
+
+    path = os.path.expanduser(known_hosts)
+    try:
+        keys = asyncssh.read_known_hosts(path).match(address, "", port)[0]
+    except (OSError, ValueError) as exc:
+        return [f"hosts.{name}.known_hosts: {known_hosts} cannot be read as a known_hosts file: {exc}"]
+    if keys:
+        return []
+    where = address if port == 22 else f"[{address}]:{port}"
+    flag = "" if port == 22 else f"-p {port} "
+    return [
+        f"hosts.{name}.known_hosts: {known_hosts} has no key for {where}: the daemon will refuse the host. "
+        f"Check its fingerprint with the host's owner, then record it with `ssh-keyscan {flag}{address} >> "
+        f"{known_hosts}`, or set hosts.{name}.accept_new_host_key = true"
+    ]
 
 
 def config_schema_main(*, markdown: bool = False) -> int:

@@ -73,7 +73,8 @@ class HostKeyCheck:
                 f"unknown host key for {name} ({fingerprint}): it is not in {self.path}. Check the "
                 "fingerprint with the host's owner, then record it with "
                 f"`ssh-keyscan {port_flag}{shlex.quote(host)} >> {shlex.quote(self.path)}` "
-                "(or connect once with ssh), or allow new host keys to be accepted."
+                "(or connect once with ssh), or let a new key be recorded: `watchdog watch "
+                "--accept-new-host-key`, or `accept_new_host_key = true` in the host's [hosts.NAME] table."
             )
             return False
         self._append(name, key)
