@@ -130,9 +130,7 @@ async def test_transient_failures_are_retried(receiver: Receiver, failures: list
 async def test_gives_up_after_the_default_attempts(receiver: Receiver) -> None:
     """DEFAULT_DELIVERY_ATTEMPTS (4) 500 answers in a row raise DeliveryError naming the status and the attempts."""
     receiver.statuses = [500] * DEFAULT_DELIVERY_ATTEMPTS + [200]
-    with pytest.raises(
-        DeliveryError, match=rf"HTTP 500 .*\({DEFAULT_DELIVERY_ATTEMPTS} attempts\)"
-    ) as info:
+    with pytest.raises(DeliveryError, match=rf"HTTP 500 .*\({DEFAULT_DELIVERY_ATTEMPTS} attempts\)") as info:
         await post_json(receiver.url(), {"x": 1}, backoff=0)
     assert len(receiver.requests) == DEFAULT_DELIVERY_ATTEMPTS == 4
     assert SECRET_PATH not in _chain_text(info.value)
