@@ -159,3 +159,14 @@ def test_example_ships_inside_the_package() -> None:
     bundled = resources.files("watchdog") / "examples" / "sglang-ep8-oom.log"
     assert bundled.is_file()
     assert bundled.read_bytes() == (ROOT / "examples" / "sglang-ep8-oom.log").read_bytes()
+
+
+def test_a_count_fact_is_an_integer_in_json_and_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """The KV cache's token count is a count: 2261377 in JSON and in text (it was 2261377.0 and 2.26138e+06)."""
+    log = CORPUS / "sglang" / "incomplete-uvicorn-up-warmup-pending-pr11830.log"
+    main(["replay", str(log), "--json"])
+    facts = json.loads(capsys.readouterr().out)["facts"]
+    assert facts["kv_cache_tokens"] == 2261377
+    assert isinstance(facts["kv_cache_tokens"], int)
+    main(["replay", str(log)])
+    assert "kv_cache_tokens=2261377" in capsys.readouterr().out

@@ -215,8 +215,10 @@ def _progress(rule: Rule, groups: dict[str, str], line_no: int, rec: Record, pha
     return out
 
 
-def _number(value: str) -> float | str:
+def _number(value: str) -> int | float | str:
+    # a count is an integer (`kv_cache_tokens` 402000, not 402000.0 nor 4.02e+05 in text); a measure a float
+    text = value.replace(",", "")
     try:
-        return float(value.replace(",", ""))
+        return int(text) if text.isdigit() else float(text)
     except ValueError:
         return value
