@@ -657,3 +657,81 @@ def test_a_hosts_outage_alert_has_its_facts_as_values_not_one_string() -> None:
         "not_followed": "a, b",
         "since": "2026-11-30T12:00:00.000Z",
     }
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a decoded JSON body."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+async def test_control_characters_of_a_log_reach_no_notifier(tmp_path: Path, receiver: Receiver) -> None:
+    """A crash line with BEL, backspace, a C1 CSI (U+009B) and U+0085 in it, followed by a running daemon: what
+    every notifier kind's real receiver got holds no control character (as JSON text, once decoded)."""
+    from watchdog.alerts.notifiers import KINDS, OPTIONS  # noqa: PLC0415
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import parse_target  # noqa: PLC0415
+
+    notifiers = tuple(
+        ServiceNotifier(
+            name=kind,
+            kind=kind,
+            urls=(receiver.url(f"/{kind}"),),
+            options=dict.fromkeys(OPTIONS[kind][0], "x"),
+            timeout=5.0,
+        )
+        for kind in KINDS
+    )
+    log = tmp_path / "bell.log"
+    lines = READY_LOG.read_bytes().splitlines(keepends=True)
+    crash = (
+        "[2025-01-23 19:35:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/srt/managers/scheduler.py", line 1200, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args)\n"
+        "RuntimeError: Not enough memory.\x07\x07 rm -rf\x08\x08\x08\x08\x08safe \u009b2J\u0085 done\n"
+    )
+    spec = LaunchSpec(name="bell", target=parse_target(str(log)))
+    daemon = Daemon({"bell": LaunchPlan(spec, alerts=notifiers)}, handle_signals=False)
+    with anyio.fail_after(DEADLINE * 2):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(b"".join(lines[:12]) + crash.encode())
+            await receiver.wait_until(lambda got: {g.path.split("/")[1] for g in got} >= set(KINDS))
+            tg.cancel_scope.cancel()
+    for got in receiver.delivered():
+        text = got.body.decode()
+        try:
+            strings = _strings(json.loads(text))
+        except ValueError:
+            strings = [text]
+        said = [s for s in strings if _CONTROLS.search(s)]
+        assert said == [], (got.path, said)
+        assert "Not enough memory" in text or got.path.startswith("/alertmanager"), got.path
+
+
+def test_the_console_log_writes_no_control_character() -> None:
+    """The daemon's console log (a terminal): an event whose fields hold BEL, backspace or a C1 CSI is written
+    without them (JSON escapes them by itself)."""
+    from watchdog.daemon.logs import configure_logging  # noqa: PLC0415
+
+    out = io.StringIO()
+    configure_logging("console", out, cache=False)
+    try:
+        import structlog  # noqa: PLC0415
+
+        structlog.get_logger("t").warning("host refused us", error="bad\x07 key\x08\x08 \u009b2J")
+    finally:
+        configure_logging("json", cache=False)
+    written = out.getvalue()
+    assert "host refused us" in written
+    assert "bad key 2J" in written
+    assert _CONTROLS.search(written.replace("\n", "")) is None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from watchdog.core.framing import without_controls
 from watchdog.vocabulary import OUTCOMES, State, format_duration
 
 __all__ = ["HOST_LAUNCH_PREFIX", "PROBLEMS", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
@@ -80,6 +81,19 @@ class Alert:
     # the how-manieth problem of its kind in the incarnation: a launch that stalls again after progress
     # resumed stalls anew (2, 3, ...), as the daemon keeps it (`stalled#2`)
     occurrence: int = 1
+
+    def __post_init__(self) -> None:
+        # Text that reaches people through every notifier: no control character (BEL, backspace, a C1 CSI)
+        # from a log or a remote host's error, whatever path it took here (framing strips a log's already)
+        for name in ("summary", "hint", "detail", "last_line"):
+            text = getattr(self, name)
+            if text:
+                object.__setattr__(self, name, without_controls(text))
+        if self.traceback:
+            object.__setattr__(self, "traceback", tuple(without_controls(line) for line in self.traceback))
+        if self.facts:
+            facts = tuple((k, without_controls(v) if isinstance(v, str) else v) for k, v in self.facts)
+            object.__setattr__(self, "facts", facts)
 
     @property
     def dedup_key(self) -> str:

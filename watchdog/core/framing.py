@@ -6,7 +6,9 @@ Two layers, so the hot path stays in C:
   newline arrives, and cuts a line longer than `max_line` without buffering the rest of it.
 * `clean()` and `iter_lines()` turn one raw line into text: tqdm ``\\r`` redraws become separate updates,
   ANSI escapes are stripped (also when a log shows them as literal ``^[[0;36m`` or ``#033[2m`` text),
-  invalid UTF-8 is replaced and NUL bytes dropped.
+  invalid UTF-8 is replaced and the other control characters dropped (NUL, BEL, backspace, the C1 controls
+  U+0080-U+009F such as a terminal's one-character CSI; tab is kept): a log's text that reaches a chat, a
+  terminal or a page moves no cursor and rings no bell (`without_controls` does the same for other text).
 """
 
 from __future__ import annotations
@@ -15,9 +17,23 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MAX_LINE", "Block", "Framer", "Line", "clean", "iter_lines", "split_line"]
+__all__ = [
+    "DEFAULT_MAX_LINE",
+    "Block",
+    "Framer",
+    "Line",
+    "clean",
+    "iter_lines",
+    "split_line",
+    "without_controls",
+]
 
 DEFAULT_MAX_LINE = 64 * 1024
+# C0 controls but tab (newline and CR never reach a line), DEL, and the C1 controls (U+0080-U+009F; in UTF-8
+# the bytes C2 80 to C2 9F): BEL, backspace, a lone ESC, the one-character CSI U+009B
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_CONTROLS_KEEP_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_BYTES = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]|\xc2[\x80-\x9f]")
 
 # ESC itself, or the two ways logs show an ESC that lost its byte: caret notation and syslog's octal.
 _ESC = r"(?:\x1b|\^\[|#033)"
@@ -145,13 +161,22 @@ def _merge_plain(blocks: list[Block]) -> None:
 
 
 def clean(raw: bytes) -> str:
-    """Decode one raw segment (no CR, no newline): replace bad UTF-8, strip ANSI escapes and NUL bytes."""
+    """Decode one raw segment (no CR, no newline): replace bad UTF-8, strip ANSI escapes and control
+    characters (tab kept)."""
     text = raw.decode("utf-8", "replace")
     if "\x1b" in text or "[" in text or "#033" in text or "^@" in text:
         text = _ANSI.sub("", text)
-    if "\x00" in text:
-        text = text.replace("\x00", "")
+    if _CONTROL_BYTES.search(raw) is not None:  # rare: looked for in the bytes, in C, before any text work
+        text = _CONTROLS.sub("", text)
     return text
+
+
+def without_controls(text: str) -> str:
+    """`text` without its ANSI escapes and control characters (tab and newline kept): for text that did not
+    come through `clean` (an error a remote host printed, a request's path) on its way to a person."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return _CONTROLS_KEEP_NEWLINE.sub("", text)
 
 
 def iter_lines(block: Block) -> Iterator[Line]:

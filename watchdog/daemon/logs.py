@@ -8,9 +8,9 @@ import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
     import structlog
@@ -19,6 +19,18 @@ __all__ = ["FOREIGN_LOG_LEVEL", "configure_logging", "configure_logging_on_impor
 
 # what other libraries (asyncssh, aiohttp, asyncio) log: their warnings and errors, as before they were routed
 FOREIGN_LOG_LEVEL = "WARNING"
+
+
+def _without_controls(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    # the console's processor: JSON escapes control characters by itself, a terminal would act on them
+    from watchdog.core.framing import without_controls  # noqa: PLC0415 - with the console only
+
+    for key, value in event.items():
+        if isinstance(value, str):
+            event[key] = without_controls(value)
+    return event
 
 
 def configure_logging(
@@ -48,7 +60,8 @@ def configure_logging(
     else:
         colors = not os.environ.get("NO_COLOR") and _isatty(out)
         renderer_chain = [
-            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback)
+            _without_controls,  # a log's text (or a host's error) moves no cursor on the terminal
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback),
         ]
     shared: list[structlog.typing.Processor] = [
         structlog.processors.add_log_level,
