@@ -859,3 +859,44 @@ async def test_every_connection_busy_is_answered_503() -> None:
                 await stream.aclose()
     finally:
         blocking.release.set()
+
+
+def test_malformed_requests_are_refused_with_one_line_not_a_traceback_each(tmp_path: Path) -> None:
+    """Bytes that are not HTTP, a header over aiohttp's limit, a TLS hello on the plain port, a cut request and
+    a request line with control characters, each on its own connection, to a running daemon: each is answered
+    4xx or closed, /healthz still answers, and the daemon's log holds no traceback and one line saying how
+    many were refused."""
+    import socket  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from daemon_process import DaemonProcess  # noqa: PLC0415
+
+    config = tmp_path / "watchdog.toml"
+    config.write_text('[daemon]\nlisten = "127.0.0.1:0"\nlog_format = "json"\n')
+    daemon = DaemonProcess(config, deadline=20.0)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        payloads = [
+            b"GARBAGE\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n",
+            b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
+            b"POST /status HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nab",
+            b"GET /\x07\x9b HTTP/1.1\r\n\r\n",
+        ] * 4
+        for payload in payloads:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(payload)
+                sock.shutdown(socket.SHUT_WR)
+                answer = sock.recv(64)
+            assert answer == b"" or answer.split(b" ")[1].startswith(b"4"), answer
+        assert httpx.get(url + "healthz").status_code == 200
+        said = daemon.wait(event="http_requests_refused")
+        daemon.stop()
+    finally:
+        daemon.close()
+    log = "".join(daemon.text)
+    assert "Traceback" not in log
+    assert log.count("http_requests_refused") == 1
+    assert said["refused"] >= 1

@@ -28,6 +28,7 @@ import gzip
 import hmac
 import ipaddress
 import json
+import logging
 import math
 import secrets
 import ssl
@@ -44,7 +45,14 @@ from anyio.abc import TaskStatus
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from watchdog.core.redaction import redact
-from watchdog.daemon.connections import IDLE_TIMEOUT, MAX_CONNECTIONS, SAY_EVERY, Connections, bind
+from watchdog.daemon.connections import (
+    IDLE_TIMEOUT,
+    MAX_CONNECTIONS,
+    SAY_EVERY,
+    Connections,
+    RefusedRequests,
+    bind,
+)
 from watchdog.daemon.metrics import DaemonStats, registry_for
 from watchdog.daemon.statuspage import render_page
 from watchdog.exceptions import ConfigError
@@ -295,6 +303,9 @@ async def serve_http(
         app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, keepalive_timeout=idle_timeout
     )
     await runner.setup()
+    refused = RefusedRequests()
+    aiohttp_server = logging.getLogger("aiohttp.server")
+    aiohttp_server.addFilter(refused)
     try:
         try:
             sockets = bind(host, port)
@@ -318,6 +329,7 @@ async def serve_http(
     finally:
         with anyio.move_on_after(SHUTDOWN_TIMEOUT + 1, shield=True):
             await runner.cleanup()
+        aiohttp_server.removeFilter(refused)
 
 
 def _hostport(host: str, port: int) -> str:
