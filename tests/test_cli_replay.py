@@ -170,3 +170,36 @@ def test_a_count_fact_is_an_integer_in_json_and_text(capsys: pytest.CaptureFixtu
     assert isinstance(facts["kv_cache_tokens"], int)
     main(["replay", str(log)])
     assert "kv_cache_tokens=2261377" in capsys.readouterr().out
+
+
+def _shifted(first: str, rest: str) -> str:
+    """The SGLang ready log with its first line's time written as `first` and the others' date as `rest`."""
+    lines = READY.read_text(encoding="utf-8").splitlines(keepends=True)
+    head = lines[0].replace("[2025-01-23 19:34:55]", first)
+    return head + "".join(line.replace("[2025-01-23 ", f"[{rest} ") for line in lines[1:])
+
+
+@pytest.mark.parametrize(
+    ("first", "rest"),
+    [
+        pytest.param("[1995-01-23 19:34:55]", "2025-01-23", id="decades-apart"),
+        pytest.param("[2025-01-23 21:34:55]", "2025-01-23", id="first-line-2h-ahead"),
+        pytest.param("[2025-01-23T19:34:55-07:00]", "2025-01-23", id="an-offset-then-local-time"),
+    ],
+)
+def test_durations_from_off_clocks_are_never_negative_nor_decades(
+    tmp_path: Path, first: str, rest: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log whose times jump (a line decades back, one hours ahead, an offset on one line only): no phase
+    lasts a negative time or years, time to ready is unknown rather than -7200 s, and the text never says
+    "ready after -"."""
+    log = tmp_path / "off.log"
+    log.write_text(_shifted(first, rest), encoding="utf-8")
+    assert main(["replay", str(log), "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    durations = [e["duration_seconds"] for e in v["timeline"] if "duration_seconds" in e]
+    assert all(0 <= d <= 31 * 86400 for d in durations), durations
+    ttr = v.get("time_to_ready_seconds")
+    assert ttr is None or 0 <= ttr < 3600, ttr
+    main(["replay", str(log)])
+    assert "after -" not in capsys.readouterr().out

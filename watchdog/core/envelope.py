@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Record", "parse", "seconds_between", "unglue"]
+__all__ = ["MAX_LOG_GAP", "Record", "parse", "seconds_between", "unglue"]
+
+MAX_LOG_GAP = 31 * 86400.0  # the longest duration read from a log's times that is believed (a month)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +164,10 @@ def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
         if g.get("ts"):
             ts = str(g["ts"]).replace(",", ".")
             dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-            dt = dt.replace(tzinfo=None, microsecond=0) if dt.tzinfo is None else dt.replace(microsecond=0)
-            iso = dt.replace(tzinfo=None).isoformat()
-            return iso, dt.timestamp() if dt.tzinfo else _epoch(dt)
+            # its local reading, the offset set aside: a log that prints some lines with an offset (-07:00) and
+            # others without one (the same clock, local time) must not jump by the offset between them
+            dt = dt.replace(tzinfo=None, microsecond=0)
+            return dt.isoformat(), _epoch(dt)
         if time is None:
             return None
         hh, mm, ss = (int(x) for x in time.split(":"))
@@ -198,10 +201,13 @@ def _epoch(dt: datetime) -> float:
 
 
 def seconds_between(start: float | None, end: float | None) -> float | None:
-    """Seconds from `start` to `end`; a negative gap of under a day is a midnight crossing (time-only logs)."""
+    """Seconds from `start` to `end` by a log's own times; a negative gap of under a day is a midnight crossing
+    (time-only logs). None when the log's times cannot tell (negative, or more than `MAX_LOG_GAP`: formats of
+    different precision mixed, a clock stepped): a duration is then unknown, and the sinks measure it on the
+    follower's clock, rather than say "ready after -7200s" or 946,684,800 s in a phase."""
     if start is None or end is None:
         return None
     gap = end - start
     if -86400 < gap < 0 and start < 86400:
         gap += 86400
-    return gap if gap >= 0 else None
+    return gap if 0 <= gap <= MAX_LOG_GAP else None

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from watchdog.core.categories import categorize
+from watchdog.core.envelope import seconds_between
 from watchdog.core.findings import (
     ErrorSeen,
     Event,
@@ -213,8 +214,8 @@ class Lifecycle:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
             inc.ready_unconfirmed = now if event.early else None
-            if inc.timeline and event.seconds is not None and inc.timeline[0][1] is not None:
-                inc.ready_seconds = event.seconds - inc.timeline[0][1]
+            if inc.timeline:  # by the log's times, when they can tell (`seconds_between`)
+                inc.ready_seconds = seconds_between(inc.timeline[0][1], event.seconds)
             self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
