@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -431,11 +432,11 @@ def test_debug_shows_the_internal_error_traceback(
     [
         pytest.param(["--help"], id="top"),
         pytest.param(["watch", "--help"], id="watch"),
-        pytest.param(["replay", "--help"], id="replay"),
     ],
 )
 def test_help_lists_the_exit_codes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    """--help of the program and of each command ends with the table of exit codes."""
+    """--help of the program and of `watch` ends with the whole table of exit codes (each other command's, with
+    its own: `test_each_command_lists_exactly_the_exit_codes_it_can_give`)."""
     code, out, _err = _run(argv, capsys)
     assert code == 0
     table = out[out.index("exit codes:") :]
@@ -460,3 +461,53 @@ def test_the_distribution_named_command_says_its_own_name_with_its_version() -> 
     assert script is not None, "the console script is installed with the package"
     out = subprocess.run([script, "--version"], capture_output=True, text=True, check=True).stdout
     assert out.strip() == f"llm-launch-watchdog {version()}"
+
+
+@pytest.mark.parametrize(
+    ("command", "codes"),
+    [
+        pytest.param(["watch"], {0, 1, 2, 3, 64, 69, 70, 78, 130}, id="watch"),
+        pytest.param(["replay"], {0, 1, 3, 64, 70, 78, 130}, id="replay"),
+        pytest.param(["run"], {0, 64, 70, 78, 130}, id="run"),
+        pytest.param(["check-config"], {0, 64, 78}, id="check-config"),
+        pytest.param(["history"], {0, 64, 70, 78}, id="history"),
+        pytest.param(["silence"], {0, 64, 70, 78}, id="silence"),
+    ],
+)
+def test_each_command_lists_exactly_the_exit_codes_it_can_give(
+    command: list[str], codes: set[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--help` of each command ends with the exit codes that command can give, and no other (replay
+    listed 2 and 69, which it never gives; run, check-config, history and silence listed none)."""
+    import re  # noqa: PLC0415
+
+    from watchdog.cli.app import main  # noqa: PLC0415
+
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = capsys.readouterr().out
+    listed = text[text.index("exit codes:") :]
+    assert {int(n) for n in re.findall(r"^  (\d+) ", listed, re.MULTILINE)} == codes
+
+
+def test_history_reads_the_state_dir_of_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`watchdog history --config FILE` reads the config's state_dir (it took only --state-dir); a config that
+    is not valid is exit 78."""
+    import anyio  # noqa: PLC0415
+
+    from watchdog.cli.app import main  # noqa: PLC0415
+    from watchdog.store import open_store  # noqa: PLC0415
+
+    async def keep() -> None:
+        async with open_store(tmp_path / "state") as store:
+            await store.record_transition(
+                "kimi", 1, {"state": "ready", "phase": "ready", "timeline": [], "labels": {}}
+            )
+
+    anyio.run(keep)
+    config = tmp_path / "watchdog.toml"
+    config.write_text(f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n')
+    assert main(["history", "--config", str(config), "--json"]) == 0
+    assert [r["launch"] for r in json.loads(capsys.readouterr().out)] == ["kimi"]
+    config.write_text("[daemon]\nstate_dir = 3\n")
+    assert main(["history", "--config", str(config)]) == 78

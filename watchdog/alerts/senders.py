@@ -218,6 +218,8 @@ def alert_line(alert: Alert) -> str:
             on = f" in {', '.join(ranks)}" if ranks else ""
         line = f"{where}: crashed during {alert.phase}{on}: {alert.summary}"
         return line + (f"; hint: {alert.hint}" if alert.hint else "")
+    if alert.kind is AlertKind.STALLED and alert.phase == "pending":  # its log never came
+        return f"{where}: no log: {alert.summary}"
     if alert.kind is AlertKind.STALLED:
         progress = ", ".join(
             f"{name} {done}/{total}" if total is not None else f"{name} {done}"

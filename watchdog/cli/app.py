@@ -44,18 +44,54 @@ from watchdog.vocabulary import (
 
 EXAMPLE_LOG = "sglang-ep8-oom.log"  # in watchdog/examples/: 8 EP ranks, 4 of them out of memory
 
-EXIT_CODES_HELP = f"""\
-exit codes:
-  {EXIT_READY:<4}ready: the server can serve (or was ready, then stopped cleanly)
-  {EXIT_CRASHED:<4}crashed: the report names the root cause
-  {EXIT_STALLED:<4}stalled (no progress for --stall-after), or --timeout reached
-  {EXIT_NO_VERDICT:<4}no verdict: the log ended while still starting, or it stopped before ready
-  {EXIT_USAGE:<4}usage error: bad command line or unreadable input file
-  {EXIT_UNREACHABLE:<4}target unreachable: SSH connection, authentication or host key
-  {EXIT_INTERNAL:<4}internal error: a bug in watchdog (run with --debug for the traceback)
-  {EXIT_CONFIG:<4}configuration error: invalid config or profile file
-  {EXIT_INTERRUPTED:<4}interrupted (Ctrl-C)
-"""
+# What each exit code means (DESIGN.md); each command's --help lists the codes it can give, from here.
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_READY: "ready: the server can serve (or was ready, then stopped cleanly)",
+    EXIT_CRASHED: "crashed: the report names the root cause",
+    EXIT_STALLED: "stalled (no progress for --stall-after, or its log never came), or --timeout reached",
+    EXIT_NO_VERDICT: "no verdict: the log ended while still starting, or it stopped before ready",
+    EXIT_USAGE: "usage error: bad command line or unreadable input file",
+    EXIT_UNREACHABLE: "target unreachable: SSH connection, authentication or host key",
+    EXIT_INTERNAL: "internal error: a bug in watchdog (run with --debug for the traceback)",
+    EXIT_CONFIG: "configuration error: invalid config or profile file",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+
+def exit_codes_help(*codes: int | tuple[int, str]) -> str:
+    """The `exit codes:` epilog of a command that can give these codes (a code with its own meaning there as
+    `(code, meaning)`)."""
+    lines = ["exit codes:"]
+    for code in codes:
+        number, meaning = code if isinstance(code, tuple) else (code, EXIT_MEANINGS[code])
+        lines.append(f"  {number:<4}{meaning}")
+    return "\n".join(lines) + "\n"
+
+
+EXIT_CODES_HELP = exit_codes_help(*EXIT_MEANINGS)
+_WATCH_CODES = exit_codes_help(*EXIT_MEANINGS)
+_REPLAY_CODES = exit_codes_help(
+    EXIT_READY, EXIT_CRASHED, EXIT_NO_VERDICT, EXIT_USAGE, EXIT_INTERNAL, EXIT_CONFIG, EXIT_INTERRUPTED
+)
+_RUN_CODES = exit_codes_help(
+    (EXIT_READY, "stopped: SIGTERM or SIGINT, once"),
+    EXIT_USAGE,
+    (EXIT_INTERNAL, EXIT_MEANINGS[EXIT_INTERNAL]),
+    (EXIT_CONFIG, "configuration error: the config file, its state_dir or its listen address"),
+    (EXIT_INTERRUPTED, "stopped at once: a second SIGTERM or SIGINT"),
+)
+_CHECK_CODES = exit_codes_help(
+    (EXIT_READY, "valid (warnings, if any, on standard error)"),
+    EXIT_USAGE,
+    (EXIT_CONFIG, "invalid: the file, the key path and what is allowed are named"),
+)
+_STATE_CODES = exit_codes_help(
+    (EXIT_READY, "done"),
+    (EXIT_USAGE, "usage error, or no state file in that state_dir"),
+    EXIT_INTERNAL,
+    (EXIT_CONFIG, "configuration error: the config file, or a state file that is not ours or damaged"),
+)
+
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "replay",
         help="read a whole log and give the verdict",
         description="Read a whole log and give the verdict.",
-        epilog=EXIT_CODES_HELP,
+        epilog=_REPLAY_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     replay.add_argument("file", type=Path, nargs="?", help="the log file (or --example)")
@@ -89,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="The daemon: follow every launch of the config file, keep following after each verdict, "
         "serve /metrics, /status, /healthz and a status page, and send alerts. SIGHUP reloads the config, "
         "SIGTERM stops.",
+        epilog=_RUN_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--config", type=Path, required=True, metavar="FILE", help="the TOML config file")
     run.add_argument(
@@ -102,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check-config",
         help="validate a config file and print it resolved (secrets redacted)",
         description="Validate a config file and print it resolved, secrets redacted (exit 0, or 78).",
+        epilog=_CHECK_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("file", type=Path, help="the TOML config file")
     schema = sub.add_parser(
@@ -116,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
         "history",
         help="past launches from the daemon's state: phase durations and facts side by side",
         description="Past launches from the daemon's state: phase durations and facts side by side.",
+        epilog=_STATE_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from watchdog.cli.history import add_arguments as add_history_arguments  # noqa: PLC0415 - stdlib only
 
@@ -128,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Hold a launch's alerts for a while, kept in the daemon's state: `watchdog silence kimi-ep "
         "2h`; end it with --off; list the silences with no LAUNCH. Resolutions of problems already said "
         "still go out.",
+        epilog=_STATE_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_silence_arguments(silence)
     test_notify = sub.add_parser(
@@ -195,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         "watch",
         help="follow a live launch until a verdict",
         description="Follow a live launch until a verdict.",
-        epilog=EXIT_CODES_HELP,
+        epilog=_WATCH_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     watch.add_argument("target", help="a local path, ssh://[user@]host[:port]/path or [user@]host:/path")

@@ -13,6 +13,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watchdog.cli.render import write_out
@@ -39,7 +40,9 @@ _ONGOING = "…"  # the phase was not over when last recorded
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `watchdog history`, for the command line's subparser."""
     parser.add_argument("launch", nargs="?", metavar="LAUNCH", help="only this launch (default: all)")
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--config", type=Path, metavar="FILE", help="the daemon's config (its state_dir)")
+    where.add_argument(
         "--state-dir",
         metavar="DIR",
         help=f"the daemon's state_dir (default {DEFAULT_STATE_DIR}, as in the config)",
@@ -61,6 +64,10 @@ def run_history(args: argparse.Namespace) -> int:
 
     state_dir = args.state_dir or DEFAULT_STATE_DIR
     try:
+        if args.config is not None:  # the config's state_dir; its errors are the config's (exit 78)
+            from watchdog.config.loading import load_config  # noqa: PLC0415
+
+            state_dir = str(load_config(args.config).daemon.state_dir)
         records = anyio.run(_read, state_dir, args.launch, args.limit)
     except UsageError as exc:
         print(f"watchdog: {exc}", file=sys.stderr)
