@@ -382,3 +382,37 @@ async def test_an_outbox_that_cannot_be_pruned_says_so_once_and_alerting_goes_on
     warned = [e for e in logs if e["event"] == "outbox not pruned; trying again later"]
     assert len(warned) == 1
     assert "database is locked" in warned[0]["error"]
+
+
+def test_a_state_directory_on_a_full_disk_at_the_first_start_is_exit_78(tmp_path: Path) -> None:
+    """`watchdog run` whose state_dir is on a full file system (a real tmpfs, filled): exit 78 naming the
+    directory and what to do, not 70 "internal error: OSError: [Errno 28]"."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        # filled to its last byte (dd stops at ENOSPC)
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={disk / 'fill'}", "bs=4k"], capture_output=True, check=False
+        )
+        config = tmp_path / "watchdog.toml"
+        config.write_text(f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{disk / "state"}"\n')
+        run = subprocess.run(
+            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+    assert run.returncode == 78, run.stderr
+    assert f"{disk / 'state'}: daemon.state_dir: cannot write in the state directory" in run.stderr
+    assert "No space left on device" in run.stderr

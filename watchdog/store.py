@@ -1096,8 +1096,16 @@ def lock_state_dir(state_dir: str | Path) -> StateDirLock:
                 f"another watchdog daemon (pid {holder}) uses this state directory: stop it first, or give"
                 " this one a state_dir of its own",
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # a full disk, a quota: the directory's problem, said as one (exit 78)
+            raise ConfigError(
+                str(state_dir),
+                "daemon.state_dir",
+                f"cannot write in the state directory: {exc.strerror or exc}; free space there, or give the "
+                "daemon another state_dir",
+            ) from exc
     except BaseException:
         os.close(fd)
         raise
