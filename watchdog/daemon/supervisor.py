@@ -93,6 +93,8 @@ class _Running:
     announced: set[tuple[int, str]] = field(default_factory=set)
     typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
     failures: int = 0
+    streak: int = 0  # failures in a row, since its follower last got to read its log: its backoff
+    said: str = ""  # the failure last logged (a streak logs its reason once, not at each try)
     note: str = ""
     incarnation: int = 0  # the newest incarnation seen (or stored, at the start)
     began: bool = True  # ... and it began (it is not a log that never came: a relaunch is numbered after it)
@@ -421,6 +423,7 @@ class Daemon:
                         async with anyio.create_task_group() as tg:
                             tg.start_soon(self._consume, run, follower)
                             await tg.start(follower.run)
+                            run.streak, run.said = 0, ""  # it reads: a later failure starts a new streak
                             await self._reachable(run)
                             trying = False
                             if not started:
@@ -450,9 +453,15 @@ class Daemon:
         daemon's own, logged as errors, never an outage.
         """
         run.failures += 1
+        run.streak += 1
         self._change()
         name = run.plan.spec.name
         reason = _reason(exc)
+        # a follower that fails again and again (a reader that answers garbage) is started again after a
+        # pause that doubles per failure in a row, up to REFUSED_PAUSE_MAX; its reason is logged once a streak
+        pause = min(REFUSED_PAUSE_MAX, RESTART_PAUSE * 2 ** min(run.streak - 1, 16))
+        again = run.said == reason
+        run.said = reason
         if host is not None and isinstance(exc, PermanentError):
             self._host_down(host, reason)
             if not host.refused or trying:  # the first refusal, or the one attempt of this backoff
@@ -463,7 +472,7 @@ class Daemon:
                 host.changed()
             run.note = f"refused: {reason}; trying again in {_seconds(host.retry_at - time.monotonic())}"
             return 0.0  # the wait is the host's (`_wait_turn`)
-        run.note = f"follower failed: {reason}; trying again in {RESTART_PAUSE:g}s"
+        run.note = f"follower failed: {reason}; trying again in {pause:g}s"
         if host is not None and isinstance(exc, ConnectionLost):
             self._host_down(host, reason)
             if host.refused:  # it answered, if not with a session: no longer a refusal to wait out
@@ -474,11 +483,13 @@ class Daemon:
             run.note = f"state file problem: {reason}; trying again in {RESTART_PAUSE:g}s"
             log.error("state file problem", launch=name, error=reason, state_file=self._state_file())
         elif isinstance(exc, WatchdogError):  # the file or its reader: this launch's, not the host's
-            log.warning("launch follower failed", launch=name, error=reason)
+            if not again:
+                log.warning("launch follower failed", launch=name, error=reason, next_try_in=pause)
         else:
             run.note = f"internal error: {reason}; trying again in {RESTART_PAUSE:g}s"
             log.error("internal error", launch=name, error=reason, exc_info=exc)
-        return RESTART_PAUSE
+            return RESTART_PAUSE
+        return RESTART_PAUSE if isinstance(exc, sqlite3.Error) else pause
 
     async def _wait_turn(self, run: _Running, host: _Host) -> bool:
         """Wait while `host` refuses us: True when this launch is the one to try again (its outcome is the

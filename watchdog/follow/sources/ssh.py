@@ -49,6 +49,11 @@ DEFAULT_TAIL_INTERVAL = 0.01
 DEFAULT_POLL_BYTES = 1 << 20
 RETRY_INITIAL = 0.1
 RETRY_MAX = 5.0
+# A reader that starts and fails at once (it ends before its header; the session is lost each time although
+# the login works) is started again after a pause that doubles per failure, up to this; said (`Disconnected`)
+# at the `READER_FAILS_SAID`-th failure in a row, and `Connected` once it reads again
+READER_RETRY_MAX = 60.0
+READER_FAILS_SAID = 3
 _HEADER_LIMIT = 4096
 # Samples after a rotation is seen before switching even if the old file still grows.
 _ROTATION_GRACE_SAMPLES = 8
@@ -181,10 +186,12 @@ class _Rotation:
 
 
 class _Restart(Exception):
-    """Internal: the current remote command is done; start another (after `delay` seconds)."""
+    """Internal: the current remote command is done; start another (after `delay` seconds, or the reader's
+    backoff when it `failed`)."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, delay: float = 0.0, *, failed: bool = False) -> None:
         self.delay = delay
+        self.failed = failed
 
 
 class _Resumable:
@@ -250,6 +257,7 @@ class _Follower:
         self.head = b""  # the current file's first FINGERPRINT bytes, as delivered
         self.quiet_since: float | None = None  # event-loop time the reader reached the end, while it is there
         self.down: str | None = None  # the reason Disconnected last said, until Connected
+        self.failing = 0  # reader starts in a row that did not get to read (no header, or the session lost)
 
     async def items(self) -> AsyncGenerator[SourceItem, None]:
         pause, reconnect = 0.0, not self.connected
@@ -277,6 +285,8 @@ class _Follower:
                     pause = random.uniform(0, delay)  # noqa: S311 - full jitter, not a secret
                     continue
                 failed, reconnect = 0, False
+                if self.failing > 1:  # logins work, sessions do not: not at once again
+                    pause = self._backoff()
                 continue
             try:
                 if self.streaming is False:
@@ -287,7 +297,7 @@ class _Follower:
                         async for item in streamed:
                             yield item
             except _Restart as restart:
-                pause = restart.delay
+                pause = max(restart.delay, self._backoff()) if restart.failed else restart.delay
             except ChannelRefused as exc:
                 # The host is up but takes no more channels now: say so once, then retry after a
                 # pause (reconnecting would not help, and a tight loop would not either).
@@ -300,7 +310,22 @@ class _Follower:
             except ConnectionLost as exc:
                 self._down(str(exc))
                 self.refusals = 0
+                self.failing += 1
                 reconnect = True
+
+    def _backoff(self) -> float:
+        """The pause before the next start of a reader that failed `failing` times in a row: doubled per
+        failure, jittered (half to all of it), at most `READER_RETRY_MAX`."""
+        delay = min(READER_RETRY_MAX, RETRY_INITIAL * 2 ** min(self.failing, 16))
+        return random.uniform(delay / 2, delay)  # noqa: S311 - jitter, not a secret
+
+    def _reader_failed(self, why: str) -> _Restart:
+        """The reader ended before it could read: tried again after a growing pause; said once, at the
+        `READER_FAILS_SAID`-th failure in a row (a host that cannot be followed is an outage to alert on)."""
+        self.failing += 1
+        if self.failing == READER_FAILS_SAID:
+            self._down(f"the log reader on {self.src.host} fails at once ({why}); trying again with a pause")
+        return _Restart(self.src.poll_interval, failed=True)
 
     def _down(self, reason: str, since: float | None = None) -> None:
         # Disconnected once per outage, and again only when the reason changes (it says what happens now)
@@ -344,11 +369,18 @@ class _Follower:
         elif identity.head != self.head[:want]:
             raise self._restart_from_zero("truncated")
 
-    def _accept_header(self, header: Header | None) -> None:
+    def _accept_header(self, header: Header | None, stderr: bytes = b"") -> None:
         """Act on a script's header; returns only for `ok` on the file we mean to read."""
         if header is None:
-            # The script ended before its header (the file vanished between test and open).
-            raise _Restart(self.src.poll_interval)
+            # The script ended before its header (the file vanished between test and open, once; a host
+            # whose reader cannot run, every time)
+            said = stderr.decode(errors="replace").strip().splitlines()
+            raise self._reader_failed(f"it ended before its header: {said[-1][:200]}" if said else "no output")
+        if self.failing:
+            if self.failing >= READER_FAILS_SAID:
+                self.down = None
+                self.out.append(Connected(self.src.host))
+            self.failing = 0
         if header.status == "nofollow":
             self.streaming = False
             raise _Restart()
@@ -420,7 +452,7 @@ class _Follower:
                     if exc is not None or conn.is_closed():
                         raise self._lost(conn, exc)
                     _check_refused(src.host, session.exit_status, errors)
-                    self._accept_header(None)
+                    self._accept_header(None, errors)
                 if kind == "out":
                     buffered += data
                     if b"\n" not in buffered and len(buffered) > _HEADER_LIMIT:
