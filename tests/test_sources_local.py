@@ -457,3 +457,25 @@ async def test_truncated_and_rewritten_in_one_step_is_a_restart(
             file.write(second)
         assert await next_event(items) == FileRestarted("truncated")
         assert await read_to_caught_up(items, len(second)) == second
+
+
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "poll"])
+async def test_rewritten_in_the_same_second_to_the_same_size_with_the_same_banner_is_a_restart(
+    tmp_path: Path, inotify: bool
+) -> None:
+    """A relaunch within the same second writes the same first bytes (its banner's times are the same) and, cut
+    and written again in one go, the same size: its last bytes differ, so it is a restart, not an unchanged
+    file (it was missed 10 times in 20)."""
+    banner = b"[2025-01-23 19:35:14] launch banner: --model-path /models/kimi --tp 8\n" * 8
+    first = banner + b"[2025-01-23 19:35:14] RuntimeError: CUDA out of memory!\n"
+    second = banner + b"[2025-01-23 19:35:14] INFO: loading weights, shard 1/64\n"
+    assert len(first) == len(second)
+    log = tmp_path / "x.log"
+    log.write_bytes(first)
+    async with LocalSource(log, poll_interval=FAST, use_inotify=inotify).open_follow() as items:
+        assert await read_to_caught_up(items, len(first)) == first
+        with log.open("r+b") as file:
+            file.truncate(0)
+            file.write(second)
+        assert await next_event(items) == FileRestarted("truncated")
+        assert await read_to_caught_up(items, len(second)) == second

@@ -93,7 +93,6 @@ _STATE_CODES = exit_codes_help(
 )
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = UsageParser(

@@ -69,6 +69,8 @@ class _Open:
     ident: tuple[int, int]
     local: bool = False
     head: bytes = b""  # its first FINGERPRINT bytes, as read (fewer in a shorter file)
+    tail: bytes = b""  # its last FINGERPRINT bytes read (those just before the offset)
+    tail_at: int = 0  # the offset `tail` ends at
 
 
 def _on_local_fs(fd: int) -> bool:
@@ -211,11 +213,14 @@ def _took(current: _Open, pos: int, data: bytes) -> None:
     """Keep the file's first bytes from the bytes read at `pos`."""
     if len(current.head) == pos < FINGERPRINT:
         current.head += data[: FINGERPRINT - pos]
+    current.tail = (current.tail + data)[-FINGERPRINT:] if current.tail_at == pos else data[-FINGERPRINT:]
+    current.tail_at = pos + len(data)
 
 
 def _rewritten(current: _Open, pos: int) -> bool:
-    """Whether the file's first bytes (of those read up to `pos`) are no longer what was read: it was cut and
-    written again, perhaps to the same size or beyond."""
+    """Whether the file's first bytes, or its last ones before `pos` (of those read), are no longer what was
+    read: it was cut and written again, perhaps to the same size or beyond (a relaunch within the same second
+    prints the same first bytes: its banner's times are the same; its last ones differ)."""
     want = min(FINGERPRINT, pos)
     if not want:
         return False
@@ -223,7 +228,11 @@ def _rewritten(current: _Open, pos: int) -> bool:
         # resumed past them (a checkpoint, whose own check compared them): they are as they are now
         current.head = os.pread(current.fd, want, 0)
         return False
-    return os.pread(current.fd, want, 0) != current.head[:want]
+    if os.pread(current.fd, want, 0) != current.head[:want]:
+        return True
+    if current.tail_at != pos or not current.tail:
+        return False
+    return os.pread(current.fd, len(current.tail), pos - len(current.tail)) != current.tail
 
 
 def _path_ident(path: str) -> tuple[int, int] | None:
@@ -361,6 +370,7 @@ class LocalSource:
                 if pending == "truncated":
                     yield FileRestarted(pending)
                     pending, pos, at_end, current.head = None, 0, False, b""
+                    current.tail, current.tail_at = b"", 0
                 elif pending is not None:
                     # Whatever the writer added to the old file before it was rotated away.
                     while True:

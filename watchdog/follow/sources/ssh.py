@@ -375,7 +375,9 @@ class _Follower:
             # The script ended before its header (the file vanished between test and open, once; a host
             # whose reader cannot run, every time)
             said = stderr.decode(errors="replace").strip().splitlines()
-            raise self._reader_failed(f"it ended before its header: {said[-1][:200]}" if said else "no output")
+            raise self._reader_failed(
+                f"it ended before its header: {said[-1][:200]}" if said else "no output"
+            )
         if self.failing:
             if self.failing >= READER_FAILS_SAID:
                 self.down = None
