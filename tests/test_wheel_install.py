@@ -259,7 +259,7 @@ def test_both_console_scripts_are_installed(install: Install) -> None:
             [str(install.script(name)), "--version"], capture_output=True, text=True, check=False, timeout=60
         )
         assert result.returncode == 0, result.stderr
-        assert result.stdout.startswith("watchdog ")
+        assert result.stdout.startswith(f"{name} ")  # each says the name it was called by
 
 
 # --- next to Debian's `watchdog` package --------------------------------------------------------------------
