@@ -103,3 +103,24 @@ def test_live_view_draws_and_ticks_on_a_terminal(tmp_path: Path) -> None:
         )
         # only the verdict names the target: no piece of an earlier picture was left behind by a redraw
         assert final.count(str(log)) == 1, f"stale lines of the live view are left on the screen:\n{final}"
+
+
+def test_live_view_names_a_log_that_never_comes(tmp_path: Path) -> None:
+    """On a terminal, a log that does not exist is named in the live view ("no log: PATH does not exist")
+    while it is waited for, and past --stall-after the verdict names it too: never a stalled phase row."""
+    log = tmp_path / "sever.log"
+    argv = [*_watchdog(), "watch", str(log), "--stall-after", "1", "--timeout", "60"]
+    said = f"no log: {log} does not exist (waited "
+    with PtyScreen(argv, columns=COLUMNS, lines=LINES, cwd=tmp_path) as term:
+        view = term.wait_for(
+            lambda text: said in text and "no log after" not in text,
+            STEP,
+            what=f"the live view saying {said!r} before the stall",
+        )
+        assert "pending" in view
+        done = term.wait_for(
+            lambda text: "a typo in the log's path" in text, STEP, what="the verdict naming the file"
+        )
+    assert said in done
+    assert _phase_row("stalled").search(view) is None
+    assert _phase_row("stalled").search(done) is None

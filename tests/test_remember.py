@@ -327,9 +327,16 @@ def test_a_log_that_never_comes_is_said_by_name_in_status_and_alert(tmp_path: Pa
         daemon.close()
     assert (status["state"], status["phase"]) == ("pending", "pending")
     assert status["missing_log"]["path"] == str(never)
+    assert status["missing_log"]["since"].endswith("+00:00")
     assert status["note"].startswith(f"{never} does not exist (yet)")
     alert = hook.body("typo/1/stalled")
-    assert alert["title"] == "typo: its log does not exist"
+    assert alert["title"].startswith(f"typo: log {never} does not exist after ")
+    assert alert["missing_log"] == str(never)
     assert alert["summary"].startswith(f"{never} does not exist after ")
     assert alert["time_since_start_seconds"] is None
     assert "typo in the log's path" in alert["detail"]
+    assert f"Log: {never}" in alert["text"]
+    assert "Since start" not in alert["text"]
+    assert "Phase:" not in alert["text"]
+    resolved = hook.body("typo/1/stalled/resolved")
+    assert resolved["title"] == "typo: missing log resolved"

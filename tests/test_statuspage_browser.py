@@ -399,3 +399,47 @@ async def test_incarnation_began_is_the_current_incarnation_s_start(tmp_path: Pa
     live = rows["qwen-vllm"].one("elapsed").text
     assert live.startswith("incarnation began 5m0"), live
     assert "2h" not in live
+
+
+async def test_a_log_that_never_comes_is_said_by_name_on_its_card(tmp_path: Path) -> None:
+    """A running daemon whose launch's log does not exist: past stall_after its card in Chromium names the
+    file ("no log: PATH does not exist"), with no stalled segment; once the file appears it is followed."""
+    from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import parse_target  # noqa: PLC0415
+
+    never = tmp_path / "sever.log"  # a typo for server.log
+    plan = LaunchPlan(
+        LaunchSpec(name="typo", target=parse_target(str(never)), stall_after=0.5),
+        alerts=(ConsoleAlerts(out=io.StringIO()),),
+    )
+
+    async def serve(daemon: Daemon, *, task_status: Any) -> None:
+        await serve_http(("127.0.0.1", 0), daemon.statuses, daemon.stats, task_status=task_status)
+
+    daemon = Daemon({"typo": plan}, serve=serve, handle_signals=False)
+    async with anyio.create_task_group() as tg:
+        with anyio.fail_after(DEADLINE):
+            await tg.start(daemon.run)
+            (status,) = await daemon.wait_until(lambda s: bool(s[0].get("missing_log", {}).get("overdue")))
+            url = f"http://127.0.0.1:{daemon.port}/"
+            missing = (await _chromium(url, tmp_path / "profile", "--dump-dom")).decode()
+            await anyio.Path(never).write_bytes(
+                (
+                    Path(__file__).parent / "fixtures/corpus/sglang/ready-llama31-8b-single-gpu-docs-v041.log"
+                ).read_bytes()
+            )
+            await daemon.wait_until(lambda s: s[0]["state"] == "ready")
+            found = (await _chromium(url, tmp_path / "profile2", "--dump-dom")).decode()
+        tg.cancel_scope.cancel()
+    assert status["state"] == "pending"
+    (row,) = _parse(missing).by_class("launch")
+    assert row.attrs["data-state"] == "pending"
+    verdict = row.one("verdict")
+    assert verdict.one("title").text.startswith(f"no log: {never} does not exist (waited ")
+    assert verdict.one("hint").text == "a typo in the log's path, or a launch that never started"
+    assert row.one("timeline").text == "no log yet"
+    assert "stalled" not in row.text
+    (row,) = _parse(found).by_class("launch")
+    assert row.attrs["data-state"] == "ready"
+    assert "does not exist" not in row.text

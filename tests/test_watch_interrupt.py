@@ -89,8 +89,9 @@ def test_ctrl_c_without_a_terminal_prints_where_and_json_gives_the_object(tmp_pa
 
 
 def test_a_log_that_never_comes_is_said_as_missing_not_as_a_hang(tmp_path: Path) -> None:
-    """`watch` on a path that never appears: the line and the verdict name the missing file, --json keeps the
-    state `pending` with `missing_log`, and it exits 2 (stalled or timed out) after --stall-after."""
+    """`watch` on a path that never appears: the line and the verdict name the missing file (no stalled phase),
+    --json keeps the state `pending` with `missing_log` (path, since, seconds), and it exits 2 (stalled or timed
+    out) after --stall-after."""
     never = tmp_path / "nver.log"
     text = subprocess.run(
         [*_watchdog(), "watch", str(never), "--stall-after", "1"],
@@ -100,8 +101,11 @@ def test_a_log_that_never_comes_is_said_as_missing_not_as_a_hang(tmp_path: Path)
         timeout=STEP,
     )
     assert text.returncode == 2
-    assert f"no log: {never} does not exist" in text.stdout
+    verdict_lines = text.stdout.splitlines()[-2:]
+    assert verdict_lines[0].startswith(f"no log: {never} does not exist (waited ")
+    assert verdict_lines[1] == "  a typo in the log's path, or a launch that never started"
     assert "no progress" not in text.stdout
+    assert "stalled" not in text.stdout
     assert "pending: no log after 1s" in text.stdout
     scripted = subprocess.run(
         [*_watchdog(), "watch", str(never), "--stall-after", "1", "--json"],
@@ -116,3 +120,4 @@ def test_a_log_that_never_comes_is_said_as_missing_not_as_a_hang(tmp_path: Path)
     assert verdict["missing_log"]["path"] == str(never)
     assert verdict["missing_log"]["overdue"] is True
     assert verdict["missing_log"]["seconds"] >= 1.0
+    assert verdict["missing_log"]["since"].endswith("+00:00")

@@ -81,6 +81,9 @@ class Alert:
     # the how-manieth problem of its kind in the incarnation: a launch that stalls again after progress
     # resumed stalls anew (2, 3, ...), as the daemon keeps it (`stalled#2`)
     occurrence: int = 1
+    # stalled in `pending` because the log does not exist (a typo in its path, a launch never started): its
+    # path; not a launch that hung, and said as such. Empty otherwise (a log that exists but says nothing).
+    missing_log: str = ""
 
     def __post_init__(self) -> None:
         # Text that reaches people through every notifier: no control character (BEL, backspace, a C1 CSI)
@@ -142,8 +145,11 @@ class Alert:
             cat = f" ({self.category})" if self.category else ""
             return f"{self.where} crashed in {self.phase}{cat}"
         if self.kind is AlertKind.STALLED:
-            if self.phase == State.PENDING.value:
-                return f"{self.where}: its log does not exist"
+            if self.missing_log:
+                after = (
+                    f" after {format_duration(self.time_in_phase)}" if self.time_in_phase is not None else ""
+                )
+                return f"{self.where}: log {self.missing_log} does not exist{after}"
             return f"{self.where} stalled in {self.phase}"
         if self.kind is AlertKind.READY:
             return f"{self.where} is ready"
@@ -151,6 +157,8 @@ class Alert:
             return f"{self.where}: host unreachable"
         if self.kind is AlertKind.REPLACED:
             return f"{self.where}: launch replaced (#{self.incarnation})"
+        if self.missing_log:
+            return f"{self.where}: missing log resolved"
         return f"{self.where}: {self.problem.value} resolved"
 
     @classmethod
@@ -215,6 +223,7 @@ class Alert:
             "ended_at": rfc3339(self.ended_at) if self.ended_at else None,
             "resolves": self.resolves.value if self.resolves else None,
             "occurrence": self.occurrence,
+            "missing_log": self.missing_log,
             "dedup_key": self.dedup_key,
             "incident_key": self.incident_key,
         }
@@ -259,6 +268,7 @@ class Alert:
             ended_at=when(data.get("ended_at")),
             resolves=AlertKind(data["resolves"]) if data.get("resolves") else None,
             occurrence=int(data.get("occurrence") or 1),
+            missing_log=str(data.get("missing_log") or ""),
         )
 
     @classmethod
@@ -318,13 +328,16 @@ class Alert:
 
         reason = str(timeline[-1].get("reason") or "") if timeline else ""
         missing = status.get("missing_log")
+        missing_log = ""
         if isinstance(missing, Mapping) and missing.get("path"):
-            # not a launch that hung: a log that never came (a typo in the path, a launch never started)
+            # not a launch that hung: a log that never came (a typo in the path, a launch never started); the
+            # time in `pending` is how long it has been missing, and there is no start to count from
+            missing_log = str(missing["path"])
             waited = _number(missing.get("seconds"))
             after = f" after {format_duration(waited)}" if waited is not None else ""
-            reason = f"{missing['path']} does not exist{after}"
+            reason = f"{missing_log} does not exist{after}"
             detail = detail or "a typo in the log's path, or a launch that never started"
-            time_in_phase = time_since_start = None
+            time_in_phase, time_since_start = waited, None
         summary = str(err.get("summary") or "")
         if not summary and kind is AlertKind.STALLED:
             summary = reason or f"no progress in {phase}"
@@ -360,6 +373,7 @@ class Alert:
             link=link,
             ended_at=now if kind is AlertKind.RESOLVED else None,
             occurrence=occurrence,
+            missing_log=missing_log,
         )
 
 

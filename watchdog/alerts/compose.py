@@ -244,10 +244,12 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
         ("Launch", alert.launch),
         ("Host", alert.host or "local"),
         ("Engine", alert.engine),
-        ("Phase", alert.phase),
+        # a log that does not exist: the file, not a phase (nothing started)
+        ("Log", alert.missing_log) if alert.missing_log else ("Phase", alert.phase),
     ]
     if alert.time_in_phase is not None and alert.kind in {AlertKind.CRASHED, AlertKind.STALLED}:
-        out.append(("Time in phase", format_duration(alert.time_in_phase)))
+        name = "Missing for" if alert.missing_log else "Time in phase"
+        out.append((name, format_duration(alert.time_in_phase)))
     if alert.time_since_start is not None:
         name = "Time to ready" if alert.kind is AlertKind.READY else "Since start"
         out.append((name, format_duration(alert.time_since_start)))
@@ -256,7 +258,7 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
     if alert.ranks:
         out.append(("Ranks", ", ".join(alert.ranks)))
     if alert.kind is AlertKind.STALLED and alert.detail:
-        out.append(("Stalled", alert.detail))
+        out.append(("Likely" if alert.missing_log else "Stalled", alert.detail))
     if alert.kind in _WITH_FACTS:
         out.extend(
             (f"{name[:1].upper()}{name[1:]} progress", f"{done}/{total}" if total is not None else f"{done}")

@@ -97,7 +97,13 @@ class LiveView:
         if status.get("incarnations", 1) > 1:
             head.append(f"  (launch #{status.get('incarnation')} of {status['incarnations']})", style="dim")
         parts: list[RenderableType] = [head]
-        if status.get("timeline"):
+        missing = status.get("missing_log") or {}
+        if missing.get("path"):  # no log, so no launch: the file is the news, not a phase that stalled
+            waited = missing.get("seconds")
+            waited_text = f" (waited {format_duration(waited)})" if _is_number(waited) else ""
+            said = f"no log: {missing['path']} does not exist{waited_text}"
+            parts.append(Text(said, style="bold yellow" if missing.get("overdue") else "yellow"))
+        elif status.get("timeline"):
             parts.append(self._phases(status, now))
         if status.get("progress"):
             parts.append(self._bars(status, now))

@@ -30,7 +30,13 @@ def render_verdict(v: dict[str, Any], *, source: str = "") -> str:
     else:
         head = f"no verdict: the log ends in {v['phase']}"
     where = f"{source}: " if source else ""
-    out.append(f"{where}{head}" if missing else f"{where}{engine} {head}")
+    if missing:  # its head names the path; no launch, so no timeline (its stall is not a phase that hung)
+        likely = "a typo in the log's path, or a launch that never started"
+        out.append(head)
+        gave_up = missing.get("overdue") or v.get("timed_out")
+        out.append(f"  {likely if gave_up else 'waiting for it to appear'}")
+        return "\n".join(out)
+    out.append(f"{where}{engine} {head}")
     if v.get("incarnations", 1) > 1:
         out.append(f"  (launch #{v['incarnation']} of {v['incarnations']} in this log)")
     for item in v["timeline"]:

@@ -72,7 +72,7 @@ main { padding: 10px 20px 30px; display: flex; flex-direction: column; gap: 10px
 .fact span { color: var(--muted); }
 .verdict { border-radius: 6px; padding: 8px 10px; font-size: 13px; background: #f3f4f6; }
 .verdict.crashed { background: #fef2f2; border: 1px solid #fecaca; }
-.verdict.stalled { background: #fff7ed; border: 1px solid #fed7aa; }
+.verdict.stalled, .verdict.missing.overdue { background: #fff7ed; border: 1px solid #fed7aa; }
 .verdict.ready { background: #f0fdf4; border: 1px solid #bbf7d0; }
 .verdict .title, .reach .title { font-weight: 600; }
 .verdict .summary, .reach .reason { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px;
@@ -159,6 +159,7 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
 
   // one segment per timeline entry: log-time durations where the log has timestamps, else the follower's clock
   function segments(st) {
+    if (st.missing_log) return [];  // no log, so no launch: not a phase that stalled
     const tl = st.timeline || [], en = st.entered || [], elapsed = st.elapsed_seconds;
     return tl.map((t, i) => {
       let d = typeof t.duration_seconds === "number" ? t.duration_seconds : null;
@@ -279,7 +280,18 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
     return box;
   }
 
+  // a log that does not exist (a typo in its path, a launch never started): said by name, not as a hang
+  function drawMissing(st) {
+    const m = st.missing_log, waited = dur(m.seconds);
+    const box = el("div", "verdict missing" + (m.overdue ? " overdue" : "") + (st.unreachable ? " stale" : ""));
+    box.append(el("div", "title", "no log: " + m.path + " does not exist" + (waited ? " (waited " + waited + ")" : "")),
+               el("div", "hint", m.overdue ? "a typo in the log's path, or a launch that never started"
+                                           : "waiting for it to appear"));
+    return box;
+  }
+
   function drawVerdict(st) {
+    if (st.missing_log && st.missing_log.path) return drawMissing(st);
     const box = el("div", "verdict " + st.state + (st.unreachable ? " stale" : ""));
     const err = st.error;
     if (st.state === "crashed" && err) {
@@ -317,9 +329,10 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   }
 
   function drawLast(st) {
-    if (!st.last_line && !st.note) return null;
+    const note = st.missing_log ? "" : st.note;  // a missing log's note: the verdict says it
+    if (!st.last_line && !note) return null;
     const box = el("div");
-    if (st.note) box.append(el("div", "note", st.note));
+    if (note) box.append(el("div", "note", note));
     if (st.last_line) { const l = el("div", "last", st.last_line); l.title = st.last_line; box.append(l); }
     return box;
   }
@@ -327,11 +340,11 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   const SECTIONS = [
     ["head", drawHead, st => [st.state, st.name, st.host, st.engine, st.phase, st.incarnation, st.incarnations, st.target, !!st.unreachable]],
     ["reach", drawReach, st => [st.unreachable, st.host]],
-    ["timeline", drawTimeline, st => [st.timeline, st.entered, CAPS[st.state] ? 0 : Math.round(st.elapsed_seconds || 0)]],
+    ["timeline", drawTimeline, st => [!!st.missing_log, st.timeline, st.entered, CAPS[st.state] ? 0 : Math.round(st.elapsed_seconds || 0)]],
     ["progress", drawProgress, st => [st.progress, st.eta_seconds]],
     ["facts", drawFacts, st => [st.facts]],
-    ["verdict", drawVerdict, st => [st.state, st.phase, st.error, st.time_to_ready_seconds, !!st.unreachable]],
-    ["last", drawLast, st => [st.last_line, st.note]],
+    ["verdict", drawVerdict, st => [st.state, st.phase, st.error, st.time_to_ready_seconds, !!st.unreachable, st.missing_log]],
+    ["last", drawLast, st => [st.last_line, st.note, !!st.missing_log]],
   ];
 
   function update(row, st) {

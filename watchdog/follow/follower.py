@@ -20,6 +20,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -175,7 +176,8 @@ class LaunchFollower:
         self._tick_wake: asyncio.Future[object] | None = None
         self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
         self._checkpoints: Checkpointer | None = None
-        self._missing: tuple[str, float] | None = None  # the log's path and when it was first found missing
+        # the log's path and when it was first found missing (the follower's clock, and Unix time for people)
+        self._missing: tuple[str, float, float] | None = None
         # a restart's transitions, published with the new file's first bytes (see `Checkpointer.fresh`)
         self._deferred: list[Transition] = []
         if checkpoints is not None:
@@ -298,7 +300,7 @@ class LaunchFollower:
             await self._apply(transitions)
         elif isinstance(item, FileMissing):
             if self._missing is None:
-                self._missing = (str(item.path), now)
+                self._missing = (str(item.path), now, time.time())
             await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
             await self._apply(self.analyzer.probe(LogMissing(), now))
             self._caught_up = True
@@ -415,8 +417,9 @@ class LaunchFollower:
         v["facts"].update(self._trend.facts())
         missing = v.get("missing_log")
         if missing is not None and self._missing is not None:
-            path, since = self._missing
-            missing.update(path=path, seconds=round(max(0.0, self.now() - since), 1))
+            path, found, at = self._missing
+            since = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+            missing.update(path=path, since=since, seconds=round(max(0.0, self.now() - found), 1))
         return v
 
     def _incarnation(self, number: int) -> Incarnation:
