@@ -33,7 +33,9 @@ DEFAULT_MAX_LINE = 64 * 1024
 # the bytes C2 80 to C2 9F): BEL, backspace, a lone ESC, the one-character CSI U+009B
 _CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _CONTROLS_KEEP_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_BYTES = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]|\xc2[\x80-\x9f]")
+# one character class (the regex engine's fast path; an alternation was 5x slower): a C0 control, DEL, or the
+# lead byte of U+0080-U+00BF (a C1 control, or a Latin-1 sign such as the degree: then the text is looked at)
+_CONTROL_BYTES = re.compile(b"[\x00-\x08\x0a-\x1f\x7f\xc2]")
 
 # ESC itself, or the two ways logs show an ESC that lost its byte: caret notation and syslog's octal.
 _ESC = r"(?:\x1b|\^\[|#033)"
