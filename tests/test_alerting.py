@@ -76,7 +76,8 @@ class Changes:
 async def _running(outbox: Outbox | None = None, **kwargs: object) -> AsyncIterator[Alerting]:
     box = outbox or await Outbox.open(None)
     changes = Changes()
-    alerting = Alerting(box, retry_base=0.05, retry_max=0.5, on_change=changes, **kwargs)  # type: ignore[arg-type]
+    kwargs = {"retry_base": 0.05, "retry_max": 0.5, **kwargs}
+    alerting = Alerting(box, on_change=changes, **kwargs)  # type: ignore[arg-type]
     alerting.changes = changes  # type: ignore[attr-defined]
     try:
         async with anyio.create_task_group() as tg:
@@ -617,18 +618,29 @@ async def test_a_step_of_the_wall_clock_neither_holds_nor_hurries_an_alert(
 async def test_an_item_written_while_the_wall_clock_was_ahead_is_not_held(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    """An outbox row whose next try is an hour ahead (written before the clock was stepped back) is sent by the
-    next alerting after at most the longest retry pause, not an hour later."""
+    """Outbox rows whose next try is an hour ahead (written before the clock was stepped back: one never tried,
+    one retried) are sent at once by the next alerting, while a retry due within the longest backoff still
+    waits what is left of it."""
     path = tmp_path / "watchdog.sqlite3"
     box = await Outbox.open(path)
     try:
-        await box.put("hook", 1, "kimi/1/crashed", _alert().to_dict(), NOW + 3600.0)
+        await box.put("hook", 1, "fresh/1/crashed", _alert(launch="fresh").to_dict(), NOW + 3600.0)
+        for launch, pause in [("stepped", 3600.0), ("backoff", 60.0)]:
+            (item,) = await box.put("hook", 1, f"{launch}/1/crashed", _alert(launch=launch).to_dict(), NOW)
+            item.attempts, item.next_try = 1, NOW + pause
+            await box.retry(item, "HTTP 503")
         clock = ManualClock(NOW)
-        async with _running(box, clock=clock) as alerting:
+        async with _running(box, clock=clock, retry_max=300.0) as alerting:
             alerting.use([_webhook(receiver)])
-            await clock.advance(0.5)  # `_running`'s longest retry pause
-            await receiver.wait_for(1)
-            await _sent(alerting, "hook", 1)
+            await receiver.wait_for(2)  # no time passes on the alerting's clock
+            await _sent(alerting, "hook", 2)
+            assert sorted(_keys(receiver)) == ["fresh/1/crashed", "stepped/1/crashed"]
+            await clock.advance(59.0)
+            assert len(receiver.got) == 2  # the plausible backoff is waited out
+            await clock.advance(1.0)
+            await receiver.wait_for(3)
+            await _sent(alerting, "hook", 3)
+        assert _keys(receiver)[2] == "backoff/1/crashed"
     finally:
         await box.close()
 

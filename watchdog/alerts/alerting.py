@@ -281,16 +281,27 @@ class Alerting:
     def _push(self, item: Item) -> None:
         where = (item.notifier, item.destination)
         if item.due is None:
-            # from the file's unix time, bounded: an item written while the wall clock was ahead (or read after
-            # it was stepped back) is not held for that step, at most for the longest retry pause
-            wait = min(max(0.0, item.next_try - self._clock.now()), self._retry_max)
-            item.due = self._clock.monotonic() + wait
+            item.due = self._clock.monotonic() + self._wait_from_file(item)
         heapq.heappush(self._queues.setdefault(where, []), (item.due, item.id, item))
         wake = self._wake.get(where)
         if wake is not None:
             wake_up(wake)
         self._wake[where] = asyncio.get_running_loop().create_future()
         self._start_worker(item.notifier)
+
+    def _wait_from_file(self, item: Item) -> float:
+        """How long an item read from the file still waits, on the monotonic clock, from now.
+
+        Its `next_try` is unix time, written by a daemon whose wall clock may have been ahead (or read after the
+        clock was stepped back): an item never tried waits for nothing, and a next try further ahead than the
+        longest backoff (`retry_max`) is taken for a step of the clock, not a backoff: due now (a receiver that
+        asked for a longer Retry-After answers so again). Only a plausible backoff is waited out, for what is
+        left of it.
+        """
+        if item.attempts == 0:
+            return 0.0
+        wait = item.next_try - self._clock.now()
+        return wait if 0.0 < wait <= self._retry_max else 0.0
 
     def _start_worker(self, name: str) -> None:
         notifier = self._notifiers.get(name)
