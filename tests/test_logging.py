@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from typing import Any
@@ -65,12 +66,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run_on_a_terminal(log_format: str, **env: str) -> str:
+def _run_on_a_terminal(log_format: str, script: str = SCRIPT, **env: str) -> str:
     """The script's standard error when it is a terminal (a pty)."""
     main, child = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, log_format],
+            [sys.executable, "-c", script, log_format],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=child,
@@ -153,3 +154,32 @@ def test_console_colours_only_on_a_terminal_without_no_color(env: dict[str, str]
     assert "alert not delivered" in out
     assert (ESC in out) is coloured
     assert "XyZsecretTOKEN42" not in out
+
+
+# Text from elsewhere with a bell, backspaces, a one-character CSI (U+009B) and NEL (U+0085) in it: in an
+# event's field, in an exception's message (its traceback), in a library's record.
+RINGING = "bad\x07 key\x08\x08 \u009b2J\u0085 done"
+CONTROLS_SCRIPT = f"""
+import logging, sys
+import structlog
+from watchdog.daemon.service import configure_logging
+
+configure_logging(sys.argv[1])
+log = structlog.get_logger("watchdog.daemon")
+log.warning("host refused us", error={RINGING!r})
+try:
+    raise ConnectionError({RINGING!r})
+except ConnectionError:
+    log.exception("notifier failed", notifier="team")
+logging.getLogger("asyncssh").warning("Connection lost: %s", {RINGING!r})
+"""
+
+
+def test_console_log_on_a_terminal_writes_no_control_character() -> None:
+    """The console log on a terminal: BEL, backspace and C1 controls in a field, in an exception's message (its
+    traceback) and in a library's record are not written (only the colours' own escapes are)."""
+    out = _run_on_a_terminal("console", CONTROLS_SCRIPT)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out).replace("\r\n", "\n")
+    assert text.count("bad key 2J done") == 3, text
+    assert "ConnectionError: bad key 2J done" in text
+    assert re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text) == []
