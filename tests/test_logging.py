@@ -9,6 +9,7 @@ import pty
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,9 @@ import pytest
 SECRET = "https://hooks.slack.com/services/T0000/B0000/XyZsecretTOKEN42"
 ESC = "\x1b["
 DEADLINE = 60
+READY_LOG = (
+    Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+)
 
 # What a daemon logs: one of its own errors with a traceback (a local variable of the raising frame holds a
 # webhook URL), a warning, and asyncssh's and aiohttp's standard-library records (one with a traceback).
@@ -183,3 +187,52 @@ def test_console_log_on_a_terminal_writes_no_control_character() -> None:
     assert text.count("bad key 2J done") == 3, text
     assert "ConnectionError: bad key 2J done" in text
     assert re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text) == []
+
+
+def test_a_running_daemon_s_console_output_has_no_control_character(tmp_path: Path) -> None:
+    """`watchdog run` with `log_format = "console"` and a console notifier follows a launch that crashes on a
+    line with BEL, backspaces, a C1 CSI and NEL: what it writes (its log and the console alerts) names the
+    crash and holds none of them."""
+    from daemon_process import DaemonProcess  # noqa: PLC0415
+    from test_remember import Hook  # noqa: PLC0415
+
+    hook = Hook()
+    log = tmp_path / "bell.log"
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "console"
+
+[notifiers.console]
+kind = "console"
+
+[notifiers.hook]
+kind = "webhook"
+url = "{hook.url}"
+
+[launches.bell]
+log = "{log}"
+notify = ["console", "hook"]
+"""
+    )
+    lines = READY_LOG.read_bytes().splitlines(keepends=True)
+    crash = (
+        "[2025-01-23 19:35:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/srt/managers/scheduler.py", line 1200, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args)\n"
+        f"RuntimeError: Not enough memory. {RINGING}\n"
+    )
+    daemon = DaemonProcess(config, deadline=DEADLINE)
+    try:
+        log.write_bytes(b"".join(lines[:12]) + crash.encode())
+        hook.wait_for("bell/1/crashed", deadline=DEADLINE)
+        stdout = daemon.stop()
+    finally:
+        daemon.close()
+        hook.close()
+    written = stdout + "".join(daemon.text)
+    assert "Not enough memory. bad key 2J done" in stdout  # the console alert names the crash
+    assert re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f]", written) == []
