@@ -661,14 +661,39 @@ async def test_a_delivery_retried_later_is_not_said_to_be_given_up(receiver: Rec
     assert "attempts)" in retried[0]["error"]
 
 
-def test_a_hosts_outage_alert_has_its_facts_as_values_not_one_string() -> None:
-    """The unreachable alert's facts are values like any alert's: how many launches, which, since when."""
-    alert = Alert.host_unreachable("gpu1", ["a", "b"], since=STARTED, error="timed out")
-    assert alert.to_dict()["facts"] == {
-        "launches": 2,
-        "not_followed": "a, b",
-        "since": "2026-11-30T12:00:00.000Z",
-    }
+async def test_a_hosts_outage_alert_has_its_facts_as_values_not_one_string(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """What a real webhook receiver gets for a host that refuses connections: facts as values like any alert's
+    (how many launches, which, since when, the host's error), not one string."""
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions, parse_target  # noqa: PLC0415
+
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    plan = LaunchPlan(
+        LaunchSpec(name="far", target=parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")),
+        host="gpu1",
+        ssh=SSHOptions(known_hosts=str(known_hosts), config=None, use_agent=False, connect_timeout=2.0),
+        alerts=(_webhook(receiver),),
+    )
+    before = datetime.now(UTC).replace(microsecond=0)
+    daemon = Daemon({"far": plan}, handle_signals=False, unreachable_after=0.5)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            (got,) = await receiver.wait_for(1)
+            tg.cancel_scope.cancel()
+    body = got.json()
+    assert body["kind"] == "unreachable"
+    facts = body["facts"]
+    assert isinstance(facts, dict)
+    assert sorted(facts) == ["error", "launches", "not_followed", "since"]
+    assert facts["launches"] == 1
+    assert facts["not_followed"] == "far"
+    assert before <= datetime.fromisoformat(facts["since"]) <= datetime.now(UTC)
+    assert facts["error"].startswith("cannot connect to nobody@127.0.0.1 port 1")
 
 
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
