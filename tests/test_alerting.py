@@ -310,6 +310,21 @@ async def test_reminders_repeat_an_unresolved_problem_until_it_ends(receiver: Re
     assert [g.json()["kind"] for g in got].count("resolved") == 1
 
 
+@pytest.mark.parametrize("step", [-3600.0, 3600.0])
+async def test_a_reminder_says_how_long_on_the_clock_no_one_steps(receiver: Receiver, step: float) -> None:
+    """The wall clock steps (an hour back or forward) while a crash is unresolved: its reminder still comes
+    after remind_every and says how long it has really been unresolved (not -59m nor 1h01m)."""
+    notifier = _webhook(receiver, remind_every=60.0)
+    clock = ManualClock(NOW)
+    async with _running(clock=clock, repeat_check=5.0) as alerting:
+        await alerting.say(_alert(), [notifier])
+        await _sent(alerting, "hook", 1)
+        clock.step(step)
+        await clock.advance(60.0)
+        got = await receiver.wait_for(2)
+    assert got[1].json()["detail"] == "still unresolved after 1m00s (since 2026-11-30T12:00:00.000Z)"
+
+
 async def test_alertmanager_is_sent_a_firing_alert_again(receiver: Receiver) -> None:
     """An Alertmanager gets an unresolved crash again (unchanged), so that it does not expire it."""
     notifier = ServiceNotifier(name="am", kind="alertmanager", urls=(receiver.url(""),), timeout=2.0)
