@@ -76,7 +76,8 @@ class Changes:
 async def _running(outbox: Outbox | None = None, **kwargs: object) -> AsyncIterator[Alerting]:
     box = outbox or await Outbox.open(None)
     changes = Changes()
-    alerting = Alerting(box, retry_base=0.05, retry_max=0.5, on_change=changes, **kwargs)  # type: ignore[arg-type]
+    kwargs = {"retry_base": 0.05, "retry_max": 0.5, **kwargs}
+    alerting = Alerting(box, on_change=changes, **kwargs)  # type: ignore[arg-type]
     alerting.changes = changes  # type: ignore[attr-defined]
     try:
         async with anyio.create_task_group() as tg:
@@ -307,6 +308,21 @@ async def test_reminders_repeat_an_unresolved_problem_until_it_ends(receiver: Re
         assert alerting.depth() == 0  # nothing more to remind of
     assert len(receiver.got) == count
     assert [g.json()["kind"] for g in got].count("resolved") == 1
+
+
+@pytest.mark.parametrize("step", [-3600.0, 3600.0])
+async def test_a_reminder_says_how_long_on_the_clock_no_one_steps(receiver: Receiver, step: float) -> None:
+    """The wall clock steps (an hour back or forward) while a crash is unresolved: its reminder still comes
+    after remind_every and says how long it has really been unresolved (not -59m nor 1h01m)."""
+    notifier = _webhook(receiver, remind_every=60.0)
+    clock = ManualClock(NOW)
+    async with _running(clock=clock, repeat_check=5.0) as alerting:
+        await alerting.say(_alert(), [notifier])
+        await _sent(alerting, "hook", 1)
+        clock.step(step)
+        await clock.advance(60.0)
+        got = await receiver.wait_for(2)
+    assert got[1].json()["detail"] == "still unresolved after 1m00s (since 2026-11-30T12:00:00.000Z)"
 
 
 async def test_alertmanager_is_sent_a_firing_alert_again(receiver: Receiver) -> None:
@@ -617,18 +633,29 @@ async def test_a_step_of_the_wall_clock_neither_holds_nor_hurries_an_alert(
 async def test_an_item_written_while_the_wall_clock_was_ahead_is_not_held(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    """An outbox row whose next try is an hour ahead (written before the clock was stepped back) is sent by the
-    next alerting after at most the longest retry pause, not an hour later."""
+    """Outbox rows whose next try is an hour ahead (written before the clock was stepped back: one never tried,
+    one retried) are sent at once by the next alerting, while a retry due within the longest backoff still
+    waits what is left of it."""
     path = tmp_path / "watchdog.sqlite3"
     box = await Outbox.open(path)
     try:
-        await box.put("hook", 1, "kimi/1/crashed", _alert().to_dict(), NOW + 3600.0)
+        await box.put("hook", 1, "fresh/1/crashed", _alert(launch="fresh").to_dict(), NOW + 3600.0)
+        for launch, pause in [("stepped", 3600.0), ("backoff", 60.0)]:
+            (item,) = await box.put("hook", 1, f"{launch}/1/crashed", _alert(launch=launch).to_dict(), NOW)
+            item.attempts, item.next_try = 1, NOW + pause
+            await box.retry(item, "HTTP 503")
         clock = ManualClock(NOW)
-        async with _running(box, clock=clock) as alerting:
+        async with _running(box, clock=clock, retry_max=300.0) as alerting:
             alerting.use([_webhook(receiver)])
-            await clock.advance(0.5)  # `_running`'s longest retry pause
-            await receiver.wait_for(1)
-            await _sent(alerting, "hook", 1)
+            await receiver.wait_for(2)  # no time passes on the alerting's clock
+            await _sent(alerting, "hook", 2)
+            assert sorted(_keys(receiver)) == ["fresh/1/crashed", "stepped/1/crashed"]
+            await clock.advance(59.0)
+            assert len(receiver.got) == 2  # the plausible backoff is waited out
+            await clock.advance(1.0)
+            await receiver.wait_for(3)
+            await _sent(alerting, "hook", 3)
+        assert _keys(receiver)[2] == "backoff/1/crashed"
     finally:
         await box.close()
 
@@ -649,14 +676,39 @@ async def test_a_delivery_retried_later_is_not_said_to_be_given_up(receiver: Rec
     assert "attempts)" in retried[0]["error"]
 
 
-def test_a_hosts_outage_alert_has_its_facts_as_values_not_one_string() -> None:
-    """The unreachable alert's facts are values like any alert's: how many launches, which, since when."""
-    alert = Alert.host_unreachable("gpu1", ["a", "b"], since=STARTED, error="timed out")
-    assert alert.to_dict()["facts"] == {
-        "launches": 2,
-        "not_followed": "a, b",
-        "since": "2026-11-30T12:00:00.000Z",
-    }
+async def test_a_hosts_outage_alert_has_its_facts_as_values_not_one_string(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """What a real webhook receiver gets for a host that refuses connections: facts as values like any alert's
+    (how many launches, which, since when, the host's error), not one string."""
+    from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
+    from watchdog.follow.follower import LaunchSpec  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions, parse_target  # noqa: PLC0415
+
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    plan = LaunchPlan(
+        LaunchSpec(name="far", target=parse_target("ssh://nobody@127.0.0.1:1/srv/server.log")),
+        host="gpu1",
+        ssh=SSHOptions(known_hosts=str(known_hosts), config=None, use_agent=False, connect_timeout=2.0),
+        alerts=(_webhook(receiver),),
+    )
+    before = datetime.now(UTC).replace(microsecond=0)
+    daemon = Daemon({"far": plan}, handle_signals=False, unreachable_after=0.5)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            (got,) = await receiver.wait_for(1)
+            tg.cancel_scope.cancel()
+    body = got.json()
+    assert body["kind"] == "unreachable"
+    facts = body["facts"]
+    assert isinstance(facts, dict)
+    assert sorted(facts) == ["error", "launches", "not_followed", "since"]
+    assert facts["launches"] == 1
+    assert facts["not_followed"] == "far"
+    assert before <= datetime.fromisoformat(facts["since"]) <= datetime.now(UTC)
+    assert facts["error"].startswith("cannot connect to nobody@127.0.0.1 port 1")
 
 
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

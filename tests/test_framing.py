@@ -96,6 +96,24 @@ def test_clean(raw: bytes, expected: str) -> None:
     assert clean(raw) == expected
 
 
+def test_control_characters_are_dropped_and_offsets_stay_exact() -> None:
+    """BEL, backspace, VT, FF, DEL and the C1 controls (a one-character CSI U+009B, NEL U+0085) never reach a
+    line's text, tab is kept, and each line's offset is still its first byte in the stream, however chunked."""
+    data = (
+        b"RuntimeError: boom\x07\x07 rm -rf\x08\x08safe\n"
+        + "\u009b2J cleared\u0085 next\x0b\x0c\x7f\tend\n".encode()
+        + b"plain\n"
+    )
+    second = data.index(b"\xc2\x9b")
+    expected = [
+        (0, "RuntimeError: boom rm -rfsafe"),
+        (second, "2J cleared next\tend"),
+        (data.index(b"plain"), "plain"),
+    ]
+    assert _feed_all([data], max_line=1024) == expected
+    assert _feed_all([data[i : i + 3] for i in range(0, len(data), 3)], max_line=1024) == expected
+
+
 def test_long_line_is_cut_and_next_line_keeps_offset() -> None:
     """A line over max_line keeps its first max_line bytes, drops the rest, and the next line's offset is exact."""
     data = b"ab\n" + b"x" * 40 + b"\nnext\n"

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,9 @@ import pytest
 SECRET = "https://hooks.slack.com/services/T0000/B0000/XyZsecretTOKEN42"
 ESC = "\x1b["
 DEADLINE = 60
+READY_LOG = (
+    Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+)
 
 # What a daemon logs: one of its own errors with a traceback (a local variable of the raising frame holds a
 # webhook URL), a warning, and asyncssh's and aiohttp's standard-library records (one with a traceback).
@@ -65,12 +70,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run_on_a_terminal(log_format: str, **env: str) -> str:
+def _run_on_a_terminal(log_format: str, script: str = SCRIPT, **env: str) -> str:
     """The script's standard error when it is a terminal (a pty)."""
     main, child = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", SCRIPT, log_format],
+            [sys.executable, "-c", script, log_format],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=child,
@@ -153,3 +158,81 @@ def test_console_colours_only_on_a_terminal_without_no_color(env: dict[str, str]
     assert "alert not delivered" in out
     assert (ESC in out) is coloured
     assert "XyZsecretTOKEN42" not in out
+
+
+# Text from elsewhere with a bell, backspaces, a one-character CSI (U+009B) and NEL (U+0085) in it: in an
+# event's field, in an exception's message (its traceback), in a library's record.
+RINGING = "bad\x07 key\x08\x08 \u009b2J\u0085 done"
+CONTROLS_SCRIPT = f"""
+import logging, sys
+import structlog
+from watchdog.daemon.service import configure_logging
+
+configure_logging(sys.argv[1])
+log = structlog.get_logger("watchdog.daemon")
+log.warning("host refused us", error={RINGING!r})
+try:
+    raise ConnectionError({RINGING!r})
+except ConnectionError:
+    log.exception("notifier failed", notifier="team")
+logging.getLogger("asyncssh").warning("Connection lost: %s", {RINGING!r})
+"""
+
+
+def test_console_log_on_a_terminal_writes_no_control_character() -> None:
+    """The console log on a terminal: BEL, backspace and C1 controls in a field, in an exception's message (its
+    traceback) and in a library's record are not written (only the colours' own escapes are)."""
+    out = _run_on_a_terminal("console", CONTROLS_SCRIPT)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out).replace("\r\n", "\n")
+    assert text.count("bad key 2J done") == 3, text
+    assert "ConnectionError: bad key 2J done" in text
+    assert re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text) == []
+
+
+def test_a_running_daemon_s_console_output_has_no_control_character(tmp_path: Path) -> None:
+    """`watchdog run` with `log_format = "console"` and a console notifier follows a launch that crashes on a
+    line with BEL, backspaces, a C1 CSI and NEL: what it writes (its log and the console alerts) names the
+    crash and holds none of them."""
+    from daemon_process import DaemonProcess  # noqa: PLC0415
+    from test_remember import Hook  # noqa: PLC0415
+
+    hook = Hook()
+    log = tmp_path / "bell.log"
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "console"
+
+[notifiers.console]
+kind = "console"
+
+[notifiers.hook]
+kind = "webhook"
+url = "{hook.url}"
+
+[launches.bell]
+log = "{log}"
+notify = ["console", "hook"]
+"""
+    )
+    lines = READY_LOG.read_bytes().splitlines(keepends=True)
+    crash = (
+        "[2025-01-23 19:35:21 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/srt/managers/scheduler.py", line 1200, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args)\n"
+        f"RuntimeError: Not enough memory. {RINGING}\n"
+    )
+    daemon = DaemonProcess(config, deadline=DEADLINE)
+    try:
+        log.write_bytes(b"".join(lines[:12]) + crash.encode())
+        hook.wait_for("bell/1/crashed", deadline=DEADLINE)
+        stdout = daemon.stop()
+    finally:
+        daemon.close()
+        hook.close()
+    written = stdout + "".join(daemon.text)
+    assert "Not enough memory. bad key 2J done" in stdout  # the console alert names the crash
+    assert re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f]", written) == []

@@ -177,7 +177,13 @@ class Alert:
             severity=SEVERITY[AlertKind.UNREACHABLE],
             started_at=since,
             summary=f"{len(launches)} launch{'es' if len(launches) != 1 else ''} not followed: {names}",
-            facts=(("launches", len(launches)), ("not_followed", names), ("since", rfc3339(since))),
+            # values like any alert's facts (a receiver reads them without parsing the detail's words)
+            facts=(
+                ("launches", len(launches)),
+                ("not_followed", names),
+                ("since", rfc3339(since)),
+                *((("error", error),) if error else ()),
+            ),
             detail=f"{error}; not followed: {names}" if error else f"not followed: {names}",
             link=link,
         )

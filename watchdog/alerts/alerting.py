@@ -63,6 +63,9 @@ class _Active:
     told: dict[str, float]  # notifier name -> monotonic time it was last told (first, reminded or re-sent)
     key: str = ""  # its outbox key
     repeats: Counter[str] = field(default_factory=Counter)
+    # monotonic time the problem began (its alert's `started_at`, as of when it became active): how long it has
+    # been unresolved, in a reminder's words, whatever the wall clock does in the meantime
+    began: float = 0.0
 
 
 class _Bucket:
@@ -208,7 +211,8 @@ class Alerting:
             # who heard it: they hear its end (a notifier that does not say this kind hears neither)
             told = {} if silenced else {n.name: now for n in notifiers if alert.kind in n.on}
             names = tuple(n.name for n in notifiers)
-            self._active[(alert.launch, alert.kind)] = _Active(alert, names, told, key)
+            began = now - max(0.0, self._clock.now() - alert.started_at.timestamp())
+            self._active[(alert.launch, alert.kind)] = _Active(alert, names, told, key, began=began)
             opened = Problem(
                 alert.launch, alert.kind.value, key, alert.to_dict(), names, tuple(told), self._clock.now()
             )
@@ -257,8 +261,9 @@ class Alerting:
             told = dict.fromkeys(problem.told, now)
             # its repeats numbered on past those of the daemon before (their outbox keys stay unique)
             repeats = Counter(dict.fromkeys(problem.told, int(self._clock.now())))
+            began = now - max(0.0, self._clock.now() - alert.started_at.timestamp())
             self._active[(problem.launch, kind)] = _Active(
-                alert, problem.notifiers, told, problem.key, repeats
+                alert, problem.notifiers, told, problem.key, repeats, began
             )
         if self._active:
             log.info("problems still open", problems=len(self._active))
@@ -281,16 +286,27 @@ class Alerting:
     def _push(self, item: Item) -> None:
         where = (item.notifier, item.destination)
         if item.due is None:
-            # from the file's unix time, bounded: an item written while the wall clock was ahead (or read after
-            # it was stepped back) is not held for that step, at most for the longest retry pause
-            wait = min(max(0.0, item.next_try - self._clock.now()), self._retry_max)
-            item.due = self._clock.monotonic() + wait
+            item.due = self._clock.monotonic() + self._wait_from_file(item)
         heapq.heappush(self._queues.setdefault(where, []), (item.due, item.id, item))
         wake = self._wake.get(where)
         if wake is not None:
             wake_up(wake)
         self._wake[where] = asyncio.get_running_loop().create_future()
         self._start_worker(item.notifier)
+
+    def _wait_from_file(self, item: Item) -> float:
+        """How long an item read from the file still waits, on the monotonic clock, from now.
+
+        Its `next_try` is unix time, written by a daemon whose wall clock may have been ahead (or read after the
+        clock was stepped back): an item never tried waits for nothing, and a next try further ahead than the
+        longest backoff (`retry_max`) is taken for a step of the clock, not a backoff: due now (a receiver that
+        asked for a longer Retry-After answers so again). Only a plausible backoff is waited out, for what is
+        left of it.
+        """
+        if item.attempts == 0:
+            return 0.0
+        wait = item.next_try - self._clock.now()
+        return wait if 0.0 < wait <= self._retry_max else 0.0
 
     def _start_worker(self, name: str) -> None:
         notifier = self._notifiers.get(name)
@@ -388,7 +404,7 @@ class Alerting:
             await self._repeat()
 
     async def _repeat(self) -> None:
-        now, wall = self._clock.monotonic(), self._clock.now()
+        now = self._clock.monotonic()
         for active in list(self._active.values()):
             for name in active.notifiers:
                 notifier = self._notifiers.get(name)
@@ -399,7 +415,7 @@ class Alerting:
                 if resend is not None and now - last >= resend:
                     alert, what = active.alert, "resend"
                 elif remind is not None and now - last >= remind:
-                    since = format_duration(wall - active.alert.started_at.timestamp())
+                    since = format_duration(now - active.began)
                     note = f"still unresolved after {since} (since {rfc3339(active.alert.started_at)})"
                     alert = dataclasses.replace(active.alert, detail=note)
                     what = "reminder"

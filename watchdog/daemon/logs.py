@@ -33,6 +33,17 @@ def _without_controls(
     return event
 
 
+def _traceback_without_controls(sio: TextIO, exc_info: Any) -> None:
+    # the console's traceback (structlog's plain one, no locals): an exception's message may hold a host's or
+    # a receiver's text, and the renderer writes it after every processor has run
+    import traceback  # noqa: PLC0415 - with the console only
+
+    from watchdog.core.framing import without_controls  # noqa: PLC0415 - with the console only
+
+    text = "".join(traceback.format_exception(*exc_info)).removesuffix("\n")
+    sio.write("\n" + without_controls(text))
+
+
 def configure_logging(
     log_format: str, stream: TextIO | None = None, *, level: str = "INFO", cache: bool = True
 ) -> None:
@@ -61,7 +72,7 @@ def configure_logging(
         colors = not os.environ.get("NO_COLOR") and _isatty(out)
         renderer_chain = [
             _without_controls,  # a log's text (or a host's error) moves no cursor on the terminal
-            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback),
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=_traceback_without_controls),
         ]
     shared: list[structlog.typing.Processor] = [
         structlog.processors.add_log_level,
