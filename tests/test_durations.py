@@ -63,28 +63,30 @@ def test_plausible(stored: float | None, shown: float | None) -> None:
     assert plausible(stored) == shown
 
 
-def _lines(first_date: str, rest_date: str) -> tuple[bytes, bytes]:
-    """The SGLang ready log's first two lines dated `first_date` and the rest `rest_date`."""
+def _lines(first_hour: str, rest_hour: str) -> tuple[bytes, bytes]:
+    """The SGLang ready log (its lines at 2025-01-23 19:mm:ss) with its first two lines at the date and hour
+    `first_hour` ("2025-01-23 19") and the rest at `rest_hour`."""
     lines = READY.read_text(encoding="utf-8").splitlines(keepends=True)
-    head = "".join(line.replace("[2025-01-23 19:", f"[{first_date} 19:") for line in lines[:2])
-    rest = "".join(line.replace("[2025-01-23 19:", f"[{rest_date} 19:") for line in lines[2:])
+    head = "".join(line.replace("[2025-01-23 19:", f"[{first_hour}:") for line in lines[:2])
+    rest = "".join(line.replace("[2025-01-23 19:", f"[{rest_hour}:") for line in lines[2:])
     return head.encode(), rest.encode()
 
 
 @pytest.mark.parametrize(
-    ("first_date", "rest_date"),
+    ("first_hour", "rest_hour"),
     [
-        pytest.param("2025-01-23", "2025-01-24", id="a-day-ahead"),
-        pytest.param("2025-01-23", "2025-01-22", id="a-day-back"),
-        pytest.param("1995-01-23", "2025-01-23", id="decades-apart"),
+        pytest.param("2025-01-23 19", "2025-01-23 21", id="two-hours-ahead"),
+        pytest.param("2025-01-23 19", "2025-01-24 19", id="a-day-ahead"),
+        pytest.param("2025-01-23 19", "2025-01-23 17", id="two-hours-back"),
+        pytest.param("1995-01-23 19", "2025-01-23 19", id="decades-apart"),
     ],
 )
 def test_a_log_clock_that_jumps_while_followed_live_is_measured_on_the_followers_clock(
-    first_date: str, rest_date: str
+    first_hour: str, rest_hour: str
 ) -> None:
     """A log followed live whose times jump between its start and its next phase: the start lasts what the
     follower's clock saw (4 s), not what the log's times say, and time to ready is the clock's too."""
-    head, rest = _lines(first_date, rest_date)
+    head, rest = _lines(first_hour, rest_hour)
     analyzer = Analyzer("sglang")
     analyzer.caught_up(0.0)  # an empty log when the follow began: everything after is seen as it comes
     analyzer.feed(head, 1.0)
