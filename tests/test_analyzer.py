@@ -155,7 +155,13 @@ def test_a_head_read_live_in_pieces_ends_on_the_engine_of_the_whole_head(cuts: l
     whole = _verdict([data])
     assert live.engine == whole["engine"] == "sglang"
     lc = live.lifecycle.current
-    assert to_json(lc, engine=live.engine, lines_read=live.lines_read, bytes_read=live.bytes_read) == whole
+    got = to_json(lc, engine=live.engine, lines_read=live.lines_read, bytes_read=live.bytes_read)
+    # this head mixes a yearless time with a dated one: the log's times cannot tell how long its start took, a
+    # live follower's clock can (`durations.duration`), replay's cannot
+    for a, b in zip(got["timeline"], whole["timeline"], strict=True):
+        if "duration_seconds" not in b:
+            a.pop("duration_seconds", None)
+    assert got == whole
 
 
 def test_next_due_is_the_crash_grace_after_a_log_goes_quiet_inside_a_traceback() -> None:

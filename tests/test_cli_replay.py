@@ -203,3 +203,27 @@ def test_durations_from_off_clocks_are_never_negative_nor_decades(
     assert ttr is None or 0 <= ttr < 3600, ttr
     main(["replay", str(log)])
     assert "after -" not in capsys.readouterr().out
+
+
+def test_a_transport_clock_in_utc_around_a_program_clock_with_an_offset_gives_no_timezone_jump(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Ollama log read with `docker logs -t` (each line stamped in UTC, "Z") whose own lines say "-07:00" and
+    whose runner's lines have no time of their own: every phase lasts the second it took, not 7 hours."""
+    log = tmp_path / "ollama.log"
+    log.write_text(
+        '2025-01-27T00:48:20.000000000Z time=2025-01-26T17:48:20.000-07:00 level=INFO source=routes.go:1187 msg="server config" env="map[]"\n'
+        "2025-01-27T00:48:21.000000000Z llm_load_tensors: offloading 32 repeating layers to GPU\n"
+        '2025-01-27T00:48:22.000000000Z time=2025-01-26T17:48:22.000-07:00 level=INFO source=routes.go:1238 msg="Listening on 127.0.0.1:11434 (version 0.5.7)"\n',
+        encoding="utf-8",
+    )
+    assert main(["replay", str(log), "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    assert [(e["state"], e.get("duration_seconds")) for e in v["timeline"]] == [
+        ("starting", 1.0),
+        ("loading_weights", 1.0),
+        ("ready", None),
+    ]
+    assert v["time_to_ready_seconds"] == 2.0
+    main(["replay", str(log)])
+    assert "7h00m" not in capsys.readouterr().out

@@ -864,8 +864,8 @@ async def test_every_connection_busy_is_answered_503() -> None:
 def test_malformed_requests_are_refused_with_one_line_not_a_traceback_each(tmp_path: Path) -> None:
     """Bytes that are not HTTP, a header over aiohttp's limit, a TLS hello on the plain port, a cut request and
     a request line with control characters, each on its own connection, to a running daemon: each is answered
-    4xx or closed, /healthz still answers, and the daemon's log holds no traceback and one line saying how
-    many were refused."""
+    4xx or closed, /healthz still answers, and the daemon's log holds no traceback and one line per kind of
+    refusal saying how many were refused."""
     import socket  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
@@ -898,5 +898,39 @@ def test_malformed_requests_are_refused_with_one_line_not_a_traceback_each(tmp_p
         daemon.close()
     log = "".join(daemon.text)
     assert "Traceback" not in log
-    assert log.count("http_requests_refused") == 1
+    running = daemon.text[: next(i for i, line in enumerate(daemon.text) if '"stopping"' in line)]
+    kinds = [json.loads(line)["kind"] for line in running if "http_requests_refused" in line]
+    assert len(kinds) == len(set(kinds)), kinds  # within a minute: one line per kind, the rest counted
     assert said["refused"] >= 1
+
+
+def test_every_refused_request_is_counted_in_the_log_by_the_time_the_daemon_stops(tmp_path: Path) -> None:
+    """25 requests with a header over aiohttp's limit to a running daemon within a minute: its log says one
+    line of them at once, and the 24 that followed in the line it says when it stops: the counts add up to
+    25."""
+    import socket  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from daemon_process import DaemonProcess  # noqa: PLC0415
+
+    config = tmp_path / "watchdog.toml"
+    config.write_text('[daemon]\nlisten = "127.0.0.1:0"\nlog_format = "json"\n')
+    daemon = DaemonProcess(config, deadline=20.0)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        for _ in range(25):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n")
+                sock.shutdown(socket.SHUT_WR)
+                answer = sock.recv(64)
+            assert answer == b"" or answer.split(b" ")[1].startswith(b"4"), answer
+        assert httpx.get(url + "healthz").status_code == 200
+        daemon.stop()
+    finally:
+        daemon.close()
+    said = [json.loads(line) for line in daemon.text if "http_requests_refused" in line]
+    assert sum(event["refused"] for event in said) == 25, said
+    assert len(said) <= 2, said
+    assert "Traceback" not in "".join(daemon.text)

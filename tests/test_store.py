@@ -685,3 +685,39 @@ async def test_closed_from_a_cancelled_scope_the_file_is_still_closed(tmp_path: 
         await opened.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
         opened._conn.execute("SELECT 1")
+
+
+def test_history_never_prints_a_duration_an_older_build_stored_unbounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state file in which an older build kept a phase of decades and a time to ready of -7200 s: `watchdog
+    history` shows them as unknown, never a negative duration nor decades."""
+    monkeypatch.setenv("COLUMNS", "120")
+
+    async def fill() -> None:
+        async with open_store(tmp_path) as store:
+            timeline = [
+                entry("starting", 1, 946_684_800.0),
+                entry("loading_weights", 10, -7220.0),
+                entry("ready", 90),
+            ]
+            ready = status(timeline)
+            await store.record_transition("off", 1, ready)
+            await store.record_verdict("off", 1, {**ready, "time_to_ready_seconds": -7200.0}, "ready")
+
+    anyio.run(fill)
+    assert main(["history", "--state-dir", str(tmp_path)]) == 0
+    rows = {
+        row[0]: row[1:]
+        for row in (re.split(r"\s{2,}", x.strip()) for x in capsys.readouterr().out.splitlines())
+    }
+    assert rows["outcome"] == ["ready"]
+    shown = [cell for label, row in rows.items() if label != "started (UTC)" for cell in row]
+    assert not [cell for cell in shown if cell.startswith("-") or "-" in cell.split()[-1]], rows
+    assert rows.get("to ready") in (None, [], [""]), rows  # unknown, not -7200 s
+    assert main(["history", "--state-dir", str(tmp_path), "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    assert record["time_to_ready_seconds"] is None
+    assert all(0 <= d < 60 for d in record["phase_durations"].values()), (
+        record
+    )  # the wall clock's, not the log's

@@ -60,6 +60,7 @@ import anyio.to_thread
 import structlog
 from anyio.abc import TaskStatus
 
+from watchdog.core.durations import plausible
 from watchdog.exceptions import ConfigError, UsageError
 from watchdog.vocabulary import DEFAULT_STATE_DIR, LEGACY_STATE_DIR, MAX_INCARNATIONS_PER_LAUNCH, State
 
@@ -252,16 +253,18 @@ class IncarnationRecord:
 
     @property
     def time_to_ready(self) -> float | None:
-        """Seconds from start to ready: the verdict's own figure, else the sum of the startup phases."""
+        """Seconds from start to ready: the verdict's own figure, else the sum of the startup phases; None where
+        that is no duration (-7200 s, or decades, kept by a build that did not bound them: `plausible`)."""
         if self.verdict and isinstance(self.verdict.get("time_to_ready_seconds"), int | float):
-            return float(self.verdict["time_to_ready_seconds"])
+            return plausible(float(self.verdict["time_to_ready_seconds"]))
         total = 0.0
         for t in self.transitions:
             if t.state == "ready":
                 return total
-            if t.duration is None:
+            duration = plausible(t.duration)
+            if duration is None:
                 return None
-            total += t.duration
+            total += duration
         return None  # never ready
 
     def to_json(self) -> dict[str, Any]:
@@ -293,10 +296,11 @@ _OUTCOMES = frozenset(
 
 
 def _phase_durations(transitions: tuple[TransitionRecord, ...]) -> tuple[dict[str, float], str | None]:
-    """Seconds per state: the log's own duration of each entry, else the wall time to the next entry."""
+    """Seconds per state: each entry's duration as the core gave it (`watchdog.core.durations`), else the wall
+    time to the next entry."""
     out: dict[str, float] = {}
     for i, t in enumerate(transitions):
-        seconds = t.duration
+        seconds = plausible(t.duration)  # a row of an older build may hold -7200 s or decades
         if seconds is None and i + 1 < len(transitions):
             seconds = max(0.0, transitions[i + 1].wall - t.wall)
         if seconds is not None:

@@ -27,7 +27,7 @@ class Record:
     source: str  # rank or process tag ("TP3", "rank0", "EngineCore_DP0", "VllmWorkerProcess pid=67"), or ""
     level: str  # "ERROR", "WARNING", "INFO", ... or "" when the line has none
     at: str | None  # the line's time as ISO 8601 ("2025-07-02T07:31:02"; "07-02T07:31:02" without a year)
-    seconds: float | None  # `at` as seconds on a common scale, for durations
+    seconds: float | None  # the line's outermost time as seconds on a common scale, for durations
     tagged: bool  # True when the source tag is printed on this very line (torchrun, Ray, vLLM workers)
 
 
@@ -134,8 +134,12 @@ def parse(text: str) -> Record:
                 level = _LEVELS.get(raw, raw)
             found = _time_of(groups)
             if found is not None:
-                # Layers peel outside-in, so the last clock found is the program's own, not the transport's.
-                at, seconds = found
+                # Layers peel outside-in, so the last clock found is the program's own, not the transport's: the
+                # time shown. Durations are measured on the first clock found, the outermost: a transport's
+                # (docker -t, kubectl --timestamps, journald) stamps every line on one clock, where the program
+                # stamps only some of them, maybe in another timezone (a UTC "Z" outside, "-07:00" inside).
+                at = found[0]
+                seconds = found[1] if seconds is None else seconds
             rank = (groups.get("rank") or "").strip()
             if rank:
                 source = _short_rank(rank)

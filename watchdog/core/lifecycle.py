@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from watchdog.core.categories import categorize
-from watchdog.core.envelope import seconds_between
+from watchdog.core.durations import Seen, duration
 from watchdog.core.findings import (
     ErrorSeen,
     Event,
@@ -96,7 +96,7 @@ class Incarnation:
     error: Error | None = None
     started_now: float | None = None
     last_progress: float | None = None
-    ready_seconds: float | None = None  # log seconds from start to ready
+    ready_seconds: float | None = None  # seconds from start to ready (`duration`)
     lines: int = 0
     healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
     ready_unconfirmed: float | None = None  # when an early ready line (ReadyReached.early) came, unconfirmed
@@ -106,6 +106,18 @@ class Incarnation:
     judge_by_clock: bool = False
     deadline_hit: set[State] = field(default_factory=set)  # phases that ran past their deadline
     log_missing: bool = False  # its log does not exist (yet): a launch that never started, or a wrong path
+    # The timeline index from which the follower saw its entries as they came, on one continuous clock (None:
+    # none of them: a replay, or the log as it was when the follow began): their clock times measure durations.
+    live_from: int | None = None
+
+    def duration(self, start: int, end: int) -> float | None:
+        """Seconds from timeline entry `start` to entry `end`: the one sane value (`durations.duration`)."""
+        (t0, log0), (t1, log1) = self.timeline[start], self.timeline[end]
+        if self.live_from is None or end < self.live_from:
+            seen = Seen.NONE
+        else:
+            seen = Seen.LIVE if start >= self.live_from else Seen.END_LIVE
+        return duration(log0, log1, t0.now, t1.now, seen)
 
 
 class Lifecycle:
@@ -126,6 +138,8 @@ class Lifecycle:
         self.crash_grace = crash_grace
         self.current = Incarnation(1)
         self.history: list[Incarnation] = []
+        # the follower has read the log as it was (`caught_up`): from then on it sees each line as it comes
+        self.live = False
         self.memory_growing = False  # GpuMemorySampled: a quiet phase that fills memory is not stalled
         # Whether a health 200 may confirm ready in a log with no phase marker (--log-level warning). Not for
         # engines whose health endpoint answers before they can serve (SGLang): profile `early_health`.
@@ -191,6 +205,7 @@ class Lifecycle:
             if (inc.state not in (State.PENDING, State.STARTING) and not waited) or inc.candidates:
                 self._retire(inc)
                 inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
+                inc.live_from = 0 if self.live else None
             inc.from_start = inc.from_start or event.marker
             self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
         elif isinstance(event, PhaseReached):
@@ -214,9 +229,10 @@ class Lifecycle:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
             inc.ready_unconfirmed = now if event.early else None
-            if inc.timeline:  # by the log's times, when they can tell (`seconds_between`)
-                inc.ready_seconds = seconds_between(inc.timeline[0][1], event.seconds)
             self._enter(inc, State.READY, event.line, event.at, event.seconds, now, "ready marker", out)
+            if len(inc.timeline) > 1 and inc.timeline[-1][0].state == State.READY:
+                # by the log's times when they are sane, else the follower's clock (`Incarnation.duration`)
+                inc.ready_seconds = inc.duration(0, len(inc.timeline) - 1)
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
         elif isinstance(event, GpuMemorySampled):
@@ -336,6 +352,16 @@ class Lifecycle:
         if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
             inc.judge_by_clock = True
             inc.pending_since = now
+        self.live = True
+        if inc.live_from is None:
+            inc.live_from = len(inc.timeline)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # A lifecycle restored from a checkpoint: the follower's clock did not run while the daemon was down, so
+        # the entries before the restart and those after it are not on one continuous clock.
+        self.__dict__.update(state)
+        if self.live:
+            self.current.live_from = len(self.current.timeline)
 
     def date_start(self, at: str | None, seconds: float | None) -> None:
         """The current incarnation began undated (a replaced log: its first line was not read yet): its start

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from watchdog.core.envelope import seconds_between
 from watchdog.core.lifecycle import Incarnation, State
 from watchdog.vocabulary import EXIT_CRASHED, EXIT_NO_VERDICT, EXIT_READY, EXIT_STALLED
 
@@ -43,10 +42,9 @@ def to_json(
         phase = State.STARTING
     timeline = []
     entries = inc.timeline
-    for i, (t, seconds) in enumerate(entries):
+    for i, (t, _seconds) in enumerate(entries):
         item: dict[str, Any] = t.to_json()
-        nxt = entries[i + 1][1] if i + 1 < len(entries) else None
-        duration = seconds_between(seconds, nxt)
+        duration = inc.duration(i, i + 1) if i + 1 < len(entries) else None
         if duration is not None:
             item["duration_seconds"] = round(duration, 3)
         if t.reason:

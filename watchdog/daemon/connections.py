@@ -47,25 +47,38 @@ class RefusedRequests(logging.Filter):
     """aiohttp's server logs each request it cannot parse (bytes that are not HTTP, a header too long, a cut
     request) as an error with its whole traceback: a scan or a fuzzer would fill the log (480 tracebacks, 450
     KB, in one fuzz run). This filter, on aiohttp's server logger, drops those records and says them as one
-    line at most every `SAY_EVERY` seconds, with how many were refused and the last reason."""
+    line at most every `SAY_EVERY` seconds per kind of refusal (the exception's class: a bounded set), with how
+    many of that kind were refused since its last line and the last reason; `flush` says those not said yet
+    (at the server's stop), so every refusal is counted once."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__("aiohttp.server")
         self._clock = clock
-        self._said_at = -math.inf
-        self._since = 0  # refused since the last line
+        self._said_at: dict[str, float] = {}  # kind -> when its last line was said
+        self._since: dict[str, tuple[int, str]] = {}  # kind -> (refused since its last line, the last reason)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.getMessage().startswith("Error handling request"):
             return True
-        self._since += 1
+        exc = record.exc_info[1] if record.exc_info else None
+        kind = type(exc).__name__ if exc is not None else "other"
+        reason = f"{kind}: {exc}" if exc is not None else record.getMessage()
+        count = self._since.get(kind, (0, ""))[0] + 1
+        self._since[kind] = (count, reason)
         now = self._clock()
-        if now - self._said_at >= SAY_EVERY:
-            exc = record.exc_info[1] if record.exc_info else None
-            reason = f"{type(exc).__name__}: {exc}" if exc is not None else record.getMessage()
-            log.warning("http_requests_refused", refused=self._since, last_error=reason[:200])
-            self._said_at, self._since = now, 0
+        if now - self._said_at.get(kind, -math.inf) >= SAY_EVERY:
+            self._say(kind)
+            self._said_at[kind] = now
         return False
+
+    def flush(self) -> None:
+        """Say the refusals not said yet, one line per kind."""
+        for kind in list(self._since):
+            self._say(kind)
+
+    def _say(self, kind: str) -> None:
+        count, reason = self._since.pop(kind)
+        log.warning("http_requests_refused", kind=kind, refused=count, last_error=reason[:200])
 
 
 MAX_CONNECTIONS = 128  # open HTTP connections at once (Prometheus, browsers and probes need a handful)

@@ -330,6 +330,7 @@ async def serve_http(
         with anyio.move_on_after(SHUTDOWN_TIMEOUT + 1, shield=True):
             await runner.cleanup()
         aiohttp_server.removeFilter(refused)
+        refused.flush()  # the refusals of the last minutes, not said yet, are counted too
 
 
 def _hostport(host: str, port: int) -> str:

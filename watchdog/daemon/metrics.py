@@ -88,8 +88,9 @@ def registry_for(statuses: Statuses, stats: Callable[[], DaemonStats]) -> Collec
 def phase_seconds(status: Mapping[str, Any]) -> dict[str, float]:
     """Seconds spent in each phase of the snapshot's incarnation, the current phase up to now.
 
-    A timeline entry's `duration_seconds` (log time) is preferred; without it (a log with no timestamps) the
-    follower's clock (`entered`, `elapsed_seconds`) measures it. Time `stalled` counts for the phase that
+    A timeline entry's `duration_seconds` (the core's one sane value: `watchdog.core.durations`) is taken as it
+    is; without it (the current phase, or one nothing could tell) the follower's clock (`entered`,
+    `elapsed_seconds`) measures it. Time `stalled` counts for the phase that
     stalled; ready and the outcomes (crashed, stopped) are not startup phases.
     """
     timeline: list[dict[str, Any]] = status.get("timeline") or []

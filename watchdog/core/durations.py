@@ -1,0 +1,71 @@
+"""Durations: the one sane value of a phase's length, from a log's times checked against the follower's clock.
+
+A log's times are exact when its clock is right, and wrong by decades or hours when it is not (a machine
+whose clock was never set, a container in another timezone, a line printed with an offset next to one in
+local time). The follower's clock (monotonic, the time it saw each transition) is right but late by however
+long a read takes. So a duration read from the log's times is used only when it is sane: not negative, not
+more than `MAX_LOG_GAP`, and, when the follower saw both ends as they came (`Seen.LIVE`), within
+`tolerance` of its own clock, which is used instead when the log disagrees. A replay of a whole file has only
+the log's times (`Seen.NONE`): an insane value is then unknown (None), never wrong. Pure: times are arguments.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from watchdog.core.envelope import MAX_LOG_GAP, seconds_between
+
+__all__ = ["CLOCK_SLACK", "CLOCK_SLACK_RATIO", "MAX_LOG_GAP", "Seen", "duration", "plausible", "tolerance"]
+
+# How far a log's duration may differ from the follower's clock and still be believed: a line is read some
+# time after it is written (a poll, an SSH round trip, a busy daemon), and the log prints whole seconds.
+CLOCK_SLACK = 30.0  # seconds
+CLOCK_SLACK_RATIO = 0.1  # of the clock's duration, for long phases read in large batches
+
+
+class Seen(enum.Enum):
+    """How the follower saw the two ends of a duration."""
+
+    NONE = "none"  # neither as it came (a replay, the log as it was when the follow began): log times only
+    LIVE = "live"  # both as they came, on one continuous clock: the clock measures the duration too
+    END_LIVE = "end_live"  # only the end (the start was in the backlog, or before a restart): the clock's
+    # duration is a lower bound (the start was read after it was written, or the clock did not run while down)
+
+
+def tolerance(clock: float) -> float:
+    """How far a log's duration may be from the clock's `clock` seconds and still be believed."""
+    return CLOCK_SLACK + CLOCK_SLACK_RATIO * clock
+
+
+def plausible(seconds: float | None) -> float | None:
+    """`seconds` if it can be a duration (0 to `MAX_LOG_GAP`), else None: a value stored or sent by an
+    older build that had no bound is shown as unknown rather than as "-7200s"."""
+    if seconds is None or not 0 <= seconds <= MAX_LOG_GAP:
+        return None
+    return seconds
+
+
+def duration(
+    log_start: float | None,
+    log_end: float | None,
+    clock_start: float | None,
+    clock_end: float | None,
+    seen: Seen,
+) -> float | None:
+    """The seconds from one transition to a later one, or None when nothing can tell.
+
+    Args:
+        log_start: the log's time of the first transition (`Record.seconds`), None when its line had none.
+        log_end: the log's time of the second one.
+        clock_start: the follower's clock when it saw the first one.
+        clock_end: the follower's clock when it saw the second one.
+        seen: how the follower saw them (`Seen`).
+    """
+    log = seconds_between(log_start, log_end)
+    if seen == Seen.NONE or clock_start is None or clock_end is None:
+        return log
+    clock = max(0.0, clock_end - clock_start)
+    if seen == Seen.LIVE:
+        return log if log is not None and abs(log - clock) <= tolerance(clock) else clock
+    # END_LIVE: the clock's duration is a lower bound; a log that says less is wrong, and the true value unknown
+    return log if log is not None and log >= clock - tolerance(clock) else None
