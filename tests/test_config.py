@@ -783,11 +783,12 @@ def test_learned_deadlines_and_gpu_interval_reach_the_daemon() -> None:
         parse_config({"launches": {"a": {"log": "/a.log", "learned_factor": 0.5}}})
 
 
-def test_check_config_warns_of_a_host_its_known_hosts_file_does_not_know(
+def test_check_config_says_the_daemon_would_refuse_a_host_its_known_hosts_file_does_not_know(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`check-config` with a readable known_hosts that has no key for a host: a warning naming the host, the
-    file and how to record the key (the daemon would refuse the host); none once the file has it."""
+    """`check-config` with a readable known_hosts that has no key for a host a launch uses: exit 69 (the daemon
+    would refuse the host), naming the host, its address:port, the file and how to record the key; exit 0 once
+    the file has it, or when the host may accept a new key."""
     import subprocess  # noqa: PLC0415
 
     from watchdog.cli.checkconfig import check_config_main  # noqa: PLC0415
@@ -797,14 +798,20 @@ def test_check_config_warns_of_a_host_its_known_hosts_file_does_not_know(
     known = tmp_path / "known_hosts"
     known.write_text(f"[10.9.9.9]:2222 {(tmp_path / 'key.pub').read_text()}")
     config = tmp_path / "watchdog.toml"
+    hosts = f'[hosts.gpu1]\naddress = "10.1.2.3"\nport = 2222\nknown_hosts = "{known}"\n'
+    config.write_text(f'{hosts}[launches.a]\nhost = "gpu1"\nlog = "/data/a.log"\n')
+    assert check_config_main(config) == 69
+    err = capsys.readouterr().err
+    assert f"hosts.gpu1.known_hosts: {known} has no key for host gpu1 (10.1.2.3:2222)" in err
+    assert f"ssh-keyscan -p 2222 10.1.2.3 >> {known}" in err
+    assert "or set hosts.gpu1.accept_new_host_key = true" in err
+    assert f"{config}: valid, but the daemon would refuse 1 host (gpu1): its key is not in" in err
     config.write_text(
-        f'[hosts.gpu1]\naddress = "10.1.2.3"\nport = 2222\nknown_hosts = "{known}"\n'
-        f'[launches.a]\nhost = "gpu1"\nlog = "/data/a.log"\n'
+        f'{hosts}accept_new_host_key = true\n[launches.a]\nhost = "gpu1"\nlog = "/data/a.log"\n'
     )
     assert check_config_main(config) == 0
-    err = capsys.readouterr().err
-    assert f"hosts.gpu1.known_hosts: {known} has no key for [10.1.2.3]:2222" in err
-    assert f"ssh-keyscan -p 2222 10.1.2.3 >> {known}" in err
+    assert "has no key" not in capsys.readouterr().err
     known.write_text(f"[10.1.2.3]:2222 {(tmp_path / 'key.pub').read_text()}")
+    config.write_text(f'{hosts}[launches.a]\nhost = "gpu1"\nlog = "/data/a.log"\n')
     assert check_config_main(config) == 0
     assert "has no key" not in capsys.readouterr().err

@@ -200,3 +200,27 @@ def test_constraints_pin_everything_the_runtime_needs() -> None:
         pytest.skip(f"not installed with constraints.txt (e.g. the floors run): {sorted(differing)[:3]}")
     assert sorted(set(installed) - set(pins)) == [], "needed but not pinned"
     assert sorted(set(pins) - set(installed)) == [], "pinned but needed by nothing"
+
+
+# --- the README's quick start ---------------------------------------------------------------------------------
+
+
+def _quick_start() -> list[str]:
+    """The commands of the README's quick start: its fenced blocks, in order."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Quick start") :]
+    section = section[: section.index("\n## ", 1)]
+    return [block.strip() for block in re.findall(r"^```\n(.*?)^```", section, re.DOTALL | re.MULTILINE)]
+
+
+def test_the_quick_start_makes_a_virtual_environment_and_ci_runs_its_test_command() -> None:
+    """The README's quick start is two commands that each make a virtual environment first (PEP 668: stock
+    Debian refuses pip outside one), and `.ci/run` runs the second, the test command, word for word."""
+    venv = "python3 -m venv .venv && . .venv/bin/activate && "
+    demo, tests = _quick_start()
+    assert demo.startswith(venv), demo
+    assert demo.endswith("&& watchdog demo"), demo
+    assert tests.startswith(venv), tests
+    assert tests.endswith("python -m pytest -q"), tests
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert tests in ci, f".ci/run does not run the README's test command {tests!r}"

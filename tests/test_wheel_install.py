@@ -223,7 +223,9 @@ def test_installed_print_config_passes_check_config(install: Install, tmp_path: 
     config.write_text(printed.stdout)
     check = install.run("check-config", str(config), env={**os.environ, **EXAMPLE_SECRETS})
     assert check.returncode == 0, check.stderr
-    assert check.stderr.splitlines()[-1] == f"watchdog: {config}: valid: 3 launches, 3 hosts, 9 notifiers"
+    # with warnings: its identity and known_hosts files are the service's, not readable on this machine
+    summary = check.stderr.splitlines()[-1]
+    assert summary.startswith(f"watchdog: {config}: valid: 3 launches, 3 hosts, 9 notifiers"), check.stderr
 
 
 def test_installed_forced_command_runs_as_printed(install: Install, tmp_path: Path) -> None:
@@ -253,13 +255,14 @@ def test_installed_forced_command_runs_as_printed(install: Install, tmp_path: Pa
 
 
 def test_both_console_scripts_are_installed(install: Install) -> None:
-    """The wheel installs `llm-launch-watchdog` (what hosts use) and `watchdog` (the documented command)."""
+    """The wheel installs `llm-launch-watchdog` (what hosts use) and `watchdog` (the documented command), and
+    each one's --version says the name it was called by."""
     for name in (SCRIPT, "watchdog"):
         result = subprocess.run(
             [str(install.script(name)), "--version"], capture_output=True, text=True, check=False, timeout=60
         )
         assert result.returncode == 0, result.stderr
-        assert result.stdout.startswith(f"{name} ")  # each says the name it was called by
+        assert result.stdout.split()[:1] == [name], result.stdout
 
 
 # --- next to Debian's `watchdog` package --------------------------------------------------------------------

@@ -83,6 +83,7 @@ _RUN_CODES = exit_codes_help(
 _CHECK_CODES = exit_codes_help(
     (EXIT_READY, "valid (warnings, if any, on standard error)"),
     EXIT_USAGE,
+    (EXIT_UNREACHABLE, "valid, but the daemon would refuse a host: its key is not in its known_hosts file"),
     (EXIT_CONFIG, "invalid: the file, the key path and what is allowed are named"),
 )
 _STATE_CODES = exit_codes_help(

@@ -14,7 +14,7 @@ from watchdog.config.loading import load_config
 from watchdog.config.models import Config
 from watchdog.config.reference import config_json_schema, config_reference_markdown
 from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import EXIT_CONFIG
+from watchdog.vocabulary import EXIT_CONFIG, EXIT_UNREACHABLE
 
 # -- command-line entry points (wired by watchdog.cli.app) ---------------------------------------------------
 
@@ -22,11 +22,14 @@ from watchdog.vocabulary import EXIT_CONFIG
 def check_config_main(path: Path | str) -> int:
     """`watchdog check-config FILE`: validate, print the resolved config (redacted) as JSON.
 
-    Problems go to stderr: a configuration error (exit 78), or warnings about files that are missing
-    (they may exist only where the daemon runs; exit 0).
+    Problems go to stderr: a configuration error (exit 78); a host the daemon would refuse, its key not in
+    the host's known_hosts file (exit 69: the file is valid, and the daemon would run with it, but never
+    follow that host's launches until the key is recorded); warnings about files that are missing (they may
+    exist only where the daemon runs; exit 0).
 
     Returns:
-        0 if the file is valid, 78 if not.
+        0 if the file is valid, 69 if it is valid but a host's key is not in its known_hosts file, 78 if it
+        is not valid.
     """
     try:
         config = load_config(Path(path))
@@ -34,14 +37,27 @@ def check_config_main(path: Path | str) -> int:
         print(f"watchdog: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     print(json.dumps(redacted(config), indent=2))
-    warnings = config_warnings(config)
+    refused, unreadable = host_key_problems(config)
+    warnings = config_warnings(config) + unreadable
     for warning in warnings:
         print(f"watchdog: warning: {path}: {warning}", file=sys.stderr)
-    print(
-        f"watchdog: {path}: valid: {_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
-        f"{_count(config.notifiers, 'notifier')}",
-        file=sys.stderr,
+    for problem in refused.values():
+        print(f"watchdog: {path}: {problem}", file=sys.stderr)
+    said = f" (with {_count(warnings, 'warning')}: read them above)" if warnings else ""
+    counts = (
+        f"{_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
+        f"{_count(config.notifiers, 'notifier')}{said}"
     )
+    if refused:
+        names = ", ".join(refused)
+        print(
+            f"watchdog: {path}: valid, but the daemon would refuse {_count(refused, 'host')} ({names}): "
+            f"{'its key is' if len(refused) == 1 else 'their keys are'} not in the known_hosts file (read "
+            f"above); {counts}",
+            file=sys.stderr,
+        )
+        return EXIT_UNREACHABLE
+    print(f"watchdog: {path}: valid: {counts}", file=sys.stderr)
     return 0
 
 
@@ -70,8 +86,6 @@ def config_warnings(config: Config) -> list[str]:
     for key, value in files:
         if value is not None and not os.access(os.path.expanduser(value), os.R_OK):
             warnings.append(f"{key}: {value} cannot be read here")
-    for name, host in config.hosts.items():
-        warnings += _unknown_host_key(name, host.address or name, host.port or 22, host.known_hosts)
     for name, launch in config.launches.items():
         if launch.host is None and not os.path.isdir(posixpath.dirname(launch.log)):
             warnings.append(
@@ -80,27 +94,45 @@ def config_warnings(config: Config) -> list[str]:
     return warnings
 
 
-def _unknown_host_key(name: str, address: str, port: int, known_hosts: str | None) -> list[str]:
-    """A warning when the host's known_hosts file (readable here) has no key for it: the daemon would refuse
-    its key (an address that is an alias of ~/.ssh/config is looked up as it is written)."""
-    if known_hosts is None or not os.access(os.path.expanduser(known_hosts), os.R_OK):
-        return []
-    import asyncssh  # noqa: PLC0415 - only for a config with hosts
+def host_key_problems(config: Config) -> tuple[dict[str, str], list[str]]:
+    """The hosts the daemon would refuse, each with what to do, and warnings about known_hosts files that
+    cannot be read as such.
 
-    path = os.path.expanduser(known_hosts)
-    try:
-        keys = asyncssh.read_known_hosts(path).match(address, "", port)[0]
-    except (OSError, ValueError) as exc:
-        return [f"hosts.{name}.known_hosts: {known_hosts} cannot be read as a known_hosts file: {exc}"]
-    if keys:
-        return []
-    where = address if port == 22 else f"[{address}]:{port}"
-    flag = "" if port == 22 else f"-p {port} "
-    return [
-        f"hosts.{name}.known_hosts: {known_hosts} has no key for {where}: the daemon will refuse the host. "
-        f"Check its fingerprint with the host's owner, then record it with `ssh-keyscan {flag}{address} >> "
-        f"{known_hosts}`, or set hosts.{name}.accept_new_host_key = true"
-    ]
+    A host is refused when a launch uses it (or reaches it through it), it may not accept a new key, and its
+    known_hosts file, readable here, has no key for its address and port (an address that is an alias of
+    ~/.ssh/config is looked up as it is written).
+    """
+    used = {launch.host for launch in config.launches.values() if launch.host is not None}
+    jumps = {config.hosts[name].jump_host for name in used if name in config.hosts}
+    used |= {name for name in jumps if name is not None}
+    refused: dict[str, str] = {}
+    warnings: list[str] = []
+    for name, host in config.hosts.items():
+        known_hosts = host.known_hosts
+        if name not in used or host.accept_new_host_key or known_hosts is None:
+            continue
+        path = os.path.expanduser(known_hosts)
+        if not os.access(path, os.R_OK):
+            continue  # warned of as a file that cannot be read here
+        import asyncssh  # noqa: PLC0415 - only for a config with hosts
+
+        address, port = host.address or name, host.port or 22
+        try:
+            keys = asyncssh.read_known_hosts(path).match(address, "", port)[0]
+        except (OSError, ValueError) as exc:
+            warnings.append(
+                f"hosts.{name}.known_hosts: {known_hosts} cannot be read as a known_hosts file: {exc}"
+            )
+            continue
+        if keys:
+            continue
+        flag = "" if port == 22 else f"-p {port} "
+        refused[name] = (
+            f"hosts.{name}.known_hosts: {known_hosts} has no key for host {name} ({address}:{port}): the "
+            "daemon would refuse the host. Check its fingerprint with the host's owner, then record it with "
+            f"`ssh-keyscan {flag}{address} >> {known_hosts}`, or set hosts.{name}.accept_new_host_key = true"
+        )
+    return refused, warnings
 
 
 def config_schema_main(*, markdown: bool = False) -> int:
