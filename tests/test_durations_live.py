@@ -1,5 +1,5 @@
 """A running daemon following a log whose times jump while it is followed: its /metrics and `watchdog history`
-say how long the phases took by the follower's clock, never by the log's jump."""
+say how long the phases took by the follower's clock, never by the log's jump back."""
 
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ def _samples(text: str, name: str) -> dict[str, float]:
     }
 
 
-def test_a_log_that_jumps_two_hours_ahead_while_followed_is_measured_on_the_daemons_clock(
+def test_a_log_that_jumps_two_hours_back_while_followed_is_measured_on_the_daemons_clock(
     tmp_path: Path,
 ) -> None:
-    """A second launch appended to a followed log, its first two lines in time and the rest two hours ahead:
-    the daemon's `watchdog_phase_seconds` and `watchdog_time_to_ready_seconds` are the seconds it saw, not 7200,
-    and `watchdog history` prints no duration of hours and none negative."""
+    """A second launch appended to a followed log, its first two lines in time and the rest two hours back (a
+    clock stepped back): the daemon's `watchdog_phase_seconds` and `watchdog_time_to_ready_seconds` are the
+    seconds it saw, not -7200 nor unknown, and `watchdog history` prints no duration of hours and none
+    negative."""
     lines = READY.read_text(encoding="utf-8").splitlines(keepends=True)
     log = tmp_path / "off.log"
     log.write_text("".join(lines), encoding="utf-8")  # the first launch: the backlog, judged whole
@@ -54,7 +55,7 @@ def test_a_log_that_jumps_two_hours_ahead_while_followed_is_measured_on_the_daem
             f.write("".join(again[:2]))  # the second launch starts
         daemon.wait(event="transition", launch="off", state="starting", line=len(lines) + 1)
         with log.open("a", encoding="utf-8") as f:
-            f.write("".join(line.replace("[2025-01-24 10:", "[2025-01-24 12:") for line in again[2:]))
+            f.write("".join(line.replace("[2025-01-24 10:", "[2025-01-24 08:") for line in again[2:]))
         daemon.wait(event="announced", launch="off", state="ready", incarnation=2)
         text = httpx.get(url + "metrics", timeout=DEADLINE).text
         phases = _samples(text, "watchdog_phase_seconds")

@@ -4,8 +4,9 @@ A log's times are exact when its clock is right, and wrong by decades or hours w
 whose clock was never set, a container in another timezone, a line printed with an offset next to one in
 local time). The follower's clock (monotonic, the time it saw each transition) is right but late by however
 long a read takes. So a duration read from the log's times is used only when it is sane: not negative, not
-more than `MAX_LOG_GAP`, and, when the follower saw both ends as they came (`Seen.LIVE`), within
-`tolerance` of its own clock, which is used instead when the log disagrees. A replay of a whole file has only
+more than `MAX_LOG_GAP`, and, when the follower saw both ends as they came (`Seen.LIVE`), not shorter than its
+own clock by more than `tolerance` (the clock is used instead: the log's clock went back). A log longer than
+the clock is believed: its lines may have been buffered and come in a burst, or be replayed fast. A replay of a whole file has only
 the log's times (`Seen.NONE`): an insane value is then unknown (None), never wrong. Pure: times are arguments.
 """
 
@@ -66,6 +67,9 @@ def duration(
         return log
     clock = max(0.0, clock_end - clock_start)
     if seen == Seen.LIVE:
-        return log if log is not None and abs(log - clock) <= tolerance(clock) else clock
+        # A log may say more than the clock saw: its lines were buffered and came in a burst (a server's stdout
+        # redirected to a file is block-buffered), or it is replayed faster than it was written (the demo).
+        # It cannot say less: its clock went back. So the clock is taken only for a log that is insane or short.
+        return log if log is not None and log >= clock - tolerance(clock) else clock
     # END_LIVE: the clock's duration is a lower bound; a log that says less is wrong, and the true value unknown
     return log if log is not None and log >= clock - tolerance(clock) else None
