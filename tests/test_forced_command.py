@@ -144,7 +144,7 @@ def test_a_host_s_stat_interval_reaches_its_remote_readers() -> None:
         return command
 
     argv = shlex.split(anyio.run(capture, backend="asyncio"))
-    assert argv[-2:] == ["2.000", "0.010"]  # stat interval, tail interval
+    assert argv[-4:] == ["2.000", "0.010", "0", "0"]  # stat interval, tail interval, no reader before
 
 
 def _captured_commands() -> dict[str, str]:

@@ -22,9 +22,16 @@ import anyio
 import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from sshd_server import assert_no_reader_left
+from sshd_server import assert_no_reader_left, readers_of, wait_gone
 
-from watchdog.follow.sources.remote import Header, StatLine, parse_header, parse_stat_line, stream_command
+from watchdog.follow.sources.remote import (
+    Header,
+    StatLine,
+    parse_header,
+    parse_process_line,
+    parse_stat_line,
+    stream_command,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -49,11 +56,17 @@ class Reader:
     process: Process
     out: BufferedByteReceiveStream
     err: BufferedByteReceiveStream
+    said: tuple[int, int] | None = None  # its `P` line: the script's process and process group
 
     async def status(self) -> bytes:
-        """The next status line on stderr (without its newline)."""
+        """The next status line on stderr (without its newline), past the `P` line (kept in `said`)."""
         with anyio.fail_after(10):
-            return await self.err.receive_until(b"\n", 4096)
+            while True:
+                line = await self.err.receive_until(b"\n", 4096)
+                process = parse_process_line(line)
+                if process is None:
+                    return line
+                self.said = process
 
     async def stat(self) -> StatLine:
         """The next stat sample on stderr."""
@@ -107,10 +120,13 @@ def sh(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
 
 
 @asynccontextmanager
-async def stream(path: Path, env: dict[str, str]) -> AsyncIterator[Reader]:
-    """Run the stream script on `path` from offset 0 (with `env`'s `sh`), past its header, first sample and `W`."""
-    command = stream_command(str(path), 0, stat_interval=SLOW, tail_interval=0.01)
-    async with await anyio.open_process(command, env=env) as process:
+async def stream(
+    path: Path, env: dict[str, str], previous: tuple[int, int] | None = None
+) -> AsyncIterator[Reader]:
+    """Run the stream script on `path` from offset 0 (with `env`'s `sh`), past its header, first sample and `W`;
+    in a session of its own, as sshd starts a command. `previous`: as for `stream_command`."""
+    command = stream_command(str(path), 0, stat_interval=SLOW, tail_interval=0.01, previous=previous)
+    async with await anyio.open_process(command, env=env, start_new_session=True) as process:
         assert process.stdout is not None
         assert process.stderr is not None
         reader = Reader(
@@ -183,3 +199,26 @@ async def test_closing_stdin_leaves_no_process_behind(tmp_path: Path, sh: dict[s
         with anyio.fail_after(10):
             await reader.process.wait()
     await assert_no_reader_left(log)
+
+
+async def test_the_next_reader_ends_the_one_before_whose_stdin_never_closed(
+    tmp_path: Path, sh: dict[str, str]
+) -> None:
+    """A reader whose channel was cut where sshd did not see it (its stdin stays open) says its process group;
+    the follower's next reader, given it, ends that whole group (script, both tails, stat loop, cat)."""
+    log = tmp_path / "cut.log"
+    log.write_bytes(b"x\n")
+    async with stream(log, sh) as old:
+        assert old.said is not None
+        pid, group = old.said
+        assert group == old.process.pid  # the session's leader, as under sshd
+        left = readers_of(str(log))
+        assert pid in left
+        async with stream(log, sh, previous=old.said) as new:
+            assert new.said is not None
+            assert new.said[1] != group
+            await wait_gone(left)
+            with anyio.fail_after(10):
+                await old.process.wait()
+            assert readers_of(str(log)).isdisjoint(left)
+            assert new.process.returncode is None

@@ -17,6 +17,9 @@ Status lines of the streaming script, on stderr:
     S FD_INODE FD_SIZE FD_LINKS [PATH_INODE PATH_SIZE PATH_LINKS]
                        the open file, and what the path names now (if anything): at the start, when
                        that changes, and every STAT_INTERVAL while the path names another file
+    P PID PGID         the script's process and process group (Linux: read from /proc), after the header: the
+                       next reader of this follower is given them, and ends that group if it still runs
+                       (a reader whose connection was cut where sshd did not see it, so its stdin never closed)
     W                  from now on the stat loop waits for the path to change (about 1 s after the header)
     E                  the reading tail exited: on its own, or killed once stdin was closed
     tail: ...: file truncated     GNU tail's own notice: it went back to offset 0
@@ -51,11 +54,14 @@ from watchdog.follow.sources.identity import window_spans
 
 STREAM_SCRIPT = """\
 p=$1 n=$2 iv=$3 tv=$4
+[ "${5:-0}" = 0 ] || { read -r _ _ _ _ g _ <"/proc/$5/stat"; [ "$g" = "$6" ] && case $(tr '\\0' ' ' <"/proc/$5/cmdline")
+  in *" watchdog-follow $p "*) kill -- "-$6";; esac; } 2>/dev/null
 [ -e "$p" ] || { echo missing; exit 0; }
 { [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
 case $(tail --version 2>/dev/null) in *GNU*) ;; *) echo nofollow; exit 0;; esac
 exec 3<"$p" 4<&0
 echo ok $(stat -L -c '%i %s %d' /dev/fd/3)
+g=; read -r _ _ _ _ g _ </proc/$$/stat 2>/dev/null; echo P $$ $g >&2
 tail -s "$tv" -c +"$n" -f /dev/fd/3 4<&- & t=$!
 case $iv in 0.*) u=$iv;; *) u=1;; esac
 tail -n 0 -s $u --pid=$t -F "$p" 2>&1 >/dev/null 3<&- 4<&- | { o= w=10; while :; do
@@ -90,9 +96,21 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}"
 
 
-def stream_command(path: str, offset: int, *, stat_interval: float, tail_interval: float) -> str:
-    """The remote command that streams `path` from byte `offset` (0-based) until stdin closes."""
-    args = [path, str(offset + 1), _seconds(stat_interval), _seconds(tail_interval)]
+def stream_command(
+    path: str,
+    offset: int,
+    *,
+    stat_interval: float,
+    tail_interval: float,
+    previous: tuple[int, int] | None = None,
+) -> str:
+    """The remote command that streams `path` from byte `offset` (0-based) until stdin closes.
+
+    `previous`: the process and process group of this follower's reader before (its `P` line): the script ends
+    that group first if that process is still a reader of the same path (a cut connection left it running).
+    """
+    pid, group = previous or (0, 0)
+    args = [path, str(offset + 1), _seconds(stat_interval), _seconds(tail_interval), str(pid), str(group)]
     return shlex.join(["sh", "-c", STREAM_SCRIPT, "watchdog-follow", *args])
 
 
@@ -144,6 +162,14 @@ def parse_header(line: bytes) -> Header | None:
     if line in (b"missing", b"unreadable", b"nofollow"):
         return Header(line.decode())
     return None
+
+
+def parse_process_line(line: bytes) -> tuple[int, int] | None:
+    """Read a `P PID PGID` status line; None if it is not one."""
+    fields = line.split()
+    if len(fields) != 3 or fields[0] != b"P" or not all(field.isdigit() for field in fields[1:]):
+        return None
+    return int(fields[1]), int(fields[2])
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from watchdog.follow.sources.remote import (
     Header,
     identity_command,
     parse_header,
+    parse_process_line,
     parse_stat_line,
     poll_command,
     stream_command,
@@ -258,6 +259,9 @@ class _Follower:
         self.quiet_since: float | None = None  # event-loop time the reader reached the end, while it is there
         self.down: str | None = None  # the reason Disconnected last said, until Connected
         self.failing = 0  # reader starts in a row that did not get to read (no header, or the session lost)
+        # the process and process group of the latest streaming reader (its `P` line): the next one ends that
+        # group if it still runs (a cut connection sshd did not see leaves it running with its stdin open)
+        self.remote: tuple[int, int] | None = None
 
     async def items(self) -> AsyncGenerator[SourceItem, None]:
         pause, reconnect = 0.0, not self.connected
@@ -437,7 +441,11 @@ class _Follower:
     async def _stream_once(self) -> AsyncGenerator[SourceItem, None]:
         src = self.src
         command = stream_command(
-            src.path, self.offset, stat_interval=src.stat_interval, tail_interval=src.tail_interval
+            src.path,
+            self.offset,
+            stat_interval=src.stat_interval,
+            tail_interval=src.tail_interval,
+            previous=self.remote,
         )
         # The pool says what went wrong in our terms (`translate_ssh_errors`): ChannelRefused, ConnectionLost...
         conn, session = await src.pool.open_session(
@@ -500,6 +508,10 @@ class _Follower:
             raise self._restart_from_zero("truncated")
         if line == b"E":
             raise _Restart(self.src.poll_interval)
+        process = parse_process_line(line)
+        if process is not None:
+            self.remote = process
+            return
         stat = parse_stat_line(line)
         if stat is None or stat.inode != self.inode:
             return
