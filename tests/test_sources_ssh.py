@@ -668,6 +668,31 @@ async def test_a_black_holed_host_is_said_disconnected_at_the_first_timeout(
 
 
 @pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
+async def test_a_relaunch_in_the_same_second_rewritten_to_the_same_size_is_a_restart(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SSH, a relaunch within the same second rewrites the log to the same size (the same banner, times
+    included, other last lines), then goes on: a restart read from 0, not an append to the old launch's lines."""
+    import watchdog.follow.sources.ssh as ssh_module  # noqa: PLC0415
+
+    monkeypatch.setattr(ssh_module, "FINGERPRINT_QUIET", 0.0, raising=False)  # check at once, not after 2 s
+    banner = b"[2025-01-23 19:35:14] server_args=ServerArgs(model_path='m', tp_size=8)\n" * 4
+    first = banner + b"[2025-01-23 19:35:14] launch 1: RuntimeError: CUDA out of memory!\n"
+    second = banner + b"[2025-01-23 19:35:14] launch 2: Load weight begin. avail mem=7.09\n"
+    assert len(first) == len(second)
+    log = tmp_path / "same-second.log"
+    log.write_bytes(first)
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        assert await read_until(items, len(first)) == first
+        with log.open("r+b") as file:  # in one go: cut, then the new launch's bytes, to the same size
+            file.truncate(0)
+            file.write(second)
+        await append(log, b"next\n")  # the new launch goes on
+        assert await next_item(items) == FileRestarted("truncated")
+        assert await read_until(items, len(second) + 5) == second + b"next\n"
+
+
+@pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
 async def test_truncated_and_rewritten_in_one_step_is_a_restart(
     sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -87,7 +87,8 @@ class SSHSource:
     one, the refusal is reported as `Disconnected` and retried with the same backoff.
 
     A log cut and written again in one go (the size may come back the same) is told by its first `FINGERPRINT`
-    bytes, compared on the host when bytes come after `FINGERPRINT_QUIET` seconds of quiet: then
+    bytes and the last `FINGERPRINT` bytes read (a relaunch within the same second has the same banner), compared
+    on the host when bytes come after `FINGERPRINT_QUIET` seconds of quiet: then
     `FileRestarted("truncated")` and the file from 0 (a rewrite to the same size with nothing after it is seen
     at the next write).
 
@@ -256,6 +257,7 @@ class _Follower:
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
         self.head = b""  # the current file's first FINGERPRINT bytes, as delivered
+        self.last = b""  # its last FINGERPRINT bytes delivered (those just before `offset`)
         self.quiet_since: float | None = None  # event-loop time the reader reached the end, while it is there
         self.down: str | None = None  # the reason Disconnected last said, until Connected
         self.failing = 0  # reader starts in a row that did not get to read (no header, or the session lost)
@@ -353,7 +355,7 @@ class _Follower:
         self.offset = 0
         self.inode = self.file = None
         self.rotation = None
-        self.head = b""
+        self.head = self.last = b""
         return _Restart()
 
     async def _check_fingerprint(self) -> None:
@@ -365,12 +367,18 @@ class _Follower:
         src, want = self.src, min(FINGERPRINT, self.offset)
         if not want:
             return
-        identity = await src.identify(want, window=want)
+        # its first bytes, and those just before the offset: a relaunch within the same second rewrites the
+        # banner with the same times, not the same last lines
+        identity = await src.identify(self.offset, window=FINGERPRINT)
         if identity is None or identity.inode != self.inode:
             return  # gone or another file: the stat loop says so
         if len(self.head) < want:
             self.head = identity.head  # resumed past them: they are as they are now
         elif identity.head != self.head[:want]:
+            raise self._restart_from_zero("truncated")
+        if len(self.last) < want:
+            self.last = identity.before  # resumed: as they are now
+        elif identity.before != self.last:
             raise self._restart_from_zero("truncated")
 
     def _accept_header(self, header: Header | None, stderr: bytes = b"") -> None:
@@ -425,6 +433,7 @@ class _Follower:
         self.out.append(Chunk(self.offset, data, self.file))
         if len(self.head) == self.offset < FINGERPRINT:
             self.head += data[: FINGERPRINT - self.offset]
+        self.last = (self.last + data)[-FINGERPRINT:]
         self.offset += len(data)
         self.unyielded += len(data)
         self.at_end = False
