@@ -253,6 +253,32 @@ async def test_no_session_allowed_is_said_not_hidden(sshd0: SSHDServer, tmp_path
         assert len(pool.connections(server.host, **key)) == 1
 
 
+async def test_a_host_that_refuses_every_session_is_not_logged_in_to_again_and_again(
+    sshd0: SSHDServer, tmp_path: Path
+) -> None:
+    """Five followers of a host that takes logins but refuses every session share one backoff: a handful of logins
+    in 6 s (not one per follower every few hundred milliseconds), each follower told of the refusal."""
+    server = sshd0
+    logs = write_logs(tmp_path / "logs", 5)
+    notes: list[SourceItem] = []
+
+    async def follow(path: Path) -> None:
+        async with make_source(pool, server, path).open_follow() as items:
+            notes.extend([item async for item in items])
+
+    async with SSHPool(options_for(server)) as pool:
+        # a window of time, not a wait for something: the logins in it are what is counted
+        with anyio.move_on_after(6):
+            async with anyio.create_task_group() as tg:
+                for path in logs:
+                    tg.start_soon(follow, path)
+    logins = [line for line in server.log if "Accepted publickey" in line]
+    assert len(logins) <= 6, logins
+    refusals = [note for note in notes if isinstance(note, Disconnected)]
+    assert len(refusals) == 5
+    assert all("refused a session channel" in note.reason for note in refusals)
+
+
 async def test_short_commands_on_a_full_host_reuse_the_extra_connection(
     sshd10: SSHDServer, tmp_path: Path
 ) -> None:

@@ -7,13 +7,16 @@ order they were opened, each up to the capacity learned from refusals (a channel
 server confirms its close, as the server counts it until then), and an extra connection is closed
 when its last channel closes (after `idle_linger`, so that short commands such as probes on a full
 host share one extra connection rather than open one each). A host that refuses a channel even on
-a new connection gives `ChannelRefused`.
+a new connection gives `ChannelRefused`, and is not logged in to again for a channel for a while: the
+channels asked meanwhile are refused at once (`ChannelRefused`), the pause doubles (with jitter) up to
+`REFUSED_SESSIONS_PAUSE_MAX` while the host goes on refusing, and ends when a channel opens.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -33,6 +36,11 @@ DEFAULT_KEEPALIVE_INTERVAL = 5.0
 DEFAULT_KEEPALIVE_COUNT_MAX = 3
 # An extra connection outlives its last channel by this long (longer than the probes' intervals).
 DEFAULT_IDLE_LINGER = 10.0
+
+# A host that refuses a session channel even on a new connection (sshd's `MaxSessions 0`) is not logged in to
+# again for a channel for this long, doubling (with jitter) up to the maximum while it goes on refusing.
+REFUSED_SESSIONS_PAUSE = 1.0
+REFUSED_SESSIONS_PAUSE_MAX = 300.0
 
 # Refusals one channel open may meet before it gives up: each one either moves it to a connection
 # with room or opens a new one, so only a server that refuses every channel gets this far.
@@ -140,6 +148,8 @@ class _Conn:
     full: bool = False
     # When its last channel closed (event loop time); None while it carries one.
     idle_since: float | None = None
+    # Opened by the pool for a channel (not by `connect`, whose callers may open sessions the pool does not see).
+    own: bool = False
 
     @property
     def channels(self) -> int:
@@ -158,6 +168,34 @@ class _Host:
     # A connection was open once (so one opened when none is left is a reconnection), and how many those were.
     was_connected: bool = False
     reconnects: int = 0
+    # It refused a channel even on a new connection: this many times in a row, why, and (event loop time) until
+    # when no channel is asked of it
+    refusing: int = 0
+    refusal: str = ""
+    refusing_until: float = 0.0
+
+    def refused_sessions(self, reason: str) -> float:
+        """The host refused a session even on a new connection: back off; returns the pause."""
+        pause = min(REFUSED_SESSIONS_PAUSE_MAX, REFUSED_SESSIONS_PAUSE * 2 ** min(self.refusing, 16))
+        pause = random.uniform(pause / 2, pause)  # noqa: S311 - jitter, not a secret
+        self.refusing += 1
+        self.refusal = reason
+        self.refusing_until = asyncio.get_running_loop().time() + pause
+        if self.refusing == 1:  # once a spell: each further refusal only lengthens the pause
+            log.warning("host refuses sessions", host=self.where, reason=reason, next_try_in=round(pause, 1))
+        return pause
+
+    def check_refusing(self) -> None:
+        """Raise `ChannelRefused` while the host's pause after refusing every session lasts."""
+        left = self.refusing_until - asyncio.get_running_loop().time()
+        if left > 0:  # no login to be refused again until its pause is over
+            raise ChannelRefused(self.where, f"{self.refusal}; not asked again for {left:.0f}s")
+
+    def session_opened(self) -> None:
+        """A channel opened: the host takes sessions (again)."""
+        if self.refusing:
+            log.info("host takes sessions again", host=self.where)
+        self.refusing, self.refusal, self.refusing_until = 0, "", 0.0
 
     def opened(self, conn: asyncssh.SSHClientConnection, *, alone: bool) -> _Conn:
         """Keep a connection just opened; `alone`: no other connection to the host was open (a reconnection
@@ -195,6 +233,7 @@ class _Slot:
 
     def confirm(self) -> None:
         """The channel is open: a connection evidently carries this many at once."""
+        self.host.session_opened()
         entry = self.entry
         if self.number in entry.live:
             entry.live[self.number] = True
@@ -420,9 +459,11 @@ class SSHPool:
             if entry is not None:
                 return _Slot(self, host, entry)
             async with host.lock:
-                # Whoever held the lock may have opened a connection with room for us too.
+                # Whoever held the lock may have opened a connection with room for us too, or found that the
+                # host refuses every session.
                 if self._room(host, tried) is not None:
                     continue
+                host.check_refusing()
                 live = host.live()
                 try:
                     conn = await self._open(*key)
@@ -434,6 +475,7 @@ class SSHPool:
                         f"its connections ({len(live)}) are full and another could not be opened: {exc}",
                     ) from exc
                 entry = host.opened(conn, alone=not live)
+                entry.own = True
                 if live:
                     refused = any(known.full for known in live) or (
                         host.learned is not None and host.learned == self._capacity(host)
@@ -469,6 +511,7 @@ class SSHPool:
         tried: set[_Conn] = set()
         # Let the event loop run first, so that a connection that has just dropped is seen closed.
         await anyio.lowlevel.checkpoint()
+        host_entry.check_refusing()
         for _ in range(_MAX_REFUSALS):
             slot = await self._reserve(host_entry, tried, key)
             conn = slot.entry.conn
@@ -483,15 +526,18 @@ class SSHPool:
                             raise  # translated: the connection is lost, or the channel refused for good
                         before = slot.refuse()
                         tried.add(slot.entry)
-                        if slot.entry.channels == 0 and slot.fresh:
-                            # A new connection refused its first channel: more connections will not help.
+                        host_entry.check_refusing()  # another channel found it refuses them all meanwhile
+                        if (slot.entry.channels == 0 and slot.fresh) or (slot.number == 0 and slot.entry.own):
+                            # A new connection refused the first channel asked of it (sshd counts sessions per
+                            # connection: it carried none): more connections will not help.
                             if host_entry.live()[0] is not slot.entry:
                                 self.discard(conn)
-                            raise ChannelRefused(
-                                host_entry.where,
+                            reason = (
                                 f"{exc.reason}, even on a new connection (does the server allow sessions? "
-                                "sshd's MaxSessions)",
-                            ) from exc
+                                "sshd's MaxSessions)"
+                            )
+                            host_entry.refused_sessions(reason)
+                            raise ChannelRefused(host_entry.where, reason) from exc
                         if before:
                             host_entry.learned = max(host_entry.learned or 0, before)
                         elif slot.entry.channels == 0:
