@@ -530,8 +530,8 @@ class SSHPool:
                         if (slot.entry.channels == 0 and slot.fresh) or (slot.number == 0 and slot.entry.own):
                             # A new connection refused the first channel asked of it (sshd counts sessions per
                             # connection: it carried none): more connections will not help.
-                            if host_entry.live()[0] is not slot.entry:
-                                self.discard(conn)
+                            if host_entry.live()[0] is not slot.entry and not slot.entry.channels:
+                                self.discard(conn)  # (one that carries others' opens is closed once idle)
                             reason = (
                                 f"{exc.reason}, even on a new connection (does the server allow sessions? "
                                 "sshd's MaxSessions)"
