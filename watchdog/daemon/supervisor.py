@@ -472,6 +472,9 @@ class Daemon:
                 host.changed()
             run.note = f"refused: {reason}; trying again in {_seconds(host.retry_at - time.monotonic())}"
             return 0.0  # the wait is the host's (`_wait_turn`)
+        lost = host is not None and isinstance(exc, ConnectionLost)
+        if lost:  # the host's outage (said and alerted as the host's): tried again soon, to follow on at once
+            pause = RESTART_PAUSE
         run.note = f"follower failed: {reason}; trying again in {pause:g}s"
         if host is not None and isinstance(exc, ConnectionLost):
             self._host_down(host, reason)
