@@ -457,11 +457,6 @@ class Daemon:
         self._change()
         name = run.plan.spec.name
         reason = _reason(exc)
-        # a follower that fails again and again (a reader that answers garbage) is started again after a
-        # pause that doubles per failure in a row, up to REFUSED_PAUSE_MAX; its reason is logged once a streak
-        pause = min(REFUSED_PAUSE_MAX, RESTART_PAUSE * 2 ** min(run.streak - 1, 16))
-        again = run.said == reason
-        run.said = reason
         if host is not None and isinstance(exc, PermanentError):
             self._host_down(host, reason)
             if not host.refused or trying:  # the first refusal, or the one attempt of this backoff
@@ -472,10 +467,7 @@ class Daemon:
                 host.changed()
             run.note = f"refused: {reason}; trying again in {_seconds(host.retry_at - time.monotonic())}"
             return 0.0  # the wait is the host's (`_wait_turn`)
-        lost = host is not None and isinstance(exc, ConnectionLost)
-        if lost:  # the host's outage (said and alerted as the host's): tried again soon, to follow on at once
-            pause = RESTART_PAUSE
-        run.note = f"follower failed: {reason}; trying again in {pause:g}s"
+        run.note = f"follower failed: {reason}; trying again in {RESTART_PAUSE:g}s"
         if host is not None and isinstance(exc, ConnectionLost):
             self._host_down(host, reason)
             if host.refused:  # it answered, if not with a session: no longer a refusal to wait out
@@ -485,14 +477,20 @@ class Daemon:
         elif isinstance(exc, sqlite3.Error):
             run.note = f"state file problem: {reason}; trying again in {RESTART_PAUSE:g}s"
             log.error("state file problem", launch=name, error=reason, state_file=self._state_file())
-        elif isinstance(exc, WatchdogError):  # the file or its reader: this launch's, not the host's
-            if not again:
+        elif isinstance(exc, WatchdogError):
+            # the file or its reader: this launch's, not the host's. One that fails again and again (a reader
+            # that answers garbage) waits a pause that doubles per failure in a row, up to REFUSED_PAUSE_MAX,
+            # and its reason is logged once a streak (a lost host is tried again soon: its outage is the host's)
+            pause: float = min(REFUSED_PAUSE_MAX, RESTART_PAUSE * 2.0 ** min(run.streak - 1, 16))
+            run.note = f"follower failed: {reason}; trying again in {pause:g}s"
+            if run.said != reason:
                 log.warning("launch follower failed", launch=name, error=reason, next_try_in=pause)
+            run.said = reason
+            return pause
         else:
             run.note = f"internal error: {reason}; trying again in {RESTART_PAUSE:g}s"
             log.error("internal error", launch=name, error=reason, exc_info=exc)
-            return RESTART_PAUSE
-        return RESTART_PAUSE if isinstance(exc, sqlite3.Error) else pause
+        return RESTART_PAUSE
 
     async def _wait_turn(self, run: _Running, host: _Host) -> bool:
         """Wait while `host` refuses us: True when this launch is the one to try again (its outcome is the

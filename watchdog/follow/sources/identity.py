@@ -53,6 +53,14 @@ class FileIdentity:
         return None
 
 
+def last_bytes(window: bytes, data: bytes, size: int) -> bytes:
+    """The last `size` bytes of `window` followed by `data` (the next bytes), without copying a large `data`
+    whole: a reader keeps the bytes just before its offset this way, chunk after chunk."""
+    if len(data) >= size:
+        return data[-size:]
+    return (window + data)[-size:]
+
+
 @dataclass(slots=True, eq=False)
 class FileWindows:
     """The follower's side: the first and the latest `IDENTITY_WINDOW` bytes of the file it read so far."""
@@ -65,10 +73,7 @@ class FileWindows:
         """The next bytes of the file (the ones at `offset`)."""
         if len(self.head) < IDENTITY_WINDOW:
             self.head += data[: IDENTITY_WINDOW - len(self.head)]
-        if len(data) >= IDENTITY_WINDOW:
-            self.before = data[-IDENTITY_WINDOW:]
-        else:
-            self.before = (self.before + data)[-IDENTITY_WINDOW:]
+        self.before = last_bytes(self.before, data, IDENTITY_WINDOW)
         self.offset += len(data)
 
     def matches(self, identity: FileIdentity) -> bool:

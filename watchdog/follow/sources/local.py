@@ -24,7 +24,7 @@ from watchdog.follow.sources.base import (
     RestartReason,
     SourceItem,
 )
-from watchdog.follow.sources.identity import FileIdentity, local_identity
+from watchdog.follow.sources.identity import FileIdentity, last_bytes, local_identity
 from watchdog.follow.sources.inotify import Watcher, load_libc
 from watchdog.vocabulary import file_kind
 
@@ -69,8 +69,7 @@ class _Open:
     ident: tuple[int, int]
     local: bool = False
     head: bytes = b""  # its first FINGERPRINT bytes, as read (fewer in a shorter file)
-    tail: bytes = b""  # its last FINGERPRINT bytes read (those just before the offset)
-    tail_at: int = 0  # the offset `tail` ends at
+    tail: bytes = b""  # its last FINGERPRINT bytes read (those just before the offset read to)
 
 
 def _on_local_fs(fd: int) -> bool:
@@ -210,11 +209,10 @@ def _open(path: str) -> _Open | None:
 
 
 def _took(current: _Open, pos: int, data: bytes) -> None:
-    """Keep the file's first bytes from the bytes read at `pos`."""
+    """Keep the file's first bytes, and its last ones read, from the bytes read at `pos`."""
     if len(current.head) == pos < FINGERPRINT:
         current.head += data[: FINGERPRINT - pos]
-    current.tail = (current.tail + data)[-FINGERPRINT:] if current.tail_at == pos else data[-FINGERPRINT:]
-    current.tail_at = pos + len(data)
+    current.tail = last_bytes(current.tail, data, FINGERPRINT)
 
 
 def _rewritten(current: _Open, pos: int) -> bool:
@@ -230,7 +228,7 @@ def _rewritten(current: _Open, pos: int) -> bool:
         return False
     if os.pread(current.fd, want, 0) != current.head[:want]:
         return True
-    if current.tail_at != pos or not current.tail:
+    if not current.tail:  # resumed at `pos` and nothing read since
         return False
     return os.pread(current.fd, len(current.tail), pos - len(current.tail)) != current.tail
 
@@ -370,7 +368,7 @@ class LocalSource:
                 if pending == "truncated":
                     yield FileRestarted(pending)
                     pending, pos, at_end, current.head = None, 0, False, b""
-                    current.tail, current.tail_at = b"", 0
+                    current.tail = b""
                 elif pending is not None:
                     # Whatever the writer added to the old file before it was rotated away.
                     while True:

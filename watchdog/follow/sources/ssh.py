@@ -32,7 +32,7 @@ from watchdog.follow.sources.base import (
     SourceItem,
 )
 from watchdog.follow.sources.channel import CommandOutput
-from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
+from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, last_bytes, parse_identity
 from watchdog.follow.sources.remote import (
     Header,
     identity_command,
@@ -433,7 +433,7 @@ class _Follower:
         self.out.append(Chunk(self.offset, data, self.file))
         if len(self.head) == self.offset < FINGERPRINT:
             self.head += data[: FINGERPRINT - self.offset]
-        self.last = (self.last + data)[-FINGERPRINT:]
+        self.last = last_bytes(self.last, data, FINGERPRINT)
         self.offset += len(data)
         self.unyielded += len(data)
         self.at_end = False
