@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from http_receiver import Answer, Got, Receiver, running_receiver
+from snapshots import status_from_json
 
 from watchdog.alerts import senders as senders_module
 from watchdog.alerts.alerting import Alerting
@@ -24,6 +25,7 @@ from watchdog.alerts.outbox import Outbox
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, ServiceNotifier, alert_line
 from watchdog.follow.testing import ManualClock
 from watchdog.store import open_store
+from watchdog.vocabulary import State
 
 pytestmark = pytest.mark.anyio
 DEADLINE = 20.0
@@ -37,7 +39,7 @@ def _alert(kind: AlertKind = AlertKind.CRASHED, launch: str = "kimi", incarnatio
         "name": launch,
         "host": "gpu1",
         "engine": "sglang",
-        "state": kind.value,
+        "state": kind.value if kind.value in {s.value for s in State} else "crashed",
         "phase": "capturing_graphs",
         "incarnation": incarnation,
         "error": {
@@ -46,7 +48,7 @@ def _alert(kind: AlertKind = AlertKind.CRASHED, launch: str = "kimi", incarnatio
             "ranks": ["TP0"],
         },
     }
-    return Alert.from_status(kind, status, now=STARTED)
+    return Alert.from_status(kind, status_from_json(status), now=STARTED)
 
 
 def _webhook(receiver: Receiver, name: str = "hook", **over: object) -> ServiceNotifier:

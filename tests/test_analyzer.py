@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -11,10 +12,14 @@ from hypothesis import strategies as st
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.lifecycle import State
-from watchdog.core.verdict import to_json
+from watchdog.core.verdict import verdict_of
 
 READY = b"[2025-01-23 19:35:33] The server is fired up and ready to roll!\n"
 DECODE = b"[2025-01-23 19:36:%02d TP0] Decode batch. #running-req: %d, #token: %d, token usage: 0.01\n"
+
+
+def _to_json(inc: Any, **kwargs: Any) -> dict[str, Any]:
+    return verdict_of(inc, **kwargs).to_json()
 
 
 def test_lines_differing_only_in_digits_share_a_decision() -> None:
@@ -114,7 +119,7 @@ def _verdict(chunks: list[bytes]) -> dict[str, object]:
     for chunk in chunks:
         a.feed(chunk, 0.0)
     a.finish(0.0)
-    return to_json(a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read)
+    return _to_json(a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read)
 
 
 @settings(max_examples=60, deadline=None)
@@ -155,7 +160,7 @@ def test_a_head_read_live_in_pieces_ends_on_the_engine_of_the_whole_head(cuts: l
     whole = _verdict([data])
     assert live.engine == whole["engine"] == "sglang"
     lc = live.lifecycle.current
-    got = to_json(lc, engine=live.engine, lines_read=live.lines_read, bytes_read=live.bytes_read)
+    got = _to_json(lc, engine=live.engine, lines_read=live.lines_read, bytes_read=live.bytes_read)
     # this head mixes a yearless time with a dated one: the log's times cannot tell how long its start took, a
     # live follower's clock can (`durations.duration`), replay's cannot
     for a, b in zip(got["timeline"], whole["timeline"], strict=True):
@@ -216,9 +221,9 @@ def test_an_analyzer_pickled_mid_log_reads_on_as_the_original() -> None:
     for x in (a, b):
         x.feed(rest, 1.0)
         x.finish(2.0)
-    assert to_json(
+    assert _to_json(
         a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read
-    ) == (to_json(b.lifecycle.current, engine=b.engine, lines_read=b.lines_read, bytes_read=b.bytes_read))
+    ) == (_to_json(b.lifecycle.current, engine=b.engine, lines_read=b.lines_read, bytes_read=b.bytes_read))
     assert len(b.lifecycle.history) == len(a.lifecycle.history) == 2
 
 
@@ -268,7 +273,7 @@ def test_a_crash_is_in_the_phase_of_the_startup_step_it_was_raised_out_of() -> N
         "(EngineCore pid=3) ERROR 12-02 01:27:11 [core.py:1510] ValueError: No available memory for the cache blocks.\n",
         "vllm",
     )
-    v = to_json(a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read)
+    v = _to_json(a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read)
     assert (v["state"], v["phase"], v["error"]["category"]) == ("crashed", "allocating_kv_cache", "oom")
 
 

@@ -101,6 +101,6 @@ def test_captured_launch_with_its_process_watched(label_path: Path) -> None:
         f"killed by {captured['signal']}" if captured.get("signal") else f"exit status {captured.get('exit')}"
     )
     analyzer.probe(ProcessExited(how), end + 1.0)
-    v = build_verdict(analyzer)
+    v = build_verdict(analyzer).to_json()
     got = (v["state"], v["phase"], (v["error"] or {}).get("category"))
     assert got == (live["outcome"], live["phase"], live.get("category"))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from snapshots import status_from_json
 
 import watchdog.follow.replay
 from watchdog.alerts.delivery import post_json
@@ -501,7 +502,9 @@ def test_history_reads_the_state_dir_of_a_config(tmp_path: Path, capsys: pytest.
     async def keep() -> None:
         async with open_store(tmp_path / "state") as store:
             await store.record_transition(
-                "kimi", 1, {"state": "ready", "phase": "ready", "timeline": [], "labels": {}}
+                "kimi",
+                1,
+                status_from_json({"state": "ready", "phase": "ready", "timeline": [], "labels": {}}),
             )
 
     anyio.run(keep)

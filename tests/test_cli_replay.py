@@ -134,7 +134,7 @@ def test_hundred_megabyte_line_is_cut_not_buffered(tmp_path: Path) -> None:
         "import sys; from pathlib import Path; from watchdog.follow.replay import replay_path; "
         "_, v = replay_path(Path(sys.argv[1])); "
         "hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')); "
-        "print(v['bytes_read'], v['lines_read'], hwm)"
+        "print(v.bytes_read, v.lines_read, hwm)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(log)], capture_output=True, text=True, check=True

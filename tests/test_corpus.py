@@ -57,6 +57,7 @@ def test_corpus_case(label_path: Path) -> None:
     """The replay verdict matches the hand-written label: outcome, phase, category, root cause, exit code."""
     label = {**_label(label_path), **CORRECTED.get(label_path.stem, {})}
     _, v = replay_path(label_path.with_suffix(".log"))
+    v = v.to_json()
     code = exit_code(State(v["state"]), v["phase"])
     got = {
         "exit": code,

@@ -88,7 +88,7 @@ async def test_reload_starts_added_stops_removed_and_leaves_unchanged_alone(tmp_
             await tg.start(daemon.run)
             before = daemon._running["keep"].follower
             await daemon.reload()
-            assert sorted(s["name"] for s in daemon.statuses()) == ["add", "keep"]
+            assert sorted(s["name"] for s in daemon.status_json()) == ["add", "keep"]
             assert daemon._running["keep"].follower is before
             (tmp_path / "add.log").write_bytes(READY.read_bytes())
             await daemon.wait_until(lambda s: _states(s).get("add") == "ready")

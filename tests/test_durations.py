@@ -91,7 +91,7 @@ def test_a_log_clock_that_jumps_while_followed_live_is_measured_on_the_followers
     analyzer.caught_up(0.0)  # an empty log when the follow began: everything after is seen as it comes
     analyzer.feed(head, 1.0)
     analyzer.feed(rest, 5.0)
-    v = build_verdict(analyzer)
+    v = build_verdict(analyzer).to_json()
     assert v["state"] == "ready"
     assert [(e["state"], e.get("duration_seconds")) for e in v["timeline"]] == [
         ("starting", 4.0),
@@ -120,6 +120,6 @@ def test_a_log_that_says_more_than_the_clock_saw_is_believed(rest_hour: str, sta
     analyzer.caught_up(0.0)
     analyzer.feed(head, 1.0)
     analyzer.feed(rest, 5.0)
-    v = build_verdict(analyzer)
+    v = build_verdict(analyzer).to_json()
     assert v["timeline"][0]["state"] == "starting"
     assert v["timeline"][0]["duration_seconds"] == starting

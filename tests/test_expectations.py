@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from snapshots import verdict_from_json
+
 from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_durations
 
 
@@ -34,6 +36,9 @@ def test_eta_from_the_progress_rate_plus_the_usual_later_phases() -> None:
     typical = typical_durations([*HISTORY, *HISTORY])
     typical["allocating_kv_cache"] = 10.0
     status = {"state": "loading_weights", "progress": {"weights": {"done": 16, "total": 64}}}
-    assert eta_to_ready(status, typical, in_phase=60.0) == 180.0 + 10.0 + 60.0
-    assert eta_to_ready(status, {}, in_phase=60.0) is None
-    assert eta_to_ready({"state": "capturing_graphs", "progress": {}}, typical, in_phase=20.0) == 40.0
+    assert eta_to_ready(verdict_from_json(status), typical, in_phase=60.0) == 180.0 + 10.0 + 60.0
+    assert eta_to_ready(verdict_from_json(status), {}, in_phase=60.0) is None
+    assert (
+        eta_to_ready(verdict_from_json({"state": "capturing_graphs", "progress": {}}), typical, in_phase=20.0)
+        == 40.0
+    )

@@ -510,7 +510,10 @@ async def test_launch_follows_a_growing_log_to_its_verdict(
                     break
             tg.cancel_scope.cancel()
     assert verdict is not None
-    assert (verdict.verdict["state"], verdict.verdict["error"]["category"]) == ("crashed", "oom")
+    assert (verdict.verdict.to_json()["state"], verdict.verdict.to_json()["error"]["category"]) == (
+        "crashed",
+        "oom",
+    )
 
 
 @pytest.mark.sshd

@@ -286,7 +286,7 @@ async def test_two_launches_one_growing_one_stalled(host: _Host, monkeypatch: py
             await b_stalled.wait()
         # A's stall time passes again, counted in readings (each 0.1 s apart): A stays busy loading
         await _samples(sampler, 20)
-        status = {name: follower.status() for name, follower in followers.items()}
+        status = {name: follower.status().to_json() for name, follower in followers.items()}
         assert sampler.subscribers == 2  # the two followers, still following
         tg.cancel_scope.cancel()
     assert (status["a"]["state"], status["b"]["state"]) == ("loading_weights", "stalled")
@@ -404,7 +404,7 @@ async def test_daemon_shares_one_sampler_per_host(
         with anyio.fail_after(DEADLINE):
             await daemon.wait_until(lambda st: any(s["name"] == "b" and s["state"] == "stalled" for s in st))
         await _samples(sampler, 20)  # A's stall time passes again
-        status = {s["name"]: s for s in daemon.statuses()}
+        status = {s["name"]: s for s in daemon.status_json()}
         tg.cancel_scope.cancel()
     assert (status["a"]["state"], status["b"]["state"]) == ("loading_weights", "stalled")
     assert status["a"]["facts"]["gpu_mem_launch_bytes"] > status["b"]["facts"]["gpu_mem_launch_bytes"]

@@ -13,8 +13,10 @@ import shutil
 import socket
 import ssl
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,12 @@ import anyio
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from snapshots import status_from_json
 from structlog.testing import capture_logs
 
 from watchdog.core.lifecycle import State
 from watchdog.core.redaction import redact_text
+from watchdog.core.verdict import Status, Verdict
 from watchdog.daemon.http import (
     DEFAULT_LISTEN,
     allowed_host_names,
@@ -33,7 +37,7 @@ from watchdog.daemon.http import (
     serve_http,
     server_tls,
 )
-from watchdog.daemon.metrics import GIB, DaemonStats, phase_seconds
+from watchdog.daemon.metrics import GIB, DaemonStats
 from watchdog.exceptions import ConfigError
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
 from watchdog.follow.sources import parse_target
@@ -141,9 +145,9 @@ def three_launches() -> list[dict[str, Any]]:
         "phase": "capturing_graphs",
         "error": None,
         "timeline": [
-            {"state": "starting", "line": 1, "at": None},
-            {"state": "loading_weights", "line": 20, "at": None},
-            {"state": "allocating_kv_cache", "line": 60, "at": None},
+            {"state": "starting", "line": 1, "at": None, "duration_seconds": 5.0},
+            {"state": "loading_weights", "line": 20, "at": None, "duration_seconds": 60.0},
+            {"state": "allocating_kv_cache", "line": 60, "at": None, "duration_seconds": 15.0},
             {"state": "capturing_graphs", "line": 70, "at": None},
         ],
         "entered": [0.0, 5.0, 65.0, 80.0],
@@ -178,9 +182,13 @@ async def serving(
     stats: Callable[[], DaemonStats] = _stats,
     **kw: Any,
 ) -> AsyncIterator[str]:
-    """A real server on 127.0.0.1, a free port; yields its base URL."""
+    """A real server on 127.0.0.1, a free port; yields its base URL. `statuses` gives them as JSON."""
+
+    def typed() -> list[Status]:
+        return [s if isinstance(s, Status) else status_from_json(s) for s in statuses()]
+
     async with anyio.create_task_group() as tg:
-        port = await tg.start(functools.partial(serve_http, ("127.0.0.1", 0), statuses, stats, **kw))
+        port = await tg.start(functools.partial(serve_http, ("127.0.0.1", 0), typed, stats, **kw))
         scheme = "https" if kw.get("tls") else "http"
         yield f"{scheme}://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
@@ -241,19 +249,29 @@ async def test_status_lists_every_launch_with_its_verdict() -> None:
 
 
 async def test_status_fills_in_missing_fields() -> None:
-    """A launch with no follower yet still has name, host, since, incarnation and incarnation_since in
-    /status."""
+    """A launch with no follower yet still has the verdict object's keys (pending) and name, host, since,
+    labels, eta_seconds and incarnation_since in /status."""
     pending = [{"name": "new", "state": "pending", "phase": "pending"}]
     async with serving(lambda: pending) as url, httpx.AsyncClient() as client:
         body = (await client.get(f"{url}/status")).json()
     assert body == [
         {
-            "name": "new",
+            "engine": None,
             "state": "pending",
             "phase": "pending",
+            "error": None,
+            "timeline": [],
+            "progress": {},
+            "facts": {},
+            "lines_read": 0,
+            "bytes_read": 0,
+            "incarnation": 1,
+            "incarnations": 1,
+            "name": "new",
             "host": "",
             "since": None,
-            "incarnation": None,
+            "labels": {},
+            "eta_seconds": None,
             "incarnation_since": None,
         }
     ]
@@ -424,16 +442,20 @@ async def test_metrics_pass_promtool() -> None:
                 ],
                 "entered": [0.0, 10.0, 70.0, 100.0],
                 "elapsed_seconds": 130.0,
+                "state": "loading_weights",
             },
-            {"starting": 10.0, "loading_weights": 120.0},
+            {"starting": 0.0, "loading_weights": 30.0},
             id="stall-counts-for-its-phase",
         ),
         pytest.param({"state": "pending"}, {}, id="no-timeline"),
     ],
 )
 def test_phase_seconds(status: dict[str, Any], expected: dict[str, float]) -> None:
-    """Time per startup phase comes from log time, else the follower's clock, up to now for the current one."""
-    assert phase_seconds(status) == pytest.approx(expected)
+    """Time per startup phase is the core's duration of each entry (none: unknown, not counted), the
+    current one up to now on the follower's clock."""
+    typed = status_from_json(status)
+    got = typed.verdict.phase_seconds(typed.elapsed)
+    assert {state.value: seconds for state, seconds in got.items()} == pytest.approx(expected)
 
 
 async def test_real_follower_snapshot_is_served(tmp_path: Path) -> None:
@@ -443,8 +465,8 @@ async def test_real_follower_snapshot_is_served(tmp_path: Path) -> None:
     follower = LaunchFollower(LaunchSpec(name="ep8", target=parse_target(str(log))))
     crashes: dict[tuple[str, str, str], int] = {}
 
-    def statuses() -> list[dict[str, Any]]:
-        return [{**follower.status(), "host": "", "since": _ago(1), "labels": {}}]
+    def statuses() -> list[Status]:
+        return [replace(follower.status(), since=time.time() - 1)]
 
     with follower.updates:  # closed after the follower stops, so it never writes to a closed stream
         async with anyio.create_task_group() as tg:
@@ -452,7 +474,7 @@ async def test_real_follower_snapshot_is_served(tmp_path: Path) -> None:
             with anyio.fail_after(DEADLINE):
                 async for update in follower.updates:
                     if isinstance(update, Concluded):
-                        category = update.verdict["error"]["category"]
+                        category = update.verdict.to_json()["error"]["category"]
                         crashes[("ep8", "", category)] = 1
                         break
             async with (
@@ -642,7 +664,7 @@ async def test_port_in_use_is_a_config_error() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=rf"daemon: listen: cannot listen on 127\.0\.0\.1:{port}"):
-            await serve_http(("127.0.0.1", port), three_launches, _stats)
+            await serve_http(("127.0.0.1", port), lambda: [], _stats)
 
 
 async def test_cancel_closes_the_port() -> None:
@@ -837,7 +859,9 @@ async def test_every_connection_busy_is_answered_503() -> None:
     blocking = _Blocking()
     try:
         async with serving(
-            lambda: [{"name": "x", "slow": blocking}], max_connections=2, idle_timeout=60
+            lambda: [Status(Verdict.pending(), name="x", extra=(("slow", blocking),))],
+            max_connections=2,
+            idle_timeout=60,
         ) as url:
             port = int(url.rsplit(":", 1)[1])
             busy = [await anyio.connect_tcp("127.0.0.1", port) for _ in range(2)]

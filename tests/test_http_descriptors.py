@@ -116,6 +116,7 @@ log = "{tmp_path / "server.log"}"
 DRIVER = """
 import functools, resource, sys
 import anyio
+from watchdog.core.verdict import Status, Verdict
 from watchdog.daemon.http import serve_http
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.service import configure_logging
@@ -125,7 +126,7 @@ limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 async def main():
-    serve = functools.partial(serve_http, ("127.0.0.1", 0), lambda: [{"name": "x"}], DaemonStats,
+    serve = functools.partial(serve_http, ("127.0.0.1", 0), lambda: [Status(Verdict.pending(), name="x")], DaemonStats,
                               max_connections=100_000, fd_reserve=0)
     async with anyio.create_task_group() as tg:
         await tg.start(serve)

@@ -70,7 +70,7 @@ async def _follow_whole(data: bytes, sizes: list[int]) -> tuple[_Run, dict[str, 
         await run.source.catch_up()
         await run.clock.advance(GRACE + 1.0)
         tg.cancel_scope.cancel()
-    first = run.concluded[0].verdict if run.concluded else None
+    first = run.concluded[0].verdict.to_json() if run.concluded else None
     return run, first
 
 
@@ -84,16 +84,17 @@ async def test_whole_file_gives_replays_verdict(log: Path) -> None:
     """A log complete before the follower starts gets replay's verdict (state, phase, category, summary,
     ranks), however the source chunks it, and within the settle window of catching up."""
     _, replayed = replay_path(log)
+    replayed = replayed.to_json()
     data = _read(log)
     for seed in (1, 2):
         run, first = await _follow_whole(data, _chunks(data, seed))
         if replayed["state"] in ("ready", "crashed", "stopped"):
             assert first is not None, f"no verdict; replay says {replayed['state']}"
             assert _key(first) == _key(replayed)
-            assert run.concluded[0].verdict["incarnation"] == replayed["incarnation"]
+            assert run.concluded[0].verdict.to_json()["incarnation"] == replayed["incarnation"]
         else:
             assert first is None or first["state"] == "stalled"
-            assert _key(run.follower.status())[:3] == _key(replayed)[:3]
+            assert _key(run.follower.status().to_json())[:3] == _key(replayed)[:3]
 
 
 # Logs whose offline verdict only the end of the file decides: streamed live (the end never comes), the
@@ -122,7 +123,7 @@ async def _stream(data: bytes, cuts: list[int], gaps: list[float]) -> dict[str, 
         # a log that went quiet inside a traceback is an error after the grace, and a crash one grace later
         await run.clock.advance(2 * GRACE + 1.0)
         tg.cancel_scope.cancel()
-    return run.follower.status()
+    return run.follower.status().to_json()
 
 
 def _pieces(data: bytes, seed: int) -> tuple[list[int], list[float]]:
@@ -139,6 +140,7 @@ async def test_streamed_with_pauses_gives_replays_verdict(log: Path, seed: int) 
     """A log written live in any pieces, with any pauses (longer than the crash grace too), ends with
     replay's verdict, except for the logs only the end of the file decides (END_DECIDES)."""
     _, replayed = replay_path(log)
+    replayed = replayed.to_json()
     data = _read(log)
     cuts, gaps = _pieces(data, seed)
     status = await _stream(data, cuts, gaps)
@@ -181,8 +183,8 @@ async def test_fatal_traceback_is_a_verdict_at_its_exception_line() -> None:
         await run.source.catch_up()
         await run.clock.advance(0.1)
         tg.cancel_scope.cancel()
-    assert run.concluded[0].verdict["error"]["category"] == "port_in_use"
-    assert run.concluded[0].verdict["error"]["summary"].startswith("OSError: [Errno 98]")
+    assert run.concluded[0].verdict.to_json()["error"]["category"] == "port_in_use"
+    assert run.concluded[0].verdict.to_json()["error"]["summary"].startswith("OSError: [Errno 98]")
 
 
 async def test_crash_report_waits_the_settle_window_while_the_log_is_busy() -> None:
@@ -202,7 +204,7 @@ async def test_crash_report_waits_the_settle_window_while_the_log_is_busy() -> N
         assert not run.concluded
         await run.clock.advance(0.1)
         tg.cancel_scope.cancel()
-    verdict = run.concluded[0].verdict
+    verdict = run.concluded[0].verdict.to_json()
     assert verdict["error"]["ranks"] == ["TP1", "TP3", "TP5", "TP6"]
     assert verdict["error"]["category"] == "oom"
 
@@ -261,7 +263,7 @@ async def test_a_quiet_ready_launch_is_not_ticked() -> None:
         )
         await run.source.catch_up()
         await run.clock.advance(1.0)
-        assert run.follower.status()["state"] == "ready"
+        assert run.follower.status().to_json()["state"] == "ready"
         ticks.count = 0
         await run.clock.advance(3600.0)
         tg.cancel_scope.cancel()
@@ -288,7 +290,7 @@ async def test_ticks_wait_for_the_stall_deadline_and_an_error_brings_them_forwar
         await run.source.catch_up()
         await run.clock.advance(GRACE + 0.5)
         tg.cancel_scope.cancel()
-    assert run.follower.status()["state"] == "crashed"
+    assert run.follower.status().to_json()["state"] == "crashed"
     assert 1 <= ticks.count <= 2
 
 
@@ -311,7 +313,7 @@ async def test_an_early_ready_line_waits_for_the_server_to_listen(confirmed: boo
         await run.source.append(_VLLM_UP)
         await run.source.catch_up()
         await run.source.settle()
-        assert run.follower.status()["state"] == "ready"
+        assert run.follower.status().to_json()["state"] == "ready"
         await run.clock.advance(0.8)
         assert run.concluded == []
         if confirmed:
@@ -346,7 +348,7 @@ async def test_a_crash_while_an_early_ready_waits_is_reported() -> None:
         await run.clock.advance(3.0)
         tg.cancel_scope.cancel()
     assert [c.state for c in run.concluded] == [State.CRASHED]
-    assert run.concluded[0].verdict["error"]["category"] == "killed"
+    assert run.concluded[0].verdict.to_json()["error"]["category"] == "killed"
 
 
 _SGLANG_START = (
@@ -382,7 +384,7 @@ async def test_crash_report_waits_for_the_open_traceback_to_close() -> None:
         await run.source.catch_up()
         await run.clock.advance(1.0)
         tg.cancel_scope.cancel()
-    verdict = run.concluded[0].verdict
+    verdict = run.concluded[0].verdict.to_json()
     assert verdict["state"] == "crashed"
     assert verdict["error"]["summary"].startswith("RuntimeError: Not enough memory")
     assert verdict["error"]["category"] == "oom"
@@ -406,4 +408,4 @@ async def test_a_traceback_that_never_closes_is_reported_after_the_bound() -> No
         await run.clock.advance(0.6)
         assert run.concluded, "no report after the bound"
         tg.cancel_scope.cancel()
-    assert run.concluded[0].verdict["state"] == "crashed"
+    assert run.concluded[0].verdict.to_json()["state"] == "crashed"

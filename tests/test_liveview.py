@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import io
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from rich.console import Console
 from rich.live import Live
+from snapshots import status_from_json
 
-from watchdog.cli.liveview import LiveView, ProgressLines, memory_facts, phase_durations, where
+from watchdog.cli.liveview import LiveView, ProgressLines, memory_facts, where
 from watchdog.core.analyzer import Analyzer
-from watchdog.core.verdict import to_json
+from watchdog.core.verdict import Status, Verdict, build_verdict
 
 TARGET = "gpu1:/logs/server.log"
 LINES = [
@@ -32,8 +34,8 @@ def _status(
     facts: dict[str, Any] | None = None,
     elapsed: float | None = 100.0,
     **extra: Any,
-) -> dict[str, Any]:
-    """A snapshot in the shape of `to_json` plus the follower's keys."""
+) -> Status:
+    """A snapshot, given in the shape of its JSON."""
     states = timeline if timeline is not None else ["starting", "loading_weights"]
     out: dict[str, Any] = {
         "engine": "sglang",
@@ -41,48 +43,45 @@ def _status(
         "phase": state,
         "error": None,
         "timeline": [{"state": s, "line": i + 1, "at": None} for i, s in enumerate(states)],
+        "entered": entered if entered is not None else [float(10 * i) for i in range(len(states))],
         "progress": {k: {"done": d, "total": t} for k, (d, t) in (progress or {}).items()},
         "facts": facts or {},
         "lines_read": 10,
         "bytes_read": 1000,
         "incarnation": 1,
         "incarnations": 1,
-        "entered": entered if entered is not None else [float(10 * i) for i in range(len(states))],
         "last_line": "",
     }
     if elapsed is not None:
         out["elapsed_seconds"] = elapsed
+    # each closed entry lasted until the next one (what the core says of entries the follower saw come)
+    for item, start, end in zip(out["timeline"], out["entered"], out["entered"][1:], strict=False):
+        item["duration_seconds"] = end - start
     out.update(extra)
-    return out
+    return status_from_json(out)
 
 
-def _text(view: LiveView, status: dict[str, Any], now: float, width: int = 120) -> str:
+def _text(view: LiveView, status: Status, now: float, width: int = 120) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
     console.print(view.render(status, now))
     return console.export_text()
 
 
-def _from_analyzer(analyzer: Analyzer, elapsed: float) -> dict[str, Any]:
-    """The snapshot a follower would build from an analyzer (clock times of transitions are `entered`)."""
+def _from_analyzer(analyzer: Analyzer, elapsed: float) -> Status:
+    """The snapshot a follower would build from an analyzer."""
     inc = analyzer.lifecycle.current
-    status = to_json(
-        inc, engine=analyzer.engine, lines_read=analyzer.lines_read, bytes_read=analyzer.bytes_read
-    )
-    status["elapsed_seconds"] = elapsed
-    status["entered"] = [t.now for t, _ in inc.timeline]
-    status["last_line"] = analyzer.last_relevant
-    return status
+    return Status(build_verdict(analyzer, inc), elapsed=elapsed, last_line=analyzer.last_relevant)
 
 
 def test_render_from_an_analyzer_snapshot() -> None:
     """After two shard steps 10 s apart, the view shows target, engine, phase times, 2/4 with ETA, memory, last line."""
     analyzer = Analyzer("sglang")
-    view = LiveView(TARGET, lambda: {}, lambda: 0.0)
+    view = LiveView(TARGET, lambda: Status(Verdict.pending()), lambda: 0.0)
     analyzer.feed(("\n".join(LINES) + "\n").encode(), 1.0)
     _text(view, _from_analyzer(analyzer, 1.0), 1.0)
     analyzer.feed((SHARD_2 + "\n").encode(), 11.0)
     status = _from_analyzer(analyzer, 11.0)
-    status["facts"]["gpu_mem_used_bytes"] = {"0": 40 * 2**30}
+    status = replace(status, verdict=status.verdict.with_facts({"gpu_mem_used_bytes": {"0": 40 * 2**30}}))
     text = _text(view, status, 11.0)
     assert f"{TARGET}  sglang  loading_weights  11s elapsed" in text
     assert "▸  loading_weights   10s  2025-01-23T19:35:15" in text
@@ -118,7 +117,7 @@ def test_render_from_an_analyzer_snapshot() -> None:
         pytest.param(_status(timeline=[], entered=[], state="pending"), ["pending"], [], id="pending"),
     ],
 )
-def test_render_cases(status: dict[str, Any], shown: list[str], absent: list[str]) -> None:
+def test_render_cases(status: Status, shown: list[str], absent: list[str]) -> None:
     """Each snapshot renders with the expected phrases and without the unexpected ones."""
     text = _text(LiveView(TARGET, lambda: status, lambda: 50.0), status, 50.0)
     for phrase in shown:
@@ -158,7 +157,7 @@ def test_last_line_is_cut_to_the_width() -> None:
 )
 def test_eta(steps: list[tuple[float, int]], now: float, eta: str | None) -> None:
     """The ETA comes from the rate the view observed between its first sighting and the latest step."""
-    view = LiveView(TARGET, lambda: {}, lambda: 0.0)
+    view = LiveView(TARGET, lambda: Status(Verdict.pending()), lambda: 0.0)
     for at, done in steps:
         _text(view, _status(progress={"weights": (done, 4)}), at)
     text = _text(view, _status(progress={"weights": (steps[-1][1], 4)}), now)
@@ -170,7 +169,7 @@ def test_eta(steps: list[tuple[float, int]], now: float, eta: str | None) -> Non
 
 def test_new_incarnation_forgets_rates() -> None:
     """A restart of the server in the same log starts the rate memory over."""
-    view = LiveView(TARGET, lambda: {}, lambda: 0.0)
+    view = LiveView(TARGET, lambda: Status(Verdict.pending()), lambda: 0.0)
     _text(view, _status(progress={"weights": (1, 4)}), 0.0)
     _text(view, _status(progress={"weights": (2, 4)}), 10.0)
     text = _text(view, _status(progress={"weights": (3, 4)}, incarnation=2), 12.0)
@@ -193,11 +192,11 @@ def test_snapshot_taken_mid_change_keeps_the_last_one() -> None:
     """A status() that fails with RuntimeError (a dict changed during the snapshot) shows the last snapshot."""
     snapshots: list[Any] = [_status(), RuntimeError("dictionary changed size during iteration")]
 
-    def status() -> dict[str, Any]:
+    def status() -> Status:
         item = snapshots.pop(0)
         if isinstance(item, Exception):
             raise item
-        return dict(item)
+        return item  # type: ignore[no-any-return]
 
     times = iter([12.0, 14.5])
     view = LiveView(TARGET, status, lambda: next(times))
@@ -212,7 +211,7 @@ def test_live_redraws_by_itself() -> None:
     calls = 0
     enough = threading.Event()
 
-    def status() -> dict[str, Any]:
+    def status() -> Status:
         nonlocal calls
         calls += 1
         if calls >= 5:
@@ -241,21 +240,23 @@ def test_live_redraws_by_itself() -> None:
             [4.0, None],
             id="outcome-has-none",
         ),
-        pytest.param(_status(entered=[0.0]), 25.0, [None, None], id="missing-clock-times"),
         pytest.param(
-            {
-                "state": "ready",
-                "timeline": [{"state": "starting", "duration_seconds": 3.5}, {"state": "ready"}],
-            },
+            status_from_json(
+                {
+                    "state": "ready",
+                    "timeline": [{"state": "starting", "duration_seconds": 3.5}, {"state": "ready"}],
+                }
+            ),
             9.0,
             [3.5, None],
-            id="falls-back-to-log-durations",
+            id="the-core-durations",
         ),
     ],
 )
-def test_phase_durations(status: dict[str, Any], now: float, durations: list[float | None]) -> None:
-    """Time per phase is the next entry's clock time minus this one's; the current one runs to now."""
-    assert phase_durations(status, now) == durations
+def test_phase_durations(status: Status, now: float, durations: list[float | None]) -> None:
+    """Time per phase is the core's duration of each entry (`watchdog.core.durations`: one rule for every
+    sink); the current one of a starting or stalled launch runs to now."""
+    assert status.verdict.durations(now) == durations
 
 
 @pytest.mark.parametrize(

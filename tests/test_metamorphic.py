@@ -67,6 +67,7 @@ INTERLEAVED: dict[str, Callable[[bytes], bytes]] = {
 
 def _verdict(path: Path) -> tuple[object, ...]:
     _, v = replay_path(path)
+    v = v.to_json()
     error = v["error"] or {}
     return v["state"], v["phase"], error.get("category"), error.get("summary")
 

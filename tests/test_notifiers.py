@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from http_receiver import SECRET_PATH, Answer, Got, Receiver
+from snapshots import status_from_json
 
 from watchdog.alerts import compose
 from watchdog.alerts.compose import COLOUR, traceback_tail
@@ -87,7 +88,9 @@ def _status(**over: Any) -> dict[str, Any]:
 
 
 def _alert(kind: AlertKind = AlertKind.CRASHED, **status: Any) -> Alert:
-    return Alert.from_status(kind, _status(**status), link="http://127.0.0.1:9469/#kimi-ep", now=NOW)
+    return Alert.from_status(
+        kind, status_from_json(_status(**status)), link="http://127.0.0.1:9469/#kimi-ep", now=NOW
+    )
 
 
 def _huge(alert: Alert) -> Alert:
@@ -570,7 +573,7 @@ def test_ready_alert_compares_with_the_usual() -> None:
     """A ready alert says the time to ready against the launch's usual one."""
     alert = Alert.from_status(
         "ready",
-        _status(state="ready", phase="ready", error=None, time_to_ready_seconds=432.0),
+        status_from_json(_status(state="ready", phase="ready", error=None, time_to_ready_seconds=432.0)),
         usual_seconds=300.0,
     )
     message = build_message("webhook", alert)
@@ -633,10 +636,10 @@ async def test_alert_from_a_real_followers_snapshot() -> None:
         await source.append(data[cut_at:])
         await source.catch_up()
         await clock.advance(6.0)
-        status = follower.status()
+        status = follower.status().to_json()
         tg.cancel_scope.cancel()
     status.update(host="gpu1", since="2025-07-02T07:35:00Z", labels={})
-    alert = Alert.from_status("crashed", status, now=NOW)
+    alert = Alert.from_status("crashed", status_from_json(status), now=NOW)
     assert alert.launch == "ep8"
     assert alert.engine == "sglang"
     assert alert.category == "oom"
@@ -681,7 +684,7 @@ async def _followed(chunks: list[bytes], *, pause: float = 40.0, name: str = "ki
             await source.append(chunk)
             await source.catch_up()
         await clock.advance(6.0)
-        status = follower.status()
+        status = follower.status().to_json()
         tg.cancel_scope.cancel()
     status.update(host="gpu1", since="2025-01-23T19:34:55Z", labels={"team": "infra"})
     return status
@@ -704,7 +707,7 @@ async def _crafted_alert() -> Alert:
     status = await _followed(_crash_log(f"RuntimeError: Not enough memory. {CRAFTED}"))
     assert CRAFTED in status["error"]["summary"]
     status["facts"]["model"] = CRAFTED  # a fact may be text from the log
-    return Alert.from_status("crashed", status, link="http://127.0.0.1:9469/#kimi", now=NOW)
+    return Alert.from_status("crashed", status_from_json(status), link="http://127.0.0.1:9469/#kimi", now=NOW)
 
 
 def _strings(node: object) -> list[str]:

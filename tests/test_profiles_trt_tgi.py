@@ -17,7 +17,7 @@ _PROFILES = Path(watchdog.__file__).parent / "profiles"
 def _replay(tmp_path: Path, engine: str, lines: list[str]) -> dict[str, Any]:
     log = tmp_path / "launch.log"
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return replay_path(log, engine=engine)[1]
+    return replay_path(log, engine=engine)[1].to_json()
 
 
 _TRT_MESSAGES = {

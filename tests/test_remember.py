@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from daemon_process import DaemonProcess
+from snapshots import status_from_json, verdict_from_json
 
 from watchdog.alerts.alert import Alert, AlertKind
 from watchdog.alerts.alerting import Alerting
@@ -280,10 +281,13 @@ async def test_an_announcement_is_written_with_its_outbox_rows(tmp_path: Path) -
     store = await StateStore.open(tmp_path)
     outbox = await Outbox.open(store.path)
     try:
-        await store.record_verdict("L", 1, {"state": "crashed", "incarnation": 1}, "crashed")
+        await store.record_verdict(
+            "L", 1, verdict_from_json({"state": "crashed", "incarnation": 1}), "crashed"
+        )
         alerting = Alerting(outbox)
         alert = Alert.from_status(
-            AlertKind.CRASHED, {"name": "L", "state": "crashed", "phase": "starting", "incarnation": 1}
+            AlertKind.CRASHED,
+            status_from_json({"name": "L", "state": "crashed", "phase": "starting", "incarnation": 1}),
         )
         noted = await alerting.say(alert, [ConsoleAlerts(out=io.StringIO())], announce=("L", 1, "crashed"))
         assert noted
@@ -327,7 +331,7 @@ def test_a_log_that_never_comes_is_said_by_name_in_status_and_alert(tmp_path: Pa
         daemon.close()
     assert (status["state"], status["phase"]) == ("pending", "pending")
     assert status["missing_log"]["path"] == str(never)
-    assert status["missing_log"]["since"].endswith("+00:00")
+    assert status["missing_log"]["since"].endswith("Z")
     assert status["note"].startswith(f"{never} does not exist (yet)")
     alert = hook.body("typo/1/stalled")
     assert alert["title"].startswith(f"typo: log {never} does not exist after ")

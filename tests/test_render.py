@@ -6,6 +6,7 @@ import os
 import signal
 
 import pytest
+from snapshots import verdict_from_json
 
 from watchdog.cli.render import render_verdict, write_out
 from watchdog.vocabulary import format_duration
@@ -39,7 +40,7 @@ def test_ready_headline_and_progress() -> None:
         "lines_read": 10,
         "bytes_read": 100,
     }
-    text = render_verdict(v, source="gpu1:/logs/v.log")
+    text = render_verdict(verdict_from_json(v), source="gpu1:/logs/v.log")
     assert text.splitlines()[0] == "gpu1:/logs/v.log: vllm ready after 7m12s"
     assert "weights 64/64" in text
     assert "kv_cache_tokens=812345" in text

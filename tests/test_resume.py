@@ -56,7 +56,8 @@ def _spec(path: Path | str, **kw: Any) -> LaunchSpec:
     return LaunchSpec(name="resumed", target=parse_target(str(path)), **kw)
 
 
-def _key(v: dict[str, Any]) -> tuple[Any, ...]:
+def _key(v: Any) -> tuple[Any, ...]:
+    v = v if isinstance(v, dict) else v.to_json()
     e = v.get("error") or {}
     return (v["state"], v["phase"], e.get("category"), e.get("summary"), tuple(e.get("ranks") or ()))
 
@@ -109,6 +110,7 @@ def test_a_checkpoint_read_back_goes_on_like_a_replay_of_the_whole_log(tmp_path:
     analyzer.feed(data[cut:], 0.0)
     analyzer.finish(0.0)
     whole, verdict = replay_path(log)
+    verdict = verdict.to_json()
     inc, want = analyzer.lifecycle.verdict_incarnation(), whole.lifecycle.verdict_incarnation()
     assert (inc.state, inc.phase, inc.number) == (want.state, want.phase, want.number)
     assert (analyzer.lines_read, analyzer.bytes_read) == (verdict["lines_read"], verdict["bytes_read"])
@@ -146,6 +148,7 @@ def test_a_checkpoint_holds_no_secret_of_its_log_and_goes_on_the_same(tmp_path: 
     analyzer.feed(data[cut:], 0.0)
     analyzer.finish(0.0)
     whole, verdict = replay_path(path)
+    verdict = verdict.to_json()
     inc, want = analyzer.lifecycle.verdict_incarnation(), whole.lifecycle.verdict_incarnation()
     assert (inc.state, inc.phase, inc.number) == (want.state, want.phase, want.number)
     assert (analyzer.lines_read, analyzer.bytes_read) == (verdict["lines_read"], verdict["bytes_read"])
@@ -407,9 +410,10 @@ async def test_a_restarted_follower_reads_only_the_new_bytes(tmp_path: Path, log
     assert follower.resumed_at == first_part
     assert (second.first_offset, second.bytes) == (first_part, len(data) - first_part)
     _, replayed = replay_path(path)
+    replayed = replayed.to_json()
     assert follower.concluded is not None
     assert _key(follower.concluded.verdict) == _key(replayed)
-    status = follower.status()
+    status = follower.status().to_json()
     assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
 
 
@@ -440,7 +444,8 @@ async def test_a_checkpoint_of_a_file_that_changed_is_ignored(tmp_path: Path, ch
         "checkpoint ignored; reading the log from its start"
     ]
     _, replayed = replay_path(path)
-    assert _key(follower.status()) == _key(replayed)
+    replayed = replayed.to_json()
+    assert _key(follower.status().to_json()) == _key(replayed)
 
 
 async def test_a_checkpoint_under_other_settings_or_damaged_is_ignored(tmp_path: Path) -> None:
@@ -604,6 +609,7 @@ async def test_a_restarted_follower_over_ssh_resumes_at_the_offset(
         assert follower.resumed_at == cut
         assert (second.first_offset, second.bytes) == (cut, len(data) - cut)
         _, replayed = replay_path(path)
+        replayed = replayed.to_json()
         assert follower.concluded is not None
         assert _key(follower.concluded.verdict) == _key(replayed)
 
@@ -644,6 +650,7 @@ async def test_a_restarted_daemon_resumes_each_launch_at_its_checkpoint(tmp_path
     resumed = [e for e in logs if e["event"] == "resuming from checkpoint"]
     assert [(e["launch"], e["offset"]) for e in resumed] == [("resumed", cut)]
     _, replayed = replay_path(path)
+    replayed = replayed.to_json()
     assert _key(status) == _key(replayed)
     assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
 
@@ -663,8 +670,9 @@ def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp
     analyzer.finish(300.0)
     assert len(analyzer.lifecycle.history) == MAX_INCARNATIONS_PER_LAUNCH
     first, _ = replay_path(CRASH)
-    want = build_verdict(first)
-    verdict = build_verdict(analyzer)
+    _ = _.to_json()
+    want = build_verdict(first).to_json()
+    verdict = build_verdict(analyzer).to_json()
     assert (verdict["incarnation"], verdict["incarnations"]) == (300, 300)
     assert _key(verdict) == _key(want)
     assert verdict["error"]["traceback"] == want["error"]["traceback"]
@@ -676,7 +684,7 @@ def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp
     restored = decode(blob, build="b", settings="s").analyzer
     restored.feed(one, 301.0)
     restored.finish(302.0)
-    again = build_verdict(restored)
+    again = build_verdict(restored).to_json()
     assert (again["incarnation"], again["incarnations"]) == (301, 301)
     assert _key(again) == _key(want)
 

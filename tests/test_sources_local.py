@@ -430,7 +430,7 @@ async def test_a_replaced_log_counts_its_lines_from_1_and_starts_at_its_own_time
                         new.replace(log)  # the relaunch's log takes the path
                     if t.incarnation == 2 and t.state.value == "ready":
                         break
-        status = follower.status()
+        status = follower.status().to_json()
         tg.cancel_scope.cancel()
     assert lines[2] == lines[1], "the new file's lines are numbered from its own start"
     assert status["incarnation"] == 2

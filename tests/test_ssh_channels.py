@@ -214,7 +214,7 @@ async def test_eleventh_launch_gets_through(sshd10: SSHDServer, tmp_path: Path) 
             tg.start_soon(drain)
             with anyio.fail_after(15):
                 await tg.start(follower.run)  # ready once the log as it was has been read
-            assert follower.status()["lines_read"] == 5
+            assert follower.status().to_json()["lines_read"] == 5
             tg.cancel_scope.cancel()
         assert pool.learned_capacity(server.host, **key) == MAX_SESSIONS
         assert len(pool.connections(server.host, **key)) == 2

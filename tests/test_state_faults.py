@@ -15,6 +15,7 @@ import pytest
 from conftest import unavailable
 from daemon_process import DaemonProcess
 from http_receiver import Receiver
+from snapshots import status_from_json
 from structlog.testing import capture_logs
 
 from watchdog.store import DB_NAME, LOCK_NAME
@@ -374,7 +375,7 @@ async def test_an_outbox_that_cannot_be_pruned_says_so_once_and_alerting_goes_on
                     await tg.start(alerting.run)
                     await second.wait()
                     lock.release()
-                    await alerting.say(Alert.from_status(AlertKind.CRASHED, status), [hook])
+                    await alerting.say(Alert.from_status(AlertKind.CRASHED, status_from_json(status)), [hook])
                     await receiver.wait_for(1)
                     tg.cancel_scope.cancel()
         finally:

@@ -17,8 +17,10 @@ from typing import Any
 
 import anyio
 import pytest
+from snapshots import status_from_json
 from test_http import EVIL, three_launches
 
+from watchdog.core.verdict import Status
 from watchdog.daemon.http import serve_http, status_payload
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.statuspage import render_page
@@ -31,6 +33,11 @@ VIRTUAL_MS = 3000  # the page's 2 s refresh runs once within it
 VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
 )
+
+
+def _typed(statuses: list[Any]) -> list[Status]:
+    """Snapshots given as their JSON (or typed already), as the server takes them."""
+    return [s if isinstance(s, Status) else status_from_json(s) for s in statuses]
 
 
 def _browser() -> str:
@@ -123,7 +130,9 @@ class _Daemon:
 @asynccontextmanager
 async def _serving(daemon: _Daemon) -> AsyncIterator[str]:
     async with anyio.create_task_group() as tg:
-        port = await tg.start(functools.partial(serve_http, ("127.0.0.1", 0), daemon.statuses, DaemonStats))
+        port = await tg.start(
+            functools.partial(serve_http, ("127.0.0.1", 0), lambda: _typed(daemon.statuses()), DaemonStats)
+        )
         yield f"http://127.0.0.1:{port}/"
         tg.cancel_scope.cancel()
 
@@ -322,7 +331,7 @@ async def test_markup_in_a_crash_line_is_inert(tmp_path: Path, served: bool) -> 
             dom = (await _chromium(url, tmp_path / "profile", "--dump-dom")).decode()
     else:
         page = tmp_path / "page.html"
-        page.write_text(render_page(status_payload(_unreachable_and_hostile()), nonce="n0nce"))
+        page.write_text(render_page(status_payload(_typed(_unreachable_and_hostile())), nonce="n0nce"))
         dom = (await _chromium(page.as_uri(), tmp_path / "profile", "--dump-dom")).decode()
     doc = _parse(dom)
     (body,) = doc.find_all(lambda n: n.tag == "body")
@@ -353,7 +362,9 @@ async def test_a_real_daemon_whose_host_refuses_shows_it_unreachable(tmp_path: P
     )
 
     async def serve(daemon: Daemon, *, task_status: Any) -> None:
-        await serve_http(("127.0.0.1", 0), daemon.statuses, daemon.stats, task_status=task_status)
+        await serve_http(
+            ("127.0.0.1", 0), lambda: _typed(daemon.statuses()), daemon.stats, task_status=task_status
+        )
 
     daemon = Daemon({"far": plan}, serve=serve, handle_signals=False, unreachable_after=0.2)
     async with anyio.create_task_group() as tg:
@@ -364,7 +375,7 @@ async def test_a_real_daemon_whose_host_refuses_shows_it_unreachable(tmp_path: P
                 await _chromium(f"http://127.0.0.1:{daemon.port}/", tmp_path / "profile", "--dump-dom")
             ).decode()
         tg.cancel_scope.cancel()
-    assert status["unreachable"]["since"].endswith("+00:00")
+    assert status["unreachable"]["since"].endswith("Z")
     assert status["unreachable"]["error"]
     (row,) = _parse(dom).by_class("launch")
     assert "unreachable" in row.attrs["class"].split()
@@ -415,7 +426,9 @@ async def test_a_log_that_never_comes_is_said_by_name_on_its_card(tmp_path: Path
     )
 
     async def serve(daemon: Daemon, *, task_status: Any) -> None:
-        await serve_http(("127.0.0.1", 0), daemon.statuses, daemon.stats, task_status=task_status)
+        await serve_http(
+            ("127.0.0.1", 0), lambda: _typed(daemon.statuses()), daemon.stats, task_status=task_status
+        )
 
     daemon = Daemon({"typo": plan}, serve=serve, handle_signals=False)
     async with anyio.create_task_group() as tg:

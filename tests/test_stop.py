@@ -31,6 +31,7 @@ def test_ctrl_c_after_ready_is_stopped(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(READY.read_text() + CTRL_C)
     _, v = replay_path(log)
+    v = v.to_json()
     assert (v["state"], v["phase"], v["error"]) == ("stopped", "ready", None)
     assert exit_code(State.STOPPED, v["phase"]) == 0
 
@@ -45,6 +46,7 @@ def test_exit_code_nine_alone_is_not_a_crash(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(READY.read_text() + CTRL_C.splitlines()[0].lstrip("^C") + "\n")
     _, v = replay_path(log)
+    v = v.to_json()
     assert v["state"] == "ready"
 
 
@@ -56,5 +58,6 @@ def test_other_exit_status_is_a_crash(tmp_path: Path) -> None:
         + "[2025-01-23 19:40:02] Child process unexpectedly failed with an exit code 256. pid=889301\n"
     )
     _, v = replay_path(log)
+    v = v.to_json()
     assert v["state"] == "crashed"
     assert "exit code 256" in v["error"]["summary"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from snapshots import status_from_json, verdict_from_json
 from structlog.testing import capture_logs
 
 from watchdog.alerts.outbox import Outbox
@@ -38,7 +40,7 @@ pytestmark = pytest.mark.anyio
 
 
 def entry(state: str, line: int | None, duration: float | None = None, reason: str = "") -> dict[str, Any]:
-    """A timeline entry as `LaunchFollower.status()` gives it."""
+    """A timeline entry as `LaunchFollower.status()` gives it as JSON."""
     item: dict[str, Any] = {"state": state, "line": line, "at": None, "reason": reason}
     if duration is not None:
         item["duration_seconds"] = duration
@@ -74,14 +76,18 @@ async def test_what_was_written_survives_a_store_that_was_never_closed(tmp_path:
     first = await StateStore.open(tmp_path)
     try:
         assert await first.load_checkpoint("kimi") is None
-        await first.record_transition("kimi", 1, status(STARTED))
+        await first.record_transition("kimi", 1, status_from_json(status(STARTED)))
         await first.save_checkpoint("kimi", 4096, b"state")
-        await first.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready")
+        await first.record_verdict(
+            "kimi", 1, verdict_from_json({"state": "ready", "phase": "ready"}), "ready"
+        )
         await first.mark_announced("kimi", 1, "ready")
         second = await StateStore.open(tmp_path)
         try:
             assert await second.load_checkpoint("kimi") == b"state"
-            assert await second.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready")
+            assert await second.record_verdict(
+                "kimi", 1, verdict_from_json({"state": "ready", "phase": "ready"}), "ready"
+            )
             [record] = await second.history("kimi")
             assert (record.state, record.announced) == ("ready", ("ready",))
             assert [t.state for t in record.transitions] == ["starting", "loading_weights"]
@@ -96,16 +102,18 @@ def test_resume_after_kill_9_of_a_real_process(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys, anyio
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from snapshots import status_from_json, verdict_from_json
         from watchdog.store import StateStore
 
         async def main():
             store = await StateStore.open({str(tmp_path)!r})
-            await store.record_transition("kimi", 2, {{"state": "crashed", "phase": "allocating_kv_cache",
-                "timeline": [{{"state": "starting", "line": 1}}, {{"state": "crashed", "line": 40}}]}})
+            await store.record_transition("kimi", 2, status_from_json({{"state": "crashed", "phase": "allocating_kv_cache",
+                "timeline": [{{"state": "starting", "line": 1}}, {{"state": "crashed", "line": 40}}]}}))
             await store.save_checkpoint("kimi", 8192, b"state")
-            await store.record_verdict("kimi", 2, {{"state": "crashed", "phase": "allocating_kv_cache"}}, "crashed")
+            await store.record_verdict("kimi", 2, verdict_from_json({{"state": "crashed", "phase": "allocating_kv_cache"}}), "crashed")
             await store.mark_announced("kimi", 2, "crashed")
-            await store.record_verdict("other", 1, {{"state": "ready", "phase": "ready"}}, "ready")
+            await store.record_verdict("other", 1, verdict_from_json({{"state": "ready", "phase": "ready"}}), "ready")
             print("written", flush=True)
             sys.stdin.read()  # hold the connection open until killed
 
@@ -136,14 +144,13 @@ def test_resume_after_kill_9_of_a_real_process(tmp_path: Path) -> None:
             [kimi] = await store.history("kimi")
             assert (kimi.incarnation, kimi.state, kimi.announced) == (2, "crashed", ("crashed",))
             [other] = await store.history("other")
-            assert (other.state, other.verdict, other.announced) == (
-                "ready",
-                {"state": "ready", "phase": "ready"},
-                (),
-            )
+            assert other.verdict is not None
+            assert (other.state, other.verdict["phase"], other.announced) == ("ready", "ready", ())
             # read again by the restarted daemon: the one announced is not announced again, the other is
-            assert await store.record_verdict("kimi", 2, {"state": "crashed"}, "crashed")
-            assert not await store.record_verdict("other", 1, {"state": "ready", "phase": "ready"}, "ready")
+            assert await store.record_verdict("kimi", 2, verdict_from_json({"state": "crashed"}), "crashed")
+            assert not await store.record_verdict(
+                "other", 1, verdict_from_json({"state": "ready", "phase": "ready"}), "ready"
+            )
 
     anyio.run(check)
 
@@ -153,19 +160,24 @@ async def test_a_verdict_is_announced_once_across_restarts(tmp_path: Path) -> No
     ready = {"state": "ready", "phase": "ready"}
     crashed = {"state": "crashed", "phase": "ready"}
     async with open_store(tmp_path) as store:
-        assert not await store.record_verdict("kimi", 1, ready, "ready")
+        assert not await store.record_verdict("kimi", 1, verdict_from_json(ready), "ready")
         await store.mark_announced("kimi", 1, "ready")
         # the same incarnation crashes after ready: another verdict, announced separately
-        assert not await store.record_verdict("kimi", 1, crashed, "crashed")
+        assert not await store.record_verdict("kimi", 1, verdict_from_json(crashed), "crashed")
     async with open_store(tmp_path) as store:
         [record] = await store.history("kimi")
-        assert (record.verdict, record.announced) == (crashed, ("ready",))
+        assert record.verdict is not None
+        assert (record.verdict["state"], record.verdict["phase"], record.announced) == (
+            "crashed",
+            "ready",
+            ("ready",),
+        )
         # saving the verdicts again (re-read after a restart): the announced one stays announced
-        assert await store.record_verdict("kimi", 1, ready, "ready")
-        assert not await store.record_verdict("kimi", 2, ready, "ready")
-        assert not await store.record_verdict("kimi", 1, crashed, "crashed")
+        assert await store.record_verdict("kimi", 1, verdict_from_json(ready), "ready")
+        assert not await store.record_verdict("kimi", 2, verdict_from_json(ready), "ready")
+        assert not await store.record_verdict("kimi", 1, verdict_from_json(crashed), "crashed")
         await store.mark_announced("kimi", 1, "crashed")
-        assert await store.record_verdict("kimi", 1, crashed, "crashed")
+        assert await store.record_verdict("kimi", 1, verdict_from_json(crashed), "crashed")
         [_, record] = await store.history("kimi")
         assert record.announced == ("ready", "crashed")
 
@@ -173,10 +185,23 @@ async def test_a_verdict_is_announced_once_across_restarts(tmp_path: Path) -> No
 async def test_record_verdict_saves_and_tells_whether_it_was_announced(tmp_path: Path) -> None:
     """`record_verdict` stores the verdict under its key and says whether that key was announced before."""
     async with open_store(tmp_path) as store:
-        assert await store.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready") is False
+        assert (
+            await store.record_verdict(
+                "kimi", 1, verdict_from_json({"state": "ready", "phase": "ready"}), "ready"
+            )
+            is False
+        )
         await store.mark_announced("kimi", 1, "ready")
-        assert await store.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready") is True
-        assert await store.record_verdict("kimi", 1, {"state": "stalled"}, "stalled#2") is False
+        assert (
+            await store.record_verdict(
+                "kimi", 1, verdict_from_json({"state": "ready", "phase": "ready"}), "ready"
+            )
+            is True
+        )
+        assert (
+            await store.record_verdict("kimi", 1, verdict_from_json({"state": "stalled"}), "stalled#2")
+            is False
+        )
         [record] = await store.history("kimi")
         assert record.announced == ("ready",)
 
@@ -210,8 +235,8 @@ async def test_write_behind_writes_a_batch_with_the_last_snapshot_of_each_incarn
         await tg.start(store.write_behind)
         timeline = [entry("starting", 1), entry("loading_weights", 2), entry("allocating_kv_cache", 3)]
         for n in range(1, 4):
-            await store.record_transition("kimi", 1, status(timeline[:n]))
-        await store.record_transition("qwen", 4, status(timeline[:1]))
+            await store.record_transition("kimi", 1, status_from_json(status(timeline[:n])))
+        await store.record_transition("qwen", 4, status_from_json(status(timeline[:1])))
         assert _stored_states(tmp_path, "kimi") == []  # nothing on disk yet: no trip per transition
         with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
             while True:  # another connection's view: polled
@@ -231,11 +256,13 @@ async def test_write_behind_writes_waiting_transitions_and_checkpoints_before_an
     before it."""
     async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
         await tg.start(store.write_behind)
-        await store.record_transition("kimi", 1, status(STARTED))
+        await store.record_transition("kimi", 1, status_from_json(status(STARTED)))
         await store.save_checkpoint("kimi", 100, b"state")
         assert _stored_states(tmp_path, "kimi") == []
         assert _stored_checkpoint(tmp_path, "kimi") is None  # nothing on disk yet
-        await store.record_verdict("kimi", 1, {"state": "ready", "phase": "ready"}, "ready")
+        await store.record_verdict(
+            "kimi", 1, verdict_from_json({"state": "ready", "phase": "ready"}), "ready"
+        )
         assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
         assert _stored_checkpoint(tmp_path, "kimi") == (100, b"state")
         tg.cancel_scope.cancel()
@@ -267,14 +294,15 @@ async def test_a_snapshot_that_cannot_be_written_does_not_fail_what_is_written_w
     written, the call they precede is made, and the launches of later snapshots are stored as usual."""
     async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
         await tg.start(store.write_behind)
-        broken = status(STARTED)
-        broken["timeline"] = [42]  # not an entry
+        broken = status_from_json(status(STARTED))
+        bad = dataclasses.replace(broken.verdict.timeline[0], reason="\ud800")  # no UTF-8 for SQLite
+        broken = dataclasses.replace(broken, verdict=dataclasses.replace(broken.verdict, timeline=(bad,)))
         await store.record_transition("kimi", 1, broken)
         await store.save_checkpoint("kimi", 100, b"state")
         with capture_logs() as logs:
             assert await store.load_checkpoint("kimi") == b"state"
         assert [e["event"] for e in logs] == ["transitions not stored"]
-        await store.record_transition("kimi", 1, status(STARTED))
+        await store.record_transition("kimi", 1, status_from_json(status(STARTED)))
         await store.save_checkpoint("kimi", 200, b"later")
         await store.flush()
         assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
@@ -287,7 +315,7 @@ async def test_close_writes_the_transitions_still_waiting(tmp_path: Path) -> Non
     async with open_store(tmp_path) as store:
         async with anyio.create_task_group() as tg:
             await tg.start(store.write_behind)
-            await store.record_transition("kimi", 1, status(STARTED))
+            await store.record_transition("kimi", 1, status_from_json(status(STARTED)))
             tg.cancel_scope.cancel()
         assert _stored_states(tmp_path, "kimi") == []
     assert _stored_states(tmp_path, "kimi") == [e["state"] for e in STARTED]
@@ -296,7 +324,7 @@ async def test_close_writes_the_transitions_still_waiting(tmp_path: Path) -> Non
 async def test_wal_mode_and_synchronous_normal(tmp_path: Path) -> None:
     """The file is in WAL mode (seen by another connection) and the store's connection uses synchronous=NORMAL."""
     async with open_store(tmp_path) as store:
-        await store.record_transition("kimi", 1, status(STARTED))
+        await store.record_transition("kimi", 1, status_from_json(status(STARTED)))
         assert (tmp_path / f"{DB_NAME}-wal").exists()
         with sqlite3.connect(tmp_path / DB_NAME) as other:
             assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -312,10 +340,10 @@ async def test_concurrent_writes_from_many_tasks_are_serialized(tmp_path: Path) 
         async def launch(n: int) -> None:
             name = f"launch-{n % 6}"
             timeline = [entry("starting", 1, 1.0), entry("loading_weights", 2 + n)]
-            await store.record_transition(name, n, status(timeline, {"n": n}))
+            await store.record_transition(name, n, status_from_json(status(timeline, {"n": n})))
             await store.save_checkpoint(name, n * 10, b"state")
             await store.record_verdict(
-                name, n, {"state": "ready", "phase": "ready", "facts": {"n": n}}, "ready"
+                name, n, verdict_from_json({"state": "ready", "phase": "ready", "facts": {"n": n}}), "ready"
             )
             await store.mark_announced(name, n, "ready")
 
@@ -338,10 +366,12 @@ async def test_timeline_entries_are_stored_once(tmp_path: Path) -> None:
     timeline = [*STARTED, stall, resumed, stall]
     async with open_store(tmp_path) as store:
         for n in range(1, len(timeline) + 1):
-            await store.record_transition("kimi", 1, status(timeline[:n]))
-            await store.record_transition("kimi", 1, status(timeline[:n]))
+            await store.record_transition("kimi", 1, status_from_json(status(timeline[:n])))
+            await store.record_transition("kimi", 1, status_from_json(status(timeline[:n])))
     async with open_store(tmp_path) as store:
-        await store.record_transition("kimi", 1, status(timeline))  # read again after a restart
+        await store.record_transition(
+            "kimi", 1, status_from_json(status(timeline))
+        )  # read again after a restart
         [record] = await store.history()
     assert [(t.state, t.line, t.reason) for t in record.transitions] == [
         (e["state"], e["line"], e["reason"]) for e in timeline
@@ -352,8 +382,10 @@ async def test_timeline_entries_are_stored_once(tmp_path: Path) -> None:
 async def test_durations_learned_later_are_filled_in(tmp_path: Path) -> None:
     """An entry's log duration, known only once the next entry came, is stored when it is known."""
     async with open_store(tmp_path) as store:
-        await store.record_transition("kimi", 1, status([entry("starting", 1)]))
-        await store.record_transition("kimi", 1, status([entry("starting", 1, 12.5), entry("ready", 9)]))
+        await store.record_transition("kimi", 1, status_from_json(status([entry("starting", 1)])))
+        await store.record_transition(
+            "kimi", 1, status_from_json(status([entry("starting", 1, 12.5), entry("ready", 9)]))
+        )
         [record] = await store.history()
     assert record.phase_durations == {"starting": 12.5}
     assert record.time_to_ready == 12.5
@@ -364,7 +396,7 @@ async def test_history_is_newest_first_and_filters_by_launch(tmp_path: Path) -> 
     """history() lists incarnations newest first, of one launch or all, up to the limit."""
     async with open_store(tmp_path) as store:
         for launch, inc in (("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3)):
-            await store.record_transition(launch, inc, status(STARTED))
+            await store.record_transition(launch, inc, status_from_json(status(STARTED)))
         assert [(r.launch, r.incarnation) for r in await store.history()] == [
             ("a", 3),
             ("b", 2),
@@ -381,15 +413,15 @@ async def test_growth_is_bounded_per_launch(tmp_path: Path) -> None:
     extra = 7
     async with open_store(tmp_path) as store:
         for inc in range(1, MAX_INCARNATIONS_PER_LAUNCH + extra + 1):
-            await store.record_transition("kimi", inc, status(STARTED))
-            await store.record_verdict("kimi", inc, {"state": "ready"}, "ready")
+            await store.record_transition("kimi", inc, status_from_json(status(STARTED)))
+            await store.record_verdict("kimi", inc, verdict_from_json({"state": "ready"}), "ready")
             await store.mark_announced("kimi", inc, "ready")
-        await store.record_transition("other", 1, status(STARTED))
+        await store.record_transition("other", 1, status_from_json(status(STARTED)))
         long = [
             entry("stalled" if i % 2 else "loading_weights", i)
             for i in range(2 * MAX_TRANSITIONS_PER_INCARNATION)
         ]
-        await store.record_transition("flappy", 1, status(long))
+        await store.record_transition("flappy", 1, status_from_json(status(long)))
         kept = await store.history("kimi", limit=1000)
         assert len(kept) == MAX_INCARNATIONS_PER_LAUNCH
         assert kept[-1].incarnation == extra + 1
@@ -449,10 +481,10 @@ def _fill(state_dir: Path) -> None:
                 entry("crashed", 40),
             ]
             crashed = status(timeline, {"avail_mem_after_weights_gb": 16.3, "kv_cache_tokens": 812345})
-            await store.record_transition("kimi-mem085", 1, crashed)
+            await store.record_transition("kimi-mem085", 1, status_from_json(crashed))
             error = {"category": "oom", "summary": "RuntimeError: Not enough memory"}
             verdict = {**crashed, "state": "crashed", "phase": "allocating_kv_cache", "error": error}
-            await store.record_verdict("kimi-mem085", 1, verdict, "crashed")
+            await store.record_verdict("kimi-mem085", 1, verdict_from_json(verdict), "crashed")
             timeline = [
                 entry("starting", 1, 11.0),
                 entry("loading_weights", 10, 190.0),
@@ -461,8 +493,10 @@ def _fill(state_dir: Path) -> None:
                 entry("ready", 90),
             ]
             ready = status(timeline, {"avail_mem_after_weights_gb": 21.7, "kv_cache_tokens": 1200000})
-            await store.record_transition("kimi-mem080", 1, ready)
-            await store.record_verdict("kimi-mem080", 1, {**ready, "time_to_ready_seconds": 391.0}, "ready")
+            await store.record_transition("kimi-mem080", 1, status_from_json(ready))
+            await store.record_verdict(
+                "kimi-mem080", 1, verdict_from_json({**ready, "time_to_ready_seconds": 391.0}), "ready"
+            )
 
     anyio.run(fill)
 
@@ -527,7 +561,7 @@ def test_history_wraps_columns_to_the_width(tmp_path: Path) -> None:
         async with open_store(tmp_path) as store:
             for inc in range(1, 7):
                 await store.record_transition(
-                    "kimi", inc, status(STARTED, {"avail_mem_after_weights_gb": inc})
+                    "kimi", inc, status_from_json(status(STARTED, {"avail_mem_after_weights_gb": inc}))
                 )
             return await store.history()
 
@@ -545,13 +579,15 @@ async def test_history_reads_while_the_daemon_writes(
 ) -> None:
     """`watchdog history` reads a state file that a running daemon holds open in WAL mode, and writes nothing."""
     async with open_store(tmp_path) as store:
-        await store.record_transition("kimi", 1, status(STARTED, {"avail_mem_after_weights_gb": 16.3}))
+        await store.record_transition(
+            "kimi", 1, status_from_json(status(STARTED, {"avail_mem_after_weights_gb": 16.3}))
+        )
         assert (tmp_path / f"{DB_NAME}-wal").stat().st_size > 0
         assert await anyio.to_thread.run_sync(main, ["history", "--state-dir", str(tmp_path), "--json"]) == 0
         [record] = json.loads(capsys.readouterr().out)
         assert (record["launch"], record["state"]) == ("kimi", "loading_weights")
         assert record["phase_durations"] == {"starting": 12.0, "loading_weights": 194.0}
-        await store.record_transition("kimi", 1, status([*STARTED, entry("ready", 30)]))
+        await store.record_transition("kimi", 1, status_from_json(status([*STARTED, entry("ready", 30)])))
         [after] = await store.history()
         assert after.state == "ready"
 
@@ -646,8 +682,8 @@ async def test_a_version_2_state_file_is_migrated_and_keeps_its_pending_alerts(
             await box.close()
         [record] = await store.history("kimi")
         assert record.announced == ("ready",)
-        assert await store.record_verdict("kimi", 1, {"state": "ready"}, "ready")
-        assert not await store.record_verdict("kimi", 1, {"state": "crashed"}, "crashed")
+        assert await store.record_verdict("kimi", 1, verdict_from_json({"state": "ready"}), "ready")
+        assert not await store.record_verdict("kimi", 1, verdict_from_json({"state": "crashed"}), "crashed")
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT version FROM schema_version").fetchone()[0] == len(MIGRATIONS)
     db.close()
@@ -702,8 +738,10 @@ def test_history_never_prints_a_duration_an_older_build_stored_unbounded(
                 entry("ready", 90),
             ]
             ready = status(timeline)
-            await store.record_transition("off", 1, ready)
-            await store.record_verdict("off", 1, {**ready, "time_to_ready_seconds": -7200.0}, "ready")
+            await store.record_transition("off", 1, status_from_json(ready))
+            await store.record_verdict(
+                "off", 1, verdict_from_json({**ready, "time_to_ready_seconds": -7200.0}), "ready"
+            )
 
     anyio.run(fill)
     assert main(["history", "--state-dir", str(tmp_path)]) == 0

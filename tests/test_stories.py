@@ -12,6 +12,7 @@ STORIES = Path(__file__).parent / "fixtures" / "stories"
 def test_ep8_oom_amid_logging_noise() -> None:
     """4 of 8 EP ranks run out of memory: the oom wins over logging-error noise, with ranks and the free memory."""
     _, v = replay_path(STORIES / "ep8-oom-logging-noise.log")
+    v = v.to_json()
     err = v["error"]
     assert (v["state"], v["phase"], err["category"]) == ("crashed", "allocating_kv_cache", "oom")
     assert err["summary"] == "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
@@ -25,6 +26,7 @@ def test_ep8_oom_amid_logging_noise() -> None:
 def test_relaunch_bare_assert_in_graph_capture() -> None:
     """The relaunch is a new incarnation; its bare AssertionError carries the assert from the last frame."""
     _, v = replay_path(STORIES / "relaunch-capture-bare-assert.log")
+    v = v.to_json()
     err = v["error"]
     assert (v["incarnation"], v["incarnations"]) == (2, 2)
     assert (v["state"], v["phase"], err["category"]) == ("crashed", "capturing_graphs", "assertion")

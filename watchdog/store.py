@@ -61,6 +61,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from watchdog.core.durations import plausible
+from watchdog.core.verdict import Status, Verdict
 from watchdog.exceptions import ConfigError, UsageError
 from watchdog.vocabulary import DEFAULT_STATE_DIR, LEGACY_STATE_DIR, MAX_INCARNATIONS_PER_LAUNCH, State
 
@@ -441,7 +442,7 @@ class StateStore:
         self._put_checkpoints(waiting.checkpoints)
         self._put_verdicts(waiting.verdicts, waiting.marks)
 
-    def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]]) -> None:
+    def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Status, float]]) -> None:
         for (launch, incarnation), (status, wall) in snapshots.items():
             self._record(launch, incarnation, status, wall)
 
@@ -495,8 +496,8 @@ class StateStore:
 
     # -- transitions and verdicts --------------------------------------------------------------------------
 
-    async def record_transition(self, launch: str, incarnation: int, status: Mapping[str, Any]) -> None:
-        """Store a status snapshot (`LaunchFollower.status()` plus the daemon's host, labels) after a transition.
+    async def record_transition(self, launch: str, incarnation: int, status: Status) -> None:
+        """Store a status snapshot (`LaunchFollower.status()` with the daemon's host, labels) after a transition.
 
         The timeline entries not stored yet are added (an entry already stored, e.g. read again after a
         restart, is not added twice); state, phase, facts and progress are replaced.
@@ -509,33 +510,38 @@ class StateStore:
             return
         await self._run(lambda: self._write(lambda: self._record(launch, incarnation, status, wall)))
 
-    def _record(self, launch: str, incarnation: int, status: Mapping[str, Any], wall: float) -> None:
+    def _record(self, launch: str, incarnation: int, status: Status, wall: float) -> None:
         row_id = self._row(launch, incarnation)
-        self._update_row(row_id, status, wall)
+        self._update_row(row_id, status.verdict, wall, status.host, dict(status.labels))
         self._merge_timeline(row_id, status, wall)
 
-    def _update_row(self, row_id: int, status: Mapping[str, Any], wall: float) -> None:
+    def _update_row(
+        self,
+        row_id: int,
+        v: Verdict,
+        wall: float,
+        host: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
         self._conn.execute(
             "UPDATE incarnations SET host = coalesce(?, host), engine = coalesce(?, engine),"
             " state = coalesce(?, state), phase = coalesce(?, phase), facts = ?, progress = ?,"
             " labels = coalesce(?, labels), updated_at = ? WHERE id = ?",
             (
-                status.get("host"),
-                status.get("engine"),
-                status.get("state"),
-                status.get("phase"),
-                _dumps(status.get("facts") or {}),
-                _dumps(status.get("progress") or {}),
-                _dumps(status["labels"]) if "labels" in status else None,
+                host,
+                v.engine,
+                v.state.value,
+                v.phase.value,
+                _dumps(dict(v.facts)),
+                _dumps({p.name: {"done": p.done, "total": p.total} for p in v.progress}),
+                _dumps(labels) if labels is not None else None,
                 wall,
                 row_id,
             ),
         )
 
-    def _merge_timeline(self, row_id: int, status: Mapping[str, Any], wall: float) -> None:
-        timeline = list(status.get("timeline") or [])
-        entered = list(status.get("entered") or [])
-        elapsed = status.get("elapsed_seconds")
+    def _merge_timeline(self, row_id: int, status: Status, wall: float) -> None:
+        timeline, elapsed = status.verdict.timeline, status.elapsed
         rows = self._conn.execute(
             "SELECT seq, state, line, at, reason, duration FROM transitions WHERE incarnation_id = ?"
             " ORDER BY seq",
@@ -551,12 +557,11 @@ class StateStore:
             seen[key] += 1
         next_seq = rows[-1][0] + 1 if rows else 0
         occurrences: Counter[_Entry] = Counter()
-        for i, item in enumerate(timeline):
-            entry = _entry(item)
+        for item in timeline:
+            entry: _Entry = (item.state.value, item.line, item.at, item.reason)
             nth = occurrences[entry]
             occurrences[entry] += 1
-            duration = item.get("duration_seconds")
-            duration = float(duration) if isinstance(duration, int | float) else None
+            duration = item.duration
             known = stored.get((entry, nth))
             if known is not None:
                 seq, had = known
@@ -568,9 +573,7 @@ class StateStore:
                 continue
             if next_seq >= MAX_TRANSITIONS_PER_INCARNATION:
                 continue
-            at_wall = wall
-            if i < len(entered) and isinstance(elapsed, int | float) and isinstance(entered[i], int | float):
-                at_wall = wall - max(0.0, float(elapsed) - float(entered[i]))
+            at_wall = wall if elapsed is None else wall - max(0.0, elapsed - item.entered)
             self._conn.execute(
                 "INSERT INTO transitions (incarnation_id, seq, state, line, at, reason, wall, duration)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -578,15 +581,13 @@ class StateStore:
             )
             next_seq += 1
 
-    def _save_verdict(self, launch: str, incarnation: int, verdict: Mapping[str, Any], wall: float) -> None:
+    def _save_verdict(self, launch: str, incarnation: int, verdict: Verdict, wall: float) -> None:
         row_id = self._row(launch, incarnation)
         self._update_row(row_id, verdict, wall)
-        text = _dumps(dict(verdict))
+        text = _dumps(verdict.to_json())
         self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
 
-    async def record_verdict(
-        self, launch: str, incarnation: int, verdict: Mapping[str, Any], key: str
-    ) -> bool:
+    async def record_verdict(self, launch: str, incarnation: int, verdict: Verdict, key: str) -> bool:
         """Store the verdict object as the incarnation's latest; whether the verdict `key` was announced
         already (before a restart, too). A verdict that cannot be written now (`failing`) is kept and written
         when the file allows; whether it was announced is then read (a read still works), else taken as not."""
@@ -624,7 +625,7 @@ class StateStore:
 
     def _put_verdicts(
         self,
-        verdicts: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]],
+        verdicts: Mapping[tuple[str, int], tuple[Verdict, float]],
         marks: Mapping[tuple[str, int, str], float],
     ) -> None:
         for (launch, incarnation), (verdict, wall) in verdicts.items():
@@ -857,12 +858,12 @@ class _Waiting:
     """What waits to be written (`write_behind`), or could not be written yet: see `StateStore._run`."""
 
     # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
-    snapshots: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = field(default_factory=dict)
+    snapshots: dict[tuple[str, int], tuple[Status, float]] = field(default_factory=dict)
     # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
     checkpoints: dict[str, tuple[int, float, bytes]] = field(default_factory=dict)
     # (launch, incarnation) -> (verdict, wall time), and (launch, incarnation, key) -> wall time of the
     # verdicts and announcements that could not be written yet (tried again until they are: see `failing`)
-    verdicts: dict[tuple[str, int], tuple[Mapping[str, Any], float]] = field(default_factory=dict)
+    verdicts: dict[tuple[str, int], tuple[Verdict, float]] = field(default_factory=dict)
     marks: dict[tuple[str, int, str], float] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -888,17 +889,6 @@ def passing(exc: BaseException) -> bool:
     """Whether `exc` is a SQLite error a later attempt may not meet (a lock, a full disk, an I/O error)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return isinstance(exc, sqlite3.Error) and isinstance(code, int) and (code & 0xFF) in _PASSING
-
-
-def _entry(item: Mapping[str, Any]) -> _Entry:
-    line = item.get("line")
-    at = item.get("at")
-    return (
-        str(item.get("state", "")),
-        int(line) if isinstance(line, int) else None,
-        str(at) if at is not None else None,
-        str(item.get("reason") or ""),
-    )
 
 
 def connect(path: Path | None, readonly: bool = False, *, check: bool = False) -> sqlite3.Connection:

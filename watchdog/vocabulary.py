@@ -217,12 +217,15 @@ def parse_duration(value: object) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """7m12s, 1h03m, 4.2s."""
+    """4.2s, 7m12s, 1h03m, 1d01h: the one form of a duration for people (the status page's `dur` agrees)."""
     if seconds < 10:
         return f"{seconds:.1f}s"
     s = round(seconds)
-    h, rem = divmod(s, 3600)
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
     m, sec = divmod(rem, 60)
+    if d:
+        return f"{d}d{h:02d}h"
     if h:
         return f"{h}h{m:02d}m"
     if m:

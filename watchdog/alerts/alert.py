@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watchdog.core.framing import without_controls
-from watchdog.vocabulary import OUTCOMES, State, format_duration
+from watchdog.core.verdict import Status, rfc3339
+from watchdog.vocabulary import format_duration
 
 __all__ = ["HOST_LAUNCH_PREFIX", "PROBLEMS", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
 
@@ -281,14 +282,14 @@ class Alert:
     def from_status(
         cls,
         kind: AlertKind | str,
-        status: Mapping[str, Any],
+        status: Status,
         *,
         link: str = "",
         now: datetime | None = None,
         detail: str = "",
         usual_seconds: float | None = None,
     ) -> Alert:
-        """Build an alert from a daemon status snapshot (`LaunchFollower.status()` plus host, since, labels).
+        """Build an alert from where a launch stands (the follower's status, with the daemon's host and labels).
 
         Args:
             kind: why the alert is sent.
@@ -302,102 +303,61 @@ class Alert:
         """
         kind = AlertKind(kind)
         now = now or datetime.now(UTC)
-        err: Mapping[str, Any] = status.get("error") or {}
-        timeline: list[Mapping[str, Any]] = list(status.get("timeline") or [])
-        entered = [float(x) for x in status.get("entered") or []]
-        elapsed = _number(status.get("elapsed_seconds"))
-        phase = str(status.get("phase") or status.get("state") or "")
-        state = str(status.get("state") or "")
-
-        # The follower's clock: when the current state began, and when the phase it reports began.
-        end = elapsed
-        if (
-            state in {State.CRASHED.value, State.STALLED.value, State.READY.value}
-            and len(entered) == len(timeline)
-            and entered
-        ):
-            end = entered[-1] if state != State.READY.value else elapsed
-        phase_start = _last_entry(timeline, entered, phase)
-        time_in_phase = None if end is None or phase_start is None else max(0.0, end - phase_start)
-        time_since_start = None if end is None or not entered else max(0.0, end - entered[0])
-        if kind is AlertKind.READY:
-            ttr = _number(status.get("time_to_ready_seconds"))
-            if ttr is not None:
-                time_since_start = ttr
-            elif phase_start is not None and elapsed is not None:
-                time_since_start = max(0.0, phase_start - (entered[0] if entered else 0.0))
-
+        v = status.verdict
+        err = v.error
+        time_in_phase, time_since_start = status.time_in_phase(), status.time_since_start()
+        if kind is AlertKind.READY and v.time_to_ready is not None:
+            time_since_start = v.time_to_ready
+        elif kind is AlertKind.READY and v.timeline:  # until it was ready, by the follower's clock
+            began = v.entered(v.phase)
+            time_since_start = None if began is None else max(0.0, began - v.timeline[0].entered)
         started_at = now
-        if kind in {AlertKind.CRASHED, AlertKind.STALLED} and elapsed is not None and entered:
+        if kind in {AlertKind.CRASHED, AlertKind.STALLED}:
             # the problem began when its state was entered, not when the alert is made (a settle window later)
-            started_at = datetime.fromtimestamp(now.timestamp() - max(0.0, elapsed - entered[-1]), UTC)
-
-        reason = str(timeline[-1].get("reason") or "") if timeline else ""
-        missing = status.get("missing_log")
+            started_at = datetime.fromtimestamp(status.problem_began(now.timestamp()), UTC)
+        reason = v.reason
         missing_log = ""
-        if isinstance(missing, Mapping) and missing.get("path"):
+        if v.missing_log is not None and v.missing_log.path:
             # not a launch that hung: a log that never came (a typo in the path, a launch never started); the
             # time in `pending` is how long it has been missing, and there is no start to count from
-            missing_log = str(missing["path"])
-            waited = _number(missing.get("seconds"))
+            missing_log, waited = v.missing_log.path, v.missing_log.seconds
             after = f" after {format_duration(waited)}" if waited is not None else ""
             reason = f"{missing_log} does not exist{after}"
             detail = detail or "a typo in the log's path, or a launch that never started"
             time_in_phase, time_since_start = waited, None
-        summary = str(err.get("summary") or "")
+        summary = err.summary if err is not None else ""
         if not summary and kind is AlertKind.STALLED:
-            summary = reason or f"no progress in {phase}"
+            summary = reason or f"no progress in {v.phase.value}"
         if not detail and kind is AlertKind.STALLED and reason and reason != summary:
             detail = reason
-        facts = tuple((str(k), _fact(v)) for k, v in (status.get("facts") or {}).items())
-        # the Nth stall of an incarnation (progress resumed in between) is its own alert
-        occurrence = 1
-        if kind is AlertKind.STALLED:
-            occurrence = max(1, sum(1 for item in timeline if item.get("state") == State.STALLED.value))
         return cls(
             kind=kind,
-            launch=str(status.get("name") or ""),
-            host=str(status.get("host") or ""),
-            engine=str(status.get("engine") or ""),
-            phase=phase,
-            incarnation=int(status.get("incarnation") or 1),
+            launch=status.name,
+            host=status.host,
+            engine=v.engine or "",
+            phase=v.phase.value,
+            incarnation=v.incarnation or 1,
             severity=SEVERITY[kind],
             started_at=started_at,
-            category=str(err.get("category") or ""),
+            category=err.category if err is not None else "",
             summary=summary,
-            hint=str(err.get("hint") or ""),
-            ranks=tuple(str(r) for r in err.get("ranks") or ()),
-            traceback=tuple(str(line) for line in err.get("traceback") or err.get("context") or ()),
-            facts=facts,
-            progress=_progress(status.get("progress")),
-            labels=tuple((str(k), str(v)) for k, v in (status.get("labels") or {}).items()),
+            hint=err.hint if err is not None else "",
+            ranks=err.ranks if err is not None else (),
+            traceback=(err.traceback or v.context) if err is not None else (),
+            facts=tuple((k, _fact(value)) for k, value in v.facts),
+            progress=tuple((p.name, p.done, p.total) for p in v.progress),
+            labels=status.labels,
             time_in_phase=time_in_phase,
             time_since_start=time_since_start,
             usual_seconds=usual_seconds,
-            last_line=str(status.get("last_line") or ""),
+            last_line=status.last_line,
             detail=detail,
             link=link,
             ended_at=now if kind is AlertKind.RESOLVED else None,
-            occurrence=occurrence,
+            # the Nth stall of an incarnation (progress resumed in between) is its own alert
+            occurrence=max(1, v.stalls) if kind is AlertKind.STALLED else 1,
             missing_log=missing_log,
         )
-
-
-def _last_entry(timeline: list[Mapping[str, Any]], entered: list[float], phase: str) -> float | None:
-    """The follower time the last timeline entry for `phase` began."""
-    if len(entered) != len(timeline):
-        return None
-    for item, at in zip(reversed(timeline), reversed(entered), strict=True):
-        if item.get("state") == phase:
-            return at
-    # the phase was inferred, not marked (a crash in the first lines): it began with the last phase entry
-    for item, at in zip(reversed(timeline), reversed(entered), strict=True):
-        if item.get("state") not in _OUTCOMES:
-            return at
-    return None
-
-
-_OUTCOMES = frozenset(state.value for state in OUTCOMES)
 
 
 def _number(value: object) -> float | None:
@@ -428,8 +388,3 @@ def _progress(progress: object) -> tuple[tuple[str, int | None, int | None], ...
         for name, p in progress.items()
         if isinstance(p, Mapping)
     )
-
-
-def rfc3339(at: datetime) -> str:
-    """RFC 3339 in UTC with millisecond precision, as Alertmanager and PagerDuty read it."""
-    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

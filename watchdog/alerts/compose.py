@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from watchdog.alerts.alert import Alert, AlertKind, FactValue
+from watchdog.core.facts import describe, fact_text
 from watchdog.vocabulary import format_duration
 
 __all__ = [
@@ -184,58 +185,14 @@ def lead(alert: Alert) -> str:
     return alert.detail or f"the {alert.problem.value} alert no longer holds"
 
 
-# Words of fact names as people write them (`avail_mem_after_weights_gb` -> "Free memory after weights").
-_WORDS = {
-    "avail": "free",
-    "mem": "memory",
-    "kv": "KV",
-    "gpu": "GPU",
-    "gpus": "GPUs",
-    "cpu": "CPU",
-    "cuda": "CUDA",
-    "tp": "TP",
-    "pp": "PP",
-    "dp": "DP",
-    "ep": "EP",
-    "bs": "batch size",
-    "num": "number of",
-    "max": "max",
-    "len": "length",
-}
-# Unit suffixes of fact names: the value's unit.
-_UNITS = {"gb": "GB", "gib": "GiB", "mb": "MB", "mib": "MiB", "kb": "KB", "pct": "%", "percent": "%"}
 # Facts (and progress) are what a crash, a stall or a ready launch is about; not an outage or news.
 _WITH_FACTS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.READY})
 
 
 def fact_field(name: str, value: FactValue) -> tuple[str, str]:
-    """A fact as a person reads it: `("avail_mem_after_weights_gb", 16.3)` -> ("Free memory after
-    weights", "16.3 GB"); `("kv_cache_tokens", 812345)` -> ("KV cache tokens", "812,345")."""
-    words = [w for w in name.split("_") if w]
-    unit = ""
-    if len(words) > 1 and words[-1].lower() in _UNITS:
-        unit = _UNITS[words.pop().lower()]
-    seconds = len(words) > 1 and words[-1].lower() in {"seconds", "secs", "s"}
-    if seconds:
-        words.pop()
-    label = " ".join(_WORDS.get(w.lower(), w) for w in words) or name
-    if seconds:
-        label += " time"
-    label = label[:1].upper() + label[1:]
-    if isinstance(value, bool) or value is None:
-        text = {True: "yes", False: "no", None: ""}[value]
-    elif isinstance(value, int | float):
-        if seconds:
-            return label, format_duration(float(value))
-        if isinstance(value, int):
-            text = f"{value:,}"
-        else:
-            text = f"{value:,.0f}" if value.is_integer() and 1000 <= abs(value) < 1e15 else f"{value:g}"
-    else:
-        text = str(value)
-    if unit and text:
-        text += unit if unit == "%" else f" {unit}"
-    return label, text
+    """A fact as a person reads it (`watchdog.core.facts`): `("avail_mem_after_weights_gb", 16.3)` ->
+    ("Free memory after weights", "16.3 GB"); `("kv_cache_tokens", 812345)` -> ("KV cache tokens", "812,345")."""
+    return describe(name).label, fact_text(name, value)
 
 
 def fields(alert: Alert) -> list[tuple[str, str]]:

@@ -118,11 +118,12 @@ def sample_alert(kind: str = "crashed", *, link: str = "") -> Alert:
     """A realistic alert of `kind`: the verdict of the bundled example log (8 ranks, 4 out of memory), marked
     as a test in its detail."""
     from watchdog.alerts.notifiers import Alert, AlertKind  # noqa: PLC0415
+    from watchdog.core.verdict import Status  # noqa: PLC0415
     from watchdog.follow.replay import replay_path  # noqa: PLC0415
 
     with resources.as_file(resources.files("watchdog") / "examples" / EXAMPLE_LOG) as path:
         _analyzer, verdict = replay_path(path, None, ())
-    status = {**verdict, "name": "watchdog-test", "host": "example-gpu-host", "labels": {"test": "true"}}
+    status = Status(verdict, name="watchdog-test", host="example-gpu-host", labels=(("test", "true"),))
     alert_kind = AlertKind(kind)
     if alert_kind is AlertKind.RESOLVED:
         crashed = Alert.from_status(AlertKind.CRASHED, status, link=link)

@@ -442,7 +442,6 @@ def _replay(args: argparse.Namespace) -> int:
     from importlib import resources  # noqa: PLC0415
 
     from watchdog.cli.render import render_verdict, write_out  # noqa: PLC0415
-    from watchdog.core.lifecycle import State  # noqa: PLC0415
     from watchdog.core.verdict import exit_code  # noqa: PLC0415
     from watchdog.follow.replay import replay_path  # noqa: PLC0415
 
@@ -452,6 +451,8 @@ def _replay(args: argparse.Namespace) -> int:
         _analyzer, verdict = replay_path(path, engine, args.profile)
     source = EXAMPLE_LOG if args.example else str(args.file)
     write_out(
-        json.dumps(verdict, ensure_ascii=False) if args.json else render_verdict(verdict, source=source)
+        json.dumps(verdict.to_json(), ensure_ascii=False)
+        if args.json
+        else render_verdict(verdict, source=source)
     )
-    return exit_code(State(verdict["state"]), verdict["phase"])
+    return exit_code(verdict.state, verdict.phase)

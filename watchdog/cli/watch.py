@@ -15,13 +15,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
 from watchdog.cli.liveview import ProgressLines, where
 from watchdog.cli.render import render_verdict, write_out
-from watchdog.core.verdict import exit_code
+from watchdog.core.verdict import Status, Verdict, exit_code
 from watchdog.exceptions import DeliveryError, first_watchdog_error
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
 from watchdog.follow.sources import parse_target
@@ -94,7 +95,7 @@ class _Lines:
         elif isinstance(update, SourceNoted):
             self.say(f"{update.kind}: {update.detail}", now)
 
-    def tick(self, status: dict[str, Any], now: float) -> None:
+    def tick(self, status: Status, now: float) -> None:
         if self.live is None:
             line = self.progress.line(status, now)
             if line is not None:
@@ -172,7 +173,10 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             # and a line printed above the view never races a redraw
             live = Live(view, console=Console(file=out), auto_refresh=False, transient=True)
         lines = _Lines(
-            out, live, enabled=not args.json, missing=lambda: bool(follower.status().get("missing_log"))
+            out,
+            live,
+            enabled=not args.json,
+            missing=lambda: follower.status().verdict.missing_log is not None,
         )
         try:
             async with anyio.create_task_group() as notices:
@@ -225,26 +229,21 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     if interrupted:
         status = follower.status()
         if args.json:  # the verdict object as it stands, for a script
-            for key in ("name", "target", "entered", "last_line"):
-                status.pop(key, None)
-            write_out(json.dumps({**status, "interrupted": True}, ensure_ascii=False), out)
+            stood = replace(status.verdict, interrupted=True).to_json()
+            stood["elapsed_seconds"] = round(follower.now(), 3)
+            write_out(json.dumps(stood, ensure_ascii=False), out)
         print(f"watchdog: interrupted: {where(status, follower.now())} ({args.target})", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if verdict is None:  # the source ended (it does not, for a file) without a verdict
-        result = follower.status()
-        timed_out = False
-    else:
-        result, timed_out = verdict.verdict, verdict.timed_out
-    for key in ("name", "target", "elapsed_seconds", "entered", "last_line"):
-        result.pop(key, None)
+    # the source ended (it does not, for a file) without a verdict: where it stands
+    result = follower.status().verdict if verdict is None else verdict.verdict
     if args.json:
-        write_out(json.dumps(result, ensure_ascii=False), out)
+        write_out(json.dumps(result.to_json(), ensure_ascii=False), out)
     else:
         write_out(render_verdict(result, source=args.target), out)
-    if timed_out:
+    if verdict is not None and verdict.timed_out:
         return EXIT_STALLED
     # the state judged: a log that never came is `pending` in the verdict, and stalled (2) past stall_after
-    return exit_code(verdict.state if verdict is not None else State(result["state"]), result["phase"])
+    return exit_code(verdict.state if verdict is not None else result.state, result.phase)
 
 
 async def _progress(follower: LaunchFollower, lines: _Lines) -> None:
@@ -260,10 +259,10 @@ async def _redraw(live: Live) -> None:
         await anyio.sleep(1 / REFRESH_PER_SECOND)
 
 
-async def _notify(url: str, verdict: dict[str, Any]) -> None:
+async def _notify(url: str, verdict: Verdict) -> None:
     from watchdog.alerts.delivery import post_json  # noqa: PLC0415 - only when asked to notify
 
     try:
-        await post_json(url, verdict)
+        await post_json(url, verdict.to_json())
     except DeliveryError as exc:
         print(f"watchdog: notification failed: {exc}", file=sys.stderr)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdog.vocabulary import BAR_OF_PHASE, STARTUP_PHASES, State
+
+if TYPE_CHECKING:
+    from watchdog.core.verdict import Verdict
 
 __all__ = ["LEARN_FACTOR", "MIN_SAMPLES", "eta_to_ready", "learned_deadlines", "typical_durations"]
 
@@ -65,20 +68,19 @@ def learned_deadlines(
     return out
 
 
-def eta_to_ready(status: Mapping[str, Any], typical: Mapping[str, float], in_phase: float) -> float | None:
+def eta_to_ready(verdict: Verdict, typical: Mapping[str, float], in_phase: float) -> float | None:
     """Seconds until ready: the rest of the current phase (from its progress bar's rate, else its usual
     length) plus the usual length of each phase after it. None when nothing says."""
-    phase = status.get("state")
+    phase = verdict.state.value
     if phase not in _PHASES:
         return None
-    bar = (status.get("progress") or {}).get(_BAR_OF_PHASE.get(str(phase), ""))
+    bar = next((p for p in verdict.progress if p.name == _BAR_OF_PHASE.get(phase)), None)
     rest: float | None = None
-    if isinstance(bar, Mapping) and bar.get("done") and bar.get("total") and in_phase > 0:
-        done, total = float(bar["done"]), float(bar["total"])
-        rest = in_phase * max(0.0, total - done) / done
+    if bar is not None and bar.done and bar.total and in_phase > 0:
+        rest = in_phase * max(0.0, bar.total - bar.done) / bar.done
     elif phase in typical:
-        rest = max(0.0, typical[str(phase)] - in_phase)
-    later = _PHASES[_PHASES.index(str(phase)) + 1 :]
+        rest = max(0.0, typical[phase] - in_phase)
+    later = _PHASES[_PHASES.index(phase) + 1 :]
     if rest is None or any(p not in typical for p in later):
         return None
     return rest + sum(typical[p] for p in later)

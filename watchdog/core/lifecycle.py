@@ -39,6 +39,7 @@ from watchdog.vocabulary import (
     STARTUP_PHASES,
     Category,
     State,
+    format_duration,
 )
 
 __all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
@@ -308,7 +309,7 @@ class Lifecycle:
             entered = _entered(inc)
             if entered is not None and now - entered >= deadline:
                 inc.deadline_hit.add(inc.phase)
-                reason = f"{inc.phase.value} past its deadline ({_seconds(deadline)})"
+                reason = f"{inc.phase.value} past its deadline ({format_duration(deadline)})"
                 self._enter(inc, State.STALLED, None, None, None, now, reason, out)
                 return out
         if (
@@ -542,12 +543,6 @@ def _entered(inc: Incarnation) -> float | None:
 
 def _phase_name(state: State) -> str:
     return state.value if state != State.PENDING else "starting"
-
-
-def _seconds(value: float) -> str:
-    minutes, sec = divmod(round(value), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{sec:02d}s" if minutes else f"{sec}s")
 
 
 def _step_phase(err: Error | None, phase: State) -> State:

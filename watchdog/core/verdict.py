@@ -1,22 +1,60 @@
-"""Verdicts: the JSON object of DESIGN.md and the exit codes, from an analyzer's state (pure)."""
+"""Verdicts: the typed value every sink renders, its JSON (DESIGN.md's object) and the exit codes (pure).
+
+`Verdict` is what the lifecycle knew about one incarnation, as frozen values: its state and phase, its error,
+its timeline (each entry with the log's time, the follower's clock time and the one duration
+`watchdog.core.durations` allows), its progress and facts. `Status` is where a launch stands: its verdict and
+what the follower and the daemon add (its name, clock, last line, host, since when it is followed, ...).
+Every sink (the JSON of `replay`/`watch`/`/status`, the terminal, the live view, metrics, alerts, the store,
+the status page) renders these; the JSON is made here only (`to_json`), and times in it are RFC 3339 UTC in
+one form (`rfc3339`).
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from watchdog.core.facts import FactValue
 from watchdog.core.lifecycle import Incarnation, State
-from watchdog.vocabulary import EXIT_CRASHED, EXIT_NO_VERDICT, EXIT_READY, EXIT_STALLED
+from watchdog.core.redaction import redact_text
+from watchdog.core.rootcause import Error
+from watchdog.vocabulary import (
+    EXIT_CRASHED,
+    EXIT_NO_VERDICT,
+    EXIT_READY,
+    EXIT_STALLED,
+    OUTCOMES,
+    STARTUP_PHASES,
+)
 
 if TYPE_CHECKING:
     from watchdog.core.analyzer import Analyzer
 
-__all__ = ["EXIT_CODES", "build_verdict", "exit_code", "to_json"]
+__all__ = [
+    "EXIT_CODES",
+    "Entry",
+    "MissingLog",
+    "Progress",
+    "Status",
+    "Unreachable",
+    "Verdict",
+    "build_verdict",
+    "exit_code",
+    "rfc3339",
+]
 
 EXIT_CODES = {
     State.READY: EXIT_READY,
     State.CRASHED: EXIT_CRASHED,
     State.STALLED: EXIT_STALLED,
 }
+# states whose time keeps running: the last timeline entry of such a launch lasts until now
+_TICKING = frozenset({*STARTUP_PHASES, State.PENDING, State.STALLED})
+# not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs
+_NOT_PHASES = frozenset({State.READY, State.CRASHED, State.STOPPED})
 
 
 def exit_code(state: State, phase: State | str | None = None) -> int:
@@ -27,70 +65,351 @@ def exit_code(state: State, phase: State | str | None = None) -> int:
     return EXIT_CODES.get(state, EXIT_NO_VERDICT)
 
 
-def to_json(
+def rfc3339(at: datetime | float) -> str:
+    """A time (a datetime, or Unix seconds) as RFC 3339 in UTC with milliseconds, the one form of the JSON,
+    the alerts and the state file: `2026-12-04T08:54:17.831Z`."""
+    when = at if isinstance(at, datetime) else datetime.fromtimestamp(at, UTC)
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A timeline entry: a state entered, at a log line (or by the clock), with how long it lasted."""
+
+    state: State
+    line: int | None  # the log line that caused it, None for a tick or probe
+    at: str | None  # the log's own time of that line, as written
+    reason: str
+    entered: float  # the follower's clock time it was entered (seconds since the follow began)
+    duration: float | None = None  # seconds until the next entry (`durations.duration`), None: unknown
+
+    def to_json(self) -> dict[str, Any]:
+        """The timeline entry of the JSON contract."""
+        out: dict[str, Any] = {"state": self.state.value, "line": self.line, "at": self.at}
+        if self.duration is not None:
+            out["duration_seconds"] = round(self.duration, 3)
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A progress bar: `done` of `total` (weights shards, CUDA graphs, ...)."""
+
+    name: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class MissingLog:
+    """The log does not exist (yet): a typo in its path, or a launch that never started."""
+
+    overdue: bool  # past stall_after: said as such (`watch` exits 2, the daemon alerts)
+    path: str = ""
+    since: float | None = None  # Unix time it was first found missing
+    seconds: float | None = None  # how long since
+
+    def to_json(self) -> dict[str, Any]:
+        """The `missing_log` object of the JSON contract."""
+        out: dict[str, Any] = {"overdue": self.overdue}
+        if self.path:
+            out.update(
+                path=self.path,
+                since=rfc3339(self.since) if self.since is not None else None,
+                seconds=round(self.seconds, 1) if self.seconds is not None else None,
+            )
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What is known of one incarnation of a launch: the value every sink renders."""
+
+    engine: str | None
+    state: State
+    phase: State  # the furthest startup phase reached; for a crash, the phase it happened in
+    error: Error | None = None  # a crash's root cause (None unless crashed)
+    context: tuple[str, ...] = ()  # a crash with no traceback: the log's last lines
+    timeline: tuple[Entry, ...] = ()
+    progress: tuple[Progress, ...] = ()
+    facts: tuple[tuple[str, FactValue], ...] = ()  # (name, value) in the order they were found
+    lines_read: int = 0
+    bytes_read: int = 0
+    incarnation: int = 1
+    incarnations: int = 1
+    time_to_ready: float | None = None
+    missing_log: MissingLog | None = None
+    timed_out: bool = False  # `watch --timeout` ran out
+    interrupted: bool = False  # `watch` was interrupted (Ctrl-C)
+
+    @classmethod
+    def pending(cls) -> Verdict:
+        """A launch not followed yet."""
+        return cls(None, State.PENDING, State.PENDING)
+
+    def fact(self, name: str) -> FactValue | None:
+        """The value of fact `name`, None when it was not found."""
+        return next((value for key, value in self.facts if key == name), None)
+
+    @property
+    def stalls(self) -> int:
+        """How many times this incarnation stalled (the Nth stall after progress resumed is its own)."""
+        return sum(1 for e in self.timeline if e.state is State.STALLED)
+
+    @property
+    def reason(self) -> str:
+        """Why its last state was entered ("" without a timeline)."""
+        return self.timeline[-1].reason if self.timeline else ""
+
+    def durations(self, now: float | None) -> list[float | None]:
+        """Seconds spent in each timeline entry: its `duration`, and for the last entry of a launch whose time
+        runs (starting, stalled), `now` minus when it was entered (None: unknown)."""
+        out = [e.duration for e in self.timeline]
+        if out and now is not None and self.state in _TICKING:
+            out[-1] = max(0.0, now - self.timeline[-1].entered)
+        return out
+
+    def phase_seconds(self, now: float | None) -> dict[State, float]:
+        """Seconds spent in each startup phase (`durations`, the current one up to `now`): time stalled counts
+        for the phase that stalled; ready and the outcomes (crashed, stopped) are not startup phases."""
+        out: dict[State, float] = {}
+        phase: State | None = None
+        for entry, seconds in zip(self.timeline, self.durations(now), strict=True):
+            if entry.state in _NOT_PHASES:
+                phase = None
+                continue
+            if entry.state is not State.STALLED:
+                phase = entry.state
+            if phase is not None:
+                out[phase] = out.get(phase, 0.0) + (seconds or 0.0)
+        return out
+
+    def entered(self, phase: State) -> float | None:
+        """The clock time the last entry of `phase` began; for a phase that was never marked (a crash in its
+        first lines), the last entry that was not an outcome."""
+        for e in reversed(self.timeline):
+            if e.state is phase:
+                return e.entered
+        return next((e.entered for e in reversed(self.timeline) if e.state not in OUTCOMES), None)
+
+    def with_facts(self, facts: Mapping[str, FactValue]) -> Verdict:
+        """This verdict with `facts` added (a probe's, the GPU sampler's), replacing those of the same name."""
+        if not facts:
+            return self
+        kept = tuple((k, v) for k, v in self.facts if k not in facts)
+        return replace(self, facts=kept + tuple(facts.items()))
+
+    def redacted(self, redact: Callable[[str], str] = redact_text) -> Verdict:
+        """This verdict with every text from the log passed through `redact` (credentials masked)."""
+        err = self.error
+        if err is not None:
+            err = replace(
+                err,
+                summary=redact(err.summary),
+                hint=redact(err.hint),
+                traceback=tuple(redact(line) for line in err.traceback),
+            )
+        return replace(
+            self,
+            error=err,
+            context=tuple(redact(line) for line in self.context),
+            timeline=tuple(replace(e, reason=redact(e.reason)) for e in self.timeline),
+            facts=tuple((k, redact(v) if isinstance(v, str) else v) for k, v in self.facts),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict object of the JSON contract (docs/contracts.md), shared by `replay --json`,
+        `watch --json` and each entry of /status."""
+        error = None
+        if self.error is not None:
+            error = self.error.to_json()
+            if not self.error.traceback:
+                error["context"] = list(self.context)
+        out: dict[str, Any] = {
+            "engine": self.engine,
+            "state": self.state.value,
+            "phase": self.phase.value,
+            "error": error,
+            "timeline": [e.to_json() for e in self.timeline],
+            "progress": {p.name: {"done": p.done, "total": p.total} for p in self.progress},
+            "facts": {k: dict(v) if isinstance(v, Mapping) else v for k, v in self.facts},
+            "lines_read": self.lines_read,
+            "bytes_read": self.bytes_read,
+            "incarnation": self.incarnation,
+            "incarnations": self.incarnations,
+        }
+        if self.missing_log is not None:
+            out["missing_log"] = self.missing_log.to_json()
+        if self.time_to_ready is not None:
+            out["time_to_ready_seconds"] = round(self.time_to_ready, 3)
+        if self.timed_out:
+            out["timed_out"] = True
+        if self.interrupted:
+            out["interrupted"] = True
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    """The launch's host (or its log's source) cannot be reached."""
+
+    since: float  # Unix time the first failed attempt began
+    error: str
+    alerted: bool  # the unreachable alert went out (after `unreachable_after`)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `unreachable` object of a /status entry."""
+        return {"since": rfc3339(self.since), "error": self.error, "alerted": self.alerted}
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Where a launch stands: its verdict, and what the follower (its clock, its last line) and the daemon
+    (host, labels, since when, ...) know of it. Clock times are the follower's (`elapsed` is its now)."""
+
+    verdict: Verdict
+    name: str = ""
+    target: str = ""
+    elapsed: float | None = (
+        None  # seconds since the follow began, on the follower's clock (None: no follower)
+    )
+    last_line: str = ""  # the last line a rule matched
+    host: str = ""  # the host's name in the config, "" for a local file
+    labels: tuple[tuple[str, str], ...] = ()
+    since: float | None = None  # Unix time the daemon began following the launch
+    incarnation_since: float | None = None  # Unix time the current incarnation began, as the follower saw it
+    eta: float | None = None  # seconds to ready, from the launch's history
+    note: str = ""  # what the source last said (connected, waiting for the file, ...)
+    unreachable: Unreachable | None = None
+    extra: tuple[tuple[str, Any], ...] = field(default=())  # more keys for its JSON (a launch's own)
+
+    @property
+    def state(self) -> State:
+        """The verdict's state."""
+        return self.verdict.state
+
+    @property
+    def ended(self) -> float | None:
+        """The clock time its current state began if that state is an outcome (crashed, stalled: its time
+        stopped then), else now (`elapsed`)."""
+        v = self.verdict
+        if v.state in (State.CRASHED, State.STALLED) and v.timeline:
+            return v.timeline[-1].entered
+        return self.elapsed
+
+    def time_in_phase(self) -> float | None:
+        """Seconds in the phase its verdict reports, until now or until its outcome (None: unknown)."""
+        end, start = self.ended, self.verdict.entered(self.verdict.phase)
+        return None if end is None or start is None else max(0.0, end - start)
+
+    def time_since_start(self) -> float | None:
+        """Seconds since its incarnation began, until now or until its outcome (None: unknown)."""
+        end = self.ended
+        timeline = self.verdict.timeline
+        return None if end is None or not timeline else max(0.0, end - timeline[0].entered)
+
+    def problem_began(self, now: float) -> float:
+        """The Unix time its current state began, `now` being the Unix time of the follower's `elapsed`."""
+        timeline = self.verdict.timeline
+        if self.elapsed is None or not timeline:
+            return now
+        return now - max(0.0, self.elapsed - timeline[-1].entered)
+
+    def to_json(self) -> dict[str, Any]:
+        """A /status entry: the verdict object plus where the launch stands (docs/contracts.md): always
+        `name`, `host`, `since`, `labels`, `eta_seconds` and `incarnation_since` (null when unknown)."""
+        out = self.verdict.to_json()
+        if self.name:
+            out["name"] = self.name
+        if self.target:
+            out["target"] = self.target
+        if self.elapsed is not None:
+            out["elapsed_seconds"] = round(self.elapsed, 3)
+            out["entered"] = [round(e.entered, 3) for e in self.verdict.timeline]
+            out["last_line"] = self.last_line
+        out.update(
+            host=self.host,
+            since=rfc3339(self.since) if self.since is not None else None,
+            labels=dict(self.labels),
+            eta_seconds=round(self.eta, 1) if self.eta is not None else None,
+            incarnation_since=rfc3339(self.incarnation_since) if self.incarnation_since is not None else None,
+        )
+        if self.note:
+            out["note"] = self.note
+        if self.unreachable is not None:
+            out["unreachable"] = self.unreachable.to_json()
+        out.update(self.extra)
+        return out
+
+
+def verdict_of(
     inc: Incarnation,
     *,
     engine: str | None,
     lines_read: int,
     bytes_read: int,
     incarnations: int = 1,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The verdict object shared by `replay --json`, `watch --json` and each entry of /status."""
+    context: tuple[str, ...] = (),
+) -> Verdict:
+    """The verdict of incarnation `inc`."""
     phase = inc.crash_phase if inc.state == State.CRASHED and inc.crash_phase else inc.phase
     if phase == State.PENDING and inc.state != State.PENDING:
         phase = State.STARTING
-    timeline = []
     entries = inc.timeline
-    for i, (t, _seconds) in enumerate(entries):
-        item: dict[str, Any] = t.to_json()
-        duration = inc.duration(i, i + 1) if i + 1 < len(entries) else None
-        if duration is not None:
-            item["duration_seconds"] = round(duration, 3)
-        if t.reason:
-            item["reason"] = t.reason
-        timeline.append(item)
-    out: dict[str, Any] = {
-        "engine": engine,
-        "state": inc.state.value,
-        "phase": phase.value,
-        "error": inc.error.to_json() if inc.error and inc.state == State.CRASHED else None,
-        "timeline": timeline,
-        "progress": {k: {"done": d, "total": t} for k, (d, t) in inc.progress.items()},
-        "facts": dict(inc.facts),
-        "lines_read": lines_read,
-        "bytes_read": bytes_read,
-        "incarnation": inc.number,
-        "incarnations": incarnations,
-    }
+    timeline = tuple(
+        Entry(
+            t.state,
+            t.line,
+            t.at,
+            t.reason,
+            t.now,
+            inc.duration(i, i + 1) if i + 1 < len(entries) else None,
+        )
+        for i, (t, _seconds) in enumerate(entries)
+    )
+    state = inc.state
+    missing = None
     if inc.log_missing and inc.phase == State.PENDING:
         # no log yet: still `pending` (a typo in the path, or a launch that never started, is not a launch that
-        # hung); `missing_log` (the follower's: the path, how long) says so, `overdue` once past stall_after
-        out["state"] = out["phase"] = State.PENDING.value
-        out["missing_log"] = {"overdue": inc.state == State.STALLED}
-    if inc.ready_seconds is not None:
-        out["time_to_ready_seconds"] = round(inc.ready_seconds, 3)
-    if extra:
-        out.update(extra)
-    return out
+        # hung); `missing_log` (the follower adds the path and how long) says so, `overdue` once past stall_after
+        missing = MissingLog(overdue=inc.state == State.STALLED)
+        state = phase = State.PENDING
+    crashed = inc.error is not None and inc.state == State.CRASHED
+    return Verdict(
+        engine=engine,
+        state=state,
+        phase=phase,
+        error=inc.error if crashed else None,
+        context=context if crashed and inc.error is not None and not inc.error.traceback else (),
+        timeline=timeline,
+        progress=tuple(Progress(k, d, t) for k, (d, t) in inc.progress.items()),
+        facts=tuple(inc.facts.items()),
+        lines_read=lines_read,
+        bytes_read=bytes_read,
+        incarnation=inc.number,
+        incarnations=incarnations,
+        time_to_ready=inc.ready_seconds
+        if inc.ready_seconds is not None and math.isfinite(inc.ready_seconds)
+        else None,
+        missing_log=missing,
+    )
 
 
-def build_verdict(
-    analyzer: Analyzer, inc: Incarnation | None = None, extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def build_verdict(analyzer: Analyzer, inc: Incarnation | None = None) -> Verdict:
     """The verdict of `replay`, `watch` and /status: `inc` (default: the one a verdict reports) of `analyzer`.
 
-    A crash with no traceback carries the last lines of the log as `error.context`.
+    A crash with no traceback carries the last lines of the log as its `context`.
     """
     lc = analyzer.lifecycle
-    v = to_json(
-        inc or lc.verdict_incarnation(),
+    inc = inc or lc.verdict_incarnation()
+    crashed_bare = inc.state == State.CRASHED and inc.error is not None and not inc.error.traceback
+    return verdict_of(
+        inc,
         engine=analyzer.engine,
         lines_read=analyzer.lines_read,
         bytes_read=analyzer.bytes_read,
         incarnations=lc.current.number,  # the history keeps the last ones only
-        extra=extra,
+        context=tuple(analyzer.tail()) if crashed_bare else (),
     )
-    if v["error"] is not None and not v["error"]["traceback"]:
-        v["error"]["context"] = analyzer.tail()
-    return v

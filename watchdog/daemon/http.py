@@ -45,6 +45,7 @@ from anyio.abc import TaskStatus
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from watchdog.core.redaction import redact
+from watchdog.core.verdict import Status
 from watchdog.daemon.connections import (
     IDLE_TIMEOUT,
     MAX_CONNECTIONS,
@@ -71,17 +72,13 @@ GZIP_LEVEL = 6  # as Go's exporters and Prometheus itself: 2,000 launches (3.2 M
 _OPEN_PATHS = frozenset({"/healthz"})
 _REALM = 'Basic realm="watchdog", charset="UTF-8"'
 
-Statuses = Callable[[], list[dict[str, Any]]]
+Statuses = Callable[[], list[Status]]
 Stats = Callable[[], DaemonStats]
 
-_STATUS_DEFAULTS = {"name": "", "host": "", "since": None, "incarnation": None, "incarnation_since": None}
 
-
-def status_payload(statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The /status list: each snapshot (a new object) with name, host, since, incarnation and
-    incarnation_since, redacted."""
-    items: list[dict[str, Any]] = [redact(status) for status in statuses]
-    return [item | {k: v for k, v in _STATUS_DEFAULTS.items() if k not in item} for item in items]
+def status_payload(statuses: list[Status]) -> list[dict[str, Any]]:
+    """The /status list: each launch's status as JSON (`Status.to_json`), redacted."""
+    return [redact(status.to_json()) for status in statuses]
 
 
 def _authorized(header: str | None, user: bytes, password: bytes) -> bool:

@@ -11,29 +11,25 @@ A launch's own `labels` (from its config) are on one series only, `watchdog_laun
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from watchdog.core.lifecycle import State
-from watchdog.vocabulary import version
+from watchdog.core.facts import number
+from watchdog.core.verdict import Status
+from watchdog.vocabulary import State, version
 
 GIB = 1 << 30  # the engines' "GB" of free memory are GiB (SGLang and vLLM divide by 1 << 30)
 _ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not detected yet
-# not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs
-_NOT_PHASES = frozenset({State.READY.value, State.CRASHED.value, State.STOPPED.value})
-_STALLED = State.STALLED.value
 _LAUNCH_LABELS = ("launch", "host")
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-Statuses = Callable[[], list[dict[str, Any]]]
+Statuses = Callable[[], list[Status]]
 
 
 @dataclass(frozen=True)
@@ -85,51 +81,20 @@ def registry_for(statuses: Statuses, stats: Callable[[], DaemonStats]) -> Collec
     return registry
 
 
-def phase_seconds(status: Mapping[str, Any]) -> dict[str, float]:
-    """Seconds spent in each phase of the snapshot's incarnation, the current phase up to now.
-
-    A timeline entry's `duration_seconds` (the core's one sane value: `watchdog.core.durations`) is taken as it
-    is; without it (the current phase, or one nothing could tell) the follower's clock (`entered`,
-    `elapsed_seconds`) measures it. Time `stalled` counts for the phase that
-    stalled; ready and the outcomes (crashed, stopped) are not startup phases.
-    """
-    timeline: list[dict[str, Any]] = status.get("timeline") or []
-    entered: list[float] = status.get("entered") or []
-    elapsed = status.get("elapsed_seconds")
-    out: dict[str, float] = {}
-    phase: str | None = None
-    for i, item in enumerate(timeline):
-        state = item.get("state")
-        duration = _number(item.get("duration_seconds"))
-        if duration is None and i < len(entered):
-            end = entered[i + 1] if i + 1 < len(entered) else elapsed
-            if end is not None:
-                duration = max(float(end) - float(entered[i]), 0.0)
-        if state in _NOT_PHASES:
-            phase = None
-            continue
-        if state != _STALLED:
-            phase = state
-        if phase is None:
-            continue
-        out[phase] = out.get(phase, 0.0) + (duration or 0.0)
-    return out
-
-
-def extra_label_names(statuses: Iterable[Mapping[str, Any]]) -> list[str]:
+def extra_label_names(statuses: Iterable[Status]) -> list[str]:
     """The names of the launches' own labels, all launches together, sorted: `watchdog_launch_info`'s labels
     after launch and host (a family has one label set; a launch without one of them has it empty, which
     Prometheus stores as no label). A name that is not a label name or is launch or host is left out (the
     config refuses those already)."""
     names: set[str] = set()
     for status in statuses:
-        names.update(str(name) for name in status.get("labels") or {})
+        names.update(name for name, _ in status.labels)
     return sorted(
         n for n in names if _LABEL_NAME.match(n) and not n.startswith("__") and n not in _LAUNCH_LABELS
     )
 
 
-def families(statuses: list[dict[str, Any]], stats: DaemonStats) -> list[Metric]:
+def families(statuses: list[Status], stats: DaemonStats) -> list[Metric]:
     """Every metric family of DESIGN.md from one set of snapshots and counters (pure)."""
     launch_labels = list(_LAUNCH_LABELS)
     extra = extra_label_names(statuses)
@@ -177,36 +142,33 @@ def families(statuses: list[dict[str, Any]], stats: DaemonStats) -> list[Metric]
     )
     seen: set[tuple[str, str]] = set()
     for status in statuses:
-        key = (str(status.get("name", "")), str(status.get("host") or ""))
+        key = (status.name, status.host)
         if key in seen:  # a duplicate series would make the whole scrape invalid
             continue
         seen.add(key)
         labels = list(key)
-        own = status.get("labels") or {}
-        info.add_metric([*labels, *(str(own.get(name, "")) for name in extra)], 1.0)
-        engine = str(status.get("engine") or _ENGINE_UNKNOWN)
-        current = status.get("state")
+        own = dict(status.labels)
+        info.add_metric([*labels, *(own.get(name, "") for name in extra)], 1.0)
+        v = status.verdict
+        engine = v.engine or _ENGINE_UNKNOWN
         for s in State:
-            state.add_metric([*labels, engine, s.value], 1.0 if s.value == current else 0.0)
-        for name, seconds in phase_seconds(status).items():
-            phase.add_metric([*labels, name], seconds)
-        ready = _number(status.get("time_to_ready_seconds"))
-        if ready is not None:
-            to_ready.add_metric(labels, ready)
-        for kind, bar in sorted((status.get("progress") or {}).items()):
-            ratio = _ratio(bar)
-            if ratio is not None:
-                progress.add_metric([*labels, str(kind)], ratio)
-        facts = status.get("facts") or {}
-        gb = _number(facts.get("avail_mem_after_weights_gb"))
+            state.add_metric([*labels, engine, s.value], 1.0 if s is v.state else 0.0)
+        for name, seconds in v.phase_seconds(status.elapsed).items():
+            phase.add_metric([*labels, name.value], seconds)
+        if v.time_to_ready is not None:
+            to_ready.add_metric(labels, v.time_to_ready)
+        for bar in sorted(v.progress, key=lambda p: p.name):
+            if bar.total > 0:
+                progress.add_metric([*labels, bar.name], min(max(bar.done / bar.total, 0.0), 1.0))
+        gb = number(v.fact("avail_mem_after_weights_gb"))
         if gb is not None:
             avail.add_metric(labels, gb * GIB)
-        tokens = _number(facts.get("kv_cache_tokens"))
+        tokens = number(v.fact("kv_cache_tokens"))
         if tokens is not None:
             kv_tokens.add_metric(labels, tokens)
-        lines.add_metric(labels, float(status.get("lines_read") or 0))
-        log_bytes.add_metric(labels, float(status.get("bytes_read") or 0))
-        last = _number(stats.last_log_activity.get(key[0]))
+        lines.add_metric(labels, float(v.lines_read))
+        log_bytes.add_metric(labels, float(v.bytes_read))
+        last = number(stats.last_log_activity.get(key[0]))
         if last is not None:
             activity.add_metric(labels, last)
 
@@ -260,23 +222,3 @@ def families(statuses: list[dict[str, Any]], stats: DaemonStats) -> list[Metric]
         outbox,
         build,
     ]
-
-
-def _number(value: object) -> float | None:
-    """A finite float from a snapshot value (facts may be strings), or None."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _ratio(bar: object) -> float | None:
-    if not isinstance(bar, Mapping):
-        return None
-    done, total = _number(bar.get("done")), _number(bar.get("total"))
-    if done is None or not total or total <= 0:
-        return None
-    return min(max(done / total, 0.0), 1.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from watchdog.core.facts import GLANCE
 from watchdog.vocabulary import STARTUP_PHASES, State
 
 REFRESH_MS = 2000
@@ -112,15 +113,8 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   const REFRESH_MS = @REFRESH@;
   const PHASES = @PHASES@;
   const CAPS = { crashed: "\\u2715 crashed", stopped: "\\u25a0 stopped", ready: "\\u2713 ready" };
-  const FACTS = [
-    ["avail_mem_after_weights_gb", "free after weights", v => num(v, 2) + " GB"],
-    ["kv_cache_tokens", "KV cache", v => num(v, 0) + " tokens"],
-    ["avail_mem_before_weights_gb", "free before weights", v => num(v, 2) + " GB"],
-    ["weights_mem_gb", "weights", v => num(v, 2) + " GB"],
-    ["kv_cache_gb", "KV cache size", v => num(v, 2) + " GB"],
-    ["avail_mem_after_kv_cache_gb", "free after KV cache", v => num(v, 2) + " GB"],
-    ["graph_mem_gb", "graphs", v => num(v, 2) + " GB"],
-  ];
+  // the memory facts worth a glance: [name, short label, unit] (`watchdog.core.facts.GLANCE`)
+  const FACTS = @FACTS@.map(([key, label, unit]) => [key, label, v => num(v, 2) + (unit ? " " + unit : "")]);
   const MAX_FACTS = 8;
   // what a timeline segment says (its tooltip has the state's full name)
   const SHORT = { starting: "start", loading_weights: "weights", allocating_kv_cache: "KV cache", capturing_graphs: "graphs" };
@@ -449,6 +443,7 @@ def _script_json(payload: Any) -> str:
 
 
 _PHASES_JSON = json.dumps([s.value for s in (*STARTUP_PHASES, State.READY)])
+_FACTS_JSON = json.dumps(GLANCE)
 
 
 def render_page(statuses: list[dict[str, Any]], *, nonce: str) -> str:
@@ -460,5 +455,6 @@ def render_page(statuses: list[dict[str, Any]], *, nonce: str) -> str:
         _PAGE.replace("@NONCE@", nonce)
         .replace("@REFRESH@", str(REFRESH_MS))
         .replace("@PHASES@", _PHASES_JSON)
+        .replace("@FACTS@", _FACTS_JSON)
         .replace("@DATA@", _script_json(statuses))
     )

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from watchdog.alerts.outbox import Outbox
 from watchdog.alerts.senders import ConsoleAlerts, Notifier
 from watchdog.core.expectations import LEARN_FACTOR, eta_to_ready, learned_deadlines, typical_durations
 from watchdog.core.lifecycle import State
+from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
@@ -49,7 +50,7 @@ from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Sour
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHOptions, SSHPool
 from watchdog.profiles.loader import preload_profiles
-from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED
+from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, format_duration
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord, StateStore
@@ -89,7 +90,7 @@ class _Running:
     plan: LaunchPlan
     scope: anyio.CancelScope
     follower: LaunchFollower | None = None
-    since: str = ""
+    since: float = field(default_factory=time.time)  # Unix time its follow began (again: a new follower)
     announced: set[tuple[int, str]] = field(default_factory=set)
     typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
     failures: int = 0
@@ -172,38 +173,44 @@ class Daemon:
 
     # -- what the HTTP server and the metrics read -------------------------------------------------------
 
-    def statuses(self) -> list[dict[str, Any]]:
-        """A snapshot of every launch: its verdict object plus name, host, since (followed since), labels and
-        `incarnation_since` (when its current incarnation began, as the follower saw it)."""
+    def statuses(self) -> list[Status]:
+        """Where every launch stands: its follower's status, with its host, labels, since when it is followed,
+        when its current incarnation began (as the follower saw it), its ETA, note and outage."""
         out = []
         for name, run in sorted(self._running.items()):
-            if run.follower is None:
-                status: dict[str, Any] = {"name": name, "state": State.PENDING.value, "phase": "pending"}
-            else:
-                status = run.follower.status()
-                entered = status.get("entered") or [0.0]
-                eta = eta_to_ready(status, run.typical, status["elapsed_seconds"] - entered[-1])
-                status["eta_seconds"] = round(eta, 1) if eta is not None else None
-                if status.get("entered"):  # its first timeline entry, on the follower's clock: a wall time
-                    began = time.time() - (status["elapsed_seconds"] - entered[0])
-                    status["incarnation_since"] = _iso(began)
-            status.update(host=run.plan.host, since=run.since, labels=dict(run.plan.labels))
-            missing = status.get("missing_log")
-            if missing and missing.get("path"):  # said for as long as it lasts, whatever the follower says
-                status["note"] = (
-                    f"{missing['path']} does not exist (yet): waiting for it ({missing['seconds']:g}s)"
-                )
-            elif run.note:
-                status["note"] = run.note
             host = self._hosts.get(run.plan.host)
+            unreachable = None
             if host is not None and host.down_since is not None:  # the page and /status say it plainly
-                status["unreachable"] = {
-                    "since": datetime.fromtimestamp(host.down_since, UTC).isoformat(timespec="seconds"),
-                    "error": host.error,
-                    "alerted": host.said,
-                }
-            out.append(status)
+                unreachable = Unreachable(host.down_since, host.error, host.said)
+            status = Status(Verdict.pending(), name=name) if run.follower is None else run.follower.status()
+            v, note = status.verdict, run.note
+            if v.missing_log is not None and v.missing_log.path:  # said for as long as it lasts
+                waited = v.missing_log.seconds or 0.0
+                note = f"{v.missing_log.path} does not exist (yet): waiting for it ({waited:g}s)"
+            eta = began = None
+            if status.elapsed is not None and v.timeline:
+                eta = eta_to_ready(v, run.typical, status.elapsed - v.timeline[-1].entered)
+                # its first timeline entry, on the follower's clock: a wall time
+                began = time.time() - (status.elapsed - v.timeline[0].entered)
+            elif status.elapsed is not None:
+                eta = eta_to_ready(v, run.typical, 0.0)
+            out.append(
+                replace(
+                    status,
+                    host=run.plan.host,
+                    labels=tuple(run.plan.labels.items()),
+                    since=run.since,
+                    incarnation_since=began,
+                    eta=eta,
+                    note=note,
+                    unreachable=unreachable,
+                )
+            )
         return out
+
+    def status_json(self) -> list[dict[str, Any]]:
+        """/status: every launch's status as JSON (docs/contracts.md)."""
+        return [status.to_json() for status in self.statuses()]
 
     def health(self) -> str | None:
         """What keeps the daemon from doing its whole job now (for /healthz), None when nothing does."""
@@ -244,12 +251,12 @@ class Daemon:
         )
 
     async def wait_until(self, predicate: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
-        """Wait until `predicate(self.statuses())` holds (checked after every change); return the statuses."""
+        """Wait until `predicate(self.status_json())` holds (checked after every change); return that /status."""
         while True:
             changed = self._changed
             if changed is None:
                 changed = self._changed = anyio.Event()
-            statuses = self.statuses()
+            statuses = self.status_json()
             if predicate(statuses):
                 return statuses
             await changed.wait()
@@ -262,7 +269,7 @@ class Daemon:
 
     def summary(self) -> str:
         """One line: how many launches are in which state (systemd's STATUS=)."""
-        counts = Counter(s["state"] for s in self.statuses())
+        counts = Counter(s.state.value for s in self.statuses())
         parts = [f"{n} {state}" for state, n in sorted(counts.items())]
         return f"{len(self._running)} launches: " + (", ".join(parts) if parts else "none")
 
@@ -419,7 +426,7 @@ class Daemon:
                             numbered_after=run.incarnation if run.began else max(0, run.incarnation - 1),
                         )
                         run.follower = follower
-                        run.since = _now_iso()
+                        run.since = time.time()
                         async with anyio.create_task_group() as tg:
                             tg.start_soon(self._consume, run, follower)
                             await tg.start(follower.run)
@@ -465,7 +472,7 @@ class Daemon:
                 host.retry_at = time.monotonic() + host.pause
                 log.error("host refused us", host=host.name, error=reason, next_try_in=host.pause)
                 host.changed()
-            run.note = f"refused: {reason}; trying again in {_seconds(host.retry_at - time.monotonic())}"
+            run.note = f"refused: {reason}; trying again in {format_duration(max(0.0, host.retry_at - time.monotonic()))}"
             return 0.0  # the wait is the host's (`_wait_turn`)
         run.note = f"follower failed: {reason}; trying again in {RESTART_PAUSE:g}s"
         if host is not None and isinstance(exc, ConnectionLost):
@@ -499,7 +506,7 @@ class Daemon:
             if not host.trying and time.monotonic() >= host.retry_at:
                 host.trying = True
                 return True
-            run.note = f"refused: {host.error}; trying again in {_seconds(host.retry_at - time.monotonic())}"
+            run.note = f"refused: {host.error}; trying again in {format_duration(max(0.0, host.retry_at - time.monotonic()))}"
             wake = host.wake
             with anyio.move_on_after(math.inf if host.trying else host.retry_at - time.monotonic()):
                 await wake.wait()
@@ -538,7 +545,9 @@ class Daemon:
                     run.note = ""  # the log is being read: what the source said before is over
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
                     if self._store is not None:
-                        status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
+                        status = replace(
+                            follower.status(), host=run.plan.host, labels=tuple(run.plan.labels.items())
+                        )
                         # returns at once: the store's write-behind task writes it (`StateStore.write_behind`)
                         await self._store.record_transition(name, t.incarnation, status)
                     effects.send_nowait(
@@ -585,13 +594,14 @@ class Daemon:
                 await self._alerting.resolve(
                     name, (AlertKind.CRASHED, AlertKind.STALLED), f"a new start (#{incarnation}) began"
                 )
-                status = {**follower.status(), "host": run.plan.host, "labels": dict(run.plan.labels)}
-                alert = Alert.from_status(
-                    AlertKind.REPLACED,
-                    {**status, "incarnation": incarnation},
-                    link=self._link(name),
-                    detail=reason,
+                status = follower.status()
+                status = replace(
+                    status,
+                    verdict=replace(status.verdict, incarnation=incarnation),
+                    host=run.plan.host,
+                    labels=tuple(run.plan.labels.items()),
                 )
+                alert = Alert.from_status(AlertKind.REPLACED, status, link=self._link(name), detail=reason)
                 await self._alerting.say(alert, run.plan.alerts)
             run.incarnation, run.began = incarnation, False
         if state not in (State.PENDING, State.STALLED):
@@ -602,14 +612,14 @@ class Daemon:
     async def _conclude(self, run: _Running, update: Concluded) -> None:
         assert self._alerting is not None
         name, verdict = run.plan.spec.name, update.verdict
-        incarnation = int(verdict.get("incarnation", 1))
+        incarnation = verdict.incarnation
         said = _verdict_key(update.state, verdict)
         key = (incarnation, said)
         if key in run.announced:
             return
         run.announced.add(key)
         if update.state == State.CRASHED:
-            category = (verdict.get("error") or {}).get("category") or "other"
+            category = verdict.error.category if verdict.error is not None else "other"
             self.crashes[(name, run.plan.host, category)] += 1
             if incarnation >= run.incarnation:
                 await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
@@ -626,14 +636,12 @@ class Daemon:
             # said before a restart: its problem, if still open, is in the state file with it (`Alerting`)
             log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
             return
-        status = {
-            **_timing(run.follower, verdict),
-            **verdict,
-            "name": name,
-            "host": run.plan.host,
-            "since": run.since,
-            "labels": dict(run.plan.labels),
-        }
+        status = replace(
+            _timing(run.follower, verdict),
+            name=name,
+            host=run.plan.host,
+            labels=tuple(run.plan.labels.items()),
+        )
         usual = sum(run.typical.values()) if run.typical else None
         alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
         # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower;
@@ -790,14 +798,12 @@ class Daemon:
                     await self.stop()
 
 
-def _verdict_key(state: State, verdict: Mapping[str, Any]) -> str:
+def _verdict_key(state: State, verdict: Verdict) -> str:
     """What a verdict is announced (and stored) as: its state; a launch that stalls again in the same
     incarnation (after progress resumed) stalls anew: `stalled#2`, `stalled#3`, ..."""
-    name = str(state.value)
-    if state is not State.STALLED:
-        return name
-    stalls = sum(1 for entry in verdict.get("timeline") or () if entry.get("state") == name)
-    return name if stalls <= 1 else f"{name}#{stalls}"
+    if state is not State.STALLED or verdict.stalls <= 1:
+        return state.value
+    return f"{state.value}#{verdict.stalls}"
 
 
 def _cause(exc: BaseException) -> BaseException:
@@ -814,24 +820,13 @@ def _cause(exc: BaseException) -> BaseException:
     return leaf
 
 
-def _seconds(value: float) -> str:
-    return f"{max(0.0, value):.0f}s"
-
-
-def _timing(follower: LaunchFollower | None, verdict: Mapping[str, Any]) -> dict[str, Any]:
-    """What a verdict lacks for its alert (time in phase, since start, the last line): the follower's clock
-    and last line, when it still reports the verdict's incarnation."""
-    if follower is None:
-        return {}
-    now = follower.status()
-    if now.get("incarnation") != verdict.get("incarnation"):
-        return {}
-    entered = list(now.get("entered") or [])[: len(verdict.get("timeline") or ())]
-    return {
-        "elapsed_seconds": now.get("elapsed_seconds"),
-        "entered": entered,
-        "last_line": now.get("last_line"),
-    }
+def _timing(follower: LaunchFollower | None, verdict: Verdict) -> Status:
+    """A verdict with what it lacks for its alert (time in phase, since start, the last line): the follower's
+    clock and last line, when it still reports the verdict's incarnation."""
+    now = follower.status() if follower is not None else None
+    if now is None or now.verdict.incarnation != verdict.incarnation:
+        return Status(verdict)
+    return Status(verdict, elapsed=now.elapsed, last_line=now.last_line)
 
 
 def _reason(exc: BaseException) -> str:
@@ -842,11 +837,3 @@ def _reason(exc: BaseException) -> str:
             return str(ours)
         return _reason(exc.exceptions[0])
     return str(exc) or type(exc).__name__
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _iso(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -7,7 +7,7 @@ is the same analyzer fed a whole file. A follower:
   as `replay` judges it (`Analyzer.caught_up`); from then on each transition counts as it happens, so a
   crash followed by a restart in one read is still a crash;
 - publishes `Transitioned` (at once, never delayed), `SourceNoted` and `Concluded` on `updates`, a bounded
-  stream; `Concluded` carries the verdict object of `watchdog.core.verdict.build_verdict`. A crash's report waits a
+  stream; `Concluded` carries the `watchdog.core.verdict.Verdict` it reports. A crash's report waits a
   short settle window (ended early once the log goes quiet) so that it names every rank that failed, and for
   a traceback still open to close (at most `TRACEBACK_WAIT`), so that it names the exception;
 - takes an SSH pool it does not own (the daemon shares one per host), and a clock (tests use
@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,8 +29,8 @@ from watchdog.clock import Clock, MonotonicClock, wake_up
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
 from watchdog.core.lifecycle import Incarnation, Transition
-from watchdog.core.redaction import redact_mapping
-from watchdog.core.verdict import build_verdict
+from watchdog.core.redaction import redact_text
+from watchdog.core.verdict import MissingLog, Status, Verdict, build_verdict
 from watchdog.exceptions import ConnectionLost
 from watchdog.follow.probes.nvidia import MemoryTrend
 from watchdog.follow.sources import (
@@ -108,7 +107,7 @@ class Concluded:
 
     launch: str
     state: State
-    verdict: dict[str, Any] = field(hash=False, compare=False)
+    verdict: Verdict = field(hash=False, compare=False)
     timed_out: bool = False
 
 
@@ -189,22 +188,17 @@ class LaunchFollower:
         """Seconds since the follower was made, on its clock."""
         return self._clock.now() - self._start
 
-    def status(self) -> dict[str, Any]:
-        """A snapshot: the verdict object of the incarnation a verdict would report, plus where it stands.
-
-        Adds `name`, `target`, `elapsed_seconds`, `entered` (the follower's clock time of each timeline
-        entry) and `last_line` (the last line a rule matched).
-        """
-        inc = self._verdict_incarnation()
-        out = self._verdict(inc)
-        out.update(
+    def status(self) -> Status:
+        """A snapshot: the verdict of the incarnation a verdict would report, and where it stands (its name,
+        target, the follower's clock and the last line a rule matched). Credentials in log text stop here:
+        every sink gets the redacted snapshot."""
+        return Status(
+            self._verdict(self._verdict_incarnation()),
             name=self.spec.name,
             target=str(self.spec.target),
-            elapsed_seconds=round(self.now(), 3),
-            entered=[round(t.now, 3) for t, _ in inc.timeline],
-            last_line=self.analyzer.last_relevant,
+            elapsed=self.now(),
+            last_line=redact_text(self.analyzer.last_relevant),
         )
-        return redact_mapping(out)  # credentials in log text stop here: every sink gets the redacted snapshot
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow until cancelled (or the source ends); ready once the log as it was has been read."""
@@ -322,7 +316,7 @@ class LaunchFollower:
             current.state == State.CRASHED
             and current.number not in self._settling
             and self.concluded is not None
-            and self.concluded.verdict.get("incarnation") == current.number
+            and self.concluded.verdict.incarnation == current.number
         )
 
     async def _apply(self, transitions: list[Transition], *, judge: bool = True) -> None:
@@ -406,21 +400,16 @@ class LaunchFollower:
                 await self._send.send(Transitioned(self.spec.name, t))
             self._reschedule()
         inc = self._incarnation(number)
-        extra = {"timed_out": True} if self.timed_out else None
-        self.concluded = Concluded(
-            self.spec.name, state, redact_mapping(self._verdict(inc, extra)), self.timed_out
-        )
+        self.concluded = Concluded(self.spec.name, state, self._verdict(inc), self.timed_out)
         await self._send.send(self.concluded)
 
-    def _verdict(self, inc: Incarnation, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        v = build_verdict(self.analyzer, inc, extra)
-        v["facts"].update(self._trend.facts())
-        missing = v.get("missing_log")
-        if missing is not None and self._missing is not None:
+    def _verdict(self, inc: Incarnation) -> Verdict:
+        v = build_verdict(self.analyzer, inc).with_facts(self._trend.facts())
+        if v.missing_log is not None and self._missing is not None:
             path, found, at = self._missing
-            since = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
-            missing.update(path=path, since=since, seconds=round(max(0.0, self.now() - found), 1))
-        return v
+            missing = MissingLog(v.missing_log.overdue, path, at, max(0.0, self.now() - found))
+            v = replace(v, missing_log=missing)
+        return replace(v, timed_out=self.timed_out).redacted()
 
     def _incarnation(self, number: int) -> Incarnation:
         lc = self.analyzer.lifecycle
@@ -429,8 +418,8 @@ class LaunchFollower:
         return next((h for h in lc.history if h.number == number), lc.current)
 
     def _verdict_incarnation(self) -> Incarnation:
-        if self.concluded is not None and self.concluded.verdict:
-            return self._incarnation(self.concluded.verdict["incarnation"])
+        if self.concluded is not None:
+            return self._incarnation(self.concluded.verdict.incarnation)
         return self.analyzer.lifecycle.verdict_incarnation()
 
     # -- the clock and the probes ------------------------------------------------------------------------

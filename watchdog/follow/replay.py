@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from watchdog.core.analyzer import Analyzer
-from watchdog.core.verdict import build_verdict
+from watchdog.core.verdict import Verdict, build_verdict
 from watchdog.exceptions import UsageError
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import file_kind
@@ -20,8 +20,8 @@ CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small 
 
 def replay_path(
     path: Path, engine: str | None = None, profiles: Sequence[Path] = ()
-) -> tuple[Analyzer, dict[str, Any]]:
-    """Replay the log at `path`; return the analyzer and the verdict object."""
+) -> tuple[Analyzer, Verdict]:
+    """Replay the log at `path`; return the analyzer and its verdict."""
     analyzer = Analyzer(engine, profiles=tuple(load_profile_file(p) for p in profiles))
     try:
         with _open_log(path) as f:

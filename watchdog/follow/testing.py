@@ -196,13 +196,14 @@ async def follow_at_pace(
         end = clock.now() + linger
         while len(concluded) == fed and clock.now() < end:
             await clock.advance(min(0.05, end - clock.now()))
-        status = follower.status()
+        status = follower.status().to_json()
         tg.cancel_scope.cancel()
     if not concluded:
         return PacedRun(None, status, None)
     # how long the crash took to be called (the first crash verdict), or else the first verdict
     update, when = next(((u, w) for u, w in concluded if u.state == State.CRASHED), concluded[0])
-    error = update.verdict.get("error") or {}
-    line = int(error.get("line") or 0) if update.state == State.CRASHED else 0
+    error = update.verdict.error
+    line = error.line if error is not None and update.state == State.CRASHED else 0
     said = at[min(line, len(at)) - 1] if line and at else (at[-1] if at else 0.0)
-    return PacedRun(concluded[0][0].verdict, status, max(0.0, when - said), concluded[-1][0].verdict)
+    first, last = concluded[0][0].verdict.to_json(), concluded[-1][0].verdict.to_json()
+    return PacedRun(first, status, max(0.0, when - said), last)
