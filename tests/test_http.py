@@ -6,7 +6,6 @@ import base64
 import datetime as dt
 import functools
 import html.parser
-import ipaddress
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ import aiohttp
 import anyio
 import pytest
 from http_client import Client, get
+from http_receiver import self_signed
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
@@ -571,43 +571,9 @@ async def test_healthz_needs_no_credentials() -> None:
         assert (await client.get(f"{url}/healthz")).status_code == 200
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    pytest.importorskip("cryptography", reason="the cryptography package makes the throwaway certificate")
-    from cryptography import x509  # noqa: PLC0415
-    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
-    from cryptography.x509.oid import NameOID  # noqa: PLC0415
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
-
-
 async def test_tls(tmp_path: Path) -> None:
     """With a TLS context the server speaks HTTPS (verified against its certificate) and refuses plain HTTP."""
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     tls = await server_tls(str(cert), str(key))
     trust = ssl.create_default_context(cafile=str(cert))
     async with serving(tls=tls, basic_auth=("admin", "pw")) as url:

@@ -172,12 +172,14 @@ async def _post_once(
                 content = await read_at_most(response, _ANSWER_LIMIT)
     except TimeoutError as exc:
         raise TransientDeliveryError(f"{where} did not answer within {seconds:g} s") from exc
-    except (aiohttp.InvalidURL, ValueError, OverflowError) as exc:  # InvalidURL is a ValueError too
+    except aiohttp.InvalidURL as exc:
+        raise DeliveryError(f"cannot deliver to {where}: invalid URL: {_scrub(str(exc), hidden)}") from exc
+    except (aiohttp.ClientError, OSError) as exc:  # before ValueError: a certificate's error is one too
+        raise TransientDeliveryError(f"cannot reach {where}: {_scrub(error_reason(exc), hidden)}") from exc
+    except (ValueError, OverflowError) as exc:
         raise DeliveryError(
             f"cannot deliver to {where}: {type(exc).__name__}: {_scrub(str(exc), hidden)}"
         ) from exc
-    except (aiohttp.ClientError, OSError) as exc:
-        raise TransientDeliveryError(f"cannot reach {where}: {_scrub(error_reason(exc), hidden)}") from exc
     if 200 <= status < 300:
         return
     # Scrubbed before it is cut, so a secret split by the cut cannot leak in part.
