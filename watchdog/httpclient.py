@@ -10,7 +10,7 @@ import ssl
 import aiohttp
 import anyio.to_thread
 
-__all__ = ["create_session", "error_reason", "read_at_most", "tls_context", "tls_problem"]
+__all__ = ["create_session", "error_reason", "tls_context", "tls_problem"]
 
 # The ssl errors that are a dropped connection rather than a TLS problem: "no answer", not a TLS error.
 _TLS_DROPPED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
@@ -25,26 +25,14 @@ def tls_context() -> ssl.SSLContext:
 
 
 async def create_session(timeout: float, *, trust_env: bool) -> aiohttp.ClientSession:  # noqa: ASYNC109
-    """A session on the one TLS context (built off the event loop the first time); close it (`async with`).
-
-    Args:
-        timeout: seconds one request may take, from connecting to the end of its answer.
-        trust_env: requests go through the proxy that HTTP_PROXY, HTTPS_PROXY and NO_PROXY name.
-    """
+    """A session (`async with` it) on the one TLS context, built off the event loop; `timeout` bounds a request;
+    with `trust_env` requests go through the proxy that HTTP_PROXY, HTTPS_PROXY and NO_PROXY name."""
     context = await anyio.to_thread.run_sync(tls_context)
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(ssl=context),
         timeout=aiohttp.ClientTimeout(total=timeout),
         trust_env=trust_env,
     )
-
-
-async def read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The first `limit` bytes of the answer's body (a receiver's error page can be any size)."""
-    data = b""
-    while len(data) < limit and (chunk := await response.content.read(limit - len(data))):
-        data += chunk
-    return data
 
 
 def tls_problem(exc: BaseException) -> str | None:
@@ -82,6 +70,4 @@ def error_reason(exc: BaseException) -> str:
         return why
     if isinstance(exc, aiohttp.ClientHttpProxyError):
         return f"the proxy answered HTTP {exc.status} {exc.message}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "the connection closed before an answer"
     return f"{type(exc).__name__}: {exc}"

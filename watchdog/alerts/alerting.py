@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 
 import aiohttp
 import anyio
-import anyio.to_thread
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import functools
 import json
@@ -20,7 +21,7 @@ from watchdog.alerts.alert import Alert
 from watchdog.alerts.message import Message, Options, target_url
 from watchdog.alerts.notifiers import build_message, secret_values
 from watchdog.exceptions import DeliveryError, TransientDeliveryError
-from watchdog.httpclient import create_session, error_reason, read_at_most
+from watchdog.httpclient import create_session, error_reason
 from watchdog.vocabulary import (
     DEFAULT_DELIVERY_ATTEMPTS,
     DEFAULT_DELIVERY_BACKOFF,
@@ -169,7 +170,10 @@ async def _post_once(
         with anyio.fail_after(seconds):
             async with client.post(url, data=body, headers=headers, allow_redirects=False) as response:
                 status, reason, answer = response.status, response.reason, response.headers
-                content = await read_at_most(response, _ANSWER_LIMIT)
+                try:  # its start only: an error page can be any size
+                    content = await response.content.readexactly(_ANSWER_LIMIT)
+                except asyncio.IncompleteReadError as exc:
+                    content = exc.partial
     except TimeoutError as exc:
         raise TransientDeliveryError(f"{where} did not answer within {seconds:g} s") from exc
     except aiohttp.InvalidURL as exc:
