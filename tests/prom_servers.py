@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import aiohttp
 import anyio
-import httpx
 import pytest
 from anyio.abc import Process
+from http_client import Client
 
 POLL = 0.1  # seconds between two questions to an HTTP API
 PORT_ATTEMPTS = 3  # a free port can be taken by someone else before the binary binds it
@@ -42,7 +43,7 @@ async def stop(process: Process) -> None:
 
 
 @asynccontextmanager
-async def open_binary(argv: list[str], tmp: Path, name: str) -> AsyncIterator[httpx.AsyncClient]:
+async def open_binary(argv: list[str], tmp: Path, name: str) -> AsyncIterator[Client]:
     """A Prometheus or Alertmanager (`argv`, plus a free loopback --web.listen-address; `{attempt}` in an
     argument is the attempt's number): an HTTP client for its API, once it answers /-/ready."""
     log_path = tmp / f"{name}.out"
@@ -60,13 +61,13 @@ async def open_binary(argv: list[str], tmp: Path, name: str) -> AsyncIterator[ht
                 stderr=subprocess.STDOUT,
             )
         try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
+            async with Client(f"http://127.0.0.1:{port}", timeout=2.0) as client:
                 with anyio.fail_after(READY_DEADLINE):
                     while process.returncode is None:
                         try:
                             if (await client.get("/-/ready")).status_code == 200:
                                 break
-                        except httpx.TransportError:
+                        except aiohttp.ClientError:
                             pass  # not listening yet
                         await anyio.sleep(POLL)
                 if process.returncode is None:

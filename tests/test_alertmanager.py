@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 import yaml
 from conftest import require_binary
+from http_client import Client
 from prom_servers import POLL, open_binary
 
 from watchdog.alerts.senders import ServiceNotifier
@@ -44,7 +44,7 @@ receivers:
 
 
 @pytest.fixture
-async def alertmanager(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+async def alertmanager(tmp_path: Path) -> AsyncIterator[Client]:
     """A real Alertmanager on a free loopback port (clustering off): a client for its API, once ready."""
     binary = require_binary(
         "prometheus-alertmanager", "prometheus-alertmanager", "WATCHDOG_REQUIRE_ALERTMANAGER"
@@ -70,29 +70,29 @@ async def _until(condition: Callable[[], Awaitable[Any]]) -> Any:
             await anyio.sleep(POLL)
 
 
-def _plans(path: Path, am: httpx.AsyncClient, **options: str) -> dict[str, LaunchPlan]:
+def _plans(path: Path, am: Client, **options: str) -> dict[str, LaunchPlan]:
     notifier = ServiceNotifier(
-        name="am", kind="alertmanager", urls=(str(am.base_url),), timeout=5.0, options=options
+        name="am", kind="alertmanager", urls=(am.base_url,), timeout=5.0, options=options
     )
     spec = LaunchSpec(name="qwen", target=parse_target(str(path)))
     return {"qwen": LaunchPlan(spec, host="", labels={"team": "inference"}, alerts=(notifier,))}
 
 
-async def _watchdog_alerts(am: httpx.AsyncClient) -> list[dict[str, Any]]:
+async def _watchdog_alerts(am: Client) -> list[dict[str, Any]]:
     alerts = (await am.get("/api/v2/alerts")).json()
     return [a for a in alerts if a["labels"].get("alertname", "").startswith("Watchdog")]
 
 
-async def _groups(am: httpx.AsyncClient) -> list[dict[str, Any]]:
+async def _groups(am: Client) -> list[dict[str, Any]]:
     return [g for g in (await am.get("/api/v2/alerts/groups")).json() if g["alerts"]]
 
 
-async def _none_firing(am: httpx.AsyncClient) -> bool:
+async def _none_firing(am: Client) -> bool:
     return not await _watchdog_alerts(am)
 
 
 async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
-    tmp_path: Path, alertmanager: httpx.AsyncClient
+    tmp_path: Path, alertmanager: Client
 ) -> None:
     """The crash is an active alert with the documented labels; replacing the log with a new start ends it."""
     log = tmp_path / "qwen.log"
@@ -128,7 +128,7 @@ async def test_a_crash_fires_in_alertmanager_and_a_new_start_resolves_it(
 
 
 async def test_the_notifiers_runbook_url_option_points_the_alert_at_a_teams_own_runbooks(
-    tmp_path: Path, alertmanager: httpx.AsyncClient
+    tmp_path: Path, alertmanager: Client
 ) -> None:
     """With the alertmanager notifier's `runbook_url` set, the alert Alertmanager holds points at the
     alert's section of that address instead of the project's docs/runbooks.md."""
@@ -144,7 +144,7 @@ async def test_the_notifiers_runbook_url_option_points_the_alert_at_a_teams_own_
 
 
 async def test_an_ha_pair_saying_one_crash_makes_one_alert_group(
-    tmp_path: Path, alertmanager: httpx.AsyncClient
+    tmp_path: Path, alertmanager: Client
 ) -> None:
     """Two daemons following the same launch both send its crash: Alertmanager holds one alert, one group."""
     log = tmp_path / "qwen.log"
@@ -200,7 +200,7 @@ def _shipped_templates() -> list[tuple[str, str]]:
 
 
 async def test_the_shipped_chat_templates_render_a_crafted_crash_line_inert(
-    tmp_path: Path, alertmanager: httpx.AsyncClient
+    tmp_path: Path, alertmanager: Client
 ) -> None:
     """A crash line holding <!channel>, @channel, <@U123>, a Slack link and a Markdown link, sent by the daemon
     to a real Alertmanager, is rendered by the shipped config's Slack and Discord templates (`amtool template
@@ -224,7 +224,7 @@ async def test_the_shipped_chat_templates_render_a_crafted_crash_line_inert(
         "groupLabels": {k: alert["labels"][k] for k in ("alertname", "launch")},
         "commonLabels": alert["labels"],
         "commonAnnotations": alert["annotations"],
-        "externalURL": str(alertmanager.base_url),
+        "externalURL": alertmanager.base_url,
     }
     (tmp_path / "data.json").write_text(json.dumps(data))
     (tmp_path / "none.tmpl").write_text("")

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from anyio.abc import TaskStatus
 from daemon_process import DaemonProcess
+from http_client import Client, get
 from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.daemon.http import serve_http
@@ -60,7 +60,7 @@ async def test_launches_get_their_verdicts_served_and_alerted_once(tmp_path: Pat
             paths["ready"].write_bytes(READY.read_bytes())
             await daemon.wait_until(lambda s: _states(s) == {"crash": "crashed", "ready": "ready"})
             await daemon.wait_until(lambda s: daemon.alerts_sent["console"] == 2)  # the crash and ready
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.port}") as client:
+            async with Client(f"http://127.0.0.1:{daemon.port}") as client:
                 status = (await client.get("/status")).json()
                 metrics = (await client.get("/metrics")).text
             tg.cancel_scope.cancel()
@@ -170,7 +170,7 @@ notify = ["console"]
         remote.write_bytes(READY.read_bytes())
         daemon.wait(event="transition", launch="local", state="crashed")
         daemon.wait(event="transition", launch="remote", state="ready")
-        status = {s["name"]: s for s in httpx.get(url + "status").json()}
+        status = {s["name"]: s for s in get(url + "status").json()}
         assert (status["local"]["state"], status["remote"]["state"]) == ("crashed", "ready")
         assert status["remote"]["host"] == "gpu1"
         config.write_text(config.read_text() + f'\n[launches.added]\nlog = "{added}"\nnotify = ["console"]\n')
@@ -435,7 +435,7 @@ def test_two_shards_over_one_config_follow_each_launch_exactly_once(tmp_path: Pa
         daemon = _Daemon(config, "--shard", f"{index}/2")
         try:
             url = daemon.wait(event="http_listening")["url"]
-            owned[str(index)] = {s["name"] for s in httpx.get(url + "status").json()}
+            owned[str(index)] = {s["name"] for s in get(url + "status").json()}
             daemon.proc.send_signal(signal.SIGTERM)
             assert daemon.proc.wait(timeout=DEADLINE) == 0
         finally:
@@ -518,7 +518,7 @@ notify = ["console"]
         daemon.proc.send_signal(signal.SIGHUP)
         url = daemon.wait(event="http_listening")["url"]
         daemon.wait(event="reloaded", launches=1)
-        assert httpx.get(url + "healthz").status_code == 200
+        assert get(url + "healthz").status_code == 200
         assert daemon.proc.poll() is None
     finally:
         daemon.close()
@@ -551,7 +551,7 @@ def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
 
 
 async def _scrape(daemon: Daemon) -> str:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.port}") as client:
+    async with Client(f"http://127.0.0.1:{daemon.port}") as client:
         return (await client.get("/metrics")).text
 
 
@@ -784,7 +784,7 @@ async def test_status_says_when_the_current_incarnation_began_after_a_replaced_l
             await tg.start(daemon.run)
             log.write_bytes(CRASH.read_bytes())
             await daemon.wait_until(lambda s: _states(s) == {"qwen": "crashed"})
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.port}") as client:
+            async with Client(f"http://127.0.0.1:{daemon.port}") as client:
                 (first,) = (await client.get("/status")).json()
                 replaced = time.time()
                 fresh = tmp_path / "fresh.log"

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from anyio.abc import TaskStatus
+from http_client import Client
 from http_receiver import Answer, Receiver, running_receiver
 from sshd_server import SSHDServer, _write_key
 
@@ -312,7 +312,7 @@ async def test_a_locked_state_file_does_not_hold_up_the_reading(tmp_path: Path) 
                             f.write(CRASH.read_bytes())
                         with anyio.fail_after(5.0):  # well under the store's busy timeout (10 s)
                             await daemon.wait_until(lambda s: s[0].get("incarnation") == 2)
-                            async with httpx.AsyncClient() as client:
+                            async with Client() as client:
                                 status = (await client.get(f"http://127.0.0.1:{daemon.port}/status")).json()
                         assert status[0]["incarnation"] == 2
                     finally:
@@ -351,7 +351,7 @@ async def test_secrets_in_a_crash_reach_no_sink(tmp_path: Path) -> None:
                     await tg.start(daemon.run)
                     log.write_bytes(crash)
                     got = await receiver.wait_for(1)
-                    async with httpx.AsyncClient() as client:
+                    async with Client() as client:
                         status = (await client.get(f"http://127.0.0.1:{daemon.port}/status")).text
                     tg.cancel_scope.cancel()
         with sqlite3.connect(state / "watchdog.sqlite3") as conn:

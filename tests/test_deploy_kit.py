@@ -21,10 +21,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 import yaml
 from conftest import require_binary
+from http_client import Client
 from prom_servers import open_binary as _open_binary
 from prom_servers import stop as _stop
 
@@ -307,7 +307,7 @@ def _prometheus_config(
     return path
 
 
-async def _instant(client: httpx.AsyncClient, promql: str) -> list[dict[str, Any]]:
+async def _instant(client: Client, promql: str) -> list[dict[str, Any]]:
     response = await client.get("/api/v1/query", params={"query": promql})
     body = response.json()
     assert response.status_code == 200, f"{promql}: {body}"
@@ -317,7 +317,7 @@ async def _instant(client: httpx.AsyncClient, promql: str) -> list[dict[str, Any
 
 
 async def _eventually(
-    client: httpx.AsyncClient, promql: str, done: Callable[[list[dict[str, Any]]], bool]
+    client: Client, promql: str, done: Callable[[list[dict[str, Any]]], bool]
 ) -> list[dict[str, Any]]:
     """The query's result once `done` holds for it, else the last one after DEADLINE (for the assertion).
 
@@ -339,7 +339,7 @@ def _by_launch(result: list[dict[str, Any]]) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-async def demo_prometheus(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[httpx.AsyncClient]:
+async def demo_prometheus(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
     """A real Prometheus with the deploy config and rules scraping `watchdog demo`, once every demo launch's
     verdict is in it (through the recording rule, so the rules are evaluated too)."""
     binary = require_binary("prometheus", "prometheus", "WATCHDOG_REQUIRE_PROMTOOL")
@@ -366,15 +366,13 @@ async def demo_prometheus(tmp_path_factory: pytest.TempPathFactory) -> AsyncIter
 @pytest.mark.parametrize(
     ("title", "expr"), _queries(), ids=[f"{t}:{i}" for i, (t, _) in enumerate(_queries())]
 )
-async def test_every_dashboard_query_is_valid_promql(
-    demo_prometheus: httpx.AsyncClient, title: str, expr: str
-) -> None:
+async def test_every_dashboard_query_is_valid_promql(demo_prometheus: Client, title: str, expr: str) -> None:
     """Each panel query, with Grafana's variables filled in, is accepted by a real Prometheus' query API."""
     await _instant(demo_prometheus, _substitute(expr))
 
 
 @pytest.mark.parametrize("title", CORE_PANELS)
-async def test_core_panels_show_the_demo(demo_prometheus: httpx.AsyncClient, title: str) -> None:
+async def test_core_panels_show_the_demo(demo_prometheus: Client, title: str) -> None:
     """The core panels' queries return data for the demo's launches."""
     exprs = [expr for panel_title, expr in _queries() if panel_title == title]
     assert exprs
@@ -383,7 +381,7 @@ async def test_core_panels_show_the_demo(demo_prometheus: httpx.AsyncClient, tit
         assert result, f"{title}: no data for {expr}"
 
 
-async def test_dashboard_shows_the_demo_verdicts(demo_prometheus: httpx.AsyncClient) -> None:
+async def test_dashboard_shows_the_demo_verdicts(demo_prometheus: Client) -> None:
     """The state timeline gives each demo launch its verdict's code, time to ready is the ready launch's 38 s,
     and the stalled launch's weights progress is 14 of 99 shards."""
     queries = dict(_queries())
@@ -403,7 +401,7 @@ async def test_dashboard_shows_the_demo_verdicts(demo_prometheus: httpx.AsyncCli
     assert weights["glm5-ascend-tp16"] == pytest.approx(14 / 99)
 
 
-async def test_dashboard_variables_list_the_demo_launches(demo_prometheus: httpx.AsyncClient) -> None:
+async def test_dashboard_variables_list_the_demo_launches(demo_prometheus: Client) -> None:
     """The `launch` variable's label_values() query lists the three demo launches, `job` lists "watchdog"."""
     variables = {v["name"]: v for v in _dashboard()["templating"]["list"]}
     values = {}
@@ -416,7 +414,7 @@ async def test_dashboard_variables_list_the_demo_launches(demo_prometheus: httpx
     assert values == {"job": {JOB}, "launch": {d.name for d in DEMO_LAUNCHES}}
 
 
-async def test_prometheus_fires_the_demo_alerts(demo_prometheus: httpx.AsyncClient) -> None:
+async def test_prometheus_fires_the_demo_alerts(demo_prometheus: Client) -> None:
     """The alert rules, evaluated by a real Prometheus on the daemon's real metrics, fire for the crashed and
     the stalled demo launch, and only for them."""
     crashed = next(d.name for d in DEMO_LAUNCHES if d.expect is State.CRASHED)
@@ -438,7 +436,7 @@ async def test_prometheus_fires_the_demo_alerts(demo_prometheus: httpx.AsyncClie
 
 
 async def _alerts_until(
-    client: httpx.AsyncClient, done: Callable[[set[tuple[str, str, str | None]]], bool]
+    client: Client, done: Callable[[set[tuple[str, str, str | None]]], bool]
 ) -> set[tuple[str, str, str | None]]:
     """(alertname, state, launch) of every pending or firing alert, once `done` holds (else after DEADLINE)."""
     alerts: set[tuple[str, str, str | None]] = set()

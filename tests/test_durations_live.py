@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 from daemon_process import DaemonProcess
+from http_client import get
 from prometheus_client.parser import text_string_to_metric_families
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
@@ -57,7 +57,7 @@ def test_a_log_that_jumps_two_hours_back_while_followed_is_measured_on_the_daemo
         with log.open("a", encoding="utf-8") as f:
             f.write("".join(line.replace("[2025-01-24 10:", "[2025-01-24 08:") for line in again[2:]))
         daemon.wait(event="announced", launch="off", state="ready", incarnation=2)
-        text = httpx.get(url + "metrics", timeout=DEADLINE).text
+        text = get(url + "metrics", timeout=DEADLINE).text
         phases = _samples(text, "watchdog_phase_seconds")
         to_ready = _samples(text, "watchdog_time_to_ready_seconds")
         daemon.stop()

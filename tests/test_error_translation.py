@@ -1,4 +1,5 @@
-"""One translation point for SSH and TLS errors (`watchdog.follow.sources.ssherrors`), and one exception tree.
+"""One translation point for SSH errors (`watchdog.follow.sources.ssherrors`), one for an HTTP request's
+(`watchdog.httpclient`), and one exception tree.
 
 asyncssh's ConfigParseError is a configuration error (exit 78), not a refused authentication; an https health
 URL whose TLS handshake fails says the TLS problem instead of "no answer"; every exception lives in
@@ -39,7 +40,8 @@ from watchdog.exceptions import (
     WatchdogError,
 )
 from watchdog.follow.probes.health import HealthProbe
-from watchdog.follow.sources.ssherrors import map_ssh_error, map_tls_error, translate_ssh_errors
+from watchdog.follow.sources.ssherrors import map_ssh_error, translate_ssh_errors
+from watchdog.httpclient import tls_problem
 
 WHERE = "ops@gpu-7 port 2222"
 
@@ -248,10 +250,11 @@ async def test_no_server_is_still_no_answer() -> None:
 
 
 def test_a_dropped_tls_connection_is_not_a_tls_problem() -> None:
-    assert map_tls_error(ssl.SSLEOFError(8, "EOF occurred"), "https://x/") is None
-    assert map_tls_error(OSError("reset"), "https://x/") is None
-    mapped = map_tls_error(ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"), "https://x/")
-    assert isinstance(mapped, TLSError)
+    assert tls_problem(ssl.SSLEOFError(8, "EOF occurred")) is None
+    assert tls_problem(OSError("reset")) is None
+    wrong = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    wrong.reason = "WRONG_VERSION_NUMBER"  # type: ignore[misc]  # as the ssl module sets it
+    assert tls_problem(wrong) == "wrong version number (is it a plain http port?)"
 
 
 # -- one tree, with fields -----------------------------------------------------------------------------------

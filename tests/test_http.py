@@ -6,7 +6,6 @@ import base64
 import datetime as dt
 import functools
 import html.parser
-import ipaddress
 import json
 import os
 import shutil
@@ -20,9 +19,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio
-import httpx
 import pytest
+from http_client import Client, get
+from http_receiver import self_signed
 from prometheus_client.parser import text_string_to_metric_families
 from snapshots import status_from_json
 from structlog.testing import capture_logs
@@ -225,7 +226,7 @@ async def _promtool(text: str) -> None:
 
 async def test_healthz_answers_ok() -> None:
     """/healthz answers 200 "ok"."""
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         r = await client.get(f"{url}/healthz")
     assert r.status_code == 200
     assert r.text.strip() == "ok"
@@ -233,7 +234,7 @@ async def test_healthz_answers_ok() -> None:
 
 async def test_status_lists_every_launch_with_its_verdict() -> None:
     """/status is a JSON list, one entry per launch, with name, host, since, incarnation and the traceback."""
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         r = await client.get(f"{url}/status")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("application/json")
@@ -252,7 +253,7 @@ async def test_status_fills_in_missing_fields() -> None:
     """A launch with no follower yet still has the verdict object's keys (pending) and name, host, since,
     labels, eta_seconds and incarnation_since in /status."""
     pending = [{"name": "new", "state": "pending", "phase": "pending"}]
-    async with serving(lambda: pending) as url, httpx.AsyncClient() as client:
+    async with serving(lambda: pending) as url, Client() as client:
         body = (await client.get(f"{url}/status")).json()
     assert body == [
         {
@@ -343,7 +344,7 @@ async def test_status_never_carries_a_secret_from_log_text() -> None:
     status["last_line"] = "server_args=ServerArgs(api_key='TOPSECRET1', hf_token='TOPSECRET2')"
     status["error"]["traceback"].append("requests.get('https://u:TOPSECRET3@hub.example/model')")
     status["facts"]["cmd"] = "--api-key TOPSECRET4"
-    async with serving(lambda: [status]) as url, httpx.AsyncClient() as client:
+    async with serving(lambda: [status]) as url, Client() as client:
         texts = [(await client.get(f"{url}/{path}")).text for path in ("status", "", "metrics")]
     for text in texts:
         assert "TOPSECRET" not in text
@@ -352,7 +353,7 @@ async def test_status_never_carries_a_secret_from_log_text() -> None:
 
 async def test_unknown_path_is_404() -> None:
     """A path the server does not have answers 404."""
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         assert (await client.get(f"{url}/nope")).status_code == 404
 
 
@@ -361,7 +362,7 @@ async def test_unknown_path_is_404() -> None:
 
 async def test_metrics_has_the_families_of_the_design() -> None:
     """/metrics holds every family of DESIGN.md with values taken from the snapshots and counters."""
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         r = await client.get(f"{url}/metrics")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
@@ -394,7 +395,7 @@ async def test_metrics_has_the_families_of_the_design() -> None:
 async def test_metrics_are_built_at_scrape_time() -> None:
     """A launch removed from the snapshots is gone from the next scrape; one added appears."""
     current = three_launches()
-    async with serving(lambda: current) as url, httpx.AsyncClient() as client:
+    async with serving(lambda: current) as url, Client() as client:
         first = _families((await client.get(f"{url}/metrics")).text)
         current = current[:1]
         second = _families((await client.get(f"{url}/metrics")).text)
@@ -404,7 +405,7 @@ async def test_metrics_are_built_at_scrape_time() -> None:
 
 async def test_metrics_pass_promtool() -> None:
     """`promtool check metrics` finds nothing to complain about in /metrics."""
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         text = (await client.get(f"{url}/metrics")).text
     await _promtool(text)
 
@@ -479,7 +480,7 @@ async def test_real_follower_snapshot_is_served(tmp_path: Path) -> None:
                         break
             async with (
                 serving(statuses, lambda: DaemonStats(crashes=crashes)) as url,
-                httpx.AsyncClient() as client,
+                Client() as client,
             ):
                 status = (await client.get(f"{url}/status")).json()
                 text = (await client.get(f"{url}/metrics")).text
@@ -527,7 +528,7 @@ class _Scripts(html.parser.HTMLParser):
 
 async def test_page_escapes_log_text() -> None:
     """A log line with markup cannot close the page's script element or add an element of its own."""
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         r = await client.get(f"{url}/")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/html")
@@ -550,7 +551,7 @@ async def test_page_escapes_log_text() -> None:
 
 async def test_page_is_self_contained() -> None:
     """The page loads nothing from elsewhere: no external script, style, font or image."""
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         page = (await client.get(f"{url}/")).text
     for needle in ('src="http', 'href="http', "@import", "url(http", "//cdn"):
         assert needle not in page
@@ -578,7 +579,7 @@ def _basic(user: str, password: str) -> dict[str, str]:
 @pytest.mark.parametrize("path", ["/", "/status", "/metrics"])
 async def test_basic_auth(headers: dict[str, str], code: int, path: str) -> None:
     """With basic auth every path but /healthz needs the right user and password (a colon in it is fine)."""
-    async with serving(basic_auth=("admin", "s3cret:pw")) as url, httpx.AsyncClient() as client:
+    async with serving(basic_auth=("admin", "s3cret:pw")) as url, Client() as client:
         r = await client.get(f"{url}{path}", headers=headers)
     assert r.status_code == code
     if code == 401:
@@ -588,56 +589,22 @@ async def test_basic_auth(headers: dict[str, str], code: int, path: str) -> None
 
 async def test_healthz_needs_no_credentials() -> None:
     """/healthz stays open under basic auth, for container health checks that carry no credentials."""
-    async with serving(basic_auth=("admin", "pw")) as url, httpx.AsyncClient() as client:
+    async with serving(basic_auth=("admin", "pw")) as url, Client() as client:
         assert (await client.get(f"{url}/healthz")).status_code == 200
-
-
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    pytest.importorskip("cryptography", reason="the cryptography package makes the throwaway certificate")
-    from cryptography import x509  # noqa: PLC0415
-    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
-    from cryptography.x509.oid import NameOID  # noqa: PLC0415
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
 
 
 async def test_tls(tmp_path: Path) -> None:
     """With a TLS context the server speaks HTTPS (verified against its certificate) and refuses plain HTTP."""
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     tls = await server_tls(str(cert), str(key))
     trust = ssl.create_default_context(cafile=str(cert))
     async with serving(tls=tls, basic_auth=("admin", "pw")) as url:
-        async with httpx.AsyncClient(verify=trust) as client:
+        async with Client(ssl=trust) as client:
             r = await client.get(f"{url}/status", headers=_basic("admin", "pw"))
             assert r.status_code == 200
             assert r.json()[0]["name"] == "kimi-ep"
-        async with httpx.AsyncClient() as plain:
-            with pytest.raises(httpx.TransportError):
+        async with Client() as plain:
+            with pytest.raises(aiohttp.ClientError):
                 await plain.get(url.replace("https://", "http://") + "/healthz")
 
 
@@ -671,7 +638,7 @@ async def test_cancel_closes_the_port() -> None:
     """Cancelling the server task closes its listening socket."""
     async with serving() as url:
         port = int(url.rsplit(":", 1)[1])
-        async with httpx.AsyncClient() as client:
+        async with Client() as client:
             assert (await client.get(f"{url}/healthz")).status_code == 200
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
@@ -699,7 +666,7 @@ async def test_host_for_this_server_is_answered(host: str) -> None:
     that public DNS cannot hold (no dot, *.localhost)."""
     async with (
         serving(public_url="https://watchdog.example.org/watch") as url,
-        httpx.AsyncClient() as client,
+        Client() as client,
     ):
         port = url.rsplit(":", 1)[1]
         r = await client.get(f"{url}/status", headers={"Host": host.format(port=port)})
@@ -724,7 +691,7 @@ async def test_host_of_a_rebinding_page_is_refused(host: str, path: str) -> None
     """Without auth, a Host that names no address of this server is answered 421 and nothing of /status."""
     async with (
         serving(public_url="https://watchdog.example.org/watch") as url,
-        httpx.AsyncClient() as client,
+        Client() as client,
     ):
         port = url.rsplit(":", 1)[1]
         r = await client.get(f"{url}{path}", headers={"Host": host.format(port=port)})
@@ -737,9 +704,9 @@ async def test_healthz_and_authenticated_requests_answer_any_host() -> None:
     """/healthz (it tells nothing) answers any Host; with basic auth every path does (a rebinding page has
     no credentials for its own origin), and without credentials it is still 401."""
     evil = {"Host": "rebind.attacker.example"}
-    async with serving() as url, httpx.AsyncClient() as client:
+    async with serving() as url, Client() as client:
         assert (await client.get(f"{url}/healthz", headers=evil)).status_code == 200
-    async with serving(basic_auth=("admin", "pw")) as url, httpx.AsyncClient() as client:
+    async with serving(basic_auth=("admin", "pw")) as url, Client() as client:
         assert (
             await client.get(f"{url}/status", headers={**evil, **_basic("admin", "pw")})
         ).status_code == 200
@@ -749,7 +716,7 @@ async def test_healthz_and_authenticated_requests_answer_any_host() -> None:
 async def test_refused_hosts_are_logged_once_per_interval() -> None:
     """Fifty requests with a foreign Host make one log line, not fifty."""
     with capture_logs() as logs:
-        async with serving() as url, httpx.AsyncClient() as client:
+        async with serving() as url, Client() as client:
             for _ in range(50):
                 r = await client.get(f"{url}/status", headers={"Host": "rebind.attacker.example"})
                 assert r.status_code == 421
@@ -793,7 +760,7 @@ async def test_connections_over_the_cap_leave_status_answering() -> None:
             port = int(url.rsplit(":", 1)[1])
             held.extend([await anyio.connect_tcp("127.0.0.1", port) for _ in range(40)])
             with anyio.fail_after(5):
-                async with httpx.AsyncClient() as client:
+                async with Client() as client:
                     r = await client.get(f"{url}/status")
             assert r.status_code == 200
             with anyio.fail_after(5):
@@ -915,7 +882,7 @@ def test_malformed_requests_are_refused_with_one_line_not_a_traceback_each(tmp_p
                 sock.shutdown(socket.SHUT_WR)
                 answer = sock.recv(64)
             assert answer == b"" or answer.split(b" ")[1].startswith(b"4"), answer
-        assert httpx.get(url + "healthz").status_code == 200
+        assert get(url + "healthz").status_code == 200
         said = daemon.wait(event="http_requests_refused")
         daemon.stop()
     finally:
@@ -950,7 +917,7 @@ def test_every_refused_request_is_counted_in_the_log_by_the_time_the_daemon_stop
                 sock.shutdown(socket.SHUT_WR)
                 answer = sock.recv(64)
             assert answer == b"" or answer.split(b" ")[1].startswith(b"4"), answer
-        assert httpx.get(url + "healthz").status_code == 200
+        assert get(url + "healthz").status_code == 200
         daemon.stop()
     finally:
         daemon.close()

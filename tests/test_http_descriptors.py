@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
+from http_client import Client
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +75,7 @@ async def _flood_and_ask(
         await anyio.sleep(WINDOW)  # the measured window: the process either idles or spins
         cpu = _cpu_seconds(proc.pid) - cpu0
         with anyio.fail_after(DEADLINE):  # it answers at once; the deadline is for a loaded CI machine
-            async with httpx.AsyncClient(timeout=DEADLINE) as client:
+            async with Client(timeout=DEADLINE) as client:
                 r = await client.get(f"http://127.0.0.1:{port}/status")
         assert r.status_code == 200, r.text
         lines = (await anyio.Path(log).read_bytes())[size0:].decode(errors="replace").splitlines()

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("daemon",),
     ("config",),
     ("alerts", "follow"),
-    ("store", "clock"),
+    ("store", "clock", "httpclient"),
     ("core",),
     ("profiles",),
     ("vocabulary", "exceptions"),
@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 # What the core may not import: the core reads bytes and time given to it, it fetches neither.
 IO_MODULES = {
-    "aiohttp", "anyio", "asyncio", "asyncssh", "httpx", "os", "pathlib", "prometheus_client", "select",
+    "aiohttp", "anyio", "asyncio", "asyncssh", "os", "pathlib", "prometheus_client", "select",
     "shutil", "socket", "sqlite3", "ssl", "structlog", "subprocess", "tenacity", "threading", "time",
 }  # fmt: skip
 
@@ -204,15 +204,16 @@ def test_deadlines_are_the_deadline_states() -> None:
 
 
 def test_config_imports_no_ssh_http_asyncio_or_daemon_code() -> None:
-    """`import watchdog.config` and the `check-config` command load no asyncio, asyncssh, httpx, aiohttp or
+    """`import watchdog.config` and the `check-config` command load no asyncio, asyncssh, aiohttp or
     daemon module: `check-config` starts fast (issue 17: under 0.3 s)."""
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
     code = (
         "import sys, watchdog.config, watchdog.cli.app, watchdog.cli.checkconfig; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'asyncssh', 'httpx', 'aiohttp') "
-        "or m.startswith(('watchdog.daemon', 'watchdog.alerts.delivery', 'watchdog.follow.follower'))))"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'asyncssh', 'aiohttp') "
+        "or m.startswith(('watchdog.daemon', 'watchdog.alerts.delivery', 'watchdog.follow.follower', "
+        "'watchdog.httpclient'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

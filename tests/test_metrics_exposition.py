@@ -9,10 +9,9 @@ import platform
 import resource
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import http_client
 import pytest
 from daemon_process import DaemonProcess
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
@@ -24,7 +23,7 @@ PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 )
-PLAIN = {"Accept-Encoding": "identity"}  # httpx asks for gzip by default
+PLAIN = {"Accept-Encoding": "identity"}  # what a client asks for when it cannot unzip
 MAX_FDS = 1234  # the daemon's soft RLIMIT_NOFILE, set from here: unlike the test process's own limit
 
 
@@ -46,21 +45,9 @@ class Running:
         _soft, hard = resource.prlimit(self.pid, resource.RLIMIT_NOFILE)
         resource.prlimit(self.pid, resource.RLIMIT_NOFILE, (MAX_FDS, hard))
 
-    def get(self, **headers: str) -> Answer:
+    def get(self, **headers: str) -> http_client.Answer:
         """GET /metrics with these headers: the body as it came on the wire (not decoded)."""
-        with httpx.Client(timeout=DEADLINE) as client, client.stream("GET", self.url, headers=headers) as r:
-            return Answer(r.status_code, r.headers, b"".join(r.iter_raw()))
-
-
-@dataclass(frozen=True)
-class Answer:
-    status_code: int
-    headers: httpx.Headers
-    raw: bytes
-
-    @property
-    def text(self) -> str:
-        return self.raw.decode()
+        return http_client.get(self.url, headers=headers, timeout=DEADLINE)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +106,7 @@ def test_metrics_are_text_0_0_4_unless_openmetrics_is_asked_for(running: Running
         assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8", headers
         assert "content-encoding" not in r.headers
         assert r.headers["vary"] == "Accept, Accept-Encoding"
-        assert not r.raw.rstrip().endswith(b"# EOF")
+        assert not r.content.rstrip().endswith(b"# EOF")
 
 
 @pytest.mark.parametrize(
@@ -157,7 +144,7 @@ def test_metrics_are_gzipped_when_the_client_accepts_it(running: Running, accept
     assert zipped.headers["content-encoding"] == "gzip"
     assert zipped.headers["content-type"] == plain.headers["content-type"]
     assert zipped.headers["vary"] == "Accept, Accept-Encoding"
-    raw: bytes = zipped.raw
+    raw: bytes = zipped.content
     assert raw[:2] == b"\x1f\x8b"
     body = gzip.decompress(raw).decode()
     parse = openmetrics_families if accept else text_string_to_metric_families
@@ -165,4 +152,4 @@ def test_metrics_are_gzipped_when_the_client_accepts_it(running: Running, accept
     assert names == {f.name for f in parse(plain.text)}
     assert "watchdog_launch_state" in names
     assert "process_open_fds" in names
-    assert len(raw) < len(plain.raw)
+    assert len(raw) < len(plain.content)

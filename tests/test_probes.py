@@ -17,8 +17,8 @@ import pytest
 from anyio.abc import Process
 from sshd_server import SSHDServer
 
+from watchdog import httpclient
 from watchdog.exceptions import TLSError, UsageError
-from watchdog.follow.probes import health
 from watchdog.follow.probes.health import HealthProbe, parse_health_url
 from watchdog.follow.probes.process import LocalProcessProbe, SSHProcessProbe, wait_until_gone
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
@@ -177,13 +177,13 @@ def test_process_probe_needs_one_spec() -> None:
 async def test_local_health_probe(health_server: ThreadingHTTPServer) -> None:
     """The probe returns the status the server answers, and None when nothing listens."""
     port = health_server.server_address[1]
-    probe = HealthProbe(f"http://127.0.0.1:{port}/health", timeout=5)
-    assert await probe.check() == 200
-    _set_status(health_server, 503)
-    assert await probe.check() == 503
-    health_server.shutdown()
-    health_server.server_close()
-    assert await probe.check() is None
+    async with HealthProbe(f"http://127.0.0.1:{port}/health", timeout=5) as probe:
+        assert await probe.check() == 200
+        _set_status(health_server, 503)
+        assert await probe.check() == 503
+        health_server.shutdown()
+        health_server.server_close()
+        assert await probe.check() is None
 
 
 @pytest.mark.sshd
@@ -221,7 +221,7 @@ async def test_https_health_probe_through_ssh_forward_checks_the_urls_name(
 ) -> None:
     """Through the forward (to 127.0.0.1), https sends the URL's name as TLS server name and Host header, and
     checks the certificate for that name: valid for `localhost`, a TLS problem for `127.0.0.1`."""
-    monkeypatch.setattr(health, "tls_context", lambda: ssl.create_default_context(cafile=localhost_tls))
+    monkeypatch.setattr(httpclient, "tls_context", lambda: ssl.create_default_context(cafile=localhost_tls))
     port = health_server.server_address[1]
     for name, status in (("localhost", 200), ("127.0.0.1", None)):
         url = f"https://{name}:{port}/health"
@@ -306,7 +306,7 @@ async def test_https_probes_share_one_tls_context(
         return built[-1]
 
     monkeypatch.setattr(ssl, "create_default_context", counted)
-    health.tls_context.cache_clear()
+    httpclient.tls_context.cache_clear()
     try:
         url = f"https://localhost:{health_server.server_address[1]}/health"
         async with HealthProbe(url) as first, HealthProbe(url) as second:
@@ -314,5 +314,5 @@ async def test_https_probes_share_one_tls_context(
                 assert await first.check() == 200
                 assert await second.check() == 200
     finally:
-        health.tls_context.cache_clear()
+        httpclient.tls_context.cache_clear()
     assert len(built) == 1

@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
-import httpx
 import pytest
 from anyio.abc import TaskStatus
 from conftest import require_binary
+from http_client import Client
 from metrics_scene import running_scene
 from prom_servers import open_binary
 from sshd_server import SSHDServer
@@ -100,7 +101,7 @@ async def _open_prometheus(
     alertmanager: int | None = None,
     rules: bool = False,
     scrape: str = "1s",
-) -> AsyncIterator[httpx.AsyncClient]:
+) -> AsyncIterator[Client]:
     """A Prometheus on 127.0.0.1 scraping `target_port` (and an Alertmanager's port, as job `alertmanager`)
     every `scrape`, with the shipped rules if asked: an HTTP client for its API, once ready."""
     config = tmp_path / "prometheus.yml"
@@ -115,7 +116,7 @@ async def _open_prometheus(
         yield client
 
 
-async def _query(client: httpx.AsyncClient, promql: str) -> list[dict[str, Any]]:
+async def _query(client: Client, promql: str) -> list[dict[str, Any]]:
     """The instant vector `promql` evaluates to, once it is not empty (asked again until then)."""
     body: dict[str, Any] = {}
     with anyio.move_on_after(QUERY_DEADLINE):
@@ -178,14 +179,11 @@ async def test_prometheus_gets_openmetrics_gzipped_and_ingests_it(tmp_path: Path
 
     async def forward(request: web.Request) -> web.Response:
         asked = {k: request.headers[k] for k in ("Accept", "Accept-Encoding") if k in request.headers}
-        async with (
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.port}") as client,
-            client.stream("GET", "/metrics", headers=asked) as answer,
-        ):
-            body = b"".join([chunk async for chunk in answer.aiter_raw()])
+        async with Client(f"http://127.0.0.1:{daemon.port}", raw=True) as client:
+            answer = await client.get("/metrics", headers=asked)
         kept = {k: answer.headers[k] for k in ("Content-Type", "Content-Encoding") if k in answer.headers}
         seen.append((asked, kept))
-        return web.Response(body=body, headers=kept)
+        return web.Response(body=answer.content, headers=kept)
 
     app = web.Application()
     app.router.add_get("/metrics", forward)
@@ -254,7 +252,7 @@ def dashboard_queries() -> dict[str, str]:
     return out
 
 
-async def _unanswered(client: httpx.AsyncClient, queries: dict[str, str]) -> dict[str, str]:
+async def _unanswered(client: Client, queries: dict[str, str]) -> dict[str, str]:
     """The queries that still return no data after DASHBOARD_DEADLINE (each asked until it does)."""
     waiting = dict(queries)
     with anyio.move_on_after(DASHBOARD_DEADLINE):
@@ -287,7 +285,7 @@ async def _open_alertmanager(binary: str, tmp_path: Path) -> AsyncIterator[int]:
         "--cluster.listen-address=",
     ]
     async with open_binary(argv, tmp_path, "alertmanager") as client:
-        port = client.base_url.port
+        port = urlsplit(client.base_url).port
         assert port is not None
         yield port
 
@@ -357,7 +355,7 @@ async def test_every_dashboard_query_returns_data(
         empty = await _unanswered(client, queries)
         joined = await _query(client, _documented_join()) if shipped else []
         groups = (await client.get("/api/v1/rules")).json()["data"]["groups"]
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{scene.port}") as daemon_client:
+        async with Client(f"http://127.0.0.1:{scene.port}") as daemon_client:
             served = _metric_names((await daemon_client.get("/metrics")).text)
 
     assert empty == {}, f"{len(empty)} of {len(queries)} dashboard queries return no data: {sorted(empty)}"

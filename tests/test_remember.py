@@ -15,9 +15,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from daemon_process import DaemonProcess
+from http_client import get
 from snapshots import status_from_json, verdict_from_json
 
 from watchdog.alerts.alert import Alert, AlertKind
@@ -180,7 +180,7 @@ def test_a_relaunch_while_the_daemon_is_down_is_the_next_incarnation(
     try:
         url = second.wait(event="http_listening")["url"]
         hook.wait_for("L/2/crashed/resolved", "L/3/replaced", "L/3/ready")
-        status = httpx.get(url + "status").json()[0]
+        status = get(url + "status").json()[0]
         second.stop()
     finally:
         second.close()
@@ -323,7 +323,7 @@ def test_a_log_that_never_comes_is_said_by_name_in_status_and_alert(tmp_path: Pa
     try:
         url = daemon.wait(event="http_listening")["url"]
         hook.wait_for("typo/1/stalled")
-        status = httpx.get(url + "status").json()[0]
+        status = get(url + "status").json()[0]
         never.write_bytes(READY.read_bytes())
         hook.wait_for("typo/1/stalled/resolved", "typo/1/ready")
         daemon.stop()

@@ -263,7 +263,7 @@ async def test_a_crash_is_alerted_when_the_state_file_cannot_be_written_and_stor
     written, the outbox row (delivered) and the announcement are stored, /healthz is ok again, and a restarted
     daemon does not announce the crash twice."""
     import anyio  # noqa: PLC0415
-    import httpx  # noqa: PLC0415
+    from http_client import Client  # noqa: PLC0415
 
     from watchdog.alerts.senders import ServiceNotifier  # noqa: PLC0415
     from watchdog.daemon.supervisor import Daemon, LaunchPlan  # noqa: PLC0415
@@ -304,7 +304,7 @@ async def test_a_crash_is_alerted_when_the_state_file_cannot_be_written_and_stor
                 log.write_bytes(CRASH.read_bytes())
                 [got] = await receiver.wait_for(1, deadline=DEADLINE)
                 assert got.json()["dedup_key"] == "early/1/crashed"
-                async with httpx.AsyncClient(base_url=base) as client:
+                async with Client(base) as client:
                     health = await client.get("/healthz")
                 assert (health.status_code, health.text[:9]) == (503, "degraded:")
                 if lock is not None:
@@ -316,7 +316,7 @@ async def test_a_crash_is_alerted_when_the_state_file_cannot_be_written_and_stor
                 await limit(store, daemon, 1 << 30)  # the disk freed
             await wait_for(lambda: _written(state) == ([("early/1/crashed", True)], ["crashed"]))
             await wait_for(lambda: daemon.health() is None)
-            async with httpx.AsyncClient(base_url=base) as client:
+            async with Client(base) as client:
                 assert (await client.get("/healthz")).text == "ok\n"
             tg.cancel_scope.cancel()
     with anyio.fail_after(DEADLINE):

@@ -28,8 +28,8 @@ is retried. These class names are a contract between the follower and the daemon
 Every exception carries the fields its message is built from as attributes (the column on the right; a
 subclass has its parent's too), so that a caller can act on them without parsing the message. Where a
 message does not follow the default pattern the raising site passes it whole, with the fields beside it.
-The asyncssh, OSError and ssl errors of the SSH sources and probes are translated into this tree in one
-place, `watchdog.follow.sources.ssherrors`.
+SSH's asyncssh and OS errors are translated into this tree in one place, `watchdog.follow.sources.ssherrors`;
+an HTTP request's (aiohttp's, ssl's) are said in words in one other, `watchdog.httpclient`.
 """
 
 from __future__ import annotations

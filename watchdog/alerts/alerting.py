@@ -31,9 +31,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import aiohttp
 import anyio
-import anyio.to_thread
-import httpx
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
@@ -122,7 +121,7 @@ class Alerting:
         self._buckets: dict[str, _Bucket] = {}
         self._active: dict[tuple[str, AlertKind], _Active] = {}
         self._tg: TaskGroup | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._client: aiohttp.ClientSession | None = None
         self.sent: Counter[str] = Counter()  # notifier -> alerts delivered
         self.failed: Counter[str] = Counter()  # notifier -> alerts given up (refused for good)
         self.silenced: Counter[str] = Counter()  # launch -> alerts held by a silence

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import functools
 import json
 import math
-import ssl
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import anyio
-import anyio.to_thread
-import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait
 
 from watchdog.alerts.alert import Alert
 from watchdog.alerts.message import Message, Options, target_url
 from watchdog.alerts.notifiers import build_message, secret_values
 from watchdog.exceptions import DeliveryError, TransientDeliveryError
+from watchdog.httpclient import create_session, error_reason
 from watchdog.vocabulary import (
     DEFAULT_DELIVERY_ATTEMPTS,
     DEFAULT_DELIVERY_BACKOFF,
@@ -38,7 +38,6 @@ __all__ = [
     "post_json",
     "redact_url",
     "send",
-    "tls_context",
 ]
 
 # A receiver asking for a longer pause than this is not waited on here: the delivery fails as transient,
@@ -46,13 +45,13 @@ __all__ = [
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 60.0
 _BACKOFF_CAP_FACTOR = 16
 _BODY_EXCERPT_CHARS = 200
+_ANSWER_LIMIT = 65536  # bytes of an answer read: its excerpt and a JSON retry_after are at its start
 
 
 @asynccontextmanager
-async def open_client(timeout: float = DEFAULT_DELIVERY_TIMEOUT) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ASYNC109
-    """An HTTP client for deliveries: no redirects, TLS context built off the event loop."""
-    ctx = await anyio.to_thread.run_sync(tls_context)
-    async with httpx.AsyncClient(follow_redirects=False, timeout=timeout, verify=ctx) as client:
+async def open_client(timeout: float = DEFAULT_DELIVERY_TIMEOUT) -> AsyncIterator[aiohttp.ClientSession]:  # noqa: ASYNC109
+    """An HTTP client for deliveries, through the proxy the environment names (HTTPS_PROXY, NO_PROXY...)."""
+    async with await create_session(timeout, trust_env=True) as client:
         yield client
 
 
@@ -60,7 +59,7 @@ async def deliver(
     url: str,
     message: Message,
     *,
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     secrets: Iterable[str] = (),
     timeout: float = DEFAULT_DELIVERY_TIMEOUT,  # noqa: ASYNC109
     attempts: int = DEFAULT_DELIVERY_ATTEMPTS,
@@ -156,7 +155,7 @@ def _user_agent() -> str:
 
 
 async def _post_once(
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     url: str,
     *,
     where: str,
@@ -167,34 +166,37 @@ async def _post_once(
     max_retry_after: float,
 ) -> None:
     try:
-        # httpx's timeout bounds each read; this bounds the whole attempt, so a trickling receiver ends too.
+        # this bounds the whole attempt (the client's timeout is the client's), so a trickling receiver ends
         with anyio.fail_after(seconds):
-            response = await client.post(url, content=body, headers=headers)
+            async with client.post(url, data=body, headers=headers, allow_redirects=False) as response:
+                status, reason, answer = response.status, response.reason, response.headers
+                try:  # its start only: an error page can be any size
+                    content = await response.content.readexactly(_ANSWER_LIMIT)
+                except asyncio.IncompleteReadError as exc:
+                    content = exc.partial
     except TimeoutError as exc:
         raise TransientDeliveryError(f"{where} did not answer within {seconds:g} s") from exc
-    except (httpx.TransportError, OSError) as exc:
-        raise TransientDeliveryError(
-            f"cannot reach {where}: {type(exc).__name__}: {_scrub(str(exc), hidden)}"
-        ) from exc
-    except (httpx.HTTPError, httpx.InvalidURL, ValueError, OverflowError, ExceptionGroup) as exc:
+    except aiohttp.InvalidURL as exc:
+        raise DeliveryError(f"cannot deliver to {where}: invalid URL: {_scrub(str(exc), hidden)}") from exc
+    except (aiohttp.ClientError, OSError) as exc:  # before ValueError: a certificate's error is one too
+        raise TransientDeliveryError(f"cannot reach {where}: {_scrub(error_reason(exc), hidden)}") from exc
+    except (ValueError, OverflowError) as exc:
         raise DeliveryError(
             f"cannot deliver to {where}: {type(exc).__name__}: {_scrub(str(exc), hidden)}"
         ) from exc
-    if response.is_success:
+    if 200 <= status < 300:
         return
-    status = response.status_code
     # Scrubbed before it is cut, so a secret split by the cut cannot leak in part.
-    excerpt = _scrub(" ".join(response.text.split()), hidden)[:_BODY_EXCERPT_CHARS]
-    answered = f"{where} answered HTTP {status} {response.reason_phrase}" + (
-        f": {excerpt}" if excerpt else ""
-    )
+    text = content.decode("utf-8", errors="replace")
+    excerpt = _scrub(" ".join(text.split()), hidden)[:_BODY_EXCERPT_CHARS]
+    answered = f"{where} answered HTTP {status} {reason or ''}".rstrip() + (f": {excerpt}" if excerpt else "")
     if status == 429:
-        pause = retry_after(response)
+        pause = retry_after(answer, content)
         if pause is not None and pause > max_retry_after:
             raise _RetryTooLong(f"{answered}; it asks to wait {pause:g} s: try again later", pause)
         raise TransientDeliveryError(answered, pause)
     if status >= 500 or status == 408:
-        raise TransientDeliveryError(answered, retry_after(response) if status == 503 else None)
+        raise TransientDeliveryError(answered, retry_after(answer, content) if status == 503 else None)
     if 300 <= status < 400:
         raise DeliveryError(f"{answered}; redirects are not followed: configure the URL it points to")
     if status in {401, 403, 404, 410}:
@@ -202,10 +204,10 @@ async def _post_once(
     raise DeliveryError(f"{answered}; the receiver refused this message and will refuse it again")
 
 
-def retry_after(response: httpx.Response) -> float | None:
+def retry_after(headers: Mapping[str, str], content: bytes) -> float | None:
     """The pause a 429/503 answer asks for: Retry-After (seconds or an HTTP date), or the JSON
-    `retry_after` of Discord and `parameters.retry_after` of Telegram."""
-    header = response.headers.get("Retry-After", "").strip()
+    `retry_after` of Discord and `parameters.retry_after` of Telegram in its body, `content`."""
+    header = headers.get("Retry-After", "").strip()
     if header:
         try:
             value = float(header)
@@ -220,7 +222,7 @@ def retry_after(response: httpx.Response) -> float | None:
             if math.isfinite(value):
                 return max(0.0, value)
     try:
-        data = json.loads(response.content[:4096]) if response.content else None
+        data = json.loads(content[:4096]) if content else None
     except ValueError:
         return None
     if isinstance(data, dict):
@@ -275,13 +277,6 @@ def redact_url(url: str) -> str:
     return f"{parts.scheme.lower()}://{hostport}"
 
 
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The TLS context of every delivery, built once: building one costs tens of milliseconds, which a
-    watcher pays at start-up (see `watch`), not between its verdict and the webhook."""
-    return ssl.create_default_context()
-
-
 async def post_json(
     url: str,
     payload: Mapping[str, Any],
@@ -324,7 +319,7 @@ async def send(
     url: str,
     alert: Alert,
     *,
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     options: Options | None = None,
     timeout: float = DEFAULT_DELIVERY_TIMEOUT,  # noqa: ASYNC109
     attempts: int = DEFAULT_DELIVERY_ATTEMPTS,

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
+import aiohttp
 import anyio
 import anyio.to_thread
-import httpx
 
 from watchdog.alerts.alert import PROBLEMS
 from watchdog.alerts.delivery import TransientDeliveryError, send
@@ -56,7 +56,7 @@ class Notifier(Protocol):
     def resend_every(self) -> float | None:
         """Seconds between re-sends of an unresolved problem, unchanged (Alertmanager)."""
 
-    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+    async def send(self, alert: Alert, destination: int, client: aiohttp.ClientSession) -> bool:
         """Say `alert` at URL number `destination`; False when this kind of alert is not for it.
 
         Raises:
@@ -99,7 +99,7 @@ class ServiceNotifier(_URLNotifier):
         """Alertmanager forgets a firing alert that is not sent again; the others need it once."""
         return ALERTMANAGER_RESEND_SECONDS if self.kind == "alertmanager" else None
 
-    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+    async def send(self, alert: Alert, destination: int, client: aiohttp.ClientSession) -> bool:
         """POST the service's message for `alert` to URL number `destination`."""
         if destination >= len(self.urls):
             raise DeliveryError(f"notifier {self.name} has no URL number {destination + 1} any more")
@@ -118,7 +118,7 @@ class AppriseNotifier(_URLNotifier):
     """Any service apprise knows, by apprise URL (the optional extra `apprise`), called off the event loop:
     apprise's plugins block."""
 
-    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+    async def send(self, alert: Alert, destination: int, client: aiohttp.ClientSession) -> bool:
         """Notify through apprise (in a worker thread, abandoned after `timeout`), as plain text whose log
         text is inert (apprise's Discord plugin would turn `@everyone` in the body into a ping).
 
@@ -200,7 +200,7 @@ class ConsoleAlerts:
         """Said once."""
         return None
 
-    async def send(self, alert: Alert, destination: int, client: httpx.AsyncClient) -> bool:
+    async def send(self, alert: Alert, destination: int, client: aiohttp.ClientSession) -> bool:
         """Print the alert's line."""
         self.out.write(alert_line(alert) + "\n")
         self.out.flush()

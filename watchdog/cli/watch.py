@@ -182,7 +182,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             async with anyio.create_task_group() as notices:
                 if args.notify:
                     # import and build TLS now, so that the verdict's notification leaves without that delay
-                    from watchdog.alerts.delivery import tls_context  # noqa: PLC0415
+                    from watchdog.httpclient import tls_context  # noqa: PLC0415
 
                     notices.start_soon(anyio.to_thread.run_sync, tls_context)
                 if live is not None:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import aiohttp
 import anyio
 import asyncssh
-import httpx
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup, TaskStatus
 
-from watchdog.exceptions import ConnectionLost, UsageError
-from watchdog.follow.sources.ssherrors import map_tls_error
+from watchdog.exceptions import ConnectionLost, TLSError, UsageError
 from watchdog.follow.sources.sshpool import SSHPool
+from watchdog.httpclient import create_session, tls_problem
 
 DEFAULT_HEALTH_TIMEOUT = 5.0
 _CHUNK = 65536
@@ -43,12 +42,6 @@ def parse_health_url(url: str) -> HealthURL:
     if any(char in parts.path + parts.query for char in "\r\n "):
         raise UsageError(f"health URL {url!r}: the path may not contain spaces or line breaks")
     return HealthURL(parts.hostname, port)
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The TLS context of every health check, built once (building one costs tens of milliseconds)."""
-    return ssl.create_default_context()
 
 
 class HealthProbe:
@@ -92,7 +85,7 @@ class HealthProbe:
         self.timeout = timeout
         self._conn: asyncssh.SSHClientConnection | None = None
         self._forward: tuple[anyio.CancelScope, int] | None = None  # its scope, its local port
-        self._client: httpx.AsyncClient | None = None  # one per probe: a check every 2 s builds none
+        self._client: aiohttp.ClientSession | None = None  # one per probe: a check every 2 s builds none
         self._stack = contextlib.AsyncExitStack()
         self._tg: TaskGroup | None = None  # the forward's tasks, within `async with`
 
@@ -103,7 +96,7 @@ class HealthProbe:
     async def __aexit__(self, *exc_info: object) -> None:
         try:
             if self._client is not None:
-                await self._client.aclose()
+                await self._client.close()
                 self._client = None
         finally:
             await self.aclose()
@@ -182,27 +175,20 @@ class HealthProbe:
                 writer.close()
 
     async def _get(self, address: str, port: int) -> int | None:
-        url = httpx.URL(self.url_text)
-        headers = {"Host": url.netloc.decode("ascii"), "User-Agent": "llm-launch-watchdog"}
+        # the request goes to address:port but names the URL's host (Host header, TLS server name and check)
+        parts = urlsplit(self.url_text)
+        headers = {"Host": parts.netloc.rpartition("@")[2], "User-Agent": "llm-launch-watchdog"}
+        url = parts._replace(netloc=f"[{address}]:{port}" if ":" in address else f"{address}:{port}").geturl()
         if self._client is None:
-            verify = await anyio.to_thread.run_sync(tls_context)  # built once, off the event loop
-            self._client = httpx.AsyncClient(verify=verify, timeout=self.timeout, trust_env=False)
+            self._client = await create_session(self.timeout, trust_env=False)
         try:
-            async with (
-                self._client.stream(
-                    "GET",
-                    url.copy_with(host=address, port=port),
-                    headers=headers,
-                    extensions={"sni_hostname": self.url.host},
-                ) as response,
-            ):
-                return response.status_code  # the body is not read
-        except httpx.TransportError as exc:
-            cause: BaseException | None = exc  # httpx wraps an ssl error in httpcore's, in its own
-            while cause is not None:
-                if tls := map_tls_error(cause, self.url_text, host=self.host):
-                    raise tls from exc
-                cause = cause.__cause__ or cause.__context__
+            async with self._client.get(
+                url, headers=headers, allow_redirects=False, server_hostname=self.url.host
+            ) as response:
+                return response.status  # the body is not read
+        except aiohttp.ClientError as exc:
+            if (problem := tls_problem(exc)) is not None:
+                raise TLSError(self.url_text, problem, host=self.host) from exc
             return None
 
 

@@ -1,9 +1,9 @@
-"""The one place where asyncssh, OS and TLS errors become watchdog's (`watchdog.exceptions`).
+"""The one place where asyncssh and OS errors of SSH become watchdog's (`watchdog.exceptions`).
 
 In the style of httpx's `map_httpcore_exceptions`: the SSH pool, the SSH source and the probes run their
-asyncssh calls inside `translate_ssh_errors(where, step)` (the health probe hands its ssl errors to
-`map_tls_error`), and what comes out is either one of our errors or an error that is none of these (a bug:
-it passes through). What each error means depends on the step it broke:
+asyncssh calls inside `translate_ssh_errors(where, step)` (an HTTP request's errors are said by
+`watchdog.httpclient`), and what comes out is either one of our errors or an error that is none of these (a
+bug: it passes through). What each error means depends on the step it broke:
 
 | error                                   | step          | becomes                                      |
 |-----------------------------------------|---------------|----------------------------------------------|
@@ -17,7 +17,6 @@ it passes through). What each error means depends on the step it broke:
 | OSError, asyncssh.Error                 | session       | ChannelRefused (the connection is fine)      |
 | OSError, asyncssh.Error, TimeoutError   | run           | ConnectionLost "running a command failed"    |
 | OSError, asyncssh.Error                 | forward       | ConnectionLost "cannot forward to"           |
-| ssl.SSLError (not a dropped connection) | (TLS)         | TLSError: says the TLS problem               |
 
 A connection found closed when its error arrives is handed to `discard`, so that it is not used again.
 Our own errors pass through untouched. The permanent ones (host key, authentication, SSH config) are all a
@@ -26,7 +25,6 @@ Our own errors pass through untouched. The permanent ones (host key, authenticat
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -39,7 +37,6 @@ from watchdog.exceptions import (
     ConnectionLost,
     HostKeyError,
     SSHConfigError,
-    TLSError,
     WatchdogError,
 )
 
@@ -47,8 +44,6 @@ Step = Literal["identity", "connect", "session", "run", "forward"]
 
 # What an SSH call may raise besides our own errors (TimeoutError is an OSError, named for clarity).
 _SSH_ERRORS = (OSError, asyncssh.Error, TimeoutError)
-# The ssl errors that are a dropped connection rather than a TLS problem: "no answer", not a TLS error.
-_TLS_DROPPED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
 
 
 def map_ssh_error(
@@ -145,17 +140,3 @@ def translate_ssh_errors(
         if closed and discard is not None and conn is not None:
             discard(conn)
         raise mapped from exc
-
-
-def map_tls_error(exc: BaseException, url: str, *, host: str | None = None) -> TLSError | None:
-    """A TLSError naming the TLS problem for an ssl error met on `url` (None: not one, or a dropped connection)."""
-    if not isinstance(exc, ssl.SSLError) or isinstance(exc, _TLS_DROPPED):
-        return None
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        reason = f"certificate verify failed: {exc.verify_message or exc}"
-    else:
-        code = getattr(exc, "reason", None)  # "WRONG_VERSION_NUMBER"; not every SSLError has one
-        reason = code.lower().replace("_", " ") if isinstance(code, str) else str(exc)
-        if code == "WRONG_VERSION_NUMBER":
-            reason += " (is it a plain http port?)"
-    return TLSError(url, reason, host=host)
