@@ -69,13 +69,19 @@ def test_missing_file_is_usage_error(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_bad_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """An unknown engine is a usage error (64), not argparse's 2 (which means stalled here)."""
-    assert_code = None
+    """An unknown option is a usage error (64), not argparse's 2 (which means stalled here)."""
     with pytest.raises(SystemExit) as exc:
-        main(["replay", str(READY), "--engine", "nope"])
-    assert_code = exc.value.code
-    assert assert_code == 64
+        main(["replay", str(READY), "--no-such-option"])
+    assert exc.value.code == 64
     capsys.readouterr()
+
+
+def test_unknown_engine_is_config_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine no bundled profile and no --profile file names exits 78, and the message says what is allowed."""
+    assert main(["replay", str(READY), "--engine", "nope"]) == 78
+    err = capsys.readouterr().err
+    assert "unknown engine 'nope'" in err
+    assert "sglang" in err and "--profile file's `name`" in err
 
 
 def test_bad_profile_is_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ from typing import Any, BinaryIO
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.verdict import build_verdict
 from watchdog.exceptions import UsageError
-from watchdog.profiles.loader import load_profile_file
+from watchdog.profiles.loader import load_engine
 from watchdog.vocabulary import file_kind
 
 __all__ = ["CHUNK", "replay_path"]
@@ -22,7 +22,7 @@ def replay_path(
     path: Path, engine: str | None = None, profiles: Sequence[Path] = ()
 ) -> tuple[Analyzer, dict[str, Any]]:
     """Replay the log at `path`; return the analyzer and the verdict object."""
-    analyzer = Analyzer(engine, profiles=tuple(load_profile_file(p) for p in profiles))
+    analyzer = Analyzer(load_engine(engine, profiles))
     try:
         with _open_log(path) as f:
             while chunk := f.read(CHUNK):
