@@ -81,7 +81,8 @@ def test_unknown_engine_is_config_error(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["replay", str(READY), "--engine", "nope"]) == 78
     err = capsys.readouterr().err
     assert "unknown engine 'nope'" in err
-    assert "sglang" in err and "--profile file's `name`" in err
+    assert "sglang" in err
+    assert "--profile file's `name`" in err
 
 
 def test_bad_profile_is_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

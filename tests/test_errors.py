@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.envelope import parse
 from watchdog.core.rootcause import Candidate, Rank, from_traceback, rank, root_cause
 from watchdog.core.tracebacks import Assembler, Traceback
-from watchdog.profiles.loader import load_profile
+from watchdog.profiles.loader import catalogue, load_profile
+from watchdog.profiles.model import Profile
+from watchdog.vocabulary import ENGINES, STARTUP_PHASES, Category
 
 _WRAPPER = Candidate(
     "RuntimeError: Engine core initialization failed. See root cause above",
@@ -539,3 +543,103 @@ def test_a_process_seen_gone_is_not_said_to_be_oom_killed() -> None:
         "killed", "Worker proc VllmWorker-0 died unexpectedly", "starting", {}, load_profile("vllm")
     )
     assert named.startswith("the process was killed (SIGKILL)")
+
+
+# -- hints are the engine's own -----------------------------------------------------------------------------
+
+_CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+_FLAG = re.compile(r"(?<![\w-])--?[a-z][\w-]*")
+
+
+@pytest.mark.parametrize(
+    ("engine", "phase", "summary", "says", "never"),
+    [
+        pytest.param(
+            "tgi",
+            "capturing_graphs",
+            _CUDA_OOM,
+            "--cuda-graphs",
+            ("--max-num-seqs", "--gpu-memory-utilization"),
+            id="tgi-graph-warmup",
+        ),
+        pytest.param(
+            "ollama",
+            "loading_weights",
+            "cudaMalloc failed: out of memory",
+            "num_ctx",
+            ("tensor parallel", "--"),
+            id="ollama-weights",
+        ),
+        pytest.param(
+            "ollama", "ready", _CUDA_OOM, "OLLAMA_NUM_PARALLEL", ("tensor parallel",), id="ollama-serving"
+        ),
+        pytest.param(
+            "vllm",
+            "capturing_graphs",
+            _CUDA_OOM,
+            "--max-num-seqs",
+            ("--cuda-graph-max-bs",),
+            id="vllm-graphs",
+        ),
+        pytest.param(
+            "vllm", "allocating_kv_cache", _CUDA_OOM, "--max-model-len", ("--mem-fraction",), id="vllm-kv"
+        ),
+        pytest.param(
+            "sglang",
+            "capturing_graphs",
+            _CUDA_OOM,
+            "--cuda-graph-max-bs",
+            ("--max-num-seqs",),
+            id="sglang-graphs",
+        ),
+        pytest.param(
+            "sglang", "ready", _CUDA_OOM, "--mem-fraction-static", ("--gpu-memory",), id="sglang-serving"
+        ),
+        pytest.param(
+            "llamacpp",
+            "allocating_kv_cache",
+            "cudaMalloc failed: out of memory",
+            "--ctx-size",
+            ("tensor parallel",),
+            id="llamacpp-kv",
+        ),
+        pytest.param(
+            "llamacpp",
+            "loading_weights",
+            "cudaMalloc failed: out of memory",
+            "-ngl",
+            ("tensor parallel",),
+            id="llamacpp-weights",
+        ),
+        pytest.param(
+            "generic", "capturing_graphs", _CUDA_OOM, "disable CUDA graphs", ("--",), id="generic-graphs"
+        ),
+    ],
+)
+def test_an_oom_hint_names_the_engines_own_flags(
+    engine: str, phase: str, summary: str, says: str, never: tuple[str, ...]
+) -> None:
+    """An out-of-memory hint names what the engine itself offers, never another engine's flags or features."""
+    hint = hint_for("oom", summary, phase, {}, load_profile(engine))
+    assert says in hint
+    assert [word for word in never if word in hint] == []
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("phase", [*(s.value for s in STARTUP_PHASES), "ready"])
+def test_every_hint_flag_is_the_engines_or_common(engine: str, phase: str) -> None:
+    """Whatever the phase and category, a hint names only flags that the engine's own profile or the common one
+    names: an engine without a hint of its own gets the generic one."""
+    own = load_profile(engine).hints
+    allowed = {flag for h in own for flag in _FLAG.findall(h.text)}
+    for category in Category:
+        hint = hint_for(category, _CUDA_OOM, phase, {}, load_profile(engine))
+        assert set(_FLAG.findall(hint)) <= allowed, (category, hint)
+
+
+def test_a_user_engine_without_hints_gets_the_common_ones() -> None:
+    """A user's engine with no [[hint]] of its own gets the common hints, which name no engine's flag."""
+    mine = catalogue([Profile("myengine", ("MyEngine v",))]).profile("myengine")
+    hint = hint_for("oom", _CUDA_OOM, "capturing_graphs", {"avail_mem_after_weights_gb": 3.5}, mine)
+    assert hint.startswith("graph capture ran out of memory (3.5 GB free after weights)")
+    assert _FLAG.findall(hint) == []
