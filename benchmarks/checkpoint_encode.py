@@ -13,6 +13,7 @@ from pathlib import Path
 from watchdog.core.analyzer import Analyzer
 from watchdog.follow.checkpoint import Checkpoint, encode
 from watchdog.follow.sources.identity import local_identity
+from watchdog.profiles.loader import load_engine
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "corpus"
 LOGS = (
@@ -25,7 +26,7 @@ def main() -> None:
     for name in LOGS:
         path = CORPUS / name
         data = path.read_bytes()
-        analyzer = Analyzer()
+        analyzer = Analyzer(load_engine(None))
         analyzer.feed(data, 0.0)
         identity = local_identity(str(path), len(data))
         assert identity is not None

@@ -20,6 +20,7 @@ from watchdog.core.analyzer import Analyzer
 from watchdog.core.verdict import build_verdict
 from watchdog.follow.checkpoint import Checkpoint, encode
 from watchdog.follow.sources.identity import FileIdentity
+from watchdog.profiles.loader import load_engine
 
 CRASH = (
     Path(__file__).parents[1]
@@ -43,7 +44,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     one = CRASH.read_bytes()
-    analyzer = Analyzer()
+    analyzer = Analyzer(load_engine(None))
     identity = FileIdentity(1, 2, 0, 0, b"", b"")
     rows = []
     for n in range(1, args.restarts + 1):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.lifecycle import State
 from watchdog.core.verdict import verdict_of
+from watchdog.profiles.loader import load_engine
 
 READY = b"[2025-01-23 19:35:33] The server is fired up and ready to roll!\n"
 DECODE = b"[2025-01-23 19:36:%02d TP0] Decode batch. #running-req: %d, #token: %d, token usage: 0.01\n"
@@ -24,7 +25,7 @@ def _to_json(inc: Any, **kwargs: Any) -> dict[str, Any]:
 
 def test_lines_differing_only_in_digits_share_a_decision() -> None:
     """A phase marker is found whatever its numbers, after a line of the same shape was classified."""
-    a = Analyzer("sglang")
+    a = Analyzer(load_engine("sglang"))
     a.feed(b"[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n", 0.0)
     a.feed(b"Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.08it/s]\n", 0.0)
     a.feed(b"Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01,  1.75it/s]\n", 0.0)
@@ -33,7 +34,7 @@ def test_lines_differing_only_in_digits_share_a_decision() -> None:
 
 def test_errors_are_still_found_after_ready() -> None:
     """Once ready, serving lines are skipped, but a traceback after them is still read and is a crash."""
-    a = Analyzer("sglang")
+    a = Analyzer(load_engine("sglang"))
     a.feed(READY, 0.0)
     a.feed(b"".join(DECODE % (i % 60, i, i * 10) for i in range(5000)), 1.0)
     a.feed(
@@ -60,7 +61,7 @@ def test_log_activity_holds_off_a_stall_but_idle_chatter_does_not() -> None:
             True,
         ),
     ):
-        a = Analyzer("vllm", stall_after=60.0)
+        a = Analyzer(load_engine("vllm"), stall_after=60.0)
         a.feed(b"INFO 08-19 07:50:00 model_runner.py:1] Starting to load model x...\n", 0.0)
         a.feed(line, 59.0)
         a.tick(100.0)
@@ -83,7 +84,7 @@ METRICS = (
 
 def test_post_ready_request_error_survived_by_a_serving_server() -> None:
     """vLLM logs a failed request with its traceback and goes on serving: 50+ healthy lines keep it ready."""
-    a = Analyzer("vllm")
+    a = Analyzer(load_engine("vllm"))
     a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
     a.feed(REQUEST_ERROR + b"".join(METRICS % (i % 60, i) for i in range(60)), 1.0)
     a.finish(2.0)
@@ -92,7 +93,7 @@ def test_post_ready_request_error_survived_by_a_serving_server() -> None:
 
 def test_post_ready_error_at_the_end_of_the_log_is_a_crash() -> None:
     """The same error with only a few lines after it, at the end of the log, is a crash after ready."""
-    a = Analyzer("vllm")
+    a = Analyzer(load_engine("vllm"))
     a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
     a.feed(REQUEST_ERROR + b"".join(METRICS % (i, i) for i in range(5)), 1.0)
     a.tick(100.0)
@@ -115,7 +116,7 @@ SAMPLE = [
 
 
 def _verdict(chunks: list[bytes]) -> dict[str, object]:
-    a = Analyzer()
+    a = Analyzer(load_engine(None))
     for chunk in chunks:
         a.feed(chunk, 0.0)
     a.finish(0.0)
@@ -152,7 +153,7 @@ def test_a_head_read_live_in_pieces_ends_on_the_engine_of_the_whole_head(cuts: l
     the engine and verdict of the whole file read at once."""
     data = _FLIP_HEAD
     points = sorted(set(cuts))
-    live = Analyzer()
+    live = Analyzer(load_engine(None))
     for a, b in zip([0, *points], [*points, len(data)], strict=True):
         live.feed(data[a:b], 0.0)
         live.caught_up(0.0)
@@ -172,7 +173,7 @@ def test_a_head_read_live_in_pieces_ends_on_the_engine_of_the_whole_head(cuts: l
 def test_next_due_is_the_crash_grace_after_a_log_goes_quiet_inside_a_traceback() -> None:
     """A log that stops inside a traceback is due a tick `crash_grace` after its last bytes, and not before:
     then the traceback is reported as cut."""
-    a = Analyzer("sglang", crash_grace=5.0)
+    a = Analyzer(load_engine("sglang"), crash_grace=5.0)
     a.feed(b"[2025-01-23 19:35:15 TP0] Load weight begin. avail mem=78.81 GB\n", 1.0)
     assert a.next_due() is None  # no stall_after, nothing pending: only new bytes can change anything
     a.feed(b"Traceback (most recent call last):\n", 2.0)
@@ -197,7 +198,7 @@ _CRASH = b"".join(
 def test_a_crash_loop_reads_every_incarnation_with_the_rules_of_its_state() -> None:
     """A server that starts, becomes ready and crashes again and again has each start's phases and each
     post-ready crash found: the rules (and the line classifications kept for each set) switch back and forth."""
-    a = Analyzer()
+    a = Analyzer(load_engine(None))
     for i in range(4):
         a.feed(_STARTUP, float(i))
         a.feed(DECODE % (i, 1, 2), float(i))
@@ -215,7 +216,7 @@ def test_an_analyzer_pickled_mid_log_reads_on_as_the_original() -> None:
     """An analyzer pickled (as a checkpoint keeps it) and loaded again reads the rest of the log to the same
     verdict as the one that was never stopped."""
     first, rest = _STARTUP + _CRASH + _STARTUP, _CRASH + _STARTUP
-    a = Analyzer()
+    a = Analyzer(load_engine(None))
     a.feed(first, 0.0)
     b = pickle.loads(pickle.dumps(a))
     for x in (a, b):
@@ -243,7 +244,7 @@ def test_an_analyzer_pickled_mid_log_reads_on_as_the_original() -> None:
 def test_a_refused_command_line_is_a_config_crash_at_once(line: str) -> None:
     """A command line refused by the engine's argument parser (one line, then the process exits) is a config
     crash the moment the line is read, with no grace to wait."""
-    analyzer = Analyzer()
+    analyzer = Analyzer(load_engine(None))
     out = analyzer.feed(line.encode() + b"\n", now=0.0)
     out += analyzer.caught_up(now=0.0)
     assert [t.state for t in out][-1] == State.CRASHED
@@ -253,7 +254,7 @@ def test_a_refused_command_line_is_a_config_crash_at_once(line: str) -> None:
 
 
 def _replay(text: str, engine: str | None = None) -> Analyzer:
-    analyzer = Analyzer(engine)
+    analyzer = Analyzer(load_engine(engine))
     analyzer.feed(text.encode(), now=0.0)
     analyzer.finish(now=0.0)
     return analyzer
@@ -372,7 +373,7 @@ def test_a_launch_that_cannot_go_on_is_a_crash_at_once(log: bytes, category: str
     """A port the server cannot bind, memory it cannot get while starting, Ollama's CLI's last words, a vLLM
     worker's death and ggml's abort ('file.cpp:N: message', then a backtrace and abort()) end the launch the
     moment they are read, with no crash grace to wait."""
-    a = Analyzer()
+    a = Analyzer(load_engine(None))
     out = a.feed(log, now=0.0) + a.caught_up(now=0.0)
     assert State.CRASHED in [t.state for t in out]
     error = a.lifecycle.current.error
@@ -383,12 +384,12 @@ def test_a_launch_that_cannot_go_on_is_a_crash_at_once(log: bytes, category: str
 def test_a_refused_configuration_raised_while_starting_is_certain_but_a_logged_line_is_not() -> None:
     """An exception saying the configuration, model or hardware is refused ends a starting launch at once; the
     same words on an error-level line alone (an engine's own fallback may print one) wait the crash grace."""
-    raised = Analyzer()
+    raised = Analyzer(load_engine(None))
     out = raised.feed(
         b"ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now.\n", now=0.0
     ) + raised.caught_up(now=0.0)
     assert State.CRASHED in [t.state for t in out]
-    logged = Analyzer()
+    logged = Analyzer(load_engine(None))
     out = logged.feed(
         b"ERROR 04-27 16:28:02 [loader.py:1] Model architectures ['X'] are not supported for now\n", now=0.0
     ) + logged.caught_up(now=0.0)
@@ -416,7 +417,7 @@ def test_process_gone_after_its_last_words(log: bytes, category: str, summary: s
     after an ordinary line is `killed` (the log does not explain it)."""
     from watchdog.core.findings import ProcessExited  # noqa: PLC0415
 
-    a = Analyzer()
+    a = Analyzer(load_engine(None))
     a.feed(log, 0.0)
     a.caught_up(0.1)
     a.probe(ProcessExited("no such process"), 1.0)

@@ -13,6 +13,7 @@ from watchdog.core.analyzer import Analyzer
 from watchdog.core.findings import ProcessExited
 from watchdog.core.verdict import build_verdict
 from watchdog.follow.testing import follow_at_pace
+from watchdog.profiles.loader import load_engine
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 CAPTURED = sorted(CORPUS.glob("*/captured-*.json"))
@@ -86,7 +87,7 @@ def test_captured_launch_with_its_process_watched(label_path: Path) -> None:
     `live_exit_at` where the log went on without it (its orphaned children still writing)."""
     label = json.loads(label_path.read_text(encoding="utf-8"))
     live = label["live"]
-    analyzer = Analyzer()
+    analyzer = Analyzer(load_engine(None))
     times = _times(label_path)
     data = label_path.with_suffix(".log").read_bytes()
     end = times[-1] if times else 0.0

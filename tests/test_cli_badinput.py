@@ -104,7 +104,6 @@ def _refused_port() -> int:
         pytest.param(["--process", ""], "pattern is empty", id="process-empty"),
         pytest.param(["--process", "a\nb"], "must be one line", id="process-two-lines"),
         pytest.param(["--pid", "5", "--process", "sglang"], "exclusive", id="pid-and-process"),
-        pytest.param(["--engine", "nope"], "invalid choice", id="engine-unknown"),
     ],
 )
 def test_bad_watch_option_value_is_usage_error(
@@ -115,6 +114,15 @@ def test_bad_watch_option_value_is_usage_error(
     assert code == 64, err
     assert phrase in err
     assert out == ""  # refused before anything started: no verdict
+    _assert_clean(out, err)
+
+
+def test_unknown_watch_engine_is_a_config_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine no bundled profile and no --profile file names exits 78, saying what is allowed, before watching."""
+    code, out, err = _run([*WATCH, "--engine", "nope"], capsys)
+    assert code == 78, err
+    assert "unknown engine 'nope'" in err
+    assert out == ""
     _assert_clean(out, err)
 
 

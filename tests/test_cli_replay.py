@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib import resources
@@ -69,13 +70,20 @@ def test_missing_file_is_usage_error(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_bad_option_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """An unknown engine is a usage error (64), not argparse's 2 (which means stalled here)."""
-    assert_code = None
+    """An unknown option is a usage error (64), not argparse's 2 (which means stalled here)."""
     with pytest.raises(SystemExit) as exc:
-        main(["replay", str(READY), "--engine", "nope"])
-    assert_code = exc.value.code
-    assert assert_code == 64
+        main(["replay", str(READY), "--no-such-option"])
+    assert exc.value.code == 64
     capsys.readouterr()
+
+
+def test_unknown_engine_is_config_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine no bundled profile and no --profile file names exits 78, and the message says what is allowed."""
+    assert main(["replay", str(READY), "--engine", "nope"]) == 78
+    err = capsys.readouterr().err
+    assert "unknown engine 'nope'" in err
+    assert "sglang" in err
+    assert "--profile file's `name`" in err
 
 
 def test_bad_profile_is_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -227,3 +235,52 @@ def test_a_transport_clock_in_utc_around_a_program_clock_with_an_offset_gives_no
     assert v["time_to_ready_seconds"] == 2.0
     main(["replay", str(log)])
     assert "7h00m" not in capsys.readouterr().out
+
+
+def _doc_profile(tmp_path: Path) -> Path:
+    # docs/profiles.md's new-engine example, word for word
+    doc = (ROOT / "docs" / "profiles.md").read_text(encoding="utf-8")
+    block = re.search(r"```toml\n(# myengine\.toml\n.*?)```", doc, re.S)
+    assert block is not None
+    path = tmp_path / "myengine.toml"
+    path.write_text(block.group(1), encoding="utf-8")
+    return path
+
+
+_MYENGINE_LOG = (
+    "MyEngine v1.4 starting on myengine.server:8000\n"
+    "loading checkpoint /models/m\n"
+    "loaded shard 1 of 2\n"
+    "loaded shard 2 of 2\n"
+    "KV cache: 81920 tokens, 10.0 GiB\n"
+)
+
+
+@pytest.mark.parametrize("engine", [["--engine", "myengine"], []], ids=["named", "detected"])
+def test_the_documented_user_engine_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: list[str]
+) -> None:
+    """docs/profiles.md's new engine, given with --profile (and named with --engine, or detected by its markers),
+    reads a log of it: its phases, progress, facts, ready line and fatal error line."""
+    profile = _doc_profile(tmp_path)
+    ready, crash = tmp_path / "ready.log", tmp_path / "crash.log"
+    ready.write_text(_MYENGINE_LOG + "serving on http://0.0.0.0:8000\n", encoding="utf-8")
+    crash.write_text(_MYENGINE_LOG + "engine halted: device lost\n", encoding="utf-8")
+    assert main(["replay", str(ready), *engine, "--profile", str(profile), "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["engine"], verdict["state"]) == ("myengine", "ready")
+    assert verdict["progress"]["weights"] == {"done": 2, "total": 2}
+    assert verdict["facts"]["kv_cache_tokens"] == 81920
+    assert main(["replay", str(crash), *engine, "--profile", str(profile), "--json"]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["state"], verdict["phase"]) == ("crashed", "loading_weights")
+    assert verdict["error"]["summary"] == "engine halted: device lost"
+    assert "--" not in verdict["error"]["hint"]  # the common hint: no other engine's flags
+
+
+def test_a_user_engine_needs_its_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--engine with a user engine's name but without its --profile file is a configuration error (78)."""
+    log = tmp_path / "x.log"
+    log.write_text(_MYENGINE_LOG, encoding="utf-8")
+    assert main(["replay", str(log), "--engine", "myengine"]) == 78
+    assert "unknown engine 'myengine'" in capsys.readouterr().err

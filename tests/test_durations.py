@@ -9,6 +9,7 @@ import pytest
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.durations import MAX_LOG_GAP, Seen, duration, plausible
 from watchdog.core.verdict import build_verdict
+from watchdog.profiles.loader import load_engine
 
 READY = Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 YEARS = 946_684_800.0  # 1970 to 2000: what a log dated decades back made of a phase
@@ -87,7 +88,7 @@ def test_a_log_clock_that_jumps_while_followed_live_is_measured_on_the_followers
     """A log followed live whose times jump between its start and its next phase: the start lasts what the
     follower's clock saw (4 s), not what the log's times say, and time to ready is the clock's too."""
     head, rest = _lines(first_hour, rest_hour)
-    analyzer = Analyzer("sglang")
+    analyzer = Analyzer(load_engine("sglang"))
     analyzer.caught_up(0.0)  # an empty log when the follow began: everything after is seen as it comes
     analyzer.feed(head, 1.0)
     analyzer.feed(rest, 5.0)
@@ -116,7 +117,7 @@ def test_a_log_that_says_more_than_the_clock_saw_is_believed(rest_hour: str, sta
     bursts, minutes after they were written (and the demo replays logs fast): a forward jump of the log's clock
     looks the same and cannot be told from them."""
     head, rest = _lines("2025-01-23 19", rest_hour)
-    analyzer = Analyzer("sglang")
+    analyzer = Analyzer(load_engine("sglang"))
     analyzer.caught_up(0.0)
     analyzer.feed(head, 1.0)
     analyzer.feed(rest, 5.0)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.envelope import parse
 from watchdog.core.rootcause import Candidate, Rank, from_traceback, rank, root_cause
 from watchdog.core.tracebacks import Assembler, Traceback
+from watchdog.profiles.loader import catalogue, load_profile
+from watchdog.profiles.model import Profile
+from watchdog.vocabulary import ENGINES, STARTUP_PHASES, Category
 
 _WRAPPER = Candidate(
     "RuntimeError: Engine core initialization failed. See root cause above",
@@ -41,7 +46,7 @@ def _traceback(lines: list[str]) -> Traceback:
 )
 def test_root_cause_prefers_real_cause(order: tuple[Candidate, ...]) -> None:
     """root_cause() picks the real cause over a wrapper and over logging noise, in any log order."""
-    err = root_cause(order, {}, "starting", "vllm")
+    err = root_cause(order, {}, "starting", load_profile("vllm"))
     assert err is not None
     assert (err.summary, err.category, err.line) == (_CAUSE.summary, "config", 10)
     assert (
@@ -52,7 +57,7 @@ def test_root_cause_prefers_real_cause(order: tuple[Candidate, ...]) -> None:
 
 def test_root_cause_wrapper_alone_says_cause_is_elsewhere() -> None:
     """With only a wrapper, it is the root cause and the hint says the decisive error is not in the log."""
-    err = root_cause([_WRAPPER], {}, "starting", "vllm")
+    err = root_cause([_WRAPPER], {}, "starting", load_profile("vllm"))
     assert err is not None
     assert err.summary == _WRAPPER.summary
     assert err.hint.endswith("the decisive error was printed by another process and is not in this log")
@@ -60,13 +65,15 @@ def test_root_cause_wrapper_alone_says_cause_is_elsewhere() -> None:
 
 def test_root_cause_of_nothing_is_none() -> None:
     """No candidates, no root cause."""
-    assert root_cause([], {}, "starting", "sglang") is None
+    assert root_cause([], {}, "starting", load_profile("sglang")) is None
 
 
 def test_identical_errors_merge_ranks() -> None:
     """The same error from TP3 and TP1 is one error with ranks in rank order, hinted with the facts."""
     items = [Candidate(_OOM, 31, "TP3", "RuntimeError"), Candidate(_OOM, 30, "TP1", "RuntimeError")]
-    err = root_cause(items, {"avail_mem_after_weights_gb": 16.3}, "allocating_kv_cache", "sglang")
+    err = root_cause(
+        items, {"avail_mem_after_weights_gb": 16.3}, "allocating_kv_cache", load_profile("sglang")
+    )
     assert err is not None
     assert err.ranks == ("TP1", "TP3")
     assert err.to_json()["ranks"] == ["TP1", "TP3"]
@@ -77,7 +84,7 @@ def test_identical_errors_merge_ranks() -> None:
 def test_ranks_sort_numerically() -> None:
     """Ranks sort by number, so TP10 comes after TP2."""
     items = [Candidate("ValueError: x", i, f"TP{r}", "ValueError") for i, r in enumerate((10, 2, 0))]
-    err = root_cause(items, {}, "starting", "sglang")
+    err = root_cause(items, {}, "starting", load_profile("sglang"))
     assert err is not None
     assert err.ranks == ("TP0", "TP2", "TP10")
 
@@ -92,7 +99,7 @@ def test_bare_assertion_summary_carries_statement() -> None:
             "AssertionError",
         ]
     )
-    cand = from_traceback(tb)
+    cand = from_traceback(tb, load_profile("generic"))
     assert cand is not None
     assert cand.summary == "AssertionError: assert expert_location_metadata is not None"
     assert (cand.exception, cand.source, cand.line, cand.phase_hint) == (
@@ -112,7 +119,7 @@ def test_fragment_without_exception_is_noise_with_phase() -> None:
             "    self.model_runner.capture_model(self.gpu_cache)",
         ]
     )
-    cand = from_traceback(tb)
+    cand = from_traceback(tb, load_profile("generic"))
     assert cand is not None
     assert (cand.noise, cand.kind, cand.phase_hint) == (True, "fragment", "capturing_graphs")
 
@@ -152,13 +159,15 @@ def test_categorize_keyerror_by_frames() -> None:
 def test_phase_from_frames_innermost_wins() -> None:
     """The innermost recognizable frame names the phase."""
     frames = '  File "a.py", line 1, in load_model\n  File "b.py", line 2, in profile_run\n'
-    assert phase_from_frames(frames) == "allocating_kv_cache"
-    assert phase_from_frames('  File "c.py", line 3, in main') is None
+    assert phase_from_frames(frames, load_profile("generic")) == "allocating_kv_cache"
+    assert phase_from_frames('  File "c.py", line 3, in main', load_profile("generic")) is None
 
 
 def test_oom_hint_names_knob_and_free_memory() -> None:
     """The SGLang KV-cache OOM hint names --mem-fraction-static and the memory free after weights."""
-    hint = hint_for("oom", _OOM, "allocating_kv_cache", {"avail_mem_after_weights_gb": 16.3}, "sglang")
+    hint = hint_for(
+        "oom", _OOM, "allocating_kv_cache", {"avail_mem_after_weights_gb": 16.3}, load_profile("sglang")
+    )
     assert "--mem-fraction-static" in hint
     assert "16.3 GB" in hint
 
@@ -170,7 +179,7 @@ def test_port_hint_names_port() -> None:
         "OSError: [Errno 98] error while attempting to bind on address: port 30000",
         "starting",
         {},
-        "x",
+        load_profile("generic"),
     )
     assert hint.startswith("port 30000 is already taken")
 
@@ -178,7 +187,11 @@ def test_port_hint_names_port() -> None:
 def test_port_hint_falls_back_to_fact() -> None:
     """Without a port in the summary, the port fact is named."""
     hint = hint_for(
-        "port_in_use", "OSError: [Errno 98] Address already in use", "starting", {"port": 8000}, "vllm"
+        "port_in_use",
+        "OSError: [Errno 98] Address already in use",
+        "starting",
+        {"port": 8000},
+        load_profile("vllm"),
     )
     assert hint.startswith("port 8000 is already taken")
 
@@ -186,7 +199,11 @@ def test_port_hint_falls_back_to_fact() -> None:
 def test_unsupported_hint_names_compute_capability() -> None:
     """The unsupported hint names the compute capability from the summary."""
     hint = hint_for(
-        "unsupported", "ValueError: Unsupported compute capability: 12.0", "starting", {}, "sglang"
+        "unsupported",
+        "ValueError: Unsupported compute capability: 12.0",
+        "starting",
+        {},
+        load_profile("sglang"),
     )
     assert "compute capability 12.0" in hint
 
@@ -198,7 +215,7 @@ def test_argparse_hint_names_the_rejected_option() -> None:
         "launch_server.py: error: unrecognized arguments: --enable-reasoning",
         "starting",
         {},
-        "sglang",
+        load_profile("sglang"),
     )
     assert "--enable-reasoning" in hint
 
@@ -278,7 +295,7 @@ def test_copies_of_one_message_garbled_by_threads_give_the_clean_one() -> None:
             'Assertion `idx < n && "index out of bounds",0` failed.', 7, "", category="cuda", kind="rule"
         ),
     ]
-    error = root_cause(cands, {}, "ready", "sglang")
+    error = root_cause(cands, {}, "ready", load_profile("sglang"))
     assert error is not None
     assert error.summary == clean
 
@@ -311,8 +328,8 @@ def test_each_ranking_feature_alone_puts_a_candidate_behind_a_plain_cause(
     worse: Candidate, category: str, feature: str
 ) -> None:
     """Each feature of the ranking puts a candidate behind a plain cause of the same place, by that feature."""
-    plain = rank(_PLAIN, "other", 0)
-    other = rank(worse, category, 0)
+    plain = rank(_PLAIN, "other", 0, load_profile("vllm"))
+    other = rank(worse, category, 0, load_profile("vllm"))
     differing = [f for f in Rank._fields if getattr(plain, f) != getattr(other, f)]
     assert differing[0] == feature  # the first field that differs decides
     assert plain < other
@@ -320,7 +337,9 @@ def test_each_ranking_feature_alone_puts_a_candidate_behind_a_plain_cause(
 
 def test_a_known_category_ranks_before_a_generic_one() -> None:
     """A cause whose category is known (oom) ranks before one that says nothing known, wherever it is."""
-    assert rank(Candidate(_OOM, 20), "oom", 5) < rank(_PLAIN, "other", 0)
+    assert rank(Candidate(_OOM, 20), "oom", 5, load_profile("vllm")) < rank(
+        _PLAIN, "other", 0, load_profile("vllm")
+    )
 
 
 def _chain_candidates(lines: list[str]) -> list[Candidate]:
@@ -330,7 +349,7 @@ def _chain_candidates(lines: list[str]) -> list[Candidate]:
     for no, text in enumerate(lines, 1):
         done += assembler.feed(parse(text), no)[1]
     done += assembler.flush()
-    return [c for c in (from_traceback(tb) for tb in done) if c is not None]
+    return [c for c in (from_traceback(tb, load_profile("generic")) for tb in done) if c is not None]
 
 
 def test_a_handled_exception_ranks_behind_the_one_raised_while_handling_it() -> None:
@@ -347,7 +366,7 @@ def test_a_handled_exception_ranks_behind_the_one_raised_while_handling_it() -> 
         '  File "/usr/local/bin/vllm", line 8, in <module>',
         "RuntimeError: the real problem",
     ]
-    err = root_cause(_chain_candidates(lines), {}, "starting", "vllm")
+    err = root_cause(_chain_candidates(lines), {}, "starting", load_profile("vllm"))
     assert err is not None
     assert err.summary == "RuntimeError: the real problem"
 
@@ -365,7 +384,7 @@ def test_a_direct_cause_ranks_before_the_exception_it_caused() -> None:
         '  File "/usr/local/bin/vllm", line 8, in <module>',
         "RuntimeError: loading failed",
     ]
-    err = root_cause(_chain_candidates(lines), {}, "starting", "vllm")
+    err = root_cause(_chain_candidates(lines), {}, "starting", load_profile("vllm"))
     assert err is not None
     assert err.summary.startswith("FileNotFoundError")
 
@@ -380,7 +399,7 @@ def test_a_console_script_entry_frame_makes_a_traceback_fatal() -> None:
             "ValueError: bad",
         ]
     )
-    cand = from_traceback(tb)
+    cand = from_traceback(tb, load_profile("generic"))
     assert cand is not None
     assert cand.fatal
 
@@ -406,7 +425,7 @@ def test_an_exception_out_of_a_startup_step_is_marked(frame: str, step: bool) ->
             "RuntimeError: failed",
         ]
     )
-    cand = from_traceback(tb)
+    cand = from_traceback(tb, load_profile("generic"))
     assert cand is not None
     assert cand.startup_step is step
 
@@ -449,7 +468,7 @@ def test_a_header_only_message_takes_its_detail(lines: list[str], summary: str) 
     """An exception whose message is only a header (pydantic's "1 validation error for X") is summarised
     with the lines that say what is wrong."""
     tb = _traceback(["Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', *lines])
-    cand = from_traceback(tb)
+    cand = from_traceback(tb, load_profile("generic"))
     assert cand is not None
     assert cand.summary == summary
 
@@ -518,7 +537,109 @@ def test_an_error_raised_while_importing_is_an_import_problem() -> None:
 def test_a_process_seen_gone_is_not_said_to_be_oom_killed() -> None:
     """A process that a probe found gone (how is unknown) gets a hint that says so, not a claim of SIGKILL;
     a log that names the kill gets the kill's hint."""
-    gone = hint_for("killed", "process exited: no such process", "starting", {}, "vllm")
+    gone = hint_for("killed", "process exited: no such process", "starting", {}, load_profile("vllm"))
     assert gone.startswith("the process is gone and its log does not say why")
-    named = hint_for("killed", "Worker proc VllmWorker-0 died unexpectedly", "starting", {}, "vllm")
+    named = hint_for(
+        "killed", "Worker proc VllmWorker-0 died unexpectedly", "starting", {}, load_profile("vllm")
+    )
     assert named.startswith("the process was killed (SIGKILL)")
+
+
+# -- hints are the engine's own -----------------------------------------------------------------------------
+
+_CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+_FLAG = re.compile(r"(?<![\w-])--?[a-z][\w-]*")
+
+
+@pytest.mark.parametrize(
+    ("engine", "phase", "summary", "says", "never"),
+    [
+        pytest.param(
+            "tgi",
+            "capturing_graphs",
+            _CUDA_OOM,
+            "--cuda-graphs",
+            ("--max-num-seqs", "--gpu-memory-utilization"),
+            id="tgi-graph-warmup",
+        ),
+        pytest.param(
+            "ollama",
+            "loading_weights",
+            "cudaMalloc failed: out of memory",
+            "num_ctx",
+            ("tensor parallel", "--"),
+            id="ollama-weights",
+        ),
+        pytest.param(
+            "ollama", "ready", _CUDA_OOM, "OLLAMA_NUM_PARALLEL", ("tensor parallel",), id="ollama-serving"
+        ),
+        pytest.param(
+            "vllm",
+            "capturing_graphs",
+            _CUDA_OOM,
+            "--max-num-seqs",
+            ("--cuda-graph-max-bs",),
+            id="vllm-graphs",
+        ),
+        pytest.param(
+            "vllm", "allocating_kv_cache", _CUDA_OOM, "--max-model-len", ("--mem-fraction",), id="vllm-kv"
+        ),
+        pytest.param(
+            "sglang",
+            "capturing_graphs",
+            _CUDA_OOM,
+            "--cuda-graph-max-bs",
+            ("--max-num-seqs",),
+            id="sglang-graphs",
+        ),
+        pytest.param(
+            "sglang", "ready", _CUDA_OOM, "--mem-fraction-static", ("--gpu-memory",), id="sglang-serving"
+        ),
+        pytest.param(
+            "llamacpp",
+            "allocating_kv_cache",
+            "cudaMalloc failed: out of memory",
+            "--ctx-size",
+            ("tensor parallel",),
+            id="llamacpp-kv",
+        ),
+        pytest.param(
+            "llamacpp",
+            "loading_weights",
+            "cudaMalloc failed: out of memory",
+            "-ngl",
+            ("tensor parallel",),
+            id="llamacpp-weights",
+        ),
+        pytest.param(
+            "generic", "capturing_graphs", _CUDA_OOM, "disable CUDA graphs", ("--",), id="generic-graphs"
+        ),
+    ],
+)
+def test_an_oom_hint_names_the_engines_own_flags(
+    engine: str, phase: str, summary: str, says: str, never: tuple[str, ...]
+) -> None:
+    """An out-of-memory hint names what the engine itself offers, never another engine's flags or features."""
+    hint = hint_for("oom", summary, phase, {}, load_profile(engine))
+    assert says in hint
+    assert [word for word in never if word in hint] == []
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("phase", [*(s.value for s in STARTUP_PHASES), "ready"])
+def test_every_hint_flag_is_the_engines_or_common(engine: str, phase: str) -> None:
+    """Whatever the phase and category, a hint names only flags that the engine's own profile or the common one
+    names: an engine without a hint of its own gets the generic one."""
+    own = load_profile(engine).hints
+    allowed = {flag for h in own for flag in _FLAG.findall(h.text)}
+    for category in Category:
+        hint = hint_for(category, _CUDA_OOM, phase, {}, load_profile(engine))
+        assert set(_FLAG.findall(hint)) <= allowed, (category, hint)
+
+
+def test_a_user_engine_without_hints_gets_the_common_ones() -> None:
+    """A user's engine with no [[hint]] of its own gets the common hints, which name no engine's flag."""
+    mine = catalogue([Profile("myengine", ("MyEngine v",))]).profile("myengine")
+    hint = hint_for("oom", _CUDA_OOM, "capturing_graphs", {"avail_mem_after_weights_gb": 3.5}, mine)
+    assert hint.startswith("graph capture ran out of memory (3.5 GB free after weights)")
+    assert _FLAG.findall(hint) == []

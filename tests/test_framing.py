@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.encoding import Transcoder
 from watchdog.core.framing import Block, Framer, Line, clean, iter_lines, split_line
+from watchdog.profiles.loader import load_engine
 from watchdog.vocabulary import State
 
 
@@ -206,7 +207,7 @@ _CRASH = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>
 def test_every_encoding_a_redirect_writes_gives_the_same_verdict(encoded: bytes, size: int) -> None:
     """A log written as UTF-16 (with or without a BOM), with a UTF-8 BOM or with CRLF line ends gives the
     verdict of its UTF-8 text, however the bytes are chunked."""
-    analyzer = Analyzer()
+    analyzer = Analyzer(load_engine(None))
     for i in range(0, len(encoded), size):
         analyzer.feed(encoded[i : i + size], now=0.0)
     analyzer.finish(now=0.0)

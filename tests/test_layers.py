@@ -150,6 +150,70 @@ def _words() -> dict[str, str]:
     return words
 
 
+def _reached(name: str) -> set[str]:
+    """The package's modules that module `name` reaches through any chain of imports, itself included."""
+    seen, todo = {name}, [name]
+    while todo:
+        for module, _ in _ours(todo.pop()):
+            if module not in seen:
+                seen.add(module)
+                todo.append(module)
+    return seen
+
+
+def _imported_names(name: str) -> Iterator[str]:
+    # every name an import of module `name` binds, dotted in full: `from importlib import resources` too
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _banned(imported: str) -> bool:
+    return imported.split(".", maxsplit=1)[0] in IO_MODULES | {"tomllib"} or imported.startswith(
+        "importlib.resources"
+    )
+
+
+def _file_reads(name: str) -> list[str]:
+    # What reading a file looks like: open(), any .read_text() / .read_bytes(), and the .open() of a path (a
+    # Path(...) or joinpath(...) call, or a name that says path or file: the core's other .open() are its own)
+    path = MODULES[name]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            found.append(f"{name}:{node.lineno}: open()")
+        elif isinstance(func, ast.Attribute) and func.attr in {"read_text", "read_bytes"}:
+            found.append(f"{name}:{node.lineno}: .{func.attr}()")
+        elif isinstance(func, ast.Attribute) and func.attr == "open" and _path_like(func.value):
+            found.append(f"{name}:{node.lineno}: .open()")
+    return found
+
+
+def _path_like(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call):
+        callee = node.func
+        called = callee.id if isinstance(callee, ast.Name) else getattr(callee, "attr", "")
+        return called in {"Path", "PurePath", "joinpath", "files"}
+    text = ast.unparse(node).lower()
+    return "path" in text or "file" in text
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("watchdog.core")))
+def test_the_core_reaches_no_io_through_any_chain(name: str) -> None:
+    """Whatever a core module imports, and what that imports in turn, imports no I/O library, no TOML parser
+    and no package resources, and reads no file: profiles reach the core as data, parsed outside it."""
+    reached = _reached(name)
+    io = sorted({f"{m} -> {i}" for m in reached for i in _imported_names(m) if _banned(i)})
+    assert io == []
+    assert [read for m in sorted(reached) for read in _file_reads(m)] == []
+    assert "watchdog.profiles.loader" not in reached
+
+
 def test_the_vocabulary_is_not_written_out_again() -> None:
     """No tuple, list, set or dict literal outside vocabulary.py holds two or more of its words (states,
     categories, engines): such a literal is a copy that drifts. Derive it from `watchdog.vocabulary`."""

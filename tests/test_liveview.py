@@ -15,6 +15,7 @@ from snapshots import status_from_json
 from watchdog.cli.liveview import LiveView, ProgressLines, memory_facts, where
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.verdict import Status, Verdict, build_verdict
+from watchdog.profiles.loader import load_engine
 
 TARGET = "gpu1:/logs/server.log"
 LINES = [
@@ -75,7 +76,7 @@ def _from_analyzer(analyzer: Analyzer, elapsed: float) -> Status:
 
 def test_render_from_an_analyzer_snapshot() -> None:
     """After two shard steps 10 s apart, the view shows target, engine, phase times, 2/4 with ETA, memory, last line."""
-    analyzer = Analyzer("sglang")
+    analyzer = Analyzer(load_engine("sglang"))
     view = LiveView(TARGET, lambda: Status(Verdict.pending()), lambda: 0.0)
     analyzer.feed(("\n".join(LINES) + "\n").encode(), 1.0)
     _text(view, _from_analyzer(analyzer, 1.0), 1.0)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from watchdog.core.detection import EngineDetector, detect_engine
 from watchdog.exceptions import ConfigError
-from watchdog.profiles.loader import ENGINES, RULE_KINDS, load_profile, load_profile_file
+from watchdog.profiles.loader import ENGINES, RULE_KINDS, catalogue, load_profile, load_profile_file
 
 
 @pytest.mark.parametrize("engine", [pytest.param(e, id=e) for e in ENGINES])
@@ -181,7 +181,7 @@ def test_rule_apply() -> None:
 )
 def test_detect_engine(lines: list[str], engine: str | None) -> None:
     """detect_engine names the engine whose markers appear in the first lines, or None."""
-    assert detect_engine(lines) == engine
+    assert detect_engine(lines, catalogue()) == engine
 
 
 def test_detect_engine_counts_markers() -> None:
@@ -192,13 +192,13 @@ def test_detect_engine_counts_markers() -> None:
         "[2025-07-02 07:31:02 TP0] Load weight begin. avail mem=78.5 GB",
         "The server is fired up and ready to roll!",
     ]
-    assert detect_engine(lines) == "sglang"
+    assert detect_engine(lines, catalogue()) == "sglang"
 
 
 def test_detect_engine_user_markers(tmp_path: Path) -> None:
     """A user profile's detect markers take part in detection."""
     path = _write(tmp_path, 'extends = "tgi"\ndetect = ["acme-inference-gw"]\n[[ready]]\nmatch = "gw up"\n')
-    assert detect_engine(["starting acme-inference-gw"], [load_profile_file(path)]) == "tgi"
+    assert detect_engine(["starting acme-inference-gw"], catalogue([load_profile_file(path)])) == "tgi"
 
 
 # Lines that move detection: markers of two engines, in and out of traceback frames, chain markers, plain text.
@@ -223,12 +223,14 @@ _HEAD_LINES = st.sampled_from(
 def test_engine_detector_fed_line_by_line_agrees_with_detect_engine(lines: list[str]) -> None:
     """Asked after each line (and on a copy that tries one more), the incremental detector names what
     detect_engine names for the lines so far, so a growing head can be read once."""
-    detector = EngineDetector()
+    detector = EngineDetector(catalogue().markers)
     for i, line in enumerate(lines):
         trial = detector.copy()
         trial.feed(line)
-        assert trial.engine() == detect_engine(lines[: i + 1])
-        assert detector.engine() == detect_engine(lines[:i])  # the copy left the original as it was
+        assert trial.engine() == detect_engine(lines[: i + 1], catalogue())
+        assert detector.engine() == detect_engine(
+            lines[:i], catalogue()
+        )  # the copy left the original as it was
         detector.feed(line)
     assert detector.count == len(lines)
-    assert detector.engine() == detect_engine(lines)
+    assert detector.engine() == detect_engine(lines, catalogue())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from watchdog.core.detection import detect_engine
-from watchdog.profiles.loader import load_profile
+from watchdog.profiles.loader import catalogue, load_profile
 
 _LOADER = [
     "llama_model_loader: loaded meta data with 29 key-value pairs and 291 tensors from /m.gguf (version GGUF V3)",
@@ -21,7 +21,7 @@ def test_ollama_log_full_of_runner_loader_lines_is_ollama() -> None:
         *_LOADER,
         'time=2024-08-26T09:53:44.082Z level=INFO source=server.go:627 msg="waiting for server to become available"',
     ]
-    assert detect_engine(head) == "ollama"
+    assert detect_engine(head, catalogue()) == "ollama"
 
 
 def test_llama_server_loading_an_ollama_blob_is_llamacpp() -> None:
@@ -34,7 +34,7 @@ def test_llama_server_loading_an_ollama_blob_is_llamacpp() -> None:
         "main: model loaded",
         "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
     ]
-    assert detect_engine(head) == "llamacpp"
+    assert detect_engine(head, catalogue()) == "llamacpp"
 
 
 def test_ggml_abort_line_is_fatal_and_the_message_is_the_cause() -> None:

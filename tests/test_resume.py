@@ -38,7 +38,7 @@ from watchdog.follow.sources.remote import identity_command
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.testing import ManualClock
-from watchdog.profiles.loader import Profile, load_profile
+from watchdog.profiles.loader import Profile, load_engine, load_profile
 from watchdog.store import StateStore, open_store
 
 pytestmark = pytest.mark.anyio
@@ -76,7 +76,7 @@ def _identity(path: Path, offset: int) -> FileIdentity:
 
 
 def _fed(data: bytes) -> Analyzer:
-    analyzer = Analyzer()
+    analyzer = Analyzer(load_engine(None))
     analyzer.feed(data, 0.0)
     return analyzer
 
@@ -664,7 +664,7 @@ def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp
     from watchdog.vocabulary import MAX_INCARNATIONS_PER_LAUNCH  # noqa: PLC0415
 
     one = _read(CRASH)
-    analyzer = Analyzer()
+    analyzer = Analyzer(load_engine(None))
     for n in range(300):
         analyzer.feed(one, float(n))
     analyzer.finish(300.0)
@@ -825,7 +825,7 @@ def test_a_count_named_after_a_hash_is_no_reason_to_mask_a_checkpoint() -> None:
         b"[2025-01-23 19:35:29 TP0] Decode batch. #running-req: 1, #token: 380, token usage: 0.02, gen throughput "
         b"(token/s): 30.12, #queue-req: 0\n"
     )
-    analyzer = Analyzer()
+    analyzer = Analyzer(load_engine(None))
     analyzer.feed(_read(READY) + serving * 50, 0.0)
     state = io.BytesIO()
     checkpoint_module._Pickler(state, protocol=pickle.HIGHEST_PROTOCOL).dump(

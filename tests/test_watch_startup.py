@@ -54,9 +54,12 @@ def test_a_local_logs_verdict_loads_neither_structlog_nor_rich(command: str) -> 
 
 
 def test_engine_detection_compiles_no_rules() -> None:
-    loader.bundled_profile.cache_clear()
-    assert detect_engine(CRASH.read_text().splitlines()) == "vllm"
-    assert loader.bundled_profile.cache_info().currsize == 0
+    """Detection reads every engine's markers and compiles no engine's rules: only the engine found needs them."""
+    loader._draft.cache_clear()
+    loader._bundled.cache_clear()
+    known = loader.catalogue()
+    assert detect_engine(CRASH.read_text().splitlines(), known) == "vllm"
+    assert not any(draft.compiled for _, draft in (*known.bundled, ("common", known.common)))
 
 
 _IMPORTS_WHILE_FOLLOWING = """

@@ -292,7 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--engine", default="auto", choices=ENGINE_CHOICES, help="engine profile (default: detect)"
+        "--engine",
+        default="auto",
+        metavar="ENGINE",
+        help=f"engine profile: {', '.join(ENGINE_CHOICES)} (default: detect), or a --profile file's `name`",
     )
     p.add_argument(
         "--profile",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 
 from watchdog.core.detection import EngineDetector, detect_engine
@@ -28,8 +28,7 @@ from watchdog.core.findings import (
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner
-from watchdog.profiles.loader import load_profile
-from watchdog.profiles.model import Profile, Rule
+from watchdog.profiles.model import Catalogue, Profile, Rule
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, State
 
 __all__ = ["Analyzer"]
@@ -82,15 +81,15 @@ class Analyzer:
 
     def __init__(
         self,
-        engine: str | None = None,
+        profile: Profile | Catalogue,
         *,
-        profiles: Sequence[Profile] = (),
         stall_after: float | None = None,
         crash_grace: float = DEFAULT_CRASH_GRACE,
         max_line: int = DEFAULT_MAX_LINE,
         deadlines: Mapping[str, float] | None = None,
     ) -> None:
-        self._extra = tuple(profiles)  # user profiles, loaded by the caller: the core reads no file
+        # the engine's profile, or the catalogue to detect it from: loaded by the caller (the core reads no file)
+        self._catalogue = profile if isinstance(profile, Catalogue) else None
         self._max_line = max_line
         self._stall_after = stall_after
         self._crash_grace = crash_grace
@@ -98,7 +97,7 @@ class Analyzer:
         self.transcoder = Transcoder()
         self._deadlines = dict(deadlines or {})
         self.lifecycle = Lifecycle(
-            engine or "generic", stall_after=stall_after, crash_grace=crash_grace, deadlines=deadlines
+            "generic", stall_after=stall_after, crash_grace=crash_grace, deadlines=deadlines
         )
         self.profile: Profile | None = None
         self._held: list[Block] = []  # blocks waiting for engine detection
@@ -129,8 +128,8 @@ class Analyzer:
         self._caught_up = False
         self._last_data = 0.0
         self._cut_reported = False  # the open tracebacks were reported as cut since the last data
-        if engine and engine != "auto":
-            self._use(load_profile(engine, self._extra))
+        if isinstance(profile, Profile):
+            self._use(profile)
 
     @property
     def engine(self) -> str | None:
@@ -272,7 +271,8 @@ class Analyzer:
     def _use(self, profile: Profile) -> None:
         self.profile = profile
         self._parked = {}
-        self.lifecycle.engine = profile.name
+        self.lifecycle.engine, self.lifecycle.profile = profile.name, profile
+        self._scanner.profile = profile
         self._scanner.benign = profile.rules_of("benign")
         self.lifecycle.trust_silent_health = not profile.early_health
         self.lifecycle.health_means_ready = profile.health_means_ready
@@ -306,11 +306,12 @@ class Analyzer:
             return []
         # Exactly the first lines within the first bytes, however the bytes arrived: same log, same engine.
         head = held[:_DETECT_BYTES].decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
-        engine = detect_engine(head, self._extra)
+        assert self._catalogue is not None  # no profile yet: the analyzer was given the catalogue
+        engine = detect_engine(head, self._catalogue)
         self._provisional = len(head) < _DETECT_LINES and len(self._raw_head) < _DETECT_BYTES
         if not self._provisional:
             self._raw_head = bytearray()
-        self._use(load_profile(engine or "generic", self._extra))
+        self._use(self._catalogue.profile(engine or "generic"))
         blocks, self._held = self._held, []
         out: list[Transition] = []
         for block in blocks:
@@ -434,14 +435,16 @@ class Analyzer:
         whole = bytes(head[:old]) + data
         emitted, detector, cut = self._head_emitted, self._detector, self._head_cut
         bytes_read, caught_up, transcoder = self.bytes_read, self._caught_up, self.transcoder
+        catalogue = self._catalogue
+        assert catalogue is not None  # provisional: the engine was detected
         self.__init__(  # type: ignore[misc]  # the same analyzer, reading again from the start
-            engine,
-            profiles=self._extra,
+            catalogue,
             stall_after=self._stall_after,
             crash_grace=self._crash_grace,
             max_line=self._max_line,
             deadlines=self._deadlines,
         )
+        self._use(catalogue.profile(engine))
         self.transcoder = transcoder  # `whole` is decoded already; the rest of the log goes on through it
         out = self._blocks(self.framer.feed(whole), now)
         self.bytes_read, self._caught_up = bytes_read, caught_up
@@ -460,7 +463,8 @@ class Analyzer:
         # how the bytes before it decode or split), the rest may still grow, so it is only tried, on a copy.
         detector = self._detector
         if detector is None:
-            detector, self._head_cut = EngineDetector(self._extra), 0
+            assert self._catalogue is not None  # provisional: the engine was detected
+            detector, self._head_cut = EngineDetector(self._catalogue.markers), 0
             self._detector = detector
         cut = head.rfind(b"\n") + 1
         if cut > self._head_cut:

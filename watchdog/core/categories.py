@@ -1,13 +1,17 @@
-"""Error categories and hints: what class of failure an error line names, and what an operator can do (pure)."""
+"""Error categories and hints: what class of failure an error line names, and what an operator can do (pure).
+
+The categories' words are the same for every engine; which phase a frame tells and the hints are the
+engine's profile's (`[[frame]]`, `[[hint]]`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 
-from watchdog.vocabulary import Category, State
+from watchdog.profiles.model import Profile
+from watchdog.vocabulary import State
 
-__all__ = ["categorize", "hint_for", "phase_from_error", "phase_from_frames"]
+__all__ = ["categorize", "fill", "hint_for", "phase_from_error", "phase_from_frames"]
 
 # Ordered: the first category whose pattern is found wins ("CUDA error: out of memory" is oom, not cuda;
 # "no kernel image is available" is unsupported, not cuda).
@@ -89,47 +93,6 @@ _CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 
-# Functions whose frame in a traceback tells which startup phase the error happened in, innermost wins.
-_PHASE_FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "ready",
-        re.compile(
-            r"in (?:event_loop\w*|process_batch_result\w*|handle_generate_request|run_batch|forward_batch_generation|"
-            r"run_busy_loop|_process_engine_step|step_with_batch_queue|execute_model_with_error_logging|"
-            r"alloc_for_extend|alloc_for_decode|process_output_sockets?|output_handler|_handle_client_request|"
-            r"reconstruct_on_target_device|process_input_sockets?)\b"
-        ),
-    ),
-    (
-        "capturing_graphs",
-        re.compile(
-            r"in (?:init_cuda_graphs|capture\w*|_capture\w*|_wait_and_warmup|warmup\w*|_warm_up_model|"
-            r"compile_or_warm_up_model|_dummy_sampler_run|init_piecewise_cuda_graphs|kernel_warmup|"
-            r"\w*autotune\w*)\b|"
-            r"cuda_graph_runner\.py"
-        ),
-    ),
-    (
-        "allocating_kv_cache",
-        re.compile(
-            r"in (?:init_memory_pool|profile_max_num_token|profile_run|determine_available_memory|"
-            r"determine_num_available_blocks|_initialize_kv_caches|initialize_kv_cache\w*|init_cache_engine|"
-            r"raise_if_cache_size_invalid|_init_cache|init_kv_cache\w*|_?check_enough_kv_cache_memory|"
-            r"get_kv_cache_configs?|_check_if_kv_cache_fits|initialize_cache)\b|"
-            r"method (?:initialize_cache|determine_num_available_blocks|determine_available_memory)\b"
-        ),
-    ),
-    (
-        "loading_weights",
-        re.compile(
-            r"in (?:load_model|load_weights|_load_weights|weight_loader\w*|load_weights_and_postprocess|"
-            r"create_weights|process_weights_after_loading|\w*_repack|_?initialize_model|get_model|"
-            r"_?cached_get_attn_backend|get_attn_backend|which_attn_to_use|load_single_module)\b"
-        ),
-    ),
-)
-
-
 # A shape or size check that failed inside a weight loader: the checkpoint does not fit the model.
 _WEIGHT_LOADER = re.compile(r"in (?:weight_loader\w*|\w*load_weights\w*|_load_\w*weight\w*)\b")
 _SHAPE_ERROR = re.compile(
@@ -202,107 +165,61 @@ def phase_from_error(summary: str) -> str | None:
     return None
 
 
-def phase_from_frames(traceback: str) -> str | None:
-    """The startup phase that a traceback's innermost recognizable frame belongs to, if any."""
-    found = [(m.start(), phase) for phase, pattern in _PHASE_FRAMES for m in pattern.finditer(traceback)]
-    return max(found, key=lambda f: f[0])[1] if found else None  # the first of equals, in _PHASE_FRAMES order
+_ORDER = {s.value: i for i, s in enumerate(State)}
 
 
-def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object], engine: str) -> str:
-    """One line an operator can act on, using what the log told (free memory, port, compute capability)."""
-    if category == "oom":
-        return _oom_hint(summary, phase, facts, engine)
-    if category == "port_in_use":
-        port = _first(r"port[ =:'\"]+(\d{2,5})", summary) or _fact(facts, "port")
-        where = f"port {port}" if port else "the port"
-        return (
-            f"{where} is already taken: stop the other server on it (ss -ltnp) or start with another --port"
-        )
-    if category == "unsupported":
-        cc = _first(r"capability:? (\d+\.\d+)", summary) or _first(r"sm_?(\d{2,3})", summary)
-        what = f"compute capability {cc}" if cc else "this GPU"
-        if "shared memory" in summary:
-            return (
-                f"a Triton kernel needs more shared memory than {what} has: use a smaller-block config, "
-                "another attention/MoE backend, or a GPU of the kind the kernel was tuned for"
-            )
-        return f"this build has no kernels for {what}: use a build compiled for it, or another backend"
-    if category == "import":
-        missing = _first(r"(lib[\w.+-]+\.so[\w.]*)", summary) or _first(r"No module named '([^']+)'", summary)
-        thing = missing or "a library"
-        return (
-            f"{thing} does not match this environment: install the engine build for this CUDA/driver version"
-        )
-    if category == "config" and "unrecognized arguments:" in summary:
-        args = summary.split("unrecognized arguments:", 1)[1].strip()
-        return f"this version does not accept {args}: check the option's spelling and the engine version (--help)"
-    if category == "killed" and summary.startswith("process exited"):
-        # a probe sees that the process is gone, not how: a SIGKILL leaves no words, and neither does an exit
-        # after a line no rule knows
-        return (
-            "the process is gone and its log does not say why: a SIGKILL (often the kernel's OOM killer: check "
-            "`dmesg -T` and host RAM) leaves no words, or it exited after the last lines shown"
-        )
-    return _HINTS.get(category, "see the traceback for the failing call")
+def phase_from_frames(traceback: str, profile: Profile) -> str | None:
+    """The phase that a traceback's innermost frame known to `profile` (its `[[frame]]` tables) belongs to."""
+    found = [(m.start(), phase) for phase, pattern in profile.frames for m in pattern.finditer(traceback)]
+    if not found:
+        return None
+    return max(found, key=lambda f: (f[0], _ORDER[f[1]]))[1]  # of frames at one place, the later phase's
 
 
-# The hints that need nothing from the message or the facts.
-_HINTS: dict[str, str] = {
-    Category.NCCL: "a collective failed or timed out: check that every rank/node started and can reach the "
-    "others (NCCL_SOCKET_IFNAME, firewall, --dist-init-addr), then rerun with NCCL_DEBUG=INFO",
-    Category.CUDA: "the CUDA runtime failed: check nvidia-smi, the driver version, CUDA_VISIBLE_DEVICES and "
-    "the container's GPU access; rerun with CUDA_LAUNCH_BLOCKING=1 to locate the failing kernel",
-    Category.TIMEOUT: "the engine gave up waiting: look for the rank or step that hung (py-spy dump), or raise "
-    "its timeout",
-    Category.MODEL_LOAD: "the checkpoint does not match what the engine expects: check the model path, revision "
-    "and quantization",
-    Category.CONFIG: "a launch option or the model's config is invalid or unsupported: fix the option the "
-    "message names",
-    Category.ASSERTION: "an internal check of the engine failed: the failing assert is the summary; search the "
-    "engine's issues for it",
-    Category.KILLED: "the process was killed (SIGKILL), often by the kernel's OOM killer: check `dmesg -T` and "
-    "host RAM",
-}
+def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object], profile: Profile) -> str:
+    """One line an operator can act on: the first of `profile`'s hints for the category that fits the phase and
+    the summary, filled in with the facts and what the log told (free memory, port, compute capability)."""
+    for hint in profile.hints:
+        if (
+            hint.category == category
+            and (not hint.phases or phase in hint.phases)
+            and (hint.when is None or hint.when.search(summary))
+        ):
+            return fill(hint.text, {**facts, **_told(summary, facts)})
+    return "see the traceback for the failing call"
 
 
-def _oom_hint(summary: str, phase: str, facts: Mapping[str, object], engine: str) -> str:
+def fill(template: str, values: Mapping[str, object]) -> str:
+    """A hint's template with `values` put in; a name it has no value for stays as written."""
+    try:
+        return template.format_map(_Values(values))
+    except (IndexError, ValueError):
+        return template
+
+
+class _Values(dict[str, object]):
+    def __missing__(self, key: str) -> str:
+        return f"{{{key}}}"
+
+
+def _told(summary: str, facts: Mapping[str, object]) -> dict[str, str]:
+    # the values a hint may name besides the facts: what the error's message and the facts tell
     after_weights = _fact(facts, "avail_mem_after_weights_gb")
     kv_gib = _fact(facts, "kv_cache_memory_gb")
-    free = (
-        f" ({after_weights} GB free after weights)"
+    port = _first(r"port[ =:'\"]+(\d{2,5})", summary) or _fact(facts, "port")
+    cc = _first(r"capability:? (\d+\.\d+)", summary) or _first(r"sm_?(\d{2,3})", summary)
+    missing = _first(r"(lib[\w.+-]+\.so[\w.]*)", summary) or _first(r"No module named '([^']+)'", summary)
+    return {
+        "free": f" ({after_weights} GB free after weights)"
         if after_weights
-        else (f" ({kv_gib} GiB for the KV cache)" if kv_gib else "")
-    )
-    if "mem-fraction-static" in summary or "mem_fraction_static" in summary:
-        return f"raise --mem-fraction-static{free}, or lower --max-running-requests / --chunked-prefill-size"
-    if "gpu_memory_utilization" in summary or "gpu-memory-utilization" in summary:
-        if "Free memory on device" in summary:
-            return (
-                "other processes hold GPU memory: free the GPU (nvidia-smi) or lower --gpu-memory-utilization"
-            )
-        return f"raise --gpu-memory-utilization or lower --max-model-len / --max-num-seqs{free}"
-    if phase in {State.LOADING_WEIGHTS.value, State.STARTING.value}:
-        return (
-            "the weights do not fit on the GPUs given: use more GPUs (tensor parallel), a quantized checkpoint, "
-            "or check that no other process holds GPU memory (nvidia-smi)"
-        )
-    if phase == "capturing_graphs":
-        knob = (
-            "--cuda-graph-max-bs or --mem-fraction-static"
-            if engine == "sglang"
-            else "--max-num-seqs, or --gpu-memory-utilization"
-        )
-        return f"graph capture ran out of memory{free}: lower {knob}, or disable CUDA graphs to confirm"
-    if engine == "sglang":
-        return f"lower --mem-fraction-static or --max-total-tokens to leave room for activations{free}"
-    if engine == "vllm":
-        return f"lower --max-model-len or --max-num-seqs, or tune --gpu-memory-utilization{free}"
-    if engine == "llamacpp" and phase == "allocating_kv_cache":
-        return (
-            "the KV cache of --ctx-size tokens does not fit in the memory left after the weights: lower "
-            "--ctx-size / --parallel, quantize the cache (-ctk q8_0 -ctv q8_0), or offload fewer layers (-ngl)"
-        )
-    return f"the GPU ran out of memory{free}: use a smaller context / batch, or more GPUs"
+        else (f" ({kv_gib} GiB for the KV cache)" if kv_gib else ""),
+        "where": f"port {port}" if port else "the port",
+        "what": f"compute capability {cc}" if cc else "this GPU",
+        "thing": missing or "a library",
+        "args": summary.split("unrecognized arguments:", 1)[1].strip()
+        if "unrecognized arguments:" in summary
+        else "",
+    }
 
 
 def _first(pattern: str, text: str) -> str | None:

@@ -4,11 +4,9 @@ first lines, counted so that one stray line of another engine does not decide.""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from watchdog.profiles.loader import bundled_detect
-from watchdog.profiles.model import Profile
-from watchdog.vocabulary import ENGINES
+from watchdog.profiles.model import Catalogue
 
 __all__ = ["EngineDetector", "detect_engine"]
 
@@ -20,13 +18,13 @@ _CHAIN_OR_EXCEPTION = re.compile(
 )
 
 
-def detect_engine(lines: Iterable[str], extra: Sequence[Profile] = ()) -> str | None:
+def detect_engine(lines: Iterable[str], catalogue: Catalogue) -> str | None:
     """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None.
 
     Counting, not first-hit: an SGLang log may show one line of vLLM's (old SGLang imported vLLM), but
     its own markers outnumber it.
     """
-    detector = EngineDetector(extra)
+    detector = EngineDetector(catalogue.markers)
     for line in lines:
         detector.feed(line)
     return detector.engine()
@@ -41,16 +39,9 @@ class EngineDetector:
 
     __slots__ = ("_chain", "_frames", "_markers", "_owner", "count", "score")
 
-    def __init__(self, extra: Sequence[Profile] = (), *, _markers: tuple[tuple[str, str], ...] = ()):
-        """Look for the `detect` markers of the bundled engines and of `extra` (user profiles)."""
-        if not _markers:
-            markers: list[tuple[str, str]] = []
-            for prof in list(extra):
-                markers.extend((prof.name, d) for d in prof.detect)
-            for engine in ENGINES[:-1]:
-                markers.extend((engine, d) for d in bundled_detect(engine))
-            _markers = tuple(markers)
-        self._markers = _markers
+    def __init__(self, markers: tuple[tuple[str, str], ...]):
+        """Look for `markers`, (engine, marker) pairs (a `Catalogue`'s): a tie goes to the first engine."""
+        self._markers = markers
         self.count = 0  # lines fed
         self.score: dict[str, int] = {}
         # A traceback's frames below the engine's own name the libraries it called (old SGLang ran vLLM's
@@ -64,7 +55,7 @@ class EngineDetector:
 
     def copy(self) -> EngineDetector:
         """An independent detector in the same state."""
-        other = EngineDetector(_markers=self._markers)
+        other = EngineDetector(self._markers)
         other.count, other.score = self.count, dict(self.score)
         other._chain = [(o, dict(f)) for o, f in self._chain]
         other._owner, other._frames = self._owner, dict(self._frames)

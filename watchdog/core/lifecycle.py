@@ -33,6 +33,7 @@ from watchdog.core.findings import (
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, Error, root_cause
+from watchdog.profiles.model import Profile
 from watchdog.vocabulary import (
     DEFAULT_CRASH_GRACE,
     MAX_INCARNATIONS_PER_LAUNCH,
@@ -133,6 +134,7 @@ class Lifecycle:
         deadlines: Mapping[str, float] | None = None,
     ) -> None:
         self.engine = engine
+        self.profile = Profile(engine)  # what the engine's tracebacks tell, and its hints (the analyzer's)
         self.stall_after = stall_after
         # the longest a launch may spend in a phase, by phase name: past it, it is stalled (once per phase)
         self.deadlines = dict(deadlines or {})
@@ -420,7 +422,7 @@ class Lifecycle:
     def _choose(self, inc: Incarnation, phase: State) -> None:
         # The root cause of a crash in `phase`, and the phase it happened in: a later one its frames point
         # at, or that of the startup step it was raised out of.
-        err = root_cause(_live(inc), inc.facts, _phase_name(phase), self.engine, whole=inc.from_start)
+        err = root_cause(_live(inc), inc.facts, _phase_name(phase), self.profile, whole=inc.from_start)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]
             if _ORDER[hinted] > _ORDER[phase]:

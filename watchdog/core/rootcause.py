@@ -13,24 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
+from watchdog.core.categories import categorize, fill, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
+from watchdog.profiles.model import Profile
 from watchdog.vocabulary import Category
 
 __all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
 
 _MASK = re.compile(r"\d+")
-# The outermost frame of an uncaught traceback that ends its process: the main module, `python -m`, a
-# multiprocessing child's bootstrap, and the engines' process mains, which log the error and exit (SGLang's
-# run_scheduler_process / run_detokenizer_process / run_data_parallel_controller_process, vLLM's
-# run_engine_core / run_mp_engine / WorkerProc.worker_main / _run_worker_process, TensorRT-LLM's
-# worker_main). A thread's (threading.py) or a request handler's outermost frame is not one.
-_ENTRY_FRAME = re.compile(
-    r'File "[^"]*", line \d+, in (?:<module>|(?:_run_module_as_main|_run_code|spawn_main|run_scheduler_process'
-    r"|run_detokenizer_process|run_data_parallel_controller_process|run_engine_core|run_mp_engine"
-    r"|worker_main|_run_worker_process)\b)"
-    r'|File "[^"]*multiprocessing/(?:process|popen_fork|spawn)\.py", line \d+, in (?:_bootstrap|_launch|_main)\b'
-)
 _MAX_SUMMARY = 500
 
 
@@ -69,7 +59,7 @@ class Error:
     line: int
     traceback: tuple[str, ...]
     phase_hint: str | None = None  # the phase its traceback's frames point at
-    step_phase: str | None = None  # the phase of the startup step it was raised out of (see _STARTUP_STEP)
+    step_phase: str | None = None  # the phase of the startup step it was raised out of (profile `[[step]]`)
     elsewhere: bool = False  # a wrapper: what it points at (another process's report) may still be coming
 
     def to_json(self) -> dict[str, object]:
@@ -85,13 +75,13 @@ class Error:
         }
 
 
-def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
-    """A candidate from an assembled traceback. One without an exception line is noise (or None) when later
-    lines closed it; when the log ends inside it (`cut`), something was raised that the log does not show:
-    a wrapper-like error whose frames may still tell the phase."""
+def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Candidate | None:
+    """A candidate from an assembled traceback, read with what `profile` knows of its frames. One without an
+    exception line is noise (or None) when later lines closed it; when the log ends inside it (`cut`), something
+    was raised that the log does not show: a wrapper-like error whose frames may still tell the phase."""
     exc_line = tb.exception
     if exc_line is None:
-        hint = phase_from_frames("\n".join(tb.lines))
+        hint = phase_from_frames("\n".join(tb.lines), profile)
         last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
         if cut and not tb.noise:
             return Candidate(
@@ -125,15 +115,15 @@ def from_traceback(tb: Traceback, *, cut: bool = False) -> Candidate | None:
             summary = f"{exc_line.rstrip().rstrip(':')}: {first}"
     text = "\n".join(tb.lines)
     return Candidate(
-        startup_step=not tb.noise and _STARTUP_STEP.search(_innermost_step(text)) is not None,
+        startup_step=not tb.noise and _innermost_step(text, profile) != "",
         summary=summary[:_MAX_SUMMARY],
-        fatal=not tb.noise and _uncaught(tb),
+        fatal=not tb.noise and _uncaught(tb, profile),
         line=tb.exc_line_no or tb.line,
         source=tb.source,
         exception=exception,
         traceback=tuple(tb.lines),
         noise=tb.noise,
-        phase_hint=phase_from_frames(text),
+        phase_hint=phase_from_frames(text, profile),
         at=tb.at,
         chained=tb.chained,
         handling=tb.handling,
@@ -162,32 +152,22 @@ def _detail(tb: Traceback, parts: int = 2) -> str | None:
     return ": ".join(found) or None
 
 
-# The startup steps an exception escapes from to end the process: the engines call them from their process
-# mains with no handler around them (vLLM's EngineCore.__init__ -> _initialize_kv_caches -> determine_available_
-# memory / get_kv_cache_configs; Worker.load_model; SGLang's Scheduler.__init__ -> TpModelWorker -> ModelRunner
-# load_model / init_memory_pool / init_cuda_graphs; TensorRT-LLM's PyExecutor creation). An autotuner's or a
-# warm-up's own failure may be caught (it falls back), so those are not among them.
-_STARTUP_STEP = re.compile(
-    r"in (?:load_model|load_weights|_load_weights|get_model|_?initialize_model|init_memory_pool|"
-    r"profile_max_num_token|determine_available_memory|determine_num_available_blocks|_initialize_kv_caches|"
-    r"initialize_kv_cache\w*|get_kv_cache_configs?|_?check_enough_kv_cache_memory|raise_if_cache_size_invalid|"
-    r"initialize_cache|init_cache_engine|init_cuda_graphs|"
-    r"capture_model|init_device|init_torch_distributed|initialize_model_parallel)\b"
-)
 _FRAME_FN = re.compile(r'File "[^"]*", line \d+, in \w+')
 
 
-def _innermost_step(text: str) -> str:
-    # the innermost frame of the engine's own startup code that the traceback passes through (a library's
-    # frames below it, torch's or a kernel's, do not hide it)
+def _innermost_step(text: str, profile: Profile) -> str:
+    # the innermost frame of a startup step no engine survives (the engines call them from their process mains
+    # with no handler around them) that the traceback passes through (a library's frames below it, torch's or a
+    # kernel's, do not hide it)
     frames = [m.group(0) for m in _FRAME_FN.finditer(text)]
-    return next((f for f in reversed(frames) if _STARTUP_STEP.search(f)), "")
+    return next((f for f in reversed(frames) if any(p.search(f) for p in profile.steps)), "")
 
 
-def _uncaught(tb: Traceback) -> bool:
-    """Whether the traceback's outermost frame is a process entry point: the process is exiting with it."""
+def _uncaught(tb: Traceback, profile: Profile) -> bool:
+    """Whether the traceback's outermost frame is a process's main (Python's, multiprocessing's, the engine's
+    own that log the error and exit): the process is exiting with it. A thread's or a request handler's is not."""
     outer = next((ln for ln in tb.lines if ln.lstrip().startswith('File "')), None)
-    return outer is not None and _ENTRY_FRAME.search(outer) is not None
+    return outer is not None and any(p.search(outer) for p in profile.mains)
 
 
 _SAME_MESSAGE_PREFIX = 24  # characters two lines share at their start to be copies of one message
@@ -224,20 +204,14 @@ class Rank(NamedTuple):
     order: int  # the earliest
 
 
-# Exceptions and messages that tell of another part going away, not of what went wrong.
-_CONSEQUENCE = re.compile(
-    r"^(?:[\w.]*\.)?(?:EOFError|BrokenPipeError|ConnectionResetError|ConnectionRefusedError|ConnectionAbortedError|"
-    r"CancelledError|IncompleteReadError|ClosedResourceError|EngineDeadError|EngineGenerateError)\b|"
-    r"^RuntimeError: cancelled$|Broken pipe|Connection reset by peer"
-)
+def _is_consequence(c: Candidate, profile: Profile) -> bool:
+    # the news that another part went away (the profile's [[consequence]]), not what went wrong
+    return any(p.search(c.summary) for p in profile.consequences)
 
 
-def _is_consequence(c: Candidate) -> bool:
-    return _CONSEQUENCE.search(c.summary) is not None
-
-
-def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> Rank:
-    """The rank of candidate `c` (the `index`-th of the log), whose category is `category`."""
+def rank(c: Candidate, category: str, index: int, profile: Profile, *, handled: bool = False) -> Rank:
+    """The rank of candidate `c` (the `index`-th of the log), whose category is `category`, in a log of
+    `profile`'s engine."""
     wrapper = c.role == "wrapper"
     if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}:
         generic = 0
@@ -247,7 +221,7 @@ def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> R
         generic = 2 if wrapper else 1
     return Rank(
         noise=int(c.noise),
-        consequence=int(_is_consequence(c)),
+        consequence=int(_is_consequence(c, profile)),
         wrapper=int(wrapper),
         generic=generic,
         logged=int(c.kind == "log"),
@@ -261,11 +235,12 @@ def root_cause(
     candidates: Iterable[Candidate],
     facts: Mapping[str, object],
     phase: str,
-    engine: str,
+    profile: Profile,
     *,
     whole: bool = False,
 ) -> Error | None:
-    """Choose the decisive error among `candidates` (log order) and merge its copies from other ranks."""
+    """Choose the decisive error among `candidates` (log order) and merge its copies from other ranks; what
+    the engine's tracebacks tell and its hints come from its `profile`."""
     items = list(candidates)
     if not items:
         return None
@@ -274,7 +249,7 @@ def root_cause(
     # raised while handling another ("During handling ...") before the one handled: the handled one (a
     # StopIteration, a KeyError looked up) is what the code expected, the later one ended the process.
     handled = _handled(items)
-    best_i = min(range(len(items)), key=lambda i: rank(items[i], cats[i], i, handled=i in handled))
+    best_i = min(range(len(items)), key=lambda i: rank(items[i], cats[i], i, profile, handled=i in handled))
     best = items[best_i]
     category = cats[best_i]
     if best.kind == "rule":
@@ -304,16 +279,17 @@ def root_cause(
         {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
     )
     silent = category == Category.OTHER and all(
-        c.noise or c.role == "wrapper" or _is_consequence(c) for c in items
+        c.noise or c.role == "wrapper" or _is_consequence(c, profile) for c in items
     )
-    if silent and (whole or any(_is_consequence(c) for c in items)):
+    if silent and (whole or any(_is_consequence(c, profile) for c in items)):
         # Nothing but wrappers pointing elsewhere ("See root cause above") in a log `whole` from the engine's
         # start marker, or beside the news that a part went away (a broken pipe to it, "cancelled"): the
         # process they point at died without a word of its own, as a SIGKILL leaves it. (In an excerpt the
         # cause may just be cut off.)
         category = Category.KILLED
-    hint = _format_hint(best.hint, facts) or hint_for(
-        category, best.summary, best.phase_hint or phase, facts, engine
+    # a rule's hint may name facts: "{avail_mem_after_weights_gb} GB free"
+    hint = (best.hint and fill(best.hint, facts)) or hint_for(
+        category, best.summary, best.phase_hint or phase, facts, profile
     )
     if silent and category == Category.KILLED:
         hint = (
@@ -332,7 +308,7 @@ def root_cause(
         line=best.line,
         traceback=best.traceback,
         phase_hint=best.phase_hint,
-        step_phase=_step_phase(best, items),
+        step_phase=_step_phase(best, items, profile),
         elsewhere=best.role == "wrapper",
     )
 
@@ -350,25 +326,15 @@ def _handled(items: list[Candidate]) -> set[int]:
     return out
 
 
-def _step_phase(best: Candidate, items: list[Candidate]) -> str | None:
+def _step_phase(best: Candidate, items: list[Candidate], profile: Profile) -> str | None:
     # The startup step the error was raised out of; for an error without frames (a wrapper line saying a
     # worker died), the step another process's traceback of the same failure was in.
     for c in (best, *items):
         if c.traceback and not c.noise:
-            step = _innermost_step("\n".join(c.traceback))
+            step = _innermost_step("\n".join(c.traceback), profile)
             if step:
-                return phase_from_frames(step)
+                return phase_from_frames(step, profile)
     return None
-
-
-def _format_hint(template: str | None, facts: Mapping[str, object]) -> str | None:
-    # a profile's hint may name facts: "{avail_mem_after_weights_gb} GB free"; unknown names stay as written
-    if template is None:
-        return None
-    try:
-        return template.format(**facts)
-    except (KeyError, IndexError, ValueError):
-        return template
 
 
 def _clean_summary(summary: str) -> str:

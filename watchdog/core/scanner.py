@@ -23,7 +23,7 @@ from watchdog.core.findings import (
 )
 from watchdog.core.rootcause import Candidate, from_traceback
 from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
-from watchdog.profiles.model import Rule
+from watchdog.profiles.model import Profile, Rule
 from watchdog.vocabulary import BAR_OF_PHASE, STARTUP_PHASES, Category, State
 
 __all__ = ["QUIET_LEVELS", "Scanner"]
@@ -38,6 +38,7 @@ class Scanner:
         self.assembler = Assembler()
         self.rules: tuple[Rule, ...] = ()  # every rule but the benign ones, in profile order
         self.benign: tuple[Rule, ...] = ()
+        self.profile = Profile("generic")  # the profile the rules are of: what its tracebacks' frames tell
         self.last_relevant = ""  # the last line a rule matched: the live view shows it
         self.benign_lines = 0  # records a benign rule matched: idle chatter, not activity
         self.error_lines = 0  # records that were part of a traceback or an error: not healthy activity
@@ -144,7 +145,7 @@ class Scanner:
         return out
 
     def _traceback(self, tb: Traceback, *, provisional: bool = False, cut: bool = False) -> list[Event]:
-        cand = from_traceback(tb, cut=cut)
+        cand = from_traceback(tb, self.profile, cut=cut)
         if tb.reported_cut and not cut:
             # it was reported as cut, and went on after all: what it turned out to be replaces that report
             if cand is None:

@@ -71,7 +71,7 @@ from watchdog.core.analyzer import Analyzer, _rule_set
 from watchdog.core.redaction import mask_secrets, may_hold_secret
 from watchdog.exceptions import WatchdogError
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
-from watchdog.profiles.loader import Profile, load_profile
+from watchdog.profiles.loader import Catalogue, Profile, catalogue, load_profile
 from watchdog.store import MAX_CHECKPOINT_BYTES
 from watchdog.vocabulary import version
 
@@ -91,7 +91,13 @@ FINAL_SAVE_TIMEOUT = 5.0  # seconds the last save of a stopping follower may tak
 _PREFIX = struct.Struct(">4sBI")  # magic, format, header length
 _CACHES = ("_candidates", "_irrelevant")  # the analyzer's line-template caches: rebuilt, never saved
 # What a checkpoint's pickle calls besides the package's classes: `_Pickler`'s reductions.
-_LOADERS = frozenset({("watchdog.profiles.loader", "load_profile"), (__name__, "_set_analyzer_state")})
+_LOADERS = frozenset(
+    {
+        ("watchdog.profiles.loader", "load_profile"),
+        ("watchdog.profiles.loader", "catalogue"),
+        (__name__, "_set_analyzer_state"),
+    }
+)
 # Standard-library names a pickled analyzer may refer to besides the package's own classes.
 _STDLIB = frozenset(
     {
@@ -251,6 +257,11 @@ def _reduce_profile(profile: Profile) -> str | tuple[Any, ...]:
     return profile.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
 
 
+def _reduce_catalogue(known: Catalogue) -> tuple[Any, ...]:
+    # The engines an analyzer detects from: the package's by the loader, the users' profiles whole.
+    return catalogue, (known.user,)
+
+
 _MASKED = "masked"  # the persistent id of a text whose credentials were masked: (_MASKED, the masked text)
 
 
@@ -261,6 +272,7 @@ class _Pickler(pickle.Pickler):
         **copyreg.dispatch_table,
         Analyzer: _reduce_analyzer,
         Profile: _reduce_profile,
+        Catalogue: _reduce_catalogue,
     }
 
 

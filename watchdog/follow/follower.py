@@ -44,6 +44,7 @@ from watchdog.follow.sources import (
     source_for,
 )
 from watchdog.follow.spec import DEFAULT_QUIET, DEFAULT_SETTLE, LaunchSpec
+from watchdog.profiles.loader import load_engine
 from watchdog.vocabulary import VERDICTS, State
 
 if TYPE_CHECKING:
@@ -148,8 +149,7 @@ class LaunchFollower:
         self.spec = spec
         self._numbered_after = numbered_after
         self.analyzer = Analyzer(
-            spec.engine,
-            profiles=spec.profiles,
+            load_engine(spec.engine, spec.profiles),
             stall_after=spec.stall_after,
             crash_grace=spec.crash_grace,
             deadlines=dict(spec.deadlines),

@@ -10,7 +10,7 @@ from typing import BinaryIO
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.verdict import Verdict, build_verdict
 from watchdog.exceptions import UsageError
-from watchdog.profiles.loader import load_profile_file
+from watchdog.profiles.loader import load_engine
 from watchdog.vocabulary import file_kind
 
 __all__ = ["CHUNK", "replay_path"]
@@ -22,7 +22,7 @@ def replay_path(
     path: Path, engine: str | None = None, profiles: Sequence[Path] = ()
 ) -> tuple[Analyzer, Verdict]:
     """Replay the log at `path`; return the analyzer and its verdict."""
-    analyzer = Analyzer(engine, profiles=tuple(load_profile_file(p) for p in profiles))
+    analyzer = Analyzer(load_engine(engine, profiles))
     try:
         with _open_log(path) as f:
             while chunk := f.read(CHUNK):

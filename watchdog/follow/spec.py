@@ -56,9 +56,10 @@ class LaunchSpec:
         where = f"launch {self.name!r}" if self.name else "launch"
         if not self.name:
             raise ConfigError(where, "name", "a launch needs a name")
-        if self.engine is not None and self.engine not in ENGINES:
+        names = (*ENGINES, *(p.name for p in self.profiles))
+        if self.engine is not None and self.engine not in names:
             raise ConfigError(
-                where, "engine", f"unknown engine {self.engine!r}; allowed: {', '.join(ENGINES)}"
+                where, "engine", f"unknown engine {self.engine!r}; allowed: {', '.join(dict.fromkeys(names))}"
             )
         if sum(x is not None and x != "" for x in (self.pid, self.process, self.pid_file)) > 1:
             raise ConfigError(where, "pid", "give one of a pid, a process pattern and a pid file")

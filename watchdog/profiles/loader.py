@@ -1,50 +1,59 @@
-"""Loading engine profiles: the bundled TOML files (read once) and users' files, merged per engine with the
-common rules. The rules themselves are described in `watchdog.profiles.model`."""
+"""Loading engine profiles: the bundled TOML files (read once) and users' files, handed to the core as data: an
+engine's `Profile`, merged with the common rules, or for detection a `Catalogue` of every engine. The rules
+themselves are described in `watchdog.profiles.model`."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import tomllib
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from watchdog.exceptions import ConfigError
-from watchdog.profiles.model import RULE_KINDS, Profile, Rule, parse_profile
+from watchdog.profiles.model import RULE_KINDS, Catalogue, Draft, Profile, Rule, parse_profile
 from watchdog.vocabulary import ENGINES
 
 __all__ = [
     "ENGINES",
     "RULE_KINDS",
+    "Catalogue",
     "Profile",
     "Rule",
-    "bundled_detect",
-    "bundled_profile",
+    "catalogue",
+    "load_engine",
     "load_profile",
     "load_profile_file",
+    "preload_profiles",
 ]
 
 
+def load_engine(engine: str | None, extra: Sequence[Path | Profile] = ()) -> Profile | Catalogue:
+    """What an analyzer is given for `engine`: its profile, or to detect it (None or "auto") the catalogue."""
+    return catalogue(extra) if engine in (None, "auto") else load_profile(engine, extra)
+
+
 def load_profile(engine: str, extra: Sequence[Path | Profile] = ()) -> Profile:
-    """Load a bundled engine profile merged with the common rules and any user profiles for it.
+    """Load a bundled engine profile merged with the common rules and any user profiles for it, or the
+    engine a user profile names (`name = "myengine"`) merged with the common rules.
 
     `extra` holds user profiles, loaded (`load_profile_file`) or as paths to load.
     """
-    if engine not in ENGINES:
-        raise ConfigError("--engine", "", f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}, auto")
-    user = _loaded(extra)
-    base = bundled_profile(engine)
-    common = bundled_profile("common")
-    mine = [p for p in user if p.name == engine]
-    rules = tuple(r for p in mine for r in p.rules) + base.rules + common.rules
-    detect = tuple(d for p in mine for d in p.detect) + base.detect
-    early = base.early_health or any(p.early_health for p in mine)
-    serving = base.health_means_ready and not early
-    source = ", ".join([*(p.source for p in mine), base.source])
-    return Profile(
-        engine, detect, rules, source, early_health=early, health_means_ready=serving, bundled=not mine
-    )
+    known = catalogue(extra)
+    try:
+        return known.profile(engine)
+    except KeyError:
+        allowed = ", ".join((*known.names, "auto"))
+        raise ConfigError(
+            "--engine", "", f"unknown engine {engine!r}; allowed: {allowed}, or a --profile file's `name`"
+        ) from None
+
+
+def catalogue(extra: Sequence[Path | Profile] = ()) -> Catalogue:
+    """Every engine a log may be detected as: the bundled ones and those of the user profiles `extra`."""
+    user = tuple(p if isinstance(p, Profile) else load_profile_file(p) for p in extra)
+    return dataclasses.replace(_bundled(), user=user) if user else _bundled()
 
 
 def load_profile_file(path: Path) -> Profile:
@@ -63,31 +72,18 @@ def load_profile_file(path: Path) -> Profile:
 
 
 @functools.cache
-def bundled_profile(name: str) -> Profile:
-    """The bundled profile of engine `name`, read once."""
-    return parse_profile(_bundled_data(name), f"watchdog/profiles/{name}.toml")
+def _bundled() -> Catalogue:
+    return Catalogue(tuple((name, _draft(name)) for name in ENGINES), _draft("common"))
 
 
 @functools.cache
-def bundled_detect(name: str) -> tuple[str, ...]:
-    """The `detect` markers of engine `name`'s bundled profile, without compiling its rules: engine detection
-    reads every engine's markers, and only the engine it finds needs its rules."""
-    return tuple(_bundled_data(name).get("detect", ()))
-
-
-@functools.cache
-def _bundled_data(name: str) -> dict[str, Any]:
+def _draft(name: str) -> Draft:
     ref = resources.files("watchdog.profiles").joinpath(f"{name}.toml")
-    return tomllib.loads(ref.read_text(encoding="utf-8"))
-
-
-def _loaded(extra: Sequence[Path | Profile]) -> list[Profile]:
-    return [p if isinstance(p, Profile) else load_profile_file(p) for p in extra]
+    return Draft(tomllib.loads(ref.read_text(encoding="utf-8")), f"watchdog/profiles/{name}.toml")
 
 
 def preload_profiles() -> None:
     """Read and compile every bundled profile now (blocking: call it from a worker thread in async code), so
     that the first engine detection does not."""
-    for name in ENGINES:
-        bundled_profile(name)
-    bundled_profile("common")
+    for _, draft in (*_bundled().bundled, ("common", _bundled().common)):
+        draft.profile()

@@ -18,24 +18,52 @@ contain digits, so that lines differing only in numbers share one prefilter deci
 - `[[benign]]`    looks alarming but is not: never an error, never progress
 - `[[stop]]`      a clean, intended shutdown
 
+What a traceback's words tell, each table with `functions` (names of functions, as regexes: a frame
+`File "...", line N, in NAME`), `exceptions` (class names, for `[[consequence]]`) or a `regex`:
+
+- `[[frame]]`       `state`: a frame of one of these functions puts the error in that phase (innermost wins)
+- `[[main]]`        a process's main: an uncaught traceback whose outermost frame is one ends its process
+- `[[step]]`        a startup step no engine survives: an exception raised out of one is fatal while starting
+- `[[consequence]]` the news that another part went away (EOFError, EngineDeadError), never a root cause
+- `[[hint]]`        what to do about an error of a `category`: `text` (formatted with the facts and what the
+                    message names), only in `phases` or `when` its summary matches a regex, if given; the first
+                    that fits wins, so an engine's own come before the common ones
+
 Every rule may carry `versions` (which engine versions print it) and `note`. A user profile may set
-`extends = "sglang"` to add rules to a bundled engine (its rules are tried first).
+`extends = "sglang"` to add rules to a bundled engine (its rules are tried first), or a new `name`.
+A `Catalogue` hands the core every engine's `detect` markers and, once one is found, its profile.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import ENGINES, STARTUP_PHASES, Category
 
-__all__ = ["CATEGORIES", "ENGINES", "ROLES", "RULE_KINDS", "STATES", "Profile", "Rule", "parse_profile"]
+__all__ = [
+    "CATEGORIES",
+    "ENGINES",
+    "ROLES",
+    "RULE_KINDS",
+    "STATES",
+    "TRACE_KINDS",
+    "Catalogue",
+    "Draft",
+    "Hint",
+    "Profile",
+    "Rule",
+    "merge",
+    "parse_profile",
+]
 
 RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop")
+TRACE_KINDS = ("frame", "main", "step", "consequence", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
+_TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
 ROLES = ("cause", "wrapper")
 CATEGORIES = tuple(Category)
 _DIGITS = re.compile(r"\d")
@@ -83,6 +111,16 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class Hint:
+    """What an operator can do about an error of `category`: a `[[hint]]` table."""
+
+    category: str
+    text: str  # formatted with the facts and what the message names (see `watchdog.core.categories`)
+    phases: tuple[str, ...] = ()  # only for an error in one of these phases (any when empty)
+    when: re.Pattern[str] | None = None  # only when the error's summary matches
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     """An engine's rules, ready to match."""
 
@@ -95,6 +133,11 @@ class Profile:
     # its engine; llama.cpp answers 503 while loading): a log at warning level need not show the weights loaded
     health_means_ready: bool = False
     bundled: bool = field(default=False, compare=False)  # exactly what `load_profile(name)` gives
+    frames: tuple[tuple[str, re.Pattern[str]], ...] = ()  # (phase, a frame of it): [[frame]]
+    mains: tuple[re.Pattern[str], ...] = ()  # [[main]]
+    steps: tuple[re.Pattern[str], ...] = ()  # [[step]]
+    consequences: tuple[re.Pattern[str], ...] = ()  # [[consequence]]
+    hints: tuple[Hint, ...] = ()  # [[hint]], in the order tried
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
@@ -109,6 +152,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
     if not isinstance(detect, list) or not all(isinstance(d, str) for d in detect):
         raise ConfigError(where, "detect", "must be a list of strings")
     rules: list[Rule] = []
+    traces: dict[str, list[Any]] = {kind: [] for kind in TRACE_KINDS}
     for key, value in data.items():
         if key in {
             "name",
@@ -121,19 +165,118 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
             "health_means_ready",
         }:
             continue
-        if key not in RULE_KINDS:
-            raise ConfigError(where, key, f"unknown table; allowed: {', '.join(RULE_KINDS)}")
+        if key not in RULE_KINDS + TRACE_KINDS:
+            raise ConfigError(where, key, f"unknown table; allowed: {', '.join(RULE_KINDS + TRACE_KINDS)}")
         if not isinstance(value, list):
             raise ConfigError(where, key, f"must be an array of tables: [[{key}]]")
         for i, raw in enumerate(value):
-            rules.append(_rule(key, raw, where, f"{key}[{i}]"))
+            if key in traces:
+                traces[key].append(_trace(key, raw, where, f"{key}[{i}]"))
+            else:
+                rules.append(_rule(key, raw, where, f"{key}[{i}]"))
     early = data.get("early_health", False)
     if not isinstance(early, bool):
         raise ConfigError(where, "early_health", "must be true or false")
     serving = data.get("health_means_ready", False)
     if not isinstance(serving, bool) or (serving and early):
         raise ConfigError(where, "health_means_ready", "must be true or false, and not with early_health")
-    return Profile(name, tuple(detect), tuple(rules), where, early_health=early, health_means_ready=serving)
+    return Profile(
+        name,
+        tuple(detect),
+        tuple(rules),
+        where,
+        early_health=early,
+        health_means_ready=serving,
+        frames=tuple(traces["frame"]),
+        mains=tuple(traces["main"]),
+        steps=tuple(traces["step"]),
+        consequences=tuple(traces["consequence"]),
+        hints=tuple(traces["hint"]),
+    )
+
+
+def merge(name: str, user: Sequence[Profile], base: Profile | None, common: Profile) -> Profile:
+    """Engine `name`'s profile: the user's profiles of it, then its bundled one (None for a user's own
+    engine), then the common rules, tried in that order."""
+    own = [*user, *([base] if base else [])]
+    parts = [*own, common]
+    early = any(p.early_health for p in own)
+    return Profile(
+        name,
+        tuple(d for p in own for d in p.detect),
+        tuple(r for p in parts for r in p.rules),
+        ", ".join(p.source for p in own),
+        early_health=early,
+        health_means_ready=any(p.health_means_ready for p in own[len(user) :] or own) and not early,
+        bundled=not user,
+        frames=tuple(f for p in parts for f in p.frames),
+        mains=tuple(m for p in parts for m in p.mains),
+        steps=tuple(m for p in parts for m in p.steps),
+        consequences=tuple(m for p in parts for m in p.consequences),
+        hints=tuple(h for p in parts for h in p.hints),
+    )
+
+
+class Draft:
+    """A profile file's parsed TOML, compiled into a `Profile` when first asked for: detection reads every
+    engine's `detect` markers, and only the engine it finds needs its rules."""
+
+    __slots__ = ("_profile", "data", "where")
+
+    def __init__(self, data: Mapping[str, Any], where: str) -> None:
+        self.data, self.where = data, where
+        self._profile: Profile | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Draft, (self.data, self.where)  # the compiled profile is made again
+
+    @property
+    def compiled(self) -> bool:
+        """Whether its profile was asked for (and compiled)."""
+        return self._profile is not None
+
+    @property
+    def detect(self) -> tuple[str, ...]:
+        """The profile's `detect` markers, without compiling its rules."""
+        return tuple(self.data.get("detect", ()))
+
+    def profile(self) -> Profile:
+        """The compiled profile (the same object each time)."""
+        if self._profile is None:
+            self._profile = parse_profile(self.data, self.where)
+        return self._profile
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The engines a log may be detected as: their `detect` markers, and the profile of the one found.
+
+    Made by the profiles' loader (which reads the files); the core only asks it.
+    """
+
+    bundled: tuple[tuple[str, Draft], ...]  # (engine, its file) in detection order: a tie goes to the first
+    common: Draft
+    user: tuple[Profile, ...] = ()  # user profiles: of a bundled engine (`extends`) or of their own
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every engine it knows: the bundled ones, then the users' own."""
+        bundled = tuple(name for name, _ in self.bundled)
+        return bundled + tuple(dict.fromkeys(p.name for p in self.user if p.name not in bundled))
+
+    @property
+    def markers(self) -> tuple[tuple[str, str], ...]:
+        """(engine, marker) pairs, the users' first; the fallback engine (the last bundled) has none."""
+        own = [(p.name, d) for p in self.user for d in p.detect]
+        return (*own, *((name, d) for name, draft in self.bundled[:-1] for d in draft.detect))
+
+    def profile(self, name: str) -> Profile:
+        """Engine `name`'s profile, merged with the common rules and the users' profiles of it."""
+        base = next((d.profile() for n, d in self.bundled if n == name), None)
+        user = [p for p in self.user if p.name == name]
+        if base is None and not user:
+            raise KeyError(name)
+        return merge(name, user, base, self.common.profile())
 
 
 def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
@@ -149,12 +292,7 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         raise ConfigError(where, f"{path}.match", "required: a non-empty literal substring of the line")
     if _DIGITS.search(match):
         raise ConfigError(where, f"{path}.match", "may not contain digits (put numbers in `regex`)")
-    regex = None
-    if "regex" in raw:
-        try:
-            regex = re.compile(str(raw["regex"]))
-        except re.error as exc:
-            raise ConfigError(where, f"{path}.regex", f"invalid regular expression: {exc}") from exc
+    regex = _compile(raw["regex"], where, f"{path}.regex") if "regex" in raw else None
     state = raw.get("state")
     if kind == "error" and state == "ready":
         pass  # an error only the serving server prints: a crash after ready
@@ -194,6 +332,66 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         versions=str(raw.get("versions", "")),
         early=_early(raw, kind, where, path),
     )
+
+
+def _trace(
+    kind: str, raw: object, where: str, path: str
+) -> tuple[str, re.Pattern[str]] | re.Pattern[str] | Hint:
+    # one table of what a traceback's words tell (TRACE_KINDS)
+    if not isinstance(raw, dict):
+        raise ConfigError(where, path, "must be a table")
+    allowed = {
+        "versions",
+        "note",
+        "regex",
+        *(("category", "text", "phases", "when") if kind == "hint" else ()),
+    }
+    allowed |= {"state"} if kind == "frame" else set()
+    allowed |= {"exceptions" if kind == "consequence" else "functions"} if kind != "hint" else set()
+    unknown = set(raw) - allowed
+    if unknown:
+        raise ConfigError(
+            where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
+        )
+    if kind == "hint":
+        category, text, phases = raw.get("category"), raw.get("text"), raw.get("phases", [])
+        if category not in CATEGORIES:
+            raise ConfigError(
+                where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(CATEGORIES)}"
+            )
+        if not isinstance(text, str) or not text:
+            raise ConfigError(where, f"{path}.text", "required: the hint, a non-empty string")
+        if not isinstance(phases, list) or not set(phases) <= {*STATES, "ready"}:
+            raise ConfigError(
+                where, f"{path}.phases", f"a list of phases; allowed: {', '.join(STATES)}, ready"
+            )
+        when = _compile(raw["when"], where, f"{path}.when") if "when" in raw else None
+        return Hint(category, text, tuple(phases), when)
+    words = [k for k in ("functions", "exceptions") if k in raw]
+    if len(words) + ("regex" in raw) != 1:
+        raise ConfigError(where, path, f"give one of {' or '.join(sorted(allowed & {*_TEMPLATES, 'regex'}))}")
+    if words:
+        names = raw[words[0]]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(where, f"{path}.{words[0]}", "must be a non-empty list of regexes")
+        pattern = _compile(_TEMPLATES[words[0]].format("|".join(names)), where, f"{path}.{words[0]}")
+    else:
+        pattern = _compile(raw["regex"], where, f"{path}.regex")
+    if kind != "frame":
+        return pattern
+    state = raw.get("state")
+    if state not in {*STATES, "ready"}:
+        raise ConfigError(
+            where, f"{path}.state", f"{state!r} is not a phase; allowed: {', '.join(STATES)}, ready"
+        )
+    return (state, pattern)
+
+
+def _compile(regex: object, where: str, path: str) -> re.Pattern[str]:
+    try:
+        return re.compile(str(regex))
+    except re.error as exc:
+        raise ConfigError(where, path, f"invalid regular expression: {exc}") from exc
 
 
 def _early(raw: Mapping[str, Any], kind: str, where: str, path: str) -> bool:
