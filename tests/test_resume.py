@@ -253,7 +253,9 @@ def _newer(text: str) -> bytes:
         pytest.param(lambda b: b[:-1], "cut short", id="record-cut"),
         pytest.param(lambda b: _with_record(b, _evil()), "does not load", id="a-pickle"),
         pytest.param(lambda b: _with_record(b, zlib.compress(b"[1]")), "not an object", id="not-a-record"),
-        pytest.param(lambda b: _with_record(b, _newer(_record_text(b))), "version 2", id="newer-version"),
+        pytest.param(
+            lambda b: _with_record(b, _newer(_record_text(b))), "record version", id="newer-version"
+        ),
     ],
 )
 def test_a_damaged_or_foreign_blob_is_refused(tmp_path: Path, change: Any, reason: str) -> None:
