@@ -7,6 +7,9 @@ import hashlib
 import json
 import os
 import pickle
+import shutil
+import subprocess
+import sys
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -14,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
+from daemon_process import DaemonProcess
 from structlog.testing import capture_logs
 
+import watchdog
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.redaction import mask_secrets, redact_text
 from watchdog.core.resume import to_record
@@ -659,6 +665,83 @@ async def test_a_restarted_daemon_resumes_each_launch_at_its_checkpoint(tmp_path
     _, replayed = replay_path(path)
     assert _key(status) == _key(replayed)
     assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
+
+
+def _upgraded(root: Path, version: str) -> Path:
+    """A copy of this package under `root`, another build of it: its version says `version`, and one line of
+    its code differs (a build id, a hash of the package's code and version, would tell the two apart)."""
+    package = root / "watchdog"
+    shutil.copytree(Path(watchdog.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    vocabulary = package / "vocabulary.py"
+    text = vocabulary.read_text()
+    assert "return _version(DISTRIBUTION)" in text
+    vocabulary.write_text(text.replace("return _version(DISTRIBUTION)", f"return {version!r}"))
+    with (package / "core" / "lifecycle.py").open("a") as f:
+        f.write("\n_UPGRADED = True  # another build's code\n")
+    return root
+
+
+def _build_info(url: str) -> str:
+    text = httpx.get(url + "metrics", timeout=DEADLINE).text
+    return next(line for line in text.splitlines() if line.startswith("watchdog_build_info{"))
+
+
+def test_a_launch_resumed_across_an_upgrade_reads_only_the_bytes_appended(tmp_path: Path) -> None:
+    """Issue 27's done-when: a daemon follows a launch and stops; the log grows; another build of the package
+    (its version and code changed) starts on the same state directory and resumes at the checkpoint's offset
+    (no "checkpoint ignored": before, another build's checkpoint was refused and the log read again from its
+    start), reading only the appended bytes, and its verdict, line and byte counts are those of `watchdog
+    replay` of the whole log."""
+    data = _read(CRASH)
+    lines = data.splitlines(keepends=True)
+    cut = sum(map(len, lines[:43]))  # the first part ends with line 43, which begins the graph capture
+    log = tmp_path / "server.log"
+    log.write_bytes(data[:cut])
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{tmp_path / "state"}"\nlog_format = "json"\n\n'
+        f'[launches.L]\nlog = "{log}"\n'
+    )
+    first = DaemonProcess(config, deadline=DEADLINE)
+    try:
+        url = first.wait(event="http_listening")["url"]
+        first.wait(event="transition", launch="L", state="capturing_graphs", line=43)  # the whole first part
+        old_build = _build_info(url)
+        first.stop()
+    finally:
+        first.close()
+    with log.open("ab") as f:
+        f.write(data[cut:])
+    root = _upgraded(tmp_path / "upgraded", "99.0+upgraded")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    second = DaemonProcess(config, deadline=DEADLINE, env=env, cwd=root)
+    try:
+        url = second.wait(event="http_listening")["url"]
+        second.wait(event="announced", launch="L", state="crashed")
+        status = httpx.get(url + "status", timeout=DEADLINE).json()[0]
+        new_build = _build_info(url)
+        second.stop()
+    finally:
+        second.close()
+    assert 'version="99.0+upgraded"' in new_build
+    assert new_build != old_build
+    assert not [
+        e for e in second.seen if e.get("event") == "checkpoint ignored; reading the log from its start"
+    ]
+    resumed = [e for e in second.seen if e.get("event") == "resuming from checkpoint"]
+    assert [(e["launch"], e["offset"]) for e in resumed] == [("L", cut)]
+    replayed = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "watchdog.cli", "replay", str(log), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=False,
+        ).stdout
+    )
+    assert _key(status) == _key(replayed)
+    assert (status["lines_read"], status["bytes_read"]) == (replayed["lines_read"], replayed["bytes_read"])
+    assert status["bytes_read"] == len(data)
 
 
 def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp_path: Path) -> None:
