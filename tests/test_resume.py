@@ -481,6 +481,57 @@ async def test_a_checkpoint_under_other_settings_or_damaged_is_ignored(tmp_path:
         assert (follower.resumed_at, source.bytes) == (None, len(data))
 
 
+def _format_3(spec: LaunchSpec, identity: FileIdentity, base: int) -> bytes:
+    """A checkpoint as the build before issue 27 wrote it: format 3, a build id, a pickle of the analyzer."""
+    header = {
+        "build": "0.9.0+0123456789abcdef",
+        "settings": settings_id(spec),
+        "offset": identity.offset,
+        "elapsed": 1.0,
+        "device": identity.device,
+        "inode": identity.inode,
+        "size": identity.size,
+        "head": 32,
+        "before": 32,
+        "base": base,
+    }
+    text = json.dumps(header).encode()
+    digests = hashlib.sha256(identity.head).digest() + hashlib.sha256(identity.before).digest()
+    return b"WDCK" + bytes([3]) + len(text).to_bytes(4, "big") + text + digests + pickle.dumps(Analyzer())
+
+
+@pytest.mark.parametrize("which", ["format 3", "newer record"])
+async def test_a_checkpoint_of_its_file_that_cannot_be_read_numbers_the_file_as_before(
+    tmp_path: Path, which: str
+) -> None:
+    """The checkpoint of this very file, in the pickled format before this one (an upgrade from it) or with a
+    record of a newer version (a downgrade): the log is read from its start (the reason logged) and its
+    launches numbered as before (the checkpoint's `base`), not after the last one stored."""
+    data = _read(READY)
+    path = tmp_path / "server.log"
+    path.write_bytes(data)
+    spec = _spec(path)
+    identity = _identity(path, len(data))
+    if which == "format 3":
+        blob = _format_3(spec, identity, base=2)
+    else:
+        fed = _fed(data)
+        fed.lifecycle.current.number = 3
+        good = encode(Checkpoint(identity, 1.0, fed, base=2), settings=settings_id(spec))
+        assert good is not None
+        blob = _with_record(good, _newer(_record_text(good)))
+    async with open_store(tmp_path / "state") as store:
+        await store.save_checkpoint("resumed", len(data), blob)
+        source = CountingSource(LocalSource(path))
+        with capture_logs() as logs:
+            follower = await _follow(spec, source, store)
+    assert (follower.resumed_at, source.first_offset, source.bytes) == (None, 0, len(data))
+    ignored = [e for e in logs if e["event"] == "checkpoint ignored; reading the log from its start"]
+    assert len(ignored) == 1
+    assert ("format 3" if which == "format 3" else "record version") in ignored[0]["reason"]
+    assert follower.analyzer.lifecycle.current.number == 3  # base 2: as the first time it was read
+
+
 class SavesSeen:
     """The real store, and the offsets of the checkpoints saved to it (a test waits on them)."""
 
