@@ -264,21 +264,25 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 def _json(value: Any) -> Any:
     # A value of the core (dataclasses, enums, bytes, tuples, sets) as JSON's: each dataclass as its fields.
-    if type(value) in _PLAIN:  # most of a record: a traceback's lines
+    kind = type(value)
+    if kind in _PLAIN:
         return value
+    if kind is tuple or kind is list:
+        if all(type(v) is str for v in value):  # most of a record: a traceback's lines
+            return list(value)
+        return [_json(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, bytes | bytearray):
+    if kind is bytes or kind is bytearray:
         return _text(value)
-    if isinstance(value, list | tuple):
-        return [_json(v) for v in value]
-    if isinstance(value, set | frozenset):
+    if kind is set or kind is frozenset:
         return sorted(_json(v) for v in value)
-    if isinstance(value, dict):
+    if kind is dict:
         return {k: _json(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: _json(v) for k, default in _defaults(type(value)) if (v := getattr(value, k)) != default}
-    return value
+    if dataclasses.is_dataclass(value):
+        fields = ((k, getattr(value, k), default) for k, default in _defaults(kind))
+        return {k: v if type(v) in _PLAIN else _json(v) for k, v, default in fields if v != default}
+    raise TypeError(f"{kind.__name__} is not part of a record")
 
 
 @functools.cache
