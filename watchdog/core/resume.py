@@ -279,8 +279,8 @@ def _json(value: Any) -> Any:
         return sorted(_json(v) for v in value)
     if kind is dict:
         return {k: _json(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value):
-        fields = ((k, getattr(value, k), default) for k, default in _defaults(kind))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = ((k, getattr(value, k), default) for k, default in _defaults(type(value)))
         return {k: v if type(v) in _PLAIN else _json(v) for k, v, default in fields if v != default}
     raise TypeError(f"{kind.__name__} is not part of a record")
 
