@@ -127,11 +127,14 @@ def test_the_record_this_build_writes_has_the_shape_of_its_versions_fixture() ->
 
 
 def test_an_older_version_is_migrated_and_a_newer_or_unknown_one_refused() -> None:
-    """Every version before this one has its migration; a record of a newer version, or with no version, is
-    refused with the version named."""
+    """Every version before this one has its migration (which leaves the record it reads as it was); a record
+    of a newer version, or with no version, is refused with the version named."""
     assert set(MIGRATIONS) == set(range(1, VERSION))
     oldest = json.loads(RECORDS[0].read_text())
     assert migrate(oldest)["version"] == VERSION
+    assert oldest == json.loads(
+        RECORDS[0].read_text()
+    )  # migrations make new dicts: the record is left as it was
     for version in (VERSION + 1, None, 0, "1"):
         with pytest.raises(ValueError, match="record version"):
             migrate({**oldest, "version": version})

@@ -53,11 +53,13 @@ VERSION = 2
 
 def _from_1(record: Record) -> Record:
     # version 1 wrote every field (version 2 reads a missing one as its default) and the transitions' numbers
+    def incarnation(inc: Record) -> Record:
+        timeline = [[{k: v for k, v in t.items() if k != "incarnation"}, at] for t, at in inc["timeline"]]
+        return {**inc, "timeline": timeline}
+
     lifecycle = record["lifecycle"]
-    for inc in (lifecycle["current"], *lifecycle["history"]):
-        for transition, _ in inc["timeline"]:
-            transition.pop("incarnation", None)
-    return {**record, "version": 2}
+    current, history = incarnation(lifecycle["current"]), [incarnation(i) for i in lifecycle["history"]]
+    return {**record, "version": 2, "lifecycle": {**lifecycle, "current": current, "history": history}}
 
 
 # version read -> that record as the next version (pure: dicts in, dicts out)
@@ -159,10 +161,11 @@ def restore(analyzer: Analyzer, record: Mapping[str, Any], load: ProfileLoader) 
 
     Raises:
         ValueError: a record this build cannot read (damaged, another version, other user profiles).
+        ConfigError: `load` knows no such engine.
     """
     try:
         _restore(analyzer, migrate(record), load)
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+    except (LookupError, TypeError, AttributeError) as exc:  # a key, an index or an encoding missing
         raise ValueError(f"the record does not load: {exc!r}") from exc
 
 
@@ -189,7 +192,7 @@ def _restore(a: Analyzer, r: Record, load: ProfileLoader) -> None:
     current, history = _load(Incarnation, c["current"]), _load(list[Incarnation], c["history"])
     for inc in (current, *history):
         inc.timeline = [(dataclasses.replace(t, incarnation=inc.number), at) for t, at in inc.timeline]
-    live = _load(bool, c["live"])
+    live, memory_growing = _load(bool, c["live"]), _load(bool, c["memory_growing"])
     if live:
         # the follower's clock did not run while it was down: entries before and after are on two clocks
         current.live_from = len(current.timeline)
@@ -197,11 +200,8 @@ def _restore(a: Analyzer, r: Record, load: ProfileLoader) -> None:
     asm = Assembler()
     asm._open = {_load(str, k): _load(Traceback, tb) for k, tb in s["open"]}
     asm._last = _load(str | None, s["last"])
-    asm._chain_next, asm._handling_next = (
-        _load(set[str], s["chain_next"]),
-        _load(set[str], s["handling_next"]),
-    )
-    asm._logging_error = _load(set[str], s["logging_error"])
+    sets = [_load(set[str], s[k]) for k in ("chain_next", "handling_next", "logging_error")]
+    asm._chain_next, asm._handling_next, asm._logging_error = sets
     scanner = Scanner()
     scanner.assembler = asm
     scanner._annotations = {
@@ -220,12 +220,7 @@ def _restore(a: Analyzer, r: Record, load: ProfileLoader) -> None:
     # every part read: the analyzer takes them
     a.framer, a.transcoder, a._scanner = framer, transcoder, scanner
     lc = a.lifecycle
-    lc.current, lc.history, lc.live, lc.memory_growing = (
-        current,
-        history,
-        live,
-        _load(bool, c["memory_growing"]),
-    )
+    lc.current, lc.history, lc.live, lc.memory_growing = current, history, live, memory_growing
     a._held, a._held_since, a._head_emitted = held, held_since, emitted
     a._raw_head, a._detector, a._head_cut = bytearray(raw_head), None, 0  # the detector reads the head again
     a.lines_read, a._line_base, a.bytes_read = counts
