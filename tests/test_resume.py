@@ -186,7 +186,6 @@ def test_a_bundled_profile_is_saved_by_name_and_the_rule_set_made_again(tmp_path
     analyzer = checkpoint.analyzer
     analyzer.caught_up(0.0)  # the engine is detected, the launch ready: the settled rule set
     assert analyzer.profile is not None
-    assert analyzer.profile.bundled
     blob = encode(checkpoint, settings="s")
     assert blob is not None
     record = json.loads(_record_text(blob))

@@ -1,46 +1,19 @@
 """Checkpoints: a follower's analysis of its log's first bytes, kept so that a restarted daemon resumes there.
 
-A restarted daemon would otherwise read every log again from its start (correct: verdicts are deduplicated
-by the store; but slow for a 10 GB log over SSH). A checkpoint holds:
-
-- the analyzer's resume record (`watchdog.core.resume`: framing's unfinished line, the engine and the user
-  profiles' ids, the lifecycle with every incarnation, its timeline, progress and facts, open tracebacks, line
-  and byte counts), a versioned JSON object, zlib-compressed; the profile's rules are not in it (loaded again
-  by the engine's name: `load_profile`), nor the template caches (rebuilt as lines come);
-- the byte offset of the current file it corresponds to, and the follower's clock then (its times go on
-  from there: the daemon's downtime counts toward no stall);
-- the file's identity at that offset (`watchdog.follow.sources.identity`): device and inode, and its first and
-  last-read 4 KB, checked on the file's own host before the checkpoint is used. The device and inode come with
-  the bytes where the source knows them (`Chunk.file`: the SSH reader's header names the file it streams), so a
-  save runs no remote command; else the source is asked once per file (`Identifiable.identify`);
-- the blob's format and a settings id (target, engine, user profiles, crash grace, stall_after).
-
-It is never trusted blindly: a checkpoint of another format or settings, of another file, of a file now
-shorter than its offset or with other bytes, or whose record does not load (damaged, or of a newer version) is
-ignored (and the reason logged): the log is read from its start, as without checkpoints. A record of an older
-version is migrated (`watchdog.core.resume.MIGRATIONS`): another build of the package (an upgrade) resumes
-where the one before stopped. Learned deadlines are not part of the settings: they change as the launch's
-history grows, and the current ones are applied to a restored state.
-
-A checkpoint also says how its file's launches are numbered (`base`: the launch's incarnations before the
-file's first one). A file read again from its start because the checkpoint cannot be used (a record of a
-newer build, say) numbers them as before; another file (truncated, replaced, rewritten) numbers them after
-the last one the store knows (`Restored`), so that a relaunch while the daemon was down is the next
-incarnation, not the first.
-
-Blob layout (the store keeps it as is)::
+A checkpoint is a blob the store keeps as is::
 
     b"WDCK" | format (1 byte) | header length (4 bytes, big-endian) | header (JSON) | head | before | record
 
-`head` and `before` are the SHA-256 digests of the file's two windows, not their bytes, and every text in the
-record has its credentials masked (`watchdog.core.redaction.mask_secrets`, lengths kept): a log's secrets
-(`--api-key ...` in its banner) never reach the state file. Format 4 (this one) holds the record; format 3
-held a pickle: its header still tells the file and its numbering, its state is not read.
-
-`Checkpointer` is the follower's side: `restore` once at the start, `fed` / `restarted` / `transitioned` as it
-reads, `save_due` after each chunk and tick (which starts a save in a task of the follower's when one is due:
-at most every `CHECKPOINT_INTERVAL` seconds, within `TRANSITION_INTERVAL` of a transition; reading never waits
-for a save) and `save_final` when it stops.
+The header says where the file is read to (offset; device and inode; `head` and `before`, the SHA-256 digests of
+its first 4 KB and of the 4 KB before the offset: `watchdog.follow.sources.identity`), the follower's clock then
+(its times go on from there), the settings id (target, engine, user profiles, crash grace, stall_after) and
+`base` (the launch's incarnations before the file's first one). The record is the analyzer's
+(`watchdog.core.resume`), JSON, zlib-compressed, its texts masked where one may hold a credential. A checkpoint
+of other settings, of another file (or this one truncated or rewritten), or whose record does not load
+(damaged, of a newer version) is ignored with the reason logged, and the log read from its start: its launches
+numbered as before when it is the same file, after the last one stored when it is another (`Restored`). A
+record of an older version is migrated: an upgrade resumes where the build before it stopped. Format 3 held a
+pickle: its header is read, its state never. docs/operations.md says the rest ("resuming after a restart").
 """
 
 from __future__ import annotations
@@ -263,7 +236,10 @@ def decode(blob: bytes, *, settings: str, analyzer: Analyzer | None = None) -> C
 
 
 class Checkpointer:
-    """One follower's checkpoints: `restore` at the start, then the saves as it reads; see the module docstring.
+    """One follower's checkpoints: `restore` once at the start, `fed` / `restarted` / `transitioned` as it reads,
+    `save_due` after each chunk and tick (a save in a task of the follower's, when one is due: at most every
+    `CHECKPOINT_INTERVAL` seconds, within `TRANSITION_INTERVAL` of a transition; reading never waits for one)
+    and `save_final` when it stops.
 
     Args:
         store: where checkpoints are kept.
@@ -294,9 +270,8 @@ class Checkpointer:
         self._warned_size = False
         self._warned_save = False
         self.saves = 0  # checkpoints written
-        self.base = (
-            0  # the launch's incarnations before the current file's (`Checkpoint.base`): the follower's
-        )
+        # the launch's incarnations before the current file's (`Checkpoint.base`), which the follower sets
+        self.base = 0
 
     @property
     def dirty(self) -> bool:

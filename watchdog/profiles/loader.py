@@ -42,9 +42,7 @@ def load_profile(engine: str, extra: Sequence[Path | Profile] = ()) -> Profile:
     early = base.early_health or any(p.early_health for p in mine)
     serving = base.health_means_ready and not early
     source = ", ".join([*(p.source for p in mine), base.source])
-    return Profile(
-        engine, detect, rules, source, early_health=early, health_means_ready=serving, bundled=not mine
-    )
+    return Profile(engine, detect, rules, source, early_health=early, health_means_ready=serving)
 
 
 def load_profile_file(path: Path) -> Profile:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from watchdog.exceptions import ConfigError
@@ -94,7 +94,6 @@ class Profile:
     # ... or only once it can serve: a 200 is ready whatever the log showed (vLLM starts its HTTP server after
     # its engine; llama.cpp answers 503 while loading): a log at warning level need not show the weights loaded
     health_means_ready: bool = False
-    bundled: bool = field(default=False, compare=False)  # exactly what `load_profile(name)` gives
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
