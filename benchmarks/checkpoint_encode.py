@@ -35,7 +35,7 @@ def main() -> None:
         for _ in range(5):
             start = time.perf_counter()
             for _ in range(200):
-                blob = encode(checkpoint, build="b", settings="s")
+                blob = encode(checkpoint, settings="s")
             best = min(best, (time.perf_counter() - start) / 200)
         assert blob is not None
         print(f"{path.name}: encode {best * 1e3:.3f} ms, {len(blob)} bytes")

@@ -51,9 +51,7 @@ def main() -> None:
         analyzer.feed(one, float(n))
         if n in MARKS or n == args.restarts:
             start = time.perf_counter()
-            blob = encode(
-                Checkpoint(identity, float(n), analyzer), build="b", settings="s", max_bytes=1 << 40
-            )
+            blob = encode(Checkpoint(identity, float(n), analyzer), settings="s", max_bytes=1 << 40)
             took = time.perf_counter() - start
             assert blob is not None
             verdict = build_verdict(analyzer)

@@ -16,7 +16,15 @@ from typing import Any
 class DaemonProcess:
     """`watchdog run --config CONFIG ARGS...`; `wait(**fields)` for a log event, `stop()` or `close()`."""
 
-    def __init__(self, config: Path, *args: str, deadline: float, umask: int = -1) -> None:
+    def __init__(
+        self,
+        config: Path,
+        *args: str,
+        deadline: float,
+        umask: int = -1,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.deadline = deadline
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config), *args],
@@ -24,6 +32,8 @@ class DaemonProcess:
             stderr=subprocess.PIPE,
             text=True,
             umask=umask,
+            env=env,  # with `cwd`: another copy of the package first on the path (`python -m` puts cwd first)
+            cwd=cwd,
         )
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []

@@ -359,13 +359,6 @@ class Lifecycle:
         if inc.live_from is None:
             inc.live_from = len(inc.timeline)
 
-    def __setstate__(self, state: dict[str, object]) -> None:
-        # A lifecycle restored from a checkpoint: the follower's clock did not run while the daemon was down, so
-        # the entries before the restart and those after it are not on one continuous clock.
-        self.__dict__.update(state)
-        if self.live:
-            self.current.live_from = len(self.current.timeline)
-
     def date_start(self, at: str | None, seconds: float | None) -> None:
         """The current incarnation began undated (a replaced log: its first line was not read yet): its start
         takes the time of that first line."""
@@ -386,7 +379,7 @@ class Lifecycle:
     # -- internals ---------------------------------------------------------------------------------------
 
     def _retire(self, inc: Incarnation) -> None:
-        # A crash loop must not grow without bound (the memory, and the checkpoint pickled from it): the history
+        # A crash loop must not grow without bound (the memory, and the checkpoint recorded from it): the history
         # keeps the last MAX_INCARNATIONS_PER_LAUNCH (the incarnation count is `current.number`), each without
         # the error candidates its root cause was chosen from (nothing is chosen again for a past incarnation),
         # and only the newest past one keeps its traceback (a restart that has just begun reports that crash:

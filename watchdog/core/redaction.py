@@ -2,8 +2,8 @@
 
 Applied once, where a launch's status and verdict leave the follow layer (`LaunchFollower`): the store, the
 alerts, /status, the status page and the CLI all get the redacted text. A follower's checkpoint (its analyzer's
-state, raw lines and all) is saved with `mask_secrets`, which keeps every length (the analyzer's offsets into
-its buffers stay right). Pure: no I/O.
+resume record, raw lines and all) is saved with `mask_secrets`, which keeps every length (the analyzer's offsets
+into its buffers stay right). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -64,9 +64,8 @@ _MAYBE_SECRET = (
 
 _Text = TypeVar("_Text", str, bytes, bytearray)
 
-# Finds at least what `_SECRET_PATTERNS` find, in a text embedded anywhere in other bytes (a pickle, read as
-# Latin-1): the same shapes without their word boundaries and context (the byte before a pickled string is its
-# length), and only their first characters of value.
+# Finds at least what `_SECRET_PATTERNS` find, in a text embedded anywhere in other text (a record as JSON):
+# the same shapes without their word boundaries and context, and only their first characters of value.
 _EMBEDDED = re.compile(
     rf"""(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{{8}}"""
     rf"""|{_KEY}['"]?\s*[=:]\s*['"]?(?!(?:None|null|<redacted>)\b)[^\s'",)}}\]]|-{_KEY}\s+\S"""
@@ -86,7 +85,7 @@ _ANCHORS = (
 
 
 # The same over bytes (a blob, a raw buffer): their `lower` is ~15x faster than a Latin-1 str's. In bytes mode
-# `\s` and `\b` are ASCII's; the texts pickled are UTF-8, where the difference never shows.
+# `\s` and `\b` are ASCII's; the texts looked at are UTF-8, where the difference never shows.
 _EMBEDDED_BYTES = re.compile(_EMBEDDED.pattern.encode(), re.IGNORECASE)
 _ANCHORS_BYTES = tuple(anchor.encode() for anchor in _ANCHORS)
 
@@ -105,27 +104,20 @@ def _anchored(lowered: bytes) -> Iterator[int]:
 
 
 _NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
-# pickle's opcodes of a short str and short bytes: the byte after one is a length, not text
-_SHORT_TEXT_OPCODES = frozenset(b"\x8cC")
 
 
 def _counted(lowered: bytes, at: int) -> bool:
     # A `key: value` whose name follows a `#` (SGLang's `#token: 75`, `#new-token: 6`): a count, which the
     # key = value pattern leaves alone. Every serving SGLang log has thousands, and a false "may hold" costs each
-    # checkpoint the masking pickler (~50x slower). A `#` right after a short str's opcode is its length byte
-    # (35): the name starts its text, and may be a credential's.
+    # checkpoint a walk over its record, every text masked.
     start = at
     while start and lowered[start - 1] in _NAME_BYTES:
         start -= 1
-    return (
-        start > 0
-        and lowered[start - 1] == ord("#")
-        and not (start > 1 and lowered[start - 2] in _SHORT_TEXT_OPCODES)
-    )
+    return start > 0 and lowered[start - 1] == ord("#")
 
 
 def may_hold_secret(data: bytes | bytearray | str) -> bool:
-    """Whether `data`, or any text embedded in it (a pickle: bytes read as Latin-1, str as UTF-8), may hold what
+    """Whether `data`, or any text embedded in it (a record as JSON; bytes read as Latin-1), may hold what
     `mask_secrets` masks: a cheap look at a whole blob, false for nearly all of them."""
     raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else bytes(data)
     return next(_anchored(raw.lower()), None) is not None

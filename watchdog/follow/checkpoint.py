@@ -1,79 +1,43 @@
 """Checkpoints: a follower's analysis of its log's first bytes, kept so that a restarted daemon resumes there.
 
-A restarted daemon would otherwise read every log again from its start (correct: verdicts are deduplicated
-by the store; but slow for a 10 GB log over SSH). A checkpoint holds:
+A checkpoint is a blob the store keeps as is::
 
-- the analyzer (`watchdog.core.analyzer.Analyzer`, pickled: framing's unfinished line, engine and profile, the
-  lifecycle with every incarnation, its timeline, progress and facts, open tracebacks, line and byte counts),
-  without its template caches (they are rebuilt as lines come; a serving log can fill them with megabytes) nor
-  its rule set (made again from its profile); a bundled profile is saved as its engine's name (`_Pickler`);
-- the byte offset of the current file it corresponds to, and the follower's clock then (its times go on
-  from there: the daemon's downtime counts toward no stall);
-- the file's identity at that offset (`watchdog.follow.sources.identity`): device and inode, and its first and
-  last-read 4 KB, checked on the file's own host before the checkpoint is used. The device and inode come with
-  the bytes where the source knows them (`Chunk.file`: the SSH reader's header names the file it streams), so a
-  save runs no remote command; else the source is asked once per file (`Identifiable.identify`);
-- the checkpoint format, a build id (package version, Python version, a hash of the package's code and
-  profiles) and a settings id (target, engine, user profiles, crash grace, stall_after).
+    b"WDCK" | format (1 byte) | header length (4 bytes, big-endian) | header (JSON) | head | before | record
 
-It is never trusted blindly: a checkpoint of another format, build or settings, of another file, of a file
-now shorter than its offset or with other bytes, or one that does not unpickle, is ignored (and the reason
-logged): the log is read from its start, as without checkpoints. Learned deadlines are not part of the
-settings: they change as the launch's history grows, and the current ones are applied to a restored state.
-
-A checkpoint also says how its file's launches are numbered (`base`: the launch's incarnations before the
-file's first one). A file read again from its start because the checkpoint cannot be used (another build, say)
-numbers them as before; another file (truncated, replaced, rewritten) numbers them after the last one the
-store knows (`Restored`), so that a relaunch while the daemon was down is the next incarnation, not the first.
-
-Blob layout (the store keeps it as is)::
-
-    b"WDCK" | format (1 byte) | header length (4 bytes, big-endian) | header (JSON) | head | before | pickle
-
-`head` and `before` are the SHA-256 digests of the file's two windows, not their bytes, and every text in the
-pickle has its credentials masked (`watchdog.core.redaction.mask_secrets`, lengths kept): a log's secrets
-(`--api-key ...` in its banner) never reach the state file (format 3; format 2 kept the windows' bytes and the
-raw lines).
-
-The pickle is read only after the header, the build, the settings and the file's identity all match, and only
-with the classes of this package (and a few of the standard library's) allowed: the blob comes from our own
-state file, but a damaged or foreign one must not run anything.
-
-`Checkpointer` is the follower's side: `restore` once at the start, `fed` / `restarted` / `transitioned` as it
-reads, `save_due` after each chunk and tick (which starts a save in a task of the follower's when one is due:
-at most every `CHECKPOINT_INTERVAL` seconds, within `TRANSITION_INTERVAL` of a transition; reading never waits
-for a save) and `save_final` when it stops.
+The header says where the file is read to (offset; device and inode; `head` and `before`, the SHA-256 digests of
+its first 4 KB and of the 4 KB before the offset: `watchdog.follow.sources.identity`), the follower's clock then
+(its times go on from there), the settings id (target, engine, user profiles, crash grace, stall_after) and
+`base` (the launch's incarnations before the file's first one). The record is the analyzer's
+(`watchdog.core.resume`), JSON, zlib-compressed, its texts masked where one may hold a credential. A checkpoint
+of other settings, of another file (or this one truncated or rewritten), or whose record does not load
+(damaged, of a newer version) is ignored with the reason logged, and the log read from its start: its launches
+numbered as before when it is the same file, after the last one stored when it is another (`Restored`). A
+record of an older version is migrated: an upgrade resumes where the build before it stopped. Format 3 held a
+pickle: its header is read, its state never. docs/operations.md says the rest ("resuming after a restart").
 """
 
 from __future__ import annotations
 
-import copy
-import copyreg
 import dataclasses
-import functools
 import hashlib
-import io
 import json
 import math
-import pickle
 import struct
-import sys
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
-import anyio.to_thread
 import structlog
 
-from watchdog.core.analyzer import Analyzer, _rule_set
-from watchdog.core.redaction import mask_secrets, may_hold_secret
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.redaction import may_hold_secret
+from watchdog.core.resume import masked, restore, to_record
 from watchdog.exceptions import WatchdogError
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
-from watchdog.profiles.loader import Catalogue, Profile, catalogue, load_profile
+from watchdog.profiles.loader import catalogue
 from watchdog.store import MAX_CHECKPOINT_BYTES
-from watchdog.vocabulary import version
 
 if TYPE_CHECKING:
     from watchdog.follow.sources import Source
@@ -81,7 +45,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("watchdog.checkpoint")
 
-FORMAT = 3  # the blob layout and what the pickle holds; bump on any change to either
+FORMAT = 4  # the blob layout; the record's schema has its own version (`watchdog.core.resume.VERSION`)
+_PICKLED = 3  # the format before: its header is read (the file, its numbering), its pickle never
 MAGIC = b"WDCK"
 CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log grows
 TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
@@ -89,30 +54,7 @@ IDENTIFY_RETRY = 60.0  # seconds before a file that could not be identified is t
 FINAL_SAVE_TIMEOUT = 5.0  # seconds the last save of a stopping follower may take
 
 _PREFIX = struct.Struct(">4sBI")  # magic, format, header length
-_CACHES = ("_candidates", "_irrelevant")  # the analyzer's line-template caches: rebuilt, never saved
-# What a checkpoint's pickle calls besides the package's classes: `_Pickler`'s reductions.
-_LOADERS = frozenset(
-    {
-        ("watchdog.profiles.loader", "load_profile"),
-        ("watchdog.profiles.loader", "catalogue"),
-        (__name__, "_set_analyzer_state"),
-    }
-)
-# Standard-library names a pickled analyzer may refer to besides the package's own classes.
-_STDLIB = frozenset(
-    {
-        ("re", "_compile"),
-        ("builtins", "set"),
-        ("builtins", "frozenset"),
-        ("builtins", "bytearray"),
-        ("builtins", "object"),
-        ("copyreg", "_reconstructor"),
-        ("collections", "OrderedDict"),
-        ("collections", "deque"),
-        ("collections", "defaultdict"),
-        ("collections", "Counter"),
-    }
-)
+_MAX_RECORD = 64 << 20  # bytes a record may inflate to: a damaged blob is refused, never a memory bomb
 
 
 class Checkpoints(Protocol):
@@ -158,33 +100,16 @@ class _Rejected(Exception):
     """Internal: this checkpoint is not to be used (the message says why)."""
 
 
-@functools.cache
-def build_id() -> str:
-    """This build: package version, Python version and a hash of the package's code and profiles (blocking:
-    it reads the package's files once)."""
-    digest = hashlib.sha256(f"{FORMAT}|{version()}|{sys.version_info[:2]}".encode())
-    root = Path(__file__).parents[1]  # the whole package: watchdog/
-    # an editable install changes its code without changing its version: the code itself says which build
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            digest.update(path.read_bytes())
-    return f"{version()}+{digest.hexdigest()[:16]}"
-
-
 def settings_id(spec: LaunchSpec) -> str:
     """The launch settings an analysis depends on: a checkpoint taken under others is not used."""
     settings = [str(spec.target), spec.engine, repr(spec.profiles), spec.crash_grace, spec.stall_after]
     return hashlib.sha256(json.dumps(settings, default=str).encode()).hexdigest()[:32]
 
 
-def encode(
-    checkpoint: Checkpoint, *, build: str, settings: str, max_bytes: int = MAX_CHECKPOINT_BYTES
-) -> bytes | None:
+def encode(checkpoint: Checkpoint, *, settings: str, max_bytes: int = MAX_CHECKPOINT_BYTES) -> bytes | None:
     """The checkpoint as bytes for the store; None when it would be larger than `max_bytes`."""
     ident = checkpoint.identity
     header = {
-        "build": build,
         "settings": settings,
         "offset": ident.offset,
         "elapsed": checkpoint.elapsed,
@@ -200,16 +125,24 @@ def encode(
     fixed = _PREFIX.size + len(text) + len(head) + len(before)
     if fixed > max_bytes:
         return None
-    buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(checkpoint.analyzer)
-    state = buffer.getvalue()
-    if may_hold_secret(state.decode("latin-1")):  # rare: pickled again, every text masked (a slower pickler)
-        buffer = io.BytesIO()
-        _MaskingPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(checkpoint.analyzer)
-        state = buffer.getvalue()
-    if fixed + len(state) > max_bytes:
+    record = to_record(checkpoint.analyzer)
+    state = _dumps(record)
+    if _looks_secret(state):  # rarely: every text of the record masked
+        state = _dumps(masked(record))
+    compressed = zlib.compress(state.encode("utf-8", "surrogatepass"), 1)
+    if fixed + len(compressed) > max_bytes:
         return None
-    return b"".join((_PREFIX.pack(MAGIC, FORMAT, len(text)), text, head, before, state))
+    return b"".join((_PREFIX.pack(MAGIC, FORMAT, len(text)), text, head, before, compressed))
+
+
+def _dumps(record: object) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _looks_secret(state: str) -> bool:
+    # One look at a whole record as JSON (`may_hold_secret`), its texts' quotes and tabs unescaped (`"api_key":
+    # "..."`, `token:\tvalue`): whether any of its texts may hold what `mask_secrets` masks.
+    return may_hold_secret(state.replace('\\"', '"').replace("\\t", "\t"))
 
 
 _DIGEST_SIZE = hashlib.sha256().digest_size
@@ -221,107 +154,37 @@ def _digest(window: bytes) -> bytes:
     return hashlib.sha256(window).digest()
 
 
-def _reduce_analyzer(analyzer: Analyzer) -> tuple[Any, ...]:
-    # The analyzer's attributes (a shallow copy: pickled at once, so sharing the live analyzer's parts is safe)
-    # without the template caches, active and parked, which `Analyzer._classify` rebuilds from the rules as
-    # lines come (the same lines give the same results), and without the rule set, made again from the profile
-    # (`_rule_set`) by `_set_analyzer_state` rather than pickled rule by rule.
-    state = analyzer.__dict__.copy()
-    for name in _CACHES:
-        if isinstance(state.get(name), set):
-            state[name] = set()
-    state["_parked"] = {}
-    if analyzer.profile is not None and analyzer._settled is not None:
-        state["_keywords"] = state["_keyword"] = None
-        scanner = copy.copy(analyzer._scanner)
-        scanner.rules = ()
-        state["_scanner"] = scanner
-    return copyreg.__newobj__, (Analyzer,), state, None, None, _set_analyzer_state  # type: ignore[attr-defined]
-
-
-def _set_analyzer_state(analyzer: Analyzer, state: dict[str, Any]) -> None:
-    # The unpickling side of `_reduce_analyzer`.
-    analyzer.__dict__.update(state)
-    if state["_keyword"] is None and analyzer.profile is not None:
-        assert analyzer._settled is not None
-        analyzer._keywords, analyzer._keyword, analyzer._scanner.rules = _rule_set(
-            analyzer.profile, analyzer._settled
-        )
-
-
-def _reduce_profile(profile: Profile) -> str | tuple[Any, ...]:
-    # A bundled profile is pickled by its engine's name (a checkpoint saves many times a minute, and its rules
-    # are the package's: a checkpoint from another build is not used), a user's whole.
-    if profile.bundled:
-        return load_profile, (profile.name,)
-    return profile.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
-
-
-def _reduce_catalogue(known: Catalogue) -> tuple[Any, ...]:
-    # The engines an analyzer detects from: the package's by the loader, the users' profiles whole.
-    return catalogue, (known.user,)
-
-
-_MASKED = "masked"  # the persistent id of a text whose credentials were masked: (_MASKED, the masked text)
-
-
-class _Pickler(pickle.Pickler):
-    """Pickles an analyzer as a checkpoint keeps it: see `_reduce_analyzer` and `_reduce_profile`."""
-
-    dispatch_table = {  # noqa: RUF012 - read by pickle, never changed
-        **copyreg.dispatch_table,
-        Analyzer: _reduce_analyzer,
-        Profile: _reduce_profile,
-        Catalogue: _reduce_catalogue,
-    }
-
-
-class _MaskingPickler(_Pickler):
-    """`_Pickler`, with every text (the lines held, the framer's unfinished one, the tracebacks', the findings')
-    with its credentials masked (`mask_secrets`: lengths kept), so that the state file holds none. Used when the
-    plain pickle may hold one (`may_hold_secret`: a Python call per object pickled is ~50x slower)."""
-
-    def persistent_id(self, obj: Any) -> Any:
-        # called for every object pickled (before its memo): a text with a credential goes as its masked copy
-        kind = type(obj)
-        if kind is str or kind is bytes or kind is bytearray:
-            masked = mask_secrets(obj)
-            if masked != obj:
-                return (_MASKED, masked)
-        return None
-
-
 @dataclass(frozen=True)
 class _Parsed:
-    """A checkpoint's header and windows, read; its state not read yet."""
+    """A checkpoint's header and windows, read; its record not read yet."""
 
     identity: FileIdentity
     elapsed: float
     state: bytes
     base: int
-    build: str
     settings: str
+    format: int
 
-    def check(self, *, build: str, settings: str) -> None:
-        """Raise `_Rejected` unless this build under these settings took it."""
-        if self.build != build:
-            raise _Rejected(f"taken by another build ({self.build}, this is {build})")
+    def check(self, settings: str) -> None:
+        """Raise `_Rejected` unless it was taken under these settings, in this format."""
+        if self.format != FORMAT:
+            raise _Rejected(f"format {self.format} (a pickle, never read), this build reads {FORMAT}")
         if self.settings != settings:
             raise _Rejected(
                 "taken under other settings (target, engine, profiles, crash grace or stall_after)"
             )
 
-    def load(self) -> Checkpoint:
-        analyzer = _Unpickler(io.BytesIO(self.state)).load()
-        if not isinstance(analyzer, Analyzer):
-            raise _Rejected(f"the state is a {type(analyzer).__name__}, not an Analyzer")
+    def load(self, analyzer: Analyzer) -> Checkpoint:
+        """The checkpoint, its record put into `analyzer` (new, of the launch's settings: see `restore`)."""
+        inflate = zlib.decompressobj()
+        text = inflate.decompress(self.state, _MAX_RECORD)
+        if inflate.unconsumed_tail or not inflate.eof:
+            raise _Rejected("the record is cut short or too large")
+        record = json.loads(text.decode("utf-8", "surrogatepass"))
+        if type(record) is not dict:
+            raise _Rejected("the record is not an object")
+        restore(analyzer, record)
         return Checkpoint(self.identity, self.elapsed, analyzer, self.base)
-
-
-def _parse(blob: bytes, *, build: str, settings: str) -> _Parsed:
-    parsed = _parse_header(blob)
-    parsed.check(build=build, settings=settings)
-    return parsed
 
 
 def _parse_header(blob: bytes) -> _Parsed:
@@ -330,7 +193,7 @@ def _parse_header(blob: bytes) -> _Parsed:
     magic, fmt, length = _PREFIX.unpack_from(blob)
     if magic != MAGIC:
         raise _Rejected("not a checkpoint")
-    if fmt != FORMAT:
+    if fmt not in (FORMAT, _PICKLED):
         raise _Rejected(f"format {fmt}, this build reads {FORMAT}")
     start = _PREFIX.size
     try:
@@ -338,7 +201,7 @@ def _parse_header(blob: bytes) -> _Parsed:
         offset, elapsed = int(header["offset"]), float(header["elapsed"])
         device, inode, size = int(header["device"]), int(header["inode"]), int(header["size"])
         head_len, before_len = int(header["head"]), int(header["before"])
-        build, settings = str(header["build"]), str(header["settings"])
+        settings = str(header["settings"])
         base = int(header.get("base", 0))  # format 3 before issue 26: its files were numbered from 1
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _Rejected(f"unreadable header: {exc}") from exc
@@ -352,49 +215,31 @@ def _parse_header(blob: bytes) -> _Parsed:
     if head_len != _DIGEST_SIZE or before_len != _DIGEST_SIZE:
         raise _Rejected("header out of range")
     identity = FileIdentity(device, inode, size, offset, head, before)
-    return _Parsed(identity, elapsed, state, base, build, settings)
+    return _Parsed(identity, elapsed, state, base, settings, fmt)
 
 
-def decode(blob: bytes, *, build: str, settings: str) -> Checkpoint:
-    """Read a checkpoint taken by this build under these settings (its file is not checked here; its identity's
-    `head` and `before` are the windows' digests).
+def decode(blob: bytes, *, settings: str, analyzer: Analyzer | None = None) -> Checkpoint:
+    """Read a checkpoint taken under these settings into `analyzer` (new, of those settings; default: one with
+    none), its file not checked here (its identity's `head` and `before` are the windows' digests).
 
     Raises:
-        ValueError: it is not one (another format, build or settings, damaged, or a state that does not load).
+        ValueError: it is not one (another format or settings, damaged, or a record that does not load).
     """
     try:
-        return _parse(blob, build=build, settings=settings).load()
+        parsed = _parse_header(blob)
+        parsed.check(settings)
+        return parsed.load(Analyzer(catalogue()) if analyzer is None else analyzer)
     except _Rejected as exc:
         raise ValueError(str(exc)) from exc
-    except Exception as exc:  # whatever a damaged pickle raises
-        raise ValueError(f"the state does not load: {exc!r}") from exc
-
-
-class _Unpickler(pickle.Unpickler):
-    """Loads only this package's classes, the few standard ones an analyzer is made of and `_LOADERS`."""
-
-    def persistent_load(self, pid: Any) -> Any:
-        if (
-            type(pid) is tuple
-            and len(pid) == 2
-            and pid[0] == _MASKED
-            and type(pid[1]) in (str, bytes, bytearray)
-        ):
-            return pid[1]
-        raise pickle.UnpicklingError("not a checkpoint's persistent id")
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _STDLIB or (module, name) in _LOADERS:
-            return super().find_class(module, name)
-        if module.startswith("watchdog."):
-            found = super().find_class(module, name)
-            if isinstance(found, type) and found.__module__.startswith("watchdog."):
-                return found
-        raise pickle.UnpicklingError(f"{module}.{name} is not part of a checkpoint")
+    except Exception as exc:  # whatever a damaged record raises
+        raise ValueError(f"the record does not load: {exc!r}") from exc
 
 
 class Checkpointer:
-    """One follower's checkpoints: `restore` at the start, then the saves as it reads; see the module docstring.
+    """One follower's checkpoints: `restore` once at the start, `fed` / `restarted` / `transitioned` as it reads,
+    `save_due` after each chunk and tick (a save in a task of the follower's, when one is due: at most every
+    `CHECKPOINT_INTERVAL` seconds, within `TRANSITION_INTERVAL` of a transition; reading never waits for one)
+    and `save_final` when it stops.
 
     Args:
         store: where checkpoints are kept.
@@ -406,7 +251,6 @@ class Checkpointer:
         self._store = store
         self._launch = spec.name
         self._settings = settings_id(spec)
-        self._build: str | None = None
         self._clock = clock
         self._source: object | None = None
         self._windows = FileWindows()
@@ -426,28 +270,26 @@ class Checkpointer:
         self._warned_size = False
         self._warned_save = False
         self.saves = 0  # checkpoints written
-        self.base = (
-            0  # the launch's incarnations before the current file's (`Checkpoint.base`): the follower's
-        )
+        # the launch's incarnations before the current file's (`Checkpoint.base`), which the follower sets
+        self.base = 0
 
     @property
     def dirty(self) -> bool:
         """Whether something changed since the last checkpoint saved."""
         return self._changes != self._saved_changes
 
-    async def restore(self, source: Source) -> Restored:
-        """The launch's checkpoint if it is valid for `source`'s file as it is now (else read from 0), and how
-        the file's launches are numbered: as the first time when it is the file the checkpoint was taken of
-        (read again from its start after an upgrade, say), after the launch's last stored one when it is
-        another (truncated, replaced, rewritten, gone) or nothing tells (`Restored.base` None).
+    async def restore(self, source: Source, analyzer: Analyzer) -> Restored:
+        """The launch's checkpoint if it is valid for `source`'s file as it is now (else read from 0), its record
+        put into `analyzer` (the follower's, new), and how the file's launches are numbered: as the first time
+        when it is the file the checkpoint was taken of (read again from its start when its record cannot be
+        read, say), after the launch's last stored one when it is another (truncated, replaced, rewritten,
+        gone) or nothing tells (`Restored.base` None).
 
         Raises:
             WatchdogError: the source could not identify its file (e.g. `ConnectionLost`): the follower fails
                 as its source would, and is started again.
         """
         self._source = source
-        if self._build is None:
-            self._build = await anyio.to_thread.run_sync(build_id)
         launch = self._launch
         try:
             blob = await self._store.load_checkpoint(launch)
@@ -480,13 +322,13 @@ class Checkpointer:
             if reason is not None:
                 raise _Rejected(reason)
             base = parsed.base  # the file it was taken of: read from here or again from its start
-            parsed.check(build=self._build, settings=self._settings)
+            parsed.check(self._settings)
         except _Rejected as exc:
             log.info("checkpoint ignored; reading the log from its start", launch=launch, reason=str(exc))
             return Restored(None, base)
         try:
-            checkpoint = parsed.load()
-        except Exception as exc:  # a state that does not unpickle, whatever it raises
+            checkpoint = parsed.load(analyzer)
+        except Exception as exc:  # a record that does not load, whatever it raises
             log.warning(
                 "checkpoint ignored; reading the log from its start", launch=launch, reason=_said(exc)
             )
@@ -528,7 +370,7 @@ class Checkpointer:
         """If a save is due (changed, and `CHECKPOINT_INTERVAL` passed, `TRANSITION_INTERVAL` after a transition),
         start one with `start(fn, *args)` (a task group's `start_soon`): the follower never waits for a save (the
         file's identification over SSH, the store's thread). `elapsed` is the follower's clock (its analyzer's
-        times are on it); the state is pickled when the save runs, one moment's."""
+        times are on it); the record is taken when the save runs, one moment's."""
         if not self.dirty or self._busy:
             return
         wait = TRANSITION_INTERVAL if self._transitioned else CHECKPOINT_INTERVAL
@@ -569,12 +411,10 @@ class Checkpointer:
             identity = FileIdentity(
                 device, inode, windows.offset, windows.offset, windows.head, windows.before
             )
-            if self._build is None:
-                self._build = await anyio.to_thread.run_sync(build_id)
-            # pickled here, on the event loop, so that the state, its offset and its time are one moment's
+            # encoded here, on the event loop, so that the state, its offset and its time are one moment's
             changes = self._changes
             checkpoint = Checkpoint(identity, elapsed(), analyzer, self.base)
-            blob = encode(checkpoint, build=self._build, settings=self._settings)
+            blob = encode(checkpoint, settings=self._settings)
             self._saved_at = self._clock()
             if blob is None:
                 self._saved_changes, self._transitioned = changes, False

@@ -226,7 +226,7 @@ class LaunchFollower:
         # The state of a valid checkpoint, and the offset to read on from; 0 without one.
         if self._checkpoints is None:
             return 0
-        restored = await self._checkpoints.restore(source)
+        restored = await self._checkpoints.restore(source, self.analyzer)
         checkpoint = restored.checkpoint
         if checkpoint is None:
             # read from the start: the file's launches numbered as before, or after the last one known
@@ -235,10 +235,7 @@ class LaunchFollower:
             self._checkpoints.base = base
             self._checkpoints.fresh = True
             return 0
-        self._checkpoints.base = checkpoint.base
-        self.analyzer = checkpoint.analyzer
-        # deadlines are learned from the launch's history, which grew since: the current ones apply
-        self.analyzer.lifecycle.deadlines = dict(self.spec.deadlines)
+        self._checkpoints.base = checkpoint.base  # its record is in self.analyzer, with the current deadlines
         # the follower's clock goes on from the checkpoint's (the analyzer's times are on it)
         self._start = self._clock.now() - checkpoint.elapsed
         self._last_data = checkpoint.elapsed

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from watchdog.exceptions import ConfigError
-from watchdog.profiles.model import RULE_KINDS, Catalogue, Draft, Profile, Rule, parse_profile
+from watchdog.profiles.model import BUNDLED_SOURCE, RULE_KINDS, Catalogue, Draft, Profile, Rule, parse_profile
 from watchdog.vocabulary import ENGINES
 
 __all__ = [
@@ -79,7 +79,7 @@ def _bundled() -> Catalogue:
 @functools.cache
 def _draft(name: str) -> Draft:
     ref = resources.files("watchdog.profiles").joinpath(f"{name}.toml")
-    return Draft(tomllib.loads(ref.read_text(encoding="utf-8")), f"watchdog/profiles/{name}.toml")
+    return Draft(tomllib.loads(ref.read_text(encoding="utf-8")), f"{BUNDLED_SOURCE}{name}.toml")
 
 
 def preload_profiles() -> None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from watchdog.exceptions import ConfigError
@@ -80,6 +80,8 @@ _ALLOWED_KEYS = {
     "hint",
     "early",
 }
+
+BUNDLED_SOURCE = "watchdog/profiles/"  # where a bundled profile says it comes from (`Profile.source`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,6 @@ class Profile:
     # ... or only once it can serve: a 200 is ready whatever the log showed (vLLM starts its HTTP server after
     # its engine; llama.cpp answers 503 while loading): a log at warning level need not show the weights loaded
     health_means_ready: bool = False
-    bundled: bool = field(default=False, compare=False)  # exactly what `load_profile(name)` gives
     frames: tuple[tuple[str, re.Pattern[str]], ...] = ()  # (phase, a frame of it): [[frame]]
     mains: tuple[re.Pattern[str], ...] = ()  # [[main]]
     steps: tuple[re.Pattern[str], ...] = ()  # [[step]]
@@ -208,7 +209,6 @@ def merge(name: str, user: Sequence[Profile], base: Profile | None, common: Prof
         ", ".join(p.source for p in own),
         early_health=early,
         health_means_ready=any(p.health_means_ready for p in own[len(user) :] or own) and not early,
-        bundled=not user,
         frames=tuple(f for p in parts for f in p.frames),
         mains=tuple(m for p in parts for m in p.mains),
         steps=tuple(m for p in parts for m in p.steps),
