@@ -46,13 +46,24 @@ __all__ = [
     "EXIT_STALLED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "FATAL_WHEN_LOGGED",
+    "FATAL_WHILE_STARTING",
+    "GENERIC_CATEGORIES",
     "LEGACY_STATE_DIR",
     "LOG_FORMATS",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "OUTCOMES",
+    "PROBLEM_STATES",
+    "PROGRESS_STATES",
     "RUNBOOK_URL",
+    "SETTLED_STATES",
     "STARTUP_PHASES",
+    "STARTUP_TIME_STATES",
+    "SUCCESS_STATES",
+    "TERMINAL_STATES",
+    "UNBEGUN_STATES",
     "VERDICTS",
+    "WEAK_CATEGORIES",
     "Category",
     "State",
     "check_http_url",
@@ -103,10 +114,26 @@ class State(enum.Enum):
 STARTUP_PHASES = (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)
 """The startup phases, in the order a launch goes through them."""
 DEADLINE_STATES = (State.PENDING, *STARTUP_PHASES)
-"""The states a deadline may be set for (`[launches.NAME] deadlines`)."""
+"""The states a stall clock runs in, each with its deadline (`[launches.NAME] deadlines`)."""
+PROGRESS_STATES = (*STARTUP_PHASES, State.READY)
+"""The states progress moves a launch through, in order: the startup phases, then ready (its `phase`)."""
+STARTUP_TIME_STATES = (*STARTUP_PHASES, State.STALLED)
+"""The states whose time is startup time: the phases, and stalled in one (`watchdog history`'s rows)."""
 OUTCOMES = (State.CRASHED, State.STALLED, State.STOPPED)
+"""The verdicts other than ready: each is said with the phase it came in ("crashed in loading_weights")."""
 VERDICTS = (State.READY, *OUTCOMES)
 """The states that answer `watch`: it stops at the first of them."""
+TERMINAL_STATES = (State.CRASHED, State.STOPPED)
+"""The states that end an incarnation: only a new start (a new incarnation) follows them."""
+SETTLED_STATES = (State.READY, *TERMINAL_STATES)
+"""The states whose time does not run: no stall clock, no phase duration that grows."""
+SUCCESS_STATES = (State.READY, State.STOPPED)
+"""The states of an incarnation that went well: the usual phase durations are learned from them."""
+PROBLEM_STATES = (State.STALLED, State.CRASHED)
+"""The states that page (their alerts); a stalled launch that goes to any other made progress again."""
+UNBEGUN_STATES = (State.PENDING, State.STALLED)
+"""The states of an incarnation of which nothing was seen yet (stalled: waiting for its log); any other
+state shows it began."""
 BAR_OF_PHASE = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}
 """The progress bar that measures a phase (its `[[progress]]` name in a profile)."""
 
@@ -126,6 +153,17 @@ class Category(enum.StrEnum):
     TIMEOUT = "timeout"
     UNSUPPORTED = "unsupported"
     OTHER = "other"
+
+
+FATAL_WHEN_LOGGED = (Category.PORT_IN_USE, Category.OOM)
+"""Errors no engine starts past, even as a log line: a port it cannot bind, memory it cannot get (every
+engine sizes its memory at start and raises or exits when it cannot; a retry with less says so at WARNING)."""
+FATAL_WHILE_STARTING = (*FATAL_WHEN_LOGGED, Category.CONFIG, Category.MODEL_LOAD, Category.UNSUPPORTED)
+"""... and, raised as an exception (or named by a rule), its configuration, model or hardware refused."""
+WEAK_CATEGORIES = (Category.OTHER, Category.TIMEOUT)
+"""The categories that alone do not make an error-level log line a root-cause candidate."""
+GENERIC_CATEGORIES = (*WEAK_CATEGORIES, Category.KILLED)
+"""The categories that say least of a cause: a root cause of one ranks below any other's."""
 
 
 ENGINES = ("sglang", "vllm", "tgi", "trtllm", "llamacpp", "ollama", "generic")

@@ -11,9 +11,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watchdog.core.framing import without_controls
-from watchdog.vocabulary import OUTCOMES, State, format_duration
+from watchdog.vocabulary import OUTCOMES, PROBLEM_STATES, State, format_duration
 
-__all__ = ["HOST_LAUNCH_PREFIX", "PROBLEMS", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
+__all__ = [
+    "DEFAULT_ON",
+    "HOST_LAUNCH_PREFIX",
+    "PROBLEMS",
+    "SEVERITY",
+    "Alert",
+    "AlertKind",
+    "FactValue",
+    "rfc3339",
+]
 
 HOST_LAUNCH_PREFIX = "host:"  # a host's own alert (its outage) is about the launch `host:NAME`
 
@@ -34,6 +43,14 @@ class AlertKind(enum.StrEnum):
 
 PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
 """The alert kinds that stay active until resolved."""
+DEFAULT_ON = (
+    AlertKind.CRASHED,
+    AlertKind.STALLED,
+    AlertKind.UNREACHABLE,
+    AlertKind.RESOLVED,
+    AlertKind.REPLACED,
+)
+"""The kinds a notifier says when its `on` is not given: all but ready (opt-in)."""
 
 # The default severity of each kind, in PagerDuty's and Alertmanager's common vocabulary.
 SEVERITY: Mapping[AlertKind, str] = {
@@ -311,12 +328,8 @@ class Alert:
 
         # The follower's clock: when the current state began, and when the phase it reports began.
         end = elapsed
-        if (
-            state in {State.CRASHED.value, State.STALLED.value, State.READY.value}
-            and len(entered) == len(timeline)
-            and entered
-        ):
-            end = entered[-1] if state != State.READY.value else elapsed
+        if state in {s.value for s in PROBLEM_STATES} and len(entered) == len(timeline) and entered:
+            end = entered[-1]
         phase_start = _last_entry(timeline, entered, phase)
         time_in_phase = None if end is None or phase_start is None else max(0.0, end - phase_start)
         time_since_start = None if end is None or not entered else max(0.0, end - entered[0])

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from watchdog.vocabulary import STARTUP_PHASES, State, format_duration
+from watchdog.vocabulary import SETTLED_STATES, STARTUP_PHASES, State, format_duration
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -26,10 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["STARTUP_STATES", "LiveView", "ProgressLines", "where"]
 
 STARTUP_STATES = frozenset(s.value for s in STARTUP_PHASES)
-_TICKING = STARTUP_STATES | {
-    State.PENDING.value,
-    State.STALLED.value,
-}  # states whose time keeps running in the view
+_TICKING = frozenset(s.value for s in State if s not in SETTLED_STATES)  # states whose time runs
 _STYLE = {
     State.READY.value: "bold green",
     State.CRASHED.value: "bold red",

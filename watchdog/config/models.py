@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 import watchdog.alerts.notifiers as notifier_kinds
-from watchdog.alerts.alert import SEVERITY, AlertKind
+from watchdog.alerts.alert import DEFAULT_ON, SEVERITY, AlertKind
 from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.config.shard import parse_shard
 from watchdog.core.expectations import LEARN_FACTOR
@@ -53,7 +53,6 @@ from watchdog.vocabulary import (
     DURATIONS,
     ENGINE_CHOICES,
     LOG_FORMATS,
-    State,
     check_http_url,
     check_pattern,
     is_loopback,
@@ -67,13 +66,7 @@ DEFAULT_MAX_CHANNELS = 10  # sshd's MaxSessions default: channels one connection
 MAX_CHANNELS_LIMIT = 1000
 NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
 ALERT_KINDS = tuple(kind.value for kind in AlertKind)
-DEFAULT_ALERT_ON = (
-    State.CRASHED.value,
-    State.STALLED.value,
-    "unreachable",
-    "resolved",
-    "replaced",
-)  # ready is opt-in
+DEFAULT_ALERT_ON = tuple(kind.value for kind in DEFAULT_ON)
 SEVERITIES = (
     "info",
     "warning",

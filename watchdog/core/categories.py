@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from watchdog.vocabulary import Category, State
+from watchdog.vocabulary import STARTUP_PHASES, Category
 
 __all__ = ["categorize", "hint_for", "phase_from_error", "phase_from_frames"]
 
@@ -281,7 +281,7 @@ def _oom_hint(summary: str, phase: str, facts: Mapping[str, object], engine: str
                 "other processes hold GPU memory: free the GPU (nvidia-smi) or lower --gpu-memory-utilization"
             )
         return f"raise --gpu-memory-utilization or lower --max-model-len / --max-num-seqs{free}"
-    if phase in {State.LOADING_WEIGHTS.value, State.STARTING.value}:
+    if phase in {s.value for s in STARTUP_PHASES[:2]}:  # the KV cache not begun: the weights do not fit
         return (
             "the weights do not fit on the GPUs given: use more GPUs (tensor parallel), a quantized checkpoint, "
             "or check that no other process holds GPU memory (nvidia-smi)"

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
-from watchdog.vocabulary import Category
+from watchdog.vocabulary import GENERIC_CATEGORIES, Category
 
 __all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
 
@@ -239,7 +239,7 @@ def _is_consequence(c: Candidate) -> bool:
 def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> Rank:
     """The rank of candidate `c` (the `index`-th of the log), whose category is `category`."""
     wrapper = c.role == "wrapper"
-    if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}:
+    if category not in GENERIC_CATEGORIES:
         generic = 0
     elif category == Category.KILLED:
         generic = 1 if wrapper else 2

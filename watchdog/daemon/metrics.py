@@ -23,12 +23,12 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from watchdog.core.lifecycle import State
-from watchdog.vocabulary import version
+from watchdog.vocabulary import SETTLED_STATES, version
 
 GIB = 1 << 30  # the engines' "GB" of free memory are GiB (SGLang and vLLM divide by 1 << 30)
 _ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not detected yet
 # not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs
-_NOT_PHASES = frozenset({State.READY.value, State.CRASHED.value, State.STOPPED.value})
+_NOT_PHASES = frozenset(s.value for s in SETTLED_STATES)
 _STALLED = State.STALLED.value
 _LAUNCH_LABELS = ("launch", "host")
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from watchdog.vocabulary import STARTUP_PHASES, State
+from watchdog.vocabulary import PROBLEM_STATES, PROGRESS_STATES
 
 REFRESH_MS = 2000
 
@@ -111,6 +111,7 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   "use strict";
   const REFRESH_MS = @REFRESH@;
   const PHASES = @PHASES@;
+  const PROBLEMS = @PROBLEMS@;
   const CAPS = { crashed: "\\u2715 crashed", stopped: "\\u25a0 stopped", ready: "\\u2713 ready" };
   const FACTS = [
     ["avail_mem_after_weights_gb", "free after weights", v => num(v, 2) + " GB"],
@@ -422,7 +423,7 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
     }
   }
 
-  document.getElementById("legend").append(...[...PHASES, "stalled", "crashed"].map(p => {
+  document.getElementById("legend").append(...[...PHASES, ...PROBLEMS].map(p => {
     const s = el("span", "", SHORT[p] || p, colour(p));
     s.title = p;
     return s;
@@ -448,7 +449,8 @@ def _script_json(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).translate(_SCRIPT_ESCAPES)
 
 
-_PHASES_JSON = json.dumps([s.value for s in (*STARTUP_PHASES, State.READY)])
+_PHASES_JSON = json.dumps([s.value for s in PROGRESS_STATES])
+_PROBLEMS_JSON = json.dumps([s.value for s in PROBLEM_STATES])
 
 
 def render_page(statuses: list[dict[str, Any]], *, nonce: str) -> str:
@@ -460,5 +462,6 @@ def render_page(statuses: list[dict[str, Any]], *, nonce: str) -> str:
         _PAGE.replace("@NONCE@", nonce)
         .replace("@REFRESH@", str(REFRESH_MS))
         .replace("@PHASES@", _PHASES_JSON)
+        .replace("@PROBLEMS@", _PROBLEMS_JSON)
         .replace("@DATA@", _script_json(statuses))
     )

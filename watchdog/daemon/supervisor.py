@@ -49,7 +49,7 @@ from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Sour
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHOptions, SSHPool
 from watchdog.profiles.loader import preload_profiles
-from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED
+from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, PROBLEM_STATES, UNBEGUN_STATES
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord, StateStore
@@ -594,9 +594,9 @@ class Daemon:
                 )
                 await self._alerting.say(alert, run.plan.alerts)
             run.incarnation, run.began = incarnation, False
-        if state not in (State.PENDING, State.STALLED):
+        if state not in UNBEGUN_STATES:
             run.began = True
-        if state not in (State.STALLED, State.CRASHED):
+        if state not in PROBLEM_STATES:
             await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
 
     async def _conclude(self, run: _Running, update: Concluded) -> None:
