@@ -190,7 +190,9 @@ def _members(node: ast.expr) -> tuple[str, int] | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in _ENUMS:
         return node.value.id, 1
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return next(((name, 1) for name, enum in _ENUMS.items() if node.value in enum._value2member_map_), None)
+        return next(
+            ((name, 1) for name, enum in _ENUMS.items() if node.value in enum._value2member_map_), None
+        )
     return None
 
 

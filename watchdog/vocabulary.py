@@ -53,6 +53,7 @@ __all__ = [
     "LOG_FORMATS",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "OUTCOMES",
+    "PID_MAX_LIMIT",
     "PROBLEM_STATES",
     "PROGRESS_STATES",
     "RUNBOOK_URL",
@@ -68,11 +69,13 @@ __all__ = [
     "State",
     "check_http_url",
     "check_pattern",
+    "check_process",
     "file_kind",
     "format_duration",
     "is_loopback",
     "is_ssh_word",
     "parse_duration",
+    "parse_pid",
     "remote_relative",
     "runbook_url",
     "split_listen",
@@ -339,6 +342,42 @@ def check_pattern(text: str) -> str:
     if any(ch in text for ch in "\n\r\0"):
         raise ValueError("the pattern must be one line, without NUL characters")
     return text
+
+
+PID_MAX_LIMIT = 1 << 22  # Linux's on 64-bit machines: /proc/sys/kernel/pid_max is at most this, pids below it
+_PIDS = f"a process id is a number from 1 to {PID_MAX_LIMIT - 1} (Linux's pid_max limit)"
+
+
+def parse_pid(value: int | str) -> int:
+    """A process id, from a number or its decimal text; ValueError: not a number, or not from 1 to pid_max."""
+    try:
+        pid = int(value.strip(), 10) if isinstance(value, str) else value
+    except ValueError:
+        raise ValueError(f"{value!r} is not a process id: {_PIDS}") from None
+    if not 0 < pid < PID_MAX_LIMIT:
+        raise ValueError(f"{pid} is not a valid process id: {_PIDS}")
+    return pid
+
+
+def check_process(
+    pid: int | None, pattern: str | None, pid_file: str | None, *, names: tuple[str, str, str]
+) -> None:
+    """Check how a server's process is named: by at most one of a pid (`parse_pid`), a `pgrep -f` pattern
+    (`check_pattern`) and a pid file (a path). `names` are the caller's words for the three (its options, its
+    keys), for messages.
+
+    Raises:
+        ValueError: two of them given, or one that is not valid (the message says which and why).
+    """
+    given = [name for name, value in zip(names, (pid, pattern, pid_file), strict=True) if value is not None]
+    if len(given) > 1:
+        raise ValueError(f"{given[0]} and {given[1]} are exclusive: give one, not both")
+    if pid is not None:
+        parse_pid(pid)
+    if pattern is not None:
+        check_pattern(pattern)
+    if pid_file is not None and (not pid_file or "\0" in pid_file):
+        raise ValueError("the pid file must be a path")
 
 
 _BAD_SSH_WORD = re.compile(r"[\s/@'\"`$;&|<>\\]")

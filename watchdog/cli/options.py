@@ -12,13 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from watchdog.exceptions import UsageError
-from watchdog.vocabulary import EXIT_USAGE, check_http_url, check_pattern, file_kind, parse_duration
+from watchdog.vocabulary import (
+    EXIT_USAGE,
+    check_http_url,
+    check_pattern,
+    check_process,
+    file_kind,
+    parse_duration,
+    parse_pid,
+)
 
 if TYPE_CHECKING:
     from watchdog.config.shard import Shard
 
-# Linux's PID_MAX_LIMIT on 64-bit machines: /proc/sys/kernel/pid_max is at most this, and pids are below it.
-PID_MAX_LIMIT = 1 << 22
 _T = TypeVar("_T")
 
 # Reading an input file must never block: a FIFO without a writer would hang `open` itself.
@@ -50,19 +56,12 @@ def pid(text: str) -> int:
         text: a decimal number.
 
     Returns:
-        The pid, from 1 to `PID_MAX_LIMIT` - 1.
+        The pid, from 1 to `watchdog.vocabulary.PID_MAX_LIMIT` - 1.
 
     Raises:
         argparse.ArgumentTypeError: not a decimal number, or outside the range any Linux pid can take.
     """
-    allowed = f"a process id is a number from 1 to {PID_MAX_LIMIT - 1} (Linux's pid_max limit)"
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a process id: {allowed}") from None
-    if not 0 < value < PID_MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"{value} is not a valid process id: {allowed}")
-    return value
+    return _option(parse_pid, text)
 
 
 def process_pattern(text: str) -> str:
@@ -145,8 +144,10 @@ def validate_watch(args: argparse.Namespace) -> list[str]:
     """
     from watchdog.follow.sources.target import parse_target  # noqa: PLC0415 - imports the SSH stack
 
-    if args.pid is not None and args.process is not None:
-        raise UsageError("--pid and --process are exclusive: give one")
+    try:
+        check_process(args.pid, args.process, None, names=("--pid", "--process", "--pid-file"))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     target = parse_target(args.target)
     warnings = [] if target.is_remote else _check_local_target(target.path)
     _check_profiles(args.engine, args.profile)

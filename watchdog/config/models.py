@@ -55,6 +55,7 @@ from watchdog.vocabulary import (
     LOG_FORMATS,
     check_http_url,
     check_pattern,
+    check_process,
     is_loopback,
     is_ssh_word,
     parse_duration,
@@ -637,8 +638,10 @@ def _check_launches(config: Config) -> None:
         if key in files:
             raise _KeyProblem(at_log, f"the same file as launches.{files[key]}.log: follow each log once")
         files[key] = name
-        if launch.process is not None and launch.pid_file is not None:
-            raise _KeyProblem(key_path((*where, "pid_file")), "give process or pid_file, not both")
+        try:
+            check_process(None, launch.process, launch.pid_file, names=("pid", "process", "pid_file"))
+        except ValueError as exc:
+            raise _KeyProblem(key_path((*where, "pid_file")), str(exc)) from None
         for index, notifier in enumerate(launch.notify):
             if notifier not in config.notifiers:
                 raise _KeyProblem(
