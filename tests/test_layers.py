@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("daemon",),
     ("config",),
     ("alerts", "follow"),
-    ("store", "clock"),
+    ("store", "clock", "backoff"),
     ("core",),
     ("profiles",),
     ("vocabulary", "exceptions"),
