@@ -8,6 +8,7 @@ from watchdog.core.categories import categorize, hint_for, phase_from_error, pha
 from watchdog.core.envelope import parse
 from watchdog.core.rootcause import Candidate, Rank, from_traceback, rank, root_cause
 from watchdog.core.tracebacks import Assembler, Traceback
+from watchdog.vocabulary import Category
 
 _WRAPPER = Candidate(
     "RuntimeError: Engine core initialization failed. See root cause above",
@@ -139,8 +140,8 @@ def test_fragment_without_exception_is_noise_with_phase() -> None:
     ],
 )
 def test_categorize(summary: str, category: str) -> None:
-    """categorize() maps a decisive error line to its category, most specific first."""
-    assert categorize(summary) == category
+    """categorize() maps a decisive error line to its category (a `Category`), most specific first."""
+    assert categorize(summary) is Category(category)
 
 
 def test_categorize_keyerror_by_frames() -> None:

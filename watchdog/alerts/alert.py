@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from watchdog.core.framing import without_controls
-from watchdog.vocabulary import OUTCOMES, PROBLEM_STATES, State, format_duration
+from watchdog.vocabulary import OUTCOMES, PROBLEM_STATES, Category, State, format_duration
 
 __all__ = [
     "DEFAULT_ON",
@@ -79,7 +79,7 @@ class Alert:
     incarnation: int
     severity: str
     started_at: datetime  # UTC: when the problem (or the event) began; startsAt in Alertmanager
-    category: str = ""  # error category of a crash (oom, cuda, nccl, ...)
+    category: Category | None = None  # error category of a crash (oom, cuda, nccl, ...)
     summary: str = ""  # the root-cause line, or what happened in one line
     hint: str = ""  # what to do about it
     ranks: tuple[str, ...] = ()
@@ -228,7 +228,7 @@ class Alert:
             "phase": self.phase,
             "incarnation": self.incarnation,
             "severity": self.severity,
-            "category": self.category,
+            "category": self.category or "",
             "summary": self.summary,
             "hint": self.hint,
             "ranks": list(self.ranks),
@@ -274,7 +274,7 @@ class Alert:
             incarnation=int(data.get("incarnation") or 1),
             severity=str(data.get("severity") or SEVERITY[AlertKind(data["kind"])]),
             started_at=started_at,
-            category=str(data.get("category") or ""),
+            category=Category(data["category"]) if data.get("category") else None,
             summary=str(data.get("summary") or ""),
             hint=str(data.get("hint") or ""),
             ranks=tuple(str(r) for r in data.get("ranks") or ()),
@@ -376,7 +376,7 @@ class Alert:
             incarnation=int(status.get("incarnation") or 1),
             severity=SEVERITY[kind],
             started_at=started_at,
-            category=str(err.get("category") or ""),
+            category=Category(err["category"]) if err.get("category") else None,
             summary=summary,
             hint=str(err.get("hint") or ""),
             ranks=tuple(str(r) for r in err.get("ranks") or ()),

@@ -43,6 +43,7 @@ from watchdog.vocabulary import (
     STARTUP_PHASES,
     TERMINAL_STATES,
     UNBEGUN_STATES,
+    Category,
     State,
 )
 
@@ -259,7 +260,7 @@ class Lifecycle:
                         Candidate(
                             f"process exited: {event.detail}",
                             inc.lines,
-                            category="killed",
+                            category=Category.KILLED,
                             kind="rule",
                             fatal=True,
                         )

@@ -45,7 +45,7 @@ class Candidate:
     traceback: tuple[str, ...] = ()
     role: str = "cause"  # "cause" | "wrapper"
     noise: bool = False  # inside a logging-error block
-    category: str | None = None  # set by a rule; else derived from the summary
+    category: Category | None = None  # set by a rule; else derived from the summary
     hint: str | None = None  # set by a rule: a template formatted with the facts when chosen
     fatal: bool = False
     phase_hint: str | None = None  # phase the traceback's frames point at
@@ -61,7 +61,7 @@ class Candidate:
 class Error:
     """The verdict's error: the JSON `error` object of DESIGN.md."""
 
-    category: str
+    category: Category
     summary: str
     exception: str | None
     hint: str
@@ -236,7 +236,7 @@ def _is_consequence(c: Candidate) -> bool:
     return _CONSEQUENCE.search(c.summary) is not None
 
 
-def rank(c: Candidate, category: str, index: int, *, handled: bool = False) -> Rank:
+def rank(c: Candidate, category: Category, index: int, *, handled: bool = False) -> Rank:
     """The rank of candidate `c` (the `index`-th of the log), whose category is `category`."""
     wrapper = c.role == "wrapper"
     if category not in GENERIC_CATEGORIES:

@@ -23,7 +23,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from watchdog.core.lifecycle import State
-from watchdog.vocabulary import SETTLED_STATES, version
+from watchdog.vocabulary import SETTLED_STATES, Category, version
 
 GIB = 1 << 30  # the engines' "GB" of free memory are GiB (SGLang and vLLM divide by 1 << 30)
 _ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not detected yet
@@ -40,7 +40,7 @@ Statuses = Callable[[], list[dict[str, Any]]]
 class DaemonStats:
     """The counters the daemon keeps itself (a snapshot: the daemon makes a new one per scrape)."""
 
-    crashes: Mapping[tuple[str, str, str], int] = field(default_factory=dict)  # (launch, host, category)
+    crashes: Mapping[tuple[str, str, Category], int] = field(default_factory=dict)  # (launch, host, category)
     ssh_connected: Mapping[str, bool] = field(default_factory=dict)  # host -> connected now
     ssh_reconnects: Mapping[str, int] = field(default_factory=dict)  # host -> reconnects since start
     alerts_sent: Mapping[str, int] = field(default_factory=dict)  # notifier -> alerts delivered

@@ -50,7 +50,13 @@ from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Sour
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHOptions, SSHPool
 from watchdog.profiles.loader import preload_profiles
-from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, PROBLEM_STATES, UNBEGUN_STATES
+from watchdog.vocabulary import (
+    DEFAULT_UNREACHABLE_AFTER,
+    EXIT_INTERRUPTED,
+    PROBLEM_STATES,
+    UNBEGUN_STATES,
+    Category,
+)
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord, StateStore
@@ -164,7 +170,7 @@ class Daemon:
         self._reloads_asked = 0  # SIGHUPs (or calls) so far
         self._reloads_done = 0  # the asks the last reload answered
         self._outbox: Outbox | None = None
-        self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
+        self.crashes: Counter[tuple[str, str, Category]] = Counter()  # (launch, host, category)
         self._activity: dict[str, float] = {}  # launch -> Unix time its log last grew (see `stats`)
         self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
         self.port: int | None = None  # the HTTP server's port, once bound
@@ -613,7 +619,7 @@ class Daemon:
             return
         run.announced.add(key)
         if update.state == State.CRASHED:
-            category = (verdict.get("error") or {}).get("category") or "other"
+            category = Category((verdict.get("error") or {}).get("category") or Category.OTHER)
             self.crashes[(name, run.plan.host, category)] += 1
             if incarnation >= run.incarnation:
                 await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
