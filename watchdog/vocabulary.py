@@ -135,8 +135,7 @@ SUCCESS_STATES = (State.READY, State.STOPPED)
 PROBLEM_STATES = (State.STALLED, State.CRASHED)
 """The states that page (their alerts); a stalled launch that goes to any other made progress again."""
 UNBEGUN_STATES = (State.PENDING, State.STALLED)
-"""The states of an incarnation of which nothing was seen yet (stalled: waiting for its log); any other
-state shows it began."""
+"""The states of an incarnation nothing of which was seen yet (stalled: waiting for its log)."""
 BAR_OF_PHASE = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}
 """The progress bar that measures a phase (its `[[progress]]` name in a profile)."""
 
@@ -159,8 +158,7 @@ class Category(enum.StrEnum):
 
 
 FATAL_WHEN_LOGGED = (Category.PORT_IN_USE, Category.OOM)
-"""Errors no engine starts past, even as a log line: a port it cannot bind, memory it cannot get (every
-engine sizes its memory at start and raises or exits when it cannot; a retry with less says so at WARNING)."""
+"""Errors no engine starts past, even only logged: a port it cannot bind, memory it cannot get (at start)."""
 FATAL_WHILE_STARTING = (*FATAL_WHEN_LOGGED, Category.CONFIG, Category.MODEL_LOAD, Category.UNSUPPORTED)
 """... and, raised as an exception (or named by a rule), its configuration, model or hardware refused."""
 WEAK_CATEGORIES = (Category.OTHER, Category.TIMEOUT)
@@ -363,12 +361,7 @@ def check_process(
     pid: int | None, pattern: str | None, pid_file: str | None, *, names: tuple[str, str, str]
 ) -> None:
     """Check how a server's process is named: by at most one of a pid (`parse_pid`), a `pgrep -f` pattern
-    (`check_pattern`) and a pid file (a path). `names` are the caller's words for the three (its options, its
-    keys), for messages.
-
-    Raises:
-        ValueError: two of them given, or one that is not valid (the message says which and why).
-    """
+    (`check_pattern`) and a pid file (a path), called `names` in messages; ValueError says what is wrong."""
     given = [name for name, value in zip(names, (pid, pattern, pid_file), strict=True) if value is not None]
     if len(given) > 1:
         raise ValueError(f"{given[0]} and {given[1]} are exclusive: give one, not both")

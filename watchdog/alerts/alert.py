@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_ON",
     "HOST_LAUNCH_PREFIX",
     "PROBLEMS",
+    "SEVERITIES",
     "SEVERITY",
     "Alert",
     "AlertKind",
@@ -41,18 +42,14 @@ class AlertKind(enum.StrEnum):
     REPLACED = "replaced"  # the log was truncated or replaced, or a new start began: a new incarnation
 
 
-PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
+PROBLEMS = (AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE)
 """The alert kinds that stay active until resolved."""
-DEFAULT_ON = (
-    AlertKind.CRASHED,
-    AlertKind.STALLED,
-    AlertKind.UNREACHABLE,
-    AlertKind.RESOLVED,
-    AlertKind.REPLACED,
-)
+DEFAULT_ON = (*PROBLEMS, AlertKind.RESOLVED, AlertKind.REPLACED)
 """The kinds a notifier says when its `on` is not given: all but ready (opt-in)."""
+SEVERITIES = ("info", "warning", "error", "critical")
+"""The severities, lowest first: PagerDuty's and Alertmanager's common vocabulary."""
 
-# The default severity of each kind, in PagerDuty's and Alertmanager's common vocabulary.
+# The default severity of each kind.
 SEVERITY: Mapping[AlertKind, str] = {
     AlertKind.CRASHED: "critical",
     AlertKind.STALLED: "warning",

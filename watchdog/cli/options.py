@@ -50,13 +50,7 @@ def _option(check: Callable[[str], _T], text: str) -> _T:
 
 
 def pid(text: str) -> int:
-    """Parse a `--pid` option: a Linux process id.
-
-    Args:
-        text: a decimal number.
-
-    Returns:
-        The pid, from 1 to `watchdog.vocabulary.PID_MAX_LIMIT` - 1.
+    """Parse a `--pid` option: a Linux process id (`watchdog.vocabulary.parse_pid`).
 
     Raises:
         argparse.ArgumentTypeError: not a decimal number, or outside the range any Linux pid can take.
@@ -65,13 +59,7 @@ def pid(text: str) -> int:
 
 
 def process_pattern(text: str) -> str:
-    """Parse a `--process` option: a `pgrep -f` pattern.
-
-    Args:
-        text: the pattern.
-
-    Returns:
-        `text`, unchanged.
+    """Parse a `--process` option: a `pgrep -f` pattern, unchanged.
 
     Raises:
         argparse.ArgumentTypeError: it is empty or blank, or holds a line break or a NUL character.

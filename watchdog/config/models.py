@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 import watchdog.alerts.notifiers as notifier_kinds
-from watchdog.alerts.alert import DEFAULT_ON, SEVERITY, AlertKind
+from watchdog.alerts.alert import DEFAULT_ON, SEVERITIES, SEVERITY, AlertKind
 from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.config.shard import parse_shard
 from watchdog.core.expectations import LEARN_FACTOR
@@ -68,12 +68,6 @@ MAX_CHANNELS_LIMIT = 1000
 NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
 ALERT_KINDS = tuple(kind.value for kind in AlertKind)
 DEFAULT_ALERT_ON = tuple(kind.value for kind in DEFAULT_ON)
-SEVERITIES = (
-    "info",
-    "warning",
-    "error",
-    "critical",
-)  # in order (watchdog.alerts.alert.SEVERITY's values)
 SECRET_SHOWN = "**********"  # noqa: S105 - the mask shown instead of a secret
 SECRET_FILE_LIMIT = 64 * 1024  # bytes: a secret file is a token or a URL, not a log
 # Labels the metrics already use, and the ones Prometheus reserves: extra labels may not shadow them.
