@@ -24,12 +24,7 @@ from watchdog.core.findings import (
 from watchdog.core.rootcause import Candidate, from_traceback
 from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
 from watchdog.profiles.model import Rule
-from watchdog.vocabulary import (
-    BAR_OF_PHASE,
-    PROGRESS_STATES,
-    WEAK_CATEGORIES,
-    State,
-)
+from watchdog.vocabulary import BAR_OF_PHASE, PROGRESS_STATES, WEAK_CATEGORIES, State
 
 __all__ = ["QUIET_LEVELS", "Scanner"]
 

@@ -40,12 +40,7 @@ from watchdog.core.lifecycle import State
 from watchdog.daemon import hangup
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
-from watchdog.exceptions import (
-    ConnectionLost,
-    PermanentError,
-    WatchdogError,
-    first_watchdog_error,
-)
+from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, first_watchdog_error
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHOptions, SSHPool
