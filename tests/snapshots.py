@@ -8,7 +8,7 @@ from typing import Any
 
 from watchdog.core.rootcause import Error
 from watchdog.core.verdict import Entry, MissingLog, Progress, Status, Unreachable, Verdict
-from watchdog.vocabulary import State
+from watchdog.vocabulary import Category, State
 
 
 def verdict_from_json(data: Mapping[str, Any]) -> Verdict:
@@ -21,7 +21,7 @@ def verdict_from_json(data: Mapping[str, Any]) -> Verdict:
     error = context = None
     if err:
         error = Error(
-            category=err.get("category") or "other",
+            category=Category(err.get("category") or "other"),
             summary=err.get("summary") or "",
             exception=err.get("exception"),
             hint=err.get("hint") or "",

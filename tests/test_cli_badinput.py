@@ -18,8 +18,9 @@ from snapshots import status_from_json
 import watchdog.follow.replay
 from watchdog.alerts.delivery import post_json
 from watchdog.cli.app import main
-from watchdog.cli.options import PID_MAX_LIMIT, duration
+from watchdog.cli.options import duration
 from watchdog.exceptions import DeliveryError
+from watchdog.vocabulary import PID_MAX_LIMIT
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 READY = str(CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log")

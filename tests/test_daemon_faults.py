@@ -99,7 +99,7 @@ async def test_a_refused_key_is_one_outage_for_the_host_backed_off_and_resolved_
                 assert sorted(run.failures for run in runs) == [1, 1, 1, 1, 2]
                 assert [g.json()["launch"] for g in receiver.delivered()] == ["host:gpu1"]
                 assert all(s["note"].startswith("refused: ") for s in daemon.status_json())
-                assert daemon._hosts["gpu1"].pause == 10.0
+                assert daemon._hosts["gpu1"].refusals == 2  # its backoff: 5 s, then 10 s
                 await daemon.reload()  # the right key now: tried at once, not after the backoff
                 got = await receiver.wait_for(2)
                 assert not any("refused" in s.get("note", "") for s in daemon.status_json())

@@ -146,8 +146,8 @@ def test_fragment_without_exception_is_noise_with_phase() -> None:
     ],
 )
 def test_categorize(summary: str, category: str) -> None:
-    """categorize() maps a decisive error line to its category, most specific first."""
-    assert categorize(summary) == category
+    """categorize() maps a decisive error line to its category (a `Category`), most specific first."""
+    assert categorize(summary) is Category(category)
 
 
 def test_categorize_keyerror_by_frames() -> None:

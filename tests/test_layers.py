@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("daemon",),
     ("config",),
     ("alerts", "follow"),
-    ("store", "clock", "httpclient"),
+    ("store", "clock", "httpclient", "backoff"),
     ("core",),
     ("profiles",),
     ("vocabulary", "exceptions"),
@@ -232,6 +232,74 @@ def test_the_vocabulary_is_not_written_out_again() -> None:
             if len(found) >= 2:
                 copies.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {sorted(found)}")
     assert copies == []
+
+
+_ENUMS: dict[str, type[State] | type[Category]] = {"State": State, "Category": Category}
+# the vocabulary's collections of states or categories, by name: `(*STARTUP_PHASES, State.READY)` is a new set
+_COLLECTIONS = {
+    name: (type(value[0]).__name__, len(value))
+    for name, value in vars(vocabulary).items()
+    if isinstance(value, tuple) and value and all(isinstance(v, State | Category) for v in value)
+}
+
+
+def _members(node: ast.expr) -> tuple[str, int] | None:
+    """(enum, how many members) that one item of a display stands for: `State.X`, `State.X.value`, "x", or a
+    starred collection of the vocabulary."""
+    if isinstance(node, ast.Starred):
+        name = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+        return _COLLECTIONS.get(name)
+    if isinstance(node, ast.Attribute) and node.attr == "value":
+        node = node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in _ENUMS:
+        return node.value.id, 1
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return next(
+            ((name, 1) for name, enum in _ENUMS.items() if node.value in enum._value2member_map_), None
+        )
+    return None
+
+
+def _sets_of_members(source: str) -> list[str]:
+    """Each tuple, list or set display in `source` (in an `in (...)` test too) that holds two or more members
+    of State, or of Category, as members or as their values: "line: enum"."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            counts: dict[str, int] = {}
+            for item in node.elts:
+                if (m := _members(item)) is not None:
+                    counts[m[0]] = counts.get(m[0], 0) + m[1]
+            found += [f"{node.lineno}: {enum}" for enum, n in counts.items() if n >= 2]
+    return found
+
+
+def test_no_set_of_states_or_categories_is_written_out_again() -> None:
+    """No module but vocabulary.py writes out a set of two or more states, or of categories (as members or
+    their values): each such set means something, and has its name in `watchdog.vocabulary`."""
+    copies = [
+        f"{path.relative_to(PACKAGE.parent)}:{where}"
+        for name, path in MODULES.items()
+        if name != "watchdog.vocabulary"
+        for where in _sets_of_members(path.read_text())
+    ]
+    assert copies == []
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        pytest.param("x in (State.READY, State.CRASHED)", ["1: State"], id="in-tuple"),
+        pytest.param("S = frozenset({State.READY.value, 'stopped'})", ["1: State"], id="values"),
+        pytest.param("S = (*STARTUP_PHASES, State.READY)", ["1: State"], id="starred"),
+        pytest.param("S = [Category.OOM, 'cuda']", ["1: Category"], id="categories"),
+        pytest.param("S = (State.READY, Category.OOM, 'x')", [], id="one-each"),
+        pytest.param("S = tuple(s.value for s in SETTLED_STATES)", [], id="derived"),
+    ],
+)
+def test_sets_of_members_are_found(source: str, found: list[str]) -> None:
+    """The check above finds a written-out set of states or categories however it is spelled."""
+    assert _sets_of_members(source) == found
 
 
 def test_no_second_exit_code_or_version_lookup() -> None:

@@ -26,7 +26,7 @@ from watchdog.exceptions import DeliveryError
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
 from watchdog.follow.sources import parse_target
 from watchdog.follow.testing import ManualClock, ScriptedSource
-from watchdog.vocabulary import format_duration
+from watchdog.vocabulary import Category, format_duration
 
 pytestmark = pytest.mark.anyio
 
@@ -91,6 +91,19 @@ def _alert(kind: AlertKind = AlertKind.CRASHED, **status: Any) -> Alert:
     return Alert.from_status(
         kind, status_from_json(_status(**status)), link="http://127.0.0.1:9469/#kimi-ep", now=NOW
     )
+
+
+def test_an_alert_keeps_its_category_typed_and_says_it_as_before() -> None:
+    """An alert's category is a `Category`, from the status and back from the outbox; its dict keeps the string
+    ("" for an alert without one)."""
+    crashed, stalled = _alert(), _alert(AlertKind.STALLED, error=None)
+    assert crashed.category is Category.OOM
+    assert Alert.from_dict(crashed.to_dict()).category is Category.OOM
+    assert (json.loads(json.dumps(crashed.to_dict()))["category"], stalled.to_dict()["category"]) == (
+        "oom",
+        "",
+    )
+    assert Alert.from_dict(stalled.to_dict()).category is None
 
 
 def _huge(alert: Alert) -> Alert:

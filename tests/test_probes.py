@@ -11,6 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,10 +19,12 @@ from anyio.abc import Process
 from sshd_server import SSHDServer
 
 from watchdog import httpclient
-from watchdog.exceptions import TLSError, UsageError
+from watchdog.exceptions import ConfigError, TLSError, UsageError
 from watchdog.follow.probes.health import HealthProbe, parse_health_url
 from watchdog.follow.probes.process import LocalProcessProbe, SSHProcessProbe, wait_until_gone
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.sources.target import parse_target
+from watchdog.follow.spec import LaunchSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -168,10 +171,26 @@ def test_process_probe_needs_one_spec() -> None:
     """A probe is given exactly one of pid and pattern."""
     with pytest.raises(ValueError, match="exactly one"):
         LocalProcessProbe()
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="pid and pattern are exclusive"):
         LocalProcessProbe(pid=1, pattern="x")
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="pid and pid_file are exclusive"):
         LocalProcessProbe(pid=1, pid_file="/run/x.pid")
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        pytest.param({"pid": 7, "process": "sglang"}, "a pid and a process pattern are exclusive", id="two"),
+        pytest.param({"pid": 0}, "0 is not a valid process id", id="pid-zero"),
+        pytest.param({"pid": 1 << 22}, "is not a valid process id", id="pid-past-pid-max"),
+        pytest.param({"process": "a\nb"}, "one line", id="pattern-two-lines"),
+    ],
+)
+def test_launch_spec_checks_its_process_as_the_probe_does(fields: dict[str, Any], problem: str) -> None:
+    """A launch spec refuses two ways of naming its process, or a bad one, as a config error at key `pid`."""
+    with pytest.raises(ConfigError, match=problem) as caught:
+        LaunchSpec(name="a", target=parse_target("/x.log"), **fields)
+    assert (caught.value.path, caught.value.key) == ("launch 'a'", "pid")
 
 
 async def test_local_health_probe(health_server: ThreadingHTTPServer) -> None:

@@ -63,7 +63,13 @@ from anyio.abc import TaskStatus
 from watchdog.core.durations import plausible
 from watchdog.core.verdict import Status, Verdict
 from watchdog.exceptions import ConfigError, UsageError
-from watchdog.vocabulary import DEFAULT_STATE_DIR, LEGACY_STATE_DIR, MAX_INCARNATIONS_PER_LAUNCH, State
+from watchdog.vocabulary import (
+    DEFAULT_STATE_DIR,
+    LEGACY_STATE_DIR,
+    MAX_INCARNATIONS_PER_LAUNCH,
+    SETTLED_STATES,
+    UNBEGUN_STATES,
+)
 
 __all__ = [
     "DB_NAME",
@@ -291,9 +297,8 @@ class IncarnationRecord:
         }
 
 
-_OUTCOMES = frozenset(
-    {State.READY.value, State.CRASHED.value, State.STOPPED.value}
-)  # states whose time does not run
+_SETTLED = frozenset(s.value for s in SETTLED_STATES)
+_UNBEGUN = ", ".join(f"'{s.value}'" for s in UNBEGUN_STATES)  # SQL
 
 
 def _phase_durations(transitions: tuple[TransitionRecord, ...]) -> tuple[dict[str, float], str | None]:
@@ -307,7 +312,7 @@ def _phase_durations(transitions: tuple[TransitionRecord, ...]) -> tuple[dict[st
         if seconds is not None:
             out[t.state] = round(out.get(t.state, 0.0) + seconds, 3)
     last = transitions[-1].state if transitions else None
-    return out, (last if last is not None and last not in _OUTCOMES else None)
+    return out, (last if last is not None and last not in _SETTLED else None)
 
 
 def _iso(wall: float) -> str:
@@ -654,8 +659,8 @@ class StateStore:
 
         def select() -> dict[str, tuple[int, bool]]:
             rows = self._conn.execute(
-                "SELECT i.launch, i.incarnation, EXISTS (SELECT 1 FROM transitions t WHERE t.incarnation_id = i.id"
-                " AND t.state NOT IN ('pending', 'stalled')) FROM incarnations i JOIN (SELECT launch,"
+                "SELECT i.launch, i.incarnation, EXISTS (SELECT 1 FROM transitions t WHERE t.incarnation_id = i.id"  # noqa: S608 - _UNBEGUN: the vocabulary's words
+                f" AND t.state NOT IN ({_UNBEGUN})) FROM incarnations i JOIN (SELECT launch,"
                 " max(incarnation) AS last FROM incarnations WHERE ? IS NULL OR launch = ? GROUP BY launch) m"
                 " ON m.launch = i.launch AND m.last = i.incarnation",
                 (launch, launch),

@@ -46,22 +46,36 @@ __all__ = [
     "EXIT_STALLED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "FATAL_WHEN_LOGGED",
+    "FATAL_WHILE_STARTING",
+    "GENERIC_CATEGORIES",
     "LEGACY_STATE_DIR",
     "LOG_FORMATS",
     "MAX_INCARNATIONS_PER_LAUNCH",
     "OUTCOMES",
+    "PID_MAX_LIMIT",
+    "PROBLEM_STATES",
+    "PROGRESS_STATES",
     "RUNBOOK_URL",
+    "SETTLED_STATES",
     "STARTUP_PHASES",
+    "STARTUP_TIME_STATES",
+    "SUCCESS_STATES",
+    "TERMINAL_STATES",
+    "UNBEGUN_STATES",
     "VERDICTS",
+    "WEAK_CATEGORIES",
     "Category",
     "State",
     "check_http_url",
     "check_pattern",
+    "check_process",
     "file_kind",
     "format_duration",
     "is_loopback",
     "is_ssh_word",
     "parse_duration",
+    "parse_pid",
     "remote_relative",
     "runbook_url",
     "split_listen",
@@ -103,10 +117,25 @@ class State(enum.Enum):
 STARTUP_PHASES = (State.STARTING, State.LOADING_WEIGHTS, State.ALLOCATING_KV_CACHE, State.CAPTURING_GRAPHS)
 """The startup phases, in the order a launch goes through them."""
 DEADLINE_STATES = (State.PENDING, *STARTUP_PHASES)
-"""The states a deadline may be set for (`[launches.NAME] deadlines`)."""
+"""The states a stall clock runs in, each with its deadline (`[launches.NAME] deadlines`)."""
+PROGRESS_STATES = (*STARTUP_PHASES, State.READY)
+"""The states progress moves a launch through, in order: the startup phases, then ready (its `phase`)."""
+STARTUP_TIME_STATES = (*STARTUP_PHASES, State.STALLED)
+"""The states whose time is startup time: the phases, and stalled in one (`watchdog history`'s rows)."""
 OUTCOMES = (State.CRASHED, State.STALLED, State.STOPPED)
+"""The verdicts other than ready: each is said with the phase it came in ("crashed in loading_weights")."""
 VERDICTS = (State.READY, *OUTCOMES)
 """The states that answer `watch`: it stops at the first of them."""
+TERMINAL_STATES = (State.CRASHED, State.STOPPED)
+"""The states that end an incarnation: only a new start (a new incarnation) follows them."""
+SETTLED_STATES = (State.READY, *TERMINAL_STATES)
+"""The states whose time does not run: no stall clock, no phase duration that grows."""
+SUCCESS_STATES = (State.READY, State.STOPPED)
+"""The states of an incarnation that went well: the usual phase durations are learned from them."""
+PROBLEM_STATES = (State.STALLED, State.CRASHED)
+"""The states that page (their alerts); a stalled launch that goes to any other made progress again."""
+UNBEGUN_STATES = (State.PENDING, State.STALLED)
+"""The states of an incarnation nothing of which was seen yet (stalled: waiting for its log)."""
 BAR_OF_PHASE = {State.LOADING_WEIGHTS: "weights", State.CAPTURING_GRAPHS: "graphs"}
 """The progress bar that measures a phase (its `[[progress]]` name in a profile)."""
 
@@ -126,6 +155,16 @@ class Category(enum.StrEnum):
     TIMEOUT = "timeout"
     UNSUPPORTED = "unsupported"
     OTHER = "other"
+
+
+FATAL_WHEN_LOGGED = (Category.PORT_IN_USE, Category.OOM)
+"""Errors no engine starts past, even only logged: a port it cannot bind, memory it cannot get (at start)."""
+FATAL_WHILE_STARTING = (*FATAL_WHEN_LOGGED, Category.CONFIG, Category.MODEL_LOAD, Category.UNSUPPORTED)
+"""... and, raised as an exception (or named by a rule), its configuration, model or hardware refused."""
+WEAK_CATEGORIES = (Category.OTHER, Category.TIMEOUT)
+"""The categories that alone do not make an error-level log line a root-cause candidate."""
+GENERIC_CATEGORIES = (*WEAK_CATEGORIES, Category.KILLED)
+"""The categories that say least of a cause: a root cause of one ranks below any other's."""
 
 
 ENGINES = ("sglang", "vllm", "tgi", "trtllm", "llamacpp", "ollama", "generic")
@@ -304,6 +343,37 @@ def check_pattern(text: str) -> str:
     if any(ch in text for ch in "\n\r\0"):
         raise ValueError("the pattern must be one line, without NUL characters")
     return text
+
+
+PID_MAX_LIMIT = 1 << 22  # Linux's on 64-bit machines: /proc/sys/kernel/pid_max is at most this, pids below it
+_PIDS = f"a process id is a number from 1 to {PID_MAX_LIMIT - 1} (Linux's pid_max limit)"
+
+
+def parse_pid(value: int | str) -> int:
+    """A process id, from a number or its decimal text; ValueError: not a number, or not from 1 to pid_max."""
+    try:
+        pid = int(value.strip(), 10) if isinstance(value, str) else value
+    except ValueError:
+        raise ValueError(f"{value!r} is not a process id: {_PIDS}") from None
+    if not 0 < pid < PID_MAX_LIMIT:
+        raise ValueError(f"{pid} is not a valid process id: {_PIDS}")
+    return pid
+
+
+def check_process(
+    pid: int | None, pattern: str | None, pid_file: str | None, *, names: tuple[str, str, str]
+) -> None:
+    """Check how a server's process is named: by at most one of a pid (`parse_pid`), a `pgrep -f` pattern
+    (`check_pattern`) and a pid file (a path), called `names` in messages; ValueError says what is wrong."""
+    given = [name for name, value in zip(names, (pid, pattern, pid_file), strict=True) if value is not None]
+    if len(given) > 1:
+        raise ValueError(f"{given[0]} and {given[1]} are exclusive: give one, not both")
+    if pid is not None:
+        parse_pid(pid)
+    if pattern is not None:
+        check_pattern(pattern)
+    if pid_file is not None and (not pid_file or "\0" in pid_file):
+        raise ValueError("the pid file must be a path")
 
 
 _BAD_SSH_WORD = re.compile(r"[\s/@'\"`$;&|<>\\]")

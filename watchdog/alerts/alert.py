@@ -12,9 +12,19 @@ from typing import Any
 
 from watchdog.core.framing import without_controls
 from watchdog.core.verdict import Status, rfc3339
-from watchdog.vocabulary import format_duration
+from watchdog.vocabulary import Category, format_duration
 
-__all__ = ["HOST_LAUNCH_PREFIX", "PROBLEMS", "SEVERITY", "Alert", "AlertKind", "FactValue", "rfc3339"]
+__all__ = [
+    "DEFAULT_ON",
+    "HOST_LAUNCH_PREFIX",
+    "PROBLEMS",
+    "SEVERITIES",
+    "SEVERITY",
+    "Alert",
+    "AlertKind",
+    "FactValue",
+    "rfc3339",
+]
 
 HOST_LAUNCH_PREFIX = "host:"  # a host's own alert (its outage) is about the launch `host:NAME`
 
@@ -33,10 +43,14 @@ class AlertKind(enum.StrEnum):
     REPLACED = "replaced"  # the log was truncated or replaced, or a new start began: a new incarnation
 
 
-PROBLEMS = frozenset({AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE})
+PROBLEMS = (AlertKind.CRASHED, AlertKind.STALLED, AlertKind.UNREACHABLE)
 """The alert kinds that stay active until resolved."""
+DEFAULT_ON = (*PROBLEMS, AlertKind.RESOLVED, AlertKind.REPLACED)
+"""The kinds a notifier says when its `on` is not given: all but ready (opt-in)."""
+SEVERITIES = ("info", "warning", "error", "critical")
+"""The severities, lowest first: PagerDuty's and Alertmanager's common vocabulary."""
 
-# The default severity of each kind, in PagerDuty's and Alertmanager's common vocabulary.
+# The default severity of each kind.
 SEVERITY: Mapping[AlertKind, str] = {
     AlertKind.CRASHED: "critical",
     AlertKind.STALLED: "warning",
@@ -63,7 +77,7 @@ class Alert:
     incarnation: int
     severity: str
     started_at: datetime  # UTC: when the problem (or the event) began; startsAt in Alertmanager
-    category: str = ""  # error category of a crash (oom, cuda, nccl, ...)
+    category: Category | None = None  # error category of a crash (oom, cuda, nccl, ...)
     summary: str = ""  # the root-cause line, or what happened in one line
     hint: str = ""  # what to do about it
     ranks: tuple[str, ...] = ()
@@ -212,7 +226,7 @@ class Alert:
             "phase": self.phase,
             "incarnation": self.incarnation,
             "severity": self.severity,
-            "category": self.category,
+            "category": self.category or "",
             "summary": self.summary,
             "hint": self.hint,
             "ranks": list(self.ranks),
@@ -258,7 +272,7 @@ class Alert:
             incarnation=int(data.get("incarnation") or 1),
             severity=str(data.get("severity") or SEVERITY[AlertKind(data["kind"])]),
             started_at=started_at,
-            category=str(data.get("category") or ""),
+            category=Category(data["category"]) if data.get("category") else None,
             summary=str(data.get("summary") or ""),
             hint=str(data.get("hint") or ""),
             ranks=tuple(str(r) for r in data.get("ranks") or ()),
@@ -339,7 +353,7 @@ class Alert:
             incarnation=v.incarnation or 1,
             severity=SEVERITY[kind],
             started_at=started_at,
-            category=err.category if err is not None else "",
+            category=err.category if err is not None else None,
             summary=summary,
             hint=err.hint if err is not None else "",
             ranks=err.ranks if err is not None else (),

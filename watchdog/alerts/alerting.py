@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import heapq
-import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from watchdog.alerts.alert import PROBLEMS, Alert, AlertKind, rfc3339
 from watchdog.alerts.delivery import TransientDeliveryError, open_client
 from watchdog.alerts.outbox import REPEAT, Item, Notes, Outbox, Problem
 from watchdog.alerts.senders import Notifier
+from watchdog.backoff import AT_LEAST, backoff
 from watchdog.clock import Clock, WallClock, wake_up
 from watchdog.exceptions import DeliveryError
 from watchdog.vocabulary import format_duration
@@ -379,8 +379,7 @@ class Alerting:
     async def _retry(self, item: Item, error: str, retry_after: float | None) -> None:
         item.attempts += 1
         if retry_after is None:
-            pause = min(self._retry_max, self._retry_base * 2.0 ** (item.attempts - 1))
-            pause *= 1.0 + random.random() / 4  # noqa: S311 - jitter, not a secret
+            pause = backoff(item.attempts - 1, first=self._retry_base, cap=self._retry_max, jitter=AT_LEAST)
         else:
             pause = retry_after
         item.next_try = self._clock.now() + pause  # kept in the file (a restart schedules it from there)

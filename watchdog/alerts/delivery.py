@@ -15,11 +15,12 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from watchdog.alerts.alert import Alert
 from watchdog.alerts.message import Message, Options, target_url
 from watchdog.alerts.notifiers import build_message, secret_values
+from watchdog.backoff import AT_LEAST, wait_backoff
 from watchdog.exceptions import DeliveryError, TransientDeliveryError
 from watchdog.httpclient import create_session, error_reason
 from watchdog.vocabulary import (
@@ -76,7 +77,7 @@ async def deliver(
         secrets: more strings never to show (a routing key, a token in an option).
         timeout: seconds one attempt may take, from connecting to the end of the answer.
         attempts: how many times to try in all.
-        backoff: seconds before the first retry (doubled per attempt, plus up to as much jitter).
+        backoff: seconds before the first retry (doubled per attempt, plus up to a quarter of jitter).
         max_retry_after: the longest Retry-After honoured; longer asks end the delivery as transient.
         name: what the receiver is, in messages ("webhook" -> "webhook https://host answered ...").
 
@@ -104,8 +105,7 @@ async def deliver(
     body, content_type = message.body()
     headers = {"Content-Type": content_type, "User-Agent": _user_agent(), **message.headers}
 
-    # doubled per attempt (up to a cap), plus up to `backoff` of jitter to spread retries apart
-    doubled = wait.wait_exponential(backoff, backoff * _BACKOFF_CAP_FACTOR) + wait.wait_random(0, backoff)
+    doubled = wait_backoff(first=backoff, cap=backoff * _BACKOFF_CAP_FACTOR, jitter=AT_LEAST)
 
     def pause(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -14,7 +14,7 @@ import aiohttp
 import anyio
 import anyio.to_thread
 
-from watchdog.alerts.alert import PROBLEMS
+from watchdog.alerts.alert import DEFAULT_ON
 from watchdog.alerts.delivery import TransientDeliveryError, send
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.exceptions import DeliveryError
@@ -71,7 +71,7 @@ class _URLNotifier:
 
     name: str
     urls: tuple[str, ...] = field(repr=False)
-    on: frozenset[AlertKind] = frozenset(PROBLEMS | {AlertKind.RESOLVED, AlertKind.REPLACED})
+    on: frozenset[AlertKind] = frozenset(DEFAULT_ON)
     rate_limit: int = DEFAULT_RATE_LIMIT
     remind_every: float | None = None
     timeout: float = DEFAULT_DELIVERY_TIMEOUT

@@ -22,8 +22,8 @@ from watchdog.vocabulary import (
     DEFAULT_STATE_DIR,
     EXIT_CONFIG,
     EXIT_USAGE,
-    STARTUP_PHASES,
-    State,
+    OUTCOMES,
+    STARTUP_TIME_STATES,
     format_duration,
 )
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 20  # incarnations shown unless --limit says otherwise
 MAX_CELL = 36  # characters of a cell before it is cut with "…"
 _GAP = "  "
-_PHASES = tuple(s.value for s in (*STARTUP_PHASES, State.STALLED))
+_PHASES = tuple(s.value for s in STARTUP_TIME_STATES)
 _ONGOING = "…"  # the phase was not over when last recorded
 
 
@@ -150,7 +150,7 @@ def _outcome(r: IncarnationRecord) -> str:
     if state == "ready":
         ttr = r.time_to_ready
         return f"ready after {format_duration(ttr)}" if ttr is not None else "ready"
-    if state in (State.CRASHED.value, State.STALLED.value, State.STOPPED.value):
+    if state in {s.value for s in OUTCOMES}:
         return f"{state} in {phase}"
     return f"{state}, no verdict"
 

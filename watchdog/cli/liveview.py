@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from watchdog.core.facts import glance, number
 from watchdog.core.verdict import Status
-from watchdog.vocabulary import STARTUP_PHASES, State, format_duration
+from watchdog.vocabulary import SETTLED_STATES, STARTUP_PHASES, State, format_duration
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveView", "ProgressLines", "where"]
 
-_TICKING = frozenset({*STARTUP_PHASES, State.PENDING, State.STALLED})  # states whose time keeps running
+_TICKING = frozenset(s for s in State if s not in SETTLED_STATES)  # states whose time keeps running
 _STYLE = {
     State.READY: "bold green",
     State.CRASHED: "bold red",

@@ -12,13 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from watchdog.exceptions import UsageError
-from watchdog.vocabulary import EXIT_USAGE, check_http_url, check_pattern, file_kind, parse_duration
+from watchdog.vocabulary import (
+    EXIT_USAGE,
+    check_http_url,
+    check_pattern,
+    check_process,
+    file_kind,
+    parse_duration,
+    parse_pid,
+)
 
 if TYPE_CHECKING:
     from watchdog.config.shard import Shard
 
-# Linux's PID_MAX_LIMIT on 64-bit machines: /proc/sys/kernel/pid_max is at most this, and pids are below it.
-PID_MAX_LIMIT = 1 << 22
 _T = TypeVar("_T")
 
 # Reading an input file must never block: a FIFO without a writer would hang `open` itself.
@@ -44,35 +50,16 @@ def _option(check: Callable[[str], _T], text: str) -> _T:
 
 
 def pid(text: str) -> int:
-    """Parse a `--pid` option: a Linux process id.
-
-    Args:
-        text: a decimal number.
-
-    Returns:
-        The pid, from 1 to `PID_MAX_LIMIT` - 1.
+    """Parse a `--pid` option: a Linux process id (`watchdog.vocabulary.parse_pid`).
 
     Raises:
         argparse.ArgumentTypeError: not a decimal number, or outside the range any Linux pid can take.
     """
-    allowed = f"a process id is a number from 1 to {PID_MAX_LIMIT - 1} (Linux's pid_max limit)"
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a process id: {allowed}") from None
-    if not 0 < value < PID_MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"{value} is not a valid process id: {allowed}")
-    return value
+    return _option(parse_pid, text)
 
 
 def process_pattern(text: str) -> str:
-    """Parse a `--process` option: a `pgrep -f` pattern.
-
-    Args:
-        text: the pattern.
-
-    Returns:
-        `text`, unchanged.
+    """Parse a `--process` option: a `pgrep -f` pattern, unchanged.
 
     Raises:
         argparse.ArgumentTypeError: it is empty or blank, or holds a line break or a NUL character.
@@ -145,8 +132,10 @@ def validate_watch(args: argparse.Namespace) -> list[str]:
     """
     from watchdog.follow.sources.target import parse_target  # noqa: PLC0415 - imports the SSH stack
 
-    if args.pid is not None and args.process is not None:
-        raise UsageError("--pid and --process are exclusive: give one")
+    try:
+        check_process(args.pid, args.process, None, names=("--pid", "--process", "--pid-file"))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     target = parse_target(args.target)
     warnings = [] if target.is_remote else _check_local_target(target.path)
     _check_profiles(args.engine, args.profile)

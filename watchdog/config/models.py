@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 import watchdog.alerts.notifiers as notifier_kinds
-from watchdog.alerts.alert import SEVERITY, AlertKind
+from watchdog.alerts.alert import DEFAULT_ON, SEVERITIES, SEVERITY, AlertKind
 from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.config.shard import parse_shard
 from watchdog.core.expectations import LEARN_FACTOR
@@ -53,9 +53,9 @@ from watchdog.vocabulary import (
     DURATIONS,
     ENGINE_CHOICES,
     LOG_FORMATS,
-    State,
     check_http_url,
     check_pattern,
+    check_process,
     is_loopback,
     is_ssh_word,
     parse_duration,
@@ -67,19 +67,7 @@ DEFAULT_MAX_CHANNELS = 10  # sshd's MaxSessions default: channels one connection
 MAX_CHANNELS_LIMIT = 1000
 NOTIFIER_KINDS = (*notifier_kinds.KINDS, "apprise", "console")
 ALERT_KINDS = tuple(kind.value for kind in AlertKind)
-DEFAULT_ALERT_ON = (
-    State.CRASHED.value,
-    State.STALLED.value,
-    "unreachable",
-    "resolved",
-    "replaced",
-)  # ready is opt-in
-SEVERITIES = (
-    "info",
-    "warning",
-    "error",
-    "critical",
-)  # in order (watchdog.alerts.alert.SEVERITY's values)
+DEFAULT_ALERT_ON = tuple(kind.value for kind in DEFAULT_ON)
 SECRET_SHOWN = "**********"  # noqa: S105 - the mask shown instead of a secret
 SECRET_FILE_LIMIT = 64 * 1024  # bytes: a secret file is a token or a URL, not a log
 # Labels the metrics already use, and the ones Prometheus reserves: extra labels may not shadow them.
@@ -644,8 +632,10 @@ def _check_launches(config: Config) -> None:
         if key in files:
             raise _KeyProblem(at_log, f"the same file as launches.{files[key]}.log: follow each log once")
         files[key] = name
-        if launch.process is not None and launch.pid_file is not None:
-            raise _KeyProblem(key_path((*where, "pid_file")), "give process or pid_file, not both")
+        try:
+            check_process(None, launch.process, launch.pid_file, names=("pid", "process", "pid_file"))
+        except ValueError as exc:
+            raise _KeyProblem(key_path((*where, "pid_file")), str(exc)) from None
         for index, notifier in enumerate(launch.notify):
             if notifier not in config.notifiers:
                 raise _KeyProblem(

@@ -29,7 +29,7 @@ from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner
 from watchdog.profiles.model import Catalogue, Profile, Rule
-from watchdog.vocabulary import DEFAULT_CRASH_GRACE, State
+from watchdog.vocabulary import DEFAULT_CRASH_GRACE, SETTLED_STATES, State
 
 __all__ = ["Analyzer"]
 
@@ -61,7 +61,6 @@ _ERROR_WORDS = (
     b"0 E ",  # llama.cpp's error level after its relative time ("0.00.013.795 E ...", digits masked)
 )
 _STARTUP_KINDS = frozenset({"phase", "progress", "ready"})
-_SETTLED = frozenset({State.READY, State.CRASHED, State.STOPPED})
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
 _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
@@ -296,7 +295,7 @@ class Analyzer:
     def _is_settled(self) -> bool:
         # ready from an early line is not settled yet: the ready line that confirms it must still be read
         lc = self.lifecycle
-        return lc.state in _SETTLED and not (
+        return lc.state in SETTLED_STATES and not (
             lc.state == State.READY and lc.current.ready_unconfirmed is not None
         )
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 
 from watchdog.profiles.model import Profile
-from watchdog.vocabulary import State
+from watchdog.vocabulary import Category, State
 
 __all__ = ["categorize", "fill", "hint_for", "phase_from_error", "phase_from_frames"]
 
@@ -100,24 +100,24 @@ _SHAPE_ERROR = re.compile(
 )
 
 
-def categorize(summary: str, traceback: str = "") -> str:
+def categorize(summary: str, traceback: str = "") -> Category:
     """The category of an error from its decisive line (and its traceback's frames: a KeyError or a shape
     check inside a weight loader is a model-loading error)."""
     if traceback and _SHAPE_ERROR.search(summary) and _innermost_is_weight_loader(traceback):
-        return "model_load"
+        return Category.MODEL_LOAD
     # what the message says may follow ("This may lead to ... CUDA errors") is no part of what happened
     summary = _HYPOTHETICAL.split(summary, maxsplit=1)[0]
     for name, pattern in _CATEGORIES:
         if pattern.search(summary):
-            return name
+            return Category(name)
     if summary.startswith("KeyError") and re.search(r"load_weights|weight_loader", traceback):
-        return "model_load"
+        return Category.MODEL_LOAD
     m = _EXCEPTION_CLASS.match(summary)
-    category = _CATEGORY_OF_CLASS.get(m.group(1), "other") if m else "other"
-    if category == "other" and _IMPORTING.search(traceback):
+    category = Category(_CATEGORY_OF_CLASS.get(m.group(1), Category.OTHER)) if m else Category.OTHER
+    if category == Category.OTHER and _IMPORTING.search(traceback):
         # raised while a module was being imported (an extension's operators missing, a package built for
         # another torch): the environment's packages do not fit together
-        return "import"
+        return Category.IMPORT
     return category
 
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from watchdog.vocabulary import BAR_OF_PHASE, STARTUP_PHASES, State
+from watchdog.vocabulary import BAR_OF_PHASE, STARTUP_PHASES, SUCCESS_STATES
 
 if TYPE_CHECKING:
     from watchdog.core.verdict import Verdict
@@ -25,7 +25,7 @@ __all__ = ["LEARN_FACTOR", "MIN_SAMPLES", "eta_to_ready", "learned_deadlines", "
 LEARN_FACTOR = 1.5  # a phase may take this many times its p95 before it is stalled
 MIN_SAMPLES = 3  # successful launches needed before the history is trusted
 _PHASES = tuple(s.value for s in STARTUP_PHASES)
-_SUCCESS = frozenset({State.READY.value, State.STOPPED.value})
+_SUCCESS = frozenset(s.value for s in SUCCESS_STATES)
 _BAR_OF_PHASE = {s.value: bar for s, bar in BAR_OF_PHASE.items()}
 
 

@@ -35,9 +35,15 @@ from watchdog.core.findings import (
 from watchdog.core.rootcause import Candidate, Error, root_cause
 from watchdog.profiles.model import Profile
 from watchdog.vocabulary import (
+    DEADLINE_STATES,
     DEFAULT_CRASH_GRACE,
+    FATAL_WHEN_LOGGED,
+    FATAL_WHILE_STARTING,
     MAX_INCARNATIONS_PER_LAUNCH,
+    PROGRESS_STATES,
     STARTUP_PHASES,
+    TERMINAL_STATES,
+    UNBEGUN_STATES,
     Category,
     State,
     format_duration,
@@ -50,18 +56,7 @@ POST_READY_RECOVERY_LINES = 50  # healthy log lines after a post-ready error tha
 
 
 _ORDER = {s: i for i, s in enumerate(State)}
-# Errors no engine starts past: a port it cannot bind, memory it cannot get (every engine sizes its memory at
-# start and raises or exits when it cannot; a retry with less is the engine's own and says so at WARNING)
-_FATAL_WHILE_STARTING_LOGGED = frozenset({Category.PORT_IN_USE, Category.OOM})
-# ... and, raised as an exception (or named by a rule), its configuration, model or hardware refused
-_FATAL_WHILE_STARTING = _FATAL_WHILE_STARTING_LOGGED | {
-    Category.CONFIG,
-    Category.MODEL_LOAD,
-    Category.UNSUPPORTED,
-}
-_PHASES = {s.value: s for s in (*STARTUP_PHASES, State.READY)}
-FINAL = frozenset({State.CRASHED, State.STOPPED})
-_STALLABLE = frozenset({*STARTUP_PHASES, State.PENDING})
+_PHASES = {s.value: s for s in PROGRESS_STATES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +181,11 @@ class Lifecycle:
         if isinstance(event, LinesRead):  # first: one per block of lines read, the most frequent
             inc.log_missing = False
             inc.lines += event.count
-            if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
+            if (
+                inc.pending_since is not None
+                and inc.phase == State.READY
+                and inc.state not in TERMINAL_STATES
+            ):
                 # A server that goes on serving after an error has survived it (a failed request, logged);
                 # only healthy lines after the error count, and only once it was ready.
                 inc.healthy_after_error += event.healthy_tail
@@ -201,11 +200,11 @@ class Lifecycle:
                     )
         elif isinstance(event, LaunchStarted):
             inc.log_missing = False
-            if inc.pending_since is not None and inc.state not in FINAL:
+            if inc.pending_since is not None and inc.state not in TERMINAL_STATES:
                 # the server started again: the error before it was fatal to the previous run
                 self._crash(inc, now, out, None, None, reason="restarted after an error")
             waited = inc.state == State.STALLED and inc.phase == State.PENDING  # for a log that was missing
-            if (inc.state not in (State.PENDING, State.STARTING) and not waited) or inc.candidates:
+            if (_ORDER[inc.state] > _ORDER[State.STARTING] and not waited) or inc.candidates:
                 self._retire(inc)
                 inc = self.current = Incarnation(inc.number + 1, started_now=now, last_progress=now)
                 inc.live_from = 0 if self.live else None
@@ -214,7 +213,7 @@ class Lifecycle:
         elif isinstance(event, PhaseReached):
             target = _PHASES[event.state]
             self._progress(inc, now, out, event.line, event.source)
-            if inc.state in FINAL:
+            if inc.state in TERMINAL_STATES:
                 return out
             if _ORDER[target] > _ORDER[inc.phase] and inc.phase != State.READY:
                 self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
@@ -228,7 +227,7 @@ class Lifecycle:
         elif isinstance(event, ReadyReached):
             if not event.early:
                 inc.ready_unconfirmed = None  # the server accepts connections now
-            if inc.state in FINAL or inc.phase == State.READY:
+            if inc.state in TERMINAL_STATES or inc.phase == State.READY:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
             inc.ready_unconfirmed = now if event.early else None
@@ -242,12 +241,12 @@ class Lifecycle:
             self.memory_growing = event.growing
         elif isinstance(event, LogMissing):
             # the clock started above: past `stall_after` it is said, as a log that does not exist (`to_json`)
-            inc.log_missing = inc.state in (State.PENDING, State.STALLED) and inc.phase == State.PENDING
+            inc.log_missing = inc.state in UNBEGUN_STATES and inc.phase == State.PENDING
         elif isinstance(event, StopSeen):
-            if inc.state not in FINAL and inc.pending_since is None:
+            if inc.state not in TERMINAL_STATES and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
-            if inc.state not in FINAL:
+            if inc.state not in TERMINAL_STATES:
                 if not inc.candidates[inc.pending_index :] and event.last_words is not None:
                     # its last line says why it stopped (a usage error): that, not a kill, is the crash
                     inc.candidates.append(
@@ -264,7 +263,7 @@ class Lifecycle:
                         Candidate(
                             f"process exited: {event.detail}",
                             inc.lines,
-                            category="killed",
+                            category=Category.KILLED,
                             kind="rule",
                             fatal=True,
                         )
@@ -295,7 +294,7 @@ class Lifecycle:
         """Let time pass: confirm a pending error after the grace period, detect a stall."""
         inc = self.current
         out: list[Transition] = []
-        if inc.state in FINAL or inc.started_now is None:
+        if inc.state in TERMINAL_STATES or inc.started_now is None:
             return out
         # After ready, quiet is normal (an idle server prints nothing): a logged error is a crash only by a
         # fatal line, the process exiting, or the end of the log, never by the clock.
@@ -316,7 +315,7 @@ class Lifecycle:
                 return out
         if (
             self.stall_after is not None
-            and inc.state in _STALLABLE
+            and inc.state in DEADLINE_STATES
             and inc.last_progress is not None
             and now - inc.last_progress >= self.stall_after
         ):
@@ -333,7 +332,7 @@ class Lifecycle:
         event comes, no tick can. A caller may skip the ticks before it."""
         inc = self.current
         state = inc.state
-        if state in FINAL or inc.started_now is None:
+        if state in TERMINAL_STATES or inc.started_now is None:
             return None
         due = math.inf
         if inc.pending_since is not None and (inc.phase is not State.READY or inc.judge_by_clock):
@@ -343,7 +342,7 @@ class Lifecycle:
             entered = _entered(inc)
             if deadline is not None and entered is not None:
                 due = min(due, entered + deadline)
-        if self.stall_after is not None and state in _STALLABLE and inc.last_progress is not None:
+        if self.stall_after is not None and state in DEADLINE_STATES and inc.last_progress is not None:
             due = min(due, inc.last_progress + self.stall_after)
         return due if due != math.inf else None
 
@@ -352,7 +351,7 @@ class Lifecycle:
         replay would judge it (a crash, unless healthy lines or progress show it was survived), by the clock
         (`crash_grace` from now), since an idle server prints nothing more."""
         inc = self.current
-        if inc.pending_since is not None and inc.phase == State.READY and inc.state not in FINAL:
+        if inc.pending_since is not None and inc.phase == State.READY and inc.state not in TERMINAL_STATES:
             inc.judge_by_clock = True
             inc.pending_since = now
         self.live = True
@@ -372,7 +371,7 @@ class Lifecycle:
         inc = self.current
         out: list[Transition] = []
         inc.ready_unconfirmed = None
-        if inc.pending_since is not None and inc.state not in FINAL:
+        if inc.pending_since is not None and inc.state not in TERMINAL_STATES:
             self._crash(inc, now, out, None, None, reason="error at the end of the log")
         return out
 
@@ -397,7 +396,7 @@ class Lifecycle:
         self, inc: Incarnation, now: float, out: list[Transition], line: int, source: str | None
     ) -> None:
         inc.last_progress = now
-        if inc.pending_since is not None and inc.state not in FINAL:
+        if inc.pending_since is not None and inc.state not in TERMINAL_STATES:
             # Progress after an error means it was survivable, but only progress of the rank that failed:
             # other ranks go on loading while one dies. `source` None (the ready marker) speaks for all.
             pending = inc.candidates[inc.pending_index :]
@@ -437,18 +436,18 @@ class Lifecycle:
                 if not cand.noise and i < inc.pending_index:
                     # an error reported cut and since resolved went on: it is live again
                     inc.pending_index = i
-                    if inc.pending_since is None and inc.state not in FINAL:
+                    if inc.pending_since is None and inc.state not in TERMINAL_STATES:
                         inc.pending_since, inc.crash_phase = now, inc.phase
                 if inc.state == State.CRASHED:
                     self._choose(inc, inc.crash_phase or inc.phase)
-                elif cand.noise and inc.pending_since is not None and inc.state not in FINAL:
+                elif cand.noise and inc.pending_since is not None and inc.state not in TERMINAL_STATES:
                     if all(c.noise for c in inc.candidates[inc.pending_index :]):
                         self._resolve(inc)  # what was pending turned out to be noise
                 elif (
                     self._fatal(inc, cand)
                     and not self._fatal(inc, old)
                     and not cand.noise
-                    and inc.state not in FINAL
+                    and inc.state not in TERMINAL_STATES
                 ):
                     self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
                 return True
@@ -459,7 +458,7 @@ class Lifecycle:
     def _error(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> None:
         if self._replaced(inc, cand, now, out):
             return
-        if inc.state in FINAL:
+        if inc.state in TERMINAL_STATES:
             # Errors printed after the verdict (other ranks, or a log written newest-first) may name the
             # cause better, and other ranks' copies of it belong to its list of ranks.
             if inc.state == State.CRASHED and len(inc.candidates) < _MAX_LATE_CANDIDATES:
@@ -480,7 +479,7 @@ class Lifecycle:
     @staticmethod
     def _fatal(inc: Incarnation, cand: Candidate) -> bool:
         # Certain now: a fatal line; or, while the launch is starting, an exception out of a startup step, or an
-        # error of a kind no engine starts past (_FATAL_WHILE_STARTING: each raises or exits on it).
+        # error of a kind no engine starts past (FATAL_WHILE_STARTING: each raises or exits on it).
         if cand.fatal:
             return True
         if inc.state not in STARTUP_PHASES or cand.noise:
@@ -490,7 +489,7 @@ class Lifecycle:
         category = cand.category or categorize(cand.summary)
         # an error-level line alone (no exception, no rule) may be an engine's own fallback: only a port or
         # memory it cannot get is certain from such a line
-        certain = _FATAL_WHILE_STARTING if cand.kind != "log" else _FATAL_WHILE_STARTING_LOGGED
+        certain = FATAL_WHILE_STARTING if cand.kind != "log" else FATAL_WHEN_LOGGED
         return category in certain
 
     def _crash(
@@ -524,7 +523,7 @@ class Lifecycle:
             return
         t = Transition(state, inc.state, line, at, now, reason, inc.number)
         inc.state = state
-        if record_phase and (state in STARTUP_PHASES or state == State.READY):
+        if record_phase and state in PROGRESS_STATES:
             inc.phase = state
         inc.timeline.append((t, seconds))
         out.append(t)

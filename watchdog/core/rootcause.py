@@ -16,7 +16,7 @@ from typing import NamedTuple
 from watchdog.core.categories import categorize, fill, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
 from watchdog.profiles.model import Profile
-from watchdog.vocabulary import Category
+from watchdog.vocabulary import GENERIC_CATEGORIES, Category
 
 __all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
 
@@ -35,7 +35,7 @@ class Candidate:
     traceback: tuple[str, ...] = ()
     role: str = "cause"  # "cause" | "wrapper"
     noise: bool = False  # inside a logging-error block
-    category: str | None = None  # set by a rule; else derived from the summary
+    category: Category | None = None  # set by a rule; else derived from the summary
     hint: str | None = None  # set by a rule: a template formatted with the facts when chosen
     fatal: bool = False
     phase_hint: str | None = None  # phase the traceback's frames point at
@@ -51,7 +51,7 @@ class Candidate:
 class Error:
     """The verdict's error: the JSON `error` object of DESIGN.md."""
 
-    category: str
+    category: Category
     summary: str
     exception: str | None
     hint: str
@@ -209,11 +209,11 @@ def _is_consequence(c: Candidate, profile: Profile) -> bool:
     return any(p.search(c.summary) for p in profile.consequences)
 
 
-def rank(c: Candidate, category: str, index: int, profile: Profile, *, handled: bool = False) -> Rank:
+def rank(c: Candidate, category: Category, index: int, profile: Profile, *, handled: bool = False) -> Rank:
     """The rank of candidate `c` (the `index`-th of the log), whose category is `category`, in a log of
     `profile`'s engine."""
     wrapper = c.role == "wrapper"
-    if category not in {Category.OTHER, Category.KILLED, Category.TIMEOUT}:
+    if category not in GENERIC_CATEGORIES:
         generic = 0
     elif category == Category.KILLED:
         generic = 1 if wrapper else 2

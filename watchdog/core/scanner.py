@@ -24,7 +24,12 @@ from watchdog.core.findings import (
 from watchdog.core.rootcause import Candidate, from_traceback
 from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
 from watchdog.profiles.model import Profile, Rule
-from watchdog.vocabulary import BAR_OF_PHASE, STARTUP_PHASES, Category, State
+from watchdog.vocabulary import (
+    BAR_OF_PHASE,
+    PROGRESS_STATES,
+    WEAK_CATEGORIES,
+    State,
+)
 
 __all__ = ["QUIET_LEVELS", "Scanner"]
 
@@ -121,10 +126,7 @@ class Scanner:
             )
             out.append(ErrorSeen(cand))
             self.error_lines += 1
-        elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in (
-            Category.OTHER,
-            Category.TIMEOUT,
-        ):
+        elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in WEAK_CATEGORIES:
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
             self.error_lines += 1
         return out
@@ -170,7 +172,7 @@ class Scanner:
         return [ErrorSeen(cand)]
 
 
-_PHASE_ORDER = tuple(s.value for s in (*STARTUP_PHASES, State.READY))
+_PHASE_ORDER = tuple(s.value for s in PROGRESS_STATES)
 
 
 def _later(a: str | None, b: str | None) -> str | None:

@@ -27,7 +27,8 @@ from watchdog.vocabulary import (
     EXIT_READY,
     EXIT_STALLED,
     OUTCOMES,
-    STARTUP_PHASES,
+    PROBLEM_STATES,
+    SETTLED_STATES,
 )
 
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ EXIT_CODES = {
     State.CRASHED: EXIT_CRASHED,
     State.STALLED: EXIT_STALLED,
 }
-# states whose time keeps running: the last timeline entry of such a launch lasts until now
-_TICKING = frozenset({*STARTUP_PHASES, State.PENDING, State.STALLED})
-# not startup phases: time "in" an outcome is not startup time, and ready lasts as long as the server runs
-_NOT_PHASES = frozenset({State.READY, State.CRASHED, State.STOPPED})
 
 
 def exit_code(state: State, phase: State | str | None = None) -> int:
@@ -167,7 +164,7 @@ class Verdict:
         """Seconds spent in each timeline entry: its `duration`, and for the last entry of a launch whose time
         runs (starting, stalled), `now` minus when it was entered (None: unknown)."""
         out = [e.duration for e in self.timeline]
-        if out and now is not None and self.state in _TICKING:
+        if out and now is not None and self.state not in SETTLED_STATES:
             out[-1] = max(0.0, now - self.timeline[-1].entered)
         return out
 
@@ -177,7 +174,7 @@ class Verdict:
         out: dict[State, float] = {}
         phase: State | None = None
         for entry, seconds in zip(self.timeline, self.durations(now), strict=True):
-            if entry.state in _NOT_PHASES:
+            if entry.state in SETTLED_STATES:
                 phase = None
                 continue
             if entry.state is not State.STALLED:
@@ -295,7 +292,7 @@ class Status:
         """The clock time its current state began if that state is an outcome (crashed, stalled: its time
         stopped then), else now (`elapsed`)."""
         v = self.verdict
-        if v.state in (State.CRASHED, State.STALLED) and v.timeline:
+        if v.state in PROBLEM_STATES and v.timeline:
             return v.timeline[-1].entered
         return self.elapsed
 

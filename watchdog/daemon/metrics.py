@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from watchdog.core.facts import number
 from watchdog.core.verdict import Status
-from watchdog.vocabulary import State, version
+from watchdog.vocabulary import Category, State, version
 
 GIB = 1 << 30  # the engines' "GB" of free memory are GiB (SGLang and vLLM divide by 1 << 30)
 _ENGINE_UNKNOWN = "unknown"  # the engine label of a launch whose engine is not detected yet
@@ -36,7 +36,7 @@ Statuses = Callable[[], list[Status]]
 class DaemonStats:
     """The counters the daemon keeps itself (a snapshot: the daemon makes a new one per scrape)."""
 
-    crashes: Mapping[tuple[str, str, str], int] = field(default_factory=dict)  # (launch, host, category)
+    crashes: Mapping[tuple[str, str, Category], int] = field(default_factory=dict)  # (launch, host, category)
     ssh_connected: Mapping[str, bool] = field(default_factory=dict)  # host -> connected now
     ssh_reconnects: Mapping[str, int] = field(default_factory=dict)  # host -> reconnects since start
     alerts_sent: Mapping[str, int] = field(default_factory=dict)  # notifier -> alerts delivered

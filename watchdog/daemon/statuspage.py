@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from watchdog.core.facts import GLANCE
-from watchdog.vocabulary import STARTUP_PHASES, State
+from watchdog.vocabulary import PROBLEM_STATES, PROGRESS_STATES
 
 REFRESH_MS = 2000
 
@@ -112,6 +112,7 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
   "use strict";
   const REFRESH_MS = @REFRESH@;
   const PHASES = @PHASES@;
+  const PROBLEMS = @PROBLEMS@;
   const CAPS = { crashed: "\\u2715 crashed", stopped: "\\u25a0 stopped", ready: "\\u2713 ready" };
   // the memory facts worth a glance: [name, short label, unit] (`watchdog.core.facts.GLANCE`)
   const FACTS = @FACTS@.map(([key, label, unit]) => [key, label, v => num(v, 2) + (unit ? " " + unit : "")]);
@@ -416,7 +417,7 @@ header .badge.unreachable { box-shadow: 0 0 0 1px #f8fafc; }
     }
   }
 
-  document.getElementById("legend").append(...[...PHASES, "stalled", "crashed"].map(p => {
+  document.getElementById("legend").append(...[...PHASES, ...PROBLEMS].map(p => {
     const s = el("span", "", SHORT[p] || p, colour(p));
     s.title = p;
     return s;
@@ -442,7 +443,8 @@ def _script_json(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).translate(_SCRIPT_ESCAPES)
 
 
-_PHASES_JSON = json.dumps([s.value for s in (*STARTUP_PHASES, State.READY)])
+_PHASES_JSON = json.dumps([s.value for s in PROGRESS_STATES])
+_PROBLEMS_JSON = json.dumps([s.value for s in PROBLEM_STATES])
 _FACTS_JSON = json.dumps(GLANCE)
 
 
@@ -456,5 +458,6 @@ def render_page(statuses: list[dict[str, Any]], *, nonce: str) -> str:
         .replace("@REFRESH@", str(REFRESH_MS))
         .replace("@PHASES@", _PHASES_JSON)
         .replace("@FACTS@", _FACTS_JSON)
+        .replace("@PROBLEMS@", _PROBLEMS_JSON)
         .replace("@DATA@", _script_json(statuses))
     )

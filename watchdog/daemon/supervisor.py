@@ -34,23 +34,26 @@ from watchdog.alerts.alerting import Alerting
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import Outbox
 from watchdog.alerts.senders import ConsoleAlerts, Notifier
+from watchdog.backoff import NO_JITTER, backoff
 from watchdog.core.expectations import LEARN_FACTOR, eta_to_ready, learned_deadlines, typical_durations
 from watchdog.core.lifecycle import State
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
-from watchdog.exceptions import (
-    ConnectionLost,
-    PermanentError,
-    WatchdogError,
-    first_watchdog_error,
-)
+from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, first_watchdog_error
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHOptions, SSHPool
 from watchdog.profiles.loader import preload_profiles
-from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, format_duration
+from watchdog.vocabulary import (
+    DEFAULT_UNREACHABLE_AFTER,
+    EXIT_INTERRUPTED,
+    PROBLEM_STATES,
+    UNBEGUN_STATES,
+    Category,
+    format_duration,
+)
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord, StateStore
@@ -113,7 +116,7 @@ class _Host:
     error: str = ""  # what it said last
     said: bool = False  # this outage was alerted
     refused: bool = False  # it refuses for good (auth, host key): launches wait for `retry_at`
-    pause: float = 0.0  # the current backoff
+    refusals: int = 0  # refusals in a row: its backoff
     retry_at: float = 0.0  # monotonic time of the next attempt while refused
     trying: bool = False  # one launch makes that attempt; the others wait for its outcome
     wake: anyio.Event = field(default_factory=anyio.Event)
@@ -164,7 +167,7 @@ class Daemon:
         self._reloads_asked = 0  # SIGHUPs (or calls) so far
         self._reloads_done = 0  # the asks the last reload answered
         self._outbox: Outbox | None = None
-        self.crashes: Counter[tuple[str, str, str]] = Counter()  # (launch, host, category)
+        self.crashes: Counter[tuple[str, str, Category]] = Counter()  # (launch, host, category)
         self._activity: dict[str, float] = {}  # launch -> Unix time its log last grew (see `stats`)
         self.started = anyio.Event()  # the port is bound and every launch has read its log as it was
         self.port: int | None = None  # the HTTP server's port, once bound
@@ -345,7 +348,7 @@ class Daemon:
                 return
             for host in self._hosts.values():
                 host.retry_at = 0.0  # a reload is the operator's word that something was fixed: try again now
-                host.pause = 0.0
+                host.refusals = 0
                 host.changed()
             changes = await self._apply(plans)
             log.info("reloaded", launches=len(plans), **{k: sorted(v) for k, v in changes.items()})
@@ -468,9 +471,12 @@ class Daemon:
             self._host_down(host, reason)
             if not host.refused or trying:  # the first refusal, or the one attempt of this backoff
                 host.refused, host.trying = True, False
-                host.pause = min(REFUSED_PAUSE_MAX, max(RESTART_PAUSE, host.pause * 2))
-                host.retry_at = time.monotonic() + host.pause
-                log.error("host refused us", host=host.name, error=reason, next_try_in=host.pause)
+                host.refusals += 1
+                pause = backoff(
+                    host.refusals - 1, first=RESTART_PAUSE, cap=REFUSED_PAUSE_MAX, jitter=NO_JITTER
+                )
+                host.retry_at = time.monotonic() + pause
+                log.error("host refused us", host=host.name, error=reason, next_try_in=pause)
                 host.changed()
             run.note = f"refused: {reason}; trying again in {format_duration(max(0.0, host.retry_at - time.monotonic()))}"
             return 0.0  # the wait is the host's (`_wait_turn`)
@@ -488,7 +494,7 @@ class Daemon:
             # the file or its reader: this launch's, not the host's. One that fails again and again (a reader
             # that answers garbage) waits a pause that doubles per failure in a row, up to REFUSED_PAUSE_MAX,
             # and its reason is logged once a streak (a lost host is tried again soon: its outage is the host's)
-            pause: float = min(REFUSED_PAUSE_MAX, RESTART_PAUSE * 2.0 ** min(run.streak - 1, 16))
+            pause = backoff(run.streak - 1, first=RESTART_PAUSE, cap=REFUSED_PAUSE_MAX, jitter=NO_JITTER)
             run.note = f"follower failed: {reason}; trying again in {pause:g}s"
             if run.said != reason:
                 log.warning("launch follower failed", launch=name, error=reason, next_try_in=pause)
@@ -604,9 +610,9 @@ class Daemon:
                 alert = Alert.from_status(AlertKind.REPLACED, status, link=self._link(name), detail=reason)
                 await self._alerting.say(alert, run.plan.alerts)
             run.incarnation, run.began = incarnation, False
-        if state not in (State.PENDING, State.STALLED):
+        if state not in UNBEGUN_STATES:
             run.began = True
-        if state not in (State.STALLED, State.CRASHED):
+        if state not in PROBLEM_STATES:
             await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
 
     async def _conclude(self, run: _Running, update: Concluded) -> None:
@@ -619,7 +625,7 @@ class Daemon:
             return
         run.announced.add(key)
         if update.state == State.CRASHED:
-            category = verdict.error.category if verdict.error is not None else "other"
+            category = verdict.error.category if verdict.error is not None else Category.OTHER
             self.crashes[(name, run.plan.host, category)] += 1
             if incarnation >= run.incarnation:
                 await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
@@ -699,7 +705,7 @@ class Daemon:
             return
         if host.refused or host.trying:
             host.refused = host.trying = False
-            host.pause = 0.0
+            host.refusals = 0
             host.changed()  # its other launches go now
         host.down_since = host.down_at = None
         assert self._alerting is not None

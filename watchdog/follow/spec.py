@@ -15,6 +15,7 @@ from watchdog.vocabulary import (
     DEFAULT_PROBE_INTERVAL,
     DEFAULT_STALL_AFTER,
     ENGINES,
+    check_process,
 )
 
 __all__ = ["DEFAULT_QUIET", "DEFAULT_SETTLE", "DEFAULT_TICK", "LaunchSpec"]
@@ -24,6 +25,7 @@ DEFAULT_QUIET = 0.05  # ... unless the log has been quiet (read to its end) this
 DEFAULT_TICK = 0.25  # seconds between clock ticks (stall, pending errors, deadlines), when one is due
 
 _DEADLINE_PHASES = tuple(s.value for s in DEADLINE_STATES)
+_PROCESS_NAMES = ("a pid", "a process pattern", "a pid file")
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,10 @@ class LaunchSpec:
             raise ConfigError(
                 where, "engine", f"unknown engine {self.engine!r}; allowed: {', '.join(dict.fromkeys(names))}"
             )
-        if sum(x is not None and x != "" for x in (self.pid, self.process, self.pid_file)) > 1:
-            raise ConfigError(where, "pid", "give one of a pid, a process pattern and a pid file")
-        if self.pid is not None and self.pid <= 0:
-            raise ConfigError(where, "pid", f"{self.pid} is not a process id: give a positive number")
+        try:
+            check_process(self.pid, self.process or None, self.pid_file or None, names=_PROCESS_NAMES)
+        except ValueError as exc:
+            raise ConfigError(where, "pid", str(exc)) from None
         for key in ("gpu_interval", "crash_grace", "tick", "probe_interval"):
             _check_seconds(where, key, getattr(self, key), zero=False)
         for key in ("settle", "quiet"):

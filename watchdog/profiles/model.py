@@ -93,7 +93,7 @@ class Rule:
     regex: re.Pattern[str] | None = None  # searched in the line's content once `match` is found
     state: str | None = None  # phase implied by the line
     name: str | None = None  # progress counter name
-    category: str | None = None  # error category
+    category: Category | None = None  # error category
     role: str = "cause"  # error role: "cause" (may be the root cause) or "wrapper" (points at one elsewhere)
     fatal: bool = False  # the launch is over when this line appears (no grace period)
     hint: str | None = None  # error hint template, formatted with the facts
@@ -325,7 +325,7 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         regex=regex,
         state=state,
         name=name,
-        category=category,
+        category=None if category is None else Category(category),
         role=role,
         fatal=fatal,
         hint=raw.get("hint"),

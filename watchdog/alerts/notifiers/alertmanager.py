@@ -48,7 +48,7 @@ def build(alert: Alert, options: Options) -> Message | None:
         host=alert.host,
         engine=alert.engine,
         severity=alert.severity,
-        category=alert.category,
+        category=alert.category or "",
     )
     if alert.occurrence > 1:
         # a launch's second stall in one incarnation is another alert than its first: a late resolution of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from watchdog.alerts.alert import PROBLEMS, Alert, AlertKind, rfc3339
+from watchdog.alerts.alert import PROBLEMS, SEVERITIES, Alert, AlertKind, rfc3339
 from watchdog.alerts.compose import cut, lead, traceback_tail
 from watchdog.alerts.message import Message, Options
 from watchdog.exceptions import DeliveryError
@@ -13,7 +13,6 @@ __all__ = ["MAX_SUMMARY", "PATH", "build"]
 
 PATH = "/v2/enqueue"
 MAX_SUMMARY = 1024
-_SEVERITIES = frozenset({"critical", "error", "warning", "info"})
 
 
 def build(alert: Alert, options: Options) -> Message | None:
@@ -66,7 +65,7 @@ def build(alert: Alert, options: Options) -> Message | None:
     payload: dict[str, Any] = {
         "summary": cut(summary, MAX_SUMMARY),
         "source": alert.host or "localhost",
-        "severity": alert.severity if alert.severity in _SEVERITIES else "error",
+        "severity": alert.severity if alert.severity in SEVERITIES else "error",
         "component": alert.launch,
         "group": alert.engine or "unknown",
         "class": alert.category or alert.kind.value,

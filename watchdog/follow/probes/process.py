@@ -12,7 +12,7 @@ import anyio
 
 from watchdog.exceptions import ConnectionLost, TargetError
 from watchdog.follow.sources.sshpool import SSHPool
-from watchdog.vocabulary import check_pattern
+from watchdog.vocabulary import check_process
 
 DEFAULT_PROCESS_INTERVAL = 1.0
 _PGREP_TIMEOUT = 10.0
@@ -112,15 +112,9 @@ class _Named:
     pid_file: str | None = None
 
     def __post_init__(self) -> None:
-        pid, pattern, pid_file = self.pid, self.pattern, self.pid_file
-        if sum(x is not None for x in (pid, pattern, pid_file)) != 1:
+        if self.pid is None and self.pattern is None and self.pid_file is None:
             raise ValueError("give exactly one of pid, pattern and pid_file")
-        if pid_file is not None and (not pid_file or "\0" in pid_file):
-            raise ValueError("the pid file must be a path")
-        if pid is not None and pid <= 0:
-            raise ValueError(f"pid must be positive, not {pid}")
-        if pattern is not None:
-            check_pattern(pattern)
+        check_process(self.pid, self.pattern, self.pid_file, names=("pid", "pattern", "pid_file"))
 
 
 @dataclass(frozen=True, kw_only=True)

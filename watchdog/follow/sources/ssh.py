@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -12,13 +11,9 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 import asyncssh
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
+from watchdog.backoff import FULL_JITTER, backoff, wait_backoff
 from watchdog.exceptions import ChannelRefused, ConnectionLost, ReaderProtocolError, TargetError, UsageError
 from watchdog.follow.sources.base import (
     UNYIELDED_BYTES,
@@ -165,7 +160,7 @@ class SSHSource:
         # Tries again what lost its connection, after a jittered exponential pause, `connect_attempts` times.
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.connect_attempts),
-            wait=wait_random_exponential(multiplier=RETRY_INITIAL, max=RETRY_MAX),
+            wait=wait_backoff(first=RETRY_INITIAL, cap=RETRY_MAX, jitter=FULL_JITTER),
             retry=retry_if_exception_type(ConnectionLost),
             sleep=anyio.sleep,
             reraise=True,
@@ -287,8 +282,7 @@ class _Follower:
                     limit = self.src.reconnect_attempts if self.connected else self.src.connect_attempts
                     if limit is not None and failed >= limit:
                         raise
-                    delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(failed, 16))
-                    pause = random.uniform(0, delay)  # noqa: S311 - full jitter, not a secret
+                    pause = backoff(failed, first=RETRY_INITIAL, cap=RETRY_MAX, jitter=FULL_JITTER)
                     continue
                 failed, reconnect = 0, False
                 if self.failing > 1:  # logins work, sessions do not: not at once again
@@ -310,9 +304,8 @@ class _Follower:
                 if not self.refusals:
                     self.out.append(Disconnected(self.src.host, str(exc)))
                 self.refusals += 1
-                delay = min(RETRY_MAX, RETRY_INITIAL * 2 ** min(self.refusals, 16))
-                # Jitter, so that the followers refused together do not all come back together.
-                pause = random.uniform(delay / 2, delay)  # noqa: S311 - jitter, not a secret
+                # jittered: the followers refused together do not all come back together
+                pause = backoff(self.refusals, first=RETRY_INITIAL, cap=RETRY_MAX)
             except ConnectionLost as exc:
                 self._down(str(exc))
                 self.refusals = 0
@@ -322,8 +315,7 @@ class _Follower:
     def _backoff(self) -> float:
         """The pause before the next start of a reader that failed `failing` times in a row: doubled per
         failure, jittered (half to all of it), at most `READER_RETRY_MAX`."""
-        delay = min(READER_RETRY_MAX, RETRY_INITIAL * 2 ** min(self.failing, 16))
-        return random.uniform(delay / 2, delay)  # noqa: S311 - jitter, not a secret
+        return backoff(self.failing, first=RETRY_INITIAL, cap=READER_RETRY_MAX)
 
     def _reader_failed(self, why: str) -> _Restart:
         """The reader ended before it could read: tried again after a growing pause; said once, at the

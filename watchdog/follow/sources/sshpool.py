@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -26,6 +25,7 @@ import anyio.lowlevel
 import asyncssh
 import structlog
 
+from watchdog.backoff import backoff
 from watchdog.exceptions import ChannelRefused, ConnectionLost
 from watchdog.follow.sources.hostkeys import HostKeyCheck
 from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
@@ -176,8 +176,7 @@ class _Host:
 
     def refused_sessions(self, reason: str) -> float:
         """The host refused a session even on a new connection: back off; returns the pause."""
-        pause = min(REFUSED_SESSIONS_PAUSE_MAX, REFUSED_SESSIONS_PAUSE * 2 ** min(self.refusing, 16))
-        pause = random.uniform(pause / 2, pause)  # noqa: S311 - jitter, not a secret
+        pause = backoff(self.refusing, first=REFUSED_SESSIONS_PAUSE, cap=REFUSED_SESSIONS_PAUSE_MAX)
         self.refusing += 1
         self.refusal = reason
         self.refusing_until = asyncio.get_running_loop().time() + pause
