@@ -99,7 +99,7 @@ async def test_a_refused_key_is_one_outage_for_the_host_backed_off_and_resolved_
                 assert sorted(run.failures for run in runs) == [1, 1, 1, 1, 2]
                 assert [g.json()["launch"] for g in receiver.delivered()] == ["host:gpu1"]
                 assert all(s["note"].startswith("refused: ") for s in daemon.statuses())
-                assert daemon._hosts["gpu1"].pause == 10.0
+                assert daemon._outages.host("gpu1").pause == 10.0
                 await daemon.reload()  # the right key now: tried at once, not after the backoff
                 got = await receiver.wait_for(2)
                 assert not any("refused" in s.get("note", "") for s in daemon.statuses())
@@ -446,7 +446,7 @@ async def test_an_ssh_config_that_cannot_be_parsed_is_a_permanent_refusal_of_its
                 # one attempt for the host per backoff
                 assert sorted(run.failures for run in runs) == [1, 1, 2]
                 assert all(s["note"].startswith("refused: ") for s in daemon.statuses())
-                assert daemon._hosts["gpu1"].refused
+                assert daemon._outages.host("gpu1").refusing
                 await daemon.reload()
                 got = await receiver.wait_for(2)
                 tg.cancel_scope.cancel()
