@@ -22,9 +22,9 @@ from sshd_server import SSHDServer, _write_key
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import ConsoleAlerts, ServiceNotifier
 from watchdog.daemon.http import serve_http
+from watchdog.daemon.outages import RESTART_PAUSE
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
-from watchdog.daemon.outages import RESTART_PAUSE
 from watchdog.follow.sources import SSHOptions, parse_target
 from watchdog.follow.testing import ManualClock
 from watchdog.store import StateStore, open_store

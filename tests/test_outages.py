@@ -151,8 +151,7 @@ async def test_an_attempt_given_up_passes_the_turn_and_a_reload_ends_the_wait() 
     """A launch cancelled during its attempt gives the turn back (another one takes it at once); a reload
     (`retry_now`) makes the next attempt due now, the backoff reset."""
     clock = ManualClock(START)
-    outages = Outages(clock)
-    host = outages.host("gpu1")
+    host = Outages(clock).host("gpu1")
     host.refused("auth failed", tried=False)
     host.refused("auth failed", tried=True)
     host.refused("auth failed", tried=True)  # 20 s
@@ -166,7 +165,7 @@ async def test_an_attempt_given_up_passes_the_turn_and_a_reload_ends_the_wait() 
         tg.start_soon(launch)
         await clock.advance(1.0)
         assert turns == []
-        outages.retry_now()
+        host.retry_now()
         await clock.advance(0.0)
         assert (turns, host.pause) == ([True], 0.0)
         host.give_up_turn()

@@ -143,38 +143,24 @@ class Host:
         self._waiters.clear()
 
 
-class Outages:
-    """The configured hosts, by name, each made at its first use; an outage is due to be said past `grace`."""
+class Outages(dict[str, Host]):
+    """The configured hosts by name, each made at its first use; an outage is overdue past `grace` seconds."""
 
     def __init__(self, clock: Clock, grace: float = math.inf) -> None:
-        """Hosts on `clock`; an outage longer than `grace` seconds is `overdue`."""
+        """No host yet; their timers on `clock`."""
+        super().__init__()
         self._clock = clock
         self._grace = grace
-        self._hosts: dict[str, Host] = {}
 
     def host(self, name: str) -> Host:
         """The host `name` (made, answering, if new)."""
-        host = self._hosts.get(name)
-        if host is None:
-            host = self._hosts[name] = Host(name, self._clock)
-        return host
-
-    def get(self, name: str) -> Host | None:
-        """The host `name` if a launch has used it."""
-        return self._hosts.get(name)
-
-    def forget(self, name: str) -> None:
-        """No launch is on `name` any more."""
-        self._hosts.pop(name, None)
-
-    def retry_now(self) -> None:
-        """Every host is tried again now (`Host.retry_now`)."""
-        for host in self._hosts.values():
-            host.retry_now()
+        if name not in self:
+            self[name] = Host(name, self._clock)
+        return self[name]
 
     def overdue(self) -> list[Host]:
         """The hosts down for `grace` or longer whose outage was not said yet."""
-        return [host for host in self._hosts.values() if self.is_overdue(host)]
+        return [host for host in self.values() if self.is_overdue(host)]
 
     def is_overdue(self, host: Host) -> bool:
         """`host` is down for `grace` or longer, and its outage was not said yet."""

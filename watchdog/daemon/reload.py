@@ -47,7 +47,7 @@ async def resolve_unplanned(alerting: Alerting, outages: Outages, plans: Mapping
             host = launch.removeprefix(HOST_PREFIX)
             if host in hosts:
                 continue
-            outages.forget(host)
+            outages.pop(host, None)
         elif launch in plans:
             continue
         log.info("problem resolved: removed from the configuration", launch=launch, kind=kind.value)

@@ -275,7 +275,8 @@ class Daemon:
         await self._reloads.run(self._reloaded)
 
     async def _reloaded(self, plans: Mapping[str, LaunchPlan]) -> None:
-        self._outages.retry_now()  # a reload is the operator's word that something was fixed: try again now
+        for host in self._outages.values():
+            host.retry_now()  # a reload is the operator's word that something was fixed: try again now
         changes = await self._apply(plans)
         log.info("reloaded", launches=len(plans), **dataclasses.asdict(changes))
         self._systemd.notify(f"STATUS={self.summary()}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -21,36 +21,31 @@ __all__ = ["StateStore", "open_store"]
 class StateStore(Announcements, Checkpoints, Silences):
     """The daemon's durable state; see the package docstring. Make one with `await StateStore.open(dir)`."""
 
+    def _parts(self, waiting: _Waiting) -> tuple[tuple[str, tuple[str, ...], Callable[[], None]], ...]:
+        # what waits, part by part: (its name, its fields of `_Waiting`, its writer), transitions first
+        return (
+            ("transitions", ("snapshots",), lambda: self._record_all(waiting.snapshots)),
+            ("checkpoints", ("checkpoints",), lambda: self._put_checkpoints(waiting.checkpoints)),
+            ("verdicts", ("verdicts", "marks"), lambda: self._put_verdicts(waiting.verdicts, waiting.marks)),
+        )
+
     def _write_parts(self, waiting: _Waiting) -> _Waiting | None:
+        # each part in a transaction of its own: one that fails for good is lost alone (its transitions are read
+        # again, its launches resume from the checkpoints before them), one that meets a passing fault is kept
         left = _Waiting()
-        try:
-            self._write(lambda: self._record_all(waiting.snapshots))
-        except Exception as exc:  # the call that follows is still made; only these snapshots are lost
-            if passing(exc):
-                left.snapshots.update(waiting.snapshots)
-            else:
-                log.warning("transitions not stored", launches=len(waiting.snapshots), error=repr(exc))
-        try:
-            self._write(lambda: self._put_checkpoints(waiting.checkpoints))
-        except Exception as exc:  # their launches resume from the checkpoints before them
-            if passing(exc):
-                left.checkpoints.update(waiting.checkpoints)
-            else:
-                log.warning("checkpoints not stored", launches=len(waiting.checkpoints), error=repr(exc))
-        try:
-            self._write(lambda: self._put_verdicts(waiting.verdicts, waiting.marks))
-        except Exception as exc:
-            if passing(exc):
-                left.verdicts.update(waiting.verdicts)
-                left.marks.update(waiting.marks)
-            else:
-                log.warning("verdicts not stored", verdicts=len(waiting.verdicts), error=repr(exc))
+        for what, fields, write in self._parts(waiting):
+            try:
+                self._write(write)
+            except Exception as exc:
+                if not passing(exc):
+                    log.warning(f"{what} not stored", count=len(getattr(waiting, fields[0])), error=repr(exc))
+                for name in fields if passing(exc) else ():
+                    getattr(left, name).update(getattr(waiting, name))
         return left or None
 
     def _write_waiting(self, waiting: _Waiting) -> None:
-        self._record_all(waiting.snapshots)
-        self._put_checkpoints(waiting.checkpoints)
-        self._put_verdicts(waiting.verdicts, waiting.marks)
+        for _, _, write in self._parts(waiting):
+            write()
 
     def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Mapping[str, Any], float]]) -> None:
         for (launch, incarnation), (status, wall) in snapshots.items():
