@@ -22,9 +22,11 @@ from sshd_server import SSHDServer, _write_key
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import ConsoleAlerts, ServiceNotifier
 from watchdog.daemon.http import serve_http
+from watchdog.daemon.outages import RESTART_PAUSE
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import SSHOptions, parse_target
+from watchdog.follow.testing import ManualClock
 from watchdog.store import StateStore, open_store
 from watchdog.vocabulary import DEFAULT_DELIVERY_ATTEMPTS
 
@@ -88,18 +90,21 @@ async def test_a_refused_key_is_one_outage_for_the_host_backed_off_and_resolved_
         async def reload() -> dict[str, LaunchPlan]:
             return plans(sshd.client_key)
 
-        daemon = Daemon(plans(wrong), reload=reload, handle_signals=False, unreachable_after=0.5)
+        clock = ManualClock(time.time())
+        daemon = Daemon(plans(wrong), reload=reload, handle_signals=False, unreachable_after=0.5, clock=clock)
         with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as tg:
                 await tg.start(daemon.run)
-                await receiver.wait_for(1)
                 runs = list(daemon._running.values())
                 # each launch tried once at the start; then one attempt for the whole host per backoff
+                await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= 5)
+                await clock.advance(RESTART_PAUSE)  # the outage said past its grace; the backoff's attempt
+                await receiver.wait_for(1)
                 await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= 6)
                 assert sorted(run.failures for run in runs) == [1, 1, 1, 1, 2]
                 assert [g.json()["launch"] for g in receiver.delivered()] == ["host:gpu1"]
                 assert all(s["note"].startswith("refused: ") for s in daemon.status_json())
-                assert daemon._hosts["gpu1"].refusals == 2  # its backoff: 5 s, then 10 s
+                assert daemon._outages.host("gpu1").pause == 10.0
                 await daemon.reload()  # the right key now: tried at once, not after the backoff
                 got = await receiver.wait_for(2)
                 assert not any("refused" in s.get("note", "") for s in daemon.status_json())
@@ -129,7 +134,8 @@ async def test_a_remote_path_that_is_a_directory_is_the_launch_s_note_not_an_out
             "dir": _remote("dir", sshd, folder, ssh_options, hook),
             "fine": _remote("fine", sshd, fine, ssh_options, hook),
         }
-        daemon = Daemon(plans, handle_signals=False, unreachable_after=0.2)
+        clock = ManualClock(time.time())
+        daemon = Daemon(plans, handle_signals=False, unreachable_after=0.2, clock=clock)
         with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as tg:
                 await tg.start(daemon.run)
@@ -137,10 +143,13 @@ async def test_a_remote_path_that_is_a_directory_is_the_launch_s_note_not_an_out
                     lambda s: (
                         "not a readable regular file" in _by_name(s)["dir"].get("note", "")
                         and _states(s)["fine"] == "ready"
+                        and daemon._running["dir"].failures >= 1
                     )
                 )
+                # fine's ready confirmed, and dir's restart pause: past the grace and several checks of the
+                # hosts, an outage would be said by now
+                await clock.advance(RESTART_PAUSE)
                 await receiver.wait_for(1)  # fine's ready
-                # past the grace and a check of the hosts: an outage would have been said by now
                 await daemon.wait_until(lambda _: daemon._running["dir"].failures >= 2)
                 tg.cancel_scope.cancel()
     kinds = [g.json()["kind"] for g in receiver.delivered()]
@@ -189,11 +198,13 @@ async def test_a_store_error_or_a_bug_is_no_outage(
         try:
             store.error = error
             plans = {"l": _remote("l", sshd, log, ssh_options, _hook(receiver))}
-            daemon = Daemon(plans, store=store, handle_signals=False, unreachable_after=0.1)
+            clock = ManualClock(time.time())
+            daemon = Daemon(plans, store=store, handle_signals=False, unreachable_after=0.1, clock=clock)
             with anyio.fail_after(DEADLINE):
                 async with anyio.create_task_group() as tg:
                     await tg.start(daemon.run)
-                    # two failures, more than a second apart: past the grace and a check of the hosts
+                    await daemon.wait_until(lambda _: daemon._running["l"].failures >= 1)
+                    await clock.advance(RESTART_PAUSE)  # past the grace and several checks of the hosts
                     statuses = await daemon.wait_until(lambda _: daemon._running["l"].failures >= 2)
                     assert statuses[0]["note"].startswith(note)
                     tg.cancel_scope.cancel()
@@ -436,17 +447,20 @@ async def test_an_ssh_config_that_cannot_be_parsed_is_a_permanent_refusal_of_its
         async def reload() -> dict[str, LaunchPlan]:
             return plans(good)
 
-        daemon = Daemon(plans(bad), reload=reload, handle_signals=False, unreachable_after=0.3)
+        clock = ManualClock(time.time())
+        daemon = Daemon(plans(bad), reload=reload, handle_signals=False, unreachable_after=0.3, clock=clock)
         with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as tg:
                 await tg.start(daemon.run)
-                await receiver.wait_for(1)
                 runs = list(daemon._running.values())
+                await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= len(names))
+                await clock.advance(RESTART_PAUSE)  # the outage said past its grace; the backoff's attempt
+                await receiver.wait_for(1)
                 await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= len(names) + 1)
                 # one attempt for the host per backoff
                 assert sorted(run.failures for run in runs) == [1, 1, 2]
                 assert all(s["note"].startswith("refused: ") for s in daemon.status_json())
-                assert daemon._hosts["gpu1"].refused
+                assert daemon._outages.host("gpu1").refusing
                 await daemon.reload()
                 got = await receiver.wait_for(2)
                 tg.cancel_scope.cancel()
@@ -532,17 +546,19 @@ async def test_two_outages_of_one_host_each_have_their_key_and_their_resolution(
             return [g.json() for g in receiver.delivered() if g.path.startswith(path)]
 
         # a grace of 1 s: the second outage begins at least a second after the first (its key's @start differs)
-        daemon = Daemon(plans(), reload=reload, handle_signals=False, unreachable_after=1.0)
-        with anyio.fail_after(DEADLINE * 2):
+        clock = ManualClock(time.time())
+        daemon = Daemon(plans(), reload=reload, handle_signals=False, unreachable_after=1.0, clock=clock)
+        with anyio.fail_after(DEADLINE):
             async with anyio.create_task_group() as tg:
                 await tg.start(daemon.run)
-                for n, key in enumerate([sshd.client_key, wrong, sshd.client_key], start=2):
-                    await receiver.wait_until(
-                        lambda _, n=n: len(at("/hook")) == n - 1 and len(at("/pd")) == n - 1
-                    )
-                    identity["key"] = key
-                    await daemon.reload()
-                await receiver.wait_until(lambda _: len(at("/hook")) == 4 and len(at("/pd")) == 4)
+                for n, key in enumerate([sshd.client_key, wrong, sshd.client_key, None], start=1):
+                    if n % 2:  # refused: its outage is said past the grace and a check of the hosts
+                        await daemon.wait_until(lambda _: daemon._running["l"].failures >= 1)
+                        await clock.advance(2.0)
+                    await receiver.wait_until(lambda _, n=n: len(at("/hook")) == n and len(at("/pd")) == n)
+                    if key is not None:
+                        identity["key"] = key
+                        await daemon.reload()
                 tg.cancel_scope.cancel()
     hooks = at("/hook")
     assert [h["kind"] for h in hooks] == ["unreachable", "resolved"] * 2

@@ -52,6 +52,7 @@ __all__ = [
     "UsageError",
     "WatchdogError",
     "first_watchdog_error",
+    "reason_of",
 ]
 
 
@@ -228,3 +229,12 @@ def first_watchdog_error(group: BaseExceptionGroup[BaseException]) -> WatchdogEr
     while isinstance(found, BaseExceptionGroup):
         found = found.exceptions[0]
     return found
+
+
+def reason_of(exc: BaseException) -> str:
+    """What went wrong, in words: of a task group's failure, our own error first, else its first leaf (not
+    "unhandled errors in a TaskGroup")."""
+    if isinstance(exc, BaseExceptionGroup):
+        ours = first_watchdog_error(exc)
+        return str(ours) if ours is not None else reason_of(exc.exceptions[0])
+    return str(exc) or type(exc).__name__

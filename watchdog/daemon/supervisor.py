@@ -5,7 +5,8 @@ never disturbs another: a follower that fails is started again after a pause), o
 by that host's launches, the HTTP server (/metrics, /status, /healthz, the status page) and, under systemd,
 the notify protocol (READY=1 once the port is bound and the launches started, WATCHDOG=1 from the event loop,
 STATUS=, STOPPING=1). SIGHUP reloads the plan (added launches start, removed ones stop, changed ones restart,
-unchanged ones are not touched); SIGTERM or SIGINT stops gracefully, a second one at once.
+unchanged ones are not touched: `daemon.reload`); SIGTERM or SIGINT stops gracefully, a second one at once.
+What each update means for the alerts is `daemon.announce`'s; a host's outage is `daemon.outages`'.
 """
 
 from __future__ import annotations
@@ -16,11 +17,8 @@ import math
 import os
 import signal
 import sqlite3
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -29,31 +27,26 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from watchdog.alerts.alert import PROBLEMS
 from watchdog.alerts.alerting import Alerting
-from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.alerts.outbox import Outbox
-from watchdog.alerts.senders import ConsoleAlerts, Notifier
+from watchdog.alerts.senders import ConsoleAlerts
 from watchdog.backoff import NO_JITTER, backoff
-from watchdog.core.expectations import LEARN_FACTOR, eta_to_ready, learned_deadlines, typical_durations
-from watchdog.core.lifecycle import State
+from watchdog.clock import Clock, WallClock
+from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_durations
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
+from watchdog.daemon.announce import Announcer
+from watchdog.daemon.launches import LaunchPlan, Running
 from watchdog.daemon.metrics import DaemonStats
+from watchdog.daemon.outages import REFUSED_PAUSE_MAX, RESTART_PAUSE, Host, Outages
+from watchdog.daemon.reload import PlanChanges, Reloads, diff_plans, resolve_unplanned
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
-from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, first_watchdog_error
+from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, first_watchdog_error, reason_of
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.follow.probes.gpusampler import HostGpuSampler
-from watchdog.follow.sources import SSHOptions, SSHPool
+from watchdog.follow.sources import SSHPool
 from watchdog.profiles.loader import preload_profiles
-from watchdog.vocabulary import (
-    DEFAULT_UNREACHABLE_AFTER,
-    EXIT_INTERRUPTED,
-    PROBLEM_STATES,
-    UNBEGUN_STATES,
-    Category,
-    format_duration,
-)
+from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, Category
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord, StateStore
@@ -62,68 +55,9 @@ __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan"]
 
 log = structlog.get_logger("watchdog.daemon")
 
-RESTART_PAUSE = 5.0  # seconds before a follower that failed is started again
-REFUSED_PAUSE_MAX = 300.0  # a host that refuses us for good is tried again after 5 s, 10 s, ... at most this
 HISTORY_SAMPLES = 50  # past incarnations a launch's expectations are learned from
 HISTORY_ALL = 1 << 30  # every incarnation the state file keeps (at most MAX_INCARNATIONS_PER_LAUNCH a launch)
-_ALERT_KINDS = {
-    State.CRASHED: AlertKind.CRASHED,
-    State.STALLED: AlertKind.STALLED,
-    State.READY: AlertKind.READY,
-}
 DRAIN_SECONDS = 5.0  # a graceful stop waits this long at most for the alerts being delivered
-UNREACHABLE_CHECK_SECONDS = 1.0  # how often hosts that cannot be reached are checked against their grace
-HOST_PREFIX = "host:"  # a host's outage is an alert about "host:NAME", not about each of its launches
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    """One launch as the daemon runs it: its spec, where it is, and who hears of its verdicts."""
-
-    spec: LaunchSpec
-    host: str = ""  # the configured host's name; "" for a file on this machine
-    ssh: SSHOptions | None = None  # how to reach the host (one pool per host name)
-    labels: Mapping[str, str] = field(default_factory=dict)
-    alerts: tuple[Notifier, ...] = ()  # who hears of its alerts (each says the kinds in its `on`)
-    learned_factor: float | None = LEARN_FACTOR  # phases past this x their usual p95 are stalled; None: off
-
-
-@dataclass
-class _Running:
-    plan: LaunchPlan
-    scope: anyio.CancelScope
-    follower: LaunchFollower | None = None
-    since: float = field(default_factory=time.time)  # Unix time its follow began (again: a new follower)
-    announced: set[tuple[int, str]] = field(default_factory=set)
-    typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
-    failures: int = 0
-    streak: int = 0  # failures in a row, since its follower last got to read its log: its backoff
-    said: str = ""  # the failure last logged (a streak logs its reason once, not at each try)
-    note: str = ""
-    incarnation: int = 0  # the newest incarnation seen (or stored, at the start)
-    began: bool = True  # ... and it began (it is not a log that never came: a relaunch is numbered after it)
-    effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
-    history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
-
-
-@dataclass
-class _Host:
-    """One configured host as all its launches see it: one outage, one alert, one backoff."""
-
-    name: str
-    down_since: float | None = None  # unix time it stopped answering or refused us (None: it answers): shown
-    down_at: float | None = None  # ... the same moment on the monotonic clock: what its grace is counted on
-    error: str = ""  # what it said last
-    said: bool = False  # this outage was alerted
-    refused: bool = False  # it refuses for good (auth, host key): launches wait for `retry_at`
-    refusals: int = 0  # refusals in a row: its backoff
-    retry_at: float = 0.0  # monotonic time of the next attempt while refused
-    trying: bool = False  # one launch makes that attempt; the others wait for its outcome
-    wake: anyio.Event = field(default_factory=anyio.Event)
-
-    def changed(self) -> None:
-        wake, self.wake = self.wake, anyio.Event()
-        wake.set()
 
 
 class Daemon:
@@ -140,6 +74,7 @@ class Daemon:
         public_url: str | None = None,
         listen_host: str = "127.0.0.1",
         unreachable_after: float = DEFAULT_UNREACHABLE_AFTER,
+        clock: Clock | None = None,
     ) -> None:
         """`plans` by launch name; `reload` gives the new plans on SIGHUP; `serve(daemon, task_status=)`
         runs the HTTP server (it calls `task_status.started(port)` once bound). With a `store`, transitions
@@ -147,25 +82,26 @@ class Daemon:
         each log at its checkpoint (or reads it again from its start when the file changed) and announces only
         what it had not announced (what happened while it was down included). Alerts wait in the outbox (in the store's file, else in memory) until delivered;
         `public_url` is the status page's address in their links (default: http://LISTEN_HOST:PORT); a host
-        that cannot be reached for `unreachable_after` seconds is an alert."""
+        that cannot be reached for `unreachable_after` seconds is an alert. `clock` gives the time and the
+        waits (restart pauses, outages, backoffs) of the daemon, its followers and its alerting (default: the
+        real clocks; tests give a `ManualClock`)."""
         self._plans = dict(plans)
-        self._reload = reload
+        self._reloads = Reloads(reload) if reload is not None else None
         self._serve = serve
         self._store = store
         self._handle_signals = handle_signals
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, Running] = {}
         self._pools: dict[str, SSHPool] = {}
         self._samplers: dict[str, HostGpuSampler] = {}  # by host name ("" for this machine)
         self._systemd = SystemdNotifier()
         self._tg: TaskGroup | None = None
         self._public_url = public_url
         self._listen_host = listen_host
-        self._unreachable_after = unreachable_after
+        self._clock: Clock = clock if clock is not None else WallClock()
+        self._follower_clock = clock  # None: each follower on the monotonic clock
+        self._outages = Outages(self._clock, unreachable_after)
         self._alerting: Alerting | None = None
-        self._hosts: dict[str, _Host] = {}
-        self._reload_lock = anyio.Lock()
-        self._reloads_asked = 0  # SIGHUPs (or calls) so far
-        self._reloads_done = 0  # the asks the last reload answered
+        self._announcer: Announcer | None = None
         self._outbox: Outbox | None = None
         self.crashes: Counter[tuple[str, str, Category]] = Counter()  # (launch, host, category)
         self._activity: dict[str, float] = {}  # launch -> Unix time its log last grew (see `stats`)
@@ -181,24 +117,22 @@ class Daemon:
         when its current incarnation began (as the follower saw it), its ETA, note and outage."""
         out = []
         for name, run in sorted(self._running.items()):
-            host = self._hosts.get(run.plan.host)
+            host = self._outages.get(run.plan.host)
             unreachable = None
             if host is not None and host.down_since is not None:  # the page and /status say it plainly
                 unreachable = Unreachable(host.down_since, host.error, host.said)
             status = Status(Verdict.pending(), name=name) if run.follower is None else run.follower.status()
             v, note = status.verdict, run.note
             if v.missing_log is not None and v.missing_log.path:  # said for as long as it lasts
-                waited = v.missing_log.seconds or 0.0
-                note = f"{v.missing_log.path} does not exist (yet): waiting for it ({waited:g}s)"
+                note = f"{v.missing_log.path} does not exist (yet): waiting for it ({v.missing_log.seconds or 0.0:g}s)"
             eta = began = None
-            if status.elapsed is not None and v.timeline:
-                eta = eta_to_ready(v, run.typical, status.elapsed - v.timeline[-1].entered)
-                # its first timeline entry, on the follower's clock: a wall time
-                began = time.time() - (status.elapsed - v.timeline[0].entered)
-            elif status.elapsed is not None:
-                eta = eta_to_ready(v, run.typical, 0.0)
+            if status.elapsed is not None:
+                in_phase = status.elapsed - v.timeline[-1].entered if v.timeline else 0.0
+                eta = eta_to_ready(v, run.typical, in_phase)
+                if v.timeline:  # its first timeline entry, on the follower's clock: a wall time
+                    began = self._clock.now() - (status.elapsed - v.timeline[0].entered)
             out.append(
-                replace(
+                dataclasses.replace(
                     status,
                     host=run.plan.host,
                     labels=tuple(run.plan.labels.items()),
@@ -291,7 +225,17 @@ class Daemon:
                 )
                 stack.push_async_callback(outbox.close)
                 silences = self._store.silences if self._store is not None else None
-                self._alerting = Alerting(outbox, silences=silences, on_change=self._change)
+                self._alerting = Alerting(
+                    outbox, silences=silences, on_change=self._change, clock=self._clock
+                )
+                announcer = self._announcer = Announcer(
+                    self._alerting,
+                    self._store,
+                    clock=self._clock,
+                    link=self._link,
+                    change=self._change,
+                    crashes=self.crashes,
+                )
                 await tg.start(self._alerting.run)
                 if self._store is not None:
                     await tg.start(self._store.write_behind)  # transitions written a batch at a time
@@ -302,7 +246,7 @@ class Daemon:
                     self.port = await tg.start(self._serve, self)
                 # before the launches start: a host down at the start (a black-holed one holds its launch's
                 # start for its connect attempts) is said on time, not once every launch has started
-                tg.start_soon(self._watch_unreachable)
+                tg.start_soon(announcer.watch_outages, self._outages, self._plans_on)
                 await self._apply(self._plans)
                 self.started.set()
                 self._systemd.notify("READY=1", f"STATUS={self.summary()}")
@@ -327,54 +271,36 @@ class Daemon:
             self._tg.cancel_scope.cancel()
 
     async def reload(self) -> None:
-        """Take the new plans: start added launches, stop removed ones, restart changed ones.
-
-        Reloads run one at a time, in the order asked: one asked while another runs waits for it, and all
-        those asked meanwhile are answered by one reload after it (the config read then is the newest).
-        """
-        if self._reload is None:
+        """Take the new plans: start added launches, stop removed ones, restart changed ones (one reload at a
+        time, those asked meanwhile answered by one: `daemon.reload.Reloads`)."""
+        if self._reloads is None:
             return
         await self.started.wait()  # a SIGHUP while starting: the reload comes once the launches run
-        self._reloads_asked += 1
-        asked = self._reloads_asked
-        async with self._reload_lock:
-            if self._reloads_done >= asked:
-                return  # a reload that began after this was asked has read the config
-            self._reloads_done = self._reloads_asked
-            try:
-                plans = await self._reload()
-            except WatchdogError as exc:
-                log.error("reload refused; the running configuration stays", error=str(exc))
-                return
-            for host in self._hosts.values():
-                host.retry_at = 0.0  # a reload is the operator's word that something was fixed: try again now
-                host.refusals = 0
-                host.changed()
-            changes = await self._apply(plans)
-            log.info("reloaded", launches=len(plans), **{k: sorted(v) for k, v in changes.items()})
-            self._systemd.notify(f"STATUS={self.summary()}")
+        await self._reloads.run(self._reloaded)
 
-    async def _apply(self, plans: Mapping[str, LaunchPlan]) -> dict[str, list[str]]:
-        """Run these plans; return the launch names added, removed and restarted (changed)."""
+    async def _reloaded(self, plans: Mapping[str, LaunchPlan]) -> None:
+        for host in self._outages.values():
+            host.retry_now()  # a reload is the operator's word that something was fixed: try again now
+        changes = await self._apply(plans)
+        log.info("reloaded", launches=len(plans), **dataclasses.asdict(changes))
+        self._systemd.notify(f"STATUS={self.summary()}")
+
+    async def _apply(self, plans: Mapping[str, LaunchPlan]) -> PlanChanges:
+        """Run these plans; return the launches added, removed and restarted (changed)."""
         assert self._tg is not None
-        changes: dict[str, list[str]] = {"added": [], "removed": [], "restarted": []}
-        for name in list(self._running):
-            if name not in plans or plans[name] != self._running[name].plan:
-                self._running.pop(name).scope.cancel()
-                changes["removed" if name not in plans else "restarted"].append(name)
+        changes = diff_plans({name: run.plan for name, run in self._running.items()}, plans)
+        for name in (*changes.removed, *changes.restarted):
+            self._running.pop(name).scope.cancel()
         self._plans = dict(plans)
         assert self._alerting is not None
         # notifiers no longer configured stop (their queued alerts dropped): none keeps a secret URL at work
         await self._alerting.use_only([n for plan in plans.values() for n in plan.alerts])
-        await self._resolve_unplanned(plans)
+        await resolve_unplanned(self._alerting, self._outages, plans)
         starting = []
         for name, plan in plans.items():
             if name not in self._running:
-                run = _Running(plan, anyio.CancelScope())
-                self._running[name] = run
+                run = self._running[name] = Running(plan, anyio.CancelScope(), since=self._clock.now())
                 starting.append(run)
-                if name not in changes["restarted"]:
-                    changes["added"].append(name)
         if starting and self._store is not None:
             # numbered on from the last incarnation stored: a relaunch while the daemon was down is the next
             last = await self._store.last_incarnations()
@@ -399,9 +325,9 @@ class Daemon:
         self._change()
         return changes
 
-    async def _launch(self, run: _Running, *, task_status: TaskStatus[None]) -> None:
+    async def _launch(self, run: Running, *, task_status: TaskStatus[None]) -> None:
         plan = run.plan
-        host = self._host(plan)
+        host = self._outages.host(plan.host) if plan.host else None
         started = False
         with run.scope:
             send, receive = anyio.create_memory_object_stream[Callable[[], Awaitable[None]]](math.inf)
@@ -412,11 +338,11 @@ class Daemon:
                     pause = RESTART_PAUSE
                     trying = False
                     try:
-                        if host is not None and host.refused:
+                        if host is not None and host.refusing:
                             if not started:  # a launch waiting out its host's refusal holds up no one
                                 started = True
                                 task_status.started()
-                            trying = await self._wait_turn(run, host)
+                            trying = await host.wait_turn(partial(setattr, run, "note"))
                             if not trying:
                                 continue  # the host answered another launch: go at once
                         spec = await self._learned(run)
@@ -427,14 +353,15 @@ class Daemon:
                             checkpoints=self._store,
                             # a launch whose log never came goes on with its pending incarnation
                             numbered_after=run.incarnation if run.began else max(0, run.incarnation - 1),
+                            clock=self._follower_clock,
                         )
                         run.follower = follower
-                        run.since = time.time()
+                        run.since = self._clock.now()
                         async with anyio.create_task_group() as tg:
                             tg.start_soon(self._consume, run, follower)
                             await tg.start(follower.run)
                             run.streak, run.said = 0, ""  # it reads: a later failure starts a new streak
-                            await self._reachable(run)
+                            await self._answers(run)
                             trying = False
                             if not started:
                                 started = True
@@ -445,15 +372,14 @@ class Daemon:
                         trying = False
                     finally:
                         if trying and host is not None:
-                            host.trying = False  # cancelled or failed: another launch may try
-                            host.changed()
+                            host.give_up_turn()  # cancelled: another launch may try
                     if not started:
                         started = True
                         task_status.started()
                     if pause:
-                        await anyio.sleep(pause)
+                        await self._clock.sleep(pause)
 
-    def _failed(self, run: _Running, host: _Host | None, exc: BaseException, *, trying: bool) -> float:
+    def _failed(self, run: Running, host: Host | None, exc: BaseException, *, trying: bool) -> float:
         """Say what a follower's failure means (by the exception tree); return the pause before the next try.
 
         A host that refuses us for good (a `PermanentError`: auth, host key, or an SSH config that cannot be
@@ -466,26 +392,14 @@ class Daemon:
         run.streak += 1
         self._change()
         name = run.plan.spec.name
-        reason = _reason(exc)
+        reason = reason_of(exc)
         if host is not None and isinstance(exc, PermanentError):
-            self._host_down(host, reason)
-            if not host.refused or trying:  # the first refusal, or the one attempt of this backoff
-                host.refused, host.trying = True, False
-                host.refusals += 1
-                pause = backoff(
-                    host.refusals - 1, first=RESTART_PAUSE, cap=REFUSED_PAUSE_MAX, jitter=NO_JITTER
-                )
-                host.retry_at = time.monotonic() + pause
-                log.error("host refused us", host=host.name, error=reason, next_try_in=pause)
-                host.changed()
-            run.note = f"refused: {reason}; trying again in {format_duration(max(0.0, host.retry_at - time.monotonic()))}"
-            return 0.0  # the wait is the host's (`_wait_turn`)
+            host.refused(reason, tried=trying)
+            run.note = f"refused: {reason}; trying again in {host.retry_in():.0f}s"
+            return 0.0  # the wait is the host's (`Host.wait_turn`)
         run.note = f"follower failed: {reason}; trying again in {RESTART_PAUSE:g}s"
         if host is not None and isinstance(exc, ConnectionLost):
-            self._host_down(host, reason)
-            if host.refused:  # it answered, if not with a session: no longer a refusal to wait out
-                host.refused, host.trying = False, False
-                host.changed()
+            host.lost(reason)
             log.warning("launch follower failed", launch=name, host=host.name, error=reason)
         elif isinstance(exc, sqlite3.Error):
             run.note = f"state file problem: {reason}; trying again in {RESTART_PAUSE:g}s"
@@ -505,23 +419,10 @@ class Daemon:
             log.error("internal error", launch=name, error=reason, exc_info=exc)
         return RESTART_PAUSE
 
-    async def _wait_turn(self, run: _Running, host: _Host) -> bool:
-        """Wait while `host` refuses us: True when this launch is the one to try again (its outcome is the
-        host's), False when the host answered another launch (or a reload asked for a try: go)."""
-        while host.refused:
-            if not host.trying and time.monotonic() >= host.retry_at:
-                host.trying = True
-                return True
-            run.note = f"refused: {host.error}; trying again in {format_duration(max(0.0, host.retry_at - time.monotonic()))}"
-            wake = host.wake
-            with anyio.move_on_after(math.inf if host.trying else host.retry_at - time.monotonic()):
-                await wake.wait()
-        return False
-
     def _state_file(self) -> str:
         return str(self._store.path) if self._store is not None else ""
 
-    async def _learned(self, run: _Running) -> LaunchSpec:
+    async def _learned(self, run: Running) -> LaunchSpec:
         # the launch's own history: its usual phase lengths (for the ETA) and the deadlines they imply
         spec = run.plan.spec
         if self._store is None:
@@ -536,13 +437,14 @@ class Daemon:
         deadlines = learned_deadlines(records, dict(spec.deadlines), factor=run.plan.learned_factor)
         return dataclasses.replace(spec, deadlines=tuple(sorted(deadlines.items())))
 
-    async def _consume(self, run: _Running, follower: LaunchFollower) -> None:
+    async def _consume(self, run: Running, follower: LaunchFollower) -> None:
         # What each update means for the status is taken at once; what waits on the disk or the network (the
         # store's verdicts, the outbox, the silences) goes to the launch's own queue (`_effects`), in order:
         # a slow or locked state file never holds up the reading.
         name = run.plan.spec.name
-        effects = run.effects
+        effects, announcer = run.effects, self._announcer
         assert effects is not None
+        assert announcer is not None
         with follower.updates:
             async for update in follower.updates:
                 self._change()
@@ -551,26 +453,26 @@ class Daemon:
                     run.note = ""  # the log is being read: what the source said before is over
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
                     if self._store is not None:
-                        status = replace(
+                        status = dataclasses.replace(
                             follower.status(), host=run.plan.host, labels=tuple(run.plan.labels.items())
                         )
                         # returns at once: the store's write-behind task writes it (`StateStore.write_behind`)
                         await self._store.record_transition(name, t.incarnation, status)
                     effects.send_nowait(
-                        partial(self._transitioned, run, follower, t.incarnation, t.state, t.reason)
+                        partial(announcer.transitioned, run, follower, t.incarnation, t.state, t.reason)
                     )
                 elif isinstance(update, SourceNoted):
                     run.note = update.detail
                     log.info("source", launch=name, kind=update.kind, detail=update.detail)
-                    host = self._hosts.get(run.plan.host)
+                    host = self._outages.get(run.plan.host)
                     if update.kind == "disconnected" and host is not None:
-                        self._host_down(host, update.detail, since=update.since)
+                        host.down(update.detail, since=update.since)
                     elif update.kind == "connected":
-                        await self._reachable(run)
+                        await self._answers(run)
                 elif isinstance(update, Concluded):
-                    effects.send_nowait(partial(self._conclude, run, update))
+                    effects.send_nowait(partial(announcer.conclude, run, update))
 
-    async def _effects(self, run: _Running, receive: Any) -> None:
+    async def _effects(self, run: Running, receive: Any) -> None:
         # the launch's slow work, one at a time in the order of its updates; a failure is logged, not fatal
         async with receive:
             async for effect in receive:
@@ -580,170 +482,21 @@ class Daemon:
                     log.error(
                         "state file problem",
                         launch=run.plan.spec.name,
-                        error=_reason(exc),
+                        error=reason_of(exc),
                         state_file=self._state_file(),
                     )
                 except Exception as exc:  # a bug: said as one, and the launch goes on being followed
-                    log.error("internal error", launch=run.plan.spec.name, error=_reason(exc), exc_info=exc)
+                    log.error("internal error", launch=run.plan.spec.name, error=reason_of(exc), exc_info=exc)
                 self._change()
 
-    async def _transitioned(
-        self, run: _Running, follower: LaunchFollower, incarnation: int, state: State, reason: str
-    ) -> None:
-        # a new start resolves the old one's problems and is said; progress again resolves a stall
-        assert self._alerting is not None
-        name = run.plan.spec.name
-        if incarnation < run.incarnation:
-            return  # an earlier launch of a log read again from its start: said and resolved before
-        if incarnation > run.incarnation:
-            if run.incarnation:
-                await self._alerting.resolve(
-                    name, (AlertKind.CRASHED, AlertKind.STALLED), f"a new start (#{incarnation}) began"
-                )
-                status = follower.status()
-                status = replace(
-                    status,
-                    verdict=replace(status.verdict, incarnation=incarnation),
-                    host=run.plan.host,
-                    labels=tuple(run.plan.labels.items()),
-                )
-                alert = Alert.from_status(AlertKind.REPLACED, status, link=self._link(name), detail=reason)
-                await self._alerting.say(alert, run.plan.alerts)
-            run.incarnation, run.began = incarnation, False
-        if state not in UNBEGUN_STATES:
-            run.began = True
-        if state not in PROBLEM_STATES:
-            await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
+    async def _answers(self, run: Running) -> None:
+        host = self._outages.get(run.plan.host)
+        if host is not None:
+            assert self._announcer is not None
+            await self._announcer.host_answers(host)
 
-    async def _conclude(self, run: _Running, update: Concluded) -> None:
-        assert self._alerting is not None
-        name, verdict = run.plan.spec.name, update.verdict
-        incarnation = verdict.incarnation
-        said = _verdict_key(update.state, verdict)
-        key = (incarnation, said)
-        if key in run.announced:
-            return
-        run.announced.add(key)
-        if update.state == State.CRASHED:
-            category = verdict.error.category if verdict.error is not None else Category.OTHER
-            self.crashes[(name, run.plan.host, category)] += 1
-            if incarnation >= run.incarnation:
-                await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
-        announced = False
-        if self._store is not None:
-            try:  # a file that cannot be written keeps the verdict for later (`StateStore.failing`)
-                announced = await self._store.record_verdict(name, incarnation, verdict, said)
-            except Exception as exc:  # a damaged file: the alert is said (again, rather than never)
-                log.warning("verdict not stored", launch=name, incarnation=incarnation, error=_reason(exc))
-        kind = _ALERT_KINDS.get(update.state)
-        if kind is None:
-            return
-        if announced:
-            # said before a restart: its problem, if still open, is in the state file with it (`Alerting`)
-            log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
-            return
-        status = replace(
-            _timing(run.follower, verdict),
-            name=name,
-            host=run.plan.host,
-            labels=tuple(run.plan.labels.items()),
-        )
-        usual = sum(run.typical.values()) if run.typical else None
-        alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
-        # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower;
-        # the announcement is noted in the same transaction as the outbox rows (never said twice, nor lost)
-        outbox = f"{name}/{incarnation}/{said}" if said != update.state.value else None
-        announce = (name, incarnation, said) if self._store is not None else None
-        noted = await self._alerting.say(alert, run.plan.alerts, key=outbox, announce=announce)
-        if self._store is not None and not noted:
-            try:  # its incarnation not in the file yet, or the file cannot be written: kept, written later
-                await self._store.mark_announced(name, incarnation, said)
-            except Exception as exc:
-                log.warning(
-                    "announcement not stored", launch=name, incarnation=incarnation, error=_reason(exc)
-                )
-        log.info("announced", launch=name, state=update.state.value, incarnation=incarnation)
-        if incarnation < run.incarnation and kind in PROBLEMS:
-            # a crash (or stall) of a launch already relaunched (both in one read, or while the daemon was
-            # down): said, and ended by the new start as at once
-            await self._alerting.resolve(name, (kind,), f"a new start (#{run.incarnation}) began")
-        self._change()
-
-    async def _resolve_unplanned(self, plans: Mapping[str, LaunchPlan]) -> None:
-        # the problems of a launch no longer configured (removed by a reload or while the daemon was down, or
-        # renamed), and the outage of a host no launch is on any more, end: each resolved once
-        assert self._alerting is not None
-        hosts = {plan.host for plan in plans.values() if plan.host}
-        for launch, kind in self._alerting.active():
-            if launch.startswith(HOST_PREFIX):
-                host = launch.removeprefix(HOST_PREFIX)
-                if host in hosts:
-                    continue
-                self._hosts.pop(host, None)
-            elif launch in plans:
-                continue
-            log.info("problem resolved: removed from the configuration", launch=launch, kind=kind.value)
-            await self._alerting.resolve(launch, (kind,), "removed from the configuration")
-
-    def _host(self, plan: LaunchPlan) -> _Host | None:
-        return self._hosts.setdefault(plan.host, _Host(plan.host)) if plan.host else None
-
-    def _host_down(self, host: _Host, error: str, *, since: float | None = None) -> None:
-        # the outage counts from when the first failed attempt began (`SourceNoted.since`, monotonic: a
-        # black-holed host is said only at the end of its connect timeout), else from now; on the monotonic
-        # clock, so that a step of the wall clock neither fires it early nor holds it
-        now = time.monotonic()
-        began = now if since is None else min(since, now)
-        if host.down_at is None or began < host.down_at:
-            host.down_at = began
-            host.down_since = time.time() - (now - began)
-        host.error = error  # the latest reason, not the first one of a long outage
-
-    async def _reachable(self, run: _Running) -> None:
-        host = self._hosts.get(run.plan.host)
-        if host is None:
-            return
-        if host.refused or host.trying:
-            host.refused = host.trying = False
-            host.refusals = 0
-            host.changed()  # its other launches go now
-        host.down_since = host.down_at = None
-        assert self._alerting is not None
-        # its outage said by this daemon, or by the one before it (still open in the state file)
-        if host.said or self._alerting.is_active(f"{HOST_PREFIX}{host.name}", AlertKind.UNREACHABLE):
-            host.said = False
-            log.info("host answers again", host=host.name)
-            await self._alerting.resolve(
-                f"{HOST_PREFIX}{host.name}", (AlertKind.UNREACHABLE,), "connected again"
-            )
-
-    async def _watch_unreachable(self) -> None:
-        # a host that stays unreachable past its grace is said once per outage, naming its launches (resolved
-        # when it answers again)
-        assert self._alerting is not None
-        while True:
-            await anyio.sleep(UNREACHABLE_CHECK_SECONDS)
-            now = time.monotonic()
-            for host in list(self._hosts.values()):
-                since, began = host.down_since, host.down_at
-                if since is None or began is None or host.said or now - began < self._unreachable_after:
-                    continue
-                runs = [run for run in self._running.values() if run.plan.host == host.name]
-                if not runs:
-                    continue
-                host.said = True
-                notifiers = list({n.name: n for run in runs for n in run.plan.alerts}.values())
-                launches = sorted(run.plan.spec.name for run in runs)
-                alert = Alert.host_unreachable(
-                    host.name,
-                    launches,
-                    since=datetime.fromtimestamp(since, UTC),
-                    error=host.error,
-                    link=self._link(launches[0]) if len(launches) == 1 else self._link(""),
-                )
-                log.warning("host unreachable", host=host.name, launches=len(launches), error=host.error)
-                await self._alerting.say(alert, notifiers)
-                self._change()
+    def _plans_on(self, host: str) -> list[LaunchPlan]:
+        return [run.plan for run in self._running.values() if run.plan.host == host]
 
     def _link(self, name: str) -> str:
         base = self._public_url or (f"http://{self._listen_host}:{self.port}" if self.port else "")
@@ -784,7 +537,7 @@ class Daemon:
     async def _keepalive(self, interval: float) -> None:
         while True:
             self._systemd.notify("WATCHDOG=1", f"STATUS={self.summary()}")
-            await anyio.sleep(interval)
+            await self._clock.sleep(interval)
 
     async def _signals(self, *, task_status: TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM, signal.SIGINT) as received:
@@ -804,14 +557,6 @@ class Daemon:
                     await self.stop()
 
 
-def _verdict_key(state: State, verdict: Verdict) -> str:
-    """What a verdict is announced (and stored) as: its state; a launch that stalls again in the same
-    incarnation (after progress resumed) stalls anew: `stalled#2`, `stalled#3`, ..."""
-    if state is not State.STALLED or verdict.stalls <= 1:
-        return state.value
-    return f"{state.value}#{verdict.stalls}"
-
-
 def _cause(exc: BaseException) -> BaseException:
     """The error a follower's failure is about: ours first, then a state file error, else the first leaf."""
     if not isinstance(exc, BaseExceptionGroup):
@@ -824,22 +569,3 @@ def _cause(exc: BaseException) -> BaseException:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     return leaf
-
-
-def _timing(follower: LaunchFollower | None, verdict: Verdict) -> Status:
-    """A verdict with what it lacks for its alert (time in phase, since start, the last line): the follower's
-    clock and last line, when it still reports the verdict's incarnation."""
-    now = follower.status() if follower is not None else None
-    if now is None or now.verdict.incarnation != verdict.incarnation:
-        return Status(verdict)
-    return Status(verdict, elapsed=now.elapsed, last_line=now.last_line)
-
-
-def _reason(exc: BaseException) -> str:
-    # what went wrong, not "unhandled errors in a TaskGroup": our own error first, else the first leaf
-    if isinstance(exc, BaseExceptionGroup):
-        ours = first_watchdog_error(exc)
-        if ours is not None:
-            return str(ours)
-        return _reason(exc.exceptions[0])
-    return str(exc) or type(exc).__name__

@@ -1,0 +1,51 @@
+"""A launch as the daemon runs it: its plan (`LaunchPlan`, from the config) and what its run holds (`Running`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from watchdog.alerts.senders import Notifier
+from watchdog.core.expectations import LEARN_FACTOR
+from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.sources import SSHOptions
+
+if TYPE_CHECKING:
+    from watchdog.store import IncarnationRecord
+
+__all__ = ["LaunchPlan", "Running"]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One launch as the daemon runs it: its spec, where it is, and who hears of its verdicts."""
+
+    spec: LaunchSpec
+    host: str = ""  # the configured host's name; "" for a file on this machine
+    ssh: SSHOptions | None = None  # how to reach the host (one pool per host name)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    alerts: tuple[Notifier, ...] = ()  # who hears of its alerts (each says the kinds in its `on`)
+    learned_factor: float | None = LEARN_FACTOR  # phases past this x their usual p95 are stalled; None: off
+
+
+@dataclass
+class Running:
+    """A planned launch the daemon runs: its follower (the current one), what was said of it, its backoff."""
+
+    plan: LaunchPlan
+    scope: anyio.CancelScope
+    follower: LaunchFollower | None = None
+    since: float = 0.0  # Unix time its follow began (again: a new follower)
+    announced: set[tuple[int, str]] = field(default_factory=set)
+    typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history
+    failures: int = 0
+    streak: int = 0  # failures in a row, since its follower last got to read its log: its backoff
+    said: str = ""  # the failure last logged (a streak logs its reason once, not at each try)
+    note: str = ""
+    incarnation: int = 0  # the newest incarnation seen (or stored, at the start)
+    began: bool = True  # ... and it began (it is not a log that never came: a relaunch is numbered after it)
+    effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
+    history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
