@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
-__all__ = ["mask_secrets", "may_hold_secret", "redact", "redact_mapping", "redact_text"]
+__all__ = ["mask_secrets", "may_hold_secret", "redact", "redact_text"]
 
 # Log text is untrusted and sometimes carries credentials: engines print their arguments (SGLang's
 # `server_args=ServerArgs(... api_key='...')`, vLLM's `non-default args: {'api_key': ...}`).
@@ -199,8 +199,3 @@ def redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value
-
-
-def redact_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A status or verdict object (a new dict) with every string in it `redact_text`ed."""
-    return {k: redact(v) for k, v in value.items()}
