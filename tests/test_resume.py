@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from daemon_process import DaemonProcess
+from http_client import get
 from structlog.testing import capture_logs
 
 import watchdog
@@ -746,7 +746,7 @@ def _upgraded(root: Path, version: str) -> Path:
 
 
 def _build_info(url: str) -> str:
-    text = httpx.get(url + "metrics", timeout=DEADLINE).text
+    text = get(url + "metrics", timeout=DEADLINE).text
     return next(line for line in text.splitlines() if line.startswith("watchdog_build_info{"))
 
 
@@ -782,7 +782,7 @@ def test_a_launch_resumed_across_an_upgrade_reads_only_the_bytes_appended(tmp_pa
     try:
         url = second.wait(event="http_listening")["url"]
         second.wait(event="announced", launch="L", state="crashed")
-        status = httpx.get(url + "status", timeout=DEADLINE).json()[0]
+        status = get(url + "status", timeout=DEADLINE).json()[0]
         new_build = _build_info(url)
         second.stop()
     finally:
