@@ -342,7 +342,8 @@ def _injections(mark: Path) -> list[str]:
     pid = COMMANDS["watchdog-pid"]
     return [
         f"{pid}; touch {mark}",
-        f"{pid} || touch {mark}",
+        # a pid past the kernel's largest (2**22): never alive, so the `||` runs whatever else runs on the host
+        f"{pid.replace(' 4242', ' 4194305')} || touch {mark}",
         f"{pid}\ntouch {mark}",
         pid.replace(" 4242", f" $(touch {mark})"),
         pid.replace(" 4242", f" 1`touch {mark}`"),
