@@ -826,7 +826,7 @@ async def test_every_connection_busy_is_answered_503() -> None:
     blocking = _Blocking()
     try:
         async with serving(
-            lambda: [Status(Verdict.pending(), name="x", extra=(("slow", blocking),))],
+            lambda: [Status(Verdict.pending().with_facts({"slow": blocking}), name="x")],  # type: ignore[dict-item]
             max_connections=2,
             idle_timeout=60,
         ) as url:

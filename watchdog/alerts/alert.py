@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from watchdog.core.facts import number
 from watchdog.core.framing import without_controls
 from watchdog.core.verdict import Status, rfc3339
 from watchdog.vocabulary import Category, format_duration
@@ -280,9 +281,9 @@ class Alert:
             facts=tuple((str(k), _fact(v)) for k, v in (data.get("facts") or {}).items()),
             progress=_progress(data.get("progress")),
             labels=tuple((str(k), str(v)) for k, v in (data.get("labels") or {}).items()),
-            time_in_phase=_number(data.get("time_in_phase_seconds")),
-            time_since_start=_number(data.get("time_since_start_seconds")),
-            usual_seconds=_number(data.get("usual_seconds")),
+            time_in_phase=number(data.get("time_in_phase_seconds")),
+            time_since_start=number(data.get("time_since_start_seconds")),
+            usual_seconds=number(data.get("usual_seconds")),
             last_line=str(data.get("last_line") or ""),
             detail=str(data.get("detail") or ""),
             link=str(data.get("link") or ""),
@@ -372,12 +373,6 @@ class Alert:
             occurrence=max(1, v.stalls) if kind is AlertKind.STALLED else 1,
             missing_log=missing_log,
         )
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def _fact(value: object) -> FactValue:

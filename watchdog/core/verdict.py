@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -280,7 +280,6 @@ class Status:
     eta: float | None = None  # seconds to ready, from the launch's history
     note: str = ""  # what the source last said (connected, waiting for the file, ...)
     unreachable: Unreachable | None = None
-    extra: tuple[tuple[str, Any], ...] = field(default=())  # more keys for its JSON (a launch's own)
 
     @property
     def state(self) -> State:
@@ -337,7 +336,6 @@ class Status:
             out["note"] = self.note
         if self.unreachable is not None:
             out["unreachable"] = self.unreachable.to_json()
-        out.update(self.extra)
         return out
 
 
