@@ -124,7 +124,8 @@ class Daemon:
             status = Status(Verdict.pending(), name=name) if run.follower is None else run.follower.status()
             v, note = status.verdict, run.note
             if v.missing_log is not None and v.missing_log.path:  # said for as long as it lasts
-                note = f"{v.missing_log.path} does not exist (yet): waiting for it ({v.missing_log.seconds or 0.0:g}s)"
+                waited = round(v.missing_log.seconds or 0.0, 1)
+                note = f"{v.missing_log.path} does not exist (yet): waiting for it ({waited:g}s)"
             eta = began = None
             if status.elapsed is not None:
                 in_phase = status.elapsed - v.timeline[-1].entered if v.timeline else 0.0
