@@ -18,9 +18,12 @@ from watchdog.config.convert import redacted, ssh_options
 from watchdog.config.loading import load_config, parse_config
 from watchdog.config.models import Config, launch_spec
 from watchdog.config.reference import config_json_schema, config_reference_markdown
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.verdict import build_verdict
 from watchdog.exceptions import ConfigError
 from watchdog.follow.sources.target import Target
-from watchdog.vocabulary import EXIT_CONFIG, parse_duration
+from watchdog.profiles.loader import load_engine
+from watchdog.vocabulary import EXIT_CONFIG, State, parse_duration
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "deploy" / "config.example.toml"
@@ -815,3 +818,59 @@ def test_check_config_says_the_daemon_would_refuse_a_host_its_known_hosts_file_d
     config.write_text(f'{hosts}[launches.a]\nhost = "gpu1"\nlog = "/data/a.log"\n')
     assert check_config_main(config) == 0
     assert "has no key" not in capsys.readouterr().err
+
+
+# -- a user's engine in the daemon's config ---------------------------------------------------------------
+
+_MYENGINE_CRASH = (
+    "MyEngine v1.4 starting on myengine.server:8000\n"
+    "loading checkpoint /models/m\n"
+    "loaded shard 1 of 2\n"
+    "engine halted: device lost\n"
+)
+
+
+def _doc_profile(tmp_path: Path) -> Path:
+    # docs/profiles.md's new-engine example, word for word
+    doc = (Path(__file__).parent.parent / "docs" / "profiles.md").read_text(encoding="utf-8")
+    block = re.search(r"```toml\n(# myengine\.toml\n.*?)```", doc, re.S)
+    assert block is not None
+    path = tmp_path / "myengine.toml"
+    path.write_text(block.group(1), encoding="utf-8")
+    return path
+
+
+def test_a_launch_names_a_user_engine_whose_profile_it_lists(tmp_path: Path) -> None:
+    """`engine = "myengine"` with its profile in `profiles`: the launch's analyzer reads the log with the
+    user's rules (the documented example's `engine halted:` is its crash)."""
+    profile = _doc_profile(tmp_path)
+    path = _write(
+        tmp_path,
+        f'[launches.mine]\nlog = "/tmp/mine.log"\nengine = "myengine"\nprofiles = ["{profile}"]\n',
+    )
+    spec = load_config(path).launch_spec("mine")
+    assert spec.engine == "myengine"
+    analyzer = Analyzer(load_engine(spec.engine, spec.profiles))
+    analyzer.feed(_MYENGINE_CRASH.encode(), 0.0)
+    analyzer.finish(0.0)
+    verdict = build_verdict(analyzer)
+    assert (verdict.engine, verdict.state) == ("myengine", State.CRASHED)
+    assert verdict.error is not None
+    assert verdict.error.summary.startswith("engine halted: device lost")
+
+
+def test_a_user_engine_without_its_profile_or_with_a_broken_one_is_a_config_error(tmp_path: Path) -> None:
+    """An engine no bundled profile and no listed one names, or a listed profile that does not load, is a
+    configuration error naming the key (and the profile's file and key) and what is allowed."""
+    path = _write(tmp_path, '[launches.mine]\nlog = "/tmp/mine.log"\nengine = "myengine"\n')
+    with pytest.raises(
+        ConfigError, match=r"launches\.mine\.engine: unknown engine 'myengine'; allowed: auto"
+    ):
+        load_config(path)
+    broken = tmp_path / "broken.toml"
+    broken.write_text('name = "x"\n[[phase]]\nstate = "nope"\nmatch = "a"\n', encoding="utf-8")
+    path = _write(tmp_path, f'[launches.mine]\nlog = "/tmp/mine.log"\nprofiles = ["{broken}"]\n')
+    with pytest.raises(
+        ConfigError, match=rf"launches\.mine\.profiles\[0\]: {re.escape(str(broken))}: phase\[0\]"
+    ):
+        load_config(path)

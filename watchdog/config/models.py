@@ -15,6 +15,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -37,9 +38,10 @@ from watchdog.alerts.alert import DEFAULT_ON, SEVERITIES, SEVERITY, AlertKind
 from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.config.shard import parse_shard
 from watchdog.core.expectations import LEARN_FACTOR
-from watchdog.exceptions import ConfigRuleError
+from watchdog.exceptions import ConfigError, ConfigRuleError
 from watchdog.follow.sources.target import Target
 from watchdog.follow.spec import LaunchSpec
+from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import (
     DEFAULT_GPU_INTERVAL,
     DEFAULT_LISTEN,
@@ -347,10 +349,15 @@ class LaunchConfig(_Model):
     log: StrictStr = Field(
         description="the log file: absolute on this machine; on a host absolute, or relative to the home directory"
     )
-    engine: Annotated[StrictStr, _one_of("engine", ENGINE_CHOICES)] = Field(
+    engine: StrictStr = Field(
         default="auto",
-        description="engine profile; auto: detected from the first lines",
-        json_schema_extra={"enum": list(ENGINE_CHOICES)},
+        description="engine profile: " + ", ".join(ENGINE_CHOICES) + ", or the `name` of a profile in "
+        "profiles; auto: detected from the first lines",
+    )
+    profiles: tuple[AbsPath, ...] = Field(
+        default=(),
+        description="user profile files (TOML, docs/profiles.md): rules added to an engine (extends), or a new "
+        "engine (name) that engine names or the log's first lines show",
     )
     process: Annotated[StrictStr, AfterValidator(check_pattern)] | None = Field(
         default=None,
@@ -607,6 +614,22 @@ def _check_hosts(hosts: Mapping[str, HostConfig]) -> None:
             hop = hosts[hop].jump_host
 
 
+def _check_engine(launch: LaunchConfig, where: tuple[str, str]) -> None:
+    # the user profiles are read (a broken one names its file and key), and the engine is one of them or bundled
+    names = []
+    for index, path in enumerate(launch.profiles):
+        try:
+            names.append(load_profile_file(Path(path)).name)
+        except ConfigError as exc:
+            raise _KeyProblem(key_path((*where, "profiles", index)), str(exc)) from None
+    if launch.engine not in (*ENGINE_CHOICES, *names):
+        allowed = ", ".join((*ENGINE_CHOICES, *dict.fromkeys(names)))
+        raise _KeyProblem(
+            key_path((*where, "engine")),
+            f"unknown engine {launch.engine!r}; allowed: {allowed} (a new engine's profile goes in profiles)",
+        )
+
+
 def _check_launches(config: Config) -> None:
     files: dict[tuple[str | None, str], str] = {}
     for name, launch in config.launches.items():
@@ -632,6 +655,7 @@ def _check_launches(config: Config) -> None:
         if key in files:
             raise _KeyProblem(at_log, f"the same file as launches.{files[key]}.log: follow each log once")
         files[key] = name
+        _check_engine(launch, where)
         try:
             check_process(None, launch.process, launch.pid_file, names=("pid", "process", "pid_file"))
         except ValueError as exc:
@@ -696,6 +720,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         name=name,
         target=target,
         engine=None if launch.engine == "auto" else launch.engine,
+        profiles=tuple(load_profile_file(Path(path)) for path in launch.profiles),
         process=launch.process,
         pid_file=launch.pid_file,
         health_url=launch.health_url,
