@@ -184,6 +184,14 @@ async def test_a_receiver_down_then_back_gets_each_alert_once() -> None:
             await _sent(alerting, "hook", 2)
 
 
+async def _through_retries(clock: ManualClock, alerting: Alerting) -> None:
+    """Let a delivery's retry pauses pass on the alerting's manual clock, in small steps (so that the outbox's
+    own retry, 0.05 s after the failure, is not yet due), until the delivery has failed once."""
+    with anyio.fail_after(DEADLINE):
+        while not alerting_failed_once(alerting):
+            await clock.advance(0.005)
+
+
 def alerting_failed_once(alerting: Alerting) -> bool:
     """Whether an item has been tried and put back (the receiver was really down)."""
     return any(item.attempts > 0 for queue in alerting._queues.values() for _, _, item in queue)
@@ -228,10 +236,11 @@ async def test_each_url_of_a_notifier_gets_the_alert_even_when_another_is_down(r
     async with running_receiver() as probe:
         down = probe.url()
     notifier = ServiceNotifier(name="pair", kind="webhook", urls=(down, receiver.url()), timeout=1.0)
-    async with _running(clock=ManualClock(NOW)) as alerting:  # never advanced: no retry is ever due
+    clock = ManualClock(NOW)
+    async with _running(clock=clock) as alerting:  # advanced only through the delivery's own retries
         await alerting.say(_alert(), [notifier])
         await receiver.wait_for(1)
-        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        await _through_retries(clock, alerting)
         assert [item.destination for queue in alerting._queues.values() for _, _, item in queue] == [0]
         assert len(receiver.got) == 1
 
@@ -621,7 +630,7 @@ async def test_a_step_of_the_wall_clock_neither_holds_nor_hurries_an_alert(
         other = _webhook(receiver, name="other")  # no rate limit in the way of its retry
         receiver.script = [Answer(503)] * 20
         await alerting.say(_alert(launch="d"), [other])
-        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        await _through_retries(clock, alerting)
         tried, receiver.script = len(receiver.got), []
         clock.step(-step)
         await clock.advance(0.04)
@@ -669,9 +678,10 @@ async def test_a_delivery_retried_later_is_not_said_to_be_given_up(receiver: Rec
 
     receiver.script = [Answer(503)] * 20
     with capture_logs() as logs:
-        async with _running(clock=ManualClock(NOW)) as alerting:
+        clock = ManualClock(NOW)
+        async with _running(clock=clock) as alerting:
             await alerting.say(_alert(), [_webhook(receiver)])
-            await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+            await _through_retries(clock, alerting)
     retried = [e for e in logs if e["event"] == "alert not delivered yet; trying again"]
     assert retried
     assert all("gave up" not in e["error"] for e in retried), retried
@@ -789,3 +799,20 @@ def test_the_console_log_writes_no_control_character() -> None:
     assert "host refused us" in written
     assert "bad key 2J" in written
     assert _CONTROLS.search(written.replace("\n", "")) is None
+
+
+async def test_a_deliverys_retries_wait_on_the_alertings_clock(receiver: Receiver) -> None:
+    """The pause between one delivery's attempts is on the alerting's clock: on a manual clock the retry after
+    a 500 waits for the clock to pass the backoff (half a second, and up to a quarter more), however long real
+    time runs; then it goes, and the alert is delivered once."""
+    receiver.script = [Answer(500)]
+    clock = ManualClock(NOW)
+    async with _running(clock=clock) as alerting:
+        await alerting.say(_alert(), [_webhook(receiver)])
+        with anyio.fail_after(DEADLINE):
+            await clock.asleep(lambda at: NOW + 0.5 <= at <= NOW + 0.625)
+        assert len(receiver.got) == 1  # the 500: the retry waits on the clock
+        await clock.advance(0.625)
+        await receiver.wait_for(1)
+        await _sent(alerting, "hook", 1)
+    assert len(receiver.got) == 2

@@ -36,7 +36,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from watchdog.alerts.alert import PROBLEMS, Alert, AlertKind, rfc3339
-from watchdog.alerts.delivery import TransientDeliveryError, open_client
+from watchdog.alerts.delivery import RETRY_SLEEP, TransientDeliveryError, open_client
 from watchdog.alerts.outbox import REPEAT, Item, Notes, Outbox, Problem
 from watchdog.alerts.senders import Notifier
 from watchdog.backoff import AT_LEAST, backoff
@@ -320,6 +320,7 @@ class Alerting:
             self._tg.start_soon(self._work, where, scope)
 
     async def _work(self, where: tuple[str, int], scope: anyio.CancelScope) -> None:
+        RETRY_SLEEP.set(self._clock.sleep)  # a delivery's retries wait on this clock (this task's context)
         name = where[0]
         queue = self._queues.setdefault(where, [])
         with scope:

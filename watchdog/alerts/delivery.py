@@ -8,8 +8,9 @@ import functools
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,6 +47,9 @@ __all__ = [
 DEFAULT_MAX_RETRY_AFTER_SECONDS = 60.0
 _BACKOFF_CAP_FACTOR = 16
 _BODY_EXCERPT_CHARS = 200
+# The wait between one delivery's attempts: real time, or the clock of the `Alerting` whose task delivers
+# (each of its delivery tasks sets it), so that a manual clock runs a delivery's retries too.
+RETRY_SLEEP: ContextVar[Callable[[float], Awaitable[None]]] = ContextVar("retry_sleep", default=anyio.sleep)
 _ANSWER_LIMIT = 65536  # bytes of an answer read: its excerpt and a JSON retry_after are at its start
 
 
@@ -117,7 +121,7 @@ async def deliver(
         stop=stop_after_attempt(attempts),
         wait=pause,
         retry=retry_if_exception_type(TransientDeliveryError),
-        sleep=anyio.sleep,
+        sleep=RETRY_SLEEP.get(),
         reraise=True,
     )
     try:

@@ -17,7 +17,7 @@ import asyncio
 import heapq
 import itertools
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +59,7 @@ class ManualClock:
         self._stepped = 0.0  # what `step` moved the wall time by
         self._sleepers: list[tuple[float, int, asyncio.Future[object]]] = []
         self._order = itertools.count()
+        self._slept: asyncio.Future[None] | None = None  # done when a sleeper is added (`asleep`)
 
     def now(self) -> float:
         """The virtual time in seconds (the wall time: `step` moves it, as an NTP correction would)."""
@@ -77,7 +78,15 @@ class ManualClock:
         """Wait until the virtual time has advanced by `seconds`, or less if `wake` is done first."""
         future = wake if wake is not None else asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._order), future))
+        if self._slept is not None and not self._slept.done():
+            self._slept.set_result(None)
         await future
+
+    async def asleep(self, due: Callable[[float], bool]) -> None:
+        """Wait until some task sleeps until a virtual time that `due` accepts (it reached that wait)."""
+        while not any(due(at) for at, _, future in self._sleepers if not future.done()):
+            self._slept = asyncio.get_running_loop().create_future()
+            await self._slept
 
     async def advance(self, seconds: float) -> None:
         """Move the time forward by `seconds`, from deadline to deadline, letting each woken sleeper run (a
