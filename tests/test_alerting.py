@@ -135,8 +135,10 @@ async def test_outbox_shares_the_state_file_with_the_store(tmp_path: Path) -> No
 async def test_500s_then_success_deliver_the_alert_exactly_once(receiver: Receiver) -> None:
     """Two 500s (one delivery's retries) and another later: the alert arrives once, by the outbox's retry."""
     receiver.script = [Answer(500)] * 5
-    async with _running() as alerting:
+    clock = ManualClock(NOW)
+    async with _running(clock=clock) as alerting:
         await alerting.say(_alert(), [_webhook(receiver)])
+        await _advance_until(clock, lambda: alerting.sent["hook"] >= 1)
         got = await receiver.wait_for(1)
         await _sent(alerting, "hook", 1)
         assert alerting.depth() == 0
@@ -174,22 +176,29 @@ async def test_a_receiver_down_then_back_gets_each_alert_once() -> None:
     notifier = ServiceNotifier(
         name="hook", kind="webhook", urls=(f"http://127.0.0.1:{port}/hook",), timeout=2.0
     )
-    async with _running() as alerting:
+    clock = ManualClock(NOW)
+    async with _running(clock=clock) as alerting:
         await alerting.say(_alert(launch="a"), [notifier])
         await alerting.say(_alert(launch="b"), [notifier])
-        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        await _through_retries(clock, alerting)
         async with running_receiver(port) as back:
+            await _advance_until(clock, lambda: alerting.sent["hook"] >= 2)
             await back.wait_for(2)
             assert sorted(_keys(back)) == ["a/1/crashed", "b/1/crashed"]
             await _sent(alerting, "hook", 2)
 
 
-async def _through_retries(clock: ManualClock, alerting: Alerting) -> None:
-    """Let a delivery's retry pauses pass on the alerting's manual clock, in small steps (so that the outbox's
-    own retry, 0.05 s after the failure, is not yet due), until the delivery has failed once."""
+async def _advance_until(clock: ManualClock, done: Callable[[], bool], step: float = 0.05) -> None:
+    """Let time pass on the alerting's manual clock (its retry pauses, the outbox's) until `done()`."""
     with anyio.fail_after(DEADLINE):
-        while not alerting_failed_once(alerting):
-            await clock.advance(0.005)
+        while not done():
+            await clock.advance(step)
+
+
+async def _through_retries(clock: ManualClock, alerting: Alerting) -> None:
+    """Let a delivery's retry pauses pass, in small steps (so that the outbox's own retry, 0.05 s after the
+    failure, is not yet due), until the delivery has failed once."""
+    await _advance_until(clock, lambda: alerting_failed_once(alerting), step=0.005)
 
 
 def alerting_failed_once(alerting: Alerting) -> bool:
@@ -250,9 +259,10 @@ async def test_undelivered_alerts_are_sent_by_the_next_alerting(tmp_path: Path, 
     path = tmp_path / "watchdog.sqlite3"
     receiver.script = [Answer(503)] * 100
     box = await Outbox.open(path)
-    async with _running(box) as alerting:
+    clock = ManualClock(NOW)
+    async with _running(box, clock=clock) as alerting:
         await alerting.say(_alert(), [_webhook(receiver)])
-        await alerting.changes.until(lambda: alerting_failed_once(alerting))  # type: ignore[attr-defined]
+        await _through_retries(clock, alerting)
     await box.close()
     receiver.script = []
     again = await Outbox.open(path)
