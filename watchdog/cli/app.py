@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_REPLAY_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    replay.add_argument("file", type=Path, nargs="?", help="the log file, - for standard input (or --example)")
+    replay.add_argument(
+        "file", type=Path, nargs="?", help="the log file, - for standard input (or --example)"
+    )
     replay.add_argument(
         "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
     )
