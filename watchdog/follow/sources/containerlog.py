@@ -20,22 +20,26 @@ import hashlib
 import json
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Literal
 
 __all__ = [
     "LOGS_SCRIPT",
+    "RUN_MARK",
     "RUN_START_SLACK",
+    "STATE_MARK",
     "ContainerState",
     "Cursor",
     "LineFilter",
     "Runtime",
+    "Timestamp",
     "format_timestamp",
     "inspect_command",
     "logs_command",
     "parse_inspect",
     "parse_log_line",
+    "parse_run_line",
     "parse_timestamp",
     "shell_command",
 ]
@@ -53,17 +57,28 @@ _ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: a container that never fi
 _TIMESTAMP = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
 _TEXT_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
-# `sh -c LOGS_SCRIPT NAME RUNTIME ARGS...`: the runtime's `logs` with stderr into stdout (one ordered stream;
-# the runtime's own error lines have no timestamp), ended when stdin closes. Over SSH that is when the channel
-# or its connection closes: `docker logs --follow` of a quiet container would otherwise wait on the host until
-# its next line found the pipe gone. (An asynchronous list's stdin is /dev/null in sh: hence fd 3.) Exits with
-# the logs command's status.
+# `sh -c LOGS_SCRIPT NAME RUNTIME CONTAINER SINCE`: the runtime's `logs` with stderr into stdout (one ordered
+# stream; the runtime's own error lines have no timestamp), ended when stdin closes. Over SSH that is when the
+# channel or its connection closes: `docker logs --follow` of a quiet container would otherwise wait on the
+# host until its next line found the pipe gone. (An asynchronous list's stdin is /dev/null in sh: hence fd 3.)
+# First it says `RUN_MARK ID STARTED FINISHED RUNNING`: the run the container is in as `logs` starts, on the host
+# (a reader started after the run it was meant for has ended reads the next run's lines too: they are told apart
+# by that run's start). When `logs` ends, the script says `STATE_MARK STATUS` on a line of its own and the container's `inspect`: the
+# state of the run that just ended, taken on the host at once (over SSH a second command would come a round trip
+# later, when a restart policy may have started the next run and the exit code is gone).
 LOGS_SCRIPT = """\
+r=$1 c=$2 s=$3
+echo "watchdog-run $("$r" inspect --type container --format '{{.Id}} {{.State.StartedAt}} {{.State.FinishedAt}} {{.State.Running}}' -- "$c" 2>/dev/null)"
 exec 3<&0
-"$@" 3<&- 2>&1 & p=$!
+if [ -n "$s" ]; then set -- --since "$s"; else set --; fi
+"$r" logs --follow --timestamps "$@" -- "$c" 3<&- 2>&1 & p=$!
 { cat <&3 >/dev/null; kill $p; } >/dev/null 2>&1 &
-wait $p
+wait $p; e=$?
+echo; echo "watchdog-state $e"
+"$r" inspect --type container -- "$c" 3<&- 2>&1
 """
+STATE_MARK = b"watchdog-state"
+RUN_MARK = b"watchdog-run"
 
 
 def parse_timestamp(text: str) -> Timestamp:
@@ -110,11 +125,10 @@ def parse_log_line(line: bytes) -> tuple[Timestamp, bytes] | None:
 
 
 def logs_command(runtime: Runtime, container: str, since: Timestamp | None) -> list[str]:
-    """The argv that follows `container`'s log from `since` (inclusive; None: its start) until stdin closes."""
-    args = [runtime, "logs", "--follow", "--timestamps"]
-    if since is not None:
-        args += ["--since", format_timestamp(since)]
-    return ["sh", "-c", LOGS_SCRIPT, f"watchdog-{runtime}-logs", *args, "--", container]
+    """The argv that follows `container`'s log from `since` (inclusive; None: its start) until stdin closes,
+    then prints its state (see `LOGS_SCRIPT`)."""
+    when = "" if since is None else format_timestamp(since)
+    return ["sh", "-c", LOGS_SCRIPT, f"watchdog-{runtime}-logs", runtime, container, when]
 
 
 def inspect_command(runtime: Runtime, container: str) -> list[str]:
@@ -158,6 +172,21 @@ class ContainerState:
         if self.finished_at is None and self.running:
             return None  # the first run: everything in the log is its
         return _minus(self.started_at, RUN_START_SLACK)
+
+
+def parse_run_line(line: bytes, known: ContainerState) -> ContainerState | None:
+    """The run a `RUN_MARK` line names, as a state like `known` (the same container) with that run's times;
+    None when the line says nothing usable (the container gone, or another one under the name)."""
+    fields = line.split()
+    if len(fields) != 5 or fields[0] != RUN_MARK or fields[1].decode(errors="replace") != known.id:
+        return None
+    try:
+        started = parse_timestamp(fields[2].decode())
+        finished = None if fields[3].startswith(b"0001-01-01") else parse_timestamp(fields[3].decode())
+    except ValueError:
+        return None
+    running = fields[4] == b"true"
+    return replace(known, started_at=started, finished_at=finished, running=running, restarting=False)
 
 
 def parse_inspect(output: bytes) -> ContainerState | None:

@@ -37,14 +37,18 @@ from watchdog.follow.sources.base import (
     SourceItem,
 )
 from watchdog.follow.sources.containerlog import (
+    RUN_MARK,
+    STATE_MARK,
     ContainerState,
     Cursor,
     LineFilter,
     Runtime,
+    Timestamp,
     inspect_command,
     logs_command,
     parse_inspect,
     parse_log_line,
+    parse_run_line,
     shell_command,
 )
 from watchdog.follow.sources.target import Target
@@ -60,7 +64,7 @@ POLL_INTERVAL = 0.25  # seconds between looks at a container that is not there y
 CAUGHT_UP_QUIET = 0.1
 RETRY_INITIAL = 0.1
 # How long an exit by SIGKILL (137) is looked at again for the OOM kill that may follow it into the state
-OOM_SETTLE = 0.5
+OOM_SETTLE = 1.2
 SIGKILL_EXIT = 137
 RETRY_MAX = 5.0
 _BUFFER = 64  # items queued for the consumer before the reader waits for it
@@ -253,7 +257,7 @@ class ContainerSource:
 @asynccontextmanager
 async def _open(reader: _Reader) -> AsyncGenerator[AsyncIterator[SourceItem], None]:
     send, receive = anyio.create_memory_object_stream[SourceItem | BaseException](_BUFFER)
-    async with anyio.create_task_group() as tg:
+    async with receive, anyio.create_task_group() as tg:
         tg.start_soon(reader.run, send)
         try:
             yield _items(receive)
@@ -290,6 +294,8 @@ class _Reader:
         self.down: str | None = None  # what Disconnected said, until Connected
         self.at_end = False  # CaughtUp said and nothing since
         self.failing = 0  # readers in a row that ended at once with the runtime's own error
+        self.next_run: ContainerState | None = None  # the run the reader found the container in, if a later one
+        self.run_end: Timestamp | None = None  # lines after this are a later run's (None: not known to end)
         self.send: ObjectSendStream[SourceItem | BaseException] | None = None
 
     async def _say(self, item: SourceItem) -> None:
@@ -344,8 +350,8 @@ class _Reader:
             await self._begin(state)
         elif self.ended:
             return self.src.poll_interval  # the run is over: waiting for the next
-        await self._read()
-        after = await self.src.inspect()
+        after = await self._read() or await self.src.inspect()
+        state = self.state or state  # the reader may have moved on to the next run
         if after is None:
             return 0.0  # removed: said at the next step
         if after.stream != state.stream:
@@ -407,15 +413,16 @@ class _Reader:
             await self._say(CaughtUp(self.offset))
         await self._say(ended)
 
-    async def _read(self) -> None:
+    async def _read(self) -> ContainerState | None:
         """Read the run's log from the cursor until the logs command ends (the container stopped, is gone, or
-        the command was cut)."""
+        the command was cut); the container's state the script printed then (None: it did not)."""
         state, lines = self.state, _LineSplitter()
         assert self.filter is not None
         assert state is not None
         self.filter.restart()
         argv = logs_command(self.src.runtime, state.id, self.filter.resume_since())
         delivered = False
+        self.next_run = self.run_end = None
         async with self.src.runner.open_stream(argv) as stream:
             await self._up()
             while True:
@@ -439,17 +446,52 @@ class _Reader:
                 raise _Unavailable(f"{self.src.runtime} logs: {said}")
         else:
             self.failing = 0
+        try:
+            return None if lines.state is None else parse_inspect(bytes(lines.state))
+        except ValueError:
+            return None
 
     async def _deliver(self, lines: list[bytes]) -> bool:
-        assert self.filter is not None
-        assert self.state is not None
-        out = bytearray()
+        out, delivered = bytearray(), False
         for line in lines:
+            if line.startswith(RUN_MARK):
+                self._run_line(line)
+                continue
             parsed = parse_log_line(line)
-            if parsed is not None and self.filter.admit(parsed[0]):
+            if parsed is None:
+                continue
+            if self.run_end is not None and parsed[0] > self.run_end:
+                # the first line of a run after the one read: that one is over, this one begins
+                delivered |= await self._flush(out)
+                out = bytearray()
+                following = self.next_run or await self.src.inspect()
+                self.run_end = self.next_run = None
+                if following is not None and self.state is not None and following.stream != self.state.stream:
+                    await self._begin(following)
+            assert self.filter is not None
+            if self.filter.admit(parsed[0]):
                 out += parsed[1] + b"\n"
+        return await self._flush(out) or delivered
+
+    def _run_line(self, line: bytes) -> None:
+        """The run the reader started in: if it is a later one than the run read (which ended before the reader
+        started), its lines (after that run's start) are the next stream's."""
+        assert self.state is not None
+        run = parse_run_line(line, self.state)
+        if run is None:
+            return
+        if run.stream != self.state.stream and run.started_at > self.state.started_at:
+            self.next_run, self.run_end = run, run.run_since
+        elif run.finished_at is not None and run.finished_at > run.started_at:
+            # the run read is over (exited, or its restart policy is about to start the next one, which `logs
+            # --follow` then follows too): what comes after its end is the next run's
+            self.run_end = run.finished_at
+
+    async def _flush(self, out: bytearray) -> bool:
         if not out:
             return False
+        assert self.filter is not None
+        assert self.state is not None
         self.at_end = False
         await self._say(Chunk(self.offset, bytes(out), self.state.stream, cursor=self.filter.cursor))
         self.offset += len(out)
@@ -457,23 +499,32 @@ class _Reader:
 
 
 class _LineSplitter:
-    """Whole lines out of the logs command's output; the runtime's own lines (no timestamp) kept apart."""
+    """Whole lines out of the logs script's output; the runtime's own lines (no timestamp) kept apart, and the
+    state the script prints after `STATE_MARK`."""
 
     def __init__(self) -> None:
         self.pending = b""
         self.said: list[bytes] = []
+        self.state: bytearray | None = None  # the inspect output after the mark, once it came
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self.state is not None:
+            self.state += data
+            return []
         *lines, self.pending = (self.pending + data).split(b"\n")
         return self._keep(lines)
 
     def end(self) -> list[bytes]:
         # a run's last line without a newline is still a line (the runtime ends its message there)
-        lines, self.pending = ([self.pending] if self.pending else []), b""
+        lines, self.pending = ([self.pending] if self.pending and self.state is None else []), b""
         return self._keep(lines)
 
     def _keep(self, lines: list[bytes]) -> list[bytes]:
-        for line in lines:
+        for n, line in enumerate(lines):
+            if line.startswith(STATE_MARK):
+                self.state = bytearray(b"\n".join(lines[n + 1 :]) + b"\n" + self.pending)
+                self.pending = b""
+                return lines[:n]
             if parse_log_line(line) is None and line.strip():
                 self.said = [*self.said[-_ERROR_LINES:], line]
         return lines
