@@ -89,10 +89,14 @@ def start_dockerd(workdir: Path) -> DockerDaemon:
             "--iptables=false",
             "--ip6tables=false",
             "--bridge=none",
-            "--data-root", str(workdir / "data"),
-            "--exec-root", str(workdir / "x"),
-            "--pidfile", str(workdir / "pid"),
-            "-H", f"unix://{socket}",
+            "--data-root",
+            str(workdir / "data"),
+            "--exec-root",
+            str(workdir / "x"),
+            "--pidfile",
+            str(workdir / "pid"),
+            "-H",
+            f"unix://{socket}",
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -117,7 +121,9 @@ def start_dockerd(workdir: Path) -> DockerDaemon:
                 return daemon
         if time.monotonic() > deadline:
             stop_dockerd(daemon)
-            raise DockerUnavailable(f"dockerd did not answer in {READY_TIMEOUT} s: {_tail(workdir / 'dockerd.log')}")
+            raise DockerUnavailable(
+                f"dockerd did not answer in {READY_TIMEOUT} s: {_tail(workdir / 'dockerd.log')}"
+            )
         time.sleep(0.05)  # polling a socket that has no event to wait on, under a deadline
 
 

@@ -207,7 +207,9 @@ class Collected:
 
 
 @asynccontextmanager
-async def following(source: ContainerSource, offset: int = 0, cursor: str | None = None) -> AsyncIterator[Collected]:
+async def following(
+    source: ContainerSource, offset: int = 0, cursor: str | None = None
+) -> AsyncIterator[Collected]:
     collected = Collected()
 
     async def pump(items: AsyncIterator[SourceItem]) -> None:
@@ -234,7 +236,9 @@ def _offsets_follow_on(collected: Collected) -> None:
             assert item.cursor is not None
 
 
-async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_said(docker: DockerDaemon) -> None:
+async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_said(
+    docker: DockerDaemon,
+) -> None:
     """No container: FileMissing; once it runs its lines, then CaughtUp and Ended with its exit code."""
     async with following(ContainerSource("late")) as got:
         await got.until(lambda c: c.of(FileMissing))
@@ -249,7 +253,9 @@ async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_sa
     _offsets_follow_on(got)
 
 
-async def test_an_oom_killed_container_is_said_within_two_seconds_with_its_limit(docker: DockerDaemon) -> None:
+async def test_an_oom_killed_container_is_said_within_two_seconds_with_its_limit(
+    docker: DockerDaemon,
+) -> None:
     """A container the kernel OOM-kills (8 MiB limit, 50 MB allocated) ends with OOMKilled, 137 and the limit,
     said within 2 s of its death."""
     script = 'echo loading; usleep 300000; x=$(head -c 50000000 /dev/zero | tr "\\0" a); echo never'
@@ -268,7 +274,9 @@ async def test_an_oom_killed_container_is_said_within_two_seconds_with_its_limit
     assert got.lines() == [b"loading"]
 
 
-async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repeated(docker: DockerDaemon) -> None:
+async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repeated(
+    docker: DockerDaemon,
+) -> None:
     """A container that fails and is restarted by `--restart on-failure:2` gives each run as its own stream from
     offset 0, each run's lines exactly once, and an Ended per run."""
     async with following(ContainerSource("again")) as got:
@@ -287,10 +295,10 @@ async def test_a_container_re_created_under_its_name_is_another_stream(docker: D
     """`docker rm -f` and `docker run` of the same name: the first is said ended, the second read from its start."""
     async with following(ContainerSource("svc")) as got:
         await got.until(lambda c: c.of(FileMissing))
-        await _run(docker, "svc", 'echo first; sleep 1000')
+        await _run(docker, "svc", "echo first; sleep 1000")
         await got.until(lambda c: c.lines() == [b"first"])
         await anyio.to_thread.run_sync(lambda: docker.docker("rm", "-f", "svc"))
-        await _run(docker, "svc", 'echo second; sleep 1000')
+        await _run(docker, "svc", "echo second; sleep 1000")
         await got.until(lambda c: c.lines() == [b"first", b"second"])
     assert [str(item) for item in got.of(FileRestarted)] == ["the log was replaced"]
     assert len(got.of(Ended)) == 1
@@ -351,7 +359,9 @@ def docker_sshd(dockerd: DockerDaemon, tmp_path_factory: pytest.TempPathFactory)
     from conftest import unavailable  # noqa: PLC0415 - tests/ is on the path, not a package
 
     try:
-        server = start_sshd(tmp_path_factory.mktemp("dsshd"), extra_config=[f"SetEnv DOCKER_HOST={dockerd.host}"])
+        server = start_sshd(
+            tmp_path_factory.mktemp("dsshd"), extra_config=[f"SetEnv DOCKER_HOST={dockerd.host}"]
+        )
     except SSHDUnavailable as exc:
         unavailable(str(exc))
     try:

@@ -294,7 +294,9 @@ class _Reader:
         self.down: str | None = None  # what Disconnected said, until Connected
         self.at_end = False  # CaughtUp said and nothing since
         self.failing = 0  # readers in a row that ended at once with the runtime's own error
-        self.next_run: ContainerState | None = None  # the run the reader found the container in, if a later one
+        self.next_run: ContainerState | None = (
+            None  # the run the reader found the container in, if a later one
+        )
         self.run_end: Timestamp | None = None  # lines after this are a later run's (None: not known to end)
         self.send: ObjectSendStream[SourceItem | BaseException] | None = None
 
