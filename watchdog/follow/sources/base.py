@@ -125,12 +125,14 @@ class CaughtUp:
 class Ended:
     """The platform says the process of the current stream is gone (a container exited, a unit failed, a pod's
     container terminated): the process evidence of sources that run it. Said once per stream, after its last
-    bytes. `exit_code` None: not known; `oom_killed`: the kernel killed it at its `memory_limit` (bytes)."""
+    bytes. `exit_code` None: not known; `oom_killed`: the kernel killed it at its `memory_limit` (bytes);
+    `restarting`: the platform starts it again (a restart policy): its next run comes as a new stream."""
 
     detail: str
     exit_code: int | None = None
     oom_killed: bool = False
     memory_limit: int | None = None
+    restarting: bool = False
 
     def __str__(self) -> str:
         """What a person reads: `the process ended: exited with code 1`."""
