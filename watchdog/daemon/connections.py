@@ -1,22 +1,5 @@
-"""The HTTP server's connections: bound and accepted here, capped, closed when idle, never the last descriptors.
-
-The daemon's HTTP port must not be a way to starve it: each connection holds a file descriptor, and the same
-descriptors carry the SSH connections, the followed files and the alerts. So, rather than asyncio's own accept
-loop (which, out of descriptors, logs and re-arms itself up to 100 times per attempt: thousands of log lines a
-second), this module accepts every connection itself and decides at once:
-
-- at most `max_connections` connections are open (default `MAX_CONNECTIONS`);
-- a connection never takes one of the last descriptors: one accepted at a descriptor number within the
-  reserve (the last eighth of RLIMIT_NOFILE, at least `FD_RESERVE_MIN`) is over the limit too (descriptors
-  are allocated lowest first, so a high number means every lower one is in use);
-- over either limit, the connection idle the longest (no request in progress) is closed to make room; when
-  every connection is busy the new one is answered 503 and closed;
-- a connection with no request in progress for `idle_timeout` seconds (keep-alive idle, or request headers
-  still incomplete since it opened or since its last response) is closed;
-- when accept itself fails for want of descriptors, the idle connection of the longest standing is closed, or
-  accepting pauses for `ACCEPT_RETRY` seconds: never a busy loop;
-- all of this is logged at most once per `SAY_EVERY` seconds, with counts, not once per connection.
-"""
+"""The HTTP server's connections: accepted here, capped, closed when idle, never the last descriptors (the
+rules and why: docs/operations.md, "Connections")."""
 
 from __future__ import annotations
 
@@ -85,9 +68,7 @@ MAX_CONNECTIONS = 128  # open HTTP connections at once (Prometheus, browsers and
 IDLE_TIMEOUT = 15.0  # s a connection may stay without a request in progress
 FD_RESERVE_MIN = 64  # descriptors HTTP connections never take (at least; else the last eighth of the limit)
 SAY_EVERY = 60.0  # s between two log lines about connections closed or refused (or requests refused)
-ACCEPT_RETRY = (
-    0.5  # s before accepting again when accept itself found no descriptor and nothing could be freed
-)
+ACCEPT_RETRY = 0.5  # s before accepting again when accept found no descriptor and nothing could be freed
 BACKLOG = 128
 _ACCEPT_BATCH = 64  # connections accepted per wakeup before letting other tasks run
 _OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -137,7 +118,7 @@ def bind(host: str, port: int) -> list[socket.socket]:
 
 
 class Connections:
-    """The accept loops, limits and idle close of one HTTP server; see the module docstring."""
+    """The accept loops, limits and idle close of one HTTP server (docs/operations.md, "Connections")."""
 
     def __init__(
         self,

@@ -1,24 +1,5 @@
-"""The daemon's one HTTP server: /metrics, /status, /healthz and the status page, on aiohttp.
-
-aiohttp because it runs inside the daemon's own event loop as one more task (`web.AppRunner` and `TCPSite`,
-no second server process or thread), TLS is a plain `ssl.SSLContext`, and basic auth is one middleware.
-
-- `/metrics`: OpenMetrics or Prometheus text format as the scraper asks, gzipped if it accepts that, built
-  at scrape time (`watchdog.daemon.metrics`, with the process's own `process_*` families);
-- `/status`: a JSON list, one status snapshot per launch (the verdict object plus name, host, since,
-  incarnation, incarnation_since), with anything that looks like a credential in log text redacted;
-- `/healthz`: 200 "ok" (open without credentials, for container and load-balancer health checks: it tells
-  nothing), or 503 "degraded: ..." while the state file cannot be written;
-- `/`: the status page (`watchdog.daemon.statuspage`).
-
-It binds 127.0.0.1 by default; bound elsewhere it should have basic auth and TLS (a warning says so).
-Without basic auth it answers only requests whose `Host` is one of its own names (`host_allowed`), so a web
-page cannot reach it through DNS rebinding; connections are capped, closed when idle and kept off the last
-file descriptors (`watchdog.daemon.connections`).
-Snapshots are taken on the event loop (they read the followers' state); redacting and encoding them runs
-in a worker thread, so a scrape of 200 launches never stalls the loop. So `statuses()` must return objects
-that nothing else changes afterwards (`LaunchFollower.status()` builds each snapshot anew).
-"""
+"""The daemon's one HTTP server: /metrics, /status, /healthz and the status page, on aiohttp
+(docs/contracts.md has the endpoints; docs/operations.md the Host check, auth and TLS)."""
 
 from __future__ import annotations
 
@@ -270,7 +251,8 @@ async def serve_http(
 
     Args:
         listen: (host, port); `DEFAULT_LISTEN` is 127.0.0.1:9469.
-        statuses: the launches' status snapshots (called on the event loop, per request).
+        statuses: the launches' status snapshots (called on the event loop, per request; redacted and
+            encoded in a worker thread, nothing may change them after: `LaunchFollower.status()` makes each).
         daemon_stats: the daemon's counters for /metrics.
         tls: serve HTTPS with this context (see `server_tls`).
         basic_auth: (user, password) required on every path but /healthz.

@@ -1,11 +1,5 @@
-"""The status page: one self-contained HTML document (inline CSS and JS, no external assets).
-
-The server embeds the current /status list in the page as inert JSON; the script draws it and then fetches
-`status` every 2 s, redrawing only the parts of a row that changed (an open traceback stays open, no reload
-flicker). Every piece of log text reaches the page through `textContent` or a `title`, never as markup, and
-the embedded JSON has `<`, `>` and `&` escaped, so a log line cannot close the script element: a log line is
-untrusted input. The server sends a nonce-based Content-Security-Policy as a second wall.
-"""
+"""The status page: one self-contained HTML document (inline CSS and JS, no external assets; its log text is
+untrusted: docs/architecture.md, "The status page")."""
 
 from __future__ import annotations
 
