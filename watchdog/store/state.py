@@ -72,11 +72,8 @@ class StateStore:
 
     @classmethod
     async def open(cls, state_dir: str | Path, *, readonly: bool = False) -> Self:
-        """Open (creating the directory and file, and migrating the schema) the store in `state_dir`.
-
-        Args:
-            state_dir: the daemon's `state_dir`; the file is `watchdog.sqlite3` in it.
-            readonly: only read (for `watchdog history`): create nothing, migrate nothing.
+        """Open the store in `state_dir` (`watchdog.sqlite3` in it), creating the directory and file and
+        migrating the schema, unless `readonly` (`watchdog history`: create nothing, migrate nothing).
 
         Raises:
             UsageError: `readonly` and there is no state file.
