@@ -259,8 +259,8 @@ async def serve_http(
     health: Callable[[], str | None] | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Bind `listen` (host, port; port 0: a free port), report the bound port with `task_status.started(port)`,
-    and serve until cancelled.
+    """Bind `listen` (host, port; port 0: a free port), report the bound port with
+    `task_status.started(port)`, and serve until cancelled.
 
     Args:
         statuses: the launches' status snapshots (called on the event loop, per request; redacted and
