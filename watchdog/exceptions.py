@@ -20,16 +20,10 @@ WatchdogError
 └── PermanentError             [permanent]: a mixin of HostKeyError, AuthError and SSHConfigError
 ```
 
-A caller that follows hosts tells the two kinds of SSH failure apart with `isinstance`: a `PermanentError`
-(HostKeyError, AuthError, SSHConfigError: the host refuses us, or our SSH config is broken) is said once and
-waits for a person (the daemon backs off per host); a `ConnectionLost` (refused, timed out, reset, no banner)
-is retried. These class names are a contract between the follower and the daemon: keep them.
-
-Every exception carries the fields its message is built from as attributes (the column on the right; a
-subclass has its parent's too), so that a caller can act on them without parsing the message. Where a
-message does not follow the default pattern the raising site passes it whole, with the fields beside it.
-SSH's asyncssh and OS errors are translated into this tree in one place, `watchdog.follow.sources.ssherrors`;
-an HTTP request's (aiohttp's, ssl's) are said in words in one other, `watchdog.httpclient`.
+A `PermanentError` (the host refuses us, or our SSH config is broken) is said once and waits for a person; a
+`ConnectionLost` is retried: these class names are a contract between the follower and the daemon. Each
+exception carries the fields of its message (the right column; a subclass has its parent's too). SSH errors
+are translated into this tree in `watchdog.follow.sources.ssherrors`, HTTP ones in `watchdog.httpclient`.
 """
 
 from __future__ import annotations

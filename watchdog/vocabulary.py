@@ -1,9 +1,7 @@
-"""The words every layer shares, each said once: states and phases, categories, engines, exit codes,
-defaults, the duration grammar and the distribution's name and version.
+"""The words every layer shares, each said once: states, categories, engines, exit codes, defaults, durations.
 
-Everything else derives from here (the profile schema, the config models and their JSON Schema, the CLI's
-choices, the status page's script, docs/config.md); `tests/test_layers.py` fails if a copy reappears. This
-module imports nothing of ours and nothing slow: the bottom of the package.
+Everything else derives from here; `tests/test_layers.py` fails if a copy reappears. This module imports
+nothing of ours and nothing slow: the bottom of the package.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""`watchdog silence` and `watchdog test-notify`: the alert commands an operator runs beside the daemon.
-
-`silence LAUNCH 2h` holds a launch's alerts (kept in the state store, so the running daemon sees it at its
-next alert; resolutions of problems said before still go out); `silence LAUNCH --off` ends it; `silence`
-alone lists the silences. `test-notify NAME` sends a sample alert (the verdict of the bundled example log,
-marked as a test) to each URL of one configured notifier, now, outside the outbox, and says how each went.
-"""
+"""`watchdog silence` and `watchdog test-notify`: the alert commands an operator runs beside the daemon."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""`watchdog history`: past launches from the daemon's state, phase durations and facts side by side.
-
-Each incarnation is a column (newest first), each phase duration and fact a row, so that two configurations
-read across one line: `avail_mem_after_weights_gb   16.3 GB   21.7 GB`. Columns that do not fit the terminal
-wrap into further blocks, each with the row labels again.
-"""
+"""`watchdog history`: past launches from the daemon's state, one column each, phase durations and facts as rows."""
 
 from __future__ import annotations
 

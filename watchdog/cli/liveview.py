@@ -1,14 +1,9 @@
-"""The live view of `watchdog watch` on a terminal, and the plain progress line, both from a status snapshot.
+"""The live view of `watchdog watch` on a terminal, and the plain progress line, both from a `Status` snapshot.
 
-The snapshot is the follower's `watchdog.core.verdict.Status`: its verdict (each timeline entry with the clock
-time it was entered, on the same clock as the view's `clock()`), the follower's clock and the last line.
-
-`LiveView` is a rich renderable (`__rich__`): every `Live.refresh()` calls `status()` and `clock()` again, so
-the time in the current phase ticks with no event and no `Live.update()`. Either let rich's thread refresh
-(`Live(view, auto_refresh=True, refresh_per_second=8)`: then `status()` runs on that thread, and lines printed
-above the view from another thread must hold the Live's lock, or a redraw can slip between rich's cursor
-positioning and its write and leave pieces of the view behind), or call `live.refresh()` every 1/8 s from
-the thread that also prints (`auto_refresh=False`).
+`LiveView` is a rich renderable: each `Live.refresh()` reads `status()` and `clock()` again, so the time in
+the phase ticks with no event. With rich's own refresh thread, lines printed above the view from another
+thread must hold the Live's lock (a redraw between rich's cursor move and its write leaves pieces behind);
+else call `live.refresh()` every 1/8 s from the thread that prints.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """`print-unit`, `print-config`, `print-forced-command`: the files a host installs, as the wheel ships them.
 
-The wheel carries the systemd unit, the example config and the SSH forced-command wrapper as package data
-(`watchdog/data/`, force-included from their one copy in the repository: `systemd/`, `deploy/`), so that a
-`pipx install llm-launch-watchdog` alone is a whole install. In a source checkout (an editable install) they
-are read from the checkout itself. `print-unit` writes the unit's ExecStart with this install's own
-`llm-launch-watchdog` script, so that the printed unit verifies and starts as it is.
+They are package data (`watchdog/data/`, force-included from `systemd/` and `deploy/`), so that a pipx install
+alone is a whole install; a source checkout reads its own. The unit's ExecStart names this install's script.
 """
 
 from __future__ import annotations

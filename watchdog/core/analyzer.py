@@ -1,9 +1,7 @@
 """The analyzer: bytes of one launch's log in, lifecycle transitions out (pure; the caller passes the time).
 
-It strings the pure stages together: framing -> engine detection -> line rules and traceback assembly ->
-lifecycle. The hot path stays in C for lines that cannot matter: each block's lines are masked (digits ->
-"0") and looked up as a set against the templates already classified, so a million "Decode batch" lines cost
-a few set operations; only lines holding a profile literal or an error keyword reach Python code.
+Lines that cannot matter stay in C: each block's lines are masked (digits -> "0") and looked up as a set
+against the templates already classified; only lines holding a profile literal or an error word reach Python.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Error categories and hints: what class of failure an error line names, and what an operator can do (pure).
-
-The categories' words are the same for every engine; which phase a frame tells and the hints are the
-engine's profile's (`[[frame]]`, `[[hint]]`)."""
+"""Error categories and hints: what class of failure an error line names, and what an operator can do (pure)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """Durations: the one sane value of a phase's length, from a log's times checked against the follower's clock.
 
-A log's times are exact when its clock is right, and wrong by decades or hours when it is not (a machine
-whose clock was never set, a container in another timezone, a line printed with an offset next to one in
-local time). The follower's clock (monotonic, the time it saw each transition) is right but late by however
-long a read takes. So a duration read from the log's times is used only when it is sane: not negative, not
-more than `MAX_LOG_GAP`, and, when the follower saw both ends as they came (`Seen.LIVE`), not shorter than its
-own clock by more than `tolerance` (the clock is used instead: the log's clock went back). A log longer than
-the clock is believed: its lines may have been buffered and come in a burst, or be replayed fast. A replay of a whole file has only
-the log's times (`Seen.NONE`): an insane value is then unknown (None), never wrong. Pure: times are arguments.
+A log's times are used when sane: not negative, at most `MAX_LOG_GAP`, and, both ends seen live, not shorter
+than the follower's clock by more than `tolerance` (a log's clock that went back); a longer log is believed
+(buffered lines come in bursts). A replay has only the log's times: an insane value is unknown, never wrong.
 """
 
 from __future__ import annotations

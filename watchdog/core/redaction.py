@@ -1,9 +1,7 @@
-"""Credentials in log text (API keys, tokens, passwords, URL user:password@) replaced by `<redacted>`.
+"""Credentials in log text (API keys, tokens, passwords, URL user:password@) replaced by `<redacted>` (pure).
 
-Applied once, where a launch's status and verdict leave the follow layer (`LaunchFollower`): the store, the
-alerts, /status, the status page and the CLI all get the redacted text. A follower's checkpoint (its analyzer's
-resume record, raw lines and all) is saved with `mask_secrets`, which keeps every length (the analyzer's offsets
-into its buffers stay right). Pure: no I/O.
+Applied once, where a status leaves the follower; a checkpoint is saved with `mask_secrets`, which keeps every
+length (the analyzer's offsets stay right).
 """
 
 from __future__ import annotations

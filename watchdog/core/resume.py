@@ -1,8 +1,7 @@
 """Resume records: what an analyzer carries across a restart, as a versioned JSON object, and back (pure).
 
-`FIELDS` is the schema; what can be made again is not in it (the profile's rules, loaded by the engine's name
-by the caller; the template caches; the settings, the launch's). A record of an older `VERSION` is brought to
-this one by `MIGRATIONS`, one of a newer refused. docs/operations.md says what it holds and why.
+`FIELDS` is the schema; what can be made again is not in it. Older versions migrate (`MIGRATIONS`), newer ones
+are refused; docs/operations.md says what a record holds and why.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Error analysis: from the error lines and tracebacks of a launch, the root cause, its ranks and a hint (pure).
 
-The root cause is the decisive error, not a wrapper that points at a cause shown elsewhere ("Engine core
-initialization failed. See root cause above", "Received sigquit from a child process"), not logging noise
-("--- Logging error ---" blocks and their own exceptions). A bare `AssertionError` carries its failing
-`assert` statement from the last frame. Identical errors from many ranks are one error with the list of ranks.
+The root cause is the decisive error: not a wrapper that points elsewhere, not logging noise; identical
+errors from many ranks are one error with the list of ranks.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Scanning: one log record -> the events it tells, by the profile's rules and the traceback assembler (pure).
-
-A record that matches an `[[error]]` rule, or that completes a traceback, or that is a Python exception line
-of its own, becomes an `ErrorSeen`; phase, progress, fact, ready, start and stop rules give their events.
-Lines inside a traceback are the traceback's: only its header and its exception line are read by the rules.
-"""
+"""Scanning: one log record -> the events it tells, by the profile's rules and the traceback assembler (pure)."""
 
 from __future__ import annotations
 

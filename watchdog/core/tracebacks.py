@@ -1,10 +1,7 @@
 """Traceback assembly: Python tracebacks put back together per rank or process from interleaved lines (pure).
 
-Each stream is keyed by the line's source tag (``TP3``, ``rank0``, ``EngineCore_DP0``). Lines without a tag
-continue the traceback that was opened last: SGLang tags only a traceback's first line ("[... TP2] Scheduler
-hit an exception: Traceback ..."), the frames follow bare. Chained exceptions ("The above exception was the
-direct cause ...", "During handling ...") are linked to the one before them. "--- Logging error ---" blocks
-(the logging module failing to format a message) are marked as noise with everything they contain.
+Streams are keyed by the line's source tag (`TP3`, `rank0`); an untagged line continues the traceback opened
+last (SGLang tags only the first line). "--- Logging error ---" blocks are noise, with all they contain.
 """
 
 from __future__ import annotations

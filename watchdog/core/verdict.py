@@ -1,12 +1,7 @@
 """Verdicts: the typed value every sink renders, its JSON (DESIGN.md's object) and the exit codes (pure).
 
-`Verdict` is what the lifecycle knew about one incarnation, as frozen values: its state and phase, its error,
-its timeline (each entry with the log's time, the follower's clock time and the one duration
-`watchdog.core.durations` allows), its progress and facts. `Status` is where a launch stands: its verdict and
-what the follower and the daemon add (its name, clock, last line, host, since when it is followed, ...).
-Every sink (the JSON of `replay`/`watch`/`/status`, the terminal, the live view, metrics, alerts, the store,
-the status page) renders these; the JSON is made here only (`to_json`), and times in it are RFC 3339 UTC in
-one form (`rfc3339`).
+`Verdict` is one incarnation as the lifecycle knew it; `Status` adds what the follower and the daemon know.
+The JSON is made here only (`to_json`), its times in one RFC 3339 form (`rfc3339`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Loading engine profiles: the bundled TOML files (read once) and users' files, handed to the core as data: an
-engine's `Profile`, merged with the common rules, or for detection a `Catalogue` of every engine. The rules
-themselves are described in `watchdog.profiles.model`."""
+"""Loading engine profiles: the bundled TOML files (read once) and users' files, as a merged `Profile` or a
+`Catalogue` of every engine for detection.
+"""
 
 from __future__ import annotations
 

@@ -1,24 +1,10 @@
 """One GPU sampler per host: GPU memory attributed to each launch's processes, so launches never mask each other.
 
-A host-wide reading (`nvidia-smi --query-gpu`) cannot tell two launches apart: while launch A streams its
-weights in, the host's memory grows, and launch B, stuck, looks busy. The sampler instead reads, once per
-interval and in one command on the host (locally, or over the host's shared SSH connection):
-
-- `nvidia-smi --query-compute-apps=pid,process_name,used_memory` (`watchdog.follow.probes.nvidia.QUERY_APPS_ARGS`): the memory
-  each GPU process holds;
-- `ps -e -o pid=,ppid=`: the process tree;
-- `pgrep -f` for each subscribed pattern (the patterns go on stdin, never on a command line).
-
-Each subscriber (a launch: its pid, or its `pgrep -f` pattern) is charged with the memory of its processes:
-the pids found, and all their descendants (engines run their GPU workers as child processes, and rename
-them). Without a pid or pattern a launch is charged with every GPU process on the host.
-
-A host-wide subscriber (`subscribe_host`: `watch --gpu`, one launch per host) gets instead each reading's
-memory per GPU, from `nvidia-smi --query-gpu` (`watchdog.follow.probes.nvidia.QUERY_GPU_ARGS`, run as is).
-
-There is no background task: subscribers pull, and the first one whose turn is due takes the reading for all
-(the others wait for it). So the sampler runs one command per interval whatever the number of launches, and
-stops when no subscriber is left.
+Once per interval, one script on the host reads `nvidia-smi --query-compute-apps`, `ps` and `pgrep -f` for
+each pattern (on stdin); a launch is charged with the memory of its pid or matches and all their
+descendants (engines rename their GPU workers), or with every GPU process when it names neither. A host-wide
+subscriber (`watch --gpu`) gets `nvidia-smi --query-gpu` per GPU instead. Subscribers pull: the first one
+due takes the reading for all, so one command runs per interval whatever the number of launches.
 """
 
 from __future__ import annotations
