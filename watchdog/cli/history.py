@@ -1,4 +1,4 @@
-"""`watchdog history`: past launches from the daemon's state, one column each, phase durations and facts as rows."""
+"""`watchdog history`: past launches from the state file: a column each, phase durations and facts as rows."""
 
 from __future__ import annotations
 

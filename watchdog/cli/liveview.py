@@ -1,4 +1,4 @@
-"""The live view of `watchdog watch` on a terminal, and the plain progress line, both from a `Status` snapshot.
+"""The live view of `watchdog watch` on a terminal, and the plain progress line, from a `Status` snapshot.
 
 `LiveView` is a rich renderable: each `Live.refresh()` reads `status()` and `clock()` again, so the time in
 the phase ticks with no event. With rich's own refresh thread, lines printed above the view from another

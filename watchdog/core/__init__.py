@@ -1,1 +1,1 @@
-"""The pure core: bytes of a log in, transitions and a verdict out; no I/O, no clock (docs/architecture.md)."""
+"""The pure core: a log's bytes in, transitions and a verdict out; no I/O, no clock (docs/architecture.md)."""

@@ -1,4 +1,4 @@
-"""Error categories and hints: what class of failure an error line names, and what an operator can do (pure)."""
+"""Error categories and hints: the class of failure an error line names, what an operator can do (pure)."""
 
 from __future__ import annotations
 

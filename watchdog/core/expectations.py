@@ -1,4 +1,4 @@
-"""Learned expectations (pure): how long a launch's phases took when it became ready, for deadlines and an ETA."""
+"""Learned expectations (pure): how long a launch's phases took when it became ready: deadlines, an ETA."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fact catalogue: what a fact's name says (its label, its unit in its last word), and how its value reads.
+"""The fact catalogue: a fact's label and unit from its name (the unit: its last word), how its value reads.
 
 Every sink reads facts here, so that one fact has one label and one unit everywhere (pure).
 """

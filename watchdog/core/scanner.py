@@ -1,4 +1,4 @@
-"""Scanning: one log record -> the events it tells, by the profile's rules and the traceback assembler (pure)."""
+"""Scanning: one log record -> its events, by the profile's rules and the traceback assembler (pure)."""
 
 from __future__ import annotations
 
