@@ -33,10 +33,8 @@ _BAR_WIDTH = 30
 
 class LiveView:
     """What a person watching a launch sees: phases with their time, progress with ETA, memory, last line.
-
-    `status()` returns the current snapshot; `clock()` the current time on the snapshot's clock.
-    Both are called on each redraw; rich's Live serialises the redraws (its lock), which keeps `_rates` safe.
-    """
+    `status()` and `clock()` (the snapshot's clock) are called on each redraw; rich's Live serialises the
+    redraws (its lock), which keeps `_rates` safe."""
 
     def __init__(self, target: str, status: Callable[[], Status], clock: Callable[[], float]) -> None:
         self.target = target
@@ -126,13 +124,8 @@ class LiveView:
                 rate = self._rates[p.name] = _Rate(now, done, now, done)
             elif done > rate.last_done:
                 rate.last_at, rate.last_done = now, done
-            eta = ""
-            if done >= total > 0:
-                eta = "done"
-            else:
-                left = rate.eta(total, now)
-                if left is not None:
-                    eta = f"ETA {format_duration(left)}"
+            left = rate.eta(total, now)
+            eta = "done" if done >= total > 0 else "" if left is None else f"ETA {format_duration(left)}"
             table.add_row(
                 p.name,
                 ProgressBar(total=max(total, 1), completed=min(done, max(total, 1)), width=_BAR_WIDTH),
@@ -196,12 +189,8 @@ def where(status: Status, now: float) -> str:
 
 
 class ProgressLines:
-    """For plain output: a `where` line at most once per `interval` seconds of silence while starting.
-
-    The caller calls `line(status, now)` on its clock ticks and prints what it returns, and calls
-    `touch(now)` whenever it printed something else (a transition line): that restarts the silence.
-    Pure: time is an argument.
-    """
+    """For plain output: a `where` line at most once per `interval` seconds of silence while starting (pure).
+    The caller prints what `line` returns on its ticks, and calls `touch` when it printed something else."""
 
     def __init__(self, interval: float = 30.0) -> None:
         self.interval = interval
