@@ -143,8 +143,7 @@ def _outcome(r: IncarnationRecord) -> str:
     state = (r.verdict or {}).get("state") or r.state
     phase = (r.verdict or {}).get("phase") or r.phase
     if state == "ready":
-        ttr = r.time_to_ready
-        return f"ready after {format_duration(ttr)}" if ttr is not None else "ready"
+        return f"ready after {_seconds(r.time_to_ready)}" if r.time_to_ready is not None else "ready"
     if state in {s.value for s in OUTCOMES}:
         return f"{state} in {phase}"
     return f"{state}, no verdict"

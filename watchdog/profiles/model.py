@@ -220,10 +220,8 @@ class Draft:
 
 @dataclass(frozen=True)
 class Catalogue:
-    """The engines a log may be detected as: their `detect` markers, and the profile of the one found.
-
-    Made by the profiles' loader (which reads the files); the core only asks it.
-    """
+    """The engines a log may be detected as: their `detect` markers, and the profile of the one found (made
+    by the profiles' loader, which reads the files; the core only asks it)."""
 
     bundled: tuple[tuple[str, Draft], ...]  # (engine, its file) in detection order: a tie goes to the first
     common: Draft
