@@ -27,13 +27,11 @@ class Transcoder:
     def feed(self, data: bytes) -> bytes:
         """The UTF-8 bytes of the next `data` (some may be held back until they can be decoded)."""
         if self.decided:
-            if self._decoder is None:
-                return data
-            return self._decoder.decode(data).encode("utf-8", "surrogatepass")
+            return (
+                data if self._decoder is None else self._decoder.decode(data).encode("utf-8", "surrogatepass")
+            )
         self._head += data
-        if len(self._head) < _DECIDE:
-            return b""
-        return self._decide(self._head)
+        return b"" if len(self._head) < _DECIDE else self._decide(self._head)
 
     def flush(self) -> bytes:
         """End of the log: what was held back."""

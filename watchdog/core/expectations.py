@@ -52,10 +52,8 @@ def learned_deadlines(
     gets the learned one alone once there are enough samples."""
     out = dict(configured)
     for phase, values in _samples(history).items():
-        if len(values) < MIN_SAMPLES:
-            continue
-        learned = factor * _quantile(values, 0.95)
-        out[phase] = max(out.get(phase, 0.0), learned)
+        if len(values) >= MIN_SAMPLES:
+            out[phase] = max(out.get(phase, 0.0), factor * _quantile(values, 0.95))
     return out
 
 
