@@ -66,11 +66,7 @@ async def _demo(forever: bool, listen: tuple[str, int]) -> int:
         alerts = ConsoleAlerts()
         plans = {
             d.name: LaunchPlan(
-                LaunchSpec(
-                    name=d.name,
-                    target=parse_target(str(paths[d.name])),
-                    stall_after=d.stall_after,
-                ),
+                LaunchSpec(name=d.name, target=parse_target(str(paths[d.name])), stall_after=d.stall_after),
                 alerts=(alerts,),
             )
             for d in DEMO_LAUNCHES

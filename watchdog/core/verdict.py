@@ -347,17 +347,10 @@ def verdict_of(
     phase = inc.crash_phase if inc.state == State.CRASHED and inc.crash_phase else inc.phase
     if phase == State.PENDING and inc.state != State.PENDING:
         phase = State.STARTING
-    entries = inc.timeline
+    last = len(inc.timeline) - 1
     timeline = tuple(
-        Entry(
-            t.state,
-            t.line,
-            t.at,
-            t.reason,
-            t.now,
-            inc.duration(i, i + 1) if i + 1 < len(entries) else None,
-        )
-        for i, (t, _seconds) in enumerate(entries)
+        Entry(t.state, t.line, t.at, t.reason, t.now, inc.duration(i, i + 1) if i < last else None)
+        for i, (t, _seconds) in enumerate(inc.timeline)
     )
     state = inc.state
     missing = None
