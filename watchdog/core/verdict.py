@@ -236,10 +236,7 @@ class Verdict:
             out["missing_log"] = self.missing_log.to_json()
         if self.time_to_ready is not None:
             out["time_to_ready_seconds"] = round(self.time_to_ready, 3)
-        if self.timed_out:
-            out["timed_out"] = True
-        if self.interrupted:
-            out["interrupted"] = True
+        out.update((key, True) for key in ("timed_out", "interrupted") if getattr(self, key))
         return out
 
 
@@ -312,10 +309,7 @@ class Status:
         """A /status entry: the verdict object plus where the launch stands (docs/contracts.md): always
         `name`, `host`, `since`, `labels`, `eta_seconds` and `incarnation_since` (null when unknown)."""
         out = self.verdict.to_json()
-        if self.name:
-            out["name"] = self.name
-        if self.target:
-            out["target"] = self.target
+        out.update((key, text) for key, text in (("name", self.name), ("target", self.target)) if text)
         if self.elapsed is not None:
             out["elapsed_seconds"] = round(self.elapsed, 3)
             out["entered"] = [round(e.entered, 3) for e in self.verdict.timeline]
