@@ -1,12 +1,9 @@
 """Lifecycle: the launch state machine, (state, event or tick, now) -> transitions (pure, time is an argument).
 
-Startup phases only move forward. An error is *pending* until either progress follows it (then it was
-survivable, e.g. a tokenizer warning with a traceback) or `crash_grace` seconds pass without progress, the log
-ends, or a fatal line (a kill, "Received sigquit", "EngineCore failed to start") arrives: then the launch is
-`crashed`. After ready, the clock confirms nothing (an idle server is quiet), and 50 healthy lines after an
-error show that the server survived it (a failed request that was logged). `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
-A new start marker after the launch got going begins a new incarnation; `history` keeps the last old ones
-(`MAX_INCARNATIONS_PER_LAUNCH`, without what their root cause was chosen from).
+Startup phases only move forward. An error is *pending* until progress follows it (survived) or it becomes a
+crash: `crash_grace` without progress (before ready only), the end of the log, or a fatal line. After ready,
+`POST_READY_RECOVERY_LINES` healthy lines show an error was survived. A new start marker begins a new
+incarnation; `history` keeps the last `MAX_INCARNATIONS_PER_LAUNCH`.
 """
 
 from __future__ import annotations
