@@ -64,7 +64,7 @@ class FakeCluster:
         self.pods: dict[tuple[str, str], Served] = {}
         self.changed = asyncio.Condition()
         self.watchers: list[asyncio.Queue[tuple[str, Pod] | None]] = []
-        self.log_requests: set[web.Request] = set()
+        self.log_requests: dict[int, web.Request] = {}
         self.requests: list[str] = []  # path?query of each request, in order
         self.auth_headers: list[str] = []
         self.clock = 1_780_000_000_000_000_000  # 2026-05-28T...Z, in ns
@@ -164,7 +164,7 @@ class FakeCluster:
     def cut(self) -> int:
         """Drop every open log stream mid-transfer (as a dropped connection would): how many were open."""
         cut = 0
-        for request in list(self.log_requests):
+        for request in list(self.log_requests.values()):
             transport = request.transport
             if transport is not None:
                 transport.abort()
@@ -242,7 +242,7 @@ class FakeCluster:
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
-        self.log_requests.add(request)
+        self.log_requests[id(request)] = request
         try:
             sent = 0
             while True:
@@ -258,7 +258,7 @@ class FakeCluster:
                     )
             await response.write_eof()
         finally:
-            self.log_requests.discard(request)
+            self.log_requests.pop(id(request), None)
         return response
 
 
