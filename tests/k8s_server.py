@@ -21,7 +21,7 @@ from aiohttp import web
 from http_receiver import self_signed
 
 FIXTURES = Path(__file__).parent / "fixtures" / "k8s"
-TOKEN = "eyJhbGciOiJSUzI1NiJ9.k8s-test-token-never-shown"  # noqa: S105 - a test's throwaway token
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.k8s-test-token-never-shown"
 
 Pod = dict[str, Any]
 
@@ -254,7 +254,7 @@ class FakeCluster:
                     break
                 async with self.changed:
                     await self.changed.wait_for(
-                        lambda: len(instance.lines) > sent or instance.ended or key not in self.pods
+                        lambda n=sent: len(instance.lines) > n or instance.ended or key not in self.pods
                     )
             await response.write_eof()
         finally:

@@ -4,6 +4,7 @@ cluster runs here."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -113,15 +114,22 @@ def test_a_recorded_oom_killed_pod_reads_as_its_last_end_and_limit() -> None:
     assert view.container == "memory-demo-2-ctr"
     assert view.memory_limit == 100 * 2**20
     assert view.last_ended is not None
-    assert (view.last_ended.reason, view.last_ended.exit_code, view.last_ended.oom_killed) == ("OOMKilled", 137, True)
+    assert (view.last_ended.reason, view.last_ended.exit_code, view.last_ended.oom_killed) == (
+        "OOMKilled",
+        137,
+        True,
+    )
     assert view.stream is None  # waiting in CrashLoopBackOff: no instance to read
 
 
 def test_a_recorded_restarted_pod_has_a_new_instance_and_the_old_ones_end() -> None:
     """The kubeshark worker: running with a new container id, restarted once, its old instance OOMKilled."""
     view = PodView.parse(fixture_pod("pod-kubeshark-worker-restarted.json"))
-    assert view.running and view.restart_count == 1 and view.stream is not None
-    assert view.last_ended is not None and view.last_ended.container_id != view.container_id
+    assert view.running
+    assert view.restart_count == 1
+    assert view.stream is not None
+    assert view.last_ended is not None
+    assert view.last_ended.container_id != view.container_id
     assert view.last_ended.describe(view.container) == (
         "container kubeshark-worker terminated: OOMKilled (exit code 137)"
     )
@@ -131,7 +139,9 @@ def test_a_recorded_restarted_pod_has_a_new_instance_and_the_old_ones_end() -> N
 def test_an_exit_137_said_as_error_is_not_an_oom_kill() -> None:
     """kubernetes#19825's memtest: reason Error with 137 is an exit code, not an OOM kill."""
     view = PodView.parse(fixture_pod("pod-memtest-error.json"))
-    assert view.ended is not None and not view.ended.oom_killed and view.ended.exit_code == 137
+    assert view.ended is not None
+    assert not view.ended.oom_killed
+    assert view.ended.exit_code == 137
     assert not view.restarting(view.ended)  # restartPolicy Never
 
 
@@ -144,7 +154,8 @@ def test_a_selector_follows_the_newest_started_pod() -> None:
     deleting["metadata"].update(name="kubeshark-worker-going", uid="u3", creationTimestamp="2023-05-08T00:00:00Z",
                                 deletionTimestamp="2023-05-08T00:01:00Z")  # fmt: skip
     chosen = choose_pod([old, new, deleting], None)
-    assert chosen is not None and chosen.name == "kubeshark-worker-new"
+    assert chosen is not None
+    assert chosen.name == "kubeshark-worker-new"
     assert choose_pod([], None) is None
 
 
@@ -168,7 +179,9 @@ def test_pod_paths_parse_and_print_back(path: str, ref: PodRef) -> None:
     assert parse_pod_path(ref.path) == ref
 
 
-@pytest.mark.parametrize("path", ["ml", "ml/a/b/c", "ML/pod", "ml/p?selector=a=b", "ml?color=red", "ml?selector="])
+@pytest.mark.parametrize(
+    "path", ["ml", "ml/a/b/c", "ML/pod", "ml/p?selector=a=b", "ml?color=red", "ml?selector="]
+)
 def test_bad_pod_paths_are_usage_errors(path: str) -> None:
     """A path that is neither form is refused with the forms it takes."""
     with pytest.raises(UsageError, match="NAMESPACE"):
@@ -195,8 +208,10 @@ def _kubeconfig(path: Path, user: dict[str, Any], **cluster: Any) -> Path:
 
 def test_an_exec_plugin_is_refused_with_what_to_do_instead(tmp_path: Path) -> None:
     """A user that logs in through an exec plugin (EKS, GKE) is a usage error that says to use a token."""
-    config = _kubeconfig(tmp_path / "kc", {"exec": {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}})
-    with pytest.raises(UsageError, match="exec plugin.*token"):
+    config = _kubeconfig(
+        tmp_path / "kc", {"exec": {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}}
+    )
+    with pytest.raises(UsageError, match=r"exec plugin.*token"):
         load_access(kubeconfig=str(config))
 
 
@@ -205,7 +220,12 @@ def test_a_kubeconfig_reads_its_files_relative_to_itself_and_hides_the_token(tmp
     (tmp_path / "ca.pem").write_bytes(b"PEM")
     config = _kubeconfig(tmp_path / "kc", {"token": TOKEN}, **{"certificate-authority": "ca.pem"})
     access = load_access(kubeconfig=str(config), environ={})
-    assert (access.server, access.ca, access.bearer(), access.where) == ("https://10.0.0.1:6443", b"PEM", TOKEN, "context c")
+    assert (access.server, access.ca, access.bearer(), access.where) == (
+        "https://10.0.0.1:6443",
+        b"PEM",
+        TOKEN,
+        "context c",
+    )
     assert TOKEN not in repr(access)
 
 
@@ -217,7 +237,12 @@ def test_in_cluster_reads_the_service_account(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
     access = load_access(environ=env, service_account=tmp_path)
-    assert (access.server, access.ca, access.namespace, access.bearer()) == ("https://[fd00::1]:443", b"CA", "ml", "t1")
+    assert (access.server, access.ca, access.namespace, access.bearer()) == (
+        "https://[fd00::1]:443",
+        b"CA",
+        "ml",
+        "t1",
+    )
     (tmp_path / "token").write_text("t2")  # the kubelet rotated it
     assert access.bearer() == "t2"
     with pytest.raises(UsageError, match="not in a cluster"):
@@ -254,7 +279,9 @@ def _data(items: list[SourceItem]) -> bytes:
 
 def _pod(name: str = "vllm-0", namespace: str = "ml", labels: dict[str, str] | None = None) -> dict[str, Any]:
     pod = fixture_pod("pod-kubeshark-worker-restarted.json")
-    pod["metadata"].update(name=name, namespace=namespace, uid=f"uid-{name}", labels=labels or {"app": "vllm"})
+    pod["metadata"].update(
+        name=name, namespace=namespace, uid=f"uid-{name}", labels=labels or {"app": "vllm"}
+    )
     pod["status"]["containerStatuses"][0].update(restartCount=0, lastState={})
     pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "100Mi"
     return pod
@@ -303,7 +330,8 @@ async def test_an_oom_killed_container_with_no_last_words_ends_naming_the_limit(
         "container kubeshark-worker terminated: OOMKilled (exit code 137)",
         exit_code=137, oom_killed=True, memory_limit=100 * 2**20, restarting=False,
     )  # fmt: skip
-    assert isinstance(got[-2], CaughtUp) and _data(got) == b"INFO loading weights\n"
+    assert isinstance(got[-2], CaughtUp)
+    assert _data(got) == b"INFO loading weights\n"
 
 
 async def test_a_restart_is_a_new_stream_after_the_old_ones_end(api: RunningCluster) -> None:
@@ -340,7 +368,8 @@ async def test_a_restart_seen_late_reads_the_dead_containers_tail(api: RunningCl
         await _until(items, lambda i: isinstance(i, FileRestarted), got)
     assert _data(got) == b"one\nRuntimeError: CUDA out of memory\n"
     ended = next(i for i in got if isinstance(i, Ended))
-    assert ended.oom_killed and got.index(ended) < got.index(FileRestarted("restarted"))
+    assert ended.oom_killed
+    assert got.index(ended) < got.index(FileRestarted("restarted"))
 
 
 async def test_a_new_pod_of_the_selector_is_a_replacement(api: RunningCluster) -> None:
@@ -371,7 +400,8 @@ async def test_a_missing_pod_is_waited_for(api: RunningCluster) -> None:
         api.cluster.add_pod(_pod())
         await api.cluster.log("ml", "vllm-0", [b"hello\n"])
         await _until(items, lambda i: isinstance(i, Chunk), got)
-    assert got[0] == FileMissing("pod ml/vllm-0") and _data(got) == b"hello\n"
+    assert got[0] == FileMissing("pod ml/vllm-0")
+    assert _data(got) == b"hello\n"
 
 
 async def test_a_cut_mid_stream_resumes_without_losing_or_repeating_a_line(api: RunningCluster) -> None:
@@ -387,11 +417,12 @@ async def test_a_cut_mid_stream_resumes_without_losing_or_repeating_a_line(api: 
         await api.cluster.log("ml", "vllm-0", batch[200:], same_time=4)
         await _until(items, lambda i: isinstance(i, CaughtUp) and i.offset == len(b"".join(batch)), got)
     lines = _data(got).splitlines(keepends=True)
-    assert len(lines) == 400 and lines == batch
+    assert len(lines) == 400
+    assert lines == batch
     assert any(isinstance(i, Connected) for i in got)
     assert any("sinceTime=" in r for r in api.cluster.requests)
     offsets = [(i.offset, i.end) for i in got if isinstance(i, Chunk)]
-    assert all(a[1] == b[0] for a, b in zip(offsets, offsets[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(offsets))
 
 
 async def test_a_new_follower_resumes_from_a_chunks_cursor(api: RunningCluster) -> None:
@@ -422,10 +453,13 @@ async def test_a_cursor_of_a_gone_instance_starts_the_new_one_as_replaced(api: R
     got: list[SourceItem] = []
     async with _follow(_source(api, PodRef("ml", pod="vllm-0")), 999, stale) as items:
         await _until(items, lambda i: isinstance(i, Chunk), got)
-    assert got[0] == FileRestarted("replaced") and got[1] == Chunk(0, b"now\n")
+    assert got[0] == FileRestarted("replaced")
+    assert got[1] == Chunk(0, b"now\n")
 
 
-async def test_a_refused_token_is_an_auth_error_that_never_shows_it(api: RunningCluster, tmp_path: Path) -> None:
+async def test_a_refused_token_is_an_auth_error_that_never_shows_it(
+    api: RunningCluster, tmp_path: Path
+) -> None:
     """A 401 ends the follow with `AuthError` naming the server; the token is in no message."""
     config = yaml.safe_load(api.kubeconfig.read_text())
     config["users"][0]["user"]["token"] = "wrong-" + TOKEN
@@ -433,12 +467,18 @@ async def test_a_refused_token_is_an_auth_error_that_never_shows_it(api: Running
     bad.write_text(yaml.safe_dump(config))
     source = PodSource(PodRef("ml", pod="vllm-0", kubeconfig=str(bad)))
     with pytest.raises(AuthError) as caught:
-        async with source.open_follow() as items:
-            async for _ in items:
-                pass
-    assert api.server in str(caught.value) and "401" in str(caught.value)
-    assert TOKEN not in str(caught.value) and TOKEN not in repr(caught.value.__dict__)
+        await _drain(source)
+    assert api.server in str(caught.value)
+    assert "401" in str(caught.value)
+    assert TOKEN not in str(caught.value)
+    assert TOKEN not in repr(caught.value.__dict__)
     assert api.cluster.auth_headers == [f"Bearer wrong-{TOKEN}"]
+
+
+async def _drain(source: PodSource) -> None:
+    async with source.open_follow() as items:
+        async for _ in items:
+            pass
 
 
 def test_rfc3339nano_of_the_stand_in_is_what_the_parser_reads() -> None:

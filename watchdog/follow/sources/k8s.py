@@ -295,7 +295,9 @@ class PodSource:
                         data, tail = _take(lines, pos, skip)
                         if data:
                             reopens = 0
-                            yield Chunk(pos.offset - len(data), data, file=(0, pos.stream), cursor=pos.cursor())
+                            yield Chunk(
+                                pos.offset - len(data), data, file=(0, pos.stream), cursor=pos.cursor()
+                            )
                             yield CaughtUp(pos.offset)
                 # the log ended: the container's end, or only the request's
                 end, previous = await self._end_of(api, view)
@@ -303,7 +305,9 @@ class PodSource:
                     await anyio.sleep(backoff(reopens, first=REOPEN_FIRST, cap=RETRY_CAP, jitter=FULL_JITTER))
                     reopens += 1
                     continue
-                if previous:  # the log was cut before the container's end: its last lines are the previous log's
+                if (
+                    previous
+                ):  # the log was cut before the container's end: its last lines are the previous log's
                     async for item in self._previous(api, view, pos):
                         yield item
                 elif tail:
@@ -322,7 +326,9 @@ class PodSource:
                 if not down:
                     down = True
                     yield Disconnected(api.server, str(exc.reason or exc))
-                await anyio.sleep(backoff(failures, first=self.retry_first, cap=RETRY_CAP, jitter=FULL_JITTER))
+                await anyio.sleep(
+                    backoff(failures, first=self.retry_first, cap=RETRY_CAP, jitter=FULL_JITTER)
+                )
                 failures += 1
 
     async def _end_of(self, api: KubeAPI, view: PodView) -> tuple[ContainerEnd | None, bool]:
@@ -347,11 +353,10 @@ class PodSource:
                 self.ref.namespace, view.name, view.container, since=_since(pos), follow=False, previous=True
             ) as batches:
                 skip = _Skip(pos.nanos, pos.count)
-                async for lines in batches:
-                    last = lines[-1]
-                    if not last.endswith(b"\n"):  # the dead container's last words, cut mid-line
-                        lines = [*lines[:-1], last + b"\n"]
-                    data, _ = _take(lines, pos, skip)
+                async for batch in batches:
+                    # the dead container's last words may end mid-line: the line is whole now
+                    whole = [line if line.endswith(b"\n") else line + b"\n" for line in batch]
+                    data, _ = _take(whole, pos, skip)
                     if data:
                         yield Chunk(pos.offset - len(data), data, file=(0, pos.stream), cursor=pos.cursor())
         except PodGone:

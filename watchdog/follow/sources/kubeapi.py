@@ -29,7 +29,7 @@ MAX_LINE = 1 << 20
 WATCH_SECONDS = 300
 
 
-class PodGone(Exception):  # noqa: N818 - a condition the source handles, not an error a user reads
+class PodGone(Exception):
     """The pod (or its container's previous instance) is not there: HTTP 404, or 400 for a previous log."""
 
 
@@ -51,7 +51,8 @@ class KubeAPI:
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> KubeAPI:
-        context: ssl.SSLContext | bool = await anyio.to_thread.run_sync(self.access.tls_context) or False
+        built = await anyio.to_thread.run_sync(self.access.tls_context)
+        context: ssl.SSLContext | bool = built if built is not None else False
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=context),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT),
@@ -154,7 +155,9 @@ class KubeAPI:
         return self._events(f"/api/v1/namespaces/{quote(namespace)}/pods", params)
 
     @asynccontextmanager
-    async def _events(self, path: str, params: Mapping[str, str]) -> AsyncIterator[AsyncIterator[tuple[str, Json]]]:
+    async def _events(
+        self, path: str, params: Mapping[str, str]
+    ) -> AsyncIterator[AsyncIterator[tuple[str, Json]]]:
         async with self._request(path, params, stream=True) as response:
 
             async def events() -> AsyncIterator[tuple[str, Json]]:
@@ -208,7 +211,9 @@ class KubeAPI:
                 raise PodGone(str(exc.reason)) from exc
             raise
 
-    async def _lines(self, response: aiohttp.ClientResponse, *, keep_tail: bool = False) -> AsyncIterator[list[bytes]]:
+    async def _lines(
+        self, response: aiohttp.ClientResponse, *, keep_tail: bool = False
+    ) -> AsyncIterator[list[bytes]]:
         """Whole lines of a streamed body, a batch per read; a dropped stream raised as `ConnectionLost`."""
         rest = b""
         skipping = False  # within the part of an over-long line past MAX_LINE: dropped to its newline

@@ -46,7 +46,9 @@ class ClusterAccess:
             try:
                 return self.token_file.read_text().strip() or None
             except OSError as exc:
-                raise UsageError(f"cannot read the token file {self.token_file}: {exc.strerror or exc}") from exc
+                raise UsageError(
+                    f"cannot read the token file {self.token_file}: {exc.strerror or exc}"
+                ) from exc
         return self.token
 
     def tls_context(self) -> ssl.SSLContext | None:
@@ -79,7 +81,9 @@ class ClusterAccess:
                 try:
                     context.load_cert_chain(cert, key)
                 except ssl.SSLError as exc:
-                    raise UsageError(f"{self.where}: the client certificate or key cannot be used: {exc}") from exc
+                    raise UsageError(
+                        f"{self.where}: the client certificate or key cannot be used: {exc}"
+                    ) from exc
         return context
 
 
@@ -100,7 +104,7 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
         data: object = json.loads(text)  # kubectl also writes JSON; YAML needs PyYAML
     except ValueError:
         try:
-            import yaml  # noqa: PLC0415 - only a kubeconfig in YAML needs it
+            import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415 - only YAML needs it
         except ImportError as exc:
             raise UsageError(
                 f"the kubeconfig {path} is YAML, which needs PyYAML: pip install 'llm-launch-watchdog[k8s]'"
@@ -151,7 +155,9 @@ def _from_kubeconfig(paths: list[Path], context: str | None) -> ClusterAccess:
     source = "the kubeconfig " + ":".join(str(p) for p in paths)
     name = context or config.get("current-context")
     if not name:
-        raise UsageError(f"{source} has no current-context; name one (k8s://CONTEXT/NAMESPACE/POD or context = ...)")
+        raise UsageError(
+            f"{source} has no current-context; name one (k8s://CONTEXT/NAMESPACE/POD or context = ...)"
+        )
     ctx = _named(config.get("contexts"), str(name), "context", source)
     where = f"context {name}"
     cluster = _named(config.get("clusters"), str(ctx.get("cluster")), "cluster", source)
@@ -196,7 +202,11 @@ def _in_cluster(root: Path, env: Mapping[str, str]) -> ClusterAccess:
     except OSError:
         namespace = None
     return ClusterAccess(
-        server=f"https://{host}:{port}", where="in-cluster", ca=ca, token_file=root / "token", namespace=namespace
+        server=f"https://{host}:{port}",
+        where="in-cluster",
+        ca=ca,
+        token_file=root / "token",
+        namespace=namespace,
     )
 
 

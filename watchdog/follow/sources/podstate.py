@@ -42,7 +42,9 @@ def _days(year: int, month: int, day: int) -> int:
     """Days from 1970-01-01 to the date (proleptic Gregorian), without datetime's microsecond rounding."""
     leap = month > 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
     y = year - 1
-    before = 365 * y + y // 4 - y // 100 + y // 400 - 719162  # days from 0001-01-01 to year-01-01, less 1970's
+    before = (
+        365 * y + y // 4 - y // 100 + y // 400 - 719162
+    )  # days from 0001-01-01 to year-01-01, less 1970's
     return before + _DAYS_BEFORE_MONTH[month - 1] + leap + day - 1
 
 
@@ -229,7 +231,9 @@ class PodView:
                 raise ValueError(f"pod {meta.get('name')} has no containers")
             container = names[0]
         elif container not in names:
-            raise ValueError(f"pod {meta.get('name')} has no container {container!r}; it has {', '.join(names)}")
+            raise ValueError(
+                f"pod {meta.get('name')} has no container {container!r}; it has {', '.join(names)}"
+            )
         limits = ((specs[names.index(container)].get("resources") or {}).get("limits")) or {}
         memory = limits.get("memory")
         cstatus: Json = next(
