@@ -404,6 +404,18 @@ async def test_a_missing_pod_is_waited_for(api: RunningCluster) -> None:
     assert _data(got) == b"hello\n"
 
 
+async def test_a_deleted_pod_ends_its_stream_without_evidence(api: RunningCluster) -> None:
+    """A pod deleted under its running container (a rollout, a scale-down) is no crash: no `Ended`, `FileMissing`."""
+    api.cluster.add_pod(_pod())
+    await api.cluster.log("ml", "vllm-0", [b"serving\n"])
+    got: list[SourceItem] = []
+    async with _follow(_source(api, PodRef("ml", pod="vllm-0"))) as items:
+        await _until(items, lambda i: isinstance(i, CaughtUp), got)
+        await api.cluster.delete("ml", "vllm-0")
+        await _until(items, lambda i: isinstance(i, FileMissing), got)
+    assert not any(isinstance(i, Ended) for i in got)
+
+
 async def test_a_cut_mid_stream_resumes_without_losing_or_repeating_a_line(api: RunningCluster) -> None:
     """Lines four to a nanosecond: a cut resumes by `sinceTime` (whole seconds) and drops what it had seen."""
     api.cluster.add_pod(_pod())

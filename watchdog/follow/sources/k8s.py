@@ -49,9 +49,14 @@ __all__ = ["PodRef", "PodSource", "parse_pod_path", "source"]
 
 RETRY_FIRST = 0.1
 RETRY_CAP = 5.0
-# A log that ends while its container still runs (the API server or a proxy closed it) is opened again
-# after this pause, doubled per such end in a row.
+# A log that ends while its container still runs (the API server or a proxy closed it, or the kubelet has not
+# yet reported the container's end) is opened again after this pause, doubled per such end in a row up to
+# REOPEN_CAP: an end is said within about a second of the kubelet's report.
 REOPEN_FIRST = 0.2
+
+REOPEN_CAP = 1.0
+# The end of an instance whose pod was deleted: said by no `Ended`
+_GONE = ContainerEnd("", "deleted", None)
 
 # DNS-1123: a namespace and a container are labels, a pod's name a subdomain
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -264,7 +269,8 @@ class PodSource:
             try:
                 view = await self._find(api)
                 if view is None or view.stream is None:
-                    if not missing:
+                    # no pod, or none started yet; a container waiting to be started again is not missing
+                    if not missing and (view is None or pos is None):
                         missing = True
                         yield FileMissing(str(self.ref))
                     await self._wait_change(api, pos.stream if pos else None)
@@ -302,8 +308,14 @@ class PodSource:
                 # the log ended: the container's end, or only the request's
                 end, previous = await self._end_of(api, view)
                 if end is None:
-                    await anyio.sleep(backoff(reopens, first=REOPEN_FIRST, cap=RETRY_CAP, jitter=FULL_JITTER))
+                    await anyio.sleep(
+                        backoff(reopens, first=REOPEN_FIRST, cap=REOPEN_CAP, jitter=FULL_JITTER)
+                    )
                     reopens += 1
+                    continue
+                if end is _GONE:  # deleted (a rollout, a scale-down): the platform stopped it, no evidence
+                    ended.add(pos.stream)
+                    yield CaughtUp(pos.offset)
                     continue
                 if (
                     previous
@@ -337,7 +349,9 @@ class PodSource:
         try:
             now = self._view(await api.get_pod(self.ref.namespace, view.name))
         except PodGone:
-            return ContainerEnd(view.container_id, "PodDeleted", None, "the pod was deleted"), False
+            return _GONE, False
+        if now.deleting:
+            return _GONE, False
         if now.container_id == view.container_id and now.ended is not None:
             return now.ended, False
         if now.last_ended is not None and now.last_ended.container_id == view.container_id:

@@ -114,7 +114,11 @@ class KubeAPI:
         if response.status == 404:
             raise PodGone(what)
         if response.status in (401, 403):
-            hint = "its token or certificate" if response.status == 401 else "its RBAC (deploy/k8s-pods/rbac.yaml)"
+            hint = (
+                "its token or certificate"
+                if response.status == 401
+                else "its RBAC (deploy/k8s-pods/rbac.yaml)"
+            )
             raise AuthError(
                 f"the API server {self.server} ({self.access.where}) refused the request: {what}; check {hint}",
                 host=self.server,
