@@ -30,8 +30,9 @@ from watchdog.follow.sources.base import (
     FileRestarted,
     SourceItem,
 )
-from watchdog.follow.sources.k8s import PodRef, PodSource, parse_pod_path
+from watchdog.follow.sources.k8s import PodSource
 from watchdog.follow.sources.kubeconfig import load_access
+from watchdog.follow.sources.podref import PodRef, parse_pod_path, split_pod_target
 from watchdog.follow.sources.podstate import (
     LogCursor,
     PodView,
@@ -186,6 +187,29 @@ def test_bad_pod_paths_are_usage_errors(path: str) -> None:
     """A path that is neither form is refused with the forms it takes."""
     with pytest.raises(UsageError, match="NAMESPACE"):
         parse_pod_path(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "context", "path"),
+    [
+        pytest.param("ml/vllm-0", None, "ml/vllm-0", id="ns-pod"),
+        pytest.param("ml/vllm-0/server", None, "ml/vllm-0/server", id="three-parts-are-a-container"),
+        pytest.param("prod/ml/vllm-0/server", "prod", "ml/vllm-0/server", id="context"),
+        pytest.param("prod/ml/vllm-0/", "prod", "ml/vllm-0", id="context-first-container"),
+        pytest.param(
+            "arn:aws:eks:eu-west-1:123456789012:cluster/gpu/ml/vllm-0/server",
+            "arn:aws:eks:eu-west-1:123456789012:cluster/gpu", "ml/vllm-0/server", id="eks-arn-context",
+        ),
+        pytest.param("prod/ml?selector=app%3Dvllm", None, None, id="selector-with-a-slash-context"),
+    ],
+)  # fmt: skip
+def test_k8s_targets_split_into_context_and_path(text: str, context: str | None, path: str | None) -> None:
+    """Three parts are NAMESPACE/POD/CONTAINER; a context is everything before the last three parts."""
+    if path is None:
+        with pytest.raises(UsageError):
+            split_pod_target(text)
+        return
+    assert split_pod_target(text) == (context, path)
 
 
 def test_a_cursor_writes_and_reads_back() -> None:

@@ -8,12 +8,10 @@ seconds (`sinceTime`), so a resume asks from the cursor's second and drops the l
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, quote, urlencode
 
 import anyio
 import anyio.to_thread
@@ -32,6 +30,7 @@ from watchdog.follow.sources.base import (
 )
 from watchdog.follow.sources.kubeapi import KubeAPI, PodGone
 from watchdog.follow.sources.kubeconfig import ClusterAccess, load_access
+from watchdog.follow.sources.podref import PodRef, parse_pod_path
 from watchdog.follow.sources.podstate import (
     ContainerEnd,
     LogCursor,
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from watchdog.follow.sources.sshpool import SSHPool
     from watchdog.follow.sources.target import Target
 
-__all__ = ["PodRef", "PodSource", "parse_pod_path", "source"]
+__all__ = ["PodSource", "source"]
 
 RETRY_FIRST = 0.1
 RETRY_CAP = 5.0
@@ -57,86 +56,6 @@ REOPEN_FIRST = 0.2
 REOPEN_CAP = 1.0
 # The end of an instance whose pod was deleted: said by no `Ended`
 _GONE = ContainerEnd("", "deleted", None)
-
-# DNS-1123: a namespace and a container are labels, a pod's name a subdomain
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_FORMS = "NAMESPACE/POD[/CONTAINER] or NAMESPACE?selector=LABELS[&container=NAME]"
-
-
-@dataclass(frozen=True)
-class PodRef:
-    """What a k8s target follows: the pod `pod` (or the newest pod that `selector` matches) of `namespace`,
-    its container `container` (None: the pod's first), through `kubeconfig` (None: kubectl's) and `context`."""
-
-    namespace: str
-    pod: str | None = None
-    selector: str | None = None
-    container: str | None = None
-    context: str | None = None
-    kubeconfig: str | None = None
-
-    @property
-    def path(self) -> str:
-        """The target's path (`parse_pod_path` reads it back)."""
-        base = f"{self.namespace}/{self.pod}" + (f"/{self.container}" if self.container else "")
-        query = {}
-        if self.selector is not None:
-            base = self.namespace
-            query["selector"] = self.selector
-            if self.container:
-                query["container"] = self.container
-        if self.kubeconfig:
-            query["kubeconfig"] = self.kubeconfig
-        return base + (f"?{urlencode(query, quote_via=quote, safe='/=,!')}" if query else "")
-
-    def __str__(self) -> str:
-        """What a person reads: `pod ns/name` or `the pods app=vllm of ns`."""
-        container = f" (container {self.container})" if self.container else ""
-        if self.selector is not None:
-            return f"the pods {self.selector} of namespace {self.namespace}{container}"
-        return f"pod {self.namespace}/{self.pod}{container}"
-
-
-def _check(name: str, what: str, path: str) -> str:
-    if not _NAME.match(name):
-        raise UsageError(f"k8s target {path!r}: {name!r} is not a valid {what} name; expected {_FORMS}")
-    return name
-
-
-def parse_pod_path(path: str, context: str | None = None) -> PodRef:
-    """The `PodRef` of a k8s target's path: `NAMESPACE/POD[/CONTAINER]` or
-    `NAMESPACE?selector=LABELS[&container=NAME]`, each with an optional `kubeconfig=PATH` in the query.
-
-    Raises:
-        UsageError: the path is not of these forms.
-    """
-    base, _, query = path.partition("?")
-    options = dict(parse_qsl(query, keep_blank_values=True)) if query else {}
-    unknown = set(options) - {"selector", "container", "kubeconfig"}
-    if unknown:
-        raise UsageError(f"k8s target {path!r}: unknown option {sorted(unknown)[0]!r}; expected {_FORMS}")
-    parts = base.split("/")
-    kubeconfig = options.get("kubeconfig") or None
-    if "selector" in options:
-        if len(parts) != 1 or not options["selector"].strip():
-            raise UsageError(f"k8s target {path!r}: a selector takes NAMESPACE?selector=LABELS")
-        container = options.get("container") or None
-        return PodRef(
-            namespace=_check(parts[0], "namespace", path),
-            selector=options["selector"].strip(),
-            container=_check(container, "container", path) if container else None,
-            context=context,
-            kubeconfig=kubeconfig,
-        )
-    if "container" in options or len(parts) not in (2, 3):
-        raise UsageError(f"k8s target {path!r}: expected {_FORMS}")
-    return PodRef(
-        namespace=_check(parts[0], "namespace", path),
-        pod=_check(parts[1], "pod", path),
-        container=_check(parts[2], "container", path) if len(parts) == 3 and parts[2] else None,
-        context=context,
-        kubeconfig=kubeconfig,
-    )
 
 
 @dataclass
