@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_REPLAY_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    replay.add_argument("file", type=Path, nargs="?", help="the log file (or --example)")
+    replay.add_argument(
+        "file", type=Path, nargs="?", help="the log file, - for standard input (or --example)"
+    )
     replay.add_argument(
         "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
     )
@@ -242,7 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_WATCH_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    watch.add_argument("target", help="a local path, ssh://[user@]host[:port]/path or [user@]host:/path")
+    watch.add_argument(
+        "target",
+        help="a local path, ssh://[user@]host[:port]/path, [user@]host:/path, - (standard input), "
+        "docker://[[user@]host[:port]/]CONTAINER, podman://..., journald://[[user@]host[:port]/]UNIT, "
+        "k8s://[CONTEXT/]NAMESPACE/POD[/CONTAINER]",
+    )
     _common(watch)
     watch.add_argument(
         "--timeout", type=duration, metavar="S", help="overall deadline: 90, 30s, 10m, 1h (exit 2)"

@@ -87,7 +87,11 @@ def config_warnings(config: Config) -> list[str]:
         if value is not None and not os.access(os.path.expanduser(value), os.R_OK):
             warnings.append(f"{key}: {value} cannot be read here")
     for name, launch in config.launches.items():
-        if launch.host is None and not os.path.isdir(posixpath.dirname(launch.log)):
+        if (
+            launch.host is None
+            and launch.log is not None
+            and not os.path.isdir(posixpath.dirname(launch.log))
+        ):
             warnings.append(
                 f"launches.{name}.log: directory {posixpath.dirname(launch.log)} does not exist (yet)"
             )

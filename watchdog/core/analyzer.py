@@ -231,7 +231,7 @@ class Analyzer:
     ) -> list[Transition]:
         """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
         out = self._detect(now, force=True) if self.profile is None and self._held else []
-        if isinstance(event, ProcessExited) and event.last_words is None:
+        if isinstance(event, ProcessExited) and event.last_words is None and not event.oom_killed:
             event = self._last_words(event)
         return out + self.lifecycle.feed(event, now)
 

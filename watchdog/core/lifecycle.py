@@ -246,8 +246,26 @@ class Lifecycle:
             if inc.state not in TERMINAL_STATES and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
-            if inc.state not in TERMINAL_STATES:
-                if not inc.candidates[inc.pending_index :] and event.last_words is not None:
+            if inc.state in TERMINAL_STATES:
+                pass
+            elif event.exit_code == 0 and not event.oom_killed and inc.pending_since is None:
+                # the platform saw it exit with status 0 and no error is pending: an intended end
+                self._enter(inc, State.STOPPED, inc.lines, None, None, now, f"exited ({event.detail})", out)
+            else:
+                pending = inc.candidates[inc.pending_index :]
+                if not pending and event.oom_killed:
+                    # the kernel's verdict outranks what the log says last: a killed process prints no reason
+                    inc.candidates.append(
+                        Candidate(
+                            f"process killed for memory: {event.detail}",
+                            inc.lines,
+                            category=Category.KILLED,
+                            kind="rule",
+                            fatal=True,
+                            hint=_oom_killed_hint(event.memory_limit),
+                        )
+                    )
+                elif not pending and event.last_words is not None:
                     # its last line says why it stopped (a usage error): that, not a kill, is the crash
                     inc.candidates.append(
                         Candidate(
@@ -258,7 +276,7 @@ class Lifecycle:
                             hint="the process exited right after this line, its last: it says why",
                         )
                     )
-                elif not inc.candidates[inc.pending_index :]:
+                elif not pending:
                     inc.candidates.append(
                         Candidate(
                             f"process exited: {event.detail}",
@@ -557,3 +575,13 @@ def _live(inc: Incarnation) -> list[Candidate]:
         earlier = [c for c in inc.candidates[: inc.pending_index] if c.role != "wrapper" and not c.noise]
         return earlier + live
     return live
+
+
+def _oom_killed_hint(limit: int | None) -> str:
+    # what to change: the limit the kernel enforced (a container's -m, a pod's resources.limits.memory)
+    if limit is None:
+        return "the kernel killed it at its memory limit (OOMKilled): raise the limit or lower the host memory use"
+    return (
+        f"the kernel killed it at its memory limit of {limit / 2**30:.3g} GiB ({limit} bytes, OOMKilled): raise "
+        "the limit (docker run -m, a pod's resources.limits.memory, MemoryMax=) or lower the host memory use"
+    )

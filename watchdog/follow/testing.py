@@ -110,8 +110,10 @@ class ScriptedSource:
         self.followed = anyio.Event()  # set once a follower has opened it
         self._send, self._receive = anyio.create_memory_object_stream[SourceItem](math.inf)
 
-    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
-        """Follow the scripted items (from the start: `offset` is ignored)."""
+    def open_follow(
+        self, offset: int = 0, cursor: str | None = None
+    ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the scripted items (from the start: `offset` and `cursor` are ignored)."""
         return self._open()
 
     @asynccontextmanager
