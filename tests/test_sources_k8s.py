@@ -19,7 +19,9 @@ from k8s_server import TOKEN, FakeCluster, RunningCluster, fixture_pod, rfc3339n
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.verdict import build_verdict
 from watchdog.exceptions import AuthError, UsageError
+from watchdog.follow.follower import LaunchFollower
 from watchdog.follow.replay import replay_path
+from watchdog.follow.sources import open_source, parse_target
 from watchdog.follow.sources.base import (
     CaughtUp,
     Chunk,
@@ -42,6 +44,7 @@ from watchdog.follow.sources.podstate import (
     parse_timestamp,
     split_log_line,
 )
+from watchdog.follow.spec import LaunchSpec
 from watchdog.profiles.loader import load_engine
 
 pytestmark = pytest.mark.anyio
@@ -352,10 +355,43 @@ async def test_an_oom_killed_container_with_no_last_words_ends_naming_the_limit(
     ended = got[-1]
     assert ended == Ended(
         "container kubeshark-worker terminated: OOMKilled (exit code 137)",
-        exit_code=137, oom_killed=True, memory_limit=100 * 2**20, restarting=False,
+        exit_code=137, oom_killed=True, memory_limit=100 * 2**20,
     )  # fmt: skip
     assert isinstance(got[-2], CaughtUp)
     assert _data(got) == b"INFO loading weights\n"
+
+
+async def test_an_oom_killed_pod_followed_from_its_target_is_crashed_killed_naming_the_limit(
+    api: RunningCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`k8s://ml/vllm-0` through the registry and the follower: an OOMKilled pod with no last words is crashed /
+    killed, the 100Mi limit in the hint, within 2 s of the kubelet says so."""
+    monkeypatch.setenv("KUBECONFIG", str(api.kubeconfig))
+    pod = _pod()
+    pod["spec"]["restartPolicy"] = "Never"
+    api.cluster.add_pod(pod)
+    lines = b"INFO 12-02 10:00:00 [api_server.py:1] vLLM API server version 0.11.0\nLoading weights took 3.2 seconds\n"
+    await api.cluster.log("ml", "vllm-0", lines.splitlines(keepends=True))
+    target = parse_target("k8s://kind-test/ml/vllm-0/kubeshark-worker")
+    follower = LaunchFollower(LaunchSpec(name="vllm", target=target), source=open_source(target))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follower.run)
+        with anyio.fail_after(DEADLINE):
+            async for _ in follower.updates:  # until the log so far is read
+                if follower.analyzer.lines_read >= 2:
+                    break
+        await api.cluster.terminate("ml", "vllm-0", reason="OOMKilled", exit_code=137, phase="Failed")
+        with anyio.fail_after(2.0):
+            async for _ in follower.updates:
+                if follower.concluded is not None:
+                    break
+        tg.cancel_scope.cancel()
+    assert follower.concluded is not None
+    verdict = follower.concluded.verdict
+    assert verdict.state.value == "crashed"
+    assert verdict.error is not None
+    assert verdict.error.category == "killed"
+    assert "104857600 bytes" in (verdict.error.hint or "")
 
 
 async def test_a_restart_is_a_new_stream_after_the_old_ones_end(api: RunningCluster) -> None:
@@ -371,7 +407,7 @@ async def test_a_restart_is_a_new_stream_after_the_old_ones_end(api: RunningClus
         await api.cluster.log("ml", "vllm-0", [b"second run\n"])
         await _until(items, lambda i: isinstance(i, Chunk) and i.data == b"second run\n", got)
     ended = next(i for i in got if isinstance(i, Ended))
-    assert (ended.exit_code, ended.oom_killed, ended.restarting) == (1, False, True)
+    assert (ended.exit_code, ended.oom_killed) == (1, False)
     restart = got.index(FileRestarted("restarted"))
     first, second = (i for i in got if isinstance(i, Chunk))
     assert got.index(ended) < restart < got.index(second)

@@ -251,7 +251,6 @@ class PodSource:
                     exit_code=end.exit_code,
                     oom_killed=end.oom_killed,
                     memory_limit=view.memory_limit,
-                    restarting=view.restarting(end),
                 )
             except ConnectionLost as exc:
                 if not down:
@@ -325,4 +324,4 @@ def _take(lines: list[bytes], pos: _Position, skip: _Skip) -> tuple[bytes, bytes
 
 def source(target: Target, pool: SSHPool | None = None) -> PodSource:
     """The source of a `k8s://` target (no SSH: `pool` is not used)."""
-    return PodSource(parse_pod_path(target.path, getattr(target, "context", None)))
+    return PodSource(parse_pod_path(target.path, target.context))
