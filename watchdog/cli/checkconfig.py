@@ -10,6 +10,7 @@ from collections.abc import Sized
 from pathlib import Path
 
 from watchdog.config.convert import redacted
+from watchdog.config.environment import ENVIRONMENT_SOURCE, set_by_environment
 from watchdog.config.loading import load_config
 from watchdog.config.models import Config
 from watchdog.config.reference import config_json_schema, config_reference_markdown
@@ -19,8 +20,11 @@ from watchdog.vocabulary import EXIT_CONFIG, EXIT_UNREACHABLE
 # -- command-line entry points (wired by watchdog.cli.app) ---------------------------------------------------
 
 
-def check_config_main(path: Path | str) -> int:
-    """`watchdog check-config FILE`: validate, print the resolved config (redacted) as JSON.
+def check_config_main(path: Path | str | None) -> int:
+    """`watchdog check-config [FILE]`: validate, print the resolved config (redacted) as JSON.
+
+    The environment's `LLW_` variables override the file's keys (without a file, they are the config);
+    standard error names each key they set, and the summary counts them.
 
     Problems go to stderr: a configuration error (exit 78); a host the daemon would refuse, its key not in
     the host's known_hosts file (exit 69: the file is valid, and the daemon would run with it, but never
@@ -32,11 +36,16 @@ def check_config_main(path: Path | str) -> int:
         is not valid.
     """
     try:
-        config = load_config(Path(path))
+        config = load_config(None if path is None else Path(path))
     except ConfigError as exc:
         print(f"watchdog: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if path is None:
+        path = ENVIRONMENT_SOURCE
     print(json.dumps(redacted(config), indent=2))
+    from_environment = set_by_environment(config)
+    for key, variable in from_environment.items():
+        print(f"watchdog: {key}: set by the environment ({variable})", file=sys.stderr)
     refused, unreadable = host_key_problems(config)
     warnings = config_warnings(config) + unreadable
     for warning in warnings:
@@ -44,9 +53,10 @@ def check_config_main(path: Path | str) -> int:
     for problem in refused.values():
         print(f"watchdog: {path}: {problem}", file=sys.stderr)
     said = f" (with {_count(warnings, 'warning')}: read them above)" if warnings else ""
+    overridden = f", {_count(from_environment, 'key')} from the environment" if from_environment else ""
     counts = (
         f"{_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
-        f"{_count(config.notifiers, 'notifier')}{said}"
+        f"{_count(config.notifiers, 'notifier')}{overridden}{said}"
     )
     if refused:
         names = ", ".join(refused)
