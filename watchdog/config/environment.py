@@ -10,7 +10,6 @@ from functools import cache
 from typing import Any
 
 from watchdog.config.models import Config, Loc, key_path
-from watchdog.config.reference import config_json_schema
 from watchdog.exceptions import ConfigError
 
 __all__ = [
@@ -213,7 +212,7 @@ def _folded(name: str) -> str:
 
 @cache
 def _schema() -> dict[str, Any]:
-    return config_json_schema()
+    return Config.model_json_schema(mode="validation")  # as `watchdog config-schema` prints it
 
 
 def _root_schema() -> dict[str, Any]:
