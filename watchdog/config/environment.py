@@ -107,7 +107,10 @@ def apply_environment(data: dict[str, Any], environ: Mapping[str, str]) -> Overr
             another variable sets too.
     """
     overrides = Overrides()
-    for variable in config_variables(environ):
+    # A name spelled with '-' or '.' first: `kimi-ep` names the table that `KIMI_EP` then also finds.
+    for variable in sorted(
+        config_variables(environ), key=lambda name: ("-" not in name and "." not in name, name)
+    ):
         loc, schema = _locate(variable, data, overrides)
         value = _value(variable, loc, schema, environ[variable])
         for leaf in _leaves(loc, value):
@@ -181,12 +184,8 @@ def _variable(prefix: str, levels: list[str]) -> str:
 
 
 def _name(variable: str, loc: Loc, level: str, names: Mapping[str, Any]) -> str:
-    """The table name `level` stands for among `names`: exact, else ignoring case, else with `_` for `-`/`.`."""
-    tiers = (
-        lambda name: name == level,
-        lambda name: name.lower() == level.lower(),
-        lambda name: _folded(name) == _folded(level),
-    )
+    """The table name `level` stands for among `names`: exact, else ignoring case with `_` for `-` or `.`."""
+    tiers = (lambda name: name == level, lambda name: _folded(name) == _folded(level))
     for matches in tiers:
         found = [name for name in names if matches(name)]
         if len(found) == 1:

@@ -51,9 +51,10 @@ def load_config(path: Path | None, *, environ: Mapping[str, str] | None = None) 
     """
     source = ENVIRONMENT_SOURCE if path is None else str(path)
     data = {} if path is None else _read_toml(path)
-    overrides = apply_environment(data, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    overrides = apply_environment(data, environ)
     try:
-        sources = _resolve_secrets(data, source)
+        sources = _resolve_secrets(data, source, environ)
         config = parse_config(data, source=source)
     except ConfigError as exc:
         raise overrides.blame(exc) from None
@@ -136,7 +137,7 @@ def _secret_locations(data: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, str |
                     yield ("notifiers", name, "urls", index), urls, index
 
 
-def _resolve_secrets(data: dict[str, Any], source: str) -> dict[Loc, str]:
+def _resolve_secrets(data: dict[str, Any], source: str, environ: Mapping[str, str]) -> dict[Loc, str]:
     """Replace each `env:NAME` / `file:/path` reference in `data` by its value; return the references."""
     sources: dict[Loc, str] = {}
     for loc, container, index in _secret_locations(data):
@@ -144,17 +145,17 @@ def _resolve_secrets(data: dict[str, Any], source: str) -> dict[Loc, str]:
         if not isinstance(value, str) or not value.startswith(("env:", "file:")):
             continue
         key = key_path(loc)
-        container[index] = _read_secret(value, source, key)
+        container[index] = _read_secret(value, source, key, environ)
         sources[loc] = value
     return sources
 
 
-def _read_secret(reference: str, source: str, key: str) -> str:
+def _read_secret(reference: str, source: str, key: str, environ: Mapping[str, str]) -> str:
     scheme, _, name = reference.partition(":")
     if scheme == "env":
         if not _IDENTIFIER.match(name):
             raise ConfigError(source, key, f"{reference!r}: give env:NAME with NAME a variable name")
-        value = os.environ.get(name)
+        value = environ.get(name)
         if value is None:
             raise ConfigError(source, key, f"environment variable {name} is not set ({reference})")
     else:
