@@ -134,7 +134,7 @@ def _is_config_variable(name: str) -> bool:
 
 
 def _locate(variable: str, data: dict[str, Any], overrides: Overrides) -> tuple[Loc, dict[str, Any]]:
-    """The key location the variable names, and the schema of that key; a new table is made on the way."""
+    """The key location the variable names, and the schema of that key; a NAME no table has is noted as made."""
     levels = variable[len(PREFIX) :].split(SEPARATOR)
     if "" in levels or "___" in variable:
         raise ConfigError(
