@@ -10,6 +10,7 @@ from collections.abc import Sized
 from pathlib import Path
 
 from watchdog.config.convert import redacted
+from watchdog.config.environment import ENVIRONMENT_SOURCE, set_by_environment
 from watchdog.config.loading import load_config
 from watchdog.config.models import Config
 from watchdog.config.reference import config_json_schema, config_reference_markdown
@@ -17,19 +18,27 @@ from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import EXIT_CONFIG, EXIT_UNREACHABLE
 
 
-def check_config_main(path: Path | str) -> int:
-    """`watchdog check-config FILE`: validate, print the resolved config (redacted) as JSON.
+def check_config_main(path: Path | str | None) -> int:
+    """`watchdog check-config [FILE]`: validate, print the resolved config (redacted) as JSON.
+
+    The environment's `LLW_` variables override the file's keys (without a file, they are the config);
+    standard error names each key they set, and the summary counts them.
 
     Returns:
         0 valid (warnings, such as files missing here, on stderr); 78 invalid; 69 valid, but the daemon
         would never follow a host whose key is not in its known_hosts file.
     """
     try:
-        config = load_config(Path(path))
+        config = load_config(None if path is None else Path(path))
     except ConfigError as exc:
         print(f"watchdog: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if path is None:
+        path = ENVIRONMENT_SOURCE
     print(json.dumps(redacted(config), indent=2))
+    from_environment = set_by_environment(config)
+    for key, variable in from_environment.items():
+        print(f"watchdog: {key}: set by the environment ({variable})", file=sys.stderr)
     refused, unreadable = host_key_problems(config)
     warnings = config_warnings(config) + unreadable
     for warning in warnings:
@@ -37,9 +46,10 @@ def check_config_main(path: Path | str) -> int:
     for problem in refused.values():
         print(f"watchdog: {path}: {problem}", file=sys.stderr)
     said = f" (with {_count(warnings, 'warning')}: read them above)" if warnings else ""
+    overridden = f", {_count(from_environment, 'key')} from the environment" if from_environment else ""
     counts = (
         f"{_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
-        f"{_count(config.notifiers, 'notifier')}{said}"
+        f"{_count(config.notifiers, 'notifier')}{overridden}{said}"
     )
     if refused:
         names = ", ".join(refused)

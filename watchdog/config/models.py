@@ -585,6 +585,8 @@ class Config(_Model):
 
     # Where each secret came from ("env:NAME", "file:/path"), by key location: shown by `redacted`.
     _secret_sources: dict[Loc, str] = PrivateAttr(default_factory=dict)
+    # The keys the environment set (config/environment.py), by location: the variable that set each.
+    _environment: dict[Loc, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def check_references(self) -> Config:
