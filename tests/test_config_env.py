@@ -251,7 +251,8 @@ ERRORS = [
     ),
     pytest.param(
         {"LLW_LAUNCHES__QWEN__ENGINE": "vllm"},
-        "LLW_LAUNCHES__QWEN__ENGINE: launches.qwen.log: is required: set LLW_LAUNCHES__QWEN__LOG too",
+        "LLW_LAUNCHES__QWEN__ENGINE: launches.qwen.log: is required: one of log, container, unit, pod (or selector) "
+        "names what to follow: set LLW_LAUNCHES__QWEN__LOG too",
         id="a launch the environment made lacks its log",
     ),
     pytest.param(
