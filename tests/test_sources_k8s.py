@@ -374,24 +374,25 @@ async def test_an_oom_killed_pod_followed_from_its_target_is_crashed_killed_nami
     await api.cluster.log("ml", "vllm-0", lines.splitlines(keepends=True))
     target = parse_target("k8s://kind-test/ml/vllm-0/kubeshark-worker")
     follower = LaunchFollower(LaunchSpec(name="vllm", target=target), source=open_source(target))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(follower.run)
-        with anyio.fail_after(DEADLINE):
-            async for _ in follower.updates:  # until the log so far is read
-                if follower.analyzer.lines_read >= 2:
-                    break
-        await api.cluster.terminate("ml", "vllm-0", reason="OOMKilled", exit_code=137, phase="Failed")
-        with anyio.fail_after(2.0):
-            async for _ in follower.updates:
-                if follower.concluded is not None:
-                    break
-        tg.cancel_scope.cancel()
+    with follower.updates:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with anyio.fail_after(DEADLINE):
+                async for _ in follower.updates:  # until the log so far is read
+                    if follower.analyzer.lines_read >= 2:
+                        break
+            await api.cluster.terminate("ml", "vllm-0", reason="OOMKilled", exit_code=137, phase="Failed")
+            with anyio.fail_after(2.0):
+                async for _ in follower.updates:
+                    if follower.concluded is not None:
+                        break
+            tg.cancel_scope.cancel()
     assert follower.concluded is not None
     verdict = follower.concluded.verdict
     assert verdict.state.value == "crashed"
     assert verdict.error is not None
     assert verdict.error.category == "killed"
-    assert "104857600 bytes" in (verdict.error.hint or "")
+    assert "100 MiB (104857600 bytes" in (verdict.error.hint or "")
 
 
 async def test_a_restart_is_a_new_stream_after_the_old_ones_end(api: RunningCluster) -> None:

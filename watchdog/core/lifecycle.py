@@ -579,6 +579,14 @@ def _oom_killed_hint(limit: int | None) -> str:
     if limit is None:
         return "the kernel killed it at its memory limit (OOMKilled): raise the limit or lower the host memory use"
     return (
-        f"the kernel killed it at its memory limit of {limit / 2**30:.3g} GiB ({limit} bytes, OOMKilled): raise "
+        f"the kernel killed it at its memory limit of {_binary_size(limit)} ({limit} bytes, OOMKilled): raise "
         "the limit (docker run -m, a pod's resources.limits.memory, MemoryMax=) or lower the host memory use"
     )
+
+
+def _binary_size(size: int) -> str:
+    # 8 MiB, 100 MiB, 16 GiB: as a container's or a pod's limit is written
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.3g} {unit}"
+    return f"{size} B"
