@@ -22,7 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-RestartReason = Literal["rotated", "truncated", "replaced"]
+RestartReason = Literal["rotated", "truncated", "replaced", "restarted"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Chunk:
     # (device, inode) of the file the bytes were read from, where the source knows it without asking again
     # (SSH: its script's header): a checkpoint then names the file without a remote `identify`
     file: tuple[int, int] | None = field(default=None, compare=False)
+    # a cursor source's position just after these bytes (provisional: the seam on main defines it)
+    cursor: str | None = field(default=None, compare=False)
 
     @property
     def end(self) -> int:
@@ -113,7 +115,18 @@ class CaughtUp:
     offset: int
 
 
-SourceEvent = Connected | Disconnected | FileRestarted | FileMissing | CaughtUp
+@dataclass(frozen=True)
+class Ended:
+    """The platform says the process of the current stream is gone (provisional: the seam on main defines it)."""
+
+    detail: str
+    exit_code: int | None = None
+    oom_killed: bool = False
+    memory_limit: int | None = None
+    restarting: bool = False
+
+
+SourceEvent = Ended | Connected | Disconnected | FileRestarted | FileMissing | CaughtUp
 SourceItem = Chunk | SourceEvent
 
 
