@@ -42,7 +42,9 @@ def ensure_journald() -> bool:
     """
     for program in (JOURNALD, shutil.which("journalctl"), shutil.which("systemd-cat")):
         if program is None or not os.path.exists(program):
-            raise JournaldUnavailable("systemd-journald, journalctl or systemd-cat is missing (Debian: systemd)")
+            raise JournaldUnavailable(
+                "systemd-journald, journalctl or systemd-cat is missing (Debian: systemd)"
+            )
     with open(LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if journald_running():
@@ -65,7 +67,9 @@ def ensure_journald() -> bool:
             if process.poll() is not None:
                 raise JournaldUnavailable(f"systemd-journald exited with status {process.returncode}")
             if time.monotonic() > deadline:
-                raise JournaldUnavailable(f"systemd-journald did not open {STDOUT_SOCKET} in {READY_TIMEOUT}s")
+                raise JournaldUnavailable(
+                    f"systemd-journald did not open {STDOUT_SOCKET} in {READY_TIMEOUT}s"
+                )
             time.sleep(0.02)
         return True
 

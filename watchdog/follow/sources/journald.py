@@ -273,30 +273,64 @@ def parse_unit_state(text: str) -> UnitState | None:
     )
 
 
+# The remote scripts: fixed text run as `sh -c SCRIPT NAME ARG...`, the values positional arguments (the shape the
+# forced-command wrapper of deploy/ssh/ accepts); the same argv runs here without a login shell.
+JOURNAL_SCRIPT = f"""\
+case $3 in _SYSTEMD_UNIT|SYSLOG_IDENTIFIER) ;; *) exit 2;; esac
+m=$1 c=$2
+set -- "$3=$4"
+o=--output-fields={",".join(OUTPUT_FIELDS)}
+j() {{ exec journalctl --quiet --no-pager --output=json --all "$o" "$@"; }}
+case $m in
+after) j --after-cursor="$c" -- "$1";;
+boot) j --boot -- "$1";;
+follow-after) j --after-cursor="$c" --follow --no-tail -- "$1";;
+follow-boot) j --boot --follow --no-tail -- "$1";;
+last) j --boot --lines=1 -- "$1";;
+at) journalctl --quiet --no-pager --output=json --all "$o" --cursor="$c" | head -n 1;;
+*) exit 2;;
+esac
+"""
+UNIT_SCRIPT = f"""\
+if [ -d /run/systemd/system ]; then
+  exec systemctl show --property={",".join(UNIT_PROPERTIES)} -- "$1"
+fi
+echo {NO_SYSTEMD}
+"""
+_NO_CURSOR = "-"
+
+
 def read_command(
-    match: JournalMatch, *, after: str | None = None, follow: bool = False, last: bool = False
-) -> str:
-    """The journalctl line that reads the match's entries as JSON: after cursor `after`, else from the start of
-    the current boot; `follow` goes on with new entries; `last` gives only the newest entry."""
-    argv = ["journalctl", "--quiet", "--no-pager", "--output=json", "--all"]
-    argv.append("--output-fields=" + ",".join(OUTPUT_FIELDS))
+    match: JournalMatch,
+    *,
+    after: str | None = None,
+    follow: bool = False,
+    last: bool = False,
+    at: bool = False,
+) -> list[str]:
+    """The argv that reads the match's entries as JSON: after cursor `after`, else from the start of the current
+    boot; `follow` goes on with new entries; `last` gives only the newest entry, `at` the entry at `after`."""
     if last:
-        argv += ["--boot", "--lines=1"]
-    elif after is not None:
-        argv.append(f"--after-cursor={after}")
+        mode = "last"
+    elif at:
+        mode = "at"
     else:
-        argv.append("--boot")
-    if follow:
-        argv += ["--follow", "--no-tail"]
-    argv.append(f"{match.field}={match.value}")
-    # exec: the shell (`sh -c` here, the login shell on a host) leaves, so stopping it stops journalctl
-    return "exec " + shlex.join(argv)
+        mode = ("follow-" if follow else "") + ("after" if after is not None else "boot")
+    return [
+        "sh",
+        "-c",
+        JOURNAL_SCRIPT,
+        "watchdog-journal",
+        mode,
+        after or _NO_CURSOR,
+        match.field,
+        match.value,
+    ]
 
 
-def state_command(unit: str) -> str:
-    """The line that prints the unit's state (`UNIT_PROPERTIES`), or `NO_SYSTEMD` where systemd is not init."""
-    show = shlex.join(["systemctl", "show", "--property=" + ",".join(UNIT_PROPERTIES), "--", unit])
-    return f"if [ -d /run/systemd/system ]; then exec {show}; else echo {shlex.quote(NO_SYSTEMD)}; fi"
+def state_command(unit: str) -> list[str]:
+    """The argv that prints the unit's state (`UNIT_PROPERTIES`), or `NO_SYSTEMD` where systemd is not init."""
+    return ["sh", "-c", UNIT_SCRIPT, "watchdog-unit", unit]
 
 
 # -- running the commands: `sh -c` here, a session channel of the pool on a host --------------------------------
@@ -317,8 +351,8 @@ class _Output(Protocol):
 class _Runner(Protocol):
     where: str
 
-    def open(self, command: str) -> AbstractAsyncContextManager[_Output]:
-        """Start `command`; it is stopped when the block is left."""
+    def open(self, argv: list[str]) -> AbstractAsyncContextManager[_Output]:
+        """Start the command `argv`; it is stopped when the block is left."""
         ...
 
 
@@ -350,8 +384,8 @@ class _LocalRunner:
     where = "this machine"
 
     @asynccontextmanager
-    async def open(self, command: str) -> AsyncIterator[_Output]:
-        process = await anyio.open_process(["/bin/sh", "-c", command])
+    async def open(self, argv: list[str]) -> AsyncIterator[_Output]:
+        process = await anyio.open_process(argv)
         try:
             yield _LocalOutput(process)
         finally:
@@ -399,11 +433,12 @@ class _RemoteRunner:
         self.where = host
 
     @asynccontextmanager
-    async def open(self, command: str) -> AsyncIterator[_Output]:
+    async def open(self, argv: list[str]) -> AsyncIterator[_Output]:
         from watchdog.follow.sources.channel import CommandOutput  # noqa: PLC0415 - asyncssh for a host only
 
-        conn, session = await self._pool.open_session(
-            self._host, CommandOutput, command, port=self._port, user=self._user
+        pool = self._pool
+        conn, session = await pool.open_session(
+            self._host, CommandOutput, shlex.join(argv), port=self._port, user=self._user
         )
         try:
             yield _RemoteOutput(self._host, session, conn)
@@ -411,10 +446,10 @@ class _RemoteRunner:
             session.close()
 
 
-async def _run(runner: _Runner, command: str) -> tuple[bytes, int | None, str]:
-    """Run `command` to its end: stdout, exit status, stderr."""
+async def _run(runner: _Runner, argv: list[str]) -> tuple[bytes, int | None, str]:
+    """Run the command `argv` to its end: stdout, exit status, stderr."""
     out = b""
-    async with runner.open(command) as output:
+    async with runner.open(argv) as output:
         while (data := await output.receive()) is not None:
             out += data
         status, errors = output.ended()
@@ -498,8 +533,8 @@ class JournaldSource:
         self.systemd = state is not None
         return state
 
-    async def _entry(self, command: str) -> Entry | None:
-        out, status, errors = await _run(self._runner, command)
+    async def _entry(self, argv: list[str]) -> Entry | None:
+        out, status, errors = await _run(self._runner, argv)
         _check_reader(self._runner, status, errors)
         return parse_entry(out.partition(b"\n")[0])
 
@@ -566,7 +601,7 @@ class _Follower:
         src = self.src
         state = await src.unit_state()
         if self.key is None and self.position is not None:
-            at = await src._entry(_at_command(self.position))
+            at = await src._entry(read_command(src.match, after=self.position, at=True))
             if at is not None:
                 self.key = stream_key(at, src.match)
         elif self.key is None and state is not None and state.invocation:
@@ -707,12 +742,6 @@ class _Follower:
                 )
         if key == self.key and state.ended and not self.ended_said and self.ended_pending is None:
             self.ended_pending = state.ended_event(unit)
-
-
-def _at_command(cursor: str) -> str:
-    """The line that prints the entry at `cursor` (its stream is what a resumed follow goes on in)."""
-    argv = ["journalctl", "--quiet", "--no-pager", "--output=json", "--all", f"--cursor={cursor}"]
-    return shlex.join([*argv, "--output-fields=" + ",".join(OUTPUT_FIELDS)]) + " | head -n 1"
 
 
 def source(target: Target, pool: SSHPool | None = None) -> JournaldSource:
