@@ -15,7 +15,7 @@ from sshd_server import SSHDServer
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.verdict import build_verdict
-from watchdog.exceptions import UsageError
+from watchdog.exceptions import ConnectionLost, UsageError
 from watchdog.follow.replay import replay_path
 from watchdog.follow.sources import journald as jd
 from watchdog.follow.sources.base import (
@@ -458,3 +458,23 @@ async def test_cut_connection_loses_and_repeats_nothing(
                     break
     assert [type(e) for e in events] == [Disconnected, Connected]
     assert data == b"".join(lines)
+
+
+async def test_unreachable_host_is_an_error(pool: SSHPool) -> None:
+    """A host that never answers: said (`Disconnected`), tried again, then `ConnectionLost` ends the iteration."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    source = JournaldSource("identifier=x", pool=pool, host="127.0.0.1", port=port)
+    seen: list[SourceItem] = []
+
+    async def drain() -> None:
+        async with source.open_follow() as items:
+            async for item in items:
+                seen.append(item)  # noqa: PERF401 - what came before the error is kept
+
+    with anyio.fail_after(30), pytest.raises(ConnectionLost):
+        await drain()
+    assert [type(i) for i in seen] == [Disconnected]

@@ -90,6 +90,7 @@ DEFAULT_STATE_INTERVAL = 1.0
 ENDED_SETTLE = 0.25
 RETRY_INITIAL = 0.1
 RETRY_MAX = 5.0
+CONNECT_ATTEMPTS = 3  # attempts at the first connection before ConnectionLost ends the iteration
 _INSUFFICIENT = "insufficient permissions"
 
 
@@ -587,6 +588,8 @@ class _Follower:
                         failures = 0
                         yield item
             except (ConnectionLost, ChannelRefused) as exc:
+                if not self.connected and failures + 1 >= CONNECT_ATTEMPTS and isinstance(exc, ConnectionLost):
+                    raise  # a host never reached: an error for `watch`, retried by the daemon
                 if not self.down:
                     self.down = True
                     yield Disconnected(self.src.host or "localhost", str(exc))
