@@ -22,6 +22,7 @@ from anyio.abc import Process
 sys.path.insert(0, str(Path(__file__).parent))
 
 from children import descendants, end
+from docker_daemon import DockerDaemon, DockerUnavailable, running_dockerd
 from http_receiver import Receiver, running_receiver
 from journald_server import JournaldUnavailable, ensure_journald
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
@@ -189,6 +190,21 @@ def journald() -> None:
         ensure_journald()
     except JournaldUnavailable as exc:
         unavailable(str(exc), "WATCHDOG_REQUIRE_JOURNALD")
+
+
+@pytest.fixture(scope="session")
+def dockerd() -> Iterator[DockerDaemon]:
+    """A throwaway dockerd (vfs, no network) with a busybox image, for the whole session (one per worker)."""
+    try:
+        context = running_dockerd()
+        daemon = context.__enter__()
+    except DockerUnavailable as exc:
+        unavailable(str(exc), "WATCHDOG_REQUIRE_DOCKER")
+        raise  # unreachable: skip and fail raise
+    try:
+        yield daemon
+    finally:
+        context.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -469,7 +469,8 @@ def test_several_problems_are_all_listed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert caught.value.key == "hosts.b.port"
-    assert "also: launches.a.log: is required; launches.a.engine: must be a string" in str(caught.value)
+    # (a launch that names nothing to follow is said once the types are right: `log` is one of several keys)
+    assert "also: launches.a.engine: must be a string" in str(caught.value)
 
 
 def test_good_config_loads_and_round_trips(good: Path) -> None:
@@ -656,13 +657,21 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     for name, value in EXAMPLE_ENV.items():
         monkeypatch.setenv(name, value)
     config = load_config(EXAMPLE)
-    assert set(config.launches) == {"kimi-ep", "llama-vllm", "local-llamacpp"}
+    assert set(config.launches) == {
+        "kimi-ep",
+        "llama-vllm",
+        "sglang-docker",
+        "vllm-unit",
+        "vllm-pod",
+        "vllm-deployment",
+        "local-llamacpp",
+    }
     assert config.launch_spec("llama-vllm").target.path == "logs/vllm.log"
     assert check_config_main(EXAMPLE) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["notifiers"]["team"]["url"] == "********** (env:WATCHDOG_TEAM_WEBHOOK)"
     assert json.loads(out)["notifiers"]["oncall"]["routing_key"] == "********** (env:WATCHDOG_PAGERDUTY_KEY)"
-    assert "valid: 3 launches, 3 hosts, 9 notifiers" in err
+    assert "valid: 7 launches, 3 hosts, 9 notifiers" in err
     for token in ("team-token-1", "pd-routing-key-2", "mm-token-3", "tg-token-4", "apprise-token-5"):
         assert token not in out + err
 
@@ -697,7 +706,7 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     for section in schema["$defs"].values():
         assert section["additionalProperties"] is False
     launch = schema["$defs"]["LaunchConfig"]
-    assert launch["required"] == ["log"]
+    assert launch["oneOf"] == [{"required": [key]} for key in ("log", "container", "unit", "pod")]
     pattern = re.compile(launch["properties"]["stall_after"]["anyOf"][1]["pattern"])
     assert pattern.match("1h30m")
     notifier = schema["$defs"]["NotifierConfig"]["properties"]
@@ -874,3 +883,73 @@ def test_a_user_engine_without_its_profile_or_with_a_broken_one_is_a_config_erro
         ConfigError, match=rf"launches\.mine\.profiles\[0\]: {re.escape(str(broken))}: phase\[0\]"
     ):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "target"),
+    [
+        pytest.param(
+            '[launches.a]\ncontainer = "sglang"\n',
+            Target(None, None, None, "sglang", kind="docker"),
+            id="docker",
+        ),
+        pytest.param(
+            '[hosts.g]\nruntime = "podman"\nuser = "u"\n[launches.a]\nhost = "g"\ncontainer = "sglang"\n',
+            Target("g", "u", None, "sglang", kind="podman"),
+            id="podman-host",
+        ),
+        pytest.param(
+            '[hosts.g]\n[launches.a]\nhost = "g"\nunit = "vllm.service"\n',
+            Target("g", None, None, "vllm.service", kind="journald"),
+            id="unit",
+        ),
+        pytest.param(
+            '[launches.a]\npod = "ctx/llm/vllm-0/server"\n',
+            Target(None, None, None, "llm/vllm-0/server", kind="k8s", context="ctx"),
+            id="pod",
+        ),
+        pytest.param(
+            '[launches.a]\npod = "llm/vllm-0"\ncontext = "prod"\nkubeconfig = "/etc/kube.yaml"\n',
+            Target(None, None, None, "llm/vllm-0?kubeconfig=/etc/kube.yaml", kind="k8s", context="prod"),
+            id="pod-kubeconfig",
+        ),
+        pytest.param(
+            '[launches.a]\nselector = "app=vllm"\nnamespace = "llm"\ncontainer = "server"\n',
+            Target(None, None, None, "llm?selector=app=vllm&container=server", kind="k8s"),
+            id="selector",
+        ),
+    ],
+)
+def test_a_launch_names_a_container_a_unit_or_a_pod(tmp_path: Path, text: str, target: Target) -> None:
+    """`container` (with the host's runtime), `unit` and `pod` name what a launch follows instead of `log`."""
+    assert launch_spec(load_config(_write(tmp_path, text)), "a").target == target
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "message"),
+    [
+        pytest.param('[launches.a]\nlog = "/x"\nunit = "u"\n', "launches.a.unit", "only one of", id="two"),
+        pytest.param(
+            '[launches.a]\ncontainer = "-it"\n', "launches.a.container", "not a container", id="dash"
+        ),
+        pytest.param(
+            '[hosts.g]\n[launches.a]\nhost = "g"\npod = "n/p"\n', "launches.a.pod", "remove host", id="ssh"
+        ),
+        pytest.param('[hosts.g]\nruntime = "lxc"\n', "hosts.g.runtime", "docker", id="runtime"),
+        pytest.param(
+            '[launches.a]\nselector = "app=x"\n', "launches.a.namespace", "required", id="no-namespace"
+        ),
+        pytest.param(
+            '[launches.a]\npod = "n/p"\nnamespace = "n"\n', "launches.a.namespace", "selector", id="namespace"
+        ),
+        pytest.param(
+            '[launches.a]\nlog = "/x"\nkubeconfig = "/k"\n', "launches.a.kubeconfig", "pod", id="kube"
+        ),
+    ],
+)
+def test_a_launch_names_exactly_one_thing(tmp_path: Path, text: str, key: str, message: str) -> None:
+    """Two kind keys, a name that could pass for an option, a pod over SSH or an unknown runtime are config errors."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, text))
+    assert caught.value.key == key
+    assert message in str(caught.value)

@@ -368,7 +368,9 @@ class CountingSource:
         self.first_offset: int | None = None
         self.bytes = 0
 
-    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
+    def open_follow(
+        self, offset: int = 0, cursor: str | None = None
+    ) -> AbstractAsyncContextManager[AsyncIterator[Any]]:
         return self._open(offset)
 
     @asynccontextmanager

@@ -71,3 +71,75 @@ def test_target_str_round_trips() -> None:
         assert parse_target(str(target)) == target
     assert str(parse_target("/x.log")) == "/x.log"
     assert not parse_target("/x.log").is_remote
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("-", Target(None, None, None, "-", kind="stdin"), id="stdin"),
+        pytest.param("docker://vllm", Target(None, None, None, "vllm", kind="docker"), id="docker-local"),
+        pytest.param(
+            "docker://root@gpu1:2222/vllm",
+            Target("gpu1", "root", 2222, "vllm", kind="docker"),
+            id="docker-ssh",
+        ),
+        pytest.param(
+            "podman://gpu1/sglang", Target("gpu1", None, None, "sglang", kind="podman"), id="podman"
+        ),
+        pytest.param(
+            "journald://sglang.service",
+            Target(None, None, None, "sglang.service", kind="journald"),
+            id="unit",
+        ),
+        pytest.param(
+            "journald://gpu1/identifier=vllm",
+            Target("gpu1", None, None, "identifier=vllm", kind="journald"),
+            id="identifier-ssh",
+        ),
+        pytest.param("k8s://llm/vllm-0", Target(None, None, None, "llm/vllm-0", kind="k8s"), id="pod"),
+        pytest.param(
+            "k8s://llm/vllm-0/server",
+            Target(None, None, None, "llm/vllm-0/server", kind="k8s"),
+            id="container",
+        ),
+        pytest.param(
+            "k8s://prod/llm/vllm-0/server",
+            Target(None, None, None, "llm/vllm-0/server", kind="k8s", context="prod"),
+            id="context",
+        ),
+        pytest.param(
+            "k8s://arn:aws:eks:us-east-1:1:cluster/gpu/llm/vllm-0/server",
+            Target(
+                None,
+                None,
+                None,
+                "llm/vllm-0/server",
+                kind="k8s",
+                context="arn:aws:eks:us-east-1:1:cluster/gpu",
+            ),
+            id="eks-context",
+        ),
+    ],
+)
+def test_parse_kind_targets(text: str, expected: Target) -> None:
+    """Standard input and each kind's URL parse into the kind, the host if any, and the name it follows, and
+    print back as given."""
+    assert parse_target(text) == expected
+    assert str(expected) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("docker://", "names no container", id="no-container"),
+        pytest.param("docker://gpu1/", "names no container", id="host-no-container"),
+        pytest.param("docker://gpu1/-it", "names no container", id="option-like"),
+        pytest.param("k8s://pod-only", "expected NAMESPACE/POD", id="k8s-one-part"),
+        pytest.param("k8s://llm/Vllm_0", "not a valid pod name", id="k8s-bad-name"),
+        pytest.param("s3://bucket/log", "unsupported scheme 's3'", id="unknown-scheme"),
+    ],
+)
+def test_parse_kind_targets_rejects(text: str, message: str) -> None:
+    """A kind's URL that names nothing, or something that could pass for an option, is refused with the forms."""
+    with pytest.raises(UsageError, match=message):
+        parse_target(text)

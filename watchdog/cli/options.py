@@ -137,7 +137,7 @@ def validate_watch(args: argparse.Namespace) -> list[str]:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     target = parse_target(args.target)
-    warnings = [] if target.is_remote else _check_local_target(target.path)
+    warnings = _check_local_target(target.path) if target.kind == "file" and not target.is_remote else []
     _check_profiles(args.engine, args.profile)
     if args.identity is not None:
         _check_input_file(args.identity, "--identity", "an SSH private key file")

@@ -9,6 +9,7 @@ The key names are a contract (DESIGN.md, docs/config.md): more keys may be added
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import posixpath
@@ -16,7 +17,7 @@ import re
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -38,8 +39,9 @@ from watchdog.alerts.alert import DEFAULT_ON, SEVERITIES, SEVERITY, AlertKind
 from watchdog.alerts.notifiers.webhook import check_template
 from watchdog.config.shard import parse_shard
 from watchdog.core.expectations import LEARN_FACTOR
-from watchdog.exceptions import ConfigError, ConfigRuleError
-from watchdog.follow.sources.target import Target
+from watchdog.exceptions import ConfigError, ConfigRuleError, UsageError
+from watchdog.follow.sources.kinds import FILE, KINDS
+from watchdog.follow.sources.target import Target, parse_target
 from watchdog.follow.spec import LaunchSpec
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import (
@@ -301,6 +303,9 @@ class HostConfig(_Model):
         default=False,
         description="trust an unknown host key and add it to known_hosts (a changed key is refused)",
     )
+    runtime: Literal["docker", "podman"] = Field(
+        default="docker", description="the container runtime of the host's launches that name a container"
+    )
     jump_host: Name | None = Field(
         default=None, description="another [hosts] entry to connect through (ProxyJump)"
     )
@@ -340,14 +345,54 @@ class Deadlines(_Model):
         return {phase: seconds for phase, seconds in self.model_dump().items() if seconds is not None}
 
 
+# the kinds a launch may name, each by its key (podman is docker's key on a host whose runtime is podman)
+_CONFIG_KINDS = tuple(k for k in KINDS.values() if k.config_key is not None and k.name != "podman")
+
+
 class LaunchConfig(_Model):
     """[launches.NAME]: one server launch to follow (the NAME is its `launch` label)."""
+
+    model_config = ConfigDict(
+        **_Model.model_config,
+        # exactly one of the keys that name what to follow (`launch_kind`), as editors can check it
+        json_schema_extra={"oneOf": [{"required": [k.config_key]} for k in _CONFIG_KINDS]},
+    )
 
     host: Name | None = Field(
         default=None, description="a [hosts] entry; omitted: the log is a file on this machine"
     )
-    log: StrictStr = Field(
-        description="the log file: absolute on this machine; on a host absolute, or relative to the home directory"
+    log: StrictStr | None = Field(
+        default=None,
+        description="the log file: absolute on this machine; on a host absolute, or relative to the home "
+        "directory (exactly one of log, container, unit, pod)",
+    )
+    container: StrictStr | None = Field(
+        default=None,
+        description="a container's name or id: its log and state through the host's runtime (docker, podman); "
+        "without host, the local Docker daemon (DOCKER_HOST honoured)",
+    )
+    unit: StrictStr | None = Field(
+        default=None,
+        description="a systemd unit whose output goes to journald (sglang.service), or identifier=NAME for "
+        "entries of that SYSLOG_IDENTIFIER",
+    )
+    pod: StrictStr | None = Field(
+        default=None,
+        description="a Kubernetes pod: [CONTEXT/]NAMESPACE/POD[/CONTAINER] (a context comes with the container)",
+    )
+    selector: StrictStr | None = Field(
+        default=None,
+        description="instead of pod: a label selector (app=vllm) whose newest pod of namespace is followed, each new "
+        "pod a new incarnation; container then names the pod's container",
+    )
+    namespace: StrictStr | None = Field(default=None, description="the selector's Kubernetes namespace")
+    context: StrictStr | None = Field(
+        default=None, description="the kubeconfig context of pod or selector (default: the current one)"
+    )
+    kubeconfig: AbsPath | None = Field(
+        default=None,
+        description="the kubeconfig file of pod or selector (default: KUBECONFIG, ~/.kube/config, "
+        "else the pod's service account)",
     )
     engine: StrictStr = Field(
         default="auto",
@@ -555,6 +600,8 @@ class Config(_Model):
 
     # Where each secret came from ("env:NAME", "file:/path"), by key location: shown by `redacted`.
     _secret_sources: dict[Loc, str] = PrivateAttr(default_factory=dict)
+    # The keys the environment set (config/environment.py), by location: the variable that set each.
+    _environment: dict[Loc, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def check_references(self) -> Config:
@@ -639,22 +686,20 @@ def _check_launches(config: Config) -> None:
                 key_path((*where, "host")),
                 f"unknown host {launch.host!r}; {_defined('hosts', config.hosts)}",
             )
-        log, at_log = launch.log, key_path((*where, "log"))
-        if not log.strip():
-            raise _KeyProblem(at_log, "is empty: give the path of the server's log file")
-        if "\0" in log or "\n" in log:
-            raise _KeyProblem(at_log, "may not contain NUL or newline characters")
-        if launch.host is None and not log.startswith("/"):
-            raise _KeyProblem(
-                at_log,
-                f"{log!r} is relative: a log on this machine needs an absolute path (or set host = ...)",
-            )
-        if launch.host is not None and (log.endswith("/") or log in ("~", ".")):
-            raise _KeyProblem(at_log, f"{log!r} names a directory: give the log file's path")
-        key = (launch.host, posixpath.normpath(remote_relative(log)))
-        if key in files:
-            raise _KeyProblem(at_log, f"the same file as launches.{files[key]}.log: follow each log once")
-        files[key] = name
+        kind, named = launch_kind(config, launch, where)
+        at = key_path((*where, KINDS[kind].config_key or "log"))
+        if kind == FILE:
+            key = _check_log(launch, named, at)
+            if key in files:
+                raise _KeyProblem(at, f"the same file as launches.{files[key]}.log: follow each log once")
+            files[key] = name
+        else:
+            _check_named(launch, kind, named, at)
+        for pod_key, only in (("namespace", "a selector"), ("context", "a pod"), ("kubeconfig", "a pod")):
+            if getattr(launch, pod_key) is not None and (
+                kind != "k8s" or (pod_key == "namespace" and launch.selector is None)
+            ):
+                raise _KeyProblem(key_path((*where, pod_key)), f"is for {only} (pod = ... or selector = ...)")
         _check_engine(launch, where)
         try:
             check_process(None, launch.process, launch.pid_file, names=("pid", "process", "pid_file"))
@@ -668,6 +713,76 @@ def _check_launches(config: Config) -> None:
                 )
         if len(set(launch.notify)) != len(launch.notify):
             raise _KeyProblem(key_path((*where, "notify")), "names a notifier twice")
+
+
+def _check_log(launch: LaunchConfig, log: str, at: str) -> tuple[str | None, str]:
+    # a log file's path; what tells it from another launch's (the same file is followed once)
+    if not log.strip():
+        raise _KeyProblem(at, "is empty: give the path of the server's log file")
+    if "\0" in log or "\n" in log:
+        raise _KeyProblem(at, "may not contain NUL or newline characters")
+    if launch.host is None and not log.startswith("/"):
+        raise _KeyProblem(
+            at, f"{log!r} is relative: a log on this machine needs an absolute path (or set host = ...)"
+        )
+    if launch.host is not None and (log.endswith("/") or log in ("~", ".")):
+        raise _KeyProblem(at, f"{log!r} names a directory: give the log file's path")
+    return launch.host, posixpath.normpath(remote_relative(log))
+
+
+def _pod_target(launch: LaunchConfig) -> Target:
+    # a pod (`pod`, its context in it or in `context`) or a selector's pods, with the kubeconfig to read them by
+    from watchdog.follow.sources.podref import PodRef, parse_pod_path  # noqa: PLC0415 - only for a pod
+
+    if launch.selector is not None:
+        ref = PodRef(str(launch.namespace), selector=launch.selector, container=launch.container)
+        context = launch.context
+    else:
+        parsed = parse_target(f"k8s://{launch.pod}")
+        ref, context = parse_pod_path(parsed.path), launch.context or parsed.context
+    path = dataclasses.replace(ref, kubeconfig=launch.kubeconfig).path
+    return Target(None, None, None, path, kind="k8s", context=context)
+
+
+def _check_named(launch: LaunchConfig, kind: str, name: str, at: str) -> None:
+    # a container, unit or pod: a name passed as one argument, never through a shell unquoted
+    if not name.strip() or name.startswith("-") or "\0" in name or "\n" in name:
+        raise _KeyProblem(at, f"{name!r} is not a {KINDS[kind].noun} name")
+    if not KINDS[kind].remote and launch.host is not None:
+        raise _KeyProblem(at, f"a {KINDS[kind].noun} is not read over SSH: remove host")
+    if kind == "k8s":
+        if launch.selector is not None and launch.namespace is None:
+            raise _KeyProblem(at.rpartition(".")[0] + ".namespace", "is required with selector")
+        try:
+            _pod_target(launch)
+        except UsageError as exc:
+            raise _KeyProblem(at, str(exc)) from None
+
+
+def launch_kind(config: Config, launch: LaunchConfig, where: Loc = ()) -> tuple[str, str]:
+    """The source kind of a launch (a key of `KINDS`) and the name it follows there; a container's kind is its
+    host's runtime (docker without a host).
+
+    Raises:
+        _KeyProblem: not exactly one of the kind keys (log, container, unit, pod) is set.
+    """
+    named = [(k, getattr(launch, str(k.config_key))) for k in _CONFIG_KINDS]
+    named = [(k, value) for k, value in named if value is not None]
+    if launch.selector is not None:  # a selector's pods: `container` names their container
+        named = [(k, v) for k, v in named if k.config_key != "container"] + [(KINDS["k8s"], launch.selector)]
+
+    keys = ", ".join(str(k.config_key) for k in _CONFIG_KINDS)
+    if not named:
+        raise _KeyProblem(
+            key_path((*where, "log")), f"is required: one of {keys} (or selector) names what to follow"
+        )
+    if len(named) > 1:
+        first, second = (str(k.config_key) for k, _ in named[:2])
+        raise _KeyProblem(key_path((*where, second)), f"only one of {keys} may be given ({first} is too)")
+    kind, name = named[0]
+    if kind.name == "docker" and launch.host is not None and launch.host in config.hosts:
+        return config.hosts[launch.host].runtime, name
+    return kind.name, name
 
 
 def _defined(section: str, names: Mapping[str, object]) -> str:
@@ -706,15 +821,19 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         KeyError: there is no such launch.
     """
     launch = config.launches[name]
-    if launch.host is None:
-        target = Target(host=None, user=None, port=None, path=launch.log)
+    kind, name_of = launch_kind(config, launch, ("launches", name))
+    if kind == "k8s":
+        target = _pod_target(launch)
+    elif launch.host is None:
+        target = Target(host=None, user=None, port=None, path=name_of, kind=kind)
     else:
         host = config.hosts[launch.host]
         target = Target(
             host=host.address or launch.host,
             user=host.user,
             port=host.port,
-            path=remote_relative(launch.log),
+            path=remote_relative(name_of) if kind == FILE else name_of,
+            kind=kind,
         )
     return LaunchSpec(
         name=name,

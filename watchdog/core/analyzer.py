@@ -1,9 +1,7 @@
 """The analyzer: bytes of one launch's log in, lifecycle transitions out (pure; the caller passes the time).
 
-It strings the pure stages together: framing -> engine detection -> line rules and traceback assembly ->
-lifecycle. The hot path stays in C for lines that cannot matter: each block's lines are masked (digits ->
-"0") and looked up as a set against the templates already classified, so a million "Decode batch" lines cost
-a few set operations; only lines holding a profile literal or an error keyword reach Python code.
+Lines that cannot matter stay in C: each block's lines are masked (digits -> "0") and looked up as a set
+against the templates already classified; only lines holding a profile literal or an error word reach Python.
 """
 
 from __future__ import annotations
@@ -107,8 +105,7 @@ class Analyzer:
         # the template caches of the other rule set (settled or not), kept for when the launch switches back:
         # a crash loop switches twice an incarnation, and every line would be classified again each time
         self._parked: dict[bool, tuple[set[bytes], set[bytes]]] = {}
-        self._keywords: tuple[bytes, ...] = ()
-        self._keyword = _NOTHING  # finds any of _keywords in a line template
+        self._keyword = _NOTHING  # finds any of the profile's literals and _ERROR_WORDS in a line template
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
         self.lines_read = 0  # lines of every file read (a replaced log's included)
         # lines of the files before the current one: line numbers count from the current file's start
@@ -207,8 +204,8 @@ class Analyzer:
     def tick(self, now: float) -> list[Transition]:
         """Let time pass (stall detection, pending errors, detection of a slow log's engine)."""
         out: list[Transition] = []
-        held = self.profile is None and self._held and self._held_since is not None
-        if held and self._held_since is not None and now - self._held_since >= _DETECT_WAIT:
+        since = self._held_since if self.profile is None and self._held else None
+        if since is not None and now - since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
         if not self._cut_reported and self._scanner.busy and now - self._last_data >= self._crash_grace:
             # the log went quiet inside a traceback: the writer died printing it, as far as anyone can tell
@@ -231,7 +228,7 @@ class Analyzer:
     ) -> list[Transition]:
         """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
         out = self._detect(now, force=True) if self.profile is None and self._held else []
-        if isinstance(event, ProcessExited) and event.last_words is None:
+        if isinstance(event, ProcessExited) and event.last_words is None and not event.oom_killed:
             event = self._last_words(event)
         return out + self.lifecycle.feed(event, now)
 
@@ -252,8 +249,7 @@ class Analyzer:
 
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""
-        held = self.transcoder.flush()
-        out = self._blocks(self.framer.feed(held) + self.framer.flush(), now)
+        out = self._blocks(self.framer.feed(self.transcoder.flush()) + self.framer.flush(), now)
         if self.profile is None:
             out += self._detect(now, force=True)
         out += self.close_tracebacks(now)
@@ -289,7 +285,7 @@ class Analyzer:
         if self._settled is not None:
             self._parked[self._settled] = (self._candidates, self._irrelevant)
         self._settled = settled
-        self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
+        self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
         self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
 
     def _is_settled(self) -> bool:
@@ -382,8 +378,7 @@ class Analyzer:
 
     def _classify(self, templates: list[bytes]) -> set[bytes]:
         seen = set(templates)
-        new = seen - self._candidates
-        new -= self._irrelevant
+        new = seen - self._candidates - self._irrelevant
         if new:
             if len(self._candidates) + len(self._irrelevant) > _TEMPLATE_LIMIT:
                 self._candidates.clear()
@@ -484,18 +479,12 @@ class Analyzer:
 
 
 @functools.lru_cache(maxsize=64)
-def _rule_set(
-    profile: Profile, settled: bool
-) -> tuple[tuple[bytes, ...], re.Pattern[bytes], tuple[Rule, ...]]:
+def _rule_set(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple[Rule, ...]]:
     # A profile's literals (as one search), and its rules but the benign ones, before or once settled; the same
     # for every launch of an engine, and asked twice an incarnation in a crash loop.
     rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
-    keywords = tuple(dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS)))
-    return (
-        keywords,
-        re.compile(b"|".join(map(re.escape, keywords))),
-        tuple(r for r in rules if r.kind != "benign"),
-    )
+    keywords = dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS))
+    return re.compile(b"|".join(map(re.escape, keywords))), tuple(r for r in rules if r.kind != "benign")
 
 
 def _earlier(a: float | None, b: float) -> float:

@@ -116,11 +116,16 @@ class ProcessExited:
 
     `last_words`: the log's last line when it reads as the reason the process stopped (a usage error, one
     line and exit 1) and no error was read before it; `line` its number. None: the log does not say why.
+    What a platform knows of the end (a container's or unit's state): `exit_code`, `oom_killed` (the kernel
+    killed it at its memory limit) and `memory_limit` (bytes; None: none known).
     """
 
     detail: str
     last_words: str | None = None
     line: int | None = None
+    exit_code: int | None = None
+    oom_killed: bool = False
+    memory_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

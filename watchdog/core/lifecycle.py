@@ -1,12 +1,9 @@
 """Lifecycle: the launch state machine, (state, event or tick, now) -> transitions (pure, time is an argument).
 
-Startup phases only move forward. An error is *pending* until either progress follows it (then it was
-survivable, e.g. a tokenizer warning with a traceback) or `crash_grace` seconds pass without progress, the log
-ends, or a fatal line (a kill, "Received sigquit", "EngineCore failed to start") arrives: then the launch is
-`crashed`. After ready, the clock confirms nothing (an idle server is quiet), and 50 healthy lines after an
-error show that the server survived it (a failed request that was logged). `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
-A new start marker after the launch got going begins a new incarnation; `history` keeps the last old ones
-(`MAX_INCARNATIONS_PER_LAUNCH`, without what their root cause was chosen from).
+Startup phases only move forward. An error is *pending* until progress follows it (survived) or it becomes a
+crash: `crash_grace` without progress (before ready only), the end of the log, or a fatal line. After ready,
+`POST_READY_RECOVERY_LINES` healthy lines show an error was survived. A new start marker begins a new
+incarnation; `history` keeps the last `MAX_INCARNATIONS_PER_LAUNCH`.
 """
 
 from __future__ import annotations
@@ -246,8 +243,26 @@ class Lifecycle:
             if inc.state not in TERMINAL_STATES and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
-            if inc.state not in TERMINAL_STATES:
-                if not inc.candidates[inc.pending_index :] and event.last_words is not None:
+            if inc.state in TERMINAL_STATES:
+                pass
+            elif event.exit_code == 0 and not event.oom_killed and inc.pending_since is None:
+                # the platform saw it exit with status 0 and no error is pending: an intended end
+                self._enter(inc, State.STOPPED, inc.lines, None, None, now, f"exited ({event.detail})", out)
+            else:
+                pending = inc.candidates[inc.pending_index :]
+                if not pending and event.oom_killed:
+                    # the kernel's verdict outranks what the log says last: a killed process prints no reason
+                    inc.candidates.append(
+                        Candidate(
+                            f"process killed for memory: {event.detail}",
+                            inc.lines,
+                            category=Category.KILLED,
+                            kind="rule",
+                            fatal=True,
+                            hint=_oom_killed_hint(event.memory_limit),
+                        )
+                    )
+                elif not pending and event.last_words is not None:
                     # its last line says why it stopped (a usage error): that, not a kill, is the crash
                     inc.candidates.append(
                         Candidate(
@@ -258,7 +273,7 @@ class Lifecycle:
                             hint="the process exited right after this line, its last: it says why",
                         )
                     )
-                elif not inc.candidates[inc.pending_index :]:
+                elif not pending:
                     inc.candidates.append(
                         Candidate(
                             f"process exited: {event.detail}",
@@ -557,3 +572,13 @@ def _live(inc: Incarnation) -> list[Candidate]:
         earlier = [c for c in inc.candidates[: inc.pending_index] if c.role != "wrapper" and not c.noise]
         return earlier + live
     return live
+
+
+def _oom_killed_hint(limit: int | None) -> str:
+    # what to change: the limit the kernel enforced (a container's -m, a pod's resources.limits.memory)
+    if limit is None:
+        return "the kernel killed it at its memory limit (OOMKilled): raise the limit or lower the host memory use"
+    return (
+        f"the kernel killed it at its memory limit of {limit / 2**30:.3g} GiB ({limit} bytes, OOMKilled): raise "
+        "the limit (docker run -m, a pod's resources.limits.memory, MemoryMax=) or lower the host memory use"
+    )

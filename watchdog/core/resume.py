@@ -1,8 +1,7 @@
 """Resume records: what an analyzer carries across a restart, as a versioned JSON object, and back (pure).
 
-`FIELDS` is the schema; what can be made again is not in it (the profile's rules, loaded by the engine's name
-by the caller; the template caches; the settings, the launch's). A record of an older `VERSION` is brought to
-this one by `MIGRATIONS`, one of a newer refused. docs/operations.md says what it holds and why.
+`FIELDS` is the schema; what can be made again is not in it. Older versions migrate (`MIGRATIONS`), newer ones
+are refused; docs/operations.md says what a record holds and why.
 """
 
 from __future__ import annotations
@@ -129,21 +128,18 @@ def migrate(record: Mapping[str, Any]) -> Record:
 
 
 def restore(analyzer: Analyzer, record: Mapping[str, Any]) -> None:
-    """Put `record`'s state into `analyzer`, made anew with the launch's settings (as a follower makes it), which
-    then reads on as the recorded one would; it is changed only once all of `record` was read. The recorded
-    engine's profile is the analyzer's own, or the one its catalogue gives.
+    """Put `record`'s state into `analyzer`, made anew with the launch's settings, which then reads on as the
+    recorded one would; it is changed only once all of `record` was read.
 
     Raises:
-        ValueError: a record this build cannot read (damaged, another version, other user profiles, an engine
-            the analyzer does not know).
+        ValueError: a record this build cannot read (damaged, another version, other user profiles or engine).
     """
     try:
         r = migrate(record)
         if r["profiles"] != _users(analyzer):
             raise ValueError("taken with other user profiles")
-        engine = _load(
-            str | None, r["engine"]
-        )  # None: detecting it (the settings id says the launch's is unset)
+        # None: detecting it (the settings id says the launch's is unset)
+        engine = _load(str | None, r["engine"])
         profile = analyzer.profile
         if engine is not None and (profile is None or profile.name != engine):
             if analyzer._catalogue is None:

@@ -35,6 +35,7 @@ from watchdog.core.analyzer import Analyzer
 from watchdog.core.redaction import may_hold_secret
 from watchdog.core.resume import masked, restore, to_record
 from watchdog.exceptions import WatchdogError
+from watchdog.follow.sources.base import Streamed
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
 from watchdog.profiles.loader import catalogue
 from watchdog.store import MAX_CHECKPOINT_BYTES
@@ -79,6 +80,8 @@ class Checkpoint:
     # the launch's incarnations before this file's first one (its earlier logs': a log truncated, replaced or
     # rotated numbers its launches on): a file read again from its start numbers them as it did the first time
     base: int = 0
+    # a cursor source's cursor at `offset` (`Chunk.cursor`): where it resumes; its `identity` names the stream
+    cursor: str | None = None
 
     @property
     def offset(self) -> int:
@@ -120,6 +123,8 @@ def encode(checkpoint: Checkpoint, *, settings: str, max_bytes: int = MAX_CHECKP
         "before": _DIGEST_SIZE,
         "base": checkpoint.base,
     }
+    if checkpoint.cursor is not None:
+        header["cursor"] = checkpoint.cursor
     text = json.dumps(header, separators=(",", ":")).encode()
     head, before = _digest(ident.head), _digest(ident.before)
     fixed = _PREFIX.size + len(text) + len(head) + len(before)
@@ -164,6 +169,7 @@ class _Parsed:
     base: int
     settings: str
     format: int
+    cursor: str | None = None
 
     def check(self, settings: str) -> None:
         """Raise `_Rejected` unless it was taken under these settings, in this format."""
@@ -184,7 +190,7 @@ class _Parsed:
         if type(record) is not dict:
             raise _Rejected("the record is not an object")
         restore(analyzer, record)
-        return Checkpoint(self.identity, self.elapsed, analyzer, self.base)
+        return Checkpoint(self.identity, self.elapsed, analyzer, self.base, self.cursor)
 
 
 def _parse_header(blob: bytes) -> _Parsed:
@@ -203,6 +209,9 @@ def _parse_header(blob: bytes) -> _Parsed:
         head_len, before_len = int(header["head"]), int(header["before"])
         settings = str(header["settings"])
         base = int(header.get("base", 0))  # format 3 before issue 26: its files were numbered from 1
+        cursor = header.get("cursor")  # a cursor source's (issue 28); none for a file
+        if cursor is not None and type(cursor) is not str:
+            raise TypeError("cursor is not a string")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise _Rejected(f"unreadable header: {exc}") from exc
     if offset < 0 or not math.isfinite(elapsed) or elapsed < 0 or min(head_len, before_len, base) < 0:
@@ -215,7 +224,7 @@ def _parse_header(blob: bytes) -> _Parsed:
     if head_len != _DIGEST_SIZE or before_len != _DIGEST_SIZE:
         raise _Rejected("header out of range")
     identity = FileIdentity(device, inode, size, offset, head, before)
-    return _Parsed(identity, elapsed, state, base, settings, fmt)
+    return _Parsed(identity, elapsed, state, base, settings, fmt, cursor)
 
 
 def decode(blob: bytes, *, settings: str, analyzer: Analyzer | None = None) -> Checkpoint:
@@ -255,6 +264,7 @@ class Checkpointer:
         self._source: object | None = None
         self._windows = FileWindows()
         self._file: tuple[int, int] | None = None  # (device, inode) of the file being read, once known
+        self._cursor: str | None = None  # a cursor source's, after the bytes fed
         self._generation = 0  # files read so far (a restart begins another)
         self._changes = 0  # bytes fed, transitions and restarts so far
         self._saved_changes = 0  # ... as of the last checkpoint saved
@@ -305,22 +315,7 @@ class Checkpointer:
         base: int | None = None  # a file of its own, unless the checkpoint shows it is the same
         try:
             parsed = _parse_header(blob)
-            if not isinstance(source, Identifiable):
-                raise _Rejected("the source cannot identify its file")
-            try:
-                now = await source.identify(parsed.identity.offset)
-            except WatchdogError:
-                raise  # the host cannot be reached (or refuses us): the follower fails as its source would
-            except Exception as exc:
-                raise _Rejected(f"the log could not be identified: {exc!r}") from exc
-            if now is None:
-                raise _Rejected("the log is not there")
-            # the checkpoint keeps its windows' digests: compared with those of the file's windows now
-            reason = parsed.identity.mismatch(
-                dataclasses.replace(now, head=_digest(now.head), before=_digest(now.before))
-            )
-            if reason is not None:
-                raise _Rejected(reason)
+            windows = await self._windows_now(source, parsed)
             base = parsed.base  # the file it was taken of: read from here or again from its start
             parsed.check(self._settings)
         except _Rejected as exc:
@@ -334,24 +329,56 @@ class Checkpointer:
             )
             return Restored(None, base)
         ident = checkpoint.identity
-        self._windows = FileWindows(ident.offset, now.head, now.before)  # the bytes that match its digests
+        self._windows = windows
         self._file = (ident.device, ident.inode)
+        self._cursor = checkpoint.cursor
         self._saved_at = self._clock()
         log.info("resuming from checkpoint", launch=launch, offset=ident.offset)
         return Restored(checkpoint, checkpoint.base)
 
-    def fed(self, data: bytes, file: tuple[int, int] | None = None) -> None:
+    async def _windows_now(self, source: object, parsed: _Parsed) -> FileWindows:
+        # The windows of the file as it is now, if it is the one `parsed` was taken of (else `_Rejected`): its
+        # bytes that match the checkpoint's digests; for a cursor source, its stream must be the same one.
+        ident = parsed.identity
+        if parsed.cursor is not None:
+            if not isinstance(source, Streamed):
+                raise _Rejected("a cursor checkpoint, and the source has no cursor")
+            stream = await source.stream_id()
+            if stream != (ident.device, ident.inode):
+                raise _Rejected("another stream (the container or pod was re-created, or the unit restarted)")
+            return FileWindows(ident.offset)
+        if not isinstance(source, Identifiable):
+            raise _Rejected("the source cannot identify its file")
+        try:
+            now = await source.identify(ident.offset)
+        except WatchdogError:
+            raise  # the host cannot be reached (or refuses us): the follower fails as its source would
+        except Exception as exc:
+            raise _Rejected(f"the log could not be identified: {exc!r}") from exc
+        if now is None:
+            raise _Rejected("the log is not there")
+        # the checkpoint keeps its windows' digests: compared with those of the file's windows now
+        reason = ident.mismatch(dataclasses.replace(now, head=_digest(now.head), before=_digest(now.before)))
+        if reason is not None:
+            raise _Rejected(reason)
+        return FileWindows(ident.offset, now.head, now.before)
+
+    def fed(self, data: bytes, file: tuple[int, int] | None = None, cursor: str | None = None) -> None:
         """The follower fed these bytes of the current file (the next ones) to its analyzer; `file`: that file's
-        (device, inode) where the source knows it (`Chunk.file`): a save then asks the source nothing."""
+        (device, inode) where the source knows it (`Chunk.file`): a save then asks the source nothing;
+        `cursor`: a cursor source's, after these bytes (`Chunk.cursor`)."""
         self._windows.feed(data)
         if file is not None:
             self._file = file
+        if cursor is not None:
+            self._cursor = cursor
         self._changes += 1
 
     def restarted(self) -> None:
         """The source restarted: the next bytes are another file's, from its offset 0."""
         self._windows = FileWindows()
         self._file = None
+        self._cursor = None
         self._generation += 1
         self._changes += 1
         self.fresh = True
@@ -413,7 +440,7 @@ class Checkpointer:
             )
             # encoded here, on the event loop, so that the state, its offset and its time are one moment's
             changes = self._changes
-            checkpoint = Checkpoint(identity, elapsed(), analyzer, self.base)
+            checkpoint = Checkpoint(identity, elapsed(), analyzer, self.base, self._cursor)
             blob = encode(checkpoint, settings=self._settings)
             self._saved_at = self._clock()
             if blob is None:

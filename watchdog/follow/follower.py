@@ -38,10 +38,11 @@ from watchdog.follow.sources import (
     Chunk,
     Connected,
     Disconnected,
+    Ended,
     FileMissing,
     FileRestarted,
     Source,
-    source_for,
+    open_source,
 )
 from watchdog.follow.spec import DEFAULT_QUIET, DEFAULT_SETTLE, LaunchSpec
 from watchdog.profiles.loader import load_engine
@@ -202,30 +203,42 @@ class LaunchFollower:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow until cancelled (or the source ends); ready once the log as it was has been read."""
-        source = self._source or source_for(self.spec.target, self._pool)
+        source = self._source or open_source(self.spec.target, self._pool)
         started = False
         async with self._send, anyio.create_task_group() as tg:
             self._tg = tg
-            offset = await self._restore(source)
+            offset, cursor = await self._restore(source)
             tg.start_soon(self._ticks)
             self._start_probes(tg)
             try:
-                async with source.open_follow(offset) as items:
+                async with source.open_follow(offset, cursor) as items:
                     async for item in items:
                         await self._item(item)
                         if not started and self._caught_up:
                             started = True
                             task_status.started()
+                # a source that ends (standard input at its end): what it gave is judged whole, as by `replay`
+                await self._end_of_stream()
+                if not started:
+                    task_status.started()
             finally:
                 if self._checkpoints is not None:
                     with anyio.CancelScope(shield=True):
                         await self._checkpoints.save_final(self.analyzer, self.now)
             tg.cancel_scope.cancel()
 
-    async def _restore(self, source: Source) -> int:
-        # The state of a valid checkpoint, and the offset to read on from; 0 without one.
+    async def _end_of_stream(self) -> None:
+        for t in self.analyzer.finish(self.now()):
+            await self._send.send(Transitioned(self.spec.name, t))
+        inc = self.analyzer.lifecycle.verdict_incarnation()
+        self.concluded = Concluded(self.spec.name, inc.state, self._verdict(inc), self.timed_out)
+        await self._send.send(self.concluded)
+
+    async def _restore(self, source: Source) -> tuple[int, str | None]:
+        # The state of a valid checkpoint, and the offset (and a cursor source's cursor) to read on from; 0
+        # without one.
         if self._checkpoints is None:
-            return 0
+            return 0, None
         restored = await self._checkpoints.restore(source, self.analyzer)
         checkpoint = restored.checkpoint
         if checkpoint is None:
@@ -234,13 +247,13 @@ class LaunchFollower:
             self.analyzer.lifecycle.number_from(base)
             self._checkpoints.base = base
             self._checkpoints.fresh = True
-            return 0
+            return 0, None
         self._checkpoints.base = checkpoint.base  # its record is in self.analyzer, with the current deadlines
         # the follower's clock goes on from the checkpoint's (the analyzer's times are on it)
         self._start = self._clock.now() - checkpoint.elapsed
         self._last_data = checkpoint.elapsed
         self.resumed_at = checkpoint.offset
-        return checkpoint.offset
+        return checkpoint.offset, checkpoint.cursor
 
     # -- the source --------------------------------------------------------------------------------------
 
@@ -254,7 +267,7 @@ class LaunchFollower:
             self.last_activity = time.time()
             transitions = self.analyzer.feed(item.data, now)
             if self._checkpoints is not None:
-                self._checkpoints.fed(item.data, item.file)
+                self._checkpoints.fed(item.data, item.file, item.cursor)
                 if self._checkpoints.fresh:  # a file's first bytes: saved before their transitions are stored
                     with anyio.move_on_after(FRESH_SAVE_WAIT):
                         await self._checkpoints.save_now(self.analyzer, self.now)
@@ -295,6 +308,15 @@ class LaunchFollower:
             await self._note("filemissing", f"{item.path} does not exist (yet): waiting for it")
             await self._apply(self.analyzer.probe(LogMissing(), now))
             self._caught_up = True
+        elif isinstance(item, Ended):
+            await self._note("ended", str(item))
+            exited = ProcessExited(
+                item.detail,
+                exit_code=item.exit_code,
+                oom_killed=item.oom_killed,
+                memory_limit=item.memory_limit,
+            )
+            await self._apply(self.analyzer.probe(exited, now))
         elif isinstance(item, Disconnected):
             await self._note("disconnected", str(item), since=item.since)
         elif isinstance(item, Connected):

@@ -1,8 +1,9 @@
-"""`watchdog replay`: read a whole log file and give the verdict."""
+"""`watchdog replay`: read a whole log (a file, or standard input: `-`) and give the verdict."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -21,10 +22,10 @@ CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small 
 def replay_path(
     path: Path, engine: str | None = None, profiles: Sequence[Path] = ()
 ) -> tuple[Analyzer, Verdict]:
-    """Replay the log at `path`; return the analyzer and its verdict."""
+    """Replay the log at `path` (`-`: standard input, to its end); return the analyzer and its verdict."""
     analyzer = Analyzer(load_engine(engine, profiles))
     try:
-        with _open_log(path) as f:
+        with os.fdopen(os.dup(sys.stdin.fileno()), "rb") if str(path) == "-" else _open_log(path) as f:
             while chunk := f.read(CHUNK):
                 analyzer.feed(chunk, 0.0)
     except FileNotFoundError as exc:
@@ -38,11 +39,8 @@ def replay_path(
 
 
 def _open_log(path: Path) -> BinaryIO:
-    """Open a regular file for reading; a FIFO, a device or a directory is refused before any read.
-
-    The open does not block (a FIFO without a writer would block it), and the type is checked on the
-    opened descriptor, so that /dev/zero is not read forever nor a FIFO waited on.
-    """
+    """Open a regular file for reading; a FIFO, a device or a directory is refused before any read (the open
+    does not block, and the type is checked on the descriptor: /dev/zero is not read forever)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         kind = file_kind(os.fstat(fd).st_mode)

@@ -110,22 +110,20 @@ class ScriptedSource:
         self.followed = anyio.Event()  # set once a follower has opened it
         self._send, self._receive = anyio.create_memory_object_stream[SourceItem](math.inf)
 
-    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
-        """Follow the scripted items (from the start: `offset` is ignored)."""
+    def open_follow(
+        self, offset: int = 0, cursor: str | None = None
+    ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the scripted items (from the start: `offset` and `cursor` are ignored)."""
         return self._open()
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[AsyncIterator[SourceItem]]:
         self.followed.set()
         try:
-            yield self._items()
+            yield self._receive
         finally:
             self._receive.close()
             self._send.close()
-
-    async def _items(self) -> AsyncIterator[SourceItem]:
-        async for item in self._receive:
-            yield item
 
     async def append(self, data: bytes) -> None:
         """The log grew by `data`."""

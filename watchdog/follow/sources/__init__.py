@@ -1,4 +1,5 @@
-"""Byte sources: follow a log file, locally or over SSH, as chunks at absolute offsets and events.
+"""Byte sources: follow a log (a file, locally or over SSH; a container; journald; a pod; standard input) as
+chunks at absolute offsets and events; the kinds are listed in `kinds.KINDS`.
 
 The names are loaded when first used: `import watchdog.follow.sources.target` (what the config needs)
 must not pull in asyncio through the local source, nor asyncssh (a quarter of a second) through SSH.
@@ -15,26 +16,32 @@ if TYPE_CHECKING:
         Chunk,
         Connected,
         Disconnected,
+        Ended,
         FileMissing,
         FileRestarted,
         RestartReason,
         Source,
         SourceEvent,
         SourceItem,
+        Streamed,
     )
+    from watchdog.follow.sources.kinds import KINDS, Kind
     from watchdog.follow.sources.local import LocalSource
-    from watchdog.follow.sources.open import source_for
+    from watchdog.follow.sources.open import open_source
     from watchdog.follow.sources.ssh import SSHSource
     from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
     from watchdog.follow.sources.target import Target, parse_target
 
 __all__ = [
+    "KINDS",
     "CaughtUp",
     "Chunk",
     "Connected",
     "Disconnected",
+    "Ended",
     "FileMissing",
     "FileRestarted",
+    "Kind",
     "LocalSource",
     "RestartReason",
     "SSHOptions",
@@ -43,14 +50,17 @@ __all__ = [
     "Source",
     "SourceEvent",
     "SourceItem",
+    "Streamed",
     "Target",
+    "open_source",
     "parse_target",
-    "source_for",
 ]
 
 _MODULE = {
+    "KINDS": "kinds",
+    "Kind": "kinds",
     "LocalSource": "local",
-    "source_for": "open",
+    "open_source": "open",
     "SSHSource": "ssh",
     "SSHOptions": "sshpool",
     "SSHPool": "sshpool",

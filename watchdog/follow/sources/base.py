@@ -1,4 +1,4 @@
-"""The byte-source interface: chunks at absolute offsets, connection and file events, `Source`.
+"""The byte-source interface: chunks at absolute offsets, connection, stream and process events, `Source`.
 
 A source is followed with an async context manager, so that whatever it runs in the background
 (a poll loop, a remote `tail`) is stopped when the block is left, normally, by an error or by
@@ -9,7 +9,11 @@ cancellation::
             if isinstance(item, Chunk):
                 ...  # item.data starts at byte item.offset of the current file
             elif isinstance(item, FileRestarted):
-                ...  # the next chunk starts at offset 0 of a new file
+                ...  # the next chunk starts at offset 0 of a new file (a new stream)
+
+A stream is what offsets count in: a file; one run of a container; a unit's or a pod container's output since
+it began. A source that cannot reopen a stream at a byte offset (a container's log, journald, a pod) puts a
+`cursor` on each chunk, from which it resumes just after that chunk's bytes (`open_follow(offset, cursor)`).
 
 An error the follower cannot recover from (`HostKeyError`, `AuthError`, `UsageError`) is raised
 by the iteration, after the items that came before it.
@@ -20,7 +24,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 RestartReason = Literal["rotated", "truncated", "replaced", "restarted"]
 
@@ -32,9 +36,10 @@ class Chunk:
     offset: int
     data: bytes
     # (device, inode) of the file the bytes were read from, where the source knows it without asking again
-    # (SSH: its script's header): a checkpoint then names the file without a remote `identify`
+    # (SSH: its script's header), or a cursor source's stream id: a checkpoint then names the file without a
+    # remote `identify`
     file: tuple[int, int] | None = field(default=None, compare=False)
-    # a cursor source's position just after these bytes (provisional: the seam on main defines it)
+    # where a cursor source resumes just after these bytes (they end at a line end); None for a file
     cursor: str | None = field(default=None, compare=False)
 
     @property
@@ -82,8 +87,9 @@ class FileRestarted:
     """The followed path now names a new file; the next chunk starts at its offset 0.
 
     `reason` is "rotated" (the old file was renamed away and a new one created), "truncated"
-    (the same file was cut shorter than what was read, e.g. logrotate's copytruncate) or
-    "replaced" (the old file was deleted, or swapped for a new one, e.g. a relaunch).
+    (the same file was cut shorter than what was read, e.g. logrotate's copytruncate),
+    "replaced" (the old file was deleted, or swapped for a new one, e.g. a relaunch; a container or pod
+    re-created under the same name) or "restarted" (a container or unit started again: its next run).
     """
 
     reason: RestartReason
@@ -117,7 +123,10 @@ class CaughtUp:
 
 @dataclass(frozen=True)
 class Ended:
-    """The platform says the process of the current stream is gone (provisional: the seam on main defines it)."""
+    """The platform says the process of the current stream is gone (a container exited, a unit failed, a pod's
+    container terminated): the process evidence of sources that run it. Said once per stream, after its last
+    bytes. `exit_code` None: not known; `oom_killed`: the kernel killed it at its `memory_limit` (bytes);
+    `restarting`: the platform starts it again (a restart policy): its next run comes as a new stream."""
 
     detail: str
     exit_code: int | None = None
@@ -125,8 +134,12 @@ class Ended:
     memory_limit: int | None = None
     restarting: bool = False
 
+    def __str__(self) -> str:
+        """What a person reads: `the process ended: exited with code 1`."""
+        return f"the process ended: {self.detail}"
 
-SourceEvent = Ended | Connected | Disconnected | FileRestarted | FileMissing | CaughtUp
+
+SourceEvent = Connected | Disconnected | FileRestarted | FileMissing | CaughtUp | Ended
 SourceItem = Chunk | SourceEvent
 
 
@@ -136,15 +149,28 @@ UNYIELDED_BYTES = 16 * 1024
 
 
 class Source(Protocol):
-    """Something whose bytes can be followed from an offset: a local file, a file over SSH."""
+    """Something whose bytes can be followed from an offset: a file (local, over SSH), a container's log, ..."""
 
-    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
-        """Follow the file from byte `offset` of the current file until the block is left.
+    def open_follow(
+        self, offset: int = 0, cursor: str | None = None
+    ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the stream from byte `offset` of the current one until the block is left.
 
         Args:
-            offset: where to start reading, in the file as it is now (0: from the start).
+            offset: where to start reading, in the stream as it is now (0: from the start).
+            cursor: a cursor source's `Chunk.cursor` to resume after (its bytes end at `offset`); a stream that
+                is not there any more is said `FileRestarted("replaced")` and read from its start.
 
         Returns:
             An async context manager yielding an async iterator of chunks and events.
         """
+        ...
+
+
+@runtime_checkable
+class Streamed(Protocol):
+    """A cursor source: it names its current stream, so that a checkpoint's cursor is used only in it."""
+
+    async def stream_id(self) -> tuple[int, int] | None:
+        """The current stream's id (as its chunks' `file`); None: there is none (yet)."""
         ...

@@ -239,7 +239,6 @@ class UnitState:
             exit_code=0 if self.result == "success" else code,
             oom_killed=self.result == "oom-kill",
             memory_limit=self.memory_max if self.result == "oom-kill" else None,
-            restarting=restarting,
         )
 
 
@@ -588,7 +587,11 @@ class _Follower:
                         failures = 0
                         yield item
             except (ConnectionLost, ChannelRefused) as exc:
-                if not self.connected and failures + 1 >= CONNECT_ATTEMPTS and isinstance(exc, ConnectionLost):
+                if (
+                    not self.connected
+                    and failures + 1 >= CONNECT_ATTEMPTS
+                    and isinstance(exc, ConnectionLost)
+                ):
                     raise  # a host never reached: an error for `watch`, retried by the daemon
                 if not self.down:
                     self.down = True
@@ -740,8 +743,7 @@ class _Follower:
             self.next_key = key
             if restarted and not self.ended_said and self.ended_pending is None:
                 self.ended_pending = Ended(
-                    f"{unit}: main process ended; systemd restarted the unit (restart {state.restarts})",
-                    restarting=True,
+                    f"{unit}: main process ended; systemd restarted the unit (restart {state.restarts})"
                 )
         if key == self.key and state.ended and not self.ended_said and self.ended_pending is None:
             self.ended_pending = state.ended_event(unit)

@@ -286,8 +286,10 @@ class LocalSource:
         self.use_inotify = use_inotify
         self._last_look = float("-inf")  # event-loop time the follower last looked after a wait
 
-    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
-        """Follow the file from byte `offset`; see `watchdog.follow.sources.base.Source`."""
+    def open_follow(
+        self, offset: int = 0, cursor: str | None = None
+    ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the file from byte `offset` (a file needs no cursor); see `watchdog.follow.sources.base.Source`."""
         if offset < 0:
             raise ValueError("offset must not be negative")
         return contextlib.aclosing(_Follow(self._steps(offset)))

@@ -1,27 +1,34 @@
-"""Choose the source for a target: a local file, or a file on an SSH host through the shared pool."""
+"""Open the source for a target: its kind's module (`kinds.KINDS`), imported when first needed."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Protocol
 
-from watchdog.follow.sources.base import Source
-from watchdog.follow.sources.local import LocalSource
-from watchdog.follow.sources.target import Target
+from watchdog.follow.sources.kinds import KINDS
 
 if TYPE_CHECKING:
+    from watchdog.follow.sources.base import Source
     from watchdog.follow.sources.sshpool import SSHPool
+    from watchdog.follow.sources.target import Target
+
+__all__ = ["open_source"]
 
 
-def source_for(target: Target, pool: SSHPool | None = None) -> Source:
-    """The source that follows `target`: local for a path, over `pool`'s connection for a host.
+class _Module(Protocol):
+    def source(self, target: Target, pool: SSHPool | None) -> Source: ...
+
+
+def open_source(target: Target, pool: SSHPool | None = None) -> Source:
+    """The source that follows `target`, made by its kind's module.
 
     Raises:
-        ValueError: the target is remote and no pool was given.
+        ValueError: the target is on an SSH host and no pool was given, or its kind is not known.
     """
-    if target.host is None:
-        return LocalSource(target.path)
-    if pool is None:
-        raise ValueError(f"{target} is remote: an SSHPool is needed to follow it")
-    from watchdog.follow.sources.ssh import SSHSource  # noqa: PLC0415 - asyncssh only for a remote target
-
-    return SSHSource(pool, target.host, target.path, port=target.port, user=target.user)
+    kind = KINDS.get(target.kind)
+    if kind is None:
+        raise ValueError(f"unknown source kind {target.kind!r}")
+    if target.host is not None and pool is None:
+        raise ValueError(f"{target} is on an SSH host: an SSHPool is needed to follow it")
+    module: _Module = importlib.import_module(f"watchdog.follow.sources.{kind.module}")
+    return module.source(target, pool)

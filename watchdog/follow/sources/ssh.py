@@ -141,8 +141,10 @@ class SSHSource:
         self.connect_attempts = connect_attempts
         self.reconnect_attempts = reconnect_attempts
 
-    def open_follow(self, offset: int = 0) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
-        """Follow the file from byte `offset`; see `watchdog.follow.sources.base.Source`."""
+    def open_follow(
+        self, offset: int = 0, cursor: str | None = None
+    ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the file from byte `offset` (a file needs no cursor); see `watchdog.follow.sources.base.Source`."""
         if offset < 0:
             raise ValueError("offset must not be negative")
         return aclosing(_Resumable(_Follower(self, offset)))

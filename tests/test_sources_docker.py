@@ -1,0 +1,422 @@
+"""A container's log through the runtime's CLI: the parsers on real output, and a real dockerd here and over SSH.
+
+The live tests start their own dockerd (tests/docker_daemon.py) and containers of a static busybox; the SSH
+ones reach it through a real sshd whose sessions get DOCKER_HOST (sshd_config `SetEnv`), as a host's
+administrator would give the watchdog's account a socket other than the default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from docker_daemon import IMAGE, DockerDaemon
+from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
+
+from watchdog.follow.sources.base import (
+    CaughtUp,
+    Chunk,
+    Connected,
+    Disconnected,
+    Ended,
+    FileMissing,
+    FileRestarted,
+    SourceItem,
+)
+from watchdog.follow.sources.containerlog import (
+    ContainerState,
+    Cursor,
+    LineFilter,
+    format_timestamp,
+    inspect_command,
+    logs_command,
+    parse_inspect,
+    parse_log_line,
+    parse_timestamp,
+)
+from watchdog.follow.sources.docker import ContainerSource
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.sources.target import Target
+
+FIXTURES = Path(__file__).parent / "fixtures" / "docker"
+DEADLINE = 20.0
+
+
+def _inspect(name: str) -> ContainerState:
+    state = parse_inspect((FIXTURES / f"inspect-{name}.json").read_bytes())
+    assert state is not None
+    return state
+
+
+# -- the parsers, on output of a real dockerd (20.10) recorded here ---------------------------------------
+
+
+def test_a_timestamped_log_line_gives_its_time_to_the_nanosecond_and_its_text() -> None:
+    """`docker logs --timestamps` lines (recorded) are split into an exact (seconds, nanoseconds) and the text."""
+    lines = (FIXTURES / "logs-timestamps.txt").read_bytes().splitlines(keepends=True)
+    parsed = [parse_log_line(line) for line in lines]
+    assert [text for _, text in filter(None, parsed)] == [b"oops\n", b"start\n", b"start\n", b"oops\n"]
+    first = parsed[0]
+    assert first is not None
+    assert first[0] == (parse_timestamp("2026-12-04T17:37:09Z")[0], 56679204)
+    assert format_timestamp(first[0]) == "2026-12-04T17:37:09.056679204Z"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        pytest.param(b"Error response from daemon: No such container: x\n", None, id="the-runtime-speaking"),
+        pytest.param(b"2026-12-04T17:37:09Z x", ((1796405829, 0), b"x"), id="no-fraction"),
+        pytest.param(b"2026-12-04T18:37:09.5+01:00 x", ((1796405829, 500000000), b"x"), id="an-offset"),
+        pytest.param(b"2026-12-04T17:37:09.1Z \tkeeps  spaces", ((1796405829, 100000000), b"\tkeeps  spaces"),
+                     id="text-as-is"),
+    ],
+)  # fmt: skip
+def test_lines_without_a_timestamp_are_the_runtimes_own(line: bytes, expected: object) -> None:
+    """A line without a leading RFC 3339 time is not the container's; times in other zones come out in UTC."""
+    assert parse_log_line(line) == expected
+
+
+def test_the_state_of_an_oom_killed_container_being_restarted() -> None:
+    """A real inspect of a container the kernel OOM-killed, while its restart policy restarts it."""
+    state = _inspect("oom-restarting")
+    assert (state.running, state.restarting, state.oom_killed, state.exit_code) == (True, True, True, 137)
+    assert state.memory_limit == 8 * 1024 * 1024
+    assert state.finished_at is not None
+    assert state.finished_at > state.started_at  # FinishedAt's 8 digits (Go trims zeros) read right
+
+
+def test_a_running_first_run_is_read_from_the_log_start_and_a_later_run_after_the_one_before() -> None:
+    """The first run of a running container owns the whole log; an exited run begins just before its start."""
+    running = _inspect("running")
+    assert running.finished_at is None
+    assert running.memory_limit is None
+    assert running.run_since is None
+    exited = _inspect("oom-exited")
+    assert exited.run_since is not None
+    assert exited.run_since < exited.started_at
+    assert exited.stream != _inspect("oom-restarting").stream  # another run: another stream
+
+
+def test_no_container_is_none_and_garbage_is_an_error() -> None:
+    """`[]` (what inspect prints for a name it does not know) is no container; a JSON of another shape is an error."""
+    assert parse_inspect(b"[]\n") is None
+    assert parse_inspect(b"Error: No such object: x\n") is None
+    with pytest.raises(ValueError, match="not a container's state"):
+        parse_inspect(b'[{"Id": "x"}]')
+
+
+def test_the_commands_of_docker_and_podman() -> None:
+    """Both runtimes get the same flags; the name comes after `--`, so a name like an option stays a name."""
+    for runtime in ("docker", "podman"):
+        argv = logs_command(runtime, "-c", (1796405829, 5))
+        assert argv[:2] == ["sh", "-c"]
+        assert argv[3:] == [f"watchdog-{runtime}-logs", runtime, "-c", "2026-12-04T17:37:09.000000005Z"]
+        assert inspect_command(runtime, "vllm") == [runtime, "inspect", "--type", "container", "--", "vllm"]
+    assert logs_command("docker", "c", None)[-1] == ""  # no --since: the whole log
+
+
+def test_a_cursor_reads_back_and_refuses_what_is_not_one() -> None:
+    """A cursor survives its text form exactly; anything else is a ValueError that names it."""
+    cursor = Cursor((1796405829, 56679204), 3, 0xABC)
+    assert Cursor.parse(str(cursor)) == cursor
+    for bad in ("", "1.5 1 a", "1.000000000 -1 a", "x"):
+        with pytest.raises(ValueError, match="cursor"):
+            Cursor.parse(bad)
+
+
+def test_a_resumed_reader_skips_the_lines_at_its_cursors_time_it_had_and_no_other() -> None:
+    """`--since` gives the cursor's nanosecond again: the first `count` lines there are skipped, the rest new."""
+    t1, t2 = (10, 1), (10, 2)
+    first = LineFilter(7)
+    delivered = [stamp for stamp in (t1, t2, t2) if first.admit(stamp)]
+    assert len(delivered) == 3
+    assert first.cursor is not None
+    resumed = LineFilter(7, cursor=Cursor.parse(first.cursor))
+    assert resumed.resume_since() == t2
+    # the log from --since t2: the two lines had, a third at the same nanosecond, then a later one
+    assert [resumed.admit(stamp) for stamp in (t2, t2, t2, (10, 3))] == [False, False, True, True]
+    assert resumed.cursor == str(Cursor((10, 3), 1, 7))
+    resumed.restart()  # a second cut: --since (10, 3) gives that line again
+    assert [resumed.admit(stamp) for stamp in ((10, 3), (10, 4))] == [False, True]
+
+
+def test_lines_of_the_run_before_are_not_this_runs() -> None:
+    """A run's filter drops the lines at or before the end of the run before it (the same log holds both)."""
+    run = LineFilter(1, after=(10, 5))
+    assert [run.admit(stamp) for stamp in ((10, 4), (10, 5), (10, 6))] == [False, False, True]
+
+
+# -- a real dockerd -----------------------------------------------------------------------------------------
+
+pytestmark = pytest.mark.anyio
+
+# prints N numbered lines (its run's number first), a few ms apart, then exits with CODE
+NUMBERED = 'r=$(cat /tmp/run 2>/dev/null || echo 0); echo $((r+1)) >/tmp/run; i=0; while [ $i -lt {n} ]; do ' \
+    'echo "run $r line $i"; i=$((i+1)); usleep {pace}; done; exit {code}'  # fmt: skip
+
+
+@pytest.fixture
+def docker(dockerd: DockerDaemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[DockerDaemon]:
+    """The session's dockerd as this process's DOCKER_HOST (the local source honours it); containers removed."""
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    yield dockerd
+    names = dockerd.docker("ps", "-aq").split()
+    if names:
+        dockerd.docker("rm", "-f", *names, check=False)
+
+
+async def _run(docker: DockerDaemon, name: str, script: str, *options: str) -> str:
+    """Start a container (in a thread: the follow goes on meanwhile); its id."""
+    argv = ("run", "-d", "--name", name, *options, IMAGE, "sh", "-c", script)
+    return (await anyio.to_thread.run_sync(lambda: docker.docker(*argv))).strip()
+
+
+class Collected:
+    """What a follow gave, kept in order, with a way to wait for a condition on it."""
+
+    def __init__(self) -> None:
+        self.items: list[SourceItem] = []
+        self.changed = anyio.Event()
+
+    def add(self, item: SourceItem) -> None:
+        self.items.append(item)
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def until(self, check: object) -> None:
+        assert callable(check)
+        with anyio.move_on_after(DEADLINE):
+            while not check(self):
+                await self.changed.wait()
+            return
+        raise AssertionError(f"not within {DEADLINE} s; the follow gave: {self.items[-12:]}")
+
+    def lines(self) -> list[bytes]:
+        return b"".join(item.data for item in self.items if isinstance(item, Chunk)).splitlines()
+
+    def of(self, kind: type) -> list[SourceItem]:
+        return [item for item in self.items if isinstance(item, kind)]
+
+
+@asynccontextmanager
+async def following(
+    source: ContainerSource, offset: int = 0, cursor: str | None = None
+) -> AsyncIterator[Collected]:
+    collected = Collected()
+
+    async def pump(items: AsyncIterator[SourceItem]) -> None:
+        async for item in items:
+            collected.add(item)
+
+    async with source.open_follow(offset, cursor) as items, anyio.create_task_group() as tg:
+        tg.start_soon(pump, items)
+        yield collected
+        tg.cancel_scope.cancel()
+
+
+def _offsets_follow_on(collected: Collected) -> None:
+    """Within each stream the chunks' offsets follow on from 0 (or the resume offset) without a gap."""
+    expected: int | None = None
+    for item in collected.items:
+        if isinstance(item, FileRestarted):
+            expected = 0
+        elif isinstance(item, Chunk):
+            if expected is not None:
+                assert item.offset == expected
+            expected = item.end
+            assert item.data.endswith(b"\n")
+            assert item.cursor is not None
+
+
+async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_said(
+    docker: DockerDaemon,
+) -> None:
+    """No container: FileMissing; once it runs its lines, then CaughtUp and Ended with its exit code."""
+    async with following(ContainerSource("late")) as got:
+        await got.until(lambda c: c.of(FileMissing))
+        await _run(docker, "late", NUMBERED.format(n=5, pace=1000, code=3))
+        await got.until(lambda c: c.of(Ended))
+    assert got.lines() == [f"run 0 line {i}".encode() for i in range(5)]
+    ended = got.of(Ended)
+    assert len(ended) == 1
+    assert isinstance(ended[0], Ended)
+    assert (ended[0].exit_code, ended[0].oom_killed, ended[0].restarting) == (3, False, False)
+    assert isinstance(got.items[-2], CaughtUp)
+    _offsets_follow_on(got)
+
+
+async def test_an_oom_killed_container_is_said_within_two_seconds_with_its_limit(
+    docker: DockerDaemon,
+) -> None:
+    """A container the kernel OOM-kills (8 MiB limit, 50 MB allocated) ends with OOMKilled, 137 and the limit,
+    said within 2 s of its death."""
+    script = 'echo loading; usleep 300000; x=$(head -c 50000000 /dev/zero | tr "\\0" a); echo never'
+    async with following(ContainerSource("oom")) as got:
+        await got.until(lambda c: c.of(FileMissing))  # following before the container starts
+        await _run(docker, "oom", script, "-m", "8m", "--memory-swap", "8m")
+        await got.until(lambda c: c.of(Ended))
+        said = time.time()
+    ended = got.of(Ended)[0]
+    assert isinstance(ended, Ended)
+    assert (ended.oom_killed, ended.exit_code, ended.memory_limit) == (True, 137, 8 * 1024 * 1024)
+    assert "8388608" in ended.detail
+    state = json.loads(docker.docker("inspect", "oom"))[0]["State"]
+    died = parse_timestamp(state["FinishedAt"])
+    assert said - (died[0] + died[1] / 1e9) < 2.0
+    assert got.lines() == [b"loading"]
+
+
+async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repeated(
+    docker: DockerDaemon,
+) -> None:
+    """A container that fails and is restarted by `--restart on-failure:2` gives each run as its own stream from
+    offset 0, each run's lines exactly once, and an Ended per run."""
+    async with following(ContainerSource("again")) as got:
+        await got.until(lambda c: c.of(FileMissing))
+        await _run(docker, "again", NUMBERED.format(n=30, pace=2000, code=1), "--restart", "on-failure:2")
+        await got.until(lambda c: len(c.of(Ended)) == 3)
+    assert got.lines() == [f"run {r} line {i}".encode() for r in range(3) for i in range(30)]
+    assert [str(item) for item in got.of(FileRestarted)] == ["the log was restarted"] * 2
+    assert all(isinstance(e, Ended) and e.exit_code in (1, None) for e in got.of(Ended))
+    streams = {item.file for item in got.of(Chunk) if isinstance(item, Chunk)}
+    assert len(streams) == 3
+    _offsets_follow_on(got)
+
+
+async def test_a_container_re_created_under_its_name_is_another_stream(docker: DockerDaemon) -> None:
+    """`docker rm -f` and `docker run` of the same name: the first is said ended, the second read from its start."""
+    async with following(ContainerSource("svc")) as got:
+        await got.until(lambda c: c.of(FileMissing))
+        await _run(docker, "svc", "echo first; sleep 1000")
+        await got.until(lambda c: c.lines() == [b"first"])
+        await anyio.to_thread.run_sync(lambda: docker.docker("rm", "-f", "svc"))
+        await _run(docker, "svc", "echo second; sleep 1000")
+        await got.until(lambda c: c.lines() == [b"first", b"second"])
+    assert [str(item) for item in got.of(FileRestarted)] == ["the log was replaced"]
+    assert len(got.of(Ended)) == 1
+    _offsets_follow_on(got)
+
+
+async def test_a_follow_resumed_from_its_cursor_loses_and_repeats_no_line(docker: DockerDaemon) -> None:
+    """Stopped in the middle of a log (a daemon's restart) and resumed from the last chunk's offset and cursor,
+    the follow gives every line exactly once."""
+    await _run(docker, "resume", NUMBERED.format(n=400, pace=2000, code=0))
+    async with following(ContainerSource("resume")) as first:
+        await first.until(lambda c: len(c.lines()) >= 100)
+    chunks = [item for item in first.items if isinstance(item, Chunk)]
+    last = chunks[-1]
+    source = ContainerSource("resume")
+    assert await source.stream_id() == last.file
+    async with following(source, last.end, last.cursor) as second:
+        await second.until(lambda c: c.of(Ended))
+    assert chunks[0].offset == 0
+    assert next(item.offset for item in second.items if isinstance(item, Chunk)) == last.end
+    assert first.lines() + second.lines() == [f"run 0 line {i}".encode() for i in range(400)]
+    assert not second.of(FileRestarted)
+
+
+def _logs_readers(container_id: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmdline[:2] == [b"docker", b"logs"] and container_id.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
+async def test_a_reader_cut_in_the_middle_goes_on_from_its_cursor(docker: DockerDaemon) -> None:
+    """The `docker logs` process killed twice in the middle of a log (as a daemon restart cuts it): every line
+    comes exactly once, the offsets follow on."""
+    cid = await _run(docker, "cut", NUMBERED.format(n=600, pace=1000, code=0))
+    async with following(ContainerSource("cut")) as got:
+        for at in (100, 300):
+            await got.until(lambda c, at=at: len(c.lines()) >= at)
+            for pid in _logs_readers(cid):
+                os.kill(pid, signal.SIGKILL)
+        await got.until(lambda c: c.of(Ended))
+    assert got.lines() == [f"run 0 line {i}".encode() for i in range(600)]
+    _offsets_follow_on(got)
+
+
+# -- over SSH -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def docker_sshd(dockerd: DockerDaemon, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
+    """An sshd whose sessions have DOCKER_HOST set to the test dockerd (sshd_config `SetEnv`)."""
+    from conftest import unavailable  # noqa: PLC0415 - tests/ is on the path, not a package
+
+    try:
+        server = start_sshd(
+            tmp_path_factory.mktemp("dsshd"), extra_config=[f"SetEnv DOCKER_HOST={dockerd.host}"]
+        )
+    except SSHDUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        yield server
+    finally:
+        stop_sshd(server)
+
+
+@asynccontextmanager
+async def _pool(server: SSHDServer) -> AsyncIterator[SSHPool]:
+    options = SSHOptions(
+        known_hosts=str(server.known_hosts), identity=str(server.client_key), config=None, use_agent=False
+    )
+    async with SSHPool(options) as pool:
+        yield pool
+
+
+def _remote(server: SSHDServer, pool: SSHPool, name: str) -> ContainerSource:
+    target = Target(server.host, server.user, server.port, name)
+    return ContainerSource(name, pool=pool, target=target)
+
+
+async def test_over_ssh_a_cut_connection_loses_and_repeats_no_line(
+    docker: DockerDaemon, docker_sshd: SSHDServer
+) -> None:
+    """Over a real sshd, the connection cut twice in the middle of a container's log (every sshd session
+    killed): Disconnected, Connected, and every line exactly once."""
+    await _run(docker, "remote", NUMBERED.format(n=500, pace=2000, code=2))
+    async with _pool(docker_sshd) as pool, following(_remote(docker_sshd, pool, "remote")) as got:
+        for at in (80, 250):
+            await got.until(lambda c, at=at: len(c.lines()) >= at)
+            docker_sshd.kill_sessions()
+        await got.until(lambda c: c.of(Ended))
+    assert got.lines() == [f"run 0 line {i}".encode() for i in range(500)]
+    assert got.of(Disconnected)
+    assert got.of(Connected)
+    ended = got.of(Ended)[0]
+    assert isinstance(ended, Ended)
+    assert ended.exit_code == 2
+    _offsets_follow_on(got)
+
+
+async def test_over_ssh_an_oom_kill_and_a_restart_are_said_as_here(
+    docker: DockerDaemon, docker_sshd: SSHDServer
+) -> None:
+    """Over SSH, an OOM-killed container restarted by its policy: Ended with OOMKilled and the limit, then the
+    next run as a new stream."""
+    script = 'echo up; usleep 1000000; x=$(head -c 50000000 /dev/zero | tr "\\0" a)'
+    async with _pool(docker_sshd) as pool, following(_remote(docker_sshd, pool, "room")) as got:
+        await got.until(lambda c: c.of(FileMissing))
+        await _run(docker, "room", script, "-m", "8m", "--memory-swap", "8m", "--restart", "on-failure:1")
+        await got.until(lambda c: len(c.of(Ended)) == 2)
+    assert got.lines() == [b"up", b"up"]
+    assert got.of(FileRestarted)
+    first = got.of(Ended)[0]
+    assert isinstance(first, Ended)
+    assert first.oom_killed, got.items
+    assert first.memory_limit == 8 * 1024 * 1024

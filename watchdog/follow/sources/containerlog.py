@@ -1,0 +1,309 @@
+"""A container runtime's log and state as the CLI gives them: command lines, timestamped lines, state, cursor.
+
+Pure: no I/O. `watchdog.follow.sources.docker` runs the commands (here or on an SSH host) and feeds what
+they print to these parsers. Docker and Podman take the same flags:
+
+    docker logs --follow --timestamps --since T ID   each line as `2026-12-04T17:32:59.767608944Z TEXT`,
+                                                      stdout and stderr in the order the runtime stored them
+    docker inspect --type container NAME             a JSON list of one object (`[]` and exit 1 if none)
+
+A *run* of a container (its process from start to exit) is one stream of the launch: a restart by its policy
+or `docker restart` begins another run of the same container (new `State.StartedAt`), a container re-created
+under the same name another container (new `Id`). Both keep their lines in the container's one log, so a
+run's lines are those after the end of the run before it (`State.FinishedAt`, which the runtime sets once
+that run's output is written: the line timestamps of a run are all before it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Literal
+
+__all__ = [
+    "LOGS_SCRIPT",
+    "RUN_MARK",
+    "RUN_START_SLACK",
+    "STATE_MARK",
+    "ContainerState",
+    "Cursor",
+    "LineFilter",
+    "Runtime",
+    "Timestamp",
+    "format_timestamp",
+    "inspect_command",
+    "logs_command",
+    "parse_inspect",
+    "parse_log_line",
+    "parse_run_line",
+    "parse_timestamp",
+    "shell_command",
+]
+
+Runtime = Literal["docker", "podman"]
+Timestamp = tuple[int, int]  # (unix seconds, nanoseconds): exact, where a float would round nanoseconds
+
+# A run's first lines can be stamped a little before its StartedAt (the process runs before the runtime
+# records its start: 2 ms seen here). When the run before is unknown (the container has exited and says only
+# its last run's times) a run is taken to begin this long before StartedAt: less than the shortest gap between
+# two runs (a restart policy waits 100 ms at least, and creating the new process takes more).
+RUN_START_SLACK = 0.05
+
+_ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: a container that never finished a run
+_TIMESTAMP = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
+_TEXT_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+# `sh -c LOGS_SCRIPT NAME RUNTIME CONTAINER SINCE`: the runtime's `logs` with stderr into stdout (one ordered
+# stream; the runtime's own error lines have no timestamp), ended when stdin closes. Over SSH that is when the
+# channel or its connection closes: `docker logs --follow` of a quiet container would otherwise wait on the
+# host until its next line found the pipe gone. (An asynchronous list's stdin is /dev/null in sh: hence fd 3.)
+# First it says `RUN_MARK ID STARTED FINISHED RUNNING`: the run the container is in as `logs` starts, on the host
+# (a reader started after the run it was meant for has ended reads the next run's lines too: they are told apart
+# by that run's start). When `logs` ends, the script says `STATE_MARK STATUS` on a line of its own and the container's `inspect`: the
+# state of the run that just ended, taken on the host at once (over SSH a second command would come a round trip
+# later, when a restart policy may have started the next run and the exit code is gone).
+LOGS_SCRIPT = """\
+r=$1 c=$2 s=$3
+echo "watchdog-run $("$r" inspect --type container --format '{{.Id}} {{.State.StartedAt}} {{.State.FinishedAt}} {{.State.Running}}' -- "$c" 2>/dev/null)"
+exec 3<&0
+if [ -n "$s" ]; then set -- --since "$s"; else set --; fi
+"$r" logs --follow --timestamps "$@" -- "$c" 3<&- 2>&1 & p=$!
+{ cat <&3 >/dev/null; kill $p; } >/dev/null 2>&1 &
+wait $p; e=$?
+echo; echo "watchdog-state $e"
+"$r" inspect --type container -- "$c" 3<&- 2>&1
+"""
+STATE_MARK = b"watchdog-state"
+RUN_MARK = b"watchdog-run"
+
+
+def parse_timestamp(text: str) -> Timestamp:
+    """An RFC 3339 time (nanoseconds at most, `Z` or an offset) as (unix seconds, nanoseconds).
+
+    Raises:
+        ValueError: not such a time.
+    """
+    match = _TEXT_TIMESTAMP.match(text.strip())
+    if match is None:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    base, fraction, zone = match.groups()
+    moment = datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone))
+    return int(moment.timestamp()), int((fraction or "0").ljust(9, "0"))
+
+
+def format_timestamp(stamp: Timestamp) -> str:
+    """(unix seconds, nanoseconds) as RFC 3339 in UTC with nine digits: what `--since` takes."""
+    seconds, nanos = stamp
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{nanos:09d}Z"
+
+
+def _minus(stamp: Timestamp, seconds: float) -> Timestamp:
+    total = stamp[0] * 1_000_000_000 + stamp[1] - round(seconds * 1e9)
+    seconds_part, nanos = divmod(total, 1_000_000_000)
+    return seconds_part, nanos
+
+
+def parse_log_line(line: bytes) -> tuple[Timestamp, bytes] | None:
+    """One line of `logs --timestamps` (its newline included or not) as (timestamp, text after the space);
+    None for a line without a timestamp (the runtime's own message)."""
+    match = _TIMESTAMP.match(line)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    tz = UTC
+    if zone != b"Z":  # a runtime that prints local time (podman, at times)
+        sign = 1 if zone[:1] == b"+" else -1
+        tz = timezone(timedelta(minutes=sign * (int(zone[1:3]) * 60 + int(zone[4:6]))))
+    moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=tz)
+    nanos = int((fraction or b"0").ljust(9, b"0"))
+    return (int(moment.timestamp()), nanos), line[match.end() :]
+
+
+def logs_command(runtime: Runtime, container: str, since: Timestamp | None) -> list[str]:
+    """The argv that follows `container`'s log from `since` (inclusive; None: its start) until stdin closes,
+    then prints its state (see `LOGS_SCRIPT`)."""
+    when = "" if since is None else format_timestamp(since)
+    return ["sh", "-c", LOGS_SCRIPT, f"watchdog-{runtime}-logs", runtime, container, when]
+
+
+def inspect_command(runtime: Runtime, container: str) -> list[str]:
+    """The argv that prints `container`'s state as JSON (exit 1 and `[]` when there is no such container)."""
+    return [runtime, "inspect", "--type", "container", "--", container]
+
+
+def shell_command(argv: list[str]) -> str:
+    """`argv` as one command line for a remote shell (every word single-quoted where it needs to be)."""
+    return shlex.join(argv)
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What `inspect` says of a container: which run it is in, and how the last one ended."""
+
+    id: str
+    name: str
+    running: bool
+    restarting: bool
+    oom_killed: bool
+    exit_code: int
+    started_at: Timestamp
+    finished_at: Timestamp | None  # None: no run has finished yet
+    memory_limit: int | None  # bytes (HostConfig.Memory); None: no limit
+    status: str  # "running", "exited", "restarting", "created", ...
+    error: str  # State.Error: why the runtime could not start it
+
+    @property
+    def stream(self) -> tuple[int, int]:
+        """The id of the current run's stream: the container and its start, hashed (`Chunk.file`)."""
+        digest = hashlib.sha256(f"{self.id} {format_timestamp(self.started_at)}".encode()).hexdigest()
+        return (0, int(digest[:15], 16))
+
+    @property
+    def run_since(self) -> Timestamp | None:
+        """Where the current run's lines begin: after the previous run's end where the state still says it
+        (a running container), else a little before its start (`RUN_START_SLACK`); None: the log's start."""
+        if self.finished_at is not None and self.finished_at < self.started_at:
+            return self.finished_at
+        if self.finished_at is None and self.running:
+            return None  # the first run: everything in the log is its
+        return _minus(self.started_at, RUN_START_SLACK)
+
+
+def parse_run_line(line: bytes, known: ContainerState) -> ContainerState | None:
+    """The run a `RUN_MARK` line names, as a state like `known` (the same container) with that run's times;
+    None when the line says nothing usable (the container gone, or another one under the name)."""
+    fields = line.split()
+    if len(fields) != 5 or fields[0] != RUN_MARK or fields[1].decode(errors="replace") != known.id:
+        return None
+    try:
+        started = parse_timestamp(fields[2].decode())
+        finished = None if fields[3].startswith(b"0001-01-01") else parse_timestamp(fields[3].decode())
+    except ValueError:
+        return None
+    running = fields[4] == b"true"
+    return replace(known, started_at=started, finished_at=finished, running=running, restarting=False)
+
+
+def parse_inspect(output: bytes) -> ContainerState | None:
+    """The first container in `inspect`'s JSON output; None when it names none (`[]`, or no JSON at all).
+
+    Raises:
+        ValueError: JSON that is not a container's state.
+    """
+    try:
+        data = json.loads(output)
+    except ValueError:
+        return None
+    if not isinstance(data, list) or not data:
+        return None
+    item = data[0]
+    try:
+        state, host = item["State"], item.get("HostConfig") or {}
+        finished = state.get("FinishedAt") or _ZERO_TIME
+        memory = int(host.get("Memory") or 0)
+        return ContainerState(
+            id=str(item["Id"]),
+            name=str(item.get("Name", "")).lstrip("/"),
+            running=bool(state.get("Running")),
+            restarting=bool(state.get("Restarting")),
+            oom_killed=bool(state.get("OOMKilled")),
+            exit_code=int(state.get("ExitCode") or 0),
+            started_at=parse_timestamp(state.get("StartedAt") or _ZERO_TIME),
+            # podman says a never-finished run's time as its zero time too, with another zone at times
+            finished_at=None if finished.startswith("0001-01-01") else parse_timestamp(finished),
+            memory_limit=memory or None,
+            status=str(state.get("Status", "")),
+            error=str(state.get("Error") or ""),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a container's state: {exc!r}") from exc
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a reader of one run's log is: just after the `count`-th line stamped `at` (the latest stamp
+    delivered), in the run whose stream id is `stream`.
+
+    Lines at the same nanosecond are told apart by how many of them came: `--since at` gives them again
+    (inclusive), and the first `count` are skipped.
+    """
+
+    at: Timestamp
+    count: int
+    stream: int
+
+    def __str__(self) -> str:
+        """The opaque form kept in a checkpoint: `SECONDS.NANOS COUNT STREAM` (the stream in hex)."""
+        return f"{self.at[0]}.{self.at[1]:09d} {self.count} {self.stream:x}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        """Read a cursor written by `str`.
+
+        Raises:
+            ValueError: not such a cursor.
+        """
+        try:
+            at, count, stream = text.split()
+            seconds, _, nanos = at.partition(".")
+            if len(nanos) != 9:
+                raise ValueError("nine digits of nanoseconds")
+            cursor = cls((int(seconds), int(nanos)), int(count), int(stream, 16))
+        except ValueError as exc:
+            raise ValueError(f"not a container log cursor: {text!r} ({exc})") from exc
+        if cursor.count < 0:
+            raise ValueError(f"not a container log cursor: {text!r}")
+        return cursor
+
+
+class LineFilter:
+    """Which lines of a `logs --since` output are new: after the run's start, and not already delivered.
+
+    `--since` is inclusive, so a resumed reader gets again the lines stamped with its cursor's time; those it
+    delivered (the first `count` of them) are skipped. It keeps the cursor of what it let through.
+    """
+
+    def __init__(self, stream: int, *, after: Timestamp | None = None, cursor: Cursor | None = None) -> None:
+        """Args:
+        stream: the run's stream id (kept in the cursors).
+        after: lines stamped at or before this belong to an earlier run (None: none do).
+        cursor: what was delivered already (None: nothing).
+        """
+        self.stream = stream
+        self.after = after
+        self.at: Timestamp | None = None if cursor is None else cursor.at
+        self.count = 0 if cursor is None else cursor.count
+        self._skip = self.count  # lines at `at` still to skip (a resumed reader's repeats)
+
+    def resume_since(self) -> Timestamp | None:
+        """The `--since` for a (re)started reader: the cursor's time, else the run's start."""
+        return self.at if self.at is not None else self.after
+
+    def restart(self) -> None:
+        """A new reader starts at `resume_since`: the lines at the cursor's time come again."""
+        self._skip = self.count
+
+    def admit(self, stamp: Timestamp) -> bool:
+        """Whether the line stamped `stamp` is new (then the cursor moves past it)."""
+        if self.after is not None and stamp <= self.after:
+            return False
+        if self.at is not None and stamp < self.at:
+            return False  # before the cursor: `--since` should not give it; never delivered twice
+        if stamp == self.at:
+            if self._skip:
+                self._skip -= 1
+                return False
+            self.count += 1
+            return True
+        self.at, self.count, self._skip = stamp, 1, 0
+        return True
+
+    @property
+    def cursor(self) -> str | None:
+        """The cursor just after the last line let through (None: none yet)."""
+        return None if self.at is None else str(Cursor(self.at, self.count, self.stream))

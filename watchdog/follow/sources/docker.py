@@ -1,0 +1,558 @@
+"""Follow a Docker or Podman container's log, here or on an SSH host, one run of the container per stream.
+
+The runtime's CLI does the reading (`docker logs --follow --timestamps`, `docker inspect`; Podman takes the
+same flags): over SSH it is the one thing sure to be on the host and to speak to its daemon as the account
+may (the `docker` group, rootless Podman), and here it honours `DOCKER_HOST` and the CLI's contexts as the
+user's own commands do. See `watchdog.follow.sources.containerlog` for the commands and what they print.
+
+Each chunk carries a cursor (the latest line's timestamp and how many lines at that nanosecond came), so a
+reader cut off (the SSH connection dropped, the runtime's daemon restarted, the watchdog restarted) starts
+again with `--since` at that time and skips what it had: nothing lost or repeated. A run that ends gives
+`Ended` with the state's evidence (exit code, OOMKilled and the memory limit, restarting); the next run of the
+container (its restart policy, `docker restart`) is a new stream (`FileRestarted("restarted")`), a container
+re-created under the name another one (`FileRestarted("replaced")`). No container of that name yet:
+`FileMissing`, and it is waited for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+from anyio.abc import ObjectSendStream
+
+from watchdog.backoff import FULL_JITTER, backoff
+from watchdog.exceptions import ConnectionLost, TargetError
+from watchdog.follow.sources.base import (
+    CaughtUp,
+    Chunk,
+    Connected,
+    Disconnected,
+    Ended,
+    FileMissing,
+    FileRestarted,
+    SourceItem,
+)
+from watchdog.follow.sources.containerlog import (
+    RUN_MARK,
+    STATE_MARK,
+    ContainerState,
+    Cursor,
+    LineFilter,
+    Runtime,
+    Timestamp,
+    inspect_command,
+    logs_command,
+    parse_inspect,
+    parse_log_line,
+    parse_run_line,
+    shell_command,
+)
+from watchdog.follow.sources.target import Target
+
+if TYPE_CHECKING:
+    from watchdog.follow.sources.sshpool import SSHPool
+
+__all__ = ["ContainerSource", "source"]
+
+POLL_INTERVAL = 0.25  # seconds between looks at a container that is not there yet, or between its runs
+# The reader says CaughtUp when nothing more has come for this long: the runtime does not say when its
+# `logs --follow` has given the whole log so far.
+CAUGHT_UP_QUIET = 0.1
+RETRY_INITIAL = 0.1
+# How long an exit by SIGKILL (137) is looked at again for the OOM kill that may follow it into the state
+OOM_SETTLE = 1.2
+SIGKILL_EXIT = 137
+RETRY_MAX = 5.0
+_BUFFER = 64  # items queued for the consumer before the reader waits for it
+_ERROR_LINES = 5  # the runtime's own lines kept to say why a command failed
+_FAILS_SAID = 3  # readers in a row that fail at once (the runtime's error, no line) before it is an outage
+
+
+class _Stream(Protocol):
+    async def receive(self) -> bytes: ...  # b"": the command ended
+
+
+class _Runner(Protocol):
+    """Where the runtime's commands run: this machine, or a host over the shared SSH connection."""
+
+    where: str
+
+    async def run(self, argv: list[str]) -> tuple[int | None, bytes, bytes]: ...
+
+    def open_stream(self, argv: list[str]) -> AbstractAsyncContextManager[_Stream]: ...
+
+
+class _LocalStream:
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self._process = process
+
+    async def receive(self) -> bytes:
+        assert self._process.stdout is not None
+        try:
+            return await self._process.stdout.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return b""
+
+
+class _LocalRunner:
+    where = "the local container runtime"
+
+    async def run(self, argv: list[str]) -> tuple[int | None, bytes, bytes]:
+        try:
+            done = await anyio.run_process(argv, check=False)
+        except FileNotFoundError as exc:
+            raise TargetError(f"{argv[0]} is not installed here: {exc}", reason=str(exc)) from exc
+        return done.returncode, done.stdout, done.stderr
+
+    @asynccontextmanager
+    async def open_stream(self, argv: list[str]) -> AsyncIterator[_Stream]:
+        process = await anyio.open_process(argv, stderr=subprocess.STDOUT)
+        try:
+            yield _LocalStream(process)
+        finally:
+            with anyio.CancelScope(shield=True):
+                assert process.stdin is not None
+                await process.stdin.aclose()  # the script's `cat` ends and kills the logs command
+                with anyio.move_on_after(2):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+
+
+class _SSHStream:
+    def __init__(self, session: object, conn: object, host: str) -> None:
+        from watchdog.follow.sources.channel import CommandOutput  # noqa: PLC0415 - asyncssh only over SSH
+
+        assert isinstance(session, CommandOutput)
+        self._session = session
+        self._conn = conn
+        self._host = host
+
+    async def receive(self) -> bytes:
+        kind, data, exc = await self._session.receive()
+        if kind != "closed":
+            return data  # stderr too: the script sends it to stdout, only sh's own words come here
+        if exc is not None or self._conn.is_closed():  # type: ignore[attr-defined]  # an SSHClientConnection
+            reason = str(exc or "closed")
+            raise ConnectionLost(f"connection to {self._host} lost: {reason}", host=self._host, reason=reason)
+        return b""
+
+
+class _SSHRunner:
+    def __init__(self, pool: SSHPool, target: Target) -> None:
+        self.pool = pool
+        self.host = target.host or ""
+        self.port = target.port
+        self.user = target.user
+        self.where = self.host
+
+    async def run(self, argv: list[str]) -> tuple[int | None, bytes, bytes]:
+        done = await self.pool.run(
+            self.host, shell_command(argv), port=self.port, user=self.user, encoding=None
+        )
+        out, err = done.stdout, done.stderr
+        return (
+            done.exit_status,
+            out if isinstance(out, bytes) else b"",
+            err if isinstance(err, bytes) else b"",
+        )
+
+    @asynccontextmanager
+    async def open_stream(self, argv: list[str]) -> AsyncIterator[_Stream]:
+        from watchdog.follow.sources.channel import CommandOutput  # noqa: PLC0415 - asyncssh only over SSH
+
+        conn, session = await self.pool.open_session(
+            self.host, CommandOutput, shell_command(argv), port=self.port, user=self.user
+        )
+        try:
+            yield _SSHStream(session, conn, self.host)
+        finally:
+            session.close()  # stdin closes on the host: the script kills its logs command
+
+
+class _Unavailable(Exception):
+    """Internal: the runtime could not be asked now (its daemon is down); said as `Disconnected`, retried."""
+
+
+class ContainerSource:
+    """A container's log through its runtime's CLI, here or on an SSH host (see the module docstring)."""
+
+    def __init__(
+        self,
+        container: str,
+        *,
+        runtime: Runtime = "docker",
+        pool: SSHPool | None = None,
+        target: Target | None = None,
+        poll_interval: float = POLL_INTERVAL,
+    ) -> None:
+        """Describe the container; nothing runs until `open_follow`.
+
+        Args:
+            container: its name (or id); a container re-created under the name is followed on.
+            runtime: "docker" or "podman": the CLI run.
+            pool: the shared SSH connections, for a container on another host (`target.host`).
+            target: where the container runs (its host, port, user); None or no host: here.
+            poll_interval: seconds between looks for a container that is not there, or not running.
+        """
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        self.container = container
+        self.runtime: Runtime = runtime
+        self.poll_interval = poll_interval
+        if target is not None and target.host is not None:
+            if pool is None:
+                raise ValueError(f"{target} is remote: an SSHPool is needed to follow it")
+            self.runner: _Runner = _SSHRunner(pool, target)
+        else:
+            self.runner = _LocalRunner()
+        self.where = self.runner.where
+
+    async def inspect(self) -> ContainerState | None:
+        """The container's state now (None: there is no such container).
+
+        Raises:
+            TargetError: the runtime is not installed there, or refuses this account.
+            ConnectionLost: the host could not be reached.
+        """
+        code, out, err = await self.runner.run(inspect_command(self.runtime, self.container))
+        state = parse_inspect(out)
+        if state is not None or code == 0:
+            return state
+        said = _said(err + out)
+        lowered = said.lower()
+        if "no such" in lowered or "no container with" in lowered:
+            return None
+        if code == 127 or ("not found" in lowered and self.runtime in lowered):
+            raise TargetError(f"{self.runtime} is not installed on {self.runner.where}: {said}", reason=said)
+        if "permission denied" in lowered:
+            raise TargetError(
+                f"{self.runner.where}: this account may not use {self.runtime} ({said}); add it to the "
+                f"`docker` group, or give it DOCKER_HOST of a socket it may use",
+                reason=said,
+            )
+        raise _Unavailable(said or f"{self.runtime} inspect exited {code}")
+
+    async def stream_id(self) -> tuple[int, int] | None:
+        """The current run's stream id (None: no such container): a checkpoint resumes by cursor only in it."""
+        state = await self.inspect()
+        return None if state is None else state.stream
+
+    def open_follow(
+        self, offset: int = 0, cursor: str | None = None
+    ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Follow the container's current run from `cursor` (None: the run's start), chunks numbered on from
+        `offset`; see `watchdog.follow.sources.base.Source`."""
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        parsed = None if cursor is None else Cursor.parse(cursor)
+        return _open(_Reader(self, offset, parsed))
+
+
+@asynccontextmanager
+async def _open(reader: _Reader) -> AsyncGenerator[AsyncIterator[SourceItem], None]:
+    send, receive = anyio.create_memory_object_stream[SourceItem | BaseException](_BUFFER)
+    async with receive, anyio.create_task_group() as tg:
+        tg.start_soon(reader.run, send)
+        try:
+            yield _items(receive)
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def _items(
+    receive: anyio.abc.ObjectReceiveStream[SourceItem | BaseException],
+) -> AsyncIterator[SourceItem]:
+    async for item in receive:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def _said(output: bytes) -> str:
+    lines = output.decode(errors="replace").strip().splitlines()
+    return " / ".join(line.strip() for line in lines[-_ERROR_LINES:])
+
+
+class _Reader:
+    """One `open_follow`: which run is read, how far, and what was said of it."""
+
+    def __init__(self, source: ContainerSource, offset: int, cursor: Cursor | None) -> None:
+        self.src = source
+        self.offset = offset
+        self.cursor = cursor  # where to resume the first run seen (None: its start)
+        self.state: ContainerState | None = None  # of the run being read
+        self.filter: LineFilter | None = None
+        self.ended = False  # Ended said for the run being read
+        self.removed = False  # the container read was removed: the next one found is another
+        self.missing_said = False
+        self.down: str | None = None  # what Disconnected said, until Connected
+        self.at_end = False  # CaughtUp said and nothing since
+        self.failing = 0  # readers in a row that ended at once with the runtime's own error
+        self.next_run: ContainerState | None = (
+            None  # the run the reader found the container in, if a later one
+        )
+        self.run_end: Timestamp | None = None  # lines after this are a later run's (None: not known to end)
+        self.send: ObjectSendStream[SourceItem | BaseException] | None = None
+
+    async def _say(self, item: SourceItem) -> None:
+        assert self.send is not None
+        await self.send.send(item)
+
+    async def run(self, send: ObjectSendStream[SourceItem | BaseException]) -> None:
+        self.send = send
+        async with send:
+            try:
+                await self._follow()
+            except Exception as exc:
+                await send.send(exc)
+
+    async def _follow(self) -> None:
+        failed = 0
+        while True:
+            try:
+                state = await self.src.inspect()
+                await self._up()
+                wait = await self._step(state)
+                failed = 0
+            except (ConnectionLost, _Unavailable) as exc:
+                failed += 1
+                await self._lost(str(exc))
+                wait = backoff(failed, first=RETRY_INITIAL, cap=RETRY_MAX, jitter=FULL_JITTER)
+            if wait:
+                await anyio.sleep(wait)
+
+    async def _up(self) -> None:
+        if self.down is not None:
+            self.down = None
+            await self._say(Connected(self.src.where))
+
+    async def _lost(self, reason: str) -> None:
+        if reason != self.down:
+            self.down = reason
+            await self._say(Disconnected(self.src.where, reason))
+
+    async def _step(self, state: ContainerState | None) -> float:
+        """Act on the container's state; the pause before the next look."""
+        if state is None:
+            if self.state is not None:  # removed (`docker rm -f`) while read: its run is over
+                await self._end(Ended("the container was removed"))
+                self.state, self.removed = None, True
+            if not self.missing_said:
+                self.missing_said = True
+                await self._say(FileMissing(self.src.container))
+            return self.src.poll_interval
+        self.missing_said = False
+        if self.state is None or state.stream != self.state.stream:
+            await self._begin(state)
+        elif self.ended:
+            return self.src.poll_interval  # the run is over: waiting for the next
+        after = await self._read() or await self.src.inspect()
+        state = self.state or state  # the reader may have moved on to the next run
+        if after is None:
+            return 0.0  # removed: said at the next step
+        if after.stream != state.stream:
+            # the next run began before we looked: this one's exit is no longer in the state
+            how = "restarted" if after.id == state.id else "replaced"
+            await self._end(Ended(f"the container was {how}", restarting=after.id == state.id))
+            return 0.0
+        if not after.running or after.restarting:
+            await self._end(_ended(await self._settled(after), self.src.runtime))
+            return self.src.poll_interval
+        # `logs` ended while the run goes on (its daemon restarted, say): read on from the cursor
+        return backoff(self.failing, first=RETRY_INITIAL, cap=RETRY_MAX) if self.failing else RETRY_INITIAL
+
+    async def _settled(self, state: ContainerState) -> ContainerState:
+        """The run's end as the runtime settles it: the kernel's OOM kill is a separate event that can reach
+        the state just after the exit (exit 137 without OOMKilled, seen here), so a 137 is looked at again
+        for a moment, as long as the run stays over."""
+        deadline = anyio.current_time() + OOM_SETTLE
+        while state.exit_code == SIGKILL_EXIT and not state.oom_killed and anyio.current_time() < deadline:
+            await anyio.sleep(OOM_SETTLE / 5)
+            again = await self.src.inspect()
+            if again is None or again.stream != state.stream or (again.running and not again.restarting):
+                break
+            state = again
+        return state
+
+    async def _begin(self, state: ContainerState) -> None:
+        stream, previous = state.stream[1], self.state
+        if (
+            previous is not None or self.removed
+        ):  # the run read before is over: a restart, or another container
+            if previous is not None and not self.ended:
+                how = "restarted" if state.id == previous.id else "replaced"
+                await self._end(Ended(f"the container was {how}", restarting=state.id == previous.id))
+            same = previous is not None and state.id == previous.id
+            await self._say(FileRestarted("restarted" if same else "replaced"))
+            after = state.run_since
+            if same and self.filter is not None and self.filter.at is not None:
+                # lines up to the last one read belong to the run before
+                after = self.filter.at if after is None else max(after, self.filter.at)
+            self.filter, self.offset = LineFilter(stream, after=after), 0
+        elif self.cursor is not None and self.cursor.stream == stream:
+            self.filter = LineFilter(stream, cursor=self.cursor)
+        else:
+            if self.cursor is not None:  # the cursor's run (or container) is gone: this one from its start
+                await self._say(FileRestarted("replaced"))
+                self.offset = 0
+            self.filter = LineFilter(stream, after=state.run_since)
+        self.state, self.cursor, self.removed = state, None, False
+        self.ended = self.at_end = False
+
+    async def _end(self, ended: Ended) -> None:
+        """Say once that the run read is over (after its last chunk and a CaughtUp)."""
+        if self.ended:
+            return
+        self.ended = True
+        if not self.at_end:
+            self.at_end = True
+            await self._say(CaughtUp(self.offset))
+        await self._say(ended)
+
+    async def _read(self) -> ContainerState | None:
+        """Read the run's log from the cursor until the logs command ends (the container stopped, is gone, or
+        the command was cut); the container's state the script printed then (None: it did not)."""
+        state, lines = self.state, _LineSplitter()
+        assert self.filter is not None
+        assert state is not None
+        self.filter.restart()
+        argv = logs_command(self.src.runtime, state.id, self.filter.resume_since())
+        delivered = False
+        self.next_run = self.run_end = None
+        async with self.src.runner.open_stream(argv) as stream:
+            await self._up()
+            while True:
+                data: bytes | None = None
+                if self.at_end:
+                    data = await stream.receive()
+                else:
+                    with anyio.move_on_after(CAUGHT_UP_QUIET):
+                        data = await stream.receive()
+                    if data is None:  # quiet: what the runtime had is delivered
+                        self.at_end = True
+                        await self._say(CaughtUp(self.offset))
+                        continue
+                delivered |= await self._deliver(lines.feed(data) if data else lines.end())
+                if not data:
+                    break
+        if lines.said and not delivered:
+            self.failing += 1
+            if self.failing >= _FAILS_SAID:
+                said = _said(b"\n".join(lines.said))
+                raise _Unavailable(f"{self.src.runtime} logs: {said}")
+        else:
+            self.failing = 0
+        try:
+            return None if lines.state is None else parse_inspect(bytes(lines.state))
+        except ValueError:
+            return None
+
+    async def _deliver(self, lines: list[bytes]) -> bool:
+        out, delivered = bytearray(), False
+        for line in lines:
+            if line.startswith(RUN_MARK):
+                self._run_line(line)
+                continue
+            parsed = parse_log_line(line)
+            if parsed is None:
+                continue
+            if self.run_end is not None and parsed[0] > self.run_end:
+                # the first line of a run after the one read: that one is over, this one begins
+                delivered |= await self._flush(out)
+                out = bytearray()
+                following = self.next_run or await self.src.inspect()
+                self.run_end = self.next_run = None
+                if following is not None and self.state is not None and following.stream != self.state.stream:
+                    await self._begin(following)
+            assert self.filter is not None
+            if self.filter.admit(parsed[0]):
+                out += parsed[1] + b"\n"
+        return await self._flush(out) or delivered
+
+    def _run_line(self, line: bytes) -> None:
+        """The run the reader started in: if it is a later one than the run read (which ended before the reader
+        started), its lines (after that run's start) are the next stream's."""
+        assert self.state is not None
+        run = parse_run_line(line, self.state)
+        if run is None:
+            return
+        if run.stream != self.state.stream and run.started_at > self.state.started_at:
+            self.next_run, self.run_end = run, run.run_since
+        elif run.finished_at is not None and run.finished_at > run.started_at:
+            # the run read is over (exited, or its restart policy is about to start the next one, which `logs
+            # --follow` then follows too): what comes after its end is the next run's
+            self.run_end = run.finished_at
+
+    async def _flush(self, out: bytearray) -> bool:
+        if not out:
+            return False
+        assert self.filter is not None
+        assert self.state is not None
+        self.at_end = False
+        await self._say(Chunk(self.offset, bytes(out), self.state.stream, cursor=self.filter.cursor))
+        self.offset += len(out)
+        return True
+
+
+class _LineSplitter:
+    """Whole lines out of the logs script's output; the runtime's own lines (no timestamp) kept apart, and the
+    state the script prints after `STATE_MARK`."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.said: list[bytes] = []
+        self.state: bytearray | None = None  # the inspect output after the mark, once it came
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self.state is not None:
+            self.state += data
+            return []
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        return self._keep(lines)
+
+    def end(self) -> list[bytes]:
+        # a run's last line without a newline is still a line (the runtime ends its message there)
+        lines, self.pending = ([self.pending] if self.pending and self.state is None else []), b""
+        return self._keep(lines)
+
+    def _keep(self, lines: list[bytes]) -> list[bytes]:
+        for n, line in enumerate(lines):
+            if line.startswith(STATE_MARK):
+                self.state = bytearray(b"\n".join(lines[n + 1 :]) + b"\n" + self.pending)
+                self.pending = b""
+                return lines[:n]
+            if parse_log_line(line) is None and line.strip():
+                self.said = [*self.said[-_ERROR_LINES:], line]
+        return lines
+
+
+def _ended(state: ContainerState, runtime: Runtime) -> Ended:
+    """The evidence of a run that is over, from its state."""
+    if state.oom_killed:
+        limit = f" (memory limit {state.memory_limit} bytes)" if state.memory_limit else ""
+        detail = f"the container was killed for memory (OOMKilled){limit}, exit code {state.exit_code}"
+    elif state.error:
+        detail = f"{runtime} could not run the container: {state.error}"
+    else:
+        detail = f"the container exited with code {state.exit_code}"
+    if state.restarting:
+        detail += "; its restart policy restarts it"
+    return Ended(
+        detail,
+        exit_code=state.exit_code,
+        oom_killed=state.oom_killed,
+        memory_limit=state.memory_limit,
+        restarting=state.restarting,
+    )
+
+
+def source(target: Target, pool: SSHPool | None = None) -> ContainerSource:
+    """The source of a `docker://` or `podman://` target (the registry's entry point)."""
+    runtime: Runtime = "podman" if target.kind == "podman" else "docker"
+    return ContainerSource(target.path, runtime=runtime, pool=pool, target=target)
