@@ -41,6 +41,7 @@ from watchdog.follow.probes.health import HealthProbe
 from watchdog.follow.probes.process import SSHProcessProbe
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, local_identity
+from watchdog.follow.sources.journald import JournaldSource
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.sources.target import Target
@@ -89,7 +90,7 @@ class _RecordingPool:
         raise _Captured
 
 
-async def _drain_follow(source: SSHSource) -> None:
+async def _drain_follow(source: SSHSource | JournaldSource) -> None:
     async with source.open_follow(0) as items:
         async for _ in items:
             pass
@@ -119,6 +120,11 @@ ACTIONS: list[tuple[str, Action]] = [
     ("watchdog-pgrep", lambda pool: SSHProcessProbe(pool, "gpu", pattern="vllm serve").alive()),
     ("watchdog-gpu", lambda pool: _next_sample(HostGpuSampler(pool=pool, host="gpu"))),
     ("nvidia-smi", lambda pool: _next_host_sample(HostGpuSampler(pool=pool, host="gpu"))),
+    (
+        "watchdog-journal",
+        lambda pool: _drain_follow(JournaldSource("identifier=it's vllm", pool=pool, host="gpu")),
+    ),
+    ("watchdog-unit", lambda pool: JournaldSource("vllm serve.service", pool=pool, host="gpu").unit_state()),
 ]
 
 
@@ -312,6 +318,7 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
         {
             "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
             "watchdog/follow/sources/ssh.py:pool.open_session": 1,  # stream
+            "watchdog/follow/sources/journald.py:pool.open_session": 1,  # journal, unit
             "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
             "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
             "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
