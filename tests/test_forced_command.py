@@ -39,7 +39,10 @@ from watchdog.follow.probes import process as process_module
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.probes.health import HealthProbe
 from watchdog.follow.probes.process import SSHProcessProbe
+from watchdog.follow.sources import parse_target
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
+from watchdog.follow.sources.containerlog import logs_command
+from watchdog.follow.sources.docker import ContainerSource
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, local_identity
 from watchdog.follow.sources.journald import JournaldSource
 from watchdog.follow.sources.ssh import SSHSource
@@ -106,6 +109,16 @@ async def _next_host_sample(sampler: HostGpuSampler) -> None:
         await feed.__anext__()
 
 
+def _container(pool: SSHPool, name: str) -> ContainerSource:
+    return ContainerSource(name, pool=pool, target=parse_target(f"docker://gpu/{name}"))
+
+
+async def _container_logs(pool: SSHPool, name: str, since: tuple[int, int] | None) -> None:
+    # the reader's command as the source sends it when it (re)opens a container's log
+    async with _container(pool, name).runner.open_stream(logs_command("docker", name, since)):
+        pass
+
+
 Action = Callable[[SSHPool], Awaitable[object]]
 # (the shape's name in the wrapper, how watchdog is made to send it); paths with a quote and a space
 ACTIONS: list[tuple[str, Action]] = [
@@ -125,6 +138,8 @@ ACTIONS: list[tuple[str, Action]] = [
         lambda pool: _drain_follow(JournaldSource("identifier=it's vllm", pool=pool, host="gpu")),
     ),
     ("watchdog-unit", lambda pool: JournaldSource("vllm serve.service", pool=pool, host="gpu").unit_state()),
+    ("watchdog-container-inspect", lambda pool: _container(pool, "it's vllm").inspect()),
+    ("watchdog-container-logs", lambda pool: _container_logs(pool, "it's vllm", (1796405829, 5))),
 ]
 
 
@@ -206,7 +221,7 @@ def test_wrapper_is_an_executable_posix_script() -> None:
 def test_every_shape_in_the_wrapper_is_a_command_watchdog_sends() -> None:
     """The wrapper lists exactly the shapes captured from watchdog: none missing, none left over."""
     text = WRAPPER.read_text()
-    names = set(re.findall(r"^allow (watchdog-[a-z]+) ", text, re.MULTILINE))
+    names = set(re.findall(r"^allow (watchdog-[a-z-]+) ", text, re.MULTILINE))
     exact = re.findall(r"^allow_exact '([^']*)'$", text, re.MULTILINE)
     assert names | {shlex.split(line)[0] for line in exact} == set(COMMANDS)
 
@@ -319,6 +334,8 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
             "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
             "watchdog/follow/sources/ssh.py:pool.open_session": 1,  # stream
             "watchdog/follow/sources/journald.py:pool.open_session": 1,  # journal, unit
+            "watchdog/follow/sources/docker.py:pool.run": 1,  # container inspect
+            "watchdog/follow/sources/docker.py:pool.open_session": 1,  # container logs
             "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
             "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
             "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all

@@ -239,6 +239,7 @@ class UnitState:
             exit_code=0 if self.result == "success" else code,
             oom_killed=self.result == "oom-kill",
             memory_limit=self.memory_max if self.result == "oom-kill" else None,
+            restarting=restarting,
         )
 
 
@@ -743,7 +744,8 @@ class _Follower:
             self.next_key = key
             if restarted and not self.ended_said and self.ended_pending is None:
                 self.ended_pending = Ended(
-                    f"{unit}: main process ended; systemd restarted the unit (restart {state.restarts})"
+                    f"{unit}: main process ended; systemd restarted the unit (restart {state.restarts})",
+                    restarting=True,
                 )
         if key == self.key and state.ended and not self.ended_said and self.ended_pending is None:
             self.ended_pending = state.ended_event(unit)

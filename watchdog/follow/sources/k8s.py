@@ -251,6 +251,7 @@ class PodSource:
                     exit_code=end.exit_code,
                     oom_killed=end.oom_killed,
                     memory_limit=view.memory_limit,
+                    restarting=view.restarting(end),
                 )
             except ConnectionLost as exc:
                 if not down:
