@@ -185,13 +185,12 @@ def without_controls(text: str) -> str:
 
 
 def iter_lines(block: Block) -> Iterator[Line]:
-    """Yield the cleaned lines of a block; a line with tqdm ``\\r`` redraws yields one Line per redraw (a decoded
-    record's redraws all at its line's offset)."""
+    """Yield the cleaned lines of a block; a line with tqdm ``\\r`` redraws yields one Line per redraw."""
     offset = block.offset
     raws = block.data.split(b"\n")[:-1]  # every line of a block ends with a newline
     if block.starts:
         for start, raw in zip(block.starts, raws, strict=True):
-            yield from (Line(start, line.text) for line in split_line(start, raw))
+            yield from split_line(start, raw)
         return
     for raw in raws:
         yield from split_line(offset, raw)
