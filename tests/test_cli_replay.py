@@ -300,7 +300,11 @@ def test_replay_of_a_log_stored_by_a_platform_prints_the_plain_logs_verdict(
     stored_path = ROOT / "tests" / "fixtures" / "formats" / name
     assert main(["replay", str(stored_path), "--json"]) == 1
     stored = json.loads(capsys.readouterr().out)
-    assert (stored["state"], stored["phase"], stored["error"]) == (plain["state"], plain["phase"], plain["error"])
+    assert (stored["state"], stored["phase"], stored["error"]) == (
+        plain["state"],
+        plain["phase"],
+        plain["error"],
+    )
     assert main(["replay", str(stored_path)]) == 1
     text = capsys.readouterr().out
     assert "sglang crashed during allocating_kv_cache" in text

@@ -262,7 +262,11 @@ def test_a_platforms_prefix_on_a_real_line_is_peeled(name: str, at: str, seconds
     plain line: the program's content, rank and time shown, and the platform's time (the outermost) for durations."""
     line = _first_line(name, "DP1 TP1 EP1] Scheduler hit an exception")
     rec = parse(line)
-    assert (rec.content, rec.source, rec.at) == ("Scheduler hit an exception: Traceback (most recent call last):", "TP1", at)
+    assert (rec.content, rec.source, rec.at) == (
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        "TP1",
+        at,
+    )
     assert rec.seconds == seconds
 
 

@@ -78,9 +78,19 @@ def test_docker_json_file_records_are_decoded_and_joined() -> None:
     lines = _unwrap(data)
     assert _texts(lines)[0] == f"2026-12-04T17:34:01.265490431Z {ERROR}"
     # "\r" redraws: the time is the first's, as with `docker logs --timestamps`
-    assert _texts(lines)[1:4] == ["2026-12-04T17:34:01.265535718Z Loading: 10%", "Loading: 50%", "Loading: 100%"]
-    assert lines[4] == (data.index(b'{"log":"xxxx'), "2026-12-04T17:34:01.265552273Z " + LONG.replace("é", "\ufffd\ufffd"))
-    assert lines[5] == (data.rindex(b'{"log":"last'), "2026-12-04T17:34:01.311383251Z last words without a newline")
+    assert _texts(lines)[1:4] == [
+        "2026-12-04T17:34:01.265535718Z Loading: 10%",
+        "Loading: 50%",
+        "Loading: 100%",
+    ]
+    assert lines[4] == (
+        data.index(b'{"log":"xxxx'),
+        "2026-12-04T17:34:01.265552273Z " + LONG.replace("é", "\ufffd\ufffd"),
+    )
+    assert lines[5] == (
+        data.rindex(b'{"log":"last'),
+        "2026-12-04T17:34:01.311383251Z last words without a newline",
+    )
 
 
 def test_journald_json_entries_are_decoded_and_joined() -> None:

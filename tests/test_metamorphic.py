@@ -93,7 +93,9 @@ def _cri(i: int, line: bytes, ended: bool) -> bytes:
 
 def _cri_split(i: int, line: bytes, ended: bool) -> bytes:
     # a line cut into P records at arbitrary bytes (inside a UTF-8 character too), then its F record
-    cuts = sorted(random.Random(i).sample(range(1, len(line)), min(3, len(line) - 1))) if len(line) > 1 else []
+    cuts = (
+        sorted(random.Random(i).sample(range(1, len(line)), min(3, len(line) - 1))) if len(line) > 1 else []
+    )
     parts = [line[a:b] for a, b in itertools.pairwise([0, *cuts, len(line)])]
     head = [f"{_stamp(i)} stderr P ".encode() + part + b"\n" for part in parts[:-1]]
     return b"".join(head) + f"{_stamp(i)} stderr F ".encode() + parts[-1] + b"\n"
@@ -146,7 +148,9 @@ def _journald(i: int, line: bytes, ended: bool) -> bytes:
 FORMATS: dict[str, Callable[[bytes], bytes]] = {
     "cri": _records(_cri),
     "cri-partial": _records(_cri_split),
-    "cri-o-offset": _records(lambda i, line, ended: b"2026-12-04T09:54:17.83101922+01:00 stdout F " + line + b"\n"),
+    "cri-o-offset": _records(
+        lambda i, line, ended: b"2026-12-04T09:54:17.83101922+01:00 stdout F " + line + b"\n"
+    ),
     "docker-json-file": _records(_docker),
     "docker-json-file-split": _records(lambda i, line, ended: _docker(i, line, ended, size=1 + i % 97)),
     "journald-json": _records(_journald),

@@ -16,7 +16,6 @@ from dataclasses import replace
 from watchdog.core.detection import EngineDetector, detect_engine
 from watchdog.core.encoding import Transcoder
 from watchdog.core.envelope import parse, unglue
-from watchdog.core.formats import Unwrapper
 from watchdog.core.findings import (
     Event,
     GpuMemorySampled,
@@ -26,6 +25,7 @@ from watchdog.core.findings import (
     LogMissing,
     ProcessExited,
 )
+from watchdog.core.formats import Unwrapper
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner

@@ -86,13 +86,13 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
         r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
         r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] ",
-        # journalctl -o short-iso / short-iso-precise: "2026-12-04T08:54:17+0000 host ident[pid]: " (an offset,
-        # never a "Z": that tells it from a transport's timestamp in front of a "word word: " message)
-        rf"(?P<ts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: ",
         # ISO timestamp in front (Docker --timestamps, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z ",
         # and a CRI record's (containerd, CRI-O): "2026-12-04T08:54:17.831019227Z stderr F " (or P: a partial
-        # record's, its parts joined by formats.Unwrapper)
-        rf"(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
+        # record's, its parts joined by formats.Unwrapper); or journalctl -o short-iso(-precise):
+        # "2026-12-04T08:54:17+0000 host ident[pid]: ", with an offset, never a "Z" (which tells it from a
+        # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
+        rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
+        rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
         # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
         rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
     )
@@ -172,8 +172,8 @@ def _short_rank(rank: str) -> str:
 def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
     time = g.get("time")
     try:
-        if g.get("ts"):
-            ts = str(g["ts"]).replace(",", ".")
+        if stamp := g.get("ts") or g.get("jts"):
+            ts = stamp.replace(",", ".")
             dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
             # its local reading, the offset set aside: a log that prints some lines with an offset (-07:00) and
             # others without one (the same clock, local time) must not jump by the offset between them

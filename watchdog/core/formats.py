@@ -161,6 +161,4 @@ def _journald(obj: object) -> tuple[str, bytes, bytes, bool]:
 
 
 def _block(lines: list[tuple[int, bytes]]) -> Block:
-    return Block(
-        lines[0][0], b"".join(line + b"\n" for _, line in lines), starts=tuple(o for o, _ in lines)
-    )
+    return Block(lines[0][0], b"".join(line + b"\n" for _, line in lines), starts=tuple(o for o, _ in lines))

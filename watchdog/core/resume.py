@@ -40,7 +40,10 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "framer.offset": ("framer._buf_offset", int),
     "framer.skipping": ("framer._skipping", bool),
     "formats.format": ("unwrapper.format", str | None),  # the log's record format, once its first record came
-    "formats.pending": ("unwrapper.pending", dict[str, tuple[int, bytes]]),  # lines begun in records, by stream
+    "formats.pending": (
+        "unwrapper.pending",
+        dict[str, tuple[int, bytes]],
+    ),  # lines begun in records, by stream
     "transcoder.head": ("transcoder._head", bytes),
     "transcoder.decided": ("transcoder.decided", bool),
     "transcoder.encoding": ("transcoder.encoding", str),
