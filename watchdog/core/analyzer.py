@@ -1,7 +1,9 @@
 """The analyzer: bytes of one launch's log in, lifecycle transitions out (pure; the caller passes the time).
 
-Lines that cannot matter stay in C: each block's lines are masked (digits -> "0") and looked up as a set
-against the templates already classified; only lines holding a profile literal or an error word reach Python.
+It strings the pure stages together: framing -> formats (CRI, json-file, journald records) -> detection -> rules
+and tracebacks -> lifecycle. Lines that cannot matter stay in C: each block's lines are masked (digits -> "0")
+and looked up as a set against the templates already classified; only lines holding a profile literal or an
+error word reach Python.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from watchdog.core.findings import (
     LogMissing,
     ProcessExited,
 )
+from watchdog.core.formats import Unwrapper
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner
@@ -91,6 +94,7 @@ class Analyzer:
         self._stall_after = stall_after
         self._crash_grace = crash_grace
         self.framer = Framer(max_line=max_line)
+        self.unwrapper = Unwrapper(max_line=max_line)
         self.transcoder = Transcoder()
         self._deadlines = dict(deadlines or {})
         self.lifecycle = Lifecycle(
@@ -159,7 +163,7 @@ class Analyzer:
             return self._feed_provisional(data, now)
         if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
             self._raw_head += data[: _DETECT_BYTES - len(self._raw_head)]
-        return self._blocks(self.framer.feed(data), now)
+        return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
 
     def caught_up(self, now: float) -> list[Transition]:
         """The source has read to the end of the file as it is now.
@@ -192,8 +196,9 @@ class Analyzer:
 
     def restart(self, now: float) -> list[Transition]:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
-        out = self._blocks(self.framer.feed(self.transcoder.flush()) + self.framer.flush(), now)
+        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         self.framer = Framer(max_line=self.framer.max_line)
+        self.unwrapper = Unwrapper(max_line=self.framer.max_line)
         self.transcoder = Transcoder()
         self._scanner.reset()
         self._provisional, self._raw_head, self._detector = False, bytearray(), None
@@ -249,12 +254,17 @@ class Analyzer:
 
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""
-        out = self._blocks(self.framer.feed(self.transcoder.flush()) + self.framer.flush(), now)
+        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         if self.profile is None:
             out += self._detect(now, force=True)
         out += self.close_tracebacks(now)
         out += self.lifecycle.finish(now)
         return out
+
+    def _unwrap_rest(self, held: bytes) -> list[Block]:
+        # the end of a file: its last bytes, its unfinished last line and the lines begun in records and not ended
+        unwrapper = self.unwrapper
+        return unwrapper.feed(self.framer.feed(held) + self.framer.flush()) + unwrapper.flush()
 
     def tail(self, count: int = 20) -> list[str]:
         """The last `count` lines read, cleaned: context for a crash with no traceback."""
@@ -422,7 +432,7 @@ class Analyzer:
             if complete:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None
-            return self._blocks(self.framer.feed(data), now)
+            return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
         # The head, read further, names another engine (more of its markers): read the log again from its
         # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
         # reporting twice the transitions already reported.
@@ -440,7 +450,7 @@ class Analyzer:
         )
         self._use(catalogue.profile(engine))
         self.transcoder = transcoder  # `whole` is decoded already; the rest of the log goes on through it
-        out = self._blocks(self.framer.feed(whole), now)
+        out = self._blocks(self.unwrapper.feed(self.framer.feed(whole)), now)
         self.bytes_read, self._caught_up = bytes_read, caught_up
         if caught_up:
             self.lifecycle.caught_up(now)
@@ -455,6 +465,8 @@ class Analyzer:
         # `detect_engine` of the head's first lines, and how many there are (up to _DETECT_LINES), reading each
         # line once: the lines up to the head's last newline are final (the bytes after a newline never change
         # how the bytes before it decode or split), the rest may still grow, so it is only tried, on a copy.
+        if self.unwrapper.format not in (None, "plain"):
+            return self._detect_records(bytes(head))
         detector = self._detector
         if detector is None:
             assert self._catalogue is not None  # provisional: the engine was detected
@@ -476,6 +488,17 @@ class Analyzer:
         for line in rest[: _DETECT_LINES - detector.count]:
             trial.feed(line)
         return trial.engine(), trial.count
+
+    def _detect_records(self, head: bytes) -> tuple[str | None, int]:
+        # `_detect_head` of a log of records: its lines are those decoded, the unfinished ones tried as they are;
+        # read again from the head's start each time (while provisional only, at most _DETECT_BYTES)
+        framer, unwrapper = Framer(max_line=self._max_line), Unwrapper(max_line=self._max_line)
+        blocks = unwrapper.feed(framer.feed(head) + framer.flush()) + unwrapper.flush()
+        assert self._catalogue is not None  # provisional: the engine was detected
+        detector = EngineDetector(self._catalogue.markers)
+        for line in b"".join(b.data for b in blocks).decode("utf-8", "replace").splitlines()[:_DETECT_LINES]:
+            detector.feed(line)
+        return detector.engine(), detector.count
 
 
 @functools.lru_cache(maxsize=64)

@@ -30,7 +30,7 @@ __all__ = ["FIELDS", "MIGRATIONS", "VERSION", "Record", "masked", "migrate", "re
 
 Record = dict[str, Any]
 
-VERSION = 2
+VERSION = 3
 _ASM = "_scanner.assembler."
 # record key -> (the analyzer's attribute, by its path; its type). Dataclasses are written field by field, those
 # at their default left out; bytes as Latin-1 text. A provisional engine's detector reads its head again.
@@ -38,6 +38,11 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "framer.buf": ("framer._buf", bytes),  # the unfinished last line
     "framer.offset": ("framer._buf_offset", int),
     "framer.skipping": ("framer._skipping", bool),
+    "formats.format": ("unwrapper.format", str | None),  # the log's record format, once its first record came
+    "formats.pending": (
+        "unwrapper.pending",
+        dict[str, tuple[int, bytes]],
+    ),  # lines begun in records, by stream
     "transcoder.head": ("transcoder._head", bytes),
     "transcoder.decided": ("transcoder.decided", bool),
     "transcoder.encoding": ("transcoder.encoding", str),
@@ -82,8 +87,13 @@ def _from_1(record: Record) -> Record:
     return out
 
 
+def _from_2(record: Record) -> Record:
+    # version 2 knew no record formats: its logs were read as plain lines
+    return {**record, "version": 3, "formats.format": "plain", "formats.pending": {}}
+
+
 # version read -> that record as the next version (pure: new dicts, the record read left as it was)
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1}
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2}
 
 
 def to_record(analyzer: Analyzer) -> Record:
