@@ -55,6 +55,8 @@ class Served:
 
     pod: Pod
     instances: dict[str, list[Instance]] = field(default_factory=dict)
+    # containers in CrashLoopBackOff: their last run ended, and no new one has started
+    backing_off: set[str] = field(default_factory=set)
 
 
 class FakeCluster:
@@ -139,12 +141,26 @@ class FakeCluster:
             self.changed.notify_all()
         self._notify("MODIFIED", served.pod)
 
+    async def back_off(self, namespace: str, name: str, *, container: str | None = None) -> None:
+        """The kubelet waits to start the ended container again (CrashLoopBackOff): `state.waiting`, the ended
+        instance in `lastState` (its id still `containerID`, as the recorded pod-memory-demo-2 shows)."""
+        served = self._served(namespace, name)
+        container = container or served.pod["spec"]["containers"][0]["name"]
+        status = self._status(served, container)
+        status["lastState"] = {"terminated": status["state"]["terminated"]}
+        status["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+        served.backing_off.add(container)
+        self._notify("MODIFIED", served.pod)
+
     async def restart(self, namespace: str, name: str, *, container: str | None = None) -> None:
         """The kubelet starts the ended container again: a new instance, `restartCount` + 1, `lastState`."""
         served = self._served(namespace, name)
         container = container or served.pod["spec"]["containers"][0]["name"]
         status = self._status(served, container)
-        status["lastState"] = {"terminated": status["state"]["terminated"]}
+        if container in served.backing_off:
+            served.backing_off.discard(container)  # lastState is already the ended instance
+        else:
+            status["lastState"] = {"terminated": status["state"]["terminated"]}
         cid = self._next_id()
         status.update(containerID=cid, state={"running": {"startedAt": self._stamp()}}, ready=True)
         status["restartCount"] += 1
@@ -229,9 +245,11 @@ class FakeCluster:
             return _status(400, "BadRequest", f"container {container} is not valid for pod {key[1]}")
         instances = served.instances[container]
         if query.get("previous") == "true":
-            if len(instances) < 2:
+            # backing off, the last run is the previous one
+            previous = -1 if container in served.backing_off else -2
+            if len(instances) < -previous:
                 return _status(400, "BadRequest", f'previous terminated container "{container}" not found')
-            instance = instances[-2]
+            instance = instances[previous]
         else:
             instance = instances[-1]
         since = 0

@@ -559,3 +559,43 @@ def test_rfc3339nano_of_the_stand_in_is_what_the_parser_reads() -> None:
     for nanos in (1780000000_000000000, 1780000000_000001000, 1780000000_123456789):
         assert parse_timestamp(rfc3339nano(nanos).encode()) == nanos
     assert FakeCluster().clock > 0
+
+
+@pytest.mark.parametrize("started", [True, False], ids=["restarted", "waiting-to-restart"])
+async def test_a_cursor_of_the_previous_instance_reads_its_rest_and_end_first(
+    api: RunningCluster, started: bool
+) -> None:
+    """A cursor taken before the container died (the daemon was down), the kubelet backing off or the container
+    started again: `previous_stream_id` names the cursor's instance, and resuming there gives the dead instance's
+    unread lines (some at the cursor's time), its `Ended`, then the new instance from 0."""
+    api.cluster.add_pod(_pod())
+    await api.cluster.log("ml", "vllm-0", [b"one\n", b"two\n"], step=0, same_time=2)
+    first: list[SourceItem] = []
+    async with _follow(_source(api, PodRef("ml", pod="vllm-0"))) as items:
+        await _until(items, lambda i: isinstance(i, Chunk), first)
+    (chunk,) = [i for i in first if isinstance(i, Chunk)]
+    await api.cluster.log("ml", "vllm-0", [b"three\n"], step=0)  # at the cursor's time, after its lines
+    await api.cluster.log("ml", "vllm-0", [b"RuntimeError: CUDA out of memory\n"])
+    await api.cluster.terminate("ml", "vllm-0", reason="OOMKilled", exit_code=137)
+    await api.cluster.back_off("ml", "vllm-0")
+    source = _source(api, PodRef("ml", pod="vllm-0"))
+    if started:
+        await api.cluster.restart("ml", "vllm-0")
+        await api.cluster.log("ml", "vllm-0", [b"second run\n"])
+    assert await source.stream_id() not in (chunk.file,)  # a new instance, or none running
+    assert await source.previous_stream_id() == chunk.file
+    got: list[SourceItem] = []
+    async with _follow(source, chunk.end, chunk.cursor) as items:
+        await _until(items, lambda i: isinstance(i, Ended), got)
+        if not started:
+            await api.cluster.restart("ml", "vllm-0")
+            await api.cluster.log("ml", "vllm-0", [b"second run\n"])
+        await _until(items, lambda i: isinstance(i, Chunk) and i.data == b"second run\n", got)
+    assert _data(got) == b"three\nRuntimeError: CUDA out of memory\nsecond run\n"
+    ended = next(i for i in got if isinstance(i, Ended))
+    assert (ended.oom_killed, ended.restarting) == (True, True)
+    restart = got.index(FileRestarted("restarted"))
+    chunks = [i for i in got if isinstance(i, Chunk)]
+    assert [(c.offset, c.file) for c in chunks[:-1]] == [(chunk.end, chunk.file)] * (len(chunks) - 1)
+    assert got.index(ended) < restart < got.index(chunks[-1])
+    assert (chunks[-1].offset, chunks[-1].file != chunk.file) == (0, True)

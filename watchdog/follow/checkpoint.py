@@ -35,7 +35,7 @@ from watchdog.core.analyzer import Analyzer
 from watchdog.core.redaction import may_hold_secret
 from watchdog.core.resume import masked, restore, to_record
 from watchdog.exceptions import WatchdogError
-from watchdog.follow.sources.base import Streamed
+from watchdog.follow.sources.base import KeepsPrevious, Streamed
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
 from watchdog.profiles.loader import catalogue
 from watchdog.store import MAX_CHECKPOINT_BYTES
@@ -343,8 +343,8 @@ class Checkpointer:
         if parsed.cursor is not None:
             if not isinstance(source, Streamed):
                 raise _Rejected("a cursor checkpoint, and the source has no cursor")
-            stream = await source.stream_id()
-            if stream != (ident.device, ident.inode):
+            stream = (ident.device, ident.inode)
+            if stream != await source.stream_id() and not await _previous_is(source, stream):
                 raise _Rejected("another stream (the container or pod was re-created, or the unit restarted)")
             return FileWindows(ident.offset)
         if not isinstance(source, Identifiable):
@@ -490,6 +490,12 @@ class Checkpointer:
             return False
         self._file = (identity.device, identity.inode)
         return True
+
+
+async def _previous_is(source: Streamed, stream: tuple[int, int]) -> bool:
+    # whether `stream` is the one before the source's current one, whose rest it can still read (a pod's container
+    # restarted while the daemon was down): its checkpoint resumes there, and the restart is read as it happened
+    return isinstance(source, KeepsPrevious) and await source.previous_stream_id() == stream
 
 
 def _said(exc: BaseException) -> str:

@@ -174,3 +174,15 @@ class Streamed(Protocol):
     async def stream_id(self) -> tuple[int, int] | None:
         """The current stream's id (as its chunks' `file`); None: there is none (yet)."""
         ...
+
+
+@runtime_checkable
+class KeepsPrevious(Protocol):
+    """A cursor source that can still read the stream before its current one: a pod's container restarted by the
+    kubelet, whose dead instance's log the API keeps. A checkpoint of that stream resumes in it (`open_follow`
+    with its cursor): its rest and its end (`Ended`) come before the current stream's start (`FileRestarted`),
+    so that a restart while the daemon was down loses neither the old instance's last lines nor its verdict."""
+
+    async def previous_stream_id(self) -> tuple[int, int] | None:
+        """The id of the stream before the current one while its rest can be read; None: there is none."""
+        ...

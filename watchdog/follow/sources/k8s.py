@@ -3,7 +3,9 @@ restart and each new pod of a selector as a new stream, and how each instance en
 
 A stream is one container instance (a pod's uid and the container's id). Its chunks carry a cursor (the time
 of their last line and how many lines at that time were delivered): the API resumes a log only by whole
-seconds (`sinceTime`), so a resume asks from the cursor's second and drops the lines up to the cursor.
+seconds (`sinceTime`), so a resume asks from the cursor's second and drops the lines up to the cursor. A cursor
+of the container's previous instance (restarted while the daemon was down) resumes in that instance's log
+(`previous=true`), its end said, before the current instance is read as a new stream (`KeepsPrevious`).
 """
 
 from __future__ import annotations
@@ -139,6 +141,14 @@ class PodSource:
         stream = view.stream if view is not None else None
         return None if stream is None else (0, stream)
 
+    async def previous_stream_id(self) -> tuple[int, int] | None:
+        """The id of the stream of the container's previous instance, whose log the API still keeps (the kubelet
+        restarted it): a checkpoint of it resumes there (`KeepsPrevious`); None: there is none."""
+        async with await self._api() as api:
+            view = await self._find(api)
+        stream = view.previous_stream if view is not None else None
+        return None if stream is None else (0, stream)
+
     def open_follow(
         self, offset: int = 0, cursor: str | None = None
     ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
@@ -187,6 +197,17 @@ class PodSource:
         while True:
             try:
                 view = await self._find(api)
+                dead = _previous_end(view, resume) if pos is None else None
+                if dead is not None and view is not None and resume is not None:
+                    # ended since the cursor was taken (the daemon was down): the dead instance's rest and its
+                    # end, then the new instance (once there is one) as a new stream
+                    pos, uid = _Position(resume.stream, offset, resume.nanos, resume.count), view.uid
+                    async for item in self._previous(api, view, pos):
+                        yield item
+                    yield CaughtUp(pos.offset)
+                    ended.add(pos.stream)
+                    yield _ended(view, dead)
+                    continue
                 if view is None or view.stream is None:
                     # no pod, or none started yet; a container waiting to be started again is not missing
                     if not missing and (view is None or pos is None):
@@ -246,13 +267,7 @@ class PodSource:
                     yield Chunk(pos.offset - len(data), data, file=(0, pos.stream), cursor=pos.cursor())
                 yield CaughtUp(pos.offset)
                 ended.add(pos.stream)
-                yield Ended(
-                    end.describe(view.container),
-                    exit_code=end.exit_code,
-                    oom_killed=end.oom_killed,
-                    memory_limit=view.memory_limit,
-                    restarting=view.restarting(end),
-                )
+                yield _ended(view, end)
             except ConnectionLost as exc:
                 if not down:
                     down = True
@@ -294,6 +309,24 @@ class PodSource:
                         yield Chunk(pos.offset - len(data), data, file=(0, pos.stream), cursor=pos.cursor())
         except PodGone:
             return
+
+
+def _previous_end(view: PodView | None, resume: LogCursor | None) -> ContainerEnd | None:
+    """How `view`'s previous instance ended, when `resume` is a cursor in it (its rest still to read)."""
+    if view is None or resume is None or view.previous_stream != resume.stream:
+        return None
+    return view.last_ended
+
+
+def _ended(view: PodView, end: ContainerEnd) -> Ended:
+    """The `Ended` of an instance of `view`'s container that ended as `end` says."""
+    return Ended(
+        end.describe(view.container),
+        exit_code=end.exit_code,
+        oom_killed=end.oom_killed,
+        memory_limit=view.memory_limit,
+        restarting=view.restarting(end),
+    )
 
 
 def _since(pos: _Position) -> str | None:

@@ -208,6 +208,15 @@ class PodView:
         """The number of the current instance's stream (`stream_number`); None before there is one."""
         return stream_number(self.uid, self.container_id) if self.started else None
 
+    @property
+    def previous_stream(self) -> int | None:
+        """The number of the previous instance's stream (the one `lastState.terminated` tells of, whose log the
+        API still gives with `previous=true`; in CrashLoopBackOff, the instance that ended last, `containerID`
+        still its id); None when there is none."""
+        if self.last_ended is None or not self.last_ended.container_id:
+            return None
+        return stream_number(self.uid, self.last_ended.container_id)
+
     def restarting(self, end: ContainerEnd) -> bool:
         """Whether the kubelet starts the container again after `end` (its pod's restart policy)."""
         if self.deleting:
