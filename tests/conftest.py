@@ -198,6 +198,32 @@ def dockerd() -> Iterator[DockerDaemon]:
 
 
 @pytest.fixture
+def docker(dockerd: DockerDaemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[DockerDaemon]:
+    """The session's dockerd as this process's DOCKER_HOST (the local source honours it); containers removed."""
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    yield dockerd
+    names = dockerd.docker("ps", "-aq").split()
+    if names:
+        dockerd.docker("rm", "-f", *names, check=False)
+
+
+@pytest.fixture(scope="session")
+def docker_sshd(dockerd: DockerDaemon, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
+    """An sshd whose sessions have DOCKER_HOST set to the test dockerd (sshd_config `SetEnv`), as a host's
+    administrator would give the watchdog's account a socket other than the default."""
+    try:
+        server = start_sshd(
+            tmp_path_factory.mktemp("dsshd"), extra_config=[f"SetEnv DOCKER_HOST={dockerd.host}"]
+        )
+    except SSHDUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        yield server
+    finally:
+        stop_sshd(server)
+
+
+@pytest.fixture
 def ssh_options(sshd: SSHDServer) -> SSHOptions:
     """Options that reach the test sshd and nothing else (no agent, no ~/.ssh/config)."""
     return SSHOptions(

@@ -1,0 +1,249 @@
+"""Launches in containers, end to end: corpus logs printed by real containers get their replay's verdict through
+`watch docker://NAME` and a follower over SSH; an OOM kill is said at once; the daemon resumes a container's log
+across its own restart and follows the container's restarts as new incarnations.
+
+The containers run on the test dockerd (tests/docker_daemon.py), the SSH ones are reached through a real sshd
+whose sessions get DOCKER_HOST (the `docker_sshd` fixture). A container's log is a corpus file mounted into it,
+printed line by line once the follower reads it (the test makes a file the container waits for).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from daemon_process import DaemonProcess
+from docker_daemon import IMAGE, DockerDaemon
+from http_client import get
+from sshd_server import SSHDServer
+
+from watchdog.core.verdict import exit_code
+from watchdog.follow.follower import Concluded, LaunchFollower, SourceNoted
+from watchdog.follow.replay import replay_path
+from watchdog.follow.sources.containerlog import parse_timestamp
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.sources.target import parse_target
+from watchdog.follow.spec import LaunchSpec
+from watchdog.vocabulary import State
+
+pytestmark = pytest.mark.anyio
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+DEADLINE = 40.0
+STALL_AFTER = 1.0  # seconds: the stall cases' --stall-after
+PACE_US = 1000  # microseconds between two lines a container prints
+SIGNALS = {"SIGABRT": 6, "SIGINT": 2, "SIGKILL": 9, "SIGTERM": 15}
+
+# One crash, ready, stall (a log that ends mid-startup) and stop case per engine where the corpus has them; the
+# crashes include a traceback that ends the log at its exception line and a SIGABRT (exit 134) with its assert.
+CASES = (
+    "llamacpp/captured-llamacpp-assert-bad-heads-cpu",
+    "llamacpp/captured-llamacpp-ready-cpu",
+    "llamacpp/captured-llamacpp-hang-model-fifo-cpu",
+    "ollama/ollama-runner-cudamalloc-oom-panic-journald-issue8597",
+    "ollama/ollama-ready-listening-windows-0.2.7-issue5816",
+    "ollama/ollama-incomplete-model-load-progress-debug-issue10517",
+    "sglang/sglang-ep-moe-load-weights-keyerror-w2-weight-scale-inv-dsv3-issue3075",
+    "sglang/ready-llama31-8b-single-gpu-docs-v041",
+    "sglang/incomplete-multinode-stuck-after-nccl-init-h20-issue4978",
+    "tgi/tgi-warmup-oom-webserver-crashed-issue563",
+    "tgi/tgi-ready-connected-t5-issue1349",
+    "tgi/tgi-3.x-incomplete-after-warmup-kv-blocks-before-connected-issue3301",
+    "trtllm/trtllm-serve-load-single-module-cuda-oom-weights-multirank-issue7818",
+    "trtllm/trtllm-serve-1.2.0rc5-autodeploy-ready-elided-middle-dgx-spark-nemotron3nano-jeansblog",
+    "trtllm/trtllm-nim-incomplete-kv-cache-allocated-nimdeploy24",
+    "vllm/captured-vllm-port-in-use-cpu",
+    "vllm/captured-vllm-ready-warning-cpu",
+    "vllm/vllm-v0-incomplete-tp8-capturing-graphs-gemma2-issue7593",
+    "vllm/captured-vllm-sigterm-startup-cpu",
+)
+
+# waits for the go file, prints the log line by line (its last line too, newline or not), then ends as the launch
+# did: `exit N`, or on (a stall: it prints nothing more)
+PRINTER = (
+    "while [ ! -e /c/go ]; do usleep 10000; done; "
+    "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; usleep {pace}; done </c/log; {end}"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A corpus log, how its container ends (None: it stays, silent), and the verdict its replay gives."""
+
+    name: str
+    log: Path
+    exit: int | None
+    want: tuple[object, ...]
+
+
+def _key(verdict: dict[str, Any]) -> tuple[object, ...]:
+    """(outcome, phase, category): a ready launch then stopped cleanly is a ready one (`watch` exits 0 for
+    both), a launch that never decided is `incomplete`."""
+    state, phase = verdict["state"], verdict["phase"]
+    if exit_code(State(state), phase) == 0:
+        state = "ready"
+    elif state not in ("crashed", "stalled", "stopped"):
+        state = "incomplete"
+    return (state, phase, (verdict["error"] or {}).get("category"))
+
+
+def _case(path: str) -> Case:
+    log = CORPUS / f"{path}.log"
+    label = json.loads(log.with_suffix(".json").read_text(encoding="utf-8"))
+    captured = label.get("captured") or {}
+    _, verdict = replay_path(log)
+    want = _key(verdict.to_json())
+    if want[0] == "incomplete":  # the log ends mid-startup: followed live, it stalls where it stopped
+        return Case(log.stem, log, None, ("stalled", want[1], None))
+    if captured.get("signal"):
+        code = 128 + SIGNALS[captured["signal"]]
+    elif captured.get("exit") is not None:
+        code = int(captured["exit"])
+    else:
+        code = 0 if want[0] == "ready" else 1
+    return Case(log.stem, log, code, want)
+
+
+def test_the_table_covers_every_outcome_of_every_engine() -> None:
+    """The table has a crash, a ready and a stall case of each engine, and the corpus's stop cases' engine."""
+    cases = [_case(path) for path in CASES]
+    outcomes = {(path.split("/")[0], case.want[0]) for path, case in zip(CASES, cases, strict=True)}
+    for engine in ("llamacpp", "ollama", "sglang", "tgi", "trtllm", "vllm"):
+        assert {(engine, "crashed"), (engine, "ready"), (engine, "stalled")} <= outcomes, engine
+    assert ("vllm", "stopped") in outcomes
+
+
+# -- the containers -----------------------------------------------------------------------------------------
+
+
+def _readers(container_id: str) -> list[int]:
+    """The pids of `docker logs` processes reading this container (a follower that reads it)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[:2] == [b"docker", b"logs"] and container_id.encode() in argv:
+                found.append(int(entry))
+    return found
+
+
+async def _until(check: Callable[[], object], what: str, deadline: float = DEADLINE) -> None:
+    """Poll `check` (a look at /proc or the runtime: nothing to wait on) until it is true, under a deadline."""
+    end = time.monotonic() + deadline
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"not within {deadline} s: {what}")
+        await anyio.sleep(0.02)
+
+
+class Printer:
+    """A container that prints a corpus log once told to (`go`), then ends as its case says."""
+
+    def __init__(self, docker: DockerDaemon, case: Case, name: str, workdir: Path) -> None:
+        self.docker, self.case, self.name = docker, case, name
+        self.dir = workdir / name
+        self.dir.mkdir()
+        (self.dir / "log").write_bytes(case.log.read_bytes())
+        self.id = ""
+
+    async def start(self, *options: str) -> None:
+        end = "exec sleep 1000" if self.case.exit is None else f"exit {self.case.exit}"
+        script = PRINTER.format(pace=PACE_US, end=end)
+        argv = ("run", "-d", "--name", self.name, "-v", f"{self.dir}:/c:ro", *options, IMAGE, "sh", "-c", script)
+        self.id = (await anyio.to_thread.run_sync(lambda: self.docker.docker(*argv))).strip()
+
+    async def go_when_read(self) -> None:
+        """Let it print once a follower reads its log."""
+        await _until(lambda: _readers(self.id), f"a follower reading {self.name}")
+        (self.dir / "go").touch()
+
+
+def _mismatches(got: dict[str, tuple[object, ...]], cases: list[Case]) -> dict[str, object]:
+    return {c.name: {"got": got.get(c.name), "replay": c.want} for c in cases if got.get(c.name) != c.want}
+
+
+async def test_corpus_launches_in_containers_get_their_replay_verdict_through_watch(
+    docker: DockerDaemon, tmp_path: Path
+) -> None:
+    """Each case printed by a container gets from `watch --json docker://NAME` (this machine's dockerd through
+    DOCKER_HOST) the verdict `replay` gives its file: a container's exit never overrides what the log said."""
+    cases = [_case(path) for path in CASES]
+    got: dict[str, tuple[object, ...]] = {}
+
+    async def one(n: int, case: Case) -> None:
+        printer = Printer(docker, case, f"w{n}", tmp_path)
+        await printer.start()
+        argv = [sys.executable, "-m", "watchdog.cli", "watch", "--json", "--stall-after", str(STALL_AFTER)]
+        async with await anyio.open_process([*argv, f"docker://{printer.name}"]) as watch:
+            await printer.go_when_read()
+            assert watch.stdout is not None
+            out = b""
+            async for data in watch.stdout:
+                out += data
+            await watch.wait()
+        got[case.name] = _key(json.loads(out))
+
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            for n, case in enumerate(cases):
+                tg.start_soon(one, n, case)
+    assert not _mismatches(got, cases)
+
+
+@asynccontextmanager
+async def _pool(server: SSHDServer) -> AsyncIterator[SSHPool]:
+    options = SSHOptions(
+        known_hosts=str(server.known_hosts), identity=str(server.client_key), config=None, use_agent=False
+    )
+    async with SSHPool(options) as pool:
+        yield pool
+
+
+async def test_corpus_launches_in_containers_get_their_replay_verdict_over_ssh(
+    docker: DockerDaemon, docker_sshd: SSHDServer, tmp_path: Path
+) -> None:
+    """Each case printed by a container on an SSH host (`docker://user@host:port/NAME`) gets from a follower its
+    replay's verdict, and keeps it once the container's end is said: a crash its category, a ready launch then
+    stopped (exit 0) its ready history."""
+    cases = [_case(path) for path in CASES]
+    first: dict[str, tuple[object, ...]] = {}
+    last: dict[str, tuple[object, ...]] = {}
+    server = docker_sshd
+
+    async def one(pool: SSHPool, n: int, case: Case) -> None:
+        printer = Printer(docker, case, f"s{n}", tmp_path)
+        await printer.start()
+        target = parse_target(f"docker://{server.user}@{server.host}:{server.port}/{printer.name}")
+        follower = LaunchFollower(LaunchSpec(case.name, target, stall_after=STALL_AFTER), pool=pool)
+        async with anyio.create_task_group() as tg, follower.updates:
+            tg.start_soon(follower.run)
+            await printer.go_when_read()
+            ended = case.exit is None  # a stalled one stays: nothing more to wait for after its verdict
+            async for update in follower.updates:
+                if isinstance(update, Concluded) and case.name not in first:
+                    first[case.name] = _key(update.verdict.to_json())
+                ended |= isinstance(update, SourceNoted) and update.kind == "ended"
+                if ended and case.name in first:
+                    break
+            last[case.name] = _key(follower.status().verdict.to_json())
+            tg.cancel_scope.cancel()
+
+    with anyio.fail_after(DEADLINE):
+        async with _pool(server) as pool, anyio.create_task_group() as tg:
+            for n, case in enumerate(cases):
+                tg.start_soon(one, pool, n, case)
+    assert not _mismatches(first, cases)
+    assert not _mismatches(last, cases)
