@@ -68,10 +68,9 @@ CASES = (
     "vllm/captured-vllm-sigterm-startup-cpu",
 )
 
-# waits for the go file, prints the log line by line (its last line too, newline or not), then ends as the launch
+# prints the log line by line (its last line too, newline or not), then ends as the launch
 # did: `exit N`, or on (a stall: it prints nothing more)
 PRINTER = (
-    "while [ ! -e /c/go ]; do usleep 10000; done; "
     "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; usleep {pace}; done </c/log; {end}"
 )
 
@@ -149,30 +148,56 @@ async def _until(check: Callable[[], object], what: str, deadline: float = DEADL
         await anyio.sleep(0.02)
 
 
-class Printer:
-    """A container that prints a corpus log once told to (`go`), then ends as its case says."""
+class Container:
+    """A test container that waits for its go file (`go_when_read`) before it does what its script says; its
+    directory is mounted at /c."""
 
-    def __init__(self, docker: DockerDaemon, case: Case, name: str, workdir: Path) -> None:
-        self.docker, self.case, self.name = docker, case, name
+    def __init__(self, docker: DockerDaemon, name: str, workdir: Path) -> None:
+        self.docker, self.name = docker, name
         self.dir = workdir / name
         self.dir.mkdir()
-        (self.dir / "log").write_bytes(case.log.read_bytes())
         self.id = ""
 
-    async def start(self, *options: str) -> None:
-        end = "exec sleep 1000" if self.case.exit is None else f"exit {self.case.exit}"
-        script = PRINTER.format(pace=PACE_US, end=end)
-        argv = ("run", "-d", "--name", self.name, "-v", f"{self.dir}:/c:ro", *options, IMAGE, "sh", "-c", script)
-        self.id = (await anyio.to_thread.run_sync(lambda: self.docker.docker(*argv))).strip()
+    async def start(self, script: str, *options: str) -> None:
+        argv = ("run", "-d", "--name", self.name, "-v", f"{self.dir}:/c:ro", *options, IMAGE, "sh", "-c")
+        waiting = f"while [ ! -e /c/go ]; do usleep 10000; done; {script}"
+        self.id = (await anyio.to_thread.run_sync(lambda: self.docker.docker(*argv, waiting))).strip()
 
     async def go_when_read(self) -> None:
-        """Let it print once a follower reads its log."""
+        """Let it go on once a follower reads its log."""
         await _until(lambda: _readers(self.id), f"a follower reading {self.name}")
         (self.dir / "go").touch()
+
+    def state(self) -> dict[str, Any]:
+        """Its `State`, as `docker inspect` says it."""
+        state: dict[str, Any] = json.loads(self.docker.docker("inspect", self.name))[0]["State"]
+        return state
+
+
+async def _printer(docker: DockerDaemon, case: Case, name: str, workdir: Path) -> Container:
+    """A container that prints the case's log once told to, then ends as the case says."""
+    container = Container(docker, name, workdir)
+    (container.dir / "log").write_bytes(case.log.read_bytes())
+    end = "exec sleep 1000" if case.exit is None else f"exit {case.exit}"
+    await container.start(PRINTER.format(pace=PACE_US, end=end))
+    return container
 
 
 def _mismatches(got: dict[str, tuple[object, ...]], cases: list[Case]) -> dict[str, object]:
     return {c.name: {"got": got.get(c.name), "replay": c.want} for c in cases if got.get(c.name) != c.want}
+
+
+async def _watch(target: str, *options: str) -> tuple[dict[str, Any], float]:
+    """`watch --json TARGET` to its end: its verdict, and the Unix time it was printed."""
+    argv = [sys.executable, "-m", "watchdog.cli", "watch", "--json", *options, target]
+    async with await anyio.open_process(argv) as watch:
+        assert watch.stdout is not None
+        out = b""
+        async for data in watch.stdout:
+            out += data
+        said = time.time()
+        await watch.wait()
+    return json.loads(out), said
 
 
 async def test_corpus_launches_in_containers_get_their_replay_verdict_through_watch(
@@ -184,17 +209,11 @@ async def test_corpus_launches_in_containers_get_their_replay_verdict_through_wa
     got: dict[str, tuple[object, ...]] = {}
 
     async def one(n: int, case: Case) -> None:
-        printer = Printer(docker, case, f"w{n}", tmp_path)
-        await printer.start()
-        argv = [sys.executable, "-m", "watchdog.cli", "watch", "--json", "--stall-after", str(STALL_AFTER)]
-        async with await anyio.open_process([*argv, f"docker://{printer.name}"]) as watch:
-            await printer.go_when_read()
-            assert watch.stdout is not None
-            out = b""
-            async for data in watch.stdout:
-                out += data
-            await watch.wait()
-        got[case.name] = _key(json.loads(out))
+        printer = await _printer(docker, case, f"w{n}", tmp_path)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(printer.go_when_read)
+            verdict, _ = await _watch(f"docker://{printer.name}", "--stall-after", str(STALL_AFTER))
+        got[case.name] = _key(verdict)
 
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
@@ -224,8 +243,7 @@ async def test_corpus_launches_in_containers_get_their_replay_verdict_over_ssh(
     server = docker_sshd
 
     async def one(pool: SSHPool, n: int, case: Case) -> None:
-        printer = Printer(docker, case, f"s{n}", tmp_path)
-        await printer.start()
+        printer = await _printer(docker, case, f"s{n}", tmp_path)
         target = parse_target(f"docker://{server.user}@{server.host}:{server.port}/{printer.name}")
         follower = LaunchFollower(LaunchSpec(case.name, target, stall_after=STALL_AFTER), pool=pool)
         async with anyio.create_task_group() as tg, follower.updates:
@@ -247,3 +265,24 @@ async def test_corpus_launches_in_containers_get_their_replay_verdict_over_ssh(
                 tg.start_soon(one, pool, n, case)
     assert not _mismatches(first, cases)
     assert not _mismatches(last, cases)
+
+
+async def test_an_oom_killed_container_is_crashed_killed_within_two_seconds_naming_its_limit(
+    docker: DockerDaemon, tmp_path: Path
+) -> None:
+    """`watch docker://NAME` of a container the kernel OOM-kills at its 8 MiB limit, with no last words in its
+    log, says crashed / killed within 2 s of the container's death (its FinishedAt), the hint naming 8 MiB."""
+    container = Container(docker, "oom", tmp_path)
+    await container.start(
+        'echo loading; x=$(head -c 50000000 /dev/zero | tr "\\0" a); echo never', "-m", "8m", "--memory-swap", "8m"
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(container.go_when_read)
+        verdict, said = await _watch("docker://oom")
+    state = container.state()
+    assert (state["OOMKilled"], state["ExitCode"]) == (True, 137)
+    died = parse_timestamp(state["FinishedAt"])
+    assert said - (died[0] + died[1] / 1e9) < 2.0
+    assert (verdict["state"], verdict["error"]["category"]) == ("crashed", "killed")
+    assert "8 MiB" in verdict["error"]["hint"]
+    assert "OOMKilled" in verdict["error"]["summary"]

@@ -582,6 +582,14 @@ def _oom_killed_hint(limit: int | None) -> str:
     if limit is None:
         return "the kernel killed it at its memory limit (OOMKilled): raise the limit or lower the host memory use"
     return (
-        f"the kernel killed it at its memory limit of {limit / 2**30:.3g} GiB ({limit} bytes, OOMKilled): raise "
+        f"the kernel killed it at its memory limit of {_size(limit)} ({limit} bytes, OOMKilled): raise "
         "the limit (docker run -m, a pod's resources.limits.memory, MemoryMax=) or lower the host memory use"
     )
+
+
+def _size(count: int) -> str:
+    # bytes in the largest binary unit they fill: a container's `-m 8m` reads 8 MiB, not 0.00781 GiB
+    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if count >= unit:
+            return f"{count / unit:.3g} {name}"
+    return f"{count} bytes"
