@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,116 @@ async def test_an_oom_killed_container_is_crashed_killed_within_two_seconds_nami
     assert (verdict["state"], verdict["error"]["category"]) == ("crashed", "killed")
     assert "8 MiB" in verdict["error"]["hint"]
     assert "OOMKilled" in verdict["error"]["summary"]
+
+
+# -- the daemon ---------------------------------------------------------------------------------------------
+
+# prints N numbered lines (a few ms apart, the shell's pace), then ends with CODE
+NUMBERED = 'i=0; while [ $i -lt {n} ]; do echo "INFO line $i of the launch"; i=$((i+1)); usleep {pace}; done; exit {code}'
+
+
+def _daemon_config(tmp_path: Path, container: str) -> Path:
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "json"
+
+[launches.svc]
+container = "{container}"
+engine = "vllm"
+"""
+    )
+    return config
+
+
+@contextmanager
+def _daemon(config: Path, docker: DockerDaemon) -> Iterator[tuple[DaemonProcess, str]]:
+    """`watchdog run` with DOCKER_HOST of the test dockerd; it and the URL it serves on."""
+    daemon = DaemonProcess(config, deadline=DEADLINE, env=docker.env())
+    try:
+        yield daemon, daemon.wait(event="http_listening")["url"]
+    finally:
+        daemon.close()
+
+
+def _status(url: str) -> dict[str, Any]:
+    status: dict[str, Any] = get(url + "status").json()[0]
+    return status
+
+
+async def _status_until(url: str, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+    """Poll the daemon's /status until `check` holds (the daemon has no event for each line read)."""
+    seen: list[dict[str, Any]] = []
+
+    def look() -> bool:
+        seen[:] = [_status(url)]
+        return check(seen[0])
+
+    await _until(look, what)
+    return seen[0]
+
+
+async def test_a_daemon_restarted_in_the_middle_of_a_containers_log_loses_and_repeats_no_line(
+    docker: DockerDaemon, tmp_path: Path
+) -> None:
+    """The daemon killed (-9) and then stopped (SIGTERM) while a container prints its log, started again each
+    time: it resumes from its checkpoint's cursor, and the analyzer has read every line once (lines_read and
+    bytes_read are the log's)."""
+    lines = 1500
+    container = Container(docker, "svc", tmp_path)
+    await container.start(NUMBERED.format(n=lines, pace=2000, code=0))
+    config = _daemon_config(tmp_path, "svc")
+    with _daemon(config, docker) as (daemon, url):
+        await container.go_when_read()
+        await _status_until(url, lambda s: s["lines_read"] >= lines // 4, "a quarter of the log read")
+        daemon.proc.send_signal(signal.SIGKILL)
+        daemon.proc.wait(timeout=DEADLINE)
+    with _daemon(config, docker) as (daemon, url):
+        resumed = daemon.wait(event="resuming from checkpoint", launch="svc")
+        await _status_until(url, lambda s: s["lines_read"] >= lines // 2, "half the log read")
+        daemon.stop()
+    with _daemon(config, docker) as (daemon, url):
+        again = daemon.wait(event="resuming from checkpoint", launch="svc")
+        status = await _status_until(url, lambda s: s["state"] == "stopped", "the container's exit said")
+        daemon.stop()
+    assert 0 < resumed["offset"] < again["offset"]
+    log = "".join(f"INFO line {i} of the launch\n" for i in range(lines)).encode()
+    assert (status["lines_read"], status["bytes_read"]) == (lines, len(log))
+    assert status["incarnation"] == 1
+
+
+async def test_a_container_restarted_by_its_policy_is_a_new_incarnation_with_every_line_once(
+    docker: DockerDaemon, tmp_path: Path
+) -> None:
+    """A container that crashes and is restarted by `--restart on-failure:1` while the daemon follows it: /status
+    goes to incarnation 2, the history has both crashes, and every line of both runs was read once."""
+    case = _case("vllm/captured-vllm-port-in-use-cpu")
+    container = await _printer(docker, case, "svc", tmp_path)
+    config = _daemon_config(tmp_path, "svc")
+    # the printer's container, restarted once by its policy
+    docker.docker("rm", "-f", "svc")
+    await container.start(PRINTER.format(pace=PACE_US, end="exit 1"), "--restart", "on-failure:1")
+    with _daemon(config, docker) as (daemon, url):
+        await container.go_when_read()
+        status = await _status_until(
+            url, lambda s: s["incarnation"] == 2 and s["state"] == "crashed", "the second run's crash"
+        )
+        daemon.stop()
+    assert status["error"]["category"] == "port_in_use"
+    log = case.log.read_bytes()
+    assert (status["lines_read"], status["bytes_read"]) == (2 * log.count(b"\n"), 2 * len(log))
+    history = _history(tmp_path / "state", "svc")
+    assert [(h["incarnation"], h["state"]) for h in history] == [(1, "crashed"), (2, "crashed")]
+
+
+def _history(state: Path, launch: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "history", launch, "--state-dir", str(state), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(json.loads(out), key=lambda r: r["incarnation"])
