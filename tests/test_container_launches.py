@@ -126,18 +126,25 @@ def test_the_table_covers_every_outcome_of_every_engine() -> None:
 # -- the containers -----------------------------------------------------------------------------------------
 
 
-def _readers(container_id: str) -> list[int]:
-    """The pids of `docker logs` processes reading this container (a follower that reads it)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[:2] == [b"docker", b"logs"] and container_id.encode() in argv:
-                found.append(int(entry))
-    return found
+_scanned: list[tuple[float, set[bytes]]] = [(-1.0, set())]
+SCAN_EVERY = 0.05  # seconds: one look at /proc serves every container waiting for its reader
+
+
+def _read(container_id: str) -> bool:
+    """Whether a `docker logs` process reads this container (a follower reads its log)."""
+    at, words = _scanned[0]
+    if time.monotonic() - at > SCAN_EVERY:
+        words = set()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if argv[:2] == [b"docker", b"logs"]:
+                    words.update(argv)
+        _scanned[0] = (time.monotonic(), words)
+    return container_id.encode() in words
 
 
 async def _until(check: Callable[[], object], what: str, deadline: float = DEADLINE) -> None:
@@ -146,7 +153,7 @@ async def _until(check: Callable[[], object], what: str, deadline: float = DEADL
     while not check():
         if time.monotonic() > end:
             raise AssertionError(f"not within {deadline} s: {what}")
-        await anyio.sleep(0.02)
+        await anyio.sleep(SCAN_EVERY)
 
 
 class Container:
@@ -166,7 +173,7 @@ class Container:
 
     async def go_when_read(self) -> None:
         """Let it go on once a follower reads its log."""
-        await _until(lambda: _readers(self.id), f"a follower reading {self.name}")
+        await _until(lambda: _read(self.id), f"a follower reading {self.name}")
         (self.dir / "go").touch()
 
     def state(self) -> dict[str, Any]:
