@@ -71,9 +71,7 @@ CASES = (
 
 # prints the log line by line (its last line too, newline or not), then ends as the launch
 # did: `exit N`, or on (a stall: it prints nothing more)
-PRINTER = (
-    "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; usleep {pace}; done </c/log; {end}"
-)
+PRINTER = 'while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\n\' "$l"; usleep {pace}; done </c/log; {end}'
 
 
 @dataclass(frozen=True)
@@ -282,7 +280,11 @@ async def test_an_oom_killed_container_is_crashed_killed_within_two_seconds_nami
     log, says crashed / killed within 2 s of the container's death (its FinishedAt), the hint naming 8 MiB."""
     container = Container(docker, "oom", tmp_path)
     await container.start(
-        'echo loading; x=$(head -c 50000000 /dev/zero | tr "\\0" a); echo never', "-m", "8m", "--memory-swap", "8m"
+        'echo loading; x=$(head -c 50000000 /dev/zero | tr "\\0" a); echo never',
+        "-m",
+        "8m",
+        "--memory-swap",
+        "8m",
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(container.go_when_read)
@@ -392,9 +394,16 @@ async def test_a_container_restarted_by_its_policy_is_a_new_incarnation_with_eve
             url, lambda s: s["incarnation"] == 2 and s["state"] == "crashed", "the second run's crash"
         )
         daemon.stop()
+    with _daemon(config, docker) as (daemon, url):  # restarted after the container's end: nothing read again
+        daemon.wait(event="resuming from checkpoint", launch="svc")
+        daemon.wait(event="source", launch="svc", kind="ended")  # read from the cursor to the run's end again
+        again = _status(url)
+        daemon.stop()
     assert status["error"]["category"] == "port_in_use"
     log = case.log.read_bytes()
     assert (status["lines_read"], status["bytes_read"]) == (2 * log.count(b"\n"), 2 * len(log))
+    keep = ("state", "phase", "incarnation", "lines_read", "bytes_read")
+    assert {k: again[k] for k in keep} == {k: status[k] for k in keep}
     history = _history(tmp_path / "state", "svc")
     assert [(h["incarnation"], h["state"]) for h in history] == [(1, "crashed"), (2, "crashed")]
 
