@@ -46,7 +46,8 @@ PACE_US = 1000  # microseconds between two lines a container prints
 SIGNALS = {"SIGABRT": 6, "SIGINT": 2, "SIGKILL": 9, "SIGTERM": 15}
 
 # One crash, ready, stall (a log that ends mid-startup) and stop case per engine where the corpus has them; the
-# crashes include a traceback that ends the log at its exception line and a SIGABRT (exit 134) with its assert.
+# crashes include a traceback that ends the log at its exception line, one cut before it, and a SIGABRT (exit 134)
+# with its assert.
 CASES = (
     "llamacpp/captured-llamacpp-assert-bad-heads-cpu",
     "llamacpp/captured-llamacpp-ready-cpu",
@@ -60,7 +61,7 @@ CASES = (
     "tgi/tgi-warmup-oom-webserver-crashed-issue563",
     "tgi/tgi-ready-connected-t5-issue1349",
     "tgi/tgi-3.x-incomplete-after-warmup-kv-blocks-before-connected-issue3301",
-    "trtllm/trtllm-serve-load-single-module-cuda-oom-weights-multirank-issue7818",
+    "trtllm/trtllm-cuda-graph-warmup-traceback-cut-before-exception-exaone-issue8802",
     "trtllm/trtllm-serve-1.2.0rc5-autodeploy-ready-elided-middle-dgx-spark-nemotron3nano-jeansblog",
     "trtllm/trtllm-nim-incomplete-kv-cache-allocated-nimdeploy24",
     "vllm/captured-vllm-port-in-use-cpu",
