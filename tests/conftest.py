@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from children import descendants, end
 from docker_daemon import DockerDaemon, DockerUnavailable, running_dockerd
 from http_receiver import Receiver, running_receiver
+from journald_server import JournaldUnavailable, ensure_journald
 from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
 
 from watchdog.follow.sources.sshpool import SSHOptions
@@ -180,6 +181,15 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
         yield server
     finally:
         stop_sshd(server)
+
+
+@pytest.fixture(scope="session")
+def journald() -> None:
+    """A systemd-journald that `systemd-cat` writes into and `journalctl` reads (started here if none runs)."""
+    try:
+        ensure_journald()
+    except JournaldUnavailable as exc:
+        unavailable(str(exc), "WATCHDOG_REQUIRE_JOURNALD")
 
 
 @pytest.fixture(scope="session")

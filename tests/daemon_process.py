@@ -14,11 +14,12 @@ from typing import Any
 
 
 class DaemonProcess:
-    """`watchdog run --config CONFIG ARGS...`; `wait(**fields)` for a log event, `stop()` or `close()`."""
+    """`watchdog run --config CONFIG ARGS...` (no `--config` for None: the config is `env`'s `LLW_` variables);
+    `wait(**fields)` for a log event, `stop()` or `close()`."""
 
     def __init__(
         self,
-        config: Path,
+        config: Path | None,
         *args: str,
         deadline: float,
         umask: int = -1,
@@ -27,7 +28,14 @@ class DaemonProcess:
     ) -> None:
         self.deadline = deadline
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "watchdog.cli", "run", "--config", str(config), *args],
+            [
+                sys.executable,
+                "-m",
+                "watchdog.cli",
+                "run",
+                *(() if config is None else ("--config", str(config))),
+                *args,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

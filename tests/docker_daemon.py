@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DOCKERD = "/usr/sbin/dockerd"
-BUSYBOX = "/bin/busybox"  # Debian's busybox-static: a static binary is the whole image
+# A static busybox is the whole image: Debian's busybox-static, extracted beside the system's busybox (installed,
+# it would replace that one, whose sh the remote-script tests run with GNU tools: busybox-static's sh prefers
+# its own applets), named by WATCHDOG_STATIC_BUSYBOX (.ci/run sets it), or /bin/busybox where that one is static.
+BUSYBOX = next(
+    (
+        p
+        for p in (os.environ.get("WATCHDOG_STATIC_BUSYBOX"), "/opt/busybox-static/busybox")
+        if p and os.path.exists(p)
+    ),
+    "/bin/busybox",
+)
 READY_TIMEOUT = 30.0
 IMAGE = "watchdog-busybox"
 # what the test containers call; each a link to busybox in the image
@@ -70,7 +80,10 @@ def docker_missing() -> str | None:
         if not os.path.exists(program):
             return f"{program} is not installed (Debian: apt-get install {package})"
     if not _static(BUSYBOX):
-        return f"{BUSYBOX} is not a static busybox (Debian: apt-get install busybox-static)"
+        return (
+            f"{BUSYBOX} is not a static busybox (Debian: `apt-get download busybox-static`, extract it with "
+            "`dpkg-deb -x`, and name its bin/busybox in WATCHDOG_STATIC_BUSYBOX)"
+        )
     return None
 
 

@@ -284,3 +284,28 @@ def test_a_user_engine_needs_its_profile(tmp_path: Path, capsys: pytest.CaptureF
     log.write_text(_MYENGINE_LOG, encoding="utf-8")
     assert main(["replay", str(log), "--engine", "myengine"]) == 78
     assert "unknown engine 'myengine'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name", ["cri-oom.log", "docker-json-file-oom.log", "journald-json-oom.log", "journald-short-iso-oom.log"]
+)
+def test_replay_of_a_log_stored_by_a_platform_prints_the_plain_logs_verdict(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`watchdog replay` of the bundled example as a CRI runtime, Docker's json-file driver or journald stored it
+    exits 1 and prints the plain log's verdict: the phase, the oom category, the ranks and the message."""
+    example = ROOT / "examples" / "sglang-ep8-oom.log"
+    assert main(["replay", str(example), "--json"]) == 1
+    plain = json.loads(capsys.readouterr().out)
+    stored_path = ROOT / "tests" / "fixtures" / "formats" / name
+    assert main(["replay", str(stored_path), "--json"]) == 1
+    stored = json.loads(capsys.readouterr().out)
+    assert (stored["state"], stored["phase"], stored["error"]) == (
+        plain["state"],
+        plain["phase"],
+        plain["error"],
+    )
+    assert main(["replay", str(stored_path)]) == 1
+    text = capsys.readouterr().out
+    assert "sglang crashed during allocating_kv_cache" in text
+    assert "error [oom] on ranks TP1, TP3, TP5, TP6 (line 53)" in text

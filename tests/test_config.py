@@ -663,6 +663,7 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
         "sglang-docker",
         "vllm-unit",
         "vllm-pod",
+        "vllm-deployment",
         "local-llamacpp",
     }
     assert config.launch_spec("llama-vllm").target.path == "logs/vllm.log"
@@ -670,7 +671,7 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     out, err = capsys.readouterr()
     assert json.loads(out)["notifiers"]["team"]["url"] == "********** (env:WATCHDOG_TEAM_WEBHOOK)"
     assert json.loads(out)["notifiers"]["oncall"]["routing_key"] == "********** (env:WATCHDOG_PAGERDUTY_KEY)"
-    assert "valid: 6 launches, 3 hosts, 9 notifiers" in err
+    assert "valid: 7 launches, 3 hosts, 9 notifiers" in err
     for token in ("team-token-1", "pd-routing-key-2", "mm-token-3", "tg-token-4", "apprise-token-5"):
         assert token not in out + err
 
@@ -907,6 +908,16 @@ def test_a_user_engine_without_its_profile_or_with_a_broken_one_is_a_config_erro
             Target(None, None, None, "llm/vllm-0/server", kind="k8s", context="ctx"),
             id="pod",
         ),
+        pytest.param(
+            '[launches.a]\npod = "llm/vllm-0"\ncontext = "prod"\nkubeconfig = "/etc/kube.yaml"\n',
+            Target(None, None, None, "llm/vllm-0?kubeconfig=/etc/kube.yaml", kind="k8s", context="prod"),
+            id="pod-kubeconfig",
+        ),
+        pytest.param(
+            '[launches.a]\nselector = "app=vllm"\nnamespace = "llm"\ncontainer = "server"\n',
+            Target(None, None, None, "llm?selector=app=vllm&container=server", kind="k8s"),
+            id="selector",
+        ),
     ],
 )
 def test_a_launch_names_a_container_a_unit_or_a_pod(tmp_path: Path, text: str, target: Target) -> None:
@@ -925,6 +936,15 @@ def test_a_launch_names_a_container_a_unit_or_a_pod(tmp_path: Path, text: str, t
             '[hosts.g]\n[launches.a]\nhost = "g"\npod = "n/p"\n', "launches.a.pod", "remove host", id="ssh"
         ),
         pytest.param('[hosts.g]\nruntime = "lxc"\n', "hosts.g.runtime", "docker", id="runtime"),
+        pytest.param(
+            '[launches.a]\nselector = "app=x"\n', "launches.a.namespace", "required", id="no-namespace"
+        ),
+        pytest.param(
+            '[launches.a]\npod = "n/p"\nnamespace = "n"\n', "launches.a.namespace", "selector", id="namespace"
+        ),
+        pytest.param(
+            '[launches.a]\nlog = "/x"\nkubeconfig = "/k"\n', "launches.a.kubeconfig", "pod", id="kube"
+        ),
     ],
 )
 def test_a_launch_names_exactly_one_thing(tmp_path: Path, text: str, key: str, message: str) -> None:

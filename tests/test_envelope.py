@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from watchdog.core.envelope import parse, seconds_between, unglue
@@ -237,3 +239,71 @@ def test_seconds_on_common_scale_for_dated_lines() -> None:
     a = parse("[2025-07-02 23:59:30 TP0] a").seconds
     b = parse("[2025-07-03 00:00:30 TP0] b").seconds
     assert seconds_between(a, b) == 60.0
+
+
+FORMATS = Path(__file__).parent / "fixtures" / "formats"
+
+
+def _first_line(name: str, containing: str) -> str:
+    return next(line for line in (FORMATS / name).read_text().splitlines() if containing in line)
+
+
+@pytest.mark.parametrize(
+    ("name", "at", "seconds"),
+    [
+        pytest.param("cri-oom.log", "2025-07-02T07:34:18", 1796405641.0, id="cri"),
+        pytest.param("journald-short-iso-oom.log", "2025-07-02T07:34:18", 1796405649.0, id="short-iso"),
+        pytest.param("journald-short-iso-precise-oom.log", "2025-07-02T07:34:18", 1796405649.0, id="precise"),
+        pytest.param("docker-logs-timestamps-oom.log", "2025-07-02T07:34:18", 1796405641.0, id="docker-t"),
+    ],
+)
+def test_a_platforms_prefix_on_a_real_line_is_peeled(name: str, at: str, seconds: float) -> None:
+    """A real CRI record, journalctl short-iso(-precise) or `docker logs -t` line of the example's OOM reads as the
+    plain line: the program's content, rank and time shown, and the platform's time (the outermost) for durations."""
+    line = _first_line(name, "DP1 TP1 EP1] Scheduler hit an exception")
+    rec = parse(line)
+    assert (rec.content, rec.source, rec.at) == (
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        "TP1",
+        at,
+    )
+    assert rec.seconds == seconds
+
+
+@pytest.mark.parametrize(
+    ("line", "content", "at"),
+    [
+        pytest.param(
+            "2026-12-04T17:34:01.1237076Z stdout F RuntimeError: Not enough memory.",
+            "RuntimeError: Not enough memory.",
+            "2026-12-04T17:34:01",
+            id="containerd",
+        ),
+        pytest.param(
+            "2026-12-04T09:54:17.831019227+01:00 stderr F RuntimeError: x", "RuntimeError: x", "2026-12-04T09:54:17",
+            id="cri-o-offset",
+        ),
+        pytest.param("2026-12-04T17:34:01Z stdout P part of a line", "part of a line", "2026-12-04T17:34:01", id="partial"),
+        pytest.param("2026-12-04T17:34:01Z stdout F:x y", "y", "2026-12-04T17:34:01", id="more-tags"),
+        pytest.param("2026-12-04T17:34:01Z stderr F ", "", "2026-12-04T17:34:01", id="empty-record"),
+        pytest.param(
+            "[pod/llm-0/server] 2026-12-04T17:34:01.1Z RuntimeError: x", "RuntimeError: x", "2026-12-04T17:34:01",
+            id="kubectl-prefix-timestamps",
+        ),
+        pytest.param(
+            "2026-12-04T17:34:09.582626+0000 gpu-7 python3[4242]: Loading model: x",
+            "Loading model: x",
+            "2026-12-04T17:34:09",
+            id="short-iso-precise-keeps-a-colon-message",
+        ),
+        pytest.param(
+            "2026-12-04T17:34:09Z Loading model: x", "Loading model: x", "2026-12-04T17:34:09",
+            id="a-transport-timestamp-is-no-journald-line",
+        ),
+    ],
+)  # fmt: skip
+def test_cri_and_short_iso_prefixes(line: str, content: str, at: str) -> None:
+    """CRI prefixes (containerd's "Z", CRI-O's offset, P and F tags, more tags after ":") and journalctl's short-iso
+    prefix are peeled; a "Z" timestamp in front of a "word word: " message is no journald line."""
+    rec = parse(line)
+    assert (rec.content, rec.at) == (content, at)

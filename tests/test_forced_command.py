@@ -39,8 +39,12 @@ from watchdog.follow.probes import process as process_module
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.probes.health import HealthProbe
 from watchdog.follow.probes.process import SSHProcessProbe
+from watchdog.follow.sources import parse_target
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
+from watchdog.follow.sources.containerlog import logs_command
+from watchdog.follow.sources.docker import ContainerSource
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, local_identity
+from watchdog.follow.sources.journald import JournaldSource
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.sources.target import Target
@@ -89,7 +93,7 @@ class _RecordingPool:
         raise _Captured
 
 
-async def _drain_follow(source: SSHSource) -> None:
+async def _drain_follow(source: SSHSource | JournaldSource) -> None:
     async with source.open_follow(0) as items:
         async for _ in items:
             pass
@@ -103,6 +107,16 @@ async def _next_sample(sampler: HostGpuSampler) -> None:
 async def _next_host_sample(sampler: HostGpuSampler) -> None:
     with sampler.subscribe_host() as feed:
         await feed.__anext__()
+
+
+def _container(pool: SSHPool, name: str) -> ContainerSource:
+    return ContainerSource(name, pool=pool, target=parse_target(f"docker://gpu/{name}"))
+
+
+async def _container_logs(pool: SSHPool, name: str, since: tuple[int, int] | None) -> None:
+    # the reader's command as the source sends it when it (re)opens a container's log
+    async with _container(pool, name).runner.open_stream(logs_command("docker", name, since)):
+        pass
 
 
 Action = Callable[[SSHPool], Awaitable[object]]
@@ -119,6 +133,13 @@ ACTIONS: list[tuple[str, Action]] = [
     ("watchdog-pgrep", lambda pool: SSHProcessProbe(pool, "gpu", pattern="vllm serve").alive()),
     ("watchdog-gpu", lambda pool: _next_sample(HostGpuSampler(pool=pool, host="gpu"))),
     ("nvidia-smi", lambda pool: _next_host_sample(HostGpuSampler(pool=pool, host="gpu"))),
+    (
+        "watchdog-journal",
+        lambda pool: _drain_follow(JournaldSource("identifier=it's vllm", pool=pool, host="gpu")),
+    ),
+    ("watchdog-unit", lambda pool: JournaldSource("vllm serve.service", pool=pool, host="gpu").unit_state()),
+    ("watchdog-container-inspect", lambda pool: _container(pool, "it's vllm").inspect()),
+    ("watchdog-container-logs", lambda pool: _container_logs(pool, "it's vllm", (1796405829, 5))),
 ]
 
 
@@ -200,7 +221,7 @@ def test_wrapper_is_an_executable_posix_script() -> None:
 def test_every_shape_in_the_wrapper_is_a_command_watchdog_sends() -> None:
     """The wrapper lists exactly the shapes captured from watchdog: none missing, none left over."""
     text = WRAPPER.read_text()
-    names = set(re.findall(r"^allow (watchdog-[a-z]+) ", text, re.MULTILINE))
+    names = set(re.findall(r"^allow (watchdog-[a-z-]+) ", text, re.MULTILINE))
     exact = re.findall(r"^allow_exact '([^']*)'$", text, re.MULTILINE)
     assert names | {shlex.split(line)[0] for line in exact} == set(COMMANDS)
 
@@ -312,6 +333,9 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
         {
             "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
             "watchdog/follow/sources/ssh.py:pool.open_session": 1,  # stream
+            "watchdog/follow/sources/journald.py:pool.open_session": 1,  # journal, unit
+            "watchdog/follow/sources/docker.py:pool.run": 1,  # container inspect
+            "watchdog/follow/sources/docker.py:pool.open_session": 1,  # container logs
             "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
             "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
             "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all

@@ -223,3 +223,10 @@ def test_plain_utf8_passes_through_the_transcoder_untouched() -> None:
     out = t.feed(b"ab") + t.feed(b"cd\xff\n") + t.feed(b"more\n") + t.flush()
     assert out == b"abcd\xff\nmore\n"
     assert t.encoding == "utf-8"
+
+
+def test_a_decoded_blocks_lines_keep_their_records_offsets() -> None:
+    """A block of lines decoded from records (formats.Unwrapper) gives each line the offset of its first record,
+    however far its bytes are from the block's start; a redraw is counted from its line's offset."""
+    block = Block(100, b"joined line\nA\rB\n", starts=(400, 250))
+    assert list(iter_lines(block)) == [Line(400, "joined line"), Line(250, "A"), Line(252, "B")]

@@ -10,6 +10,9 @@ summary) must be the one of the original log.
 
 from __future__ import annotations
 
+import itertools
+import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,6 +68,104 @@ INTERLEAVED: dict[str, Callable[[bytes], bytes]] = {
 }
 
 
+def _records(record: Callable[[int, bytes, bool], bytes]) -> Callable[[bytes], bytes]:
+    # each line (split at newlines only, as a runtime splits a program's output: a "\r" stays in its line) as a
+    # record of a format; `record(i, line, ended)` is given the line without its newline, ended False for a
+    # last line that has none
+    def transform(data: bytes) -> bytes:
+        lines = data.split(b"\n")
+        last = lines.pop()
+        out = [record(i, line, True) for i, line in enumerate(lines)]
+        if last:
+            out.append(record(len(lines), last, False))
+        return b"".join(out)
+
+    return transform
+
+
+def _stamp(i: int) -> str:
+    return f"2026-12-04T08:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z"
+
+
+def _cri(i: int, line: bytes, ended: bool) -> bytes:
+    return f"{_stamp(i)} stderr F ".encode() + line + b"\n"
+
+
+def _cri_split(i: int, line: bytes, ended: bool) -> bytes:
+    # a line cut into P records at arbitrary bytes (inside a UTF-8 character too), then its F record
+    cuts = (
+        sorted(random.Random(i).sample(range(1, len(line)), min(3, len(line) - 1))) if len(line) > 1 else []
+    )
+    parts = [line[a:b] for a, b in itertools.pairwise([0, *cuts, len(line)])]
+    head = [f"{_stamp(i)} stderr P ".encode() + part + b"\n" for part in parts[:-1]]
+    return b"".join(head) + f"{_stamp(i)} stderr F ".encode() + parts[-1] + b"\n"
+
+
+def _docker(i: int, line: bytes, ended: bool, size: int = 16 * 1024) -> bytes:
+    # Docker's json-file: at most `size` bytes of a line a record (its last record ends with "\n"); Go's
+    # encoder writes bad UTF-8 as U+FFFD, as the log's reader would read it
+    text = line.decode("utf-8", "replace") + ("\n" if ended else "")
+    parts, part = [], ""
+    for char in text:
+        if len((part + char).encode()) > size:
+            parts.append(part)
+            part = ""
+        part += char
+    parts.append(part)
+    stamp = _stamp(i)
+    return b"".join(
+        json.dumps({"log": p, "stream": "stderr", "time": stamp}, ensure_ascii=False).encode() + b"\n"
+        for p in parts
+    )
+
+
+def _journald(i: int, line: bytes, ended: bool) -> bytes:
+    # journalctl -o json: MESSAGE as its bytes (numbers) where it is no valid UTF-8 or holds a control
+    # character, as journalctl writes it (and every 7th line besides); a line over 48 KB cut as journald cuts it
+    entries, parts = [], [line[at : at + 48 * 1024] for at in range(0, len(line), 48 * 1024)] or [b""]
+    for n, part in enumerate(parts, 1):
+        try:
+            text = part.decode()
+            message: object = list(part) if i % 7 == 0 or any(c < " " and c != "\t" for c in text) else text
+        except UnicodeDecodeError:
+            message = list(part)
+        entry = {
+            "__REALTIME_TIMESTAMP": str(1796374457000000 + i * 1000),
+            "MESSAGE": message,
+            "SYSLOG_IDENTIFIER": "python3",
+            "_PID": "4242",
+            "_TRANSPORT": "stdout",
+        }
+        if n < len(parts):
+            entry["_LINE_BREAK"] = "line-max"
+        elif not ended:
+            entry["_LINE_BREAK"] = "eof"
+        entries.append(json.dumps(entry).encode() + b"\n")
+    return b"".join(entries)
+
+
+# The formats platforms store a log in (their records, one or more a line): the whole verdict stays.
+FORMATS: dict[str, Callable[[bytes], bytes]] = {
+    "cri": _records(_cri),
+    "cri-partial": _records(_cri_split),
+    "cri-o-offset": _records(
+        lambda i, line, ended: b"2026-12-04T09:54:17.83101922+01:00 stdout F " + line + b"\n"
+    ),
+    "docker-json-file": _records(_docker),
+    "docker-json-file-split": _records(lambda i, line, ended: _docker(i, line, ended, size=1 + i % 97)),
+    "journald-json": _records(_journald),
+    "journald-short-iso": _each_line(
+        lambda i: b"2026-12-04T08:%02d:%02d+0000 gpu-node-7 python3[4242]: " % (i // 60 % 60, i % 60)
+    ),
+    "journald-short-iso-precise": _each_line(
+        lambda i: b"2026-12-04T08:%02d:%02d.%06d+0000 gpu-node-7 python3[4242]: " % (i // 60 % 60, i % 60, i)
+    ),
+    # stacked: kubectl logs --prefix --timestamps, docker compose logs --timestamps
+    "kubectl-prefix-timestamps": _each_line(lambda i: b"[pod/llm-0/server] " + _stamp(i).encode() + b" "),
+    "compose-timestamps": _each_line(lambda i: b"llm-1  | " + _stamp(i).encode() + b" "),
+}
+
+
 def _verdict(path: Path) -> tuple[object, ...]:
     _, v = replay_path(path)
     v = v.to_json()
@@ -95,6 +196,16 @@ def test_a_lossless_transport_keeps_the_whole_verdict(
     name: str, originals: dict[Path, tuple[object, ...]], tmp_path: Path
 ) -> None:
     assert _changed(LOSSLESS[name], originals, tmp_path, 4) == []
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_a_log_stored_in_a_platforms_format_keeps_the_whole_verdict(
+    name: str, originals: dict[Path, tuple[object, ...]], tmp_path: Path
+) -> None:
+    """Every corpus log stored as CRI records (whole, or long lines in P parts cut anywhere), Docker json-file
+    records (cut into parts), journald JSON entries (some messages as byte arrays) or journalctl's short-iso
+    lines, or behind stacked prefixes, gives the verdict of the plain log, summary included."""
+    assert _changed(FORMATS[name], originals, tmp_path, 4) == []
 
 
 @pytest.mark.parametrize("name", sorted(INTERLEAVED))

@@ -118,8 +118,8 @@ def test_the_commands_of_docker_and_podman() -> None:
     for runtime in ("docker", "podman"):
         argv = logs_command(runtime, "-c", (1796405829, 5))
         assert argv[:2] == ["sh", "-c"]
-        assert argv[3:] == [f"watchdog-{runtime}-logs", runtime, "-c", "2026-12-04T17:37:09.000000005Z"]
-        assert inspect_command(runtime, "vllm") == [runtime, "inspect", "--type", "container", "--", "vllm"]
+        assert argv[3:] == ["watchdog-container-logs", runtime, "-c", "2026-12-04T17:37:09.000000005Z"]
+        assert inspect_command(runtime, "vllm")[3:] == ["watchdog-container-inspect", runtime, "vllm"]
     assert logs_command("docker", "c", None)[-1] == ""  # no --since: the whole log
 
 

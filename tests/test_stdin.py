@@ -138,19 +138,20 @@ async def _ended(lines: bytes, ended: Ended, *, live: bool = False) -> Verdict:
     # the follower had caught up with an empty log before the lines came (they are judged as they come)
     source = ScriptedSource()
     follower = LaunchFollower(LaunchSpec(name="box", target=parse_target("docker://box")), source=source)
-    async with anyio.create_task_group() as tg, follower.updates:
-        tg.start_soon(follower.run)
-        await source.followed.wait()
-        if live:
-            await source.push(CaughtUp(0))
-        await source.push(Chunk(0, lines))
-        await source.push(CaughtUp(len(lines)))
-        await source.push(ended)
-        with anyio.fail_after(10):
-            async for _ in follower.updates:
-                if follower.concluded is not None:
-                    break
-        tg.cancel_scope.cancel()
+    with follower.updates:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            await source.followed.wait()
+            if live:
+                await source.push(CaughtUp(0))
+            await source.push(Chunk(0, lines))
+            await source.push(CaughtUp(len(lines)))
+            await source.push(ended)
+            with anyio.fail_after(10):
+                async for _ in follower.updates:
+                    if follower.concluded is not None:
+                        break
+            tg.cancel_scope.cancel()
     assert follower.concluded is not None
     return follower.concluded.verdict
 
@@ -165,7 +166,7 @@ def test_an_oom_killed_container_is_killed_and_the_hint_names_its_limit() -> Non
     assert verdict.state.value == "crashed"
     assert verdict.error is not None
     assert verdict.error.category == "killed"
-    assert "8 GiB" in (verdict.error.hint or "")
+    assert "8 GiB (8589934592 bytes" in (verdict.error.hint or "")
     assert "OOMKilled" in verdict.error.summary
 
 

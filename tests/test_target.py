@@ -107,6 +107,18 @@ def test_target_str_round_trips() -> None:
             Target(None, None, None, "llm/vllm-0/server", kind="k8s", context="prod"),
             id="context",
         ),
+        pytest.param(
+            "k8s://arn:aws:eks:us-east-1:1:cluster/gpu/llm/vllm-0/server",
+            Target(
+                None,
+                None,
+                None,
+                "llm/vllm-0/server",
+                kind="k8s",
+                context="arn:aws:eks:us-east-1:1:cluster/gpu",
+            ),
+            id="eks-context",
+        ),
     ],
 )
 def test_parse_kind_targets(text: str, expected: Target) -> None:
@@ -122,8 +134,8 @@ def test_parse_kind_targets(text: str, expected: Target) -> None:
         pytest.param("docker://", "names no container", id="no-container"),
         pytest.param("docker://gpu1/", "names no container", id="host-no-container"),
         pytest.param("docker://gpu1/-it", "names no container", id="option-like"),
-        pytest.param("k8s://pod-only", "expected k8s://", id="k8s-one-part"),
-        pytest.param("k8s://a/b/c/d/e", "expected k8s://", id="k8s-five-parts"),
+        pytest.param("k8s://pod-only", "expected NAMESPACE/POD", id="k8s-one-part"),
+        pytest.param("k8s://llm/Vllm_0", "not a valid pod name", id="k8s-bad-name"),
         pytest.param("s3://bucket/log", "unsupported scheme 's3'", id="unknown-scheme"),
     ],
 )

@@ -15,10 +15,8 @@ __all__ = ["AT_LEAST", "FULL_JITTER", "HALF_JITTER", "NO_JITTER", "Jitter", "bac
 Jitter = tuple[float, float]  # the lowest and highest factor of the doubled delay
 NO_JITTER: Jitter = (1.0, 1.0)  # exactly the doubled delay (a pause a person reads: 5 s, 10 s, ...)
 HALF_JITTER: Jitter = (0.5, 1.0)
-FULL_JITTER: Jitter = (
-    0.0,
-    1.0,
-)  # none to all of it (AWS's "full jitter", tenacity's wait_random_exponential)
+# none to all of it (AWS's "full jitter", tenacity's wait_random_exponential)
+FULL_JITTER: Jitter = (0.0, 1.0)
 AT_LEAST: Jitter = (1.0, 1.25)  # up to a quarter more: a retry never comes before its backoff
 
 

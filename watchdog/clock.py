@@ -1,7 +1,6 @@
-"""Where the time comes from and how to wait for it: the `Clock` protocol shared by the follower (monotonic
-time) and the alerting (unix time for what is shown and kept, monotonic time for its timers), so that both run
-on a `ManualClock` in tests (`follow.testing`); and `wake_up`, the cheap wake of a task that awaits a bare
-asyncio future."""
+"""The `Clock` protocol (time and waits) of the follower and the alerting, so both run on a `ManualClock` in
+tests; and `wake_up`, the cheap wake of a task that awaits a bare asyncio future.
+"""
 
 from __future__ import annotations
 

@@ -20,16 +20,10 @@ WatchdogError
 └── PermanentError             [permanent]: a mixin of HostKeyError, AuthError and SSHConfigError
 ```
 
-A caller that follows hosts tells the two kinds of SSH failure apart with `isinstance`: a `PermanentError`
-(HostKeyError, AuthError, SSHConfigError: the host refuses us, or our SSH config is broken) is said once and
-waits for a person (the daemon backs off per host); a `ConnectionLost` (refused, timed out, reset, no banner)
-is retried. These class names are a contract between the follower and the daemon: keep them.
-
-Every exception carries the fields its message is built from as attributes (the column on the right; a
-subclass has its parent's too), so that a caller can act on them without parsing the message. Where a
-message does not follow the default pattern the raising site passes it whole, with the fields beside it.
-SSH's asyncssh and OS errors are translated into this tree in one place, `watchdog.follow.sources.ssherrors`;
-an HTTP request's (aiohttp's, ssl's) are said in words in one other, `watchdog.httpclient`.
+A `PermanentError` (the host refuses us, or our SSH config is broken) is said once and waits for a person; a
+`ConnectionLost` is retried: these class names are a contract between the follower and the daemon. Each
+exception carries the fields of its message (the right column; a subclass has its parent's too). SSH errors
+are translated into this tree in `watchdog.follow.sources.ssherrors`, HTTP ones in `watchdog.httpclient`.
 """
 
 from __future__ import annotations
@@ -61,10 +55,7 @@ class WatchdogError(Exception):
 
 
 class UsageError(WatchdogError):
-    """The command line is wrong, or an input file cannot be read (exit 64).
-
-    `file`: the input file at fault, when one is.
-    """
+    """The command line is wrong, or an input file (`file`, when one is at fault) cannot be read (exit 64)."""
 
     def __init__(self, message: str, *, file: str | None = None) -> None:
         self.file = file
@@ -72,10 +63,7 @@ class UsageError(WatchdogError):
 
 
 class ConfigError(WatchdogError):
-    """A configuration or profile file is invalid (exit 78).
-
-    The message names the file, the key path and what is allowed.
-    """
+    """A configuration or profile file is invalid (exit 78): the message names file, key and problem."""
 
     def __init__(self, path: str, key: str, problem: str) -> None:
         self.path = path
@@ -93,11 +81,8 @@ class ConfigRuleError(ConfigError):
 
 
 class TargetError(WatchdogError):
-    """The watched target cannot be reached (exit 69).
-
-    `host`: the host (as `[user@]host[ port N]`) at fault, when known; `reason`: what went wrong there.
-    The message is `message` when given, else "host: reason".
-    """
+    """The watched target cannot be reached (exit 69): at `host` (`[user@]host[ port N]`, when known),
+    `reason`; the message is `message` when given, else "host: reason"."""
 
     def __init__(
         self, message: str | None = None, *, host: str | None = None, reason: str | None = None
@@ -123,11 +108,8 @@ class AuthError(TargetError, PermanentError):
 
 
 class SSHConfigError(ConfigError, PermanentError):
-    """The SSH config (~/.ssh/config or the one named) cannot be parsed: a config error (exit 78), and a
-    permanent failure of every host it is used for.
-
-    `host`: the host being connected to; `reason`: what the parser said.
-    """
+    """The SSH config cannot be parsed (`reason`, connecting to `host`): a config error (exit 78), and a
+    permanent failure of every host it is used for."""
 
     def __init__(self, reason: str, *, host: str) -> None:
         self.host = host
@@ -140,11 +122,8 @@ class ConnectionLost(TargetError):
 
 
 class ChannelRefused(ConnectionLost):
-    """The host is reachable but no connection to it would open another session channel.
-
-    Retried like `ConnectionLost`, after a pause: reconnecting at once would not help. `where` (also
-    `host`) names the host, `detail` (also `reason`) the refusal.
-    """
+    """The host `where` is reachable but refused another session channel (`detail`): retried after a pause, as
+    reconnecting at once would not help."""
 
     def __init__(self, where: str, detail: str) -> None:
         self.where = where
@@ -153,11 +132,7 @@ class ChannelRefused(ConnectionLost):
 
 
 class ReaderProtocolError(TargetError):
-    """The host's log reader answered, but not in the reader's protocol (garbled output).
-
-    The host is reachable: this is not a lost connection, and it is not retried. `output` is the start
-    of what came back.
-    """
+    """The host's log reader answered, but not in its protocol (`output`: the start of it); not retried."""
 
     def __init__(self, host: str, output: bytes) -> None:
         self.output = output
@@ -167,10 +142,8 @@ class ReaderProtocolError(TargetError):
 
 
 class TLSError(TargetError):
-    """The TLS handshake with an https health URL failed (a certificate not trusted, a plain-http port...).
-
-    Not an absent answer: retrying does not help until the endpoint or the URL is fixed.
-    """
+    """The TLS handshake with an https health URL failed (an untrusted certificate, a plain-http port...):
+    retrying does not help until the endpoint or the URL is fixed."""
 
     def __init__(self, url: str, reason: str, *, host: str | None = None) -> None:
         self.url = url
@@ -178,11 +151,8 @@ class TLSError(TargetError):
 
 
 class DeliveryError(WatchdogError):
-    """A notification could not be delivered.
-
-    `receiver`: the notifier (or URL, secrets hidden) that did not take it; `status`: its HTTP status, if it
-    answered.
-    """
+    """A notification could not be delivered to `receiver` (a notifier, or a URL without its secrets);
+    `status`: its HTTP status, if it answered."""
 
     def __init__(self, message: str, *, receiver: str | None = None, status: int | None = None) -> None:
         self.receiver = receiver
@@ -191,10 +161,7 @@ class DeliveryError(WatchdogError):
 
 
 class TransientDeliveryError(DeliveryError):
-    """A failure worth retrying: a network error, a timeout, a 5xx or a 429.
-
-    `retry_after` is the pause the receiver asked for (seconds), if it asked.
-    """
+    """A network error, a timeout, a 5xx or a 429: retried (after `retry_after` s, if asked)."""
 
     def __init__(
         self,
@@ -209,11 +176,8 @@ class TransientDeliveryError(DeliveryError):
 
 
 class InvalidShard(WatchdogError, ValueError):
-    """A shard spec ("i/n") or a shard count is wrong; the message says what is allowed.
-
-    A `ValueError`, so that a pydantic validator reports it as a config error with its key path; the CLI
-    turns it into a usage error (exit 64). `text` is the spec at fault, `problem` what is wrong with it.
-    """
+    """A shard spec ("i/n") or count `text` is wrong (`problem`): a `ValueError`, so that pydantic reports
+    it as a config error with its key path; the CLI makes it a usage error (exit 64)."""
 
     def __init__(self, text: str, problem: str) -> None:
         self.text = text

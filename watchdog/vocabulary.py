@@ -1,9 +1,7 @@
-"""The words every layer shares, each said once: states and phases, categories, engines, exit codes,
-defaults, the duration grammar and the distribution's name and version.
+"""The words every layer shares, each said once: states, categories, engines, exit codes, defaults, durations.
 
-Everything else derives from here (the profile schema, the config models and their JSON Schema, the CLI's
-choices, the status page's script, docs/config.md); `tests/test_layers.py` fails if a copy reappears. This
-module imports nothing of ours and nothing slow: the bottom of the package.
+Everything else derives from here; `tests/test_layers.py` fails if a copy reappears. This module imports
+nothing of ours and nothing slow: the bottom of the package.
 """
 
 from __future__ import annotations
@@ -200,9 +198,8 @@ LOG_FORMATS = ("json", "console")
 DEFAULT_LOG_FORMAT = "json"
 DEFAULT_RATE_LIMIT = 30  # alerts per minute a notifier sends at most; more wait their turn (none dropped)
 DEFAULT_DELIVERY_TIMEOUT = 10.0  # seconds one delivery attempt may take
-DEFAULT_DELIVERY_ATTEMPTS = (
-    4  # attempts of one delivery before the outbox takes it over (or `watch` gives up)
-)
+# attempts of one delivery before the outbox takes it over (or `watch` gives up)
+DEFAULT_DELIVERY_ATTEMPTS = 4
 DEFAULT_DELIVERY_BACKOFF = 0.5  # seconds before the second attempt (doubled per attempt, with jitter)
 # Past incarnations of a launch kept: in the state file (older ones are pruned with their rows) and in a
 # follower's lifecycle (a crash loop must not grow its memory and checkpoint without bound)
@@ -227,14 +224,8 @@ _UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
 def parse_duration(value: object) -> float:
-    """Parse a duration: seconds as a number, or a string with units.
-
-    Args:
-        value: `90`, `1.5`, `"90"`, `"90s"`, `"10m"`, `"1h30m"`, `"1.5h"` or `"2d"` (units d, h, m, s in
-            that order, each at most once).
-
-    Returns:
-        The duration in seconds: finite and more than 0.
+    """Parse a duration, seconds as a number or a string with units d, h, m, s in that order, each at most
+    once (`90`, `"90s"`, `"1h30m"`, `"1.5h"`, `"2d"`): finite seconds, more than 0.
 
     Raises:
         ValueError: anything else (the message says what is allowed).
@@ -314,14 +305,7 @@ def check_http_url(text: str, *, secret: bool) -> str:
 
 
 def file_kind(mode: int) -> str | None:
-    """Name the kind of a file that is not a regular file, for messages.
-
-    Args:
-        mode: `st_mode` of an `os.stat` or `os.fstat` result.
-
-    Returns:
-        None for a regular file, else "a FIFO", "a character device", "a directory", ...
-    """
+    """The kind of file an `st_mode` names, for messages: None for a regular file, else "a FIFO", ..."""
     if stat.S_ISREG(mode):
         return None
     kinds = (

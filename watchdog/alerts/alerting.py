@@ -1,24 +1,5 @@
-"""From verdicts to the people who act on them: who hears which alert, silences, reminders, and delivery.
-
-```
-alerting = Alerting(outbox, silences=store.silences)
-async with anyio.create_task_group() as tg:
-    await tg.start(alerting.run)
-    alerting.use(notifiers)                       # the configured notifiers (again on reload)
-    await alerting.say(alert, notifiers)          # enqueued durably, then delivered in the background
-    await alerting.resolve("kimi", {AlertKind.STALLED}, detail="progress again")
-```
-
-`say` only enqueues: each notifier has its own delivery task, which takes its alerts from the outbox in
-order, at most `rate_limit` a minute, and retries what failed (exponential backoff with jitter, or the
-receiver's Retry-After) until it arrives or is refused for good. So a slow or dead receiver never slows the
-tailing, nor another notifier; an alert enqueued before the daemon died is sent after it starts again; and an
-alert is sent at least once, each with a stable dedup key (`Alert.dedup_key`) for the receiver.
-
-A problem (crashed, stalled, unreachable) stays *active* until resolved: its notifiers hear the resolution,
-are reminded of it every `remind_every` (opt-in), and an Alertmanager is sent it again every minute (or it
-would resolve the alert by itself after its `resolve_timeout`).
-"""
+"""From verdicts to the people who act on them: who hears which alert, silences, reminders, and delivery
+(docs/notifiers.md says how; docs/architecture.md, "The alerts", shows the calls)."""
 
 from __future__ import annotations
 
@@ -88,7 +69,7 @@ class _Bucket:
 
 
 class Alerting:
-    """See the module docstring."""
+    """Who hears which alert, its silences, reminders and re-sends, and the delivery tasks."""
 
     def __init__(
         self,

@@ -75,7 +75,7 @@ async def deliver(
     """POST `message` to `url` (plus the message's path), retrying what a retry can fix.
 
     Args:
-        url: the configured URL (a secret: it never appears in an error message).
+        url: the configured URL (a secret: no message names more of it than `redact_url` gives).
         message: the body, headers and path.
         client: a client from `open_client` (shared by deliveries).
         secrets: more strings never to show (a routing key, a token in an option).
@@ -260,17 +260,9 @@ def _scrub(text: str, secrets: list[str]) -> str:
 
 
 def redact_url(url: str) -> str:
-    """Reduce a URL to `scheme://host[:port]`, the only part of a webhook URL that is not a secret.
-
-    Chat webhooks carry their token in the path (Slack, Discord, Telegram) or the query (Google Chat), and
-    some URLs carry `user:password@`; all of it is dropped.
-
-    Args:
-        url: any string.
-
-    Returns:
-        `scheme://host[:port]`, or `<invalid URL>` when `url` has no scheme and host.
-    """
+    """`scheme://host[:port]` of `url` (`<invalid URL>` without them), the only part of a webhook URL that is
+    not a secret: chat webhooks carry their token in the path (Slack, Discord, Telegram) or the query (Google
+    Chat), and some URLs carry `user:password@`."""
     try:
         parts = urlsplit(url.strip())
     except ValueError:
@@ -290,24 +282,11 @@ async def post_json(
     attempts: int = DEFAULT_DELIVERY_ATTEMPTS,
     backoff: float = DEFAULT_DELIVERY_BACKOFF,
 ) -> None:
-    """POST `payload` as a JSON body to an http:// or https:// URL (`watch --notify`, the `webhook` notifier).
-
-    The delivery itself is `deliver`: network errors, timeouts, 5xx and 429
-    answers are retried with exponential backoff and jitter (a 429's Retry-After honoured); other non-2xx
-    answers are not, since sending the same request again cannot change them. Error messages name the
-    receiver by `redact_url(url)` only.
-
-    Args:
-        url: the webhook URL (a secret: it never appears in messages).
-        payload: a JSON-serializable mapping, sent as UTF-8 JSON.
-        timeout: seconds one attempt may take, from connecting to the end of the answer.
-        attempts: how many times to try in all.
-        backoff: seconds before the first retry; 0 retries at once.
+    """POST `payload` as UTF-8 JSON to `url` (`watch --notify`), retried as `deliver` retries (its arguments).
 
     Raises:
-        DeliveryError: the URL is not http(s) or is invalid (no host, a bad port), the receiver answered
-            non-2xx, or it could not be reached within `attempts` tries (refused, DNS, TLS, timeout). This
-            is the only exception a delivery raises, so a caller can treat any failure as "not delivered".
+        DeliveryError: not delivered, whatever the reason (the only exception a delivery raises; a
+            `TransientDeliveryError` is one).
         TypeError: `payload` is not JSON-serializable (a bug in the caller, not a delivery failure).
     """
     message = Message(json=payload)

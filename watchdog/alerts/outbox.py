@@ -1,20 +1,5 @@
-"""The alert outbox: each alert waits here, in the state file, until each of its notifiers has it.
-
-One row per (notifier, destination, key): a notifier with several URLs (an Alertmanager pair) has a row per
-URL, so one that is down never holds back the others, and the key (the alert's dedup key, or a reminder's)
-makes enqueueing the same alert twice (after a restart, say) a no-op. A row holds the alert as
-`Alert.to_dict()`, never a URL or a secret option: those stay in the config and are looked up when sending.
-Delivered and failed rows are kept a while (`KEEP_SECONDS`), for that deduplication, then pruned.
-
-An alert is never lost to the state file: when it cannot be written (a full disk, another process holding the
-file's write lock), `put` still returns its items (numbered below zero), so that they are delivered from
-memory, and `keep_written` (a task of the alerting's) writes them, with what became of them (delivered, given
-up), once the file allows; an update that cannot be written waits the same way. `failing` says why meanwhile.
-
-The table lives in the daemon's state file (`watchdog.sqlite3`), made by the store's migrations, on a
-connection of its own set up as the store's are (`watchdog.store.connect`); without a state directory (the
-demo, tests) the outbox is in memory and lasts as long as the process.
-"""
+"""The alert outbox: each alert waits here, in the state file, until each of its notifiers has it
+(docs/architecture.md, "The alerts")."""
 
 from __future__ import annotations
 
@@ -103,7 +88,7 @@ class _Unwritten:
 
 
 class Outbox:
-    """See the module docstring. Make one with `await Outbox.open(path)` (None: in memory)."""
+    """The outbox (docs/architecture.md, "The alerts"); `await Outbox.open(path)` (None: in memory)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         """Use `Outbox.open`: this takes a connection already set up."""
@@ -137,7 +122,7 @@ class Outbox:
     ) -> list[Item]:
         """Enqueue `alert` for each destination of `notifier`; return the new items (those already there,
         delivered or not, are left alone). When the file cannot be written, the items are made in memory (and
-        written later, see the module docstring)."""
+        written later by `keep_written`)."""
         items, _ = await self.put_all([(notifier, destinations)], key, alert, now)
         return items
 
@@ -152,7 +137,7 @@ class Outbox:
         """Enqueue `alert` for each destination of each (notifier, destinations) of `targets`, and write
         `notes`, in one transaction; return the new items and whether the announcement of `notes` was written
         (its incarnation's row is in the file). When the file cannot be written, the items are made in memory
-        and the notes wait with them (written later, see the module docstring); False then."""
+        and the notes wait with them (written later by `keep_written`); False then."""
         text = json.dumps(alert, ensure_ascii=False, separators=(",", ":"))
 
         def insert() -> tuple[list[Item], bool]:
@@ -317,7 +302,7 @@ class Outbox:
             return 0
 
     async def keep_written(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Write what `put` and the updates could not (every `RETRY_SECONDS`), until cancelled."""
+        """Write what `put_all` and the updates could not (every `RETRY_SECONDS`), until cancelled."""
         task_status.started()
         while True:
             await self._waiting.wait()

@@ -1,10 +1,4 @@
-"""`watchdog silence` and `watchdog test-notify`: the alert commands an operator runs beside the daemon.
-
-`silence LAUNCH 2h` holds a launch's alerts (kept in the state store, so the running daemon sees it at its
-next alert; resolutions of problems said before still go out); `silence LAUNCH --off` ends it; `silence`
-alone lists the silences. `test-notify NAME` sends a sample alert (the verdict of the bundled example log,
-marked as a test) to each URL of one configured notifier, now, outside the outbox, and says how each went.
-"""
+"""`watchdog silence` and `watchdog test-notify`: the alert commands an operator runs beside the daemon."""
 
 from __future__ import annotations
 
@@ -34,7 +28,11 @@ def add_silence_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("launch", nargs="?", metavar="LAUNCH", help="the launch (none: list the silences)")
     parser.add_argument("duration", nargs="?", metavar="DURATION", help='how long: "2h", "30m", "1d"')
     parser.add_argument("--off", action="store_true", help="end the launch's silence")
-    _where(parser)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--config", type=Path, metavar="FILE", help="the daemon's config (its state_dir)")
+    group.add_argument(
+        "--state-dir", metavar="DIR", help=f"the daemon's state_dir (default {DEFAULT_STATE_DIR})"
+    )
     parser.set_defaults(handler=run_silence)
 
 
@@ -49,14 +47,6 @@ def add_test_notify_arguments(parser: argparse.ArgumentParser) -> None:
         help="the kind of alert to send (default: crashed)",
     )
     parser.set_defaults(handler=run_test_notify)
-
-
-def _where(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--config", type=Path, metavar="FILE", help="the daemon's config (its state_dir)")
-    group.add_argument(
-        "--state-dir", metavar="DIR", help=f"the daemon's state_dir (default {DEFAULT_STATE_DIR})"
-    )
 
 
 def run_silence(args: argparse.Namespace) -> int:
@@ -126,8 +116,9 @@ def sample_alert(kind: str = "crashed", *, link: str = "") -> Alert:
     status = Status(verdict, name="watchdog-test", host="example-gpu-host", labels=(("test", "true"),))
     alert_kind = AlertKind(kind)
     if alert_kind is AlertKind.RESOLVED:
-        crashed = Alert.from_status(AlertKind.CRASHED, status, link=link)
-        alert = crashed.resolution(datetime.now(UTC), TEST_NOTE)
+        alert = Alert.from_status(AlertKind.CRASHED, status, link=link).resolution(
+            datetime.now(UTC), TEST_NOTE
+        )
     else:
         alert = Alert.from_status(alert_kind, status, link=link, detail=TEST_NOTE)
     # said where every service shows it: the summary (the detail is not shown for every kind)

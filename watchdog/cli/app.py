@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -130,7 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_RUN_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--config", type=Path, required=True, metavar="FILE", help="the TOML config file")
+    run.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the TOML config file; LLW_SECTION__KEY variables override its keys (without it, they are the "
+        "whole config)",
+    )
     run.add_argument(
         "--shard",
         type=shard,
@@ -141,11 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check-config",
         help="validate a config file and print it resolved (secrets redacted)",
-        description="Validate a config file and print it resolved, secrets redacted (exit 0, or 78).",
+        description="Validate a config file, with the environment's LLW_ variables over it, and print it "
+        "resolved, secrets redacted (exit 0, or 78); standard error names the keys the environment set.",
         epilog=_CHECK_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("file", type=Path, help="the TOML config file")
+    check.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        help="the TOML config file; LLW_SECTION__KEY variables override its keys (without it, they are the "
+        "whole config)",
+    )
     schema = sub.add_parser(
         "config-schema",
         help="print the JSON Schema of the config file",
@@ -381,12 +395,14 @@ def _main(argv: list[str]) -> int:
             from watchdog.daemon import hangup  # noqa: PLC0415
 
             hangup.hold()  # before the config and the daemon's libraries: a SIGHUP now is a reload, not death
+            _config_given(args.config)
             from watchdog.daemon.service import run_daemon  # noqa: PLC0415 - the daemon's libraries only when run
 
             return run_daemon(args.config, shard=args.shard)
         if args.command == "check-config":
             from watchdog.cli.checkconfig import check_config_main  # noqa: PLC0415
 
+            _config_given(args.file)
             return check_config_main(args.file)
         if args.command == "config-schema":
             from watchdog.cli.checkconfig import config_schema_main  # noqa: PLC0415
@@ -407,6 +423,19 @@ def _main(argv: list[str]) -> int:
     except (UsageError, ConfigError, TargetError) as exc:
         return _report(exc)
     return EXIT_USAGE
+
+
+def _config_given(path: Path | None) -> None:
+    """A config file, or the config's variables in the environment (a container's whole config): else a
+    usage error."""
+    from watchdog.config.environment import config_variables  # noqa: PLC0415
+    from watchdog.exceptions import UsageError  # noqa: PLC0415
+
+    if path is None and not config_variables(os.environ):
+        raise UsageError(
+            "no config: give the config file (--config FILE for run), or set the config in LLW_SECTION__KEY "
+            "environment variables (docs/config.md, From the environment)"
+        )
 
 
 def _report(exc: Exception) -> int:

@@ -10,33 +10,35 @@ from collections.abc import Sized
 from pathlib import Path
 
 from watchdog.config.convert import redacted
+from watchdog.config.environment import ENVIRONMENT_SOURCE, set_by_environment
 from watchdog.config.loading import load_config
 from watchdog.config.models import Config
 from watchdog.config.reference import config_json_schema, config_reference_markdown
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import EXIT_CONFIG, EXIT_UNREACHABLE
 
-# -- command-line entry points (wired by watchdog.cli.app) ---------------------------------------------------
 
+def check_config_main(path: Path | str | None) -> int:
+    """`watchdog check-config [FILE]`: validate, print the resolved config (redacted) as JSON.
 
-def check_config_main(path: Path | str) -> int:
-    """`watchdog check-config FILE`: validate, print the resolved config (redacted) as JSON.
-
-    Problems go to stderr: a configuration error (exit 78); a host the daemon would refuse, its key not in
-    the host's known_hosts file (exit 69: the file is valid, and the daemon would run with it, but never
-    follow that host's launches until the key is recorded); warnings about files that are missing (they may
-    exist only where the daemon runs; exit 0).
+    The environment's `LLW_` variables override the file's keys (without a file, they are the config);
+    standard error names each key they set, and the summary counts them.
 
     Returns:
-        0 if the file is valid, 69 if it is valid but a host's key is not in its known_hosts file, 78 if it
-        is not valid.
+        0 valid (warnings, such as files missing here, on stderr); 78 invalid; 69 valid, but the daemon
+        would never follow a host whose key is not in its known_hosts file.
     """
     try:
-        config = load_config(Path(path))
+        config = load_config(None if path is None else Path(path))
     except ConfigError as exc:
         print(f"watchdog: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if path is None:
+        path = ENVIRONMENT_SOURCE
     print(json.dumps(redacted(config), indent=2))
+    from_environment = set_by_environment(config)
+    for key, variable in from_environment.items():
+        print(f"watchdog: {key}: set by the environment ({variable})", file=sys.stderr)
     refused, unreadable = host_key_problems(config)
     warnings = config_warnings(config) + unreadable
     for warning in warnings:
@@ -44,9 +46,10 @@ def check_config_main(path: Path | str) -> int:
     for problem in refused.values():
         print(f"watchdog: {path}: {problem}", file=sys.stderr)
     said = f" (with {_count(warnings, 'warning')}: read them above)" if warnings else ""
+    overridden = f", {_count(from_environment, 'key')} from the environment" if from_environment else ""
     counts = (
         f"{_count(config.launches, 'launch')}, {_count(config.hosts, 'host')}, "
-        f"{_count(config.notifiers, 'notifier')}{said}"
+        f"{_count(config.notifiers, 'notifier')}{overridden}{said}"
     )
     if refused:
         names = ", ".join(refused)
@@ -99,13 +102,9 @@ def config_warnings(config: Config) -> list[str]:
 
 
 def host_key_problems(config: Config) -> tuple[dict[str, str], list[str]]:
-    """The hosts the daemon would refuse, each with what to do, and warnings about known_hosts files that
-    cannot be read as such.
-
-    A host is refused when a launch uses it (or reaches it through it), it may not accept a new key, and its
-    known_hosts file, readable here, has no key for its address and port (an address that is an alias of
-    ~/.ssh/config is looked up as it is written).
-    """
+    """The hosts the daemon would refuse, each with what to do, and warnings about unreadable known_hosts
+    files. Refused: a host a launch uses (or jumps through), not accepting a new key, whose known_hosts file,
+    readable here, has no key for its address and port (an ~/.ssh/config alias is looked up as written)."""
     used = {launch.host for launch in config.launches.values() if launch.host is not None}
     jumps = {config.hosts[name].jump_host for name in used if name in config.hosts}
     used |= {name for name in jumps if name is not None}
@@ -140,10 +139,6 @@ def host_key_problems(config: Config) -> tuple[dict[str, str], list[str]]:
 
 
 def config_schema_main(*, markdown: bool = False) -> int:
-    """`watchdog config-schema [--markdown]`: print the config file's JSON Schema (or the key tables).
-
-    Returns:
-        0.
-    """
+    """`watchdog config-schema [--markdown]`: print the config file's JSON Schema (or the key tables); 0."""
     print(config_reference_markdown() if markdown else json.dumps(config_json_schema(), indent=2))
     return 0

@@ -1,13 +1,8 @@
 """`watchdog demo`: three real launch logs replayed into files at a sped-up pace, watched by the full daemon.
 
-The logs ship in the package (watchdog/examples/demo/, each from a public source):
-- sglang-ready.log: SGLang 0.4 serving Llama 3.1 8B (docs.sglang.ai, "send_request"): ready;
-- vllm-crash.log: vLLM 0.19 on a whole launch that dies in CUDA graph capture (qBraid/evolving-quantum-compilers,
-  vllm-server.log): crashed, with its root cause and hint;
-- vllm-stall.log: vLLM-Ascend loading 99 shards that stops at 14 (vllm-project/vllm-ascend#6734): stalled.
-Each is written line by line into a temporary file, the whole launch in a few seconds; the daemon follows the
-three files with its status page and metrics on localhost (the URL is printed) and alerts on the console. It
-ends by itself once all three have a verdict (exit 0), or keeps serving with `--forever`.
+The logs ship in `watchdog/examples/demo/`, each from a public source: sglang-ready.log (SGLang 0.4, Llama 3.1
+8B, docs.sglang.ai), vllm-crash.log (vLLM 0.19 dying in CUDA graph capture, qBraid/evolving-quantum-compilers)
+and vllm-stall.log (vLLM-Ascend stopping at shard 14 of 99, vllm-project/vllm-ascend#6734).
 """
 
 from __future__ import annotations
@@ -71,11 +66,7 @@ async def _demo(forever: bool, listen: tuple[str, int]) -> int:
         alerts = ConsoleAlerts()
         plans = {
             d.name: LaunchPlan(
-                LaunchSpec(
-                    name=d.name,
-                    target=parse_target(str(paths[d.name])),
-                    stall_after=d.stall_after,
-                ),
+                LaunchSpec(name=d.name, target=parse_target(str(paths[d.name])), stall_after=d.stall_after),
                 alerts=(alerts,),
             )
             for d in DEMO_LAUNCHES

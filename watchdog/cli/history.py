@@ -1,9 +1,4 @@
-"""`watchdog history`: past launches from the daemon's state, phase durations and facts side by side.
-
-Each incarnation is a column (newest first), each phase duration and fact a row, so that two configurations
-read across one line: `avail_mem_after_weights_gb   16.3 GB   21.7 GB`. Columns that do not fit the terminal
-wrap into further blocks, each with the row labels again.
-"""
+"""`watchdog history`: past launches from the state file: a column each, phase durations and facts as rows."""
 
 from __future__ import annotations
 
@@ -148,8 +143,7 @@ def _outcome(r: IncarnationRecord) -> str:
     state = (r.verdict or {}).get("state") or r.state
     phase = (r.verdict or {}).get("phase") or r.phase
     if state == "ready":
-        ttr = r.time_to_ready
-        return f"ready after {format_duration(ttr)}" if ttr is not None else "ready"
+        return f"ready after {_seconds(r.time_to_ready)}" if r.time_to_ready is not None else "ready"
     if state in {s.value for s in OUTCOMES}:
         return f"{state} in {phase}"
     return f"{state}, no verdict"

@@ -1,14 +1,9 @@
-"""The live view of `watchdog watch` on a terminal, and the plain progress line, both from a status snapshot.
+"""The live view of `watchdog watch` on a terminal, and the plain progress line, from a `Status` snapshot.
 
-The snapshot is the follower's `watchdog.core.verdict.Status`: its verdict (each timeline entry with the clock
-time it was entered, on the same clock as the view's `clock()`), the follower's clock and the last line.
-
-`LiveView` is a rich renderable (`__rich__`): every `Live.refresh()` calls `status()` and `clock()` again, so
-the time in the current phase ticks with no event and no `Live.update()`. Either let rich's thread refresh
-(`Live(view, auto_refresh=True, refresh_per_second=8)`: then `status()` runs on that thread, and lines printed
-above the view from another thread must hold the Live's lock, or a redraw can slip between rich's cursor
-positioning and its write and leave pieces of the view behind), or call `live.refresh()` every 1/8 s from
-the thread that also prints (`auto_refresh=False`).
+`LiveView` is a rich renderable: each `Live.refresh()` reads `status()` and `clock()` again, so the time in
+the phase ticks with no event. With rich's own refresh thread, lines printed above the view from another
+thread must hold the Live's lock (a redraw between rich's cursor move and its write leaves pieces behind);
+else call `live.refresh()` every 1/8 s from the thread that prints.
 """
 
 from __future__ import annotations
@@ -38,10 +33,8 @@ _BAR_WIDTH = 30
 
 class LiveView:
     """What a person watching a launch sees: phases with their time, progress with ETA, memory, last line.
-
-    `status()` returns the current snapshot; `clock()` the current time on the snapshot's clock.
-    Both are called on each redraw; rich's Live serialises the redraws (its lock), which keeps `_rates` safe.
-    """
+    `status()` and `clock()` (the snapshot's clock) are called on each redraw; rich's Live serialises the
+    redraws (its lock), which keeps `_rates` safe."""
 
     def __init__(self, target: str, status: Callable[[], Status], clock: Callable[[], float]) -> None:
         self.target = target
@@ -131,13 +124,8 @@ class LiveView:
                 rate = self._rates[p.name] = _Rate(now, done, now, done)
             elif done > rate.last_done:
                 rate.last_at, rate.last_done = now, done
-            eta = ""
-            if done >= total > 0:
-                eta = "done"
-            else:
-                left = rate.eta(total, now)
-                if left is not None:
-                    eta = f"ETA {format_duration(left)}"
+            left = rate.eta(total, now)
+            eta = "done" if done >= total > 0 else "" if left is None else f"ETA {format_duration(left)}"
             table.add_row(
                 p.name,
                 ProgressBar(total=max(total, 1), completed=min(done, max(total, 1)), width=_BAR_WIDTH),
@@ -201,12 +189,8 @@ def where(status: Status, now: float) -> str:
 
 
 class ProgressLines:
-    """For plain output: a `where` line at most once per `interval` seconds of silence while starting.
-
-    The caller calls `line(status, now)` on its clock ticks and prints what it returns, and calls
-    `touch(now)` whenever it printed something else (a transition line): that restarts the silence.
-    Pure: time is an argument.
-    """
+    """For plain output: a `where` line at most once per `interval` seconds of silence while starting (pure).
+    The caller prints what `line` returns on its ticks, and calls `touch` when it printed something else."""
 
     def __init__(self, interval: float = 30.0) -> None:
         self.interval = interval

@@ -15,8 +15,6 @@ _HEADLINE = {state: state.value for state in VERDICTS} | {State.STOPPED: "stoppe
 
 def render_verdict(v: Verdict, *, source: str = "") -> str:
     """A verdict as text for a terminal."""
-    out: list[str] = []
-    engine = v.engine or "unknown engine"
     missing = v.missing_log
     if missing is not None and missing.path:
         waited = f" (waited {format_duration(missing.seconds)})" if missing.seconds is not None else ""
@@ -29,15 +27,10 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
             head += f" after {format_duration(v.time_to_ready)}"
     else:
         head = f"no verdict: the log ends in {v.phase.value}"
-    where = f"{source}: " if source else ""
-    if (
-        missing is not None
-    ):  # its head names the path; no launch, so no timeline (its stall is no phase that hung)
+    if missing is not None:  # its head names the path; no launch, so no timeline (no phase hung)
         likely = "a typo in the log's path, or a launch that never started"
-        out.append(head)
-        out.append(f"  {likely if missing.overdue or v.timed_out else 'waiting for it to appear'}")
-        return "\n".join(out)
-    out.append(f"{where}{engine} {head}")
+        return f"{head}\n  {likely if missing.overdue or v.timed_out else 'waiting for it to appear'}"
+    out = [f"{source + ': ' if source else ''}{v.engine or 'unknown engine'} {head}"]
     if v.incarnations > 1:
         out.append(f"  (launch #{v.incarnation} of {v.incarnations} in this log)")
     for item in v.timeline:
@@ -51,9 +44,11 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
     err = v.error
     if err is not None:
         ranks = f" on ranks {', '.join(err.ranks)}" if err.ranks else ""
-        out.append(f"error [{err.category}]{ranks} (line {err.line}):")
-        out.append(f"  {err.summary}")
-        out.append(f"  hint: {err.hint}")
+        out += [
+            f"error [{err.category}]{ranks} (line {err.line}):",
+            f"  {err.summary}",
+            f"  hint: {err.hint}",
+        ]
         if err.traceback:
             out.append("traceback:")
             out.extend(f"  {line}" for line in err.traceback)
@@ -65,11 +60,11 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
 
 
 def _num(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, Mapping):
-        return str(dict(value))
-    return str(value)
+    return (
+        f"{value:g}"
+        if isinstance(value, float)
+        else str(dict(value) if isinstance(value, Mapping) else value)
+    )
 
 
 def write_out(text: str, file: TextIO | None = None) -> None:

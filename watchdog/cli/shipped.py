@@ -1,10 +1,7 @@
 """`print-unit`, `print-config`, `print-forced-command`: the files a host installs, as the wheel ships them.
 
-The wheel carries the systemd unit, the example config and the SSH forced-command wrapper as package data
-(`watchdog/data/`, force-included from their one copy in the repository: `systemd/`, `deploy/`), so that a
-`pipx install llm-launch-watchdog` alone is a whole install. In a source checkout (an editable install) they
-are read from the checkout itself. `print-unit` writes the unit's ExecStart with this install's own
-`llm-launch-watchdog` script, so that the printed unit verifies and starts as it is.
+They are package data (`watchdog/data/`, force-included from `systemd/` and `deploy/`), so that a pipx install
+alone is a whole install; a source checkout reads its own. The unit's ExecStart names this install's script.
 """
 
 from __future__ import annotations
@@ -22,12 +19,9 @@ from pathlib import Path
 from watchdog.cli.render import write_out
 from watchdog.exceptions import UsageError
 
-SCRIPT = (
-    "llm-launch-watchdog"  # the console script the unit runs (never `watchdog`: Debian's /usr/sbin/watchdog)
-)
-TEMPLATE_EXEC = (
-    "/usr/local/bin/llm-launch-watchdog"  # the ExecStart program of the unit as written in the repo
-)
+# the console script the unit runs (never `watchdog`: Debian's /usr/sbin/watchdog)
+SCRIPT = "llm-launch-watchdog"
+TEMPLATE_EXEC = "/usr/local/bin/llm-launch-watchdog"  # the unit's ExecStart program as written in the repo
 _EXEC_START = re.compile(r"^ExecStart=(\S+)( .*)?$", re.MULTILINE)
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 _HOMES = (Path("/root"), Path("/home"), Path("/run/user"))  # ProtectHome=: and private to their users anyway
@@ -50,11 +44,8 @@ SHIPPED = (UNIT, CONFIG, FORCED_COMMAND)  # pyproject.toml's [tool.hatch.build.t
 
 
 def shipped_text(file: ShippedFile) -> str:
-    """The text of a shipped file: the wheel's package data, else (a source checkout) the repository's file.
-
-    Raises:
-        UsageError: neither is there (an install made without the package data).
-    """
+    """The text of a shipped file: the wheel's package data, else (a source checkout) the repository's file;
+    UsageError when neither is there (an install made without the package data)."""
     data = resources.files("watchdog") / "data" / file.name
     if data.is_file():
         return data.read_text(encoding="utf-8")
@@ -66,12 +57,9 @@ def shipped_text(file: ShippedFile) -> str:
 
 
 def find_script(argv0: str | None = None) -> Path | None:
-    """This install's `llm-launch-watchdog` script, as an absolute path (a symlink on PATH kept as it is).
-
-    Looked for beside the program that runs (`sys.argv[0]`: the `watchdog` or `llm-launch-watchdog` script
-    of a venv, pipx or uv tool), in this interpreter's scripts directory (`python -m watchdog.cli`), then on
-    PATH.
-    """
+    """This install's `llm-launch-watchdog` script, as an absolute path (a symlink on PATH kept as it is):
+    beside the program that runs (a venv's, pipx's or uv's script), in this interpreter's scripts directory
+    (`python -m watchdog.cli`), then on PATH."""
     program = sys.argv[0] if argv0 is None else argv0
     candidates: list[Path] = []
     if program and os.sep in program:
@@ -129,10 +117,7 @@ def private_home(paths: list[str]) -> str | None:
 
 def run_print_unit(args: argparse.Namespace) -> int:
     """`watchdog print-unit [--exec PATH]`: the systemd unit, its ExecStart this install's script; 0 or 64.
-
-    Warns (exit 0) when the program, or this install's interpreter, is in a home directory: the service's
-    user could not run it there (a pipx install of a user, a pyenv or uv-managed Python of root's).
-    """
+    Warns (exit 0) when the program or the interpreter is in a home directory the service cannot enter."""
     if args.exec_path is not None:
         exec_path = args.exec_path
         if not os.path.isabs(exec_path):

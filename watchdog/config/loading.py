@@ -1,5 +1,6 @@
-"""Loading the config file: TOML read without blocking on a FIFO, secret references (`env:NAME`, `file:/path`)
-resolved, and validation errors explained with the file, the key path and what is allowed."""
+"""Loading the config file: TOML read without blocking on a FIFO, the environment's `LLW_` variables over it,
+secret references (`env:NAME`, `file:/path`) resolved, and validation errors explained with the file (or the
+variable), the key path and what is allowed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from watchdog.config.environment import ENVIRONMENT_SOURCE, apply_environment
 from watchdog.config.models import (
     _IDENTIFIER,
     _READ_FLAGS,
@@ -31,11 +33,13 @@ from watchdog.vocabulary import file_kind
 # -- loading ---------------------------------------------------------------------------------------------
 
 
-def load_config(path: Path) -> Config:
-    """Read, resolve and validate a config file.
+def load_config(path: Path | None, *, environ: Mapping[str, str] | None = None) -> Config:
+    """Read, resolve and validate a config file, and the config's variables of the environment over it.
 
     Args:
-        path: the TOML file.
+        path: the TOML file; None: no file, the config is the environment's `LLW_...` variables alone.
+        environ: the environment (default: the process's): its `LLW_SECTION__KEY` variables override the
+            file's keys (docs/config.md, "From the environment").
 
     Returns:
         The validated config, secrets resolved (kept in `SecretStr`).
@@ -43,8 +47,27 @@ def load_config(path: Path) -> Config:
     Raises:
         ConfigError: the file cannot be read or is not TOML (the message has the line and column), a
             secret reference cannot be resolved, or a key is unknown, mistyped or breaks a rule; the
-            message names the file, the key path and what is allowed.
+            message names the file (or the variable that set the key), the key path and what is allowed.
     """
+    source = ENVIRONMENT_SOURCE if path is None else str(path)
+    data = {} if path is None else _read_toml(path)
+    environ = os.environ if environ is None else environ
+    overrides = apply_environment(data, environ)
+    try:
+        sources = _resolve_secrets(data, source, environ)
+        config = parse_config(data, source=source)
+    except ConfigError as exc:
+        raise overrides.blame(exc) from None
+    for loc, _, _ in _secret_locations(data):
+        variable = overrides.variable_at(key_path(loc))
+        if variable is not None:
+            sources.setdefault(loc, variable)  # shown as "********** (LLW_NOTIFIERS__TEAM__URL)"
+    config._secret_sources = sources
+    config._environment = overrides.settings
+    return config
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     source = str(path)
     try:
         fd = os.open(path, _READ_FLAGS)
@@ -55,7 +78,7 @@ def load_config(path: Path) -> Config:
         if kind is not None:
             raise ConfigError(source, "", f"is {kind}, not a config file")
         with os.fdopen(fd, "rb", closefd=False) as file:
-            data = tomllib.load(file)
+            return tomllib.load(file)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, "", f"invalid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -64,10 +87,6 @@ def load_config(path: Path) -> Config:
         raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    sources = _resolve_secrets(data, source)
-    config = parse_config(data, source=source)
-    config._secret_sources = sources
-    return config
 
 
 def parse_config(data: Mapping[str, Any], *, source: str = "<config>") -> Config:
@@ -118,7 +137,7 @@ def _secret_locations(data: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, str |
                     yield ("notifiers", name, "urls", index), urls, index
 
 
-def _resolve_secrets(data: dict[str, Any], source: str) -> dict[Loc, str]:
+def _resolve_secrets(data: dict[str, Any], source: str, environ: Mapping[str, str]) -> dict[Loc, str]:
     """Replace each `env:NAME` / `file:/path` reference in `data` by its value; return the references."""
     sources: dict[Loc, str] = {}
     for loc, container, index in _secret_locations(data):
@@ -126,17 +145,17 @@ def _resolve_secrets(data: dict[str, Any], source: str) -> dict[Loc, str]:
         if not isinstance(value, str) or not value.startswith(("env:", "file:")):
             continue
         key = key_path(loc)
-        container[index] = _read_secret(value, source, key)
+        container[index] = _read_secret(value, source, key, environ)
         sources[loc] = value
     return sources
 
 
-def _read_secret(reference: str, source: str, key: str) -> str:
+def _read_secret(reference: str, source: str, key: str, environ: Mapping[str, str]) -> str:
     scheme, _, name = reference.partition(":")
     if scheme == "env":
         if not _IDENTIFIER.match(name):
             raise ConfigError(source, key, f"{reference!r}: give env:NAME with NAME a variable name")
-        value = os.environ.get(name)
+        value = environ.get(name)
         if value is None:
             raise ConfigError(source, key, f"environment variable {name} is not set ({reference})")
     else:

@@ -9,6 +9,7 @@ The key names are a contract (DESIGN.md, docs/config.md): more keys may be added
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import posixpath
@@ -379,6 +380,20 @@ class LaunchConfig(_Model):
         default=None,
         description="a Kubernetes pod: [CONTEXT/]NAMESPACE/POD[/CONTAINER] (a context comes with the container)",
     )
+    selector: StrictStr | None = Field(
+        default=None,
+        description="instead of pod: a label selector (app=vllm) whose newest pod of namespace is followed, each new "
+        "pod a new incarnation; container then names the pod's container",
+    )
+    namespace: StrictStr | None = Field(default=None, description="the selector's Kubernetes namespace")
+    context: StrictStr | None = Field(
+        default=None, description="the kubeconfig context of pod or selector (default: the current one)"
+    )
+    kubeconfig: AbsPath | None = Field(
+        default=None,
+        description="the kubeconfig file of pod or selector (default: KUBECONFIG, ~/.kube/config, "
+        "else the pod's service account)",
+    )
     engine: StrictStr = Field(
         default="auto",
         description="engine profile: " + ", ".join(ENGINE_CHOICES) + ", or the `name` of a profile in "
@@ -585,6 +600,8 @@ class Config(_Model):
 
     # Where each secret came from ("env:NAME", "file:/path"), by key location: shown by `redacted`.
     _secret_sources: dict[Loc, str] = PrivateAttr(default_factory=dict)
+    # The keys the environment set (config/environment.py), by location: the variable that set each.
+    _environment: dict[Loc, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def check_references(self) -> Config:
@@ -678,6 +695,11 @@ def _check_launches(config: Config) -> None:
             files[key] = name
         else:
             _check_named(launch, kind, named, at)
+        for pod_key, only in (("namespace", "a selector"), ("context", "a pod"), ("kubeconfig", "a pod")):
+            if getattr(launch, pod_key) is not None and (
+                kind != "k8s" or (pod_key == "namespace" and launch.selector is None)
+            ):
+                raise _KeyProblem(key_path((*where, pod_key)), f"is for {only} (pod = ... or selector = ...)")
         _check_engine(launch, where)
         try:
             check_process(None, launch.process, launch.pid_file, names=("pid", "process", "pid_file"))
@@ -708,6 +730,20 @@ def _check_log(launch: LaunchConfig, log: str, at: str) -> tuple[str | None, str
     return launch.host, posixpath.normpath(remote_relative(log))
 
 
+def _pod_target(launch: LaunchConfig) -> Target:
+    # a pod (`pod`, its context in it or in `context`) or a selector's pods, with the kubeconfig to read them by
+    from watchdog.follow.sources.podref import PodRef, parse_pod_path  # noqa: PLC0415 - only for a pod
+
+    if launch.selector is not None:
+        ref = PodRef(str(launch.namespace), selector=launch.selector, container=launch.container)
+        context = launch.context
+    else:
+        parsed = parse_target(f"k8s://{launch.pod}")
+        ref, context = parse_pod_path(parsed.path), launch.context or parsed.context
+    path = dataclasses.replace(ref, kubeconfig=launch.kubeconfig).path
+    return Target(None, None, None, path, kind="k8s", context=context)
+
+
 def _check_named(launch: LaunchConfig, kind: str, name: str, at: str) -> None:
     # a container, unit or pod: a name passed as one argument, never through a shell unquoted
     if not name.strip() or name.startswith("-") or "\0" in name or "\n" in name:
@@ -715,8 +751,10 @@ def _check_named(launch: LaunchConfig, kind: str, name: str, at: str) -> None:
     if not KINDS[kind].remote and launch.host is not None:
         raise _KeyProblem(at, f"a {KINDS[kind].noun} is not read over SSH: remove host")
     if kind == "k8s":
+        if launch.selector is not None and launch.namespace is None:
+            raise _KeyProblem(at.rpartition(".")[0] + ".namespace", "is required with selector")
         try:
-            parse_target(f"k8s://{name}")
+            _pod_target(launch)
         except UsageError as exc:
             raise _KeyProblem(at, str(exc)) from None
 
@@ -730,9 +768,14 @@ def launch_kind(config: Config, launch: LaunchConfig, where: Loc = ()) -> tuple[
     """
     named = [(k, getattr(launch, str(k.config_key))) for k in _CONFIG_KINDS]
     named = [(k, value) for k, value in named if value is not None]
+    if launch.selector is not None:  # a selector's pods: `container` names their container
+        named = [(k, v) for k, v in named if k.config_key != "container"] + [(KINDS["k8s"], launch.selector)]
+
     keys = ", ".join(str(k.config_key) for k in _CONFIG_KINDS)
     if not named:
-        raise _KeyProblem(key_path((*where, "log")), f"is required: one of {keys} names what to follow")
+        raise _KeyProblem(
+            key_path((*where, "log")), f"is required: one of {keys} (or selector) names what to follow"
+        )
     if len(named) > 1:
         first, second = (str(k.config_key) for k, _ in named[:2])
         raise _KeyProblem(key_path((*where, second)), f"only one of {keys} may be given ({first} is too)")
@@ -780,7 +823,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
     launch = config.launches[name]
     kind, name_of = launch_kind(config, launch, ("launches", name))
     if kind == "k8s":
-        target = parse_target(f"k8s://{name_of}")
+        target = _pod_target(launch)
     elif launch.host is None:
         target = Target(host=None, user=None, port=None, path=name_of, kind=kind)
     else:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from watchdog.config.environment import PREFIX, SEPARATOR
 from watchdog.config.models import (
     Config,
     DaemonConfig,
@@ -24,17 +25,21 @@ def config_json_schema() -> dict[str, Any]:
 
 def config_reference_markdown() -> str:
     """The key tables of docs/config.md, generated from the models (a test keeps the docs in step)."""
-    tables: list[tuple[str, type[BaseModel]]] = [
-        ("[daemon]", DaemonConfig),
-        ("[hosts.NAME]", HostConfig),
-        ("[launches.NAME]", LaunchConfig),
-        ("deadlines = { PHASE = DURATION }", Deadlines),
-        ("[notifiers.NAME]", NotifierConfig),
+    tables: list[tuple[str, tuple[str, ...], type[BaseModel]]] = [
+        ("[daemon]", ("daemon",), DaemonConfig),
+        ("[hosts.NAME]", ("hosts", "NAME"), HostConfig),
+        ("[launches.NAME]", ("launches", "NAME"), LaunchConfig),
+        ("deadlines = { PHASE = DURATION }", ("launches", "NAME", "deadlines"), Deadlines),
+        ("[notifiers.NAME]", ("notifiers", "NAME"), NotifierConfig),
     ]
     out: list[str] = []
-    for title, model in tables:
+    for title, path, model in tables:
         summary = (model.__doc__ or "").split(": ", 1)[-1].strip()
+        first = next(iter(model.model_fields))
+        variable = PREFIX + SEPARATOR.join(part.upper() for part in (*path, "KEY"))
+        example = PREFIX + SEPARATOR.join(part.upper() for part in (*path, first))
         out += [f"### `{title}`", "", summary[:1].upper() + summary[1:], ""]
+        out += [f"From the environment: `{variable}` (e.g. `{example}`).", ""]
         out += ["| key | type | default | meaning |", "|---|---|---|---|"]
         properties = model.model_json_schema()["properties"]
         for key, field in model.model_fields.items():

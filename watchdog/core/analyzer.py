@@ -1,9 +1,9 @@
 """The analyzer: bytes of one launch's log in, lifecycle transitions out (pure; the caller passes the time).
 
-It strings the pure stages together: framing -> engine detection -> line rules and traceback assembly ->
-lifecycle. The hot path stays in C for lines that cannot matter: each block's lines are masked (digits ->
-"0") and looked up as a set against the templates already classified, so a million "Decode batch" lines cost
-a few set operations; only lines holding a profile literal or an error keyword reach Python code.
+It strings the pure stages together: framing -> formats (CRI, json-file, journald records) -> detection -> rules
+and tracebacks -> lifecycle. Lines that cannot matter stay in C: each block's lines are masked (digits -> "0")
+and looked up as a set against the templates already classified; only lines holding a profile literal or an
+error word reach Python.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from watchdog.core.findings import (
     LogMissing,
     ProcessExited,
 )
+from watchdog.core.formats import Unwrapper
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner
@@ -93,6 +94,7 @@ class Analyzer:
         self._stall_after = stall_after
         self._crash_grace = crash_grace
         self.framer = Framer(max_line=max_line)
+        self.unwrapper = Unwrapper(max_line=max_line)
         self.transcoder = Transcoder()
         self._deadlines = dict(deadlines or {})
         self.lifecycle = Lifecycle(
@@ -107,8 +109,7 @@ class Analyzer:
         # the template caches of the other rule set (settled or not), kept for when the launch switches back:
         # a crash loop switches twice an incarnation, and every line would be classified again each time
         self._parked: dict[bool, tuple[set[bytes], set[bytes]]] = {}
-        self._keywords: tuple[bytes, ...] = ()
-        self._keyword = _NOTHING  # finds any of _keywords in a line template
+        self._keyword = _NOTHING  # finds any of the profile's literals and _ERROR_WORDS in a line template
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
         self.lines_read = 0  # lines of every file read (a replaced log's included)
         # lines of the files before the current one: line numbers count from the current file's start
@@ -162,7 +163,7 @@ class Analyzer:
             return self._feed_provisional(data, now)
         if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
             self._raw_head += data[: _DETECT_BYTES - len(self._raw_head)]
-        return self._blocks(self.framer.feed(data), now)
+        return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
 
     def caught_up(self, now: float) -> list[Transition]:
         """The source has read to the end of the file as it is now.
@@ -195,8 +196,9 @@ class Analyzer:
 
     def restart(self, now: float) -> list[Transition]:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
-        out = self._blocks(self.framer.feed(self.transcoder.flush()) + self.framer.flush(), now)
+        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         self.framer = Framer(max_line=self.framer.max_line)
+        self.unwrapper = Unwrapper(max_line=self.framer.max_line)
         self.transcoder = Transcoder()
         self._scanner.reset()
         self._provisional, self._raw_head, self._detector = False, bytearray(), None
@@ -207,8 +209,8 @@ class Analyzer:
     def tick(self, now: float) -> list[Transition]:
         """Let time pass (stall detection, pending errors, detection of a slow log's engine)."""
         out: list[Transition] = []
-        held = self.profile is None and self._held and self._held_since is not None
-        if held and self._held_since is not None and now - self._held_since >= _DETECT_WAIT:
+        since = self._held_since if self.profile is None and self._held else None
+        if since is not None and now - since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
         if not self._cut_reported and self._scanner.busy and now - self._last_data >= self._crash_grace:
             # the log went quiet inside a traceback: the writer died printing it, as far as anyone can tell
@@ -254,8 +256,7 @@ class Analyzer:
         """The stream's writer is gone (a source's `Ended`: the container exited): its last line and every
         traceback still open are complete, as at the end of a replayed log, so that what they say is known
         before the platform's word on the exit (a traceback cut short is the crash, not a kill)."""
-        held = self.transcoder.flush()
-        out = self._blocks(self.framer.feed(held) + self.framer.flush(), now)
+        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         if self.profile is None:
             out += self._detect(now, force=True)
         return out + self.close_tracebacks(now)
@@ -263,6 +264,11 @@ class Analyzer:
     def finish(self, now: float) -> list[Transition]:
         """End of log (replay): flush the last line and every open traceback, make pending errors final."""
         return self.stream_ended(now) + self.lifecycle.finish(now)
+
+    def _unwrap_rest(self, held: bytes) -> list[Block]:
+        # the end of a file: its last bytes, its unfinished last line and the lines begun in records and not ended
+        unwrapper = self.unwrapper
+        return unwrapper.feed(self.framer.feed(held) + self.framer.flush()) + unwrapper.flush()
 
     def tail(self, count: int = 20) -> list[str]:
         """The last `count` lines read, cleaned: context for a crash with no traceback."""
@@ -293,7 +299,7 @@ class Analyzer:
         if self._settled is not None:
             self._parked[self._settled] = (self._candidates, self._irrelevant)
         self._settled = settled
-        self._keywords, self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
+        self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
         self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
 
     def _is_settled(self) -> bool:
@@ -386,8 +392,7 @@ class Analyzer:
 
     def _classify(self, templates: list[bytes]) -> set[bytes]:
         seen = set(templates)
-        new = seen - self._candidates
-        new -= self._irrelevant
+        new = seen - self._candidates - self._irrelevant
         if new:
             if len(self._candidates) + len(self._irrelevant) > _TEMPLATE_LIMIT:
                 self._candidates.clear()
@@ -431,7 +436,7 @@ class Analyzer:
             if complete:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None
-            return self._blocks(self.framer.feed(data), now)
+            return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
         # The head, read further, names another engine (more of its markers): read the log again from its
         # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
         # reporting twice the transitions already reported.
@@ -449,7 +454,7 @@ class Analyzer:
         )
         self._use(catalogue.profile(engine))
         self.transcoder = transcoder  # `whole` is decoded already; the rest of the log goes on through it
-        out = self._blocks(self.framer.feed(whole), now)
+        out = self._blocks(self.unwrapper.feed(self.framer.feed(whole)), now)
         self.bytes_read, self._caught_up = bytes_read, caught_up
         if caught_up:
             self.lifecycle.caught_up(now)
@@ -464,6 +469,8 @@ class Analyzer:
         # `detect_engine` of the head's first lines, and how many there are (up to _DETECT_LINES), reading each
         # line once: the lines up to the head's last newline are final (the bytes after a newline never change
         # how the bytes before it decode or split), the rest may still grow, so it is only tried, on a copy.
+        if self.unwrapper.format not in (None, "plain"):
+            return self._detect_records(bytes(head))
         detector = self._detector
         if detector is None:
             assert self._catalogue is not None  # provisional: the engine was detected
@@ -486,20 +493,25 @@ class Analyzer:
             trial.feed(line)
         return trial.engine(), trial.count
 
+    def _detect_records(self, head: bytes) -> tuple[str | None, int]:
+        # `_detect_head` of a log of records: its lines are those decoded, the unfinished ones tried as they are;
+        # read again from the head's start each time (while provisional only, at most _DETECT_BYTES)
+        framer, unwrapper = Framer(max_line=self._max_line), Unwrapper(max_line=self._max_line)
+        blocks = unwrapper.feed(framer.feed(head) + framer.flush()) + unwrapper.flush()
+        assert self._catalogue is not None  # provisional: the engine was detected
+        detector = EngineDetector(self._catalogue.markers)
+        for line in b"".join(b.data for b in blocks).decode("utf-8", "replace").splitlines()[:_DETECT_LINES]:
+            detector.feed(line)
+        return detector.engine(), detector.count
+
 
 @functools.lru_cache(maxsize=64)
-def _rule_set(
-    profile: Profile, settled: bool
-) -> tuple[tuple[bytes, ...], re.Pattern[bytes], tuple[Rule, ...]]:
+def _rule_set(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple[Rule, ...]]:
     # A profile's literals (as one search), and its rules but the benign ones, before or once settled; the same
     # for every launch of an engine, and asked twice an incarnation in a crash loop.
     rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
-    keywords = tuple(dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS)))
-    return (
-        keywords,
-        re.compile(b"|".join(map(re.escape, keywords))),
-        tuple(r for r in rules if r.kind != "benign"),
-    )
+    keywords = dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS))
+    return re.compile(b"|".join(map(re.escape, keywords))), tuple(r for r in rules if r.kind != "benign")
 
 
 def _earlier(a: float | None, b: float) -> float:

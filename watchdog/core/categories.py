@@ -1,7 +1,4 @@
-"""Error categories and hints: what class of failure an error line names, and what an operator can do (pure).
-
-The categories' words are the same for every engine; which phase a frame tells and the hints are the
-engine's profile's (`[[frame]]`, `[[hint]]`)."""
+"""Error categories and hints: the class of failure an error line names, what an operator can do (pure)."""
 
 from __future__ import annotations
 
@@ -128,9 +125,9 @@ _IMPORTING = re.compile(r"\n\s+(?:from [\w.]+ import\b|import [\w.]+)")
 
 # What raised, where the message says nothing known: the exception's class (classes the patterns above name,
 # MemoryError, SafetensorError, TimeoutError, ..., and those with a profile rule, HFValidationError, are not
-# repeated here). A pydantic validation error is the
-# engine's arguments or model config refused (vLLM validates its engine args as pydantic dataclasses); the
-# Hugging Face hub's errors are a model or repository that cannot be found or opened.
+# repeated here). A pydantic validation error is the engine's arguments or model config refused (vLLM
+# validates its engine args as pydantic dataclasses); the Hugging Face hub's errors are a model or repository
+# that cannot be found or opened.
 _EXCEPTION_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)(?::|$)")
 _CATEGORY_OF_CLASS: dict[str, str] = {
     "ValidationError": "config",
@@ -160,9 +157,7 @@ _SERVING_SEQ_NUM = 10_000
 def phase_from_error(summary: str) -> str | None:
     """The phase an error line itself proves (evidence that beats the markers around it), if any."""
     m = _SEQ_NUM.search(summary)
-    if m and int(m.group(1)) >= _SERVING_SEQ_NUM:
-        return "ready"
-    return None
+    return "ready" if m and int(m.group(1)) >= _SERVING_SEQ_NUM else None
 
 
 _ORDER = {s.value: i for i, s in enumerate(State)}
@@ -171,9 +166,8 @@ _ORDER = {s.value: i for i, s in enumerate(State)}
 def phase_from_frames(traceback: str, profile: Profile) -> str | None:
     """The phase that a traceback's innermost frame known to `profile` (its `[[frame]]` tables) belongs to."""
     found = [(m.start(), phase) for phase, pattern in profile.frames for m in pattern.finditer(traceback)]
-    if not found:
-        return None
-    return max(found, key=lambda f: (f[0], _ORDER[f[1]]))[1]  # of frames at one place, the later phase's
+    # of frames at one place, the later phase's
+    return max(found, key=lambda f: (f[0], _ORDER[f[1]]))[1] if found else None
 
 
 def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object], profile: Profile) -> str:
@@ -229,8 +223,4 @@ def _first(pattern: str, text: str) -> str | None:
 
 def _fact(facts: Mapping[str, object], name: str) -> str | None:
     value = facts.get(name)
-    if value is None:
-        return None
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    return None if value is None else f"{value:g}" if isinstance(value, float) else str(value)

@@ -19,11 +19,8 @@ _CHAIN_OR_EXCEPTION = re.compile(
 
 
 def detect_engine(lines: Iterable[str], catalogue: Catalogue) -> str | None:
-    """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None.
-
-    Counting, not first-hit: an SGLang log may show one line of vLLM's (old SGLang imported vLLM), but
-    its own markers outnumber it.
-    """
+    """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None:
+    an SGLang log may show a line of vLLM's (old SGLang imported vLLM), but its own markers outnumber it."""
     detector = EngineDetector(catalogue.markers)
     for line in lines:
         detector.feed(line)
@@ -31,11 +28,8 @@ def detect_engine(lines: Iterable[str], catalogue: Catalogue) -> str | None:
 
 
 class EngineDetector:
-    """`detect_engine` one line at a time: a log's head that grows is read once, not again per new line.
-
-    `engine()` tells what `detect_engine` would say of the lines fed so far; `copy()` lets a caller try a last
-    line that may still grow (an unfinished one) without feeding it for good.
-    """
+    """`detect_engine` one line at a time: a log's head that grows is read once, not again per new line;
+    `copy()` lets a caller try a line that may still grow (an unfinished one) without feeding it for good."""
 
     __slots__ = ("_chain", "_frames", "_markers", "_owner", "count", "score")
 
@@ -89,9 +83,9 @@ class EngineDetector:
             *([(self._owner, self._frames)] if self._owner is not None or self._frames else []),
         ]
         _score_chain(chain, score)
-        if not score:
-            return None
-        return max(score, key=lambda e: score[e])  # ties: the engine whose marker came first
+        return (
+            max(score, key=lambda e: score[e]) if score else None
+        )  # ties: the engine whose marker came first
 
     def _end_traceback(self) -> None:
         if self._owner is not None or self._frames:

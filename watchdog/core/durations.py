@@ -1,13 +1,8 @@
 """Durations: the one sane value of a phase's length, from a log's times checked against the follower's clock.
 
-A log's times are exact when its clock is right, and wrong by decades or hours when it is not (a machine
-whose clock was never set, a container in another timezone, a line printed with an offset next to one in
-local time). The follower's clock (monotonic, the time it saw each transition) is right but late by however
-long a read takes. So a duration read from the log's times is used only when it is sane: not negative, not
-more than `MAX_LOG_GAP`, and, when the follower saw both ends as they came (`Seen.LIVE`), not shorter than its
-own clock by more than `tolerance` (the clock is used instead: the log's clock went back). A log longer than
-the clock is believed: its lines may have been buffered and come in a burst, or be replayed fast. A replay of a whole file has only
-the log's times (`Seen.NONE`): an insane value is then unknown (None), never wrong. Pure: times are arguments.
+A log's times are used when sane: not negative, at most `MAX_LOG_GAP`, and, both ends seen live, not shorter
+than the follower's clock by more than `tolerance` (a log's clock that went back); a longer log is believed
+(buffered lines come in bursts). A replay has only the log's times: an insane value is unknown, never wrong.
 """
 
 from __future__ import annotations
@@ -41,9 +36,7 @@ def tolerance(clock: float) -> float:
 def plausible(seconds: float | None) -> float | None:
     """`seconds` if it can be a duration (0 to `MAX_LOG_GAP`), else None: a value stored or sent by an
     older build that had no bound is shown as unknown rather than as "-7200s"."""
-    if seconds is None or not 0 <= seconds <= MAX_LOG_GAP:
-        return None
-    return seconds
+    return seconds if seconds is not None and 0 <= seconds <= MAX_LOG_GAP else None
 
 
 def duration(
@@ -53,23 +46,16 @@ def duration(
     clock_end: float | None,
     seen: Seen,
 ) -> float | None:
-    """The seconds from one transition to a later one, or None when nothing can tell.
-
-    Args:
-        log_start: the log's time of the first transition (`Record.seconds`), None when its line had none.
-        log_end: the log's time of the second one.
-        clock_start: the follower's clock when it saw the first one.
-        clock_end: the follower's clock when it saw the second one.
-        seen: how the follower saw them (`Seen`).
-    """
+    """The seconds from one transition to a later one, or None when nothing can tell: `log_*` are the log's
+    times of the two (`Record.seconds`, None: none), `clock_*` the follower's clock when it saw them."""
     log = seconds_between(log_start, log_end)
     if seen == Seen.NONE or clock_start is None or clock_end is None:
         return log
     clock = max(0.0, clock_end - clock_start)
-    if seen == Seen.LIVE:
-        # A log may say more than the clock saw: its lines were buffered and came in a burst (a server's stdout
-        # redirected to a file is block-buffered), or it is replayed faster than it was written (the demo).
-        # It cannot say less: its clock went back. So the clock is taken only for a log that is insane or short.
-        return log if log is not None and log >= clock - tolerance(clock) else clock
-    # END_LIVE: the clock's duration is a lower bound; a log that says less is wrong, and the true value unknown
-    return log if log is not None and log >= clock - tolerance(clock) else None
+    # A log may say more than the clock saw: its lines were buffered and came in a burst (a server's stdout
+    # redirected to a file is block-buffered), or it is replayed faster than it was written (the demo).
+    # It cannot say less: its clock went back.
+    if log is not None and log >= clock - tolerance(clock):
+        return log
+    # LIVE: the clock measured it; END_LIVE: the clock's duration is a lower bound, the true value unknown
+    return clock if seen == Seen.LIVE else None

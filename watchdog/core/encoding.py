@@ -1,9 +1,7 @@
 """Encoding: a log written as UTF-16 (PowerShell's `>`) or with a byte-order mark, read as UTF-8 (pure).
 
-The rest of the pipeline reads bytes as UTF-8. Redirects on Windows write UTF-16LE with a BOM (Windows
-PowerShell 5's `>` and `Out-File`), some editors and `Tee-Object` UTF-8 with a BOM. The first bytes of the
-log decide: a UTF-16 BOM (or, without one, ASCII text with every other byte NUL) turns on an incremental
-decoder for the whole log; a UTF-8 BOM is dropped; anything else passes through untouched, at no cost.
+The first bytes decide: a UTF-16 BOM (or ASCII with every other byte NUL) turns on a decoder for the whole
+log; a UTF-8 BOM is dropped; anything else passes through untouched.
 """
 
 from __future__ import annotations
@@ -29,13 +27,11 @@ class Transcoder:
     def feed(self, data: bytes) -> bytes:
         """The UTF-8 bytes of the next `data` (some may be held back until they can be decoded)."""
         if self.decided:
-            if self._decoder is None:
-                return data
-            return self._decoder.decode(data).encode("utf-8", "surrogatepass")
+            return (
+                data if self._decoder is None else self._decoder.decode(data).encode("utf-8", "surrogatepass")
+            )
         self._head += data
-        if len(self._head) < _DECIDE:
-            return b""
-        return self._decide(self._head)
+        return b"" if len(self._head) < _DECIDE else self._decide(self._head)
 
     def flush(self) -> bytes:
         """End of the log: what was held back."""

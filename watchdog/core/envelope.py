@@ -44,6 +44,8 @@ _LEVELS = {
 }
 
 _TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_TS_DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+_IDENT = r"[\w.@/-]+(?:\[\d+\])?"  # a journald line's identifier and pid: "ollama[1418]", "kernel"
 _LEVEL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE"
 
 # Each layer: a regex anchored at the start; named groups ts/date/time/level/source/rank carry what it tells.
@@ -56,7 +58,7 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # kubectl logs --prefix: "[pod/vllm-0/server] "
         r"\[pod/[\w.-]+/[\w.-]+\] ",
         # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: "
-        r"(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d) \S+ [\w.@/-]+(?:\[\d+\])?: ",
+        rf"(?P<mon>[A-Z][a-z]{{2}}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d) \S+ {_IDENT}: ",
         # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
         rf"(?P<level>{_LEVEL}|DEFAULT) (?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z ",
         # Python logging default wrapper: "2025-03-07 23:50:27,531 - __main__ - INFO - "
@@ -84,8 +86,13 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
         r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
         r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] ",
-        # ISO timestamp in front (Docker Desktop, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z "
-        rf"(?P<ts>{_TS})(?: |$)",
+        # ISO timestamp in front (Docker --timestamps, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z ",
+        # and a CRI record's (containerd, CRI-O): "2026-12-04T08:54:17.831019227Z stderr F " (or P: a partial
+        # record's, its parts joined by formats.Unwrapper); or journalctl -o short-iso(-precise):
+        # "2026-12-04T08:54:17+0000 host ident[pid]: ", with an offset, never a "Z" (which tells it from a
+        # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
+        rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
+        rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
         # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
         rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
     )
@@ -165,8 +172,8 @@ def _short_rank(rank: str) -> str:
 def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
     time = g.get("time")
     try:
-        if g.get("ts"):
-            ts = str(g["ts"]).replace(",", ".")
+        if stamp := g.get("ts") or g.get("jts"):
+            ts = stamp.replace(",", ".")
             dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
             # its local reading, the offset set aside: a log that prints some lines with an offset (-07:00) and
             # others without one (the same clock, local time) must not jump by the offset between them

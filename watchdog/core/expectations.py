@@ -1,13 +1,4 @@
-"""Learned expectations (pure): what a launch's own history says about its phases.
-
-From the incarnations of a launch that became ready, the daemon learns how long each startup phase usually
-takes. Two uses:
-- a phase that runs longer than max(its configured deadline, 1.5 x the p95 of its history) is `stalled`
-  (`learned_deadlines`), so a launch that usually loads in 4 minutes is flagged at 6, not at the 20 minutes
-  a config allows every launch;
-- an ETA to ready (`eta_to_ready`): the rest of the current phase from its progress rate (or from its usual
-  length), plus the usual length of the phases still to come.
-"""
+"""Learned expectations (pure): how long a launch's phases took when it became ready: deadlines, an ETA."""
 
 from __future__ import annotations
 
@@ -61,10 +52,8 @@ def learned_deadlines(
     gets the learned one alone once there are enough samples."""
     out = dict(configured)
     for phase, values in _samples(history).items():
-        if len(values) < MIN_SAMPLES:
-            continue
-        learned = factor * _quantile(values, 0.95)
-        out[phase] = max(out.get(phase, 0.0), learned)
+        if len(values) >= MIN_SAMPLES:
+            out[phase] = max(out.get(phase, 0.0), factor * _quantile(values, 0.95))
     return out
 
 

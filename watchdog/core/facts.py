@@ -1,10 +1,6 @@
-"""The fact catalogue: what a fact's name says (its label and unit), and how its value reads (pure).
+"""The fact catalogue: a fact's label and unit from its name (the unit: its last word), how its value reads.
 
-Facts are named by the profiles that find them (`[[fact]]` regex groups: `avail_mem_after_weights_gb`,
-`kv_cache_tokens`, ...) and by the probes (`gpu_mem_used_bytes`, per GPU). A name says its unit in its last
-word and its meaning in the others; every sink (the terminal, the live view, the status page, alerts,
-`history`) reads them here, so that one fact has one label and one unit everywhere. `GLANCE` is the short
-list of memory facts worth a glance, in the order they are shown.
+Every sink reads facts here, so that one fact has one label and one unit everywhere (pure).
 """
 
 from __future__ import annotations

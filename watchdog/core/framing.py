@@ -55,6 +55,9 @@ class Block:
     offset: int  # byte offset of data[0] in the stream
     data: bytes  # complete lines; a cut over-long line ends with an added newline (see `partial`)
     partial: bool = False  # its newline was added: an over-long line's kept head, or a last line at EOF
+    # each line's offset in the stream when the lines are decoded records (formats.Unwrapper), not its bytes;
+    # empty: a line's offset is `offset` plus where it starts in `data`
+    starts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +187,12 @@ def without_controls(text: str) -> str:
 def iter_lines(block: Block) -> Iterator[Line]:
     """Yield the cleaned lines of a block; a line with tqdm ``\\r`` redraws yields one Line per redraw."""
     offset = block.offset
-    for raw in block.data.split(b"\n")[:-1]:  # every line of a block ends with a newline
+    raws = block.data.split(b"\n")[:-1]  # every line of a block ends with a newline
+    if block.starts:
+        for start, raw in zip(block.starts, raws, strict=True):
+            yield from split_line(start, raw)
+        return
+    for raw in raws:
         yield from split_line(offset, raw)
         offset += len(raw) + 1
 

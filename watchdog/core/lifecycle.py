@@ -1,12 +1,9 @@
 """Lifecycle: the launch state machine, (state, event or tick, now) -> transitions (pure, time is an argument).
 
-Startup phases only move forward. An error is *pending* until either progress follows it (then it was
-survivable, e.g. a tokenizer warning with a traceback) or `crash_grace` seconds pass without progress, the log
-ends, or a fatal line (a kill, "Received sigquit", "EngineCore failed to start") arrives: then the launch is
-`crashed`. After ready, the clock confirms nothing (an idle server is quiet), and 50 healthy lines after an
-error show that the server survived it (a failed request that was logged). `stalled` is entered after `stall_after` seconds without progress and left when progress resumes.
-A new start marker after the launch got going begins a new incarnation; `history` keeps the last old ones
-(`MAX_INCARNATIONS_PER_LAUNCH`, without what their root cause was chosen from).
+Startup phases only move forward. An error is *pending* until progress follows it (survived) or it becomes a
+crash: `crash_grace` without progress (before ready only), the end of the log, or a fatal line. After ready,
+`POST_READY_RECOVERY_LINES` healthy lines show an error was survived. A new start marker begins a new
+incarnation; `history` keeps the last `MAX_INCARNATIONS_PER_LAUNCH`.
 """
 
 from __future__ import annotations
@@ -582,14 +579,14 @@ def _oom_killed_hint(limit: int | None) -> str:
     if limit is None:
         return "the kernel killed it at its memory limit (OOMKilled): raise the limit or lower the host memory use"
     return (
-        f"the kernel killed it at its memory limit of {_size(limit)} ({limit} bytes, OOMKilled): raise "
+        f"the kernel killed it at its memory limit of {_binary_size(limit)} ({limit} bytes, OOMKilled): raise "
         "the limit (docker run -m, a pod's resources.limits.memory, MemoryMax=) or lower the host memory use"
     )
 
 
-def _size(count: int) -> str:
-    # bytes in the largest binary unit they fill: a container's `-m 8m` reads 8 MiB, not 0.00781 GiB
-    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if count >= unit:
-            return f"{count / unit:.3g} {name}"
-    return f"{count} bytes"
+def _binary_size(size: int) -> str:
+    # 8 MiB, 100 MiB, 16 GiB: as a container's or a pod's limit is written
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.3g} {unit}"
+    return f"{size} B"

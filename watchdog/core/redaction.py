@@ -1,9 +1,7 @@
-"""Credentials in log text (API keys, tokens, passwords, URL user:password@) replaced by `<redacted>`.
+"""Credentials in log text (API keys, tokens, passwords, URL user:password@) replaced by `<redacted>` (pure).
 
-Applied once, where a launch's status and verdict leave the follow layer (`LaunchFollower`): the store, the
-alerts, /status, the status page and the CLI all get the redacted text. A follower's checkpoint (its analyzer's
-resume record, raw lines and all) is saved with `mask_secrets`, which keeps every length (the analyzer's offsets
-into its buffers stay right). Pure: no I/O.
+Applied once, where a status leaves the follower; a checkpoint is saved with `mask_secrets`, which keeps every
+length (the analyzer's offsets stay right).
 """
 
 from __future__ import annotations
@@ -41,24 +39,6 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         "<redacted>",
     ),
-)
-
-
-# most text has none of these: substring tests decide that fast, so a 200-launch /status costs milliseconds
-_MAYBE_SECRET = (
-    "key",
-    "token",
-    "secret",
-    "passw",
-    "cred",
-    "auth",
-    "bearer",
-    "basic",
-    "://",
-    "hf_",
-    "sk-",
-    "gh",
-    "xox",
 )
 
 
@@ -128,11 +108,8 @@ def mask_secrets(value: _Text) -> _Text:
     replaced by `*`, keeping its length: the same object when there is none. Bytes are read as Latin-1 (one
     character per byte), so every offset into them stays right. Only the lines around a likely credential
     (`may_hold_secret`) and the next one are searched with the patterns: a few lines, not a whole buffer."""
-    if isinstance(value, str):
-        raw, text = value.encode("latin-1", "replace"), value  # one byte per character: the same offsets
-    else:
-        raw = bytes(value)
-        text = ""
+    # one byte per character: the same offsets
+    raw, text = (value.encode("latin-1", "replace"), value) if isinstance(value, str) else (bytes(value), "")
     windows: set[tuple[int, int]] = set()
     for at in _anchored(raw.lower()):
         end = raw.find(b"\n", at)
@@ -153,9 +130,7 @@ def mask_secrets(value: _Text) -> _Text:
     if chars is None:
         return value
     masked = "".join(chars)
-    if isinstance(value, str):
-        return masked
-    return type(value)(masked.encode("latin-1"))
+    return masked if isinstance(value, str) else type(value)(masked.encode("latin-1"))
 
 
 _CACHED_CHARS = 4096  # texts up to this long are remembered: a status repeats the same lines at every call
@@ -163,9 +138,7 @@ _CACHED_CHARS = 4096  # texts up to this long are remembered: a status repeats t
 
 def redact_text(text: str) -> str:
     """`text` with anything that looks like a credential replaced by `<redacted>`."""
-    if len(text) <= _CACHED_CHARS:
-        return _redact_cached(text)
-    return _redact(text)
+    return _redact_cached(text) if len(text) <= _CACHED_CHARS else _redact(text)
 
 
 @functools.lru_cache(maxsize=8192)  # at most 8192 x 4 KiB
@@ -174,8 +147,9 @@ def _redact_cached(text: str) -> str:
 
 
 def _redact(text: str) -> str:
+    # most text has no anchor: substring tests decide that fast, so a 200-launch /status costs milliseconds
     lowered = text.lower()
-    if not any(word in lowered for word in _MAYBE_SECRET):
+    if not any(word in lowered for word in _ANCHORS):
         return text
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
@@ -186,16 +160,10 @@ def redact(value: Any) -> Any:
     """`value` (a JSON-like object: str, dict, list, tuple, numbers) with every string `redact_text`ed: a new
     object where anything changed (lists stay lists, tuples become lists)."""
     kind = type(value)  # exact types first: a status has ~200 nodes and is redacted at every snapshot
-    if kind is str:
-        return _redact_cached(value) if len(value) <= _CACHED_CHARS else _redact(value)
-    if kind is dict:
-        return {k: redact(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return [redact(v) for v in value]
-    if isinstance(value, str):
+    if kind is str or isinstance(value, str):
         return redact_text(value)
-    if isinstance(value, dict):
+    if kind is dict or isinstance(value, dict):
         return {k: redact(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if kind is list or kind is tuple or isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value

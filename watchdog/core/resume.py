@@ -1,8 +1,7 @@
 """Resume records: what an analyzer carries across a restart, as a versioned JSON object, and back (pure).
 
-`FIELDS` is the schema; what can be made again is not in it (the profile's rules, loaded by the engine's name
-by the caller; the template caches; the settings, the launch's). A record of an older `VERSION` is brought to
-this one by `MIGRATIONS`, one of a newer refused. docs/operations.md says what it holds and why.
+`FIELDS` is the schema; what can be made again is not in it. Older versions migrate (`MIGRATIONS`), newer ones
+are refused; docs/operations.md says what a record holds and why.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ __all__ = ["FIELDS", "MIGRATIONS", "VERSION", "Record", "masked", "migrate", "re
 
 Record = dict[str, Any]
 
-VERSION = 2
+VERSION = 3
 _ASM = "_scanner.assembler."
 # record key -> (the analyzer's attribute, by its path; its type). Dataclasses are written field by field, those
 # at their default left out; bytes as Latin-1 text. A provisional engine's detector reads its head again.
@@ -39,6 +38,11 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "framer.buf": ("framer._buf", bytes),  # the unfinished last line
     "framer.offset": ("framer._buf_offset", int),
     "framer.skipping": ("framer._skipping", bool),
+    "formats.format": ("unwrapper.format", str | None),  # the log's record format, once its first record came
+    "formats.pending": (
+        "unwrapper.pending",
+        dict[str, tuple[int, bytes]],
+    ),  # lines begun in records, by stream
     "transcoder.head": ("transcoder._head", bytes),
     "transcoder.decided": ("transcoder.decided", bool),
     "transcoder.encoding": ("transcoder.encoding", str),
@@ -83,8 +87,13 @@ def _from_1(record: Record) -> Record:
     return out
 
 
+def _from_2(record: Record) -> Record:
+    # version 2 knew no record formats: its logs were read as plain lines
+    return {**record, "version": 3, "formats.format": "plain", "formats.pending": {}}
+
+
 # version read -> that record as the next version (pure: new dicts, the record read left as it was)
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1}
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2}
 
 
 def to_record(analyzer: Analyzer) -> Record:
@@ -129,21 +138,18 @@ def migrate(record: Mapping[str, Any]) -> Record:
 
 
 def restore(analyzer: Analyzer, record: Mapping[str, Any]) -> None:
-    """Put `record`'s state into `analyzer`, made anew with the launch's settings (as a follower makes it), which
-    then reads on as the recorded one would; it is changed only once all of `record` was read. The recorded
-    engine's profile is the analyzer's own, or the one its catalogue gives.
+    """Put `record`'s state into `analyzer`, made anew with the launch's settings, which then reads on as the
+    recorded one would; it is changed only once all of `record` was read.
 
     Raises:
-        ValueError: a record this build cannot read (damaged, another version, other user profiles, an engine
-            the analyzer does not know).
+        ValueError: a record this build cannot read (damaged, another version, other user profiles or engine).
     """
     try:
         r = migrate(record)
         if r["profiles"] != _users(analyzer):
             raise ValueError("taken with other user profiles")
-        engine = _load(
-            str | None, r["engine"]
-        )  # None: detecting it (the settings id says the launch's is unset)
+        # None: detecting it (the settings id says the launch's is unset)
+        engine = _load(str | None, r["engine"])
         profile = analyzer.profile
         if engine is not None and (profile is None or profile.name != engine):
             if analyzer._catalogue is None:

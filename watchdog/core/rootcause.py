@@ -1,9 +1,7 @@
 """Error analysis: from the error lines and tracebacks of a launch, the root cause, its ranks and a hint (pure).
 
-The root cause is the decisive error, not a wrapper that points at a cause shown elsewhere ("Engine core
-initialization failed. See root cause above", "Received sigquit from a child process"), not logging noise
-("--- Logging error ---" blocks and their own exceptions). A bare `AssertionError` carries its failing
-`assert` statement from the last frame. Identical errors from many ranks are one error with the list of ranks.
+The root cause is the decisive error: not a wrapper that points elsewhere, not logging noise; identical
+errors from many ranks are one error with the list of ranks.
 """
 
 from __future__ import annotations
@@ -187,10 +185,8 @@ def _message(c: Candidate) -> str:
 
 
 class Rank(NamedTuple):
-    """Where a candidate stands in the choice of the root cause; lower is better, field by field in order.
-
-    Each field is one feature, tested on its own (tests/test_errors.py).
-    """
+    """Where a candidate stands in the choice of the root cause; lower is better, field by field in order
+    (each field one feature, tested on its own in tests/test_errors.py)."""
 
     noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
     consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe): even a
@@ -272,8 +268,7 @@ def root_cause(
         best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
     if best.phase_hint is None:
         best = replace(best, phase_hint=next((c.phase_hint for c in (*twins, *items) if c.phase_hint), None))
-    proven = phase_from_error(best.summary)
-    if proven is not None:
+    if (proven := phase_from_error(best.summary)) is not None:
         best = replace(best, phase_hint=proven)
     ranks = sorted(
         {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
@@ -298,10 +293,9 @@ def root_cause(
         )
     elif best.role == "wrapper" and not best.hint and category != Category.KILLED:
         hint = f"{hint}; the decisive error was printed by another process and is not in this log"
-    summary = _clean_summary(best.summary)
     return Error(
         category=category,
-        summary=summary,
+        summary=_clean_summary(best.summary),
         exception=best.exception,
         hint=hint,
         ranks=tuple(ranks),
@@ -338,10 +332,9 @@ def _step_phase(best: Candidate, items: list[Candidate], profile: Profile) -> st
 
 
 def _clean_summary(summary: str) -> str:
+    # a logging error's "Message: '...'" line is the message itself
     text = summary.strip()
-    if text.startswith("Message: "):
-        text = text[len("Message: ") :].strip().strip("'\"")
-    return text
+    return text.removeprefix("Message: ").strip().strip("'\"") if text.startswith("Message: ") else text
 
 
 def _rank_order(source: str) -> tuple[str, int]:

@@ -1,9 +1,4 @@
-"""Scanning: one log record -> the events it tells, by the profile's rules and the traceback assembler (pure).
-
-A record that matches an `[[error]]` rule, or that completes a traceback, or that is a Python exception line
-of its own, becomes an `ErrorSeen`; phase, progress, fact, ready, start and stop rules give their events.
-Lines inside a traceback are the traceback's: only its header and its exception line are read by the rules.
-"""
+"""Scanning: one log record -> its events, by the profile's rules and the traceback assembler (pure)."""
 
 from __future__ import annotations
 
@@ -24,12 +19,7 @@ from watchdog.core.findings import (
 from watchdog.core.rootcause import Candidate, from_traceback
 from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
 from watchdog.profiles.model import Profile, Rule
-from watchdog.vocabulary import (
-    BAR_OF_PHASE,
-    PROGRESS_STATES,
-    WEAK_CATEGORIES,
-    State,
-)
+from watchdog.vocabulary import BAR_OF_PHASE, PROGRESS_STATES, WEAK_CATEGORIES, State
 
 __all__ = ["QUIET_LEVELS", "Scanner"]
 
@@ -121,10 +111,12 @@ class Scanner:
         stripped = content.strip()
         m = EXCEPTION_LINE.match(stripped)
         if m and rec.level not in QUIET_LEVELS:
-            cand = Candidate(
-                stripped, line_no, rec.source, exception=m.group("exc"), at=rec.at, kind="exception"
+            exc = m.group("exc")
+            out.append(
+                ErrorSeen(
+                    Candidate(stripped, line_no, rec.source, exception=exc, at=rec.at, kind="exception")
+                )
             )
-            out.append(ErrorSeen(cand))
             self.error_lines += 1
         elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in WEAK_CATEGORIES:
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
@@ -156,8 +148,7 @@ class Scanner:
         if cand is None:
             return []
         rule = self._annotations.get(cand.line) if provisional else self._annotations.pop(cand.line, None)
-        quiet = tb.body_style is not None and tb.body_style[0] in QUIET_LEVELS
-        if quiet:
+        if tb.body_style is not None and tb.body_style[0] in QUIET_LEVELS:
             # a traceback logged at WARNING or below was survived
             cand = replace(cand, noise=True, fatal=False)
         if rule is not None:

@@ -1,10 +1,7 @@
 """Traceback assembly: Python tracebacks put back together per rank or process from interleaved lines (pure).
 
-Each stream is keyed by the line's source tag (``TP3``, ``rank0``, ``EngineCore_DP0``). Lines without a tag
-continue the traceback that was opened last: SGLang tags only a traceback's first line ("[... TP2] Scheduler
-hit an exception: Traceback ..."), the frames follow bare. Chained exceptions ("The above exception was the
-direct cause ...", "During handling ...") are linked to the one before them. "--- Logging error ---" blocks
-(the logging module failing to format a message) are marked as noise with everything they contain.
+Streams are keyed by the line's source tag (`TP3`, `rank0`); an untagged line continues the traceback opened
+last (SGLang tags only the first line). "--- Logging error ---" blocks are noise, with all they contain.
 """
 
 from __future__ import annotations
@@ -61,8 +58,7 @@ class Traceback:
         """The source line of the innermost frame, e.g. "assert expert_location_metadata is not None"."""
         end = self.exc_index if self.exc_index >= 0 else len(self.lines)
         for i in range(end - 1, -1, -1):
-            text = self.lines[i]
-            if text.lstrip().startswith('File "'):
+            if self.lines[i].lstrip().startswith('File "'):
                 for code in self.lines[i + 1 : end]:
                     stripped = code.strip()
                     if stripped and not set(stripped) <= {"^", "~", " "}:
@@ -106,7 +102,7 @@ class Assembler:
         done: list[Traceback] = []
         self.excepted = None
         content = rec.content
-        key = rec.source if rec.source else (self._last if self._last is not None else "")
+        key = rec.source or self._last or ""
         stripped = content.strip()
         if stripped == "--- Logging error ---":
             self._close(key, done)
@@ -128,8 +124,8 @@ class Assembler:
             self._open[key] = opened
             self._last = key
             return True, done
-        current = self._open.get(key)
-        if current is None:
+        tb = self._open.get(key)
+        if tb is None:
             if stripped.startswith(_FRAME) and (content[0] != " " or content.startswith("  File")):
                 fragment = Traceback(
                     rec.source or key, line, rec.at, rec.seconds, noise=key in self._logging_error
@@ -151,7 +147,6 @@ class Assembler:
             if key in self._chain_next and stripped:
                 self._chain_next.discard(key)
             return False, done
-        tb = current
         style = _style(rec)
         if tb.body_style is None and len(tb.lines) == 1:
             tb.body_style = style

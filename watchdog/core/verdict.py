@@ -1,12 +1,7 @@
 """Verdicts: the typed value every sink renders, its JSON (DESIGN.md's object) and the exit codes (pure).
 
-`Verdict` is what the lifecycle knew about one incarnation, as frozen values: its state and phase, its error,
-its timeline (each entry with the log's time, the follower's clock time and the one duration
-`watchdog.core.durations` allows), its progress and facts. `Status` is where a launch stands: its verdict and
-what the follower and the daemon add (its name, clock, last line, host, since when it is followed, ...).
-Every sink (the JSON of `replay`/`watch`/`/status`, the terminal, the live view, metrics, alerts, the store,
-the status page) renders these; the JSON is made here only (`to_json`), and times in it are RFC 3339 UTC in
-one form (`rfc3339`).
+`Verdict` is one incarnation as the lifecycle knew it; `Status` adds what the follower and the daemon know.
+The JSON is made here only (`to_json`), its times in one RFC 3339 form (`rfc3339`).
 """
 
 from __future__ import annotations
@@ -241,10 +236,7 @@ class Verdict:
             out["missing_log"] = self.missing_log.to_json()
         if self.time_to_ready is not None:
             out["time_to_ready_seconds"] = round(self.time_to_ready, 3)
-        if self.timed_out:
-            out["timed_out"] = True
-        if self.interrupted:
-            out["interrupted"] = True
+        out.update((key, True) for key in ("timed_out", "interrupted") if getattr(self, key))
         return out
 
 
@@ -317,10 +309,7 @@ class Status:
         """A /status entry: the verdict object plus where the launch stands (docs/contracts.md): always
         `name`, `host`, `since`, `labels`, `eta_seconds` and `incarnation_since` (null when unknown)."""
         out = self.verdict.to_json()
-        if self.name:
-            out["name"] = self.name
-        if self.target:
-            out["target"] = self.target
+        out.update((key, text) for key, text in (("name", self.name), ("target", self.target)) if text)
         if self.elapsed is not None:
             out["elapsed_seconds"] = round(self.elapsed, 3)
             out["entered"] = [round(e.entered, 3) for e in self.verdict.timeline]
@@ -352,17 +341,10 @@ def verdict_of(
     phase = inc.crash_phase if inc.state == State.CRASHED and inc.crash_phase else inc.phase
     if phase == State.PENDING and inc.state != State.PENDING:
         phase = State.STARTING
-    entries = inc.timeline
+    last = len(inc.timeline) - 1
     timeline = tuple(
-        Entry(
-            t.state,
-            t.line,
-            t.at,
-            t.reason,
-            t.now,
-            inc.duration(i, i + 1) if i + 1 < len(entries) else None,
-        )
-        for i, (t, _seconds) in enumerate(entries)
+        Entry(t.state, t.line, t.at, t.reason, t.now, inc.duration(i, i + 1) if i < last else None)
+        for i, (t, _seconds) in enumerate(inc.timeline)
     )
     state = inc.state
     missing = None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from watchdog.alerts.alert import PROBLEMS
+from watchdog.alerts.alert import HOST_LAUNCH_PREFIX, PROBLEMS
 from watchdog.alerts.alerting import Alerting
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.clock import Clock
@@ -26,7 +26,7 @@ from watchdog.vocabulary import PROBLEM_STATES, UNBEGUN_STATES, Category
 if TYPE_CHECKING:
     from watchdog.store import StateStore
 
-__all__ = ["HOST_PREFIX", "Announcer"]
+__all__ = ["Announcer"]
 
 log = structlog.get_logger("watchdog.daemon")
 
@@ -36,7 +36,6 @@ _ALERT_KINDS = {
     State.READY: AlertKind.READY,
 }
 UNREACHABLE_CHECK_SECONDS = 1.0  # how often hosts that cannot be reached are checked against their grace
-HOST_PREFIX = "host:"  # a host's outage is an alert about "host:NAME", not about each of its launches
 
 
 class Announcer:
@@ -65,7 +64,6 @@ class Announcer:
         self, run: Running, follower: LaunchFollower, incarnation: int, state: State, reason: str
     ) -> None:
         # a new start resolves the old one's problems and is said; progress again resolves a stall
-        assert self._alerting is not None
         name = run.plan.spec.name
         if incarnation < run.incarnation:
             return  # an earlier launch of a log read again from its start: said and resolved before
@@ -90,7 +88,6 @@ class Announcer:
             await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
 
     async def conclude(self, run: Running, update: Concluded) -> None:
-        assert self._alerting is not None
         name, verdict = run.plan.spec.name, update.verdict
         incarnation = verdict.incarnation
         said = _verdict_key(update.state, verdict)
@@ -146,11 +143,10 @@ class Announcer:
     async def host_answers(self, host: Host) -> None:
         """`host` answered: its outage is over; resolved if it was said, by this daemon or the one before it
         (still open in the state file)."""
-        if host.up() or self._alerting.is_active(f"{HOST_PREFIX}{host.name}", AlertKind.UNREACHABLE):
+        launch = f"{HOST_LAUNCH_PREFIX}{host.name}"
+        if host.up() or self._alerting.is_active(launch, AlertKind.UNREACHABLE):
             log.info("host answers again", host=host.name)
-            await self._alerting.resolve(
-                f"{HOST_PREFIX}{host.name}", (AlertKind.UNREACHABLE,), "connected again"
-            )
+            await self._alerting.resolve(launch, (AlertKind.UNREACHABLE,), "connected again")
 
     async def watch_outages(self, outages: Outages, plans: Callable[[str], list[LaunchPlan]]) -> None:
         """Say a host that stays unreachable past its grace, once per outage, naming its launches

@@ -1,12 +1,5 @@
-"""Prometheus metrics, built at scrape time from the launches' status snapshots and the daemon's counters.
-
-Nothing here is updated as things happen: a `StatusCollector` asks for the snapshots (the same ones /status
-serves) and a `DaemonStats` (the counters the daemon owns) when Prometheus scrapes, and turns them into the
-families of DESIGN.md ("Metrics"). So the metrics can never disagree with /status, and a launch that is
-removed on reload disappears from both at once. Labels are bounded: launch, host, engine, state, phase,
-category, kind (a progress bar of the engine's profile), notifier; never an incarnation, a line or a URL.
-A launch's own `labels` (from its config) are on one series only, `watchdog_launch_info`, to join on.
-"""
+"""Prometheus metrics, built at scrape time from the launches' status snapshots and the daemon's counters
+(docs/contracts.md, "Metrics": so they never disagree with /status; labels bounded)."""
 
 from __future__ import annotations
 

@@ -41,12 +41,10 @@ class Host:
         """A host that answers, its timers on `clock`."""
         self.name = name
         self.reach = Reach.ANSWERS
-        self.down_since: float | None = (
-            None  # unix time it stopped answering or refused us (None: it answers)
-        )
-        self.down_at: float | None = (
-            None  # ... the same moment on the monotonic clock: its grace counts from it
-        )
+        # unix time it stopped answering or refused us (None: it answers), and that moment on the monotonic
+        # clock (its grace counts from it)
+        self.down_since: float | None = None
+        self.down_at: float | None = None
         self.error = ""  # what it said last
         self.said = False  # this outage was alerted
         self.refusals = 0  # refusals in a row: its backoff (`pause`)

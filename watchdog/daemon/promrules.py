@@ -1,17 +1,5 @@
-"""The Prometheus rules for the daemon's metrics, rendered for a selector: the one source of
-deploy/prometheus/rules/ and of deploy/k8s/prometheusrule.yaml, and of `watchdog print-rules`.
-
-Mixin style: the templates (`watchdog/daemon/rules/*.yml`, package data) put `%(selector)s` in every
-selector of a series the daemon serves and `%(runbook_url)s` before each alert's anchor in
-docs/runbooks.md. The shipped files are these templates rendered with the defaults (`job="watchdog"`, the
-project's docs/runbooks.md); a Prometheus that scrapes the daemon under another job, or that needs more
-labels to tell it apart, renders them with its own selector:
-
-```
-watchdog print-rules --selector 'job="llm-watchdog",cluster="eu1"' > /etc/prometheus/rules/watchdog.yml
-watchdog print-rules --kubernetes --runbook-url https://wiki.example/runbooks.md > prometheusrule.yaml
-```
-"""
+"""The Prometheus rules for the daemon's metrics, rendered for a selector from the templates
+`daemon/rules/*.yml` (`%(selector)s`, `%(runbook_url)s`): `watchdog print-rules` (docs/deploy.md)."""
 
 from __future__ import annotations
 

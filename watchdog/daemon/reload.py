@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import anyio
 import structlog
 
+from watchdog.alerts.alert import HOST_LAUNCH_PREFIX
 from watchdog.alerts.alerting import Alerting
-from watchdog.daemon.announce import HOST_PREFIX
 from watchdog.daemon.launches import LaunchPlan
 from watchdog.daemon.outages import Outages
 from watchdog.exceptions import WatchdogError
@@ -43,8 +43,8 @@ async def resolve_unplanned(alerting: Alerting, outages: Outages, plans: Mapping
     renamed), and the outage of a host no launch is on any more: each resolved once."""
     hosts = {plan.host for plan in plans.values() if plan.host}
     for launch, kind in alerting.active():
-        if launch.startswith(HOST_PREFIX):
-            host = launch.removeprefix(HOST_PREFIX)
+        if launch.startswith(HOST_LAUNCH_PREFIX):
+            host = launch.removeprefix(HOST_LAUNCH_PREFIX)
             if host in hosts:
                 continue
             outages.pop(host, None)

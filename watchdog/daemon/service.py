@@ -66,13 +66,21 @@ def notifier_from(name: str, config: Config) -> Notifier:
     return ServiceNotifier(kind=entry.kind, options=entry.options(), on=on, **common)
 
 
-def run_daemon(path: Path, shard: Shard | None = None) -> int:
+def run_daemon(path: Path | None, shard: Shard | None = None) -> int:
     """Load the config (exit 78 if it is wrong), then run the daemon until SIGTERM/SIGINT (exit 0); with a
-    `shard` (it overrides the config's `daemon.shard`), only the launches that shard owns."""
+    `shard` (it overrides the config's `daemon.shard`), only the launches that shard owns. The config is the
+    file at `path` with the environment's `LLW_` variables over it (without a file, those alone); a reload
+    reads both again."""
     from watchdog.config.loading import load_config  # noqa: PLC0415
 
     config = load_config(path)
     configure_logging(config.daemon.log_format)
+    from watchdog.config.environment import set_by_environment  # noqa: PLC0415
+
+    if environment := set_by_environment(config):
+        # which keys the file does not decide: a reload (SIGHUP) reads the file again, but this process's
+        # environment cannot change, so these stay as they are
+        structlog.get_logger("watchdog.daemon").info("config from the environment", keys=environment)
     # What the imports made lives as long as the process: frozen, a full garbage collection walks only what
     # the daemon makes after (unfrozen, one walks ~75,000 import-time objects inside some callback: 20-100 ms
     # of the event loop).
@@ -89,7 +97,7 @@ def _shard(config: Config, override: Shard | None) -> Shard | None:
     return parse_shard(config.daemon.shard) if config.daemon.shard else None
 
 
-async def _run(path: Path, config: Config, shard: Shard | None) -> int:
+async def _run(path: Path | None, config: Config, shard: Shard | None) -> int:
     from watchdog.config.loading import load_config  # noqa: PLC0415
     from watchdog.daemon.http import serve_http, server_tls  # noqa: PLC0415 - aiohttp only for the daemon
 

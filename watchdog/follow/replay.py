@@ -39,11 +39,8 @@ def replay_path(
 
 
 def _open_log(path: Path) -> BinaryIO:
-    """Open a regular file for reading; a FIFO, a device or a directory is refused before any read.
-
-    The open does not block (a FIFO without a writer would block it), and the type is checked on the
-    opened descriptor, so that /dev/zero is not read forever nor a FIFO waited on.
-    """
+    """Open a regular file for reading; a FIFO, a device or a directory is refused before any read (the open
+    does not block, and the type is checked on the descriptor: /dev/zero is not read forever)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         kind = file_kind(os.fstat(fd).st_mode)

@@ -30,10 +30,8 @@ _PROCESS_NAMES = ("a pid", "a process pattern", "a pid file")
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """What to follow and how: built from the command line (`watch`) or the config file (the daemon).
-
-    Validated on construction (no I/O): a `ConfigError` names the launch, the field and what is allowed.
-    """
+    """What to follow and how, from the command line (`watch`) or the config file (the daemon); validated on
+    construction (no I/O): a `ConfigError` names the launch, the field and what is allowed."""
 
     name: str
     target: Target
@@ -77,12 +75,11 @@ class LaunchSpec:
                 raise ConfigError(where, f"deadlines.{phase}", f"unknown phase; allowed: {allowed}")
             _check_seconds(where, f"deadlines.{phase}", seconds, zero=False)
         for key in ("stall_after", "timeout"):
-            value = getattr(self, key)
-            if value is not None:
-                _check_seconds(where, key, value, zero=False)
+            _check_seconds(where, key, getattr(self, key), zero=False)
 
 
-def _check_seconds(where: str, key: str, value: float, *, zero: bool) -> None:
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+def _check_seconds(where: str, key: str, value: float | None, *, zero: bool) -> None:
+    # None: not set (a `stall_after` or `timeout` that is off)
+    if value is not None and (not math.isfinite(value) or value < 0 or (value == 0 and not zero)):
         allowed = "a number of seconds >= 0" if zero else "a positive number of seconds"
         raise ConfigError(where, key, f"{value!r} is not allowed: {allowed}")

@@ -120,14 +120,10 @@ class ScriptedSource:
     async def _open(self) -> AsyncIterator[AsyncIterator[SourceItem]]:
         self.followed.set()
         try:
-            yield self._items()
+            yield self._receive
         finally:
             self._receive.close()
             self._send.close()
-
-    async def _items(self) -> AsyncIterator[SourceItem]:
-        async for item in self._receive:
-            yield item
 
     async def append(self, data: bytes) -> None:
         """The log grew by `data`."""

@@ -1,6 +1,6 @@
-"""Loading engine profiles: the bundled TOML files (read once) and users' files, handed to the core as data: an
-engine's `Profile`, merged with the common rules, or for detection a `Catalogue` of every engine. The rules
-themselves are described in `watchdog.profiles.model`."""
+"""Loading engine profiles: the bundled TOML files (read once) and users' files, as a merged `Profile` or a
+`Catalogue` of every engine for detection.
+"""
 
 from __future__ import annotations
 
@@ -35,11 +35,8 @@ def load_engine(engine: str | None, extra: Sequence[Path | Profile] = ()) -> Pro
 
 
 def load_profile(engine: str, extra: Sequence[Path | Profile] = ()) -> Profile:
-    """Load a bundled engine profile merged with the common rules and any user profiles for it, or the
-    engine a user profile names (`name = "myengine"`) merged with the common rules.
-
-    `extra` holds user profiles, loaded (`load_profile_file`) or as paths to load.
-    """
+    """Load engine `engine`'s profile (bundled, or one a user profile names) merged with the common rules and
+    the user profiles `extra` of it (loaded by `load_profile_file`, or paths to load)."""
     known = catalogue(extra)
     try:
         return known.profile(engine)

@@ -1,37 +1,8 @@
-"""Engine profiles: the data files that map an engine's log lines to phases, progress, facts and verdicts.
+"""Engine profiles: the rules that map an engine's log lines to phases, progress, facts and verdicts (no I/O).
 
-A profile is a TOML file (`watchdog/profiles/<engine>.toml`, or a user's file given with `--profile`). Every
-rule has a literal `match` (a substring that must be in the line, used as a fast prefilter; it may not
-contain digits, so that lines differing only in numbers share one prefilter decision) and an optional
-`regex` searched in the line once the literal is found. Rule tables:
-
-- `[[start]]`     a launch begins (a second one in the same log starts a new incarnation)
-- `[[phase]]`     `state = "loading_weights" | "allocating_kv_cache" | "capturing_graphs" | "starting"`
-- `[[progress]]`  `name` ("weights", "graphs", or "@phase" for the current phase's bar); regex groups
-                  `done` and `total` (or `percent`)
-- `[[fact]]`      each named regex group becomes a fact (numbers become floats)
-- `[[ready]]`     the server can serve
-- `[[error]]`     an error line that is not a Python exception: `category`; `role` = "cause" (default) or
-                  "wrapper" (points at a cause printed elsewhere); `fatal = true` when the launch is over
-                  the moment it appears (otherwise an error is final once no progress follows it);
-                  `hint` (formatted with the facts) overrides the category's hint
-- `[[benign]]`    looks alarming but is not: never an error, never progress
-- `[[stop]]`      a clean, intended shutdown
-
-What a traceback's words tell, each table with `functions` (names of functions, as regexes: a frame
-`File "...", line N, in NAME`), `exceptions` (class names, for `[[consequence]]`) or a `regex`:
-
-- `[[frame]]`       `state`: a frame of one of these functions puts the error in that phase (innermost wins)
-- `[[main]]`        a process's main: an uncaught traceback whose outermost frame is one ends its process
-- `[[step]]`        a startup step no engine survives: an exception raised out of one is fatal while starting
-- `[[consequence]]` the news that another part went away (EOFError, EngineDeadError), never a root cause
-- `[[hint]]`        what to do about an error of a `category`: `text` (formatted with the facts and what the
-                    message names), only in `phases` or `when` its summary matches a regex, if given; the first
-                    that fits wins, so an engine's own come before the common ones
-
-Every rule may carry `versions` (which engine versions print it) and `note`. A user profile may set
-`extends = "sglang"` to add rules to a bundled engine (its rules are tried first), or a new `name`.
-A `Catalogue` hands the core every engine's `detect` markers and, once one is found, its profile.
+A profile is a TOML file (`watchdog/profiles/<engine>.toml`, or a user's `--profile`); docs/profiles.md is its
+schema, table by table. A `Catalogue` hands the core every engine's `detect` markers and, once one is found,
+its profile.
 """
 
 from __future__ import annotations
@@ -249,10 +220,8 @@ class Draft:
 
 @dataclass(frozen=True)
 class Catalogue:
-    """The engines a log may be detected as: their `detect` markers, and the profile of the one found.
-
-    Made by the profiles' loader (which reads the files); the core only asks it.
-    """
+    """The engines a log may be detected as: their `detect` markers, and the profile of the one found (made
+    by the profiles' loader, which reads the files; the core only asks it)."""
 
     bundled: tuple[tuple[str, Draft], ...]  # (engine, its file) in detection order: a tie goes to the first
     common: Draft

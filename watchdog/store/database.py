@@ -1,213 +1,443 @@
-"""The store's one connection, used by one call at a time in a worker thread; what waits to be written
-(`write_behind`), written in batches and kept through passing faults (`failing`)."""
+"""The state file: its schema and migrations, its connection (private, WAL, checked), one write transaction,
+which SQLite errors are passing faults, and the state directory's lock."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
+import os
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import TypeVar
+from urllib.parse import quote
 
-import anyio
-import anyio.to_thread
-import structlog
-from anyio.abc import TaskStatus
+from watchdog.exceptions import ConfigError, UsageError
+from watchdog.vocabulary import DEFAULT_STATE_DIR, LEGACY_STATE_DIR
 
-from watchdog.core.verdict import Status, Verdict
-from watchdog.store.connection import BUSY_TIMEOUT, connect, db_path, passing, transaction
-from watchdog.store.statedir import refuse_legacy_state
+__all__ = [
+    "BUSY_TIMEOUT",
+    "DB_NAME",
+    "LOCK_NAME",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "StateDirLock",
+    "connect",
+    "db_path",
+    "lock_state_dir",
+    "passing",
+    "refuse_legacy_state",
+    "transaction",
+]
 
-__all__ = ["FAILING_BUSY_TIMEOUT", "RETRY_SECONDS", "TRANSITION_BATCH_DELAY", "Database"]
+# Each migration takes the schema from version i to i + 1; never edit one that has shipped, append.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE incarnations (
+        id INTEGER PRIMARY KEY,
+        launch TEXT NOT NULL,
+        incarnation INTEGER NOT NULL,
+        host TEXT NOT NULL DEFAULT '',
+        engine TEXT,
+        state TEXT NOT NULL DEFAULT 'pending',
+        phase TEXT NOT NULL DEFAULT 'pending',
+        started_at REAL NOT NULL,           -- unix time the store first heard of it
+        updated_at REAL NOT NULL,
+        read_offset INTEGER NOT NULL DEFAULT 0,
+        facts TEXT NOT NULL DEFAULT '{}',
+        progress TEXT NOT NULL DEFAULT '{}',
+        labels TEXT NOT NULL DEFAULT '{}',
+        verdict TEXT,                       -- the latest verdict object, JSON
+        UNIQUE (launch, incarnation)
+    );
+    CREATE TABLE transitions (
+        incarnation_id INTEGER NOT NULL REFERENCES incarnations (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        line INTEGER,
+        at TEXT,
+        reason TEXT NOT NULL DEFAULT '',
+        wall REAL NOT NULL,                 -- unix time it happened (the follower's clock, anchored)
+        duration REAL,                      -- seconds until the next entry, by the log's own times
+        PRIMARY KEY (incarnation_id, seq)
+    );
+    CREATE TABLE verdicts (
+        incarnation_id INTEGER NOT NULL REFERENCES incarnations (id) ON DELETE CASCADE,
+        key TEXT NOT NULL,                  -- e.g. the verdict's state: ready, crashed, stalled
+        verdict TEXT,
+        saved_at REAL,
+        announced_at REAL,
+        PRIMARY KEY (incarnation_id, key)
+    );
+    CREATE TABLE silences (
+        launch TEXT PRIMARY KEY,
+        until REAL NOT NULL                 -- unix time
+    );
+    """,
+    """
+    CREATE TABLE checkpoints (
+        launch TEXT PRIMARY KEY,
+        read_offset INTEGER NOT NULL,       -- the byte offset of the log's current file the state is at
+        saved_at REAL NOT NULL,             -- unix time
+        state BLOB NOT NULL                 -- watchdog.follow.checkpoint's blob: header, file identity, pickled state
+    );
+    """,
+    # the alert outbox (watchdog.alerts.outbox), which made this table itself before: kept if it is there
+    """
+    CREATE TABLE IF NOT EXISTS outbox (
+        id INTEGER PRIMARY KEY,
+        notifier TEXT NOT NULL,
+        destination INTEGER NOT NULL,       -- index of the notifier's URL (0 for a notifier with one)
+        key TEXT NOT NULL,                  -- the alert's dedup key, or a reminder's
+        alert TEXT NOT NULL,                -- Alert.to_dict(), JSON: no URL, no secret
+        created_at REAL NOT NULL,           -- unix time
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_try REAL NOT NULL,             -- unix time
+        delivered_at REAL,
+        failed_at REAL,
+        error TEXT NOT NULL DEFAULT '',
+        UNIQUE (notifier, destination, key)
+    );
+    """,
+    # verdicts keeps the announcements only (the verdict object is the incarnation's `verdict`); rebuilt, as
+    # DROP COLUMN needs SQLite 3.35
+    """
+    CREATE TABLE verdicts_announced (
+        incarnation_id INTEGER NOT NULL REFERENCES incarnations (id) ON DELETE CASCADE,
+        key TEXT NOT NULL,                  -- e.g. the verdict's state: ready, crashed, stalled
+        announced_at REAL NOT NULL,         -- unix time
+        PRIMARY KEY (incarnation_id, key)
+    );
+    INSERT INTO verdicts_announced (incarnation_id, key, announced_at)
+        SELECT incarnation_id, key, announced_at FROM verdicts WHERE announced_at IS NOT NULL;
+    DROP TABLE verdicts;
+    ALTER TABLE verdicts_announced RENAME TO verdicts;
+    """,
+    # the problems said and not resolved yet (watchdog.alerts.outbox), written with their alerts' outbox rows
+    # in one transaction: a restarted daemon resolves each once, as if it had never stopped
+    """
+    CREATE TABLE problems (
+        launch TEXT NOT NULL,               -- the launch, or host:NAME for a host's outage
+        kind TEXT NOT NULL,                 -- crashed, stalled, unreachable
+        key TEXT NOT NULL,                  -- its outbox key (its resolution's is KEY/resolved)
+        alert TEXT NOT NULL,                -- Alert.to_dict(), JSON: no URL, no secret
+        notifiers TEXT NOT NULL,            -- JSON list: the notifiers it goes to, by name
+        told TEXT NOT NULL,                 -- JSON list: those that heard it (they hear its resolution)
+        opened_at REAL NOT NULL,            -- unix time
+        PRIMARY KEY (launch, kind)
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
 
-# With `write_behind` running: seconds a transition's snapshot may wait, to be written with the others of that
-# moment in one trip to the worker thread and one commit (a later snapshot of the same incarnation replaces it)
-TRANSITION_BATCH_DELAY = 0.25
-# While writes fail (a full disk, the file locked by another process past BUSY_TIMEOUT): seconds a write waits
-# for the lock, so that what must not wait (a verdict, its alert) learns at once that it cannot be written;
-# and seconds between attempts to write what waits
-FAILING_BUSY_TIMEOUT = 0.2
-RETRY_SECONDS = 2.0
+DB_NAME = "watchdog.sqlite3"
+# SQLite's files beside the state file (made with the state file's mode, which is 0600)
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write (e.g. `history` reading)
 
 _T = TypeVar("_T")
 
-log = structlog.get_logger("watchdog.store")
+
+def db_path(state_dir: str | Path) -> Path:
+    """The state file inside `state_dir`."""
+    return Path(state_dir) / DB_NAME
 
 
-class Database:
-    """The connection under `StateStore`'s parts (each a subclass); see the package docstring."""
+# A write that meets one of these may succeed later: another process's lock, a full disk, an I/O error, a
+# file system remounted read-only. What was to be written is kept and tried again; other errors are not
+# passing (a bug, a damaged file): trying again would fail forever.
+_PASSING = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+    }
+)
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, *, readonly: bool = False) -> None:
-        """Use `StateStore.open`: this takes a connection already set up."""
-        self._conn = conn
-        self.path = path
-        self.readonly = readonly
-        self._lock = anyio.Lock()
-        self._waiting = _Waiting()  # what waits to be written
-        self._added = anyio.Event()  # something waits to be written
-        self._write_behind = False
-        self._closed = False
-        self._unreadable: set[tuple[str, int]] = set()  # incarnations whose rows did not decode (said once)
-        # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
-        # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
-        self.failing: str | None = None
 
-    @classmethod
-    async def open(cls, state_dir: str | Path, *, readonly: bool = False) -> Self:
-        """Open (creating the directory and file, and migrating the schema) the store in `state_dir`.
+def passing(exc: BaseException) -> bool:
+    """Whether `exc` is a SQLite error a later attempt may not meet (a lock, a full disk, an I/O error)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error) and isinstance(code, int) and (code & 0xFF) in _PASSING
 
-        Args:
-            state_dir: the daemon's `state_dir`; the file is `watchdog.sqlite3` in it.
-            readonly: only read (for `watchdog history`): create nothing, migrate nothing.
 
-        Raises:
-            UsageError: `readonly` and there is no state file.
-            ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it; or
-                the default state directory has none while the one before the rename has one
-                (`refuse_legacy_state`: no command starts an empty state there, `watchdog silence` neither).
-        """
-        path = db_path(state_dir)
-        await anyio.to_thread.run_sync(refuse_legacy_state, state_dir)
-        # damaged pages are looked for once, by the daemon's store (`watchdog history` only reads)
-        # Shielded: a cancel while the thread opens the file would lose the connection it returns, unclosed.
-        with anyio.CancelScope(shield=True):
-            conn = await anyio.to_thread.run_sync(
-                functools.partial(connect, path, readonly, check=not readonly)
+def connect(path: Path | None, readonly: bool = False, *, check: bool = False) -> sqlite3.Connection:
+    """Open and set up a connection to the state file `path` (blocking: call it in a worker thread): WAL,
+    synchronous=NORMAL, foreign keys, the schema migrated and every table of it there. `path` None: a database
+    in memory, with the schema. A state directory made here is 0700, the state file and SQLite's files beside
+    it 0600, whatever the umask. `check`: also `PRAGMA quick_check` (the daemon's store, once at its start).
+
+    Raises:
+        UsageError: `readonly` and there is no state file.
+        ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it.
+    """
+    where = ":memory:" if path is None else str(path)
+    if path is None:
+        target, uri = where, False
+    elif readonly:
+        if not path.is_file():
+            raise UsageError(f"no watchdog state at {where}: give the daemon's state_dir with --state-dir")
+        target, uri = f"file:{quote(where)}?mode=ro", True
+    else:
+        _private(path)
+        target, uri = where, False
+    try:
+        # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE), so a write never has to upgrade a read
+        # lock and fail with "database is locked" under another process's write.
+        conn = sqlite3.connect(
+            target, uri=uri, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise ConfigError(where, "daemon.state_dir", f"cannot open the state file: {exc}") from exc
+    try:
+        _setup(conn, where, readonly)
+        if path is not None:
+            _check(conn, where, quick=check)
+            if not readonly:
+                _private_side_files(path)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise ConfigError(
+            where, "daemon.state_dir", f"not a watchdog state file ({exc}): move it away"
+        ) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _private(path: Path) -> None:
+    # The state holds log lines (maybe secrets) and alerts: the directory made 0700, the file made (or left)
+    # 0600 before SQLite opens it, so that its -wal and -shm, which SQLite makes with the file's mode, are too.
+    try:
+        os.close(_private_open(path))
+    except OSError as exc:
+        raise ConfigError(str(path), "daemon.state_dir", f"cannot create the state file: {exc}") from exc
+
+
+def _private_open(path: Path) -> int:
+    """A descriptor of `path`, made 0600 (and its directory 0700) if new, made 0600 if it was readable by
+    others. Raises OSError."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.chmod(0o700)  # whatever the umask (a directory that was there is the operator's)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):  # a file of another owner keeps its mode; SQLite says if it can't
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    return fd
+
+
+def _private_side_files(path: Path) -> None:
+    # made by an older watchdog (before the state file was 0600), or while it was not
+    for suffix in _SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        with contextlib.suppress(OSError):  # not there (the usual -journal), or of another owner
+            if side.stat().st_mode & 0o077:
+                side.chmod(0o600)
+
+
+@functools.cache
+def _tables() -> frozenset[str]:
+    """The tables of the current schema (those the migrations make, applied to an empty database)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        _setup(conn, ":memory:", readonly=False)
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    finally:
+        conn.close()
+    return frozenset(str(name) for (name,) in rows if not str(name).startswith("sqlite_"))
+
+
+def _check(conn: sqlite3.Connection, where: str, *, quick: bool) -> None:
+    # A table dropped, or pages damaged: refused at the start (exit 78, the file named) rather than failing
+    # every launch's follower every few seconds for as long as the daemon runs.
+    present = {str(name) for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = sorted(_tables() - present)
+    if missing:
+        raise ConfigError(
+            where,
+            "daemon.state_dir",
+            f"a damaged state file: its table{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+            f" {'are' if len(missing) > 1 else 'is'} missing; move the file away (the daemon starts a new one)",
+        )
+    if quick:
+        problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise ConfigError(
+                where,
+                "daemon.state_dir",
+                f"a damaged state file ({'; '.join(problems)}): move it away (the daemon starts a new one)",
             )
-        return cls(conn, path, readonly=readonly)
 
-    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        async with self._lock:
-            if self._closed:
-                raise RuntimeError("the state store is closed")
-            # Not abandoned on cancellation: the call finishes (and commits or rolls back) before the lock
-            # is released, so the connection is never used by two threads at once.
-            if not self._waiting:
-                return await anyio.to_thread.run_sync(fn, *args)
-            # what waits to be written goes first, in the same trip: what was recorded before this call is
-            # stored before it, transitions before checkpoints (a checkpoint is never ahead of the transitions
-            # it has seen)
-            waiting, self._waiting = self._waiting, _Waiting()
-            left: list[_Waiting] = []  # what could not be written (the call may fail after it)
-            try:
-                with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
-                    result = await anyio.to_thread.run_sync(self._after_waiting, waiting, left, fn, args)
-            finally:
-                # the file cannot be written now: kept (behind what came since), tried again
-                for kept in left:
-                    for older, newer in zip(vars(kept).values(), vars(self._waiting).values(), strict=True):
-                        older.update(newer)
-                    self._waiting = kept
-                    self._added.set()
-            return result
 
-    def _after_waiting(
-        self, waiting: _Waiting, left: list[_Waiting], fn: Callable[..., _T], args: tuple[Any, ...]
-    ) -> _T:
-        try:  # one transaction, as a rule
-            self._write(lambda: self._write_waiting(waiting))
-        except Exception as exc:
-            # a full disk, a lock held past the busy timeout: all is kept for later; else each part in its own
-            # transaction, so that one that fails does not take the others with it
-            kept = waiting if passing(exc) else self._write_parts(waiting)
-            if kept is not None:
-                left.append(kept)
-        return fn(*args)
+def _setup(conn: sqlite3.Connection, where: str, readonly: bool) -> None:
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+    elif where != ":memory:":
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise ConfigError(
+                where, "daemon.state_dir", f"SQLite cannot use WAL mode here (got {mode!r}): use a local disk"
+            )
+        conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    version = int(conn.execute("SELECT version FROM schema_version").fetchone()[0]) if has_table else 0
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            where,
+            "daemon.state_dir",
+            f"written by a newer watchdog (schema {version}, this one knows {SCHEMA_VERSION}): upgrade watchdog",
+        )
+    if readonly:
+        if not has_table:
+            raise UsageError(f"{where} is not a watchdog state file")
+        if version < SCHEMA_VERSION:
+            raise UsageError(f"{where} has an older schema ({version}): start the daemon once to upgrade it")
+        return
+    if version == SCHEMA_VERSION:
+        return
+    transaction(conn, lambda: _migrate(conn))
 
-    def _write_parts(self, waiting: _Waiting) -> _Waiting | None:
-        """Write each part that waits in a transaction of its own; return what is kept for later (`StateStore`)."""
-        raise NotImplementedError
 
-    def _write_waiting(self, waiting: _Waiting) -> None:
-        """Write all that waits, in the caller's transaction (`StateStore`)."""
-        raise NotImplementedError
+def _migrate(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    conn.execute(
+        "INSERT INTO schema_version (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version)"
+    )
+    # Read again inside the transaction: another process may have migrated meanwhile.
+    version = int(conn.execute("SELECT version FROM schema_version").fetchone()[0])
+    for script in MIGRATIONS[version:]:
+        # statement by statement: executescript would commit the open transaction first
+        for statement in (s for s in script.split(";") if s.strip()):
+            conn.execute(statement)
+    conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
-    async def write_behind(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """While this runs (a task of the daemon's), `record_transition` and `save_checkpoint` return at once, and
-        what they were given is written together, within `TRANSITION_BATCH_DELAY`, or before the next other call
-        (only the last snapshot of an incarnation, the last checkpoint of a launch: each stands for those before
-        it); `close` writes what is left. A daemon killed meanwhile loses those rows only: its launches resume
-        from a checkpoint written before them, and read their transitions again."""
-        self._write_behind = True
-        try:
-            task_status.started()
-            while True:
-                await self._added.wait()
-                await anyio.sleep(TRANSITION_BATCH_DELAY if self.failing is None else RETRY_SECONDS)
-                self._added = anyio.Event()
-                if self._waiting:
-                    await self._run(_nothing)
-        finally:
-            self._write_behind = False
 
-    def _write(self, fn: Callable[[], _T]) -> _T:
-        """Run `fn` in one transaction (in the worker thread); keep `failing` up to date."""
-        try:
-            result = transaction(self._conn, fn)
-        except Exception as exc:
-            if passing(exc):
-                if self.failing is None:
-                    # said once per spell: what waits is tried again every RETRY_SECONDS, quietly
-                    log.warning(
-                        "state file cannot be written; keeping what waits and trying again",
-                        path=str(self.path),
-                        error=str(exc),
-                    )
-                    self._conn.execute(f"PRAGMA busy_timeout = {int(FAILING_BUSY_TIMEOUT * 1000)}")
-                self.failing = str(exc)
-            raise
-        if self.failing is not None:
-            self.failing = None
-            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-            log.info("state file written again", path=str(self.path))
-        return result
+def transaction(conn: sqlite3.Connection, fn: Callable[[], _T]) -> _T:
+    """Run `fn` in one write transaction of `conn` (BEGIN IMMEDIATE; rolled back if `fn` raises)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn()
+        conn.execute("COMMIT")
+    except BaseException:
+        # SQLite has rolled back already after some errors (SQLITE_FULL): a second ROLLBACK would hide the error
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
 
-    async def _execute(self, sql: str, parameters: tuple[Any, ...]) -> None:
-        """One statement in a transaction of its own."""
-        await self._run(lambda: self._write(lambda: self._conn.execute(sql, parameters)))
 
-    async def flush(self) -> None:
-        """Write what waits to be written (`write_behind`'s transitions and checkpoints)."""
-        await self._run(_nothing)
+LOCK_NAME = "watchdog.lock"  # held (flock) by the one daemon that uses the state directory; holds its pid
 
-    async def close(self) -> None:
-        """Write what waits to be written and close the file."""
-        if self._closed:
+
+class StateDirLock:
+    """The lock one daemon holds on its state directory for as long as it runs (see `lock_state_dir`)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        """Use `lock_state_dir`."""
+        self.path = path
+        self._fd: int | None = fd
+
+    def __enter__(self) -> StateDirLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Let another daemon use the directory (the lock also goes when the process ends, however)."""
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases its flock
+            self._fd = None
+
+
+def refuse_legacy_state(
+    state_dir: str | Path, *, default: str | Path = DEFAULT_STATE_DIR, legacy: str | Path = LEGACY_STATE_DIR
+) -> None:
+    """Refuse to start an empty state in the default directory while the old default holds a state file.
+
+    The default `state_dir` was `/var/lib/watchdog` before the rename to llm-launch-watchdog. A daemon
+    upgraded in place whose config leaves `state_dir` at the default would otherwise start a new, empty
+    state beside the old one: its history, silences and checkpoints gone, and alerts waiting in its outbox
+    never sent. Refused (exit 78, which the unit does not restart) rather than warned about, because a
+    warning scrolls by in the journal while the new file takes over for good; the message says how to move
+    the old state over. Nothing is refused once the new directory has its own state file.
+
+    Raises:
+        ConfigError: `state_dir` is `default`, which has no state file, and `legacy` has one (or cannot be
+            looked into by this user, so may have one).
+    """
+    if os.path.normpath(state_dir) != os.path.normpath(default) or os.path.exists(db_path(default)):
+        return
+    old = db_path(legacy)
+    move = (
+        f"stop the old daemon, then as root: mkdir -p {default} && mv {old}* {default}/ && "
+        f"chown -R llm-launch-watchdog:llm-launch-watchdog {default} (upgrade notes: CHANGELOG.md)"
+    )
+    try:
+        os.stat(old)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except PermissionError:
+        if not os.path.isdir(legacy):
             return
+        raise ConfigError(
+            str(default),
+            "daemon.state_dir",
+            f"no state file here, and {legacy} (the default state directory before the rename to "
+            f"llm-launch-watchdog) cannot be looked into by this user: if it holds the old state, move it "
+            f"over: {move}; if not, move {legacy} away",
+        ) from None
+    raise ConfigError(
+        str(default),
+        "daemon.state_dir",
+        f"no state file here, but {old} holds the state of watchdog before the rename to llm-launch-watchdog "
+        f"(its history, silences, checkpoints and unsent alerts): move it over: {move}; or, to start "
+        f"afresh, move {legacy} away",
+    )
+
+
+def lock_state_dir(state_dir: str | Path) -> StateDirLock:
+    """Take the state directory for this process (blocking; made 0700 if need be): an exclusive `flock` on
+    `LOCK_NAME` in it, which then holds this process's pid. A lock left by a process that died is taken over
+    (the kernel released it).
+
+    Raises:
+        ConfigError: another process holds it (its pid named), or the lock file cannot be made.
+    """
+    path = Path(state_dir) / LOCK_NAME
+    where = str(path)
+    try:
+        fd = _private_open(path)
+    except OSError as exc:
+        raise ConfigError(where, "daemon.state_dir", f"cannot create the lock file: {exc}") from exc
+    try:
         try:
-            if self._waiting and not self.readonly:
-                await self.flush()
-                if self._waiting.verdicts or self._waiting.marks:
-                    log.warning(
-                        "verdicts not stored: the state file cannot be written",
-                        verdicts=len(self._waiting.verdicts),
-                        announced=len(self._waiting.marks),
-                        error=self.failing,
-                    )
-        finally:
-            with anyio.CancelScope(shield=True):  # closed even from a cancelled scope
-                async with self._lock:
-                    self._closed = True
-                    await anyio.to_thread.run_sync(self._conn.close)
-
-
-def _nothing() -> None:
-    """A call that only writes what waits to be written (see `StateStore._run`)."""
-
-
-@dataclass
-class _Waiting:
-    """What waits to be written (`write_behind`), or could not be written yet: see `StateStore._run`."""
-
-    # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
-    snapshots: dict[tuple[str, int], tuple[Status, float]] = field(default_factory=dict)
-    # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
-    checkpoints: dict[str, tuple[int, float, bytes]] = field(default_factory=dict)
-    # (launch, incarnation) -> (verdict, wall time), and (launch, incarnation, key) -> wall time of the
-    # verdicts and announcements that could not be written yet (tried again until they are: see `failing`)
-    verdicts: dict[tuple[str, int], tuple[Verdict, float]] = field(default_factory=dict)
-    marks: dict[tuple[str, int, str], float] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return any(vars(self).values())
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise ConfigError(
+                str(state_dir),
+                "daemon.state_dir",
+                f"another watchdog daemon (pid {holder}) uses this state directory: stop it first, or give"
+                " this one a state_dir of its own",
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # a full disk, a quota: the directory's problem, said as one (exit 78)
+            raise ConfigError(
+                str(state_dir),
+                "daemon.state_dir",
+                f"cannot write in the state directory: {exc.strerror or exc}; free space there, or give the "
+                "daemon another state_dir",
+            ) from exc
+    except BaseException:
+        os.close(fd)
+        raise
+    return StateDirLock(path, fd)

@@ -1,25 +1,133 @@
-"""`StateStore`: the store's parts in one object, and what waits to be written, part by part."""
+"""`StateStore`: the daemon's durable state, one call at a time in a worker thread; what waits to be written
+(`write_behind`), written in batches and kept through passing faults (`failing`)."""
 
 from __future__ import annotations
 
+import functools
+import sqlite3
+import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Self, TypeVar
 
 import anyio
+import anyio.to_thread
+import structlog
+from anyio.abc import TaskStatus
 
-from watchdog.core.verdict import Status
-from watchdog.store.announcements import Announcements
-from watchdog.store.checkpoints import Checkpoints
-from watchdog.store.connection import passing
-from watchdog.store.database import _Waiting, log
-from watchdog.store.silences import Silences
+from watchdog.core.verdict import Status, Verdict
+from watchdog.store.database import BUSY_TIMEOUT, connect, db_path, passing, refuse_legacy_state, transaction
+from watchdog.store.records import IncarnationRecord, TransitionRecord, _dumps, _object
+from watchdog.vocabulary import MAX_INCARNATIONS_PER_LAUNCH, UNBEGUN_STATES
 
-__all__ = ["StateStore", "open_store"]
+__all__ = [
+    "FAILING_BUSY_TIMEOUT",
+    "MAX_CHECKPOINT_BYTES",
+    "MAX_TRANSITIONS_PER_INCARNATION",
+    "RETRY_SECONDS",
+    "TRANSITION_BATCH_DELAY",
+    "StateStore",
+    "open_store",
+]
+
+# With `write_behind` running: seconds a transition's snapshot may wait, to be written with the others of that
+# moment in one trip to the worker thread and one commit (a later snapshot of the same incarnation replaces it)
+TRANSITION_BATCH_DELAY = 0.25
+# While writes fail (a full disk, the file locked by another process past BUSY_TIMEOUT): seconds a write waits
+# for the lock, so that what must not wait (a verdict, its alert) learns at once that it cannot be written;
+# and seconds between attempts to write what waits
+FAILING_BUSY_TIMEOUT = 0.2
+RETRY_SECONDS = 2.0
+
+MAX_CHECKPOINT_BYTES = 1 << 20  # a launch's checkpoint (typically 10-50 KB); a bigger one is not written
+MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
+
+_T = TypeVar("_T")
+_Entry = tuple[str, int | None, str | None, str]  # a timeline entry's identity: state, line, at, reason
+_UNBEGUN = ", ".join(f"'{s.value}'" for s in UNBEGUN_STATES)  # SQL
+
+log = structlog.get_logger("watchdog.store")
 
 
-class StateStore(Announcements, Checkpoints, Silences):
-    """The daemon's durable state; see the package docstring. Make one with `await StateStore.open(dir)`."""
+class StateStore:
+    """The daemon's durable state (docs/architecture.md, "The state store"); open with `StateStore.open(dir)`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, readonly: bool = False) -> None:
+        """Use `StateStore.open`: this takes a connection already set up."""
+        self._conn = conn
+        self.path = path
+        self.readonly = readonly
+        self._lock = anyio.Lock()
+        self._waiting = _Waiting()  # what waits to be written
+        self._added = anyio.Event()  # something waits to be written
+        self._write_behind = False
+        self._closed = False
+        self._unreadable: set[tuple[str, int]] = set()  # incarnations whose rows did not decode (said once)
+        # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
+        # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
+        self.failing: str | None = None
+
+    @classmethod
+    async def open(cls, state_dir: str | Path, *, readonly: bool = False) -> Self:
+        """Open the store in `state_dir` (`watchdog.sqlite3` in it), creating the directory and file and
+        migrating the schema, unless `readonly` (`watchdog history`: create nothing, migrate nothing).
+
+        Raises:
+            UsageError: `readonly` and there is no state file.
+            ConfigError: the file is not a watchdog state file, is damaged, or a newer watchdog wrote it; or
+                the default state directory has none while the one before the rename has one
+                (`refuse_legacy_state`: no command starts an empty state there, `watchdog silence` neither).
+        """
+        path = db_path(state_dir)
+        await anyio.to_thread.run_sync(refuse_legacy_state, state_dir)
+        # damaged pages are looked for once, by the daemon's store (`watchdog history` only reads)
+        # Shielded: a cancel while the thread opens the file would lose the connection it returns, unclosed.
+        with anyio.CancelScope(shield=True):
+            conn = await anyio.to_thread.run_sync(
+                functools.partial(connect, path, readonly, check=not readonly)
+            )
+        return cls(conn, path, readonly=readonly)
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("the state store is closed")
+            # Not abandoned on cancellation: the call finishes (and commits or rolls back) before the lock
+            # is released, so the connection is never used by two threads at once.
+            if not self._waiting:
+                return await anyio.to_thread.run_sync(fn, *args)
+            # what waits to be written goes first, in the same trip: what was recorded before this call is
+            # stored before it, transitions before checkpoints (a checkpoint is never ahead of the transitions
+            # it has seen)
+            waiting, self._waiting = self._waiting, _Waiting()
+            left: list[_Waiting] = []  # what could not be written (the call may fail after it)
+            try:
+                with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
+                    result = await anyio.to_thread.run_sync(self._after_waiting, waiting, left, fn, args)
+            finally:
+                # the file cannot be written now: kept (behind what came since), tried again
+                for kept in left:
+                    for older, newer in zip(vars(kept).values(), vars(self._waiting).values(), strict=True):
+                        older.update(newer)
+                    self._waiting = kept
+                    self._added.set()
+            return result
+
+    def _after_waiting(
+        self, waiting: _Waiting, left: list[_Waiting], fn: Callable[..., _T], args: tuple[Any, ...]
+    ) -> _T:
+        try:  # one transaction, as a rule
+            self._write(lambda: self._write_waiting(waiting))
+        except Exception as exc:
+            # a full disk, a lock held past the busy timeout: all is kept for later; else each part in its own
+            # transaction, so that one that fails does not take the others with it
+            kept = waiting if passing(exc) else self._write_parts(waiting)
+            if kept is not None:
+                left.append(kept)
+        return fn(*args)
 
     def _parts(self, waiting: _Waiting) -> tuple[tuple[str, tuple[str, ...], Callable[[], None]], ...]:
         # what waits, part by part: (its name, its fields of `_Waiting`, its writer), transitions first
@@ -50,6 +158,408 @@ class StateStore(Announcements, Checkpoints, Silences):
     def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Status, float]]) -> None:
         for (launch, incarnation), (status, wall) in snapshots.items():
             self._record(launch, incarnation, status, wall)
+
+    async def write_behind(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """While this runs (a task of the daemon's), `record_transition` and `save_checkpoint` return at once, and
+        what they were given is written together, within `TRANSITION_BATCH_DELAY`, or before the next other call
+        (only the last snapshot of an incarnation, the last checkpoint of a launch: each stands for those before
+        it); `close` writes what is left. A daemon killed meanwhile loses those rows only: its launches resume
+        from a checkpoint written before them, and read their transitions again."""
+        self._write_behind = True
+        try:
+            task_status.started()
+            while True:
+                await self._added.wait()
+                await anyio.sleep(TRANSITION_BATCH_DELAY if self.failing is None else RETRY_SECONDS)
+                self._added = anyio.Event()
+                if self._waiting:
+                    await self._run(_nothing)
+        finally:
+            self._write_behind = False
+
+    def _write(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` in one transaction (in the worker thread); keep `failing` up to date."""
+        try:
+            result = transaction(self._conn, fn)
+        except Exception as exc:
+            if passing(exc):
+                if self.failing is None:
+                    # said once per spell: what waits is tried again every RETRY_SECONDS, quietly
+                    log.warning(
+                        "state file cannot be written; keeping what waits and trying again",
+                        path=str(self.path),
+                        error=str(exc),
+                    )
+                    self._conn.execute(f"PRAGMA busy_timeout = {int(FAILING_BUSY_TIMEOUT * 1000)}")
+                self.failing = str(exc)
+            raise
+        if self.failing is not None:
+            self.failing = None
+            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+            log.info("state file written again", path=str(self.path))
+        return result
+
+    async def _execute(self, sql: str, parameters: tuple[Any, ...]) -> None:
+        """One statement in a transaction of its own."""
+        await self._run(lambda: self._write(lambda: self._conn.execute(sql, parameters)))
+
+    async def flush(self) -> None:
+        """Write what waits to be written (`write_behind`'s transitions and checkpoints)."""
+        await self._run(_nothing)
+
+    async def close(self) -> None:
+        """Write what waits to be written and close the file."""
+        if self._closed:
+            return
+        try:
+            if self._waiting and not self.readonly:
+                await self.flush()
+                if self._waiting.verdicts or self._waiting.marks:
+                    log.warning(
+                        "verdicts not stored: the state file cannot be written",
+                        verdicts=len(self._waiting.verdicts),
+                        announced=len(self._waiting.marks),
+                        error=self.failing,
+                    )
+        finally:
+            with anyio.CancelScope(shield=True):  # closed even from a cancelled scope
+                async with self._lock:
+                    self._closed = True
+                    await anyio.to_thread.run_sync(self._conn.close)
+
+    async def record_transition(self, launch: str, incarnation: int, status: Status) -> None:
+        """Store a status snapshot (`LaunchFollower.status()` with the daemon's host, labels) after a transition.
+
+        The timeline entries not stored yet are added (an entry already stored, e.g. read again after a
+        restart, is not added twice); state, phase, facts and progress are replaced.
+        """
+        wall = time.time()
+        if self._write_behind and not self._closed:
+            # each snapshot holds the incarnation's whole timeline so far: the last one says what the others say
+            self._waiting.snapshots[(launch, incarnation)] = (status, wall)
+            self._added.set()
+            return
+        await self._run(lambda: self._write(lambda: self._record(launch, incarnation, status, wall)))
+
+    def _record(self, launch: str, incarnation: int, status: Status, wall: float) -> None:
+        row_id = self._row(launch, incarnation)
+        self._update_row(row_id, status.verdict, wall, status.host, dict(status.labels))
+        self._merge_timeline(row_id, status, wall)
+
+    def _update_row(
+        self,
+        row_id: int,
+        v: Verdict,
+        wall: float,
+        host: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        self._conn.execute(
+            "UPDATE incarnations SET host = coalesce(?, host), engine = coalesce(?, engine),"
+            " state = coalesce(?, state), phase = coalesce(?, phase), facts = ?, progress = ?,"
+            " labels = coalesce(?, labels), updated_at = ? WHERE id = ?",
+            (
+                host,
+                v.engine,
+                v.state.value,
+                v.phase.value,
+                _dumps(dict(v.facts)),
+                _dumps({p.name: {"done": p.done, "total": p.total} for p in v.progress}),
+                _dumps(labels) if labels is not None else None,
+                wall,
+                row_id,
+            ),
+        )
+
+    def _merge_timeline(self, row_id: int, status: Status, wall: float) -> None:
+        timeline, elapsed = status.verdict.timeline, status.elapsed
+        rows = self._conn.execute(
+            "SELECT seq, state, line, at, reason, duration FROM transitions WHERE incarnation_id = ?"
+            " ORDER BY seq",
+            (row_id,),
+        ).fetchall()
+        # The k-th occurrence of an entry in the snapshot is the k-th stored occurrence of it: a stall that
+        # comes back is a new entry, an entry read again after a restart is not.
+        stored: dict[tuple[_Entry, int], tuple[int, float | None]] = {}
+        seen: Counter[_Entry] = Counter()
+        for seq, state, line, at, reason, duration in rows:
+            key: _Entry = (state, line, at, reason)
+            stored[(key, seen[key])] = (seq, duration)
+            seen[key] += 1
+        next_seq = rows[-1][0] + 1 if rows else 0
+        occurrences: Counter[_Entry] = Counter()
+        for item in timeline:
+            entry: _Entry = (item.state.value, item.line, item.at, item.reason)
+            nth = occurrences[entry]
+            occurrences[entry] += 1
+            duration = item.duration
+            known = stored.get((entry, nth))
+            if known is not None:
+                seq, had = known
+                if had is None and duration is not None:
+                    self._conn.execute(
+                        "UPDATE transitions SET duration = ? WHERE incarnation_id = ? AND seq = ?",
+                        (duration, row_id, seq),
+                    )
+                continue
+            if next_seq >= MAX_TRANSITIONS_PER_INCARNATION:
+                continue
+            at_wall = wall if elapsed is None else wall - max(0.0, elapsed - item.entered)
+            self._conn.execute(
+                "INSERT INTO transitions (incarnation_id, seq, state, line, at, reason, wall, duration)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (row_id, next_seq, *entry, at_wall, duration),
+            )
+            next_seq += 1
+
+    async def last_incarnations(self, launch: str | None = None) -> dict[str, tuple[int, bool]]:
+        """Each launch's (or this one's) highest incarnation number, and whether that one began (a log that
+        never came has a `pending` incarnation, which a restarted daemon goes on with): a relaunch is numbered
+        on from it."""
+
+        def select() -> dict[str, tuple[int, bool]]:
+            rows = self._conn.execute(
+                "SELECT i.launch, i.incarnation, EXISTS (SELECT 1 FROM transitions t WHERE t.incarnation_id = i.id"  # noqa: S608 - _UNBEGUN: the vocabulary's words
+                f" AND t.state NOT IN ({_UNBEGUN})) FROM incarnations i JOIN (SELECT launch,"
+                " max(incarnation) AS last FROM incarnations WHERE ? IS NULL OR launch = ? GROUP BY launch) m"
+                " ON m.launch = i.launch AND m.last = i.incarnation",
+                (launch, launch),
+            ).fetchall()
+            return {str(name): (int(number), bool(began)) for name, number, began in rows}
+
+        return await self._run(select)
+
+    async def history(self, launch: str | None = None, limit: int = 50) -> list[IncarnationRecord]:
+        """Incarnations newest first (by when the store first heard of them), of one launch or all."""
+        return await self._run(self._history, launch, limit)
+
+    def _history(self, launch: str | None, limit: int) -> list[IncarnationRecord]:
+        rows = self._conn.execute(
+            "SELECT id, launch, incarnation, host, engine, state, phase, started_at, updated_at,"
+            " read_offset, facts, progress, labels, verdict FROM incarnations"
+            " WHERE ? IS NULL OR launch = ? ORDER BY id DESC LIMIT ?",
+            (launch, launch, max(0, limit)),
+        ).fetchall()
+        out = []
+        for row in rows:
+            transitions = tuple(
+                TransitionRecord(*t)
+                for t in self._conn.execute(
+                    "SELECT state, line, at, reason, wall, duration FROM transitions"
+                    " WHERE incarnation_id = ? ORDER BY seq",
+                    (row[0],),
+                )
+            )
+            announced = tuple(
+                k
+                for (k,) in self._conn.execute(
+                    "SELECT key FROM verdicts WHERE incarnation_id = ? AND announced_at IS NOT NULL"
+                    " ORDER BY announced_at",
+                    (row[0],),
+                )
+            )
+            try:
+                record = IncarnationRecord(
+                    launch=row[1],
+                    incarnation=int(row[2]),
+                    host=row[3],
+                    engine=row[4],
+                    state=row[5],
+                    phase=row[6],
+                    started_at=float(row[7]),
+                    updated_at=float(row[8]),
+                    offset=int(row[9]),
+                    facts=_object(row[10]),
+                    progress=_object(row[11]),
+                    labels=_object(row[12]),
+                    verdict=_object(row[13]) if row[13] is not None else None,
+                    transitions=transitions,
+                    announced=announced,
+                )
+            except (ValueError, TypeError) as exc:
+                # A damaged row (written by hand, a bad disk) is left out of the history, said once: the
+                # launch's expectations are learned from the others, and its follower runs.
+                if (str(row[1]), row[2]) not in self._unreadable:
+                    self._unreadable.add((str(row[1]), row[2]))
+                    log.warning(
+                        "state row unreadable; left out of the history",
+                        path=str(self.path),
+                        launch=row[1],
+                        incarnation=row[2],
+                        error=str(exc),
+                    )
+                continue
+            out.append(record)
+        return out
+
+    def _row(self, launch: str, incarnation: int) -> int:
+        """The id of the incarnation's row, made (and the launch's oldest pruned) if new. In a transaction."""
+        row = self._conn.execute(
+            "SELECT id FROM incarnations WHERE launch = ? AND incarnation = ?", (launch, incarnation)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        wall = time.time()
+        cursor = self._conn.execute(
+            "INSERT INTO incarnations (launch, incarnation, started_at, updated_at) VALUES (?, ?, ?, ?)",
+            (launch, incarnation, wall, wall),
+        )
+        self._conn.execute(
+            "DELETE FROM incarnations WHERE launch = ? AND id NOT IN"
+            " (SELECT id FROM incarnations WHERE launch = ? ORDER BY id DESC LIMIT ?)",
+            (launch, launch, MAX_INCARNATIONS_PER_LAUNCH),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def _save_verdict(self, launch: str, incarnation: int, verdict: Verdict, wall: float) -> None:
+        row_id = self._row(launch, incarnation)
+        self._update_row(row_id, verdict, wall)
+        text = _dumps(verdict.to_json())
+        self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
+
+    async def record_verdict(self, launch: str, incarnation: int, verdict: Verdict, key: str) -> bool:
+        """Store the verdict object as the incarnation's latest; whether the verdict `key` was announced
+        already (before a restart, too). A verdict that cannot be written now (`failing`) is kept and written
+        when the file allows; whether it was announced is then read (a read still works), else taken as not."""
+        wall = time.time()
+
+        def record() -> bool:
+            self._write(lambda: self._save_verdict(launch, incarnation, verdict, wall))
+            return self._announced(launch, incarnation, key)
+
+        try:
+            return await self._run(record)
+        except Exception as exc:
+            if not passing(exc):
+                raise
+        self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
+        self._added.set()
+        if (launch, incarnation, key) in self._waiting.marks:
+            return True
+        try:
+            return await self._run(self._announced, launch, incarnation, key)
+        except sqlite3.Error:
+            return False  # said again rather than never
+
+    async def mark_announced(self, launch: str, incarnation: int, verdict_key: str) -> None:
+        """Note that this verdict was said (to every notifier it goes to); kept and written when the file
+        allows if it cannot be written now."""
+        mark = {(launch, incarnation, verdict_key): time.time()}
+        try:
+            await self._run(self._write, lambda: self._put_verdicts({}, mark))
+        except Exception as exc:
+            if not passing(exc):
+                raise
+            self._waiting.marks.update(mark)
+            self._added.set()
+
+    def _put_verdicts(
+        self,
+        verdicts: Mapping[tuple[str, int], tuple[Verdict, float]],
+        marks: Mapping[tuple[str, int, str], float],
+    ) -> None:
+        for (launch, incarnation), (verdict, wall) in verdicts.items():
+            self._save_verdict(launch, incarnation, verdict, wall)
+        for (launch, incarnation, key), wall in marks.items():
+            self._conn.execute(
+                "INSERT INTO verdicts (incarnation_id, key, announced_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (incarnation_id, key) DO UPDATE SET announced_at = excluded.announced_at",
+                (self._row(launch, incarnation), key, wall),
+            )
+
+    def _announced(self, launch: str, incarnation: int, verdict_key: str) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM verdicts v JOIN incarnations i ON i.id = v.incarnation_id"
+            " WHERE i.launch = ? AND i.incarnation = ? AND v.key = ? AND v.announced_at IS NOT NULL",
+            (launch, incarnation, verdict_key),
+        ).fetchone()
+        return row is not None
+
+    async def load_checkpoint(self, launch: str) -> bytes | None:
+        """The launch's checkpoint blob, None if it has none."""
+        row = await self._run(
+            lambda: self._conn.execute("SELECT state FROM checkpoints WHERE launch = ?", (launch,)).fetchone()
+        )
+        return bytes(row[0]) if row is not None else None
+
+    async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
+        """Keep `blob` (the follower's state at byte `offset`) as the launch's checkpoint, replacing the last
+        (written within `TRANSITION_BATCH_DELAY` while `write_behind` runs, else before this returns).
+
+        Raises:
+            ValueError: `blob` is larger than `MAX_CHECKPOINT_BYTES`.
+        """
+        if len(blob) > MAX_CHECKPOINT_BYTES:
+            raise ValueError(
+                f"a checkpoint of {len(blob)} bytes is over the {MAX_CHECKPOINT_BYTES} bytes allowed"
+            )
+        wall = time.time()
+        if self._write_behind and not self._closed:
+            self._waiting.checkpoints[launch] = (offset, wall, blob)
+            self._added.set()
+            return
+        await self._run(lambda: self._write(lambda: self._put_checkpoints({launch: (offset, wall, blob)})))
+
+    def _put_checkpoints(self, checkpoints: Mapping[str, tuple[int, float, bytes]]) -> None:
+        self._conn.executemany(
+            "INSERT INTO checkpoints (launch, read_offset, saved_at, state) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (launch) DO UPDATE SET read_offset = excluded.read_offset,"
+            " saved_at = excluded.saved_at, state = excluded.state",
+            [(launch, offset, wall, blob) for launch, (offset, wall, blob) in checkpoints.items()],
+        )
+
+    async def add_silence(self, launch: str, until: float) -> None:
+        """Hold `launch`'s alerts until unix time `until` (replaces an earlier silence of it)."""
+        await self._execute(
+            "INSERT INTO silences (launch, until) VALUES (?, ?)"
+            " ON CONFLICT (launch) DO UPDATE SET until = excluded.until",
+            (launch, until),
+        )
+
+    async def remove_silence(self, launch: str) -> None:
+        """End `launch`'s silence."""
+        await self._execute("DELETE FROM silences WHERE launch = ?", (launch,))
+
+    async def silences(self, now: float | None = None) -> dict[str, float]:
+        """The silences still running at unix time `now` (default: now), by launch; expired ones are dropped."""
+        at = time.time() if now is None else now
+
+        def running() -> dict[str, float]:
+            rows = self._conn.execute("SELECT launch, until FROM silences WHERE until > ?", (at,))
+            return {name: float(until) for name, until in rows}
+
+        def active() -> dict[str, float]:
+            self._conn.execute("DELETE FROM silences WHERE until <= ?", (at,))
+            return running()
+
+        try:
+            return await self._run(lambda: self._write(active))
+        except Exception as exc:
+            if not passing(exc):
+                raise
+        return await self._run(running)  # expired ones are dropped another time: an alert never waits on it
+
+
+def _nothing() -> None:
+    """A call that only writes what waits to be written (see `StateStore._run`)."""
+
+
+@dataclass
+class _Waiting:
+    """What waits to be written (`write_behind`), or could not be written yet: see `StateStore._run`."""
+
+    # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
+    snapshots: dict[tuple[str, int], tuple[Status, float]] = field(default_factory=dict)
+    # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
+    checkpoints: dict[str, tuple[int, float, bytes]] = field(default_factory=dict)
+    # (launch, incarnation) -> (verdict, wall time), and (launch, incarnation, key) -> wall time of the
+    # verdicts and announcements that could not be written yet (tried again until they are: see `failing`)
+    verdicts: dict[tuple[str, int], tuple[Verdict, float]] = field(default_factory=dict)
+    marks: dict[tuple[str, int, str], float] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return any(vars(self).values())
 
 
 @asynccontextmanager

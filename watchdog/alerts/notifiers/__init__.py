@@ -1,12 +1,4 @@
-"""Alerts to the services teams read: one module per service, a registry of them, and delivery.
-
-```
-alert = Alert.from_status(AlertKind.CRASHED, status, link="http://host:9469/#demo")
-message = build_message("slack", alert, options)       # a Message, or None: nothing to say there
-async with open_client() as client:                    # watchdog.alerts.delivery
-    await send("slack", url, alert, client=client)      # DeliveryError (URL redacted) when it cannot
-```
-"""
+"""Alerts to the services teams read: one module per service, a registry of them (`build_message`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,3 @@
-"""Probes beside the log: is the process alive (`process`), what does the health endpoint answer (`health`),
-how much GPU memory is in use (`nvidia` parses, `gpusampler` samples each host once for all its launches).
-
-Nothing is imported here: a follower that probes nothing never loads the SSH or HTTP code of the probes."""
+"""Probes beside the log (process, health, GPU memory); nothing is imported here, so that a follower that
+probes nothing never loads their SSH or HTTP code.
+"""

@@ -1,24 +1,10 @@
 """One GPU sampler per host: GPU memory attributed to each launch's processes, so launches never mask each other.
 
-A host-wide reading (`nvidia-smi --query-gpu`) cannot tell two launches apart: while launch A streams its
-weights in, the host's memory grows, and launch B, stuck, looks busy. The sampler instead reads, once per
-interval and in one command on the host (locally, or over the host's shared SSH connection):
-
-- `nvidia-smi --query-compute-apps=pid,process_name,used_memory` (`watchdog.follow.probes.nvidia.QUERY_APPS_ARGS`): the memory
-  each GPU process holds;
-- `ps -e -o pid=,ppid=`: the process tree;
-- `pgrep -f` for each subscribed pattern (the patterns go on stdin, never on a command line).
-
-Each subscriber (a launch: its pid, or its `pgrep -f` pattern) is charged with the memory of its processes:
-the pids found, and all their descendants (engines run their GPU workers as child processes, and rename
-them). Without a pid or pattern a launch is charged with every GPU process on the host.
-
-A host-wide subscriber (`subscribe_host`: `watch --gpu`, one launch per host) gets instead each reading's
-memory per GPU, from `nvidia-smi --query-gpu` (`watchdog.follow.probes.nvidia.QUERY_GPU_ARGS`, run as is).
-
-There is no background task: subscribers pull, and the first one whose turn is due takes the reading for all
-(the others wait for it). So the sampler runs one command per interval whatever the number of launches, and
-stops when no subscriber is left.
+Once per interval, one script on the host reads `nvidia-smi --query-compute-apps`, `ps` and `pgrep -f` for
+each pattern (on stdin); a launch is charged with the memory of its pid or matches and all their
+descendants (engines rename their GPU workers), or with every GPU process when it names neither. A host-wide
+subscriber (`watch --gpu`) gets `nvidia-smi --query-gpu` per GPU instead. Subscribers pull: the first one
+due takes the reading for all, so one command runs per interval whatever the number of launches.
 """
 
 from __future__ import annotations
@@ -71,28 +57,20 @@ _NOT_FOUND = 127  # the shell's status for a command not found: a host without N
 
 @dataclass(frozen=True, slots=True)
 class HostReading:
-    """One reading of a host, as the sampler's script printed it.
+    """One reading of a host, as the sampler's script printed it."""
 
-    `apps` is None when nvidia-smi failed (no driver, no device); `missing` when it is not installed. `gpus`
-    is the memory per GPU, read only for host-wide subscribers (None: not read, or nvidia-smi failed).
-    """
-
-    apps: tuple[GpuProcess, ...] | None
+    apps: tuple[GpuProcess, ...] | None  # None: nvidia-smi failed (no driver, no device)
     parents: Mapping[int, int]  # pid -> parent pid, every process on the host
     matches: Mapping[str, frozenset[int]]  # pattern -> pids pgrep found (this reading's own shell left out)
-    missing: bool = False
-    gpus: tuple[GpuSample, ...] | None = None
+    missing: bool = False  # nvidia-smi is not installed
+    gpus: tuple[GpuSample, ...] | None = None  # per GPU, for host-wide subscribers (None: not read or failed)
 
 
 @dataclass(frozen=True, slots=True)
 class LaunchGpuSample:
-    """One launch's share of its host's GPU memory at one reading.
+    """One launch's share of its host's GPU memory at one reading."""
 
-    `used_bytes` is what its processes hold over all GPUs (0 when none holds any), None when nvidia-smi did
-    not report memory per process (often so in containers).
-    """
-
-    used_bytes: int | None
+    used_bytes: int | None  # over all GPUs (0: none); None: not reported per process (often in containers)
     pids: frozenset[int]  # the launch's processes found on the host: the pid or matches, and descendants
     processes: tuple[GpuProcess, ...]  # the GPU processes charged to the launch
 
@@ -130,15 +108,8 @@ def launch_pids(roots: Iterable[int], parents: Mapping[int, int]) -> frozenset[i
 
 
 def parse_reading(text: str, patterns: Iterable[str]) -> HostReading:
-    """Parse the sampler script's output; `patterns` in the order they were written to its stdin.
-
-    Args:
-        text: the script's standard output.
-        patterns: the `pgrep -f` patterns the script was given.
-
-    Returns:
-        The reading. A pattern whose section is missing (the script was cut short) matches nothing.
-    """
+    """Parse the sampler script's output; `patterns` in the order they were written to its stdin (one whose
+    section is missing, the script cut short, matches nothing)."""
     sections: dict[str, list[str]] = {}
     found: list[list[str]] = []
     status: int | None = None
@@ -170,13 +141,8 @@ def parse_reading(text: str, patterns: Iterable[str]) -> HostReading:
 
 
 def attribute(reading: HostReading, *, pid: int | None = None, pattern: str | None = None) -> LaunchGpuSample:
-    """A launch's share of a reading: the GPU processes among its pid (or pattern matches) and descendants.
-
-    With neither a pid nor a pattern, every GPU process on the host is the launch's.
-
-    Returns:
-        The sample; `used_bytes` None when a process of the launch holds memory nvidia-smi did not report.
-    """
+    """A launch's share of a reading: the GPU processes among its pid (or pattern matches) and descendants,
+    or with neither, every GPU process on the host."""
     apps = reading.apps or ()
     if pid is None and pattern is None:
         pids = frozenset(app.pid for app in apps)
@@ -190,11 +156,8 @@ def attribute(reading: HostReading, *, pid: int | None = None, pattern: str | No
 
 
 class LaunchMemoryTrend:
-    """Whether one launch's GPU memory is still filling (`MemoryTrend` over the total its processes hold).
-
-    A process that appears and fills memory is growth; one that exits is a drop, not a stall. The verdict's
-    facts gain `gpu_mem_launch_bytes`: the memory its processes held at the latest reading.
-    """
+    """Whether one launch's GPU memory is still filling (`MemoryTrend` over the total its processes hold): a
+    process that appears and fills memory is growth, one that exits is a drop, not a stall."""
 
     def __init__(self, trend: MemoryTrend | None = None) -> None:
         self._trend = trend or MemoryTrend()
@@ -243,14 +206,8 @@ class Subscription(Generic[T]):
 
 
 class HostGpuSampler:
-    """Reads one host's GPU processes for every launch on it; see the module docstring.
-
-    Args:
-        pool: the SSH connections to share (not closed here); needed when `host` is given.
-        host, port, user: the host; `host` None is this machine.
-        interval: seconds between readings.
-        clock: the time (by default monotonic).
-    """
+    """Reads one host's GPU processes for every launch on it (`host` None: this machine; a remote one needs
+    `pool`, the shared SSH connections, not closed here); see the module docstring."""
 
     def __init__(
         self,
@@ -290,10 +247,8 @@ class HostGpuSampler:
     def subscribe(
         self, *, pid: int | None = None, pattern: str | None = None
     ) -> Iterator[Subscription[LaunchGpuSample]]:
-        """Subscribe a launch by its pid or `pgrep -f` pattern (or neither: all GPU processes of the host).
-
-        Its first sample comes from the first reading taken after it subscribed.
-        """
+        """Subscribe a launch by its pid or `pgrep -f` pattern (or neither: all GPU processes of the host),
+        from the first reading taken after."""
         if pid is not None and pattern is not None:
             raise ValueError("give a pid or a pattern, not both")
         if pid is not None and pid <= 0:

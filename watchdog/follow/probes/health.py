@@ -47,11 +47,9 @@ def parse_health_url(url: str) -> HealthURL:
 class HealthProbe:
     """GETs a health URL and returns the HTTP status code, or None if there was no answer.
 
-    With `host` set the URL is as seen from that host (e.g. http://127.0.0.1:30000/health on
-    the GPU machine): its host:port is reached through a local port forward (127.0.0.1:0) on the
-    host's shared SSH connection, set up on the first check and again after a reconnect; the request
-    still names the URL's host (Host header, and TLS server name and certificate check for https).
-    `aclose` (or `async with`) removes the forward.
+    With `host` set the URL is as seen from that host (http://127.0.0.1:30000/health on the GPU machine),
+    reached through a local port forward on the host's shared SSH connection (made again after a reconnect,
+    removed by `aclose` or `async with`); the request still names the URL's host (Host header, TLS name).
     """
 
     def __init__(
@@ -64,16 +62,8 @@ class HealthProbe:
         user: str | None = None,
         timeout: float = DEFAULT_HEALTH_TIMEOUT,
     ) -> None:
-        """Describe the probe; nothing connects until `check`.
-
-        Args:
-            url: the health endpoint, http or https.
-            pool: the shared SSH connections (required with `host`).
-            host: the SSH host the URL is relative to (None: this machine).
-            port: SSH port of `host`.
-            user: SSH user for `host`.
-            timeout: seconds allowed for one check, connection included.
-        """
+        """Describe the probe; nothing connects until `check`. `pool` is needed with `host` (None: this
+        machine); `timeout` bounds one check, connection included."""
         if host is not None and pool is None:
             raise ValueError("a remote health probe needs the SSH pool")
         self.url = parse_health_url(url)
@@ -119,8 +109,7 @@ class HealthProbe:
 
         Raises:
             HostKeyError, AuthError: the SSH host refuses us; a lost connection is just None.
-            TLSError: the TLS handshake of an https URL failed (an untrusted certificate, a plain http
-                port...): an answer that says what is wrong, not an absent one.
+            TLSError: the TLS handshake of an https URL failed: an answer that says what is wrong.
         """
         try:
             with anyio.fail_after(self.timeout):

@@ -78,9 +78,7 @@ def _number(field: str) -> float | None:
 
 def _mib_to_bytes(field: str) -> int | None:
     value = _number(field)
-    if value is None or value < 0:
-        return None
-    return round(value * MIB)
+    return None if value is None or value < 0 else round(value * MIB)
 
 
 def _int(field: str) -> int | None:
@@ -98,17 +96,8 @@ def _rows(text: str) -> Iterable[list[str]]:
 
 
 def parse_gpu_query(text: str) -> list[GpuSample]:
-    """Parse the output of `QUERY_GPU_ARGS`.
-
-    Rows that are not GPU rows (driver errors such as "NVIDIA-SMI has failed ...", "No devices were
-    found", truncated rows) are skipped: a probe must never crash the watcher.
-
-    Args:
-        text: the command's standard output.
-
-    Returns:
-        One sample per GPU row, in output order.
-    """
+    """Parse the output of `QUERY_GPU_ARGS`: one sample per GPU row, in order. Other rows (driver errors such
+    as "No devices were found", truncated rows) are skipped: a probe must never crash the watcher."""
     samples: list[GpuSample] = []
     for fields in _rows(text):
         if len(fields) < len(QUERY_GPU_FIELDS):
@@ -134,17 +123,8 @@ def parse_gpu_query(text: str) -> list[GpuSample]:
 
 
 def parse_compute_apps(text: str) -> list[GpuProcess]:
-    """Parse the output of `QUERY_APPS_ARGS`.
-
-    Inside containers nvidia-smi often cannot see memory per process and prints "[N/A]"; such rows are
-    kept with `used_bytes` None. Rows without a numeric pid are skipped.
-
-    Args:
-        text: the command's standard output.
-
-    Returns:
-        One entry per compute process, in output order.
-    """
+    """Parse the output of `QUERY_APPS_ARGS`: one entry per process, in order, `used_bytes` None for "[N/A]"
+    (often so in containers); rows without a numeric pid are skipped."""
     processes: list[GpuProcess] = []
     for fields in _rows(text):
         if len(fields) < 3:
@@ -160,16 +140,9 @@ def parse_compute_apps(text: str) -> list[GpuProcess]:
 
 
 class MemoryTrend:
-    """Tells whether GPU memory is still filling, from samples fed with their time.
-
-    A startup phase that logs nothing but keeps allocating GPU memory (weights streaming in, the KV cache
-    being reserved, graphs being captured) is busy, not stalled. Memory counts as growing when the total
-    used memory of the GPUs in the latest sample rose by more than `threshold_bytes` since its lowest point
-    within the last `window_seconds`. Totals are compared over the same GPUs only, so a row that nvidia-smi
-    garbled once does not look like a drop followed by growth.
-
-    Pure: time is an argument (any monotonic clock in seconds) and nothing here does I/O.
-    """
+    """Whether GPU memory is still filling (pure: time is an argument): a quiet phase that keeps allocating is
+    busy, not stalled. Growing: the latest total rose by more than `threshold_bytes` over its lowest within
+    `window_seconds`, compared over the same GPUs only (a garbled row is no drop followed by growth)."""
 
     def __init__(
         self,
@@ -187,11 +160,8 @@ class MemoryTrend:
         self._latest: tuple[GpuSample, ...] = ()
 
     def observe(self, now: float, samples: Iterable[GpuSample]) -> bool:
-        """Record one probe's samples taken at `now`, and return `growing(now)`.
-
-        An empty probe (nvidia-smi failed) records nothing. A clock that went backwards restarts the
-        history, since the old points can no longer be placed in the window.
-        """
+        """Record one probe's samples taken at `now` (none: nothing), and return `growing(now)`. A clock that
+        went backwards restarts the history: its points no longer fit in the window."""
         batch = tuple(samples)
         used = {s.index: s.memory_used_bytes for s in batch if s.memory_used_bytes is not None}
         if batch:
@@ -216,13 +186,8 @@ class MemoryTrend:
         return latest_total - lowest > self.threshold_bytes
 
     def facts(self) -> GpuFacts:
-        """The latest memory per GPU, in the shape of the `--json` "facts" object.
-
-        Returns:
-            `{"gpu_mem_used_bytes": {"0": ..., "1": ...}, "gpu_mem_total_bytes": {...}}`, keyed by GPU
-            index as a string (JSON object keys are strings); a GPU whose value nvidia-smi did not report
-            is left out, and an empty dict before any sample.
-        """
+        """The latest memory per GPU as `--json` facts: `{"gpu_mem_used_bytes": {"0": ...}, ...}`; a value
+        not reported is left out, and before any sample it is empty."""
         if not self._latest:
             return {}
         return {

@@ -28,15 +28,12 @@ fi
 kill -0 "$p" 2>/dev/null
 """
 # The pid file's path is an argument ($1), never part of the script; 3 = no readable pid in it (unknown).
-_PIDFILE_SCRIPT = (
-    """\
+_PIDFILE_SCRIPT = f"""\
 p=$(head -c 64 -- "$1" 2>/dev/null) || exit 3
 p=$(printf '%s' "$p" | tr -d ' \\t\\r\\n')
 case $p in ''|*[!0-9]*) exit 3;; esac
 set -- "$p"
-"""
-    + _PID_SCRIPT
-)
+{_PID_SCRIPT}"""
 _UNKNOWN = 3
 # The pattern comes on stdin, so that no process but pgrep itself (which pgrep skips) carries
 # it on its command line: otherwise the shell running this would match its own pattern (the probe's own
@@ -183,17 +180,12 @@ async def wait_until_gone(
     appear: bool = False,
     waiting: Callable[[bool], Awaitable[None]] | None = None,
 ) -> None:
-    """Return once the probe says the process is gone, checking every `interval` seconds.
-
-    A host that cannot be reached for a while is not a dead process: the check is tried again.
+    """Return once the probe says the process is gone, checking every `interval` seconds (a host that cannot
+    be reached is not a dead process: the check is tried again).
 
     Args:
-        probe: the process.
-        interval: seconds between checks.
-        appear: the process must be seen before it can be gone (see `must_appear`): a process never seen
-            is one that has not started yet, not one that died.
-        waiting: called with True when the first check finds no process to wait for (with `appear`), and
-            with False once it is seen.
+        appear: the process must be seen before it is gone (`must_appear`): one never seen has not started.
+        waiting: called with True when a check finds no process to wait for (with `appear`), False once seen.
     """
     seen, said = not appear, False
     while True:

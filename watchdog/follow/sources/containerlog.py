@@ -67,6 +67,7 @@ _TEXT_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?
 # state of the run that just ended, taken on the host at once (over SSH a second command would come a round trip
 # later, when a restart policy may have started the next run and the exit code is gone).
 LOGS_SCRIPT = """\
+case $1 in docker|podman) ;; *) exit 2;; esac
 r=$1 c=$2 s=$3
 echo "watchdog-run $("$r" inspect --type container --format '{{.Id}} {{.State.StartedAt}} {{.State.FinishedAt}} {{.State.Running}}' -- "$c" 2>/dev/null)"
 exec 3<&0
@@ -76,6 +77,11 @@ if [ -n "$s" ]; then set -- --since "$s"; else set --; fi
 wait $p; e=$?
 echo; echo "watchdog-state $e"
 "$r" inspect --type container -- "$c" 3<&- 2>&1
+"""
+# The runtime's word on a container, as JSON (the runtime: docker or podman, nothing else; the container)
+INSPECT_SCRIPT = """\
+case $1 in docker|podman) ;; *) exit 2;; esac
+exec "$1" inspect --type container -- "$2"
 """
 STATE_MARK = b"watchdog-state"
 RUN_MARK = b"watchdog-run"
@@ -128,12 +134,12 @@ def logs_command(runtime: Runtime, container: str, since: Timestamp | None) -> l
     """The argv that follows `container`'s log from `since` (inclusive; None: its start) until stdin closes,
     then prints its state (see `LOGS_SCRIPT`)."""
     when = "" if since is None else format_timestamp(since)
-    return ["sh", "-c", LOGS_SCRIPT, f"watchdog-{runtime}-logs", runtime, container, when]
+    return ["sh", "-c", LOGS_SCRIPT, "watchdog-container-logs", runtime, container, when]
 
 
 def inspect_command(runtime: Runtime, container: str) -> list[str]:
     """The argv that prints `container`'s state as JSON (exit 1 and `[]` when there is no such container)."""
-    return [runtime, "inspect", "--type", "container", "--", container]
+    return ["sh", "-c", INSPECT_SCRIPT, "watchdog-container-inspect", runtime, container]
 
 
 def shell_command(argv: list[str]) -> str:

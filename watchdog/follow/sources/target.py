@@ -91,14 +91,10 @@ def _parse_kind(kind: str, rest: str, text: str) -> Target:
     # SCHEME://NAME on this machine, SCHEME://[user@]host[:port]/NAME on an SSH host; k8s://[CONTEXT/]NS/POD[/C]
     spec = KINDS[kind]
     if kind == "k8s":
-        parts = rest.split("/")
-        if not 2 <= len(parts) <= 4 or not all(parts):
-            raise UsageError(f"target {text!r}: expected {spec.form}")
-        # NS/POD, NS/POD/CONTAINER, CONTEXT/NS/POD/CONTAINER: a context comes with all three
-        context, path = (parts[0], "/".join(parts[1:])) if len(parts) == 4 else (None, rest)
-        return Target(
-            None, None, None, _parse_name(unquote(path), text, spec.noun), kind=kind, context=context
-        )
+        from watchdog.follow.sources.podref import split_pod_target  # noqa: PLC0415 - only for a pod
+
+        context, path = split_pod_target(unquote(rest))
+        return Target(None, None, None, path, kind=kind, context=context)
     if "/" not in rest:
         return Target(None, None, None, _parse_name(unquote(rest), text, spec.noun), kind=kind)
     host, user, port, path = _split_url(f"ssh://{rest}", text)
