@@ -49,10 +49,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # The files that take longest (pytest --durations, summed per file, on 4 pytest-xdist workers): run first, so
 # that a worker does not start one of them when the others are nearly done.
 SLOW_FIRST = (
-    "test_coexistence.py", "test_container_launches.py", "test_launch.py", "test_daemon.py", "test_daemon_faults.py", "test_deploy_kit.py",
-    "test_state_faults.py", "test_sources_ssh.py", "test_watch.py", "test_prometheus_scrape.py",
-    "test_wheel_install.py", "test_forced_command.py", "test_ssh_channels.py", "test_alerting.py",
-    "test_resume.py",
+    "test_coexistence.py", "test_container_launches.py", "test_launch.py", "test_daemon.py",
+    "test_daemon_faults.py", "test_deploy_kit.py", "test_state_faults.py", "test_sources_ssh.py", "test_watch.py",
+    "test_prometheus_scrape.py", "test_wheel_install.py", "test_forced_command.py", "test_ssh_channels.py",
+    "test_alerting.py", "test_resume.py",
 )  # fmt: skip
 
 
