@@ -49,10 +49,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # The files that take longest (pytest --durations, summed per file, on 4 pytest-xdist workers): run first, so
 # that a worker does not start one of them when the others are nearly done.
 SLOW_FIRST = (
-    "test_coexistence.py", "test_launch.py", "test_daemon.py", "test_daemon_faults.py", "test_deploy_kit.py",
-    "test_state_faults.py", "test_sources_ssh.py", "test_watch.py", "test_prometheus_scrape.py",
-    "test_wheel_install.py", "test_forced_command.py", "test_ssh_channels.py", "test_alerting.py",
-    "test_resume.py",
+    "test_coexistence.py", "test_container_launches.py", "test_launch.py", "test_daemon.py",
+    "test_daemon_faults.py", "test_deploy_kit.py", "test_state_faults.py", "test_sources_ssh.py", "test_watch.py",
+    "test_prometheus_scrape.py", "test_wheel_install.py", "test_forced_command.py", "test_ssh_channels.py",
+    "test_alerting.py", "test_resume.py",
 )  # fmt: skip
 
 
@@ -205,6 +205,32 @@ def dockerd() -> Iterator[DockerDaemon]:
         yield daemon
     finally:
         context.__exit__(None, None, None)
+
+
+@pytest.fixture
+def docker(dockerd: DockerDaemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[DockerDaemon]:
+    """The session's dockerd as this process's DOCKER_HOST (the local source honours it); containers removed."""
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    yield dockerd
+    names = dockerd.docker("ps", "-aq").split()
+    if names:
+        dockerd.docker("rm", "-f", *names, check=False)
+
+
+@pytest.fixture(scope="session")
+def docker_sshd(dockerd: DockerDaemon, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
+    """An sshd whose sessions have DOCKER_HOST set to the test dockerd (sshd_config `SetEnv`), as a host's
+    administrator would give the watchdog's account a socket other than the default."""
+    try:
+        server = start_sshd(
+            tmp_path_factory.mktemp("dsshd"), extra_config=[f"SetEnv DOCKER_HOST={dockerd.host}"]
+        )
+    except SSHDUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        yield server
+    finally:
+        stop_sshd(server)
 
 
 @pytest.fixture

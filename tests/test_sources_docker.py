@@ -11,14 +11,14 @@ import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 from docker_daemon import IMAGE, DockerDaemon
-from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
+from sshd_server import SSHDServer
 
 from watchdog.follow.sources.base import (
     CaughtUp,
@@ -161,16 +161,6 @@ pytestmark = pytest.mark.anyio
 # prints N numbered lines (its run's number first), a few ms apart, then exits with CODE
 NUMBERED = 'r=$(cat /tmp/run 2>/dev/null || echo 0); echo $((r+1)) >/tmp/run; i=0; while [ $i -lt {n} ]; do ' \
     'echo "run $r line $i"; i=$((i+1)); usleep {pace}; done; exit {code}'  # fmt: skip
-
-
-@pytest.fixture
-def docker(dockerd: DockerDaemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[DockerDaemon]:
-    """The session's dockerd as this process's DOCKER_HOST (the local source honours it); containers removed."""
-    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
-    yield dockerd
-    names = dockerd.docker("ps", "-aq").split()
-    if names:
-        dockerd.docker("rm", "-f", *names, check=False)
 
 
 async def _run(docker: DockerDaemon, name: str, script: str, *options: str) -> str:
@@ -351,23 +341,6 @@ async def test_a_reader_cut_in_the_middle_goes_on_from_its_cursor(docker: Docker
 
 
 # -- over SSH -----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def docker_sshd(dockerd: DockerDaemon, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
-    """An sshd whose sessions have DOCKER_HOST set to the test dockerd (sshd_config `SetEnv`)."""
-    from conftest import unavailable  # noqa: PLC0415 - tests/ is on the path, not a package
-
-    try:
-        server = start_sshd(
-            tmp_path_factory.mktemp("dsshd"), extra_config=[f"SetEnv DOCKER_HOST={dockerd.host}"]
-        )
-    except SSHDUnavailable as exc:
-        unavailable(str(exc))
-    try:
-        yield server
-    finally:
-        stop_sshd(server)
 
 
 @asynccontextmanager

@@ -133,14 +133,17 @@ def test_replay_dash_on_the_command_line() -> None:
     assert json.loads(done.stdout)["error"]["category"] == "oom"
 
 
-async def _ended(lines: bytes, ended: Ended) -> Verdict:
-    # a follower on a scripted source: the lines, then the platform's word that the process is gone
+async def _ended(lines: bytes, ended: Ended, *, live: bool = False) -> Verdict:
+    # a follower on a scripted source: the lines, then the platform's word that the process is gone; `live`:
+    # the follower had caught up with an empty log before the lines came (they are judged as they come)
     source = ScriptedSource()
     follower = LaunchFollower(LaunchSpec(name="box", target=parse_target("docker://box")), source=source)
     with follower.updates:
         async with anyio.create_task_group() as tg:
             tg.start_soon(follower.run)
             await source.followed.wait()
+            if live:
+                await source.push(CaughtUp(0))
             await source.push(Chunk(0, lines))
             await source.push(CaughtUp(len(lines)))
             await source.push(ended)
@@ -165,6 +168,22 @@ def test_an_oom_killed_container_is_killed_and_the_hint_names_its_limit() -> Non
     assert verdict.error.category == "killed"
     assert "8 GiB (8589934592 bytes" in (verdict.error.hint or "")
     assert "OOMKilled" in verdict.error.summary
+
+
+def test_a_container_that_exits_while_writing_a_traceback_crashed_of_it_not_killed() -> None:
+    """A container that exits (code 1) with its log inside a traceback cut before its exception line: the cut
+    traceback is the crash, as `replay` of the log says, not a kill (the stream's end closes it first)."""
+    log = CORPUS / "trtllm" / "trtllm-cuda-graph-warmup-traceback-cut-before-exception-exaone-issue8802.log"
+    _, replayed = replay_path(log)
+    assert replayed.error is not None
+    verdict = anyio.run(lambda: _ended(log.read_bytes(), Ended("exited with code 1", exit_code=1), live=True))
+    assert verdict.error is not None
+    assert (verdict.state, verdict.phase, verdict.error.category) == (
+        replayed.state,
+        replayed.phase,
+        replayed.error.category,
+    )
+    assert verdict.error.category == "other"
 
 
 def test_a_container_that_exits_zero_has_stopped() -> None:

@@ -252,14 +252,18 @@ class Analyzer:
             line=self.lines_read - self._line_base or None,
         )
 
-    def finish(self, now: float) -> list[Transition]:
-        """End of log (replay): flush the last line and every open traceback, make pending errors final."""
+    def stream_ended(self, now: float) -> list[Transition]:
+        """The stream's writer is gone (a source's `Ended`: the container exited): its last line and every
+        traceback still open are complete, as at the end of a replayed log, so that what they say is known
+        before the platform's word on the exit (a traceback cut short is the crash, not a kill)."""
         out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         if self.profile is None:
             out += self._detect(now, force=True)
-        out += self.close_tracebacks(now)
-        out += self.lifecycle.finish(now)
-        return out
+        return out + self.close_tracebacks(now)
+
+    def finish(self, now: float) -> list[Transition]:
+        """End of log (replay): flush the last line and every open traceback, make pending errors final."""
+        return self.stream_ended(now) + self.lifecycle.finish(now)
 
     def _unwrap_rest(self, held: bytes) -> list[Block]:
         # the end of a file: its last bytes, its unfinished last line and the lines begun in records and not ended

@@ -310,13 +310,15 @@ class LaunchFollower:
             self._caught_up = True
         elif isinstance(item, Ended):
             await self._note("ended", str(item))
+            # the stream is over: what its last lines say (a traceback cut short) is read before the exit
+            transitions = self.analyzer.stream_ended(now)
             exited = ProcessExited(
                 item.detail,
                 exit_code=item.exit_code,
                 oom_killed=item.oom_killed,
                 memory_limit=item.memory_limit,
             )
-            await self._apply(self.analyzer.probe(exited, now))
+            await self._apply(transitions + self.analyzer.probe(exited, now))
         elif isinstance(item, Disconnected):
             await self._note("disconnected", str(item), since=item.since)
         elif isinstance(item, Connected):
