@@ -119,7 +119,7 @@ def test_fragment_without_exception_is_noise_with_phase() -> None:
             "    self.model_runner.capture_model(self.gpu_cache)",
         ]
     )
-    cand = from_traceback(tb, load_profile("generic"))
+    cand = from_traceback(tb, load_profile("vllm"))
     assert cand is not None
     assert (cand.noise, cand.kind, cand.phase_hint) == (True, "fragment", "capturing_graphs")
 
@@ -159,8 +159,27 @@ def test_categorize_keyerror_by_frames() -> None:
 def test_phase_from_frames_innermost_wins() -> None:
     """The innermost recognizable frame names the phase."""
     frames = '  File "a.py", line 1, in load_model\n  File "b.py", line 2, in profile_run\n'
-    assert phase_from_frames(frames, load_profile("generic")) == "allocating_kv_cache"
-    assert phase_from_frames('  File "c.py", line 3, in main', load_profile("generic")) is None
+    assert phase_from_frames(frames, load_profile("vllm")) == "allocating_kv_cache"
+    assert phase_from_frames('  File "c.py", line 3, in main', load_profile("vllm")) is None
+
+
+@pytest.mark.parametrize(
+    ("frame", "engine", "phase"),
+    [
+        pytest.param("init_memory_pool", "sglang", "allocating_kv_cache", id="sglang-own"),
+        pytest.param("init_memory_pool", "vllm", None, id="not-vllm-s"),
+        pytest.param("determine_available_memory", "vllm", "allocating_kv_cache", id="vllm-own"),
+        pytest.param("determine_available_memory", "sglang", None, id="not-sglang-s"),
+        pytest.param("determine_available_memory", "generic", None, id="not-an-unknown-engine-s"),
+        pytest.param("load_single_module", "trtllm", "loading_weights", id="trtllm-own"),
+        pytest.param("load_weights", "generic", "loading_weights", id="shared-for-every-engine"),
+        pytest.param("capture_end", "tgi", "capturing_graphs", id="pytorch-for-every-engine"),
+    ],
+)
+def test_frame_names_are_their_engine_s(frame: str, engine: str, phase: str | None) -> None:
+    """An engine's own frame names tell the phase in its logs only; the shared ones (common.toml) in every
+    engine's, the generic one's included."""
+    assert phase_from_frames(f'  File "x.py", line 1, in {frame}', load_profile(engine)) == phase
 
 
 def test_oom_hint_names_knob_and_free_memory() -> None:
@@ -405,18 +424,19 @@ def test_a_console_script_entry_frame_makes_a_traceback_fatal() -> None:
 
 
 @pytest.mark.parametrize(
-    ("frame", "step"),
+    ("frame", "engine", "step"),
     [
-        pytest.param("check_enough_kv_cache_memory", True, id="vllm-kv-check"),
-        pytest.param("load_model", True, id="load-model"),
-        pytest.param("init_memory_pool", True, id="sglang-memory-pool"),
-        pytest.param("run_autotune", False, id="autotune-may-fall-back"),
-        pytest.param("handle_request", False, id="a-request"),
+        pytest.param("check_enough_kv_cache_memory", "vllm", True, id="vllm-kv-check"),
+        pytest.param("load_model", "generic", True, id="load-model"),
+        pytest.param("init_memory_pool", "sglang", True, id="sglang-memory-pool"),
+        pytest.param("init_memory_pool", "vllm", False, id="another-engine-s-step"),
+        pytest.param("run_autotune", "vllm", False, id="autotune-may-fall-back"),
+        pytest.param("handle_request", "sglang", False, id="a-request"),
     ],
 )
-def test_an_exception_out_of_a_startup_step_is_marked(frame: str, step: bool) -> None:
+def test_an_exception_out_of_a_startup_step_is_marked(frame: str, engine: str, step: bool) -> None:
     """An exception whose innermost engine frame is a startup step no engine survives is marked as such
-    (fatal while starting); one from an autotuner or a request is not."""
+    (fatal while starting); one from an autotuner, a request or another engine's step is not."""
     tb = _traceback(
         [
             "Traceback (most recent call last):",
@@ -425,7 +445,7 @@ def test_an_exception_out_of_a_startup_step_is_marked(frame: str, step: bool) ->
             "RuntimeError: failed",
         ]
     )
-    cand = from_traceback(tb, load_profile("generic"))
+    cand = from_traceback(tb, load_profile(engine))
     assert cand is not None
     assert cand.startup_step is step
 

@@ -105,7 +105,7 @@ def test_render_from_an_analyzer_snapshot() -> None:
         ),
         pytest.param(
             _status(facts={"kv_cache_tokens": 444500.0, "graph_mem_gb": 1.5, "weights_mem_gb": "n/a"}),
-            ["KV cache 444,500 tokens  graphs 1.5 GB"],
+            ["KV tokens 444,500  graphs 1.5 GB"],
             ["weights n/a"],
             id="facts-numbers-only",
         ),

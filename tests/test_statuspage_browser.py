@@ -20,6 +20,7 @@ import pytest
 from snapshots import status_from_json
 from test_http import EVIL, three_launches
 
+from watchdog.core.facts import GLANCE, describe, fact_text
 from watchdog.core.verdict import Status
 from watchdog.daemon.http import serve_http, status_payload
 from watchdog.daemon.metrics import DaemonStats
@@ -193,7 +194,7 @@ async def test_page_draws_every_launch_and_refreshes_itself(tmp_path: Path) -> N
     assert ready.one("verdict").text == "ready after 5m23s"
     facts = {f.attrs["data-fact"]: f.text for f in ready.by_class("fact")}
     assert facts["avail_mem_after_weights_gb"] == "free after weights 16.3 GB"
-    assert facts["kv_cache_tokens"] == "KV cache 812,345 tokens"
+    assert facts["kv_cache_tokens"] == "KV tokens 812,345"
 
     # the crash: category, phase, ranks, summary, hint and the traceback, log markup shown as text
     verdict = crashed.one("verdict")
@@ -219,6 +220,57 @@ async def test_page_draws_every_launch_and_refreshes_itself(tmp_path: Path) -> N
 
     conn = doc.find_all(lambda n: n.attrs.get("id") == "conn")[0]
     assert conn.text.startswith("updated")
+
+
+# Facts of every shape a verdict holds: seconds, units, counts, large and tiny numbers, text, yes/no, per GPU.
+FACT_SAMPLES: dict[str, Any] = {
+    "weights_seconds": 87.228781,
+    "load_time_secs": 3725.0,
+    "avail_mem_after_weights_gb": 16.345,
+    "kv_cache_tokens": 812345,
+    "kv_cache_gb": 20.0,
+    "weights_mem_gb": 1234.5,
+    "max_num_seqs": 256,
+    "gpu_util_pct": 97.5,
+    "kv_cache_usage_percent": 0.000012345,
+    "dtype": "bfloat16",
+    "tp": 8,
+    "cuda_graph_bs": 1234567.5,
+    "mem_free_mib": 81920,
+    "enforce_eager": True,
+    "prefix_caching": False,
+    "gpu_mem_used_bytes": {"0": 1.5e10, "1": 0.5},
+    "avail_mem_before_weights_gb": "n/a",
+    "delta_gb": -3.5,
+    "tokens_total": 1e15,
+    "graph_mem_gb": 0,
+    "capture_seconds": 3.1,
+}
+
+
+async def test_the_page_reads_every_fact_as_python_does(tmp_path: Path) -> None:
+    """Every fact on a card reads in Chromium as the fact catalogue reads it in Python (`GLANCE`'s short label
+    for a glance number, else `describe`'s label; `fact_text`'s value, durations and units included)."""
+    template = three_launches()[0]
+    names = list(FACT_SAMPLES)
+    launches = [
+        {**template, "name": f"facts{i}", "facts": {k: FACT_SAMPLES[k] for k in names[i : i + 8]}}
+        for i in range(0, len(names), 8)
+    ]
+    page = tmp_path / "page.html"
+    page.write_text(render_page(status_payload(_typed(launches)), nonce="n0nce"))
+    dom = (await _chromium(page.as_uri(), tmp_path / "profile", "--dump-dom")).decode()
+    shown = {f.attrs["data-fact"]: f.text for f in _parse(dom).by_class("fact")}
+    short = dict(GLANCE)
+    expected = {
+        name: f"{short[name] if name in short and not isinstance(value, str) else describe(name).label} "
+        f"{fact_text(name, value)}"
+        for name, value in FACT_SAMPLES.items()
+    }
+    assert shown == expected
+    assert shown["weights_seconds"] == "Weights time 1m27s"
+    assert shown["kv_cache_tokens"] == "KV tokens 812,345"
+    assert shown["kv_cache_gb"] == "KV cache 20 GB"
 
 
 async def test_screenshot(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from watchdog.vocabulary import format_duration
 
-__all__ = ["GLANCE", "FactInfo", "FactValue", "describe", "fact_text", "glance", "number"]
+__all__ = ["GLANCE", "FactInfo", "FactValue", "catalogue", "describe", "fact_text", "glance", "number"]
 
 # A fact's value as the verdict holds it: a number most often, sometimes text, a per-GPU mapping from probes.
 FactValue = int | float | str | Mapping[str, float]
@@ -49,28 +49,32 @@ class FactInfo:
     seconds: bool = False
 
 
-# The memory facts worth a glance (the live view, the status page), in their order: (name, short label, unit).
-GLANCE: tuple[tuple[str, str, str], ...] = (
-    ("avail_mem_after_weights_gb", "free after weights", "GB"),
-    ("kv_cache_tokens", "KV cache", "tokens"),
-    ("avail_mem_before_weights_gb", "free before weights", "GB"),
-    ("weights_mem_gb", "weights", "GB"),
-    ("kv_cache_gb", "KV cache", "GB"),
-    ("kv_cache_memory_gb", "KV cache", "GB"),
-    ("avail_mem_after_kv_cache_gb", "free after KV cache", "GB"),
-    ("graph_mem_gb", "graphs", "GB"),
+# The memory facts worth a glance (the live view, the status page), in their order: (name, short label); the
+# value reads as `fact_text` gives it, with its unit.
+GLANCE: tuple[tuple[str, str], ...] = (
+    ("avail_mem_after_weights_gb", "free after weights"),
+    ("kv_cache_tokens", "KV tokens"),
+    ("avail_mem_before_weights_gb", "free before weights"),
+    ("weights_mem_gb", "weights"),
+    ("kv_cache_gb", "KV cache"),
+    ("kv_cache_memory_gb", "KV cache"),
+    ("avail_mem_after_kv_cache_gb", "free after KV cache"),
+    ("graph_mem_gb", "graphs"),
 )
 
 
 def glance(facts: Mapping[str, object]) -> list[str]:
     """The facts worth a glance that `facts` has as numbers, as short phrases: `free after weights 16.3 GB`."""
-    out = []
-    for name, label, unit in GLANCE:
-        value = number(facts.get(name))
-        if value is not None:
-            text = f"{value:,.0f}" if value.is_integer() and abs(value) >= 1000 else f"{value:g}"
-            out.append(f"{label} {text} {unit}")
-    return out
+    return [
+        f"{label} {fact_text(name, facts[name])}"
+        for name, label in GLANCE
+        if number(facts.get(name)) is not None
+    ]
+
+
+def catalogue() -> dict[str, object]:
+    """The catalogue as data for the status page's script, which reads facts as `describe` and `fact_text` do."""
+    return {"glance": GLANCE, "words": _WORDS, "units": _UNITS, "seconds": sorted(_SECONDS)}
 
 
 def describe(name: str) -> FactInfo:

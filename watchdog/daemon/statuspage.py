@@ -7,7 +7,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from watchdog.core.facts import GLANCE
+from watchdog.core.facts import catalogue
 from watchdog.vocabulary import PROBLEM_STATES, PROGRESS_STATES
 
 REFRESH_MS = 2000
@@ -29,7 +29,7 @@ def _script_json(payload: Any) -> str:
 
 _PHASES_JSON = json.dumps([s.value for s in PROGRESS_STATES])
 _PROBLEMS_JSON = json.dumps([s.value for s in PROBLEM_STATES])
-_FACTS_JSON = json.dumps(GLANCE)
+_FACTS_JSON = json.dumps(catalogue())
 
 
 def render_page(statuses: list[dict[str, Any]], *, nonce: str) -> str:
