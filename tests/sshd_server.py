@@ -55,9 +55,17 @@ class SSHDServer:
         return [int(pid) for pid in out.stdout.split()]
 
     def kill_sessions(self) -> list[int]:
-        """SIGKILL every per-connection sshd process, which cuts every client connection."""
+        """SIGKILL every per-connection sshd process and its privilege-separated child, which cuts every client
+        connection (the child holds the socket: killed alone, the monitor would leave an idle connection up)."""
         pids = self.session_pids()
-        for pid in pids:
+        children = [
+            int(child)
+            for pid in pids
+            for child in subprocess.run(
+                ["pgrep", "-P", str(pid), "-x", "sshd"], capture_output=True, text=True, check=False
+            ).stdout.split()
+        ]
+        for pid in [*pids, *children]:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return pids
