@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -417,3 +418,97 @@ def _history(state: Path, launch: str) -> list[dict[str, Any]]:
         check=True,
     ).stdout
     return sorted(json.loads(out), key=lambda r: r["incarnation"])
+
+
+# prints the file's lines as PRINTER does
+PRINT = 'while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\n\' "$l"; usleep {pace}; done <{file}'
+# the first run prints /c/first, waits for /c/go2, prints /c/rest and fails; the run its policy starts then (its
+# file system kept: /tmp/ran) prints /c/second and stays
+TWO_RUNS = (
+    "if [ ! -e /tmp/ran ]; then touch /tmp/ran; {first}; while [ ! -e /c/go2 ]; do usleep 10000; done; {rest}; "
+    "exit 1; else {second}; exec sleep 1000; fi"
+)
+CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
+READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+
+
+def _log_lines(path: Path) -> list[bytes]:
+    """The log's lines as the printer prints them (each ends in a newline)."""
+    return [line + b"\n" for line in path.read_bytes().removesuffix(b"\n").split(b"\n")]
+
+
+def _checkpointed(state: Path, launch: str) -> int | None:
+    """The offset of the launch's checkpoint in the state file (None: none yet)."""
+    db = state / "watchdog.sqlite3"
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT read_offset FROM checkpoints WHERE launch = ?", (launch,)).fetchone()
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return None
+    finally:
+        conn.close()
+    return None if row is None else int(row[0])
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+async def test_a_run_restarted_by_its_policy_while_the_daemon_is_down_is_read_to_its_end(
+    docker: DockerDaemon, tmp_path: Path, how: str
+) -> None:
+    """The daemon reads a container's run to mid-start (capturing CUDA graphs) and is stopped (`how`); the run
+    prints on and fails, `--restart on-failure:1` starts the next, which becomes ready: the daemon started again
+    resumes in the first run from its checkpoint, reads its rest and says its end (crashed, its exit unseen, the
+    policy named), then the second run as incarnation 2: every line of both runs read once."""
+    crash, ready = _log_lines(CRASH), _log_lines(READY)
+    first, rest = crash[:60], crash[60:71]  # the rest ends before the engine's error: its end says it
+    container = Container(docker, "svc", tmp_path)
+    for name, lines in (("first", first), ("rest", rest), ("second", ready)):
+        (container.dir / name).write_bytes(b"".join(lines))
+    prints = {name: PRINT.format(pace=PACE_US, file=f"/c/{name}") for name in ("first", "rest", "second")}
+    await container.start(TWO_RUNS.format(**prints), "--restart", "on-failure:1")
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{tmp_path / "state"}"\nlog_format = "json"\n\n'
+        '[launches.svc]\ncontainer = "svc"\n'
+    )
+    with _daemon(config, docker) as (daemon, url):
+        await container.go_when_read()
+        await _status_until(url, lambda s: s["lines_read"] == len(first), "the first part read")
+        offset = len(b"".join(first))
+        await _until(
+            lambda: _checkpointed(tmp_path / "state", "svc") == offset, "the first part checkpointed"
+        )
+        if how == "SIGTERM":
+            daemon.stop()
+        else:
+            daemon.proc.send_signal(signal.SIGKILL)
+            daemon.proc.wait(timeout=DEADLINE)
+    started = container.state()["StartedAt"]
+    (container.dir / "go2").touch()
+    await _until(
+        lambda: (
+            (s := container.state())["Running"] and s["StartedAt"] != started and s["Restarting"] is False
+        ),
+        "the first run's failure and the policy's restart",
+    )
+    with _daemon(config, docker) as (daemon, url):
+        resumed = daemon.wait(event="resuming from checkpoint", launch="svc")
+        status = await _status_until(
+            url,
+            lambda s: s["lines_read"] == len(crash[:71] + ready) and s["state"] == "ready",
+            "both runs read, the second ready",
+        )
+        ended = daemon.wait(event="source", launch="svc", kind="ended")["detail"]
+        daemon.stop()
+    assert resumed["offset"] == offset
+    assert "restart policy (on-failure)" in ended
+    assert "exit code was not seen" in ended
+    assert status["bytes_read"] == len(b"".join(first + rest + ready))
+    assert (status["incarnation"], status["incarnations"]) == (2, 2)
+    history = _history(tmp_path / "state", "svc")
+    assert [(h["incarnation"], h["state"]) for h in history] == [(1, "crashed"), (2, "ready")]
+    # no error in its log: its end, said without an exit code, is the crash, in the phase the log had reached
+    crashed = history[0]["transitions"][-1]
+    assert (history[0]["phase"], crashed["state"]) == ("capturing_graphs", "crashed"), history[0]
+    assert "restart policy (on-failure)" in crashed["reason"]

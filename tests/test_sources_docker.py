@@ -7,6 +7,7 @@ administrator would give the watchdog's account a socket other than the default.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -34,12 +35,14 @@ from watchdog.follow.sources.containerlog import (
     ContainerState,
     Cursor,
     LineFilter,
+    Timestamp,
     format_timestamp,
     inspect_command,
     logs_command,
     parse_inspect,
     parse_log_line,
     parse_timestamp,
+    run_stream,
 )
 from watchdog.follow.sources.docker import ContainerSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
@@ -124,10 +127,22 @@ def test_the_commands_of_docker_and_podman() -> None:
 
 
 def test_a_cursor_reads_back_and_refuses_what_is_not_one() -> None:
-    """A cursor survives its text form exactly; anything else is a ValueError that names it."""
+    """A cursor survives its text form exactly, with its run's start and restart count or (an older watchdog's)
+    without; anything else is a ValueError that names it."""
     cursor = Cursor((1796405829, 56679204), 3, 0xABC)
     assert Cursor.parse(str(cursor)) == cursor
-    for bad in ("", "1.5 1 a", "1.000000000 -1 a", "x"):
+    assert Cursor.parse("1796405829.056679204 3 abc") == cursor
+    named = Cursor((1796405829, 56679204), 3, 0xABC, (1796405820, 5), 2)
+    assert str(named) == "1796405829.056679204 3 abc 1796405820.000000005 2"
+    assert Cursor.parse(str(named)) == named
+    for bad in (
+        "",
+        "1.5 1 a",
+        "1.000000000 -1 a",
+        "x",
+        "1.000000000 1 a 2.000000000",
+        "1.000000000 1 a 2.5 1",
+    ):
         with pytest.raises(ValueError, match="cursor"):
             Cursor.parse(bad)
 
@@ -146,6 +161,29 @@ def test_a_resumed_reader_skips_the_lines_at_its_cursors_time_it_had_and_no_othe
     assert resumed.cursor == str(Cursor((10, 3), 1, 7))
     resumed.restart()  # a second cut: --since (10, 3) gives that line again
     assert [resumed.admit(stamp) for stamp in ((10, 3), (10, 4))] == [False, True]
+
+
+def test_a_cursor_names_the_run_before_only_when_the_policy_restarted_its_container_once() -> None:
+    """The runtime says only the latest run: a cursor's run is the one before it when the container's id and the
+    cursor's run start hash to its stream, that run started earlier, and RestartCount is one more than then."""
+    now = _inspect("oom-restarting")  # RestartCount 1, restarted by its on-failure policy
+    assert (now.restart_count, now.restart_policy) == (1, "on-failure")
+    before = (now.started_at[0] - 5, 7)
+
+    def cursor(started: Timestamp, restarts: int, container: str = now.id) -> Cursor:
+        return Cursor((now.started_at[0] - 1, 0), 1, run_stream(container, started), started, restarts)
+
+    assert cursor(before, 0).names_run_before(now)
+    assert not cursor(before, 1).names_run_before(now)  # restarted again since: runs between, unknown
+    assert not cursor(before, 0, "0" * 64).names_run_before(now)  # another container (re-created)
+    assert not cursor(now.started_at, 0).names_run_before(now)  # the current run itself
+    later = (now.started_at[0] + 5, 0)
+    assert not cursor(later, 0).names_run_before(dataclasses.replace(now, restart_count=1))
+    assert not cursor(before, 0).names_run_before(dataclasses.replace(now, restart_count=None))
+    assert not Cursor((1, 0), 1, run_stream(now.id, before)).names_run_before(now)  # an older cursor
+    filtered = LineFilter(now.stream[1], run=now)
+    assert filtered.admit((1, 0))
+    assert Cursor.parse(filtered.cursor or "") == Cursor((1, 0), 1, now.stream[1], now.started_at, 1)
 
 
 def test_lines_of_the_run_before_are_not_this_runs() -> None:

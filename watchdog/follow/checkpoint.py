@@ -344,7 +344,7 @@ class Checkpointer:
             if not isinstance(source, Streamed):
                 raise _Rejected("a cursor checkpoint, and the source has no cursor")
             stream = (ident.device, ident.inode)
-            if stream != await source.stream_id() and not await _previous_is(source, stream):
+            if stream != await source.stream_id() and not await _previous_is(source, stream, parsed.cursor):
                 raise _Rejected("another stream (the container or pod was re-created, or the unit restarted)")
             return FileWindows(ident.offset)
         if not isinstance(source, Identifiable):
@@ -492,10 +492,11 @@ class Checkpointer:
         return True
 
 
-async def _previous_is(source: Streamed, stream: tuple[int, int]) -> bool:
+async def _previous_is(source: Streamed, stream: tuple[int, int], cursor: str) -> bool:
     # whether `stream` is the one before the source's current one, whose rest it can still read (a pod's container
-    # restarted while the daemon was down): its checkpoint resumes there, and the restart is read as it happened
-    return isinstance(source, KeepsPrevious) and await source.previous_stream_id() == stream
+    # or a container's run restarted while the daemon was down): its checkpoint resumes there, and the restart is
+    # read as it happened. The cursor tells a source that knows the stream before only from it (a container's).
+    return isinstance(source, KeepsPrevious) and await source.previous_stream_id(cursor) == stream
 
 
 def _said(exc: BaseException) -> str:

@@ -179,10 +179,16 @@ class Streamed(Protocol):
 @runtime_checkable
 class KeepsPrevious(Protocol):
     """A cursor source that can still read the stream before its current one: a pod's container restarted by the
-    kubelet, whose dead instance's log the API keeps. A checkpoint of that stream resumes in it (`open_follow`
-    with its cursor): its rest and its end (`Ended`) come before the current stream's start (`FileRestarted`),
-    so that a restart while the daemon was down loses neither the old instance's last lines nor its verdict."""
+    kubelet, whose dead instance's log the API keeps; a container's run restarted by its restart policy, whose
+    lines stay in the container's log. A checkpoint of that stream resumes in it (`open_follow` with its cursor):
+    its rest and its end (`Ended`) come before the current stream's start (`FileRestarted`), so that a restart
+    while the daemon was down loses neither the old instance's last lines nor its verdict."""
 
-    async def previous_stream_id(self) -> tuple[int, int] | None:
-        """The id of the stream before the current one while its rest can be read; None: there is none."""
+    async def previous_stream_id(self, cursor: str | None = None) -> tuple[int, int] | None:
+        """The id of the stream before the current one while its rest can be read; None: there is none.
+
+        Args:
+            cursor: the checkpoint's cursor, for a source that knows the stream before only from it (a
+                container's runtime says only its latest run); one that knows it anyway ignores it.
+        """
         ...

@@ -41,6 +41,7 @@ __all__ = [
     "parse_log_line",
     "parse_run_line",
     "parse_timestamp",
+    "run_stream",
     "shell_command",
 ]
 
@@ -147,6 +148,12 @@ def shell_command(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
+def run_stream(container_id: str, started_at: Timestamp) -> int:
+    """The stream id of the run of the container `container_id` that started at `started_at`."""
+    digest = hashlib.sha256(f"{container_id} {format_timestamp(started_at)}".encode()).hexdigest()
+    return int(digest[:15], 16)
+
+
 @dataclass(frozen=True)
 class ContainerState:
     """What `inspect` says of a container: which run it is in, and how the last one ended."""
@@ -162,12 +169,16 @@ class ContainerState:
     memory_limit: int | None  # bytes (HostConfig.Memory); None: no limit
     status: str  # "running", "exited", "restarting", "created", ...
     error: str  # State.Error: why the runtime could not start it
+    # RestartCount: the restarts by its restart policy since it was last started by hand (`docker start` and
+    # `docker restart` set it to 0), so that a later run one more than a run's count is the one after it;
+    # None: not known (a run the `RUN_MARK` line names)
+    restart_count: int | None = 0
+    restart_policy: str = ""  # HostConfig.RestartPolicy.Name: "no", "on-failure", "always", "unless-stopped"
 
     @property
     def stream(self) -> tuple[int, int]:
         """The id of the current run's stream: the container and its start, hashed (`Chunk.file`)."""
-        digest = hashlib.sha256(f"{self.id} {format_timestamp(self.started_at)}".encode()).hexdigest()
-        return (0, int(digest[:15], 16))
+        return (0, run_stream(self.id, self.started_at))
 
     @property
     def run_since(self) -> Timestamp | None:
@@ -192,7 +203,9 @@ def parse_run_line(line: bytes, known: ContainerState) -> ContainerState | None:
     except ValueError:
         return None
     running = fields[4] == b"true"
-    return replace(known, started_at=started, finished_at=finished, running=running, restarting=False)
+    return replace(
+        known, started_at=started, finished_at=finished, running=running, restarting=False, restart_count=None
+    )
 
 
 def parse_inspect(output: bytes) -> ContainerState | None:
@@ -225,6 +238,8 @@ def parse_inspect(output: bytes) -> ContainerState | None:
             memory_limit=memory or None,
             status=str(state.get("Status", "")),
             error=str(state.get("Error") or ""),
+            restart_count=int(item.get("RestartCount") or 0),
+            restart_policy=str((host.get("RestartPolicy") or {}).get("Name") or ""),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a container's state: {exc!r}") from exc
@@ -236,35 +251,68 @@ class Cursor:
     delivered), in the run whose stream id is `stream`.
 
     Lines at the same nanosecond are told apart by how many of them came: `--since at` gives them again
-    (inclusive), and the first `count` are skipped.
+    (inclusive), and the first `count` are skipped. `started` (the run's StartedAt) and `restarts` (its
+    RestartCount) name the run itself: the runtime says only a container's latest run, so a cursor of a run
+    that its restart policy has followed with another is known by them (`names_run_before`). A cursor written
+    without them (an older watchdog's) is still read, and is used only in its own run.
     """
 
     at: Timestamp
     count: int
     stream: int
+    started: Timestamp | None = None
+    restarts: int | None = None
 
     def __str__(self) -> str:
-        """The opaque form kept in a checkpoint: `SECONDS.NANOS COUNT STREAM` (the stream in hex)."""
-        return f"{self.at[0]}.{self.at[1]:09d} {self.count} {self.stream:x}"
+        """The opaque form kept in a checkpoint: `SECONDS.NANOS COUNT STREAM [STARTED RESTARTS]` (the stream in
+        hex, the run's start as SECONDS.NANOS)."""
+        text = f"{_stamp(self.at)} {self.count} {self.stream:x}"
+        if self.started is not None and self.restarts is not None:
+            text += f" {_stamp(self.started)} {self.restarts}"
+        return text
 
     @classmethod
     def parse(cls, text: str) -> Cursor:
-        """Read a cursor written by `str`.
+        """Read a cursor written by `str` (with the run's start and restarts or, as older ones, without).
 
         Raises:
             ValueError: not such a cursor.
         """
         try:
-            at, count, stream = text.split()
-            seconds, _, nanos = at.partition(".")
-            if len(nanos) != 9:
-                raise ValueError("nine digits of nanoseconds")
-            cursor = cls((int(seconds), int(nanos)), int(count), int(stream, 16))
+            fields = text.split()
+            if len(fields) not in (3, 5):
+                raise ValueError("three or five fields")
+            run = (_parse_stamp(fields[3]), int(fields[4])) if len(fields) == 5 else (None, None)
+            cursor = cls(_parse_stamp(fields[0]), int(fields[1]), int(fields[2], 16), *run)
         except ValueError as exc:
             raise ValueError(f"not a container log cursor: {text!r} ({exc})") from exc
-        if cursor.count < 0:
+        if cursor.count < 0 or (cursor.restarts or 0) < 0:
             raise ValueError(f"not a container log cursor: {text!r}")
         return cursor
+
+    def names_run_before(self, state: ContainerState) -> bool:
+        """Whether the cursor's run is the run of `state`'s container just before its current one: the same
+        container (its id and the run's start hash to the cursor's stream), started earlier, and followed by
+        exactly one restart by the policy (RestartCount one more). Several restarts since, or one by hand (which
+        sets the count to 0), leave the runs between unknown: then it is not."""
+        if self.started is None or self.restarts is None or state.restart_count is None:
+            return False
+        return (
+            run_stream(state.id, self.started) == self.stream
+            and self.started < state.started_at
+            and state.restart_count == self.restarts + 1
+        )
+
+
+def _stamp(stamp: Timestamp) -> str:
+    return f"{stamp[0]}.{stamp[1]:09d}"
+
+
+def _parse_stamp(text: str) -> Timestamp:
+    seconds, _, nanos = text.partition(".")
+    if len(nanos) != 9:
+        raise ValueError("nine digits of nanoseconds")
+    return int(seconds), int(nanos)
 
 
 class LineFilter:
@@ -274,13 +322,23 @@ class LineFilter:
     delivered (the first `count` of them) are skipped. It keeps the cursor of what it let through.
     """
 
-    def __init__(self, stream: int, *, after: Timestamp | None = None, cursor: Cursor | None = None) -> None:
+    def __init__(
+        self,
+        stream: int,
+        *,
+        after: Timestamp | None = None,
+        cursor: Cursor | None = None,
+        run: ContainerState | None = None,
+    ) -> None:
         """Args:
         stream: the run's stream id (kept in the cursors).
         after: lines stamped at or before this belong to an earlier run (None: none do).
         cursor: what was delivered already (None: nothing).
+        run: the run read, whose start and restart count the cursors keep (None: the cursor's, if any).
         """
         self.stream = stream
+        self.started = run.started_at if run is not None else None if cursor is None else cursor.started
+        self.restarts = run.restart_count if run is not None else None if cursor is None else cursor.restarts
         self.after = after
         self.at: Timestamp | None = None if cursor is None else cursor.at
         self.count = 0 if cursor is None else cursor.count
@@ -312,4 +370,6 @@ class LineFilter:
     @property
     def cursor(self) -> str | None:
         """The cursor just after the last line let through (None: none yet)."""
-        return None if self.at is None else str(Cursor(self.at, self.count, self.stream))
+        if self.at is None:
+            return None
+        return str(Cursor(self.at, self.count, self.stream, self.started, self.restarts))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
@@ -239,9 +240,24 @@ class ContainerSource:
         raise _Unavailable(said or f"{self.runtime} inspect exited {code}")
 
     async def stream_id(self) -> tuple[int, int] | None:
-        """The current run's stream id (None: no such container): a checkpoint resumes by cursor only in it."""
+        """The current run's stream id (None: no such container): a checkpoint resumes by cursor in it."""
         state = await self.inspect()
         return None if state is None else state.stream
+
+    async def previous_stream_id(self, cursor: str | None = None) -> tuple[int, int] | None:
+        """The stream id of the container's run before its current one, when `cursor` (a checkpoint's) is in
+        it: its restart policy restarted the container once since (`Cursor.names_run_before`), and its lines
+        are still in the container's log. A checkpoint of it resumes there (`KeepsPrevious`). The runtime
+        names only the latest run, so without a cursor (or with one of an older watchdog) there is none.
+        """
+        try:
+            parsed = None if cursor is None else Cursor.parse(cursor)
+        except ValueError:
+            return None
+        state = await self.inspect()
+        if parsed is None or state is None or not parsed.names_run_before(state):
+            return None
+        return (0, parsed.stream)
 
     def open_follow(
         self, offset: int = 0, cursor: str | None = None
@@ -298,6 +314,10 @@ class _Reader:
             None  # the run the reader found the container in, if a later one
         )
         self.run_end: Timestamp | None = None  # lines after this are a later run's (None: not known to end)
+        # the run read is the one before the container's current run (a checkpoint's, resumed after its restart
+        # by the policy): how it ended, as much as is known, and the current run, which follows it
+        self.prior_end: Ended | None = None
+        self.successor: ContainerState | None = None
         self.send: ObjectSendStream[SourceItem | BaseException] | None = None
 
     async def _say(self, item: SourceItem) -> None:
@@ -358,8 +378,7 @@ class _Reader:
             return 0.0  # removed: said at the next step
         if after.stream != state.stream:
             # the next run began before we looked: this one's exit is no longer in the state
-            how = "restarted" if after.id == state.id else "replaced"
-            await self._end(Ended(f"the container was {how}", restarting=after.id == state.id))
+            await self._end(self._restarted(same=after.id == state.id))
             return 0.0
         if not after.running or after.restarting:
             await self._end(_ended(await self._settled(after), self.src.runtime))
@@ -385,25 +404,48 @@ class _Reader:
         if (
             previous is not None or self.removed
         ):  # the run read before is over: a restart, or another container
-            if previous is not None and not self.ended:
-                how = "restarted" if state.id == previous.id else "replaced"
-                await self._end(Ended(f"the container was {how}", restarting=state.id == previous.id))
             same = previous is not None and state.id == previous.id
+            if previous is not None and not self.ended:
+                await self._end(self._restarted(same=same))
+            if same and self.successor is not None and state.stream == self.successor.stream:
+                state = self.successor  # with its restart count, which the `RUN_MARK` line does not say
             await self._say(FileRestarted("restarted" if same else "replaced"))
             after = state.run_since
             if same and self.filter is not None and self.filter.at is not None:
                 # lines up to the last one read belong to the run before
                 after = self.filter.at if after is None else max(after, self.filter.at)
-            self.filter, self.offset = LineFilter(stream, after=after), 0
+            self.filter, self.offset = LineFilter(stream, after=after, run=state), 0
+            self.prior_end = self.successor = None
         elif self.cursor is not None and self.cursor.stream == stream:
             self.filter = LineFilter(stream, cursor=self.cursor)
+        elif self.cursor is not None and self.cursor.names_run_before(state):
+            # the checkpoint's run, which the policy restarted while nobody read: its rest (up to the current
+            # run's first line, see `_run_line`) is in the container's log, its end (`prior_end`) after it
+            self.filter = LineFilter(self.cursor.stream, cursor=self.cursor)
+            self.prior_end, self.successor = _restarted_by_policy(state), state
+            state = replace(
+                state,
+                started_at=self.cursor.started or state.started_at,
+                finished_at=None,
+                running=False,
+                restarting=False,
+                restart_count=self.cursor.restarts,
+            )
         else:
             if self.cursor is not None:  # the cursor's run (or container) is gone: this one from its start
                 await self._say(FileRestarted("replaced"))
                 self.offset = 0
-            self.filter = LineFilter(stream, after=state.run_since)
+            self.filter = LineFilter(stream, after=state.run_since, run=state)
         self.state, self.cursor, self.removed = state, None, False
         self.ended = self.at_end = False
+
+    def _restarted(self, *, same: bool) -> Ended:
+        """The end of the run read, whose exit the runtime no longer says: the next run of the container (`same`)
+        or another container under the name began before the reader saw it end."""
+        if same and self.prior_end is not None:
+            return self.prior_end
+        how = "restarted" if same else "replaced"
+        return Ended(f"the container was {how}", restarting=same)
 
     async def _end(self, ended: Ended) -> None:
         """Say once that the run read is over (after its last chunk and a CaughtUp)."""
@@ -437,6 +479,10 @@ class _Reader:
                     if data is None:  # quiet: what the runtime had is delivered
                         self.at_end = True
                         await self._say(CaughtUp(self.offset))
+                        if self._superseded():
+                            # the run read ended before the reader started, its lines all given: the one the
+                            # reader started in follows it now, not with its first line (it may print none yet)
+                            await self._next_run()
                         continue
                 delivered |= await self._deliver(lines.feed(data) if data else lines.end())
                 if not data:
@@ -466,14 +512,22 @@ class _Reader:
                 # the first line of a run after the one read: that one is over, this one begins
                 delivered |= await self._flush(out)
                 out = bytearray()
-                following = self.next_run or await self.src.inspect()
-                self.run_end = self.next_run = None
-                if following is not None and self.state is not None and following.stream != self.state.stream:
-                    await self._begin(following)
+                await self._next_run()
             assert self.filter is not None
             if self.filter.admit(parsed[0]):
                 out += parsed[1] + b"\n"
         return await self._flush(out) or delivered
+
+    def _superseded(self) -> bool:
+        """Whether the reader started in a later run than the one read (its `RUN_MARK` line said so)."""
+        return self.next_run is not None
+
+    async def _next_run(self) -> None:
+        """The run read is over: the next one (the one the reader started in, or the container's now) begins."""
+        following = self.next_run or await self.src.inspect()
+        self.run_end = self.next_run = None
+        if following is not None and self.state is not None and following.stream != self.state.stream:
+            await self._begin(following)
 
     def _run_line(self, line: bytes) -> None:
         """The run the reader started in: if it is a later one than the run read (which ended before the reader
@@ -550,6 +604,26 @@ def _ended(state: ContainerState, runtime: Runtime) -> Ended:
         memory_limit=state.memory_limit,
         restarting=state.restarting,
     )
+
+
+def _restarted_by_policy(state: ContainerState) -> Ended:
+    """The end of the run before `state`'s, which the container's restart policy restarted into it while nobody
+    read (the watchdog was down): the runtime says only the latest run, so its exit code (and an OOM kill) is
+    not known.
+
+    Said without an exit code, the lifecycle judges it `crashed` (category `killed`) unless the log said why
+    (an error read, or a clean shutdown already `stopped`). That is the verdict: with `on-failure` the policy
+    restarts only a failed run (a non-zero exit), so it did fail; with `always` or `unless-stopped` it may have
+    exited 0, but a server that nobody stopped (`docker stop` is never restarted by a policy) ended on its own,
+    and its launch did not come to an end it meant.
+    """
+    policy = state.restart_policy or "its"
+    count = f"restart {state.restart_count}"
+    if policy == "on-failure":
+        detail = f"the container failed and its restart policy (on-failure) restarted it ({count})"
+    else:
+        detail = f"the container ended and its restart policy ({policy}) restarted it ({count})"
+    return Ended(f"{detail}; its exit code was not seen (the watchdog was not running)", restarting=True)
 
 
 def source(target: Target, pool: SSHPool | None = None) -> ContainerSource:

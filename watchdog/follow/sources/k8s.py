@@ -141,9 +141,10 @@ class PodSource:
         stream = view.stream if view is not None else None
         return None if stream is None else (0, stream)
 
-    async def previous_stream_id(self) -> tuple[int, int] | None:
+    async def previous_stream_id(self, cursor: str | None = None) -> tuple[int, int] | None:
         """The id of the stream of the container's previous instance, whose log the API still keeps (the kubelet
-        restarted it): a checkpoint of it resumes there (`KeepsPrevious`); None: there is none."""
+        restarted it): a checkpoint of it resumes there (`KeepsPrevious`); None: there is none. The pod's status
+        names that instance: `cursor` is not needed."""
         async with await self._api() as api:
             view = await self._find(api)
         stream = view.previous_stream if view is not None else None
