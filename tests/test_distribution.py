@@ -224,3 +224,17 @@ def test_the_quick_start_makes_a_virtual_environment_and_ci_runs_its_test_comman
     assert tests.endswith("python -m pytest -q"), tests
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert tests in ci, f".ci/run does not run the README's test command {tests!r}"
+
+
+def test_no_file_holds_a_merge_conflict() -> None:
+    """No tracked file keeps a merge's conflict markers (a CI script with them does not even parse)."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False
+    ).stdout.split(b"\0")
+    marker = re.compile(rb"^(<{7}|>{7}) ", re.MULTILINE)
+    held = [
+        name.decode()
+        for name in files
+        if name and (REPO / name.decode()).is_file() and marker.search((REPO / name.decode()).read_bytes())
+    ]
+    assert held == []
