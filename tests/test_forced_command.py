@@ -115,7 +115,7 @@ def _container(pool: SSHPool, name: str) -> ContainerSource:
 
 async def _container_logs(pool: SSHPool, name: str, since: tuple[int, int] | None) -> None:
     # the reader's command as the source sends it when it (re)opens a container's log
-    async with _container(pool, name).runner.open_stream(logs_command("docker", name, since)):
+    async with _container(pool, name).runner.open(logs_command("docker", name, since)):
         pass
 
 
@@ -333,9 +333,8 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
         {
             "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
             "watchdog/follow/sources/ssh.py:pool.open_session": 1,  # stream
-            "watchdog/follow/sources/journald.py:pool.open_session": 1,  # journal, unit
-            "watchdog/follow/sources/docker.py:pool.run": 1,  # container inspect
-            "watchdog/follow/sources/docker.py:pool.open_session": 1,  # container logs
+            # journal, unit, container logs and inspect
+            "watchdog/follow/sources/commands.py:pool.open_session": 1,
             "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
             "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
             "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all

@@ -309,7 +309,9 @@ async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repe
     offset 0, each run's lines exactly once, and an Ended per run."""
     async with following(ContainerSource("again")) as got:
         await got.until(lambda c: c.of(FileMissing))
-        await _run(docker, "again", NUMBERED.format(n=30, pace=2000, code=1), "--restart", "on-failure:2")
+        # each run lasts 0.6 s: read while it runs (a reader that starts after its run ended and the next began is
+        # another path, which the end-to-end tests take)
+        await _run(docker, "again", NUMBERED.format(n=30, pace=20000, code=1), "--restart", "on-failure:2")
         await got.until(lambda c: len(c.of(Ended)) == 3)
     assert got.lines() == [f"run {r} line {i}".encode() for r in range(3) for i in range(30)]
     assert [str(item) for item in got.of(FileRestarted)] == ["the log was restarted"] * 2
@@ -400,7 +402,8 @@ async def test_over_ssh_a_cut_connection_loses_and_repeats_no_line(
 ) -> None:
     """Over a real sshd, the connection cut twice in the middle of a container's log (every sshd session
     killed): Disconnected, Connected, and every line exactly once."""
-    await _run(docker, "remote", NUMBERED.format(n=500, pace=2000, code=2))
+    # 5 s of lines: both cuts land while the logs command streams, however far behind a busy reader is
+    await _run(docker, "remote", NUMBERED.format(n=500, pace=10000, code=2))
     async with _pool(docker_sshd) as pool, following(_remote(docker_sshd, pool, "remote")) as got:
         for at in (80, 250):
             await got.until(lambda c, at=at: len(c.lines()) >= at)

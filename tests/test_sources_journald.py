@@ -166,7 +166,7 @@ def test_commands_quote_every_argument(hostile: str) -> None:
 
 def test_insufficient_permissions_says_what_to_do() -> None:
     """journalctl's refusal (an account outside the systemd-journal group) is a usage error that says the fix."""
-    runner = jd._LocalRunner()
+    runner = jd.LocalRunner()
     with pytest.raises(UsageError, match="systemd-journal"):
         jd._check_reader(runner, 1, "No journal files were opened due to insufficient permissions.\n")
 

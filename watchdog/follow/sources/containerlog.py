@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Literal
@@ -42,7 +41,6 @@ __all__ = [
     "parse_run_line",
     "parse_timestamp",
     "run_stream",
-    "shell_command",
 ]
 
 Runtime = Literal["docker", "podman"]
@@ -141,11 +139,6 @@ def logs_command(runtime: Runtime, container: str, since: Timestamp | None) -> l
 def inspect_command(runtime: Runtime, container: str) -> list[str]:
     """The argv that prints `container`'s state as JSON (exit 1 and `[]` when there is no such container)."""
     return ["sh", "-c", INSPECT_SCRIPT, "watchdog-container-inspect", runtime, container]
-
-
-def shell_command(argv: list[str]) -> str:
-    """`argv` as one command line for a remote shell (every word single-quoted where it needs to be)."""
-    return shlex.join(argv)
 
 
 def run_stream(container_id: str, started_at: Timestamp) -> int:

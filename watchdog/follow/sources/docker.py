@@ -16,11 +16,10 @@ re-created under the name another one (`FileRestarted("replaced")`). No containe
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import ObjectSendStream
@@ -37,6 +36,7 @@ from watchdog.follow.sources.base import (
     FileRestarted,
     SourceItem,
 )
+from watchdog.follow.sources.commands import LocalRunner, Runner, SSHRunner, run
 from watchdog.follow.sources.containerlog import (
     RUN_MARK,
     STATE_MARK,
@@ -50,7 +50,6 @@ from watchdog.follow.sources.containerlog import (
     parse_inspect,
     parse_log_line,
     parse_run_line,
-    shell_command,
 )
 from watchdog.follow.sources.target import Target
 
@@ -71,109 +70,6 @@ RETRY_MAX = 5.0
 _BUFFER = 64  # items queued for the consumer before the reader waits for it
 _ERROR_LINES = 5  # the runtime's own lines kept to say why a command failed
 _FAILS_SAID = 3  # readers in a row that fail at once (the runtime's error, no line) before it is an outage
-
-
-class _Stream(Protocol):
-    async def receive(self) -> bytes: ...  # b"": the command ended
-
-
-class _Runner(Protocol):
-    """Where the runtime's commands run: this machine, or a host over the shared SSH connection."""
-
-    where: str
-
-    async def run(self, argv: list[str]) -> tuple[int | None, bytes, bytes]: ...
-
-    def open_stream(self, argv: list[str]) -> AbstractAsyncContextManager[_Stream]: ...
-
-
-class _LocalStream:
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self._process = process
-
-    async def receive(self) -> bytes:
-        assert self._process.stdout is not None
-        try:
-            return await self._process.stdout.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            return b""
-
-
-class _LocalRunner:
-    where = "the local container runtime"
-
-    async def run(self, argv: list[str]) -> tuple[int | None, bytes, bytes]:
-        try:
-            done = await anyio.run_process(argv, check=False)
-        except FileNotFoundError as exc:
-            raise TargetError(f"{argv[0]} is not installed here: {exc}", reason=str(exc)) from exc
-        return done.returncode, done.stdout, done.stderr
-
-    @asynccontextmanager
-    async def open_stream(self, argv: list[str]) -> AsyncIterator[_Stream]:
-        process = await anyio.open_process(argv, stderr=subprocess.STDOUT)
-        try:
-            yield _LocalStream(process)
-        finally:
-            with anyio.CancelScope(shield=True):
-                assert process.stdin is not None
-                await process.stdin.aclose()  # the script's `cat` ends and kills the logs command
-                with anyio.move_on_after(2):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-
-
-class _SSHStream:
-    def __init__(self, session: object, conn: object, host: str) -> None:
-        from watchdog.follow.sources.channel import CommandOutput  # noqa: PLC0415 - asyncssh only over SSH
-
-        assert isinstance(session, CommandOutput)
-        self._session = session
-        self._conn = conn
-        self._host = host
-
-    async def receive(self) -> bytes:
-        kind, data, exc = await self._session.receive()
-        if kind != "closed":
-            return data  # stderr too: the script sends it to stdout, only sh's own words come here
-        if exc is not None or self._conn.is_closed():  # type: ignore[attr-defined]  # an SSHClientConnection
-            reason = str(exc or "closed")
-            raise ConnectionLost(f"connection to {self._host} lost: {reason}", host=self._host, reason=reason)
-        return b""
-
-
-class _SSHRunner:
-    def __init__(self, pool: SSHPool, target: Target) -> None:
-        self.pool = pool
-        self.host = target.host or ""
-        self.port = target.port
-        self.user = target.user
-        self.where = self.host
-
-    async def run(self, argv: list[str]) -> tuple[int | None, bytes, bytes]:
-        done = await self.pool.run(
-            self.host, shell_command(argv), port=self.port, user=self.user, encoding=None
-        )
-        out, err = done.stdout, done.stderr
-        return (
-            done.exit_status,
-            out if isinstance(out, bytes) else b"",
-            err if isinstance(err, bytes) else b"",
-        )
-
-    @asynccontextmanager
-    async def open_stream(self, argv: list[str]) -> AsyncIterator[_Stream]:
-        from watchdog.follow.sources.channel import CommandOutput  # noqa: PLC0415 - asyncssh only over SSH
-
-        conn, session = await self.pool.open_session(
-            self.host, CommandOutput, shell_command(argv), port=self.port, user=self.user
-        )
-        try:
-            yield _SSHStream(session, conn, self.host)
-        finally:
-            session.close()  # stdin closes on the host: the script kills its logs command
 
 
 class _Unavailable(Exception):
@@ -209,9 +105,10 @@ class ContainerSource:
         if target is not None and target.host is not None:
             if pool is None:
                 raise ValueError(f"{target} is remote: an SSHPool is needed to follow it")
-            self.runner: _Runner = _SSHRunner(pool, target)
+            self.runner: Runner = SSHRunner(pool, target.host, target.port, target.user)
         else:
-            self.runner = _LocalRunner()
+            # the logs script ends its `logs` command when its stdin closes
+            self.runner = LocalRunner("the local container runtime", lifeline=True)
         self.where = self.runner.where
 
     async def inspect(self) -> ContainerState | None:
@@ -221,11 +118,11 @@ class ContainerSource:
             TargetError: the runtime is not installed there, or refuses this account.
             ConnectionLost: the host could not be reached.
         """
-        code, out, err = await self.runner.run(inspect_command(self.runtime, self.container))
+        out, code, errors = await run(self.runner, inspect_command(self.runtime, self.container))
         state = parse_inspect(out)
         if state is not None or code == 0:
             return state
-        said = _said(err + out)
+        said = _said(errors.encode() + out)
         lowered = said.lower()
         if "no such" in lowered or "no container with" in lowered:
             return None
@@ -467,16 +364,16 @@ class _Reader:
         argv = logs_command(self.src.runtime, state.id, self.filter.resume_since())
         delivered = False
         self.next_run = self.run_end = None
-        async with self.src.runner.open_stream(argv) as stream:
+        async with self.src.runner.open(argv) as stream:
             await self._up()
             while True:
-                data: bytes | None = None
+                data: bytes | None = b""  # b"": quiet (None: the command ended)
                 if self.at_end:
                     data = await stream.receive()
                 else:
                     with anyio.move_on_after(CAUGHT_UP_QUIET):
                         data = await stream.receive()
-                    if data is None:  # quiet: what the runtime had is delivered
+                    if data == b"":  # quiet: what the runtime had is delivered
                         self.at_end = True
                         await self._say(CaughtUp(self.offset))
                         if self._superseded():

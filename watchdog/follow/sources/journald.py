@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -34,6 +33,7 @@ from watchdog.follow.sources.base import (
     FileRestarted,
     SourceItem,
 )
+from watchdog.follow.sources.commands import LocalRunner, Output, Runner, SSHRunner, run
 
 if TYPE_CHECKING:
     from watchdog.follow.sources.sshpool import SSHPool
@@ -334,130 +334,7 @@ def state_command(unit: str) -> list[str]:
     return ["sh", "-c", UNIT_SCRIPT, "watchdog-unit", unit]
 
 
-# -- running the commands: `sh -c` here, a session channel of the pool on a host --------------------------------
-
-
-class _Output(Protocol):
-    """A running command's stdout, and how it ended."""
-
-    async def receive(self) -> bytes | None:
-        """The next bytes of stdout; None at its end."""
-        ...
-
-    def ended(self) -> tuple[int | None, str]:
-        """After stdout's end: the exit status (None: unknown) and what it said on stderr."""
-        ...
-
-
-class _Runner(Protocol):
-    where: str
-
-    def open(self, argv: list[str]) -> AbstractAsyncContextManager[_Output]:
-        """Start the command `argv`; it is stopped when the block is left."""
-        ...
-
-
-class _LocalOutput:
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self._process = process
-        self._errors = b""
-        self._status: int | None = None
-
-    async def receive(self) -> bytes | None:
-        assert self._process.stdout is not None
-        try:
-            return await self._process.stdout.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            assert self._process.stderr is not None
-            try:
-                while len(self._errors) < 4096:
-                    self._errors += await self._process.stderr.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                pass
-            self._status = await self._process.wait()
-            return None
-
-    def ended(self) -> tuple[int | None, str]:
-        return self._status, self._errors.decode(errors="replace")
-
-
-class _LocalRunner:
-    where = "this machine"
-
-    @asynccontextmanager
-    async def open(self, argv: list[str]) -> AsyncIterator[_Output]:
-        process = await anyio.open_process(argv)
-        try:
-            yield _LocalOutput(process)
-        finally:
-            if process.returncode is None:
-                process.terminate()
-            with anyio.CancelScope(shield=True):
-                await process.aclose()
-
-
-class _RemoteOutput:
-    def __init__(self, host: str, session: object, conn: object) -> None:
-        from watchdog.follow.sources.channel import CommandOutput  # noqa: PLC0415 - asyncssh for a host only
-
-        assert isinstance(session, CommandOutput)
-        self._host = host
-        self._session = session
-        self._conn = conn
-        self._errors = b""
-
-    async def receive(self) -> bytes | None:
-        while True:
-            kind, data, exc = await self._session.receive()
-            if kind == "out":
-                return data
-            if kind == "err":
-                self._errors = (self._errors + data)[-4096:]
-                continue
-            if exc is not None or self._conn.is_closed():  # type: ignore[attr-defined]
-                reason = str(exc or "closed")
-                raise ConnectionLost(
-                    f"connection to {self._host} lost: {reason}", host=self._host, reason=reason
-                )
-            return None
-
-    def ended(self) -> tuple[int | None, str]:
-        return self._session.exit_status, self._errors.decode(errors="replace")
-
-
-class _RemoteRunner:
-    def __init__(self, pool: SSHPool, host: str, port: int | None, user: str | None) -> None:
-        self._pool = pool
-        self._host = host
-        self._port = port
-        self._user = user
-        self.where = host
-
-    @asynccontextmanager
-    async def open(self, argv: list[str]) -> AsyncIterator[_Output]:
-        from watchdog.follow.sources.channel import CommandOutput  # noqa: PLC0415 - asyncssh for a host only
-
-        pool = self._pool
-        conn, session = await pool.open_session(
-            self._host, CommandOutput, shlex.join(argv), port=self._port, user=self._user
-        )
-        try:
-            yield _RemoteOutput(self._host, session, conn)
-        finally:
-            session.close()
-
-
-async def _run(runner: _Runner, argv: list[str]) -> tuple[bytes, int | None, str]:
-    """Run the command `argv` to its end: stdout, exit status, stderr."""
-    out = b""
-    async with runner.open(argv) as output:
-        while (data := await output.receive()) is not None:
-            out += data
-        status, errors = output.ended()
-    return out, status, errors
-
-
-def _check_reader(runner: _Runner, status: int | None, errors: str) -> None:
+def _check_reader(runner: Runner, status: int | None, errors: str) -> None:
     """A journalctl that could not read is an error that says what to do; trying again cannot help."""
     if status in (None, 0):
         return
@@ -511,11 +388,11 @@ class JournaldSource:
         self.host = host
         self.state_interval = state_interval
         if host is None:
-            self._runner: _Runner = _LocalRunner()
+            self._runner: Runner = LocalRunner()
         elif pool is None:
             raise ValueError(f"journald on {host} is remote: an SSHPool is needed to follow it")
         else:
-            self._runner = _RemoteRunner(pool, host, port, user)
+            self._runner = SSHRunner(pool, host, port, user)
         self.systemd: bool | None = None  # whether systemd runs there (None: not asked yet)
 
     async def unit_state(self) -> UnitState | None:
@@ -523,7 +400,7 @@ class JournaldSource:
         unit = self.match.unit
         if unit is None or self.systemd is False:
             return None
-        out, _, _ = await _run(self._runner, state_command(unit))
+        out, _, _ = await run(self._runner, state_command(unit))
         state = parse_unit_state(out.decode(errors="replace"))
         if state is None and self.systemd is None:
             log.warning(
@@ -535,7 +412,7 @@ class JournaldSource:
         return state
 
     async def _entry(self, argv: list[str]) -> Entry | None:
-        out, status, errors = await _run(self._runner, argv)
+        out, status, errors = await run(self._runner, argv)
         _check_reader(self._runner, status, errors)
         return parse_entry(out.partition(b"\n")[0])
 
@@ -629,7 +506,7 @@ class _Follower:
             async for item in self._read(output, follow=True):
                 yield item
 
-    async def _read(self, output: _Output, *, follow: bool) -> AsyncGenerator[SourceItem, None]:
+    async def _read(self, output: Output, *, follow: bool) -> AsyncGenerator[SourceItem, None]:
         src = self.src
         polling = follow and src.match.unit is not None and src.systemd is not False
         buffered = b""
