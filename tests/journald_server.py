@@ -15,6 +15,9 @@ STDOUT_SOCKET = "/run/systemd/journal/stdout"
 READY_TIMEOUT = 15.0
 # Workers of one pytest-xdist run (and runs side by side) start one journald between them
 LOCK = "/tmp/watchdog-tests-journald.lock"
+# The journald this process started: held for the process's life, so that its handle is never collected while
+# it runs (Popen's finalizer warns "still running", which pytest turns into an error in whichever test is next)
+_STARTED: list[subprocess.Popen[bytes]] = []
 
 
 class JournaldUnavailable(RuntimeError):
@@ -62,6 +65,7 @@ def ensure_journald() -> bool:
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # not a child of this worker's process group: it outlives the worker
         )
+        _STARTED.append(process)
         deadline = time.monotonic() + READY_TIMEOUT
         while not journald_running():
             if process.poll() is not None:
