@@ -3,6 +3,7 @@
 ```
 WatchdogError
 ├── UsageError                 bad command line or unreadable input file (exit 64)           file
+│   └── StartFailed            a launch's command could not be started on its host           host, status
 ├── ConfigError                a config or profile file is invalid (exit 78)                 path, key, problem
 │   ├── ConfigRuleError        a rule of the whole config broke at a key (path "config")     key, problem
 │   └── SSHConfigError         the SSH config cannot be parsed                    [permanent] host, reason
@@ -40,6 +41,7 @@ __all__ = [
     "PermanentError",
     "ReaderProtocolError",
     "SSHConfigError",
+    "StartFailed",
     "TLSError",
     "TargetError",
     "TransientDeliveryError",
@@ -60,6 +62,17 @@ class UsageError(WatchdogError):
     def __init__(self, message: str, *, file: str | None = None) -> None:
         self.file = file
         super().__init__(message)
+
+
+class StartFailed(UsageError):
+    """A launch's command could not be started at `host` (None: this machine): not found there, or its working
+    directory, log or pid file cannot be used; nothing runs. `status`: the start script's exit status (127: the
+    command is not found)."""
+
+    def __init__(self, message: str, *, host: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.status = status
 
 
 class ConfigError(WatchdogError):

@@ -265,17 +265,41 @@ def build_parser() -> argparse.ArgumentParser:
         "k8s://[CONTEXT/]NAMESPACE/POD[/CONTAINER]",
     )
     _common(watch)
-    watch.add_argument(
+    _follow_options(watch, process=True)
+    from watchdog.cli.launch import add_arguments as add_launch_arguments  # noqa: PLC0415 - stdlib only
+
+    launch = sub.add_parser(
+        "launch",
+        help="start a server detached on a host, then follow it as watch does",
+        description="Start COMMAND detached on TARGET (its own session and process group, stdin from "
+        "/dev/null, stdout and stderr appended to --log, its pid written to LOG.pid), then follow its log from "
+        "where this run's bytes begin, with its pid as process evidence, as `watch` does (docs/launch-mode.md).",
+        epilog=exit_codes_help(
+            *(code for code in EXIT_MEANINGS if code != EXIT_USAGE),
+            (EXIT_USAGE, "usage error, or the command could not be started (not found on the host, ...)"),
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_launch_arguments(launch)
+    _common(launch)
+    _follow_options(launch, process=False)
+    return parser
+
+
+def _follow_options(p: argparse.ArgumentParser, *, process: bool) -> None:
+    """The options of a command that follows a live launch (`watch`, `launch`); `process`: --pid and
+    --process (`launch` knows its pid)."""
+    p.add_argument(
         "--timeout", type=duration, metavar="S", help="overall deadline: 90, 30s, 10m, 1h (exit 2)"
     )
-    watch.add_argument(
+    p.add_argument(
         "--stall-after",
         type=duration,
         default=DEFAULT_STALL_AFTER,
         metavar="S",
         help=f"stalled after S s without progress (default {DEFAULT_STALL_AFTER:g})",
     )
-    watch.add_argument(
+    p.add_argument(
         "--notify",
         action="append",
         type=webhook_url,
@@ -283,32 +307,35 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="POST the verdict as JSON to this http(s) URL (repeatable)",
     )
-    watch.add_argument("--events", type=Path, metavar="FILE", help="append every transition as a JSON line")
-    watch.add_argument(
-        "--pid", type=pid, help="the server's pid on the host: gone without a traceback = crashed"
-    )
-    watch.add_argument(
-        "--process", type=process_pattern, metavar="PATTERN", help="pgrep -f pattern of the server process"
-    )
-    watch.add_argument(
+    p.add_argument("--events", type=Path, metavar="FILE", help="append every transition as a JSON line")
+    if process:
+        p.add_argument(
+            "--pid", type=pid, help="the server's pid on the host: gone without a traceback = crashed"
+        )
+        p.add_argument(
+            "--process",
+            type=process_pattern,
+            metavar="PATTERN",
+            help="pgrep -f pattern of the server process",
+        )
+    p.add_argument(
         "--health", type=health_url, metavar="URL", help="health endpoint, probed once weights are loaded"
     )
-    watch.add_argument(
+    p.add_argument(
         "--gpu", action="store_true", help="poll nvidia-smi on the host: memory facts, growth is progress"
     )
-    watch.add_argument(
+    p.add_argument(
         "--gpu-interval",
         type=duration,
         default=DEFAULT_GPU_INTERVAL,
         metavar="S",
         help=f"seconds between GPU polls (default {DEFAULT_GPU_INTERVAL:g})",
     )
-    watch.add_argument("--identity", type=Path, help="SSH private key")
-    watch.add_argument("--known-hosts", type=Path, help="known_hosts file (default ~/.ssh/known_hosts)")
-    watch.add_argument(
+    p.add_argument("--identity", type=Path, help="SSH private key")
+    p.add_argument("--known-hosts", type=Path, help="known_hosts file (default ~/.ssh/known_hosts)")
+    p.add_argument(
         "--accept-new-host-key", action="store_true", help="record an unknown host key (never a changed one)"
     )
-    return parser
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -391,6 +418,10 @@ def _main(argv: list[str]) -> int:
             from watchdog.cli.watch import run_watch  # noqa: PLC0415
 
             return run_watch(args)
+        if args.command == "launch":
+            from watchdog.cli.launch import run_launch  # noqa: PLC0415
+
+            return run_launch(args)
         if args.command == "run":
             from watchdog.daemon import hangup  # noqa: PLC0415
 

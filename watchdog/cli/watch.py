@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
     from rich.live import Live
 
-__all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
+__all__ = ["REFRESH_PER_SECOND", "OnVerdict", "follow", "open_pool", "run_watch", "spec_from_args", "watch"]
 
 REFRESH_PER_SECOND = 8  # live view redraws
 
@@ -55,8 +55,10 @@ def spec_from_args(args: argparse.Namespace) -> LaunchSpec:
     )
 
 
-def run_watch(args: argparse.Namespace) -> int:
-    """The `watch` command: returns the exit code."""
+def run_watch(
+    args: argparse.Namespace, main: Callable[[argparse.Namespace], Awaitable[int]] | None = None
+) -> int:
+    """The `watch` command (or another that follows a launch: `main`, default `watch`): returns the exit code."""
     from watchdog.daemon.logs import configure_logging_on_import  # noqa: PLC0415
 
     # what the follower's parts log (an SSH connection made again, a warning) goes to standard error, warnings
@@ -64,7 +66,7 @@ def run_watch(args: argparse.Namespace) -> int:
     # structlog is imported: a local file's follower logs nothing, and saves its import (test_watch_startup.py)
     configure_logging_on_import("console", level="WARNING", cache=False)
     try:
-        return anyio.run(watch, args, backend="asyncio")
+        return anyio.run(main or watch, args, backend="asyncio")
     except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code
         ours = first_watchdog_error(group)
         if ours is not None:
@@ -143,103 +145,136 @@ class _EventsFile:
 async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Follow the launch `args` describe until a verdict; print it (text or JSON); return the exit code."""
     spec = spec_from_args(args)
-    if spec.target.host is None:
-        pool_context: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext(None)
-    else:
-        from watchdog.follow.sources.sshpool import SSHOptions, SSHPool  # noqa: PLC0415 - asyncssh only when remote
+    async with open_pool(args, spec.target.host is not None) as pool:
+        return await follow(args, spec, pool, out, label=args.target)
 
-        options = SSHOptions(
-            known_hosts=str(args.known_hosts) if args.known_hosts else None,
-            accept_new_host_key=args.accept_new_host_key,
-            identity=str(args.identity) if args.identity else None,
-        )
-        pool_context = SSHPool(options)
+
+def open_pool(args: argparse.Namespace, remote: bool) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The SSH pool of the command's `--identity`, `--known-hosts` and `--accept-new-host-key` (None when the
+    target is on this machine), closed when the block is left."""
+    if not remote:
+        return contextlib.nullcontext(None)
+    from watchdog.follow.sources.sshpool import SSHOptions, SSHPool  # noqa: PLC0415 - asyncssh only when remote
+
+    options = SSHOptions(
+        known_hosts=str(args.known_hosts) if args.known_hosts else None,
+        accept_new_host_key=args.accept_new_host_key,
+        identity=str(args.identity) if args.identity else None,
+    )
+    return SSHPool(options)
+
+
+# what a front end does at the verdict before it is printed (`watchdog launch --kill-on-crash`): it returns the
+# JSON keys and the lines it adds to the output
+OnVerdict = Callable[[Concluded], Awaitable[tuple[dict[str, Any], list[str]]]]
+
+
+async def follow(
+    args: argparse.Namespace,
+    spec: LaunchSpec,
+    pool: Any,
+    out: TextIO = sys.stdout,
+    *,
+    label: str,
+    offset: int = 0,
+    on_verdict: OnVerdict | None = None,
+) -> int:
+    """Follow `spec` (over `pool` when remote) until a verdict, with the sinks `args` asks for; print the
+    verdict (text or JSON) named `label`; return the exit code.
+
+    Args:
+        offset: where in the log to start reading (`watchdog launch`: the log's size before its start).
+        on_verdict: called at the verdict, before it is printed: the JSON keys and text lines it adds.
+    """
     terminal = not args.json and out.isatty()
     events = _EventsFile(args.events) if args.events else None
     verdict: Concluded | None = None
     interrupted = False
-    async with pool_context as pool:
-        follower = LaunchFollower(spec, pool=pool)
-        live: Live | None = None
-        if terminal:
-            # rich only on a terminal (its import is a tenth of a second of `--json`'s time to a verdict)
-            from rich.console import Console  # noqa: PLC0415
-            from rich.live import Live  # noqa: PLC0415
+    follower = LaunchFollower(spec, pool=pool, offset=offset)
+    live: Live | None = None
+    if terminal:
+        # rich only on a terminal (its import is a tenth of a second of `--json`'s time to a verdict)
+        from rich.console import Console  # noqa: PLC0415
+        from rich.live import Live  # noqa: PLC0415
 
-            from watchdog.cli.liveview import LiveView  # noqa: PLC0415
+        from watchdog.cli.liveview import LiveView  # noqa: PLC0415
 
-            view = LiveView(args.target, follower.status, follower.now)
-            # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
-            # and a line printed above the view never races a redraw
-            live = Live(view, console=Console(file=out), auto_refresh=False, transient=True)
-        lines = _Lines(
-            out,
-            live,
-            enabled=not args.json,
-            missing=lambda: follower.status().verdict.missing_log is not None,
-        )
-        try:
-            async with anyio.create_task_group() as notices:
-                if args.notify:
-                    # import and build TLS now, so that the verdict's notification leaves without that delay
-                    from watchdog.httpclient import tls_context  # noqa: PLC0415
+        view = LiveView(label, follower.status, follower.now)
+        # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
+        # and a line printed above the view never races a redraw
+        live = Live(view, console=Console(file=out), auto_refresh=False, transient=True)
+    lines = _Lines(
+        out,
+        live,
+        enabled=not args.json,
+        missing=lambda: follower.status().verdict.missing_log is not None,
+    )
+    try:
+        async with anyio.create_task_group() as notices:
+            if args.notify:
+                # import and build TLS now, so that the verdict's notification leaves without that delay
+                from watchdog.httpclient import tls_context  # noqa: PLC0415
 
-                    notices.start_soon(anyio.to_thread.run_sync, tls_context)
+                notices.start_soon(anyio.to_thread.run_sync, tls_context)
+            if live is not None:
+                live.start()
+            async with anyio.create_task_group() as tg:
+
+                async def interrupt(*, task_status: TaskStatus[None]) -> None:
+                    # Ctrl-C: the follow ends here, and where the launch was is said (asyncio would turn
+                    # SIGINT into a cancellation that says nothing)
+                    nonlocal interrupted
+                    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                        task_status.started()
+                        async for _ in signals:
+                            interrupted = True
+                            tg.cancel_scope.cancel()
+                            return
+
+                if threading.current_thread() is threading.main_thread():  # signals reach only that one
+                    await tg.start(interrupt)
+                tg.start_soon(follower.run)
+                tg.start_soon(_progress, follower, lines)
                 if live is not None:
-                    live.start()
-                async with anyio.create_task_group() as tg:
-
-                    async def interrupt(*, task_status: TaskStatus[None]) -> None:
-                        # Ctrl-C: the follow ends here, and where the launch was is said (asyncio would turn
-                        # SIGINT into a cancellation that says nothing)
-                        nonlocal interrupted
-                        with anyio.open_signal_receiver(signal.SIGINT) as signals:
-                            task_status.started()
-                            async for _ in signals:
-                                interrupted = True
-                                tg.cancel_scope.cancel()
-                                return
-
-                    if threading.current_thread() is threading.main_thread():  # signals reach only that one
-                        await tg.start(interrupt)
-                    tg.start_soon(follower.run)
-                    tg.start_soon(_progress, follower, lines)
-                    if live is not None:
-                        tg.start_soon(_redraw, live)
-                    with follower.updates:
-                        async for update in follower.updates:
-                            now = follower.now()
-                            lines.update(update, now)
-                            if events is not None:
-                                events.update(update)
-                            if isinstance(update, Concluded):
-                                verdict = update
-                                for url in args.notify:
-                                    notices.start_soon(_notify, url, update.verdict)
-                                break
-                    tg.cancel_scope.cancel()
-                if live is not None:
-                    live.stop()
-                    live = None
-        finally:
+                    tg.start_soon(_redraw, live)
+                with follower.updates:
+                    async for update in follower.updates:
+                        now = follower.now()
+                        lines.update(update, now)
+                        if events is not None:
+                            events.update(update)
+                        if isinstance(update, Concluded):
+                            verdict = update
+                            for url in args.notify:
+                                notices.start_soon(_notify, url, update.verdict)
+                            break
+                tg.cancel_scope.cancel()
             if live is not None:
                 live.stop()
-            if events is not None:
-                events.close()
+                live = None
+    finally:
+        if live is not None:
+            live.stop()
+        if events is not None:
+            events.close()
     if interrupted:
         status = follower.status()
         if args.json:  # the verdict object as it stands, for a script
             stood = replace(status.verdict, interrupted=True).to_json()
             stood["elapsed_seconds"] = round(follower.now(), 3)
             write_out(json.dumps(stood, ensure_ascii=False), out)
-        print(f"watchdog: interrupted: {where(status, follower.now())} ({args.target})", file=sys.stderr)
+        print(f"watchdog: interrupted: {where(status, follower.now())} ({label})", file=sys.stderr)
         return EXIT_INTERRUPTED
+    added: dict[str, Any] = {}
+    said: list[str] = []
+    if verdict is not None and on_verdict is not None:
+        added, said = await on_verdict(verdict)
     # the source ended (it does not, for a file) without a verdict: where it stands
     result = follower.status().verdict if verdict is None else verdict.verdict
     if args.json:
-        write_out(json.dumps(result.to_json(), ensure_ascii=False), out)
+        write_out(json.dumps({**result.to_json(), **added}, ensure_ascii=False), out)
     else:
-        write_out(render_verdict(result, source=args.target), out)
+        write_out("\n".join([render_verdict(result, source=label), *said]), out)
     if verdict is not None and verdict.timed_out:
         return EXIT_STALLED
     # the state judged: a log that never came is `pending` in the verdict, and stalled (2) past stall_after

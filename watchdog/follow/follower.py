@@ -134,6 +134,8 @@ class LaunchFollower:
         numbered_after: the launch's last incarnation the daemon knows of (its state file): a log that is not
             the one its checkpoint was taken of (truncated, replaced while the daemon was down) numbers its
             launches after it.
+        offset: without checkpoints, where in the log to start reading (0: its start): `watchdog launch` reads
+            only what its own run appends to a log that older runs wrote.
     """
 
     def __init__(
@@ -146,8 +148,12 @@ class LaunchFollower:
         gpu_sampler: HostGpuSampler | None = None,
         checkpoints: Checkpoints | None = None,
         numbered_after: int = 0,
+        offset: int = 0,
     ) -> None:
         self.spec = spec
+        self._offset = offset
+        # why the process is expected to end (a `watchdog stop`): its end is then `stopped`, not a crash
+        self._stop_reason: str | None = None
         self._numbered_after = numbered_after
         self.analyzer = Analyzer(
             load_engine(spec.engine, spec.profiles),
@@ -238,7 +244,7 @@ class LaunchFollower:
         # The state of a valid checkpoint, and the offset (and a cursor source's cursor) to read on from; 0
         # without one.
         if self._checkpoints is None:
-            return 0, None
+            return self._offset, None
         restored = await self._checkpoints.restore(source, self.analyzer)
         checkpoint = restored.checkpoint
         if checkpoint is None:
@@ -543,7 +549,20 @@ class LaunchFollower:
         await wait_until_gone(probe, interval=spec.probe_interval, appear=must_appear(probe), waiting=waiting)
         # let the last lines (a traceback being written) arrive before the verdict
         await self._clock.sleep(self.spec.tick * 2)
-        await self._apply(self.analyzer.probe(ProcessExited("no such process"), self.now()))
+        if self._stop_reason is not None:
+            await self.stopped(self._stop_reason)
+        else:
+            await self._apply(self.analyzer.probe(ProcessExited("no such process"), self.now()))
+
+    def expect_stop(self, reason: str) -> None:
+        """The process is being stopped on purpose (`watchdog stop`): its end is `stopped`, not a crash."""
+        self._stop_reason = reason
+
+    async def stopped(self, reason: str) -> None:
+        """The process was stopped on purpose and is gone: the launch is `stopped` (an error already being
+        judged, or a verdict already given, stands)."""
+        self._stop_reason = reason
+        await self._apply(self.analyzer.probe(ProcessExited(reason, exit_code=0), self.now()))
 
     async def _health(self) -> None:
         from watchdog.follow.probes.health import HealthProbe  # noqa: PLC0415
