@@ -665,8 +665,10 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
         "vllm-pod",
         "vllm-deployment",
         "local-llamacpp",
+        "qwen-launched",
     }
     assert config.launch_spec("llama-vllm").target.path == "logs/vllm.log"
+    assert config.launch_spec("qwen-launched").pid_file == "logs/qwen.log.pid"  # launch mode's pid file
     assert check_config_main(EXAMPLE) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["notifiers"]["team"]["url"] == "********** (env:WATCHDOG_TEAM_WEBHOOK)"

@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_STALL_AFTER",
     "DEFAULT_STATE_DIR",
     "DEFAULT_STAT_INTERVAL",
+    "DEFAULT_STOP_GRACE",
     "DEFAULT_UNREACHABLE_AFTER",
     "DISTRIBUTION",
     "DURATIONS",
@@ -74,6 +75,7 @@ __all__ = [
     "is_ssh_word",
     "parse_duration",
     "parse_pid",
+    "pid_file_of",
     "remote_relative",
     "runbook_url",
     "split_listen",
@@ -189,6 +191,7 @@ DEFAULT_PROBE_INTERVAL = 2.0  # seconds between process and health probes
 DEFAULT_GPU_INTERVAL = 5.0  # seconds between GPU readings of a host
 DEFAULT_UNREACHABLE_AFTER = 60.0  # seconds a host stays unreachable before it is an alert
 DEFAULT_STAT_INTERVAL = 0.25  # seconds between the remote stat loop's looks at what the followed path names
+DEFAULT_STOP_GRACE = 30.0  # seconds a launch's process group is given after SIGTERM before SIGKILL
 DEFAULT_LISTEN = "127.0.0.1:9469"
 DEFAULT_STATE_DIR = "/var/lib/llm-launch-watchdog"
 # The default before the rename to llm-launch-watchdog (Debian's `watchdog` package): a daemon on the new default
@@ -366,6 +369,11 @@ _BAD_SSH_WORD = re.compile(r"[\s/@'\"`$;&|<>\\]")
 def is_ssh_word(word: str) -> bool:
     """Whether `word` may be an SSH host or user: not empty, no spaces, quotes, '/', '@' or a leading '-'."""
     return bool(word) and not _BAD_SSH_WORD.search(word) and not word.startswith("-")
+
+
+def pid_file_of(log: str) -> str:
+    """Where launch mode writes the pid of the server whose output goes to `log`: beside it, `log + ".pid"`."""
+    return f"{log}.pid"
 
 
 def remote_relative(path: str) -> str:

@@ -160,9 +160,9 @@ async def launch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
     from watchdog.cli.render import write_out  # noqa: PLC0415
     from watchdog.cli.watch import follow, open_pool, spec_from_args  # noqa: PLC0415
-    from watchdog.follow.launching import DEFAULT_STOP_GRACE, kill_group, read_pid, start  # noqa: PLC0415
+    from watchdog.follow.launching import kill_group, read_pid, start  # noqa: PLC0415
     from watchdog.follow.sources.commands import LocalRunner, SSHRunner  # noqa: PLC0415
-    from watchdog.vocabulary import State  # noqa: PLC0415
+    from watchdog.vocabulary import DEFAULT_STOP_GRACE, State  # noqa: PLC0415
 
     spec = spec_from_args(args)
     command = _command(args, spec.target)

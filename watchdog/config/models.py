@@ -52,6 +52,7 @@ from watchdog.vocabulary import (
     DEFAULT_STALL_AFTER,
     DEFAULT_STAT_INTERVAL,
     DEFAULT_STATE_DIR,
+    DEFAULT_STOP_GRACE,
     DEFAULT_UNREACHABLE_AFTER,
     DURATION_PATTERN,
     DURATIONS,
@@ -63,6 +64,7 @@ from watchdog.vocabulary import (
     is_loopback,
     is_ssh_word,
     parse_duration,
+    pid_file_of,
     remote_relative,
     split_listen,
 )
@@ -180,6 +182,15 @@ def _check_labels(value: dict[str, str]) -> dict[str, str]:
             raise ValueError(
                 f"label {label!r} is reserved; use another name than {', '.join(sorted(RESERVED_LABELS))}"
             )
+    return value
+
+
+def _check_env(value: dict[str, str]) -> dict[str, str]:
+    for key, text in value.items():
+        if not _IDENTIFIER.match(key):
+            raise ValueError(f"{key!r} is not a variable name: letters, digits and _, not starting with a digit")
+        if "\0" in text:
+            raise ValueError(f"the value of {key} may not contain NUL characters")
     return value
 
 
@@ -439,6 +450,33 @@ class LaunchConfig(_Model):
     labels: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_labels)] = Field(
         default_factory=dict,
         description="the launch's own labels: on watchdog_launch_info, in /status and alerts",
+    )
+    command: tuple[StrictStr, ...] | None = Field(
+        default=None,
+        description="launch mode: the server's command line, each word as given (never read by a shell); "
+        "`watchdog start NAME` starts it detached on host with its output appended to log and its pid in "
+        "LOG.pid (docs/launch-mode.md); needs log",
+    )
+    cwd: StrictStr | None = Field(
+        default=None, description="the command's working directory on its host (default: the login directory)"
+    )
+    env: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_env)] = Field(
+        default_factory=dict, description="variables added to the command's environment"
+    )
+    kill_on_crash: StrictBool = Field(
+        default=False,
+        description="on a crash verdict of a run the daemon started, end its whole process group (SIGTERM, "
+        "then SIGKILL after stop_grace) so that its GPUs are freed at once",
+    )
+    stop_grace: Duration = Field(
+        default=DEFAULT_STOP_GRACE,
+        description="seconds from SIGTERM to SIGKILL when the command's process group is ended (stop, "
+        "kill_on_crash, replace)",
+    )
+    start: Literal["manual", "on_boot"] = Field(
+        default="manual",
+        description='"manual": started only by `watchdog start` (or POST /launches/NAME/start); "on_boot": also '
+        "by the daemon when it starts and the command does not run",
     )
 
 
@@ -713,6 +751,34 @@ def _check_launches(config: Config) -> None:
                 )
         if len(set(launch.notify)) != len(launch.notify):
             raise _KeyProblem(key_path((*where, "notify")), "names a notifier twice")
+        _check_command(launch, kind, where)
+
+
+def _check_command(launch: LaunchConfig, kind: str, where: tuple[str, str]) -> None:
+    # launch mode: a command for a log file, and the keys that go with it only with it
+    if launch.command is None:
+        given = {"cwd": launch.cwd is not None, "env": bool(launch.env), "kill_on_crash": launch.kill_on_crash}
+        given["start"] = launch.start != "manual"
+        for key in (k for k, set_ in given.items() if set_):
+            raise _KeyProblem(key_path((*where, key)), "is for a launch that has a command = [...]")
+        return
+    at = key_path((*where, "command"))
+    if kind != FILE:
+        raise _KeyProblem(at, "is for a launch whose output goes to a log file (log = ...)")
+    if not launch.command or not launch.command[0].strip():
+        raise _KeyProblem(at, "is empty: give the server's command line, e.g. [\"python3\", \"-m\", ...]")
+    if launch.command[0].startswith("-"):
+        raise _KeyProblem(f"{at}[0]", f"{launch.command[0]!r} is not a command (it starts with '-')")
+    for index, word in enumerate(launch.command):
+        if "\0" in word:
+            raise _KeyProblem(f"{at}[{index}]", "may not contain NUL characters")
+    if launch.cwd is not None and (not launch.cwd.strip() or "\0" in launch.cwd):
+        raise _KeyProblem(key_path((*where, "cwd")), f"{launch.cwd!r} is not a directory")
+    for key in ("process", "pid_file"):
+        if getattr(launch, key) is not None:
+            raise _KeyProblem(
+                key_path((*where, key)), f"a launch with a command records its pid in LOG.pid: remove {key}"
+            )
 
 
 def _check_log(launch: LaunchConfig, log: str, at: str) -> tuple[str | None, str]:
@@ -835,13 +901,16 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
             path=remote_relative(name_of) if kind == FILE else name_of,
             kind=kind,
         )
+    pid_file = launch.pid_file
+    if launch.command is not None:
+        pid_file = pid_file_of(target.path)  # the pid `watchdog start` records: the run's process evidence
     return LaunchSpec(
         name=name,
         target=target,
         engine=None if launch.engine == "auto" else launch.engine,
         profiles=tuple(load_profile_file(Path(path)) for path in launch.profiles),
         process=launch.process,
-        pid_file=launch.pid_file,
+        pid_file=pid_file,
         health_url=launch.health_url,
         gpu=launch.gpu,
         gpu_interval=launch.gpu_interval,

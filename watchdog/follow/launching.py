@@ -17,22 +17,20 @@ from dataclasses import dataclass
 
 from watchdog.exceptions import StartFailed, TargetError
 from watchdog.follow.sources.commands import Runner, run
+from watchdog.vocabulary import DEFAULT_STOP_GRACE, pid_file_of
 
 __all__ = [
-    "DEFAULT_STOP_GRACE",
     "Killed",
     "LaunchCommand",
     "Started",
     "kill_group",
-    "pid_file_of",
     "read_pid",
     "start",
 ]
 
-DEFAULT_STOP_GRACE = 30.0  # seconds a process group is given after SIGTERM before SIGKILL
 _NOT_FOUND = 127  # the shell's "command not found"
-_SETUP_FAILED = 125  # the log, the pid file or the working directory could not be used
 
+# Exit 127: the command is not found; 125: the log, pid file or working directory cannot be used.
 # $1 the log, $2 the pid file, $3 the working directory ('' = the login directory), $4 how many KEY=VALUE follow;
 # then the command. Relative paths are the login directory's (as a remote log's are): made absolute before the
 # `cd`. The first line of stdout: the log's size before the start (where its new run's bytes begin) and the pid.
@@ -155,11 +153,6 @@ class Killed:
             return f"process group {self.pgid}: nothing left running"
         count = len(self.pids)
         return f"ended process group {self.pgid} ({count} process{'es' if count != 1 else ''}, {self.signal})"
-
-
-def pid_file_of(log: str) -> str:
-    """The pid file of a launch whose log is `log`: `log + ".pid"`."""
-    return f"{log}.pid"
 
 
 async def start(runner: Runner, command: LaunchCommand) -> Started:
