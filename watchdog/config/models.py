@@ -188,7 +188,9 @@ def _check_labels(value: dict[str, str]) -> dict[str, str]:
 def _check_env(value: dict[str, str]) -> dict[str, str]:
     for key, text in value.items():
         if not _IDENTIFIER.match(key):
-            raise ValueError(f"{key!r} is not a variable name: letters, digits and _, not starting with a digit")
+            raise ValueError(
+                f"{key!r} is not a variable name: letters, digits and _, not starting with a digit"
+            )
         if "\0" in text:
             raise ValueError(f"the value of {key} may not contain NUL characters")
     return value
@@ -757,7 +759,11 @@ def _check_launches(config: Config) -> None:
 def _check_command(launch: LaunchConfig, kind: str, where: tuple[str, str]) -> None:
     # launch mode: a command for a log file, and the keys that go with it only with it
     if launch.command is None:
-        given = {"cwd": launch.cwd is not None, "env": bool(launch.env), "kill_on_crash": launch.kill_on_crash}
+        given = {
+            "cwd": launch.cwd is not None,
+            "env": bool(launch.env),
+            "kill_on_crash": launch.kill_on_crash,
+        }
         given["start"] = launch.start != "manual"
         for key in (k for k, set_ in given.items() if set_):
             raise _KeyProblem(key_path((*where, key)), "is for a launch that has a command = [...]")
@@ -766,7 +772,7 @@ def _check_command(launch: LaunchConfig, kind: str, where: tuple[str, str]) -> N
     if kind != FILE:
         raise _KeyProblem(at, "is for a launch whose output goes to a log file (log = ...)")
     if not launch.command or not launch.command[0].strip():
-        raise _KeyProblem(at, "is empty: give the server's command line, e.g. [\"python3\", \"-m\", ...]")
+        raise _KeyProblem(at, 'is empty: give the server\'s command line, e.g. ["python3", "-m", ...]')
     if launch.command[0].startswith("-"):
         raise _KeyProblem(f"{at}[0]", f"{launch.command[0]!r} is not a command (it starts with '-')")
     for index, word in enumerate(launch.command):

@@ -21,7 +21,7 @@ import socket
 import ssl
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,6 +66,8 @@ _BUSY = (
 )
 
 Statuses = Callable[[], list[Status]]
+# launch mode: (launch, "start" or "stop", replace) -> (HTTP status, JSON body); `Daemon.control`
+Control = Callable[..., Awaitable[Any]]
 Stats = Callable[[], DaemonStats]
 Factory = Callable[[], web.RequestHandler]
 
@@ -186,12 +188,14 @@ def make_app(
     host_names: frozenset[str],
     connections: Connections,
     health: Callable[[], str | None] | None = None,
+    control: Control | None = None,
 ) -> web.Application:
     """The aiohttp application (routes, auth, headers); `serve_http` runs it.
 
     Without `basic_auth`, a request whose `Host` is not for this server (`host_allowed` with `host_names`)
     is answered 421, but on /healthz. With it, any `Host` is answered: a rebinding page has no credentials
-    for its own origin.
+    for its own origin. With `control` (launch mode), `POST /launches/NAME/start` and `.../stop` start and stop a
+    launch's command (`_control_handler`).
     """
     check = _basic_auth(*basic_auth) if basic_auth is not None else _host_check(host_names)
     app = web.Application(middlewares=[connections.middleware(), check])
@@ -237,8 +241,38 @@ def make_app(
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/status", status)
     app.router.add_get("/", page)
+    if control is not None:
+        app.router.add_post("/launches/{name}/{action:start|stop}", _control_handler(control, host_names))
     app.on_response_prepare.append(_security_headers)
     return app
+
+
+def _control_handler(control: Control, host_names: frozenset[str]) -> Handler:
+    """`POST /launches/NAME/start|stop`, body `{}` or `{"replace": true}` (start). A browser's cross-site form
+    cannot send it: the body must be JSON (`Content-Type: application/json`, which a cross-site page can send only
+    after a CORS preflight this server never allows), and an `Origin`, when sent, must be this server's."""
+
+    async def handle(request: web.Request) -> web.Response:
+        origin = request.headers.get("Origin")
+        if origin is not None and not (
+            host_allowed(urlsplit(origin).netloc, host_names) or urlsplit(origin).netloc == request.host
+        ):
+            return web.json_response({"error": "cross-origin requests are refused"}, status=403)
+        if request.content_type != "application/json":
+            return web.json_response({"error": 'send a JSON body ({} or {"replace": true})'}, status=415)
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("replace", False), bool):
+            return web.json_response(
+                {"error": 'the body is a JSON object: {} or {"replace": true}'}, status=400
+            )
+        name, action = request.match_info["name"], request.match_info["action"]
+        answer = await control(name, action, replace=body.get("replace", False))
+        return web.json_response(answer.body, status=answer.status)
+
+    return handle
 
 
 def _dumps(payload: object) -> bytes:
@@ -257,6 +291,7 @@ async def serve_http(
     idle_timeout: float = IDLE_TIMEOUT,
     fd_reserve: int | None = None,
     health: Callable[[], str | None] | None = None,
+    control: Control | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Bind `listen` (host, port; port 0: a free port), report the bound port with
@@ -271,6 +306,7 @@ async def serve_http(
         public_url: the address people reach the server by; its host is an allowed `Host` (see `make_app`).
         max_connections, idle_timeout, fd_reserve: the connection limits (`Connections`).
         health: what keeps the daemon from doing its job (/healthz answers 503 "degraded: ..."), or None.
+        control: launch mode's start and stop (`Daemon.control`): `POST /launches/NAME/start|stop`.
 
     Raises:
         ConfigError: the address cannot be bound (in use, not an address of this machine).
@@ -289,6 +325,7 @@ async def serve_http(
         host_names=allowed_host_names(host, public_url),
         connections=connections,
         health=health,
+        control=control,
     )
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, keepalive_timeout=idle_timeout

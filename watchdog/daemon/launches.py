@@ -11,12 +11,14 @@ import anyio
 from watchdog.alerts.senders import Notifier
 from watchdog.core.expectations import LEARN_FACTOR
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.launching import LaunchCommand
 from watchdog.follow.sources import SSHOptions
+from watchdog.vocabulary import DEFAULT_STOP_GRACE
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord
 
-__all__ = ["LaunchPlan", "Running"]
+__all__ = ["LaunchControl", "LaunchPlan", "Running"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,19 @@ class LaunchPlan:
     labels: Mapping[str, str] = field(default_factory=dict)
     alerts: tuple[Notifier, ...] = ()  # who hears of its alerts (each says the kinds in its `on`)
     learned_factor: float | None = LEARN_FACTOR  # phases past this x their usual p95 are stalled; None: off
+    control: LaunchControl | None = None  # launch mode: the command the daemon starts and stops (None: none)
+
+
+@dataclass(frozen=True)
+class LaunchControl:
+    """Launch mode in the daemon: the command `watchdog start` starts (its log and pid file are the launch's),
+    whether a crash verdict ends its process group, the grace from SIGTERM to SIGKILL, and whether the daemon
+    starts it when it starts."""
+
+    command: LaunchCommand
+    kill_on_crash: bool = False
+    stop_grace: float = DEFAULT_STOP_GRACE
+    on_boot: bool = False
 
 
 @dataclass
@@ -49,3 +64,5 @@ class Running:
     began: bool = True  # ... and it began (it is not a log that never came: a relaunch is numbered after it)
     effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
     history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
+    started_pid: int | None = None  # launch mode: the pid of the run this daemon started last
+    control_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one start or stop at a time

@@ -12,14 +12,16 @@ from anyio.abc import TaskStatus
 
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
+from watchdog.daemon.launches import LaunchControl
 from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
+from watchdog.follow.launching import LaunchCommand
 
 if TYPE_CHECKING:
-    from watchdog.config.models import Config
+    from watchdog.config.models import Config, LaunchConfig
     from watchdog.config.shard import Shard
 
-__all__ = ["configure_logging", "notifier_from", "plans_from", "run_daemon"]
+__all__ = ["configure_logging", "control_from", "notifier_from", "plans_from", "run_daemon"]
 
 
 def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPlan]:
@@ -31,16 +33,30 @@ def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPl
 
     return {
         name: LaunchPlan(
-            spec=config.launch_spec(name),
+            spec=(spec := config.launch_spec(name)),
             host=launch.host or "",
             ssh=ssh_options(config, launch.host) if launch.host else None,
             labels=dict(launch.labels),
             alerts=tuple(notifiers[n] for n in launch.notify),
             learned_factor=launch.learned_factor if launch.learn_deadlines else None,
+            control=control_from(launch, spec.target.path),
         )
         for name, launch in config.launches.items()
         if shard is None or shard.owns(name)
     }
+
+
+def control_from(launch: LaunchConfig, log: str) -> LaunchControl | None:
+    """Launch mode's part of a configured launch (None without a `command`); `log` the path as its host takes it."""
+    if launch.command is None:
+        return None
+    command = LaunchCommand(launch.command, log, cwd=launch.cwd, env=tuple(launch.env.items()))
+    return LaunchControl(
+        command,
+        kill_on_crash=launch.kill_on_crash,
+        stop_grace=launch.stop_grace,
+        on_boot=launch.start == "on_boot",
+    )
 
 
 # Services that open an incident with a problem and close it with its resolution: they always get both.
@@ -118,6 +134,7 @@ async def _run(path: Path | None, config: Config, shard: Shard | None) -> int:
             basic_auth=auth,
             public_url=d.public_url,
             health=daemon.health,
+            control=daemon.control,
             task_status=task_status,
         )
 

@@ -45,10 +45,12 @@ from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, f
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHPool
+from watchdog.follow.sources.commands import LocalRunner, Runner, SSHRunner
 from watchdog.profiles.loader import preload_profiles
-from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, Category
+from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, Category, State
 
 if TYPE_CHECKING:
+    from watchdog.daemon.control import ControlAnswer
     from watchdog.store import IncarnationRecord, StateStore
 
 __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan"]
@@ -249,6 +251,9 @@ class Daemon:
                 # start for its connect attempts) is said on time, not once every launch has started
                 tg.start_soon(announcer.watch_outages, self._outages, self._plans_on)
                 await self._apply(self._plans)
+                for name, plan in self._plans.items():
+                    if plan.control is not None and plan.control.on_boot:  # launch mode's start = "on_boot"
+                        tg.start_soon(self._start_on_boot, name)
                 self.started.set()
                 self._systemd.notify("READY=1", f"STATUS={self.summary()}")
                 task_status.started()
@@ -472,6 +477,10 @@ class Daemon:
                         await self._answers(run)
                 elif isinstance(update, Concluded):
                     effects.send_nowait(partial(announcer.conclude, run, update))
+                    control = run.plan.control
+                    if control is not None and control.kill_on_crash and update.state is State.CRASHED:
+                        assert self._tg is not None  # in a task of its own: its grace holds up no update
+                        self._tg.start_soon(self._kill_on_crash, run)
 
     async def _effects(self, run: Running, receive: Any) -> None:
         # the launch's slow work, one at a time in the order of its updates; a failure is logged, not fatal
@@ -495,6 +504,42 @@ class Daemon:
         if host is not None:
             assert self._announcer is not None
             await self._announcer.host_answers(host)
+
+    # -- launch mode ----------------------------------------------------------------------------------------
+
+    async def control(self, name: str, action: str, *, replace: bool = False) -> ControlAnswer:
+        """Start (`action` "start"; `replace`: end a run still going first) or stop ("stop") launch `name`'s
+        command on its host: what `POST /launches/NAME/start|stop` asks (see `watchdog.daemon.control`)."""
+        from watchdog.daemon.control import ControlAnswer, start_run, stop_run  # noqa: PLC0415
+
+        run = self._running.get(name)
+        if run is None:
+            return ControlAnswer.refused(404, name, f"no launch {name!r}")
+        runner = self._runner(run.plan)
+        answer = await (
+            start_run(run, runner, replace=replace) if action == "start" else stop_run(run, runner)
+        )
+        self._change()
+        return answer
+
+    async def _kill_on_crash(self, run: Running) -> None:
+        from watchdog.daemon.control import kill_on_crash  # noqa: PLC0415
+
+        await kill_on_crash(run, self._runner(run.plan))
+        self._change()
+
+    async def _start_on_boot(self, name: str) -> None:
+        answer = await self.control(name, "start")
+        if answer.status != 200:
+            log.info("not started on boot", launch=name, reason=answer.body.get("error"))
+
+    def _runner(self, plan: LaunchPlan) -> Runner:
+        target = plan.spec.target
+        if target.host is None:
+            return LocalRunner()
+        pool = self._pool(plan)
+        assert pool is not None  # a launch with a host has one
+        return SSHRunner(pool, target.host, port=target.port, user=target.user)
 
     def _plans_on(self, host: str) -> list[LaunchPlan]:
         return [run.plan for run in self._running.values() if run.plan.host == host]

@@ -154,6 +154,8 @@ class LaunchFollower:
         self._offset = offset
         # why the process is expected to end (a `watchdog stop`): its end is then `stopped`, not a crash
         self._stop_reason: str | None = None
+        self._probe: Any = None  # the process probe, when the spec names the process
+        self._watching = False  # a task watches the process (it ends once the process is gone)
         self._numbered_after = numbered_after
         self.analyzer = Analyzer(
             load_engine(spec.engine, spec.profiles),
@@ -508,32 +510,49 @@ class LaunchFollower:
             wake_up(self._tick_wake, True)
 
     def _start_probes(self, tg: anyio.abc.TaskGroup) -> None:
-        spec, target = self.spec, self.spec.target
+        spec = self.spec
         if spec.pid is not None or spec.process or spec.pid_file:
-            from watchdog.follow.probes.process import LocalProcessProbe, ProcessProbe, SSHProcessProbe  # noqa: PLC0415
-
-            probe: ProcessProbe
-            if target.host is None:
-                probe = LocalProcessProbe(pid=spec.pid, pattern=spec.process or None, pid_file=spec.pid_file)
-            elif self._pool is None:
-                raise ValueError("a remote launch needs an SSH pool")
-            else:
-                probe = SSHProcessProbe(
-                    self._pool,
-                    target.host,
-                    port=target.port,
-                    user=target.user,
-                    pid=spec.pid,
-                    pattern=spec.process or None,
-                    pid_file=spec.pid_file,
-                )
-            tg.start_soon(self._process, probe)
+            self._probe = self._process_probe()
+            self._watching = True
+            tg.start_soon(self._process, self._probe)
         if spec.health_url:
             tg.start_soon(self._health)
         if spec.gpu:
             tg.start_soon(self._gpu)
 
+    def _process_probe(self) -> Any:
+        spec, target = self.spec, self.spec.target
+        from watchdog.follow.probes.process import LocalProcessProbe, SSHProcessProbe  # noqa: PLC0415
+
+        if target.host is None:
+            return LocalProcessProbe(pid=spec.pid, pattern=spec.process or None, pid_file=spec.pid_file)
+        if self._pool is None:
+            raise ValueError("a remote launch needs an SSH pool")
+        return SSHProcessProbe(
+            self._pool,
+            target.host,
+            port=target.port,
+            user=target.user,
+            pid=spec.pid,
+            pattern=spec.process or None,
+            pid_file=spec.pid_file,
+        )
+
+    def process_started(self) -> None:
+        """A new run of the launch's process was started (`watchdog start`): its end is watched again (the
+        process probe ends with the process it saw), and is a crash unless a stop is asked again."""
+        self._stop_reason = None
+        if self._probe is not None and not self._watching:
+            self._watching = True
+            self._tg.start_soon(self._process, self._probe)
+
     async def _process(self, probe: Any) -> None:
+        try:
+            await self._process_watch(probe)
+        finally:
+            self._watching = False
+
+    async def _process_watch(self, probe: Any) -> None:
         from watchdog.follow.probes.process import must_appear, wait_until_gone  # noqa: PLC0415
 
         spec = self.spec
