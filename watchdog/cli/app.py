@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from watchdog.cli.options import (
@@ -283,6 +284,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_launch_arguments(launch)
     _common(launch)
     _follow_options(launch, process=False)
+    from watchdog.cli import control  # noqa: PLC0415 - stdlib only
+
+    control_codes = exit_codes_help(
+        (EXIT_READY, "done"),
+        (EXIT_USAGE, "usage error, or refused: no such launch, no command, (not) running, cannot start"),
+        (EXIT_UNREACHABLE, "the daemon cannot be reached or refused the credentials, or the launch's host"),
+        EXIT_CONFIG,
+    )
+    for action, said in (("start", "start a launch's command"), ("stop", "stop a launch's command")):
+        command = sub.add_parser(
+            action,
+            help=f"ask the running daemon to {said} (launch mode)",
+            description=f"Ask the running daemon to {said} on its host: POST /launches/NAME/{action} "
+            "(docs/launch-mode.md)."
+            + (
+                " A stop sends SIGTERM to its process group, then SIGKILL after its stop_grace; its verdict is "
+                "stopped."
+                if action == "stop"
+                else " Refused while its last run still runs, unless --replace."
+            ),
+            epilog=control_codes,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        control.add_arguments(command, start=action == "start")
+        command.set_defaults(handler=partial(control.run_control, action=action))
     return parser
 
 

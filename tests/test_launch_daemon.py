@@ -1,0 +1,183 @@
+"""Launch mode in the daemon: `command = [...]` started and stopped by `watchdog start|stop` and by
+`POST /launches/NAME/start|stop` behind the daemon's auth; a stop is `stopped`; kill_on_crash over SSH."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_process import DaemonProcess
+from sshd_server import SSHDServer
+from test_launch_mode import CRASH, READY, STANDIN, _alive
+
+DEADLINE = 30.0
+USER, PASSWORD = "ops", "s3cret-i29"
+
+
+def _toml_list(words: list[str]) -> str:
+    return json.dumps(words)  # a JSON array of strings is a TOML array of basic strings
+
+
+def _server(case: Path, *extra: str) -> list[str]:
+    return [sys.executable, STANDIN, f"{case}.log", "--timing", f"{case}.timing", "--scale", "0.2", *extra]
+
+
+def _config(tmp_path: Path, sshd: SSHDServer, launches: str) -> Path:
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "json"
+basic_auth_user = "{USER}"
+basic_auth_password = "{PASSWORD}"
+
+[hosts.gpu1]
+address = "127.0.0.1"
+port = {sshd.port}
+user = "{sshd.user}"
+identity = "{sshd.client_key}"
+known_hosts = "{sshd.known_hosts}"
+{launches}
+"""
+    )
+    return config
+
+
+@pytest.fixture
+def daemon_groups() -> Iterator[list[int]]:
+    """Process groups the daemon started for a test: whatever is left of them is killed after it."""
+    import signal  # noqa: PLC0415
+
+    started: list[int] = []
+    yield started
+    for pgid in started:
+        for pid in _alive(pgid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _post(url: str, body: bytes = b"{}", headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=DEADLINE) as response:  # noqa: S310
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        try:
+            return exc.code, json.loads(text)
+        except ValueError:
+            return exc.code, {"text": text.decode(errors="replace")}
+
+
+def _auth() -> dict[str, str]:
+    import base64  # noqa: PLC0415
+
+    return {"Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}
+
+
+def _cli(*argv: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "WATCHDOG_PASSWORD": password}
+    return subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DEADLINE * 2,
+        check=False,
+    )
+
+
+@pytest.mark.sshd
+def test_start_and_stop_through_the_cli_and_http(
+    tmp_path: Path, sshd: SSHDServer, daemon_groups: list[int]
+) -> None:
+    """`watchdog start NAME` starts the configured command (the daemon follows it to ready); a second start is
+    refused while it runs; `watchdog stop NAME` ends its group (SIGKILL for one that ignores SIGTERM) and the
+    verdict is `stopped`; the HTTP API refuses requests without credentials, a form post, and GET."""
+    log = tmp_path / "server.log"
+    launches = f"""
+[launches.served]
+log = "{log}"
+engine = "llamacpp"
+command = {_toml_list(_server(READY, "--ignore-term", "--children", "1"))}
+stop_grace = "1s"
+"""
+    daemon = DaemonProcess(_config(tmp_path, sshd, launches), deadline=DEADLINE)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        start = f"{url}launches/served/start"
+        assert _post(start, headers={"Content-Type": "application/json"})[0] == 401
+        assert _post(start, b"replace=1", {**_auth(), "Content-Type": "application/x-www-form-urlencoded"})[0] == 415
+        json_auth = {**_auth(), "Content-Type": "application/json"}
+        assert _post(start, headers={**json_auth, "Origin": "http://evil.example"})[0] == 403
+        assert _post(f"{url}launches/nothing/start", headers=json_auth) == (
+            404,
+            {"launch": "nothing", "error": "no launch 'nothing'"},
+        )
+        assert not log.exists()  # nothing was started by any of these
+
+        done = _cli("start", "served", "--url", url, "--user", USER, "--json")
+        assert done.returncode == 0, done.stderr
+        started = json.loads(done.stdout)["started"]
+        daemon_groups.append(started["pid"])
+        assert started["pid_file"] == f"{log}.pid"
+        daemon.wait(event="transition", launch="served", state="ready")
+
+        again = _cli("start", "served", "--url", url, "--user", USER)
+        assert again.returncode == 64
+        assert f"is running (pid {started['pid']})" in again.stderr
+        refused = _cli("stop", "served", "--url", url, "--user", USER, password="wrong")
+        assert refused.returncode == 69
+        assert "refused the credentials" in refused.stderr
+
+        stopped = _cli("stop", "served", "--url", url, "--user", USER)
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"stopped process group {started['pid']} (2 processes, SIGKILL)" in stopped.stdout
+        daemon.wait(event="transition", launch="served", state="stopped")
+        assert _alive(started["pid"]) == []
+        assert _cli("stop", "served", "--url", url, "--user", USER).returncode == 64  # not running now
+    finally:
+        daemon.close()
+
+
+@pytest.mark.sshd
+def test_kill_on_crash_over_ssh_in_the_daemon(tmp_path: Path, sshd: SSHDServer, daemon_groups: list[int]) -> None:
+    """A launch on an SSH host started through the API whose run crashes is ended whole (its workers too) when
+    kill_on_crash is set, and the daemon says what it killed."""
+    log = tmp_path / "server.log"
+    launches = f"""
+[launches.crashy]
+host = "gpu1"
+log = "{log}"
+engine = "llamacpp"
+command = {_toml_list(_server(CRASH, "--children", "2", "--ignore-term"))}
+cwd = "{tmp_path}"
+env = {{ STANDIN_MODE = "crash test" }}
+kill_on_crash = true
+stop_grace = "1s"
+"""
+    daemon = DaemonProcess(_config(tmp_path, sshd, launches), deadline=DEADLINE)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        status, body = _post(f"{url}launches/crashy/start", headers={**_auth(), "Content-Type": "application/json"})
+        assert status == 200, body
+        pgid = body["started"]["pid"]
+        daemon_groups.append(pgid)
+        daemon.wait(event="transition", launch="crashy", state="crashed")
+        killed = daemon.wait(event="killed on crash", launch="crashy")
+        assert (killed["pgid"], killed["signal"], len(killed["pids"])) == (pgid, "SIGKILL", 3)
+        assert _alive(pgid) == []
+    finally:
+        daemon.close()
