@@ -4,11 +4,14 @@ group, a SIGTERM it ignores, and its argv, working directory and environment wri
 
     python3 standin_server.py LOG [--timing FILE] [--scale F] [--then exit:N|hang] [--children N]
         [--ignore-term] [--report FILE] [ARG...]
+
+Imported by the tests for `alive_in_session` and `end_sessions`: what of a launch's session still runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +20,31 @@ import sys
 import time
 
 _CHILD = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN) if {ignore} else None\ntime.sleep(1e6)\n"
+
+
+def alive_in_session(sid: int) -> list[int]:
+    """The processes of session `sid` that still run (zombies are gone), read from /proc: what a launch left."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        fields = stat.rpartition(") ")[2].split()
+        if fields[0] not in ("Z", "X") and int(fields[3]) == sid:  # state, ppid, pgrp, session
+            out.append(int(entry))
+    return out
+
+
+def end_sessions(sids: list[int]) -> None:
+    """SIGKILL whatever is left of these sessions (a test's cleanup)."""
+    for sid in sids:
+        for pid in alive_in_session(sid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def main() -> None:

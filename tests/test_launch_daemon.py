@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from daemon_process import DaemonProcess
 from sshd_server import SSHDServer
-from test_launch_mode import CRASH, READY, STANDIN, _alive
+from standin_server import alive_in_session, end_sessions
+
+HERE = Path(__file__).parent
+STANDIN = str(HERE / "standin_server.py")
+LLAMACPP = HERE / "fixtures" / "corpus" / "llamacpp"
+READY = LLAMACPP / "captured-llamacpp-ready-cpu"
+CRASH = LLAMACPP / "captured-llamacpp-context-too-large-cpu"
 
 DEADLINE = 30.0
 USER, PASSWORD = "ops", "s3cret-i29"
@@ -56,22 +62,15 @@ known_hosts = "{sshd.known_hosts}"
 @pytest.fixture
 def daemon_groups() -> Iterator[list[int]]:
     """Process groups the daemon started for a test: whatever is left of them is killed after it."""
-    import signal  # noqa: PLC0415
-
     started: list[int] = []
     yield started
-    for pgid in started:
-        for pid in _alive(pgid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    end_sessions(started)
 
 
 def _post(url: str, body: bytes = b"{}", headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})  # noqa: S310
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=DEADLINE) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=DEADLINE) as response:
             return response.status, json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
         text = exc.read()
@@ -119,7 +118,10 @@ stop_grace = "1s"
         url = daemon.wait(event="http_listening")["url"]
         start = f"{url}launches/served/start"
         assert _post(start, headers={"Content-Type": "application/json"})[0] == 401
-        assert _post(start, b"replace=1", {**_auth(), "Content-Type": "application/x-www-form-urlencoded"})[0] == 415
+        assert (
+            _post(start, b"replace=1", {**_auth(), "Content-Type": "application/x-www-form-urlencoded"})[0]
+            == 415
+        )
         json_auth = {**_auth(), "Content-Type": "application/json"}
         assert _post(start, headers={**json_auth, "Origin": "http://evil.example"})[0] == 403
         assert _post(f"{url}launches/nothing/start", headers=json_auth) == (
@@ -146,14 +148,16 @@ stop_grace = "1s"
         assert stopped.returncode == 0, stopped.stderr
         assert f"stopped process group {started['pid']} (2 processes, SIGKILL)" in stopped.stdout
         daemon.wait(event="transition", launch="served", state="stopped")
-        assert _alive(started["pid"]) == []
+        assert alive_in_session(started["pid"]) == []
         assert _cli("stop", "served", "--url", url, "--user", USER).returncode == 64  # not running now
     finally:
         daemon.close()
 
 
 @pytest.mark.sshd
-def test_kill_on_crash_over_ssh_in_the_daemon(tmp_path: Path, sshd: SSHDServer, daemon_groups: list[int]) -> None:
+def test_kill_on_crash_over_ssh_in_the_daemon(
+    tmp_path: Path, sshd: SSHDServer, daemon_groups: list[int]
+) -> None:
     """A launch on an SSH host started through the API whose run crashes is ended whole (its workers too) when
     kill_on_crash is set, and the daemon says what it killed."""
     log = tmp_path / "server.log"
@@ -171,13 +175,15 @@ stop_grace = "1s"
     daemon = DaemonProcess(_config(tmp_path, sshd, launches), deadline=DEADLINE)
     try:
         url = daemon.wait(event="http_listening")["url"]
-        status, body = _post(f"{url}launches/crashy/start", headers={**_auth(), "Content-Type": "application/json"})
+        status, body = _post(
+            f"{url}launches/crashy/start", headers={**_auth(), "Content-Type": "application/json"}
+        )
         assert status == 200, body
         pgid = body["started"]["pid"]
         daemon_groups.append(pgid)
         daemon.wait(event="transition", launch="crashy", state="crashed")
         killed = daemon.wait(event="killed on crash", launch="crashy")
         assert (killed["pgid"], killed["signal"], len(killed["pids"])) == (pgid, "SIGKILL", 3)
-        assert _alive(pgid) == []
+        assert alive_in_session(pgid) == []
     finally:
         daemon.close()

@@ -4,11 +4,9 @@ verbatim, and says plainly when the command cannot start."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from sshd_server import SSHDServer
+from standin_server import alive_in_session, end_sessions
 
 from watchdog.cli.app import build_parser
 from watchdog.cli.launch import launch, parse_host, prepare
@@ -41,31 +40,12 @@ def _server(case: Path, *extra: str, then: str = "hang") -> list[str]:
     return [sys.executable, STANDIN, log, "--timing", timing, "--scale", "0.2", "--then", then, *extra]
 
 
-def _alive(pgid: int) -> list[int]:
-    """The processes of session `pgid` that still run (zombies are gone), read from /proc on the host."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rpartition(") ")[2].split()
-        if fields[0] not in ("Z", "X") and int(fields[3]) == pgid:  # state, ppid, pgrp, session
-            out.append(int(entry))
-    return out
-
-
 @pytest.fixture
 def groups() -> Iterator[list[int]]:
     """Process groups a test started: whatever is left of them is killed after it."""
     started: list[int] = []
     yield started
-    for pgid in started:
-        for pid in _alive(pgid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    end_sessions(started)
 
 
 def _ssh(sshd: SSHDServer) -> list[str]:
@@ -146,7 +126,7 @@ async def test_a_run_still_going_is_refused_then_replaced(tmp_path: Path, groups
     assert second["replaced"]["pgid"] == old
     assert second["replaced"]["signal"] == "SIGKILL"
     assert len(second["replaced"]["pids"]) == 2
-    assert _alive(old) == []
+    assert alive_in_session(old) == []
 
 
 async def test_stop_ends_with_sigterm_when_it_is_enough(tmp_path: Path, groups: list[int]) -> None:
@@ -163,7 +143,7 @@ async def test_stop_ends_with_sigterm_when_it_is_enough(tmp_path: Path, groups: 
             await anyio.sleep(0.02)
         killed = await kill_group(runner, started.pid, grace=20)
     assert (killed.signal, len(killed.pids)) == ("SIGTERM", 3)
-    assert _alive(started.pid) == []
+    assert alive_in_session(started.pid) == []
     again = await kill_group(runner, started.pid, grace=1)
     assert (again.signal, again.pids) == (None, ())
 
@@ -183,7 +163,7 @@ async def test_kill_on_crash_over_ssh_leaves_no_process(
     assert v["killed"]["pgid"] == pgid
     assert v["killed"]["signal"] == "SIGKILL"
     assert len(v["killed"]["pids"]) == 3
-    assert _alive(pgid) == []
+    assert alive_in_session(pgid) == []
 
 
 @pytest.mark.sshd
@@ -195,7 +175,7 @@ async def test_crash_without_kill_on_crash_leaves_it_running(
     code, v = await _launch(_ssh(sshd), log, _server(CRASH))
     groups.append(v["started"]["pid"])
     assert (code, v["state"], "killed" in v) == (1, "crashed", False)
-    assert _alive(v["started"]["pid"]) != []
+    assert alive_in_session(v["started"]["pid"]) != []
 
 
 @pytest.mark.sshd
