@@ -67,6 +67,22 @@ def daemon_groups() -> Iterator[list[int]]:
     end_sessions(started)
 
 
+def _wait_after(daemon: DaemonProcess, mark: int, **want: Any) -> dict[str, Any]:
+    """The first log event with these fields after the first `mark` events seen (within the deadline)."""
+    import queue  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    end = time.monotonic() + DEADLINE
+    while True:
+        for event in daemon.seen[mark:]:
+            if all(event.get(k) == v for k, v in want.items()):
+                return event
+        try:
+            daemon.seen.append(daemon.events.get(timeout=max(0.0, end - time.monotonic())))
+        except queue.Empty:
+            raise AssertionError(f"no event {want} after #{mark}; seen: {daemon.seen[-15:]}") from None
+
+
 def _post(url: str, body: bytes = b"{}", headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
     try:
@@ -140,6 +156,16 @@ stop_grace = "1s"
         again = _cli("start", "served", "--url", url, "--user", USER)
         assert again.returncode == 64
         assert f"is running (pid {started['pid']})" in again.stderr
+        replaced = _cli("start", "served", "--replace", "--url", url, "--user", USER, "--json")
+        assert replaced.returncode == 0, replaced.stderr
+        answer = json.loads(replaced.stdout)
+        daemon_groups.append(answer["started"]["pid"])
+        assert (answer["replaced"]["pgid"], answer["replaced"]["signal"]) == (started["pid"], "SIGKILL")
+        assert alive_in_session(started["pid"]) == []
+        daemon.wait(event="transition", launch="served", state="stopped")  # the replaced run's verdict
+        mark = next(i for i, e in enumerate(daemon.seen) if e.get("state") == "stopped")
+        started = answer["started"]
+        _wait_after(daemon, mark, event="transition", launch="served", state="ready")  # the new run's
         refused = _cli("stop", "served", "--url", url, "--user", USER, password="wrong")
         assert refused.returncode == 69
         assert "refused the credentials" in refused.stderr
@@ -147,7 +173,7 @@ stop_grace = "1s"
         stopped = _cli("stop", "served", "--url", url, "--user", USER)
         assert stopped.returncode == 0, stopped.stderr
         assert f"stopped process group {started['pid']} (2 processes, SIGKILL)" in stopped.stdout
-        daemon.wait(event="transition", launch="served", state="stopped")
+        _wait_after(daemon, mark + 1, event="transition", launch="served", state="stopped")
         assert alive_in_session(started["pid"]) == []
         assert _cli("stop", "served", "--url", url, "--user", USER).returncode == 64  # not running now
     finally:
@@ -187,3 +213,72 @@ stop_grace = "1s"
         assert alive_in_session(pgid) == []
     finally:
         daemon.close()
+
+
+_BAD = [
+    pytest.param('container = "c"\ncommand = ["x"]', "launches.a.command", "log file", id="container"),
+    pytest.param('log = "/x.log"\ncommand = []', "launches.a.command", "is empty", id="empty"),
+    pytest.param('log = "/x.log"\ncommand = ["-x"]', "launches.a.command[0]", "not a command", id="dash"),
+    pytest.param('log = "/x.log"\ncommand = [1]', "launches.a.command[0]", "string", id="not-a-string"),
+    pytest.param('log = "/x.log"\ncwd = "/tmp"', "launches.a.cwd", "command = [...]", id="cwd-alone"),
+    pytest.param(
+        'log = "/x.log"\nkill_on_crash = true', "launches.a.kill_on_crash", "command", id="kill-alone"
+    ),
+    pytest.param('log = "/x.log"\nstart = "on_boot"', "launches.a.start", "command", id="start-alone"),
+    pytest.param(
+        'log = "/x.log"\ncommand = ["x"]\nstart = "always"', "launches.a.start", "manual", id="start"
+    ),
+    pytest.param(
+        'log = "/x.log"\ncommand = ["x"]\nenv = { "1A" = "b" }', "launches.a.env", "variable", id="env"
+    ),
+    pytest.param(
+        'log = "/x.log"\ncommand = ["x"]\nprocess = "x"', "launches.a.process", "LOG.pid", id="process"
+    ),
+    pytest.param(
+        'log = "/x.log"\ncommand = ["x"]\npid_file = "/p"', "launches.a.pid_file", "LOG.pid", id="pid"
+    ),
+    pytest.param(
+        'log = "/x.log"\ncommand = ["x"]\nstop_grace = "-1s"', "launches.a.stop_grace", "", id="grace"
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "fragment"), _BAD)
+def test_launch_mode_keys_are_checked(tmp_path: Path, text: str, key: str, fragment: str) -> None:
+    """A launch mode key that is wrong, or given without the command it goes with, is a configuration error
+    naming its key (exit 78 in `check-config`)."""
+    from watchdog.config.loading import load_config  # noqa: PLC0415
+    from watchdog.exceptions import ConfigError  # noqa: PLC0415
+
+    path = tmp_path / "c.toml"
+    path.write_text(f"[launches.a]\n{text}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.key == key
+    assert fragment in str(caught.value)
+
+
+def test_a_launch_with_a_command_follows_its_pid_file(tmp_path: Path) -> None:
+    """A launch with a command gets its process evidence from the pid file launch mode writes beside its log,
+    and its plan carries the command with its directory and environment."""
+    from watchdog.config.loading import load_config  # noqa: PLC0415
+    from watchdog.daemon.service import plans_from  # noqa: PLC0415
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[hosts.gpu1]\n[launches.a]\nhost = "gpu1"\nlog = "~/logs/a.log"\n'
+        'command = ["python3", "-m", "sglang.launch_server", "--port", "30000"]\ncwd = "/data"\n'
+        'env = { CUDA_VISIBLE_DEVICES = "0,1" }\nkill_on_crash = true\nstop_grace = "10s"\nstart = "on_boot"\n',
+        encoding="utf-8",
+    )
+    config = load_config(path)
+    assert config.launch_spec("a").pid_file == "logs/a.log.pid"
+    control = plans_from(config)["a"].control
+    assert control is not None
+    assert control.command.argv == ("python3", "-m", "sglang.launch_server", "--port", "30000")
+    assert (control.command.log, control.command.cwd, control.command.env) == (
+        "logs/a.log",
+        "/data",
+        (("CUDA_VISIBLE_DEVICES", "0,1"),),
+    )
+    assert (control.kill_on_crash, control.stop_grace, control.on_boot) == (True, 10.0, True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from watchdog.exceptions import StartFailed, TargetError, reason_of
-from watchdog.follow.launching import Killed, kill_group, read_pid, start
+from watchdog.follow.launching import Killed, kill_group, log_size, read_pid, start
 
 if TYPE_CHECKING:
     from watchdog.daemon.launches import LaunchControl, Running
@@ -75,6 +75,11 @@ async def start_run(run: Running, runner: Runner, *, replace: bool = False) -> C
                     )
                 killed = await _end(run, runner, control, previous, _REPLACED)
                 body["replaced"] = killed.to_json()
+            # the follower is told where the new run begins before it begins: it may read its first lines
+            # before the start's answer is back
+            size = await log_size(runner, command.log)
+            if run.follower is not None:
+                run.follower.expect_run_at(size)
             started = await start(runner, command)
         except StartFailed as exc:
             return ControlAnswer.refused(422, name, str(exc))
@@ -82,6 +87,8 @@ async def start_run(run: Running, runner: Runner, *, replace: bool = False) -> C
             return ControlAnswer.refused(502, name, reason_of(exc))
         run.started_pid = started.pid
         if run.follower is not None:
+            if started.offset != size:  # something else wrote to the log meanwhile
+                run.follower.expect_run_at(started.offset)
             run.follower.process_started()
         body["started"] = {
             "pid": started.pid,

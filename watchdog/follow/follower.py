@@ -155,6 +155,7 @@ class LaunchFollower:
         # why the process is expected to end (a `watchdog stop`): its end is then `stopped`, not a crash
         self._stop_reason: str | None = None
         self._probe: Any = None  # the process probe, when the spec names the process
+        self._run_at: int | None = None  # where in the log a run `watchdog start` started begins (unread yet)
         self._watching = False  # a task watches the process (it ends once the process is gone)
         self._numbered_after = numbered_after
         self.analyzer = Analyzer(
@@ -267,6 +268,15 @@ class LaunchFollower:
 
     async def _item(self, item: object) -> None:
         now = self.now()
+        at = self._run_at
+        if isinstance(item, Chunk) and at is not None and item.end > at:
+            # a run started here begins at `at`: what came before it is the old run's, what follows a new
+            # incarnation's, whatever its engine prints first (not every engine has a start marker)
+            self._run_at = None
+            if item.offset < at:
+                await self._item(Chunk(item.offset, item.data[: at - item.offset], item.file, item.cursor))
+                item = Chunk(at, item.data[at - item.offset :], item.file, item.cursor)
+            await self._apply(self.analyzer.restart(now))
         if isinstance(item, Chunk):
             self._at_end = False
             self._last_data = now
@@ -537,6 +547,11 @@ class LaunchFollower:
             pattern=spec.process or None,
             pid_file=spec.pid_file,
         )
+
+    def expect_run_at(self, offset: int) -> None:
+        """A run is being started (`watchdog start`) whose output begins at byte `offset` of the log (its size
+        before the start): the bytes from there on are a new incarnation."""
+        self._run_at = offset
 
     def process_started(self) -> None:
         """A new run of the launch's process was started (`watchdog start`): its end is watched again (the

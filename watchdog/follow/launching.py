@@ -24,6 +24,7 @@ __all__ = [
     "LaunchCommand",
     "Started",
     "kill_group",
+    "log_size",
     "read_pid",
     "start",
 ]
@@ -189,6 +190,19 @@ async def start(runner: Runner, command: LaunchCommand) -> Started:
             f"cannot start {command.argv[0]!r} on {runner.where}: {said}", host=runner.where, status=status
         )
     return Started(pid=int(fields[1]), offset=int(fields[0]))
+
+
+async def log_size(runner: Runner, log: str) -> int:
+    """The size of `log` where `runner` runs (0: there is none yet): where the next run's output will begin."""
+    out, status, errors = await run(
+        runner, ["sh", "-c", 'wc -c <"$1" 2>/dev/null || echo 0', "watchdog-size", log]
+    )
+    text = out.decode(errors="replace").strip()
+    if status != 0 or not text.isdigit():
+        raise TargetError(
+            f"reading the size of {log} on {runner.where} failed: {errors.strip()}", host=runner.where
+        )
+    return int(text)
 
 
 async def read_pid(runner: Runner, pid_file: str) -> int | None:
