@@ -216,7 +216,7 @@ stop_grace = "1s"
 
 
 _BAD = [
-    pytest.param('container = "c"\ncommand = ["x"]', "launches.a.command", "log file", id="container"),
+    pytest.param('unit = "u.service"\ncommand = ["x"]', "launches.a.command", "log file", id="unit"),
     pytest.param('log = "/x.log"\ncommand = []', "launches.a.command", "is empty", id="empty"),
     pytest.param('log = "/x.log"\ncommand = ["-x"]', "launches.a.command[0]", "not a command", id="dash"),
     pytest.param('log = "/x.log"\ncommand = [1]', "launches.a.command[0]", "string", id="not-a-string"),
@@ -282,3 +282,71 @@ def test_a_launch_with_a_command_follows_its_pid_file(tmp_path: Path) -> None:
         (("CUDA_VISIBLE_DEVICES", "0,1"),),
     )
     assert (control.kill_on_crash, control.stop_grace, control.on_boot) == (True, 10.0, True)
+
+
+def test_a_container_launch_starts_stops_and_is_killed_on_crash(tmp_path: Path, docker: Any) -> None:
+    """A container launch is started with the runtime's `run` (its options, image and command as configured),
+    stopped with `stop -t GRACE` (the verdict: stopped), replaced by a new container (a new incarnation), and a
+    crashed run is ended with `kill`: no container is left running."""
+    from docker_daemon import IMAGE  # noqa: PLC0415
+
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "ready.log").write_bytes(Path(f"{READY}.log").read_bytes())
+    (share / "crash.log").write_bytes(Path(f"{CRASH}.log").read_bytes())
+    run = ["-v", f"{share}:/c:ro", IMAGE, "sh", "-c", "cat /c/$CASE.log; exec sleep 1000"]
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "json"
+
+[launches.boxed]
+container = "i29-boxed"
+engine = "llamacpp"
+command = {_toml_list(run)}
+env = {{ CASE = "ready" }}
+stop_grace = "1s"
+
+[launches.boxed-crash]
+container = "i29-boxed-crash"
+engine = "llamacpp"
+command = {_toml_list(run)}
+env = {{ CASE = "crash" }}
+kill_on_crash = true
+"""
+    )
+    daemon = DaemonProcess(config, deadline=DEADLINE, env=docker.env())
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        headers = {"Content-Type": "application/json"}
+        status, body = _post(f"{url}launches/boxed/start", headers=headers)
+        assert status == 200, body
+        assert body["started"]["container"] == "i29-boxed"
+        daemon.wait(event="transition", launch="boxed", state="ready")
+        assert _post(f"{url}launches/boxed/start", headers=headers)[0] == 409  # it runs
+
+        status, body = _post(f"{url}launches/boxed/start", b'{"replace": true}', headers)
+        assert status == 200, body
+        assert body["replaced"] == {"container": "i29-boxed", "command": "docker stop -t 1", "exit_code": 137}
+        daemon.wait(event="transition", launch="boxed", state="stopped")
+        mark = next(i for i, e in enumerate(daemon.seen) if e.get("state") == "stopped")
+        _wait_after(
+            daemon, mark, event="transition", launch="boxed", state="ready"
+        )  # the new container's run
+
+        status, body = _post(f"{url}launches/boxed/stop", headers=headers)
+        assert status == 200, body
+        _wait_after(daemon, mark + 1, event="transition", launch="boxed", state="stopped")
+        assert docker.docker("inspect", "-f", "{{.State.Status}}", "i29-boxed").strip() == "exited"
+
+        status, body = _post(f"{url}launches/boxed-crash/start", headers=headers)
+        assert status == 200, body
+        daemon.wait(event="transition", launch="boxed-crash", state="crashed")
+        killed = daemon.wait(event="killed on crash", launch="boxed-crash")
+        assert killed["container"] == "i29-boxed-crash"
+        assert docker.docker("inspect", "-f", "{{.State.Status}}", "i29-boxed-crash").strip() == "exited"
+    finally:
+        daemon.close()

@@ -457,10 +457,13 @@ class LaunchConfig(_Model):
         default=None,
         description="launch mode: the server's command line, each word as given (never read by a shell); "
         "`watchdog start NAME` starts it detached on host with its output appended to log and its pid in "
-        "LOG.pid (docs/launch-mode.md); needs log",
+        "LOG.pid; for a container, the run's options, image and command (RUNTIME run -d --name CONTAINER "
+        "...) (docs/launch-mode.md); needs log or container",
     )
     cwd: StrictStr | None = Field(
-        default=None, description="the command's working directory on its host (default: the login directory)"
+        default=None,
+        description="the command's working directory on its host (default: the login directory; a container's: "
+        "its image's)",
     )
     env: Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_env)] = Field(
         default_factory=dict, description="variables added to the command's environment"
@@ -769,11 +772,11 @@ def _check_command(launch: LaunchConfig, kind: str, where: tuple[str, str]) -> N
             raise _KeyProblem(key_path((*where, key)), "is for a launch that has a command = [...]")
         return
     at = key_path((*where, "command"))
-    if kind != FILE:
-        raise _KeyProblem(at, "is for a launch whose output goes to a log file (log = ...)")
+    if kind not in (FILE, "docker", "podman"):
+        raise _KeyProblem(at, "is for a launch whose output goes to a log file (log = ...) or a container")
     if not launch.command or not launch.command[0].strip():
         raise _KeyProblem(at, 'is empty: give the server\'s command line, e.g. ["python3", "-m", ...]')
-    if launch.command[0].startswith("-"):
+    if kind == FILE and launch.command[0].startswith("-"):  # a container's run options come first
         raise _KeyProblem(f"{at}[0]", f"{launch.command[0]!r} is not a command (it starts with '-')")
     for index, word in enumerate(launch.command):
         if "\0" in word:
@@ -908,7 +911,7 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
             kind=kind,
         )
     pid_file = launch.pid_file
-    if launch.command is not None:
+    if launch.command is not None and kind == FILE:
         pid_file = pid_file_of(target.path)  # the pid `watchdog start` records: the run's process evidence
     return LaunchSpec(
         name=name,

@@ -16,7 +16,18 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from watchdog.exceptions import StartFailed, TargetError, reason_of
-from watchdog.follow.launching import Killed, kill_group, log_size, read_pid, start
+from watchdog.follow.launching import (
+    ContainerCommand,
+    ContainerEnded,
+    Killed,
+    container_status,
+    end_container,
+    kill_group,
+    log_size,
+    read_pid,
+    start,
+    start_container,
+)
 
 if TYPE_CHECKING:
     from watchdog.daemon.launches import LaunchControl, Running
@@ -62,6 +73,8 @@ async def start_run(run: Running, runner: Runner, *, replace: bool = False) -> C
     if control is None:
         return ControlAnswer.refused(409, name, f"launch {name!r} has no command (config: command = [...])")
     command = control.command
+    if isinstance(command, ContainerCommand):
+        return await _start_container(run, runner, control, command, replace=replace)
     async with run.control_lock:
         try:
             body: dict[str, Any] = {"launch": name}
@@ -105,6 +118,8 @@ async def stop_run(run: Running, runner: Runner) -> ControlAnswer:
     name, control = run.plan.spec.name, run.plan.control
     if control is None:
         return ControlAnswer.refused(409, name, f"launch {name!r} has no command (config: command = [...])")
+    if isinstance(control.command, ContainerCommand):
+        return await _stop_container(run, runner, control, control.command)
     async with run.control_lock:
         try:
             pid = await read_pid(runner, control.command.pid_file)
@@ -120,11 +135,15 @@ async def stop_run(run: Running, runner: Runner) -> ControlAnswer:
     return ControlAnswer(200, {"launch": name, "stopped": killed.to_json()})
 
 
-async def kill_on_crash(run: Running, runner: Runner) -> Killed | None:
+async def kill_on_crash(run: Running, runner: Runner) -> Killed | ContainerEnded | None:
     """A crash verdict of the run this daemon started: end its process group (its GPUs freed at once), and say
     what was killed in the launch's note. None: not a run started here (or another run was started since)."""
     control = run.plan.control
-    if control is None or not control.kill_on_crash or run.started_pid is None:
+    if control is None or not control.kill_on_crash:
+        return None
+    if isinstance(control.command, ContainerCommand):
+        return await _kill_container(run, runner, control.command)
+    if run.started_pid is None:
         return None
     name = run.plan.spec.name
     async with run.control_lock:
@@ -141,3 +160,86 @@ async def kill_on_crash(run: Running, runner: Runner) -> Killed | None:
     run.note = f"killed on crash: {killed}"
     log.info("killed on crash", launch=name, pgid=killed.pgid, signal=killed.signal, pids=list(killed.pids))
     return killed
+
+
+# -- containers ------------------------------------------------------------------------------------------------
+
+_RUNNING = frozenset({"running", "restarting", "paused"})
+
+
+async def _end_container(
+    run: Running, runner: Runner, control: LaunchControl, command: ContainerCommand, reason: str
+) -> ContainerEnded:
+    follower = run.follower
+    if follower is not None:
+        follower.expect_stop(reason)
+    ended = await end_container(runner, command.runtime, command.name, grace=control.stop_grace)
+    if follower is not None:
+        with contextlib.suppress(Exception):  # a follower that ended meanwhile has nothing to say it to
+            await follower.stopped(reason)
+    return ended
+
+
+async def _start_container(
+    run: Running, runner: Runner, control: LaunchControl, command: ContainerCommand, *, replace: bool
+) -> ControlAnswer:
+    name = run.plan.spec.name
+    async with run.control_lock:
+        try:
+            body: dict[str, Any] = {"launch": name}
+            state = await container_status(runner, command.runtime, command.name)
+            if state is not None and state[0] in _RUNNING:
+                if not replace:
+                    return ControlAnswer.refused(
+                        409,
+                        name,
+                        f"launch {name!r} is running (container {command.name}): stop it first, or replace it",
+                    )
+                body["replaced"] = (await _end_container(run, runner, control, command, _REPLACED)).to_json()
+            container = await start_container(runner, command)
+        except StartFailed as exc:
+            return ControlAnswer.refused(422, name, str(exc))
+        except TargetError as exc:
+            return ControlAnswer.refused(502, name, reason_of(exc))
+        run.started_container = container
+        if run.follower is not None:
+            run.follower.process_started()
+        body["started"] = {"container": command.name, "id": container}
+        log.info("launch started", launch=name, container=container, replaced=body.get("replaced"))
+        return ControlAnswer(200, body)
+
+
+async def _stop_container(
+    run: Running, runner: Runner, control: LaunchControl, command: ContainerCommand
+) -> ControlAnswer:
+    name = run.plan.spec.name
+    async with run.control_lock:
+        try:
+            state = await container_status(runner, command.runtime, command.name)
+            if state is None or state[0] not in _RUNNING:
+                return ControlAnswer.refused(409, name, f"launch {name!r} is not running")
+            ended = await _end_container(run, runner, control, command, STOP_REASON)
+        except TargetError as exc:
+            return ControlAnswer.refused(502, name, reason_of(exc))
+    log.info("launch stopped", launch=name, container=command.name, exit_code=ended.exit_code)
+    return ControlAnswer(200, {"launch": name, "stopped": ended.to_json()})
+
+
+async def _kill_container(run: Running, runner: Runner, command: ContainerCommand) -> ContainerEnded | None:
+    # only the container this daemon started (its id), still running: `RUNTIME kill NAME`
+    name = run.plan.spec.name
+    if run.started_container is None:
+        return None
+    async with run.control_lock:
+        try:
+            state = await container_status(runner, command.runtime, command.name)
+            if state is None or state[0] not in _RUNNING:
+                return None
+            ended = await end_container(runner, command.runtime, command.name, grace=None)
+        except TargetError as exc:
+            log.warning("kill on crash failed", launch=name, error=reason_of(exc))
+            run.note = f"kill on crash failed: {reason_of(exc)}"
+            return None
+    run.note = f"killed on crash: {ended}"
+    log.info("killed on crash", launch=name, container=command.name, exit_code=ended.exit_code)
+    return ended

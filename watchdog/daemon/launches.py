@@ -11,7 +11,7 @@ import anyio
 from watchdog.alerts.senders import Notifier
 from watchdog.core.expectations import LEARN_FACTOR
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
-from watchdog.follow.launching import LaunchCommand
+from watchdog.follow.launching import ContainerCommand, LaunchCommand
 from watchdog.follow.sources import SSHOptions
 from watchdog.vocabulary import DEFAULT_STOP_GRACE
 
@@ -40,7 +40,7 @@ class LaunchControl:
     whether a crash verdict ends its process group, the grace from SIGTERM to SIGKILL, and whether the daemon
     starts it when it starts."""
 
-    command: LaunchCommand
+    command: LaunchCommand | ContainerCommand
     kill_on_crash: bool = False
     stop_grace: float = DEFAULT_STOP_GRACE
     on_boot: bool = False
@@ -65,4 +65,5 @@ class Running:
     effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
     history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
     started_pid: int | None = None  # launch mode: the pid of the run this daemon started last
+    started_container: str | None = None  # ... or the id of the container it started last
     control_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one start or stop at a time

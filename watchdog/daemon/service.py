@@ -15,11 +15,13 @@ from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, Se
 from watchdog.daemon.launches import LaunchControl
 from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
-from watchdog.follow.launching import LaunchCommand
+from watchdog.follow.launching import ContainerCommand, LaunchCommand
+from watchdog.follow.sources.kinds import FILE
 
 if TYPE_CHECKING:
     from watchdog.config.models import Config, LaunchConfig
     from watchdog.config.shard import Shard
+    from watchdog.follow.sources.target import Target
 
 __all__ = ["configure_logging", "control_from", "notifier_from", "plans_from", "run_daemon"]
 
@@ -39,18 +41,24 @@ def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPl
             labels=dict(launch.labels),
             alerts=tuple(notifiers[n] for n in launch.notify),
             learned_factor=launch.learned_factor if launch.learn_deadlines else None,
-            control=control_from(launch, spec.target.path),
+            control=control_from(launch, spec.target),
         )
         for name, launch in config.launches.items()
         if shard is None or shard.owns(name)
     }
 
 
-def control_from(launch: LaunchConfig, log: str) -> LaunchControl | None:
-    """Launch mode's part of a configured launch (None without a `command`); `log` the path as its host takes it."""
+def control_from(launch: LaunchConfig, target: Target) -> LaunchControl | None:
+    """Launch mode's part of a configured launch (None without a `command`); `target` its spec's (a log's path
+    as its host takes it, or a container and its runtime)."""
     if launch.command is None:
         return None
-    command = LaunchCommand(launch.command, log, cwd=launch.cwd, env=tuple(launch.env.items()))
+    env = tuple(launch.env.items())
+    command: LaunchCommand | ContainerCommand
+    if target.kind == FILE:
+        command = LaunchCommand(launch.command, target.path, cwd=launch.cwd, env=env)
+    else:
+        command = ContainerCommand(target.kind, target.path, launch.command, env=env, cwd=launch.cwd)
     return LaunchControl(
         command,
         kill_on_crash=launch.kill_on_crash,

@@ -336,6 +336,8 @@ class LaunchFollower:
                 oom_killed=item.oom_killed,
                 memory_limit=item.memory_limit,
             )
+            if self._stop_reason is not None:  # the end a stop asked for (`docker stop`): not a crash
+                exited = ProcessExited(self._stop_reason, exit_code=0)
             await self._apply(transitions + self.analyzer.probe(exited, now))
         elif isinstance(item, Disconnected):
             await self._note("disconnected", str(item), since=item.since)

@@ -1,4 +1,5 @@
-"""Launch mode's hands on a host: start a server detached (its own session), and end its process group.
+"""Launch mode's hands on a host: start a server detached (its own session), and end its process group; or
+start, stop and kill a container through its runtime's CLI.
 
 Every script here is a constant run as `sh -c SCRIPT NAME ARG...`: the log's path, the working directory, each
 `KEY=VALUE` and each word of the command are arguments, quoted one by one for the remote shell
@@ -20,13 +21,18 @@ from watchdog.follow.sources.commands import Runner, run
 from watchdog.vocabulary import DEFAULT_STOP_GRACE, pid_file_of
 
 __all__ = [
+    "ContainerCommand",
+    "ContainerEnded",
     "Killed",
     "LaunchCommand",
     "Started",
+    "container_status",
+    "end_container",
     "kill_group",
     "log_size",
     "read_pid",
     "start",
+    "start_container",
 ]
 
 _NOT_FOUND = 127  # the shell's "command not found"
@@ -232,3 +238,108 @@ async def kill_group(runner: Runner, pgid: int, *, grace: float = DEFAULT_STOP_G
         )
     found = tuple(int(p) for p in pids.split() if p.isdigit())
     return Killed(pgid=pgid, pids=found, signal=None if signal.strip() == "none" else signal.strip())
+
+
+# -- containers: the runtime's CLI starts, stops and kills them ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerCommand:
+    """A container launch: `RUNTIME run -d --name NAME [-e KEY=VALUE]... [-w CWD] ARGS...`, where `args` are the
+    run's options, the image and its command, each passed as given."""
+
+    runtime: str  # "docker" or "podman"
+    name: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.args:
+            raise ValueError("a container launch needs the image (and its run options and command)")
+        for word in (*self.args, self.name, self.cwd or "", *(f"{k}={v}" for k, v in self.env)):
+            if "\0" in word:
+                raise ValueError("a container's run arguments may not contain NUL characters")
+
+    def run_argv(self) -> list[str]:
+        """The argv that starts it, detached."""
+        env = [word for key, value in self.env for word in ("-e", f"{key}={value}")]
+        cwd = ["-w", self.cwd] if self.cwd else []
+        return [self.runtime, "run", "-d", "--name", self.name, *env, *cwd, *self.args]
+
+
+@dataclass(frozen=True)
+class ContainerEnded:
+    """A container stopped or killed: by which command, and its exit code after (None: not known)."""
+
+    name: str
+    command: str
+    exit_code: int | None
+
+    def to_json(self) -> dict[str, object]:
+        """`{"container": ..., "command": "docker stop -t 30", "exit_code": 143}`."""
+        return {"container": self.name, "command": self.command, "exit_code": self.exit_code}
+
+    def __str__(self) -> str:
+        """What a person reads: `container sglang-kimi ended (docker stop -t 30, exit code 143)`."""
+        code = "" if self.exit_code is None else f", exit code {self.exit_code}"
+        return f"container {self.name} ended ({self.command}{code})"
+
+
+async def container_status(runner: Runner, runtime: str, name: str) -> tuple[str, int] | None:
+    """The container's status (`running`, `exited`, `created`, ...) and its last exit code; None: no such one.
+
+    Raises:
+        TargetError: the runtime cannot be asked (not installed there, this account may not use it).
+    """
+    argv = [runtime, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name]
+    out, status, errors = await run(runner, argv)
+    fields = out.decode(errors="replace").split()
+    if status == 0 and len(fields) == 2 and fields[1].lstrip("-").isdigit():
+        return fields[0], int(fields[1])
+    if "no such" in errors.lower():
+        return None
+    raise TargetError(
+        f"{runtime} inspect {name} on {runner.where} failed: {errors.strip()}", host=runner.where
+    )
+
+
+async def start_container(runner: Runner, command: ContainerCommand) -> str:
+    """Start the container (a stopped one of its name removed first); its id.
+
+    Raises:
+        StartFailed: the runtime refused it (no such image, a bad option, a command not found in the image).
+        TargetError: the runtime cannot be asked.
+    """
+    if await container_status(runner, command.runtime, command.name) is not None:
+        _out, status, errors = await run(runner, [command.runtime, "rm", command.name])
+        if status != 0:
+            raise StartFailed(
+                f"cannot remove the old container {command.name} on {runner.where}: {' '.join(errors.split())}",
+                host=runner.where,
+                status=status,
+            )
+    out, status, errors = await run(runner, command.run_argv())
+    if status != 0:
+        said = " ".join(errors.split()) or f"exit status {status}"
+        raise StartFailed(
+            f"cannot start container {command.name} on {runner.where}: {said}",
+            host=runner.where,
+            status=status,
+        )
+    return out.decode(errors="replace").strip()[:12]
+
+
+async def end_container(runner: Runner, runtime: str, name: str, *, grace: float | None) -> ContainerEnded:
+    """`RUNTIME stop -t GRACE NAME` (SIGTERM, then SIGKILL after the grace), or `RUNTIME kill NAME` (`grace`
+    None): what ended it and its exit code.
+
+    Raises:
+        TargetError: the runtime refused it, or cannot be asked.
+    """
+    argv = [runtime, "kill", name] if grace is None else [runtime, "stop", "-t", str(math.ceil(grace)), name]
+    _out, status, errors = await run(runner, argv)
+    if status != 0:
+        raise TargetError(f"{' '.join(argv)} on {runner.where} failed: {errors.strip()}", host=runner.where)
+    after = await container_status(runner, runtime, name)
+    return ContainerEnded(name, " ".join(argv[:-1]), None if after is None else after[1])
