@@ -137,18 +137,26 @@ def _json(data: bytes) -> dict[str, Any]:
 
 
 def _said(name: str, answer: dict[str, Any]) -> str:
-    """What a person reads of a done start or stop."""
+    """What a person reads of a done start or stop (of a process group, or of a container)."""
     lines = []
     if replaced := answer.get("replaced"):
-        lines.append(f"{name}: replaced the run in process group {replaced['pgid']} ({replaced['signal']})")
+        lines.append(f"{name}: replaced {_ended(replaced)}")
     if started := answer.get("started"):
-        lines.append(
-            f"{name}: started pid {started['pid']} (its own process group); pid in {started['pid_file']}"
-        )
+        if "container" in started:
+            lines.append(f"{name}: started container {started['container']} ({started['id']})")
+        else:
+            lines.append(
+                f"{name}: started pid {started['pid']} (its own process group); pid in {started['pid_file']}"
+            )
     if stopped := answer.get("stopped"):
-        count = len(stopped["pids"])
-        lines.append(
-            f"{name}: stopped process group {stopped['pgid']} ({count} process{'es' if count != 1 else ''}, "
-            f"{stopped['signal'] or 'already gone'})"
-        )
+        lines.append(f"{name}: stopped {_ended(stopped)}")
     return "\n".join(lines)
+
+
+def _ended(ended: dict[str, Any]) -> str:
+    if "container" in ended:
+        code = "" if ended["exit_code"] is None else f", exit code {ended['exit_code']}"
+        return f"container {ended['container']} ({ended['command']}{code})"
+    count = len(ended["pids"])
+    plural = "es" if count != 1 else ""
+    return f"process group {ended['pgid']} ({count} process{plural}, {ended['signal'] or 'already gone'})"
