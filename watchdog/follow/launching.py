@@ -74,17 +74,19 @@ members() {
     printf '%s ' "$p"
   done
 }
+# the whole group at once (dash wants `--` before a negative pid, busybox ash refuses it)
+group() { kill -s "$1" -- -"$sid" 2>/dev/null || kill -s "$1" -"$sid" 2>/dev/null; }
 found=$(members)
 if [ -z "$found" ]; then echo "; none"; exit 0; fi
 sig=TERM
 [ "$grace" -gt 0 ] || sig=KILL
-kill -s "$sig" -- -"$sid" 2>/dev/null
+group "$sig"
 kill -s "$sig" $found 2>/dev/null
 waited=0
 while [ -n "$(members)" ]; do
   if [ "$sig" = TERM ] && [ "$waited" -ge $((grace * 10)) ]; then
     sig=KILL
-    kill -s KILL -- -"$sid" 2>/dev/null
+    group KILL
     kill -s KILL $(members) 2>/dev/null
   fi
   sleep 0.1
