@@ -211,6 +211,10 @@ stop_grace = "1s"
         killed = daemon.wait(event="killed on crash", launch="crashy")
         assert (killed["pgid"], killed["signal"], len(killed["pids"])) == (pgid, "SIGKILL", 3)
         assert alive_in_session(pgid) == []
+        request = urllib.request.Request(f"{url}status", headers=_auth())
+        with urllib.request.urlopen(request, timeout=DEADLINE) as response:
+            status = json.loads(response.read())[0]
+        assert status["note"] == f"killed on crash: ended process group {pgid} (3 processes, SIGKILL)"
     finally:
         daemon.close()
 
@@ -348,5 +352,34 @@ kill_on_crash = true
         killed = daemon.wait(event="killed on crash", launch="boxed-crash")
         assert killed["container"] == "i29-boxed-crash"
         assert docker.docker("inspect", "-f", "{{.State.Status}}", "i29-boxed-crash").strip() == "exited"
+    finally:
+        daemon.close()
+
+
+@pytest.mark.sshd
+def test_on_boot_starts_it_when_the_daemon_starts(
+    tmp_path: Path, sshd: SSHDServer, daemon_groups: list[int]
+) -> None:
+    """`start = "on_boot"`: the daemon starts the command itself when it starts (a `manual` one it leaves)."""
+    booted, manual = tmp_path / "booted.log", tmp_path / "manual.log"
+    launches = f"""
+[launches.booted]
+log = "{booted}"
+engine = "llamacpp"
+command = {_toml_list(_server(READY))}
+start = "on_boot"
+
+[launches.manual]
+log = "{manual}"
+engine = "llamacpp"
+command = {_toml_list(_server(READY))}
+"""
+    daemon = DaemonProcess(_config(tmp_path, sshd, launches), deadline=DEADLINE)
+    try:
+        started = daemon.wait(event="launch started", launch="booted")
+        daemon_groups.append(started["pid"])
+        daemon.wait(event="transition", launch="booted", state="ready")
+        assert not manual.exists()
+        assert [e for e in daemon.seen if e.get("event") == "launch started"] == [started]
     finally:
         daemon.close()
