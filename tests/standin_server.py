@@ -5,7 +5,8 @@ group, a SIGTERM it ignores, and its argv, working directory and environment wri
     python3 standin_server.py LOG [--timing FILE] [--scale F] [--then exit:N|hang] [--children N]
         [--ignore-term] [--report FILE] [ARG...]
 
-Imported by the tests for `alive_in_session` and `end_sessions`: what of a launch's session still runs.
+Imported by the tests for `command` (its command line for a corpus case), `alive_in_session` and `end_sessions`
+(what of a launch's session still runs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ import subprocess
 import sys
 import time
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LLAMACPP = os.path.join(_HERE, "fixtures", "corpus", "llamacpp")
+READY = os.path.join(_LLAMACPP, "captured-llamacpp-ready-cpu")  # a corpus case (NAME.log, NAME.timing): ready
+CRASH = os.path.join(_LLAMACPP, "captured-llamacpp-context-too-large-cpu")  # ... crashed, out of memory
 _CHILD = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN) if {ignore} else None\ntime.sleep(1e6)\n"
+
+
+def command(case: str, *extra: str, then: str = "hang") -> list[str]:
+    """The stand-in's command line: `case`'s log (a corpus case's path without .log) at its recorded pace, sped up
+    5 times, then `then`; `extra` options after."""
+    log, timing = f"{case}.log", f"{case}.timing"
+    return [sys.executable, __file__, log, "--timing", timing, "--scale", "0.2", "--then", then, *extra]
 
 
 def alive_in_session(sid: int) -> list[int]:

@@ -14,15 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import standin_server as standin
 from daemon_process import DaemonProcess
 from sshd_server import SSHDServer
 from standin_server import alive_in_session, end_sessions
 
-HERE = Path(__file__).parent
-STANDIN = str(HERE / "standin_server.py")
-LLAMACPP = HERE / "fixtures" / "corpus" / "llamacpp"
-READY = LLAMACPP / "captured-llamacpp-ready-cpu"
-CRASH = LLAMACPP / "captured-llamacpp-context-too-large-cpu"
+READY, CRASH = Path(standin.READY), Path(standin.CRASH)
 
 DEADLINE = 30.0
 USER, PASSWORD = "ops", "s3cret-i29"
@@ -32,29 +29,23 @@ def _toml_list(words: list[str]) -> str:
     return json.dumps(words)  # a JSON array of strings is a TOML array of basic strings
 
 
-def _server(case: Path, *extra: str) -> list[str]:
-    return [sys.executable, STANDIN, f"{case}.log", "--timing", f"{case}.timing", "--scale", "0.2", *extra]
+def _server(case: Path, *extra: str, then: str = "hang") -> list[str]:
+    return standin.command(str(case), *extra, then=then)
 
 
-def _config(tmp_path: Path, sshd: SSHDServer, launches: str) -> Path:
+def _config(tmp_path: Path, launches: str, *, sshd: SSHDServer | None = None, auth: bool = True) -> Path:
+    """The daemon's config: on a free loopback port, with basic auth (`auth`), the host gpu1 (`sshd`)."""
     config = tmp_path / "watchdog.toml"
+    daemon = f'basic_auth_user = "{USER}"\nbasic_auth_password = "{PASSWORD}"\n' if auth else ""
+    host = ""
+    if sshd is not None:
+        host = (
+            f'[hosts.gpu1]\naddress = "127.0.0.1"\nport = {sshd.port}\nuser = "{sshd.user}"\n'
+            f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
+        )
     config.write_text(
-        f"""
-[daemon]
-listen = "127.0.0.1:0"
-state_dir = "{tmp_path / "state"}"
-log_format = "json"
-basic_auth_user = "{USER}"
-basic_auth_password = "{PASSWORD}"
-
-[hosts.gpu1]
-address = "127.0.0.1"
-port = {sshd.port}
-user = "{sshd.user}"
-identity = "{sshd.client_key}"
-known_hosts = "{sshd.known_hosts}"
-{launches}
-"""
+        f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{tmp_path / "state"}"\nlog_format = "json"\n{daemon}\n'
+        f"{host}{launches}"
     )
     return config
 
@@ -129,7 +120,7 @@ engine = "llamacpp"
 command = {_toml_list(_server(READY, "--ignore-term", "--children", "1"))}
 stop_grace = "1s"
 """
-    daemon = DaemonProcess(_config(tmp_path, sshd, launches), deadline=DEADLINE)
+    daemon = DaemonProcess(_config(tmp_path, launches, sshd=sshd), deadline=DEADLINE)
     try:
         url = daemon.wait(event="http_listening")["url"]
         start = f"{url}launches/served/start"
@@ -198,7 +189,7 @@ env = {{ STANDIN_MODE = "crash test" }}
 kill_on_crash = true
 stop_grace = "1s"
 """
-    daemon = DaemonProcess(_config(tmp_path, sshd, launches), deadline=DEADLINE)
+    daemon = DaemonProcess(_config(tmp_path, launches, sshd=sshd), deadline=DEADLINE)
     try:
         url = daemon.wait(event="http_listening")["url"]
         status, body = _post(
@@ -299,14 +290,7 @@ def test_a_container_launch_starts_stops_and_is_killed_on_crash(tmp_path: Path, 
     (share / "ready.log").write_bytes(Path(f"{READY}.log").read_bytes())
     (share / "crash.log").write_bytes(Path(f"{CRASH}.log").read_bytes())
     run = ["-v", f"{share}:/c:ro", IMAGE, "sh", "-c", "cat /c/$CASE.log; exec sleep 1000"]
-    config = tmp_path / "watchdog.toml"
-    config.write_text(
-        f"""
-[daemon]
-listen = "127.0.0.1:0"
-state_dir = "{tmp_path / "state"}"
-log_format = "json"
-
+    launches = f"""
 [launches.boxed]
 container = "i29-boxed"
 engine = "llamacpp"
@@ -321,7 +305,7 @@ command = {_toml_list(run)}
 env = {{ CASE = "crash" }}
 kill_on_crash = true
 """
-    )
+    config = _config(tmp_path, launches, auth=False)
     daemon = DaemonProcess(config, deadline=DEADLINE, env=docker.env())
     try:
         url = daemon.wait(event="http_listening")["url"]
@@ -374,7 +358,7 @@ log = "{manual}"
 engine = "llamacpp"
 command = {_toml_list(_server(READY))}
 """
-    daemon = DaemonProcess(_config(tmp_path, sshd, launches), deadline=DEADLINE)
+    daemon = DaemonProcess(_config(tmp_path, launches, sshd=sshd), deadline=DEADLINE)
     try:
         started = daemon.wait(event="launch started", launch="booted")
         daemon_groups.append(started["pid"])

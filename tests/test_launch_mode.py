@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+import standin_server as standin
 from sshd_server import SSHDServer
 from standin_server import alive_in_session, end_sessions
 
@@ -27,17 +28,12 @@ from watchdog.follow.sources.commands import LocalRunner
 pytestmark = pytest.mark.anyio
 
 HERE = Path(__file__).parent
-STANDIN = str(HERE / "standin_server.py")
-LLAMACPP = HERE / "fixtures" / "corpus" / "llamacpp"
-READY = LLAMACPP / "captured-llamacpp-ready-cpu"
-CRASH = LLAMACPP / "captured-llamacpp-context-too-large-cpu"
+READY, CRASH = Path(standin.READY), Path(standin.CRASH)
 DEADLINE = 30
 
 
 def _server(case: Path, *extra: str, then: str = "hang") -> list[str]:
-    """The stand-in's command line: `case`'s log at its recorded pace (sped up), then `then`."""
-    log, timing = f"{case}.log", f"{case}.timing"
-    return [sys.executable, STANDIN, log, "--timing", timing, "--scale", "0.2", "--then", then, *extra]
+    return standin.command(str(case), *extra, then=then)
 
 
 @pytest.fixture

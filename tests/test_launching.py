@@ -64,9 +64,13 @@ async def test_a_run_started_mid_log_is_a_new_incarnation_from_its_first_byte() 
     assert status.to_json()["timeline"][0]["line"] == 1  # counted from the new run's first line
 
 
-async def test_an_end_a_stop_asked_for_is_stopped_not_a_crash() -> None:
-    """A ready launch whose process ends after `expect_stop` is `stopped` in phase ready, even when the end
-    comes as the platform's word with a signal's exit code (a container's `docker stop`)."""
+@pytest.mark.parametrize(
+    ("asked", "state"),
+    [pytest.param(True, State.STOPPED, id="stop-asked"), pytest.param(False, State.CRASHED, id="not-asked")],
+)
+async def test_an_end_a_stop_asked_for_is_stopped_not_a_crash(asked: bool, state: State) -> None:
+    """A ready launch whose process ends after `expect_stop` is `stopped` in phase ready, even when the end comes
+    as the platform's word with a signal's exit code (a container's `docker stop`); unasked, that end is a crash."""
     run = _Run()
     async with anyio.create_task_group() as tg:
         tg.start_soon(run.follower.run)
@@ -75,29 +79,14 @@ async def test_an_end_a_stop_asked_for_is_stopped_not_a_crash() -> None:
         await run.source.catch_up()
         await run.source.settle()
         await run.clock.advance(5)
-        run.follower.expect_stop("stopped by watchdog stop")
+        if asked:
+            run.follower.expect_stop("stopped by watchdog stop")
         await run.source.push(Ended("exited with code 143", exit_code=143))
         await run.source.settle()
+        await run.clock.advance(5)
         tg.cancel_scope.cancel()
     verdict = run.follower.status().verdict
-    assert (verdict.state, verdict.phase) == (State.STOPPED, State.READY)
-
-
-async def test_without_a_stop_the_same_end_is_a_crash() -> None:
-    """The same end with no stop asked for is a crash (the contrast the previous test needs)."""
-    run = _Run()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run.follower.run)
-        tg.start_soon(run.collect)
-        await run.source.append(READY)
-        await run.source.catch_up()
-        await run.source.settle()
-        await run.clock.advance(5)
-        await run.source.push(Ended("exited with code 143", exit_code=143))
-        await run.source.settle()
-        await run.clock.advance(5)
-        tg.cancel_scope.cancel()
-    assert run.follower.status().verdict.state is State.CRASHED
+    assert (verdict.state, verdict.phase) == (state, State.READY)
 
 
 def test_what_is_started_and_what_is_said() -> None:

@@ -191,12 +191,7 @@ async def launch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             added["replaced"] = replaced.to_json()
             say(f"replaced: {replaced}")
         started = await start(runner, command)
-        added["started"] = {
-            "pid": started.pid,
-            "pgid": started.pid,
-            "pid_file": command.pid_file,
-            "log_offset": started.offset,
-        }
+        added["started"] = started.to_json(command.pid_file)
         say(
             f"started pid {started.pid} (its own process group) on {runner.where}; its pid is in {command.pid_file}"
         )

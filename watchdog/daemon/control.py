@@ -94,21 +94,17 @@ async def start_run(run: Running, runner: Runner, *, replace: bool = False) -> C
             if run.follower is not None:
                 run.follower.expect_run_at(size)
             started = await start(runner, command)
-        except StartFailed as exc:
-            return ControlAnswer.refused(422, name, str(exc))
-        except TargetError as exc:
-            return ControlAnswer.refused(502, name, reason_of(exc))
+        except (StartFailed, TargetError) as exc:
+            if run.follower is not None:
+                run.follower.expect_run_at(None)  # nothing began
+            status = 422 if isinstance(exc, StartFailed) else 502
+            return ControlAnswer.refused(status, name, str(exc) if status == 422 else reason_of(exc))
         run.started_pid = started.pid
         if run.follower is not None:
             if started.offset != size:  # something else wrote to the log meanwhile
                 run.follower.expect_run_at(started.offset)
             run.follower.process_started()
-        body["started"] = {
-            "pid": started.pid,
-            "pgid": started.pid,
-            "pid_file": command.pid_file,
-            "log_offset": started.offset,
-        }
+        body["started"] = started.to_json(command.pid_file)
         log.info("launch started", launch=name, pid=started.pid, replaced=body.get("replaced"))
         return ControlAnswer(200, body)
 

@@ -157,6 +157,7 @@ class LaunchFollower:
         self._probe: Any = None  # the process probe, when the spec names the process
         self._run_at: int | None = None  # where in the log a run `watchdog start` started begins (unread yet)
         self._watching = False  # a task watches the process (it ends once the process is gone)
+        self._runs = 0  # runs `watchdog start` started (`process_started`)
         self._numbered_after = numbered_after
         self.analyzer = Analyzer(
             load_engine(spec.engine, spec.profiles),
@@ -550,27 +551,32 @@ class LaunchFollower:
             pid_file=spec.pid_file,
         )
 
-    def expect_run_at(self, offset: int) -> None:
+    def expect_run_at(self, offset: int | None) -> None:
         """A run is being started (`watchdog start`) whose output begins at byte `offset` of the log (its size
-        before the start): the bytes from there on are a new incarnation."""
+        before the start): the bytes from there on are a new incarnation (None: the start failed after all)."""
         self._run_at = offset
 
     def process_started(self) -> None:
         """A new run of the launch's process was started (`watchdog start`): its end is watched again (the
         process probe ends with the process it saw), and is a crash unless a stop is asked again."""
         self._stop_reason = None
+        self._runs += 1
         if self._probe is not None and not self._watching:
             self._watching = True
             self._tg.start_soon(self._process, self._probe)
 
     async def _process(self, probe: Any) -> None:
         try:
-            await self._process_watch(probe)
+            while await self._process_watch(probe):
+                pass  # what ended was the run before a new one `watchdog start` started: that one is watched
         finally:
             self._watching = False
 
-    async def _process_watch(self, probe: Any) -> None:
+    async def _process_watch(self, probe: Any) -> bool:
+        # True: the process that ended was a run before the one that runs now (a replace): watch on
         from watchdog.follow.probes.process import must_appear, wait_until_gone  # noqa: PLC0415
+
+        runs = self._runs
 
         spec = self.spec
         named = f"matching {spec.process!r}" if spec.process else f"whose pid is in {spec.pid_file}"
@@ -585,10 +591,19 @@ class LaunchFollower:
         await wait_until_gone(probe, interval=spec.probe_interval, appear=must_appear(probe), waiting=waiting)
         # let the last lines (a traceback being written) arrive before the verdict
         await self._clock.sleep(self.spec.tick * 2)
+        if self._runs != runs and await self._still_running(probe):
+            return True  # a run started meanwhile (its end, if stopped, was said by `stopped`)
         if self._stop_reason is not None:
             await self.stopped(self._stop_reason)
         else:
             await self._apply(self.analyzer.probe(ProcessExited("no such process"), self.now()))
+        return False
+
+    async def _still_running(self, probe: Any) -> bool:
+        try:
+            return bool(await probe.alive())
+        except ConnectionLost:
+            return True  # unknown: not a death to report
 
     def expect_stop(self, reason: str) -> None:
         """The process is being stopped on purpose (`watchdog stop`): its end is `stopped`, not a crash."""

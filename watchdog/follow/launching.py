@@ -142,6 +142,10 @@ class Started:
     pid: int
     offset: int
 
+    def to_json(self, pid_file: str) -> dict[str, object]:
+        """`{"pid": ..., "pgid": ..., "pid_file": ..., "log_offset": ...}` for `--json` and the HTTP API."""
+        return {"pid": self.pid, "pgid": self.pid, "pid_file": pid_file, "log_offset": self.offset}
+
 
 @dataclass(frozen=True)
 class Killed:
