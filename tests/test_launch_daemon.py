@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -344,7 +345,8 @@ kill_on_crash = true
 def test_on_boot_starts_it_when_the_daemon_starts(
     tmp_path: Path, sshd: SSHDServer, daemon_groups: list[int]
 ) -> None:
-    """`start = "on_boot"`: the daemon starts the command itself when it starts (a `manual` one it leaves)."""
+    """`start = "on_boot"`: the daemon starts the command itself when it starts (a `manual` one it leaves);
+    `watchdog stop --config` finds the daemon and its credentials in its config."""
     booted, manual = tmp_path / "booted.log", tmp_path / "manual.log"
     launches = f"""
 [launches.booted]
@@ -358,12 +360,21 @@ log = "{manual}"
 engine = "llamacpp"
 command = {_toml_list(_server(READY))}
 """
-    daemon = DaemonProcess(_config(tmp_path, launches, sshd=sshd), deadline=DEADLINE)
+    config = _config(tmp_path, launches, sshd=sshd)
+    with socket.socket() as probe:  # a port `watchdog stop --config` can read from the config
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config.write_text(config.read_text().replace('"127.0.0.1:0"', f'"127.0.0.1:{port}"'))
+    daemon = DaemonProcess(config, deadline=DEADLINE)
     try:
         started = daemon.wait(event="launch started", launch="booted")
         daemon_groups.append(started["pid"])
         daemon.wait(event="transition", launch="booted", state="ready")
         assert not manual.exists()
         assert [e for e in daemon.seen if e.get("event") == "launch started"] == [started]
+        # the daemon and its credentials found from its config
+        stopped = _cli("stop", "booted", "--config", str(config), password="")
+        assert stopped.returncode == 0, stopped.stderr
+        daemon.wait(event="transition", launch="booted", state="stopped")
     finally:
         daemon.close()
