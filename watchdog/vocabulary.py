@@ -15,6 +15,8 @@ import stat
 from urllib.parse import urlsplit
 
 __all__ = [
+    "ARGUMENT_FLAG_STYLES",
+    "ARGUMENT_SYNTAXES",
     "BAR_OF_PHASE",
     "DEADLINE_STATES",
     "DEFAULT_CRASH_GRACE",
@@ -33,8 +35,6 @@ __all__ = [
     "DISTRIBUTION",
     "DURATIONS",
     "DURATION_PATTERN",
-    "ARGUMENT_FLAG_STYLES",
-    "ARGUMENT_SYNTAXES",
     "ENGINES",
     "ENGINE_CHOICES",
     "EXIT_CONFIG",

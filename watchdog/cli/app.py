@@ -120,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
     )
+    replay.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="FILE",
+        help="the log of the launch before: say what changed since it (arguments, phases, memory)",
+    )
     _common(replay)
 
     run = sub.add_parser(
@@ -284,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="POST the verdict as JSON to this http(s) URL (repeatable)",
     )
     watch.add_argument("--events", type=Path, metavar="FILE", help="append every transition as a JSON line")
+    watch.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="FILE",
+        help="the log of the launch before: say what changed since it (arguments, phases, memory)",
+    )
     watch.add_argument(
         "--pid", type=pid, help="the server's pid on the host: gone without a traceback = crashed"
     )
@@ -487,7 +499,7 @@ def _replay(args: argparse.Namespace) -> int:
     engine = None if args.engine == "auto" else args.engine
     log = resources.files("watchdog") / "examples" / EXAMPLE_LOG if args.example else args.file
     with resources.as_file(log) as path:  # a file of the user's is its own path
-        _analyzer, verdict = replay_path(path, engine, args.profile)
+        _analyzer, verdict = replay_path(path, engine, args.profile, compare_with=args.compare_with)
     source = EXAMPLE_LOG if args.example else str(args.file)
     write_out(
         json.dumps(verdict.to_json(), ensure_ascii=False)

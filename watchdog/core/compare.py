@@ -245,7 +245,7 @@ def _facts(before: Mapping[str, FactValue], after: Mapping[str, FactValue]) -> t
 
 def _shown(value: str | None) -> str:
     # an argument's value in a line: an empty one said as such
-    return '""' if not value else value
+    return value or '""'
 
 
 def _seconds(value: float | None) -> str:

@@ -157,6 +157,7 @@ Event = (
     | PhaseReached
     | ProgressMade
     | FactFound
+    | ArgumentsFound
     | ReadyReached
     | ErrorSeen
     | StopSeen
