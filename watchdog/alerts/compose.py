@@ -223,6 +223,9 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
             if done is not None
         )
         out.extend(fact_field(name, value) for name, value in alert.facts)
+        # the relaunch's news: what changed since the launch before (its values are log text: each service
+        # escapes field values as it does the facts')
+        out.append(("Changed", alert.changed.removeprefix("changed ")))
     return [(name, value) for name, value in out if value]
 
 

@@ -355,6 +355,7 @@ class Daemon:
                             # a launch whose log never came goes on with its pending incarnation
                             numbered_after=run.incarnation if run.began else max(0, run.incarnation - 1),
                             clock=self._follower_clock,
+                            earlier=run.earlier,
                         )
                         run.follower = follower
                         run.since = self._clock.now()
@@ -432,6 +433,7 @@ class Daemon:
         if history is None:
             history = await self._store.history(spec.name, limit=HISTORY_SAMPLES)
         records = [{"state": r.state, "phase_durations": r.phase_durations} for r in history]
+        run.earlier = tuple(r.baseline() for r in history)
         run.typical = typical_durations(records)
         if run.plan.learned_factor is None:
             return spec
