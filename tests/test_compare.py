@@ -182,3 +182,13 @@ def test_replay_compare_with_a_previous_log(tmp_path: Path, capsys: pytest.Captu
     ]
     assert main(["replay", str(READY), "--json"]) == 0
     assert "changes" not in json.loads(capsys.readouterr().out)
+
+
+def test_watch_compare_with_a_previous_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`watch NEW --compare-with OLD` follows NEW as launch #2 and its verdict names the flag changed since OLD."""
+    new = tmp_path / "new.log"
+    new.write_bytes(READY.read_bytes().replace(b"disable_cuda_graph=False", b"disable_cuda_graph=True"))
+    assert main(["watch", str(new), "--json", "--compare-with", str(READY)]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["state"], verdict["incarnation"]) == ("ready", 2)
+    assert [a["flag"] for a in verdict["changes"]["arguments"]] == ["--disable-cuda-graph"]

@@ -244,6 +244,8 @@ class LaunchFollower:
         # The state of a valid checkpoint, and the offset (and a cursor source's cursor) to read on from; 0
         # without one.
         if self._checkpoints is None:
+            if self._numbered_after:  # `watch --compare-with`: numbered after the log compared with
+                self.analyzer.lifecycle.number_from(self._numbered_after)
             return 0, None
         restored = await self._checkpoints.restore(source, self.analyzer)
         checkpoint = restored.checkpoint
