@@ -20,6 +20,7 @@ _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 _PHASES = tuple(p.value for p in STARTUP_PHASES)
 _COMPARED_FACTS = tuple(dict.fromkeys(name for name, _ in GLANCE))  # the memory facts worth a glance
 _SHOWN = 3  # changed arguments a one-line summary names before "and N more"
+_CACHED = 256  # argument comparisons remembered (see `_compared`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +197,7 @@ def compare(before: Baseline, after: Baseline, *, volatile: Iterable[str] = ()) 
     compared = bool(before.arguments) and bool(after.arguments)
     return Changes(
         since_incarnation=before.incarnation,
-        arguments=_arguments(before.arguments, after.arguments, frozenset(volatile)) if compared else (),
+        arguments=_compared(before.arguments, after.arguments, frozenset(volatile)) if compared else (),
         phases=_phases(dict(before.phases), dict(after.phases)),
         time_to_ready=None
         if before.time_to_ready is None and after.time_to_ready is None
@@ -204,6 +205,29 @@ def compare(before: Baseline, after: Baseline, *, volatile: Iterable[str] = ()) 
         facts=_facts(dict(before.facts), dict(after.facts)),
         compared_arguments=compared,
     )
+
+
+# A verdict is made at every status snapshot, and its arguments (SGLang's ~500) are the same tuples each time
+# until the engine prints them again: their comparison is remembered by the tuples' identity (kept alive here,
+# so an id is not reused while its entry stands).
+_REMEMBERED: dict[
+    tuple[int, int, frozenset[str]],
+    tuple[tuple[Argument, ...], tuple[Argument, ...], tuple[ArgumentChange, ...]],
+] = {}
+
+
+def _compared(
+    before: tuple[Argument, ...], after: tuple[Argument, ...], volatile: frozenset[str]
+) -> tuple[ArgumentChange, ...]:
+    key = (id(before), id(after), volatile)
+    hit = _REMEMBERED.get(key)
+    if hit is not None and hit[0] is before and hit[1] is after:
+        return hit[2]
+    out = _arguments(before, after, volatile)
+    if len(_REMEMBERED) >= _CACHED:
+        _REMEMBERED.clear()
+    _REMEMBERED[key] = (before, after, out)
+    return out
 
 
 def _arguments(
