@@ -4,6 +4,8 @@ verdict of `replay` (two launches in one log, or `--compare-with` a previous log
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,11 +186,18 @@ def test_replay_compare_with_a_previous_log(tmp_path: Path, capsys: pytest.Captu
     assert "changes" not in json.loads(capsys.readouterr().out)
 
 
-def test_watch_compare_with_a_previous_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_compare_with_a_previous_log(tmp_path: Path) -> None:
     """`watch NEW --compare-with OLD` follows NEW as launch #2 and its verdict names the flag changed since OLD."""
     new = tmp_path / "new.log"
     new.write_bytes(READY.read_bytes().replace(b"disable_cuda_graph=False", b"disable_cuda_graph=True"))
-    assert main(["watch", str(new), "--json", "--compare-with", str(READY)]) == 0
-    verdict = json.loads(capsys.readouterr().out)
+    done = subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "watch", str(new), "--json", "--compare-with", str(READY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
     assert (verdict["state"], verdict["incarnation"]) == ("ready", 2)
     assert [a["flag"] for a in verdict["changes"]["arguments"]] == ["--disable-cuda-graph"]
