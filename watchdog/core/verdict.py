@@ -422,14 +422,15 @@ def build_verdict(
         context=tuple(analyzer.tail()) if crashed_bare else (),
     )
     before = [h for h in lc.history if h.number < inc.number]
+    stored = max(
+        (b for b in earlier if b.incarnation < inc.number), key=lambda b: b.incarnation, default=None
+    )
+    base = stored
     if before:
         prev = max(before, key=lambda h: h.number)
-        base: Baseline | None = verdict_of(
-            prev, engine=analyzer.engine, lines_read=0, bytes_read=0
-        ).baseline()
-    else:
-        base = max(
-            (b for b in earlier if b.incarnation < inc.number), key=lambda b: b.incarnation, default=None
-        )
+        base = verdict_of(prev, engine=analyzer.engine, lines_read=0, bytes_read=0).baseline()
+        if not base.arguments and stored is not None and stored.incarnation == prev.number:
+            # restored from a checkpoint of a build that kept no arguments: the store kept them
+            base = replace(base, arguments=stored.arguments)
     volatile = analyzer.profile.volatile_arguments if analyzer.profile is not None else ()
     return verdict.compared(base, volatile)
