@@ -200,3 +200,40 @@ def test_syntax_only_on_arguments_rules_and_volatile_is_a_list() -> None:
     assert parse_profile({"name": "mine", "volatile_arguments": ["seed"]}, "p").volatile_arguments == (
         "seed",
     )
+
+
+def _tgi_replay(data: bytes) -> Analyzer:
+    analyzer = Analyzer(load_engine("tgi"))
+    analyzer.feed(data, 0.0)
+    analyzer.finish(0.0)
+    return analyzer
+
+
+TGI = CORPUS / "tgi" / "tgi-ready-v3-router-python-tokenizer-error-noise-zephyr-delavande.log"
+
+
+def test_a_pretty_dump_under_a_transports_timestamps_reads_whole() -> None:
+    """TGI's `Args {` dump with a transport's time on every line (`docker logs -t`) reads whole, as without."""
+    plain = build_verdict(_tgi_replay(TGI.read_bytes())).arguments
+    stamped = b"".join(
+        b"2025-04-14T15:51:31.100000000Z " + line for line in TGI.read_bytes().splitlines(keepends=True)
+    )
+    assert build_verdict(_tgi_replay(stamped)).arguments == plain
+    assert len(plain) == 53
+
+
+def test_a_dump_cut_short_keeps_its_arguments_and_reads_the_next_record() -> None:
+    """A dump whose closing brace never comes (the log cut it) ends at the next record: its arguments so far
+    are kept, and that record is read as any other (here, the error that ends the launch)."""
+    lines = TGI.read_bytes().splitlines(keepends=True)
+    data = (
+        b"".join(lines[:4])
+        + b"2025-04-14T15:51:32.000000Z ERROR text_generation_launcher: Shard 0 failed to start\n"
+    )
+    verdict = build_verdict(_tgi_replay(data))
+    assert _values(verdict.arguments) == {
+        "model_id": "HuggingFaceH4/zephyr-7b-beta",
+        "revision": "None",
+        "validation_workers": "2",
+    }
+    assert verdict.state.value == "crashed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from watchdog.core.arguments import argument, parse_arguments, unclosed
@@ -26,7 +27,9 @@ from watchdog.vocabulary import BAR_OF_PHASE, PROGRESS_STATES, WEAK_CATEGORIES, 
 __all__ = ["QUIET_LEVELS", "Scanner"]
 
 QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
-_DUMP_LINES = 2000  # lines an argument dump over many lines may take (TGI's Args: one an argument, ~60)
+# a line of a pretty dump after its first: indented (`    model_id: "x",`), or a closing bracket (`}`)
+_DUMP_REST = re.compile(r"\s|[)\]}>]|$")
+_DUMP_LINES = 300  # lines an argument dump over many lines may take (TGI's Args: one an argument, ~60)
 
 
 class Scanner:
@@ -70,7 +73,11 @@ class Scanner:
         out: list[Event] = []
         content = rec.content
         if self._dump is not None:
-            return self._dump_line(content)
+            if _DUMP_REST.match(content):
+                return self._dump_line(content)
+            # a line neither indented nor closing a bracket is the log's next record, not the dump's: the dump
+            # was cut short there (its arguments so far are kept), and this line is read as any other
+            out += self._dump_end()
         if any(r.match in content and r.apply(content) is not None for r in self.benign):
             self.benign_lines += 1
             return out
@@ -152,13 +159,17 @@ class Scanner:
     def _dump_line(self, content: str) -> list[Event]:
         # the next line of an argument dump over many lines: once its brackets close, its arguments
         assert self._dump is not None  # called while collecting
-        rule, lines, line_no = self._dump
+        lines = self._dump[1]
         lines.append(content)
-        text = "\n".join(lines)
-        if len(lines) < _DUMP_LINES and unclosed(text):
+        if len(lines) < _DUMP_LINES and unclosed("\n".join(lines)):
             return []
+        return self._dump_end()
+
+    def _dump_end(self) -> list[Event]:
+        assert self._dump is not None  # called while collecting
+        rule, lines, line_no = self._dump
         self._dump = None
-        return [ArgumentsFound(parse_arguments(text, rule.syntax, flags=rule.flags), line_no)]
+        return [ArgumentsFound(parse_arguments("\n".join(lines), rule.syntax, flags=rule.flags), line_no)]
 
     def flush(self) -> list[Event]:
         """End of log: the tracebacks still open (cut: the log ends inside them)."""
