@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 from anyio.abc import TaskStatus
 from daemon_process import DaemonProcess
 from http_client import Client, get
@@ -38,7 +39,8 @@ from watchdog.vocabulary import State
 
 pytestmark = pytest.mark.anyio
 
-CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+ROOT = Path(__file__).parent.parent
+CORPUS = ROOT / "tests" / "fixtures" / "corpus"
 READY = CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 CRASH = CORPUS / "vllm" / "vllm-capture-cudagraph-cuda-error-not-permitted-v0.19.1-qbraid.log"
 DEADLINE = 30.0
@@ -348,6 +350,37 @@ async def test_the_probe_refuses_bad_input_with_64(
     code, out, err = await _probe("llama", *args, env=env)
     assert (code, out) == (64, "")
     assert message in err
+
+
+async def test_the_deploy_kits_startup_probe_runs_as_written_on_the_standard_library(tmp_path: Path) -> None:
+    """deploy/k8s-probe's startupProbe, run as written against a real daemon, on the package its init container
+    copies and a Python without site-packages: exit 3 while the launch loads, 0 once it is ready."""
+    (deployment,) = yaml.safe_load_all((ROOT / "deploy" / "k8s-probe" / "vllm-deployment.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    (container,) = pod["containers"]
+    copy = init["command"][-1].replace("/opt/watchdog-probe", str(tmp_path / "opt"))
+    await anyio.run_process([sys.executable, "-c", copy])  # from this tree (first on PYTHONPATH)
+    command = container["startupProbe"]["exec"]["command"]
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    log = tmp_path / "vllm.log"
+    name = command[command.index("probe") + 1]
+    async with _daemon({name: log}, probe_token=TOKEN) as (daemon, url):
+        # the option values of this test's daemon and token file; this Python, without site-packages
+        here = {"--url": url, "--token-file": str(token_file)}
+        argv = [here.get(before, word) for before, word in zip(["", *command], command, strict=False)]
+        argv[argv.index("env") + 1] = f"PYTHONPATH={tmp_path / 'opt'}"
+        python = argv.index("python3")
+        argv[python : python + 1] = [sys.executable, "-S"]
+        log.write_bytes(_lines(READY, 1, 7))
+        await daemon.wait_until(_state_of(name, "loading_weights"))
+        loading = await anyio.run_process(argv, check=False, env={"PATH": os.environ.get("PATH", "")})
+        _append(log, _lines(READY, 8))
+        await daemon.wait_until(_state_of(name, "ready"))
+        ready = await anyio.run_process(argv, check=False, env={"PATH": os.environ.get("PATH", "")})
+    assert (loading.returncode, ready.returncode) == (3, 0), loading.stderr + ready.stderr
+    assert (tmp_path / "opt" / "watchdog" / "cli" / "probe.py").is_file()
 
 
 # -- the config, and the real `watchdog run` -------------------------------------------------------------
