@@ -267,7 +267,9 @@ async def test_the_probe_uses_its_token_from_a_file_or_the_environment(tmp_path:
         by_file = await _probe("llama", "--url", url, "--token-file", str(token_file))
         by_env = await _probe("llama", "--url", url, env={"WATCHDOG_PROBE_TOKEN": TOKEN})
         without = await _probe("llama", "--url", url, env={"WATCHDOG_PROBE_TOKEN": ""})
-    assert by_file[0] == by_env[0] == 3
+        quiet = await _probe("llama", "--url", url, "--quiet", env={"WATCHDOG_PROBE_TOKEN": TOKEN})
+    assert by_file[0] == by_env[0] == quiet[0] == 3
+    assert quiet[1:] == ("", "")
     assert by_file[1].startswith("llama: pending")
     assert without[0] == 69
     assert "refused the credentials (HTTP 401)" in without[2]
@@ -419,6 +421,21 @@ def test_a_bad_probe_token_is_a_config_error_that_names_the_key(tmp_path: Path, 
     assert token not in message
 
 
+def test_check_config_exits_78_for_a_bad_probe_token_without_showing_it(tmp_path: Path) -> None:
+    """`watchdog check-config` on a short probe token: exit 78, one line naming the file and the key."""
+    config = _config(tmp_path, 'probe_token = "tiny-token"')
+    result = subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "check-config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert result.returncode == 78
+    assert f"{config}: daemon.probe_token: a probe token is at least 16 characters" in result.stderr
+    assert "tiny-token" not in result.stdout + result.stderr
+
+
 def test_the_probe_token_is_a_secret_read_from_the_environment_and_masked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -472,24 +489,27 @@ def test_watchdog_run_serves_readiness_to_the_probe_and_never_shows_the_token(tm
 
 
 @pytest.mark.parametrize(
-    ("state", "http_status", "exit_code"),
+    ("state", "http_status", "exit_code", "eta"),
     [
-        pytest.param(State.PENDING, 503, 3, id="pending"),
-        pytest.param(State.STARTING, 503, 3, id="starting"),
-        pytest.param(State.LOADING_WEIGHTS, 503, 3, id="loading"),
-        pytest.param(State.ALLOCATING_KV_CACHE, 503, 3, id="allocating"),
-        pytest.param(State.CAPTURING_GRAPHS, 503, 3, id="capturing"),
-        pytest.param(State.READY, 200, 0, id="ready"),
-        pytest.param(State.CRASHED, 500, 1, id="crashed"),
-        pytest.param(State.STALLED, 500, 2, id="stalled"),
-        pytest.param(State.STOPPED, 503, 3, id="stopped"),
+        pytest.param(State.PENDING, 503, 3, 30.0, id="pending"),
+        pytest.param(State.STARTING, 503, 3, 30.0, id="starting"),
+        pytest.param(State.LOADING_WEIGHTS, 503, 3, 30.0, id="loading"),
+        pytest.param(State.ALLOCATING_KV_CACHE, 503, 3, 30.0, id="allocating"),
+        pytest.param(State.CAPTURING_GRAPHS, 503, 3, 30.0, id="capturing"),
+        pytest.param(State.READY, 200, 0, None, id="ready"),
+        pytest.param(State.CRASHED, 500, 1, None, id="crashed"),
+        pytest.param(State.STALLED, 500, 2, None, id="stalled"),
+        pytest.param(State.STOPPED, 503, 3, None, id="stopped"),
     ],
 )
-def test_each_state_has_its_http_status_and_exit_code(state: State, http_status: int, exit_code: int) -> None:
+def test_each_state_has_its_http_status_and_exit_code(
+    state: State, http_status: int, exit_code: int, eta: float | None
+) -> None:
     """200 only when ready, 500 for crashed and stalled, 503 for the rest (stopped included: not serving);
-    the probe's exit is the `watch` code of the state."""
-    answer = readiness_of(Status(Verdict(None, state, state), name="x"))
+    the probe's exit is the `watch` code of the state; an ETA only while the launch is on its way."""
+    answer = readiness_of(Status(Verdict(None, state, state), name="x", eta=30.0))
     assert (answer.http_status, answer.exit_code) == (http_status, exit_code)
+    assert answer.to_json()["eta_seconds"] == eta
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.core.verdict import Progress, Status, exit_code
-from watchdog.vocabulary import PROBLEM_STATES, State
+from watchdog.vocabulary import DEADLINE_STATES, PROBLEM_STATES, State
 
 __all__ = ["HTTP_FAILED", "HTTP_READY", "HTTP_STARTING", "Readiness", "readiness_of"]
 
@@ -30,7 +30,7 @@ class Readiness:
     incarnation: int
     progress: tuple[Progress, ...] = ()
     elapsed: float | None = None  # seconds since this incarnation began (until its outcome), None: unknown
-    eta: float | None = None  # seconds to ready from the launch's history, None: unknown
+    eta: float | None = None  # seconds to ready from the launch's history, None: unknown or not starting
     category: str | None = None  # a crash's category
     summary: str | None = None  # a crash's root cause, one line
     reason: str = ""  # why it stalled
@@ -85,7 +85,7 @@ def readiness_of(status: Status) -> Readiness:
         incarnation=v.incarnation,
         progress=v.progress,
         elapsed=status.time_since_start(),
-        eta=status.eta if v.state is not State.READY else None,
+        eta=status.eta if v.state in DEADLINE_STATES else None,  # only while it is on its way
         category=str(error.category) if error is not None else None,
         summary=error.summary if error is not None else None,
         reason=v.reason if v.state is State.STALLED else "",
