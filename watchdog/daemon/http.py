@@ -281,7 +281,9 @@ def make_app(
         found = find(name)
         if found is None:
             body = {"name": name, "error": f"no launch named {name!r}: see the names in /status"}
-            return web.Response(body=_dumps(body), status=404, content_type="application/json")
+            return web.Response(
+                body=_dumps(body), status=404, content_type="application/json", charset="utf-8"
+            )
         answer = readiness_of(found)
         # redacted as /status is: a crash's summary is log text
         return web.Response(
