@@ -15,6 +15,8 @@ import stat
 from urllib.parse import urlsplit
 
 __all__ = [
+    "ARGUMENT_FLAG_STYLES",
+    "ARGUMENT_SYNTAXES",
     "BAR_OF_PHASE",
     "DEADLINE_STATES",
     "DEFAULT_CRASH_GRACE",
@@ -170,6 +172,22 @@ GENERIC_CATEGORIES = (*WEAK_CATEGORIES, Category.KILLED)
 ENGINES = ("sglang", "vllm", "tgi", "trtllm", "llamacpp", "ollama", "generic")
 """The engines with a bundled profile (`watchdog/profiles/<engine>.toml`)."""
 ENGINE_CHOICES = ("auto", *ENGINES)
+
+# How an engine writes the dump of its arguments (a profile's [[arguments]] `syntax`; read by
+# watchdog.core.arguments)
+ARGUMENT_SYNTAXES = (
+    "python-kwargs",  # Name(a=1, b='x'): a dataclass or argparse Namespace repr (SGLang, older vLLM, TRT-LLM)
+    "python-dict",  # {'a': 1, 'b': 'x'} (vLLM's non-default args, SGLang's server_args={...})
+    "rust-debug",  # Name { a: 1, b: "x" }, on one line or pretty over many (TGI's Args)
+    "go-map",  # map[A:1 B:x] (Ollama's server config env)
+    "argv",  # a command line: --a 1 --b=x --flag
+    "line",  # one argument a line: the rule's regex names it (?P<name>...) and its (?P<value>...)
+)
+# How a dump's names read as the engine's command-line flags (a profile's [[arguments]] `flags`)
+ARGUMENT_FLAG_STYLES = (
+    "kebab",  # argparse / clap dest names: mem_fraction_static -> --mem-fraction-static
+    "name",  # config fields, environment variables, flags already: as written
+)
 
 # -- exit codes of the command line (DESIGN.md; a compatibility contract) --------------------------------
 

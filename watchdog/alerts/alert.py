@@ -100,11 +100,14 @@ class Alert:
     # stalled in `pending` because the log does not exist (a typo in its path, a launch never started): its
     # path; not a launch that hung, and said as such. Empty otherwise (a log that exists but says nothing).
     missing_log: str = ""
+    # what changed since the launch before, in a line (`Changes.summary`): "changed since #3:
+    # --mem-fraction-static 0.78 -> 0.92; time to ready 11m02s -> 9m40s"; its values are the log's text
+    changed: str = ""
 
     def __post_init__(self) -> None:
         # Text that reaches people through every notifier: no control character (BEL, backspace, a C1 CSI)
         # from a log or a remote host's error, whatever path it took here (framing strips a log's already)
-        for name in ("summary", "hint", "detail", "last_line"):
+        for name in ("summary", "hint", "detail", "last_line", "changed"):
             text = getattr(self, name)
             if text:
                 object.__setattr__(self, name, without_controls(text))
@@ -246,6 +249,7 @@ class Alert:
             "resolves": self.resolves.value if self.resolves else None,
             "occurrence": self.occurrence,
             "missing_log": self.missing_log,
+            "changed": self.changed,
             "dedup_key": self.dedup_key,
             "incident_key": self.incident_key,
         }
@@ -291,6 +295,7 @@ class Alert:
             resolves=AlertKind(data["resolves"]) if data.get("resolves") else None,
             occurrence=int(data.get("occurrence") or 1),
             missing_log=str(data.get("missing_log") or ""),
+            changed=str(data.get("changed") or ""),
         )
 
     @classmethod
@@ -372,6 +377,7 @@ class Alert:
             # the Nth stall of an incarnation (progress resumed in between) is its own alert
             occurrence=max(1, v.stalls) if kind is AlertKind.STALLED else 1,
             missing_log=missing_log,
+            changed=v.changes.summary() if v.changes is not None else "",
         )
 
 

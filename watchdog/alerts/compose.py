@@ -217,6 +217,9 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
     if alert.kind is AlertKind.STALLED and alert.detail:
         out.append(("Likely" if alert.missing_log else "Stalled", alert.detail))
     if alert.kind in _WITH_FACTS:
+        # a relaunch's news, before the facts (a service that shows a few fields shows it): what changed since
+        # the launch before. Its values are log text: each service escapes field values as it does the facts'
+        out.append(("Changed", alert.changed.removeprefix("changed ")))
         out.extend(
             (f"{name[:1].upper()}{name[1:]} progress", f"{done}/{total}" if total is not None else f"{done}")
             for name, done, total in alert.progress

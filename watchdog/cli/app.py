@@ -88,6 +88,16 @@ _CHECK_CODES = exit_codes_help(
     (EXIT_UNREACHABLE, "valid, but the daemon would refuse a host: its key is not in its known_hosts file"),
     (EXIT_CONFIG, "invalid: the file, the key path and what is allowed are named"),
 )
+_PROBE_CODES = exit_codes_help(
+    (EXIT_READY, "ready: the launch can serve"),
+    (EXIT_CRASHED, "crashed: the line names the root cause"),
+    (EXIT_STALLED, "stalled: no progress for its stall_after or a phase deadline"),
+    (EXIT_NO_VERDICT, "not ready yet: pending or a startup phase (or stopped: not serving)"),
+    (EXIT_USAGE, "usage error, or the daemon follows no launch of that name"),
+    (EXIT_UNREACHABLE, "the daemon cannot be reached: refused, timed out, TLS, credentials refused"),
+    EXIT_INTERNAL,
+    (EXIT_CONFIG, "configuration error: the --config file"),
+)
 _STATE_CODES = exit_codes_help(
     (EXIT_READY, "done"),
     (EXIT_USAGE, "usage error, or no state file in that state_dir"),
@@ -120,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
+    )
+    replay.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="FILE",
+        help="the log of the launch before: say what changed since it (arguments, phases, memory)",
     )
     _common(replay)
 
@@ -198,6 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
         "URL of one [notifiers.NAME], now, and say how each went (exit 0, or 69 when one did not take it).",
     )
     add_test_notify_arguments(test_notify)
+    probe = sub.add_parser(
+        "probe",
+        help="ask the daemon whether a launch is ready (for an exec startupProbe or a script's until)",
+        description="Ask the daemon's /launches/NAME/ready whether a launch can serve, print one line "
+        "(state, phase, progress) and exit by its state: 0 ready, 1 crashed, 2 stalled, 3 not ready yet "
+        "(docs/readiness.md).",
+        epilog=_PROBE_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from watchdog.cli.probe import add_arguments as add_probe_arguments  # noqa: PLC0415 - stdlib only
+
+    add_probe_arguments(probe)
     rules = sub.add_parser(
         "print-rules",
         help="print the Prometheus rules (or a PrometheusRule) for your scrape job's selector",
@@ -334,6 +362,12 @@ def _follow_options(p: argparse.ArgumentParser, *, process: bool) -> None:
         help="POST the verdict as JSON to this http(s) URL (repeatable)",
     )
     p.add_argument("--events", type=Path, metavar="FILE", help="append every transition as a JSON line")
+    p.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="FILE",
+        help="the log of the launch before: say what changed since it (arguments, phases, memory)",
+    )
     if process:
         p.add_argument(
             "--pid", type=pid, help="the server's pid on the host: gone without a traceback = crashed"
@@ -544,7 +578,7 @@ def _replay(args: argparse.Namespace) -> int:
     engine = None if args.engine == "auto" else args.engine
     log = resources.files("watchdog") / "examples" / EXAMPLE_LOG if args.example else args.file
     with resources.as_file(log) as path:  # a file of the user's is its own path
-        _analyzer, verdict = replay_path(path, engine, args.profile)
+        _analyzer, verdict = replay_path(path, engine, args.profile, compare_with=args.compare_with)
     source = EXAMPLE_LOG if args.example else str(args.file)
     write_out(
         json.dumps(verdict.to_json(), ensure_ascii=False)

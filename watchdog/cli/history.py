@@ -1,4 +1,5 @@
-"""`watchdog history`: past launches from the state file: a column each, phase durations and facts as rows."""
+"""`watchdog history`: past launches from the state file: a column each, phase durations, changed arguments and
+facts as rows."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from watchdog.vocabulary import (
 )
 
 if TYPE_CHECKING:
+    from watchdog.core.compare import Changes
     from watchdog.store import IncarnationRecord
 
 DEFAULT_LIMIT = 20  # incarnations shown unless --limit says otherwise
@@ -132,11 +134,22 @@ def _rows(records: Sequence[IncarnationRecord]) -> list[tuple[str, list[str] | N
     states = [p for p in _PHASES if any(p in r.phase_durations or r.ongoing == p for r in records)]
     rows.extend((f"  {state}", [_phase(r, state) for r in records]) for state in states)
     rows.append(("  to ready", [_seconds(r.time_to_ready) for r in records]))
+    changes = [r.changes for r in records]
+    flags = dict.fromkeys(a.flag for c in changes if c is not None for a in c.arguments)
+    if flags:  # what each relaunch changed since the launch before, an argument a row
+        rows.append(("changed since the launch before:", None))
+        rows.extend((f"  {flag}", [_changed(c, flag) for c in changes]) for flag in flags)
     keys = dict.fromkeys(key for r in records for key in r.facts)  # in the order they first appear
     if keys:
         rows.append(("facts:", None))
         rows.extend((f"  {key}", [_fact(key, r.facts.get(key)) for r in records]) for key in keys)
     return rows
+
+
+def _changed(changes: Changes | None, flag: str) -> str:
+    # an argument's change in one relaunch: "0.78 -> 0.92", "flashinfer added", "" where it did not change
+    found = next((a for a in changes.arguments if a.flag == flag), None) if changes else None
+    return "" if found is None else found.text().removeprefix(flag).strip()
 
 
 def _outcome(r: IncarnationRecord) -> str:

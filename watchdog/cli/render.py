@@ -41,6 +41,9 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
         out.append("  progress: " + ", ".join(f"{p.name} {p.done}/{p.total}" for p in v.progress))
     if v.facts:
         out.append("  facts: " + ", ".join(f"{k}={_num(val)}" for k, val in v.facts))
+    if v.changes is not None:
+        out.append(f"changed since launch #{v.changes.since_incarnation}:")
+        out.extend(f"  {line}" for line in v.changes.lines() or ["nothing compared"])
     err = v.error
     if err is not None:
         ranks = f" on ranks {', '.join(err.ranks)}" if err.ranks else ""

@@ -22,9 +22,11 @@ import anyio
 
 from watchdog.cli.liveview import ProgressLines, where
 from watchdog.cli.render import render_verdict, write_out
+from watchdog.core.compare import Baseline
 from watchdog.core.verdict import Status, Verdict, exit_code
 from watchdog.exceptions import DeliveryError, first_watchdog_error
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
+from watchdog.follow.replay import earlier_launch
 from watchdog.follow.sources import parse_target
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import EXIT_INTERRUPTED, EXIT_STALLED, State
@@ -142,6 +144,14 @@ class _EventsFile:
         self.file.close()
 
 
+def _earlier(args: argparse.Namespace, spec: LaunchSpec) -> Baseline | None:
+    # `--compare-with FILE`: the launch before, read whole (the verdict says what changed since it)
+    path = getattr(args, "compare_with", None)
+    if path is None:
+        return None
+    return earlier_launch(path, spec.engine, spec.profiles)
+
+
 async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Follow the launch `args` describe until a verdict; print it (text or JSON); return the exit code."""
     spec = spec_from_args(args)
@@ -190,7 +200,14 @@ async def follow(
     events = _EventsFile(args.events) if args.events else None
     verdict: Concluded | None = None
     interrupted = False
-    follower = LaunchFollower(spec, pool=pool, offset=offset)
+    earlier = _earlier(args, spec)
+    follower = LaunchFollower(
+        spec,
+        pool=pool,
+        offset=offset,
+        numbered_after=earlier.incarnation if earlier else 0,
+        earlier=(earlier,) if earlier else (),
+    )
     live: Live | None = None
     if terminal:
         # rich only on a terminal (its import is a tenth of a second of `--json`'s time to a verdict)

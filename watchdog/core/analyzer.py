@@ -368,11 +368,11 @@ class Analyzer:
         quiet_before = scanner.benign_lines + scanner.error_lines
         last_error = -1  # index of the last line in this block that was part of an error
         quiet_after_error = 0  # benign lines after it
-        if present or scanner.busy:
+        if present or scanner.busy or scanner.collecting:
             raws = data.split(b"\n")
             settled = self._settled
             for i in range(count):
-                if scanner.busy or templates[i] in present:
+                if scanner.busy or scanner.collecting or templates[i] in present:
                     benign, errors = scanner.benign_lines, scanner.error_lines
                     out += self._line(raws[i], first + i, now)
                     if scanner.error_lines != errors:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from watchdog.core.arguments import Argument
 from watchdog.core.rootcause import Candidate
 
 __all__ = [
+    "ArgumentsFound",
     "ErrorSeen",
     "Event",
     "FactFound",
@@ -61,6 +63,14 @@ class FactFound:
 
     name: str
     value: float | str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentsFound:
+    """The engine's dump of the arguments it was started with (or some of them: one a line)."""
+
+    arguments: tuple[Argument, ...]
     line: int
 
 
@@ -147,6 +157,7 @@ Event = (
     | PhaseReached
     | ProgressMade
     | FactFound
+    | ArgumentsFound
     | ReadyReached
     | ErrorSeen
     | StopSeen

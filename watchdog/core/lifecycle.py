@@ -12,9 +12,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from watchdog.core.arguments import Argument
+from watchdog.core.arguments import merge as merge_arguments
 from watchdog.core.categories import categorize
 from watchdog.core.durations import Seen, duration
 from watchdog.core.findings import (
+    ArgumentsFound,
     ErrorSeen,
     Event,
     FactFound,
@@ -83,6 +86,7 @@ class Incarnation:
     timeline: list[tuple[Transition, float | None]] = field(default_factory=list)  # with log seconds
     progress: dict[str, tuple[int, int]] = field(default_factory=dict)
     facts: dict[str, float | str] = field(default_factory=dict)
+    arguments: tuple[Argument, ...] = ()  # what the engine's own dump says it was started with
     candidates: list[Candidate] = field(default_factory=list)
     pending_since: float | None = None  # clock time of the first unresolved error
     pending_index: int = 0  # candidates before this index were resolved by later progress
@@ -221,6 +225,8 @@ class Lifecycle:
                 self._progress(inc, now, out, event.line, event.source)
         elif isinstance(event, FactFound):
             inc.facts[event.name] = event.value
+        elif isinstance(event, ArgumentsFound):
+            inc.arguments = merge_arguments(inc.arguments, event.arguments)
         elif isinstance(event, ReadyReached):
             if not event.early:
                 inc.ready_unconfirmed = None  # the server accepts connections now

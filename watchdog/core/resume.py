@@ -30,7 +30,7 @@ __all__ = ["FIELDS", "MIGRATIONS", "VERSION", "Record", "masked", "migrate", "re
 
 Record = dict[str, Any]
 
-VERSION = 3
+VERSION = 4
 _ASM = "_scanner.assembler."
 # record key -> (the analyzer's attribute, by its path; its type). Dataclasses are written field by field, those
 # at their default left out; bytes as Latin-1 text. A provisional engine's detector reads its head again.
@@ -92,8 +92,13 @@ def _from_2(record: Record) -> Record:
     return {**record, "version": 3, "formats.format": "plain", "formats.pending": {}}
 
 
+def _from_3(record: Record) -> Record:
+    # version 3 knew no launch arguments: its incarnations have none (the field's default, left out)
+    return {**record, "version": 4}
+
+
 # version read -> that record as the next version (pure: new dicts, the record read left as it was)
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2}
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2, 3: _from_3}
 
 
 def to_record(analyzer: Analyzer) -> Record:

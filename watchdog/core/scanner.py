@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
+from watchdog.core.arguments import argument, parse_arguments, unclosed
 from watchdog.core.categories import categorize
 from watchdog.core.envelope import Record
 from watchdog.core.findings import (
+    ArgumentsFound,
     ErrorSeen,
     Event,
     FactFound,
@@ -24,6 +27,9 @@ from watchdog.vocabulary import BAR_OF_PHASE, PROGRESS_STATES, WEAK_CATEGORIES, 
 __all__ = ["QUIET_LEVELS", "Scanner"]
 
 QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
+# a line of a pretty dump after its first: indented (`    model_id: "x",`), or a closing bracket (`}`)
+_DUMP_REST = re.compile(r"\s|[)\]}>]|$")
+_DUMP_LINES = 300  # lines an argument dump over many lines may take (TGI's Args: one an argument, ~60)
 
 
 class Scanner:
@@ -38,11 +44,19 @@ class Scanner:
         self.benign_lines = 0  # records a benign rule matched: idle chatter, not activity
         self.error_lines = 0  # records that were part of a traceback or an error: not healthy activity
         self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
+        # an argument dump over many lines, its lines so far: (its rule, its lines, its first line's number)
+        self._dump: tuple[Rule, list[str], int] | None = None
 
     def reset(self) -> None:
         """Forget open tracebacks: the file was replaced, what follows is another file."""
         self.assembler = Assembler()
         self._annotations.clear()
+        self._dump = None
+
+    @property
+    def collecting(self) -> bool:
+        """True while an argument dump over many lines is open: every line must then be scanned."""
+        return self._dump is not None
 
     @property
     def busy(self) -> bool:
@@ -58,6 +72,12 @@ class Scanner:
         """The events of one record; `phase` names a bare progress bar ("@phase" rules)."""
         out: list[Event] = []
         content = rec.content
+        if self._dump is not None:
+            if _DUMP_REST.match(content):
+                return self._dump_line(content)
+            # a line neither indented nor closing a bracket is the log's next record, not the dump's: the dump
+            # was cut short there (its arguments so far are kept), and this line is read as any other
+            out += self._dump_end()
         if any(r.match in content and r.apply(content) is not None for r in self.benign):
             self.benign_lines += 1
             return out
@@ -100,6 +120,8 @@ class Scanner:
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":
                 out.append(StopSeen(line_no, rec.at))
+            elif kind == "arguments":
+                out += self._arguments(rule, groups, line_no)
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):
             self.error_lines += 1
         excepted = self.assembler.excepted
@@ -122,6 +144,32 @@ class Scanner:
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
             self.error_lines += 1
         return out
+
+    def _arguments(self, rule: Rule, groups: dict[str, str], line_no: int) -> list[Event]:
+        if rule.syntax == "line":
+            if "name" not in groups or "value" not in groups:
+                return []
+            return [ArgumentsFound((argument(groups["name"], groups["value"], flags=rule.flags),), line_no)]
+        text = groups.get("args", "")
+        if rule.syntax != "argv" and unclosed(text):
+            self._dump = (rule, [text], line_no)  # the rest comes in the next lines
+            return []
+        return [ArgumentsFound(parse_arguments(text, rule.syntax, flags=rule.flags), line_no)]
+
+    def _dump_line(self, content: str) -> list[Event]:
+        # the next line of an argument dump over many lines: once its brackets close, its arguments
+        assert self._dump is not None  # called while collecting
+        lines = self._dump[1]
+        lines.append(content)
+        if len(lines) < _DUMP_LINES and unclosed("\n".join(lines)):
+            return []
+        return self._dump_end()
+
+    def _dump_end(self) -> list[Event]:
+        assert self._dump is not None  # called while collecting
+        rule, lines, line_no = self._dump
+        self._dump = None
+        return [ArgumentsFound(parse_arguments("\n".join(lines), rule.syntax, flags=rule.flags), line_no)]
 
     def flush(self) -> list[Event]:
         """End of log: the tracebacks still open (cut: the log ends inside them)."""

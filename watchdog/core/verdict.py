@@ -7,11 +7,13 @@ The JSON is made here only (`to_json`), its times in one RFC 3339 form (`rfc3339
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from watchdog.core.arguments import Argument
+from watchdog.core.compare import Baseline, Changes, compare
 from watchdog.core.facts import FactValue
 from watchdog.core.lifecycle import Incarnation, State
 from watchdog.core.redaction import redact_text
@@ -135,6 +137,10 @@ class Verdict:
     missing_log: MissingLog | None = None
     timed_out: bool = False  # `watch --timeout` ran out
     interrupted: bool = False  # `watch` was interrupted (Ctrl-C)
+    # what the engine's own dump says it was started with (credentials redacted); not in `to_json`: hundreds of
+    # them (SGLang's ServerArgs) in each /status entry would drown it; `changes` names those that changed
+    arguments: tuple[Argument, ...] = ()
+    changes: Changes | None = None  # what changed since the launch before, when there is one
 
     @classmethod
     def pending(cls) -> Verdict:
@@ -186,6 +192,24 @@ class Verdict:
                 return e.entered
         return next((e.entered for e in reversed(self.timeline) if e.state not in OUTCOMES), None)
 
+    def baseline(self) -> Baseline:
+        """What a later launch is compared with (`watchdog.core.compare`): its arguments, the startup phases it
+        went through whole and their seconds, its time to ready and its facts."""
+        whole = {e.state for e in self.timeline if e.duration is not None}
+        return Baseline(
+            incarnation=self.incarnation,
+            arguments=self.arguments,
+            phases=tuple((p.value, s) for p, s in self.phase_seconds(None).items() if p in whole),
+            time_to_ready=self.time_to_ready,
+            facts=tuple((k, v) for k, v in self.facts if not isinstance(v, Mapping)),
+        )
+
+    def compared(self, before: Baseline | None, volatile: Iterable[str] = ()) -> Verdict:
+        """This verdict with what changed since `before` (the launch before; None: there is none)."""
+        if before is None or before.incarnation >= self.incarnation:
+            return self
+        return replace(self, changes=compare(before, self.baseline(), volatile=volatile))
+
     def with_facts(self, facts: Mapping[str, FactValue]) -> Verdict:
         """This verdict with `facts` added (a probe's, the GPU sampler's), replacing those of the same name."""
         if not facts:
@@ -236,6 +260,8 @@ class Verdict:
             out["missing_log"] = self.missing_log.to_json()
         if self.time_to_ready is not None:
             out["time_to_ready_seconds"] = round(self.time_to_ready, 3)
+        if self.changes is not None:
+            out["changes"] = self.changes.to_json()
         out.update((key, True) for key in ("timed_out", "interrupted") if getattr(self, key))
         return out
 
@@ -371,18 +397,23 @@ def verdict_of(
         if inc.ready_seconds is not None and math.isfinite(inc.ready_seconds)
         else None,
         missing_log=missing,
+        arguments=inc.arguments,
     )
 
 
-def build_verdict(analyzer: Analyzer, inc: Incarnation | None = None) -> Verdict:
+def build_verdict(
+    analyzer: Analyzer, inc: Incarnation | None = None, *, earlier: Iterable[Baseline] = ()
+) -> Verdict:
     """The verdict of `replay`, `watch` and /status: `inc` (default: the one a verdict reports) of `analyzer`.
 
-    A crash with no traceback carries the last lines of the log as its `context`.
+    A crash with no traceback carries the last lines of the log as its `context`. Its `changes` are those since
+    the launch before: the incarnation before it in the analyzer's history, else the newest of `earlier` (what
+    the daemon's store keeps of the launch's earlier incarnations, or a log given to compare with) before it.
     """
     lc = analyzer.lifecycle
     inc = inc or lc.verdict_incarnation()
     crashed_bare = inc.state == State.CRASHED and inc.error is not None and not inc.error.traceback
-    return verdict_of(
+    verdict = verdict_of(
         inc,
         engine=analyzer.engine,
         lines_read=analyzer.lines_read,
@@ -390,3 +421,16 @@ def build_verdict(analyzer: Analyzer, inc: Incarnation | None = None) -> Verdict
         incarnations=lc.current.number,  # the history keeps the last ones only
         context=tuple(analyzer.tail()) if crashed_bare else (),
     )
+    before = [h for h in lc.history if h.number < inc.number]
+    stored = max(
+        (b for b in earlier if b.incarnation < inc.number), key=lambda b: b.incarnation, default=None
+    )
+    base = stored
+    if before:
+        prev = max(before, key=lambda h: h.number)
+        base = verdict_of(prev, engine=analyzer.engine, lines_read=0, bytes_read=0).baseline()
+        if not base.arguments and stored is not None and stored.incarnation == prev.number:
+            # restored from a checkpoint of a build that kept no arguments: the store kept them
+            base = replace(base, arguments=stored.arguments)
+    volatile = analyzer.profile.volatile_arguments if analyzer.profile is not None else ()
+    return verdict.compared(base, volatile)

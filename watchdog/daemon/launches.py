@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from watchdog.alerts.senders import Notifier
+from watchdog.core.compare import Baseline
 from watchdog.core.expectations import LEARN_FACTOR
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
 from watchdog.follow.launching import ContainerCommand, LaunchCommand
@@ -64,6 +65,7 @@ class Running:
     began: bool = True  # ... and it began (it is not a log that never came: a relaunch is numbered after it)
     effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
     history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
+    earlier: tuple[Baseline, ...] = ()  # what the store keeps of them: a relaunch is compared with the last
     started_pid: int | None = None  # launch mode: the pid of the run this daemon started last
     started_container: str | None = None  # ... or the id of the container it started last
     control_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one start or stop at a time

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from anyio.abc import TaskStatus
 
 from watchdog.clock import Clock, MonotonicClock, wake_up
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.compare import Baseline
 from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
 from watchdog.core.lifecycle import Incarnation, Transition
 from watchdog.core.redaction import redact_text
@@ -134,6 +136,8 @@ class LaunchFollower:
         numbered_after: the launch's last incarnation the daemon knows of (its state file): a log that is not
             the one its checkpoint was taken of (truncated, replaced while the daemon was down) numbers its
             launches after it.
+        earlier: what is known of the launch's incarnations before this log's (the daemon's store, or a log
+            given to compare with): a verdict says what changed since the one before it.
         offset: without checkpoints, where in the log to start reading (0: its start): `watchdog launch` reads
             only what its own run appends to a log that older runs wrote.
     """
@@ -148,6 +152,7 @@ class LaunchFollower:
         gpu_sampler: HostGpuSampler | None = None,
         checkpoints: Checkpoints | None = None,
         numbered_after: int = 0,
+        earlier: Sequence[Baseline] = (),
         offset: int = 0,
     ) -> None:
         self.spec = spec
@@ -159,6 +164,7 @@ class LaunchFollower:
         self._watching = False  # a task watches the process (it ends once the process is gone)
         self._runs = 0  # runs `watchdog start` started (`process_started`)
         self._numbered_after = numbered_after
+        self._earlier = tuple(earlier)
         self.analyzer = Analyzer(
             load_engine(spec.engine, spec.profiles),
             stall_after=spec.stall_after,
@@ -248,6 +254,8 @@ class LaunchFollower:
         # The state of a valid checkpoint, and the offset (and a cursor source's cursor) to read on from; 0
         # without one.
         if self._checkpoints is None:
+            if self._numbered_after:  # `watch --compare-with`: numbered after the log compared with
+                self.analyzer.lifecycle.number_from(self._numbered_after)
             return self._offset, None
         restored = await self._checkpoints.restore(source, self.analyzer)
         checkpoint = restored.checkpoint
@@ -446,7 +454,7 @@ class LaunchFollower:
         await self._send.send(self.concluded)
 
     def _verdict(self, inc: Incarnation) -> Verdict:
-        v = build_verdict(self.analyzer, inc).with_facts(self._trend.facts())
+        v = build_verdict(self.analyzer, inc, earlier=self._earlier).with_facts(self._trend.facts())
         if v.missing_log is not None and self._missing is not None:
             path, found, at = self._missing
             missing = MissingLog(v.missing_log.overdue, path, at, max(0.0, self.now() - found))

@@ -9,21 +9,33 @@ from pathlib import Path
 from typing import BinaryIO
 
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.compare import Baseline
 from watchdog.core.verdict import Verdict, build_verdict
 from watchdog.exceptions import UsageError
-from watchdog.profiles.loader import load_engine
+from watchdog.profiles.loader import Profile, load_engine
 from watchdog.vocabulary import file_kind
 
-__all__ = ["CHUNK", "replay_path"]
+__all__ = ["CHUNK", "earlier_launch", "replay_path"]
 
 CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small enough for a flat RSS
 
 
 def replay_path(
-    path: Path, engine: str | None = None, profiles: Sequence[Path] = ()
+    path: Path,
+    engine: str | None = None,
+    profiles: Sequence[Path | Profile] = (),
+    *,
+    compare_with: Path | None = None,
 ) -> tuple[Analyzer, Verdict]:
-    """Replay the log at `path` (`-`: standard input, to its end); return the analyzer and its verdict."""
+    """Replay the log at `path` (`-`: standard input, to its end); return the analyzer and its verdict.
+
+    `compare_with`: the log of the launch before (`--compare-with`): this log's launches are numbered after its
+    last, and the verdict says what changed since that one (`Verdict.changes`).
+    """
+    earlier = earlier_launch(compare_with, engine, profiles) if compare_with is not None else None
     analyzer = Analyzer(load_engine(engine, profiles))
+    if earlier is not None:
+        analyzer.lifecycle.number_from(earlier.incarnation)
     try:
         with os.fdopen(os.dup(sys.stdin.fileno()), "rb") if str(path) == "-" else _open_log(path) as f:
             while chunk := f.read(CHUNK):
@@ -35,7 +47,15 @@ def replay_path(
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     analyzer.finish(0.0)
-    return analyzer, build_verdict(analyzer)
+    return analyzer, build_verdict(analyzer, earlier=() if earlier is None else (earlier,))
+
+
+def earlier_launch(
+    path: Path, engine: str | None = None, profiles: Sequence[Path | Profile] = ()
+) -> Baseline:
+    """What a later launch is compared with of the log at `path`: its last incarnation's verdict's baseline."""
+    analyzer, _ = replay_path(path, engine, profiles)
+    return build_verdict(analyzer, analyzer.lifecycle.current).baseline()
 
 
 def _open_log(path: Path) -> BinaryIO:

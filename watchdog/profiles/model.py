@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.exceptions import ConfigError
-from watchdog.vocabulary import ENGINES, STARTUP_PHASES, Category
+from watchdog.vocabulary import ARGUMENT_FLAG_STYLES, ARGUMENT_SYNTAXES, ENGINES, STARTUP_PHASES, Category
 
 __all__ = [
     "CATEGORIES",
@@ -31,7 +31,7 @@ __all__ = [
     "parse_profile",
 ]
 
-RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop")
+RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop", "arguments")
 TRACE_KINDS = ("frame", "main", "step", "consequence", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
 _TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
@@ -50,6 +50,8 @@ _ALLOWED_KEYS = {
     "note",
     "hint",
     "early",
+    "syntax",
+    "flags",
 }
 
 BUNDLED_SOURCE = "watchdog/profiles/"  # where a bundled profile says it comes from (`Profile.source`)
@@ -70,6 +72,8 @@ class Rule:
     hint: str | None = None  # error hint template, formatted with the facts
     versions: str = ""  # engine versions that print the line
     early: bool = False  # a ready line printed just before the server accepts connections (see ReadyReached)
+    syntax: str = ""  # an arguments rule's: how its dump is written (`ARGUMENT_SYNTAXES`)
+    flags: str = "name"  # an arguments rule's: how its names read as flags (`ARGUMENT_FLAG_STYLES`)
 
     def apply(self, content: str) -> dict[str, str] | None:
         """Return the regex groups when the rule matches `content` (empty when it has no regex), else None."""
@@ -110,6 +114,9 @@ class Profile:
     steps: tuple[re.Pattern[str], ...] = ()  # [[step]]
     consequences: tuple[re.Pattern[str], ...] = ()  # [[consequence]]
     hints: tuple[Hint, ...] = ()  # [[hint]], in the order tried
+    # arguments whose value differs at every launch by nature (a random seed, a container's host name): a
+    # comparison with the launch before leaves them out
+    volatile_arguments: tuple[str, ...] = ()
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
@@ -135,6 +142,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
             "note",
             "early_health",
             "health_means_ready",
+            "volatile_arguments",
         }:
             continue
         if key not in RULE_KINDS + TRACE_KINDS:
@@ -152,6 +160,9 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
     serving = data.get("health_means_ready", False)
     if not isinstance(serving, bool) or (serving and early):
         raise ConfigError(where, "health_means_ready", "must be true or false, and not with early_health")
+    volatile = data.get("volatile_arguments", [])
+    if not isinstance(volatile, list) or not all(isinstance(v, str) and v for v in volatile):
+        raise ConfigError(where, "volatile_arguments", "must be a list of argument names")
     return Profile(
         name,
         tuple(detect),
@@ -164,6 +175,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         steps=tuple(traces["step"]),
         consequences=tuple(traces["consequence"]),
         hints=tuple(traces["hint"]),
+        volatile_arguments=tuple(volatile),
     )
 
 
@@ -185,6 +197,7 @@ def merge(name: str, user: Sequence[Profile], base: Profile | None, common: Prof
         steps=tuple(m for p in parts for m in p.steps),
         consequences=tuple(m for p in parts for m in p.consequences),
         hints=tuple(h for p in parts for h in p.hints),
+        volatile_arguments=tuple(dict.fromkeys(v for p in parts for v in p.volatile_arguments)),
     )
 
 
@@ -288,6 +301,7 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
             raise ConfigError(where, f"{path}.regex", "needs named groups (?P<done>...) and (?P<total>...)")
     if kind == "fact" and (regex is None or not regex.groupindex):
         raise ConfigError(where, f"{path}.regex", "needs named groups, one per fact")
+    syntax, flags = _syntax(raw, kind, regex, where, path)
     return Rule(
         kind=kind,
         match=match,
@@ -300,6 +314,8 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         hint=raw.get("hint"),
         versions=str(raw.get("versions", "")),
         early=_early(raw, kind, where, path),
+        syntax=syntax,
+        flags=flags,
     )
 
 
@@ -368,3 +384,28 @@ def _early(raw: Mapping[str, Any], kind: str, where: str, path: str) -> bool:
     if not isinstance(early, bool) or (early and kind != "ready"):
         raise ConfigError(where, f"{path}.early", "true or false, and only on a [[ready]] rule")
     return early
+
+
+def _syntax(
+    raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | None, where: str, path: str
+) -> tuple[str, str]:
+    # an [[arguments]] rule's `syntax` and `flags`, and the regex groups its syntax reads
+    if kind != "arguments":
+        for key in ("syntax", "flags"):
+            if key in raw:
+                raise ConfigError(where, f"{path}.{key}", "only on an [[arguments]] rule")
+        return "", "name"
+    syntax, flags = raw.get("syntax"), raw.get("flags", "name")
+    if syntax not in ARGUMENT_SYNTAXES:
+        raise ConfigError(
+            where, f"{path}.syntax", f"{syntax!r} unknown; allowed: {', '.join(ARGUMENT_SYNTAXES)}"
+        )
+    if flags not in ARGUMENT_FLAG_STYLES:
+        raise ConfigError(
+            where, f"{path}.flags", f"{flags!r} unknown; allowed: {', '.join(ARGUMENT_FLAG_STYLES)}"
+        )
+    groups = {"name", "value"} if syntax == "line" else {"args"}
+    if regex is None or not groups <= set(regex.groupindex):
+        wanted = " and ".join(f"(?P<{g}>...)" for g in sorted(groups))
+        raise ConfigError(where, f"{path}.regex", f"needs the named group(s) {wanted}")
+    return syntax, flags

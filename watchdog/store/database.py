@@ -128,6 +128,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (launch, kind)
     );
     """,
+    # the arguments each incarnation was started with, as its engine's dump said them (credentials redacted):
+    # a relaunch is compared with the launch before, also after a restart of the daemon
+    """
+    ALTER TABLE incarnations ADD COLUMN arguments TEXT NOT NULL DEFAULT '[]';  -- [[name, flag, value], ...]
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -7,8 +7,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from watchdog.core.arguments import Argument
+from watchdog.core.compare import Baseline, Changes
 from watchdog.core.durations import plausible
-from watchdog.vocabulary import SETTLED_STATES
+from watchdog.vocabulary import SETTLED_STATES, STARTUP_PHASES
 
 __all__ = ["IncarnationRecord", "TransitionRecord"]
 
@@ -50,6 +52,7 @@ class IncarnationRecord:
     verdict: dict[str, Any] | None
     transitions: tuple[TransitionRecord, ...]
     announced: tuple[str, ...]  # keys of the verdicts announced
+    arguments: tuple[Argument, ...] = ()  # what its engine's dump said it was started with
     phase_durations: dict[str, float] = field(init=False)
     ongoing: str | None = field(init=False)  # the state whose time still runs, if not an outcome
 
@@ -73,6 +76,31 @@ class IncarnationRecord:
                 return None
             total += duration
         return None  # never ready
+
+    @property
+    def changes(self) -> Changes | None:
+        """What changed since the launch before, as its verdict said (None: it said nothing of it)."""
+        data = (self.verdict or {}).get("changes")
+        if not isinstance(data, dict):
+            return None
+        try:
+            return Changes.from_json(data)
+        except ValueError:
+            return None  # a row of another build: said as nothing
+
+    def baseline(self) -> Baseline:
+        """What a later launch is compared with (`watchdog.core.compare`), as the store keeps it: the startup
+        phases it went through whole (the last one only once it ended), its time to ready and its facts."""
+        phases = {p.value for p in STARTUP_PHASES}
+        return Baseline(
+            incarnation=self.incarnation,
+            arguments=self.arguments,
+            phases=tuple(
+                (k, v) for k, v in self.phase_durations.items() if k in phases and k != self.ongoing
+            ),
+            time_to_ready=self.time_to_ready,
+            facts=tuple((k, v) for k, v in self.facts.items() if isinstance(v, int | float | str)),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """As in `watchdog history --json`."""
@@ -120,6 +148,15 @@ def _iso(wall: float) -> str:
 
 def _dumps(value: object) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def _arguments(text: str | None) -> tuple[Argument, ...]:
+    """A stored arguments list ([[name, flag, value], ...]); an unreadable one is none."""
+    try:
+        rows = json.loads(text or "[]")
+        return tuple(Argument(str(n), str(f), str(v)) for n, f, v in rows)
+    except (ValueError, TypeError):
+        return ()
 
 
 def _object(text: str) -> dict[str, Any]:

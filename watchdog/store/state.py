@@ -20,7 +20,7 @@ from anyio.abc import TaskStatus
 
 from watchdog.core.verdict import Status, Verdict
 from watchdog.store.database import BUSY_TIMEOUT, connect, db_path, passing, refuse_legacy_state, transaction
-from watchdog.store.records import IncarnationRecord, TransitionRecord, _dumps, _object
+from watchdog.store.records import IncarnationRecord, TransitionRecord, _arguments, _dumps, _object
 from watchdog.vocabulary import MAX_INCARNATIONS_PER_LAUNCH, UNBEGUN_STATES
 
 __all__ = [
@@ -257,7 +257,8 @@ class StateStore:
         self._conn.execute(
             "UPDATE incarnations SET host = coalesce(?, host), engine = coalesce(?, engine),"
             " state = coalesce(?, state), phase = coalesce(?, phase), facts = ?, progress = ?,"
-            " labels = coalesce(?, labels), updated_at = ? WHERE id = ?",
+            " labels = coalesce(?, labels), updated_at = ?,"
+            " arguments = CASE WHEN ? = '[]' THEN arguments ELSE ? END WHERE id = ?",
             (
                 host,
                 v.engine,
@@ -267,6 +268,8 @@ class StateStore:
                 _dumps({p.name: {"done": p.done, "total": p.total} for p in v.progress}),
                 _dumps(labels) if labels is not None else None,
                 wall,
+                arguments := _dumps([[a.name, a.flag, a.value] for a in v.arguments]),
+                arguments,
                 row_id,
             ),
         )
@@ -336,7 +339,7 @@ class StateStore:
     def _history(self, launch: str | None, limit: int) -> list[IncarnationRecord]:
         rows = self._conn.execute(
             "SELECT id, launch, incarnation, host, engine, state, phase, started_at, updated_at,"
-            " read_offset, facts, progress, labels, verdict FROM incarnations"
+            " read_offset, facts, progress, labels, verdict, arguments FROM incarnations"
             " WHERE ? IS NULL OR launch = ? ORDER BY id DESC LIMIT ?",
             (launch, launch, max(0, limit)),
         ).fetchall()
@@ -375,6 +378,7 @@ class StateStore:
                     verdict=_object(row[13]) if row[13] is not None else None,
                     transitions=transitions,
                     announced=announced,
+                    arguments=_arguments(row[14]),
                 )
             except (ValueError, TypeError) as exc:
                 # A damaged row (written by hand, a bad disk) is left out of the history, said once: the

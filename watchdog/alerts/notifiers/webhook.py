@@ -22,7 +22,7 @@ _SPEC = re.compile(r"[<>^=]?[+\- ]?#?0?([0-9]{0,3})(\.[0-9]{1,4})?s?")
 _TEMPLATE_TRACEBACK_CHARS = 3000
 # The fields that hold log text: made `inert` in a template (whose body usually goes to a chat service).
 _LOG_TEXT = frozenset(
-    {"summary", "hint", "traceback", "last_line", "detail", "facts", "lead", "traceback_end"}
+    {"summary", "hint", "traceback", "last_line", "detail", "facts", "lead", "traceback_end", "changed"}
 )
 
 
