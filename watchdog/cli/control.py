@@ -1,8 +1,8 @@
 """`watchdog start NAME` / `watchdog stop NAME`: ask the running daemon to start or stop a launch's command.
 
-A client of the daemon's HTTP API (`POST /launches/NAME/start|stop`, a JSON body): the daemon is found by
-`--url`, or by its config (`--config`: its listen address, TLS certificate and basic auth), else at the default
-listen address. Exit codes: 0 done; 64 the daemon refused (no such launch, no command, already running or not
+A client of the daemon's HTTP API (`POST /launches/NAME/start|stop`, a JSON body): the daemon is found as
+`watchdog probe` finds it (`--url`, `$WATCHDOG_URL`, its config's public_url or listen address), its TLS
+certificate and basic auth in its config (`--config`), or `--user` with `$WATCHDOG_PASSWORD`. Exit codes: 0 done; 64 the daemon refused (no such launch, no command, already running or not
 running, the command could not start); 69 the daemon cannot be reached, refused the credentials, or cannot reach
 the launch's host.
 """
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from watchdog.cli.options import duration
+from watchdog.cli.options import duration, health_url
 from watchdog.exceptions import UsageError
-from watchdog.vocabulary import DEFAULT_LISTEN, EXIT_UNREACHABLE, EXIT_USAGE, split_listen
+from watchdog.vocabulary import EXIT_UNREACHABLE, EXIT_USAGE
 
 if TYPE_CHECKING:
     import ssl
@@ -39,7 +39,12 @@ def add_arguments(p: argparse.ArgumentParser, *, start: bool) -> None:
             action="store_true",
             help="stop its run first if it still runs (else that is refused)",
         )
-    p.add_argument("--url", help="the daemon's address, e.g. http://127.0.0.1:9469 (default: from --config)")
+    p.add_argument(
+        "--url",
+        type=health_url,
+        help="the daemon's address, e.g. http://127.0.0.1:9469 (default: $WATCHDOG_URL, else --config's "
+        "public_url or listen, else the default listen address)",
+    )
     p.add_argument(
         "--config",
         type=Path,
@@ -58,34 +63,32 @@ def add_arguments(p: argparse.ArgumentParser, *, start: bool) -> None:
 
 
 def _where(args: argparse.Namespace) -> tuple[str, str | None, ssl.SSLContext | None]:
-    """The daemon's base URL, its `Authorization` header (None: none) and the TLS context to reach it."""
+    """The daemon's base URL (as `watchdog probe` finds it: --url, $WATCHDOG_URL, the config's public_url or
+    listen), its `Authorization` header (None: none) and the TLS context to reach it."""
     import base64  # noqa: PLC0415 - the parser imports this module: `watchdog --version` stays fast
     import ssl  # noqa: PLC0415
 
+    from watchdog.cli.probe import URL_VARIABLE, daemon_url  # noqa: PLC0415
+
     auth: tuple[str, str] | None = None
     context: ssl.SSLContext | None = None
-    url = args.url
+    config = None
     if args.config is not None:
         from watchdog.config.loading import load_config  # noqa: PLC0415
 
-        daemon = load_config(args.config).daemon
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(daemon.listen_host, daemon.listen_host)  # noqa: S104
-        scheme = "https" if daemon.tls_cert else "http"
-        if url is None:
-            url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{daemon.listen_port}"
+        config = load_config(args.config)
+        daemon = config.daemon
         if daemon.tls_cert:
             # its own certificate is trusted (a self-signed one included), whatever name it was made for
             context = ssl.create_default_context(cafile=daemon.tls_cert)
             context.check_hostname = False
         if daemon.basic_auth_user and daemon.basic_auth_password:
             auth = (daemon.basic_auth_user, daemon.basic_auth_password.get_secret_value())
-    if url is None:
-        host, port = split_listen(DEFAULT_LISTEN)
-        url = f"http://{host}:{port}"
+    url = args.url or os.environ.get(URL_VARIABLE, "").strip() or daemon_url(config)
     if args.user is not None:
         auth = (args.user, os.environ.get(PASSWORD_VARIABLE, ""))
     if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--url {url!r}: give http://HOST:PORT or https://HOST:PORT")
+        raise UsageError(f"the daemon's address {url!r}: give http://HOST:PORT or https://HOST:PORT")
     header = None
     if auth is not None:
         header = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
