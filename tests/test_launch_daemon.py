@@ -24,6 +24,7 @@ READY, CRASH = Path(standin.READY), Path(standin.CRASH)
 
 DEADLINE = 30.0
 USER, PASSWORD = "ops", "s3cret-i29"
+TOKEN = "probe-token-i29-0123456789"  # the readiness probe's: it opens /launches/NAME/ready, never start|stop
 
 
 def _toml_list(words: list[str]) -> str:
@@ -37,7 +38,8 @@ def _server(case: Path, *extra: str, then: str = "hang") -> list[str]:
 def _config(tmp_path: Path, launches: str, *, sshd: SSHDServer | None = None, auth: bool = True) -> Path:
     """The daemon's config: on a free loopback port, with basic auth (`auth`), the host gpu1 (`sshd`)."""
     config = tmp_path / "watchdog.toml"
-    daemon = f'basic_auth_user = "{USER}"\nbasic_auth_password = "{PASSWORD}"\n' if auth else ""
+    daemon = f'basic_auth_user = "{USER}"\nbasic_auth_password = "{PASSWORD}"\nprobe_token = "{TOKEN}"\n'
+    daemon = daemon if auth else ""
     host = ""
     if sshd is not None:
         host = (
@@ -112,7 +114,8 @@ def test_start_and_stop_through_the_cli_and_http(
 ) -> None:
     """`watchdog start NAME` starts the configured command (the daemon follows it to ready); a second start is
     refused while it runs; `watchdog stop NAME` ends its group (SIGKILL for one that ignores SIGTERM) and the
-    verdict is `stopped`; the HTTP API refuses requests without credentials, a form post, and GET."""
+    verdict is `stopped`; the HTTP API refuses requests without credentials (the probe token is none), GET, a
+    form post, and another origin."""
     log = tmp_path / "server.log"
     launches = f"""
 [launches.served]
@@ -126,6 +129,11 @@ stop_grace = "1s"
         url = daemon.wait(event="http_listening")["url"]
         start = f"{url}launches/served/start"
         assert _post(start, headers={"Content-Type": "application/json"})[0] == 401
+        bearer = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+        assert _post(start, headers=bearer)[0] == 401  # the probe token opens only the readiness path
+        with pytest.raises(urllib.error.HTTPError) as got:
+            urllib.request.urlopen(urllib.request.Request(start, headers=_auth()), timeout=DEADLINE)
+        assert got.value.code == 405  # POST only
         assert (
             _post(start, b"replace=1", {**_auth(), "Content-Type": "application/x-www-form-urlencoded"})[0]
             == 415
