@@ -83,7 +83,8 @@ def _post(url: str, body: bytes = b"{}", headers: dict[str, str] | None = None) 
         with urllib.request.urlopen(request, timeout=DEADLINE) as response:
             return response.status, json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
-        text = exc.read()
+        with exc:  # its connection closed with it
+            text = exc.read()
         try:
             return exc.code, json.loads(text)
         except ValueError:
@@ -133,7 +134,8 @@ stop_grace = "1s"
         assert _post(start, headers=bearer)[0] == 401  # the probe token opens only the readiness path
         with pytest.raises(urllib.error.HTTPError) as got:
             urllib.request.urlopen(urllib.request.Request(start, headers=_auth()), timeout=DEADLINE)
-        assert got.value.code == 405  # POST only
+        with got.value:
+            assert got.value.code == 405  # POST only
         assert (
             _post(start, b"replace=1", {**_auth(), "Content-Type": "application/x-www-form-urlencoded"})[0]
             == 415

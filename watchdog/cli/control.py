@@ -113,7 +113,8 @@ def run_control(args: argparse.Namespace, action: str) -> int:
         with urllib.request.urlopen(request, timeout=args.timeout, context=context) as response:  # noqa: S310
             status, answer = response.status, _json(response.read())
     except urllib.error.HTTPError as exc:
-        status, answer = exc.code, _json(exc.read())
+        with exc:
+            status, answer = exc.code, _json(exc.read())
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         print(f"watchdog: cannot reach the daemon at {base}: {reason}", file=sys.stderr)
