@@ -111,6 +111,8 @@ def validate_replay(args: argparse.Namespace) -> None:
     """
     if (args.file is None) == (not args.example):
         raise UsageError("replay needs a log FILE or --example (exactly one of them)")
+    if args.nodes and "-" in (str(args.file), *map(str, args.nodes)):
+        raise UsageError("replay of several logs (the nodes of one launch) reads files, not standard input")
     _check_profiles(args.engine, args.profile)
 
 
