@@ -1,0 +1,219 @@
+"""Tests for multi-node launches: the pure combiner (watchdog.core.nodes) and `replay` of a node pair."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from watchdog.core.nodes import NodeReport, combine, first_failure, launch_state
+from watchdog.core.rootcause import Error
+from watchdog.core.verdict import Entry, MissingLog, Progress, Verdict
+from watchdog.vocabulary import Category, State
+
+PAIR = Path(__file__).parent / "fixtures" / "nodes" / "sglang-2node"
+
+
+def _error(summary: str, *, consequence: bool = False, ranks: tuple[str, ...] = ("TP0",)) -> Error:
+    category = Category.NCCL if consequence else Category.CUDA
+    return Error(category, summary, None, "", ranks, 10, (), consequence=consequence)
+
+
+def _node(
+    name: str,
+    state: State,
+    phase: State | None = None,
+    *,
+    error: Error | None = None,
+    at: str | None = None,
+    failed_at: float | None = None,
+    serve: bool = False,
+    progress: tuple[Progress, ...] = (),
+    missing: MissingLog | None = None,
+) -> NodeReport:
+    timeline = (Entry(State.STARTING, 1, None, "", 0.0),)
+    if state is State.CRASHED:
+        timeline += (Entry(State.CRASHED, 10, at, "", 1.0),)
+    verdict = Verdict(
+        "sglang",
+        state,
+        phase or state,
+        error=error,
+        timeline=timeline,
+        progress=progress,
+        lines_read=10,
+        bytes_read=100,
+        missing_log=missing,
+    )
+    return NodeReport(name, f"host-{name}", f"ssh://host-{name}/log", serve, verdict, failed_at=failed_at)
+
+
+def test_first_failure_by_the_logs_own_time() -> None:
+    """The node whose crash line is earliest by the logs' own times failed first, whatever arrived first."""
+    late = _node(
+        "a", State.CRASHED, State.LOADING_WEIGHTS, error=_error("x"), at="2025-02-07T01:19:50", failed_at=1.0
+    )
+    early = _node(
+        "b", State.CRASHED, State.LOADING_WEIGHTS, error=_error("y"), at="2025-02-07T01:19:40", failed_at=2.0
+    )
+    assert first_failure([late, early]) is early
+
+
+def test_first_failure_by_arrival_without_comparable_times() -> None:
+    """Without comparable log times (one log has none), the crash known first is the first failure."""
+    a = _node("a", State.CRASHED, State.STARTING, error=_error("x"), at="2025-02-07T01:19:40", failed_at=2.0)
+    b = _node("b", State.CRASHED, State.STARTING, error=_error("y"), at=None, failed_at=1.0)
+    assert first_failure([a, b]) is b
+
+
+def test_a_consequence_never_wins_over_a_cause() -> None:
+    """A node whose error is a consequence (an NCCL timeout) loses to a node with a cause, though earlier."""
+    hung = _node(
+        "n0",
+        State.CRASHED,
+        State.ALLOCATING_KV_CACHE,
+        error=_error("Watchdog caught collective operation timeout", consequence=True, ranks=("rank6",)),
+        at="2025-02-07T01:19:40",
+        failed_at=0.5,
+        serve=True,
+    )
+    cause = _node(
+        "n1",
+        State.CRASHED,
+        State.STARTING,
+        error=_error("Error 802", ranks=("TP3",)),
+        at="2025-02-07T01:29:40",
+        failed_at=3.0,
+    )
+    v = combine([hung, cause])
+    assert (v.state, v.phase) == (State.CRASHED, State.STARTING)
+    assert v.error is not None and v.error.summary == "Error 802"
+    out = v.to_json()
+    assert (out["error"]["node"], out["error"]["host"], out["error"]["ranks"]) == ("n1", "host-n1", ["TP3"])
+    assert out["error"]["consequences"] == [
+        {
+            "node": "n0",
+            "host": "host-n0",
+            "summary": "Watchdog caught collective operation timeout",
+            "category": "nccl",
+            "ranks": ["rank6"],
+            "line": 10,
+        }
+    ]
+
+
+def test_a_node_that_went_quiet_is_listed_as_such() -> None:
+    """A node with no error of its own when another crashed is listed as quiet, with where it stood."""
+    quiet = _node("n0", State.ALLOCATING_KV_CACHE, serve=True)
+    dead = _node("n1", State.CRASHED, State.STARTING, error=_error("boom"), failed_at=1.0)
+    out = combine([quiet, dead]).to_json()
+    assert out["state"] == "crashed"
+    assert out["error"]["consequences"] == [
+        {"node": "n0", "host": "host-n0", "summary": None, "quiet": True, "state": "allocating_kv_cache"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("states", "want"),
+    [
+        pytest.param(
+            [State.STALLED, State.STALLED], (State.STALLED, State.LOADING_WEIGHTS), id="all-stalled"
+        ),
+        pytest.param(
+            [State.LOADING_WEIGHTS, State.STALLED],
+            (State.LOADING_WEIGHTS, State.LOADING_WEIGHTS),
+            id="one-still-moves",
+        ),
+        pytest.param(
+            [State.STALLED, State.LOADING_WEIGHTS],
+            (State.LOADING_WEIGHTS, State.LOADING_WEIGHTS),
+            id="serving-stalled-worker-moves",
+        ),
+    ],
+)
+def test_stalled_only_when_every_node_is(states: list[State], want: tuple[State, State]) -> None:
+    """The launch is stalled only when every node that has not settled is stalled."""
+    nodes = [
+        _node(f"n{i}", s, State.LOADING_WEIGHTS, serve=i == 0) for i, s in enumerate(states)
+    ]
+    assert launch_state(nodes) == want
+
+
+def test_ready_from_the_serving_node_alone() -> None:
+    """The launch is ready when its serving node is, while a worker that never says ready has gone quiet."""
+    bars = (Progress("graphs", 35, 35),)
+    worker = _node("w", State.STALLED, State.CAPTURING_GRAPHS)
+    serve = _node("s", State.READY, progress=bars, serve=True)
+    v = combine([worker, serve])
+    assert (v.state, v.phase, v.progress) == (State.READY, State.READY, bars)
+    assert [n["name"] for n in v.to_json()["nodes"]] == ["w", "s"]
+    assert v.to_json()["nodes"][1]["serve"] is True
+    assert v.lines_read == 20
+    # a worker ready before the serving node is not the launch's ready
+    assert launch_state([_node("s", State.LOADING_WEIGHTS, serve=True), _node("w", State.READY)]) == (
+        State.LOADING_WEIGHTS,
+        State.LOADING_WEIGHTS,
+    )
+
+
+def test_phase_is_the_furthest_every_begun_node_reached() -> None:
+    """While starting, the launch is in the furthest phase every node that has begun has reached."""
+    overdue = MissingLog(overdue=False)
+    nodes = [
+        _node("a", State.CAPTURING_GRAPHS, serve=True),
+        _node("b", State.LOADING_WEIGHTS),
+        _node("c", State.PENDING, missing=overdue),
+    ]
+    assert launch_state(nodes) == (State.LOADING_WEIGHTS, State.LOADING_WEIGHTS)
+
+
+def test_serving_hang_after_ready_is_a_stall() -> None:
+    """A stall of the serving node after ready is the launch's stall; a worker's is not."""
+    assert launch_state(
+        [_node("s", State.STALLED, State.READY, serve=True), _node("w", State.CAPTURING_GRAPHS)]
+    ) == (State.STALLED, State.READY)
+
+
+def test_single_source_json_has_no_nodes() -> None:
+    """A verdict of one source renders no `nodes` key and no node in its error (the contract unchanged)."""
+    v = Verdict("sglang", State.CRASHED, State.STARTING, error=_error("boom"))
+    out = v.to_json()
+    assert "nodes" not in out
+    assert "node" not in out["error"] and "consequences" not in out["error"]
+
+
+def _replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "replay", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_replay_of_a_node_pair_names_the_first_failing_node() -> None:
+    """`replay NODE0.log NODE1.log` gives one verdict naming node1's rank and cause, node0's timeout its
+    consequence."""
+    done = _replay(str(PAIR / "node0.log"), str(PAIR / "node1.log"), "--json")
+    assert done.returncode == 1, done.stderr
+    out = json.loads(done.stdout)
+    error = out["error"]
+    assert (out["state"], error["node"], error["ranks"]) == ("crashed", "node1", ["TP3"])
+    assert "Error 802: system not yet initialized" in error["summary"]
+    assert [c["node"] for c in error["consequences"]] == ["node0"]
+    assert "Watchdog caught collective operation timeout" in error["consequences"][0]["summary"]
+    assert [(n["name"], n["serve"]) for n in out["nodes"]] == [("node0", True), ("node1", False)]
+    text = _replay(str(PAIR / "node0.log"), str(PAIR / "node1.log"))
+    assert "on node node1 on ranks TP3" in text.stdout
+    assert "node node0 on ranks rank6, a consequence" in text.stdout
+
+
+def test_replay_of_one_file_is_unchanged() -> None:
+    """`replay FILE` of one log has no `nodes` in its JSON."""
+    done = _replay(str(PAIR / "node1.log"), "--json")
+    assert done.returncode == 1
+    assert "nodes" not in json.loads(done.stdout)
