@@ -136,9 +136,7 @@ def test_a_node_that_went_quiet_is_listed_as_such() -> None:
 )
 def test_stalled_only_when_every_node_is(states: list[State], want: tuple[State, State]) -> None:
     """The launch is stalled only when every node that has not settled is stalled."""
-    nodes = [
-        _node(f"n{i}", s, State.LOADING_WEIGHTS, serve=i == 0) for i, s in enumerate(states)
-    ]
+    nodes = [_node(f"n{i}", s, State.LOADING_WEIGHTS, serve=i == 0) for i, s in enumerate(states)]
     assert launch_state(nodes) == want
 
 

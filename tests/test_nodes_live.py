@@ -109,7 +109,12 @@ async def test_node1_dies_first_node0_hangs(
     assert concluded_at - written < WITHIN, f"{concluded_at - written:.3f}s from the error line"
     out = verdict.verdict.to_json()
     error = out["error"]
-    assert (verdict.state, error["node"], error["host"], error["ranks"]) == (State.CRASHED, "node1", "gpu1", ["TP3"])
+    assert (verdict.state, error["node"], error["host"], error["ranks"]) == (
+        State.CRASHED,
+        "node1",
+        "gpu1",
+        ["TP3"],
+    )
     assert "Error 802: system not yet initialized" in error["summary"]
     assert error["consequences"] == [
         {"node": "node0", "host": "gpu0", "summary": None, "quiet": True, "state": "allocating_kv_cache"}

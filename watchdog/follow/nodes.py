@@ -83,7 +83,9 @@ class NodesFollower:
         self._settle = settle
         self._timeout = timeout
         self._send, self.updates = anyio.create_memory_object_stream[Update](UPDATE_BUFFER)
-        self._failed_at: dict[str, tuple[int, float]] = {}  # node -> (its incarnation, when its crash was known)
+        self._failed_at: dict[
+            str, tuple[int, float]
+        ] = {}  # node -> (its incarnation, when its crash was known)
         self._timeline: list[Entry] = []
         self._state: tuple[State, int] | None = None  # the launch's state and incarnation, as last published
         self._settling = False
@@ -169,7 +171,9 @@ class NodesFollower:
                     await self._publish(t, node.name)
                 elif isinstance(update, SourceNoted):
                     await self._send.send(
-                        replace(update, launch=self.name, detail=f"{node.name}: {update.detail}", node=node.name)
+                        replace(
+                            update, launch=self.name, detail=f"{node.name}: {update.detail}", node=node.name
+                        )
                     )
                 elif isinstance(update, Concluded):
                     await self._publish()
