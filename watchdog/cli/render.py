@@ -58,9 +58,9 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
     if err is not None:
         ranks = f" on ranks {', '.join(err.ranks)}" if err.ranks else ""
         failed = v.failed_node
-        node = f" on node {failed.node}" + (f" ({failed.host})" if failed.host else "") if failed else ""
+        on_node = f" on node {failed.node}" + (f" ({failed.host})" if failed.host else "") if failed else ""
         out += [
-            f"error [{err.category}]{node}{ranks} (line {err.line}):",
+            f"error [{err.category}]{on_node}{ranks} (line {err.line}):",
             f"  {err.summary}",
             f"  hint: {err.hint}",
         ]

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from watchdog.core.verdict import Entry, NodeFailure, NodeVerdict, Verdict
-from watchdog.vocabulary import SETTLED_STATES, STARTUP_PHASES, State
+from watchdog.vocabulary import PROGRESS_STATES, SETTLED_STATES, State
 
 __all__ = ["NodeReport", "combine", "first_failure", "launch_state", "serving"]
 
 # the startup order of the phases a launch-level state may be in (pending first, ready last)
-_ORDER = {state: i for i, state in enumerate((State.PENDING, *STARTUP_PHASES, State.READY))}
+_ORDER = {State.PENDING: 0} | {state: i + 1 for i, state in enumerate(PROGRESS_STATES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ def launch_state(nodes: Sequence[NodeReport]) -> tuple[State, State]:
     if serve.state in SETTLED_STATES:  # ready, stopped (a crash is above)
         return serve.state, serve.verdict.phase
     if serve.state is State.STALLED and serve.verdict.phase is State.READY:
-        return State.STALLED, State.READY  # a serving hang after ready: the launch's
+        return serve.state, serve.verdict.phase  # a serving hang after ready: the launch's
     begun = [n for n in nodes if n.verdict.phase is not State.PENDING]
     phase = min((n.verdict.phase for n in begun), key=lambda s: _ORDER.get(s, 0), default=State.PENDING)
     running = [n for n in nodes if n.state not in SETTLED_STATES]

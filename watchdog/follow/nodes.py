@@ -36,7 +36,7 @@ from watchdog.follow.follower import (
     Transitioned,
     Update,
 )
-from watchdog.vocabulary import State
+from watchdog.vocabulary import SUCCESS_STATES, State
 
 __all__ = ["Node", "NodesFollower"]
 
@@ -214,13 +214,13 @@ class NodesFollower:
         state, _ = launch_state(self.reports())
         nodes = {n.name: n for n in self.nodes}
         serve = nodes[serving(self.reports()).name]
-        if state in (State.READY, State.STOPPED) and serve.follower.concluded is not None:
+        if state in SUCCESS_STATES and serve.follower.concluded is not None:
             await self._conclude(state)
 
     async def _judged(self, node: Node, update: Concluded) -> None:
         # a node's verdict: the serving node's ready or stop is the launch's (a crash waits in `_settle_crash`)
         state, _ = launch_state(self.reports())
-        if update.state in (State.READY, State.STOPPED) and node.name == serving(self.reports()).name:
+        if update.state in SUCCESS_STATES and node.name == serving(self.reports()).name:
             if state is update.state:
                 await self._conclude(state)
 
