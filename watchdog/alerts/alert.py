@@ -12,7 +12,7 @@ from typing import Any
 
 from watchdog.core.facts import number
 from watchdog.core.framing import without_controls
-from watchdog.core.verdict import Status, rfc3339
+from watchdog.core.verdict import NodeFailure, Status, rfc3339
 from watchdog.vocabulary import Category, format_duration
 
 __all__ = [
@@ -100,6 +100,8 @@ class Alert:
     # stalled in `pending` because the log does not exist (a typo in its path, a launch never started): its
     # path; not a launch that hung, and said as such. Empty otherwise (a log that exists but says nothing).
     missing_log: str = ""
+    # a multi-node launch's crash: the node that failed first (`host` is its host); "" for a launch of one source
+    node: str = ""
 
     def __post_init__(self) -> None:
         # Text that reaches people through every notifier: no control character (BEL, backspace, a C1 CSI)
@@ -147,7 +149,12 @@ class Alert:
 
     @property
     def where(self) -> str:
-        """`launch on host`, or the launch alone for a local file (or a host's own alert, `host:NAME`)."""
+        """`launch on host`, or the launch alone for a local file (or a host's own alert, `host:NAME`); of a
+        multi-node launch's crash, `launch on node NODE (host)`."""
+        if self.node:
+            return f"{self.launch} on node {self.node}" + (
+                f" ({self.host})" if self.host and self.host != self.node else ""
+            )
         return (
             f"{self.launch} on {self.host}"
             if self.host and self.launch != f"{HOST_LAUNCH_PREFIX}{self.host}"
@@ -246,6 +253,7 @@ class Alert:
             "resolves": self.resolves.value if self.resolves else None,
             "occurrence": self.occurrence,
             "missing_log": self.missing_log,
+            "node": self.node,
             "dedup_key": self.dedup_key,
             "incident_key": self.incident_key,
         }
@@ -291,6 +299,7 @@ class Alert:
             resolves=AlertKind(data["resolves"]) if data.get("resolves") else None,
             occurrence=int(data.get("occurrence") or 1),
             missing_log=str(data.get("missing_log") or ""),
+            node=str(data.get("node") or ""),
         )
 
     @classmethod
@@ -345,10 +354,16 @@ class Alert:
             summary = reason or f"no progress in {v.phase.value}"
         if not detail and kind is AlertKind.STALLED and reason and reason != summary:
             detail = reason
+        host, node = status.host, ""
+        failed = v.failed_node
+        if failed is not None and kind is AlertKind.CRASHED:
+            # a multi-node launch: the node that failed first, on its host; the others' part in one line
+            host, node = failed.host, failed.node
+            detail = detail or "; ".join(_node_said(other) for other in v.consequences)
         return cls(
             kind=kind,
             launch=status.name,
-            host=status.host,
+            host=host,
             engine=v.engine or "",
             phase=v.phase.value,
             incarnation=v.incarnation or 1,
@@ -372,7 +387,16 @@ class Alert:
             # the Nth stall of an incarnation (progress resumed in between) is its own alert
             occurrence=max(1, v.stalls) if kind is AlertKind.STALLED else 1,
             missing_log=missing_log,
+            node=node,
         )
+
+
+def _node_said(other: NodeFailure) -> str:
+    # another node's part in a multi-node crash: its error, a consequence; or nothing of its own
+    if other.summary is None:
+        state = other.state.value if other.state is not None else "unknown"
+        return f"node {other.node}: no error of its own ({state}), went quiet"
+    return f"node {other.node}: {other.summary} (a consequence)"
 
 
 def _fact(value: object) -> FactValue:
