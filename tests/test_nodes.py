@@ -215,3 +215,33 @@ def test_replay_of_one_file_is_unchanged() -> None:
     done = _replay(str(PAIR / "node1.log"), "--json")
     assert done.returncode == 1
     assert "nodes" not in json.loads(done.stdout)
+
+
+def test_a_crash_alert_names_the_node_its_host_and_the_others_part() -> None:
+    """The alert of a multi-node crash is about the first failing node on its host, and says what the other
+    nodes did (a consequence, or went quiet)."""
+    from watchdog.alerts.alert import Alert  # noqa: PLC0415
+    from watchdog.alerts.compose import fields  # noqa: PLC0415
+    from watchdog.core.verdict import Status  # noqa: PLC0415
+
+    quiet = _node("rank0", State.ALLOCATING_KV_CACHE, serve=True)
+    timeout = _node(
+        "rank2",
+        State.CRASHED,
+        State.ALLOCATING_KV_CACHE,
+        error=_error("Watchdog caught collective operation timeout", consequence=True),
+        failed_at=0.5,
+    )
+    dead = _node(
+        "rank1", State.CRASHED, State.STARTING, error=_error("Error 802", ranks=("TP3",)), failed_at=1.0
+    )
+    status = Status(combine([quiet, dead, timeout]), name="ds", host="host-rank0")
+    alert = Alert.from_status("crashed", status)
+    assert (alert.host, alert.node, alert.ranks) == ("host-rank1", "rank1", ("TP3",))
+    assert alert.title == "ds on node rank1 (host-rank1) crashed in starting (cuda)"
+    assert alert.detail == (
+        "node rank0: no error of its own (allocating_kv_cache), went quiet; "
+        "node rank2: Watchdog caught collective operation timeout (a consequence)"
+    )
+    assert ("Node", "rank1") in fields(alert)
+    assert Alert.from_dict(alert.to_dict()) == alert

@@ -122,3 +122,92 @@ async def test_node1_dies_first_node0_hangs(
     nodes = {n["name"]: n for n in out["nodes"]}
     assert nodes["node0"]["progress"]["weights"] == {"done": 163, "total": 163}
     assert (nodes["node1"]["state"], nodes["node0"]["serve"]) == ("crashed", True)
+
+
+def daemon_config(tmp_path: Path, servers: list[SSHDServer], logs: list[Path]) -> Path:
+    """A daemon config with one two-node launch `ds`: node gpu0 (serving) and gpu1, one host each."""
+    hosts = "".join(
+        f"""
+[hosts.gpu{i}]
+address = "127.0.0.1"
+port = {server.port}
+user = "{server.user}"
+identity = "{server.client_key}"
+known_hosts = "{server.known_hosts}"
+"""
+        for i, server in enumerate(servers)
+    )
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f"""
+[daemon]
+listen = "127.0.0.1:0"
+state_dir = "{tmp_path / "state"}"
+log_format = "json"
+{hosts}
+[notifiers.console]
+kind = "console"
+
+[launches.ds]
+engine = "sglang"
+notify = ["console"]
+nodes = [{{ host = "gpu0", log = "{logs[0]}" }}, {{ host = "gpu1", log = "{logs[1]}" }}]
+"""
+    )
+    return config
+
+
+def test_daemon_status_names_the_node_and_resumes_each_node(
+    sshd: SSHDServer, sshd2: SSHDServer, tmp_path: Path
+) -> None:
+    """`watchdog run` with a two-node launch: /status has one entry for the launch, its verdict naming gpu1's
+    rank TP3, with per-node entries; the alert names the node and host; each node's checkpoint is kept under
+    its own key, and a restarted daemon does not announce the crash again."""
+    import signal  # noqa: PLC0415
+    import sqlite3  # noqa: PLC0415
+
+    from daemon_process import DaemonProcess  # noqa: PLC0415
+    from http_client import get  # noqa: PLC0415
+
+    logs = [tmp_path / "node0.log", tmp_path / "node1.log"]
+    node0 = (PAIR / "node0.log").read_text().splitlines(keepends=True)
+    hang = next(i for i, line in enumerate(node0) if "Watchdog caught" in line)
+    logs[0].write_text("".join(node0[:hang]))
+    logs[1].write_text("")
+    config = daemon_config(tmp_path, [sshd, sshd2], logs)
+    first = DaemonProcess(config, deadline=30.0)
+    try:
+        url = first.wait(event="http_listening")["url"]
+        first.wait(event="transition", launch="ds", state="allocating_kv_cache")
+        logs[1].write_text((PAIR / "node1.log").read_text())
+        first.wait(event="transition", launch="ds", state="crashed")
+        first.wait(event="announced", launch="ds", state="crashed")
+        [entry] = get(url + "status").json()
+        first.proc.send_signal(signal.SIGTERM)
+        assert first.proc.wait(timeout=30) == 0
+        assert first.proc.stdout is not None
+        said = first.proc.stdout.read()
+    finally:
+        first.close()
+    assert (entry["name"], entry["state"], entry["host"]) == ("ds", "crashed", "gpu0")
+    error = entry["error"]
+    assert (error["node"], error["host"], error["ranks"]) == ("gpu1", "gpu1", ["TP3"])
+    assert "Error 802" in error["summary"]
+    assert [(n["name"], n["host"], n["serve"], n["state"]) for n in entry["nodes"]] == [
+        ("gpu0", "gpu0", True, "allocating_kv_cache"),
+        ("gpu1", "gpu1", False, "crashed"),
+    ]
+    assert entry["nodes"][0]["progress"]["weights"] == {"done": 163, "total": 163}
+    assert "ds on node gpu1: crashed during starting on ranks TP3" in said
+    with sqlite3.connect(tmp_path / "state" / "watchdog.sqlite3") as db:
+        keys = {row[0] for row in db.execute("SELECT launch FROM checkpoints")}
+    assert keys == {"ds@gpu0", "ds@gpu1"}
+    second = DaemonProcess(config, deadline=30.0)
+    try:
+        second.wait(event="already announced", launch="ds", state="crashed")
+        second.proc.send_signal(signal.SIGTERM)
+        assert second.proc.wait(timeout=30) == 0
+        assert second.proc.stdout is not None
+        assert "ds on node" not in second.proc.stdout.read()
+    finally:
+        second.close()
