@@ -183,14 +183,19 @@ def test_single_source_json_has_no_nodes() -> None:
     assert "node" not in out["error"] and "consequences" not in out["error"]
 
 
-def _replay(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "watchdog.cli", "replay", *args],
+        [sys.executable, "-m", "watchdog.cli", *args],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
+        cwd=cwd,
     )
+
+
+def _replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return _cli("replay", *args)
 
 
 def test_replay_of_a_node_pair_names_the_first_failing_node() -> None:
@@ -245,3 +250,34 @@ def test_a_crash_alert_names_the_node_its_host_and_the_others_part() -> None:
     )
     assert ("Node", "rank1") in fields(alert)
     assert Alert.from_dict(alert.to_dict()).node == "rank1"
+
+
+def test_watch_of_several_targets_is_one_launch(tmp_path: Path) -> None:
+    """`watch A B --serve B` follows the two logs as the nodes of one launch: one verdict, B serving."""
+    for name in ("node0", "node1"):
+        (tmp_path / f"{name}.log").write_bytes((PAIR / f"{name}.log").read_bytes())
+    done = _cli(
+        "watch", str(tmp_path / "node0.log"), str(tmp_path / "node1.log"), "--serve", "node1", "--json"
+    )
+    assert done.returncode == 1, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["error"]["node"], out["error"]["ranks"]) == ("node1", ["TP3"])
+    assert [(n["name"], n["serve"]) for n in out["nodes"]] == [("node0", False), ("node1", True)]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        pytest.param(["a.log", "b.log", "--serve", "c"], "--serve 'c' is not a node", id="serve-unknown"),
+        pytest.param(["a.log", "--serve", "a"], "give more than one TARGET", id="serve-one-target"),
+        pytest.param(["a.log", "-"], "standard input", id="stdin-node"),
+        pytest.param(["a.log", "b.log", "--pid", "1"], "--pid is one host's process", id="pid"),
+    ],
+)
+def test_watch_of_several_targets_refuses_what_does_not_fit(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """Options that do not fit several targets are usage errors (exit 64) that say why."""
+    done = _cli("watch", *args, cwd=tmp_path)
+    assert done.returncode == 64
+    assert said in done.stderr

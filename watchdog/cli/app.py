@@ -272,6 +272,19 @@ def build_parser() -> argparse.ArgumentParser:
         "docker://[[user@]host[:port]/]CONTAINER, podman://..., journald://[[user@]host[:port]/]UNIT, "
         "k8s://[CONTEXT/]NAMESPACE/POD[/CONTAINER]",
     )
+    watch.add_argument(
+        "nodes",
+        nargs="*",
+        metavar="TARGET",
+        help="more targets: with TARGET, the nodes of one multi-node launch (one verdict: ready when the "
+        "serving node is, crashed when any node crashes, naming the node and rank that failed first); a "
+        "node is named by its host, else by its file's name",
+    )
+    watch.add_argument(
+        "--serve",
+        metavar="NAME",
+        help="with several targets: the node whose engine serves (default: the first TARGET)",
+    )
     _common(watch)
     watch.add_argument(
         "--timeout", type=duration, metavar="S", help="overall deadline: 90, 30s, 10m, 1h (exit 2)"

@@ -11,15 +11,13 @@ import anyio
 from watchdog.alerts.senders import Notifier
 from watchdog.core.expectations import LEARN_FACTOR
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
-from watchdog.follow.nodes import NodesFollower
+from watchdog.follow.nodes import Follower
 from watchdog.follow.sources import SSHOptions
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord
 
 __all__ = ["Follower", "LaunchPlan", "NodePlan", "Running"]
-
-Follower = LaunchFollower | NodesFollower  # a launch of one source, or of several nodes
 
 
 @dataclass(frozen=True)

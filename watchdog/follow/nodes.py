@@ -38,7 +38,7 @@ from watchdog.follow.follower import (
 )
 from watchdog.vocabulary import SUCCESS_STATES, State
 
-__all__ = ["Node", "NodesFollower"]
+__all__ = ["Follower", "Node", "NodesFollower"]
 
 _POLL = 0.02  # seconds between two looks of a crash report waiting for its first failing node's report
 
@@ -263,3 +263,6 @@ class NodesFollower:
         self.timed_out = True
         state, _ = launch_state(self.reports())
         await self._conclude(state)
+
+
+Follower = LaunchFollower | NodesFollower  # a launch of one source, or of several nodes: the same surface
