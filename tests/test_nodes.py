@@ -7,14 +7,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from watchdog.core.nodes import NodeReport, combine, first_failure, launch_state
 from watchdog.core.rootcause import Error
 from watchdog.core.verdict import Entry, MissingLog, Progress, Verdict
+from watchdog.follow.follower import Concluded, LaunchFollower
+from watchdog.follow.nodes import Node, NodesFollower
+from watchdog.follow.sources import parse_target
+from watchdog.follow.spec import LaunchSpec
+from watchdog.follow.testing import ManualClock, ScriptedSource
 from watchdog.vocabulary import Category, State
 
 PAIR = Path(__file__).parent / "fixtures" / "nodes" / "sglang-2node"
+READY = Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 
 
 def _error(summary: str, *, consequence: bool = False, ranks: tuple[str, ...] = ("TP0",)) -> Error:
@@ -281,3 +288,74 @@ def test_watch_of_several_targets_refuses_what_does_not_fit(
     done = _cli("watch", *args, cwd=tmp_path)
     assert done.returncode == 64
     assert said in done.stderr
+
+
+async def _follow_group(
+    clock: ManualClock, logs: list[list[bytes]], *, serve: int = 0
+) -> tuple[NodesFollower, list[ScriptedSource]]:
+    """A group follower of scripted nodes n0, n1 (on `clock`) that have read `logs` and caught up."""
+    sources = [ScriptedSource() for _ in logs]
+    nodes = []
+    for index, (source, lines) in enumerate(zip(sources, logs, strict=True)):
+        for line in lines:
+            await source.append(line)
+        await source.catch_up()
+        spec = LaunchSpec(f"g@n{index}", parse_target(f"/n{index}.log"), engine="sglang", stall_after=60)
+        follower = LaunchFollower(spec, source=source, clock=clock)
+        nodes.append(Node(f"n{index}", follower, serve=index == serve))
+    return NodesFollower("g", nodes, clock=clock), sources
+
+
+@pytest.mark.anyio
+async def test_the_group_stalls_only_when_every_node_has() -> None:
+    """A worker node that stalls while the serving node still loads is no stall of the launch; once the
+    serving node stalls too, the launch's stalled verdict goes out."""
+    clock = ManualClock()
+    node0 = (PAIR / "node0.log").read_bytes().splitlines(keepends=True)
+    group, sources = await _follow_group(clock, [node0[:2], node0[:2]])
+    said: list[Concluded] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(group.run)
+
+        async def consume() -> None:
+            with group.updates:
+                async for update in group.updates:
+                    if isinstance(update, Concluded):
+                        said.append(update)
+
+        tg.start_soon(consume)
+        await clock.advance(40)
+        await sources[0].append(node0[2])  # the serving node loads on
+        await sources[0].catch_up()
+        await clock.advance(30)  # n1: 70 s without progress; n0: 30 s
+        states = [n.verdict.state for n in group.reports()]
+        assert states == [State.LOADING_WEIGHTS, State.STALLED]
+        assert group.verdict().state is State.LOADING_WEIGHTS
+        assert said == []
+        await clock.advance(40)  # n0 too
+        assert [c.state for c in said] == [State.STALLED]
+        assert said[0].verdict.phase is State.LOADING_WEIGHTS
+        tg.cancel_scope.cancel()
+
+
+async def _drain(group: NodesFollower) -> None:
+    with group.updates:
+        async for _update in group.updates:
+            pass
+
+
+@pytest.mark.anyio
+async def test_the_group_is_ready_when_the_serving_node_is() -> None:
+    """The serving node's ready is the launch's, though the worker node never says ready."""
+    clock = ManualClock()
+    ready = READY.read_bytes().splitlines(keepends=True)
+    worker = (PAIR / "node0.log").read_bytes().splitlines(keepends=True)[:2]
+    group, _sources = await _follow_group(clock, [worker, ready], serve=1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_drain, group)
+        await tg.start(group.run)
+        await clock.advance(5)  # past a ready line's confirmation wait
+        said = group.concluded
+        assert said is not None and said.state is State.READY
+        assert [n["state"] for n in said.verdict.to_json()["nodes"]] == ["loading_weights", "ready"]
+        tg.cancel_scope.cancel()
