@@ -48,7 +48,7 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
             role = " (serves)" if node.serve else ""
             bars = ", ".join(f"{p.name} {p.done}/{p.total}" for p in nv.progress)
             said = f": {nv.error.summary}" if nv.error is not None else ""
-            where = f" {nv.phase.value}" if nv.state is not nv.phase else ""
+            where = f" in {nv.phase.value}" if nv.state is not nv.phase else ""
             out.append(
                 f"    {node.name}{role} {node.host or node.target}: {nv.state.value}{where}"
                 + (f" [{bars}]" if bars else "")
