@@ -1030,3 +1030,22 @@ def test_nodes_launch_validates_and_gives_each_node_its_spec() -> None:
     assert specs[0][2].process == "sglang" and specs[0][2].engine == "sglang"
     assert config.launch_spec("ds").name == "ds"
     assert config.launch_spec("ds").target == specs[1][2].target
+
+
+def test_check_config_explains_a_nodes_launch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`check-config` shows each node's resolved name, serving node and target, counts a node's host as used,
+    and warns of a node's local log whose directory is missing."""
+    path = _write(
+        tmp_path,
+        '[hosts.gpu1]\n[launches.ds]\nnodes = [{ host = "gpu1", log = "/data/n0.log" }, '
+        '{ log = "/nonexistent-dir-i29/n1.log" }]\n',
+    )
+    assert check_config_main(path) == 0
+    out, err = capsys.readouterr()
+    nodes = json.loads(out)["launches"]["ds"]["nodes"]
+    assert [(n["name"], n["serve"], n["target"]) for n in nodes] == [
+        ("gpu1", True, "ssh://gpu1/data/n0.log"),
+        ("node1", False, "/nonexistent-dir-i29/n1.log"),
+    ]
+    assert "hosts.gpu1: no launch uses this host" not in err
+    assert "launches.ds.nodes[1].log: directory /nonexistent-dir-i29 does not exist (yet)" in err

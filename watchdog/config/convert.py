@@ -51,6 +51,9 @@ def redacted(config: Config) -> dict[str, Any]:
     for name, launch in data["launches"].items():
         launch["target"] = str(launch_spec(config, name).target)
         # a multi-node launch: each node's resolved name and where its log is read from
-        for node, (node_name, _host, spec) in zip(launch["nodes"], node_specs(config, name), strict=True):
-            node.update(name=node_name, target=str(spec.target))
+        serving = config.launches[name].serving_node()
+        for index, (node, (node_name, _host, spec)) in enumerate(
+            zip(launch["nodes"], node_specs(config, name), strict=True)
+        ):
+            node.update(name=node_name, serve=index == serving, target=str(spec.target))
     return data
