@@ -1027,7 +1027,8 @@ def test_nodes_launch_validates_and_gives_each_node_its_spec() -> None:
         ("gpu2", "gpu2", "ds@gpu2", "podman"),
         ("node2", "", "ds@node2", "file"),
     ]
-    assert specs[0][2].process == "sglang" and specs[0][2].engine == "sglang"
+    assert specs[0][2].process == "sglang"
+    assert specs[0][2].engine == "sglang"
     assert config.launch_spec("ds").name == "ds"
     assert config.launch_spec("ds").target == specs[1][2].target
 

@@ -97,7 +97,8 @@ def test_a_consequence_never_wins_over_a_cause() -> None:
     )
     v = combine([hung, cause])
     assert (v.state, v.phase) == (State.CRASHED, State.STARTING)
-    assert v.error is not None and v.error.summary == "Error 802"
+    assert v.error is not None
+    assert v.error.summary == "Error 802"
     out = v.to_json()
     assert (out["error"]["node"], out["error"]["host"], out["error"]["ranks"]) == ("n1", "host-n1", ["TP3"])
     assert out["error"]["consequences"] == [
@@ -187,7 +188,8 @@ def test_single_source_json_has_no_nodes() -> None:
     v = Verdict("sglang", State.CRASHED, State.STARTING, error=_error("boom"))
     out = v.to_json()
     assert "nodes" not in out
-    assert "node" not in out["error"] and "consequences" not in out["error"]
+    assert "node" not in out["error"]
+    assert "consequences" not in out["error"]
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -318,10 +320,11 @@ async def test_the_group_stalls_only_when_every_node_has() -> None:
         await tg.start(group.run)
 
         async def consume() -> None:
+            # each verdict as it comes (the test looks at `said` while the follow goes on)
             with group.updates:
                 async for update in group.updates:
                     if isinstance(update, Concluded):
-                        said.append(update)
+                        said.append(update)  # noqa: PERF401 - one at a time, not at the stream's end
 
         tg.start_soon(consume)
         await clock.advance(40)
@@ -356,6 +359,7 @@ async def test_the_group_is_ready_when_the_serving_node_is() -> None:
         await tg.start(group.run)
         await clock.advance(5)  # past a ready line's confirmation wait
         said = group.concluded
-        assert said is not None and said.state is State.READY
+        assert said is not None
+        assert said.state is State.READY
         assert [n["state"] for n in said.verdict.to_json()["nodes"]] == ["loading_weights", "ready"]
         tg.cancel_scope.cancel()

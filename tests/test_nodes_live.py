@@ -104,7 +104,8 @@ async def test_node1_dies_first_node0_hangs(
                     break
         concluded_at = group.now()
         tg.cancel_scope.cancel()
-    assert crashed_at is not None and verdict is not None
+    assert crashed_at is not None
+    assert verdict is not None
     assert crashed_at - written < WITHIN
     assert concluded_at - written < WITHIN, f"{concluded_at - written:.3f}s from the error line"
     out = verdict.verdict.to_json()

@@ -22,18 +22,19 @@ import anyio
 
 from watchdog.cli.liveview import ProgressLines, where
 from watchdog.cli.render import render_verdict, write_out
+from watchdog.clock import MonotonicClock
 from watchdog.core.verdict import Status, Verdict, exit_code
 from watchdog.exceptions import DeliveryError, first_watchdog_error
-from watchdog.clock import MonotonicClock
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
 from watchdog.follow.sources import parse_target
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import EXIT_INTERRUPTED, EXIT_STALLED, State
 
 if TYPE_CHECKING:
-    from watchdog.follow.nodes import Follower
     from anyio.abc import TaskStatus
     from rich.live import Live
+
+    from watchdog.follow.nodes import Follower
 
 __all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
 

@@ -10,7 +10,7 @@ import anyio
 
 from watchdog.alerts.senders import Notifier
 from watchdog.core.expectations import LEARN_FACTOR
-from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.nodes import Follower
 from watchdog.follow.sources import SSHOptions
 

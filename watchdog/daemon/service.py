@@ -12,8 +12,8 @@ from anyio.abc import TaskStatus
 
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
-from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.launches import NodePlan
+from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPl
     """Each configured launch as the daemon runs it: its spec, host, SSH options, labels and notifiers;
     with a `shard` (else the config's `daemon.shard`), only the launches it owns."""
     from watchdog.config.convert import ssh_options  # noqa: PLC0415
-
     from watchdog.config.models import node_specs  # noqa: PLC0415
 
     notifiers = {name: notifier_from(name, config) for name in config.notifiers}

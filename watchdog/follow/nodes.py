@@ -220,9 +220,9 @@ class NodesFollower:
     async def _judged(self, node: Node, update: Concluded) -> None:
         # a node's verdict: the serving node's ready or stop is the launch's (a crash waits in `_settle_crash`)
         state, _ = launch_state(self.reports())
-        if update.state in SUCCESS_STATES and node.name == serving(self.reports()).name:
-            if state is update.state:
-                await self._conclude(state)
+        serves = node.name == serving(self.reports()).name
+        if update.state in SUCCESS_STATES and serves and state is update.state:
+            await self._conclude(state)
 
     async def _settle_crash(self) -> None:
         # the report of a crash waits for the first failing node's own report (the ranks it names) and for
