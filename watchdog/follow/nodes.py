@@ -186,6 +186,9 @@ class NodesFollower:
         incarnation = max(r.verdict.incarnation for r in reports)
         if self._state is not None and self._state == (state, incarnation):
             return
+        if self._state is None and state is State.PENDING:
+            self._state = (state, incarnation)  # no log yet: nothing happened (as one source says nothing)
+            return
         previous = self._state[0] if self._state is not None else State.PENDING
         now = self.now()
         if self._state is not None and self._state[1] != incarnation:
