@@ -14,7 +14,7 @@ from watchdog.core.nodes import NodeReport, combine, first_failure, launch_state
 from watchdog.core.rootcause import Error
 from watchdog.core.verdict import Entry, MissingLog, Progress, Verdict
 from watchdog.follow.follower import Concluded, LaunchFollower
-from watchdog.follow.nodes import Node, NodesFollower
+from watchdog.follow.nodes import CAUSE_WAIT, Node, NodesFollower
 from watchdog.follow.sources import parse_target
 from watchdog.follow.spec import LaunchSpec
 from watchdog.follow.testing import ManualClock, ScriptedSource
@@ -363,3 +363,34 @@ async def test_the_group_is_ready_when_the_serving_node_is() -> None:
         assert said.state is State.READY
         assert [n["state"] for n in said.verdict.to_json()["nodes"]] == ["loading_weights", "ready"]
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_a_cause_a_moment_after_a_consequence_is_the_first_failure() -> None:
+    """Node 0's NCCL timeout comes first, node 1's own error half a second later (past the settle window):
+    the report waits for it and names node 1; with no cause coming, node 0's timeout is reported after
+    `CAUSE_WAIT`."""
+    clock = ManualClock()
+    node0 = (PAIR / "node0.log").read_bytes().splitlines(keepends=True)
+    node1 = (PAIR / "node1.log").read_bytes()
+    timeout = next(i for i, line in enumerate(node0) if b"Watchdog caught" in line)
+    for cause in (True, False):
+        group, sources = await _follow_group(clock, [node0[:timeout], []])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_drain, group)
+            await tg.start(group.run)
+            for line in node0[timeout:]:
+                await sources[0].append(line)
+            await sources[0].catch_up()
+            await clock.advance(0.5)
+            assert group.concluded is None  # past the settle window: a cause may still come
+            if cause:
+                await sources[1].append(node1)
+                await sources[1].catch_up()
+            await clock.advance(CAUSE_WAIT)
+            said = group.concluded
+            assert said is not None
+            assert said.state is State.CRASHED
+            error = said.verdict.to_json()["error"]
+            assert (error["node"], error["ranks"]) == (("n1", ["TP3"]) if cause else ("n0", ["rank6"]))
+            tg.cancel_scope.cancel()

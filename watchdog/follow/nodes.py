@@ -8,7 +8,8 @@ its own log (and probes its own process) unchanged; their updates come here, and
 - a node's crash is the launch's at once (`Transitioned`); the report (`Concluded`) waits until the node that
   failed first has reported its crash (its own settle window) and `settle` seconds since the first crash, so
   that another node's error written in that window is weighed (a node whose error came first but is only a
-  consequence never wins over one with a cause);
+  consequence never wins over one with a cause); when all there is is a consequence and another node has not
+  crashed, `CAUSE_WAIT` seconds more, for that node's report of the cause;
 - ready when the serving node's ready verdict comes; stalled and stopped as the nodes' states say.
 
 The source notes of the nodes go out with the node's name (`SourceNoted.node`).
@@ -38,9 +39,12 @@ from watchdog.follow.follower import (
 )
 from watchdog.vocabulary import SUCCESS_STATES, State
 
-__all__ = ["Follower", "Node", "NodesFollower"]
+__all__ = ["CAUSE_WAIT", "Follower", "Node", "NodesFollower"]
 
 _POLL = 0.02  # seconds between two looks of a crash report waiting for its first failing node's report
+# seconds more a crash's report waits when all it has is a consequence and another node has not crashed: the
+# node with the cause (whose death the consequence reports) may say so a moment later on its own connection
+CAUSE_WAIT = 1.0
 
 
 @dataclass(frozen=True)
@@ -245,9 +249,16 @@ class NodesFollower:
                 and said.state is State.CRASHED
                 and said.verdict.incarnation == failed.verdict.incarnation
             )
-            if (reported and waited >= self._settle) or waited >= self._settle + TRACEBACK_WAIT:
+            # a consequence (a collective's timeout, a closed connection) while another node has not crashed
+            # yet: that node's own report of the cause may come a moment later over its own connection
+            error = failed.verdict.error
+            cause_awaited = (error is None or error.consequence) and any(
+                r.state is not State.CRASHED for r in reports
+            )
+            window = self._settle + (CAUSE_WAIT if cause_awaited else 0.0)
+            if (reported and waited >= window) or waited >= window + TRACEBACK_WAIT:
                 break
-            left = self._settle - waited
+            left = window - waited
             await self._clock.sleep(max(0.001, min(_POLL, left) if left > 0 else _POLL))
         await self._conclude(State.CRASHED)
 
