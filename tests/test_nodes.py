@@ -394,3 +394,35 @@ async def test_a_cause_a_moment_after_a_consequence_is_the_first_failure() -> No
             error = said.verdict.to_json()["error"]
             assert (error["node"], error["ranks"]) == (("n1", ["TP3"]) if cause else ("n0", ["rank6"]))
             tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_node_is_its_own_hosts_outage(tmp_path: Path) -> None:
+    """A node whose host cannot be reached is that host's outage (alerted as such, naming the launch), not
+    the serving node's host's."""
+    import io  # noqa: PLC0415
+
+    from watchdog.daemon.launches import LaunchPlan, NodePlan  # noqa: PLC0415
+    from watchdog.daemon.supervisor import ConsoleAlerts, Daemon  # noqa: PLC0415
+    from watchdog.follow.sources import SSHOptions  # noqa: PLC0415
+
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    near = LaunchSpec("ds@near", parse_target(str(tmp_path / "near.log")))
+    far = LaunchSpec("ds@far", parse_target("ssh://nobody@127.0.0.1:1/srv/server.log"))
+    ssh = SSHOptions(known_hosts=str(known_hosts), config=None, use_agent=False, connect_timeout=2.0)
+    out = io.StringIO()
+    plan = LaunchPlan(
+        LaunchSpec("ds", near.target),
+        alerts=(ConsoleAlerts(out=out),),
+        nodes=(NodePlan("near", near, serve=True), NodePlan("far", far, host="far", ssh=ssh)),
+    )
+    daemon = Daemon({"ds": plan}, handle_signals=False, unreachable_after=0.5)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 1)
+            tg.cancel_scope.cancel()
+    [said] = out.getvalue().splitlines()
+    assert said.startswith("host:far: host unreachable: cannot connect to nobody@127.0.0.1 port 1")
+    assert said.endswith("; not followed: ds")

@@ -362,7 +362,12 @@ class Daemon:
                                 task_status.started()
                         run.note = "the log's source ended; following it again"
                     except Exception as exc:  # one launch's failure never disturbs another
-                        pause = self._failed(run, host, _cause(exc), trying=trying)
+                        failing = host
+                        node = getattr(run.follower, "failed_node", None)
+                        if node is not None and node.host != plan.host:
+                            # a node's follower failed: its host's outage, not the serving node's host's
+                            failing = self._outages.host(node.host) if node.host else None
+                        pause = self._failed(run, failing, _cause(exc), trying=trying and failing is host)
                         trying = False
                     finally:
                         if trying and host is not None:

@@ -96,6 +96,7 @@ class NodesFollower:
         self._said: set[tuple[State, int, int]] = set()  # verdicts sent: (state, incarnation, its Nth entry)
         self.concluded: Concluded | None = None
         self.timed_out = False
+        self.failed_node: Node | None = None  # the node whose follower failed (its host is the outage's)
 
     @property
     def last_activity(self) -> float | None:
@@ -151,7 +152,7 @@ class NodesFollower:
                     pumps.start_soon(self._pump, node)
                 async with anyio.create_task_group() as starting:
                     for node in self.nodes:
-                        starting.start_soon(tg.start, node.follower.run)
+                        starting.start_soon(tg.start, self._run_node, node)
                 await self._publish()
                 if self.concluded is None:
                     await self._judge_whole()
@@ -160,6 +161,14 @@ class NodesFollower:
             state, _ = launch_state(self.reports())
             await self._conclude(state)
             tg.cancel_scope.cancel()
+
+    async def _run_node(self, node: Node, *, task_status: TaskStatus[None]) -> None:
+        try:
+            await node.follower.run(task_status=task_status)
+        except Exception:
+            if self.failed_node is None:  # the first to fail: the others are cancelled by it
+                self.failed_node = node
+            raise
 
     async def _pump(self, node: Node) -> None:
         # a node's updates: its transitions move the launch's state, its notes go out with its name
