@@ -162,7 +162,7 @@ def test_daemon_status_names_the_node_and_resumes_each_node(
     sshd: SSHDServer, sshd2: SSHDServer, tmp_path: Path
 ) -> None:
     """`watchdog run` with a two-node launch: /status has one entry for the launch, its verdict naming gpu1's
-    rank TP3, with per-node entries; the alert names the node and host; each node's checkpoint is kept under
+    rank TP3, with per-node entries; the alert names the node and host; the metrics are the launch's; each node's checkpoint is kept under
     its own key, and a restarted daemon does not announce the crash again."""
     import signal  # noqa: PLC0415
     import sqlite3  # noqa: PLC0415
@@ -184,6 +184,7 @@ def test_daemon_status_names_the_node_and_resumes_each_node(
         first.wait(event="transition", launch="ds", state="crashed")
         first.wait(event="announced", launch="ds", state="crashed")
         [entry] = get(url + "status").json()
+        metrics = get(url + "metrics").text
         first.proc.send_signal(signal.SIGTERM)
         assert first.proc.wait(timeout=30) == 0
         assert first.proc.stdout is not None
@@ -200,6 +201,9 @@ def test_daemon_status_names_the_node_and_resumes_each_node(
     ]
     assert entry["nodes"][0]["progress"]["weights"] == {"done": 163, "total": 163}
     assert "ds on node gpu1: crashed during starting on ranks TP3" in said
+    # metrics stay per launch (no node label), its host the serving node's
+    assert 'watchdog_launch_state{engine="sglang",host="gpu0",launch="ds",state="crashed"} 1.0' in metrics
+    assert 'watchdog_crashes_total{category="cuda",host="gpu0",launch="ds"} 1.0' in metrics
     with sqlite3.connect(tmp_path / "state" / "watchdog.sqlite3") as db:
         keys = {row[0] for row in db.execute("SELECT launch FROM checkpoints")}
     assert keys == {"ds@gpu0", "ds@gpu1"}
