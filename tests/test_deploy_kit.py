@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -850,3 +851,92 @@ def test_k8s_pod_runs_as_the_image_user_without_privileges() -> None:
     assert context["allowPrivilegeEscalation"] is False
     assert context["readOnlyRootFilesystem"] is True
     assert context["capabilities"]["drop"] == ["ALL"]
+
+
+# --- Kubernetes: a server's startupProbe that asks watchdog (deploy/k8s-probe) -------------------------------
+
+K8S_PROBE = DEPLOY / "k8s-probe"
+
+
+def _probe_kit() -> dict[str, list[dict[str, Any]]]:
+    """Every object of deploy/k8s-probe/*.yaml, by kind."""
+    objects: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(K8S_PROBE.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            objects.setdefault(doc["kind"], []).append(doc)
+    return objects
+
+
+def startup_probe_command() -> list[str]:
+    """The exec command of deploy/k8s-probe's vLLM startupProbe."""
+    (deployment,) = _probe_kit()["Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    command: list[str] = container["startupProbe"]["exec"]["command"]
+    return command
+
+
+def test_k8s_probe_asks_the_daemon_of_deploy_k8s_with_the_token_it_mounts() -> None:
+    """The vLLM Deployment's startupProbe is `watchdog probe NAME --url ... --token-file F` as the parser takes
+    it: NAME is the launch the header's config names, the URL a pod of deploy/k8s's StatefulSet by its Service
+    on the daemon's port, F the token file of the mounted Secret that probe-token-secret.yaml makes in the
+    server's namespace (and the daemon's); the package it runs is the one the init container copies."""
+    from watchdog.cli.app import build_parser  # noqa: PLC0415
+
+    kit, daemon = _probe_kit(), _k8s()
+    (deployment,) = kit["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    command = startup_probe_command()
+    assert command[:2] == ["env", "PYTHONPATH=/opt/watchdog-probe"]
+    assert command[2:5] == ["python3", "-m", "watchdog.cli"]
+    args = build_parser().parse_args(command[5:])
+    assert args.command == "probe"
+    header = K8S_PROBE.joinpath("vllm-deployment.yaml").read_text()
+    assert re.search(rf"^#\s+\[launches\.{re.escape(args.name)}\]$", header, re.MULTILINE)
+    selector = re.search(r'^#\s+selector = "(.*)"$', header, re.MULTILINE)
+    assert selector is not None
+    labels = dict(pair.split("=") for pair in selector.group(1).split(","))
+    assert labels.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    namespace = re.search(r'^#\s+namespace = "(.*)"$', header, re.MULTILINE)
+    assert namespace is not None
+    assert namespace.group(1) == deployment["metadata"]["namespace"]
+
+    url = urlsplit(args.url)
+    statefulset, service = daemon["StatefulSet"], daemon["Service"]
+    pod_name, service_name, daemon_namespace = (url.hostname or "").split(".")[:3]
+    assert pod_name.rsplit("-", 1)[0] == statefulset["metadata"]["name"]
+    assert service_name == service["metadata"]["name"]
+    assert daemon_namespace == daemon["Namespace"]["metadata"]["name"]
+    assert url.port == service["spec"]["ports"][0]["port"]
+
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    token_file = PurePosixPath(str(args.token_file))
+    (token_volume,) = [n for n, p in mounts.items() if p == str(token_file.parent)]
+    secret_name = volumes[token_volume]["secret"]["secretName"]
+    secrets = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in kit["Secret"]}
+    assert token_file.name in secrets[(deployment["metadata"]["namespace"], secret_name)]["stringData"]
+    assert (daemon_namespace, secret_name) in secrets
+    (init,) = pod["initContainers"]
+    assert init["image"] == statefulset["spec"]["template"]["spec"]["containers"][0]["image"]
+    copied = {m["mountPath"] for m in init["volumeMounts"]}
+    assert command[1].removeprefix("PYTHONPATH=") in copied
+    assert f'"{command[1].removeprefix("PYTHONPATH=")}/watchdog"' in init["command"][-1]
+
+
+def test_k8s_probe_pods_may_reach_the_daemons_port() -> None:
+    """The probe kit's NetworkPolicy selects the daemon's pods and admits the server's pods (by the label their
+    template carries, from their namespace) on the daemon's named port."""
+    kit, daemon = _probe_kit(), _k8s()
+    (policy,) = kit["NetworkPolicy"]
+    (deployment,) = kit["Deployment"]
+    template = daemon["StatefulSet"]["spec"]["template"]
+    assert policy["metadata"]["namespace"] == daemon["Namespace"]["metadata"]["name"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    (rule,) = policy["spec"]["ingress"]
+    (peer,) = rule["from"]
+    namespace = peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+    assert namespace == deployment["metadata"]["namespace"]
+    server_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert peer["podSelector"]["matchLabels"].items() <= server_labels.items()
+    assert [p["port"] for p in rule["ports"]] == [template["spec"]["containers"][0]["ports"][0]["name"]]

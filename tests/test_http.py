@@ -864,7 +864,9 @@ def test_malformed_requests_are_refused_with_one_line_not_a_traceback_each(tmp_p
     from daemon_process import DaemonProcess  # noqa: PLC0415
 
     config = tmp_path / "watchdog.toml"
-    config.write_text('[daemon]\nlisten = "127.0.0.1:0"\nlog_format = "json"\n')
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nlog_format = "json"\nstate_dir = "{tmp_path}/state"\n'
+    )
     daemon = DaemonProcess(config, deadline=20.0)
     try:
         url = daemon.wait(event="http_listening")["url"]
@@ -906,7 +908,9 @@ def test_every_refused_request_is_counted_in_the_log_by_the_time_the_daemon_stop
     from daemon_process import DaemonProcess  # noqa: PLC0415
 
     config = tmp_path / "watchdog.toml"
-    config.write_text('[daemon]\nlisten = "127.0.0.1:0"\nlog_format = "json"\n')
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nlog_format = "json"\nstate_dir = "{tmp_path}/state"\n'
+    )
     daemon = DaemonProcess(config, deadline=20.0)
     try:
         url = daemon.wait(event="http_listening")["url"]

@@ -87,6 +87,16 @@ _CHECK_CODES = exit_codes_help(
     (EXIT_UNREACHABLE, "valid, but the daemon would refuse a host: its key is not in its known_hosts file"),
     (EXIT_CONFIG, "invalid: the file, the key path and what is allowed are named"),
 )
+_PROBE_CODES = exit_codes_help(
+    (EXIT_READY, "ready: the launch can serve"),
+    (EXIT_CRASHED, "crashed: the line names the root cause"),
+    (EXIT_STALLED, "stalled: no progress for its stall_after or a phase deadline"),
+    (EXIT_NO_VERDICT, "not ready yet: pending or a startup phase (or stopped: not serving)"),
+    (EXIT_USAGE, "usage error, or the daemon follows no launch of that name"),
+    (EXIT_UNREACHABLE, "the daemon cannot be reached: refused, timed out, TLS, credentials refused"),
+    EXIT_INTERNAL,
+    (EXIT_CONFIG, "configuration error: the --config file"),
+)
 _STATE_CODES = exit_codes_help(
     (EXIT_READY, "done"),
     (EXIT_USAGE, "usage error, or no state file in that state_dir"),
@@ -205,6 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
         "URL of one [notifiers.NAME], now, and say how each went (exit 0, or 69 when one did not take it).",
     )
     add_test_notify_arguments(test_notify)
+    probe = sub.add_parser(
+        "probe",
+        help="ask the daemon whether a launch is ready (for an exec startupProbe or a script's until)",
+        description="Ask the daemon's /launches/NAME/ready whether a launch can serve, print one line "
+        "(state, phase, progress) and exit by its state: 0 ready, 1 crashed, 2 stalled, 3 not ready yet "
+        "(docs/readiness.md).",
+        epilog=_PROBE_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from watchdog.cli.probe import add_arguments as add_probe_arguments  # noqa: PLC0415 - stdlib only
+
+    add_probe_arguments(probe)
     rules = sub.add_parser(
         "print-rules",
         help="print the Prometheus rules (or a PrometheusRule) for your scrape job's selector",

@@ -120,7 +120,7 @@ def _secret_locations(data: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, str |
     """(key path, container, index) of every value that may be a secret reference."""
     daemon = data.get("daemon")
     if isinstance(daemon, dict):
-        for key in ("basic_auth_user", "basic_auth_password"):
+        for key in ("basic_auth_user", "basic_auth_password", "probe_token"):
             if key in daemon:
                 yield ("daemon", key), daemon, key
     notifiers = data.get("notifiers")

@@ -188,6 +188,21 @@ def _check_listen(value: str) -> str:
     return value
 
 
+PROBE_TOKEN_MIN = 16  # characters: a probe token is made by a machine (`openssl rand -hex 32`), not a person
+_TOKEN68 = re.compile(r"^[A-Za-z0-9._~+/-]+=*$")  # RFC 6750's b64token: what a Bearer header may carry
+
+
+def _check_probe_token(value: SecretStr) -> SecretStr:
+    # the message never repeats the value: it is a secret
+    token = value.get_secret_value()
+    if len(token) < PROBE_TOKEN_MIN or not _TOKEN68.match(token):
+        raise ValueError(
+            f"a probe token is at least {PROBE_TOKEN_MIN} characters of letters, digits and -._~+/ "
+            "(e.g. the output of `openssl rand -hex 32`), given as the value, env:NAME or file:/path"
+        )
+    return value
+
+
 def _secret_schema(description: str) -> WithJsonSchema:
     return WithJsonSchema({"type": "string", "writeOnly": True, "description": description})
 
@@ -214,6 +229,11 @@ Port = Annotated[
 AbsPath = Annotated[StrictStr, AfterValidator(_check_path), Field(json_schema_extra={"format": "path"})]
 SSHWord = Annotated[StrictStr, AfterValidator(_check_ssh_word)]
 Secret = Annotated[SecretStr, _secret_schema("a secret: the value, env:NAME or file:/path")]
+ProbeToken = Annotated[
+    SecretStr,
+    AfterValidator(_check_probe_token),
+    _secret_schema(f"a secret of at least {PROBE_TOKEN_MIN} characters: the value, env:NAME or file:/path"),
+]
 
 
 class _Model(BaseModel):
@@ -248,6 +268,11 @@ class DaemonConfig(_Model):
     )
     basic_auth_password: Secret | None = Field(
         default=None, description="password of basic_auth_user (a secret)"
+    )
+    probe_token: ProbeToken | None = Field(
+        default=None,
+        description="a bearer token (a secret) that /launches/NAME/ready takes besides basic auth, for probes "
+        "(`Authorization: Bearer TOKEN`, `watchdog probe`); no other path takes it",
     )
     insecure_public: StrictBool = Field(
         default=False, description="allow a non-loopback listen address without TLS and basic auth"

@@ -1,6 +1,6 @@
-"""The daemon's one HTTP server: /metrics, /status, /healthz and the status page, on aiohttp, and its
-connections: capped, closed when idle, never the last descriptors (docs/contracts.md has the endpoints;
-docs/operations.md the Host check, auth, TLS and "Connections")."""
+"""The daemon's one HTTP server: /metrics, /status, /healthz, /launches/NAME/ready and the status page, on
+aiohttp, and its connections: capped, closed when idle, never the last descriptors (docs/contracts.md has the
+endpoints; docs/operations.md the Host check, auth, TLS and "Connections"; docs/readiness.md the probe token)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import binascii
 import contextlib
 import errno
 import gzip
+import hashlib
 import hmac
 import ipaddress
 import json
 import logging
 import math
+import re
 import resource
 import secrets
 import socket
@@ -34,6 +36,7 @@ from aiohttp.typedefs import Handler, Middleware
 from anyio.abc import TaskGroup, TaskStatus
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from watchdog.core.readiness import readiness_of
 from watchdog.core.redaction import redact
 from watchdog.core.verdict import Status
 from watchdog.daemon.metrics import DaemonStats, registry_for
@@ -53,6 +56,9 @@ _METRICS_VARY = "Accept, Accept-Encoding"
 GZIP_LEVEL = 6  # as Go's exporters and Prometheus itself: 2,000 launches (3.2 MB) in 19 ms to 135 KB; level 9 takes 96 ms
 _OPEN_PATHS = frozenset({"/healthz"})
 _REALM = 'Basic realm="watchdog", charset="UTF-8"'
+_BEARER_REFUSED = 'Bearer realm="watchdog", error="invalid_token"'
+# The paths a probe token opens (and only these): each launch's readiness.
+_PROBE_PATH = re.compile(r"^/launches/[^/]+/ready$")
 MAX_CONNECTIONS = 128  # open HTTP connections at once (Prometheus, browsers and probes need a handful)
 IDLE_TIMEOUT = 15.0  # s a connection may stay without a request in progress
 FD_RESERVE_MIN = 64  # descriptors HTTP connections never take (at least; else the last eighth of the limit)
@@ -66,6 +72,7 @@ _BUSY = (
 )
 
 Statuses = Callable[[], list[Status]]
+StatusOf = Callable[[str], Status | None]
 Stats = Callable[[], DaemonStats]
 Factory = Callable[[], web.RequestHandler]
 
@@ -102,6 +109,31 @@ def _basic_auth(user: str, password: str) -> Middleware:
         raise web.HTTPUnauthorized(headers={"WWW-Authenticate": _REALM})
 
     return check
+
+
+def _token_matches(given: str, token: bytes) -> bool:
+    # digests compared, in constant time: neither the token's bytes nor its length show in the timing
+    given_digest = hashlib.sha256(given.encode()).digest()
+    return hmac.compare_digest(given_digest, hashlib.sha256(token).digest())
+
+
+def _probe_token(token: str, check: Middleware) -> Middleware:
+    """`check` (basic auth or the Host check), except that on a probe path (`_PROBE_PATH`) a request with
+    `Authorization: Bearer TOKEN` is answered when TOKEN is `token`, and refused (401) when it is not. A bearer
+    token anywhere else is left to `check`, which does not take it (basic auth refuses it)."""
+    expected = token.encode()
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not _PROBE_PATH.match(request.path):
+            return await check(request, handler)
+        # a valid token passes the Host check too: a rebinding page cannot know it
+        if _token_matches(given.strip(), expected):
+            return await handler(request)
+        raise web.HTTPUnauthorized(headers={"WWW-Authenticate": _BEARER_REFUSED})
+
+    return guard
 
 
 def allowed_host_names(listen_host: str, public_url: str | None = None) -> frozenset[str]:
@@ -186,15 +218,26 @@ def make_app(
     host_names: frozenset[str],
     connections: Connections,
     health: Callable[[], str | None] | None = None,
+    probe_token: str | None = None,
+    status_of: StatusOf | None = None,
 ) -> web.Application:
     """The aiohttp application (routes, auth, headers); `serve_http` runs it.
 
     Without `basic_auth`, a request whose `Host` is not for this server (`host_allowed` with `host_names`)
     is answered 421, but on /healthz. With it, any `Host` is answered: a rebinding page has no credentials
-    for its own origin.
+    for its own origin. With a `probe_token`, /launches/NAME/ready also takes `Authorization: Bearer TOKEN`
+    (`_probe_token`). `status_of(name)`: one launch's status, None when there is none (default: looked up in
+    `statuses()`).
     """
     check = _basic_auth(*basic_auth) if basic_auth is not None else _host_check(host_names)
+    if probe_token is not None:
+        check = _probe_token(probe_token, check)
     app = web.Application(middlewares=[connections.middleware(), check])
+
+    def lookup(name: str) -> Status | None:
+        return next((s for s in statuses() if s.name == name), None)
+
+    find = status_of if status_of is not None else lookup
 
     async def healthz(request: web.Request) -> web.Response:
         problem = health() if health is not None else None  # e.g. the state file cannot be written
@@ -233,9 +276,27 @@ def make_app(
         )
         return web.Response(text=html, content_type="text/html", headers={"Content-Security-Policy": csp})
 
+    async def ready(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        found = find(name)
+        if found is None:
+            body = {"name": name, "error": f"no launch named {name!r}: see the names in /status"}
+            return web.Response(
+                body=_dumps(body), status=404, content_type="application/json", charset="utf-8"
+            )
+        answer = readiness_of(found)
+        # redacted as /status is: a crash's summary is log text
+        return web.Response(
+            body=_dumps(redact(answer.to_json())),
+            status=answer.http_status,
+            content_type="application/json",
+            charset="utf-8",
+        )
+
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/status", status)
+    app.router.add_get("/launches/{name}/ready", ready)  # HEAD too (aiohttp adds it)
     app.router.add_get("/", page)
     app.on_response_prepare.append(_security_headers)
     return app
@@ -257,6 +318,8 @@ async def serve_http(
     idle_timeout: float = IDLE_TIMEOUT,
     fd_reserve: int | None = None,
     health: Callable[[], str | None] | None = None,
+    probe_token: str | None = None,
+    status_of: StatusOf | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Bind `listen` (host, port; port 0: a free port), report the bound port with
@@ -271,6 +334,8 @@ async def serve_http(
         public_url: the address people reach the server by; its host is an allowed `Host` (see `make_app`).
         max_connections, idle_timeout, fd_reserve: the connection limits (`Connections`).
         health: what keeps the daemon from doing its job (/healthz answers 503 "degraded: ..."), or None.
+        probe_token: the bearer token /launches/NAME/ready takes besides basic auth (docs/readiness.md).
+        status_of: one launch's status by name, for /launches/NAME/ready (default: found in `statuses()`).
 
     Raises:
         ConfigError: the address cannot be bound (in use, not an address of this machine).
@@ -289,6 +354,8 @@ async def serve_http(
         host_names=allowed_host_names(host, public_url),
         connections=connections,
         health=health,
+        probe_token=probe_token,
+        status_of=status_of,
     )
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, keepalive_timeout=idle_timeout

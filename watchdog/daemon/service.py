@@ -133,6 +133,8 @@ async def _run(path: Path | None, config: Config, shard: Shard | None) -> int:
             basic_auth=auth,
             public_url=d.public_url,
             health=daemon.health,
+            probe_token=d.probe_token.get_secret_value() if d.probe_token else None,
+            status_of=daemon.status,
             task_status=task_status,
         )
 

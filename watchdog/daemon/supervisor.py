@@ -113,11 +113,13 @@ class Daemon:
 
     # -- what the HTTP server and the metrics read -------------------------------------------------------
 
-    def statuses(self) -> list[Status]:
+    def statuses(self, only: str | None = None) -> list[Status]:
         """Where every launch stands: its follower's status, with its host, labels, since when it is followed,
-        when its current incarnation began (as the follower saw it), its ETA, note and outage."""
+        when its current incarnation began (as the follower saw it), its ETA, note and outage; with `only`,
+        that launch's alone (none when it is not followed)."""
         out = []
-        for name, run in sorted(self._running.items()):
+        runs = self._running.items() if only is None else [(only, self._running.get(only))]
+        for name, run in sorted((n, r) for n, r in runs if r is not None):
             host = self._outages.get(run.plan.host)
             unreachable = None
             if host is not None and host.down_since is not None:  # the page and /status say it plainly
@@ -146,6 +148,11 @@ class Daemon:
                 )
             )
         return out
+
+    def status(self, name: str) -> Status | None:
+        """Where launch `name` stands (as `statuses` says it), None when it is not followed."""
+        found = self.statuses(only=name)
+        return found[0] if found else None
 
     def status_json(self) -> list[dict[str, Any]]:
         """/status: every launch's status as JSON (docs/contracts.md)."""
