@@ -185,6 +185,7 @@ def test_daemon_status_names_the_node_and_resumes_each_node(
         first.wait(event="announced", launch="ds", state="crashed")
         [entry] = get(url + "status").json()
         metrics = get(url + "metrics").text
+        ready = get(url + "launches/ds/ready")
         first.proc.send_signal(signal.SIGTERM)
         assert first.proc.wait(timeout=30) == 0
         assert first.proc.stdout is not None
@@ -201,6 +202,9 @@ def test_daemon_status_names_the_node_and_resumes_each_node(
     ]
     assert entry["nodes"][0]["progress"]["weights"] == {"done": 163, "total": 163}
     assert "ds on node gpu1: crashed during starting on ranks TP3" in said
+    # the readiness answer is the launch's: crashed (500), naming the first failing node's cause
+    assert ready.status_code == 500
+    assert "Error 802" in ready.json()["summary"]
     # metrics stay per launch (no node label), its host the serving node's
     assert 'watchdog_launch_state{engine="sglang",host="gpu0",launch="ds",state="crashed"} 1.0' in metrics
     assert 'watchdog_crashes_total{category="cuda",host="gpu0",launch="ds"} 1.0' in metrics
