@@ -22,6 +22,7 @@ import anyio
 
 from watchdog.cli.liveview import ProgressLines, where
 from watchdog.cli.render import render_verdict, write_out
+from watchdog.clock import MonotonicClock
 from watchdog.core.compare import Baseline
 from watchdog.core.verdict import Status, Verdict, exit_code
 from watchdog.exceptions import DeliveryError, first_watchdog_error
@@ -34,6 +35,8 @@ from watchdog.vocabulary import EXIT_INTERRUPTED, EXIT_STALLED, State
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
     from rich.live import Live
+
+    from watchdog.follow.nodes import Follower
 
 __all__ = ["REFRESH_PER_SECOND", "run_watch", "spec_from_args", "watch"]
 
@@ -153,7 +156,9 @@ def _earlier(args: argparse.Namespace, spec: LaunchSpec) -> Baseline | None:
 async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Follow the launch `args` describe until a verdict; print it (text or JSON); return the exit code."""
     spec = spec_from_args(args)
-    if spec.target.host is None:
+    targets = [args.target, *getattr(args, "nodes", ())]
+    source = " ".join(targets)
+    if all(parse_target(t).host is None for t in targets):
         pool_context: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext(None)
     else:
         from watchdog.follow.sources.sshpool import SSHOptions, SSHPool  # noqa: PLC0415 - asyncssh only when remote
@@ -170,12 +175,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     interrupted = False
     earlier = _earlier(args, spec)
     async with pool_context as pool:
-        follower = LaunchFollower(
-            spec,
-            pool=pool,
-            numbered_after=earlier.incarnation if earlier else 0,
-            earlier=(earlier,) if earlier else (),
-        )
+        follower = _follower(args, spec, pool, earlier)
         live: Live | None = None
         if terminal:
             # rich only on a terminal (its import is a tenth of a second of `--json`'s time to a verdict)
@@ -184,7 +184,7 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
             from watchdog.cli.liveview import LiveView  # noqa: PLC0415
 
-            view = LiveView(args.target, follower.status, follower.now)
+            view = LiveView(source, follower.status, follower.now)
             # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
             # and a line printed above the view never races a redraw
             live = Live(view, console=Console(file=out), auto_refresh=False, transient=True)
@@ -248,21 +248,57 @@ async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             stood = replace(status.verdict, interrupted=True).to_json()
             stood["elapsed_seconds"] = round(follower.now(), 3)
             write_out(json.dumps(stood, ensure_ascii=False), out)
-        print(f"watchdog: interrupted: {where(status, follower.now())} ({args.target})", file=sys.stderr)
+        print(f"watchdog: interrupted: {where(status, follower.now())} ({source})", file=sys.stderr)
         return EXIT_INTERRUPTED
     # the source ended (it does not, for a file) without a verdict: where it stands
     result = follower.status().verdict if verdict is None else verdict.verdict
     if args.json:
         write_out(json.dumps(result.to_json(), ensure_ascii=False), out)
     else:
-        write_out(render_verdict(result, source=args.target), out)
+        write_out(render_verdict(result, source=source), out)
     if verdict is not None and verdict.timed_out:
         return EXIT_STALLED
     # the state judged: a log that never came is `pending` in the verdict, and stalled (2) past stall_after
     return exit_code(verdict.state if verdict is not None else result.state, result.phase)
 
 
-async def _progress(follower: LaunchFollower, lines: _Lines) -> None:
+def _follower(args: argparse.Namespace, spec: LaunchSpec, pool: Any, earlier: Baseline | None) -> Follower:
+    # one target: its follower; several: the nodes of one launch, each followed on its own (one clock), the
+    # serving node's compared with the launch before (its arguments and phases are the launch's)
+    numbered_after = earlier.incarnation if earlier else 0
+    before = (earlier,) if earlier else ()
+    if not getattr(args, "nodes", ()):
+        return LaunchFollower(spec, pool=pool, numbered_after=numbered_after, earlier=before)
+    from watchdog.cli.options import node_names  # noqa: PLC0415
+    from watchdog.follow.nodes import Node, NodesFollower  # noqa: PLC0415
+
+    targets = [args.target, *args.nodes]
+    names = node_names(targets)
+    serve = args.serve or names[0]
+    clock = MonotonicClock()
+    nodes = []
+    for name, text in zip(names, targets, strict=True):
+        target = parse_target(text)
+        node_spec = replace(
+            spec,
+            name=f"{spec.name}@{name}",
+            target=target,
+            timeout=None,  # the launch's (`NodesFollower`)
+            health_url=spec.health_url if name == serve else None,  # the serving node's endpoint
+        )
+        serves = name == serve
+        follower = LaunchFollower(
+            node_spec,
+            pool=pool,
+            clock=clock,
+            numbered_after=numbered_after,
+            earlier=before if serves else (),
+        )
+        nodes.append(Node(name, follower, host=target.host or "", serve=serves))
+    return NodesFollower(spec.name, nodes, clock=clock, settle=spec.settle, timeout=spec.timeout)
+
+
+async def _progress(follower: Follower, lines: _Lines) -> None:
     # plain output: where the launch is, now and then, so a CI log shows it
     while True:
         await anyio.sleep(1.0)
