@@ -88,6 +88,25 @@ def open_writer(identifier: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["systemd-cat", "-t", identifier], stdin=subprocess.PIPE)
 
 
-def write_all(identifier: str, data: bytes) -> None:
-    """Write `data` into the journal as `systemd-cat -t identifier` does, and wait for it to end."""
+def entries(identifier: str) -> int:
+    """How many entries the journal holds of `identifier` (what a reader would find now)."""
+    out = subprocess.run(
+        ["journalctl", "-q", "--no-pager", "-o", "json", f"SYSLOG_IDENTIFIER={identifier}"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    return out.count(b"\n")
+
+
+def write_all(identifier: str, data: bytes, within: float = 15.0) -> None:
+    """Write `data` into the journal as `systemd-cat -t identifier` does, and wait until the journal holds its
+    (non-empty) lines: `systemd-cat` ends when it has written them to journald's socket, and journald stores them a moment
+    later (under load, after a reader started next could look)."""
+    before = entries(identifier)
     subprocess.run(["systemd-cat", "-t", identifier], input=data, check=True)
+    lines = sum(1 for line in data.split(b"\n") if line)  # journald keeps no entry of an empty line
+    deadline = time.monotonic() + within
+    while entries(identifier) < before + lines:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"journald did not store {lines} lines of {identifier} in {within}s")
+        time.sleep(0.02)

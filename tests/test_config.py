@@ -16,7 +16,7 @@ from watchdog.alerts import notifiers
 from watchdog.cli.checkconfig import check_config_main, config_schema_main
 from watchdog.config.convert import redacted, ssh_options
 from watchdog.config.loading import load_config, parse_config
-from watchdog.config.models import Config, launch_spec
+from watchdog.config.models import Config, launch_spec, node_specs
 from watchdog.config.reference import config_json_schema, config_reference_markdown
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.verdict import build_verdict
@@ -199,6 +199,48 @@ BAD = [
         "launches.a.notify",
         "must be an array",
         id="notify-not-list",
+    ),
+    pytest.param(
+        '[launches.a]\nlog = "/x.log"\nnodes = [{ log = "/y.log" }]\n',
+        "launches.a.log",
+        "is not allowed with nodes",
+        id="nodes-and-log",
+    ),
+    pytest.param(
+        '[launches.a]\nnodes = [{ log = "/x.log" }, { engine = "vllm" }]\n',
+        "launches.a.nodes[1].engine",
+        "unknown key",
+        id="node-unknown-key",
+    ),
+    pytest.param(
+        '[launches.a]\nnodes = [{ log = "/x.log" }, { name = "n" }]\n',
+        "launches.a.nodes[1].log",
+        "is required",
+        id="node-without-source",
+    ),
+    pytest.param(
+        '[launches.a]\nnodes = [{ log = "/x.log" }, { log = "/x.log" }]\n',
+        "launches.a.nodes[1].log",
+        "the same file as launches.a.nodes[0].log",
+        id="nodes-same-file",
+    ),
+    pytest.param(
+        '[launches.a]\nnodes = [{ log = "/x.log", host = "gpu9" }]\n',
+        "launches.a.nodes[0].host",
+        "unknown host 'gpu9'",
+        id="node-unknown-host",
+    ),
+    pytest.param(
+        '[launches.a]\nnodes = [{ log = "/x.log", name = "n" }, { log = "/y.log", name = "n" }]\n',
+        "launches.a.nodes[1].name",
+        "names two nodes",
+        id="nodes-same-name",
+    ),
+    pytest.param(
+        '[launches.a]\nnodes = [{ log = "/x.log", serve = true }, { log = "/y.log", serve = true }]\n',
+        "launches.a.nodes[1].serve",
+        "only one node serves",
+        id="nodes-two-serve",
     ),
     pytest.param('[launches.a]\nengine = "vllm"\n', "launches.a.log", "is required", id="missing-log"),
     pytest.param('[launches.a]\nlog = ""\n', "launches.a.log", "is empty", id="empty-log"),
@@ -665,6 +707,7 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
         "vllm-pod",
         "vllm-deployment",
         "local-llamacpp",
+        "deepseek-2node",
         "qwen-launched",
     }
     assert config.launch_spec("llama-vllm").target.path == "logs/vllm.log"
@@ -673,7 +716,12 @@ def test_example_file_loads(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     out, err = capsys.readouterr()
     assert json.loads(out)["notifiers"]["team"]["url"] == "********** (env:WATCHDOG_TEAM_WEBHOOK)"
     assert json.loads(out)["notifiers"]["oncall"]["routing_key"] == "********** (env:WATCHDOG_PAGERDUTY_KEY)"
-    assert "valid: 8 launches, 3 hosts, 9 notifiers" in err
+    assert "valid: 9 launches, 3 hosts, 9 notifiers" in err
+    nodes = json.loads(out)["launches"]["deepseek-2node"]["nodes"]
+    assert [(n["name"], n["target"]) for n in nodes] == [
+        ("rank0", "ssh://root@10.1.230.174:22/data/logs/deepseek-node0.log"),
+        ("rank1", "ssh://ubuntu@gpu2/~/logs/deepseek-node1.log"),
+    ]
     for token in ("team-token-1", "pd-routing-key-2", "mm-token-3", "tg-token-4", "apprise-token-5"):
         assert token not in out + err
 
@@ -708,7 +756,7 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     for section in schema["$defs"].values():
         assert section["additionalProperties"] is False
     launch = schema["$defs"]["LaunchConfig"]
-    assert launch["oneOf"] == [{"required": [key]} for key in ("log", "container", "unit", "pod")]
+    assert launch["oneOf"] == [{"required": [key]} for key in ("log", "container", "unit", "pod", "nodes")]
     pattern = re.compile(launch["properties"]["stall_after"]["anyOf"][1]["pattern"])
     assert pattern.match("1h30m")
     notifier = schema["$defs"]["NotifierConfig"]["properties"]
@@ -955,3 +1003,52 @@ def test_a_launch_names_exactly_one_thing(tmp_path: Path, text: str, key: str, m
         load_config(_write(tmp_path, text))
     assert caught.value.key == key
     assert message in str(caught.value)
+
+
+def test_nodes_launch_validates_and_gives_each_node_its_spec() -> None:
+    """A launch with nodes validates; each node gets its own spec (its source, process), named LAUNCH@NODE
+    (its checkpoint's key), named by its host when it has no name; the launch's spec is the serving node's."""
+    config = Config.model_validate(
+        {
+            "hosts": {"gpu1": {}, "gpu2": {"runtime": "podman"}},
+            "launches": {
+                "ds": {
+                    "engine": "sglang",
+                    "nodes": [
+                        {"host": "gpu1", "log": "/data/n0.log", "process": "sglang"},
+                        {"host": "gpu2", "container": "sgl", "serve": True},
+                        {"log": "/var/log/n2.log"},
+                    ],
+                }
+            },
+        }
+    )
+    specs = node_specs(config, "ds")
+    assert [(name, host, spec.name, spec.target.kind) for name, host, spec in specs] == [
+        ("gpu1", "gpu1", "ds@gpu1", "file"),
+        ("gpu2", "gpu2", "ds@gpu2", "podman"),
+        ("node2", "", "ds@node2", "file"),
+    ]
+    assert specs[0][2].process == "sglang"
+    assert specs[0][2].engine == "sglang"
+    assert config.launch_spec("ds").name == "ds"
+    assert config.launch_spec("ds").target == specs[1][2].target
+
+
+def test_check_config_explains_a_nodes_launch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`check-config` shows each node's resolved name, serving node and target, counts a node's host as used,
+    and warns of a node's local log whose directory is missing."""
+    path = _write(
+        tmp_path,
+        '[hosts.gpu1]\n[launches.ds]\nnodes = [{ host = "gpu1", log = "/data/n0.log" }, '
+        '{ log = "/nonexistent-dir-i29/n1.log" }]\n',
+    )
+    assert check_config_main(path) == 0
+    out, err = capsys.readouterr()
+    nodes = json.loads(out)["launches"]["ds"]["nodes"]
+    assert [(n["name"], n["serve"], n["target"]) for n in nodes] == [
+        ("gpu1", True, "ssh://gpu1/data/n0.log"),
+        ("node1", False, "/nonexistent-dir-i29/n1.log"),
+    ]
+    assert "hosts.gpu1: no launch uses this host" not in err
+    assert "launches.ds.nodes[1].log: directory /nonexistent-dir-i29 does not exist (yet)" in err

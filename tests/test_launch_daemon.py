@@ -223,6 +223,12 @@ stop_grace = "1s"
 
 _BAD = [
     pytest.param('unit = "u.service"\ncommand = ["x"]', "launches.a.command", "log file", id="unit"),
+    pytest.param(
+        'command = ["x"]\nnodes = [{ log = "/a.log" }, { log = "/b.log" }]',
+        "launches.a.command",
+        "nodes",
+        id="nodes",
+    ),
     pytest.param('log = "/x.log"\ncommand = []', "launches.a.command", "is empty", id="empty"),
     pytest.param('log = "/x.log"\ncommand = ["-x"]', "launches.a.command[0]", "not a command", id="dash"),
     pytest.param('log = "/x.log"\ncommand = [1]', "launches.a.command[0]", "string", id="not-a-string"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import threading
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -381,3 +382,16 @@ def test_progress_lines(calls: list[tuple[str, float, str]], expected: list[str 
             line = lines.line(_status(state), now)
             got.append(line.split(" ")[0].rstrip(",") if line else None)
     assert got == expected
+
+
+def test_a_multi_node_launch_shows_each_node() -> None:
+    """The live view of a multi-node launch has a line per node: its state, phase, progress, error."""
+    from watchdog.follow.replay import replay_nodes  # noqa: PLC0415
+
+    pair = Path(__file__).parent / "fixtures" / "nodes" / "sglang-2node"
+    status = Status(replay_nodes([pair / "node0.log", pair / "node1.log"]), elapsed=5.0)
+    lines = _text(LiveView(TARGET, lambda: status, lambda: 5.0), status, 5.0, width=200).splitlines()
+    node0 = next(line for line in lines if line.startswith("  node0"))
+    node1 = next(line for line in lines if line.startswith("  node1"))
+    assert "node0 (serves) crashed in allocating_kv_cache  weights 163/163  [Rank 6] Watchdog caught" in node0
+    assert "node1 crashed in starting    RuntimeError: Unexpected error" in node1

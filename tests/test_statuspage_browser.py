@@ -508,3 +508,24 @@ async def test_a_log_that_never_comes_is_said_by_name_on_its_card(tmp_path: Path
     (row,) = _parse(found).by_class("launch")
     assert row.attrs["data-state"] == "ready"
     assert "does not exist" not in row.text
+
+
+async def test_a_multi_node_launch_shows_each_node_and_the_node_that_failed(tmp_path: Path) -> None:
+    """A two-node launch's card lists each node with its state, host and progress or error, and its crash
+    names the node that failed first, with the other node's part."""
+    from watchdog.follow.replay import replay_nodes  # noqa: PLC0415
+
+    pair = Path(__file__).parent / "fixtures" / "nodes" / "sglang-2node"
+    verdict = replay_nodes([pair / "node0.log", pair / "node1.log"])
+    page = tmp_path / "page.html"
+    page.write_text(render_page(status_payload([Status(verdict, name="ds", host="gpu0")]), nonce="n0nce"))
+    dom = (await _chromium(page.as_uri(), tmp_path / "profile", "--dump-dom")).decode()
+    (card,) = _parse(dom).by_class("launch")
+    names = [n.text for n in card.by_class("node-name")]
+    assert names == ["node0 (serves)", "node1"]
+    nodes = card.one("nodes").text
+    assert "crashed in allocating_kv_cache" in nodes
+    assert "Error 802" in nodes
+    verdict_text = card.one("verdict").text
+    assert "crashed during starting on node node1 on ranks TP3" in verdict_text
+    assert "node node0: [Rank 6] Watchdog caught collective operation timeout" in verdict_text

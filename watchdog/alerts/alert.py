@@ -12,7 +12,7 @@ from typing import Any
 
 from watchdog.core.facts import number
 from watchdog.core.framing import without_controls
-from watchdog.core.verdict import Status, rfc3339
+from watchdog.core.verdict import NodeFailure, Status, rfc3339
 from watchdog.vocabulary import Category, format_duration
 
 __all__ = [
@@ -103,6 +103,8 @@ class Alert:
     # what changed since the launch before, in a line (`Changes.summary`): "changed since #3:
     # --mem-fraction-static 0.78 -> 0.92; time to ready 11m02s -> 9m40s"; its values are the log's text
     changed: str = ""
+    # a multi-node launch's crash: the node that failed first (`host` is its host); "" for a launch of one source
+    node: str = ""
 
     def __post_init__(self) -> None:
         # Text that reaches people through every notifier: no control character (BEL, backspace, a C1 CSI)
@@ -150,7 +152,12 @@ class Alert:
 
     @property
     def where(self) -> str:
-        """`launch on host`, or the launch alone for a local file (or a host's own alert, `host:NAME`)."""
+        """`launch on host`, or the launch alone for a local file (or a host's own alert, `host:NAME`); of a
+        multi-node launch's crash, `launch on node NODE (host)`."""
+        if self.node:
+            return f"{self.launch} on node {self.node}" + (
+                f" ({self.host})" if self.host and self.host != self.node else ""
+            )
         return (
             f"{self.launch} on {self.host}"
             if self.host and self.launch != f"{HOST_LAUNCH_PREFIX}{self.host}"
@@ -250,6 +257,7 @@ class Alert:
             "occurrence": self.occurrence,
             "missing_log": self.missing_log,
             "changed": self.changed,
+            "node": self.node,
             "dedup_key": self.dedup_key,
             "incident_key": self.incident_key,
         }
@@ -296,6 +304,7 @@ class Alert:
             occurrence=int(data.get("occurrence") or 1),
             missing_log=str(data.get("missing_log") or ""),
             changed=str(data.get("changed") or ""),
+            node=str(data.get("node") or ""),
         )
 
     @classmethod
@@ -350,10 +359,16 @@ class Alert:
             summary = reason or f"no progress in {v.phase.value}"
         if not detail and kind is AlertKind.STALLED and reason and reason != summary:
             detail = reason
+        host, node = status.host, ""
+        failed = v.failed_node
+        if failed is not None and kind is AlertKind.CRASHED:
+            # a multi-node launch: the node that failed first, on its host; the others' part in one line
+            host, node = failed.host, failed.node
+            detail = detail or "; ".join(_node_said(other) for other in v.consequences)
         return cls(
             kind=kind,
             launch=status.name,
-            host=status.host,
+            host=host,
             engine=v.engine or "",
             phase=v.phase.value,
             incarnation=v.incarnation or 1,
@@ -378,7 +393,16 @@ class Alert:
             occurrence=max(1, v.stalls) if kind is AlertKind.STALLED else 1,
             missing_log=missing_log,
             changed=v.changes.summary() if v.changes is not None else "",
+            node=node,
         )
+
+
+def _node_said(other: NodeFailure) -> str:
+    # another node's part in a multi-node crash: its error, a consequence; or nothing of its own
+    if other.summary is None:
+        state = other.state.value if other.state is not None else "unknown"
+        return f"node {other.node}: no error of its own ({state}), went quiet"
+    return f"node {other.node}: {other.summary} (a consequence)"
 
 
 def _fact(value: object) -> FactValue:

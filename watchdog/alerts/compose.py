@@ -199,6 +199,7 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
     """Short (name, value) pairs in reading order, as a person reads them; empty values are left out."""
     out: list[tuple[str, str]] = [
         ("Launch", alert.launch),
+        *((("Node", alert.node),) if alert.node else ()),
         ("Host", alert.host or "local"),
         ("Engine", alert.engine),
         # a log that does not exist: the file, not a phase (nothing started)
@@ -214,6 +215,8 @@ def fields(alert: Alert) -> list[tuple[str, str]]:
         out.append(("Category", alert.category))
     if alert.ranks:
         out.append(("Ranks", ", ".join(alert.ranks)))
+    if alert.kind is AlertKind.CRASHED and alert.node and alert.detail:
+        out.append(("Other nodes", alert.detail))
     if alert.kind is AlertKind.STALLED and alert.detail:
         out.append(("Likely" if alert.missing_log else "Stalled", alert.detail))
     if alert.kind in _WITH_FACTS:

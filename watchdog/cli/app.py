@@ -129,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
         "file", type=Path, nargs="?", help="the log file, - for standard input (or --example)"
     )
     replay.add_argument(
+        "nodes",
+        type=Path,
+        nargs="*",
+        metavar="FILE",
+        help="more logs: with FILE, the nodes of one multi-node launch (named by their file names without "
+        "the extension; the first one serves), one verdict for the launch",
+    )
+    replay.add_argument(
         "--example", action="store_true", help=f"replay the bundled example log ({EXAMPLE_LOG}) instead"
     )
     replay.add_argument(
@@ -292,6 +300,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="a local path, ssh://[user@]host[:port]/path, [user@]host:/path, - (standard input), "
         "docker://[[user@]host[:port]/]CONTAINER, podman://..., journald://[[user@]host[:port]/]UNIT, "
         "k8s://[CONTEXT/]NAMESPACE/POD[/CONTAINER]",
+    )
+    watch.add_argument(
+        "nodes",
+        nargs="*",
+        metavar="TARGET",
+        help="more targets: with TARGET, the nodes of one multi-node launch (one verdict: ready when the "
+        "serving node is, crashed when any node crashes, naming the node and rank that failed first); a "
+        "node is named by its host, else by its file's name",
+    )
+    watch.add_argument(
+        "--serve",
+        metavar="NAME",
+        help="with several targets: the node whose engine serves (default: the first TARGET)",
     )
     _common(watch)
     _follow_options(watch, process=True)
@@ -576,6 +597,18 @@ def _replay(args: argparse.Namespace) -> int:
     from watchdog.follow.replay import replay_path  # noqa: PLC0415
 
     engine = None if args.engine == "auto" else args.engine
+    if args.nodes:  # several logs: the nodes of one launch
+        from watchdog.follow.replay import replay_nodes  # noqa: PLC0415
+
+        paths = [args.file, *args.nodes]
+        verdict = replay_nodes(paths, engine, args.profile)
+        source = " ".join(str(p) for p in paths)
+        write_out(
+            json.dumps(verdict.to_json(), ensure_ascii=False)
+            if args.json
+            else render_verdict(verdict, source=source)
+        )
+        return exit_code(verdict.state, verdict.phase)
     log = resources.files("watchdog") / "examples" / EXAMPLE_LOG if args.example else args.file
     with resources.as_file(log) as path:  # a file of the user's is its own path
         _analyzer, verdict = replay_path(path, engine, args.profile, compare_with=args.compare_with)

@@ -72,7 +72,7 @@ def _count(items: Sized, word: str) -> str:
 def config_warnings(config: Config) -> list[str]:
     """What looks wrong but may be right: unused entries, files missing on this machine."""
     warnings: list[str] = []
-    used_hosts = {launch.host for launch in config.launches.values()}
+    used_hosts: set[str | None] = set(_launch_hosts(config))
     used_hosts |= {host.jump_host for host in config.hosts.values()}
     used_notifiers = {name for launch in config.launches.values() for name in launch.notify}
     warnings += [f"hosts.{name}: no launch uses this host" for name in config.hosts if name not in used_hosts]
@@ -90,22 +90,25 @@ def config_warnings(config: Config) -> list[str]:
         if value is not None and not os.access(os.path.expanduser(value), os.R_OK):
             warnings.append(f"{key}: {value} cannot be read here")
     for name, launch in config.launches.items():
-        if (
-            launch.host is None
-            and launch.log is not None
-            and not os.path.isdir(posixpath.dirname(launch.log))
-        ):
-            warnings.append(
-                f"launches.{name}.log: directory {posixpath.dirname(launch.log)} does not exist (yet)"
-            )
+        sources = [(f"launches.{name}", launch.host, launch.log)]
+        sources += [(f"launches.{name}.nodes[{i}]", n.host, n.log) for i, n in enumerate(launch.nodes)]
+        for where, on_host, log in sources:
+            if on_host is None and log is not None and not os.path.isdir(posixpath.dirname(log)):
+                warnings.append(f"{where}.log: directory {posixpath.dirname(log)} does not exist (yet)")
     return warnings
+
+
+def _launch_hosts(config: Config) -> set[str]:
+    # the hosts the launches (and their nodes) read from
+    hosts = {launch.host for launch in config.launches.values() if launch.host is not None}
+    return hosts | {n.host for launch in config.launches.values() for n in launch.nodes if n.host is not None}
 
 
 def host_key_problems(config: Config) -> tuple[dict[str, str], list[str]]:
     """The hosts the daemon would refuse, each with what to do, and warnings about unreadable known_hosts
     files. Refused: a host a launch uses (or jumps through), not accepting a new key, whose known_hosts file,
     readable here, has no key for its address and port (an ~/.ssh/config alias is looked up as written)."""
-    used = {launch.host for launch in config.launches.values() if launch.host is not None}
+    used = _launch_hosts(config)
     jumps = {config.hosts[name].jump_host for name in used if name in config.hosts}
     used |= {name for name in jumps if name is not None}
     refused: dict[str, str] = {}

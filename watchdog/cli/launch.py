@@ -127,6 +127,7 @@ def prepare(args: argparse.Namespace) -> list[str]:
     log = _log_target(host, args.log)
     # the follow options are checked as `watch` checks them, on the log's target
     args.host, args.target, args.pid, args.process = host, str(log), None, None
+    args.nodes, args.serve = [], None  # one node: the host it starts on
     # a log whose directory does not exist yet: the start says so (a log that is not there yet is created)
     return [w for w in validate_watch(args) if "does not exist" not in w]
 

@@ -89,6 +89,19 @@ class LiveView:
             parts.append(self._phases(status, now))
         if v.progress:
             parts.append(self._bars(status, now))
+        for node in v.nodes:  # a multi-node launch: where each node is
+            nv = node.verdict
+            line = Text.assemble(
+                (f"  {node.name}{' (serves)' if node.serve else ''}", "bold"),
+                " ",
+                (nv.state.value, _STYLE.get(nv.state, "yellow")),
+                f" in {nv.phase.value}" if nv.phase is not nv.state else "",
+                "  " + ", ".join(f"{p.name} {p.done}/{p.total}" for p in nv.progress),
+            )
+            if nv.error is not None:
+                line.append(f"  {nv.error.summary}", style="red")
+            line.no_wrap, line.overflow = True, "ellipsis"
+            parts.append(line)
         facts = memory_facts(dict(v.facts))
         if facts:
             parts.append(Text("  ".join(facts), style="dim"))

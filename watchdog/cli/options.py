@@ -8,7 +8,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
 from watchdog.exceptions import UsageError
@@ -111,6 +111,8 @@ def validate_replay(args: argparse.Namespace) -> None:
     """
     if (args.file is None) == (not args.example):
         raise UsageError("replay needs a log FILE or --example (exactly one of them)")
+    if args.nodes and "-" in (str(args.file), *map(str, args.nodes)):
+        raise UsageError("replay of several logs (the nodes of one launch) reads files, not standard input")
     _check_profiles(args.engine, args.profile)
 
 
@@ -136,8 +138,15 @@ def validate_watch(args: argparse.Namespace) -> list[str]:
         check_process(args.pid, args.process, None, names=("--pid", "--process", "--pid-file"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    target = parse_target(args.target)
-    warnings = _check_local_target(target.path) if target.kind == "file" and not target.is_remote else []
+    warnings = []
+    for text in (args.target, *args.nodes):
+        target = parse_target(text)
+        if target.kind == "file" and not target.is_remote:
+            warnings += _check_local_target(target.path)
+    if args.nodes:
+        _check_nodes(args)
+    elif args.serve is not None:
+        raise UsageError("--serve names the serving node of several targets: give more than one TARGET")
     _check_profiles(args.engine, args.profile)
     if args.identity is not None:
         _check_input_file(args.identity, "--identity", "an SSH private key file")
@@ -153,6 +162,31 @@ def validate_watch(args: argparse.Namespace) -> list[str]:
     if args.events is not None:
         _check_events(args.events)
     return warnings
+
+
+def node_names(targets: list[str]) -> list[str]:
+    """The names of `watch`'s nodes, one per target: its host, else its path's file name without the
+    extension, else node<i>; a name taken twice gets its index (`gpu1-2`)."""
+    from watchdog.follow.sources.target import parse_target  # noqa: PLC0415 - imports the SSH stack
+
+    names = []
+    for index, text in enumerate(targets):
+        target = parse_target(text)
+        name = target.host or PurePosixPath(target.path).stem or f"node{index}"
+        names.append(name if name not in names else f"{name}-{index}")
+    return names
+
+
+def _check_nodes(args: argparse.Namespace) -> None:
+    # several targets: the nodes of one launch
+    targets = [args.target, *args.nodes]
+    if "-" in targets:
+        raise UsageError("standard input (-) is one log: several targets are the nodes' logs")
+    if args.pid is not None:
+        raise UsageError("--pid is one host's process: with several targets, use --process (each node's)")
+    names = node_names(targets)
+    if args.serve is not None and args.serve not in names:
+        raise UsageError(f"--serve {args.serve!r} is not a node; the nodes are {', '.join(names)}")
 
 
 def _check_profiles(engine: str, profiles: list[Path]) -> None:

@@ -41,14 +41,29 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
         out.append("  progress: " + ", ".join(f"{p.name} {p.done}/{p.total}" for p in v.progress))
     if v.facts:
         out.append("  facts: " + ", ".join(f"{k}={_num(val)}" for k, val in v.facts))
+    if v.nodes:
+        out.append("  nodes:")
+        for node in v.nodes:
+            nv = node.verdict
+            role = " (serves)" if node.serve else ""
+            bars = ", ".join(f"{p.name} {p.done}/{p.total}" for p in nv.progress)
+            said = f": {nv.error.summary}" if nv.error is not None else ""
+            where = f" in {nv.phase.value}" if nv.state is not nv.phase else ""
+            out.append(
+                f"    {node.name}{role} {node.host or node.target}: {nv.state.value}{where}"
+                + (f" [{bars}]" if bars else "")
+                + said
+            )
     if v.changes is not None:
         out.append(f"changed since launch #{v.changes.since_incarnation}:")
         out.extend(f"  {line}" for line in v.changes.lines() or ["nothing compared"])
     err = v.error
     if err is not None:
         ranks = f" on ranks {', '.join(err.ranks)}" if err.ranks else ""
+        failed = v.failed_node
+        on_node = f" on node {failed.node}" + (f" ({failed.host})" if failed.host else "") if failed else ""
         out += [
-            f"error [{err.category}]{ranks} (line {err.line}):",
+            f"error [{err.category}]{on_node}{ranks} (line {err.line}):",
             f"  {err.summary}",
             f"  hint: {err.hint}",
         ]
@@ -58,6 +73,13 @@ def render_verdict(v: Verdict, *, source: str = "") -> str:
         elif v.context:
             out.append("last lines:")
             out.extend(f"  {line}" for line in v.context)
+        for other in v.consequences:
+            if other.summary is None:
+                state = other.state.value if other.state is not None else "unknown"
+                out.append(f"node {other.node}: no error of its own ({state}): it went quiet")
+            else:
+                ranks = f" on ranks {', '.join(other.ranks)}" if other.ranks else ""
+                out.append(f"node {other.node}{ranks}, a consequence: {other.summary}")
     out.append(f"  ({v.lines_read} lines, {v.bytes_read} bytes read)")
     return "\n".join(out)
 

@@ -22,6 +22,7 @@ import anyio
 
 from watchdog.cli.liveview import ProgressLines, where
 from watchdog.cli.render import render_verdict, write_out
+from watchdog.clock import MonotonicClock
 from watchdog.core.compare import Baseline
 from watchdog.core.verdict import Status, Verdict, exit_code
 from watchdog.exceptions import DeliveryError, first_watchdog_error
@@ -34,6 +35,8 @@ from watchdog.vocabulary import EXIT_INTERRUPTED, EXIT_STALLED, State
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
     from rich.live import Live
+
+    from watchdog.follow.nodes import Follower
 
 __all__ = ["REFRESH_PER_SECOND", "OnVerdict", "follow", "open_pool", "run_watch", "spec_from_args", "watch"]
 
@@ -155,13 +158,15 @@ def _earlier(args: argparse.Namespace, spec: LaunchSpec) -> Baseline | None:
 async def watch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Follow the launch `args` describe until a verdict; print it (text or JSON); return the exit code."""
     spec = spec_from_args(args)
-    async with open_pool(args, spec.target.host is not None) as pool:
-        return await follow(args, spec, pool, out, label=args.target)
+    targets = [args.target, *getattr(args, "nodes", ())]
+    remote = not all(parse_target(t).host is None for t in targets)
+    async with open_pool(args, remote) as pool:
+        return await follow(args, spec, pool, out, label=" ".join(targets))
 
 
 def open_pool(args: argparse.Namespace, remote: bool) -> contextlib.AbstractAsyncContextManager[Any]:
-    """The SSH pool of the command's `--identity`, `--known-hosts` and `--accept-new-host-key` (None when the
-    target is on this machine), closed when the block is left."""
+    """The SSH pool of the command's `--identity`, `--known-hosts` and `--accept-new-host-key` (None when no
+    target is remote), closed when the block is left."""
     if not remote:
         return contextlib.nullcontext(None)
     from watchdog.follow.sources.sshpool import SSHOptions, SSHPool  # noqa: PLC0415 - asyncssh only when remote
@@ -189,25 +194,20 @@ async def follow(
     offset: int = 0,
     on_verdict: OnVerdict | None = None,
 ) -> int:
-    """Follow `spec` (over `pool` when remote) until a verdict, with the sinks `args` asks for; print the
-    verdict (text or JSON) named `label`; return the exit code.
+    """Follow `spec` (over `pool` when remote; the nodes of `args` too) until a verdict, with the sinks `args`
+    asks for; print the verdict (text or JSON) named `label`; return the exit code.
 
     Args:
         offset: where in the log to start reading (`watchdog launch`: the log's size before its start).
         on_verdict: called at the verdict, before it is printed: the JSON keys and text lines it adds.
     """
+    source = label
     terminal = not args.json and out.isatty()
     events = _EventsFile(args.events) if args.events else None
     verdict: Concluded | None = None
     interrupted = False
     earlier = _earlier(args, spec)
-    follower = LaunchFollower(
-        spec,
-        pool=pool,
-        offset=offset,
-        numbered_after=earlier.incarnation if earlier else 0,
-        earlier=(earlier,) if earlier else (),
-    )
+    follower = _follower(args, spec, pool, earlier, offset=offset)
     live: Live | None = None
     if terminal:
         # rich only on a terminal (its import is a tenth of a second of `--json`'s time to a verdict)
@@ -216,7 +216,7 @@ async def follow(
 
         from watchdog.cli.liveview import LiveView  # noqa: PLC0415
 
-        view = LiveView(label, follower.status, follower.now)
+        view = LiveView(source, follower.status, follower.now)
         # drawn from the event loop (not rich's thread): status() is read where the follower changes it,
         # and a line printed above the view never races a redraw
         live = Live(view, console=Console(file=out), auto_refresh=False, transient=True)
@@ -280,7 +280,7 @@ async def follow(
             stood = replace(status.verdict, interrupted=True).to_json()
             stood["elapsed_seconds"] = round(follower.now(), 3)
             write_out(json.dumps(stood, ensure_ascii=False), out)
-        print(f"watchdog: interrupted: {where(status, follower.now())} ({label})", file=sys.stderr)
+        print(f"watchdog: interrupted: {where(status, follower.now())} ({source})", file=sys.stderr)
         return EXIT_INTERRUPTED
     added: dict[str, Any] = {}
     said: list[str] = []
@@ -291,14 +291,52 @@ async def follow(
     if args.json:
         write_out(json.dumps({**result.to_json(), **added}, ensure_ascii=False), out)
     else:
-        write_out("\n".join([render_verdict(result, source=label), *said]), out)
+        write_out("\n".join([render_verdict(result, source=source), *said]), out)
     if verdict is not None and verdict.timed_out:
         return EXIT_STALLED
     # the state judged: a log that never came is `pending` in the verdict, and stalled (2) past stall_after
     return exit_code(verdict.state if verdict is not None else result.state, result.phase)
 
 
-async def _progress(follower: LaunchFollower, lines: _Lines) -> None:
+def _follower(
+    args: argparse.Namespace, spec: LaunchSpec, pool: Any, earlier: Baseline | None, *, offset: int = 0
+) -> Follower:
+    # one target: its follower; several: the nodes of one launch, each followed on its own (one clock), the
+    # serving node's compared with the launch before (its arguments and phases are the launch's)
+    numbered_after = earlier.incarnation if earlier else 0
+    before = (earlier,) if earlier else ()
+    if not getattr(args, "nodes", ()):
+        return LaunchFollower(spec, pool=pool, numbered_after=numbered_after, earlier=before, offset=offset)
+    from watchdog.cli.options import node_names  # noqa: PLC0415
+    from watchdog.follow.nodes import Node, NodesFollower  # noqa: PLC0415
+
+    targets = [args.target, *args.nodes]
+    names = node_names(targets)
+    serve = args.serve or names[0]
+    clock = MonotonicClock()
+    nodes = []
+    for name, text in zip(names, targets, strict=True):
+        target = parse_target(text)
+        node_spec = replace(
+            spec,
+            name=f"{spec.name}@{name}",
+            target=target,
+            timeout=None,  # the launch's (`NodesFollower`)
+            health_url=spec.health_url if name == serve else None,  # the serving node's endpoint
+        )
+        serves = name == serve
+        follower = LaunchFollower(
+            node_spec,
+            pool=pool,
+            clock=clock,
+            numbered_after=numbered_after,
+            earlier=before if serves else (),
+        )
+        nodes.append(Node(name, follower, host=target.host or "", serve=serves))
+    return NodesFollower(spec.name, nodes, clock=clock, settle=spec.settle, timeout=spec.timeout)
+
+
+async def _progress(follower: Follower, lines: _Lines) -> None:
     # plain output: where the launch is, now and then, so a CI log shows it
     while True:
         await anyio.sleep(1.0)

@@ -16,8 +16,10 @@ from watchdog.config.models import (
     Deadlines,
     HostConfig,
     LaunchConfig,
+    NodeConfig,
     NotifierConfig,
     launch_spec,
+    node_specs,
 )
 from watchdog.config.reference import config_json_schema, config_reference_markdown
 from watchdog.vocabulary import DEFAULT_LISTEN, DEFAULT_LOG_FORMAT, DEFAULT_STATE_DIR, parse_duration
@@ -34,11 +36,13 @@ __all__ = [
     "Deadlines",
     "HostConfig",
     "LaunchConfig",
+    "NodeConfig",
     "NotifierConfig",
     "config_json_schema",
     "config_reference_markdown",
     "launch_spec",
     "load_config",
+    "node_specs",
     "parse_config",
     "parse_duration",
     "redacted",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from watchdog.follow.sources.sshpool import SSHOptions
 
-from watchdog.config.models import SECRET_SHOWN, Config, launch_spec
+from watchdog.config.models import SECRET_SHOWN, Config, launch_spec, node_specs
 
 # -- using the config ------------------------------------------------------------------------------------
 
@@ -50,4 +50,10 @@ def redacted(config: Config) -> dict[str, Any]:
         container[last] = f"{SECRET_SHOWN} ({reference})"
     for name, launch in data["launches"].items():
         launch["target"] = str(launch_spec(config, name).target)
+        # a multi-node launch: each node's resolved name and where its log is read from
+        serving = config.launches[name].serving_node()
+        for index, (node, (node_name, _host, spec)) in enumerate(
+            zip(launch["nodes"], node_specs(config, name), strict=True)
+        ):
+            node.update(name=node_name, serve=index == serving, target=str(spec.target))
     return data

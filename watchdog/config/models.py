@@ -387,13 +387,66 @@ class Deadlines(_Model):
 _CONFIG_KINDS = tuple(k for k in KINDS.values() if k.config_key is not None and k.name != "podman")
 
 
+# the keys of a launch that name its one source (and its process): a launch with `nodes` gives them per node
+NODE_KEYS = (
+    "host",
+    "log",
+    "container",
+    "unit",
+    "pod",
+    "selector",
+    "namespace",
+    "context",
+    "kubeconfig",
+    "process",
+    "pid_file",
+    "health_url",
+)
+
+
+class NodeConfig(_Model):
+    """nodes = [{...}, ...]: one node of a multi-node launch (SGLang --nnodes, vLLM over Ray, TensorRT-LLM over
+    MPI): its own source (any kind a launch takes) and process; the launch is one lifecycle (docs/nodes.md)."""
+
+    model_config = ConfigDict(
+        **_Model.model_config,
+        json_schema_extra={"oneOf": [{"required": [k.config_key]} for k in _CONFIG_KINDS]},
+    )
+
+    name: Name | None = Field(
+        default=None, description="the node's name in verdicts and alerts (default: its host, else node<i>)"
+    )
+    serve: StrictBool = Field(
+        default=False,
+        description="this node's engine serves: the launch is ready when it is (default: the first node)",
+    )
+    host: Name | None = Field(default=None, description="a [hosts] entry; omitted: this machine")
+    log: StrictStr | None = Field(default=None, description="the node's log file (as a launch's log)")
+    container: StrictStr | None = Field(default=None, description="or a container (as a launch's container)")
+    unit: StrictStr | None = Field(default=None, description="or a systemd unit (as a launch's unit)")
+    pod: StrictStr | None = Field(default=None, description="or a Kubernetes pod (as a launch's pod)")
+    selector: StrictStr | None = Field(default=None, description="or a label selector (as a launch's)")
+    namespace: StrictStr | None = Field(default=None, description="the selector's namespace")
+    context: StrictStr | None = Field(default=None, description="the kubeconfig context of pod or selector")
+    kubeconfig: AbsPath | None = Field(default=None, description="the kubeconfig file of pod or selector")
+    process: Annotated[StrictStr, AfterValidator(check_pattern)] | None = Field(
+        default=None, description="`pgrep -f` pattern of the node's server process"
+    )
+    pid_file: AbsPath | None = Field(default=None, description="file holding the node's server pid")
+    health_url: Annotated[StrictStr, AfterValidator(partial(check_http_url, secret=False))] | None = Field(
+        default=None, description="the node's health endpoint (as a launch's health_url)"
+    )
+
+
 class LaunchConfig(_Model):
     """[launches.NAME]: one server launch to follow (the NAME is its `launch` label)."""
 
     model_config = ConfigDict(
         **_Model.model_config,
-        # exactly one of the keys that name what to follow (`launch_kind`), as editors can check it
-        json_schema_extra={"oneOf": [{"required": [k.config_key]} for k in _CONFIG_KINDS]},
+        # exactly one of the keys that name what to follow (`launch_kind`), or nodes, as editors can check it
+        json_schema_extra={
+            "oneOf": [{"required": [key]} for key in (*(str(k.config_key) for k in _CONFIG_KINDS), "nodes")]
+        },
     )
 
     host: Name | None = Field(
@@ -508,6 +561,29 @@ class LaunchConfig(_Model):
         description='"manual": started only by `watchdog start` (or POST /launches/NAME/start); "on_boot": also '
         "by the daemon when it starts and the command does not run",
     )
+    nodes: tuple[NodeConfig, ...] = Field(
+        default=(),
+        description="a multi-node launch: one source per node (instead of the launch's host, log, container, "
+        "unit, pod or selector, process, pid_file and health_url); one lifecycle, ready when the serving node "
+        "is, crashed when any node crashes (docs/nodes.md)",
+    )
+
+    def node_names(self) -> tuple[str, ...]:
+        """Each node's name: its `name`, else its host's, else node<i> (a host named twice: host-<i>)."""
+        hosts = [node.host for node in self.nodes]
+        out = []
+        for index, node in enumerate(self.nodes):
+            if node.name is not None:
+                out.append(node.name)
+            elif node.host is not None:
+                out.append(node.host if hosts.count(node.host) == 1 else f"{node.host}-{index}")
+            else:
+                out.append(f"node{index}")
+        return tuple(out)
+
+    def serving_node(self) -> int:
+        """The index of the node whose engine serves: the one with serve = true, else the first."""
+        return next((i for i, node in enumerate(self.nodes) if node.serve), 0)
 
 
 NotifierURL = Annotated[
@@ -745,34 +821,72 @@ def _check_engine(launch: LaunchConfig, where: tuple[str, str]) -> None:
         )
 
 
+def _check_nodes(
+    config: Config, launch: LaunchConfig, where: Loc, files: dict[tuple[str | None, str], str]
+) -> None:
+    # a multi-node launch: its sources are its nodes', none of its own; each node's checked as a launch's
+    for key in NODE_KEYS:
+        if getattr(launch, key) is not None:
+            raise _KeyProblem(
+                key_path((*where, key)),
+                "is not allowed with nodes: a multi-node launch gives each node its own (nodes = [{ host = ..., "
+                "log = ... }, ...])",
+            )
+    names = launch.node_names()
+    for index, node in enumerate(launch.nodes):
+        at_node = (*where, "nodes", index)
+        if names.index(names[index]) != index:
+            raise _KeyProblem(
+                key_path((*at_node, "name")), f"{names[index]!r} names two nodes: give each its own name"
+            )
+        _check_source(config, node, at_node, files, f"{key_path(where)}.nodes[{index}]")
+    if sum(node.serve for node in launch.nodes) > 1:
+        second = [i for i, node in enumerate(launch.nodes) if node.serve][1]
+        raise _KeyProblem(key_path((*where, "nodes", second, "serve")), "only one node serves")
+
+
+def _check_source(
+    config: Config,
+    launch: LaunchConfig | NodeConfig,
+    where: Loc,
+    files: dict[tuple[str | None, str], str],
+    label: str,
+) -> None:
+    # what one source names (a launch's, or a node's): its host, kind, log or name, and process
+    if launch.host is not None and launch.host not in config.hosts:
+        raise _KeyProblem(
+            key_path((*where, "host")),
+            f"unknown host {launch.host!r}; {_defined('hosts', config.hosts)}",
+        )
+    kind, named = launch_kind(config, launch, where)
+    at = key_path((*where, KINDS[kind].config_key or "log"))
+    if kind == FILE:
+        key = _check_log(launch, named, at)
+        if key in files:
+            raise _KeyProblem(at, f"the same file as {files[key]}.log: follow each log once")
+        files[key] = label
+    else:
+        _check_named(launch, kind, named, at)
+    for pod_key, only in (("namespace", "a selector"), ("context", "a pod"), ("kubeconfig", "a pod")):
+        if getattr(launch, pod_key) is not None and (
+            kind != "k8s" or (pod_key == "namespace" and launch.selector is None)
+        ):
+            raise _KeyProblem(key_path((*where, pod_key)), f"is for {only} (pod = ... or selector = ...)")
+    try:
+        check_process(None, launch.process, launch.pid_file, names=("pid", "process", "pid_file"))
+    except ValueError as exc:
+        raise _KeyProblem(key_path((*where, "pid_file")), str(exc)) from None
+
+
 def _check_launches(config: Config) -> None:
-    files: dict[tuple[str | None, str], str] = {}
+    files: dict[tuple[str | None, str], str] = {}  # each log file followed, and by which launch or node
     for name, launch in config.launches.items():
         where = ("launches", name)
-        if launch.host is not None and launch.host not in config.hosts:
-            raise _KeyProblem(
-                key_path((*where, "host")),
-                f"unknown host {launch.host!r}; {_defined('hosts', config.hosts)}",
-            )
-        kind, named = launch_kind(config, launch, where)
-        at = key_path((*where, KINDS[kind].config_key or "log"))
-        if kind == FILE:
-            key = _check_log(launch, named, at)
-            if key in files:
-                raise _KeyProblem(at, f"the same file as launches.{files[key]}.log: follow each log once")
-            files[key] = name
+        if launch.nodes:
+            _check_nodes(config, launch, where, files)
         else:
-            _check_named(launch, kind, named, at)
-        for pod_key, only in (("namespace", "a selector"), ("context", "a pod"), ("kubeconfig", "a pod")):
-            if getattr(launch, pod_key) is not None and (
-                kind != "k8s" or (pod_key == "namespace" and launch.selector is None)
-            ):
-                raise _KeyProblem(key_path((*where, pod_key)), f"is for {only} (pod = ... or selector = ...)")
+            _check_source(config, launch, where, files, key_path(where))
         _check_engine(launch, where)
-        try:
-            check_process(None, launch.process, launch.pid_file, names=("pid", "process", "pid_file"))
-        except ValueError as exc:
-            raise _KeyProblem(key_path((*where, "pid_file")), str(exc)) from None
         for index, notifier in enumerate(launch.notify):
             if notifier not in config.notifiers:
                 raise _KeyProblem(
@@ -781,7 +895,12 @@ def _check_launches(config: Config) -> None:
                 )
         if len(set(launch.notify)) != len(launch.notify):
             raise _KeyProblem(key_path((*where, "notify")), "names a notifier twice")
-        _check_command(launch, kind, where)
+        if launch.nodes and launch.command is not None:
+            raise _KeyProblem(
+                key_path((*where, "command")),
+                "launch mode starts one source: not a launch with nodes = [...]",
+            )
+        _check_command(launch, "" if launch.nodes else launch_kind(config, launch, where)[0], where)
 
 
 def _check_command(launch: LaunchConfig, kind: str, where: tuple[str, str]) -> None:
@@ -815,7 +934,7 @@ def _check_command(launch: LaunchConfig, kind: str, where: tuple[str, str]) -> N
             )
 
 
-def _check_log(launch: LaunchConfig, log: str, at: str) -> tuple[str | None, str]:
+def _check_log(launch: LaunchConfig | NodeConfig, log: str, at: str) -> tuple[str | None, str]:
     # a log file's path; what tells it from another launch's (the same file is followed once)
     if not log.strip():
         raise _KeyProblem(at, "is empty: give the path of the server's log file")
@@ -830,7 +949,7 @@ def _check_log(launch: LaunchConfig, log: str, at: str) -> tuple[str | None, str
     return launch.host, posixpath.normpath(remote_relative(log))
 
 
-def _pod_target(launch: LaunchConfig) -> Target:
+def _pod_target(launch: LaunchConfig | NodeConfig) -> Target:
     # a pod (`pod`, its context in it or in `context`) or a selector's pods, with the kubeconfig to read them by
     from watchdog.follow.sources.podref import PodRef, parse_pod_path  # noqa: PLC0415 - only for a pod
 
@@ -844,7 +963,7 @@ def _pod_target(launch: LaunchConfig) -> Target:
     return Target(None, None, None, path, kind="k8s", context=context)
 
 
-def _check_named(launch: LaunchConfig, kind: str, name: str, at: str) -> None:
+def _check_named(launch: LaunchConfig | NodeConfig, kind: str, name: str, at: str) -> None:
     # a container, unit or pod: a name passed as one argument, never through a shell unquoted
     if not name.strip() or name.startswith("-") or "\0" in name or "\n" in name:
         raise _KeyProblem(at, f"{name!r} is not a {KINDS[kind].noun} name")
@@ -859,8 +978,8 @@ def _check_named(launch: LaunchConfig, kind: str, name: str, at: str) -> None:
             raise _KeyProblem(at, str(exc)) from None
 
 
-def launch_kind(config: Config, launch: LaunchConfig, where: Loc = ()) -> tuple[str, str]:
-    """The source kind of a launch (a key of `KINDS`) and the name it follows there; a container's kind is its
+def launch_kind(config: Config, launch: LaunchConfig | NodeConfig, where: Loc = ()) -> tuple[str, str]:
+    """The source kind of a launch or of one of its nodes (a key of `KINDS`) and the name it follows there; a container's kind is its
     host's runtime (docker without a host).
 
     Raises:
@@ -907,7 +1026,8 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
     """The follower spec of one configured launch.
 
     `notify` and `labels` stay on `config.launches[name]` for the daemon. The pid file is read on the
-    launch's host at each process check (a restarted server's new pid is followed).
+    launch's host at each process check (a restarted server's new pid is followed). Of a multi-node launch,
+    the serving node's spec under the launch's name (its nodes' are `node_specs`').
 
     Args:
         config: a validated config.
@@ -921,21 +1041,44 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         KeyError: there is no such launch.
     """
     launch = config.launches[name]
-    kind, name_of = launch_kind(config, launch, ("launches", name))
+    if launch.nodes:
+        return dataclasses.replace(node_specs(config, name)[launch.serving_node()][2], name=name)
+    return _source_spec(config, name, launch, launch)
+
+
+def node_specs(config: Config, name: str) -> tuple[tuple[str, str, LaunchSpec], ...]:
+    """The nodes of multi-node launch `name` (empty for a launch of one source): each node's name, its
+    configured host ("" for this machine) and its follower's spec, named `LAUNCH@NODE` (its checkpoint's key).
+
+    Raises:
+        KeyError: there is no such launch.
+    """
+    launch = config.launches[name]
+    return tuple(
+        (node_name, node.host or "", _source_spec(config, f"{name}@{node_name}", launch, node))
+        for node_name, node in zip(launch.node_names(), launch.nodes, strict=True)
+    )
+
+
+def _source_spec(
+    config: Config, name: str, launch: LaunchConfig, source: LaunchConfig | NodeConfig
+) -> LaunchSpec:
+    # the spec of one source: the launch's own, or one of its nodes' (the rest of the settings the launch's)
+    kind, name_of = launch_kind(config, source)
     if kind == "k8s":
-        target = _pod_target(launch)
-    elif launch.host is None:
+        target = _pod_target(source)
+    elif source.host is None:
         target = Target(host=None, user=None, port=None, path=name_of, kind=kind)
     else:
-        host = config.hosts[launch.host]
+        host = config.hosts[source.host]
         target = Target(
-            host=host.address or launch.host,
+            host=host.address or source.host,
             user=host.user,
             port=host.port,
             path=remote_relative(name_of) if kind == FILE else name_of,
             kind=kind,
         )
-    pid_file = launch.pid_file
+    pid_file = source.pid_file
     if launch.command is not None and kind == FILE:
         pid_file = pid_file_of(target.path)  # the pid `watchdog start` records: the run's process evidence
     return LaunchSpec(
@@ -943,9 +1086,9 @@ def launch_spec(config: Config, name: str) -> LaunchSpec:
         target=target,
         engine=None if launch.engine == "auto" else launch.engine,
         profiles=tuple(load_profile_file(Path(path)) for path in launch.profiles),
-        process=launch.process,
+        process=source.process,
         pid_file=pid_file,
-        health_url=launch.health_url,
+        health_url=source.health_url,
         gpu=launch.gpu,
         gpu_interval=launch.gpu_interval,
         stall_after=launch.stall_after,

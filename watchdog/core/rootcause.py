@@ -59,6 +59,9 @@ class Error:
     phase_hint: str | None = None  # the phase its traceback's frames point at
     step_phase: str | None = None  # the phase of the startup step it was raised out of (profile `[[step]]`)
     elsewhere: bool = False  # a wrapper: what it points at (another process's report) may still be coming
+    # the news that another part went away (the profile's [[consequence]]: a peer's closed connection, a
+    # collective's timeout): on a node of a multi-node launch, never the first failure while another node has a cause
+    consequence: bool = False
 
     def to_json(self) -> dict[str, object]:
         """The `error` object of the JSON contract."""
@@ -304,6 +307,7 @@ def root_cause(
         phase_hint=best.phase_hint,
         step_phase=_step_phase(best, items, profile),
         elsewhere=best.role == "wrapper",
+        consequence=_is_consequence(best, profile),
     )
 
 

@@ -35,6 +35,8 @@ __all__ = [
     "EXIT_CODES",
     "Entry",
     "MissingLog",
+    "NodeFailure",
+    "NodeVerdict",
     "Progress",
     "Status",
     "Unreachable",
@@ -118,6 +120,59 @@ class MissingLog:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeFailure:
+    """A node's part in a multi-node launch's crash: the node that failed first (its error is the verdict's), or
+    another node's error (a consequence), or a node that said nothing of its own (it went quiet)."""
+
+    node: str
+    host: str  # the node's configured host ("" for a file on this machine)
+    summary: str | None  # its error's summary; None: no error of its own
+    category: str | None = None
+    ranks: tuple[str, ...] = ()
+    line: int | None = None
+    state: State | None = None  # for a node with no error of its own: where it stood (hung, waiting)
+
+    def to_json(self) -> dict[str, Any]:
+        """An entry of the verdict's `error.consequences` (see `Verdict.to_json`)."""
+        out: dict[str, Any] = {"node": self.node, "host": self.host, "summary": self.summary}
+        if self.summary is None:
+            out["quiet"] = True  # it printed no error: it went quiet, waiting for the node that failed
+            out["state"] = self.state.value if self.state is not None else None
+        else:
+            out.update(category=self.category, ranks=list(self.ranks), line=self.line)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """One node of a multi-node launch: its name, where its log is, and its own verdict."""
+
+    name: str
+    host: str  # the node's configured host ("" for a file on this machine)
+    target: str  # its log's source, as written (`ssh://gpu1/data/log`)
+    serve: bool  # its engine serves: the launch is ready when it is
+    verdict: Verdict
+
+    def to_json(self) -> dict[str, Any]:
+        """An entry of the verdict's `nodes` (see `Verdict.to_json`)."""
+        v = self.verdict
+        return {
+            "name": self.name,
+            "host": self.host,
+            "target": self.target,
+            "serve": self.serve,
+            "engine": v.engine,
+            "state": v.state.value,
+            "phase": v.phase.value,
+            "progress": {p.name: {"done": p.done, "total": p.total} for p in v.progress},
+            "error": v.error.summary if v.error is not None else None,
+            "ranks": list(v.error.ranks) if v.error is not None else [],
+            "lines_read": v.lines_read,
+            "incarnation": v.incarnation,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What is known of one incarnation of a launch: the value every sink renders."""
 
@@ -141,6 +196,11 @@ class Verdict:
     # them (SGLang's ServerArgs) in each /status entry would drown it; `changes` names those that changed
     arguments: tuple[Argument, ...] = ()
     changes: Changes | None = None  # what changed since the launch before, when there is one
+    # a multi-node launch (`watchdog.core.nodes`): its nodes; for a crash, the node that failed first (its error
+    # is `error`) and the others' part in it. Empty for a launch of one source.
+    nodes: tuple[NodeVerdict, ...] = ()
+    failed_node: NodeFailure | None = None
+    consequences: tuple[NodeFailure, ...] = ()
 
     @classmethod
     def pending(cls) -> Verdict:
@@ -243,6 +303,9 @@ class Verdict:
             error = self.error.to_json()
             if not self.error.traceback:
                 error["context"] = list(self.context)
+            if self.failed_node is not None:
+                error.update(node=self.failed_node.node, host=self.failed_node.host)
+                error["consequences"] = [c.to_json() for c in self.consequences]
         out: dict[str, Any] = {
             "engine": self.engine,
             "state": self.state.value,
@@ -263,6 +326,8 @@ class Verdict:
         if self.changes is not None:
             out["changes"] = self.changes.to_json()
         out.update((key, True) for key in ("timed_out", "interrupted") if getattr(self, key))
+        if self.nodes:
+            out["nodes"] = [n.to_json() for n in self.nodes]
         return out
 
 

@@ -17,10 +17,10 @@ from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.clock import Clock
 from watchdog.core.lifecycle import State
 from watchdog.core.verdict import Status, Verdict
-from watchdog.daemon.launches import LaunchPlan, Running
+from watchdog.daemon.launches import Follower, LaunchPlan, Running
 from watchdog.daemon.outages import Host, Outages
 from watchdog.exceptions import reason_of
-from watchdog.follow.follower import Concluded, LaunchFollower
+from watchdog.follow.follower import Concluded
 from watchdog.vocabulary import PROBLEM_STATES, UNBEGUN_STATES, Category
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class Announcer:
         self.crashes = crashes
 
     async def transitioned(
-        self, run: Running, follower: LaunchFollower, incarnation: int, state: State, reason: str
+        self, run: Running, follower: Follower, incarnation: int, state: State, reason: str
     ) -> None:
         # a new start resolves the old one's problems and is said; progress again resolves a stall
         name = run.plan.spec.name
@@ -181,7 +181,7 @@ def _verdict_key(state: State, verdict: Verdict) -> str:
     return f"{state.value}#{verdict.stalls}"
 
 
-def _timing(follower: LaunchFollower | None, verdict: Verdict) -> Status:
+def _timing(follower: Follower | None, verdict: Verdict) -> Status:
     """A verdict with what it lacks for its alert (time in phase, since start, the last line): the follower's
     clock and last line, when it still reports the verdict's incarnation."""
     now = follower.status() if follower is not None else None

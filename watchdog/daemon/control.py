@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from watchdog.exceptions import StartFailed, TargetError, reason_of
+from watchdog.follow.follower import LaunchFollower
 from watchdog.follow.launching import (
     ContainerCommand,
     ContainerEnded,
@@ -55,9 +56,15 @@ class ControlAnswer:
         return cls(status, {"launch": launch, "error": error})
 
 
+def _follower(run: Running) -> LaunchFollower | None:
+    # a launch with a command has one source (the config refuses one with nodes): its follower is a launch's
+    follower = run.follower
+    return follower if isinstance(follower, LaunchFollower) else None
+
+
 async def _end(run: Running, runner: Runner, control: LaunchControl, pid: int, reason: str) -> Killed:
     # the follower hears first that this end is asked for, then that it came (its verdict: stopped)
-    follower = run.follower
+    follower = _follower(run)
     if follower is not None:
         follower.expect_stop(reason)
     killed = await kill_group(runner, pid, grace=control.stop_grace)
@@ -91,19 +98,22 @@ async def start_run(run: Running, runner: Runner, *, replace: bool = False) -> C
             # the follower is told where the new run begins before it begins: it may read its first lines
             # before the start's answer is back
             size = await log_size(runner, command.log)
-            if run.follower is not None:
-                run.follower.expect_run_at(size)
+            follower = _follower(run)
+            if follower is not None:
+                follower.expect_run_at(size)
             started = await start(runner, command)
         except (StartFailed, TargetError) as exc:
-            if run.follower is not None:
-                run.follower.expect_run_at(None)  # nothing began
+            follower = _follower(run)
+            if follower is not None:
+                follower.expect_run_at(None)  # nothing began
             status = 422 if isinstance(exc, StartFailed) else 502
             return ControlAnswer.refused(status, name, str(exc) if status == 422 else reason_of(exc))
         run.started_pid = started.pid
-        if run.follower is not None:
+        follower = _follower(run)
+        if follower is not None:
             if started.offset != size:  # something else wrote to the log meanwhile
-                run.follower.expect_run_at(started.offset)
-            run.follower.process_started()
+                follower.expect_run_at(started.offset)
+            follower.process_started()
         body["started"] = started.to_json(command.pid_file)
         log.info("launch started", launch=name, pid=started.pid, replaced=body.get("replaced"))
         return ControlAnswer(200, body)
@@ -166,7 +176,7 @@ _RUNNING = frozenset({"running", "restarting", "paused"})
 async def _end_container(
     run: Running, runner: Runner, control: LaunchControl, command: ContainerCommand, reason: str
 ) -> ContainerEnded:
-    follower = run.follower
+    follower = _follower(run)
     if follower is not None:
         follower.expect_stop(reason)
     ended = await end_container(runner, command.runtime, command.name, grace=control.stop_grace)
@@ -198,8 +208,9 @@ async def _start_container(
         except TargetError as exc:
             return ControlAnswer.refused(502, name, reason_of(exc))
         run.started_container = container
-        if run.follower is not None:
-            run.follower.process_started()
+        follower = _follower(run)
+        if follower is not None:
+            follower.process_started()
         body["started"] = {"container": command.name, "id": container}
         log.info("launch started", launch=name, container=container, replaced=body.get("replaced"))
         return ControlAnswer(200, body)

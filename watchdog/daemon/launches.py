@@ -11,15 +11,28 @@ import anyio
 from watchdog.alerts.senders import Notifier
 from watchdog.core.compare import Baseline
 from watchdog.core.expectations import LEARN_FACTOR
-from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.launching import ContainerCommand, LaunchCommand
+from watchdog.follow.nodes import Follower
 from watchdog.follow.sources import SSHOptions
 from watchdog.vocabulary import DEFAULT_STOP_GRACE
 
 if TYPE_CHECKING:
     from watchdog.store import IncarnationRecord
 
-__all__ = ["LaunchControl", "LaunchPlan", "Running"]
+__all__ = ["Follower", "LaunchControl", "LaunchPlan", "NodePlan", "Running"]
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One node of a multi-node launch as the daemon runs it: its spec (named LAUNCH@NODE, the key of its
+    checkpoint), its configured host and how to reach it, and whether its engine serves."""
+
+    name: str
+    spec: LaunchSpec
+    host: str = ""  # the configured host's name; "" for this machine
+    ssh: SSHOptions | None = None
+    serve: bool = False
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,8 @@ class LaunchPlan:
     labels: Mapping[str, str] = field(default_factory=dict)
     alerts: tuple[Notifier, ...] = ()  # who hears of its alerts (each says the kinds in its `on`)
     learned_factor: float | None = LEARN_FACTOR  # phases past this x their usual p95 are stalled; None: off
+    # a multi-node launch's nodes (then `spec`, `host` and `ssh` are its serving node's); empty: one source
+    nodes: tuple[NodePlan, ...] = ()
     control: LaunchControl | None = None  # launch mode: the command the daemon starts and stops (None: none)
 
 
@@ -53,7 +68,7 @@ class Running:
 
     plan: LaunchPlan
     scope: anyio.CancelScope
-    follower: LaunchFollower | None = None
+    follower: Follower | None = None
     since: float = 0.0  # Unix time its follow began (again: a new follower)
     announced: set[tuple[int, str]] = field(default_factory=set)
     typical: dict[str, float] = field(default_factory=dict)  # usual phase durations, from the history

@@ -12,7 +12,7 @@ from anyio.abc import TaskStatus
 
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
-from watchdog.daemon.launches import LaunchControl
+from watchdog.daemon.launches import LaunchControl, NodePlan
 from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.launching import ContainerCommand, LaunchCommand
@@ -30,22 +30,37 @@ def plans_from(config: Config, shard: Shard | None = None) -> dict[str, LaunchPl
     """Each configured launch as the daemon runs it: its spec, host, SSH options, labels and notifiers;
     with a `shard` (else the config's `daemon.shard`), only the launches it owns."""
     from watchdog.config.convert import ssh_options  # noqa: PLC0415
+    from watchdog.config.models import node_specs  # noqa: PLC0415
 
     notifiers = {name: notifier_from(name, config) for name in config.notifiers}
-
-    return {
-        name: LaunchPlan(
-            spec=(spec := config.launch_spec(name)),
-            host=launch.host or "",
-            ssh=ssh_options(config, launch.host) if launch.host else None,
+    plans = {}
+    for name, launch in config.launches.items():
+        if shard is not None and not shard.owns(name):
+            continue
+        serving = launch.serving_node()
+        nodes = tuple(
+            NodePlan(
+                node_name,
+                spec,
+                host=host,
+                ssh=ssh_options(config, host) if host else None,
+                serve=index == serving,
+            )
+            for index, (node_name, host, spec) in enumerate(node_specs(config, name))
+        )
+        host = nodes[serving].host if nodes else launch.host or ""
+        spec = config.launch_spec(name)
+        plans[name] = LaunchPlan(
+            spec=spec,
+            host=host,
+            ssh=ssh_options(config, host) if host else None,
             labels=dict(launch.labels),
             alerts=tuple(notifiers[n] for n in launch.notify),
             learned_factor=launch.learned_factor if launch.learn_deadlines else None,
+            nodes=nodes,
             control=control_from(launch, spec.target),
         )
-        for name, launch in config.launches.items()
-        if shard is None or shard.owns(name)
-    }
+    return plans
 
 
 def control_from(launch: LaunchConfig, target: Target) -> LaunchControl | None:

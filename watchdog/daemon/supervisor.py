@@ -31,20 +31,21 @@ from watchdog.alerts.alerting import Alerting
 from watchdog.alerts.outbox import Outbox
 from watchdog.alerts.senders import ConsoleAlerts
 from watchdog.backoff import NO_JITTER, backoff
-from watchdog.clock import Clock, WallClock
+from watchdog.clock import Clock, MonotonicClock, WallClock
 from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_durations
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
-from watchdog.daemon.launches import LaunchPlan, Running
+from watchdog.daemon.launches import Follower, LaunchPlan, Running
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.outages import REFUSED_PAUSE_MAX, RESTART_PAUSE, Host, Outages
 from watchdog.daemon.reload import PlanChanges, Reloads, diff_plans, resolve_unplanned
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
 from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, first_watchdog_error, reason_of
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
+from watchdog.follow.nodes import Node, NodesFollower
 from watchdog.follow.probes.gpusampler import HostGpuSampler
-from watchdog.follow.sources import SSHPool
+from watchdog.follow.sources import SSHOptions, SSHPool
 from watchdog.follow.sources.commands import LocalRunner, Runner, SSHRunner
 from watchdog.profiles.loader import preload_profiles
 from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, Category, State
@@ -359,16 +360,7 @@ class Daemon:
                             if not trying:
                                 continue  # the host answered another launch: go at once
                         spec = await self._learned(run)
-                        follower = LaunchFollower(
-                            spec,
-                            pool=self._pool(plan),
-                            gpu_sampler=self._sampler(plan),
-                            checkpoints=self._store,
-                            # a launch whose log never came goes on with its pending incarnation
-                            numbered_after=run.incarnation if run.began else max(0, run.incarnation - 1),
-                            clock=self._follower_clock,
-                            earlier=run.earlier,
-                        )
+                        follower = self._follower(run, spec)
                         run.follower = follower
                         run.since = self._clock.now()
                         async with anyio.create_task_group() as tg:
@@ -382,7 +374,12 @@ class Daemon:
                                 task_status.started()
                         run.note = "the log's source ended; following it again"
                     except Exception as exc:  # one launch's failure never disturbs another
-                        pause = self._failed(run, host, _cause(exc), trying=trying)
+                        failing = host
+                        node = getattr(run.follower, "failed_node", None)
+                        if node is not None and node.host != plan.host:
+                            # a node's follower failed: its host's outage, not the serving node's host's
+                            failing = self._outages.host(node.host) if node.host else None
+                        pause = self._failed(run, failing, _cause(exc), trying=trying and failing is host)
                         trying = False
                     finally:
                         if trying and host is not None:
@@ -392,6 +389,46 @@ class Daemon:
                         task_status.started()
                     if pause:
                         await self._clock.sleep(pause)
+
+    def _follower(self, run: Running, spec: LaunchSpec) -> Follower:
+        # the launch's follower: of its one source, or of its nodes (one follower each, their checkpoints
+        # kept per node under LAUNCH@NODE, their learned deadlines the launch's)
+        plan = run.plan
+        # a launch whose log never came goes on with its pending incarnation
+        numbered_after = run.incarnation if run.began else max(0, run.incarnation - 1)
+        if not plan.nodes:
+            return LaunchFollower(
+                spec,
+                pool=self._pool(plan),
+                gpu_sampler=self._sampler(plan),
+                checkpoints=self._store,
+                numbered_after=numbered_after,
+                clock=self._follower_clock,
+                earlier=run.earlier,
+            )
+        clock = self._follower_clock or MonotonicClock()  # one clock for the nodes: their times compare
+        nodes = [
+            Node(
+                node.name,
+                LaunchFollower(
+                    dataclasses.replace(node.spec, deadlines=spec.deadlines),
+                    pool=self._pool_of(node.host, node.ssh),
+                    gpu_sampler=self._sampler(
+                        dataclasses.replace(plan, spec=node.spec, host=node.host, ssh=node.ssh)
+                    ),
+                    checkpoints=self._store,
+                    numbered_after=numbered_after,
+                    clock=clock,
+                    earlier=run.earlier
+                    if node.serve
+                    else (),  # the launch's arguments are its serving node's
+                ),
+                host=node.host,
+                serve=node.serve,
+            )
+            for node in plan.nodes
+        ]
+        return NodesFollower(spec.name, nodes, clock=clock, settle=spec.settle)
 
     def _failed(self, run: Running, host: Host | None, exc: BaseException, *, trying: bool) -> float:
         """Say what a follower's failure means (by the exception tree); return the pause before the next try.
@@ -452,7 +489,7 @@ class Daemon:
         deadlines = learned_deadlines(records, dict(spec.deadlines), factor=run.plan.learned_factor)
         return dataclasses.replace(spec, deadlines=tuple(sorted(deadlines.items())))
 
-    async def _consume(self, run: Running, follower: LaunchFollower) -> None:
+    async def _consume(self, run: Running, follower: Follower) -> None:
         # What each update means for the status is taken at once; what waits on the disk or the network (the
         # store's verdicts, the outbox, the silences) goes to the launch's own queue (`_effects`), in order:
         # a slow or locked state file never holds up the reading.
@@ -479,7 +516,9 @@ class Daemon:
                 elif isinstance(update, SourceNoted):
                     run.note = update.detail
                     log.info("source", launch=name, kind=update.kind, detail=update.detail)
-                    host = self._outages.get(run.plan.host)
+                    # a node's note is about its host
+                    node_host = next((n.host for n in run.plan.nodes if n.name == update.node), run.plan.host)
+                    host = self._outages.get(node_host if update.node else run.plan.host)
                     if update.kind == "disconnected" and host is not None:
                         host.down(update.detail, since=update.since)
                     elif update.kind == "connected":
@@ -551,21 +590,29 @@ class Daemon:
         return SSHRunner(pool, target.host, port=target.port, user=target.user)
 
     def _plans_on(self, host: str) -> list[LaunchPlan]:
-        return [run.plan for run in self._running.values() if run.plan.host == host]
+        return [
+            run.plan
+            for run in self._running.values()
+            if run.plan.host == host or any(node.host == host for node in run.plan.nodes)
+        ]
 
     def _link(self, name: str) -> str:
         base = self._public_url or (f"http://{self._listen_host}:{self.port}" if self.port else "")
         return f"{base}/#{quote(name)}" if base else ""
 
     def _pool(self, plan: LaunchPlan) -> SSHPool | None:
-        if not plan.host:
+        return self._pool_of(plan.host, plan.ssh)
+
+    def _pool_of(self, host: str, ssh: SSHOptions | None) -> SSHPool | None:
+        # the host's one pool, shared by its launches and nodes
+        if not host:
             return None
-        pool = self._pools.get(plan.host)
-        if pool is None or (plan.ssh is not None and pool.options != plan.ssh):
+        pool = self._pools.get(host)
+        if pool is None or (ssh is not None and pool.options != ssh):
             if pool is not None:  # a reload changed how to reach the host (a new key): connect anew
                 assert self._tg is not None
                 self._tg.start_soon(pool.aclose)
-            pool = self._pools[plan.host] = SSHPool(plan.ssh)
+            pool = self._pools[host] = SSHPool(ssh)
         return pool
 
     def _sampler(self, plan: LaunchPlan) -> HostGpuSampler | None:

@@ -103,6 +103,7 @@ class SourceNoted:
     kind: str
     detail: str
     since: float | None = None
+    node: str = ""  # the node of a multi-node launch it is about (`watchdog.follow.nodes`); "" for one source
 
 
 @dataclass(frozen=True)

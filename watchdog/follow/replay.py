@@ -10,12 +10,13 @@ from typing import BinaryIO
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.compare import Baseline
+from watchdog.core.nodes import NodeReport, combine
 from watchdog.core.verdict import Verdict, build_verdict
 from watchdog.exceptions import UsageError
 from watchdog.profiles.loader import Profile, load_engine
 from watchdog.vocabulary import file_kind
 
-__all__ = ["CHUNK", "earlier_launch", "replay_path"]
+__all__ = ["CHUNK", "earlier_launch", "replay_nodes", "replay_path"]
 
 CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small enough for a flat RSS
 
@@ -56,6 +57,21 @@ def earlier_launch(
     """What a later launch is compared with of the log at `path`: its last incarnation's verdict's baseline."""
     analyzer, _ = replay_path(path, engine, profiles)
     return build_verdict(analyzer, analyzer.lifecycle.current).baseline()
+
+
+def replay_nodes(paths: Sequence[Path], engine: str | None = None, profiles: Sequence[Path] = ()) -> Verdict:
+    """Replay the logs of a multi-node launch, one file per node (named by its file's stem, the first serving);
+    return the launch's verdict (`watchdog.core.nodes.combine`: no arrival times, so a crash's first node is
+    the earliest by the logs' own times, else the first in `paths`)."""
+    reports = []
+    names: dict[str, int] = {}
+    for index, path in enumerate(paths):
+        _analyzer, verdict = replay_path(path, engine, profiles)
+        stem = path.stem or f"node{index}"
+        names[stem] = names.get(stem, 0) + 1
+        name = stem if names[stem] == 1 else f"{stem}-{names[stem]}"  # two logs of one name: told apart
+        reports.append(NodeReport(name, "", str(path), index == 0, verdict))
+    return combine(reports)
 
 
 def _open_log(path: Path) -> BinaryIO:
