@@ -4,10 +4,13 @@ log is a new incarnation from its first byte, and an end that a stop asked for i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
+from watchdog.core.arguments import from_command
+from watchdog.core.compare import Baseline
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Update
 from watchdog.follow.launching import ContainerCommand, Killed, LaunchCommand
 from watchdog.follow.sources import Ended, parse_target
@@ -22,11 +25,11 @@ CRASH = (LLAMACPP / "captured-llamacpp-context-too-large-cpu.log").read_bytes()
 
 
 class _Run:
-    def __init__(self) -> None:
+    def __init__(self, **follower: Any) -> None:
         self.clock = ManualClock()
         self.source = ScriptedSource()
         spec = LaunchSpec(name="t", target=parse_target("/x.log"), engine="llamacpp")
-        self.follower = LaunchFollower(spec, source=self.source, clock=self.clock)
+        self.follower = LaunchFollower(spec, source=self.source, clock=self.clock, **follower)
         self.updates: list[Update] = []
 
     async def collect(self) -> None:
@@ -105,3 +108,27 @@ def test_what_is_started_and_what_is_said() -> None:
     assert LaunchCommand(("x",), "logs/a.log").pid_file == "logs/a.log.pid"
     assert str(Killed(42, (42, 43, 44), "SIGTERM")) == "ended process group 42 (3 processes, SIGTERM)"
     assert str(Killed(42, (), None)) == "process group 42: nothing left running"
+
+
+async def test_a_relaunch_names_the_command_flag_that_changed() -> None:
+    """A run launch mode started with a command (llama.cpp prints no command line) has that command's
+    arguments besides the log's, and compared with the run before, its verdict names the flag whose value
+    changed (a secret's value masked)."""
+    words = ["llama-server", "-m", "/m/q.gguf", "--ctx-size", "{}", "--api-key", "sekrit"]
+    before = Baseline(1, arguments=from_command([w.format(4096) for w in words]))
+    run = _Run(numbered_after=1, earlier=(before,), command=[w.format(8192) for w in words])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        await run.source.append(READY)
+        await run.source.catch_up()
+        await run.source.settle()
+        await run.clock.advance(5)
+        await run.source.settle()
+        tg.cancel_scope.cancel()
+    verdict = run.follower.status().verdict
+    assert ("--api-key", "<redacted>") in [(a.flag, a.value) for a in verdict.arguments]
+    assert verdict.changes is not None
+    assert [(c.flag, c.before, c.after) for c in verdict.changes.arguments] == [
+        ("--ctx-size", "4096", "8192")
+    ]

@@ -306,7 +306,14 @@ def _follower(
     numbered_after = earlier.incarnation if earlier else 0
     before = (earlier,) if earlier else ()
     if not getattr(args, "nodes", ()):
-        return LaunchFollower(spec, pool=pool, numbered_after=numbered_after, earlier=before, offset=offset)
+        return LaunchFollower(
+            spec,
+            pool=pool,
+            numbered_after=numbered_after,
+            earlier=before,
+            offset=offset,
+            command=getattr(args, "argv", ()),  # `watchdog launch`'s command line
+        )
     from watchdog.cli.options import node_names  # noqa: PLC0415
     from watchdog.follow.nodes import Node, NodesFollower  # noqa: PLC0415
 

@@ -467,13 +467,20 @@ def verdict_of(
 
 
 def build_verdict(
-    analyzer: Analyzer, inc: Incarnation | None = None, *, earlier: Iterable[Baseline] = ()
+    analyzer: Analyzer,
+    inc: Incarnation | None = None,
+    *,
+    earlier: Iterable[Baseline] = (),
+    command: tuple[Argument, ...] = (),
 ) -> Verdict:
     """The verdict of `replay`, `watch` and /status: `inc` (default: the one a verdict reports) of `analyzer`.
 
     A crash with no traceback carries the last lines of the log as its `context`. Its `changes` are those since
     the launch before: the incarnation before it in the analyzer's history, else the newest of `earlier` (what
     the daemon's store keeps of the launch's earlier incarnations, or a log given to compare with) before it.
+    Its arguments are those the engine's own dump says, and those of `command` (launch mode's command line,
+    `arguments.from_command`) that the dump does not name: llama.cpp prints no command line, and a flag the
+    engine does not dump (a port) still tells a relaunch apart.
     """
     lc = analyzer.lifecycle
     inc = inc or lc.verdict_incarnation()
@@ -486,6 +493,11 @@ def build_verdict(
         incarnations=lc.current.number,  # the history keeps the last ones only
         context=tuple(analyzer.tail()) if crashed_bare else (),
     )
+    if command:
+        # the dump's word for a flag wins (SGLang's `mem_fraction_static` is `--mem-fraction-static`)
+        dumped = {a.flag for a in verdict.arguments}
+        extra = tuple(a for a in command if a.flag not in dumped)
+        verdict = replace(verdict, arguments=verdict.arguments + extra)
     before = [h for h in lc.history if h.number < inc.number]
     stored = max(
         (b for b in earlier if b.incarnation < inc.number), key=lambda b: b.incarnation, default=None

@@ -36,13 +36,14 @@ from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
-from watchdog.daemon.launches import Follower, LaunchPlan, Running
+from watchdog.daemon.launches import Follower, LaunchControl, LaunchPlan, Running
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.outages import REFUSED_PAUSE_MAX, RESTART_PAUSE, Host, Outages
 from watchdog.daemon.reload import PlanChanges, Reloads, diff_plans, resolve_unplanned
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
 from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, first_watchdog_error, reason_of
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
+from watchdog.follow.launching import LaunchCommand
 from watchdog.follow.nodes import Node, NodesFollower
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources import SSHOptions, SSHPool
@@ -405,6 +406,7 @@ class Daemon:
                 numbered_after=numbered_after,
                 clock=self._follower_clock,
                 earlier=run.earlier,
+                command=_command_words(plan.control),
             )
         clock = self._follower_clock or MonotonicClock()  # one clock for the nodes: their times compare
         nodes = [
@@ -671,3 +673,11 @@ def _cause(exc: BaseException) -> BaseException:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     return leaf
+
+
+def _command_words(control: LaunchControl | None) -> tuple[str, ...]:
+    # the words launch mode starts a launch with (a container's: its run options, image and command)
+    if control is None:
+        return ()
+    command = control.command
+    return command.argv if isinstance(command, LaunchCommand) else command.args

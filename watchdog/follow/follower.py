@@ -28,6 +28,7 @@ from anyio.abc import TaskStatus
 
 from watchdog.clock import Clock, MonotonicClock, wake_up
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.arguments import from_command
 from watchdog.core.compare import Baseline
 from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
 from watchdog.core.lifecycle import Incarnation, Transition
@@ -141,6 +142,8 @@ class LaunchFollower:
             given to compare with): a verdict says what changed since the one before it.
         offset: without checkpoints, where in the log to start reading (0: its start): `watchdog launch` reads
             only what its own run appends to a log that older runs wrote.
+        command: the command line launch mode started the server with: its arguments are the verdict's when
+            the engine prints no dump of its own (llama.cpp), so that a relaunch can name what changed.
     """
 
     def __init__(
@@ -154,6 +157,7 @@ class LaunchFollower:
         checkpoints: Checkpoints | None = None,
         numbered_after: int = 0,
         earlier: Sequence[Baseline] = (),
+        command: Sequence[str] = (),
         offset: int = 0,
     ) -> None:
         self.spec = spec
@@ -166,6 +170,7 @@ class LaunchFollower:
         self._runs = 0  # runs `watchdog start` started (`process_started`)
         self._numbered_after = numbered_after
         self._earlier = tuple(earlier)
+        self._command = from_command(command) if command else ()
         self.analyzer = Analyzer(
             load_engine(spec.engine, spec.profiles),
             stall_after=spec.stall_after,
@@ -455,7 +460,9 @@ class LaunchFollower:
         await self._send.send(self.concluded)
 
     def _verdict(self, inc: Incarnation) -> Verdict:
-        v = build_verdict(self.analyzer, inc, earlier=self._earlier).with_facts(self._trend.facts())
+        v = build_verdict(self.analyzer, inc, earlier=self._earlier, command=self._command).with_facts(
+            self._trend.facts()
+        )
         if v.missing_log is not None and self._missing is not None:
             path, found, at = self._missing
             missing = MissingLog(v.missing_log.overdue, path, at, max(0.0, self.now() - found))
