@@ -63,8 +63,10 @@ POLL_INTERVAL = 0.25  # seconds between looks at a container that is not there y
 # `logs --follow` has given the whole log so far.
 CAUGHT_UP_QUIET = 0.1
 RETRY_INITIAL = 0.1
-# How long an exit by SIGKILL (137) is looked at again for the OOM kill that may follow it into the state
-OOM_SETTLE = 1.2
+# How long an exit by SIGKILL (137) is looked at again for the OOM kill that may follow it into the state (the
+# runtime's OOM event reached the state 1.2 s after the exit on a loaded CI machine), and how often
+OOM_SETTLE = 2.0
+OOM_LOOK = 0.1
 SIGKILL_EXIT = 137
 RETRY_MAX = 5.0
 _BUFFER = 64  # items queued for the consumer before the reader waits for it
@@ -289,7 +291,7 @@ class _Reader:
         for a moment, as long as the run stays over."""
         deadline = anyio.current_time() + OOM_SETTLE
         while state.exit_code == SIGKILL_EXIT and not state.oom_killed and anyio.current_time() < deadline:
-            await anyio.sleep(OOM_SETTLE / 5)
+            await anyio.sleep(OOM_LOOK)
             again = await self.src.inspect()
             if again is None or again.stream != state.stream or (again.running and not again.restarting):
                 break
