@@ -270,6 +270,24 @@ def test_launch_mode_keys_are_checked(tmp_path: Path, text: str, key: str, fragm
     assert fragment in str(caught.value)
 
 
+def test_start_and_stop_over_http_need_basic_auth(tmp_path: Path) -> None:
+    """A daemon without basic auth refuses start and stop over HTTP (403, saying what to set), whoever can
+    reach its loopback port: nothing is started, no log or pid file is written."""
+    log = tmp_path / "never.log"
+    launches = f'[launches.a]\nlog = "{log}"\ncommand = ["sleep", "1000"]\n'
+    daemon = DaemonProcess(_config(tmp_path, launches, auth=False), deadline=DEADLINE)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        for action in ("start", "stop"):
+            status, body = _post(f"{url}launches/a/{action}", headers={"Content-Type": "application/json"})
+            assert status == 403, body
+            assert "basic_auth_user" in body["error"]
+    finally:
+        daemon.close()
+    assert not log.exists()
+    assert not Path(f"{log}.pid").exists()
+
+
 def test_a_launch_with_a_command_follows_its_pid_file(tmp_path: Path) -> None:
     """A launch with a command gets its process evidence from the pid file launch mode writes beside its log,
     and its plan carries the command with its directory and environment."""
@@ -322,11 +340,11 @@ command = {_toml_list(run)}
 env = {{ CASE = "crash" }}
 kill_on_crash = true
 """
-    config = _config(tmp_path, launches, auth=False)
+    config = _config(tmp_path, launches)
     daemon = DaemonProcess(config, deadline=DEADLINE, env=docker.env())
     try:
         url = daemon.wait(event="http_listening")["url"]
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **_auth()}
         status, body = _post(f"{url}launches/boxed/start", headers=headers)
         assert status == 200, body
         assert body["started"]["container"] == "i29-boxed"

@@ -231,7 +231,7 @@ def make_app(
     for its own origin. With a `probe_token`, /launches/NAME/ready also takes `Authorization: Bearer TOKEN`
     (`_probe_token`). `status_of(name)`: one launch's status, None when there is none (default: looked up in
     `statuses()`). With `control` (launch mode), `POST /launches/NAME/start` and `.../stop` start and stop a
-    launch's command (`_control_handler`).
+    launch's command (`_control_handler`), with basic auth only: without it they are refused (403).
     """
     check = _basic_auth(*basic_auth) if basic_auth is not None else _host_check(host_names)
     if probe_token is not None:
@@ -303,9 +303,23 @@ def make_app(
     app.router.add_get("/launches/{name}/ready", ready)  # HEAD too (aiohttp adds it)
     app.router.add_get("/", page)
     if control is not None:
-        app.router.add_post("/launches/{name}/{action:start|stop}", _control_handler(control, host_names))
+        # starting and killing servers (on other hosts too, with the daemon's SSH keys) is for those who hold
+        # the credentials, not for every account that can reach a loopback port
+        handler = _control_handler(control, host_names) if basic_auth is not None else _control_refused
+        app.router.add_post("/launches/{name}/{action:start|stop}", handler)
     app.on_response_prepare.append(_security_headers)
     return app
+
+
+async def _control_refused(request: web.Request) -> web.Response:
+    # launch mode's start and stop without basic auth: refused, saying how to allow them
+    return web.json_response(
+        {
+            "error": "start and stop over HTTP need basic auth: set [daemon] basic_auth_user and "
+            "basic_auth_password (docs/launch-mode.md)"
+        },
+        status=403,
+    )
 
 
 def _control_handler(control: Control, host_names: frozenset[str]) -> Handler:
