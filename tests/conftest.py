@@ -169,11 +169,11 @@ def require_binary(name: str, package: str, require: str) -> str:
     return path
 
 
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
-    """A throwaway sshd on 127.0.0.1 with generated host and user keys, for the whole session."""
+def running_sshd(directory: Path) -> Iterator[SSHDServer]:
+    """A throwaway sshd on 127.0.0.1 with generated host and user keys in `directory`, until the generator
+    ends (a fixture's body: `yield from`); `unavailable` without OpenSSH."""
     try:
-        server = start_sshd(tmp_path_factory.mktemp("sshd"))
+        server = start_sshd(directory)
     except SSHDUnavailable as exc:
         unavailable(str(exc))
         raise  # unreachable: skip and fail raise
@@ -181,6 +181,12 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
         yield server
     finally:
         stop_sshd(server)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
+    """A throwaway sshd on 127.0.0.1 with generated host and user keys, for the whole session."""
+    yield from running_sshd(tmp_path_factory.mktemp("sshd"))
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import unavailable
-from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
+from conftest import running_sshd
+from sshd_server import SSHDServer
 
 from watchdog.follow.follower import Concluded, LaunchFollower, Transitioned
 from watchdog.follow.nodes import Node, NodesFollower
@@ -28,15 +28,7 @@ WITHIN = 1.0  # seconds from the error line to the launch's verdict (issue 29's 
 @pytest.fixture(scope="module")
 def sshd2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
     """A second throwaway sshd on 127.0.0.1: the second node's host."""
-    try:
-        server = start_sshd(tmp_path_factory.mktemp("sshd2"))
-    except SSHDUnavailable as exc:
-        unavailable(str(exc))
-        raise  # unreachable: skip and fail raise
-    try:
-        yield server
-    finally:
-        stop_sshd(server)
+    yield from running_sshd(tmp_path_factory.mktemp("sshd2"))
 
 
 def options(server: SSHDServer) -> SSHOptions:
