@@ -25,7 +25,7 @@ from children import descendants, end
 from docker_daemon import DockerDaemon, DockerUnavailable, running_dockerd
 from http_receiver import Receiver, running_receiver
 from journald_server import JournaldUnavailable, ensure_journald
-from sshd_server import SSHDServer, SSHDUnavailable, start_sshd, stop_sshd
+from sshd_server import SSHDServer, SSHDUnavailable, running_sshd, start_sshd, stop_sshd
 
 from watchdog.follow.sources.sshpool import SSHOptions
 
@@ -169,24 +169,20 @@ def require_binary(name: str, package: str, require: str) -> str:
     return path
 
 
-def running_sshd(directory: Path) -> Iterator[SSHDServer]:
-    """A throwaway sshd on 127.0.0.1 with generated host and user keys in `directory`, until the generator
-    ends (a fixture's body: `yield from`); `unavailable` without OpenSSH."""
+def sshd_or_skip(directory: Path) -> Iterator[SSHDServer]:
+    """`sshd_server.running_sshd` in `directory` as a fixture's body (`yield from`): `unavailable` without
+    OpenSSH."""
     try:
-        server = start_sshd(directory)
+        with running_sshd(directory) as server:
+            yield server
     except SSHDUnavailable as exc:
         unavailable(str(exc))
-        raise  # unreachable: skip and fail raise
-    try:
-        yield server
-    finally:
-        stop_sshd(server)
 
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
     """A throwaway sshd on 127.0.0.1 with generated host and user keys, for the whole session."""
-    yield from running_sshd(tmp_path_factory.mktemp("sshd"))
+    yield from sshd_or_skip(tmp_path_factory.mktemp("sshd"))
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import running_sshd
+from conftest import sshd_or_skip
 from sshd_server import SSHDServer
 
 from watchdog.follow.follower import Concluded, LaunchFollower, Transitioned
@@ -28,7 +28,7 @@ WITHIN = 1.0  # seconds from the error line to the launch's verdict (issue 29's 
 @pytest.fixture(scope="module")
 def sshd2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHDServer]:
     """A second throwaway sshd on 127.0.0.1: the second node's host."""
-    yield from running_sshd(tmp_path_factory.mktemp("sshd2"))
+    yield from sshd_or_skip(tmp_path_factory.mktemp("sshd2"))
 
 
 def options(server: SSHDServer) -> SSHOptions:
