@@ -49,7 +49,7 @@ def _corrections(dirs: list[Path]) -> tuple[dict[str, Any], set[str]]:
 def score_case(label_path: Path, corrected: dict[str, Any], no_engine: set[str]) -> dict[str, bool | None]:
     """Each field of one case: True (right), False (wrong) or None (the label does not say)."""
     label = {**json.loads(label_path.read_text(encoding="utf-8")), **corrected.get(label_path.stem, {})}
-    _, v = replay_path(label_path.with_suffix(".log"))
+    v = replay_path(label_path.with_suffix(".log"))[1].to_json()
     err = v["error"] or {}
     crashed = label["outcome"] == "crashed"
     outcome = OUTCOME.get(exit_code(State(v["state"]), v["phase"]), "other")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             misses.append(f"  {path.parent.name}/{path.stem}: {', '.join(wrong)}")
         if label["outcome"] == "crashed":
             crashes += 1
-            _, v = replay_path(path.with_suffix(".log"))
+            v = replay_path(path.with_suffix(".log"))[1].to_json()
             other += bool(v["error"]) and v["error"]["category"] == "other"
             state, after = crash_latency(path.with_suffix(".log"))
             if state == "crashed" and after is not None:
