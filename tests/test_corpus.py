@@ -39,6 +39,45 @@ KNOWN_GAPS: dict[str, str] = {
         "crashed in phase ready, label capturing_graphs: vllm.toml's ready rule on 'Supported tasks:' fires "
         "before the API server's init_app_state (static LoRAs, then the port): a crash there is before ready"
     ),
+    # New real logs of issue 30 (labelled before the first run), not yet read right:
+    "vllm-no-kernel-image-rtx50-enginecore-14452": (
+        "category unsupported, label cuda: 'CUDA error: no kernel image is available' is a CUDA error (issue 30)"
+    ),
+    "ollama-runner-exit-status-2-deepseek-r1-9241": (
+        "phase starting, label loading_weights: the runner dies while loading the model for the request"
+    ),
+    "llamacpp-silent-exit-pretokenizer-no-error-11819": (
+        "no verdict (loading_weights), label crashed: llama-server exits with no error line at the default log level; "
+        "the shell prompt coming back after the loader's summary is the only sign of the death"
+    ),
+    "llamacpp-compute-buffer-oom-retried-without-pp-pr26297": (
+        "crashed/oom, label incomplete: the compute-buffer cudaMalloc failure is retried ('retrying without pipeline "
+        "parallelism') and loading goes on: a false alarm"
+    ),
+    "vllm-metal-enginedead-first-chat-112": (
+        "phase starting, label ready: a request answered 200 before the EngineDeadError shows the server was serving"
+    ),
+    "llamacpp-batch-size-0-n-outputs-assert-28525": (
+        "phase starting, label allocating_kv_cache: the assert is in llama-context.cpp, context init after the weights"
+    ),
+    "sglang-diffusion-config-file-indexerror-21352": (
+        "category other, label config: an IndexError raised by the argument parser reading the --config file "
+        "(_pull_args_from_config)"
+    ),
+    "vllm-tritonserver-backend-stat-loggers-typeerror-8578": (
+        "no verdict, label crashed/import: Triton's 'Failed to initialize Python stub: TypeError: ... unexpected "
+        "keyword argument' (a glog line of the vLLM backend) is not read as fatal"
+    ),
+    "trtllm-serve-flash-attn-undefined-symbol-4392": (
+        "category other and the wrapper 'Failed to import transformers...' as the cause, label import: the loader's "
+        "'undefined symbol' line under it is the cause"
+    ),
+    "tgi-serving-chat-completions-success-lines-ogx2421": (
+        "no verdict, label ready: the router's per-request 'Success' lines are not taken as a sign of serving"
+    ),
+    "llamacpp-lemonade-wrapper-server-failed-to-start-1462": (
+        "no verdict, label crashed: a manager's 'llama-server failed to start' (model_load_error) is not read as a death"
+    ),
 }
 
 
