@@ -78,6 +78,39 @@ KNOWN_GAPS: dict[str, str] = {
     "llamacpp-lemonade-wrapper-server-failed-to-start-1462": (
         "no verdict, label crashed: a manager's 'llama-server failed to start' (model_load_error) is not read as a death"
     ),
+    "ollama-intel-gpu-neo-abort-runner-exit-2-mattcurf22": (
+        "category other and phase starting, label cuda/loading_weights: the GPU runtime's own 'Abort was called at 63 line "
+        "in file:' (Intel NEO) is not taken as the cause of the runner's exit status 2"
+    ),
+    "vllm-incomplete-routes-listed-before-uvicorn-club3090-74": (
+        "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
+        "complete' (ready called before the port accepts, issue 30)"
+    ),
+    "tgi-router-illegal-memory-access-prefill-after-ready-2593": (
+        "phase starting, label ready: the router's prefill batches (requests being served) are not a sign of ready"
+    ),
+    "llamacpp-illegal-memory-access-after-53-minutes-27749": (
+        "phase starting and engine generic, label ready/llamacpp: one ggml CUDA error line whose llama.cpp timestamp "
+        "prefix says 53 minutes of uptime"
+    ),
+    "ollama-deepseek-v2-k-shift-abort-sigsegv-decode-8492": (
+        "category other ('SIGSEGV' chosen over the abort 'The current context does not support K-shift') and phase "
+        "starting, label unsupported/ready: the llama_decode/processBatch frames are a request being served"
+    ),
+    "ollama-ggml-cpu-get-rows-assert-sigsegv-decode-9352": (
+        "phase starting, label ready: the GGML_ASSERT comes in llama_decode from processBatch (a request being served)"
+    ),
+    "llamacpp-server-failed-to-open-gguf-file-15919": (
+        "root cause: the generic 'error loading model' chosen over 'gguf_init_from_file: failed to open GGUF file' "
+        "(issue 30)"
+    ),
+    "vllm-keyerror-w13-weight-glm45-air-progress-after-error-23025": (
+        "category other and the wrapper 'EngineCore failed to start.' as the cause, label model_load: the worker's "
+        "KeyError above it (a progress bar and a torch warning come between) is the cause"
+    ),
+    "llamacpp-server-invalid-argument-hf-old-build-llamavim36": (
+        "engine generic, label llamacpp: llama-server is named only in the typed command before the argument error"
+    ),
 }
 
 
