@@ -111,6 +111,18 @@ KNOWN_GAPS: dict[str, str] = {
     "llamacpp-server-invalid-argument-hf-old-build-llamavim36": (
         "engine generic, label llamacpp: llama-server is named only in the typed command before the argument error"
     ),
+    "vllm-request-preprocessing-error-traceback-only-20409": (
+        "false alarm: a request's traceback through serving_chat ('Error in preprocessing prompt inputs', a 400) "
+        "is called a crash at starting; the request path says the server was serving"
+    ),
+    "vllm-max-context-length-request-valueerror-one-line-specreason4": (
+        "false alarm: one serving_chat line with a request's max-context ValueError is called a crash (engine "
+        "generic); a request's validation error, the server serves on"
+    ),
+    "llamacpp-server-invalid-input-batch-request-500-17316": (
+        "phase starting, label ready: the excerpt is a request's decode error lines (slot, send_error, HTTP 500) "
+        "without the startup; the serving lines are not taken as ready"
+    ),
 }
 
 
