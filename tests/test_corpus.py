@@ -123,6 +123,26 @@ KNOWN_GAPS: dict[str, str] = {
         "phase starting, label ready: the excerpt is a request's decode error lines (slot, send_error, HTTP 500) "
         "without the startup; the serving lines are not taken as ready"
     ),
+    "sglang-load-weights-assertion-weight-scale-traceback-only-36616": (
+        "category assertion, label model_load: an AssertionError raised in model.load_weights about a checkpoint "
+        "weight is a checkpoint/model mismatch (as the old gemma load_weights AssertionError case)"
+    ),
+    "trtllm-triton-whisper-encoder-decoder-paths-empty-one-line-tb835": (
+        "category assertion, label config: TRT-LLM's 'Assertion failed: Both encoder and decoder model paths are "
+        "empty' states a model-config value (engine paths not filled in config.pbtxt)"
+    ),
+    "llamacpp-swap-docker-failed-to-open-gguf-exit-1-llamaswap376": (
+        "root: the loader's generic 'error loading model' line over the first error 'failed to open GGUF file' "
+        "(as 15919), under a docker compose prefix"
+    ),
+    "vllm-engine-core-died-unexpectedly-one-line-dsocr110": (
+        "no verdict and engine generic, label crashed/vllm: the one line 'Engine core proc EngineCore_DP0 died "
+        "unexpectedly, shutting down client.' (core_client.py) is not read as fatal"
+    ),
+    "trtllm-triton-backend-library-not-found-tritonserver7950": (
+        "no verdict, label crashed/import: Triton's E-line \"failed to load 'tensorrt_llm' version 1: ... unable "
+        "to find backend library for backend 'tensorrtllm'\" is not read as fatal"
+    ),
 }
 
 
