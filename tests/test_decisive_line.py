@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.lifecycle import State
 from watchdog.follow.replay import replay_path
+from watchdog.profiles.loader import load_engine
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
@@ -30,3 +33,58 @@ def test_llamacpp_gguf_bad_magic_over_the_loaders_error_from_path() -> None:
     """With the path in the loader's error (b5760), the specific 'failed to read magic' is still the cause."""
     error = _error("llamacpp", "llamacpp-server-model-path-is-directory-failed-magic-b3rgundy")
     assert error["summary"] == "gguf_init_from_file_impl: failed to read magic"
+
+
+_LEAK = (
+    "/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There appear to "
+    "be 1 leaked semaphore objects to clean up at shutdown\n"
+    "  warnings.warn('resource_tracker: There appear to be %d '\n"
+)
+_LOADING = (
+    "INFO 05-04 17:53:25 [gpu_model_runner.py:1329] Starting to load model /m...\n"
+    "Loading safetensors checkpoint shards:   0% Completed | 0/46 [00:00<?, ?it/s]\n"
+    "Loading safetensors checkpoint shards:   2% Completed | 1/46 [00:00<00:13,  3.45it/s]\n"
+)
+
+
+def _analyzer() -> Analyzer:
+    return Analyzer(load_engine("vllm"), crash_grace=5.0)
+
+
+def test_interpreter_shutdown_warnings_while_loading_are_a_silent_death() -> None:
+    """A log that ends inside a progress bar, then only the interpreter's shutdown warnings: a crash (killed)
+    whose summary says its cause is not in the log; live, it is said once `crash_grace` passes with no
+    progress, not left as a launch still loading."""
+    a = _analyzer()
+    a.feed((_LOADING + _LEAK).encode(), now=0.0)
+    assert a.state == State.LOADING_WEIGHTS
+    a.tick(4.9)
+    assert a.state == State.LOADING_WEIGHTS
+    a.tick(5.0)
+    assert a.state == State.CRASHED
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "killed"
+    assert error.summary.startswith("the process died without an error of its own in the log")
+    assert "not in this log" in error.hint
+
+
+def test_interpreter_shutdown_warnings_make_the_pending_error_the_crash_at_once() -> None:
+    """An error no rule marks fatal, then the interpreter's shutdown warnings: the process is gone, so the
+    error is the crash at that line, without waiting for `crash_grace`."""
+    a = _analyzer()
+    a.feed((_LOADING + "RuntimeError: shard 2 is truncated\n" + _LEAK).encode(), now=0.0)
+    assert a.state == State.CRASHED
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary == "RuntimeError: shard 2 is truncated"
+
+
+def test_progress_after_shutdown_warnings_excuses_them() -> None:
+    """A helper process of the engine's own may exit with the warnings (vLLM PR #30284's tokenizer pool): the
+    launch going on after them was not dead."""
+    a = _analyzer()
+    a.feed((_LOADING + _LEAK).encode(), now=0.0)
+    a.feed(b"Loading safetensors checkpoint shards:   4% Completed | 2/46 [00:01<00:35,  1.26it/s]\n", now=1.0)
+    a.tick(10.0)
+    assert a.state == State.LOADING_WEIGHTS

@@ -18,6 +18,7 @@ from watchdog.core.categories import categorize
 from watchdog.core.durations import Seen, duration
 from watchdog.core.findings import (
     ArgumentsFound,
+    DyingWords,
     ErrorSeen,
     Event,
     FactFound,
@@ -245,6 +246,8 @@ class Lifecycle:
         elif isinstance(event, LogMissing):
             # the clock started above: past `stall_after` it is said, as a log that does not exist (`to_json`)
             inc.log_missing = inc.state in UNBEGUN_STATES and inc.phase == State.PENDING
+        elif isinstance(event, DyingWords):
+            self._dying(inc, event, now, out)
         elif isinstance(event, StopSeen):
             if inc.state not in TERMINAL_STATES and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
@@ -497,6 +500,32 @@ class Lifecycle:
         if self._fatal(inc, cand):
             self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
 
+    def _dying(self, inc: Incarnation, event: DyingWords, now: float, out: list[Transition]) -> None:
+        # The interpreter's shutdown warnings: a process exited. While starting, with no stop seen, an error
+        # pending is then a crash at once (its process is gone). With none, the death the log does not explain
+        # (a SIGKILL, the kernel's OOM killer, a native crash) is pending like an error: progress excuses it (a
+        # helper process of its own exited: vLLM PR #30284, a tokenizer's pool), else it is the crash (the end
+        # of the log, the process gone, or `crash_grace` without progress). After ready they decide nothing
+        # here: a server that was ready and is stopped prints them too.
+        if inc.state in TERMINAL_STATES or inc.phase == State.READY:
+            return
+        if inc.pending_since is not None:
+            self._crash(inc, now, out, event.line, event.at, reason=f"its last words: {event.words}")
+            return
+        self._error(
+            inc,
+            Candidate(
+                f"the process died without an error of its own in the log; its last words: {event.words}",
+                event.line,
+                category=Category.KILLED,
+                kind="rule",
+                hint=_SILENT_DEATH_HINT,
+                at=event.at,
+            ),
+            now,
+            out,
+        )
+
     @staticmethod
     def _fatal(inc: Incarnation, cand: Candidate) -> bool:
         # Certain now: a fatal line; or, while the launch is starting, an exception out of a startup step, or an
@@ -578,6 +607,12 @@ def _live(inc: Incarnation) -> list[Candidate]:
         earlier = [c for c in inc.candidates[: inc.pending_index] if c.role != "wrapper" and not c.noise]
         return earlier + live
     return live
+
+
+_SILENT_DEATH_HINT = (
+    "the process died without printing why: its cause is not in this log (a SIGKILL, often the kernel's OOM "
+    "killer: check `dmesg -T` and host RAM, or a native crash); only the interpreter's shutdown warnings came"
+)
 
 
 def _oom_killed_hint(limit: int | None) -> str:
