@@ -88,3 +88,11 @@ def test_progress_after_shutdown_warnings_excuses_them() -> None:
     a.feed(b"Loading safetensors checkpoint shards:   4% Completed | 2/46 [00:01<00:35,  1.26it/s]\n", now=1.0)
     a.tick(10.0)
     assert a.state == State.LOADING_WEIGHTS
+
+
+def test_ggml_host_allocation_failure_is_the_oom_cause_of_the_assert_after_it() -> None:
+    """ggml_aligned_malloc's 'insufficient memory' is the cause (oom): the allocator's 'failed to allocate
+    buffer' lines are its wrappers and the GGML_ASSERT on the missing buffer its consequence."""
+    error = _error("llamacpp", "llamacpp-ggml-aligned-malloc-insufficient-memory-gallocr-assert-issue10956")
+    assert error["summary"] == "ggml_aligned_malloc: insufficient memory (attempted to allocate 655521.35 MB)"
+    assert error["category"] == "oom"
