@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.lifecycle import State
 from watchdog.follow.replay import replay_path
@@ -96,3 +98,82 @@ def test_ggml_host_allocation_failure_is_the_oom_cause_of_the_assert_after_it() 
     error = _error("llamacpp", "llamacpp-ggml-aligned-malloc-insufficient-memory-gallocr-assert-issue10956")
     assert error["summary"] == "ggml_aligned_malloc: insufficient memory (attempted to allocate 655521.35 MB)"
     assert error["category"] == "oom"
+
+
+@pytest.mark.parametrize(
+    ("engine", "kv_line", "line"),
+    [
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(EngineCore pid=316) INFO 08-21 18:37:40 [monitor.py:53] torch.compile took 0.06 s in total",
+            id="vllm-torch-compile-took",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "INFO 06-02 11:03:11 [backends.py:170] Compiling a graph for general shape takes 36.76 s",
+            id="vllm-general-shape",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(EngineCore pid=316) INFO 08-21 18:37:40 [decorators.py:311] Directly load AOT compilation from path "
+            "/root/.cache/vllm/torch_compile_cache/torch_aot_compile/c0e571401d1318c9ef3627754df9cd2cc61a7e210c70b70"
+            "847bbcc1216c48405/rank_0_0/model",
+            id="vllm-aot-load",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "DeepGemm(fp8_gemm_nt) warmup (W=torch.Size([4096, 7168])): 100%|██████████| 8192/8192 "
+            "[01:01<00:00, 133.63it/s]",
+            id="vllm-deepgemm-warmup",
+        ),
+        pytest.param(
+            "sglang",
+            "[2024-12-06 16:06:48 TP0] Memory pool end. avail mem=11.55 GB",
+            "Compiling num tokens (num_tokens=8192):   2%|▏         | 1/58 [00:02<02:12,  2.32s/it]",
+            id="sglang-compiling-num-tokens",
+        ),
+    ],
+)
+def test_compile_and_warm_up_after_the_kv_cache_are_capturing_graphs(engine: str, kv_line: str, line: str) -> None:
+    """torch.compile and the kernels' warm-up after the KV cache are capturing_graphs, in the wordings of the
+    releases that print them (lines as published in 2025-2026 logs), not allocating_kv_cache."""
+    a = Analyzer(load_engine(engine))
+    a.feed(f"{kv_line}\n".encode(), now=0.0)
+    assert a.state == State.ALLOCATING_KV_CACHE
+    a.feed(f"{line}\n".encode(), now=1.0)
+    assert a.state == State.CAPTURING_GRAPHS
+
+
+# Frames as vLLM 0.1x-0.2x prints them (vllm#50705, tenstorrent/tt-inference-server#2995): the warm-up after the
+# KV cache runs inside EngineCore._initialize_kv_caches, a KV-cache startup step.
+_WARMUP_CRASH = """\
+(EngineCore pid=4140) INFO 08-03 17:46:10 [kv_cache_utils.py:849] GPU KV cache size: 1,472,416 tokens
+(EngineCore pid=4140) INFO 08-03 17:46:12 [kernel_warmup.py:64] Warming up FlashInfer attention.
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330] EngineCore failed to start.
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330] Traceback (most recent call last):
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/engine/core.py", line 136, in __init__
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     kv_cache_config = self._initialize_kv_caches(vllm_config)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/engine/core.py", line 324, in _initialize_kv_caches
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     self.model_executor.initialize_from_config(kv_cache_configs)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/executor/abstract.py", line 118, in initialize_from_config
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     self.collective_rpc("compile_or_warm_up_model")
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/worker/gpu_worker.py", line 208, in compile_or_warm_up_model
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     kernel_warmup(self)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/model_executor/warmup/kernel_warmup.py", line 64, in kernel_warmup
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     flashinfer_autotune(worker.model_runner)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330] RuntimeError: Ninja build failed.
+"""
+
+
+def test_a_crash_in_the_warm_up_inside_a_kv_cache_step_is_in_capturing_graphs() -> None:
+    """The warm-up (kernel_warmup, compile_or_warm_up_model) runs inside vLLM's _initialize_kv_caches step: the
+    error's own innermost frames put the crash in capturing_graphs, not the enclosing step's allocating_kv_cache."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(_WARMUP_CRASH.encode(), now=0.0)
+    a.finish(now=0.0)
+    assert a.state == State.CRASHED
+    assert a.lifecycle.current.crash_phase == State.CAPTURING_GRAPHS

@@ -592,10 +592,17 @@ def _phase_name(state: State) -> str:
 def _step_phase(err: Error | None, phase: State) -> State:
     # The startup step an exception was raised out of names the phase it crashed in, in whatever order the
     # engine's markers came: vLLM's CPU backend warms up (a capture-phase marker) before it sizes the KV cache.
+    # Unless the error's own frames point at a later phase within that step: torch.compile and the warm-up run
+    # inside vLLM's KV-cache steps (profile_run, _initialize_kv_caches -> compile_or_warm_up_model).
     if err is None or err.step_phase is None or phase not in STARTUP_PHASES:
         return phase
     step = _PHASES[err.step_phase]
-    return step if step in STARTUP_PHASES else phase
+    if step not in STARTUP_PHASES:
+        return phase
+    hinted = _PHASES.get(err.phase_hint or "")
+    if hinted is not None and hinted in STARTUP_PHASES and _ORDER[hinted] > _ORDER[step]:
+        return hinted
+    return step
 
 
 def _live(inc: Incarnation) -> list[Candidate]:
