@@ -177,3 +177,57 @@ def test_a_crash_in_the_warm_up_inside_a_kv_cache_step_is_in_capturing_graphs() 
     a.finish(now=0.0)
     assert a.state == State.CRASHED
     assert a.lifecycle.current.crash_phase == State.CAPTURING_GRAPHS
+
+
+def test_an_error_raised_while_tearing_down_is_not_the_root_cause() -> None:
+    """An AttributeError raised in shutdown() while handling the start-up failure (the executor's workers were
+    never built; frames as in vllm#25381) is the aftermath: the failure it handled is the root cause."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(
+        b"Traceback (most recent call last):\n"
+        b'  File "/v/vllm/v1/executor/multiproc_executor.py", line 95, in _init_executor\n'
+        b"    self._start_workers()\n"
+        b'  File "/v/vllm/v1/executor/multiproc_executor.py", line 120, in _start_workers\n'
+        b'    raise RuntimeError("worker 3 could not start")\n'
+        b"RuntimeError: worker 3 could not start\n"
+        b"\n"
+        b"During handling of the above exception, another exception occurred:\n"
+        b"\n"
+        b"Traceback (most recent call last):\n"
+        b'  File "/root/anaconda3/envs/janus_pro/lib/python3.10/site-packages/vllm/v1/executor/multiproc_executor.py",'
+        b" line 228, in shutdown\n"
+        b"    for w in self.workers:\n"
+        b"AttributeError: 'MultiprocExecutor' object has no attribute 'workers'\n",
+        now=0.0,
+    )
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary == "RuntimeError: worker 3 could not start"
+
+
+_ZMQ_TEARDOWN = """\
+future: <Task finished name='Task-28' coro=<MQLLMEngineClient.run_output_handler_loop() done, defined at \
+/usr/local/lib/python3.10/dist-packages/vllm/engine/multiprocessing/client.py:178> exception=ZMQError('Operation not \
+supported')>
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/multiprocessing/client.py", line 184, in \
+run_output_handler_loop
+    while await self.output_socket.poll(timeout=VLLM_RPC_TIMEOUT
+  File "/usr/local/lib/python3.10/dist-packages/zmq/_future.py", line 400, in poll
+    raise _zmq.ZMQError(_zmq.ENOTSUP)
+zmq.error.ZMQError: Operation not supported
+Task exception was never retrieved
+"""
+
+
+def test_a_death_named_only_by_its_zeromq_teardown_says_its_cause_is_not_in_the_log() -> None:
+    """vLLM's API server polling a socket its dead engine closed (vllm#10856, as published): ZeroMQ's 'Operation
+    not supported' names no missing feature; the verdict is a death whose cause is not in the log."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(_ZMQ_TEARDOWN.encode(), now=0.0)
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "killed"
+    assert "died without a word of its own" in error.hint

@@ -204,8 +204,20 @@ class Rank(NamedTuple):
 
 
 def _is_consequence(c: Candidate, profile: Profile) -> bool:
-    # the news that another part went away (the profile's [[consequence]]), not what went wrong
-    return any(p.search(c.summary) for p in profile.consequences)
+    # the news that another part went away (the profile's [[consequence]]), not what went wrong; or an error
+    # raised while tearing down after the failure (the profile's [[teardown]]: a shutdown() or __del__ that
+    # finds what never got built)
+    return any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile)
+
+
+def _in_teardown(c: Candidate, profile: Profile) -> bool:
+    if not profile.teardowns or not c.traceback:
+        return False
+    frames = _FRAME_FN.findall("\n".join(c.traceback))
+    if not frames:
+        return False
+    where = f"{frames[-1]}\n{c.summary}"
+    return any(p.search(where) for p in profile.teardowns)
 
 
 def rank(c: Candidate, category: Category, index: int, profile: Profile, *, handled: bool = False) -> Rank:
