@@ -231,3 +231,44 @@ def test_a_death_named_only_by_its_zeromq_teardown_says_its_cause_is_not_in_the_
     assert error is not None
     assert error.category == "killed"
     assert "died without a word of its own" in error.hint
+
+
+# vLLM with an unwritable HOME/.cache (lines and paths as in Center-for-AI-Innovation/LLMFlux#59, 2026-02; the
+# frames are registry.py's own): the model-info cache that cannot be saved is logged with its traceback and
+# survived; the engine fails later, when FlashInfer cannot create its workspace.
+_CACHE_NOT_SAVED = """\
+(APIServer pid=387076) INFO 02-25 14:06:40 [utils.py:253] non-default args: {'model': '/m'}
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711] Error saving model info cache.
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711] Traceback (most recent call last):
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]   File "/app/venv/lib/python3.12/site-packages/vllm/\
+model_executor/models/registry.py", line 705, in _save_modelinfo_to_cache
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]     cache_dir.mkdir(parents=True, exist_ok=True)
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]   File "/usr/lib/python3.12/pathlib.py", line 1313, in mkdir
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]     os.mkdir(self, mode)
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711] FileNotFoundError: [Errno 2] No such file or directory: \
+'/u/minum/.cache/vllm'
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946] EngineCore failed to start.
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946] Traceback (most recent call last):
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946]   File "/app/venv/lib/python3.12/site-packages/flashinfer/\
+jit/core.py", line 18, in <module>
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946]     os.makedirs(jit_env.FLASHINFER_WORKSPACE_DIR, exist_ok=True)
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946]   File "<frozen os>", line 225, in makedirs
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946] FileNotFoundError: [Errno 2] No such file or directory: \
+'/u/minum/.cache/flashinfer'
+"""
+
+
+def test_a_cache_that_cannot_be_saved_is_not_the_crash_nor_its_root_cause() -> None:
+    """vLLM logs the model-info cache it cannot save with a traceback and goes on: when the launch fails later,
+    the later failure is the root cause, and the cache's traceback alone is no crash."""
+    first = _CACHE_NOT_SAVED.split("(EngineCore_DP0")[0]
+    a = Analyzer(load_engine("vllm"))
+    a.feed(first.encode(), now=0.0)
+    a.finish(now=0.0)
+    assert a.state != State.CRASHED
+    a = Analyzer(load_engine("vllm"))
+    a.feed(_CACHE_NOT_SAVED.encode(), now=0.0)
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary == "FileNotFoundError: [Errno 2] No such file or directory: '/u/minum/.cache/flashinfer'"

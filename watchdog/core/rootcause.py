@@ -115,15 +115,17 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
             # "ImportError: " with its message on the next lines (sgl_kernel's multi-line report)
             summary = f"{exc_line.rstrip().rstrip(':')}: {first}"
     text = "\n".join(tb.lines)
+    # a traceback through a function that logs it and goes on (a cache that cannot be saved) was survived
+    noise = tb.noise or any(p.search(text) for p in profile.caught)
     return Candidate(
-        startup_step=not tb.noise and _innermost_step(text, profile) != "",
+        startup_step=not noise and _innermost_step(text, profile) != "",
         summary=summary[:_MAX_SUMMARY],
-        fatal=not tb.noise and _uncaught(tb, profile),
+        fatal=not noise and _uncaught(tb, profile),
         line=tb.exc_line_no or tb.line,
         source=tb.source,
         exception=exception,
         traceback=tuple(tb.lines),
-        noise=tb.noise,
+        noise=noise,
         phase_hint=phase_from_frames(text, profile),
         at=tb.at,
         chained=tb.chained,
