@@ -272,3 +272,24 @@ def test_a_cache_that_cannot_be_saved_is_not_the_crash_nor_its_root_cause() -> N
     error = a.lifecycle.current.error
     assert error is not None
     assert error.summary == "FileNotFoundError: [Errno 2] No such file or directory: '/u/minum/.cache/flashinfer'"
+
+
+_FLASHINFER_CUDA_ERROR = (
+    "CUDA Error: an illegal memory access was encountered (CUDA Error: 700an illegal memory access was encountered) "
+    "(/opt/conda/lib/python3.10/site-packages/flashinfer/data/include/flashinfer/attention/prefill.cuh700: line ) "
+    "2349/opt/conda/lib/python3.10/site-packages/flashinfer/data/include/flashinfer/attention/prefill.cuh at "
+    "function cudaLaunchKernel((void*)kernel, nblks, nthrs, args, smem_size, stream): line 2349\n"
+    "at function cudaLaunchKernel((void*)kernel, nblks, nthrs, args, smem_size, stream)\n"
+)
+
+
+def test_a_kernel_librarys_native_cuda_error_line_is_a_root_cause_of_its_own() -> None:
+    """FlashInfer's C++ CUDA check ('CUDA Error: ... prefill.cuh ... line 2349', flashinfer#924 as published, two
+    threads' copies interleaved), with no Python traceback after it: a crash, category cuda, that line its cause."""
+    a = Analyzer(load_engine("sglang"))
+    a.feed(_FLASHINFER_CUDA_ERROR.encode(), now=0.0)
+    assert a.state == State.CRASHED
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "cuda"
+    assert error.summary.startswith("CUDA Error: an illegal memory access was encountered")
