@@ -9,7 +9,7 @@ import pytest
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.lifecycle import State
 from watchdog.follow.replay import replay_path
-from watchdog.profiles.loader import load_engine
+from watchdog.profiles.loader import catalogue, load_engine
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
@@ -293,3 +293,20 @@ def test_a_kernel_librarys_native_cuda_error_line_is_a_root_cause_of_its_own() -
     assert error is not None
     assert error.category == "cuda"
     assert error.summary.startswith("CUDA Error: an illegal memory access was encountered")
+
+
+def test_a_two_line_failed_to_load_model_log_is_a_crash() -> None:
+    """llama.cpp's loader failing and saying so in two lines, nothing else (LLamaSharp#170 as published): the
+    log is llama.cpp's and the launch crashed loading the weights, model_load."""
+    a = Analyzer(catalogue())
+    a.feed(
+        b"error loading model: unknown (magic, version) combination: 46554747, 00000002; is this really a GGML file?\n"
+        b"llama_load_model_from_file: failed to load model\n",
+        now=0.0,
+    )
+    a.finish(now=0.0)
+    assert a.engine == "llamacpp"
+    assert (a.state, a.lifecycle.current.crash_phase) == (State.CRASHED, State.LOADING_WEIGHTS)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "model_load"
