@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.findings import ProcessExited
 from watchdog.core.lifecycle import State
 from watchdog.follow.replay import replay_path
 from watchdog.profiles.loader import catalogue, load_engine
@@ -310,3 +311,15 @@ def test_a_two_line_failed_to_load_model_log_is_a_crash() -> None:
     error = a.lifecycle.current.error
     assert error is not None
     assert error.category == "model_load"
+
+
+def test_llamacpp_abort_after_the_operators_stop_is_no_crash() -> None:
+    """llama-server's 'cleaning up before exit...' after a SIGTERM (a real capture) is the operator's stop: the
+    SIGABRT with which early-2025 builds end every exit is then neither a crash nor a kill for memory."""
+    a = Analyzer(load_engine("llamacpp"))
+    log = CORPUS / "llamacpp" / "captured-llamacpp-sigterm-after-ready-cpu.log"
+    a.feed(log.read_bytes(), now=0.0)
+    a.caught_up(now=0.0)
+    a.probe(ProcessExited("killed by SIGABRT"), now=1.0)
+    assert a.state == State.STOPPED
+    assert a.lifecycle.current.phase == State.READY
