@@ -323,3 +323,30 @@ def test_llamacpp_abort_after_the_operators_stop_is_no_crash() -> None:
     a.probe(ProcessExited("killed by SIGABRT"), now=1.0)
     assert a.state == State.STOPPED
     assert a.lifecycle.current.phase == State.READY
+
+
+def test_a_wrapper_raised_while_handling_the_runtime_error_it_carries_is_not_the_root_cause() -> None:
+    """SGLang re-raises a graph-capture failure while handling it, carrying its text ('Capture cuda graph failed:
+    CUDA out of memory ...', sglang#5285): the accelerator runtime's own error is the decisive line."""
+    oom = "CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00 GiB"
+    a = Analyzer(load_engine("sglang"))
+    a.feed(
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 305, in __init__\n'
+            "    self.capture()\n"
+            f"torch.OutOfMemoryError: {oom}\n"
+            "\n"
+            "During handling of the above exception, another exception occurred:\n"
+            "\n"
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 307, in __init__\n'
+            "    raise Exception(\n"
+            f"Exception: Capture cuda graph failed: {oom}\n"
+        ).encode(),
+        now=0.0,
+    )
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary == f"torch.OutOfMemoryError: {oom}"

@@ -326,16 +326,28 @@ def root_cause(
 
 
 def _handled(items: list[Candidate]) -> set[int]:
-    # the tracebacks that the next traceback of their stream was raised while handling
+    # the tracebacks that the next traceback of their stream was raised while handling; not one whose message
+    # the next carries (a framework's wrapper around the accelerator runtime's own error, re-raised with its
+    # text while handling it): the error it carries is the decisive one
     out: set[int] = set()
     last: dict[str, int] = {}
     for i, c in enumerate(items):
         if c.kind != "traceback":
             continue
-        if c.handling and c.source in last:
+        if c.handling and c.source in last and not _carries(c, items[last[c.source]]):
             out.add(last[c.source])
         last[c.source] = i
     return out
+
+
+_MIN_CARRIED = 12  # characters of a message another must repeat to carry it (not a bare "Error")
+
+
+def _carries(wrapper: Candidate, inner: Candidate) -> bool:
+    # the wrapper's message repeats the inner exception's message ("Capture cuda graph failed: CUDA error: ...")
+    m = EXCEPTION_LINE.match(inner.summary.strip())
+    message = (m.group("msg") or "").strip() if m else ""
+    return len(message) >= _MIN_CARRIED and message in wrapper.summary
 
 
 def _step_phase(best: Candidate, items: list[Candidate], profile: Profile) -> str | None:
