@@ -28,7 +28,9 @@ def test_llamacpp_gguf_reason_over_the_loaders_generic_error() -> None:
     """llama.cpp's generic 'error loading model: llama_model_loader: failed to load model' (Sept 2025, no path)
     is a wrapper: the root cause is gguf_init_from_file's line that says why (the file cannot be opened)."""
     error = _error("llamacpp", "llamacpp-gguf-open-failed-generic-loader-error-after-issue15919")
-    assert str(error["summary"]).startswith("gguf_init_from_file: failed to open GGUF file '/home/user/models/")
+    assert str(error["summary"]).startswith(
+        "gguf_init_from_file: failed to open GGUF file '/home/user/models/"
+    )
     assert error["category"] == "model_load"
 
 
@@ -88,7 +90,9 @@ def test_progress_after_shutdown_warnings_excuses_them() -> None:
     launch going on after them was not dead."""
     a = _analyzer()
     a.feed((_LOADING + _LEAK).encode(), now=0.0)
-    a.feed(b"Loading safetensors checkpoint shards:   4% Completed | 2/46 [00:01<00:35,  1.26it/s]\n", now=1.0)
+    a.feed(
+        b"Loading safetensors checkpoint shards:   4% Completed | 2/46 [00:01<00:35,  1.26it/s]\n", now=1.0
+    )
     a.tick(10.0)
     assert a.state == State.LOADING_WEIGHTS
 
@@ -139,7 +143,9 @@ def test_ggml_host_allocation_failure_is_the_oom_cause_of_the_assert_after_it() 
         ),
     ],
 )
-def test_compile_and_warm_up_after_the_kv_cache_are_capturing_graphs(engine: str, kv_line: str, line: str) -> None:
+def test_compile_and_warm_up_after_the_kv_cache_are_capturing_graphs(
+    engine: str, kv_line: str, line: str
+) -> None:
     """torch.compile and the kernels' warm-up after the KV cache are capturing_graphs, in the wordings of the
     releases that print them (lines as published in 2025-2026 logs), not allocating_kv_cache."""
     a = Analyzer(load_engine(engine))
@@ -262,7 +268,7 @@ jit/core.py", line 18, in <module>
 def test_a_cache_that_cannot_be_saved_is_not_the_crash_nor_its_root_cause() -> None:
     """vLLM logs the model-info cache it cannot save with a traceback and goes on: when the launch fails later,
     the later failure is the root cause, and the cache's traceback alone is no crash."""
-    first = _CACHE_NOT_SAVED.split("(EngineCore_DP0")[0]
+    first = _CACHE_NOT_SAVED.split("(EngineCore_DP0", maxsplit=1)[0]
     a = Analyzer(load_engine("vllm"))
     a.feed(first.encode(), now=0.0)
     a.finish(now=0.0)
@@ -272,7 +278,10 @@ def test_a_cache_that_cannot_be_saved_is_not_the_crash_nor_its_root_cause() -> N
     a.finish(now=0.0)
     error = a.lifecycle.current.error
     assert error is not None
-    assert error.summary == "FileNotFoundError: [Errno 2] No such file or directory: '/u/minum/.cache/flashinfer'"
+    assert (
+        error.summary
+        == "FileNotFoundError: [Errno 2] No such file or directory: '/u/minum/.cache/flashinfer'"
+    )
 
 
 _FLASHINFER_CUDA_ERROR = (
