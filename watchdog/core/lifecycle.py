@@ -501,30 +501,26 @@ class Lifecycle:
             self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
 
     def _dying(self, inc: Incarnation, event: DyingWords, now: float, out: list[Transition]) -> None:
-        # The interpreter's shutdown warnings: a process exited. While starting, with no stop seen, an error
-        # pending is then a crash at once (its process is gone). With none, the death the log does not explain
-        # (a SIGKILL, the kernel's OOM killer, a native crash) is pending like an error: progress excuses it (a
-        # helper process of its own exited: vLLM PR #30284, a tokenizer's pool), else it is the crash (the end
-        # of the log, the process gone, or `crash_grace` without progress). After ready they decide nothing
-        # here: a server that was ready and is stopped prints them too.
+        # The interpreter's shutdown warnings: the process exited. While starting, with no stop seen, that is the
+        # crash now: of the error pending, if one is, else a death the log does not explain (a SIGKILL, the
+        # kernel's OOM killer, a native crash with no word). After ready they decide nothing here: a server
+        # that was ready and is stopped prints them too.
         if inc.state in TERMINAL_STATES or inc.phase == State.READY:
             return
-        if inc.pending_since is not None:
-            self._crash(inc, now, out, event.line, event.at, reason=f"its last words: {event.words}")
-            return
-        self._error(
-            inc,
-            Candidate(
-                f"the process died without an error of its own in the log; its last words: {event.words}",
-                event.line,
-                category=Category.KILLED,
-                kind="rule",
-                hint=_SILENT_DEATH_HINT,
-                at=event.at,
-            ),
-            now,
-            out,
-        )
+        if inc.pending_since is None:
+            inc.candidates.append(
+                Candidate(
+                    f"the process died without an error of its own in the log; its last words: {event.words}",
+                    event.line,
+                    category=Category.KILLED,
+                    kind="rule",
+                    fatal=True,
+                    hint=_SILENT_DEATH_HINT,
+                    at=event.at,
+                )
+            )
+            inc.pending_since, inc.crash_phase = now, inc.phase
+        self._crash(inc, now, out, event.line, event.at, reason=f"its last words: {event.words}")
 
     @staticmethod
     def _fatal(inc: Incarnation, cand: Candidate) -> bool:
