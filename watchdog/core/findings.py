@@ -9,6 +9,7 @@ from watchdog.core.rootcause import Candidate
 
 __all__ = [
     "ArgumentsFound",
+    "DyingWords",
     "ErrorSeen",
     "Event",
     "FactFound",
@@ -103,6 +104,15 @@ class StopSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class DyingWords:
+    """A line only a dying process prints: the interpreter's shutdown warnings (`[[dying]]` rules)."""
+
+    line: int
+    at: str | None
+    words: str  # the line, cleaned
+
+
+@dataclass(frozen=True, slots=True)
 class LinesRead:
     """`count` more lines were read.
 
@@ -161,6 +171,7 @@ Event = (
     | ReadyReached
     | ErrorSeen
     | StopSeen
+    | DyingWords
     | LinesRead
     | ProcessExited
     | HealthChecked

@@ -10,6 +10,7 @@ from watchdog.core.categories import categorize
 from watchdog.core.envelope import Record
 from watchdog.core.findings import (
     ArgumentsFound,
+    DyingWords,
     ErrorSeen,
     Event,
     FactFound,
@@ -120,6 +121,9 @@ class Scanner:
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":
                 out.append(StopSeen(line_no, rec.at))
+            elif kind == "dying":
+                self.benign_lines += 1  # no activity: the process is going away
+                out.append(DyingWords(line_no, rec.at, content.strip()))
             elif kind == "arguments":
                 out += self._arguments(rule, groups, line_no)
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):

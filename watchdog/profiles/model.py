@@ -31,8 +31,8 @@ __all__ = [
     "parse_profile",
 ]
 
-RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop", "arguments")
-TRACE_KINDS = ("frame", "main", "step", "consequence", "hint")
+RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop", "dying", "arguments")
+TRACE_KINDS = ("frame", "main", "step", "consequence", "teardown", "caught", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
 _TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
 ROLES = ("cause", "wrapper")
@@ -113,6 +113,9 @@ class Profile:
     mains: tuple[re.Pattern[str], ...] = ()  # [[main]]
     steps: tuple[re.Pattern[str], ...] = ()  # [[step]]
     consequences: tuple[re.Pattern[str], ...] = ()  # [[consequence]]
+    # [[teardown]]: searched in a traceback's innermost frame and exception line ("<frame>\n<exception line>")
+    teardowns: tuple[re.Pattern[str], ...] = ()
+    caught: tuple[re.Pattern[str], ...] = ()  # [[caught]]: functions that log an exception and go on
     hints: tuple[Hint, ...] = ()  # [[hint]], in the order tried
     # arguments whose value differs at every launch by nature (a random seed, a container's host name): a
     # comparison with the launch before leaves them out
@@ -174,6 +177,8 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         mains=tuple(traces["main"]),
         steps=tuple(traces["step"]),
         consequences=tuple(traces["consequence"]),
+        teardowns=tuple(traces["teardown"]),
+        caught=tuple(traces["caught"]),
         hints=tuple(traces["hint"]),
         volatile_arguments=tuple(volatile),
     )
@@ -196,6 +201,8 @@ def merge(name: str, user: Sequence[Profile], base: Profile | None, common: Prof
         mains=tuple(m for p in parts for m in p.mains),
         steps=tuple(m for p in parts for m in p.steps),
         consequences=tuple(m for p in parts for m in p.consequences),
+        teardowns=tuple(m for p in parts for m in p.teardowns),
+        caught=tuple(m for p in parts for m in p.caught),
         hints=tuple(h for p in parts for h in p.hints),
         volatile_arguments=tuple(dict.fromkeys(v for p in parts for v in p.volatile_arguments)),
     )
