@@ -100,10 +100,6 @@ KNOWN_GAPS: dict[str, str] = {
     "ollama-ggml-cpu-get-rows-assert-sigsegv-decode-9352": (
         "phase starting, label ready: the GGML_ASSERT comes in llama_decode from processBatch (a request being served)"
     ),
-    "llamacpp-server-failed-to-open-gguf-file-15919": (
-        "root cause: the generic 'error loading model' chosen over 'gguf_init_from_file: failed to open GGUF file' "
-        "(issue 30)"
-    ),
     "vllm-keyerror-w13-weight-glm45-air-progress-after-error-23025": (
         "category other and the wrapper 'EngineCore failed to start.' as the cause, label model_load: the worker's "
         "KeyError above it (a progress bar and a torch warning come between) is the cause"
@@ -130,10 +126,6 @@ KNOWN_GAPS: dict[str, str] = {
     "trtllm-triton-whisper-encoder-decoder-paths-empty-one-line-tb835": (
         "category assertion, label config: TRT-LLM's 'Assertion failed: Both encoder and decoder model paths are "
         "empty' states a model-config value (engine paths not filled in config.pbtxt)"
-    ),
-    "llamacpp-swap-docker-failed-to-open-gguf-exit-1-llamaswap376": (
-        "root: the loader's generic 'error loading model' line over the first error 'failed to open GGUF file' "
-        "(as 15919), under a docker compose prefix"
     ),
     "vllm-engine-core-died-unexpectedly-one-line-dsocr110": (
         "no verdict and engine generic, label crashed/vllm: the one line 'Engine core proc EngineCore_DP0 died "
