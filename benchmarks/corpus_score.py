@@ -6,7 +6,7 @@ Each case is NAME.log with its hand-written label NAME.json (tests/fixtures/corp
 outcome (ready/crashed/incomplete from the exit code, stopped for a launch stopped before ready), phase,
 category (crashes only), root cause (the label's exact substring is in the verdict's summary; only where the
 label names one) and engine (where the log names it), overall and per engine; the share of crashes called
-`other`; and how long a live follower takes to call each labelled crash (`follow_at_pace`, on a manual clock:
+`other`, overall and per engine (the `other` row); and how long a live follower takes to call each labelled crash (`follow_at_pace`, on a manual clock:
 at the log's recorded pace where NAME.timing has it, else the whole log at once), from its error line to the
 verdict: the share under 1 s, p50 and p90. Corrections to labels in DIR/CORRECTIONS.json are applied, each
 with its evidence. Exit 0 always: this prints a figure, the tests hold the line.
@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     per: dict[str, tuple[Counter[str], Counter[str]]] = defaultdict(lambda: (Counter(), Counter()))
     misses: list[str] = []
     crashes = other = 0
+    called_other, crashed = Counter[str](), Counter[str]()
     latencies: list[float] = []
     late: list[str] = []
     for path in labels:
@@ -109,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         if label["outcome"] == "crashed":
             crashes += 1
             v = replay_path(path.with_suffix(".log"))[1].to_json()
-            other += bool(v["error"]) and v["error"]["category"] == "other"
+            is_other = bool(v["error"]) and v["error"]["category"] == "other"
+            other += is_other
+            crashed[engine] += 1
+            called_other[engine] += is_other
             state, after = crash_latency(path.with_suffix(".log"))
             if state == "crashed" and after is not None:
                 latencies.append(after)
@@ -128,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         pct = 100.0 * right[f] / judged[f] if judged[f] else 100.0
         cells = "  ".join(f"{_pct(per[e][0][f], per[e][1][f]):>9}" for e in sorted(per))
         print(f"  {f:<11} {right[f]:>4}/{judged[f]:<4} {pct:5.1f}%  {cells}")
+    cells = "  ".join(f"{_pct(called_other[e], crashed[e]):>9}" for e in sorted(per))
+    print(f"  {'other':<11} {other:>4}/{crashes:<4} {_pct(other, crashes)}  {cells}   (crashes called other)")
     print(f"  crashes called other: {other}/{crashes} ({_pct(other, crashes).strip()})")
     if latencies:
         under = sum(t < 1.0 for t in latencies)

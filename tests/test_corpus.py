@@ -26,11 +26,6 @@ CORRECTED: dict[str, dict[str, object]] = {
 }
 # Cases not yet right; strict xfail so that a fix is noticed. Each says what is missing.
 KNOWN_GAPS: dict[str, str] = {
-    "captured-sglang-json-override-invalid-cpu": (
-        "category other, label config: the JSONDecodeError names no option; only its frame (json.loads of "
-        "the override args in ModelConfig) tells it is an argument, and a JSONDecodeError chained under a corrupt "
-        "config.json (captured-vllm-config-json-corrupt-cpu) is model_load: no rule on the line alone fits both"
-    ),
     "captured-llamacpp-ssl-cert-missing-cpu": (
         "port_in_use, label config: SSL files that do not load make llama-server print word for word a port in use "
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
