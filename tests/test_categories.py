@@ -33,7 +33,9 @@ def _tb(*frames: str, last: str) -> str:
             id="illegal-memory-access-vllm-27571",
         ),
         pytest.param(
-            "CUDA error: an illegal memory access was encountered", "cuda", id="illegal-memory-access-ollama-10265"
+            "CUDA error: an illegal memory access was encountered",
+            "cuda",
+            id="illegal-memory-access-ollama-10265",
         ),
         pytest.param(
             "RuntimeError: CUDA error: no kernel image is available for execution on the device",
@@ -43,7 +45,7 @@ def _tb(*frames: str, last: str) -> str:
         pytest.param(
             "python: /project/lib/Analysis/Allocation.cpp:43: std::pair<llvm::SmallVector<unsigned int>, "
             "llvm::SmallVector<unsigned int> > mlir::triton::getCvtOrder(mlir::Attribute, mlir::Attribute): "
-            "Assertion `!(srcMmaLayout && dstMmaLayout && !srcMmaLayout.isAmpere()) && \"mma -> mma layout "
+            'Assertion `!(srcMmaLayout && dstMmaLayout && !srcMmaLayout.isAmpere()) && "mma -> mma layout '
             "conversion is only supported on Ampere\"' failed.",
             "assertion",
             id="c-assert-triton-sglang-913",
@@ -55,7 +57,7 @@ def _tb(*frames: str, last: str) -> str:
             id="ggml-assert-captured-bad-heads",
         ),
         pytest.param(
-            "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are "
+            'ValueError("type fp8e4nv not supported in this architecture. The supported fp8 dtypes are '
             "('fp8e4b15', 'fp8e5')\")",
             "unsupported",
             id="triton-fp8e4nv-ampere-vllm-15336",
@@ -197,4 +199,6 @@ def test_a_rule_names_its_tier_from_its_fields() -> None:
     with pytest.raises(ConfigError, match=r"category\[0\]\.category"):
         parse_profile({"name": "x", "category": [{"phrase": ["a"], "category": "nope"}]}, "x.toml")
     with pytest.raises(ConfigError, match=r"category\[0\]\.phrase"):
-        parse_profile({"name": "x", "category": [{"phrase": ["a"], "template": "b", "category": "oom"}]}, "x.toml")
+        parse_profile(
+            {"name": "x", "category": [{"phrase": ["a"], "template": "b", "category": "oom"}]}, "x.toml"
+        )

@@ -14,7 +14,9 @@ __all__ = ["categorize", "fill", "hint_for", "phase_from_error", "phase_from_fra
 # (where it was raised), or a native line's own source location ("/src/ggml/ggml-cuda.cu:70: ...").
 _FRAME = re.compile(r'File "(?P<path>[^"]*)", line \d+, in (?P<fn>[\w<>.]+)')
 _INNERMOST = 4
-_NATIVE_PLACE = re.compile(r"(?:^|\s|\()(?P<path>/?[\w.+-]+(?:/[\w.+-]+)*\.(?:cuh?|cpp|cc|cxx|c|hpp|h|go|rs)):\d+")
+_NATIVE_PLACE = re.compile(
+    r"(?:^|\s|\()(?P<path>/?[\w.+-]+(?:/[\w.+-]+)*\.(?:cuh?|cpp|cc|cxx|c|hpp|h|go|rs)):\d+"
+)
 _EXCEPTION_CLASS = re.compile(r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s*|$)")
 # a message in a native or logged line: what follows its location or logger prefix ("file.cu:12: ", "what():  ")
 _PREFIX_END = re.compile(r":\s+")

@@ -33,8 +33,12 @@ class CategoryRule:
     """One `[[category]]` table: the category of an error whose class, place and message all match."""
 
     category: Category
-    exceptions: re.Pattern[str] | None = None  # the exception's class, qualified as printed or by its last parts
-    modules: re.Pattern[str] | None = None  # searched in the file paths of the innermost frames (or the line's)
+    exceptions: re.Pattern[str] | None = (
+        None  # the exception's class, qualified as printed or by its last parts
+    )
+    modules: re.Pattern[str] | None = (
+        None  # searched in the file paths of the innermost frames (or the line's)
+    )
     functions: re.Pattern[str] | None = None  # searched in the innermost frames' function names
     template: re.Pattern[str] | None = None  # matched at the start of the exception's message
     phrase: re.Pattern[str] | None = None  # searched anywhere in the line (the legacy last resort)
@@ -62,10 +66,14 @@ def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, pa
         raise ConfigError(where, path, "must be a table")
     unknown = set(raw) - _KEYS
     if unknown:
-        raise ConfigError(where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_KEYS))}")
+        raise ConfigError(
+            where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_KEYS))}"
+        )
     category = raw.get("category")
     if category not in categories:
-        raise ConfigError(where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(categories)}")
+        raise ConfigError(
+            where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(categories)}"
+        )
     exceptions = _names(raw, "exceptions", r"(?:[\w.]*\.)?(?:{})", where, path)
     modules = _names(raw, "modules", "{}", where, path)
     functions = _names(raw, "functions", r"(?:^|\n)(?:{})$", where, path)

@@ -18,13 +18,13 @@ from watchdog.vocabulary import ARGUMENT_FLAG_STYLES, ARGUMENT_SYNTAXES, ENGINES
 
 __all__ = [
     "CATEGORIES",
-    "CategoryRule",
     "ENGINES",
     "ROLES",
     "RULE_KINDS",
     "STATES",
     "TRACE_KINDS",
     "Catalogue",
+    "CategoryRule",
     "Draft",
     "Hint",
     "Profile",
@@ -119,7 +119,9 @@ class Profile:
     # arguments whose value differs at every launch by nature (a random seed, a container's host name): a
     # comparison with the launch before leaves them out
     volatile_arguments: tuple[str, ...] = ()
-    categories: tuple[CategoryRule, ...] = ()  # [[category]]: what an error's class, module, message say it is
+    categories: tuple[
+        CategoryRule, ...
+    ] = ()  # [[category]]: what an error's class, module, message say it is
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
