@@ -94,10 +94,40 @@ def _tb(*frames: str, last: str) -> str:
             "unsupported",
             id="flashinfer-invalid-configuration-flashinfer-1048",
         ),
+        pytest.param(
+            "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are "
+            "('fp8e4b15', 'fp8e5')\")', please check the stack trace above for the root cause",
+            "unsupported",
+            id="fp8e4nv-wrapper-tail-qwen-flash-next-7",
+        ),
     ],
 )
 def test_category_from_what_failed(line: str, category: str) -> None:
     """A real error line gets the category of what failed: its class, or its library's wording of it."""
+    assert categorize(line, rules=_RULES) is Category(category)
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        pytest.param(
+            "RuntimeError: Worker failed with error 'CUDA error: no kernel image is available for execution on "
+            "the device",
+            "cuda",
+            id="vllm-worker-wrapper",
+        ),
+        pytest.param(
+            "Exception in worker VllmWorkerProcess while processing method load_model: Weight "
+            "input_size_per_partition = 7392 is not divisible by min_thread_k = 128., Traceback (most recent call "
+            "last):",
+            "unsupported",
+            id="vllm-worker-process-llm-compressor-54",
+        ),
+    ],
+)
+def test_a_message_carried_by_a_wrapper_is_read_from_its_start(line: str, category: str) -> None:
+    """A wrapper's line carries the failure's own message, quoted or after a colon: its template is matched
+    from there (real vLLM lines)."""
     assert categorize(line, rules=_RULES) is Category(category)
 
 

@@ -18,8 +18,9 @@ _NATIVE_PLACE = re.compile(
     r"(?:^|\s|\()(?P<path>/?[\w.+-]+(?:/[\w.+-]+)*\.(?:cuh?|cpp|cc|cxx|c|hpp|h|go|rs)):\d+"
 )
 _EXCEPTION_CLASS = re.compile(r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s*|$)")
-# a message in a native or logged line: what follows its location or logger prefix ("file.cu:12: ", "what():  ")
-_PREFIX_END = re.compile(r":\s+")
+# where a message within a line begins: after a location or logger prefix ("file.cu:12: ", "what():  "), or
+# at a quoted message a wrapper carries ("... with error 'CUDA error: ...'", 'ValueError("type ...")')
+_NESTED = re.compile(r""":\s+|(?:^|[\s(])['"]""")
 
 
 def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRule]) -> Category:
@@ -35,12 +36,11 @@ def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRul
     native = (p.group("path") for p in _NATIVE_PLACE.finditer(line))
     paths = "\n".join([*(f.group("path") for f in frames), *native])
     functions = "\n".join(f.group("fn") for f in frames)
-    # A template is the failure's own wording from its start: an exception's message; in a line that is no
-    # exception, the line or what follows one of its prefixes ("file.cu:12: ", "what():  ").
-    if m and cls is not None:
-        messages = [line[m.end() :]]
-    else:
-        messages = [line, *(line[p.end() :] for p in _PREFIX_END.finditer(line))]
+    # A template is the failure's own wording from its start: an exception's message, or a message it carries
+    # ("Worker failed with error 'CUDA error: ...'"); in a line that is no exception, the line itself; and in
+    # either, what follows one of its prefixes ("file.cu:12: ", "what():  ").
+    head = line[m.end() :] if m and cls is not None else line
+    messages = [head, *(head[p.end() :] for p in _NESTED.finditer(head))]
     best: CategoryRule | None = None
     for rule in rules:
         if (best is None or rule.tier < best.tier) and any(
