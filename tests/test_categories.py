@@ -95,7 +95,7 @@ def _tb(*frames: str, last: str) -> str:
             id="flashinfer-invalid-configuration-flashinfer-1048",
         ),
         pytest.param(
-            "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are "
+            'ValueError("type fp8e4nv not supported in this architecture. The supported fp8 dtypes are '
             "('fp8e4b15', 'fp8e5')\")', please check the stack trace above for the root cause",
             "unsupported",
             id="fp8e4nv-wrapper-tail-qwen-flash-next-7",
