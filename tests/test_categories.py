@@ -57,6 +57,16 @@ def _tb(*frames: str, last: str) -> str:
             id="ggml-assert-captured-bad-heads",
         ),
         pytest.param(
+            "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
+            "unsupported",
+            id="flash-attn-ampere-turboquant-t4",
+        ),
+        pytest.param(
+            "ERROR:    [Errno -2] Name or service not known",
+            "config",
+            id="uvicorn-host-unresolvable-trapi-kp",
+        ),
+        pytest.param(
             'ValueError("type fp8e4nv not supported in this architecture. The supported fp8 dtypes are '
             "('fp8e4b15', 'fp8e5')\")",
             "unsupported",
