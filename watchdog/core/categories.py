@@ -43,9 +43,7 @@ def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRul
     messages = [head, *(head[p.end() :] for p in _NESTED.finditer(head))]
     best: CategoryRule | None = None
     for rule in rules:
-        if (best is None or rule.tier < best.tier) and any(
-            rule.matches(cls, text, line, paths, functions) for text in messages
-        ):
+        if (best is None or rule.tier < best.tier) and rule.matches(cls, messages, line, paths, functions):
             best = rule
     if best is not None:
         return best.category

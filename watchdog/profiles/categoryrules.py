@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from watchdog.exceptions import ConfigError
@@ -45,19 +45,22 @@ class CategoryRule:
     wraps: bool = False  # the class carries other errors' messages: tried after every message rule
     tier: int = 0  # its precedence (an index of TIERS), from the fields it has
 
-    def matches(self, cls: str | None, message: str, line: str, paths: str, functions: str) -> bool:
-        """Whether the rule holds for an error of class `cls` (None for a line with no class), `message` (the
-        text after the class, or the line's message part), the whole `line`, and the innermost frames'
-        `paths` and `functions` (newline-joined)."""
+    def matches(
+        self, cls: str | None, messages: Sequence[str], line: str, paths: str, functions: str
+    ) -> bool:
+        """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
+        may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
+        raised in the innermost frames' `paths` and `functions` (newline-joined)."""
         if self.exceptions is not None and (cls is None or not self.exceptions.fullmatch(cls)):
-            return False
-        if self.template is not None and not self.template.match(message):
             return False
         if self.modules is not None and not self.modules.search(paths):
             return False
         if self.functions is not None and not self.functions.search(functions):
             return False
-        return self.phrase is None or bool(self.phrase.search(line))
+        if self.phrase is not None and not self.phrase.search(line):
+            return False
+        template = self.template
+        return template is None or any(template.match(m) for m in messages)
 
 
 def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, path: str) -> CategoryRule:
