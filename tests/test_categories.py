@@ -57,6 +57,12 @@ def _tb(*frames: str, last: str) -> str:
             id="ggml-assert-captured-bad-heads",
         ),
         pytest.param(
+            "llama_model_load: error loading model: error loading model vocabulary: unknown pre-tokenizer type: "
+            "'qwen2'",
+            "model_load",
+            id="tokenizer-pre-hash-unknown-ollama-2025-02",
+        ),
+        pytest.param(
             "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
             "unsupported",
             id="flash-attn-ampere-turboquant-t4",
