@@ -35,9 +35,6 @@ KNOWN_GAPS: dict[str, str] = {
         "before the API server's init_app_state (static LoRAs, then the port): a crash there is before ready"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
-    "vllm-no-kernel-image-rtx50-enginecore-14452": (
-        "category unsupported, label cuda: 'CUDA error: no kernel image is available' is a CUDA error (issue 30)"
-    ),
     "ollama-runner-exit-status-2-deepseek-r1-9241": (
         "phase starting, label loading_weights: the runner dies while loading the model for the request"
     ),
@@ -117,10 +114,6 @@ KNOWN_GAPS: dict[str, str] = {
     "llamacpp-server-invalid-input-batch-request-500-17316": (
         "phase starting, label ready: the excerpt is a request's decode error lines (slot, send_error, HTTP 500) "
         "without the startup; the serving lines are not taken as ready"
-    ),
-    "sglang-load-weights-assertion-weight-scale-traceback-only-36616": (
-        "category assertion, label model_load: an AssertionError raised in model.load_weights about a checkpoint "
-        "weight is a checkpoint/model mismatch (as the old gemma load_weights AssertionError case)"
     ),
     "trtllm-triton-whisper-encoder-decoder-paths-empty-one-line-tb835": (
         "category assertion, label config: TRT-LLM's 'Assertion failed: Both encoder and decoder model paths are "
