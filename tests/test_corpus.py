@@ -26,11 +26,6 @@ CORRECTED: dict[str, dict[str, object]] = {
 }
 # Cases not yet right; strict xfail so that a fix is noticed. Each says what is missing.
 KNOWN_GAPS: dict[str, str] = {
-    "captured-sglang-json-override-invalid-cpu": (
-        "category other, label config: the JSONDecodeError names no option; only its frame (json.loads of "
-        "the override args in ModelConfig) tells it is an argument, and a JSONDecodeError chained under a corrupt "
-        "config.json (captured-vllm-config-json-corrupt-cpu) is model_load: no rule on the line alone fits both"
-    ),
     "captured-llamacpp-ssl-cert-missing-cpu": (
         "port_in_use, label config: SSL files that do not load make llama-server print word for word a port in use "
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
@@ -40,9 +35,6 @@ KNOWN_GAPS: dict[str, str] = {
         "before the API server's init_app_state (static LoRAs, then the port): a crash there is before ready"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
-    "vllm-no-kernel-image-rtx50-enginecore-14452": (
-        "category unsupported, label cuda: 'CUDA error: no kernel image is available' is a CUDA error (issue 30)"
-    ),
     "ollama-runner-exit-status-2-deepseek-r1-9241": (
         "phase starting, label loading_weights: the runner dies while loading the model for the request"
     ),
@@ -118,10 +110,6 @@ KNOWN_GAPS: dict[str, str] = {
     "llamacpp-server-invalid-input-batch-request-500-17316": (
         "phase starting, label ready: the excerpt is a request's decode error lines (slot, send_error, HTTP 500) "
         "without the startup; the serving lines are not taken as ready"
-    ),
-    "sglang-load-weights-assertion-weight-scale-traceback-only-36616": (
-        "category assertion, label model_load: an AssertionError raised in model.load_weights about a checkpoint "
-        "weight is a checkpoint/model mismatch (as the old gemma load_weights AssertionError case)"
     ),
     "trtllm-triton-whisper-encoder-decoder-paths-empty-one-line-tb835": (
         "category assertion, label config: TRT-LLM's 'Assertion failed: Both encoder and decoder model paths are "

@@ -522,8 +522,7 @@ class Lifecycle:
             inc.pending_since, inc.crash_phase = now, inc.phase
         self._crash(inc, now, out, event.line, event.at, reason=f"its last words: {event.words}")
 
-    @staticmethod
-    def _fatal(inc: Incarnation, cand: Candidate) -> bool:
+    def _fatal(self, inc: Incarnation, cand: Candidate) -> bool:
         # Certain now: a fatal line; or, while the launch is starting, an exception out of a startup step, or an
         # error of a kind no engine starts past (FATAL_WHILE_STARTING: each raises or exits on it).
         if cand.fatal:
@@ -532,7 +531,7 @@ class Lifecycle:
             return False
         if cand.startup_step:
             return True
-        category = cand.category or categorize(cand.summary)
+        category = cand.category or categorize(cand.summary, rules=self.profile.categories)
         # an error-level line alone (no exception, no rule) may be an engine's own fallback: only a port or
         # memory it cannot get is certain from such a line
         certain = FATAL_WHILE_STARTING if cand.kind != "log" else FATAL_WHEN_LOGGED

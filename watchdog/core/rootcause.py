@@ -257,7 +257,9 @@ def root_cause(
     items = list(candidates)
     if not items:
         return None
-    cats = [c.category or categorize(_message(c), "\n".join(c.traceback)) for c in items]
+    cats = [
+        c.category or categorize(_message(c), "\n".join(c.traceback), rules=profile.categories) for c in items
+    ]
     # In a chain, the cause ("direct cause of the following") before the wrapper it caused, but an exception
     # raised while handling another ("During handling ...") before the one handled: the handled one (a
     # StopIteration, a KeyError looked up) is what the code expected, the later one ended the process.

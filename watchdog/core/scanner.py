@@ -144,7 +144,10 @@ class Scanner:
                 )
             )
             self.error_lines += 1
-        elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in WEAK_CATEGORIES:
+        elif (
+            rec.level in ("ERROR", "CRITICAL")
+            and categorize(stripped, rules=self.profile.categories) not in WEAK_CATEGORIES
+        ):
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
             self.error_lines += 1
         return out

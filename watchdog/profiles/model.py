@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.exceptions import ConfigError
+from watchdog.profiles.categoryrules import CategoryRule, parse_category_rule
 from watchdog.vocabulary import ARGUMENT_FLAG_STYLES, ARGUMENT_SYNTAXES, ENGINES, STARTUP_PHASES, Category
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "STATES",
     "TRACE_KINDS",
     "Catalogue",
+    "CategoryRule",
     "Draft",
     "Hint",
     "Profile",
@@ -120,6 +122,9 @@ class Profile:
     # arguments whose value differs at every launch by nature (a random seed, a container's host name): a
     # comparison with the launch before leaves them out
     volatile_arguments: tuple[str, ...] = ()
+    categories: tuple[
+        CategoryRule, ...
+    ] = ()  # [[category]]: what an error's class, module, message say it is
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
@@ -135,6 +140,10 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         raise ConfigError(where, "detect", "must be a list of strings")
     rules: list[Rule] = []
     traces: dict[str, list[Any]] = {kind: [] for kind in TRACE_KINDS}
+    categories = [
+        parse_category_rule(raw, CATEGORIES, where, f"category[{i}]")
+        for i, raw in enumerate(_tables(data, "category", where))
+    ]
     for key, value in data.items():
         if key in {
             "name",
@@ -146,6 +155,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
             "early_health",
             "health_means_ready",
             "volatile_arguments",
+            "category",
         }:
             continue
         if key not in RULE_KINDS + TRACE_KINDS:
@@ -181,6 +191,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         caught=tuple(traces["caught"]),
         hints=tuple(traces["hint"]),
         volatile_arguments=tuple(volatile),
+        categories=tuple(categories),
     )
 
 
@@ -205,6 +216,7 @@ def merge(name: str, user: Sequence[Profile], base: Profile | None, common: Prof
         caught=tuple(m for p in parts for m in p.caught),
         hints=tuple(h for p in parts for h in p.hints),
         volatile_arguments=tuple(dict.fromkeys(v for p in parts for v in p.volatile_arguments)),
+        categories=tuple(c for p in parts for c in p.categories),
     )
 
 
@@ -266,6 +278,13 @@ class Catalogue:
         if base is None and not user:
             raise KeyError(name)
         return merge(name, user, base, self.common.profile())
+
+
+def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(where, key, f"must be an array of tables: [[{key}]]")
+    return value
 
 
 def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
