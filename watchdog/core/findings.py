@@ -21,6 +21,7 @@ __all__ = [
     "ProcessExited",
     "ProgressMade",
     "ReadyReached",
+    "RequestServed",
     "StopSeen",
 ]
 
@@ -95,6 +96,14 @@ class ErrorSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestServed:
+    """A line that shows the server serving: an HTTP request answered (`status`), or a batch run (None)."""
+
+    line: int
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StopSeen:
     """A clean, intended shutdown marker."""
 
@@ -160,6 +169,7 @@ Event = (
     | ArgumentsFound
     | ReadyReached
     | ErrorSeen
+    | RequestServed
     | StopSeen
     | LinesRead
     | ProcessExited

@@ -17,6 +17,7 @@ from watchdog.core.findings import (
     PhaseReached,
     ProgressMade,
     ReadyReached,
+    RequestServed,
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, from_traceback
@@ -120,6 +121,9 @@ class Scanner:
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":
                 out.append(StopSeen(line_no, rec.at))
+            elif kind == "served":
+                status = groups.get("status", "")
+                out.append(RequestServed(line_no, int(status) if status.isdigit() else None))
             elif kind == "arguments":
                 out += self._arguments(rule, groups, line_no)
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):

@@ -31,7 +31,7 @@ __all__ = [
     "parse_profile",
 ]
 
-RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop", "arguments")
+RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop", "arguments", "served")
 TRACE_KINDS = ("frame", "main", "step", "consequence", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
 _TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
