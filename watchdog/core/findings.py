@@ -105,10 +105,12 @@ class RequestServed:
 
 @dataclass(frozen=True, slots=True)
 class StopSeen:
-    """A clean, intended shutdown marker."""
+    """A clean, intended shutdown marker (`after_ready`: one only once the server was ready, as the engine prints
+    the same line on its way out of a failed start)."""
 
     line: int
     at: str | None
+    after_ready: bool = False
 
 
 @dataclass(frozen=True, slots=True)

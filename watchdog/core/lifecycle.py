@@ -258,7 +258,11 @@ class Lifecycle:
             # the clock started above: past `stall_after` it is said, as a log that does not exist (`to_json`)
             inc.log_missing = inc.state in UNBEGUN_STATES and inc.phase == State.PENDING
         elif isinstance(event, StopSeen):
-            if inc.state not in TERMINAL_STATES and inc.pending_since is None:
+            if (
+                inc.state not in TERMINAL_STATES
+                and inc.pending_since is None
+                and (inc.phase == State.READY or not event.after_ready)
+            ):
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
             if inc.state in TERMINAL_STATES:

@@ -120,7 +120,7 @@ class Scanner:
             elif kind == "start":
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":
-                out.append(StopSeen(line_no, rec.at))
+                out.append(StopSeen(line_no, rec.at, after_ready=rule.state == "ready"))
             elif kind == "served":
                 status = groups.get("status", "")
                 out.append(RequestServed(line_no, int(status) if status.isdigit() else None))
