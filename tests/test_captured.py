@@ -22,7 +22,6 @@ _DECIDED = {"ready": "ready", "crashed": "crashed", "stopped": "stopped"}
 KNOWN_GAPS = {
     "captured-sglang-json-override-invalid-cpu",
     "captured-llamacpp-ssl-cert-missing-cpu",
-    "captured-vllm-lora-modules-missing-cpu",
 }
 
 

@@ -123,3 +123,36 @@ def test_request_error_facts_are_named_once() -> None:
     """The facts of request errors have one name each (the verdict, /status and the metrics read them)."""
     assert (REQUEST_ERRORS, LAST_REQUEST_ERROR) == ("request_errors", "last_request_error")
     assert json.dumps({REQUEST_ERRORS: 1})
+
+
+LOGIT_BIAS = "llamacpp/captured-llamacpp-python-logit-bias-request-error-served-on-cpu"
+
+
+def test_request_error_served_on_is_counted_not_a_crash() -> None:
+    """llama-cpp-python's server raising in one request's sampler (five IndexError tracebacks after ready), then
+    answering it and the next requests 200, was ready all along: the error is one request's, counted."""
+    v = _replay(LOGIT_BIAS)
+    assert (v["state"], v["phase"], v["error"]) == ("stopped", "ready", None)
+    facts = v["facts"]
+    assert isinstance(facts, dict)
+    assert facts[REQUEST_ERRORS] == 1
+    assert str(facts[LAST_REQUEST_ERROR]).startswith("IndexError: index 999999 is out of bounds")
+
+
+def test_request_error_followed_live_is_no_crash() -> None:
+    """Followed live at its recorded pace, the same launch is said ready once, and never crashed."""
+    run = anyio.run(follow_at_pace, (CORPUS / f"{LOGIT_BIAS}.log").read_bytes(), _times(LOGIT_BIAS))
+    assert run.verdict is not None
+    assert run.verdict["state"] == "ready"
+    assert run.status["state"] == "stopped"
+    assert run.status["facts"][REQUEST_ERRORS] == 1
+
+
+def test_llama_cpp_python_is_ready_only_once_uvicorn_listens() -> None:
+    """llama-cpp-python's server is ready at Uvicorn's `Uvicorn running on`, not at `Application startup
+    complete` (printed before the bind): an unresolvable --host after it is a config crash before ready."""
+    v = _replay("llamacpp/captured-llamacpp-python-host-unresolvable-cpu")
+    error = v["error"]
+    assert isinstance(error, dict)
+    assert (v["state"], v["phase"], error["category"]) == ("crashed", "allocating_kv_cache", "config")
+    assert "ready" not in [t["state"] for t in v["timeline"]]  # type: ignore[index, union-attr]

@@ -248,6 +248,8 @@ class Lifecycle:
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
         elif isinstance(event, RequestServed):
+            if inc.phase == State.READY:
+                inc.ready_unconfirmed = None  # it answered a request: it accepts connections
             # A request answered after an error (not with a 5xx: an engine that died still has its HTTP server
             # answer 500) or a batch run: the server serves on, the error was one request's.
             if (event.status is None or event.status < 500) and self._judged_by_serving(inc):
@@ -415,9 +417,9 @@ class Lifecycle:
         """The log ended and nothing more will come (replay): a pending error is final."""
         inc = self.current
         out: list[Transition] = []
-        inc.ready_unconfirmed = None
         if inc.pending_since is not None and inc.state not in TERMINAL_STATES:
             self._crash(inc, now, out, None, None, reason="error at the end of the log")
+        inc.ready_unconfirmed = None
         return out
 
     # -- internals ---------------------------------------------------------------------------------------
@@ -564,7 +566,12 @@ class Lifecycle:
         *,
         reason: str,
     ) -> None:
-        self._choose(inc, inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase)
+        phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
+        if phase == State.READY and inc.ready_unconfirmed is not None:
+            # ready from an early line, and the server never accepted a connection: a crash before ready, in
+            # the startup phase it had reached (vLLM's static LoRAs after 'Supported tasks', Uvicorn's bind)
+            phase = _before_ready(inc)
+        self._choose(inc, phase)
         inc.pending_since = None
         self._enter(inc, State.CRASHED, line, at, None, now, reason, out, record_phase=False)
 
@@ -595,6 +602,12 @@ def _entered(inc: Incarnation) -> float | None:
     # the clock time the current phase was entered (a launch still pending: when the clock started for it)
     entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
     return inc.started_now if entered is None and inc.phase == State.PENDING else entered
+
+
+def _before_ready(inc: Incarnation) -> State:
+    # the furthest startup phase the incarnation reached before its ready entry
+    phases = [t.state for t, _ in inc.timeline if t.state in STARTUP_PHASES]
+    return phases[-1] if phases else State.STARTING
 
 
 def _phase_name(state: State) -> str:
