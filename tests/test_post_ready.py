@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 
 import anyio
+import http_client
 import pytest
+from daemon_process import DaemonProcess
+from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.findings import HealthChecked
@@ -156,3 +159,30 @@ def test_llama_cpp_python_is_ready_only_once_uvicorn_listens() -> None:
     assert isinstance(error, dict)
     assert (v["state"], v["phase"], error["category"]) == ("crashed", "allocating_kv_cache", "config")
     assert "ready" not in [t["state"] for t in v["timeline"]]  # type: ignore[index, union-attr]
+
+
+def test_daemon_counts_request_errors_in_its_metrics(tmp_path: Path) -> None:
+    """A running daemon that follows the launch serves `watchdog_request_errors_total{launch,host}` of the
+    errors its server served on, and never counts them as crashes."""
+    log = tmp_path / "server.log"
+    log.write_bytes((CORPUS / f"{LOGIT_BIAS}.log").read_bytes())  # the launch's whole log, as it wrote it
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{tmp_path / "state"}"\n\n'
+        f'[launches.lcp]\nlog = "{log}"\nengine = "llamacpp"\n'
+    )
+    daemon = DaemonProcess(config, deadline=30.0)
+    try:
+        url = daemon.wait(event="http_listening")["url"]
+        daemon.wait(event="transition", launch="lcp", state="stopped")
+        text = http_client.get(url + "metrics", timeout=30.0).text
+        daemon.stop()
+    finally:
+        daemon.close()
+    samples = {
+        (s.name, s.labels.get("launch"), s.labels.get("category")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("watchdog_request_errors_total", "lcp", None)] == 1
+    assert not [k for k in samples if k[0] == "watchdog_crashes_total" and k[1] == "lcp"]
