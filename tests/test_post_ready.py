@@ -186,3 +186,19 @@ def test_daemon_counts_request_errors_in_its_metrics(tmp_path: Path) -> None:
     }
     assert samples[("watchdog_request_errors_total", "lcp", None)] == 1
     assert not [k for k in samples if k[0] == "watchdog_crashes_total" and k[1] == "lcp"]
+
+
+def test_unknown_python_server_is_ready_when_uvicorn_listens() -> None:
+    """A Python server whose log holds only Uvicorn's lines (llama-cpp-python run quiet) is read as generic:
+    ready, followed live, no earlier than `Uvicorn running on`, and stopped at Uvicorn's `Finished server process`
+    after it served."""
+    case = "llamacpp/captured-llamacpp-python-quiet-ready-cpu"
+    log = (CORPUS / f"{case}.log").read_bytes()
+    times = _times(case)
+    listening = next(i for i, line in enumerate(log.decode().split("\n")) if "Uvicorn running on" in line)
+    run = anyio.run(follow_at_pace, log, times)
+    assert run.verdict is not None
+    assert (run.verdict["engine"], run.verdict["state"]) == ("generic", "ready")
+    assert run.first_at is not None
+    assert run.first_at >= times[listening]
+    assert run.status["state"] == "stopped"
