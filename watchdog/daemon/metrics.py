@@ -166,9 +166,8 @@ def families(statuses: list[Status], stats: DaemonStats) -> list[Metric]:
         tokens = number(v.fact("kv_cache_tokens"))
         if tokens is not None:
             kv_tokens.add_metric(labels, tokens)
-        served_on = number(v.fact(REQUEST_ERRORS))
-        if served_on is not None:
-            request_errors.add_metric(labels, served_on)
+        # 0 from the start: a counter that appears only at its first error hides that first increase
+        request_errors.add_metric(labels, number(v.fact(REQUEST_ERRORS)) or 0.0)
         lines.add_metric(labels, float(v.lines_read))
         log_bytes.add_metric(labels, float(v.bytes_read))
         last = number(stats.last_log_activity.get(key[0]))
