@@ -92,15 +92,33 @@ def test_post_ready_request_error_survived_by_a_serving_server() -> None:
 
 
 def test_post_ready_error_at_the_end_of_the_log_is_a_crash() -> None:
-    """The same error with only a few lines after it, at the end of the log, is a crash after ready."""
+    """The same error with nothing served after it (its request answered 500), at the end of the log, is a crash
+    after ready."""
     a = Analyzer(load_engine("vllm"))
     a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
-    a.feed(REQUEST_ERROR + b"".join(METRICS % (i, i) for i in range(5)), 1.0)
+    a.feed(
+        REQUEST_ERROR
+        + b'INFO:     127.0.0.1:40776 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error\n',
+        1.0,
+    )
     a.tick(100.0)
     assert a.state == State.READY  # the clock alone does not confirm an error after ready
     a.finish(101.0)
     v = a.lifecycle.current
     assert (v.state, v.crash_phase) == (State.CRASHED, State.READY)
+
+
+def test_post_ready_error_served_on_is_a_request_error() -> None:
+    """The same error followed by a few stats lines of tokens generated is one request's: the engine serves on;
+    it is counted among the facts, never a crash, even at the end of the log."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
+    a.feed(REQUEST_ERROR + b"".join(METRICS % (i, i + 1) for i in range(5)), 1.0)
+    a.finish(2.0)
+    v = a.lifecycle.current
+    assert v.state == State.READY
+    assert v.facts["request_errors"] == 1
+    assert "maximum context length" in str(v.facts["last_request_error"])
 
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"

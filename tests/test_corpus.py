@@ -30,10 +30,6 @@ KNOWN_GAPS: dict[str, str] = {
         "port_in_use, label config: SSL files that do not load make llama-server print word for word a port in use "
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
-    "captured-vllm-lora-modules-missing-cpu": (
-        "crashed in phase ready, label capturing_graphs: vllm.toml's ready rule on 'Supported tasks:' fires "
-        "before the API server's init_app_state (static LoRAs, then the port): a crash there is before ready"
-    ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
     "ollama-runner-exit-status-2-deepseek-r1-9241": (
         "phase starting, label loading_weights: the runner dies while loading the model for the request"

@@ -62,6 +62,13 @@ _ERROR_WORDS = (
     b"0 E ",  # llama.cpp's error level after its relative time ("0.00.013.795 E ...", digits masked)
 )
 _STARTUP_KINDS = frozenset({"phase", "progress", "ready"})
+# The rule kinds each rule set leaves out: while starting, none; once settled, the startup ones and, but while an
+# error after ready is pending ("serving"), the lines that show the server serving.
+_RULE_SETS = {
+    "startup": frozenset[str](),
+    "serving": _STARTUP_KINDS,
+    "settled": _STARTUP_KINDS | {"served"},
+}
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
 _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
@@ -106,11 +113,11 @@ class Analyzer:
         self._scanner = Scanner()
         self._candidates: set[bytes] = set()
         self._irrelevant: set[bytes] = set()
-        # the template caches of the other rule set (settled or not), kept for when the launch switches back:
+        # the template caches of the other rule sets (settled or not), kept for when the launch switches back:
         # a crash loop switches twice an incarnation, and every line would be classified again each time
-        self._parked: dict[bool, tuple[set[bytes], set[bytes]]] = {}
+        self._parked: dict[str, tuple[set[bytes], set[bytes]]] = {}
         self._keyword = _NOTHING  # finds any of the profile's literals and _ERROR_WORDS in a line template
-        self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
+        self._settled: str | None = None  # which rules are read: a _RULE_SETS name (see _refresh_rules)
         self.lines_read = 0  # lines of every file read (a replaced log's included)
         # lines of the files before the current one: line numbers count from the current file's start
         self._line_base = 0
@@ -290,11 +297,12 @@ class Analyzer:
 
     def _refresh_rules(self) -> None:
         # Once the server is up (or down), startup markers cannot change anything: dropping their literals
-        # keeps a serving log's "Decode batch" lines on the C fast path.
+        # keeps a serving log's "Decode batch" lines on the C fast path. Lines that show it serving (`served`
+        # rules: access lines, batch lines) are read only while an error after ready waits for them.
         if self.profile is None:
             return
-        settled = self._is_settled()
-        if settled is self._settled:
+        settled = self._rules_wanted()
+        if settled == self._settled:
             return
         if self._settled is not None:
             self._parked[self._settled] = (self._candidates, self._irrelevant)
@@ -302,12 +310,14 @@ class Analyzer:
         self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
         self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
 
-    def _is_settled(self) -> bool:
-        # ready from an early line is not settled yet: the ready line that confirms it must still be read
+    def _rules_wanted(self) -> str:
+        # The rule set to read with (_RULE_SETS): ready from an early line is not settled yet (the ready line that
+        # confirms it must still be read); ready with an error pending reads the lines that show it serving.
         lc = self.lifecycle
-        return lc.state in SETTLED_STATES and not (
-            lc.state == State.READY and lc.current.ready_unconfirmed is not None
-        )
+        inc = lc.current
+        if lc.state not in SETTLED_STATES or (lc.state == State.READY and inc.ready_unconfirmed is not None):
+            return "startup"
+        return "serving" if lc.state == State.READY and inc.pending_since is not None else "settled"
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)
@@ -379,7 +389,7 @@ class Analyzer:
                         last_error, quiet_after_error = i, 0
                     elif scanner.benign_lines != benign:
                         quiet_after_error += 1
-                    if self._is_settled() is not settled:
+                    if self._rules_wanted() != settled:
                         # ready (or crashed) mid-block: the rest of the block is read with the new rules
                         self._refresh_rules()
                         settled = self._settled
@@ -506,10 +516,11 @@ class Analyzer:
 
 
 @functools.lru_cache(maxsize=64)
-def _rule_set(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple[Rule, ...]]:
-    # A profile's literals (as one search), and its rules but the benign ones, before or once settled; the same
+def _rule_set(profile: Profile, settled: str) -> tuple[re.Pattern[bytes], tuple[Rule, ...]]:
+    # A profile's literals (as one search), and its rules but the benign ones, of one of _RULE_SETS; the same
     # for every launch of an engine, and asked twice an incarnation in a crash loop.
-    rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
+    dropped = _RULE_SETS[settled]
+    rules = [r for r in profile.rules if r.kind not in dropped]
     keywords = dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS))
     return re.compile(b"|".join(map(re.escape, keywords))), tuple(r for r in rules if r.kind != "benign")
 

@@ -22,6 +22,7 @@ __all__ = [
     "ProcessExited",
     "ProgressMade",
     "ReadyReached",
+    "RequestServed",
     "StopSeen",
 ]
 
@@ -96,11 +97,21 @@ class ErrorSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestServed:
+    """A line that shows the server serving: an HTTP request answered (`status`), or a batch run (None)."""
+
+    line: int
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StopSeen:
-    """A clean, intended shutdown marker."""
+    """A clean, intended shutdown marker (`after_ready`: one only once the server was ready, as the engine prints
+    the same line on its way out of a failed start)."""
 
     line: int
     at: str | None
+    after_ready: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +181,7 @@ Event = (
     | ArgumentsFound
     | ReadyReached
     | ErrorSeen
+    | RequestServed
     | StopSeen
     | DyingWords
     | LinesRead

@@ -2,8 +2,11 @@
 
 Startup phases only move forward. An error is *pending* until progress follows it (survived) or it becomes a
 crash: `crash_grace` without progress (before ready only), the end of the log, or a fatal line. After ready,
-`POST_READY_RECOVERY_LINES` healthy lines show an error was survived. A new start marker begins a new
-incarnation; `history` keeps the last `MAX_INCARNATIONS_PER_LAUNCH`.
+an error is a crash only on evidence that the server stopped serving (a fatal line, the process gone, the
+health endpoint failing, or the end of the log with nothing served after it); a request answered (`served`
+rules: a status below 500, or a batch run) or `POST_READY_RECOVERY_LINES` healthy lines show it was one
+request's error: it is counted (facts `request_errors`, `last_request_error`), never a crash. A new start
+marker begins a new incarnation; `history` keeps the last `MAX_INCARNATIONS_PER_LAUNCH`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from watchdog.core.findings import (
     ProcessExited,
     ProgressMade,
     ReadyReached,
+    RequestServed,
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, Error, root_cause
@@ -50,10 +54,13 @@ from watchdog.vocabulary import (
     format_duration,
 )
 
-__all__ = ["Incarnation", "Lifecycle", "State", "Transition"]
+__all__ = ["LAST_REQUEST_ERROR", "REQUEST_ERRORS", "Incarnation", "Lifecycle", "State", "Transition"]
 
 _MAX_LATE_CANDIDATES = 500
 POST_READY_RECOVERY_LINES = 50  # healthy log lines after a post-ready error that show it was survived
+# The facts of the errors after ready that the server served on (one request's each): how many, and the last.
+REQUEST_ERRORS = "request_errors"
+LAST_REQUEST_ERROR = "last_request_error"
 
 
 _ORDER = {s: i for i, s in enumerate(State)}
@@ -192,7 +199,7 @@ class Lifecycle:
                 # only healthy lines after the error count, and only once it was ready.
                 inc.healthy_after_error += event.healthy_tail
                 if inc.healthy_after_error >= POST_READY_RECOVERY_LINES:
-                    self._resolve(inc)
+                    self._served_on(inc)
             if event.active:
                 # healthy lines count against a stall (not against an error)
                 inc.last_progress = now
@@ -241,6 +248,13 @@ class Lifecycle:
                 inc.ready_seconds = inc.duration(0, len(inc.timeline) - 1)
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
+        elif isinstance(event, RequestServed):
+            if inc.phase == State.READY:
+                inc.ready_unconfirmed = None  # it answered a request: it accepts connections
+            # A request answered after an error (not with a 5xx: an engine that died still has its HTTP server
+            # answer 500) or a batch run: the server serves on, the error was one request's.
+            if (event.status is None or event.status < 500) and self._judged_by_serving(inc):
+                self._served_on(inc)
         elif isinstance(event, GpuMemorySampled):
             self.memory_growing = event.growing
         elif isinstance(event, LogMissing):
@@ -249,7 +263,11 @@ class Lifecycle:
         elif isinstance(event, DyingWords):
             self._dying(inc, event, now, out)
         elif isinstance(event, StopSeen):
-            if inc.state not in TERMINAL_STATES and inc.pending_since is None:
+            if (
+                inc.state not in TERMINAL_STATES
+                and inc.pending_since is None
+                and (inc.phase == State.READY or not event.after_ready)
+            ):
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
         elif isinstance(event, ProcessExited):
             if inc.state in TERMINAL_STATES:
@@ -293,6 +311,12 @@ class Lifecycle:
                         )
                     )
                 self._crash(inc, now, out, None, None, reason=f"process gone ({event.detail})")
+        elif isinstance(event, HealthChecked) and event.status != 200 and self._judged_by_serving(inc):
+            # an error after ready, and the server no longer answers its health check: it stopped serving
+            answer = "no answer" if event.status is None else f"status {event.status}"
+            self._crash(
+                inc, now, out, None, None, reason=f"health endpoint failing after an error ({answer})"
+            )
         elif (
             isinstance(event, HealthChecked)
             and event.status == 200
@@ -307,6 +331,8 @@ class Lifecycle:
     def wants_health(self) -> bool:
         """Whether a health answer can decide anything now: weights loaded (or a silent log), not yet ready."""
         inc = self.current
+        if self._judged_by_serving(inc):
+            return True  # an error after ready: a failing health check says the server stopped serving
         if inc.state not in STARTUP_PHASES:
             return False
         if self.health_means_ready or _ORDER[inc.phase] >= _ORDER[State.ALLOCATING_KV_CACHE]:
@@ -394,9 +420,9 @@ class Lifecycle:
         """The log ended and nothing more will come (replay): a pending error is final."""
         inc = self.current
         out: list[Transition] = []
-        inc.ready_unconfirmed = None
         if inc.pending_since is not None and inc.state not in TERMINAL_STATES:
             self._crash(inc, now, out, None, None, reason="error at the end of the log")
+        inc.ready_unconfirmed = None
         return out
 
     # -- internals ---------------------------------------------------------------------------------------
@@ -428,6 +454,23 @@ class Lifecycle:
                 self._resolve(inc)
         if inc.state == State.STALLED:
             self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
+
+    @staticmethod
+    def _judged_by_serving(inc: Incarnation) -> bool:
+        # An error after ready is pending: whether the server goes on serving decides what it was.
+        return inc.state == State.READY and inc.pending_since is not None and inc.crash_phase == State.READY
+
+    def _served_on(self, inc: Incarnation) -> None:
+        # The server served after the errors pending since ready: they were a request's (an HTTP 400 or 500 with
+        # its traceback, a request's CUDA OOM), counted among the facts, never a crash.
+        pending = [c for c in inc.candidates[inc.pending_index :] if not c.noise]
+        if pending and self._judged_by_serving(inc):
+            err = root_cause(pending, inc.facts, State.READY.value, self.profile, whole=inc.from_start)
+            count = inc.facts.get(REQUEST_ERRORS, 0)
+            inc.facts[REQUEST_ERRORS] = (int(count) if isinstance(count, int | float) else 0) + 1
+            if err is not None:
+                inc.facts[LAST_REQUEST_ERROR] = err.summary
+        self._resolve(inc)
 
     def _resolve(self, inc: Incarnation) -> None:
         # the pending errors were survived
@@ -547,7 +590,12 @@ class Lifecycle:
         *,
         reason: str,
     ) -> None:
-        self._choose(inc, inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase)
+        phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
+        if phase == State.READY and inc.ready_unconfirmed is not None:
+            # ready from an early line, and the server never accepted a connection: a crash before ready, in
+            # the startup phase it had reached (vLLM's static LoRAs after 'Supported tasks', Uvicorn's bind)
+            phase = _before_ready(inc)
+        self._choose(inc, phase)
         inc.pending_since = None
         self._enter(inc, State.CRASHED, line, at, None, now, reason, out, record_phase=False)
 
@@ -578,6 +626,12 @@ def _entered(inc: Incarnation) -> float | None:
     # the clock time the current phase was entered (a launch still pending: when the clock started for it)
     entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
     return inc.started_now if entered is None and inc.phase == State.PENDING else entered
+
+
+def _before_ready(inc: Incarnation) -> State:
+    # the furthest startup phase the incarnation reached before its ready entry
+    phases = [t.state for t, _ in inc.timeline if t.state in STARTUP_PHASES]
+    return phases[-1] if phases else State.STARTING
 
 
 def _phase_name(state: State) -> str:

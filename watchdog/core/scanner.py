@@ -18,6 +18,7 @@ from watchdog.core.findings import (
     PhaseReached,
     ProgressMade,
     ReadyReached,
+    RequestServed,
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, from_traceback
@@ -120,10 +121,13 @@ class Scanner:
             elif kind == "start":
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":
-                out.append(StopSeen(line_no, rec.at))
+                out.append(StopSeen(line_no, rec.at, after_ready=rule.state == "ready"))
             elif kind == "dying":
                 self.benign_lines += 1  # no activity: the process is going away
                 out.append(DyingWords(line_no, rec.at, content.strip()))
+            elif kind == "served":
+                status = groups.get("status", "")
+                out.append(RequestServed(line_no, int(status) if status.isdigit() else None))
             elif kind == "arguments":
                 out += self._arguments(rule, groups, line_no)
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):

@@ -14,6 +14,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from watchdog.core.facts import number
+from watchdog.core.lifecycle import REQUEST_ERRORS
 from watchdog.core.verdict import Status
 from watchdog.vocabulary import Category, State, version
 
@@ -126,6 +127,12 @@ def families(statuses: list[Status], stats: DaemonStats) -> list[Metric]:
         "Tokens the KV cache holds, as the engine reported it.",
         labels=launch_labels,
     )
+    request_errors = CounterMetricFamily(
+        "watchdog_request_errors",
+        "Errors after ready that the server served on (one request's each, not a crash), in the current "
+        "incarnation.",
+        labels=launch_labels,
+    )
     lines = CounterMetricFamily("watchdog_log_lines", "Log lines read.", labels=launch_labels)
     log_bytes = CounterMetricFamily("watchdog_log_bytes", "Log bytes read.", labels=launch_labels)
     activity = GaugeMetricFamily(
@@ -159,6 +166,8 @@ def families(statuses: list[Status], stats: DaemonStats) -> list[Metric]:
         tokens = number(v.fact("kv_cache_tokens"))
         if tokens is not None:
             kv_tokens.add_metric(labels, tokens)
+        # 0 from the start: a counter that appears only at its first error hides that first increase
+        request_errors.add_metric(labels, number(v.fact(REQUEST_ERRORS)) or 0.0)
         lines.add_metric(labels, float(v.lines_read))
         log_bytes.add_metric(labels, float(v.bytes_read))
         last = number(stats.last_log_activity.get(key[0]))
@@ -205,6 +214,7 @@ def families(statuses: list[Status], stats: DaemonStats) -> list[Metric]:
         progress,
         avail,
         kv_tokens,
+        request_errors,
         lines,
         log_bytes,
         activity,

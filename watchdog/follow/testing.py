@@ -158,6 +158,7 @@ class PacedRun:
     verdict_after: float | None  # seconds from the crash's error line to its verdict (no crash: to the first)
     # the last verdict (what the daemon, which follows on, says in the end)
     last: dict[str, Any] | None = None
+    first_at: float | None = None  # seconds from the first line to the first verdict
 
 
 async def follow_at_pace(
@@ -213,4 +214,4 @@ async def follow_at_pace(
     line = error.line if error is not None and update.state == State.CRASHED else 0
     said = at[min(line, len(at)) - 1] if line and at else (at[-1] if at else 0.0)
     first, last = concluded[0][0].verdict.to_json(), concluded[-1][0].verdict.to_json()
-    return PacedRun(first, status, max(0.0, when - said), last)
+    return PacedRun(first, status, max(0.0, when - said), last, concluded[0][1])

@@ -33,7 +33,19 @@ __all__ = [
     "parse_profile",
 ]
 
-RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop", "dying", "arguments")
+RULE_KINDS = (
+    "start",
+    "phase",
+    "progress",
+    "fact",
+    "ready",
+    "error",
+    "benign",
+    "stop",
+    "dying",
+    "arguments",
+    "served",
+)
 TRACE_KINDS = ("frame", "main", "step", "consequence", "teardown", "caught", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
 _TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
@@ -302,8 +314,8 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         raise ConfigError(where, f"{path}.match", "may not contain digits (put numbers in `regex`)")
     regex = _compile(raw["regex"], where, f"{path}.regex") if "regex" in raw else None
     state = raw.get("state")
-    if kind == "error" and state == "ready":
-        pass  # an error only the serving server prints: a crash after ready
+    if kind in ("error", "stop") and state == "ready":
+        pass  # an error only the serving server prints: a crash after ready; a stop line only once it served
     elif state is not None and state not in STATES:
         raise ConfigError(where, f"{path}.state", f"{state!r} is not a phase; allowed: {', '.join(STATES)}")
     if kind == "phase" and state is None:
