@@ -108,9 +108,6 @@ KNOWN_GAPS: dict[str, str] = {
         "category other and the wrapper 'EngineCore failed to start.' as the cause, label model_load: the worker's "
         "KeyError above it (a progress bar and a torch warning come between) is the cause"
     ),
-    "llamacpp-server-invalid-argument-hf-old-build-llamavim36": (
-        "engine generic, label llamacpp: llama-server is named only in the typed command before the argument error"
-    ),
     "vllm-request-preprocessing-error-traceback-only-20409": (
         "false alarm: a request's traceback through serving_chat ('Error in preprocessing prompt inputs', a 400) "
         "is called a crash at starting; the request path says the server was serving"
@@ -134,10 +131,6 @@ KNOWN_GAPS: dict[str, str] = {
     "llamacpp-swap-docker-failed-to-open-gguf-exit-1-llamaswap376": (
         "root: the loader's generic 'error loading model' line over the first error 'failed to open GGUF file' "
         "(as 15919), under a docker compose prefix"
-    ),
-    "vllm-engine-core-died-unexpectedly-one-line-dsocr110": (
-        "no verdict and engine generic, label crashed/vllm: the one line 'Engine core proc EngineCore_DP0 died "
-        "unexpectedly, shutting down client.' (core_client.py) is not read as fatal"
     ),
     "trtllm-triton-backend-library-not-found-tritonserver7950": (
         "no verdict, label crashed/import: Triton's E-line \"failed to load 'tensorrt_llm' version 1: ... unable "
