@@ -75,9 +75,6 @@ KNOWN_GAPS: dict[str, str] = {
     "tgi-serving-chat-completions-success-lines-ogx2421": (
         "no verdict, label ready: the router's per-request 'Success' lines are not taken as a sign of serving"
     ),
-    "llamacpp-lemonade-wrapper-server-failed-to-start-1462": (
-        "no verdict, label crashed: a manager's 'llama-server failed to start' (model_load_error) is not read as a death"
-    ),
     "ollama-intel-gpu-neo-abort-runner-exit-2-mattcurf22": (
         "category other and phase starting, label cuda/loading_weights: the GPU runtime's own 'Abort was called at 63 line "
         "in file:' (Intel NEO) is not taken as the cause of the runner's exit status 2"
@@ -136,17 +133,9 @@ KNOWN_GAPS: dict[str, str] = {
         "no verdict, label crashed/import: Triton's E-line \"failed to load 'tensorrt_llm' version 1: ... unable "
         "to find backend library for backend 'tensorrtllm'\" is not read as fatal"
     ),
-    "ollama-load-failed-eof-after-register-dump-13250": (
-        "no verdict, label crashed at loading_weights: the scheduler's 'Load failed' (EOF from the dying runner) "
-        "and 'llama runner terminated' exit status 2 after a register dump are not read as a crash"
-    ),
     "ollama-client-500-runner-exit-status-2-three-runs-11790": (
         "phase starting, label loading_weights: client-side 'ollama run' answers '500 ... llama runner process has "
         "terminated' (a model load that crashed) carry no load line"
-    ),
-    "vllm-ilab-wrapper-failed-to-start-two-lines-ilab3466": (
-        "no verdict and engine generic, label crashed/vllm: InstructLab's 'vLLM failed to start.  Retry with "
-        "--enable-serving-output ...' is not read as fatal"
     ),
 }
 
