@@ -64,10 +64,6 @@ KNOWN_GAPS: dict[str, str] = {
         "category other, label config: an IndexError raised by the argument parser reading the --config file "
         "(_pull_args_from_config)"
     ),
-    "vllm-tritonserver-backend-stat-loggers-typeerror-8578": (
-        "no verdict, label crashed/import: Triton's 'Failed to initialize Python stub: TypeError: ... unexpected "
-        "keyword argument' (a glog line of the vLLM backend) is not read as fatal"
-    ),
     "trtllm-serve-flash-attn-undefined-symbol-4392": (
         "category other and the wrapper 'Failed to import transformers...' as the cause, label import: the loader's "
         "'undefined symbol' line under it is the cause"
@@ -128,10 +124,6 @@ KNOWN_GAPS: dict[str, str] = {
     "llamacpp-swap-docker-failed-to-open-gguf-exit-1-llamaswap376": (
         "root: the loader's generic 'error loading model' line over the first error 'failed to open GGUF file' "
         "(as 15919), under a docker compose prefix"
-    ),
-    "trtllm-triton-backend-library-not-found-tritonserver7950": (
-        "no verdict, label crashed/import: Triton's E-line \"failed to load 'tensorrt_llm' version 1: ... unable "
-        "to find backend library for backend 'tensorrtllm'\" is not read as fatal"
     ),
     "ollama-client-500-runner-exit-status-2-three-runs-11790": (
         "phase starting, label loading_weights: client-side 'ollama run' answers '500 ... llama runner process has "
