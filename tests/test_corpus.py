@@ -43,9 +43,6 @@ KNOWN_GAPS: dict[str, str] = {
     "vllm-no-kernel-image-rtx50-enginecore-14452": (
         "category unsupported, label cuda: 'CUDA error: no kernel image is available' is a CUDA error (issue 30)"
     ),
-    "ollama-runner-exit-status-2-deepseek-r1-9241": (
-        "phase starting, label loading_weights: the runner dies while loading the model for the request"
-    ),
     "llamacpp-silent-exit-pretokenizer-no-error-11819": (
         "no verdict (loading_weights), label crashed: llama-server exits with no error line at the default log level; "
         "the shell prompt coming back after the loader's summary is the only sign of the death"
@@ -124,10 +121,6 @@ KNOWN_GAPS: dict[str, str] = {
     "llamacpp-swap-docker-failed-to-open-gguf-exit-1-llamaswap376": (
         "root: the loader's generic 'error loading model' line over the first error 'failed to open GGUF file' "
         "(as 15919), under a docker compose prefix"
-    ),
-    "ollama-client-500-runner-exit-status-2-three-runs-11790": (
-        "phase starting, label loading_weights: client-side 'ollama run' answers '500 ... llama runner process has "
-        "terminated' (a model load that crashed) carry no load line"
     ),
 }
 
