@@ -68,10 +68,6 @@ KNOWN_GAPS: dict[str, str] = {
     "tgi-serving-chat-completions-success-lines-ogx2421": (
         "no verdict, label ready: the router's per-request 'Success' lines are not taken as a sign of serving"
     ),
-    "ollama-intel-gpu-neo-abort-runner-exit-2-mattcurf22": (
-        "category other and phase starting, label cuda/loading_weights: the GPU runtime's own 'Abort was called at 63 line "
-        "in file:' (Intel NEO) is not taken as the cause of the runner's exit status 2"
-    ),
     "vllm-incomplete-routes-listed-before-uvicorn-club3090-74": (
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
