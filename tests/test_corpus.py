@@ -80,11 +80,8 @@ KNOWN_GAPS: dict[str, str] = {
         "prefix says 53 minutes of uptime"
     ),
     "ollama-deepseek-v2-k-shift-abort-sigsegv-decode-8492": (
-        "category other ('SIGSEGV' chosen over the abort 'The current context does not support K-shift') and phase "
-        "starting, label unsupported/ready: the llama_decode/processBatch frames are a request being served"
-    ),
-    "ollama-ggml-cpu-get-rows-assert-sigsegv-decode-9352": (
-        "phase starting, label ready: the GGML_ASSERT comes in llama_decode from processBatch (a request being served)"
+        "category other, label unsupported: GGML_ABORT's message 'The current context does not support K-shift' (a "
+        "capability the model's context lacks) is not read as unsupported"
     ),
     "llamacpp-server-failed-to-open-gguf-file-15919": (
         "root cause: the generic 'error loading model' chosen over 'gguf_init_from_file: failed to open GGUF file' "
