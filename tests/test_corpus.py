@@ -65,15 +65,9 @@ KNOWN_GAPS: dict[str, str] = {
         "category other and the wrapper 'Failed to import transformers...' as the cause, label import: the loader's "
         "'undefined symbol' line under it is the cause"
     ),
-    "tgi-serving-chat-completions-success-lines-ogx2421": (
-        "no verdict, label ready: the router's per-request 'Success' lines are not taken as a sign of serving"
-    ),
     "vllm-incomplete-routes-listed-before-uvicorn-club3090-74": (
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
-    ),
-    "tgi-router-illegal-memory-access-prefill-after-ready-2593": (
-        "phase starting, label ready: the router's prefill batches (requests being served) are not a sign of ready"
     ),
     "llamacpp-illegal-memory-access-after-53-minutes-27749": (
         "phase starting and engine generic, label ready/llamacpp: one ggml CUDA error line whose llama.cpp timestamp "
