@@ -51,9 +51,6 @@ KNOWN_GAPS: dict[str, str] = {
         "crashed/oom, label incomplete: the compute-buffer cudaMalloc failure is retried ('retrying without pipeline "
         "parallelism') and loading goes on: a false alarm"
     ),
-    "vllm-metal-enginedead-first-chat-112": (
-        "phase starting, label ready: a request answered 200 before the EngineDeadError shows the server was serving"
-    ),
     "llamacpp-batch-size-0-n-outputs-assert-28525": (
         "phase starting, label allocating_kv_cache: the assert is in llama-context.cpp, context init after the weights"
     ),
