@@ -87,8 +87,8 @@ KNOWN_GAPS: dict[str, str] = {
         "is called a crash at starting; the request path says the server was serving"
     ),
     "vllm-max-context-length-request-valueerror-one-line-specreason4": (
-        "false alarm: one serving_chat line with a request's max-context ValueError is called a crash (engine "
-        "generic); a request's validation error, the server serves on"
+        "false alarm: one serving_chat line with a request's max-context ValueError is called a crash; a request's "
+        "validation error, the server serves on"
     ),
     "llamacpp-server-invalid-input-batch-request-500-17316": (
         "phase starting, label ready: the excerpt is a request's decode error lines (slot, send_error, HTTP 500) "

@@ -161,7 +161,13 @@ class Category(enum.StrEnum):
 
 FATAL_WHEN_LOGGED = (Category.PORT_IN_USE, Category.OOM)
 """Errors no engine starts past, even only logged: a port it cannot bind, memory it cannot get (at start)."""
-FATAL_WHILE_STARTING = (*FATAL_WHEN_LOGGED, Category.CONFIG, Category.MODEL_LOAD, Category.UNSUPPORTED, Category.IMPORT)
+FATAL_WHILE_STARTING = (
+    *FATAL_WHEN_LOGGED,
+    Category.CONFIG,
+    Category.MODEL_LOAD,
+    Category.UNSUPPORTED,
+    Category.IMPORT,
+)
 """... and, raised as an exception (or named by a rule), its configuration, model or hardware refused, or a library
 it cannot import (an uncaught ImportError while starting ends the process; an optional import's failure is logged
 at warning level, not raised)."""
