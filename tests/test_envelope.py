@@ -57,6 +57,14 @@ from watchdog.core.envelope import parse, seconds_between, unglue
             id="torchrun-glog",
         ),
         pytest.param(
+            "E0120 08:28:09.425599 2049 model_lifecycle.cc:654] \"failed to load 'tensorrt_llm' version 1: x\"",
+            "\"failed to load 'tensorrt_llm' version 1: x\"",
+            "",
+            "ERROR",
+            "01-20T08:28:09",
+            id="triton-glog-unbracketed",
+        ),
+        pytest.param(
             '(EngineCore_DP0 pid=17374) ERROR 09-28 15:47:24 [core.py:718]   File "x", line 1',
             '  File "x", line 1',
             "EngineCore_DP0",

@@ -161,8 +161,16 @@ class Category(enum.StrEnum):
 
 FATAL_WHEN_LOGGED = (Category.PORT_IN_USE, Category.OOM)
 """Errors no engine starts past, even only logged: a port it cannot bind, memory it cannot get (at start)."""
-FATAL_WHILE_STARTING = (*FATAL_WHEN_LOGGED, Category.CONFIG, Category.MODEL_LOAD, Category.UNSUPPORTED)
-"""... and, raised as an exception (or named by a rule), its configuration, model or hardware refused."""
+FATAL_WHILE_STARTING = (
+    *FATAL_WHEN_LOGGED,
+    Category.CONFIG,
+    Category.MODEL_LOAD,
+    Category.UNSUPPORTED,
+    Category.IMPORT,
+)
+"""... and, raised as an exception (or named by a rule), its configuration, model or hardware refused, or a library
+it cannot import (an uncaught ImportError while starting ends the process; an optional import's failure is logged
+at warning level, not raised)."""
 WEAK_CATEGORIES = (Category.OTHER, Category.TIMEOUT)
 """The categories that alone do not make an error-level log line a root-cause candidate."""
 GENERIC_CATEGORIES = (*WEAK_CATEGORIES, Category.KILLED)

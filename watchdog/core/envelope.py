@@ -74,6 +74,8 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):
         # "[W socket.cpp:663] ", "[E ProcessGroupNCCL.cpp:475] "
         r"\[(?P<level>[IWEF])(?:(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)\.\d+)? [\w.]+:\d+\] ",
+        # glog's own format, unbracketed (Triton Inference Server): "E0120 08:28:09.425599 2049 model_lifecycle.cc:654] "
+        r"(?P<level>[IWEF])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)\.\d+ +\d+ [\w.]+:\d+\] ",
         # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
         # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
         r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
