@@ -30,7 +30,7 @@ from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner
 from watchdog.profiles.model import Catalogue, Profile, Rule
-from watchdog.vocabulary import DEFAULT_CRASH_GRACE, SETTLED_STATES, State
+from watchdog.vocabulary import DEFAULT_CRASH_GRACE, DEFAULT_HANG_AFTER, SETTLED_STATES, State
 
 __all__ = ["Analyzer"]
 
@@ -87,6 +87,7 @@ class Analyzer:
         crash_grace: float = DEFAULT_CRASH_GRACE,
         max_line: int = DEFAULT_MAX_LINE,
         deadlines: Mapping[str, float] | None = None,
+        hang_after: float | None = DEFAULT_HANG_AFTER,
     ) -> None:
         # the engine's profile, or the catalogue to detect it from: loaded by the caller (the core reads no file)
         self._catalogue = profile if isinstance(profile, Catalogue) else None
@@ -97,8 +98,13 @@ class Analyzer:
         self.unwrapper = Unwrapper(max_line=max_line)
         self.transcoder = Transcoder()
         self._deadlines = dict(deadlines or {})
+        self._hang_after = hang_after
         self.lifecycle = Lifecycle(
-            "generic", stall_after=stall_after, crash_grace=crash_grace, deadlines=deadlines
+            "generic",
+            stall_after=stall_after,
+            crash_grace=crash_grace,
+            deadlines=deadlines,
+            hang_after=hang_after,
         )
         self.profile: Profile | None = None
         self._held: list[Block] = []  # blocks waiting for engine detection
@@ -305,6 +311,8 @@ class Analyzer:
     def _is_settled(self) -> bool:
         # ready from an early line is not settled yet: the ready line that confirms it must still be read
         lc = self.lifecycle
+        if lc.state == State.STALLED and lc.current.serving.hung:
+            return True  # a ready server that hangs: its serving lines, not startup markers, can end the stall
         return lc.state in SETTLED_STATES and not (
             lc.state == State.READY and lc.current.ready_unconfirmed is not None
         )
@@ -451,6 +459,7 @@ class Analyzer:
             crash_grace=self._crash_grace,
             max_line=self._max_line,
             deadlines=self._deadlines,
+            hang_after=self._hang_after,
         )
         self._use(catalogue.profile(engine))
         self.transcoder = transcoder  # `whole` is decoded already; the rest of the log goes on through it
