@@ -431,11 +431,14 @@ class Lifecycle:
             self._hang(inc, seen.line, seen.at, seen.seconds, now, out)
 
     def _hang_due(self, inc: Incarnation) -> float | None:
-        # the clock time a serving hang is due at (requests waiting with no token since `since`), if one can be
-        since = inc.serving.since
-        if self.hang_after is None or since is None or inc.state != State.READY:
+        # The clock time a serving hang is due at in silence: only for requests told open (a start line, whose end
+        # line the engine always prints). Counts are a snapshot: a request may end with no line after them
+        # (SGLang prints 0.00 tokens/s for the first decode after an idle hour, then the request is done), so
+        # a hang by counts needs a later line that still shows requests and no token (`_serving`).
+        serving = inc.serving
+        if self.hang_after is None or serving.since is None or not serving.open or inc.state != State.READY:
             return None
-        return since + self.hang_after
+        return serving.since + self.hang_after
 
     def _hang(
         self,

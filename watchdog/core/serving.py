@@ -4,8 +4,9 @@ A serving hang is requests running or waiting while no token comes for `hang_aft
 engine's serving lines (`[[serving]]` rules, `ServingSeen`): counts of requests and tokens (SGLang's decode
 batch line, vLLM's periodic stats), or single requests that start, progress and finish (llama.cpp's slots,
 TGI's router; these tell a request's tokens when it ends, so one generation longer than `hang_after` reads as a
-hang). A server with no request is idle, never hung; one that says nothing has shown no request waiting: a hang
-is timed only from a line that showed requests and no tokens, until a line shows tokens again or no request.
+hang). A server with no request is idle, never hung. A hang's clock starts at a line that shows requests and no
+tokens and ends at one that shows tokens again or no request; counts are a snapshot, so a hang by counts is
+said by a later line that still shows them, while a request told open is open until its end line comes.
 """
 
 from __future__ import annotations
