@@ -66,7 +66,7 @@ class Serving:
             flowing = seen.tokens is not None and seen.tokens > 0
         if self.load == 0:
             self.since = self.since_seconds = self.since_at = None
-            return NO_REQUESTS
+            return TOKENS_AGAIN if flowing else NO_REQUESTS
         if flowing or self.since is None:
             # tokens came now (or requests wait from now on): no token since this line, if none comes after it
             self.since, self.since_seconds, self.since_at = now, seen.seconds, seen.at
