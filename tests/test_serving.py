@@ -125,7 +125,9 @@ def test_a_bad_serving_rule_is_refused_naming_its_key(table: dict[str, str], key
 def test_request_is_only_a_serving_rules_key() -> None:
     """`request` on another kind of rule is refused."""
     with pytest.raises(ConfigError, match="only on a"):
-        parse_profile({"name": "x", "phase": [{"match": "x", "state": "starting", "request": "idle"}]}, "x.toml")
+        parse_profile(
+            {"name": "x", "phase": [{"match": "x", "state": "starting", "request": "idle"}]}, "x.toml"
+        )
 
 
 # -- each engine's real serving lines -----------------------------------------------------------------------
@@ -191,7 +193,9 @@ def test_vllm_idle_stats_are_no_hang() -> None:
 
 def test_llamacpp_slot_lines_open_and_close_requests() -> None:
     """llama.cpp's slots (issues 14073, 14829): a task launched is open until its release; all idle is none."""
-    analyzer = _replay("llamacpp", LLAMACPP_READY + b"".join(_lines("llamacpp-slots-freeze-14073.log")), 300.0)
+    analyzer = _replay(
+        "llamacpp", LLAMACPP_READY + b"".join(_lines("llamacpp-slots-freeze-14073.log")), 300.0
+    )
     assert analyzer.lifecycle.current.serving.open == {"0"}  # task 172, launched and never released
     analyzer = _replay("llamacpp", LLAMACPP_READY + b"".join(_lines("llamacpp-idle-14829.log")), 300.0)
     assert analyzer.lifecycle.current.serving.open == set()
@@ -313,9 +317,7 @@ async def test_the_daemon_alerts_a_serving_hang_and_resolves_it(tmp_path: Path, 
     out = io.StringIO()
     hook = ServiceNotifier(name="hook", kind="webhook", urls=(receiver.url("/hook"),), timeout=5.0)
     spec = LaunchSpec(name="serve", target=parse_target(str(log)), engine="llamacpp", hang_after=0.5)
-    daemon = Daemon(
-        {"serve": LaunchPlan(spec, alerts=(hook, ConsoleAlerts(out=out)))}, handle_signals=False
-    )
+    daemon = Daemon({"serve": LaunchPlan(spec, alerts=(hook, ConsoleAlerts(out=out)))}, handle_signals=False)
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.run)

@@ -421,7 +421,9 @@ class Lifecycle:
         if resumed is not None and inc.state == State.STALLED and serving.hung:
             serving.hung = False
             inc.last_progress = now
-            self._enter(inc, State.READY, seen.line, seen.at, seen.seconds, now, resumed, out, record_phase=False)
+            self._enter(
+                inc, State.READY, seen.line, seen.at, seen.seconds, now, resumed, out, record_phase=False
+            )
         elif (
             resumed is None
             and inc.state == State.READY

@@ -30,8 +30,12 @@ class Serving:
 
     running: int = 0
     waiting: int = 0
-    open: set[str] = field(default_factory=set)  # requests started and not finished, by slot (`request` rules)
-    since: float | None = None  # the caller's clock since which requests wait with no token; None: no hang clock
+    open: set[str] = field(
+        default_factory=set
+    )  # requests started and not finished, by slot (`request` rules)
+    since: float | None = (
+        None  # the caller's clock since which requests wait with no token; None: no hang clock
+    )
     since_seconds: float | None = None  # ... the log's seconds then (a replay times the hang by them)
     since_at: str | None = None  # ... the log's time then, as the log wrote it
     hung: bool = False  # the incarnation is stalled by a serving hang (left when tokens flow again)
@@ -77,7 +81,11 @@ class Serving:
         read (`seconds`, a replay's only clock), or by the caller's clock."""
         if self.since is None:
             return False
-        if seconds is not None and self.since_seconds is not None and seconds - self.since_seconds >= hang_after:
+        if (
+            seconds is not None
+            and self.since_seconds is not None
+            and seconds - self.since_seconds >= hang_after
+        ):
             return True
         return now - self.since >= hang_after
 

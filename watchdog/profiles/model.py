@@ -33,7 +33,18 @@ __all__ = [
     "parse_profile",
 ]
 
-RULE_KINDS = ("start", "phase", "progress", "fact", "ready", "error", "benign", "stop", "arguments", "serving")
+RULE_KINDS = (
+    "start",
+    "phase",
+    "progress",
+    "fact",
+    "ready",
+    "error",
+    "benign",
+    "stop",
+    "arguments",
+    "serving",
+)
 SERVING_REQUESTS = ("started", "tokens", "finished", "idle")
 """What a `[[serving]]` rule's `request` says its line is: a request started, made progress (tokens), finished,
 or none is left."""
@@ -331,9 +342,7 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
     )
 
 
-def _request(
-    raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | None, where: str, path: str
-) -> str:
+def _request(raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | None, where: str, path: str) -> str:
     # a [[serving]] rule's `request`, and the regex groups it may read (SERVING_GROUPS)
     request = raw.get("request", "")
     if kind != "serving":
@@ -348,7 +357,9 @@ def _request(
     unknown = groups - set(SERVING_GROUPS)
     if unknown:
         raise ConfigError(
-            where, f"{path}.regex", f"unknown group {sorted(unknown)[0]!r}; allowed: {', '.join(SERVING_GROUPS)}"
+            where,
+            f"{path}.regex",
+            f"unknown group {sorted(unknown)[0]!r}; allowed: {', '.join(SERVING_GROUPS)}",
         )
     if not request and not groups & {"running", "waiting"}:
         raise ConfigError(
