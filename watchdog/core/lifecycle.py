@@ -414,8 +414,8 @@ class Lifecycle:
 
     def _serving(self, inc: Incarnation, seen: ServingSeen, now: float, out: list[Transition]) -> None:
         # A serving line of a ready server: a hang's clock starts, runs, or ends (tokens again, no request).
-        if inc.phase != State.READY or inc.state not in (State.READY, State.STALLED):
-            return
+        if inc.phase != State.READY or inc.state in TERMINAL_STATES:
+            return  # ready, or stalled once ready
         serving = inc.serving
         resumed = serving.observe(seen, now)
         if resumed is not None and inc.state == State.STALLED and serving.hung:
