@@ -312,9 +312,8 @@ class Analyzer:
         # ready from an early line is not settled yet: the ready line that confirms it must still be read
         lc = self.lifecycle
         if lc.state == State.STALLED and lc.current.serving.hung:
-            return (
-                True  # a ready server that hangs: its serving lines, not startup markers, can end the stall
-            )
+            # a ready server that hangs: its serving lines, not startup markers, can end the stall
+            return True
         return lc.state in SETTLED_STATES and not (
             lc.state == State.READY and lc.current.ready_unconfirmed is not None
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from watchdog.core.findings import ServingSeen
 from watchdog.vocabulary import format_duration
 
-__all__ = ["RESUMED", "Serving"]
+__all__ = ["NO_REQUESTS", "RESUMED", "TOKENS_AGAIN", "Serving"]
 
 TOKENS_AGAIN = "tokens flow again"
 NO_REQUESTS = "no request waiting any more"
@@ -30,14 +30,13 @@ class Serving:
 
     running: int = 0
     waiting: int = 0
-    open: set[str] = field(
-        default_factory=set
-    )  # requests started and not finished, by slot (`request` rules)
-    since: float | None = (
-        None  # the caller's clock since which requests wait with no token; None: no hang clock
-    )
-    since_seconds: float | None = None  # ... the log's seconds then (a replay times the hang by them)
-    since_at: str | None = None  # ... the log's time then, as the log wrote it
+    # requests started and not finished, by slot (`request` rules)
+    open: set[str] = field(default_factory=set)
+    # the caller's clock since which requests wait with no token (None: no hang clock), the log's seconds then
+    # (a replay times the hang by them), and the log's time then as the log wrote it
+    since: float | None = None
+    since_seconds: float | None = None
+    since_at: str | None = None
     hung: bool = False  # the incarnation is stalled by a serving hang (left when tokens flow again)
 
     @property
