@@ -342,3 +342,27 @@ async def test_the_daemon_alerts_a_serving_hang_and_resolves_it(tmp_path: Path, 
     said = [line for line in out.getvalue().splitlines() if not line.startswith("serve: ready")]
     assert said[0].startswith("serve: hangs while serving: serving hang: 1 running")
     assert said[1] == f"serve: stalled resolved: progress again: ready: {TOKENS_AGAIN}"
+
+
+@pytest.mark.parametrize(
+    ("lines", "since_at", "running"),
+    [
+        pytest.param(slice(16, 29), "2025-09-12T07:27:18", 1, id="tokens-at-the-end"),
+        pytest.param(slice(11, 15), "2025-09-12T07:18:14", 1, id="no-tokens-at-the-end"),
+    ],
+)
+def test_a_block_of_serving_lines_tells_the_clock_what_each_line_would(
+    lines: slice, since_at: str, running: int
+) -> None:
+    """A block of serving lines (read at once, as replay reads a busy server's log) leaves the hang's clock as
+    reading them one by one does: since the last line with tokens, or the first without after it."""
+    data = _lines("sglang-grok2-idle-zero-throughput-blog.log")
+    whole = Analyzer(load_engine("sglang"))
+    whole.feed(b"".join(data[: lines.start]), 0.0)
+    whole.feed(b"".join(data[lines]), 0.0)
+    one_by_one = Analyzer(load_engine("sglang"))
+    for line in data[: lines.stop]:
+        one_by_one.feed(line, 0.0)
+    for analyzer in (whole, one_by_one):
+        serving = analyzer.lifecycle.current.serving
+        assert (serving.since_at, serving.running) == (since_at, running)

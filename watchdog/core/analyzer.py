@@ -116,6 +116,8 @@ class Analyzer:
         # a crash loop switches twice an incarnation, and every line would be classified again each time
         self._parked: dict[bool, tuple[set[bytes], set[bytes]]] = {}
         self._keyword = _NOTHING  # finds any of the profile's literals and _ERROR_WORDS in a line template
+        # whether a candidate template is a serving line's alone (`_serving_run`), for the current rule set
+        self._serving_only: dict[bytes, bool] = {}
         self._settled: bool | None = None  # whether startup rules are dropped (see _refresh_rules)
         self.lines_read = 0  # lines of every file read (a replaced log's included)
         # lines of the files before the current one: line numbers count from the current file's start
@@ -306,6 +308,7 @@ class Analyzer:
             self._parked[self._settled] = (self._candidates, self._irrelevant)
         self._settled = settled
         self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
+        self._serving_only = {}
         self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
 
     def _is_settled(self) -> bool:
@@ -377,11 +380,22 @@ class Analyzer:
         quiet_before = scanner.benign_lines + scanner.error_lines
         last_error = -1  # index of the last line in this block that was part of an error
         quiet_after_error = 0  # benign lines after it
-        if present or scanner.busy or scanner.collecting:
+        quiet = not (scanner.busy or scanner.collecting)
+        if present and quiet and all(self._is_serving_only(t) for t in present):
+            # a block of serving lines (and lines no rule reads): the busy server's usual block
+            out += self._serving_block(data, templates, present, first, now)
+        elif present or not quiet:
             raws = data.split(b"\n")
             settled = self._settled
+            run: list[int] = []  # serving lines in a row, read at the next other line (`_serving_run`)
             for i in range(count):
                 if scanner.busy or scanner.collecting or templates[i] in present:
+                    if not (scanner.busy or scanner.collecting) and self._is_serving_only(templates[i]):
+                        run.append(i)
+                        continue
+                    if run:
+                        out += self._serving_run(run, raws, first, now)
+                        run = []
                     benign, errors = scanner.benign_lines, scanner.error_lines
                     out += self._line(raws[i], first + i, now)
                     if scanner.error_lines != errors:
@@ -393,6 +407,8 @@ class Analyzer:
                         self._refresh_rules()
                         settled = self._settled
                         present = self._classify(templates[i + 1 :])
+            if run:
+                out += self._serving_run(run, raws, first, now)
         self.lines_read += count
         active = count - (scanner.benign_lines + scanner.error_lines - quiet_before)
         healthy_tail = active if last_error < 0 else max(0, count - last_error - 1 - quiet_after_error)
@@ -413,6 +429,59 @@ class Analyzer:
                 else:
                     self._irrelevant.add(t)
         return seen & self._candidates
+
+    def _is_serving_only(self, template: bytes) -> bool:
+        # a template that holds a serving rule's literal and no other rule's nor an error word
+        known = self._serving_only.get(template)
+        if known is None:
+            assert self.profile is not None  # rules are in use
+            others, serving = _serving_rules(self.profile, bool(self._settled))
+            known = (
+                bool(serving) and any(m in template for _, m, _ in serving) and not others.search(template)
+            )
+            self._serving_only[template] = known
+        return known
+
+    def _serving_block(
+        self, data: bytes, templates: list[bytes], present: set[bytes], first: int, now: float
+    ) -> list[Transition]:
+        # `_serving_run` of a block whose lines a rule reads are all serving lines, without splitting the block
+        # when its last serving line shows tokens flowing (or no request): a template has its line's length
+        count = len(templates) - 1
+        last, end = count - 1, len(data)
+        while templates[last] not in present:
+            end -= len(templates[last]) + 1
+            last -= 1
+        line = data[end - 1 - len(templates[last]) : end - 1]
+        assert self.profile is not None  # rules are in use
+        _, serving = _serving_rules(self.profile, bool(self._settled))
+        if _serving_status(line, serving) in ("flowing", "idle"):
+            return self._line(line, first + last, now)
+        run = [i for i in range(count) if templates[i] in present]
+        return self._serving_run(run, data.split(b"\n"), first, now)
+
+    def _serving_run(self, run: list[int], raws: list[bytes], first: int, now: float) -> list[Transition]:
+        # Serving lines in a row (a busy server prints thousands: SGLang's decode batch every 40 steps): what they
+        # tell the hang's clock is where tokens start or stop flowing, so only those lines, the first and the
+        # last of the run, and every line of a single request are read whole (as any other line); a line the
+        # quick look cannot read is read whole too.
+        assert self.profile is not None  # rules are in use
+        _, serving = _serving_rules(self.profile, bool(self._settled))
+        if _serving_status(raws[run[-1]], serving) in ("flowing", "idle"):
+            # tokens flow (or no request is left) at the run's end: its last line says all the clock needs (a
+            # hang that began and ended inside the run is not told: a live log comes in small runs)
+            return self._line(raws[run[-1]], first + run[-1], now)
+        statuses = [_serving_status(raws[i], serving) for i in run]
+        keep = {0, len(run) - 1}
+        for j in range(1, len(run)):
+            status, before = statuses[j], statuses[j - 1]
+            if status in ("request", "unknown") or status != before:
+                keep.update((j - 1, j))
+        out: list[Transition] = []
+        for j in sorted(keep):
+            if statuses[j] is not None:
+                out += self._line(raws[run[j]], first + run[j], now)
+        return out
 
     def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         out: list[Transition] = []
@@ -522,6 +591,45 @@ def _rule_set(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple
     rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
     keywords = dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS))
     return re.compile(b"|".join(map(re.escape, keywords))), tuple(r for r in rules if r.kind != "benign")
+
+
+_ServingRule = tuple[
+    str, bytes, "re.Pattern[bytes] | None"
+]  # (request, literal, regex) of a [[serving]] rule
+
+
+@functools.lru_cache(maxsize=64)
+def _serving_rules(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple[_ServingRule, ...]]:
+    # the literals of every rule but the serving ones (and the error words), and the serving rules as bytes
+    rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
+    others = [r.match.encode() for r in rules if r.kind != "serving"]
+    serving = tuple(
+        (r.request, r.match.encode(), re.compile(r.regex.pattern.encode()) if r.regex else None)
+        for r in rules
+        if r.kind == "serving"
+    )
+    return re.compile(b"|".join(map(re.escape, dict.fromkeys((*others, *_ERROR_WORDS))))), serving
+
+
+def _serving_status(raw: bytes, rules: tuple[_ServingRule, ...]) -> str | None:
+    # What a serving line tells at a glance: "flowing" (tokens came), "idle" (no request), "stuck" (requests, no
+    # token), "request" (one request's line: always read whole), "unknown" (read it whole); None: no rule's
+    for request, match, regex in rules:
+        if match not in raw:
+            continue
+        m = regex.search(raw) if regex is not None else None
+        if regex is not None and m is None:
+            continue
+        if request or m is None:
+            return "request"
+        groups = m.groupdict()
+        try:
+            made = sum(float(groups[k] or 0) for k in ("tokens", "prompt") if k in groups)
+            load = sum(int(groups[k] or 0) for k in ("running", "waiting") if k in groups)
+        except ValueError:
+            return "unknown"
+        return "flowing" if made > 0 else "idle" if load == 0 else "stuck"
+    return "unknown" if any(match in raw for _, match, _ in rules) else None
 
 
 def _earlier(a: float | None, b: float) -> float:
