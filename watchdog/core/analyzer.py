@@ -74,6 +74,8 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
+# a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
+_ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
 
 
 class Analyzer:
@@ -591,11 +593,6 @@ def _rule_set(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple
     rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
     keywords = dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS))
     return re.compile(b"|".join(map(re.escape, keywords))), tuple(r for r in rules if r.kind != "benign")
-
-
-_ServingRule = tuple[
-    str, bytes, "re.Pattern[bytes] | None"
-]  # (request, literal, regex) of a [[serving]] rule
 
 
 @functools.lru_cache(maxsize=64)
