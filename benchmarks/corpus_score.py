@@ -1,4 +1,4 @@
-"""Per-field accuracy of `replay` over labelled real logs (the corpus and the cases of tests/fixtures).
+"""Per-field accuracy of `replay` over labelled real logs: the corpus (tuning set) and the held-out cases.
 
     python benchmarks/corpus_score.py [DIR ...] [--misses]
 
@@ -6,10 +6,15 @@ Each case is NAME.log with its hand-written label NAME.json (tests/fixtures/corp
 outcome (ready/crashed/incomplete from the exit code, stopped for a launch stopped before ready), phase,
 category (crashes only), root cause (the label's exact substring is in the verdict's summary; only where the
 label names one) and engine (where the log names it), overall and per engine; the share of crashes called
-`other`; and how long a live follower takes to call each labelled crash (`follow_at_pace`, on a manual clock:
-at the log's recorded pace where NAME.timing has it, else the whole log at once), from its error line to the
-verdict: the share under 1 s, p50 and p90. Corrections to labels in DIR/CORRECTIONS.json are applied, each
-with its evidence. Exit 0 always: this prints a figure, the tests hold the line.
+`other`, overall and per engine; and how long a live follower takes to call each labelled crash
+(`follow_at_pace`, on a manual clock: at the log's recorded pace where NAME.timing has it, else the whole log
+at once), from its error line to the verdict: the share under 1 s, p50 and p90. Corrections to labels in
+DIR/CORRECTIONS.json are applied, each with its evidence.
+
+With no DIR, two sections: "corpus" (tests/fixtures/corpus and tests/fixtures/cases, the cases the tool is
+tuned on) and "held out" (tests/fixtures/heldout, cases never used for tuning: their score says how the tool
+reads logs it was not built on). With DIRs, one section over them. Exit 0 always: this prints a figure, the
+tests hold the line.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +34,37 @@ from watchdog.core.verdict import exit_code
 from watchdog.follow.replay import replay_path
 from watchdog.follow.testing import follow_at_pace
 
+__all__ = ["FIELDS", "SECTIONS", "CaseScore", "Section", "crash_latency", "main", "score_case", "score_dirs"]
+
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 OUTCOME = {0: "ready", 1: "crashed", 3: "incomplete"}
 FIELDS = ("outcome", "phase", "category", "root_cause", "engine")
+# The default sections: the tuning set, then the held-out cases (tests/fixtures/heldout/README.md).
+SECTIONS = {
+    "corpus": [FIXTURES / "corpus", FIXTURES / "cases"],
+    "held out": [FIXTURES / "heldout"],
+}
+
+
+@dataclass
+class CaseScore:
+    """One case's fields (True right, False wrong, None not judged) and what its crash verdict took."""
+
+    name: str
+    engine: str
+    fields: dict[str, bool | None]
+    crashed: bool
+    called_other: bool = False
+    latency: float | None = None
+    live_state: str | None = None
+
+
+@dataclass
+class Section:
+    """The scores of every case under some directories."""
+
+    title: str
+    cases: list[CaseScore] = field(default_factory=list)
 
 
 def _corrections(dirs: list[Path]) -> tuple[dict[str, Any], set[str]]:
@@ -46,9 +79,13 @@ def _corrections(dirs: list[Path]) -> tuple[dict[str, Any], set[str]]:
     return corrected, no_engine
 
 
+def _label(label_path: Path, corrected: dict[str, Any]) -> dict[str, Any]:
+    return {**json.loads(label_path.read_text(encoding="utf-8")), **corrected.get(label_path.stem, {})}
+
+
 def score_case(label_path: Path, corrected: dict[str, Any], no_engine: set[str]) -> dict[str, bool | None]:
     """Each field of one case: True (right), False (wrong) or None (the label does not say)."""
-    label = {**json.loads(label_path.read_text(encoding="utf-8")), **corrected.get(label_path.stem, {})}
+    label = _label(label_path, corrected)
     v = replay_path(label_path.with_suffix(".log"))[1].to_json()
     err = v["error"] or {}
     crashed = label["outcome"] == "crashed"
@@ -74,68 +111,84 @@ def crash_latency(log: Path) -> tuple[str | None, float | None]:
     return (run.last or {}).get("state"), run.verdict_after
 
 
+def score_dirs(title: str, dirs: list[Path]) -> Section:
+    """Score every labelled case (NAME.json beside NAME.log) under DIRS; the engine is the case's folder."""
+    corrected, no_engine = _corrections(dirs)
+    section = Section(title)
+    for path in sorted(p for d in dirs for p in d.rglob("*.json") if p.with_suffix(".log").is_file()):
+        label = _label(path, corrected)
+        case = CaseScore(
+            path.stem, path.parent.name, score_case(path, corrected, no_engine), label["outcome"] == "crashed"
+        )
+        if case.crashed:
+            v = replay_path(path.with_suffix(".log"))[1].to_json()
+            case.called_other = bool(v["error"]) and v["error"]["category"] == "other"
+            case.live_state, case.latency = crash_latency(path.with_suffix(".log"))
+        section.cases.append(case)
+    return section
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:5.1f}%" if whole else "    -"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print the per-field accuracy (and with --misses, each case that misses a field)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dirs", nargs="*", type=Path, default=[FIXTURES / "corpus", FIXTURES / "cases"])
-    ap.add_argument("--misses", action="store_true", help="list the cases that miss a field")
-    args = ap.parse_args(argv)
-    corrected, no_engine = _corrections(args.dirs)
-    labels = sorted(p for d in args.dirs for p in d.rglob("*.json") if p.with_suffix(".log").is_file())
-    right: Counter[str] = Counter()
-    judged: Counter[str] = Counter()
-    per: dict[str, tuple[Counter[str], Counter[str]]] = defaultdict(lambda: (Counter(), Counter()))
-    misses: list[str] = []
-    crashes = other = 0
-    latencies: list[float] = []
-    late: list[str] = []
-    for path in labels:
-        fields = score_case(path, corrected, no_engine)
-        label = {**json.loads(path.read_text(encoding="utf-8")), **corrected.get(path.stem, {})}
-        engine = path.parent.name
-        wrong = [f for f, ok in fields.items() if ok is False]
-        for f, ok in fields.items():
-            if ok is not None:
-                judged[f] += 1
-                right[f] += ok
-                per[engine][1][f] += 1
-                per[engine][0][f] += ok
-        if wrong:
-            misses.append(f"  {path.parent.name}/{path.stem}: {', '.join(wrong)}")
-        if label["outcome"] == "crashed":
-            crashes += 1
-            v = replay_path(path.with_suffix(".log"))[1].to_json()
-            other += bool(v["error"]) and v["error"]["category"] == "other"
-            state, after = crash_latency(path.with_suffix(".log"))
-            if state == "crashed" and after is not None:
-                latencies.append(after)
-                if after >= 1.0:
-                    late.append(f"  {path.parent.name}/{path.stem}: {after:.2f} s")
-            else:
-                late.append(f"  {path.parent.name}/{path.stem}: no crash verdict live ({state})")
-    if args.misses and misses:
-        print("\n".join(misses))
-    if args.misses and late:
-        print("crash verdicts at 1 s or later:")
-        print("\n".join(late))
-    print(f"{len(labels)} labelled logs; {len(labels) - len(misses)} right on every field")
-    print(f"  {'field':<11} {'all':>15}  " + "  ".join(f"{e:>9}" for e in sorted(per)))
+def _print(section: Section, misses: bool) -> None:
+    cases = section.cases
+    engines = sorted({c.engine for c in cases})
+    print(f"== {section.title} ==")
+    wrong = {c.name: [f for f, ok in c.fields.items() if ok is False] for c in cases}
+    if misses:
+        for c in cases:
+            if wrong[c.name]:
+                print(f"  {c.engine}/{c.name}: {', '.join(wrong[c.name])}")
+        late = [
+            c
+            for c in cases
+            if c.crashed and (c.live_state != "crashed" or c.latency is None or c.latency >= 1.0)
+        ]
+        if late:
+            print("crash verdicts at 1 s or later:")
+        for c in late:
+            said = f"{c.latency:.2f} s" if c.live_state == "crashed" and c.latency is not None else None
+            print(f"  {c.engine}/{c.name}: {said or f'no crash verdict live ({c.live_state})'}")
+    print(f"{len(cases)} labelled logs; {sum(not w for w in wrong.values())} right on every field")
+    print(f"  {'field':<11} {'all':>15}  " + "  ".join(f"{e:>9}" for e in engines))
     for f in FIELDS:
-        pct = 100.0 * right[f] / judged[f] if judged[f] else 100.0
-        cells = "  ".join(f"{_pct(per[e][0][f], per[e][1][f]):>9}" for e in sorted(per))
-        print(f"  {f:<11} {right[f]:>4}/{judged[f]:<4} {pct:5.1f}%  {cells}")
-    print(f"  crashes called other: {other}/{crashes} ({_pct(other, crashes).strip()})")
+        judged = [c for c in cases if c.fields[f] is not None]
+        right = sum(bool(c.fields[f]) for c in judged)
+        pct = 100.0 * right / len(judged) if judged else 100.0
+        cells = []
+        for e in engines:
+            mine = [c for c in judged if c.engine == e]
+            cells.append(f"{_pct(sum(bool(c.fields[f]) for c in mine), len(mine)):>9}")
+        print(f"  {f:<11} {right:>4}/{len(judged):<4} {pct:5.1f}%  " + "  ".join(cells))
+    crashes = [c for c in cases if c.crashed]
+    other = sum(c.called_other for c in crashes)
+    print(f"  crashes called other: {other}/{len(crashes)} ({_pct(other, len(crashes)).strip()})")
+    per = {e: [c for c in crashes if c.engine == e] for e in engines}
+    print(
+        "  crashes called other, per engine: "
+        + ", ".join(f"{e} {sum(c.called_other for c in per[e])}/{len(per[e])}" for e in engines)
+    )
+    latencies = [c.latency for c in crashes if c.live_state == "crashed" and c.latency is not None]
     if latencies:
         under = sum(t < 1.0 for t in latencies)
         p90 = sorted(latencies)[int(0.9 * (len(latencies) - 1))]
         print(
-            f"  crash verdict, live at the log's pace: {under}/{crashes} under 1 s ({_pct(under, crashes).strip()}),"
-            f" p50 {statistics.median(latencies):.2f} s, p90 {p90:.2f} s"
+            f"  crash verdict, live at the log's pace: {under}/{len(crashes)} under 1 s"
+            f" ({_pct(under, len(crashes)).strip()}), p50 {statistics.median(latencies):.2f} s, p90 {p90:.2f} s"
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the per-field accuracy per section (and with --misses, each case that misses a field)."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("dirs", nargs="*", type=Path, help="score these directories as one section")
+    ap.add_argument("--misses", action="store_true", help="list the cases that miss a field")
+    args = ap.parse_args(argv)
+    sections = {", ".join(map(str, args.dirs)): args.dirs} if args.dirs else SECTIONS
+    for title, dirs in sections.items():
+        _print(score_dirs(title, dirs), args.misses)
     return 0
 
 

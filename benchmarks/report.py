@@ -362,7 +362,9 @@ def parse_local(text: str) -> dict[str, Figures]:
 
 
 def parse_corpus(text: str) -> Figures:
-    """corpus_score.py: labelled logs, logs right on every field, and per field the share right (0..1)."""
+    """corpus_score.py: labelled logs, logs right on every field, and per field the share right (0..1), of its
+    first section (the corpus; the held-out section after it is reported apart)."""
+    text = text.split("\n== held out", 1)[0]
     m = _search(r"^(\d+) labelled logs; (\d+) right on every field", text, "corpus_score.py", "summary")
     figures = {"logs": float(m[1]), "right": float(m[2])}
     for f in re.finditer(r"^\s+(\w+)\s+(\d+)/(\d+)\s", text, re.MULTILINE):

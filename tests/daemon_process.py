@@ -76,7 +76,8 @@ class DaemonProcess:
             self.seen.append(event)
             if all(event.get(k) == v for k, v in want.items()):
                 return event
-        raise AssertionError(f"no event {want} in {deadline}s; seen: {self.seen[-15:]}")
+        running = "still running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
+        raise AssertionError(f"no event {want} in {deadline}s ({running}); seen: {self.seen[-15:]}")
 
     def stop(self) -> str:
         """SIGTERM, exit 0; its standard output."""

@@ -191,9 +191,18 @@ def start_sshd(workdir: Path, *, attempts: int = 3, extra_config: Sequence[str] 
 
 
 def stop_sshd(server: SSHDServer) -> None:
-    """Stop the listener and every session it still serves."""
+    """Stop the listener and every session it still serves.
+
+    The listener is frozen first: a client whose session is cut reconnects at once, and a listener still
+    accepting would fork it a new session between the kill and its own end, a session that outlives it (the
+    connection then never reads as lost). Frozen, it forks none, and its sessions stay its children for
+    `kill_sessions` to find."""
+    if server.process.poll() is None:
+        os.kill(server.listener_pid, signal.SIGSTOP)
     server.kill_sessions()
     server.process.terminate()
+    with suppress(ProcessLookupError):  # a stopped process acts on its SIGTERM only when continued
+        os.kill(server.listener_pid, signal.SIGCONT)
     try:
         server.process.wait(timeout=5)
     except subprocess.TimeoutExpired:

@@ -20,7 +20,6 @@ CAPTURED = sorted(CORPUS.glob("*/captured-*.json"))
 _DECIDED = {"ready": "ready", "crashed": "crashed", "stopped": "stopped"}
 # Launches whose verdict is not yet right; strict xfail so that a fix is noticed (tests/test_corpus.py says why).
 KNOWN_GAPS = {
-    "captured-sglang-json-override-invalid-cpu",
     "captured-llamacpp-ssl-cert-missing-cpu",
     "captured-vllm-lora-modules-missing-cpu",
 }

@@ -517,7 +517,14 @@ def load_rules(engine: str, profile: Path | None) -> list[ProfileRule]:
 
 _core_categorize: Callable[[str], str] | None
 try:
-    from watchdog.core.categories import categorize as _core_categorize
+    from watchdog.core.categories import categorize
+    from watchdog.profiles.loader import load_profile
+
+    _COMMON_RULES = load_profile("generic").categories
+
+    def _core_categorize(text: str) -> str:
+        return categorize(text, rules=_COMMON_RULES)
+
 except ImportError:  # run outside the repository: every message is a candidate
     _core_categorize = None
 

@@ -9,6 +9,7 @@ from watchdog.core.rootcause import Candidate
 
 __all__ = [
     "ArgumentsFound",
+    "DyingWords",
     "ErrorSeen",
     "Event",
     "FactFound",
@@ -104,6 +105,15 @@ class StopSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class DyingWords:
+    """A line only a dying process prints: the interpreter's shutdown warnings (`[[dying]]` rules)."""
+
+    line: int
+    at: str | None
+    words: str  # the line, cleaned
+
+
+@dataclass(frozen=True, slots=True)
 class LinesRead:
     """`count` more lines were read.
 
@@ -178,6 +188,7 @@ Event = (
     | ServingSeen
     | ErrorSeen
     | StopSeen
+    | DyingWords
     | LinesRead
     | ProcessExited
     | HealthChecked

@@ -18,6 +18,7 @@ from watchdog.core.categories import categorize
 from watchdog.core.durations import Seen, duration
 from watchdog.core.findings import (
     ArgumentsFound,
+    DyingWords,
     ErrorSeen,
     Event,
     FactFound,
@@ -254,6 +255,8 @@ class Lifecycle:
         elif isinstance(event, LogMissing):
             # the clock started above: past `stall_after` it is said, as a log that does not exist (`to_json`)
             inc.log_missing = inc.state in UNBEGUN_STATES and inc.phase == State.PENDING
+        elif isinstance(event, DyingWords):
+            self._dying(inc, event, now, out)
         elif isinstance(event, StopSeen):
             if inc.state not in TERMINAL_STATES and inc.pending_since is None:
                 self._enter(inc, State.STOPPED, event.line, event.at, None, now, "clean shutdown", out)
@@ -554,8 +557,29 @@ class Lifecycle:
         if self._fatal(inc, cand):
             self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
 
-    @staticmethod
-    def _fatal(inc: Incarnation, cand: Candidate) -> bool:
+    def _dying(self, inc: Incarnation, event: DyingWords, now: float, out: list[Transition]) -> None:
+        # The interpreter's shutdown warnings: the process exited. While starting, with no stop seen, that is the
+        # crash now: of the error pending, if one is, else a death the log does not explain (a SIGKILL, the
+        # kernel's OOM killer, a native crash with no word). After ready they decide nothing here: a server
+        # that was ready and is stopped prints them too.
+        if inc.state in TERMINAL_STATES or inc.phase == State.READY:
+            return
+        if inc.pending_since is None:
+            inc.candidates.append(
+                Candidate(
+                    f"the process died without an error of its own in the log; its last words: {event.words}",
+                    event.line,
+                    category=Category.KILLED,
+                    kind="rule",
+                    fatal=True,
+                    hint=_SILENT_DEATH_HINT,
+                    at=event.at,
+                )
+            )
+            inc.pending_since, inc.crash_phase = now, inc.phase
+        self._crash(inc, now, out, event.line, event.at, reason=f"its last words: {event.words}")
+
+    def _fatal(self, inc: Incarnation, cand: Candidate) -> bool:
         # Certain now: a fatal line; or, while the launch is starting, an exception out of a startup step, or an
         # error of a kind no engine starts past (FATAL_WHILE_STARTING: each raises or exits on it).
         if cand.fatal:
@@ -564,7 +588,7 @@ class Lifecycle:
             return False
         if cand.startup_step:
             return True
-        category = cand.category or categorize(cand.summary)
+        category = cand.category or categorize(cand.summary, rules=self.profile.categories)
         # an error-level line alone (no exception, no rule) may be an engine's own fallback: only a port or
         # memory it cannot get is certain from such a line
         certain = FATAL_WHILE_STARTING if cand.kind != "log" else FATAL_WHEN_LOGGED
@@ -620,10 +644,17 @@ def _phase_name(state: State) -> str:
 def _step_phase(err: Error | None, phase: State) -> State:
     # The startup step an exception was raised out of names the phase it crashed in, in whatever order the
     # engine's markers came: vLLM's CPU backend warms up (a capture-phase marker) before it sizes the KV cache.
+    # Unless the error's own frames point at a later phase within that step: torch.compile and the warm-up run
+    # inside vLLM's KV-cache steps (profile_run, _initialize_kv_caches -> compile_or_warm_up_model).
     if err is None or err.step_phase is None or phase not in STARTUP_PHASES:
         return phase
     step = _PHASES[err.step_phase]
-    return step if step in STARTUP_PHASES else phase
+    if step not in STARTUP_PHASES:
+        return phase
+    hinted = _PHASES.get(err.phase_hint or "")
+    if hinted is not None and hinted in STARTUP_PHASES and _ORDER[hinted] > _ORDER[step]:
+        return hinted
+    return step
 
 
 def _live(inc: Incarnation) -> list[Candidate]:
@@ -635,6 +666,12 @@ def _live(inc: Incarnation) -> list[Candidate]:
         earlier = [c for c in inc.candidates[: inc.pending_index] if c.role != "wrapper" and not c.noise]
         return earlier + live
     return live
+
+
+_SILENT_DEATH_HINT = (
+    "the process died without printing why: its cause is not in this log (a SIGKILL, often the kernel's OOM "
+    "killer: check `dmesg -T` and host RAM, or a native crash); only the interpreter's shutdown warnings came"
+)
 
 
 def _oom_killed_hint(limit: int | None) -> str:

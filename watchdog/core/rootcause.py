@@ -115,15 +115,17 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
             # "ImportError: " with its message on the next lines (sgl_kernel's multi-line report)
             summary = f"{exc_line.rstrip().rstrip(':')}: {first}"
     text = "\n".join(tb.lines)
+    # a traceback through a function that logs it and goes on (a cache that cannot be saved) was survived
+    noise = tb.noise or any(p.search(text) for p in profile.caught)
     return Candidate(
-        startup_step=not tb.noise and _innermost_step(text, profile) != "",
+        startup_step=not noise and _innermost_step(text, profile) != "",
         summary=summary[:_MAX_SUMMARY],
-        fatal=not tb.noise and _uncaught(tb, profile),
+        fatal=not noise and _uncaught(tb, profile),
         line=tb.exc_line_no or tb.line,
         source=tb.source,
         exception=exception,
         traceback=tuple(tb.lines),
-        noise=tb.noise,
+        noise=noise,
         phase_hint=phase_from_frames(text, profile),
         at=tb.at,
         chained=tb.chained,
@@ -204,8 +206,20 @@ class Rank(NamedTuple):
 
 
 def _is_consequence(c: Candidate, profile: Profile) -> bool:
-    # the news that another part went away (the profile's [[consequence]]), not what went wrong
-    return any(p.search(c.summary) for p in profile.consequences)
+    # the news that another part went away (the profile's [[consequence]]), not what went wrong; or an error
+    # raised while tearing down after the failure (the profile's [[teardown]]: a shutdown() or __del__ that
+    # finds what never got built)
+    return any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile)
+
+
+def _in_teardown(c: Candidate, profile: Profile) -> bool:
+    if not profile.teardowns or not c.traceback:
+        return False
+    frames = _FRAME_FN.findall("\n".join(c.traceback))
+    if not frames:
+        return False
+    where = f"{frames[-1]}\n{c.summary}"
+    return any(p.search(where) for p in profile.teardowns)
 
 
 def rank(c: Candidate, category: Category, index: int, profile: Profile, *, handled: bool = False) -> Rank:
@@ -243,7 +257,9 @@ def root_cause(
     items = list(candidates)
     if not items:
         return None
-    cats = [c.category or categorize(_message(c), "\n".join(c.traceback)) for c in items]
+    cats = [
+        c.category or categorize(_message(c), "\n".join(c.traceback), rules=profile.categories) for c in items
+    ]
     # In a chain, the cause ("direct cause of the following") before the wrapper it caused, but an exception
     # raised while handling another ("During handling ...") before the one handled: the handled one (a
     # StopIteration, a KeyError looked up) is what the code expected, the later one ended the process.
@@ -312,16 +328,28 @@ def root_cause(
 
 
 def _handled(items: list[Candidate]) -> set[int]:
-    # the tracebacks that the next traceback of their stream was raised while handling
+    # the tracebacks that the next traceback of their stream was raised while handling; not one whose message
+    # the next carries (a framework's wrapper around the accelerator runtime's own error, re-raised with its
+    # text while handling it): the error it carries is the decisive one
     out: set[int] = set()
     last: dict[str, int] = {}
     for i, c in enumerate(items):
         if c.kind != "traceback":
             continue
-        if c.handling and c.source in last:
+        if c.handling and c.source in last and not _carries(c, items[last[c.source]]):
             out.add(last[c.source])
         last[c.source] = i
     return out
+
+
+_MIN_CARRIED = 12  # characters of a message another must repeat to carry it (not a bare "Error")
+
+
+def _carries(wrapper: Candidate, inner: Candidate) -> bool:
+    # the wrapper's message repeats the inner exception's message ("Capture cuda graph failed: CUDA error: ...")
+    m = EXCEPTION_LINE.match(inner.summary.strip())
+    message = (m.group("msg") or "").strip() if m else ""
+    return len(message) >= _MIN_CARRIED and message in wrapper.summary
 
 
 def _step_phase(best: Candidate, items: list[Candidate], profile: Profile) -> str | None:

@@ -10,6 +10,7 @@ from watchdog.core.categories import categorize
 from watchdog.core.envelope import Record
 from watchdog.core.findings import (
     ArgumentsFound,
+    DyingWords,
     ErrorSeen,
     Event,
     FactFound,
@@ -121,6 +122,9 @@ class Scanner:
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":
                 out.append(StopSeen(line_no, rec.at))
+            elif kind == "dying":
+                self.benign_lines += 1  # no activity: the process is going away
+                out.append(DyingWords(line_no, rec.at, content.strip()))
             elif kind == "arguments":
                 out += self._arguments(rule, groups, line_no)
             elif kind == "serving":
@@ -143,7 +147,10 @@ class Scanner:
                 )
             )
             self.error_lines += 1
-        elif rec.level in ("ERROR", "CRITICAL") and categorize(stripped) not in WEAK_CATEGORIES:
+        elif (
+            rec.level in ("ERROR", "CRITICAL")
+            and categorize(stripped, rules=self.profile.categories) not in WEAK_CATEGORIES
+        ):
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
             self.error_lines += 1
         return out

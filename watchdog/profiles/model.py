@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.exceptions import ConfigError
+from watchdog.profiles.categoryrules import CategoryRule, parse_category_rule
 from watchdog.vocabulary import ARGUMENT_FLAG_STYLES, ARGUMENT_SYNTAXES, ENGINES, STARTUP_PHASES, Category
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "STATES",
     "TRACE_KINDS",
     "Catalogue",
+    "CategoryRule",
     "Draft",
     "Hint",
     "Profile",
@@ -42,6 +44,7 @@ RULE_KINDS = (
     "error",
     "benign",
     "stop",
+    "dying",
     "arguments",
     "serving",
 )
@@ -51,7 +54,7 @@ or none is left."""
 SERVING_GROUPS = ("running", "waiting", "tokens", "prompt", "slot")
 """The named groups a `[[serving]]` rule's regex may have: requests running and waiting, tokens generated and
 prompt tokens prefilled (a count or a rate, since its last line), a request's slot."""
-TRACE_KINDS = ("frame", "main", "step", "consequence", "hint")
+TRACE_KINDS = ("frame", "main", "step", "consequence", "teardown", "caught", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
 _TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
 ROLES = ("cause", "wrapper")
@@ -134,10 +137,16 @@ class Profile:
     mains: tuple[re.Pattern[str], ...] = ()  # [[main]]
     steps: tuple[re.Pattern[str], ...] = ()  # [[step]]
     consequences: tuple[re.Pattern[str], ...] = ()  # [[consequence]]
+    # [[teardown]]: searched in a traceback's innermost frame and exception line ("<frame>\n<exception line>")
+    teardowns: tuple[re.Pattern[str], ...] = ()
+    caught: tuple[re.Pattern[str], ...] = ()  # [[caught]]: functions that log an exception and go on
     hints: tuple[Hint, ...] = ()  # [[hint]], in the order tried
     # arguments whose value differs at every launch by nature (a random seed, a container's host name): a
     # comparison with the launch before leaves them out
     volatile_arguments: tuple[str, ...] = ()
+    categories: tuple[
+        CategoryRule, ...
+    ] = ()  # [[category]]: what an error's class, module, message say it is
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
@@ -153,6 +162,10 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         raise ConfigError(where, "detect", "must be a list of strings")
     rules: list[Rule] = []
     traces: dict[str, list[Any]] = {kind: [] for kind in TRACE_KINDS}
+    categories = [
+        parse_category_rule(raw, CATEGORIES, where, f"category[{i}]")
+        for i, raw in enumerate(_tables(data, "category", where))
+    ]
     for key, value in data.items():
         if key in {
             "name",
@@ -164,6 +177,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
             "early_health",
             "health_means_ready",
             "volatile_arguments",
+            "category",
         }:
             continue
         if key not in RULE_KINDS + TRACE_KINDS:
@@ -195,8 +209,11 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         mains=tuple(traces["main"]),
         steps=tuple(traces["step"]),
         consequences=tuple(traces["consequence"]),
+        teardowns=tuple(traces["teardown"]),
+        caught=tuple(traces["caught"]),
         hints=tuple(traces["hint"]),
         volatile_arguments=tuple(volatile),
+        categories=tuple(categories),
     )
 
 
@@ -217,8 +234,11 @@ def merge(name: str, user: Sequence[Profile], base: Profile | None, common: Prof
         mains=tuple(m for p in parts for m in p.mains),
         steps=tuple(m for p in parts for m in p.steps),
         consequences=tuple(m for p in parts for m in p.consequences),
+        teardowns=tuple(m for p in parts for m in p.teardowns),
+        caught=tuple(m for p in parts for m in p.caught),
         hints=tuple(h for p in parts for h in p.hints),
         volatile_arguments=tuple(dict.fromkeys(v for p in parts for v in p.volatile_arguments)),
+        categories=tuple(c for p in parts for c in p.categories),
     )
 
 
@@ -280,6 +300,13 @@ class Catalogue:
         if base is None and not user:
             raise KeyError(name)
         return merge(name, user, base, self.common.profile())
+
+
+def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(where, key, f"must be an array of tables: [[{key}]]")
+    return value
 
 
 def _rule(kind: str, raw: object, where: str, path: str) -> Rule:

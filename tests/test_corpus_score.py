@@ -1,0 +1,88 @@
+"""benchmarks/corpus_score.py scores the corpus and, apart, the held-out cases (tests/fixtures/heldout)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+HELDOUT = FIXTURES / "heldout"
+
+
+def _load(name: str) -> ModuleType:
+    # benchmarks/ is not a package: load the script as a module of its own
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus_score = _load("corpus_score")
+report = _load("report")
+
+
+def _labels(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*/*.json") if p.with_suffix(".log").is_file())
+
+
+def test_heldout_is_scored_case_by_case() -> None:
+    """Every held-out case gets its figure: the section holds each labelled case, judged on outcome and phase."""
+    labels = _labels(HELDOUT)
+    assert labels, "the held-out set is empty"
+    section = corpus_score.score_dirs("held out", [HELDOUT])
+    assert sorted(c.name for c in section.cases) == sorted(p.stem for p in labels)
+    for case in section.cases:
+        assert case.fields["outcome"] is not None, case.name
+        assert case.fields["phase"] is not None, case.name
+
+
+def test_heldout_shares_no_source_with_the_corpus() -> None:
+    """No held-out case comes from a thread a corpus case already uses (its `source` is not a corpus source)."""
+    tuned = {
+        json.loads(p.read_text(encoding="utf-8"))["source"]
+        for folder in (FIXTURES / "corpus", FIXTURES / "cases")
+        for p in _labels(folder)
+    }
+    held = {p.stem: json.loads(p.read_text(encoding="utf-8"))["source"] for p in _labels(HELDOUT)}
+    assert not {stem: src for stem, src in held.items() if src in tuned}
+    assert len(set(held.values())) == len(held)
+
+
+def test_corpus_score_runs_end_to_end() -> None:
+    """`python benchmarks/corpus_score.py --misses` runs and prints both sections, each with every field's row
+    per engine and the share of crashes called other."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "corpus_score.py"), "--misses"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    corpus, _, held = out.partition("== held out ==")
+    assert corpus.startswith("== corpus ==")
+    for text, n in ((corpus, None), (held, len(_labels(HELDOUT)))):
+        assert "labelled logs;" in text
+        if n is not None:
+            assert f"\n{n} labelled logs;" in text
+        for field in corpus_score.FIELDS:
+            assert f"\n  {field} " in text
+        assert "crashes called other:" in text
+        assert "crashes called other, per engine:" in text
+    # benchmarks/report.py reads the corpus section's figures, not the held-out section's after it
+    assert report.parse_corpus(out)["logs"] == len(
+        corpus_score.score_dirs("corpus", corpus_score.SECTIONS["corpus"]).cases
+    )

@@ -1,0 +1,340 @@
+"""The decisive line of a crash, and the deaths a log tells only by its last words (issue 30), on real logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.findings import ProcessExited
+from watchdog.core.lifecycle import State
+from watchdog.follow.replay import replay_path
+from watchdog.profiles.loader import catalogue, load_engine
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+
+
+def _error(engine: str, name: str) -> dict[str, object]:
+    _, v = replay_path(CORPUS / engine / f"{name}.log")
+    out = v.to_json()
+    assert out["state"] == "crashed", out["state"]
+    error = out["error"]
+    assert isinstance(error, dict)
+    return error
+
+
+def test_llamacpp_gguf_reason_over_the_loaders_generic_error() -> None:
+    """llama.cpp's generic 'error loading model: llama_model_loader: failed to load model' (Sept 2025, no path)
+    is a wrapper: the root cause is gguf_init_from_file's line that says why (the file cannot be opened)."""
+    error = _error("llamacpp", "llamacpp-gguf-open-failed-generic-loader-error-after-issue15919")
+    assert str(error["summary"]).startswith(
+        "gguf_init_from_file: failed to open GGUF file '/home/user/models/"
+    )
+    assert error["category"] == "model_load"
+
+
+def test_llamacpp_gguf_bad_magic_over_the_loaders_error_from_path() -> None:
+    """With the path in the loader's error (b5760), the specific 'failed to read magic' is still the cause."""
+    error = _error("llamacpp", "llamacpp-server-model-path-is-directory-failed-magic-b3rgundy")
+    assert error["summary"] == "gguf_init_from_file_impl: failed to read magic"
+
+
+_LEAK = (
+    "/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There appear to "
+    "be 1 leaked semaphore objects to clean up at shutdown\n"
+    "  warnings.warn('resource_tracker: There appear to be %d '\n"
+)
+_LOADING = (
+    "INFO 05-04 17:53:25 [gpu_model_runner.py:1329] Starting to load model /m...\n"
+    "Loading safetensors checkpoint shards:   0% Completed | 0/46 [00:00<?, ?it/s]\n"
+    "Loading safetensors checkpoint shards:   2% Completed | 1/46 [00:00<00:13,  3.45it/s]\n"
+)
+
+
+def _analyzer() -> Analyzer:
+    return Analyzer(load_engine("vllm"), crash_grace=5.0)
+
+
+def test_interpreter_shutdown_warnings_while_loading_are_a_silent_death() -> None:
+    """A log that ends inside a progress bar, then only the interpreter's shutdown warnings: a crash (killed),
+    said when those last words come (not left as a launch still loading), whose summary says its cause is not
+    in the log."""
+    a = _analyzer()
+    a.feed(_LOADING.encode(), now=0.0)
+    assert a.state == State.LOADING_WEIGHTS
+    a.feed(_LEAK.encode(), now=0.1)
+    assert a.state == State.CRASHED
+    assert a.lifecycle.current.crash_phase == State.LOADING_WEIGHTS
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "killed"
+    assert error.summary.startswith("the process died without an error of its own in the log")
+    assert "not in this log" in error.hint
+
+
+def test_interpreter_shutdown_warnings_make_the_pending_error_the_crash_at_once() -> None:
+    """An error no rule marks fatal, then the interpreter's shutdown warnings: the process is gone, so the
+    error is the crash at that line, without waiting for `crash_grace`."""
+    a = _analyzer()
+    a.feed((_LOADING + "RuntimeError: shard 2 is truncated\n" + _LEAK).encode(), now=0.0)
+    assert a.state == State.CRASHED
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary == "RuntimeError: shard 2 is truncated"
+
+
+@pytest.mark.parametrize(
+    ("engine", "kv_line", "line"),
+    [
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(EngineCore pid=316) INFO 08-21 18:37:40 [monitor.py:53] torch.compile took 0.06 s in total",
+            id="vllm-torch-compile-took",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "INFO 06-02 11:03:11 [backends.py:170] Compiling a graph for general shape takes 36.76 s",
+            id="vllm-general-shape",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(EngineCore pid=316) INFO 08-21 18:37:40 [decorators.py:311] Directly load AOT compilation from path "
+            "/root/.cache/vllm/torch_compile_cache/torch_aot_compile/c0e571401d1318c9ef3627754df9cd2cc61a7e210c70b70"
+            "847bbcc1216c48405/rank_0_0/model",
+            id="vllm-aot-load",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "DeepGemm(fp8_gemm_nt) warmup (W=torch.Size([4096, 7168])): 100%|██████████| 8192/8192 "
+            "[01:01<00:00, 133.63it/s]",
+            id="vllm-deepgemm-warmup",
+        ),
+        pytest.param(
+            "sglang",
+            "[2024-12-06 16:06:48 TP0] Memory pool end. avail mem=11.55 GB",
+            "Compiling num tokens (num_tokens=8192):   2%|▏         | 1/58 [00:02<02:12,  2.32s/it]",
+            id="sglang-compiling-num-tokens",
+        ),
+    ],
+)
+def test_compile_and_warm_up_after_the_kv_cache_are_capturing_graphs(
+    engine: str, kv_line: str, line: str
+) -> None:
+    """torch.compile and the kernels' warm-up after the KV cache are capturing_graphs, in the wordings of the
+    releases that print them (lines as published in 2025-2026 logs), not allocating_kv_cache."""
+    a = Analyzer(load_engine(engine))
+    a.feed(f"{kv_line}\n".encode(), now=0.0)
+    assert a.state == State.ALLOCATING_KV_CACHE
+    a.feed(f"{line}\n".encode(), now=1.0)
+    assert a.state == State.CAPTURING_GRAPHS
+
+
+# Frames as vLLM 0.1x-0.2x prints them (vllm#50705, tenstorrent/tt-inference-server#2995): the warm-up after the
+# KV cache runs inside EngineCore._initialize_kv_caches, a KV-cache startup step.
+_WARMUP_CRASH = """\
+(EngineCore pid=4140) INFO 08-03 17:46:10 [kv_cache_utils.py:849] GPU KV cache size: 1,472,416 tokens
+(EngineCore pid=4140) INFO 08-03 17:46:12 [kernel_warmup.py:64] Warming up FlashInfer attention.
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330] EngineCore failed to start.
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330] Traceback (most recent call last):
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/engine/core.py", line 136, in __init__
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     kv_cache_config = self._initialize_kv_caches(vllm_config)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/engine/core.py", line 324, in _initialize_kv_caches
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     self.model_executor.initialize_from_config(kv_cache_configs)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/executor/abstract.py", line 118, in initialize_from_config
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     self.collective_rpc("compile_or_warm_up_model")
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/v1/worker/gpu_worker.py", line 208, in compile_or_warm_up_model
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     kernel_warmup(self)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]   File "/v/vllm/model_executor/warmup/kernel_warmup.py", line 64, in kernel_warmup
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330]     flashinfer_autotune(worker.model_runner)
+(EngineCore pid=4140) ERROR 08-03 17:46:16 [core.py:1330] RuntimeError: Ninja build failed.
+"""
+
+
+def test_a_crash_in_the_warm_up_inside_a_kv_cache_step_is_in_capturing_graphs() -> None:
+    """The warm-up (kernel_warmup, compile_or_warm_up_model) runs inside vLLM's _initialize_kv_caches step: the
+    error's own innermost frames put the crash in capturing_graphs, not the enclosing step's allocating_kv_cache."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(_WARMUP_CRASH.encode(), now=0.0)
+    a.finish(now=0.0)
+    assert a.state == State.CRASHED
+    assert a.lifecycle.current.crash_phase == State.CAPTURING_GRAPHS
+
+
+def test_an_error_raised_while_tearing_down_is_not_the_root_cause() -> None:
+    """An AttributeError raised in shutdown() while handling the start-up failure (the executor's workers were
+    never built; frames as in vllm#25381) is the aftermath: the failure it handled is the root cause."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(
+        b"Traceback (most recent call last):\n"
+        b'  File "/v/vllm/v1/executor/multiproc_executor.py", line 95, in _init_executor\n'
+        b"    self._start_workers()\n"
+        b'  File "/v/vllm/v1/executor/multiproc_executor.py", line 120, in _start_workers\n'
+        b'    raise RuntimeError("worker 3 could not start")\n'
+        b"RuntimeError: worker 3 could not start\n"
+        b"\n"
+        b"During handling of the above exception, another exception occurred:\n"
+        b"\n"
+        b"Traceback (most recent call last):\n"
+        b'  File "/root/anaconda3/envs/janus_pro/lib/python3.10/site-packages/vllm/v1/executor/multiproc_executor.py",'
+        b" line 228, in shutdown\n"
+        b"    for w in self.workers:\n"
+        b"AttributeError: 'MultiprocExecutor' object has no attribute 'workers'\n",
+        now=0.0,
+    )
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary == "RuntimeError: worker 3 could not start"
+
+
+_ZMQ_TEARDOWN = """\
+future: <Task finished name='Task-28' coro=<MQLLMEngineClient.run_output_handler_loop() done, defined at \
+/usr/local/lib/python3.10/dist-packages/vllm/engine/multiprocessing/client.py:178> exception=ZMQError('Operation not \
+supported')>
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/multiprocessing/client.py", line 184, in \
+run_output_handler_loop
+    while await self.output_socket.poll(timeout=VLLM_RPC_TIMEOUT
+  File "/usr/local/lib/python3.10/dist-packages/zmq/_future.py", line 400, in poll
+    raise _zmq.ZMQError(_zmq.ENOTSUP)
+zmq.error.ZMQError: Operation not supported
+Task exception was never retrieved
+"""
+
+
+def test_a_death_named_only_by_its_zeromq_teardown_says_its_cause_is_not_in_the_log() -> None:
+    """vLLM's API server polling a socket its dead engine closed (vllm#10856, as published): ZeroMQ's 'Operation
+    not supported' names no missing feature; the verdict is a death whose cause is not in the log."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(_ZMQ_TEARDOWN.encode(), now=0.0)
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "killed"
+    assert "died without a word of its own" in error.hint
+
+
+# vLLM with an unwritable HOME/.cache (lines and paths as in Center-for-AI-Innovation/LLMFlux#59, 2026-02; the
+# frames are registry.py's own): the model-info cache that cannot be saved is logged with its traceback and
+# survived; the engine fails later, when FlashInfer cannot create its workspace.
+_CACHE_NOT_SAVED = """\
+(APIServer pid=387076) INFO 02-25 14:06:40 [utils.py:253] non-default args: {'model': '/m'}
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711] Error saving model info cache.
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711] Traceback (most recent call last):
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]   File "/app/venv/lib/python3.12/site-packages/vllm/\
+model_executor/models/registry.py", line 705, in _save_modelinfo_to_cache
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]     cache_dir.mkdir(parents=True, exist_ok=True)
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]   File "/usr/lib/python3.12/pathlib.py", line 1313, in mkdir
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711]     os.mkdir(self, mode)
+(APIServer pid=387076) ERROR 02-25 14:06:41 [registry.py:711] FileNotFoundError: [Errno 2] No such file or directory: \
+'/u/minum/.cache/vllm'
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946] EngineCore failed to start.
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946] Traceback (most recent call last):
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946]   File "/app/venv/lib/python3.12/site-packages/flashinfer/\
+jit/core.py", line 18, in <module>
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946]     os.makedirs(jit_env.FLASHINFER_WORKSPACE_DIR, exist_ok=True)
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946]   File "<frozen os>", line 225, in makedirs
+(EngineCore_DP0 pid=387196) ERROR 02-25 14:06:55 [core.py:946] FileNotFoundError: [Errno 2] No such file or directory: \
+'/u/minum/.cache/flashinfer'
+"""
+
+
+def test_a_cache_that_cannot_be_saved_is_not_the_crash_nor_its_root_cause() -> None:
+    """vLLM logs the model-info cache it cannot save with a traceback and goes on: when the launch fails later,
+    the later failure is the root cause, and the cache's traceback alone is no crash."""
+    first = _CACHE_NOT_SAVED.split("(EngineCore_DP0", maxsplit=1)[0]
+    a = Analyzer(load_engine("vllm"))
+    a.feed(first.encode(), now=0.0)
+    a.finish(now=0.0)
+    assert a.state != State.CRASHED
+    a = Analyzer(load_engine("vllm"))
+    a.feed(_CACHE_NOT_SAVED.encode(), now=0.0)
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert (
+        error.summary
+        == "FileNotFoundError: [Errno 2] No such file or directory: '/u/minum/.cache/flashinfer'"
+    )
+
+
+_FLASHINFER_CUDA_ERROR = (
+    "CUDA Error: an illegal memory access was encountered (CUDA Error: 700an illegal memory access was encountered) "
+    "(/opt/conda/lib/python3.10/site-packages/flashinfer/data/include/flashinfer/attention/prefill.cuh700: line ) "
+    "2349/opt/conda/lib/python3.10/site-packages/flashinfer/data/include/flashinfer/attention/prefill.cuh at "
+    "function cudaLaunchKernel((void*)kernel, nblks, nthrs, args, smem_size, stream): line 2349\n"
+    "at function cudaLaunchKernel((void*)kernel, nblks, nthrs, args, smem_size, stream)\n"
+)
+
+
+def test_a_kernel_librarys_native_cuda_error_line_is_a_root_cause_of_its_own() -> None:
+    """FlashInfer's C++ CUDA check ('CUDA Error: ... prefill.cuh ... line 2349', flashinfer#924 as published, two
+    threads' copies interleaved), with no Python traceback after it: a crash, category cuda, that line its cause."""
+    a = Analyzer(load_engine("sglang"))
+    a.feed(_FLASHINFER_CUDA_ERROR.encode(), now=0.0)
+    assert a.state == State.CRASHED
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "cuda"
+    assert error.summary.startswith("CUDA Error: an illegal memory access was encountered")
+
+
+def test_a_two_line_failed_to_load_model_log_is_a_crash() -> None:
+    """llama.cpp's loader failing and saying so in two lines, nothing else (LLamaSharp#170 as published): the
+    log is llama.cpp's and the launch crashed loading the weights, model_load."""
+    a = Analyzer(catalogue())
+    a.feed(
+        b"error loading model: unknown (magic, version) combination: 46554747, 00000002; is this really a GGML file?\n"
+        b"llama_load_model_from_file: failed to load model\n",
+        now=0.0,
+    )
+    a.finish(now=0.0)
+    assert a.engine == "llamacpp"
+    assert (a.state, a.lifecycle.current.crash_phase) == (State.CRASHED, State.LOADING_WEIGHTS)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "model_load"
+
+
+def test_llamacpp_abort_after_the_operators_stop_is_no_crash() -> None:
+    """llama-server's 'cleaning up before exit...' after a SIGTERM (a real capture) is the operator's stop: the
+    SIGABRT with which early-2025 builds end every exit is then neither a crash nor a kill for memory."""
+    a = Analyzer(load_engine("llamacpp"))
+    log = CORPUS / "llamacpp" / "captured-llamacpp-sigterm-after-ready-cpu.log"
+    a.feed(log.read_bytes(), now=0.0)
+    a.caught_up(now=0.0)
+    a.probe(ProcessExited("killed by SIGABRT"), now=1.0)
+    assert a.state == State.STOPPED
+    assert a.lifecycle.current.phase == State.READY
+
+
+def test_a_wrapper_raised_while_handling_the_runtime_error_it_carries_is_not_the_root_cause() -> None:
+    """SGLang re-raises a graph-capture failure while handling it, carrying its text ('Capture cuda graph failed:
+    CUDA out of memory ...', sglang#5285): the accelerator runtime's own error is the decisive line."""
+    oom = "CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00 GiB"
+    a = Analyzer(load_engine("sglang"))
+    a.feed(
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 305, in __init__\n'
+            "    self.capture()\n"
+            f"torch.OutOfMemoryError: {oom}\n"
+            "\n"
+            "During handling of the above exception, another exception occurred:\n"
+            "\n"
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 307, in __init__\n'
+            "    raise Exception(\n"
+            f"Exception: Capture cuda graph failed: {oom}\n"
+        ).encode(),
+        now=0.0,
+    )
+    a.finish(now=0.0)
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary == f"torch.OutOfMemoryError: {oom}"

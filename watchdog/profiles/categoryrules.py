@@ -1,0 +1,131 @@
+"""Category rules: a profile's `[[category]]` tables, what an exception's class, module and message say it is."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from watchdog.exceptions import ConfigError
+from watchdog.vocabulary import Category
+
+__all__ = ["TIERS", "CategoryRule", "parse_category_rule"]
+
+# The precedence of a rule, from what it names (docs/categories.md): lower is tried first. A class is what
+# failed; a message template is that failure's own wording; a module is only where it was raised; a phrase
+# found anywhere in a line is the last resort before a class that wraps other errors' messages.
+TIERS = (
+    "class+template",
+    "class+where",
+    "class",
+    "template+where",
+    "template",
+    "where",
+    "phrase",
+    "wrapper-class",
+)
+
+_KEYS = {"category", "exceptions", "modules", "functions", "template", "phrase", "wraps", "versions", "note"}
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryRule:
+    """One `[[category]]` table: the category of an error whose class, place and message all match."""
+
+    category: Category
+    exceptions: re.Pattern[str] | None = (
+        None  # the exception's class, qualified as printed or by its last parts
+    )
+    modules: re.Pattern[str] | None = (
+        None  # searched in the file paths of the innermost frames (or the line's)
+    )
+    functions: re.Pattern[str] | None = None  # searched in the innermost frames' function names
+    template: re.Pattern[str] | None = None  # matched at the start of the exception's message
+    phrase: re.Pattern[str] | None = None  # searched anywhere in the line (the legacy last resort)
+    wraps: bool = False  # the class carries other errors' messages: tried after every message rule
+    tier: int = 0  # its precedence (an index of TIERS), from the fields it has
+
+    def matches(
+        self, cls: str | None, messages: Sequence[str], line: str, paths: str, functions: str
+    ) -> bool:
+        """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
+        may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
+        raised in the innermost frames' `paths` and `functions` (newline-joined)."""
+        if self.exceptions is not None and (cls is None or not self.exceptions.fullmatch(cls)):
+            return False
+        if self.modules is not None and not self.modules.search(paths):
+            return False
+        if self.functions is not None and not self.functions.search(functions):
+            return False
+        if self.phrase is not None and not self.phrase.search(line):
+            return False
+        template = self.template
+        return template is None or any(template.match(m) for m in messages)
+
+
+def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, path: str) -> CategoryRule:
+    """A `[[category]]` table read from a profile file at `where` (its key path `path`)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(where, path, "must be a table")
+    unknown = set(raw) - _KEYS
+    if unknown:
+        raise ConfigError(
+            where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_KEYS))}"
+        )
+    category = raw.get("category")
+    if category not in categories:
+        raise ConfigError(
+            where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(categories)}"
+        )
+    exceptions = _names(raw, "exceptions", r"(?:[\w.]*\.)?(?:{})", where, path)
+    modules = _names(raw, "modules", "{}", where, path)
+    functions = _names(raw, "functions", r"(?:^|\n)(?:{})$", where, path)
+    template = _regex(raw, "template", where, path)
+    phrase = _names(raw, "phrase", "{}", where, path, flags=re.IGNORECASE)
+    wraps = raw.get("wraps", False)
+    if not isinstance(wraps, bool) or (wraps and (exceptions is None or template or modules or functions)):
+        raise ConfigError(where, f"{path}.wraps", "true or false; true only on a rule of exceptions alone")
+    if phrase is not None and (exceptions or template):
+        raise ConfigError(where, f"{path}.phrase", "a phrase stands alone (a class or a template says more)")
+    if not (exceptions or template or modules or functions or phrase):
+        raise ConfigError(where, path, "give exceptions, template, modules, functions or phrase")
+    where_ = modules is not None or functions is not None
+    if wraps:
+        tier = "wrapper-class"
+    elif phrase is not None:
+        tier = "phrase"
+    elif exceptions is not None:
+        tier = "class+template" if template else "class+where" if where_ else "class"
+    else:
+        tier = "template+where" if template and where_ else "template" if template else "where"
+    return CategoryRule(
+        Category(category), exceptions, modules, functions, template, phrase, wraps, TIERS.index(tier)
+    )
+
+
+def _names(
+    raw: Mapping[str, object], key: str, form: str, where: str, path: str, *, flags: int = 0
+) -> re.Pattern[str] | None:
+    # a list of regexes, one alternative each, put into `form`
+    if key not in raw:
+        return None
+    names = raw[key]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(where, f"{path}.{key}", "must be a non-empty list of regexes")
+    return _compile(form.format("|".join(f"(?:{n})" for n in names)), where, f"{path}.{key}", flags)
+
+
+def _regex(raw: Mapping[str, object], key: str, where: str, path: str) -> re.Pattern[str] | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(where, f"{path}.{key}", "must be a non-empty regex")
+    return _compile(value, where, f"{path}.{key}", 0)
+
+
+def _compile(regex: str, where: str, path: str, flags: int) -> re.Pattern[str]:
+    try:
+        return re.compile(regex, flags)
+    except re.error as exc:
+        raise ConfigError(where, path, f"invalid regular expression: {exc}") from exc
