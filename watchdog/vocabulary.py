@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_DELIVERY_BACKOFF",
     "DEFAULT_DELIVERY_TIMEOUT",
     "DEFAULT_GPU_INTERVAL",
+    "DEFAULT_HANG_AFTER",
     "DEFAULT_LISTEN",
     "DEFAULT_LOG_FORMAT",
     "DEFAULT_PROBE_INTERVAL",
@@ -212,6 +213,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (and a second SIGTERM to the daemon: stop at on
 # -- defaults (the config file's, the command line's and the library's) ----------------------------------
 
 DEFAULT_STALL_AFTER = 600.0  # seconds without progress before a launch is stalled
+DEFAULT_HANG_AFTER = 300.0  # seconds a ready server may have requests waiting and generate no token (a hang)
 DEFAULT_CRASH_GRACE = 5.0  # seconds an error nothing marks as fatal waits for progress that would excuse it
 DEFAULT_PROBE_INTERVAL = 2.0  # seconds between process and health probes
 DEFAULT_GPU_INTERVAL = 5.0  # seconds between GPU readings of a host

@@ -13,7 +13,7 @@ from typing import Any
 from watchdog.core.facts import number
 from watchdog.core.framing import without_controls
 from watchdog.core.verdict import NodeFailure, Status, rfc3339
-from watchdog.vocabulary import Category, format_duration
+from watchdog.vocabulary import Category, State, format_duration
 
 __all__ = [
     "DEFAULT_ON",
@@ -151,6 +151,13 @@ class Alert:
         return key
 
     @property
+    def serving_hang(self) -> bool:
+        """A stall of a ready server (or its resolution): requests waiting and no token generated (a serving hang),
+        not a startup's."""
+        stalled = AlertKind.STALLED in (self.kind, self.resolves)
+        return stalled and self.phase == State.READY.value
+
+    @property
     def where(self) -> str:
         """`launch on host`, or the launch alone for a local file (or a host's own alert, `host:NAME`); of a
         multi-node launch's crash, `launch on node NODE (host)`."""
@@ -176,6 +183,8 @@ class Alert:
                     f" after {format_duration(self.time_in_phase)}" if self.time_in_phase is not None else ""
                 )
                 return f"{self.where}: log {self.missing_log} does not exist{after}"
+            if self.serving_hang:
+                return f"{self.where} hangs while serving (stalled in ready)"
             return f"{self.where} stalled in {self.phase}"
         if self.kind is AlertKind.READY:
             return f"{self.where} is ready"
@@ -258,6 +267,7 @@ class Alert:
             "missing_log": self.missing_log,
             "changed": self.changed,
             "node": self.node,
+            "serving_hang": self.serving_hang,
             "dedup_key": self.dedup_key,
             "incident_key": self.incident_key,
         }

@@ -220,6 +220,9 @@ def alert_line(alert: Alert) -> str:
         return line + (f"; hint: {alert.hint}" if alert.hint else "")
     if alert.kind is AlertKind.STALLED and alert.phase == "pending":  # its log never came
         return f"{where}: no log: {alert.summary}"
+    if alert.serving_hang and alert.kind is AlertKind.STALLED:
+        # a ready server's hang: the startup's progress bars say nothing of it
+        return f"{where}: hangs while serving: {alert.summary or 'requests waiting, no token generated'}"
     if alert.kind is AlertKind.STALLED:
         progress = ", ".join(
             f"{name} {done}/{total}" if total is not None else f"{name} {done}"

@@ -46,6 +46,7 @@ from watchdog.follow.spec import LaunchSpec
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import (
     DEFAULT_GPU_INTERVAL,
+    DEFAULT_HANG_AFTER,
     DEFAULT_LISTEN,
     DEFAULT_LOG_FORMAT,
     DEFAULT_RATE_LIMIT,
@@ -304,6 +305,11 @@ class DaemonConfig(_Model):
         default=DEFAULT_UNREACHABLE_AFTER,
         description="a host that cannot be reached (or refuses the key) for this long is an alert",
     )
+    hang_after: Duration = Field(
+        default=DEFAULT_HANG_AFTER,
+        description="a ready launch whose serving lines show requests running or waiting and no token generated "
+        "for this long is stalled (a serving hang); the default of each launch's hang_after",
+    )
 
     @property
     def listen_host(self) -> str:
@@ -507,6 +513,11 @@ class LaunchConfig(_Model):
     )
     stall_after: Duration = Field(
         default=DEFAULT_STALL_AFTER, description="no progress for this long while starting = stalled"
+    )
+    hang_after: Duration | None = Field(
+        default=None,
+        description="once ready: requests running or waiting with no token generated for this long = stalled "
+        "(a serving hang, from the engine's serving lines); default: [daemon] hang_after",
     )
     gpu: StrictBool = Field(
         default=False,
@@ -1092,5 +1103,6 @@ def _source_spec(
         gpu=launch.gpu,
         gpu_interval=launch.gpu_interval,
         stall_after=launch.stall_after,
+        hang_after=config.daemon.hang_after if launch.hang_after is None else launch.hang_after,
         deadlines=tuple(launch.deadlines.by_phase().items()),
     )

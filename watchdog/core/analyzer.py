@@ -30,7 +30,7 @@ from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.scanner import Scanner
 from watchdog.profiles.model import Catalogue, Profile, Rule
-from watchdog.vocabulary import DEFAULT_CRASH_GRACE, SETTLED_STATES, State
+from watchdog.vocabulary import DEFAULT_CRASH_GRACE, DEFAULT_HANG_AFTER, SETTLED_STATES, State
 
 __all__ = ["Analyzer"]
 
@@ -81,6 +81,8 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
+# a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
+_ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
 
 
 class Analyzer:
@@ -94,6 +96,7 @@ class Analyzer:
         crash_grace: float = DEFAULT_CRASH_GRACE,
         max_line: int = DEFAULT_MAX_LINE,
         deadlines: Mapping[str, float] | None = None,
+        hang_after: float | None = DEFAULT_HANG_AFTER,
     ) -> None:
         # the engine's profile, or the catalogue to detect it from: loaded by the caller (the core reads no file)
         self._catalogue = profile if isinstance(profile, Catalogue) else None
@@ -104,8 +107,13 @@ class Analyzer:
         self.unwrapper = Unwrapper(max_line=max_line)
         self.transcoder = Transcoder()
         self._deadlines = dict(deadlines or {})
+        self._hang_after = hang_after
         self.lifecycle = Lifecycle(
-            "generic", stall_after=stall_after, crash_grace=crash_grace, deadlines=deadlines
+            "generic",
+            stall_after=stall_after,
+            crash_grace=crash_grace,
+            deadlines=deadlines,
+            hang_after=hang_after,
         )
         self.profile: Profile | None = None
         self._held: list[Block] = []  # blocks waiting for engine detection
@@ -117,6 +125,8 @@ class Analyzer:
         # a crash loop switches twice an incarnation, and every line would be classified again each time
         self._parked: dict[str, tuple[set[bytes], set[bytes]]] = {}
         self._keyword = _NOTHING  # finds any of the profile's literals and _ERROR_WORDS in a line template
+        # whether a candidate template is a serving line's alone (`_serving_run`), for the current rule set
+        self._serving_only: dict[bytes, bool] = {}
         self._settled: str | None = None  # which rules are read: a _RULE_SETS name (see _refresh_rules)
         self.lines_read = 0  # lines of every file read (a replaced log's included)
         # lines of the files before the current one: line numbers count from the current file's start
@@ -308,6 +318,7 @@ class Analyzer:
             self._parked[self._settled] = (self._candidates, self._irrelevant)
         self._settled = settled
         self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
+        self._serving_only = {}
         self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
 
     def _rules_wanted(self) -> str:
@@ -315,6 +326,9 @@ class Analyzer:
         # confirms it must still be read); ready with an error pending reads the lines that show it serving.
         lc = self.lifecycle
         inc = lc.current
+        if lc.state == State.STALLED and inc.serving.hung:
+            # a ready server that hangs: its serving lines, not startup markers, can end the stall
+            return "settled"
         if lc.state not in SETTLED_STATES or (lc.state == State.READY and inc.ready_unconfirmed is not None):
             return "startup"
         return "serving" if lc.state == State.READY and inc.pending_since is not None else "settled"
@@ -378,11 +392,22 @@ class Analyzer:
         quiet_before = scanner.benign_lines + scanner.error_lines
         last_error = -1  # index of the last line in this block that was part of an error
         quiet_after_error = 0  # benign lines after it
-        if present or scanner.busy or scanner.collecting:
+        quiet = not (scanner.busy or scanner.collecting)
+        if present and quiet and all(self._is_serving_only(t) for t in present):
+            # a block of serving lines (and lines no rule reads): the busy server's usual block
+            out += self._serving_block(data, templates, present, first, now)
+        elif present or not quiet:
             raws = data.split(b"\n")
             settled = self._settled
+            run: list[int] = []  # serving lines in a row, read at the next other line (`_serving_run`)
             for i in range(count):
                 if scanner.busy or scanner.collecting or templates[i] in present:
+                    if not (scanner.busy or scanner.collecting) and self._is_serving_only(templates[i]):
+                        run.append(i)
+                        continue
+                    if run:
+                        out += self._serving_run(run, raws, first, now)
+                        run = []
                     benign, errors = scanner.benign_lines, scanner.error_lines
                     out += self._line(raws[i], first + i, now)
                     if scanner.error_lines != errors:
@@ -394,6 +419,8 @@ class Analyzer:
                         self._refresh_rules()
                         settled = self._settled
                         present = self._classify(templates[i + 1 :])
+            if run:
+                out += self._serving_run(run, raws, first, now)
         self.lines_read += count
         active = count - (scanner.benign_lines + scanner.error_lines - quiet_before)
         healthy_tail = active if last_error < 0 else max(0, count - last_error - 1 - quiet_after_error)
@@ -414,6 +441,59 @@ class Analyzer:
                 else:
                     self._irrelevant.add(t)
         return seen & self._candidates
+
+    def _is_serving_only(self, template: bytes) -> bool:
+        # a template that holds a serving rule's literal and no other rule's nor an error word
+        known = self._serving_only.get(template)
+        if known is None:
+            assert self.profile is not None  # rules are in use
+            others, serving = _serving_rules(self.profile, self._settled not in (None, "startup"))
+            known = (
+                bool(serving) and any(m in template for _, m, _ in serving) and not others.search(template)
+            )
+            self._serving_only[template] = known
+        return known
+
+    def _serving_block(
+        self, data: bytes, templates: list[bytes], present: set[bytes], first: int, now: float
+    ) -> list[Transition]:
+        # `_serving_run` of a block whose lines a rule reads are all serving lines, without splitting the block
+        # when its last serving line shows tokens flowing (or no request): a template has its line's length
+        count = len(templates) - 1
+        last, end = count - 1, len(data)
+        while templates[last] not in present:
+            end -= len(templates[last]) + 1
+            last -= 1
+        line = data[end - 1 - len(templates[last]) : end - 1]
+        assert self.profile is not None  # rules are in use
+        _, serving = _serving_rules(self.profile, self._settled not in (None, "startup"))
+        if _serving_status(line, serving) in ("flowing", "idle"):
+            return self._line(line, first + last, now)
+        run = [i for i in range(count) if templates[i] in present]
+        return self._serving_run(run, data.split(b"\n"), first, now)
+
+    def _serving_run(self, run: list[int], raws: list[bytes], first: int, now: float) -> list[Transition]:
+        # Serving lines in a row (a busy server prints thousands: SGLang's decode batch every 40 steps): what they
+        # tell the hang's clock is where tokens start or stop flowing, so only those lines, the first and the
+        # last of the run, and every line of a single request are read whole (as any other line); a line the
+        # quick look cannot read is read whole too.
+        assert self.profile is not None  # rules are in use
+        _, serving = _serving_rules(self.profile, self._settled not in (None, "startup"))
+        if _serving_status(raws[run[-1]], serving) in ("flowing", "idle"):
+            # tokens flow (or no request is left) at the run's end: its last line says all the clock needs (a
+            # hang that began and ended inside the run is not told: a live log comes in small runs)
+            return self._line(raws[run[-1]], first + run[-1], now)
+        statuses = [_serving_status(raws[i], serving) for i in run]
+        keep = {0, len(run) - 1}
+        for j in range(1, len(run)):
+            status, before = statuses[j], statuses[j - 1]
+            if status in ("request", "unknown") or status != before:
+                keep.update((j - 1, j))
+        out: list[Transition] = []
+        for j in sorted(keep):
+            if statuses[j] is not None:
+                out += self._line(raws[run[j]], first + run[j], now)
+        return out
 
     def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         out: list[Transition] = []
@@ -461,6 +541,7 @@ class Analyzer:
             crash_grace=self._crash_grace,
             max_line=self._max_line,
             deadlines=self._deadlines,
+            hang_after=self._hang_after,
         )
         self._use(catalogue.profile(engine))
         self.transcoder = transcoder  # `whole` is decoded already; the rest of the log goes on through it
@@ -523,6 +604,40 @@ def _rule_set(profile: Profile, settled: str) -> tuple[re.Pattern[bytes], tuple[
     rules = [r for r in profile.rules if r.kind not in dropped]
     keywords = dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS))
     return re.compile(b"|".join(map(re.escape, keywords))), tuple(r for r in rules if r.kind != "benign")
+
+
+@functools.lru_cache(maxsize=64)
+def _serving_rules(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple[_ServingRule, ...]]:
+    # the literals of every rule but the serving ones (and the error words), and the serving rules as bytes
+    rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
+    others = [r.match.encode() for r in rules if r.kind != "serving"]
+    serving = tuple(
+        (r.request, r.match.encode(), re.compile(r.regex.pattern.encode()) if r.regex else None)
+        for r in rules
+        if r.kind == "serving"
+    )
+    return re.compile(b"|".join(map(re.escape, dict.fromkeys((*others, *_ERROR_WORDS))))), serving
+
+
+def _serving_status(raw: bytes, rules: tuple[_ServingRule, ...]) -> str | None:
+    # What a serving line tells at a glance: "flowing" (tokens came), "idle" (no request), "stuck" (requests, no
+    # token), "request" (one request's line: always read whole), "unknown" (read it whole); None: no rule's
+    for request, match, regex in rules:
+        if match not in raw:
+            continue
+        m = regex.search(raw) if regex is not None else None
+        if regex is not None and m is None:
+            continue
+        if request or m is None:
+            return "request"
+        groups = m.groupdict()
+        try:
+            made = sum(float(groups[k] or 0) for k in ("tokens", "prompt") if k in groups)
+            load = sum(int(groups[k] or 0) for k in ("running", "waiting") if k in groups)
+        except ValueError:
+            return "unknown"
+        return "flowing" if made > 0 else "idle" if load == 0 else "stuck"
+    return "unknown" if any(match in raw for _, match, _ in rules) else None
 
 
 def _earlier(a: float | None, b: float) -> float:

@@ -23,6 +23,7 @@ __all__ = [
     "ProgressMade",
     "ReadyReached",
     "RequestServed",
+    "ServingSeen",
     "StopSeen",
 ]
 
@@ -137,6 +138,21 @@ class LinesRead:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingSeen:
+    """A serving line of the engine (a `[[serving]]` rule): its counts of requests and tokens, or one request
+    that started or finished, or every one done (`request`: "started", "finished", "idle"; "" for counts)."""
+
+    line: int
+    at: str | None
+    seconds: float | None
+    request: str = ""
+    key: str = ""  # the request's slot or id, when its lines name one
+    running: int | None = None  # requests being generated
+    waiting: int | None = None  # requests queued
+    tokens: float | None = None  # tokens generated or prefilled since the last such line (a count or a rate)
+
+
+@dataclass(frozen=True, slots=True)
 class LogMissing:
     """The log file is not there (yet): the stall clock runs from now."""
 
@@ -180,6 +196,7 @@ Event = (
     | FactFound
     | ArgumentsFound
     | ReadyReached
+    | ServingSeen
     | ErrorSeen
     | RequestServed
     | StopSeen

@@ -35,13 +35,16 @@ from watchdog.core.findings import (
     ProgressMade,
     ReadyReached,
     RequestServed,
+    ServingSeen,
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, Error, root_cause
+from watchdog.core.serving import Serving
 from watchdog.profiles.model import Profile
 from watchdog.vocabulary import (
     DEADLINE_STATES,
     DEFAULT_CRASH_GRACE,
+    DEFAULT_HANG_AFTER,
     FATAL_WHEN_LOGGED,
     FATAL_WHILE_STARTING,
     MAX_INCARNATIONS_PER_LAUNCH,
@@ -115,6 +118,7 @@ class Incarnation:
     # The timeline index from which the follower saw its entries as they came, on one continuous clock (None:
     # none of them: a replay, or the log as it was when the follow began): their clock times measure durations.
     live_from: int | None = None
+    serving: Serving = field(default_factory=Serving)  # its requests once ready, and a serving hang's clock
 
     def duration(self, start: int, end: int) -> float | None:
         """Seconds from timeline entry `start` to entry `end`: the one sane value (`durations.duration`)."""
@@ -136,10 +140,13 @@ class Lifecycle:
         stall_after: float | None = None,
         crash_grace: float = DEFAULT_CRASH_GRACE,
         deadlines: Mapping[str, float] | None = None,
+        hang_after: float | None = DEFAULT_HANG_AFTER,
     ) -> None:
         self.engine = engine
         self.profile = Profile(engine)  # what the engine's tracebacks tell, and its hints (the analyzer's)
         self.stall_after = stall_after
+        # requests running or waiting with no token for this long, once ready, is a serving hang (None: off)
+        self.hang_after = hang_after
         # the longest a launch may spend in a phase, by phase name: past it, it is stalled (once per phase)
         self.deadlines = dict(deadlines or {})
         self.crash_grace = crash_grace
@@ -203,7 +210,7 @@ class Lifecycle:
             if event.active:
                 # healthy lines count against a stall (not against an error)
                 inc.last_progress = now
-                if inc.state == State.STALLED:
+                if inc.state == State.STALLED and not inc.serving.hung:  # a hang's lines go on: no end of it
                     self._enter(
                         inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
                     )
@@ -246,6 +253,8 @@ class Lifecycle:
             if len(inc.timeline) > 1 and inc.timeline[-1][0].state == State.READY:
                 # by the log's times when they are sane, else the follower's clock (`Incarnation.duration`)
                 inc.ready_seconds = inc.duration(0, len(inc.timeline) - 1)
+        elif isinstance(event, ServingSeen):
+            self._serving(inc, event, now, out)
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
         elif isinstance(event, RequestServed):
@@ -375,6 +384,8 @@ class Lifecycle:
                 waited = f"{self.stall_after:g}s"
                 reason = f"no log after {waited}" if inc.log_missing else f"no progress for {waited}"
                 self._enter(inc, State.STALLED, None, None, None, now, reason, out)
+        if self._hang_due(inc) is not None and inc.serving.overdue(now, None, self.hang_after or 0.0):
+            self._hang(inc, None, None, None, now, out)
         return out
 
     def next_due(self) -> float | None:
@@ -394,6 +405,9 @@ class Lifecycle:
                 due = min(due, entered + deadline)
         if self.stall_after is not None and state in DEADLINE_STATES and inc.last_progress is not None:
             due = min(due, inc.last_progress + self.stall_after)
+        hang = self._hang_due(inc)
+        if hang is not None:
+            due = min(due, hang)
         return due if due != math.inf else None
 
     def caught_up(self, now: float) -> None:
@@ -427,6 +441,49 @@ class Lifecycle:
 
     # -- internals ---------------------------------------------------------------------------------------
 
+    def _serving(self, inc: Incarnation, seen: ServingSeen, now: float, out: list[Transition]) -> None:
+        # A serving line of a ready server: a hang's clock starts, runs, or ends (tokens again, no request).
+        if inc.phase != State.READY or inc.state in TERMINAL_STATES:
+            return  # ready, or stalled once ready
+        serving = inc.serving
+        resumed = serving.observe(seen, now)
+        if resumed is not None and inc.state == State.STALLED and serving.hung:
+            serving.hung = False
+            inc.last_progress = now
+            self._enter(
+                inc, State.READY, seen.line, seen.at, seen.seconds, now, resumed, out, record_phase=False
+            )
+        elif (
+            resumed is None
+            and inc.state == State.READY
+            and self.hang_after is not None
+            and serving.overdue(now, seen.seconds, self.hang_after)
+        ):
+            self._hang(inc, seen.line, seen.at, seen.seconds, now, out)
+
+    def _hang_due(self, inc: Incarnation) -> float | None:
+        # The clock time a serving hang is due at in silence: only for requests told open (a start line, whose end
+        # line the engine always prints). Counts are a snapshot: a request may end with no line after them
+        # (SGLang prints 0.00 tokens/s for the first decode after an idle hour, then the request is done), so
+        # a hang by counts needs a later line that still shows requests and no token (`_serving`).
+        serving = inc.serving
+        if self.hang_after is None or serving.since is None or not serving.open or inc.state != State.READY:
+            return None
+        return serving.since + self.hang_after
+
+    def _hang(
+        self,
+        inc: Incarnation,
+        line: int | None,
+        at: str | None,
+        seconds: float | None,
+        now: float,
+        out: list[Transition],
+    ) -> None:
+        assert self.hang_after is not None  # called once due
+        inc.serving.hung = True
+        self._enter(inc, State.STALLED, line, at, seconds, now, inc.serving.reason(self.hang_after), out)
+
     def _retire(self, inc: Incarnation) -> None:
         # A crash loop must not grow without bound (the memory, and the checkpoint recorded from it): the history
         # keeps the last MAX_INCARNATIONS_PER_LAUNCH (the incarnation count is `current.number`), each without
@@ -452,7 +509,7 @@ class Lifecycle:
             pending = inc.candidates[inc.pending_index :]
             if source is None or any(not c.noise and c.source in ("", source) for c in pending):
                 self._resolve(inc)
-        if inc.state == State.STALLED:
+        if inc.state == State.STALLED and not inc.serving.hung:
             self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
 
     @staticmethod

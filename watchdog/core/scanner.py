@@ -19,6 +19,7 @@ from watchdog.core.findings import (
     ProgressMade,
     ReadyReached,
     RequestServed,
+    ServingSeen,
     StopSeen,
 )
 from watchdog.core.rootcause import Candidate, from_traceback
@@ -130,6 +131,8 @@ class Scanner:
                 out.append(RequestServed(line_no, int(status) if status.isdigit() else None))
             elif kind == "arguments":
                 out += self._arguments(rule, groups, line_no)
+            elif kind == "serving":
+                out.append(_serving(rule, groups, line_no, rec))
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):
             self.error_lines += 1
         excepted = self.assembler.excepted
@@ -266,6 +269,23 @@ def _progress(rule: Rule, groups: dict[str, str], line_no: int, rec: Record, pha
     if 0 <= done <= total:
         out.append(ProgressMade(name, done, total, line_no, rec.source))
     return out
+
+
+def _serving(rule: Rule, groups: dict[str, str], line_no: int, rec: Record) -> ServingSeen:
+    # a [[serving]] rule's line: its counts (tokens: generated and prefilled alike, either is progress)
+    counts = {k: _number(groups[k]) for k in ("running", "waiting", "tokens", "prompt") if k in groups}
+    running, waiting = counts.get("running"), counts.get("waiting")
+    made = [float(v) for k in ("tokens", "prompt") if isinstance(v := counts.get(k), int | float)]
+    return ServingSeen(
+        line_no,
+        rec.at,
+        rec.seconds,
+        request=rule.request,
+        key=groups.get("slot", ""),
+        running=int(running) if isinstance(running, int | float) else None,
+        waiting=int(waiting) if isinstance(waiting, int | float) else None,
+        tokens=sum(made) if made else None,
+    )
 
 
 def _number(value: str) -> int | float | str:

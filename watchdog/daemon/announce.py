@@ -16,6 +16,7 @@ from watchdog.alerts.alerting import Alerting
 from watchdog.alerts.notifiers import Alert, AlertKind
 from watchdog.clock import Clock
 from watchdog.core.lifecycle import State
+from watchdog.core.serving import RESUMED as SERVING_RESUMED
 from watchdog.core.verdict import Status, Verdict
 from watchdog.daemon.launches import Follower, LaunchPlan, Running
 from watchdog.daemon.outages import Host, Outages
@@ -85,7 +86,9 @@ class Announcer:
         if state not in UNBEGUN_STATES:
             run.began = True
         if state not in PROBLEM_STATES:
-            await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}")
+            # a serving hang's end says how it ended: tokens flow again, or no request is left
+            said = f": {reason}" if state is State.READY and reason in SERVING_RESUMED else ""
+            await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}{said}")
 
     async def conclude(self, run: Running, update: Concluded) -> None:
         name, verdict = run.plan.spec.name, update.verdict

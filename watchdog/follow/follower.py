@@ -176,6 +176,7 @@ class LaunchFollower:
             stall_after=spec.stall_after,
             crash_grace=spec.crash_grace,
             deadlines=dict(spec.deadlines),
+            hang_after=spec.hang_after,
         )
         self._pool = pool
         self._source = source

@@ -12,6 +12,7 @@ from watchdog.vocabulary import (
     DEADLINE_STATES,
     DEFAULT_CRASH_GRACE,
     DEFAULT_GPU_INTERVAL,
+    DEFAULT_HANG_AFTER,
     DEFAULT_PROBE_INTERVAL,
     DEFAULT_STALL_AFTER,
     ENGINES,
@@ -45,6 +46,8 @@ class LaunchSpec:
     gpu_interval: float = DEFAULT_GPU_INTERVAL
     stall_after: float | None = DEFAULT_STALL_AFTER
     deadlines: tuple[tuple[str, float], ...] = ()  # (phase, seconds): longer in that phase is stalled
+    # once ready: requests running or waiting with no token generated for this long is a serving hang (stalled)
+    hang_after: float | None = DEFAULT_HANG_AFTER
     timeout: float | None = None
     crash_grace: float = DEFAULT_CRASH_GRACE
     settle: float = DEFAULT_SETTLE
@@ -74,7 +77,7 @@ class LaunchSpec:
                 allowed = ", ".join(_DEADLINE_PHASES)
                 raise ConfigError(where, f"deadlines.{phase}", f"unknown phase; allowed: {allowed}")
             _check_seconds(where, f"deadlines.{phase}", seconds, zero=False)
-        for key in ("stall_after", "timeout"):
+        for key in ("stall_after", "timeout", "hang_after"):
             _check_seconds(where, key, getattr(self, key), zero=False)
 
 

@@ -21,6 +21,8 @@ __all__ = [
     "ENGINES",
     "ROLES",
     "RULE_KINDS",
+    "SERVING_GROUPS",
+    "SERVING_REQUESTS",
     "STATES",
     "TRACE_KINDS",
     "Catalogue",
@@ -45,7 +47,14 @@ RULE_KINDS = (
     "dying",
     "arguments",
     "served",
+    "serving",
 )
+SERVING_REQUESTS = ("started", "tokens", "finished", "idle")
+"""What a `[[serving]]` rule's `request` says its line is: a request started, made progress (tokens), finished,
+or none is left."""
+SERVING_GROUPS = ("running", "waiting", "tokens", "prompt", "slot")
+"""The named groups a `[[serving]]` rule's regex may have: requests running and waiting, tokens generated and
+prompt tokens prefilled (a count or a rate, since its last line), a request's slot."""
 TRACE_KINDS = ("frame", "main", "step", "consequence", "teardown", "caught", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
 _TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
@@ -66,6 +75,7 @@ _ALLOWED_KEYS = {
     "early",
     "syntax",
     "flags",
+    "request",
 }
 
 BUNDLED_SOURCE = "watchdog/profiles/"  # where a bundled profile says it comes from (`Profile.source`)
@@ -88,6 +98,7 @@ class Rule:
     early: bool = False  # a ready line printed just before the server accepts connections (see ReadyReached)
     syntax: str = ""  # an arguments rule's: how its dump is written (`ARGUMENT_SYNTAXES`)
     flags: str = "name"  # an arguments rule's: how its names read as flags (`ARGUMENT_FLAG_STYLES`)
+    request: str = ""  # a serving rule's: what its line says of one request (`SERVING_REQUESTS`); "": counts
 
     def apply(self, content: str) -> dict[str, str] | None:
         """Return the regex groups when the rule matches `content` (empty when it has no regex), else None."""
@@ -340,6 +351,7 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
     if kind == "fact" and (regex is None or not regex.groupindex):
         raise ConfigError(where, f"{path}.regex", "needs named groups, one per fact")
     syntax, flags = _syntax(raw, kind, regex, where, path)
+    request = _request(raw, kind, regex, where, path)
     return Rule(
         kind=kind,
         match=match,
@@ -354,7 +366,34 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         early=_early(raw, kind, where, path),
         syntax=syntax,
         flags=flags,
+        request=request,
     )
+
+
+def _request(raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | None, where: str, path: str) -> str:
+    # a [[serving]] rule's `request`, and the regex groups it may read (SERVING_GROUPS)
+    request = raw.get("request", "")
+    if kind != "serving":
+        if "request" in raw:
+            raise ConfigError(where, f"{path}.request", "only on a [[serving]] rule")
+        return ""
+    if request not in ("", *SERVING_REQUESTS):
+        raise ConfigError(
+            where, f"{path}.request", f"{request!r} unknown; allowed: {', '.join(SERVING_REQUESTS)}"
+        )
+    groups = set(regex.groupindex) if regex is not None else set()
+    unknown = groups - set(SERVING_GROUPS)
+    if unknown:
+        raise ConfigError(
+            where,
+            f"{path}.regex",
+            f"unknown group {sorted(unknown)[0]!r}; allowed: {', '.join(SERVING_GROUPS)}",
+        )
+    if not request and not groups & {"running", "waiting"}:
+        raise ConfigError(
+            where, f"{path}.regex", "needs (?P<running>...) or (?P<waiting>...), or give the rule a `request`"
+        )
+    return str(request)
 
 
 def _trace(
