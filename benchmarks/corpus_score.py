@@ -6,7 +6,8 @@ Each case is NAME.log with its hand-written label NAME.json (tests/fixtures/corp
 outcome (ready/crashed/incomplete from the exit code, stopped for a launch stopped before ready), phase,
 category (crashes only), root cause (the label's exact substring is in the verdict's summary; only where the
 label names one) and engine (where the log names it), overall and per engine; the share of crashes called
-`other`, overall and per engine; and how long a live follower takes to call each labelled crash
+`other`, overall and per engine, and among the crashes whose label names a category (not null, not `other`:
+the log shows what failed); and how long a live follower takes to call each labelled crash
 (`follow_at_pace`, on a manual clock: at the log's recorded pace where NAME.timing has it, else the whole log
 at once), from its error line to the verdict: the share under 1 s, p50 and p90. Corrections to labels in
 DIR/CORRECTIONS.json are applied, each with its evidence.
@@ -55,6 +56,8 @@ class CaseScore:
     fields: dict[str, bool | None]
     crashed: bool
     called_other: bool = False
+    # a crash whose label names its category (not null, not `other`): what failed is in the log
+    known: bool = False
     latency: float | None = None
     live_state: str | None = None
 
@@ -123,6 +126,7 @@ def score_dirs(title: str, dirs: list[Path]) -> Section:
         if case.crashed:
             v = replay_path(path.with_suffix(".log"))[1].to_json()
             case.called_other = bool(v["error"]) and v["error"]["category"] == "other"
+            case.known = label.get("category") not in (None, "other")
             case.live_state, case.latency = crash_latency(path.with_suffix(".log"))
         section.cases.append(case)
     return section
@@ -169,6 +173,12 @@ def _print(section: Section, misses: bool) -> None:
     print(
         "  crashes called other, per engine: "
         + ", ".join(f"{e} {sum(c.called_other for c in per[e])}/{len(per[e])}" for e in engines)
+    )
+    # the others are crashes whose label says `other` or none: the log does not show what failed
+    known = [c for c in crashes if c.known]
+    other = sum(c.called_other for c in known)
+    print(
+        f"  of them with a category the label knows: {other}/{len(known)} ({_pct(other, len(known)).strip()})"
     )
     latencies = [c.latency for c in crashes if c.live_state == "crashed" and c.latency is not None]
     if latencies:
