@@ -76,6 +76,14 @@ REQUEST_ERROR = (
     b"ERROR 07-22 08:51:06 [serving_completion.py:131]     request_prompts, engine_prompts = await self._preprocess()\n"
     b"ERROR 07-22 08:51:06 [serving_completion.py:131] ValueError: This model's maximum context length is 4096 tokens.\n"
 )
+ENGINE_ERROR = (
+    b"ERROR 07-22 08:51:06 [async_llm.py:420] AsyncLLM output_handler failed.\n"
+    b"ERROR 07-22 08:51:06 [async_llm.py:420] Traceback (most recent call last):\n"
+    b'ERROR 07-22 08:51:06 [async_llm.py:420]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/'
+    b'output_processor.py", line 380, in process_outputs\n'
+    b"ERROR 07-22 08:51:06 [async_llm.py:420]     req_state = self.request_states.get(req_id)\n"
+    b"ERROR 07-22 08:51:06 [async_llm.py:420] ValueError: unexpected output for request cmpl-1\n"
+)
 METRICS = (
     b"INFO 07-22 08:51:%02d [loggers.py:118] Engine 000: Avg prompt throughput: 12.0 tokens/s, "
     b"Avg generation throughput: %d.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%%\n"
@@ -92,12 +100,12 @@ def test_post_ready_request_error_survived_by_a_serving_server() -> None:
 
 
 def test_post_ready_error_at_the_end_of_the_log_is_a_crash() -> None:
-    """The same error with nothing served after it (its request answered 500), at the end of the log, is a crash
-    after ready."""
+    """An error after ready raised outside a request's handler (the output processor), with nothing served after
+    it (a request answered 500), at the end of the log, is a crash after ready."""
     a = Analyzer(load_engine("vllm"))
     a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
     a.feed(
-        REQUEST_ERROR
+        ENGINE_ERROR
         + b'INFO:     127.0.0.1:40776 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error\n',
         1.0,
     )
@@ -106,6 +114,22 @@ def test_post_ready_error_at_the_end_of_the_log_is_a_crash() -> None:
     a.finish(101.0)
     v = a.lifecycle.current
     assert (v.state, v.crash_phase) == (State.CRASHED, State.READY)
+
+
+def test_post_ready_error_in_a_request_handler_at_the_end_of_the_log_is_a_request_error() -> None:
+    """The request's own error (raised in vLLM's create_completion, a [[request]] handler) answered 500, with
+    nothing after it: the handler answered it, no word says the engine died: a request error, not a crash."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
+    a.feed(
+        REQUEST_ERROR
+        + b'INFO:     127.0.0.1:40776 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error\n',
+        1.0,
+    )
+    a.finish(101.0)
+    v = a.lifecycle.current
+    assert v.state == State.READY
+    assert v.facts["request_errors"] == 1
 
 
 def test_post_ready_error_served_on_is_a_request_error() -> None:

@@ -66,10 +66,6 @@ KNOWN_GAPS: dict[str, str] = {
         "category other and the wrapper 'EngineCore failed to start.' as the cause, label model_load: the worker's "
         "KeyError above it (a progress bar and a torch warning come between) is the cause"
     ),
-    "vllm-request-preprocessing-error-traceback-only-20409": (
-        "false alarm: a request's traceback through serving_chat ('Error in preprocessing prompt inputs', a 400) "
-        "is called a crash at starting; the request path says the server was serving"
-    ),
     "vllm-max-context-length-request-valueerror-one-line-specreason4": (
         "false alarm: one serving_chat line with a request's max-context ValueError is called a crash; a request's "
         "validation error, the server serves on"

@@ -18,20 +18,7 @@ from watchdog.follow.testing import ManualClock, ScriptedSource
 pytestmark = pytest.mark.anyio
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# A case whose verdict is a known gap (tests/test_corpus.py KNOWN_GAPS) and whose live and offline verdicts
-# differ too: held as xfail (not strict: the streamed runs differ on some seeds only) until its gap is closed.
-LIVE_DIFFERS = {
-    "vllm-request-preprocessing-error-traceback-only-20409": (
-        "a request's traceback cut before its exception line, with no startup line: both call it a crash (it is a "
-        "request's error); replay names the cut's last code line, live the empty header"
-    ),
-}
-LOGS = [
-    pytest.param(p, marks=pytest.mark.xfail(reason=LIVE_DIFFERS[p.stem], strict=False))
-    if p.stem in LIVE_DIFFERS
-    else p
-    for p in sorted((FIXTURES / "corpus").rglob("*.log")) + sorted((FIXTURES / "cases").rglob("*.log"))
-]
+LOGS = sorted((FIXTURES / "corpus").rglob("*.log")) + sorted((FIXTURES / "cases").rglob("*.log"))
 GRACE = 5.0
 STREAM_SEEDS = 4  # seeded writers per log (each cut and paused its own way)
 

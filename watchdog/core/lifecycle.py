@@ -362,8 +362,11 @@ class Lifecycle:
             and (inc.phase != State.READY or inc.judge_by_clock)
             and now - inc.pending_since >= self.crash_grace
         ):
-            self._crash(inc, now, out, None, None, reason="error with no progress after it")
-            return out
+            if self._requests_only(inc):
+                self._served_on(inc)
+            else:
+                self._crash(inc, now, out, None, None, reason="error with no progress after it")
+                return out
         deadline = self.deadlines.get(inc.phase.value)
         if deadline is not None and inc.state == inc.phase and inc.phase not in inc.deadline_hit:
             entered = _entered(inc)
@@ -435,7 +438,10 @@ class Lifecycle:
         inc = self.current
         out: list[Transition] = []
         if inc.pending_since is not None and inc.state not in TERMINAL_STATES:
-            self._crash(inc, now, out, None, None, reason="error at the end of the log")
+            if self._requests_only(inc):
+                self._served_on(inc)
+            else:
+                self._crash(inc, now, out, None, None, reason="error at the end of the log")
         inc.ready_unconfirmed = None
         return out
 
@@ -517,6 +523,13 @@ class Lifecycle:
         # An error after ready is pending: whether the server goes on serving decides what it was.
         return inc.state == State.READY and inc.pending_since is not None and inc.crash_phase == State.READY
 
+    def _requests_only(self, inc: Incarnation) -> bool:
+        # Every error pending since ready was raised in a request's handler and none is fatal: each was answered
+        # to its request with an error status; with no word that the engine died, nor its process gone, nor its
+        # health failing, the server serves on.
+        pending = [c for c in inc.candidates[inc.pending_index :] if not c.noise]
+        return bool(pending) and self._judged_by_serving(inc) and all(map(_in_request, pending))
+
     def _served_on(self, inc: Incarnation) -> None:
         # The server served after the errors pending since ready: they were a request's (an HTTP 400 or 500 with
         # its traceback, a request's CUDA OOM), counted among the facts, never a crash.
@@ -593,6 +606,11 @@ class Lifecycle:
         inc.candidates.append(cand)
         if cand.noise:
             return
+        if _in_request(cand) and inc.phase != State.READY:
+            # raised in a request's handler: the server was serving, whatever the log showed before (an excerpt
+            # that begins while it serves)
+            self._progress(inc, now, out, cand.line, None)
+            self._enter(inc, State.READY, cand.line, cand.at, None, now, "a request was being served", out)
         inc.healthy_after_error = 0
         if inc.pending_since is None:
             inc.pending_since = now
@@ -744,3 +762,8 @@ def _binary_size(size: int) -> str:
         if size >= 1 << shift:
             return f"{size / (1 << shift):.3g} {unit}"
     return f"{size} B"
+
+
+def _in_request(cand: Candidate) -> bool:
+    # raised in a request's handler (the profile's [[request]]) and no engine's fatal line
+    return cand.in_request and not cand.fatal

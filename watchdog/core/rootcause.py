@@ -43,6 +43,7 @@ class Candidate:
     startup_step: bool = False  # raised out of a startup step no engine survives: fatal while starting
     kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
     opened: int = 0  # for a traceback: the line it began on (its reports, cut or whole, share it)
+    in_request: bool = False  # raised in a request's handler (the profile's [[request]]): answered to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,7 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
                 phase_hint=hint,
                 at=tb.at,
                 opened=tb.line,
+                in_request=_in_request_handler("\n".join(tb.lines), profile),
             )
         # A fragment (the log cut it short) names no error, but its frames still tell the phase.
         if hint is None:
@@ -131,7 +133,14 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
         chained=tb.chained,
         handling=tb.handling,
         opened=tb.line,
+        in_request=_in_request_handler(text, profile),
     )
+
+
+def _in_request_handler(text: str, profile: Profile) -> bool:
+    # a frame of a request's handler (the profile's [[request]]): the server's HTTP layer catches what is raised
+    # there and answers that request with an error status
+    return any(p.search(text) for p in profile.requests)
 
 
 # A message that is only the header of what follows: pydantic's "1 validation error for ModelConfig" (the

@@ -55,7 +55,7 @@ or none is left."""
 SERVING_GROUPS = ("running", "waiting", "tokens", "prompt", "slot")
 """The named groups a `[[serving]]` rule's regex may have: requests running and waiting, tokens generated and
 prompt tokens prefilled (a count or a rate, since its last line), a request's slot."""
-TRACE_KINDS = ("frame", "main", "step", "consequence", "teardown", "caught", "hint")
+TRACE_KINDS = ("frame", "main", "step", "consequence", "teardown", "caught", "request", "hint")
 STATES = tuple(s.value for s in STARTUP_PHASES)
 _TEMPLATES = {"functions": r"in (?:{})(?!\w)", "exceptions": r"^(?:[\w.]*\.)?(?:{})\b"}
 ROLES = ("cause", "wrapper")
@@ -141,6 +141,7 @@ class Profile:
     # [[teardown]]: searched in a traceback's innermost frame and exception line ("<frame>\n<exception line>")
     teardowns: tuple[re.Pattern[str], ...] = ()
     caught: tuple[re.Pattern[str], ...] = ()  # [[caught]]: functions that log an exception and go on
+    requests: tuple[re.Pattern[str], ...] = ()  # [[request]]: a request's handlers (their errors are its own)
     hints: tuple[Hint, ...] = ()  # [[hint]], in the order tried
     # arguments whose value differs at every launch by nature (a random seed, a container's host name): a
     # comparison with the launch before leaves them out
@@ -212,6 +213,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
         consequences=tuple(traces["consequence"]),
         teardowns=tuple(traces["teardown"]),
         caught=tuple(traces["caught"]),
+        requests=tuple(traces["request"]),
         hints=tuple(traces["hint"]),
         volatile_arguments=tuple(volatile),
         categories=tuple(categories),
@@ -237,6 +239,7 @@ def merge(name: str, user: Sequence[Profile], base: Profile | None, common: Prof
         consequences=tuple(m for p in parts for m in p.consequences),
         teardowns=tuple(m for p in parts for m in p.teardowns),
         caught=tuple(m for p in parts for m in p.caught),
+        requests=tuple(m for p in parts for m in p.requests),
         hints=tuple(h for p in parts for h in p.hints),
         volatile_arguments=tuple(dict.fromkeys(v for p in parts for v in p.volatile_arguments)),
         categories=tuple(c for p in parts for c in p.categories),
