@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 HELDOUT = FIXTURES / "heldout"
@@ -57,6 +59,7 @@ def test_heldout_shares_no_source_with_the_corpus() -> None:
     assert len(set(held.values())) == len(held)
 
 
+@pytest.mark.timeout(300)  # the script follows each crash live too: over a minute on a loaded 2-core machine
 def test_corpus_score_runs_end_to_end() -> None:
     """`python benchmarks/corpus_score.py --misses` runs and prints both sections, each with every field's row
     per engine and the share of crashes called other."""
