@@ -41,7 +41,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "tests/fixtures/corpus/llamacpp"
 REQUEST = (
     "import json, urllib.request as u; "
     "r = u.Request('http://127.0.0.1:{port}/completion', headers={{'Content-Type': 'application/json'}}, "
-    "data=json.dumps({{'prompt': 'the cat is on the', 'n_predict': {tokens}}}).encode()); "
+    "data=json.dumps({{'prompt': 'the cat is on the', 'n_predict': {tokens}, 'ignore_eos': {tokens} > 8}}).encode()); "
     "print(u.urlopen(r, timeout=60).read().decode())"
 )
 READY = r"listening on"
@@ -60,7 +60,7 @@ class Scenario:
     int_at: list[str] = field(default_factory=list)
     stop_at: list[str] = field(default_factory=list)
     request: bool = False  # run REQUEST once ready, then stop 1 s after it returned
-    request_tokens: int = 8  # the tokens REQUEST asks for (many: the server is still generating when stopped)
+    request_tokens: int = 8  # the tokens asked for; over 8: all of them (ignore_eos), a long request
     ulimit_v_kib: int | None = None  # run under `ulimit -v` (address space limit)
     cgroup_mib: int | None = None  # run in a child memory cgroup of this limit (the kernel's OOM killer)
     hold_port: bool = False  # bind --port first, as another server would
