@@ -14,7 +14,7 @@ from daemon_process import DaemonProcess
 from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.core.analyzer import Analyzer
-from watchdog.core.findings import HealthChecked
+from watchdog.core.findings import HealthChecked, ProcessExited
 from watchdog.core.lifecycle import LAST_REQUEST_ERROR, REQUEST_ERRORS, State
 from watchdog.core.verdict import build_verdict
 from watchdog.follow.replay import replay_path
@@ -202,3 +202,48 @@ def test_unknown_python_server_is_ready_when_uvicorn_listens() -> None:
     assert run.first_at is not None
     assert run.first_at >= times[listening]
     assert run.status["state"] == "stopped"
+
+
+def _watched_to_its_end(case: str) -> dict[str, object]:
+    """The verdict on a captured launch read whole, then its process's end as the capture recorded it."""
+    label = json.loads((CORPUS / f"{case}.json").read_text(encoding="utf-8"))["captured"]
+    analyzer = Analyzer(load_engine(None))
+    analyzer.feed((CORPUS / f"{case}.log").read_bytes(), now=1.0)
+    analyzer.caught_up(now=1.0)
+    how = f"killed by {label['signal']}" if label["signal"] else f"exit status {label['exit']}"
+    analyzer.probe(ProcessExited(how), now=2.0)
+    return build_verdict(analyzer).to_json()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "llamacpp/captured-llamacpp-sigint-twice-after-ready-cpu",  # std::terminate in a destructor, SIGABRT
+        "llamacpp/captured-llamacpp-sigint-twice-busy-cpu",  # decoding when exit(1) ran: SIGSEGV
+        "llamacpp/captured-llamacpp-early2025-sigint-twice-busy-cpu",  # exit status 1
+    ],
+)
+def test_second_ctrl_c_teardown_of_a_real_ready_server_is_no_crash(case: str) -> None:
+    """A ready llama-server stopped by Ctrl-C twice (`Received second interrupt, terminating immediately`, then
+    exit(1) whose destructors abort or crash beside the shutdown) is the operator's stop: ready when followed
+    live, stopped at the end, and no crash with the process's death by its signal watched."""
+    run = anyio.run(follow_at_pace, (CORPUS / f"{case}.log").read_bytes(), _times(case))
+    assert run.verdict is not None
+    assert (run.verdict["state"], run.status["state"], run.status["phase"]) == ("ready", "stopped", "ready")
+    v = _watched_to_its_end(case)
+    assert (v["state"], v["phase"], v["error"]) == ("stopped", "ready", None)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "llamacpp/captured-llamacpp-early2025-sigterm-after-ready-cpu",
+        "llamacpp/captured-llamacpp-early2025-sigint-after-ready-cpu",
+    ],
+)
+def test_early_2025_llamacpp_sigabrt_at_a_clean_stop_is_no_kill(case: str) -> None:
+    """llama.cpp of March 2025 ends every exit in `terminate called without an active exception` and SIGABRT:
+    after the operator's SIGTERM or Ctrl-C of a ready server (a real launch), the process watched dying by
+    SIGABRT is a stop, neither a crash nor a kill (for memory or otherwise)."""
+    v = _watched_to_its_end(case)
+    assert (v["state"], v["phase"], v["error"]) == ("stopped", "ready", None)

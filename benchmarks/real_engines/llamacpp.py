@@ -2,10 +2,12 @@
 
     python benchmarks/real_engines/llamacpp.py --server PATH/llama-server [--models DIR] [--out DIR]
         [--port N] [--only NAME ...] [--gguf-py PATH] [--device cuda --hog PATH/gpu_hog]
+        [--name-prefix early2025- --version-note 'llama-cpp-python 0.3.8 sdist (...)']
 
 Makes the tiny models first (tiny_gguf.py; skipped when --models already holds them), then runs each scenario
 in turn through capture.py, writing OUT/captured-llamacpp-<scenario>-<device>.{log,timing,json}
-(`--device cuda`: the GPU scenarios, run by llamacpp_cuda.sh on a GPU machine with a CUDA build). A label's hand-written
+(`--device cuda`: the GPU scenarios, run by llamacpp_cuda.sh on a GPU machine with a CUDA build). Another build's
+captures (an older release) are named captured-llamacpp-<--name-prefix><scenario>-<device>. A label's hand-written
 fields (outcome, phase, category, root_cause, notes) are kept across reruns: read the new log and fix them if
 the engine's behaviour changed. The version recorded is what `llama-server --version` prints, plus --version-note
 (by default the llama-cpp-python sdist the sources came from). docs/real-engines.md says what each scenario
@@ -39,7 +41,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "tests/fixtures/corpus/llamacpp"
 REQUEST = (
     "import json, urllib.request as u; "
     "r = u.Request('http://127.0.0.1:{port}/completion', headers={{'Content-Type': 'application/json'}}, "
-    "data=json.dumps({{'prompt': 'the cat is on the', 'n_predict': 8}}).encode()); "
+    "data=json.dumps({{'prompt': 'the cat is on the', 'n_predict': {tokens}, 'ignore_eos': {tokens} > 8}}).encode()); "
     "print(u.urlopen(r, timeout=60).read().decode())"
 )
 READY = r"listening on"
@@ -58,6 +60,7 @@ class Scenario:
     int_at: list[str] = field(default_factory=list)
     stop_at: list[str] = field(default_factory=list)
     request: bool = False  # run REQUEST once ready, then stop 1 s after it returned
+    request_tokens: int = 8  # the tokens asked for; over 8: all of them (ignore_eos), a long request
     ulimit_v_kib: int | None = None  # run under `ulimit -v` (address space limit)
     cgroup_mib: int | None = None  # run in a child memory cgroup of this limit (the kernel's OOM killer)
     hold_port: bool = False  # bind --port first, as another server would
@@ -164,6 +167,18 @@ def scenarios(m: str, port: int) -> list[Scenario]:
         Scenario(
             "ssl-cert-missing", [*tiny, "--ssl-key-file", f"{m}/no.key", "--ssl-cert-file", f"{m}/no.crt"]
         ),
+        # the operator's Ctrl-C once ready: one (a clean stop), and two (the second while the first one's
+        # shutdown runs: 'Received second interrupt', then exit(1), whose destructors may trip a GGML_ASSERT)
+        Scenario("sigint-after-ready", tiny, int_at=[READY + "+1"]),
+        Scenario("sigint-twice-after-ready", tiny, int_at=[READY + "+1", "cleaning up before exit"]),
+        # the same while a long request is being generated on the bigger model: the server is busy when stopped
+        Scenario(
+            "sigint-twice-busy",
+            big,
+            int_at=[READY + "+2", READY + "+2.2"],
+            request=True,
+            request_tokens=4096,
+        ),
     ]
 
 
@@ -264,8 +279,9 @@ def run(
     versions: dict[str, str],
     device: str = "cpu",
     hog: str = "",
+    prefix: str = "",
 ) -> dict[str, object]:
-    """Capture one scenario."""
+    """Capture one scenario (named captured-llamacpp-<prefix><scenario>-<device>)."""
     command = [server, *sc.args]
     if sc.user:
         command = [
@@ -296,14 +312,16 @@ def run(
             (
                 (
                     capture._action("run", signal.SIGCONT, READY),
-                    shlex.join([sys.executable, "-c", REQUEST.format(port=sc.port or port)]),
+                    shlex.join(
+                        [sys.executable, "-c", REQUEST.format(port=sc.port or port, tokens=sc.request_tokens)]
+                    ),
                 ),
             )
             if sc.request
             else ()
         )
         return capture.capture(
-            f"captured-llamacpp-{sc.name}-{device}",
+            f"captured-llamacpp-{prefix}{sc.name}-{device}",
             command,
             out,
             engine="llamacpp",
@@ -339,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--version-note", default="llama-cpp-python 0.3.36 sdist (vendored ggml-org/llama.cpp@0c1e57098)"
     )
+    ap.add_argument(
+        "--name-prefix",
+        default="",
+        help="put before each scenario's name (another build: 'early2025-' -> captured-llamacpp-early2025-...)",
+    )
     args = ap.parse_args(argv)
     if not (args.models / "badrope.gguf").exists():
         tiny_gguf.main(["--out", str(args.models), "--gguf-py", str(args.gguf_py)])
@@ -356,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     for sc in table(str(args.models), args.port):
         if args.only and sc.name not in args.only:
             continue
-        record = run(sc, args.server, args.out, args.port, versions, args.device, args.hog)
+        record = run(sc, args.server, args.out, args.port, versions, args.device, args.hog, args.name_prefix)
         summary = {k: record[k] for k in ("exit", "signal", "actions", "seconds", "lines")}
         print(f"{sc.name}: {summary}", file=sys.stderr)
         time.sleep(0.5)  # let the port be released
