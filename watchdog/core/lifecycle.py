@@ -245,6 +245,10 @@ class Lifecycle:
         elif isinstance(event, ReadyReached):
             if not event.early:
                 inc.ready_unconfirmed = None  # the server accepts connections now
+            elif inc.ready_unconfirmed is not None and inc.phase == State.READY:
+                # a later early line (vLLM's "Supported tasks", then "Starting vLLM server on", then "Available
+                # routes are"): the server is a step nearer to listening, the wait for Uvicorn starts again
+                inc.ready_unconfirmed = now
             if inc.state in TERMINAL_STATES or inc.phase == State.READY:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
