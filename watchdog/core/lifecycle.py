@@ -245,6 +245,10 @@ class Lifecycle:
         elif isinstance(event, ReadyReached):
             if not event.early:
                 inc.ready_unconfirmed = None  # the server accepts connections now
+            elif inc.ready_unconfirmed is not None and inc.phase == State.READY:
+                # a later early line (vLLM's "Supported tasks", then "Starting vLLM server on", then "Available
+                # routes are"): the server is a step nearer to listening, the wait for Uvicorn starts again
+                inc.ready_unconfirmed = now
             if inc.state in TERMINAL_STATES or inc.phase == State.READY:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
@@ -542,6 +546,30 @@ class Lifecycle:
                 inc.facts[LAST_REQUEST_ERROR] = err.summary
         self._resolve(inc)
 
+    def _absolve_chain(self, inc: Incarnation, index: int) -> None:
+        # A chain of tracebacks ("During handling of the above exception ...") is one error's story, printed
+        # cause first: when its last link was survived (a [[caught]] function logged it and went on: vLLM's
+        # model-info cache under a read-only HOME), so were the links before it, whatever their own words.
+        link = inc.candidates[index]
+        if not (link.noise and link.chained):
+            return
+        for i in range(index - 1, -1, -1):
+            prev = inc.candidates[i]
+            if prev.source != link.source:
+                continue  # another process's error, printed between the links
+            if prev.kind != "traceback":
+                break
+            inc.candidates[i] = replace(prev, noise=True, fatal=False, startup_step=False)
+            if not prev.chained:
+                break  # the chain's first link
+        pending = inc.candidates[inc.pending_index :]
+        if (
+            inc.pending_since is not None
+            and inc.state not in TERMINAL_STATES
+            and all(c.noise for c in pending)
+        ):
+            self._resolve(inc)  # what was pending was the survived chain
+
     def _resolve(self, inc: Incarnation) -> None:
         # the pending errors were survived
         inc.pending_since = None
@@ -570,6 +598,7 @@ class Lifecycle:
             same = old.line == cand.line or (old.opened != 0 and old.opened == cand.opened)
             if old.kind == "traceback" and same and old.source == cand.source:
                 inc.candidates[i] = cand
+                self._absolve_chain(inc, i)
                 if not cand.noise and i < inc.pending_index:
                     # an error reported cut and since resolved went on: it is live again
                     inc.pending_index = i
@@ -605,6 +634,7 @@ class Lifecycle:
             return
         inc.candidates.append(cand)
         if cand.noise:
+            self._absolve_chain(inc, len(inc.candidates) - 1)
             return
         if _in_request(cand) and inc.phase != State.READY:
             # raised in a request's handler: the server was serving, whatever the log showed before (an excerpt

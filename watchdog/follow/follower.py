@@ -70,8 +70,9 @@ __all__ = [
     "Update",
 ]
 
-# seconds a ready verdict waits after an early ready line (ReadyReached.early) for the line that says the
-# server accepts connections (Uvicorn's "Application startup complete", 0.4-1 s later on vLLM 0.32), before
+# seconds a ready verdict waits after an early ready line (ReadyReached.early; the latest of them) for the line
+# that says the server accepts connections (Uvicorn's "Application startup complete": 0.36-1.63 s after vLLM
+# 0.32's last early line, "Available routes are", on a busy 2-core host, and up to 3.1 s after its first), before
 # it trusts the early one alone (a log cut there, or Uvicorn at warning level)
 READY_CONFIRM = 2.0
 CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
