@@ -39,9 +39,6 @@ KNOWN_GAPS: dict[str, str] = {
         "crashed/oom, label incomplete: the compute-buffer cudaMalloc failure is retried ('retrying without pipeline "
         "parallelism') and loading goes on: a false alarm"
     ),
-    "llamacpp-batch-size-0-n-outputs-assert-28525": (
-        "phase starting, label allocating_kv_cache: the assert is in llama-context.cpp, context init after the weights"
-    ),
     "sglang-diffusion-config-file-indexerror-21352": (
         "category other, label config: an IndexError raised by the argument parser reading the --config file "
         "(_pull_args_from_config)"
@@ -53,10 +50,6 @@ KNOWN_GAPS: dict[str, str] = {
     "vllm-incomplete-routes-listed-before-uvicorn-club3090-74": (
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
-    ),
-    "llamacpp-illegal-memory-access-after-53-minutes-27749": (
-        "phase starting and engine generic, label ready/llamacpp: one ggml CUDA error line whose llama.cpp timestamp "
-        "prefix says 53 minutes of uptime"
     ),
     "ollama-deepseek-v2-k-shift-abort-sigsegv-decode-8492": (
         "category other, label unsupported: GGML_ABORT's message 'The current context does not support K-shift' (a "
