@@ -61,6 +61,26 @@ class DockerDaemon:
             raise RuntimeError(f"docker {' '.join(args)}: {done.stderr.decode(errors='replace').strip()}")
         return done.stdout.decode(errors="replace")
 
+    def oom_recorded_at(self, container: str) -> float | None:
+        """When this daemon recorded the kernel's OOM kill of `container` (its `oom` event, Unix seconds), or
+        None: it recorded none. The runtime learns of the kill by an event of its own, which can come after the
+        exit on a loaded machine: what a reader could know, and from when."""
+        out = self.docker(
+            "events",
+            "--since",
+            "0",
+            "--until",
+            str(int(time.time()) + 1),
+            "--filter",
+            f"container={container}",
+            "--filter",
+            "event=oom",
+            "--format",
+            "{{.TimeNano}}",
+        )
+        times = [int(t) / 1e9 for t in out.split()]
+        return min(times) if times else None
+
 
 def _static(path: str) -> bool:
     """Whether `path` is a statically linked ELF (a dynamic busybox cannot run alone in a container)."""
