@@ -58,6 +58,12 @@ def _inspect(name: str) -> ContainerState:
     return state
 
 
+def _inspect_in(docker: DockerDaemon, name: str) -> ContainerState:
+    state = parse_inspect(docker.docker("inspect", name).encode())
+    assert state is not None
+    return state
+
+
 # -- the parsers, on output of a real dockerd (20.10) recorded here ---------------------------------------
 
 
@@ -309,6 +315,28 @@ async def test_an_oom_killed_container_is_said_within_two_seconds_with_its_limit
     )
     assert "8388608" in ended.detail
     assert said - max(death, recorded) < 2.0
+
+
+async def test_the_runtimes_record_of_an_oom_kill_tells_it_from_a_plain_sigkill(docker: DockerDaemon) -> None:
+    """Docker leaves State.OOMKilled unset when the kernel's OOM event reaches it after the exit, and records
+    the event all the same: the source asks the events, which name the OOM-killed run and not a container
+    killed by hand (137 as well), nor an OOM kill of the container's run before."""
+    oom = 'x=$(head -c 50000000 /dev/zero | tr "\\0" a); echo never'
+    await _run(docker, "ate", oom, "-m", "8m", "--memory-swap", "8m")
+    await _run(docker, "shot", "echo up; sleep 60")
+    await anyio.to_thread.run_sync(lambda: docker.docker("wait", "ate"))
+    await anyio.to_thread.run_sync(lambda: docker.docker("kill", "shot"))
+    await anyio.to_thread.run_sync(lambda: docker.docker("wait", "shot"))
+    ate, shot = _inspect_in(docker, "ate"), _inspect_in(docker, "shot")
+    assert (ate.exit_code, shot.exit_code, shot.oom_killed) == (137, 137, False)
+    assert docker.oom_recorded_at("ate") is not None
+    assert await ContainerSource("ate").oom_recorded(ate)
+    assert not await ContainerSource("shot").oom_recorded(shot)
+    # the same container's next run began after the kill: its own run has none
+    assert ate.finished_at is not None
+    later = dataclasses.replace(ate, started_at=(ate.finished_at[0] + 1, 0))
+    assert not await ContainerSource("ate").oom_recorded(later)
+    assert not await ContainerSource("ate", runtime="podman").oom_recorded(ate)
 
 
 async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repeated(

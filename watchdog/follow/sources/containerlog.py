@@ -82,6 +82,14 @@ INSPECT_SCRIPT = """\
 case $1 in docker|podman) ;; *) exit 2;; esac
 exec "$1" inspect --type container -- "$2"
 """
+# Docker's own record of the kernel's OOM kills of one container since a time: the daemon (20.10, and later
+# ones the same way) sets State.OOMKilled only when the kernel's OOM event reaches it before the exit, and
+# records the event all the same when it comes after, so a 137 without the flag is asked of the events too
+# (Podman's OOMKilled comes with the exit, from conmon: it has no such event)
+OOM_EVENTS_SCRIPT = """\
+case $1 in docker) ;; *) exit 2;; esac
+exec "$1" events --since "$3" --until 0s --filter "container=$2" --filter event=oom --format '{{.TimeNano}}'
+"""
 STATE_MARK = b"watchdog-state"
 RUN_MARK = b"watchdog-run"
 
@@ -139,6 +147,20 @@ def logs_command(runtime: Runtime, container: str, since: Timestamp | None) -> l
 def inspect_command(runtime: Runtime, container: str) -> list[str]:
     """The argv that prints `container`'s state as JSON (exit 1 and `[]` when there is no such container)."""
     return ["sh", "-c", INSPECT_SCRIPT, "watchdog-container-inspect", runtime, container]
+
+
+def oom_events_command(runtime: Runtime, container_id: str, since: Timestamp) -> list[str]:
+    """The argv that prints the time (Unix nanoseconds) of each OOM kill that `runtime` recorded for the
+    container `container_id` from `since` until now, one per line, and exits (`OOM_EVENTS_SCRIPT`)."""
+    return [
+        "sh",
+        "-c",
+        OOM_EVENTS_SCRIPT,
+        "watchdog-container-oom",
+        runtime,
+        container_id,
+        format_timestamp(since),
+    ]
 
 
 def run_stream(container_id: str, started_at: Timestamp) -> int:

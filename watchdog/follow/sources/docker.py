@@ -47,6 +47,7 @@ from watchdog.follow.sources.containerlog import (
     Timestamp,
     inspect_command,
     logs_command,
+    oom_events_command,
     parse_inspect,
     parse_log_line,
     parse_run_line,
@@ -137,6 +138,19 @@ class ContainerSource:
                 reason=said,
             )
         raise _Unavailable(said or f"{self.runtime} inspect exited {code}")
+
+    async def oom_recorded(self, state: ContainerState) -> bool:
+        """Whether the runtime recorded the kernel's OOM kill of `state`'s run (an `oom` event since it began).
+        Docker keeps a kill it learned of after the exit out of `State.OOMKilled` for good; False where the
+        runtime keeps no such record (Podman) or did not answer.
+
+        Raises:
+            ConnectionLost: the host could not be reached.
+        """
+        if self.runtime != "docker":
+            return False
+        out, code, _ = await run(self.runner, oom_events_command(self.runtime, state.id, state.started_at))
+        return code == 0 and any(line.strip().isdigit() for line in out.splitlines())
 
     async def stream_id(self) -> tuple[int, int] | None:
         """The current run's stream id (None: no such container): a checkpoint resumes by cursor in it."""
@@ -287,10 +301,13 @@ class _Reader:
 
     async def _settled(self, state: ContainerState) -> ContainerState:
         """The run's end as the runtime settles it: the kernel's OOM kill is a separate event that can reach
-        the state just after the exit (exit 137 without OOMKilled, seen here), so a 137 is looked at again
-        for a moment, as long as the run stays over."""
+        the runtime just after the exit (exit 137 without OOMKilled, seen here; Docker then records the event
+        but leaves the flag unset), so a 137 is looked at again for a moment, in the state and in the
+        runtime's events, as long as the run stays over."""
         deadline = anyio.current_time() + OOM_SETTLE
         while state.exit_code == SIGKILL_EXIT and not state.oom_killed and anyio.current_time() < deadline:
+            if await self.src.oom_recorded(state):
+                return replace(state, oom_killed=True)
             await anyio.sleep(OOM_LOOK)
             again = await self.src.inspect()
             if again is None or again.stream != state.stream or (again.running and not again.restarting):
