@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from watchdog.exceptions import ConfigError
+from watchdog.profiles.keys import check_keys
 from watchdog.vocabulary import Category
 
 __all__ = ["TIERS", "CategoryRule", "parse_category_rule"]
@@ -67,11 +68,7 @@ def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, pa
     """A `[[category]]` table read from a profile file at `where` (its key path `path`)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(where, path, "must be a table")
-    unknown = set(raw) - _KEYS
-    if unknown:
-        raise ConfigError(
-            where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_KEYS))}"
-        )
+    check_keys(raw, _KEYS, where, path)
     category = raw.get("category")
     if category not in categories:
         raise ConfigError(

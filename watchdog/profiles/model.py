@@ -14,6 +14,7 @@ from typing import Any
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles.categoryrules import CategoryRule, parse_category_rule
+from watchdog.profiles.keys import check_keys
 from watchdog.vocabulary import ARGUMENT_FLAG_STYLES, ARGUMENT_SYNTAXES, ENGINES, STARTUP_PHASES, Category
 
 __all__ = [
@@ -316,11 +317,7 @@ def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
 def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
     if not isinstance(raw, dict):
         raise ConfigError(where, path, "must be a table")
-    unknown = set(raw) - _ALLOWED_KEYS
-    if unknown:
-        raise ConfigError(
-            where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(_ALLOWED_KEYS))}"
-        )
+    check_keys(raw, _ALLOWED_KEYS, where, path)
     match = raw.get("match")
     if not isinstance(match, str) or not match:
         raise ConfigError(where, f"{path}.match", "required: a non-empty literal substring of the line")
@@ -413,11 +410,7 @@ def _trace(
     }
     allowed |= {"state"} if kind == "frame" else set()
     allowed |= {"exceptions" if kind == "consequence" else "functions"} if kind != "hint" else set()
-    unknown = set(raw) - allowed
-    if unknown:
-        raise ConfigError(
-            where, f"{path}.{sorted(unknown)[0]}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
-        )
+    check_keys(raw, allowed, where, path)
     if kind == "hint":
         category, text, phases = raw.get("category"), raw.get("text"), raw.get("phases", [])
         if category not in CATEGORIES:
