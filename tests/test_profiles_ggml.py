@@ -66,7 +66,8 @@ def test_a_retried_compute_buffer_is_no_crash(tmp_path: Path) -> None:
     """llama.cpp's compute-buffer cudaMalloc failure followed by its retry without pipeline parallelism is survived."""
     log = tmp_path / "retried.log"
     log.write_text(
-        _COMPUTE_OOM + "1.06.520.107 W sched_reserve: compute buffer allocation failed, retrying without pipeline "
+        _COMPUTE_OOM
+        + "1.06.520.107 W sched_reserve: compute buffer allocation failed, retrying without pipeline "
         "parallelism\n"
     )
     _, verdict = replay_path(log)

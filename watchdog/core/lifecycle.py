@@ -676,7 +676,7 @@ class Lifecycle:
         if cand.fatal:
             return True
         if inc.state not in STARTUP_PHASES or cand.noise or cand.survivable:
-            return False  # a survivable error is settled by what follows: progress, a fatal line, or the grace
+            return False  # a survivable one is settled by what follows: progress, a fatal line, the grace
         if cand.startup_step:
             return True
         category = cand.category or categorize(cand.summary, rules=self.profile.categories)

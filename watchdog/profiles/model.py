@@ -94,7 +94,7 @@ class Rule:
     category: Category | None = None  # error category
     role: str = "cause"  # error role: "cause" (may be the root cause) or "wrapper" (points at one elsewhere)
     fatal: bool = False  # the launch is over when this line appears (no grace period)
-    survivable: bool = False  # an error the engine may go on from (a retry): never certain by its category alone
+    survivable: bool = False  # an error the engine may go on from (a retry): not certain by category
     hint: str | None = None  # error hint template, formatted with the facts
     versions: str = ""  # engine versions that print the line
     early: bool = False  # a ready line printed just before the server accepts connections (see ReadyReached)
