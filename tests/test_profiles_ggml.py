@@ -91,3 +91,17 @@ def test_an_allocation_failure_the_loader_gives_up_on_is_an_oom_crash(tmp_path: 
     assert verdict.error is not None
     assert verdict.error.category.value == "oom"
     assert "cudaMalloc failed: out of memory" in verdict.error.summary
+
+
+def test_a_shells_report_of_a_sigkill_is_a_kill(tmp_path: Path) -> None:
+    """zsh's 'killed' report of the foreground llama-server (the OOM killer's SIGKILL) ends the launch as killed."""
+    log = tmp_path / "killed.log"
+    log.write_text(
+        "srv    load_model: loading model '/models/big.gguf'\n"
+        "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+        "zsh: killed     ./llama-server -m /models/big.gguf\n"
+    )
+    _, verdict = replay_path(log)
+    assert (verdict.state.value, verdict.phase.value) == ("crashed", "loading_weights")
+    assert verdict.error is not None
+    assert verdict.error.category.value == "killed"
