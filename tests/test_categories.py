@@ -116,6 +116,16 @@ def _tb(*frames: str, last: str) -> str:
             "unsupported",
             id="fp8e4nv-wrapper-tail-qwen-flash-next-7",
         ),
+        pytest.param(
+            "llama.cpp:11968: The current context does not support K-shift",
+            "unsupported",
+            id="ggml-abort-k-shift-ollama-8492",
+        ),
+        pytest.param(
+            "/src/llama-kv-cache.cpp:812: The current KV cache / model configuration does not support K-shift",
+            "unsupported",
+            id="ggml-abort-k-shift-2025-wording",
+        ),
     ],
 )
 def test_category_from_what_failed(line: str, category: str) -> None:

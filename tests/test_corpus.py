@@ -31,29 +31,13 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
-    "llamacpp-silent-exit-pretokenizer-no-error-11819": (
-        "no verdict (loading_weights), label crashed: llama-server exits with no error line at the default log level; "
-        "the shell prompt coming back after the loader's summary is the only sign of the death"
-    ),
-    "llamacpp-compute-buffer-oom-retried-without-pp-pr26297": (
-        "crashed/oom, label incomplete: the compute-buffer cudaMalloc failure is retried ('retrying without pipeline "
-        "parallelism') and loading goes on: a false alarm"
-    ),
     "sglang-diffusion-config-file-indexerror-21352": (
         "category other, label config: an IndexError raised by the argument parser reading the --config file "
         "(_pull_args_from_config)"
     ),
-    "trtllm-serve-flash-attn-undefined-symbol-4392": (
-        "category other and the wrapper 'Failed to import transformers...' as the cause, label import: the loader's "
-        "'undefined symbol' line under it is the cause"
-    ),
     "vllm-incomplete-routes-listed-before-uvicorn-club3090-74": (
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
-    ),
-    "ollama-deepseek-v2-k-shift-abort-sigsegv-decode-8492": (
-        "category other, label unsupported: GGML_ABORT's message 'The current context does not support K-shift' (a "
-        "capability the model's context lacks) is not read as unsupported"
     ),
     "vllm-keyerror-w13-weight-glm45-air-progress-after-error-23025": (
         "category other and the wrapper 'EngineCore failed to start.' as the cause, label model_load: the worker's "
@@ -62,14 +46,6 @@ KNOWN_GAPS: dict[str, str] = {
     "vllm-max-context-length-request-valueerror-one-line-specreason4": (
         "false alarm: one serving_chat line with a request's max-context ValueError is called a crash; a request's "
         "validation error, the server serves on"
-    ),
-    "llamacpp-server-invalid-input-batch-request-500-17316": (
-        "phase starting, label ready: the excerpt is a request's decode error lines (slot, send_error, HTTP 500) "
-        "without the startup; the serving lines are not taken as ready"
-    ),
-    "trtllm-triton-whisper-encoder-decoder-paths-empty-one-line-tb835": (
-        "category assertion, label config: TRT-LLM's 'Assertion failed: Both encoder and decoder model paths are "
-        "empty' states a model-config value (engine paths not filled in config.pbtxt)"
     ),
 }
 

@@ -24,6 +24,22 @@ from watchdog.core.envelope import parse, seconds_between, unglue
             "Jan 26 17:48:20 host ollama[1418]: msg", "msg", "", "", "01-26T17:48:20", id="journald"
         ),
         pytest.param(
+            "7月 21 11:33:06 dar ollama[1166693]: msg",
+            "msg",
+            "",
+            "",
+            "07-21T11:33:06",
+            id="journald-chinese-month",
+        ),
+        pytest.param(
+            "juil. 21 11:33:06 dar ollama[1166693]: msg",
+            "msg",
+            "",
+            "",
+            "11:33:06",
+            id="journald-french-month",
+        ),
+        pytest.param(
             "ERROR 2025-04-07T19:13:52.318307161Z [2025-04-07 19:13:52] Received sigquit",
             "Received sigquit",
             "",

@@ -89,6 +89,18 @@ def _write(tmp_path: Path, text: str) -> Path:
             id="early-not-on-ready",
         ),
         pytest.param(
+            '[[phase]]\nmatch = "x"\nstate = "starting"\nsurvivable = true\n',
+            "phase[0].survivable",
+            "only for an error rule that is not fatal",
+            id="survivable-not-on-error",
+        ),
+        pytest.param(
+            '[[error]]\nmatch = "x"\nfatal = true\nsurvivable = true\n',
+            "error[0].survivable",
+            "only for an error rule that is not fatal",
+            id="survivable-and-fatal",
+        ),
+        pytest.param(
             "early_health = true\nhealth_means_ready = true\n",
             "health_means_ready",
             "not with early_health",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from watchdog.core.detection import detect_engine
+from watchdog.follow.replay import replay_path
 from watchdog.profiles.loader import catalogue, load_profile
 
 _LOADER = [
@@ -48,3 +51,57 @@ def test_ggml_abort_line_is_fatal_and_the_message_is_the_cause() -> None:
     assert any(r.fatal and r.role == "wrapper" for r in hit_abort)
     assert all(r.role == "wrapper" for r in hit_abort if r.category)
     assert [r.category for r in hit_message if r.role == "cause"] == ["cuda"]
+
+
+_COMPUTE_OOM = (
+    "0.00.130.988 I srv    load_model: loading model '/models/big.gguf'\n"
+    "1.06.520.077 E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 51748.72 MiB on device 1: cudaMalloc "
+    "failed: out of memory\n"
+    "1.06.520.084 E ggml_gallocr_reserve_n_impl: failed to allocate CUDA1 buffer of size 54262464512\n"
+    "1.06.520.086 E graph_reserve: failed to allocate compute buffers\n"
+)
+
+
+def test_a_retried_compute_buffer_is_no_crash(tmp_path: Path) -> None:
+    """llama.cpp's compute-buffer cudaMalloc failure followed by its retry without pipeline parallelism is survived."""
+    log = tmp_path / "retried.log"
+    log.write_text(
+        _COMPUTE_OOM
+        + "1.06.520.107 W sched_reserve: compute buffer allocation failed, retrying without pipeline "
+        "parallelism\n"
+    )
+    _, verdict = replay_path(log)
+    assert (verdict.state.value, verdict.phase.value, verdict.error) == (
+        "allocating_kv_cache",
+        "allocating_kv_cache",
+        None,
+    )
+
+
+def test_an_allocation_failure_the_loader_gives_up_on_is_an_oom_crash(tmp_path: Path) -> None:
+    """The same cudaMalloc failure is an OOM crash once the loader gives up on it (its fatal 'unable to allocate')."""
+    log = tmp_path / "weights.log"
+    log.write_text(
+        "srv    load_model: loading model '/models/big.gguf'\n"
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 81656.95 MiB on device 0: cudaMalloc failed: out of "
+        "memory\nllama_model_load: error loading model: unable to allocate CUDA0 buffer\n"
+    )
+    _, verdict = replay_path(log)
+    assert verdict.state.value == "crashed"
+    assert verdict.error is not None
+    assert verdict.error.category.value == "oom"
+    assert "cudaMalloc failed: out of memory" in verdict.error.summary
+
+
+def test_a_shells_report_of_a_sigkill_is_a_kill(tmp_path: Path) -> None:
+    """zsh's 'killed' report of the foreground llama-server (the OOM killer's SIGKILL) ends the launch as killed."""
+    log = tmp_path / "killed.log"
+    log.write_text(
+        "srv    load_model: loading model '/models/big.gguf'\n"
+        "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+        "zsh: killed     ./llama-server -m /models/big.gguf\n"
+    )
+    _, verdict = replay_path(log)
+    assert (verdict.state.value, verdict.phase.value) == ("crashed", "loading_weights")
+    assert verdict.error is not None
+    assert verdict.error.category.value == "killed"

@@ -57,8 +57,10 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         r"[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| ",
         # kubectl logs --prefix: "[pod/vllm-0/server] "
         r"\[pod/[\w.-]+/[\w.-]+\] ",
-        # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: "
-        rf"(?P<mon>[A-Z][a-z]{{2}}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d) \S+ {_IDENT}: ",
+        # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: ", its month in the host's locale (strftime's %b):
+        # "7月 21 11:33:06 dar ollama[1166693]: " (Chinese, Japanese; Korean "7월"), "juil. 21 ..." (French)
+        rf"(?:(?P<mon>[A-Z][a-z]{{2}})|(?P<monnum>\d{{1,2}})[月월]|[^\W\d_]{{3,5}}\.?) (?P<day>[ \d]\d) "
+        rf"(?P<time>\d\d:\d\d:\d\d) \S+ {_IDENT}: ",
         # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
         rf"(?P<level>{_LEVEL}|DEFAULT) (?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z ",
         # Python logging default wrapper: "2025-03-07 23:50:27,531 - __main__ - INFO - "
@@ -198,6 +200,8 @@ def _time_of(g: dict[str, str | None]) -> tuple[str, float] | None:
             return _at(2000, int(md[:-2]), int(md[-2:]), hh, mm, ss, False)
         if g.get("mon"):
             return _at(2000, _MONTHS.get(str(g["mon"]), 1), int(str(g["day"])), hh, mm, ss, False)
+        if g.get("monnum"):
+            return _at(2000, int(str(g["monnum"])), int(str(g["day"])), hh, mm, ss, False)
         return f"{hh:02d}:{mm:02d}:{ss:02d}", float(hh * 3600 + mm * 60 + ss)
     except ValueError:
         return None

@@ -675,8 +675,8 @@ class Lifecycle:
         # error of a kind no engine starts past (FATAL_WHILE_STARTING: each raises or exits on it).
         if cand.fatal:
             return True
-        if inc.state not in STARTUP_PHASES or cand.noise:
-            return False
+        if inc.state not in STARTUP_PHASES or cand.noise or cand.survivable:
+            return False  # a survivable one is settled by what follows: progress, a fatal line, the grace
         if cand.startup_step:
             return True
         category = cand.category or categorize(cand.summary, rules=self.profile.categories)

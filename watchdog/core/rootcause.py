@@ -36,6 +36,7 @@ class Candidate:
     category: Category | None = None  # set by a rule; else derived from the summary
     hint: str | None = None  # set by a rule: a template formatted with the facts when chosen
     fatal: bool = False
+    survivable: bool = False  # set by a rule: the engine may go on from it (a retry)
     phase_hint: str | None = None  # phase the traceback's frames point at
     at: str | None = None
     chained: bool = False  # the effect of the previous traceback of its stream

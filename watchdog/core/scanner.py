@@ -249,6 +249,7 @@ def _rule_candidate(rule: Rule, rec: Record, line_no: int, groups: dict[str, str
         category=rule.category,
         hint=rule.hint,
         fatal=rule.fatal,
+        survivable=rule.survivable,
         phase_hint=rule.state,
         at=rec.at,
         kind="rule",

@@ -70,6 +70,7 @@ _ALLOWED_KEYS = {
     "category",
     "role",
     "fatal",
+    "survivable",
     "versions",
     "note",
     "hint",
@@ -94,6 +95,7 @@ class Rule:
     category: Category | None = None  # error category
     role: str = "cause"  # error role: "cause" (may be the root cause) or "wrapper" (points at one elsewhere)
     fatal: bool = False  # the launch is over when this line appears (no grace period)
+    survivable: bool = False  # an error the engine may go on from (a retry): not certain by category
     hint: str | None = None  # error hint template, formatted with the facts
     versions: str = ""  # engine versions that print the line
     early: bool = False  # a ready line printed just before the server accepts connections (see ReadyReached)
@@ -342,6 +344,9 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         role, fatal = "cause", True
     if role not in ROLES:
         raise ConfigError(where, f"{path}.role", f"{role!r} unknown; allowed: {', '.join(ROLES)}, fatal")
+    survivable = bool(raw.get("survivable", False))
+    if survivable and (kind != "error" or fatal):
+        raise ConfigError(where, f"{path}.survivable", "only for an error rule that is not fatal")
     name = raw.get("name")
     if kind == "progress":
         if not isinstance(name, str):
@@ -361,6 +366,7 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         category=None if category is None else Category(category),
         role=role,
         fatal=fatal,
+        survivable=survivable,
         hint=raw.get("hint"),
         versions=str(raw.get("versions", "")),
         early=_early(raw, kind, where, path),
