@@ -95,6 +95,10 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
         rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
         rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
+        # a level word in brackets after a timestamp: Lemonade's server wrapping the engine it runs
+        # ("2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 ..."); its component
+        # "(Process)" is then peeled as a process tag
+        r"\[(?P<level>Error|Warn|Warning|Info|Debug|Critical|Fatal|Trace)\] (?=\()",
         # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
         rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
     )

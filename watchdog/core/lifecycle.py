@@ -233,6 +233,10 @@ class Lifecycle:
                 return out
             if _ORDER[target] > _ORDER[inc.phase] and inc.phase != State.READY:
                 self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
+            elif target == State.ALLOCATING_KV_CACHE and inc.phase == State.CAPTURING_GRAPHS and not _captured(inc):
+                # vLLM V1 compiles the model (torch.compile's markers: capturing_graphs) inside the profiling run
+                # that sizes the KV cache: a KV-cache line after them, before any graph is captured, is that step
+                self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
         elif isinstance(event, ProgressMade):
             old = inc.progress.get(event.name)
             inc.progress[event.name] = (event.done, event.total)
@@ -731,6 +735,11 @@ def _entered(inc: Incarnation) -> float | None:
     # the clock time the current phase was entered (a launch still pending: when the clock started for it)
     entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
     return inc.started_now if entered is None and inc.phase == State.PENDING else entered
+
+
+def _captured(inc: Incarnation) -> bool:
+    # whether graph capture itself has begun (its progress bar): a KV-cache line after it is no step back
+    return "graphs" in inc.progress
 
 
 def _before_ready(inc: Incarnation) -> State:
