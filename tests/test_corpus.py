@@ -39,10 +39,6 @@ KNOWN_GAPS: dict[str, str] = {
         "crashed/oom, label incomplete: the compute-buffer cudaMalloc failure is retried ('retrying without pipeline "
         "parallelism') and loading goes on: a false alarm"
     ),
-    "sglang-diffusion-config-file-indexerror-21352": (
-        "category other, label config: an IndexError raised by the argument parser reading the --config file "
-        "(_pull_args_from_config)"
-    ),
     "trtllm-serve-flash-attn-undefined-symbol-4392": (
         "category other and the wrapper 'Failed to import transformers...' as the cause, label import: the loader's "
         "'undefined symbol' line under it is the cause"
@@ -54,14 +50,6 @@ KNOWN_GAPS: dict[str, str] = {
     "ollama-deepseek-v2-k-shift-abort-sigsegv-decode-8492": (
         "category other, label unsupported: GGML_ABORT's message 'The current context does not support K-shift' (a "
         "capability the model's context lacks) is not read as unsupported"
-    ),
-    "vllm-keyerror-w13-weight-glm45-air-progress-after-error-23025": (
-        "category other and the wrapper 'EngineCore failed to start.' as the cause, label model_load: the worker's "
-        "KeyError above it (a progress bar and a torch warning come between) is the cause"
-    ),
-    "vllm-max-context-length-request-valueerror-one-line-specreason4": (
-        "false alarm: one serving_chat line with a request's max-context ValueError is called a crash; a request's "
-        "validation error, the server serves on"
     ),
     "llamacpp-server-invalid-input-batch-request-500-17316": (
         "phase starting, label ready: the excerpt is a request's decode error lines (slot, send_error, HTTP 500) "

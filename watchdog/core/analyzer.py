@@ -40,6 +40,7 @@ _ERROR_WORDS = (
     b"Traceback",
     b'File "',
     b'File \\"',  # a frame pasted from JSON, its quotes escaped
+    b'.py", line ',  # a frame whose head its reporter cut ('sglang/utils.py", line 298, in f')
     b"rror",
     b"xception",
     b"Interrupt",

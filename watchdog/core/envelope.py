@@ -67,8 +67,9 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
         # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
         r"\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<md2>\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
-        # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) "
-        r"\((?P<source>[A-Za-z][\w-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
+        # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) ",
+        # vLLM 0.9-0.10's multiproc workers "(VllmWorker rank=0 pid=3781015) " (the rank names the source)
+        r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+)?)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
         # torchrun: "[rank0]:"
         r"\[(?P<source>rank\d+)\]:\s?",
         # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):
@@ -115,7 +116,7 @@ _MONTHS = {
 # onto the next log line.
 _GLUE = re.compile(
     r"(?<=\S)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2,4}\d+)*\] "
-    r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|RayWorkerWrapper|Worker\w*) pid=\d+"
+    r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|VllmWorker rank=\d+|RayWorkerWrapper|Worker\w*) pid=\d+"
     rf"|(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d[ .])"
 )
 

@@ -117,7 +117,8 @@ class Scanner:
                     # the root-cause choice sees them.
                     for tb in self.assembler.flush(complete_only=True):
                         out += self._traceback(tb)
-                out.append(ErrorSeen(_rule_candidate(rule, rec, line_no, groups)))
+                cand = _rule_candidate(rule, rec, line_no, groups)
+                out.append(ErrorSeen(replace(cand, in_request=self._in_request(content))))
             elif kind == "phase" and rule.state:
                 out.append(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source))
             elif kind == "progress":
@@ -157,11 +158,16 @@ class Scanner:
         m = EXCEPTION_LINE.match(stripped)
         if m and rec.level not in QUIET_LEVELS:
             exc = m.group("exc")
-            out.append(
-                ErrorSeen(
-                    Candidate(stripped, line_no, rec.source, exception=exc, at=rec.at, kind="exception")
-                )
+            cand = Candidate(
+                stripped,
+                line_no,
+                rec.source,
+                exception=exc,
+                at=rec.at,
+                kind="exception",
+                in_request=self._in_request(stripped),
             )
+            out.append(ErrorSeen(cand))
             self.error_lines += 1
         elif (
             rec.level in ("ERROR", "CRITICAL")
@@ -170,6 +176,10 @@ class Scanner:
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
             self.error_lines += 1
         return out
+
+    def _in_request(self, text: str) -> bool:
+        # a request's own error by its words (the profile's [[request]]), where no frame says so
+        return any(p.search(text) for p in self.profile.requests)
 
     def _arguments(self, rule: Rule, groups: dict[str, str], line_no: int) -> list[Event]:
         if rule.syntax == "line":
