@@ -233,7 +233,11 @@ class Lifecycle:
                 return out
             if _ORDER[target] > _ORDER[inc.phase] and inc.phase != State.READY:
                 self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
-            elif target == State.ALLOCATING_KV_CACHE and inc.phase == State.CAPTURING_GRAPHS and not _captured(inc):
+            elif (
+                target == State.ALLOCATING_KV_CACHE
+                and inc.phase == State.CAPTURING_GRAPHS
+                and not _captured(inc)
+            ):
                 # vLLM V1 compiles the model (torch.compile's markers: capturing_graphs) inside the profiling run
                 # that sizes the KV cache: a KV-cache line after them, before any graph is captured, is that step
                 self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
