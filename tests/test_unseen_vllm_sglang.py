@@ -142,3 +142,18 @@ def test_sglang_routers_lines_name_the_engine_and_inductor_autotune_is_capture()
     a.finish(now=0.0)
     assert a.lifecycle.engine == "sglang"
     assert a.state == State.CAPTURING_GRAPHS
+
+
+def test_requests_answered_after_a_stop_show_the_server_had_been_ready() -> None:
+    """An excerpt that begins at Uvicorn's 'Shutting down' and goes on with requests answered 200 while the server
+    drains (production-stack's router, vllm-project/production-stack#448) was a ready server stopped cleanly."""
+    a = _read(
+        "vllm",
+        "INFO:     Shutting down\n"
+        'INFO:     127.0.0.1:42496 - "POST /v1/chat/completions HTTP/1.0" 200 OK\n'
+        "INFO:     Waiting for connections to close. (CTRL+C to force quit)\n"
+        'INFO:     127.0.0.1:42526 - "POST /v1/chat/completions HTTP/1.0" 200 OK\n'
+        "INFO:     Waiting for application shutdown.\n",
+    )
+    assert a.state == State.STOPPED
+    assert a.lifecycle.current.phase == State.READY

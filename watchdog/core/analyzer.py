@@ -332,6 +332,9 @@ class Analyzer:
             return "settled"
         if lc.state not in SETTLED_STATES or (lc.state == State.READY and inc.ready_unconfirmed is not None):
             return "startup"
+        if lc.state == State.STOPPED and inc.phase != State.READY:
+            # stopped before any ready line: a request answered as it drains still shows it had been serving
+            return "startup"
         return "serving" if lc.state == State.READY and inc.pending_since is not None else "settled"
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:

@@ -257,6 +257,10 @@ class Lifecycle:
                 # a later early line (vLLM's "Supported tasks", then "Starting vLLM server on", then "Available
                 # routes are"): the server is a step nearer to listening, the wait for Uvicorn starts again
                 inc.ready_unconfirmed = now
+            if inc.state == State.STOPPED and inc.phase != State.READY and not event.early:
+                # a request answered after a stop that came before any ready line: the server was serving (an
+                # excerpt that begins at Uvicorn's 'Shutting down', the requests in flight answered as it drains)
+                inc.phase = State.READY
             if inc.state in TERMINAL_STATES or inc.phase == State.READY:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
