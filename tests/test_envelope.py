@@ -174,6 +174,14 @@ from watchdog.core.envelope import parse, seconds_between, unglue
             "08-16T11:45:16",
             id="vllm-0.10-worker-rank",
         ),
+        pytest.param(
+            "(APIServer pid=1) ERROR 10-20 03:20:50 [async_llm.py:485[] vllm.v1.engine.exceptions.EngineDeadError: x",
+            "vllm.v1.engine.exceptions.EngineDeadError: x",
+            "APIServer pid=1",
+            "ERROR",
+            "10-20T03:20:50",
+            id="vllm-header-bracket-mangled-by-markdown",
+        ),
     ],
 )
 def test_parse_envelopes(line: str, content: str, source: str, level: str, at: str | None) -> None:

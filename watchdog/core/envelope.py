@@ -80,8 +80,9 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
         # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
         r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
-        # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] "
-        rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+\] ",
+        # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
+        # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
+        rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
         # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='
         r"time=(?P<ts>\S+) level=(?P<level>\w+) source=\S+ (?:msg=)?",
         # Ollama older / Go log: "2024/07/21 15:40:57 routes.go:1096: INFO "
