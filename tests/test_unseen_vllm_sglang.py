@@ -85,9 +85,10 @@ def test_sglang_health_answered_200_is_ready() -> None:
 
 
 def test_a_kv_cache_line_after_the_profile_runs_compile_is_the_kv_cache_step() -> None:
-    """vLLM V1 compiles inside the profiling run that sizes the KV cache: a KV-cache line after torch.compile's
-    lines (arcb70 issue 4, an XPU launch with kv_cache_memory_bytes) puts the launch back in allocating_kv_cache,
-    where the crash that follows is; once graphs are being captured, a KV-cache line moves nothing."""
+    """vLLM V1 compiles inside the profiling run that sizes the KV cache: after torch.compile's lines (the phase
+    reached: capturing_graphs), a KV-cache line (arcb70 issue 4, an XPU launch with kv_cache_memory_bytes) says the
+    step under way is the KV cache's, so the crash that follows is in allocating_kv_cache; once graphs are being
+    captured, a crash is in capturing_graphs whatever KV-cache line came."""
     compile_lines = (
         "(EngineCore pid=316) INFO 08-21 18:37:40 [monitor.py:53] torch.compile took 0.06 s in total\n"
         "(EngineCore pid=316) INFO 08-21 18:37:40 [monitor.py:81] Initial profiling/warmup run took 0.00 s\n"
@@ -96,12 +97,12 @@ def test_a_kv_cache_line_after_the_profile_runs_compile_is_the_kv_cache_step() -
         "(EngineCore pid=316) INFO 08-21 18:37:44 [gpu_worker.py:492] Initial free memory 31.16 GiB, reserved 4.25 "
         "GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling.\n"
     )
+    failed = b"(EngineCore pid=316) ERROR 08-21 18:37:44 [core.py:1344] EngineCore failed to start.\n"
     a = Analyzer(load_engine("vllm"))
     a.feed(compile_lines.encode(), now=0.0)
-    assert a.state == State.CAPTURING_GRAPHS
     a.feed(kv_line.encode(), now=1.0)
-    assert a.state == State.ALLOCATING_KV_CACHE
-    a.feed(b"(EngineCore pid=316) ERROR 08-21 18:37:44 [core.py:1344] EngineCore failed to start.\n", now=2.0)
+    assert a.state == State.CAPTURING_GRAPHS  # the phase reached: the timeline does not go back
+    a.feed(failed, now=2.0)
     a.finish(now=2.0)
     assert a.lifecycle.current.crash_phase == State.ALLOCATING_KV_CACHE
 
@@ -112,7 +113,9 @@ def test_a_kv_cache_line_after_the_profile_runs_compile_is_the_kv_cache_step() -
         now=1,
     )
     b.feed(kv_line.encode(), now=2.0)
-    assert b.state == State.CAPTURING_GRAPHS
+    b.feed(failed, now=3.0)
+    b.finish(now=3.0)
+    assert b.lifecycle.current.crash_phase == State.CAPTURING_GRAPHS
 
 
 def test_a_scheduler_death_with_an_exit_status_other_than_minus_9_is_no_kill() -> None:
@@ -157,3 +160,23 @@ def test_requests_answered_after_a_stop_show_the_server_had_been_ready() -> None
     )
     assert a.state == State.STOPPED
     assert a.lifecycle.current.phase == State.READY
+
+
+def test_a_requests_traceback_cut_by_the_end_of_the_log_is_no_cause_of_the_engines_death() -> None:
+    """After vLLM's EngineDeadError, a request handler's traceback that the log cuts short (vllm#27194) is that
+    request failing because the engine died: the summary stays the engine's death, as it was said live."""
+    a = _read(
+        "vllm",
+        "(APIServer pid=1) ERROR 10-20 03:20:50 [async_llm.py:485] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.\n"
+        "(APIServer pid=1) ERROR 10-20 03:20:50 [serving_chat.py:1136] Error in chat completion stream generator.\n"
+        "(APIServer pid=1) ERROR 10-20 03:20:50 [serving_chat.py:1136] Traceback (most recent call last):\n"
+        '(APIServer pid=1) ERROR 10-20 03:20:50 [serving_chat.py:1136]   File "/v/vllm/entrypoints/openai/'
+        'serving_chat.py", line 562, in chat_completion_stream_generator\n',
+    )
+    assert a.state == State.CRASHED
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.summary.startswith(
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
+    )
