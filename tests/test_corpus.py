@@ -31,21 +31,9 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
-    "sglang-diffusion-config-file-indexerror-21352": (
-        "category other, label config: an IndexError raised by the argument parser reading the --config file "
-        "(_pull_args_from_config)"
-    ),
     "vllm-incomplete-routes-listed-before-uvicorn-club3090-74": (
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
-    ),
-    "vllm-keyerror-w13-weight-glm45-air-progress-after-error-23025": (
-        "category other and the wrapper 'EngineCore failed to start.' as the cause, label model_load: the worker's "
-        "KeyError above it (a progress bar and a torch warning come between) is the cause"
-    ),
-    "vllm-max-context-length-request-valueerror-one-line-specreason4": (
-        "false alarm: one serving_chat line with a request's max-context ValueError is called a crash; a request's "
-        "validation error, the server serves on"
     ),
 }
 

@@ -172,6 +172,32 @@ from watchdog.core.envelope import parse, seconds_between, unglue
             "ValueError: bad value \t  ", "ValueError: bad value", "", "", None, id="terminal-padding"
         ),
         pytest.param("[pod/llm-0/server] ", "", "", "", None, id="prefix-of-an-empty-line"),
+        pytest.param(
+            "2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 11:50:14 [core.py:1136] "
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 12.94 GiB.",
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 12.94 GiB.",
+            "EngineCore pid=3043",
+            "ERROR",
+            "05-08T11:50:14",
+            id="lemonade-wrapping-vllm",
+        ),
+        pytest.param(
+            "(VllmWorker rank=0 pid=3781015) ERROR 08-16 11:45:16 [multiproc_executor.py:511] "
+            "KeyError: 'layers.1.mlp.experts.w13_weight'",
+            "KeyError: 'layers.1.mlp.experts.w13_weight'",
+            "VllmWorker rank=0",
+            "ERROR",
+            "08-16T11:45:16",
+            id="vllm-0.10-worker-rank",
+        ),
+        pytest.param(
+            "(APIServer pid=1) ERROR 10-20 03:20:50 [async_llm.py:485[] vllm.v1.engine.exceptions.EngineDeadError: x",
+            "vllm.v1.engine.exceptions.EngineDeadError: x",
+            "APIServer pid=1",
+            "ERROR",
+            "10-20T03:20:50",
+            id="vllm-header-bracket-mangled-by-markdown",
+        ),
     ],
 )
 def test_parse_envelopes(line: str, content: str, source: str, level: str, at: str | None) -> None:

@@ -40,6 +40,7 @@ _ERROR_WORDS = (
     b"Traceback",
     b'File "',
     b'File \\"',  # a frame pasted from JSON, its quotes escaped
+    b'.py", line ',  # a frame whose head its reporter cut ('sglang/utils.py", line 298, in f')
     b"rror",
     b"xception",
     b"Interrupt",
@@ -330,6 +331,9 @@ class Analyzer:
             # a ready server that hangs: its serving lines, not startup markers, can end the stall
             return "settled"
         if lc.state not in SETTLED_STATES or (lc.state == State.READY and inc.ready_unconfirmed is not None):
+            return "startup"
+        if lc.state == State.STOPPED and inc.phase != State.READY:
+            # stopped before any ready line: a request answered as it drains still shows it had been serving
             return "startup"
         return "serving" if lc.state == State.READY and inc.pending_since is not None else "settled"
 

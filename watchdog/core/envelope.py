@@ -69,8 +69,9 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
         # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
         r"\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<md2>\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
-        # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) "
-        r"\((?P<source>[A-Za-z][\w-]*)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
+        # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) ",
+        # vLLM 0.9-0.10's multiproc workers "(VllmWorker rank=0 pid=3781015) " (the rank names the source)
+        r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+)?)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
         # torchrun: "[rank0]:"
         r"\[(?P<source>rank\d+)\]:\s?",
         # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):
@@ -81,8 +82,9 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
         # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
         r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
-        # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] "
-        rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+\] ",
+        # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
+        # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
+        rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
         # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='
         r"time=(?P<ts>\S+) level=(?P<level>\w+) source=\S+ (?:msg=)?",
         # Ollama older / Go log: "2024/07/21 15:40:57 routes.go:1096: INFO "
@@ -97,6 +99,10 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
         rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
         rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
+        # a level word in brackets after a timestamp: Lemonade's server wrapping the engine it runs
+        # ("2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 ..."); its component
+        # "(Process)" is then peeled as a process tag
+        r"\[(?P<level>Error|Warn|Warning|Info|Debug|Critical|Fatal|Trace)\] (?=\()",
         # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
         rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
     )
@@ -113,7 +119,7 @@ _MONTHS = {
 # onto the next log line.
 _GLUE = re.compile(
     r"(?<=\S)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2,4}\d+)*\] "
-    r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|RayWorkerWrapper|Worker\w*) pid=\d+"
+    r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|VllmWorker rank=\d+|RayWorkerWrapper|Worker\w*) pid=\d+"
     rf"|(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d[ .])"
 )
 

@@ -155,6 +155,9 @@ class Lifecycle:
         # the follower has read the log as it was (`caught_up`): from then on it sees each line as it comes
         self.live = False
         self.memory_growing = False  # GpuMemorySampled: a quiet phase that fills memory is not stalled
+        # the incarnation whose KV-cache step is under way after torch.compile's lines (vLLM V1's profile run);
+        # not part of a resume record: a follower resumed in that step says capturing_graphs for a crash in it
+        self._kv_step_of: int | None = None
         # Whether a health 200 may confirm ready in a log with no phase marker (--log-level warning). Not for
         # engines whose health endpoint answers before they can serve (SGLang): profile `early_health`.
         self.trust_silent_health = True
@@ -233,7 +236,20 @@ class Lifecycle:
                 return out
             if _ORDER[target] > _ORDER[inc.phase] and inc.phase != State.READY:
                 self._enter(inc, target, event.line, event.at, event.seconds, now, "phase marker", out)
+            if target == State.CAPTURING_GRAPHS:
+                self._kv_step_of = None
+            elif (
+                target == State.ALLOCATING_KV_CACHE
+                and inc.phase == State.CAPTURING_GRAPHS
+                and not _captured(inc)
+            ):
+                # vLLM V1 compiles the model (torch.compile's markers: capturing_graphs) inside the profiling run
+                # that sizes the KV cache: a KV-cache line after them, before any graph is captured, says the step
+                # under way is the KV cache's. The phase reached stays; a crash now is in allocating_kv_cache.
+                self._kv_step_of = inc.number
         elif isinstance(event, ProgressMade):
+            if event.name == "graphs":
+                self._kv_step_of = None  # graph capture itself has begun
             old = inc.progress.get(event.name)
             inc.progress[event.name] = (event.done, event.total)
             if old != (event.done, event.total):
@@ -249,6 +265,10 @@ class Lifecycle:
                 # a later early line (vLLM's "Supported tasks", then "Starting vLLM server on", then "Available
                 # routes are"): the server is a step nearer to listening, the wait for Uvicorn starts again
                 inc.ready_unconfirmed = now
+            if inc.state == State.STOPPED and inc.phase != State.READY and not event.early:
+                # a request answered after a stop that came before any ready line: the server was serving (an
+                # excerpt that begins at Uvicorn's 'Shutting down', the requests in flight answered as it drains)
+                inc.phase = State.READY
             if inc.state in TERMINAL_STATES or inc.phase == State.READY:
                 return out  # a later ready line (one that confirms an early one) is no progress
             self._progress(inc, now, out, event.line, None)
@@ -576,6 +596,13 @@ class Lifecycle:
         inc.pending_index = len(inc.candidates)
         inc.judge_by_clock = False
 
+    def _step(self, inc: Incarnation) -> State:
+        # the startup step under way, for a crash now: the phase reached, or the KV cache's step when its line
+        # came after torch.compile's (see PhaseReached above)
+        if self._kv_step_of == inc.number and inc.phase == State.CAPTURING_GRAPHS:
+            return State.ALLOCATING_KV_CACHE
+        return inc.phase
+
     def _choose(self, inc: Incarnation, phase: State) -> None:
         # The root cause of a crash in `phase`, and the phase it happened in: a later one its frames point
         # at, or that of the startup step it was raised out of.
@@ -644,7 +671,7 @@ class Lifecycle:
         inc.healthy_after_error = 0
         if inc.pending_since is None:
             inc.pending_since = now
-            inc.crash_phase = inc.phase
+            inc.crash_phase = self._step(inc)
         if self._fatal(inc, cand):
             self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
 
@@ -695,7 +722,7 @@ class Lifecycle:
         *,
         reason: str,
     ) -> None:
-        phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else inc.phase
+        phase = inc.crash_phase if inc.pending_since is not None and inc.crash_phase else self._step(inc)
         if phase == State.READY and inc.ready_unconfirmed is not None:
             # ready from an early line, and the server never accepted a connection: a crash before ready, in
             # the startup phase it had reached (vLLM's static LoRAs after 'Supported tasks', Uvicorn's bind)
@@ -731,6 +758,11 @@ def _entered(inc: Incarnation) -> float | None:
     # the clock time the current phase was entered (a launch still pending: when the clock started for it)
     entered = next((t.now for t, _ in reversed(inc.timeline) if t.state == inc.phase), None)
     return inc.started_now if entered is None and inc.phase == State.PENDING else entered
+
+
+def _captured(inc: Incarnation) -> bool:
+    # whether graph capture itself has begun (its progress bar): a KV-cache line after it is no step back
+    return "graphs" in inc.progress
 
 
 def _before_ready(inc: Incarnation) -> State:

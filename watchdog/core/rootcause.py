@@ -219,7 +219,10 @@ def _is_consequence(c: Candidate, profile: Profile) -> bool:
     # the news that another part went away (the profile's [[consequence]]), not what went wrong; or an error
     # raised while tearing down after the failure (the profile's [[teardown]]: a shutdown() or __del__ that
     # finds what never got built)
-    return any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile)
+    # A traceback cut short in a request's handler (the log ends in it) is that request failing too: when the
+    # engine died, its requests' reports follow the death.
+    cut_request = c.in_request and c.role == "wrapper" and c.kind == "traceback"
+    return any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile) or cut_request
 
 
 def _in_teardown(c: Candidate, profile: Profile) -> bool:

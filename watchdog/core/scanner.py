@@ -33,6 +33,9 @@ QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
 # a line of a pretty dump after its first: indented (`    model_id: "x",`), or a closing bracket (`}`)
 _DUMP_REST = re.compile(r"\s|[)\]}>]|$")
 _DUMP_LINES = 300  # lines an argument dump over many lines may take (TGI's Args: one an argument, ~60)
+# A Rust panic since Rust 1.73: "thread 'main' panicked at src/server.rs:51:21:" ends the line with its location,
+# and the panic's message is the next line (the Rust routers of SGLang and vLLM, TGI's launcher and router)
+_PANIC_AT = re.compile(r"^thread '[^']*' panicked at \S+:\d+:\d+:$")
 
 
 class Scanner:
@@ -49,17 +52,20 @@ class Scanner:
         self._annotations: dict[int, Rule] = {}  # exception-line number -> the error rule that matched it
         # an argument dump over many lines, its lines so far: (its rule, its lines, its first line's number)
         self._dump: tuple[Rule, list[str], int] | None = None
+        self._panic = False  # the last record was a Rust panic's location line: this one is its message
 
     def reset(self) -> None:
         """Forget open tracebacks: the file was replaced, what follows is another file."""
         self.assembler = Assembler()
         self._annotations.clear()
         self._dump = None
+        self._panic = False
 
     @property
     def collecting(self) -> bool:
-        """True while an argument dump over many lines is open: every line must then be scanned."""
-        return self._dump is not None
+        """True while an argument dump over many lines is open, or a Rust panic's message is next: every line must
+        then be scanned."""
+        return self._dump is not None or self._panic
 
     @property
     def busy(self) -> bool:
@@ -87,6 +93,7 @@ class Scanner:
         consumed, done = self.assembler.feed(rec, line_no)
         for tb in done:
             out += self._traceback(tb)
+        panic_message, self._panic = self._panic, _PANIC_AT.match(content.strip()) is not None
         errors_before = len(out)
         matched_error = False
         for rule in self.rules:
@@ -110,7 +117,8 @@ class Scanner:
                     # the root-cause choice sees them.
                     for tb in self.assembler.flush(complete_only=True):
                         out += self._traceback(tb)
-                out.append(ErrorSeen(_rule_candidate(rule, rec, line_no, groups)))
+                cand = _rule_candidate(rule, rec, line_no, groups)
+                out.append(ErrorSeen(replace(cand, in_request=self._in_request(content))))
             elif kind == "phase" and rule.state:
                 out.append(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source))
             elif kind == "progress":
@@ -142,14 +150,24 @@ class Scanner:
         if consumed or matched_error:
             return out
         stripped = content.strip()
+        if panic_message and stripped:
+            # the panic's own words, whatever the profile's rule for its location line said (a wrapper's)
+            out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="exception")))
+            self.error_lines += 1
+            return out
         m = EXCEPTION_LINE.match(stripped)
         if m and rec.level not in QUIET_LEVELS:
             exc = m.group("exc")
-            out.append(
-                ErrorSeen(
-                    Candidate(stripped, line_no, rec.source, exception=exc, at=rec.at, kind="exception")
-                )
+            cand = Candidate(
+                stripped,
+                line_no,
+                rec.source,
+                exception=exc,
+                at=rec.at,
+                kind="exception",
+                in_request=self._in_request(stripped),
             )
+            out.append(ErrorSeen(cand))
             self.error_lines += 1
         elif (
             rec.level in ("ERROR", "CRITICAL")
@@ -158,6 +176,10 @@ class Scanner:
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
             self.error_lines += 1
         return out
+
+    def _in_request(self, text: str) -> bool:
+        # a request's own error by its words (the profile's [[request]]), where no frame says so
+        return any(p.search(text) for p in self.profile.requests)
 
     def _arguments(self, rule: Rule, groups: dict[str, str], line_no: int) -> list[Event]:
         if rule.syntax == "line":

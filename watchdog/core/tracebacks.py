@@ -24,6 +24,8 @@ EXCEPTION_LINE = re.compile(
 _MAX_LINES = 400  # a traceback longer than this keeps its head and tail
 _FRAME = ('File "', 'File \\"')  # a frame line; the second as pasted from JSON, its quotes escaped
 _WRAPPED_NAME = re.compile(r"\w+")  # the rest of a frame's function name, wrapped onto its own line
+# a frame whose head ('File "/path/to/') its reporter cut: 'sglang/multimodal_gen/utils.py", line 298, in f'
+_CUT_FRAME = re.compile(r'^[\w.<>/\\-]+\.py", line \d+, in [\w<>.]+$')
 _MAX_CONTINUATION = 20  # message lines after the exception line
 _LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the logging module's error report
 
@@ -104,6 +106,8 @@ class Assembler:
         content = rec.content
         key = rec.source or self._last or ""
         stripped = content.strip()
+        if _CUT_FRAME.match(stripped):
+            content = stripped = f'File "{stripped}'  # read as the frame it is (the source line follows it)
         if stripped == "--- Logging error ---":
             self._close(key, done)
             self._logging_error.add(key)
