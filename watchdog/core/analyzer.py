@@ -593,7 +593,9 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
     dropped = _RULE_SETS[settled]
     rules = [r for r in profile.rules if r.kind not in dropped]
     literals = (r.match.encode() for r in rules if r.kind != "serving")
-    endings = (e.encode() for e in EXCEPTION_ENDINGS)  # "KeyboardInterrupt", "StopIteration": an exception line
+    endings = (
+        e.encode() for e in EXCEPTION_ENDINGS
+    )  # "KeyboardInterrupt", "StopIteration": an exception line
     others = Prefilter((*literals, *_ERROR_WORDS, *endings), ERROR_LEVEL_MARKS)
     serving = tuple(
         (r.request, r.match.encode(), re.compile(r.regex.pattern.encode()) if r.regex else None)

@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = ["ENGINE", "Prefilter"]
 
+_hs: Any
 try:
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - a platform without the wheel: the regex does the same, slower
@@ -31,7 +32,9 @@ class Prefilter:
     """Finds the lines of a buffer that hold one of `literals` (bytes) or match one of `patterns` (byte regexes
     of the common subset of Python's and Hyperscan's syntax, no newline in a match)."""
 
-    def __init__(self, literals: Iterable[bytes], patterns: Iterable[bytes] = (), *, engine: str = ENGINE) -> None:
+    def __init__(
+        self, literals: Iterable[bytes], patterns: Iterable[bytes] = (), *, engine: str = ENGINE
+    ) -> None:
         self.literals = tuple(dict.fromkeys(literals))
         self.patterns = tuple(dict.fromkeys(patterns))
         expressions = [*map(_escape, self.literals), *self.patterns]
@@ -48,6 +51,10 @@ class Prefilter:
             self._db = db
         # a database has one scratch space: two threads must not scan with it at once
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a pickled analyzer carries its prefilter as what it is made of: the database and its lock are made again
+        return (_made, (self.literals, self.patterns, self.engine))
 
     @property
     def engine(self) -> str:
@@ -80,8 +87,8 @@ class Prefilter:
             )
         ends.sort()  # Hyperscan reports in the order of the matches' ends already: a check, nearly free
         find, rfind = data.find, data.rfind
-        for to in ends:  # in the order of their ends
-            to += start
+        for relative in ends:  # in the order of their ends
+            to = relative + start
             if to <= end:
                 continue  # another match in the line just found
             out.append(rfind(b"\n", start, to) + 1 or start)
@@ -89,6 +96,10 @@ class Prefilter:
             if end < 0:
                 break
         return out
+
+
+def _made(literals: tuple[bytes, ...], patterns: tuple[bytes, ...], engine: str) -> Prefilter:
+    return Prefilter(literals, patterns, engine=engine)
 
 
 def _escape(literal: bytes) -> bytes:
