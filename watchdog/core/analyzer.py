@@ -376,7 +376,6 @@ class Analyzer:
         if first == 1:
             self._undated = False
         self._refresh_rules()
-        count = data.count(b"\n")  # a block ends with a newline
         scanner = self._scanner
         quiet_before = scanner.benign_lines + scanner.error_lines
         last_error = -1  # index of the last line in this block that was part of an error
@@ -398,7 +397,8 @@ class Analyzer:
                 at = found[k]
             if at > pos:
                 # the lines passed over: of a serving rule alone (read at the next other line) or of no rule
-                out += self._serving_lines(data, pos, at, first + index, now)
+                read, pos, index = self._serving_lines(data, pos, at, index, first, now)
+                out += read
                 index += data.count(b"\n", pos, at)
             end = data.find(b"\n", at)
             benign, errors = scanner.benign_lines, scanner.error_lines
@@ -413,7 +413,9 @@ class Analyzer:
                 self._refresh_rules()
                 settled = self._settled
                 found, k = self._found(data, pos), 0
-        out += self._serving_lines(data, pos, len(data), first + index, now)
+        read, pos, index = self._serving_lines(data, pos, len(data), index, first, now)
+        out += read
+        count = index + data.count(b"\n", pos)  # a block ends with a newline
         self.lines_read += count
         active = count - (scanner.benign_lines + scanner.error_lines - quiet_before)
         healthy_tail = active if last_error < 0 else max(0, count - last_error - 1 - quiet_after_error)
@@ -430,8 +432,11 @@ class Analyzer:
             pos = data.find(b"\n", pos) + 1 or len(data)
         return out
 
-    def _serving_lines(self, data: bytes, lo: int, hi: int, line_no: int, now: float) -> list[Transition]:
-        # The lines of data[lo:hi] (whole lines, the first numbered `line_no`) that hold a serving rule's literal
+    def _serving_lines(
+        self, data: bytes, lo: int, hi: int, index: int, first: int, now: float
+    ) -> tuple[list[Transition], int, int]:
+        # The lines of data[lo:hi] (whole lines, the first the block's line `index`, numbered `first + index`),
+        # and a line start in them with its index (so that no newline is counted twice), that hold a serving rule's literal
         # and no other rule's: serving lines in a row (a busy server prints thousands: SGLang's decode batch
         # every 40 steps). What they tell the hang's clock is where tokens start or stop flowing, so only those
         # lines, the first and the last of the run, and every line of a single request are read whole (as any
@@ -440,14 +445,15 @@ class Analyzer:
         # (a hang that began and ended inside the run is not told: a live log comes in small runs).
         serving = self._rules.serving
         if not serving or hi <= lo:
-            return []
+            return [], lo, index
         last = max(data.rfind(match, lo, hi) for _, match, _ in serving)
         if last < 0:
-            return []
+            return [], lo, index
         begin = data.rfind(b"\n", lo, last) + 1 or lo
         line = data[begin : data.find(b"\n", last)]
         if _serving_status(line, serving) in ("flowing", "idle"):
-            return self._line(line, line_no + data.count(b"\n", lo, begin), now)
+            index += data.count(b"\n", lo, begin)
+            return self._line(line, first + index, now), begin, index
         starts: set[int] = set()
         for _, match, _ in serving:
             at = data.find(match, lo, hi)
@@ -455,7 +461,7 @@ class Analyzer:
                 starts.add(data.rfind(b"\n", lo, at) + 1 or lo)
                 at = data.find(match, at + len(match), hi)
         run: list[tuple[bytes, int]] = []
-        pos, number = lo, line_no
+        pos, number = lo, first + index
         for begin in sorted(starts):
             number += data.count(b"\n", pos, begin)
             run.append((data[begin : data.find(b"\n", begin)], number))
@@ -470,7 +476,7 @@ class Analyzer:
         for j in sorted(keep):
             if statuses[j] is not None:
                 out += self._line(*run[j], now)
-        return out
+        return out, lo, index
 
     def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         out: list[Transition] = []
