@@ -12,7 +12,6 @@ by hand for an engine.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,7 +29,11 @@ _NOTHING = re.compile(b"(?!)")  # matches no line: no literals
 
 class Prefilter:
     """Finds the lines of a buffer that hold one of `literals` (bytes) or match one of `patterns` (byte regexes
-    of the common subset of Python's and Hyperscan's syntax, no newline in a match)."""
+    of the common subset of Python's and Hyperscan's syntax, no newline in a match).
+
+    One thread at a time: a Hyperscan database scans with one scratch space (the analyzers of a daemon share the
+    prefilters of their rule sets, all on the event loop's thread).
+    """
 
     def __init__(
         self, literals: Iterable[bytes], patterns: Iterable[bytes] = (), *, engine: str = ENGINE
@@ -49,11 +52,9 @@ class Prefilter:
                 flags=[0] * len(expressions),
             )
             self._db = db
-        # a database has one scratch space: two threads must not scan with it at once
-        self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # a pickled analyzer carries its prefilter as what it is made of: the database and its lock are made again
+        # a pickled analyzer carries its prefilter as what it is made of: the database is made again
         return (_made, (self.literals, self.patterns, self.engine))
 
     @property
@@ -80,11 +81,10 @@ class Prefilter:
                 pos = end + 1
             return out
         ends: list[int] = []
-        with self._lock:
-            self._db.scan(
-                data[start:] if start else data,
-                match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to),
-            )
+        self._db.scan(
+            data[start:] if start else data,
+            match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to),
+        )
         ends.sort()  # Hyperscan reports in the order of the matches' ends already: a check, nearly free
         find, rfind = data.find, data.rfind
         for relative in ends:  # in the order of their ends
