@@ -1,9 +1,9 @@
 """The analyzer: bytes of one launch's log in, lifecycle transitions out (pure; the caller passes the time).
 
 It strings the pure stages together: framing -> formats (CRI, json-file, journald records) -> detection -> rules
-and tracebacks -> lifecycle. Lines that cannot matter stay in C: each block's lines are masked (digits -> "0")
-and looked up as a set against the templates already classified; only lines holding a profile literal or an
-error word reach Python.
+and tracebacks -> lifecycle. Lines that cannot matter stay in C: one pass of the prefilter over each block finds
+the lines that hold a literal of the rules in use or an error word, and only those reach Python; a run of a
+serving rule's lines (a busy server's batch lines) is read through its last line where tokens flow there.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 from watchdog.core.detection import EngineDetector, detect_engine
 from watchdog.core.encoding import Transcoder
-from watchdog.core.envelope import parse, unglue
+from watchdog.core.envelope import ERROR_LEVEL_MARKS, parse, unglue
 from watchdog.core.findings import (
     Event,
     GpuMemorySampled,
@@ -28,13 +29,14 @@ from watchdog.core.findings import (
 from watchdog.core.formats import Unwrapper
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
+from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
+from watchdog.core.tracebacks import EXCEPTION_ENDINGS
 from watchdog.profiles.model import Catalogue, Profile, Rule
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, DEFAULT_HANG_AFTER, SETTLED_STATES, State
 
 __all__ = ["Analyzer"]
 
-_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 # Literals that make a line worth reading besides the profile's own: the parts of errors and tracebacks.
 _ERROR_WORDS = (
     b"Traceback",
@@ -60,7 +62,6 @@ _ERROR_WORDS = (
     b"FATAL",
     b"CRITICAL",
     b"ERROR",  # an error-level line whose words hold none of the above
-    b"0 E ",  # llama.cpp's error level after its relative time ("0.00.013.795 E ...", digits masked)
 )
 _STARTUP_KINDS = frozenset({"phase", "progress", "ready"})
 # The rule kinds each rule set leaves out: while starting, none; once settled, the startup ones and, but while an
@@ -73,9 +74,7 @@ _RULE_SETS = {
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
 _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
-_TEMPLATE_LIMIT = 200_000  # classified line templates kept before the cache starts over
 _TAIL_BYTES = 8192
-_NOTHING = re.compile(b"(?!)")  # matches no line: no rules yet
 # A last line that tells why a process stopped on its own: a usage error, a refusal, a missing thing.
 _LAST_WORDS = re.compile(
     r"(?i)\b(?:error|invalid|unknown|unrecogni[sz]ed|usage:|required|not found|no such|cannot|can't|"
@@ -98,7 +97,9 @@ class Analyzer:
         max_line: int = DEFAULT_MAX_LINE,
         deadlines: Mapping[str, float] | None = None,
         hang_after: float | None = DEFAULT_HANG_AFTER,
+        prefilter: bool = True,
     ) -> None:
+        # `prefilter`: False reads every line whole, in Python (the reference the tests hold the prefilter to)
         # the engine's profile, or the catalogue to detect it from: loaded by the caller (the core reads no file)
         self._catalogue = profile if isinstance(profile, Catalogue) else None
         self._max_line = max_line
@@ -120,14 +121,8 @@ class Analyzer:
         self._held: list[Block] = []  # blocks waiting for engine detection
         self._held_since: float | None = None
         self._scanner = Scanner()
-        self._candidates: set[bytes] = set()
-        self._irrelevant: set[bytes] = set()
-        # the template caches of the other rule sets (settled or not), kept for when the launch switches back:
-        # a crash loop switches twice an incarnation, and every line would be classified again each time
-        self._parked: dict[str, tuple[set[bytes], set[bytes]]] = {}
-        self._keyword = _NOTHING  # finds any of the profile's literals and _ERROR_WORDS in a line template
-        # whether a candidate template is a serving line's alone (`_serving_run`), for the current rule set
-        self._serving_only: dict[bytes, bool] = {}
+        self._prefilter = prefilter
+        self._rules = _NO_RULES  # the rule set in use (see _refresh_rules)
         self._settled: str | None = None  # which rules are read: a _RULE_SETS name (see _refresh_rules)
         self.lines_read = 0  # lines of every file read (a replaced log's included)
         # lines of the files before the current one: line numbers count from the current file's start
@@ -297,7 +292,6 @@ class Analyzer:
 
     def _use(self, profile: Profile) -> None:
         self.profile = profile
-        self._parked = {}
         self.lifecycle.engine, self.lifecycle.profile = profile.name, profile
         self._scanner.profile = profile
         self._scanner.benign = profile.rules_of("benign")
@@ -315,12 +309,9 @@ class Analyzer:
         settled = self._rules_wanted()
         if settled == self._settled:
             return
-        if self._settled is not None:
-            self._parked[self._settled] = (self._candidates, self._irrelevant)
         self._settled = settled
-        self._keyword, self._scanner.rules = _rule_set(self.profile, settled)
-        self._serving_only = {}
-        self._candidates, self._irrelevant = self._parked.pop(settled, (set(), set()))
+        self._rules = _rule_set(self.profile, settled)
+        self._scanner.rules = self._rules.rules
 
     def _rules_wanted(self) -> str:
         # The rule set to read with (_RULE_SETS): ready from an early line is not settled yet (the ready line that
@@ -389,105 +380,97 @@ class Analyzer:
         if first == 1:
             self._undated = False
         self._refresh_rules()
-        templates = data.translate(_DIGITS).split(b"\n")
-        count = len(templates) - 1  # a block ends with a newline
-        present = self._classify(templates)
         scanner = self._scanner
         quiet_before = scanner.benign_lines + scanner.error_lines
         last_error = -1  # index of the last line in this block that was part of an error
         quiet_after_error = 0  # benign lines after it
-        quiet = not (scanner.busy or scanner.collecting)
-        if present and quiet and all(self._is_serving_only(t) for t in present):
-            # a block of serving lines (and lines no rule reads): the busy server's usual block
-            out += self._serving_block(data, templates, present, first, now)
-        elif present or not quiet:
-            raws = data.split(b"\n")
-            settled = self._settled
-            run: list[int] = []  # serving lines in a row, read at the next other line (`_serving_run`)
-            for i in range(count):
-                if scanner.busy or scanner.collecting or templates[i] in present:
-                    if not (scanner.busy or scanner.collecting) and self._is_serving_only(templates[i]):
-                        run.append(i)
-                        continue
-                    if run:
-                        out += self._serving_run(run, raws, first, now)
-                        run = []
-                    benign, errors = scanner.benign_lines, scanner.error_lines
-                    out += self._line(raws[i], first + i, now)
-                    if scanner.error_lines != errors:
-                        last_error, quiet_after_error = i, 0
-                    elif scanner.benign_lines != benign:
-                        quiet_after_error += 1
-                    if self._rules_wanted() != settled:
-                        # ready (or crashed) mid-block: the rest of the block is read with the new rules
-                        self._refresh_rules()
-                        settled = self._settled
-                        present = self._classify(templates[i + 1 :])
-            if run:
-                out += self._serving_run(run, raws, first, now)
+        settled = self._settled
+        found = self._found(data, 0)  # the starts of the lines a rule (not a serving rule alone) may read
+        k = 0
+        pos = index = 0  # the first line not passed yet: its offset, and its index in the block
+        while True:
+            if scanner.reads_all:
+                at = pos  # a traceback or an argument dump is open: every line is read
+                if at >= len(data):
+                    break
+            else:
+                while k < len(found) and found[k] < pos:
+                    k += 1
+                if k == len(found):
+                    break
+                at = found[k]
+            if at > pos:
+                # the lines passed over: of a serving rule alone (read at the next other line) or of no rule
+                read, pos, index = self._serving_lines(data, pos, at, index, first, now)
+                out += read
+                index += data.count(b"\n", pos, at)
+            end = data.find(b"\n", at)
+            benign, errors = scanner.benign_lines, scanner.error_lines
+            out += self._line(data[at:end], first + index, now)
+            if scanner.error_lines != errors:
+                last_error, quiet_after_error = index, 0
+            elif scanner.benign_lines != benign:
+                quiet_after_error += 1
+            pos, index = end + 1, index + 1
+            if self._rules_wanted() != settled:
+                # ready (or crashed) mid-block: the rest of the block is read with the new rules
+                self._refresh_rules()
+                settled = self._settled
+                found, k = self._found(data, pos), 0
+        read, pos, index = self._serving_lines(data, pos, len(data), index, first, now)
+        out += read
+        count = index + data.count(b"\n", pos)  # a block ends with a newline
         self.lines_read += count
         active = count - (scanner.benign_lines + scanner.error_lines - quiet_before)
         healthy_tail = active if last_error < 0 else max(0, count - last_error - 1 - quiet_after_error)
         out += self._emit(LinesRead(count, max(0, active), healthy_tail), now)
         return out
 
-    def _classify(self, templates: list[bytes]) -> set[bytes]:
-        seen = set(templates)
-        new = seen - self._candidates - self._irrelevant
-        if new:
-            if len(self._candidates) + len(self._irrelevant) > _TEMPLATE_LIMIT:
-                self._candidates.clear()
-                self._irrelevant.clear()
-            keyword = self._keyword.search  # one C-level search for all the literals
-            for t in new:
-                if keyword(t) is not None:
-                    self._candidates.add(t)
-                else:
-                    self._irrelevant.add(t)
-        return seen & self._candidates
+    def _found(self, data: bytes, start: int) -> list[int]:
+        # the starts of the lines of data[start:] to read whole, in order
+        if self._prefilter:
+            return self._rules.others.lines(data, start)
+        out, pos = [], start
+        while pos < len(data):
+            out.append(pos)
+            pos = data.find(b"\n", pos) + 1 or len(data)
+        return out
 
-    def _is_serving_only(self, template: bytes) -> bool:
-        # a template that holds a serving rule's literal and no other rule's nor an error word
-        known = self._serving_only.get(template)
-        if known is None:
-            assert self.profile is not None  # rules are in use
-            others, serving = _serving_rules(self.profile, self._settled not in (None, "startup"))
-            known = (
-                bool(serving) and any(m in template for _, m, _ in serving) and not others.search(template)
-            )
-            self._serving_only[template] = known
-        return known
-
-    def _serving_block(
-        self, data: bytes, templates: list[bytes], present: set[bytes], first: int, now: float
-    ) -> list[Transition]:
-        # `_serving_run` of a block whose lines a rule reads are all serving lines, without splitting the block
-        # when its last serving line shows tokens flowing (or no request): a template has its line's length
-        count = len(templates) - 1
-        last, end = count - 1, len(data)
-        while templates[last] not in present:
-            end -= len(templates[last]) + 1
-            last -= 1
-        line = data[end - 1 - len(templates[last]) : end - 1]
-        assert self.profile is not None  # rules are in use
-        _, serving = _serving_rules(self.profile, self._settled not in (None, "startup"))
+    def _serving_lines(
+        self, data: bytes, lo: int, hi: int, index: int, first: int, now: float
+    ) -> tuple[list[Transition], int, int]:
+        # The lines of data[lo:hi] (whole lines, the first the block's line `index`, numbered `first + index`),
+        # and a line start in them with its index (so that no newline is counted twice), that hold a serving rule's literal
+        # and no other rule's: serving lines in a row (a busy server prints thousands: SGLang's decode batch
+        # every 40 steps). What they tell the hang's clock is where tokens start or stop flowing, so only those
+        # lines, the first and the last of the run, and every line of a single request are read whole (as any
+        # other line); a line the quick look cannot read is read whole too. Found without a look at each line:
+        # the last one first, and when tokens flow (or no request is left) there, it says all the clock needs
+        # (a hang that began and ended inside the run is not told: a live log comes in small runs).
+        serving = self._rules.serving
+        if not serving or hi <= lo:
+            return [], lo, index
+        last = max(data.rfind(match, lo, hi) for _, match, _ in serving)
+        if last < 0:
+            return [], lo, index
+        begin = data.rfind(b"\n", lo, last) + 1 or lo
+        line = data[begin : data.find(b"\n", last)]
         if _serving_status(line, serving) in ("flowing", "idle"):
-            return self._line(line, first + last, now)
-        run = [i for i in range(count) if templates[i] in present]
-        return self._serving_run(run, data.split(b"\n"), first, now)
-
-    def _serving_run(self, run: list[int], raws: list[bytes], first: int, now: float) -> list[Transition]:
-        # Serving lines in a row (a busy server prints thousands: SGLang's decode batch every 40 steps): what they
-        # tell the hang's clock is where tokens start or stop flowing, so only those lines, the first and the
-        # last of the run, and every line of a single request are read whole (as any other line); a line the
-        # quick look cannot read is read whole too.
-        assert self.profile is not None  # rules are in use
-        _, serving = _serving_rules(self.profile, self._settled not in (None, "startup"))
-        if _serving_status(raws[run[-1]], serving) in ("flowing", "idle"):
-            # tokens flow (or no request is left) at the run's end: its last line says all the clock needs (a
-            # hang that began and ended inside the run is not told: a live log comes in small runs)
-            return self._line(raws[run[-1]], first + run[-1], now)
-        statuses = [_serving_status(raws[i], serving) for i in run]
+            index += data.count(b"\n", lo, begin)
+            return self._line(line, first + index, now), begin, index
+        starts: set[int] = set()
+        for _, match, _ in serving:
+            at = data.find(match, lo, hi)
+            while at >= 0:
+                starts.add(data.rfind(b"\n", lo, at) + 1 or lo)
+                at = data.find(match, at + len(match), hi)
+        run: list[tuple[bytes, int]] = []
+        pos, number = lo, first + index
+        for begin in sorted(starts):
+            number += data.count(b"\n", pos, begin)
+            run.append((data[begin : data.find(b"\n", begin)], number))
+            pos = begin
+        statuses = [_serving_status(raw, serving) for raw, _ in run]
         keep = {0, len(run) - 1}
         for j in range(1, len(run)):
             status, before = statuses[j], statuses[j - 1]
@@ -496,8 +479,8 @@ class Analyzer:
         out: list[Transition] = []
         for j in sorted(keep):
             if statuses[j] is not None:
-                out += self._line(raws[run[j]], first + run[j], now)
-        return out
+                out += self._line(*run[j], now)
+        return out, lo, index
 
     def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         out: list[Transition] = []
@@ -546,6 +529,7 @@ class Analyzer:
             max_line=self._max_line,
             deadlines=self._deadlines,
             hang_after=self._hang_after,
+            prefilter=self._prefilter,
         )
         self._use(catalogue.profile(engine))
         self.transcoder = transcoder  # `whole` is decoded already; the rest of the log goes on through it
@@ -600,27 +584,35 @@ class Analyzer:
         return detector.engine(), detector.count
 
 
+class _RuleSet(NamedTuple):
+    """The rules read in one of _RULE_SETS, ready for a block: which lines to read whole, which to glance at."""
+
+    others: Prefilter  # finds the lines holding a literal of a rule but a serving rule, or an error word
+    serving: tuple[_ServingRule, ...]  # the [[serving]] rules, as the quick look at a serving line reads them
+    rules: tuple[Rule, ...]  # the scanner's: every rule of the set but the benign ones
+
+
+_NO_RULES = _RuleSet(Prefilter(()), (), ())
+
+
 @functools.lru_cache(maxsize=64)
-def _rule_set(profile: Profile, settled: str) -> tuple[re.Pattern[bytes], tuple[Rule, ...]]:
-    # A profile's literals (as one search), and its rules but the benign ones, of one of _RULE_SETS; the same
-    # for every launch of an engine, and asked twice an incarnation in a crash loop.
+def _rule_set(profile: Profile, settled: str) -> _RuleSet:
+    # A profile's rules of one of _RULE_SETS, and their prefilter; the same for every launch of an engine, and
+    # asked twice an incarnation in a crash loop. A serving rule's literal makes a line a serving line only
+    # where no other rule of the set has it (SGLang's "Decode batch" is also a ready marker while starting).
     dropped = _RULE_SETS[settled]
     rules = [r for r in profile.rules if r.kind not in dropped]
-    keywords = dict.fromkeys((*(r.match.encode() for r in rules), *_ERROR_WORDS))
-    return re.compile(b"|".join(map(re.escape, keywords))), tuple(r for r in rules if r.kind != "benign")
-
-
-@functools.lru_cache(maxsize=64)
-def _serving_rules(profile: Profile, settled: bool) -> tuple[re.Pattern[bytes], tuple[_ServingRule, ...]]:
-    # the literals of every rule but the serving ones (and the error words), and the serving rules as bytes
-    rules = [r for r in profile.rules if not (settled and r.kind in _STARTUP_KINDS)]
-    others = [r.match.encode() for r in rules if r.kind != "serving"]
+    literals = (r.match.encode() for r in rules if r.kind != "serving")
+    endings = (
+        e.encode() for e in EXCEPTION_ENDINGS
+    )  # "KeyboardInterrupt", "StopIteration": an exception line
+    others = Prefilter((*literals, *_ERROR_WORDS, *endings), ERROR_LEVEL_MARKS)
     serving = tuple(
         (r.request, r.match.encode(), re.compile(r.regex.pattern.encode()) if r.regex else None)
         for r in rules
         if r.kind == "serving"
     )
-    return re.compile(b"|".join(map(re.escape, dict.fromkeys((*others, *_ERROR_WORDS))))), serving
+    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"))
 
 
 def _serving_status(raw: bytes, rules: tuple[_ServingRule, ...]) -> str | None:

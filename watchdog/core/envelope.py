@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["MAX_LOG_GAP", "Record", "parse", "seconds_between", "unglue"]
+__all__ = ["ERROR_LEVEL_MARKS", "MAX_LOG_GAP", "Record", "parse", "seconds_between", "unglue"]
 
 MAX_LOG_GAP = 31 * 86400.0  # the longest duration read from a log's times that is believed (a month)
 
@@ -42,6 +42,17 @@ _LEVELS = {
     "FATAL": "CRITICAL",
     "EROR": "ERROR",
 }
+# What an error (or fatal) level of the layers below looks like in a line's bytes, when the level is not the word
+# ERROR, CRITICAL or FATAL itself: glog's "[E0120 08:28:09.4 x.cc:1] " and "E0120 08:28:09.4 1 x.cc:1] ", PyTorch's
+# "[E x.cc:1] ", llama.cpp's "0.01.090.687 E ", Ollama's "level=error", TensorRT-LLM's "[E] " (byte regexes, a
+# superset: the analyzer's prefilter reads every line one of them finds; keep them beside the layers)
+ERROR_LEVEL_MARKS = (
+    rb"[EF][0-9]{3,4} [0-9]",
+    rb"\[[EF] ",
+    rb"[0-9] E ",
+    rb"level=[EeFfCc]",
+    rb"\[(?:E|F|ERR|EROR)\]",
+)
 
 _TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 _TS_DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"

@@ -73,6 +73,11 @@ class Scanner:
         return self.assembler.busy
 
     @property
+    def reads_all(self) -> bool:
+        """True while every line must be scanned: a traceback, a chain of them or an argument dump is open."""
+        return self.assembler.busy or self.assembler.chaining or self._dump is not None
+
+    @property
     def awaiting_exception(self) -> bool:
         """True while an open traceback's exception line (what it says went wrong) has not come yet."""
         return self.assembler.awaiting_exception

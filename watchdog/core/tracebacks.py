@@ -11,14 +11,24 @@ from dataclasses import dataclass, field
 
 from watchdog.core.envelope import Record
 
-__all__ = ["EXCEPTION_LINE", "TRACEBACK_HEADER", "Assembler", "Traceback"]
+__all__ = ["EXCEPTION_ENDINGS", "EXCEPTION_LINE", "TRACEBACK_HEADER", "Assembler", "Traceback"]
 
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 _CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
 # "RuntimeError: msg", "torch.OutOfMemoryError: msg", "triton.runtime.errors.OutOfResources: msg", "KeyError"
+EXCEPTION_ENDINGS = (
+    "Error",
+    "Exception",
+    "Exit",
+    "Interrupt",
+    "OutOfResources",
+    "Failure",
+    "Timeout",
+    "StopIteration",
+    "StopAsyncIteration",
+)
 EXCEPTION_LINE = re.compile(
-    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:Error|Exception|Exit|Interrupt|OutOfResources|Failure|Timeout|"
-    r"StopIteration|StopAsyncIteration))"
+    r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?=[A-Za-z_])\w*(?:" + "|".join(EXCEPTION_ENDINGS) + "))"
     r"(?::\s*(?P<msg>.*))?$"
 )
 _MAX_LINES = 400  # a traceback longer than this keeps its head and tail
@@ -93,6 +103,12 @@ class Assembler:
     def busy(self) -> bool:
         """True while a traceback or logging-error block is open: every line must then be fed."""
         return bool(self._open) or bool(self._logging_error)
+
+    @property
+    def chaining(self) -> bool:
+        """True while a chain's next traceback is awaited: every line must be fed until one that is not blank (it
+        opens the next traceback, or says there is none)."""
+        return bool(self._chain_next)
 
     @property
     def awaiting_exception(self) -> bool:

@@ -27,14 +27,16 @@ def replay_path(
     profiles: Sequence[Path | Profile] = (),
     *,
     compare_with: Path | None = None,
+    prefilter: bool = True,
 ) -> tuple[Analyzer, Verdict]:
     """Replay the log at `path` (`-`: standard input, to its end); return the analyzer and its verdict.
 
     `compare_with`: the log of the launch before (`--compare-with`): this log's launches are numbered after its
-    last, and the verdict says what changed since that one (`Verdict.changes`).
+    last, and the verdict says what changed since that one (`Verdict.changes`). `prefilter`: False reads every
+    line in Python (the same verdict, slower: what the tests hold the prefilter to).
     """
     earlier = earlier_launch(compare_with, engine, profiles) if compare_with is not None else None
-    analyzer = Analyzer(load_engine(engine, profiles))
+    analyzer = Analyzer(load_engine(engine, profiles), prefilter=prefilter)
     if earlier is not None:
         analyzer.lifecycle.number_from(earlier.incarnation)
     try:

@@ -1,0 +1,176 @@
+"""The prefilter: the lines it finds, and replay with it gives the verdict of replay reading every line."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.envelope import ERROR_LEVEL_MARKS, parse
+from watchdog.core.prefilter import ENGINE, Prefilter
+from watchdog.core.verdict import build_verdict
+from watchdog.follow.replay import replay_path
+from watchdog.profiles.loader import load_engine, load_profile_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# every fixture log but the held-out ones (those are scored, never read by tests)
+LOGS = sorted(p for p in FIXTURES.rglob("*.log") if "heldout" not in p.relative_to(FIXTURES).parts)
+ENGINES = ["re", *(["hyperscan"] if ENGINE == "hyperscan" else [])]
+
+
+def _lines_holding(data: bytes, needles: tuple[bytes, ...]) -> list[int]:
+    # the reference: the start of each line that holds a needle, found line by line in Python
+    out, pos = [], 0
+    for line in data.split(b"\n"):
+        if any(n in line for n in needles):
+            out.append(pos)
+        pos += len(line) + 1
+    return out
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(
+        st.sampled_from([b"ab", b"b\n", b"Err", b"or", b"x", b"\n", b"\n\n", b"ab ab", b"()"]), max_size=40
+    ),
+    start=st.integers(0, 20),
+)
+def test_lines_are_those_holding_a_literal(engine: str, words: list[bytes], start: int) -> None:
+    """Each line that holds a literal is found once, at its start, in order, from `start` on; no other line is."""
+    literals = (b"ab", b"Error", b"()")
+    data = b"".join(words)
+    start = min(start, len(data))
+    start = data.rfind(b"\n", 0, start) + 1  # a line's start
+    found = Prefilter(literals, engine=engine).lines(data, start)
+    assert found == [p for p in _lines_holding(data, literals) if p >= start]
+
+
+def test_the_engines_agree_on_a_log() -> None:
+    """Hyperscan and the regex find the same lines of a real log with the vLLM profile's literals and
+    patterns."""
+    if ENGINE != "hyperscan":
+        if os.environ.get("WATCHDOG_REQUIRE_HYPERSCAN") == "1":
+            pytest.fail("WATCHDOG_REQUIRE_HYPERSCAN=1 but hyperscan cannot be imported")
+        pytest.skip("hyperscan is not installed here: only the regex engine runs")
+    data = (FIXTURES / "corpus" / "vllm" / "captured-vllm-sigterm-in-flight-cpu.log").read_bytes()
+    profile = load_engine("vllm")
+    literals = tuple(r.match.encode() for r in profile.rules)  # type: ignore[union-attr]
+    fast, slow = (Prefilter(literals, ERROR_LEVEL_MARKS, engine=e) for e in ("hyperscan", "re"))
+    assert fast.engine == "hyperscan"
+    assert fast.lines(data) == slow.lines(data)
+    assert fast.lines(data)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(
+            "[rank2]:[E909 08:45:31.916910323 ProcessGroupNCCL.cpp:1589] dumping", id="glog-bracketed"
+        ),
+        pytest.param("[F909 08:45:31.916910323 socket.cpp:1] gone", id="glog-fatal"),
+        pytest.param("[E ProcessGroupNCCL.cpp:475] timed out", id="c10-no-time"),
+        pytest.param("E0120 08:28:09.425599 2049 model_lifecycle.cc:654] failed to load", id="glog"),
+        pytest.param("0.01.090.687 E srv  load_model: no model", id="llamacpp"),
+        pytest.param(
+            "time=2025-05-01T16:40:14.182+02:00 level=err source=server.go:625 msg=gone", id="ollama"
+        ),
+        pytest.param("[TensorRT-LLM][E] gone", id="trtllm"),
+    ],
+)
+def test_error_levels_are_found(line: str) -> None:
+    """A line whose envelope says error (or fatal) without an error word is found by the level marks."""
+    assert parse(line).level in ("ERROR", "CRITICAL")
+    assert Prefilter((), ERROR_LEVEL_MARKS).lines(line.encode() + b"\n") == [0]
+
+
+@pytest.mark.parametrize("log", [pytest.param(p, id=str(p.relative_to(FIXTURES))) for p in LOGS])
+def test_replay_gives_the_verdict_of_reading_every_line(log: Path) -> None:
+    """Replay with the prefilter gives the same verdict JSON as replay reading every line in Python."""
+    assert replay_path(log)[1].to_json() == replay_path(log, prefilter=False)[1].to_json()
+
+
+def test_the_corpus_is_read() -> None:
+    """The property above runs over every fixture folder's logs (hundreds of them)."""
+    assert len(LOGS) > 300
+    assert {p.relative_to(FIXTURES).parts[0] for p in LOGS} >= {"corpus", "serving", "stories", "formats"}
+
+
+_STARTUP = (
+    "INFO 12-02 02:00:00 [api_server.py:1000] vLLM API server version 0.9.2\n"
+    "INFO 12-02 02:00:01 [api_server.py:1001] args: Namespace(model='x', port=8000)\n"
+    "INFO 12-02 02:00:20 [gpu_model_runner.py:1000] Loading weights took 10.0 seconds\n"
+    "INFO 12-02 02:00:30 [launcher.py:28] Available routes are:\n"
+    "INFO:     Application startup complete.\n"
+)
+
+
+def _request_log(rng: random.Random, requests: int, crash: bool) -> bytes:
+    # a served vLLM launch: request lines with hex ids and hex addresses, access lines, stats, then maybe a crash
+    out = [_STARTUP]
+    for i in range(requests):
+        rid = f"{rng.getrandbits(128):032x}"
+        out.append(
+            f"INFO 12-02 02:01:{i % 60:02d} [logger.py:43] Received request chatcmpl-{rid}: prompt: 'hi', "
+            f"params: SamplingParams(n=1, seed=0x{rng.getrandbits(48):x}), lora_request: None.\n"
+        )
+        if rng.random() < 0.2:
+            out.append(
+                f'INFO:     127.0.0.1:{rng.randint(1024, 65535)} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+            )
+        if rng.random() < 0.05:
+            tokens = rng.choice(["0.0", "12.5"])
+            out.append(
+                f"INFO 12-02 02:01:{i % 60:02d} [loggers.py:116] Engine 000: Avg prompt throughput: {tokens} "
+                f"tokens/s, Avg generation throughput: {tokens} tokens/s, Running: 3 reqs, Waiting: 0 reqs\n"
+            )
+    if crash:
+        out.append(
+            "ERROR 12-02 02:02:00 [core.py:500] EngineCore encountered a fatal error.\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3/vllm/v1/engine/core.py", line 100, in run\n'
+            "    self.step()\n"
+            f"torch.OutOfMemoryError: CUDA out of memory at 0x{rng.getrandbits(48):x}\n"
+        )
+    return "".join(out).encode()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32), requests=st.integers(0, 300), crash=st.booleans(), chunk=st.integers(64, 4096)
+)
+def test_generated_logs_with_hex_ids(seed: int, requests: int, crash: bool, chunk: int) -> None:
+    """Generated serving logs with hex request ids and addresses, fed in chunks of any size: the same verdict
+    with the prefilter as reading every line."""
+    data = _request_log(random.Random(seed), requests, crash)
+    verdicts = []
+    for prefilter in (True, False):
+        analyzer = Analyzer(load_engine("vllm"), prefilter=prefilter)
+        for at in range(0, len(data), chunk):
+            analyzer.feed(data[at : at + chunk], 0.0)
+        analyzer.finish(0.0)
+        verdicts.append(build_verdict(analyzer).to_json())
+    assert verdicts[0] == verdicts[1]
+
+
+def test_a_new_rule_is_read_without_touching_the_prefilter(tmp_path: Path) -> None:
+    """A rule added to a profile (a user's, extending vLLM) is matched on a line no bundled literal finds: the
+    prefilter is made from the profile's rules."""
+    line = b"INFO 12-02 02:02:00 [acme.py:1] acme sidecar lost its lease\n"
+    data = _request_log(random.Random(1), 50, crash=False) + line
+    log = tmp_path / "served.log"
+    log.write_bytes(data)
+    _, plain = replay_path(log, "vllm")
+    assert plain.to_json()["state"] == "ready"
+    user = tmp_path / "mine.toml"
+    user.write_text('extends = "vllm"\n[[error]]\nmatch = "sidecar lost its lease"\nfatal = true\n')
+    _, verdict = replay_path(log, "vllm", [load_profile_file(user)])
+    err = verdict.to_json()["error"]
+    assert verdict.to_json()["state"] == "crashed"
+    assert err is not None
+    assert err["summary"] == "acme sidecar lost its lease"

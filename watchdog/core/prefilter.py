@@ -1,0 +1,107 @@
+"""Prefilter: the lines of a buffer that hold any of a set of literals or short patterns, found in one pass.
+
+The analyzer reads in Python only the lines a rule (or the error and traceback assembly) can use; every other
+line is counted and kept for the tail, never looked at. Finding those lines is one pass of Hyperscan over the
+whole buffer (a few GB/s: grep's speed class), its matches mapped back to the lines that hold them; where
+Hyperscan cannot be loaded, one Python regex of the same alternation does the same, slower (about 10 MB/s).
+Both are exact in one direction: a line that holds a literal is always found; a line found may still match no
+rule (the scanner decides). The literals are the profile's rules' (see `Analyzer`): nothing here is written
+by hand for an engine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["ENGINE", "Prefilter"]
+
+_hs: Any
+try:
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover - a platform without the wheel: the regex does the same, slower
+    _hs = None
+
+ENGINE = "hyperscan" if _hs is not None else "re"  # what finds the lines (the benchmarks print it)
+_NOTHING = re.compile(b"(?!)")  # matches no line: no literals
+
+
+class Prefilter:
+    """Finds the lines of a buffer that hold one of `literals` (bytes) or match one of `patterns` (byte regexes
+    of the common subset of Python's and Hyperscan's syntax, no newline in a match).
+
+    One thread at a time: a Hyperscan database scans with one scratch space (the analyzers of a daemon share the
+    prefilters of their rule sets, all on the event loop's thread).
+    """
+
+    def __init__(
+        self, literals: Iterable[bytes], patterns: Iterable[bytes] = (), *, engine: str = ENGINE
+    ) -> None:
+        self.literals = tuple(dict.fromkeys(literals))
+        self.patterns = tuple(dict.fromkeys(patterns))
+        expressions = [*map(_escape, self.literals), *self.patterns]
+        self.regex = re.compile(b"|".join(expressions)) if expressions else _NOTHING
+        self._db: Any = None
+        if expressions and engine == "hyperscan" and _hs is not None:
+            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            db.compile(
+                expressions=expressions,
+                ids=list(range(len(expressions))),
+                elements=len(expressions),
+                flags=[0] * len(expressions),
+            )
+            self._db = db
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a pickled analyzer carries its prefilter as what it is made of: the database is made again
+        return (_made, (self.literals, self.patterns, self.engine))
+
+    @property
+    def engine(self) -> str:
+        """What finds the lines: "hyperscan" or "re"."""
+        return "hyperscan" if self._db is not None else "re"
+
+    def lines(self, data: bytes, start: int = 0) -> list[int]:
+        """The offsets in `data` of the starts of the lines from `start` on (a line start) that hold a match,
+        in order, each once. A line ends at a newline or at the end of `data`."""
+        if not self.literals and not self.patterns:
+            return []
+        out: list[int] = []
+        end = -1  # the end of the last line found: a later match before it is in the same line
+        if self._db is None:
+            search = self.regex.search
+            pos = start
+            while (m := search(data, pos)) is not None:
+                begin = data.rfind(b"\n", start, m.start()) + 1 or start
+                out.append(begin)
+                end = data.find(b"\n", m.end())
+                if end < 0:
+                    break
+                pos = end + 1
+            return out
+        ends: list[int] = []
+        self._db.scan(
+            data[start:] if start else data,
+            match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to),
+        )
+        ends.sort()  # Hyperscan reports in the order of the matches' ends already: a check, nearly free
+        find, rfind = data.find, data.rfind
+        for relative in ends:  # in the order of their ends
+            to = relative + start
+            if to <= end:
+                continue  # another match in the line just found
+            out.append(rfind(b"\n", start, to) + 1 or start)
+            end = find(b"\n", to)
+            if end < 0:
+                break
+        return out
+
+
+def _made(literals: tuple[bytes, ...], patterns: tuple[bytes, ...], engine: str) -> Prefilter:
+    return Prefilter(literals, patterns, engine=engine)
+
+
+def _escape(literal: bytes) -> bytes:
+    # each byte but ASCII letters and digits as \xHH: the same literal to Python's re and to Hyperscan
+    return b"".join(bytes((c,)) if c < 128 and chr(c).isalnum() else b"\\x%02x" % c for c in literal)
