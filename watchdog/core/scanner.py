@@ -74,8 +74,9 @@ class Scanner:
 
     @property
     def reads_all(self) -> bool:
-        """True while every line must be scanned: a traceback, a chain of them or an argument dump is open."""
-        return self.assembler.busy or self.assembler.chaining or self._dump is not None
+        """True while every line must be scanned: a traceback, a chain of them or an argument dump is open, or a
+        Rust panic's message is the next line."""
+        return self.assembler.busy or self.assembler.chaining or self._dump is not None or self._panic
 
     @property
     def awaiting_exception(self) -> bool:
