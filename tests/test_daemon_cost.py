@@ -174,3 +174,21 @@ def test_status_is_written_by_json_without_orjson(monkeypatch: pytest.MonkeyPatc
     assert http._dumps(payload) == json.dumps(
         payload, ensure_ascii=False, allow_nan=False, default=str
     ).encode()
+
+
+def test_a_crash_loop_keeps_the_arguments_of_its_newest_past_incarnations_only() -> None:
+    """A crash-looping launch's past incarnations beyond the newest four drop their arguments (each SGLang
+    dump weighs ~6 KB on every checkpoint); the newest keep them, so a relaunch is still compared with the one
+    before it, argument by argument."""
+    startup = (CORPUS / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    crash = b"".join(CRASH.read_bytes().splitlines(True)[1:])
+    analyzer = Analyzer(catalogue())
+    for k in range(8):
+        analyzer.feed(startup + crash, float(k))
+        analyzer.caught_up(float(k))
+    history = analyzer.lifecycle.history
+    assert len(history) >= 6
+    assert all(not inc.arguments for inc in history[:-4])
+    assert all(inc.arguments for inc in history[-4:])
+    verdict = build_verdict(analyzer, analyzer.lifecycle.current)
+    assert verdict.changes is not None and verdict.changes.compared_arguments
