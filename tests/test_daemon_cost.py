@@ -96,8 +96,10 @@ def test_a_profile_hashes_as_its_fields_and_once() -> None:
     profile = load_engine("sglang", ())
     same = dataclasses.replace(profile)
     other = dataclasses.replace(profile, name="other")
-    assert same == profile and hash(same) == hash(profile)
-    assert other != profile and hash(other) != hash(profile)
+    assert same == profile
+    assert hash(same) == hash(profile)
+    assert other != profile
+    assert hash(other) != hash(profile)
     assert profile._hash == hash(profile)
 
 
@@ -171,9 +173,9 @@ def test_status_is_written_by_json_without_orjson(monkeypatch: pytest.MonkeyPatc
     """Without orjson the daemon writes /status with json: the extra is optional."""
     monkeypatch.setattr(http, "_ORJSON", None)
     payload = _payload()
-    assert http._dumps(payload) == json.dumps(
-        payload, ensure_ascii=False, allow_nan=False, default=str
-    ).encode()
+    assert (
+        http._dumps(payload) == json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).encode()
+    )
 
 
 def test_a_crash_loop_keeps_the_arguments_of_its_newest_past_incarnations_only() -> None:
@@ -191,4 +193,5 @@ def test_a_crash_loop_keeps_the_arguments_of_its_newest_past_incarnations_only()
     assert all(not inc.arguments for inc in history[:-4])
     assert all(inc.arguments for inc in history[-4:])
     verdict = build_verdict(analyzer, analyzer.lifecycle.current)
-    assert verdict.changes is not None and verdict.changes.compared_arguments
+    assert verdict.changes is not None
+    assert verdict.changes.compared_arguments

@@ -377,7 +377,6 @@ _ORJSON_OPTIONS = (
 )
 
 
-
 async def serve_http(
     listen: tuple[str, int],
     statuses: Statuses,
