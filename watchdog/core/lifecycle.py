@@ -67,6 +67,9 @@ LAST_REQUEST_ERROR = "last_request_error"
 
 
 _ORDER = {s: i for i, s in enumerate(State)}
+# past incarnations that keep their arguments: a verdict compares an incarnation with the one before it (the
+# newest past ones); an older one's dump (SGLang's: ~150 arguments, 6 KB) would only weigh on every checkpoint
+_ARGUMENTS_KEPT = 4
 _PHASES = {s.value: s for s in PROGRESS_STATES}
 
 
@@ -519,7 +522,7 @@ class Lifecycle:
         # keeps the last MAX_INCARNATIONS_PER_LAUNCH (the incarnation count is `current.number`), each without
         # the error candidates its root cause was chosen from (nothing is chosen again for a past incarnation),
         # and only the newest past one keeps its traceback (a restart that has just begun reports that crash:
-        # `verdict_incarnation`).
+        # `verdict_incarnation`), only the newest `_ARGUMENTS_KEPT` their arguments.
         inc.candidates = []
         inc.pending_index = 0
         if self.history:
@@ -528,6 +531,8 @@ class Lifecycle:
                 older.error = replace(older.error, traceback=())
         self.history.append(inc)
         del self.history[:-MAX_INCARNATIONS_PER_LAUNCH]
+        for past in self.history[:-_ARGUMENTS_KEPT]:
+            past.arguments = ()
 
     def _progress(
         self, inc: Incarnation, now: float, out: list[Transition], line: int, source: str | None

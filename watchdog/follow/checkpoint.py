@@ -49,8 +49,12 @@ log = structlog.get_logger("watchdog.checkpoint")
 FORMAT = 4  # the blob layout; the record's schema has its own version (`watchdog.core.resume.VERSION`)
 _PICKLED = 3  # the format before: its header is read (the file, its numbering), its pickle never
 MAGIC = b"WDCK"
-CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log grows
+CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log went quiet (`save_due`)
 TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
+# seconds between saves of a launch whose log keeps growing: each save encodes the whole record (0.4-1.2 ms), and
+# a log that never pauses would pay it every few seconds; after a `kill -9` the bytes since are read again
+# (a verdict is still announced once), which is a minute of the log at most
+GROWING_INTERVAL = 60.0
 IDENTIFY_RETRY = 60.0  # seconds before a file that could not be identified is tried again
 FINAL_SAVE_TIMEOUT = 5.0  # seconds the last save of a stopping follower may take
 
@@ -246,9 +250,9 @@ def decode(blob: bytes, *, settings: str, analyzer: Analyzer | None = None) -> C
 
 class Checkpointer:
     """One follower's checkpoints: `restore` once at the start, `fed` / `restarted` / `transitioned` as it reads,
-    `save_due` after each chunk and tick (a save in a task of the follower's, when one is due: at most every
-    `CHECKPOINT_INTERVAL` seconds, within `TRANSITION_INTERVAL` of a transition; reading never waits for one)
-    and `save_final` when it stops.
+    `save_due` after each chunk and tick (a save in a task of the follower's, when one is due: once the log is
+    quiet, at most every `CHECKPOINT_INTERVAL` seconds, `TRANSITION_INTERVAL` after a transition; while it keeps
+    growing, every `GROWING_INTERVAL`; reading never waits for one) and `save_final` when it stops.
 
     Args:
         store: where checkpoints are kept.
@@ -393,17 +397,27 @@ class Checkpointer:
         analyzer: Analyzer,
         elapsed: Callable[[], float],
         start: Callable[..., object],
+        *,
+        quiet: bool = False,
     ) -> None:
-        """If a save is due (changed, and `CHECKPOINT_INTERVAL` passed, `TRANSITION_INTERVAL` after a transition),
-        start one with `start(fn, *args)` (a task group's `start_soon`): the follower never waits for a save (the
-        file's identification over SSH, the store's thread). `elapsed` is the follower's clock (its analyzer's
-        times are on it); the record is taken when the save runs, one moment's."""
+        """If a save is due (changed, and `next_save(quiet)` reached), start one with `start(fn, *args)` (a task
+        group's `start_soon`): the follower never waits for a save (the file's identification over SSH, the
+        store's thread). `elapsed` is the follower's clock (its analyzer's times are on it); the record is taken
+        when the save runs, one moment's. `quiet`: the log has not grown for a while (a tick's call); else it
+        is growing (a chunk's), and saves wait `GROWING_INTERVAL`."""
         if not self.dirty or self._busy:
             return
-        wait = TRANSITION_INTERVAL if self._transitioned else CHECKPOINT_INTERVAL
-        if self._clock() - self._saved_at >= wait:
+        if self._clock() >= self.next_save(quiet=quiet):
             self._busy = True
             start(self._save_soon, analyzer, elapsed)
+
+    def next_save(self, *, quiet: bool = True) -> float:
+        """When (on the clock given) a save of what changed becomes due: once the log is quiet (`quiet`), at
+        `CHECKPOINT_INTERVAL` after the last save (`TRANSITION_INTERVAL` after a transition); while it grows,
+        at `GROWING_INTERVAL`."""
+        if not quiet:
+            return self._saved_at + GROWING_INTERVAL
+        return self._saved_at + (TRANSITION_INTERVAL if self._transitioned else CHECKPOINT_INTERVAL)
 
     async def _save_soon(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
         try:

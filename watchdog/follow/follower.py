@@ -285,6 +285,8 @@ class LaunchFollower:
 
     async def _item(self, item: object) -> None:
         now = self.now()
+        # the log had not grown for a while (before this item): its checkpoint is saved as a quiet log's
+        quiet = now - self._last_data >= CHECKPOINT_QUIET
         at = self._run_at
         if isinstance(item, Chunk) and at is not None and item.end > at:
             # a run started here begins at `at`: what came before it is the old run's, what follows a new
@@ -361,7 +363,7 @@ class LaunchFollower:
         elif isinstance(item, Connected):
             await self._note("connected", str(item))
         if self._checkpoints is not None:
-            self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
+            self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
 
     async def _note(self, kind: str, detail: str, *, since: float | None = None) -> None:
         await self._send.send(SourceNoted(self.spec.name, kind, detail, since))
@@ -495,9 +497,10 @@ class LaunchFollower:
             now = self.now()
             due = self._due()
             if self._checkpoints is not None and self._checkpoints.dirty:
-                # A checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick (one a
-                # second while it is not yet due); with nothing to save, no tick is needed for it.
-                save = max(self._last_data, last_tick) + CHECKPOINT_QUIET
+                # A checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick once the
+                # log is quiet and the save is due (not one a second until then); with nothing to save, no tick is
+                # needed for it.
+                save = max(self._last_data + CHECKPOINT_QUIET, last_tick + CHECKPOINT_QUIET, self._save_at())
                 due = save if due is None else min(due, save)
             k = max(ticked + 1, math.floor((now - origin) / spec.tick) + 1)
             if due is not None:
@@ -516,7 +519,8 @@ class LaunchFollower:
             now = last_tick = self.now()
             await self._apply(self.analyzer.tick(now))
             if self._checkpoints is not None:
-                self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon)
+                quiet = now - self._last_data >= CHECKPOINT_QUIET
+                self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
             if spec.timeout is not None and now >= spec.timeout and not self.timed_out:
                 self.timed_out = True
                 inc = self._verdict_incarnation()
@@ -529,12 +533,18 @@ class LaunchFollower:
             due = self.spec.timeout if due is None else min(due, self.spec.timeout)
         return due
 
+    def _save_at(self) -> float:
+        # when a quiet log's checkpoint is due (`Checkpointer.next_save`), on the follower's clock
+        assert self._checkpoints is not None
+        return self._checkpoints.next_save() - self._clock.now() + self.now()
+
     def _reschedule(self, *, transitioned: bool = False) -> None:
         # the analyzer changed: if a tick is due before the one the clock task sleeps for, wake it
         due = self._due()
         if self._checkpoints is not None and (transitioned or self._checkpoints.dirty):
             # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet
             save = self.now() + CHECKPOINT_QUIET if transitioned else self._last_data + CHECKPOINT_SLACK
+            save = max(save, self._save_at())
             due = save if due is None else min(due, save)
         if due is not None and due < self._wake_at and self._tick_wake is not None:
             self._wake_at = -math.inf  # once

@@ -361,11 +361,13 @@ class LocalSource:
                 if not at_end:
                     at_end = True
                     yield CaughtUp(pos)
-                    look = (current, pos)
+                    # after a short read the file ended at `pos` a moment ago, and the bytes just read are
+                    # those kept: only whether the path names another file is left to ask (2 syscalls, not 5)
+                    end_look = (current, pos, bool(data))
                     pending = (
-                        self._restart_reason(*look)
+                        self._restart_reason(*end_look)
                         if local
-                        else cast("RestartReason | None", (yield _Request(self._restart_reason, look)))
+                        else cast("RestartReason | None", (yield _Request(self._restart_reason, end_look)))
                     )
                 if pending == "truncated":
                     yield FileRestarted(pending)
@@ -417,14 +419,14 @@ class LocalSource:
             return b"", "truncated"
         return data, None if data else self._restart_reason(current, pos)
 
-    def _restart_reason(self, current: _Open, pos: int) -> RestartReason | None:
+    def _restart_reason(self, current: _Open, pos: int, just_read: bool = False) -> RestartReason | None:
         """At the end of the file: has it been truncated (shorter, or other first bytes), or does the path
-        name a new file now?"""
-        st = os.fstat(current.fd)
-        if st.st_size < pos or _rewritten(current, pos):
+        name a new file now? `just_read`: a short read just ended at `pos` (not shorter, and its last bytes are
+        those read: only the path is looked at)."""
+        if not just_read and (os.fstat(current.fd).st_size < pos or _rewritten(current, pos)):
             return "truncated"
         ident = _path_ident(self.path)
         if ident is None or ident == current.ident:
             # Gone with no successor yet: keep reading the old file until one appears.
             return None
-        return "rotated" if st.st_nlink > 0 else "replaced"
+        return "rotated" if os.fstat(current.fd).st_nlink > 0 else "replaced"

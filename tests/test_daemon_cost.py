@@ -1,0 +1,197 @@
+"""What keeps the daemon's CPU per followed line low (issue 31) gives the same answers as the slow way did:
+checkpoint saves of a growing log spaced out, the profile's hash kept, engine detection's marker searches,
+quoted argument values read without `literal_eval`, /status written by orjson where it is installed."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import unavailable
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.arguments import _unquote
+from watchdog.core.detection import EngineDetector
+from watchdog.core.verdict import Status, build_verdict
+from watchdog.daemon import http
+from watchdog.follow.checkpoint import (
+    CHECKPOINT_INTERVAL,
+    GROWING_INTERVAL,
+    TRANSITION_INTERVAL,
+    Checkpointer,
+)
+from watchdog.follow.sources import parse_target
+from watchdog.follow.spec import LaunchSpec
+from watchdog.profiles.loader import catalogue, load_engine
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "sglang"
+CRASH = CORPUS / "postready-scheduler-valueerror-lmcache-tp2-pr869.log"
+
+
+class _Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _NoStore:
+    """A store no save reaches (the test only looks at which saves are started)."""
+
+    async def load_checkpoint(self, launch: str) -> bytes | None:
+        return None
+
+    async def save_checkpoint(self, launch: str, offset: int, blob: bytes) -> None:
+        raise AssertionError("no save runs in this test")
+
+
+def _checkpointer() -> tuple[Checkpointer, _Clock, list[Any]]:
+    clock = _Clock()
+    spec = LaunchSpec(name="costly", target=parse_target("/var/log/server.log"))
+    return Checkpointer(_NoStore(), spec, clock), clock, []
+
+
+def test_a_growing_log_is_saved_every_growing_interval_and_once_quiet_as_before() -> None:
+    """While chunks keep coming, a save is due only `GROWING_INTERVAL` after the last one; once the log is
+    quiet, after `CHECKPOINT_INTERVAL` (`TRANSITION_INTERVAL` after a transition), as before."""
+    checkpointer, clock, started = _checkpointer()
+    analyzer = Analyzer(catalogue())
+    checkpointer.fed(b"a line\n")
+    clock.now += CHECKPOINT_INTERVAL + 1.0
+    checkpointer.save_due(analyzer, lambda: 0.0, lambda *args: started.append(args), quiet=False)
+    assert started == []  # growing: not yet
+    checkpointer.save_due(analyzer, lambda: 0.0, lambda *args: started.append(args), quiet=True)
+    assert len(started) == 1  # quiet: due
+    assert checkpointer.next_save(quiet=False) - checkpointer.next_save(quiet=True) == pytest.approx(
+        GROWING_INTERVAL - CHECKPOINT_INTERVAL
+    )
+    checkpointer.transitioned()
+    assert checkpointer.next_save(quiet=True) == checkpointer.next_save(quiet=False) - GROWING_INTERVAL + (
+        TRANSITION_INTERVAL
+    )
+
+
+def test_a_growing_log_is_saved_once_its_growing_interval_passed() -> None:
+    """A log that never pauses is still checkpointed: `GROWING_INTERVAL` after the last save, on a chunk."""
+    checkpointer, clock, started = _checkpointer()
+    analyzer = Analyzer(catalogue())
+    checkpointer.fed(b"a line\n")
+    clock.now += GROWING_INTERVAL
+    checkpointer.save_due(analyzer, lambda: 0.0, lambda *args: started.append(args), quiet=False)
+    assert len(started) == 1
+
+
+def test_a_profile_hashes_as_its_fields_and_once() -> None:
+    """A profile's hash is that of its fields (equal profiles, equal hashes; a changed one, another), kept from
+    the first time it is asked."""
+    profile = load_engine("sglang", ())
+    same = dataclasses.replace(profile)
+    other = dataclasses.replace(profile, name="other")
+    assert same == profile
+    assert hash(same) == hash(profile)
+    assert other != profile
+    assert hash(other) != hash(profile)
+    assert profile._hash == hash(profile)
+
+
+_PIECES = ["sglang", "vllm", "srt/", "ab", "abc", "b", "x", " ", "-"]
+
+
+@given(
+    markers=st.lists(
+        st.tuples(st.sampled_from(["e1", "e2", "e3"]), st.text(alphabet="abcx/", min_size=1, max_size=4)),
+        min_size=1,
+        max_size=12,
+    ),
+    lines=st.lists(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join), max_size=10),
+)
+def test_engine_detection_counts_each_marker_as_the_plain_loop_did(
+    markers: list[tuple[str, str]], lines: list[str]
+) -> None:
+    """The detector's trie searches (one for any marker, one per engine's run of markers) count every
+    (engine, marker) a line holds exactly as looking for each marker with `in` does, markers that are
+    prefixes of others and one engine's markers split by another's included."""
+    detector = EngineDetector(tuple(markers))
+    expected: dict[str, int] = {}
+    for line in lines:
+        detector.feed(line)
+        for engine, marker in markers:
+            if marker in line:
+                expected[engine] = expected.get(engine, 0) + 1
+    assert detector.score == expected
+
+
+def _literal(text: str) -> str:
+    # what `_unquote` gave before its shortcut: `literal_eval` of a quoted text
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return text[1:-1]
+        if isinstance(value, str):
+            return value
+    return text
+
+
+@given(st.sampled_from("'\""), st.text(alphabet="ab'\"\\n \t\n\x00é", max_size=8))
+def test_a_quoted_value_is_unquoted_as_literal_eval_reads_it(quote: str, inner: str) -> None:
+    """A quoted argument value without an escape or an inner quote is unquoted by slicing, with the value
+    `literal_eval` gives (and every other one still by `literal_eval`)."""
+    text = quote + inner + quote
+    assert _unquote(text) == _literal(text)
+
+
+def _payload() -> list[dict[str, Any]]:
+    analyzer = Analyzer(catalogue())
+    analyzer.feed(CRASH.read_bytes(), 1.0)
+    analyzer.finish(2.0)
+    verdict = build_verdict(analyzer, analyzer.lifecycle.verdict_incarnation()).redacted()
+    return http.status_payload([Status(verdict, name="l1", target=str(CRASH), elapsed=3.0, last_line="x")])
+
+
+def test_status_written_by_orjson_reads_as_json_writes_it() -> None:
+    """/status's body from orjson (the `fast` extra) parses to what json writes, a crash's verdict and all."""
+    if http._ORJSON is None:
+        unavailable("orjson is not installed (the `fast` extra)", "WATCHDOG_REQUIRE_ORJSON")
+    payload = _payload()
+    body = http._dumps(payload)
+    assert json.loads(body) == json.loads(json.dumps(payload, ensure_ascii=False, default=str))
+    # a key that is not a text (orjson refuses it) is written by json, as before
+    assert json.loads(http._dumps({1: "one"})) == {"1": "one"}
+
+
+def test_status_is_written_by_json_without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without orjson the daemon writes /status with json: the extra is optional."""
+    monkeypatch.setattr(http, "_ORJSON", None)
+    payload = _payload()
+    assert (
+        http._dumps(payload) == json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).encode()
+    )
+
+
+def test_a_crash_loop_keeps_the_arguments_of_its_newest_past_incarnations_only() -> None:
+    """A crash-looping launch's past incarnations beyond the newest four drop their arguments (each SGLang
+    dump weighs ~6 KB on every checkpoint); the newest keep them, so a relaunch is still compared with the one
+    before it, argument by argument."""
+    startup = (CORPUS / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    crash = b"".join(CRASH.read_bytes().splitlines(True)[1:])
+    analyzer = Analyzer(catalogue())
+    for k in range(8):
+        analyzer.feed(startup + crash, float(k))
+        analyzer.caught_up(float(k))
+    history = analyzer.lifecycle.history
+    assert len(history) >= 6
+    assert all(not inc.arguments for inc in history[:-4])
+    assert all(inc.arguments for inc in history[-4:])
+    verdict = build_verdict(analyzer, analyzer.lifecycle.current)
+    assert verdict.changes is not None
+    assert verdict.changes.compared_arguments
