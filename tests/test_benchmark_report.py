@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchscripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "benchmarks"
 
 
-def _load() -> ModuleType:
-    # benchmarks/ is not a package: load the script as a module of its own
-    spec = importlib.util.spec_from_file_location("benchmark_report", ROOT / "benchmarks" / "report.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-report = _load()
+report = load_script("report.py", "benchmark_report")
 
 
 def sample(name: str) -> str:

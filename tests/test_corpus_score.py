@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchscripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 HELDOUT = FIXTURES / "heldout"
 
 
-def _load(name: str) -> ModuleType:
-    # benchmarks/ is not a package: load the script as a module of its own
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus_score = _load("corpus_score")
-report = _load("report")
+corpus_score = load_script("corpus_score.py")
+report = load_script("report.py")
 
 
 def _labels(folder: Path) -> list[Path]:

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from benchscripts import load_script
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "real_engines" / "engine_diff.py"
-_spec = importlib.util.spec_from_file_location("engine_diff", _PATH)
-assert _spec is not None
-assert _spec.loader is not None
-engine_diff = importlib.util.module_from_spec(_spec)
-sys.modules["engine_diff"] = engine_diff
-_spec.loader.exec_module(engine_diff)
+engine_diff = load_script("real_engines/engine_diff.py")
 
 API_SERVER = """
 import logging
