@@ -358,6 +358,43 @@ async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repe
     _offsets_follow_on(got)
 
 
+class _SeesCreated(ContainerSource):
+    """The real source, telling when it has looked at a container created and not yet started."""
+
+    def __init__(self, container: str) -> None:
+        super().__init__(container)
+        self.saw_created = anyio.Event()
+
+    async def inspect(self) -> ContainerState | None:
+        state = await super().inspect()
+        if state is not None and not state.started:
+            self.saw_created.set()
+        return state
+
+
+async def test_a_container_created_and_not_started_is_waited_for_until_it_runs(docker: DockerDaemon) -> None:
+    """A container removed and created again under its name but not started yet (`docker create`; `docker run`
+    between its create and its start) has no run to read: it is waited for, then read from its start once it
+    runs, another stream."""
+    source = _SeesCreated("made")
+    async with following(source) as got:
+        await got.until(lambda c: c.of(FileMissing))
+        await _run(docker, "made", "echo first; sleep 1000")
+        await got.until(lambda c: c.lines() == [b"first"])
+        await anyio.to_thread.run_sync(lambda: docker.docker("rm", "-f", "made"))
+        await got.until(lambda c: c.of(Ended))
+        await anyio.to_thread.run_sync(
+            lambda: docker.docker("create", "--name", "made", IMAGE, "sh", "-c", "echo up; sleep 1000")
+        )
+        with anyio.fail_after(DEADLINE):
+            await source.saw_created.wait()
+        await anyio.to_thread.run_sync(lambda: docker.docker("start", "made"))
+        await got.until(lambda c: c.lines() == [b"first", b"up"])
+    assert [str(item) for item in got.of(FileRestarted)] == ["the log was replaced"]
+    assert len(got.of(Ended)) == 1
+    _offsets_follow_on(got)
+
+
 async def test_a_container_re_created_under_its_name_is_another_stream(docker: DockerDaemon) -> None:
     """`docker rm -f` and `docker run` of the same name: the first is said ended, the second read from its start."""
     async with following(ContainerSource("svc")) as got:

@@ -191,6 +191,11 @@ class ContainerState:
     restart_policy: str = ""  # HostConfig.RestartPolicy.Name: "no", "on-failure", "always", "unless-stopped"
 
     @property
+    def started(self) -> bool:
+        """Whether a run has begun: a container created and not yet started says Go's zero time as its start."""
+        return self.started_at[0] > 0
+
+    @property
     def stream(self) -> tuple[int, int]:
         """The id of the current run's stream: the container and its start, hashed (`Chunk.file`)."""
         return (0, run_stream(self.id, self.started_at))

@@ -272,6 +272,10 @@ class _Reader:
 
     async def _step(self, state: ContainerState | None) -> float:
         """Act on the container's state; the pause before the next look."""
+        if state is not None and not state.started:
+            state = (
+                None  # created and not started yet (`docker create`, or `run` caught between): no run to read
+            )
         if state is None:
             if self.state is not None:  # removed (`docker rm -f`) while read: its run is over
                 await self._end(Ended("the container was removed"))
