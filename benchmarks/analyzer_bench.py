@@ -1,0 +1,111 @@
+"""The analyzer's CPU per line on daemon_bench's workload, in process: its logs, in its blocks, no daemon around.
+
+daemon_bench's writer grows each log with an SGLang startup, serving lines (1 line a 100 ms tick, one tick in
+20 a burst of 8 to 16) and a crash (one write), then the startup again; the daemon reads each write as one
+block. Here the same writes (the writer's own code, on a virtual clock) go to one `Analyzer` per launch, which
+starts, as the daemon's, on a log that holds a startup already (read whole, then caught up), and is ticked
+as the follower ticks it (at each write and at `next_due`). What is timed is `time.process_time` of the feeds
+and ticks alone; the writes are made beforehand.
+
+    python benchmarks/analyzer_bench.py [--launches 20] [--seconds 60] [--rounds 5] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from watchdog.core.analyzer import Analyzer  # noqa: E402 - the tree's own package, not an installed one
+from watchdog.profiles.loader import catalogue  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import daemon_bench  # noqa: E402
+
+Write = tuple[int, float, bytes]  # launch, time (s), bytes
+
+
+def writes(launches: int, seconds: float, seed: int) -> tuple[list[bytes], list[Write]]:
+    """Each launch's first content (a startup), and the writes daemon_bench's writer makes in `seconds`, in
+    order, on a virtual clock."""
+    startup, serving, crash = daemon_bench._corpus()
+    rng = random.Random(seed)
+    logs = [daemon_bench._Log(str(i), -1, until=rng.uniform(2.0, 20.0)) for i in range(launches)]
+    out: list[Write] = []
+    serve_at = 0
+    now = 0.0
+    while now < seconds:
+        for i, log in enumerate(logs):
+            data = b""
+            if log.mode == "serving":
+                if now >= log.until:
+                    out.append((i, now, crash))
+                    log.mode, log.until = "quiet", now + rng.uniform(1.0, 2.0)
+                    continue
+                n = daemon_bench._burst(rng)
+                data = b"".join(serving[(serve_at + k) % len(serving)] for k in range(n))
+                serve_at += n
+            elif log.mode == "quiet":
+                if now >= log.until:
+                    log.mode, log.pos = "startup", 0
+            else:
+                n = max(daemon_bench._burst(rng), 1)
+                data = b"".join(startup[log.pos : log.pos + n])
+                log.pos += n
+                if log.pos >= len(startup):
+                    log.mode, log.until = "serving", now + rng.uniform(8.0, 20.0)
+            if data:
+                out.append((i, now, data))
+        now += daemon_bench.TICK
+    return [b"".join(startup)] * launches, out
+
+
+def run(first: list[bytes], load: list[Write]) -> tuple[float, list[list[tuple[str, int, int | None]]]]:
+    """Feed every launch's first content and then `load` to an analyzer each; the CPU seconds it took, and
+    each launch's transitions (state, incarnation, line)."""
+    cat = catalogue()
+    analyzers = [Analyzer(cat) for _ in first]
+    seen: list[list[tuple[str, int, int | None]]] = [[] for _ in first]
+    began = time.process_time()
+    for i, data in enumerate(first):
+        out = analyzers[i].feed(data, 0.0) + analyzers[i].caught_up(0.0)
+        seen[i] += [(t.state.value, t.incarnation, t.line) for t in out]
+    for i, at, data in load:
+        analyzer = analyzers[i]
+        out = analyzer.feed(data, at) + analyzer.caught_up(at)
+        due = analyzer.next_due()
+        if due is not None and due <= at:
+            out += analyzer.tick(at)
+        seen[i] += [(t.state.value, t.incarnation, t.line) for t in out]
+    return time.process_time() - began, seen
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the CPU per line (median of the rounds)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--launches", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    first, load = writes(args.launches, args.seconds, args.seed)
+    lines = sum(d.count(b"\n") for d in first) + sum(d.count(b"\n") for _, _, d in load)
+    times = [run(first, load)[0] for _ in range(args.rounds)]
+    median = statistics.median(times)
+    print(
+        f"{lines} lines in {len(load)} writes over {args.launches} launches: "
+        f"{median * 1e6 / lines:.1f} us of CPU a line (median of {args.rounds}: "
+        + ", ".join(f"{t:.3f}" for t in times)
+        + " s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
