@@ -559,8 +559,7 @@ class Analyzer:
         if cut > self._head_cut:
             if detector.count < _DETECT_LINES:
                 lines = head[self._head_cut : cut].decode("utf-8", "replace").splitlines()
-                for line in lines[: _DETECT_LINES - detector.count]:
-                    detector.feed(line)
+                detector.feed_lines(lines[: _DETECT_LINES - detector.count])
             self._head_cut = cut
         if detector.count >= _DETECT_LINES:
             return detector.engine(), detector.count
@@ -568,8 +567,7 @@ class Analyzer:
         if not rest:
             return detector.engine(), detector.count
         trial = detector.copy()
-        for line in rest[: _DETECT_LINES - detector.count]:
-            trial.feed(line)
+        trial.feed_lines(rest[: _DETECT_LINES - detector.count])
         return trial.engine(), trial.count
 
     def _detect_records(self, head: bytes) -> tuple[str | None, int]:
@@ -579,8 +577,7 @@ class Analyzer:
         blocks = unwrapper.feed(framer.feed(head) + framer.flush()) + unwrapper.flush()
         assert self._catalogue is not None  # provisional: the engine was detected
         detector = EngineDetector(self._catalogue.markers)
-        for line in b"".join(b.data for b in blocks).decode("utf-8", "replace").splitlines()[:_DETECT_LINES]:
-            detector.feed(line)
+        detector.feed_lines(b"".join(b.data for b in blocks).decode("utf-8", "replace").splitlines()[:_DETECT_LINES])
         return detector.engine(), detector.count
 
 

@@ -7,6 +7,7 @@ Which line holds the dump, and in which syntax, is the profiles' knowledge (`[[a
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Iterator
@@ -59,6 +60,8 @@ def argument(name: str, value: str, *, flags: str = "name") -> Argument:
     return _finish([(name.strip(), value)], flags)[0]
 
 
+# a launch in a crash loop prints the same dump at every start: read once (the result is immutable)
+@functools.lru_cache(maxsize=64)
 def parse_arguments(text: str, syntax: str, *, flags: str = "name") -> tuple[Argument, ...]:
     """The arguments of dump `text` written in `syntax` (`watchdog.vocabulary.ARGUMENT_SYNTAXES`, but "line"), credentials redacted.
 

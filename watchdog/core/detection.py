@@ -3,7 +3,9 @@ first lines, counted so that one stray line of another engine does not decide.""
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,8 +26,7 @@ def detect_engine(lines: Iterable[str], catalogue: Catalogue) -> str | None:
     """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None:
     an SGLang log may show a line of vLLM's (old SGLang imported vLLM), but its own markers outnumber it."""
     detector = EngineDetector(catalogue.markers)
-    for line in lines:
-        detector.feed(line)
+    detector.feed_lines(list(lines))
     return detector.engine()
 
 
@@ -84,6 +85,33 @@ class EngineDetector:
                     if engine == self._owner:
                         self._frames[engine] = self._frames.get(engine, 0) + 1
 
+    def feed_lines(self, lines: list[str]) -> None:
+        """Read the next lines of the head, as `feed` each in turn would: one search over them all finds the
+        lines that hold a marker, and only those, and the lines that end a traceback holding one, are read in
+        Python (a line with no marker changes nothing but the count while no traceback is open)."""
+        if not lines:
+            return
+        any_marker = self._any[0]
+        marked: list[int] = []
+        text = "\n".join(lines)
+        m = any_marker(text)  # the whole block at once: most blocks of a head hold no marker
+        if m is not None:
+            # a marker holds no line break: each match lies in one line, the line it starts in
+            starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+            while m is not None:
+                line = bisect.bisect_right(starts, m.start()) - 1
+                marked.append(line)
+                m = any_marker(text, starts[line + 1])
+        pos = 0
+        for index in [*marked, len(lines)]:
+            while pos < index and (self._owner is not None or self._frames or self._chain):
+                self.feed(lines[pos])  # a traceback (or a chain of them) is open: it ends at some line
+                pos += 1
+            self.count += index - pos
+            if index < len(lines):
+                self.feed(lines[index])
+            pos = index + 1
+
     def engine(self) -> str | None:
         """The engine the lines fed so far name (as if they were all the lines), or None."""
         score = dict(self.score)
@@ -107,7 +135,7 @@ class EngineDetector:
         self._chain.clear()
 
 
-_Search = Callable[[str], "re.Match[str] | None"]
+_Search = Callable[..., "re.Match[str] | None"]  # a compiled regex's search: (text[, pos])
 
 
 @functools.lru_cache(maxsize=8)

@@ -141,11 +141,17 @@ _GLUE = re.compile(
     rf"|(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d[ .])"
 )
 
+# A superset of _GLUE's third kind of start (a vLLM level and date), as a search that starts at its first word's
+# letters (_GLUE's look-behind makes the regex engine try every position); the other two start at "[" or " pid=".
+_GLUE_LEVEL = re.compile(rf"(?:{_LEVEL}) \d\d-")
+
 
 def unglue(text: str) -> list[str]:
     """Split a line where another record starts in its middle (a tqdm bar glued onto the next log line)."""
     if "[" not in text and "(" not in text and " " not in text:
         return [text]
+    if text.find("[", 1) < 0 and " pid=" not in text and _GLUE_LEVEL.search(text) is None:
+        return [text]  # nearly every line: none of the three starts of a record _GLUE knows is in it
     cuts = [0, *(m.start() for m in _GLUE.finditer(text)), len(text)]
     return [text[start:end] for start, end in itertools.pairwise(cuts)]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 
 from watchdog.core.arguments import argument, parse_arguments, unclosed
 from watchdog.core.categories import categorize
 from watchdog.core.envelope import Record
+from watchdog.core.prefilter import Literals
 from watchdog.core.findings import (
     ArgumentsFound,
     DyingWords,
@@ -43,7 +45,8 @@ class Scanner:
 
     def __init__(self) -> None:
         self.assembler = Assembler()
-        self.rules: tuple[Rule, ...] = ()  # every rule but the benign ones, in profile order
+        self._rules: tuple[Rule, ...] = ()
+        self._candidates: _Candidates | None = None
         self.benign: tuple[Rule, ...] = ()
         self.profile = Profile("generic")  # the profile the rules are of: what its tracebacks' frames tell
         self.last_relevant = ""  # the last line a rule matched: the live view shows it
@@ -60,6 +63,15 @@ class Scanner:
         self._annotations.clear()
         self._dump = None
         self._panic = False
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Every rule but the benign ones, in profile order."""
+        return self._rules
+
+    @rules.setter
+    def rules(self, rules: tuple[Rule, ...]) -> None:
+        self._rules, self._candidates = rules, _candidates(rules)
 
     @property
     def collecting(self) -> bool:
@@ -102,7 +114,7 @@ class Scanner:
         panic_message, self._panic = self._panic, _PANIC_AT.match(content.strip()) is not None
         errors_before = len(out)
         matched_error = False
-        for rule in self.rules:
+        for rule in self._rules if self._candidates is None else self._candidates.of(content):
             if rule.match not in content:
                 continue
             groups = rule.apply(content)
@@ -324,3 +336,42 @@ def _number(value: str) -> int | float | str:
         return int(text) if text.isdigit() else float(text)
     except ValueError:
         return value
+
+
+class _Candidates:
+    """The rules of a set that a content may match: those whose literal it holds (Hyperscan finds them in one
+    pass), in the set's order; the rules with an empty literal always."""
+
+    def __init__(self, rules: tuple[Rule, ...], literals: Literals) -> None:
+        self._rules = rules
+        self._literals = literals
+        index = {literal: i for i, literal in enumerate(literals.literals)}
+        self._of_literal: list[list[int]] = [[] for _ in literals.literals]
+        self._always: list[int] = []
+        for position, rule in enumerate(rules):
+            if rule.match:
+                self._of_literal[index[rule.match]].append(position)
+            else:
+                self._always.append(position)
+
+    def of(self, content: str) -> tuple[Rule, ...] | list[Rule]:
+        """The candidate rules for `content`, in order."""
+        found = self._literals.found(content)
+        if found is None:
+            return self._rules
+        if not found and not self._always:
+            return ()
+        of_literal = self._of_literal
+        if len(found) == 1 and not self._always:
+            return [self._rules[i] for i in of_literal[found[0]]]
+        positions = sorted({i for f in found for i in of_literal[f]} | set(self._always))
+        return [self._rules[i] for i in positions]
+
+
+@functools.lru_cache(maxsize=64)
+def _candidates(rules: tuple[Rule, ...]) -> _Candidates | None:
+    # the same rule sets for every launch of an engine (the analyzer's `_rule_set`): made once each
+    literals = Literals(r.match for r in rules if r.match)
+    if not literals.literals or literals.found("") is None:
+        return None  # no Hyperscan: each rule's literal is looked for in turn
+    return _Candidates(rules, literals)
