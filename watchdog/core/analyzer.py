@@ -27,7 +27,7 @@ from watchdog.core.findings import (
     ProcessExited,
 )
 from watchdog.core.formats import Unwrapper
-from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, split_line
+from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, clean, split_line
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
@@ -457,7 +457,7 @@ class Analyzer:
         line = data[begin : data.find(b"\n", last)]
         if _serving_status(line, serving) in ("flowing", "idle"):
             index += data.count(b"\n", lo, begin)
-            return self._line(line, first + index, now), begin, index
+            return self._serving_line(line, first + index, now), begin, index
         starts: set[int] = set()
         for _, match, _ in serving:
             at = data.find(match, lo, hi)
@@ -479,8 +479,22 @@ class Analyzer:
         out: list[Transition] = []
         for j in sorted(keep):
             if statuses[j] is not None:
-                out += self._line(*run[j], now)
+                out += self._serving_line(*run[j], now)
         return out, lo, index
+
+    def _serving_line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
+        # `_line` of a line the prefilter passed over (see `Scanner.scan_serving`): one cleaned record, read by the
+        # serving rules alone. A line that cleaning changes (an escape or a control character removed: its text
+        # may hold what its bytes did not) or that holds more than one record is read as any other.
+        if raw.isascii() and b"\r" not in raw:
+            text = clean(raw)
+            if len(text) == len(raw):
+                pieces = unglue(text)
+                if len(pieces) == 1:
+                    events = self._scanner.scan_serving(parse(text), line_no)
+                    if events is not None:
+                        return self._emit_all(events, now)
+        return self._line(raw, line_no, now)
 
     def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         out: list[Transition] = []

@@ -28,6 +28,25 @@ def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRul
     `[[category]]` `rules` (docs/categories.md): of the rules that hold, the one of the best tier (an exception's
     class, then its message's template, then where it was raised, then a phrase), the first of its tier;
     `other` when none holds."""
+    # The root cause is chosen again at each error of a crash, and a crash loop prints the same errors at every
+    # incarnation: each (error, rules) is categorized once. The rules are a profile's, kept by it: known by
+    # identity (hashing ~100 rules would cost more than a look-up saves).
+    key = (summary, traceback, id(rules))
+    hit = _KNOWN.get(key)
+    if hit is not None and hit[0] is rules:
+        return hit[1]
+    category = _categorize(summary, traceback, rules)
+    if len(_KNOWN) >= _KNOWN_MAX:
+        _KNOWN.clear()
+    _KNOWN[key] = (rules, category)
+    return category
+
+
+_KNOWN: dict[tuple[str, str, int], tuple[Sequence[CategoryRule], Category]] = {}
+_KNOWN_MAX = 4096
+
+
+def _categorize(summary: str, traceback: str, rules: Sequence[CategoryRule]) -> Category:
     # what the message says may follow ("This may lead to ... CUDA errors") is no part of what happened
     line = _HYPOTHETICAL.split(summary.strip(), maxsplit=1)[0]
     m = _EXCEPTION_CLASS.match(line)

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from watchdog.core.prefilter import Literals
 from watchdog.profiles.model import Catalogue
 
 __all__ = ["EngineDetector", "detect_engine"]
@@ -69,21 +70,17 @@ class EngineDetector:
             text = stripped.strip()
             if text and not _CHAIN_OR_EXCEPTION.match(text):
                 self._end_chain(self.score)
-        any_marker, runs = self._any
+        any_marker, runs, index = self._any
         if any_marker(line) is None:  # one search for every marker: most lines of a head hold none
             return
-        for engine, run_has, markers in runs:  # each engine's markers, in their order, searched at once first
-            if run_has(line) is None:
+        for engine in _engines_of(line, runs, index):
+            if not frame:
+                self.score[engine] = self.score.get(engine, 0) + 1
                 continue
-            for marker in markers:
-                if marker in line:
-                    if not frame:
-                        self.score[engine] = self.score.get(engine, 0) + 1
-                        continue
-                    if self._owner is None:
-                        self._owner = engine
-                    if engine == self._owner:
-                        self._frames[engine] = self._frames.get(engine, 0) + 1
+            if self._owner is None:
+                self._owner = engine
+            if engine == self._owner:
+                self._frames[engine] = self._frames.get(engine, 0) + 1
 
     def feed_lines(self, lines: list[str]) -> None:
         """Read the next lines of the head, as `feed` each in turn would: one search over them all finds the
@@ -138,10 +135,30 @@ class EngineDetector:
 _Search = Callable[..., "re.Match[str] | None"]  # a compiled regex's search: (text[, pos])
 
 
+_Runs = tuple[tuple[str, _Search, tuple[str, ...]], ...]
+# the markers as Hyperscan finds them: which of their texts a line holds, and the engines of each text's markers
+# (by their places in the catalogue's order)
+_Index = tuple[Literals, tuple[tuple[tuple[int, str], ...], ...]]
+
+
+def _engines_of(line: str, runs: _Runs, index: _Index | None) -> list[str]:
+    # the engine of each marker `line` holds, in the markers' order: with Hyperscan, one pass finds them
+    if index is not None:
+        literals, of_literal = index
+        found = literals.found(line)
+        if found is not None:
+            return [engine for _, engine in sorted(hit for f in found for hit in of_literal[f])]
+    out = []
+    for engine, run_has, markers in runs:  # each engine's markers, in their order, searched at once first
+        if run_has(line) is not None:
+            out += [engine for marker in markers if marker in line]
+    return out
+
+
 @functools.lru_cache(maxsize=8)
 def _any_marker(
     markers: tuple[tuple[str, str], ...],
-) -> tuple[_Search, tuple[tuple[str, _Search, tuple[str, ...]], ...]]:
+) -> tuple[_Search, _Runs, _Index | None]:
     # A search for any of the markers (the catalogue's, the same for every launch: compiled once), and the
     # markers in runs of one engine's, in their order, each with a search for any of its own: a line that holds
     # one (a serving line may) is looked at with a dozen searches, not with `in` for each of ~150 markers.
@@ -150,8 +167,17 @@ def _any_marker(
         if not runs or runs[-1][0] != engine:
             runs.append((engine, []))
         runs[-1][1].append(marker)
-    return _search_any([m for _, m in markers]), tuple(
-        (engine, _search_any(own), tuple(own)) for engine, own in runs
+    literals = Literals(m for _, m in markers if m)
+    places: dict[str, list[tuple[int, str]]] = {}
+    for place, (engine, marker) in enumerate(markers):
+        places.setdefault(marker, []).append((place, engine))
+    index = None
+    if literals.literals and "" not in places and literals.found("") is not None:
+        index = (literals, tuple(tuple(places[m]) for m in literals.literals))
+    return (
+        _search_any([m for _, m in markers]),
+        tuple((engine, _search_any(own), tuple(own)) for engine, own in runs),
+        index,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import replace
 
@@ -47,6 +46,7 @@ class Scanner:
         self.assembler = Assembler()
         self._rules: tuple[Rule, ...] = ()
         self._candidates: _Candidates | None = None
+        self._serving_rules: tuple[Rule, ...] = ()
         self.benign: tuple[Rule, ...] = ()
         self.profile = Profile("generic")  # the profile the rules are of: what its tracebacks' frames tell
         self.last_relevant = ""  # the last line a rule matched: the live view shows it
@@ -72,6 +72,7 @@ class Scanner:
     @rules.setter
     def rules(self, rules: tuple[Rule, ...]) -> None:
         self._rules, self._candidates = rules, _candidates(rules)
+        self._serving_rules = tuple(r for r in rules if r.kind == "serving")
 
     @property
     def collecting(self) -> bool:
@@ -193,6 +194,27 @@ class Scanner:
         ):
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="log")))
             self.error_lines += 1
+        return out
+
+    def scan_serving(self, rec: Record, line_no: int) -> list[Event] | None:
+        """`scan` of a record whose line the caller vouches holds no literal of a rule but the serving ones, of a
+        benign rule, nor any error or traceback word (the analyzer's prefilter passed it over): only a serving
+        rule can match it. None (nothing done): the record reads as an error after all (an exception line, an
+        error level), or every line is being read; `scan` it."""
+        content = rec.content
+        stripped = content.strip()
+        if self.reads_all or rec.level in ("ERROR", "CRITICAL") or EXCEPTION_LINE.match(stripped):
+            return None
+        # what `scan` does with such a line: no traceback takes it, no rule but a serving one matches it
+        self.assembler.excepted = None
+        out: list[Event] = []
+        for rule in self._serving_rules:
+            if rule.match not in content:
+                continue
+            groups = rule.apply(content)
+            if groups is not None:
+                self.last_relevant = stripped
+                out.append(_serving(rule, groups, line_no, rec))
         return out
 
     def _in_request(self, text: str) -> bool:
@@ -368,10 +390,19 @@ class _Candidates:
         return [self._rules[i] for i in positions]
 
 
-@functools.lru_cache(maxsize=64)
 def _candidates(rules: tuple[Rule, ...]) -> _Candidates | None:
-    # the same rule sets for every launch of an engine (the analyzer's `_rule_set`): made once each
+    # The same rule sets for every launch of an engine (the analyzer's `_rule_set`, which keeps them): made once
+    # each, known by identity (hashing ~100 rules at each change of set would cost more than it saves).
+    known = _MADE.get(id(rules))
+    if known is not None and known[0] is rules:
+        return known[1]
     literals = Literals(r.match for r in rules if r.match)
-    if not literals.literals or literals.found("") is None:
-        return None  # no Hyperscan: each rule's literal is looked for in turn
-    return _Candidates(rules, literals)
+    # no Hyperscan (or no literal): each rule's literal is looked for in turn
+    made = None if not literals.literals or literals.found("") is None else _Candidates(rules, literals)
+    if len(_MADE) >= 64:
+        _MADE.clear()
+    _MADE[id(rules)] = (rules, made)
+    return made
+
+
+_MADE: dict[int, tuple[tuple[Rule, ...], _Candidates | None]] = {}
