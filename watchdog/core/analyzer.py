@@ -120,7 +120,7 @@ class Analyzer:
         self.profile: Profile | None = None
         self._held: list[Block] = []  # blocks waiting for engine detection
         self._held_since: float | None = None
-        self._scanner = Scanner()
+        self._scanner = Scanner(literal_pass=prefilter)
         self._prefilter = prefilter
         self._rules = _NO_RULES  # the rule set in use (see _refresh_rules)
         self._settled: str | None = None  # which rules are read: a _RULE_SETS name (see _refresh_rules)

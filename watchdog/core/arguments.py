@@ -95,6 +95,7 @@ def merge(before: Iterable[Argument], more: Iterable[Argument]) -> tuple[Argumen
     return tuple(out.values())[:MAX_ARGUMENTS]
 
 
+@functools.lru_cache(maxsize=64)  # as `parse_arguments`: the same dump at every start of a crash loop
 def unclosed(text: str) -> bool:
     """Whether the dump `text` begins has a bracket not closed yet (TGI prints its `Args {` over many lines):
     the next lines are the rest of it."""

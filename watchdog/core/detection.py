@@ -35,7 +35,7 @@ class EngineDetector:
     """`detect_engine` one line at a time: a log's head that grows is read once, not again per new line;
     `copy()` lets a caller try a line that may still grow (an unfinished one) without feeding it for good."""
 
-    __slots__ = ("_any", "_chain", "_frames", "_markers", "_owner", "count", "score")
+    __slots__ = ("_any", "_chain", "_engine", "_frames", "_known", "_markers", "_owner", "count", "score")
 
     def __init__(self, markers: tuple[tuple[str, str], ...]):
         """Look for `markers`, (engine, marker) pairs (a `Catalogue`'s): a tie goes to the first engine."""
@@ -51,6 +51,8 @@ class EngineDetector:
         self._chain: list[tuple[str | None, dict[str, int]]] = []  # (owner, frame counts) of each traceback
         self._owner: str | None = None  # the engine of the outermost engine frame of the traceback being read
         self._frames: dict[str, int] = {}
+        self._engine: str | None = None  # what `engine()` said, while `_known`: no line changed it since
+        self._known = False
 
     def copy(self) -> EngineDetector:
         """An independent detector in the same state."""
@@ -58,6 +60,7 @@ class EngineDetector:
         other.count, other.score = self.count, dict(self.score)
         other._chain = [(o, dict(f)) for o, f in self._chain]
         other._owner, other._frames = self._owner, dict(self._frames)
+        other._engine, other._known = self._engine, self._known
         return other
 
     def feed(self, line: str) -> None:
@@ -65,7 +68,9 @@ class EngineDetector:
         self.count += 1
         stripped = line.lstrip()
         frame = stripped.startswith('File "')
-        if not frame and stripped == line:  # not a frame, nor a frame's indented source line
+        # not a frame, nor a frame's indented source line: it may end a traceback (none is open: nothing to end)
+        if not frame and stripped == line and (self._owner is not None or self._frames or self._chain):
+            self._known = False
             self._end_traceback()
             text = stripped.strip()
             if text and not _CHAIN_OR_EXCEPTION.match(text):
@@ -73,6 +78,7 @@ class EngineDetector:
         any_marker, runs, index = self._any
         if any_marker(line) is None:  # one search for every marker: most lines of a head hold none
             return
+        self._known = False
         for engine in _engines_of(line, runs, index):
             if not frame:
                 self.score[engine] = self.score.get(engine, 0) + 1
@@ -86,7 +92,9 @@ class EngineDetector:
         """Read the next lines of the head, as `feed` each in turn would: one search over them all finds the
         lines that hold a marker, and only those, and the lines that end a traceback holding one, are read in
         Python (a line with no marker changes nothing but the count while no traceback is open)."""
-        if not lines:
+        if len(lines) <= 1:  # a live log's block: its one line read as it is
+            if lines:
+                self.feed(lines[0])
             return
         any_marker = self._any[0]
         marked: list[int] = []
@@ -111,15 +119,19 @@ class EngineDetector:
 
     def engine(self) -> str | None:
         """The engine the lines fed so far name (as if they were all the lines), or None."""
+        if self._known:
+            return self._engine  # no line since the last call held a marker or ended a traceback
         score = dict(self.score)
         chain = [
             *self._chain,
             *([(self._owner, self._frames)] if self._owner is not None or self._frames else []),
         ]
         _score_chain(chain, score)
-        return (
+        self._engine = (
             max(score, key=lambda e: score[e]) if score else None
         )  # ties: the engine whose marker came first
+        self._known = True
+        return self._engine
 
     def _end_traceback(self) -> None:
         if self._owner is not None or self._frames:

@@ -168,38 +168,63 @@ def parse(text: str) -> Record:
         first = _ANY_LAYER.match(content)
         if first is None:
             break
-        # the layer found (a layer that matches nothing is passed over: the ones after it are tried one by one)
-        for layer in _LAYERS[first.lastindex - 1 if first.end() else 0 :]:  # type: ignore[operator]
-            m = layer.match(content)
-            if m is None or m.end() == 0:
-                continue
-            groups = m.groupdict()
-            if groups.get("level"):
-                raw = groups["level"].upper()
-                level = _LEVELS.get(raw, raw)
-            found = _time_of(groups)
-            if found is not None:
-                # Layers peel outside-in, so the last clock found is the program's own, not the transport's: the
-                # time shown. Durations are measured on the first clock found, the outermost: a transport's
-                # (docker -t, kubectl --timestamps, journald) stamps every line on one clock, where the program
-                # stamps only some of them, maybe in another timezone (a UTC "Z" outside, "-07:00" inside).
-                at = found[0]
-                seconds = found[1] if seconds is None else seconds
-            rank = (groups.get("rank") or "").strip()
-            if rank:
-                source = _short_rank(rank)
-            elif groups.get("source"):
-                name = groups["source"]
-                pid = groups.get("pid")
-                source = name if (pid is None or any(c.isdigit() for c in name)) else f"{name} pid={pid}"
-                tagged = True
-            content = content[m.end() :]
-            break
-        else:
-            break
+        end = first.end()
+        if end:
+            index = first.lastindex - 1  # type: ignore[operator]  # the layer found: its group
+        else:  # a layer that matches nothing is passed over: the ones after it are tried one by one
+            index = next((i for i, ly in enumerate(_LAYERS) if (m := ly.match(content)) and m.end()), -1)
+            if index < 0:
+                break
+            end = _LAYERS[index].match(content).end()  # type: ignore[union-attr]
+        # what a layer's prefix tells depends on its text alone: lines of one second share it
+        key = (index, content[:end])
+        peeled = _PEELED.get(key)
+        if peeled is None:
+            peeled = _peel(_LAYERS[index].match(content))  # type: ignore[arg-type]
+            if len(_PEELED) >= _PEELED_MAX:
+                _PEELED.clear()
+            _PEELED[key] = peeled
+        found_level, found, found_source, found_tagged = peeled
+        if found_level:
+            level = found_level
+        if found is not None:
+            # Layers peel outside-in, so the last clock found is the program's own, not the transport's: the
+            # time shown. Durations are measured on the first clock found, the outermost: a transport's
+            # (docker -t, kubectl --timestamps, journald) stamps every line on one clock, where the program
+            # stamps only some of them, maybe in another timezone (a UTC "Z" outside, "-07:00" inside).
+            at = found[0]
+            seconds = found[1] if seconds is None else seconds
+        if found_source is not None:
+            source, tagged = found_source, tagged or found_tagged
+        content = content[end:]
     # trailing white space is no part of the message (a terminal's capture pads its lines): peeled last, so that
     # a prefix's own space still marks it on an empty line ("[pod/llm-0/server] ")
     return Record(content.rstrip(), source, level, at, seconds, tagged)
+
+
+# (level, time, source, tagged) of a layer's prefix, by (layer, prefix text); bounded, as a busy log's times move on
+_Peeled = tuple[str, "tuple[str, float] | None", "str | None", bool]
+_PEELED: dict[tuple[int, str], _Peeled] = {}
+_PEELED_MAX = 4096
+
+
+def _peel(m: re.Match[str]) -> _Peeled:
+    # What one layer's match tells: its level ("" for none), its time, the source it names (None: it names none)
+    # and whether that source is a tag printed on the line.
+    groups = m.groupdict()
+    level = ""
+    if groups.get("level"):
+        raw = groups["level"].upper()
+        level = _LEVELS.get(raw, raw)
+    rank = (groups.get("rank") or "").strip()
+    if rank:
+        return level, _time_of(groups), _short_rank(rank), False
+    if groups.get("source"):
+        name = groups["source"]
+        pid = groups.get("pid")
+        source = name if (pid is None or any(c.isdigit() for c in name)) else f"{name} pid={pid}"
+        return level, _time_of(groups), source, True
+    return level, _time_of(groups), None, False
 
 
 def _short_rank(rank: str) -> str:

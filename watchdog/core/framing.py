@@ -46,6 +46,9 @@ _ANSI = re.compile(
     # a NUL shown in caret notation, as `cat -v` and some web log viewers print it
     r"|\^@"
 )
+# _ANSI's one kind that begins with no ESC of _ESC's three: looked for alone, from its "[" on (most lines of a
+# log hold a "[", few an SGR tail)
+_SGR_TAIL = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,7 @@ def clean(raw: bytes) -> str:
     """Decode one raw segment (no CR, no newline): replace bad UTF-8, strip ANSI escapes and control
     characters (tab kept)."""
     text = raw.decode("utf-8", "replace")
-    if "\x1b" in text or "[" in text or "#033" in text or "^@" in text:
+    if "\x1b" in text or "^[" in text or "#033" in text or "^@" in text or _SGR_TAIL.search(text) is not None:
         text = _ANSI.sub("", text)
     if _CONTROL_BYTES.search(raw) is not None:  # rare: looked for in the bytes, in C, before any text work
         text = _CONTROLS.sub("", text)

@@ -119,6 +119,15 @@ class Literals:
             )
             self._db = db
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # as `Prefilter`'s: the database is made again
+        return (_made_literals, (self.literals, self.engine))
+
+    @property
+    def engine(self) -> str:
+        """What finds the literals: "hyperscan", or "re" (nothing: `found` is None)."""
+        return "hyperscan" if self._db is not None else "re"
+
     def found(self, text: str) -> list[int] | None:
         """The indexes (in `literals`) of the literals `text` holds, in no order, each once; None without
         Hyperscan."""
@@ -135,6 +144,10 @@ class Literals:
 
 def _made(literals: tuple[bytes, ...], patterns: tuple[bytes, ...], engine: str) -> Prefilter:
     return Prefilter(literals, patterns, engine=engine)
+
+
+def _made_literals(literals: tuple[str, ...], engine: str) -> Literals:
+    return Literals(literals, engine=engine)
 
 
 def _escape(literal: bytes) -> bytes:
