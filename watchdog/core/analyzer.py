@@ -455,7 +455,10 @@ class Analyzer:
             return [], lo, index
         begin = data.rfind(b"\n", lo, last) + 1 or lo
         line = data[begin : data.find(b"\n", last)]
-        if _serving_status(line, serving) in ("flowing", "idle"):
+        # the run's one line (a live log's block of one line), read whole whatever it says; or its last line,
+        # which may say all the clock needs
+        alone = begin == lo or all(data.find(match, lo, begin) < 0 for _, match, _ in serving)
+        if alone or _serving_status(line, serving) in ("flowing", "idle"):
             index += data.count(b"\n", lo, begin)
             return self._serving_line(line, first + index, now), begin, index
         starts: set[int] = set()
