@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from watchdog.core.envelope import parse, seconds_between, unglue
+from watchdog.core import envelope
+from watchdog.core.envelope import Record, parse, seconds_between, unglue
+from watchdog.core.framing import clean, split_line
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.mark.parametrize(
@@ -357,3 +361,56 @@ def test_cri_and_short_iso_prefixes(line: str, content: str, at: str) -> None:
     prefix are peeled; a "Z" timestamp in front of a "word word: " message is no journald line."""
     rec = parse(line)
     assert (rec.content, rec.at) == (content, at)
+
+
+def _parse_layer_by_layer(text: str) -> Record:
+    # the reference: each layer tried in turn at each step, what it tells read from its groups every time
+    source, level, tagged, at, seconds, content = "", "", False, None, None, text
+    for _ in range(8):
+        for layer in envelope._LAYERS:
+            m = layer.match(content)
+            if m is None or m.end() == 0:
+                continue
+            groups = m.groupdict()
+            if groups.get("level"):
+                raw = groups["level"].upper()
+                level = envelope._LEVELS.get(raw, raw)
+            found = envelope._time_of(groups)
+            if found is not None:
+                at, seconds = found[0], found[1] if seconds is None else seconds
+            rank = (groups.get("rank") or "").strip()
+            if rank:
+                source = envelope._short_rank(rank)
+            elif groups.get("source"):
+                name, pid = groups["source"], groups.get("pid")
+                source = name if (pid is None or any(c.isdigit() for c in name)) else f"{name} pid={pid}"
+                tagged = True
+            content = content[m.end() :]
+            break
+        else:
+            break
+    return Record(content.rstrip(), source, level, at, seconds, tagged)
+
+
+def _unglue_by_regex(text: str) -> list[str]:
+    cuts = [0, *(m.start() for m in envelope._GLUE.finditer(text)), len(text)]
+    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
+def test_every_fixture_line_peels_as_layer_by_layer() -> None:
+    """On every fixture line, one match of all the layers (and what their prefixes told before) peels the
+    record the layers tried one by one give, the first time and the next (remembered); a line is cut where
+    the glue regex cuts it."""
+    lines = 0
+    for log in sorted(FIXTURES.rglob("*.log")):
+        for raw in log.read_bytes().split(b"\n"):
+            for seg in split_line(0, raw):
+                pieces = unglue(seg.text)
+                assert pieces == _unglue_by_regex(seg.text)
+                for piece in pieces:
+                    expected = _parse_layer_by_layer(piece)
+                    assert parse(piece) == expected
+                    assert parse(piece) == expected
+                    lines += 1
+    assert lines > 20000
+    assert clean(b"[36m(RayWorkerWrapper pid=1) x") == "(RayWorkerWrapper pid=1) x"  # an SGR tail, its ESC lost

@@ -1,0 +1,31 @@
+"""benchmarks/analyzer_bench.py: daemon_bench's writes, on a virtual clock, through one analyzer per launch."""
+
+from __future__ import annotations
+
+from benchscripts import load_script
+
+analyzer_bench = load_script("analyzer_bench.py")
+
+
+def test_the_writes_are_daemon_bench_s() -> None:
+    """The writes follow the writer's cycle: each launch starts ready, serves, crashes in one write, starts again."""
+    _startup, _serving, crash = analyzer_bench.daemon_bench._corpus()
+    first, load = analyzer_bench.writes(3, 30.0, 1)
+    assert len(first) == 3
+    crashes = [(i, at) for i, at, data in load if data == crash]
+    assert {i for i, _ in crashes} == {0, 1, 2}  # every launch crashes within 20 s of serving
+    assert all(at < 30.0 for _, at, _ in load)
+    assert [at for _, at, _ in load] == sorted(at for _, at, _ in load)
+
+
+def test_each_crash_written_is_a_crash_seen() -> None:
+    """Run through analyzers, every crash written is a `crashed` transition of its launch, and the CPU is timed."""
+    _startup, _serving, crash = analyzer_bench.daemon_bench._corpus()
+    first, load = analyzer_bench.writes(2, 25.0, 3)
+    seconds, seen = analyzer_bench.run(first, load)
+    assert seconds > 0
+    for launch in range(2):
+        written = sum(1 for i, _, data in load if i == launch and data == crash)
+        crashed = [t for t in seen[launch] if t[0] == "crashed"]
+        assert written >= 1
+        assert len(crashed) == written

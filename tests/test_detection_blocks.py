@@ -1,0 +1,66 @@
+"""Engine detection a block at a time: `EngineDetector.feed_lines` reads as `feed` line by line, and the markers
+Hyperscan finds in a line are those each engine's searches find."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from watchdog.core.detection import EngineDetector, _any_marker, _engines_of
+from watchdog.profiles.loader import catalogue
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = sorted(p for p in FIXTURES.rglob("*.log") if "heldout" not in p.relative_to(FIXTURES).parts)
+_HEAD = 400  # lines of each log: past the 200 of a head, so that tracebacks and chains come into it
+
+
+def _state(detector: EngineDetector) -> tuple[object, ...]:
+    return (
+        detector.count,
+        detector.score,
+        detector._chain,
+        detector._owner,
+        detector._frames,
+        detector.engine(),
+    )
+
+
+def test_a_head_fed_in_blocks_reads_as_fed_line_by_line() -> None:
+    """On every fixture log, blocks of 1 to 20 lines leave the detector, after each block, as the same lines fed
+    one by one do (the counts, the scores, the open tracebacks and the engine named)."""
+    markers = catalogue().markers
+    rng = random.Random(31)
+    for log in LOGS:
+        lines = log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD]
+        by_line, by_block = EngineDetector(markers), EngineDetector(markers)
+        pos = 0
+        while pos < len(lines):
+            block = lines[pos : pos + rng.randint(1, 20)]
+            for line in block:
+                by_line.feed(line)
+            by_block.feed_lines(block)
+            pos += len(block)
+            assert _state(by_block) == _state(by_line), f"{log} after line {pos}"
+
+
+def test_a_line_s_markers_are_found_in_one_pass() -> None:
+    """For every fixture line that holds a marker, the engines of its markers, in the catalogue's order, are the
+    same found in one pass (Hyperscan, where it is installed) as by each engine's search."""
+    any_marker, runs, index = _any_marker(catalogue().markers)
+    seen = 0
+    for log in LOGS:
+        for line in log.read_bytes().decode("utf-8", "replace").splitlines():
+            if any_marker(line) is not None:
+                seen += 1
+                assert _engines_of(line, runs, index) == _engines_of(line, runs, None)
+    assert seen > 1000
+
+
+def test_engine_named_again_after_a_line_that_changes_it() -> None:
+    """The engine named is worked out again after a line with a marker, however many times it was asked before."""
+    detector = EngineDetector(catalogue().markers)
+    detector.feed("nothing here")
+    assert detector.engine() is None
+    assert detector.engine() is None
+    detector.feed_lines(["[2025-01-23 19:35:33] The server is fired up and ready to roll!"])
+    assert detector.engine() == "sglang"
