@@ -82,7 +82,9 @@ def test_the_literal_pass_matches_as_every_rule_looked_at(engine: str) -> None:
         for scanner in (fast, slow):
             scanner.profile, scanner.benign, scanner.rules = profile, profile.rules_of("benign"), rules
         for number, rec in enumerate(records, 1):
-            assert fast.scan(rec, number, State.LOADING_WEIGHTS) == slow.scan(rec, number, State.LOADING_WEIGHTS)
+            assert fast.scan(rec, number, State.LOADING_WEIGHTS) == slow.scan(
+                rec, number, State.LOADING_WEIGHTS
+            )
         assert (fast.last_relevant, fast.error_lines, fast.benign_lines) == (
             slow.last_relevant,
             slow.error_lines,
@@ -108,7 +110,11 @@ def test_a_serving_line_passed_over_reads_as_every_rule_reads_it(engine: str) ->
         ]
         fast, slow = Scanner(), Scanner()
         for scanner in (fast, slow):
-            scanner.profile, scanner.benign, scanner.rules = profile, profile.rules_of("benign"), rule_set.rules
+            scanner.profile, scanner.benign, scanner.rules = (
+                profile,
+                profile.rules_of("benign"),
+                rule_set.rules,
+            )
         for number, (_, piece) in enumerate(lines, 1):
             rec = parse(piece)
             events = fast.scan_serving(rec, number)

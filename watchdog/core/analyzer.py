@@ -594,7 +594,9 @@ class Analyzer:
         blocks = unwrapper.feed(framer.feed(head) + framer.flush()) + unwrapper.flush()
         assert self._catalogue is not None  # provisional: the engine was detected
         detector = EngineDetector(self._catalogue.markers)
-        detector.feed_lines(b"".join(b.data for b in blocks).decode("utf-8", "replace").splitlines()[:_DETECT_LINES])
+        detector.feed_lines(
+            b"".join(b.data for b in blocks).decode("utf-8", "replace").splitlines()[:_DETECT_LINES]
+        )
         return detector.engine(), detector.count
 
 

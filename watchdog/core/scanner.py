@@ -8,7 +8,6 @@ from dataclasses import replace
 from watchdog.core.arguments import argument, parse_arguments, unclosed
 from watchdog.core.categories import categorize
 from watchdog.core.envelope import Record
-from watchdog.core.prefilter import Literals
 from watchdog.core.findings import (
     ArgumentsFound,
     DyingWords,
@@ -23,6 +22,7 @@ from watchdog.core.findings import (
     ServingSeen,
     StopSeen,
 )
+from watchdog.core.prefilter import Literals
 from watchdog.core.rootcause import Candidate, from_traceback
 from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler, Traceback
 from watchdog.profiles.model import Profile, Rule
