@@ -258,6 +258,12 @@ def parse_daemon(text: str) -> DaemonFigures:
     for what in ("CPU, logs growing", "peak RSS", "line-to-verdict p99"):
         if what not in goals:
             raise ParseError(script, f"{what!r} goal row")
+    anchor = re.search(
+        rf"anchor: tail -F of each log \((\d+) processes\): ({_NUMBER}) % of a core under load, ({_NUMBER}) % quiet",
+        text,
+    )
+    if anchor is not None:
+        context.update(tails=float(anchor[1]), tail_load=_num(anchor[2]), tail_quiet=_num(anchor[3]))
     pinned = ", the daemon on a CPU of its own" if "the daemon pinned to CPU 0" in text else ""
     return DaemonFigures(head[2].strip() + pinned, context, goals)
 
@@ -571,9 +577,13 @@ def daemon_rows(parsed: DaemonFigures, cmd: str) -> list[Row]:
         cell = f"{value:.1f} {unit}"
         if what == "line-to-verdict p99":
             cell += f" (p50 {ctx['p50']:g}, max {ctx['max']:g}; {ctx['judged']:.0f} crashes, {ctx['missed']:.0f} missed)"
+        anchor = "—"
         if what.startswith("CPU"):
             cell += f" (load average {ctx['load']:.1f} at the end)"
-        out.append(Row(f"daemon: {what}, {where}", cell, "—", f"<= {bound:g} {unit}", value <= bound, cmd))
+            if "tails" in ctx:  # the same run's `tail -F` of each log, in the same window
+                tails = ctx["tail_quiet" if "quiet" in what else "tail_load"]
+                anchor = f"`tail -F` of each of the {ctx['tails']:.0f} logs: {tails:.3f} % of a core in all"
+        out.append(Row(f"daemon: {what}, {where}", cell, anchor, f"<= {bound:g} {unit}", value <= bound, cmd))
     return out
 
 

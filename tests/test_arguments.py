@@ -237,3 +237,17 @@ def test_a_dump_cut_short_keeps_its_arguments_and_reads_the_next_record() -> Non
         "validation_workers": "2",
     }
     assert verdict.state.value == "crashed"
+
+
+def test_the_same_argument_text_is_one_shared_argument() -> None:
+    """A relaunch's dump (or another launch's) with the same arguments gives the very same Argument objects,
+    held once in memory; a credential is redacted in the shared one too, and a long value is not shared."""
+    dump = "ServerArgs(model_path='/m/llama', tp_size=2, api_key='sk-secret-123', chat_template='{}')"
+    first, second = parse_arguments(dump, "python-kwargs"), parse_arguments(dump, "python-kwargs")
+    assert first == second
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert {a.name: a.value for a in first}["api_key"] == REDACTED
+    long = "ServerArgs(chat_template='" + "x" * 300 + "')"
+    one, two = parse_arguments(long, "python-kwargs"), parse_arguments(long, "python-kwargs")
+    assert one == two
+    assert one[0] is not two[0]

@@ -104,6 +104,18 @@ def test_daemon_bench_output_gives_every_goal_row_and_its_context() -> None:
     assert rows[2].watchdog == "14.8 ms (p50 10.1, max 14.8; 3 crashes, 0 missed)"
 
 
+def test_daemon_bench_cpu_rows_carry_the_same_runs_tail_anchor() -> None:
+    """The CPU rows of a daemon_bench.py run show, as their anchor, its `tail -F` of each log in the same window
+    (under load, and quiet); the other rows have none."""
+    d = report.parse_daemon(sample("daemon_bench_anchor.txt"))
+    assert (d.context["tails"], d.context["tail_load"], d.context["tail_quiet"]) == (10, 0.199, 0.0)
+    assert d.goals["CPU, logs growing"][1:] == (10.0, "% of a core")  # issue 31's goal
+    growing, rss, _p99, quiet = report.daemon_rows(d, "`cmd`")
+    assert growing.anchor == "`tail -F` of each of the 10 logs: 0.199 % of a core in all"
+    assert quiet.anchor == "`tail -F` of each of the 10 logs: 0.000 % of a core in all"
+    assert rss.anchor == "—"
+
+
 def test_remote_bench_output_gives_watchdog_s_reader_and_both_anchors() -> None:
     """remote_bench.py's rows give the CPU per log of watchdog's stream script, `tail -f` and `tail -F`."""
     f = report.parse_remote(sample("remote_bench.txt"))

@@ -338,17 +338,23 @@ def test_deadlines_are_the_deadline_states() -> None:
 def test_config_imports_no_ssh_http_asyncio_or_daemon_code() -> None:
     """`import watchdog.config` and the `check-config` command load no asyncio, asyncssh, aiohttp or
     daemon module: `check-config` starts fast (issue 17: under 0.3 s)."""
+    loaded = _loaded(
+        "watchdog.config, watchdog.cli.app, watchdog.cli.checkconfig",
+        "m.split('.')[0] in ('asyncio', 'asyncssh', 'aiohttp') or m.startswith(('watchdog.daemon', "
+        "'watchdog.alerts.delivery', 'watchdog.follow.follower', 'watchdog.httpclient'))",
+    )
+    assert loaded == "[]"
+
+
+def _loaded(modules: str, which: str) -> str:
+    # the modules a fresh interpreter holds, of those `which` (a condition on `m`), after importing `modules`
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    code = (
-        "import sys, watchdog.config, watchdog.cli.app, watchdog.cli.checkconfig; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'asyncssh', 'aiohttp') "
-        "or m.startswith(('watchdog.daemon', 'watchdog.alerts.delivery', 'watchdog.follow.follower', "
-        "'watchdog.httpclient'))))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    code = f"import sys, {modules}; print(sorted(m for m in sys.modules if {which}))"
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_docs_architecture_names_every_module() -> None:
@@ -362,3 +368,15 @@ def test_docs_architecture_names_every_module() -> None:
         if f"`{rel}`" not in text:
             missing.append(rel)
     assert missing == []
+
+
+def test_a_daemon_of_local_launches_loads_no_ssh_code() -> None:
+    """The daemon's modules (service, supervisor, follower, local source, probes) load asyncssh only when an SSH
+    host is configured: its ~14 MB stay out of a daemon that follows local logs (issue 31, RSS)."""
+    loaded = _loaded(
+        "watchdog.daemon.service, watchdog.daemon.supervisor, watchdog.follow.follower, "
+        "watchdog.follow.sources.local, watchdog.follow.probes.process, watchdog.follow.probes.gpusampler",
+        "m.split('.')[0] == 'asyncssh' or m.startswith(('watchdog.follow.sources.ssh', "
+        "'watchdog.follow.sources.hostkeys'))",
+    )
+    assert loaded == "[]"

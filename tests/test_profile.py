@@ -248,3 +248,12 @@ def test_engine_detector_fed_line_by_line_agrees_with_detect_engine(lines: list[
         detector.feed(line)
     assert detector.count == len(lines)
     assert detector.engine() == detect_engine(lines, catalogue())
+
+
+def test_the_catalogue_merges_each_engine_once() -> None:
+    """Every launch (and each relaunch) of an engine gets the same merged profile object: not a copy per launch
+    (memory), and the analyzer's caches keyed by the profile find it by identity (issue 31)."""
+    known = catalogue()
+    assert known.profile("sglang") is known.profile("sglang")
+    assert known.profile("vllm") is not known.profile("sglang")
+    assert known.profile("sglang") == load_profile("sglang")

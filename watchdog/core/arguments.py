@@ -30,6 +30,9 @@ __all__ = [
 
 MAX_ARGUMENTS = 1000  # a dump's arguments kept (SGLang's ServerArgs has ~400)
 MAX_VALUE = 500  # characters of a value kept
+# arguments made once and shared (name, text, style): a few launches' dumps of a few hundred each
+_MADE_CACHE = 8192
+_MADE_TEXT = 200  # characters of an argument's text, at most, for it to be shared so
 REDACTED = "<redacted>"
 
 _OPEN = {"(": ")", "[": "]", "{": "}", "<": ">"}
@@ -255,11 +258,20 @@ def _unquote(text: str) -> str:
 def _finish(pairs: Iterable[tuple[str, str]], flags: str) -> tuple[Argument, ...]:
     out: dict[str, Argument] = {}
     for name, raw in pairs:
-        value = _unquote(raw.strip().rstrip(","))[:MAX_VALUE]
-        out[name] = Argument(name, flag_of(name, flags), _redacted(name, value))
+        out[name] = _made(name, raw, flags) if len(name) + len(raw) <= _MADE_TEXT else _make(name, raw, flags)
         if len(out) >= MAX_ARGUMENTS:
             break
     return tuple(out.values())
+
+
+def _make(name: str, raw: str, flags: str) -> Argument:
+    value = _unquote(raw.strip().rstrip(","))[:MAX_VALUE]
+    return Argument(name, flag_of(name, flags), _redacted(name, value))
+
+
+# The same (frozen) Argument for the same short text: a relaunch, and a fleet's launches of one engine, dump
+# mostly the same arguments; each is then unquoted and checked for a credential once, and held once in memory.
+_made = functools.lru_cache(maxsize=_MADE_CACHE)(_make)
 
 
 def _redacted(name: str, value: str) -> str:

@@ -14,10 +14,10 @@ from watchdog.core.expectations import LEARN_FACTOR
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.launching import ContainerCommand, LaunchCommand
 from watchdog.follow.nodes import Follower
-from watchdog.follow.sources import SSHOptions
 from watchdog.vocabulary import DEFAULT_STOP_GRACE
 
 if TYPE_CHECKING:
+    from watchdog.follow.sources import SSHOptions
     from watchdog.store import IncarnationRecord
 
 __all__ = ["Follower", "LaunchControl", "LaunchPlan", "NodePlan", "Running"]

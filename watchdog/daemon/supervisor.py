@@ -46,13 +46,13 @@ from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Sour
 from watchdog.follow.launching import LaunchCommand
 from watchdog.follow.nodes import Node, NodesFollower
 from watchdog.follow.probes.gpusampler import HostGpuSampler
-from watchdog.follow.sources import SSHOptions, SSHPool
 from watchdog.follow.sources.commands import LocalRunner, Runner, SSHRunner
 from watchdog.profiles.loader import preload_profiles
 from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, Category, State
 
 if TYPE_CHECKING:
     from watchdog.daemon.control import ControlAnswer
+    from watchdog.follow.sources import SSHOptions, SSHPool
     from watchdog.store import IncarnationRecord, StateStore
 
 __all__ = ["ConsoleAlerts", "Daemon", "LaunchPlan"]
@@ -614,6 +614,8 @@ class Daemon:
             if pool is not None:  # a reload changed how to reach the host (a new key): connect anew
                 assert self._tg is not None
                 self._tg.start_soon(pool.aclose)
+            from watchdog.follow.sources import SSHPool  # noqa: PLC0415 - asyncssh only for an SSH host
+
             pool = self._pools[host] = SSHPool(ssh)
         return pool
 

@@ -298,6 +298,8 @@ class Catalogue:
     bundled: tuple[tuple[str, Draft], ...]  # (engine, its file) in detection order: a tie goes to the first
     common: Draft
     user: tuple[Profile, ...] = ()  # user profiles: of a bundled engine (`extends`) or of their own
+    # each engine's merged profile, made once: every launch (and each relaunch) of an engine shares it
+    _merged: dict[str, Profile] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -312,12 +314,16 @@ class Catalogue:
         return (*own, *((name, d) for name, draft in self.bundled[:-1] for d in draft.detect))
 
     def profile(self, name: str) -> Profile:
-        """Engine `name`'s profile, merged with the common rules and the users' profiles of it."""
+        """Engine `name`'s profile, merged with the common rules and the users' profiles of it (the same object
+        each time)."""
+        if (made := self._merged.get(name)) is not None:
+            return made
         base = next((d.profile() for n, d in self.bundled if n == name), None)
         user = [p for p in self.user if p.name == name]
         if base is None and not user:
             raise KeyError(name)
-        return merge(name, user, base, self.common.profile())
+        made = self._merged[name] = merge(name, user, base, self.common.profile())
+        return made
 
 
 def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Any]:

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
 
@@ -30,8 +30,10 @@ from watchdog.follow.probes.nvidia import (
     parse_compute_apps,
     parse_gpu_query,
 )
-from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import DEFAULT_GPU_INTERVAL, check_pattern
+
+if TYPE_CHECKING:
+    from watchdog.follow.sources.sshpool import SSHPool
 
 T = TypeVar("T")
 _TIMEOUT = 10.0  # seconds one reading may take on the host

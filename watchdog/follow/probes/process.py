@@ -6,13 +6,15 @@ import os
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from watchdog.exceptions import ConnectionLost, TargetError
-from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import check_process
+
+if TYPE_CHECKING:
+    from watchdog.follow.sources.sshpool import SSHPool
 
 DEFAULT_PROCESS_INTERVAL = 1.0
 _PGREP_TIMEOUT = 10.0
