@@ -145,8 +145,7 @@ class Watcher:
 
     def generation(self, path: str) -> int:
         """How many changes of `path` were seen so far: note it before looking at the file."""
-        with self._lock:
-            return self._generation.get(path, 0)
+        return self._generation.get(path, 0)  # one int read under the GIL: no lock on this hot path
 
     def renames(self, path: str) -> int:
         """How many of the changes of `path` seen so far may have changed what the path names (created, moved,
@@ -154,11 +153,18 @@ class Watcher:
         system)."""
         return self._renames.get(path, 0)  # one int read under the GIL: no lock on this hot path
 
-    async def changed(self, path: str, since: int, poll_after: float | None = None) -> bool:
+    async def changed(
+        self,
+        path: str,
+        since: int,
+        poll_after: float | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> bool:
         """Wait until `path` (absolute, as given to `watch`) or its directory changed after `generation` was
         `since` (at once if it already has), or, with `poll_after`, until that many seconds passed (the caller
-        then looks anyway: a safety poll, cheaper than a cancel scope on this hot path); True if it changed."""
-        loop = asyncio.get_running_loop()
+        then looks anyway: a safety poll, cheaper than a cancel scope on this hot path); True if it changed.
+        `loop`: the running event loop, where the caller has it at hand."""
+        loop = loop or asyncio.get_running_loop()
         future: asyncio.Future[object] = loop.create_future()
         entry = (loop, future)
         with self._lock:

@@ -83,7 +83,7 @@ def _on_local_fs(fd: int) -> bool:
     return ctypes.c_long.from_buffer(buf).value in _LOCAL_FS  # f_type comes first, a word wide
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Request:
     """What the follower's generator needs awaited: a wait (`wait`), or else a call in a worker thread."""
 
@@ -409,8 +409,8 @@ class LocalSource:
             await anyio.sleep(self.poll_interval)
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
-        await watcher.changed(self.path, seen, poll_after=max(self.poll_interval, safety))
         loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
+        await watcher.changed(self.path, seen, max(self.poll_interval, safety), loop)
         now = loop.time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
