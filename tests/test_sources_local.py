@@ -302,12 +302,13 @@ async def test_inotify_counts_what_may_rename_a_path_apart_from_appends(tmp_path
     a file moved onto the path changes both (its follower looks at what the path names)."""
     watcher = Watcher.get()
     assert watcher is not None
-    log = str(tmp_path / "x.log")
-    Path(log).write_bytes(b"first\n")
+    path = tmp_path / "x.log"
+    path.write_bytes(b"first\n")
+    log = str(path)
     assert watcher.watch(log)
     try:
         seen, named = watcher.generation(log), watcher.renames(log)
-        append_now(Path(log), b"second\n")
+        append_now(path, b"second\n")
         with anyio.fail_after(5):
             assert await watcher.changed(log, seen)
         assert watcher.renames(log) == named
@@ -330,12 +331,15 @@ async def test_a_wait_with_nothing_changed_ends_at_its_own_safety_poll(tmp_path:
     watcher = Watcher.get()
     assert watcher is not None
     quiet, other = str(tmp_path / "quiet.log"), str(tmp_path / "other.log")
-    assert watcher.watch(quiet) and watcher.watch(other)
+    assert watcher.watch(quiet)
+    assert watcher.watch(other)
     try:
         results: list[str] = []
 
         async def wait(path: str, after: float) -> None:
-            results.append(f"{path} {await watcher.changed(path, watcher.generation(path), poll_after=after)}")
+            results.append(
+                f"{path} {await watcher.changed(path, watcher.generation(path), poll_after=after)}"
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait, other, SLOW_POLL)

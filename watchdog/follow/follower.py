@@ -312,7 +312,12 @@ class LaunchFollower:
             await self._apply(transitions)
         elif isinstance(item, CaughtUp):
             self._at_end = True
-            if self._whole and self.analyzer.profile is not None and not self._deferred and not self._awaiting_ready:
+            if (
+                self._whole
+                and self.analyzer.profile is not None
+                and not self._deferred
+                and not self._awaiting_ready
+            ):
                 # the end of a read (the usual item after each chunk): the analyzer already judged the log whole
                 # and knows its engine, so being at the end changes nothing in it, nor what is due when (the
                 # chunk's own `_apply` asked that); nothing to save that was not due a moment ago either

@@ -82,8 +82,8 @@ class Watcher:
         self._names: dict[int, str] = {}  # watch descriptor -> directory
         # path -> the futures of its waiting followers, each with the event loop it belongs to (plain asyncio
         # futures, not anyio Events: a follower waits once per change of its file, so this is a hot path)
-        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]] = defaultdict(
-            list
+        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]] = (
+            defaultdict(list)
         )
         self._thread: threading.Thread | None = None
         # path -> how many changes were seen (watched paths only): a follower notes it before it looks at its

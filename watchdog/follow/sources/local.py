@@ -369,7 +369,9 @@ class LocalSource:
                     # those kept: only whether the path names another file is left to ask (2 syscalls, not 5)
                     end_look = (current, pos, bool(data))
                     if not local:
-                        pending = cast("RestartReason | None", (yield _Request(self._restart_reason, end_look)))
+                        pending = cast(
+                            "RestartReason | None", (yield _Request(self._restart_reason, end_look))
+                        )
                     elif watcher is None or not data or named != watcher.renames(self.path):
                         if watcher is not None:
                             named = watcher.renames(self.path)  # noted before the look, as `seen` is
