@@ -18,11 +18,9 @@ import ctypes
 import ctypes.util
 import functools
 import os
-import select
 import struct
 import sys
 import threading
-import time
 from collections import defaultdict
 
 from watchdog.clock import wake_up
@@ -53,9 +51,6 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of nam
 # What changes only a file's bytes: any other event (created, moved, deleted, attributes) may change what its
 # path names, and counts in `Watcher.renames` too.
 _CONTENT = _IN_MODIFY | _IN_CLOSE_WRITE
-# Seconds the reading thread lets events gather after the first before it wakes the event loop: a writer's
-# round over many logs (a team's launches) is one wake-up of the loop, not one per file, for a few ms of latency.
-GATHER = 0.004
 
 
 @functools.cache
@@ -223,15 +218,9 @@ class Watcher:
 
     def _read(self) -> None:
         # the reading thread: blocks on the descriptor, wakes the followers of what changed in their loops
-        poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
         while True:
             try:
                 data = os.read(self._fd, 64 * 1024)
-                # the events that follow within GATHER go with these (one wake-up of the loop for them all)
-                time.sleep(GATHER)
-                while poller.poll(0):
-                    data += os.read(self._fd, 64 * 1024)
             except InterruptedError:
                 continue
             except OSError:
