@@ -188,6 +188,7 @@ class LaunchFollower:
         self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
         self._caught_up = False  # the file as it was at the start has been read (or was missing)
         self._at_end = False  # the last source item was CaughtUp
+        self._whole = False  # the analyzer was told it caught up (once told, it stays so: a restart keeps it)
         self._last_data = 0.0
         self._awaiting_ready = False  # ready, but an error already in the log is still being judged
         self._settling: set[int] = set()  # incarnations whose crash report is waiting to be sent
@@ -311,6 +312,19 @@ class LaunchFollower:
             await self._apply(transitions)
         elif isinstance(item, CaughtUp):
             self._at_end = True
+            if (
+                self._whole
+                and self.analyzer.profile is not None
+                and not self._deferred
+                and not self._awaiting_ready
+            ):
+                # the end of a read (the usual item after each chunk): the analyzer already judged the log whole
+                # and knows its engine, so being at the end changes nothing in it, nor what is due when (the
+                # chunk's own `_apply` asked that); nothing to save that was not due a moment ago either
+                if self._crash_reported():
+                    await self._apply(self.analyzer.report_open_tracebacks(now))
+                return
+            self._whole = True
             transitions = self.analyzer.caught_up(now)
             if self._deferred and self._checkpoints is not None:
                 # a restart onto an empty file (truncated): its offset 0 checkpointed before its new start is
