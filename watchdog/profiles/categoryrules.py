@@ -10,7 +10,7 @@ from watchdog.exceptions import ConfigError
 from watchdog.profiles.keys import check_keys
 from watchdog.vocabulary import Category
 
-__all__ = ["TIERS", "CategoryRule", "parse_category_rule"]
+__all__ = ["TIERS", "CategoryRule", "Regex", "parse_category_rule"]
 
 # The precedence of a rule, from what it names (docs/categories.md): lower is tried first. A class is what
 # failed; a message template is that failure's own wording; a module is only where it was raised; a phrase
@@ -29,20 +29,45 @@ TIERS = (
 _KEYS = {"category", "exceptions", "modules", "functions", "template", "phrase", "wraps", "versions", "note"}
 
 
+class Regex:
+    """A category rule's regex, compiled the first time it is matched: a rule is tried only for an error, and
+    most of a profile's rules never are (compiling them all was a third of loading a profile). Equal to another
+    of the same pattern and flags, as a compiled one is."""
+
+    __slots__ = ("_compiled", "flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0, compiled: re.Pattern[str] | None = None) -> None:
+        self.pattern, self.flags = pattern, flags
+        self._compiled = compiled
+
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled regex."""
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Regex):
+            return NotImplemented
+        return self.pattern == other.pattern and self.flags == other.flags
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self.flags))
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r}, {self.flags})"
+
+
 @dataclass(frozen=True, slots=True)
 class CategoryRule:
     """One `[[category]]` table: the category of an error whose class, place and message all match."""
 
     category: Category
-    exceptions: re.Pattern[str] | None = (
-        None  # the exception's class, qualified as printed or by its last parts
-    )
-    modules: re.Pattern[str] | None = (
-        None  # searched in the file paths of the innermost frames (or the line's)
-    )
-    functions: re.Pattern[str] | None = None  # searched in the innermost frames' function names
-    template: re.Pattern[str] | None = None  # matched at the start of the exception's message
-    phrase: re.Pattern[str] | None = None  # searched anywhere in the line (the legacy last resort)
+    exceptions: Regex | None = None  # the exception's class, qualified as printed or by its last parts
+    modules: Regex | None = None  # searched in the file paths of the innermost frames (or the line's)
+    functions: Regex | None = None  # searched in the innermost frames' function names
+    template: Regex | None = None  # matched at the start of the exception's message
+    phrase: Regex | None = None  # searched anywhere in the line (the legacy last resort)
     wraps: bool = False  # the class carries other errors' messages: tried after every message rule
     tier: int = 0  # its precedence (an index of TIERS), from the fields it has
 
@@ -52,20 +77,26 @@ class CategoryRule:
         """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
         may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
         raised in the innermost frames' `paths` and `functions` (newline-joined)."""
-        if self.exceptions is not None and (cls is None or not self.exceptions.fullmatch(cls)):
+        if self.exceptions is not None and (cls is None or not self.exceptions.compiled().fullmatch(cls)):
             return False
-        if self.modules is not None and not self.modules.search(paths):
+        if self.modules is not None and not self.modules.compiled().search(paths):
             return False
-        if self.functions is not None and not self.functions.search(functions):
+        if self.functions is not None and not self.functions.compiled().search(functions):
             return False
-        if self.phrase is not None and not self.phrase.search(line):
+        if self.phrase is not None and not self.phrase.compiled().search(line):
             return False
-        template = self.template
-        return template is None or any(template.match(m) for m in messages)
+        if self.template is None:
+            return True
+        match = self.template.compiled().match
+        return any(match(m) for m in messages)
 
 
-def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, path: str) -> CategoryRule:
-    """A `[[category]]` table read from a profile file at `where` (its key path `path`)."""
+def parse_category_rule(
+    raw: object, categories: tuple[str, ...], where: str, path: str, *, checked: bool = False
+) -> CategoryRule:
+    """A `[[category]]` table read from a profile file at `where` (its key path `path`). `checked`: its regexes
+    are known to compile (a bundled profile's: the tests compile them all), so they are compiled on first use;
+    else each is compiled now, and an invalid one is a `ConfigError` at load."""
     if not isinstance(raw, Mapping):
         raise ConfigError(where, path, "must be a table")
     check_keys(raw, _KEYS, where, path)
@@ -74,11 +105,11 @@ def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, pa
         raise ConfigError(
             where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(categories)}"
         )
-    exceptions = _names(raw, "exceptions", r"(?:[\w.]*\.)?(?:{})", where, path)
-    modules = _names(raw, "modules", "{}", where, path)
-    functions = _names(raw, "functions", r"(?:^|\n)(?:{})$", where, path)
-    template = _regex(raw, "template", where, path)
-    phrase = _names(raw, "phrase", "{}", where, path, flags=re.IGNORECASE)
+    exceptions = _names(raw, "exceptions", r"(?:[\w.]*\.)?(?:{})", where, path, checked=checked)
+    modules = _names(raw, "modules", "{}", where, path, checked=checked)
+    functions = _names(raw, "functions", r"(?:^|\n)(?:{})$", where, path, checked=checked)
+    template = _regex(raw, "template", where, path, checked=checked)
+    phrase = _names(raw, "phrase", "{}", where, path, flags=re.IGNORECASE, checked=checked)
     wraps = raw.get("wraps", False)
     if not isinstance(wraps, bool) or (wraps and (exceptions is None or template or modules or functions)):
         raise ConfigError(where, f"{path}.wraps", "true or false; true only on a rule of exceptions alone")
@@ -101,28 +132,30 @@ def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, pa
 
 
 def _names(
-    raw: Mapping[str, object], key: str, form: str, where: str, path: str, *, flags: int = 0
-) -> re.Pattern[str] | None:
+    raw: Mapping[str, object], key: str, form: str, where: str, path: str, *, flags: int = 0, checked: bool
+) -> Regex | None:
     # a list of regexes, one alternative each, put into `form`
     if key not in raw:
         return None
     names = raw[key]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
         raise ConfigError(where, f"{path}.{key}", "must be a non-empty list of regexes")
-    return _compile(form.format("|".join(f"(?:{n})" for n in names)), where, f"{path}.{key}", flags)
+    return _compile(form.format("|".join(f"(?:{n})" for n in names)), where, f"{path}.{key}", flags, checked)
 
 
-def _regex(raw: Mapping[str, object], key: str, where: str, path: str) -> re.Pattern[str] | None:
+def _regex(raw: Mapping[str, object], key: str, where: str, path: str, *, checked: bool) -> Regex | None:
     value = raw.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise ConfigError(where, f"{path}.{key}", "must be a non-empty regex")
-    return _compile(value, where, f"{path}.{key}", 0)
+    return _compile(value, where, f"{path}.{key}", 0, checked)
 
 
-def _compile(regex: str, where: str, path: str, flags: int) -> re.Pattern[str]:
+def _compile(regex: str, where: str, path: str, flags: int, checked: bool) -> Regex:
+    if checked:
+        return Regex(regex, flags)
     try:
-        return re.compile(regex, flags)
+        return Regex(regex, flags, re.compile(regex, flags))
     except re.error as exc:
         raise ConfigError(where, path, f"invalid regular expression: {exc}") from exc
