@@ -23,11 +23,36 @@ _EXCEPTION_CLASS = re.compile(r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s*
 _NESTED = re.compile(r""":\s+|(?:^|[\s(])['"]""")
 
 
+# Answers already given, per rules object: the root cause weighs every error of a launch again at each new one,
+# and one answer costs a few hundred regex searches (case-blind alternations: tens of microseconds each), most
+# of the time of replaying a short log. Keyed by the rules' identity (a profile's tuple; hashing its rules would
+# cost more than it saves), the object kept beside its answers so that its id cannot be another's.
+_MEMO_RULES = 8  # rules objects remembered (a daemon's engines and user profiles)
+_MEMO_ANSWERS = 4096  # answers remembered per rules object: beyond, they are forgotten and found again
+_memo: dict[int, tuple[Sequence[CategoryRule], dict[tuple[str, str], Category]]] = {}
+
+
 def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRule]) -> Category:
     """The category of an error from its decisive line `summary` and its `traceback`, by a profile's
     `[[category]]` `rules` (docs/categories.md): of the rules that hold, the one of the best tier (an exception's
     class, then its message's template, then where it was raised, then a phrase), the first of its tier;
     `other` when none holds."""
+    entry = _memo.get(id(rules))
+    if entry is None or entry[0] is not rules:
+        if len(_memo) >= _MEMO_RULES:
+            _memo.clear()
+        entry = _memo[id(rules)] = (rules, {})
+    answers = entry[1]
+    key = (summary, traceback)
+    category = answers.get(key)
+    if category is None:
+        if len(answers) >= _MEMO_ANSWERS:
+            answers.clear()
+        category = answers[key] = _categorize(summary, traceback, rules)
+    return category
+
+
+def _categorize(summary: str, traceback: str, rules: Sequence[CategoryRule]) -> Category:
     # what the message says may follow ("This may lead to ... CUDA errors") is no part of what happened
     line = _HYPOTHETICAL.split(summary.strip(), maxsplit=1)[0]
     m = _EXCEPTION_CLASS.match(line)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles.keys import check_keys
@@ -29,33 +30,21 @@ TIERS = (
 _KEYS = {"category", "exceptions", "modules", "functions", "template", "phrase", "wraps", "versions", "note"}
 
 
-class Regex:
-    """A category rule's regex, compiled the first time it is matched: a rule is tried only for an error, and
-    most of a profile's rules never are (compiling them all was a third of loading a profile). Equal to another
-    of the same pattern and flags, as a compiled one is."""
+class Regex(NamedTuple):
+    """A category rule's regex as written, compiled the first time the rule is tried (`CategoryRule.matches`):
+    a rule is tried only for an error, and most of a profile's rules never are (compiling them all was a third
+    of loading a profile). A tuple: a profile's hash and equality stay in C."""
 
-    __slots__ = ("_compiled", "flags", "pattern")
-
-    def __init__(self, pattern: str, flags: int = 0, compiled: re.Pattern[str] | None = None) -> None:
-        self.pattern, self.flags = pattern, flags
-        self._compiled = compiled
+    pattern: str
+    flags: int = 0
 
     def compiled(self) -> re.Pattern[str]:
         """The compiled regex."""
-        if self._compiled is None:
-            self._compiled = re.compile(self.pattern, self.flags)
-        return self._compiled
+        return re.compile(self.pattern, self.flags)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Regex):
-            return NotImplemented
-        return self.pattern == other.pattern and self.flags == other.flags
 
-    def __hash__(self) -> int:
-        return hash((self.pattern, self.flags))
-
-    def __repr__(self) -> str:
-        return f"Regex({self.pattern!r}, {self.flags})"
+_Pattern = re.Pattern[str] | None
+_Compiled = tuple[_Pattern, _Pattern, _Pattern, _Pattern, _Pattern]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +59,8 @@ class CategoryRule:
     phrase: Regex | None = None  # searched anywhere in the line (the legacy last resort)
     wraps: bool = False  # the class carries other errors' messages: tried after every message rule
     tier: int = 0  # its precedence (an index of TIERS), from the fields it has
+    # the five regexes compiled, in the order `matches` tries them, once it was first tried
+    _compiled: _Compiled | None = field(default=None, init=False, repr=False, compare=False)
 
     def matches(
         self, cls: str | None, messages: Sequence[str], line: str, paths: str, functions: str
@@ -77,18 +68,27 @@ class CategoryRule:
         """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
         may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
         raised in the innermost frames' `paths` and `functions` (newline-joined)."""
-        if self.exceptions is not None and (cls is None or not self.exceptions.compiled().fullmatch(cls)):
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compile()
+        exceptions, modules, functions_, phrase, template = compiled
+        if exceptions is not None and (cls is None or not exceptions.fullmatch(cls)):
             return False
-        if self.modules is not None and not self.modules.compiled().search(paths):
+        if modules is not None and not modules.search(paths):
             return False
-        if self.functions is not None and not self.functions.compiled().search(functions):
+        if functions_ is not None and not functions_.search(functions):
             return False
-        if self.phrase is not None and not self.phrase.compiled().search(line):
+        if phrase is not None and not phrase.search(line):
             return False
-        if self.template is None:
-            return True
-        match = self.template.compiled().match
-        return any(match(m) for m in messages)
+        return template is None or any(template.match(m) for m in messages)
+
+    def _compile(self) -> _Compiled:
+        compiled = tuple(
+            None if r is None else r.compiled()
+            for r in (self.exceptions, self.modules, self.functions, self.phrase, self.template)
+        )
+        object.__setattr__(self, "_compiled", compiled)  # frozen: a cache, not a field (no part of equality)
+        return compiled  # type: ignore[return-value]
 
 
 def parse_category_rule(
@@ -153,9 +153,9 @@ def _regex(raw: Mapping[str, object], key: str, where: str, path: str, *, checke
 
 
 def _compile(regex: str, where: str, path: str, flags: int, checked: bool) -> Regex:
-    if checked:
-        return Regex(regex, flags)
     try:
-        return Regex(regex, flags, re.compile(regex, flags))
+        if not checked:
+            re.compile(regex, flags)  # now, to say an invalid one at load (re keeps it for the first use)
+        return Regex(regex, flags)
     except re.error as exc:
         raise ConfigError(where, path, f"invalid regular expression: {exc}") from exc
