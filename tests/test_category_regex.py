@@ -19,7 +19,9 @@ _FIELDS = ("exceptions", "modules", "functions", "template", "phrase")
 @pytest.mark.parametrize("name", BUNDLED)
 def test_every_bundled_category_regex_compiles_on_first_use(name: str) -> None:
     """A bundled profile's category rules are not compiled at load; each compiles when first tried."""
-    profile = loader.Draft(loader._draft(name).data, f"watchdog/profiles/{name}.toml").profile()  # a fresh one
+    profile = loader.Draft(
+        loader._draft(name).data, f"watchdog/profiles/{name}.toml"
+    ).profile()  # a fresh one
     assert profile.categories or name not in ("common", "sglang", "trtllm")  # the files with [[category]]
     assert all(rule._compiled is None for rule in profile.categories)
     for rule in profile.categories:
@@ -45,6 +47,7 @@ def test_rules_are_equal_by_their_regexes_compiled_or_not() -> None:
     tried = CategoryRule(Category.OOM, phrase=Regex("out of memory", re.IGNORECASE))
     fresh = CategoryRule(Category.OOM, phrase=Regex("out of memory", re.IGNORECASE))
     assert tried.matches(None, [], "CUDA Out Of Memory", "", "")
-    assert tried._compiled is not None and fresh._compiled is None
+    assert tried._compiled is not None
+    assert fresh._compiled is None
     assert (tried, hash(tried)) == (fresh, hash(fresh))
     assert fresh != CategoryRule(Category.OOM, phrase=Regex("out of memory"))

@@ -17,7 +17,9 @@ _REPLAYS = [
 
 
 @pytest.mark.parametrize("argv", _REPLAYS)
-def test_a_replay_is_parsed_alone_to_the_same_namespace(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replay_is_parsed_alone_to_the_same_namespace(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A replay's arguments give build_parser()'s namespace, and the parser of every command is not built."""
     expected = app.build_parser().parse_args(argv)
     monkeypatch.setattr(app, "build_parser", lambda: pytest.fail("the whole parser was built"))
@@ -43,7 +45,9 @@ def test_a_replays_usage_error_is_said_by_the_whole_parser(
 
 
 @pytest.mark.parametrize("argv", [["replay", "--help"], ["--debug", "replay", "x.log"], ["-h"], ["history"]])
-def test_other_command_lines_are_parsed_as_before(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_other_command_lines_are_parsed_as_before(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Help and the other forms give what build_parser() gives (exit and output alike)."""
     try:
         expected = ("ok", app.build_parser().parse_args(argv))
