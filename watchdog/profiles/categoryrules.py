@@ -68,19 +68,17 @@ class CategoryRule:
         """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
         may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
         raised in the innermost frames' `paths` and `functions` (newline-joined)."""
-        compiled = self._compiled
-        if compiled is None:
-            compiled = self._compile()
-        exceptions, modules, functions_, phrase, template = compiled
-        if exceptions is not None and (cls is None or not exceptions.fullmatch(cls)):
+        compiled = self._compiled or self._compile()
+        # each looked up only when the one before it held: most rules fail at their first
+        if (pattern := compiled[0]) is not None and (cls is None or not pattern.fullmatch(cls)):
             return False
-        if modules is not None and not modules.search(paths):
+        if (pattern := compiled[1]) is not None and not pattern.search(paths):
             return False
-        if functions_ is not None and not functions_.search(functions):
+        if (pattern := compiled[2]) is not None and not pattern.search(functions):
             return False
-        if phrase is not None and not phrase.search(line):
+        if (pattern := compiled[3]) is not None and not pattern.search(line):
             return False
-        return template is None or any(template.match(m) for m in messages)
+        return (pattern := compiled[4]) is None or any(pattern.match(m) for m in messages)
 
     def _compile(self) -> _Compiled:
         compiled = tuple(
