@@ -24,9 +24,9 @@ from structlog.testing import capture_logs
 
 import watchdog
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.recordtext import RecordText
 from watchdog.core.redaction import mask_secrets, redact_text
-from watchdog.core.resume import to_record
-from watchdog.follow import checkpoint as checkpoint_module
+from watchdog.core.resume import record_values
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
     FORMAT,
@@ -940,15 +940,23 @@ async def test_a_checkpoint_over_ssh_names_its_file_without_a_remote_command(
         assert (second.first_offset, second.bytes) == (cut, len(data) - cut)
 
 
-def _in_record(*texts: str) -> str:
-    """`texts` as a record's JSON holds them (as `encode` writes it)."""
-    return checkpoint_module._dumps({"texts": list(texts)})
+def _looks_secret(*texts: str | bytes) -> bool:
+    """Whether the look `encode` takes at a record's texts (`RecordText`) says a record holding `texts` (each a
+    text, or a buffer: bytes, read as Latin-1), saved after a record without them, may hold a credential."""
+    writer = RecordText()
+    writer.dumps({"texts": ["before"], "tail": b""})
+    return writer.dumps(
+        {
+            "texts": [t for t in texts if type(t) is str],
+            "tail": b"".join(t for t in texts if type(t) is bytes),
+        }
+    )[1]
 
 
 def test_the_cheap_look_finds_every_line_redaction_would_change_and_masking_keeps_lengths() -> None:
-    """The look at a whole record (as JSON) before every text is masked says yes for every corpus line, and
-    every secret-bearing line, that `redact_text` changes, inside a record as a text and as raw bytes (Latin-1),
-    its quotes and tabs escaped; `mask_secrets` keeps every length and leaves none of the secrets."""
+    """The look at a record's texts before every text is masked says yes for every corpus line, and every
+    secret-bearing line, that `redact_text` changes, inside a record as a text and as raw bytes (Latin-1);
+    `mask_secrets` keeps every length and leaves none of the secrets."""
     leaks = [
         f"--api-key {SECRETS[0]}",
         f"HF_TOKEN={SECRETS[1]}",
@@ -963,8 +971,9 @@ def test_the_cheap_look_finds_every_line_redaction_would_change_and_masking_keep
     changed = [line for line in lines + leaks if redact_text(line) != line]
     assert len(changed) > len(leaks)  # the corpus has some too (`token: 7`, ...)
     for line in changed:
-        assert checkpoint_module._looks_secret(_in_record(line)), line
-        assert checkpoint_module._looks_secret(_in_record(line.encode().decode("latin-1"))), line
+        assert _looks_secret(line), line
+        assert _looks_secret(line.encode().decode("latin-1")), line
+        assert _looks_secret(line.encode()), line
         for value in (line, line.encode(), bytearray(line.encode())):
             masked = mask_secrets(value)
             assert type(masked) is type(value)
@@ -984,5 +993,5 @@ def test_a_count_named_after_a_hash_is_no_reason_to_mask_a_checkpoint() -> None:
     )
     analyzer = Analyzer(load_engine(None))
     analyzer.feed(_read(READY) + serving * 50, 0.0)
-    assert not checkpoint_module._looks_secret(checkpoint_module._dumps(to_record(analyzer)))
-    assert checkpoint_module._looks_secret(_in_record("#running-req: 1, token: s3cr3t-value"))
+    assert not RecordText().dumps(record_values(analyzer))[1]
+    assert _looks_secret("#running-req: 1, token: s3cr3t-value")
