@@ -35,7 +35,7 @@ from watchdog.follow.checkpoint import (
     encode,
     settings_id,
 )
-from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.follower import CHECKPOINT_QUIET, LaunchFollower, LaunchSpec
 from watchdog.follow.replay import replay_path
 from watchdog.follow.sources import Chunk, parse_target
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, FileWindows, local_identity
@@ -46,6 +46,7 @@ from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.testing import ManualClock
 from watchdog.profiles.loader import load_engine, load_profile_file
 from watchdog.store import StateStore, open_store
+from watchdog.vocabulary import State
 
 pytestmark = pytest.mark.anyio
 
@@ -594,6 +595,47 @@ async def test_checkpoints_are_saved_while_reading_not_only_at_the_end(tmp_path:
                 tg.cancel_scope.cancel()
     assert set(ends) <= set(saves.offsets)
     assert saves.offsets == sorted(saves.offsets)
+
+
+async def _read_to(follower: LaunchFollower, size: int) -> None:
+    # the file is read in real time by a worker thread, which sets no event: wait (under the test's deadline)
+    while follower.analyzer.bytes_read < size:  # noqa: ASYNC110
+        await anyio.sleep(0.005)
+
+
+async def test_a_pause_of_a_crash_loops_restart_gap_saves_nothing_a_longer_one_does(tmp_path: Path) -> None:
+    """A log that pauses for less than `CHECKPOINT_QUIET` between its transitions (a crash loop's 1-2 s restart
+    gap) is still growing: no checkpoint is saved at such a pause (one every `GROWING_INTERVAL`); once it has
+    been quiet for `CHECKPOINT_QUIET`, its checkpoint is saved where it ends."""
+    lines = _read(READY).splitlines(keepends=True)
+    first, parts = b"".join(lines[:3]), [b"".join(lines[3:8]), b"".join(lines[8:16]), b"".join(lines[16:])]
+    path = tmp_path / "server.log"
+    path.write_bytes(first)
+    clock = ManualClock()
+    gap = 2.0  # a crash loop's restart gap (the daemon bench's are 1 to 2 s)
+    async with open_store(tmp_path / "state") as store:
+        saves = SavesSeen(store)
+        follower = LaunchFollower(_spec(path), source=LocalSource(path), clock=clock, checkpoints=saves)
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, follower)
+                await tg.start(follower.run)
+                await saves.wait_for(len(first), clock)  # the file's first bytes
+                size = len(first)
+                for part in parts:
+                    with path.open("ab") as f:
+                        f.write(part)
+                    size += len(part)
+                    await _read_to(follower, size)
+                    await clock.advance(gap)  # 3 x 2 s: a save after a transition would be due (5 s)
+                assert follower.analyzer.lifecycle.current.state == State.READY  # transitions came
+                checkpoints = follower._checkpoints
+                assert checkpoints is not None
+                assert not checkpoints._busy  # none started (a save may still be on its way to the store)
+                assert set(saves.offsets) == {len(first)}
+                await clock.advance(CHECKPOINT_QUIET - gap)
+                await saves.wait_for(size, clock)
+                tg.cancel_scope.cancel()
 
 
 class SlowToIdentify(CountingSource):
