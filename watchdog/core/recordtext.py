@@ -37,6 +37,7 @@ class RecordText:
     def __init__(self) -> None:
         self._before: _Kept = {}
         self._now: _Kept = {}
+        self._short: dict[str, bool] = {}  # short texts' `may_hold_secret`, by text (names, states, phases)
 
     def dumps(self, values: Mapping[str, Any]) -> tuple[str, bool]:
         """`values` as `json.dumps(to_json(values), ensure_ascii=False, separators=(",", ":"))` writes them, and
@@ -62,22 +63,22 @@ class RecordText:
         if kept is not None and kept[0] is value:
             return kept[1], True, kept[2]
         if kind is str:
-            return _encode_str(value), True, may_hold_secret(value)
+            return _encode_str(value), True, self._secret(value)
         if kind is tuple or kind is list:
             return self._sequence(value, frozen=kind is tuple)
         if kind is dict:
             return self._mapping(value)
         if kind is bytes:
             text = value.decode("latin-1")
-            return _encode_str(text), True, may_hold_secret(text)
+            return _encode_str(text), True, self._secret(text)
         if isinstance(value, enum.Enum):
             text, _, secret = self._value(value.value)
             return text, True, secret
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return self._dataclass(value)
         # a set (sorted as JSON values), a bytearray: small and changing; written as `to_json` makes them
-        text = json.dumps(to_json(value), ensure_ascii=False, separators=(",", ":"))
-        return text, False, _texts_may_hold_secret(to_json(value))
+        plain = to_json(value)
+        return json.dumps(plain, ensure_ascii=False, separators=(",", ":")), False, self._texts_secret(plain)
 
     def _child(self, value: Any) -> tuple[str, bool, bool]:
         # a value inside another: one that cannot change is kept for the next save (its id is the key)
@@ -98,8 +99,12 @@ class RecordText:
         parts, secret = [], False
         for key, item in value.items():
             if type(key) is not str:  # JSON's keys are texts: json.dumps writes any other as it does
-                text = json.dumps(to_json(dict(value)), ensure_ascii=False, separators=(",", ":"))
-                return text, False, _texts_may_hold_secret(to_json(dict(value)))
+                plain = to_json(dict(value))
+                return (
+                    json.dumps(plain, ensure_ascii=False, separators=(",", ":")),
+                    False,
+                    self._texts_secret(plain),
+                )
             key_text, _, key_secret = self._child(key)
             text, _, item_secret = self._child(item)
             parts.append(key_text + ":" + text)
@@ -119,17 +124,30 @@ class RecordText:
                 frozen, secret = frozen and item_frozen, secret or item_secret
         return "{" + ",".join(parts) + "}", frozen, secret
 
+    def _secret(self, text: str) -> bool:
+        # `may_hold_secret`, a short text's answer remembered (the same few names, states and phases every save)
+        if len(text) > _SHORT:
+            return may_hold_secret(text)
+        known = self._short.get(text)
+        if known is None:
+            if len(self._short) >= _SHORT_KEPT:
+                self._short.clear()
+            known = self._short[text] = may_hold_secret(text)
+        return known
+
+    def _texts_secret(self, value: Any) -> bool:
+        # whether any text or key of a JSON value may hold a credential
+        kind = type(value)
+        if kind is str:
+            return self._secret(value)
+        if kind is dict:
+            return any(self._texts_secret(k) or self._texts_secret(v) for k, v in value.items())
+        return kind is list and any(self._texts_secret(v) for v in value)
+
+
+_SHORT = 64  # texts up to this long have their answer remembered ...
+_SHORT_KEPT = 512  # ... this many of them at most
 
 # values not kept: numbers and constants (their text is made faster than looked up), and bytes (the buffers: another
 # object at every save, whose text and old object would only take memory)
 _UNKEPT = frozenset({int, float, bool, type(None), bytes})
-
-
-def _texts_may_hold_secret(value: Any) -> bool:
-    # a JSON value's texts and keys, each looked at (`may_hold_secret`)
-    kind = type(value)
-    if kind is str:
-        return may_hold_secret(value)
-    if kind is dict:
-        return any(_texts_may_hold_secret(k) or _texts_may_hold_secret(v) for k, v in value.items())
-    return kind is list and any(_texts_may_hold_secret(v) for v in value)
