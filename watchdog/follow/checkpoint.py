@@ -51,7 +51,7 @@ _PICKLED = 3  # the format before: its header is read (the file, its numbering),
 MAGIC = b"WDCK"
 CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log went quiet (`save_due`)
 TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
-# seconds between saves of a launch whose log keeps growing: each save encodes the whole record (0.4-1.2 ms), and
+# seconds between saves of a launch whose log keeps growing: each save encodes the record (0.3-1.4 ms), and
 # a log that never pauses would pay it every few seconds; after a `kill -9` the bytes since are read again
 # (a verdict is still announced once), which is a minute of the log at most
 GROWING_INTERVAL = 60.0

@@ -77,7 +77,7 @@ __all__ = [
 READY_CONFIRM = 2.0
 # seconds of a quiet log (or after a transition) before a tick saves its checkpoint: a shorter pause is a crash
 # loop's restart gap (1-2 s) or an engine's lull, and the log is still growing (saved every GROWING_INTERVAL); a save
-# at each such pause cost 200 crash-looping launches a whole record's encoding per crash (a restart is as right
+# at each such pause cost 200 crash-looping launches a record's encoding per crash (a restart is as right
 # without it: the store says each launch once; the checkpoint only spares the re-reading)
 CHECKPOINT_QUIET = 3.0
 CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
