@@ -70,3 +70,12 @@ def test_a_credential_in_a_new_part_is_seen_though_the_rest_was_kept() -> None:
         '{"kept":["a","' + "b" * 100 + '"],"texts":["fine"]}',
         False,
     )
+
+
+def test_a_kept_part_that_may_hold_a_credential_says_so_at_every_save() -> None:
+    """A part kept from the save before (the same frozen value) whose text may hold a credential flags every
+    later record it is in, though it is not looked at again."""
+    writer, kept = RecordText(), ("--api-key", "sk-abc123def456ghi789jkl012")
+    for _ in range(3):
+        assert writer.dumps({"kept": kept, "texts": ["fine"]})[1]
+    assert not writer.dumps({"texts": ["fine"]})[1]
