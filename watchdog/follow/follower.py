@@ -75,7 +75,11 @@ __all__ = [
 # 0.32's last early line, "Available routes are", on a busy 2-core host, and up to 3.1 s after its first), before
 # it trusts the early one alone (a log cut there, or Uvicorn at warning level)
 READY_CONFIRM = 2.0
-CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
+# seconds of a quiet log (or after a transition) before a tick saves its checkpoint: a shorter pause is a crash
+# loop's restart gap (1-2 s) or an engine's lull, and the log is still growing (saved every GROWING_INTERVAL); a save
+# at each such pause cost 200 crash-looping launches a record's encoding per crash (a restart is as right
+# without it: the store says each launch once; the checkpoint only spares the re-reading)
+CHECKPOINT_QUIET = 3.0
 CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
 # seconds at most a crash's report waits for a traceback still open when the crash was known (its exception
 # line names the crash): the writer may have died mid-way, and then the report goes out with what there is
