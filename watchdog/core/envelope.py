@@ -63,6 +63,8 @@ _LEVEL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE"
 _LAYERS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
+        # a markdown blockquote around a log pasted into an issue's reply: "> [2025-11-06T02:10:00.702Z] ..."
+        r">(?: |$)",
         # docker compose service prefix: "vllm-1  | ", and without the replica number: "vllm-server  | "
         r"(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
         r"[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| ",
@@ -93,6 +95,8 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
         # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
         r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
+        # and with the process id in front (2026 builds): "[41303] 0.01.289.827 E alloc_tensor_range: ..."
+        r"\[\d+\] (?=\d+\.\d\d\.\d{3}\.\d{3} [IWED] )",
         # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
         # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
         rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
@@ -110,6 +114,8 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
         rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
         rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
+        # a CI runner's (Jenkins timestamper, GitLab) bracketed ISO time in front: "[2025-11-06T02:10:00.702Z] "
+        rf"\[(?P<ts>{_TS_DATE}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ",
         # a level word in brackets after a timestamp: Lemonade's server wrapping the engine it runs
         # ("2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 ..."); its component
         # "(Process)" is then peeled as a process tag
