@@ -106,7 +106,12 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         rf"(?P<slash>\d{{4}}/\d\d/\d\d) (?P<time>\d\d:\d\d:\d\d) [\w.]+:\d+: (?:(?P<level>{_LEVEL}) )?",
         # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
         r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
-        r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] ",
+        # with its rank before the level ("[TRT-LLM] [RANK 2] [E] ", 2025) or, from 2026, the logger's module and the
+        # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ")
+        r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] (?:\[_?[a-z][\w.]* *\] )?",
+        r"\[(?P<rank>RANK \d+)\] ",
+        # srun -l / a launcher's task label in front of a rank's line: "6: [05/12/2026-05:01:16] [TRT-LLM] ..."
+        r"\d{1,4}: (?=\[)",
         # ISO timestamp in front (Docker --timestamps, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z ",
         # and a CRI record's (containerd, CRI-O): "2026-12-04T08:54:17.831019227Z stderr F " (or P: a partial
         # record's, its parts joined by formats.Unwrapper); or journalctl -o short-iso(-precise):
