@@ -143,6 +143,8 @@ _GLUE = re.compile(
     r"(?<=\S)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2,4}\d+)*\] "
     r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|VllmWorker rank=\d+|RayWorkerWrapper|Worker\w*) pid=\d+"
     rf"|(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d[ .])"
+    # TensorRT-LLM's logger after its per-module weight-loading bar: "...139.82it/s][07/23/2025-06:37:06] [TRT-LLM] "
+    r"|(?<=\S)(?=\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[TRT-LLM\])"
 )
 
 
