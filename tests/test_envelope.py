@@ -256,7 +256,10 @@ def test_vllm_worker_without_digits_keeps_pid() -> None:
         pytest.param("nothing_glued_here", ["nothing_glued_here"], id="no-space"),
         pytest.param(
             "Loading weights concurrently:  47%| 667/1417 [00:03<00:05, 139.82it/s][07/23/2025-06:37:06] [TRT-LLM] [E] x",
-            ["Loading weights concurrently:  47%| 667/1417 [00:03<00:05, 139.82it/s]", "[07/23/2025-06:37:06] [TRT-LLM] [E] x"],
+            [
+                "Loading weights concurrently:  47%| 667/1417 [00:03<00:05, 139.82it/s]",
+                "[07/23/2025-06:37:06] [TRT-LLM] [E] x",
+            ],
             id="trtllm-after-tqdm",
         ),
     ],
