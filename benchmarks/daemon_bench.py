@@ -59,7 +59,7 @@ TICK = 0.1  # s between the writer's rounds
 BENCH_USER = "watchdog-bench"  # the account made for the SSH runs when this one is root with a busy shell
 WARMUP = 3.0  # s of load before the measured window opens
 # s after the last write before the quiet window opens: the idle cost, not the tail of the load (each launch's
-# checkpoint is saved once its log has been quiet for 1 s, at most 10 s after the one before: watchdog.follow.checkpoint)
+# checkpoint is saved once its log has been quiet for 3 s, at most 10 s after the one before: watchdog.follow.checkpoint)
 QUIET_LEAD = 15.0
 START_DEADLINE = 120.0  # s for the daemon to read every log as it was
 GOALS = {  # name: (bound, unit, what): issue 31's, for 200 launches at about 10 lines/s each

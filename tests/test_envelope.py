@@ -259,6 +259,14 @@ def test_vllm_worker_without_digits_keeps_pid() -> None:
             id="record-at-start-not-cut",
         ),
         pytest.param("nothing_glued_here", ["nothing_glued_here"], id="no-space"),
+        pytest.param(
+            "Loading weights concurrently:  47%| 667/1417 [00:03<00:05, 139.82it/s][07/23/2025-06:37:06] [TRT-LLM] [E] x",
+            [
+                "Loading weights concurrently:  47%| 667/1417 [00:03<00:05, 139.82it/s]",
+                "[07/23/2025-06:37:06] [TRT-LLM] [E] x",
+            ],
+            id="trtllm-after-tqdm",
+        ),
     ],
 )
 def test_unglue(text: str, parts: list[str]) -> None:
@@ -416,3 +424,50 @@ def test_every_fixture_line_peels_as_layer_by_layer() -> None:
     assert lines > 20000
     # an SGR tail whose ESC was lost is still an escape to strip
     assert clean(b"[36m(RayWorkerWrapper pid=1) x") == "(RayWorkerWrapper pid=1) x"
+
+
+@pytest.mark.parametrize(
+    ("line", "content", "at"),
+    [
+        pytest.param(
+            "> [2025-11-06T02:10:00.702Z] KeyError: 'lm_head.weight'", "KeyError: 'lm_head.weight'",
+            "2025-11-06T02:10:00", id="quoted-jenkins-timestamp",
+        ),
+        pytest.param(">", "", None, id="empty-quoted-line"),
+        pytest.param(
+            "[2025-11-06T02:10:00.703Z] [2025-11-06 02:10:00] Received sigquit",
+            "Received sigquit", "2025-11-06T02:10:00", id="ci-time-around-sglang-time",
+        ),
+        pytest.param(
+            "[41303] 0.01.289.827 E alloc_tensor_range: failed to allocate RPC0[10.0.69.2:50052] buffer",
+            "alloc_tensor_range: failed to allocate RPC0[10.0.69.2:50052] buffer", None, id="llamacpp-pid-common-log",
+        ),
+        pytest.param("[41303] not a llama.cpp line", "[41303] not a llama.cpp line", None, id="bare-pid-kept"),
+    ],
+)  # fmt: skip
+def test_pasted_and_ci_prefixes(line: str, content: str, at: str | None) -> None:
+    """A markdown blockquote, a CI runner's bracketed ISO time and the pid llama.cpp's 2026 common log puts in front
+    are peeled; a bracketed number before anything else is kept."""
+    rec = parse(line)
+    assert (rec.content, rec.at) == (content, at)
+
+
+@pytest.mark.parametrize(
+    ("line", "content", "source", "level"),
+    [
+        pytest.param(
+            "6: [05/12/2026-05:01:16] [TRT-LLM] [I] [_torch  ] [RANK 6] Run warmup with 128 tokens, include 0 generation tokens",
+            "Run warmup with 128 tokens, include 0 generation tokens", "RANK 6", "INFO", id="srun-label-2026-logger",
+        ),
+        pytest.param(
+            "[09/17/2025-21:24:19] [TRT-LLM] [RANK 2] [E] Error executing load_single_module",
+            "Error executing load_single_module", "RANK 2", "ERROR", id="rank-before-level-2025",
+        ),
+        pytest.param("[TensorRT-LLM][INFO] Loaded engine size: 3 MiB", "Loaded engine size: 3 MiB", "", "INFO", id="cpp"),
+    ],
+)  # fmt: skip
+def test_trtllm_rank_tags(line: str, content: str, source: str, level: str) -> None:
+    """TensorRT-LLM's rank tag before or after its level, the 2026 logger's module tag and a launcher's task label in
+    front are peeled, the rank kept as the line's source."""
+    rec = parse(line)
+    assert (rec.content, rec.source, rec.level) == (content, source, level)

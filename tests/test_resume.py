@@ -24,9 +24,9 @@ from structlog.testing import capture_logs
 
 import watchdog
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.recordtext import RecordText
 from watchdog.core.redaction import mask_secrets, redact_text
-from watchdog.core.resume import to_record
-from watchdog.follow import checkpoint as checkpoint_module
+from watchdog.core.resume import record_values
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
     FORMAT,
@@ -35,7 +35,7 @@ from watchdog.follow.checkpoint import (
     encode,
     settings_id,
 )
-from watchdog.follow.follower import LaunchFollower, LaunchSpec
+from watchdog.follow.follower import CHECKPOINT_QUIET, LaunchFollower, LaunchSpec
 from watchdog.follow.replay import replay_path
 from watchdog.follow.sources import Chunk, parse_target
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, FileWindows, local_identity
@@ -46,6 +46,7 @@ from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.testing import ManualClock
 from watchdog.profiles.loader import load_engine, load_profile_file
 from watchdog.store import StateStore, open_store
+from watchdog.vocabulary import State
 
 pytestmark = pytest.mark.anyio
 
@@ -596,6 +597,47 @@ async def test_checkpoints_are_saved_while_reading_not_only_at_the_end(tmp_path:
     assert saves.offsets == sorted(saves.offsets)
 
 
+async def _read_to(follower: LaunchFollower, size: int) -> None:
+    # the file is read in real time by a worker thread, which sets no event: wait (under the test's deadline)
+    while follower.analyzer.bytes_read < size:  # noqa: ASYNC110
+        await anyio.sleep(0.005)
+
+
+async def test_a_pause_of_a_crash_loops_restart_gap_saves_nothing_a_longer_one_does(tmp_path: Path) -> None:
+    """A log that pauses for less than `CHECKPOINT_QUIET` between its transitions (a crash loop's 1-2 s restart
+    gap) is still growing: no checkpoint is saved at such a pause (one every `GROWING_INTERVAL`); once it has
+    been quiet for `CHECKPOINT_QUIET`, its checkpoint is saved where it ends."""
+    lines = _read(READY).splitlines(keepends=True)
+    first, parts = b"".join(lines[:3]), [b"".join(lines[3:8]), b"".join(lines[8:16]), b"".join(lines[16:])]
+    path = tmp_path / "server.log"
+    path.write_bytes(first)
+    clock = ManualClock()
+    gap = 2.0  # a crash loop's restart gap (the daemon bench's are 1 to 2 s)
+    async with open_store(tmp_path / "state") as store:
+        saves = SavesSeen(store)
+        follower = LaunchFollower(_spec(path), source=LocalSource(path), clock=clock, checkpoints=saves)
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, follower)
+                await tg.start(follower.run)
+                await saves.wait_for(len(first), clock)  # the file's first bytes
+                size = len(first)
+                for part in parts:
+                    with path.open("ab") as f:
+                        f.write(part)
+                    size += len(part)
+                    await _read_to(follower, size)
+                    await clock.advance(gap)  # 3 x 2 s: a save after a transition would be due (5 s)
+                assert follower.analyzer.lifecycle.current.state == State.READY  # transitions came
+                checkpoints = follower._checkpoints
+                assert checkpoints is not None
+                assert not checkpoints._busy  # none started (a save may still be on its way to the store)
+                assert set(saves.offsets) == {len(first)}
+                await clock.advance(CHECKPOINT_QUIET - gap)
+                await saves.wait_for(size, clock)
+                tg.cancel_scope.cancel()
+
+
 class SlowToIdentify(CountingSource):
     """A real local source whose file identification (an SSH command, on a remote host) hangs until released."""
 
@@ -940,15 +982,23 @@ async def test_a_checkpoint_over_ssh_names_its_file_without_a_remote_command(
         assert (second.first_offset, second.bytes) == (cut, len(data) - cut)
 
 
-def _in_record(*texts: str) -> str:
-    """`texts` as a record's JSON holds them (as `encode` writes it)."""
-    return checkpoint_module._dumps({"texts": list(texts)})
+def _looks_secret(*texts: str | bytes) -> bool:
+    """Whether the look `encode` takes at a record's texts (`RecordText`) says a record holding `texts` (each a
+    text, or a buffer: bytes, read as Latin-1), saved after a record without them, may hold a credential."""
+    writer = RecordText()
+    writer.dumps({"texts": ["before"], "tail": b""})
+    return writer.dumps(
+        {
+            "texts": [t for t in texts if type(t) is str],
+            "tail": b"".join(t for t in texts if type(t) is bytes),
+        }
+    )[1]
 
 
 def test_the_cheap_look_finds_every_line_redaction_would_change_and_masking_keeps_lengths() -> None:
-    """The look at a whole record (as JSON) before every text is masked says yes for every corpus line, and
-    every secret-bearing line, that `redact_text` changes, inside a record as a text and as raw bytes (Latin-1),
-    its quotes and tabs escaped; `mask_secrets` keeps every length and leaves none of the secrets."""
+    """The look at a record's texts before every text is masked says yes for every corpus line, and every
+    secret-bearing line, that `redact_text` changes, inside a record as a text and as raw bytes (Latin-1);
+    `mask_secrets` keeps every length and leaves none of the secrets."""
     leaks = [
         f"--api-key {SECRETS[0]}",
         f"HF_TOKEN={SECRETS[1]}",
@@ -963,8 +1013,9 @@ def test_the_cheap_look_finds_every_line_redaction_would_change_and_masking_keep
     changed = [line for line in lines + leaks if redact_text(line) != line]
     assert len(changed) > len(leaks)  # the corpus has some too (`token: 7`, ...)
     for line in changed:
-        assert checkpoint_module._looks_secret(_in_record(line)), line
-        assert checkpoint_module._looks_secret(_in_record(line.encode().decode("latin-1"))), line
+        assert _looks_secret(line), line
+        assert _looks_secret(line.encode().decode("latin-1")), line
+        assert _looks_secret(line.encode()), line
         for value in (line, line.encode(), bytearray(line.encode())):
             masked = mask_secrets(value)
             assert type(masked) is type(value)
@@ -984,5 +1035,5 @@ def test_a_count_named_after_a_hash_is_no_reason_to_mask_a_checkpoint() -> None:
     )
     analyzer = Analyzer(load_engine(None))
     analyzer.feed(_read(READY) + serving * 50, 0.0)
-    assert not checkpoint_module._looks_secret(checkpoint_module._dumps(to_record(analyzer)))
-    assert checkpoint_module._looks_secret(_in_record("#running-req: 1, token: s3cr3t-value"))
+    assert not RecordText().dumps(record_values(analyzer))[1]
+    assert _looks_secret("#running-req: 1, token: s3cr3t-value")

@@ -296,6 +296,63 @@ async def test_inotify_wakes_the_follower_when_the_file_appears_or_is_cut(tmp_pa
         assert await next_event(items) == FileRestarted("truncated")
 
 
+@_INOTIFY
+async def test_inotify_counts_what_may_rename_a_path_apart_from_appends(tmp_path: Path) -> None:
+    """An append changes a path's generation but not its `renames` (its follower asks no stat after a read);
+    a file moved onto the path changes both (its follower looks at what the path names)."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    path = tmp_path / "x.log"
+    path.write_bytes(b"first\n")
+    log = str(path)
+    assert watcher.watch(log)
+    try:
+        seen, named = watcher.generation(log), watcher.renames(log)
+        append_now(path, b"second\n")
+        with anyio.fail_after(5):
+            assert await watcher.changed(log, seen)
+        assert watcher.renames(log) == named
+        seen = watcher.generation(log)
+        (tmp_path / "new.log").write_bytes(b"other\n")
+        os.replace(tmp_path / "new.log", log)
+        with anyio.fail_after(5):
+            assert await watcher.changed(log, seen)
+            while watcher.renames(log) == named:  # the move may come in a later read than the first event
+                seen = watcher.generation(log)
+                await watcher.changed(log, seen, poll_after=0.05)
+    finally:
+        watcher.unwatch(log)
+
+
+@_INOTIFY
+async def test_a_wait_with_nothing_changed_ends_at_its_own_safety_poll(tmp_path: Path) -> None:
+    """A wait's safety poll ends it on time even while another follower of the same event loop waits with a
+    later one (the loop's one timer is brought forward), and says nothing changed; the later one waits on."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    quiet, other = str(tmp_path / "quiet.log"), str(tmp_path / "other.log")
+    assert watcher.watch(quiet)
+    assert watcher.watch(other)
+    try:
+        results: list[str] = []
+
+        async def wait(path: str, after: float) -> None:
+            results.append(
+                f"{path} {await watcher.changed(path, watcher.generation(path), poll_after=after)}"
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait, other, SLOW_POLL)
+            await anyio.lowlevel.checkpoint()  # the slow wait is made first
+            with anyio.fail_after(5):
+                await wait(quiet, 0.05)
+            assert results == [f"{quiet} False"]
+            tg.cancel_scope.cancel()
+    finally:
+        watcher.unwatch(quiet)
+        watcher.unwatch(other)
+
+
 async def test_polls_without_inotify(tmp_path: Path) -> None:
     """Told not to use inotify (or where there is none), a follower polls and still sees appends."""
     log = tmp_path / "x.log"

@@ -106,9 +106,35 @@ _STATE_CODES = exit_codes_help(
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every command."""
-    parser = UsageParser(
+class _Reparse(Exception):
+    """A usage error the replay-only parser met: the parser of every command says it, as it always does."""
+
+
+class _ReplayOnlyParser(UsageParser):
+    """The parser of `watchdog replay ...` alone: the other commands' parsers import their modules, a tenth of
+    a replay's start. It says nothing itself: on any usage error, the whole parser parses again."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Leave the message to the parser of every command."""
+        raise _Reparse(message)
+
+
+def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line parsed as `build_parser()` parses it (the same namespace, the same messages)."""
+    if argv[:1] == ["replay"]:
+        parser, sub = _top_parser(_ReplayOnlyParser)
+        _add_replay(sub)
+        try:
+            return parser.parse_args(argv)
+        except _Reparse:
+            pass
+    return build_parser().parse_args(argv)
+
+
+def _top_parser(
+    parser_class: type[UsageParser],
+) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[UsageParser]]:
+    parser = parser_class(
         prog="watchdog",
         description="Follow LLM inference-server launches and say why they fail.",
         epilog=EXIT_CODES_HELP,
@@ -116,8 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
-    sub = parser.add_subparsers(dest="command", parser_class=UsageParser)
+    return parser, parser.add_subparsers(dest="command", parser_class=parser_class)
 
+
+def _add_replay(sub: argparse._SubParsersAction[UsageParser]) -> None:
     replay = sub.add_parser(
         "replay",
         help="read a whole log and give the verdict",
@@ -146,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the log of the launch before: say what changed since it (arguments, phases, memory)",
     )
     _common(replay)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser, sub = _top_parser(UsageParser)
+    _add_replay(sub)
 
     run = sub.add_parser(
         "run",
@@ -475,14 +509,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_arguments(argv)
     if args.version:  # under the name it was called by: `llm-launch-watchdog` is the same command
         called = Path(sys.argv[0]).name
         print(f"{called if called == 'llm-launch-watchdog' else 'watchdog'} {version()}")
         return 0
     if args.command is None:
-        parser.print_help(sys.stderr)
+        build_parser().print_help(sys.stderr)
         return EXIT_USAGE
     from watchdog.exceptions import ConfigError, TargetError, UsageError  # noqa: PLC0415
 

@@ -9,10 +9,8 @@ is given.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
-import ssl
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +151,9 @@ def ask(url: str, name: str, *, token: str | None, timeout: float) -> Answer:
     headers = {"Accept": "application/json", "User-Agent": f"watchdog-probe/{version()}"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
+    import http.client  # noqa: PLC0415 - not for the other commands' start (`watchdog replay`)
+    import ssl  # noqa: PLC0415
+
     conn: http.client.HTTPConnection
     if parts.scheme == "https":
         # the system's certificate authorities, or those SSL_CERT_FILE / SSL_CERT_DIR name

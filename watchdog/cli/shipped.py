@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import sys
-import sysconfig
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -56,6 +55,12 @@ def shipped_text(file: ShippedFile) -> str:
     raise UsageError(f"this install has no {file.name} (watchdog/data/ is missing): reinstall the wheel")
 
 
+def _scripts_dir() -> str:
+    import sysconfig  # noqa: PLC0415 - not for the other commands' start (`watchdog replay`)
+
+    return sysconfig.get_path("scripts")
+
+
 def find_script(argv0: str | None = None) -> Path | None:
     """This install's `llm-launch-watchdog` script, as an absolute path (a symlink on PATH kept as it is):
     beside the program that runs (a venv's, pipx's or uv's script), in this interpreter's scripts directory
@@ -66,7 +71,7 @@ def find_script(argv0: str | None = None) -> Path | None:
         here = Path(os.path.abspath(program))
         candidates += [here if here.name == SCRIPT else here.with_name(SCRIPT)]
         candidates.append(Path(os.path.realpath(here)).with_name(SCRIPT))
-    candidates.append(Path(sysconfig.get_path("scripts")) / SCRIPT)
+    candidates.append(Path(_scripts_dir()) / SCRIPT)
     candidates.append(Path(os.path.abspath(sys.executable)).with_name(SCRIPT))
     on_path = shutil.which(SCRIPT)
     if on_path is not None:
@@ -130,7 +135,7 @@ def run_print_unit(args: argparse.Namespace) -> int:
         if found is None:
             raise UsageError(
                 f"cannot find this install's {SCRIPT} script (not beside {sys.argv[0]}, not in "
-                f"{sysconfig.get_path('scripts')}, not on PATH): give its path with --exec PATH"
+                f"{_scripts_dir()}, not on PATH): give its path with --exec PATH"
             )
         exec_path = str(found)
         looked = [exec_path, sys.executable]

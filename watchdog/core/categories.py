@@ -23,27 +23,33 @@ _EXCEPTION_CLASS = re.compile(r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s*
 _NESTED = re.compile(r""":\s+|(?:^|[\s(])['"]""")
 
 
+# Answers already given, per rules object: the root cause weighs every error of a launch again at each new one,
+# and one answer costs a few hundred regex searches (case-blind alternations: tens of microseconds each), most
+# of the time of replaying a short log. Keyed by the rules' identity (a profile's tuple; hashing its rules would
+# cost more than it saves), the object kept beside its answers so that its id cannot be another's.
+_MEMO_RULES = 8  # rules objects remembered (a daemon's engines and user profiles)
+_MEMO_ANSWERS = 4096  # answers remembered per rules object: beyond, they are forgotten and found again
+_memo: dict[int, tuple[Sequence[CategoryRule], dict[tuple[str, str], Category]]] = {}
+
+
 def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRule]) -> Category:
     """The category of an error from its decisive line `summary` and its `traceback`, by a profile's
     `[[category]]` `rules` (docs/categories.md): of the rules that hold, the one of the best tier (an exception's
     class, then its message's template, then where it was raised, then a phrase), the first of its tier;
     `other` when none holds."""
-    # The root cause is chosen again at each error of a crash, and a crash loop prints the same errors at every
-    # incarnation: each (error, rules) is categorized once. The rules are a profile's, kept by it: known by
-    # identity (hashing ~100 rules would cost more than a look-up saves).
-    key = (summary, traceback, id(rules))
-    hit = _KNOWN.get(key)
-    if hit is not None and hit[0] is rules:
-        return hit[1]
-    category = _categorize(summary, traceback, rules)
-    if len(_KNOWN) >= _KNOWN_MAX:
-        _KNOWN.clear()
-    _KNOWN[key] = (rules, category)
+    entry = _memo.get(id(rules))
+    if entry is None or entry[0] is not rules:
+        if len(_memo) >= _MEMO_RULES:
+            _memo.clear()
+        entry = _memo[id(rules)] = (rules, {})
+    answers = entry[1]
+    key = (summary, traceback)
+    category = answers.get(key)
+    if category is None:
+        if len(answers) >= _MEMO_ANSWERS:
+            answers.clear()
+        category = answers[key] = _categorize(summary, traceback, rules)
     return category
-
-
-_KNOWN: dict[tuple[str, str, int], tuple[Sequence[CategoryRule], Category]] = {}
-_KNOWN_MAX = 4096
 
 
 def _categorize(summary: str, traceback: str, rules: Sequence[CategoryRule]) -> Category:

@@ -64,6 +64,8 @@ _LEVEL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE"
 _LAYERS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
+        # a markdown blockquote around a log pasted into an issue's reply: "> [2025-11-06T02:10:00.702Z] ..."
+        r">(?: |$)",
         # docker compose service prefix: "vllm-1  | ", and without the replica number: "vllm-server  | "
         r"(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
         r"[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| ",
@@ -94,6 +96,8 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
         # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
         r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
+        # and with the process id in front (2026 builds): "[41303] 0.01.289.827 E alloc_tensor_range: ..."
+        r"\[\d+\] (?=\d+\.\d\d\.\d{3}\.\d{3} [IWED] )",
         # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
         # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
         rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
@@ -103,7 +107,12 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         rf"(?P<slash>\d{{4}}/\d\d/\d\d) (?P<time>\d\d:\d\d:\d\d) [\w.]+:\d+: (?:(?P<level>{_LEVEL}) )?",
         # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
         r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
-        r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] ",
+        # with its rank before the level ("[TRT-LLM] [RANK 2] [E] ", 2025) or, from 2026, the logger's module and the
+        # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ")
+        r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] (?:\[_?[a-z][\w.]* *\] )?",
+        r"\[(?P<rank>RANK \d+)\] ",
+        # srun -l / a launcher's task label in front of a rank's line: "6: [05/12/2026-05:01:16] [TRT-LLM] ..."
+        r"\d{1,4}: (?=\[)",
         # ISO timestamp in front (Docker --timestamps, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z ",
         # and a CRI record's (containerd, CRI-O): "2026-12-04T08:54:17.831019227Z stderr F " (or P: a partial
         # record's, its parts joined by formats.Unwrapper); or journalctl -o short-iso(-precise):
@@ -111,6 +120,8 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
         rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
         rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
+        # a CI runner's (Jenkins timestamper, GitLab) bracketed ISO time in front: "[2025-11-06T02:10:00.702Z] "
+        rf"\[(?P<ts>{_TS_DATE}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ",
         # a level word in brackets after a timestamp: Lemonade's server wrapping the engine it runs
         # ("2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 ..."); its component
         # "(Process)" is then peeled as a process tag
@@ -139,6 +150,8 @@ _GLUE = re.compile(
     r"(?<=\S)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2,4}\d+)*\] "
     r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|VllmWorker rank=\d+|RayWorkerWrapper|Worker\w*) pid=\d+"
     rf"|(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d[ .])"
+    # TensorRT-LLM's logger after its per-module weight-loading bar: "...139.82it/s][07/23/2025-06:37:06] [TRT-LLM] "
+    r"|(?<=\S)(?=\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[TRT-LLM\])"
 )
 
 # A superset of _GLUE's third kind of start (a vLLM level and date), as a search that starts at its first word's

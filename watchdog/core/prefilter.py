@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 __all__ = ["ENGINE", "Literals", "Prefilter"]
@@ -41,7 +42,7 @@ class Prefilter:
         self.literals = tuple(dict.fromkeys(literals))
         self.patterns = tuple(dict.fromkeys(patterns))
         expressions = [*map(_escape, self.literals), *self.patterns]
-        self.regex = re.compile(b"|".join(expressions)) if expressions else _NOTHING
+        self._expressions = expressions
         self._db: Any = None
         if expressions and engine == "hyperscan" and _hs is not None:
             db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
@@ -52,6 +53,12 @@ class Prefilter:
                 flags=[0] * len(expressions),
             )
             self._db = db
+
+    @cached_property
+    def regex(self) -> re.Pattern[bytes]:
+        """One Python regex of all the literals and patterns: what finds the lines without Hyperscan (compiled
+        on first use: with Hyperscan, a big alternation that a replay's start would compile for nothing)."""
+        return re.compile(b"|".join(self._expressions)) if self._expressions else _NOTHING
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a pickled analyzer carries its prefilter as what it is made of: the database is made again

@@ -26,7 +26,19 @@ from watchdog.vocabulary import State
 if TYPE_CHECKING:
     from watchdog.core.analyzer import Analyzer
 
-__all__ = ["FIELDS", "MIGRATIONS", "VERSION", "Record", "masked", "migrate", "restore", "to_record"]
+__all__ = [
+    "FIELDS",
+    "MIGRATIONS",
+    "VERSION",
+    "Record",
+    "dataclass_defaults",
+    "masked",
+    "migrate",
+    "record_values",
+    "restore",
+    "to_json",
+    "to_record",
+]
 
 Record = dict[str, Any]
 
@@ -104,16 +116,20 @@ MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2, 3: 
 def to_record(analyzer: Analyzer) -> Record:
     """What a restart needs of `analyzer` to go on as if it had never stopped (its texts as they are: see
     `masked`)."""
+    return {key: to_json(value) for key, value in record_values(analyzer).items()}
+
+
+def record_values(analyzer: Analyzer) -> dict[str, Any]:
+    """`to_record`'s keys, each with its value as `analyzer` holds it (`to_json` of it is the record's): what
+    `watchdog.core.recordtext` writes as JSON text without making the record first."""
     decoder, scanner = analyzer.transcoder._decoder, analyzer._scanner
     return {
         "version": VERSION,
         "engine": analyzer.engine,
         "profiles": _users(analyzer),
-        **{key: _json(_get(analyzer, path)) for key, (path, _) in FIELDS.items()},
-        "transcoder.decoder": None if decoder is None else _json(decoder.getstate()),
-        "scanner.annotations": [
-            [n, _json(replace(rule, regex=None))] for n, rule in scanner._annotations.items()
-        ],
+        **{key: _get(analyzer, path) for key, (path, _) in FIELDS.items()},
+        "transcoder.decoder": None if decoder is None else decoder.getstate(),
+        "scanner.annotations": [[n, replace(rule, regex=None)] for n, rule in scanner._annotations.items()],
     }
 
 
@@ -197,30 +213,31 @@ def _get(obj: Any, path: str) -> Any:
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-def _json(value: Any) -> Any:
-    # A value of the core (dataclasses, enums, bytes, tuples, sets) as JSON's: each dataclass as its fields.
+def to_json(value: Any) -> Any:
+    """A value of the core (dataclasses, enums, bytes, tuples, sets) as JSON's: each dataclass as its fields,
+    those at their default (`dataclass_defaults`) left out."""
     kind = type(value)
     if kind in _PLAIN:
         return value
     if kind is tuple or kind is list:
-        return list(value) if all(type(v) is str for v in value) else [_json(v) for v in value]
+        return list(value) if all(type(v) is str for v in value) else [to_json(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
     if kind is bytes or kind is bytearray:
         return bytes(value).decode("latin-1")
     if kind is set:
-        return sorted((_json(v) for v in value), key=repr)
+        return sorted((to_json(v) for v in value), key=repr)
     if kind is dict:
-        return {k: _json(v) for k, v in value.items()}
+        return {k: to_json(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = ((k, getattr(value, k), default) for k, default in _defaults(type(value)))
-        return {k: v if type(v) in _PLAIN else _json(v) for k, v, default in fields if v != default}
+        fields = ((k, getattr(value, k), default) for k, default in dataclass_defaults(type(value)))
+        return {k: v if type(v) in _PLAIN else to_json(v) for k, v, default in fields if v != default}
     raise TypeError(f"{kind.__name__} is not part of a record")
 
 
 @functools.cache
-def _defaults(cls: type) -> tuple[tuple[str, Any], ...]:
-    # each field of a dataclass, and its default (MISSING: none, always written)
+def dataclass_defaults(cls: type) -> tuple[tuple[str, Any], ...]:
+    """Each field of dataclass `cls`, and its default (`dataclasses.MISSING`: none, always written)."""
     fields = dataclasses.fields(cls)
     return tuple((f.name, f.default_factory() if callable(f.default_factory) else f.default) for f in fields)
 

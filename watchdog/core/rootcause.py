@@ -369,7 +369,9 @@ def _step_phase(best: Candidate, items: list[Candidate], profile: Profile) -> st
     # The startup step the error was raised out of; for an error without frames (a wrapper line saying a
     # worker died), the step another process's traceback of the same failure was in.
     for c in (best, *items):
-        if c.traceback and not c.noise:
+        # a traceback the log cut before its exception line may have gone on into a later step below the
+        # last frame shown (vLLM's _initialize_kv_caches -> initialize_from_config runs the warm-up too)
+        if c.traceback and not c.noise and c.exception is not None:
             step = _innermost_step("\n".join(c.traceback), profile)
             if step:
                 return phase_from_frames(step, profile)

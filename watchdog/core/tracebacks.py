@@ -37,6 +37,7 @@ _WRAPPED_NAME = re.compile(r"\w+")  # the rest of a frame's function name, wrapp
 # a frame whose head ('File "/path/to/') its reporter cut: 'sglang/multimodal_gen/utils.py", line 298, in f'
 _CUT_FRAME = re.compile(r'^[\w.<>/\\-]+\.py", line \d+, in [\w<>.]+$')
 _MAX_CONTINUATION = 20  # message lines after the exception line
+_RESUME_WITHIN = 3  # lines after another process's record within which a traceback's frames may go on
 _LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the logging module's error report
 
 
@@ -95,6 +96,9 @@ class Assembler:
         self._chain_next: set[str] = set()  # streams whose next traceback is chained to the previous one
         self._handling_next: set[str] = set()  # ... and of those, the ones chained by "During handling"
         self._logging_error: set[str] = set()  # streams inside a "--- Logging error ---" block
+        # A traceback that a record of another process cut before its exception line, by stream, with the line of
+        # that record: frames right after it are the same traceback going on (issue 30)
+        self._interrupted: dict[str, tuple[Traceback, int]] = {}
         # The traceback whose exception line the last record was: a live follower reports it at once, not
         # when a later line closes it (a dying process may never print one).
         self.excepted: Traceback | None = None
@@ -131,6 +135,7 @@ class Assembler:
             return True, done
         pos = content.find(TRACEBACK_HEADER)
         if pos >= 0:
+            self._interrupted.pop(key, None)
             self._close(key, done)
             # Another stream starting a traceback means the complete ones have ended: ranks print whole.
             done.extend(self.flush(complete_only=True))
@@ -150,6 +155,14 @@ class Assembler:
                 fragment = Traceback(
                     rec.source or key, line, rec.at, rec.seconds, noise=key in self._logging_error
                 )
+                cut = self._interrupted.pop(key, None)
+                if cut is not None and line <= cut[1] + _RESUME_WITHIN:
+                    # the frames go on right after another process's record (its source line or carets may come
+                    # first): the same traceback, whole again; it replaces the part reported cut (same first line)
+                    before = cut[0]
+                    fragment.line, fragment.header = before.line, before.header
+                    fragment.lines = list(before.lines)
+                    fragment.chained, fragment.handling = before.chained, before.handling
                 fragment.body_style = _style(rec)
                 fragment.add(content)
                 fragment.after_frame = True
@@ -179,6 +192,7 @@ class Assembler:
             ):
                 # A new log record (a time or a level the body lines lack), not a traceback line: the traceback
                 # was cut off in the log, or another process's record came between its lines.
+                self._interrupted[key] = (tb, line)
                 self._finish(key, done)
                 return False, done
             if not stripped or content[0] in " \t" or stripped.startswith(("|", "+-", "^", "~")):

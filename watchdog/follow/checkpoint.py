@@ -32,8 +32,8 @@ import anyio
 import structlog
 
 from watchdog.core.analyzer import Analyzer
-from watchdog.core.redaction import may_hold_secret
-from watchdog.core.resume import masked, restore, to_record
+from watchdog.core.recordtext import RecordText
+from watchdog.core.resume import masked, record_values, restore, to_record
 from watchdog.exceptions import WatchdogError
 from watchdog.follow.sources.base import KeepsPrevious, Streamed
 from watchdog.follow.sources.identity import FileIdentity, FileWindows, Identifiable
@@ -51,7 +51,7 @@ _PICKLED = 3  # the format before: its header is read (the file, its numbering),
 MAGIC = b"WDCK"
 CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log went quiet (`save_due`)
 TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
-# seconds between saves of a launch whose log keeps growing: each save encodes the whole record (0.4-1.2 ms), and
+# seconds between saves of a launch whose log keeps growing: each save encodes the record (0.3-1.4 ms), and
 # a log that never pauses would pay it every few seconds; after a `kill -9` the bytes since are read again
 # (a verdict is still announced once), which is a minute of the log at most
 GROWING_INTERVAL = 60.0
@@ -113,8 +113,16 @@ def settings_id(spec: LaunchSpec) -> str:
     return hashlib.sha256(json.dumps(settings, default=str).encode()).hexdigest()[:32]
 
 
-def encode(checkpoint: Checkpoint, *, settings: str, max_bytes: int = MAX_CHECKPOINT_BYTES) -> bytes | None:
-    """The checkpoint as bytes for the store; None when it would be larger than `max_bytes`."""
+def encode(
+    checkpoint: Checkpoint,
+    *,
+    settings: str,
+    max_bytes: int = MAX_CHECKPOINT_BYTES,
+    writer: RecordText | None = None,
+) -> bytes | None:
+    """The checkpoint as bytes for the store; None when it would be larger than `max_bytes`. `writer`: the
+    launch's, which keeps the text of its record's parts that cannot change from one save to the next (default:
+    a new one, which keeps nothing)."""
     ident = checkpoint.identity
     header = {
         "settings": settings,
@@ -134,10 +142,9 @@ def encode(checkpoint: Checkpoint, *, settings: str, max_bytes: int = MAX_CHECKP
     fixed = _PREFIX.size + len(text) + len(head) + len(before)
     if fixed > max_bytes:
         return None
-    record = to_record(checkpoint.analyzer)
-    state = _dumps(record)
-    if _looks_secret(state):  # rarely: every text of the record masked
-        state = _dumps(masked(record))
+    state, secret = (writer or RecordText()).dumps(record_values(checkpoint.analyzer))
+    if secret:  # rarely: every text of the record masked
+        state = _dumps(masked(to_record(checkpoint.analyzer)))
     compressed = zlib.compress(state.encode("utf-8", "surrogatepass"), 1)
     if fixed + len(compressed) > max_bytes:
         return None
@@ -146,12 +153,6 @@ def encode(checkpoint: Checkpoint, *, settings: str, max_bytes: int = MAX_CHECKP
 
 def _dumps(record: object) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-
-
-def _looks_secret(state: str) -> bool:
-    # One look at a whole record as JSON (`may_hold_secret`), its texts' quotes and tabs unescaped (`"api_key":
-    # "..."`, `token:\tvalue`): whether any of its texts may hold what `mask_secrets` masks.
-    return may_hold_secret(state.replace('\\"', '"').replace("\\t", "\t"))
 
 
 _DIGEST_SIZE = hashlib.sha256().digest_size
@@ -284,6 +285,7 @@ class Checkpointer:
         self._warned_size = False
         self._warned_save = False
         self.saves = 0  # checkpoints written
+        self._writer = RecordText()  # the record's text, its parts that cannot change kept between saves
         # the launch's incarnations before the current file's (`Checkpoint.base`), which the follower sets
         self.base = 0
 
@@ -455,7 +457,7 @@ class Checkpointer:
             # encoded here, on the event loop, so that the state, its offset and its time are one moment's
             changes = self._changes
             checkpoint = Checkpoint(identity, elapsed(), analyzer, self.base, self._cursor)
-            blob = encode(checkpoint, settings=self._settings)
+            blob = encode(checkpoint, settings=self._settings, writer=self._writer)
             self._saved_at = self._clock()
             if blob is None:
                 self._saved_changes, self._transitioned = changes, False

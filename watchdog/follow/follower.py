@@ -75,7 +75,11 @@ __all__ = [
 # 0.32's last early line, "Available routes are", on a busy 2-core host, and up to 3.1 s after its first), before
 # it trusts the early one alone (a log cut there, or Uvicorn at warning level)
 READY_CONFIRM = 2.0
-CHECKPOINT_QUIET = 1.0  # seconds of a quiet log (or after a transition) before a tick saves its checkpoint
+# seconds of a quiet log (or after a transition) before a tick saves its checkpoint: a shorter pause is a crash
+# loop's restart gap (1-2 s) or an engine's lull, and the log is still growing (saved every GROWING_INTERVAL); a save
+# at each such pause cost 200 crash-looping launches a record's encoding per crash (a restart is as right
+# without it: the store says each launch once; the checkpoint only spares the re-reading)
+CHECKPOINT_QUIET = 3.0
 CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
 # seconds at most a crash's report waits for a traceback still open when the crash was known (its exception
 # line names the crash): the writer may have died mid-way, and then the report goes out with what there is
@@ -188,6 +192,7 @@ class LaunchFollower:
         self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
         self._caught_up = False  # the file as it was at the start has been read (or was missing)
         self._at_end = False  # the last source item was CaughtUp
+        self._whole = False  # the analyzer was told it caught up (once told, it stays so: a restart keeps it)
         self._last_data = 0.0
         self._awaiting_ready = False  # ready, but an error already in the log is still being judged
         self._settling: set[int] = set()  # incarnations whose crash report is waiting to be sent
@@ -311,6 +316,19 @@ class LaunchFollower:
             await self._apply(transitions)
         elif isinstance(item, CaughtUp):
             self._at_end = True
+            if (
+                self._whole
+                and self.analyzer.profile is not None
+                and not self._deferred
+                and not self._awaiting_ready
+            ):
+                # the end of a read (the usual item after each chunk): the analyzer already judged the log whole
+                # and knows its engine, so being at the end changes nothing in it, nor what is due when (the
+                # chunk's own `_apply` asked that); nothing to save that was not due a moment ago either
+                if self._crash_reported():
+                    await self._apply(self.analyzer.report_open_tracebacks(now))
+                return
+            self._whole = True
             transitions = self.analyzer.caught_up(now)
             if self._deferred and self._checkpoints is not None:
                 # a restart onto an empty file (truncated): its offset 0 checkpointed before its new start is

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles.keys import check_keys
 from watchdog.vocabulary import Category
 
-__all__ = ["TIERS", "CategoryRule", "parse_category_rule"]
+__all__ = ["TIERS", "CategoryRule", "Regex", "parse_category_rule"]
 
 # The precedence of a rule, from what it names (docs/categories.md): lower is tried first. A class is what
 # failed; a message template is that failure's own wording; a module is only where it was raised; a phrase
@@ -29,22 +30,37 @@ TIERS = (
 _KEYS = {"category", "exceptions", "modules", "functions", "template", "phrase", "wraps", "versions", "note"}
 
 
+class Regex(NamedTuple):
+    """A category rule's regex as written, compiled the first time the rule is tried (`CategoryRule.matches`):
+    a rule is tried only for an error, and most of a profile's rules never are (compiling them all was a third
+    of loading a profile). A tuple: a profile's hash and equality stay in C."""
+
+    pattern: str
+    flags: int = 0
+
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled regex."""
+        return re.compile(self.pattern, self.flags)
+
+
+_Pattern = re.Pattern[str] | None
+_Compiled = tuple[_Pattern, _Pattern, _Pattern, _Pattern, _Pattern]
+
+
 @dataclass(frozen=True, slots=True)
 class CategoryRule:
     """One `[[category]]` table: the category of an error whose class, place and message all match."""
 
     category: Category
-    exceptions: re.Pattern[str] | None = (
-        None  # the exception's class, qualified as printed or by its last parts
-    )
-    modules: re.Pattern[str] | None = (
-        None  # searched in the file paths of the innermost frames (or the line's)
-    )
-    functions: re.Pattern[str] | None = None  # searched in the innermost frames' function names
-    template: re.Pattern[str] | None = None  # matched at the start of the exception's message
-    phrase: re.Pattern[str] | None = None  # searched anywhere in the line (the legacy last resort)
+    exceptions: Regex | None = None  # the exception's class, qualified as printed or by its last parts
+    modules: Regex | None = None  # searched in the file paths of the innermost frames (or the line's)
+    functions: Regex | None = None  # searched in the innermost frames' function names
+    template: Regex | None = None  # matched at the start of the exception's message
+    phrase: Regex | None = None  # searched anywhere in the line (the legacy last resort)
     wraps: bool = False  # the class carries other errors' messages: tried after every message rule
     tier: int = 0  # its precedence (an index of TIERS), from the fields it has
+    # the five regexes compiled, in the order `matches` tries them, once it was first tried
+    _compiled: _Compiled | None = field(default=None, init=False, repr=False, compare=False)
 
     def matches(
         self, cls: str | None, messages: Sequence[str], line: str, paths: str, functions: str
@@ -52,20 +68,33 @@ class CategoryRule:
         """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
         may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
         raised in the innermost frames' `paths` and `functions` (newline-joined)."""
-        if self.exceptions is not None and (cls is None or not self.exceptions.fullmatch(cls)):
+        compiled = self._compiled or self._compile()
+        # each looked up only when the one before it held: most rules fail at their first
+        if (pattern := compiled[0]) is not None and (cls is None or not pattern.fullmatch(cls)):
             return False
-        if self.modules is not None and not self.modules.search(paths):
+        if (pattern := compiled[1]) is not None and not pattern.search(paths):
             return False
-        if self.functions is not None and not self.functions.search(functions):
+        if (pattern := compiled[2]) is not None and not pattern.search(functions):
             return False
-        if self.phrase is not None and not self.phrase.search(line):
+        if (pattern := compiled[3]) is not None and not pattern.search(line):
             return False
-        template = self.template
-        return template is None or any(template.match(m) for m in messages)
+        return (pattern := compiled[4]) is None or any(pattern.match(m) for m in messages)
+
+    def _compile(self) -> _Compiled:
+        compiled = tuple(
+            None if r is None else r.compiled()
+            for r in (self.exceptions, self.modules, self.functions, self.phrase, self.template)
+        )
+        object.__setattr__(self, "_compiled", compiled)  # frozen: a cache, not a field (no part of equality)
+        return compiled  # type: ignore[return-value]
 
 
-def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, path: str) -> CategoryRule:
-    """A `[[category]]` table read from a profile file at `where` (its key path `path`)."""
+def parse_category_rule(
+    raw: object, categories: tuple[str, ...], where: str, path: str, *, checked: bool = False
+) -> CategoryRule:
+    """A `[[category]]` table read from a profile file at `where` (its key path `path`). `checked`: its regexes
+    are known to compile (a bundled profile's: the tests compile them all), so they are compiled on first use;
+    else each is compiled now, and an invalid one is a `ConfigError` at load."""
     if not isinstance(raw, Mapping):
         raise ConfigError(where, path, "must be a table")
     check_keys(raw, _KEYS, where, path)
@@ -74,11 +103,11 @@ def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, pa
         raise ConfigError(
             where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(categories)}"
         )
-    exceptions = _names(raw, "exceptions", r"(?:[\w.]*\.)?(?:{})", where, path)
-    modules = _names(raw, "modules", "{}", where, path)
-    functions = _names(raw, "functions", r"(?:^|\n)(?:{})$", where, path)
-    template = _regex(raw, "template", where, path)
-    phrase = _names(raw, "phrase", "{}", where, path, flags=re.IGNORECASE)
+    exceptions = _names(raw, "exceptions", r"(?:[\w.]*\.)?(?:{})", where, path, checked=checked)
+    modules = _names(raw, "modules", "{}", where, path, checked=checked)
+    functions = _names(raw, "functions", r"(?:^|\n)(?:{})$", where, path, checked=checked)
+    template = _regex(raw, "template", where, path, checked=checked)
+    phrase = _names(raw, "phrase", "{}", where, path, flags=re.IGNORECASE, checked=checked)
     wraps = raw.get("wraps", False)
     if not isinstance(wraps, bool) or (wraps and (exceptions is None or template or modules or functions)):
         raise ConfigError(where, f"{path}.wraps", "true or false; true only on a rule of exceptions alone")
@@ -101,28 +130,30 @@ def parse_category_rule(raw: object, categories: tuple[str, ...], where: str, pa
 
 
 def _names(
-    raw: Mapping[str, object], key: str, form: str, where: str, path: str, *, flags: int = 0
-) -> re.Pattern[str] | None:
+    raw: Mapping[str, object], key: str, form: str, where: str, path: str, *, flags: int = 0, checked: bool
+) -> Regex | None:
     # a list of regexes, one alternative each, put into `form`
     if key not in raw:
         return None
     names = raw[key]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
         raise ConfigError(where, f"{path}.{key}", "must be a non-empty list of regexes")
-    return _compile(form.format("|".join(f"(?:{n})" for n in names)), where, f"{path}.{key}", flags)
+    return _compile(form.format("|".join(f"(?:{n})" for n in names)), where, f"{path}.{key}", flags, checked)
 
 
-def _regex(raw: Mapping[str, object], key: str, where: str, path: str) -> re.Pattern[str] | None:
+def _regex(raw: Mapping[str, object], key: str, where: str, path: str, *, checked: bool) -> Regex | None:
     value = raw.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise ConfigError(where, f"{path}.{key}", "must be a non-empty regex")
-    return _compile(value, where, f"{path}.{key}", 0)
+    return _compile(value, where, f"{path}.{key}", 0, checked)
 
 
-def _compile(regex: str, where: str, path: str, flags: int) -> re.Pattern[str]:
+def _compile(regex: str, where: str, path: str, flags: int, checked: bool) -> Regex:
     try:
-        return re.compile(regex, flags)
+        if not checked:
+            re.compile(regex, flags)  # now, to say an invalid one at load (re keeps it for the first use)
+        return Regex(regex, flags)
     except re.error as exc:
         raise ConfigError(where, path, f"invalid regular expression: {exc}") from exc

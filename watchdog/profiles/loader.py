@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import tomllib
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles.model import BUNDLED_SOURCE, RULE_KINDS, Catalogue, Draft, Profile, Rule, parse_profile
+from watchdog.profiles.parsed import parsed
 from watchdog.vocabulary import ENGINES
 
 __all__ = [
@@ -55,6 +55,8 @@ def catalogue(extra: Sequence[Path | Profile] = ()) -> Catalogue:
 
 def load_profile_file(path: Path) -> Profile:
     """Read and validate one profile file; errors name the file, the key path and what is allowed."""
+    import tomllib  # noqa: PLC0415 - not for a start that reads only the bundled profiles (parsed ahead)
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -76,7 +78,12 @@ def _bundled() -> Catalogue:
 @functools.cache
 def _draft(name: str) -> Draft:
     ref = resources.files("watchdog.profiles").joinpath(f"{name}.toml")
-    return Draft(tomllib.loads(ref.read_text(encoding="utf-8")), f"{BUNDLED_SOURCE}{name}.toml")
+    data = parsed(name, ref.read_bytes())  # parsed ahead of time, if the file is the one it was parsed from
+    if data is None:
+        import tomllib  # noqa: PLC0415 - rare: parsed.json is older than the file
+
+        data = tomllib.loads(ref.read_text(encoding="utf-8"))
+    return Draft(data, f"{BUNDLED_SOURCE}{name}.toml")
 
 
 def preload_profiles() -> None:

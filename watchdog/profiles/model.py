@@ -169,7 +169,7 @@ class Profile:
         return tuple(r for r in self.rules if r.kind == kind)
 
 
-def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
+def parse_profile(data: Mapping[str, Any], where: str, *, checked: bool = False) -> Profile:
     name = data.get("extends", data.get("name"))
     if not isinstance(name, str) or not name:
         raise ConfigError(where, "name", 'a profile needs `name = "..."` (or `extends = "<engine>"`)')
@@ -179,7 +179,7 @@ def parse_profile(data: Mapping[str, Any], where: str) -> Profile:
     rules: list[Rule] = []
     traces: dict[str, list[Any]] = {kind: [] for kind in TRACE_KINDS}
     categories = [
-        parse_category_rule(raw, CATEGORIES, where, f"category[{i}]")
+        parse_category_rule(raw, CATEGORIES, where, f"category[{i}]", checked=checked)
         for i, raw in enumerate(_tables(data, "category", where))
     ]
     for key, value in data.items():
@@ -286,7 +286,8 @@ class Draft:
     def profile(self) -> Profile:
         """The compiled profile (the same object each time)."""
         if self._profile is None:
-            self._profile = parse_profile(self.data, self.where)
+            # a bundled file's: its category regexes compile (the tests compile each), on first use
+            self._profile = parse_profile(self.data, self.where, checked=True)
         return self._profile
 
 

@@ -48,6 +48,9 @@ _MASK = (
     | _IN_MOVE_SELF
 )
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of name
+# What changes only a file's bytes: any other event (created, moved, deleted, attributes) may change what its
+# path names, and counts in `Watcher.renames` too.
+_CONTENT = _IN_MODIFY | _IN_CLOSE_WRITE
 
 
 @functools.cache
@@ -74,13 +77,20 @@ class Watcher:
         self._names: dict[int, str] = {}  # watch descriptor -> directory
         # path -> the futures of its waiting followers, each with the event loop it belongs to (plain asyncio
         # futures, not anyio Events: a follower waits once per change of its file, so this is a hot path)
-        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = defaultdict(
-            list
+        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]] = (
+            defaultdict(list)
         )
         self._thread: threading.Thread | None = None
         # path -> how many changes were seen (watched paths only): a follower notes it before it looks at its
         # file, so a change between its look and its wait is not lost
         self._generation: dict[str, int] = {}
+        # the safety polls of each event loop's waiting followers: future -> when it is woken anyway, and the one
+        # timer that wakes those due (only that loop's thread touches its own: no lock). One timer per loop, not a
+        # timer made and cancelled at each wait of each follower (a follower waits once per change of its file).
+        self._polls: dict[asyncio.AbstractEventLoop, dict[asyncio.Future[object], float]] = {}
+        self._sweeps: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
+        # path -> how many of those may have changed what the path names (not only the file's bytes)
+        self._renames: dict[str, int] = {}
 
     @staticmethod
     @functools.cache
@@ -110,6 +120,7 @@ class Watcher:
                 self._dirs[directory], self._names[wd] = wd, directory
             self._refs[wd] += 1
             self._generation.setdefault(path, 0)
+            self._renames.setdefault(path, 0)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._read, name="watchdog-inotify", daemon=True)
                 self._thread.start()
@@ -129,34 +140,81 @@ class Watcher:
 
     def generation(self, path: str) -> int:
         """How many changes of `path` were seen so far: note it before looking at the file."""
-        with self._lock:
-            return self._generation.get(path, 0)
+        return self._generation.get(path, 0)  # one int read under the GIL: no lock on this hot path
 
-    async def changed(self, path: str, since: int, poll_after: float | None = None) -> bool:
+    def renames(self, path: str) -> int:
+        """How many of the changes of `path` seen so far may have changed what the path names (created, moved,
+        deleted: not appends); while it stays the same, the path names the file it named (a local file
+        system)."""
+        return self._renames.get(path, 0)  # one int read under the GIL: no lock on this hot path
+
+    async def changed(
+        self,
+        path: str,
+        since: int,
+        poll_after: float | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> bool:
         """Wait until `path` (absolute, as given to `watch`) or its directory changed after `generation` was
         `since` (at once if it already has), or, with `poll_after`, until that many seconds passed (the caller
-        then looks anyway: a safety poll, cheaper than a cancel scope on this hot path); True if it changed."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        then looks anyway: a safety poll, cheaper than a cancel scope on this hot path); True if it changed.
+        `loop`: the running event loop, where the caller has it at hand."""
+        loop = loop or asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
         entry = (loop, future)
         with self._lock:
             if self._generation.get(path, 0) != since:
                 return True
             self._waiting[path].append(entry)
-        timer = loop.call_later(poll_after, wake_up, future) if poll_after is not None else None
+        if poll_after is not None:
+            self._poll_at(loop, future, loop.time() + poll_after)
         try:
             await future
         finally:
-            if timer is not None:
-                timer.cancel()
-            with self._lock:
-                waiters = self._waiting.get(path)
-                if waiters is not None and entry in waiters:
-                    waiters.remove(entry)
-                    if not waiters:
-                        del self._waiting[path]
-        with self._lock:
-            return self._generation.get(path, 0) != since
+            if poll_after is not None:
+                self._unpoll(loop, future)
+            if future.cancelled() or future.result() is not True:
+                # not woken by the reading thread (which took it off the list): a safety poll or a cancel
+                with self._lock:
+                    waiters = self._waiting.get(path)
+                    if waiters is not None and entry in waiters:
+                        waiters.remove(entry)
+                        if not waiters:
+                            del self._waiting[path]
+        return self._generation.get(path, 0) != since  # one int read under the GIL
+
+    def _poll_at(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[object], at: float) -> None:
+        polls = self._polls.get(loop)
+        if polls is None:
+            polls = self._polls[loop] = {}
+        polls[future] = at
+        sweep = self._sweeps.get(loop)
+        if sweep is None or at < sweep.when():
+            if sweep is not None:
+                sweep.cancel()
+            self._sweeps[loop] = loop.call_at(at, self._sweep, loop)
+
+    def _unpoll(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[object]) -> None:
+        polls = self._polls.get(loop)
+        if polls is None:
+            return  # swept, the last of its loop
+        polls.pop(future, None)
+        if not polls:  # none left: no timer outlives them (nor the loop, in a test)
+            del self._polls[loop]
+            self._sweeps.pop(loop).cancel()
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        # the loop's safety polls that are due: their followers look at their files (nothing woke them)
+        del self._sweeps[loop]
+        polls = self._polls[loop]
+        now = loop.time()
+        for future in [future for future, at in polls.items() if at <= now]:
+            del polls[future]
+            wake_up(future)
+        if polls:
+            self._sweeps[loop] = loop.call_at(min(polls.values()), self._sweep, loop)
+        else:
+            del self._polls[loop]
 
     def _read(self) -> None:
         # the reading thread: blocks on the descriptor, wakes the followers of what changed in their loops
@@ -169,15 +227,16 @@ class Watcher:
                 return
             with self._lock:
                 woken = self._woken(data)
-            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = defaultdict(list)
+            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[object]]] = defaultdict(list)
             for loop, future in woken:
                 by_loop[loop].append(future)
             for loop, futures in by_loop.items():  # one wake-up of each event loop per read
                 with contextlib.suppress(RuntimeError):  # that event loop has ended
                     loop.call_soon_threadsafe(_set_all, futures)
 
-    def _woken(self, data: bytes) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]:
+    def _woken(self, data: bytes) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]:
         paths: set[str] = set()
+        renamed: set[str] = set()
         pos = 0
         while pos + _EVENT.size <= len(data):
             wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
@@ -185,20 +244,30 @@ class Watcher:
             pos += _EVENT.size + length
             if mask & _IN_Q_OVERFLOW:
                 paths.update(self._generation)  # events were lost: everyone looks again
+                renamed.update(self._generation)
                 continue
             directory = self._names.get(wd)
             if directory is None:
                 continue
             if name:
-                paths.add(os.path.join(directory, os.fsdecode(name)))
+                path = os.path.join(directory, os.fsdecode(name))
+                paths.add(path)
+                if mask & ~_CONTENT:
+                    renamed.add(path)
             else:  # the directory itself moved or went away
-                paths.update(p for p in self._generation if os.path.dirname(p) == directory)
+                gone = [p for p in self._generation if os.path.dirname(p) == directory]
+                paths.update(gone)
+                renamed.update(gone)
+        for p in renamed:
+            if p in self._renames:
+                self._renames[p] += 1
         for p in paths:
             if p in self._generation:
                 self._generation[p] += 1
-        return [entry for p in paths for entry in self._waiting.get(p, ())]
+        # taken off the lists here: a follower woken by the thread has nothing to undo (no lock to take)
+        return [entry for p in paths for entry in self._waiting.pop(p, ())]
 
 
-def _set_all(futures: list[asyncio.Future[None]]) -> None:
+def _set_all(futures: list[asyncio.Future[object]]) -> None:
     for future in futures:
-        wake_up(future)
+        wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)

@@ -83,7 +83,7 @@ def _on_local_fs(fd: int) -> bool:
     return ctypes.c_long.from_buffer(buf).value in _LOCAL_FS  # f_type comes first, a word wide
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Request:
     """What the follower's generator needs awaited: a wait (`wait`), or else a call in a worker thread."""
 
@@ -311,6 +311,9 @@ class LocalSource:
         announced_missing = False
         at_end = False  # CaughtUp sent and nothing read since
         pos = offset
+        # the watcher's `renames` count when the path was last looked at: while it stays the same (and the file
+        # system is local, where inotify sees every change), the path names the same file, with no stat to ask
+        named: int | None = None
         watcher = Watcher.get() if self.use_inotify else None
         if watcher is not None and not watcher.watch(self.path):
             watcher = None  # the kernel refused a watch (no directory, no free watch): poll
@@ -325,6 +328,7 @@ class LocalSource:
                             yield FileMissing(self.path)
                         yield _Request(self._wait, (watcher, seen, False), wait=True)
                         continue
+                    named = None
                     size = os.fstat(current.fd).st_size
                     if pending is None and pos > size:
                         # Resuming past the end: the file was cut while nobody was reading.
@@ -364,11 +368,16 @@ class LocalSource:
                     # after a short read the file ended at `pos` a moment ago, and the bytes just read are
                     # those kept: only whether the path names another file is left to ask (2 syscalls, not 5)
                     end_look = (current, pos, bool(data))
-                    pending = (
-                        self._restart_reason(*end_look)
-                        if local
-                        else cast("RestartReason | None", (yield _Request(self._restart_reason, end_look)))
-                    )
+                    if not local:
+                        pending = cast(
+                            "RestartReason | None", (yield _Request(self._restart_reason, end_look))
+                        )
+                    elif watcher is None or not data or named != watcher.renames(self.path):
+                        if watcher is not None:
+                            named = watcher.renames(self.path)  # noted before the look, as `seen` is
+                        pending = self._restart_reason(*end_look)
+                    else:
+                        pending = None  # nothing was created, moved or deleted there since the last look
                 if pending == "truncated":
                     yield FileRestarted(pending)
                     pending, pos, at_end, current.head = None, 0, False, b""
@@ -402,8 +411,8 @@ class LocalSource:
             await anyio.sleep(self.poll_interval)
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
-        await watcher.changed(self.path, seen, poll_after=max(self.poll_interval, safety))
         loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
+        await watcher.changed(self.path, seen, max(self.poll_interval, safety), loop)
         now = loop.time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
@@ -413,6 +422,15 @@ class LocalSource:
 
     def _poll_at_end(self, current: _Open, pos: int) -> tuple[bytes, RestartReason | None]:
         """At the end of the file: what was written since, or else whether it was truncated or replaced."""
+        back = len(current.tail)
+        if back and len(current.head) >= min(FINGERPRINT, pos):
+            # one read for the last bytes read and what follows them: the check of those and the data at once
+            got = os.pread(current.fd, self.read_size + back, pos - back)
+            if len(got) > back:
+                if got[:back] != current.tail or os.pread(current.fd, len(current.head), 0) != current.head:
+                    return b"", "truncated"  # cut and written again past where it was read: not an append
+                return got[back:], None
+            return b"", self._restart_reason(current, pos)
         data = os.pread(current.fd, self.read_size, pos)  # at the end of a regular file: b""
         if data and _rewritten(current, pos):
             # cut and written again past where it was read: what follows the offset is not an append

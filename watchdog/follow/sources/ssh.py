@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -356,7 +357,7 @@ class _Follower:
         """Bytes came after a quiet spell: if the file's first bytes on the host are no longer those read, it was
         cut and written again (the bytes at the offset are not an append): read it again from 0."""
         quiet, self.quiet_since = self.quiet_since, None
-        if quiet is None or anyio.current_time() - quiet < FINGERPRINT_QUIET:
+        if quiet is None or asyncio.get_running_loop().time() - quiet < FINGERPRINT_QUIET:
             return
         src, want = self.src, min(FINGERPRINT, self.offset)
         if not want:
@@ -420,7 +421,8 @@ class _Follower:
     def _caught_up(self) -> None:
         if not self.at_end and self.offset >= self.known_size:
             self.at_end = True
-            self.quiet_since = anyio.current_time()
+            # the loop's clock (anyio's, without anyio's look-up of the backend: once per chunk read)
+            self.quiet_since = asyncio.get_running_loop().time()
             self.out.append(CaughtUp(self.offset))
 
     def _deliver(self, data: bytes) -> None:
