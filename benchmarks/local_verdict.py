@@ -49,21 +49,26 @@ def main() -> None:
     beside = Path(sys.executable).with_name("watchdog")  # this Python's install
     parser.add_argument("--watchdog", default=str(beside) if beside.exists() else shutil.which("watchdog"))
     args = parser.parse_args()
-    wd = args.watchdog
+    # no `watchdog` installed (a checkout run with PYTHONPATH): this Python runs the package's CLI
+    wd = [args.watchdog] if args.watchdog else [sys.executable, "-m", "watchdog.cli"]
     crashed = []
     for log in sorted(CORPUS.glob("*/*.log")):
-        done = subprocess.run([wd, "replay", "--json", str(log)], capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [*wd, "replay", "--json", str(log)], capture_output=True, text=True, check=False
+        )
         if done.returncode == 1 and json.loads(done.stdout)["state"] == "crashed":
             crashed.append(log)
     step = max(1, len(crashed) // args.logs)
     logs = crashed[::step][: args.logs]
     commands = {
-        "watch": lambda log: [wd, "watch", str(log), "--json", "--timeout", "20"],
-        "replay": lambda log: [wd, "replay", "--json", str(log)],
+        "watch": lambda log: [*wd, "watch", str(log), "--json", "--timeout", "20"],
+        "replay": lambda log: [*wd, "replay", "--json", str(log)],
         "python3 -c pass": lambda log: [sys.executable, "-c", "pass"],
         "tail -n 20": lambda log: ["tail", "-n", "20", str(log)],
     }
-    print(f"{len(logs)} crash logs of {len(crashed)}, {args.runs} runs each, one at a time; watchdog: {wd}")
+    print(
+        f"{len(logs)} crash logs of {len(crashed)}, {args.runs} runs each, one at a time; watchdog: {' '.join(wd)}"
+    )
     for name, command in commands.items():
         walls, cpus = [], []
         for _ in range(args.runs):

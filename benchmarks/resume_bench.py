@@ -35,12 +35,12 @@ class Counting:
     def __init__(self, inner: Any) -> None:
         self.inner, self.bytes = inner, 0
 
-    def open_follow(self, offset: int = 0) -> Any:
-        return self._open(offset)
+    def open_follow(self, offset: int = 0, cursor: str | None = None) -> Any:
+        return self._open(offset, cursor)
 
     @asynccontextmanager
-    async def _open(self, offset: int) -> Any:
-        async with self.inner.open_follow(offset) as items:
+    async def _open(self, offset: int, cursor: str | None) -> Any:
+        async with self.inner.open_follow(offset, cursor) as items:
             yield self._count(items)
 
     async def _count(self, items: Any) -> Any:

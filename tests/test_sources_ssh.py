@@ -693,6 +693,29 @@ async def test_a_relaunch_in_the_same_second_rewritten_to_the_same_size_is_a_res
 
 
 @pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
+async def test_an_append_after_a_quiet_spell_to_a_long_log_is_no_restart(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SSH, bytes appended to a log longer than the identity windows after it was quiet are read on from
+    the offset: the host's first bytes and those before the offset are the ones read, so no restart (the look
+    on the host once split its answer by the wrong window and took every such append for a truncation)."""
+    import watchdog.follow.sources.ssh as ssh_module  # noqa: PLC0415
+
+    monkeypatch.setattr(ssh_module, "FINGERPRINT_QUIET", 0.0, raising=False)  # check at once, not after 2 s
+    first = b"".join(
+        b"[2025-01-23 19:35:%02d] Decode batch. #running-req: %d\n" % (i % 60, i) for i in range(200)
+    )
+    assert len(first) > 2 * ssh_module.FINGERPRINT
+    more = b"[2025-01-23 19:36:00] Scheduler hit an exception\n"
+    log = tmp_path / "long.log"
+    log.write_bytes(first)
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        assert await read_until(items, len(first)) == first
+        await append(log, more)
+        assert await read_until(items, len(first) + len(more), start=len(first)) == more
+
+
+@pytest.mark.parametrize("stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")])
 async def test_truncated_and_rewritten_in_one_step_is_a_restart(
     sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

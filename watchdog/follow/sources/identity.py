@@ -123,13 +123,13 @@ def local_identity(path: str, offset: int) -> FileIdentity | None:
 _ID = re.compile(rb"^id (\d+) (\d+) (\d+)$")
 
 
-def parse_identity(output: bytes, offset: int) -> FileIdentity | None:
-    """Read the output of `watchdog.follow.sources.remote.identity_command`; None for a missing or unreadable file,
-    or output that is not the script's."""
+def parse_identity(output: bytes, offset: int, *, window: int = IDENTITY_WINDOW) -> FileIdentity | None:
+    """Read the output of `watchdog.follow.sources.remote.identity_command` run with the same `offset` and `window`;
+    None for a missing or unreadable file, or output that is not the script's."""
     line, newline, rest = output.partition(b"\n")
     match = _ID.match(line) if newline else None
     if match is None:
         return None
-    head_len = window_spans(offset)[0]
+    head_len = window_spans(offset, window)[0]
     # a file cut while it was read gives fewer bytes than asked for: windows that then match nothing
     return FileIdentity(int(match[1]), int(match[2]), int(match[3]), offset, rest[:head_len], rest[head_len:])

@@ -172,7 +172,7 @@ class SSHSource:
             self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
         )
         stdout = result.stdout
-        return parse_identity(stdout, offset) if isinstance(stdout, bytes) else None
+        return parse_identity(stdout, offset, window=window) if isinstance(stdout, bytes) else None
 
 
 @dataclass(frozen=True)
