@@ -43,24 +43,9 @@ def writes(launches: int, seconds: float, seed: int) -> tuple[list[bytes], list[
     now = 0.0
     while now < seconds:
         for i, log in enumerate(logs):
-            data = b""
-            if log.mode == "serving":
-                if now >= log.until:
-                    out.append((i, now, crash))
-                    log.mode, log.until = "quiet", now + rng.uniform(1.0, 2.0)
-                    continue
-                n = daemon_bench._burst(rng)
-                data = b"".join(serving[(serve_at + k) % len(serving)] for k in range(n))
-                serve_at += n
-            elif log.mode == "quiet":
-                if now >= log.until:
-                    log.mode, log.pos = "startup", 0
-            else:
-                n = max(daemon_bench._burst(rng), 1)
-                data = b"".join(startup[log.pos : log.pos + n])
-                log.pos += n
-                if log.pos >= len(startup):
-                    log.mode, log.until = "serving", now + rng.uniform(8.0, 20.0)
+            crashes_now, data, serve_at = daemon_bench.next_write(log, now, rng, startup, serving, serve_at)
+            if crashes_now:
+                out.append((i, now, crash))
             if data:
                 out.append((i, now, data))
         now += daemon_bench.TICK

@@ -104,6 +104,31 @@ def _burst(rng: random.Random) -> int:
     return 1 if rng.random() < 0.42 else 0
 
 
+def next_write(
+    log: _Log, now: float, rng: random.Random, startup: list[bytes], serving: list[bytes], serve_at: int
+) -> tuple[bool, bytes, int]:
+    """What `log` writes on the tick at `now`, and its next state: (its crash is due, else the bytes to append,
+    the serving lines' cursor after them). A crash is followed by 1-2 s of quiet, then the startup again."""
+    data = b""
+    if log.mode == "serving":
+        if now >= log.until:
+            log.mode, log.until = "quiet", now + rng.uniform(1.0, 2.0)
+            return True, data, serve_at
+        n = _burst(rng)
+        data = b"".join(serving[(serve_at + k) % len(serving)] for k in range(n))
+        serve_at += n
+    elif log.mode == "quiet":
+        if now >= log.until:
+            log.mode, log.pos = "startup", 0
+    else:
+        n = max(_burst(rng), 1)
+        data = b"".join(startup[log.pos : log.pos + n])
+        log.pos += n
+        if log.pos >= len(startup):
+            log.mode, log.until = "serving", now + rng.uniform(8.0, 20.0)
+    return False, data, serve_at
+
+
 def write_load(spec: dict[str, Any]) -> dict[str, Any]:
     """Grow the logs until spec["end"] (wall clock); return the crash write times and the totals."""
     startup, serving, crash = _corpus()
@@ -118,30 +143,14 @@ def write_load(spec: dict[str, Any]) -> dict[str, Any]:
     next_tick = time.monotonic()
     while time.time() < spec["end"]:
         for log in logs:
-            now = time.time()
-            data = b""
-            if log.mode == "serving":
-                if now >= log.until:
-                    before = time.time()
-                    os.write(log.fd, crash)
-                    crashes.append((log.name, before, time.time()))
-                    nbytes += len(crash)
-                    lines += crash.count(b"\n")
-                    log.mode, log.until = "quiet", now + rng.uniform(1.0, 2.0)
-                    continue
-                n = _burst(rng)
-                data = b"".join(serving[(serve_at + k) % len(serving)] for k in range(n))
-                serve_at += n
-            elif log.mode == "quiet":
-                if now >= log.until:
-                    log.mode, log.pos = "startup", 0
-            else:
-                n = max(_burst(rng), 1)
-                data = b"".join(startup[log.pos : log.pos + n])
-                log.pos += n
-                if log.pos >= len(startup):
-                    log.mode, log.until = "serving", now + rng.uniform(8.0, 20.0)
-            if data:
+            crashes_now, data, serve_at = next_write(log, time.time(), rng, startup, serving, serve_at)
+            if crashes_now:
+                before = time.time()
+                os.write(log.fd, crash)
+                crashes.append((log.name, before, time.time()))
+                nbytes += len(crash)
+                lines += crash.count(b"\n")
+            elif data:
                 os.write(log.fd, data)
                 nbytes += len(data)
                 lines += data.count(b"\n")
