@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watchdog.core.analyzer import Analyzer
+from watchdog.core.analyzer import Analyzer, _newlines
 from watchdog.core.lifecycle import State
 from watchdog.core.verdict import verdict_of
 from watchdog.profiles.loader import load_engine
@@ -468,3 +468,16 @@ def test_process_gone_after_its_last_words(log: bytes, category: str, summary: s
     assert err is not None
     assert (err.category, err.summary) == (category, summary)
     assert ("OOM" in err.hint) == (category == "killed")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.binary(min_size=0, max_size=300).map(lambda b: b.replace(b"\x00", b"\n") * 400),
+    st.integers(min_value=0, max_value=130_000),
+    st.integers(min_value=0, max_value=130_000),
+)
+def test_newlines_of_a_range_are_counted_exactly_whichever_way(data: bytes, lo: int, hi: int) -> None:
+    # the lines read count a block's newlines by `bytes.count` or, over most of a big block, by what a
+    # `bytes.replace` leaves: the same number for every range (a block's line numbers and `lines_read`)
+    lo, hi = sorted((min(lo, len(data)), min(hi, len(data))))
+    assert _newlines(data, lo, hi) == data.count(b"\n", lo, hi)

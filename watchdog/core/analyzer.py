@@ -419,7 +419,7 @@ class Analyzer:
                 found, k = self._found(data, pos), 0
         read, pos, index = self._serving_lines(data, pos, len(data), index, first, now)
         out += read
-        count = index + data.count(b"\n", pos)  # a block ends with a newline
+        count = index + _newlines(data, pos, len(data))  # a block ends with a newline
         self.lines_read += count
         active = count - (scanner.benign_lines + scanner.error_lines - quiet_before)
         healthy_tail = active if last_error < 0 else max(0, count - last_error - 1 - quiet_after_error)
@@ -459,7 +459,7 @@ class Analyzer:
         # which may say all the clock needs
         alone = begin == lo or all(data.find(match, lo, begin) < 0 for _, match, _ in serving)
         if alone or _serving_status(line, serving) in ("flowing", "idle"):
-            index += data.count(b"\n", lo, begin)
+            index += _newlines(data, lo, begin)
             return self._serving_line(line, first + index, now), begin, index
         starts: set[int] = set()
         for _, match, _ in serving:
@@ -629,6 +629,16 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
         if r.kind == "serving"
     )
     return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"))
+
+
+def _newlines(data: bytes, lo: int, hi: int) -> int:
+    # The newlines in data[lo:hi]. `bytes.count` is a byte loop (about 3 GB/s); `bytes.replace` finds them with
+    # memchr, about twice as fast (CPython 3.11-3.13) for one copy of the buffer: worth it over most of a big
+    # block (a replay's megabyte of serving lines), where the copy's memory is reused from one block to the next.
+    if hi - lo < 1 << 16 or hi - lo < len(data) // 2:
+        return data.count(b"\n", lo, hi)
+    outside = data.count(b"\n", 0, lo) + data.count(b"\n", hi)
+    return len(data) - len(data.replace(b"\n", b"")) - outside
 
 
 def _serving_status(raw: bytes, rules: tuple[_ServingRule, ...]) -> str | None:
