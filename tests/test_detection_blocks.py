@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from watchdog.core.detection import EngineDetector, _any_marker, _engines_of
+from watchdog.core.detection import EngineDetector, _any_marker, _engines_of, _runs
 from watchdog.profiles.loader import catalogue
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -46,14 +46,26 @@ def test_a_head_fed_in_blocks_reads_as_fed_line_by_line() -> None:
 def test_a_line_s_markers_are_found_in_one_pass() -> None:
     """For every fixture line that holds a marker, the engines of its markers, in the catalogue's order, are the
     same found in one pass (Hyperscan, where it is installed) as by each engine's search."""
-    any_marker, runs, index = _any_marker(catalogue().markers)
+    markers = catalogue().markers
+    any_marker, index = _any_marker(markers)
     seen = 0
     for log in LOGS:
         for line in log.read_bytes().decode("utf-8", "replace").splitlines():
             if any_marker(line) is not None:
                 seen += 1
-                assert _engines_of(line, runs, index) == _engines_of(line, runs, None)
+                assert _engines_of(line, markers, index) == _engines_of(line, markers, None)
     assert seen > 1000
+
+
+def test_the_per_engine_searches_are_compiled_only_without_hyperscan() -> None:
+    """With Hyperscan, a detector's start compiles no per-engine search (one pass finds a line's engines): a
+    replay's start spends nothing on them."""
+    markers = catalogue().markers
+    _runs.cache_clear()
+    detector = EngineDetector(markers)
+    detector.feed_lines(["[2025-01-23 19:35:33] The server is fired up and ready to roll!", "more"])
+    assert detector.engine() == "sglang"
+    assert _runs.cache_info().currsize == (0 if _any_marker(markers)[1] is not None else 1)
 
 
 def test_engine_named_again_after_a_line_that_changes_it() -> None:

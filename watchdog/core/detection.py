@@ -75,11 +75,11 @@ class EngineDetector:
             text = stripped.strip()
             if text and not _CHAIN_OR_EXCEPTION.match(text):
                 self._end_chain(self.score)
-        any_marker, runs, index = self._any
+        any_marker, index = self._any
         if any_marker(line) is None:  # one search for every marker: most lines of a head hold none
             return
         self._known = False
-        for engine in _engines_of(line, runs, index):
+        for engine in _engines_of(line, self._markers, index):
             if not frame:
                 self.score[engine] = self.score.get(engine, 0) + 1
                 continue
@@ -153,7 +153,7 @@ _Runs = tuple[tuple[str, _Search, tuple[str, ...]], ...]
 _Index = tuple[Literals, tuple[tuple[tuple[int, str], ...], ...]]
 
 
-def _engines_of(line: str, runs: _Runs, index: _Index | None) -> list[str]:
+def _engines_of(line: str, markers: tuple[tuple[str, str], ...], index: _Index | None) -> list[str]:
     # the engine of each marker `line` holds, in the markers' order: with Hyperscan, one pass finds them
     if index is not None:
         literals, of_literal = index
@@ -161,24 +161,18 @@ def _engines_of(line: str, runs: _Runs, index: _Index | None) -> list[str]:
         if found is not None:
             return [engine for _, engine in sorted(hit for f in found for hit in of_literal[f])]
     out = []
-    for engine, run_has, markers in runs:  # each engine's markers, in their order, searched at once first
+    for engine, run_has, own in _runs(
+        markers
+    ):  # each engine's markers, in their order, searched at once first
         if run_has(line) is not None:
-            out += [engine for marker in markers if marker in line]
+            out += [engine for marker in own if marker in line]
     return out
 
 
 @functools.lru_cache(maxsize=8)
-def _any_marker(
-    markers: tuple[tuple[str, str], ...],
-) -> tuple[_Search, _Runs, _Index | None]:
-    # A search for any of the markers (the catalogue's, the same for every launch: compiled once), and the
-    # markers in runs of one engine's, in their order, each with a search for any of its own: a line that holds
-    # one (a serving line may) is looked at with a dozen searches, not with `in` for each of ~150 markers.
-    runs: list[tuple[str, list[str]]] = []
-    for engine, marker in markers:
-        if not runs or runs[-1][0] != engine:
-            runs.append((engine, []))
-        runs[-1][1].append(marker)
+def _any_marker(markers: tuple[tuple[str, str], ...]) -> tuple[_Search, _Index | None]:
+    # A search for any of the markers (the catalogue's, the same for every launch: compiled once), and which
+    # engines' markers a line holds, found by Hyperscan in one pass (`_runs` without it).
     literals = Literals(m for _, m in markers if m)
     places: dict[str, list[tuple[int, str]]] = {}
     for place, (engine, marker) in enumerate(markers):
@@ -186,11 +180,20 @@ def _any_marker(
     index = None
     if literals.literals and "" not in places and literals.found("") is not None:
         index = (literals, tuple(tuple(places[m]) for m in literals.literals))
-    return (
-        _search_any([m for _, m in markers]),
-        tuple((engine, _search_any(own), tuple(own)) for engine, own in runs),
-        index,
-    )
+    return _search_any([m for _, m in markers]), index
+
+
+@functools.lru_cache(maxsize=8)
+def _runs(markers: tuple[tuple[str, str], ...]) -> _Runs:
+    # Without Hyperscan: the markers in runs of one engine's, in their order, each with a search for any of its
+    # own: a line that holds one (a serving line may) is looked at with a dozen searches, not with `in` for each
+    # of ~150 markers. Compiled on first use (a replay's start with Hyperscan compiles none of them).
+    runs: list[tuple[str, list[str]]] = []
+    for engine, marker in markers:
+        if not runs or runs[-1][0] != engine:
+            runs.append((engine, []))
+        runs[-1][1].append(marker)
+    return tuple((engine, _search_any(own), tuple(own)) for engine, own in runs)
 
 
 def _search_any(words: list[str]) -> _Search:
