@@ -1,9 +1,9 @@
 """The category of real error lines of 2025-2026, each replayed as a tiny log through the analyzer (issue 30).
 
-Each line is an inference server's error as a public thread shows it (the thread is named above it; a few are the
-library's wording where no thread was found), with the frames that decide where it was raised. The category is
-the one an expert gives from what failed, written down before the tool was run on it; `[other rule on arrival]`
-marks the lines the tool categorised otherwise before the rules of this change (42 of 74).
+Each line is an inference server's error as a public thread shows it (the thread is named above it; a few, where no
+thread was found, are the library's own wording, named as such), with the frames that decide where it was raised.
+The category is the one an expert gives from what failed, written down before the tool was run on it; `[other on
+arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (52 of 85).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
 @pytest.mark.parametrize(
     ("engine", "frames", "line", "category"),
     [
-        # -- torch: the CUDA, HIP, XPU and NPU runtimes, its own checks, its extensions
+        # -- torch: the CUDA, HIP, XPU and NPU runtimes, cuBLAS, its own checks, its extensions
         # verl-project/verl#1691 (2025)
         pytest.param(
             "vllm",
@@ -45,11 +45,11 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="cuda-unspecified-launch-failure",
         ),
-        # torch c10/cuda/CUDAException: cudaErrorMisalignedAddress
+        # verl-project/verl#3579 (2025, SGLang rollout), vllm-project/vllm#50934 (2026)
         pytest.param(
             "sglang", (), "RuntimeError: CUDA error: misaligned address", "cuda", id="cuda-misaligned-address"
         ),
-        # cudaErrorDevicesUnavailable (exclusive-process GPU)
+        # wording of cudaErrorDevicesUnavailable (exclusive-process GPU) (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -57,7 +57,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="cuda-device-busy",
         ),
-        # gpustack/gpustack#1540 (2025, vLLM) [other rule on arrival]
+        # gpustack/gpustack#1540 (2025, vLLM) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -73,7 +73,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="cudagetdevicecount-802",
         ),
-        # lllyasviel/Fooocus#1313 (aten/src/ATen/cuda/detail/CUDAHooks.cpp) [other rule on arrival]
+        # lllyasviel/Fooocus#1313 (aten/src/ATen/cuda/detail/CUDAHooks.cpp) [other on arrival]
         pytest.param(
             "tgi",
             (),
@@ -81,7 +81,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="driver-too-old",
         ),
-        # vllm-project/vllm#8893 (2025 comments), #12189 (2025) [other rule on arrival]
+        # vllm-project/vllm#8893 (2025 comments), #12189 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -89,7 +89,15 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="cannot-reinit-cuda-forked",
         ),
-        # vllm-project/vllm#4599; c10/util/Exception TORCH_INTERNAL_ASSERT [other rule on arrival]
+        # zai-org/CogVideo#665 (2025), vllm-project/vllm#8180 [other on arrival]
+        pytest.param(
+            "vllm",
+            (_SP + "torch/nn/modules/linear.py:forward",),
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+            "oom",
+            id="cublas-alloc-failed",
+        ),
+        # vllm-project/vllm#4599; c10/util/Exception TORCH_INTERNAL_ASSERT [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -97,7 +105,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "assertion",
             id="internal-assert-cudaguard",
         ),
-        # junjie18/CMT#95 (flash-attn's TORCH_CHECK(is_sm8x || is_sm75)) [other rule on arrival]
+        # junjie18/CMT#95 (flash-attn's TORCH_CHECK(is_sm8x || is_sm75)) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -105,7 +113,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="torch-check-is-sm",
         ),
-        # Zhanxin-Gao/CPrompt#7 (2025; torch.load of a file that is no torch archive) [other rule on arrival]
+        # Zhanxin-Gao/CPrompt#7 (2025; torch.load of a file that is no torch archive) [other on arrival]
         pytest.param(
             "vllm",
             (
@@ -117,7 +125,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="torch-check-hasrecord",
         ),
-        # hanyangyu1021/LMGaussian#13 (2025) [other rule on arrival]
+        # hanyangyu1021/LMGaussian#13 (2025) [other on arrival]
         pytest.param(
             "tgi",
             (_SP + "torch/serialization.py:load", _SP + "torch/serialization.py:__init__"),
@@ -141,7 +149,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "oom",
             id="npu-oom",
         ),
-        # intel/intel-extension-for-pytorch#780 (2025); intel/llm-scaler#424 (2026) [other rule on arrival]
+        # intel/intel-extension-for-pytorch#780 (2025); intel/llm-scaler#424 (2026) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -149,7 +157,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="xpu-ur-device-lost",
         ),
-        # vllm-project/vllm#11173 (2025, XPU) [other rule on arrival]
+        # vllm-project/vllm#11173 (2025, XPU) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "intel_extension_for_pytorch/nn/utils/_quantize_convert.py:apply_order",),
@@ -157,7 +165,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="xpu-ur-error",
         ),
-        # HIP hipErrorInvalidDeviceFunction (no code object for this gfx)
+        # wording of HIP hipErrorInvalidDeviceFunction (no code object for this gfx) (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -165,7 +173,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="hip-invalid-device-function",
         ),
-        # vllm-project/vllm-ascend#780, #516 (2025) [other rule on arrival]
+        # vllm-project/vllm-ascend#780, #516 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "torch/cuda/__init__.py:_lazy_init",),
@@ -173,7 +181,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "import",
             id="torch-not-compiled-cuda",
         ),
-        # vllm-project/vllm-metal#102 (2026), vllm-project/vllm-ascend#477 (2025) [other rule on arrival]
+        # vllm-project/vllm-metal#102 (2026), vllm-project/vllm-ascend#477 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -181,7 +189,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "import",
             id="torchvision-nms-missing",
         ),
-        # wording of torch/_classes.py (no thread found): vLLM's _core_C extension not loaded [other rule on arrival]
+        # wording of torch/_classes.py (no thread found): vLLM's _core_C extension not loaded [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -198,7 +206,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "nccl",
             id="pynccl-unhandled-cuda",
         ),
-        # vllm pynccl_wrapper.NCCL_CHECK
+        # wording of vllm pynccl_wrapper.NCCL_CHECK (no thread found)
         pytest.param(
             "vllm",
             (_SP + "vllm/distributed/device_communicators/pynccl_wrapper.py:NCCL_CHECK",),
@@ -206,7 +214,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "nccl",
             id="pynccl-invalid-usage",
         ),
-        # torch/distributed/elastic/utils/store.py (a rank that never joined the rendezvous)
+        # wording of torch/distributed/elastic/utils/store.py (a rank that never joined the rendezvous) (no thread found)
         pytest.param(
             "sglang",
             (),
@@ -214,7 +222,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "nccl",
             id="diststore-timeout-clients",
         ),
-        # torch c10d socket.cpp
+        # wording of torch c10d socket.cpp (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -222,7 +230,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "nccl",
             id="distnetwork-connect",
         ),
-        # meta-llama/llama#436 (2024), meta-llama/codellama#125 [other rule on arrival]
+        # meta-llama/llama#436 (2024), meta-llama/codellama#125 [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -230,7 +238,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="pg-nccl-no-gpus",
         ),
-        # verl-project/verl#967 (2025, vLLM), sgl-project/sglang#3226 (2025), gpustack/gpustack#2125 (2025) [other rule on arrival]
+        # verl-project/verl#967 (2025, vLLM), sgl-project/sglang#3226 (2025), gpustack/gpustack#2125 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -239,7 +247,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             id="gloo-fullmesh",
         ),
         # -- torch.compile and Triton
-        # vllm-project/vllm#28982 (2025) [other rule on arrival]
+        # vllm-project/vllm#28982 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "torch/_inductor/scheduler.py:_codegen",),
@@ -247,7 +255,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "assertion",
             id="inductor-assertion",
         ),
-        # vllm-project/vllm#41106 (2026) [other rule on arrival]
+        # vllm-project/vllm#41106 (2026) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "torch/_inductor/pattern_matcher.py:replace_by_example",),
@@ -255,7 +263,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "assertion",
             id="inductor-assertion-bare",
         ),
-        # vllm-project/vllm#25604 (2025); BoltzmannEntropy/vLLM-5090#1 [other rule on arrival]
+        # vllm-project/vllm#25604 (2025); BoltzmannEntropy/vLLM-5090#1 [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "torch/_dynamo/exc.py:unimplemented",),
@@ -263,7 +271,15 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="dynamo-unsupported",
         ),
-        # vllm-project/vllm#15329 (2025); triton/runtime/build.py [other rule on arrival]
+        # vllm-project/vllm#41257 (2026)
+        pytest.param(
+            "vllm",
+            (_SP + "torch/_dynamo/convert_frame.py:_compile",),
+            "torch._dynamo.exc.InternalTorchDynamoError: AcceleratorError: CUDA error: misaligned address",
+            "cuda",
+            id="dynamo-internal-accel",
+        ),
+        # vllm-project/vllm#15329 (2025); triton/runtime/build.py [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "triton/runtime/build.py:_build",),
@@ -271,7 +287,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "import",
             id="triton-no-c-compiler",
         ),
-        # unslothai/unsloth#218 (2025), vllm-project/vllm#15013 (2025) [other rule on arrival]
+        # unslothai/unsloth#218 (2025), vllm-project/vllm#15013 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (
@@ -283,7 +299,23 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "import",
             id="triton-gcc-failed",
         ),
-        # torch inductor with another triton
+        # hustvl/Vim#130 (2025), vllm-project/vllm#3808 (2025 comments) [other on arrival]
+        pytest.param(
+            "vllm",
+            (_SP + "triton/common/build.py:libcuda_dirs",),
+            "AssertionError: libcuda.so cannot found!",
+            "import",
+            id="triton-libcuda-not-found",
+        ),
+        # vllm-project/vllm#29178, #24289 (2025), zai-org/GLM-V#122 (2025) [other on arrival]
+        pytest.param(
+            "vllm",
+            (_SP + "triton_kernels/numerics_details/flexpoint.py:<module>",),
+            "AttributeError: module 'triton.language' has no attribute 'constexpr_function'",
+            "import",
+            id="triton-constexpr-function",
+        ),
+        # wording of torch inductor with another triton (no thread found)
         pytest.param(
             "sglang",
             (),
@@ -291,7 +323,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "import",
             id="triton-importerror-name",
         ),
-        # triton/runtime/errors.py
+        # wording of triton/runtime/errors.py (no thread found)
         pytest.param(
             "sglang",
             (),
@@ -299,8 +331,8 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="triton-oor-shared-mem",
         ),
-        # -- attention and expert-parallel kernels: flash-attn, xformers, DeepEP, DeepGEMM
-        # Dao-AILab/flash-attention#1645 (2025) [other rule on arrival]
+        # -- attention and expert-parallel kernels: flash-attn, xformers, FlashInfer, DeepEP, DeepGEMM
+        # Dao-AILab/flash-attention#1645 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -308,7 +340,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="fa-ck-head-dim",
         ),
-        # flash-attention csrc/flash_attn/flash_api.cpp [other rule on arrival]
+        # wording of flash-attention csrc/flash_attn/flash_api.cpp (no thread found) [other on arrival]
         pytest.param(
             "tgi",
             (),
@@ -324,7 +356,15 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="xformers-no-operator",
         ),
-        # sgl-project/sglang#6701, #15598 (2025) [other rule on arrival]
+        # sgl-project/sglang#24714 (2026) [other on arrival]
+        pytest.param(
+            "sglang",
+            (_SP + "sglang/srt/model_executor/cuda_graph_runner.py:__init__",),
+            "Exception: Capture cuda graph failed: Error in function 'VariableLengthMergeStates' at /home/jlj/dev/inferno/.venv/lib/python3.12/site-packages/flashinfer/data/include/flashinfer/attention/cascade.cuh:697: Unsupported head_dim: 106",
+            "unsupported",
+            id="sglang-capture-flashinfer-headdim",
+        ),
+        # sgl-project/sglang#6701, #15598 (2025) [other on arrival]
         pytest.param(
             "sglang",
             (_SP + "deep_ep/buffer.py:dispatch",),
@@ -332,7 +372,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "nccl",
             id="deepep-cpu-recv-timeout",
         ),
-        # deepseek-ai/DeepEP#424 (2025) [other rule on arrival]
+        # deepseek-ai/DeepEP#424 (2025) [other on arrival]
         pytest.param(
             "sglang",
             (_SP + "deep_ep/buffer.py:dispatch",),
@@ -340,7 +380,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "nccl",
             id="deepep-timeout-dispatch",
         ),
-        # deepseek-ai/DeepGEMM#140 (2025) [other rule on arrival]
+        # deepseek-ai/DeepGEMM#140 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "vllm/utils/deep_gemm.py:fp8_gemm_nt",),
@@ -348,7 +388,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "assertion",
             id="deepgemm-failed-assertion",
         ),
-        # llm-d/llm-d#1269 (2026) [other rule on arrival]
+        # llm-d/llm-d#1269 (2026) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "vllm/utils/deep_gemm.py:fp8_gemm_nt",),
@@ -356,7 +396,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "assertion",
             id="deepgemm-assertion-paren",
         ),
-        # vllm-project/vllm#41094 (2026) [other rule on arrival]
+        # vllm-project/vllm#41094 (2026) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -365,7 +405,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             id="deepgemm-assertion-ctx",
         ),
         # -- the model's files: safetensors, tokenizers, sentencepiece, the Hugging Face hub
-        # safetensors (a truncated shard)
+        # wording of safetensors (a truncated shard) (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -373,7 +413,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="safetensors-incomplete",
         ),
-        # allenai/open-instruct#738 (2025) [other rule on arrival]
+        # allenai/open-instruct#738 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "transformers/tokenization_utils_fast.py:__init__",),
@@ -381,7 +421,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="tokenizers-untagged-modelwrapper",
         ),
-        # Vision-CAIR/ChatCaptioner#8; tokenizers serde [other rule on arrival]
+        # Vision-CAIR/ChatCaptioner#8; tokenizers serde [other on arrival]
         pytest.param(
             "tgi",
             (_SP + "transformers/tokenization_utils_fast.py:__init__",),
@@ -389,7 +429,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="tokenizers-untagged-pretok",
         ),
-        # OpenGVLab/InternVL#298; chatchat-space/Langchain-Chatchat#3103 (2025 comment) [other rule on arrival]
+        # OpenGVLab/InternVL#298; chatchat-space/Langchain-Chatchat#3103 (2025 comment) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "sentencepiece/__init__.py:LoadFromFile",),
@@ -397,7 +437,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="sentencepiece-modelproto",
         ),
-        # opea-project/GenAIExamples#2237 (2025, vLLM 0.10.0) [other rule on arrival]
+        # opea-project/GenAIExamples#2237 (2025, vLLM 0.10.0) [other on arrival]
         pytest.param(
             "tgi",
             (_SP + "requests/models.py:raise_for_status",),
@@ -405,7 +445,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="hf-401-requests",
         ),
-        # huggingface_hub over requests (hub unreachable) [other rule on arrival]
+        # Avarok-Cybersecurity/dgx-vllm#16 (2026, vLLM), AUTOMATIC1111/stable-diffusion-webui#17165 (huggingface_hub over requests: the hub unreachable) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -413,7 +453,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="hf-maxretry",
         ),
-        # huggingface_hub/utils/_http.py hf_raise_for_status
+        # wording of huggingface_hub/utils/_http.py hf_raise_for_status (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -421,8 +461,8 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="hf-hub-429",
         ),
-        # -- addresses, clusters and files: ZeroMQ, sockets, Ray, a cache folder
-        # vllm-project/vllm#31884 (2026), sgl-project/sglang#4877 (2025) [other rule on arrival]
+        # -- addresses, clusters and files: ZeroMQ, sockets, Uvicorn, Ray, a cache folder
+        # vllm-project/vllm#31884 (2026), sgl-project/sglang#4877 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "zmq/sugar/socket.py:bind",),
@@ -430,11 +470,19 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "config",
             id="zmq-cannot-assign",
         ),
-        # gpustack/gpustack#3658 (2025, vLLM 0.11.2) [other rule on arrival]
+        # gpustack/gpustack#3658 (2025, vLLM 0.11.2) [other on arrival]
         pytest.param(
             "vllm", (), "OSError: [Errno 99] Cannot assign requested address", "config", id="oserror-99-bind"
         ),
-        # vllm-project/vllm#29265 (2025) [other rule on arrival]
+        # hummingbot/condor#67 (2026, Uvicorn) [other on arrival]
+        pytest.param(
+            "vllm",
+            None,
+            "ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 80): [errno 13] permission denied",
+            "config",
+            id="uvicorn-errno13",
+        ),
+        # vllm-project/vllm#29265 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "vllm/v1/executor/ray_utils.py:initialize_ray_cluster",),
@@ -442,7 +490,15 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "cuda",
             id="ray-no-gpu-node",
         ),
-        # vllm-project/vllm#26028 (2025) [other rule on arrival]
+        # ray-project/ray#51242 (2025, vLLM under Ray Serve) [other on arrival]
+        pytest.param(
+            "vllm",
+            (_SP + "vllm/executor/ray_utils.py:initialize_ray_cluster",),
+            "ValueError: Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running the driver on a GPU node.",
+            "cuda",
+            id="ray-driver-no-gpu",
+        ),
+        # vllm-project/vllm#26028 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "vllm/v1/executor/ray_utils.py:initialize_ray_cluster",),
@@ -450,7 +506,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "config",
             id="ray-placement-gpus",
         ),
-        # vllm-project/vllm#20127 (2025, vLLM 0.9.1 on OpenShift) [other rule on arrival]
+        # vllm-project/vllm#20127 (2025, vLLM 0.9.1 on OpenShift) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -459,7 +515,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             id="permission-denied-cache",
         ),
         # -- the engines' own raises
-        # vllm model_executor/layers/quantization (get_min_capability check)
+        # wording of vllm model_executor/layers/quantization (get_min_capability check) (no thread found)
         pytest.param(
             "vllm",
             (_SP + "vllm/config/__init__.py:_verify_quantization",),
@@ -467,7 +523,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="vllm-fp8-capability",
         ),
-        # vllm platforms/cuda.py check_if_supports_dtype
+        # wording of vllm platforms/cuda.py check_if_supports_dtype (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -475,7 +531,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="vllm-bf16-capability",
         ),
-        # vllm config verify_with_parallel_config
+        # wording of vllm config verify_with_parallel_config (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -483,7 +539,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "config",
             id="vllm-heads-divisible",
         ),
-        # vllm SchedulerConfig._verify_args [other rule on arrival]
+        # wording of vllm SchedulerConfig._verify_args (no thread found) [other on arrival]
         pytest.param(
             "vllm",
             (),
@@ -491,7 +547,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "config",
             id="vllm-max-num-batched",
         ),
-        # vllm default_loader._prepare_weights
+        # wording of vllm default_loader._prepare_weights (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -499,7 +555,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="vllm-no-weights",
         ),
-        # vllm-project/vllm#28517 (2025) [other rule on arrival]
+        # vllm-project/vllm#28517 (2025) [other on arrival]
         pytest.param(
             "vllm",
             (_SP + "vllm/model_executor/models/utils.py:_load_module",),
@@ -507,7 +563,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="vllm-no-param-named",
         ),
-        # vllm config _get_and_verify_max_len
+        # wording of vllm config _get_and_verify_max_len (no thread found)
         pytest.param(
             "vllm",
             (),
@@ -515,7 +571,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "config",
             id="vllm-user-max-model-len",
         ),
-        # sglang cuda_graph_runner (raise Exception(f'Capture cuda graph failed: {e}...'))
+        # wording of sglang cuda_graph_runner (raise Exception(f'Capture cuda graph failed: {e}...')) (no thread found)
         pytest.param(
             "sglang",
             (_SP + "sglang/srt/model_executor/cuda_graph_runner.py:__init__",),
@@ -523,7 +579,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "oom",
             id="sglang-capture-failed-oom",
         ),
-        # sgl-project/sglang#4233 (2025), #1533 (2025 comments) [other rule on arrival]
+        # sgl-project/sglang#4233 (2025), #1533 (2025 comments) [other on arrival]
         pytest.param(
             "sglang",
             (_SP + "sglang/srt/model_executor/model_runner.py:init_torch_distributed",),
@@ -547,7 +603,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "oom",
             id="trtllm-cudamallocasync-oom",
         ),
-        # NVIDIA/TensorRT-LLM#1838; tensorrtllm_backend#235 (engine built by another TensorRT/GPU) [other rule on arrival]
+        # NVIDIA/TensorRT-LLM#1838; tensorrtllm_backend#235 (engine built by another TensorRT/GPU) [other on arrival]
         pytest.param(
             "trtllm",
             (),
@@ -555,7 +611,15 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="trt-deserialize-engine",
         ),
-        # huggingface/text-generation-inference#556; utils/weights.py [other rule on arrival]
+        # NVIDIA/TensorRT-LLM#1950, #1796, #1340 [other on arrival]
+        pytest.param(
+            "trtllm",
+            (_SP + "tensorrt_llm/runtime/model_runner_cpp.py:from_dir",),
+            "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: mpiSize == tp * pp (/tmp/tritonbuild/tensorrtllm/tensorrt_llm/cpp/tensorrt_llm/runtime/worldConfig.cpp:99)",
+            "config",
+            id="trtllm-mpisize",
+        ),
+        # huggingface/text-generation-inference#556; utils/weights.py [other on arrival]
         pytest.param(
             "tgi",
             (_SP + "text_generation_server/utils/weights.py:get_filename",),
@@ -563,7 +627,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="tgi-weight-not-exist",
         ),
-        # TGI flash_causal_lm.warmup
+        # wording of TGI flash_causal_lm.warmup (no thread found)
         pytest.param(
             "tgi",
             (),
@@ -572,7 +636,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             id="tgi-not-enough-prefill",
         ),
         # -- native lines of ggml (llama.cpp, Ollama's runner) and Ollama's own
-        # llama.cpp llama-model-loader check_tensor_dims
+        # wording of llama.cpp llama-model-loader check_tensor_dims (no thread found)
         pytest.param(
             "llamacpp",
             None,
@@ -580,7 +644,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="llamacpp-wrong-shape",
         ),
-        # llama.cpp llama-model-loader (a truncated GGUF)
+        # wording of llama.cpp llama-model-loader (a truncated GGUF) (no thread found)
         pytest.param(
             "llamacpp",
             None,
@@ -588,7 +652,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="llamacpp-not-within-bounds",
         ),
-        # ggml-cuda ggml_cuda_error (driver older than the build's CUDA)
+        # wording of ggml-cuda ggml_cuda_error (driver older than the build's CUDA) (no thread found)
         pytest.param(
             "llamacpp",
             None,
@@ -604,7 +668,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "oom",
             id="ggml-vulkan-oom",
         ),
-        # ollama serve (Go net.Listen)
+        # wording of ollama serve (Go net.Listen) (no thread found)
         pytest.param(
             "ollama",
             None,
@@ -612,7 +676,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "port_in_use",
             id="ollama-bind-in-use",
         ),
-        # ollama/ollama#9758 (2025), #12986 (2025) [other rule on arrival]
+        # ollama/ollama#9758 (2025), #12986 (2025) [other on arrival]
         pytest.param(
             "ollama",
             None,
@@ -620,7 +684,25 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "model_load",
             id="ollama-manifest",
         ),
-        # ollama llm/server.go
+        # ollama/ollama#12597, #13411 (2025), #14876 (2026) [other on arrival]
+        pytest.param("ollama", None, "Error: pull model manifest: 412:", "unsupported", id="ollama-412"),
+        # ollama/ollama#7946 [other on arrival]
+        pytest.param(
+            "ollama",
+            None,
+            "Error: this model is not supported by your version of Ollama. You may need to upgrade",
+            "unsupported",
+            id="ollama-not-supported-version",
+        ),
+        # ollama/ollama#11710 (2025) [other on arrival]
+        pytest.param(
+            "ollama",
+            None,
+            "Error: 500 Internal Server Error: unable to load model: /data/ollama_models/blobs/sha256-7dd573dc3e0ba2e7d6bf76e16d400cf69b6afc2ae58f213e4eb1d133c38e938b",
+            "model_load",
+            id="ollama-unable-load",
+        ),
+        # wording of ollama llm/server.go (no thread found)
         pytest.param(
             "ollama",
             None,
@@ -628,7 +710,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "oom",
             id="ollama-system-memory",
         ),
-        # ollama runner via llama.cpp
+        # wording of ollama runner via llama.cpp (no thread found)
         pytest.param(
             "ollama",
             None,
