@@ -3,7 +3,7 @@
 Each line is an inference server's error as a public thread shows it (the thread is named above it; a few, where no
 thread was found, are the library's own wording, named as such), with the frames that decide where it was raised.
 The category is the one an expert gives from what failed, written down before the tool was run on it; `[other on
-arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (52 of 85).
+arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (56 of 90).
 """
 
 from __future__ import annotations
@@ -404,7 +404,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "assertion",
             id="deepgemm-assertion-ctx",
         ),
-        # -- the model's files: safetensors, tokenizers, sentencepiece, the Hugging Face hub
+        # -- the model's files: safetensors, transformers, tokenizers, sentencepiece, the Hugging Face hub
         # wording of safetensors (a truncated shard) (no thread found)
         pytest.param(
             "vllm",
@@ -412,6 +412,14 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
             "model_load",
             id="safetensors-incomplete",
+        ),
+        # agentscope-ai/QwenPaw#3084 (2026, vLLM 0.19), ml-explore/mlx-lm#683 (2025) [other on arrival]
+        pytest.param(
+            "vllm",
+            (_SP + "transformers/models/auto/tokenization_auto.py:from_pretrained",),
+            "ValueError: Tokenizer class TokenizersBackend does not exist or is not currently imported.",
+            "model_load",
+            id="transformers-tokenizersbackend",
         ),
         # allenai/open-instruct#738 (2025) [other on arrival]
         pytest.param(
@@ -531,6 +539,22 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "unsupported",
             id="vllm-bf16-capability",
         ),
+        # vllm-project/vllm#31480 (2025), #32732 (2026)
+        pytest.param(
+            "vllm",
+            (_SP + "vllm/platforms/cuda.py:get_attn_backend_cls",),
+            "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=576, dtype=torch.bfloat16, kv_cache_dtype=auto, block_size=None, use_mla=True, has_sink=False, use_sparse=True, use_mm_prefix=False, attn_type=decoder). Reasons: {FLASH_ATTN_MLA: [sparse not supported, compute capability not supported, FlashAttention MLA not supported on this device], FLASHMLA: [sparse not supported, compute capability not supported, FlashMLA Sparse is only supported on Hopper and Blackwell devices.], FLASHINFER_MLA: [sparse not supported, compute capability not supported], TRITON_MLA: [sparse not supported], FLASHMLA_SPARSE: [compute capability not supported]}.",
+            "unsupported",
+            id="vllm-no-valid-backend",
+        ),
+        # vllm-project/vllm#30214 (2025) [other on arrival]
+        pytest.param(
+            "vllm",
+            (_SP + "vllm/platforms/cuda.py:get_attn_backend_cls",),
+            "ValueError: Selected backend AttentionBackendEnum.CUTLASS_MLA is not valid for this configuration. Reason: ['sparse not supported']",
+            "unsupported",
+            id="vllm-backend-not-valid",
+        ),
         # wording of vllm config verify_with_parallel_config (no thread found)
         pytest.param(
             "vllm",
@@ -562,6 +586,14 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "ValueError: There is no module or parameter named 'mlp_AR' in TransformersForCausalLM",
             "model_load",
             id="vllm-no-param-named",
+        ),
+        # vllm-project/vllm#21713, #15536 (2025), #44788 (2026) [other on arrival]
+        pytest.param(
+            "vllm",
+            (_SP + "vllm/model_executor/model_loader/default_loader.py:load_weights",),
+            "ValueError: Following weights were not initialized from checkpoint: {'model.layers.19.mlp.shared_experts.gate_up_proj.weight', 'model.layers.37.mlp.shared_experts.gate_up_proj.weight'}",
+            "model_load",
+            id="vllm-weights-not-initialized",
         ),
         # wording of vllm config _get_and_verify_max_len (no thread found)
         pytest.param(
@@ -626,6 +658,14 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "RuntimeError: weight model.embed_tokens.weight does not exist",
             "model_load",
             id="tgi-weight-not-exist",
+        ),
+        # wording of TGI server/text_generation_server/utils/weights.py (huggingface/text-generation-inference#1019's review) [other on arrival]
+        pytest.param(
+            "tgi",
+            (_SP + "text_generation_server/utils/weights.py:get_multi_weights_col",),
+            "RuntimeError: Cannot load `awq` weight, make sure the model is already quantized",
+            "model_load",
+            id="tgi-cannot-load-awq",
         ),
         # wording of TGI flash_causal_lm.warmup (no thread found)
         pytest.param(
