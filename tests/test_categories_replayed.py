@@ -3,7 +3,7 @@
 Each line is an inference server's error as a public thread shows it (the thread is named above it; a few, where no
 thread was found, are the library's own wording, named as such), with the frames that decide where it was raised.
 The category is the one an expert gives from what failed, written down before the tool was run on it; `[other on
-arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (56 of 90).
+arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (57 of 91).
 """
 
 from __future__ import annotations
@@ -650,6 +650,14 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: mpiSize == tp * pp (/tmp/tritonbuild/tensorrtllm/tensorrt_llm/cpp/tensorrt_llm/runtime/worldConfig.cpp:99)",
             "config",
             id="trtllm-mpisize",
+        ),
+        # NVIDIA/TensorRT-LLM#1515, #198 [other on arrival]
+        pytest.param(
+            "trtllm",
+            (_SP + "tensorrt_llm/runtime/model_runner_cpp.py:from_dir",),
+            "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: Unsupported architecture (/tensorrt_llm/cpp/tensorrt_llm/kernels/contextFusedMultiHeadAttention/fmhaRunner.cpp:89)",
+            "unsupported",
+            id="trtllm-assert-unsupported-arch",
         ),
         # huggingface/text-generation-inference#556; utils/weights.py [other on arrival]
         pytest.param(
