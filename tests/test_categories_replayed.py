@@ -3,7 +3,7 @@
 Each line is an inference server's error as a public thread shows it (the thread is named above it; a few, where no
 thread was found, are the library's own wording, named as such), with the frames that decide where it was raised.
 The category is the one an expert gives from what failed, written down before the tool was run on it; `[other on
-arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (57 of 91).
+arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (58 of 92).
 """
 
 from __future__ import annotations
@@ -741,6 +741,14 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "Error: this model is not supported by your version of Ollama. You may need to upgrade",
             "unsupported",
             id="ollama-not-supported-version",
+        ),
+        # ollama/ollama#14065 (2026) [other on arrival]
+        pytest.param(
+            "ollama",
+            None,
+            'Error: 500 Internal Server Error: llama runner process has terminated: GGML_ASSERT(false && "unsupported minicpmv version") failed',
+            "unsupported",
+            id="ollama-ggml-assert-unsupported",
         ),
         # ollama/ollama#11710 (2025) [other on arrival]
         pytest.param(
