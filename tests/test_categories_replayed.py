@@ -3,7 +3,7 @@
 Each line is an inference server's error as a public thread shows it (the thread is named above it; a few, where no
 thread was found, are the library's own wording, named as such), with the frames that decide where it was raised.
 The category is the one an expert gives from what failed, written down before the tool was run on it; `[other on
-arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (58 of 92).
+arrival]` marks the lines the tool categorised otherwise before the rules that came with this table (63 of 97).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "nccl",
             id="gloo-fullmesh",
         ),
-        # -- torch.compile and Triton
+        # -- torch.compile, Triton and the kernels built at run time (torch cpp_extension, FlashInfer JIT)
         # vllm-project/vllm#28982 (2025) [other on arrival]
         pytest.param(
             "vllm",
@@ -330,6 +330,49 @@ def _log(frames: tuple[str, ...] | None, line: str) -> str:
             "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 106496, Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
             "unsupported",
             id="triton-oor-shared-mem",
+        ),
+        # sgl-project/sglang#6801 (2025) [other on arrival]
+        pytest.param(
+            "sglang",
+            (_SP + "torch/utils/cpp_extension.py:_run_ninja_build",),
+            "RuntimeError: Error building extension 'batch_prefill_with_kv_cache_dtype_q_bf16_dtype_kv_bf16_dtype_o_bf16_dtype_idx_i32_head_dim_qk_128_head_dim_vo_128_posenc_0_use_swa_False_use_logits_cap_False_f16qk_False'",
+            "import",
+            id="cpp-ext-build",
+        ),
+        # sgl-project/sglang#3553 (2025), ROCm/DeepEP#1 (2025) [other on arrival]
+        pytest.param(
+            "sglang",
+            (_SP + "torch/utils/cpp_extension.py:_join_cuda_home",),
+            "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
+            "import",
+            id="cuda-home-unset",
+        ),
+        # THUDM/slime#1314 (2026, SGLang), modelscope/ms-swift#7100 (2025, vLLM) [other on arrival]
+        pytest.param(
+            "sglang",
+            (_SP + "flashinfer/jit/cpp_ext.py:run_ninja",),
+            "RuntimeError: Ninja build failed. Ninja output:",
+            "import",
+            id="ninja-build-failed",
+        ),
+        # flashinfer-ai/flashinfer#1781 (2025, vLLM 0.11.0rc2) [other on arrival]
+        pytest.param(
+            "vllm",
+            (
+                _SP + "flashinfer/jit/cpp_ext.py:get_cuda_version",
+                "/usr/lib/python3.10/subprocess.py:_execute_child",
+            ),
+            "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'",
+            "import",
+            id="nvcc-filenotfound",
+        ),
+        # flashinfer-ai/flashinfer#1919 (2025, vLLM with FlashInfer 0.4.0) [other on arrival]
+        pytest.param(
+            "vllm",
+            (),
+            "RuntimeError: Worker failed with error 'Could not find nvcc', please check the stack trace above for the root cause",
+            "import",
+            id="flashinfer-no-nvcc",
         ),
         # -- attention and expert-parallel kernels: flash-attn, xformers, FlashInfer, DeepEP, DeepGEMM
         # Dao-AILab/flash-attention#1645 (2025) [other on arrival]
