@@ -1,4 +1,4 @@
-"""The category of real error lines of 2025-2026, each replayed as a tiny log through the analyzer (issue 30).
+"""The category of real error lines (most from threads of 2025-2026), each replayed as a tiny log (issue 30).
 
 Each line is an inference server's error as a public thread shows it (the thread is named above it; a few, where no
 thread was found, are the library's own wording, named as such), with the frames that decide where it was raised.
