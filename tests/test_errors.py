@@ -553,10 +553,11 @@ def test_category_from_what_raised_and_what_it_says(summary: str, category: str)
 
 def test_an_error_raised_while_importing_is_an_import_problem() -> None:
     """An exception that says nothing known, raised while a module was being imported (an extension's
-    operators missing), is an import problem; the same exception raised by a call is not."""
+    set-up failing), is an import problem; the same exception raised by a call is not. (A dispatcher's
+    'operator torchvision::nms does not exist' says what it is wherever it is raised: import.)"""
     importing = '  File "/v/torchvision/__init__.py", line 8, in <module>\n    from torchvision import (\n'
     calling = '  File "/v/engine.py", line 8, in step\n    self.run(batch)\n'
-    summary = "RuntimeError: operator torchvision::nms does not exist"
+    summary = "RuntimeError: registration of the extension failed"
     assert _categorize(summary, "Traceback (most recent call last):\n" + importing + summary) == "import"
     assert _categorize(summary, "Traceback (most recent call last):\n" + calling + summary) == "other"
 
