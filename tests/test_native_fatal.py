@@ -71,7 +71,9 @@ def test_rocblas_without_kernels_for_the_gpu_is_the_cause_not_the_abort(tmp_path
     got = _replay(tmp_path, ROCBLAS, "llamacpp")
     assert got["state"] == State.CRASHED
     assert got["category"] == "cuda"
-    assert str(got["summary"]).startswith("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary")
+    assert str(got["summary"]).startswith(
+        "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary"
+    )
     assert "HSA_OVERRIDE_GFX_VERSION" in str(got["hint"])
 
 
@@ -86,7 +88,9 @@ def test_metal_out_of_memory_is_the_cause_of_ggmls_fatal_error(tmp_path: Path) -
     got = _replay(tmp_path, METAL, "llamacpp")
     assert got["state"] == State.CRASHED
     assert got["category"] == "oom"
-    assert got["summary"] == "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+    assert (
+        got["summary"] == "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+    )
 
 
 def test_hipblaslt_missing_its_lazy_library_is_no_crash(tmp_path: Path) -> None:
