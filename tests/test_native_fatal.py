@@ -96,3 +96,24 @@ def test_metal_out_of_memory_is_the_cause_of_ggmls_fatal_error(tmp_path: Path) -
 def test_hipblaslt_missing_its_lazy_library_is_no_crash(tmp_path: Path) -> None:
     # rocBLAS aborts without its library; hipBLASLt logs the same words in lower case and goes on
     assert _replay(tmp_path, ROCBLASLT, "ollama")["state"] != State.CRASHED
+
+
+# open-mpi/ompi#10641 (Open MPI 5, PRRTE's help text): mpirun refuses before any rank starts.
+MPI_SLOTS = """\
+--------------------------------------------------------------------------
+There are not enough slots available in the system to satisfy the 144
+slots that were requested by the application:
+
+  /home/ec2-user/mtt-scratch/installs/wogy/tests/ibm/ibm/collective/alltoallv_somezeros
+
+Either request fewer slots for your application, or make more slots
+available for use.
+"""
+
+
+def test_mpirun_without_enough_slots_is_a_configuration_crash(tmp_path: Path) -> None:
+    got = _replay(tmp_path, MPI_SLOTS, "trtllm")
+    assert got["state"] == State.CRASHED
+    assert got["category"] == "config"
+    assert str(got["summary"]).startswith("There are not enough slots available in the system")
+    assert "--oversubscribe" in str(got["hint"])
