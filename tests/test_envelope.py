@@ -203,6 +203,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
             "10-20T03:20:50",
             id="vllm-header-bracket-mangled-by-markdown",
         ),
+        pytest.param(
+            "[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file is generated on an incompatible device",
+            "6: The engine plan file is generated on an incompatible device",
+            "",
+            "ERROR",
+            "2024-03-27T11:09:02",
+            id="tensorrt-own-logger",
+        ),
     ],
 )
 def test_parse_envelopes(line: str, content: str, source: str, level: str, at: str | None) -> None:

@@ -117,3 +117,45 @@ def test_mpirun_without_enough_slots_is_a_configuration_crash(tmp_path: Path) ->
     assert got["category"] == "config"
     assert str(got["summary"]).startswith("There are not enough slots available in the system")
     assert "--oversubscribe" in str(got["hint"])
+
+
+# run-llama/llama_index#12318 (TensorRT-LLM 0.8): TensorRT's own logger says why the engine cannot load, then the
+# Python runtime's assert finds no engine.
+TRT_DEVICE = """\
+[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file is generated on an incompatible device, expecting compute 8.0 got compute 8.9, please rebuild.
+[03/27/2024-11:09:02] [TRT] [E] 2: [engine.cpp::deserializeEngine::1148] Error Code 2: Internal Error (Assertion engine->deserialize(start, size, allocator, runtime) failed. )
+Traceback (most recent call last):
+  File "/opt/tritonserver/ai.py", line 76, in <module>
+    llm = LocalTensorRTLLM(
+  File "/usr/local/lib/python3.10/dist-packages/llama_index/llms/nvidia_tensorrt/base.py", line 175, in __init__
+    decoder = tensorrt_llm.runtime.GenerationSession(
+  File "/usr/local/lib/python3.10/dist-packages/tensorrt_llm/runtime/generation.py", line 492, in __init__
+    self.runtime = _Runtime(engine_buffer, mapping)
+  File "/usr/local/lib/python3.10/dist-packages/tensorrt_llm/runtime/generation.py", line 155, in __init__
+    self.__prepare(mapping, engine_buffer)
+  File "/usr/local/lib/python3.10/dist-packages/tensorrt_llm/runtime/generation.py", line 176, in __prepare
+    assert self.engine is not None
+AssertionError
+"""
+
+# triton-inference-server/triton_cli#59 (TensorRT-LLM 0.9 in Triton): the C++ runtime's copy of the same.
+TRT_VERSION = """\
+[TensorRT-LLM][ERROR] 6: The engine plan file is not compatible with this version of TensorRT, expecting library version 9.2.0.5 got 9.3.0.1, please rebuild.
+[TensorRT-LLM][ERROR] 2: [engine.cpp::deserializeEngine::1148] Error Code 2: Internal Error (Assertion engine->deserialize(start, size, allocator, runtime) failed. )
+"""
+
+
+def test_an_engine_plan_of_another_gpu_is_the_cause_not_the_assert_after_it(tmp_path: Path) -> None:
+    got = _replay(tmp_path, TRT_DEVICE)
+    assert got["state"] == State.CRASHED
+    assert got["category"] == "model_load"
+    assert str(got["summary"]).startswith("6: The engine plan file is generated on an incompatible device")
+    assert "trtllm-build" in str(got["hint"])
+
+
+def test_an_engine_plan_of_another_tensorrt_is_model_load_not_config(tmp_path: Path) -> None:
+    # "is not compatible with" alone is a configuration phrase: TensorRT's wording says what failed
+    got = _replay(tmp_path, TRT_VERSION, "trtllm")
+    assert got["state"] == State.CRASHED
+    assert got["category"] == "model_load"
+    assert "not compatible with this version of TensorRT" in str(got["summary"])

@@ -109,7 +109,8 @@ _LAYERS: tuple[re.Pattern[str], ...] = tuple(
         r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
         # with its rank before the level ("[TRT-LLM] [RANK 2] [E] ", 2025) or, from 2026, the logger's module and the
         # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ")
-        r"\[(?:TRT-LLM|TensorRT-LLM)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] (?:\[_?[a-z][\w.]* *\] )?",
+        # and TensorRT's own logger ("[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file ...")
+        r"\[(?:TRT-LLM|TensorRT-LLM|TRT)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] (?:\[_?[a-z][\w.]* *\] )?",
         r"\[(?P<rank>RANK \d+)\] ",
         # srun -l / a launcher's task label in front of a rank's line: "6: [05/12/2026-05:01:16] [TRT-LLM] ..."
         r"\d{1,4}: (?=\[)",
