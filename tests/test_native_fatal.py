@@ -159,3 +159,20 @@ def test_an_engine_plan_of_another_tensorrt_is_model_load_not_config(tmp_path: P
     assert got["state"] == State.CRASHED
     assert got["category"] == "model_load"
     assert "not compatible with this version of TensorRT" in str(got["summary"])
+
+
+# llama.cpp's SYCL backend out of device memory, in the words its docs (docs/backend/SYCL.md) quote: the device
+# allocation, then the buffer's wrapper, then llama.cpp giving up on the model.
+SYCL = """\
+ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate 3503030272 Bytes of memory on device
+alloc_tensor_range: failed to allocate SYCL0 buffer of size 3503030272
+llama_model_load: error loading model: unable to allocate SYCL0 buffer
+llama_model_load_from_file_impl: failed to load model
+"""
+
+
+def test_a_sycl_device_allocation_that_fails_is_the_oom_cause(tmp_path: Path) -> None:
+    got = _replay(tmp_path, SYCL, "llamacpp")
+    assert got["state"] == State.CRASHED
+    assert got["category"] == "oom"
+    assert str(got["summary"]).endswith("can't allocate 3503030272 Bytes of memory on device")
