@@ -338,3 +338,34 @@ def test_a_wrapper_raised_while_handling_the_runtime_error_it_carries_is_not_the
     error = a.lifecycle.current.error
     assert error is not None
     assert error.summary == f"torch.OutOfMemoryError: {oom}"
+
+
+# A draft model's context refusing to be built alone, as llama.cpp 2026 prints it while --fit measures the draft
+# (lmstudio-ai/lms#613 as published): on a launch with speculative decoding it is printed and survived.
+_CTX_OTHER = (
+    "0.01.112.229 E llama_init_from_model: failed to initialize the context: Gemma4Assistant requires ctx_other "
+    "to be set (this warning is normal during memory fitting)\n"
+)
+
+
+def test_a_draft_models_context_refusal_is_survived_when_the_launch_goes_on() -> None:
+    """'<model> requires ctx_other to be set' is survivable: in a real llama-server launch that goes on to its
+    context and to ready after it (a captured launch stopped after ready, the line put after its weights), no
+    crash."""
+    lines = (CORPUS / "llamacpp" / "captured-llamacpp-ready-verbose-cuda.log").read_text(encoding="utf-8")
+    head, sep, tail = lines.partition("0.00.232.267 I llama_context: constructing llama_context\n")
+    assert sep
+    a = Analyzer(load_engine("llamacpp"))
+    a.feed((head + _CTX_OTHER + sep + tail).encode(), now=0.0)
+    a.finish(now=0.0)
+    # the capture ends with the operator's stop after ready: stopped, having been ready; no crash
+    assert (a.state, a.lifecycle.current.phase) == (State.STOPPED, State.READY)
+    assert a.lifecycle.current.error is None
+
+
+def test_a_draft_models_context_refusal_is_the_cause_when_the_launch_gives_up() -> None:
+    """Loaded as the model to serve (ggml-org/llama.cpp#24343, in LM Studio's log), the same refusal is the
+    decisive line of the crash (config, allocating_kv_cache), not the 'failed to create context' wrappers."""
+    error = _error("llamacpp", "llamacpp-2026-lmstudio-dflash-draft-model-needs-ctx-other-tab-indented-24343")
+    assert "failed to initialize the context: dflash requires ctx_other to be set" in str(error["summary"])
+    assert error["category"] == "config"
