@@ -369,3 +369,15 @@ def test_a_draft_models_context_refusal_is_the_cause_when_the_launch_gives_up() 
     error = _error("llamacpp", "llamacpp-2026-lmstudio-dflash-draft-model-needs-ctx-other-tab-indented-24343")
     assert "failed to initialize the context: dflash requires ctx_other to be set" in str(error["summary"])
     assert error["category"] == "config"
+
+
+def test_an_ollama_runners_ggml_backtrace_is_its_last_words() -> None:
+    """Ollama 0.30.5's llama-server runner aborting (ollama#16533 as published, cut to its outer frames from
+    common_init_from_params on, no llama_decode among them): the glibc backtrace frames ggml_abort prints are
+    last words, a crash."""
+    log = CORPUS / "ollama" / "ollama-0.30.5-v100-llama-server-backend-ggml-backtrace-warmup-decode-16533.log"
+    a = Analyzer(catalogue())
+    a.feed("".join(log.read_text(encoding="utf-8").splitlines(keepends=True)[3:]).encode(), now=0.0)
+    a.caught_up(now=0.0)
+    assert a.engine == "ollama"
+    assert a.state == State.CRASHED
