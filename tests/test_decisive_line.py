@@ -120,6 +120,21 @@ def test_interpreter_shutdown_warnings_make_the_pending_error_the_crash_at_once(
             "Compiling num tokens (num_tokens=8192):   2%|▏         | 1/58 [00:02<02:12,  2.32s/it]",
             id="sglang-compiling-num-tokens",
         ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(Worker_TP2_EP2 pid=4155526) INFO 08-20 17:22:37 [gpu_worker.py:774] Compile and warming up model for "
+            "size 8192",
+            id="vllm-compile-and-warming-up-for-size",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(Worker_TP0 pid=123) Free memory on device (264.19/267.69 GiB) on startup. Actual usage is 205.08 GiB "
+            "for weight, 3.75 GiB for peak activation, 1.63 GiB for non-torch memory, and 0.14 GiB for CUDAGraph "
+            "memory. Current kv cache memory in use is 43.85 GiB.",
+            id="vllm-memory-report-after-capture",
+        ),
     ],
 )
 def test_compile_and_warm_up_after_the_kv_cache_are_capturing_graphs(
@@ -381,3 +396,28 @@ def test_an_ollama_runners_ggml_backtrace_is_its_last_words() -> None:
     a.caught_up(now=0.0)
     assert a.engine == "ollama"
     assert a.state == State.CRASHED
+
+
+@pytest.mark.parametrize(
+    ("line", "phase"),
+    [
+        pytest.param(
+            "(Worker_TP1 pid=5537) INFO 11-10 01:24:58 [default_loader.py:267] Loading weights took 12.60 seconds",
+            State.LOADING_WEIGHTS,
+            id="vllm-loading-weights-took",
+        ),
+        pytest.param(
+            "(EngineCore_DP0 pid=12321) INFO 02-12 19:35:51 [backends.py:812] Using cache directory: "
+            "/home/rechenknecht/.cache/vllm/torch_compile_cache/6715ce382d/rank_0_0/backbone for vLLM's torch.compile",
+            State.CAPTURING_GRAPHS,
+            id="vllm-torch-compile-cache-directory",
+        ),
+    ],
+)
+def test_a_vllm_line_alone_names_its_step(line: str, phase: State) -> None:
+    """A crop that begins at vLLM's end-of-weights line, or at the first line of its torch.compile (lines as
+    published in 2025-2026 logs), is in that step, not still starting."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(f"{line}\n".encode(), now=0.0)
+    assert a.state == phase
+    assert a.lifecycle.current.error is None
