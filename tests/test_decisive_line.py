@@ -421,3 +421,30 @@ def test_a_vllm_line_alone_names_its_step(line: str, phase: State) -> None:
     a.feed(f"{line}\n".encode(), now=0.0)
     assert a.state == phase
     assert a.lifecycle.current.error is None
+
+
+@pytest.mark.parametrize(
+    ("before", "line", "phase"),
+    [
+        pytest.param(
+            "[2025-12-29 18:33:03 TP0] Load weight end. type=Lfm2ForCausalLM, dtype=torch.bfloat16, avail "
+            "mem=13.81 GB, mem usage=1.52 GB.",
+            "[2025-12-29 18:33:03 TP0] Mamba Cache is allocated. max_mamba_cache_size: 85292, conv_state size: "
+            "4.88GB, ssm_state size: 0.00GB ",
+            State.ALLOCATING_KV_CACHE,
+            id="sglang-mamba-cache",
+        ),
+        pytest.param(
+            "[2025-05-02 16:13:42] Load weight begin. avail mem=3.23 GB",
+            "[2025-05-02 16:14:33] Capture cuda graph bs [1, 2, 4, 8]",
+            State.CAPTURING_GRAPHS,
+            id="sglang-capture-cuda-graph-bs",
+        ),
+    ],
+)
+def test_an_sglang_line_names_its_step(before: str, line: str, phase: State) -> None:
+    """SGLang's hybrid models' state pool and the CUDA graph runner's batch-size line (as published in 2025 logs)
+    name their step in a crop that ends with them."""
+    a = Analyzer(load_engine("sglang"))
+    a.feed(f"{before}\n{line}\n".encode(), now=0.0)
+    assert a.state == phase
