@@ -427,8 +427,7 @@ def test_a_vllm_line_alone_names_its_step(line: str, phase: State) -> None:
     ("before", "line", "phase"),
     [
         pytest.param(
-            "[2025-12-29 18:33:03 TP0] Load weight end. type=Lfm2ForCausalLM, dtype=torch.bfloat16, avail "
-            "mem=13.81 GB, mem usage=1.52 GB.",
+            "",
             "[2025-12-29 18:33:03 TP0] Mamba Cache is allocated. max_mamba_cache_size: 85292, conv_state size: "
             "4.88GB, ssm_state size: 0.00GB ",
             State.ALLOCATING_KV_CACHE,
@@ -444,7 +443,7 @@ def test_a_vllm_line_alone_names_its_step(line: str, phase: State) -> None:
 )
 def test_an_sglang_line_names_its_step(before: str, line: str, phase: State) -> None:
     """SGLang's hybrid models' state pool and the CUDA graph runner's batch-size line (as published in 2025 logs)
-    name their step in a crop that ends with them."""
+    name their step in a crop that ends with them (the first alone, a crop that begins there)."""
     a = Analyzer(load_engine("sglang"))
-    a.feed(f"{before}\n{line}\n".encode(), now=0.0)
+    a.feed("".join(f"{ln}\n" for ln in (before, line) if ln).encode(), now=0.0)
     assert a.state == phase
