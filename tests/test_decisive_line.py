@@ -447,3 +447,32 @@ def test_an_sglang_line_names_its_step(before: str, line: str, phase: State) -> 
     a = Analyzer(load_engine("sglang"))
     a.feed("".join(f"{ln}\n" for ln in (before, line) if ln).encode(), now=0.0)
     assert a.state == phase
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param("Model init total -- 49.14s", id="trtllm-model-init-total"),
+        pytest.param(
+            "[12/20/2025-04:21:09] [TRT-LLM] [I] max_seq_len is not specified, using inferred value 131072",
+            id="trtllm-inferred-max-seq-len",
+        ),
+        pytest.param("[12/20/2025-04:21:09] [TRT-LLM] [I] Using Sampler: TorchSampler", id="trtllm-sampler"),
+        pytest.param(
+            "[11/07/2025-07:20:57] [TRT-LLM] [I] max_seq_len=8193, max_num_requests=32, max_num_tokens=8192, "
+            "max_batch_size=32",
+            id="trtllm-executor-sizes",
+        ),
+        pytest.param(
+            "[11/07/2025-07:20:57] [TRT-LLM] [I] cache_transceiver is disabled", id="trtllm-transceiver"
+        ),
+    ],
+)
+def test_a_trtllm_executor_creation_line_is_after_the_weights(line: str) -> None:
+    """TensorRT-LLM's PyTorch backend lines between the weights and the warm-up (as published in 2025 logs):
+    executor creation, allocating_kv_cache, after a crop's weight loading."""
+    a = Analyzer(load_engine("trtllm"))
+    a.feed(b"Loading weights: 100%|\xe2\x96\x88\xe2\x96\x88| 801/801 [00:46<00:00, 17.29it/s]\n", now=0.0)
+    assert a.state == State.LOADING_WEIGHTS
+    a.feed(f"{line}\n".encode(), now=1.0)
+    assert a.state == State.ALLOCATING_KV_CACHE
