@@ -476,3 +476,13 @@ def test_a_trtllm_executor_creation_line_is_after_the_weights(line: str) -> None
     assert a.state == State.LOADING_WEIGHTS
     a.feed(f"{line}\n".encode(), now=1.0)
     assert a.state == State.ALLOCATING_KV_CACHE
+
+
+def test_a_tgi_kv_cache_blocks_line_alone_is_allocating_the_kv_cache() -> None:
+    """TGI's warm-up line sizing the KV cache (tgi#2823 as published), alone: allocating_kv_cache."""
+    a = Analyzer(load_engine("tgi"))
+    a.feed(
+        b"2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 2484579, size: 1\n",
+        now=0.0,
+    )
+    assert a.state == State.ALLOCATING_KV_CACHE
