@@ -406,17 +406,11 @@ def test_an_ollama_runners_ggml_backtrace_is_its_last_words() -> None:
             State.LOADING_WEIGHTS,
             id="vllm-loading-weights-took",
         ),
-        pytest.param(
-            "(EngineCore_DP0 pid=12321) INFO 02-12 19:35:51 [backends.py:812] Using cache directory: "
-            "/home/rechenknecht/.cache/vllm/torch_compile_cache/6715ce382d/rank_0_0/backbone for vLLM's torch.compile",
-            State.CAPTURING_GRAPHS,
-            id="vllm-torch-compile-cache-directory",
-        ),
     ],
 )
 def test_a_vllm_line_alone_names_its_step(line: str, phase: State) -> None:
-    """A crop that begins at vLLM's end-of-weights line, or at the first line of its torch.compile (lines as
-    published in 2025-2026 logs), is in that step, not still starting."""
+    """A crop that begins at vLLM's end-of-weights line (as published in a 2025 log) is in that step, not still
+    starting."""
     a = Analyzer(load_engine("vllm"))
     a.feed(f"{line}\n".encode(), now=0.0)
     assert a.state == phase
