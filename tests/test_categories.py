@@ -126,6 +126,18 @@ def _tb(*frames: str, last: str) -> str:
             "unsupported",
             id="ggml-abort-k-shift-2025-wording",
         ),
+        pytest.param(
+            "torch._dynamo.exc.Unsupported: Logger not supported for non-export cases. To avoid graph breaks "
+            "caused by logger in compile-mode, it is recommended to disable logging by adding logging methods to "
+            "config.ignore_logger_methods",
+            "unsupported",
+            id="dynamo-unsupported-sglang-pr19573",
+        ),
+        pytest.param(
+            "AssertionError: Attention sinks are only supported for TRTLLM backend.",
+            "unsupported",
+            id="only-supported-assert-trtllm-13156",
+        ),
     ],
 )
 def test_category_from_what_failed(line: str, category: str) -> None:

@@ -35,6 +35,17 @@ KNOWN_GAPS: dict[str, str] = {
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
     ),
+    # Issue 30, fourth round (labelled before the first run):
+    "tgi-3.x-lora-adapters-qwen25-vl-rich-traceback-attributeerror-shard-cannot-start-3335": (
+        "starting, label loading_weights: the only sign that the model was built is the Rich traceback's box of a "
+        "local variable's repr (its modules); 'Shard 0 failed to start' alone is also printed before any weight "
+        "(a taken master port, SIGILL), so no general rule reads it as loading"
+    ),
+    "vllm-omni-2026-stage0-worker-free-memory-less-than-utilization-stage1-goes-on-pr1842": (
+        "incomplete allocating_kv_cache, label crashed starting oom: two engines in one log (vLLM-Omni stages); "
+        "stage 0's worker traceback is cut before any fatal header and stage 1's 'Model loading took' sets the "
+        "phase: the tool reads one launch per log"
+    ),
 }
 
 

@@ -120,6 +120,21 @@ def test_interpreter_shutdown_warnings_make_the_pending_error_the_crash_at_once(
             "Compiling num tokens (num_tokens=8192):   2%|▏         | 1/58 [00:02<02:12,  2.32s/it]",
             id="sglang-compiling-num-tokens",
         ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(Worker_TP2_EP2 pid=4155526) INFO 08-20 17:22:37 [gpu_worker.py:774] Compile and warming up model for "
+            "size 8192",
+            id="vllm-compile-and-warming-up-for-size",
+        ),
+        pytest.param(
+            "vllm",
+            "INFO 06-02 11:03:18 [kv_cache_utils.py:637] GPU KV cache size: 1,131,008 tokens",
+            "(Worker_TP0 pid=123) Free memory on device (264.19/267.69 GiB) on startup. Actual usage is 205.08 GiB "
+            "for weight, 3.75 GiB for peak activation, 1.63 GiB for non-torch memory, and 0.14 GiB for CUDAGraph "
+            "memory. Current kv cache memory in use is 43.85 GiB.",
+            id="vllm-memory-report-after-capture",
+        ),
     ],
 )
 def test_compile_and_warm_up_after_the_kv_cache_are_capturing_graphs(
@@ -338,3 +353,130 @@ def test_a_wrapper_raised_while_handling_the_runtime_error_it_carries_is_not_the
     error = a.lifecycle.current.error
     assert error is not None
     assert error.summary == f"torch.OutOfMemoryError: {oom}"
+
+
+# A draft model's context refusing to be built alone, as llama.cpp 2026 prints it while --fit measures the draft
+# (lmstudio-ai/lms#613 as published): on a launch with speculative decoding it is printed and survived.
+_CTX_OTHER = (
+    "0.01.112.229 E llama_init_from_model: failed to initialize the context: Gemma4Assistant requires ctx_other "
+    "to be set (this warning is normal during memory fitting)\n"
+)
+
+
+def test_a_draft_models_context_refusal_is_survived_when_the_launch_goes_on() -> None:
+    """'<model> requires ctx_other to be set' is survivable: in a real llama-server launch that goes on to its
+    context and to ready after it (a captured launch stopped after ready, the line put after its weights), no
+    crash."""
+    lines = (CORPUS / "llamacpp" / "captured-llamacpp-ready-verbose-cuda.log").read_text(encoding="utf-8")
+    head, sep, tail = lines.partition("0.00.232.267 I llama_context: constructing llama_context\n")
+    assert sep
+    a = Analyzer(load_engine("llamacpp"))
+    a.feed((head + _CTX_OTHER + sep + tail).encode(), now=0.0)
+    a.finish(now=0.0)
+    # the capture ends with the operator's stop after ready: stopped, having been ready; no crash
+    assert (a.state, a.lifecycle.current.phase) == (State.STOPPED, State.READY)
+    assert a.lifecycle.current.error is None
+
+
+def test_a_draft_models_context_refusal_is_the_cause_when_the_launch_gives_up() -> None:
+    """Loaded as the model to serve (ggml-org/llama.cpp#24343, in LM Studio's log), the same refusal is the
+    decisive line of the crash (config, allocating_kv_cache), not the 'failed to create context' wrappers."""
+    error = _error("llamacpp", "llamacpp-2026-lmstudio-dflash-draft-model-needs-ctx-other-tab-indented-24343")
+    assert "failed to initialize the context: dflash requires ctx_other to be set" in str(error["summary"])
+    assert error["category"] == "config"
+
+
+def test_an_ollama_runners_ggml_backtrace_is_its_last_words() -> None:
+    """Ollama 0.30.5's llama-server runner aborting (ollama#16533 as published, cut to its outer frames from
+    common_init_from_params on, no llama_decode among them): the glibc backtrace frames ggml_abort prints are
+    last words, a crash."""
+    log = CORPUS / "ollama" / "ollama-0.30.5-v100-llama-server-backend-ggml-backtrace-warmup-decode-16533.log"
+    a = Analyzer(catalogue())
+    a.feed("".join(log.read_text(encoding="utf-8").splitlines(keepends=True)[3:]).encode(), now=0.0)
+    a.caught_up(now=0.0)
+    assert a.engine == "ollama"
+    assert a.state == State.CRASHED
+
+
+@pytest.mark.parametrize(
+    ("line", "phase"),
+    [
+        pytest.param(
+            "(Worker_TP1 pid=5537) INFO 11-10 01:24:58 [default_loader.py:267] Loading weights took 12.60 seconds",
+            State.LOADING_WEIGHTS,
+            id="vllm-loading-weights-took",
+        ),
+    ],
+)
+def test_a_vllm_line_alone_names_its_step(line: str, phase: State) -> None:
+    """A crop that begins at vLLM's end-of-weights line (as published in a 2025 log) is in that step, not still
+    starting."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(f"{line}\n".encode(), now=0.0)
+    assert a.state == phase
+    assert a.lifecycle.current.error is None
+
+
+@pytest.mark.parametrize(
+    ("before", "line", "phase"),
+    [
+        pytest.param(
+            "",
+            "[2025-12-29 18:33:03 TP0] Mamba Cache is allocated. max_mamba_cache_size: 85292, conv_state size: "
+            "4.88GB, ssm_state size: 0.00GB ",
+            State.ALLOCATING_KV_CACHE,
+            id="sglang-mamba-cache",
+        ),
+        pytest.param(
+            "[2025-05-02 16:13:42] Load weight begin. avail mem=3.23 GB",
+            "[2025-05-02 16:14:33] Capture cuda graph bs [1, 2, 4, 8]",
+            State.CAPTURING_GRAPHS,
+            id="sglang-capture-cuda-graph-bs",
+        ),
+    ],
+)
+def test_an_sglang_line_names_its_step(before: str, line: str, phase: State) -> None:
+    """SGLang's hybrid models' state pool and the CUDA graph runner's batch-size line (as published in 2025 logs)
+    name their step in a crop that ends with them (the first alone, a crop that begins there)."""
+    a = Analyzer(load_engine("sglang"))
+    a.feed("".join(f"{ln}\n" for ln in (before, line) if ln).encode(), now=0.0)
+    assert a.state == phase
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param("Model init total -- 49.14s", id="trtllm-model-init-total"),
+        pytest.param(
+            "[12/20/2025-04:21:09] [TRT-LLM] [I] max_seq_len is not specified, using inferred value 131072",
+            id="trtllm-inferred-max-seq-len",
+        ),
+        pytest.param("[12/20/2025-04:21:09] [TRT-LLM] [I] Using Sampler: TorchSampler", id="trtllm-sampler"),
+        pytest.param(
+            "[11/07/2025-07:20:57] [TRT-LLM] [I] max_seq_len=8193, max_num_requests=32, max_num_tokens=8192, "
+            "max_batch_size=32",
+            id="trtllm-executor-sizes",
+        ),
+        pytest.param(
+            "[11/07/2025-07:20:57] [TRT-LLM] [I] cache_transceiver is disabled", id="trtllm-transceiver"
+        ),
+    ],
+)
+def test_a_trtllm_executor_creation_line_is_after_the_weights(line: str) -> None:
+    """TensorRT-LLM's PyTorch backend lines between the weights and the warm-up (as published in 2025 logs):
+    executor creation, allocating_kv_cache, after a crop's weight loading."""
+    a = Analyzer(load_engine("trtllm"))
+    a.feed(b"Loading weights: 100%|\xe2\x96\x88\xe2\x96\x88| 801/801 [00:46<00:00, 17.29it/s]\n", now=0.0)
+    assert a.state == State.LOADING_WEIGHTS
+    a.feed(f"{line}\n".encode(), now=1.0)
+    assert a.state == State.ALLOCATING_KV_CACHE
+
+
+def test_a_tgi_kv_cache_blocks_line_alone_is_allocating_the_kv_cache() -> None:
+    """TGI's warm-up line sizing the KV cache (tgi#2823 as published), alone: allocating_kv_cache."""
+    a = Analyzer(load_engine("tgi"))
+    a.feed(
+        b"2024-12-11T10:04:03.592966Z  INFO text_generation_launcher: KV-cache blocks: 2484579, size: 1\n",
+        now=0.0,
+    )
+    assert a.state == State.ALLOCATING_KV_CACHE

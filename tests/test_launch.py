@@ -104,6 +104,9 @@ END_DECIDES = {
     # quiet, so only the process probe or a fatal line can say it died
     "postready-first-request-tpworker-exception-cut-issue3451",
     "postready-scheduler-valueerror-lmcache-tp2-pr869",
+    # the same class in vLLM V1 (issue 30, fourth round): a 500, then the engine core process's traceback cut
+    # before its exception line, nothing after
+    "vllm-0.9-post-ready-500-then-engine-core-process-traceback-cut-19018",
 }
 
 
