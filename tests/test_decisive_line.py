@@ -480,3 +480,13 @@ def test_a_tgi_kv_cache_blocks_line_alone_is_allocating_the_kv_cache() -> None:
         now=0.0,
     )
     assert a.state == State.ALLOCATING_KV_CACHE
+
+
+def test_a_traceback_cut_before_its_exception_says_where_it_was_not_its_last_line() -> None:
+    """A log that ends inside a traceback (vLLM 0.9's engine core, vllm#19018): no exception line, so the summary
+    names the innermost frame and its statement, not the carets under it."""
+    error = _error("vllm", "vllm-0.9-post-ready-500-then-engine-core-process-traceback-cut-19018")
+    assert error["summary"] == (
+        "a traceback cut before its exception, in step (engine/core.py:226): "
+        "model_output = self.execute_model(scheduler_output)"
+    )

@@ -7,7 +7,7 @@ errors from many ranks are one error with the list of ranks.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -20,6 +20,7 @@ __all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
 
 _MASK = re.compile(r"\d+")
 _MAX_SUMMARY = 500
+_FRAME_LINE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
     exc_line = tb.exception
     if exc_line is None:
         hint = phase_from_frames("\n".join(tb.lines), profile)
-        last = next((ln.strip() for ln in reversed(tb.lines) if ln.strip()), "")
+        last = _cut_summary(tb.lines)
         if cut and not tb.noise:
             return Candidate(
                 (tb.header.rstrip(":") or last)[:_MAX_SUMMARY],
@@ -136,6 +137,24 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
         opened=tb.line,
         in_request=_in_request_handler(text, profile),
     )
+
+
+def _cut_summary(lines: Sequence[str]) -> str:
+    # A traceback the log ends in before its exception line: what it was doing, not its last line (a source line
+    # or the carets under one): "a traceback cut before its exception, in step (engine/core.py:226):
+    # model_output = self.execute_model(scheduler_output)"
+    frame: re.Match[str] | None = None
+    statement = ""
+    for line in lines:
+        if (m := _FRAME_LINE.match(line)) is not None:
+            frame, statement = m, ""
+        elif frame is not None and not statement and line.strip(" ^~\t"):
+            statement = line.strip()
+    if frame is None:
+        return "a traceback cut before its exception"
+    where = "/".join(frame["file"].split("/")[-2:])
+    said = f"a traceback cut before its exception, in {frame['fn']} ({where}:{frame['line']})"
+    return f"{said}: {statement}" if statement else said
 
 
 def _in_request_handler(text: str, profile: Profile) -> bool:
