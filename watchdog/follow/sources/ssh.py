@@ -207,6 +207,15 @@ class _Resumable:
         self._items: AsyncGenerator[SourceItem, None] | None = None
         self._ended = False
 
+    @property
+    def merge(self) -> bool:
+        """`Merges`: a read's CaughtUp comes with its last chunk (set by the consumer before its first item)."""
+        return self._follower.merge
+
+    @merge.setter
+    def merge(self, merge: bool) -> None:
+        self._follower.merge = merge
+
     def __aiter__(self) -> _Resumable:
         return self
 
@@ -251,6 +260,7 @@ class _Follower:
         self.rotation: _Rotation | None = None
         self.known_size = 0  # the file's size as last seen (header or stat sample)
         self.at_end = False  # CaughtUp sent and nothing delivered since
+        self.merge = False  # `Merges`: a chunk that reaches the end is its CaughtUp as well
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
@@ -426,12 +436,19 @@ class _Follower:
             self.out.append(CaughtUp(self.offset))
 
     def _deliver(self, data: bytes) -> None:
-        self.out.append(Chunk(self.offset, data, self.file))
-        if len(self.head) == self.offset < FINGERPRINT:
-            self.head += data[: FINGERPRINT - self.offset]
+        offset = self.offset
+        if len(self.head) == offset < FINGERPRINT:
+            self.head += data[: FINGERPRINT - offset]
         self.last = last_bytes(self.last, data, FINGERPRINT)
         self.offset += len(data)
         self.unyielded += len(data)
+        if self.merge and self.offset >= self.known_size:
+            # the end reached: the chunk is its CaughtUp as well (`_caught_up`), one item, not two
+            self.at_end = True
+            self.quiet_since = asyncio.get_running_loop().time()
+            self.out.append(Chunk(offset, data, self.file, caught_up=True))
+            return
+        self.out.append(Chunk(offset, data, self.file))
         self.at_end = False
         self._caught_up()
 
@@ -558,6 +575,8 @@ class _Follower:
         if data and self.at_end:
             await self._check_fingerprint()
         if data:
+            if len(data) < DEFAULT_POLL_BYTES:  # the file ended there: the chunk reaches its end
+                self.known_size = max(self.known_size, self.offset + len(data))
             self._deliver(data)
         if len(data) < DEFAULT_POLL_BYTES:
             self.known_size = self.offset
