@@ -336,7 +336,7 @@ class LocalSource:
                         if not announced_missing:
                             announced_missing = True
                             yield FileMissing(self.path)
-                        yield _Request(self._wait, (watcher, seen, False), wait=True)
+                        yield from self._wait(watcher, seen, False)
                         continue
                     named = None
                     size = os.fstat(current.fd).st_size
@@ -413,27 +413,29 @@ class LocalSource:
                     os.close(current.fd)
                     current, at_end = None, False
                 else:
-                    yield _Request(self._wait, (watcher, seen, local), wait=True)
+                    yield from self._wait(watcher, seen, local)
         finally:
             if current is not None:
                 os.close(current.fd)
             if watcher is not None:
                 watcher.unwatch(self.path)
 
-    async def _wait(self, watcher: Watcher | None, seen: int, local: bool) -> None:
+    def _wait(self, watcher: Watcher | None, seen: int, local: bool) -> Generator[_Request, object, None]:
         # At the end of the file (or while it is missing): until it changes, or the next poll. A file that
         # changes all the time is still looked at once per `BATCH_INTERVAL` at most (its lines come in
         # batches): inotify saves the looks at quiet files, and the wait for the first line after one.
+        # The waits are requests of the follower's generator (`yield from`): `_Follow` awaits the watcher's
+        # `changed` itself, with no coroutine of this method's between (a wait per read of a growing file).
         if watcher is None:
-            await anyio.sleep(self.poll_interval)
+            yield _Request(anyio.sleep, (self.poll_interval,), wait=True)
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
         loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
-        await watcher.changed(self.path, seen, max(self.poll_interval, safety), loop)
+        yield _Request(watcher.changed, (self.path, seen, max(self.poll_interval, safety), loop), wait=True)
         now = loop.time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
-            await anyio.sleep(rest)
+            yield _Request(anyio.sleep, (rest,), wait=True)
             now = loop.time()
         self._last_look = now
 
