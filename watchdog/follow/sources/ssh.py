@@ -306,9 +306,36 @@ class _Follower:
                     if await self._poll_once():
                         pause = self.src.poll_interval
                 else:
-                    async with aclosing(self._stream_once()) as streamed:
-                        async for item in streamed:
-                            yield item
+                    # the streaming reader's items, read here (not through a generator of its own: a layer
+                    # less for each item to pass)
+                    conn, session = await self._open_stream()
+                    try:
+                        errors = b""
+                        while True:
+                            while self.out:
+                                yield self.out.popleft()
+                            if not session.queued:
+                                self.unyielded = 0  # the receive below waits: other tasks run
+                            elif self.unyielded > UNYIELDED_BYTES:
+                                self.unyielded = 0
+                                # a backlog read in bulk lets other tasks run
+                                await anyio.lowlevel.checkpoint()
+                            kind, data, ended = await session.receive()
+                            if kind == "out":
+                                if self.at_end and self._quiet_ended():
+                                    await self._check_fingerprint()  # the stream goes on queueing meanwhile
+                                self._deliver(data)
+                                self._check_rotation()
+                            elif kind == "err":
+                                errors += data
+                                *lines, errors = errors.split(b"\n")
+                                for line in lines:
+                                    self._on_status(line)
+                                self._caught_up()
+                            else:
+                                raise self._lost(conn, ended)
+                    finally:
+                        session.close()
             except _Restart as restart:
                 pause = max(restart.delay, self._backoff()) if restart.failed else restart.delay
             except ChannelRefused as exc:
@@ -363,12 +390,17 @@ class _Follower:
         self.head = self.last = b""
         return _Restart()
 
-    async def _check_fingerprint(self) -> None:
-        """Bytes came after a quiet spell: if the file's first bytes on the host are no longer those read, it was
-        cut and written again (the bytes at the offset are not an append): read it again from 0."""
+    def _quiet_ended(self) -> bool:
+        """Bytes came after the reader reached the end: whether it had been quiet there for `FINGERPRINT_QUIET`
+        (then `_check_fingerprint`); a plain call, so that the usual append (not after a quiet spell) makes no
+        coroutine."""
         quiet, self.quiet_since = self.quiet_since, None
-        if quiet is None or asyncio.get_running_loop().time() - quiet < FINGERPRINT_QUIET:
-            return
+        return quiet is not None and asyncio.get_running_loop().time() - quiet >= FINGERPRINT_QUIET
+
+    async def _check_fingerprint(self) -> None:
+        """Bytes came after a quiet spell (`_quiet_ended`): if the file's first bytes on the host are no longer
+        those read, it was cut and written again (the bytes at the offset are not an append): read it again
+        from 0."""
         src, want = self.src, min(FINGERPRINT, self.offset)
         if not want:
             return
@@ -460,7 +492,9 @@ class _Follower:
             )
         return _Restart(self.src.poll_interval)
 
-    async def _stream_once(self) -> AsyncGenerator[SourceItem, None]:
+    async def _open_stream(self) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
+        """Start the streaming reader and act on its header (`_accept_header`; the bytes that came with it
+        delivered): its connection and session, to read on (`items`); the session is closed here on an error."""
         src = self.src
         command = stream_command(
             src.path,
@@ -496,34 +530,13 @@ class _Follower:
             self._accept_header(header)
             self.rotation = None
             if rest:
-                if self.at_end:
+                if self.at_end and self._quiet_ended():
                     await self._check_fingerprint()
                 self._deliver(rest)
-            errors = b""
-            while True:
-                while self.out:
-                    yield self.out.popleft()
-                if not session.queued:
-                    self.unyielded = 0  # the receive below waits: other tasks run
-                elif self.unyielded > UNYIELDED_BYTES:
-                    self.unyielded = 0
-                    await anyio.lowlevel.checkpoint()  # a backlog read in bulk still lets other tasks run
-                kind, data, exc = await session.receive()
-                if kind == "out":
-                    if self.at_end:
-                        await self._check_fingerprint()  # the stream goes on queueing meanwhile
-                    self._deliver(data)
-                    self._check_rotation()
-                elif kind == "err":
-                    errors += data
-                    *lines, errors = errors.split(b"\n")
-                    for line in lines:
-                        self._on_status(line)
-                    self._caught_up()
-                else:
-                    raise self._lost(conn, exc)
-        finally:
+        except BaseException:
             session.close()
+            raise
+        return conn, session
 
     def _on_status(self, line: bytes) -> None:
         if b"file truncated" in line:
@@ -572,7 +585,7 @@ class _Follower:
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")
         self._accept_header(parse_header(line) if newline else None)
-        if data and self.at_end:
+        if data and self.at_end and self._quiet_ended():
             await self._check_fingerprint()
         if data:
             if len(data) < DEFAULT_POLL_BYTES:  # the file ended there: the chunk reaches its end
