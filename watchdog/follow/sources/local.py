@@ -181,7 +181,7 @@ class _Follow:
                 continue
             if not self.merge and type(step) is Chunk and step.caught_up:
                 self._then = CaughtUp(step.end)
-                return Chunk(step.offset, step.data)
+                return Chunk(step.offset, step.data, step.file, step.cursor)
             return step
 
     async def aclose(self) -> None:
