@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -404,50 +402,6 @@ async def test_a_wait_with_nothing_changed_ends_at_its_own_safety_poll(tmp_path:
     finally:
         watcher.unwatch(quiet)
         watcher.unwatch(other)
-
-
-@_INOTIFY
-async def test_a_busy_event_loop_is_woken_once_for_many_reads(tmp_path: Path, monkeypatch: Any) -> None:
-    """While the event loop is busy, what the watcher's thread reads joins the wake-up it already asked for: two
-    appends read one after the other wake the loop once, and both waits end."""
-    watcher = Watcher.get()
-    assert watcher is not None
-    first, second = tmp_path / "a.log", tmp_path / "b.log"
-    first.write_bytes(b"")
-    second.write_bytes(b"")
-    paths = [str(first), str(second)]
-    for path in paths:
-        assert watcher.watch(path)
-    loop = asyncio.get_running_loop()
-    wakes: list[object] = []
-    ask = loop.call_soon_threadsafe
-
-    def counted(callback: Any, *args: Any) -> Any:
-        wakes.append(callback)
-        return ask(callback, *args)
-
-    monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
-    try:
-        seen = [watcher.generation(path) for path in paths]
-        waits = [
-            asyncio.ensure_future(watcher.changed(path, since))
-            for path, since in zip(paths, seen, strict=True)
-        ]
-        await asyncio.sleep(0)  # both waits are made
-        # this task does not let the loop run until the thread has read both appends, one after the other
-        deadline = time.monotonic() + 5
-        for i, path in enumerate(paths):
-            append_now(Path(path), b"line\n")
-            while watcher.generation(path) == seen[i]:
-                assert time.monotonic() < deadline, "the watcher's thread did not read the append"
-        with watcher._lock:  # the thread is done with the second read
-            pass
-        with anyio.fail_after(5):
-            assert await asyncio.gather(*waits) == [True, True]
-        assert len(wakes) == 1
-    finally:
-        for path in paths:
-            watcher.unwatch(path)
 
 
 @_INOTIFY

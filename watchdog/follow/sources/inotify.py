@@ -13,6 +13,7 @@ reference count. Without inotify (not Linux, or no free watch) `Watcher.get()` i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -90,9 +91,6 @@ class Watcher:
         self._sweeps: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
         # path -> how many of those may have changed what the path names (not only the file's bytes)
         self._renames: dict[str, int] = {}
-        # event loop -> the futures its wake-up, asked for and not yet run, sets: what the thread reads meanwhile
-        # joins them, so a busy loop is woken once for many reads, not once per read
-        self._wakes: dict[asyncio.AbstractEventLoop, list[asyncio.Future[object]]] = {}
         # (watch descriptor, an event's name bytes as read) -> the watched path they name: an append costs the
         # reading thread a look-up, not a decode and a join (only watched paths: what the thread finds anyway)
         self._named: dict[tuple[int, bytes], str] = {}
@@ -232,28 +230,14 @@ class Watcher:
                 continue
             except OSError:
                 return
-            calls: list[asyncio.AbstractEventLoop] = []
             with self._lock:
-                for loop, future in self._woken(data):
-                    wakes = self._wakes.get(loop)
-                    if wakes is None or loop.is_closed():
-                        self._wakes[loop] = [future]
-                        calls.append(loop)
-                    else:
-                        wakes.append(future)  # its wake-up is under way: it sets this one too
-            for loop in calls:  # at most one wake-up of each event loop at a time
-                try:
-                    loop.call_soon_threadsafe(self._wake, loop)
-                except RuntimeError:  # that event loop has ended
-                    with self._lock:
-                        self._wakes.pop(loop, None)
-
-    def _wake(self, loop: asyncio.AbstractEventLoop) -> None:
-        # in `loop`: wake its followers whose files changed (off the lists: see `changed`)
-        with self._lock:
-            futures = self._wakes.pop(loop, ())
-        for future in futures:
-            wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)
+                woken = self._woken(data)
+            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[object]]] = defaultdict(list)
+            for loop, future in woken:
+                by_loop[loop].append(future)
+            for loop, futures in by_loop.items():  # one wake-up of each event loop per read
+                with contextlib.suppress(RuntimeError):  # that event loop has ended
+                    loop.call_soon_threadsafe(_set_all, futures)
 
     def _woken(self, data: bytes) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]:
         paths: set[str] = set()
@@ -296,3 +280,8 @@ class Watcher:
                 self._generation[p] += 1
         # taken off the lists here: a follower woken by the thread has nothing to undo (no lock to take)
         return [entry for p in paths for entry in self._waiting.pop(p, ())]
+
+
+def _set_all(futures: list[asyncio.Future[object]]) -> None:
+    for future in futures:
+        wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)
