@@ -6,7 +6,7 @@
 `source`: N files, each followed by a `LocalSource` (inotify) whose chunks are taken and dropped; a writer
 process appends one SGLang decode line (or, one time in twenty, twelve) to 60 % of them every 100 ms, each line
 stamped with the time it was written. Prints the process's CPU (the inotify thread included) per chunk and the
-append-to-chunk latency. `follower`: a `LaunchFollower` fed N (serving line, `CaughtUp`) pairs by a source that
+append-to-chunk latency. `follower`: a `LaunchFollower` fed N reads of a serving line by a source that
 never waits; prints the CPU per read and the part of it outside `Analyzer.feed`.
 """
 
@@ -28,7 +28,7 @@ import anyio
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.follow.follower import LaunchFollower, LaunchSpec
-from watchdog.follow.sources import CaughtUp, Chunk, SourceItem, parse_target
+from watchdog.follow.sources import CaughtUp, Chunk, Merges, SourceItem, parse_target
 from watchdog.follow.sources.local import LocalSource
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "corpus" / "sglang"
@@ -77,6 +77,8 @@ async def _source(files: int, seconds: float) -> None:
 
     async def follow(path: str) -> None:
         async with LocalSource(path).open_follow(0) as items:
+            if isinstance(items, Merges):
+                items.merge = True  # as the follower takes them: a read's CaughtUp with its last chunk
             first = True
             async for item in items:
                 if first:
@@ -108,8 +110,38 @@ async def _source(files: int, seconds: float) -> None:
     print(f"append-to-chunk latency p50 {1e3 * p50:.1f} ms, p99 {1e3 * p99:.1f} ms")
 
 
+class _Reads:
+    """The items of `_Instant`: as a file's source gives them, a read's CaughtUp with its chunk where the consumer
+    sets `merge` (`Merges`), else after it."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.merge = False
+        self._reads = iter(reads)
+        self._pos = 0
+        self._then: CaughtUp | None = None
+
+    def __aiter__(self) -> _Reads:
+        return self
+
+    async def __anext__(self) -> SourceItem:
+        then = self._then
+        if then is not None:
+            self._then = None
+            return then
+        data = next(self._reads, None)
+        if data is None:
+            raise StopAsyncIteration
+        pos = self._pos
+        self._pos += len(data)
+        if self.merge:
+            return Chunk(pos, data, caught_up=True)
+        self._then = CaughtUp(self._pos)
+        return Chunk(pos, data)
+
+
 class _Instant:
-    """A source that gives a startup, then `reads` (serving line, CaughtUp) pairs, never waiting."""
+    """A source that gives a startup, then `reads` serving lines, each a read (its chunk and CaughtUp), never
+    waiting."""
 
     def __init__(self, reads: int) -> None:
         self.reads = reads
@@ -125,17 +157,7 @@ class _Instant:
             line for line in served.splitlines(True) if b"Decode batch" in line or b"Prefill batch" in line
         ]
 
-        async def items() -> AsyncIterator[SourceItem]:
-            yield Chunk(0, startup)
-            pos = len(startup)
-            yield CaughtUp(pos)
-            for i in range(self.reads):
-                data = serving[i % len(serving)]
-                yield Chunk(pos, data)
-                pos += len(data)
-                yield CaughtUp(pos)
-
-        yield items()
+        yield _Reads([startup] + [serving[i % len(serving)] for i in range(self.reads)])
 
 
 async def _follower(reads: int) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from watchdog.exceptions import UsageError
 from watchdog.follow.sources import local as local_module
-from watchdog.follow.sources.base import CaughtUp, Chunk, FileMissing, FileRestarted, SourceItem
+from watchdog.follow.sources.base import CaughtUp, Chunk, FileMissing, FileRestarted, Merges, SourceItem
 from watchdog.follow.sources.inotify import Watcher
 from watchdog.follow.sources.local import LocalSource
 
@@ -238,6 +238,57 @@ async def test_caught_up_again_after_append(tmp_path: Path) -> None:
         await assert_quiet(items)
 
 
+async def test_merged_a_read_is_one_item(tmp_path: Path) -> None:
+    """With `merge` set (`Merges`), a read's last chunk is its CaughtUp as well (`caught_up`), with no CaughtUp item
+    of its own: a file read in several chunks ends in one that says so; an append is one item; an empty file's
+    start, which has no chunk, is still a CaughtUp."""
+    log = tmp_path / "x.log"
+    payload = os.urandom(10_000)
+    log.write_bytes(payload)
+    async with LocalSource(log, poll_interval=FAST, read_size=4096).open_follow() as items:
+        assert isinstance(items, Merges)
+        items.merge = True
+        with anyio.fail_after(5):
+            got = [await anext(items) for _ in range(3)]
+        assert [(c.offset, c.caught_up) for c in got if isinstance(c, Chunk)] == [
+            (0, False),
+            (4096, False),
+            (8192, True),
+        ]
+        assert b"".join(c.data for c in got if isinstance(c, Chunk)) == payload
+        append_now(log, b"second\n")
+        with anyio.fail_after(5):
+            item = await anext(items)
+        assert isinstance(item, Chunk)
+        assert item.caught_up
+        assert (item.offset, item.data) == (10_000, b"second\n")
+        await assert_quiet(items)
+    log.write_bytes(b"")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        assert isinstance(items, Merges)
+        items.merge = True
+        with anyio.fail_after(5):
+            assert await anext(items) == CaughtUp(0)
+        append_now(log, b"hello\n")
+        with anyio.fail_after(5):
+            item = await anext(items)
+        assert isinstance(item, Chunk)
+        assert item.caught_up
+        assert item.end == 6
+
+
+async def test_not_merged_no_chunk_says_caught_up(tmp_path: Path) -> None:
+    """Without `merge`, every CaughtUp is an item of its own, after a chunk that does not say it."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first\n")
+    async with LocalSource(log, poll_interval=FAST).open_follow() as items:
+        with anyio.fail_after(5):
+            chunk, then = await anext(items), await anext(items)
+        assert isinstance(chunk, Chunk)
+        assert not chunk.caught_up
+        assert then == CaughtUp(6)
+
+
 @pytest.mark.parametrize(
     ("content", "offset"),
     [pytest.param(b"", 0, id="empty"), pytest.param(b"already read\n", 13, id="read")],
@@ -351,6 +402,28 @@ async def test_a_wait_with_nothing_changed_ends_at_its_own_safety_poll(tmp_path:
     finally:
         watcher.unwatch(quiet)
         watcher.unwatch(other)
+
+
+@_INOTIFY
+async def test_the_names_of_an_ended_watch_are_forgotten(tmp_path: Path) -> None:
+    """The thread maps an event's (watch, name) to the path once; when the directory's last follower is gone its
+    watch ends, and so do those names: the kernel may give the watch's number to another directory."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    path = tmp_path / "x.log"
+    path.write_bytes(b"")
+    log = str(path)
+    assert watcher.watch(log)
+    wd = watcher._dirs[str(tmp_path)]
+    try:
+        seen = watcher.generation(log)
+        append_now(path, b"line\n")
+        with anyio.fail_after(5):
+            assert await watcher.changed(log, seen)
+        assert log in {named for (number, _), named in watcher._named.items() if number == wd}
+    finally:
+        watcher.unwatch(log)
+    assert not [key for key in watcher._named if key[0] == wd]
 
 
 async def test_polls_without_inotify(tmp_path: Path) -> None:

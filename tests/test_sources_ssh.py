@@ -26,6 +26,7 @@ from watchdog.follow.sources.base import (
     Disconnected,
     FileMissing,
     FileRestarted,
+    Merges,
     SourceItem,
 )
 from watchdog.follow.sources.channel import _HIGH_WATER, CommandOutput
@@ -444,6 +445,32 @@ async def test_caught_up_again_after_append(
         assert await read_to_caught_up(items, 6) == b"first\n"
         await append(log, b"second\nthird\n")
         assert await read_to_caught_up(items, 19, start=6) == b"second\nthird\n"
+        await assert_quiet(items)
+
+
+@STREAM_OR_POLL
+async def test_merged_the_read_that_reaches_the_end_says_so(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool | None
+) -> None:
+    """With `merge` set (`Merges`), the chunk that reaches the end of the remote file is its CaughtUp as well
+    (`caught_up`), with no CaughtUp item of its own, for the file as it was and for an append."""
+    log = tmp_path / "grow.log"
+    log.write_bytes(b"first\n")
+    async with make_source(pool, sshd, log, stream=stream).open_follow() as items:
+        assert isinstance(items, Merges)
+        items.merge = True
+        seen: list[SourceItem] = []
+        with anyio.fail_after(10):
+            assert await anext(items) == Connected(sshd.host)
+            while not (seen and isinstance(seen[-1], Chunk) and seen[-1].caught_up):
+                seen.append(await anext(items))
+            await append(log, b"second\nthird\n")
+            while not (isinstance(seen[-1], Chunk) and seen[-1].end == 19):
+                seen.append(await anext(items))
+        assert not any(isinstance(item, CaughtUp) for item in seen), seen
+        chunks = [item for item in seen if isinstance(item, Chunk)]
+        assert b"".join(c.data for c in chunks) == b"first\nsecond\nthird\n"
+        assert chunks[-1].caught_up
         await assert_quiet(items)
 
 

@@ -44,6 +44,7 @@ from watchdog.follow.sources import (
     Ended,
     FileMissing,
     FileRestarted,
+    Merges,
     Source,
     open_source,
 )
@@ -241,6 +242,8 @@ class LaunchFollower:
             self._start_probes(tg)
             try:
                 async with source.open_follow(offset, cursor) as items:
+                    if isinstance(items, Merges):
+                        items.merge = True  # a read's CaughtUp comes with its last chunk: one item per read
                     async for item in items:
                         await self._item(item)
                         if not started and self._caught_up:
@@ -299,7 +302,7 @@ class LaunchFollower:
             self._run_at = None
             if item.offset < at:
                 await self._item(Chunk(item.offset, item.data[: at - item.offset], item.file, item.cursor))
-                item = Chunk(at, item.data[at - item.offset :], item.file, item.cursor)
+                item = Chunk(at, item.data[at - item.offset :], item.file, item.cursor, item.caught_up)
             await self._apply(self.analyzer.restart(now))
         if isinstance(item, Chunk):
             self._at_end = False
@@ -314,37 +317,17 @@ class LaunchFollower:
                     with anyio.move_on_after(FRESH_SAVE_WAIT):
                         await self._checkpoints.save_now(self.analyzer, self.now)
             await self._apply(transitions)
+            if item.caught_up:
+                # the read's CaughtUp, come with its chunk (`Merges`): handled as if it were the next item
+                if self._checkpoints is not None:
+                    self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+                quiet = False  # the log just grew
+                # its own time, as an item of its own would have had (a first chunk's save may have waited)
+                if await self._end_of_read(self.now()):
+                    return
         elif isinstance(item, CaughtUp):
-            self._at_end = True
-            if (
-                self._whole
-                and self.analyzer.profile is not None
-                and not self._deferred
-                and not self._awaiting_ready
-            ):
-                # the end of a read (the usual item after each chunk): the analyzer already judged the log whole
-                # and knows its engine, so being at the end changes nothing in it, nor what is due when (the
-                # chunk's own `_apply` asked that); nothing to save that was not due a moment ago either
-                if self._crash_reported():
-                    await self._apply(self.analyzer.report_open_tracebacks(now))
+            if await self._end_of_read(now):
                 return
-            self._whole = True
-            transitions = self.analyzer.caught_up(now)
-            if self._deferred and self._checkpoints is not None:
-                # a restart onto an empty file (truncated): its offset 0 checkpointed before its new start is
-                # stored, as its first bytes would be
-                with anyio.move_on_after(FRESH_SAVE_WAIT):
-                    await self._checkpoints.save_now(self.analyzer, self.now)
-                self._checkpoints.fresh = True  # and again with its first bytes
-            first = not self._caught_up
-            self._caught_up = True
-            await self._apply(transitions, judge=not first)
-            if first:
-                await self._judge_whole()
-            elif self._crash_reported():
-                # the crash is reported; a traceback still open when it went out has grown: its frames
-                # (which may tell the crash's phase) are taken as far as they go, as at the end of a replay
-                await self._apply(self.analyzer.report_open_tracebacks(now))
         elif isinstance(item, FileRestarted):
             await self._note("file", f"{item.reason}: reading the new file from its start")
             transitions = self.analyzer.restart(now)
@@ -382,6 +365,41 @@ class LaunchFollower:
             await self._note("connected", str(item))
         if self._checkpoints is not None:
             self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+
+    async def _end_of_read(self, now: float) -> bool:
+        # The source is at the end of the log (a CaughtUp, or a chunk that is one). True: the usual end of a read,
+        # which changes nothing (nothing to save either).
+        self._at_end = True
+        if (
+            self._whole
+            and self.analyzer.profile is not None
+            and not self._deferred
+            and not self._awaiting_ready
+        ):
+            # the end of a read (the usual item after each chunk): the analyzer already judged the log whole
+            # and knows its engine, so being at the end changes nothing in it, nor what is due when (the
+            # chunk's own `_apply` asked that); nothing to save that was not due a moment ago either
+            if self._crash_reported():
+                await self._apply(self.analyzer.report_open_tracebacks(now))
+            return True
+        self._whole = True
+        transitions = self.analyzer.caught_up(now)
+        if self._deferred and self._checkpoints is not None:
+            # a restart onto an empty file (truncated): its offset 0 checkpointed before its new start is
+            # stored, as its first bytes would be
+            with anyio.move_on_after(FRESH_SAVE_WAIT):
+                await self._checkpoints.save_now(self.analyzer, self.now)
+            self._checkpoints.fresh = True  # and again with its first bytes
+        first = not self._caught_up
+        self._caught_up = True
+        await self._apply(transitions, judge=not first)
+        if first:
+            await self._judge_whole()
+        elif self._crash_reported():
+            # the crash is reported; a traceback still open when it went out has grown: its frames
+            # (which may tell the crash's phase) are taken as far as they go, as at the end of a replay
+            await self._apply(self.analyzer.report_open_tracebacks(now))
+        return False
 
     async def _note(self, kind: str, detail: str, *, since: float | None = None) -> None:
         await self._send.send(SourceNoted(self.spec.name, kind, detail, since))

@@ -41,6 +41,9 @@ class Chunk:
     file: tuple[int, int] | None = field(default=None, compare=False)
     # where a cursor source resumes just after these bytes (they end at a line end); None for a file
     cursor: str | None = field(default=None, compare=False)
+    # these bytes end the read that reached the end: the chunk is its `CaughtUp(end)` as well, which does not
+    # come as an item of its own. Set only for a consumer that asked for it (`Merges`): one item per read, not two
+    caught_up: bool = field(default=False, compare=False)
 
     @property
     def end(self) -> int:
@@ -146,6 +149,18 @@ SourceItem = Chunk | SourceEvent
 # Bytes of chunks a source hands over without a trip round the event loop: a live log's few new lines and the
 # CaughtUp after them go through at once, a log read in bulk still lets other tasks run.
 UNYIELDED_BYTES = 16 * 1024
+
+
+@runtime_checkable
+class Merges(Protocol):
+    """A source's iterator that can give a read's `CaughtUp` with its last chunk (`Chunk.caught_up`), not as an
+    item of its own: a follower of many logs then handles one item per read instead of two.
+
+    The consumer sets `merge` before it takes the first item; unset, every `CaughtUp` comes as an item of its own
+    (and no chunk says `caught_up`).
+    """
+
+    merge: bool
 
 
 class Source(Protocol):

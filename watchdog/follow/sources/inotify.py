@@ -91,6 +91,9 @@ class Watcher:
         self._sweeps: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
         # path -> how many of those may have changed what the path names (not only the file's bytes)
         self._renames: dict[str, int] = {}
+        # (watch descriptor, an event's name bytes as read) -> the watched path they name: an append costs the
+        # reading thread a look-up, not a decode and a join (only watched paths: what the thread finds anyway)
+        self._named: dict[tuple[int, bytes], str] = {}
 
     @staticmethod
     @functools.cache
@@ -137,6 +140,8 @@ class Watcher:
             if self._refs[wd] <= 0:
                 self._libc.inotify_rm_watch(self._fd, wd)
                 del self._dirs[directory], self._refs[wd], self._names[wd]
+                # the kernel may give the number to another directory
+                self._named = {key: path for key, path in self._named.items() if key[0] != wd}
 
     def generation(self, path: str) -> int:
         """How many changes of `path` were seen so far: note it before looking at the file."""
@@ -237,27 +242,36 @@ class Watcher:
     def _woken(self, data: bytes) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]:
         paths: set[str] = set()
         renamed: set[str] = set()
-        pos = 0
-        while pos + _EVENT.size <= len(data):
-            wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
-            name = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
-            pos += _EVENT.size + length
+        pos, size, end, unpack, named = 0, _EVENT.size, len(data), _EVENT.unpack_from, self._named
+        while pos + size <= end:
+            wd, mask, _cookie, length = unpack(data, pos)
+            start = pos + size
+            pos = start + length
             if mask & _IN_Q_OVERFLOW:
                 paths.update(self._generation)  # events were lost: everyone looks again
                 renamed.update(self._generation)
                 continue
-            directory = self._names.get(wd)
-            if directory is None:
-                continue
-            if name:
-                path = os.path.join(directory, os.fsdecode(name))
+            if length:  # a name (NUL-padded) in the directory
+                key = (wd, data[start:pos])
+                path = named.get(key)
+                if path is None:
+                    directory = self._names.get(wd)
+                    if directory is None:
+                        continue
+                    path = os.path.join(directory, os.fsdecode(key[1].rstrip(b"\0")))
+                    if path in self._generation:
+                        named[key] = path
                 paths.add(path)
                 if mask & ~_CONTENT:
                     renamed.add(path)
-            else:  # the directory itself moved or went away
-                gone = [p for p in self._generation if os.path.dirname(p) == directory]
-                paths.update(gone)
-                renamed.update(gone)
+                continue
+            directory = self._names.get(wd)
+            if directory is None:
+                continue
+            # no name: the directory itself moved or went away
+            gone = [p for p in self._generation if os.path.dirname(p) == directory]
+            paths.update(gone)
+            renamed.update(gone)
         for p in renamed:
             if p in self._renames:
                 self._renames[p] += 1

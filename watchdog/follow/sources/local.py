@@ -142,6 +142,9 @@ class _Follow:
 
     def __init__(self, steps: Generator[SourceItem | _Request, object, None]) -> None:
         self._steps = steps
+        # `Merges`: a read's CaughtUp comes with its last chunk (the generator's way); unset, it comes after it
+        self.merge = False
+        self._then: CaughtUp | None = None  # the CaughtUp a chunk just given came with (merge unset)
         self._request: _Request | None = None  # made and not yet answered
         self._call: asyncio.Future[Any] | None = None  # the request's call in a worker thread, once made
         self._answer: object = None
@@ -151,6 +154,10 @@ class _Follow:
         return self
 
     async def __anext__(self) -> SourceItem:
+        then = self._then
+        if then is not None:
+            self._then = None
+            return then
         steps = self._steps
         while True:
             request = self._request
@@ -172,6 +179,9 @@ class _Follow:
             if isinstance(step, _Request):
                 self._request = step
                 continue
+            if not self.merge and type(step) is Chunk and step.caught_up:
+                self._then = CaughtUp(step.end)
+                return Chunk(step.offset, step.data, step.file, step.cursor)
             return step
 
     async def aclose(self) -> None:
@@ -326,7 +336,7 @@ class LocalSource:
                         if not announced_missing:
                             announced_missing = True
                             yield FileMissing(self.path)
-                        yield _Request(self._wait, (watcher, seen, False), wait=True)
+                        yield from self._wait(watcher, seen, False)
                         continue
                     named = None
                     size = os.fstat(current.fd).st_size
@@ -353,18 +363,25 @@ class LocalSource:
                     read = (current.fd, self.read_size, pos)
                     data = os.pread(*read) if local else cast("bytes", (yield _Request(os.pread, read)))
                 if data:
-                    yield Chunk(pos, data)
+                    # a short read of a regular file ends where the file ended: no second read to find that out,
+                    # and the chunk is the read's CaughtUp as well (`_Follow` gives that apart where not merged)
+                    caught_up = len(data) < self.read_size
+                    chunk = Chunk(pos, data, caught_up=caught_up)
                     _took(current, pos, data)
                     pos += len(data)
                     at_end = False
-                    if len(data) == self.read_size:
+                    yield chunk
+                    if not caught_up:
                         if local:  # a log read in bulk lets other tasks run between its reads
                             yield _PAUSE
                         continue  # there may be more at once
-                    # a short read of a regular file ends where the file ended: no second read to find that out
-                if not at_end:
-                    at_end = True
+                elif not at_end:
+                    caught_up = True
                     yield CaughtUp(pos)
+                else:
+                    caught_up = False
+                if caught_up:
+                    at_end = True
                     # after a short read the file ended at `pos` a moment ago, and the bytes just read are
                     # those kept: only whether the path names another file is left to ask (2 syscalls, not 5)
                     end_look = (current, pos, bool(data))
@@ -396,27 +413,29 @@ class LocalSource:
                     os.close(current.fd)
                     current, at_end = None, False
                 else:
-                    yield _Request(self._wait, (watcher, seen, local), wait=True)
+                    yield from self._wait(watcher, seen, local)
         finally:
             if current is not None:
                 os.close(current.fd)
             if watcher is not None:
                 watcher.unwatch(self.path)
 
-    async def _wait(self, watcher: Watcher | None, seen: int, local: bool) -> None:
+    def _wait(self, watcher: Watcher | None, seen: int, local: bool) -> Generator[_Request, object, None]:
         # At the end of the file (or while it is missing): until it changes, or the next poll. A file that
         # changes all the time is still looked at once per `BATCH_INTERVAL` at most (its lines come in
         # batches): inotify saves the looks at quiet files, and the wait for the first line after one.
+        # The waits are requests of the follower's generator (`yield from`): `_Follow` awaits the watcher's
+        # `changed` itself, with no coroutine of this method's between (a wait per read of a growing file).
         if watcher is None:
-            await anyio.sleep(self.poll_interval)
+            yield _Request(anyio.sleep, (self.poll_interval,), wait=True)
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
         loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
-        await watcher.changed(self.path, seen, max(self.poll_interval, safety), loop)
+        yield _Request(watcher.changed, (self.path, seen, max(self.poll_interval, safety), loop), wait=True)
         now = loop.time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
-            await anyio.sleep(rest)
+            yield _Request(anyio.sleep, (rest,), wait=True)
             now = loop.time()
         self._last_look = now
 

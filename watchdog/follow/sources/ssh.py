@@ -207,6 +207,15 @@ class _Resumable:
         self._items: AsyncGenerator[SourceItem, None] | None = None
         self._ended = False
 
+    @property
+    def merge(self) -> bool:
+        """`Merges`: a read's CaughtUp comes with its last chunk (set by the consumer before its first item)."""
+        return self._follower.merge
+
+    @merge.setter
+    def merge(self, merge: bool) -> None:
+        self._follower.merge = merge
+
     def __aiter__(self) -> _Resumable:
         return self
 
@@ -251,6 +260,7 @@ class _Follower:
         self.rotation: _Rotation | None = None
         self.known_size = 0  # the file's size as last seen (header or stat sample)
         self.at_end = False  # CaughtUp sent and nothing delivered since
+        self.merge = False  # `Merges`: a chunk that reaches the end is its CaughtUp as well
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
@@ -296,9 +306,36 @@ class _Follower:
                     if await self._poll_once():
                         pause = self.src.poll_interval
                 else:
-                    async with aclosing(self._stream_once()) as streamed:
-                        async for item in streamed:
-                            yield item
+                    # the streaming reader's items, read here (not through a generator of its own: a layer
+                    # less for each item to pass)
+                    conn, session = await self._open_stream()
+                    try:
+                        errors = b""
+                        while True:
+                            while self.out:
+                                yield self.out.popleft()
+                            if not session.queued:
+                                self.unyielded = 0  # the receive below waits: other tasks run
+                            elif self.unyielded > UNYIELDED_BYTES:
+                                self.unyielded = 0
+                                # a backlog read in bulk lets other tasks run
+                                await anyio.lowlevel.checkpoint()
+                            kind, data, ended = await session.receive()
+                            if kind == "out":
+                                if self.at_end and self._quiet_ended():
+                                    await self._check_fingerprint()  # the stream goes on queueing meanwhile
+                                self._deliver(data)
+                                self._check_rotation()
+                            elif kind == "err":
+                                errors += data
+                                *lines, errors = errors.split(b"\n")
+                                for line in lines:
+                                    self._on_status(line)
+                                self._caught_up()
+                            else:
+                                raise self._lost(conn, ended)
+                    finally:
+                        session.close()
             except _Restart as restart:
                 pause = max(restart.delay, self._backoff()) if restart.failed else restart.delay
             except ChannelRefused as exc:
@@ -353,12 +390,17 @@ class _Follower:
         self.head = self.last = b""
         return _Restart()
 
-    async def _check_fingerprint(self) -> None:
-        """Bytes came after a quiet spell: if the file's first bytes on the host are no longer those read, it was
-        cut and written again (the bytes at the offset are not an append): read it again from 0."""
+    def _quiet_ended(self) -> bool:
+        """Bytes came after the reader reached the end: whether it had been quiet there for `FINGERPRINT_QUIET`
+        (then `_check_fingerprint`); a plain call, so that the usual append (not after a quiet spell) makes no
+        coroutine."""
         quiet, self.quiet_since = self.quiet_since, None
-        if quiet is None or asyncio.get_running_loop().time() - quiet < FINGERPRINT_QUIET:
-            return
+        return quiet is not None and asyncio.get_running_loop().time() - quiet >= FINGERPRINT_QUIET
+
+    async def _check_fingerprint(self) -> None:
+        """Bytes came after a quiet spell (`_quiet_ended`): if the file's first bytes on the host are no longer
+        those read, it was cut and written again (the bytes at the offset are not an append): read it again
+        from 0."""
         src, want = self.src, min(FINGERPRINT, self.offset)
         if not want:
             return
@@ -426,12 +468,19 @@ class _Follower:
             self.out.append(CaughtUp(self.offset))
 
     def _deliver(self, data: bytes) -> None:
-        self.out.append(Chunk(self.offset, data, self.file))
-        if len(self.head) == self.offset < FINGERPRINT:
-            self.head += data[: FINGERPRINT - self.offset]
+        offset = self.offset
+        if len(self.head) == offset < FINGERPRINT:
+            self.head += data[: FINGERPRINT - offset]
         self.last = last_bytes(self.last, data, FINGERPRINT)
         self.offset += len(data)
         self.unyielded += len(data)
+        if self.merge and self.offset >= self.known_size:
+            # the end reached: the chunk is its CaughtUp as well (`_caught_up`), one item, not two
+            self.at_end = True
+            self.quiet_since = asyncio.get_running_loop().time()
+            self.out.append(Chunk(offset, data, self.file, caught_up=True))
+            return
+        self.out.append(Chunk(offset, data, self.file))
         self.at_end = False
         self._caught_up()
 
@@ -443,7 +492,9 @@ class _Follower:
             )
         return _Restart(self.src.poll_interval)
 
-    async def _stream_once(self) -> AsyncGenerator[SourceItem, None]:
+    async def _open_stream(self) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
+        """Start the streaming reader and act on its header (`_accept_header`; the bytes that came with it
+        delivered): its connection and session, to read on (`items`); the session is closed here on an error."""
         src = self.src
         command = stream_command(
             src.path,
@@ -479,34 +530,13 @@ class _Follower:
             self._accept_header(header)
             self.rotation = None
             if rest:
-                if self.at_end:
+                if self.at_end and self._quiet_ended():
                     await self._check_fingerprint()
                 self._deliver(rest)
-            errors = b""
-            while True:
-                while self.out:
-                    yield self.out.popleft()
-                if not session.queued:
-                    self.unyielded = 0  # the receive below waits: other tasks run
-                elif self.unyielded > UNYIELDED_BYTES:
-                    self.unyielded = 0
-                    await anyio.lowlevel.checkpoint()  # a backlog read in bulk still lets other tasks run
-                kind, data, exc = await session.receive()
-                if kind == "out":
-                    if self.at_end:
-                        await self._check_fingerprint()  # the stream goes on queueing meanwhile
-                    self._deliver(data)
-                    self._check_rotation()
-                elif kind == "err":
-                    errors += data
-                    *lines, errors = errors.split(b"\n")
-                    for line in lines:
-                        self._on_status(line)
-                    self._caught_up()
-                else:
-                    raise self._lost(conn, exc)
-        finally:
+        except BaseException:
             session.close()
+            raise
+        return conn, session
 
     def _on_status(self, line: bytes) -> None:
         if b"file truncated" in line:
@@ -555,9 +585,11 @@ class _Follower:
         assert isinstance(stdout, bytes)
         line, newline, data = stdout.partition(b"\n")
         self._accept_header(parse_header(line) if newline else None)
-        if data and self.at_end:
+        if data and self.at_end and self._quiet_ended():
             await self._check_fingerprint()
         if data:
+            if len(data) < DEFAULT_POLL_BYTES:  # the file ended there: the chunk reaches its end
+                self.known_size = max(self.known_size, self.offset + len(data))
             self._deliver(data)
         if len(data) < DEFAULT_POLL_BYTES:
             self.known_size = self.offset
