@@ -303,11 +303,13 @@ async def test_an_oom_killed_container_is_crashed_killed_within_two_seconds_nami
         tg.start_soon(container.go_when_read)
         verdict, said = await _watch("docker://oom")
     state = container.state()
-    assert (state["OOMKilled"], state["ExitCode"]) == (True, 137)
+    # not State.OOMKilled: docker leaves it unset when the kernel's OOM event reaches it after the exit (the
+    # source asks the events then: tests/test_sources_docker.py), which a loaded machine does now and then
+    assert state["ExitCode"] == 137
     died = parse_timestamp(state["FinishedAt"])
     death = died[0] + died[1] / 1e9
     recorded = docker.oom_recorded_at("oom")
-    assert recorded is not None  # OOMKilled in the state: docker recorded its oom event
+    assert recorded is not None, "the kernel did not OOM-kill the container (docker recorded no oom event)"
     assert (verdict["state"], verdict["error"]["category"]) == ("crashed", "killed")
     if recorded - death >= OOM_SETTLE:
         # the runtime recorded the kill after the source had stopped looking for it: a SIGKILL (137) it was
