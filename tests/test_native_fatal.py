@@ -176,3 +176,18 @@ def test_a_sycl_device_allocation_that_fails_is_the_oom_cause(tmp_path: Path) ->
     assert got["state"] == State.CRASHED
     assert got["category"] == "oom"
     assert str(got["summary"]).endswith("can't allocate 3503030272 Bytes of memory on device")
+
+
+# NVIDIA/TensorRT#2195 (TensorRT 8.4): the serialization header of an engine built by another TensorRT.
+TRT_ARCHIVE = """\
+[08/01/2022-15:41:44] [TRT] [E] 1: [stdArchiveReader.cpp::StdArchiveReader::35] Error Code 1: Serialization (Serialization assertion safeVersionRead == safeSerializationVersion failed.Version tag does not match. Note: Current Version: 0, Serialized Engine Version: 96)
+[08/01/2022-15:41:44] [TRT] [E] 4: [runtime.cpp::deserializeCudaEngine::50] Error Code 4: Internal Error (Engine deserialization failed.)
+"""
+
+
+def test_an_engine_whose_serialization_version_does_not_match_is_model_load(tmp_path: Path) -> None:
+    got = _replay(tmp_path, TRT_ARCHIVE, "trtllm")
+    assert got["state"] == State.CRASHED
+    assert got["category"] == "model_load"
+    assert "Version tag does not match" in str(got["summary"])
+    assert "trtllm-build" in str(got["hint"])
