@@ -20,7 +20,8 @@ __all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
 
 _MASK = re.compile(r"\d+")
 _MAX_SUMMARY = 500
-_FRAME_LINE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+# a traceback's frame line: its file, line and function
+_FRAME = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<fn>[\w<>]+)')
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +147,7 @@ def _cut_summary(lines: Sequence[str]) -> str:
     frame: re.Match[str] | None = None
     statement = ""
     for line in lines:
-        if (m := _FRAME_LINE.match(line)) is not None:
+        if line.lstrip().startswith('File "') and (m := _FRAME.search(line)) is not None:
             frame, statement = m, ""
         elif frame is not None and not statement and line.strip(" ^~\t"):
             statement = line.strip()
@@ -184,14 +185,11 @@ def _detail(tb: Traceback, parts: int = 2) -> str | None:
     return ": ".join(found) or None
 
 
-_FRAME_FN = re.compile(r'File "[^"]*", line \d+, in \w+')
-
-
 def _innermost_step(text: str, profile: Profile) -> str:
     # the innermost frame of a startup step no engine survives (the engines call them from their process mains
     # with no handler around them) that the traceback passes through (a library's frames below it, torch's or a
     # kernel's, do not hide it)
-    frames = [m.group(0) for m in _FRAME_FN.finditer(text)]
+    frames = [m.group(0) for m in _FRAME.finditer(text)]
     return next((f for f in reversed(frames) if any(p.search(f) for p in profile.steps)), "")
 
 
@@ -247,7 +245,7 @@ def _is_consequence(c: Candidate, profile: Profile) -> bool:
 def _in_teardown(c: Candidate, profile: Profile) -> bool:
     if not profile.teardowns or not c.traceback:
         return False
-    frames = _FRAME_FN.findall("\n".join(c.traceback))
+    frames = [m.group(0) for m in _FRAME.finditer("\n".join(c.traceback))]
     if not frames:
         return False
     where = f"{frames[-1]}\n{c.summary}"

@@ -462,10 +462,14 @@ class _Follower:
 
     def _caught_up(self) -> None:
         if not self.at_end and self.offset >= self.known_size:
-            self.at_end = True
-            # the loop's clock (anyio's, without anyio's look-up of the backend: once per chunk read)
-            self.quiet_since = asyncio.get_running_loop().time()
+            self._reached_end()
             self.out.append(CaughtUp(self.offset))
+
+    def _reached_end(self) -> None:
+        # at the end of the file: quiet from now (the loop's clock: anyio's, without anyio's look-up of the
+        # backend, once per chunk read)
+        self.at_end = True
+        self.quiet_since = asyncio.get_running_loop().time()
 
     def _deliver(self, data: bytes) -> None:
         offset = self.offset
@@ -476,8 +480,7 @@ class _Follower:
         self.unyielded += len(data)
         if self.merge and self.offset >= self.known_size:
             # the end reached: the chunk is its CaughtUp as well (`_caught_up`), one item, not two
-            self.at_end = True
-            self.quiet_since = asyncio.get_running_loop().time()
+            self._reached_end()
             self.out.append(Chunk(offset, data, self.file, caught_up=True))
             return
         self.out.append(Chunk(offset, data, self.file))
