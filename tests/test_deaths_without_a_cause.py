@@ -1,0 +1,285 @@
+"""A death told without its cause is `killed`; dying words that say what failed are read (issue 30, round 5).
+
+Each case is a real log's last lines, from the public thread named above it (or from the corpus case that holds
+them): a process's end reported by its exit status or signal, or its runtime's dying words (Go's signal dump, the
+shell's report, faulthandler, ggml's abort backtrace), with nothing before them that names a cause. Such a crash is
+`killed`, and its hint says that the cause is not in the log and where to look (the kernel's log, the exit
+status). SIGILL says what failed (an instruction this CPU lacks: `unsupported`), and an uncaught C++ exception's
+`what(): Resource temporarily unavailable` is a thread that could not be made (`oom`). A cause printed before the
+dying words stays the cause.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.verdict import build_verdict
+from watchdog.profiles.loader import load_engine
+
+
+def _verdict(engine: str, lines: list[str]) -> dict[str, object]:
+    analyzer = Analyzer(load_engine(engine))
+    analyzer.feed(("\n".join(lines) + "\n").encode(), now=0.0)
+    analyzer.finish(now=0.0)
+    return build_verdict(analyzer).to_json()
+
+
+_NO_CAUSE = "the process died and this log does not say why"
+
+
+@pytest.mark.parametrize(
+    ("engine", "lines", "summary", "category", "hint"),
+    [
+        # ollama/ollama#11790 (2025-08, the client's side of three runs)
+        pytest.param(
+            "ollama",
+            ["Error: 500 Internal Server Error: llama runner process has terminated: exit status 2"],
+            "llama runner process has terminated: exit status 2",
+            "killed",
+            _NO_CAUSE,
+            id="ollama-client-exit-status-2",
+        ),
+        # ollama/ollama#14093 (0.15.2, Feb 2026): the runner died serving a request
+        pytest.param(
+            "ollama",
+            [
+                'time=2026-02-05T12:48:27.680+01:00 level=ERROR source=server.go:302 msg="llama runner terminated" '
+                'error="exit status 2"',
+                'time=2026-02-05T12:48:27.680+01:00 level=ERROR source=server.go:1607 msg="post predict" '
+                'error="Post \\"http://127.0.0.1:52208/completion\\": EOF"',
+            ],
+            'llama runner terminated" error="exit status 2"',
+            "killed",
+            _NO_CAUSE,
+            id="ollama-runner-terminated-serving",
+        ),
+        # ollama/ollama#17080 (0.31.1, Jul 2026): llama-server aborted while loading
+        pytest.param(
+            "ollama",
+            [
+                'time=2026-07-21T11:33:06.751+08:00 level=INFO source=sched.go:651 msg="Load failed" '
+                'model=/usr/share/ollama/.ollama/models/blobs/sha256-6540411d9e4c error="llama-server process has '
+                'terminated: signal: aborted"'
+            ],
+            "llama-server process has terminated: signal: aborted",
+            "killed",
+            "the process aborted in native code",
+            id="ollama-llama-server-signal-aborted",
+        ),
+        # ollama/ollama#6044 (2024): the CPU runner built for AVX-512 on a CPU without it
+        pytest.param(
+            "ollama",
+            ["Error: llama runner process has terminated: signal: illegal instruction (core dumped)"],
+            "signal: illegal instruction (core dumped)",
+            "unsupported",
+            "SIGILL",
+            id="ollama-runner-sigill",
+        ),
+        # ollama/ollama#9509 (Mar 2025): the Go runtime's dump after an abort in cgo, its message cut above
+        pytest.param(
+            "ollama",
+            [
+                "SIGABRT: abort",
+                "PC=0x7f0b6a6969fc m=0 sigcode=18446744073709551610",
+                "signal arrived during cgo execution",
+            ],
+            "SIGABRT: abort",
+            "killed",
+            "the process aborted in native code",
+            id="ollama-go-sigabrt-dump",
+        ),
+        # ollama/ollama#9960 (2025-03, the Windows app's log)
+        pytest.param(
+            "ollama",
+            [
+                'time=2025-03-24T14:09:04.628+08:00 level=WARN source=server.go:163 msg="server crash 22 - exit code 1 - '
+                'respawning"'
+            ],
+            "server crash 22 - exit code 1 - respawning",
+            "killed",
+            _NO_CAUSE,
+            id="ollama-app-server-crash-exit-code",
+        ),
+        # llama.cpp#6723 (a llama-server build with AVX run on a host without it)
+        pytest.param(
+            "llamacpp",
+            ["main: build = 2398 (a0b8d1a6)", "Illegal instruction (core dumped)"],
+            "Illegal instruction (core dumped)",
+            "unsupported",
+            "SIGILL",
+            id="shell-illegal-instruction",
+        ),
+        # lmstudio-ai/lmstudio-bug-tracker#1885 (May 2026): bash's report of the job SIGILL ended
+        pytest.param(
+            "llamacpp",
+            [
+                'bash: line 603: 20480 Illegal instruction        (core dumped) "$_lms_installed_path" bootstrap -y'
+            ],
+            "Illegal instruction",
+            "unsupported",
+            "SIGILL",
+            id="bash-job-illegal-instruction",
+        ),
+        # vllm-project/vllm#6011 (the issue's own last words, no traceback)
+        pytest.param(
+            "vllm",
+            [
+                "INFO 07-01 05:20:47 llm_engine.py:169] Initializing an LLM engine (v0.5.0.post1)",
+                "Segmentation fault (core dumped)",
+            ],
+            "Segmentation fault (core dumped)",
+            "killed",
+            "memory fault in native code",
+            id="shell-segfault",
+        ),
+        # captured 2026-12-02 (tests/fixtures/corpus/llamacpp/captured-llamacpp-thread-create-fails-cpu): under
+        # `ulimit -v 60000` llama-server cannot make its HTTP threads
+        pytest.param(
+            "llamacpp",
+            [
+                "0.00.005.899 W srv  llama_server: security: no API key is set and CORS allows all origins",
+                "terminate called after throwing an instance of 'std::system_error'",
+                "  what():  Resource temporarily unavailable",
+            ],
+            "Resource temporarily unavailable",
+            "oom",
+            "could not start a thread",
+            id="cpp-system-error-eagain",
+        ),
+        # huggingface/text-generation-inference#2819 (3.0.0, Dec 2024): the shard went away under the warm-up
+        pytest.param(
+            "tgi",
+            [
+                "2024-12-10T21:24:12.849356Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Warming up "
+                "model",
+                "2024-12-10T21:25:42.531534Z ERROR warmup{max_input_length=None max_prefill_tokens=8192 "
+                "max_total_tokens=Some(4096) max_batch_size=None}:warmup: text_generation_router_v3::client: "
+                "backends/v3/src/client/mod.rs:45: Server error: transport error",
+                'Error: Backend(Warmup(Generation("transport error")))',
+                "2024-12-10T21:25:42.679824Z ERROR text_generation_launcher: Webserver Crashed",
+            ],
+            "Server error: transport error",
+            "killed",
+            _NO_CAUSE,
+            id="tgi-warmup-transport-error",
+        ),
+        # sgl-project/sglang#3685 (v0.4.3): the launcher's word that a child died, its error not shown
+        pytest.param(
+            "sglang",
+            [
+                "[2025-02-19 08:00:00] Received sigquit from a child proces. It usually means the child failed."
+            ],
+            "Received sigquit from a child proces",
+            "killed",
+            _NO_CAUSE,
+            id="sglang-sigquit-from-child",
+        ),
+        # vllm-project/vllm#13939 (0.7.2, Feb 2025): the engine process died under the requests
+        pytest.param(
+            "vllm",
+            [
+                "CRITICAL 02-25 11:11:34 launcher.py:101] MQLLMEngine is already dead, terminating server process"
+            ],
+            "MQLLMEngine is already dead",
+            "killed",
+            _NO_CAUSE,
+            id="vllm-v0-engine-already-dead",
+        ),
+    ],
+)
+def test_a_death_told_without_its_cause(
+    engine: str, lines: list[str], summary: str, category: str, hint: str
+) -> None:
+    """A launch whose log ends in a death told without its cause crashes on that line, `killed` with the hint
+    that the cause is not in the log; SIGILL and a thread that could not be made say what failed."""
+    v = _verdict(engine, lines)
+    assert v["state"] == "crashed"
+    error = v["error"]
+    assert isinstance(error, dict)
+    assert summary in str(error["summary"])
+    assert error["category"] == category
+    assert hint in str(error["hint"])
+
+
+def test_the_no_cause_hint_sends_to_the_kernel_log_and_the_exit_status() -> None:
+    """The hint of a death without its cause names where an expert looks: the kernel's log, the exit status."""
+    v = _verdict(
+        "ollama", ["Error: 500 Internal Server Error: llama runner process has terminated: exit status 2"]
+    )
+    hint = str(v["error"]["hint"])  # type: ignore[index]
+    assert "dmesg -T" in hint
+    assert "exit status" in hint
+    assert "OOM killer" in hint
+
+
+@pytest.mark.parametrize(
+    ("engine", "lines", "category"),
+    [
+        # ollama/ollama#14065 (2026): the runner's own assert, then its exit status
+        pytest.param(
+            "ollama",
+            [
+                'time=2026-02-01T10:00:00.000Z level=ERROR source=sched.go:455 msg="error loading llama server" '
+                'error="llama runner process has terminated: GGML_ASSERT(false && \\"unsupported minicpmv '
+                'version\\") failed"',
+            ],
+            "assertion",
+            id="ollama-terminated-carries-its-assert",
+        ),
+        # a CUDA error printed by the runner, then its end by exit status
+        pytest.param(
+            "ollama",
+            [
+                "CUDA error: out of memory",
+                "  current device: 0, in function ggml_backend_cuda_buffer_type_alloc_buffer at ggml-cuda.cu:1234",
+                'time=2025-02-20T12:24:52.667+08:00 level=ERROR source=sched.go:455 msg="error loading llama server" '
+                'error="llama runner process has terminated: exit status 2"',
+            ],
+            "oom",
+            id="ollama-cause-before-exit-status",
+        ),
+        # llama.cpp#10956: ggml's own message, then the shell's 'Aborted (core dumped)'
+        pytest.param(
+            "llamacpp",
+            [
+                "ggml_aligned_malloc: insufficient memory (attempted to allocate 655521.35 MB)",
+                "Aborted (core dumped)",
+            ],
+            "oom",
+            id="native-message-before-abort",
+        ),
+    ],
+)
+def test_a_cause_before_the_dying_words_stays_the_cause(engine: str, lines: list[str], category: str) -> None:
+    """Dying words and a report of an exit status rank after any cause printed before them, and a report that
+    carries the process's last error is read from its words, not as a death without a cause."""
+    v = _verdict(engine, lines)
+    assert v["state"] == "crashed"
+    assert v["error"]["category"] == category  # type: ignore[index]
+
+
+def test_a_failed_allocation_in_sglangs_memory_cache_is_the_kv_cache_full() -> None:
+    """'Failed to allocate ...' raised in sglang/srt/mem_cache/ (the token pool's alloc() found no free slot) is
+    `oom` with the KV cache's hint, not `other` (the LMCache radix cache of SGLang's PR 869, tests/fixtures/corpus
+    sglang/postready-scheduler-valueerror-lmcache-tp2-pr869)."""
+    lines = [
+        "[2025-06-26 02:16:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2620, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/schedule_batch.py", line 661, in '
+        "init_next_round_input",
+        "    tree_cache.match_prefix_lmcache(",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/radix_cache.py", line 254, in match_prefix_lmcache',
+        '    raise ValueError("Failed to allocate token prealloc indices")',
+        "ValueError: Failed to allocate token prealloc indices",
+    ]
+    v = _verdict("sglang", lines)
+    assert v["state"] == "crashed"
+    error = v["error"]
+    assert isinstance(error, dict)
+    assert error["category"] == "oom"
+    assert "KV cache had no free slot" in str(error["hint"])
+    # the same wording raised outside the memory cache names no KV slot: nothing says what failed
+    elsewhere = [ln.replace("mem_cache/radix_cache.py", "managers/io_struct.py") for ln in lines]
+    assert _verdict("sglang", elsewhere)["error"]["category"] == "other"  # type: ignore[index]
