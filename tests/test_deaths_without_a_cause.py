@@ -283,3 +283,97 @@ def test_a_failed_allocation_in_sglangs_memory_cache_is_the_kv_cache_full() -> N
     # the same wording raised outside the memory cache names no KV slot: nothing says what failed
     elsewhere = [ln.replace("mem_cache/radix_cache.py", "managers/io_struct.py") for ln in lines]
     assert _verdict("sglang", elsewhere)["error"]["category"] == "other"  # type: ignore[index]
+
+
+# Open MPI's signal handler dumps of several ranks, interleaved (NVIDIA/TensorRT-LLM#5766, 2025)
+_OMPI_SIGNAL = [
+    "[b8e65b677a8f:219491] *** Process received signal ***",
+    "[b8e65b677a8f:219491] Signal: Aborted (6)",
+    "[b8e65b677a8f:219491] Signal code:  (-6)",
+    "[b8e65b677a8f:219486] [ 0] /usr/lib/x86_64-linux-gnu/libc.so.6(+0x45330)[0x7f30bae1b330]",
+    "[b8e65b677a8f:219486] [ 1] /usr/lib/x86_64-linux-gnu/libc.so.6(pthread_kill+0x11c)[0x7f30bae74b2c]",
+    "[b8e65b677a8f:219487] [ 7] /usr/lib/x86_64-linux-gnu/libc.so.6(__libc_free+0x7e)[0x7f1913229dae]",
+]
+_NCCL_FRAMES = [
+    "[b8e65b677a8f:219487] [ 8] /usr/lib/x86_64-linux-gnu/libnccl.so.2(+0x6437e)[0x7f16d126337e]",
+    "[b8e65b677a8f:219487] [ 9] /usr/lib/x86_64-linux-gnu/libnccl.so.2(pncclCommInitRank+0x153)[0x7f16d1265513]",
+]
+
+
+def test_open_mpis_signal_report_is_a_death_and_nccl_frames_say_where() -> None:
+    """Open MPI's 'Signal: Aborted (6)' is a rank's death (`killed`, the abort's hint); with NCCL's frames on
+    the crashing stack it is `nccl`; a message printed before both stays the cause."""
+    alone = _verdict("trtllm", _OMPI_SIGNAL)
+    assert alone["state"] == "crashed"
+    assert alone["error"]["category"] == "killed"  # type: ignore[index]
+    assert "aborted in native code" in str(alone["error"]["hint"])  # type: ignore[index]
+    nccl = _verdict("trtllm", [*_OMPI_SIGNAL, *_NCCL_FRAMES])
+    assert nccl["error"]["category"] == "nccl"  # type: ignore[index]
+    assert "inside NCCL" in str(nccl["error"]["hint"])  # type: ignore[index]
+    caused = _verdict(
+        "trtllm", ["RuntimeError: CUDA error: an illegal memory access was encountered", *_OMPI_SIGNAL]
+    )
+    assert caused["error"]["category"] == "cuda"  # type: ignore[index]
+
+
+def test_ggml_cuda_error_is_a_crash_at_once_without_its_abort_line() -> None:
+    """ggml_cuda_error never returns (GGML_ABORT follows its three lines): its 'current device: N, in function F
+    at file:line' line is certain death at once, even when the abort's own line is not in the log (2026's
+    timestamped E lines, ggml-org/llama.cpp#23546)."""
+    analyzer = Analyzer(load_engine("llamacpp"))
+    lines = [
+        "0.11.033.179 E ggml_cuda_compute_forward: SOFT_MAX failed",
+        "0.11.033.189 E CUDA error: invalid argument",
+        "0.11.033.189 E   current device: 0, in function ggml_cuda_compute_forward at /home/jonno/code/llama.cpp/"
+        "ggml/src/ggml-cuda/ggml-cuda.cu:3120",
+        "0.11.033.190 E   err",
+    ]
+    analyzer.feed(("\n".join(lines) + "\n").encode(), now=0.0)
+    v = build_verdict(analyzer).to_json()  # no finish(), no grace: the log is still open
+    assert v["state"] == "crashed"
+    assert v["error"]["category"] == "cuda"  # type: ignore[index]
+    assert "CUDA error: invalid argument" in str(v["error"]["summary"])  # type: ignore[index]
+
+
+def test_a_fit_dry_runs_context_error_is_survived_when_the_load_goes_on() -> None:
+    """llama.cpp's --fit tries a context before loading the weights and goes on when it fails: the context's
+    refusal of the parameters, printed in that dry run, is no crash once the loader's lines follow
+    (TheTom/llama-cpp-turboquant#28, 2026); the same line as the log's last word is the crash."""
+    fit = [
+        "main: loading model",
+        "srv    load_model: loading model '../models/GLM-4.7-Flash-Q4_K_M.gguf'",
+        "common_init_result: fitting params to device memory, for bugs during this step try to reproduce them with "
+        "-fit off, or provide --verbose logs if the bug only occurs with -fit on",
+        "llama_init_from_model: K cache type turbo4 with block size 128 does not divide n_embd_head_k=576",
+        "llama_params_fit: encountered an error while trying to fit params to free device memory: failed to create "
+        "llama_context from model",
+    ]
+    going_on = [
+        "llama_params_fit: fitting params to free memory took 1.71 seconds",
+        "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 3080) (0000:15:00.0) - 19830 MiB "
+        "free",
+    ]
+    survived = _verdict("llamacpp", [*fit, *going_on])
+    assert (survived["state"], survived["error"]) == ("loading_weights", None)
+    ended = _verdict("llamacpp", fit[:4])
+    assert ended["state"] == "crashed"
+    assert ended["error"]["category"] == "config"  # type: ignore[index]
+
+
+def test_sglangs_multimodal_warmup_failure_is_fatal_in_the_warmup() -> None:
+    """SGLang's diffusion server's 'Server warmup failed; aborting startup' is the launch's end in its warm-up
+    (capturing_graphs), the traceback after it the cause (sgl-project/sglang#28493, 2026)."""
+    v = _verdict(
+        "sglang",
+        [
+            "[06-17 13:46:56] Server warmup failed; aborting startup: HTTP server did not become ready at "
+            "http://[::1]:10454/health",
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.11/dist-packages/sglang/multimodal_gen/runtime/entrypoints/http_server.py",'
+            " line 73, in _wait_until_http_ready",
+            '    raise RuntimeError(f"HTTP server did not become ready at {health_url}")',
+            "RuntimeError: HTTP server did not become ready at http://[::1]:10762/health",
+        ],
+    )
+    assert (v["state"], v["phase"]) == ("crashed", "capturing_graphs")
+    assert "10762" in str(v["error"]["summary"])  # type: ignore[index]
