@@ -183,3 +183,19 @@ def test_a_requests_traceback_cut_by_the_end_of_the_log_is_no_cause_of_the_engin
     assert error.summary.startswith(
         "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
     )
+
+
+def test_vllms_cuda_graph_memory_estimate_is_kv_cache_sizing_not_capture() -> None:
+    """vLLM 0.21+ measures the CUDA graphs' memory to size the KV cache ('Profiling CUDA graph memory', 'Estimated
+    CUDA graph memory', 'CUDA graph memory profiling is disabled'): a launch that stops there is in
+    allocating_kv_cache, not capturing_graphs (wtdcode/vllm-backport#34, vllm#53013, 2026)."""
+    a = Analyzer(catalogue())
+    a.feed(
+        b"(Worker_PP1_TP0 pid=4362) INFO 08-31 15:25:47 [gpu_model_runner.py:6790] Profiling CUDA graph memory: "
+        b"PIECEWISE=2 (largest=8), FULL=2 (largest=8)\n"
+        b"(Worker_PP1_TP0 pid=4362) INFO 08-31 15:25:48 [gpu_model_runner.py:6798] Estimated CUDA graph memory: "
+        b"0.58 GiB total\n",
+        now=0.0,
+    )
+    a.finish(now=1.0)
+    assert (a.state, a.lifecycle.current.phase) == (State.ALLOCATING_KV_CACHE, State.ALLOCATING_KV_CACHE)
