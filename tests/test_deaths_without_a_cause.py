@@ -26,6 +26,8 @@ def _verdict(engine: str, lines: list[str]) -> dict[str, object]:
 
 
 _NO_CAUSE = "the process died and this log does not say why"
+# Ollama's runner is a Go process: exit status 2 follows its panic or fatal-signal dump, printed in the server's log
+_RUNNER_EXIT_2 = "the model's runner died (exit status 2"
 
 
 @pytest.mark.parametrize(
@@ -37,7 +39,7 @@ _NO_CAUSE = "the process died and this log does not say why"
             ["Error: 500 Internal Server Error: llama runner process has terminated: exit status 2"],
             "llama runner process has terminated: exit status 2",
             "killed",
-            _NO_CAUSE,
+            _RUNNER_EXIT_2,
             id="ollama-client-exit-status-2",
         ),
         # ollama/ollama#14093 (0.15.2, Feb 2026): the runner died serving a request
@@ -51,7 +53,7 @@ _NO_CAUSE = "the process died and this log does not say why"
             ],
             'llama runner terminated" error="exit status 2"',
             "killed",
-            _NO_CAUSE,
+            _RUNNER_EXIT_2,
             id="ollama-runner-terminated-serving",
         ),
         # ollama/ollama#17080 (0.31.1, Jul 2026): llama-server aborted while loading
@@ -205,7 +207,8 @@ def test_a_death_told_without_its_cause(
 def test_the_no_cause_hint_sends_to_the_kernel_log_and_the_exit_status() -> None:
     """The hint of a death without its cause names where an expert looks: the kernel's log, the exit status."""
     v = _verdict(
-        "ollama", ["Error: 500 Internal Server Error: llama runner process has terminated: exit status 2"]
+        "vllm",
+        ["CRITICAL 02-25 11:11:34 launcher.py:101] MQLLMEngine is already dead, terminating server process"],
     )
     hint = str(v["error"]["hint"])  # type: ignore[index]
     assert "dmesg -T" in hint
