@@ -380,3 +380,76 @@ def test_sglangs_multimodal_warmup_failure_is_fatal_in_the_warmup() -> None:
     )
     assert (v["state"], v["phase"]) == ("crashed", "capturing_graphs")
     assert "10762" in str(v["error"]["summary"])  # type: ignore[index]
+
+
+_LOADING = [
+    "INFO 03-10 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
+    "Loading safetensors checkpoint shards:  37% Completed | 11/30 [00:31<00:54,  2.87s/it]",
+]
+
+
+@pytest.mark.parametrize(
+    ("engine", "last", "category", "hint"),
+    [
+        # the shell's report of SIGABRT when core dumps are off (bash: '<script>: line N: PID Aborted  <command>')
+        pytest.param("vllm", "Aborted", "killed", "aborted in native code", id="bare-aborted"),
+        pytest.param(
+            "vllm",
+            "./serve.sh: line 3: 12345 Aborted                 python3 -m vllm.entrypoints.openai.api_server",
+            "killed",
+            "aborted in native code",
+            id="bash-job-aborted",
+        ),
+        # ggml-org/llama.cpp#22894 (2026): glibc's heap check, llama-server's only words
+        pytest.param("vllm", "free(): invalid pointer", "killed", "aborted in native code", id="glibc-free"),
+        # libstdc++'s terminate handler with no exception in flight
+        pytest.param(
+            "vllm",
+            "terminate called without an active exception",
+            "killed",
+            "aborted in native code",
+            id="terminate-no-exception",
+        ),
+        # ROCm/legacy-rocm-build#5051 (2026): ROCR's fault report, then abort()
+        pytest.param(
+            "vllm",
+            "Memory access fault by GPU node-1 (Agent handle: 0x55f8b54eec30) on address 0x7f2a53193000. Reason: "
+            "Page not present or supervisor privilege.",
+            "cuda",
+            "AMD_SERIALIZE_KERNEL",
+            id="rocm-memory-access-fault",
+        ),
+    ],
+)
+def test_a_native_death_after_a_progress_bar_is_a_crash(
+    engine: str, last: str, category: str, hint: str
+) -> None:
+    """A log that ends inside a progress bar followed only by a native library's or the shell's dying words is
+    a crash, not an incomplete launch (issue 30): `killed` with the abort's hint, or what the runtime names."""
+    v = _verdict(engine, [*_LOADING, last])
+    assert (v["state"], v["phase"]) == ("crashed", "loading_weights")
+    assert v["error"]["category"] == category  # type: ignore[index]
+    assert hint in str(v["error"]["hint"])  # type: ignore[index]
+
+
+def test_rocms_gpu_hang_is_the_cause_before_open_mpis_abort_report() -> None:
+    """ROCR's 'HW Exception by GPU node-1 ... reason :GPU Hang' is the cause (cuda), Open MPI's 'Signal: Aborted
+    (6)' after it the consequence (a public ROCm report: AMR-Wind on a Radeon Pro W7900, 2025)."""
+    v = _verdict(
+        "vllm",
+        [
+            "HW Exception by GPU node-1 (Agent handle: 0x1b0fc990) reason :GPU Hang",
+            "[windteammitarbeiter:08475] *** Process received signal ***",
+            "[windteammitarbeiter:08475] Signal: Aborted (6)",
+            "[windteammitarbeiter:08475] Signal code: (-6)",
+        ],
+    )
+    assert v["state"] == "crashed"
+    assert v["error"]["category"] == "cuda"  # type: ignore[index]
+    assert "GPU Hang" in str(v["error"]["summary"])  # type: ignore[index]
+
+
+def test_a_line_that_only_begins_with_a_signals_name_is_no_death() -> None:
+    """'Aborted' as a word of a log line (vLLM's 'Aborted request ...' when a client goes away) is no death."""
+    v = _verdict("vllm", [*_LOADING, "INFO 03-10 10:00:40 [async_llm.py:270] Aborted request cmpl-5f2a."])
+    assert v["state"] == "loading_weights"
