@@ -453,3 +453,56 @@ def test_a_line_that_only_begins_with_a_signals_name_is_no_death() -> None:
     """'Aborted' as a word of a log line (vLLM's 'Aborted request ...' when a client goes away) is no death."""
     v = _verdict("vllm", [*_LOADING, "INFO 03-10 10:00:40 [async_llm.py:270] Aborted request cmpl-5f2a."])
     assert v["state"] == "loading_weights"
+
+
+@pytest.mark.parametrize(
+    ("last", "category", "summary"),
+    [
+        # a vLLM Ray worker's Abseil failure-signal report (2025-11)
+        pytest.param(
+            "(EngineCore_DP0 pid=742) (RayWorkerWrapper pid=233, ip=10.20.1.125) *** SIGSEGV received at "
+            "time=1762945937 on cpu 6 ***",
+            "killed",
+            "SIGSEGV received at time=1762945937",
+            id="absl-sigsegv",
+        ),
+        # vllm-project/vllm#17152 (2025, V100 with fp16): Triton's LLVM backend gives up
+        pytest.param(
+            "LLVM ERROR: Failed to compute parent layout for slice layout.",
+            "other",
+            "Failed to compute parent layout for slice layout.",
+            id="llvm-error",
+        ),
+        # glog's failed CHECK as its fatal line prints it (the envelope peels 'F1022 04:57:07.596509 1 x.cc:111] ')
+        pytest.param(
+            "F1022 04:57:07.596509     1 sim_server_main.cc:111] Check failed: "
+            "qcraft::cassandra::ConnectCassSession(cluster, session) == CASS_OK ",
+            "assertion",
+            "Check failed: qcraft::cassandra::ConnectCassSession",
+            id="glog-check-failed",
+        ),
+        # faulthandler after SIGFPE
+        pytest.param(
+            "Fatal Python error: Floating point exception",
+            "killed",
+            "Fatal Python error: Floating point exception",
+            id="faulthandler-fpe",
+        ),
+    ],
+)
+def test_more_native_dying_words_after_a_progress_bar(last: str, category: str, summary: str) -> None:
+    """Abseil's signal report, LLVM's fatal error (Triton's compiler), glog's failed CHECK and faulthandler's
+    SIGFPE end the process: a crash at once, not an incomplete launch (issue 30)."""
+    analyzer = Analyzer(load_engine("vllm"))
+    analyzer.feed(("\n".join([*_LOADING, last]) + "\n").encode(), now=0.0)
+    v = build_verdict(analyzer).to_json()  # no finish(): certain at the line itself
+    assert v["state"] == "crashed"
+    assert v["error"]["category"] == category  # type: ignore[index]
+    assert summary in str(v["error"]["summary"])  # type: ignore[index]
+
+
+def test_abseils_report_of_sigterm_is_no_crash() -> None:
+    """Abseil's '*** SIGTERM received at time=...' is a stop from outside (the operator's, srun's at the end of a
+    job), not a death without a cause."""
+    v = _verdict("vllm", [*_LOADING, "0: *** SIGTERM received at time=1759954468 on cpu 5 ***"])
+    assert v["error"] is None or v["error"]["category"] != "killed"  # type: ignore[index]
