@@ -564,13 +564,19 @@ def test_an_error_raised_while_importing_is_an_import_problem() -> None:
 
 def test_a_process_seen_gone_is_not_said_to_be_oom_killed() -> None:
     """A process that a probe found gone (how is unknown) gets a hint that says so, not a claim of SIGKILL;
-    a log that names the kill gets the kill's hint."""
-    gone = hint_for("killed", "process exited: no such process", "starting", {}, load_profile("vllm"))
+    a log that names the kill gets the kill's hint; a death told without its signal gets the hint that its
+    cause is not in the log (issue 30)."""
+    vllm = load_profile("vllm")
+    gone = hint_for("killed", "process exited: no such process", "starting", {}, vllm)
     assert gone.startswith("the process is gone and its log does not say why")
     named = hint_for(
-        "killed", "Worker proc VllmWorker-0 died unexpectedly", "starting", {}, load_profile("vllm")
+        "killed", "./run.sh: line 48: 27 Killed python3 -m vllm.entrypoints", "starting", {}, vllm
     )
     assert named.startswith("the process was killed (SIGKILL)")
+    told = hint_for("killed", "Worker proc VllmWorker-0 died unexpectedly", "starting", {}, vllm)
+    assert told.startswith("the process died and this log does not say why")
+    assert "dmesg -T" in told
+    assert "exit status" in told
 
 
 # -- hints are the engine's own -----------------------------------------------------------------------------

@@ -108,12 +108,16 @@ _LAUNCHER_EXIT = [
 ]
 
 
-@pytest.mark.parametrize(("signal", "category"), [(9, "killed"), (4, "other"), (11, "other")])
+@pytest.mark.parametrize(
+    ("signal", "category", "hint"),
+    [(9, "killed", "(SIGKILL)"), (4, "unsupported", "SIGILL"), (11, "killed", "memory fault")],
+)
 def test_tgi_signal_line_is_the_cause_when_stderr_says_nothing(
-    tmp_path: Path, signal: int, category: str
+    tmp_path: Path, signal: int, category: str, hint: str
 ) -> None:
-    """An empty (or warnings-only) stderr dump is not the cause: the signal line is. No phase is claimed for a
-    shard that died before its socket with no evidence of loading."""
+    """An empty (or warnings-only) stderr dump is not the cause: the signal line is, `killed` (a death whose
+    cause is not in the log) but for SIGILL, which says what failed (an instruction this CPU lacks); the hint
+    names the signal. No phase is claimed for a shard that died before its socket with no evidence of loading."""
     v = _replay(
         tmp_path,
         "tgi",
@@ -127,6 +131,7 @@ def test_tgi_signal_line_is_the_cause_when_stderr_says_nothing(
     )
     assert (v["state"], v["phase"], v["error"]["category"]) == ("crashed", "starting", category)
     assert f"signaled to shutdown with signal {signal}" in v["error"]["summary"]
+    assert hint in v["error"]["hint"]
 
 
 def test_tgi_python_exception_in_stderr_beats_the_kill(tmp_path: Path) -> None:

@@ -118,9 +118,10 @@ def test_a_kv_cache_line_after_the_profile_runs_compile_is_the_kv_cache_step() -
     assert b.lifecycle.current.crash_phase == State.CAPTURING_GRAPHS
 
 
-def test_a_scheduler_death_with_an_exit_status_other_than_minus_9_is_no_kill() -> None:
+def test_a_scheduler_death_with_an_exit_status_other_than_minus_9_is_no_sigkill() -> None:
     """SGLang's 'Rank 0 scheduler died during initialization (exit code: 255)' goes on with a hint about -9 and
-    the OOM killer: the words SIGKILL and OOM in that conditional do not make it killed (sglang#23602)."""
+    the OOM killer: a death told by its exit status alone is `killed` (its cause is not in the log, issue 30),
+    but the words SIGKILL and OOM in that conditional do not give it the SIGKILL hint (sglang#23602)."""
     a = _read(
         "sglang",
         "RuntimeError: Rank 0 scheduler died during initialization (exit code: 255). If exit code is -9 (SIGKILL), "
@@ -129,7 +130,9 @@ def test_a_scheduler_death_with_an_exit_status_other_than_minus_9_is_no_kill() -
     assert a.state == State.CRASHED
     error = a.lifecycle.current.error
     assert error is not None
-    assert error.category == "other"
+    assert error.category == "killed"
+    assert "SIGKILL" not in error.hint
+    assert "no error of its own" in error.hint
 
 
 def test_sglang_routers_lines_name_the_engine_and_inductor_autotune_is_capture() -> None:
@@ -180,3 +183,19 @@ def test_a_requests_traceback_cut_by_the_end_of_the_log_is_no_cause_of_the_engin
     assert error.summary.startswith(
         "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
     )
+
+
+def test_vllms_cuda_graph_memory_estimate_is_kv_cache_sizing_not_capture() -> None:
+    """vLLM 0.21+ measures the CUDA graphs' memory to size the KV cache ('Profiling CUDA graph memory', 'Estimated
+    CUDA graph memory', 'CUDA graph memory profiling is disabled'): a launch that stops there is in
+    allocating_kv_cache, not capturing_graphs (wtdcode/vllm-backport#34, vllm#53013, 2026)."""
+    a = Analyzer(catalogue())
+    a.feed(
+        b"(Worker_PP1_TP0 pid=4362) INFO 08-31 15:25:47 [gpu_model_runner.py:6790] Profiling CUDA graph memory: "
+        b"PIECEWISE=2 (largest=8), FULL=2 (largest=8)\n"
+        b"(Worker_PP1_TP0 pid=4362) INFO 08-31 15:25:48 [gpu_model_runner.py:6798] Estimated CUDA graph memory: "
+        b"0.58 GiB total\n",
+        now=0.0,
+    )
+    a.finish(now=1.0)
+    assert (a.state, a.lifecycle.current.phase) == (State.ALLOCATING_KV_CACHE, State.ALLOCATING_KV_CACHE)
