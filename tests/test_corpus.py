@@ -42,11 +42,6 @@ KNOWN_GAPS: dict[str, str] = {
         "(a taken master port, SIGILL), so no general rule reads it as loading"
     ),
     # Issue 30, fifth round (labelled before the first run):
-    "llamacpp-2026-dgx-spark-scale-failed-no-kernel-image-glued-err-zengbo3": (
-        "unsupported, label cuda: llama.cpp's profile reads 'no kernel image is available' as unsupported (a build "
-        "without this GPU's kernels), common.toml's template and two vLLM labels as cuda: the project has no one "
-        "answer for this wording yet (llamafile#403's label says unsupported)"
-    ),
     "sglang-2026-multimodal-gen-warmup-http-not-ready-aborting-startup-issue28493": (
         "other, label timeout: 'HTTP server did not become ready' is raised by the diffusion server's "
         "_wait_until_http_ready, whose source (SGLang 0.5.13) was not at hand to confirm it is a deadline"
