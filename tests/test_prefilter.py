@@ -34,16 +34,29 @@ def _lines_holding(data: bytes, needles: tuple[bytes, ...]) -> list[int]:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(
+    "literals",
+    [
+        pytest.param((b"ab", b"Error", b"()"), id="multi-byte"),
+        # one-byte literals are found by memchr beside Hyperscan's others, or alone
+        pytest.param((b"ab", b"x", b"Error", b"()", b"$"), id="with-one-byte"),
+        pytest.param((b"x", b"$"), id="one-byte-only"),
+    ],
+)
 @settings(max_examples=200, deadline=None)
 @given(
     words=st.lists(
-        st.sampled_from([b"ab", b"b\n", b"Err", b"or", b"x", b"\n", b"\n\n", b"ab ab", b"()"]), max_size=40
+        st.sampled_from(
+            [b"ab", b"b\n", b"Err", b"or", b"x", b"\n", b"\n\n", b"ab ab", b"()", b"x$x", b"$\n"]
+        ),
+        max_size=40,
     ),
     start=st.integers(0, 20),
 )
-def test_lines_are_those_holding_a_literal(engine: str, words: list[bytes], start: int) -> None:
+def test_lines_are_those_holding_a_literal(
+    engine: str, literals: tuple[bytes, ...], words: list[bytes], start: int
+) -> None:
     """Each line that holds a literal is found once, at its start, in order, from `start` on; no other line is."""
-    literals = (b"ab", b"Error", b"()")
     data = b"".join(words)
     start = min(start, len(data))
     start = data.rfind(b"\n", 0, start) + 1  # a line's start

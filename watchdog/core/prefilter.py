@@ -44,15 +44,20 @@ class Prefilter:
         expressions = [*map(_escape, self.literals), *self.patterns]
         self._expressions = expressions
         self._db: Any = None
-        if expressions and engine == "hyperscan" and _hs is not None:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(
-                expressions=expressions,
-                ids=list(range(len(expressions))),
-                elements=len(expressions),
-                flags=[0] * len(expressions),
-            )
-            self._db = db
+        self._hyperscan = bool(expressions) and engine == "hyperscan" and _hs is not None
+        # One-byte literals (a shell prompt's "$") are found by memchr (`bytes.find`), not by Hyperscan: among
+        # multi-byte literals, one of one byte makes its literal matcher (FDR) look at every byte, about a third
+        # slower over a whole log; memchr skips a megabyte without the byte in microseconds.
+        self._bytes: tuple[bytes, ...] = ()
+        if self._hyperscan:
+            self._bytes = tuple(x for x in self.literals if len(x) == 1 and x != b"\n")
+            rest = [_escape(x) for x in self.literals if x not in self._bytes] + list(self.patterns)
+            if rest:
+                db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+                db.compile(
+                    expressions=rest, ids=list(range(len(rest))), elements=len(rest), flags=[0] * len(rest)
+                )
+                self._db = db
 
     @cached_property
     def regex(self) -> re.Pattern[bytes]:
@@ -67,7 +72,7 @@ class Prefilter:
     @property
     def engine(self) -> str:
         """What finds the lines: "hyperscan" or "re"."""
-        return "hyperscan" if self._db is not None else "re"
+        return "hyperscan" if self._hyperscan else "re"
 
     def lines(self, data: bytes, start: int = 0) -> list[int]:
         """The offsets in `data` of the starts of the lines from `start` on (a line start) that hold a match,
@@ -76,7 +81,7 @@ class Prefilter:
             return []
         out: list[int] = []
         end = -1  # the end of the last line found: a later match before it is in the same line
-        if self._db is None:
+        if not self._hyperscan:
             search = self.regex.search
             pos = start
             while (m := search(data, pos)) is not None:
@@ -87,13 +92,20 @@ class Prefilter:
                     break
                 pos = end + 1
             return out
-        ends: list[int] = []
-        self._db.scan(
-            data[start:] if start else data,
-            match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to),
-        )
-        ends.sort()  # Hyperscan reports in the order of the matches' ends already: a check, nearly free
+        ends: list[int] = []  # the ends of the matches, relative to `start`
+        if self._db is not None:
+            self._db.scan(
+                data[start:] if start else data,
+                match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to),
+            )
         find, rfind = data.find, data.rfind
+        for byte in self._bytes:  # each line that holds it once: the search goes on at the next line
+            at = find(byte, start)
+            while at >= 0:
+                ends.append(at + 1 - start)
+                after = find(b"\n", at)
+                at = find(byte, after + 1) if after >= 0 else -1
+        ends.sort()  # Hyperscan reports in the order of the matches' ends already: a check, nearly free
         for relative in ends:  # in the order of their ends
             to = relative + start
             if to <= end:
