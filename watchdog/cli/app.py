@@ -623,8 +623,6 @@ def _internal_error(exc: BaseException, debug: bool) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from importlib import resources  # noqa: PLC0415
-
     from watchdog.cli.render import render_verdict, write_out  # noqa: PLC0415
     from watchdog.core.verdict import exit_code  # noqa: PLC0415
     from watchdog.follow.replay import replay_path  # noqa: PLC0415
@@ -642,9 +640,15 @@ def _replay(args: argparse.Namespace) -> int:
             else render_verdict(verdict, source=source)
         )
         return exit_code(verdict.state, verdict.phase)
-    log = resources.files("watchdog") / "examples" / EXAMPLE_LOG if args.example else args.file
-    with resources.as_file(log) as path:  # a file of the user's is its own path
-        _analyzer, verdict = replay_path(path, engine, args.profile, compare_with=args.compare_with)
+    if args.example:
+        # importlib.resources only here: its import (zipfile, tempfile, shutil) costs a user's replay a tenth of
+        # its start
+        from importlib import resources  # noqa: PLC0415
+
+        with resources.as_file(resources.files("watchdog") / "examples" / EXAMPLE_LOG) as path:
+            _analyzer, verdict = replay_path(path, engine, args.profile, compare_with=args.compare_with)
+    else:
+        _analyzer, verdict = replay_path(args.file, engine, args.profile, compare_with=args.compare_with)
     source = EXAMPLE_LOG if args.example else str(args.file)
     write_out(
         json.dumps(verdict.to_json(), ensure_ascii=False)
