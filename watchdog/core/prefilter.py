@@ -7,6 +7,10 @@ Hyperscan cannot be loaded, one Python regex of the same alternation does the sa
 Both are exact in one direction: a line that holds a literal is always found; a line found may still match no
 rule (the scanner decides). The literals are the profile's rules' (see `Analyzer`): nothing here is written
 by hand for an engine.
+
+Compiling a database takes milliseconds (a replay compiles five or six: a tenth of its start); a process that
+starts often may hand `keep_databases` a store (`watchdog.follow.databases`: files in the user's cache), and each
+database is then compiled once and loaded from the store after, by exactly what it is compiled from.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["ENGINE", "Literals", "Prefilter"]
+__all__ = ["ENGINE", "Databases", "Literals", "Prefilter", "keep_databases"]
 
 _hs: Any
 try:
@@ -26,6 +30,28 @@ except ImportError:  # pragma: no cover - a platform without the wheel: the rege
 
 ENGINE = "hyperscan" if _hs is not None else "re"  # what finds the lines (the benchmarks print it)
 _NOTHING = re.compile(b"(?!)")  # matches no line: no literals
+
+
+class Databases(Protocol):
+    """Where compiled Hyperscan databases are kept between processes, by a key that says exactly what each was
+    compiled from (and with which Hyperscan). The store does the I/O; a failure of it is a miss, never an error."""
+
+    def load(self, key: bytes) -> bytes | None:
+        """The database kept under `key` (as `save` was given it), or None."""
+
+    def save(self, key: bytes, database: bytes) -> None:
+        """Keep `database` under `key`."""
+
+
+_kept: Databases | None = None
+
+
+def keep_databases(store: Databases | None) -> None:
+    """Load the databases this process compiles from `store` where it has them, and keep the others there once
+    compiled (None: compile each, keep none). A loaded database is used only after Hyperscan accepted it (its
+    version, this CPU) and it scans as the one compiled would: the key is the whole of what it is made from."""
+    global _kept  # noqa: PLW0603 - one setting of the process, as the CLI's replay makes it
+    _kept = store
 
 
 class Prefilter:
@@ -53,11 +79,7 @@ class Prefilter:
             self._bytes = tuple(x for x in self.literals if len(x) == 1 and x != b"\n")
             rest = [_escape(x) for x in self.literals if x not in self._bytes] + list(self.patterns)
             if rest:
-                db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-                db.compile(
-                    expressions=rest, ids=list(range(len(rest))), elements=len(rest), flags=[0] * len(rest)
-                )
-                self._db = db
+                self._db = _database(rest)
 
     @cached_property
     def regex(self) -> re.Pattern[bytes]:
@@ -129,16 +151,9 @@ class Literals:
         self.literals = tuple(dict.fromkeys(literals))
         self._db: Any = None
         if self.literals and engine == "hyperscan" and _hs is not None:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[_escape(x.encode()) for x in self.literals],
-                ids=list(range(len(self.literals))),
-                elements=len(self.literals),
-                # each match reported (`found` keeps one of each): HS_FLAG_SINGLEMATCH's compile kept ~14 MB
-                # more of the process's memory for SGLang's rule sets
-                flags=[0] * len(self.literals),
-            )
-            self._db = db
+            # each match reported (`found` keeps one of each): HS_FLAG_SINGLEMATCH's compile kept ~14 MB more of
+            # the process's memory for SGLang's rule sets
+            self._db = _database([_escape(x.encode()) for x in self.literals])
 
     def __reduce__(self) -> tuple[Any, ...]:
         # as `Prefilter`'s: the database is made again
@@ -161,6 +176,38 @@ class Literals:
             match_event_handler=lambda id_, _from, _to, _flags, _ctx: out.append(id_),
         )
         return out if len(out) < 2 else list(dict.fromkeys(out))
+
+
+def _database(expressions: list[bytes]) -> Any:
+    # A block-mode database of `expressions` (ids their places, no flags): from the store where it has it
+    key = None
+    if _kept is not None:
+        key = _key(expressions)
+        try:
+            kept = _kept.load(key)
+            if kept is not None:
+                db = _hs.loadb(kept, _hs.HS_MODE_BLOCK)
+                db.scratch = _hs.Scratch(db)
+                return db
+        except _hs.error:
+            pass  # made by another Hyperscan, for another CPU: compiled again, and kept in its place
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(
+        expressions=expressions,
+        ids=list(range(len(expressions))),
+        elements=len(expressions),
+        flags=[0] * len(expressions),
+    )
+    if _kept is not None and key is not None:
+        _kept.save(key, _hs.dumpb(db))
+    return db
+
+
+def _key(expressions: list[bytes]) -> bytes:
+    # Everything a database is made from: the bindings' version (the library's own version and this CPU's
+    # features are checked by Hyperscan as it loads one), the mode, and each expression, its length first
+    head = b"hyperscan %s block ids=places flags=0\n" % str(getattr(_hs, "__version__", "")).encode()
+    return head + b"".join(b"%d:%s\n" % (len(e), e) for e in expressions)
 
 
 def _made(literals: tuple[bytes, ...], patterns: tuple[bytes, ...], engine: str) -> Prefilter:
