@@ -19,6 +19,7 @@ from watchdog.vocabulary import file_kind
 __all__ = ["CHUNK", "earlier_launch", "replay_nodes", "replay_path"]
 
 CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small enough for a flat RSS
+_PROBE = 4096  # the bytes at a chunk's end read first, for its last newline (see `_whole_lines`)
 
 
 def replay_path(
@@ -85,14 +86,29 @@ def _whole_lines(fd: int) -> Iterator[bytes]:
     """The bytes of a regular file from its start, in chunks of about CHUNK that end at a newline where one is.
 
     A chunk that ends inside a line makes the framer join its tail to the next chunk: two more copies of each
-    megabyte, and fresh memory for them (page faults), which cost as much as the scan. So each chunk is cut
-    after its last newline and the next read starts there (the tail is read again: a line's worth of bytes).
+    megabyte, and fresh memory for them (page faults), which cost as much as the scan. So each chunk ends after
+    its last newline and the next read starts there. That newline is looked for first in the chunk's last page
+    (`_PROBE`), and the chunk is read to it, into a buffer of its size: a read of the whole chunk cut there
+    afterwards was a copy of each megabyte. Where that page holds no newline (a line longer), or the file ends
+    within the chunk, the whole chunk is read and cut (the tail is read again: a line's worth of bytes).
     """
     offset = 0
-    while chunk := os.pread(fd, CHUNK, offset):
+    while True:
+        probe = os.pread(fd, _PROBE, offset + CHUNK - _PROBE)
+        last = probe.rfind(b"\n") + 1
+        if len(probe) == _PROBE and last:
+            chunk = os.pread(fd, CHUNK - _PROBE + last, offset)
+            if chunk.endswith(b"\n"):  # else the file changed between the two reads: cut as below
+                offset += len(chunk)
+                yield chunk
+                continue
+        else:
+            chunk = os.pread(fd, CHUNK, offset)
+        if not chunk:
+            return
         end = chunk.rfind(b"\n") + 1
         if 0 < end < len(chunk):
-            chunk = chunk[:end]  # the read's buffer is freed at once: this memory is used again, no new pages
+            chunk = chunk[:end]
         offset += len(chunk)
         yield chunk
 
