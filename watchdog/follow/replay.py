@@ -6,15 +6,16 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from watchdog.core.analyzer import Analyzer
-from watchdog.core.compare import Baseline
-from watchdog.core.nodes import NodeReport, combine
 from watchdog.core.verdict import Verdict, build_verdict
 from watchdog.exceptions import UsageError
 from watchdog.profiles.loader import Profile, load_engine
 from watchdog.vocabulary import file_kind
+
+if TYPE_CHECKING:
+    from watchdog.core.compare import Baseline
 
 __all__ = ["CHUNK", "earlier_launch", "replay_nodes", "replay_path"]
 
@@ -71,6 +72,8 @@ def replay_nodes(paths: Sequence[Path], engine: str | None = None, profiles: Seq
     """Replay the logs of a multi-node launch, one file per node (named by its file's stem, the first serving);
     return the launch's verdict (`watchdog.core.nodes.combine`: no arrival times, so a crash's first node is
     the earliest by the logs' own times, else the first in `paths`)."""
+    from watchdog.core.nodes import NodeReport, combine  # noqa: PLC0415 - not for a replay of one log
+
     reports = []
     names: dict[str, int] = {}
     for index, path in enumerate(paths):
