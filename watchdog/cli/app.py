@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -613,6 +612,8 @@ def _internal_error(exc: BaseException, debug: bool) -> int:
     line = f"watchdog: internal error: {type(leaf).__name__}" + (f": {message}" if message else "")
     try:
         if debug:
+            import traceback  # noqa: PLC0415 - only for a bug's report
+
             traceback.print_exception(exc, file=sys.stderr)
             print(line, file=sys.stderr)
         else:
