@@ -27,6 +27,7 @@ from http_receiver import Receiver, running_receiver
 from journald_server import JournaldUnavailable, ensure_journald
 from sshd_server import SSHDServer, SSHDUnavailable, running_sshd, start_sshd, stop_sshd
 
+from watchdog.core.prefilter import keep_databases
 from watchdog.follow.sources.sshpool import SSHOptions
 
 TIMEOUT_GRACE = 10.0  # seconds an async test has to end once cancelled for its timeout, before the hard stop
@@ -135,6 +136,17 @@ async def receiver() -> AsyncIterator[Receiver]:
     """A real HTTP receiver on loopback (tests/http_receiver.py) for one test."""
     async with running_receiver() as state:
         yield state
+
+
+@pytest.fixture(autouse=True)
+def _databases_kept_in_the_runs_folder(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A replay through the CLI keeps the prefilter's compiled databases in the user's cache folder: in a test
+    (and the commands it starts) in a folder of the run's, and no store is left set for the next test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+    yield
+    keep_databases(None)
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,8 @@
-"""Category rules' regexes: a bundled profile's are compiled on first use, and every one of them compiles."""
+"""Category and line rules' regexes: a bundled profile's are compiled on first use, and every one of them compiles."""
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from watchdog.exceptions import ConfigError
 from watchdog.profiles import loader
 from watchdog.profiles.categoryrules import CategoryRule, Regex
+from watchdog.profiles.model import LazyPattern
 from watchdog.profiles.parsed import BUNDLED
 from watchdog.vocabulary import Category
 
@@ -51,3 +53,34 @@ def test_rules_are_equal_by_their_regexes_compiled_or_not() -> None:
     assert fresh._compiled is None
     assert (tried, hash(tried)) == (fresh, hash(fresh))
     assert fresh != CategoryRule(Category.OOM, phrase=Regex("out of memory"))
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_bundled_rule_regex_compiles_on_first_use(name: str) -> None:
+    """A bundled profile's rules whose groups need no check at load (errors, phases, ...) are not compiled at load;
+    each compiles when first searched, to the regex its file says; the others are compiled at load."""
+    profile = loader.Draft(
+        loader._draft(name).data, f"watchdog/profiles/{name}.toml"
+    ).profile()  # a fresh one
+    lazy = [r.regex for r in profile.rules if isinstance(r.regex, LazyPattern)]
+    assert lazy or name in ("generic",)
+    assert all(pattern._compiled is None for pattern in lazy)
+    for pattern in lazy:
+        pattern.search("a line")
+        assert pattern._compiled is not None
+        assert pattern.compiled() == re.compile(pattern.pattern)
+    eager = [r for r in profile.rules if r.regex is not None and not isinstance(r.regex, LazyPattern)]
+    assert all(r.kind in ("progress", "fact", "arguments", "serving") for r in eager)
+
+
+def test_a_lazy_rule_regex_is_equal_by_its_text_and_pickles() -> None:
+    """Two lazily compiled regexes of the same text are equal and hash alike, one searched and one not; a pickled
+    one compiles again when used; a user profile's rules are compiled as it loads."""
+    tried, fresh = LazyPattern(r"out of (?P<what>\w+)"), LazyPattern(r"out of (?P<what>\w+)")
+    assert tried.search("CUDA out of memory") is not None
+    assert (tried == fresh, hash(tried) == hash(fresh), tried == LazyPattern("other")) == (True, True, False)
+    copy = pickle.loads(pickle.dumps(tried))
+    assert copy == tried
+    assert copy._compiled is None
+    assert copy.groupindex == {"what": 1}
+    assert repr(fresh) == repr(re.compile(r"out of (?P<what>\w+)"))

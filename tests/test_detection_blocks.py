@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from watchdog.core.detection import EngineDetector, _any_marker, _engines_of, _runs
+from watchdog.core.detection import EngineDetector, _any_marker, _AnyMarker, _engines_of, _runs
 from watchdog.profiles.loader import catalogue
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -51,7 +51,7 @@ def test_a_line_s_markers_are_found_in_one_pass() -> None:
     seen = 0
     for log in LOGS:
         for line in log.read_bytes().decode("utf-8", "replace").splitlines():
-            if any_marker(line) is not None:
+            if any_marker.holds(line):
                 seen += 1
                 assert _engines_of(line, markers, index) == _engines_of(line, markers, None)
     assert seen > 1000
@@ -76,3 +76,25 @@ def test_engine_named_again_after_a_line_that_changes_it() -> None:
     assert detector.engine() is None
     detector.feed_lines(["[2025-01-23 19:35:33] The server is fired up and ready to roll!"])
     assert detector.engine() == "sglang"
+
+
+def test_the_lines_holding_a_marker_are_the_same_with_hyperscan_and_the_regex() -> None:
+    """On every fixture log's head, in blocks, and on lines with a line break inside, the lines found to hold a
+    marker are those the one regex finds (Hyperscan's pass, where it is installed, and the regex agree)."""
+    words = [m for _, m in catalogue().markers]
+    fast, slow = _AnyMarker(words), _AnyMarker(words)
+    slow._prefilter = None  # the regex, as without Hyperscan
+    rng = random.Random(7)
+    seen = 0
+    for log in LOGS:
+        lines = log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD]
+        pos = 0
+        while pos < len(lines):
+            block = lines[pos : pos + rng.randint(1, 50)]
+            assert fast.marked(block) == slow.marked(block), f"{log} at line {pos}"
+            assert [fast.holds(line) for line in block] == [slow.holds(line) for line in block]
+            seen += len(slow.marked(block))
+            pos += len(block)
+    assert seen > 1000
+    odd = ["no marker\nhere", "SGLang is here \n twice SGLang", "", "é vLLM", "\ud800 Ollama"]
+    assert fast.marked(odd) == slow.marked(odd)

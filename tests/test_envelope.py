@@ -384,7 +384,7 @@ def _parse_layer_by_layer(text: str) -> Record:
     # the reference: each layer tried in turn at each step, what it tells read from its groups every time
     source, level, tagged, at, seconds, content = "", "", False, None, None, text
     for _ in range(8):
-        for layer in envelope._LAYERS:
+        for layer in map(envelope._layer, range(len(envelope._LAYER_PATTERNS))):
             m = layer.match(content)
             if m is None or m.end() == 0:
                 continue

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.envelope import ERROR_LEVEL_MARKS, parse
-from watchdog.core.prefilter import ENGINE, Prefilter
+from watchdog.core.prefilter import ENGINE, Literals, Prefilter, keep_databases
 from watchdog.core.verdict import build_verdict
 from watchdog.follow.replay import replay_path
 from watchdog.profiles.loader import load_engine, load_profile_file
@@ -34,16 +34,29 @@ def _lines_holding(data: bytes, needles: tuple[bytes, ...]) -> list[int]:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(
+    "literals",
+    [
+        pytest.param((b"ab", b"Error", b"()"), id="multi-byte"),
+        # one-byte literals are found by memchr beside Hyperscan's others, or alone
+        pytest.param((b"ab", b"x", b"Error", b"()", b"$"), id="with-one-byte"),
+        pytest.param((b"x", b"$"), id="one-byte-only"),
+    ],
+)
 @settings(max_examples=200, deadline=None)
 @given(
     words=st.lists(
-        st.sampled_from([b"ab", b"b\n", b"Err", b"or", b"x", b"\n", b"\n\n", b"ab ab", b"()"]), max_size=40
+        st.sampled_from(
+            [b"ab", b"b\n", b"Err", b"or", b"x", b"\n", b"\n\n", b"ab ab", b"()", b"x$x", b"$\n"]
+        ),
+        max_size=40,
     ),
     start=st.integers(0, 20),
 )
-def test_lines_are_those_holding_a_literal(engine: str, words: list[bytes], start: int) -> None:
+def test_lines_are_those_holding_a_literal(
+    engine: str, literals: tuple[bytes, ...], words: list[bytes], start: int
+) -> None:
     """Each line that holds a literal is found once, at its start, in order, from `start` on; no other line is."""
-    literals = (b"ab", b"Error", b"()")
     data = b"".join(words)
     start = min(start, len(data))
     start = data.rfind(b"\n", 0, start) + 1  # a line's start
@@ -174,3 +187,73 @@ def test_a_new_rule_is_read_without_touching_the_prefilter(tmp_path: Path) -> No
     assert verdict.to_json()["state"] == "crashed"
     assert err is not None
     assert err["summary"] == "acme sidecar lost its lease"
+
+
+class _Store:
+    """A store of databases in memory that counts what it is asked."""
+
+    def __init__(self) -> None:
+        self.kept: dict[bytes, bytes] = {}
+        self.loads = self.saves = 0
+
+    def load(self, key: bytes) -> bytes | None:
+        self.loads += 1
+        return self.kept.get(key)
+
+    def save(self, key: bytes, database: bytes) -> None:
+        self.saves += 1
+        self.kept[key] = database
+
+
+def _hyperscan_only() -> None:
+    if ENGINE != "hyperscan":
+        if os.environ.get("WATCHDOG_REQUIRE_HYPERSCAN") == "1":
+            pytest.fail("WATCHDOG_REQUIRE_HYPERSCAN=1 but hyperscan cannot be imported")
+        pytest.skip("hyperscan is not installed here")
+
+
+def test_a_kept_database_is_loaded_and_finds_what_a_compiled_one_finds() -> None:
+    """With a store, a database is compiled and kept once; the next prefilter of the same literals loads it, and
+    both find the same lines; other literals are another key."""
+    _hyperscan_only()
+    data = (FIXTURES / "corpus" / "vllm" / "captured-vllm-sigterm-in-flight-cpu.log").read_bytes()
+    literals = tuple(r.match.encode() for r in load_engine("vllm").rules)  # type: ignore[union-attr]
+    store = _Store()
+    keep_databases(store)
+    first = Prefilter(literals, ERROR_LEVEL_MARKS)
+    assert (store.loads, store.saves) == (1, 1)
+    second = Prefilter(literals, ERROR_LEVEL_MARKS)
+    assert (store.loads, store.saves) == (2, 1)
+    keep_databases(None)
+    assert second.lines(data) == first.lines(data) == Prefilter(literals, ERROR_LEVEL_MARKS).lines(data)
+    assert second.lines(data)
+    keep_databases(store)
+    Prefilter(literals[1:], ERROR_LEVEL_MARKS)
+    assert (store.loads, store.saves) == (3, 2)
+    found = Literals(["Error", "line"])
+    assert (store.loads, store.saves) == (4, 3)
+    assert sorted(Literals(["Error", "line"]).found("an Error in a line") or []) == [0, 1]
+    assert (store.loads, store.saves) == (5, 3)
+    assert sorted(found.found("an Error in a line") or []) == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        pytest.param(b"", id="empty"),
+        pytest.param(b"not a database at all", id="junk"),
+    ],
+)
+def test_a_kept_database_hyperscan_refuses_is_compiled_again(kept: bytes) -> None:
+    """A kept database Hyperscan does not load (another version's, another CPU's, not one) is compiled again,
+    and the compiled one is kept in its place."""
+    _hyperscan_only()
+    store = _Store()
+    keep_databases(store)
+    Prefilter((b"Error",))
+    (key,) = store.kept
+    store.kept[key] = kept
+    prefilter = Prefilter((b"Error",))
+    assert store.saves == 2
+    assert store.kept[key] != kept
+    assert prefilter.lines(b"ok\nan Error\n") == [3]

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from watchdog.core.prefilter import Literals
+from watchdog.core.prefilter import Literals, Prefilter
 from watchdog.profiles.model import Catalogue
 
 __all__ = ["EngineDetector", "detect_engine"]
@@ -76,7 +76,7 @@ class EngineDetector:
             if text and not _CHAIN_OR_EXCEPTION.match(text):
                 self._end_chain(self.score)
         any_marker, index = self._any
-        if any_marker(line) is None:  # one search for every marker: most lines of a head hold none
+        if not any_marker.holds(line):  # one search for every marker: most lines of a head hold none
             return
         self._known = False
         for engine in _engines_of(line, self._markers, index):
@@ -96,17 +96,7 @@ class EngineDetector:
             if lines:
                 self.feed(lines[0])
             return
-        any_marker = self._any[0]
-        marked: list[int] = []
-        text = "\n".join(lines)
-        m = any_marker(text)  # the whole block at once: most blocks of a head hold no marker
-        if m is not None:
-            # a marker holds no line break: each match lies in one line, the line it starts in
-            starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
-            while m is not None:
-                line = bisect.bisect_right(starts, m.start()) - 1
-                marked.append(line)
-                m = any_marker(text, starts[line + 1])
+        marked = self._any[0].marked(lines)  # the whole block at once: most blocks of a head hold no marker
         pos = 0
         for index in [*marked, len(lines)]:
             while pos < index and (self._owner is not None or self._frames or self._chain):
@@ -147,6 +137,54 @@ class EngineDetector:
 _Search = Callable[..., "re.Match[str] | None"]  # a compiled regex's search: (text[, pos])
 
 
+class _AnyMarker:
+    """Which lines hold any of a set of markers: one pass of Hyperscan over a block's lines where it can be loaded
+    (the prefilter's), else one regex search for any of them (compiled when first used: with Hyperscan, a replay's
+    start would compile an alternation of ~160 markers for nothing)."""
+
+    def __init__(self, words: list[str]) -> None:
+        self._words = words
+        self._prefilter: Prefilter | None = None
+        if words and all(words):  # an empty marker is in every line: the regex says so
+            prefilter = Prefilter([w.encode("utf-8", "surrogatepass") for w in words])
+            self._prefilter = prefilter if prefilter.engine == "hyperscan" else None
+
+    @functools.cached_property
+    def _search(self) -> _Search:
+        return _search_any(self._words)
+
+    def holds(self, line: str) -> bool:
+        """Whether `line` holds a marker."""
+        if self._prefilter is None:
+            return self._search(line) is not None
+        return bool(self._prefilter.lines(line.encode("utf-8", "surrogatepass")))
+
+    def marked(self, lines: list[str]) -> list[int]:
+        """The indexes of the `lines` that hold a marker, in order."""
+        marked: list[int] = []
+        if self._prefilter is None:
+            text = "\n".join(lines)
+            m = self._search(text)
+            if m is not None:
+                # a marker holds no line break: each match lies in one line, the line it starts in
+                starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+                while m is not None:
+                    line = bisect.bisect_right(starts, m.start()) - 1
+                    marked.append(line)
+                    m = self._search(text, starts[line + 1])
+            return marked
+        encoded = [line.encode("utf-8", "surrogatepass") for line in lines]
+        found = self._prefilter.lines(b"\n".join(encoded))
+        if found:
+            # UTF-8 keeps substrings, and a marker holds no line break: each line found holds one
+            starts = list(itertools.accumulate((len(line) + 1 for line in encoded), initial=0))
+            for at in found:
+                line = bisect.bisect_right(starts, at) - 1
+                if not marked or marked[-1] != line:  # a line of the caller's that holds a line break
+                    marked.append(line)
+        return marked
+
+
 _Runs = tuple[tuple[str, _Search, tuple[str, ...]], ...]
 # the markers as Hyperscan finds them: which of their texts a line holds, and the engines of each text's markers
 # (by their places in the catalogue's order)
@@ -170,7 +208,7 @@ def _engines_of(line: str, markers: tuple[tuple[str, str], ...], index: _Index |
 
 
 @functools.lru_cache(maxsize=8)
-def _any_marker(markers: tuple[tuple[str, str], ...]) -> tuple[_Search, _Index | None]:
+def _any_marker(markers: tuple[tuple[str, str], ...]) -> tuple[_AnyMarker, _Index | None]:
     # A search for any of the markers (the catalogue's, the same for every launch: compiled once), and which
     # engines' markers a line holds, found by Hyperscan in one pass (`_runs` without it).
     literals = Literals(m for _, m in markers if m)
@@ -180,7 +218,7 @@ def _any_marker(markers: tuple[tuple[str, str], ...]) -> tuple[_Search, _Index |
     index = None
     if literals.literals and "" not in places and literals.found("") is not None:
         index = (literals, tuple(tuple(places[m]) for m in literals.literals))
-    return _search_any([m for _, m in markers]), index
+    return _AnyMarker([m for _, m in markers]), index
 
 
 @functools.lru_cache(maxsize=8)

@@ -61,82 +61,87 @@ _IDENT = r"[\w.@/-]+(?:\[\d+\])?"  # a journald line's identifier and pid: "olla
 _LEVEL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE"
 
 # Each layer: a regex anchored at the start; named groups ts/date/time/level/source/rank carry what it tells.
-_LAYERS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p)
-    for p in (
-        # a markdown blockquote around a log pasted into an issue's reply: "> [2025-11-06T02:10:00.702Z] ..."
-        r">(?: |$)",
-        # docker compose service prefix: "vllm-1  | ", and without the replica number: "vllm-server  | "
-        r"(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
-        r"[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| ",
-        # kubectl logs --prefix: "[pod/vllm-0/server] "
-        r"\[pod/[\w.-]+/[\w.-]+\] ",
-        # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: ", its month in the host's locale (strftime's %b):
-        # "7月 21 11:33:06 dar ollama[1166693]: " (Chinese, Japanese; Korean "7월"), "juil. 21 ..." (French)
-        rf"(?:(?P<mon>[A-Z][a-z]{{2}})|(?P<monnum>\d{{1,2}})[月월]|[^\W\d_]{{3,5}}\.?) (?P<day>[ \d]\d) "
-        rf"(?P<time>\d\d:\d\d:\d\d) \S+ {_IDENT}: ",
-        # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
-        rf"(?P<level>{_LEVEL}|DEFAULT) (?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z ",
-        # Python logging default wrapper: "2025-03-07 23:50:27,531 - __main__ - INFO - "
-        rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ - [\w.]+ - (?P<level>{_LEVEL}) - ",
-        # SGLang >= 0.5.4 custom format: "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] "
-        rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
-        # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
-        r"\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<md2>\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
-        # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) ",
-        # vLLM 0.9-0.10's multiproc workers "(VllmWorker rank=0 pid=3781015) " (the rank names the source)
-        r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+)?)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
-        # torchrun: "[rank0]:"
-        r"\[(?P<source>rank\d+)\]:\s?",
-        # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):
-        # "[W socket.cpp:663] ", "[E ProcessGroupNCCL.cpp:475] "
-        r"\[(?P<level>[IWEF])(?:(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)\.\d+)? [\w.]+:\d+\] ",
-        # glog's own format, unbracketed (Triton Inference Server): "E0120 08:28:09.425599 2049 model_lifecycle.cc:654] "
-        r"(?P<level>[IWEF])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)\.\d+ +\d+ [\w.]+:\d+\] ",
-        # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
-        # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
-        r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
-        # and with the process id in front (2026 builds): "[41303] 0.01.289.827 E alloc_tensor_range: ..."
-        r"\[\d+\] (?=\d+\.\d\d\.\d{3}\.\d{3} [IWED] )",
-        # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
-        # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
-        rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
-        # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='
-        r"time=(?P<ts>\S+) level=(?P<level>\w+) source=\S+ (?:msg=)?",
-        # Ollama older / Go log: "2024/07/21 15:40:57 routes.go:1096: INFO "
-        rf"(?P<slash>\d{{4}}/\d\d/\d\d) (?P<time>\d\d:\d\d:\d\d) [\w.]+:\d+: (?:(?P<level>{_LEVEL}) )?",
-        # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
-        r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
-        # with its rank before the level ("[TRT-LLM] [RANK 2] [E] ", 2025) or, from 2026, the logger's module and the
-        # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ")
-        # and TensorRT's own logger ("[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file ...")
-        r"\[(?:TRT-LLM|TensorRT-LLM|TRT)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] (?:\[_?[a-z][\w.]* *\] )?",
-        r"\[(?P<rank>RANK \d+)\] ",
-        # srun -l / a launcher's task label in front of a rank's line: "6: [05/12/2026-05:01:16] [TRT-LLM] ..."
-        r"\d{1,4}: (?=\[)",
-        # ISO timestamp in front (Docker --timestamps, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z ",
-        # and a CRI record's (containerd, CRI-O): "2026-12-04T08:54:17.831019227Z stderr F " (or P: a partial
-        # record's, its parts joined by formats.Unwrapper); or journalctl -o short-iso(-precise):
-        # "2026-12-04T08:54:17+0000 host ident[pid]: ", with an offset, never a "Z" (which tells it from a
-        # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
-        rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
-        rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
-        # a CI runner's (Jenkins timestamper, GitLab) bracketed ISO time in front: "[2025-11-06T02:10:00.702Z] "
-        rf"\[(?P<ts>{_TS_DATE}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ",
-        # a level word in brackets after a timestamp: Lemonade's server wrapping the engine it runs
-        # ("2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 ..."); its component
-        # "(Process)" is then peeled as a process tag
-        r"\[(?P<level>Error|Warn|Warning|Info|Debug|Critical|Fatal|Trace)\] (?=\()",
-        # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
-        rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
-    )
+# Compiled when first used (`_layer`): `_ANY_LAYER` finds which one a line has, and a log shows a few of them.
+_LAYER_PATTERNS: tuple[str, ...] = (
+    # a markdown blockquote around a log pasted into an issue's reply: "> [2025-11-06T02:10:00.702Z] ..."
+    r">(?: |$)",
+    # docker compose service prefix: "vllm-1  | ", and without the replica number: "vllm-server  | "
+    r"(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
+    r"[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| ",
+    # kubectl logs --prefix: "[pod/vllm-0/server] "
+    r"\[pod/[\w.-]+/[\w.-]+\] ",
+    # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: ", its month in the host's locale (strftime's %b):
+    # "7月 21 11:33:06 dar ollama[1166693]: " (Chinese, Japanese; Korean "7월"), "juil. 21 ..." (French)
+    rf"(?:(?P<mon>[A-Z][a-z]{{2}})|(?P<monnum>\d{{1,2}})[月월]|[^\W\d_]{{3,5}}\.?) (?P<day>[ \d]\d) "
+    rf"(?P<time>\d\d:\d\d:\d\d) \S+ {_IDENT}: ",
+    # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
+    rf"(?P<level>{_LEVEL}|DEFAULT) (?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z ",
+    # Python logging default wrapper: "2025-03-07 23:50:27,531 - __main__ - INFO - "
+    rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ - [\w.]+ - (?P<level>{_LEVEL}) - ",
+    # SGLang >= 0.5.4 custom format: "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] "
+    rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
+    # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
+    r"\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<md2>\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
+    # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) ",
+    # vLLM 0.9-0.10's multiproc workers "(VllmWorker rank=0 pid=3781015) " (the rank names the source)
+    r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+)?)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
+    # torchrun: "[rank0]:"
+    r"\[(?P<source>rank\d+)\]:\s?",
+    # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):
+    # "[W socket.cpp:663] ", "[E ProcessGroupNCCL.cpp:475] "
+    r"\[(?P<level>[IWEF])(?:(?P<md>\d{3,4}) (?P<time>\d\d:\d\d:\d\d)\.\d+)? [\w.]+:\d+\] ",
+    # glog's own format, unbracketed (Triton Inference Server): "E0120 08:28:09.425599 2049 model_lifecycle.cc:654] "
+    r"(?P<level>[IWEF])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)\.\d+ +\d+ [\w.]+:\d+\] ",
+    # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
+    # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
+    r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
+    # and with the process id in front (2026 builds): "[41303] 0.01.289.827 E alloc_tensor_range: ..."
+    r"\[\d+\] (?=\d+\.\d\d\.\d{3}\.\d{3} [IWED] )",
+    # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
+    # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
+    rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
+    # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='
+    r"time=(?P<ts>\S+) level=(?P<level>\w+) source=\S+ (?:msg=)?",
+    # Ollama older / Go log: "2024/07/21 15:40:57 routes.go:1096: INFO "
+    rf"(?P<slash>\d{{4}}/\d\d/\d\d) (?P<time>\d\d:\d\d:\d\d) [\w.]+:\d+: (?:(?P<level>{_LEVEL}) )?",
+    # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
+    r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
+    # with its rank before the level ("[TRT-LLM] [RANK 2] [E] ", 2025) or, from 2026, the logger's module and the
+    # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ")
+    # and TensorRT's own logger ("[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file ...")
+    r"\[(?:TRT-LLM|TensorRT-LLM|TRT)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] (?:\[_?[a-z][\w.]* *\] )?",
+    r"\[(?P<rank>RANK \d+)\] ",
+    # srun -l / a launcher's task label in front of a rank's line: "6: [05/12/2026-05:01:16] [TRT-LLM] ..."
+    r"\d{1,4}: (?=\[)",
+    # ISO timestamp in front (Docker --timestamps, kubectl --timestamps, TGI): "2025-04-14T15:51:31.134585Z ",
+    # and a CRI record's (containerd, CRI-O): "2026-12-04T08:54:17.831019227Z stderr F " (or P: a partial
+    # record's, its parts joined by formats.Unwrapper); or journalctl -o short-iso(-precise):
+    # "2026-12-04T08:54:17+0000 host ident[pid]: ", with an offset, never a "Z" (which tells it from a
+    # transport's timestamp in front of a "word word: " message). One layer: one match tried, not two.
+    rf"(?P<jts>{_TS_DATE}(?:\.\d+)?[+-]\d\d:?\d\d) \S+ {_IDENT}: "
+    rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
+    # a CI runner's (Jenkins timestamper, GitLab) bracketed ISO time in front: "[2025-11-06T02:10:00.702Z] "
+    rf"\[(?P<ts>{_TS_DATE}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ",
+    # a level word in brackets after a timestamp: Lemonade's server wrapping the engine it runs
+    # ("2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 ..."); its component
+    # "(Process)" is then peeled as a process tag
+    r"\[(?P<level>Error|Warn|Warning|Info|Debug|Critical|Fatal|Trace)\] (?=\()",
+    # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
+    rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
 )
 
 # Every layer at once, each one a group of its own (their named groups made plain): one match finds the first
 # layer that matches, or that none does, in C (a line's prefixes are peeled with two matches, not with ~20 each).
 _ANY_LAYER = re.compile(
-    "|".join("(" + re.sub(r"\(\?P<\w+>", "(?:", layer.pattern) + ")" for layer in _LAYERS)
+    "|".join("(" + re.sub(r"\(\?P<\w+>", "(?:", layer) + ")" for layer in _LAYER_PATTERNS)
 )
+
+
+@functools.cache
+def _layer(index: int) -> re.Pattern[str]:
+    """Layer `index` of `_LAYER_PATTERNS`, compiled."""
+    return re.compile(_LAYER_PATTERNS[index])
+
 
 _MONTHS = {
     m: i
@@ -186,15 +191,16 @@ def parse(text: str) -> Record:
         if end:
             index = first.lastindex - 1  # type: ignore[operator]  # the layer found: its group
         else:  # a layer that matches nothing is passed over: the ones after it are tried one by one
-            index = next((i for i, ly in enumerate(_LAYERS) if (m := ly.match(content)) and m.end()), -1)
+            layers = range(len(_LAYER_PATTERNS))
+            index = next((i for i in layers if (m := _layer(i).match(content)) and m.end()), -1)
             if index < 0:
                 break
-            end = _LAYERS[index].match(content).end()  # type: ignore[union-attr]
+            end = _layer(index).match(content).end()  # type: ignore[union-attr]
         # what a layer's prefix tells depends on its text alone: lines of one second share it
         key = (index, content[:end])
         peeled = _PEELED.get(key)
         if peeled is None:
-            peeled = _peel(_LAYERS[index].match(content))  # type: ignore[arg-type]
+            peeled = _peel(_layer(index).match(content))  # type: ignore[arg-type]
             if len(_PEELED) >= _PEELED_MAX:
                 _PEELED.clear()
             _PEELED[key] = peeled

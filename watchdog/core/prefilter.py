@@ -7,6 +7,10 @@ Hyperscan cannot be loaded, one Python regex of the same alternation does the sa
 Both are exact in one direction: a line that holds a literal is always found; a line found may still match no
 rule (the scanner decides). The literals are the profile's rules' (see `Analyzer`): nothing here is written
 by hand for an engine.
+
+Compiling a database takes milliseconds (a replay compiles five or six: a tenth of its start); a process that
+starts often may hand `keep_databases` a store (`watchdog.follow.databases`: files in the user's cache), and each
+database is then compiled once and loaded from the store after, by exactly what it is compiled from.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["ENGINE", "Literals", "Prefilter"]
+__all__ = ["ENGINE", "Databases", "Literals", "Prefilter", "keep_databases"]
 
 _hs: Any
 try:
@@ -26,6 +30,28 @@ except ImportError:  # pragma: no cover - a platform without the wheel: the rege
 
 ENGINE = "hyperscan" if _hs is not None else "re"  # what finds the lines (the benchmarks print it)
 _NOTHING = re.compile(b"(?!)")  # matches no line: no literals
+
+
+class Databases(Protocol):
+    """Where compiled Hyperscan databases are kept between processes, by a key that says exactly what each was
+    compiled from (and with which Hyperscan). The store does the I/O; a failure of it is a miss, never an error."""
+
+    def load(self, key: bytes) -> bytes | None:
+        """The database kept under `key` (as `save` was given it), or None."""
+
+    def save(self, key: bytes, database: bytes) -> None:
+        """Keep `database` under `key`."""
+
+
+_kept: Databases | None = None
+
+
+def keep_databases(store: Databases | None) -> None:
+    """Load the databases this process compiles from `store` where it has them, and keep the others there once
+    compiled (None: compile each, keep none). A loaded database is used only after Hyperscan accepted it (its
+    version, this CPU) and it scans as the one compiled would: the key is the whole of what it is made from."""
+    global _kept  # noqa: PLW0603 - one setting of the process, as the CLI's replay makes it
+    _kept = store
 
 
 class Prefilter:
@@ -44,15 +70,16 @@ class Prefilter:
         expressions = [*map(_escape, self.literals), *self.patterns]
         self._expressions = expressions
         self._db: Any = None
-        if expressions and engine == "hyperscan" and _hs is not None:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(
-                expressions=expressions,
-                ids=list(range(len(expressions))),
-                elements=len(expressions),
-                flags=[0] * len(expressions),
-            )
-            self._db = db
+        self._hyperscan = bool(expressions) and engine == "hyperscan" and _hs is not None
+        # One-byte literals (a shell prompt's "$") are found by memchr (`bytes.find`), not by Hyperscan: among
+        # multi-byte literals, one of one byte makes its literal matcher (FDR) look at every byte, about a third
+        # slower over a whole log; memchr skips a megabyte without the byte in microseconds.
+        self._bytes: tuple[bytes, ...] = ()
+        if self._hyperscan:
+            self._bytes = tuple(x for x in self.literals if len(x) == 1 and x != b"\n")
+            rest = [_escape(x) for x in self.literals if x not in self._bytes] + list(self.patterns)
+            if rest:
+                self._db = _database(rest)
 
     @cached_property
     def regex(self) -> re.Pattern[bytes]:
@@ -67,7 +94,7 @@ class Prefilter:
     @property
     def engine(self) -> str:
         """What finds the lines: "hyperscan" or "re"."""
-        return "hyperscan" if self._db is not None else "re"
+        return "hyperscan" if self._hyperscan else "re"
 
     def lines(self, data: bytes, start: int = 0) -> list[int]:
         """The offsets in `data` of the starts of the lines from `start` on (a line start) that hold a match,
@@ -76,7 +103,7 @@ class Prefilter:
             return []
         out: list[int] = []
         end = -1  # the end of the last line found: a later match before it is in the same line
-        if self._db is None:
+        if not self._hyperscan:
             search = self.regex.search
             pos = start
             while (m := search(data, pos)) is not None:
@@ -87,13 +114,20 @@ class Prefilter:
                     break
                 pos = end + 1
             return out
-        ends: list[int] = []
-        self._db.scan(
-            data[start:] if start else data,
-            match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to),
-        )
-        ends.sort()  # Hyperscan reports in the order of the matches' ends already: a check, nearly free
+        ends: list[int] = []  # the ends of the matches, relative to `start`
+        if self._db is not None:
+            self._db.scan(
+                data[start:] if start else data,
+                match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to),
+            )
         find, rfind = data.find, data.rfind
+        for byte in self._bytes:  # each line that holds it once: the search goes on at the next line
+            at = find(byte, start)
+            while at >= 0:
+                ends.append(at + 1 - start)
+                after = find(b"\n", at)
+                at = find(byte, after + 1) if after >= 0 else -1
+        ends.sort()  # Hyperscan reports in the order of the matches' ends already: a check, nearly free
         for relative in ends:  # in the order of their ends
             to = relative + start
             if to <= end:
@@ -117,16 +151,9 @@ class Literals:
         self.literals = tuple(dict.fromkeys(literals))
         self._db: Any = None
         if self.literals and engine == "hyperscan" and _hs is not None:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[_escape(x.encode()) for x in self.literals],
-                ids=list(range(len(self.literals))),
-                elements=len(self.literals),
-                # each match reported (`found` keeps one of each): HS_FLAG_SINGLEMATCH's compile kept ~14 MB
-                # more of the process's memory for SGLang's rule sets
-                flags=[0] * len(self.literals),
-            )
-            self._db = db
+            # each match reported (`found` keeps one of each): HS_FLAG_SINGLEMATCH's compile kept ~14 MB more of
+            # the process's memory for SGLang's rule sets
+            self._db = _database([_escape(x.encode()) for x in self.literals])
 
     def __reduce__(self) -> tuple[Any, ...]:
         # as `Prefilter`'s: the database is made again
@@ -151,6 +178,38 @@ class Literals:
         return out if len(out) < 2 else list(dict.fromkeys(out))
 
 
+def _database(expressions: list[bytes]) -> Any:
+    # A block-mode database of `expressions` (ids their places, no flags): from the store where it has it
+    key = None
+    if _kept is not None:
+        key = _key(expressions)
+        try:
+            kept = _kept.load(key)
+            if kept is not None:
+                db = _hs.loadb(kept, _hs.HS_MODE_BLOCK)
+                db.scratch = _hs.Scratch(db)
+                return db
+        except _hs.error:
+            pass  # made by another Hyperscan, for another CPU: compiled again, and kept in its place
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(
+        expressions=expressions,
+        ids=list(range(len(expressions))),
+        elements=len(expressions),
+        flags=[0] * len(expressions),
+    )
+    if _kept is not None and key is not None:
+        _kept.save(key, _hs.dumpb(db))
+    return db
+
+
+def _key(expressions: list[bytes]) -> bytes:
+    # Everything a database is made from: the bindings' version (the library's own version and this CPU's
+    # features are checked by Hyperscan as it loads one), the mode, and each expression, its length first
+    head = b"hyperscan %s block ids=places flags=0\n" % str(getattr(_hs, "__version__", "")).encode()
+    return head + b"".join(b"%d:%s\n" % (len(e), e) for e in expressions)
+
+
 def _made(literals: tuple[bytes, ...], patterns: tuple[bytes, ...], engine: str) -> Prefilter:
     return Prefilter(literals, patterns, engine=engine)
 
@@ -161,4 +220,8 @@ def _made_literals(literals: tuple[str, ...], engine: str) -> Literals:
 
 def _escape(literal: bytes) -> bytes:
     # each byte but ASCII letters and digits as \xHH: the same literal to Python's re and to Hyperscan
-    return b"".join(bytes((c,)) if c < 128 and chr(c).isalnum() else b"\\x%02x" % c for c in literal)
+    return b"".join([_ESCAPED[c] for c in literal])
+
+
+# each byte as `_escape` writes it (a table: a replay's start escapes some 700 literals)
+_ESCAPED = [bytes((c,)) if c < 128 and chr(c).isalnum() else b"\\x%02x" % c for c in range(256)]

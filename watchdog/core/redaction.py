@@ -45,13 +45,13 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 _Text = TypeVar("_Text", str, bytes, bytearray)
 
 # Finds at least what `_SECRET_PATTERNS` find, in a text embedded anywhere in other text (a record as JSON):
-# the same shapes without their word boundaries and context, and only their first characters of value.
-_EMBEDDED = re.compile(
+# the same shapes without their word boundaries and context, and only their first characters of value (case
+# ignored). Compiled when first used (`_embedded`): a replay never looks for secrets embedded in a record.
+_EMBEDDED = (
     rf"""(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{{8}}"""
     rf"""|{_KEY}['"]?\s*[=:]\s*['"]?(?!(?:None|null|<redacted>)\b)[^\s'",)}}\]]|-{_KEY}\s+\S"""
     r"|://[^\s/:@]+:[^\s/@]+@"
-    r"|hf_[A-Za-z0-9]{20}|sk-[A-Za-z0-9_-]{20}|gh[pousr]_[A-Za-z0-9]{20}|xox[abprs]-[A-Za-z0-9-]{10}",
-    re.IGNORECASE,
+    r"|hf_[A-Za-z0-9]{20}|sk-[A-Za-z0-9_-]{20}|gh[pousr]_[A-Za-z0-9]{20}|xox[abprs]-[A-Za-z0-9-]{10}"
 )
 
 
@@ -66,19 +66,24 @@ _ANCHORS = (
 
 # The same over bytes (a blob, a raw buffer): their `lower` is ~15x faster than a Latin-1 str's. In bytes mode
 # `\s` and `\b` are ASCII's; the texts looked at are UTF-8, where the difference never shows.
-_EMBEDDED_BYTES = re.compile(_EMBEDDED.pattern.encode(), re.IGNORECASE)
 _ANCHORS_BYTES = tuple(anchor.encode() for anchor in _ANCHORS)
+
+
+@functools.cache
+def _embedded() -> re.Pattern[bytes]:
+    return re.compile(_EMBEDDED.encode(), re.IGNORECASE)
 
 
 def _anchored(lowered: bytes) -> Iterator[int]:
     # where a match of `_EMBEDDED` starts in `lowered` (not a count named after a `#`, below)
+    match = _embedded().match
     for anchor in _ANCHORS_BYTES:
         at = lowered.find(anchor)
         while at != -1:
-            if _EMBEDDED_BYTES.match(lowered, at):
+            if match(lowered, at):
                 if not _counted(lowered, at):
                     yield at
-            elif at and _EMBEDDED_BYTES.match(lowered, at - 1):
+            elif at and match(lowered, at - 1):
                 yield at - 1
             at = lowered.find(anchor, at + 1)
 

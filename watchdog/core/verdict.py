@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from watchdog.core.arguments import Argument
-from watchdog.core.compare import Baseline, Changes, compare
 from watchdog.core.facts import FactValue
 from watchdog.core.lifecycle import Incarnation, State
 from watchdog.core.redaction import redact_text
@@ -30,6 +29,7 @@ from watchdog.vocabulary import (
 
 if TYPE_CHECKING:
     from watchdog.core.analyzer import Analyzer
+    from watchdog.core.compare import Baseline, Changes
 
 __all__ = [
     "EXIT_CODES",
@@ -255,6 +255,9 @@ class Verdict:
     def baseline(self) -> Baseline:
         """What a later launch is compared with (`watchdog.core.compare`): its arguments, the startup phases it
         went through whole and their seconds, its time to ready and its facts."""
+        # imported here: a launch with no launch before it (most replays) compares nothing
+        from watchdog.core.compare import Baseline  # noqa: PLC0415
+
         whole = {e.state for e in self.timeline if e.duration is not None}
         return Baseline(
             incarnation=self.incarnation,
@@ -268,6 +271,8 @@ class Verdict:
         """This verdict with what changed since `before` (the launch before; None: there is none)."""
         if before is None or before.incarnation >= self.incarnation:
             return self
+        from watchdog.core.compare import compare  # noqa: PLC0415 - see `baseline`
+
         return replace(self, changes=compare(before, self.baseline(), volatile=volatile))
 
     def with_facts(self, facts: Mapping[str, FactValue]) -> Verdict:

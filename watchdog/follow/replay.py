@@ -6,19 +6,21 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from watchdog.core.analyzer import Analyzer
-from watchdog.core.compare import Baseline
-from watchdog.core.nodes import NodeReport, combine
 from watchdog.core.verdict import Verdict, build_verdict
 from watchdog.exceptions import UsageError
 from watchdog.profiles.loader import Profile, load_engine
 from watchdog.vocabulary import file_kind
 
+if TYPE_CHECKING:
+    from watchdog.core.compare import Baseline
+
 __all__ = ["CHUNK", "earlier_launch", "replay_nodes", "replay_path"]
 
 CHUNK = 1 << 20  # bytes read at a time: big enough for C-speed scanning, small enough for a flat RSS
+_PROBE = 4096  # the bytes at a chunk's end read first, for its last newline (see `_whole_lines`)
 
 
 def replay_path(
@@ -70,6 +72,8 @@ def replay_nodes(paths: Sequence[Path], engine: str | None = None, profiles: Seq
     """Replay the logs of a multi-node launch, one file per node (named by its file's stem, the first serving);
     return the launch's verdict (`watchdog.core.nodes.combine`: no arrival times, so a crash's first node is
     the earliest by the logs' own times, else the first in `paths`)."""
+    from watchdog.core.nodes import NodeReport, combine  # noqa: PLC0415 - not for a replay of one log
+
     reports = []
     names: dict[str, int] = {}
     for index, path in enumerate(paths):
@@ -85,14 +89,29 @@ def _whole_lines(fd: int) -> Iterator[bytes]:
     """The bytes of a regular file from its start, in chunks of about CHUNK that end at a newline where one is.
 
     A chunk that ends inside a line makes the framer join its tail to the next chunk: two more copies of each
-    megabyte, and fresh memory for them (page faults), which cost as much as the scan. So each chunk is cut
-    after its last newline and the next read starts there (the tail is read again: a line's worth of bytes).
+    megabyte, and fresh memory for them (page faults), which cost as much as the scan. So each chunk ends after
+    its last newline and the next read starts there. That newline is looked for first in the chunk's last page
+    (`_PROBE`), and the chunk is read to it, into a buffer of its size: a read of the whole chunk cut there
+    afterwards was a copy of each megabyte. Where that page holds no newline (a line longer), or the file ends
+    within the chunk, the whole chunk is read and cut (the tail is read again: a line's worth of bytes).
     """
     offset = 0
-    while chunk := os.pread(fd, CHUNK, offset):
+    while True:
+        probe = os.pread(fd, _PROBE, offset + CHUNK - _PROBE)
+        last = probe.rfind(b"\n") + 1
+        if len(probe) == _PROBE and last:
+            chunk = os.pread(fd, CHUNK - _PROBE + last, offset)
+            if chunk.endswith(b"\n"):  # else the file changed between the two reads: cut as below
+                offset += len(chunk)
+                yield chunk
+                continue
+        else:
+            chunk = os.pread(fd, CHUNK, offset)
+        if not chunk:
+            return
         end = chunk.rfind(b"\n") + 1
         if 0 < end < len(chunk):
-            chunk = chunk[:end]  # the read's buffer is freed at once: this memory is used again, no new pages
+            chunk = chunk[:end]
         offset += len(chunk)
         yield chunk
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles.model import BUNDLED_SOURCE, RULE_KINDS, Catalogue, Draft, Profile, Rule, parse_profile
-from watchdog.profiles.parsed import parsed
+from watchdog.profiles.parsed import bundled_file, parsed
 from watchdog.vocabulary import ENGINES
 
 __all__ = [
@@ -77,12 +76,12 @@ def _bundled() -> Catalogue:
 
 @functools.cache
 def _draft(name: str) -> Draft:
-    ref = resources.files("watchdog.profiles").joinpath(f"{name}.toml")
-    data = parsed(name, ref.read_bytes())  # parsed ahead of time, if the file is the one it was parsed from
+    raw = bundled_file(f"{name}.toml")
+    data = parsed(name, raw)  # parsed ahead of time, if the file is the one it was parsed from
     if data is None:
         import tomllib  # noqa: PLC0415 - rare: parsed.json is older than the file
 
-        data = tomllib.loads(ref.read_text(encoding="utf-8"))
+        data = tomllib.loads(raw.decode("utf-8"))
     return Draft(data, f"{BUNDLED_SOURCE}{name}.toml")
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "CategoryRule",
     "Draft",
     "Hint",
+    "LazyPattern",
     "Profile",
     "Rule",
     "merge",
@@ -81,6 +82,47 @@ _ALLOWED_KEYS = {
 }
 
 BUNDLED_SOURCE = "watchdog/profiles/"  # where a bundled profile says it comes from (`Profile.source`)
+# Rule kinds whose regex's groups are checked as a profile loads: their regexes compile then, checked or not
+_GROUPS_CHECKED = frozenset({"progress", "fact", "arguments", "serving"})
+
+
+class LazyPattern:
+    """A rule's regex as written, compiled the first time it is searched: a bundled profile's rules of the kinds
+    whose groups need no check at load (the tests compile every one). A log holds the literals of few of a
+    profile's ~80 rules, and compiling them all was half of loading it. Equal to another by its text."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled regex (compiled once)."""
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """As `re.Pattern.search`."""
+        return (self._compiled or self.compiled()).search(text)
+
+    @property
+    def groupindex(self) -> Mapping[str, int]:
+        """As `re.Pattern.groupindex`."""
+        return self.compiled().groupindex
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazyPattern) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"re.compile({self.pattern!r})"  # as the compiled one's
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return LazyPattern, (self.pattern,)  # compiled again, when used
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +131,7 @@ class Rule:
 
     kind: str  # one of RULE_KINDS
     match: str  # literal that must occur in the line
-    regex: re.Pattern[str] | None = None  # searched in the line's content once `match` is found
+    regex: re.Pattern[str] | LazyPattern | None = None  # searched in the line's content once `match` is found
     state: str | None = None  # phase implied by the line
     name: str | None = None  # progress counter name
     category: Category | None = None  # error category
@@ -204,7 +246,7 @@ def parse_profile(data: Mapping[str, Any], where: str, *, checked: bool = False)
             if key in traces:
                 traces[key].append(_trace(key, raw, where, f"{key}[{i}]"))
             else:
-                rules.append(_rule(key, raw, where, f"{key}[{i}]"))
+                rules.append(_rule(key, raw, where, f"{key}[{i}]", checked=checked))
     early = data.get("early_health", False)
     if not isinstance(early, bool):
         raise ConfigError(where, "early_health", "must be true or false")
@@ -334,7 +376,7 @@ def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
-def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
+def _rule(kind: str, raw: object, where: str, path: str, *, checked: bool = False) -> Rule:
     if not isinstance(raw, dict):
         raise ConfigError(where, path, "must be a table")
     check_keys(raw, _ALLOWED_KEYS, where, path)
@@ -343,7 +385,12 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
         raise ConfigError(where, f"{path}.match", "required: a non-empty literal substring of the line")
     if _DIGITS.search(match):
         raise ConfigError(where, f"{path}.match", "may not contain digits (put numbers in `regex`)")
-    regex = _compile(raw["regex"], where, f"{path}.regex") if "regex" in raw else None
+    regex: re.Pattern[str] | LazyPattern | None = None
+    if "regex" in raw:
+        if checked and kind not in _GROUPS_CHECKED:
+            regex = LazyPattern(str(raw["regex"]))  # known to compile: compiled when first used
+        else:
+            regex = _compile(raw["regex"], where, f"{path}.regex")
     state = raw.get("state")
     if kind in ("error", "stop") and state == "ready":
         pass  # an error only the serving server prints: a crash after ready; a stop line only once it served
@@ -394,7 +441,9 @@ def _rule(kind: str, raw: object, where: str, path: str) -> Rule:
     )
 
 
-def _request(raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | None, where: str, path: str) -> str:
+def _request(
+    raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | LazyPattern | None, where: str, path: str
+) -> str:
     # a [[serving]] rule's `request`, and the regex groups it may read (SERVING_GROUPS)
     request = raw.get("request", "")
     if kind != "serving":
@@ -484,7 +533,7 @@ def _early(raw: Mapping[str, Any], kind: str, where: str, path: str) -> bool:
 
 
 def _syntax(
-    raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | None, where: str, path: str
+    raw: Mapping[str, Any], kind: str, regex: re.Pattern[str] | LazyPattern | None, where: str, path: str
 ) -> tuple[str, str]:
     # an [[arguments]] rule's `syntax` and `flags`, and the regex groups its syntax reads
     if kind != "arguments":

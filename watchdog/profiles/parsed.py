@@ -13,12 +13,12 @@ import functools
 import json
 import sys
 import zlib
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from watchdog.vocabulary import ENGINES
 
-__all__ = ["BUNDLED", "FILE", "build", "parsed"]
+__all__ = ["BUNDLED", "FILE", "build", "bundled_file", "parsed"]
 
 BUNDLED = (*ENGINES, "common")  # the bundled profile files, by name
 FILE = "parsed.json"  # in watchdog/profiles/
@@ -40,7 +40,7 @@ def build() -> str:
 
     entries = {}
     for name in BUNDLED:
-        raw = resources.files("watchdog.profiles").joinpath(f"{name}.toml").read_bytes()
+        raw = bundled_file(f"{name}.toml")
         entries[name] = {"sum": _sum(raw), "data": tomllib.loads(raw.decode("utf-8"))}
     return json.dumps(entries, ensure_ascii=False, indent=1) + "\n"
 
@@ -51,16 +51,33 @@ def _sum(raw: bytes) -> list[int]:
     return [len(raw), zlib.crc32(raw), zlib.adler32(raw)]
 
 
+def bundled_file(name: str) -> bytes:
+    """The bytes of the file `name` of the bundled profiles' folder (a profile's TOML, `parsed.json`).
+
+    Read beside this module where the package is installed as files (as pip installs it): importing
+    importlib.resources (zipfile, tempfile, shutil) would cost a replay's start a tenth; through it otherwise
+    (a package in a zip archive)."""
+    try:
+        return (Path(__file__).parent / name).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # not installed as files (a path inside a zip archive), or a trimmed install: as resources say
+    from importlib import resources  # noqa: PLC0415
+
+    return resources.files("watchdog.profiles").joinpath(name).read_bytes()
+
+
 @functools.cache
 def _entries() -> dict[str, Any]:
     try:
-        entries = json.loads(resources.files("watchdog.profiles").joinpath(FILE).read_bytes())
+        entries = json.loads(bundled_file(FILE))
     except (OSError, ValueError):
         return {}  # no file (a trimmed install) or a damaged one: every profile is parsed from its TOML
     return entries if isinstance(entries, dict) else {}
 
 
 if __name__ == "__main__":  # pragma: no cover - the maintainers' command, checked by the tests
+    from importlib import resources
+
     target = resources.files("watchdog.profiles").joinpath(FILE)
     with resources.as_file(target) as path:
         path.write_text(build(), encoding="utf-8")

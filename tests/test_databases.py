@@ -1,0 +1,111 @@
+"""The prefilter's databases kept in files: what is saved loads back, anything else is a miss, never an error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from watchdog.core.prefilter import ENGINE
+from watchdog.follow import databases
+from watchdog.follow.databases import DiskDatabases, cache_folder
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_saved_database_loads_back_under_its_key_only(tmp_path: Path) -> None:
+    """A database saved under a key loads back under it; another key (even one named like it) is a miss."""
+    store = DiskDatabases(tmp_path / "kept")
+    assert store.load(b"key") is None
+    store.save(b"key", b"\x00database\nbytes")
+    assert store.load(b"key") == b"\x00database\nbytes"
+    assert store.load(b"other key") is None
+    (path,) = (tmp_path / "kept").iterdir()
+    os.rename(path, tmp_path / "kept" / databases._name(b"yek"))  # as if two keys shared a file's name
+    assert store.load(b"yek") is None
+
+
+@pytest.mark.parametrize("offset", [0, 10, 40, -20, -1])
+def test_a_damaged_file_is_a_miss(tmp_path: Path, offset: int) -> None:
+    """A kept file with a byte changed anywhere (its header, its key, its checksum, the database) is a miss."""
+    store = DiskDatabases(tmp_path)
+    store.save(b"the key", b"the database, some bytes long")
+    (path,) = tmp_path.iterdir()
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 0x20
+    path.write_bytes(bytes(raw))
+    assert store.load(b"the key") is None
+    path.write_bytes(bytes(raw[:-5]))  # cut short
+    assert store.load(b"the key") is None
+
+
+def test_a_read_only_folder_is_a_miss_not_an_error(tmp_path: Path) -> None:
+    """Where the folder cannot be made (a read-only home), saving does nothing and loading misses."""
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the folder would go")
+    store = DiskDatabases(blocked / "kept")
+    store.save(b"key", b"database")
+    assert store.load(b"key") is None
+
+
+def test_the_oldest_files_go_beyond_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No more than MAX_FILES databases are kept: the oldest files go first."""
+    monkeypatch.setattr(databases, "MAX_FILES", 3)
+    store = DiskDatabases(tmp_path)
+    for n in range(5):
+        store.save(b"key %d" % n, b"database")
+        os.utime(tmp_path / databases._name(b"key %d" % n), (1000 + n, 1000 + n))
+    assert [store.load(b"key %d" % n) for n in range(5)] == [None, None, *[b"database"] * 3]
+
+
+@pytest.mark.parametrize(
+    ("environment", "folder"),
+    [
+        pytest.param({"XDG_CACHE_HOME": "/c", "HOME": "/h"}, "/c/watchdog/hyperscan", id="xdg"),
+        pytest.param({"XDG_CACHE_HOME": "", "HOME": "/h"}, "/h/.cache/watchdog/hyperscan", id="home"),
+        pytest.param(
+            {"XDG_CACHE_HOME": "rel", "HOME": "/h"}, "/h/.cache/watchdog/hyperscan", id="relative-xdg"
+        ),
+        pytest.param({"XDG_CACHE_HOME": "", "HOME": ""}, None, id="no-home"),
+    ],
+)
+def test_the_cache_folder(
+    environment: dict[str, str], folder: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder is the XDG cache's (an absolute $XDG_CACHE_HOME, else ~/.cache); none without a home."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert cache_folder() == (None if folder is None else Path(folder))
+
+
+def _replay(log: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    return subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "replay", "--json", str(log)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+
+def test_replay_keeps_its_databases_and_says_the_same_with_them(tmp_path: Path) -> None:
+    """`watchdog replay` keeps its compiled databases in the cache folder; the next replay, which loads them,
+    prints the same verdict, as does one whose cache folder cannot be written."""
+    log = FIXTURES / "corpus" / "vllm" / "captured-vllm-sigterm-in-flight-cpu.log"
+    folder = tmp_path / "cache" / "watchdog" / "hyperscan"
+    first = _replay(log, tmp_path / "cache")
+    kept = sorted(folder.glob("*.hsdb"))
+    assert bool(kept) == (ENGINE == "hyperscan")
+    second = _replay(log, tmp_path / "cache")
+    assert sorted(folder.glob("*.hsdb")) == kept
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would go")
+    third = _replay(log, blocked)
+    assert first.returncode == second.returncode == third.returncode
+    assert first.stdout == second.stdout == third.stdout
+    assert first.stdout.startswith("{")
+    assert first.stderr == second.stderr == third.stderr == ""

@@ -1,0 +1,90 @@
+"""The prefilter's compiled Hyperscan databases kept in files between replays (`watchdog.core.prefilter`'s store).
+
+A replay compiles five or six databases at its start (milliseconds each: a tenth of the start); kept in the
+user's cache folder, the next replay of the same profiles loads them instead. A file holds its key (everything
+the database was made from) and a checksum: a file of another key, or one damaged, is a miss. Every failure to
+read or write (no home folder, a read-only one, a full disk) is a miss too: the database is compiled, as without a
+store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zlib
+from pathlib import Path
+
+__all__ = ["MAX_FILES", "DiskDatabases", "cache_folder"]
+
+MAX_FILES = 64  # databases kept at most: the oldest go first (profiles of other versions, other engines)
+_MAGIC = b"watchdog hyperscan database 1\n"
+
+
+def cache_folder() -> Path | None:
+    """Where the databases are kept: `$XDG_CACHE_HOME/watchdog/hyperscan`, else `~/.cache/watchdog/hyperscan`;
+    None with neither (no home folder)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec says to ignore it
+        home = os.environ.get("HOME", "")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return Path(base) / "watchdog" / "hyperscan"
+
+
+class DiskDatabases:
+    """Databases kept as files in `folder` (made on the first save, for this user alone)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def load(self, key: bytes) -> bytes | None:
+        """The database saved under `key`, or None (none, another key's, damaged, unreadable)."""
+        try:
+            raw = (self.folder / _name(key)).read_bytes()
+        except OSError:
+            return None
+        head = len(_MAGIC)
+        if not raw.startswith(_MAGIC):
+            return None
+        size_end = raw.find(b"\n", head)
+        if size_end < 0 or not raw[head:size_end].isdigit():
+            return None
+        key_end = size_end + 1 + int(raw[head:size_end])
+        crc_end = key_end + 9
+        if raw[size_end + 1 : key_end] != key or raw[key_end + 8 : crc_end] != b"\n":
+            return None
+        database = raw[crc_end:]
+        if raw[key_end : key_end + 8] != b"%08x" % zlib.crc32(database, zlib.crc32(key)):
+            return None
+        return database
+
+    def save(self, key: bytes, database: bytes) -> None:
+        """Keep `database` under `key`: written whole to a file of its own, then renamed into place (a reader
+        sees the old file or the new one, never half of one)."""
+        name = _name(key)
+        crc = b"%08x" % zlib.crc32(database, zlib.crc32(key))
+        data = b"".join((_MAGIC, b"%d\n" % len(key), key, crc, b"\n", database))
+        temporary = self.folder / f".{name}.{os.getpid()}"
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            temporary.write_bytes(data)
+            os.replace(temporary, self.folder / name)
+            self._trim()
+        except OSError:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+
+    def _trim(self) -> None:
+        # the oldest files beyond MAX_FILES go: profiles change with versions, and each change is a new key
+        files = [p for p in self.folder.iterdir() if p.suffix == ".hsdb"]
+        if len(files) <= MAX_FILES:
+            return
+        files.sort(key=lambda p: p.stat().st_mtime)
+        for path in files[: len(files) - MAX_FILES]:
+            path.unlink(missing_ok=True)
+
+
+def _name(key: bytes) -> str:
+    # two independent checksums and the length name the file; the key inside it decides (a clash is a miss)
+    return f"{len(key):x}-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.hsdb"
