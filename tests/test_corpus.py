@@ -42,10 +42,6 @@ KNOWN_GAPS: dict[str, str] = {
         "(a taken master port, SIGILL), so no general rule reads it as loading"
     ),
     # Issue 30, fifth round (labelled before the first run):
-    "sglang-2026-multimodal-gen-warmup-http-not-ready-aborting-startup-issue28493": (
-        "other, label timeout: 'HTTP server did not become ready' is raised by the diffusion server's "
-        "_wait_until_http_ready, whose source (SGLang 0.5.13) was not at hand to confirm it is a deadline"
-    ),
     "vllm-omni-2026-stage0-worker-free-memory-less-than-utilization-stage1-goes-on-pr1842": (
         "incomplete allocating_kv_cache, label crashed starting oom: two engines in one log (vLLM-Omni stages); "
         "stage 0's worker traceback is cut before any fatal header and stage 1's 'Model loading took' sets the "
