@@ -68,6 +68,34 @@ def test_log_activity_holds_off_a_stall_but_idle_chatter_does_not() -> None:
         assert (a.state == State.STALLED) is stalled
 
 
+CUT_TRACEBACK = (
+    Path(__file__).parent
+    / "fixtures/corpus/trtllm/trtllm-cuda-graph-warmup-traceback-cut-before-exception-exaone-issue8802.log"
+)
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["read-whole", "line-by-line"])
+def test_a_log_quiet_inside_a_traceback_is_a_crash_not_a_stall(whole: bool) -> None:
+    """A log that goes quiet inside a traceback (the writer died printing it: TRT-LLM#8802 as published) is the
+    crash that replay says, even with --stall-after shorter than the crash grace: no stall is said first."""
+    data = CUT_TRACEBACK.read_bytes()
+    a = Analyzer(load_engine("trtllm"), stall_after=1.0, crash_grace=5.0)
+    if whole:
+        a.feed(data, 0.0)
+        a.caught_up(0.0)
+    else:
+        for line in data.splitlines(keepends=True):
+            a.feed(line, 0.0)
+    for now in (1.5, 3.0, 4.9):
+        a.tick(now)
+        assert a.state != State.STALLED, now
+    for now in (5.0, 10.0, 10.1):  # line by line: the cut is reported at 5 s, its grace ends at 10 s
+        a.tick(now)
+    assert a.state == State.CRASHED
+    got = _to_json(a.lifecycle.current, engine=a.engine, lines_read=a.lines_read, bytes_read=a.bytes_read)
+    assert got["phase"] == "capturing_graphs"
+
+
 REQUEST_ERROR = (
     b"ERROR 07-22 08:51:06 [serving_completion.py:131] Error in preprocessing prompt inputs\n"
     b"ERROR 07-22 08:51:06 [serving_completion.py:131] Traceback (most recent call last):\n"

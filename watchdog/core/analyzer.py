@@ -225,10 +225,14 @@ class Analyzer:
         since = self._held_since if self.profile is None and self._held else None
         if since is not None and now - since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
-        if not self._cut_reported and self._scanner.busy and now - self._last_data >= self._crash_grace:
+        in_traceback = not self._cut_reported and self._scanner.busy
+        if in_traceback and now - self._last_data >= self._crash_grace:
             # the log went quiet inside a traceback: the writer died printing it, as far as anyone can tell
             out += self._report_cut(now)
-        out += self.lifecycle.tick(now)
+            in_traceback = False
+        # quiet inside a traceback is a writer dying, not a stall (as replay reads a log that ends there): no
+        # stall is said until the traceback is reported cut, however short --stall-after is
+        out += self.lifecycle.tick(now, stall=not in_traceback)
         return out
 
     def next_due(self) -> float | None:

@@ -376,19 +376,17 @@ class Lifecycle:
         marked = any(t.state in STARTUP_PHASES[1:] for t, _ in inc.timeline)
         return not marked and self.trust_silent_health
 
-    def tick(self, now: float) -> list[Transition]:
-        """Let time pass: confirm a pending error after the grace period, detect a stall."""
+    def tick(self, now: float, *, stall: bool = True) -> list[Transition]:
+        """Let time pass: confirm a pending error after the grace period, detect a stall (unless `stall` is
+        false: the log went quiet inside a traceback, which is not yet a stall)."""
         inc = self.current
         out: list[Transition] = []
         if inc.state in TERMINAL_STATES or inc.started_now is None:
             return out
         # After ready, quiet is normal (an idle server prints nothing): a logged error is a crash only by a
         # fatal line, the process exiting, or the end of the log, never by the clock.
-        if (
-            inc.pending_since is not None
-            and (inc.phase != State.READY or inc.judge_by_clock)
-            and now - inc.pending_since >= self.crash_grace
-        ):
+        judging = inc.pending_since is not None and (inc.phase != State.READY or inc.judge_by_clock)
+        if judging and inc.pending_since is not None and now - inc.pending_since >= self.crash_grace:
             if self._requests_only(inc):
                 self._served_on(inc)
             else:
@@ -403,7 +401,9 @@ class Lifecycle:
                 self._enter(inc, State.STALLED, None, None, None, now, reason, out)
                 return out
         if (
-            self.stall_after is not None
+            stall
+            and not judging  # an error waits out its grace: with no progress after it, that is a crash
+            and self.stall_after is not None
             and inc.state in DEADLINE_STATES
             and inc.last_progress is not None
             and now - inc.last_progress >= self.stall_after
