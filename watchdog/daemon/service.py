@@ -12,6 +12,7 @@ from anyio.abc import TaskStatus
 
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
+from watchdog.daemon.arenas import use_one_arena
 from watchdog.daemon.launches import LaunchControl, NodePlan
 from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
@@ -113,6 +114,7 @@ def run_daemon(path: Path | None, shard: Shard | None = None) -> int:
     from watchdog.config.loading import load_config  # noqa: PLC0415
 
     config = load_config(path)
+    use_one_arena()  # before any thread starts
     configure_logging(config.daemon.log_format)
     from watchdog.config.environment import set_by_environment  # noqa: PLC0415
 
