@@ -6,6 +6,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from watchdog.core.detection import EngineDetector, _any_marker, _engines_of, _runs
 from watchdog.profiles.loader import catalogue
 
@@ -76,3 +79,39 @@ def test_engine_named_again_after_a_line_that_changes_it() -> None:
     assert detector.engine() is None
     detector.feed_lines(["[2025-01-23 19:35:33] The server is fired up and ready to roll!"])
     assert detector.engine() == "sglang"
+
+
+def test_the_engine_named_after_each_line_is_the_one_counted_anew() -> None:
+    """On every fixture log's head, asked after each line (so that a line holding only the named engine's
+    markers keeps the name without counting again), the detector names the engine, with the same scores, that a
+    detector never asked until then names."""
+    markers = catalogue().markers
+    for log in LOGS:
+        detector, never_asked = EngineDetector(markers), EngineDetector(markers)
+        for number, line in enumerate(log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD], 1):
+            detector.feed(line)
+            never_asked.feed(line)  # counts every line's markers: nothing named to keep
+            assert detector.engine() == never_asked.copy().engine(), f"{log} line {number}"
+            assert detector.score == never_asked.score, f"{log} line {number}"
+
+
+_PIECES = ["ab", "b", "cd", "x", " ", '  File "', "Traceback (most recent call last):", "ValueError: v"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    markers=st.lists(st.tuples(st.sampled_from(["e1", "e2", "e3"]), st.sampled_from(["ab", "b", "cd", "x"]))),
+    lines=st.lists(st.lists(st.sampled_from(_PIECES), max_size=6).map("".join), max_size=12),
+)
+def test_the_engine_named_line_by_line_is_the_one_counted_anew_for_any_markers(
+    markers: list[tuple[str, str]], lines: list[str]
+) -> None:
+    """Whatever the markers (one line holding several engines', one text the marker of several engines) and
+    tracebacks, the engine named after each line, and the scores, are those of a detector never asked."""
+    detector = EngineDetector(tuple(markers))
+    never_asked = EngineDetector(tuple(markers))  # counts every line's markers: nothing named to keep
+    for line in lines:
+        detector.feed(line)
+        never_asked.feed(line)
+        assert detector.engine() == never_asked.copy().engine()
+        assert detector.score == never_asked.score

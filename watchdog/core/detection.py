@@ -76,10 +76,24 @@ class EngineDetector:
             if text and not _CHAIN_OR_EXCEPTION.match(text):
                 self._end_chain(self.score)
         any_marker, index = self._any
-        if any_marker(line) is None:  # one search for every marker: most lines of a head hold none
+        if index is not None:
+            # Hyperscan names the markers the line holds in one pass (most lines of a head hold none): the
+            # search for any of them would be a second look at the same line
+            engines = _engines_found(index[0].found(line), index[1])
+            if not engines:
+                return
+        elif any_marker(line) is None:  # one search for every marker: most lines of a head hold none
+            return
+        else:
+            engines = _engines_of(line, self._markers, index)
+        named = self._engine
+        if not frame and self._known and named is not None and all(engine == named for engine in engines):
+            # only the engine named already gains: it stays the one named (the first of those with the highest
+            # score, now higher still), so `engine()` need not count again
+            self.score[named] = self.score.get(named, 0) + len(engines)
             return
         self._known = False
-        for engine in _engines_of(line, self._markers, index):
+        for engine in engines:
             if not frame:
                 self.score[engine] = self.score.get(engine, 0) + 1
                 continue
@@ -153,13 +167,22 @@ _Runs = tuple[tuple[str, _Search, tuple[str, ...]], ...]
 _Index = tuple[Literals, tuple[tuple[tuple[int, str], ...], ...]]
 
 
+def _engines_found(found: list[int] | None, of_literal: tuple[tuple[tuple[int, str], ...], ...]) -> list[str]:
+    # the engine of each marker of the literals Hyperscan found, in the markers' order
+    if not found:
+        return []
+    if len(found) == 1 and len(hits := of_literal[found[0]]) == 1:
+        return [hits[0][1]]  # one marker: a serving line's usual
+    return [engine for _, engine in sorted(hit for f in found for hit in of_literal[f])]
+
+
 def _engines_of(line: str, markers: tuple[tuple[str, str], ...], index: _Index | None) -> list[str]:
     # the engine of each marker `line` holds, in the markers' order: with Hyperscan, one pass finds them
     if index is not None:
         literals, of_literal = index
         found = literals.found(line)
         if found is not None:
-            return [engine for _, engine in sorted(hit for f in found for hit in of_literal[f])]
+            return _engines_found(found, of_literal)
     out = []
     for engine, run_has, own in _runs(
         markers
