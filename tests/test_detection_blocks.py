@@ -30,20 +30,27 @@ def _state(detector: EngineDetector) -> tuple[object, ...]:
 
 def test_a_head_fed_in_blocks_reads_as_fed_line_by_line() -> None:
     """On every fixture log, blocks of 1 to 20 lines leave the detector, after each block, as the same lines fed
-    one by one do (the counts, the scores, the open tracebacks and the engine named)."""
+    one by one do (the counts, the scores, the open tracebacks and the engine named), with Hyperscan and without."""
     markers = catalogue().markers
     rng = random.Random(31)
     for log in LOGS:
         lines = log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD]
-        by_line, by_block = EngineDetector(markers), EngineDetector(markers)
+        by_line, by_block, searched = (
+            EngineDetector(markers),
+            EngineDetector(markers),
+            EngineDetector(markers),
+        )
+        searched._any = (searched._any[0], None)  # as without Hyperscan: one search over the block first
         pos = 0
         while pos < len(lines):
             block = lines[pos : pos + rng.randint(1, 20)]
             for line in block:
                 by_line.feed(line)
             by_block.feed_lines(block)
+            searched.feed_lines(block)
             pos += len(block)
             assert _state(by_block) == _state(by_line), f"{log} after line {pos}"
+            assert _state(searched) == _state(by_line), f"{log} after line {pos}"
 
 
 def test_a_line_s_markers_are_found_in_one_pass() -> None:
