@@ -232,6 +232,13 @@ class LaunchFollower:
             last_line=redact_text(self.analyzer.last_relevant),
         )
 
+    def timing(self, incarnation: int) -> tuple[float, str] | None:
+        """`status()`'s clock and last line, while it reports `incarnation` (None once it reports another), without
+        the verdict it would build: what an alert adds to a verdict it already has."""
+        if self._verdict_incarnation().number != incarnation:
+            return None
+        return self.now(), redact_text(self.analyzer.last_relevant)
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow until cancelled (or the source ends); ready once the log as it was has been read."""
         source = self._source or open_source(self.spec.target, self._pool)
