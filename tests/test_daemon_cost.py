@@ -15,6 +15,7 @@ import pytest
 from conftest import unavailable
 from hypothesis import given
 from hypothesis import strategies as st
+from snapshots import verdict_from_json
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.arguments import _unquote
@@ -32,6 +33,7 @@ from watchdog.follow.sources import parse_target
 from watchdog.follow.spec import LaunchSpec
 from watchdog.follow.testing import ManualClock, ScriptedSource
 from watchdog.profiles.loader import catalogue, load_engine
+from watchdog.vocabulary import State
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "sglang"
 CRASH = CORPUS / "postready-scheduler-valueerror-lmcache-tp2-pr869.log"
@@ -221,3 +223,21 @@ async def test_a_follower_s_timing_is_its_status_clock_and_line_without_a_verdic
             assert status.last_line
             assert follower.timing(number + 1) is None
             tg.cancel_scope.cancel()
+
+
+def test_a_redacted_verdict_makes_again_only_the_timeline_entries_whose_text_changed() -> None:
+    """Redaction (at every status snapshot) masks a credential in a timeline entry's reason and keeps the other
+    entries as they are, not copies of them."""
+    verdict = verdict_from_json(
+        {
+            "state": "loading_weights",
+            "timeline": [
+                {"state": "starting", "line": 1, "reason": "launch started"},
+                {"state": "loading_weights", "line": 2, "reason": "token hf_AbCdEfGhIjKlMnOpQrStUvWx read"},
+            ],
+        }
+    )
+    redacted = verdict.redacted()
+    assert redacted.timeline[0] is verdict.timeline[0]
+    assert "hf_AbCd" not in redacted.timeline[1].reason
+    assert redacted.timeline[1].state is State.LOADING_WEIGHTS
