@@ -21,6 +21,7 @@ from watchdog.daemon.http import serve_http
 from watchdog.daemon.supervisor import ConsoleAlerts, Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import parse_target
+from watchdog.store import open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -802,3 +803,63 @@ async def test_status_says_when_the_current_incarnation_began_after_a_replaced_l
     assert at(second["incarnation_since"]) > at(first["incarnation_since"])
     assert second["since"] == first["since"]  # followed since: unchanged by the new incarnation
     assert at(second["since"]) <= replaced
+
+
+async def test_a_relaunch_in_the_same_log_is_stored_with_its_own_timeline(tmp_path: Path) -> None:
+    """A crash, then a new start in the same file that crashes again: the state file keeps each incarnation's
+    own transitions (the new start's row holds none of the crashed one's, though /status reports that crash
+    until the new start has a verdict)."""
+    log = tmp_path / "qwen.log"
+    first = CRASH.read_bytes()
+    async with open_store(tmp_path / "state") as store:
+        daemon = Daemon(
+            {"qwen": _plan("qwen", log, ConsoleAlerts(out=io.StringIO()))}, store=store, handle_signals=False
+        )
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                log.write_bytes(first)
+                await daemon.wait_until(lambda _: daemon.crashes.total() == 1)
+                with log.open("ab") as f:
+                    f.write(first)
+                await daemon.wait_until(lambda _: daemon.crashes.total() == 2)
+                tg.cancel_scope.cancel()
+        records = {r.incarnation: r for r in await store.history("qwen")}
+    lines = first.count(b"\n")
+    assert [t.state for t in records[2].transitions][-1] == "crashed"
+    assert all(t.line is not None and t.line > lines for t in records[2].transitions)
+    assert all(t.line is not None and t.line <= lines for t in records[1].transitions)
+
+
+async def test_a_new_start_no_notifier_says_makes_no_alert_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash loop's relaunch, with no notifier that says a new start: nothing is said of it, and neither the
+    alert that would say it nor the status it is made of is made (only the verdicts' alerts are)."""
+    from watchdog.alerts.notifiers import Alert, AlertKind  # noqa: PLC0415
+
+    made: list[AlertKind] = []
+    from_status = Alert.from_status.__func__
+
+    def counted(cls: type[Alert], kind: AlertKind, *args: Any, **kwargs: Any) -> Alert:
+        made.append(kind)
+        return from_status(cls, kind, *args, **kwargs)
+
+    monkeypatch.setattr(Alert, "from_status", classmethod(counted))
+    out = io.StringIO()
+    log = tmp_path / "qwen.log"
+    alerts = ConsoleAlerts(out=out, on=frozenset({AlertKind.CRASHED}))
+    daemon = Daemon({"qwen": _plan("qwen", log, alerts)}, handle_signals=False)
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.run)
+            log.write_bytes(CRASH.read_bytes())
+            await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 1)
+            with log.open("ab") as f:  # a new start in the same file, that crashes again
+                f.write(CRASH.read_bytes())
+            await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 2)
+            tg.cancel_scope.cancel()
+    said = out.getvalue().splitlines()
+    assert len(said) == 2
+    assert all(line.startswith("qwen: crashed") for line in said)
+    assert made == [AlertKind.CRASHED, AlertKind.CRASHED]

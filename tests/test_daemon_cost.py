@@ -10,10 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from conftest import unavailable
 from hypothesis import given
 from hypothesis import strategies as st
+from snapshots import verdict_from_json
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.arguments import _unquote
@@ -26,9 +28,12 @@ from watchdog.follow.checkpoint import (
     TRANSITION_INTERVAL,
     Checkpointer,
 )
+from watchdog.follow.follower import LaunchFollower
 from watchdog.follow.sources import parse_target
 from watchdog.follow.spec import LaunchSpec
+from watchdog.follow.testing import ManualClock, ScriptedSource
 from watchdog.profiles.loader import catalogue, load_engine
+from watchdog.vocabulary import State
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "sglang"
 CRASH = CORPUS / "postready-scheduler-valueerror-lmcache-tp2-pr869.log"
@@ -195,3 +200,44 @@ def test_a_crash_loop_keeps_the_arguments_of_its_newest_past_incarnations_only()
     verdict = build_verdict(analyzer, analyzer.lifecycle.current)
     assert verdict.changes is not None
     assert verdict.changes.compared_arguments
+
+
+@pytest.mark.anyio
+async def test_a_follower_s_timing_is_its_status_clock_and_line_without_a_verdict_built() -> None:
+    """What an alert adds to a verdict (`LaunchFollower.timing`) is `status()`'s clock and last line while the
+    follower reports the verdict's incarnation, and nothing once it reports another."""
+    clock, source = ManualClock(), ScriptedSource()
+    follower = LaunchFollower(LaunchSpec(name="t", target=parse_target("/t.log")), source=source, clock=clock)
+    with anyio.fail_after(30), follower.updates:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            await source.append(CRASH.read_bytes())
+            await source.catch_up()
+            await source.settle()
+            while follower.concluded is None:
+                await clock.advance(0.05)
+            await clock.advance(1.0)
+            number = follower.concluded.verdict.incarnation
+            status = follower.status()
+            assert follower.timing(number) == (status.elapsed, status.last_line)
+            assert status.last_line
+            assert follower.timing(number + 1) is None
+            tg.cancel_scope.cancel()
+
+
+def test_a_redacted_verdict_makes_again_only_the_timeline_entries_whose_text_changed() -> None:
+    """Redaction (at every status snapshot) masks a credential in a timeline entry's reason and keeps the other
+    entries as they are, not copies of them."""
+    verdict = verdict_from_json(
+        {
+            "state": "loading_weights",
+            "timeline": [
+                {"state": "starting", "line": 1, "reason": "launch started"},
+                {"state": "loading_weights", "line": 2, "reason": "token hf_AbCdEfGhIjKlMnOpQrStUvWx read"},
+            ],
+        }
+    )
+    redacted = verdict.redacted()
+    assert redacted.timeline[0] is verdict.timeline[0]
+    assert "hf_AbCd" not in redacted.timeline[1].reason
+    assert redacted.timeline[1].state is State.LOADING_WEIGHTS

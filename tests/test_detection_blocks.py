@@ -6,7 +6,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from watchdog.core.detection import EngineDetector, _any_marker, _AnyMarker, _engines_of, _runs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watchdog.core.detection import EngineDetector, _any_marker, _engines_of, _runs
 from watchdog.profiles.loader import catalogue
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,20 +30,27 @@ def _state(detector: EngineDetector) -> tuple[object, ...]:
 
 def test_a_head_fed_in_blocks_reads_as_fed_line_by_line() -> None:
     """On every fixture log, blocks of 1 to 20 lines leave the detector, after each block, as the same lines fed
-    one by one do (the counts, the scores, the open tracebacks and the engine named)."""
+    one by one do (the counts, the scores, the open tracebacks and the engine named), with Hyperscan and without."""
     markers = catalogue().markers
     rng = random.Random(31)
     for log in LOGS:
         lines = log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD]
-        by_line, by_block = EngineDetector(markers), EngineDetector(markers)
+        by_line, by_block, searched = (
+            EngineDetector(markers),
+            EngineDetector(markers),
+            EngineDetector(markers),
+        )
+        searched._any = (searched._any[0], None)  # as without Hyperscan: one search over the block first
         pos = 0
         while pos < len(lines):
             block = lines[pos : pos + rng.randint(1, 20)]
             for line in block:
                 by_line.feed(line)
             by_block.feed_lines(block)
+            searched.feed_lines(block)
             pos += len(block)
             assert _state(by_block) == _state(by_line), f"{log} after line {pos}"
+            assert _state(searched) == _state(by_line), f"{log} after line {pos}"
 
 
 def test_a_line_s_markers_are_found_in_one_pass() -> None:
@@ -78,23 +88,37 @@ def test_engine_named_again_after_a_line_that_changes_it() -> None:
     assert detector.engine() == "sglang"
 
 
-def test_the_lines_holding_a_marker_are_the_same_with_hyperscan_and_the_regex() -> None:
-    """On every fixture log's head, in blocks, and on lines with a line break inside, the lines found to hold a
-    marker are those the one regex finds (Hyperscan's pass, where it is installed, and the regex agree)."""
-    words = [m for _, m in catalogue().markers]
-    fast, slow = _AnyMarker(words), _AnyMarker(words)
-    slow._prefilter = None  # the regex, as without Hyperscan
-    rng = random.Random(7)
-    seen = 0
+def test_the_engine_named_after_each_line_is_the_one_counted_anew() -> None:
+    """On every fixture log's head, asked after each line (so that a line holding only the named engine's
+    markers keeps the name without counting again), the detector names the engine, with the same scores, that a
+    detector never asked until then names."""
+    markers = catalogue().markers
     for log in LOGS:
-        lines = log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD]
-        pos = 0
-        while pos < len(lines):
-            block = lines[pos : pos + rng.randint(1, 50)]
-            assert fast.marked(block) == slow.marked(block), f"{log} at line {pos}"
-            assert [fast.holds(line) for line in block] == [slow.holds(line) for line in block]
-            seen += len(slow.marked(block))
-            pos += len(block)
-    assert seen > 1000
-    odd = ["no marker\nhere", "SGLang is here \n twice SGLang", "", "é vLLM", "\ud800 Ollama"]
-    assert fast.marked(odd) == slow.marked(odd)
+        detector, never_asked = EngineDetector(markers), EngineDetector(markers)
+        for number, line in enumerate(log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD], 1):
+            detector.feed(line)
+            never_asked.feed(line)  # counts every line's markers: nothing named to keep
+            assert detector.engine() == never_asked.copy().engine(), f"{log} line {number}"
+            assert detector.score == never_asked.score, f"{log} line {number}"
+
+
+_PIECES = ["ab", "b", "cd", "x", " ", '  File "', "Traceback (most recent call last):", "ValueError: v"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    markers=st.lists(st.tuples(st.sampled_from(["e1", "e2", "e3"]), st.sampled_from(["ab", "b", "cd", "x"]))),
+    lines=st.lists(st.lists(st.sampled_from(_PIECES), max_size=6).map("".join), max_size=12),
+)
+def test_the_engine_named_line_by_line_is_the_one_counted_anew_for_any_markers(
+    markers: list[tuple[str, str]], lines: list[str]
+) -> None:
+    """Whatever the markers (one line holding several engines', one text the marker of several engines) and
+    tracebacks, the engine named after each line, and the scores, are those of a detector never asked."""
+    detector = EngineDetector(tuple(markers))
+    never_asked = EngineDetector(tuple(markers))  # counts every line's markers: nothing named to keep
+    for line in lines:
+        detector.feed(line)
+        never_asked.feed(line)
+        assert detector.engine() == never_asked.copy().engine()
+        assert detector.score == never_asked.score

@@ -4,6 +4,7 @@ no colour codes off a terminal or with NO_COLOR, and the standard library's logg
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pty
 import re
@@ -236,3 +237,37 @@ notify = ["console", "hook"]
     written = stdout + "".join(daemon.text)
     assert "Not enough memory. bad key 2J done" in stdout  # the console alert names the crash
     assert re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f]", written) == []
+
+
+def test_each_event_is_one_write_to_the_stream() -> None:
+    """An event reaches the stream as one write of its whole line (a system call each on an unbuffered standard
+    error, and a reader of the pipe never sees half a line)."""
+    import structlog  # noqa: PLC0415 - as the daemon imports it
+
+    from watchdog.daemon.logs import configure_logging  # noqa: PLC0415
+
+    class Writes:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    stream = Writes()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("json", stream, cache=False)  # type: ignore[arg-type]  # a stream's surface
+        structlog.get_logger("watchdog.daemon").info("transition", launch="kimi", state="ready")
+    finally:  # as it was: the other tests of this process log as before
+        structlog.reset_defaults()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.captureWarnings(False)
+    [line] = stream.writes
+    assert line.endswith("\n")
+    assert json.loads(line)["state"] == "ready"

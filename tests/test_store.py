@@ -248,6 +248,37 @@ async def test_write_behind_writes_a_batch_with_the_last_snapshot_of_each_incarn
         tg.cancel_scope.cancel()
 
 
+async def test_write_behind_takes_a_snapshot_given_as_a_function_once_when_it_writes(tmp_path: Path) -> None:
+    """A snapshot given as a function is taken when its batch is written, once for the incarnation's
+    transitions of that batch: what is stored is the incarnation as it is then."""
+    timeline = [entry("starting", 1), entry("loading_weights", 2), entry("allocating_kv_cache", 3)]
+    taken: list[int] = []
+
+    def snapshot() -> Any:
+        taken.append(len(timeline))
+        return status_from_json(status(timeline))
+
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        for _ in range(3):
+            await store.record_transition("kimi", 1, snapshot)
+        timeline.append(entry("capturing_graphs", 4))  # more happened before the batch was written
+        assert taken == []
+        with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
+            while True:  # another connection's view: polled
+                if _stored_states(tmp_path, "kimi"):
+                    break
+                await anyio.sleep(0.02)
+        assert taken == [4]
+        assert _stored_states(tmp_path, "kimi") == [
+            "starting",
+            "loading_weights",
+            "allocating_kv_cache",
+            "capturing_graphs",
+        ]
+        tg.cancel_scope.cancel()
+
+
 async def test_write_behind_writes_waiting_transitions_and_checkpoints_before_any_other_call(
     tmp_path: Path,
 ) -> None:

@@ -292,11 +292,16 @@ class Verdict:
                 hint=redact(err.hint),
                 traceback=tuple(redact(line) for line in err.traceback),
             )
+        # an entry is made again only where its text changed: a status snapshot redacts every entry of the
+        # timeline, and nearly none holds a credential
         return replace(
             self,
             error=err,
             context=tuple(redact(line) for line in self.context),
-            timeline=tuple(replace(e, reason=redact(e.reason)) for e in self.timeline),
+            timeline=tuple(
+                e if (reason := redact(e.reason)) == e.reason else replace(e, reason=reason)
+                for e in self.timeline
+            ),
             facts=tuple((k, redact(v) if isinstance(v, str) else v) for k, v in self.facts),
         )
 

@@ -73,15 +73,7 @@ class Announcer:
                 await self._alerting.resolve(
                     name, (AlertKind.CRASHED, AlertKind.STALLED), f"a new start (#{incarnation}) began"
                 )
-                status = follower.status()
-                status = replace(
-                    status,
-                    verdict=replace(status.verdict, incarnation=incarnation),
-                    host=run.plan.host,
-                    labels=tuple(run.plan.labels.items()),
-                )
-                alert = Alert.from_status(AlertKind.REPLACED, status, link=self._link(name), detail=reason)
-                await self._alerting.say(alert, run.plan.alerts)
+                await self._replaced(run, follower, incarnation, reason)
             run.incarnation, run.began = incarnation, False
         if state not in UNBEGUN_STATES:
             run.began = True
@@ -89,6 +81,23 @@ class Announcer:
             # a serving hang's end says how it ended: tokens flow again, or no request is left
             said = f": {reason}" if state is State.READY and reason in SERVING_RESUMED else ""
             await self._alerting.resolve(name, (AlertKind.STALLED,), f"progress again: {state.value}{said}")
+
+    async def _replaced(self, run: Running, follower: Follower, incarnation: int, reason: str) -> None:
+        # a new start, said to the notifiers that say one; with none, no status is made for it (a crash loop's
+        # every relaunch): `say` would enqueue nothing
+        if not any(AlertKind.REPLACED in n.on for n in run.plan.alerts):
+            self._alerting.use(run.plan.alerts)  # known and delivered to, as `say` makes them
+            return
+        name = run.plan.spec.name
+        status = follower.status()
+        status = replace(
+            status,
+            verdict=replace(status.verdict, incarnation=incarnation),
+            host=run.plan.host,
+            labels=tuple(run.plan.labels.items()),
+        )
+        alert = Alert.from_status(AlertKind.REPLACED, status, link=self._link(name), detail=reason)
+        await self._alerting.say(alert, run.plan.alerts)
 
     async def conclude(self, run: Running, update: Concluded) -> None:
         name, verdict = run.plan.spec.name, update.verdict
@@ -187,7 +196,7 @@ def _verdict_key(state: State, verdict: Verdict) -> str:
 def _timing(follower: Follower | None, verdict: Verdict) -> Status:
     """A verdict with what it lacks for its alert (time in phase, since start, the last line): the follower's
     clock and last line, when it still reports the verdict's incarnation."""
-    now = follower.status() if follower is not None else None
-    if now is None or now.verdict.incarnation != verdict.incarnation:
+    now = follower.timing(verdict.incarnation) if follower is not None else None
+    if now is None:
         return Status(verdict)
-    return Status(verdict, elapsed=now.elapsed, last_line=now.last_line)
+    return Status(verdict, elapsed=now[0], last_line=now[1])

@@ -81,7 +81,9 @@ def configure_logging(
     structlog.configure(
         processors=[*shared, *renderer_chain],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level]),
-        logger_factory=structlog.PrintLoggerFactory(out),
+        # one write a line (print makes two, each a system call on an unbuffered standard error: a pipe to
+        # journald or a supervisor that a crash loop writes to a hundred times a second)
+        logger_factory=structlog.WriteLoggerFactory(out),
         cache_logger_on_first_use=cache,
     )
     # the standard library's records, rendered by the same processors to the same stream

@@ -507,11 +507,12 @@ class Daemon:
                     run.note = ""  # the log is being read: what the source said before is over
                     log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
                     if self._store is not None:
-                        status = dataclasses.replace(
-                            follower.status(), host=run.plan.host, labels=tuple(run.plan.labels.items())
+                        # returns at once: the store's write-behind task takes the incarnation's snapshot when it
+                        # writes it (`StateStore.write_behind`), once for a burst of its transitions (a relaunch's
+                        # startup read in one write: five), not at each
+                        await self._store.record_transition(
+                            name, t.incarnation, partial(_snapshot, run.plan, follower, t.incarnation)
                         )
-                        # returns at once: the store's write-behind task writes it (`StateStore.write_behind`)
-                        await self._store.record_transition(name, t.incarnation, status)
                     effects.send_nowait(
                         partial(announcer.transitioned, run, follower, t.incarnation, t.state, t.reason)
                     )
@@ -675,6 +676,13 @@ def _cause(exc: BaseException) -> BaseException:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     return leaf
+
+
+def _snapshot(plan: LaunchPlan, follower: Follower, incarnation: int) -> Status:
+    """What the store keeps of a transition: the status of its incarnation (a multi-node launch's: the launch's
+    now), with the launch's host and labels."""
+    status = follower.status(incarnation) if isinstance(follower, LaunchFollower) else follower.status()
+    return dataclasses.replace(status, host=plan.host, labels=tuple(plan.labels.items()))
 
 
 def _command_words(control: LaunchControl | None) -> tuple[str, ...]:

@@ -219,17 +219,25 @@ class LaunchFollower:
         """Seconds since the follower was made, on its clock."""
         return self._clock.now() - self._start
 
-    def status(self) -> Status:
-        """A snapshot: the verdict of the incarnation a verdict would report, and where it stands (its name,
-        target, the follower's clock and the last line a rule matched). Credentials in log text stop here:
-        every sink gets the redacted snapshot."""
+    def status(self, incarnation: int | None = None) -> Status:
+        """A snapshot: the verdict of the incarnation a verdict would report (or of `incarnation`, while the
+        analyzer keeps it), and where it stands (its name, target, the follower's clock and the last line a rule
+        matched). Credentials in log text stop here: every sink gets the redacted snapshot."""
+        inc = self._verdict_incarnation() if incarnation is None else self._incarnation(incarnation)
         return Status(
-            self._verdict(self._verdict_incarnation()),
+            self._verdict(inc),
             name=self.spec.name,
             target=str(self.spec.target),
             elapsed=self.now(),
             last_line=redact_text(self.analyzer.last_relevant),
         )
+
+    def timing(self, incarnation: int) -> tuple[float, str] | None:
+        """`status()`'s clock and last line, while it reports `incarnation` (None once it reports another), without
+        the verdict it would build: what an alert adds to a verdict it already has."""
+        if self._verdict_incarnation().number != incarnation:
+            return None
+        return self.now(), redact_text(self.analyzer.last_relevant)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow until cancelled (or the source ends); ready once the log as it was has been read."""

@@ -140,6 +140,13 @@ class NodesFollower:
             last_line=follower.status().last_line,
         )
 
+    def timing(self, incarnation: int) -> tuple[float, str] | None:
+        """`status()`'s clock and last line, while it reports `incarnation` (None once it reports another)."""
+        now = self.status()
+        if now.verdict.incarnation != incarnation:
+            return None
+        return now.elapsed if now.elapsed is not None else self.now(), now.last_line
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow every node until cancelled (or every node's source ends); ready once each node's follower is
         (it has read its log as it was)."""

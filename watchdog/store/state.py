@@ -46,6 +46,8 @@ MAX_CHECKPOINT_BYTES = 1 << 20  # a launch's checkpoint (typically 10-50 KB); a 
 MAX_TRANSITIONS_PER_INCARNATION = 200  # a launch that stalls and resumes forever stops adding rows here
 
 _T = TypeVar("_T")
+# a transition's status snapshot, or what takes it: taken when its batch is written (`record_transition`)
+_Snapshot = Status | Callable[[], Status]
 _Entry = tuple[str, int | None, str | None, str]  # a timeline entry's identity: state, line, at, reason
 _UNBEGUN = ", ".join(f"'{s.value}'" for s in UNBEGUN_STATES)  # SQL
 
@@ -103,6 +105,7 @@ class StateStore:
             # stored before it, transitions before checkpoints (a checkpoint is never ahead of the transitions
             # it has seen)
             waiting, self._waiting = self._waiting, _Waiting()
+            _take_snapshots(waiting.snapshots)
             left: list[_Waiting] = []  # what could not be written (the call may fail after it)
             try:
                 with anyio.CancelScope(shield=True):  # taken out of the buffer: written, whatever happens
@@ -155,8 +158,9 @@ class StateStore:
         for _, _, write in self._parts(waiting):
             write()
 
-    def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[Status, float]]) -> None:
+    def _record_all(self, snapshots: Mapping[tuple[str, int], tuple[_Snapshot, float]]) -> None:
         for (launch, incarnation), (status, wall) in snapshots.items():
+            assert isinstance(status, Status)  # taken on the event loop (`_take_snapshots`)
             self._record(launch, incarnation, status, wall)
 
     async def write_behind(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -227,8 +231,10 @@ class StateStore:
                     self._closed = True
                     await anyio.to_thread.run_sync(self._conn.close)
 
-    async def record_transition(self, launch: str, incarnation: int, status: Status) -> None:
-        """Store a status snapshot (`LaunchFollower.status()` with the daemon's host, labels) after a transition.
+    async def record_transition(self, launch: str, incarnation: int, status: _Snapshot) -> None:
+        """Store a status snapshot of the incarnation (`LaunchFollower.status(incarnation)` with the daemon's
+        host, labels) after a transition; or a function that takes it: then it is taken when the snapshot is
+        written (with `write_behind`, once a batch however many transitions the incarnation had in it).
 
         The timeline entries not stored yet are added (an entry already stored, e.g. read again after a
         restart, is not added twice); state, phase, facts and progress are replaced.
@@ -239,7 +245,8 @@ class StateStore:
             self._waiting.snapshots[(launch, incarnation)] = (status, wall)
             self._added.set()
             return
-        await self._run(lambda: self._write(lambda: self._record(launch, incarnation, status, wall)))
+        taken = status if isinstance(status, Status) else status()
+        await self._run(lambda: self._write(lambda: self._record(launch, incarnation, taken, wall)))
 
     def _record(self, launch: str, incarnation: int, status: Status, wall: float) -> None:
         row_id = self._row(launch, incarnation)
@@ -553,8 +560,9 @@ def _nothing() -> None:
 class _Waiting:
     """What waits to be written (`write_behind`), or could not be written yet: see `StateStore._run`."""
 
-    # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`)
-    snapshots: dict[tuple[str, int], tuple[Status, float]] = field(default_factory=dict)
+    # (launch, incarnation) -> (status snapshot, wall time) of transitions not yet written (`write_behind`): a
+    # function that takes the snapshot until the batch is taken to be written (`_take_snapshots`)
+    snapshots: dict[tuple[str, int], tuple[_Snapshot, float]] = field(default_factory=dict)
     # launch -> (offset, wall time, blob) of the checkpoint saved last and not yet written (`write_behind`)
     checkpoints: dict[str, tuple[int, float, bytes]] = field(default_factory=dict)
     # (launch, incarnation) -> (verdict, wall time), and (launch, incarnation, key) -> wall time of the
@@ -564,6 +572,21 @@ class _Waiting:
 
     def __bool__(self) -> bool:
         return any(vars(self).values())
+
+
+def _take_snapshots(snapshots: dict[tuple[str, int], tuple[_Snapshot, float]]) -> None:
+    """Take the snapshots given as functions (on the event loop, where the followers are), each at its wall time
+    now: the incarnation as it is when written, its transitions of the batch all in it."""
+    for key, (status, _) in list(snapshots.items()):
+        if isinstance(status, Status):
+            continue
+        try:
+            snapshots[key] = (status(), time.time())
+        except Exception as exc:  # a bug: said, and the batch's other rows are written
+            log.error(
+                "status snapshot failed", launch=key[0], incarnation=key[1], error=repr(exc), exc_info=exc
+            )
+            del snapshots[key]
 
 
 @asynccontextmanager
