@@ -544,7 +544,7 @@ class Analyzer:
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
         out = self.lifecycle.feed(event, now)
-        if self._provisional:
+        if out and self._provisional:
             self._head_emitted.update((t.state, t.line) for t in out)
         return out
 
