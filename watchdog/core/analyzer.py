@@ -81,6 +81,7 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
+_ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
 
@@ -392,7 +393,7 @@ class Analyzer:
                 break
         self.lines_read += 1
         active = 1 - (scanner.benign_lines + scanner.error_lines - quiet_before)
-        out += self._emit(LinesRead(1, max(0, active), active), now)
+        out += self._emit(_ONE_ACTIVE if active == 1 else LinesRead(1, max(0, active), active), now)
         return out
 
     def _block(
@@ -536,8 +537,10 @@ class Analyzer:
 
     def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         out: list[Transition] = []
-        for seg in split_line(0, raw):
-            for piece in unglue(seg.text):
+        # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
+        texts = [clean(raw)] if b"\r" not in raw else [seg.text for seg in split_line(0, raw)]
+        for text in texts:
+            for piece in unglue(text):
                 for event in self._scanner.scan(parse(piece), line_no, self.lifecycle.current.phase):
                     out += self._emit(event, now)
         return out
