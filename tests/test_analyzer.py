@@ -509,3 +509,24 @@ def test_newlines_of_a_range_are_counted_exactly_whichever_way(data: bytes, lo: 
     # `bytes.replace` leaves: the same number for every range (a block's line numbers and `lines_read`)
     lo, hi = sorted((min(lo, len(data)), min(hi, len(data))))
     assert _newlines(data, lo, hi) == data.count(b"\n", lo, hi)
+
+
+@pytest.mark.parametrize(
+    "name", [*SAMPLE[:6], "sglang/ready-qwen25-vl-multimodal-then-traffic-notebook-docs.log"], ids=str
+)
+def test_a_log_read_a_line_at_a_time_reads_as_the_whole_file(name: str) -> None:
+    """Fed one line a read (a live log's usual read: `Analyzer` takes it without the framer's block), a log gives
+    the transitions, the verdict and the tail of the whole file read at once."""
+    data = (CORPUS / name).read_bytes()
+    whole, live = Analyzer(load_engine(None)), Analyzer(load_engine(None))
+    said = whole.feed(data, 0.0) + whole.finish(0.0)
+    heard = [t for line in data.splitlines(keepends=True) for t in live.feed(line, 0.0)] + live.finish(0.0)
+    assert [(t.state, t.line, t.incarnation) for t in heard] == [
+        (t.state, t.line, t.incarnation) for t in said
+    ]
+    assert _to_json(
+        live.lifecycle.current, engine=live.engine, lines_read=live.lines_read, bytes_read=live.bytes_read
+    ) == _to_json(
+        whole.lifecycle.current, engine=whole.engine, lines_read=whole.lines_read, bytes_read=whole.bytes_read
+    )
+    assert live.tail() == whole.tail()

@@ -212,3 +212,20 @@ def test_a_restart_between_partial_records_loses_and_repeats_nothing() -> None:
     assert second.lines_read == whole.lines_read
     assert second.lifecycle.current.error == whole.lifecycle.current.error
     assert second.state == whole.state
+
+
+def test_passes_tells_the_blocks_feed_returns_untouched() -> None:
+    """`passes`: a plain log's block, or a CRI log's of whole records with no line begun, is returned as it is;
+    nothing passes while the format is unknown, a partial record does not, nor a record after one."""
+    plain = Unwrapper()
+    assert not plain.passes(b"hello\n")
+    plain.feed([Block(0, b"hello\n")])
+    assert plain.passes(b"world\n")
+    whole = b"2026-12-04T08:54:17.831019227Z stderr F whole\n"
+    part = b"2026-12-04T08:54:17.831019227Z stderr P part\n"
+    cri = Unwrapper()
+    assert cri.feed([Block(0, whole)]) == [Block(0, whole)]
+    assert cri.passes(whole)
+    assert not cri.passes(part)
+    cri.feed([Block(len(whole), part)])
+    assert not cri.passes(whole)  # it ends the line the partial record began

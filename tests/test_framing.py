@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -230,3 +231,34 @@ def test_a_decoded_blocks_lines_keep_their_records_offsets() -> None:
     however far its bytes are from the block's start; a redraw is counted from its line's offset."""
     block = Block(100, b"joined line\nA\rB\n", starts=(400, 250))
     assert list(iter_lines(block)) == [Line(400, "joined line"), Line(250, "A"), Line(252, "B")]
+
+
+def test_take_line_takes_one_whole_line_and_nothing_else() -> None:
+    """`take_line` takes a chunk that is one whole line, nothing held before it, not cut; it leaves any other."""
+    framer = Framer(max_line=16)
+    assert framer.take_line(b"abc\n")
+    assert framer.offset == 4
+    for chunk in (b"", b"abc", b"a\nb\n", b"\n\n", b"x" * 17 + b"\n"):
+        assert not framer.take_line(chunk)
+    assert framer.offset == 4
+    framer.feed(b"ab")
+    assert not framer.take_line(b"c\n")  # a line begun before it: feed joins them
+    assert framer.feed(b"c\n") == [Block(4, b"abc\n")]
+
+
+@settings(max_examples=300)
+@given(case=_split(st.binary(max_size=200) | _TEXT), max_line=st.sampled_from([16, 1024]))
+def test_a_line_taken_is_the_block_feed_gives(case: tuple[bytes, list[bytes]], max_line: int) -> None:
+    """Where `take_line` takes a chunk, `feed` would have given that chunk as one block at the same offset, and
+    the framer goes on as `feed` leaves it; the chunks cut at every newline too."""
+    data, chunks = case
+    for pieces in (chunks, re.findall(b"[^\n]*\n|[^\n]+", data)):
+        fed, taken = Framer(max_line=max_line), Framer(max_line=max_line)
+        for chunk in pieces:
+            offset = taken.offset
+            blocks = fed.feed(chunk)
+            if taken.take_line(chunk):
+                assert blocks == [Block(offset, chunk)]
+            else:
+                assert taken.feed(chunk) == blocks
+            assert (taken.offset, taken.pending) == (fed.offset, fed.pending)

@@ -81,6 +81,7 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
+_ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
 
@@ -174,8 +175,11 @@ class Analyzer:
             data = self.transcoder.feed(data)
         if self._provisional:
             return self._feed_provisional(data, now)
-        if self.profile is None and len(self._raw_head) < _DETECT_BYTES:
-            self._raw_head += data[: _DETECT_BYTES - len(self._raw_head)]
+        if self.profile is None:
+            if len(self._raw_head) < _DETECT_BYTES:
+                self._raw_head += data[: _DETECT_BYTES - len(self._raw_head)]
+        elif self.unwrapper.passes(data) and self.framer.take_line(data):
+            return self._one_line(data, now)  # a live log's usual read: one line, a block of its own
         return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
 
     def caught_up(self, now: float) -> list[Transition]:
@@ -347,7 +351,7 @@ class Analyzer:
         blocks, self._held = self._held, []
         out: list[Transition] = []
         for block in blocks:
-            out += self._block(block, now, held=True)  # their tail was kept when they were held
+            out += self._block(block.data, now, held=True)  # their tail was kept when they were held
         return out
 
     # -- scanning ---------------------------------------------------------------------------------------
@@ -364,11 +368,38 @@ class Analyzer:
             return self._detect(now, force=False)
         out: list[Transition] = []
         for block in blocks:
-            out += self._block(block, now)
+            out += self._block(block.data, now)
         return out
 
-    def _block(self, block: Block, now: float, *, held: bool = False) -> list[Transition]:
-        data = block.data
+    def _one_line(self, data: bytes, now: float) -> list[Transition]:
+        # `_block` of a block of one line (`data`, its newline last), as a live log is read: a line no rule but
+        # a serving one can read (the prefilter finds nothing in it, no traceback is open) is done here, as
+        # `_block` and `_serving_lines` do it, without their loop; any other goes to `_block`.
+        first = self.lines_read - self._line_base + 1
+        scanner = self._scanner
+        if first == 1 or scanner.reads_all or not self._prefilter:
+            return self._block(data, now)
+        self._refresh_rules()
+        rules = self._rules
+        found = rules.others.lines(data)
+        if found or not rules.one_line:
+            return self._block(data, now, found=found)
+        self._tail = (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
+        quiet_before = scanner.benign_lines + scanner.error_lines
+        out: list[Transition] = []
+        for _, match, _ in rules.serving:
+            if match in data:  # the line is a run of serving lines of its own: read whole
+                out = self._serving_line(data[:-1], first, now)
+                break
+        self.lines_read += 1
+        active = 1 - (scanner.benign_lines + scanner.error_lines - quiet_before)
+        out += self._emit(_ONE_ACTIVE if active == 1 else LinesRead(1, max(0, active), active), now)
+        return out
+
+    def _block(
+        self, data: bytes, now: float, *, held: bool = False, found: list[int] | None = None
+    ) -> list[Transition]:
+        # `found`: `_found(data, 0)` when the caller knows it (the rules it was found with are those in use)
         first = self.lines_read - self._line_base + 1
         if not held:
             self._tail = (
@@ -389,7 +420,8 @@ class Analyzer:
         last_error = -1  # index of the last line in this block that was part of an error
         quiet_after_error = 0  # benign lines after it
         settled = self._settled
-        found = self._found(data, 0)  # the starts of the lines a rule (not a serving rule alone) may read
+        if found is None:
+            found = self._found(data, 0)  # the starts of the lines a rule (not a serving rule alone) may read
         k = 0
         pos = index = 0  # the first line not passed yet: its offset, and its index in the block
         while True:
@@ -505,15 +537,17 @@ class Analyzer:
 
     def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         out: list[Transition] = []
-        for seg in split_line(0, raw):
-            for piece in unglue(seg.text):
+        # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
+        texts = [clean(raw)] if b"\r" not in raw else [seg.text for seg in split_line(0, raw)]
+        for text in texts:
+            for piece in unglue(text):
                 for event in self._scanner.scan(parse(piece), line_no, self.lifecycle.current.phase):
                     out += self._emit(event, now)
         return out
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
         out = self.lifecycle.feed(event, now)
-        if self._provisional:
+        if out and self._provisional:
             self._head_emitted.update((t.state, t.line) for t in out)
         return out
 
@@ -534,6 +568,8 @@ class Analyzer:
             if complete:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None
+            if self.unwrapper.passes(data) and self.framer.take_line(data):
+                return self._one_line(data, now)
             return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
         # The head, read further, names another engine (more of its markers): read the log again from its
         # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
@@ -610,6 +646,7 @@ class _RuleSet(NamedTuple):
     others: Prefilter  # finds the lines holding a literal of a rule but a serving rule, or an error word
     serving: tuple[_ServingRule, ...]  # the [[serving]] rules, as the quick look at a serving line reads them
     rules: tuple[Rule, ...]  # the scanner's: every rule of the set but the benign ones
+    one_line: bool = True  # every serving rule has a literal: `_one_line` may read a line of the set
 
 
 _NO_RULES = _RuleSet(Prefilter(()), (), ())
@@ -632,7 +669,8 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
         for r in rules
         if r.kind == "serving"
     )
-    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"))
+    one_line = all(match for _, match, _ in serving)
+    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"), one_line)
 
 
 def _newlines(data: bytes, lo: int, hi: int) -> int:

@@ -88,6 +88,12 @@ class Unwrapper:
                 out.append(_block(lines))
         return out
 
+    def passes(self, data: bytes) -> bool:
+        """Whether `feed` returns a block of `data` (complete lines) untouched: a plain log's, or a CRI log's of
+        whole records with no line begun before it. False while the format is not known yet."""
+        fmt = self.format
+        return fmt == "plain" or (fmt == "cri" and not self.pending and _CRI_PARTIAL.search(data) is None)
+
     def flush(self) -> list[Block]:
         """End of the log: the lines begun and not ended, as they are."""
         lines = sorted(self.pending.values())

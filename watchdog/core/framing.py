@@ -117,6 +117,17 @@ class Framer:
             self._skipping = True
         return blocks
 
+    def take_line(self, data: bytes) -> bool:
+        """`feed` of `data` when it is one whole line (a live log's read of one line) that `feed` would return as
+        the one block of a block of its own, unchanged (nothing held before it, not cut): True, and the caller
+        reads `data` as that block, with no list nor `Block` made. False: nothing was done; `feed` it."""
+        if self._buf or self._skipping or not data or len(data) - 1 > self.max_line:
+            return False
+        if data.find(b"\n") != len(data) - 1:
+            return False
+        self._buf_offset += len(data)
+        return True
+
     def flush(self) -> list[Block]:
         """End of stream: return the unfinished last line, if any, as a line of its own."""
         if not self._buf:

@@ -220,6 +220,8 @@ class Lifecycle:
                     self._enter(
                         inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
                     )
+        elif isinstance(event, ServingSeen):  # second: a busy server's batch lines
+            self._serving(inc, event, now, out)
         elif isinstance(event, LaunchStarted):
             inc.log_missing = False
             if inc.pending_since is not None and inc.state not in TERMINAL_STATES:
@@ -280,8 +282,6 @@ class Lifecycle:
             if len(inc.timeline) > 1 and inc.timeline[-1][0].state == State.READY:
                 # by the log's times when they are sane, else the follower's clock (`Incarnation.duration`)
                 inc.ready_seconds = inc.duration(0, len(inc.timeline) - 1)
-        elif isinstance(event, ServingSeen):
-            self._serving(inc, event, now, out)
         elif isinstance(event, ErrorSeen):
             self._error(inc, event.candidate, now, out)
         elif isinstance(event, RequestServed):

@@ -337,19 +337,25 @@ def _progress(rule: Rule, groups: dict[str, str], line_no: int, rec: Record, pha
     return out
 
 
+# what a count reads as (`_number`), a tuple: `int | float` is a union made again at each call (a serving line's)
+_NUMBER = (int, float)
+
+
 def _serving(rule: Rule, groups: dict[str, str], line_no: int, rec: Record) -> ServingSeen:
     # a [[serving]] rule's line: its counts (tokens: generated and prefilled alike, either is progress)
-    counts = {k: _number(groups[k]) for k in ("running", "waiting", "tokens", "prompt") if k in groups}
-    running, waiting = counts.get("running"), counts.get("waiting")
-    made = [float(v) for k in ("tokens", "prompt") if isinstance(v := counts.get(k), int | float)]
+    running = _number(groups["running"]) if "running" in groups else None
+    waiting = _number(groups["waiting"]) if "waiting" in groups else None
+    tokens = _number(groups["tokens"]) if "tokens" in groups else None
+    prompt = _number(groups["prompt"]) if "prompt" in groups else None
+    made = [float(v) for v in (tokens, prompt) if isinstance(v, _NUMBER)]
     return ServingSeen(
         line_no,
         rec.at,
         rec.seconds,
         request=rule.request,
         key=groups.get("slot", ""),
-        running=int(running) if isinstance(running, int | float) else None,
-        waiting=int(waiting) if isinstance(waiting, int | float) else None,
+        running=int(running) if isinstance(running, _NUMBER) else None,
+        waiting=int(waiting) if isinstance(waiting, _NUMBER) else None,
         tokens=sum(made) if made else None,
     )
 
