@@ -104,7 +104,13 @@ class _Changed:
     def __init__(
         self, watcher: Watcher, path: str, since: int, poll_after: float, loop: asyncio.AbstractEventLoop
     ) -> None:
-        self.watcher, self.path, self.since, self.poll_after, self.loop = watcher, path, since, poll_after, loop
+        self.watcher, self.path, self.since, self.poll_after, self.loop = (
+            watcher,
+            path,
+            since,
+            poll_after,
+            loop,
+        )
 
 
 def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
@@ -174,7 +180,7 @@ class _Follow:
         while True:
             request = self._request
             if request is not None:
-                if type(request) is _Changed:
+                if isinstance(request, _Changed):
                     watcher = request.watcher
                     future = watcher.wait_for(request.path, request.since, request.poll_after, request.loop)
                     if future is not None:
@@ -468,7 +474,10 @@ class LocalSource:
             # one read for the last bytes read and what follows them: the check of those and the data at once
             got = os.pread(current.fd, self.read_size + back, pos - back)
             if len(got) > back:
-                if not got.startswith(current.tail) or os.pread(current.fd, len(current.head), 0) != current.head:
+                if (
+                    not got.startswith(current.tail)
+                    or os.pread(current.fd, len(current.head), 0) != current.head
+                ):
                     return b"", "truncated"  # cut and written again past where it was read: not an append
                 return got[back:], None
             return b"", self._restart_reason(current, pos)
