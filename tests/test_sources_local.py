@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
@@ -609,3 +610,23 @@ async def test_rewritten_in_the_same_second_to_the_same_size_with_the_same_banne
             file.write(second)
         assert await next_event(items) == FileRestarted("truncated")
         assert await read_to_caught_up(items, len(second)) == second
+
+
+@_INOTIFY
+async def test_a_cancelled_wait_at_the_end_leaves_nothing_with_the_watcher(tmp_path: Path) -> None:
+    """A follower's wait at its file's end (the watcher's future, awaited by the source itself), cancelled by a
+    stop or a timeout, is taken off the watcher's lists: no future left for the reading thread to wake, no safety
+    poll for the loop's timer; the next wait reads what came meanwhile."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    log = tmp_path / "x.log"
+    log.write_bytes(b"first\n")
+    async with LocalSource(log, poll_interval=SLOW_POLL).open_follow() as items:
+        assert await read_to_caught_up(items, 6) == b"first\n"
+        with anyio.move_on_after(0.05) as scope:
+            await anext(items)
+        assert scope.cancelled_caught
+        assert str(log) not in watcher._waiting
+        assert asyncio.get_running_loop() not in watcher._polls
+        append_now(log, b"second\n")
+        assert await next_item(items, within=5.0) == Chunk(6, b"second\n")

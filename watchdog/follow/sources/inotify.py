@@ -165,28 +165,48 @@ class Watcher:
         then looks anyway: a safety poll, cheaper than a cancel scope on this hot path); True if it changed.
         `loop`: the running event loop, where the caller has it at hand."""
         loop = loop or asyncio.get_running_loop()
+        future = self.wait_for(path, since, poll_after, loop)
+        if future is not None:
+            try:
+                await future
+            finally:
+                self.waited(path, future, poll_after, loop)
+        return self._generation.get(path, 0) != since  # one int read under the GIL
+
+    def wait_for(
+        self, path: str, since: int, poll_after: float | None, loop: asyncio.AbstractEventLoop
+    ) -> asyncio.Future[object] | None:
+        """`changed` without its coroutine, for a caller that awaits the future itself (a follower's wait, once
+        per read of a growing file): None if `path` already changed after `since`; else a future done when it
+        changes or the safety poll is due, after which (or a cancel) the caller calls `waited`."""
         future: asyncio.Future[object] = loop.create_future()
-        entry = (loop, future)
         with self._lock:
             if self._generation.get(path, 0) != since:
-                return True
-            self._waiting[path].append(entry)
+                return None
+            self._waiting[path].append((loop, future))
         if poll_after is not None:
             self._poll_at(loop, future, loop.time() + poll_after)
-        try:
-            await future
-        finally:
-            if poll_after is not None:
-                self._unpoll(loop, future)
-            if future.cancelled() or future.result() is not True:
-                # not woken by the reading thread (which took it off the list): a safety poll or a cancel
-                with self._lock:
-                    waiters = self._waiting.get(path)
-                    if waiters is not None and entry in waiters:
-                        waiters.remove(entry)
-                        if not waiters:
-                            del self._waiting[path]
-        return self._generation.get(path, 0) != since  # one int read under the GIL
+        return future
+
+    def waited(
+        self,
+        path: str,
+        future: asyncio.Future[object],
+        poll_after: float | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """The wait on `future` (from `wait_for`, with the same arguments) has ended, woken or cancelled."""
+        if poll_after is not None:
+            self._unpoll(loop, future)
+        if future.cancelled() or future.result() is not True:
+            # not woken by the reading thread (which took it off the list): a safety poll or a cancel
+            entry = (loop, future)
+            with self._lock:
+                waiters = self._waiting.get(path)
+                if waiters is not None and entry in waiters:
+                    waiters.remove(entry)
+                    if not waiters:
+                        del self._waiting[path]
 
     def _poll_at(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[object], at: float) -> None:
         polls = self._polls.get(loop)

@@ -95,6 +95,24 @@ class _Request:
 _PAUSE = _Request(asyncio.sleep, (0,), wait=True)  # a trip round the event loop, nothing else
 
 
+class _Changed:
+    """A wait at the file's end, until inotify says its path changed (or the safety poll): `_Follow` awaits the
+    watcher's future itself (`Watcher.wait_for`), with no coroutine of the watcher's between (once a read)."""
+
+    __slots__ = ("loop", "path", "poll_after", "since", "watcher")
+
+    def __init__(
+        self, watcher: Watcher, path: str, since: int, poll_after: float, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.watcher, self.path, self.since, self.poll_after, self.loop = (
+            watcher,
+            path,
+            since,
+            poll_after,
+            loop,
+        )
+
+
 def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     """Call `fn(*args)` in a daemon thread of its own; its result (or error) on the returned future.
 
@@ -140,12 +158,12 @@ class _Follow:
     `__anext__` waits for the same request's call, still under way or done meanwhile (its result is kept).
     """
 
-    def __init__(self, steps: Generator[SourceItem | _Request, object, None]) -> None:
+    def __init__(self, steps: Generator[SourceItem | _Request | _Changed, object, None]) -> None:
         self._steps = steps
         # `Merges`: a read's CaughtUp comes with its last chunk (the generator's way); unset, it comes after it
         self.merge = False
         self._then: CaughtUp | None = None  # the CaughtUp a chunk just given came with (merge unset)
-        self._request: _Request | None = None  # made and not yet answered
+        self._request: _Request | _Changed | None = None  # made and not yet answered
         self._call: asyncio.Future[Any] | None = None  # the request's call in a worker thread, once made
         self._answer: object = None
         self._answered = False
@@ -162,7 +180,15 @@ class _Follow:
         while True:
             request = self._request
             if request is not None:
-                if request.wait:
+                if isinstance(request, _Changed):
+                    watcher = request.watcher
+                    future = watcher.wait_for(request.path, request.since, request.poll_after, request.loop)
+                    if future is not None:
+                        try:
+                            await future
+                        finally:
+                            watcher.waited(request.path, future, request.poll_after, request.loop)
+                elif request.wait:
                     await request.fn(*request.args)
                 elif not self._answered:
                     if self._call is None:
@@ -176,7 +202,7 @@ class _Follow:
                 step = steps.send(answer)
             except StopIteration:
                 raise StopAsyncIteration from None
-            if isinstance(step, _Request):
+            if isinstance(step, (_Request, _Changed)):
                 self._request = step
                 continue
             if not self.merge and type(step) is Chunk and step.caught_up:
@@ -313,7 +339,7 @@ class LocalSource:
         )
         return result
 
-    def _steps(self, offset: int) -> Generator[SourceItem | _Request, object, None]:
+    def _steps(self, offset: int) -> Generator[SourceItem | _Request | _Changed, object, None]:
         # The follower as a plain generator: it yields the items, and a `_Request` for each wait or worker-thread
         # call, whose result is sent back in (`_Follow` runs them). A local file's reads are done right here.
         current: _Open | None = None
@@ -327,6 +353,7 @@ class LocalSource:
         watcher = Watcher.get() if self.use_inotify else None
         if watcher is not None and not watcher.watch(self.path):
             watcher = None  # the kernel refused a watch (no directory, no free watch): poll
+        loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
         try:
             while True:
                 if current is None:
@@ -336,7 +363,7 @@ class LocalSource:
                         if not announced_missing:
                             announced_missing = True
                             yield FileMissing(self.path)
-                        yield from self._wait(watcher, seen, False)
+                        yield from self._wait(watcher, seen, False, loop)
                         continue
                     named = None
                     size = os.fstat(current.fd).st_size
@@ -413,25 +440,26 @@ class LocalSource:
                     os.close(current.fd)
                     current, at_end = None, False
                 else:
-                    yield from self._wait(watcher, seen, local)
+                    yield from self._wait(watcher, seen, local, loop)
         finally:
             if current is not None:
                 os.close(current.fd)
             if watcher is not None:
                 watcher.unwatch(self.path)
 
-    def _wait(self, watcher: Watcher | None, seen: int, local: bool) -> Generator[_Request, object, None]:
+    def _wait(
+        self, watcher: Watcher | None, seen: int, local: bool, loop: asyncio.AbstractEventLoop
+    ) -> Generator[_Request | _Changed, object, None]:
         # At the end of the file (or while it is missing): until it changes, or the next poll. A file that
         # changes all the time is still looked at once per `BATCH_INTERVAL` at most (its lines come in
         # batches): inotify saves the looks at quiet files, and the wait for the first line after one.
         # The waits are requests of the follower's generator (`yield from`): `_Follow` awaits the watcher's
-        # `changed` itself, with no coroutine of this method's between (a wait per read of a growing file).
+        # future itself, with no coroutine between (a wait per read of a growing file).
         if watcher is None:
             yield _Request(anyio.sleep, (self.poll_interval,), wait=True)
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
-        loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
-        yield _Request(watcher.changed, (self.path, seen, max(self.poll_interval, safety), loop), wait=True)
+        yield _Changed(watcher, self.path, seen, max(self.poll_interval, safety), loop)
         now = loop.time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
@@ -446,7 +474,10 @@ class LocalSource:
             # one read for the last bytes read and what follows them: the check of those and the data at once
             got = os.pread(current.fd, self.read_size + back, pos - back)
             if len(got) > back:
-                if got[:back] != current.tail or os.pread(current.fd, len(current.head), 0) != current.head:
+                if (
+                    not got.startswith(current.tail)
+                    or os.pread(current.fd, len(current.head), 0) != current.head
+                ):
                     return b"", "truncated"  # cut and written again past where it was read: not an append
                 return got[back:], None
             return b"", self._restart_reason(current, pos)
