@@ -490,3 +490,18 @@ def test_a_traceback_cut_before_its_exception_says_where_it_was_not_its_last_lin
         "a traceback cut before its exception, in step (engine/core.py:226): "
         "model_output = self.execute_model(scheduler_output)"
     )
+
+
+def test_an_error_line_that_carries_a_phase_marker_is_no_progress() -> None:
+    """ik_llama.cpp (Feb 2025): the compute buffers' cudaMalloc fails, then 'llama_new_context_with_model: failed
+    to allocate compute buffers', whose function prefix is also a phase marker. Read as progress, that line would
+    settle the cudaMalloc error before it as survived; it is no progress, so the allocation that failed is the
+    root cause (not its consequence), and the phase is the context's (allocating_kv_cache)."""
+    name = "llamacpp-ik-2025-kv-cache-done-compute-buffer-cudamalloc-oom-then-free-invalid-pointer-pr235"
+    _, v = replay_path(CORPUS / "llamacpp" / f"{name}.log")
+    out = v.to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert "cudaMalloc failed: out of memory" in str(error["summary"])
+    assert error["category"] == "oom"
