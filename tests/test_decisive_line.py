@@ -505,3 +505,18 @@ def test_an_error_line_that_carries_a_phase_marker_is_no_progress() -> None:
     assert isinstance(error, dict)
     assert "cudaMalloc failed: out of memory" in str(error["summary"])
     assert error["category"] == "oom"
+
+
+def test_llama_box_bracketed_datetime_level_lines_are_peeled() -> None:
+    """llama-box (GPUStack's llama.cpp server, May 2025) writes '[2025-05-29 12:00:35.235796] E ROCm error: out of
+    memory': a bracketed wall-clock date-time, then llama.cpp's level letter. Peeled like llama.cpp's own
+    'elapsed-time level' prefix, the error-level line with the cause outranks ggml's bare abort 'ggml-cuda.cu:75:
+    ROCm error', so the crash is out of memory (not a CUDA error) while the tensors load."""
+    name = "llamacpp-llama-box-2025-rocm-stream-create-out-of-memory-after-load-tensors-gpustack1547"
+    _, v = replay_path(CORPUS / "llamacpp" / f"{name}.log")
+    out = v.to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert error["summary"] == "ROCm error: out of memory"
+    assert error["category"] == "oom"
