@@ -520,3 +520,20 @@ def test_llama_box_bracketed_datetime_level_lines_are_peeled() -> None:
     assert isinstance(error, dict)
     assert error["summary"] == "ROCm error: out of memory"
     assert error["category"] == "oom"
+
+
+def test_a_torch_compile_exception_crashed_in_the_capture_phase() -> None:
+    """vLLM (Apr 2026, DeepSeek V4 on sm120): the worker's 'torch._inductor.exc.InductorError: AssertionError:
+    auto_functionalized was not removed', then EngineCore's cut 'failed to start' traceback; no phase marker in
+    the excerpt. Inductor's exception class says the model was being compiled: capturing_graphs."""
+    name = "vllm-2026-dsv4-sm120-inductor-assertion-auto-functionalized-then-enginecore-failed-40802"
+    _, v = replay_path(CORPUS / "vllm" / f"{name}.log")
+    out = v.to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert (
+        error["summary"]
+        == "torch._inductor.exc.InductorError: AssertionError: auto_functionalized was not removed"
+    )
+    assert error["category"] == "assertion"

@@ -310,6 +310,19 @@ def test_nccl_timeout_with_a_high_sequence_number_was_serving() -> None:
     )
 
 
+def test_torch_compile_exception_classes_prove_the_capture_phase() -> None:
+    """Only torch.compile raises torch._dynamo.exc.* and torch._inductor.exc.*: the model was being compiled
+    (capturing_graphs per the corpus SCHEMA), whatever engine step ran the compile; other classes prove nothing."""
+    for line in (
+        "torch._inductor.exc.InductorError: AssertionError: auto_functionalized was not removed",
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+        "Scheduler hit an exception: torch._dynamo.exc.Unsupported: Logger not supported for non-export cases.",
+    ):
+        assert phase_from_error(line) == "capturing_graphs", line
+    assert phase_from_error("RuntimeError: torch._inductor is not installed") is None
+    assert phase_from_error("AssertionError: auto_functionalized was not removed") is None
+
+
 def test_copies_of_one_message_garbled_by_threads_give_the_clean_one() -> None:
     """Many threads print one device assert at once: the shortest copy (interleaving only adds) is chosen."""
     clean = 'Assertion `idx < n && "index out of bounds"` failed.'

@@ -94,11 +94,20 @@ _IMPORTING = re.compile(r"\n\s+(?:from [\w.]+ import\b|import [\w.]+)")
 _SEQ_NUM = re.compile(r"SeqNum=(\d+)")
 _SERVING_SEQ_NUM = 10_000
 
+# torch.compile's own exception classes (torch/_dynamo/exc.py: Unsupported, BackendCompilerFailed,
+# TorchRuntimeError, ...; torch/_inductor/exc.py: InductorError, CppCompileError, ...): only the compiler raises
+# them, so the error happened while the model was compiled, a step of the capture phase (SCHEMA: CUDA graph
+# capture, torch.compile, warm-up), whichever engine step ran the compile (vLLM's profile run, SGLang's piecewise
+# CUDA graphs). Like any phase an error points at, it only moves the crash's phase forward, never after ready.
+_COMPILER_ERROR = re.compile(r"\btorch\._(?:dynamo|inductor)\.exc\.[A-Z]\w*")
+
 
 def phase_from_error(summary: str) -> str | None:
     """The phase an error line itself proves (evidence that beats the markers around it), if any."""
     m = _SEQ_NUM.search(summary)
-    return "ready" if m and int(m.group(1)) >= _SERVING_SEQ_NUM else None
+    if m:
+        return "ready" if int(m.group(1)) >= _SERVING_SEQ_NUM else None
+    return "capturing_graphs" if _COMPILER_ERROR.search(summary) else None
 
 
 _ORDER = {s.value: i for i, s in enumerate(State)}
