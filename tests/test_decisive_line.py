@@ -537,3 +537,16 @@ def test_a_torch_compile_exception_crashed_in_the_capture_phase() -> None:
         == "torch._inductor.exc.InductorError: AssertionError: auto_functionalized was not removed"
     )
     assert error["category"] == "assertion"
+
+
+def test_a_weight_loader_s_frame_in_a_traceback_cut_at_its_head_is_loading() -> None:
+    """TensorRT-LLM 1.2.0rc0 (issue 7703): the pasted traceback keeps only its innermost frame, its first line
+    cut mid-path: fused_moe/quantization.py 'in load_all_fp4_weight_scales_and_alphas' -> 'NameError: name
+    'logger' is not defined'. The engines name their weight loaders load_*weight*: the crash is loading_weights."""
+    name = "trtllm-1.2rc0-2025-fp4-moe-weight-scales-nameerror-logger-four-lines-7703"
+    _, v = replay_path(CORPUS / "trtllm" / f"{name}.log")
+    out = v.to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert error["summary"] == "NameError: name 'logger' is not defined"

@@ -181,6 +181,12 @@ def test_phase_from_frames_innermost_wins() -> None:
         pytest.param("load_single_module", "trtllm", "loading_weights", id="trtllm-own"),
         pytest.param("load_weights", "generic", "loading_weights", id="shared-for-every-engine"),
         pytest.param("capture_end", "tgi", "capturing_graphs", id="pytorch-for-every-engine"),
+        pytest.param(
+            "load_all_fp4_weight_scales_and_alphas", "trtllm", "loading_weights", id="load-star-weight"
+        ),
+        pytest.param("load_weights_and_postprocess", "sglang", "loading_weights", id="load-weights-and-more"),
+        pytest.param("_load_weights_impl", "generic", "loading_weights", id="private-weight-loader"),
+        pytest.param("load_lora", "vllm", None, id="a-load-of-no-weights"),
     ],
 )
 def test_frame_names_are_their_engine_s(frame: str, engine: str, phase: str | None) -> None:
