@@ -550,3 +550,16 @@ def test_a_weight_loader_s_frame_in_a_traceback_cut_at_its_head_is_loading() -> 
     error = out["error"]
     assert isinstance(error, dict)
     assert error["summary"] == "NameError: name 'logger' is not defined"
+
+
+def test_sglang_s_fp8_checkpoint_line_is_printed_while_the_model_loads() -> None:
+    """SGLang (May 2025, issue 5950) builds Fp8Config, which warns 'Detected fp8 checkpoint...', in the model
+    loader after 'Load weight begin': a log that stalls after those lines stalled loading the weights. vLLM prints
+    the same words when its engine config is made, before any worker: there they are no sign of loading."""
+    name = "sglang-2025-qwen3-235b-fp8-detected-checkpoint-lines-then-stall-5950"
+    _, v = replay_path(CORPUS / "sglang" / f"{name}.log")
+    assert v.to_json()["state"] == "loading_weights"
+    line = b"INFO 05-01 10:08:11 [fp8.py:101] Detected fp8 checkpoint. Please note that the format is experimental.\n"
+    a = Analyzer(load_engine("vllm"))
+    a.feed(line, now=0.0)
+    assert a.state != State.LOADING_WEIGHTS
