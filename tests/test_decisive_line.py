@@ -563,3 +563,35 @@ def test_sglang_s_fp8_checkpoint_line_is_printed_while_the_model_loads() -> None
     a = Analyzer(load_engine("vllm"))
     a.feed(line, now=0.0)
     assert a.state != State.LOADING_WEIGHTS
+
+
+def test_tgi_warm_up_quoted_without_its_launcher_lines_crashed_capturing() -> None:
+    """TGI 3.2.3 (issue 3175) as its reporter quoted it: the shard's 'CUDA error: operation failed due to a
+    previous error during capture', the allocator's assert after it, the router's 'Error: Backend(Warmup(...))'
+    and the launcher's 'Error: WebserverFailed'. Those two exits are TGI's own, so the log is TGI's; the CUDA
+    error is one only a stream capture raises, so the crash is in capturing_graphs, its cause that error."""
+    name = "tgi-3.2.3-2025-llama4-fp8-warmup-cuda-error-during-capture-then-allocator-assert-webserverfailed-3175"
+    _, v = replay_path(CORPUS / "tgi" / f"{name}.log")
+    out = v.to_json()
+    assert (out["engine"], out["state"], out["phase"]) == ("tgi", "crashed", "capturing_graphs")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert (
+        error["summary"]
+        == "RuntimeError: CUDA error: operation failed due to a previous error during capture"
+    )
+    assert error["category"] == "cuda"
+
+
+def test_vllm_s_older_custom_all_reduce_check_wording_is_a_death() -> None:
+    """vLLM's custom all-reduce CUDACHECK printed 'Failed: <file>.cuh:<line> '<error>'' (no 'Cuda error') and then
+    exit(EXIT_FAILURE) in its 2024 - early 2025 releases: relayed by NVIDIA Dynamo at INFO (issue 787), every
+    worker's such line is a death of its own, with a CUDA error as its cause."""
+    name = "vllm-2025-dynamo-worker-prefix-custom-allreduce-invalid-argument-after-capture-100pct-dynamo787"
+    _, v = replay_path(CORPUS / "vllm" / f"{name}.log")
+    out = v.to_json()
+    assert (out["engine"], out["state"]) == ("vllm", "crashed")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert "Failed: /workspace/csrc/custom_all_reduce.cuh:368 'invalid argument'" in str(error["summary"])
+    assert error["category"] == "cuda"

@@ -329,6 +329,19 @@ def test_torch_compile_exception_classes_prove_the_capture_phase() -> None:
     assert phase_from_error("AssertionError: auto_functionalized was not removed") is None
 
 
+def test_cuda_stream_capture_errors_prove_the_capture_phase() -> None:
+    """The CUDA runtime's stream-capture errors (their messages, or their names as PyTorch cites them) come only
+    from an operation inside a stream capture: a CUDA graph was being captured. Other CUDA errors prove nothing."""
+    for line in (
+        "RuntimeError: CUDA error: operation failed due to a previous error during capture",
+        "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+        "Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/cuda-runtime-api/ for more",
+    ):
+        assert phase_from_error(line) == "capturing_graphs", line
+    assert phase_from_error("RuntimeError: CUDA error: an illegal memory access was encountered") is None
+    assert phase_from_error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB") is None
+
+
 def test_copies_of_one_message_garbled_by_threads_give_the_clean_one() -> None:
     """Many threads print one device assert at once: the shortest copy (interleaving only adds) is chosen."""
     clean = 'Assertion `idx < n && "index out of bounds"` failed.'

@@ -198,6 +198,15 @@ def test_rule_apply() -> None:
             "llamacpp",
             id="llamacpp-2026-server-library-in-a-backtrace",
         ),
+        pytest.param(
+            [
+                "RuntimeError: CUDA error: operation failed due to a previous error during capture",
+                "Error: Backend(Warmup(Generation(\"Unexpected <class 'RuntimeError'>: captures_underway.empty()\")))",
+                "Error: WebserverFailed",
+            ],
+            "tgi",
+            id="tgi-router-and-launcher-errors-alone",
+        ),
     ],
 )
 def test_detect_engine(lines: list[str], engine: str | None) -> None:
