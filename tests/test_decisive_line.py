@@ -492,19 +492,38 @@ def test_a_traceback_cut_before_its_exception_says_where_it_was_not_its_last_lin
     )
 
 
+# llama.cpp's server as Ollama ran it in May 2024 (ollama#4225), its lines as published: the KV cache is made, then
+# the compute buffers' cudaMalloc fails and the context's own 'failed to allocate compute buffers' follows.
+_COMPUTE_BUFFER_OOM = r"""llama_new_context_with_model: n_ctx      = 65536
+llama_new_context_with_model: n_batch    = 512
+llama_new_context_with_model: n_ubatch   = 512
+llama_new_context_with_model: freq_base  = 500000.0
+llama_new_context_with_model: freq_scale = 1
+llama_kv_cache_init:  CUDA_Host KV buffer size =  8192.00 MiB
+llama_new_context_with_model: KV self size  = 8192.00 MiB, K (f16): 4096.00 MiB, V (f16): 4096.00 MiB
+llama_new_context_with_model:  CUDA_Host  output buffer size =     0.50 MiB
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4507.00 MiB on device 0: cudaMalloc failed: out of memory
+ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 4725934080
+llama_new_context_with_model: failed to allocate compute buffers
+llama_init_from_gpt_params: error: failed to create context with model 'C:\Users\Administrator\.ollama\models\blobs\sha256-912687f2b75ca31331bfcf8b55a34a366dbb0f31df6bf65bc464c1d2431b92be'
+{"function":"load_model","level":"ERR","line":410,"model":"C:\\Users\\Administrator\\.ollama\\models\\blobs\\sha256-912687f2b75ca31331bfcf8b55a34a366dbb0f31df6bf65bc464c1d2431b92be","msg":"unable to load model","tid":"11992","timestamp":1715077029}
+"""
+
+
 def test_an_error_line_that_carries_a_phase_marker_is_no_progress() -> None:
-    """ik_llama.cpp (Feb 2025): the compute buffers' cudaMalloc fails, then 'llama_new_context_with_model: failed
-    to allocate compute buffers', whose function prefix is also a phase marker. Read as progress, that line would
-    settle the cudaMalloc error before it as survived; it is no progress, so the allocation that failed is the
-    root cause (not its consequence), and the phase is the context's (allocating_kv_cache)."""
-    name = "llamacpp-ik-2025-kv-cache-done-compute-buffer-cudamalloc-oom-then-free-invalid-pointer-pr235"
-    _, v = replay_path(CORPUS / "llamacpp" / f"{name}.log")
-    out = v.to_json()
-    assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
-    error = out["error"]
-    assert isinstance(error, dict)
-    assert "cudaMalloc failed: out of memory" in str(error["summary"])
-    assert error["category"] == "oom"
+    """The compute buffers' cudaMalloc fails, then 'llama_new_context_with_model: failed to allocate compute
+    buffers', whose function prefix is also a phase marker. Read as progress, that line would settle the cudaMalloc
+    error before it as survived; it is no progress, so the allocation that failed is the root cause (not its
+    consequence), and the phase is the context's (allocating_kv_cache)."""
+    a = Analyzer(load_engine("llamacpp"))
+    a.feed(_COMPUTE_BUFFER_OOM.encode(), now=0.0)
+    a.finish(now=0.0)
+    assert a.state == State.CRASHED
+    assert a.lifecycle.current.crash_phase == State.ALLOCATING_KV_CACHE
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert "cudaMalloc failed: out of memory" in error.summary
+    assert error.category == "oom"
 
 
 def test_llama_box_bracketed_datetime_level_lines_are_peeled() -> None:
