@@ -47,6 +47,18 @@ KNOWN_GAPS: dict[str, str] = {
         "stage 0's worker traceback is cut before any fatal header and stage 1's 'Model loading took' sets the "
         "phase: the tool reads one launch per log"
     ),
+    # Issue 30, sixth round (labelled before the first run):
+    "vllm-2025-dynamo-worker-prefix-custom-allreduce-invalid-argument-after-capture-100pct-dynamo787": (
+        "starting, label capturing_graphs: the excerpt opens on the cut tail of vLLM's 'Capturing cudagraphs for "
+        "decoding' line and the first worker's CUDACHECK failure comes before the capture bar's 35/35; the "
+        "all-reduce's CUDACHECK also fails at its init and in serving, so the line alone tells no phase"
+    ),
+    "ollama-2025-journald-runner-exit-2-cudamalloc-oom-gallocr-compute-buffer-9782": (
+        "loading_weights, label allocating_kv_cache: the runner's goroutine dump names llamarunner (vendored "
+        "llama.cpp: compute buffers after the KV cache), but Ollama's new engine (ollamarunner) reserves its graph "
+        "with the memory layout before the weights, so 'ggml_gallocr_reserve_n' in the scheduler's error alone "
+        "cannot say which"
+    ),
 }
 
 

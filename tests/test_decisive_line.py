@@ -490,3 +490,127 @@ def test_a_traceback_cut_before_its_exception_says_where_it_was_not_its_last_lin
         "a traceback cut before its exception, in step (engine/core.py:226): "
         "model_output = self.execute_model(scheduler_output)"
     )
+
+
+# llama.cpp's server as Ollama ran it in May 2024 (ollama#4225), its lines as published: the KV cache is made, then
+# the compute buffers' cudaMalloc fails and the context's own 'failed to allocate compute buffers' follows.
+_COMPUTE_BUFFER_OOM = r"""llama_new_context_with_model: n_ctx      = 65536
+llama_new_context_with_model: n_batch    = 512
+llama_new_context_with_model: n_ubatch   = 512
+llama_new_context_with_model: freq_base  = 500000.0
+llama_new_context_with_model: freq_scale = 1
+llama_kv_cache_init:  CUDA_Host KV buffer size =  8192.00 MiB
+llama_new_context_with_model: KV self size  = 8192.00 MiB, K (f16): 4096.00 MiB, V (f16): 4096.00 MiB
+llama_new_context_with_model:  CUDA_Host  output buffer size =     0.50 MiB
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4507.00 MiB on device 0: cudaMalloc failed: out of memory
+ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 4725934080
+llama_new_context_with_model: failed to allocate compute buffers
+llama_init_from_gpt_params: error: failed to create context with model 'C:\Users\Administrator\.ollama\models\blobs\sha256-912687f2b75ca31331bfcf8b55a34a366dbb0f31df6bf65bc464c1d2431b92be'
+{"function":"load_model","level":"ERR","line":410,"model":"C:\\Users\\Administrator\\.ollama\\models\\blobs\\sha256-912687f2b75ca31331bfcf8b55a34a366dbb0f31df6bf65bc464c1d2431b92be","msg":"unable to load model","tid":"11992","timestamp":1715077029}
+"""
+
+
+def test_an_error_line_that_carries_a_phase_marker_is_no_progress() -> None:
+    """The compute buffers' cudaMalloc fails, then 'llama_new_context_with_model: failed to allocate compute
+    buffers', whose function prefix is also a phase marker. Read as progress, that line would settle the cudaMalloc
+    error before it as survived; it is no progress, so the allocation that failed is the root cause (not its
+    consequence), and the phase is the context's (allocating_kv_cache)."""
+    a = Analyzer(load_engine("llamacpp"))
+    a.feed(_COMPUTE_BUFFER_OOM.encode(), now=0.0)
+    a.finish(now=0.0)
+    assert a.state == State.CRASHED
+    assert a.lifecycle.current.crash_phase == State.ALLOCATING_KV_CACHE
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert "cudaMalloc failed: out of memory" in error.summary
+    assert error.category == "oom"
+
+
+def test_llama_box_bracketed_datetime_level_lines_are_peeled() -> None:
+    """llama-box (GPUStack's llama.cpp server, May 2025) writes '[2025-05-29 12:00:35.235796] E ROCm error: out of
+    memory': a bracketed wall-clock date-time, then llama.cpp's level letter. Peeled like llama.cpp's own
+    'elapsed-time level' prefix, the error-level line with the cause outranks ggml's bare abort 'ggml-cuda.cu:75:
+    ROCm error', so the crash is out of memory (not a CUDA error) while the tensors load."""
+    name = "llamacpp-llama-box-2025-rocm-stream-create-out-of-memory-after-load-tensors-gpustack1547"
+    _, v = replay_path(CORPUS / "llamacpp" / f"{name}.log")
+    out = v.to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert error["summary"] == "ROCm error: out of memory"
+    assert error["category"] == "oom"
+
+
+def test_a_torch_compile_exception_crashed_in_the_capture_phase() -> None:
+    """vLLM (Apr 2026, DeepSeek V4 on sm120): the worker's 'torch._inductor.exc.InductorError: AssertionError:
+    auto_functionalized was not removed', then EngineCore's cut 'failed to start' traceback; no phase marker in
+    the excerpt. Inductor's exception class says the model was being compiled: capturing_graphs."""
+    name = "vllm-2026-dsv4-sm120-inductor-assertion-auto-functionalized-then-enginecore-failed-40802"
+    _, v = replay_path(CORPUS / "vllm" / f"{name}.log")
+    out = v.to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert (
+        error["summary"]
+        == "torch._inductor.exc.InductorError: AssertionError: auto_functionalized was not removed"
+    )
+    assert error["category"] == "assertion"
+
+
+def test_a_weight_loader_s_frame_in_a_traceback_cut_at_its_head_is_loading() -> None:
+    """TensorRT-LLM 1.2.0rc0 (issue 7703): the pasted traceback keeps only its innermost frame, its first line
+    cut mid-path: fused_moe/quantization.py 'in load_all_fp4_weight_scales_and_alphas' -> 'NameError: name
+    'logger' is not defined'. The engines name their weight loaders load_*weight*: the crash is loading_weights."""
+    name = "trtllm-1.2rc0-2025-fp4-moe-weight-scales-nameerror-logger-four-lines-7703"
+    _, v = replay_path(CORPUS / "trtllm" / f"{name}.log")
+    out = v.to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert error["summary"] == "NameError: name 'logger' is not defined"
+
+
+def test_sglang_s_fp8_checkpoint_line_is_printed_while_the_model_loads() -> None:
+    """SGLang (May 2025, issue 5950) builds Fp8Config, which warns 'Detected fp8 checkpoint...', in the model
+    loader after 'Load weight begin': a log that stalls after those lines stalled loading the weights. vLLM prints
+    the same words when its engine config is made, before any worker: there they are no sign of loading."""
+    name = "sglang-2025-qwen3-235b-fp8-detected-checkpoint-lines-then-stall-5950"
+    _, v = replay_path(CORPUS / "sglang" / f"{name}.log")
+    assert v.to_json()["state"] == "loading_weights"
+    line = b"INFO 05-01 10:08:11 [fp8.py:101] Detected fp8 checkpoint. Please note that the format is experimental.\n"
+    a = Analyzer(load_engine("vllm"))
+    a.feed(line, now=0.0)
+    assert a.state != State.LOADING_WEIGHTS
+
+
+def test_tgi_warm_up_quoted_without_its_launcher_lines_crashed_capturing() -> None:
+    """TGI 3.2.3 (issue 3175) as its reporter quoted it: the shard's 'CUDA error: operation failed due to a
+    previous error during capture', the allocator's assert after it, the router's 'Error: Backend(Warmup(...))'
+    and the launcher's 'Error: WebserverFailed'. Those two exits are TGI's own, so the log is TGI's; the CUDA
+    error is one only a stream capture raises, so the crash is in capturing_graphs, its cause that error."""
+    name = "tgi-3.2.3-2025-llama4-fp8-warmup-cuda-error-during-capture-then-allocator-assert-webserverfailed-3175"
+    _, v = replay_path(CORPUS / "tgi" / f"{name}.log")
+    out = v.to_json()
+    assert (out["engine"], out["state"], out["phase"]) == ("tgi", "crashed", "capturing_graphs")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert (
+        error["summary"]
+        == "RuntimeError: CUDA error: operation failed due to a previous error during capture"
+    )
+    assert error["category"] == "cuda"
+
+
+def test_vllm_s_older_custom_all_reduce_check_wording_is_a_death() -> None:
+    """vLLM's custom all-reduce CUDACHECK printed 'Failed: <file>.cuh:<line> '<error>'' (no 'Cuda error') and then
+    exit(EXIT_FAILURE) in its 2024 - early 2025 releases: relayed by NVIDIA Dynamo at INFO (issue 787), every
+    worker's such line is a death of its own, with a CUDA error as its cause."""
+    name = "vllm-2025-dynamo-worker-prefix-custom-allreduce-invalid-argument-after-capture-100pct-dynamo787"
+    _, v = replay_path(CORPUS / "vllm" / f"{name}.log")
+    out = v.to_json()
+    assert (out["engine"], out["state"]) == ("vllm", "crashed")
+    error = out["error"]
+    assert isinstance(error, dict)
+    assert "Failed: /workspace/csrc/custom_all_reduce.cuh:368 'invalid argument'" in str(error["summary"])
+    assert error["category"] == "cuda"

@@ -451,11 +451,16 @@ def test_every_fixture_line_peels_as_layer_by_layer() -> None:
             "alloc_tensor_range: failed to allocate RPC0[10.0.69.2:50052] buffer", None, id="llamacpp-pid-common-log",
         ),
         pytest.param("[41303] not a llama.cpp line", "[41303] not a llama.cpp line", None, id="bare-pid-kept"),
+        pytest.param(
+            "[2025-05-29 12:00:35.235796] E ROCm error: out of memory", "ROCm error: out of memory",
+            "2025-05-29T12:00:35", id="llama-box-bracketed-datetime-level",
+        ),
     ],
 )  # fmt: skip
 def test_pasted_and_ci_prefixes(line: str, content: str, at: str | None) -> None:
-    """A markdown blockquote, a CI runner's bracketed ISO time and the pid llama.cpp's 2026 common log puts in front
-    are peeled; a bracketed number before anything else is kept."""
+    """A markdown blockquote, a CI runner's bracketed ISO time, the pid llama.cpp's 2026 common log puts in front and
+    llama-box's bracketed date-time before its level letter are peeled; a bracketed number before anything else is
+    kept."""
     rec = parse(line)
     assert (rec.content, rec.at) == (content, at)
 

@@ -181,6 +181,12 @@ def test_phase_from_frames_innermost_wins() -> None:
         pytest.param("load_single_module", "trtllm", "loading_weights", id="trtllm-own"),
         pytest.param("load_weights", "generic", "loading_weights", id="shared-for-every-engine"),
         pytest.param("capture_end", "tgi", "capturing_graphs", id="pytorch-for-every-engine"),
+        pytest.param(
+            "load_all_fp4_weight_scales_and_alphas", "trtllm", "loading_weights", id="load-star-weight"
+        ),
+        pytest.param("load_weights_and_postprocess", "sglang", "loading_weights", id="load-weights-and-more"),
+        pytest.param("_load_weights_impl", "generic", "loading_weights", id="private-weight-loader"),
+        pytest.param("load_lora", "vllm", None, id="a-load-of-no-weights"),
     ],
 )
 def test_frame_names_are_their_engine_s(frame: str, engine: str, phase: str | None) -> None:
@@ -308,6 +314,32 @@ def test_nccl_timeout_with_a_high_sequence_number_was_serving() -> None:
         phase_from_error("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=BROADCAST")
         is None
     )
+
+
+def test_torch_compile_exception_classes_prove_the_capture_phase() -> None:
+    """Only torch.compile raises torch._dynamo.exc.* and torch._inductor.exc.*: the model was being compiled
+    (capturing_graphs per the corpus SCHEMA), whatever engine step ran the compile; other classes prove nothing."""
+    for line in (
+        "torch._inductor.exc.InductorError: AssertionError: auto_functionalized was not removed",
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+        "Scheduler hit an exception: torch._dynamo.exc.Unsupported: Logger not supported for non-export cases.",
+    ):
+        assert phase_from_error(line) == "capturing_graphs", line
+    assert phase_from_error("RuntimeError: torch._inductor is not installed") is None
+    assert phase_from_error("AssertionError: auto_functionalized was not removed") is None
+
+
+def test_cuda_stream_capture_errors_prove_the_capture_phase() -> None:
+    """The CUDA runtime's stream-capture errors (their messages, or their names as PyTorch cites them) come only
+    from an operation inside a stream capture: a CUDA graph was being captured. Other CUDA errors prove nothing."""
+    for line in (
+        "RuntimeError: CUDA error: operation failed due to a previous error during capture",
+        "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+        "Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/cuda-runtime-api/ for more",
+    ):
+        assert phase_from_error(line) == "capturing_graphs", line
+    assert phase_from_error("RuntimeError: CUDA error: an illegal memory access was encountered") is None
+    assert phase_from_error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB") is None
 
 
 def test_copies_of_one_message_garbled_by_threads_give_the_clean_one() -> None:

@@ -189,6 +189,24 @@ def test_rule_apply() -> None:
         ),
         pytest.param(["hello world", "nothing to see"], None, id="unrelated"),
         pytest.param([], None, id="empty"),
+        pytest.param(
+            [
+                "Aug 20 16:47:54 anubis gemma4.server[56265]: /snap/gemma4/components/252/llamacpp-rocm/lib/"
+                "libllama-server-impl.so(_Z12llama_serveriPPc+0x2f0e)[0x7a7f35f3243e]",
+                "Aug 20 16:47:54 anubis gemma4.server[56265]: llama-server(+0x1315)[0x5e5bf7c3a315]",
+            ],
+            "llamacpp",
+            id="llamacpp-2026-server-library-in-a-backtrace",
+        ),
+        pytest.param(
+            [
+                "RuntimeError: CUDA error: operation failed due to a previous error during capture",
+                "Error: Backend(Warmup(Generation(\"Unexpected <class 'RuntimeError'>: captures_underway.empty()\")))",
+                "Error: WebserverFailed",
+            ],
+            "tgi",
+            id="tgi-router-and-launcher-errors-alone",
+        ),
     ],
 )
 def test_detect_engine(lines: list[str], engine: str | None) -> None:

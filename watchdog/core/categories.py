@@ -94,11 +94,31 @@ _IMPORTING = re.compile(r"\n\s+(?:from [\w.]+ import\b|import [\w.]+)")
 _SEQ_NUM = re.compile(r"SeqNum=(\d+)")
 _SERVING_SEQ_NUM = 10_000
 
+# torch.compile's own exception classes (torch/_dynamo/exc.py: Unsupported, BackendCompilerFailed,
+# TorchRuntimeError, ...; torch/_inductor/exc.py: InductorError, CppCompileError, ...): only the compiler raises
+# them, so the error happened while the model was compiled, a step of the capture phase (SCHEMA: CUDA graph
+# capture, torch.compile, warm-up), whichever engine step ran the compile (vLLM's profile run, SGLang's piecewise
+# CUDA graphs). Like any phase an error points at, it only moves the crash's phase forward, never after ready.
+_COMPILER_ERROR = re.compile(r"\btorch\._(?:dynamo|inductor)\.exc\.[A-Z]\w*")
+
+# The CUDA runtime's errors of stream capture (cudaGetErrorString of cudaErrorStreamCapture*, cudaErrorCapturedEvent,
+# and their names as PyTorch 2.8+ cites them: "Search for `cudaErrorStreamCaptureUnsupported' in ..."): only an
+# operation inside a stream capture fails so, and the engines capture streams to build CUDA graphs. HIP words them
+# alike (hipErrorStreamCaptureInvalidated "operation failed due to a previous error during capture").
+_CAPTURE_ERROR = re.compile(
+    r"operation failed due to a previous error during capture|operation not permitted when stream is capturing"
+    r"|operation would result in a merge of separate capture sequences|capturing stream has unjoined work"
+    r"|capture was not ended in the same stream as it began|dependency created on uncaptured work in another stream"
+    r"|operation not permitted on an event last recorded in a capturing stream|\b(?:cuda|hip)ErrorStreamCapture\w+"
+)
+
 
 def phase_from_error(summary: str) -> str | None:
     """The phase an error line itself proves (evidence that beats the markers around it), if any."""
     m = _SEQ_NUM.search(summary)
-    return "ready" if m and int(m.group(1)) >= _SERVING_SEQ_NUM else None
+    if m:
+        return "ready" if int(m.group(1)) >= _SERVING_SEQ_NUM else None
+    return "capturing_graphs" if _COMPILER_ERROR.search(summary) or _CAPTURE_ERROR.search(summary) else None
 
 
 _ORDER = {s.value: i for i, s in enumerate(State)}

@@ -51,6 +51,7 @@ ERROR_LEVEL_MARKS = (
     rb"[EF][0-9]{3,4} [0-9]",
     rb"\[[EF] ",
     rb"[0-9] E ",
+    rb"[0-9]\] E ",
     rb"level=[EeFfCc]",
     rb"\[(?:E|F|ERR|EROR)\]",
 )
@@ -97,6 +98,9 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
     # and with the process id in front (2026 builds): "[41303] 0.01.289.827 E alloc_tensor_range: ..."
     r"\[\d+\] (?=\d+\.\d\d\.\d{3}\.\d{3} [IWED] )",
+    # and with a wall-clock date-time in brackets instead (llama-box, GPUStack's llama.cpp server, 2025):
+    # "[2025-05-29 12:00:35.235796] E ROCm error: out of memory"; the fraction tells it from SGLang's "[date time] "
+    r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] (?P<level>[IWED]) ",
     # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
     # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
     rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",

@@ -47,6 +47,7 @@ class PhaseReached:
     at: str | None
     seconds: float | None
     source: str = ""  # rank or process tag of the line; "" when untagged
+    progress: bool = True  # False on an error's own line: the phase it names was reached, nothing went on
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,7 +236,8 @@ class Lifecycle:
             self._enter(inc, State.STARTING, event.line, event.at, event.seconds, now, "launch started", out)
         elif isinstance(event, PhaseReached):
             target = _PHASES[event.state]
-            self._progress(inc, now, out, event.line, event.source)
+            if event.progress:
+                self._progress(inc, now, out, event.line, event.source)
             if inc.state in TERMINAL_STATES:
                 return out
             if _ORDER[target] > _ORDER[inc.phase] and inc.phase != State.READY:

@@ -163,6 +163,13 @@ class Scanner:
                 out += self._arguments(rule, groups, line_no)
             elif kind == "serving":
                 out.append(_serving(rule, groups, line_no, rec))
+        if matched_error:
+            # An error line is no progress, whatever marker it also carries ("llama_new_context_with_model:
+            # failed to allocate compute buffers"): read as progress it would settle as survived the error just
+            # before it (the cudaMalloc that failed), which is its cause. The phase it names was reached.
+            out[errors_before:] = [
+                replace(e, progress=False) if isinstance(e, PhaseReached) else e for e in out[errors_before:]
+            ]
         if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):
             self.error_lines += 1
         excepted = self.assembler.excepted
