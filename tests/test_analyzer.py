@@ -530,3 +530,19 @@ def test_a_log_read_a_line_at_a_time_reads_as_the_whole_file(name: str) -> None:
         whole.lifecycle.current, engine=whole.engine, lines_read=whole.lines_read, bytes_read=whole.bytes_read
     )
     assert live.tail() == whole.tail()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="ab \u00e9", max_size=3000).map(lambda t: t.encode() + b"\n"), max_size=40))
+def test_the_tail_is_the_last_bytes_read_however_they_came(lines: list[bytes]) -> None:
+    # the tail is kept in the pieces read and joined when asked: the last 8 KB read, whatever the reads were
+    lines = [b"[2025-01-23 19:35:14 TP0] Init torch distributed begin.\n", *lines]
+    whole, live = Analyzer(load_engine("sglang")), Analyzer(load_engine("sglang"))
+    data = b"".join(lines)
+    whole.feed(data, 0.0)
+    for n, line in enumerate(lines, 1):
+        live.feed(line, 0.0)
+        if n % 3 == 0:
+            assert live._tail == b"".join(lines[:n])[-8192:]
+    assert live._tail == whole._tail == data[-8192:]
+    assert live.tail() == whole.tail()

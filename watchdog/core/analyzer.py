@@ -130,7 +130,10 @@ class Analyzer:
         self._line_base = 0
         self._undated = False  # a new file began an incarnation whose start has no time yet (its first line)
         self.bytes_read = 0
-        self._tail = b""
+        # the log's last bytes read, in the pieces read (`_tail` joins the last _TAIL_BYTES of them when asked):
+        # a live log's line is kept without copying the 8 KB before it each time
+        self._tail_parts: list[bytes] = []
+        self._tail_size = 0  # bytes in _tail_parts
         # The log's first bytes, while the engine is unknown. When detection had to decide before the head
         # was complete (the source caught up early), the chosen profile reads on and the head is kept, so
         # that the log is read again from its start if the rest of the head names another engine.
@@ -291,6 +294,27 @@ class Analyzer:
         unwrapper = self.unwrapper
         return unwrapper.feed(self.framer.feed(held) + self.framer.flush()) + unwrapper.flush()
 
+    @property
+    def _tail(self) -> bytes:
+        # the last _TAIL_BYTES bytes read (the record keeps them)
+        if len(self._tail_parts) > 1 or self._tail_size > _TAIL_BYTES:
+            self._tail = b"".join(self._tail_parts)[-_TAIL_BYTES:]
+        return self._tail_parts[0] if self._tail_parts else b""
+
+    @_tail.setter
+    def _tail(self, value: bytes) -> None:
+        self._tail_parts, self._tail_size = ([value] if value else []), len(value)
+
+    def _keep(self, data: bytes) -> None:
+        # `data` read: the tail's newest bytes (joined once the pieces hold twice the tail's bytes)
+        if len(data) >= _TAIL_BYTES:
+            self._tail = data[-_TAIL_BYTES:]
+            return
+        self._tail_parts.append(data)
+        self._tail_size += len(data)
+        if self._tail_size >= 2 * _TAIL_BYTES:
+            self._tail = b"".join(self._tail_parts)[-_TAIL_BYTES:]
+
     def tail(self, count: int = 20) -> list[str]:
         """The last `count` lines read, cleaned: context for a crash with no traceback."""
         lines = [ln.text for raw in self._tail.split(b"\n")[-count - 1 :] for ln in split_line(0, raw)]
@@ -364,7 +388,7 @@ class Analyzer:
                 self._held_since = now
             self._held.extend(blocks)
             for block in blocks:
-                self._tail = (self._tail + block.data)[-_TAIL_BYTES:]
+                self._keep(block.data)
             return self._detect(now, force=False)
         out: list[Transition] = []
         for block in blocks:
@@ -384,7 +408,7 @@ class Analyzer:
         found = rules.others.lines(data)
         if found or not rules.one_line:
             return self._block(data, now, found=found)
-        self._tail = (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
+        self._keep(data)
         quiet_before = scanner.benign_lines + scanner.error_lines
         out: list[Transition] = []
         for _, match, _ in rules.serving:
@@ -402,9 +426,7 @@ class Analyzer:
         # `found`: `_found(data, 0)` when the caller knows it (the rules it was found with are those in use)
         first = self.lines_read - self._line_base + 1
         if not held:
-            self._tail = (
-                (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
-            )
+            self._keep(data)
         out: list[Transition] = []
         if first == 1 and self.lifecycle.current.phase == State.PENDING:
             out += self._emit(_first_line(data), now)
