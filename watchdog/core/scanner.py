@@ -343,10 +343,10 @@ def _serving(rule: Rule, groups: dict[str, str], line_no: int, rec: Record) -> S
     # a [[serving]] rule's line: its counts (tokens: generated and prefilled alike, either is progress; summed
     # from 0, as `sum` adds them). A group that took no part is not in `groups`: `get` is None for it.
     get = groups.get
-    running = get("running")
-    running = _number(running) if running is not None else None
-    waiting = get("waiting")
-    waiting = _number(waiting) if waiting is not None else None
+    text = get("running")
+    running = _number(text) if text is not None else None
+    text = get("waiting")
+    waiting = _number(text) if text is not None else None
     made: float | None = None
     for name in ("tokens", "prompt"):
         value = get(name)
