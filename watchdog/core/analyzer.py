@@ -81,6 +81,8 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
+# the characters but a newline that `str.splitlines` breaks an ASCII text at
+_OTHER_BREAKS = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]")
 _ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
@@ -582,8 +584,25 @@ class Analyzer:
     def _feed_provisional(self, data: bytes, now: float) -> list[Transition]:
         head = self._raw_head
         old = len(head)
-        head += data[: _DETECT_BYTES - old]
-        found, count = self._detect_head(head)
+        detector = self._detector
+        if (
+            detector is not None
+            and old == self._head_cut  # the head read so far ends with a line end
+            and detector.count < _DETECT_LINES
+            and old + len(data) <= _DETECT_BYTES
+            and data.find(b"\n") == len(data) - 1 >= 0
+            and data.isascii()
+            and _OTHER_BREAKS.search(data) is None
+            and self.unwrapper.format in (None, "plain")
+        ):
+            # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
+            head += data
+            self._head_cut = len(head)
+            detector.feed(data[:-1].decode("ascii"))
+            found, count = detector.engine(), detector.count
+        else:
+            head += data[: _DETECT_BYTES - old]
+            found, count = self._detect_head(head)
         complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
         engine = found or "generic"
         if engine == self.engine:
