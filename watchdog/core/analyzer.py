@@ -350,17 +350,17 @@ class Analyzer:
     def _rules_wanted(self) -> str:
         # The rule set to read with (_RULE_SETS): ready from an early line is not settled yet (the ready line that
         # confirms it must still be read); ready with an error pending reads the lines that show it serving.
-        lc = self.lifecycle
-        inc = lc.current
-        if lc.state == State.STALLED and inc.serving.hung:
+        inc = self.lifecycle.current
+        state = inc.state  # the lifecycle's (asked once a line)
+        if state == State.STALLED and inc.serving.hung:
             # a ready server that hangs: its serving lines, not startup markers, can end the stall
             return "settled"
-        if lc.state not in SETTLED_STATES or (lc.state == State.READY and inc.ready_unconfirmed is not None):
+        if state not in SETTLED_STATES or (state == State.READY and inc.ready_unconfirmed is not None):
             return "startup"
-        if lc.state == State.STOPPED and inc.phase != State.READY:
+        if state == State.STOPPED and inc.phase != State.READY:
             # stopped before any ready line: a request answered as it drains still shows it had been serving
             return "startup"
-        return "serving" if lc.state == State.READY and inc.pending_since is not None else "settled"
+        return "serving" if state == State.READY and inc.pending_since is not None else "settled"
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)

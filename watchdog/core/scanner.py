@@ -92,7 +92,7 @@ class Scanner:
     def reads_all(self) -> bool:
         """True while every line must be scanned: a traceback, a chain of them or an argument dump is open, or a
         Rust panic's message is the next line."""
-        return self.assembler.busy or self.assembler.chaining or self._dump is not None or self._panic
+        return self.assembler.busy_or_chaining or self._dump is not None or self._panic
 
     @property
     def awaiting_exception(self) -> bool:
