@@ -530,3 +530,47 @@ def test_a_log_read_a_line_at_a_time_reads_as_the_whole_file(name: str) -> None:
         whole.lifecycle.current, engine=whole.engine, lines_read=whole.lines_read, bytes_read=whole.bytes_read
     )
     assert live.tail() == whole.tail()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="ab \u00e9", max_size=3000).map(lambda t: t.encode() + b"\n"), max_size=40))
+def test_the_tail_is_the_last_bytes_read_however_they_came(lines: list[bytes]) -> None:
+    # the tail is kept in the pieces read and joined when asked: the last 8 KB read, whatever the reads were
+    lines = [b"[2025-01-23 19:35:14 TP0] Init torch distributed begin.\n", *lines]
+    whole, live = Analyzer(load_engine("sglang")), Analyzer(load_engine("sglang"))
+    data = b"".join(lines)
+    whole.feed(data, 0.0)
+    for n, line in enumerate(lines, 1):
+        live.feed(line, 0.0)
+        if n % 3 == 0:
+            assert live._tail == b"".join(lines[:n])[-8192:]
+    assert live._tail == whole._tail == data[-8192:]
+    assert live.tail() == whole.tail()
+
+
+@pytest.mark.parametrize("breaks", [b"", b"\r", b"\x0c", b"\x1e", "\u2028".encode()])
+def test_a_provisional_head_read_a_line_at_a_time_counts_its_lines_as_splitlines(breaks: bytes) -> None:
+    """While the engine is provisional, a head read a line a read is detected from the lines `str.splitlines`
+    makes of it, as a whole head is: a line holding another line break is more than one line of it."""
+    from watchdog.core.detection import EngineDetector  # noqa: PLC0415
+    from watchdog.profiles.loader import catalogue  # noqa: PLC0415
+
+    data = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    lines = data.splitlines(keepends=True)
+    lines[3] = lines[3][:-1] + breaks + b"INFO 08-19 07:51:03 [api_server.py:1] vLLM API server version 0.9\n"
+    analyzer = Analyzer(catalogue())
+    analyzer.feed(b"".join(lines[:2]), 0.0)
+    analyzer.caught_up(0.0)  # detected from two lines: provisional from here on
+    assert analyzer._provisional
+    for line in lines[2:]:
+        analyzer.feed(line, 0.0)
+    head = b"".join(lines).decode("utf-8", "replace").splitlines()
+    reference = EngineDetector(catalogue().markers)
+    reference.feed_lines(head)
+    detector = analyzer._detector
+    assert detector is not None
+    assert (detector.count, detector.score, detector.engine()) == (
+        reference.count,
+        reference.score,
+        reference.engine(),
+    )

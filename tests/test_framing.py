@@ -262,3 +262,61 @@ def test_a_line_taken_is_the_block_feed_gives(case: tuple[bytes, list[bytes]], m
             else:
                 assert taken.feed(chunk) == blocks
             assert (taken.offset, taken.pending) == (fed.offset, fed.pending)
+
+
+def _clean_by_every_look(raw: bytes) -> str:
+    # `clean` as it was before its printable shortcut: each kind of escape and control looked for in turn
+    from watchdog.core.framing import _ANSI, _CONTROLS  # noqa: PLC0415 - the reference's own parts
+
+    text = raw.decode("utf-8", "replace")
+    if (
+        "\x1b" in text
+        or "^[" in text
+        or "#033" in text
+        or "^@" in text
+        or re.search(r"\[\d{1,3}(?:;\d{1,3})*m", text)
+    ):
+        text = _ANSI.sub("", text)
+    return _CONTROLS.sub("", text)
+
+
+_CLEAN_PIECES = [
+    "\x1b",
+    "[",
+    "31",
+    ";",
+    "m",
+    "^[",
+    "^@",
+    "#033",
+    "\t",
+    "\x00",
+    "\x7f",
+    "\u0085",
+    "\u009b",
+    "°",
+    "\u00a0",
+    "\ufeff",
+    "é",
+    "x",
+    " ",
+    "١",
+    "]",
+    "\x07",
+    "\\",
+]
+
+
+@settings(max_examples=400)
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        st.lists(st.sampled_from(_CLEAN_PIECES), max_size=12).map(lambda p: "".join(p).encode()),
+    )
+)
+def test_a_printable_line_is_cleaned_as_every_look_cleans_it(raw: bytes) -> None:
+    """`clean` takes a line with no control character by one look for the escapes that lost their ESC: the same
+    text as looking for each kind of escape and control in turn, whatever the bytes."""
+    assert clean(raw.replace(b"\n", b"").replace(b"\r", b"")) == _clean_by_every_look(
+        raw.replace(b"\n", b"").replace(b"\r", b"")
+    )

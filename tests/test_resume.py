@@ -338,7 +338,8 @@ def test_the_windows_a_follower_keeps_are_those_the_file_shows(tmp_path: Path) -
     data = _read(CRASH)
     path = tmp_path / "log"
     path.write_bytes(data)
-    for sizes in ([1] * 50 + [len(data)], [IDENTITY_WINDOW - 1, 3, 10_000], [len(data)]):
+    lines = [len(line) for line in data.splitlines(keepends=True)]  # a live log's reads: kept as pieces
+    for sizes in ([1] * 50 + [len(data)], [IDENTITY_WINDOW - 1, 3, 10_000], [len(data)], lines):
         windows, pos = FileWindows(), 0
         for size in sizes:
             windows.feed(data[pos : pos + size])

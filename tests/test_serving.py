@@ -10,6 +10,8 @@ from typing import Any
 import anyio
 import pytest
 from http_receiver import Receiver
+from hypothesis import given
+from hypothesis import strategies as st
 
 from watchdog.alerts.senders import ConsoleAlerts, ServiceNotifier
 from watchdog.core.analyzer import Analyzer
@@ -366,3 +368,35 @@ def test_a_block_of_serving_lines_tells_the_clock_what_each_line_would(
     for analyzer in (whole, one_by_one):
         serving = analyzer.lifecycle.current.serving
         assert (serving.since_at, serving.running) == (since_at, running)
+
+
+def _seen_as_summed(groups: dict[str, str]) -> tuple[Any, ...]:
+    # a serving line's counts as the scanner read them before its one pass: `_number` of each, tokens by `sum`
+    from watchdog.core.scanner import _number  # noqa: PLC0415 - the reference's own part
+
+    values = {k: _number(v) for k, v in groups.items() if k in ("running", "waiting", "tokens", "prompt")}
+    made = [float(v) for k, v in values.items() if k in ("tokens", "prompt") and isinstance(v, (int, float))]
+    count = {
+        k: int(v) if isinstance(v, (int, float)) else None
+        for k, v in values.items()
+        if k in ("running", "waiting")
+    }
+    return (count.get("running"), count.get("waiting"), sum(made) if made else None, groups.get("slot", ""))
+
+
+_COUNT = st.sampled_from(["0", "7", "1,024", "-0.0", "0.00", "59.62", "1e3", "x", "12.5.1", ""])
+
+
+@given(st.dictionaries(st.sampled_from(["running", "waiting", "tokens", "prompt", "slot"]), _COUNT))
+def test_a_serving_line_s_counts_read_as_each_was_summed(groups: dict[str, str]) -> None:
+    """The scanner reads a serving rule's groups (those that took part) into the same counts as taking each with
+    `_number` and summing the tokens and the prompt with `sum`: the same requests and the same zero."""
+    from watchdog.core.envelope import parse  # noqa: PLC0415
+    from watchdog.core.scanner import _serving  # noqa: PLC0415
+    from watchdog.profiles.model import Rule  # noqa: PLC0415
+
+    seen = _serving(Rule("serving", "x"), groups, 1, parse("x"))
+    expected = _seen_as_summed(groups)
+    assert (seen.running, seen.waiting, seen.tokens, seen.key) == expected
+    if expected[2] is not None:
+        assert str(seen.tokens) == str(expected[2])  # -0.0 summed from 0 is 0.0

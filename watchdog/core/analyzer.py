@@ -81,6 +81,8 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
+# the characters but a newline that `str.splitlines` breaks an ASCII text at
+_OTHER_BREAKS = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]")
 _ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
@@ -130,7 +132,10 @@ class Analyzer:
         self._line_base = 0
         self._undated = False  # a new file began an incarnation whose start has no time yet (its first line)
         self.bytes_read = 0
-        self._tail = b""
+        # the log's last bytes read, in the pieces read (`_tail` joins the last _TAIL_BYTES of them when asked):
+        # a live log's line is kept without copying the 8 KB before it each time
+        self._tail_parts: list[bytes] = []
+        self._tail_size = 0  # bytes in _tail_parts
         # The log's first bytes, while the engine is unknown. When detection had to decide before the head
         # was complete (the source caught up early), the chosen profile reads on and the head is kept, so
         # that the log is read again from its start if the rest of the head names another engine.
@@ -291,6 +296,27 @@ class Analyzer:
         unwrapper = self.unwrapper
         return unwrapper.feed(self.framer.feed(held) + self.framer.flush()) + unwrapper.flush()
 
+    @property
+    def _tail(self) -> bytes:
+        # the last _TAIL_BYTES bytes read (the record keeps them)
+        if len(self._tail_parts) > 1 or self._tail_size > _TAIL_BYTES:
+            self._tail = b"".join(self._tail_parts)[-_TAIL_BYTES:]
+        return self._tail_parts[0] if self._tail_parts else b""
+
+    @_tail.setter
+    def _tail(self, value: bytes) -> None:
+        self._tail_parts, self._tail_size = ([value] if value else []), len(value)
+
+    def _keep(self, data: bytes) -> None:
+        # `data` read: the tail's newest bytes (joined once the pieces hold twice the tail's bytes)
+        if len(data) >= _TAIL_BYTES:
+            self._tail = data[-_TAIL_BYTES:]
+            return
+        self._tail_parts.append(data)
+        self._tail_size += len(data)
+        if self._tail_size >= 2 * _TAIL_BYTES:
+            self._tail = b"".join(self._tail_parts)[-_TAIL_BYTES:]
+
     def tail(self, count: int = 20) -> list[str]:
         """The last `count` lines read, cleaned: context for a crash with no traceback."""
         lines = [ln.text for raw in self._tail.split(b"\n")[-count - 1 :] for ln in split_line(0, raw)]
@@ -324,17 +350,17 @@ class Analyzer:
     def _rules_wanted(self) -> str:
         # The rule set to read with (_RULE_SETS): ready from an early line is not settled yet (the ready line that
         # confirms it must still be read); ready with an error pending reads the lines that show it serving.
-        lc = self.lifecycle
-        inc = lc.current
-        if lc.state == State.STALLED and inc.serving.hung:
+        inc = self.lifecycle.current
+        state = inc.state  # the lifecycle's (asked once a line)
+        if state == State.STALLED and inc.serving.hung:
             # a ready server that hangs: its serving lines, not startup markers, can end the stall
             return "settled"
-        if lc.state not in SETTLED_STATES or (lc.state == State.READY and inc.ready_unconfirmed is not None):
+        if state not in SETTLED_STATES or (state == State.READY and inc.ready_unconfirmed is not None):
             return "startup"
-        if lc.state == State.STOPPED and inc.phase != State.READY:
+        if state == State.STOPPED and inc.phase != State.READY:
             # stopped before any ready line: a request answered as it drains still shows it had been serving
             return "startup"
-        return "serving" if lc.state == State.READY and inc.pending_since is not None else "settled"
+        return "serving" if state == State.READY and inc.pending_since is not None else "settled"
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)
@@ -364,7 +390,7 @@ class Analyzer:
                 self._held_since = now
             self._held.extend(blocks)
             for block in blocks:
-                self._tail = (self._tail + block.data)[-_TAIL_BYTES:]
+                self._keep(block.data)
             return self._detect(now, force=False)
         out: list[Transition] = []
         for block in blocks:
@@ -384,7 +410,7 @@ class Analyzer:
         found = rules.others.lines(data)
         if found or not rules.one_line:
             return self._block(data, now, found=found)
-        self._tail = (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
+        self._keep(data)
         quiet_before = scanner.benign_lines + scanner.error_lines
         out: list[Transition] = []
         for _, match, _ in rules.serving:
@@ -402,9 +428,7 @@ class Analyzer:
         # `found`: `_found(data, 0)` when the caller knows it (the rules it was found with are those in use)
         first = self.lines_read - self._line_base + 1
         if not held:
-            self._tail = (
-                (self._tail + data)[-_TAIL_BYTES:] if len(data) < _TAIL_BYTES else data[-_TAIL_BYTES:]
-            )
+            self._keep(data)
         out: list[Transition] = []
         if first == 1 and self.lifecycle.current.phase == State.PENDING:
             out += self._emit(_first_line(data), now)
@@ -560,8 +584,25 @@ class Analyzer:
     def _feed_provisional(self, data: bytes, now: float) -> list[Transition]:
         head = self._raw_head
         old = len(head)
-        head += data[: _DETECT_BYTES - old]
-        found, count = self._detect_head(head)
+        detector = self._detector
+        if (
+            detector is not None
+            and old == self._head_cut  # the head read so far ends with a line end
+            and detector.count < _DETECT_LINES
+            and old + len(data) <= _DETECT_BYTES
+            and data.find(b"\n") == len(data) - 1 >= 0
+            and data.isascii()
+            and _OTHER_BREAKS.search(data) is None
+            and self.unwrapper.format in (None, "plain")
+        ):
+            # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
+            head += data
+            self._head_cut = len(head)
+            detector.feed(data[:-1].decode("ascii"))
+            found, count = detector.engine(), detector.count
+        else:
+            head += data[: _DETECT_BYTES - old]
+            found, count = self._detect_head(head)
         complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
         engine = found or "generic"
         if engine == self.engine:

@@ -66,15 +66,17 @@ class EngineDetector:
     def feed(self, line: str) -> None:
         """Read the next line of the head."""
         self.count += 1
-        stripped = line.lstrip()
-        frame = stripped.startswith('File "')
-        # not a frame, nor a frame's indented source line: it may end a traceback (none is open: nothing to end)
-        if not frame and stripped == line and (self._owner is not None or self._frames or self._chain):
-            self._known = False
-            self._end_traceback()
-            text = stripped.strip()
-            if text and not _CHAIN_OR_EXCEPTION.match(text):
-                self._end_chain(self.score)
+        frame: bool | None = None  # whether the line is a frame: asked only where it matters
+        if self._owner is not None or self._frames or self._chain:
+            stripped = line.lstrip()
+            frame = stripped.startswith('File "')
+            # not a frame, nor a frame's indented source line: it may end the traceback open
+            if not frame and stripped == line:
+                self._known = False
+                self._end_traceback()
+                text = stripped.strip()
+                if text and not _CHAIN_OR_EXCEPTION.match(text):
+                    self._end_chain(self.score)
         any_marker, index = self._any
         if index is not None:
             # Hyperscan names the markers the line holds in one pass (most lines of a head hold none): the
@@ -86,8 +88,10 @@ class EngineDetector:
             return
         else:
             engines = _engines_of(line, self._markers, index)
+        if frame is None:
+            frame = line.lstrip().startswith('File "')
         named = self._engine
-        if not frame and self._known and named is not None and all(engine == named for engine in engines):
+        if not frame and self._known and named is not None and engines.count(named) == len(engines):
             # only the engine named already gains: it stays the one named (the first of those with the highest
             # score, now higher still), so `engine()` need not count again
             self.score[named] = self.score.get(named, 0) + len(engines)

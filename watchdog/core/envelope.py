@@ -66,9 +66,11 @@ _LEVEL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE"
 _LAYER_PATTERNS: tuple[str, ...] = (
     # a markdown blockquote around a log pasted into an issue's reply: "> [2025-11-06T02:10:00.702Z] ..."
     r">(?: |$)",
-    # docker compose service prefix: "vllm-1  | ", and without the replica number: "vllm-server  | "
-    r"(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
-    r"[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| ",
+    # docker compose service prefix: "vllm-1  | ", and without the replica number: "vllm-server  | "; each
+    # behind a look for the name and its bar that its match implies (one pass over a line's first word, where
+    # the layer itself backtracks through it: most contents start with a word, and no bar)
+    r"(?=[\w.-]+\s+\|)(?:[\w.-]+-\d+|[\w.-]+_\d+)\s+\|\s?",
+    r"(?=[\w.-]+ +\| )(?:[A-Za-z][\w.]*(?:[-_][\w.-]*)? {2,}\| |[A-Za-z][\w.]*[-_][\w.-]* \| )",
     # kubectl logs --prefix: "[pod/vllm-0/server] "
     r"\[pod/[\w.-]+/[\w.-]+\] ",
     # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: ", its month in the host's locale (strftime's %b):

@@ -183,6 +183,12 @@ def clean(raw: bytes) -> str:
     """Decode one raw segment (no CR, no newline): replace bad UTF-8, strip ANSI escapes and control
     characters (tab kept)."""
     text = raw.decode("utf-8", "replace")
+    if text.isprintable():
+        # nearly every line: no control character (no ESC, nor any character `_CONTROLS` removes), one C pass to
+        # know it; only the kinds of `_ANSI` that lost their ESC byte may be there
+        if "#033" in text or "^[" in text or "^@" in text or _SGR_TAIL.search(text) is not None:
+            return _ANSI.sub("", text)
+        return text
     if "\x1b" in text or "^[" in text or "#033" in text or "^@" in text or _SGR_TAIL.search(text) is not None:
         text = _ANSI.sub("", text)
     if _CONTROL_BYTES.search(raw) is not None:  # rare: looked for in the bytes, in C, before any text work

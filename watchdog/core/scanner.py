@@ -92,7 +92,7 @@ class Scanner:
     def reads_all(self) -> bool:
         """True while every line must be scanned: a traceback, a chain of them or an argument dump is open, or a
         Rust panic's message is the next line."""
-        return self.assembler.busy or self.assembler.chaining or self._dump is not None or self._panic
+        return self.assembler.busy_or_chaining or self._dump is not None or self._panic
 
     @property
     def awaiting_exception(self) -> bool:
@@ -219,9 +219,7 @@ class Scanner:
         self.assembler.excepted = None
         out: list[Event] = []
         for rule in self._serving_rules:
-            if rule.match not in content:
-                continue
-            groups = rule.apply(content)
+            groups = rule.apply(content)  # None at once without its literal
             if groups is not None:
                 self.last_relevant = stripped
                 out.append(_serving(rule, groups, line_no, rec))
@@ -349,21 +347,27 @@ _NUMBER = (int, float)
 
 
 def _serving(rule: Rule, groups: dict[str, str], line_no: int, rec: Record) -> ServingSeen:
-    # a [[serving]] rule's line: its counts (tokens: generated and prefilled alike, either is progress)
-    running = _number(groups["running"]) if "running" in groups else None
-    waiting = _number(groups["waiting"]) if "waiting" in groups else None
-    tokens = _number(groups["tokens"]) if "tokens" in groups else None
-    prompt = _number(groups["prompt"]) if "prompt" in groups else None
-    made = [float(v) for v in (tokens, prompt) if isinstance(v, _NUMBER)]
+    # a [[serving]] rule's line: its counts (tokens: generated and prefilled alike, either is progress; summed
+    # from 0, as `sum` adds them). A group that took no part is not in `groups`: `get` is None for it.
+    get = groups.get
+    text = get("running")
+    running = _number(text) if text is not None else None
+    text = get("waiting")
+    waiting = _number(text) if text is not None else None
+    made: float | None = None
+    for name in ("tokens", "prompt"):
+        value = get(name)
+        if value is not None and isinstance(number := _number(value), _NUMBER):
+            made = (0 if made is None else made) + float(number)
     return ServingSeen(
         line_no,
         rec.at,
         rec.seconds,
         request=rule.request,
-        key=groups.get("slot", ""),
+        key=get("slot", ""),
         running=int(running) if isinstance(running, _NUMBER) else None,
         waiting=int(waiting) if isinstance(waiting, _NUMBER) else None,
-        tokens=sum(made) if made else None,
+        tokens=made,
     )
 
 

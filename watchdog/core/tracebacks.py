@@ -115,6 +115,11 @@ class Assembler:
         return bool(self._chain_next)
 
     @property
+    def busy_or_chaining(self) -> bool:
+        """`busy or chaining`, in one look (the scanner asks it of every line)."""
+        return bool(self._open or self._logging_error or self._chain_next)
+
+    @property
     def awaiting_exception(self) -> bool:
         """True while a traceback (not logging noise) is open and its exception line has not come yet."""
         return any(tb.exc_index < 0 and not tb.noise for tb in self._open.values())

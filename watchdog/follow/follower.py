@@ -324,12 +324,18 @@ class LaunchFollower:
                 if self._checkpoints.fresh:  # a file's first bytes: saved before their transitions are stored
                     with anyio.move_on_after(FRESH_SAVE_WAIT):
                         await self._checkpoints.save_now(self.analyzer, self.now)
-            await self._apply(transitions)
+            if transitions or self._deferred or self._awaiting_ready:
+                await self._apply(transitions)
+            else:
+                self._reschedule()  # `_apply` of nothing: only whether a tick is due sooner now
             if item.caught_up:
                 # the read's CaughtUp, come with its chunk (`Merges`): handled as if it were the next item
                 if self._checkpoints is not None:
                     self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
                 quiet = False  # the log just grew
+                if self._usual_end():
+                    self._at_end = True  # `_end_of_read`'s usual end, which changes nothing
+                    return
                 # its own time, as an item of its own would have had (a first chunk's save may have waited)
                 if await self._end_of_read(self.now()):
                     return
@@ -374,6 +380,18 @@ class LaunchFollower:
         if self._checkpoints is not None:
             self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
 
+    def _usual_end(self) -> bool:
+        # `_end_of_read` would change nothing and return True: the analyzer already judged the log whole and knows
+        # its engine, so being at the end changes nothing in it, nor what is due when (the chunk's own `_apply`
+        # asked that); nothing to save that was not due a moment ago either; no crash's tracebacks to report
+        return (
+            self._whole
+            and self.analyzer.profile is not None
+            and not self._deferred
+            and not self._awaiting_ready
+            and not self._crash_reported()
+        )
+
     async def _end_of_read(self, now: float) -> bool:
         # The source is at the end of the log (a CaughtUp, or a chunk that is one). True: the usual end of a read,
         # which changes nothing (nothing to save either).
@@ -384,9 +402,8 @@ class LaunchFollower:
             and not self._deferred
             and not self._awaiting_ready
         ):
-            # the end of a read (the usual item after each chunk): the analyzer already judged the log whole
-            # and knows its engine, so being at the end changes nothing in it, nor what is due when (the
-            # chunk's own `_apply` asked that); nothing to save that was not due a moment ago either
+            # the end of a read (the usual item after each chunk): see `_usual_end`; a crash reported has its
+            # tracebacks, grown since, reported as far as they go
             if self._crash_reported():
                 await self._apply(self.analyzer.report_open_tracebacks(now))
             return True

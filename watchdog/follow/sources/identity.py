@@ -61,19 +61,43 @@ def last_bytes(window: bytes, data: bytes, size: int) -> bytes:
     return (window + data)[-size:]
 
 
-@dataclass(slots=True, eq=False)
 class FileWindows:
-    """The follower's side: the first and the latest `IDENTITY_WINDOW` bytes of the file it read so far."""
+    """The follower's side: the first and the latest `IDENTITY_WINDOW` bytes of the file it read so far.
 
-    offset: int = 0
-    head: bytes = b""
-    before: bytes = b""
+    The latest are kept as the pieces read (a live log's line at a time) and joined when asked (`before`): a read
+    costs no copy of the 4 KB before it."""
+
+    __slots__ = ("_size", "_tail", "head", "offset")
+
+    def __init__(self, offset: int = 0, head: bytes = b"", before: bytes = b"") -> None:
+        self.offset = offset
+        self.head = head
+        # pieces whose last IDENTITY_WINDOW bytes are `before`
+        self._tail: list[bytes] = [before] if before else []
+        self._size = len(before)  # bytes in _tail
+
+    @property
+    def before(self) -> bytes:
+        """The last `IDENTITY_WINDOW` bytes read (fewer in a shorter file)."""
+        if len(self._tail) > 1 or self._size > IDENTITY_WINDOW:
+            self.before = b"".join(self._tail)[-IDENTITY_WINDOW:]
+        return self._tail[0] if self._tail else b""
+
+    @before.setter
+    def before(self, value: bytes) -> None:
+        self._tail, self._size = ([value] if value else []), len(value)
 
     def feed(self, data: bytes) -> None:
         """The next bytes of the file (the ones at `offset`)."""
         if len(self.head) < IDENTITY_WINDOW:
             self.head += data[: IDENTITY_WINDOW - len(self.head)]
-        self.before = last_bytes(self.before, data, IDENTITY_WINDOW)
+        if len(data) >= IDENTITY_WINDOW:
+            self.before = data[-IDENTITY_WINDOW:]
+        elif data:
+            self._tail.append(data)
+            self._size += len(data)
+            if self._size >= 2 * IDENTITY_WINDOW:  # joined once the pieces hold twice the window
+                self.before = b"".join(self._tail)[-IDENTITY_WINDOW:]
         self.offset += len(data)
 
     def matches(self, identity: FileIdentity) -> bool:
