@@ -68,6 +68,14 @@ class StateStore:
         self._write_behind = False
         self._closed = False
         self._unreadable: set[tuple[str, int]] = set()  # incarnations whose rows did not decode (said once)
+        # What answers "announced already?" without a read (`record_verdict`): per launch, the highest
+        # incarnation number the file held when `last_incarnations` was asked (with `_filed_all`, a launch not
+        # in it had none), and the announcements of each incarnation above it, all made by this store's
+        # process since (None: ask the file, its announcement written elsewhere); newest
+        # MAX_INCARNATIONS_PER_LAUNCH a launch, an older one asked of the file again
+        self._filed: dict[str, int] = {}
+        self._filed_all = False
+        self._said: dict[str, dict[int, set[str] | None]] = {}
         # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
         # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
         self.failing: str | None = None
@@ -137,7 +145,11 @@ class StateStore:
         return (
             ("transitions", ("snapshots",), lambda: self._record_all(waiting.snapshots)),
             ("checkpoints", ("checkpoints",), lambda: self._put_checkpoints(waiting.checkpoints)),
-            ("verdicts", ("verdicts", "marks"), lambda: self._put_verdicts(waiting.verdicts, waiting.marks)),
+            (
+                "verdicts",
+                ("verdicts", "marks"),
+                lambda: self._put_verdicts(waiting.verdicts, waiting.marks, waiting.snapshots),
+            ),
         )
 
     def _write_parts(self, waiting: _Waiting) -> _Waiting | None:
@@ -337,7 +349,11 @@ class StateStore:
             ).fetchall()
             return {str(name): (int(number), bool(began)) for name, number, began in rows}
 
-        return await self._run(select)
+        last = await self._run(select)
+        for name, (number, _) in last.items():
+            self._filed[name] = max(number, self._filed.get(name, 0))
+        self._filed_all = self._filed_all or launch is None
+        return last
 
     async def history(self, launch: str | None = None, limit: int = 50) -> list[IncarnationRecord]:
         """Incarnations newest first (by when the store first heard of them), of one launch or all."""
@@ -423,40 +439,91 @@ class StateStore:
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    def _save_verdict(self, launch: str, incarnation: int, verdict: Verdict, wall: float) -> None:
+    def _save_verdict(
+        self, launch: str, incarnation: int, verdict: Verdict, wall: float, *, row: bool = True
+    ) -> None:
+        # `row`: its state, phase, facts... too (not when a newer snapshot of it was written in this batch)
         row_id = self._row(launch, incarnation)
-        self._update_row(row_id, verdict, wall)
+        if row:
+            self._update_row(row_id, verdict, wall)
         text = _dumps(verdict.to_json())
         self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
 
-    async def record_verdict(self, launch: str, incarnation: int, verdict: Verdict, key: str) -> bool:
+    async def record_verdict(
+        self, launch: str, incarnation: int, verdict: Verdict, key: str, *, announce: bool = False
+    ) -> bool:
         """Store the verdict object as the incarnation's latest; whether the verdict `key` was announced
-        already (before a restart, too). A verdict that cannot be written now (`failing`) is kept and written
-        when the file allows; whether it was announced is then read (a read still works), else taken as not."""
-        wall = time.time()
+        already (before a restart, too). With `announce`, the verdict is also noted as announced (unless it was)
+        in the same write: what is said of it goes nowhere else (no outbox row to note it with). A verdict that
+        cannot be written now (`failing`) is kept and written when the file allows; whether it was announced is
+        then read (a read still works), else taken as not.
 
-        def record() -> bool:
-            self._write(lambda: self._save_verdict(launch, incarnation, verdict, wall))
-            return self._announced(launch, incarnation, key)
+        While `write_behind` runs, a verdict of an incarnation that began in this process (numbered above what
+        `last_incarnations` found in the file), whose announcements this store has all seen, returns at once
+        and is written with the next batch, its announcement with it: a daemon killed meanwhile loses both
+        together, and announces the verdict (once) when its follower reads the crash again."""
+        wall = time.time()
+        said = self._said_here(launch, incarnation)
+        if said is not None and not announce:
+            # announced elsewhere, if at all (the outbox's transaction, `Notes`): asked of the file from now on
+            self._said[launch][incarnation] = said = None
+        if said is not None and self._write_behind and not self._closed:
+            before = key in said
+            self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
+            if not before:
+                said.add(key)
+                self._waiting.marks[(launch, incarnation, key)] = wall
+            self._added.set()
+            return before
+
+        def write() -> bool:
+            self._save_verdict(launch, incarnation, verdict, wall)
+            before = self._announced(launch, incarnation, key)
+            if announce and not before:
+                self._put_verdicts({}, {(launch, incarnation, key): wall})
+            return before
 
         try:
-            return await self._run(record)
+            before = await self._run(self._write, write)
         except Exception as exc:
             if not passing(exc):
                 raise
-        self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
-        self._added.set()
-        if (launch, incarnation, key) in self._waiting.marks:
-            return True
-        try:
-            return await self._run(self._announced, launch, incarnation, key)
-        except sqlite3.Error:
-            return False  # said again rather than never
+            self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
+            self._added.set()
+            if (launch, incarnation, key) in self._waiting.marks:
+                before = True
+            else:
+                try:
+                    before = await self._run(self._announced, launch, incarnation, key)
+                except sqlite3.Error:
+                    before = False  # said again rather than never
+            if announce and not before:
+                self._waiting.marks[(launch, incarnation, key)] = wall
+        if said is not None:
+            said.add(key)
+        return before
+
+    def _said_here(self, launch: str, incarnation: int) -> set[str] | None:
+        """The announcements of an incarnation that began in this process, all known here; None: ask the file."""
+        filed = self._filed.get(launch, 0 if self._filed_all else None)
+        if filed is None or incarnation <= filed:
+            return None
+        known = self._said.setdefault(launch, {})
+        if incarnation not in known:
+            known[incarnation] = set()
+            while len(known) > MAX_INCARNATIONS_PER_LAUNCH:  # the oldest is asked of the file from now on
+                oldest = min(known)
+                del known[oldest]
+                self._filed[launch] = max(oldest, self._filed.get(launch, 0))
+        return known.get(incarnation)
 
     async def mark_announced(self, launch: str, incarnation: int, verdict_key: str) -> None:
         """Note that this verdict was said (to every notifier it goes to); kept and written when the file
         allows if it cannot be written now."""
         mark = {(launch, incarnation, verdict_key): time.time()}
+        said = self._said_here(launch, incarnation)
+        if said is not None:
+            said.add(verdict_key)
         try:
             await self._run(self._write, lambda: self._put_verdicts({}, mark))
         except Exception as exc:
@@ -469,9 +536,12 @@ class StateStore:
         self,
         verdicts: Mapping[tuple[str, int], tuple[Verdict, float]],
         marks: Mapping[tuple[str, int, str], float],
+        snapshots: Mapping[tuple[str, int], tuple[_Snapshot, float]] | None = None,
     ) -> None:
         for (launch, incarnation), (verdict, wall) in verdicts.items():
-            self._save_verdict(launch, incarnation, verdict, wall)
+            # a snapshot of the incarnation taken after the verdict (in this batch, written before it) is newer
+            newer = snapshots is not None and snapshots.get((launch, incarnation), (None, 0.0))[1] > wall
+            self._save_verdict(launch, incarnation, verdict, wall, row=not newer)
         for (launch, incarnation, key), wall in marks.items():
             self._conn.execute(
                 "INSERT INTO verdicts (incarnation_id, key, announced_at) VALUES (?, ?, ?)"
