@@ -18,6 +18,7 @@ import anyio.to_thread
 import structlog
 from anyio.abc import TaskStatus
 
+from watchdog.core.arguments import Argument
 from watchdog.core.verdict import Status, Verdict
 from watchdog.store.database import BUSY_TIMEOUT, connect, db_path, passing, refuse_legacy_state, transaction
 from watchdog.store.records import IncarnationRecord, TransitionRecord, _arguments, _dumps, _object
@@ -76,6 +77,7 @@ class StateStore:
         self._filed: dict[str, int] = {}
         self._filed_all = False
         self._said: dict[str, dict[int, set[str] | None]] = {}
+        self._arguments: dict[str, tuple[tuple[Argument, ...], str]] = {}  # see `_arguments_text`
         # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
         # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
         self.failing: str | None = None
@@ -260,13 +262,27 @@ class StateStore:
         taken = status if isinstance(status, Status) else status()
         await self._run(lambda: self._write(lambda: self._record(launch, incarnation, taken, wall)))
 
+    def stands_for(self, launch: str, incarnation: int, status: Callable[[], Status | None]) -> bool:
+        """Let `status()` (of the incarnation, as new as every transition recorded of it: made of its verdict,
+        built already) be the snapshot that waits to be taken of it, if one does (`write_behind`), and it gives
+        one; whether it does."""
+        waiting = self._waiting.snapshots.get((launch, incarnation))
+        if waiting is None or isinstance(waiting[0], Status):
+            return False
+        taken = status()
+        if taken is None:
+            return False
+        self._waiting.snapshots[(launch, incarnation)] = (taken, time.time())
+        return True
+
     def _record(self, launch: str, incarnation: int, status: Status, wall: float) -> None:
         row_id = self._row(launch, incarnation)
-        self._update_row(row_id, status.verdict, wall, status.host, dict(status.labels))
+        self._update_row(launch, row_id, status.verdict, wall, status.host, dict(status.labels))
         self._merge_timeline(row_id, status, wall)
 
     def _update_row(
         self,
+        launch: str,
         row_id: int,
         v: Verdict,
         wall: float,
@@ -287,11 +303,21 @@ class StateStore:
                 _dumps({p.name: {"done": p.done, "total": p.total} for p in v.progress}),
                 _dumps(labels) if labels is not None else None,
                 wall,
-                arguments := _dumps([[a.name, a.flag, a.value] for a in v.arguments]),
+                arguments := self._arguments_text(launch, v.arguments),
                 arguments,
                 row_id,
             ),
         )
+
+    def _arguments_text(self, launch: str, arguments: tuple[Argument, ...]) -> str:
+        # an incarnation's arguments (SGLang's dump: ~150, 6 KB of JSON) are the same tuple in each of its
+        # snapshots and its verdict: encoded once (the launch's last ones kept, the tuple alive with its text)
+        last = self._arguments.get(launch)
+        if last is not None and last[0] is arguments:
+            return last[1]
+        text = _dumps([[a.name, a.flag, a.value] for a in arguments])
+        self._arguments[launch] = (arguments, text)
+        return text
 
     def _merge_timeline(self, row_id: int, status: Status, wall: float) -> None:
         timeline, elapsed = status.verdict.timeline, status.elapsed
@@ -445,7 +471,7 @@ class StateStore:
         # `row`: its state, phase, facts... too (not when a newer snapshot of it was written in this batch)
         row_id = self._row(launch, incarnation)
         if row:
-            self._update_row(row_id, verdict, wall)
+            self._update_row(launch, row_id, verdict, wall)
         text = _dumps(verdict.to_json())
         self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
 
