@@ -487,13 +487,14 @@ class StateStore:
         While `write_behind` runs, a verdict of an incarnation that began in this process (numbered above what
         `last_incarnations` found in the file), whose announcements this store has all seen, returns at once
         and is written with the next batch, its announcement with it: a daemon killed meanwhile loses both
-        together, and announces the verdict (once) when its follower reads the crash again."""
+        together (with the transitions and checkpoints waiting beside them), and the next one says the crash it
+        reads again, once."""
         wall = time.time()
         said = self._said_here(launch, incarnation)
         if said is not None and not announce:
             # announced elsewhere, if at all (the outbox's transaction, `Notes`): asked of the file from now on
             self._said[launch][incarnation] = said = None
-        if said is not None and self._write_behind and not self._closed:
+        if announce and said is not None and self._write_behind and not self._closed:
             before = key in said
             self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
             if not before:
