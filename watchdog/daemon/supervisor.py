@@ -688,7 +688,10 @@ def _cause(exc: BaseException) -> BaseException:
 def _snapshot(plan: LaunchPlan, follower: Follower, incarnation: int) -> Status:
     """What the store keeps of a transition: the status of its incarnation (a multi-node launch's: the launch's
     now), with the launch's host and labels."""
-    status = follower.status(incarnation) if isinstance(follower, LaunchFollower) else follower.status()
+    if isinstance(follower, LaunchFollower):  # the store keeps no `changes`: not made
+        status = follower.status(incarnation, changes=False)
+    else:
+        status = follower.status()
     return dataclasses.replace(status, host=plan.host, labels=tuple(plan.labels.items()))
 
 
