@@ -835,3 +835,69 @@ async def test_a_deliverys_retries_wait_on_the_alertings_clock(receiver: Receive
         await receiver.wait_for(1)
         await _sent(alerting, "hook", 1)
     assert len(receiver.got) == 2
+
+
+def _problem_rows(path: Path) -> list[tuple[str, str, str]]:
+    """The problems the state file keeps (launch, kind, who heard them), as another connection sees them."""
+    import sqlite3  # noqa: PLC0415
+
+    other = sqlite3.connect(path)
+    try:
+        return [
+            (str(a), str(b), str(c)) for a, b, c in other.execute("SELECT launch, kind, told FROM problems")
+        ]
+    finally:
+        other.close()
+
+
+async def test_a_problem_no_notifier_heard_keeps_no_row_and_writes_no_end(tmp_path: Path) -> None:
+    """A crash said to no notifier (none says crashes) is active in memory, but the state file gets neither a
+    problem row nor, at its resolution, anything: its end tells no one, a restarted daemon's neither."""
+    path = tmp_path / "watchdog.sqlite3"
+    quiet = ConsoleAlerts(out=io.StringIO(), on=frozenset({AlertKind.READY}))
+    box = await Outbox.open(path)
+    try:
+        async with _running(box) as alerting:
+            await alerting.say(_alert(), [quiet])
+            assert alerting.is_active("kimi", AlertKind.CRASHED)
+            assert _problem_rows(path) == []
+            await alerting.resolve("kimi", [AlertKind.CRASHED], "a new start")
+            assert not alerting.is_active("kimi", AlertKind.CRASHED)
+            assert _problem_rows(path) == []
+            assert await box.pending() == []
+    finally:
+        await box.close()
+
+
+@pytest.mark.parametrize("readable", [True, False], ids=["restored", "unreadable"])
+async def test_a_problem_no_notifier_heard_replaces_the_row_the_file_kept(
+    tmp_path: Path, readable: bool
+) -> None:
+    """Where the file keeps a row of the same launch and kind (said before a restart, or a row that does not
+    decode), a problem no notifier heard still replaces it, and its resolution deletes it: no stale row is
+    restored and resolved by a later daemon."""
+    path = tmp_path / "watchdog.sqlite3"
+    box = await Outbox.open(path)
+    try:
+        async with _running(box) as alerting:
+            await alerting.say(_alert(), [ConsoleAlerts(out=io.StringIO())])
+        assert _problem_rows(path) == [("kimi", "crashed", '["console"]')]
+    finally:
+        await box.close()
+    if not readable:
+        import sqlite3  # noqa: PLC0415
+
+        other = sqlite3.connect(path)
+        with other:
+            other.execute("UPDATE problems SET alert = 'not json'")
+        other.close()
+    box = await Outbox.open(path)
+    try:
+        async with _running(box) as alerting:  # a restarted daemon
+            assert alerting.is_active("kimi", AlertKind.CRASHED) is readable
+            await alerting.say(_alert(incarnation=2), [])
+            assert _problem_rows(path) == [("kimi", "crashed", "[]")]
+            await alerting.resolve("kimi", [AlertKind.CRASHED], "a new start")
+            assert _problem_rows(path) == []
+    finally:
+        await box.close()

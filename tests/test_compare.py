@@ -201,3 +201,20 @@ def test_watch_compare_with_a_previous_log(tmp_path: Path) -> None:
     verdict = json.loads(done.stdout)
     assert (verdict["state"], verdict["incarnation"]) == ("ready", 2)
     assert [a["flag"] for a in verdict["changes"]["arguments"]] == ["--disable-cuda-graph"]
+
+
+def test_a_verdict_without_changes_is_the_verdict_less_its_changes(tmp_path: Path) -> None:
+    """`build_verdict(..., changes=False)` (what the state store keeps of a transition) is the whole verdict
+    with no `changes`, and nothing else different."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from watchdog.core.analyzer import Analyzer  # noqa: PLC0415
+    from watchdog.core.verdict import build_verdict  # noqa: PLC0415
+    from watchdog.profiles.loader import load_engine  # noqa: PLC0415
+
+    analyzer = Analyzer(load_engine(None))
+    analyzer.feed(_relaunch(tmp_path).read_bytes(), 0.0)
+    analyzer.finish(0.0)
+    whole = build_verdict(analyzer)
+    assert whole.changes is not None
+    assert build_verdict(analyzer, changes=False) == replace(whole, changes=None)

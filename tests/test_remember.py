@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import queue
 import signal
 import sqlite3
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +346,65 @@ def test_a_log_that_never_comes_is_said_by_name_in_status_and_alert(tmp_path: Pa
     assert "Phase:" not in alert["text"]
     resolved = hook.body("typo/1/stalled/resolved")
     assert resolved["title"] == "typo: missing log resolved"
+
+
+def _first(daemon: DaemonProcess, want: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The first log event for which `want` holds (already seen, or to come within the daemon's deadline)."""
+    end = time.monotonic() + daemon.deadline
+    for event in daemon.seen:
+        if want(event):
+            return event
+    while (left := end - time.monotonic()) > 0:
+        try:
+            event = daemon.events.get(timeout=left)
+        except queue.Empty:
+            break
+        daemon.seen.append(event)
+        if want(event):
+            return event
+    raise AssertionError(f"no such event in {daemon.deadline}s; seen: {daemon.seen[-15:]}")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "kill -9"])
+def test_a_crash_said_to_no_notifier_is_said_once_across_a_restart(tmp_path: Path, how: str) -> None:
+    """With no notifier, a relaunch's crash (an incarnation born in the running daemon: its verdict and
+    announcement wait for the store's next batch) is said once: a stopped daemon writes it before it exits, and
+    the next one does not say it again. A daemon killed before that batch loses its rows (as it loses the
+    transitions that wait with them): the next one reads the log again and says the crash it finds there, once.
+    The store ends with that crash announced."""
+    log = tmp_path / "L.log"
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{tmp_path / "state"}"\nlog_format = "json"\n'
+        f'\n[launches.L]\nlog = "{log}"\n'
+    )
+    log.write_bytes(CRASH.read_bytes())
+    first = DaemonProcess(config, deadline=DEADLINE)
+    try:
+        first.wait(event="announced", launch="L", state="crashed", incarnation=1)
+        _replace(log, b"relaunched\n" + CRASH.read_bytes())
+        first.wait(event="announced", launch="L", state="crashed", incarnation=2)
+    finally:
+        _stop(first, how)
+    second = DaemonProcess(config, deadline=DEADLINE)
+    try:
+        # the crash read again (from the checkpoint, or the log's start): announced, or found announced
+        event = _first(
+            second,
+            lambda e: e.get("event") in {"announced", "already announced"} and e.get("state") == "crashed",
+        )
+        second.stop()
+        second.wait(event="(ended)")
+    finally:
+        second.close()
+    said = Counter(e["incarnation"] for e in second.seen if e.get("event") == "announced")
+    assert all(n == 1 for n in said.values()), said
+    rows = _history(tmp_path / "state", "L")
+    assert (rows[-1]["incarnation"], rows[-1]["state"], rows[-1]["announced"]) == (
+        event["incarnation"],
+        "crashed",
+        ["crashed"],
+    )
+    if how == "SIGTERM":  # everything written at the stop: the same incarnation, found announced
+        assert (event["event"], event["incarnation"]) == ("already announced", 2)
+        assert [(r["incarnation"], r["announced"]) for r in rows] == [(1, ["crashed"]), (2, ["crashed"])]

@@ -790,3 +790,202 @@ def test_history_never_prints_a_duration_an_older_build_stored_unbounded(
     assert all(0 <= d < 60 for d in record["phase_durations"].values()), (
         record
     )  # the wall clock's, not the log's
+
+
+def _stored_verdicts(path: Path, launch: str) -> list[tuple[int, str | None, str | None]]:
+    """Each incarnation of `launch` (number, state, the verdict's state) as another connection sees them."""
+    with sqlite3.connect(path / DB_NAME) as other:
+        rows = other.execute(
+            "SELECT incarnation, state, json_extract(verdict, '$.state') FROM incarnations WHERE launch = ?"
+            " ORDER BY incarnation",
+            (launch,),
+        ).fetchall()
+    other.close()
+    return [(int(n), state, verdict) for n, state, verdict in rows]
+
+
+def _stored_announced(path: Path, launch: str) -> list[tuple[int, str]]:
+    """The announcements of `launch` (incarnation, key) as another connection sees them."""
+    with sqlite3.connect(path / DB_NAME) as other:
+        rows = other.execute(
+            "SELECT i.incarnation, v.key FROM verdicts v JOIN incarnations i ON i.id = v.incarnation_id"
+            " WHERE i.launch = ? ORDER BY i.incarnation, v.key",
+            (launch,),
+        ).fetchall()
+    other.close()
+    return [(int(n), str(key)) for n, key in rows]
+
+
+async def _written(path: Path, launch: str, incarnation: int) -> None:
+    """Wait (a deadline, polled from another connection) until the verdict of the incarnation is on disk."""
+    with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
+        while True:  # another connection's view: polled
+            if any(n == incarnation and v for n, _, v in _stored_verdicts(path, launch)):
+                break
+            await anyio.sleep(0.02)
+
+
+async def test_a_verdict_said_to_no_one_is_noted_announced_with_its_write(tmp_path: Path) -> None:
+    """`record_verdict(..., announce=True)` (nothing goes to the outbox to note it with) writes the verdict and
+    its announcement together: the first time it was not announced, from then on (a restart too) it was."""
+    crashed = verdict_from_json({"state": "crashed", "phase": "ready"})
+    async with open_store(tmp_path) as store:
+        assert not await store.record_verdict("kimi", 1, crashed, "crashed", announce=True)
+        assert _stored_announced(tmp_path, "kimi") == [(1, "crashed")]
+        assert await store.record_verdict("kimi", 1, crashed, "crashed", announce=True)
+        assert not await store.record_verdict("kimi", 1, crashed, "crashed#2")  # another key: not noted
+    async with open_store(tmp_path) as store:
+        assert await store.record_verdict("kimi", 1, crashed, "crashed", announce=True)
+        assert _stored_announced(tmp_path, "kimi") == [(1, "crashed")]
+
+
+async def test_a_verdict_of_an_incarnation_born_in_this_process_is_written_with_the_batch(
+    tmp_path: Path,
+) -> None:
+    """With `write_behind` running, the verdict (said to no one) of an incarnation numbered above what
+    `last_incarnations` found in the file returns at once, answered from memory, and is written with its
+    announcement in the next batch; one of an incarnation the file had is written and read at once."""
+    ready = verdict_from_json({"state": "ready", "phase": "ready"})
+    crashed = verdict_from_json({"state": "crashed", "phase": "ready"})
+    async with open_store(tmp_path) as store:
+        await store.record_verdict("kimi", 1, ready, "ready")
+        await store.mark_announced("kimi", 1, "ready")
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        assert await store.last_incarnations() == {"kimi": (1, False)}
+        # known in the file: asked of it, written now
+        assert await store.record_verdict("kimi", 1, ready, "ready", announce=True)
+        # born here: not on disk yet, and answered without a read
+        assert not await store.record_verdict("kimi", 2, crashed, "crashed", announce=True)
+        assert not await store.record_verdict("qwen", 1, crashed, "crashed", announce=True)  # a launch unseen
+        assert _stored_verdicts(tmp_path, "kimi") == [(1, "ready", "ready")]
+        assert await store.record_verdict("kimi", 2, crashed, "crashed", announce=True)
+        await _written(tmp_path, "kimi", 2)
+        await _written(tmp_path, "qwen", 1)
+        assert _stored_verdicts(tmp_path, "kimi") == [(1, "ready", "ready"), (2, "crashed", "crashed")]
+        assert _stored_announced(tmp_path, "kimi") == [(1, "ready"), (2, "crashed")]
+        assert _stored_announced(tmp_path, "qwen") == [(1, "crashed")]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_verdict_announced_through_the_outbox_is_asked_of_the_file(tmp_path: Path) -> None:
+    """A verdict recorded without `announce` (its announcement goes with its outbox rows, on another
+    connection) is written at once, and its incarnation's later answers are read from the file: an
+    announcement the store did not write is never taken for none."""
+    crashed = verdict_from_json({"state": "crashed", "phase": "ready"})
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.last_incarnations()
+        assert not await store.record_verdict("kimi", 1, crashed, "crashed")
+        assert _stored_verdicts(tmp_path, "kimi") == [(1, "crashed", "crashed")]
+        with sqlite3.connect(tmp_path / DB_NAME) as other:  # as `Outbox` notes it (`Notes.announced`)
+            other.execute(
+                "INSERT INTO verdicts (incarnation_id, key, announced_at)"
+                " SELECT id, 'crashed', 0 FROM incarnations WHERE launch = 'kimi' AND incarnation = 1"
+            )
+        other.close()
+        assert await store.record_verdict("kimi", 1, crashed, "crashed", announce=True)
+        tg.cancel_scope.cancel()
+
+
+def test_a_crash_whose_verdict_waited_for_its_batch_is_said_once_after_kill_9(tmp_path: Path) -> None:
+    """A daemon killed before the batch that holds a verdict (said to no one) and its announcement is written
+    loses both together: the next one, reading the crash again, finds it not announced and says it, once."""
+    script = textwrap.dedent(
+        f"""
+        import sys, anyio
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from snapshots import verdict_from_json
+        from watchdog.store import StateStore
+
+        async def main():
+            store = await StateStore.open({str(tmp_path)!r})
+            await store.record_verdict("kimi", 1, verdict_from_json({{"state": "ready"}}), "ready", announce=True)
+            async with anyio.create_task_group() as tg:
+                await tg.start(store.write_behind)
+                await store.last_incarnations()
+                said = await store.record_verdict(
+                    "kimi", 2, verdict_from_json({{"state": "crashed"}}), "crashed", announce=True
+                )
+                print("deferred" if not said else "said before", flush=True)
+                sys.stdin.read()  # the event loop held until killed: the batch is never written
+
+        anyio.run(main)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "the writer did not report within 60 s"
+        assert proc.stdout.readline().strip() == "deferred"
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+
+    async def restarted() -> None:
+        assert _stored_verdicts(tmp_path, "kimi") == [(1, "ready", "ready")]
+        assert _stored_announced(tmp_path, "kimi") == [(1, "ready")]
+        async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+            await tg.start(store.write_behind)
+            assert await store.last_incarnations() == {"kimi": (1, False)}
+            crashed = verdict_from_json({"state": "crashed"})
+            assert not await store.record_verdict("kimi", 2, crashed, "crashed", announce=True)  # said now
+            assert await store.record_verdict("kimi", 2, crashed, "crashed", announce=True)  # and only now
+            assert await store.record_verdict("kimi", 1, verdict_from_json({"state": "ready"}), "ready")
+            tg.cancel_scope.cancel()
+        assert _stored_announced(tmp_path, "kimi") == [(1, "ready"), (2, "crashed")]
+
+    anyio.run(restarted)
+
+
+async def test_a_waiting_verdict_does_not_undo_a_newer_snapshot_of_its_incarnation(tmp_path: Path) -> None:
+    """A snapshot taken after a verdict that waits in the same batch is the newer: the incarnation's state is
+    the snapshot's, its verdict object the verdict's."""
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.last_incarnations()
+        ready = verdict_from_json({"state": "ready", "phase": "ready"})
+        assert not await store.record_verdict("kimi", 1, ready, "ready", announce=True)
+        timeline = [entry("starting", 1), entry("ready", 2), entry("crashed", 3)]
+        await store.record_transition("kimi", 1, lambda: status_from_json(status(timeline)))
+        await _written(tmp_path, "kimi", 1)
+        assert _stored_verdicts(tmp_path, "kimi") == [(1, "crashed", "ready")]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_verdict_stands_for_the_snapshot_that_waits(tmp_path: Path) -> None:
+    """`stands_for` puts a status made of the verdict in place of the snapshot function that waits for the
+    incarnation (never called then); with none waiting it makes nothing."""
+    called: list[str] = []
+
+    def snapshot() -> Any:
+        called.append("snapshot")
+        return status_from_json(status([entry("starting", 1)]))
+
+    def of_verdict() -> Any:
+        called.append("verdict")
+        return status_from_json(status([entry("starting", 1), entry("crashed", 9)]))
+
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        assert not store.stands_for("kimi", 1, of_verdict)
+        await store.record_transition("kimi", 1, snapshot)
+        assert store.stands_for("kimi", 1, of_verdict)
+        assert not store.stands_for("kimi", 1, of_verdict)  # a status waits now, not a function
+        with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
+            while True:  # another connection's view: polled
+                if _stored_states(tmp_path, "kimi"):
+                    break
+                await anyio.sleep(0.02)
+        assert called == ["verdict"]
+        assert _stored_states(tmp_path, "kimi") == ["starting", "crashed"]
+        tg.cancel_scope.cancel()

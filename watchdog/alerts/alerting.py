@@ -193,9 +193,16 @@ class Alerting:
             names = tuple(n.name for n in notifiers)
             began = now - max(0.0, self._clock.now() - alert.started_at.timestamp())
             self._active[(alert.launch, alert.kind)] = _Active(alert, names, told, key, began=began)
-            opened = Problem(
-                alert.launch, alert.kind.value, key, alert.to_dict(), names, tuple(told), self._clock.now()
-            )
+            if told or self._outbox.keeps(alert.launch, alert.kind.value):  # else no row is needed (`Outbox`)
+                opened = Problem(
+                    alert.launch,
+                    alert.kind.value,
+                    key,
+                    alert.to_dict(),
+                    names,
+                    tuple(told),
+                    self._clock.now(),
+                )
         if not enqueue:
             return False
         if silenced:
@@ -210,7 +217,6 @@ class Alerting:
             active = self._active.pop((launch, kind), None)
             if active is None:
                 continue
-            resolution = active.alert.resolution(datetime.fromtimestamp(self._clock.now(), UTC), detail)
             told = [
                 notifier
                 for name in active.notifiers
@@ -218,6 +224,9 @@ class Alerting:
                 and (notifier := self._notifiers.get(name)) is not None
                 and AlertKind.RESOLVED in notifier.on
             ]
+            if not told and not self._outbox.keeps(launch, kind.value):
+                continue  # told to no one, kept nowhere (`Outbox.keeps`): nothing to end
+            resolution = active.alert.resolution(datetime.fromtimestamp(self._clock.now(), UTC), detail)
             key = f"{active.key}/resolved" if active.key else None
             await self._enqueue(resolution, told, key, Notes(closed=(launch, kind.value)))
 

@@ -101,6 +101,9 @@ class Outbox:
         self._next_id = -1
         self._waiting = anyio.Event()  # set while something waits to be written
         self._warned: set[str] = set()  # the kinds of prune errors said already
+        # (launch, kind) of each problem row the file holds, or will once what was put is written (None until
+        # `problems` read them: any may be there)
+        self._problems: set[tuple[str, str]] | None = None
         self.failing: str | None = None  # why the file cannot be written now; None while it can
 
     @classmethod
@@ -138,7 +141,10 @@ class Outbox:
         `notes`, in one transaction; return the new items and whether the announcement of `notes` was written
         (its incarnation's row is in the file). When the file cannot be written, the items are made in memory
         and the notes wait with them (written later by `keep_written`); False then."""
-        text = json.dumps(alert, ensure_ascii=False, separators=(",", ":"))
+        notes = self._needed(notes)
+        if not targets and not notes:
+            return [], False
+        text = json.dumps(alert, ensure_ascii=False, separators=(",", ":")) if targets else ""
 
         def insert() -> tuple[list[Item], bool]:
             items = []
@@ -173,10 +179,35 @@ class Outbox:
         self._waiting.set()
         return items, False
 
+    def keeps(self, launch: str, kind: str) -> bool:
+        """Whether the file may hold a problem row of `launch` and `kind` (one put and not closed since, or one
+        there before: any, until `problems` has read them)."""
+        return self._problems is None or (launch, kind) in self._problems
+
+    def _needed(self, notes: Notes | None) -> Notes | None:
+        """`notes` less what changes nothing in the file: a problem that no notifier heard (its end tells no
+        one, nor does a restarted daemon's) where no row of it is kept, and the end of one with no row; and the
+        problem rows the file will hold noted (on the event loop, in the order the writes are made)."""
+        if not notes or self._problems is None:
+            return notes
+        closed, opened = notes.closed, notes.opened
+        if closed is not None:
+            if closed not in self._problems:
+                closed = None
+            self._problems.discard(notes.closed)
+        if opened is not None:
+            if opened.told or (opened.launch, opened.kind) in self._problems:
+                self._problems.add((opened.launch, opened.kind))
+            else:
+                opened = None
+        if closed is notes.closed and opened is notes.opened:
+            return notes
+        return Notes(announced=notes.announced, opened=opened, closed=closed)
+
     async def problems(self) -> list[Problem]:
         """The problems said and not resolved (what a restarted daemon still has to resolve), oldest first."""
 
-        def select() -> list[Problem]:
+        def select() -> tuple[list[Problem], set[tuple[str, str]]]:
             rows = self._conn.execute(
                 "SELECT launch, kind, key, alert, notifiers, told, opened_at FROM problems ORDER BY opened_at"
             ).fetchall()
@@ -192,9 +223,12 @@ class Outbox:
                         launch, kind, key, data, tuple(map(str, names)), tuple(map(str, heard)), opened_at
                     )
                 )
-            return problems
+            return problems, {(str(row[0]), str(row[1])) for row in rows}
 
-        return await self._run(select)
+        problems, rows = await self._run(select)
+        # every row, an unreadable one too (a problem put again replaces it), and those waiting to be written
+        self._problems = rows | {(n.opened.launch, n.opened.kind) for n, _ in self._notes if n.opened}
+        return problems
 
     def _note(self, notes: Notes | None, now: float) -> bool:
         # in the worker thread, inside the transaction of the rows they go with

@@ -482,6 +482,7 @@ def build_verdict(
     *,
     earlier: Iterable[Baseline] = (),
     command: tuple[Argument, ...] = (),
+    changes: bool = True,
 ) -> Verdict:
     """The verdict of `replay`, `watch` and /status: `inc` (default: the one a verdict reports) of `analyzer`.
 
@@ -490,7 +491,8 @@ def build_verdict(
     the daemon's store keeps of the launch's earlier incarnations, or a log given to compare with) before it.
     Its arguments are those the engine's own dump says, and those of `command` (launch mode's command line,
     `arguments.from_command`) that the dump does not name: llama.cpp prints no command line, and a flag the
-    engine does not dump (a port) still tells a relaunch apart.
+    engine does not dump (a port) still tells a relaunch apart. `changes=False`: without them (what the state
+    store keeps of a transition has no use for them), the launch before not looked at.
     """
     lc = analyzer.lifecycle
     inc = inc or lc.verdict_incarnation()
@@ -508,6 +510,8 @@ def build_verdict(
         dumped = {a.flag for a in verdict.arguments}
         extra = tuple(a for a in command if a.flag not in dumped)
         verdict = replace(verdict, arguments=verdict.arguments + extra)
+    if not changes:
+        return verdict
     before = [h for h in lc.history if h.number < inc.number]
     stored = max(
         (b for b in earlier if b.incarnation < inc.number), key=lambda b: b.incarnation, default=None

@@ -112,13 +112,17 @@ class Announcer:
             self.crashes[(name, run.plan.host, category)] += 1
             if incarnation >= run.incarnation:
                 await self._alerting.resolve(name, (AlertKind.STALLED,), "it crashed")
-        announced = False
+        announced = marked = False
+        kind = _ALERT_KINDS.get(update.state)
+        # said to no one (no notifier says its kind): no outbox row to note the announcement with, so the store
+        # notes it with the verdict, in one write
+        quiet = kind is not None and not any(kind in n.on for n in run.plan.alerts)
         if self._store is not None:
             try:  # a file that cannot be written keeps the verdict for later (`StateStore.failing`)
-                announced = await self._store.record_verdict(name, incarnation, verdict, said)
+                announced = await self._store.record_verdict(name, incarnation, verdict, said, announce=quiet)
+                marked = quiet
             except Exception as exc:  # a damaged file: the alert is said (again, rather than never)
                 log.warning("verdict not stored", launch=name, incarnation=incarnation, error=reason_of(exc))
-        kind = _ALERT_KINDS.get(update.state)
         if kind is None:
             return
         if announced:
@@ -136,9 +140,9 @@ class Announcer:
         # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower;
         # the announcement is noted in the same transaction as the outbox rows (never said twice, nor lost)
         outbox = f"{name}/{incarnation}/{said}" if said != update.state.value else None
-        announce = (name, incarnation, said) if self._store is not None else None
+        announce = (name, incarnation, said) if self._store is not None and not marked else None
         noted = await self._alerting.say(alert, run.plan.alerts, key=outbox, announce=announce)
-        if self._store is not None and not noted:
+        if self._store is not None and announce is not None and not noted:
             try:  # its incarnation not in the file yet, or the file cannot be written: kept, written later
                 await self._store.mark_announced(name, incarnation, said)
             except Exception as exc:

@@ -527,6 +527,13 @@ class Daemon:
                     elif update.kind == "connected":
                         await self._answers(run)
                 elif isinstance(update, Concluded):
+                    if self._store is not None and isinstance(follower, LaunchFollower):
+                        # the verdict came after the transitions whose snapshot waits: it stands for it, not
+                        # built again (a multi-node launch's snapshot is the launch's, not this verdict)
+                        inc = update.verdict.incarnation
+                        self._store.stands_for(
+                            name, inc, partial(_verdict_snapshot, run.plan, follower, update.verdict)
+                        )
                     effects.send_nowait(partial(announcer.conclude, run, update))
                     control = run.plan.control
                     if control is not None and control.kill_on_crash and update.state is State.CRASHED:
@@ -681,8 +688,28 @@ def _cause(exc: BaseException) -> BaseException:
 def _snapshot(plan: LaunchPlan, follower: Follower, incarnation: int) -> Status:
     """What the store keeps of a transition: the status of its incarnation (a multi-node launch's: the launch's
     now), with the launch's host and labels."""
-    status = follower.status(incarnation) if isinstance(follower, LaunchFollower) else follower.status()
+    if isinstance(follower, LaunchFollower):  # the store keeps no `changes`: not made
+        status = follower.status(incarnation, changes=False)
+    else:
+        status = follower.status()
     return dataclasses.replace(status, host=plan.host, labels=tuple(plan.labels.items()))
+
+
+def _verdict_snapshot(plan: LaunchPlan, follower: LaunchFollower, verdict: Verdict) -> Status | None:
+    """What the store keeps of a verdict's incarnation (`_snapshot`), made of the verdict; None once the
+    follower reports another incarnation."""
+    timing = follower.timing(verdict.incarnation)
+    if timing is None:
+        return None
+    return Status(
+        verdict,
+        name=plan.spec.name,
+        target=str(follower.spec.target),
+        elapsed=timing[0],
+        last_line=timing[1],
+        host=plan.host,
+        labels=tuple(plan.labels.items()),
+    )
 
 
 def _command_words(control: LaunchControl | None) -> tuple[str, ...]:

@@ -219,13 +219,14 @@ class LaunchFollower:
         """Seconds since the follower was made, on its clock."""
         return self._clock.now() - self._start
 
-    def status(self, incarnation: int | None = None) -> Status:
+    def status(self, incarnation: int | None = None, *, changes: bool = True) -> Status:
         """A snapshot: the verdict of the incarnation a verdict would report (or of `incarnation`, while the
         analyzer keeps it), and where it stands (its name, target, the follower's clock and the last line a rule
-        matched). Credentials in log text stop here: every sink gets the redacted snapshot."""
+        matched). Credentials in log text stop here: every sink gets the redacted snapshot. `changes=False`: its
+        verdict without what changed since the launch before (`build_verdict`)."""
         inc = self._verdict_incarnation() if incarnation is None else self._incarnation(incarnation)
         return Status(
-            self._verdict(inc),
+            self._verdict(inc, changes=changes),
             name=self.spec.name,
             target=str(self.spec.target),
             elapsed=self.now(),
@@ -524,10 +525,10 @@ class LaunchFollower:
         self.concluded = Concluded(self.spec.name, state, self._verdict(inc), self.timed_out)
         await self._send.send(self.concluded)
 
-    def _verdict(self, inc: Incarnation) -> Verdict:
-        v = build_verdict(self.analyzer, inc, earlier=self._earlier, command=self._command).with_facts(
-            self._trend.facts()
-        )
+    def _verdict(self, inc: Incarnation, *, changes: bool = True) -> Verdict:
+        v = build_verdict(
+            self.analyzer, inc, earlier=self._earlier, command=self._command, changes=changes
+        ).with_facts(self._trend.facts())
         if v.missing_log is not None and self._missing is not None:
             path, found, at = self._missing
             missing = MissingLog(v.missing_log.overdue, path, at, max(0.0, self.now() - found))

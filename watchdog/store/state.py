@@ -18,6 +18,7 @@ import anyio.to_thread
 import structlog
 from anyio.abc import TaskStatus
 
+from watchdog.core.arguments import Argument
 from watchdog.core.verdict import Status, Verdict
 from watchdog.store.database import BUSY_TIMEOUT, connect, db_path, passing, refuse_legacy_state, transaction
 from watchdog.store.records import IncarnationRecord, TransitionRecord, _arguments, _dumps, _object
@@ -68,6 +69,15 @@ class StateStore:
         self._write_behind = False
         self._closed = False
         self._unreadable: set[tuple[str, int]] = set()  # incarnations whose rows did not decode (said once)
+        # What answers "announced already?" without a read (`record_verdict`): per launch, the highest
+        # incarnation number the file held when `last_incarnations` was asked (with `_filed_all`, a launch not
+        # in it had none), and the announcements of each incarnation above it, all made by this store's
+        # process since (None: ask the file, its announcement written elsewhere); newest
+        # MAX_INCARNATIONS_PER_LAUNCH a launch, an older one asked of the file again
+        self._filed: dict[str, int] = {}
+        self._filed_all = False
+        self._said: dict[str, dict[int, set[str] | None]] = {}
+        self._arguments: dict[str, tuple[tuple[Argument, ...], str]] = {}  # see `_arguments_text`
         # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
         # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
         self.failing: str | None = None
@@ -137,7 +147,11 @@ class StateStore:
         return (
             ("transitions", ("snapshots",), lambda: self._record_all(waiting.snapshots)),
             ("checkpoints", ("checkpoints",), lambda: self._put_checkpoints(waiting.checkpoints)),
-            ("verdicts", ("verdicts", "marks"), lambda: self._put_verdicts(waiting.verdicts, waiting.marks)),
+            (
+                "verdicts",
+                ("verdicts", "marks"),
+                lambda: self._put_verdicts(waiting.verdicts, waiting.marks, waiting.snapshots),
+            ),
         )
 
     def _write_parts(self, waiting: _Waiting) -> _Waiting | None:
@@ -248,13 +262,27 @@ class StateStore:
         taken = status if isinstance(status, Status) else status()
         await self._run(lambda: self._write(lambda: self._record(launch, incarnation, taken, wall)))
 
+    def stands_for(self, launch: str, incarnation: int, status: Callable[[], Status | None]) -> bool:
+        """Let `status()` (of the incarnation, as new as every transition recorded of it: made of its verdict,
+        built already) be the snapshot that waits to be taken of it, if one does (`write_behind`), and it gives
+        one; whether it does."""
+        waiting = self._waiting.snapshots.get((launch, incarnation))
+        if waiting is None or isinstance(waiting[0], Status):
+            return False
+        taken = status()
+        if taken is None:
+            return False
+        self._waiting.snapshots[(launch, incarnation)] = (taken, time.time())
+        return True
+
     def _record(self, launch: str, incarnation: int, status: Status, wall: float) -> None:
         row_id = self._row(launch, incarnation)
-        self._update_row(row_id, status.verdict, wall, status.host, dict(status.labels))
+        self._update_row(launch, row_id, status.verdict, wall, status.host, dict(status.labels))
         self._merge_timeline(row_id, status, wall)
 
     def _update_row(
         self,
+        launch: str,
         row_id: int,
         v: Verdict,
         wall: float,
@@ -275,11 +303,21 @@ class StateStore:
                 _dumps({p.name: {"done": p.done, "total": p.total} for p in v.progress}),
                 _dumps(labels) if labels is not None else None,
                 wall,
-                arguments := _dumps([[a.name, a.flag, a.value] for a in v.arguments]),
+                arguments := self._arguments_text(launch, v.arguments),
                 arguments,
                 row_id,
             ),
         )
+
+    def _arguments_text(self, launch: str, arguments: tuple[Argument, ...]) -> str:
+        # an incarnation's arguments (SGLang's dump: ~150, 6 KB of JSON) are the same tuple in each of its
+        # snapshots and its verdict: encoded once (the launch's last ones kept, the tuple alive with its text)
+        last = self._arguments.get(launch)
+        if last is not None and last[0] is arguments:
+            return last[1]
+        text = _dumps([[a.name, a.flag, a.value] for a in arguments])
+        self._arguments[launch] = (arguments, text)
+        return text
 
     def _merge_timeline(self, row_id: int, status: Status, wall: float) -> None:
         timeline, elapsed = status.verdict.timeline, status.elapsed
@@ -337,7 +375,11 @@ class StateStore:
             ).fetchall()
             return {str(name): (int(number), bool(began)) for name, number, began in rows}
 
-        return await self._run(select)
+        last = await self._run(select)
+        for name, (number, _) in last.items():
+            self._filed[name] = max(number, self._filed.get(name, 0))
+        self._filed_all = self._filed_all or launch is None
+        return last
 
     async def history(self, launch: str | None = None, limit: int = 50) -> list[IncarnationRecord]:
         """Incarnations newest first (by when the store first heard of them), of one launch or all."""
@@ -423,40 +465,92 @@ class StateStore:
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    def _save_verdict(self, launch: str, incarnation: int, verdict: Verdict, wall: float) -> None:
+    def _save_verdict(
+        self, launch: str, incarnation: int, verdict: Verdict, wall: float, *, row: bool = True
+    ) -> None:
+        # `row`: its state, phase, facts... too (not when a newer snapshot of it was written in this batch)
         row_id = self._row(launch, incarnation)
-        self._update_row(row_id, verdict, wall)
+        if row:
+            self._update_row(launch, row_id, verdict, wall)
         text = _dumps(verdict.to_json())
         self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
 
-    async def record_verdict(self, launch: str, incarnation: int, verdict: Verdict, key: str) -> bool:
+    async def record_verdict(
+        self, launch: str, incarnation: int, verdict: Verdict, key: str, *, announce: bool = False
+    ) -> bool:
         """Store the verdict object as the incarnation's latest; whether the verdict `key` was announced
-        already (before a restart, too). A verdict that cannot be written now (`failing`) is kept and written
-        when the file allows; whether it was announced is then read (a read still works), else taken as not."""
-        wall = time.time()
+        already (before a restart, too). With `announce`, the verdict is also noted as announced (unless it was)
+        in the same write: what is said of it goes nowhere else (no outbox row to note it with). A verdict that
+        cannot be written now (`failing`) is kept and written when the file allows; whether it was announced is
+        then read (a read still works), else taken as not.
 
-        def record() -> bool:
-            self._write(lambda: self._save_verdict(launch, incarnation, verdict, wall))
-            return self._announced(launch, incarnation, key)
+        While `write_behind` runs, a verdict of an incarnation that began in this process (numbered above what
+        `last_incarnations` found in the file), whose announcements this store has all seen, returns at once
+        and is written with the next batch, its announcement with it: a daemon killed meanwhile loses both
+        together (with the transitions and checkpoints waiting beside them), and the next one says the crash it
+        reads again, once."""
+        wall = time.time()
+        said = self._said_here(launch, incarnation)
+        if said is not None and not announce:
+            # announced elsewhere, if at all (the outbox's transaction, `Notes`): asked of the file from now on
+            self._said[launch][incarnation] = said = None
+        if announce and said is not None and self._write_behind and not self._closed:
+            before = key in said
+            self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
+            if not before:
+                said.add(key)
+                self._waiting.marks[(launch, incarnation, key)] = wall
+            self._added.set()
+            return before
+
+        def write() -> bool:
+            self._save_verdict(launch, incarnation, verdict, wall)
+            before = self._announced(launch, incarnation, key)
+            if announce and not before:
+                self._put_verdicts({}, {(launch, incarnation, key): wall})
+            return before
 
         try:
-            return await self._run(record)
+            before = await self._run(self._write, write)
         except Exception as exc:
             if not passing(exc):
                 raise
-        self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
-        self._added.set()
-        if (launch, incarnation, key) in self._waiting.marks:
-            return True
-        try:
-            return await self._run(self._announced, launch, incarnation, key)
-        except sqlite3.Error:
-            return False  # said again rather than never
+            self._waiting.verdicts[(launch, incarnation)] = (verdict, wall)
+            self._added.set()
+            if (launch, incarnation, key) in self._waiting.marks:
+                before = True
+            else:
+                try:
+                    before = await self._run(self._announced, launch, incarnation, key)
+                except sqlite3.Error:
+                    before = False  # said again rather than never
+            if announce and not before:
+                self._waiting.marks[(launch, incarnation, key)] = wall
+        if said is not None:
+            said.add(key)
+        return before
+
+    def _said_here(self, launch: str, incarnation: int) -> set[str] | None:
+        """The announcements of an incarnation that began in this process, all known here; None: ask the file."""
+        filed = self._filed.get(launch, 0 if self._filed_all else None)
+        if filed is None or incarnation <= filed:
+            return None
+        known = self._said.setdefault(launch, {})
+        if incarnation not in known:
+            known[incarnation] = set()
+            while len(known) > MAX_INCARNATIONS_PER_LAUNCH:  # the oldest is asked of the file from now on
+                oldest = min(known)
+                del known[oldest]
+                self._filed[launch] = max(oldest, self._filed.get(launch, 0))
+        return known.get(incarnation)
 
     async def mark_announced(self, launch: str, incarnation: int, verdict_key: str) -> None:
         """Note that this verdict was said (to every notifier it goes to); kept and written when the file
         allows if it cannot be written now."""
         mark = {(launch, incarnation, verdict_key): time.time()}
+        said = self._said_here(launch, incarnation)
+        if said is not None:
+            said.add(verdict_key)
         try:
             await self._run(self._write, lambda: self._put_verdicts({}, mark))
         except Exception as exc:
@@ -469,9 +563,12 @@ class StateStore:
         self,
         verdicts: Mapping[tuple[str, int], tuple[Verdict, float]],
         marks: Mapping[tuple[str, int, str], float],
+        snapshots: Mapping[tuple[str, int], tuple[_Snapshot, float]] | None = None,
     ) -> None:
         for (launch, incarnation), (verdict, wall) in verdicts.items():
-            self._save_verdict(launch, incarnation, verdict, wall)
+            # a snapshot of the incarnation taken after the verdict (in this batch, written before it) is newer
+            newer = snapshots is not None and snapshots.get((launch, incarnation), (None, 0.0))[1] > wall
+            self._save_verdict(launch, incarnation, verdict, wall, row=not newer)
         for (launch, incarnation, key), wall in marks.items():
             self._conn.execute(
                 "INSERT INTO verdicts (incarnation_id, key, announced_at) VALUES (?, ?, ?)"
