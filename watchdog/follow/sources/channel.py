@@ -34,6 +34,9 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         self._chan: asyncssh.SSHClientChannel[bytes] | None = None
         self._paused = False
         self._discard = False  # closed by the reader: what comes is dropped
+        # made by asyncssh in the event loop; kept, as asking for the running loop costs CPython 3.11 a getpid()
+        # system call (its fork check), and `receive` makes a future for each packet
+        self._loop = asyncio.get_running_loop()
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
@@ -59,7 +62,7 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         while not self._packets:
             if self._ended:
                 return ("closed", b"", None)
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = self._loop.create_future()
             try:
                 await self._waiter
             finally:

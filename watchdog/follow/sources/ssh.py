@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -266,7 +265,7 @@ class _Follower:
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
         self.head = b""  # the current file's first FINGERPRINT bytes, as delivered
         self.last = b""  # its last FINGERPRINT bytes delivered (those just before `offset`)
-        self.quiet_since: float | None = None  # event-loop time the reader reached the end, while it is there
+        self.quiet_since: float | None = None  # when (time.monotonic) the reader reached the end, while it is there
         self.down: str | None = None  # the reason Disconnected last said, until Connected
         self.failing = 0  # reader starts in a row that did not get to read (no header, or the session lost)
         # the process and process group of the latest streaming reader (its `P` line): the next one ends that
@@ -395,7 +394,7 @@ class _Follower:
         (then `_check_fingerprint`); a plain call, so that the usual append (not after a quiet spell) makes no
         coroutine."""
         quiet, self.quiet_since = self.quiet_since, None
-        return quiet is not None and asyncio.get_running_loop().time() - quiet >= FINGERPRINT_QUIET
+        return quiet is not None and time.monotonic() - quiet >= FINGERPRINT_QUIET
 
     async def _check_fingerprint(self) -> None:
         """Bytes came after a quiet spell (`_quiet_ended`): if the file's first bytes on the host are no longer
@@ -466,10 +465,10 @@ class _Follower:
             self.out.append(CaughtUp(self.offset))
 
     def _reached_end(self) -> None:
-        # at the end of the file: quiet from now (the loop's clock: anyio's, without anyio's look-up of the
-        # backend, once per chunk read)
+        # at the end of the file: quiet from now. On time.monotonic, a C call, once per chunk read: the loop's clock
+        # would ask for the running loop, which costs CPython 3.11 a getpid() system call (its fork check)
         self.at_end = True
-        self.quiet_since = asyncio.get_running_loop().time()
+        self.quiet_since = time.monotonic()
 
     def _deliver(self, data: bytes) -> None:
         offset = self.offset
