@@ -265,7 +265,7 @@ class _Follower:
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
         self.head = b""  # the current file's first FINGERPRINT bytes, as delivered
         self.last = b""  # its last FINGERPRINT bytes delivered (those just before `offset`)
-        self.quiet_since: float | None = None  # when (time.monotonic) the reader reached the end, while it is there
+        self.quiet_since: float | None = None  # monotonic time the reader reached the end, while it is there
         self.down: str | None = None  # the reason Disconnected last said, until Connected
         self.failing = 0  # reader starts in a row that did not get to read (no header, or the session lost)
         # the process and process group of the latest streaming reader (its `P` line): the next one ends that
