@@ -96,7 +96,7 @@ class FileWindows:
         elif data:
             self._tail.append(data)
             self._size += len(data)
-            if self._size >= 2 * IDENTITY_WINDOW:  # joined once the pieces hold twice the window
+            if self._size >= IDENTITY_WINDOW + IDENTITY_WINDOW // 4:  # joined once they hold a quarter more
                 self.before = b"".join(self._tail)[-IDENTITY_WINDOW:]
         self.offset += len(data)
 
