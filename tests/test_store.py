@@ -120,23 +120,7 @@ def test_resume_after_kill_9_of_a_real_process(tmp_path: Path) -> None:
         anyio.run(main)
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        assert ready, "the writer did not report within 60 s"
-        assert proc.stdout.readline().strip() == "written"
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+    _killed_after(script, "written")
 
     async def check() -> None:
         async with open_store(tmp_path) as store:
@@ -913,23 +897,7 @@ def test_a_crash_whose_verdict_waited_for_its_batch_is_said_once_after_kill_9(tm
         anyio.run(main)
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        assert ready, "the writer did not report within 60 s"
-        assert proc.stdout.readline().strip() == "deferred"
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+    _killed_after(script, "deferred")
 
     async def restarted() -> None:
         assert _stored_verdicts(tmp_path, "kimi") == [(1, "ready", "ready")]
@@ -989,3 +957,24 @@ async def test_a_verdict_stands_for_the_snapshot_that_waits(tmp_path: Path) -> N
         assert called == ["verdict"]
         assert _stored_states(tmp_path, "kimi") == ["starting", "crashed"]
         tg.cancel_scope.cancel()
+
+
+def _killed_after(script: str, word: str) -> None:
+    """Run `script` in a fresh interpreter until it prints `word`, then kill it with SIGKILL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "the writer did not report within 60 s"
+        assert proc.stdout.readline().strip() == word
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
