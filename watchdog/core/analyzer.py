@@ -28,6 +28,7 @@ from watchdog.core.findings import (
 )
 from watchdog.core.formats import Unwrapper
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, clean, split_line
+from watchdog.core.lastbytes import LastBytes
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
@@ -132,10 +133,9 @@ class Analyzer:
         self._line_base = 0
         self._undated = False  # a new file began an incarnation whose start has no time yet (its first line)
         self.bytes_read = 0
-        # the log's last bytes read, in the pieces read (`_tail` joins the last _TAIL_BYTES of them when asked):
-        # a live log's line is kept without copying the 8 KB before it each time
-        self._tail_parts: list[bytes] = []
-        self._tail_size = 0  # bytes in _tail_parts
+        # the log's last bytes read, kept as the pieces read (`LastBytes`): a live log's line is kept without
+        # copying the 8 KB before it each time
+        self._last = LastBytes(_TAIL_BYTES)
         # The log's first bytes, while the engine is unknown. When detection had to decide before the head
         # was complete (the source caught up early), the chosen profile reads on and the head is kept, so
         # that the log is read again from its start if the rest of the head names another engine.
@@ -299,24 +299,15 @@ class Analyzer:
     @property
     def _tail(self) -> bytes:
         # the last _TAIL_BYTES bytes read (the record keeps them)
-        if len(self._tail_parts) > 1 or self._tail_size > _TAIL_BYTES:
-            self._tail = b"".join(self._tail_parts)[-_TAIL_BYTES:]
-        return self._tail_parts[0] if self._tail_parts else b""
+        return self._last.value
 
     @_tail.setter
     def _tail(self, value: bytes) -> None:
-        self._tail_parts, self._tail_size = ([value] if value else []), len(value)
+        self._last.set(value)
 
     def _keep(self, data: bytes) -> None:
-        # `data` read: the tail's newest bytes (joined once the pieces hold a quarter more than the tail's bytes:
-        # a byte read is copied about 4 times, not 8 KB a line, and 200 launches keep about 1 MB more, not 3)
-        if len(data) >= _TAIL_BYTES:
-            self._tail = data[-_TAIL_BYTES:]
-            return
-        self._tail_parts.append(data)
-        self._tail_size += len(data)
-        if self._tail_size >= _TAIL_BYTES + _TAIL_BYTES // 4:
-            self._tail = b"".join(self._tail_parts)[-_TAIL_BYTES:]
+        # `data` read: the tail's newest bytes
+        self._last.feed(data)
 
     def tail(self, count: int = 20) -> list[str]:
         """The last `count` lines read, cleaned: context for a crash with no traceback."""

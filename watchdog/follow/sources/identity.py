@@ -23,6 +23,8 @@ import stat
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from watchdog.core.lastbytes import LastBytes
+
 IDENTITY_WINDOW = 4096  # bytes compared at the start of the file, and just before the offset
 
 
@@ -64,40 +66,30 @@ def last_bytes(window: bytes, data: bytes, size: int) -> bytes:
 class FileWindows:
     """The follower's side: the first and the latest `IDENTITY_WINDOW` bytes of the file it read so far.
 
-    The latest are kept as the pieces read (a live log's line at a time) and joined when asked (`before`): a read
-    costs no copy of the 4 KB before it."""
+    The latest are kept as the pieces read (a live log's line at a time, `LastBytes`): a read costs no copy of
+    the 4 KB before it."""
 
-    __slots__ = ("_size", "_tail", "head", "offset")
+    __slots__ = ("_last", "head", "offset")
 
     def __init__(self, offset: int = 0, head: bytes = b"", before: bytes = b"") -> None:
         self.offset = offset
         self.head = head
-        # pieces whose last IDENTITY_WINDOW bytes are `before`
-        self._tail: list[bytes] = [before] if before else []
-        self._size = len(before)  # bytes in _tail
+        self._last = LastBytes(IDENTITY_WINDOW, before)
 
     @property
     def before(self) -> bytes:
         """The last `IDENTITY_WINDOW` bytes read (fewer in a shorter file)."""
-        if len(self._tail) > 1 or self._size > IDENTITY_WINDOW:
-            self.before = b"".join(self._tail)[-IDENTITY_WINDOW:]
-        return self._tail[0] if self._tail else b""
+        return self._last.value
 
     @before.setter
     def before(self, value: bytes) -> None:
-        self._tail, self._size = ([value] if value else []), len(value)
+        self._last.set(value)
 
     def feed(self, data: bytes) -> None:
         """The next bytes of the file (the ones at `offset`)."""
         if len(self.head) < IDENTITY_WINDOW:
             self.head += data[: IDENTITY_WINDOW - len(self.head)]
-        if len(data) >= IDENTITY_WINDOW:
-            self.before = data[-IDENTITY_WINDOW:]
-        elif data:
-            self._tail.append(data)
-            self._size += len(data)
-            if self._size >= IDENTITY_WINDOW + IDENTITY_WINDOW // 4:  # joined once they hold a quarter more
-                self.before = b"".join(self._tail)[-IDENTITY_WINDOW:]
+        self._last.feed(data)
         self.offset += len(data)
 
     def matches(self, identity: FileIdentity) -> bool:
