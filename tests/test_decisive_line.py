@@ -15,13 +15,18 @@ from watchdog.profiles.loader import catalogue, load_engine
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
 
-def _error(engine: str, name: str) -> dict[str, object]:
+def _crash(engine: str, name: str) -> tuple[dict[str, object], dict[str, object]]:
+    # the verdict's JSON of a corpus log that crashed, and its error
     _, v = replay_path(CORPUS / engine / f"{name}.log")
     out = v.to_json()
     assert out["state"] == "crashed", out["state"]
     error = out["error"]
     assert isinstance(error, dict)
-    return error
+    return out, error
+
+
+def _error(engine: str, name: str) -> dict[str, object]:
+    return _crash(engine, name)[1]
 
 
 def test_llamacpp_gguf_reason_over_the_loaders_generic_error() -> None:
@@ -532,11 +537,8 @@ def test_llama_box_bracketed_datetime_level_lines_are_peeled() -> None:
     'elapsed-time level' prefix, the error-level line with the cause outranks ggml's bare abort 'ggml-cuda.cu:75:
     ROCm error', so the crash is out of memory (not a CUDA error) while the tensors load."""
     name = "llamacpp-llama-box-2025-rocm-stream-create-out-of-memory-after-load-tensors-gpustack1547"
-    _, v = replay_path(CORPUS / "llamacpp" / f"{name}.log")
-    out = v.to_json()
+    out, error = _crash("llamacpp", name)
     assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
-    error = out["error"]
-    assert isinstance(error, dict)
     assert error["summary"] == "ROCm error: out of memory"
     assert error["category"] == "oom"
 
@@ -546,11 +548,8 @@ def test_a_torch_compile_exception_crashed_in_the_capture_phase() -> None:
     auto_functionalized was not removed', then EngineCore's cut 'failed to start' traceback; no phase marker in
     the excerpt. Inductor's exception class says the model was being compiled: capturing_graphs."""
     name = "vllm-2026-dsv4-sm120-inductor-assertion-auto-functionalized-then-enginecore-failed-40802"
-    _, v = replay_path(CORPUS / "vllm" / f"{name}.log")
-    out = v.to_json()
+    out, error = _crash("vllm", name)
     assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
-    error = out["error"]
-    assert isinstance(error, dict)
     assert (
         error["summary"]
         == "torch._inductor.exc.InductorError: AssertionError: auto_functionalized was not removed"
@@ -563,11 +562,8 @@ def test_a_weight_loader_s_frame_in_a_traceback_cut_at_its_head_is_loading() -> 
     cut mid-path: fused_moe/quantization.py 'in load_all_fp4_weight_scales_and_alphas' -> 'NameError: name
     'logger' is not defined'. The engines name their weight loaders load_*weight*: the crash is loading_weights."""
     name = "trtllm-1.2rc0-2025-fp4-moe-weight-scales-nameerror-logger-four-lines-7703"
-    _, v = replay_path(CORPUS / "trtllm" / f"{name}.log")
-    out = v.to_json()
+    out, error = _crash("trtllm", name)
     assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
-    error = out["error"]
-    assert isinstance(error, dict)
     assert error["summary"] == "NameError: name 'logger' is not defined"
 
 
@@ -590,11 +586,8 @@ def test_tgi_warm_up_quoted_without_its_launcher_lines_crashed_capturing() -> No
     and the launcher's 'Error: WebserverFailed'. Those two exits are TGI's own, so the log is TGI's; the CUDA
     error is one only a stream capture raises, so the crash is in capturing_graphs, its cause that error."""
     name = "tgi-3.2.3-2025-llama4-fp8-warmup-cuda-error-during-capture-then-allocator-assert-webserverfailed-3175"
-    _, v = replay_path(CORPUS / "tgi" / f"{name}.log")
-    out = v.to_json()
+    out, error = _crash("tgi", name)
     assert (out["engine"], out["state"], out["phase"]) == ("tgi", "crashed", "capturing_graphs")
-    error = out["error"]
-    assert isinstance(error, dict)
     assert (
         error["summary"]
         == "RuntimeError: CUDA error: operation failed due to a previous error during capture"
@@ -607,10 +600,7 @@ def test_vllm_s_older_custom_all_reduce_check_wording_is_a_death() -> None:
     exit(EXIT_FAILURE) in its 2024 - early 2025 releases: relayed by NVIDIA Dynamo at INFO (issue 787), every
     worker's such line is a death of its own, with a CUDA error as its cause."""
     name = "vllm-2025-dynamo-worker-prefix-custom-allreduce-invalid-argument-after-capture-100pct-dynamo787"
-    _, v = replay_path(CORPUS / "vllm" / f"{name}.log")
-    out = v.to_json()
+    out, error = _crash("vllm", name)
     assert (out["engine"], out["state"]) == ("vllm", "crashed")
-    error = out["error"]
-    assert isinstance(error, dict)
     assert "Failed: /workspace/csrc/custom_all_reduce.cuh:368 'invalid argument'" in str(error["summary"])
     assert error["category"] == "cuda"
