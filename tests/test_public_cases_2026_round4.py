@@ -1,0 +1,62 @@
+"""Rules read from the engines' sources for classes the fourth crop of public 2025-2026 logs showed (issue 30),
+each pinned on the real log of that class (tests/fixtures/corpus)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from watchdog.follow.replay import replay_path
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+
+
+def _verdict(engine: str, name: str) -> dict[str, object]:
+    return replay_path(CORPUS / engine / f"{name}.log")[1].to_json()
+
+
+def _error(out: dict[str, object]) -> dict[str, object]:
+    error = out["error"]
+    assert isinstance(error, dict)
+    return error
+
+
+def test_go_runtime_fatal_error_is_the_runners_death_while_loading() -> None:
+    """Ollama's runner killed by the Go runtime itself ('unexpected fault address', 'fatal error: fault',
+    '[signal SIGSEGV ...]', runtime.throw) while it loads: a death told by its dying words, not an unfinished
+    load."""
+    out = _verdict(
+        "ollama", "ollama-0.11.3-unexpected-fault-address-fatal-error-fault-while-loading-issue11713"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    error = _error(out)
+    assert error["category"] == "killed"
+    assert error["summary"] == "fatal error: fault"
+
+
+def test_ggml_abort_backtrace_frames_after_a_request_are_a_death_after_ready() -> None:
+    """llama-server serving a request, then ggml_abort's glibc backtrace ('libggml-base.so(ggml_abort+0x152)[..]')
+    with no message before it: the server died (exit 139), it is not still ready."""
+    out = _verdict(
+        "llamacpp",
+        "llamacpp-2025-docker-gpt-oss-slot-processing-then-ggml-abort-backtrace-no-message-issue17060",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    assert _error(out)["category"] == "killed"
+
+
+def test_llamacpp_unused_tensor_warning_is_the_weights_load() -> None:
+    """'model has unused tensor ... -- ignoring' is printed by llama_model::load_tensors: an assert right after it
+    is a crash while loading the weights, not at the start."""
+    out = _verdict(
+        "llamacpp", "llamacpp-2026-router-pid-prefix-sm-tensor-ggml-assert-tensor-axis-gdb-lwp-issue24309"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    assert "GGML_ASSERT(tensor_axis_0 != nullptr) failed" in str(_error(out)["summary"])
+
+
+def test_vllm_v1_capture_bar_alone_names_vllm_and_the_capture() -> None:
+    """An excerpt of vLLM V1's capture bar alone ('Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)'):
+    the engine is vLLM and the launch is capturing graphs."""
+    out = _verdict("vllm", "vllm-v1-glm4.5v-tp-piecewise-capture-progress-cut-issue208")
+    assert out["engine"] == "vllm"
+    assert out["state"] == "capturing_graphs"
