@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.lifecycle import State
 from watchdog.follow.replay import replay_path
+from watchdog.profiles.loader import load_engine
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
@@ -60,3 +63,30 @@ def test_vllm_v1_capture_bar_alone_names_vllm_and_the_capture() -> None:
     out = _verdict("vllm", "vllm-v1-glm4.5v-tp-piecewise-capture-progress-cut-issue208")
     assert out["engine"] == "vllm"
     assert out["state"] == "capturing_graphs"
+
+
+_TRT_DIR = CORPUS / "trtllm"
+_TRT_READY_THEN_FORWARD_ERROR = (
+    "trtllm-0.21-serve-ready-then-second-request-py-executor-traceback-not-fatal-issue5038"
+)
+
+
+def test_trtllm_forward_step_traceback_after_ready_is_a_requests_error() -> None:
+    """trtllm-serve up (Uvicorn's lines, a request answered 200), then the traceback PyExecutor._forward_step
+    prints in its except branch before it fails that batch's requests and goes on: the server is still ready,
+    the error counted as a request's."""
+    out = _verdict("trtllm", _TRT_READY_THEN_FORWARD_ERROR)
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+
+
+def test_trtllm_forward_step_traceback_while_sizing_the_kv_cache_is_not_ready() -> None:
+    """The same handler runs the KV-cache estimation's dry run before the server is up: its traceback there is
+    an error of that phase, never a sign that the server was serving (no jump to ready)."""
+    log = (_TRT_DIR / f"{_TRT_READY_THEN_FORWARD_ERROR}.log").read_text(encoding="utf-8").splitlines()
+    sizing = "[TRT-LLM] [I] [batchmgr][RANK 0] Number of tokens per block: 32."  # trtllm#15022's KV sizing
+    traceback_lines = log[log.index("Traceback (most recent call last):") :]
+    a = Analyzer(load_engine("trtllm"), crash_grace=5.0)
+    a.feed(("\n".join([sizing, *traceback_lines]) + "\n").encode(), now=0.0)
+    a.finish(now=1.0)
+    assert a.state == State.CRASHED
+    assert a.lifecycle.current.crash_phase == State.ALLOCATING_KV_CACHE
