@@ -90,3 +90,25 @@ def test_trtllm_forward_step_traceback_while_sizing_the_kv_cache_is_not_ready() 
     a.finish(now=1.0)
     assert a.state == State.CRASHED
     assert a.lifecycle.current.crash_phase == State.ALLOCATING_KV_CACHE
+
+
+def test_sglang_jit_tensor_matcher_refusal_is_unsupported() -> None:
+    """SGLang's JIT kernel refusing the tensors it is handed (TensorMatcher::verify: 'Tensor match failed for
+    Tensor<8>... - Root cause: Size mismatch ...'): a kernel refusing a shape is unsupported, not `other`."""
+    out = _verdict(
+        "sglang", "sglang-2026-nsa-piecewise-cuda-graph-tensor-match-failed-scheduler-event-loop-pr23351"
+    )
+    assert out["state"] == "crashed"
+    error = _error(out)
+    assert error["category"] == "unsupported"
+    assert "Tensor match failed for Tensor<8>" in str(error["summary"])
+
+
+def test_torch_npu_failed_to_apply_for_memory_at_graph_capture_is_oom() -> None:
+    """vLLM-Ascend's EngineCore failure message, torch_npu's '[Error]: Failed to apply for memory.' and CANN's
+    'rtStreamBeginCapture execution failed': the NPU ran out of memory while capturing graphs."""
+    out = _verdict("vllm", "vllm-ascend-2026-graph-capture-npu-failed-to-apply-for-memory-ee9999-issue12113")
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+    error = _error(out)
+    assert error["category"] == "oom"
+    assert str(error["summary"]).startswith("[Error]: Failed to apply for memory")
