@@ -669,7 +669,7 @@ class Lifecycle:
         if cand.noise:
             self._absolve_chain(inc, len(inc.candidates) - 1)
             return
-        if _in_request(cand) and inc.phase in _BEFORE_ANY_PHASE:
+        if _in_request(cand) and (inc.phase in UNBEGUN_STATES or inc.phase == State.STARTING):
             # raised in a request's handler: the server was serving, in an excerpt that begins while it serves.
             # A launch seen loading, sizing its cache or capturing is not serving yet: a request's handler that
             # fails then is the engine's own warm-up request (SGLang's, after Uvicorn is up) or a dry run
@@ -832,10 +832,6 @@ def _binary_size(size: int) -> str:
         if size >= 1 << shift:
             return f"{size / (1 << shift):.3g} {unit}"
     return f"{size} B"
-
-
-# The phases of an incarnation that has shown nothing of its startup yet: an excerpt may begin while it serves.
-_BEFORE_ANY_PHASE = (State.PENDING, State.STARTING, State.STALLED)
 
 
 def _in_request(cand: Candidate) -> bool:
