@@ -35,6 +35,22 @@ KNOWN_GAPS: dict[str, str] = {
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
     ),
+    # Issue 30, public 2025-2026 logs, round 4 (helper i30-cases4, labelled before the first run):
+    "llamacpp-2026-build10525-pid-timestamp-format-cuda-illegal-memory-access-init-tensor-issue27430": (
+        "starting, label loading_weights: the three lines name only ggml_backend_cuda_buffer_init_tensor's cudaMemset "
+        "of a quantized tensor's padding, which runs for the weights' buffers and for a quantized KV cache's alike "
+        "(ggml-cuda.cu: any non-compute buffer); no line of the load is in the crop, so no rule can place it"
+    ),
+    "sglang-2026-nsa-piecewise-cuda-graph-tensor-match-failed-scheduler-event-loop-pr23351": (
+        "capturing_graphs, label ready: the scheduler's traceback runs through run_event_loop, which serves SGLang's "
+        "own warm-up request as well as real ones; with neither Uvicorn's lines nor a request answered in the crop, "
+        "warm-up (capturing_graphs) and serving (ready) cannot be told apart"
+    ),
+    "vllm-omni-2026-npu-warning-traceback-cuda-graph-capture-fallback-voxtral-issue5150": (
+        "starting, label capturing_graphs: the only words of the capture are vLLM-Omni's own model wrapper's WARNINGs "
+        "('Failed to capture CUDA Graph for batch_size=4', cuda_graph_acoustic_transformer_wrapper.py): a plugin's "
+        "message, no engine line a general rule could read"
+    ),
     # Issue 30, fourth round (labelled before the first run):
     "tgi-3.x-lora-adapters-qwen25-vl-rich-traceback-attributeerror-shard-cannot-start-3335": (
         "starting, label loading_weights: the only sign that the model was built is the Rich traceback's box of a "

@@ -669,9 +669,11 @@ class Lifecycle:
         if cand.noise:
             self._absolve_chain(inc, len(inc.candidates) - 1)
             return
-        if _in_request(cand) and inc.phase != State.READY:
-            # raised in a request's handler: the server was serving, whatever the log showed before (an excerpt
-            # that begins while it serves)
+        if _in_request(cand) and (inc.phase in UNBEGUN_STATES or inc.phase == State.STARTING):
+            # raised in a request's handler: the server was serving, in an excerpt that begins while it serves.
+            # A launch seen loading, sizing its cache or capturing is not serving yet: a request's handler that
+            # fails then is the engine's own warm-up request (SGLang's, after Uvicorn is up) or a dry run
+            # through the serving path (TensorRT-LLM's KV-cache estimation), a startup error of that phase
             self._progress(inc, now, out, cand.line, None)
             self._enter(inc, State.READY, cand.line, cand.at, None, now, "a request was being served", out)
         inc.healthy_after_error = 0
