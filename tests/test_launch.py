@@ -138,14 +138,7 @@ def _pieces(data: bytes, seed: int) -> tuple[list[int], list[float]]:
 
 
 # Known gaps of the live follower (strict xfail, a log and a seeded writer): each found by a new real log.
-LIVE_GAPS: dict[tuple[str, int], str] = {
-    ("vllm-omni-2026-npu-warning-traceback-cuda-graph-capture-fallback-voxtral-issue5150", 0): (
-        "crashed/other live, incomplete replayed: the engine is detected (provisional read) while the log's second "
-        "traceback holds only its header, so it is reported cut before its body lines show it logged at WARNING "
-        "(survived); the writer then sends the rest in partial lines 2.5 s apart, and the lifecycle's crash_grace "
-        "runs out on that pending report before the traceback is re-reported whole (noise) and replaces it"
-    ),
-}
+LIVE_GAPS: dict[tuple[str, int], str] = {}
 
 
 @pytest.mark.parametrize("seed", range(STREAM_SEEDS))

@@ -112,3 +112,20 @@ def test_torch_npu_failed_to_apply_for_memory_at_graph_capture_is_oom() -> None:
     error = _error(out)
     assert error["category"] == "oom"
     assert str(error["summary"]).startswith("[Error]: Failed to apply for memory")
+
+
+def test_a_log_ending_at_a_warning_records_traceback_header_is_no_crash(tmp_path: Path) -> None:
+    """vLLM-Omni's worker logs a handled traceback at WARNING, every line a record of its own: a log that ends (or
+    goes quiet) right after that record's "Traceback" line, before any body line, holds a survived traceback,
+    as its body would show (the header's own level says it), not a cut crash."""
+    log = (
+        CORPUS
+        / "vllm"
+        / "vllm-omni-2026-npu-warning-traceback-cuda-graph-capture-fallback-voxtral-issue5150.log"
+    )
+    lines = log.read_bytes().splitlines(keepends=True)
+    header = next(i for i, line in enumerate(lines) if b"Traceback (most recent call last)" in line)
+    cut = tmp_path / "cut.log"
+    cut.write_bytes(b"".join(lines[: header + 1]))
+    out = replay_path(cut)[1].to_json()
+    assert out["state"] not in ("crashed", "ready")

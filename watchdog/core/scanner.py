@@ -280,8 +280,10 @@ class Scanner:
         if cand is None:
             return []
         rule = self._annotations.get(cand.line) if provisional else self._annotations.pop(cand.line, None)
-        if tb.body_style is not None and tb.body_style[0] in QUIET_LEVELS:
-            # a traceback logged at WARNING or below was survived
+        level = tb.body_style[0] if tb.body_style is not None else tb.header_level
+        if level in QUIET_LEVELS:
+            # a traceback logged at WARNING or below was survived; before its body comes, its header's own
+            # record says it (a log that goes quiet, or ends, right after a WARNING record's "Traceback" line)
             cand = replace(cand, noise=True, fatal=False)
         if rule is not None:
             cand = replace(

@@ -57,6 +57,9 @@ class Traceback:
     chained: bool = False  # raised while handling, or because of, the previous traceback of its stream
     handling: bool = False  # raised while handling it ("During handling ..."): this one ended the process
     body_style: tuple[str, bool] | None = None  # (level, has_time) of its body lines
+    # the level of the record that holds its header, where that record has one: a traceback whose every line is
+    # a record of its own (vLLM's worker prefix) says its level on its first line already
+    header_level: str = ""
     continuation: int = 0
     dropped: int = 0
     after_frame: bool = False  # the last line was a frame ('File "...", line N, in f')
@@ -146,6 +149,7 @@ class Assembler:
             done.extend(self.flush(complete_only=True))
             opened = Traceback(rec.source or key, line, rec.at, rec.seconds, header=content[:pos].strip())
             opened.add(TRACEBACK_HEADER + ":")
+            opened.header_level = rec.level
             opened.noise = key in self._logging_error
             opened.chained = key in self._chain_next
             opened.handling = opened.chained and key in self._handling_next
