@@ -548,7 +548,7 @@ def test_the_tail_is_the_last_bytes_read_however_they_came(lines: list[bytes]) -
     assert live.tail() == whole.tail()
 
 
-@pytest.mark.parametrize("breaks", [b"", b"\r", b"\x0c", b"\x1e", "\u2028".encode()])
+@pytest.mark.parametrize("breaks", [b"", b"\t", b"\r", b"\x0c", b"\x1e", "\u2028".encode()])
 def test_a_provisional_head_read_a_line_at_a_time_counts_its_lines_as_splitlines(breaks: bytes) -> None:
     """While the engine is provisional, a head read a line a read is detected from the lines `str.splitlines`
     makes of it, as a whole head is: a line holding another line break is more than one line of it."""
@@ -574,3 +574,44 @@ def test_a_provisional_head_read_a_line_at_a_time_counts_its_lines_as_splitlines
         reference.score,
         reference.engine(),
     )
+
+
+def test_a_line_a_rule_reads_counts_as_the_same_line_read_as_a_block() -> None:
+    """A live log's line that the prefilter finds, read whole on the one-line path, counts its activity (an error
+    line: none, and no healthy line after it; a benign line: none) as the block path does, and gives the same
+    transitions: the reference is the same lines fed to an analyzer that reads every block whole."""
+    from watchdog.core.findings import LinesRead  # noqa: PLC0415
+
+    data = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    lines = (
+        data.splitlines(keepends=True)
+        + [
+            b"[2025-01-23 19:35:40] ERROR:    Exception in ASGI application while handling a request\n",
+            b"[2025-01-23 19:35:41 TP0] Decode batch. #running-req: 1, #token: 340, token usage: 0.02, "
+            b"gen throughput (token/s): 4.67, #queue-req: 0\n",
+            b"[2025-01-23 19:35:41] Child process unexpectedly failed with an exit code 0\n",
+            b'[2025-01-23 19:35:42] INFO:     127.0.0.1:47228 - "POST /generate HTTP/1.1" 200 OK\n',
+            b"[2025-01-23 19:35:43 TP0] Load weight begin. avail mem=78.81 GB\n",
+        ]
+        * 3
+    )
+    heard: dict[bool, list[object]] = {}
+    said: dict[bool, list[tuple[object, ...]]] = {}
+    for prefilter in (True, False):
+        analyzer = Analyzer(load_engine("sglang"), prefilter=prefilter)
+        events: list[object] = []
+        feed = analyzer.lifecycle.feed
+
+        def spy(event: object, now: float, feed: Any = feed, events: list[object] = events) -> Any:
+            if isinstance(event, LinesRead):
+                events.append(event)
+            return feed(event, now)
+
+        analyzer.lifecycle.feed = spy  # type: ignore[method-assign]
+        out = [t for n, line in enumerate(lines) for t in analyzer.feed(line, float(n))]
+        heard[prefilter], said[prefilter] = events, [(t.state, t.line, t.incarnation) for t in out]
+        inc = analyzer.lifecycle.current
+        said[prefilter].append((inc.lines, inc.healthy_after_error, inc.last_progress, analyzer.lines_read))
+    assert heard[True] == heard[False]
+    assert said[True] == said[False]
+    assert {e.active for e in heard[True]} == {0, 1}  # type: ignore[attr-defined]

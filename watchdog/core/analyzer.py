@@ -392,7 +392,8 @@ class Analyzer:
     def _one_line(self, data: bytes, now: float) -> list[Transition]:
         # `_block` of a block of one line (`data`, its newline last), as a live log is read: a line no rule but
         # a serving one can read (the prefilter finds nothing in it, no traceback is open) is done here, as
-        # `_block` and `_serving_lines` do it, without their loop; any other goes to `_block`.
+        # `_block` and `_serving_lines` do it, without their loop; a line the prefilter finds is read whole here
+        # too; any other goes to `_block`.
         first = self.lines_read - self._line_base + 1
         scanner = self._scanner
         if first == 1 or scanner.reads_all or not self._prefilter:
@@ -400,18 +401,29 @@ class Analyzer:
         self._refresh_rules()
         rules = self._rules
         found = rules.others.lines(data)
-        if found or not rules.one_line:
+        if not rules.one_line:
             return self._block(data, now, found=found)
         self._keep(data)
-        quiet_before = scanner.benign_lines + scanner.error_lines
-        out: list[Transition] = []
-        for _, match, _ in rules.serving:
-            if match in data:  # the line is a run of serving lines of its own: read whole
-                out = self._serving_line(data[:-1], first, now)
-                break
+        benign, errors = scanner.benign_lines, scanner.error_lines
+        if found:
+            # the line is read whole (`_block`'s loop for a block of one found line, without the loop)
+            out = self._line(data[:-1], first, now)
+            if self._rules_wanted() != self._settled:
+                self._refresh_rules()
+        else:
+            out = []
+            for _, match, _ in rules.serving:
+                if match in data:  # the line is a run of serving lines of its own: read whole
+                    out = self._serving_line(data[:-1], first, now)
+                    break
         self.lines_read += 1
-        active = 1 - (scanner.benign_lines + scanner.error_lines - quiet_before)
-        out += self._emit(_ONE_ACTIVE if active == 1 else LinesRead(1, max(0, active), active), now)
+        active = 1 - (scanner.benign_lines - benign) - (scanner.error_lines - errors)
+        if active == 1:
+            out += self._emit(_ONE_ACTIVE, now)
+        else:
+            # as `_block` counts them: no healthy line after an error line, the error line itself being the last
+            healthy = 0 if scanner.error_lines != errors else active
+            out += self._emit(LinesRead(1, max(0, active), healthy), now)
         return out
 
     def _block(
@@ -584,13 +596,14 @@ class Analyzer:
             and old + len(data) <= _DETECT_BYTES
             and data.find(b"\n") == len(data) - 1 >= 0
             and data.isascii()
-            and _OTHER_BREAKS.search(data) is None
             and self.unwrapper.format in (None, "plain")
+            # no character but its newline that `splitlines` breaks at (a printable line has none)
+            and ((line := data[:-1].decode("ascii")).isprintable() or _OTHER_BREAKS.search(data) is None)
         ):
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            detector.feed(data[:-1].decode("ascii"))
+            detector.feed(line)
             found, count = detector.engine(), detector.count
         else:
             head += data[: _DETECT_BYTES - old]
