@@ -309,3 +309,30 @@ def test_replay_of_a_log_stored_by_a_platform_prints_the_plain_logs_verdict(
     text = capsys.readouterr().out
     assert "sglang crashed during allocating_kv_cache" in text
     assert "error [oom] on ranks TP1, TP3, TP5, TP6 (line 53)" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "code"), [pytest.param(["--json"], 1, id="json"), pytest.param([], 1, id="text")]
+)
+def test_the_programs_replay_ends_with_its_output_flushed_and_no_teardown(args: list[str], code: int) -> None:
+    """The program's own replay (`main()` of the command line) prints its whole verdict into a pipe, exits with its
+    code, and ends there: the interpreter's teardown (exit hooks, modules) is skipped."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torn down', file=sys.stderr))\n"
+        "from watchdog.cli import main\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "replay", str(CRASHED), *args], capture_output=True, check=False
+    )
+    assert proc.returncode == code
+    assert b"torn down" not in proc.stderr
+    returns = "import sys\nfrom watchdog.cli import main\nsys.exit(main(sys.argv[1:]))"
+    inside = subprocess.run(
+        [sys.executable, "-c", returns, "replay", str(CRASHED), *args],
+        capture_output=True,
+        check=False,
+    )
+    assert proc.stdout == inside.stdout  # as a caller's main([...]), which returns: the same output, whole
+    assert proc.stdout.endswith(b"\n")
