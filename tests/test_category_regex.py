@@ -33,6 +33,16 @@ def test_every_bundled_category_regex_compiles_on_first_use(name: str) -> None:
         assert all(isinstance(r, Regex) and r.compiled() == re.compile(*r) for r in regexes if r is not None)
 
 
+def test_a_rule_of_classes_is_not_compiled_for_a_line_without_one() -> None:
+    """A rule that names exception classes cannot hold for a line with no class: it says so without compiling
+    its regexes (a crash's categorization tries most of a profile's rules, and compiling was most of its cost)."""
+    rule = CategoryRule(Category.OOM, exceptions=Regex("(?:OutOfMemory)"), template=Regex("CUDA out"))
+    assert not rule.matches(None, ["CUDA out of memory"], "CUDA out of memory", "", "")
+    assert rule._compiled is None
+    assert rule.matches("OutOfMemory", ["CUDA out of memory"], "OutOfMemory: CUDA out of memory", "", "")
+    assert rule._compiled is not None
+
+
 def test_a_user_profiles_bad_category_regex_fails_at_load(tmp_path: Path) -> None:
     """A user profile's category regex is compiled as it loads: an invalid one is a ConfigError naming it."""
     path = tmp_path / "mine.toml"

@@ -68,6 +68,8 @@ class CategoryRule:
         """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
         may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
         raised in the innermost frames' `paths` and `functions` (newline-joined)."""
+        if cls is None and self.exceptions is not None:
+            return False  # a rule of classes, for a line with no class: its regexes are not compiled for it
         compiled = self._compiled or self._compile()
         # each looked up only when the one before it held: most rules fail at their first
         if (pattern := compiled[0]) is not None and (cls is None or not pattern.fullmatch(cls)):
