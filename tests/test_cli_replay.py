@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from watchdog.cli.app import main
+from watchdog.follow.replay import replay_path
 
 ROOT = Path(__file__).parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
@@ -336,3 +338,47 @@ def test_the_programs_replay_ends_with_its_output_flushed_and_no_teardown(args: 
     )
     assert proc.stdout == inside.stdout  # as a caller's main([...]), which returns: the same output, whole
     assert proc.stdout.endswith(b"\n")
+
+
+def test_the_programs_replay_runs_without_the_cycle_collector() -> None:
+    """The program's own replay turns the cyclic garbage collector off (it makes no cycles: the test below); a
+    caller's `main([...])` leaves it as it was."""
+    script = (
+        "import gc, sys\n"
+        "from watchdog.cli import app\n"
+        "end = app._exit_now\n"
+        "app._exit_now = lambda code: (print(gc.isenabled(), file=sys.stderr), end(code))\n"
+        "app.main(sys.argv[2:] if sys.argv[1] == 'caller' else None)\n"
+        "print(gc.isenabled(), file=sys.stderr)\n"
+    )
+    own = subprocess.run(
+        [sys.executable, "-c", script, "replay", str(CRASHED)], capture_output=True, check=False
+    )
+    assert own.returncode == 1
+    assert own.stderr.split() == [b"False"]
+    caller = subprocess.run(
+        [sys.executable, "-c", script, "caller", "replay", str(CRASHED)], capture_output=True, check=False
+    )
+    assert caller.stderr.split() == [b"True"]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        pytest.param(p, id=str(p.relative_to(CORPUS.parent)))
+        for folder in (CORPUS, CORPUS.parent / "cases")
+        for p in sorted(folder.rglob("*.log"))
+    ],
+)
+def test_a_replay_makes_no_reference_cycles(log: Path) -> None:
+    """A replay's objects are all freed by their reference counts: the program's replay runs without the cycle
+    collector, so a cycle made per line or per block would be memory never given back."""
+    replay_path(log)  # the first: the caches of a process (profiles, compiled rules) filled
+    gc.freeze()  # what the test process holds so far is not looked at: the collection below is the replay's
+    gc.disable()
+    try:
+        replay_path(log)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+        gc.unfreeze()
