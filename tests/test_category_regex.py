@@ -7,13 +7,15 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles import loader
 from watchdog.profiles.categoryrules import CategoryRule, Regex
 from watchdog.profiles.model import LazyPattern
 from watchdog.profiles.parsed import BUNDLED
-from watchdog.vocabulary import Category
+from watchdog.vocabulary import ENGINES, Category
 
 _FIELDS = ("exceptions", "modules", "functions", "template", "phrase")
 
@@ -27,10 +29,70 @@ def test_every_bundled_category_regex_compiles_on_first_use(name: str) -> None:
     assert profile.categories or name not in ("common", "sglang", "trtllm")  # the files with [[category]]
     assert all(rule._compiled is None for rule in profile.categories)
     for rule in profile.categories:
-        rule.matches("ValueError", ["x"], "ValueError: x", "", "")
+        endings = rule.exceptions.endings if rule.exceptions is not None else None
+        cls = endings[0] if endings else "ValueError"  # a class it may match: another is not tried
+        rule.matches(cls, ["x"], f"{cls}: x", "", "")
         assert rule._compiled is not None
         regexes = [getattr(rule, f) for f in _FIELDS]
-        assert all(isinstance(r, Regex) and r.compiled() == re.compile(*r) for r in regexes if r is not None)
+        assert all(
+            isinstance(r, Regex) and r.compiled() == re.compile(r.pattern, r.flags)
+            for r in regexes
+            if r is not None
+        )
+
+
+def test_a_rule_of_classes_is_not_compiled_for_a_line_without_one() -> None:
+    """A rule that names exception classes cannot hold for a line with no class: it says so without compiling
+    its regexes (a crash's categorization tries most of a profile's rules, and compiling was most of its cost)."""
+    rule = CategoryRule(Category.OOM, exceptions=Regex("(?:OutOfMemory)"), template=Regex("CUDA out"))
+    assert not rule.matches(None, ["CUDA out of memory"], "CUDA out of memory", "", "")
+    assert rule._compiled is None
+    assert rule.matches("OutOfMemory", ["CUDA out of memory"], "OutOfMemory: CUDA out of memory", "", "")
+    assert rule._compiled is not None
+
+
+_CLASS_RULES = sorted(
+    {
+        rule.exceptions
+        for name in ENGINES
+        for rule in loader.load_engine(name).categories  # type: ignore[union-attr]
+        if rule.exceptions is not None and rule.exceptions.endings is not None
+    }
+)
+
+
+def test_most_rules_of_classes_know_their_endings() -> None:
+    """The bundled rules of classes whose names end with plain text know those endings (the names alone: the
+    pre-check is exact, and does not guess at one with more regex syntax)."""
+    assert len(_CLASS_RULES) >= 20
+    made = CategoryRule(Category.OOM, exceptions=Regex("(?:[\\w.]*\\.)?(?:(?:OutOfMemory))"))
+    assert made.exceptions is not None
+    assert made.exceptions.endings is None  # a Regex made by hand: its regex alone decides
+
+
+@pytest.mark.parametrize("regex", [pytest.param(r, id=r.pattern[-60:]) for r in _CLASS_RULES])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_a_class_a_rule_matches_has_one_of_its_endings(regex: Regex, data: st.DataObject) -> None:
+    """Every class a rule's `exceptions` regex matches ends with one of its endings: a class without one is
+    rejected before the regex is compiled, and so rightly."""
+    assert regex.endings is not None
+    cls = data.draw(st.from_regex(re.compile(regex.pattern), fullmatch=True))
+    assert cls.endswith(regex.endings)
+
+
+def test_a_rule_of_classes_is_not_compiled_for_another_class() -> None:
+    """A bundled rule of classes says no to a class with none of its endings without compiling its regexes."""
+    rule = next(
+        r
+        for r in loader.load_engine("vllm").categories  # type: ignore[union-attr]
+        if r.exceptions is not None and r.exceptions.endings == ("KeyError",)
+    )
+    fresh = CategoryRule(rule.category, exceptions=rule.exceptions, template=rule.template, tier=rule.tier)
+    assert not fresh.matches("ValueError", ["x"], "ValueError: x", "", "")
+    assert fresh._compiled is None
+    fresh.matches("builtins.KeyError", ["'x'"], "builtins.KeyError: 'x'", "", "")
+    assert fresh._compiled is not None
 
 
 def test_a_user_profiles_bad_category_regex_fails_at_load(tmp_path: Path) -> None:

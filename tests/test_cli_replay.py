@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from watchdog.cli.app import main
+from watchdog.follow.replay import replay_path
 
 ROOT = Path(__file__).parent.parent
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
@@ -309,3 +311,74 @@ def test_replay_of_a_log_stored_by_a_platform_prints_the_plain_logs_verdict(
     text = capsys.readouterr().out
     assert "sglang crashed during allocating_kv_cache" in text
     assert "error [oom] on ranks TP1, TP3, TP5, TP6 (line 53)" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "code"), [pytest.param(["--json"], 1, id="json"), pytest.param([], 1, id="text")]
+)
+def test_the_programs_replay_ends_with_its_output_flushed_and_no_teardown(args: list[str], code: int) -> None:
+    """The program's own replay (`main()` of the command line) prints its whole verdict into a pipe, exits with its
+    code, and ends there: the interpreter's teardown (exit hooks, modules) is skipped."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torn down', file=sys.stderr))\n"
+        "from watchdog.cli import main\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "replay", str(CRASHED), *args], capture_output=True, check=False
+    )
+    assert proc.returncode == code
+    assert b"torn down" not in proc.stderr
+    returns = "import sys\nfrom watchdog.cli import main\nsys.exit(main(sys.argv[1:]))"
+    inside = subprocess.run(
+        [sys.executable, "-c", returns, "replay", str(CRASHED), *args],
+        capture_output=True,
+        check=False,
+    )
+    assert proc.stdout == inside.stdout  # as a caller's main([...]), which returns: the same output, whole
+    assert proc.stdout.endswith(b"\n")
+
+
+def test_the_programs_replay_runs_without_the_cycle_collector() -> None:
+    """The program's own replay turns the cyclic garbage collector off (it makes no cycles: the test below); a
+    caller's `main([...])` leaves it as it was."""
+    script = (
+        "import gc, sys\n"
+        "from watchdog.cli import app\n"
+        "end = app._exit_now\n"
+        "app._exit_now = lambda code: (print(gc.isenabled(), file=sys.stderr), end(code))\n"
+        "app.main(sys.argv[2:] if sys.argv[1] == 'caller' else None)\n"
+        "print(gc.isenabled(), file=sys.stderr)\n"
+    )
+    own = subprocess.run(
+        [sys.executable, "-c", script, "replay", str(CRASHED)], capture_output=True, check=False
+    )
+    assert own.returncode == 1
+    assert own.stderr.split() == [b"False"]
+    caller = subprocess.run(
+        [sys.executable, "-c", script, "caller", "replay", str(CRASHED)], capture_output=True, check=False
+    )
+    assert caller.stderr.split() == [b"True"]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        pytest.param(p, id=str(p.relative_to(CORPUS.parent)))
+        for folder in (CORPUS, CORPUS.parent / "cases")
+        for p in sorted(folder.rglob("*.log"))
+    ],
+)
+def test_a_replay_makes_no_reference_cycles(log: Path) -> None:
+    """A replay's objects are all freed by their reference counts: the program's replay runs without the cycle
+    collector, so a cycle made per line or per block would be memory never given back."""
+    replay_path(log)  # the first: the caches of a process (profiles, compiled rules) filled
+    gc.freeze()  # what the test process holds so far is not looked at: the collection below is the replay's
+    gc.disable()
+    try:
+        replay_path(log)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+        gc.unfreeze()

@@ -102,6 +102,14 @@ def test_error_levels_are_found(line: str) -> None:
     assert Prefilter((), ERROR_LEVEL_MARKS).lines(line.encode() + b"\n") == [0]
 
 
+def test_the_glog_mark_holds_the_time() -> None:
+    """glog's mark is its level letter and date with the time's hours and colon, as both glog layers have it: a
+    letter and digits without a time after them (a model's name, a code) is not an error level, and is not read."""
+    line = "loading weights F1000 2 of E2048 4 shards"
+    assert parse(line).level == ""
+    assert Prefilter((), ERROR_LEVEL_MARKS).lines(line.encode() + b"\n") == []
+
+
 @pytest.mark.parametrize("log", [pytest.param(p, id=str(p.relative_to(FIXTURES))) for p in LOGS])
 def test_replay_gives_the_verdict_of_reading_every_line(log: Path) -> None:
     """Replay with the prefilter gives the same verdict JSON as replay reading every line in Python."""

@@ -28,7 +28,7 @@ def _run(*argv: str) -> tuple[int, list[str], str]:
         "argv = json.loads(sys.argv[1])\n"
         "sys.argv = ['watchdog', *argv]\n"
         "from watchdog.cli.app import main\n"
-        "rc = main()\n"
+        "rc = main(argv)\n"  # as a caller's: the program's own replay ends in the call, before this report
         "sys.stdout.flush()\n"
         "loaded = sorted(m for m in ('structlog', 'rich', 'asyncssh') if m in sys.modules)\n"
         "print(json.dumps({'rc': rc, 'loaded': loaded}), file=sys.stderr)\n"

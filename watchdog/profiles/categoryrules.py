@@ -37,6 +37,9 @@ class Regex(NamedTuple):
 
     pattern: str
     flags: int = 0
+    # an `exceptions` regex's: the endings one of which a class it matches has (each name's part after its last
+    # dot, where every name is letters, digits, "_" and dots); None: the regex alone decides
+    endings: tuple[str, ...] | None = None
 
     def compiled(self) -> re.Pattern[str]:
         """The compiled regex."""
@@ -68,6 +71,12 @@ class CategoryRule:
         """Whether the rule holds for an error of class `cls` (None for a line with no class) whose message
         may begin at any of `messages` (the text after the class, a message it carries), in the whole `line`,
         raised in the innermost frames' `paths` and `functions` (newline-joined)."""
+        if (names := self.exceptions) is not None and (
+            cls is None or (names.endings is not None and not cls.endswith(names.endings))
+        ):
+            return (
+                False  # a rule of classes, for no class or another one: its regexes are not compiled for it
+            )
         compiled = self._compiled or self._compile()
         # each looked up only when the one before it held: most rules fail at their first
         if (pattern := compiled[0]) is not None and (cls is None or not pattern.fullmatch(cls)):
@@ -138,7 +147,17 @@ def _names(
     names = raw[key]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
         raise ConfigError(where, f"{path}.{key}", "must be a non-empty list of regexes")
-    return _compile(form.format("|".join(f"(?:{n})" for n in names)), where, f"{path}.{key}", flags, checked)
+    regex = _compile(form.format("|".join(f"(?:{n})" for n in names)), where, f"{path}.{key}", flags, checked)
+    if key == "exceptions" and all(found := [_ENDS_PLAIN.fullmatch(n) for n in names]):
+        # the regex ends with one of the names, each of which ends with plain text after its last dot: a class it
+        # matches ends with one of those texts
+        return regex._replace(endings=tuple(m["last"].rpartition(".")[2] for m in found if m))
+    return regex
+
+
+# A name of classes whose last part is plain text: optional groups of letters, digits, "_" and dots, escaped or not
+# ("(?:torch\.)?(?:cuda\.)?"), then letters, digits, "_" and dots ("OutOfMemoryError", "zmq\.error\.ZMQError")
+_ENDS_PLAIN = re.compile(r"(?:\(\?:(?:[\w.]|\\[\w.])+\)\?)*(?P<last>(?:[\w.]|\\\.)+)")
 
 
 def _regex(raw: Mapping[str, object], key: str, where: str, path: str, *, checked: bool) -> Regex | None:
