@@ -37,6 +37,7 @@ from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
 from watchdog.daemon.launches import Follower, LaunchControl, LaunchPlan, Running
+from watchdog.daemon.logs import flush_log
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.outages import REFUSED_PAUSE_MAX, RESTART_PAUSE, Host, Outages
 from watchdog.daemon.reload import PlanChanges, Reloads, diff_plans, resolve_unplanned
@@ -665,6 +666,7 @@ class Daemon:
                     self._tg.start_soon(self.reload)
                 elif self.stopping:
                     log.warning("stopping at once", signal=signal.Signals(signum).name)
+                    flush_log()  # os._exit runs no exit handler: the log's held lines go out first
                     os._exit(EXIT_INTERRUPTED)  # the second SIGTERM/SIGINT: no more waiting on anything
                 else:
                     log.info("stopping", signal=signal.Signals(signum).name)
