@@ -440,7 +440,8 @@ async def test_a_busy_connection_re_arms_no_keepalive_timer_per_read(
         conn._keepalive_timer_callback()
         assert conn._keepalive_count == 0
         again = conn._keepalive_timer
-        assert again is not None and again is not armed
+        assert again is not None
+        assert again is not armed
         assert 28.0 < again.when() - asyncio.get_running_loop().time() <= 30.0
 
 
