@@ -445,6 +445,41 @@ async def test_a_busy_connection_re_arms_no_keepalive_timer_per_read(
         assert 28.0 < again.when() - asyncio.get_running_loop().time() <= 30.0
 
 
+@pytest.mark.parametrize("debug_level", [1, 3])
+async def test_a_log_s_channel_describes_its_packets_only_for_a_debug_log(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, debug_level: int
+) -> None:
+    """A followed log's channel does not have asyncssh describe each packet it sends or receives for a debug log
+    that does not take them (below asyncssh's packet debug level, 3); at that level its packets are logged."""
+    import asyncssh.packet  # noqa: PLC0415
+
+    described: list[str] = []
+    original = asyncssh.packet.SSHPacketLogger._log_packet
+
+    def counted(self: Any, msg: str, pkttype: int, *args: Any) -> None:
+        described.append(type(self).__name__)
+        original(self, msg, pkttype, *args)
+
+    monkeypatch.setattr(asyncssh.packet.SSHPacketLogger, "_log_packet", counted)
+    monkeypatch.setattr(asyncssh.logging.SSHLogger, "_debug_level", debug_level)
+    log = tmp_path / "described.log"
+    log.write_bytes(b"0\n")
+    async with make_source(pool, sshd, log).open_follow() as items:
+        assert await read_until(items, 2) == b"0\n"
+        described.clear()
+        size = 2
+        for i in range(1, 6):
+            line = b"%d\n" % i
+            await append(log, line)
+            assert await read_until(items, size + len(line), start=size) == line
+            size += len(line)
+    channels = [name for name in described if "Channel" in name]
+    if debug_level < 3:
+        assert channels == []
+    else:
+        assert len(channels) >= 5
+
+
 STREAM_OR_POLL = pytest.mark.parametrize(
     "stream", [pytest.param(None, id="stream"), pytest.param(False, id="poll")]
 )
