@@ -8,6 +8,7 @@ import logging
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -380,3 +381,37 @@ def test_held_lines_reach_stderr_when_the_process_ends(end: str) -> None:
     assert result.returncode == (3 if end == "os._exit" else 0), result.stderr
     events = [e["event"] for e in _events(result.stderr)]
     assert events == ["transition"] + (["stopping at once"] if end == "os._exit" else [])
+
+
+def test_the_daemon_loads_no_rich(tmp_path: Path) -> None:
+    """`watchdog run` imports structlog with rich hidden from it (structlog looks for rich for its console
+    tracebacks, which the daemon renders itself): none of rich's modules (6 MB of memory) is loaded, even with
+    the console format, whose renderer is structlog's (its tracebacks: `test_console_log_in_a_pipe_...`)."""
+    log = tmp_path / "a.log"
+    log.write_bytes(READY_LOG.read_bytes())
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{tmp_path / "state"}"\nlog_format = "console"\n\n'
+        f'[launches.a]\nlog = "{log}"\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "watchdog.cli", "run", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    assert proc.stderr is not None
+    imported: list[str] = []
+    try:
+        for line in proc.stderr:  # the import times first, then the daemon's log
+            if line.startswith("import time:"):
+                imported.append(line.rsplit("|", 1)[1].strip())
+            elif "ready" in line:  # the launch's verdict: the daemon runs
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE)
+    assert "structlog" in imported
+    # (a refused import is timed too: `rich` alone; structlog's real one loads rich.console and rich.traceback)
+    assert [name for name in imported if name.startswith("rich.")] == []

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 if TYPE_CHECKING:
     import structlog
 
-__all__ = ["FOREIGN_LOG_LEVEL", "configure_logging", "configure_logging_on_import", "flush_log"]
+__all__ = [
+    "FOREIGN_LOG_LEVEL",
+    "configure_logging",
+    "configure_logging_on_import",
+    "flush_log",
+    "import_structlog_without_rich",
+]
 
 # what other libraries (asyncssh, aiohttp, asyncio) log: their warnings and errors, as before they were routed
 FOREIGN_LOG_LEVEL = "WARNING"
@@ -103,6 +109,23 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(FOREIGN_LOG_LEVEL)
     logging.captureWarnings(True)  # warnings.warn() too, as the `py.warnings` logger
+
+
+def import_structlog_without_rich() -> bool:
+    """Import structlog with rich hidden from it, unless either is imported already; whether it was done.
+
+    structlog looks for rich when it is imported (its console renderer's tracebacks, when rich is there). The
+    daemon renders its tracebacks itself (`_traceback_without_controls`, or as JSON text) and draws nothing with
+    rich: the 52 modules it would load are 6 MB of the daemon's memory for nothing. An import of rich after this
+    one works as usual (only structlog's look was refused)."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return False
+    sys.modules["rich"] = None  # type: ignore[assignment]  # how an import is refused: ImportError
+    try:
+        import structlog  # noqa: F401, PLC0415 - imported here, with rich hidden
+    finally:
+        del sys.modules["rich"]
+    return True
 
 
 def configure_logging_on_import(log_format: str, *, level: str = "INFO", cache: bool = True) -> None:
