@@ -8,6 +8,7 @@ import logging
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -271,3 +272,146 @@ def test_each_event_is_one_write_to_the_stream() -> None:
     [line] = stream.writes
     assert line.endswith("\n")
     assert json.loads(line)["state"] == "ready"
+
+
+class _Writes:
+    """A stream that keeps each write (standard error's stand-in)."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_the_lines_of_one_loop_turn_go_out_in_one_write_at_its_next_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lines an event loop's callback logs (a relaunch's transitions, read in one go) are held and written
+    together, in order and in one write, at the loop's next turn: a crash's line is out within a turn; a line
+    logged with no loop running is written at once."""
+    import asyncio  # noqa: PLC0415
+
+    import structlog  # noqa: PLC0415 - as the daemon imports it
+
+    from watchdog.daemon.logs import configure_logging  # noqa: PLC0415
+
+    stream = _Writes()
+    monkeypatch.setattr(sys, "stderr", stream)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    seen: list[list[str]] = []
+
+    async def turn() -> None:
+        log = structlog.get_logger("watchdog.daemon")
+        for state in ("starting", "loading_weights", "ready"):
+            log.info("transition", launch="kimi", state=state)
+        seen.append(stream.writes[:])  # nothing written within the turn
+        await asyncio.sleep(0)  # the loop's next turn
+        seen.append(stream.writes[:])
+
+    try:
+        configure_logging("json", cache=False)
+        asyncio.run(turn())
+        structlog.get_logger("watchdog.daemon").info("stopping")
+    finally:  # as it was: the other tests of this process log as before
+        structlog.reset_defaults()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.captureWarnings(False)
+    assert seen[0] == []
+    [batch] = seen[1]
+    assert [json.loads(line)["state"] for line in batch.splitlines()] == [
+        "starting",
+        "loading_weights",
+        "ready",
+    ]
+    assert len(stream.writes) == 2
+    assert json.loads(stream.writes[1])["event"] == "stopping"
+
+
+# A line logged by a loop's last callback, the loop stopped and closed before its next turn: held, then written at
+# the process's exit; and one held when the process ends by os._exit, written by `flush_log` first.
+HELD_SCRIPT = """
+import asyncio, os, sys
+import structlog
+from watchdog.daemon.logs import configure_logging, flush_log
+
+configure_logging("json")
+log = structlog.get_logger("watchdog.daemon")
+loop = asyncio.new_event_loop()
+
+def last() -> None:
+    log.info("transition", launch="kimi", state="crashed")
+    loop.stop()
+
+loop.call_soon(last)
+loop.run_forever()
+loop.close()
+if sys.argv[1] == "os._exit":
+    loop = asyncio.new_event_loop()
+    def stop_now() -> None:
+        log.warning("stopping at once")
+        flush_log()
+        os._exit(3)
+    loop.call_soon(stop_now)
+    loop.run_forever()
+"""
+
+
+@pytest.mark.parametrize("end", ["exit", "os._exit"])
+def test_held_lines_reach_stderr_when_the_process_ends(end: str) -> None:
+    """No held line is lost when the process ends: one logged in a loop's last turn is written at exit, and one
+    held before an `os._exit` (the daemon's second SIGTERM) is written by `flush_log`."""
+    result = subprocess.run(
+        [sys.executable, "-c", HELD_SCRIPT, end],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        env=_env(),
+        check=False,
+    )
+    assert result.returncode == (3 if end == "os._exit" else 0), result.stderr
+    events = [e["event"] for e in _events(result.stderr)]
+    assert events == ["transition"] + (["stopping at once"] if end == "os._exit" else [])
+
+
+def test_the_daemon_loads_no_rich(tmp_path: Path) -> None:
+    """`watchdog run` imports structlog with rich hidden from it (structlog looks for rich for its console
+    tracebacks, which the daemon renders itself): none of rich's modules (6 MB of memory) is loaded, even with
+    the console format, whose renderer is structlog's (its tracebacks: `test_console_log_in_a_pipe_...`)."""
+    log = tmp_path / "a.log"
+    log.write_bytes(READY_LOG.read_bytes())
+    config = tmp_path / "watchdog.toml"
+    config.write_text(
+        f'[daemon]\nlisten = "127.0.0.1:0"\nstate_dir = "{tmp_path / "state"}"\nlog_format = "console"\n\n'
+        f'[launches.a]\nlog = "{log}"\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "watchdog.cli", "run", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    assert proc.stderr is not None
+    imported: list[str] = []
+    try:
+        for line in proc.stderr:  # the import times first, then the daemon's log
+            if line.startswith("import time:"):
+                imported.append(line.rsplit("|", 1)[1].strip())
+            elif "ready" in line:  # the launch's verdict: the daemon runs
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=DEADLINE)
+    assert "structlog" in imported
+    # (a refused import is timed too: `rich` alone; structlog's real one loads rich.console and rich.traceback)
+    assert [name for name in imported if name.startswith("rich.")] == []

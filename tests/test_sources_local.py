@@ -630,3 +630,25 @@ async def test_a_cancelled_wait_at_the_end_leaves_nothing_with_the_watcher(tmp_p
         assert asyncio.get_running_loop() not in watcher._polls
         append_now(log, b"second\n")
         assert await next_item(items, within=5.0) == Chunk(6, b"second\n")
+
+
+@_INOTIFY
+async def test_a_growing_file_is_waited_for_with_one_request_object(tmp_path: Path) -> None:
+    """Each wait at a growing file's end is the follow's one wait request, its `since` set anew (no object made per
+    read), and each append after one still wakes the follower and arrives whole."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"0\n")
+    source = LocalSource(log, poll_interval=SLOW_POLL)
+    async with source.open_follow() as items:
+        assert await read_to_caught_up(items, 2) == b"0\n"
+        requests = []  # held: an object made per wait could reuse a freed one's id
+        size = 2
+        for i in range(1, 6):
+            with anyio.move_on_after(0.01):  # reaches its wait at the end, then given up (nothing changed)
+                await anext(items)
+            requests.append(items._request)  # type: ignore[attr-defined]  # the wait pending
+            line = b"%d\n" % i
+            append_now(log, line)
+            assert await read_to_caught_up(items, size + len(line), start=size) == line
+            size += len(line)
+    assert all(request is requests[0] for request in requests)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -410,6 +411,73 @@ async def test_frozen_peer_is_noticed_by_keepalive(
         with log.open("ab") as f:
             f.write(b"after\n")
         assert await read_until(items, 13, start=7) == b"after\n"
+
+
+async def test_a_busy_connection_re_arms_no_keepalive_timer_per_read(
+    sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path
+) -> None:
+    """Reads of a connection that carries a growing log only note their time: the keepalive timer armed is the
+    one timer until it is due (asyncssh alone makes a new one at each read), and when due after reads it waits
+    the rest of the interval from the last one, asking nothing of the peer."""
+    log = tmp_path / "busy.log"
+    log.write_bytes(b"0\n")
+    options = replace(ssh_options, keepalive_interval=30.0)
+    async with SSHPool(options) as pool, make_source(pool, sshd, log).open_follow() as items:
+        assert await read_until(items, 2) == b"0\n"
+        [conn] = pool.connections(sshd.host, port=sshd.port, user=sshd.user)
+        armed = conn._keepalive_timer
+        assert armed is not None
+        size = 2
+        for i in range(1, 20):
+            line = b"%d\n" % i
+            await append(log, line)
+            assert await read_until(items, size + len(line), start=size) == line
+            size += len(line)
+        assert conn._keepalive_timer is armed, "re-armed at a read"
+        # due now, as if the interval had passed since it was armed: a read came 0-1 s ago, so it is armed again
+        # for the rest of the interval from that read, and no keepalive is asked for
+        armed.cancel()
+        conn._keepalive_timer_callback()
+        assert conn._keepalive_count == 0
+        again = conn._keepalive_timer
+        assert again is not None
+        assert again is not armed
+        assert 28.0 < again.when() - asyncio.get_running_loop().time() <= 30.0
+
+
+@pytest.mark.parametrize("debug_level", [1, 3])
+async def test_a_log_s_channel_describes_its_packets_only_for_a_debug_log(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, debug_level: int
+) -> None:
+    """A followed log's channel does not have asyncssh describe each packet it sends or receives for a debug log
+    that does not take them (below asyncssh's packet debug level, 3); at that level its packets are logged."""
+    import asyncssh.packet  # noqa: PLC0415
+
+    described: list[str] = []
+    original = asyncssh.packet.SSHPacketLogger._log_packet
+
+    def counted(self: Any, msg: str, pkttype: int, *args: Any) -> None:
+        described.append(type(self).__name__)
+        original(self, msg, pkttype, *args)
+
+    monkeypatch.setattr(asyncssh.packet.SSHPacketLogger, "_log_packet", counted)
+    monkeypatch.setattr(asyncssh.logging.SSHLogger, "_debug_level", debug_level)
+    log = tmp_path / "described.log"
+    log.write_bytes(b"0\n")
+    async with make_source(pool, sshd, log).open_follow() as items:
+        assert await read_until(items, 2) == b"0\n"
+        described.clear()
+        size = 2
+        for i in range(1, 6):
+            line = b"%d\n" % i
+            await append(log, line)
+            assert await read_until(items, size + len(line), start=size) == line
+            size += len(line)
+    channels = [name for name in described if "Channel" in name]
+    if debug_level < 3:
+        assert channels == []
+    else:
+        assert len(channels) >= 5
 
 
 STREAM_OR_POLL = pytest.mark.parametrize(

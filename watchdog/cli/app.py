@@ -567,6 +567,9 @@ def _main(argv: list[str]) -> int:
 
             hangup.hold()  # before the config and the daemon's libraries: a SIGHUP now is a reload, not death
             _config_given(args.config)
+            from watchdog.daemon.logs import import_structlog_without_rich  # noqa: PLC0415
+
+            import_structlog_without_rich()  # before the daemon's modules import it: no rich in the daemon
             from watchdog.daemon.service import run_daemon  # noqa: PLC0415 - the daemon's libraries only when run
 
             return run_daemon(args.config, shard=args.shard)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -17,6 +17,7 @@ from watchdog.follow.nodes import Follower
 from watchdog.vocabulary import DEFAULT_STOP_GRACE
 
 if TYPE_CHECKING:
+    from watchdog.daemon.effects import Effects
     from watchdog.follow.sources import SSHOptions
     from watchdog.store import IncarnationRecord
 
@@ -78,7 +79,7 @@ class Running:
     note: str = ""
     incarnation: int = 0  # the newest incarnation seen (or stored, at the start)
     began: bool = True  # ... and it began (it is not a log that never came: a relaunch is numbered after it)
-    effects: Any = None  # the send side of the launch's queue of slow work (store, alerts), in order
+    effects: Effects | None = None  # the launch's queue of slow work (store, alerts), done in order
     history: list[IncarnationRecord] | None = None  # its past incarnations, when loaded with the others'
     earlier: tuple[Baseline, ...] = ()  # what the store keeps of them: a relaunch is compared with the last
     started_pid: int | None = None  # launch mode: the pid of the run this daemon started last

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, MutableMapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -15,7 +18,13 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 if TYPE_CHECKING:
     import structlog
 
-__all__ = ["FOREIGN_LOG_LEVEL", "configure_logging", "configure_logging_on_import"]
+__all__ = [
+    "FOREIGN_LOG_LEVEL",
+    "configure_logging",
+    "configure_logging_on_import",
+    "flush_log",
+    "import_structlog_without_rich",
+]
 
 # what other libraries (asyncssh, aiohttp, asyncio) log: their warnings and errors, as before they were routed
 FOREIGN_LOG_LEVEL = "WARNING"
@@ -60,7 +69,7 @@ def configure_logging(
     """
     import structlog  # noqa: PLC0415 - see configure_logging_on_import
 
-    out = stream if stream is not None else cast("TextIO", _Stderr())
+    out = stream if stream is not None else cast("TextIO", _STDERR)
     renderer_chain: list[structlog.typing.Processor]
     if log_format == "json":
         # format_exc_info: Python's own traceback text (no locals), in the `exception` field
@@ -100,6 +109,23 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(FOREIGN_LOG_LEVEL)
     logging.captureWarnings(True)  # warnings.warn() too, as the `py.warnings` logger
+
+
+def import_structlog_without_rich() -> bool:
+    """Import structlog with rich hidden from it, unless either is imported already; whether it was done.
+
+    structlog looks for rich when it is imported (its console renderer's tracebacks, when rich is there). The
+    daemon renders its tracebacks itself (`_traceback_without_controls`, or as JSON text) and draws nothing with
+    rich: the 52 modules it would load are 6 MB of the daemon's memory for nothing. An import of rich after this
+    one works as usual (only structlog's look was refused)."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return False
+    sys.modules["rich"] = None  # type: ignore[assignment]  # how an import is refused: ImportError
+    try:
+        import structlog  # noqa: F401, PLC0415 - imported here, with rich hidden
+    finally:
+        del sys.modules["rich"]
+    return True
 
 
 def configure_logging_on_import(log_format: str, *, level: str = "INFO", cache: bool = True) -> None:
@@ -152,16 +178,57 @@ class _ConfigureOnImport(importlib.abc.MetaPathFinder):
 
 
 class _Stderr:
-    """`sys.stderr` as it is at each write, not as it was when logging was set up (a test runner swaps it)."""
+    """`sys.stderr` as it is at each write, not as it was when logging was set up (a test runner swaps it).
+
+    The lines an event loop's callbacks write are held and go out together, in one write, at the loop's next turn
+    (a relaunch read in one go logs five transitions: one system call, and one wake-up of journald or whatever
+    reads the pipe, not five). So a line reaches the stream within a turn of the loop (milliseconds), a crash's
+    too. Anywhere else (no running loop: before it starts, after it ends; another thread) a line is written at
+    once (after what is held, in the main thread); what is held at the process's exit is written then
+    (`flush_held`, also before an `os._exit`).
+    """
+
+    def __init__(self) -> None:
+        self._held: list[str] = []
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        if threading.current_thread() is not threading.main_thread():
+            return sys.stderr.write(text)  # held lines are the main thread's alone: no lock on them
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush_held()
+            return sys.stderr.write(text)
+        if not self._held:
+            loop.call_soon(self.flush_held)
+        self._held.append(text)
+        return len(text)
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        # a logger flushes after each line: held lines are flushed at the loop's next turn, not here
+        if not self._held:
+            sys.stderr.flush()
+
+    def flush_held(self) -> None:
+        """Write what is held now, in one write."""
+        if self._held:
+            text = "".join(self._held)
+            self._held.clear()
+            sys.stderr.write(text)
+            sys.stderr.flush()
 
     def isatty(self) -> bool:
         return sys.stderr.isatty()
+
+
+_STDERR = _Stderr()  # one for the process: what it holds is written at exit
+atexit.register(_STDERR.flush_held)
+
+
+def flush_log() -> None:
+    """Write the log lines held for the event loop's next turn now (before `os._exit`, which runs no exit
+    handler)."""
+    _STDERR.flush_held()
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import signal
 import sqlite3
@@ -36,7 +35,9 @@ from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
+from watchdog.daemon.effects import Effects
 from watchdog.daemon.launches import Follower, LaunchControl, LaunchPlan, Running
+from watchdog.daemon.logs import flush_log
 from watchdog.daemon.metrics import DaemonStats
 from watchdog.daemon.outages import REFUSED_PAUSE_MAX, RESTART_PAUSE, Host, Outages
 from watchdog.daemon.reload import PlanChanges, Reloads, diff_plans, resolve_unplanned
@@ -345,10 +346,9 @@ class Daemon:
         host = self._outages.host(plan.host) if plan.host else None
         started = False
         with run.scope:
-            send, receive = anyio.create_memory_object_stream[Callable[[], Awaitable[None]]](math.inf)
-            run.effects = send
-            async with send, anyio.create_task_group() as effects:
-                effects.start_soon(self._effects, run, receive)
+            queue = run.effects = Effects()
+            async with queue, anyio.create_task_group() as effects:
+                effects.start_soon(self._effects, run, queue)
                 while True:
                     pause = RESTART_PAUSE
                     trying = False
@@ -540,10 +540,10 @@ class Daemon:
                         assert self._tg is not None  # in a task of its own: its grace holds up no update
                         self._tg.start_soon(self._kill_on_crash, run)
 
-    async def _effects(self, run: Running, receive: Any) -> None:
+    async def _effects(self, run: Running, queue: Effects) -> None:
         # the launch's slow work, one at a time in the order of its updates; a failure is logged, not fatal
-        async with receive:
-            async for effect in receive:
+        async with queue:
+            async for effect in queue:
                 try:
                     await effect()
                 except sqlite3.Error as exc:
@@ -665,6 +665,7 @@ class Daemon:
                     self._tg.start_soon(self.reload)
                 elif self.stopping:
                     log.warning("stopping at once", signal=signal.Signals(signum).name)
+                    flush_log()  # os._exit runs no exit handler: the log's held lines go out first
                     os._exit(EXIT_INTERRUPTED)  # the second SIGTERM/SIGINT: no more waiting on anything
                 else:
                     log.info("stopping", signal=signal.Signals(signum).name)

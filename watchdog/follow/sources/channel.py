@@ -15,8 +15,30 @@ from watchdog.clock import wake_up
 _HIGH_WATER = 64
 _LOW_WATER = 8
 
+_PACKET_DEBUG_LEVEL = 3  # asyncssh's debug level from which packets are logged
+
 Kind = Literal["out", "err", "closed"]
 Packet = tuple[Kind, bytes, Exception | None]
+
+
+def unlogged_packets(chan: object) -> bool:
+    """Let the channel `chan` skip asyncssh's per-packet debug log while asyncssh's debug level is below the
+    packets' (3, `asyncssh.set_debug_level`); whether it was done.
+
+    asyncssh describes every packet a channel sends or receives (a copy of its payload, its type's name, its
+    size in words) and only then asks whether its debug level is high enough to log it: a log's channel
+    receives a packet per few lines, so that is most of what it costs beyond its decryption."""
+    level = getattr(asyncssh.logging.SSHLogger, "_debug_level", None)
+    if not isinstance(level, int) or level >= _PACKET_DEBUG_LEVEL:
+        return False
+    if not hasattr(chan, "log_received_packet") or not hasattr(chan, "log_sent_packet"):
+        return False
+    chan.log_received_packet = chan.log_sent_packet = _unlogged
+    return True
+
+
+def _unlogged(*_args: object) -> None:
+    """A packet not described (see `unlogged_packets`)."""
 
 
 class CommandOutput(asyncssh.SSHClientSession[bytes]):
@@ -40,6 +62,7 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
+        unlogged_packets(chan)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         kind: Kind = "err" if datatype == asyncssh.EXTENDED_DATA_STDERR else "out"

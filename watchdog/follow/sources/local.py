@@ -354,6 +354,11 @@ class LocalSource:
         if watcher is not None and not watcher.watch(self.path):
             watcher = None  # the kernel refused a watch (no directory, no free watch): poll
         loop = asyncio.get_running_loop()  # its clock is anyio's, without anyio's look-up of the backend
+        # the one wait request of this follow, its `since` and `poll_after` set at each wait (a wait per read of a
+        # growing file: no object made for it)
+        changed = _Changed(watcher, self.path, 0, 0.0, loop) if watcher is not None else None
+        local_poll = max(self.poll_interval, LOCAL_SAFETY_POLL_INTERVAL)
+        batch = min(self.poll_interval, BATCH_INTERVAL)
         try:
             while True:
                 if current is None:
@@ -363,7 +368,7 @@ class LocalSource:
                         if not announced_missing:
                             announced_missing = True
                             yield FileMissing(self.path)
-                        yield from self._wait(watcher, seen, False, loop)
+                        yield from self._wait(changed, seen, False, loop)
                         continue
                     named = None
                     size = os.fstat(current.fd).st_size
@@ -439,8 +444,18 @@ class LocalSource:
                             yield _PAUSE
                     os.close(current.fd)
                     current, at_end = None, False
+                elif changed is not None and local:
+                    # `_wait`, inline: a wait per read of a growing local file, with no generator made for it
+                    changed.since, changed.poll_after = seen, local_poll
+                    yield changed
+                    now = loop.time()
+                    rest = self._last_look + batch - now
+                    if rest > 0:
+                        yield _Request(anyio.sleep, (rest,), wait=True)
+                        now = loop.time()
+                    self._last_look = now
                 else:
-                    yield from self._wait(watcher, seen, local, loop)
+                    yield from self._wait(changed, seen, local, loop)
         finally:
             if current is not None:
                 os.close(current.fd)
@@ -448,18 +463,19 @@ class LocalSource:
                 watcher.unwatch(self.path)
 
     def _wait(
-        self, watcher: Watcher | None, seen: int, local: bool, loop: asyncio.AbstractEventLoop
+        self, changed: _Changed | None, seen: int, local: bool, loop: asyncio.AbstractEventLoop
     ) -> Generator[_Request | _Changed, object, None]:
         # At the end of the file (or while it is missing): until it changes, or the next poll. A file that
         # changes all the time is still looked at once per `BATCH_INTERVAL` at most (its lines come in
         # batches): inotify saves the looks at quiet files, and the wait for the first line after one.
         # The waits are requests of the follower's generator (`yield from`): `_Follow` awaits the watcher's
         # future itself, with no coroutine between (a wait per read of a growing file).
-        if watcher is None:
+        if changed is None:  # no watcher: a poll
             yield _Request(anyio.sleep, (self.poll_interval,), wait=True)
             return
         safety = LOCAL_SAFETY_POLL_INTERVAL if local else SAFETY_POLL_INTERVAL
-        yield _Changed(watcher, self.path, seen, max(self.poll_interval, safety), loop)
+        changed.since, changed.poll_after = seen, max(self.poll_interval, safety)
+        yield changed
         now = loop.time()
         rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
         if rest > 0:
