@@ -42,7 +42,7 @@ __all__ = [
 
 Record = dict[str, Any]
 
-VERSION = 4
+VERSION = 5
 _ASM = "_scanner.assembler."
 # record key -> (the analyzer's attribute, by its path; its type). Dataclasses are written field by field, those
 # at their default left out; bytes as Latin-1 text. A provisional engine's detector reads its head again.
@@ -109,8 +109,13 @@ def _from_3(record: Record) -> Record:
     return {**record, "version": 4}
 
 
+def _from_4(record: Record) -> Record:
+    # version 4 knew no header levels: its open tracebacks have none (the field's default, left out)
+    return {**record, "version": 5}
+
+
 # version read -> that record as the next version (pure: new dicts, the record read left as it was)
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2, 3: _from_3}
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2, 3: _from_3, 4: _from_4}
 
 
 def to_record(analyzer: Analyzer) -> Record:
