@@ -44,3 +44,22 @@ def test_trtllm_cli_entry_points_name_the_engine() -> None:
     out = _verdict("trtllm", "trtllm-bench-1.1.0-2026-int4-engine-lora-command-then-pynvml-warning-cut-issue11077")
     assert out["engine"] == "trtllm"
     assert out["state"] == "starting"
+
+
+def test_a_cut_traceback_re_reported_while_the_crash_report_goes_out_stays_cut() -> None:
+    """A log that ends inside a traceback (Dynamo's TensorRT-LLM worker main, cut before its exception line) is
+    reported cut when the follower catches up; the crash report going out re-reads the open traceback as far as
+    it goes: it did not go on, so it is the same cut report again, not an empty fragment in its place (the live
+    follower said '' where replay names the innermost frame)."""
+    log = CORPUS / "trtllm" / "trtllm-dynamo-0.5.1-k8s-disagg-worker-main-traceback-cut-issue4299.log"
+    a = Analyzer(load_engine(None), crash_grace=5.0)
+    a.feed(log.read_bytes(), now=0.0)
+    a.caught_up(0.0)
+    a.report_open_tracebacks(1.0)
+    a.tick(7.0)
+    assert a.state == State.CRASHED
+    summaries = [c.summary for c in a.lifecycle.current.candidates]
+    assert summaries == [
+        "a traceback cut before its exception, in wrapper (runtime/__init__.py:43): "
+        "await func(runtime, *args, **kwargs)"
+    ]
