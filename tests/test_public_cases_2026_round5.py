@@ -41,7 +41,9 @@ def test_trtllm_cli_entry_points_name_the_engine() -> None:
     """TensorRT-LLM's console scripts (setup.py entry_points: trtllm-bench, trtllm-build, trtllm-eval, besides
     trtllm-serve; and its trtllm-llmapi-launch script) on the command line of a crop name the engine, before any
     [TRT-LLM] line is printed."""
-    out = _verdict("trtllm", "trtllm-bench-1.1.0-2026-int4-engine-lora-command-then-pynvml-warning-cut-issue11077")
+    out = _verdict(
+        "trtllm", "trtllm-bench-1.1.0-2026-int4-engine-lora-command-then-pynvml-warning-cut-issue11077"
+    )
     assert out["engine"] == "trtllm"
     assert out["state"] == "starting"
 
