@@ -266,8 +266,12 @@ class Scanner:
         """The tracebacks still open, as far as they go (they stay open); `cut`: as if the log ended here."""
         out: list[Event] = []
         for tb in self.assembler.open():
+            # one already reported cut is, while it stays open without its exception line, cut still (a crash
+            # report going out re-reads it as far as it goes, it did not go on): reported as such again, with
+            # whatever frames came since, never as a fragment that would replace the cut report by nothing
+            still_cut = cut or (tb.reported_cut and tb.exception is None)
             tb.reported_cut = tb.reported_cut or cut
-            out += self._traceback(tb, provisional=True, cut=cut)
+            out += self._traceback(tb, provisional=True, cut=still_cut)
         return out
 
     def _traceback(self, tb: Traceback, *, provisional: bool = False, cut: bool = False) -> list[Event]:
