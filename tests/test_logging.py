@@ -247,18 +247,7 @@ def test_each_event_is_one_write_to_the_stream() -> None:
 
     from watchdog.daemon.logs import configure_logging  # noqa: PLC0415
 
-    class Writes:
-        def __init__(self) -> None:
-            self.writes: list[str] = []
-
-        def write(self, text: str) -> int:
-            self.writes.append(text)
-            return len(text)
-
-        def flush(self) -> None:
-            pass
-
-    stream = Writes()
+    stream = _Writes()
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:

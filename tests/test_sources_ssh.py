@@ -427,12 +427,7 @@ async def test_a_busy_connection_re_arms_no_keepalive_timer_per_read(
         [conn] = pool.connections(sshd.host, port=sshd.port, user=sshd.user)
         armed = conn._keepalive_timer
         assert armed is not None
-        size = 2
-        for i in range(1, 20):
-            line = b"%d\n" % i
-            await append(log, line)
-            assert await read_until(items, size + len(line), start=size) == line
-            size += len(line)
+        await _grow(items, log, 2, range(1, 20))
         assert conn._keepalive_timer is armed, "re-armed at a read"
         # due now, as if the interval had passed since it was armed: a read came 0-1 s ago, so it is armed again
         # for the rest of the interval from that read, and no keepalive is asked for
@@ -443,6 +438,15 @@ async def test_a_busy_connection_re_arms_no_keepalive_timer_per_read(
         assert again is not None
         assert again is not armed
         assert 28.0 < again.when() - asyncio.get_running_loop().time() <= 30.0
+
+
+async def _grow(items: Any, log: Path, size: int, numbers: range) -> None:
+    """Append each number's line to `log` (now `size` bytes) and read it back, one at a time."""
+    for i in numbers:
+        line = b"%d\n" % i
+        await append(log, line)
+        assert await read_until(items, size + len(line), start=size) == line
+        size += len(line)
 
 
 @pytest.mark.parametrize("debug_level", [1, 3])
@@ -467,12 +471,7 @@ async def test_a_log_s_channel_describes_its_packets_only_for_a_debug_log(
     async with make_source(pool, sshd, log).open_follow() as items:
         assert await read_until(items, 2) == b"0\n"
         described.clear()
-        size = 2
-        for i in range(1, 6):
-            line = b"%d\n" % i
-            await append(log, line)
-            assert await read_until(items, size + len(line), start=size) == line
-            size += len(line)
+        await _grow(items, log, 2, range(1, 6))
     channels = [name for name in described if "Channel" in name]
     if debug_level < 3:
         assert channels == []
