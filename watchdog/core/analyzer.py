@@ -187,11 +187,12 @@ class Analyzer:
             return self._one_line(data, now)  # a live log's usual read: one line, a block of its own
         return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
 
-    def caught_up(self, now: float) -> list[Transition]:
+    def caught_up(self, now: float, *, quiet_for: float = 0.0) -> list[Transition]:
         """The source has read to the end of the file as it is now.
 
         The engine is detected from what there is (no wait for more lines), and the first time, what the
-        log already held is judged whole, as `replay` would (see `Lifecycle.caught_up`).
+        log already held is judged whole, as `replay` would (see `Lifecycle.caught_up`). `quiet_for`: seconds
+        the log had not grown when it was first read to its end (its file's age), counted as quiet already.
         """
         out = self._detect(now, force=True) if self.profile is None and self._held else []
         if not self._caught_up:
@@ -199,7 +200,7 @@ class Analyzer:
             # as replay reads a log that ends inside a traceback (the rest may still come: it then replaces
             # this report in place)
             out += self._report_cut(now)
-            self.lifecycle.caught_up(now)
+            self.lifecycle.caught_up(now, quiet_for=quiet_for)
         return out
 
     def _report_cut(self, now: float) -> list[Transition]:
@@ -639,7 +640,7 @@ class Analyzer:
         out = self._blocks(self.unwrapper.feed(self.framer.feed(whole)), now)
         self.bytes_read, self._caught_up = bytes_read, caught_up
         if caught_up:
-            self.lifecycle.caught_up(now)
+            self.lifecycle.caught_up(now, quiet_for=quiet_for)
         out = [t for t in out if (t.state, t.line) not in emitted]
         if not complete:  # the rest of the head may still name another engine
             emitted.update((t.state, t.line) for t in out)

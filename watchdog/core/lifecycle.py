@@ -441,14 +441,21 @@ class Lifecycle:
             due = min(due, hang)
         return due if due != math.inf else None
 
-    def caught_up(self, now: float) -> None:
+    def caught_up(self, now: float, *, quiet_for: float = 0.0) -> None:
         """The follower has read what the log held when it started: an error in it after ready is judged as
         replay would judge it (a crash, unless healthy lines or progress show it was survived), by the clock
-        (`crash_grace` from now), since an idle server prints nothing more."""
+        (`crash_grace` from now), since an idle server prints nothing more.
+
+        `quiet_for`: the log had not grown for that many seconds when it was read (its file's age). An error
+        pending at its end has waited that long already for the progress that would excuse it, as it would have
+        had the log been followed as it was written: its `crash_grace` counts from then (a launch that died
+        minutes before `watch` started is said crashed at once, not `crash_grace` later)."""
         inc = self.current
         if inc.pending_since is not None and inc.phase == State.READY and inc.state not in TERMINAL_STATES:
             inc.judge_by_clock = True
             inc.pending_since = now
+        if inc.pending_since is not None and inc.state not in TERMINAL_STATES and quiet_for > 0:
+            inc.pending_since = min(inc.pending_since, now - quiet_for)
         self.live = True
         if inc.live_from is None:
             inc.live_from = len(inc.timeline)

@@ -37,6 +37,7 @@ from watchdog.core.verdict import MissingLog, Status, Verdict, build_verdict
 from watchdog.exceptions import ConnectionLost
 from watchdog.follow.probes.nvidia import MemoryTrend
 from watchdog.follow.sources import (
+    Aged,
     CaughtUp,
     Chunk,
     Connected,
@@ -186,6 +187,7 @@ class LaunchFollower:
         )
         self._pool = pool
         self._source = source
+        self._aged: Aged | None = None  # the source followed, where it tells its stream's age
         self._clock = clock or MonotonicClock()
         self._start = self._clock.now()
         self._send, self.updates = anyio.create_memory_object_stream[Update](UPDATE_BUFFER)
@@ -243,6 +245,7 @@ class LaunchFollower:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow until cancelled (or the source ends); ready once the log as it was has been read."""
         source = self._source or open_source(self.spec.target, self._pool)
+        self._aged = source if isinstance(source, Aged) else None
         started = False
         async with self._send, anyio.create_task_group() as tg:
             self._tg = tg
@@ -409,7 +412,10 @@ class LaunchFollower:
                 await self._apply(self.analyzer.report_open_tracebacks(now))
             return True
         self._whole = True
-        transitions = self.analyzer.caught_up(now)
+        # the first time: how long the log had been quiet already (its file's age, where the source tells it)
+        aged = self._aged if not self._caught_up else None
+        quiet_for = aged.unmodified_for() if aged is not None else None
+        transitions = self.analyzer.caught_up(now, quiet_for=quiet_for or 0.0)
         if self._deferred and self._checkpoints is not None:
             # a restart onto an empty file (truncated): its offset 0 checkpointed before its new start is
             # stored, as its first bytes would be

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from watchdog.follow.sources.base import (
+        Aged,
         CaughtUp,
         Chunk,
         Connected,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "Aged",
     "CaughtUp",
     "Chunk",
     "Connected",

@@ -183,6 +183,17 @@ class Source(Protocol):
 
 
 @runtime_checkable
+class Aged(Protocol):
+    """A source that can tell how long its stream has not grown: a file's modification time. A follower that
+    first reaches the end of a log quiet that long already counts that quiet (a launch that died before it
+    started to follow: an error pending there has waited it out, as if followed all along)."""
+
+    def unmodified_for(self) -> float | None:
+        """Seconds since the stream last grew, as of now (0 for one that just did); None: not known."""
+        ...
+
+
+@runtime_checkable
 class Streamed(Protocol):
     """A cursor source: it names its current stream, so that a checkpoint's cursor is used only in it."""
 

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -329,6 +330,15 @@ class LocalSource:
         if offset < 0:
             raise ValueError("offset must not be negative")
         return contextlib.aclosing(_Follow(self._steps(offset)))
+
+    def unmodified_for(self) -> float | None:
+        """Seconds since the file at the path was last modified (its mtime; 0 for one modified in the future, a
+        clock set back); None if there is no file there (see `watchdog.follow.sources.base.Aged`)."""
+        try:
+            modified = os.stat(self.path).st_mtime
+        except OSError:
+            return None
+        return max(0.0, time.time() - modified)
 
     async def identify(self, offset: int) -> FileIdentity | None:
         """What the file at the path is, read around `offset` (see `watchdog.follow.sources.identity`); None if there

@@ -1,0 +1,98 @@
+"""A log already quiet when first read: its quiet counts towards the crash grace (`watchdog.follow.sources.base.Aged`).
+
+A launch that died before the follower started (`watchdog watch server.log` minutes later, a daemon started or
+restarted after the death) left an error pending at the log's end: had the log been followed as it was written,
+`crash_grace` of quiet would have made it a crash long ago. The file's modification time says how long it has
+been quiet; the grace counts from then, not from the first read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
+from watchdog.follow.sources import Aged, LocalSource, parse_target
+from watchdog.profiles.loader import load_engine
+from watchdog.vocabulary import State
+
+pytestmark = pytest.mark.anyio
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
+# an excerpt whose traceback is cut before its exception: a crash only once the log stays quiet
+CUT = CORPUS / "vllm" / "vllm-v1-2025-torch-compile-backend-frames-only-traceback-cut-14121.log"
+GRACE = 600.0  # far longer than any deadline below: a verdict within one counted the file's quiet
+
+
+def _read(quiet_for: float) -> Analyzer:
+    analyzer = Analyzer(load_engine(None, ()), crash_grace=5.0)
+    analyzer.feed(CUT.read_bytes(), 100.0)
+    analyzer.caught_up(100.0, quiet_for=quiet_for)
+    return analyzer
+
+
+def test_a_quiet_longer_than_the_grace_makes_the_pending_error_a_crash_at_once() -> None:
+    analyzer = _read(quiet_for=60.0)
+    analyzer.tick(100.0)
+    assert analyzer.state == State.CRASHED
+
+
+def test_a_log_that_just_grew_waits_the_whole_grace() -> None:
+    analyzer = _read(quiet_for=0.0)
+    analyzer.tick(104.9)
+    assert analyzer.state != State.CRASHED
+    analyzer.tick(105.0)
+    assert analyzer.state == State.CRASHED
+
+
+def test_a_shorter_quiet_counts_for_its_part_of_the_grace() -> None:
+    analyzer = _read(quiet_for=3.0)
+    analyzer.tick(101.9)
+    assert analyzer.state != State.CRASHED
+    analyzer.tick(102.0)
+    assert analyzer.state == State.CRASHED
+
+
+def test_a_local_file_tells_how_long_it_has_not_been_modified(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"x\n")
+    now = time.time()
+    os.utime(log, (now - 120.0, now - 120.0))
+    source = LocalSource(log)
+    assert isinstance(source, Aged)
+    age = source.unmodified_for()
+    assert age is not None
+    assert 119.0 <= age <= 180.0
+    os.utime(log, (now + 3600.0, now + 3600.0))  # modified "in the future": a clock set back
+    assert source.unmodified_for() == 0.0
+    assert LocalSource(tmp_path / "missing.log").unmodified_for() is None
+
+
+async def test_a_launch_that_died_before_the_follower_started_is_said_crashed_without_the_grace(
+    tmp_path: Path,
+) -> None:
+    """A real file whose last write was ten minutes ago, followed with a ten-minute grace: the crash is said as
+    soon as the log is read (the grace ran out while nobody followed), not ten minutes later."""
+    log = tmp_path / "server.log"
+    shutil.copy(CUT, log)
+    ago = time.time() - GRACE
+    os.utime(log, (ago, ago))
+    spec = LaunchSpec(name="t", target=parse_target(str(log)), crash_grace=GRACE)
+    follower = LaunchFollower(spec, source=LocalSource(log))
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with follower.updates:
+                async for update in follower.updates:
+                    if isinstance(update, Concluded):
+                        break
+            tg.cancel_scope.cancel()
+    assert update.state == State.CRASHED
+    assert update.verdict.error is not None
+    assert "traceback cut before its exception" in update.verdict.error.summary
