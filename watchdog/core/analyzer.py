@@ -640,7 +640,7 @@ class Analyzer:
         out = self._blocks(self.unwrapper.feed(self.framer.feed(whole)), now)
         self.bytes_read, self._caught_up = bytes_read, caught_up
         if caught_up:
-            self.lifecycle.caught_up(now, quiet_for=quiet_for)
+            self.lifecycle.caught_up(now)
         out = [t for t in out if (t.state, t.line) not in emitted]
         if not complete:  # the rest of the head may still name another engine
             emitted.update((t.state, t.line) for t in out)
