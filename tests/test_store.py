@@ -190,15 +190,22 @@ async def test_record_verdict_saves_and_tells_whether_it_was_announced(tmp_path:
         assert record.announced == ("ready",)
 
 
+def _committed(path: Path, query: str, launch: str) -> list[Any]:
+    """`query`'s rows for `launch` as another connection sees them (committed rows only)."""
+    with sqlite3.connect(path / DB_NAME) as other:
+        rows = other.execute(query, (launch,)).fetchall()
+    other.close()
+    return rows
+
+
 def _stored_states(path: Path, launch: str) -> list[str]:
     """The transitions of `launch` as another connection sees them (committed rows only)."""
-    with sqlite3.connect(path / DB_NAME) as other:
-        rows = other.execute(
-            "SELECT t.state FROM transitions t JOIN incarnations i ON i.id = t.incarnation_id"
-            " WHERE i.launch = ? ORDER BY i.incarnation, t.seq",
-            (launch,),
-        ).fetchall()
-    other.close()
+    rows = _committed(
+        path,
+        "SELECT t.state FROM transitions t JOIN incarnations i ON i.id = t.incarnation_id"
+        " WHERE i.launch = ? ORDER BY i.incarnation, t.seq",
+        launch,
+    )
     return [r[0] for r in rows]
 
 
@@ -778,13 +785,12 @@ def test_history_never_prints_a_duration_an_older_build_stored_unbounded(
 
 def _stored_verdicts(path: Path, launch: str) -> list[tuple[int, str | None, str | None]]:
     """Each incarnation of `launch` (number, state, the verdict's state) as another connection sees them."""
-    with sqlite3.connect(path / DB_NAME) as other:
-        rows = other.execute(
-            "SELECT incarnation, state, json_extract(verdict, '$.state') FROM incarnations WHERE launch = ?"
-            " ORDER BY incarnation",
-            (launch,),
-        ).fetchall()
-    other.close()
+    rows = _committed(
+        path,
+        "SELECT incarnation, state, json_extract(verdict, '$.state') FROM incarnations WHERE launch = ?"
+        " ORDER BY incarnation",
+        launch,
+    )
     return [(int(n), state, verdict) for n, state, verdict in rows]
 
 
