@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchscripts import load_script
@@ -280,3 +281,42 @@ def test_cli_write_without_markers_prints_them_and_exits_nonzero(
     err = capsys.readouterr().err
     assert f"{report.BEGIN}\n{report.END}" in err
     assert doc.read_text(encoding="utf-8") == "# Benchmarks\n\nprose\n"
+
+
+def _part(name: str, took: float) -> Any:
+    row = report.Row(f"{name} figure", "1.0 | 2.0", "anchor", "goal", True, f"`{name}`")
+    return report.Part(
+        (row,), f"machine of {name}", f"report.py --only {name}", took, (f"note {name}",), (0.1, 0.2, 0.3)
+    )
+
+
+def test_parts_saved_apart_are_written_as_one_table_in_the_order_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--write-from A B` writes one block: each run's command, machine and load, then A's rows before B's."""
+    doc = _doc_with_markers(tmp_path)
+    a, b = _part("replay", 300.0), _part("daemon", 400.0)
+    assert report.Part.from_json(a.to_json()) == a
+    paths = []
+    for name, part in (("b.json", b), ("a.json", a)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(part.to_json(), encoding="utf-8")
+    assert report.main(["--write-from", str(paths[1]), str(paths[0]), "--doc", str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    block = text[text.index(report.BEGIN) : text.index(report.END)]
+    assert "Generated in 2 runs" in block
+    assert (
+        "`report.py --only replay` (300 s): machine of replay. Load average at the end 0.1 / 0.2 / 0.3."
+        in block
+    )
+    assert block.index("| replay figure | 1.0 \\| 2.0 |") < block.index("| daemon figure |")
+    assert block.index("- note replay") < block.index("- note daemon")
+    capsys.readouterr()
+
+
+def test_write_from_runs_nothing_else(tmp_path: Path) -> None:
+    """`--write-from` with an option that would run benchmarks is refused before anything runs."""
+    doc = _doc_with_markers(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        report.main(["--write-from", str(tmp_path / "x.json"), "--only", "replay", "--doc", str(doc)])
+    assert exc.value.code == 2
