@@ -11,14 +11,19 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
+from sshd_server import SSHDServer
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
 from watchdog.follow.sources import Aged, LocalSource, parse_target
+from watchdog.follow.sources.base import CaughtUp, Chunk
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.profiles.loader import load_engine
 from watchdog.vocabulary import State
 
@@ -90,3 +95,66 @@ async def test_a_launch_that_died_before_the_follower_started_is_said_crashed_wi
     assert update.state == State.CRASHED
     assert update.verdict.error is not None
     assert "traceback cut before its exception" in update.verdict.error.summary
+
+
+@pytest.fixture
+async def pool(ssh_options: SSHOptions, anyio_backend: str) -> AsyncIterator[SSHPool]:
+    async with SSHPool(ssh_options) as pool:
+        yield pool
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "polled"])
+async def test_a_log_over_ssh_tells_its_age_from_the_host(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path, stream: bool
+) -> None:
+    """The remote reader's header gives the file's age by the host's clock: a launch that died ten minutes before
+    `watch host:log` is said crashed as soon as the log is read, with a ten-minute grace."""
+    log = tmp_path / "server.log"
+    shutil.copy(CUT, log)
+    ago = time.time() - GRACE
+    os.utime(log, (ago, ago))
+    source = SSHSource(
+        pool, sshd.host, str(log), port=sshd.port, user=sshd.user, stream=stream, poll_interval=0.05
+    )
+    assert isinstance(source, Aged)
+    assert source.unmodified_for() is None  # nothing read yet
+    spec = LaunchSpec(name="t", target=parse_target(f"{sshd.host}:{log}"), crash_grace=GRACE)
+    follower = LaunchFollower(spec, source=source)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with follower.updates:
+                async for update in follower.updates:
+                    if isinstance(update, Concluded):
+                        break
+            age = source.unmodified_for()
+            tg.cancel_scope.cancel()
+    assert update.state == State.CRASHED
+    assert age is not None
+    assert GRACE - 2.0 <= age <= GRACE + 60.0
+
+
+@pytest.mark.sshd
+async def test_a_log_over_ssh_that_grew_since_its_header_is_not_quiet(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path
+) -> None:
+    """Bytes read past the size the header gave: the file grew after it was opened, so its age is 0, not the
+    header's."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"first\n")
+    ago = time.time() - GRACE
+    os.utime(log, (ago, ago))
+    source = SSHSource(pool, sshd.host, str(log), port=sshd.port, user=sshd.user, stream=True)
+    async with source.open_follow() as items:
+        with anyio.fail_after(20):
+            while not isinstance(await anext(items), CaughtUp):
+                pass
+            quiet = source.unmodified_for()
+            assert quiet is not None
+            assert quiet >= GRACE - 2.0
+            with log.open("ab") as f:
+                f.write(b"second\n")
+            while not isinstance(await anext(items), Chunk):
+                pass
+    assert source.unmodified_for() == 0.0

@@ -30,6 +30,7 @@ from watchdog.follow.sources.remote import (
     parse_header,
     parse_process_line,
     parse_stat_line,
+    poll_command,
     stream_command,
 )
 
@@ -222,3 +223,41 @@ async def test_the_next_reader_ends_the_one_before_whose_stdin_never_closed(
                 await old.process.wait()
             assert readers_of(str(log)).isdisjoint(left)
             assert new.process.returncode is None
+
+
+@pytest.mark.parametrize("script", ["stream", "poll"])
+async def test_the_header_says_the_file_s_age_by_the_host_s_clock(
+    tmp_path: Path, sh: dict[str, str], script: str
+) -> None:
+    """`ok INODE SIZE DEV AGE`: AGE is the host's time less the file's modification time, in whole seconds, under
+    each shell (the quiet-log rule reads it: `watchdog.follow.sources.base.Aged`)."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"a line\n")
+    ago = os.stat(log).st_mtime - 300.0
+    os.utime(log, (ago, ago))
+    if script == "stream":
+        command = stream_command(str(log), 0, stat_interval=SLOW, tail_interval=0.01)
+    else:
+        command = poll_command(str(log), 0, max_bytes=4096)
+    async with await anyio.open_process(command, env=sh, start_new_session=True) as process:
+        assert process.stdout is not None
+        try:
+            with anyio.fail_after(10):
+                line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 4096)
+        finally:
+            if process.returncode is None:
+                process.kill()
+    header = parse_header(line)
+    assert header is not None, line
+    st = os.stat(log)
+    assert (header.inode, header.size, header.device) == (st.st_ino, st.st_size, st.st_dev)
+    assert header.age is not None
+    assert 299 <= header.age <= 330
+
+
+def test_a_header_of_an_older_reader_has_no_age() -> None:
+    """A forced-command wrapper of an older release sends `ok INODE SIZE [DEV]`: read, with no age."""
+    assert parse_header(b"ok 12 345 67") == Header("ok", 12, 345, 67, None)
+    assert parse_header(b"ok 12 345") == Header("ok", 12, 345, None, None)
+    assert parse_header(b"ok 12 345 67 -2") == Header("ok", 12, 345, 67, -2)
+    assert parse_header(b"ok 12 345 67 x") is None

@@ -9,8 +9,11 @@ Header (first line of stdout, then raw file bytes in the streaming and polling s
     missing            the path does not exist (yet)
     unreadable         the path is not a readable regular file
     nofollow           no GNU tail here: use the polling script
-    ok INODE SIZE DEV  fd 3 is open on the file; its bytes follow from the requested offset (DEV, the
-                       file's device, lets a checkpoint name the file without a remote `identify`)
+    ok INODE SIZE DEV AGE
+                       fd 3 is open on the file; its bytes follow from the requested offset (DEV, the
+                       file's device, lets a checkpoint name the file without a remote `identify`; AGE, the
+                       host's clock less the file's modification time, in whole seconds: how long it has not
+                       grown, for `watchdog.follow.sources.base.Aged`)
 
 Status lines of the streaming script, on stderr:
 
@@ -60,7 +63,7 @@ p=$1 n=$2 iv=$3 tv=$4
 { [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
 case $(tail --version 2>/dev/null) in *GNU*) ;; *) echo nofollow; exit 0;; esac
 exec 3<"$p" 4<&0
-echo ok $(stat -L -c '%i %s %d' /dev/fd/3)
+set -- $(stat -L -c '%i %s %d %Y' /dev/fd/3); echo ok $1 $2 $3 $(($(date +%s)-$4))
 g=; read -r _ _ _ _ g _ </proc/$$/stat 2>/dev/null; echo P $$ $g >&2
 tail -s "$tv" -c +"$n" -f /dev/fd/3 4<&- & t=$!
 case $iv in 0.*) u=$iv;; *) u=1;; esac
@@ -83,11 +86,12 @@ p=$1 n=$2 m=$3
 [ -e "$p" ] || { echo missing; exit 0; }
 { [ -f "$p" ] && [ -r "$p" ]; } || { echo unreadable; exit 0; }
 exec 3<"$p"
-echo ok $(stat -L -c '%i %s %d' /dev/fd/3)
+set -- $(stat -L -c '%i %s %d %Y' /dev/fd/3); echo ok $1 $2 $3 $(($(date +%s)-$4))
 tail -c +"$n" /dev/fd/3 | head -c "$m"
 """
 
-_OK = re.compile(rb"^ok (\d+) (\d+)(?: (\d+))?$")  # DEV: absent from older scripts' output
+# DEV and AGE: absent from older scripts' output
+_OK = re.compile(rb"^ok (\d+) (\d+)(?: (\d+)(?: (-?\d+))?)?$")
 
 
 def _seconds(value: float) -> str:
@@ -151,6 +155,9 @@ class Header:
     inode: int = 0
     size: int = 0
     device: int | None = None  # for `ok`: the file's device (None where the script did not say it)
+    # for `ok`: whole seconds since the file was modified, by the host's clock (None where not said); its
+    # modification time is truncated to the second, so the file may have grown up to a second later than this says
+    age: int | None = None
 
 
 def parse_header(line: bytes) -> Header | None:
@@ -158,7 +165,8 @@ def parse_header(line: bytes) -> Header | None:
     match = _OK.match(line)
     if match is not None:
         device = int(match[3]) if match[3] is not None else None
-        return Header("ok", int(match[1]), int(match[2]), device)
+        age = int(match[4]) if match[4] is not None else None
+        return Header("ok", int(match[1]), int(match[2]), device, age)
     if line in (b"missing", b"unreadable", b"nofollow"):
         return Header(line.decode())
     return None

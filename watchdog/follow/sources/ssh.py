@@ -140,6 +140,9 @@ class SSHSource:
         self.tail_interval = tail_interval
         self.connect_attempts = connect_attempts
         self.reconnect_attempts = reconnect_attempts
+        self._latest: _Follower | None = (
+            None  # the last `open_follow`'s state: its header tells the file's age
+        )
 
     def open_follow(
         self, offset: int = 0, cursor: str | None = None
@@ -147,7 +150,21 @@ class SSHSource:
         """Follow the file from byte `offset` (a file needs no cursor); see `watchdog.follow.sources.base.Source`."""
         if offset < 0:
             raise ValueError("offset must not be negative")
-        return aclosing(_Resumable(_Follower(self, offset)))
+        follower = self._latest = _Follower(self, offset)
+        return aclosing(_Resumable(follower))
+
+    def unmodified_for(self) -> float | None:
+        """Seconds the file has not grown, as of now (see `watchdog.follow.sources.base.Aged`): from the reader's
+        header, the age its host's clock gave (less the second its truncated modification time may hide) plus
+        the time since; 0 once more than the header's size was read; None before a header, or from a reader
+        that did not say it."""
+        follower = self._latest
+        if follower is None or follower.header_age is None:
+            return None
+        age, size, at = follower.header_age
+        if follower.known_size > size:
+            return 0.0
+        return max(0.0, age - 1.0) + (time.monotonic() - at)
 
     async def identify(self, offset: int, *, window: int = IDENTITY_WINDOW) -> FileIdentity | None:
         """What the file at the path is, read around `offset` on the host (see `watchdog.follow.sources.identity`);
@@ -271,6 +288,8 @@ class _Follower:
         # the process and process group of the latest streaming reader (its `P` line): the next one ends that
         # group if it still runs (a cut connection sshd did not see leaves it running with its stdin open)
         self.remote: tuple[int, int] | None = None
+        # the latest header's age (seconds, by the host's clock), the size it gave, and when it was read (monotonic)
+        self.header_age: tuple[float, int, float] | None = None
 
     async def items(self) -> AsyncGenerator[SourceItem, None]:
         pause, reconnect = 0.0, not self.connected
@@ -451,6 +470,7 @@ class _Follower:
         self.inode = header.inode
         self.file = None if header.device is None else (header.device, header.inode)
         self.known_size = header.size
+        self.header_age = None if header.age is None else (float(header.age), header.size, time.monotonic())
         if self.pending is not None:
             reason, self.pending = self.pending, None
             # A new file: its end is still to be reached. (Not for every header: each poll and
