@@ -188,6 +188,65 @@ _RUNNER_EXIT_2 = "the model's runner died (exit status 2"
             _NO_CAUSE,
             id="vllm-v0-engine-already-dead",
         ),
+        # vllm-project/vllm#27464 (Oct 2025, ROCm, the Ray executor): the EngineCore's ray.get on a worker actor
+        pytest.param(
+            "vllm",
+            [
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]     raise value",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718] ray.exceptions.ActorDiedError: The "
+                "actor died unexpectedly before finishing this task.",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   class_name: RayWorkerWrapper",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   actor_id: "
+                "7c123675a373133583244f1a08000000",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   pid: 13237",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   namespace: "
+                "35d98985-1dcd-4f87-ad59-b0090886aa7c",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   ip: 192.168.23.11",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718] The actor is dead because its worker "
+                "process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with "
+                "a connection error code 2. End of file. There are some potential root causes. (1) The process is "
+                "killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The "
+                "worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.",
+            ],
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+            "killed",
+            "died without a word of its own",
+            id="vllm-ray-actor-died",
+        ),
+        # NVIDIA/TensorRT-LLM#1700 (0.11.0.dev, May 2024): mpirun's report of a rank ended by SIGKILL
+        pytest.param(
+            "trtllm",
+            [
+                "-" * 74,
+                "Primary job  terminated normally, but 1 process returned",
+                "a non-zero exit code. Per user-direction, the job has been aborted.",
+                "-" * 74,
+                "-" * 74,
+                "mpirun noticed that process rank 6 with PID 0 on node xxxxxxxx exited on signal 9 (Killed).",
+                "-" * 74,
+            ],
+            "mpirun noticed that process rank 6 with PID 0 on node xxxxxxxx exited on signal 9 (Killed).",
+            "killed",
+            "the process was killed (SIGKILL)",
+            id="mpirun-rank-exited-on-signal-9",
+        ),
+        # triton-inference-server/tensorrtllm_backend#459 (2024): Triton with TensorRT-LLM under mpirun, a rank's exit
+        pytest.param(
+            "trtllm",
+            [
+                "-" * 74,
+                "mpirun detected that one or more processes exited with non-zero status, thus causing",
+                "the job to be terminated. The first process to do so was:",
+                "",
+                "  Process name: [[12525,1],0]",
+                "  Exit code:    1",
+                "-" * 74,
+            ],
+            "mpirun detected that one or more processes exited with non-zero status",
+            "killed",
+            _NO_CAUSE,
+            id="mpirun-rank-exited-with-non-zero-status",
+        ),
     ],
 )
 def test_a_death_told_without_its_cause(
@@ -251,6 +310,36 @@ def test_the_no_cause_hint_sends_to_the_kernel_log_and_the_exit_status() -> None
             ],
             "oom",
             id="native-message-before-abort",
+        ),
+        # NVIDIA/TensorRT-LLM#1596 (2024): a rank's own error, then mpirun's report of its exit status
+        pytest.param(
+            "trtllm",
+            [
+                "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: Tensor 'prompt_embedding_table' has invalid "
+                "shape (1, 512), expected (-1, 4096)",
+                "-" * 74,
+                "mpirun detected that one or more processes exited with non-zero status, thus causing",
+                "the job to be terminated. The first process to do so was:",
+                "",
+                "  Process name: [[57329,1],1]",
+                "  Exit code:    1",
+                "-" * 74,
+            ],
+            "assertion",
+            id="rank-error-before-mpirun-exit-status",
+        ),
+        # a Ray worker's own error (its '(RayWorkerWrapper pid=N)' lines), then the EngineCore's ActorDiedError
+        pytest.param(
+            "vllm",
+            [
+                "(RayWorkerWrapper pid=13237) ERROR 10-24 07:38:01 [worker_base.py:620] torch.OutOfMemoryError: CUDA "
+                "out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB "
+                "is free.",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718] ray.exceptions.ActorDiedError: The "
+                "actor died unexpectedly before finishing this task.",
+            ],
+            "oom",
+            id="ray-worker-error-before-actor-died",
         ),
     ],
 )
