@@ -63,6 +63,8 @@ class CaseScore:
     live_state: str | None = None
     # the crash verdict's decisive line (its error's summary), where it has one
     summary: str | None = None
+    # the category the label gives a crash (None: the label names none, the log does not show what failed)
+    labelled: str | None = None
 
 
 @dataclass
@@ -131,6 +133,7 @@ def score_dirs(title: str, dirs: list[Path]) -> Section:
             case.called_other = bool(v["error"]) and v["error"]["category"] == "other"
             case.summary = v["error"]["summary"] if v["error"] else None
             case.known = label.get("category") not in (None, "other")
+            case.labelled = label.get("category")
             case.live_state, case.latency = crash_latency(path.with_suffix(".log"))
         section.cases.append(case)
     return section
@@ -165,7 +168,7 @@ def _print(section: Section, misses: bool, others: bool = False) -> None:
             if called:
                 print(f"crashes called other, {e}:")
             for c in called:
-                print(f"  {c.name}\n      {c.summary}")
+                print(f"  {c.name} (label: {c.labelled or 'null'})\n      {c.summary}")
     print(f"{len(cases)} labelled logs; {sum(not w for w in wrong.values())} right on every field")
     print(f"  {'field':<11} {'all':>15}  " + "  ".join(f"{e:>9}" for e in engines))
     for f in FIELDS:
