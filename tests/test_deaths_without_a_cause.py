@@ -18,7 +18,7 @@ from watchdog.core.verdict import build_verdict
 from watchdog.profiles.loader import load_engine
 
 
-def _verdict(engine: str, lines: list[str]) -> dict[str, object]:
+def _verdict(engine: str | None, lines: list[str]) -> dict[str, object]:
     analyzer = Analyzer(load_engine(engine))
     analyzer.feed(("\n".join(lines) + "\n").encode(), now=0.0)
     analyzer.finish(now=0.0)
@@ -247,10 +247,45 @@ _RUNNER_EXIT_2 = "the model's runner died (exit status 2"
             _NO_CAUSE,
             id="mpirun-rank-exited-with-non-zero-status",
         ),
+        # meta-llama/llama#706 (2023): Llama 2's chat example under torchrun, its worker killed (exitcode -9)
+        pytest.param(
+            None,
+            [
+                "> initializing model parallel with size 1",
+                "> initializing ddp with size 1",
+                "> initializing pipeline with size 1",
+                "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: "
+                "333202) of binary: /home/akemid/llama/venv/bin/python3",
+                "Traceback (most recent call last):",
+                '  File "/home/akemid/llama/venv/bin/torchrun", line 8, in <module>',
+                "    sys.exit(main())",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/elastic/'
+                'multiprocessing/errors/__init__.py", line 346, in wrapper',
+                "    return f(*args, **kwargs)",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/run.py", line 794, '
+                "in main",
+                "    run(args)",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/run.py", line 785, '
+                "in run",
+                "    elastic_launch(",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/launcher/api.py", '
+                "line 134, in __call__",
+                "    return launch_agent(self._config, self._entrypoint, list(args))",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/launcher/api.py", '
+                "line 250, in launch_agent",
+                "    raise ChildFailedError(",
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+                "========================================",
+            ],
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
+            "killed",
+            "died without a word of its own",
+            id="torchrun-child-failed-exitcode-minus-9",
+        ),
     ],
 )
 def test_a_death_told_without_its_cause(
-    engine: str, lines: list[str], summary: str, category: str, hint: str
+    engine: str | None, lines: list[str], summary: str, category: str, hint: str
 ) -> None:
     """A launch whose log ends in a death told without its cause crashes on that line, `killed` with the hint
     that the cause is not in the log; SIGILL and a thread that could not be made say what failed."""
@@ -341,9 +376,31 @@ def test_the_no_cause_hint_sends_to_the_kernel_log_and_the_exit_status() -> None
             "oom",
             id="ray-worker-error-before-actor-died",
         ),
+        # a torchrun worker's own traceback, then the launcher's ChildFailedError (exitcode 1)
+        pytest.param(
+            None,
+            [
+                "[rank0]: Traceback (most recent call last):",
+                '[rank0]:   File "/app/example_chat_completion.py", line 20, in main',
+                "[rank0]:     generator = Llama.build(",
+                "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1002.00 MiB. GPU 0 has a "
+                "total capacity of 14.75 GiB of which 1.06 GiB is free.",
+                "E0101 10:00:00.000000 1200 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: "
+                "1) local_rank: 0 (pid: 1234) of binary: /usr/bin/python3",
+                "Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 263, in '
+                "launch_agent",
+                "    raise ChildFailedError(",
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            ],
+            "oom",
+            id="worker-error-before-torchrun-child-failed",
+        ),
     ],
 )
-def test_a_cause_before_the_dying_words_stays_the_cause(engine: str, lines: list[str], category: str) -> None:
+def test_a_cause_before_the_dying_words_stays_the_cause(
+    engine: str | None, lines: list[str], category: str
+) -> None:
     """Dying words and a report of an exit status rank after any cause printed before them, and a report that
     carries the process's last error is read from its words, not as a death without a cause."""
     v = _verdict(engine, lines)
