@@ -1,6 +1,6 @@
 """Per-field accuracy of `replay` over labelled real logs: the corpus (tuning set) and the held-out cases.
 
-    python benchmarks/corpus_score.py [DIR ...] [--misses]
+    python benchmarks/corpus_score.py [DIR ...] [--misses] [--others]
 
 Each case is NAME.log with its hand-written label NAME.json (tests/fixtures/corpus/SCHEMA.md). Fields:
 outcome (ready/crashed/incomplete from the exit code, stopped for a launch stopped before ready), phase,
@@ -14,8 +14,9 @@ DIR/CORRECTIONS.json are applied, each with its evidence.
 
 With no DIR, two sections: "corpus" (tests/fixtures/corpus and tests/fixtures/cases, the cases the tool is
 tuned on) and "held out" (tests/fixtures/heldout, cases never used for tuning: their score says how the tool
-reads logs it was not built on). With DIRs, one section over them. Exit 0 always: this prints a figure, the
-tests hold the line.
+reads logs it was not built on). With DIRs, one section over them. With --others, the crashes called `other`,
+per engine, each with its decisive line (the ones to read when adding a rule: give it the tuning set's DIRs, so
+that no held-out case is read). Exit 0 always: this prints a figure, the tests hold the line.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class CaseScore:
     known: bool = False
     latency: float | None = None
     live_state: str | None = None
+    # the crash verdict's decisive line (its error's summary), where it has one
+    summary: str | None = None
+    # the category the label gives a crash (None: the label names none, the log does not show what failed)
+    labelled: str | None = None
 
 
 @dataclass
@@ -126,7 +131,9 @@ def score_dirs(title: str, dirs: list[Path]) -> Section:
         if case.crashed:
             v = replay_path(path.with_suffix(".log"))[1].to_json()
             case.called_other = bool(v["error"]) and v["error"]["category"] == "other"
+            case.summary = v["error"]["summary"] if v["error"] else None
             case.known = label.get("category") not in (None, "other")
+            case.labelled = label.get("category")
             case.live_state, case.latency = crash_latency(path.with_suffix(".log"))
         section.cases.append(case)
     return section
@@ -136,7 +143,7 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:5.1f}%" if whole else "    -"
 
 
-def _print(section: Section, misses: bool) -> None:
+def _print(section: Section, misses: bool, others: bool = False) -> None:
     cases = section.cases
     engines = sorted({c.engine for c in cases})
     print(f"== {section.title} ==")
@@ -155,6 +162,13 @@ def _print(section: Section, misses: bool) -> None:
         for c in late:
             said = f"{c.latency:.2f} s" if c.live_state == "crashed" and c.latency is not None else None
             print(f"  {c.engine}/{c.name}: {said or f'no crash verdict live ({c.live_state})'}")
+    if others:
+        for e in engines:
+            called = [c for c in cases if c.engine == e and c.crashed and c.called_other]
+            if called:
+                print(f"crashes called other, {e}:")
+            for c in called:
+                print(f"  {c.name} (label: {c.labelled or 'null'})\n      {c.summary}")
     print(f"{len(cases)} labelled logs; {sum(not w for w in wrong.values())} right on every field")
     print(f"  {'field':<11} {'all':>15}  " + "  ".join(f"{e:>9}" for e in engines))
     for f in FIELDS:
@@ -191,14 +205,20 @@ def _print(section: Section, misses: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the per-field accuracy per section (and with --misses, each case that misses a field)."""
+    """Print the per-field accuracy per section (with --misses, each case that misses a field; with --others,
+    each crash called `other`)."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("dirs", nargs="*", type=Path, help="score these directories as one section")
     ap.add_argument("--misses", action="store_true", help="list the cases that miss a field")
+    ap.add_argument(
+        "--others",
+        action="store_true",
+        help="list the crashes called `other`, per engine, with their decisive line",
+    )
     args = ap.parse_args(argv)
     sections = {", ".join(map(str, args.dirs)): args.dirs} if args.dirs else SECTIONS
     for title, dirs in sections.items():
-        _print(score_dirs(title, dirs), args.misses)
+        _print(score_dirs(title, dirs), args.misses, args.others)
     return 0
 
 

@@ -77,3 +77,28 @@ def test_corpus_score_runs_end_to_end() -> None:
     assert report.parse_corpus(out)["logs"] == len(
         corpus_score.score_dirs("corpus", corpus_score.SECTIONS["corpus"]).cases
     )
+
+
+def test_others_lists_each_crash_called_other_with_its_decisive_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--others lists, per engine, the crashes called `other` with the label's category (null: the log does not
+    show what failed) and their decisive line, and no other case."""
+    section = corpus_score.Section("s")
+    fields = dict.fromkeys(corpus_score.FIELDS, True)
+    section.cases = [
+        corpus_score.CaseScore("a-cut", "vllm", fields, True, called_other=True, summary="Traceback cut"),
+        corpus_score.CaseScore(
+            "b-bug", "vllm", fields, True, called_other=True, summary="NameError: name 'x'", labelled="other"
+        ),
+        corpus_score.CaseScore(
+            "c-oom", "vllm", fields, True, summary="torch.OutOfMemoryError: CUDA out of memory"
+        ),
+        corpus_score.CaseScore("d-ready", "sglang", fields, False),
+    ]
+    corpus_score._print(section, misses=False, others=True)
+    out = capsys.readouterr().out
+    assert "crashes called other, vllm:\n  a-cut (label: null)\n      Traceback cut\n" in out
+    assert "  b-bug (label: other)\n      NameError: name 'x'\n" in out
+    assert "c-oom" not in out
+    assert "crashes called other, sglang:" not in out

@@ -18,7 +18,7 @@ from watchdog.core.verdict import build_verdict
 from watchdog.profiles.loader import load_engine
 
 
-def _verdict(engine: str, lines: list[str]) -> dict[str, object]:
+def _verdict(engine: str | None, lines: list[str]) -> dict[str, object]:
     analyzer = Analyzer(load_engine(engine))
     analyzer.feed(("\n".join(lines) + "\n").encode(), now=0.0)
     analyzer.finish(now=0.0)
@@ -188,10 +188,104 @@ _RUNNER_EXIT_2 = "the model's runner died (exit status 2"
             _NO_CAUSE,
             id="vllm-v0-engine-already-dead",
         ),
+        # vllm-project/vllm#27464 (Oct 2025, ROCm, the Ray executor): the EngineCore's ray.get on a worker actor
+        pytest.param(
+            "vllm",
+            [
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]     raise value",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718] ray.exceptions.ActorDiedError: The "
+                "actor died unexpectedly before finishing this task.",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   class_name: RayWorkerWrapper",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   actor_id: "
+                "7c123675a373133583244f1a08000000",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   pid: 13237",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   namespace: "
+                "35d98985-1dcd-4f87-ad59-b0090886aa7c",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718]   ip: 192.168.23.11",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718] The actor is dead because its worker "
+                "process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with "
+                "a connection error code 2. End of file. There are some potential root causes. (1) The process is "
+                "killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The "
+                "worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.",
+            ],
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+            "killed",
+            "died without a word of its own",
+            id="vllm-ray-actor-died",
+        ),
+        # NVIDIA/TensorRT-LLM#1700 (0.11.0.dev, May 2024): mpirun's report of a rank ended by SIGKILL
+        pytest.param(
+            "trtllm",
+            [
+                "-" * 74,
+                "Primary job  terminated normally, but 1 process returned",
+                "a non-zero exit code. Per user-direction, the job has been aborted.",
+                "-" * 74,
+                "-" * 74,
+                "mpirun noticed that process rank 6 with PID 0 on node xxxxxxxx exited on signal 9 (Killed).",
+                "-" * 74,
+            ],
+            "mpirun noticed that process rank 6 with PID 0 on node xxxxxxxx exited on signal 9 (Killed).",
+            "killed",
+            "the process was killed (SIGKILL)",
+            id="mpirun-rank-exited-on-signal-9",
+        ),
+        # triton-inference-server/tensorrtllm_backend#459 (2024): Triton with TensorRT-LLM under mpirun, a rank's exit
+        pytest.param(
+            "trtllm",
+            [
+                "-" * 74,
+                "mpirun detected that one or more processes exited with non-zero status, thus causing",
+                "the job to be terminated. The first process to do so was:",
+                "",
+                "  Process name: [[12525,1],0]",
+                "  Exit code:    1",
+                "-" * 74,
+            ],
+            "mpirun detected that one or more processes exited with non-zero status",
+            "killed",
+            _NO_CAUSE,
+            id="mpirun-rank-exited-with-non-zero-status",
+        ),
+        # meta-llama/llama#706 (2023): Llama 2's chat example under torchrun, its worker killed (exitcode -9)
+        pytest.param(
+            None,
+            [
+                "> initializing model parallel with size 1",
+                "> initializing ddp with size 1",
+                "> initializing pipeline with size 1",
+                "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: "
+                "333202) of binary: /home/akemid/llama/venv/bin/python3",
+                "Traceback (most recent call last):",
+                '  File "/home/akemid/llama/venv/bin/torchrun", line 8, in <module>',
+                "    sys.exit(main())",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/elastic/'
+                'multiprocessing/errors/__init__.py", line 346, in wrapper',
+                "    return f(*args, **kwargs)",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/run.py", line 794, '
+                "in main",
+                "    run(args)",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/run.py", line 785, '
+                "in run",
+                "    elastic_launch(",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/launcher/api.py", '
+                "line 134, in __call__",
+                "    return launch_agent(self._config, self._entrypoint, list(args))",
+                '  File "/home/akemid/llama/venv/lib/python3.10/site-packages/torch/distributed/launcher/api.py", '
+                "line 250, in launch_agent",
+                "    raise ChildFailedError(",
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+                "========================================",
+            ],
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
+            "killed",
+            "died without a word of its own",
+            id="torchrun-child-failed-exitcode-minus-9",
+        ),
     ],
 )
 def test_a_death_told_without_its_cause(
-    engine: str, lines: list[str], summary: str, category: str, hint: str
+    engine: str | None, lines: list[str], summary: str, category: str, hint: str
 ) -> None:
     """A launch whose log ends in a death told without its cause crashes on that line, `killed` with the hint
     that the cause is not in the log; SIGILL and a thread that could not be made say what failed."""
@@ -252,9 +346,61 @@ def test_the_no_cause_hint_sends_to_the_kernel_log_and_the_exit_status() -> None
             "oom",
             id="native-message-before-abort",
         ),
+        # NVIDIA/TensorRT-LLM#1596 (2024): a rank's own error, then mpirun's report of its exit status
+        pytest.param(
+            "trtllm",
+            [
+                "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: Tensor 'prompt_embedding_table' has invalid "
+                "shape (1, 512), expected (-1, 4096)",
+                "-" * 74,
+                "mpirun detected that one or more processes exited with non-zero status, thus causing",
+                "the job to be terminated. The first process to do so was:",
+                "",
+                "  Process name: [[57329,1],1]",
+                "  Exit code:    1",
+                "-" * 74,
+            ],
+            "assertion",
+            id="rank-error-before-mpirun-exit-status",
+        ),
+        # a Ray worker's own error (its '(RayWorkerWrapper pid=N)' lines), then the EngineCore's ActorDiedError
+        pytest.param(
+            "vllm",
+            [
+                "(RayWorkerWrapper pid=13237) ERROR 10-24 07:38:01 [worker_base.py:620] torch.OutOfMemoryError: CUDA "
+                "out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB "
+                "is free.",
+                "(EngineCore_DP0 pid=44606) ERROR 10-24 07:38:03 [core.py:718] ray.exceptions.ActorDiedError: The "
+                "actor died unexpectedly before finishing this task.",
+            ],
+            "oom",
+            id="ray-worker-error-before-actor-died",
+        ),
+        # a torchrun worker's own traceback, then the launcher's ChildFailedError (exitcode 1)
+        pytest.param(
+            None,
+            [
+                "[rank0]: Traceback (most recent call last):",
+                '[rank0]:   File "/app/example_chat_completion.py", line 20, in main',
+                "[rank0]:     generator = Llama.build(",
+                "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1002.00 MiB. GPU 0 has a "
+                "total capacity of 14.75 GiB of which 1.06 GiB is free.",
+                "E0101 10:00:00.000000 1200 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: "
+                "1) local_rank: 0 (pid: 1234) of binary: /usr/bin/python3",
+                "Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 263, in '
+                "launch_agent",
+                "    raise ChildFailedError(",
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            ],
+            "oom",
+            id="worker-error-before-torchrun-child-failed",
+        ),
     ],
 )
-def test_a_cause_before_the_dying_words_stays_the_cause(engine: str, lines: list[str], category: str) -> None:
+def test_a_cause_before_the_dying_words_stays_the_cause(
+    engine: str | None, lines: list[str], category: str
+) -> None:
     """Dying words and a report of an exit status rank after any cause printed before them, and a report that
     carries the process's last error is read from its words, not as a death without a cause."""
     v = _verdict(engine, lines)
