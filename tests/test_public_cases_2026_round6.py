@@ -24,7 +24,10 @@ def test_sglang_capture_failed_exception_alone_names_the_capture() -> None:
     """Ray's job summary keeps an SGLang engine's last lines only: 'Exception: Capture cuda graph failed: Ninja
     build failed.' without its frames, after the earlier 'Received sigquit from a child process'. CudaGraphRunner
     raises that wording around its capture, so the lone exception line places the crash in the capture."""
-    out = _verdict("sglang", "sglang-2026-slime-ray-job-repeated-across-cluster-capture-cuda-graph-failed-ninja-issue1314")
+    out = _verdict(
+        "sglang",
+        "sglang-2026-slime-ray-job-repeated-across-cluster-capture-cuda-graph-failed-ninja-issue1314",
+    )
     assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
     assert _error(out)["category"] == "import"
 
