@@ -64,3 +64,25 @@ def test_vllm_engine_core_rpc_of_the_warm_up_places_the_crash_in_capture() -> No
     names the workers' compile/warm-up step, after the KV cache was set up."""
     out = _verdict("vllm", "vllm-0.10.2-gfx906-py313-unindented-compile-or-warm-up-traceback-cut-issue1")
     assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+
+
+def test_triton_tensorrt_llm_model_loaded_is_the_end_of_the_warm_up() -> None:
+    """TensorRT-LLM's PyTorch backend through Triton: the final KV cache, the attention workspace growing in the
+    warm-up's forwards, then Triton's 'successfully loaded 'tensorrt_llm'' and its tables: the executor is built
+    and warmed up, the endpoints are not started yet."""
+    out = _verdict(
+        "trtllm",
+        "trtllm-pytorch-2025-triton-kv-cache-allocated-workspace-grows-successfully-loaded-tables-cut-pr150",
+    )
+    assert (out["state"], out["phase"]) == ("capturing_graphs", "capturing_graphs")
+
+
+def test_trtllm_worker_request_submission_traceback_is_a_death_while_serving() -> None:
+    """A client's first streamed chunk, then rank 0's '[TRT-LLM] [RANK 0] [E] Traceback' through worker_main ->
+    GenerationExecutorWorker.submit -> _enqueue_request (srun's ' 0: ' prefix on every line): a request's
+    submission killed the worker after ready."""
+    out = _verdict(
+        "trtllm",
+        "trtllm-dynamo-wideep-2025-srun-curl-first-chunk-then-worker-main-submit-traceback-cut-pr1690",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
