@@ -162,7 +162,7 @@ class SSHSource:
         if follower is None or follower.header_age is None:
             return None
         age, size, at = follower.header_age
-        if follower.known_size > size:
+        if max(follower.offset, follower.known_size) > size:  # read past it, or a stat sample saw it grow
             return 0.0
         return max(0.0, age - 1.0) + (time.monotonic() - at)
 
