@@ -55,13 +55,17 @@ _TRT_WEIGHTS_DONE = "Model init total -- 49.14s"
             "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 1.14 GB GPU memory for runtime buffers.",
             id="runtime-buffers",
         ),
-        pytest.param("[TensorRT-LLM][INFO] [MemUsageChange] Allocated 4.35 GB GPU memory for decoder.", id="decoder"),
+        pytest.param(
+            "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 4.35 GB GPU memory for decoder.", id="decoder"
+        ),
         pytest.param(
             "[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: 79.10 GiB, "
             "available: 63.62 GiB",
             id="kv-sizing-memory",
         ),
-        pytest.param("[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 4607", id="kv-primary-pool"),
+        pytest.param(
+            "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 4607", id="kv-primary-pool"
+        ),
         # https://github.com/NVIDIA/TensorRT-LLM/issues/1400 (0.8: the k/v cache's bytes before its tokens)
         pytest.param("[TensorRT-LLM][INFO] Allocate 69524783104 bytes for k/v cache. ", id="kv-bytes-0.8"),
     ],
@@ -87,7 +91,9 @@ def test_trtllm_cpp_runtime_lines_after_the_engine_load_are_the_kv_cache_step(li
         ),
         # weight_loader.py's prefetch (format strings 'Prefetching {size:.2f}GB checkpoint files.',
         # 'Prefetching {file_name} to memory...'; NVIDIA/TensorRT-LLM PR 4765 added the heuristic, 2025-06)
-        pytest.param("[07/24/2025-08:18:40] [TRT-LLM] [I] Prefetching 15.26GB checkpoint files.", id="prefetch"),
+        pytest.param(
+            "[07/24/2025-08:18:40] [TRT-LLM] [I] Prefetching 15.26GB checkpoint files.", id="prefetch"
+        ),
         pytest.param(
             "[07/24/2025-08:18:40] [TRT-LLM] [I] Prefetching /models/Llama-3.1-8B/model-00001-of-00004.safetensors to "
             "memory...",
@@ -106,11 +112,16 @@ def test_trtllm_model_loader_lines_are_the_weights_step(line: str) -> None:
     "line",
     [
         # https://github.com/NVIDIA/TensorRT-LLM/issues/6294 (0.21, Llama 3.1 8B FP8 on H100) and #5038 (0.21)
-        pytest.param("[07/24/2025-08:18:47] [TRT-LLM] [I] Run autotuning warmup for batch size=1", id="autotuning"),
-        pytest.param("[07/24/2025-08:18:47] [TRT-LLM] [I] Autotuner Cache size after warmup 0", id="autotuner-cache"),
+        pytest.param(
+            "[07/24/2025-08:18:47] [TRT-LLM] [I] Run autotuning warmup for batch size=1", id="autotuning"
+        ),
+        pytest.param(
+            "[07/24/2025-08:18:47] [TRT-LLM] [I] Autotuner Cache size after warmup 0", id="autotuner-cache"
+        ),
         # the same warmup(): torch.compile's requests and each CUDA graph's (0.19-0.21 format strings)
         pytest.param(
-            "[07/24/2025-08:18:47] [TRT-LLM] [I] Run warmup for batch size=1, pure context phase", id="compile-warmup"
+            "[07/24/2025-08:18:47] [TRT-LLM] [I] Run warmup for batch size=1, pure context phase",
+            id="compile-warmup",
         ),
         pytest.param("[07/24/2025-08:18:48] [TRT-LLM] [I] Run warmup for batch size=64", id="graph-warmup"),
     ],
@@ -127,9 +138,9 @@ def test_trtllm_executor_stream_line_is_after_the_weights() -> None:
         "[01/10/2026-10:00:00] [TRT-LLM] [I] [create_py_executor] Created execution_stream: "
         "<torch.cuda.Stream device=cuda:0 cuda_stream=0x5583c2c0a4d0>"
     )
-    assert _state("trtllm", [_TRT_ATTENTION, "Loading weights: 100%|██████████| 801/801 [00:46<00:00]", line]) == (
-        State.ALLOCATING_KV_CACHE
-    )
+    assert _state(
+        "trtllm", [_TRT_ATTENTION, "Loading weights: 100%|██████████| 801/801 [00:46<00:00, 17.29it/s]", line]
+    ) == (State.ALLOCATING_KV_CACHE)
 
 
 _TRT_WORKER = [
@@ -279,7 +290,9 @@ def test_sglang_crash_in_init_device_graphs_is_the_capture_step(tmp_path: Path) 
         ),
     ],
 )
-def test_sglang_crash_after_the_weights_in_the_pool_or_attention_step(tmp_path: Path, frames: list[str]) -> None:
+def test_sglang_crash_after_the_weights_in_the_pool_or_attention_step(
+    tmp_path: Path, frames: list[str]
+) -> None:
     """The memory pool (0.5.23's alloc_memory_pool) and the attention backends made for it (init_attention_backend)
     come after the weights and before the graphs: an error raised there is the KV cache's step, even in a crop that
     last showed the weights loading. Frames as Python prints them from the wheels' source."""
@@ -290,3 +303,42 @@ def test_sglang_crash_after_the_weights_in_the_pool_or_attention_step(tmp_path: 
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB",
     ]
     assert _crash_phase(tmp_path, "sglang", lines) == "allocating_kv_cache"
+
+
+# -- vLLM ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "line", "phase"),
+    [
+        # https://github.com/vllm-project/vllm/issues/18730 (V1, 2025-05, in the corpus): the memory profiling run's
+        # first line for a multimodal model, then torch.compile's cache directory at the model's first forward
+        pytest.param(
+            "INFO 05-27 11:47:41 [loader.py:458] Loading weights took 28.05 seconds",
+            "INFO 05-27 11:47:41 [gpu_model_runner.py:1620] Encoder cache will be initialized with a budget of 16384 "
+            "tokens, and profiled with 29 image items of the maximum feature size.",
+            State.ALLOCATING_KV_CACHE,
+            id="encoder-cache-profiling",
+        ),
+        pytest.param(
+            "INFO 05-27 11:47:41 [loader.py:458] Loading weights took 28.05 seconds",
+            "INFO 05-27 11:47:55 [backends.py:420] Using cache directory: /nfsdat/home/rxingslm/.cache/vllm/"
+            "torch_compile_cache/1eddcb6e4e/rank_0_0 for vLLM's torch.compile",
+            State.CAPTURING_GRAPHS,
+            id="compile-cache-directory",
+        ),
+        # https://github.com/EuroEval/EuroEval/issues/1178 (V1 TP2, 2025-09, in the corpus): the weights' download,
+        # the excerpt's first line of the engine's own
+        pytest.param(
+            "",
+            "(Worker_TP0 pid=3761) INFO 09-15 13:59:06 [weight_utils.py:369] Time spent downloading weights for "
+            "google/gemma-2-2b-it: 40.379418 secondsB/s]",
+            State.LOADING_WEIGHTS,
+            id="weights-downloaded",
+        ),
+    ],
+)
+def test_a_vllm_step_line_names_its_step(before: str, line: str, phase: State) -> None:
+    """vLLM 0.11's model loader, memory profiling and torch.compile backend print lines the profile did not know:
+    a crop that ends on one is in that step, not still in the one before."""
+    assert _state("vllm", [ln for ln in (before, line) if ln]) == phase
