@@ -132,6 +132,13 @@ def test_trtllm_0_2x_warmup_lines_are_the_capture_step(line: str) -> None:
     assert _state("trtllm", [_TRT_WEIGHTS_DONE, line]) == State.CAPTURING_GRAPHS
 
 
+def test_trtllm_llm_api_model_loader_steps_are_the_weights_step() -> None:
+    """The LLM API's TensorRT backend builds the engine from a Hugging Face checkpoint in numbered steps before the
+    executor exists (NVIDIA/TensorRT-LLM docs/source/performance/perf-benchmarking.md: trtllm-bench build, 0.17)."""
+    lines = ["[TensorRT-LLM] TensorRT-LLM version: 0.17.0", "Loading Model: [1/3]    Downloading HF model"]
+    assert _state("trtllm", lines) == State.LOADING_WEIGHTS
+
+
 def test_trtllm_executor_stream_line_is_after_the_weights() -> None:
     """1.2's create_py_executor logs the execution stream it makes after the sampler, right before the KV cache."""
     line = (
