@@ -271,6 +271,23 @@ def test_sglang_crash_in_init_device_graphs_is_the_capture_step(tmp_path: Path) 
     assert _crash_phase(tmp_path, "sglang", lines) == "capturing_graphs"
 
 
+def test_sglang_crash_in_the_sampling_prewarm_is_the_capture_step(tmp_path: Path) -> None:
+    """0.5.23's scheduler warms the sampling path right after the CUDA graphs (Scheduler.init_model_worker ->
+    ModelRunner.prewarm_sampling): an error raised there is the warm-up's, in a crop that last showed the memory
+    pool. Frames as Python prints them from the 0.5.23 wheel."""
+    lines = [
+        "[2026-11-02 10:00:00 TP0] Memory pool end. avail mem=10.61 GB",
+        "[2026-11-02 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1169, in init_model_worker',
+        "    model_runner.prewarm_sampling()",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 1167, in '
+        "prewarm_sampling",
+        "    self.sampling_prewarm_result = SamplingPrewarmResult()",
+        "RuntimeError: CUDA error: out of memory",
+    ]
+    assert _crash_phase(tmp_path, "sglang", lines) == "capturing_graphs"
+
+
 @pytest.mark.parametrize(
     "frames",
     [
