@@ -801,7 +801,9 @@ def test_a_launch_resumed_across_an_upgrade_reads_only_the_bytes_appended(tmp_pa
     replay` of the whole log."""
     data = _read(CRASH)
     lines = data.splitlines(keepends=True)
-    cut = sum(map(len, lines[:43]))  # the first part ends with line 43, in the graph capture (begun at line 42)
+    cut = sum(
+        map(len, lines[:43])
+    )  # the first part ends with line 43, in the graph capture (begun at line 42)
     log = tmp_path / "server.log"
     log.write_bytes(data[:cut])
     config = tmp_path / "watchdog.toml"
