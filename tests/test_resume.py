@@ -801,9 +801,7 @@ def test_a_launch_resumed_across_an_upgrade_reads_only_the_bytes_appended(tmp_pa
     replay` of the whole log."""
     data = _read(CRASH)
     lines = data.splitlines(keepends=True)
-    cut = sum(
-        map(len, lines[:43])
-    )  # the first part ends with line 43, in the graph capture (begun at line 42)
+    cut = sum(map(len, lines[:43]))  # the first part ends with line 43, which begins the graph capture
     log = tmp_path / "server.log"
     log.write_bytes(data[:cut])
     config = tmp_path / "watchdog.toml"
@@ -814,9 +812,7 @@ def test_a_launch_resumed_across_an_upgrade_reads_only_the_bytes_appended(tmp_pa
     first = DaemonProcess(config, deadline=DEADLINE)
     try:
         url = first.wait(event="http_listening")["url"]
-        # torch.compile's cache directory (line 42) begins the capture: the first part, written whole before the
-        # daemon started, is read in the same pass as its last line
-        first.wait(event="transition", launch="L", state="capturing_graphs", line=42)
+        first.wait(event="transition", launch="L", state="capturing_graphs", line=43)  # the whole first part
         old_build = _build_info(url)
         first.stop()
     finally:
