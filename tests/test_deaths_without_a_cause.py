@@ -11,6 +11,8 @@ dying words stays the cause.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from watchdog.core.analyzer import Analyzer
@@ -25,6 +27,7 @@ def _verdict(engine: str | None, lines: list[str]) -> dict[str, object]:
     return build_verdict(analyzer).to_json()
 
 
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 _NO_CAUSE = "the process died and this log does not say why"
 # Ollama's runner is a Go process: exit status 2 follows its panic or fatal-signal dump, printed in the server's log
 _RUNNER_EXIT_2 = "the model's runner died (exit status 2"
@@ -652,3 +655,48 @@ def test_abseils_report_of_sigterm_is_no_crash() -> None:
     job), not a death without a cause."""
     v = _verdict("vllm", [*_LOADING, "0: *** SIGTERM received at time=1759954468 on cpu 5 ***"])
     assert v["error"] is None or v["error"]["category"] != "killed"  # type: ignore[index]
+
+
+# sglang-project/sglang (2026-03, a public report's last lines; the scheduler's traceback is not in it): the
+# launcher's SIGQUIT handler of SGLang 0.5.x once the server runs (tokenizer_manager.py running_phase_sigquit_handler)
+_SGLANG_SIGQUIT = (
+    "[2026-03-05 02:24:27] SIGQUIT received. signum=None, frame=None. It usually means one child failed."
+)
+
+
+def test_sglangs_running_phase_sigquit_alone_is_a_death_without_its_cause() -> None:
+    """The launcher's news that a child failed, with no child's report in the log: a crash, `killed`, said at that
+    line (the shell's `Killed` after it is the launcher's own kill_process_tree)."""
+    verdict = _verdict(
+        "sglang", ["[2026-03-05 02:20:01] The server is fired up and ready to roll!", _SGLANG_SIGQUIT]
+    )
+    assert verdict["state"] == "crashed"
+    error = verdict["error"]
+    assert isinstance(error, dict)
+    assert error["category"] == "killed"
+    assert error["summary"] == _SGLANG_SIGQUIT.split("] ", 1)[1]
+    with_shell = _verdict(
+        "sglang",
+        ["[2026-03-05 02:20:01] The server is fired up and ready to roll!", _SGLANG_SIGQUIT, "Killed"],
+    )
+    assert with_shell["state"] == "crashed"
+    timeline = with_shell["timeline"]
+    assert isinstance(timeline, list)
+    assert timeline[-1]["line"] == 2  # the crash is said at the SIGQUIT line, not at the shell's report
+
+
+def test_a_childs_report_cut_short_is_the_cause_not_the_launchers_sigquit() -> None:
+    """sglang-0.5.16 (corpus: sglang#32893's excerpt): the launcher's SIGQUIT line, then a TP rank's 'Scheduler hit
+    an exception' traceback cut before its exception. The rank's own report is the root cause, and since its
+    exception was cut off the category is `other`, not `killed` (the child did not die without a word)."""
+    log = (
+        CORPUS
+        / "sglang"
+        / "sglang-0.5.16-sigquit-received-then-scheduler-exception-run-batch-cut-issue32893.log"
+    )
+    verdict = _verdict("sglang", log.read_text(encoding="utf-8").splitlines())
+    assert verdict["state"] == "crashed"
+    error = verdict["error"]
+    assert isinstance(error, dict)
+    assert error["summary"] == "Scheduler hit an exception"
+    assert error["category"] == "other"

@@ -323,7 +323,7 @@ def root_cause(
         {c.source for c in items if c.source and _MASK.sub("#", c.summary) == key}, key=_rank_order
     )
     silent = category == Category.OTHER and all(
-        c.noise or c.role == "wrapper" or _is_consequence(c, profile) for c in items
+        c.noise or (c.role == "wrapper" and not _cut_short(c)) or _is_consequence(c, profile) for c in items
     )
     if silent and (whole or any(_is_consequence(c, profile) for c in items)):
         # Nothing but wrappers pointing elsewhere ("See root cause above") in a log `whole` from the engine's
@@ -355,6 +355,12 @@ def root_cause(
         elsewhere=best.role == "wrapper",
         consequence=_is_consequence(best, profile),
     )
+
+
+def _cut_short(c: Candidate) -> bool:
+    # a process's own traceback that the log ends in, before its exception: what failed was said and cut off,
+    # so the process did not die without a word (a wrapper, but not one that points at another's report)
+    return c.kind == "traceback" and c.exception is None and bool(c.traceback)
 
 
 def _handled(items: list[Candidate]) -> set[int]:

@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 
 from watchdog.core.arguments import argument, parse_arguments, unclosed
-from watchdog.core.categories import categorize
+from watchdog.core.categories import categorize, phase_from_frames
 from watchdog.core.envelope import Record
 from watchdog.core.findings import (
     ArgumentsFound,
@@ -195,6 +195,9 @@ class Scanner:
                 at=rec.at,
                 kind="exception",
                 in_request=self._in_request(stripped),
+                # with no frames, its own words may name the step, as a [[frame]] table reads them in a traceback
+                # (SGLang's 'Capture cuda graph failed: ...' where Ray's job summary kept the last lines only)
+                phase_hint=phase_from_frames(stripped, self.profile),
             )
             out.append(ErrorSeen(cand))
             self.error_lines += 1
