@@ -147,6 +147,9 @@ class Analyzer:
         self._caught_up = False
         self._last_data = 0.0
         self._cut_reported = False  # the open tracebacks were reported as cut since the last data
+        # A serving line not read yet (its bytes without the newline, its line number, the clock then): one whose
+        # reading would only set what the next such line sets again (see `_parks`), read when anything else is
+        self._parked: tuple[bytes, int, float] | None = None
         if isinstance(profile, Profile):
             self._use(profile)
 
@@ -158,6 +161,8 @@ class Analyzer:
     @property
     def last_relevant(self) -> str:
         """The last line a rule matched."""
+        if self._parked is not None:  # what its reading would make it (a serving rule matches it)
+            return parse(clean(self._parked[0])).content.strip()
         return self._scanner.last_relevant
 
     @property
@@ -196,6 +201,7 @@ class Analyzer:
         """
         out = self._detect(now, force=True) if self.profile is None and self._held else []
         if not self._caught_up:
+            out += self._unpark()
             self._caught_up = True
             # as replay reads a log that ends inside a traceback (the rest may still come: it then replaces
             # this report in place)
@@ -210,16 +216,16 @@ class Analyzer:
     def close_tracebacks(self, now: float) -> list[Transition]:
         """Take the tracebacks still open as complete: nothing more of them will come (end of the log).
         Their frames may still tell the crash's phase."""
-        return self._emit_all(self._scanner.flush(), now)
+        return self._unpark() + self._emit_all(self._scanner.flush(), now)
 
     def report_open_tracebacks(self, now: float) -> list[Transition]:
         """Report the tracebacks still open as they are so far (a crash report is going out), and keep them
         open: if more of one comes (a writer that paused), it is reported again, whole, in its place."""
-        return self._emit_all(self._scanner.open_tracebacks(), now)
+        return self._unpark() + self._emit_all(self._scanner.open_tracebacks(), now)
 
     def restart(self, now: float) -> list[Transition]:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
-        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
+        out = self._unpark() + self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         self.framer = Framer(max_line=self.framer.max_line)
         self.unwrapper = Unwrapper(max_line=self.framer.max_line)
         self.transcoder = Transcoder()
@@ -231,7 +237,7 @@ class Analyzer:
 
     def tick(self, now: float) -> list[Transition]:
         """Let time pass (stall detection, pending errors, detection of a slow log's engine)."""
-        out: list[Transition] = []
+        out = self._unpark()
         since = self._held_since if self.profile is None and self._held else None
         if since is not None and now - since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
@@ -259,7 +265,7 @@ class Analyzer:
         self, event: ProcessExited | HealthChecked | GpuMemorySampled | LogMissing, now: float
     ) -> list[Transition]:
         """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
-        out = self._detect(now, force=True) if self.profile is None and self._held else []
+        out = self._detect(now, force=True) if self.profile is None and self._held else self._unpark()
         if isinstance(event, ProcessExited) and event.last_words is None and not event.oom_killed:
             event = self._last_words(event)
         return out + self.lifecycle.feed(event, now)
@@ -283,7 +289,7 @@ class Analyzer:
         """The stream's writer is gone (a source's `Ended`: the container exited): its last line and every
         traceback still open are complete, as at the end of a replayed log, so that what they say is known
         before the platform's word on the exit (a traceback cut short is the crash, not a kill)."""
-        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
+        out = self._unpark() + self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         if self.profile is None:
             out += self._detect(now, force=True)
         return out + self.close_tracebacks(now)
@@ -385,7 +391,7 @@ class Analyzer:
             for block in blocks:
                 self._keep(block.data)
             return self._detect(now, force=False)
-        out: list[Transition] = []
+        out = self._unpark()
         for block in blocks:
             out += self._block(block.data, now)
         return out
@@ -398,25 +404,33 @@ class Analyzer:
         first = self.lines_read - self._line_base + 1
         scanner = self._scanner
         if first == 1 or scanner.reads_all or not self._prefilter:
-            return self._block(data, now)
+            return self._unpark() + self._block(data, now)
         self._refresh_rules()
         rules = self._rules
         found = rules.others.lines(data)
         if not rules.one_line:
-            return self._block(data, now, found=found)
+            return self._unpark() + self._block(data, now, found=found)
         self._keep(data)
+        serving = None  # the line, if it is a serving rule's
+        if not found:
+            for _, match, _ in rules.serving:
+                if match in data:
+                    serving = data[:-1]
+                    break
+            if serving is not None and self._parks(serving, rules.serving):
+                # read when anything else is, unless the next serving line says all it says first
+                self._parked = (serving, first, now)
+                self.lines_read += 1
+                return self._emit(_ONE_ACTIVE, now)  # as its reading would count it (`scan_serving`'s)
+        out = self._unpark() if found or serving is not None else []
         benign, errors = scanner.benign_lines, scanner.error_lines
         if found:
             # the line is read whole (`_block`'s loop for a block of one found line, without the loop)
-            out = self._line(data[:-1], first, now)
+            out += self._line(data[:-1], first, now)
             if self._rules_wanted() != self._settled:
                 self._refresh_rules()
-        else:
-            out = []
-            for _, match, _ in rules.serving:
-                if match in data:  # the line is a run of serving lines of its own: read whole
-                    out = self._serving_line(data[:-1], first, now)
-                    break
+        elif serving is not None:  # the line is a run of serving lines of its own: read whole
+            out += self._serving_line(serving, first, now)
         self.lines_read += 1
         active = 1 - (scanner.benign_lines - benign) - (scanner.error_lines - errors)
         if active == 1:
@@ -549,6 +563,48 @@ class Analyzer:
             if statuses[j] is not None:
                 out += self._serving_line(*run[j], now)
         return out, lo, index
+
+    def _parks(self, raw: bytes, rules: tuple[_ServingRule, ...]) -> bool:
+        # Whether the serving line `raw` (of one run of serving lines, as `_one_line` reads it) may wait: a line of
+        # counts (running and waiting requests, and tokens) that shows tokens flowing or no request, while no
+        # request is told open and no hang is on. Read, it would only set the counts and the hang clock's start
+        # (from it, or none), and end no hang; the next such line sets them all again, so that of a run of them
+        # only the last need be read (as `_serving_lines` reads a block's run), when anything else comes.
+        serving = self.lifecycle.current.serving
+        if serving.hung or serving.open or not raw.isascii() or b"\r" in raw or b"\x1b" in raw:
+            return False
+        hit = None
+        for rule in rules:
+            if rule[1] in raw:
+                if hit is not None:
+                    return False  # two rules' lines in one: read it
+                hit = rule
+        if hit is None or hit[0] or hit[2] is None or raw.count(hit[1]) != 1:
+            return False
+        m = hit[2].search(raw)
+        if m is None:
+            return False
+        groups = m.groupdict()
+        running, waiting = groups.get("running"), groups.get("waiting")
+        if running is None or waiting is None or not running.isdigit() or not waiting.isdigit():
+            return False
+        made: float | None = None  # as `scanner._serving` sums them
+        for name in ("tokens", "prompt"):
+            value = groups.get(name)
+            if value is not None:
+                try:
+                    made = (made or 0.0) + float(value.replace(b",", b""))
+                except ValueError:
+                    return False
+        return (made is not None and made > 0) or int(running) + int(waiting) == 0
+
+    def _unpark(self) -> list[Transition]:
+        # the serving line that waits, read now (with the clock of its arrival)
+        parked = self._parked
+        if parked is None:
+            return []
+        self._parked = None
+        return self._serving_line(*parked)
 
     def _serving_line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         # `_line` of a line the prefilter passed over (see `Scanner.scan_serving`): one cleaned record, read by the
