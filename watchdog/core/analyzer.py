@@ -399,20 +399,25 @@ class Analyzer:
     def _one_line(self, data: bytes, now: float) -> list[Transition]:
         # `_block` of a block of one line (`data`, its newline last), as a live log is read: a line no rule but
         # a serving one can read (the prefilter finds nothing in it, no traceback is open) is done here, as
-        # `_block` and `_serving_lines` do it, without their loop; a line the prefilter finds is read whole here
-        # too; any other goes to `_block`.
+        # `_block` and `_serving_lines` do it, without their loop; a line the prefilter finds, or any line while
+        # a traceback or a dump is open, is read whole here too; any other goes to `_block`.
         first = self.lines_read - self._line_base + 1
         scanner = self._scanner
-        if first == 1 or scanner.reads_all or not self._prefilter:
+        if first == 1 or not self._prefilter:
             return self._unpark() + self._block(data, now)
         self._refresh_rules()
         rules = self._rules
-        found = rules.others.lines(data)
+        # a traceback or an argument dump is open: the line is read whole, whatever it holds (no line waits
+        # then: one that waits is the last line read, and a line read that opens either is no serving line)
+        whole = scanner.reads_all
+        found = [] if whole else rules.others.lines(data)
         if not rules.one_line:
-            return self._unpark() + self._block(data, now, found=found)
+            return self._unpark() + self._block(data, now, found=None if whole else found)
         self._keep(data)
         serving = None  # the line, if it is a serving rule's
-        if not found:
+        if whole:
+            found = [0]
+        elif not found:
             for _, match, _ in rules.serving:
                 if match in data:
                     serving = data[:-1]
