@@ -87,6 +87,9 @@ _OTHER_BREAKS = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]")
 _ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
+# ... and as `_parks` reads it: (literal, regex, the names of its token groups), the regex None where a line of
+# the rule never waits (a request's line, or counts without both the running and the waiting requests)
+_CountRule = tuple[bytes, "re.Pattern[bytes] | None", tuple[str, ...]]
 
 
 class Analyzer:
@@ -422,7 +425,7 @@ class Analyzer:
                 if match in data:
                     serving = data[:-1]
                     break
-            if serving is not None and self._parks(serving, rules.serving):
+            if serving is not None and self._parks(serving, rules.counts):
                 # read when anything else is, unless the next serving line says all it says first
                 self._parked = (serving, first, now)
                 self.lines_read += 1
@@ -569,7 +572,7 @@ class Analyzer:
                 out += self._serving_line(*run[j], now)
         return out, lo, index
 
-    def _parks(self, raw: bytes, rules: tuple[_ServingRule, ...]) -> bool:
+    def _parks(self, raw: bytes, rules: tuple[_CountRule, ...]) -> bool:
         # Whether the serving line `raw` (of one run of serving lines, as `_one_line` reads it) may wait: a line of
         # counts (running and waiting requests, and tokens) that shows tokens flowing or no request, while no
         # request is told open and no hang is on. Read, it would only set the counts and the hang clock's start
@@ -580,22 +583,21 @@ class Analyzer:
             return False
         hit = None
         for rule in rules:
-            if rule[1] in raw:
+            if rule[0] in raw:
                 if hit is not None:
                     return False  # two rules' lines in one: read it
                 hit = rule
-        if hit is None or hit[0] or hit[2] is None or raw.count(hit[1]) != 1:
+        if hit is None or hit[1] is None or raw.count(hit[0]) != 1:
             return False
-        m = hit[2].search(raw)
+        m = hit[1].search(raw)
         if m is None:
             return False
-        groups = m.groupdict()
-        running, waiting = groups.get("running"), groups.get("waiting")
+        running, waiting = m.group("running", "waiting")
         if running is None or waiting is None or not running.isdigit() or not waiting.isdigit():
             return False
         made: float | None = None  # as `scanner._serving` sums them
-        for name in ("tokens", "prompt"):
-            value = groups.get(name)
+        for name in hit[2]:
+            value = m[name]
             if value is not None:
                 try:
                     made = (made or 0.0) + float(value.replace(b",", b""))
@@ -755,6 +757,7 @@ class _RuleSet(NamedTuple):
     serving: tuple[_ServingRule, ...]  # the [[serving]] rules, as the quick look at a serving line reads them
     rules: tuple[Rule, ...]  # the scanner's: every rule of the set but the benign ones
     one_line: bool = True  # every serving rule has a literal: `_one_line` may read a line of the set
+    counts: tuple[_CountRule, ...] = ()  # the serving rules as `_parks` reads them
 
 
 _NO_RULES = _RuleSet(Prefilter(()), (), ())
@@ -778,7 +781,21 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
         if r.kind == "serving"
     )
     one_line = all(match for _, match, _ in serving)
-    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"), one_line)
+    counts = tuple(
+        (match, regex if not request and set(regex.groupindex) >= _COUNTS else None, _tokens(regex))
+        if regex is not None
+        else (match, None, ())
+        for request, match, regex in serving
+    )
+    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"), one_line, counts)
+
+
+_COUNTS = frozenset({"running", "waiting"})  # a serving line of counts tells both (see `_parks`)
+
+
+def _tokens(regex: re.Pattern[bytes]) -> tuple[str, ...]:
+    # the groups of a serving rule's regex that count tokens, in the order `scanner._serving` sums them
+    return tuple(name for name in ("tokens", "prompt") if name in regex.groupindex)
 
 
 def _newlines(data: bytes, lo: int, hi: int) -> int:

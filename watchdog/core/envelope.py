@@ -12,17 +12,17 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 __all__ = ["ERROR_LEVEL_MARKS", "MAX_LOG_GAP", "Record", "parse", "seconds_between", "unglue"]
 
 MAX_LOG_GAP = 31 * 86400.0  # the longest duration read from a log's times that is believed (a month)
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One logical log line with its wrappers peeled off."""
+class Record(NamedTuple):
+    """One logical log line with its wrappers peeled off (a named tuple: made for each line read, three times
+    cheaper than a frozen dataclass)."""
 
     content: str  # the message as the program wrote it
     source: str  # rank or process tag ("TP3", "rank0", "EngineCore_DP0", "VllmWorkerProcess pid=67"), or ""
