@@ -138,10 +138,13 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
 )
 
-# Every layer at once, each one a group of its own (their named groups made plain): one match finds the first
-# layer that matches, or that none does, in C (a line's prefixes are peeled with two matches, not with ~20 each).
+# Every layer at once (their named groups made plain), each one followed by an empty group of its own, whose
+# number (`lastindex`) names the layer found: one match finds the first layer that matches, or that none does, in
+# C (a line's prefixes are peeled with two matches, not with ~20 each). The group is put after its layer, not
+# around it, so that each alternative begins with its layer's first character or class, which the regex engine
+# checks before it enters the alternative: a line with no layer left (every line's last match) fails twice as fast.
 _ANY_LAYER = re.compile(
-    "|".join("(" + re.sub(r"\(\?P<\w+>", "(?:", layer) + ")" for layer in _LAYER_PATTERNS)
+    "|".join("(?:" + re.sub(r"\(\?P<\w+>", "(?:", layer) + ")()" for layer in _LAYER_PATTERNS)
 )
 
 
