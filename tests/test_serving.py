@@ -406,6 +406,25 @@ def test_a_run_of_serving_lines_with_tokens_read_one_by_one_is_read_through_its_
     assert serving.since_at == "2025-09-12T07:27:18"
 
 
+def test_a_block_s_last_serving_line_with_tokens_waits_as_a_line_read_alone_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block that ends in serving lines with tokens (a burst, a replay's chunk) is read through its last line as
+    before, and that line too waits until anything else comes: the clock is then the block's."""
+    import watchdog.core.analyzer as module  # noqa: PLC0415 - its `parse`, counted
+
+    lines = _lines("sglang-grok2-idle-zero-throughput-blog.log")[:29]
+    parsed: list[str] = []
+    analyzer = _fed_one_by_one(lines[:16], 16)  # ready
+    monkeypatch.setattr(module, "parse", lambda text: parsed.append(text) or parse(text))
+    assert analyzer.feed(b"".join(lines[16:]), 1.0) == []
+    assert parsed == []
+    assert analyzer.tick(2.0) == []
+    assert len(parsed) == 1
+    serving = analyzer.lifecycle.current.serving
+    assert (serving.running, serving.since, serving.since_at) == (1, 1.0, "2025-09-12T07:27:18")
+
+
 def test_a_serving_line_that_waits_to_be_read_is_in_the_resume_record() -> None:
     """A restart while the last serving line with tokens waits to be read goes on as if it had never stopped:
     a line with requests and no tokens 12 s after it (by the log's times) is no hang, restored or not."""

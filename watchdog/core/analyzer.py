@@ -504,7 +504,7 @@ class Analyzer:
                 self._refresh_rules()
                 settled = self._settled
                 found, k = self._found(data, pos), 0
-        read, pos, index = self._serving_lines(data, pos, len(data), index, first, now)
+        read, pos, index = self._serving_lines(data, pos, len(data), index, first, now, end=True)
         out += read
         count = index + _newlines(data, pos, len(data))  # a block ends with a newline
         self.lines_read += count
@@ -524,7 +524,7 @@ class Analyzer:
         return out
 
     def _serving_lines(
-        self, data: bytes, lo: int, hi: int, index: int, first: int, now: float
+        self, data: bytes, lo: int, hi: int, index: int, first: int, now: float, *, end: bool = False
     ) -> tuple[list[Transition], int, int]:
         # The lines of data[lo:hi] (whole lines, the first the block's line `index`, numbered `first + index`),
         # and a line start in them with its index (so that no newline is counted twice), that hold a serving rule's literal
@@ -547,6 +547,10 @@ class Analyzer:
         alone = begin == lo or all(data.find(match, lo, begin) < 0 for _, match, _ in serving)
         if alone or _serving_status(line, serving) in ("flowing", "idle"):
             index += _newlines(data, lo, begin)
+            if end and self._parks(line, self._rules.counts):
+                # the block's last serving line (`end`: no line after it is read) waits, as in `_one_line`
+                self._parked = (line, first + index, now)
+                return [], begin, index
             return self._serving_line(line, first + index, now), begin, index
         starts: set[int] = set()
         for _, match, _ in serving:
