@@ -366,8 +366,8 @@ def test_a_block_of_serving_lines_tells_the_clock_what_each_line_would(
     one_by_one = Analyzer(load_engine("sglang"))
     for line in data[: lines.stop]:
         one_by_one.feed(line, 0.0)
-    one_by_one.tick(0.0)  # the last line of a run with tokens waits to be read until anything else comes
     for analyzer in (whole, one_by_one):
+        analyzer.tick(0.0)  # the last line of a run with tokens waits to be read until anything else comes
         serving = analyzer.lifecycle.current.serving
         assert (serving.since_at, serving.running) == (since_at, running)
 
@@ -400,6 +400,7 @@ def test_a_run_of_serving_lines_with_tokens_read_one_by_one_is_read_through_its_
     assert len(parsed) == 2  # the run's last line, read (and the look at it above)
     whole = Analyzer(load_engine("sglang"), hang_after=300.0)
     whole.feed(b"".join(lines), 0.0)
+    whole.tick(0.0)
     serving, expected = analyzer.lifecycle.current.serving, whole.lifecycle.current.serving
     assert (serving.running, serving.waiting, serving.since) == (1, 0, 13.0)  # the last line's clock
     assert (serving.since_seconds, serving.since_at) == (expected.since_seconds, expected.since_at)
