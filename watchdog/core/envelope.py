@@ -174,13 +174,15 @@ _GLUE = re.compile(
 # A superset of _GLUE's third kind of start (a vLLM level and date), as a search that starts at its first word's
 # letters (_GLUE's look-behind makes the regex engine try every position); the other two start at "[" or " pid=".
 _GLUE_LEVEL = re.compile(rf"(?:{_LEVEL}) \d\d-")
+# ... and of its bracketed starts, a date "[2025-" or "[07/23/": not a tqdm bar's "[00:01<00:02", nor a list's "['"
+_GLUE_BRACKET = re.compile(r"\[\d(?:\d{3}-|\d/)")
 
 
 def unglue(text: str) -> list[str]:
     """Split a line where another record starts in its middle (a tqdm bar glued onto the next log line)."""
     if "[" not in text and "(" not in text and " " not in text:
         return [text]
-    if text.find("[", 1) < 0 and " pid=" not in text and _GLUE_LEVEL.search(text) is None:
+    if _GLUE_BRACKET.search(text, 1) is None and " pid=" not in text and _GLUE_LEVEL.search(text) is None:
         return [text]  # nearly every line: none of the three starts of a record _GLUE knows is in it
     cuts = [0, *(m.start() for m in _GLUE.finditer(text)), len(text)]
     return [text[start:end] for start, end in itertools.pairwise(cuts)]
