@@ -7,8 +7,10 @@ starts, as the daemon's, on a log that holds a startup already (read whole, then
 as the follower ticks it (at each write and at `next_due`). What is timed is `time.process_time` of the feeds
 and ticks alone; the writes are made beforehand, and one untimed round comes first (what a daemon makes once).
 The tree measured is the script's own: to compare with another, run its copy in that tree.
+`--one-line` splits each write into its lines, fed one at a time (each followed by `caught_up`), as a daemon
+reads a log that grows a line at a time: the analyzer's fixed cost per feed, as a daemon pays it.
 
-    python benchmarks/analyzer_bench.py [--launches 20] [--seconds 60] [--rounds 5] [--seed 1]
+    python benchmarks/analyzer_bench.py [--launches 20] [--seconds 60] [--rounds 5] [--seed 1] [--one-line]
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def writes(launches: int, seconds: float, seed: int) -> tuple[list[bytes], list[
     return [b"".join(startup)] * launches, out
 
 
+def one_line(load: list[Write]) -> list[Write]:
+    """`load` with each write split into its lines, one write each, in order, at the write's time."""
+    return [(i, at, line) for i, at, data in load for line in data.splitlines(keepends=True)]
+
+
 def run(first: list[bytes], load: list[Write]) -> tuple[float, list[list[tuple[str, int, int | None]]]]:
     """Feed every launch's first content and then `load` to an analyzer each; the CPU seconds it took, and
     each launch's transitions (state, incarnation, line)."""
@@ -79,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--one-line", action="store_true", help="feed each write's lines one at a time")
     args = parser.parse_args(argv)
     first, load = writes(args.launches, args.seconds, args.seed)
+    if args.one_line:
+        load = one_line(load)
     lines = sum(d.count(b"\n") for d in first) + sum(d.count(b"\n") for _, _, d in load)
     # untimed: profiles loaded, regexes and Hyperscan databases made (a daemon's first minute)
     run(first, load)

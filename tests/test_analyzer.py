@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from watchdog.core.analyzer import Analyzer, _newlines
 from watchdog.core.lifecycle import State
+from watchdog.core.prefilter import Prefilter
 from watchdog.core.verdict import verdict_of
 from watchdog.profiles.loader import load_engine
 
@@ -280,6 +281,28 @@ def test_a_crash_loop_reads_every_incarnation_with_the_rules_of_its_state() -> N
         states = [t.state for t, _ in inc.timeline]
         assert State.LOADING_WEIGHTS in states
         assert states[-2:] == [State.READY, State.CRASHED]
+
+
+def test_a_traceback_read_a_line_at_a_time_is_read_whole_without_the_prefilter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a traceback is open each line is read whole: a live log's lines of it, one a read, are not looked for
+    by the prefilter (its answer would not be used), and they are read as the block of them is."""
+    lines = _CRASH.splitlines(keepends=True)
+    lines = lines[: next(i for i, line in enumerate(lines) if line.startswith(b"ValueError")) + 1]
+    whole, live = Analyzer(load_engine("sglang")), Analyzer(load_engine("sglang"))
+    said = whole.feed(_STARTUP + b"".join(lines), 0.0)
+    heard = live.feed(_STARTUP, 0.0)
+    looked: list[bytes] = []
+    lines_of = Prefilter.lines
+    monkeypatch.setattr(
+        Prefilter, "lines", lambda self, *args: looked.append(args[0]) or lines_of(self, *args)
+    )
+    for line in lines:
+        heard += live.feed(line, 0.0)
+    assert looked == lines[:1]  # the line that opens it
+    assert [(t.state, t.line) for t in heard] == [(t.state, t.line) for t in said]
+    assert heard[-1].state == State.CRASHED
 
 
 def test_an_analyzer_pickled_mid_log_reads_on_as_the_original() -> None:

@@ -29,3 +29,16 @@ def test_each_crash_written_is_a_crash_seen() -> None:
         crashed = [t for t in seen[launch] if t[0] == "crashed"]
         assert written >= 1
         assert len(crashed) == written
+
+
+def test_one_line_splits_each_write_into_its_lines_in_order() -> None:
+    """`--one-line` feeds the same bytes at the same times, one line a feed: each write's lines, in order."""
+    _first, load = analyzer_bench.writes(3, 30.0, 1)
+    split = analyzer_bench.one_line(load)
+    assert all(data.count(b"\n") == 1 and data.endswith(b"\n") for _, _, data in split)
+    assert len(split) > len(load)
+    for launch in range(3):
+        assert b"".join(d for i, _, d in split if i == launch) == b"".join(
+            d for i, _, d in load if i == launch
+        )
+    assert [at for _, at, _ in split] == sorted(at for _, at, _ in split)

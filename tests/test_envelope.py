@@ -6,6 +6,8 @@ import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from watchdog.core import envelope
 from watchdog.core.envelope import Record, parse, seconds_between, unglue
@@ -412,6 +414,31 @@ def _parse_layer_by_layer(text: str) -> Record:
 def _unglue_by_regex(text: str) -> list[str]:
     cuts = [0, *(m.start() for m in envelope._GLUE.finditer(text)), len(text)]
     return [text[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+_GLUE_PIECES = [
+    "[2025-07-02 07:31:02] ",
+    "[2025-07-02 07:31:02 TP0] ",
+    "[07/23/2025-06:37:06] [TRT-LLM] ",
+    "[00:01<00:02,  1.08it/s]",
+    "[2025-",
+    "[12/",
+    "['*.safetensors']",
+    "(EngineCore_DP0 pid=17374) ",
+    "(VllmWorker rank=0 pid=3781015) ",
+    "INFO 07-02 07:31:02 ",
+    "ERROR 05-21 20:51:38.5 ",
+    "100%|##########| 4/4 ",
+    "x",
+    " ",
+]
+
+
+@given(st.lists(st.sampled_from(_GLUE_PIECES), max_size=8).map("".join))
+def test_unglue_cuts_where_the_glue_regex_does(text: str) -> None:
+    """unglue()'s quick looks (a date after a bracket, a process tag, a vLLM level) pass over no cut the glue
+    regex makes: a tqdm bar's "[00:01<" or a list's "['" is no record's start, a bracketed date is."""
+    assert unglue(text) == _unglue_by_regex(text)
 
 
 def test_every_fixture_line_peels_as_layer_by_layer() -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from watchdog.alerts.senders import ConsoleAlerts, ServiceNotifier
 from watchdog.core.analyzer import Analyzer
+from watchdog.core.envelope import parse
 from watchdog.core.findings import ServingSeen
 from watchdog.core.resume import restore, to_record
 from watchdog.core.serving import NO_REQUESTS, TOKENS_AGAIN, Serving
@@ -366,8 +367,79 @@ def test_a_block_of_serving_lines_tells_the_clock_what_each_line_would(
     for line in data[: lines.stop]:
         one_by_one.feed(line, 0.0)
     for analyzer in (whole, one_by_one):
+        analyzer.tick(0.0)  # the last line of a run with tokens waits to be read until anything else comes
         serving = analyzer.lifecycle.current.serving
         assert (serving.since_at, serving.running) == (since_at, running)
+
+
+def _fed_one_by_one(lines: list[bytes], start: int) -> Analyzer:
+    # a ready SGLang server (its log to `start` read at once), then its serving lines one a second, one a read
+    analyzer = Analyzer(load_engine("sglang"), hang_after=300.0)
+    analyzer.feed(b"".join(lines[:start]), 0.0)
+    for n, line in enumerate(lines[start:], 1):
+        analyzer.feed(line, float(n))
+    return analyzer
+
+
+def test_a_run_of_serving_lines_with_tokens_read_one_by_one_is_read_through_its_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Serving lines with tokens flowing, each a read of its own (a live server's), are not read whole one by one:
+    only the run's last is, once anything else comes (here a tick), and the hang's clock is as if each was."""
+    import watchdog.core.analyzer as module  # noqa: PLC0415 - its `parse`, counted
+
+    lines = _lines("sglang-grok2-idle-zero-throughput-blog.log")[:29]
+    parsed: list[str] = []
+    analyzer = _fed_one_by_one(lines[:16], 16)  # ready
+    monkeypatch.setattr(module, "parse", lambda text: parsed.append(text) or parse(text))
+    for n, line in enumerate(lines[16:], 1):
+        analyzer.feed(line, float(n))
+    assert parsed == []  # 13 decode lines with tokens, none read yet
+    assert analyzer.last_relevant.startswith("Decode batch. #running-req: 1, #token: 484")
+    assert analyzer.tick(14.0) == []
+    assert len(parsed) == 2  # the run's last line, read (and the look at it above)
+    whole = Analyzer(load_engine("sglang"), hang_after=300.0)
+    whole.feed(b"".join(lines), 0.0)
+    whole.tick(0.0)
+    serving, expected = analyzer.lifecycle.current.serving, whole.lifecycle.current.serving
+    assert (serving.running, serving.waiting, serving.since) == (1, 0, 13.0)  # the last line's clock
+    assert (serving.since_seconds, serving.since_at) == (expected.since_seconds, expected.since_at)
+    assert serving.since_at == "2025-09-12T07:27:18"
+
+
+def test_a_block_s_last_serving_line_with_tokens_waits_as_a_line_read_alone_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block that ends in serving lines with tokens (a burst, a replay's chunk) is read through its last line as
+    before, and that line too waits until anything else comes: the clock is then the block's."""
+    import watchdog.core.analyzer as module  # noqa: PLC0415 - its `parse`, counted
+
+    lines = _lines("sglang-grok2-idle-zero-throughput-blog.log")[:29]
+    parsed: list[str] = []
+    analyzer = _fed_one_by_one(lines[:16], 16)  # ready
+    monkeypatch.setattr(module, "parse", lambda text: parsed.append(text) or parse(text))
+    assert analyzer.feed(b"".join(lines[16:]), 1.0) == []
+    assert parsed == []
+    assert analyzer.tick(2.0) == []
+    assert len(parsed) == 1
+    serving = analyzer.lifecycle.current.serving
+    assert (serving.running, serving.since, serving.since_at) == (1, 1.0, "2025-09-12T07:27:18")
+
+
+def test_a_serving_line_that_waits_to_be_read_is_in_the_resume_record() -> None:
+    """A restart while the last serving line with tokens waits to be read goes on as if it had never stopped:
+    a line with requests and no tokens 12 s after it (by the log's times) is no hang, restored or not."""
+    lines = _lines("sglang-grok2-idle-zero-throughput-blog.log")[:29]
+    stuck = lines[14].replace(b"2025-09-12 07:18:14", b"2025-09-12 07:27:30")  # its 0.00 tokens/s, later
+    assert b"gen throughput (token/s): 0.00" in stuck
+    analyzer = _fed_one_by_one(lines, 16)
+    again = Analyzer(load_engine("sglang"), hang_after=300.0)
+    restore(again, json.loads(json.dumps(to_record(analyzer))))
+    assert again.last_relevant == analyzer.last_relevant
+    for each in (analyzer, again):
+        assert each.feed(stuck, 20.0) == []
+        assert each.state == State.READY
+        assert each.lifecycle.current.serving.since_at == "2025-09-12T07:27:18"
 
 
 def _seen_as_summed(groups: dict[str, str]) -> tuple[Any, ...]:

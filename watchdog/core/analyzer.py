@@ -87,6 +87,9 @@ _OTHER_BREAKS = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]")
 _ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
+# ... and as `_parks` reads it: (literal, regex, the names of its token groups), the regex None where a line of
+# the rule never waits (a request's line, or counts without both the running and the waiting requests)
+_CountRule = tuple[bytes, "re.Pattern[bytes] | None", tuple[str, ...]]
 
 
 class Analyzer:
@@ -147,6 +150,9 @@ class Analyzer:
         self._caught_up = False
         self._last_data = 0.0
         self._cut_reported = False  # the open tracebacks were reported as cut since the last data
+        # A serving line not read yet (its bytes without the newline, its line number, the clock then): one whose
+        # reading would only set what the next such line sets again (see `_parks`), read when anything else is
+        self._parked: tuple[bytes, int, float] | None = None
         if isinstance(profile, Profile):
             self._use(profile)
 
@@ -158,6 +164,8 @@ class Analyzer:
     @property
     def last_relevant(self) -> str:
         """The last line a rule matched."""
+        if self._parked is not None:  # what its reading would make it (a serving rule matches it)
+            return parse(clean(self._parked[0])).content.strip()
         return self._scanner.last_relevant
 
     @property
@@ -196,6 +204,7 @@ class Analyzer:
         """
         out = self._detect(now, force=True) if self.profile is None and self._held else []
         if not self._caught_up:
+            out += self._unpark()
             self._caught_up = True
             # as replay reads a log that ends inside a traceback (the rest may still come: it then replaces
             # this report in place)
@@ -210,16 +219,16 @@ class Analyzer:
     def close_tracebacks(self, now: float) -> list[Transition]:
         """Take the tracebacks still open as complete: nothing more of them will come (end of the log).
         Their frames may still tell the crash's phase."""
-        return self._emit_all(self._scanner.flush(), now)
+        return self._unpark() + self._emit_all(self._scanner.flush(), now)
 
     def report_open_tracebacks(self, now: float) -> list[Transition]:
         """Report the tracebacks still open as they are so far (a crash report is going out), and keep them
         open: if more of one comes (a writer that paused), it is reported again, whole, in its place."""
-        return self._emit_all(self._scanner.open_tracebacks(), now)
+        return self._unpark() + self._emit_all(self._scanner.open_tracebacks(), now)
 
     def restart(self, now: float) -> list[Transition]:
         """The file was rotated, truncated or replaced: the next bytes are a new file (a new incarnation)."""
-        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
+        out = self._unpark() + self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         self.framer = Framer(max_line=self.framer.max_line)
         self.unwrapper = Unwrapper(max_line=self.framer.max_line)
         self.transcoder = Transcoder()
@@ -231,7 +240,7 @@ class Analyzer:
 
     def tick(self, now: float) -> list[Transition]:
         """Let time pass (stall detection, pending errors, detection of a slow log's engine)."""
-        out: list[Transition] = []
+        out = self._unpark()
         since = self._held_since if self.profile is None and self._held else None
         if since is not None and now - since >= _DETECT_WAIT:
             out += self._detect(now, force=True)
@@ -259,7 +268,7 @@ class Analyzer:
         self, event: ProcessExited | HealthChecked | GpuMemorySampled | LogMissing, now: float
     ) -> list[Transition]:
         """A probe's finding: the log read so far is analyzed first (engine detection is not waited for)."""
-        out = self._detect(now, force=True) if self.profile is None and self._held else []
+        out = self._detect(now, force=True) if self.profile is None and self._held else self._unpark()
         if isinstance(event, ProcessExited) and event.last_words is None and not event.oom_killed:
             event = self._last_words(event)
         return out + self.lifecycle.feed(event, now)
@@ -283,7 +292,7 @@ class Analyzer:
         """The stream's writer is gone (a source's `Ended`: the container exited): its last line and every
         traceback still open are complete, as at the end of a replayed log, so that what they say is known
         before the platform's word on the exit (a traceback cut short is the crash, not a kill)."""
-        out = self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
+        out = self._unpark() + self._blocks(self._unwrap_rest(self.transcoder.flush()), now)
         if self.profile is None:
             out += self._detect(now, force=True)
         return out + self.close_tracebacks(now)
@@ -385,7 +394,7 @@ class Analyzer:
             for block in blocks:
                 self._keep(block.data)
             return self._detect(now, force=False)
-        out: list[Transition] = []
+        out = self._unpark()
         for block in blocks:
             out += self._block(block.data, now)
         return out
@@ -393,30 +402,43 @@ class Analyzer:
     def _one_line(self, data: bytes, now: float) -> list[Transition]:
         # `_block` of a block of one line (`data`, its newline last), as a live log is read: a line no rule but
         # a serving one can read (the prefilter finds nothing in it, no traceback is open) is done here, as
-        # `_block` and `_serving_lines` do it, without their loop; a line the prefilter finds is read whole here
-        # too; any other goes to `_block`.
+        # `_block` and `_serving_lines` do it, without their loop; a line the prefilter finds, or any line while
+        # a traceback or a dump is open, is read whole here too; any other goes to `_block`.
         first = self.lines_read - self._line_base + 1
         scanner = self._scanner
-        if first == 1 or scanner.reads_all or not self._prefilter:
-            return self._block(data, now)
+        if first == 1 or not self._prefilter:
+            return self._unpark() + self._block(data, now)
         self._refresh_rules()
         rules = self._rules
-        found = rules.others.lines(data)
+        # a traceback or an argument dump is open: the line is read whole, whatever it holds (no line waits
+        # then: one that waits is the last line read, and a line read that opens either is no serving line)
+        whole = scanner.reads_all
+        found = [] if whole else rules.others.lines(data)
         if not rules.one_line:
-            return self._block(data, now, found=found)
+            return self._unpark() + self._block(data, now, found=None if whole else found)
         self._keep(data)
+        serving = None  # the line, if it is a serving rule's
+        if whole:
+            found = [0]
+        elif not found:
+            for _, match, _ in rules.serving:
+                if match in data:
+                    serving = data[:-1]
+                    break
+            if serving is not None and self._parks(serving, rules.counts):
+                # read when anything else is, unless the next serving line says all it says first
+                self._parked = (serving, first, now)
+                self.lines_read += 1
+                return self._emit(_ONE_ACTIVE, now)  # as its reading would count it (`scan_serving`'s)
+        out = self._unpark() if found or serving is not None else []
         benign, errors = scanner.benign_lines, scanner.error_lines
         if found:
             # the line is read whole (`_block`'s loop for a block of one found line, without the loop)
-            out = self._line(data[:-1], first, now)
+            out += self._line(data[:-1], first, now)
             if self._rules_wanted() != self._settled:
                 self._refresh_rules()
-        else:
-            out = []
-            for _, match, _ in rules.serving:
-                if match in data:  # the line is a run of serving lines of its own: read whole
-                    out = self._serving_line(data[:-1], first, now)
-                    break
+        elif serving is not None:  # the line is a run of serving lines of its own: read whole
+            out += self._serving_line(serving, first, now)
         self.lines_read += 1
         active = 1 - (scanner.benign_lines - benign) - (scanner.error_lines - errors)
         if active == 1:
@@ -482,7 +504,7 @@ class Analyzer:
                 self._refresh_rules()
                 settled = self._settled
                 found, k = self._found(data, pos), 0
-        read, pos, index = self._serving_lines(data, pos, len(data), index, first, now)
+        read, pos, index = self._serving_lines(data, pos, len(data), index, first, now, end=True)
         out += read
         count = index + _newlines(data, pos, len(data))  # a block ends with a newline
         self.lines_read += count
@@ -502,7 +524,7 @@ class Analyzer:
         return out
 
     def _serving_lines(
-        self, data: bytes, lo: int, hi: int, index: int, first: int, now: float
+        self, data: bytes, lo: int, hi: int, index: int, first: int, now: float, *, end: bool = False
     ) -> tuple[list[Transition], int, int]:
         # The lines of data[lo:hi] (whole lines, the first the block's line `index`, numbered `first + index`),
         # and a line start in them with its index (so that no newline is counted twice), that hold a serving rule's literal
@@ -525,6 +547,10 @@ class Analyzer:
         alone = begin == lo or all(data.find(match, lo, begin) < 0 for _, match, _ in serving)
         if alone or _serving_status(line, serving) in ("flowing", "idle"):
             index += _newlines(data, lo, begin)
+            if end and self._parks(line, self._rules.counts):
+                # the block's last serving line (`end`: no line after it is read) waits, as in `_one_line`
+                self._parked = (line, first + index, now)
+                return [], begin, index
             return self._serving_line(line, first + index, now), begin, index
         starts: set[int] = set()
         for _, match, _ in serving:
@@ -549,6 +575,47 @@ class Analyzer:
             if statuses[j] is not None:
                 out += self._serving_line(*run[j], now)
         return out, lo, index
+
+    def _parks(self, raw: bytes, rules: tuple[_CountRule, ...]) -> bool:
+        # Whether the serving line `raw` (of one run of serving lines, as `_one_line` reads it) may wait: a line of
+        # counts (running and waiting requests, and tokens) that shows tokens flowing or no request, while no
+        # request is told open and no hang is on. Read, it would only set the counts and the hang clock's start
+        # (from it, or none), and end no hang; the next such line sets them all again, so that of a run of them
+        # only the last need be read (as `_serving_lines` reads a block's run), when anything else comes.
+        serving = self.lifecycle.current.serving
+        if serving.hung or serving.open or not raw.isascii() or b"\r" in raw or b"\x1b" in raw:
+            return False
+        hit = None
+        for rule in rules:
+            if rule[0] in raw:
+                if hit is not None:
+                    return False  # two rules' lines in one: read it
+                hit = rule
+        if hit is None or hit[1] is None or raw.count(hit[0]) != 1:
+            return False
+        m = hit[1].search(raw)
+        if m is None:
+            return False
+        running, waiting = m.group("running", "waiting")
+        if running is None or waiting is None or not running.isdigit() or not waiting.isdigit():
+            return False
+        made: float | None = None  # as `scanner._serving` sums them
+        for name in hit[2]:
+            value = m[name]
+            if value is not None:
+                try:
+                    made = (made or 0.0) + float(value.replace(b",", b""))
+                except ValueError:
+                    return False
+        return (made is not None and made > 0) or int(running) + int(waiting) == 0
+
+    def _unpark(self) -> list[Transition]:
+        # the serving line that waits, read now (with the clock of its arrival)
+        parked = self._parked
+        if parked is None:
+            return []
+        self._parked = None
+        return self._serving_line(*parked)
 
     def _serving_line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
         # `_line` of a line the prefilter passed over (see `Scanner.scan_serving`): one cleaned record, read by the
@@ -694,6 +761,7 @@ class _RuleSet(NamedTuple):
     serving: tuple[_ServingRule, ...]  # the [[serving]] rules, as the quick look at a serving line reads them
     rules: tuple[Rule, ...]  # the scanner's: every rule of the set but the benign ones
     one_line: bool = True  # every serving rule has a literal: `_one_line` may read a line of the set
+    counts: tuple[_CountRule, ...] = ()  # the serving rules as `_parks` reads them
 
 
 _NO_RULES = _RuleSet(Prefilter(()), (), ())
@@ -717,7 +785,21 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
         if r.kind == "serving"
     )
     one_line = all(match for _, match, _ in serving)
-    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"), one_line)
+    counts = tuple(
+        (match, regex if not request and set(regex.groupindex) >= _COUNTS else None, _tokens(regex))
+        if regex is not None
+        else (match, None, ())
+        for request, match, regex in serving
+    )
+    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"), one_line, counts)
+
+
+_COUNTS = frozenset({"running", "waiting"})  # a serving line of counts tells both (see `_parks`)
+
+
+def _tokens(regex: re.Pattern[bytes]) -> tuple[str, ...]:
+    # the groups of a serving rule's regex that count tokens, in the order `scanner._serving` sums them
+    return tuple(name for name in ("tokens", "prompt") if name in regex.groupindex)
 
 
 def _newlines(data: bytes, lo: int, hi: int) -> int:

@@ -12,17 +12,17 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 __all__ = ["ERROR_LEVEL_MARKS", "MAX_LOG_GAP", "Record", "parse", "seconds_between", "unglue"]
 
 MAX_LOG_GAP = 31 * 86400.0  # the longest duration read from a log's times that is believed (a month)
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One logical log line with its wrappers peeled off."""
+class Record(NamedTuple):
+    """One logical log line with its wrappers peeled off (a named tuple: made for each line read, three times
+    cheaper than a frozen dataclass)."""
 
     content: str  # the message as the program wrote it
     source: str  # rank or process tag ("TP3", "rank0", "EngineCore_DP0", "VllmWorkerProcess pid=67"), or ""
@@ -138,10 +138,13 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
 )
 
-# Every layer at once, each one a group of its own (their named groups made plain): one match finds the first
-# layer that matches, or that none does, in C (a line's prefixes are peeled with two matches, not with ~20 each).
+# Every layer at once (their named groups made plain), each one followed by an empty group of its own, whose
+# number (`lastindex`) names the layer found: one match finds the first layer that matches, or that none does, in
+# C (a line's prefixes are peeled with two matches, not with ~20 each). The group is put after its layer, not
+# around it, so that each alternative begins with its layer's first character or class, which the regex engine
+# checks before it enters the alternative: a line with no layer left (every line's last match) fails twice as fast.
 _ANY_LAYER = re.compile(
-    "|".join("(" + re.sub(r"\(\?P<\w+>", "(?:", layer) + ")" for layer in _LAYER_PATTERNS)
+    "|".join("(?:" + re.sub(r"\(\?P<\w+>", "(?:", layer) + ")()" for layer in _LAYER_PATTERNS)
 )
 
 
@@ -171,13 +174,15 @@ _GLUE = re.compile(
 # A superset of _GLUE's third kind of start (a vLLM level and date), as a search that starts at its first word's
 # letters (_GLUE's look-behind makes the regex engine try every position); the other two start at "[" or " pid=".
 _GLUE_LEVEL = re.compile(rf"(?:{_LEVEL}) \d\d-")
+# ... and of its bracketed starts, a date "[2025-" or "[07/23/": not a tqdm bar's "[00:01<00:02", nor a list's "['"
+_GLUE_BRACKET = re.compile(r"\[\d(?:\d{3}-|\d/)")
 
 
 def unglue(text: str) -> list[str]:
     """Split a line where another record starts in its middle (a tqdm bar glued onto the next log line)."""
     if "[" not in text and "(" not in text and " " not in text:
         return [text]
-    if text.find("[", 1) < 0 and " pid=" not in text and _GLUE_LEVEL.search(text) is None:
+    if _GLUE_BRACKET.search(text, 1) is None and " pid=" not in text and _GLUE_LEVEL.search(text) is None:
         return [text]  # nearly every line: none of the three starts of a record _GLUE knows is in it
     cuts = [0, *(m.start() for m in _GLUE.finditer(text)), len(text)]
     return [text[start:end] for start, end in itertools.pairwise(cuts)]

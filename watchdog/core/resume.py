@@ -42,7 +42,7 @@ __all__ = [
 
 Record = dict[str, Any]
 
-VERSION = 5
+VERSION = 6
 _ASM = "_scanner.assembler."
 # record key -> (the analyzer's attribute, by its path; its type). Dataclasses are written field by field, those
 # at their default left out; bytes as Latin-1 text. A provisional engine's detector reads its head again.
@@ -83,6 +83,8 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "caught_up": ("_caught_up", bool),
     "last_data": ("_last_data", float),
     "cut_reported": ("_cut_reported", bool),
+    # a serving line not read yet (`Analyzer._parks`): its bytes, its line number, the follower's clock then
+    "serving.parked": ("_parked", tuple[bytes, int, float] | None),
 }
 # ... and besides: `engine`, the user `profiles` (their files), the UTF-16 `transcoder.decoder`'s state and
 # `scanner.annotations`: the error rules matched on open tracebacks' exception lines (without their regex)
@@ -114,8 +116,19 @@ def _from_4(record: Record) -> Record:
     return {**record, "version": 5}
 
 
+def _from_5(record: Record) -> Record:
+    # version 5 read every serving line as it came: none waits
+    return {**record, "version": 6, "serving.parked": None}
+
+
 # version read -> that record as the next version (pure: new dicts, the record read left as it was)
-MIGRATIONS: dict[int, Callable[[Record], Record]] = {1: _from_1, 2: _from_2, 3: _from_3, 4: _from_4}
+MIGRATIONS: dict[int, Callable[[Record], Record]] = {
+    1: _from_1,
+    2: _from_2,
+    3: _from_3,
+    4: _from_4,
+    5: _from_5,
+}
 
 
 def to_record(analyzer: Analyzer) -> Record:
