@@ -164,10 +164,10 @@ class _Follow:
     Cancelling a wait for the next item loses nothing: the generator is still where it was, and the next
     `__anext__` waits for the same request's call, still under way or done meanwhile (its result is kept).
 
-    `Pushes`: with `push` set (and `merge`), a change inotify reports is served in the event loop's callback that
-    reports it (`Watcher.wait_for`'s `drive`), with every other file that changed at once, not in the consumer's
-    task: the generator reads on, each item goes to `push`, and the task stays asleep until an item or a request
-    needs it (`_drive`).
+    `Pushes`: with `push` set (and `merge`), every item goes to `push` first, and a change inotify reports is served
+    in the event loop's callback that reports it (`Watcher.wait_for`'s `drive`), with every other file that changed
+    at once, not in the consumer's task: the generator reads on, each item goes to `push`, and the task stays
+    asleep until an item or a request needs it (`_drive`).
     """
 
     def __init__(self, steps: Generator[SourceItem | _Request | _Changed, object, None]) -> None:
@@ -241,9 +241,16 @@ class _Follow:
             if isinstance(step, (_Request, _Changed)):
                 self._request = step
                 continue
-            if not self.merge and type(step) is Chunk and step.caught_up:
-                self._then = CaughtUp(step.end)
-                return Chunk(step.offset, step.data, step.file, step.cursor)
+            if not self.merge:
+                if type(step) is Chunk and step.caught_up:
+                    self._then = CaughtUp(step.end)
+                    return Chunk(step.offset, step.data, step.file, step.cursor)
+            elif self.push is not None:
+                # the items the task reads itself (after a request it awaited) go to `push` first too
+                out = self.push(step)
+                if out is None:
+                    continue
+                return cast("SourceItem", out)
             return step
 
     def _drive(self) -> None:
