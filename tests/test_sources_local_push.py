@@ -220,3 +220,29 @@ async def test_an_error_in_push_is_raised_by_the_iteration(tmp_path: Path) -> No
             tg.start_soon(append)
             with anyio.fail_after(5), pytest.raises(ValueError, match="analyzer failed"):
                 await anext(items)
+
+
+async def test_a_pushed_read_puts_the_safety_poll_off_as_a_new_wait_would(tmp_path: Path) -> None:
+    """A wait taken up again after a pushed read keeps its future, and its safety poll counts from that read (not
+    from when the task began to wait): a growing log is not looked at again by its task while inotify serves it."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    path = tmp_path / "x.log"
+    path.write_bytes(b"0\n")
+    log = _Log(_live_read)
+    loop = asyncio.get_running_loop()
+    async with anyio.create_task_group() as tg:
+        await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
+        await log.until(lambda: len(log.items) == 1)
+        await anyio.wait_all_tasks_blocked()
+        ((_, future, _),) = watcher._waiting[str(path)]
+        assert watcher._polls[loop][future] < loop.time() + SLOW_POLL
+        written = loop.time()
+        with path.open("ab") as out:
+            out.write(b"1\n")
+        await log.until(lambda: len(log.items) == 2)
+        assert log.items[1][0] == "pushed"
+        ((_, again, _),) = watcher._waiting[str(path)]
+        assert again is future
+        assert watcher._polls[loop][future] >= written + SLOW_POLL
+        tg.cancel_scope.cancel()

@@ -209,16 +209,22 @@ class Watcher:
         self,
         path: str,
         since: int,
+        poll_after: float | None,
         loop: asyncio.AbstractEventLoop,
         future: asyncio.Future[object],
         drive: Callable[[], None],
     ) -> bool:
-        """From a `drive` callback: wait again with the same future and callback (its safety poll stays as it is)
-        for `path` to change after `since`; False if it already has (nothing is registered)."""
+        """From a `drive` callback: wait again with the same future and callback for `path` to change after
+        `since`, its safety poll `poll_after` seconds from now (as a new wait's); False if it already has changed
+        (nothing is registered)."""
         with self._lock:
             if self._generation.get(path, 0) != since:
                 return False
             self._waiting[path].append((loop, future, drive))
+        if poll_after is not None:
+            polls = self._polls.get(loop)
+            if polls is not None and future in polls:  # (not swept: its timer is due no later than this)
+                polls[future] = loop.time() + poll_after
         return True
 
     def waited(

@@ -269,7 +269,9 @@ class _Follow:
             while True:
                 step = self._steps.send(None)
                 if isinstance(step, _Changed):
-                    if step.watcher.rearm(step.path, step.since, step.loop, future, self._drive):
+                    if step.watcher.rearm(
+                        step.path, step.since, step.poll_after, step.loop, future, self._drive
+                    ):
                         self._request = step
                         return  # waits again: the task sleeps on
                     continue  # changed since: look again
