@@ -46,7 +46,9 @@ from watchdog.follow.sources import (
     FileMissing,
     FileRestarted,
     Merges,
+    Pushes,
     Source,
+    SourceItem,
     open_source,
 )
 from watchdog.follow.spec import DEFAULT_QUIET, DEFAULT_SETTLE, LaunchSpec
@@ -125,6 +127,16 @@ class Concluded:
 
 
 Update = Transitioned | SourceNoted | Concluded
+
+
+@dataclass(frozen=True, slots=True)
+class _Fed:
+    """A chunk `LaunchFollower._push` fed to the analyzer, and what is left to do with it in the follower's task:
+    its transitions to apply and the end of its read (`quiet`: the log had been quiet before it)."""
+
+    chunk: Chunk
+    transitions: list[Transition]
+    quiet: bool
 
 
 class LaunchFollower:
@@ -256,6 +268,8 @@ class LaunchFollower:
                 async with source.open_follow(offset, cursor) as items:
                     if isinstance(items, Merges):
                         items.merge = True  # a read's CaughtUp comes with its last chunk: one item per read
+                        if isinstance(items, Pushes):
+                            items.push = self._push  # a live read, taken in the pass over what changed
                     async for item in items:
                         await self._item(item)
                         if not started and self._caught_up:
@@ -317,32 +331,18 @@ class LaunchFollower:
                 item = Chunk(at, item.data[at - item.offset :], item.file, item.cursor, item.caught_up)
             await self._apply(self.analyzer.restart(now))
         if isinstance(item, Chunk):
-            self._at_end = False
-            self._last_data = now
-            self._missing = None
-            # Unix time, not the follower's clock: it is compared with time()
-            self.last_activity = time.time()
-            transitions = self.analyzer.feed(item.data, now)
-            if self._checkpoints is not None:
-                self._checkpoints.fed(item.data, item.file, item.cursor)
-                if self._checkpoints.fresh:  # a file's first bytes: saved before their transitions are stored
-                    with anyio.move_on_after(FRESH_SAVE_WAIT):
-                        await self._checkpoints.save_now(self.analyzer, self.now)
-            if transitions or self._deferred or self._awaiting_ready:
-                await self._apply(transitions)
-            else:
-                self._reschedule()  # `_apply` of nothing: only whether a tick is due sooner now
-            if item.caught_up:
-                # the read's CaughtUp, come with its chunk (`Merges`): handled as if it were the next item
-                if self._checkpoints is not None:
-                    self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
-                quiet = False  # the log just grew
-                if self._usual_end():
-                    self._at_end = True  # `_end_of_read`'s usual end, which changes nothing
-                    return
-                # its own time, as an item of its own would have had (a first chunk's save may have waited)
-                if await self._end_of_read(self.now()):
-                    return
+            transitions = self._fed(item, now)
+            if self._checkpoints is not None and self._checkpoints.fresh:
+                # a file's first bytes: saved before their transitions are stored
+                with anyio.move_on_after(FRESH_SAVE_WAIT):
+                    await self._checkpoints.save_now(self.analyzer, self.now)
+            if await self._after_feed(item, transitions, quiet):
+                return
+            quiet = quiet and not item.caught_up  # the log just grew
+        elif isinstance(item, _Fed):  # a pushed chunk whose transitions are left to apply (`_push`)
+            if await self._after_feed(item.chunk, item.transitions, item.quiet):
+                return
+            quiet = False
         elif isinstance(item, CaughtUp):
             if await self._end_of_read(now):
                 return
@@ -383,6 +383,62 @@ class LaunchFollower:
             await self._note("connected", str(item))
         if self._checkpoints is not None:
             self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+
+    def _fed(self, item: Chunk, now: float) -> list[Transition]:
+        # A chunk's bytes, fed to the analyzer (and the checkpoint's windows): its transitions, not yet applied.
+        self._at_end = False
+        self._last_data = now
+        self._missing = None
+        # Unix time, not the follower's clock: it is compared with time()
+        self.last_activity = time.time()
+        transitions = self.analyzer.feed(item.data, now)
+        if self._checkpoints is not None:
+            self._checkpoints.fed(item.data, item.file, item.cursor)
+        return transitions
+
+    async def _after_feed(self, item: Chunk, transitions: list[Transition], quiet: bool) -> bool:
+        # What follows a chunk's feed: its transitions applied, and, for a chunk that ends its read (`Merges`), the
+        # end of the read. True: `_item` is done (the read's end was handled).
+        if transitions or self._deferred or self._awaiting_ready:
+            await self._apply(transitions)
+        else:
+            self._reschedule()  # `_apply` of nothing: only whether a tick is due sooner now
+        if not item.caught_up:
+            return False
+        # the read's CaughtUp, come with its chunk (`Merges`): handled as if it were the next item
+        if self._checkpoints is not None:
+            self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+        if self._usual_end():
+            self._at_end = True  # `_end_of_read`'s usual end, which changes nothing
+            return True
+        # its own time, as an item of its own would have had (a first chunk's save may have waited)
+        return await self._end_of_read(self.now())
+
+    def _push(self, item: SourceItem) -> object:
+        # `Pushes`: a live read (a chunk that ends it, the log already read whole) taken outside the follower's task,
+        # in the event loop's pass over every file that changed, when nothing of it needs to wait (no transition
+        # to publish, nothing to save at once): as `_item` would take it. Else what is left goes to `_item`.
+        cp = self._checkpoints
+        if (
+            type(item) is not Chunk
+            or not item.caught_up
+            or self._run_at is not None
+            or not self._caught_up
+            or self._deferred
+            or self._awaiting_ready
+            or (cp is not None and cp.fresh)
+        ):
+            return item
+        now = self.now()
+        quiet = now - self._last_data >= CHECKPOINT_QUIET
+        transitions = self._fed(item, now)
+        if transitions or not self._usual_end():
+            return _Fed(item, transitions, quiet)
+        self._reschedule()
+        if cp is not None:
+            cp.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+        self._at_end = True
+        return None
 
     def _usual_end(self) -> bool:
         # `_end_of_read` would change nothing and return True: the analyzer already judged the log whole and knows

@@ -21,7 +21,7 @@ by the iteration, after the items that came before it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -161,6 +161,21 @@ class Merges(Protocol):
     """
 
     merge: bool
+
+
+@runtime_checkable
+class Pushes(Protocol):
+    """A source's iterator that can hand its items to `push`, a plain callable, outside the consumer's task: a
+    source that learns of many logs' changes at once (inotify) then serves them all in one pass of the event loop,
+    not with a wake-up of each follower's task per read.
+
+    `push(item)` returns None when it took the item wholly; anything else is what the iteration gives the
+    consumer in its place, in order (the item itself, or what is left to do with it, in the consumer's task).
+    Set by the consumer before it takes the first item, with `merge` (`Merges`); unset (None), every item comes
+    through the iteration.
+    """
+
+    push: Callable[[SourceItem], object] | None
 
 
 class Source(Protocol):

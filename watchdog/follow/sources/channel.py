@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Literal
 
 import asyncssh
@@ -17,8 +18,11 @@ _LOW_WATER = 8
 
 _PACKET_DEBUG_LEVEL = 3  # asyncssh's debug level from which packets are logged
 
-Kind = Literal["out", "err", "closed"]
+Kind = Literal["out", "err", "closed", "woken"]
 Packet = tuple[Kind, bytes, Exception | None]
+# what a `CommandOutput.drive` did with a packet: not taken (queued as usual); taken, the reader sleeps on; taken,
+# the reader is woken (its `receive` returns a ("woken", b"", None) packet: something is left for its task)
+NOT_TAKEN, TAKEN, TAKEN_WAKE = 0, 1, 2
 
 
 def unlogged_packets(chan: object) -> bool:
@@ -47,6 +51,10 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     Used as the session factory of `SSHClientConnection.create_session`; `receive` returns
     ("out", data, None), ("err", data, None) or, last, ("closed", b"", exc). A deque and a future, not an
     anyio stream: this is every SSH packet's path, and the stream's bookkeeping cost more than the rest.
+
+    `drive`: while the reader waits with nothing queued, a packet is offered to it first, in the callback that
+    brings it (asyncssh's pass over what the connection received: every log of the host's in one go), without
+    waking the reader's task; it says what it did (`NOT_TAKEN`, `TAKEN`, `TAKEN_WAKE`).
     """
 
     def __init__(self) -> None:
@@ -59,6 +67,7 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         # made by asyncssh in the event loop; kept, as asking for the running loop costs CPython 3.11 a getpid()
         # system call (its fork check), and `receive` makes a future for each packet
         self._loop = asyncio.get_running_loop()
+        self.drive: Callable[[Packet], int] | None = None
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
@@ -77,9 +86,16 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     def _put(self, packet: Packet) -> None:
         if self._discard:
             return
+        waiter = self._waiter
+        if waiter is not None and self.drive is not None and not self._packets and not waiter.done():
+            taken = self.drive(packet)
+            if taken == TAKEN:
+                return
+            if taken == TAKEN_WAKE:
+                packet = ("woken", b"", None)
         self._packets.append(packet)
-        if self._waiter is not None:
-            wake_up(self._waiter)
+        if waiter is not None:
+            wake_up(waiter)
 
     async def receive(self) -> Packet:
         while not self._packets:

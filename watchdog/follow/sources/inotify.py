@@ -8,6 +8,10 @@ as a slow safety net (file systems that do not report changes, such as NFS).
 The directory of each followed file is watched (not the file), so creation, appends, truncation, rotation
 and replacement all wake its follower; the kernel gives a directory watched twice one descriptor, shared by
 reference count. Without inotify (not Linux, or no free watch) `Watcher.get()` is None and followers poll.
+
+A wait may carry a `drive` callback (`Watcher.wait_for`): the files that one read of the descriptor says changed
+are then served in one callback of their event loop, which calls each waiter's `drive` in turn (it reads its file
+and hands the bytes on, `watchdog.follow.sources.local`), rather than waking each follower's task.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import struct
 import sys
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 from watchdog.clock import wake_up
 
@@ -52,6 +57,10 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of nam
 # path names, and counts in `Watcher.renames` too.
 _CONTENT = _IN_MODIFY | _IN_CLOSE_WRITE
 
+# A waiting follower: its event loop, the future its task awaits, and the callback that serves a change in that
+# loop without waking the task (None: the change sets the future's result, True)
+_Waiter = tuple[asyncio.AbstractEventLoop, asyncio.Future[object], Callable[[], None] | None]
+
 
 @functools.cache
 def load_libc() -> ctypes.CDLL | None:
@@ -75,11 +84,9 @@ class Watcher:
         self._dirs: dict[str, int] = {}  # directory -> watch descriptor
         self._refs: dict[int, int] = defaultdict(int)  # watch descriptor -> followers using it
         self._names: dict[int, str] = {}  # watch descriptor -> directory
-        # path -> the futures of its waiting followers, each with the event loop it belongs to (plain asyncio
-        # futures, not anyio Events: a follower waits once per change of its file, so this is a hot path)
-        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]] = (
-            defaultdict(list)
-        )
+        # path -> its waiting followers (`_Waiter`: plain asyncio futures, not anyio Events: a follower waits once
+        # per change of its file, so this is a hot path)
+        self._waiting: dict[str, list[_Waiter]] = defaultdict(list)
         self._thread: threading.Thread | None = None
         # path -> how many changes were seen (watched paths only): a follower notes it before it looks at its
         # file, so a change between its look and its wait is not lost
@@ -174,19 +181,51 @@ class Watcher:
         return self._generation.get(path, 0) != since  # one int read under the GIL
 
     def wait_for(
-        self, path: str, since: int, poll_after: float | None, loop: asyncio.AbstractEventLoop
+        self,
+        path: str,
+        since: int,
+        poll_after: float | None,
+        loop: asyncio.AbstractEventLoop,
+        drive: Callable[[], None] | None = None,
     ) -> asyncio.Future[object] | None:
         """`changed` without its coroutine, for a caller that awaits the future itself (a follower's wait, once
         per read of a growing file): None if `path` already changed after `since`; else a future done when it
-        changes or the safety poll is due, after which (or a cancel) the caller calls `waited`."""
+        changes or the safety poll is due, after which (or a cancel) the caller calls `waited`.
+
+        `drive`: called in `loop` when `path` changes, instead of setting the future's result (the future is left
+        as it is: the callback serves the change itself, and either sets the future's result, or waits again with
+        `rearm`); with the other files that one read of the descriptor says changed, in one callback of the loop.
+        """
         future: asyncio.Future[object] = loop.create_future()
         with self._lock:
             if self._generation.get(path, 0) != since:
                 return None
-            self._waiting[path].append((loop, future))
+            self._waiting[path].append((loop, future, drive))
         if poll_after is not None:
             self._poll_at(loop, future, loop.time() + poll_after)
         return future
+
+    def rearm(
+        self,
+        path: str,
+        since: int,
+        poll_after: float | None,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[object],
+        drive: Callable[[], None],
+    ) -> bool:
+        """From a `drive` callback: wait again with the same future and callback for `path` to change after
+        `since`, its safety poll `poll_after` seconds from now (as a new wait's); False if it already has changed
+        (nothing is registered)."""
+        with self._lock:
+            if self._generation.get(path, 0) != since:
+                return False
+            self._waiting[path].append((loop, future, drive))
+        if poll_after is not None:
+            polls = self._polls.get(loop)
+            if polls is not None and future in polls:  # (not swept: its timer is due no later than this)
+                polls[future] = loop.time() + poll_after
+        return True
 
     def waited(
         self,
@@ -199,12 +238,12 @@ class Watcher:
         if poll_after is not None:
             self._unpoll(loop, future)
         if future.cancelled() or future.result() is not True:
-            # not woken by the reading thread (which took it off the list): a safety poll or a cancel
-            entry = (loop, future)
+            # not woken by the reading thread (which took it off the list): a safety poll, a cancel, or its `drive`
+            # (which may have waited again before it gave up)
             with self._lock:
                 waiters = self._waiting.get(path)
-                if waiters is not None and entry in waiters:
-                    waiters.remove(entry)
+                if waiters is not None:
+                    waiters[:] = [w for w in waiters if w[1] is not future]
                     if not waiters:
                         del self._waiting[path]
 
@@ -252,14 +291,14 @@ class Watcher:
                 return
             with self._lock:
                 woken = self._woken(data)
-            by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[object]]] = defaultdict(list)
-            for loop, future in woken:
-                by_loop[loop].append(future)
-            for loop, futures in by_loop.items():  # one wake-up of each event loop per read
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Waiter]] = defaultdict(list)
+            for waiter in woken:
+                by_loop[waiter[0]].append(waiter)
+            for loop, waiters in by_loop.items():  # one wake-up of each event loop per read
                 with contextlib.suppress(RuntimeError):  # that event loop has ended
-                    loop.call_soon_threadsafe(_set_all, futures)
+                    loop.call_soon_threadsafe(_set_all, waiters)
 
-    def _woken(self, data: bytes) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[object]]]:
+    def _woken(self, data: bytes) -> list[_Waiter]:
         paths: set[str] = set()
         renamed: set[str] = set()
         pos, size, end, unpack, named = 0, _EVENT.size, len(data), _EVENT.unpack_from, self._named
@@ -302,6 +341,10 @@ class Watcher:
         return [entry for p in paths for entry in self._waiting.pop(p, ())]
 
 
-def _set_all(futures: list[asyncio.Future[object]]) -> None:
-    for future in futures:
-        wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)
+def _set_all(waiters: list[_Waiter]) -> None:
+    # in the waiters' event loop: every file one read of the descriptor said changed, served in this one callback
+    for _loop, future, drive in waiters:
+        if drive is None:
+            wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)
+        elif not future.done():  # (done: cancelled, or its safety poll came first; its task takes over)
+            drive()

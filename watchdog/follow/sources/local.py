@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import anyio
 
+from watchdog.clock import wake_up
 from watchdog.exceptions import UsageError
 from watchdog.follow.sources.base import (
     CaughtUp,
@@ -152,22 +153,39 @@ def _discard(value: object) -> None:
         os.close(value.fd)
 
 
+_DRIVEN = (
+    object()
+)  # the result of a wait's future set by `_Follow._drive`: the generator moved on without the task
+
+
 class _Follow:
     """Runs a follower's generator: its items are returned, its requests awaited and their results sent back.
 
     Cancelling a wait for the next item loses nothing: the generator is still where it was, and the next
     `__anext__` waits for the same request's call, still under way or done meanwhile (its result is kept).
+
+    `Pushes`: with `push` set (and `merge`), every item goes to `push` first, and a change inotify reports is served
+    in the event loop's callback that reports it (`Watcher.wait_for`'s `drive`), with every other file that changed
+    at once, not in the consumer's task: the generator reads on, each item goes to `push`, and the task stays
+    asleep until an item or a request needs it (`_drive`).
     """
 
     def __init__(self, steps: Generator[SourceItem | _Request | _Changed, object, None]) -> None:
         self._steps = steps
         # `Merges`: a read's CaughtUp comes with its last chunk (the generator's way); unset, it comes after it
         self.merge = False
+        # `Pushes`: takes an item outside the consumer's task; None: taken, else what the iteration gives instead
+        self.push: Callable[[SourceItem], object] | None = None
         self._then: CaughtUp | None = None  # the CaughtUp a chunk just given came with (merge unset)
         self._request: _Request | _Changed | None = None  # made and not yet answered
         self._call: asyncio.Future[Any] | None = None  # the request's call in a worker thread, once made
         self._answer: object = None
         self._answered = False
+        self._future: asyncio.Future[object] | None = (
+            None  # the task's wait for a change, while `_drive` may run
+        )
+        # what `_drive` left for the task: an item to give, the generator's end, or an error to raise
+        self._driven: tuple[object, bool, BaseException | None] | None = None
 
     def __aiter__(self) -> _Follow:
         return self
@@ -179,16 +197,33 @@ class _Follow:
             return then
         steps = self._steps
         while True:
+            driven = self._driven
+            if driven is not None:
+                self._driven = None
+                out, ended, error = driven
+                if error is not None:
+                    raise error
+                if ended:
+                    raise StopAsyncIteration
+                if out is not None:
+                    return cast("SourceItem", out)
             request = self._request
             if request is not None:
                 if isinstance(request, _Changed):
                     watcher = request.watcher
-                    future = watcher.wait_for(request.path, request.since, request.poll_after, request.loop)
+                    drive = self._drive if self.push is not None and self.merge else None
+                    future = watcher.wait_for(
+                        request.path, request.since, request.poll_after, request.loop, drive
+                    )
                     if future is not None:
+                        self._future = future
                         try:
                             await future
                         finally:
+                            self._future = None
                             watcher.waited(request.path, future, request.poll_after, request.loop)
+                        if future.result() is _DRIVEN:
+                            continue  # `_drive` ran the generator on: what it left is taken above
                 elif request.wait:
                     await request.fn(*request.args)
                 elif not self._answered:
@@ -206,10 +241,55 @@ class _Follow:
             if isinstance(step, (_Request, _Changed)):
                 self._request = step
                 continue
-            if not self.merge and type(step) is Chunk and step.caught_up:
-                self._then = CaughtUp(step.end)
-                return Chunk(step.offset, step.data, step.file, step.cursor)
+            if not self.merge:
+                if type(step) is Chunk and step.caught_up:
+                    self._then = CaughtUp(step.end)
+                    return Chunk(step.offset, step.data, step.file, step.cursor)
+            elif self.push is not None:
+                # the items the task reads itself (after a request it awaited) go to `push` first too
+                out = self.push(step)
+                if out is None:
+                    continue
+                return cast("SourceItem", out)
             return step
+
+    def _drive(self) -> None:
+        # In the event loop, out of the consumer's task (which awaits `_future`): the file of the `_Changed` waited
+        # for changed. The generator goes on as `__anext__` would run it, its items handed to `push`, until it waits
+        # for a change again (the task sleeps on) or needs the task: a request to await, an item `push` gives back,
+        # its end or an error (left in `_driven` for the task, woken).
+        future, request = self._future, self._request
+        if future is None or future.done() or not isinstance(request, _Changed):
+            return  # the task took over meanwhile (woken by its safety poll, or cancelled)
+        push = self.push
+        assert push is not None
+        out: object = None
+        ended, error = False, None
+        try:
+            while True:
+                step = self._steps.send(None)
+                if isinstance(step, _Changed):
+                    if step.watcher.rearm(
+                        step.path, step.since, step.poll_after, step.loop, future, self._drive
+                    ):
+                        self._request = step
+                        return  # waits again: the task sleeps on
+                    continue  # changed since: look again
+                if isinstance(step, _Request):
+                    self._request = step
+                    break
+                out = push(step)
+                if out is not None:
+                    self._request = None
+                    break
+        except StopIteration:
+            ended = True
+        except Exception as exc:  # raised by the task, as the iteration's own would be
+            error = exc
+        if ended or error is not None:
+            self._request = None
+        self._driven = (out, ended, error)
+        wake_up(future, _DRIVEN)
 
     async def aclose(self) -> None:
         """Close the generator: its `finally` closes the file and ends the watch (a call still under way

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import dataclass
+from typing import cast
 
 import anyio
 import anyio.lowlevel
@@ -26,7 +27,7 @@ from watchdog.follow.sources.base import (
     RestartReason,
     SourceItem,
 )
-from watchdog.follow.sources.channel import CommandOutput
+from watchdog.follow.sources.channel import NOT_TAKEN, TAKEN, TAKEN_WAKE, CommandOutput, Packet
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, last_bytes, parse_identity
 from watchdog.follow.sources.remote import (
     Header,
@@ -232,6 +233,16 @@ class _Resumable:
     def merge(self, merge: bool) -> None:
         self._follower.merge = merge
 
+    @property
+    def push(self) -> Callable[[SourceItem], object] | None:
+        """`Pushes`: a live read taken in asyncssh's pass over what the host's connection received (set by the
+        consumer before its first item, with `merge`)."""
+        return self._follower.push
+
+    @push.setter
+    def push(self, push: Callable[[SourceItem], object] | None) -> None:
+        self._follower.push = push
+
     def __aiter__(self) -> _Resumable:
         return self
 
@@ -277,6 +288,9 @@ class _Follower:
         self.known_size = 0  # the file's size as last seen (header or stat sample)
         self.at_end = False  # CaughtUp sent and nothing delivered since
         self.merge = False  # `Merges`: a chunk that reaches the end is its CaughtUp as well
+        self.push: Callable[[SourceItem], object] | None = None  # `Pushes` (with `merge`): see `_drive`
+        # what `push` raised in `_drive`, for the consumer's task to raise
+        self.failed: Exception | None = None
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
@@ -327,11 +341,16 @@ class _Follower:
                     # the streaming reader's items, read here (not through a generator of its own: a layer
                     # less for each item to pass)
                     conn, session = await self._open_stream()
+                    if self.push is not None and self.merge:
+                        session.drive = self._drive
                     try:
                         errors = b""
                         while True:
                             while self.out:
                                 yield self.out.popleft()
+                            if self.failed is not None:
+                                error, self.failed = self.failed, None
+                                raise error
                             if not session.queued:
                                 self.unyielded = 0  # the receive below waits: other tasks run
                             elif self.unyielded > UNYIELDED_BYTES:
@@ -344,6 +363,8 @@ class _Follower:
                                     await self._check_fingerprint()  # the stream goes on queueing meanwhile
                                 self._deliver(data)
                                 self._check_rotation()
+                            elif kind == "woken":
+                                pass  # `_drive` left items in `out` (or an error) for this task
                             elif kind == "err":
                                 errors += data
                                 *lines, errors = errors.split(b"\n")
@@ -353,6 +374,7 @@ class _Follower:
                             else:
                                 raise self._lost(conn, ended)
                     finally:
+                        session.drive = None
                         session.close()
             except _Restart as restart:
                 pause = max(restart.delay, self._backoff()) if restart.failed else restart.delay
@@ -369,6 +391,33 @@ class _Follower:
                 self.refusals = 0
                 self.failing += 1
                 reconnect = True
+
+    def _drive(self, packet: Packet) -> int:
+        # `CommandOutput.drive`: the streaming reader's bytes, come while this follow's task waits for them, taken
+        # here as `items` would take them (delivered, then each item handed to `push`) unless something needs the
+        # task: a fingerprint check after a quiet spell, a rotation to drain, items already waiting, a status line.
+        kind, data, _ = packet
+        if kind != "out" or self.out or self.rotation is not None or self.failed is not None:
+            return NOT_TAKEN
+        if self.at_end:
+            quiet = self.quiet_since
+            if quiet is not None and time.monotonic() - quiet >= FINGERPRINT_QUIET:
+                return NOT_TAKEN  # `_check_fingerprint` first, in the task
+            self.quiet_since = None  # as `_quiet_ended` has it
+        push = self.push
+        assert push is not None
+        self._deliver(data)
+        self.unyielded = 0  # handed over now: nothing is held back from other tasks
+        try:
+            while self.out:
+                back = push(self.out.popleft())
+                if back is not None:
+                    self.out.appendleft(cast("SourceItem", back))  # the consumer's task gives it in its place
+                    return TAKEN_WAKE
+        except Exception as exc:  # raised by the consumer's task, as its own handling's error would be
+            self.failed = exc
+            return TAKEN_WAKE
+        return TAKEN
 
     def _backoff(self) -> float:
         """The pause before the next start of a reader that failed `failing` times in a row: doubled per

@@ -1,0 +1,248 @@
+"""Tests for `Pushes` in watchdog.follow.sources.local: the files one inotify read says changed are read in one
+pass of the event loop and their items handed to `push`, with no wake-up of the followers' tasks; what `push`
+gives back, and what needs a task, still comes through the iteration, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from watchdog.follow.sources import inotify as inotify_module
+from watchdog.follow.sources.base import CaughtUp, Chunk, FileRestarted, Pushes, SourceItem
+from watchdog.follow.sources.inotify import Watcher
+from watchdog.follow.sources.local import LocalSource
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(Watcher.get() is None, reason="needs Linux inotify"),
+]
+
+SLOW_POLL = 30.0  # no safety poll within a test: every look is one inotify asked for
+
+
+class _Log:
+    """What a follow delivered, in order, and by which way: pushed (and by which task: None, the loop's pass) or
+    through the iteration."""
+
+    def __init__(self, take: Callable[[SourceItem], bool]) -> None:
+        self.items: list[tuple[str, SourceItem]] = []
+        self.pushed_in: list[asyncio.Task[object] | None] = []
+        self._take = take
+        self.changed = anyio.Event()
+
+    def push(self, item: SourceItem) -> object:
+        self.pushed_in.append(asyncio.current_task())
+        if not self._take(item):
+            return item
+        self.items.append(("pushed", item))
+        self._changed()
+        return None
+
+    def iterated(self, item: SourceItem) -> None:
+        self.items.append(("iterated", item))
+        self._changed()
+
+    def _changed(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def until(self, done: Callable[[], bool], within: float = 5.0) -> None:
+        with anyio.fail_after(within):
+            while not done():
+                await self.changed.wait()
+
+
+def _live_read(item: SourceItem) -> bool:
+    return isinstance(item, Chunk) and item.caught_up
+
+
+async def _follow(source: LocalSource, log: _Log, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async with source.open_follow() as items:
+        assert isinstance(items, Pushes)
+        items.merge = True  # type: ignore[attr-defined]  # `Merges`, which `Pushes` goes with
+        items.push = log.push
+        task_status.started()
+        async for item in items:
+            log.iterated(item)
+
+
+def _bytes(items: list[tuple[str, SourceItem]]) -> bytes:
+    return b"".join(item.data for _, item in items if isinstance(item, Chunk))
+
+
+async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_task_woken(
+    tmp_path: Path,
+) -> None:
+    """Many followed files appended at once: their reads are pushed from the inotify watcher's callback in the
+    event loop (no follower's task runs for them), in at most two passes (the first append's read, then one for
+    all the others), each file's bytes whole and at its offset."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
+    logs = []
+    passes: list[int] = []
+    real = inotify_module._set_all
+
+    def counted(waiters: list[inotify_module._Waiter]) -> None:
+        passes.append(len(waiters))
+        real(waiters)
+
+    for f in files:  # all there before the first watch: no event of theirs comes late
+        f.write_bytes(b"started\n")
+    async with anyio.create_task_group() as tg:
+        for f in files:
+            log = _Log(_live_read)
+            logs.append(log)
+            await tg.start(_follow, LocalSource(f, poll_interval=SLOW_POLL), log)
+            await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
+        await anyio.wait_all_tasks_blocked()
+        assert all(str(f) in watcher._waiting for f in files)
+        inotify_module._set_all = counted  # type: ignore[assignment]
+        try:
+            with watcher._lock:  # the reading thread takes what changed once every file has
+                for f in files:
+                    with f.open("ab") as out:
+                        out.write(b"serving 1\nserving 2\n")
+            for log in logs:
+                await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
+        finally:
+            inotify_module._set_all = real
+        tg.cancel_scope.cancel()
+    for log in logs:
+        assert log.items[1] == ("pushed", Chunk(8, b"serving 1\nserving 2\n"))
+        assert log.pushed_in[1] is None  # in the loop's callback, not a task
+    assert sum(passes) == len(files)
+    assert len(passes) <= 2
+
+
+async def test_a_pushed_follow_gets_every_byte_in_order_across_rotation_and_truncation(
+    tmp_path: Path,
+) -> None:
+    """Live reads go to `push`; the rest of a rotated file and the restarts come through the iteration, between them
+    in the order they happened: each file's bytes whole, in order, once."""
+    path = tmp_path / "x.log"
+    path.write_bytes(b"old 0\n")
+    log = _Log(_live_read)
+    async with anyio.create_task_group() as tg:
+        await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
+        await log.until(lambda: len(log.items) == 1)
+        for i in range(1, 4):
+            with path.open("ab") as out:
+                out.write(b"old %d\n" % i)
+            await log.until(lambda: _bytes(log.items).endswith(b"old %d\n" % i))  # noqa: B023
+        assert [way for way, _ in log.items] == ["pushed"] * 4
+        path.rename(tmp_path / "x.log.1")
+        with (tmp_path / "x.log.1").open("ab") as old:
+            old.write(b"old 4\n")
+        path.write_bytes(b"new 0\n")
+        await log.until(lambda: _bytes(log.items).endswith(b"new 0\n"))
+        with path.open("ab") as out:
+            out.write(b"new 1\n")
+        await log.until(lambda: _bytes(log.items).endswith(b"new 1\n"))
+        with path.open("r+b") as out:  # copytruncate
+            out.truncate(0)
+            out.write(b"cut 0\n")
+        await log.until(lambda: _bytes(log.items).endswith(b"cut 0\n"))
+        with path.open("ab") as out:
+            out.write(b"cut 1\n")
+        await log.until(lambda: _bytes(log.items).endswith(b"cut 1\n"))
+        tg.cancel_scope.cancel()
+    files: list[list[Chunk]] = [[]]
+    restarts = []
+    for _, item in log.items:
+        if isinstance(item, FileRestarted):
+            restarts.append(item.reason)
+            files.append([])
+        elif isinstance(item, Chunk):
+            files[-1].append(item)
+        else:
+            assert isinstance(item, CaughtUp)
+    assert restarts == ["rotated", "truncated"]
+    expected = [b"old 0\nold 1\nold 2\nold 3\nold 4\n", b"new 0\nnew 1\n", b"cut 0\ncut 1\n"]
+    for chunks, data in zip(files, expected, strict=True):
+        assert b"".join(c.data for c in chunks) == data
+        assert [c.offset for c in chunks] == [
+            sum(len(c.data) for c in chunks[:k]) for k in range(len(chunks))
+        ]
+    assert ("pushed", Chunk(6, b"new 1\n")) in log.items
+
+
+async def test_an_item_push_gives_back_comes_through_the_iteration_and_the_reads_go_on(
+    tmp_path: Path,
+) -> None:
+    """What `push` does not take wholly (here: every other live read) is what the iteration gives next, in its
+    place; the follow then waits on, and the next change is pushed again."""
+    path = tmp_path / "x.log"
+    path.write_bytes(b"0\n")
+    taken = [False]
+
+    def every_other(item: SourceItem) -> bool:
+        taken[0] = not taken[0]
+        return _live_read(item) and taken[0]
+
+    log = _Log(every_other)
+    async with anyio.create_task_group() as tg:
+        await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
+        await log.until(lambda: len(log.items) == 1)
+        for i in range(1, 5):
+            with path.open("ab") as out:
+                out.write(b"%d\n" % i)
+            await log.until(lambda: _bytes(log.items).endswith(b"%d\n" % i))  # noqa: B023
+        tg.cancel_scope.cancel()
+    assert _bytes(log.items) == b"0\n1\n2\n3\n4\n"
+    assert [way for way, _ in log.items] == ["pushed", "iterated", "pushed", "iterated", "pushed"]
+
+
+async def test_an_error_in_push_is_raised_by_the_iteration(tmp_path: Path) -> None:
+    """An error `push` raises (out of the follower's task) is raised by the follower's iteration, as an error of
+    its own handling would be."""
+    path = tmp_path / "x.log"
+    path.write_bytes(b"0\n")
+
+    def fails(item: SourceItem) -> object:
+        raise ValueError("the analyzer failed")
+
+    async with LocalSource(path, poll_interval=SLOW_POLL).open_follow() as items:
+        items.merge = True  # type: ignore[attr-defined]
+        assert isinstance(await anext(items), Chunk)
+        items.push = fails  # type: ignore[attr-defined]
+
+        async def append() -> None:
+            await anyio.wait_all_tasks_blocked()
+            with path.open("ab") as out:
+                out.write(b"1\n")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(append)
+            with anyio.fail_after(5), pytest.raises(ValueError, match="analyzer failed"):
+                await anext(items)
+
+
+async def test_a_pushed_read_puts_the_safety_poll_off_as_a_new_wait_would(tmp_path: Path) -> None:
+    """A wait taken up again after a pushed read keeps its future, and its safety poll counts from that read (not
+    from when the task began to wait): a growing log is not looked at again by its task while inotify serves it."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    path = tmp_path / "x.log"
+    path.write_bytes(b"0\n")
+    log = _Log(_live_read)
+    loop = asyncio.get_running_loop()
+    async with anyio.create_task_group() as tg:
+        await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
+        await log.until(lambda: len(log.items) == 1)
+        await anyio.wait_all_tasks_blocked()
+        ((_, future, _),) = watcher._waiting[str(path)]
+        assert watcher._polls[loop][future] < loop.time() + SLOW_POLL
+        written = loop.time()
+        with path.open("ab") as out:
+            out.write(b"1\n")
+        await log.until(lambda: len(log.items) == 2)
+        assert log.items[1][0] == "pushed"
+        ((_, again, _),) = watcher._waiting[str(path)]
+        assert again is future
+        assert watcher._polls[loop][future] >= written + SLOW_POLL
+        tg.cancel_scope.cancel()

@@ -1,0 +1,198 @@
+"""Tests for `Pushes` in watchdog.follow.sources.ssh, against a real OpenSSH sshd: a live read of a remote log is
+handed to `push` in the callback that brings the connection's data (with the host's other logs'), with no wake-up
+of the follower's task; what needs the task (a rotation, an item `push` gives back, an error) comes through the
+iteration, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from sshd_server import SSHDServer
+
+from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileRestarted, Pushes, SourceItem
+from watchdog.follow.sources.ssh import SSHSource
+from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
+
+pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
+
+FAST = 0.05
+
+
+@pytest.fixture
+async def pool(ssh_options: SSHOptions, anyio_backend: str) -> Any:
+    """A connection pool to the test sshd, closed after the test."""
+    async with SSHPool(ssh_options) as pool:
+        yield pool
+
+
+class _Log:
+    """What a follow delivered, in order, and by which way: pushed (and in which task: None, a callback) or
+    through the iteration."""
+
+    def __init__(self, take: Callable[[SourceItem], bool]) -> None:
+        self.items: list[tuple[str, SourceItem]] = []
+        self.pushed_in: list[asyncio.Task[object] | None] = []
+        self._take = take
+        self.changed = anyio.Event()
+
+    def push(self, item: SourceItem) -> object:
+        if not self._take(item):
+            return item
+        self.pushed_in.append(asyncio.current_task())
+        self.items.append(("pushed", item))
+        self._changed()
+        return None
+
+    def iterated(self, item: SourceItem) -> None:
+        self.items.append(("iterated", item))
+        self._changed()
+
+    def _changed(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    def data(self) -> bytes:
+        return b"".join(item.data for _, item in self.items if isinstance(item, Chunk))
+
+    async def until(self, done: Callable[[], bool], within: float = 10.0) -> None:
+        with anyio.fail_after(within):
+            while not done():
+                await self.changed.wait()
+
+
+def _live_read(item: SourceItem) -> bool:
+    return isinstance(item, Chunk) and item.caught_up
+
+
+def _source(pool: SSHPool, sshd: SSHDServer, path: Path) -> SSHSource:
+    return SSHSource(
+        pool, sshd.host, str(path), port=sshd.port, user=sshd.user, poll_interval=FAST, stat_interval=FAST
+    )
+
+
+async def _follow(source: SSHSource, log: _Log, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async with source.open_follow() as items:
+        assert isinstance(items, Pushes)
+        items.merge = True  # type: ignore[attr-defined]  # `Merges`, which `Pushes` goes with
+        items.push = log.push
+        task_status.started()
+        async for item in items:
+            if not isinstance(item, Connected | CaughtUp):
+                log.iterated(item)
+
+
+async def test_live_reads_of_a_host_s_logs_are_pushed_outside_their_tasks(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path
+) -> None:
+    """Logs of one host appended after they were read: each append is pushed whole and at its offset, from the
+    connection's callback (no follower's task runs for it), once the log has been read to its end; every byte
+    arrives once, in order."""
+    paths = [tmp_path / f"l{i}.log" for i in range(4)]
+    logs = []
+    async with anyio.create_task_group() as tg:
+        for path in paths:
+            path.write_bytes(b"started\n")
+            log = _Log(_live_read)
+            logs.append(log)
+            await tg.start(_follow, _source(pool, sshd, path), log)
+        for log in logs:
+            await log.until(lambda log=log: log.data() == b"started\n")  # type: ignore[misc]
+        for round_ in range(3):
+            for path in paths:
+                with path.open("ab") as out:
+                    out.write(b"serving %d\n" % round_)
+            for log in logs:
+                await log.until(lambda log=log, r=round_: log.data().endswith(b"serving %d\n" % r))  # type: ignore[misc]
+        tg.cancel_scope.cancel()
+    for log in logs:
+        assert log.data() == b"started\nserving 0\nserving 1\nserving 2\n"
+        chunks = [item for _, item in log.items if isinstance(item, Chunk)]
+        assert [c.offset for c in chunks] == [
+            sum(len(c.data) for c in chunks[:k]) for k in range(len(chunks))
+        ]
+        # (a live read that comes while a status line of the reader's waits for the task goes through the task)
+        assert "pushed" in [way for way, _ in log.items[1:]]
+        assert set(log.pushed_in) == {None}
+
+
+async def test_a_pushed_remote_follow_gets_every_byte_in_order_across_rotation(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path
+) -> None:
+    """A rotation while live reads are pushed: the old file's rest, the restart and the new file come in the order
+    they happened, each file's bytes whole, in order, once."""
+    path = tmp_path / "rot.log"
+    path.write_bytes(b"old 0\n")
+    log = _Log(_live_read)
+    async with anyio.create_task_group() as tg:
+        await tg.start(_follow, _source(pool, sshd, path), log)
+        await log.until(lambda: log.data() == b"old 0\n")
+        with path.open("ab") as out:
+            out.write(b"old 1\n")
+        await log.until(lambda: log.data().endswith(b"old 1\n"))
+        path.rename(tmp_path / "rot.log.1")
+        with (tmp_path / "rot.log.1").open("ab") as old:
+            old.write(b"old 2\n")
+        path.write_bytes(b"new 0\n")
+        await log.until(lambda: log.data().endswith(b"new 0\n"))
+        with path.open("ab") as out:
+            out.write(b"new 1\n")
+        await log.until(lambda: log.data().endswith(b"new 1\n"))
+        tg.cancel_scope.cancel()
+    files: list[list[Chunk]] = [[]]
+    for _, item in log.items:
+        if isinstance(item, FileRestarted):
+            assert item.reason == "rotated"
+            files.append([])
+        else:
+            assert isinstance(item, Chunk), item
+            files[-1].append(item)
+    assert [b"".join(c.data for c in chunks) for chunks in files] == [
+        b"old 0\nold 1\nold 2\n",
+        b"new 0\nnew 1\n",
+    ]
+    for chunks in files:
+        assert [c.offset for c in chunks] == [
+            sum(len(c.data) for c in chunks[:k]) for k in range(len(chunks))
+        ]
+    assert ("pushed", Chunk(6, b"new 1\n")) in log.items
+
+
+async def test_what_push_gives_back_or_raises_comes_through_the_iteration(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path
+) -> None:
+    """An item `push` does not take wholly is what the iteration gives next, in its place; an error it raises (out
+    of the follower's task) is raised by the iteration."""
+    path = tmp_path / "x.log"
+    path.write_bytes(b"0\n")
+    calls: list[SourceItem] = []
+    armed = False
+
+    def push(item: SourceItem) -> object:
+        if armed:
+            calls.append(item)
+            if len(calls) == 2:
+                raise ValueError("the analyzer failed")
+        return item
+
+    async with _source(pool, sshd, path).open_follow() as items:
+        items.merge = True  # type: ignore[attr-defined]
+        items.push = push  # type: ignore[attr-defined]
+        with anyio.fail_after(10):
+            while not (isinstance(item := await anext(items), Chunk) and item.caught_up):
+                pass
+            armed = True
+            with path.open("ab") as out:
+                out.write(b"1\n")
+            while not isinstance(item := await anext(items), Chunk):
+                pass
+            assert item == Chunk(2, b"1\n")
+            assert calls == [item]
+            with path.open("ab") as out:
+                out.write(b"2\n")
+            with pytest.raises(ValueError, match="analyzer failed"):
+                await anext(items)
