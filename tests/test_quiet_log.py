@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import pytest
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.anyio
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 # an excerpt whose traceback is cut before its exception: a crash only once the log stays quiet
 CUT = CORPUS / "vllm" / "vllm-v1-2025-torch-compile-backend-frames-only-traceback-cut-14121.log"
+T = TypeVar("T")
 GRACE = 600.0  # far longer than any deadline below: a verdict within one counted the file's quiet
 
 
@@ -40,6 +42,20 @@ def _read(quiet_for: float) -> Analyzer:
     analyzer.feed(CUT.read_bytes(), 100.0)
     analyzer.caught_up(100.0, quiet_for=quiet_for)
     return analyzer
+
+
+async def _concluded(follower: LaunchFollower, then: Callable[[], T]) -> tuple[Concluded, T]:
+    """Run `follower` until it concludes (within 30 s); its conclusion and what `then` says at that moment."""
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with follower.updates:
+                async for update in follower.updates:
+                    if isinstance(update, Concluded):
+                        break
+            said = then()
+            tg.cancel_scope.cancel()
+    return update, said
 
 
 def test_a_quiet_longer_than_the_grace_makes_the_pending_error_a_crash_at_once() -> None:
@@ -83,15 +99,7 @@ async def test_a_launch_that_died_before_the_follower_started_is_said_crashed_wi
     ago = time.time() - GRACE
     os.utime(log, (ago, ago))
     spec = LaunchSpec(name="t", target=parse_target(str(log)), crash_grace=GRACE)
-    follower = LaunchFollower(spec, source=LocalSource(log))
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(follower.run)
-            with follower.updates:
-                async for update in follower.updates:
-                    if isinstance(update, Concluded):
-                        break
-            tg.cancel_scope.cancel()
+    update, _ = await _concluded(LaunchFollower(spec, source=LocalSource(log)), lambda: None)
     assert update.state == State.CRASHED
     assert update.verdict.error is not None
     assert "traceback cut before its exception" in update.verdict.error.summary
@@ -120,16 +128,7 @@ async def test_a_log_over_ssh_tells_its_age_from_the_host(
     assert isinstance(source, Aged)
     assert source.unmodified_for() is None  # nothing read yet
     spec = LaunchSpec(name="t", target=parse_target(f"{sshd.host}:{log}"), crash_grace=GRACE)
-    follower = LaunchFollower(spec, source=source)
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(follower.run)
-            with follower.updates:
-                async for update in follower.updates:
-                    if isinstance(update, Concluded):
-                        break
-            age = source.unmodified_for()
-            tg.cancel_scope.cancel()
+    update, age = await _concluded(LaunchFollower(spec, source=source), source.unmodified_for)
     assert update.state == State.CRASHED
     assert age is not None
     assert GRACE - 2.0 <= age <= GRACE + 60.0

@@ -5,11 +5,11 @@ gives back, and what needs a task, still comes through the iteration, in order."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
+from pushlog import PushLog, live_read
 
 from watchdog.follow.sources import inotify as inotify_module
 from watchdog.follow.sources.base import CaughtUp, Chunk, FileRestarted, Pushes, SourceItem
@@ -24,43 +24,7 @@ pytestmark = [
 SLOW_POLL = 30.0  # no safety poll within a test: every look is one inotify asked for
 
 
-class _Log:
-    """What a follow delivered, in order, and by which way: pushed (and by which task: None, the loop's pass) or
-    through the iteration."""
-
-    def __init__(self, take: Callable[[SourceItem], bool]) -> None:
-        self.items: list[tuple[str, SourceItem]] = []
-        self.pushed_in: list[asyncio.Task[object] | None] = []
-        self._take = take
-        self.changed = anyio.Event()
-
-    def push(self, item: SourceItem) -> object:
-        self.pushed_in.append(asyncio.current_task())
-        if not self._take(item):
-            return item
-        self.items.append(("pushed", item))
-        self._changed()
-        return None
-
-    def iterated(self, item: SourceItem) -> None:
-        self.items.append(("iterated", item))
-        self._changed()
-
-    def _changed(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def until(self, done: Callable[[], bool], within: float = 5.0) -> None:
-        with anyio.fail_after(within):
-            while not done():
-                await self.changed.wait()
-
-
-def _live_read(item: SourceItem) -> bool:
-    return isinstance(item, Chunk) and item.caught_up
-
-
-async def _follow(source: LocalSource, log: _Log, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+async def _follow(source: LocalSource, log: PushLog, *, task_status: anyio.abc.TaskStatus[None]) -> None:
     async with source.open_follow() as items:
         assert isinstance(items, Pushes)
         items.merge = True  # type: ignore[attr-defined]  # `Merges`, which `Pushes` goes with
@@ -68,10 +32,6 @@ async def _follow(source: LocalSource, log: _Log, *, task_status: anyio.abc.Task
         task_status.started()
         async for item in items:
             log.iterated(item)
-
-
-def _bytes(items: list[tuple[str, SourceItem]]) -> bytes:
-    return b"".join(item.data for _, item in items if isinstance(item, Chunk))
 
 
 async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_task_woken(
@@ -95,7 +55,7 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
         f.write_bytes(b"started\n")
     async with anyio.create_task_group() as tg:
         for f in files:
-            log = _Log(_live_read)
+            log = PushLog(live_read)
             logs.append(log)
             await tg.start(_follow, LocalSource(f, poll_interval=SLOW_POLL), log)
             await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
@@ -114,7 +74,7 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
         tg.cancel_scope.cancel()
     for log in logs:
         assert log.items[1] == ("pushed", Chunk(8, b"serving 1\nserving 2\n"))
-        assert log.pushed_in[1] is None  # in the loop's callback, not a task
+        assert log.calls_in[1] is None  # in the loop's callback, not a task
     assert sum(passes) == len(files)
     assert len(passes) <= 2
 
@@ -126,30 +86,30 @@ async def test_a_pushed_follow_gets_every_byte_in_order_across_rotation_and_trun
     in the order they happened: each file's bytes whole, in order, once."""
     path = tmp_path / "x.log"
     path.write_bytes(b"old 0\n")
-    log = _Log(_live_read)
+    log = PushLog(live_read)
     async with anyio.create_task_group() as tg:
         await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
         await log.until(lambda: len(log.items) == 1)
         for i in range(1, 4):
             with path.open("ab") as out:
                 out.write(b"old %d\n" % i)
-            await log.until(lambda: _bytes(log.items).endswith(b"old %d\n" % i))  # noqa: B023
+            await log.until(lambda: log.data().endswith(b"old %d\n" % i))  # noqa: B023
         assert [way for way, _ in log.items] == ["pushed"] * 4
         path.rename(tmp_path / "x.log.1")
         with (tmp_path / "x.log.1").open("ab") as old:
             old.write(b"old 4\n")
         path.write_bytes(b"new 0\n")
-        await log.until(lambda: _bytes(log.items).endswith(b"new 0\n"))
+        await log.until(lambda: log.data().endswith(b"new 0\n"))
         with path.open("ab") as out:
             out.write(b"new 1\n")
-        await log.until(lambda: _bytes(log.items).endswith(b"new 1\n"))
+        await log.until(lambda: log.data().endswith(b"new 1\n"))
         with path.open("r+b") as out:  # copytruncate
             out.truncate(0)
             out.write(b"cut 0\n")
-        await log.until(lambda: _bytes(log.items).endswith(b"cut 0\n"))
+        await log.until(lambda: log.data().endswith(b"cut 0\n"))
         with path.open("ab") as out:
             out.write(b"cut 1\n")
-        await log.until(lambda: _bytes(log.items).endswith(b"cut 1\n"))
+        await log.until(lambda: log.data().endswith(b"cut 1\n"))
         tg.cancel_scope.cancel()
     files: list[list[Chunk]] = [[]]
     restarts = []
@@ -182,18 +142,18 @@ async def test_an_item_push_gives_back_comes_through_the_iteration_and_the_reads
 
     def every_other(item: SourceItem) -> bool:
         taken[0] = not taken[0]
-        return _live_read(item) and taken[0]
+        return live_read(item) and taken[0]
 
-    log = _Log(every_other)
+    log = PushLog(every_other)
     async with anyio.create_task_group() as tg:
         await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
         await log.until(lambda: len(log.items) == 1)
         for i in range(1, 5):
             with path.open("ab") as out:
                 out.write(b"%d\n" % i)
-            await log.until(lambda: _bytes(log.items).endswith(b"%d\n" % i))  # noqa: B023
+            await log.until(lambda: log.data().endswith(b"%d\n" % i))  # noqa: B023
         tg.cancel_scope.cancel()
-    assert _bytes(log.items) == b"0\n1\n2\n3\n4\n"
+    assert log.data() == b"0\n1\n2\n3\n4\n"
     assert [way for way, _ in log.items] == ["pushed", "iterated", "pushed", "iterated", "pushed"]
 
 
@@ -229,7 +189,7 @@ async def test_a_pushed_read_puts_the_safety_poll_off_as_a_new_wait_would(tmp_pa
     assert watcher is not None
     path = tmp_path / "x.log"
     path.write_bytes(b"0\n")
-    log = _Log(_live_read)
+    log = PushLog(live_read)
     loop = asyncio.get_running_loop()
     async with anyio.create_task_group() as tg:
         await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)

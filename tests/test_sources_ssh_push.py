@@ -5,13 +5,12 @@ iteration, in order."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from pushlog import PushLog, live_read
 from sshd_server import SSHDServer
 
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileRestarted, Pushes, SourceItem
@@ -30,52 +29,13 @@ async def pool(ssh_options: SSHOptions, anyio_backend: str) -> Any:
         yield pool
 
 
-class _Log:
-    """What a follow delivered, in order, and by which way: pushed (and in which task: None, a callback) or
-    through the iteration."""
-
-    def __init__(self, take: Callable[[SourceItem], bool]) -> None:
-        self.items: list[tuple[str, SourceItem]] = []
-        self.pushed_in: list[asyncio.Task[object] | None] = []
-        self._take = take
-        self.changed = anyio.Event()
-
-    def push(self, item: SourceItem) -> object:
-        if not self._take(item):
-            return item
-        self.pushed_in.append(asyncio.current_task())
-        self.items.append(("pushed", item))
-        self._changed()
-        return None
-
-    def iterated(self, item: SourceItem) -> None:
-        self.items.append(("iterated", item))
-        self._changed()
-
-    def _changed(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    def data(self) -> bytes:
-        return b"".join(item.data for _, item in self.items if isinstance(item, Chunk))
-
-    async def until(self, done: Callable[[], bool], within: float = 10.0) -> None:
-        with anyio.fail_after(within):
-            while not done():
-                await self.changed.wait()
-
-
-def _live_read(item: SourceItem) -> bool:
-    return isinstance(item, Chunk) and item.caught_up
-
-
 def _source(pool: SSHPool, sshd: SSHDServer, path: Path) -> SSHSource:
     return SSHSource(
         pool, sshd.host, str(path), port=sshd.port, user=sshd.user, poll_interval=FAST, stat_interval=FAST
     )
 
 
-async def _follow(source: SSHSource, log: _Log, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+async def _follow(source: SSHSource, log: PushLog, *, task_status: anyio.abc.TaskStatus[None]) -> None:
     async with source.open_follow() as items:
         assert isinstance(items, Pushes)
         items.merge = True  # type: ignore[attr-defined]  # `Merges`, which `Pushes` goes with
@@ -86,7 +46,7 @@ async def _follow(source: SSHSource, log: _Log, *, task_status: anyio.abc.TaskSt
                 log.iterated(item)
 
 
-async def test_live_reads_of_a_host_s_logs_are_pushed_outside_their_tasks(
+async def testlive_reads_of_a_host_s_logs_are_pushed_outside_their_tasks(
     sshd: SSHDServer, pool: SSHPool, tmp_path: Path
 ) -> None:
     """Logs of one host appended after they were read: each append is pushed whole and at its offset, from the
@@ -97,7 +57,7 @@ async def test_live_reads_of_a_host_s_logs_are_pushed_outside_their_tasks(
     async with anyio.create_task_group() as tg:
         for path in paths:
             path.write_bytes(b"started\n")
-            log = _Log(_live_read)
+            log = PushLog(live_read)
             logs.append(log)
             await tg.start(_follow, _source(pool, sshd, path), log)
         for log in logs:
@@ -117,7 +77,7 @@ async def test_live_reads_of_a_host_s_logs_are_pushed_outside_their_tasks(
         ]
         # (a live read that comes while a status line of the reader's waits for the task goes through the task)
         assert "pushed" in [way for way, _ in log.items[1:]]
-        assert set(log.pushed_in) == {None}
+        assert set(log.taken_in) == {None}
 
 
 async def test_a_pushed_remote_follow_gets_every_byte_in_order_across_rotation(
@@ -127,7 +87,7 @@ async def test_a_pushed_remote_follow_gets_every_byte_in_order_across_rotation(
     they happened, each file's bytes whole, in order, once."""
     path = tmp_path / "rot.log"
     path.write_bytes(b"old 0\n")
-    log = _Log(_live_read)
+    log = PushLog(live_read)
     async with anyio.create_task_group() as tg:
         await tg.start(_follow, _source(pool, sshd, path), log)
         await log.until(lambda: log.data() == b"old 0\n")
