@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import anyio
-import asyncssh
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup, TaskStatus
 
 from watchdog.exceptions import ConnectionLost, TLSError, UsageError
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
 from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.httpclient import create_session, tls_problem
 

@@ -7,9 +7,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Literal
 
-import asyncssh
-
 from watchdog.clock import wake_up
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
 
 # Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
 # stops the remote tail, so a slow consumer never makes this process buffer a whole log.

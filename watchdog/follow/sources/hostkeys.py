@@ -6,7 +6,7 @@ import os
 import shlex
 from collections.abc import Sequence
 
-import asyncssh
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
 
 _DEFAULT_PORT = 22
 

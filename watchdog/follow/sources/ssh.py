@@ -11,11 +11,11 @@ from typing import cast
 
 import anyio
 import anyio.lowlevel
-import asyncssh
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from watchdog.backoff import FULL_JITTER, backoff, wait_backoff
 from watchdog.exceptions import ChannelRefused, ConnectionLost, ReaderProtocolError, TargetError, UsageError
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
 from watchdog.follow.sources.base import (
     UNYIELDED_BYTES,
     CaughtUp,

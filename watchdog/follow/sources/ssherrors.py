@@ -29,8 +29,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-import asyncssh
-
 from watchdog.exceptions import (
     AuthError,
     ChannelRefused,
@@ -39,6 +37,7 @@ from watchdog.exceptions import (
     SSHConfigError,
     WatchdogError,
 )
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
 
 Step = Literal["identity", "connect", "session", "run", "forward"]
 

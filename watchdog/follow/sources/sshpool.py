@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
-import asyncssh
 import structlog
 
 from watchdog.backoff import backoff
 from watchdog.exceptions import ChannelRefused, ConnectionLost
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
 from watchdog.follow.sources.hostkeys import HostKeyCheck
 from watchdog.follow.sources.keepalive import lazy_keepalive
 from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
