@@ -5,22 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from publiccases import CORPUS
+from publiccases import error as _error
+from publiccases import verdict as _verdict
+
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.lifecycle import State
 from watchdog.follow.replay import replay_path
 from watchdog.profiles.loader import load_engine
-
-CORPUS = Path(__file__).parent / "fixtures" / "corpus"
-
-
-def _verdict(engine: str, name: str) -> dict[str, object]:
-    return replay_path(CORPUS / engine / f"{name}.log")[1].to_json()
-
-
-def _error(out: dict[str, object]) -> dict[str, object]:
-    error = out["error"]
-    assert isinstance(error, dict)
-    return error
 
 
 def test_go_runtime_fatal_error_is_the_runners_death_while_loading() -> None:

@@ -3,18 +3,12 @@ eighth round), each pinned on the real log of that class (tests/fixtures/corpus)
 
 from __future__ import annotations
 
-from pathlib import Path
+from publiccases import CORPUS
+from publiccases import verdict as _verdict
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.lifecycle import State
-from watchdog.follow.replay import replay_path
 from watchdog.profiles.loader import load_engine
-
-CORPUS = Path(__file__).parent / "fixtures" / "corpus"
-
-
-def _verdict(engine: str, name: str) -> dict[str, object]:
-    return replay_path(CORPUS / engine / f"{name}.log")[1].to_json()
 
 
 def test_tgi_json_record_inside_the_routers_batch_span_is_a_serving_server() -> None:

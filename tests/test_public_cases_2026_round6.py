@@ -3,21 +3,8 @@ round), each pinned on the real log that showed it (tests/fixtures/corpus)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from watchdog.follow.replay import replay_path
-
-CORPUS = Path(__file__).parent / "fixtures" / "corpus"
-
-
-def _verdict(engine: str, name: str) -> dict[str, object]:
-    return replay_path(CORPUS / engine / f"{name}.log")[1].to_json()
-
-
-def _error(out: dict[str, object]) -> dict[str, object]:
-    error = out["error"]
-    assert isinstance(error, dict)
-    return error
+from publiccases import error as _error
+from publiccases import verdict as _verdict
 
 
 def test_sglang_capture_failed_exception_alone_names_the_capture() -> None:
