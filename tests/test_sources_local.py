@@ -656,3 +656,26 @@ async def test_a_growing_file_is_waited_for_with_one_request_object(tmp_path: Pa
             assert await read_to_caught_up(items, size + len(line), start=size) == line
             size += len(line)
     assert all(request is requests[0] for request in requests)
+
+
+@_INOTIFY
+async def test_a_batch_wait_cut_short_and_taken_up_again_does_not_start_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause that batches a busy file's reads is a deadline: a wait for the next item cancelled during it (a
+    caller's timeout) and taken up again sleeps only what is left. As a duration each retry slept it anew, and a
+    caller retrying more often than the pause never got the line (the CI failure of the one-request test)."""
+    monkeypatch.setattr(local_module, "BATCH_INTERVAL", 0.5)
+    log = tmp_path / "x.log"
+    log.write_bytes(b"0\n")
+    async with LocalSource(log, poll_interval=SLOW_POLL).open_follow() as items:
+        assert await read_to_caught_up(items, 2) == b"0\n"
+        append_now(log, b"1\n")  # the first wait after the start looks at once, and starts the batch's clock
+        assert await read_to_caught_up(items, 4, start=2) == b"1\n"
+        append_now(log, b"2\n")  # within the batch's 0.5 s: the follower pauses for what is left of it
+        got: list[SourceItem] = []
+        with anyio.fail_after(5):
+            while not got:
+                with anyio.move_on_after(0.05):  # ten times shorter than the pause
+                    got.append(await anext(items))
+    assert got == [Chunk(4, b"2\n")]

@@ -539,9 +539,10 @@ class LocalSource:
                     changed.since, changed.poll_after = seen, local_poll
                     yield changed
                     now = loop.time()
-                    rest = self._last_look + batch - now
-                    if rest > 0:
-                        yield _Request(anyio.sleep, (rest,), wait=True)
+                    until = self._last_look + batch
+                    if until > now:
+                        # a deadline, not a duration: a wait cancelled and taken up again does not start over
+                        yield _Request(anyio.sleep_until, (until,), wait=True)
                         now = loop.time()
                     self._last_look = now
                 else:
@@ -567,9 +568,9 @@ class LocalSource:
         changed.since, changed.poll_after = seen, max(self.poll_interval, safety)
         yield changed
         now = loop.time()
-        rest = self._last_look + min(self.poll_interval, BATCH_INTERVAL) - now
-        if rest > 0:
-            yield _Request(anyio.sleep, (rest,), wait=True)
+        until = self._last_look + min(self.poll_interval, BATCH_INTERVAL)
+        if until > now:
+            yield _Request(anyio.sleep_until, (until,), wait=True)  # a deadline, as in `_steps`
             now = loop.time()
         self._last_look = now
 
