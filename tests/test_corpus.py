@@ -87,6 +87,18 @@ KNOWN_GAPS: dict[str, str] = {
         "all('weight' in weights[i] ...)' with no frame; that it was raised by a weight loader at 99% of the load is "
         "only in the issue's prose, and reading 'weight' in an assert's text would be a match on one message"
     ),
+    # Issue 30, tenth round (helper i30-cases7, labelled before the first run):
+    "ollama-0.5.7-windows-pinned-host-malloc-then-cudamalloc-oom-two-lines-issue8964": (
+        "incomplete starting, label crashed loading_weights oom: the crop is two ggml-cuda lines, a pinned host "
+        "allocation that ggml falls back from and a cudaMalloc failure of ggml_backend_cuda_buffer_type_alloc_buffer, "
+        "which llama.cpp also retries (a compute buffer refit, llamacpp-compute-buffer-oom-retried-without-pp-pr26297); "
+        "that this one ended the load is only in the issue's prose"
+    ),
+    "vllm-0.8.4-ray-tp16-worker-abseil-sigsegv-nccl-proxy-fatal-python-error-issue17242": (
+        "killed, label nccl: the segfault's PC is in addProxyOpIfNeeded(), a static function of NCCL's enqueue.cc, "
+        "but Abseil's handler prints it without its library ('(unknown)'); reading NCCL's internal symbol names "
+        "would be a match on this one log's text"
+    ),
 }
 
 
