@@ -107,6 +107,11 @@ END_DECIDES = {
     # the same class in vLLM V1 (issue 30, fourth round): a 500, then the engine core process's traceback cut
     # before its exception line, nothing after
     "vllm-0.9-post-ready-500-then-engine-core-process-traceback-cut-19018",
+    # and a V1 worker's 'WorkerProc hit an exception.' after requests were answered, cut in its first frame
+    # (issue 30, tenth round): the worker reports the failure to its engine core and waits for the next call
+    # (v1/executor/multiproc_executor.py worker_busy_loop), so the engine core's fatal error, not in the crop,
+    # is the line that would say it died
+    "vllm-backport-2026-served-200s-then-workerproc-busy-loop-traceback-cut-issue18",
 }
 
 
