@@ -262,3 +262,27 @@ def test_frame_quotes_escaped_as_in_json_is_a_frame() -> None:
     ]
     [(_, tb)] = _assemble(lines)
     assert tb.exception == "torch.AcceleratorError: HIP error: invalid device pointer"
+
+
+def test_a_record_between_a_bare_header_and_its_first_frame_is_another_process() -> None:
+    """Python writes a traceback's header and frames as one block: a log record (a level, a time) right after a bare
+    header is another process's, and the frames that follow it are that traceback's, whole again (round 10's
+    TensorRT-LLM 6513 crop with a vLLM INFO record put after its header)."""
+    result = _assemble(
+        [
+            "Traceback (most recent call last):",
+            "INFO 12-02 10:00:01 [loader.py:12] Still waiting for rank 3.",
+            '  File "/usr/lib/python3.12/dist-packages/tensorrt_llm/executor/worker.py", line 753, in worker_main',
+            "    worker: GenerationExecutorWorker = worker_cls(",
+            "RuntimeError: boom",
+        ]
+    )
+    # the header alone is reported cut when the record comes, then the frames make it whole again: the same first
+    # line, which replaces the part reported cut
+    (cut_at, cut), (_, whole) = result
+    assert (cut_at, cut.line, cut.exception) == (2, 1, None)
+    assert whole.line == 1
+    assert whole.exception == "RuntimeError: boom"
+    assert whole.lines[0].startswith("Traceback")
+    assert any("worker_main" in line for line in whole.lines)
+    assert not any("Still waiting" in line for line in whole.lines)

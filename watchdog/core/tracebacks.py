@@ -190,6 +190,19 @@ class Assembler:
                 self._chain_next.discard(key)
             return False, done
         style = _style(rec)
+        if (
+            tb.body_style is None
+            and len(tb.lines) == 1
+            and (rec.at is not None or rec.level)
+            and tb.at is None
+            and not tb.header_level
+            and not rec.source
+        ):
+            # A log record (a time or a level) right after a bare header: Python writes the header and its frames
+            # as one block, so another process's record came between them (its frames may follow it).
+            self._interrupted[key] = (tb, line)
+            self._finish(key, done)
+            return False, done
         if tb.body_style is None and len(tb.lines) == 1:
             tb.body_style = style
         if tb.exc_index < 0:
