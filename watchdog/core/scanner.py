@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from watchdog.core.arguments import argument, parse_arguments, unclosed
@@ -99,8 +100,12 @@ class Scanner:
         """True while an open traceback's exception line (what it says went wrong) has not come yet."""
         return self.assembler.awaiting_exception
 
-    def scan(self, rec: Record, line_no: int, phase: State) -> list[Event]:
-        """The events of one record; `phase` names a bare progress bar ("@phase" rules)."""
+    def scan(
+        self, rec: Record, line_no: int, phase: State, candidates: Sequence[Rule] | None = None
+    ) -> list[Event]:
+        """The events of one record; `phase` names a bare progress bar ("@phase" rules). `candidates`: the rules,
+        in order, that the caller vouches are all those whose literal the content may hold (found in the line it
+        is of, in one pass with the caller's own); None: they are looked for here."""
         out: list[Event] = []
         content = rec.content
         if self._dump is not None:
@@ -118,7 +123,9 @@ class Scanner:
         panic_message, self._panic = self._panic, _PANIC_AT.match(content.strip()) is not None
         errors_before = len(out)
         matched_error = False
-        for rule in self._rules if self._candidates is None else self._candidates.of(content):
+        if candidates is None:
+            candidates = self._rules if self._candidates is None else self._candidates.of(content)
+        for rule in candidates:
             if rule.match not in content:
                 continue
             groups = rule.apply(content)
