@@ -72,6 +72,10 @@ _RULE_SETS = {
     "serving": _STARTUP_KINDS,
     "settled": _STARTUP_KINDS | {"served"},
 }
+# the states `_rules_wanted` compares, each looked up once (not a set of them: three names)
+_READY = State.READY
+_STALLED = State.STALLED
+_STOPPED = State.STOPPED
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
 _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
@@ -353,16 +357,19 @@ class Analyzer:
         # The rule set to read with (_RULE_SETS): ready from an early line is not settled yet (the ready line that
         # confirms it must still be read); ready with an error pending reads the lines that show it serving.
         inc = self.lifecycle.current
-        state = inc.state  # the lifecycle's (asked once a line)
-        if state == State.STALLED and inc.serving.hung:
+        state = (
+            inc.state
+        )  # the lifecycle's (asked once a line: the states compared are module constants, as an
+        # enum's member looked up on its class costs a lookup through its metaclass each time)
+        if state is _STALLED and inc.serving.hung:
             # a ready server that hangs: its serving lines, not startup markers, can end the stall
             return "settled"
-        if state not in SETTLED_STATES or (state == State.READY and inc.ready_unconfirmed is not None):
+        if state not in SETTLED_STATES or (state is _READY and inc.ready_unconfirmed is not None):
             return "startup"
-        if state == State.STOPPED and inc.phase != State.READY:
+        if state is _STOPPED and inc.phase is not _READY:
             # stopped before any ready line: a request answered as it drains still shows it had been serving
             return "startup"
-        return "serving" if state == State.READY and inc.pending_since is not None else "settled"
+        return "serving" if state is _READY and inc.pending_since is not None else "settled"
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)
