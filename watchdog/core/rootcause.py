@@ -189,8 +189,28 @@ def _innermost_step(text: str, profile: Profile) -> str:
     # the innermost frame of a startup step no engine survives (the engines call them from their process mains
     # with no handler around them) that the traceback passes through (a library's frames below it, torch's or a
     # kernel's, do not hide it)
-    frames = [m.group(0) for m in _FRAME.finditer(text)]
-    return next((f for f in reversed(frames) if any(p.search(f) for p in profile.steps)), "")
+    steps = profile.steps
+    # asked again with the same text at each error the root cause weighs: the answers kept per steps tuple (known
+    # by identity, kept beside its answers, as `categories` keeps its rules')
+    entry = _steps_memo.get(id(steps))
+    if entry is None or entry[0] is not steps:
+        if len(_steps_memo) >= _MEMO_RULES:
+            _steps_memo.clear()
+        entry = _steps_memo[id(steps)] = (steps, {})
+    answers = entry[1]
+    step = answers.get(text)
+    if step is None:
+        frames = [m.group(0) for m in _FRAME.finditer(text)]
+        step = next((f for f in reversed(frames) if any(p.search(f) for p in steps)), "")
+        if len(answers) >= _MEMO_TEXTS:
+            answers.clear()
+        answers[text] = step
+    return step
+
+
+_MEMO_RULES = 8  # steps tuples remembered (a daemon's engines and user profiles)
+_MEMO_TEXTS = 512  # tracebacks' texts remembered per steps tuple (a few kilobytes each)
+_steps_memo: dict[int, tuple[tuple[re.Pattern[str], ...], dict[str, str]]] = {}
 
 
 def _uncaught(tb: Traceback, profile: Profile) -> bool:
