@@ -38,6 +38,7 @@ _DUMP_LINES = 300  # lines an argument dump over many lines may take (TGI's Args
 # A Rust panic since Rust 1.73: "thread 'main' panicked at src/server.rs:51:21:" ends the line with its location,
 # and the panic's message is the next line (the Rust routers of SGLang and vLLM, TGI's launcher and router)
 _PANIC_AT = re.compile(r"^thread '[^']*' panicked at \S+:\d+:\d+:$")
+_PANICKED = "' panicked at "  # what every line `_PANIC_AT` matches holds
 
 
 class Scanner:
@@ -114,13 +115,18 @@ class Scanner:
             # a line neither indented nor closing a bracket is the log's next record, not the dump's: the dump
             # was cut short there (its arguments so far are kept), and this line is read as any other
             out += self._dump_end()
-        if any(r.match in content and r.apply(content) is not None for r in self.benign):
-            self.benign_lines += 1
-            return out
+        for r in self.benign:  # a loop, not `any` of a generator: asked of every line read whole
+            if r.match in content and r.apply(content) is not None:
+                self.benign_lines += 1
+                return out
         consumed, done = self.assembler.feed(rec, line_no)
         for tb in done:
             out += self._traceback(tb)
-        panic_message, self._panic = self._panic, _PANIC_AT.match(content.strip()) is not None
+        # the regex only where its words are (one look for them in C, not a match started at every line)
+        panic_message, self._panic = (
+            self._panic,
+            _PANICKED in content and _PANIC_AT.match(content.strip()) is not None,
+        )
         errors_before = len(out)
         matched_error = False
         if candidates is None:
