@@ -749,3 +749,24 @@ def test_a_traceback_s_frames_are_read_once_for_its_phase_and_its_step() -> None
     other = Profile("y", frames=(("capturing_graphs", re.compile(r"in run\b")),))
     assert phase_from_frames(text, other) == "capturing_graphs"
     assert _innermost_step(text, other) == ""
+
+
+def test_a_candidate_is_weighed_as_a_consequence_once_however_often_the_root_cause_is_chosen() -> None:
+    """Whether an error is the news of another part's end (the profile's [[consequence]]) is read once per error,
+    at however many later errors the root cause weighs it again; another profile reads it by its own rules."""
+    gone = _Counted(r"Connection reset by peer")
+    profile = Profile("x", consequences=(cast("re.Pattern[str]", gone),))
+    news = Candidate("RuntimeError: Connection reset by peer", 3, "TP1", "RuntimeError")
+    cause = Candidate(
+        "RuntimeError: CUDA error: an illegal memory access was encountered", 5, "TP0", "RuntimeError"
+    )
+    for _ in range(3):
+        error = root_cause([news, cause], {}, "ready", profile)
+        assert error is not None
+        assert error.summary.startswith("RuntimeError: CUDA error")
+    assert (
+        gone.read == 2 + 3
+    )  # each error once, and at each choice the copy made of the chosen one (its phase)
+    error = root_cause([news, cause], {}, "ready", Profile("y"))
+    assert error is not None
+    assert error.summary.startswith("RuntimeError: Connection reset")  # no consequence there: the first error

@@ -258,8 +258,21 @@ def _is_consequence(c: Candidate, profile: Profile) -> bool:
     # finds what never got built)
     # A traceback cut short in a request's handler (the log ends in it) is that request failing too: when the
     # engine died, its requests' reports follow the death.
+    # Asked of every candidate at each error the root cause weighs: the answer kept per candidate (frozen), by
+    # identity, the candidate and the profile kept beside it so that neither id can be another's
+    known = _consequences.get(id(c))
+    if known is not None and known[0] is c and known[1] is profile:
+        return known[2]
     cut_request = c.in_request and c.role == "wrapper" and c.kind == "traceback"
-    return any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile) or cut_request
+    answer = any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile) or cut_request
+    if len(_consequences) >= _MEMO_CANDIDATES:
+        _consequences.clear()
+    _consequences[id(c)] = (c, profile, answer)
+    return answer
+
+
+_MEMO_CANDIDATES = 1024  # candidates whose answer is kept (a crash loop's launches' errors)
+_consequences: dict[int, tuple[Candidate, Profile, bool]] = {}
 
 
 def _in_teardown(c: Candidate, profile: Profile) -> bool:
