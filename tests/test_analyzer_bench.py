@@ -42,3 +42,20 @@ def test_one_line_splits_each_write_into_its_lines_in_order() -> None:
             d for i, _, d in load if i == launch
         )
     assert [at for _, at, _ in split] == sorted(at for _, at, _ in split)
+
+
+def test_each_write_is_of_the_kind_of_lines_it_holds() -> None:
+    """`--by-kind` counts each write (whole or one line of it) as startup, serving or crash lines: those the writer
+    took it from."""
+    startup, serving, crash = analyzer_bench.daemon_bench._corpus()
+    _first, load = analyzer_bench.writes(3, 30.0, 1)
+    for writes in (load, analyzer_bench.one_line(load)):
+        kinds = analyzer_bench.kinds(writes)
+        assert set(kinds) == {"startup", "serving", "crash"}
+        for kind, (_, _, data) in zip(kinds, writes, strict=True):
+            source = {"startup": startup, "serving": serving, "crash": crash.splitlines(keepends=True)}[kind]
+            assert all(line in source for line in data.splitlines(keepends=True))
+    first, load = analyzer_bench.writes(2, 25.0, 3)
+    analyzer_bench.run(first, load, analyzer_bench.kinds(load))
+    assert set(analyzer_bench.KIND_SECONDS) == {"startup", "serving", "crash"}
+    assert all(seconds > 0 for seconds in analyzer_bench.KIND_SECONDS.values())

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
 from watchdog.core.categories import categorize, hint_for, phase_from_error, phase_from_frames
 from watchdog.core.envelope import parse
-from watchdog.core.rootcause import Candidate, Rank, from_traceback, rank, root_cause
+from watchdog.core.rootcause import Candidate, Rank, _innermost_step, from_traceback, rank, root_cause
 from watchdog.core.tracebacks import Assembler, Traceback
 from watchdog.profiles.loader import catalogue, load_profile
 from watchdog.profiles.model import Profile
@@ -709,3 +711,62 @@ def test_a_user_engine_without_hints_gets_the_common_ones() -> None:
     hint = hint_for("oom", _CUDA_OOM, "capturing_graphs", {"avail_mem_after_weights_gb": 3.5}, mine)
     assert hint.startswith("graph capture ran out of memory (3.5 GB free after weights)")
     assert _FLAG.findall(hint) == []
+
+
+class _Counted:
+    """A profile's regex that counts the texts it reads (a `re.Pattern` for what the profile asks of it)."""
+
+    def __init__(self, pattern: str) -> None:
+        self.regex, self.read = re.compile(pattern), 0
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        self.read += 1
+        return self.regex.finditer(text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        self.read += 1
+        return self.regex.search(text)
+
+
+def test_a_traceback_s_frames_are_read_once_for_its_phase_and_its_step() -> None:
+    """A traceback's text is read once by a profile's [[frame]] and [[step]] regexes, however often its phase and
+    startup step are asked (at its exception line, at its close, at each error the root cause weighs after it);
+    a profile with other regexes reads the same text with its own."""
+    text = (
+        '  File "a.py", line 1, in main\n  File "b.py", line 2, in load_model\n  File "c.py", line 3, in run'
+    )
+    frame, step = _Counted(r"in load_model\b"), _Counted(r"in load_model\b")
+    profile = Profile(
+        "x",
+        frames=(("loading_weights", cast("re.Pattern[str]", frame)),),
+        steps=(cast("re.Pattern[str]", step),),
+    )
+    for _ in range(3):
+        assert phase_from_frames(text, profile) == "loading_weights"
+        assert _innermost_step(text, profile) == 'File "b.py", line 2, in load_model'
+    assert frame.read == 1
+    assert step.read == 2  # the innermost frame, then the one it names, once each
+    other = Profile("y", frames=(("capturing_graphs", re.compile(r"in run\b")),))
+    assert phase_from_frames(text, other) == "capturing_graphs"
+    assert _innermost_step(text, other) == ""
+
+
+def test_a_candidate_is_weighed_as_a_consequence_once_however_often_the_root_cause_is_chosen() -> None:
+    """Whether an error is the news of another part's end (the profile's [[consequence]]) is read once per error,
+    at however many later errors the root cause weighs it again; another profile reads it by its own rules."""
+    gone = _Counted(r"Connection reset by peer")
+    profile = Profile("x", consequences=(cast("re.Pattern[str]", gone),))
+    news = Candidate("RuntimeError: Connection reset by peer", 3, "TP1", "RuntimeError")
+    cause = Candidate(
+        "RuntimeError: CUDA error: an illegal memory access was encountered", 5, "TP0", "RuntimeError"
+    )
+    for _ in range(3):
+        error = root_cause([news, cause], {}, "ready", profile)
+        assert error is not None
+        assert error.summary.startswith("RuntimeError: CUDA error")
+    assert (
+        gone.read == 2 + 3
+    )  # each error once, and at each choice the copy made of the chosen one (its phase)
+    error = root_cause([news, cause], {}, "ready", Profile("y"))
+    assert error is not None
+    assert error.summary.startswith("RuntimeError: Connection reset")  # no consequence there: the first error

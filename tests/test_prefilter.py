@@ -64,6 +64,37 @@ def test_lines_are_those_holding_a_literal(
     assert found == [p for p in _lines_holding(data, literals) if p >= start]
 
 
+@pytest.mark.parametrize(
+    "literals",
+    [
+        pytest.param((b"ab", b"Error", b"()"), id="multi-byte"),
+        pytest.param((b"ab", b"x", b"Error", b"()", b"$"), id="with-one-byte"),
+        pytest.param((b"x", b"$"), id="one-byte-only"),
+    ],
+)
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(
+        st.sampled_from([b"ab", b"Err", b"or", b"x", b"ab ab", b"()", b"x$x", b"E12 "]), max_size=20
+    )
+)
+def test_what_a_line_holds_is_named_in_the_pass_that_finds_it(
+    literals: tuple[bytes, ...], words: list[bytes]
+) -> None:
+    """Of one line, the pass names each literal it holds (by its index) and each pattern it matches (after the
+    literals), and no other; it names something exactly when `lines` finds the line."""
+    if ENGINE != "hyperscan":
+        pytest.skip("hyperscan is not installed here: the regex names nothing")
+    line = b"".join(words) + b"\n"
+    prefilter = Prefilter(literals, (rb"[EF][0-9]{2} ",))
+    found = prefilter.found_in_line(line)
+    assert found is not None
+    held = [i for i, literal in enumerate(literals) if literal in line]
+    assert sorted(set(found)) == held + ([len(literals)] if b"E12 " in line else [])
+    assert bool(found) == bool(prefilter.lines(line))
+    assert Prefilter(literals, engine="re").found_in_line(line) is None
+
+
 def test_the_engines_agree_on_a_log() -> None:
     """Hyperscan and the regex find the same lines of a real log with the vLLM profile's literals and
     patterns."""

@@ -72,6 +72,10 @@ _RULE_SETS = {
     "serving": _STARTUP_KINDS,
     "settled": _STARTUP_KINDS | {"served"},
 }
+# the states `_rules_wanted` compares, each looked up once (not a set of them: three names)
+_READY = State.READY
+_STALLED = State.STALLED
+_STOPPED = State.STOPPED
 _DETECT_LINES = 200
 _DETECT_BYTES = 64 * 1024
 _DETECT_WAIT = 2.0  # seconds a live log may take to show enough lines for detection
@@ -353,16 +357,19 @@ class Analyzer:
         # The rule set to read with (_RULE_SETS): ready from an early line is not settled yet (the ready line that
         # confirms it must still be read); ready with an error pending reads the lines that show it serving.
         inc = self.lifecycle.current
-        state = inc.state  # the lifecycle's (asked once a line)
-        if state == State.STALLED and inc.serving.hung:
+        state = (
+            inc.state
+        )  # the lifecycle's (asked once a line: the states compared are module constants, as an
+        # enum's member looked up on its class costs a lookup through its metaclass each time)
+        if state is _STALLED and inc.serving.hung:
             # a ready server that hangs: its serving lines, not startup markers, can end the stall
             return "settled"
-        if state not in SETTLED_STATES or (state == State.READY and inc.ready_unconfirmed is not None):
+        if state not in SETTLED_STATES or (state is _READY and inc.ready_unconfirmed is not None):
             return "startup"
-        if state == State.STOPPED and inc.phase != State.READY:
+        if state is _STOPPED and inc.phase is not _READY:
             # stopped before any ready line: a request answered as it drains still shows it had been serving
             return "startup"
-        return "serving" if state == State.READY and inc.pending_since is not None else "settled"
+        return "serving" if state is _READY and inc.pending_since is not None else "settled"
 
     def _detect(self, now: float, *, force: bool) -> list[Transition]:
         held = b"".join(b.data for b in self._held)
@@ -413,7 +420,12 @@ class Analyzer:
         # a traceback or an argument dump is open: the line is read whole, whatever it holds (no line waits
         # then: one that waits is the last line read, and a line read that opens either is no serving line)
         whole = scanner.reads_all
-        found = [] if whole else rules.others.lines(data)
+        # what the line holds of the prefilter's literals and patterns, in one pass: whether to read it whole, and
+        # with which rules (the scanner need not look for them again); None: no Hyperscan (it tells no more than
+        # `lines`), or the line is read whole anyway (a traceback's line holds error words that the rules'
+        # literals, which the scanner looks for, mostly do not: its pass is the quicker)
+        hits = None if whole else rules.others.found_in_line(data)
+        found = [] if whole else rules.others.lines(data) if hits is None else [0] if hits else []
         if not rules.one_line:
             return self._unpark() + self._block(data, now, found=None if whole else found)
         self._keep(data)
@@ -434,7 +446,13 @@ class Analyzer:
         benign, errors = scanner.benign_lines, scanner.error_lines
         if found:
             # the line is read whole (`_block`'s loop for a block of one found line, without the loop)
-            out += self._line(data[:-1], first, now)
+            candidates = rules.candidates
+            out += self._line(
+                data[:-1],
+                first,
+                now,
+                None if hits is None or candidates is None else candidates.of(hits, data),
+            )
             if self._rules_wanted() != self._settled:
                 self._refresh_rules()
         elif serving is not None:  # the line is a run of serving lines of its own: read whole
@@ -631,13 +649,27 @@ class Analyzer:
                         return self._emit_all(events, now)
         return self._line(raw, line_no, now)
 
-    def _line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
+    def _line(
+        self, raw: bytes, line_no: int, now: float, candidates: tuple[Rule, ...] | None = None
+    ) -> list[Transition]:
+        # `candidates`: the rules whose literal `raw` may hold (`_Candidates.of`), which are those its records'
+        # contents may hold where its text is its bytes decoded (parts of it); where cleaning changed the text (an
+        # escape or a control character removed, bad UTF-8 replaced), the scanner looks for them itself
         out: list[Transition] = []
         # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
-        texts = [clean(raw)] if b"\r" not in raw else [seg.text for seg in split_line(0, raw)]
+        if b"\r" not in raw:
+            text = clean(raw)
+            texts = [text]
+            if candidates is not None and (
+                len(text) != len(raw) if raw.isascii() else text.encode("utf-8", "surrogatepass") != raw
+            ):
+                candidates = None
+        else:
+            texts, candidates = [seg.text for seg in split_line(0, raw)], None
+        scan = self._scanner.scan
         for text in texts:
             for piece in unglue(text):
-                for event in self._scanner.scan(parse(piece), line_no, self.lifecycle.current.phase):
+                for event in scan(parse(piece), line_no, self.lifecycle.current.phase, candidates):
                     out += self._emit(event, now)
         return out
 
@@ -762,6 +794,50 @@ class _RuleSet(NamedTuple):
     rules: tuple[Rule, ...]  # the scanner's: every rule of the set but the benign ones
     one_line: bool = True  # every serving rule has a literal: `_one_line` may read a line of the set
     counts: tuple[_CountRule, ...] = ()  # the serving rules as `_parks` reads them
+    candidates: _Candidates | None = None  # `rules` by what `others` finds in a line
+
+
+class _Candidates:
+    """Which of a rule set's rules a line may match, from what its prefilter found in the line (`found_in_line`):
+    those whose literal the prefilter found, and those whose literal it does not look for (a serving rule's)
+    where the line holds it. The scanner's own pass over the line's content (`Scanner.scan`) would find no other:
+    the content is a part of the line's text. One thread at a time, as the prefilter."""
+
+    def __init__(self, rules: tuple[Rule, ...], prefilter: Prefilter) -> None:
+        self._rules = rules
+        index = {literal: i for i, literal in enumerate(prefilter.literals)}
+        # by index of a literal or pattern of the prefilter, the places in `rules` of the rules that have it
+        of_found: list[list[int]] = [[] for _ in range(len(prefilter.literals) + len(prefilter.patterns))]
+        unlooked: list[tuple[bytes, int]] = []  # the rules whose literal the prefilter does not look for
+        for place, rule in enumerate(rules):
+            literal = rule.match.encode()
+            if literal in index:
+                of_found[index[literal]].append(place)
+            else:
+                unlooked.append((literal, place))
+        self._of_found = tuple(map(tuple, of_found))
+        self._unlooked = tuple(unlooked)
+        # the rules of each set of findings as `of` keys it (a startup's lines hold a few sets, over and over)
+        self._made: dict[tuple[int, ...], tuple[Rule, ...]] = {}
+
+    def of(self, found: list[int], line: bytes) -> tuple[Rule, ...]:
+        """The rules (in order) whose literal `line` may hold, the prefilter having found `found` in it."""
+        key = tuple(found)
+        for literal, place in self._unlooked:
+            if literal in line:
+                key += (~place,)  # a rule the prefilter does not look for, whose literal the line holds
+        rules = self._made.get(key)
+        if rules is None:
+            of_found = self._of_found
+            places = {i for f in key for i in (of_found[f] if f >= 0 else (~f,))}
+            rules = tuple(self._rules[i] for i in sorted(places))
+            if len(self._made) >= _MADE_MAX:
+                self._made.clear()
+            self._made[key] = rules
+        return rules
+
+
+_MADE_MAX = 4096
 
 
 _NO_RULES = _RuleSet(Prefilter(()), (), ())
@@ -791,7 +867,8 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
         else (match, None, ())
         for request, match, regex in serving
     )
-    return _RuleSet(others, serving, tuple(r for r in rules if r.kind != "benign"), one_line, counts)
+    read = tuple(r for r in rules if r.kind != "benign")
+    return _RuleSet(others, serving, read, one_line, counts, _Candidates(read, others))
 
 
 _COUNTS = frozenset({"running", "waiting"})  # a serving line of counts tells both (see `_parks`)

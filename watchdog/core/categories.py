@@ -126,9 +126,28 @@ _ORDER = {s.value: i for i, s in enumerate(State)}
 
 def phase_from_frames(traceback: str, profile: Profile) -> str | None:
     """The phase that a traceback's innermost frame known to `profile` (its `[[frame]]` tables) belongs to."""
-    found = [(m.start(), phase) for phase, pattern in profile.frames for m in pattern.finditer(traceback)]
+    frames = profile.frames
+    entry = _frames_memo.get(id(frames))
+    if entry is None or entry[0] is not frames:
+        if len(_frames_memo) >= _MEMO_RULES:
+            _frames_memo.clear()
+        entry = _frames_memo[id(frames)] = (frames, {})
+    answers = entry[1]
+    if traceback in answers:
+        return answers[traceback]
+    found = [(m.start(), phase) for phase, pattern in frames for m in pattern.finditer(traceback)]
     # of frames at one place, the later phase's
-    return max(found, key=lambda f: (f[0], _ORDER[f[1]]))[1] if found else None
+    phase = max(found, key=lambda f: (f[0], _ORDER[f[1]]))[1] if found else None
+    if len(answers) >= _MEMO_TEXTS:
+        answers.clear()
+    answers[traceback] = phase
+    return phase
+
+
+# Tracebacks' phases already found, per frames tuple (kept as `_memo` keeps its rules): a traceback is read when
+# its exception line comes and again, the same text, when it closes, each time with every [[frame]] regex
+_MEMO_TEXTS = 512  # texts remembered per frames tuple (a traceback's text is a few kilobytes)
+_frames_memo: dict[int, tuple[tuple[tuple[str, re.Pattern[str]], ...], dict[str, str | None]]] = {}
 
 
 def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object], profile: Profile) -> str:

@@ -75,9 +75,16 @@ class Prefilter:
         # multi-byte literals, one of one byte makes its literal matcher (FDR) look at every byte, about a third
         # slower over a whole log; memchr skips a megabyte without the byte in microseconds.
         self._bytes: tuple[bytes, ...] = ()
+        # `found_in_line`'s: each one-byte literal with its index; each expression of the database, its index
+        self._byte_places: tuple[tuple[bytes, int], ...] = ()
+        self._places: tuple[int, ...] = ()
         if self._hyperscan:
             self._bytes = tuple(x for x in self.literals if len(x) == 1 and x != b"\n")
             rest = [_escape(x) for x in self.literals if x not in self._bytes] + list(self.patterns)
+            self._byte_places = tuple((x, i) for i, x in enumerate(self.literals) if x in self._bytes)
+            self._places = tuple(i for i, x in enumerate(self.literals) if x not in self._bytes) + tuple(
+                range(len(self.literals), len(self.literals) + len(self.patterns))
+            )
             if rest:
                 self._db = _database(rest)
 
@@ -137,6 +144,24 @@ class Prefilter:
             if end < 0:
                 break
         return out
+
+    def found_in_line(self, line: bytes) -> list[int] | None:
+        """What one line (`line`, no newline but maybe its last byte) holds, in the pass `lines` makes: the
+        indexes of the literals it holds (in `literals`) and of the patterns it matches (`len(literals)` plus
+        their index in `patterns`), in no order, one maybe more than once; empty exactly when `lines(line)` is.
+        None without Hyperscan (the regex says that a line holds something, not what)."""
+        if not self._hyperscan:
+            return None
+        found: list[int] = []
+        if self._db is not None:
+            places = self._places
+            self._db.scan(
+                line, match_event_handler=lambda id_, _from, _to, _flags, _ctx: found.append(places[id_])
+            )
+        for byte, index in self._byte_places:
+            if byte in line:
+                found.append(index)
+        return found
 
 
 class Literals:

@@ -189,8 +189,28 @@ def _innermost_step(text: str, profile: Profile) -> str:
     # the innermost frame of a startup step no engine survives (the engines call them from their process mains
     # with no handler around them) that the traceback passes through (a library's frames below it, torch's or a
     # kernel's, do not hide it)
-    frames = [m.group(0) for m in _FRAME.finditer(text)]
-    return next((f for f in reversed(frames) if any(p.search(f) for p in profile.steps)), "")
+    steps = profile.steps
+    # asked again with the same text at each error the root cause weighs: the answers kept per steps tuple (known
+    # by identity, kept beside its answers, as `categories` keeps its rules')
+    entry = _steps_memo.get(id(steps))
+    if entry is None or entry[0] is not steps:
+        if len(_steps_memo) >= _MEMO_RULES:
+            _steps_memo.clear()
+        entry = _steps_memo[id(steps)] = (steps, {})
+    answers = entry[1]
+    step = answers.get(text)
+    if step is None:
+        frames = [m.group(0) for m in _FRAME.finditer(text)]
+        step = next((f for f in reversed(frames) if any(p.search(f) for p in steps)), "")
+        if len(answers) >= _MEMO_TEXTS:
+            answers.clear()
+        answers[text] = step
+    return step
+
+
+_MEMO_RULES = 8  # steps tuples remembered (a daemon's engines and user profiles)
+_MEMO_TEXTS = 512  # tracebacks' texts remembered per steps tuple (a few kilobytes each)
+_steps_memo: dict[int, tuple[tuple[re.Pattern[str], ...], dict[str, str]]] = {}
 
 
 def _uncaught(tb: Traceback, profile: Profile) -> bool:
@@ -238,8 +258,21 @@ def _is_consequence(c: Candidate, profile: Profile) -> bool:
     # finds what never got built)
     # A traceback cut short in a request's handler (the log ends in it) is that request failing too: when the
     # engine died, its requests' reports follow the death.
+    # Asked of every candidate at each error the root cause weighs: the answer kept per candidate (frozen), by
+    # identity, the candidate and the profile kept beside it so that neither id can be another's
+    known = _consequences.get(id(c))
+    if known is not None and known[0] is c and known[1] is profile:
+        return known[2]
     cut_request = c.in_request and c.role == "wrapper" and c.kind == "traceback"
-    return any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile) or cut_request
+    answer = any(p.search(c.summary) for p in profile.consequences) or _in_teardown(c, profile) or cut_request
+    if len(_consequences) >= _MEMO_CANDIDATES:
+        _consequences.clear()
+    _consequences[id(c)] = (c, profile, answer)
+    return answer
+
+
+_MEMO_CANDIDATES = 1024  # candidates whose answer is kept (a crash loop's launches' errors)
+_consequences: dict[int, tuple[Candidate, Profile, bool]] = {}
 
 
 def _in_teardown(c: Candidate, profile: Profile) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from watchdog.core.arguments import argument, parse_arguments, unclosed
@@ -37,6 +38,7 @@ _DUMP_LINES = 300  # lines an argument dump over many lines may take (TGI's Args
 # A Rust panic since Rust 1.73: "thread 'main' panicked at src/server.rs:51:21:" ends the line with its location,
 # and the panic's message is the next line (the Rust routers of SGLang and vLLM, TGI's launcher and router)
 _PANIC_AT = re.compile(r"^thread '[^']*' panicked at \S+:\d+:\d+:$")
+_PANICKED = "' panicked at "  # what every line `_PANIC_AT` matches holds
 
 
 class Scanner:
@@ -99,8 +101,12 @@ class Scanner:
         """True while an open traceback's exception line (what it says went wrong) has not come yet."""
         return self.assembler.awaiting_exception
 
-    def scan(self, rec: Record, line_no: int, phase: State) -> list[Event]:
-        """The events of one record; `phase` names a bare progress bar ("@phase" rules)."""
+    def scan(
+        self, rec: Record, line_no: int, phase: State, candidates: Sequence[Rule] | None = None
+    ) -> list[Event]:
+        """The events of one record; `phase` names a bare progress bar ("@phase" rules). `candidates`: the rules,
+        in order, that the caller vouches are all those whose literal the content may hold (found in the line it
+        is of, in one pass with the caller's own); None: they are looked for here."""
         out: list[Event] = []
         content = rec.content
         if self._dump is not None:
@@ -109,16 +115,23 @@ class Scanner:
             # a line neither indented nor closing a bracket is the log's next record, not the dump's: the dump
             # was cut short there (its arguments so far are kept), and this line is read as any other
             out += self._dump_end()
-        if any(r.match in content and r.apply(content) is not None for r in self.benign):
-            self.benign_lines += 1
-            return out
+        for r in self.benign:  # a loop, not `any` of a generator: asked of every line read whole
+            if r.match in content and r.apply(content) is not None:
+                self.benign_lines += 1
+                return out
         consumed, done = self.assembler.feed(rec, line_no)
         for tb in done:
             out += self._traceback(tb)
-        panic_message, self._panic = self._panic, _PANIC_AT.match(content.strip()) is not None
+        # the regex only where its words are (one look for them in C, not a match started at every line)
+        panic_message, self._panic = (
+            self._panic,
+            _PANICKED in content and _PANIC_AT.match(content.strip()) is not None,
+        )
         errors_before = len(out)
         matched_error = False
-        for rule in self._rules if self._candidates is None else self._candidates.of(content):
+        if candidates is None:
+            candidates = self._rules if self._candidates is None else self._candidates.of(content)
+        for rule in candidates:
             if rule.match not in content:
                 continue
             groups = rule.apply(content)
