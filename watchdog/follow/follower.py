@@ -603,7 +603,9 @@ class LaunchFollower:
             path, found, at = self._missing
             missing = MissingLog(v.missing_log.overdue, path, at, max(0.0, self.now() - found))
             v = replace(v, missing_log=missing)
-        return replace(v, timed_out=self.timed_out).redacted()
+        if v.timed_out != self.timed_out:  # `watch --timeout` ran out (a copy of the verdict made only then)
+            v = replace(v, timed_out=self.timed_out)
+        return v.redacted()
 
     def _incarnation(self, number: int) -> Incarnation:
         lc = self.analyzer.lifecycle
