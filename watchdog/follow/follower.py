@@ -491,10 +491,12 @@ class LaunchFollower:
 
     async def _publish(self, update: Update) -> None:
         # Put on `updates` at once while the buffer has room: the stream's `send` first yields to the event loop
-        # (a pass of the loop for each of a relaunch's eight updates); a full buffer is waited for as `send` does
+        # (a pass of the loop for each of a relaunch's eight updates). A full buffer is waited for, and a reader
+        # gone is said, as `send` does: after that yield, where a follower cancelled with its reader (`watch`
+        # done with its verdict) is cancelled, not failed
         try:
             self._send.send_nowait(update)
-        except anyio.WouldBlock:
+        except (anyio.WouldBlock, anyio.BrokenResourceError):
             await self._send.send(update)
 
     async def _note(self, kind: str, detail: str, *, since: float | None = None) -> None:
