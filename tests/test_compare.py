@@ -218,3 +218,38 @@ def test_a_verdict_without_changes_is_the_verdict_less_its_changes(tmp_path: Pat
     whole = build_verdict(analyzer)
     assert whole.changes is not None
     assert build_verdict(analyzer, changes=False) == replace(whole, changes=None)
+
+
+def test_a_relaunch_is_compared_with_the_launch_before_as_it_is_now(tmp_path: Path) -> None:
+    """A relaunch's verdict compares it with the launch before as that launch stands when the verdict is built:
+    built again with nothing changed, it is the same verdict (the launch before's baseline is remembered, not
+    made again); once the launch before changed (a fact read late, a timeline entry replaced), the changes say
+    so, as a verdict built with nothing remembered does."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    import watchdog.core.verdict as verdicts  # noqa: PLC0415
+    from watchdog.core.analyzer import Analyzer  # noqa: PLC0415
+    from watchdog.profiles.loader import load_engine  # noqa: PLC0415
+
+    analyzer = Analyzer(load_engine(None))
+    analyzer.feed(_relaunch(tmp_path).read_bytes(), 0.0)
+    analyzer.finish(0.0)
+    first = verdicts.build_verdict(analyzer)
+    assert first.changes is not None
+    assert first.changes.facts == ()
+    assert verdicts.build_verdict(analyzer) == first
+
+    [before] = [h for h in analyzer.lifecycle.history if h.number == 1]
+    t, seconds = before.timeline[1]
+    before.timeline[1] = (replace(t, now=t.now), None if seconds is None else seconds - 7.0)  # replaced
+    replaced = verdicts.build_verdict(analyzer)
+    assert replaced.changes is not None
+    assert replaced.changes.phases != first.changes.phases
+    tokens = before.facts["kv_cache_tokens"]
+    assert isinstance(tokens, int | float)
+    before.facts["kv_cache_tokens"] = tokens + 1000  # read late
+    changed = verdicts.build_verdict(analyzer)
+    assert changed.changes is not None
+    assert [f.name for f in changed.changes.facts] == ["kv_cache_tokens"]
+    verdicts._BASELINES.clear()
+    assert changed == verdicts.build_verdict(analyzer)

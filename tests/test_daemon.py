@@ -863,3 +863,51 @@ async def test_a_new_start_no_notifier_says_makes_no_alert_for_it(
     assert len(said) == 2
     assert all(line.startswith("qwen: crashed") for line in said)
     assert made == [AlertKind.CRASHED, AlertKind.CRASHED]
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["store", "no-store"])
+async def test_a_ready_verdict_no_notifier_says_makes_no_alert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored: bool
+) -> None:
+    """A ready verdict, with a notifier that does not say ready (the default): nothing is said, the alert that
+    would say it is not made, and the verdict is still noted as announced (with the store: once, with the
+    verdict; a restarted daemon does not say it); a crash is said as ever."""
+    from watchdog.alerts.alert import DEFAULT_ON  # noqa: PLC0415
+    from watchdog.alerts.notifiers import Alert, AlertKind  # noqa: PLC0415
+
+    made: list[AlertKind] = []
+    from_status = Alert.from_status.__func__
+
+    def counted(cls: type[Alert], kind: AlertKind, *args: Any, **kwargs: Any) -> Alert:
+        made.append(kind)
+        return from_status(cls, kind, *args, **kwargs)
+
+    monkeypatch.setattr(Alert, "from_status", classmethod(counted))
+    out = io.StringIO()
+    logs = {"ready": tmp_path / "ready.log", "crash": tmp_path / "crash.log"}
+    alerts = ConsoleAlerts(out=out, on=frozenset(DEFAULT_ON))  # what a webhook says by default: not ready
+    async with open_store(tmp_path / "state") as store:
+        daemon = Daemon(
+            {name: _plan(name, path, alerts) for name, path in logs.items()},
+            store=store if stored else None,
+            handle_signals=False,
+        )
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                logs["ready"].write_bytes(READY.read_bytes())
+                logs["crash"].write_bytes(CRASH.read_bytes())
+                await daemon.wait_until(lambda s: _states(s) == {"crash": "crashed", "ready": "ready"})
+                await daemon.wait_until(lambda _: daemon.alerts_sent["console"] == 1)
+                # the ready verdict's announcement taken (`Announcer.conclude`, in the launch's own queue)
+                await daemon.wait_until(lambda _: (1, "ready") in daemon._running["ready"].announced)
+                tg.cancel_scope.cancel()
+        records = {r.launch: r for r in await store.history()}
+    assert out.getvalue().splitlines()[0].startswith("crash: crashed")
+    assert len(out.getvalue().splitlines()) == 1
+    assert made == [AlertKind.CRASHED]
+    assert daemon.alerts_sent == {"console": 1}
+    if stored:
+        assert records["ready"].announced == ("ready",)
+        assert records["ready"].verdict is not None
+        assert records["ready"].verdict["state"] == "ready"

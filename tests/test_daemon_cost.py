@@ -241,3 +241,29 @@ def test_a_redacted_verdict_makes_again_only_the_timeline_entries_whose_text_cha
     assert redacted.timeline[0] is verdict.timeline[0]
     assert "hf_AbCd" not in redacted.timeline[1].reason
     assert redacted.timeline[1].state is State.LOADING_WEIGHTS
+
+
+@pytest.mark.anyio
+async def test_a_follower_whose_reader_leaves_and_cancels_it_at_once_ends_cancelled_not_failed() -> None:
+    """An update is put on the stream without a pass of the event loop, but a reader gone is met as the stream's
+    `send` meets it: `watch`, done with its verdict, closes the updates and cancels the follower in one step; a
+    follower woken by its source in that step, with transitions to publish, ends cancelled, not failed."""
+    from watchdog.follow.follower import Transitioned  # noqa: PLC0415
+    from watchdog.follow.sources import Chunk  # noqa: PLC0415
+
+    startup = (CORPUS / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    clock, source = ManualClock(), ScriptedSource()
+    follower = LaunchFollower(LaunchSpec(name="w", target=parse_target("/w.log")), source=source, clock=clock)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            await source.append(startup)
+            await source.catch_up()
+            with follower.updates:
+                assert isinstance(await follower.updates.receive(), Transitioned)
+                await source.settle()  # the follower waits for its source's next item
+            # in one step, the reader gone already: the source gives the follower a relaunch (transitions to
+            # publish; it is woken, not yet run) and the reader cancels it
+            source._send.send_nowait(Chunk(source.offset, startup))
+            tg.cancel_scope.cancel()
+    assert tg.cancel_scope.cancelled_caught

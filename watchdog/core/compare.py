@@ -242,7 +242,8 @@ def _arguments(
         was = old.get(name)
         if was is None:
             out.append(ArgumentChange(name, arg.flag, None, arg.value))
-        elif _ADDRESS.sub("at 0x", was.value) != _ADDRESS.sub("at 0x", arg.value):
+        # the same text is the same value: an object's address is looked for only in texts that differ
+        elif was.value != arg.value and _ADDRESS.sub("at 0x", was.value) != _ADDRESS.sub("at 0x", arg.value):
             out.append(ArgumentChange(name, arg.flag, was.value, arg.value))
     out += [
         ArgumentChange(n, a.flag, a.value, None) for n, a in old.items() if n not in new and n not in volatile

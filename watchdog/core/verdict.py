@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchdog.core.arguments import Argument
 from watchdog.core.facts import FactValue
-from watchdog.core.lifecycle import Incarnation, State
+from watchdog.core.lifecycle import Incarnation, State, Transition
 from watchdog.core.redaction import redact_text
 from watchdog.core.rootcause import Error
 from watchdog.vocabulary import (
@@ -519,9 +519,59 @@ def build_verdict(
     base = stored
     if before:
         prev = max(before, key=lambda h: h.number)
-        base = verdict_of(prev, engine=analyzer.engine, lines_read=0, bytes_read=0).baseline()
+        base = _baseline(prev)
         if not base.arguments and stored is not None and stored.incarnation == prev.number:
             # restored from a checkpoint of a build that kept no arguments: the store kept them
             base = replace(base, arguments=stored.arguments)
     volatile = analyzer.profile.volatile_arguments if analyzer.profile is not None else ()
     return verdict.compared(base, volatile)
+
+
+# The launch before's baseline, remembered: each verdict of an incarnation (its ready, its crash, every /status
+# entry) compares it with the incarnation before, which has ended and no longer changes; its baseline is made
+# again only when what it is made of changed: its timeline's entries (by identity: an entry is replaced, never
+# changed), its facts, arguments, ready time or live range. Keyed by the incarnation's id, kept alive with it.
+_Made = tuple[
+    int,  # number
+    tuple[Argument, ...],  # arguments, by identity
+    int | None,  # live_from
+    float | None,  # ready_seconds
+    tuple[tuple[Transition, float | None], ...],  # timeline entries, by identity
+    tuple[tuple[str, float | str], ...],  # facts
+]
+_BASELINES: dict[int, tuple[Incarnation, _Made, Baseline]] = {}
+_BASELINES_KEPT = 512
+
+
+def _baseline(inc: Incarnation) -> Baseline:
+    """`verdict_of(inc).baseline()`, remembered while `inc` stays as it was (see `_BASELINES`)."""
+    made: _Made = (
+        inc.number,
+        inc.arguments,
+        inc.live_from,
+        inc.ready_seconds,
+        tuple(inc.timeline),
+        tuple(inc.facts.items()),
+    )
+    hit = _BASELINES.get(id(inc))
+    if hit is not None and hit[0] is inc and _same(hit[1], made):
+        return hit[2]
+    # the engine and the lines read are not in a baseline
+    base = verdict_of(inc, engine=None, lines_read=0, bytes_read=0).baseline()
+    if len(_BASELINES) >= _BASELINES_KEPT:
+        _BASELINES.clear()
+    _BASELINES[id(inc)] = (inc, made, base)
+    return base
+
+
+def _same(was: _Made, now: _Made) -> bool:
+    number, arguments, live_from, ready, entries, facts = was
+    return (
+        number == now[0]
+        and arguments is now[1]
+        and live_from == now[2]
+        and ready == now[3]
+        and len(entries) == len(now[4])
+        and all(a is b for a, b in zip(entries, now[4], strict=True))
+        and facts == now[5]
+    )

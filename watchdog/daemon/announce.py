@@ -129,19 +129,26 @@ class Announcer:
             # said before a restart: its problem, if still open, is in the state file with it (`Alerting`)
             log.info("already announced", launch=name, state=update.state.value, incarnation=incarnation)
             return
-        status = replace(
-            _timing(run.follower, verdict),
-            name=name,
-            host=run.plan.host,
-            labels=tuple(run.plan.labels.items()),
-        )
-        usual = sum(run.typical.values()) if run.typical else None
-        alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
         # enqueued in the durable outbox, then delivered by the notifiers' own tasks: never slows the follower;
         # the announcement is noted in the same transaction as the outbox rows (never said twice, nor lost)
         outbox = f"{name}/{incarnation}/{said}" if said != update.state.value else None
         announce = (name, incarnation, said) if self._store is not None and not marked else None
-        noted = await self._alerting.say(alert, run.plan.alerts, key=outbox, announce=announce)
+        if quiet and announce is None and kind not in PROBLEMS:
+            # said to no one, nothing to note (the store noted it with the verdict, or there is no store), and no
+            # problem that stays active: all `say` would do is know the notifiers, so the alert is not made (a
+            # ready verdict, which notifiers do not say unless asked: `DEFAULT_ON`)
+            self._alerting.use(run.plan.alerts)
+            noted = False
+        else:
+            status = replace(
+                _timing(run.follower, verdict),
+                name=name,
+                host=run.plan.host,
+                labels=tuple(run.plan.labels.items()),
+            )
+            usual = sum(run.typical.values()) if run.typical else None
+            alert = Alert.from_status(kind, status, link=self._link(name), usual_seconds=usual)
+            noted = await self._alerting.say(alert, run.plan.alerts, key=outbox, announce=announce)
         if self._store is not None and announce is not None and not noted:
             try:  # its incarnation not in the file yet, or the file cannot be written: kept, written later
                 await self._store.mark_announced(name, incarnation, said)

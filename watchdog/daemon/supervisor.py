@@ -499,8 +499,18 @@ class Daemon:
         effects, announcer = run.effects, self._announcer
         assert effects is not None
         assert announcer is not None
-        with follower.updates:
-            async for update in follower.updates:
+        updates = follower.updates
+        with updates:
+            while True:
+                try:  # what waits already is taken without a pass of the event loop (`receive` makes one first)
+                    update = updates.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        update = await updates.receive()
+                    except anyio.EndOfStream:
+                        break
+                except anyio.EndOfStream:
+                    break
                 self._change()
                 if isinstance(update, Transitioned):
                     t = update.transition

@@ -287,10 +287,10 @@ class LaunchFollower:
 
     async def _end_of_stream(self) -> None:
         for t in self.analyzer.finish(self.now()):
-            await self._send.send(Transitioned(self.spec.name, t))
+            await self._publish(Transitioned(self.spec.name, t))
         inc = self.analyzer.lifecycle.verdict_incarnation()
         self.concluded = Concluded(self.spec.name, inc.state, self._verdict(inc), self.timed_out)
-        await self._send.send(self.concluded)
+        await self._publish(self.concluded)
 
     async def _restore(self, source: Source) -> tuple[int, str | None]:
         # The state of a valid checkpoint, and the offset (and a cursor source's cursor) to read on from; 0
@@ -489,8 +489,18 @@ class LaunchFollower:
             await self._apply(self.analyzer.report_open_tracebacks(now))
         return False
 
+    async def _publish(self, update: Update) -> None:
+        # Put on `updates` at once while the buffer has room: the stream's `send` first yields to the event loop
+        # (a pass of the loop for each of a relaunch's eight updates). A full buffer is waited for, and a reader
+        # gone is said, as `send` does: after that yield, where a follower cancelled with its reader (`watch`
+        # done with its verdict) is cancelled, not failed
+        try:
+            self._send.send_nowait(update)
+        except (anyio.WouldBlock, anyio.BrokenResourceError):
+            await self._send.send(update)
+
     async def _note(self, kind: str, detail: str, *, since: float | None = None) -> None:
-        await self._send.send(SourceNoted(self.spec.name, kind, detail, since))
+        await self._publish(SourceNoted(self.spec.name, kind, detail, since))
 
     # -- verdicts ----------------------------------------------------------------------------------------
 
@@ -510,7 +520,7 @@ class LaunchFollower:
         if transitions and self._checkpoints is not None:
             self._checkpoints.transitioned()
         for t in transitions:
-            await self._send.send(Transitioned(self.spec.name, t))
+            await self._publish(Transitioned(self.spec.name, t))
             if judge and self._caught_up:
                 await self._judge(t.state, t.incarnation)
         if self._awaiting_ready:
@@ -581,11 +591,11 @@ class LaunchFollower:
             # the dying process's open tracebacks are reported as far as they go (their frames count);
             # they stay open, so a writer that paused can still complete them
             for t in self.analyzer.report_open_tracebacks(self.now()):
-                await self._send.send(Transitioned(self.spec.name, t))
+                await self._publish(Transitioned(self.spec.name, t))
             self._reschedule()
         inc = self._incarnation(number)
         self.concluded = Concluded(self.spec.name, state, self._verdict(inc), self.timed_out)
-        await self._send.send(self.concluded)
+        await self._publish(self.concluded)
 
     def _verdict(self, inc: Incarnation, *, changes: bool = True) -> Verdict:
         v = build_verdict(
@@ -595,7 +605,9 @@ class LaunchFollower:
             path, found, at = self._missing
             missing = MissingLog(v.missing_log.overdue, path, at, max(0.0, self.now() - found))
             v = replace(v, missing_log=missing)
-        return replace(v, timed_out=self.timed_out).redacted()
+        if v.timed_out != self.timed_out:  # `watch --timeout` ran out (a copy of the verdict made only then)
+            v = replace(v, timed_out=self.timed_out)
+        return v.redacted()
 
     def _incarnation(self, number: int) -> Incarnation:
         lc = self.analyzer.lifecycle
