@@ -99,6 +99,18 @@ KNOWN_GAPS: dict[str, str] = {
         "but Abseil's handler prints it without its library ('(unknown)'); reading NCCL's internal symbol names "
         "would be a match on this one log's text"
     ),
+    "ollama-0.12.5-glm46-runner-panic-missing-tensor-retyped-issue12675": (
+        "root cause the runner's panic 'unable to load model' (a wrapper), label the missing tensor: the text was "
+        "retyped (spaces lost, 'Ox0' for '0x0'), and the runner's own 'llama_model_load: error loading model: ...' "
+        "line is not in it; the missing tensor is only on the second of four lines that sched.go's wrapped error "
+        "value was broken over, with no key or quote of its own to read it by"
+    ),
+    "vllm-2026-nightly-tp-worker-gdn-torch-compile-fullgraph-traceback-cut-issue106": (
+        "starting, label capturing_graphs: the crop keeps only torch/_dynamo/eval_frame.py frames (compile_wrapper, "
+        "_fn) around a @torch.compile function, which every call of a compiled function goes through, compiled "
+        "already or not; the frame that shows it compiling (aot_autograd) was cut, so the crop cannot tell a "
+        "compile from a run of the compiled code"
+    ),
 }
 
 

@@ -142,6 +142,8 @@ class Scanner:
             if kind == "error":
                 matched_error = True
                 if consumed:
+                    if self.assembler.code:
+                        continue  # a frame's source line: code that may spell the message, not the message
                     if EXCEPTION_LINE.match(content.strip()):
                         self._annotations[line_no] = rule  # the traceback's own candidate carries it
                         continue

@@ -105,6 +105,9 @@ class Assembler:
         # The traceback whose exception line the last record was: a live follower reports it at once, not
         # when a later line closes it (a dying process may never print one).
         self.excepted: Traceback | None = None
+        # Whether the last record was a frame's source line: code quoted from a file, not a message (vLLM 0.9's
+        # 'raise RuntimeError("Engine core initialization failed. "' above the exception line that says it)
+        self.code = False
 
     @property
     def busy(self) -> bool:
@@ -131,6 +134,7 @@ class Assembler:
         """Take one record; return whether it belonged to a traceback, and the tracebacks it completed."""
         done: list[Traceback] = []
         self.excepted = None
+        self.code = False
         content = rec.content
         key = rec.source or self._last or ""
         stripped = content.strip()
@@ -219,6 +223,7 @@ class Assembler:
                 return False, done
             if not stripped or content[0] in " \t" or stripped.startswith(("|", "+-", "^", "~")):
                 tb.add(content)
+                self.code = tb.after_frame and bool(stripped) and not stripped.startswith((*_FRAME, "^", "~"))
                 tb.after_frame = stripped.startswith(_FRAME)
                 return True, done
             if stripped.startswith(_FRAME):
@@ -239,6 +244,7 @@ class Assembler:
                 # the frame's source line, its indentation lost
                 tb.add("    " + stripped)
                 tb.after_frame = False
+                self.code = True
                 return True, done
             if stripped.startswith(_LOGGING_REPORT):
                 # the logging module's report of a failed log call: its call stack has no exception line
