@@ -16,7 +16,11 @@ each chunk read is cut in K parts handed to K tasks (through a deque and a futur
 packet to its reader): the packets fall K-fold, the per-log hand-over stays. Real hosts only coalesce what their
 logs write within one poll of the remote reader (10 ms); here every log writes on the same tick.
 
-    python benchmarks/ssh_source_bench.py [--launches 200] [--hosts 20] [--seconds 15] [--coalesce 1]
+`--stall S` keeps the event loop busy (blocked, not counted as CPU) S seconds of every second, as a daemon behind
+its logs is: each connection's packets pile up in its socket and come in large reads (with `--hosts 2`, a
+hundred logs a connection, as 2,000 launches on 20 hosts have).
+
+    python benchmarks/ssh_source_bench.py [--launches 200] [--hosts 20] [--seconds 15] [--coalesce 1] [--stall 0]
 """
 
 from __future__ import annotations
@@ -95,6 +99,13 @@ class _Part:
         return self.items.popleft()
 
 
+async def _stall(seconds: float) -> None:
+    """Block the event loop `seconds` of every second (`--stall`)."""
+    while True:
+        await anyio.sleep(1.0 - seconds)
+        time.sleep(seconds)  # noqa: ASYNC251 - the event loop kept busy, on purpose
+
+
 async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) -> dict[str, float]:
     files = args.launches // args.coalesce
     paths = []
@@ -164,6 +175,8 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
             stderr=None,
         )
         try:
+            if args.stall:
+                tg.start_soon(_stall, args.stall)
             await anyio.sleep(SETTLE)
             usage0, chunks0, bytes0, t0 = (
                 resource.getrusage(resource.RUSAGE_SELF),
@@ -203,7 +216,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--coalesce", type=int, default=1, help="logs per SSH packet (see the docstring)")
     parser.add_argument("--ssh-user", help="as daemon_bench.py's --ssh-user")
+    parser.add_argument(
+        "--stall",
+        type=float,
+        default=0.0,
+        help="seconds of every second the event loop is kept busy (0-0.95)",
+    )
     args = parser.parse_args()
+    if not 0 <= args.stall <= 0.95:
+        parser.error("--stall must be between 0 and 0.95")
     if args.launches % args.coalesce:
         parser.error("--launches must be a multiple of --coalesce")
     user = _ssh_user(args.ssh_user)
@@ -216,7 +237,7 @@ def main() -> None:
             result = anyio.run(measure, server, logs_dir, args)
     load = os.getloadavg()
     print(
-        f"{args.launches} logs, {args.hosts} host names, {args.coalesce} log(s) a packet: "
+        f"{args.launches} logs, {args.hosts} host names, {args.coalesce} log(s) a packet, stall {args.stall:g} s: "
         f"CPU {result['cpu']:.2f} % of a core, {result['packets']:.0f} packets/s "
         f"({result['bytes'] / 1024:.0f} KiB/s), {result['us_per_packet']:.1f} us a packet; "
         f"RSS {result['rss_per_log']:.1f} KiB a log; peak RSS {result['peak']:.1f} MB; "
