@@ -16,11 +16,15 @@ each chunk read is cut in K parts handed to K tasks (through a deque and a futur
 packet to its reader): the packets fall K-fold, the per-log hand-over stays. Real hosts only coalesce what their
 logs write within one poll of the remote reader (10 ms); here every log writes on the same tick.
 
+`--push` hands each live read to a callback in asyncssh's pass over what the connection received (`Pushes`), as
+the daemon's followers take them, instead of through each log's task.
+
 `--stall S` keeps the event loop busy (blocked, not counted as CPU) S seconds of every second, as a daemon behind
 its logs is: each connection's packets pile up in its socket and come in large reads (with `--hosts 2`, a
 hundred logs a connection, as 2,000 launches on 20 hosts have).
 
-    python benchmarks/ssh_source_bench.py [--launches 200] [--hosts 20] [--seconds 15] [--coalesce 1] [--stall 0]
+    python benchmarks/ssh_source_bench.py [--launches 200] [--hosts 20] [--seconds 15] [--coalesce 1] [--push]
+                                          [--stall 0]
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_bench import _ssh_user  # type: ignore[import-not-found,unused-ignore]
 from sshd_server import SSHDServer, running_sshd  # type: ignore[import-not-found,unused-ignore]
 
-from watchdog.follow.sources import CaughtUp, Chunk, SSHOptions, SSHPool, SSHSource
+from watchdog.follow.sources import CaughtUp, Chunk, SourceItem, SSHOptions, SSHPool, SSHSource
 
 LINE = b"[2026-12-05 09:00:00 TP0] Decode batch. #running-req: 12, #token: 4567, token usage: 0.05, gen throughput (token/s): 512.3\n"
 TICK = 0.1
@@ -127,30 +131,36 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
             counts["parts"] += len(chunk.data)
 
     async def follow(source: SSHSource, tg: anyio.abc.TaskGroup) -> None:
-        nonlocal pending
         parts = [_Part() for _ in range(args.coalesce)] if args.coalesce > 1 else []
         for queue in parts:
             tg.start_soon(part, queue)
-        first = True
+        first = [True]
+
+        def take(item: SourceItem) -> None:
+            nonlocal pending
+            if isinstance(item, Chunk):
+                counts["bytes"] += len(item.data)
+                counts["chunks"] += 1
+                if parts:
+                    size = -(-len(item.data) // len(parts))
+                    for k, queue in enumerate(parts):
+                        piece = item.data[k * size : (k + 1) * size]
+                        queue.put(Chunk(item.offset + k * size, piece, item.file))
+                done = item.caught_up
+            else:
+                done = isinstance(item, CaughtUp)
+            if first[0] and done:
+                first[0] = False
+                pending -= 1
+                if not pending:
+                    caught.set()
+
         async with source.open_follow() as items:
             items.merge = True  # type: ignore[attr-defined]  # as the follower sets it
+            if args.push:
+                items.push = take  # type: ignore[attr-defined]  # `Pushes`, as the follower sets it
             async for item in items:
-                if isinstance(item, Chunk):
-                    counts["bytes"] += len(item.data)
-                    counts["chunks"] += 1
-                    if parts:
-                        size = -(-len(item.data) // len(parts))
-                        for k, queue in enumerate(parts):
-                            piece = item.data[k * size : (k + 1) * size]
-                            queue.put(Chunk(item.offset + k * size, piece, item.file))
-                    done = item.caught_up
-                else:
-                    done = isinstance(item, CaughtUp)
-                if first and done:
-                    first = False
-                    pending -= 1
-                    if not pending:
-                        caught.set()
+                take(item)
 
     gc.collect()
     before = _rss_kb()
@@ -217,6 +227,12 @@ def main() -> None:
     parser.add_argument("--coalesce", type=int, default=1, help="logs per SSH packet (see the docstring)")
     parser.add_argument("--ssh-user", help="as daemon_bench.py's --ssh-user")
     parser.add_argument(
+        "--push",
+        action="store_true",
+        help="each live read handed to a callback in asyncssh's pass over the connection (`Pushes`), as the daemon "
+        "has it, not through each log's task",
+    )
+    parser.add_argument(
         "--stall",
         type=float,
         default=0.0,
@@ -237,7 +253,8 @@ def main() -> None:
             result = anyio.run(measure, server, logs_dir, args)
     load = os.getloadavg()
     print(
-        f"{args.launches} logs, {args.hosts} host names, {args.coalesce} log(s) a packet, stall {args.stall:g} s: "
+        f"{args.launches} logs, {args.hosts} host names, {args.coalesce} log(s) a packet, stall {args.stall:g} s"
+        f"{', pushed' if args.push else ''}: "
         f"CPU {result['cpu']:.2f} % of a core, {result['packets']:.0f} packets/s "
         f"({result['bytes'] / 1024:.0f} KiB/s), {result['us_per_packet']:.1f} us a packet; "
         f"RSS {result['rss_per_log']:.1f} KiB a log; peak RSS {result['peak']:.1f} MB; "
