@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import asyncssh
 import pytest
-from sshd_server import SSHDServer, assert_no_reader_left, readers_of, wait_gone
+from sshd_server import SSHDServer, assert_no_reader_left, busy_until_pending, readers_of, wait_gone
 
 from watchdog.exceptions import AuthError, ConnectionLost, HostKeyError, UsageError
 from watchdog.follow.sources.base import (
@@ -467,7 +467,7 @@ async def test_a_large_read_is_handed_to_asyncssh_in_slices(
         conn.data_received, conn._recv_data = data_received, recv_data
         backlog = b"".join(b"%06d %s\n" % (i, b"x" * 120) for i in range(2000))  # 256 KB
         await append(log, backlog)
-        _busy_until_pending(conn.get_extra_info("socket"), 4 * READ_SLICE)
+        busy_until_pending(conn.get_extra_info("socket"), 4 * READ_SLICE)
         assert await read_until(items, 2 + len(backlog), start=2) == backlog
     assert max(reads) >= 4 * READ_SLICE
     # a slice and what is left of a packet (up to 32 KiB of data) before it
@@ -493,18 +493,6 @@ async def test_a_read_is_not_handed_on_past_a_slice_that_dropped_the_connection(
         assert parsed == [READ_SLICE]
         with anyio.fail_after(10):
             await conn.wait_closed()
-
-
-def _busy_until_pending(sock: Any, size: int, within: float = 10.0) -> None:
-    """Keep the event loop busy (this call does not await) until `size` bytes wait in the socket's receive queue."""
-    import fcntl  # noqa: PLC0415 - Linux only, as the sshd tests
-    import struct  # noqa: PLC0415
-    import termios  # noqa: PLC0415
-
-    deadline = time.monotonic() + within
-    while (pending := struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]) < size:
-        assert time.monotonic() < deadline, f"only {pending} bytes came"
-        time.sleep(0.01)
 
 
 async def _grow(items: Any, log: Path, size: int, numbers: range) -> None:

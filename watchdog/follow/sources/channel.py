@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Literal
@@ -22,6 +23,42 @@ Packet = tuple[Kind, bytes, Exception | None]
 # what a `CommandOutput.drive` did with a packet: not taken (queued as usual); taken, the reader sleeps on; taken,
 # the reader is woken (its `receive` returns a ("woken", b"", None) packet: something is left for its task)
 NOT_TAKEN, TAKEN, TAKEN_WAKE = 0, 1, 2
+
+
+class _Reads(threading.local):
+    """Per thread (an event loop's): the sessions holding stdout in the read of a connection now being parsed
+    (`begin_read`), else None."""
+
+    holding: list[CommandOutput] | None = None
+
+
+_reads = _Reads()
+
+
+def begin_read() -> bool:
+    """A connection's read is about to be parsed: each session's stdout in it is held and handed on joined, one
+    piece per session, at `end_read` (a log's packets that piled up while the daemon was busy cost one chunk, not
+    one each). False when a read is already being parsed (a connection tunnelled through another's channel):
+    that read's `end_read` hands on this one's too."""
+    if _reads.holding is not None:
+        return False
+    _reads.holding = []
+    return True
+
+
+def end_read() -> None:
+    """The read is parsed: each session hands on the stdout it held, in the order the sessions first had some."""
+    sessions, _reads.holding = _reads.holding, None
+    _release(sessions or [], 0)
+
+
+def _release(sessions: list[CommandOutput], start: int) -> None:
+    for index in range(start, len(sessions)):
+        try:
+            sessions[index].release()
+        except BaseException:
+            _release(sessions, index + 1)  # the others' all the same
+            raise
 
 
 def unlogged_packets(chan: object) -> bool:
@@ -54,6 +91,9 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     `drive`: while the reader waits with nothing queued, a packet is offered to it first, in the callback that
     brings it (asyncssh's pass over what the connection received: every log of the host's in one go), without
     waking the reader's task; it says what it did (`NOT_TAKEN`, `TAKEN`, `TAKEN_WAKE`).
+
+    Within a read of the connection (`begin_read` .. `end_read`) stdout is held and handed on joined at its end
+    (or before stderr or the close that follow it): one packet for all of it.
     """
 
     def __init__(self) -> None:
@@ -67,19 +107,41 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         # system call (its fork check), and `receive` makes a future for each packet
         self._loop = asyncio.get_running_loop()
         self.drive: Callable[[Packet], int] | None = None
+        self._held: list[bytes] = []  # stdout of the read being parsed (`begin_read`), not yet handed on
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
         unlogged_packets(chan)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        kind: Kind = "err" if datatype == asyncssh.EXTENDED_DATA_STDERR else "out"
-        self._put((kind, data, None))
+        if datatype is None:  # stdout
+            holding = _reads.holding
+            if holding is not None:
+                if not self._held:
+                    holding.append(self)
+                self._held.append(data)
+                return
+            self._put(("out", data, None))
+        else:
+            self.release()  # what came before it first
+            self._put(("err", data, None))
+        self._pause_if_full()
+
+    def release(self) -> None:
+        """Hand on the stdout held in a read (`begin_read`), joined."""
+        held = self._held
+        if held:
+            self._held = []
+            self._put(("out", held[0] if len(held) == 1 else b"".join(held), None))
+            self._pause_if_full()
+
+    def _pause_if_full(self) -> None:
         if not self._paused and self._chan is not None and len(self._packets) >= _HIGH_WATER:
             self._paused = True
             self._chan.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.release()
         self._put(("closed", b"", exc))
 
     def _put(self, packet: Packet) -> None:

@@ -133,7 +133,8 @@ class _Client(asyncssh.SSHClient):
     def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
         self.conn = conn
         lazy_keepalive(conn)  # not a timer re-armed at each read of a busy connection
-        read_in_slices(conn)  # not a copy of all that is left of a large read for each of its packets
+        # not a copy of all that is left of a large read for each of its packets; a log's packets of a read as one
+        read_in_slices(conn)
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self._check.validate(host, addr, port, key)
