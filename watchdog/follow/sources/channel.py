@@ -15,6 +15,9 @@ from watchdog.follow.sources.asyncssh_quiet import asyncssh
 # stops the remote tail, so a slow consumer never makes this process buffer a whole log.
 _HIGH_WATER = 64
 _LOW_WATER = 8
+# stdout of one read joined (`begin_read`) up to this many bytes a piece: a piece is no larger than a packet can be,
+# so the high-water mark bounds what is queued as before
+_JOIN_MAX = 32 * 1024
 
 _PACKET_DEBUG_LEVEL = 3  # asyncssh's debug level from which packets are logged
 
@@ -92,8 +95,9 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     brings it (asyncssh's pass over what the connection received: every log of the host's in one go), without
     waking the reader's task; it says what it did (`NOT_TAKEN`, `TAKEN`, `TAKEN_WAKE`).
 
-    Within a read of the connection (`begin_read` .. `end_read`) stdout is held and handed on joined at its end
-    (or before stderr or the close that follow it): one packet for all of it.
+    While `drive` is set, within a read of the connection (`begin_read` .. `end_read`) stdout is held and handed
+    on joined at its end (or before stderr or the close that follow it, or in pieces of `_JOIN_MAX` bytes): one
+    packet for all of it.
     """
 
     def __init__(self) -> None:
@@ -108,6 +112,7 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         self._loop = asyncio.get_running_loop()
         self.drive: Callable[[Packet], int] | None = None
         self._held: list[bytes] = []  # stdout of the read being parsed (`begin_read`), not yet handed on
+        self._held_bytes = 0
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
@@ -116,10 +121,15 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is None:  # stdout
             holding = _reads.holding
-            if holding is not None:
-                if not self._held:
+            if holding is not None and self.drive is not None:
+                held = self._held
+                if not held:
                     holding.append(self)
-                self._held.append(data)
+                elif self._held_bytes + len(data) > _JOIN_MAX:
+                    self.release()  # (still in `holding`: the next piece is handed on at the end)
+                    held = self._held
+                held.append(data)
+                self._held_bytes += len(data)
                 return
             self._put(("out", data, None))
         else:
@@ -131,7 +141,7 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         """Hand on the stdout held in a read (`begin_read`), joined."""
         held = self._held
         if held:
-            self._held = []
+            self._held, self._held_bytes = [], 0
             self._put(("out", held[0] if len(held) == 1 else b"".join(held), None))
             self._pause_if_full()
 
