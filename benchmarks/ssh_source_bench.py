@@ -7,7 +7,8 @@ queue, the source's generator and the task switch per chunk). A writer process g
 `daemon_bench.py` does (a 100 ms tick: usually 0 or 1 line, one tick in 20 a burst; about 10 lines/s).
 
 CPU is this process's utime + stime over the window (the remote side, sshd and the writer are other
-processes); per packet is that over the chunks delivered (one SSH data packet each). Memory is VmRSS after every
+processes); per chunk is that over the chunks delivered (one SSH data packet each, unless several of a log's came
+in one read of the connection: those are one chunk), per KiB over the bytes. Memory is VmRSS after every
 log was read to its end, less before the first was opened, over the logs (connections included).
 
 `--coalesce K` estimates the best case of one SSH channel per host for many logs (issue 31): K logs' writes of
@@ -16,7 +17,18 @@ each chunk read is cut in K parts handed to K tasks (through a deque and a futur
 packet to its reader): the packets fall K-fold, the per-log hand-over stays. Real hosts only coalesce what their
 logs write within one poll of the remote reader (10 ms); here every log writes on the same tick.
 
-    python benchmarks/ssh_source_bench.py [--launches 200] [--hosts 20] [--seconds 15] [--coalesce 1]
+`--push` hands each live read to a callback in asyncssh's pass over what the connection received (`Pushes`), as
+the daemon's followers take them, instead of through each log's task.
+
+`--analyze` feeds each log's chunks to an analyzer of its own, as the daemon's follower does (the CPU is then
+the source's and the analyzer's).
+
+`--stall S` keeps the event loop busy (blocked, not counted as CPU) S seconds of every second, as a daemon behind
+its logs is: each connection's packets pile up in its socket and come in large reads (with `--hosts 2`, a
+hundred logs a connection, as 2,000 launches on 20 hosts have).
+
+    python benchmarks/ssh_source_bench.py [--launches 200] [--hosts 20] [--seconds 15] [--coalesce 1] [--push]
+                                          [--analyze] [--stall 0]
 """
 
 from __future__ import annotations
@@ -42,7 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_bench import _ssh_user  # type: ignore[import-not-found,unused-ignore]
 from sshd_server import SSHDServer, running_sshd  # type: ignore[import-not-found,unused-ignore]
 
-from watchdog.follow.sources import CaughtUp, Chunk, SSHOptions, SSHPool, SSHSource
+from watchdog.core.analyzer import Analyzer
+from watchdog.follow.sources import CaughtUp, Chunk, SourceItem, SSHOptions, SSHPool, SSHSource
+from watchdog.profiles.loader import catalogue
 
 LINE = b"[2026-12-05 09:00:00 TP0] Decode batch. #running-req: 12, #token: 4567, token usage: 0.05, gen throughput (token/s): 512.3\n"
 TICK = 0.1
@@ -95,6 +109,13 @@ class _Part:
         return self.items.popleft()
 
 
+async def _stall(seconds: float) -> None:
+    """Block the event loop `seconds` of every second (`--stall`)."""
+    while True:
+        await anyio.sleep(1.0 - seconds)
+        time.sleep(seconds)  # noqa: ASYNC251 - the event loop kept busy, on purpose
+
+
 async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) -> dict[str, float]:
     files = args.launches // args.coalesce
     paths = []
@@ -107,6 +128,7 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
     )
     pools = [SSHPool(options) for _ in range(args.hosts)]
     counts = {"bytes": 0, "chunks": 0, "parts": 0}
+    profiles = catalogue() if args.analyze else None
     caught = anyio.Event()
     pending = files
 
@@ -116,30 +138,43 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
             counts["parts"] += len(chunk.data)
 
     async def follow(source: SSHSource, tg: anyio.abc.TaskGroup) -> None:
-        nonlocal pending
         parts = [_Part() for _ in range(args.coalesce)] if args.coalesce > 1 else []
         for queue in parts:
             tg.start_soon(part, queue)
-        first = True
+        first = [True]
+
+        def take(item: SourceItem) -> None:
+            nonlocal pending
+            if isinstance(item, Chunk):
+                counts["bytes"] += len(item.data)
+                counts["chunks"] += 1
+                if parts:
+                    size = -(-len(item.data) // len(parts))
+                    for k, queue in enumerate(parts):
+                        piece = item.data[k * size : (k + 1) * size]
+                        queue.put(Chunk(item.offset + k * size, piece, item.file))
+                done = item.caught_up
+            else:
+                done = isinstance(item, CaughtUp)
+            if first[0] and done:
+                first[0] = False
+                pending -= 1
+                if not pending:
+                    caught.set()
+
+        analyzer = Analyzer(profiles) if profiles is not None else None
+
+        def take_fed(item: SourceItem) -> None:
+            if analyzer is not None and isinstance(item, Chunk):
+                analyzer.feed(item.data, time.monotonic())
+            take(item)
+
         async with source.open_follow() as items:
             items.merge = True  # type: ignore[attr-defined]  # as the follower sets it
+            if args.push:
+                items.push = take_fed  # type: ignore[attr-defined]  # `Pushes`, as the follower sets it
             async for item in items:
-                if isinstance(item, Chunk):
-                    counts["bytes"] += len(item.data)
-                    counts["chunks"] += 1
-                    if parts:
-                        size = -(-len(item.data) // len(parts))
-                        for k, queue in enumerate(parts):
-                            piece = item.data[k * size : (k + 1) * size]
-                            queue.put(Chunk(item.offset + k * size, piece, item.file))
-                    done = item.caught_up
-                else:
-                    done = isinstance(item, CaughtUp)
-                if first and done:
-                    first = False
-                    pending -= 1
-                    if not pending:
-                        caught.set()
+                take_fed(item)
 
     gc.collect()
     before = _rss_kb()
@@ -164,6 +199,8 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
             stderr=None,
         )
         try:
+            if args.stall:
+                tg.start_soon(_stall, args.stall)
             await anyio.sleep(SETTLE)
             usage0, chunks0, bytes0, t0 = (
                 resource.getrusage(resource.RUSAGE_SELF),
@@ -191,6 +228,7 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
         "packets": chunks / wall,
         "us_per_packet": 1e6 * cpu / max(chunks, 1),
         "bytes": (bytes1 - bytes0) / wall,
+        "us_per_kib": 1e6 * cpu / max((bytes1 - bytes0) / 1024, 1),
         "rss_per_log": (opened - before) / args.launches,
         "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
@@ -203,7 +241,26 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--coalesce", type=int, default=1, help="logs per SSH packet (see the docstring)")
     parser.add_argument("--ssh-user", help="as daemon_bench.py's --ssh-user")
+    parser.add_argument(
+        "--push",
+        action="store_true",
+        help="each live read handed to a callback in asyncssh's pass over the connection (`Pushes`), as the daemon "
+        "has it, not through each log's task",
+    )
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="each log's chunks fed to an analyzer, as the daemon's follower does",
+    )
+    parser.add_argument(
+        "--stall",
+        type=float,
+        default=0.0,
+        help="seconds of every second the event loop is kept busy (0-0.95)",
+    )
     args = parser.parse_args()
+    if not 0 <= args.stall <= 0.95:
+        parser.error("--stall must be between 0 and 0.95")
     if args.launches % args.coalesce:
         parser.error("--launches must be a multiple of --coalesce")
     user = _ssh_user(args.ssh_user)
@@ -216,9 +273,11 @@ def main() -> None:
             result = anyio.run(measure, server, logs_dir, args)
     load = os.getloadavg()
     print(
-        f"{args.launches} logs, {args.hosts} host names, {args.coalesce} log(s) a packet: "
-        f"CPU {result['cpu']:.2f} % of a core, {result['packets']:.0f} packets/s "
-        f"({result['bytes'] / 1024:.0f} KiB/s), {result['us_per_packet']:.1f} us a packet; "
+        f"{args.launches} logs, {args.hosts} host names, {args.coalesce} log(s) a packet, stall {args.stall:g} s"
+        f"{', pushed' if args.push else ''}{', analyzed' if args.analyze else ''}: "
+        f"CPU {result['cpu']:.2f} % of a core, {result['packets']:.0f} chunks/s "
+        f"({result['bytes'] / 1024:.0f} KiB/s), {result['us_per_packet']:.1f} us a chunk, "
+        f"{result['us_per_kib']:.1f} us a KiB; "
         f"RSS {result['rss_per_log']:.1f} KiB a log; peak RSS {result['peak']:.1f} MB; "
         f"load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     )

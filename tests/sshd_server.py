@@ -310,3 +310,21 @@ async def assert_no_reader_left(path: Path) -> None:
         await wait_gone(left)
     assert readers_of(str(path)) == set()
     assert pgrep_f(str(path)) == []
+
+
+def pending(sock: socket.socket) -> int:
+    """Bytes waiting in a socket's receive queue (Linux's FIONREAD)."""
+    import fcntl  # noqa: PLC0415 - Linux only, as these tests
+    import struct  # noqa: PLC0415
+    import termios  # noqa: PLC0415
+
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0])
+
+
+def busy_until_pending(sock: socket.socket, size: int, within: float = 10.0) -> None:
+    """Keep the event loop busy (this call does not await) until at least `size` bytes wait in the socket's
+    receive queue."""
+    deadline = time.monotonic() + within
+    while (waiting := pending(sock)) < size:
+        assert time.monotonic() < deadline, f"only {waiting} bytes came"
+        time.sleep(0.005)

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import asyncssh
 import pytest
-from sshd_server import SSHDServer, assert_no_reader_left, readers_of, wait_gone
+from sshd_server import SSHDServer, assert_no_reader_left, busy_until_pending, readers_of, wait_gone
 
 from watchdog.exceptions import AuthError, ConnectionLost, HostKeyError, UsageError
 from watchdog.follow.sources.base import (
@@ -31,6 +31,7 @@ from watchdog.follow.sources.base import (
     SourceItem,
 )
 from watchdog.follow.sources.channel import _HIGH_WATER, CommandOutput
+from watchdog.follow.sources.readslices import READ_SLICE
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 
@@ -438,6 +439,60 @@ async def test_a_busy_connection_re_arms_no_keepalive_timer_per_read(
         assert again is not None
         assert again is not armed
         assert 28.0 < again.when() - asyncio.get_running_loop().time() <= 30.0
+
+
+async def test_a_large_read_is_handed_to_asyncssh_in_slices(
+    pool: SSHPool, sshd: SSHDServer, tmp_path: Path
+) -> None:
+    """What the socket brought while the event loop was busy comes in one large read; asyncssh is given it
+    `READ_SLICE` bytes at a time, so the buffer it cuts each packet from never holds the whole read (it copies
+    the rest of its buffer for each packet), and the bytes come whole and in order."""
+    log = tmp_path / "backlog.log"
+    log.write_bytes(b"0\n")
+    async with make_source(pool, sshd, log).open_follow() as items:
+        assert await read_until(items, 2) == b"0\n"
+        [conn] = pool.connections(sshd.host, port=sshd.port, user=sshd.user)
+        reads: list[int] = []  # the sizes the socket's transport handed over
+        buffered: list[int] = []  # what asyncssh's buffer held each time it parsed
+        sliced, parse = conn.data_received, conn._recv_data
+
+        def data_received(data: bytes, datatype: Any = None) -> None:
+            reads.append(len(data))
+            sliced(data, datatype)
+
+        def recv_data() -> None:
+            buffered.append(len(conn._inpbuf))
+            parse()
+
+        conn.data_received, conn._recv_data = data_received, recv_data
+        backlog = b"".join(b"%06d %s\n" % (i, b"x" * 120) for i in range(2000))  # 256 KB
+        await append(log, backlog)
+        busy_until_pending(conn.get_extra_info("socket"), 4 * READ_SLICE)
+        assert await read_until(items, 2 + len(backlog), start=2) == backlog
+    assert max(reads) >= 4 * READ_SLICE
+    # a slice and what is left of a packet (up to 32 KiB of data) before it
+    assert max(buffered) <= READ_SLICE + 34 * 1024
+
+
+async def test_a_read_is_not_handed_on_past_a_slice_that_dropped_the_connection(
+    sshd: SSHDServer, ssh_options: SSHOptions
+) -> None:
+    """Bytes that are no packet (a corrupted stream) make asyncssh drop the connection at the first slice of a
+    large read: the slices after it are not parsed."""
+    async with SSHPool(ssh_options) as pool:
+        conn = await pool.connect(sshd.host, port=sshd.port, user=sshd.user)
+        parsed: list[int] = []
+        parse = conn._recv_data
+
+        def recv_data() -> None:
+            parsed.append(len(conn._inpbuf))
+            parse()
+
+        conn._recv_data = recv_data
+        conn.data_received(b"\xff" * (3 * READ_SLICE))
+        assert parsed == [READ_SLICE]
+        with anyio.fail_after(10):
+            await conn.wait_closed()
 
 
 async def _grow(items: Any, log: Path, size: int, numbers: range) -> None:

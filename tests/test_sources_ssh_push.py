@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from pushlog import PushLog, live_read
-from sshd_server import SSHDServer
+from sshd_server import SSHDServer, busy_until_pending, pending
 
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileRestarted, Pushes, SourceItem
 from watchdog.follow.sources.ssh import SSHSource
@@ -156,3 +156,32 @@ async def test_what_push_gives_back_or_raises_comes_through_the_iteration(
                 out.write(b"2\n")
             with pytest.raises(ValueError, match="analyzer failed"):
                 await anext(items)
+
+
+async def test_a_log_s_packets_that_came_in_one_read_are_handed_on_as_one_chunk(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path
+) -> None:
+    """Appends that piled up in the connection's socket while the event loop was busy, each its own packet, come
+    in one read: they are handed on as one chunk, whole and at its offset (not a chunk each)."""
+    path = tmp_path / "piled.log"
+    path.write_bytes(b"started\n")
+    log = PushLog(live_read)
+    lines = [b"serving %d\n" % i for i in range(5)]
+    async with anyio.create_task_group() as tg:
+        await tg.start(_follow, _source(pool, sshd, path), log)
+        await log.until(lambda: log.data() == b"started\n")
+        [conn] = pool.connections(sshd.host, port=sshd.port, user=sshd.user)
+        sock = conn.get_extra_info("socket")
+        # the event loop kept busy: each line sent (its own packet) before the next is written
+        for line in lines:
+            before = pending(sock)
+            with path.open("ab") as out:
+                out.write(line)
+            busy_until_pending(sock, before + len(line))
+        await log.until(lambda: log.data() == b"started\n" + b"".join(lines))
+        tg.cancel_scope.cancel()
+    chunks = [item for _, item in log.items if isinstance(item, Chunk) and item.offset >= 8]
+    assert b"".join(chunk.data for chunk in chunks) == b"".join(lines)
+    assert chunks[0].offset == 8
+    # one chunk (two where a status line of the reader's came between its packets), not one a packet
+    assert len(chunks) <= 2, chunks

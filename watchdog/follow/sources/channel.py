@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Literal
@@ -14,6 +15,9 @@ from watchdog.follow.sources.asyncssh_quiet import asyncssh
 # stops the remote tail, so a slow consumer never makes this process buffer a whole log.
 _HIGH_WATER = 64
 _LOW_WATER = 8
+# stdout of one read joined (`begin_read`) up to this many bytes a piece: a piece is no larger than a packet can be,
+# so the high-water mark bounds what is queued as before
+_JOIN_MAX = 32 * 1024
 
 _PACKET_DEBUG_LEVEL = 3  # asyncssh's debug level from which packets are logged
 
@@ -22,6 +26,42 @@ Packet = tuple[Kind, bytes, Exception | None]
 # what a `CommandOutput.drive` did with a packet: not taken (queued as usual); taken, the reader sleeps on; taken,
 # the reader is woken (its `receive` returns a ("woken", b"", None) packet: something is left for its task)
 NOT_TAKEN, TAKEN, TAKEN_WAKE = 0, 1, 2
+
+
+class _Reads(threading.local):
+    """Per thread (an event loop's): the sessions holding stdout in the read of a connection now being parsed
+    (`begin_read`), else None."""
+
+    holding: list[CommandOutput] | None = None
+
+
+_reads = _Reads()
+
+
+def begin_read() -> bool:
+    """A connection's read is about to be parsed: each session's stdout in it is held and handed on joined, one
+    piece per session, at `end_read` (a log's packets that piled up while the daemon was busy cost one chunk, not
+    one each). False when a read is already being parsed (a connection tunnelled through another's channel):
+    that read's `end_read` hands on this one's too."""
+    if _reads.holding is not None:
+        return False
+    _reads.holding = []
+    return True
+
+
+def end_read() -> None:
+    """The read is parsed: each session hands on the stdout it held, in the order the sessions first had some."""
+    sessions, _reads.holding = _reads.holding, None
+    _release(sessions or [], 0)
+
+
+def _release(sessions: list[CommandOutput], start: int) -> None:
+    for index in range(start, len(sessions)):
+        try:
+            sessions[index].release()
+        except BaseException:
+            _release(sessions, index + 1)  # the others' all the same
+            raise
 
 
 def unlogged_packets(chan: object) -> bool:
@@ -54,6 +94,10 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     `drive`: while the reader waits with nothing queued, a packet is offered to it first, in the callback that
     brings it (asyncssh's pass over what the connection received: every log of the host's in one go), without
     waking the reader's task; it says what it did (`NOT_TAKEN`, `TAKEN`, `TAKEN_WAKE`).
+
+    While `drive` is set, within a read of the connection (`begin_read` .. `end_read`) stdout is held and handed
+    on joined at its end (or before stderr or the close that follow it, or in pieces of `_JOIN_MAX` bytes): one
+    packet for all of it.
     """
 
     def __init__(self) -> None:
@@ -67,19 +111,47 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         # system call (its fork check), and `receive` makes a future for each packet
         self._loop = asyncio.get_running_loop()
         self.drive: Callable[[Packet], int] | None = None
+        self._held: list[bytes] = []  # stdout of the read being parsed (`begin_read`), not yet handed on
+        self._held_bytes = 0
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
         unlogged_packets(chan)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        kind: Kind = "err" if datatype == asyncssh.EXTENDED_DATA_STDERR else "out"
-        self._put((kind, data, None))
+        if datatype is None:  # stdout
+            holding = _reads.holding
+            if holding is not None and self.drive is not None:
+                held = self._held
+                if not held:
+                    holding.append(self)
+                elif self._held_bytes + len(data) > _JOIN_MAX:
+                    self.release()  # (still in `holding`: the next piece is handed on at the end)
+                    held = self._held
+                held.append(data)
+                self._held_bytes += len(data)
+                return
+            self._put(("out", data, None))
+        else:
+            self.release()  # what came before it first
+            self._put(("err", data, None))
+        self._pause_if_full()
+
+    def release(self) -> None:
+        """Hand on the stdout held in a read (`begin_read`), joined."""
+        held = self._held
+        if held:
+            self._held, self._held_bytes = [], 0
+            self._put(("out", held[0] if len(held) == 1 else b"".join(held), None))
+            self._pause_if_full()
+
+    def _pause_if_full(self) -> None:
         if not self._paused and self._chan is not None and len(self._packets) >= _HIGH_WATER:
             self._paused = True
             self._chan.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.release()
         self._put(("closed", b"", exc))
 
     def _put(self, packet: Packet) -> None:

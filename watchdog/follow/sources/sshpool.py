@@ -29,6 +29,7 @@ from watchdog.exceptions import ChannelRefused, ConnectionLost
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
 from watchdog.follow.sources.hostkeys import HostKeyCheck
 from watchdog.follow.sources.keepalive import lazy_keepalive
+from watchdog.follow.sources.readslices import read_in_slices
 from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -132,6 +133,8 @@ class _Client(asyncssh.SSHClient):
     def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
         self.conn = conn
         lazy_keepalive(conn)  # not a timer re-armed at each read of a busy connection
+        # not a copy of all that is left of a large read for each of its packets; a log's packets of a read as one
+        read_in_slices(conn)
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self._check.validate(host, addr, port, key)
