@@ -474,6 +474,10 @@ async def test_a_large_read_is_handed_to_asyncssh_in_slices(
     assert max(buffered) <= READ_SLICE + 34 * 1024
 
 
+@pytest.mark.skipif(
+    tuple(int(part) for part in asyncssh.__version__.split(".")[:2]) < (2, 24),
+    reason="asyncssh 2.23 has no packet length limit: a corrupted length waits for more bytes, nothing is dropped",
+)
 async def test_a_read_is_not_handed_on_past_a_slice_that_dropped_the_connection(
     sshd: SSHDServer, ssh_options: SSHOptions
 ) -> None:
