@@ -805,6 +805,21 @@ async def test_status_says_when_the_current_incarnation_began_after_a_replaced_l
     assert at(second["since"]) <= replaced
 
 
+def _count_alerts_made(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The kinds of the alerts made from a status (`Alert.from_status`) from now on, in order."""
+    from watchdog.alerts.notifiers import Alert  # noqa: PLC0415
+
+    made: list[Any] = []
+    from_status = Alert.from_status.__func__
+
+    def counted(cls: type[Alert], kind: Any, *args: Any, **kwargs: Any) -> Alert:
+        made.append(kind)
+        return from_status(cls, kind, *args, **kwargs)
+
+    monkeypatch.setattr(Alert, "from_status", classmethod(counted))
+    return made
+
+
 async def test_a_relaunch_in_the_same_log_is_stored_with_its_own_timeline(tmp_path: Path) -> None:
     """A crash, then a new start in the same file that crashes again: the state file keeps each incarnation's
     own transitions (the new start's row holds none of the crashed one's, though /status reports that crash
@@ -836,16 +851,9 @@ async def test_a_new_start_no_notifier_says_makes_no_alert_for_it(
 ) -> None:
     """A crash loop's relaunch, with no notifier that says a new start: nothing is said of it, and neither the
     alert that would say it nor the status it is made of is made (only the verdicts' alerts are)."""
-    from watchdog.alerts.notifiers import Alert, AlertKind  # noqa: PLC0415
+    from watchdog.alerts.notifiers import AlertKind  # noqa: PLC0415
 
-    made: list[AlertKind] = []
-    from_status = Alert.from_status.__func__
-
-    def counted(cls: type[Alert], kind: AlertKind, *args: Any, **kwargs: Any) -> Alert:
-        made.append(kind)
-        return from_status(cls, kind, *args, **kwargs)
-
-    monkeypatch.setattr(Alert, "from_status", classmethod(counted))
+    made = _count_alerts_made(monkeypatch)
     out = io.StringIO()
     log = tmp_path / "qwen.log"
     alerts = ConsoleAlerts(out=out, on=frozenset({AlertKind.CRASHED}))
@@ -873,16 +881,9 @@ async def test_a_ready_verdict_no_notifier_says_makes_no_alert(
     would say it is not made, and the verdict is still noted as announced (with the store: once, with the
     verdict; a restarted daemon does not say it); a crash is said as ever."""
     from watchdog.alerts.alert import DEFAULT_ON  # noqa: PLC0415
-    from watchdog.alerts.notifiers import Alert, AlertKind  # noqa: PLC0415
+    from watchdog.alerts.notifiers import AlertKind  # noqa: PLC0415
 
-    made: list[AlertKind] = []
-    from_status = Alert.from_status.__func__
-
-    def counted(cls: type[Alert], kind: AlertKind, *args: Any, **kwargs: Any) -> Alert:
-        made.append(kind)
-        return from_status(cls, kind, *args, **kwargs)
-
-    monkeypatch.setattr(Alert, "from_status", classmethod(counted))
+    made = _count_alerts_made(monkeypatch)
     out = io.StringIO()
     logs = {"ready": tmp_path / "ready.log", "crash": tmp_path / "crash.log"}
     alerts = ConsoleAlerts(out=out, on=frozenset(DEFAULT_ON))  # what a webhook says by default: not ready

@@ -33,16 +33,16 @@ def _lines_holding(data: bytes, needles: tuple[bytes, ...]) -> list[int]:
     return out
 
 
+LITERAL_SETS = [
+    pytest.param((b"ab", b"Error", b"()"), id="multi-byte"),
+    # one-byte literals are found by memchr beside Hyperscan's others, or alone
+    pytest.param((b"ab", b"x", b"Error", b"()", b"$"), id="with-one-byte"),
+    pytest.param((b"x", b"$"), id="one-byte-only"),
+]
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize(
-    "literals",
-    [
-        pytest.param((b"ab", b"Error", b"()"), id="multi-byte"),
-        # one-byte literals are found by memchr beside Hyperscan's others, or alone
-        pytest.param((b"ab", b"x", b"Error", b"()", b"$"), id="with-one-byte"),
-        pytest.param((b"x", b"$"), id="one-byte-only"),
-    ],
-)
+@pytest.mark.parametrize("literals", LITERAL_SETS)
 @settings(max_examples=200, deadline=None)
 @given(
     words=st.lists(
@@ -64,14 +64,7 @@ def test_lines_are_those_holding_a_literal(
     assert found == [p for p in _lines_holding(data, literals) if p >= start]
 
 
-@pytest.mark.parametrize(
-    "literals",
-    [
-        pytest.param((b"ab", b"Error", b"()"), id="multi-byte"),
-        pytest.param((b"ab", b"x", b"Error", b"()", b"$"), id="with-one-byte"),
-        pytest.param((b"x", b"$"), id="one-byte-only"),
-    ],
-)
+@pytest.mark.parametrize("literals", LITERAL_SETS)
 @settings(max_examples=200, deadline=None)
 @given(
     words=st.lists(

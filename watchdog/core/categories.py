@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from watchdog.profiles.model import CategoryRule, Profile
 from watchdog.vocabulary import Category, State
@@ -27,9 +28,24 @@ _NESTED = re.compile(r""":\s+|(?:^|[\s(])['"]""")
 # and one answer costs a few hundred regex searches (case-blind alternations: tens of microseconds each), most
 # of the time of replaying a short log. Keyed by the rules' identity (a profile's tuple; hashing its rules would
 # cost more than it saves), the object kept beside its answers so that its id cannot be another's.
+_Owner = TypeVar("_Owner")
+_Key = TypeVar("_Key")
+_Answer = TypeVar("_Answer")
+
 _MEMO_RULES = 8  # rules objects remembered (a daemon's engines and user profiles)
 _MEMO_ANSWERS = 4096  # answers remembered per rules object: beyond, they are forgotten and found again
 _memo: dict[int, tuple[Sequence[CategoryRule], dict[tuple[str, str], Category]]] = {}
+
+
+def answers_of(memo: dict[int, tuple[_Owner, dict[_Key, _Answer]]], owner: _Owner) -> dict[_Key, _Answer]:
+    """The answers `memo` keeps for `owner` (a profile's rules: known by identity, kept beside its answers so
+    that an id reused by another object finds none), made empty the first time; at most `_MEMO_RULES` owners."""
+    entry = memo.get(id(owner))
+    if entry is None or entry[0] is not owner:
+        if len(memo) >= _MEMO_RULES:
+            memo.clear()
+        entry = memo[id(owner)] = (owner, {})
+    return entry[1]
 
 
 def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRule]) -> Category:
@@ -37,12 +53,7 @@ def categorize(summary: str, traceback: str = "", *, rules: Sequence[CategoryRul
     `[[category]]` `rules` (docs/categories.md): of the rules that hold, the one of the best tier (an exception's
     class, then its message's template, then where it was raised, then a phrase), the first of its tier;
     `other` when none holds."""
-    entry = _memo.get(id(rules))
-    if entry is None or entry[0] is not rules:
-        if len(_memo) >= _MEMO_RULES:
-            _memo.clear()
-        entry = _memo[id(rules)] = (rules, {})
-    answers = entry[1]
+    answers = answers_of(_memo, rules)
     key = (summary, traceback)
     category = answers.get(key)
     if category is None:
@@ -127,12 +138,7 @@ _ORDER = {s.value: i for i, s in enumerate(State)}
 def phase_from_frames(traceback: str, profile: Profile) -> str | None:
     """The phase that a traceback's innermost frame known to `profile` (its `[[frame]]` tables) belongs to."""
     frames = profile.frames
-    entry = _frames_memo.get(id(frames))
-    if entry is None or entry[0] is not frames:
-        if len(_frames_memo) >= _MEMO_RULES:
-            _frames_memo.clear()
-        entry = _frames_memo[id(frames)] = (frames, {})
-    answers = entry[1]
+    answers = answers_of(_frames_memo, frames)
     if traceback in answers:
         return answers[traceback]
     found = [(m.start(), phase) for phase, pattern in frames for m in pattern.finditer(traceback)]

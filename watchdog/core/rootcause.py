@@ -11,7 +11,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from watchdog.core.categories import categorize, fill, hint_for, phase_from_error, phase_from_frames
+from watchdog.core.categories import (
+    answers_of,
+    categorize,
+    fill,
+    hint_for,
+    phase_from_error,
+    phase_from_frames,
+)
 from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
 from watchdog.profiles.model import Profile
 from watchdog.vocabulary import GENERIC_CATEGORIES, Category
@@ -192,12 +199,7 @@ def _innermost_step(text: str, profile: Profile) -> str:
     steps = profile.steps
     # asked again with the same text at each error the root cause weighs: the answers kept per steps tuple (known
     # by identity, kept beside its answers, as `categories` keeps its rules')
-    entry = _steps_memo.get(id(steps))
-    if entry is None or entry[0] is not steps:
-        if len(_steps_memo) >= _MEMO_RULES:
-            _steps_memo.clear()
-        entry = _steps_memo[id(steps)] = (steps, {})
-    answers = entry[1]
+    answers = answers_of(_steps_memo, steps)
     step = answers.get(text)
     if step is None:
         frames = [m.group(0) for m in _FRAME.finditer(text)]
@@ -208,7 +210,6 @@ def _innermost_step(text: str, profile: Profile) -> str:
     return step
 
 
-_MEMO_RULES = 8  # steps tuples remembered (a daemon's engines and user profiles)
 _MEMO_TEXTS = 512  # tracebacks' texts remembered per steps tuple (a few kilobytes each)
 _steps_memo: dict[int, tuple[tuple[re.Pattern[str], ...], dict[str, str]]] = {}
 
