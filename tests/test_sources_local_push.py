@@ -9,10 +9,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from pushlog import PushLog, live_read
+from pushlog import PushLog, append_and_wait, assert_files_whole, follow_pushed, live_read, rotate
 
 from watchdog.follow.sources import inotify as inotify_module
-from watchdog.follow.sources.base import CaughtUp, Chunk, FileRestarted, Pushes, SourceItem
+from watchdog.follow.sources.base import Chunk, SourceItem
 from watchdog.follow.sources.inotify import Watcher
 from watchdog.follow.sources.local import LocalSource
 
@@ -22,16 +22,6 @@ pytestmark = [
 ]
 
 SLOW_POLL = 30.0  # no safety poll within a test: every look is one inotify asked for
-
-
-async def _follow(source: LocalSource, log: PushLog, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-    async with source.open_follow() as items:
-        assert isinstance(items, Pushes)
-        items.merge = True  # type: ignore[attr-defined]  # `Merges`, which `Pushes` goes with
-        items.push = log.push
-        task_status.started()
-        async for item in items:
-            log.iterated(item)
 
 
 async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_task_woken(
@@ -57,7 +47,7 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
         for f in files:
             log = PushLog(live_read)
             logs.append(log)
-            await tg.start(_follow, LocalSource(f, poll_interval=SLOW_POLL), log)
+            await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
             await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
         await anyio.wait_all_tasks_blocked()
         assert all(str(f) in watcher._waiting for f in files)
@@ -88,46 +78,24 @@ async def test_a_pushed_follow_gets_every_byte_in_order_across_rotation_and_trun
     path.write_bytes(b"old 0\n")
     log = PushLog(live_read)
     async with anyio.create_task_group() as tg:
-        await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
+        await tg.start(follow_pushed, LocalSource(path, poll_interval=SLOW_POLL), log)
         await log.until(lambda: len(log.items) == 1)
         for i in range(1, 4):
-            with path.open("ab") as out:
-                out.write(b"old %d\n" % i)
-            await log.until(lambda: log.data().endswith(b"old %d\n" % i))  # noqa: B023
+            await append_and_wait(log, path, b"old %d\n" % i)
         assert [way for way, _ in log.items] == ["pushed"] * 4
-        path.rename(tmp_path / "x.log.1")
-        with (tmp_path / "x.log.1").open("ab") as old:
-            old.write(b"old 4\n")
-        path.write_bytes(b"new 0\n")
-        await log.until(lambda: log.data().endswith(b"new 0\n"))
-        with path.open("ab") as out:
-            out.write(b"new 1\n")
-        await log.until(lambda: log.data().endswith(b"new 1\n"))
+        await rotate(log, path, b"old 4\n", b"new 0\n")
+        await append_and_wait(log, path, b"new 1\n")
         with path.open("r+b") as out:  # copytruncate
             out.truncate(0)
             out.write(b"cut 0\n")
         await log.until(lambda: log.data().endswith(b"cut 0\n"))
-        with path.open("ab") as out:
-            out.write(b"cut 1\n")
-        await log.until(lambda: log.data().endswith(b"cut 1\n"))
+        await append_and_wait(log, path, b"cut 1\n")
         tg.cancel_scope.cancel()
-    files: list[list[Chunk]] = [[]]
-    restarts = []
-    for _, item in log.items:
-        if isinstance(item, FileRestarted):
-            restarts.append(item.reason)
-            files.append([])
-        elif isinstance(item, Chunk):
-            files[-1].append(item)
-        else:
-            assert isinstance(item, CaughtUp)
-    assert restarts == ["rotated", "truncated"]
-    expected = [b"old 0\nold 1\nold 2\nold 3\nold 4\n", b"new 0\nnew 1\n", b"cut 0\ncut 1\n"]
-    for chunks, data in zip(files, expected, strict=True):
-        assert b"".join(c.data for c in chunks) == data
-        assert [c.offset for c in chunks] == [
-            sum(len(c.data) for c in chunks[:k]) for k in range(len(chunks))
-        ]
+    assert_files_whole(
+        log,
+        ["rotated", "truncated"],
+        [b"old 0\nold 1\nold 2\nold 3\nold 4\n", b"new 0\nnew 1\n", b"cut 0\ncut 1\n"],
+    )
     assert ("pushed", Chunk(6, b"new 1\n")) in log.items
 
 
@@ -146,7 +114,7 @@ async def test_an_item_push_gives_back_comes_through_the_iteration_and_the_reads
 
     log = PushLog(every_other)
     async with anyio.create_task_group() as tg:
-        await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
+        await tg.start(follow_pushed, LocalSource(path, poll_interval=SLOW_POLL), log)
         await log.until(lambda: len(log.items) == 1)
         for i in range(1, 5):
             with path.open("ab") as out:
@@ -192,7 +160,7 @@ async def test_a_pushed_read_puts_the_safety_poll_off_as_a_new_wait_would(tmp_pa
     log = PushLog(live_read)
     loop = asyncio.get_running_loop()
     async with anyio.create_task_group() as tg:
-        await tg.start(_follow, LocalSource(path, poll_interval=SLOW_POLL), log)
+        await tg.start(follow_pushed, LocalSource(path, poll_interval=SLOW_POLL), log)
         await log.until(lambda: len(log.items) == 1)
         await anyio.wait_all_tasks_blocked()
         ((_, future, _),) = watcher._waiting[str(path)]

@@ -5,15 +5,16 @@ iteration, in order."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from pushlog import PushLog, live_read
+from pushlog import PushLog, append_and_wait, assert_files_whole, follow_pushed, live_read, rotate
 from sshd_server import SSHDServer, busy_until_pending, pending
 
-from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileRestarted, Pushes, SourceItem
+from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, SourceItem
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 
@@ -29,21 +30,14 @@ async def pool(ssh_options: SSHOptions, anyio_backend: str) -> Any:
         yield pool
 
 
+# what the SSH source iterates besides its reads: its connection, and a caught-up with no data
+_follow = functools.partial(follow_pushed, skip=(Connected, CaughtUp))
+
+
 def _source(pool: SSHPool, sshd: SSHDServer, path: Path) -> SSHSource:
     return SSHSource(
         pool, sshd.host, str(path), port=sshd.port, user=sshd.user, poll_interval=FAST, stat_interval=FAST
     )
-
-
-async def _follow(source: SSHSource, log: PushLog, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-    async with source.open_follow() as items:
-        assert isinstance(items, Pushes)
-        items.merge = True  # type: ignore[attr-defined]  # `Merges`, which `Pushes` goes with
-        items.push = log.push
-        task_status.started()
-        async for item in items:
-            if not isinstance(item, Connected | CaughtUp):
-                log.iterated(item)
 
 
 async def testlive_reads_of_a_host_s_logs_are_pushed_outside_their_tasks(
@@ -91,34 +85,11 @@ async def test_a_pushed_remote_follow_gets_every_byte_in_order_across_rotation(
     async with anyio.create_task_group() as tg:
         await tg.start(_follow, _source(pool, sshd, path), log)
         await log.until(lambda: log.data() == b"old 0\n")
-        with path.open("ab") as out:
-            out.write(b"old 1\n")
-        await log.until(lambda: log.data().endswith(b"old 1\n"))
-        path.rename(tmp_path / "rot.log.1")
-        with (tmp_path / "rot.log.1").open("ab") as old:
-            old.write(b"old 2\n")
-        path.write_bytes(b"new 0\n")
-        await log.until(lambda: log.data().endswith(b"new 0\n"))
-        with path.open("ab") as out:
-            out.write(b"new 1\n")
-        await log.until(lambda: log.data().endswith(b"new 1\n"))
+        await append_and_wait(log, path, b"old 1\n")
+        await rotate(log, path, b"old 2\n", b"new 0\n")
+        await append_and_wait(log, path, b"new 1\n")
         tg.cancel_scope.cancel()
-    files: list[list[Chunk]] = [[]]
-    for _, item in log.items:
-        if isinstance(item, FileRestarted):
-            assert item.reason == "rotated"
-            files.append([])
-        else:
-            assert isinstance(item, Chunk), item
-            files[-1].append(item)
-    assert [b"".join(c.data for c in chunks) for chunks in files] == [
-        b"old 0\nold 1\nold 2\n",
-        b"new 0\nnew 1\n",
-    ]
-    for chunks in files:
-        assert [c.offset for c in chunks] == [
-            sum(len(c.data) for c in chunks[:k]) for k in range(len(chunks))
-        ]
+    assert_files_whole(log, ["rotated"], [b"old 0\nold 1\nold 2\n", b"new 0\nnew 1\n"])
     assert ("pushed", Chunk(6, b"new 1\n")) in log.items
 
 
