@@ -357,10 +357,9 @@ class Analyzer:
         # The rule set to read with (_RULE_SETS): ready from an early line is not settled yet (the ready line that
         # confirms it must still be read); ready with an error pending reads the lines that show it serving.
         inc = self.lifecycle.current
-        state = (
-            inc.state
-        )  # the lifecycle's (asked once a line: the states compared are module constants, as an
-        # enum's member looked up on its class costs a lookup through its metaclass each time)
+        # the lifecycle's state, asked once a line; the states it is compared with are module constants (an enum's
+        # member looked up on its class costs a lookup through its metaclass each time)
+        state = inc.state
         if state is _STALLED and inc.serving.hung:
             # a ready server that hangs: its serving lines, not startup markers, can end the stall
             return "settled"
