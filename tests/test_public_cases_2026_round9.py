@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from publiccases import CORPUS
 from publiccases import error as _error
 from publiccases import verdict as _verdict
+
+from watchdog.follow.replay import replay_path
 
 
 def test_libstdcxx_assertion_is_the_cause_of_the_abort() -> None:
@@ -57,3 +62,27 @@ def test_triton_model_that_failed_to_load_was_loading() -> None:
     err = _error(out)
     assert err["category"] == "assertion"
     assert "Assertion failed: 16 != 40" in str(err["summary"])
+
+
+def test_a_frame_wrapped_inside_its_path_is_one_frame_whatever_its_transport(tmp_path: Path) -> None:
+    """vLLM 0.7's serving_chat logs a request's preprocessing error with its traceback (logger.exception, then an
+    error response: the server serves on), and the post wrapped each long frame inside its path ('File
+    ".../vllm/entry' / 'points/openai/serving_chat.py", line 165, in create_chat_completion'). The rest of a
+    frame's path completes that frame, also when a transport stamps every line with a time (Docker's -t): the
+    stamp is no new record, and the request's error still names its frame."""
+    name = "vllm-0.7-serving-chat-preprocess-error-wrapped-paths-agent-s-issue57"
+    original = CORPUS / "vllm" / f"{name}.log"
+    stamped = tmp_path / f"{name}.log"
+    stamped.write_bytes(
+        b"".join(
+            b"2026-12-02T10:00:%02d.%09dZ " % (i % 60, i) + line
+            for i, line in enumerate(original.read_bytes().splitlines(keepends=True))
+        )
+    )
+    for path in (original, stamped):
+        out = replay_path(path)[1].to_json()
+        assert (out["state"], out["phase"]) == ("ready", "ready")
+        assert out["error"] is None
+        facts = out["facts"]
+        assert isinstance(facts, dict)
+        assert "(entrypoints/chat_utils.py:961)" in str(facts["last_request_error"])
