@@ -36,6 +36,9 @@ _FRAME = ('File "', 'File \\"')  # a frame line; the second as pasted from JSON,
 _WRAPPED_NAME = re.compile(r"\w+")  # the rest of a frame's function name, wrapped onto its own line
 # a frame whose head ('File "/path/to/') its reporter cut: 'sglang/multimodal_gen/utils.py", line 298, in f'
 _CUT_FRAME = re.compile(r'^[\w.<>/\\-]+\.py", line \d+, in [\w<>.]+$')
+# a frame line that a wrap cut inside its path ('  File "/usr/lib/python3.12/site-packages/vllm/entry'): its rest,
+# a _CUT_FRAME ('points/openai/serving_chat.py", line 165, in f'), is on the next line
+_OPEN_FRAME = re.compile(r'File \\?"[^"]*$')
 _MAX_CONTINUATION = 20  # message lines after the exception line
 _RESUME_WITHIN = 3  # lines after another process's record within which a traceback's frames may go on
 _LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the logging module's error report
@@ -139,6 +142,14 @@ class Assembler:
         key = rec.source or self._last or ""
         stripped = content.strip()
         if _CUT_FRAME.match(stripped):
+            tb = self._open.get(key)
+            if tb is not None and tb.exc_index < 0 and tb.lines and _OPEN_FRAME.search(tb.lines[-1]):
+                # the rest of a frame line wrapped inside its path (by a terminal, or a post's fixed width): it
+                # completes that frame, whatever prefix its own line got (a transport stamps every line)
+                tb.lines[-1] += stripped
+                tb.after_frame = True
+                self._last = key
+                return True, done
             content = stripped = f'File "{stripped}'  # read as the frame it is (the source line follows it)
         if stripped == "--- Logging error ---":
             self._close(key, done)
