@@ -44,6 +44,18 @@ def test_sglang_serverargs_repr_reads_as_kebab_flags() -> None:
     assert len(args) > 80
 
 
+def test_a_dump_read_again_gives_the_arguments_made_the_first_time() -> None:
+    """A crash loop prints the same dump at every start: it is read once, and each start's copy (another string
+    of the same text) gives the very arguments the first one gave; another dump is read on its own."""
+    text = _line("sglang/ready-llama31-8b-single-gpu-docs-v041.log", "ServerArgs(")
+    first = parse_arguments(text, "python-kwargs", flags="kebab")
+    again = parse_arguments("".join(list(text)), "python-kwargs", flags="kebab")
+    assert again is first
+    other = parse_arguments(text.replace("tp_size=1", "tp_size=2"), "python-kwargs", flags="kebab")
+    assert _values(other)["tp_size"] == "2"
+    assert _values(first)["tp_size"] == "1"
+
+
 def test_sglang_server_args_dict_reads_every_key() -> None:
     """SGLang 0.5.19+'s `server_args={...}` (a dict) gives the same names; nested dicts and lists stay whole."""
     text = _line("sglang/captured-sglang-mem-fraction-over-one-cpu.log", "server_args={")
@@ -247,7 +259,10 @@ def test_the_same_argument_text_is_one_shared_argument() -> None:
     assert first == second
     assert all(a is b for a, b in zip(first, second, strict=True))
     assert {a.name: a.value for a in first}["api_key"] == REDACTED
-    long = "ServerArgs(chat_template='" + "x" * 300 + "')"
-    one, two = parse_arguments(long, "python-kwargs"), parse_arguments(long, "python-kwargs")
-    assert one == two
-    assert one[0] is not two[0]
+    long = "ServerArgs(chat_template='" + "x" * 300 + "'"
+    one, two = (
+        parse_arguments(long + ", a=1)", "python-kwargs"),
+        parse_arguments(long + ", a=2)", "python-kwargs"),
+    )
+    assert one[0] == two[0]
+    assert one[0] is not two[0]  # two dumps that share a long value: not held among the shared arguments

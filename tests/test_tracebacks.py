@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from watchdog.core.envelope import parse
+from watchdog.core import tracebacks
+from watchdog.core.envelope import parse, unglue
+from watchdog.core.framing import split_line
 from watchdog.core.tracebacks import EXCEPTION_LINE, Assembler, Traceback
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
 
 def _assemble(lines: list[str]) -> list[tuple[int | str, Traceback]]:
@@ -286,3 +292,34 @@ def test_a_record_between_a_bare_header_and_its_first_frame_is_another_process()
     assert whole.lines[0].startswith("Traceback")
     assert any("worker_main" in line for line in whole.lines)
     assert not any("Still waiting" in line for line in whole.lines)
+
+
+def test_what_opens_a_traceback_holds_a_word_the_quick_look_looks_for() -> None:
+    """`Assembler.feed` passes over a line that nothing open can take unless it holds "File ", the header, 'py",
+    line ', "Logging error" or "above exception": each way a line opens something holds one of them."""
+    assert all("File " in frame for frame in tracebacks._FRAME)
+    assert 'py", line ' in tracebacks._CUT_FRAME.pattern.replace("\\.", ".")
+    assert all("above exception" in marker for marker in tracebacks._CHAIN)
+    assert "Logging error" in "--- Logging error ---"
+
+
+def test_the_quick_look_says_what_the_whole_look_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On every corpus log, line by line, the quick pass over a line that nothing open can take gives what the
+    whole look gives: the same answer, the same tracebacks completed, the same exception and code marks."""
+    logs = sorted(CORPUS.rglob("*.log"))
+    assert len(logs) > 100
+
+    def assembled(quick: bool) -> list[object]:
+        monkeypatch.setattr(tracebacks, "_QUICK_LOOK", quick)
+        out: list[object] = []
+        for log in logs:
+            assembler = Assembler()
+            for no, raw in enumerate(log.read_bytes().split(b"\n"), 1):
+                for segment in split_line(0, raw):
+                    for piece in unglue(segment.text):
+                        consumed, done = assembler.feed(parse(piece), no)
+                        out.append((consumed, done, assembler.excepted, assembler.code))
+            out.append(assembler.flush())
+        return out
+
+    assert assembled(True) == assembled(False)

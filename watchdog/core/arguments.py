@@ -63,6 +63,10 @@ def argument(name: str, value: str, *, flags: str = "name") -> Argument:
     return _finish([(name.strip(), value)], flags)[0]
 
 
+# A launch in a crash loop prints the same dump at every start: its arguments are read out of it once (the bracket
+# scan of SGLang's 2.4 KB dump takes ~1 ms, making its ~90 arguments of the pairs found ~50 us more); read again,
+# they would be equal (both steps are pure), each `Argument` frozen and the tuple immutable: the first is handed out.
+@functools.lru_cache(maxsize=64)
 def parse_arguments(text: str, syntax: str, *, flags: str = "name") -> tuple[Argument, ...]:
     """The arguments of dump `text` written in `syntax` (`watchdog.vocabulary.ARGUMENT_SYNTAXES`, but "line"), credentials redacted.
 
@@ -75,9 +79,6 @@ def parse_arguments(text: str, syntax: str, *, flags: str = "name") -> tuple[Arg
     return _finish(_pairs(text, syntax), flags)
 
 
-# A launch in a crash loop prints the same dump at every start: its (name, text) pairs are read out of it once
-# (the bracket scan of SGLang's 2.4 KB dump takes ~1 ms); the arguments are made of them as any others.
-@functools.lru_cache(maxsize=64)
 def _pairs(text: str, syntax: str) -> tuple[tuple[str, str], ...]:
     body = _body(text)
     if body is None:

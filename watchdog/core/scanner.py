@@ -185,7 +185,8 @@ class Scanner:
             out[errors_before:] = [
                 replace(e, progress=False) if isinstance(e, PhaseReached) else e for e in out[errors_before:]
             ]
-        if consumed or any(isinstance(e, ErrorSeen) for e in out[errors_before:]):
+        # an error rule's line made an ErrorSeen (only such a line makes one here)
+        if consumed or (matched_error and any(isinstance(e, ErrorSeen) for e in out[errors_before:])):
             self.error_lines += 1
         excepted = self.assembler.excepted
         if excepted is not None:

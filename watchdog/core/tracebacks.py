@@ -42,6 +42,10 @@ _OPEN_FRAME = re.compile(r'File \\?"[^"]*$')
 _MAX_CONTINUATION = 20  # message lines after the exception line
 _RESUME_WITHIN = 3  # lines after another process's record within which a traceback's frames may go on
 _LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the logging module's error report
+# `Assembler.feed` passes over a line that nothing open can take and that holds none of these words (in C, no
+# strip nor regex): each of what opens something holds one (`_FRAME` and `_CUT_FRAME` a frame, `TRACEBACK_HEADER`,
+# "--- Logging error ---", `_CHAIN`'s markers); False: every line takes the whole look (the tests' reference)
+_QUICK_LOOK = True
 
 
 @dataclass(slots=True)
@@ -139,6 +143,18 @@ class Assembler:
         self.excepted = None
         self.code = False
         content = rec.content
+        if (
+            _QUICK_LOOK
+            and not (self._open or self._logging_error or self._chain_next)
+            and "File " not in content
+            and TRACEBACK_HEADER not in content
+            and 'py", line ' not in content
+            and "Logging error" not in content
+            and "above exception" not in content
+        ):
+            # nothing is open and the line holds none of what opens a traceback, a chain or a logging error
+            # (`_QUICK_LOOK`): what the look below says of it, for most lines read whole (a startup's markers)
+            return False, done
         key = rec.source or self._last or ""
         stripped = content.strip()
         if _CUT_FRAME.match(stripped):
