@@ -651,8 +651,8 @@ def test_a_line_a_rule_reads_counts_as_the_same_line_read_as_a_block() -> None:
     assert {e.active for e in heard[True]} == {0, 1}  # type: ignore[attr-defined]
 
 
-_STARTED = b"[2025-07-02 07:31:02 TP0] Load weight begin. avail mem=139.28 GB\n"
-_CRASH = (
+_LOADING = b"[2025-07-02 07:31:02 TP0] Load weight begin. avail mem=139.28 GB\n"
+_OOM_CRASH = (
     b"[2025-07-02 07:34:18 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
     b'  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2712,'
     b" in run_scheduler_process\n"
@@ -671,12 +671,12 @@ def test_prepare_makes_what_the_first_error_would_and_changes_no_verdict() -> No
     assert all(r._compiled is None for r in fresh.categories)
     prepared, plain = Analyzer(fresh), Analyzer(load_engine("sglang"))
     for a in (prepared, plain):
-        a.feed(_STARTED, 0.0)
+        a.feed(_LOADING, 0.0)
     steps = sum(1 for _ in prepared.prepare())
     assert all(r._compiled is not None for r in fresh.categories)
     assert steps >= len(fresh.categories)
     assert list(Analyzer(fresh).prepare()) == []  # another launch of the engine: nothing left to make
-    got, want = prepared.feed(_CRASH, 1.0), plain.feed(_CRASH, 1.0)
+    got, want = prepared.feed(_OOM_CRASH, 1.0), plain.feed(_OOM_CRASH, 1.0)
     assert got == want
     assert prepared.lifecycle.current.state is State.CRASHED
     assert prepared.lifecycle.current == plain.lifecycle.current  # its error, category, phase and times
