@@ -31,7 +31,7 @@ it (unless --no-anchor).
     python benchmarks/daemon_bench.py [--launches 200] [--hosts 20] [--seconds 60] [--quiet-seconds 30]
                                       [--quiet-lead 15] [--local] [--stat-interval S] [--pin]
                                       [--ssh-user NAME] [--workdir DIR]
-                                      [--no-anchor] [--check]
+                                      [--no-anchor] [--check] [--trace DIR]
 """
 
 from __future__ import annotations
@@ -381,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-anchor", action="store_true", help="start no `tail -F` per log beside the daemon"
     )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        help="run the daemon under benchmarks/loop_trace.py, which writes its callbacks' CPU times and the garbage "
+        "collector's pauses to this folder (`python benchmarks/loop_trace.py --show DIR`); costs CPU of its own",
+    )
     parser.add_argument("--writer", type=Path, help=argparse.SUPPRESS)  # internal: run as the writer
     args = parser.parse_args(argv)
     if args.writer is not None:
@@ -426,8 +432,11 @@ def main(argv: list[str] | None = None) -> int:
         sshd.user = user
     config = _config(workdir, logs, sshd, args.stat_interval)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    tracer = []
+    if args.trace is not None:
+        tracer, env["LOOP_TRACE"] = [str(ROOT / "benchmarks" / "loop_trace.py")], str(args.trace.resolve())
     proc = subprocess.Popen(
-        [args.python, "-m", "watchdog.cli", "run", "--config", str(config)],
+        [args.python, *tracer, "-m", "watchdog.cli", "run", "--config", str(config)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -555,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"  {'line-to-verdict p50, max':<28} {p50:>6.1f}, {worst:.1f} ms")
     print(f"\n  daemon log: {workdir / 'daemon-log.jsonl'}")
+    if args.trace is not None:
+        print(f"  loop trace: python benchmarks/loop_trace.py --show {args.trace}")
     return 1 if args.check and missed_goals else 0
 
 

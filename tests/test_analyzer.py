@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from watchdog.core.lifecycle import State
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.verdict import verdict_of
 from watchdog.profiles.loader import load_engine
+from watchdog.profiles.model import Profile
 
 READY = b"[2025-01-23 19:35:33] The server is fired up and ready to roll!\n"
 DECODE = b"[2025-01-23 19:36:%02d TP0] Decode batch. #running-req: %d, #token: %d, token usage: 0.01\n"
@@ -647,3 +649,34 @@ def test_a_line_a_rule_reads_counts_as_the_same_line_read_as_a_block() -> None:
     assert heard[True] == heard[False]
     assert said[True] == said[False]
     assert {e.active for e in heard[True]} == {0, 1}  # type: ignore[attr-defined]
+
+
+_LOADING = b"[2025-07-02 07:31:02 TP0] Load weight begin. avail mem=139.28 GB\n"
+_OOM_CRASH = (
+    b"[2025-07-02 07:34:18 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+    b'  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2712,'
+    b" in run_scheduler_process\n"
+    b"    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+    b"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
+)
+
+
+def test_prepare_makes_what_the_first_error_would_and_changes_no_verdict() -> None:
+    """`prepare` compiles each category rule of the analyzer's profile (a step for each piece it makes; none left
+    for a second launch of the engine), and a crash fed after is judged as by an analyzer that made nothing."""
+    base = load_engine("sglang")
+    assert isinstance(base, Profile)
+    # the same rules, never compiled (the bundled ones may have been, by other tests)
+    fresh = dataclasses.replace(base, categories=tuple(dataclasses.replace(r) for r in base.categories))
+    assert all(r._compiled is None for r in fresh.categories)
+    prepared, plain = Analyzer(fresh), Analyzer(load_engine("sglang"))
+    for a in (prepared, plain):
+        a.feed(_LOADING, 0.0)
+    steps = sum(1 for _ in prepared.prepare())
+    assert all(r._compiled is not None for r in fresh.categories)
+    assert steps >= len(fresh.categories)
+    assert list(Analyzer(fresh).prepare()) == []  # another launch of the engine: nothing left to make
+    got, want = prepared.feed(_OOM_CRASH, 1.0), plain.feed(_OOM_CRASH, 1.0)
+    assert got == want
+    assert prepared.lifecycle.current.state is State.CRASHED
+    assert prepared.lifecycle.current == plain.lifecycle.current  # its error, category, phase and times

@@ -209,3 +209,33 @@ async def test_a_blocking_callback_is_caught() -> None:
         await anyio.lowlevel.checkpoint()
     assert len(slow.found) == 1
     assert "took 0.0" in slow.found[0] or "took 0.1" in slow.found[0]
+
+
+def _frozen(obj: object) -> bool:
+    """Whether the collector tracks `obj` but no generation holds it: `gc.freeze()` moved it out of them."""
+    return gc.is_tracked(obj) and not any(obj is o for g in range(3) for o in gc.get_objects(g))
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+async def test_what_the_start_made_is_frozen(tmp_path: Path, freeze: bool) -> None:
+    """With `freeze` (as `watchdog run` asks), once every launch has read its log as it was, what the start made
+    (each launch's follower, its analyzer) is left out of later garbage collections; without it, not."""
+    paths = [tmp_path / f"launch-{i}.log" for i in range(3)]
+    for path in paths:
+        path.write_bytes(b"".join(STARTUP))
+    plans = {p.stem: LaunchPlan(LaunchSpec(name=p.stem, target=parse_target(str(p)))) for p in paths}
+    daemon = Daemon(plans, handle_signals=False, freeze=freeze)
+    try:
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                followers = [run.follower for run in daemon._running.values()]
+                frozen = [_frozen(f) for f in followers] + [_frozen(f.analyzer) for f in followers]  # type: ignore[union-attr]
+                later: list[object] = [[]]  # tracked (a dict of atomic values would not be)
+                made_later = _frozen(later)
+                tg.cancel_scope.cancel()
+    finally:
+        gc.unfreeze()  # the rest of the test process is collected as before
+    assert len(followers) == 3
+    assert frozen == [freeze] * 6
+    assert not made_later

@@ -122,3 +122,15 @@ def test_the_engine_named_line_by_line_is_the_one_counted_anew_for_any_markers(
         never_asked.feed(line)
         assert detector.engine() == never_asked.copy().engine()
         assert detector.score == never_asked.score
+
+
+def test_every_launch_detects_with_one_markers_tuple() -> None:
+    """The catalogue's (engine, marker) pairs are made once and shared by every launch's detection (a copy each
+    held ~100 objects while its head was read): the user profiles' first, then each bundled engine's but the last."""
+    c = catalogue()
+    assert c.markers is c.markers
+    assert c.markers == (
+        *((p.name, d) for p in c.user for d in p.detect),
+        *((name, d) for name, draft in c.bundled[:-1] for d in draft.detect),
+    )
+    assert len(c.markers) > 50

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ from anyio.abc import TaskStatus
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import AppriseNotifier, ConsoleAlerts, Notifier, ServiceNotifier
 from watchdog.daemon.arenas import use_one_arena
+from watchdog.daemon.collector import freeze_survivors
 from watchdog.daemon.launches import LaunchControl, NodePlan
 from watchdog.daemon.logs import configure_logging
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
@@ -124,9 +124,8 @@ def run_daemon(path: Path | None, shard: Shard | None = None) -> int:
         structlog.get_logger("watchdog.daemon").info("config from the environment", keys=environment)
     # What the imports made lives as long as the process: frozen, a full garbage collection walks only what
     # the daemon makes after (unfrozen, one walks ~75,000 import-time objects inside some callback: 20-100 ms
-    # of the event loop).
-    gc.collect()
-    gc.freeze()
+    # of the event loop). What the launches' start makes is frozen too, once it is done (`Daemon(freeze=)`).
+    freeze_survivors()
     return anyio.run(_run, path, config, shard)
 
 
@@ -189,6 +188,7 @@ async def _run(path: Path | None, config: Config, shard: Shard | None) -> int:
                 public_url=d.public_url,
                 listen_host=d.listen_host,
                 unreachable_after=d.unreachable_after,
+                freeze=True,
             )
             await daemon.run()
     return 0

@@ -35,6 +35,7 @@ from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
+from watchdog.daemon.collector import freeze_survivors
 from watchdog.daemon.effects import Effects
 from watchdog.daemon.launches import Follower, LaunchControl, LaunchPlan, Running
 from watchdog.daemon.logs import flush_log
@@ -80,6 +81,7 @@ class Daemon:
         listen_host: str = "127.0.0.1",
         unreachable_after: float = DEFAULT_UNREACHABLE_AFTER,
         clock: Clock | None = None,
+        freeze: bool = False,
     ) -> None:
         """`plans` by launch name; `reload` gives the new plans on SIGHUP; `serve(daemon, task_status=)`
         runs the HTTP server (it calls `task_status.started(port)` once bound). With a `store`, transitions
@@ -89,12 +91,15 @@ class Daemon:
         `public_url` is the status page's address in their links (default: http://LISTEN_HOST:PORT); a host
         that cannot be reached for `unreachable_after` seconds is an alert. `clock` gives the time and the
         waits (restart pauses, outages, backoffs) of the daemon, its followers and its alerting (default: the
-        real clocks; tests give a `ManualClock`)."""
+        real clocks; tests give a `ManualClock`). `freeze`: once the launches have started, what the process
+        holds is left out of later garbage collections (`daemon.collector`; for the process's owner to ask:
+        `watchdog run`)."""
         self._plans = dict(plans)
         self._reloads = Reloads(reload) if reload is not None else None
         self._serve = serve
         self._store = store
         self._handle_signals = handle_signals
+        self._freeze = freeze
         self._running: dict[str, Running] = {}
         self._pools: dict[str, SSHPool] = {}
         self._samplers: dict[str, HostGpuSampler] = {}  # by host name ("" for this machine)
@@ -265,6 +270,8 @@ class Daemon:
                     if plan.control is not None and plan.control.on_boot:  # launch mode's start = "on_boot"
                         tg.start_soon(self._start_on_boot, name)
                 self.started.set()
+                if self._freeze:
+                    freeze_survivors()  # what each launch's start made lives as long as the launch
                 self._systemd.notify("READY=1", f"STATUS={self.summary()}")
                 task_status.started()
                 interval = watchdog_interval()

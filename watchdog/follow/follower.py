@@ -483,11 +483,20 @@ class LaunchFollower:
         await self._apply(transitions, judge=not first)
         if first:
             await self._judge_whole()
+            if self.analyzer.lifecycle.verdict_incarnation().state not in VERDICTS:
+                # no verdict in what the log held: its first error, later, finds its rules made
+                self._tg.start_soon(self._prepare)
         elif self._crash_reported():
             # the crash is reported; a traceback still open when it went out has grown: its frames
             # (which may tell the crash's phase) are taken as far as they go, as at the end of a replay
             await self._apply(self.analyzer.report_open_tracebacks(now))
         return False
+
+    async def _prepare(self) -> None:
+        # what the log's first error would make on its way to the verdict (`Analyzer.prepare`), made while the
+        # follower waits for more lines: one piece a pass of the event loop
+        for _ in self.analyzer.prepare():
+            await anyio.lowlevel.checkpoint()
 
     async def _publish(self, update: Update) -> None:
         # Put on `updates` at once while the buffer has room: the stream's `send` first yields to the event loop

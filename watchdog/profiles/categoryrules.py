@@ -89,6 +89,13 @@ class CategoryRule:
             return False
         return (pattern := compiled[4]) is None or any(pattern.match(m) for m in messages)
 
+    def compile_now(self) -> bool:
+        """Compile its regexes now, ahead of the first error it is tried for; whether there was anything to do."""
+        if self._compiled is not None:
+            return False
+        self._compile()
+        return True
+
     def _compile(self) -> _Compiled:
         compiled = tuple(
             None if r is None else r.compiled()

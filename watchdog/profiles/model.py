@@ -7,6 +7,7 @@ its profile.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -350,9 +351,10 @@ class Catalogue:
         bundled = tuple(name for name, _ in self.bundled)
         return bundled + tuple(dict.fromkeys(p.name for p in self.user if p.name not in bundled))
 
-    @property
+    @functools.cached_property
     def markers(self) -> tuple[tuple[str, str], ...]:
-        """(engine, marker) pairs, the users' first; the fallback engine (the last bundled) has none."""
+        """(engine, marker) pairs, the users' first; the fallback engine (the last bundled) has none (made once:
+        each launch's engine detection holds them while its head is read, ~100 objects a copy)."""
         own = [(p.name, d) for p in self.user for d in p.detect]
         return (*own, *((name, d) for name, draft in self.bundled[:-1] for d in draft.detect))
 
