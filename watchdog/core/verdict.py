@@ -429,6 +429,12 @@ class Status:
         return out
 
 
+def verdict_state(inc: Incarnation) -> State:
+    """The state `verdict_of(inc)` says, without making the verdict: `pending` while the log is missing and
+    nothing started (a launch that never wrote its log has not hung), else the incarnation's own."""
+    return State.PENDING if inc.log_missing and inc.phase == State.PENDING else inc.state
+
+
 def verdict_of(
     inc: Incarnation,
     *,
@@ -447,13 +453,13 @@ def verdict_of(
         Entry(t.state, t.line, t.at, t.reason, t.now, inc.duration(i, i + 1) if i < last else None)
         for i, (t, _seconds) in enumerate(inc.timeline)
     )
-    state = inc.state
+    state = verdict_state(inc)
     missing = None
     if inc.log_missing and inc.phase == State.PENDING:
         # no log yet: still `pending` (a typo in the path, or a launch that never started, is not a launch that
         # hung); `missing_log` (the follower adds the path and how long) says so, `overdue` once past stall_after
         missing = MissingLog(overdue=inc.state == State.STALLED)
-        state = phase = State.PENDING
+        phase = State.PENDING
     crashed = inc.error is not None and inc.state == State.CRASHED
     return Verdict(
         engine=engine,

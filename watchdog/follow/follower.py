@@ -33,7 +33,7 @@ from watchdog.core.compare import Baseline
 from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
 from watchdog.core.lifecycle import Incarnation, Transition
 from watchdog.core.redaction import redact_text
-from watchdog.core.verdict import MissingLog, Status, Verdict, build_verdict
+from watchdog.core.verdict import MissingLog, Status, Verdict, build_verdict, verdict_state
 from watchdog.exceptions import ConnectionLost
 from watchdog.follow.probes.nvidia import MemoryTrend
 from watchdog.follow.sources import (
@@ -246,6 +246,10 @@ class LaunchFollower:
             elapsed=self.now(),
             last_line=redact_text(self.analyzer.last_relevant),
         )
+
+    def state(self) -> State:
+        """The state `status()` says, without the verdict it would build (systemd's STATUS= counts these)."""
+        return verdict_state(self._verdict_incarnation())
 
     def timing(self, incarnation: int) -> tuple[float, str] | None:
         """`status()`'s clock and last line, while it reports `incarnation` (None once it reports another), without

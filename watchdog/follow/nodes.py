@@ -140,6 +140,10 @@ class NodesFollower:
             last_line=follower.status().last_line,
         )
 
+    def state(self) -> State:
+        """The state `status()` says (the nodes' combined verdict's)."""
+        return self.verdict().state
+
     def timing(self, incarnation: int) -> tuple[float, str] | None:
         """`status()`'s clock and last line, while it reports `incarnation` (None once it reports another)."""
         now = self.status()
