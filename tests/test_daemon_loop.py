@@ -7,6 +7,7 @@ import gc
 import os
 import time
 import urllib.request
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import TaskStatus
 
+from watchdog.daemon.collector import freeze_after_full_collections, sweep
 from watchdog.daemon.http import serve_http
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
@@ -233,9 +235,41 @@ async def test_what_the_start_made_is_frozen(tmp_path: Path, freeze: bool) -> No
                 frozen = [_frozen(f) for f in followers] + [_frozen(f.analyzer) for f in followers]  # type: ignore[union-attr]
                 later: list[object] = [[]]  # tracked (a dict of atomic values would not be)
                 made_later = _frozen(later)
+                gc.collect()
+                survived = _frozen(later)  # what lives through a full collection is frozen as it ends
                 tg.cancel_scope.cancel()
+        after: list[object] = [[]]
+        gc.collect()
+        after_the_daemon = _frozen(after)
     finally:
         gc.unfreeze()  # the rest of the test process is collected as before
     assert len(followers) == 3
     assert frozen == [freeze] * 6
     assert not made_later
+    assert survived is freeze
+    assert not after_the_daemon  # its hook left with it
+
+
+def test_a_cycle_that_dies_while_frozen_waits_for_the_sweep() -> None:
+    """Objects that lived through a full collection are frozen as it ends; if they become a cycle's garbage later,
+    full collections leave them (they walk only what was made since) until `sweep` collects everything."""
+    freed: list[str] = []
+
+    class Node:
+        peer: object
+
+    stop = freeze_after_full_collections()
+    try:
+        a, b = Node(), Node()
+        a.peer, b.peer = b, a
+        weakref.finalize(a, freed.append, "a")
+        gc.collect()
+        assert _frozen(a)
+        del a, b
+        gc.collect()
+        assert freed == []
+        sweep()
+        assert freed == ["a"]
+    finally:
+        stop()
+        gc.unfreeze()

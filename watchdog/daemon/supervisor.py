@@ -35,7 +35,7 @@ from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
-from watchdog.daemon.collector import freeze_survivors
+from watchdog.daemon.collector import SWEEP_EVERY, freeze_after_full_collections, freeze_survivors, sweep
 from watchdog.daemon.effects import Effects
 from watchdog.daemon.launches import Follower, LaunchControl, LaunchPlan, Running
 from watchdog.daemon.logs import flush_log
@@ -276,6 +276,9 @@ class Daemon:
                 self.started.set()
                 if self._freeze:
                     freeze_survivors()  # what each launch's start made lives as long as the launch
+                    # and from now on what lives through a full collection
+                    stack.callback(freeze_after_full_collections())
+                    tg.start_soon(self._sweeps)
                 self._systemd.notify("READY=1", f"STATUS={self.summary()}")
                 task_status.started()
                 interval = watchdog_interval()
@@ -668,6 +671,11 @@ class Daemon:
         with anyio.CancelScope(shield=True):
             for pool in self._pools.values():
                 await pool.aclose()
+
+    async def _sweeps(self) -> None:
+        while True:
+            await self._clock.sleep(SWEEP_EVERY)
+            sweep()  # what became a cycle's garbage while frozen
 
     async def _keepalive(self, interval: float) -> None:
         while True:
