@@ -18,7 +18,13 @@ import anyio.lowlevel
 import pytest
 from anyio.abc import TaskStatus
 
-from watchdog.daemon.collector import freeze_after_full_collections, sweep
+from watchdog.daemon.collector import (
+    SWEEP_MAX,
+    SWEEP_MIN,
+    freeze_after_full_collections,
+    next_sweep_in,
+    sweep,
+)
 from watchdog.daemon.http import serve_http
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
@@ -268,8 +274,19 @@ def test_a_cycle_that_dies_while_frozen_waits_for_the_sweep() -> None:
         del a, b
         gc.collect()
         assert freed == []
-        sweep()
+        collected, cost = sweep()
         assert freed == ["a"]
+        assert collected >= 2
+        assert cost > 0
     finally:
         stop()
         gc.unfreeze()
+
+
+def test_sweeps_take_a_thousandth_of_a_core_within_a_minute_and_ten() -> None:
+    """The next sweep comes a thousand times its cost later: a cheap one (few launches) after a minute, so what
+    died frozen does not pile up; a dear one (thousands of launches) no more often than every 10 minutes' bound
+    allows, and never later than that."""
+    assert next_sweep_in(0.001) == SWEEP_MIN == 60.0
+    assert next_sweep_in(0.2) == 200.0
+    assert next_sweep_in(5.0) == SWEEP_MAX == 600.0

@@ -35,7 +35,13 @@ from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
-from watchdog.daemon.collector import SWEEP_EVERY, freeze_after_full_collections, freeze_survivors, sweep
+from watchdog.daemon.collector import (
+    SWEEP_MIN,
+    freeze_after_full_collections,
+    freeze_survivors,
+    next_sweep_in,
+    sweep,
+)
 from watchdog.daemon.effects import Effects
 from watchdog.daemon.launches import Follower, LaunchControl, LaunchPlan, Running
 from watchdog.daemon.logs import flush_log
@@ -673,9 +679,11 @@ class Daemon:
                 await pool.aclose()
 
     async def _sweeps(self) -> None:
+        wait = SWEEP_MIN
         while True:
-            await self._clock.sleep(SWEEP_EVERY)
-            sweep()  # what became a cycle's garbage while frozen
+            await self._clock.sleep(wait)
+            _freed, cost = sweep()  # what became a cycle's garbage while frozen
+            wait = next_sweep_in(cost)
 
     async def _keepalive(self, interval: float) -> None:
         while True:
