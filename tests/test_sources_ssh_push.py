@@ -15,6 +15,7 @@ from pushlog import PushLog, append_and_wait, assert_files_whole, follow_pushed,
 from sshd_server import SSHDServer, busy_until_pending, pending
 
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, SourceItem
+from watchdog.follow.sources.channel import NOT_TAKEN, TAKEN
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 
@@ -156,3 +157,51 @@ async def test_a_log_s_packets_that_came_in_one_read_are_handed_on_as_one_chunk(
     assert chunks[0].offset == 8
     # one chunk (two where a status line of the reader's came between its packets), not one a packet
     assert len(chunks) <= 2, chunks
+
+
+async def test_the_reader_s_status_lines_that_only_say_what_is_are_taken_outside_the_task(
+    sshd: SSHDServer, pool: SSHPool, tmp_path: Path
+) -> None:
+    """The reader's status lines come on its stderr at its own times (its process, the stat loop's samples and
+    wait). Those that only say what is are taken in the connection's callback, as its appends are: one that comes
+    just before an append does not queue that append for the follower's task (it was taken there, and `push` not
+    called, when it came first). A line in pieces, the reader's end, a truncation and a rotation begun need the
+    task."""
+    path = tmp_path / "s.log"
+    path.write_bytes(b"0\n")
+    inode = path.stat().st_ino
+    log = PushLog(live_read)
+    async with SSHSource(
+        pool, sshd.host, str(path), port=sshd.port, user=sshd.user, poll_interval=FAST, stat_interval=FAST
+    ).open_follow() as items:
+        items.merge = True  # type: ignore[attr-defined]
+        items.push = log.push  # type: ignore[attr-defined]
+        follower = items._follower  # type: ignore[attr-defined]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_iterate, items, log)
+            await log.until(lambda: log.data() == b"0\n")
+            log.items.clear()
+            for needs_task in (
+                b"W",  # a line in pieces
+                b"E\n",
+                b"tail: /dev/fd/3: file truncated\n",
+                b"S %d 2 0 %d 0 1\n" % (inode, inode + 1),  # the path names another file now
+            ):
+                assert follower._drive(("err", needs_task, None)) == NOT_TAKEN, needs_task
+            assert follower.rotation is None
+            assert not follower.out
+            for says_what_is in (b"W\n", b"P 4242 4242\n", b"S %d 2 1 %d 2 1\n" % (inode, inode)):
+                assert follower._drive(("err", says_what_is, None)) == TAKEN, says_what_is
+            assert follower.remote == (4242, 4242)
+            # the append that follows the status lines is pushed, not left for the task
+            assert follower._drive(("out", b"1\n", None)) == TAKEN
+            assert log.items == [("pushed", Chunk(2, b"1\n"))]
+            assert follower.offset == 4
+            assert follower.rotation is None
+            tg.cancel_scope.cancel()
+
+
+async def _iterate(items: Any, log: PushLog) -> None:
+    async for item in items:
+        if not isinstance(item, (Connected, CaughtUp)):
+            log.iterated(item)

@@ -291,6 +291,7 @@ class _Follower:
         self.push: Callable[[SourceItem], object] | None = None  # `Pushes` (with `merge`): see `_drive`
         # what `push` raised in `_drive`, for the consumer's task to raise
         self.failed: Exception | None = None
+        self.errors = b""  # the streaming reader's stderr not yet a whole line
         self.refusals = 0  # channels refused in a row (Disconnected was sent at the first)
         self.unyielded = 0  # bytes delivered since the consumer last let other tasks run
         self.connected = False  # Connected was said once (a resumed generator does not connect first)
@@ -344,7 +345,7 @@ class _Follower:
                     if self.push is not None and self.merge:
                         session.drive = self._drive
                     try:
-                        errors = b""
+                        self.errors = b""
                         while True:
                             while self.out:
                                 yield self.out.popleft()
@@ -366,8 +367,7 @@ class _Follower:
                             elif kind == "woken":
                                 pass  # `_drive` left items in `out` (or an error) for this task
                             elif kind == "err":
-                                errors += data
-                                *lines, errors = errors.split(b"\n")
+                                *lines, self.errors = (self.errors + data).split(b"\n")
                                 for line in lines:
                                     self._on_status(line)
                                 self._caught_up()
@@ -397,17 +397,44 @@ class _Follower:
         # here as `items` would take them (delivered, then each item handed to `push`) unless something needs the
         # task: a fingerprint check after a quiet spell, a rotation to drain, items already waiting, a status line.
         kind, data, _ = packet
-        if kind != "out" or self.out or self.rotation is not None or self.failed is not None:
+        if self.out or self.rotation is not None or self.failed is not None:
+            return NOT_TAKEN
+        if kind == "err":
+            return self._drive_status(data)
+        if kind != "out":
             return NOT_TAKEN
         if self.at_end:
             quiet = self.quiet_since
             if quiet is not None and time.monotonic() - quiet >= FINGERPRINT_QUIET:
                 return NOT_TAKEN  # `_check_fingerprint` first, in the task
             self.quiet_since = None  # as `_quiet_ended` has it
-        push = self.push
-        assert push is not None
         self._deliver(data)
         self.unyielded = 0  # handed over now: nothing is held back from other tasks
+        return self._hand_out()
+
+    def _drive_status(self, data: bytes) -> int:
+        # `_drive` for the reader's status lines (its stderr): taken here, as the task would take them, when they
+        # are whole lines that only say what is (its process, a sample of the same file, the stat loop's wait).
+        # Else the task takes them: a line in pieces, the reader's end, a truncation, a rotation begun. Taken
+        # here, a status line that comes just before an append does not send that append through the task.
+        if self.errors or not data.endswith(b"\n"):
+            return NOT_TAKEN
+        lines = data[:-1].split(b"\n")
+        for line in lines:
+            if line == b"E" or b"file truncated" in line:
+                return NOT_TAKEN
+            stat = parse_stat_line(line)
+            if stat is not None and stat.inode == self.inode and stat.path_inode not in (None, stat.inode):
+                return NOT_TAKEN
+        for line in lines:
+            self._on_status(line)
+        self._caught_up()
+        return self._hand_out()
+
+    def _hand_out(self) -> int:
+        # the items a drive left in `out`, each handed to `push`; the first it gives back waits for the task
+        push = self.push
+        assert push is not None
         try:
             while self.out:
                 back = push(self.out.popleft())
