@@ -15,8 +15,8 @@ DIR/CORRECTIONS.json are applied, each with its evidence.
 With no DIR, two sections: "corpus" (tests/fixtures/corpus and tests/fixtures/cases, the cases the tool is
 tuned on) and "held out" (tests/fixtures/heldout, cases never used for tuning: their score says how the tool
 reads logs it was not built on). With DIRs, one section over them. With --others, the crashes called `other`,
-per engine, each with its decisive line (the ones to read when adding a rule: give it the tuning set's DIRs, so
-that no held-out case is read). Exit 0 always: this prints a figure, the tests hold the line.
+per engine, each with its decisive line (the ones to read when adding a rule). --misses and --others list the
+tuning set's cases only, never the held-out ones (their figures only), unless a DIR names them. Exit 0 always: this prints a figure, the tests hold the line.
 """
 
 from __future__ import annotations
@@ -218,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sections = {", ".join(map(str, args.dirs)): args.dirs} if args.dirs else SECTIONS
     for title, dirs in sections.items():
-        _print(score_dirs(title, dirs), args.misses, args.others)
+        # the held-out cases' names and lines are not listed by default: reading them would tune on them (name
+        # their directory to list them on purpose)
+        listed = dirs is not SECTIONS.get("held out")
+        _print(score_dirs(title, dirs), args.misses and listed, args.others and listed)
     return 0
 
 
