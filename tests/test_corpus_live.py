@@ -78,14 +78,24 @@ CUT_FATAL = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CUT_FATAL), ids=str)
-def test_a_traceback_cut_whose_frames_are_fatal_is_called_at_once(name: str) -> None:
-    """Followed live (the whole excerpt written at once), a log that ends inside such a traceback is a crash under
-    1 s after the traceback's first line, not after the crash grace; and the verdict is replay's, word for word."""
+# Real logs whose last words are a line after which the process cannot go on: the engine's own fatal path, or an
+# error the CUDA runtime documents as sticky (the process must be terminated and relaunched to use the GPU again).
+FATAL_LINES = {
+    "sglang-0.5-uvicorn-up-then-warmup-error-two-minutes-later-issue11949": "SGLang's warm-up error: kill_process_tree",
+    "sglang-warmup-502-assert-after-prefill-killed-issue16855": "SGLang's warm-up error: kill_process_tree",
+    "sglang-dsv32-specv1-alloc-for-extend-device-assert-tail-only-issue19712": "CUDA error: device-side assert",
+    "sglang-llama4-fa3-indexkernel-assertion-interleaved-threads-post-ready-issue5170": "a CUDA device-side assert",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUT_FATAL | FATAL_LINES), ids=str)
+def test_a_certain_end_is_called_at_once_and_as_replay_calls_it(name: str) -> None:
+    """Followed live (the whole excerpt written at once), a log that ends in what makes its death certain is a
+    crash under 1 s after its error line, not after the crash grace; and the verdict is replay's, word for word."""
     (log,) = CORPUS.glob(f"*/{name}.log")
     run = anyio.run(follow_at_pace, log.read_bytes(), None)
     assert run.verdict_after is not None
-    assert run.verdict_after < 1.0, CUT_FATAL[name]
+    assert run.verdict_after < 1.0, (CUT_FATAL | FATAL_LINES)[name]
     replayed = replay_path(log)[1].to_json()
     assert _said(run.verdict) == _said(replayed) == _said(run.last)
     assert replayed["state"] == "crashed"
