@@ -85,6 +85,9 @@ FATAL_LINES = {
     "sglang-warmup-502-assert-after-prefill-killed-issue16855": "SGLang's warm-up error: kill_process_tree",
     "sglang-dsv32-specv1-alloc-for-extend-device-assert-tail-only-issue19712": "CUDA error: device-side assert",
     "sglang-llama4-fa3-indexkernel-assertion-interleaved-threads-post-ready-issue5170": "a CUDA device-side assert",
+    "vllm-v1-worker-failed-then-terminate-c10-error-free-pointer-art206": "std::terminate, then abort()",
+    "vllm-trl-dp-nccl-duplicate-gpu-hidden-before-eoferror-trl3310": "Uvicorn's 'Application startup failed'",
+    "vllm-v0-journald-systemd-wrapper-only-engine-process-failed-issue12474": "systemd: main process exited 1",
 }
 
 
