@@ -88,6 +88,7 @@ FATAL_LINES = {
     "vllm-v1-worker-failed-then-terminate-c10-error-free-pointer-art206": "std::terminate, then abort()",
     "vllm-trl-dp-nccl-duplicate-gpu-hidden-before-eoferror-trl3310": "Uvicorn's 'Application startup failed'",
     "vllm-v0-journald-systemd-wrapper-only-engine-process-failed-issue12474": "systemd: main process exited 1",
+    "trtllm-serve-executor-worker-returned-error-whisper-issue7706": "TRT-LLM's proxy: MPI session aborted",
 }
 
 
