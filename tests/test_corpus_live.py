@@ -75,6 +75,10 @@ CUT_FATAL = {
     "vllm-2026-xpu-determine-available-memory-profile-cudagraph-memory-traceback-cut-pr39977": (
         "determine_available_memory step"
     ),
+    "sglang-0.3-tp8-exception-in-run-tp-server-capture-traceback-cut-before-exception-issue1479": (
+        "SGLang's CudaGraphRunner constructor"
+    ),
+    "sglang-0.4.9-torch-compile-cuda-graph-op-not-permitted-capturing-7918": "SGLang's CudaGraphRunner constructor",
 }
 
 
