@@ -94,6 +94,7 @@ FATAL_LINES = {
     "vllm-v0-journald-systemd-wrapper-only-engine-process-failed-issue12474": "systemd: main process exited 1",
     "trtllm-serve-executor-worker-returned-error-whisper-issue7706": "TRT-LLM's proxy: MPI session aborted",
     "llamacpp-2026-lmstudio-dflash-draft-model-needs-ctx-other-tab-indented-24343": "llama-server's load_model gave up",
+    "vllm-v0-ray-nccl-init-device-repeated-across-cluster-issue16707": "a Ray worker's init_device raised",
 }
 
 
