@@ -79,6 +79,10 @@ CUT_FATAL = {
         "SGLang's CudaGraphRunner constructor"
     ),
     "sglang-0.4.9-torch-compile-cuda-graph-op-not-permitted-capturing-7918": "SGLang's CudaGraphRunner constructor",
+    "vllm-2026-rocm-compose-prefix-full-decode-capture-0pct-workerproc-traceback-cut-pr31614": (
+        "vLLM's compile_or_warm_up_model step"
+    ),
+    "vllm-v1-dp-ep-autotune-ends-then-warmup-exception-cut-flashinfer-pr2800": "vLLM's compile_or_warm_up_model step",
 }
 
 
