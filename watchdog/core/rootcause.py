@@ -90,7 +90,9 @@ class Error:
 def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Candidate | None:
     """A candidate from an assembled traceback, read with what `profile` knows of its frames. One without an
     exception line is noise (or None) when later lines closed it; when the log ends inside it (`cut`), something
-    was raised that the log does not show: a wrapper-like error whose frames may still tell the phase."""
+    was raised that the log does not show: a wrapper-like error whose frames may still tell the phase, and, as
+    those of a whole one, whether the process dies of it (its outermost frame a process's main, or a startup step
+    it passes through): its report is then a crash at once, live as in replay."""
     exc_line = tb.exception
     if exc_line is None:
         hint = phase_from_frames("\n".join(tb.lines), profile)
