@@ -90,12 +90,20 @@ class Error:
 def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Candidate | None:
     """A candidate from an assembled traceback, read with what `profile` knows of its frames. One without an
     exception line is noise (or None) when later lines closed it; when the log ends inside it (`cut`), something
-    was raised that the log does not show: a wrapper-like error whose frames may still tell the phase."""
+    was raised that the log does not show: a wrapper-like error whose frames may still tell the phase, and, as
+    those of a whole one, whether the process dies of it (its outermost frame a process's main, or a startup step
+    it passes through): its report is then a crash at once, live as in replay."""
     exc_line = tb.exception
     if exc_line is None:
         hint = phase_from_frames("\n".join(tb.lines), profile)
         last = _cut_summary(tb.lines)
         if cut and not tb.noise:
+            text = "\n".join(tb.lines)
+            # Its frames are printed outermost first: those that came say where the exception went as the whole
+            # traceback would. One whose outermost frame is a process's main, or that passes through a startup
+            # step, is as fatal cut as whole: the exception line still to come names the error, it cannot make
+            # the process survive it (a [[caught]] function that logged it and went on is its outermost frame).
+            held = not any(p.search(text) for p in profile.caught)
             return Candidate(
                 (tb.header.rstrip(":") or last)[:_MAX_SUMMARY],
                 tb.line,
@@ -105,7 +113,9 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
                 phase_hint=hint,
                 at=tb.at,
                 opened=tb.line,
-                in_request=_in_request_handler("\n".join(tb.lines), profile),
+                in_request=_in_request_handler(text, profile),
+                startup_step=held and _innermost_step(text, profile) != "",
+                fatal=held and _uncaught(tb, profile),
             )
         # A fragment (the log cut it short) names no error, but its frames still tell the phase.
         if hint is None:
