@@ -3,7 +3,21 @@ round), each pinned on the real log that showed it (tests/fixtures/corpus)."""
 
 from __future__ import annotations
 
+from publiccases import error as _error
 from publiccases import verdict as _verdict
+
+
+def test_ollama_goroutine_dump_alone_is_a_go_program_dying() -> None:
+    """Go's runtime (runtime/traceback.go goroutineheader) prints ' gp=0x.. m=..' after 'goroutine N' only when
+    it is throwing or the traceback level is 2+, i.e. in the dump of a program that dies (runtime.Stack and
+    debug.Stack print level 1, no gp=). A journald crop of an Ollama runner's dump that holds only GC workers'
+    goroutines is a death whose cause the crop does not show."""
+    out = _verdict("ollama", "ollama-2025-journal-dotted-date-go-goroutine-dump-gc-workers-only-issue10977")
+    assert out["engine"] == "ollama"
+    assert (out["state"], out["phase"]) == ("crashed", "starting")
+    found = _error(out)
+    assert found["category"] == "killed"
+    assert "goroutine 35 gp=0xc0005041c0 m=nil" in str(found["summary"])
 
 
 def test_localai_backend_log_copy_glues_time_and_stream_to_the_line() -> None:
