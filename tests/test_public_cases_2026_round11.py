@@ -31,3 +31,17 @@ def test_localai_backend_log_copy_glues_time_and_stream_to_the_line() -> None:
     assert out["engine"] == "llamacpp"
     assert (out["state"], out["phase"]) == ("loading_weights", "loading_weights")
     assert out["error"] is None
+
+
+def test_llama_swap_request_answered_200_is_an_upstream_serving() -> None:
+    """llama-swap logs every request it answers ('[INFO] Request %s "%s %s %s" %d %d "%s" %v' since April 2025,
+    '[llama-swap] %s [%s] "%s %s %s" ...' before); every POST outside its own /api/ and all of /upstream/ are
+    proxied to the model's process, so one answered 200 was served by a loaded upstream. The upstream's death
+    after that ('cmd.Wait() returned error: signal: aborted (core dumped)') is a crash after ready."""
+    out = _verdict(
+        "llamacpp", "llamacpp-2025-llama-swap-served-200s-then-502-cmd-wait-signal-aborted-llamaswap155"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    found = _error(out)
+    assert found["category"] == "killed"
+    assert "signal: aborted (core dumped)" in str(found["summary"])
