@@ -45,3 +45,27 @@ def test_llama_swap_request_answered_200_is_an_upstream_serving() -> None:
     found = _error(out)
     assert found["category"] == "killed"
     assert "signal: aborted (core dumped)" in str(found["summary"])
+
+
+def test_llama_server_slot_lines_of_one_request_name_llama_cpp() -> None:
+    """tools/server's SLT_*/SRV_* macros print 'slot %12.*s: id %2d | task %d | ' and 'srv  %12.*s: ' with the
+    function's name cut at 12 characters: 'slot launch_slot_:', 'slot get_availabl:', 'srv  params_from_:'. A crop of
+    one request's first lines is llama.cpp's server serving."""
+    out = _verdict(
+        "llamacpp", "llamacpp-2026-hip-slot-launch-processing-task-qwen3-coder-chat-format-issue19775"
+    )
+    assert out["engine"] == "llamacpp"
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+
+
+def test_llama_server_debug_lines_of_an_answer_are_serving() -> None:
+    """At -v, llama-server logs each streamed chunk it writes (the HTTP handler's SRV_DBG 'http: streamed chunk: %s')
+    and each result sent for a request's task (server_response::send, 'sending result for task id = %d'); tasks
+    exist only for requests. llamafile 0.10's chat mode with --verbose, its answer's prose between them, serves."""
+    out = _verdict(
+        "llamacpp",
+        "llamacpp-2026-llamafile-0.10.4-chat-verbose-streamed-chunk-answer-text-ctrl-c-llamafile1008",
+    )
+    assert out["engine"] == "llamacpp"
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+    assert out["error"] is None
