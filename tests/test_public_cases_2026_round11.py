@@ -69,3 +69,19 @@ def test_llama_server_debug_lines_of_an_answer_are_serving() -> None:
     assert out["engine"] == "llamacpp"
     assert (out["state"], out["phase"]) == ("ready", "ready")
     assert out["error"] is None
+
+
+def test_ollama_runner_ggml_cuda_error_after_ready_is_certain_at_its_current_device_line() -> None:
+    """ggml-cuda's ggml_cuda_error is [[noreturn]]: 'CUDA error: <message>', '  current device: N, in function F at
+    FILE:LINE', the failed call, then GGML_ABORT. In an Ollama runner that had started ('llama runner started in
+    43.46 seconds'), the second line is the runner's death even with the abort cut from the log: the crash is
+    certain there (a live follower need not wait for the end), and its cause is the 'CUDA error' line."""
+    out = _verdict(
+        "ollama", "ollama-0.11-windows-runner-started-then-no-kernel-image-scale-failed-issue12316"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    crashed = [t for t in out["timeline"] if t["state"] == "crashed"]  # type: ignore[union-attr]
+    assert crashed[0]["line"] == 4
+    found = _error(out)
+    assert found["category"] == "cuda"
+    assert "CUDA error: no kernel image is available for execution on the device" in str(found["summary"])
