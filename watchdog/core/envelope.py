@@ -130,6 +130,10 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
     # a CI runner's (Jenkins timestamper, GitLab) bracketed ISO time in front: "[2025-11-06T02:10:00.702Z] "
     rf"\[(?P<ts>{_TS_DATE}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ",
+    # LocalAI's backend-log page (2026, react-ui BackendLogs.jsx) copied from the browser: each line's time
+    # (toLocaleTimeString() + "." + milliseconds), its stream's badge and the engine's text are three spans with
+    # nothing between them, so a copy glues them: "10:22:48.969stderrprint_info: ...", "1:02:03 PM.004stdout..."
+    r"(?P<time>\d{1,2}:\d\d:\d\d)(?: [AP]M)?\.\d{3}(?:stdout|stderr)(?=\S)",
     # a level word in brackets after a timestamp: Lemonade's server wrapping the engine it runs
     # ("2026-05-08 11:50:14.752 [Error] (Process) (EngineCore pid=3043) ERROR 05-08 ..."); its component
     # "(Process)" is then peeled as a process tag
