@@ -1,0 +1,47 @@
+"""Rules read from the engines' and libraries' sources for what the twelfth crop of public 2025-2026 logs showed
+(issue 30), each pinned on the real log that showed it (tests/fixtures/corpus)."""
+
+from __future__ import annotations
+
+from publiccases import error as _error
+from publiccases import verdict as _verdict
+
+from watchdog.core.envelope import parse
+
+
+def test_vllm_line_pasted_from_its_source_location_is_the_workers_error() -> None:
+    """vLLM's log format is 'LEVEL MM-DD HH:MM:SS [file.py:N] message' (vllm/logger.py). An excerpt pasted from
+    the middle of a worker's line keeps only '[multiproc_executor.py:492] ValueError: Free memory on device ...':
+    the source location is peeled as the rest of that header, so the worker's ValueError (gpu_worker.init_device,
+    raised before the weights) is read as the error, not the EngineCore's 'EngineCore failed to start.' after it."""
+    rec = parse("[multiproc_executor.py:492] ValueError: Free memory on device (31.44/47.38 GiB) on startup")
+    assert rec.content.startswith("ValueError: Free memory on device")
+    out = _verdict("vllm", "vllm-0.9.1-multiproc-free-memory-valueerror-then-enginecore-failed-cut-issue20305")
+    assert (out["state"], out["phase"]) == ("crashed", "starting")
+    found = _error(out)
+    assert found["category"] == "oom"
+    assert str(found["summary"]).startswith("ValueError: Free memory on device (31.44/47.38 GiB)")
+
+
+def test_sglang_torch_npu_out_of_memory_line_is_the_cause_of_the_schedulers_death() -> None:
+    """torch_npu's caching allocator words its failure as torch's CUDA one does ('NPU out of memory. Tried to
+    allocate 72.00 MiB (NPU 0; 61.27 GiB total capacity; ...)') and its 'torch_npu.memory' logger prints it on a
+    line of its own. On Ascend, SGLang's scheduler then dies in its event loop with a traceback cut before its
+    message: the out-of-memory line is the cause (oom), after ready."""
+    out = _verdict("sglang", "sglang-2026-npu-glm52-oom-during-request-scheduler-exception-after-ready-issue29838")
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    found = _error(out)
+    assert found["category"] == "oom"
+    assert "NPU out of memory. Tried to allocate 72.00 MiB" in str(found["summary"])
+
+
+def test_vllm_ascend_kernels_built_for_another_soc_are_unsupported() -> None:
+    """The AscendC compiler makes a kernel library register its device binaries from an ELF constructor that calls
+    CANN's AscendCheckSoCVersion; on another chip it returns with 'the socversion Ascend910B1 of bin package does
+    not match the current device socverison Ascend310P3 ...' and registers nothing. vllm-ascend built for 910B on a
+    310P prints it after the weights and the launch ends: a crash, the hardware not supported by the build."""
+    out = _verdict("vllm", "vllm-ascend-0.10-310p3-socversion-bin-package-mismatch-after-weights-issue2725")
+    assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
+    found = _error(out)
+    assert found["category"] == "unsupported"
+    assert "of bin package does not match the current device socverison Ascend310P3" in str(found["summary"])
