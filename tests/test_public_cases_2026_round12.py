@@ -16,7 +16,9 @@ def test_vllm_line_pasted_from_its_source_location_is_the_workers_error() -> Non
     raised before the weights) is read as the error, not the EngineCore's 'EngineCore failed to start.' after it."""
     rec = parse("[multiproc_executor.py:492] ValueError: Free memory on device (31.44/47.38 GiB) on startup")
     assert rec.content.startswith("ValueError: Free memory on device")
-    out = _verdict("vllm", "vllm-0.9.1-multiproc-free-memory-valueerror-then-enginecore-failed-cut-issue20305")
+    out = _verdict(
+        "vllm", "vllm-0.9.1-multiproc-free-memory-valueerror-then-enginecore-failed-cut-issue20305"
+    )
     assert (out["state"], out["phase"]) == ("crashed", "starting")
     found = _error(out)
     assert found["category"] == "oom"
@@ -28,7 +30,9 @@ def test_sglang_torch_npu_out_of_memory_line_is_the_cause_of_the_schedulers_deat
     allocate 72.00 MiB (NPU 0; 61.27 GiB total capacity; ...)') and its 'torch_npu.memory' logger prints it on a
     line of its own. On Ascend, SGLang's scheduler then dies in its event loop with a traceback cut before its
     message: the out-of-memory line is the cause (oom), after ready."""
-    out = _verdict("sglang", "sglang-2026-npu-glm52-oom-during-request-scheduler-exception-after-ready-issue29838")
+    out = _verdict(
+        "sglang", "sglang-2026-npu-glm52-oom-during-request-scheduler-exception-after-ready-issue29838"
+    )
     assert (out["state"], out["phase"]) == ("crashed", "ready")
     found = _error(out)
     assert found["category"] == "oom"
@@ -45,3 +49,24 @@ def test_vllm_ascend_kernels_built_for_another_soc_are_unsupported() -> None:
     found = _error(out)
     assert found["category"] == "unsupported"
     assert "of bin package does not match the current device socverison Ascend310P3" in str(found["summary"])
+
+
+def test_vllm_0_10_worker_named_by_its_parallel_rank_is_a_process_tag() -> None:
+    """vLLM 0.10.1-0.10.2 names a multiproc worker by its parallel ranks ('VllmWorker' + ' TP<r>', ' PP<r>', ...)
+    and prefixes its lines '(VllmWorker TP3 pid=433) ERROR ...': the tag is peeled as the worker's source, so the
+    line under it is read (its level, its time, its message), as '(VllmWorker rank=0 pid=N)' of 0.9 is."""
+    rec = parse(
+        "(VllmWorker TP3 pid=433) ERROR 08-29 19:59:50 [multiproc_executor.py:596] WorkerProc hit an exception."
+    )
+    assert (rec.content, rec.source, rec.level) == ("WorkerProc hit an exception.", "VllmWorker TP3", "ERROR")
+    assert parse("(VllmWorker TP3) hello").content == "(VllmWorker TP3) hello"  # no pid: no process tag
+
+
+def test_vllm_lmcache_storing_a_requests_kv_cache_is_serving() -> None:
+    """LMCache's vLLM connector (lmcache/integration/vllm/vllm_v1_adapter.py wait_for_save) logs 'Storing KV cache
+    for N out of M tokens (skip_leading_tokens=K) for request ID' for each request the scheduler hands it; the
+    engine's profiling and warm-up runs hand it none. A worker's exception after such lines (the excerpt cut
+    before its message) is a crash of a server that was serving: ready."""
+    out = _verdict("vllm", "vllm-0.10-lmcache-deepseek-r1-workerproc-hit-exception-after-store-cut-issue1471")
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    assert str(_error(out)["summary"]) == "WorkerProc hit an exception."
