@@ -70,3 +70,12 @@ def test_vllm_lmcache_storing_a_requests_kv_cache_is_serving() -> None:
     out = _verdict("vllm", "vllm-0.10-lmcache-deepseek-r1-workerproc-hit-exception-after-store-cut-issue1471")
     assert (out["state"], out["phase"]) == ("crashed", "ready")
     assert str(_error(out)["summary"]) == "WorkerProc hit an exception."
+
+
+def test_sglang_dsv4_memory_calculation_is_the_kv_pool_sizing() -> None:
+    """SGLang's DeepSeek-V4 pool configurator (srt/model_executor/pool_configurator.py calculate_pool_sizes) logs
+    'DSv4 memory calculation: bytes_per_full_token=..., available_bytes=... GB, full_token=N' once it has measured
+    the memory the weights left: the KV pools are being sized, after the weights (allocating_kv_cache)."""
+    out = _verdict("sglang", "sglang-2026-ktransformers-dsv4-memory-calculation-pool-sizes-cut-issue1978")
+    assert (out["state"], out["phase"]) == ("allocating_kv_cache", "allocating_kv_cache")
+    assert out["error"] is None
