@@ -112,6 +112,8 @@ END_DECIDES = {
     # (v1/executor/multiproc_executor.py worker_busy_loop), so the engine core's fatal error, not in the crop,
     # is the line that would say it died
     "vllm-backport-2026-served-200s-then-workerproc-busy-loop-traceback-cut-issue18",
+    # the same after LMCache's workers stored a request's KV cache (issue 30, twelfth round)
+    "vllm-0.10-lmcache-deepseek-r1-workerproc-hit-exception-after-store-cut-issue1471",
 }
 
 
