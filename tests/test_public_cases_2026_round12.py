@@ -79,3 +79,22 @@ def test_sglang_dsv4_memory_calculation_is_the_kv_pool_sizing() -> None:
     out = _verdict("sglang", "sglang-2026-ktransformers-dsv4-memory-calculation-pool-sizes-cut-issue1978")
     assert (out["state"], out["phase"]) == ("allocating_kv_cache", "allocating_kv_cache")
     assert out["error"] is None
+
+
+def test_sglang_uvicorn_line_with_its_bracketed_time_names_sglang() -> None:
+    """SGLang sets Uvicorn's formats to '[%(asctime)s] %(levelprefix)s ...' (srt/utils/common.py
+    set_uvicorn_logging_configs), which vLLM's and TGI's Uvicorn lines do not have: an excerpt of SGLang answering
+    '"POST /generate HTTP/1.1" 200 OK' and then one request's ASGI exception is SGLang, ready and serving."""
+    out = _verdict(
+        "sglang", "sglang-2025-xinference-compose-generate-200-then-asgi-exception-request-cut-issue3553"
+    )
+    assert out["engine"] == "sglang"
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+
+
+def test_vllm_tpu_precompilation_of_input_shapes_is_the_warm_up() -> None:
+    """vLLM's TPU model runner compiles every padded shape once the KV cache is allocated (capture_model /
+    _precompile_backbone: 'Compiling the model with different input shapes.', 'Compiling sampling with different
+    input shapes.'): the TPU's graph capture. An engine core's exception cut after them failed in the warm-up."""
+    out = _verdict("vllm", "vllm-v1-tpu-2025-compiling-sampling-shapes-then-enginecore-exception-cut-pr15727")
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
