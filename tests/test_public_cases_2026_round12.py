@@ -7,6 +7,7 @@ from publiccases import error as _error
 from publiccases import verdict as _verdict
 
 from watchdog.core.envelope import parse
+from watchdog.core.framing import clean
 
 
 def test_vllm_line_pasted_from_its_source_location_is_the_workers_error() -> None:
@@ -98,3 +99,25 @@ def test_vllm_tpu_precompilation_of_input_shapes_is_the_warm_up() -> None:
     input shapes.'): the TPU's graph capture. An engine core's exception cut after them failed in the warm-up."""
     out = _verdict("vllm", "vllm-v1-tpu-2025-compiling-sampling-shapes-then-enginecore-exception-cut-pr15727")
     assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+
+
+def test_ansi_colour_shown_as_the_word_esc_is_stripped() -> None:
+    """`less` without -R (and some web log viewers) prints an ESC byte as the word 'ESC': vLLM's coloured process
+    tag then reads 'ESC[1;36m(APIServer pid=1)ESC[0;0m INFO ...'. The escape is stripped as the caret form '^[[' is,
+    so the tag and the vLLM header under it are peeled; a word that merely ends in 'ESC' is left alone."""
+    line = (
+        b"ESC[1;36m(APIServer pid=1)ESC[0;0m INFO 08-12 14:37:10 [config.py:1759] Using max model len 131072"
+    )
+    assert clean(line) == "(APIServer pid=1) INFO 08-12 14:37:10 [config.py:1759] Using max model len 131072"
+    assert clean(b"DESC[1] is fine") == "DESC[1] is fine"
+    rec = parse(clean(line))
+    assert (rec.source, rec.level, rec.content) == ("APIServer pid=1", "INFO", "Using max model len 131072")
+
+
+def test_vllm_engine_dead_error_is_a_crash_after_ready() -> None:
+    """vLLM's EngineDeadError (v1/engine/exceptions.py) is raised by the engine client and AsyncLLM's output handler
+    and generate(), which exist only once every engine core reported READY; an engine core dying while starting is
+    'Engine core initialization failed' instead. An excerpt that opens on the output handler's EngineDeadError and a
+    chat stream's error after it is a crash after ready."""
+    out = _verdict("vllm", "vllm-2026-spark-gptoss-engine-dead-then-chat-stream-generator-error-cut-issue31")
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
