@@ -82,10 +82,11 @@ def test_sglang_dsv4_memory_calculation_is_the_kv_pool_sizing() -> None:
     assert out["error"] is None
 
 
-def test_sglang_uvicorn_line_with_its_bracketed_time_names_sglang() -> None:
-    """SGLang sets Uvicorn's formats to '[%(asctime)s] %(levelprefix)s ...' (srt/utils/common.py
-    set_uvicorn_logging_configs), which vLLM's and TGI's Uvicorn lines do not have: an excerpt of SGLang answering
-    '"POST /generate HTTP/1.1" 200 OK' and then one request's ASGI exception is SGLang, ready and serving."""
+def test_sglang_generate_route_answered_names_sglang() -> None:
+    """SGLang's own warm-up request posts to its native /generate route (srt/entrypoints/http_server.py
+    _wait_and_warmup), so Uvicorn's '"POST /generate HTTP/1.1" 200' access line is in every SGLang launch; vLLM's
+    OpenAI server has no such route. An excerpt of SGLang answering it and then one request's ASGI exception is
+    SGLang, ready and serving."""
     out = _verdict(
         "sglang", "sglang-2025-xinference-compose-generate-200-then-asgi-exception-request-cut-issue3553"
     )
