@@ -111,6 +111,13 @@ KNOWN_GAPS: dict[str, str] = {
         "already or not; the frame that shows it compiling (aot_autograd) was cut, so the crop cannot tell a "
         "compile from a run of the compiled code"
     ),
+    # Issue 30, twelfth round (helper i30-cases12, labelled before the first run):
+    "sglang-2026-gpustack-tp2-pynccl-init-segfault-two-ranks-interleaved-gpustack5553": (
+        "killed, label nccl: the segfault's place is only in faulthandler's dump that follows 'Fatal Python error: "
+        "Segmentation fault' (innermost frame pynccl_wrapper.py ncclCommInitRank); the dump's frames, which have "
+        "no exception line, are read as a traceback cut before its exception, not as the fatal line's stack, so no "
+        "profile rule can name the library the signal came in (two ranks' dumps are interleaved here besides)"
+    ),
 }
 
 

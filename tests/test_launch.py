@@ -112,6 +112,12 @@ END_DECIDES = {
     # (v1/executor/multiproc_executor.py worker_busy_loop), so the engine core's fatal error, not in the crop,
     # is the line that would say it died
     "vllm-backport-2026-served-200s-then-workerproc-busy-loop-traceback-cut-issue18",
+    # the same after LMCache's workers stored a request's KV cache (issue 30, twelfth round)
+    "vllm-0.10-lmcache-deepseek-r1-workerproc-hit-exception-after-store-cut-issue1471",
+    # a 200 answered, then one request's 'Exception in ASGI application' traceback that the log ends in (issue 30,
+    # twelfth round): the whole file reads as that request's error on a serving server (ready); live, a pause
+    # longer than the grace inside the traceback reads as the server gone quiet in the middle of it
+    "sglang-2025-xinference-compose-generate-200-then-asgi-exception-request-cut-issue3553",
 }
 
 

@@ -88,8 +88,11 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
     r"\[(?:(?P<date>\d{4}-\d\d-\d\d) |(?P<md2>\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?P<rank>(?: [A-Z]{2,4}\d+)*)\] ",
     # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) ",
-    # vLLM 0.9-0.10's multiproc workers "(VllmWorker rank=0 pid=3781015) " (the rank names the source)
-    r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+)?)(?: pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
+    # vLLM 0.9-0.10's multiproc workers "(VllmWorker rank=0 pid=3781015) " (the rank names the source), and
+    # 0.10.1-0.10.2's, named by their parallel ranks when there are several (multiproc_executor.py WorkerProc:
+    # "VllmWorker" + " DP<r>" / " PP<r>" / " TP<r>" / " EP<r>"): "(VllmWorker TP3 pid=433) ", always with a pid
+    r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+|(?: [A-Z]{2,3}\d+)+(?= pid=))?)(?: pid=(?P<pid>\d+))?"
+    r"(?:, ip=[\w.:-]+)?\) ?",
     # torchrun: "[rank0]:"
     r"\[(?P<source>rank\d+)\]:\s?",
     # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):
@@ -108,6 +111,9 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
     # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
     rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
+    # and its source location alone, the line's front (level, time, process tag) lost where a pasted excerpt begins
+    # mid-line: "[multiproc_executor.py:492] ValueError: Free memory on device ..." (a Python file's name only)
+    r"\[[\w.-]+\.py:\d+\] ",
     # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='
     r"time=(?P<ts>\S+) level=(?P<level>\w+) source=\S+ (?:msg=)?",
     # Ollama older / Go log: "2024/07/21 15:40:57 routes.go:1096: INFO "
@@ -169,7 +175,7 @@ _MONTHS = {
 # onto the next log line.
 _GLUE = re.compile(
     r"(?<=\S)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2,4}\d+)*\] "
-    r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|VllmWorker rank=\d+|RayWorkerWrapper|Worker\w*) pid=\d+"
+    r"|\((?:APIServer|ApiServer_\d+|EngineCore\w*|VllmWorkerProcess|VllmWorker(?: rank=\d+| [A-Z]{2,3}\d+)*|RayWorkerWrapper|Worker\w*) pid=\d+"
     rf"|(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d[ .])"
     # TensorRT-LLM's logger after its per-module weight-loading bar: "...139.82it/s][07/23/2025-06:37:06] [TRT-LLM] "
     r"|(?<=\S)(?=\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[TRT-LLM\])"

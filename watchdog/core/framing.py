@@ -5,7 +5,7 @@ Two layers, so the hot path stays in C:
 * `Framer` cuts a byte stream into *blocks* of complete lines. It keeps an unfinished last line until its
   newline arrives, and cuts a line longer than `max_line` without buffering the rest of it.
 * `clean()` and `iter_lines()` turn one raw line into text: tqdm ``\\r`` redraws become separate updates,
-  ANSI escapes are stripped (also when a log shows them as literal ``^[[0;36m`` or ``#033[2m`` text),
+  ANSI escapes are stripped (also when a log shows them as literal ``^[[0;36m``, ``#033[2m`` or ``ESC[1;36m`` text),
   invalid UTF-8 is replaced and the other control characters dropped (NUL, BEL, backspace, the C1 controls
   U+0080-U+009F such as a terminal's one-character CSI; tab is kept): a log's text that reaches a chat, a
   terminal or a page moves no cursor and rings no bell (`without_controls` does the same for other text).
@@ -37,8 +37,9 @@ _CONTROLS_KEEP_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # lead byte of U+0080-U+00BF (a C1 control, or a Latin-1 sign such as the degree: then the text is looked at)
 _CONTROL_BYTES = re.compile(b"[\x00-\x08\x0a-\x1f\x7f\xc2]")
 
-# ESC itself, or the two ways logs show an ESC that lost its byte: caret notation and syslog's octal.
-_ESC = r"(?:\x1b|\^\[|#033)"
+# ESC itself, or the three ways logs show an ESC that lost its byte: caret notation, syslog's octal, and the word
+# "ESC" that `less` (without -R) and some web log viewers print in its place ("ESC[1;36m(APIServer pid=1)ESC[0;0m")
+_ESC = r"(?:\x1b|\^\[|#033|(?<![A-Za-z])ESC(?=\[))"
 _ANSI = re.compile(
     _ESC + r"(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])"
     # Ray and docker logs that lost the ESC byte entirely keep the SGR tail, e.g. "[36m(RayWorkerWrapper".
@@ -186,10 +187,23 @@ def clean(raw: bytes) -> str:
     if text.isprintable():
         # nearly every line: no control character (no ESC, nor any character `_CONTROLS` removes), one C pass to
         # know it; only the kinds of `_ANSI` that lost their ESC byte may be there
-        if "#033" in text or "^[" in text or "^@" in text or _SGR_TAIL.search(text) is not None:
+        if (
+            "#033" in text
+            or "^[" in text
+            or "^@" in text
+            or "ESC[" in text
+            or _SGR_TAIL.search(text) is not None
+        ):
             return _ANSI.sub("", text)
         return text
-    if "\x1b" in text or "^[" in text or "#033" in text or "^@" in text or _SGR_TAIL.search(text) is not None:
+    if (
+        "\x1b" in text
+        or "^[" in text
+        or "#033" in text
+        or "^@" in text
+        or "ESC[" in text
+        or _SGR_TAIL.search(text) is not None
+    ):
         text = _ANSI.sub("", text)
     if _CONTROL_BYTES.search(raw) is not None:  # rare: looked for in the bytes, in C, before any text work
         text = _CONTROLS.sub("", text)
