@@ -32,21 +32,25 @@ import cProfile
 import hashlib
 import heapq
 import itertools
+import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
-
 import daemon_bench  # benchmarks/: the writer's own code
+
 from watchdog.core.analyzer import Analyzer
 from watchdog.follow.follower import Concluded, LaunchFollower, SourceNoted, Transitioned
-from watchdog.follow.sources import Chunk, SourceItem, parse_target
+from watchdog.follow.sources import SourceItem, parse_target
 from watchdog.follow.sources import ssh as ssh_source
 from watchdog.follow.sources.channel import CommandOutput, begin_read, end_read
 from watchdog.follow.spec import LaunchSpec
@@ -347,6 +351,105 @@ async def _rounds(first: list[bytes], ticks: Plan, hosts: int, rounds: int) -> l
     return out
 
 
+async def _serve(first: list[bytes], ticks: Plan, hosts: int) -> None:
+    # `--worker`: a round (plain, then with the layers timed) for each line read, its figures a JSON line each
+    await _round(first, ticks, hosts, None)  # untimed, as in `_rounds`
+    reader = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while await reader.readline():
+        callback, between, chunks, digest = await _round(first, ticks, hosts, None)
+        layers = _Layers()
+        with layers:
+            callback2, _, _, _ = await _round(first, ticks, hosts, layers)
+        row = [callback, between, chunks, digest, callback2, layers.push, layers.feed]
+        print(json.dumps(row), flush=True)
+
+
+def _against(argv: list[str], trees: list[str], rounds: int) -> list[list[tuple[Any, ...]]]:
+    # a worker per tree (its `watchdog` on PYTHONPATH), their rounds interleaved: A B, B A, A B, ...
+    script = str(Path(__file__).resolve())
+    workers = []
+    for tree in trees:
+        env = dict(os.environ, PYTHONPATH=tree)
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, script, "--worker", *argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                cwd=tree,
+                text=True,
+            )
+        )
+    out: list[list[tuple[Any, ...]]] = [[] for _ in trees]
+    try:
+        for k in range(rounds):
+            order = range(len(trees)) if k % 2 == 0 else reversed(range(len(trees)))
+            for w in order:
+                stdin, stdout = workers[w].stdin, workers[w].stdout
+                assert stdin is not None
+                assert stdout is not None
+                stdin.write("round\n")
+                stdin.flush()
+                out[w].append(tuple(json.loads(stdout.readline())))
+    finally:
+        for worker in workers:
+            if worker.stdin is not None:
+                worker.stdin.close()
+            worker.wait()
+    return out
+
+
+def _timer_cost() -> tuple[float, float]:
+    # (one `time.process_time()` call, one call through a `_Layers` wrapper less the call it wraps), in seconds:
+    # what the layers' timers add, taken off the layers they land in
+    clock, n = time.process_time, 20_000
+    began = clock()
+    for _ in range(n):
+        clock()
+    call = (clock() - began) / n
+
+    def noop(item: SourceItem) -> object:
+        return None
+
+    wrapped = _Layers().wrap_push(noop)
+    item: Any = None
+    began = clock()
+    for _ in range(n):
+        noop(item)
+    bare = clock() - began
+    began = clock()
+    for _ in range(n):
+        wrapped(item)
+    return call, max(0.0, (clock() - began - bare) / n)
+
+
+def _report(name: str, results: list[tuple[Any, ...]], launches: int, hosts: int, seconds: float) -> None:
+    chunks = results[0][2]
+    digests = {r[3] for r in results}
+    clock, wrapper = _timer_cost()
+
+    def us(values: list[float], less: float = 0.0) -> str:
+        return f"{statistics.median(values) * 1e6 / chunks - less * 1e6:.2f}"
+
+    callback = [r[0] for r in results]
+    print(
+        f"{name}{chunks} chunks over {launches} launches, {hosts} hosts, {seconds:g} s: "
+        f"callback {us(callback)} us a chunk (median of {len(results)}: "
+        + ", ".join(f"{c:.3f}" for c in callback)
+        + f" s), tasks between {us([r[1] for r in results])} us a chunk; digest {','.join(sorted(digests))}"
+    )
+    print(
+        f"{name}by layer (us a chunk, timed apart, less the timers: {wrapper * 1e6:.2f} us a wrapped call, "
+        f"{clock * 1e6:.2f} us a clock read inside): "
+        f"source {us([r[4] - r[5] for r in results], wrapper)}, "
+        f"follower {us([r[5] - r[6] for r in results], wrapper)}, "
+        f"analyzer.feed {us([r[6] for r in results], clock)} "
+        f"(callback with the timers {us([r[4] for r in results])})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the CPU per chunk (median of the rounds), by layer."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -357,32 +460,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--whole-writes", action="store_true", help="a write a chunk, not a line a chunk")
     parser.add_argument("--profile", help="cProfile one more round into FILE (pstats)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--against",
+        metavar="TREE",
+        help="also run TREE's watchdog (a worker process each, PYTHONPATH at each tree), rounds interleaved",
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    raw = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(raw)
     first, load = writes(args.launches, args.seconds, args.seed)
     ticks = plan(load, args.hosts, not args.whole_writes)
+    if args.worker:
+        asyncio.run(_serve(first, ticks, args.hosts))
+        return 0
+    if args.against:
+        passed = [a for a in raw if a not in ("--against", args.against)]
+        here = os.environ.get("PYTHONPATH") or str(Path.cwd())
+        mine, theirs = _against(passed, [here, args.against], args.rounds)
+        _report(f"[{here}] ", mine, args.launches, args.hosts, args.seconds)
+        _report(f"[{args.against}] ", theirs, args.launches, args.hosts, args.seconds)
+        ratios = [a[0] / b[0] for a, b in zip(mine, theirs, strict=True)]
+        print(
+            f"callback, {here} / {args.against}: median {statistics.median(ratios):.3f} ("
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + f"); load average {os.getloadavg()[0]:.2f}"
+        )
+        return 0
     results = asyncio.run(_rounds(first, ticks, args.hosts, args.rounds))
-    chunks = results[0][2]
-    digests = {r[3] for r in results}
-    lines = sum(d.count(b"\n") for _, _, d in load)
-
-    def us(values: list[float]) -> str:
-        return f"{statistics.median(values) * 1e6 / chunks:.2f}"
-
-    callback = [r[0] for r in results]
-    print(
-        f"{chunks} chunks ({lines} lines) over {args.launches} launches, {args.hosts} hosts, {args.seconds:g} s: "
-        f"callback {us(callback)} us a chunk (median of {args.rounds}: "
-        + ", ".join(f"{c:.3f}" for c in callback)
-        + f" s), tasks between {us([r[1] for r in results])} us a chunk; digest {','.join(sorted(digests))}"
-    )
+    _report("", results, args.launches, args.hosts, args.seconds)
     print("updates of a round: " + ", ".join(f"{k} {v}" for k, v in sorted(COUNTS.items())))
-    print(
-        "by layer (us a chunk, timed apart): "
-        f"source {us([r[4] - r[5] for r in results])}, "
-        f"follower {us([r[5] - r[6] for r in results])}, "
-        f"analyzer.feed {us([r[6] for r in results])} "
-        f"(callback with the timers {us([r[4] for r in results])})"
-    )
     if args.profile:
         profiler = cProfile.Profile()
 
