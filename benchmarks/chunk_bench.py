@@ -46,7 +46,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
-import daemon_bench  # benchmarks/: the writer's own code
 
 from watchdog.core.analyzer import Analyzer
 from watchdog.follow.follower import Concluded, LaunchFollower, SourceNoted, Transitioned
@@ -54,6 +53,9 @@ from watchdog.follow.sources import SourceItem, parse_target
 from watchdog.follow.sources import ssh as ssh_source
 from watchdog.follow.sources.channel import CommandOutput, begin_read, end_read
 from watchdog.follow.spec import LaunchSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import daemon_bench
 
 Write = tuple[int, float, bytes]  # launch, time (s), bytes
 
