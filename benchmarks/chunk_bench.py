@@ -249,14 +249,15 @@ async def _round(
     seen: list[list[tuple[Any, ...]]] = [[] for _ in range(launches)]
 
     async def drain(index: int, follower: LaunchFollower) -> None:
-        async for update in follower.updates:
-            if isinstance(update, Transitioned):
-                t = update.transition
-                seen[index].append(("t", t.state.value, t.incarnation, t.line))
-            elif isinstance(update, Concluded):
-                seen[index].append(("c", update.state.value, update.verdict.incarnation))
-            elif isinstance(update, SourceNoted):
-                seen[index].append(("n", update.kind))
+        with follower.updates:  # closed when cancelled, as the daemon's `_consume` closes it
+            async for update in follower.updates:
+                if isinstance(update, Transitioned):
+                    t = update.transition
+                    seen[index].append(("t", t.state.value, t.incarnation, t.line))
+                elif isinstance(update, Concluded):
+                    seen[index].append(("c", update.state.value, update.verdict.incarnation))
+                elif isinstance(update, SourceNoted):
+                    seen[index].append(("n", update.kind))
 
     async with anyio.create_task_group() as tg:
         for i, follower in enumerate(followers):
