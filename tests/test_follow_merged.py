@@ -151,3 +151,16 @@ async def test_merged_reads_say_the_same(log: Path) -> None:
     merged, _ = await _follow(data, 7, merging=True)
     unmerged, _ = await _follow(data, 7, merging=False)
     assert merged == unmerged
+
+
+def test_a_chunk_is_compared_and_hashed_by_its_offset_and_bytes() -> None:
+    # a slotted dataclass, not a frozen one (made once a live line): equal and hashed as the frozen one was
+    a = Chunk(3, b"x\n", (1, 2), "c", caught_up=True)
+    b = Chunk(3, b"x\n")
+    assert a == b
+    assert hash(a) == hash(b)
+    assert a != Chunk(4, b"x\n")
+    assert a != Chunk(3, b"y\n")
+    assert {a, b} == {b}
+    assert not hasattr(a, "__dict__")
+    assert (a.end, a.file, a.cursor, a.caught_up) == (5, (1, 2), "c", True)

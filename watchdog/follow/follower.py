@@ -688,14 +688,21 @@ class LaunchFollower:
         return self._checkpoints.next_save() - self._clock.now() + self.now()
 
     def _reschedule(self, *, transitioned: bool = False) -> None:
-        # the analyzer changed: if a tick is due before the one the clock task sleeps for, wake it
+        # the analyzer changed: if a tick is due before the one the clock task sleeps for, wake it (called after
+        # every chunk: what cannot wake it is not reckoned)
+        wake_at = self._wake_at
+        if self._tick_wake is None or wake_at == -math.inf:
+            return  # the clock task is not asleep (it reckons what is due before it sleeps), or was woken already
         due = self._due()
-        if self._checkpoints is not None and (transitioned or self._checkpoints.dirty):
-            # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet
+        cp = self._checkpoints
+        if cp is not None and (transitioned or cp.dirty):
+            # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet; not
+            # before the save is due (`_save_at`), which is asked only where the save could come first
             save = self.now() + CHECKPOINT_QUIET if transitioned else self._last_data + CHECKPOINT_SLACK
-            save = max(save, self._save_at())
-            due = save if due is None else min(due, save)
-        if due is not None and due < self._wake_at and self._tick_wake is not None:
+            if save < wake_at and (due is None or save < due):
+                save = max(save, self._save_at())
+                due = save if due is None else min(due, save)
+        if due is not None and due < wake_at:
             self._wake_at = -math.inf  # once
             wake_up(self._tick_wake, True)
 
