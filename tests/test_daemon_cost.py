@@ -20,7 +20,7 @@ from snapshots import verdict_from_json
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.arguments import _unquote
 from watchdog.core.detection import EngineDetector
-from watchdog.core.verdict import Status, build_verdict
+from watchdog.core.verdict import Redactions, Status, build_verdict
 from watchdog.daemon import http
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
@@ -241,6 +241,49 @@ def test_a_redacted_verdict_makes_again_only_the_timeline_entries_whose_text_cha
     assert redacted.timeline[0] is verdict.timeline[0]
     assert "hf_AbCd" not in redacted.timeline[1].reason
     assert redacted.timeline[1].state is State.LOADING_WEIGHTS
+
+
+def test_a_verdict_with_no_credential_is_its_own_redaction() -> None:
+    """A verdict none of whose texts holds a credential is redacted as itself (no copy at every snapshot); one
+    whose traceback holds one is a copy with it masked."""
+    analyzer = Analyzer(catalogue())
+    analyzer.feed(CRASH.read_bytes(), 1.0)
+    analyzer.finish(2.0)
+    verdict = build_verdict(analyzer, analyzer.lifecycle.verdict_incarnation())
+    assert verdict.error is not None
+    assert verdict.error.traceback
+    assert verdict.redacted() is verdict
+    error = dataclasses.replace(
+        verdict.error, traceback=(*verdict.error.traceback, "token=hf_AbCdEfGhIjKlMnOpQrStUvWx")
+    )
+    secret = dataclasses.replace(verdict, error=error)
+    redacted = secret.redacted()
+    assert redacted is not secret
+    assert redacted.error is not None
+    assert redacted.error.traceback[:-1] == verdict.error.traceback
+    assert "hf_AbCd" not in redacted.error.traceback[-1]
+
+
+def test_a_followers_error_is_redacted_once_and_as_every_redaction_makes_it() -> None:
+    """The error a follower's statuses redact (`Redactions`, kept by the follower) is redacted once while it stays
+    the verdict's error, to what a redaction without it makes; another error is redacted anew."""
+    analyzer = Analyzer(catalogue())
+    analyzer.feed(CRASH.read_bytes(), 1.0)
+    analyzer.finish(2.0)
+    verdict = build_verdict(analyzer, analyzer.lifecycle.verdict_incarnation())
+    assert verdict.error is not None
+    error = dataclasses.replace(
+        verdict.error, traceback=(*verdict.error.traceback, "--api-key sk-AbCdEfGhIjKlMnOpQrStUv")
+    )
+    remembered = Redactions()
+    first = dataclasses.replace(verdict, error=error).redacted(remembered=remembered)
+    again = dataclasses.replace(verdict, error=error).redacted(remembered=remembered)
+    assert first.error is again.error
+    assert first == dataclasses.replace(verdict, error=error).redacted()
+    assert first.error is not None
+    assert "sk-AbCd" not in first.error.traceback[-1]
+    other = verdict.redacted(remembered=remembered)
+    assert other.error is verdict.error
 
 
 @pytest.mark.anyio

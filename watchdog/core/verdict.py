@@ -38,6 +38,7 @@ __all__ = [
     "NodeFailure",
     "NodeVerdict",
     "Progress",
+    "Redactions",
     "Status",
     "Unreachable",
     "Verdict",
@@ -172,6 +173,33 @@ class NodeVerdict:
         }
 
 
+def _redact(error: Error, redact: Callable[[str], str]) -> Error:
+    # `error` with its texts from the log passed through `redact`: itself when none held a credential
+    summary, hint = redact(error.summary), redact(error.hint)
+    traceback = tuple(redact(line) for line in error.traceback)
+    if summary == error.summary and hint == error.hint and traceback == error.traceback:
+        return error
+    return replace(error, summary=summary, hint=hint, traceback=traceback)
+
+
+class Redactions:
+    """The error a follower's verdict redacted last, and what it made of it (`redact_text`): a crash's error is
+    the same object at every status snapshot until another replaces it, and its traceback's lines were most of
+    a snapshot's redaction (30 lines a crash)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[Error, Error] | None = None  # (the error, redacted), set in one store
+
+    def error(self, error: Error) -> Error:
+        """`error` redacted (`redact_text`): made again only when it is not the one redacted last."""
+        last = self._last
+        if last is None or last[0] is not error:
+            last = self._last = (error, _redact(error, redact_text))
+        return last[1]
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What is known of one incarnation of a launch: the value every sink renders."""
@@ -282,28 +310,35 @@ class Verdict:
         kept = tuple((k, v) for k, v in self.facts if k not in facts)
         return replace(self, facts=kept + tuple(facts.items()))
 
-    def redacted(self, redact: Callable[[str], str] = redact_text) -> Verdict:
-        """This verdict with every text from the log passed through `redact` (credentials masked)."""
+    def redacted(
+        self, redact: Callable[[str], str] = redact_text, *, remembered: Redactions | None = None
+    ) -> Verdict:
+        """This verdict with every text from the log passed through `redact` (credentials masked): itself when
+        none held one. `remembered`: where the error redacted last is kept (a follower's; see `Redactions`),
+        with the default `redact` only."""
         err = self.error
         if err is not None:
-            err = replace(
-                err,
-                summary=redact(err.summary),
-                hint=redact(err.hint),
-                traceback=tuple(redact(line) for line in err.traceback),
+            err = (
+                remembered.error(err)
+                if remembered is not None and redact is redact_text
+                else _redact(err, redact)
             )
+        context = tuple(redact(line) for line in self.context)
         # an entry is made again only where its text changed: a status snapshot redacts every entry of the
         # timeline, and nearly none holds a credential
-        return replace(
-            self,
-            error=err,
-            context=tuple(redact(line) for line in self.context),
-            timeline=tuple(
-                e if (reason := redact(e.reason)) == e.reason else replace(e, reason=reason)
-                for e in self.timeline
-            ),
-            facts=tuple((k, redact(v) if isinstance(v, str) else v) for k, v in self.facts),
+        timeline = tuple(
+            e if (reason := redact(e.reason)) == e.reason else replace(e, reason=reason)
+            for e in self.timeline
         )
+        facts = tuple((k, redact(v) if isinstance(v, str) else v) for k, v in self.facts)
+        if (
+            err is self.error
+            and context == self.context
+            and timeline == self.timeline
+            and facts == self.facts
+        ):
+            return self
+        return replace(self, error=err, context=context, timeline=timeline, facts=facts)
 
     def to_json(self) -> dict[str, Any]:
         """The verdict object of the JSON contract (docs/contracts.md), shared by `replay --json`,
