@@ -35,9 +35,8 @@ _LAUNCH_LABELS = ("launch", "host")
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Statuses = Callable[[], list[Status]]
-Encoder = Callable[
-    [Collector], bytes
-]  # prometheus_client's, as `choose_encoder` picks it for the Accept header
+# prometheus_client's encoder, as `choose_encoder` picks it for the Accept header
+Encoder = Callable[[Collector], bytes]
 Kind = Literal["gauge", "counter"]
 
 _written: Callable[[float], str] = _float_to_go  # a value as prometheus_client writes it (untyped there)
