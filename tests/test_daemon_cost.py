@@ -20,7 +20,7 @@ from snapshots import verdict_from_json
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.arguments import _unquote
 from watchdog.core.detection import EngineDetector
-from watchdog.core.verdict import Status, build_verdict
+from watchdog.core.verdict import Remembered, Status, build_verdict
 from watchdog.daemon import http
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
@@ -241,6 +241,90 @@ def test_a_redacted_verdict_makes_again_only_the_timeline_entries_whose_text_cha
     assert redacted.timeline[0] is verdict.timeline[0]
     assert "hf_AbCd" not in redacted.timeline[1].reason
     assert redacted.timeline[1].state is State.LOADING_WEIGHTS
+
+
+def test_a_verdict_with_no_credential_is_its_own_redaction() -> None:
+    """A verdict none of whose texts holds a credential is redacted as itself (no copy at every snapshot); one
+    whose traceback holds one is a copy with it masked."""
+    analyzer = Analyzer(catalogue())
+    analyzer.feed(CRASH.read_bytes(), 1.0)
+    analyzer.finish(2.0)
+    verdict = build_verdict(analyzer, analyzer.lifecycle.verdict_incarnation())
+    assert verdict.error is not None
+    assert verdict.error.traceback
+    assert verdict.redacted() is verdict
+    error = dataclasses.replace(
+        verdict.error, traceback=(*verdict.error.traceback, "token=hf_AbCdEfGhIjKlMnOpQrStUvWx")
+    )
+    secret = dataclasses.replace(verdict, error=error)
+    redacted = secret.redacted()
+    assert redacted is not secret
+    assert redacted.error is not None
+    assert redacted.error.traceback[:-1] == verdict.error.traceback
+    assert "hf_AbCd" not in redacted.error.traceback[-1]
+
+
+def test_a_followers_error_is_redacted_once_and_as_every_redaction_makes_it() -> None:
+    """The error a follower's statuses redact (`Remembered`, kept by the follower) is redacted once while it stays
+    the verdict's error, to what a redaction without it makes; another error is redacted anew."""
+    analyzer = Analyzer(catalogue())
+    analyzer.feed(CRASH.read_bytes(), 1.0)
+    analyzer.finish(2.0)
+    verdict = build_verdict(analyzer, analyzer.lifecycle.verdict_incarnation())
+    assert verdict.error is not None
+    error = dataclasses.replace(
+        verdict.error, traceback=(*verdict.error.traceback, "--api-key sk-AbCdEfGhIjKlMnOpQrStUv")
+    )
+    remembered = Remembered()
+    first = dataclasses.replace(verdict, error=error).redacted(remembered=remembered)
+    again = dataclasses.replace(verdict, error=error).redacted(remembered=remembered)
+    assert first.error is again.error
+    assert first == dataclasses.replace(verdict, error=error).redacted()
+    assert first.error is not None
+    assert "sk-AbCd" not in first.error.traceback[-1]
+    other = verdict.redacted(remembered=remembered)
+    assert other.error is verdict.error
+
+
+@pytest.mark.parametrize(
+    "logs",
+    [
+        pytest.param([CRASH], id="crash"),
+        pytest.param([CORPUS / "ready-llama31-8b-single-gpu-docs-v041.log"] * 3 + [CRASH], id="relaunches"),
+        *(
+            pytest.param([log], id=log.stem[:40])
+            for log in sorted((CORPUS.parent / "vllm").glob("*.log"))[:60:6]
+        ),
+    ],
+)
+def test_a_followers_remembered_verdict_parts_make_the_verdict_every_build_makes(logs: list[Path]) -> None:
+    """Corpus logs read a few lines at a time, as a follower reads them (the log as it was, then each line seen
+    live, a tick after each read, relaunches): at every step the verdict built and redacted with what the
+    follower remembers (`Remembered`) is the one built without, and the timeline's entries are made again only
+    when the timeline changed."""
+    analyzer = Analyzer(catalogue())
+    remembered, other = Remembered(), Remembered()  # the verdict's incarnation's, another's
+    lines = [line for log in logs for line in log.read_bytes().splitlines(True)]
+    now, changed, kept = 0.0, 0, 0
+    previous = None
+    for start in range(0, len(lines), 7):
+        now += 0.5
+        analyzer.feed(b"".join(lines[start : start + 7]), now)
+        if start == 7 * 3:
+            analyzer.caught_up(now)  # what follows is seen live: durations from the clock
+        analyzer.tick(now + 0.1)
+        current = build_verdict(analyzer, remembered=remembered)
+        assert current.redacted(remembered=remembered) == build_verdict(analyzer).redacted()
+        for inc in analyzer.lifecycle.history[-2:]:
+            made = build_verdict(analyzer, inc, remembered=other).redacted(remembered=other)
+            assert made == build_verdict(analyzer, inc).redacted()
+        if previous is not None:
+            same = current.timeline == previous.timeline
+            assert (current.timeline is previous.timeline) == same
+            changed, kept = changed + (not same), kept + same
+        previous = current
+    assert kept
+    assert changed or len(logs) == 1  # a relaunch's timeline is another
 
 
 @pytest.mark.anyio

@@ -38,6 +38,7 @@ __all__ = [
     "NodeFailure",
     "NodeVerdict",
     "Progress",
+    "Remembered",
     "Status",
     "Unreachable",
     "Verdict",
@@ -172,6 +173,47 @@ class NodeVerdict:
         }
 
 
+def _redact(error: Error, redact: Callable[[str], str]) -> Error:
+    # `error` with its texts from the log passed through `redact`: itself when none held a credential
+    summary, hint = redact(error.summary), redact(error.hint)
+    traceback = tuple(redact(line) for line in error.traceback)
+    if summary == error.summary and hint == error.hint and traceback == error.traceback:
+        return error
+    return replace(error, summary=summary, hint=hint, traceback=traceback)
+
+
+class Remembered:
+    """What a follower's verdicts made last, made again only when what it was made of changed: its error redacted
+    (`redact_text`; a crash's error is the same object at every status snapshot until another replaces it, and
+    its traceback's ~30 lines were most of a snapshot's redaction) and its timeline's entries (each snapshot made
+    them all again, durations included, from entries that seldom change)."""
+
+    __slots__ = ("_error", "_timeline")
+
+    def __init__(self) -> None:
+        # each set in one store: (the error, redacted); (the timeline as it was, its live_from, the entries)
+        self._error: tuple[Error, Error] | None = None
+        self._timeline: (
+            tuple[tuple[tuple[Transition, float | None], ...], int | None, tuple[Entry, ...]] | None
+        )
+        self._timeline = None
+
+    def error(self, error: Error) -> Error:
+        """`error` redacted (`redact_text`): made again only when it is not the one redacted last."""
+        last = self._error
+        if last is None or last[0] is not error:
+            last = self._error = (error, _redact(error, redact_text))
+        return last[1]
+
+    def timeline(self, inc: Incarnation) -> tuple[Entry, ...]:
+        """`inc`'s timeline entries (`_entries`): made again only when its timeline's entries (compared by
+        identity first: one is replaced, never changed) or where it began to be seen live changed."""
+        timeline, last = tuple(inc.timeline), self._timeline
+        if last is None or last[1] != inc.live_from or last[0] != timeline:
+            last = self._timeline = (timeline, inc.live_from, _entries(inc))
+        return last[2]
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What is known of one incarnation of a launch: the value every sink renders."""
@@ -282,28 +324,35 @@ class Verdict:
         kept = tuple((k, v) for k, v in self.facts if k not in facts)
         return replace(self, facts=kept + tuple(facts.items()))
 
-    def redacted(self, redact: Callable[[str], str] = redact_text) -> Verdict:
-        """This verdict with every text from the log passed through `redact` (credentials masked)."""
+    def redacted(
+        self, redact: Callable[[str], str] = redact_text, *, remembered: Remembered | None = None
+    ) -> Verdict:
+        """This verdict with every text from the log passed through `redact` (credentials masked): itself when
+        none held one. `remembered`: where the error redacted last is kept (a follower's; see `Remembered`),
+        with the default `redact` only."""
         err = self.error
         if err is not None:
-            err = replace(
-                err,
-                summary=redact(err.summary),
-                hint=redact(err.hint),
-                traceback=tuple(redact(line) for line in err.traceback),
+            err = (
+                remembered.error(err)
+                if remembered is not None and redact is redact_text
+                else _redact(err, redact)
             )
+        context = tuple(redact(line) for line in self.context)
         # an entry is made again only where its text changed: a status snapshot redacts every entry of the
         # timeline, and nearly none holds a credential
-        return replace(
-            self,
-            error=err,
-            context=tuple(redact(line) for line in self.context),
-            timeline=tuple(
-                e if (reason := redact(e.reason)) == e.reason else replace(e, reason=reason)
-                for e in self.timeline
-            ),
-            facts=tuple((k, redact(v) if isinstance(v, str) else v) for k, v in self.facts),
+        timeline = tuple(
+            e if (reason := redact(e.reason)) == e.reason else replace(e, reason=reason)
+            for e in self.timeline
         )
+        facts = tuple((k, redact(v) if isinstance(v, str) else v) for k, v in self.facts)
+        if (
+            err is self.error
+            and context == self.context
+            and timeline == self.timeline
+            and facts == self.facts
+        ):
+            return self
+        return replace(self, error=err, context=context, timeline=timeline, facts=facts)
 
     def to_json(self) -> dict[str, Any]:
         """The verdict object of the JSON contract (docs/contracts.md), shared by `replay --json`,
@@ -429,6 +478,15 @@ class Status:
         return out
 
 
+def _entries(inc: Incarnation) -> tuple[Entry, ...]:
+    # its timeline's entries, with how long each lasted (the last: None)
+    last = len(inc.timeline) - 1
+    return tuple(
+        Entry(t.state, t.line, t.at, t.reason, t.now, inc.duration(i, i + 1) if i < last else None)
+        for i, (t, _seconds) in enumerate(inc.timeline)
+    )
+
+
 def verdict_state(inc: Incarnation) -> State:
     """The state `verdict_of(inc)` says, without making the verdict: `pending` while the log is missing and
     nothing started (a launch that never wrote its log has not hung), else the incarnation's own."""
@@ -443,16 +501,13 @@ def verdict_of(
     bytes_read: int,
     incarnations: int = 1,
     context: tuple[str, ...] = (),
+    remembered: Remembered | None = None,
 ) -> Verdict:
-    """The verdict of incarnation `inc`."""
+    """The verdict of incarnation `inc` (`remembered`: its timeline's entries made last, see `Remembered`)."""
     phase = inc.crash_phase if inc.state == State.CRASHED and inc.crash_phase else inc.phase
     if phase == State.PENDING and inc.state != State.PENDING:
         phase = State.STARTING
-    last = len(inc.timeline) - 1
-    timeline = tuple(
-        Entry(t.state, t.line, t.at, t.reason, t.now, inc.duration(i, i + 1) if i < last else None)
-        for i, (t, _seconds) in enumerate(inc.timeline)
-    )
+    timeline = remembered.timeline(inc) if remembered is not None else _entries(inc)
     state = verdict_state(inc)
     missing = None
     if inc.log_missing and inc.phase == State.PENDING:
@@ -489,6 +544,7 @@ def build_verdict(
     earlier: Iterable[Baseline] = (),
     command: tuple[Argument, ...] = (),
     changes: bool = True,
+    remembered: Remembered | None = None,
 ) -> Verdict:
     """The verdict of `replay`, `watch` and /status: `inc` (default: the one a verdict reports) of `analyzer`.
 
@@ -498,7 +554,8 @@ def build_verdict(
     Its arguments are those the engine's own dump says, and those of `command` (launch mode's command line,
     `arguments.from_command`) that the dump does not name: llama.cpp prints no command line, and a flag the
     engine does not dump (a port) still tells a relaunch apart. `changes=False`: without them (what the state
-    store keeps of a transition has no use for them), the launch before not looked at.
+    store keeps of a transition has no use for them), the launch before not looked at. `remembered`: what a
+    follower's verdict made last (`Remembered`).
     """
     lc = analyzer.lifecycle
     inc = inc or lc.verdict_incarnation()
@@ -510,6 +567,7 @@ def build_verdict(
         bytes_read=analyzer.bytes_read,
         incarnations=lc.current.number,  # the history keeps the last ones only
         context=tuple(analyzer.tail()) if crashed_bare else (),
+        remembered=remembered,
     )
     if command:
         # the dump's word for a flag wins (SGLang's `mem_fraction_static` is `--mem-fraction-static`)

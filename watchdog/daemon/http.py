@@ -40,7 +40,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 from watchdog.core.readiness import readiness_of
 from watchdog.core.redaction import redact
 from watchdog.core.verdict import Status
-from watchdog.daemon.metrics import DaemonStats, registry_for
+from watchdog.daemon.metrics import DaemonStats, exposition
 from watchdog.daemon.statuspage import render_page
 from watchdog.exceptions import ConfigError
 from watchdog.vocabulary import DEFAULT_LISTEN as _LISTEN
@@ -252,12 +252,11 @@ def make_app(
 
     async def metrics(request: web.Request) -> web.Response:
         snapshot, stats = statuses(), daemon_stats()
-        registry = registry_for(lambda: snapshot, lambda: stats)
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         compress = gzip_accepted(request.headers.get("Accept-Encoding", ""))
 
         def encode() -> bytes:
-            body = encoder(registry)
+            body = exposition(encoder, snapshot, stats)
             return gzip.compress(body, compresslevel=GZIP_LEVEL) if compress else body
 
         body = await anyio.to_thread.run_sync(encode)

@@ -33,7 +33,7 @@ from watchdog.core.compare import Baseline
 from watchdog.core.findings import GpuMemorySampled, HealthChecked, LogMissing, ProcessExited
 from watchdog.core.lifecycle import Incarnation, Transition
 from watchdog.core.redaction import redact_text
-from watchdog.core.verdict import MissingLog, Status, Verdict, build_verdict, verdict_state
+from watchdog.core.verdict import MissingLog, Remembered, Status, Verdict, build_verdict, verdict_state
 from watchdog.exceptions import ConnectionLost
 from watchdog.follow.probes.nvidia import MemoryTrend
 from watchdog.follow.sources import (
@@ -224,6 +224,7 @@ class LaunchFollower:
         self._missing: tuple[str, float, float] | None = None
         # a restart's transitions, published with the new file's first bytes (see `Checkpointer.fresh`)
         self._deferred: list[Transition] = []
+        self._remembered = Remembered()  # what its verdicts made last (see `Remembered`)
         if checkpoints is not None:
             from watchdog.follow.checkpoint import Checkpointer  # noqa: PLC0415 - only the daemon keeps checkpoints
 
@@ -612,7 +613,12 @@ class LaunchFollower:
 
     def _verdict(self, inc: Incarnation, *, changes: bool = True) -> Verdict:
         v = build_verdict(
-            self.analyzer, inc, earlier=self._earlier, command=self._command, changes=changes
+            self.analyzer,
+            inc,
+            earlier=self._earlier,
+            command=self._command,
+            changes=changes,
+            remembered=self._remembered,
         ).with_facts(self._trend.facts())
         if v.missing_log is not None and self._missing is not None:
             path, found, at = self._missing
@@ -620,7 +626,7 @@ class LaunchFollower:
             v = replace(v, missing_log=missing)
         if v.timed_out != self.timed_out:  # `watch --timeout` ran out (a copy of the verdict made only then)
             v = replace(v, timed_out=self.timed_out)
-        return v.redacted()
+        return v.redacted(remembered=self._remembered)
 
     def _incarnation(self, number: int) -> Incarnation:
         lc = self.analyzer.lifecycle
