@@ -34,7 +34,6 @@ import heapq
 import itertools
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -55,6 +54,7 @@ from watchdog.follow.sources.channel import CommandOutput, begin_read, end_read
 from watchdog.follow.spec import LaunchSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import analyzer_bench
 import daemon_bench
 
 Write = tuple[int, float, bytes]  # launch, time (s), bytes
@@ -62,22 +62,8 @@ Write = tuple[int, float, bytes]  # launch, time (s), bytes
 
 def writes(launches: int, seconds: float, seed: int) -> tuple[list[bytes], list[Write]]:
     """Each launch's first content (a startup), and the writes daemon_bench's writer makes in `seconds`, in order,
-    on a virtual clock (as `analyzer_bench.writes`)."""
-    startup, serving, crash = daemon_bench._corpus()
-    rng = random.Random(seed)
-    logs = [daemon_bench._Log(str(i), -1, until=rng.uniform(2.0, 20.0)) for i in range(launches)]
-    out: list[Write] = []
-    serve_at = 0
-    now = 0.0
-    while now < seconds:
-        for i, log in enumerate(logs):
-            crashes_now, data, serve_at = daemon_bench.next_write(log, now, rng, startup, serving, serve_at)
-            if crashes_now:
-                out.append((i, now, crash))
-            if data:
-                out.append((i, now, data))
-        now = round(now + daemon_bench.TICK, 6)
-    return [b"".join(startup)] * launches, out
+    on a virtual clock (`analyzer_bench.writes`)."""
+    return analyzer_bench.writes(launches, seconds, seed)
 
 
 class _Clock:
