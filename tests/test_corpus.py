@@ -118,6 +118,13 @@ KNOWN_GAPS: dict[str, str] = {
         "no exception line, are read as a traceback cut before its exception, not as the fatal line's stack, so no "
         "profile rule can name the library the signal came in (two ranks' dumps are interleaved here besides)"
     ),
+    # Issue 30, thirteenth round (helper i30-cases13, labelled before the first run):
+    "vllm-2026-dsv4-sm89-workers-illegal-memory-access-while-sampling-interleaved-issue50": (
+        "starting, label ready: the only sign of serving is the code line 'return self.model_runner."
+        "sample_tokens(grammar_output)' (a step's sampling, gpu_worker.sample_tokens); its 'File ..., in "
+        "sample_tokens' line and every other frame line of a serving function were cut from the crop, and a code "
+        "line alone names the callee, not the function running, so no frame rule reads it"
+    ),
 }
 
 

@@ -360,7 +360,10 @@ def root_cause(
         # the same error from another rank may have come with its traceback
         best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
     if best.phase_hint is None:
-        best = replace(best, phase_hint=next((c.phase_hint for c in (*twins, *items) if c.phase_hint), None))
+        hints = [c.phase_hint for c in (*twins, *items) if c.phase_hint]
+        # the other evidence's phase; a sign of serving (a frame of the server's request loop, a failed batch's
+        # dump) outweighs an earlier phase's, which is then work done for a request (a decode inside that loop)
+        best = replace(best, phase_hint="ready" if "ready" in hints else next(iter(hints), None))
     if (proven := phase_from_error(best.summary)) is not None:
         best = replace(best, phase_hint=proven)
     ranks = sorted(
