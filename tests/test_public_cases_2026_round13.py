@@ -34,3 +34,15 @@ def test_llamacpp_backtrace_through_the_servers_task_loop_is_a_crash_while_servi
     llama_decode frame inside it (common_speculative_draft's) is a request's decode, not the warm-up run's."""
     out = _verdict("llamacpp", "llamacpp-2026-gemma4-mtp-draft-abort-in-server-loop-gdb-backtrace-issue25522")
     assert (out["state"], out["phase"]) == ("crashed", "ready")
+
+
+def test_ollama_model_request_answered_200_says_the_runner_was_serving() -> None:
+    """Ollama's GenerateHandler, ChatHandler, EmbedHandler and its /v1 routes call scheduleRunner, which waits for
+    the model's runner to load and run, before they answer (a failed load is answered 500). Gin's '[GIN] ... |
+    200 | ... | POST "/api/chat"' is a request a running model served: the runner that terminates a second later
+    died after ready."""
+    out = _verdict(
+        "ollama", "ollama-0.6.1-gemma3-27b-chat-200-then-runner-terminated-exit-status-2-issue9799"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    assert _error(out)["category"] == "killed"
