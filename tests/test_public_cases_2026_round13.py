@@ -46,3 +46,15 @@ def test_ollama_model_request_answered_200_says_the_runner_was_serving() -> None
     )
     assert (out["state"], out["phase"]) == ("crashed", "ready")
     assert _error(out)["category"] == "killed"
+
+
+def test_trtllm_harmony_streaming_decode_error_is_a_request_served_not_a_crash() -> None:
+    """tensorrt_llm/serve/harmony_adapter.py logs 'Streaming: Failed to process token batch of N tokens for request
+    R' at error level when a streamed request's token batch does not decode into Harmony messages, and returns
+    empty deltas to continue: only a request being streamed goes through it. A run of them says the server is
+    serving, and no crash."""
+    out = _verdict(
+        "trtllm", "trtllm-2026-harmony-streaming-failed-to-process-token-batch-while-serving-issue10824"
+    )
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+    assert out.get("error") is None
