@@ -372,11 +372,13 @@ def root_cause(
     silent = category == Category.OTHER and all(
         c.noise or (c.role == "wrapper" and not _cut_short(c)) or _is_consequence(c, profile) for c in items
     )
-    if silent and (whole or any(_is_consequence(c, profile) for c in items)):
+    if silent and (whole or any(_is_consequence(c, profile) and c.role != "wrapper" for c in items)):
         # Nothing but wrappers pointing elsewhere ("See root cause above") in a log `whole` from the engine's
         # start marker, or beside the news that a part went away (a broken pipe to it, "cancelled"): the
         # process they point at died without a word of its own, as a SIGKILL leaves it. (In an excerpt the
-        # cause may just be cut off.)
+        # cause may just be cut off.) A consequence that is itself a wrapper (vLLM's EngineDeadError "See stack
+        # trace (above) for the root cause", a request's traceback cut after it) is no such news: in an excerpt
+        # it points at a cause above the crop.
         category = Category.KILLED
     # a rule's hint may name facts: "{avail_mem_after_weights_gb} GB free"
     hint = (best.hint and fill(best.hint, facts)) or hint_for(
