@@ -3,8 +3,15 @@ each pinned on the real log that showed it (tests/fixtures/corpus)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from publiccases import CORPUS
 from publiccases import error as _error
 from publiccases import verdict as _verdict
+
+from watchdog.follow.replay import replay_path
+
+_SAMPLE_PANIC = "ollama-0.12.10-rocm-gpt-oss-panic-failed-to-sample-token-post-predict-eof-issue13060"
 
 
 def test_ggml_metal_library_that_will_not_build_is_the_cause_under_the_runners_panic() -> None:
@@ -58,3 +65,15 @@ def test_gdb_attaching_after_llama_server_runner_served_is_a_crash_while_serving
     )
     assert (out["state"], out["phase"]) == ("crashed", "ready")
     assert _error(out)["category"] == "killed"
+
+
+def test_ollama_engine_runner_sampling_panic_is_a_crash_while_serving(tmp_path: Path) -> None:
+    """runner/ollamarunner/runner.go computeBatch panics 'failed to sample token' (0.6-0.12 with ': <err>') or
+    'failed to decode token' only while it evaluates a request's sequence: an excerpt that starts at the panic (the
+    first two lines of the journal of ollama#13060) is a crash after ready."""
+    lines = (CORPUS / "ollama" / f"{_SAMPLE_PANIC}.log").read_text(encoding="utf-8").splitlines(keepends=True)
+    crop = tmp_path / "panic-only.log"
+    crop.write_text("".join(lines[:2]), encoding="utf-8")
+    out = replay_path(crop)[1].to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    assert _error(out)["summary"] == "panic: failed to sample token"
