@@ -34,3 +34,15 @@ def test_nixl_vram_seen_as_host_by_ucx_is_the_kv_transfer_layers_failure() -> No
     found = _error(out)
     assert found["category"] == "nccl"
     assert "VRAM memory is detected as host by UCX." in str(found["summary"])
+
+
+def test_cpp_executor_forwardasync_error_is_a_request_error_while_serving() -> None:
+    """cpp/tensorrt_llm/executor/executorImpl.cpp Executor::Impl::forwardAsync catches a step's exception, logs
+    'Encountered an error in forwardAsync function: <what>' and terminates that batch's requests; the executor goes
+    on. It steps only batches of requests, so the line says the server was serving (trtllm-serve 0.16, a Qwen2-VL
+    engine whose request path lacks an input tensor)."""
+    out = _verdict(
+        "trtllm", "trtllm-2025-serve-0.16-qwen2vl-forwardasync-input-tensor-not-found-request-error-issue2714"
+    )
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+    assert out["error"] is None
