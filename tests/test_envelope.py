@@ -504,10 +504,23 @@ def test_pasted_and_ci_prefixes(line: str, content: str, at: str | None) -> None
             "Error executing load_single_module", "RANK 2", "ERROR", id="rank-before-level-2025",
         ),
         pytest.param("[TensorRT-LLM][INFO] Loaded engine size: 3 MiB", "Loaded engine size: 3 MiB", "", "INFO", id="cpp"),
+        # the 2026 logger's module glued to the rank (TensorRT-LLM#15179, #15022; PR 18373's paste without the tags)
+        pytest.param(
+            "[06/09/2026-22:34:07] [TRT-LLM] [E] [executor][RANK 0] Failed to deliver error message to proxy",
+            "Failed to deliver error message to proxy", "RANK 0", "ERROR", id="module-glued-to-rank-2026",
+        ),
+        pytest.param(
+            "[TRT-LLM] [I] [batchmgr][RANK 0] Number of tokens per block: 32.",
+            "Number of tokens per block: 32.", "RANK 0", "INFO", id="cpp-batch-manager-module-glued-to-rank-2026",
+        ),
+        pytest.param(
+            "[_torch][RANK 0] BindingsNixlTransferAgent init: ... UCX_TLS=tcp UCX_LOG_LEVEL=",
+            "BindingsNixlTransferAgent init: ... UCX_TLS=tcp UCX_LOG_LEVEL=", "RANK 0", "", id="module-and-rank-alone",
+        ),
     ],
 )  # fmt: skip
 def test_trtllm_rank_tags(line: str, content: str, source: str, level: str) -> None:
-    """TensorRT-LLM's rank tag before or after its level, the 2026 logger's module tag and a launcher's task label in
-    front are peeled, the rank kept as the line's source."""
+    """TensorRT-LLM's rank tag before or after its level, the 2026 logger's module tag (apart from the rank or glued to
+    it, "[executor][RANK 1] ") and a launcher's task label in front are peeled, the rank kept as the line's source."""
     rec = parse(line)
     assert (rec.content, rec.source, rec.level) == (content, source, level)

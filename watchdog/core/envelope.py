@@ -121,9 +121,13 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # TensorRT-LLM: "[12/20/2025-04:19:30] [TRT-LLM] [I] ", "[TensorRT-LLM][INFO] "
     r"\[(?P<mdy>\d\d/\d\d/\d{4})-(?P<time>\d\d:\d\d:\d\d)\] ",
     # with its rank before the level ("[TRT-LLM] [RANK 2] [E] ", 2025) or, from 2026, the logger's module and the
-    # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ")
+    # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ", or glued to it: "[TRT-LLM] [E] [executor][RANK 1] ",
+    # "[TRT-LLM] [I] [batchmgr][RANK 0] ")
     # and TensorRT's own logger ("[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file ...")
-    r"\[(?:TRT-LLM|TensorRT-LLM|TRT)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] (?:\[_?[a-z][\w.]* *\] )?",
+    r"\[(?:TRT-LLM|TensorRT-LLM|TRT)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] "
+    r"(?:\[_?[a-z][\w.]* *\](?: |(?=\[RANK \d+\] )))?",
+    # the 2026 logger's module glued to the rank, its "[TRT-LLM] [I] " lost in a paste: "[_torch][RANK 0] "
+    r"\[_?[a-z][\w.]*\](?=\[RANK \d+\] )",
     r"\[(?P<rank>RANK \d+)\] ",
     # srun -l / a launcher's task label in front of a rank's line: "6: [05/12/2026-05:01:16] [TRT-LLM] ..."
     r"\d{1,4}: (?=\[)",
