@@ -687,6 +687,10 @@ class Lifecycle:
         if inc.pending_since is None:
             inc.pending_since = now
             inc.crash_phase = self._step(inc)
+        if cand.category == Category.KILLED and inc.phase == State.READY and not cand.noise:
+            # a death's own words that are not its last (gdb attaching to an aborting ggml process, whose
+            # `what()` may follow): the server is going, so the clock judges it as the end of the log would
+            inc.judge_by_clock = True
         if self._fatal(inc, cand):
             self._crash(inc, now, out, cand.line, cand.at, reason=cand.summary)
 

@@ -315,6 +315,10 @@ class _Reader:
             await anyio.sleep(OOM_LOOK)
             again = await self.src.inspect()
             if again is None or again.stream != state.stream or (again.running and not again.restarting):
+                # the run is gone or replaced (a restart policy's next run): its state no longer changes, but
+                # the runtime's events may have learned of its kill since the last look
+                if await self.src.oom_recorded(state):
+                    return replace(state, oom_killed=True)
                 break
             state = again
         return state
