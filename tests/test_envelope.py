@@ -428,6 +428,8 @@ _GLUE_PIECES = [
     "(VllmWorker rank=0 pid=3781015) ",
     "INFO 07-02 07:31:02 ",
     "ERROR 05-21 20:51:38.5 ",
+    "WARNING 12-02 ",  # a level and a date's "MM-" with no time: the quick look's words, no record's start
+    " 07-02 07:",  # a date and an hour with no level word before it
     "100%|##########| 4/4 ",
     "x",
     " ",
