@@ -693,7 +693,11 @@ class Analyzer:
         for text in texts:
             for piece in unglue(text):
                 for event in scan(
-                    parse(piece), line_no, self.lifecycle.current.phase, candidates, unexcepted=unexcepted
+                    parse(piece, remember=True),
+                    line_no,
+                    self.lifecycle.current.phase,
+                    candidates,
+                    unexcepted=unexcepted,
                 ):
                     out += self._emit(event, now)
         return out
