@@ -428,6 +428,8 @@ _GLUE_PIECES = [
     "(VllmWorker rank=0 pid=3781015) ",
     "INFO 07-02 07:31:02 ",
     "ERROR 05-21 20:51:38.5 ",
+    "WARNING 12-02 ",  # a level and a date's "MM-" with no time: the quick look's words, no record's start
+    " 07-02 07:",  # a date and an hour with no level word before it
     "100%|##########| 4/4 ",
     "x",
     " ",
@@ -443,8 +445,8 @@ def test_unglue_cuts_where_the_glue_regex_does(text: str) -> None:
 
 def test_every_fixture_line_peels_as_layer_by_layer() -> None:
     """On every fixture line, one match of all the layers (and what their prefixes told before) peels the
-    record the layers tried one by one give, the first time and the next (remembered); a line is cut where
-    the glue regex cuts it."""
+    record the layers tried one by one give, the first time and the next (remembered), and so does the layer
+    after the first remembered by the text left; a line is cut where the glue regex cuts it."""
     lines = 0
     for log in sorted(FIXTURES.rglob("*.log")):
         for raw in log.read_bytes().split(b"\n"):
@@ -455,6 +457,9 @@ def test_every_fixture_line_peels_as_layer_by_layer() -> None:
                     expected = _parse_layer_by_layer(piece)
                     assert parse(piece) == expected
                     assert parse(piece) == expected
+                    # the layers after the first, remembered by the text left (`remember`): found, then taken
+                    assert parse(piece, remember=True) == expected
+                    assert parse(piece, remember=True) == expected
                     lines += 1
     assert lines > 20000
     # an SGR tail whose ESC was lost is still an escape to strip

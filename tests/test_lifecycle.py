@@ -368,3 +368,31 @@ def test_a_health_200_is_ready_in_any_phase_where_health_means_ready() -> None:
     other.feed(PhaseReached("loading_weights", 2, None, None), now=1.0)
     other.feed(HealthChecked(200), now=2.0)
     assert other.state == State.LOADING_WEIGHTS
+
+
+def test_a_crash_is_not_chosen_again_from_what_it_was_chosen_from() -> None:
+    """A traceback reported at its exception line and again, unchanged, when the next line closes it (a crash
+    loop's next start: the root cause was ~a third of that line's cost) keeps the root cause chosen the first
+    time, the same object; a fact its hint names, read in between, makes it chosen again."""
+    lc = _started()
+    tb = Candidate(
+        "ValueError: pool too small",
+        7,
+        "TP0",
+        "ValueError",
+        traceback=("Traceback (most recent call last):", "ValueError: pool too small"),
+        fatal=True,
+        hint="only {free_gb} GB free",
+    )
+    lc.feed(ErrorSeen(tb), now=1.0)
+    assert lc.state == State.CRASHED
+    first = lc.current.error
+    assert first is not None
+    assert first.hint == "only {free_gb} GB free"
+    lc.feed(ErrorSeen(copy.copy(tb)), now=1.1)  # the same report, a new object: closed, nothing added
+    assert lc.current.error is first
+    lc.feed(FactFound("free_gb", 3.5, 8), now=1.2)
+    lc.feed(ErrorSeen(copy.copy(tb)), now=1.3)
+    assert lc.current.error is not None
+    assert lc.current.error.hint == "only 3.5 GB free"
+    assert lc.current.crash_phase == State.STARTING

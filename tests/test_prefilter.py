@@ -289,3 +289,44 @@ def test_a_kept_database_hyperscan_refuses_is_compiled_again(kept: bytes) -> Non
     assert store.saves == 2
     assert store.kept[key] != kept
     assert prefilter.lines(b"ok\nan Error\n") == [3]
+
+
+@pytest.mark.parametrize("log", [pytest.param(p, id=str(p.relative_to(FIXTURES))) for p in LOGS[::3]])
+def test_a_log_read_a_line_at_a_time_gives_the_verdict_of_reading_every_line(log: Path) -> None:
+    """Read one line a read, as a daemon reads a growing log (`Analyzer._one_line`: a found line matched only
+    with the rules whose literal the prefilter found in it, an exception line looked for only where it found an
+    exception ending), a log gives the transitions and the verdict of reading every line with every rule. A third
+    of the fixture logs (each third one): the whole-log property above holds the rest of the prefilter."""
+    said, verdicts = [], []
+    data = log.read_bytes()
+    for prefilter in (True, False):
+        analyzer = Analyzer(load_engine(None), prefilter=prefilter)
+        out = [t for line in data.splitlines(keepends=True) for t in analyzer.feed(line, 0.0)]
+        out += analyzer.finish(0.0)
+        said.append([(t.state, t.line, t.incarnation, t.reason) for t in out])
+        verdicts.append(build_verdict(analyzer).to_json())
+    assert said[0] == said[1]
+    assert verdicts[0] == verdicts[1]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(b"ValueError: invalid literal for int() with base 10: 'abc'\n", id="bare"),
+        pytest.param(b"[2025-01-23 19:35:20 TP0] AssertionError: shapes differ\n", id="enveloped"),
+    ],
+)
+def test_an_exception_line_read_a_line_at_a_time_is_an_error(line: bytes) -> None:
+    """An exception line with no traceback before it, read on the one-line path, is an error there as in a line read
+    with every rule: the prefilter finds its exception ending (`EXCEPTION_ENDINGS` are among its literals), and
+    only a line where it finds none is not matched against the exception line's regex."""
+    lines = (FIXTURES / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    errors = []
+    for prefilter in (True, False):
+        analyzer = Analyzer(load_engine("sglang"), prefilter=prefilter)
+        for raw in [*lines.splitlines(keepends=True)[:3], line]:
+            analyzer.feed(raw, 0.0)
+        errors.append([(c.summary, c.line, c.kind) for c in analyzer.lifecycle.current.candidates])
+    assert errors[0] == errors[1]
+    assert errors[0]
+    assert errors[0][-1][1] == 4

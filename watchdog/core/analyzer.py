@@ -465,12 +465,10 @@ class Analyzer:
         if found:
             # the line is read whole (`_block`'s loop for a block of one found line, without the loop)
             candidates = rules.candidates
-            out += self._line(
-                data[:-1],
-                first,
-                now,
-                None if hits is None or candidates is None else candidates.of(hits, data),
-            )
+            if hits is None or candidates is None:
+                out += self._line(data[:-1], first, now)
+            else:
+                out += self._line(data[:-1], first, now, *candidates.of(hits, data))
             if self._rules_wanted() != self._settled:
                 self._refresh_rules()
         elif serving is not None:  # the line is a run of serving lines of its own: read whole
@@ -668,11 +666,18 @@ class Analyzer:
         return self._line(raw, line_no, now)
 
     def _line(
-        self, raw: bytes, line_no: int, now: float, candidates: tuple[Rule, ...] | None = None
+        self,
+        raw: bytes,
+        line_no: int,
+        now: float,
+        candidates: tuple[Rule, ...] | None = None,
+        unexcepted: bool = False,
     ) -> list[Transition]:
         # `candidates`: the rules whose literal `raw` may hold (`_Candidates.of`), which are those its records'
         # contents may hold where its text is its bytes decoded (parts of it); where cleaning changed the text (an
-        # escape or a control character removed, bad UTF-8 replaced), the scanner looks for them itself
+        # escape or a control character removed, bad UTF-8 replaced), the scanner looks for them itself.
+        # `unexcepted`: `raw` holds no exception ending (`EXCEPTION_ENDINGS`), nor then may its contents, on the same
+        # terms (see `Scanner.scan`)
         out: list[Transition] = []
         # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
         if b"\r" not in raw:
@@ -681,13 +686,19 @@ class Analyzer:
             if candidates is not None and (
                 len(text) != len(raw) if raw.isascii() else text.encode("utf-8", "surrogatepass") != raw
             ):
-                candidates = None
+                candidates, unexcepted = None, False
         else:
-            texts, candidates = [seg.text for seg in split_line(0, raw)], None
+            texts, candidates, unexcepted = [seg.text for seg in split_line(0, raw)], None, False
         scan = self._scanner.scan
         for text in texts:
             for piece in unglue(text):
-                for event in scan(parse(piece), line_no, self.lifecycle.current.phase, candidates):
+                for event in scan(
+                    parse(piece, remember=True),
+                    line_no,
+                    self.lifecycle.current.phase,
+                    candidates,
+                    unexcepted=unexcepted,
+                ):
                     out += self._emit(event, now)
         return out
 
@@ -824,6 +835,9 @@ class _Candidates:
     def __init__(self, rules: tuple[Rule, ...], prefilter: Prefilter) -> None:
         self._rules = rules
         index = {literal: i for i, literal in enumerate(prefilter.literals)}
+        # what the prefilter finds where a line may hold an exception ending (one of `EXCEPTION_ENDINGS`, which are
+        # among its literals): a line found to hold none of them holds no exception line (`Scanner.scan`)
+        self._endings = frozenset(index[e.encode()] for e in EXCEPTION_ENDINGS)
         # by index of a literal or pattern of the prefilter, the places in `rules` of the rules that have it
         of_found: list[list[int]] = [[] for _ in range(len(prefilter.literals) + len(prefilter.patterns))]
         unlooked: list[tuple[bytes, int]] = []  # the rules whose literal the prefilter does not look for
@@ -835,24 +849,26 @@ class _Candidates:
                 unlooked.append((literal, place))
         self._of_found = tuple(map(tuple, of_found))
         self._unlooked = tuple(unlooked)
-        # the rules of each set of findings as `of` keys it (a startup's lines hold a few sets, over and over)
-        self._made: dict[tuple[int, ...], tuple[Rule, ...]] = {}
+        # the rules of each set of findings as `of` keys it, and whether the line holds no exception ending (a
+        # startup's lines hold a few sets, over and over)
+        self._made: dict[tuple[int, ...], tuple[tuple[Rule, ...], bool]] = {}
 
-    def of(self, found: list[int], line: bytes) -> tuple[Rule, ...]:
-        """The rules (in order) whose literal `line` may hold, the prefilter having found `found` in it."""
+    def of(self, found: list[int], line: bytes) -> tuple[tuple[Rule, ...], bool]:
+        """The rules (in order) whose literal `line` may hold, the prefilter having found `found` in it; and
+        whether `line` holds none of `EXCEPTION_ENDINGS` (the prefilter found none)."""
         key = tuple(found)
         for literal, place in self._unlooked:
             if literal in line:
                 key += (~place,)  # a rule the prefilter does not look for, whose literal the line holds
-        rules = self._made.get(key)
-        if rules is None:
+        made = self._made.get(key)
+        if made is None:
             of_found = self._of_found
             places = {i for f in key for i in (of_found[f] if f >= 0 else (~f,))}
-            rules = tuple(self._rules[i] for i in sorted(places))
+            made = tuple(self._rules[i] for i in sorted(places)), self._endings.isdisjoint(found)
             if len(self._made) >= _MADE_MAX:
                 self._made.clear()
-            self._made[key] = rules
-        return rules
+            self._made[key] = made
+        return made
 
 
 _MADE_MAX = 4096

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from watchdog.core.arguments import Argument
 from watchdog.core.arguments import merge as merge_arguments
@@ -167,6 +168,8 @@ class Lifecycle:
         # Whether a 200 is ready in any startup phase: the engine's health endpoint answers only once it can
         # serve (profile `health_means_ready`: vLLM, llama.cpp, TGI)
         self.health_means_ready = False
+        # the last root-cause choice and what it was made from (`_choose`); not part of a resume record
+        self._chosen: _Choice | None = None
 
     def number_from(self, last: int) -> None:
         """Number this log's launches after `last` (the launch's earlier logs' incarnations, which the daemon
@@ -619,7 +622,23 @@ class Lifecycle:
     def _choose(self, inc: Incarnation, phase: State) -> None:
         # The root cause of a crash in `phase`, and the phase it happened in: a later one its frames point
         # at, or that of the startup step it was raised out of.
-        err = root_cause(_live(inc), inc.facts, _phase_name(phase), self.profile, whole=inc.from_start)
+        live = _live(inc)
+        last = self._chosen
+        if (
+            last is not None
+            and last.inc is inc
+            and last.phase is phase
+            and last.profile is self.profile
+            and last.whole == inc.from_start
+            and last.live == live
+            and last.facts == inc.facts
+        ):
+            # chosen already from the same errors and facts (a traceback reported at its exception line and again,
+            # unchanged, when the next line closes it: a crash loop's next start): the same choice
+            inc.crash_phase, inc.error = last.crash_phase, last.error
+            return
+        chosen_in = phase
+        err = root_cause(live, inc.facts, _phase_name(phase), self.profile, whole=inc.from_start)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]
             if _ORDER[hinted] > _ORDER[phase]:
@@ -627,6 +646,9 @@ class Lifecycle:
         phase = _step_phase(err, phase)
         inc.crash_phase = State.STARTING if phase == State.PENDING else phase
         inc.error = err
+        self._chosen = _Choice(
+            inc, chosen_in, self.profile, inc.from_start, live, dict(inc.facts), inc.crash_phase, err
+        )
 
     def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
         # A traceback is reported when its exception line is read and again, whole, when it closes: the
@@ -808,6 +830,19 @@ def _step_phase(err: Error | None, phase: State) -> State:
     if hinted is not None and hinted in STARTUP_PHASES and _ORDER[hinted] > _ORDER[step]:
         return hinted
     return step
+
+
+class _Choice(NamedTuple):
+    """A root-cause choice (`Lifecycle._choose`): what it was made from, and what it set."""
+
+    inc: Incarnation
+    phase: State
+    profile: Profile
+    whole: bool
+    live: list[Candidate]
+    facts: dict[str, float | str]
+    crash_phase: State | None
+    error: Error | None
 
 
 def _live(inc: Incarnation) -> list[Candidate]:

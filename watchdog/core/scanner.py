@@ -102,11 +102,19 @@ class Scanner:
         return self.assembler.awaiting_exception
 
     def scan(
-        self, rec: Record, line_no: int, phase: State, candidates: Sequence[Rule] | None = None
+        self,
+        rec: Record,
+        line_no: int,
+        phase: State,
+        candidates: Sequence[Rule] | None = None,
+        *,
+        unexcepted: bool = False,
     ) -> list[Event]:
         """The events of one record; `phase` names a bare progress bar ("@phase" rules). `candidates`: the rules,
         in order, that the caller vouches are all those whose literal the content may hold (found in the line it
-        is of, in one pass with the caller's own); None: they are looked for here."""
+        is of, in one pass with the caller's own); None: they are looked for here. `unexcepted`: the caller
+        vouches that the content holds none of `EXCEPTION_ENDINGS` (found so in that pass): it is no exception
+        line, which is then not looked for."""
         out: list[Event] = []
         content = rec.content
         if self._dump is not None:
@@ -200,7 +208,7 @@ class Scanner:
             out.append(ErrorSeen(Candidate(stripped, line_no, rec.source, at=rec.at, kind="exception")))
             self.error_lines += 1
             return out
-        m = EXCEPTION_LINE.match(stripped)
+        m = None if unexcepted else EXCEPTION_LINE.match(stripped)
         if m and rec.level not in QUIET_LEVELS:
             exc = m.group("exc")
             cand = Candidate(
