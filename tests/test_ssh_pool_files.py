@@ -1,9 +1,11 @@
 """Tests for the files an SSH connection attempt reads (known_hosts, the SSH config, the identity): in worker
-threads, at most two of the pool's at once, against the test sshd."""
+threads, at most two at once in the event loop (over every pool: a daemon keeps one per host name), against the
+test sshd."""
 
 from __future__ import annotations
 
 import threading
+from contextlib import AsyncExitStack
 
 import anyio
 import pytest
@@ -14,7 +16,8 @@ from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sshd]
 
-BURST = 6  # connection attempts at once, as a full host's extra connections come (one per host)
+POOLS = 3  # a daemon's pools: one per host name
+BURST = 2  # connection attempts at once in each, as a full host's extra connections come (one per host)
 
 
 async def test_a_burst_of_connections_reads_its_files_two_at_a_time(
@@ -43,19 +46,21 @@ async def test_a_burst_of_connections_reads_its_files_two_at_a_time(
                 inside[0] -= 1
 
     monkeypatch.setattr(HostKeyCheck, "load", counted)
-    async with SSHPool(ssh_options) as pool:
+    async with AsyncExitStack() as stack:
+        pools = [await stack.enter_async_context(SSHPool(ssh_options)) for _ in range(POOLS)]
         conns = []
 
-        async def one() -> None:
+        async def one(pool: SSHPool) -> None:
             conns.append(await pool._open("127.0.0.1", sshd.port, None))
 
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
-                for _ in range(BURST):
-                    tg.start_soon(one)
+                for pool in pools:
+                    for _ in range(BURST):
+                        tg.start_soon(one, pool)
         try:
             # every attempt connected, with the host key known_hosts gave and the identity read for it
-            assert len(conns) == BURST
+            assert len(conns) == POOLS * BURST
             for conn in conns:
                 result = await conn.run("echo ok", check=True)
                 assert result.stdout == "ok\n"

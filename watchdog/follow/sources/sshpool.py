@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 import structlog
+from anyio.lowlevel import RunVar
 
 from watchdog.backoff import backoff
 from watchdog.exceptions import ChannelRefused, ConnectionLost
@@ -47,10 +48,12 @@ REFUSED_SESSIONS_PAUSE_MAX = 300.0
 # Refusals one channel open may meet before it gives up: each one either moves it to a connection
 # with room or opens a new one, so only a server that refuses every channel gets this far.
 _MAX_REFUSALS = 8
-# worker threads that read a connection's files (known_hosts, the SSH config, the identity) at once, pool-wide:
-# a burst of connections (every host at the start, a full host's extra connection for each) reuses a thread or
-# two instead of starting one each (each a stack and a malloc arena, which the process keeps)
+# worker threads that read a connection's files (known_hosts, the SSH config, the identity) at once, in the whole
+# event loop (a daemon keeps a pool per host name): a burst of connections (every host at the start, a full host's
+# extra connection for each) reuses a thread or two instead of starting one each (each a stack and a malloc
+# arena, which the process keeps)
 _FILE_THREADS = 2
+_file_threads: RunVar[anyio.CapacityLimiter] = RunVar("watchdog_ssh_file_threads")
 # The ciphers offered first (the server takes the first of the client's list it also has): AES-GCM costs
 # asyncssh about 3 us of CPU a packet where its ChaCha20-Poly1305 costs about 17 (a cipher object for the
 # header, the Poly1305 key and the body of each packet), and both are AEAD ciphers OpenSSH enables by default.
@@ -288,7 +291,6 @@ class SSHPool:
         self.options = options or SSHOptions()
         self.idle_linger = idle_linger
         self._hosts: dict[ConnKey, _Host] = {}
-        self._files: anyio.CapacityLimiter | None = None  # made in the event loop (`_read_files`)
 
     async def __aenter__(self) -> SSHPool:
         return self
@@ -578,12 +580,15 @@ class SSHPool:
         log.debug("closed an idle extra SSH connection", host=host.where, connections=len(host.conns))
 
     async def _read_files(self, check: HostKeyCheck, where: str) -> tuple[bool, asyncssh.SSHKey | None]:
-        """`_connection_files` in a worker thread, at most `_FILE_THREADS` of the pool's at once."""
-        if self._files is None:
-            self._files = anyio.CapacityLimiter(_FILE_THREADS)
+        """`_connection_files` in a worker thread, at most `_FILE_THREADS` of the event loop's at once."""
+        try:
+            limiter = _file_threads.get()
+        except LookupError:
+            limiter = anyio.CapacityLimiter(_FILE_THREADS)
+            _file_threads.set(limiter)
         opts = self.options
         return await anyio.to_thread.run_sync(
-            _connection_files, check, opts.config, opts.identity, where, limiter=self._files
+            _connection_files, check, opts.config, opts.identity, where, limiter=limiter
         )
 
     async def _open(self, host: str, port: int | None, user: str | None) -> asyncssh.SSHClientConnection:
