@@ -20,6 +20,8 @@ cycle's garbage while frozen waits for `sweep`, an unfrozen collection of everyt
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import time
 from collections.abc import Callable
@@ -32,6 +34,9 @@ from typing import Any
 SWEEP_MIN = 60.0
 SWEEP_MAX = 600.0
 SWEEP_COST_RATIO = 1000.0
+# Seconds between heap trims: a thousand times what the last one cost (~1 ms), within these bounds
+TRIM_MIN = 5.0
+TRIM_MAX = 60.0
 
 
 def freeze_survivors() -> int:
@@ -67,3 +72,33 @@ def sweep() -> tuple[int, float]:
 def next_sweep_in(cost: float) -> float:
     """Seconds until the next sweep, after one that took `cost` seconds of CPU (see `SWEEP_COST_RATIO`)."""
     return min(SWEEP_MAX, max(SWEEP_MIN, SWEEP_COST_RATIO * cost))
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    # glibc's malloc_trim; None elsewhere (musl, macOS)
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim: Callable[[int], int] = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def trim_heap() -> float | None:
+    """Give the C heap's free pages back to the system (glibc's `malloc_trim(0)`): what a crash loop's transient
+    allocations (its reads, packets, verdicts, records) leave free in the heap, where the allocator keeps it. Over
+    SSH, 200 launches, that grew from 2 to 8 MB of the daemon's RSS in 20 s of load, and a trim gave back 4.3 MB.
+    Returns the seconds of CPU it took, or None where the C library has no such call."""
+    if _TRIM is None:
+        return None
+    began = time.thread_time()
+    _TRIM(0)
+    return time.thread_time() - began
+
+
+def next_trim_in(cost: float) -> float:
+    """Seconds until the next heap trim, after one that took `cost` seconds of CPU (`SWEEP_COST_RATIO` of it)."""
+    return min(TRIM_MAX, max(TRIM_MIN, SWEEP_COST_RATIO * cost))

@@ -37,10 +37,13 @@ from watchdog.daemon import hangup
 from watchdog.daemon.announce import Announcer
 from watchdog.daemon.collector import (
     SWEEP_MIN,
+    TRIM_MIN,
     freeze_after_full_collections,
     freeze_survivors,
     next_sweep_in,
+    next_trim_in,
     sweep,
+    trim_heap,
 )
 from watchdog.daemon.effects import Effects
 from watchdog.daemon.launches import Follower, LaunchControl, LaunchPlan, Running
@@ -285,6 +288,7 @@ class Daemon:
                     # and from now on what lives through a full collection
                     stack.callback(freeze_after_full_collections())
                     tg.start_soon(self._sweeps)
+                    tg.start_soon(self._trims)
                 self._systemd.notify("READY=1", f"STATUS={self.summary()}")
                 task_status.started()
                 interval = watchdog_interval()
@@ -684,6 +688,17 @@ class Daemon:
             await self._clock.sleep(wait)
             _freed, cost = sweep()  # what became a cycle's garbage while frozen
             wait = next_sweep_in(cost)
+
+    async def _trims(self) -> None:
+        # the C heap's free pages given back while the launches churn (`trim_heap`): the peak RSS is what they
+        # leave free between trims
+        wait = TRIM_MIN
+        while True:
+            await self._clock.sleep(wait)
+            cost = trim_heap()
+            if cost is None:
+                return
+            wait = next_trim_in(cost)
 
     async def _keepalive(self, interval: float) -> None:
         while True:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 import structlog
+from anyio.lowlevel import RunVar
 
 from watchdog.backoff import backoff
 from watchdog.exceptions import ChannelRefused, ConnectionLost
@@ -47,6 +48,12 @@ REFUSED_SESSIONS_PAUSE_MAX = 300.0
 # Refusals one channel open may meet before it gives up: each one either moves it to a connection
 # with room or opens a new one, so only a server that refuses every channel gets this far.
 _MAX_REFUSALS = 8
+# worker threads that read a connection's files (known_hosts, the SSH config, the identity) at once, in the whole
+# event loop (a daemon keeps a pool per host name): a burst of connections (every host at the start, a full host's
+# extra connection for each) reuses a thread or two instead of starting one each (each a stack and a malloc
+# arena, which the process keeps)
+_FILE_THREADS = 2
+_file_threads: RunVar[anyio.CapacityLimiter] = RunVar("watchdog_ssh_file_threads")
 # The ciphers offered first (the server takes the first of the client's list it also has): AES-GCM costs
 # asyncssh about 3 us of CPU a packet where its ChaCha20-Poly1305 costs about 17 (a cipher object for the
 # header, the Poly1305 key and the body of each packet), and both are AEAD ciphers OpenSSH enables by default.
@@ -572,12 +579,24 @@ class SSHPool:
         entry.conn.close()
         log.debug("closed an idle extra SSH connection", host=host.where, connections=len(host.conns))
 
+    async def _read_files(self, check: HostKeyCheck, where: str) -> tuple[bool, asyncssh.SSHKey | None]:
+        """`_connection_files` in a worker thread, at most `_FILE_THREADS` of the event loop's at once."""
+        try:
+            limiter = _file_threads.get()
+        except LookupError:
+            limiter = anyio.CapacityLimiter(_FILE_THREADS)
+            _file_threads.set(limiter)
+        opts = self.options
+        return await anyio.to_thread.run_sync(
+            _connection_files, check, opts.config, opts.identity, where, limiter=limiter
+        )
+
     async def _open(self, host: str, port: int | None, user: str | None) -> asyncssh.SSHClientConnection:
         opts = self.options
         where = _where(host, port, user)
         check = HostKeyCheck(opts.known_hosts_path, accept_new=opts.accept_new_host_key)
-        await anyio.to_thread.run_sync(check.load)  # known_hosts read off the event loop
-        ciphers_configured = await anyio.to_thread.run_sync(_ciphers_configured, opts.config)
+        # known_hosts, the SSH config and the identity read off the event loop, in one worker-thread call
+        ciphers_configured, identity = await self._read_files(check, where)
         clients: list[_Client] = []
 
         def client() -> _Client:
@@ -602,8 +621,8 @@ class SSHPool:
             kwargs["port"] = port
         if user is not None:
             kwargs["username"] = user
-        if opts.identity is not None:
-            kwargs["client_keys"] = [await anyio.to_thread.run_sync(_load_identity, opts.identity, where)]
+        if identity is not None:
+            kwargs["client_keys"] = [identity]
         if not opts.use_agent:
             kwargs["agent_path"] = None
         with translate_ssh_errors(where, "connect", detail=lambda: check.problem):
@@ -613,6 +632,15 @@ class SSHPool:
             except TimeoutError as exc:
                 why = _timed_out(clients[-1].conn if clients else None, opts.connect_timeout)
                 raise ConnectionLost(f"cannot connect to {where}: {why}", host=where, reason=why) from exc
+
+
+def _connection_files(
+    check: HostKeyCheck, config: tuple[str, ...] | None, identity: str | None, where: str
+) -> tuple[bool, asyncssh.SSHKey | None]:
+    """What a connection attempt reads from files (blocking: in a worker thread): known_hosts (into `check`),
+    whether the SSH config sets `Ciphers`, and the identity's key (None: none configured)."""
+    check.load()
+    return _ciphers_configured(config), (_load_identity(identity, where) if identity is not None else None)
 
 
 def _timed_out(conn: asyncssh.SSHClientConnection | None, timeout: float) -> str:
