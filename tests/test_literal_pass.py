@@ -156,7 +156,7 @@ def test_the_rules_named_by_the_prefilters_pass_are_those_the_scanner_finds(engi
             text = clean(raw)
             if text.encode("utf-8", "surrogatepass") != raw:
                 continue
-            named = rule_set.candidates.of(hits, raw + b"\n")
+            named, _ = rule_set.candidates.of(hits, raw + b"\n")
             for piece in unglue(text):
                 content = parse(piece).content
                 held = [r for r in rule_set.rules if r.match in content]

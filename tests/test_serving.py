@@ -391,7 +391,7 @@ def test_a_run_of_serving_lines_with_tokens_read_one_by_one_is_read_through_its_
     lines = _lines("sglang-grok2-idle-zero-throughput-blog.log")[:29]
     parsed: list[str] = []
     analyzer = _fed_one_by_one(lines[:16], 16)  # ready
-    monkeypatch.setattr(module, "parse", lambda text: parsed.append(text) or parse(text))
+    monkeypatch.setattr(module, "parse", lambda text, **kw: parsed.append(text) or parse(text, **kw))
     for n, line in enumerate(lines[16:], 1):
         analyzer.feed(line, float(n))
     assert parsed == []  # 13 decode lines with tokens, none read yet
@@ -417,7 +417,7 @@ def test_a_block_s_last_serving_line_with_tokens_waits_as_a_line_read_alone_does
     lines = _lines("sglang-grok2-idle-zero-throughput-blog.log")[:29]
     parsed: list[str] = []
     analyzer = _fed_one_by_one(lines[:16], 16)  # ready
-    monkeypatch.setattr(module, "parse", lambda text: parsed.append(text) or parse(text))
+    monkeypatch.setattr(module, "parse", lambda text, **kw: parsed.append(text) or parse(text, **kw))
     assert analyzer.feed(b"".join(lines[16:]), 1.0) == []
     assert parsed == []
     assert analyzer.tick(2.0) == []
