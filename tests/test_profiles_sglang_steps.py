@@ -43,12 +43,43 @@ from watchdog.profiles.loader import load_engine
             State.READY,
             id="disaggregation-warmup-completed",
         ),
+        pytest.param(
+            # built from load_model's logger.info (0.4.10 model_runner.py, 0.5.23 load_model_utils.py); no corpus log
+            "[2025-08-01 10:00:00 TP0] Compute capability below sm80. Use float16 due to lack of bfloat16 support.",
+            State.LOADING_WEIGHTS,
+            id="legacy-gpu-float16",
+        ),
+        pytest.param(
+            # built from load_kv_cache_scales' logger.info("Loaded KV cache scaling factors from %s", path)
+            "[2025-08-01 10:00:00 TP0] Loaded KV cache scaling factors from /models/kv_scales.json",
+            State.LOADING_WEIGHTS,
+            id="kv-cache-scales-loaded",
+        ),
+        pytest.param(
+            # built from model_loader/loader.py RemoteModelLoader "Loaded weights from remote storage in %.2f seconds."
+            "[2025-08-01 10:00:00 TP0] Loaded weights from remote storage in 12.34 seconds.",
+            State.LOADING_WEIGHTS,
+            id="remote-storage-loaded",
+        ),
+        pytest.param(
+            # built from 0.5.23 model_loader/loader.py ModelOptModelLoader "ModelOptModelLoader: Loading base model..."
+            "[2026-05-01 10:00:00 TP0] ModelOptModelLoader: Loading base model...",
+            State.LOADING_WEIGHTS,
+            id="modelopt-loader",
+        ),
+        pytest.param(
+            # built from 0.4.10 model_runner.py _get_attention_backend_from_str "Intel AMX attention backend is enabled."
+            "[2025-08-01 10:00:00 TP0] Intel AMX attention backend is enabled.",
+            State.ALLOCATING_KV_CACHE,
+            id="intel-amx-attention-backend",
+        ),
     ],
 )
 def test_an_sglang_startup_step_line_names_its_step(line: str, phase: State) -> None:
     """The custom all-reduce's graph buffers registered at the end of a capture, the operator's --warmups done,
     a PD prefill server's warm-up started (0.4.10) and answered 200, every DP rank's disaggregation warm-up done
-    (0.5.23): each line names its step."""
+    (0.5.23), load_model's lines between 'Load weight begin' and 'Load weight end', the Intel AMX attention backend
+    made after the memory pool (0.4.10): each line names its step."""
     a = Analyzer(load_engine("sglang"))
     a.feed(f"{line}\n".encode(), now=0.0)
     assert a.state == phase
