@@ -532,9 +532,19 @@ def test_process_gone_after_its_last_words(log: bytes, category: str, summary: s
     assert ("OOM" in err.hint) == (category == "killed")
 
 
+def _lines_of_zeros(b: bytes) -> bytes:
+    return b.replace(b"\x00", b"\n") * 400
+
+
+def _a_line(t: str) -> bytes:
+    return t.encode() + b"\n"
+
+
+# named functions, not lambdas: Hypothesis names a strategy by its function's source, and finding a lambda's in
+# a decorator's text is slow in the floors' Hypothesis (a CI timeout inside hypothesis.internal.reflection)
 @settings(max_examples=200, deadline=None)
 @given(
-    st.binary(min_size=0, max_size=300).map(lambda b: b.replace(b"\x00", b"\n") * 400),
+    st.binary(min_size=0, max_size=300).map(_lines_of_zeros),
     st.integers(min_value=0, max_value=130_000),
     st.integers(min_value=0, max_value=130_000),
 )
@@ -567,7 +577,7 @@ def test_a_log_read_a_line_at_a_time_reads_as_the_whole_file(name: str) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.text(alphabet="ab \u00e9", max_size=3000).map(lambda t: t.encode() + b"\n"), max_size=40))
+@given(st.lists(st.text(alphabet="ab \u00e9", max_size=3000).map(_a_line), max_size=40))
 def test_the_tail_is_the_last_bytes_read_however_they_came(lines: list[bytes]) -> None:
     # the tail is kept in the pieces read and joined when asked: the last 8 KB read, whatever the reads were
     lines = [b"[2025-01-23 19:35:14 TP0] Init torch distributed begin.\n", *lines]
