@@ -137,6 +137,15 @@ KNOWN_GAPS: dict[str, str] = {
         "sample_tokens' line and every other frame line of a serving function were cut from the crop, and a code "
         "line alone names the callee, not the function running, so no frame rule reads it"
     ),
+    # Issue 30, eighteenth round A (helper i30-cases18a, labelled before the first run):
+    "sglang-2026-0.5.11-responses-endpoint-401-400-access-lines-serving-issue25127": (
+        "starting and generic, label ready and sglang: the crop is six Uvicorn access lines answered 401/400; "
+        "SGLang's own access format ('[%Y-%m-%d %H:%M:%S] INFO:     addr - \"request\" status', "
+        "utils/common.py set_uvicorn_logging_configs in 0.5.11) is SGLang's only by a regex, and engine detection "
+        "reads substrings; and SGLang starts Uvicorn before its warm-up (_execute_server_warmup's GET /model_info "
+        "and POST /generate, probes' /health 503 come before 'fired up'), so an access line, a refused one above "
+        "all, does not prove the server ready (issue 30: Uvicorn up is not ready)"
+    ),
 }
 
 

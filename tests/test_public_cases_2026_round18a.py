@@ -1,0 +1,52 @@
+"""Rules read from TensorRT-LLM's and TensorRT's sources for what the eighteenth round's public logs of TensorRT-LLM
+showed (issue 30, helper i30-cases18a), each pinned on the real log that showed it (tests/fixtures/corpus/trtllm)."""
+
+from __future__ import annotations
+
+from publiccases import error as _error
+from publiccases import verdict as _verdict
+
+
+def test_kv_cache_too_small_for_one_sequence_is_oom_while_allocating_it() -> None:
+    """cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp: KVCacheManager's constructor checks
+    TLLM_CHECK_WITH_INFO(maxNumTokens >= mMaxBeamWidth * mMaxBlocksPerSeq * tokensPerBlock, "maxTokensInPagedKvCache
+    (%d) must be large enough to process at least 1 sequence to completion ..."): the paged KV cache sized from the
+    free memory cannot hold one sequence. Triton's TensorRT-LLM backend quotes it bare in its 'Failed to create
+    instance' line (tensorrtllm_backend#366), so the generic TLLM_CHECK rule never saw it: it was `other`."""
+    out = _verdict(
+        "trtllm",
+        "trtllm-triton-backend-2024-max-tokens-paged-kv-cache-too-small-failed-to-create-instance-tensorrtllmbackend366",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
+    found = _error(out)
+    assert found["category"] == "oom"
+    assert "maxTokensInPagedKvCache (29184) must be large enough to process at least 1 sequence" in str(
+        found["summary"]
+    )
+
+
+def test_world_size_check_under_triton_is_a_launch_setting_before_any_load() -> None:
+    """cpp/tensorrt_llm/runtime/worldConfig.cpp WorldConfig::mpi: TLLM_CHECK(mpiSize == tp * pp), the runtime's
+    first step, before any engine is deserialized. Triton's model_lifecycle.cc quotes it in 'failed to load
+    'tensorrt_llm' version 1: ...', whose own state is loading_weights: the check's own step (starting) wins."""
+    out = _verdict(
+        "trtllm",
+        "trtllm-triton-backend-2023-baichuan2-tp2-mpisize-equals-tp-times-pp-assertion-failed-to-load-"
+        "tensorrtllmbackend129",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "starting")
+    found = _error(out)
+    assert found["category"] == "config"
+    assert "Assertion failed: mpiSize == tp * pp" in str(found["summary"])
+
+
+def test_tensorrt_out_of_memory_on_engine_load_is_the_cause_of_the_failed_deserialization() -> None:
+    """TensorRT's error recorder: '[deserialize.cpp::load::572] Error Code 2: OutOfMemory (Requested size was N
+    bytes.)' when an engine is deserialized into too little GPU memory; TensorRT-LLM's tllmRuntime.cpp then checks
+    TLLM_CHECK_WITH_INFO(mEngine != nullptr, "Failed to deserialize cuda engine"), a consequence. The assertion was
+    chosen (model_load); TensorRT's line says what failed (llgtrt#7, TensorRT-LLM 0.14)."""
+    out = _verdict("trtllm", "trtllm-0.14-llgtrt-engine-deserialize-out-of-memory-tlc-init-assertion-llgtrt7")
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    found = _error(out)
+    assert found["category"] == "oom"
+    assert "[deserialize.cpp::load::572] Error Code 2: OutOfMemory" in str(found["summary"])
