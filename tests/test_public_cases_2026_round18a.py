@@ -50,3 +50,19 @@ def test_tensorrt_out_of_memory_on_engine_load_is_the_cause_of_the_failed_deseri
     found = _error(out)
     assert found["category"] == "oom"
     assert "[deserialize.cpp::load::572] Error Code 2: OutOfMemory" in str(found["summary"])
+
+
+def test_kv_cache_check_in_its_2023_wording_without_counts_is_oom_too() -> None:
+    """The same KVCacheManager check as worded by the 2023 batch manager (shipped as a binary library, 0.5-0.6):
+    'maxTokensInPagedKvCache must be large enough to process at least 1 sequence to completion (i.e. must be larger
+    than beam_width * tokensPerBlock * maxBlocksPerSeq)', no counts (TensorRT-LLM#494, Triton, 2023-11)."""
+    out = _verdict(
+        "trtllm",
+        "trtllm-triton-2023-llama2-max-tokens-paged-kv-cache-no-count-failed-to-load-ensemble-depends-issue494",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
+    found = _error(out)
+    assert found["category"] == "oom"
+    assert "maxTokensInPagedKvCache must be large enough to process at least 1 sequence" in str(
+        found["summary"]
+    )
