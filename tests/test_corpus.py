@@ -146,6 +146,12 @@ KNOWN_GAPS: dict[str, str] = {
         "and POST /generate, probes' /health 503 come before 'fired up'), so an access line, a refused one above "
         "all, does not prove the server ready (issue 30: Uvicorn up is not ready)"
     ),
+    "sglang-2025-k9s-boxed-scheduler-exception-event-loop-overlap-after-ready-traceback-cut-issue4017": (
+        "starting, label ready: copied from a k9s pod view, every line padded to the pane's width and ended by its "
+        "box border '│', the next ones begun by it (a UI's rendering, not a format a watched process writes), so the "
+        "traceback's frames are not read; and even read, event_loop_overlap serves SGLang's own warm-up request too "
+        "(as pr23351 above): with no request answered in the crop, warm-up and serving cannot be told apart"
+    ),
 }
 
 

@@ -1,5 +1,6 @@
-"""Rules read from TensorRT-LLM's and TensorRT's sources for what the eighteenth round's public logs of TensorRT-LLM
-showed (issue 30, helper i30-cases18a), each pinned on the real log that showed it (tests/fixtures/corpus/trtllm)."""
+"""Rules read from TensorRT-LLM's, TensorRT's and TGI's sources for what the eighteenth round's public logs of
+TensorRT-LLM and TGI showed (issue 30, helper i30-cases18a), each pinned on the real log that showed it
+(tests/fixtures/corpus/trtllm, tests/fixtures/corpus/tgi)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,13 @@ def test_kv_cache_check_in_its_2023_wording_without_counts_is_oom_too() -> None:
     assert "maxTokensInPagedKvCache must be large enough to process at least 1 sequence" in str(
         found["summary"]
     )
+
+
+def test_tgi_0x_waiting_for_shard_with_its_rank_in_the_message_is_loading_weights() -> None:
+    """TGI 0.2-0.9.0's launcher (launcher/src/main.rs at those tags): tracing::info!("Starting shard {rank}"), then
+    every 10 s tracing::info!("Waiting for shard {rank} to be ready...") until the shard's socket exists; later
+    releases dropped the rank into the span ('Waiting for shard to be ready... rank=0'), the only form the profile
+    read (TGI#81, flan-t5-xxl, 2023: an endless stream of them stayed at starting)."""
+    out = _verdict("tgi", "tgi-0.x-2023-flan-t5-xxl-waiting-for-shard-0-endless-old-format-issue81")
+    assert (out["state"], out["phase"]) == ("loading_weights", "loading_weights")
+    assert out["error"] is None
