@@ -137,6 +137,21 @@ KNOWN_GAPS: dict[str, str] = {
         "sample_tokens' line and every other frame line of a serving function were cut from the crop, and a code "
         "line alone names the callee, not the function running, so no frame rule reads it"
     ),
+    # Issue 30, eighteenth round A (helper i30-cases18a, labelled before the first run):
+    "sglang-2026-0.5.11-responses-endpoint-401-400-access-lines-serving-issue25127": (
+        "starting and generic, label ready and sglang: the crop is six Uvicorn access lines answered 401/400; "
+        "SGLang's own access format ('[%Y-%m-%d %H:%M:%S] INFO:     addr - \"request\" status', "
+        "utils/common.py set_uvicorn_logging_configs in 0.5.11) is SGLang's only by a regex, and engine detection "
+        "reads substrings; and SGLang starts Uvicorn before its warm-up (_execute_server_warmup's GET /model_info "
+        "and POST /generate, probes' /health 503 come before 'fired up'), so an access line, a refused one above "
+        "all, does not prove the server ready (issue 30: Uvicorn up is not ready)"
+    ),
+    "sglang-2025-k9s-boxed-scheduler-exception-event-loop-overlap-after-ready-traceback-cut-issue4017": (
+        "starting, label ready: copied from a k9s pod view, every line padded to the pane's width and ended by its "
+        "box border '│', the next ones begun by it (a UI's rendering, not a format a watched process writes), so the "
+        "traceback's frames are not read; and even read, event_loop_overlap serves SGLang's own warm-up request too "
+        "(as pr23351 above): with no request answered in the crop, warm-up and serving cannot be told apart"
+    ),
 }
 
 
