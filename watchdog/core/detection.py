@@ -1,6 +1,5 @@
 """Engine detection (pure): which engine wrote a log, from the `detect` markers of the profiles in its
-first lines, counted by line (a line holding several of an engine's markers counts once for it) so that one stray
-line of another engine does not decide."""
+first lines, counted so that one stray line of another engine does not decide."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ _CHAIN_OR_EXCEPTION = re.compile(
 
 
 def detect_engine(lines: Iterable[str], catalogue: Catalogue) -> str | None:
-    """Name the engine whose `detect` markers are on the most of `lines` (a log's first lines), or None:
+    """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None:
     an SGLang log may show a line of vLLM's (old SGLang imported vLLM), but its own markers outnumber it."""
     detector = EngineDetector(catalogue.markers)
     detector.feed_lines(list(lines))
@@ -197,29 +196,28 @@ _Index = tuple[Literals, tuple[tuple[tuple[int, str], ...], ...]]
 
 
 def _engines_found(found: list[int] | None, of_literal: tuple[tuple[tuple[int, str], ...], ...]) -> list[str]:
-    # the engines of the markers of the literals Hyperscan found, each once, in the order of their first marker
+    # the engine of each marker of the literals Hyperscan found, in the markers' order
     if not found:
         return []
     if len(found) == 1 and len(hits := of_literal[found[0]]) == 1:
         return [hits[0][1]]  # one marker: a serving line's usual
-    return list(dict.fromkeys(engine for _, engine in sorted(hit for f in found for hit in of_literal[f])))
+    return [engine for _, engine in sorted(hit for f in found for hit in of_literal[f])]
 
 
 def _engines_of(line: str, markers: tuple[tuple[str, str], ...], index: _Index | None) -> list[str]:
-    # the engines whose markers `line` holds, each once (a line is one piece of evidence, however many of an
-    # engine's markers it holds: LocalAI's list of the backends it may try names vLLM's twice, 'backend/python/
-    # vllm/run.sh', in a launch of its llama.cpp backend), in the order of their first marker: with Hyperscan,
-    # one pass finds them
+    # the engine of each marker `line` holds, in the markers' order: with Hyperscan, one pass finds them
     if index is not None:
         literals, of_literal = index
         found = literals.found(line)
         if found is not None:
             return _engines_found(found, of_literal)
-    out: dict[str, None] = {}
-    for engine, run_has, _ in _runs(markers):  # each engine's markers, in their order, searched at once
+    out = []
+    for engine, run_has, own in _runs(
+        markers
+    ):  # each engine's markers, in their order, searched at once first
         if run_has(line) is not None:
-            out[engine] = None
-    return list(out)
+            out += [engine for marker in own if marker in line]
+    return out
 
 
 @functools.lru_cache(maxsize=8)
