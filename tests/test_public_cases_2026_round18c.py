@@ -170,3 +170,36 @@ def test_llama_cpp_2026_server_and_context_lines_are_llama_cpp() -> None:
         )
         == "llamacpp"
     )
+
+
+def test_lm_studio_and_text_generation_webui_own_lines_are_llama_cpp() -> None:
+    """LM Studio's own log line for a model its llama.cpp runtime failed to load ('[LMSInternal][Client=LM
+    Studio][Endpoint=loadModel] Error in channel handler', as in lmstudio-bug-tracker#417, 2025) and
+    text-generation-webui's llama.cpp loader line (modules/llama_cpp_server.py: 'Using gpu_layers=%s | ctx_size=%s |
+    cache_type=%s', its format string) name llama.cpp's servers."""
+    assert (
+        _engine(
+            "[2025-02-08 01:29:29.905] [error] [LMSInternal][Client=LM Studio][Endpoint=loadModel] Error in channel"
+            " handler: Error: Error loading model."
+        )
+        == "llamacpp"
+    )
+    assert _engine("INFO     Using gpu_layers=auto | ctx_size=auto | cache_type=fp16") == "llamacpp"
+
+
+def test_a_pasted_llama_server_command_and_a_ggml_allocation_line_are_llama_cpp() -> None:
+    """A llama.cpp issue's log often starts with the command run ('llama-server.exe -hf ...', llama.cpp#23769, 2026)
+    and an allocation failure's crop may hold only ggml's own function ('ggml_cuda_host_malloc: failed to allocate
+    ... of pinned memory', ggml-cuda.cu, ollama#8964's two lines): both are llama.cpp's (ggml's lines are Ollama's
+    too, whose own lines then decide)."""
+    assert (
+        _engine(
+            "llama-server.exe -hf unsloth/Qwen3.6-35B-A3B-MTP-GGUF:UD-Q4_K_M -c 131072 -ngl 999 -fa on -np 1 --jinja"
+            " --port 8033 --spec-type draft-mtp --spec-draft-n-max 2"
+        )
+        == "llamacpp"
+    )
+    assert (
+        _engine("ggml_cuda_host_malloc: failed to allocate 335445.83 MiB of pinned memory: out of memory")
+        == "llamacpp"
+    )
