@@ -41,7 +41,18 @@ from watchdog.core.lifecycle import State  # noqa: E402
 from watchdog.core.verdict import build_verdict, exit_code  # noqa: E402
 from watchdog.profiles.loader import load_engine  # noqa: E402
 
-__all__ = ["CROPS", "FIELDS", "BEFORE", "AFTER", "CropScore", "crops", "main", "score_crop", "score_dirs"]
+__all__ = [
+    "AFTER",
+    "BEFORE",
+    "CROPS",
+    "FIELDS",
+    "CropScore",
+    "crops",
+    "main",
+    "overall",
+    "score_crop",
+    "score_dirs",
+]
 
 FIELDS = ("outcome", "phase", "category", "root_cause", "engine")
 LAST = (15, 30, 60, 120)
