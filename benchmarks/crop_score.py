@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,10 @@ __all__ = [
     "FIELDS",
     "CropScore",
     "crops",
+    "log_lines",
     "main",
     "overall",
+    "replay_bytes",
     "score_crop",
     "score_dirs",
 ]
@@ -91,7 +93,15 @@ def crops(lines: list[bytes], root: str | None, last: Iterable[int] = LAST) -> d
     return out
 
 
-def _replay(data: bytes) -> dict[str, Any]:
+def log_lines(path: Path) -> list[bytes]:
+    """The lines of the log at `path`, each with its newline; lines end at \\n only, so a progress bar's \\r
+    redraws stay one line, as the log's reader sees them."""
+    parts = path.read_bytes().split(b"\n")
+    return [line + b"\n" for line in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def replay_bytes(data: bytes) -> dict[str, Any]:
+    """The verdict (`--json`'s object) on a log of `data`, the engine detected as `replay` does."""
     analyzer = Analyzer(load_engine(None))
     analyzer.feed(data, 0.0)
     analyzer.finish(0.0)
@@ -104,7 +114,7 @@ def score_crop(
 ) -> tuple[dict[str, bool | None], dict[str, Any]]:
     """Each field of the crop `span` of a case's `lines` against its `label`, and the crop's verdict."""
     start, end = span
-    v = _replay(b"".join(lines[start:end]))
+    v = replay_bytes(b"".join(lines[start:end]))
     err = v["error"] or {}
     crashed = label["outcome"] == "crashed"
     at = _root_line(lines, label["root_cause"])
@@ -131,19 +141,26 @@ def score_crop(
     return fields, said
 
 
-def score_dirs(dirs: list[Path], only: str | None = None, last: Iterable[int] = LAST) -> list[CropScore]:
-    """Score every crop of every labelled case under DIRS (of engine `only`, where given)."""
+def score_dirs(
+    dirs: list[Path],
+    only: str | None = None,
+    last: Iterable[int] = LAST,
+    names: Collection[str] | None = None,
+    middle: bool = True,
+) -> list[CropScore]:
+    """Score every crop of every labelled case under DIRS (of engine `only`, of the cases `names`, where given;
+    the middle crop unless `middle` is False)."""
     corrected, no_engine = _corrections(dirs)
     out = []
     last = tuple(last)
     for path in sorted(p for d in dirs for p in d.rglob("*.json") if p.with_suffix(".log").is_file()):
         if path.name == "CORRECTIONS.json" or (only and path.parent.name != only):
             continue
+        if names is not None and path.stem not in names:
+            continue
         label = _label(path, corrected)
-        # lines end at \n only: a progress bar's \r redraws stay one line, as the log's reader sees them
-        lines = path.with_suffix(".log").read_bytes().split(b"\n")
-        lines = [line + b"\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-        for crop, span in crops(lines, label["root_cause"], last).items():
+        lines = log_lines(path.with_suffix(".log"))
+        for crop, span in crops(lines, label["root_cause"] if middle else None, last).items():
             fields, said = score_crop(label, lines, span, path.stem not in no_engine)
             out.append(CropScore(path.stem, path.parent.name, crop, span[1] - span[0], fields, said))
     return out
