@@ -62,6 +62,18 @@ def _crop(case: str, crop: str) -> dict[str, Any]:
             {"state": "crashed", "phase": "starting", "category": "config"},
             id="llamacpp-usage-tail-is-a-refused-argument",
         ),
+        pytest.param(
+            "llamacpp/captured-llamacpp-chat-template-file-missing-cpu",
+            "middle",
+            {"state": "crashed", "engine": "llamacpp"},
+            id="llamacpp-argument-error-head-names-engine",
+        ),
+        pytest.param(
+            "ollama/ollama-2025-gemma3-runner-started-truncating-prompt-ggml-alloc-assert-sigabrt-issue9863",
+            "last 15",
+            {"state": "crashed", "phase": "ready", "category": "assertion"},
+            id="ollama-truncated-prompt-is-a-request-served",
+        ),
     ],
 )
 def test_crop_keeps_the_verdict(case: str, crop: str, want: dict[str, str]) -> None:
