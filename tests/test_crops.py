@@ -74,6 +74,12 @@ def _crop(case: str, crop: str) -> dict[str, Any]:
             {"state": "crashed", "phase": "ready", "category": "assertion"},
             id="ollama-truncated-prompt-is-a-request-served",
         ),
+        pytest.param(
+            "llamacpp/captured-llamacpp-gpu-full-context-oom-cuda",
+            "last 15",
+            {"state": "crashed", "phase": "loading_weights", "engine": "llamacpp"},
+            id="llamacpp-fit-dry-run-backtrace-frames-are-loading",
+        ),
     ],
 )
 def test_crop_keeps_the_verdict(case: str, crop: str, want: dict[str, str]) -> None:
