@@ -9,7 +9,7 @@ in memory, in one process:
 
 - `last K`: the log's last K lines (K = 15, 30, 60, 120); only logs longer than K lines (a shorter one is its
   whole log, which `corpus_score.py` scores);
-- `middle`: from 40 lines before the line that holds the label's root cause (its first) to 10 lines after it,
+- `middle`: from 40 lines before the line that holds the label's root cause (its last) to 10 lines after it,
   where the label names one and the crop is not the whole log.
 
 Each field is judged against the label where the crop still holds its evidence: outcome and phase always;
@@ -75,19 +75,20 @@ class CropScore:
     said: dict[str, Any]
 
 
-def _root_line(lines: list[bytes], root: str | None) -> int | None:
-    if not root:
-        return None
-    needle = root.encode()
-    return next((i for i, line in enumerate(lines) if needle in line), None)
+def _root_lines(lines: list[bytes], root: str | None) -> list[int]:
+    # the lines that hold the label's root cause: ranks repeat it, and a survived traceback may word it first
+    # (vLLM's model-info cache that cannot be saved, then the same OSError that ends the launch)
+    needle = (root or "").encode()
+    return [i for i, line in enumerate(lines) if needle in line] if root else []
 
 
 def crops(lines: list[bytes], root: str | None, last: Iterable[int] = LAST) -> dict[str, tuple[int, int]]:
     """The crops of a log of `lines` as [start, end) line ranges, by name; none that is the whole log."""
     out = {f"last {k}": (len(lines) - k, len(lines)) for k in last if len(lines) > k}
-    at = _root_line(lines, root)
-    if at is not None:
-        start, end = max(0, at - BEFORE), min(len(lines), at + AFTER + 1)
+    at = _root_lines(lines, root)
+    if at:
+        # around its last line: the decisive traceback's, where an earlier one was survived
+        start, end = max(0, at[-1] - BEFORE), min(len(lines), at[-1] + AFTER + 1)
         if (start, end) != (0, len(lines)):
             out["middle"] = (start, end)
     return out
@@ -117,8 +118,7 @@ def score_crop(
     v = replay_bytes(b"".join(lines[start:end]))
     err = v["error"] or {}
     crashed = label["outcome"] == "crashed"
-    at = _root_line(lines, label["root_cause"])
-    root_in = at is not None and start <= at < end
+    root_in = any(start <= at < end for at in _root_lines(lines, label["root_cause"]))
     outcome = OUTCOME.get(exit_code(State(v["state"]), v["phase"]), "other")
     if v["state"] == State.STOPPED.value and outcome == "incomplete":
         outcome = "stopped"
