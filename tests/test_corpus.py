@@ -76,12 +76,6 @@ KNOWN_GAPS: dict[str, str] = {
         "cannot say which"
     ),
     # Issue 30, eighth round (helper i30-cases5, labelled before the first run):
-    "sglang-2026-loki-table-pp-cp-503-then-scheduler-exception-event-loop-pp-cut-issue25887": (
-        "starting, label ready: the log was copied from a Grafana/Loki table view, every line '  |   | <time> | "
-        "<line> |  ' (a UI's rendering, not a format a watched process writes), so the traceback's frames, whose "
-        "event_loop_pp would tell serving, are not read; and the one request in the crop was answered 503, which "
-        "a server whose engine is dead answers too"
-    ),
     "trtllm-1.2.0rc5-glm-mtp-weight-loader-assertion-one-line-tensorrt-issue4667": (
         "assertion starting, label model_load loading_weights: the crop is one line, a bare 'AssertionError: assert "
         "all('weight' in weights[i] ...)' with no frame; that it was raised by a weight loader at 99% of the load is "
