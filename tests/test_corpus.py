@@ -137,6 +137,12 @@ KNOWN_GAPS: dict[str, str] = {
         "sample_tokens' line and every other frame line of a serving function were cut from the crop, and a code "
         "line alone names the callee, not the function running, so no frame rule reads it"
     ),
+    # Issue 30, eighteenth round B (helper i30-cases18b, labelled before the first run):
+    "ollama-2025-12-vulkan-runner-abort-gdb-detach-new-lwp-after-generate-issue13393": (
+        "starting, label ready: the crop is gdb's output alone (a session detaching, '[New LWP N]' as it attaches "
+        "again, '#0 0x... in ?? ()'); ggml_print_backtrace runs gdb on an abort while loading as while serving, and "
+        "that the model was loaded and a generate request running is only in the issue's prose"
+    ),
 }
 
 

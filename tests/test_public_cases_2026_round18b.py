@@ -1,0 +1,46 @@
+"""Rules read from the engines' and their libraries' sources for what the eighteenth crop of public 2025-2026 vLLM
+and Ollama logs showed (issue 30, part B), each pinned on the real log that showed it (tests/fixtures/corpus)."""
+
+from __future__ import annotations
+
+from publiccases import error as _error
+from publiccases import verdict as _verdict
+
+
+def test_ascend_stream_synchronize_failure_is_the_accelerators_error() -> None:
+    """torch_npu's CopyKernel.cpp (copy_between_host_and_device) raises 'ACL stream synchronize failed, error
+    code:N' when aclrtSynchronizeStreamWithTimeout returns the device's fault (CANN 5070xx: an AI core, AI CPU or
+    vector core exception) before a device-to-host copy: vLLM-Ascend's model runner meets it at .tolist() while
+    serving (vllm-ascend 0.9.2rc1, #2349, the API server's EngineDeadError after it) and at indexing in profile_run
+    while starting (#2105). The NPU runtime's error is cuda, as CUDA's illegal memory access is; the EngineCore's
+    wrappers are not the cause."""
+    for name, phase, code in (
+        (
+            "vllm-ascend-0.9.2rc1-acl-stream-synchronize-507035-while-serving-enginedead-issue2349",
+            "ready",
+            "507035",
+        ),
+        (
+            "vllm-ascend-0.9.2rc1-acl-stream-synchronize-507018-profile-run-ep-w8a8-issue2105",
+            "allocating_kv_cache",
+            "507018",
+        ),
+    ):
+        out = _verdict("vllm", name)
+        assert (out["state"], out["phase"]) == ("crashed", phase), name
+        found = _error(out)
+        assert found["category"] == "cuda", name
+        assert found["summary"] == f"RuntimeError: ACL stream synchronize failed, error code:{code}", name
+
+
+def test_ray_executors_own_shutdown_line_is_no_operators_stop() -> None:
+    """vLLM 0.10's executor/ray_distributed_executor.py shutdown() logs 'Shutting down Ray distributed executor. If
+    you see error log from logging.cc regarding SIGTERM received, please ignore ...' whenever the EngineCore shuts
+    its executor down, after a fatal error as on a stop; only the whole line 'Shutting down' (Uvicorn) or 'Shutting
+    down.' (cli/serve.py) is the stop. Here the EngineDeadError and the request 'failed (engine dead)' that follow
+    it are a crash while serving (GPUStack, two Ray workers), not a clean stop before ready."""
+    out = _verdict(
+        "vllm", "vllm-0.10-ray-cross-worker-executor-shutdown-enginedead-request-failed-gpustack2738"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    assert _error(out)["category"] == "other"
