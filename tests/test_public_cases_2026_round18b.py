@@ -3,8 +3,13 @@ and Ollama logs showed (issue 30, part B), each pinned on the real log that show
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from publiccases import CORPUS
 from publiccases import error as _error
 from publiccases import verdict as _verdict
+
+from watchdog.follow.replay import replay_path
 
 
 def test_ascend_stream_synchronize_failure_is_the_accelerators_error() -> None:
@@ -44,3 +49,35 @@ def test_ray_executors_own_shutdown_line_is_no_operators_stop() -> None:
     )
     assert (out["state"], out["phase"]) == ("crashed", "ready")
     assert _error(out)["category"] == "other"
+
+
+_HAMI = "vllm-2026-05-hami-2.8.2-tp2-illegal-device-id-both-ranks-tvm-ffi-segfault-banner-hami1853"
+
+
+def test_hami_core_illegal_device_id_is_the_cause_of_the_segfault_after_it() -> None:
+    """HAMi-core (src/multiprocess/multiprocess_memory_limit.c) logs '[HAMI-core ERROR (pid:N thread=N
+    multiprocess_memory_limit.c:N)]: Illegal device id: N' for a device index it cannot map and then indexes its
+    shared region with it, so the process segfaults (HAMi 2.8.2 under vLLM's TP workers while NCCL initialises,
+    HAMi#1853): the interposer's error on a device call is the crash's cause (cuda), not the backtrace that
+    follows the segfault banner. The excerpt is vLLM's by its worker's prefix before the parallel groups exist
+    ('(Worker pid=N)', multiproc_executor.py setup_proc_title_and_log_prefix) and pynccl's 'vLLM is using nccl=='."""
+    out = _verdict("vllm", _HAMI)
+    assert out["engine"] == "vllm"
+    assert (out["state"], out["phase"]) == ("crashed", "starting")
+    found = _error(out)
+    assert found["category"] == "cuda"
+    assert str(found["summary"]).endswith("]: Illegal device id: 31069")
+
+
+def test_tvm_ffi_segfault_banner_is_a_death(tmp_path: Path) -> None:
+    """tvm-ffi's TVMFFISegFaultHandler (src/ffi/backtrace.cc), loaded into the engines by FlashInfer and TileLang,
+    writes '!!!!!!! Segfault encountered !!!!!!!' and the native backtrace as 'File ..., line N, in fn' lines, then
+    re-raises SIGSEGV: the banner is the process's dying words (killed), not a Python traceback cut before its
+    exception. An excerpt that starts at the banner (the last two lines of HAMi#1853's paste) is a death."""
+    lines = (CORPUS / "vllm" / f"{_HAMI}.log").read_text(encoding="utf-8").splitlines(keepends=True)
+    crop = tmp_path / "banner-only.log"
+    crop.write_text("".join(lines[-2:]), encoding="utf-8")
+    out = replay_path(crop)[1].to_json()
+    assert out["state"] == "crashed"
+    found = _error(out)
+    assert (found["category"], found["summary"]) == ("killed", "!!!!!!! Segfault encountered !!!!!!!")
