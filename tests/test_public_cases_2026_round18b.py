@@ -81,3 +81,15 @@ def test_tvm_ffi_segfault_banner_is_a_death(tmp_path: Path) -> None:
     assert out["state"] == "crashed"
     found = _error(out)
     assert (found["category"], found["summary"]) == ("killed", "!!!!!!! Segfault encountered !!!!!!!")
+
+
+def test_anthropic_messages_handlers_traceback_is_a_requests_error() -> None:
+    """vLLM's Anthropic Messages route (entrypoints/anthropic/api_router.py create_messages, then serving.py
+    AnthropicServingMessages.create_messages) logs a request's failure with logger.exception and answers it with an
+    error status: a traceback under create_messages is that request's error while the server serves on
+    (club-3090#45, 2026-05: a grammar the backend cannot compile, answered 500), not a crash while starting."""
+    out = _verdict(
+        "vllm", "vllm-2026-05-anthropic-messages-request-traceback-during-handling-cut-club3090-45"
+    )
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+    assert out.get("error") is None
