@@ -146,6 +146,12 @@ KNOWN_GAPS: dict[str, str] = {
         "traceback's frames are not read; and even read, event_loop_overlap serves SGLang's own warm-up request too "
         "(as pr23351 above): with no request answered in the crop, warm-up and serving cannot be told apart"
     ),
+    # Issue 30, eighteenth round B (helper i30-cases18b, labelled before the first run):
+    "ollama-2025-12-vulkan-runner-abort-gdb-detach-new-lwp-after-generate-issue13393": (
+        "starting, label ready: the crop is gdb's output alone (a session detaching, '[New LWP N]' as it attaches "
+        "again, '#0 0x... in ?? ()'); ggml_print_backtrace runs gdb on an abort while loading as while serving, and "
+        "that the model was loaded and a generate request running is only in the issue's prose"
+    ),
 }
 
 
