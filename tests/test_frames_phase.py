@@ -135,12 +135,27 @@ def test_tgi_warmup_prefill_line_beats_the_warmup_frame() -> None:
     assert phase_from_frames(graphs, tgi) == "capturing_graphs"
 
 
-def test_trtllm_crop_of_guided_decoder_failure_is_kv_step() -> None:
-    """The last 15 lines of a trtllm-serve launch that died building the guided decoder (after the model, with the
-    KV cache's managers): the verdict's phase comes from create_py_executor's source line alone."""
-    case = "trtllm/trtllm-2026-serve-kimi-k25-guided-decoder-vocab-size-padded-attributeerror-cut-issue15179"
+def _last_15(case: str) -> dict[str, object]:
+    # the verdict on the last 15 lines of the corpus case ENGINE/NAME, as crop_score.py cuts them
     label = json.loads((CORPUS / f"{case}.json").read_text(encoding="utf-8"))
     lines = crop_score.log_lines(CORPUS / f"{case}.log")
     start, end = crop_score.crops(lines, label["root_cause"])["last 15"]
-    verdict = crop_score.replay_bytes(b"".join(lines[start:end]))
+    verdict: dict[str, object] = crop_score.replay_bytes(b"".join(lines[start:end]))
+    return verdict
+
+
+def test_vllm_crop_of_static_lora_failure_is_after_the_engine() -> None:
+    """The last 15 lines of a vLLM launch whose --lora-modules adapter is missing: the API server's traceback
+    through init_app_state -> init_static_loras, run once the engine (its KV cache and warm-up) is built, before
+    Uvicorn serves: the phase the engine's last step left, not `starting`."""
+    verdict = _last_15("vllm/captured-vllm-lora-modules-missing-cpu")
+    assert (verdict["state"], verdict["phase"]) == ("crashed", "capturing_graphs")
+
+
+def test_trtllm_crop_of_guided_decoder_failure_is_kv_step() -> None:
+    """The last 15 lines of a trtllm-serve launch that died building the guided decoder (after the model, with the
+    KV cache's managers): the verdict's phase comes from create_py_executor's source line alone."""
+    verdict = _last_15(
+        "trtllm/trtllm-2026-serve-kimi-k25-guided-decoder-vocab-size-padded-attributeerror-cut-issue15179"
+    )
     assert (verdict["state"], verdict["phase"]) == ("crashed", "allocating_kv_cache")
