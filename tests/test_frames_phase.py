@@ -65,6 +65,18 @@ _VLLM_INITIALIZE_FROM_CONFIG = f"""\
 RuntimeError: Worker failed with error 'CUDA out of memory. Tried to allocate 2.00 GiB', please check the stack trace above for the root cause"""
 
 
+_TRTLLM = "/usr/local/lib/python3.12/dist-packages/tensorrt_llm/_torch"
+# TensorRT-LLM's PyTorch backend, main 004b733: ModelLoader.load -> AutoModelForCausalLM.from_config -> the model
+# class's constructor, cut (as a crop is) below ModelLoader.load's frame (the files and functions of the source's
+# call path; the line numbers are placeholders)
+_TRTLLM_MODEL_CONSTRUCTOR = f"""\
+  File "{_TRTLLM}/models/modeling_auto.py", line 40, in from_config
+    model = cls(config)
+  File "{_TRTLLM}/models/modeling_qwen3_moe.py", line 380, in __init__
+    super().__init__(
+AssertionError: num_experts must be divisible by the expert-parallel size"""
+
+
 @pytest.mark.parametrize(
     ("engine", "traceback", "phase"),
     [
@@ -94,6 +106,12 @@ RuntimeError: Worker failed with error 'CUDA out of memory. Tried to allocate 2.
             ),
             "allocating_kv_cache",
             id="trtllm-create-py-executor-guided-decoder-line",
+        ),
+        pytest.param(
+            "trtllm",
+            _TRTLLM_MODEL_CONSTRUCTOR,
+            "loading_weights",
+            id="trtllm-model-constructor-from-source",
         ),
         pytest.param(
             "tgi",
