@@ -51,16 +51,16 @@ _SGLANG_ATTENTION_BACKEND = f"""\
                             ^^^^^^^^^^^^
 torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of 79.10 GiB of which 301.56 MiB is free."""
 
-_VLLM_011 = "/usr/local/lib/python3.12/dist-packages/vllm"
+_VLLM = "/usr/local/lib/python3.12/dist-packages/vllm"
 # vLLM 0.11.0's engine core: EngineCore._initialize_kv_caches -> Executor.initialize_from_config (v1/executor/
 # abstract.py line 73) -> MultiprocExecutor.collective_rpc's get_response (multiproc_executor.py lines 264, 248)
 _VLLM_INITIALIZE_FROM_CONFIG = f"""\
-  File "{_VLLM_011}/v1/executor/abstract.py", line 73, in initialize_from_config
+  File "{_VLLM}/v1/executor/abstract.py", line 73, in initialize_from_config
     self.collective_rpc("initialize_from_config",
-  File "{_VLLM_011}/v1/executor/multiproc_executor.py", line 264, in collective_rpc
+  File "{_VLLM}/v1/executor/multiproc_executor.py", line 264, in collective_rpc
     result = get_response(w, dequeue_timeout,
              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-  File "{_VLLM_011}/v1/executor/multiproc_executor.py", line 248, in get_response
+  File "{_VLLM}/v1/executor/multiproc_executor.py", line 248, in get_response
     raise RuntimeError(
 RuntimeError: Worker failed with error 'CUDA out of memory. Tried to allocate 2.00 GiB', please check the stack trace above for the root cause"""
 
@@ -75,6 +75,17 @@ _TRTLLM_MODEL_CONSTRUCTOR = f"""\
   File "{_TRTLLM}/models/modeling_qwen3_moe.py", line 380, in __init__
     super().__init__(
 AssertionError: num_experts must be divisible by the expert-parallel size"""
+
+# vLLM 0.8.5's V0 engine serving: MQLLMEngine.start -> run_engine_loop -> engine_step (engine/multiprocessing/
+# engine.py lines 158, 221, 230) -> LLMEngine.step (engine/llm_engine.py line 1412) -> the executor's forward
+_VLLM_V0_SERVING = f"""\
+  File "{_VLLM}/engine/multiprocessing/engine.py", line 221, in run_engine_loop
+    request_outputs = self.engine_step()
+  File "{_VLLM}/engine/multiprocessing/engine.py", line 230, in engine_step
+    return self.engine.step()
+  File "{_VLLM}/engine/llm_engine.py", line 1412, in step
+    outputs = self.model_executor.execute_model(
+RuntimeError: CUDA error: an illegal memory access was encountered"""
 
 
 @pytest.mark.parametrize(
@@ -92,6 +103,7 @@ AssertionError: num_experts must be divisible by the expert-parallel size"""
             "allocating_kv_cache",
             id="vllm-rpc-initialize-from-config-from-source",
         ),
+        pytest.param("vllm", _VLLM_V0_SERVING, "ready", id="vllm-v0-engine-loop-is-serving-from-source"),
         pytest.param(
             "sglang",
             _SGLANG_ATTENTION_BACKEND,
