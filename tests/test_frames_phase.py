@@ -174,6 +174,21 @@ def _last_15(case: str) -> dict[str, object]:
     return verdict
 
 
+def test_tgi_prefill_rpc_is_serving() -> None:
+    """TGI's shard serves through its Prefill / Decode RPCs, called only after the router's warm-up (the Warmup
+    RPC): a traceback through them is serving, whatever generate_token below it raised. (TGI 3.3.7's server.py
+    line 181 and flash_causal_lm.py: the source's call path; generate_token's line is a placeholder.)"""
+    server = "/usr/src/server/text_generation_server"
+    prefill = (
+        f'  File "{server}/server.py", line 181, in Prefill\n'
+        "    generations, next_batch, timings = self.model.generate_token(batch)\n"
+        f'  File "{server}/models/flash_causal_lm.py", line 1980, in generate_token\n'
+        "    out, speculative_logits = self.forward(batch, adapter_data)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert phase_from_frames(prefill, load_profile("tgi")) == "ready"
+
+
 def test_vllm_crop_of_static_lora_failure_is_after_the_engine() -> None:
     """The last 15 lines of a vLLM launch whose --lora-modules adapter is missing: the API server's traceback
     through init_app_state -> init_static_loras, run once the engine (its KV cache and warm-up) is built, before
