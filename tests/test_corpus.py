@@ -82,12 +82,6 @@ KNOWN_GAPS: dict[str, str] = {
         "only in the issue's prose, and reading 'weight' in an assert's text would be a match on one message"
     ),
     # Issue 30, TensorRT-LLM round (helper i30-trtllm, labelled before the first run):
-    "trtllm-2026-serve-kimi-k25-guided-decoder-vocab-size-padded-attributeerror-cut-issue15179": (
-        "starting, label allocating_kv_cache: the innermost engine frame is create_py_executor itself (its line "
-        "building the GuidedDecoder's arguments after the model engine), a function that spans every step from the "
-        "weights to the warm-up; which step failed is only in that frame's source text, and the crop holds no "
-        "phase line"
-    ),
     "trtllm-2025-ci-qwen3-attention-dp-metadata-attributeerror-executor-init-cut-pr7765": (
         "starting, label capturing_graphs: the traceback is cut at create_py_executor's frame; that it went on into "
         "create_py_executor_instance (the warm-up's forwards) is only in the next line, which the excerpt cut, and the "
