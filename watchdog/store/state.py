@@ -50,6 +50,7 @@ _T = TypeVar("_T")
 # a transition's status snapshot, or what takes it: taken when its batch is written (`record_transition`)
 _Snapshot = Status | Callable[[], Status]
 _Entry = tuple[str, int | None, str | None, str]  # a timeline entry's identity: state, line, at, reason
+_TimelineRow = tuple[int, _Entry, float | None]  # a stored timeline entry: seq, identity, duration
 _UNBEGUN = ", ".join(f"'{s.value}'" for s in UNBEGUN_STATES)  # SQL
 
 log = structlog.get_logger("watchdog.store")
@@ -78,6 +79,10 @@ class StateStore:
         self._filed_all = False
         self._said: dict[str, dict[int, set[str] | None]] = {}
         self._arguments: dict[str, tuple[tuple[Argument, ...], str]] = {}  # see `_arguments_text`
+        # Per launch, the incarnation row written last: (incarnation, row id, its timeline rows as stored, None:
+        # not read yet), so that a crash loop's every write does not ask the file for what it wrote itself (this
+        # daemon is the file's one writer: `lock_state_dir`); forgotten when a transaction fails (rolled back)
+        self._rows: dict[str, tuple[int, int, list[_TimelineRow] | None]] = {}
         # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
         # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
         self.failing: str | None = None
@@ -200,6 +205,7 @@ class StateStore:
         try:
             result = transaction(self._conn, fn)
         except Exception as exc:
+            self._rows.clear()  # rolled back: what they say may not be in the file
             if passing(exc):
                 if self.failing is None:
                     # said once per spell: what waits is tried again every RETRY_SECONDS, quietly
@@ -278,7 +284,7 @@ class StateStore:
     def _record(self, launch: str, incarnation: int, status: Status, wall: float) -> None:
         row_id = self._row(launch, incarnation)
         self._update_row(launch, row_id, status.verdict, wall, status.host, dict(status.labels))
-        self._merge_timeline(row_id, status, wall)
+        self._merge_timeline(launch, row_id, status, wall)
 
     def _update_row(
         self,
@@ -319,20 +325,15 @@ class StateStore:
         self._arguments[launch] = (arguments, text)
         return text
 
-    def _merge_timeline(self, row_id: int, status: Status, wall: float) -> None:
+    def _merge_timeline(self, launch: str, row_id: int, status: Status, wall: float) -> None:
         timeline, elapsed = status.verdict.timeline, status.elapsed
-        rows = self._conn.execute(
-            "SELECT seq, state, line, at, reason, duration FROM transitions WHERE incarnation_id = ?"
-            " ORDER BY seq",
-            (row_id,),
-        ).fetchall()
+        rows = self._timeline_rows(launch, row_id)
         # The k-th occurrence of an entry in the snapshot is the k-th stored occurrence of it: a stall that
         # comes back is a new entry, an entry read again after a restart is not.
         stored: dict[tuple[_Entry, int], tuple[int, float | None]] = {}
         seen: Counter[_Entry] = Counter()
-        for seq, state, line, at, reason, duration in rows:
-            key: _Entry = (state, line, at, reason)
-            stored[(key, seen[key])] = (seq, duration)
+        for index, (_, key, duration) in enumerate(rows):
+            stored[(key, seen[key])] = (index, duration)
             seen[key] += 1
         next_seq = rows[-1][0] + 1 if rows else 0
         occurrences: Counter[_Entry] = Counter()
@@ -343,12 +344,14 @@ class StateStore:
             duration = item.duration
             known = stored.get((entry, nth))
             if known is not None:
-                seq, had = known
+                index, had = known
                 if had is None and duration is not None:
+                    seq = rows[index][0]
                     self._conn.execute(
                         "UPDATE transitions SET duration = ? WHERE incarnation_id = ? AND seq = ?",
                         (duration, row_id, seq),
                     )
+                    rows[index] = (seq, entry, duration)
                 continue
             if next_seq >= MAX_TRANSITIONS_PER_INCARNATION:
                 continue
@@ -358,7 +361,25 @@ class StateStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (row_id, next_seq, *entry, at_wall, duration),
             )
+            rows.append((next_seq, entry, duration))
             next_seq += 1
+
+    def _timeline_rows(self, launch: str, row_id: int) -> list[_TimelineRow]:
+        """The incarnation's stored timeline, in order: as this store wrote it last, else read (in a
+        transaction; the list is kept, to be updated as the rows are)."""
+        incarnation, known, rows = self._rows[launch]  # `_row` put it there
+        if known == row_id and rows is not None:
+            return rows
+        rows = [
+            (seq, (state, line, at, reason), duration)
+            for seq, state, line, at, reason, duration in self._conn.execute(
+                "SELECT seq, state, line, at, reason, duration FROM transitions WHERE incarnation_id = ?"
+                " ORDER BY seq",
+                (row_id,),
+            )
+        ]
+        self._rows[launch] = (incarnation, row_id, rows)
+        return rows
 
     async def last_incarnations(self, launch: str | None = None) -> dict[str, tuple[int, bool]]:
         """Each launch's (or this one's) highest incarnation number, and whether that one began (a log that
@@ -447,10 +468,14 @@ class StateStore:
 
     def _row(self, launch: str, incarnation: int) -> int:
         """The id of the incarnation's row, made (and the launch's oldest pruned) if new. In a transaction."""
+        last = self._rows.get(launch)
+        if last is not None and last[0] == incarnation:
+            return last[1]
         row = self._conn.execute(
             "SELECT id FROM incarnations WHERE launch = ? AND incarnation = ?", (launch, incarnation)
         ).fetchone()
         if row is not None:
+            self._rows[launch] = (incarnation, int(row[0]), None)
             return int(row[0])
         wall = time.time()
         cursor = self._conn.execute(
@@ -463,6 +488,7 @@ class StateStore:
             (launch, launch, MAX_INCARNATIONS_PER_LAUNCH),
         )
         assert cursor.lastrowid is not None
+        self._rows[launch] = (incarnation, cursor.lastrowid, [])
         return cursor.lastrowid
 
     def _save_verdict(
