@@ -1064,3 +1064,60 @@ async def test_a_stored_verdict_reads_back_as_json_writes_it(
         assert text != as_json
     else:
         assert text == as_json
+
+
+async def _crash_batch(store: StateStore, verdict: Any) -> None:
+    """A crash as the daemon records it with `write_behind` running: its transition's snapshot, the verdict's
+    status standing for it, the verdict (said to no one) noted announced with it; then the batch written."""
+    await store.record_transition("kimi", 2, lambda: status_from_json(status(STARTED)))
+    assert store.stands_for(
+        "kimi", 2, lambda: dataclasses.replace(status_from_json(status([])), verdict=verdict)
+    )
+    assert not await store.record_verdict("kimi", 2, verdict, "crashed", announce=True)
+    await store.flush()
+
+
+async def test_a_verdict_whose_status_stood_for_its_snapshot_is_written_in_one_statement(
+    tmp_path: Path,
+) -> None:
+    """A crash's verdict written in the batch where its own status stood for the incarnation's snapshot: the row's
+    state, facts and the rest are written once (the snapshot's), the verdict's object and time in one more
+    statement; the row reads as when each was written whole."""
+    verdict = verdict_from_json(CRASH_VERDICT)
+    statements: list[str] = []
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.last_incarnations()
+        store._conn.set_trace_callback(statements.append)
+        await _crash_batch(store, verdict)
+        store._conn.set_trace_callback(None)
+        tg.cancel_scope.cancel()
+    updates = [s for s in statements if s.lstrip().upper().startswith("UPDATE INCARNATIONS")]
+    assert len(updates) == 2
+    [(state, phase, facts, text)] = _committed(
+        tmp_path, "SELECT state, phase, facts, verdict FROM incarnations WHERE launch = ?", "kimi"
+    )
+    assert (state, phase) == ("crashed", "allocating_kv_cache")
+    assert json.loads(facts) == CRASH_VERDICT["facts"]
+    assert json.loads(text) == verdict.to_json()
+    assert _stored_announced(tmp_path, "kimi") == [(2, "crashed")]
+
+
+async def test_a_verdict_written_after_its_snapshot_failed_writes_its_row_whole(tmp_path: Path) -> None:
+    """When the snapshot its status stood for cannot be stored (a reason SQLite cannot encode: that part of the
+    batch is dropped), the verdict written after it still sets the incarnation's state, phase and facts."""
+    good = verdict_from_json(CRASH_VERDICT)
+    bad = dataclasses.replace(good.timeline[0], reason="\ud800")  # no UTF-8 for SQLite
+    verdict = dataclasses.replace(good, timeline=(bad, *good.timeline[1:]))
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.last_incarnations()
+        with capture_logs() as logs:
+            await _crash_batch(store, verdict)
+        tg.cancel_scope.cancel()
+    assert [e["event"] for e in logs] == ["transitions not stored"]
+    [(state, phase, facts)] = _committed(
+        tmp_path, "SELECT state, phase, facts FROM incarnations WHERE launch = ?", "kimi"
+    )
+    assert (state, phase) == ("crashed", "allocating_kv_cache")
+    assert json.loads(facts) == CRASH_VERDICT["facts"]

@@ -147,15 +147,20 @@ class StateStore:
                 left.append(kept)
         return fn(*args)
 
-    def _parts(self, waiting: _Waiting) -> tuple[tuple[str, tuple[str, ...], Callable[[], None]], ...]:
-        # what waits, part by part: (its name, its fields of `_Waiting`, its writer), transitions first
+    def _parts(
+        self, waiting: _Waiting, written: Callable[[str], bool] = lambda _: True
+    ) -> tuple[tuple[str, tuple[str, ...], Callable[[], None]], ...]:
+        # what waits, part by part: (its name, its fields of `_Waiting`, its writer), transitions first;
+        # `written(part)`: whether a part before was (the verdicts rely on the snapshots written before them)
         return (
             ("transitions", ("snapshots",), lambda: self._record_all(waiting.snapshots)),
             ("checkpoints", ("checkpoints",), lambda: self._put_checkpoints(waiting.checkpoints)),
             (
                 "verdicts",
                 ("verdicts", "marks"),
-                lambda: self._put_verdicts(waiting.verdicts, waiting.marks, waiting.snapshots),
+                lambda: self._put_verdicts(
+                    waiting.verdicts, waiting.marks, waiting.snapshots if written("transitions") else None
+                ),
             ),
         )
 
@@ -163,10 +168,12 @@ class StateStore:
         # each part in a transaction of its own: one that fails for good is lost alone (its transitions are read
         # again, its launches resume from the checkpoints before them), one that meets a passing fault is kept
         left = _Waiting()
-        for what, fields, write in self._parts(waiting):
+        failed: set[str] = set()
+        for what, fields, write in self._parts(waiting, lambda part: part not in failed):
             try:
                 self._write(write)
             except Exception as exc:
+                failed.add(what)
                 if not passing(exc):
                     log.warning(f"{what} not stored", count=len(getattr(waiting, fields[0])), error=repr(exc))
                 for name in fields if passing(exc) else ():
@@ -294,11 +301,12 @@ class StateStore:
         wall: float,
         host: str | None = None,
         labels: dict[str, str] | None = None,
+        verdict: str | None = None,
     ) -> None:
         self._conn.execute(
             "UPDATE incarnations SET host = coalesce(?, host), engine = coalesce(?, engine),"
             " state = coalesce(?, state), phase = coalesce(?, phase), facts = ?, progress = ?,"
-            " labels = coalesce(?, labels), updated_at = ?,"
+            " labels = coalesce(?, labels), updated_at = ?, verdict = coalesce(?, verdict),"
             " arguments = CASE WHEN ? = '[]' THEN arguments ELSE ? END WHERE id = ?",
             (
                 host,
@@ -309,6 +317,7 @@ class StateStore:
                 _dumps({p.name: {"done": p.done, "total": p.total} for p in v.progress}),
                 _dumps(labels) if labels is not None else None,
                 wall,
+                verdict,
                 arguments := self._arguments_text(launch, v.arguments),
                 arguments,
                 row_id,
@@ -492,14 +501,20 @@ class StateStore:
         return cursor.lastrowid
 
     def _save_verdict(
-        self, launch: str, incarnation: int, verdict: Verdict, wall: float, *, row: bool = True
+        self, launch: str, incarnation: int, verdict: Verdict, wall: float, *, row: bool | None = True
     ) -> None:
-        # `row`: its state, phase, facts... too (not when a newer snapshot of it was written in this batch)
+        # `row`: its state, phase, facts... too (False: not when a newer snapshot of it was written in this batch;
+        # None: a snapshot made of this verdict was, older: what it wrote is this verdict's, only the time is not)
         row_id = self._row(launch, incarnation)
-        if row:
-            self._update_row(launch, row_id, verdict, wall)
         text = _dumps(verdict.to_json())
-        self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
+        if row:
+            self._update_row(launch, row_id, verdict, wall, verdict=text)
+        elif row is None:
+            self._conn.execute(
+                "UPDATE incarnations SET verdict = ?, updated_at = ? WHERE id = ?", (text, wall, row_id)
+            )
+        else:
+            self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
 
     async def record_verdict(
         self, launch: str, incarnation: int, verdict: Verdict, key: str, *, announce: bool = False
@@ -592,9 +607,12 @@ class StateStore:
         snapshots: Mapping[tuple[str, int], tuple[_Snapshot, float]] | None = None,
     ) -> None:
         for (launch, incarnation), (verdict, wall) in verdicts.items():
-            # a snapshot of the incarnation taken after the verdict (in this batch, written before it) is newer
-            newer = snapshots is not None and snapshots.get((launch, incarnation), (None, 0.0))[1] > wall
-            self._save_verdict(launch, incarnation, verdict, wall, row=not newer)
+            # a snapshot of the incarnation taken after the verdict (in this batch, written before it) is newer;
+            # one made of this verdict (`stands_for`) wrote its row already
+            snapshot, at = (snapshots or {}).get((launch, incarnation), (None, 0.0))
+            made_of = isinstance(snapshot, Status) and snapshot.verdict is verdict
+            row = False if at > wall else None if made_of else True
+            self._save_verdict(launch, incarnation, verdict, wall, row=row)
         for (launch, incarnation, key), wall in marks.items():
             self._conn.execute(
                 "INSERT INTO verdicts (incarnation_id, key, announced_at) VALUES (?, ?, ?)"
