@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from snapshots import verdict_from_json
 
+from watchdog import jsontext
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.arguments import _unquote
 from watchdog.core.detection import EngineDetector
@@ -165,7 +166,7 @@ def _payload() -> list[dict[str, Any]]:
 
 def test_status_written_by_orjson_reads_as_json_writes_it() -> None:
     """/status's body from orjson (the `fast` extra) parses to what json writes, a crash's verdict and all."""
-    if http._ORJSON is None:
+    if not jsontext.HAS_ORJSON:
         unavailable("orjson is not installed (the `fast` extra)", "WATCHDOG_REQUIRE_ORJSON")
     payload = _payload()
     body = http._dumps(payload)
@@ -176,7 +177,7 @@ def test_status_written_by_orjson_reads_as_json_writes_it() -> None:
 
 def test_status_is_written_by_json_without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without orjson the daemon writes /status with json: the extra is optional."""
-    monkeypatch.setattr(http, "_ORJSON", None)
+    monkeypatch.setattr(jsontext, "_ORJSON", None)
     payload = _payload()
     assert (
         http._dumps(payload) == json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).encode()

@@ -329,10 +329,12 @@ async def test_a_locked_state_file_does_not_hold_up_the_reading(tmp_path: Path) 
                     finally:
                         locker.rollback()
                         locker.close()
-                    await daemon.wait_until(lambda _: daemon.alerts_sent["console"] >= 3)  # and the new start
+                    # the first crash, its end by the new start, the new start, its crash
+                    await daemon.wait_until(lambda _: daemon.alerts_sent["console"] >= 4)
                     tg.cancel_scope.cancel()
     said = console_out.read_text()
-    assert said.count("qwen: crashed") == 2  # each incarnation's crash, once
+    assert said.count("qwen: crashed during") == 2  # each incarnation's crash, once
+    assert said.count("qwen: crashed resolved") == 1
     assert daemon._running["qwen"].failures == 0
 
 

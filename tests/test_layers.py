@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store", "clock", "httpclient", "backoff"),
     ("core",),
     ("profiles",),
-    ("vocabulary", "exceptions"),
+    ("vocabulary", "exceptions", "jsontext"),
 )
 LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 # What the core may not import: the core reads bytes and time given to it, it fetches neither.

@@ -11,14 +11,21 @@ import re
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watchdog.daemon.logs import _json_line, _UtcStamper
 
 SECRET = "https://hooks.slack.com/services/T0000/B0000/XyZsecretTOKEN42"
 ESC = "\x1b["
 DEADLINE = 60
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 READY_LOG = (
     Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 )
@@ -404,3 +411,28 @@ def test_the_daemon_loads_no_rich(tmp_path: Path) -> None:
     assert "structlog" in imported
     # (a refused import is timed too: `rich` alone; structlog's real one loads rich.console and rich.traceback)
     assert [name for name in imported if name.startswith("rich.")] == []
+
+
+@given(st.integers(min_value=0, max_value=(1 << 35) * 1_000_000), st.booleans())
+def test_the_timestamp_is_written_as_structlog_s_iso_utc_stamper_writes_it(micros: int, whole: bool) -> None:
+    """The daemon's stamper writes each time as structlog's `TimeStamper(fmt="iso", utc=True)` does
+    (`datetime.isoformat` with Z: no fraction when it is zero), whatever second it has seen before."""
+    micros -= micros % 1_000_000 if whole else 0
+    stamper = _UtcStamper()
+    expected = (EPOCH + timedelta(microseconds=micros)).isoformat().replace("+00:00", "Z")
+    assert stamper.text(micros - 1_000_000 if micros >= 1_000_000 else micros + 1) != expected
+    assert stamper.text(micros) == expected
+    assert stamper.text(micros) == expected  # the second's text as kept
+
+
+class _Custom:
+    def __structlog__(self) -> str:
+        return "custom"
+
+
+def test_a_json_line_is_structlog_s_json_renderer_s() -> None:
+    """The daemon's JSON of an event is the text of structlog's own `JSONRenderer` (json.dumps with its
+    fallback: a value's `__structlog__()`, else its repr)."""
+    event = {"event": "transition", "launch": "l-0042", "line": 12, "reason": "Größe", "at": Path("/x"),
+             "custom": _Custom(), "nested": {"ranks": ["TP0"], "ratio": 1.5e-07}}  # fmt: skip
+    assert _json_line(event) == structlog.processors.JSONRenderer()(None, "info", dict(event))

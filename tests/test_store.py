@@ -17,9 +17,11 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import unavailable
 from snapshots import status_from_json, verdict_from_json
 from structlog.testing import capture_logs
 
+from watchdog import jsontext
 from watchdog.alerts.outbox import Outbox
 from watchdog.cli.app import main
 from watchdog.cli.history import format_history
@@ -984,3 +986,138 @@ def _killed_after(script: str, word: str) -> None:
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
+
+
+async def test_an_incarnation_written_again_is_not_read_back(tmp_path: Path) -> None:
+    """A crash loop's later writes of an incarnation (its next transitions, its verdict) ask the file nothing:
+    its row and timeline are those the store wrote last; what they add is stored as before."""
+    statements: list[str] = []
+    async with open_store(tmp_path) as store:
+        await store.record_transition("kimi", 1, status_from_json(status(STARTED)))
+        store._conn.set_trace_callback(statements.append)
+        crashed = [*STARTED, entry("crashed", 40, reason="Scheduler hit an exception")]
+        await store.record_transition("kimi", 1, status_from_json(status(crashed)))
+        await store.record_verdict(
+            "kimi", 1, verdict_from_json({"state": "crashed", "phase": "ready"}), "crashed"
+        )
+        store._conn.set_trace_callback(None)
+        [record] = await store.history()
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert selects == [s for s in selects if "FROM verdicts" in s]  # whether it was announced: asked
+    assert [t.state for t in record.transitions] == [e["state"] for e in crashed]
+    assert record.state == "crashed"
+    assert record.verdict is not None
+    assert record.verdict["state"] == "crashed"
+
+
+async def test_a_write_that_failed_leaves_no_row_behind_for_the_next(tmp_path: Path) -> None:
+    """An incarnation's first write that fails (rolled back: a reason SQLite cannot encode) leaves the next
+    write of it to make its row anew: the verdict written after it is stored, not lost on a row that is gone."""
+    async with open_store(tmp_path) as store:
+        broken = status_from_json(status(STARTED))
+        bad = dataclasses.replace(broken.verdict.timeline[0], reason="\ud800")  # no UTF-8 for SQLite
+        broken = dataclasses.replace(broken, verdict=dataclasses.replace(broken.verdict, timeline=(bad,)))
+        with pytest.raises(UnicodeEncodeError):
+            await store.record_transition("kimi", 1, broken)
+        await store.record_verdict(
+            "kimi", 1, verdict_from_json({"state": "crashed", "phase": "ready"}), "crashed"
+        )
+        await store.record_transition("kimi", 1, status_from_json(status(STARTED)))
+        [record] = await store.history()
+    assert record.verdict is not None
+    assert record.verdict["state"] == "crashed"
+    assert [t.state for t in record.transitions] == [e["state"] for e in STARTED]
+
+
+CRASH_VERDICT = {
+    "state": "crashed",
+    "phase": "allocating_kv_cache",
+    "error": {
+        "category": "oom",
+        "summary": "RuntimeError: Größe 1.5e-07 GB",
+        "traceback": ["Traceback", "x"],
+    },
+    "timeline": [entry("starting", 1, 12.0, "launch started"), entry("crashed", 9, reason="fatal")],
+    "facts": {"avail_mem_after_weights_gb": 16.3, "kv_cache_tokens": 812345, "ratio": 1.5e-07},
+}
+
+
+@pytest.mark.parametrize("orjson", [pytest.param(True, id="orjson"), pytest.param(False, id="json")])
+async def test_a_stored_verdict_reads_back_as_json_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, orjson: bool
+) -> None:
+    """The state file's JSON (a verdict, its facts) is orjson's where it is installed (the `fast` extra), else
+    json's compact text as before; either reads back as the same values."""
+    if orjson and not jsontext.HAS_ORJSON:
+        unavailable("orjson is not installed (the `fast` extra)", "WATCHDOG_REQUIRE_ORJSON")
+    if not orjson:
+        monkeypatch.setattr(jsontext, "_ORJSON", None)
+    verdict = verdict_from_json(CRASH_VERDICT)
+    async with open_store(tmp_path) as store:
+        await store.record_verdict("kimi", 1, verdict, "crashed")
+    [(text, facts)] = _committed(tmp_path, "SELECT verdict, facts FROM incarnations WHERE launch = ?", "kimi")
+    assert json.loads(text) == verdict.to_json()
+    assert json.loads(facts) == CRASH_VERDICT["facts"]
+    as_json = json.dumps(verdict.to_json(), default=str, separators=(",", ":"))
+    if orjson:  # orjson's own text: the summary's letters as they are, not \u escapes
+        assert "Größe" in text
+        assert text != as_json
+    else:
+        assert text == as_json
+
+
+async def _crash_batch(store: StateStore, verdict: Any) -> None:
+    """A crash as the daemon records it with `write_behind` running: its transition's snapshot, the verdict's
+    status standing for it, the verdict (said to no one) noted announced with it; then the batch written."""
+    await store.record_transition("kimi", 2, lambda: status_from_json(status(STARTED)))
+    assert store.stands_for(
+        "kimi", 2, lambda: dataclasses.replace(status_from_json(status([])), verdict=verdict)
+    )
+    assert not await store.record_verdict("kimi", 2, verdict, "crashed", announce=True)
+    await store.flush()
+
+
+async def test_a_verdict_whose_status_stood_for_its_snapshot_is_written_in_one_statement(
+    tmp_path: Path,
+) -> None:
+    """A crash's verdict written in the batch where its own status stood for the incarnation's snapshot: the row's
+    state, facts and the rest are written once (the snapshot's), the verdict's object and time in one more
+    statement; the row reads as when each was written whole."""
+    verdict = verdict_from_json(CRASH_VERDICT)
+    statements: list[str] = []
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.last_incarnations()
+        store._conn.set_trace_callback(statements.append)
+        await _crash_batch(store, verdict)
+        store._conn.set_trace_callback(None)
+        tg.cancel_scope.cancel()
+    updates = [s for s in statements if s.lstrip().upper().startswith("UPDATE INCARNATIONS")]
+    assert len(updates) == 2
+    [(state, phase, facts, text)] = _committed(
+        tmp_path, "SELECT state, phase, facts, verdict FROM incarnations WHERE launch = ?", "kimi"
+    )
+    assert (state, phase) == ("crashed", "allocating_kv_cache")
+    assert json.loads(facts) == CRASH_VERDICT["facts"]
+    assert json.loads(text) == verdict.to_json()
+    assert _stored_announced(tmp_path, "kimi") == [(2, "crashed")]
+
+
+async def test_a_verdict_written_after_its_snapshot_failed_writes_its_row_whole(tmp_path: Path) -> None:
+    """When the snapshot its status stood for cannot be stored (a reason SQLite cannot encode: that part of the
+    batch is dropped), the verdict written after it still sets the incarnation's state, phase and facts."""
+    good = verdict_from_json(CRASH_VERDICT)
+    bad = dataclasses.replace(good.timeline[0], reason="\ud800")  # no UTF-8 for SQLite
+    verdict = dataclasses.replace(good, timeline=(bad, *good.timeline[1:]))
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.last_incarnations()
+        with capture_logs() as logs:
+            await _crash_batch(store, verdict)
+        tg.cancel_scope.cancel()
+    assert [e["event"] for e in logs] == ["transitions not stored"]
+    [(state, phase, facts)] = _committed(
+        tmp_path, "SELECT state, phase, facts FROM incarnations WHERE launch = ?", "kimi"
+    )
+    assert (state, phase) == ("crashed", "allocating_kv_cache")
+    assert json.loads(facts) == CRASH_VERDICT["facts"]

@@ -50,6 +50,7 @@ _T = TypeVar("_T")
 # a transition's status snapshot, or what takes it: taken when its batch is written (`record_transition`)
 _Snapshot = Status | Callable[[], Status]
 _Entry = tuple[str, int | None, str | None, str]  # a timeline entry's identity: state, line, at, reason
+_TimelineRow = tuple[int, _Entry, float | None]  # a stored timeline entry: seq, identity, duration
 _UNBEGUN = ", ".join(f"'{s.value}'" for s in UNBEGUN_STATES)  # SQL
 
 log = structlog.get_logger("watchdog.store")
@@ -78,6 +79,10 @@ class StateStore:
         self._filed_all = False
         self._said: dict[str, dict[int, set[str] | None]] = {}
         self._arguments: dict[str, tuple[tuple[Argument, ...], str]] = {}  # see `_arguments_text`
+        # Per launch, the incarnation row written last: (incarnation, row id, its timeline rows as stored, None:
+        # not read yet), so that a crash loop's every write does not ask the file for what it wrote itself (this
+        # daemon is the file's one writer: `lock_state_dir`); forgotten when a transaction fails (rolled back)
+        self._rows: dict[str, tuple[int, int, list[_TimelineRow] | None]] = {}
         # Why the file cannot be written now (a full disk, a lock held by another process), None while it can:
         # what waits is kept and tried again every RETRY_SECONDS; /healthz says the store is failing.
         self.failing: str | None = None
@@ -142,15 +147,20 @@ class StateStore:
                 left.append(kept)
         return fn(*args)
 
-    def _parts(self, waiting: _Waiting) -> tuple[tuple[str, tuple[str, ...], Callable[[], None]], ...]:
-        # what waits, part by part: (its name, its fields of `_Waiting`, its writer), transitions first
+    def _parts(
+        self, waiting: _Waiting, written: Callable[[str], bool] = lambda _: True
+    ) -> tuple[tuple[str, tuple[str, ...], Callable[[], None]], ...]:
+        # what waits, part by part: (its name, its fields of `_Waiting`, its writer), transitions first;
+        # `written(part)`: whether a part before was (the verdicts rely on the snapshots written before them)
         return (
             ("transitions", ("snapshots",), lambda: self._record_all(waiting.snapshots)),
             ("checkpoints", ("checkpoints",), lambda: self._put_checkpoints(waiting.checkpoints)),
             (
                 "verdicts",
                 ("verdicts", "marks"),
-                lambda: self._put_verdicts(waiting.verdicts, waiting.marks, waiting.snapshots),
+                lambda: self._put_verdicts(
+                    waiting.verdicts, waiting.marks, waiting.snapshots if written("transitions") else None
+                ),
             ),
         )
 
@@ -158,10 +168,12 @@ class StateStore:
         # each part in a transaction of its own: one that fails for good is lost alone (its transitions are read
         # again, its launches resume from the checkpoints before them), one that meets a passing fault is kept
         left = _Waiting()
-        for what, fields, write in self._parts(waiting):
+        failed: set[str] = set()
+        for what, fields, write in self._parts(waiting, lambda part: part not in failed):
             try:
                 self._write(write)
             except Exception as exc:
+                failed.add(what)
                 if not passing(exc):
                     log.warning(f"{what} not stored", count=len(getattr(waiting, fields[0])), error=repr(exc))
                 for name in fields if passing(exc) else ():
@@ -200,6 +212,7 @@ class StateStore:
         try:
             result = transaction(self._conn, fn)
         except Exception as exc:
+            self._rows.clear()  # rolled back: what they say may not be in the file
             if passing(exc):
                 if self.failing is None:
                     # said once per spell: what waits is tried again every RETRY_SECONDS, quietly
@@ -278,7 +291,7 @@ class StateStore:
     def _record(self, launch: str, incarnation: int, status: Status, wall: float) -> None:
         row_id = self._row(launch, incarnation)
         self._update_row(launch, row_id, status.verdict, wall, status.host, dict(status.labels))
-        self._merge_timeline(row_id, status, wall)
+        self._merge_timeline(launch, row_id, status, wall)
 
     def _update_row(
         self,
@@ -288,11 +301,12 @@ class StateStore:
         wall: float,
         host: str | None = None,
         labels: dict[str, str] | None = None,
+        verdict: str | None = None,
     ) -> None:
         self._conn.execute(
             "UPDATE incarnations SET host = coalesce(?, host), engine = coalesce(?, engine),"
             " state = coalesce(?, state), phase = coalesce(?, phase), facts = ?, progress = ?,"
-            " labels = coalesce(?, labels), updated_at = ?,"
+            " labels = coalesce(?, labels), updated_at = ?, verdict = coalesce(?, verdict),"
             " arguments = CASE WHEN ? = '[]' THEN arguments ELSE ? END WHERE id = ?",
             (
                 host,
@@ -303,6 +317,7 @@ class StateStore:
                 _dumps({p.name: {"done": p.done, "total": p.total} for p in v.progress}),
                 _dumps(labels) if labels is not None else None,
                 wall,
+                verdict,
                 arguments := self._arguments_text(launch, v.arguments),
                 arguments,
                 row_id,
@@ -319,20 +334,15 @@ class StateStore:
         self._arguments[launch] = (arguments, text)
         return text
 
-    def _merge_timeline(self, row_id: int, status: Status, wall: float) -> None:
+    def _merge_timeline(self, launch: str, row_id: int, status: Status, wall: float) -> None:
         timeline, elapsed = status.verdict.timeline, status.elapsed
-        rows = self._conn.execute(
-            "SELECT seq, state, line, at, reason, duration FROM transitions WHERE incarnation_id = ?"
-            " ORDER BY seq",
-            (row_id,),
-        ).fetchall()
+        rows = self._timeline_rows(launch, row_id)
         # The k-th occurrence of an entry in the snapshot is the k-th stored occurrence of it: a stall that
         # comes back is a new entry, an entry read again after a restart is not.
         stored: dict[tuple[_Entry, int], tuple[int, float | None]] = {}
         seen: Counter[_Entry] = Counter()
-        for seq, state, line, at, reason, duration in rows:
-            key: _Entry = (state, line, at, reason)
-            stored[(key, seen[key])] = (seq, duration)
+        for index, (_, key, duration) in enumerate(rows):
+            stored[(key, seen[key])] = (index, duration)
             seen[key] += 1
         next_seq = rows[-1][0] + 1 if rows else 0
         occurrences: Counter[_Entry] = Counter()
@@ -343,12 +353,14 @@ class StateStore:
             duration = item.duration
             known = stored.get((entry, nth))
             if known is not None:
-                seq, had = known
+                index, had = known
                 if had is None and duration is not None:
+                    seq = rows[index][0]
                     self._conn.execute(
                         "UPDATE transitions SET duration = ? WHERE incarnation_id = ? AND seq = ?",
                         (duration, row_id, seq),
                     )
+                    rows[index] = (seq, entry, duration)
                 continue
             if next_seq >= MAX_TRANSITIONS_PER_INCARNATION:
                 continue
@@ -358,7 +370,25 @@ class StateStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (row_id, next_seq, *entry, at_wall, duration),
             )
+            rows.append((next_seq, entry, duration))
             next_seq += 1
+
+    def _timeline_rows(self, launch: str, row_id: int) -> list[_TimelineRow]:
+        """The incarnation's stored timeline, in order: as this store wrote it last, else read (in a
+        transaction; the list is kept, to be updated as the rows are)."""
+        incarnation, known, rows = self._rows[launch]  # `_row` put it there
+        if known == row_id and rows is not None:
+            return rows
+        rows = [
+            (seq, (state, line, at, reason), duration)
+            for seq, state, line, at, reason, duration in self._conn.execute(
+                "SELECT seq, state, line, at, reason, duration FROM transitions WHERE incarnation_id = ?"
+                " ORDER BY seq",
+                (row_id,),
+            )
+        ]
+        self._rows[launch] = (incarnation, row_id, rows)
+        return rows
 
     async def last_incarnations(self, launch: str | None = None) -> dict[str, tuple[int, bool]]:
         """Each launch's (or this one's) highest incarnation number, and whether that one began (a log that
@@ -447,10 +477,14 @@ class StateStore:
 
     def _row(self, launch: str, incarnation: int) -> int:
         """The id of the incarnation's row, made (and the launch's oldest pruned) if new. In a transaction."""
+        last = self._rows.get(launch)
+        if last is not None and last[0] == incarnation:
+            return last[1]
         row = self._conn.execute(
             "SELECT id FROM incarnations WHERE launch = ? AND incarnation = ?", (launch, incarnation)
         ).fetchone()
         if row is not None:
+            self._rows[launch] = (incarnation, int(row[0]), None)
             return int(row[0])
         wall = time.time()
         cursor = self._conn.execute(
@@ -463,17 +497,24 @@ class StateStore:
             (launch, launch, MAX_INCARNATIONS_PER_LAUNCH),
         )
         assert cursor.lastrowid is not None
+        self._rows[launch] = (incarnation, cursor.lastrowid, [])
         return cursor.lastrowid
 
     def _save_verdict(
-        self, launch: str, incarnation: int, verdict: Verdict, wall: float, *, row: bool = True
+        self, launch: str, incarnation: int, verdict: Verdict, wall: float, *, row: bool | None = True
     ) -> None:
-        # `row`: its state, phase, facts... too (not when a newer snapshot of it was written in this batch)
+        # `row`: its state, phase, facts... too (False: not when a newer snapshot of it was written in this batch;
+        # None: a snapshot made of this verdict was, older: what it wrote is this verdict's, only the time is not)
         row_id = self._row(launch, incarnation)
-        if row:
-            self._update_row(launch, row_id, verdict, wall)
         text = _dumps(verdict.to_json())
-        self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
+        if row:
+            self._update_row(launch, row_id, verdict, wall, verdict=text)
+        elif row is None:
+            self._conn.execute(
+                "UPDATE incarnations SET verdict = ?, updated_at = ? WHERE id = ?", (text, wall, row_id)
+            )
+        else:
+            self._conn.execute("UPDATE incarnations SET verdict = ? WHERE id = ?", (text, row_id))
 
     async def record_verdict(
         self, launch: str, incarnation: int, verdict: Verdict, key: str, *, announce: bool = False
@@ -566,9 +607,12 @@ class StateStore:
         snapshots: Mapping[tuple[str, int], tuple[_Snapshot, float]] | None = None,
     ) -> None:
         for (launch, incarnation), (verdict, wall) in verdicts.items():
-            # a snapshot of the incarnation taken after the verdict (in this batch, written before it) is newer
-            newer = snapshots is not None and snapshots.get((launch, incarnation), (None, 0.0))[1] > wall
-            self._save_verdict(launch, incarnation, verdict, wall, row=not newer)
+            # a snapshot of the incarnation taken after the verdict (in this batch, written before it) is newer;
+            # one made of this verdict (`stands_for`) wrote its row already
+            snapshot, at = (snapshots or {}).get((launch, incarnation), (None, 0.0))
+            made_of = isinstance(snapshot, Status) and snapshot.verdict is verdict
+            row = False if at > wall else None if made_of else True
+            self._save_verdict(launch, incarnation, verdict, wall, row=row)
         for (launch, incarnation, key), wall in marks.items():
             self._conn.execute(
                 "INSERT INTO verdicts (incarnation_id, key, announced_at) VALUES (?, ?, ?)"
