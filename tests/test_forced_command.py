@@ -28,6 +28,7 @@ from typing import Any, cast
 import anyio
 import asyncssh
 import pytest
+import structlog
 from anyio.abc import Process
 from conftest import unavailable as _unavailable
 from hypothesis import given, settings
@@ -40,6 +41,7 @@ from watchdog.follow.probes import process as process_module
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.probes.health import HealthProbe
 from watchdog.follow.probes.process import SSHProcessProbe
+from watchdog.follow.sources import mux as mux_module
 from watchdog.follow.sources import parse_target
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
 from watchdog.follow.sources.containerlog import logs_command
@@ -871,6 +873,32 @@ async def test_a_stale_wrapper_is_an_error_not_a_dead_process(
     )
     with anyio.fail_after(DEADLINE), pytest.raises(TargetError, match="refused"):
         await probe.alive()
+
+
+@pytest.mark.sshd
+async def test_a_wrapper_that_refuses_the_multiplexer_gets_a_channel_per_log(
+    restricted: SSHDServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A multiplexer the wrapper does not know (a wrapper older than the daemon) is refused: said once, and the logs
+    are read in a channel each, through the wrapper as before."""
+    monkeypatch.setattr(mux_module, "MUX_PROGRAM", mux_module.MUX_PROGRAM + "# a later release\n")
+    logs = [tmp_path / f"log {index}" for index in range(2)]
+    for index, log in enumerate(logs):
+        log.write_bytes(b"first %d\n" % index)
+    where = {"port": restricted.port, "user": restricted.user}
+    with structlog.testing.capture_logs() as logged, anyio.fail_after(DEADLINE):
+        async with SSHPool(replace(_options(restricted), multiplex=True)) as pool, AsyncExitStack() as stack:
+            for index, log in enumerate(logs):
+                source = SSHSource(pool, restricted.host, str(log), **where)
+                items = await stack.enter_async_context(source.open_follow(0))
+                assert await _expect(items, Chunk) == Chunk(0, b"first %d\n" % index)
+            assert pool.channel_counts(restricted.host, **where) == [2]
+    assert pool.muxes_started == 0
+    said = [entry for entry in logged if entry["event"] == "SSH multiplexer not started: one channel per log"]
+    assert len(said) == 1
+    assert "exit 126" in said[0]["reason"]
+    assert said[0]["log_level"] == "warning"  # install this release's wrapper
+    assert "refused" in said[0]["reason"]
 
 
 DOCS = [ROOT / "docs" / "least-privilege.md", ROOT / "docs" / "troubleshooting.md"]

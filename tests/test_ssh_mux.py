@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -37,7 +38,10 @@ from test_sources_ssh import (
 
 import watchdog.follow.sources.ssh as ssh_module
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
-from watchdog.follow.sources.mux import MUX_NAME
+from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, Disconnected, SourceItem
+from watchdog.follow.sources.channel import _HIGH_WATER
+from watchdog.follow.sources.mux import MUX_NAME, MUX_PROGRAM
+from watchdog.follow.sources.remote import STREAM_NAME, stream_args
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.sources.target import Target
 
@@ -88,7 +92,7 @@ async def test_many_logs_through_one_channel_and_one_closed_leaves_the_others(
     sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path
 ) -> None:
     """30 logs of one host: one channel (one multiplexer process on the host), every log read exactly; closing
-    one reader leaves the 29 others reading."""
+    one reader leaves the 29 others reading; the connection cut, each of them resumes at its offset."""
     logs = _logs(tmp_path / "logs", 30)
     key: dict[str, Any] = {"port": sshd.port, "user": sshd.user}
     before = set(_mux_processes())
@@ -106,16 +110,48 @@ async def test_many_logs_through_one_channel_and_one_closed_leaves_the_others(
         await closing.aclose()  # type: ignore[attr-defined]
         kept = logs[:7] + logs[8:]
         await assert_no_reader_left(logs[7])  # its reader on the host ended
-        sizes = [log.stat().st_size for log in kept]
-        for index, log in enumerate(kept):
-            with log.open("ab") as file:
-                file.write(b"\x00\xff line of %d\r\n" % index)
-        with anyio.fail_after(DEADLINE):
-            for index, items in enumerate(streams):
-                data = await read_until(items, kept[index].stat().st_size, start=sizes[index])
-                assert data == b"\x00\xff line of %d\r\n" % index
+        await _each_reads_its_append(streams, kept, b"\x00\xff line of %d\r\n")
         assert pool.channel_counts(sshd.host, **key) == [1]
-    assert pool.muxes_started == 1
+        # the connection cut: every log resumes at its offset, on a new multiplexer
+        assert sshd.kill_sessions()
+        await _each_reads_its_append(streams, kept, b"after the cut %d\n", cut=True)
+        assert pool.channel_counts(sshd.host, **key) == [1]
+        assert pool.multiplexed(sshd.host, **key) == 29
+    assert pool.muxes_started == 2
+
+
+async def _each_reads_its_append(
+    streams: list[AsyncIterator[SourceItem]], logs: list[Path], line: bytes, *, cut: bool = False
+) -> None:
+    """Append `line % index` to each log; each stream reads exactly that (past a cut connection's notes: `cut`)."""
+    sizes = [log.stat().st_size for log in logs]
+    for index, log in enumerate(logs):
+        with log.open("ab") as file:
+            file.write(line % index)
+    with anyio.fail_after(DEADLINE):
+        for index, items in enumerate(streams):
+            end = logs[index].stat().st_size
+            if cut:
+                data = await _read_across_cut(items, end, sizes[index])
+            else:
+                data = await read_until(items, end, start=sizes[index])
+            assert data == line % index
+
+
+async def _read_across_cut(items: AsyncIterator[SourceItem], end: int, start: int) -> bytes:
+    """The chunks from byte `start` up to byte `end`, past the notes of a cut connection (said once) and its
+    return."""
+    data = b""
+    notes: list[type] = []
+    while start + len(data) < end:
+        item = await anext(items)
+        if isinstance(item, Chunk):
+            assert item.offset == start + len(data)
+            data += item.data
+        elif not isinstance(item, CaughtUp):
+            notes.append(type(item))
+    assert notes == [Disconnected, Connected]
+    return data
 
 
 def _corpus_logs(count: int) -> list[Path]:
@@ -233,6 +269,7 @@ async def test_a_host_without_python3_gets_a_channel_per_log(
     said = [entry for entry in logged if entry["event"] == "SSH multiplexer not started: one channel per log"]
     assert len(said) == 1, logged
     assert "python3" in said[0]["reason"]
+    assert said[0]["log_level"] == "info"  # a host without python3 is no fault
 
 
 async def test_a_reader_s_bytes_reach_it_whole_however_the_frames_are_cut(
@@ -264,3 +301,83 @@ async def test_a_reader_s_bytes_reach_it_whole_however_the_frames_are_cut(
                     == expected
                 )
     assert pool.muxes_started == 1
+
+
+async def test_a_reader_that_does_not_keep_up_is_paused_alone(
+    sshd: SSHDServer, ssh_options: SSHOptions, tmp_path: Path
+) -> None:
+    """A reader's output not taken stops at `_HIGH_WATER` queued packets plus what was in flight: the multiplexer
+    stops reading that reader alone (its tail then waits), while another log of the same channel goes on; reading
+    on resumes it, and every byte arrives, in order."""
+    big, small = tmp_path / "big.log", tmp_path / "small.log"
+    total = 8_000_000
+    big.write_bytes(b"x" * total)
+    small.write_bytes(b"")
+    key: dict[str, Any] = {"port": sshd.port, "user": sshd.user}
+    args = {"stat_interval": 1.0, "tail_interval": 0.01}
+    async with SSHPool(replace(ssh_options, multiplex=True)) as pool:
+        _, stalled = await pool.open_reader(sshd.host, STREAM_NAME, stream_args(str(big), 0, **args), **key)
+        _, going = await pool.open_reader(sshd.host, STREAM_NAME, stream_args(str(small), 0, **args), **key)
+        try:
+            with anyio.fail_after(DEADLINE):
+                while True:  # the channel's own pace: polled
+                    if len(stalled._packets) >= _HIGH_WATER:
+                        break
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.5)  # an absence: what was in flight has come, and no more comes
+            queued = len(stalled._packets)
+            small.write_bytes(b"still read\n")
+            seen = b""
+            with anyio.fail_after(DEADLINE):
+                while b"still read\n" not in seen:
+                    kind, data, _ = await going.receive()
+                    seen += data if kind == "out" else b""
+            assert len(stalled._packets) == queued
+            assert sum(len(data) for kind, data, _ in stalled._packets if kind == "out") < total
+            received = b""
+            with anyio.fail_after(DEADLINE):
+                while received.count(b"x") < total:
+                    kind, data, _ = await stalled.receive()
+                    assert kind in ("out", "err"), kind
+                    received += data if kind == "out" else b""
+            header, _, rest = received.partition(b"\n")
+            assert header.startswith(b"ok ")
+            assert rest == b"x" * total
+        finally:
+            stalled.close()
+            going.close()
+
+
+def _hexed(*words: str) -> str:
+    return " ".join(word.encode().hex() for word in words)
+
+
+async def test_the_multiplexer_writes_what_its_readers_write_within_its_wait_together(tmp_path: Path) -> None:
+    """With `w MS`, bytes another reader has ready within MS of the first reader's leave the multiplexer in the same
+    write (one SSH packet on a channel): two logs written 10 ms apart come in one read of its stdout."""
+    python3 = shutil.which("python3", path="/usr/bin:/bin")
+    if python3 is None:
+        pytest.skip("no python3 in /usr/bin or /bin")
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    for log in logs:
+        log.write_bytes(b"")
+    args = {"stat_interval": 1.0, "tail_interval": 0.01}
+    control = b"w 50\n" + b"".join(
+        b"o %d %s %s\n" % (index, STREAM_NAME.encode(), _hexed(*stream_args(str(log), 0, **args)).encode())
+        for index, log in enumerate(logs, 1)
+    )
+    async with await anyio.open_process([python3, "-c", MUX_PROGRAM, MUX_NAME]) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        await process.stdin.send(control)
+        seen = b""
+        with anyio.fail_after(DEADLINE):
+            while seen.count(b"\nW\n") < 2:  # both readers have started and settled (their stat loops wait)
+                seen += await process.stdout.receive()
+            logs[0].write_bytes(b"first log\n")
+            await anyio.sleep(0.01)  # the second log's write comes 10 ms after the first's
+            logs[1].write_bytes(b"second log\n")
+            read = await process.stdout.receive()
+        await process.stdin.aclose()
+    assert b"1 o 10\nfirst log\n" in read
+    assert b"2 o 11\nsecond log\n" in read

@@ -374,7 +374,7 @@ class HostConfig(_Model):
         "1 m): longer notices a rotation there later",
     )
     ssh_multiplex: Literal["auto", "off"] = Field(
-        default="off",
+        default="auto",
         description="auto: the host's log readers share one SSH channel, through a small python3 program on the "
         "host (one packet for many logs' lines), where python3 runs there; else, and off, one channel per log",
     )

@@ -12,6 +12,8 @@ library only) takes on its stdin:
     c ID                  close that reader's stdin (it then ends, as a channel's reader does at the channel's EOF)
     p ID / r ID           stop / start again reading that reader's output (flow control: its pipe then fills and
                           its tail waits, as the SSH window makes it wait on its own channel)
+    w MS                  from now on, once something is ready, wait MS milliseconds (at most 50) for what the
+                          other readers write meanwhile before writing it all (`COALESCE_MS`)
 
 and writes, after a first line `watchdog-mux 1`:
 
@@ -46,12 +48,17 @@ if TYPE_CHECKING:
 
 MUX_NAME = "watchdog-mux"
 HELLO = b"watchdog-mux 1"
+# ms the multiplexer waits, once a reader's bytes are ready, for the other readers' before it writes them all: the
+# logs of a host are read by their tails at their own 10 ms polls, so without a wait a write of several logs at
+# once leaves the host in several packets
+COALESCE_MS = 5
 _ERRORS_KEPT = 2048  # the multiplexer's own stderr kept to say why it ended
+_REFUSED = 126  # the exit status of a forced-command wrapper that refuses a command (deploy/ssh/)
 
 # The program, with the readers' table put in (`repr`: the bodies verbatim). Kept to what python3.6 has; no single
 # quote of its own beyond the table's, so that it reads well quoted in the wrapper.
 _PROGRAM = """\
-import os, selectors, subprocess, sys
+import os, selectors, subprocess, sys, time
 READERS = @READERS@
 
 
@@ -119,13 +126,21 @@ def main():
     ended = []
     out = [b"watchdog-mux 1\\n"]
     control = b""
+    wait = 0.0
+    held = False
     while True:
-        if out:
+        timeout = 0.05 if ended else None
+        if out and wait and not held:
+            held = True
+            time.sleep(wait)
+            timeout = 0
+        elif out:
+            held = False
             data = b"".join(out)
             del out[:]
             while data:
                 data = data[os.write(1, data):]
-        for key, _ in select.select(0.05 if ended else None):
+        for key, _ in select.select(timeout):
             if key.data is None:
                 data = os.read(0, 65536)
                 if not data:
@@ -137,6 +152,9 @@ def main():
                 for line in lines:
                     words = line.split(b" ")
                     verb = words[0]
+                    if verb == b"w" and len(words) == 2 and words[1].isdigit():
+                        wait = min(int(words[1]), 50) / 1000.0
+                        continue
                     if verb == b"o" and len(words) >= 3 and words[1].isdigit():
                         reader = start(words, out)
                         if reader is not None:
@@ -192,6 +210,10 @@ def mux_command() -> str:
 
 class MuxFailed(Exception):
     """The multiplexer did not start (no python3, a wrapper that refuses it, a python3 too old): why."""
+
+    def __init__(self, why: str, *, refused: bool = False) -> None:
+        super().__init__(why)
+        self.refused = refused  # the host refused to run it (exit 126: the forced-command wrapper's refusal)
 
 
 class _End:
@@ -340,7 +362,11 @@ class Multiplexer(asyncssh.SSHClientSession[bytes]):
             said = self._errors.decode(errors="replace").strip().splitlines()
             status = self._chan.get_exit_status() if self._chan is not None else None
             why = said[-1][:200] if said else "no output"
-            self._ready.set_exception(MuxFailed(f"it ended before its first line (exit {status}): {why}"))
+            self._ready.set_exception(
+                MuxFailed(
+                    f"it ended before its first line (exit {status}): {why}", refused=status == _REFUSED
+                )
+            )
         outputs, self._outputs = self._outputs, {}
         for output in outputs.values():
             output.connection_lost(exc)
@@ -358,4 +384,6 @@ async def start_mux(
     except BaseException:
         mux.close()
         raise
+    if COALESCE_MS:
+        mux.send(b"w %d\n" % COALESCE_MS)
     return mux
