@@ -166,17 +166,16 @@ def _corpus_logs(count: int) -> list[Path]:
 
 
 async def _verdicts(pool: SSHPool, sshd: SSHDServer, logs: list[Path]) -> list[dict[str, Any]]:
-    """Each log's verdict (state, phase, category, root-cause line, timeline states) followed live over `pool`: half
-    of it there at the start, the rest appended once the follower has read the first half."""
+    """Each log's verdict (state, phase, category, root-cause line, timeline states) followed over `pool` from its
+    start, the whole log there (when the rest of a log comes is a matter of timing: a crash's phase may be refined
+    by the lines after its verdict only if they come within its settle window)."""
 
-    async def follow(log: Path, rest: bytes, results: dict[Path, dict[str, Any]]) -> None:
+    async def follow(log: Path, results: dict[Path, dict[str, Any]]) -> None:
         target = Target(host=sshd.host, user=sshd.user, port=sshd.port, path=str(log))
         follower = LaunchFollower(LaunchSpec(name=log.stem, target=target), pool=pool)
         with follower.updates:
             async with anyio.create_task_group() as tg:
                 await tg.start(follower.run)
-                with log.open("ab") as file:
-                    file.write(rest)
                 async for update in follower.updates:
                     if isinstance(update, Concluded):
                         got = update.verdict.to_json()
@@ -192,16 +191,12 @@ async def _verdicts(pool: SSHPool, sshd: SSHDServer, logs: list[Path]) -> list[d
                 tg.cancel_scope.cancel()
 
     results: dict[Path, dict[str, Any]] = {}
-    rests = []
     for log, source in zip(logs, _corpus_logs(len(logs)), strict=True):
-        whole = source.read_bytes()
-        half = whole.find(b"\n", len(whole) // 2) + 1 or len(whole)
-        log.write_bytes(whole[:half])
-        rests.append(whole[half:])
+        log.write_bytes(source.read_bytes())
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
-            for log, rest in zip(logs, rests, strict=True):
-                tg.start_soon(follow, log, rest, results)
+            for log in logs:
+                tg.start_soon(follow, log, results)
     return [results[log] for log in logs]
 
 

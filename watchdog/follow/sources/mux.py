@@ -39,6 +39,7 @@ import asyncio
 import shlex
 from typing import TYPE_CHECKING
 
+from watchdog.exceptions import ConnectionLost
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
 from watchdog.follow.sources.channel import CommandOutput, unlogged_packets
 from watchdog.follow.sources.remote import READERS
@@ -381,6 +382,11 @@ async def start_mux(
     mux.conn = conn
     try:
         await mux.started()
+    except MuxFailed as exc:
+        mux.close()
+        if conn.is_closed():  # the connection was lost meanwhile: no verdict on the host's python3
+            raise ConnectionLost(f"connection to {host} lost: {exc}", host=host, reason=str(exc)) from exc
+        raise
     except BaseException:
         mux.close()
         raise
