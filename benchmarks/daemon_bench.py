@@ -29,7 +29,7 @@ writer, its CPU summed over the same two windows: what following every log costs
 it (unless --no-anchor).
 
     python benchmarks/daemon_bench.py [--launches 200] [--hosts 20] [--seconds 60] [--quiet-seconds 30]
-                                      [--quiet-lead 15] [--local] [--stat-interval S] [--pin]
+                                      [--quiet-lead 15] [--local] [--stat-interval S] [--pin] [--ssh-multiplex auto|off]
                                       [--ssh-user NAME] [--workdir DIR]
                                       [--no-anchor] [--check] [--trace DIR]
 """
@@ -278,7 +278,13 @@ class _Daemon:
         self.listening.set()
 
 
-def _config(workdir: Path, logs: list[tuple[str, str, str]], sshd: Any, stat_interval: float | None) -> Path:
+def _config(
+    workdir: Path,
+    logs: list[tuple[str, str, str]],
+    sshd: Any,
+    stat_interval: float | None,
+    multiplex: str | None = None,
+) -> Path:
     out = [
         "[daemon]",
         'listen = "127.0.0.1:0"',
@@ -295,6 +301,7 @@ def _config(workdir: Path, logs: list[tuple[str, str, str]], sshd: Any, stat_int
             f'identity = "{sshd.client_key}"',
             f'known_hosts = "{sshd.known_hosts}"',
             *([f"stat_interval = {stat_interval}"] if stat_interval is not None else []),
+            *([f'ssh_multiplex = "{multiplex}"'] if multiplex is not None else []),
             "",
         ]
     for name, host, path in logs:
@@ -374,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the daemon on CPU 0 and everything else (sshd and the remote scripts, the writer, this script) "
         "on the other CPUs, as on a deployment where the remote side runs on the GPU hosts",
     )
+    parser.add_argument(
+        "--ssh-multiplex",
+        choices=("auto", "off"),
+        help="the hosts' ssh_multiplex (SSH; default: the config's): auto, every log of a host through one channel",
+    )
     parser.add_argument("--workdir", type=Path, help="keep the logs, config and daemon log here")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the daemon")
@@ -430,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(sshd.process.pid, others)  # its sessions, forked later, inherit it
         assert user is not None
         sshd.user = user
-    config = _config(workdir, logs, sshd, args.stat_interval)
+    config = _config(workdir, logs, sshd, args.stat_interval, args.ssh_multiplex)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     tracer = []
     if args.trace is not None:

@@ -28,7 +28,7 @@ its logs is: each connection's packets pile up in its socket and come in large r
 hundred logs a connection, as 2,000 launches on 20 hosts have).
 
     python benchmarks/ssh_source_bench.py [--launches 200] [--hosts 20] [--seconds 15] [--coalesce 1] [--push]
-                                          [--analyze] [--stall 0]
+                                          [--analyze] [--stall 0] [--multiplex [--coalesce-ms MS]]
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -55,7 +56,7 @@ from daemon_bench import _ssh_user  # type: ignore[import-not-found,unused-ignor
 from sshd_server import SSHDServer, running_sshd  # type: ignore[import-not-found,unused-ignore]
 
 from watchdog.core.analyzer import Analyzer
-from watchdog.follow.sources import CaughtUp, Chunk, SourceItem, SSHOptions, SSHPool, SSHSource
+from watchdog.follow.sources import CaughtUp, Chunk, SourceItem, SSHOptions, SSHPool, SSHSource, mux
 from watchdog.profiles.loader import catalogue
 
 LINE = b"[2026-12-05 09:00:00 TP0] Decode batch. #running-req: 12, #token: 4567, token usage: 0.05, gen throughput (token/s): 512.3\n"
@@ -124,7 +125,11 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
         path.write_bytes(LINE * 50)
         paths.append(path)
     options = SSHOptions(
-        known_hosts=str(server.known_hosts), identity=str(server.client_key), config=None, use_agent=False
+        known_hosts=str(server.known_hosts),
+        identity=str(server.client_key),
+        config=None,
+        use_agent=False,
+        multiplex=args.multiplex,
     )
     pools = [SSHPool(options) for _ in range(args.hosts)]
     counts = {"bytes": 0, "chunks": 0, "parts": 0}
@@ -202,17 +207,19 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
             if args.stall:
                 tg.start_soon(_stall, args.stall)
             await anyio.sleep(SETTLE)
-            usage0, chunks0, bytes0, t0 = (
+            usage0, chunks0, bytes0, packets0, t0 = (
                 resource.getrusage(resource.RUSAGE_SELF),
                 counts["chunks"],
                 counts["bytes"],
+                _received_packets(pools, server),
                 time.monotonic(),
             )
             await anyio.sleep(args.seconds)
-            usage1, chunks1, bytes1, t1 = (
+            usage1, chunks1, bytes1, packets1, t1 = (
                 resource.getrusage(resource.RUSAGE_SELF),
                 counts["chunks"],
                 counts["bytes"],
+                _received_packets(pools, server),
                 time.monotonic(),
             )
         finally:
@@ -229,9 +236,20 @@ async def measure(server: SSHDServer, logs_dir: Path, args: argparse.Namespace) 
         "us_per_packet": 1e6 * cpu / max(chunks, 1),
         "bytes": (bytes1 - bytes0) / wall,
         "us_per_kib": 1e6 * cpu / max((bytes1 - bytes0) / 1024, 1),
+        "ssh_packets": (packets1 - packets0) / wall,
+        "us_per_line": 1e6 * cpu / max((bytes1 - bytes0) / len(LINE), 1),
         "rss_per_log": (opened - before) / args.launches,
         "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+def _received_packets(pools: list[SSHPool], server: Any) -> int:
+    """The SSH packets the pools' open connections have received (asyncssh's receive sequence number; 0 where a
+    version of asyncssh has none)."""
+    conns = [
+        conn for pool in pools for conn in pool.connections(server.host, port=server.port, user=server.user)
+    ]
+    return sum(getattr(conn, "_recv_seq", 0) for conn in conns)
 
 
 def main() -> None:
@@ -246,6 +264,16 @@ def main() -> None:
         action="store_true",
         help="each live read handed to a callback in asyncssh's pass over the connection (`Pushes`), as the daemon "
         "has it, not through each log's task",
+    )
+    parser.add_argument(
+        "--multiplex",
+        action="store_true",
+        help="each host's logs through its one multiplexer channel (`SSHOptions.multiplex`, ssh_multiplex)",
+    )
+    parser.add_argument(
+        "--coalesce-ms",
+        type=int,
+        help="with --multiplex: the multiplexer's wait for other logs' bytes (default: mux.COALESCE_MS)",
     )
     parser.add_argument(
         "--analyze",
@@ -263,6 +291,8 @@ def main() -> None:
         parser.error("--stall must be between 0 and 0.95")
     if args.launches % args.coalesce:
         parser.error("--launches must be a multiple of --coalesce")
+    if args.coalesce_ms is not None:
+        mux.COALESCE_MS = args.coalesce_ms
     user = _ssh_user(args.ssh_user)
     with tempfile.TemporaryDirectory(prefix="wd-ssh-source-bench-") as tmp:
         Path(tmp).chmod(0o755)
@@ -277,7 +307,8 @@ def main() -> None:
         f"{', pushed' if args.push else ''}{', analyzed' if args.analyze else ''}: "
         f"CPU {result['cpu']:.2f} % of a core, {result['packets']:.0f} chunks/s "
         f"({result['bytes'] / 1024:.0f} KiB/s), {result['us_per_packet']:.1f} us a chunk, "
-        f"{result['us_per_kib']:.1f} us a KiB; "
+        f"{result['us_per_kib']:.1f} us a KiB, {result['us_per_line']:.1f} us a line; "
+        f"{result['ssh_packets']:.0f} SSH packets/s received; "
         f"RSS {result['rss_per_log']:.1f} KiB a log; peak RSS {result['peak']:.1f} MB; "
         f"load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     )

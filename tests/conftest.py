@@ -9,7 +9,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, NoReturn
@@ -188,11 +188,11 @@ def require_binary(name: str, package: str, require: str) -> str:
     return path
 
 
-def sshd_or_skip(directory: Path) -> Iterator[SSHDServer]:
-    """`sshd_server.running_sshd` in `directory` as a fixture's body (`yield from`): `unavailable` without
-    OpenSSH."""
+def sshd_or_skip(directory: Path, extra_config: Sequence[str] = ()) -> Iterator[SSHDServer]:
+    """`sshd_server.running_sshd` in `directory` (with `extra_config` lines) as a fixture's body (`yield from`):
+    `unavailable` without OpenSSH."""
     try:
-        with running_sshd(directory) as server:
+        with running_sshd(directory, extra_config=extra_config) as server:
             yield server
     except SSHDUnavailable as exc:
         unavailable(str(exc))

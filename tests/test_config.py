@@ -986,6 +986,7 @@ def test_a_launch_names_a_container_a_unit_or_a_pod(tmp_path: Path, text: str, t
             '[hosts.g]\n[launches.a]\nhost = "g"\npod = "n/p"\n', "launches.a.pod", "remove host", id="ssh"
         ),
         pytest.param('[hosts.g]\nruntime = "lxc"\n', "hosts.g.runtime", "docker", id="runtime"),
+        pytest.param('[hosts.g]\nssh_multiplex = "on"\n', "hosts.g.ssh_multiplex", "auto", id="multiplex"),
         pytest.param(
             '[launches.a]\nselector = "app=x"\n', "launches.a.namespace", "required", id="no-namespace"
         ),

@@ -18,7 +18,8 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any, cast
 import anyio
 import asyncssh
 import pytest
+import structlog
 from anyio.abc import Process
 from conftest import unavailable as _unavailable
 from hypothesis import given, settings
@@ -39,12 +41,15 @@ from watchdog.follow.probes import process as process_module
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.probes.health import HealthProbe
 from watchdog.follow.probes.process import SSHProcessProbe
+from watchdog.follow.sources import mux as mux_module
 from watchdog.follow.sources import parse_target
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
 from watchdog.follow.sources.containerlog import logs_command
 from watchdog.follow.sources.docker import ContainerSource
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, local_identity
 from watchdog.follow.sources.journald import JournaldSource
+from watchdog.follow.sources.mux import MUX_NAME, MUX_PROGRAM, start_mux
+from watchdog.follow.sources.remote import reader_command, stream_args
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.sources.target import Target
@@ -87,6 +92,11 @@ class _RecordingPool:
         self.commands.append(command)
         raise _Captured
 
+    async def open_reader(self, host: str, name: str, args: list[str], **kwargs: Any) -> None:
+        """Record a log reader's command, as `SSHPool.open_reader` sends it in a channel of its own."""
+        self.commands.append(reader_command(name, args))
+        raise _Captured
+
     async def run(self, host: str, command: str, **kwargs: Any) -> None:
         """Record a one-shot command."""
         self.commands.append(command)
@@ -126,6 +136,7 @@ ACTIONS: list[tuple[str, Action]] = [
         "watchdog-follow",
         lambda pool: _drain_follow(SSHSource(pool, "gpu", "/var/log/it's a log", stream=True)),
     ),
+    ("watchdog-mux", lambda pool: start_mux(pool, "gpu")),
     ("watchdog-poll", lambda pool: _drain_follow(SSHSource(pool, "gpu", "logs/server.log", stream=False))),
     ("watchdog-identify", lambda pool: SSHSource(pool, "gpu", "/var/log/vllm.log").identify(123_456)),
     ("watchdog-pid", lambda pool: SSHProcessProbe(pool, "gpu", pid=4242).alive()),
@@ -166,6 +177,12 @@ def test_a_host_s_stat_interval_reaches_its_remote_readers() -> None:
 
     argv = shlex.split(anyio.run(capture, backend="asyncio"))
     assert argv[-4:] == ["2.000", "0.010", "0", "0"]  # stat interval, tail interval, no reader before
+
+
+def stream_args_hex(path: str) -> str:
+    """The arguments a follower of `path` from its start gives its reader, hex-encoded as the multiplexer takes them."""
+    args = stream_args(path, 0, stat_interval=0.25, tail_interval=0.01)
+    return " ".join(arg.encode().hex() for arg in args)
 
 
 def _captured_commands() -> dict[str, str]:
@@ -221,7 +238,7 @@ def test_wrapper_is_an_executable_posix_script() -> None:
 def test_every_shape_in_the_wrapper_is_a_command_watchdog_sends() -> None:
     """The wrapper lists exactly the shapes captured from watchdog: none missing, none left over."""
     text = WRAPPER.read_text()
-    names = set(re.findall(r"^allow (watchdog-[a-z-]+) ", text, re.MULTILINE))
+    names = set(re.findall(r"^allow(?:_python)? (watchdog-[a-z-]+) ", text, re.MULTILINE))
     exact = re.findall(r"^allow_exact '([^']*)'$", text, re.MULTILINE)
     assert names | {shlex.split(line)[0] for line in exact} == set(COMMANDS)
 
@@ -234,7 +251,7 @@ def test_every_command_watchdog_sends_is_accepted(name: str, shell: str) -> None
     result = _check(command, shell)
     if result.returncode != 0:
         words = shlex.split(command)
-        body = words[2] if words[0] == "sh" else command
+        body = words[2] if words[0] in ("sh", "python3") else command
         pytest.fail(f"the wrapper refuses {name}: update its block to this body:\n{body}\n{result.stderr!r}")
     assert _argv(result) == _expected_argv(command)
 
@@ -242,6 +259,18 @@ def test_every_command_watchdog_sends_is_accepted(name: str, shell: str) -> None
 def _altered(command: str) -> list[str]:
     """Near misses of a command: its script changed by one line, its name changed, an argument added."""
     words = shlex.split(command)
+    if words[0] == "python3":
+        body, name = words[2], words[3]
+        return [
+            shlex.join(["python3", "-c", body + "import os\n", name]),
+            shlex.join(["python3", "-c", body.replace("\n", "\nimport os\n", 1), name]),
+            shlex.join(["python3", "-c", body, "watchdog-follow"]),
+            shlex.join(["python3", "-c", body, name, "1"]),
+            shlex.join(["python3", "-i", body, name]),
+            shlex.join(["python", "-c", body, name]),
+            command + "\nid",
+            command + " ; id",
+        ]
     if words[0] != "sh":
         return [command + " --loop=1", command.replace("--format=csv", "--format=xml"), command + "; id"]
     body, name, args = words[2], words[3], words[4:]
@@ -320,7 +349,7 @@ def test_any_path_reaches_the_script_as_the_same_argument(path: str, offset: int
 def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
     """Every place watchdog runs a remote command or opens a channel is one of those captured above."""
     pattern = re.compile(
-        r"\b(?:pool\.(?:run|open_session)|conn\.(?:run|create_session|create_process|forward_local_port|"
+        r"\b(?:pool\.(?:run|open_session|open_reader)|conn\.(?:run|create_session|create_process|forward_local_port|"
         r"forward_remote_port|forward_socks|start_sftp_client|create_connection|open_connection))\b"
     )
     sites = Counter(
@@ -329,18 +358,22 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
         for match in pattern.finditer(path.read_text())
     )
     # A new call site is a new remote command (or forward): add its shape to the wrapper and to ACTIONS.
-    assert sites == Counter(
-        {
-            "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
-            "watchdog/follow/sources/ssh.py:pool.open_session": 1,  # stream
-            # journal, unit, container logs and inspect
-            "watchdog/follow/sources/commands.py:pool.open_session": 1,
-            "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
-            "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
-            "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
-            "watchdog/follow/sources/sshpool.py:conn.create_session": 1,
-            "watchdog/follow/probes/health.py:conn.open_connection": 1,  # the permitopen= port
-        }
+    assert (
+        sites
+        == Counter(
+            {
+                "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
+                "watchdog/follow/sources/ssh.py:pool.open_reader": 1,  # stream (its own channel, or through the mux)
+                "watchdog/follow/sources/mux.py:pool.open_session": 1,  # the mux
+                # journal, unit, container logs and inspect
+                "watchdog/follow/sources/commands.py:pool.open_session": 1,
+                "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
+                "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
+                "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
+                "watchdog/follow/sources/sshpool.py:conn.create_session": 1,
+                "watchdog/follow/probes/health.py:conn.open_connection": 1,  # the permitopen= port
+            }
+        )
     )
 
 
@@ -594,6 +627,98 @@ async def test_rotation_and_replacement_are_followed(
 
 
 @pytest.mark.sshd
+async def test_logs_are_followed_through_the_multiplexer(restricted: SSHDServer, tmp_path: Path) -> None:
+    """With `multiplex` on, the wrapper lets the multiplexer run, and three logs are followed through its one channel
+    (rotation included)."""
+    logs = [tmp_path / f"it's log {index}" for index in range(3)]
+    for index, log in enumerate(logs):
+        log.write_bytes(b"first %d\n" % index)
+    options = replace(_options(restricted), multiplex=True)
+    where = {"port": restricted.port, "user": restricted.user}
+    with anyio.fail_after(DEADLINE):
+        async with SSHPool(options) as pool, AsyncExitStack() as stack:
+            streams = [
+                await stack.enter_async_context(
+                    SSHSource(pool, restricted.host, str(log), stat_interval=0.05, **where).open_follow(0)
+                )
+                for log in logs
+            ]
+            for index, items in enumerate(streams):
+                assert await _expect(items, Chunk) == Chunk(0, b"first %d\n" % index)
+            assert pool.multiplexed(restricted.host, **where) == len(logs)
+            assert pool.channel_counts(restricted.host, **where) == [1]
+            logs[1].rename(tmp_path / "it's log 1.1")
+            logs[1].write_bytes(b"rotated\n")
+            assert await _expect(streams[1], FileRestarted) == FileRestarted("rotated")
+            assert await _expect(streams[1], Chunk) == Chunk(0, b"rotated\n")
+            with logs[2].open("ab") as file:
+                file.write(b"second\n")
+            assert await _expect(streams[2], Chunk) == Chunk(8, b"second\n")
+    assert pool.muxes_started == 1
+
+
+def _frames(data: bytes) -> list[tuple[int, bytes, bytes]]:
+    """The multiplexer's frames after its first line: (ID, KIND, BYTES or the exit status)."""
+    hello, _, data = data.partition(b"\n")
+    assert hello == b"watchdog-mux 1"
+    frames = []
+    while data:
+        header, _, data = data.partition(b"\n")
+        ident, kind, number = header.split(b" ")
+        if kind == b"x":
+            frames.append((int(ident), kind, number))
+            continue
+        frames.append((int(ident), kind, data[: int(number)]))
+        data = data[int(number) :]
+    return frames
+
+
+@pytest.mark.sshd
+async def test_the_multiplexer_refuses_what_the_wrapper_would(restricted: SSHDServer, tmp_path: Path) -> None:
+    """Through the wrapper, the multiplexer runs no reader it does not embed, and none with an argument the wrapper
+    would refuse (each refused with exit 126 and why); the reader it does embed runs."""
+    mark = tmp_path / "pwned"
+    log = tmp_path / "a log"
+    log.write_bytes(b"x\n")
+    good = stream_args_hex(str(log))
+
+    def hexed(*words: str) -> str:
+        return " ".join(word.encode().hex() for word in words)
+
+    control = [
+        f"o 1 watchdog-pid {hexed('1')}",  # the wrapper's, not the multiplexer's
+        f"o 2 sh {hexed('-c', f'touch {mark}')}",
+        f"o 3 watchdog-follow {hexed(str(log), '1', '1e3', '0.010', '0', '0')}",  # not a decimal
+        f"o 4 watchdog-follow {hexed(str(log), '-1', '0.250', '0.010', '0', '0')}",  # not an integer
+        f"o 5 watchdog-follow {hexed(str(log) + chr(10) + 'x', '1', '0.250', '0.010', '0', '0')}",  # a newline
+        f"o 6 watchdog-follow {hexed(str(log), '1', '0.250', '0.010', '0')}",  # one argument short
+        f"o 7 watchdog-follow {good}",
+    ]
+    async with await _connect(restricted) as conn:
+        with anyio.fail_after(DEADLINE):
+            process = await conn.create_process(
+                shlex.join(["python3", "-c", MUX_PROGRAM, MUX_NAME]), encoding=None
+            )
+            process.stdin.write("".join(line + "\n" for line in control).encode())
+            output = b""
+            while b"\n7 o " not in output:  # its header came: the reader runs
+                output += await process.stdout.read(65536)
+            process.stdin.write(b"c 7\n")  # its lifeline closed: it ends
+            while not output.endswith(b"\n7 x 0\n"):
+                output += await process.stdout.read(65536)
+            process.stdin.write_eof()
+            await process.wait()
+    frames = _frames(output)
+    refusals = {ident: data for ident, kind, data in frames if kind == b"e" and ident < 7}
+    ends = {ident: data for ident, kind, data in frames if kind == b"x"}
+    assert sorted(refusals) == [1, 2, 3, 4, 5, 6]
+    assert all(data.startswith(b"watchdog-mux: refused: ") for data in refusals.values())
+    assert [ends[ident] for ident in range(1, 7)] == [b"126"] * 6
+    assert b"".join(data for ident, kind, data in frames if ident == 7 and kind == b"o").startswith(b"ok ")
+    assert not mark.exists()
+
+
+@pytest.mark.sshd
 async def test_polling_and_checkpoint_identity_work(
     restricted: SSHDServer, pool: SSHPool, tmp_path: Path
 ) -> None:
@@ -748,6 +873,32 @@ async def test_a_stale_wrapper_is_an_error_not_a_dead_process(
     )
     with anyio.fail_after(DEADLINE), pytest.raises(TargetError, match="refused"):
         await probe.alive()
+
+
+@pytest.mark.sshd
+async def test_a_wrapper_that_refuses_the_multiplexer_gets_a_channel_per_log(
+    restricted: SSHDServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A multiplexer the wrapper does not know (a wrapper older than the daemon) is refused: said once, and the logs
+    are read in a channel each, through the wrapper as before."""
+    monkeypatch.setattr(mux_module, "MUX_PROGRAM", mux_module.MUX_PROGRAM + "# a later release\n")
+    logs = [tmp_path / f"log {index}" for index in range(2)]
+    for index, log in enumerate(logs):
+        log.write_bytes(b"first %d\n" % index)
+    where = {"port": restricted.port, "user": restricted.user}
+    with structlog.testing.capture_logs() as logged, anyio.fail_after(DEADLINE):
+        async with SSHPool(replace(_options(restricted), multiplex=True)) as pool, AsyncExitStack() as stack:
+            for index, log in enumerate(logs):
+                source = SSHSource(pool, restricted.host, str(log), **where)
+                items = await stack.enter_async_context(source.open_follow(0))
+                assert await _expect(items, Chunk) == Chunk(0, b"first %d\n" % index)
+            assert pool.channel_counts(restricted.host, **where) == [2]
+    assert pool.muxes_started == 0
+    said = [entry for entry in logged if entry["event"] == "SSH multiplexer not started: one channel per log"]
+    assert len(said) == 1
+    assert "exit 126" in said[0]["reason"]
+    assert said[0]["log_level"] == "warning"  # install this release's wrapper
+    assert "refused" in said[0]["reason"]
 
 
 DOCS = [ROOT / "docs" / "least-privilege.md", ROOT / "docs" / "troubleshooting.md"]

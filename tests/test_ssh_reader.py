@@ -48,8 +48,8 @@ class _QueuedPool:
     async def connect(self, host: str, **_: Any) -> None:
         """Connected at once."""
 
-    async def open_session(self, host: str, factory: type[CommandOutput], command: str, **_: Any) -> Any:
-        session = factory()
+    async def open_reader(self, host: str, name: str, args: list[str], **_: Any) -> Any:
+        session = CommandOutput()
         session.connection_made(_Channel())  # type: ignore[arg-type]
         for packet in self.packets:
             session.data_received(packet, None)

@@ -32,6 +32,7 @@ def ssh_options(config: Config, host: str) -> SSHOptions:
         accept_new_host_key=entry.accept_new_host_key,
         max_channels=entry.max_channels,
         stat_interval=entry.stat_interval,
+        multiplex=entry.ssh_multiplex == "auto",
     )
 
 

@@ -373,6 +373,11 @@ class HostConfig(_Model):
         "cannot tell it (NFS, say; at most every 1 s), and samples the old file during a rotation (0.05 s to "
         "1 m): longer notices a rotation there later",
     )
+    ssh_multiplex: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: the host's log readers share one SSH channel, through a small python3 program on the "
+        "host (one packet for many logs' lines), where python3 runs there; else, and off, one channel per log",
+    )
 
 
 class Deadlines(_Model):

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 from watchdog.clock import wake_up
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
@@ -26,6 +26,19 @@ Packet = tuple[Kind, bytes, Exception | None]
 # what a `CommandOutput.drive` did with a packet: not taken (queued as usual); taken, the reader sleeps on; taken,
 # the reader is woken (its `receive` returns a ("woken", b"", None) packet: something is left for its task)
 NOT_TAKEN, TAKEN, TAKEN_WAKE = 0, 1, 2
+
+
+class Channel(Protocol):
+    """What a `CommandOutput` asks of its channel: an asyncssh channel, or a multiplexed reader's end
+    (`watchdog.follow.sources.mux`)."""
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+    def get_exit_status(self) -> int | None: ...
+
+    def close(self) -> None: ...
 
 
 class _Reads(threading.local):
@@ -104,7 +117,7 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         self._packets: deque[Packet] = deque()
         self._waiter: asyncio.Future[None] | None = None  # the reader's, while it waits
         self._ended = False  # the close was taken by the reader
-        self._chan: asyncssh.SSHClientChannel[bytes] | None = None
+        self._chan: Channel | None = None
         self._paused = False
         self._discard = False  # closed by the reader: what comes is dropped
         # made by asyncssh in the event loop; kept, as asking for the running loop costs CPython 3.11 a getpid()

@@ -79,6 +79,13 @@ tail -n 0 -s $u --pid=$t -F "$p" 2>&1 >/dev/null 3<&- 4<&- | { o= w=10; while :;
 wait $t 2>/dev/null; kill $s $l 2>/dev/null; echo E >&2
 """
 
+STREAM_NAME = "watchdog-follow"
+
+# The long-running readers a multiplexer (`watchdog.follow.sources.mux`) may start, by name: the script and the kinds
+# of its arguments, as the forced-command wrapper checks them (path: any text but a newline; int: decimal digits;
+# dec: digits.digits)
+READERS: dict[str, tuple[str, str]] = {STREAM_NAME: (STREAM_SCRIPT, "path int dec dec int int")}
+
 # One read of at most $3 bytes from offset $2 (1-based), with the header, for hosts without
 # GNU tail; the caller runs it again at once while it returns full reads.
 POLL_SCRIPT = """\
@@ -113,9 +120,28 @@ def stream_command(
     `previous`: the process and process group of this follower's reader before (its `P` line): the script ends
     that group first if that process is still a reader of the same path (a cut connection left it running).
     """
+    args = stream_args(
+        path, offset, stat_interval=stat_interval, tail_interval=tail_interval, previous=previous
+    )
+    return reader_command(STREAM_NAME, args)
+
+
+def stream_args(
+    path: str,
+    offset: int,
+    *,
+    stat_interval: float,
+    tail_interval: float,
+    previous: tuple[int, int] | None = None,
+) -> list[str]:
+    """The arguments of `STREAM_SCRIPT` for `stream_command` (and for a multiplexer's `open`)."""
     pid, group = previous or (0, 0)
-    args = [path, str(offset + 1), _seconds(stat_interval), _seconds(tail_interval), str(pid), str(group)]
-    return shlex.join(["sh", "-c", STREAM_SCRIPT, "watchdog-follow", *args])
+    return [path, str(offset + 1), _seconds(stat_interval), _seconds(tail_interval), str(pid), str(group)]
+
+
+def reader_command(name: str, args: list[str]) -> str:
+    """The remote command that runs the reader script `name` of `READERS` with `args`: `sh -c SCRIPT NAME ARG...`."""
+    return shlex.join(["sh", "-c", READERS[name][0], name, *args])
 
 
 def poll_command(path: str, offset: int, *, max_bytes: int) -> str:

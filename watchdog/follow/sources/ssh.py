@@ -30,13 +30,14 @@ from watchdog.follow.sources.base import (
 from watchdog.follow.sources.channel import NOT_TAKEN, TAKEN, TAKEN_WAKE, CommandOutput, Packet
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, last_bytes, parse_identity
 from watchdog.follow.sources.remote import (
+    STREAM_NAME,
     Header,
     identity_command,
     parse_header,
     parse_process_line,
     parse_stat_line,
     poll_command,
-    stream_command,
+    stream_args,
 )
 from watchdog.follow.sources.sshpool import SSHPool
 from watchdog.vocabulary import DEFAULT_STAT_INTERVAL
@@ -594,7 +595,7 @@ class _Follower:
         """Start the streaming reader and act on its header (`_accept_header`; the bytes that came with it
         delivered): its connection and session, to read on (`items`); the session is closed here on an error."""
         src = self.src
-        command = stream_command(
+        args = stream_args(
             src.path,
             self.offset,
             stat_interval=src.stat_interval,
@@ -602,9 +603,8 @@ class _Follower:
             previous=self.remote,
         )
         # The pool says what went wrong in our terms (`translate_ssh_errors`): ChannelRefused, ConnectionLost...
-        conn, session = await src.pool.open_session(
-            src.host, CommandOutput, command, port=src.port, user=src.user
-        )
+        # Its own channel, or the host's multiplexer (`SSHOptions.multiplex`): the same reader script either way.
+        conn, session = await src.pool.open_reader(src.host, STREAM_NAME, args, port=src.port, user=src.user)
         self._channel_opened()
         try:
             buffered = errors = b""

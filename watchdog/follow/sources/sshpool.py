@@ -28,9 +28,12 @@ from anyio.lowlevel import RunVar
 from watchdog.backoff import backoff
 from watchdog.exceptions import ChannelRefused, ConnectionLost
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
+from watchdog.follow.sources.channel import CommandOutput
 from watchdog.follow.sources.hostkeys import HostKeyCheck
 from watchdog.follow.sources.keepalive import lazy_keepalive
+from watchdog.follow.sources.mux import Multiplexer, MuxFailed, start_mux
 from watchdog.follow.sources.readslices import read_in_slices
+from watchdog.follow.sources.remote import reader_command
 from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -92,6 +95,8 @@ class SSHOptions:
             opened; None learns the limit from the server's refusals (sshd's MaxSessions).
         stat_interval: seconds between the looks of a log reader on this host at what the log's path names
             (`SSHSource`); None: the reader's default.
+        multiplex: run the host's log readers through one channel (`open_reader`, `watchdog.follow.sources.mux`)
+            where python3 is there to run the multiplexer; else one channel each.
     """
 
     known_hosts: str | None = None
@@ -104,6 +109,7 @@ class SSHOptions:
     keepalive_count_max: int = DEFAULT_KEEPALIVE_COUNT_MAX
     max_channels: int | None = None
     stat_interval: float | None = None
+    multiplex: bool = False
 
     def __post_init__(self) -> None:
         if self.max_channels is not None and self.max_channels < 1:
@@ -185,6 +191,12 @@ class _Host:
     refusing: int = 0
     refusal: str = ""
     refusing_until: float = 0.0
+    # its log readers' multiplexer (`open_reader`), while it runs; the connection on which one did not start (one
+    # channel per reader there); whether that was said (once a host)
+    mux: Multiplexer | None = None
+    mux_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    mux_failed_on: asyncssh.SSHClientConnection | None = None
+    mux_said: bool = False
 
     def refused_sessions(self, reason: str) -> float:
         """The host refused a session even on a new connection: back off; returns the pause."""
@@ -291,6 +303,7 @@ class SSHPool:
         self.options = options or SSHOptions()
         self.idle_linger = idle_linger
         self._hosts: dict[ConnKey, _Host] = {}
+        self.muxes_started = 0  # log readers' multiplexers started (`open_reader`), since the pool was made
 
     async def __aenter__(self) -> SSHPool:
         return self
@@ -370,6 +383,59 @@ class SSHPool:
         conn = await self._channel(host, port, user, start, hold=True, step="session")
         return conn, made[-1]
 
+    async def open_reader(
+        self,
+        host: str,
+        name: str,
+        args: list[str],
+        *,
+        port: int | None = None,
+        user: str | None = None,
+    ) -> tuple[asyncssh.SSHClientConnection, CommandOutput]:
+        """Start the log reader `name` of `watchdog.follow.sources.remote.READERS` with `args` on the host: through
+        the host's multiplexer where `SSHOptions.multiplex` is on and it runs there (started on the host's first
+        connection when none runs: python3 on the host), else in a channel of its own (`open_session`).
+
+        Returns:
+            The connection that carries it, and its output.
+
+        Raises:
+            As `open_session`.
+        """
+        if self.options.multiplex:
+            mux = await self._mux(host, port, user)
+            if mux is not None and mux.conn is not None:
+                return mux.conn, mux.open(name, args)
+        return await self.open_session(host, CommandOutput, reader_command(name, args), port=port, user=user)
+
+    async def _mux(self, host: str, port: int | None, user: str | None) -> Multiplexer | None:
+        """The host's running multiplexer, started if none runs; None where it does not start on the host's
+        first connection (said once in the log): one channel per reader there."""
+        entry = self._host(host, port, user)
+        async with entry.mux_lock:
+            mux = entry.mux
+            if mux is not None and not mux.closed:
+                return mux
+            entry.mux = None
+            first = await self.connect(host, port=port, user=user)
+            if entry.mux_failed_on is first:
+                return None
+            try:
+                mux = await start_mux(self, host, port=port, user=user)
+            except MuxFailed as exc:
+                entry.mux_failed_on = first
+                if not entry.mux_said:
+                    entry.mux_said = True
+                    # a wrapper that refuses it (one older than the daemon: install this release's) is news; a
+                    # host without python3 is what it is
+                    say = log.warning if exc.refused else log.info
+                    say("SSH multiplexer not started: one channel per log", host=entry.where, reason=str(exc))
+                return None
+            entry.mux = mux
+            self.muxes_started += 1
+            log.info("log readers through one SSH channel", host=entry.where)
+            return mux
+
     async def run(
         self,
         host: str,
@@ -425,6 +491,12 @@ class SSHPool:
         """The open connections to the host, in the order they were opened (the first is `connect`'s)."""
         entry = self._hosts.get((host, port, user))
         return [] if entry is None else [known.conn for known in entry.live()]
+
+    def multiplexed(self, host: str, *, port: int | None = None, user: str | None = None) -> int | None:
+        """The log readers running through the host's multiplexer now (None: none runs; see `open_reader`)."""
+        entry = self._hosts.get((host, port, user))
+        mux = None if entry is None else entry.mux
+        return None if mux is None or mux.closed else mux.readers
 
     def learned_capacity(self, host: str, *, port: int | None = None, user: str | None = None) -> int | None:
         """The channels one connection to the host carries before the server refuses one (None: not seen yet)."""
