@@ -233,7 +233,7 @@ def iter_lines(block: Block) -> Iterator[Line]:
 
 def split_line(offset: int, raw: bytes) -> Iterator[Line]:
     """Yield the redraws of one raw line (without its newline) as cleaned Lines; empty redraws are skipped."""
-    if b"\r" not in raw:
+    if raw.find(b"\r") < 0:
         yield Line(offset, clean(raw))
         return
     start = 0
