@@ -86,8 +86,6 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
-# the characters but a newline that `str.splitlines` breaks an ASCII text at
-_OTHER_BREAKS = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]")
 _ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
@@ -209,6 +207,8 @@ class Analyzer:
         log already held is judged whole, as `replay` would (see `Lifecycle.caught_up`). `quiet_for`: seconds
         the log had not grown when it was first read to its end (its file's age), counted as quiet already.
         """
+        if self._caught_up and self.profile is not None:
+            return []  # a live log's usual call, after each read
         out = self._detect(now, force=True) if self.profile is None and self._held else []
         if not self._caught_up:
             out += self._unpark()
@@ -675,7 +675,7 @@ class Analyzer:
         # `_line` of a line the prefilter passed over (see `Scanner.scan_serving`): one cleaned record, read by the
         # serving rules alone. A line that cleaning changes (an escape or a control character removed: its text
         # may hold what its bytes did not) or that holds more than one record is read as any other.
-        if raw.isascii() and raw.find(b"\r") < 0:
+        if raw.isascii() and 13 not in raw:  # no CR (a byte's value `in` bytes: a memchr)
             text = clean(raw)
             if len(text) == len(raw):
                 pieces = unglue(text)
@@ -700,7 +700,7 @@ class Analyzer:
         # terms (see `Scanner.scan`)
         out: list[Transition] = []
         # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
-        if raw.find(b"\r") < 0:
+        if 13 not in raw:  # no CR
             text = clean(raw)
             texts = [text]
             if candidates is not None and (
@@ -743,23 +743,24 @@ class Analyzer:
             and old == self._head_cut  # the head read so far ends with a line end
             and detector.count < _DETECT_LINES
             and old + len(data) <= _DETECT_BYTES
-            and data.find(b"\n") == len(data) - 1 >= 0
+            and data[-1:] == b"\n"
+            and 10 not in data[:-1]  # one line (a byte's value `in` bytes: a memchr)
             and data.isascii()
             and self.unwrapper.format in (None, "plain")
-            # no character but its newline that `splitlines` breaks at (a printable line has none)
-            and ((line := data[:-1].decode("ascii")).isprintable() or _OTHER_BREAKS.search(data) is None)
+            # no character but its newline that `splitlines` breaks at: CR, VT, FF, FS, GS, RS
+            and not (13 in data or 11 in data or 12 in data or 28 in data or 29 in data or 30 in data)
         ):
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            detector.feed(line)
+            detector.feed(data[:-1].decode("ascii"))
             found, count = detector.engine(), detector.count
         else:
             head += data[: _DETECT_BYTES - old]
             found, count = self._detect_head(head)
         complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
         engine = found or "generic"
-        if engine == self.engine:
+        if self.profile is not None and engine == self.profile.name:  # `self.engine`
             if complete:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None

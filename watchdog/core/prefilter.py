@@ -188,6 +188,8 @@ class Literals:
     def __init__(self, literals: Iterable[str], *, engine: str = ENGINE) -> None:
         self.literals = tuple(dict.fromkeys(literals))
         self._db: Any = None
+        self._hits: list[int] = []  # as `Prefilter`'s: what the one handler appends to
+        self._on_hit = _appender(self._hits)
         if self.literals and engine == "hyperscan" and _hs is not None:
             # each match reported (`found` keeps one of each): HS_FLAG_SINGLEMATCH's compile kept ~14 MB more of
             # the process's memory for SGLang's rule sets
@@ -207,13 +209,16 @@ class Literals:
         Hyperscan."""
         if self._db is None:
             return None
-        out: list[int] = []
+        hits = self._hits
+        if hits:
+            hits.clear()  # left by a scan that raised
         # UTF-8 keeps substrings: a literal is in the text exactly when its bytes are in the text's
-        self._db.scan(
-            text.encode("utf-8", "surrogatepass"),
-            match_event_handler=lambda id_, _from, _to, _flags, _ctx: out.append(id_),
-        )
-        return out if len(out) < 2 else list(dict.fromkeys(out))
+        self._db.scan(text.encode("utf-8", "surrogatepass"), self._on_hit)
+        if not hits:
+            return []
+        out = hits.copy() if len(hits) < 2 else list(dict.fromkeys(hits))
+        hits.clear()
+        return out
 
 
 def _appender(hits: list[int]) -> Any:
