@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from watchdog.follow.sources import parse_target
 from watchdog.follow.testing import ManualClock, ScriptedSource, follow_at_pace
 from watchdog.profiles.loader import load_engine
 from watchdog.profiles.model import parse_profile
-from watchdog.vocabulary import State
+from watchdog.vocabulary import ENGINES, State
 
 pytestmark = pytest.mark.anyio
 
@@ -472,3 +473,78 @@ def test_a_serving_line_s_counts_read_as_each_was_summed(groups: dict[str, str])
     assert (seen.running, seen.waiting, seen.tokens, seen.key) == expected
     if expected[2] is not None:
         assert str(seen.tokens) == str(expected[2])  # -0.0 summed from 0 is 0.0
+
+
+def test_a_lazy_gap_before_a_literal_character_is_written_to_skip_to_it() -> None:
+    """`lazy_gaps` writes each `.*?` that one literal character follows (plain or escaped) as a gap that skips to
+    each place of that character, and leaves every other `.*?` (escaped, in a class, before a class or a
+    quantified character) and a pattern with inline flags as they are."""
+    from watchdog.core.analyzer import lazy_gaps  # noqa: PLC0415
+
+    assert lazy_gaps(rb"a.*?b") == rb"a[^b\n]*+(?:b[^b\n]*+)*?b"
+    assert lazy_gaps(rb"a.*?\(b") == rb"a[^\(\n]*+(?:\([^\(\n]*+)*?\(b"
+    assert lazy_gaps(rb"a\\.*?#") == rb"a\\[^\#\n]*+(?:\#[^\#\n]*+)*?#"  # an escaped backslash, then the gap
+    assert lazy_gaps(rb"[.*?x].*?y") == rb"[.*?x][^y\n]*+(?:y[^y\n]*+)*?y"
+    assert lazy_gaps(rb"[].*?]z") == rb"[].*?]z"  # "]" first is the class's own
+    for kept in (
+        rb"a\.*?b",
+        rb"a.*?b*",
+        rb"a.*?\d",
+        rb"a.*?.b",
+        rb"a.*?(b)",
+        rb"a.*?[b]",
+        rb"(?s)a.*?b",
+        rb"a.*?",
+    ):
+        assert lazy_gaps(kept) == kept
+
+
+_GAP_PIECES = [rb"a", rb"b", rb"#", rb"\(", rb".*?", rb".*?", rb"(a+)", rb"(b|ab)", rb"(\d+)", rb"\d"]
+_GAP_TEXT = [b"a", b"b", b"#", b"(", b"1", b"22", b"\n", b"ab", b"#a(", b" "]
+
+
+@given(
+    st.lists(st.sampled_from(_GAP_PIECES), min_size=1, max_size=8),
+    st.lists(st.sampled_from(_GAP_TEXT), max_size=30),
+)
+def test_a_pattern_written_with_skipping_gaps_matches_as_written(
+    pieces: list[bytes], words: list[bytes]
+) -> None:
+    """Every match of a pattern as `lazy_gaps` writes it is the pattern's own: the same span and groups (the gaps
+    try the same places in the same order, backtracking included)."""
+    from watchdog.core.analyzer import lazy_gaps  # noqa: PLC0415
+
+    pattern, text = b"".join(pieces), b"".join(words)
+    written = lazy_gaps(pattern)
+    found, found_written = re.search(pattern, text), re.search(written, text)
+    assert (found is None) == (found_written is None)
+    if found is not None and found_written is not None:
+        assert (found.span(), found.groups()) == (found_written.span(), found_written.groups())
+
+
+def test_every_profile_s_serving_counts_match_as_written_on_the_fixture_lines() -> None:
+    """The serving rules' regexes of every bundled profile, as the analyzer's quick look reads them (`lazy_gaps`),
+    match each fixture log's line that holds the rule's literal as the regex written in the profile does."""
+    from watchdog.core.analyzer import lazy_gaps  # noqa: PLC0415
+
+    rules = [r for engine in ENGINES for r in load_engine(engine).rules if r.kind == "serving" and r.regex]
+    assert rules
+    lines = [
+        line
+        for log in sorted(FIXTURES.rglob("*.log"))
+        if "heldout" not in log.relative_to(FIXTURES).parts
+        for line in log.read_bytes().splitlines()
+    ]
+    compared = 0
+    for rule in rules:
+        pattern = rule.regex.pattern.encode()  # type: ignore[union-attr]  # a serving rule's regex
+        regex, written = re.compile(pattern), re.compile(lazy_gaps(pattern))
+        literal = rule.match.encode()
+        for line in lines:
+            if literal in line:
+                found, found_written = regex.search(line), written.search(line)
+                assert (found is None) == (found_written is None), line
+                if found is not None and found_written is not None:
+                    assert (found.span(), found.groups()) == (found_written.span(), found_written.groups())
+                    compared += 1
+    assert compared > 100

@@ -86,14 +86,13 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
-# the characters but a newline that `str.splitlines` breaks an ASCII text at
-_OTHER_BREAKS = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]")
 _ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
-# ... and as `_parks` reads it: (literal, regex, the names of its token groups), the regex None where a line of
-# the rule never waits (a request's line, or counts without both the running and the waiting requests)
-_CountRule = tuple[bytes, "re.Pattern[bytes] | None", tuple[str, ...]]
+# ... and as `_parks` reads it: (literal, regex, the places in its match's `groups()` of its token groups, of its
+# running and of its waiting requests), the regex None where a line of the rule never waits (a request's line, or
+# counts without both the running and the waiting requests)
+_CountRule = tuple[bytes, "re.Pattern[bytes] | None", tuple[int, ...], int, int]
 
 
 class Analyzer:
@@ -195,7 +194,9 @@ class Analyzer:
         if self.profile is None:
             if len(self._raw_head) < _DETECT_BYTES:
                 self._raw_head += data[: _DETECT_BYTES - len(self._raw_head)]
-        elif self.unwrapper.passes(data) and self.framer.take_line(data):
+        elif (self.unwrapper.format == "plain" or self.unwrapper.passes(data)) and self.framer.take_line(
+            data
+        ):
             return self._one_line(data, now)  # a live log's usual read: one line, a block of its own
         return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
 
@@ -206,6 +207,8 @@ class Analyzer:
         log already held is judged whole, as `replay` would (see `Lifecycle.caught_up`). `quiet_for`: seconds
         the log had not grown when it was first read to its end (its file's age), counted as quiet already.
         """
+        if self._caught_up and self.profile is not None:
+            return []  # a live log's usual call, after each read
         out = self._detect(now, force=True) if self.profile is None and self._held else []
         if not self._caught_up:
             out += self._unpark()
@@ -264,7 +267,7 @@ class Analyzer:
         due = self.lifecycle.next_due()
         if self.profile is None and self._held and self._held_since is not None:
             due = _earlier(due, self._held_since + _DETECT_WAIT)
-        if not self._cut_reported and self._scanner.busy:
+        if not self._cut_reported and self._scanner.assembler.busy:  # (`Scanner.busy`, one call fewer)
             due = _earlier(due, self._last_data + self._crash_grace)
         return due
 
@@ -433,7 +436,8 @@ class Analyzer:
         scanner = self._scanner
         if first == 1 or not self._prefilter:
             return self._unpark() + self._block(data, now)
-        self._refresh_rules()
+        if self._rules_wanted() != self._settled:
+            self._refresh_rules()
         rules = self._rules
         # a traceback or an argument dump is open: the line is read whole, whatever it holds (no line waits
         # then: one that waits is the last line read, and a line read that opens either is no serving line)
@@ -446,20 +450,26 @@ class Analyzer:
         found = [] if whole else rules.others.lines(data) if hits is None else [0] if hits else []
         if not rules.one_line:
             return self._unpark() + self._block(data, now, found=None if whole else found)
-        self._keep(data)
+        self._last.feed(data)  # `_keep`
         serving = None  # the line, if it is a serving rule's
         if whole:
             found = [0]
         elif not found:
+            place = 0  # of the first serving rule whose literal the line holds
             for _, match, _ in rules.serving:
-                if match in data:
+                if data.find(match) >= 0:
                     serving = data[:-1]
                     break
-            if serving is not None and self._parks(serving, rules.counts):
+                place += 1
+            if serving is not None and self._parks(serving, rules.counts, place):
                 # read when anything else is, unless the next serving line says all it says first
                 self._parked = (serving, first, now)
                 self.lines_read += 1
-                return self._emit(_ONE_ACTIVE, now)  # as its reading would count it (`scan_serving`'s)
+                # as its reading would count it (`scan_serving`'s); `_emit`, one call fewer
+                out = self.lifecycle.feed(_ONE_ACTIVE, now)
+                if out and self._provisional:
+                    self._head_emitted.update((t.state, t.line) for t in out)
+                return out
         out = self._unpark() if found or serving is not None else []
         benign, errors = scanner.benign_lines, scanner.error_lines
         if found:
@@ -610,35 +620,45 @@ class Analyzer:
                 out += self._serving_line(*run[j], now)
         return out, lo, index
 
-    def _parks(self, raw: bytes, rules: tuple[_CountRule, ...]) -> bool:
+    def _parks(self, raw: bytes, rules: tuple[_CountRule, ...], first: int = -1) -> bool:
         # Whether the serving line `raw` (of one run of serving lines, as `_one_line` reads it) may wait: a line of
         # counts (running and waiting requests, and tokens) that shows tokens flowing or no request, while no
         # request is told open and no hang is on. Read, it would only set the counts and the hang clock's start
         # (from it, or none), and end no hang; the next such line sets them all again, so that of a run of them
         # only the last need be read (as `_serving_lines` reads a block's run), when anything else comes.
+        # `first`: the place in `rules` of the first rule whose literal the caller found `raw` to hold (none before
+        # it does); -1: not looked for.
         serving = self.lifecycle.current.serving
-        if serving.hung or serving.open or not raw.isascii() or b"\r" in raw or b"\x1b" in raw:
+        # (a byte's value `in` bytes: a memchr, where `bytes in bytes` raises and clears a TypeError first)
+        if serving.hung or serving.open or not raw.isascii() or 13 in raw or 27 in raw:  # CR, ESC
             return False
         hit = None
-        for rule in rules:
-            if rule[0] in raw:
-                if hit is not None:
+        if first >= 0:
+            hit = rules[first]
+            for rule in rules[first + 1 :]:
+                if raw.find(rule[0]) >= 0:
                     return False  # two rules' lines in one: read it
-                hit = rule
+        else:
+            for rule in rules:
+                if raw.find(rule[0]) >= 0:
+                    if hit is not None:
+                        return False  # two rules' lines in one: read it
+                    hit = rule
         if hit is None or hit[1] is None or raw.count(hit[0]) != 1:
             return False
         m = hit[1].search(raw)
         if m is None:
             return False
-        running, waiting = m.group("running", "waiting")
+        groups = m.groups()
+        running, waiting = groups[hit[3]], groups[hit[4]]
         if running is None or waiting is None or not running.isdigit() or not waiting.isdigit():
             return False
         made: float | None = None  # as `scanner._serving` sums them
-        for name in hit[2]:
-            value = m[name]
+        for place in hit[2]:
+            value = groups[place]
             if value is not None:
                 try:
-                    made = (made or 0.0) + float(value.replace(b",", b""))
+                    made = (made or 0.0) + float(value.replace(b",", b"") if 44 in value else value)  # ","
                 except ValueError:
                     return False
         return (made is not None and made > 0) or int(running) + int(waiting) == 0
@@ -655,7 +675,7 @@ class Analyzer:
         # `_line` of a line the prefilter passed over (see `Scanner.scan_serving`): one cleaned record, read by the
         # serving rules alone. A line that cleaning changes (an escape or a control character removed: its text
         # may hold what its bytes did not) or that holds more than one record is read as any other.
-        if raw.isascii() and b"\r" not in raw:
+        if raw.isascii() and 13 not in raw:  # no CR (a byte's value `in` bytes: a memchr)
             text = clean(raw)
             if len(text) == len(raw):
                 pieces = unglue(text)
@@ -680,7 +700,7 @@ class Analyzer:
         # terms (see `Scanner.scan`)
         out: list[Transition] = []
         # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
-        if b"\r" not in raw:
+        if 13 not in raw:  # no CR
             text = clean(raw)
             texts = [text]
             if candidates is not None and (
@@ -723,23 +743,24 @@ class Analyzer:
             and old == self._head_cut  # the head read so far ends with a line end
             and detector.count < _DETECT_LINES
             and old + len(data) <= _DETECT_BYTES
-            and data.find(b"\n") == len(data) - 1 >= 0
+            and data[-1:] == b"\n"
+            and 10 not in data[:-1]  # one line (a byte's value `in` bytes: a memchr)
             and data.isascii()
             and self.unwrapper.format in (None, "plain")
-            # no character but its newline that `splitlines` breaks at (a printable line has none)
-            and ((line := data[:-1].decode("ascii")).isprintable() or _OTHER_BREAKS.search(data) is None)
+            # no character but its newline that `splitlines` breaks at: CR, VT, FF, FS, GS, RS
+            and not (13 in data or 11 in data or 12 in data or 28 in data or 29 in data or 30 in data)
         ):
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            detector.feed(line)
+            detector.feed(data[:-1].decode("ascii"))
             found, count = detector.engine(), detector.count
         else:
             head += data[: _DETECT_BYTES - old]
             found, count = self._detect_head(head)
         complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
         engine = found or "generic"
-        if engine == self.engine:
+        if self.profile is not None and engine == self.profile.name:  # `self.engine`
             if complete:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None
@@ -858,7 +879,7 @@ class _Candidates:
         whether `line` holds none of `EXCEPTION_ENDINGS` (the prefilter found none)."""
         key = tuple(found)
         for literal, place in self._unlooked:
-            if literal in line:
+            if line.find(literal) >= 0:
                 key += (~place,)  # a rule the prefilter does not look for, whose literal the line holds
         made = self._made.get(key)
         if made is None:
@@ -890,15 +911,21 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
     )  # "KeyboardInterrupt", "StopIteration": an exception line
     others = Prefilter((*literals, *_ERROR_WORDS, *endings), ERROR_LEVEL_MARKS)
     serving = tuple(
-        (r.request, r.match.encode(), re.compile(r.regex.pattern.encode()) if r.regex else None)
+        (r.request, r.match.encode(), re.compile(lazy_gaps(r.regex.pattern.encode())) if r.regex else None)
         for r in rules
         if r.kind == "serving"
     )
     one_line = all(match for _, match, _ in serving)
     counts = tuple(
-        (match, regex if not request and set(regex.groupindex) >= _COUNTS else None, _tokens(regex))
-        if regex is not None
-        else (match, None, ())
+        (
+            match,
+            regex,
+            _tokens(regex),
+            regex.groupindex["running"] - 1,
+            regex.groupindex["waiting"] - 1,
+        )
+        if regex is not None and not request and set(regex.groupindex) >= _COUNTS
+        else (match, None, (), 0, 0)
         for request, match, regex in serving
     )
     read = tuple(r for r in rules if r.kind != "benign")
@@ -908,9 +935,58 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
 _COUNTS = frozenset({"running", "waiting"})  # a serving line of counts tells both (see `_parks`)
 
 
-def _tokens(regex: re.Pattern[bytes]) -> tuple[str, ...]:
-    # the groups of a serving rule's regex that count tokens, in the order `scanner._serving` sums them
-    return tuple(name for name in ("tokens", "prompt") if name in regex.groupindex)
+def _tokens(regex: re.Pattern[bytes]) -> tuple[int, ...]:
+    # the places in a match's `groups()` of the groups of a serving rule's regex that count tokens, in the order
+    # `scanner._serving` sums them
+    return tuple(regex.groupindex[name] - 1 for name in ("tokens", "prompt") if name in regex.groupindex)
+
+
+# where `lazy_gaps` looks: a `.*?` (not escaped: after an even run of backslashes) followed by one literal character
+# (a plain one, or one escaped) that no quantifier follows, outside a character class; and a class, to pass over it
+_GAP = re.compile(
+    rb"(?<!\\)((?:\\\\)*)\.\*\?((?:\\[^0-9A-Za-z]|[^\\.^$*+?{}\[\]|()])(?![*+?{]))|(?<!\\)((?:\\\\)*)\["
+)
+
+
+def lazy_gaps(pattern: bytes) -> bytes:
+    """`pattern` with each `.*?` that a literal character follows written so that Python's regex engine skips
+    to each place of that character, where the lazy gap tried every position in turn (about 150 instructions a
+    byte): `[^c\n]*+(?:c[^c\n]*+)*?` tries exactly the places where the character `c` is, in order, and only
+    there can what follows match; every match (its span, its groups) is the same. A pattern with inline flags
+    (`.` across newlines, letters of either case) is left as it is."""
+    if re.search(rb"\(\?[aiLmsux-]", pattern):
+        return pattern
+    out, pos = [], 0
+    while (m := _GAP.search(pattern, pos)) is not None:
+        if m[3] is not None:  # a character class: passed over whole
+            end = _class_end(pattern, m.end())
+            if end < 0:
+                return pattern
+            out.append(pattern[pos:end])
+            pos = end
+            continue
+        char = m[2][-1:]
+        c = re.escape(char)
+        out.append(pattern[pos : m.start()] + m[1] + b"[^%s\\n]*+(?:%s[^%s\\n]*+)*?" % (c, c, c) + m[2])
+        pos = m.end()
+    return b"".join(out) + pattern[pos:]
+
+
+def _class_end(pattern: bytes, at: int) -> int:
+    # the end of the character class whose first character (after its "[") is at `at`; -1: none
+    if pattern[at : at + 1] == b"^":
+        at += 1
+    if pattern[at : at + 1] == b"]":
+        at += 1  # a "]" first is the class's own
+    while at < len(pattern):
+        c = pattern[at]
+        if c == 0x5C:  # a backslash: the next character is escaped
+            at += 2
+        elif c == 0x5D:  # "]"
+            return at + 1
+        else:
+            at += 1
+    return -1
 
 
 def _newlines(data: bytes, lo: int, hi: int) -> int:
@@ -927,7 +1003,7 @@ def _serving_status(raw: bytes, rules: tuple[_ServingRule, ...]) -> str | None:
     # What a serving line tells at a glance: "flowing" (tokens came), "idle" (no request), "stuck" (requests, no
     # token), "request" (one request's line: always read whole), "unknown" (read it whole); None: no rule's
     for request, match, regex in rules:
-        if match not in raw:
+        if raw.find(match) < 0:
             continue
         m = regex.search(raw) if regex is not None else None
         if regex is not None and m is None:
@@ -941,7 +1017,7 @@ def _serving_status(raw: bytes, rules: tuple[_ServingRule, ...]) -> str | None:
         except ValueError:
             return "unknown"
         return "flowing" if made > 0 else "idle" if load == 0 else "stuck"
-    return "unknown" if any(match in raw for _, match, _ in rules) else None
+    return "unknown" if any(raw.find(match) >= 0 for _, match, _ in rules) else None
 
 
 def _earlier(a: float | None, b: float) -> float:

@@ -11,10 +11,11 @@ from __future__ import annotations
 class LastBytes:
     """The last `size` bytes fed (fewer while fewer were fed)."""
 
-    __slots__ = ("_held", "_pieces", "size")
+    __slots__ = ("_held", "_joined_at", "_pieces", "size")
 
     def __init__(self, size: int, value: bytes = b"") -> None:
         self.size = size
+        self._joined_at = size + size // 4  # bytes held that make `feed` join the pieces
         self._pieces: list[bytes] = []
         self._held = 0  # bytes in _pieces
         self.set(value)
@@ -31,7 +32,7 @@ class LastBytes:
         elif data:
             self._pieces.append(data)
             self._held += len(data)
-            if self._held >= self.size + self.size // 4:
+            if self._held >= self._joined_at:
                 self.set(b"".join(self._pieces))
 
     @property

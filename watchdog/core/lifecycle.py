@@ -439,7 +439,7 @@ class Lifecycle:
                 due = min(due, entered + deadline)
         if self.stall_after is not None and state in DEADLINE_STATES and inc.last_progress is not None:
             due = min(due, inc.last_progress + self.stall_after)
-        hang = self._hang_due(inc)
+        hang = self._hang_due(inc) if inc.serving.open else None  # (none without a request told open)
         if hang is not None:
             due = min(due, hang)
         return due if due != math.inf else None

@@ -75,13 +75,18 @@ class Prefilter:
         # multi-byte literals, one of one byte makes its literal matcher (FDR) look at every byte, about a third
         # slower over a whole log; memchr skips a megabyte without the byte in microseconds.
         self._bytes: tuple[bytes, ...] = ()
-        # `found_in_line`'s: each one-byte literal with its index; each expression of the database, its index
-        self._byte_places: tuple[tuple[bytes, int], ...] = ()
+        # `found_in_line`'s: each one-byte literal (as its value: `int in bytes` is a memchr, where `bytes in
+        # bytes` raises and clears a TypeError first) with its index; each expression of the database, its index
+        self._byte_places: tuple[tuple[int, int], ...] = ()
         self._places: tuple[int, ...] = ()
+        # ... and the ids of the database's matches in a line, which one handler made here appends to (a closure
+        # made at each call, and the handler passed by keyword, cost a sixth of a line's call)
+        self._hits: list[int] = []
+        self._on_hit = _appender(self._hits)
         if self._hyperscan:
             self._bytes = tuple(x for x in self.literals if len(x) == 1 and x != b"\n")
             rest = [_escape(x) for x in self.literals if x not in self._bytes] + list(self.patterns)
-            self._byte_places = tuple((x, i) for i, x in enumerate(self.literals) if x in self._bytes)
+            self._byte_places = tuple((x[0], i) for i, x in enumerate(self.literals) if x in self._bytes)
             self._places = tuple(i for i, x in enumerate(self.literals) if x not in self._bytes) + tuple(
                 range(len(self.literals), len(self.literals) + len(self.patterns))
             )
@@ -152,12 +157,20 @@ class Prefilter:
         None without Hyperscan (the regex says that a line holds something, not what)."""
         if not self._hyperscan:
             return None
-        found: list[int] = []
+        found: list[int]
         if self._db is not None:
-            places = self._places
-            self._db.scan(
-                line, match_event_handler=lambda id_, _from, _to, _flags, _ctx: found.append(places[id_])
-            )
+            hits = self._hits
+            if hits:
+                hits.clear()  # left by a scan that raised
+            self._db.scan(line, self._on_hit)
+            if hits:
+                places = self._places
+                found = [places[i] for i in hits]
+                hits.clear()
+            else:
+                found = []
+        else:
+            found = []
         for byte, index in self._byte_places:
             if byte in line:
                 found.append(index)
@@ -175,6 +188,8 @@ class Literals:
     def __init__(self, literals: Iterable[str], *, engine: str = ENGINE) -> None:
         self.literals = tuple(dict.fromkeys(literals))
         self._db: Any = None
+        self._hits: list[int] = []  # as `Prefilter`'s: what the one handler appends to
+        self._on_hit = _appender(self._hits)
         if self.literals and engine == "hyperscan" and _hs is not None:
             # each match reported (`found` keeps one of each): HS_FLAG_SINGLEMATCH's compile kept ~14 MB more of
             # the process's memory for SGLang's rule sets
@@ -194,13 +209,26 @@ class Literals:
         Hyperscan."""
         if self._db is None:
             return None
-        out: list[int] = []
+        hits = self._hits
+        if hits:
+            hits.clear()  # left by a scan that raised
         # UTF-8 keeps substrings: a literal is in the text exactly when its bytes are in the text's
-        self._db.scan(
-            text.encode("utf-8", "surrogatepass"),
-            match_event_handler=lambda id_, _from, _to, _flags, _ctx: out.append(id_),
-        )
-        return out if len(out) < 2 else list(dict.fromkeys(out))
+        self._db.scan(text.encode("utf-8", "surrogatepass"), self._on_hit)
+        if not hits:
+            return []
+        out = hits.copy() if len(hits) < 2 else list(dict.fromkeys(hits))
+        hits.clear()
+        return out
+
+
+def _appender(hits: list[int]) -> Any:
+    # a match handler for Hyperscan's `scan` that appends each match's id to `hits`
+    append = hits.append
+
+    def on_hit(id_: int, _from: int, _to: int, _flags: int, _context: object) -> None:
+        append(id_)
+
+    return on_hit
 
 
 def _database(expressions: list[bytes]) -> Any:
