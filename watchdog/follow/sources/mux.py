@@ -37,15 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from watchdog.exceptions import ConnectionLost
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
 from watchdog.follow.sources.channel import CommandOutput, unlogged_packets
 from watchdog.follow.sources.remote import READERS
-
-if TYPE_CHECKING:
-    from watchdog.follow.sources.sshpool import SSHPool
 
 MUX_NAME = "watchdog-mux"
 HELLO = b"watchdog-mux 1"
@@ -373,8 +371,22 @@ class Multiplexer(asyncssh.SSHClientSession[bytes]):
             output.connection_lost(exc)
 
 
+class Sessions(Protocol):
+    """What `start_mux` needs of a pool (`watchdog.follow.sources.sshpool.SSHPool`, which imports this module)."""
+
+    async def open_session(
+        self,
+        host: str,
+        factory: Callable[[], Multiplexer],
+        command: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+    ) -> tuple[asyncssh.SSHClientConnection, Multiplexer]: ...
+
+
 async def start_mux(
-    pool: SSHPool, host: str, *, port: int | None = None, user: str | None = None
+    pool: Sessions, host: str, *, port: int | None = None, user: str | None = None
 ) -> Multiplexer:
     """Start the multiplexer on the host in a channel of the pool's; MuxFailed if it does not start (the channel
     is closed then). ChannelRefused, ConnectionLost and the rest as from `SSHPool.open_session`."""
