@@ -75,9 +75,25 @@ async def pool(
         assert pool.muxes_started >= 1, "no reader went through the multiplexer"
 
 
-def _mux_processes() -> list[int]:
-    """The multiplexers running on this machine (the test sshd's sessions)."""
-    return pgrep_f(MUX_NAME)
+def _mux_processes(sshd: SSHDServer) -> list[int]:
+    """The multiplexers this test's sshd runs (its sessions' descendants: other tests' sshds, on other workers of
+    the same machine, run theirs at the same time)."""
+
+    def parent(pid: int) -> int:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return 0
+        return int(stat.rsplit(")", 1)[1].split()[1])
+
+    def under_sshd(pid: int) -> bool:
+        while pid > 1:
+            pid = parent(pid)
+            if pid == sshd.listener_pid:
+                return True
+        return False
+
+    return [pid for pid in pgrep_f(MUX_NAME) if under_sshd(pid)]
 
 
 def _logs(directory: Path, count: int) -> list[Path]:
@@ -95,7 +111,7 @@ async def test_many_logs_through_one_channel_and_one_closed_leaves_the_others(
     one reader leaves the 29 others reading; the connection cut, each of them resumes at its offset."""
     logs = _logs(tmp_path / "logs", 30)
     key: dict[str, Any] = {"port": sshd.port, "user": sshd.user}
-    before = set(_mux_processes())
+    before = set(_mux_processes(sshd))
     async with SSHPool(replace(ssh_options, multiplex=True)) as pool, AsyncExitStack() as stack:
         streams = [
             await stack.enter_async_context(make_source(pool, sshd, log).open_follow()) for log in logs
@@ -105,7 +121,7 @@ async def test_many_logs_through_one_channel_and_one_closed_leaves_the_others(
                 assert await read_until(items, logs[index].stat().st_size) == logs[index].read_bytes()
         assert pool.channel_counts(sshd.host, **key) == [1]
         assert pool.multiplexed(sshd.host, **key) == 30
-        assert len(set(_mux_processes()) - before) == 1
+        assert len(set(_mux_processes(sshd)) - before) == 1
         closing = streams.pop(7)
         await closing.aclose()  # type: ignore[attr-defined]
         kept = logs[:7] + logs[8:]
