@@ -46,3 +46,17 @@ def test_journal_prefix_without_host_keeps_the_lines_time(tmp_path: Path) -> Non
     a, b = replay_path(full)[1].to_json(), replay_path(short)[1].to_json()
     assert _error(a)["summary"] == _error(b)["summary"] == '"llama runner terminated" error="exit status 2"'
     assert a["timeline"] == b["timeline"]
+
+
+def test_router_proxying_a_request_is_serving_and_its_proxy_error_a_requests() -> None:
+    """llama-server in router mode (--models-preset, 2025-12+) logs 'proxying request to model NAME on port N'
+    (tools/server/server-models.cpp server_models::proxy_request, SRV_INF) only for a model that is loaded and
+    running (it throws 'is not running' otherwise): the router serves. The proxy's failure for that one request
+    ('srv    operator(): http client error: Failed to read connection', server-http.cpp server_http_proxy's
+    thread, answered 500 'proxy error: ...') is that request's error, not a crash (llama.cpp#25396, 2026)."""
+    out = _verdict(
+        "llamacpp", "llamacpp-2026-router-proxy-request-failed-to-read-connection-child-served-issue25396"
+    )
+    assert out["engine"] == "llamacpp"
+    assert (out["state"], out["phase"]) == ("ready", "ready")
+    assert out.get("error") is None
