@@ -146,6 +146,18 @@ KNOWN_GAPS: dict[str, str] = {
         "again, '#0 0x... in ?? ()'); ggml_print_backtrace runs gdb on an abort while loading as while serving, and "
         "that the model was loaded and a generate request running is only in the issue's prose"
     ),
+    # Issue 30, nineteenth round B (helper i30-cases19b, labelled before the first run):
+    "llamacpp-2025-lmstudio-prompt-processing-then-ggml-backend-buffer-alloc-size-assert-lmstudio1074": (
+        "starting, label ready: the only sign of serving is LM Studio's own request progress ('BeginProcessingPrompt', "
+        "'[date][DEBUG] PromptProcessing: 17.4824'), the words of a closed-source app seen in this one log; the abort "
+        "line itself (ggml-backend's tensor-fits-its-buffer assert) is raised while loading as while serving"
+    ),
+    "ollama-0.6.1-journal-register-dump-runner-terminated-exit-2-generate-500-vram-not-recovered-issue9976": (
+        "starting, label ready: Ollama 0.6.1 logs no line of its own when the runner dies under a request (the "
+        "'post predict' error came in 2025-05, ollama#10702); that the model was loaded is told only by what is "
+        "missing: sched.go's 'error loading llama server' before the generate request's 500, which a load's failure "
+        "would print"
+    ),
 }
 
 

@@ -76,9 +76,11 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # kubectl logs --prefix: "[pod/vllm-0/server] "
     r"\[pod/[\w.-]+/[\w.-]+\] ",
     # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: ", its month in the host's locale (strftime's %b):
-    # "7月 21 11:33:06 dar ollama[1166693]: " (Chinese, Japanese; Korean "7월"), "juil. 21 ..." (French)
+    # "7月 21 11:33:06 dar ollama[1166693]: " (Chinese, Japanese; Korean "7월"), "juil. 21 ..." (French); and with
+    # its host and identifier taken out, as journal excerpts are pasted into public issues ("Mar 25 08:53:54: ",
+    # ollama#9976 2025, ollama#16499 2026): the time then ends in the colon
     rf"(?:(?P<mon>[A-Z][a-z]{{2}})|(?P<monnum>\d{{1,2}})[月월]|[^\W\d_]{{3,5}}\.?) (?P<day>[ \d]\d) "
-    rf"(?P<time>\d\d:\d\d:\d\d) \S+ {_IDENT}: ",
+    rf"(?P<time>\d\d:\d\d:\d\d)(?: \S+ {_IDENT})?: ",
     # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
     rf"(?P<level>{_LEVEL}|DEFAULT) (?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z ",
     # Python logging default wrapper: "2025-03-07 23:50:27,531 - __main__ - INFO - "
