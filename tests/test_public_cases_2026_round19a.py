@@ -4,8 +4,12 @@ i30-cases19a), each pinned on the real log that showed it (tests/fixtures/corpus
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from publiccases import error as _error
 from publiccases import verdict as _verdict
+
+from watchdog.follow.replay import replay_path
 
 
 def _crash(engine: str, name: str, category: str, says: str, phase: str | None = None) -> dict[str, object]:
@@ -102,3 +106,26 @@ def test_gaudi_bridge_fatal_error_logged_before_a_cut_traceback_is_the_cause() -
         "FATAL ERROR :: MODULE:PT_LAZY Error, ValidateSyncInputTensors tensor_data is empty.",
         "allocating_kv_cache",
     )
+
+
+def test_any_fatal_python_error_is_the_interpreters_death(tmp_path: Path) -> None:
+    """CPython's fatal_error (Python/pylifecycle.c) prints 'Fatal Python error: <func>: <message>' for any
+    Py_FatalError, not only faulthandler's signal names, and then aborts (fatal_error_exit(-1): abort()). Its
+    thread dump made the crash before a dump was read as one; now the line itself is the death (killed). The lines
+    are CPython 3.12's own wording of the daemon-thread shutdown error."""
+    log = tmp_path / "launch.log"
+    log.write_text(
+        "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='m')\n"
+        "[2025-01-01 00:00:05 TP0] Load weight begin. avail mem=70.00 GB\n"
+        "Fatal Python error: _enter_buffered_busy: could not acquire lock for <_io.BufferedWriter name='<stderr>'> "
+        "at interpreter shutdown, possibly due to daemon threads\n"
+        "Python runtime state: finalizing (tstate=0x00007f0000000000)\n"
+        "\n"
+        "Thread 0x00007f00000001 (most recent call first):\n"
+        '  File "/usr/lib/python3.10/threading.py", line 320 in wait\n'
+    )
+    out = replay_path(log)[1].to_json()
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    found = _error(out)
+    assert found["category"] == "killed"
+    assert str(found["summary"]).startswith("Fatal Python error: _enter_buffered_busy")
