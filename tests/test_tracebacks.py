@@ -351,9 +351,9 @@ def test_faulthandler_dump_is_no_traceback_and_none_of_its_lines_is_an_exception
     assert [tb.exception for _, tb in result] == ["RuntimeError: after the dump"]
 
 
-def test_faulthandler_frames_before_their_header_are_dropped_with_the_dump() -> None:
-    """A log that starts inside a dump shows its frames before any header: they open a fragment, which the next
-    thread's header shows was a dump's, so it is dropped, not reported as a traceback cut before its exception."""
+def test_faulthandler_frames_before_their_header_are_read_as_a_dump() -> None:
+    """A log that starts inside a dump shows its frames before any header: worded as faulthandler words them ('line
+    N in fn', no comma), they are a dump's, not a traceback cut before its exception."""
     result = _assemble(
         [
             '  File "/usr/lib/python3.12/threading.py", line 1012 in run',

@@ -49,7 +49,6 @@ _LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the 
 # traceback's). A thread dump, not an exception: no line of it is a traceback's exception line.
 _DUMP_HEADER = re.compile(r"^(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+|Stack) \(most recent call first\):$")
 _DUMP_FRAME = re.compile(r'^File "[^"]*", line \d+ in \S+$')
-_DUMP_WORDS = "most recent call first"  # in every header: what lets a dump past `_QUICK_LOOK`
 # `Assembler.feed` passes over a line that nothing open can take and that holds none of these words (in C, no
 # strip nor regex): each of what opens something holds one (`_FRAME` and `_CUT_FRAME` a frame, `TRACEBACK_HEADER`,
 # "--- Logging error ---", `_CHAIN`'s markers); False: every line takes the whole look (the tests' reference)
@@ -156,7 +155,6 @@ class Assembler:
             _QUICK_LOOK
             and not (self._open or self._logging_error or self._chain_next or self._thread_dump)
             and "File " not in content
-            and _DUMP_WORDS not in content
             and TRACEBACK_HEADER not in content
             and 'py", line ' not in content
             and "Logging error" not in content
@@ -330,22 +328,16 @@ class Assembler:
 
     def _in_thread_dump(self, key: str, stripped: str) -> bool:
         """Whether this line is part of a faulthandler dump (`_DUMP_HEADER`), which it then takes: a header, a frame
-        worded as faulthandler words them, or a blank line between its threads. A dump's frames that opened a
-        fragment before its first header was read (a log that starts inside the dump) are dropped with it: they
-        were no traceback's."""
-        if _DUMP_HEADER.match(stripped) or _DUMP_FRAME.match(stripped):
-            tb = self._open.get(key)
-            if (
-                tb is not None
-                and tb.exc_index < 0
-                and all(_DUMP_FRAME.match(x.strip()) or not x.strip() for x in tb.lines)
-            ):
-                del self._open[key]
-            if tb is None or key not in self._open:
-                self._thread_dump.add(key)
-                self._last = key
-                return True
+        worded as faulthandler words them, or a blank line between its threads. A frame so worded opens the dump
+        (its thread's header before it is passed over as a line of no traceback, as any line nothing takes); a log
+        that starts inside the dump is read the same. A traceback open on the stream reads its own lines."""
+        if key in self._open:
             return False
+        # a header opens nothing by itself (it holds none of `_QUICK_LOOK`'s words): the frames under it do
+        if _DUMP_FRAME.match(stripped) or (key in self._thread_dump and _DUMP_HEADER.match(stripped)):
+            self._thread_dump.add(key)
+            self._last = key
+            return True
         if key in self._thread_dump:
             if not stripped:
                 return True
