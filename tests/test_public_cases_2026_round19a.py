@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from publiccases import CORPUS
 from publiccases import error as _error
 from publiccases import verdict as _verdict
 
@@ -24,6 +25,11 @@ def _crash(engine: str, name: str, category: str, says: str, phase: str | None =
     return out
 
 
+_DUMP_CASE = (
+    "sglang-2025-dsv32-dp8-gpqa-eval-c10-frames-fatal-python-error-aborted-faulthandler-threads-issue11942"
+)
+
+
 def test_faulthandler_thread_dump_is_no_exception_the_fatal_python_error_is_the_death() -> None:
     """CPython's faulthandler (Python/traceback.c) writes 'Fatal Python error: Aborted', then per thread 'Thread
     0x... (most recent call first):' and frames worded '  File "f", line N in fn' (no comma before 'in'). The
@@ -32,7 +38,7 @@ def test_faulthandler_thread_dump_is_no_exception_the_fatal_python_error_is_the_
     (killed), as they were at the crash's own line (SGLang, DeepSeek-V3.2 while serving, sglang#11942)."""
     _crash(
         "sglang",
-        "sglang-2025-dsv32-dp8-gpqa-eval-c10-frames-fatal-python-error-aborted-faulthandler-threads-issue11942",
+        _DUMP_CASE,
         "killed",
         "Fatal Python error: Aborted",
     )
@@ -129,3 +135,16 @@ def test_any_fatal_python_error_is_the_interpreters_death(tmp_path: Path) -> Non
     found = _error(out)
     assert found["category"] == "killed"
     assert str(found["summary"]).startswith("Fatal Python error: _enter_buffered_busy")
+
+
+def test_a_crop_of_a_faulthandler_dump_alone_is_a_death_while_starting(tmp_path: Path) -> None:
+    """faulthandler's thread dump is printed as a fatal signal kills the interpreter (SGLang's scheduler and DP
+    controller call faulthandler.enable()): a crop cut after 'Fatal Python error: ...' keeps only the dump. Once the
+    dump was no traceback, such a crop said nothing; its headers are the interpreter's dying words (a [[dying]]
+    rule): while starting, a death the log does not explain. The crop is the real dump of sglang#11942."""
+    lines = (CORPUS / "sglang" / f"{_DUMP_CASE}.log").read_text().splitlines()
+    log = tmp_path / "launch.log"
+    log.write_text("\n".join(lines[lines.index("Fatal Python error: Aborted") + 2 :]) + "\n")
+    out = replay_path(log)[1].to_json()
+    assert out["state"] == "crashed"
+    assert _error(out)["category"] == "killed"

@@ -127,7 +127,7 @@ class Assembler:
     @property
     def busy(self) -> bool:
         """True while a traceback or logging-error block is open: every line must then be fed."""
-        return bool(self._open) or bool(self._logging_error) or bool(self._thread_dump)
+        return bool(self._open) or bool(self._logging_error)
 
     @property
     def chaining(self) -> bool:
@@ -138,7 +138,7 @@ class Assembler:
     @property
     def busy_or_chaining(self) -> bool:
         """`busy or chaining`, in one look (the scanner asks it of every line)."""
-        return bool(self._open or self._logging_error or self._chain_next or self._thread_dump)
+        return bool(self._open or self._logging_error or self._chain_next)
 
     @property
     def awaiting_exception(self) -> bool:
