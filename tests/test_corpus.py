@@ -158,6 +158,24 @@ KNOWN_GAPS: dict[str, str] = {
         "missing: sched.go's 'error loading llama server' before the generate request's 500, which a load's failure "
         "would print"
     ),
+    # Issue 30, nineteenth round A (helper i30-cases19a, labelled before the first run):
+    "sglang-2025-dsv32-dp8-gpqa-eval-c10-frames-fatal-python-error-aborted-faulthandler-threads-issue11942": (
+        "starting, label ready: the crop is a c10::Error's frames, faulthandler's 'Fatal Python error: Aborted' and "
+        "its thread dump; that the server was serving (a GPQA evaluation) is in the thread's title only, and the "
+        "dump's one SGLang frame, the scheduler's watchdog_thread, runs from the scheduler's init on (warm-up too)"
+    ),
+    "sglang-2025-gpustack-cann-npu-warmup-request-hang-watchdog-timeout-v1-models-200-sigquit-gpustack3139": (
+        "ready, label capturing_graphs: the crop shows the watchdog's timeout, GPUStack's GET /v1/models answered "
+        "200 and the SIGQUIT handler; that the hung batch was SGLang's own warm-up request ('The capital city of "
+        "France is') is in another run's dump in the same comment, and SGLang's /v1/models answers before its "
+        "warm-up as after, so warm-up and serving cannot be told apart here"
+    ),
+    "vllm-ascend-2026-dsv4-flash-pd-prefill-hccl-watchdog-terminate-recursively-health-200-after-issue14469": (
+        "starting, label ready: the crop begins inside the dying rank's error (a c10::Error's frames, the HCCL "
+        "watchdog, 'terminate called recursively'); the only serving evidence, the API servers' GET /health 200 "
+        "lines and an engine core's shm broadcast wait, comes after the death, and the crash's phase is settled "
+        "when its line is read"
+    ),
 }
 
 

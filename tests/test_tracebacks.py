@@ -323,3 +323,44 @@ def test_the_quick_look_says_what_the_whole_look_says(monkeypatch: pytest.Monkey
         return out
 
     assert assembled(True) == assembled(False)
+
+
+def test_faulthandler_dump_is_no_traceback_and_none_of_its_lines_is_an_exception() -> None:
+    """CPython's faulthandler (Python/traceback.c) dumps each thread as a header 'Thread 0x... (most recent call
+    first):' and frames '  File "f", line N in fn' (no comma before 'in'): read as a traceback, the second thread's
+    header became the first one's exception line. A dump makes no traceback, and a real traceback after it is read
+    whole."""
+    result = _assemble(
+        [
+            "Fatal Python error: Aborted",
+            "",
+            "Thread 0x00007f71b9fff640 (most recent call first):",
+            '  File "/sgl/scheduler.py", line 2377 in watchdog_thread',
+            '  File "/usr/lib/python3.12/threading.py", line 1012 in run',
+            "",
+            "Current thread 0x00007f7687fff640 (most recent call first):",
+            '  File "/usr/lib/python3.12/threading.py", line 359 in wait',
+            "",
+            "Traceback (most recent call last):",
+            '  File "/app/main.py", line 3, in <module>',
+            "    run()",
+            "RuntimeError: after the dump",
+            "",
+        ]
+    )
+    assert [tb.exception for _, tb in result] == ["RuntimeError: after the dump"]
+
+
+def test_faulthandler_frames_before_their_header_are_read_as_a_dump() -> None:
+    """A log that starts inside a dump shows its frames before any header: worded as faulthandler words them ('line
+    N in fn', no comma), they are a dump's, not a traceback cut before its exception."""
+    result = _assemble(
+        [
+            '  File "/usr/lib/python3.12/threading.py", line 1012 in run',
+            '  File "/usr/lib/python3.12/threading.py", line 1032 in _bootstrap',
+            "",
+            "Thread 0x00007f7687fff640 (most recent call first):",
+            '  File "/usr/lib/python3.12/threading.py", line 359 in wait',
+        ]
+    )
+    assert result == []

@@ -92,9 +92,12 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # Ray / vLLM process tag: "(RayWorkerWrapper pid=249, ip=172.20.249.91) ", "(EngineCore_DP0 pid=17374) ",
     # vLLM 0.9-0.10's multiproc workers "(VllmWorker rank=0 pid=3781015) " (the rank names the source), and
     # 0.10.1-0.10.2's, named by their parallel ranks when there are several (multiproc_executor.py WorkerProc:
-    # "VllmWorker" + " DP<r>" / " PP<r>" / " TP<r>" / " EP<r>"): "(VllmWorker TP3 pid=433) ", always with a pid
-    r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+|(?: [A-Z]{2,3}\d+)+(?= pid=))?)(?: pid=(?P<pid>\d+))?"
-    r"(?:, ip=[\w.:-]+)?\) ?",
+    # "VllmWorker" + " DP<r>" / " PP<r>" / " TP<r>" / " EP<r>"): "(VllmWorker TP3 pid=433) ", always with a pid;
+    # and SkyPilot's prefix of a task's output (sky/skylet/log_lib.py run_with_log callers: '({task}, pid={pid}) ' on
+    # one node, '({node}, rank={rank}, pid={pid}[, ip={ip}]) ' on several, '(setup pid={pid}, ip={ip}) '), the
+    # rank naming the node's stream: "(task, pid=12148) ", "(worker1, rank=1, pid=2330, ip=10.0.0.2) "
+    r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+|, rank=\d+(?=, pid=)|(?: [A-Z]{2,3}\d+)+(?= pid=))?)"
+    r"(?:,? pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
     # torchrun: "[rank0]:"
     r"\[(?P<source>rank\d+)\]:\s?",
     # glog / c10: "[W623 15:37:01.823833318 socket.cpp:460] ", and without the time (PyTorch < 2.4):

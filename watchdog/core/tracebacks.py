@@ -42,6 +42,13 @@ _OPEN_FRAME = re.compile(r'File \\?"[^"]*$')
 _MAX_CONTINUATION = 20  # message lines after the exception line
 _RESUME_WITHIN = 3  # lines after another process's record within which a traceback's frames may go on
 _LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the logging module's error report
+# CPython's faulthandler dump (Python/traceback.c dump_traceback / _Py_DumpTracebackThreads): after 'Fatal Python
+# error: Aborted' (or on faulthandler.dump_traceback), a header per thread, 'Current thread 0x00007f.. (most recent
+# call first):' / 'Thread 0x00007f.. (most recent call first):' ('Stack (most recent call first):' with
+# all_threads=False), then its frames worded '  File "<file>", line N in <function>' (no comma before 'in', unlike a
+# traceback's). A thread dump, not an exception: no line of it is a traceback's exception line.
+_DUMP_HEADER = re.compile(r"^(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+|Stack) \(most recent call first\):$")
+_DUMP_FRAME = re.compile(r'^File "[^"]*", line \d+ in \S+$')
 # `Assembler.feed` passes over a line that nothing open can take and that holds none of these words (in C, no
 # strip nor regex): each of what opens something holds one (`_FRAME` and `_CUT_FRAME` a frame, `TRACEBACK_HEADER`,
 # "--- Logging error ---", `_CHAIN`'s markers); False: every line takes the whole look (the tests' reference)
@@ -106,6 +113,7 @@ class Assembler:
         self._chain_next: set[str] = set()  # streams whose next traceback is chained to the previous one
         self._handling_next: set[str] = set()  # ... and of those, the ones chained by "During handling"
         self._logging_error: set[str] = set()  # streams inside a "--- Logging error ---" block
+        self._thread_dump: set[str] = set()  # streams inside a faulthandler dump (`_DUMP_HEADER`)
         # A traceback that a record of another process cut before its exception line, by stream, with the line of
         # that record: frames right after it are the same traceback going on (issue 30)
         self._interrupted: dict[str, tuple[Traceback, int]] = {}
@@ -145,7 +153,7 @@ class Assembler:
         content = rec.content
         if (
             _QUICK_LOOK
-            and not (self._open or self._logging_error or self._chain_next)
+            and not (self._open or self._logging_error or self._chain_next or self._thread_dump)
             and "File " not in content
             and TRACEBACK_HEADER not in content
             and 'py", line ' not in content
@@ -157,6 +165,8 @@ class Assembler:
             return False, done
         key = rec.source or self._last or ""
         stripped = content.strip()
+        if self._in_thread_dump(key, stripped):
+            return True, done
         if _CUT_FRAME.match(stripped):
             tb = self._open.get(key)
             if tb is not None and tb.exc_index < 0 and tb.lines and _OPEN_FRAME.search(tb.lines[-1]):
@@ -315,6 +325,24 @@ class Assembler:
             # untagged lines that come after all (a writer that paused) still belong to the same stream
             self._last = last
         return done
+
+    def _in_thread_dump(self, key: str, stripped: str) -> bool:
+        """Whether this line is part of a faulthandler dump (`_DUMP_HEADER`), which it then takes: a header, a frame
+        worded as faulthandler words them, or a blank line between its threads. A frame so worded opens the dump
+        (its thread's header before it is passed over as a line of no traceback, as any line nothing takes); a log
+        that starts inside the dump is read the same. A traceback open on the stream reads its own lines."""
+        if key in self._open:
+            return False
+        # a header opens nothing by itself (it holds none of `_QUICK_LOOK`'s words): the frames under it do
+        if _DUMP_FRAME.match(stripped) or (key in self._thread_dump and _DUMP_HEADER.match(stripped)):
+            self._thread_dump.add(key)
+            self._last = key
+            return True
+        if key in self._thread_dump:
+            if not stripped:
+                return True
+            self._thread_dump.discard(key)  # the dump ended: this line is read as any other
+        return False
 
     def _chain(self, key: str, marker: str) -> None:
         self._chain_next.add(key)
