@@ -119,6 +119,12 @@ END_DECIDES = {
     # twelfth round): the whole file reads as that request's error on a serving server (ready); live, a pause
     # longer than the grace inside the traceback reads as the server gone quiet in the middle of it
     "sglang-2025-xinference-compose-generate-200-then-asgi-exception-request-cut-issue3553",
+    # the same two classes in issue 30's nineteenth round: vLLM's engine core beginning its input dump (the first
+    # line of its fatal path, which vLLM 0.34's fault tolerance can resume from) after requests were answered,
+    # the crop cut in that line; and one request's 'Error in preprocessing prompt inputs' traceback while serving,
+    # where a writer's 7 s pause inside the traceback reads as the server gone quiet in it
+    "vllm-0.11.1-sleep-mode-during-decode-then-dump-input-error-cut-issue28714",
+    "vllm-0.8-request-error-preprocessing-prompt-inputs-traceback-cut-5ire118",
 }
 
 
