@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,8 @@ _PHASE_KINDS = frozenset({"start", "phase", "progress", "ready", "served", "serv
 
 
 class _Readers:
-    """What every bundled profile reads a phase from, and its exit noise (`[[dying]]`): loaded once."""
+    """What every bundled profile reads a phase from, and its exit noise (`[[dying]]`): loaded once; what a line's
+    content tells is kept (the crops of one log share their lines)."""
 
     def __init__(self) -> None:
         profiles = [load_profile(e) for e in ENGINES]
@@ -115,40 +116,44 @@ class _Readers:
         self.frames = {pattern for p in profiles for _, pattern in p.frames} | {
             pattern for p in profiles for pattern in p.requests
         }
+        self._told: dict[str, tuple[bool, bool]] = {}
+
+    def told(self, content: str) -> tuple[bool, bool]:
+        """Whether `content` tells a phase, and whether it is exit noise."""
+        known = self._told.get(content)
+        if known is None:
+            phase = any(r.apply(content) is not None for r in self.phase) or any(
+                f.search(content) for f in self.frames
+            )
+            known = self._told[content] = (phase, any(r.apply(content) is not None for r in self.dying))
+        return known
 
 
 _READERS: list[_Readers] = []
 
 
-def _contents(raw: bytes) -> list[str]:
-    # the contents of one log line as the rules read them: each redraw of a progress bar, wrappers peeled
-    return [parse(clean(part)).content for part in raw.rstrip(b"\n").split(b"\r") if part.strip()]
+def _told(lines: Iterable[bytes]) -> Iterator[tuple[bool, bool]]:
+    # for each content of `lines` as the rules read them (each redraw of a progress bar, wrappers peeled): whether
+    # it tells a phase, and whether it is exit noise
+    if not _READERS:
+        _READERS.append(_Readers())
+    readers = _READERS[0]
+    for raw in lines:
+        for part in raw.rstrip(b"\n").split(b"\r"):
+            if part.strip():
+                yield readers.told(parse(clean(part)).content)
 
 
 def phase_lines(lines: Iterable[bytes]) -> bool:
     """Whether one of `lines` is one some bundled profile's rule reads a phase from (any engine's): without
     one, the crop cannot tell the phase it was in (a wrapper whose frames span every step, exit noise)."""
-    if not _READERS:
-        _READERS.append(_Readers())
-    readers = _READERS[0]
-    for raw in lines:
-        for content in _contents(raw):
-            if any(r.apply(content) is not None for r in readers.phase):
-                return True
-            if any(f.search(content) for f in readers.frames):
-                return True
-    return False
+    return any(phase for phase, _ in _told(lines))
 
 
 def launch_lines(lines: Iterable[bytes]) -> bool:
     """Whether one of `lines` is more than the interpreter's exit noise (a `[[dying]]` rule's line) or blank: a
     crop of that alone is a process's end, a clean stop's as a death's, and tells no outcome."""
-    if not _READERS:
-        _READERS.append(_Readers())
-    dying = _READERS[0].dying
-    return any(
-        not any(r.apply(content) is not None for r in dying) for raw in lines for content in _contents(raw)
-    )
+    return any(not noise for _, noise in _told(lines))
 
 
 def crops(lines: list[bytes], root: str | None, last: Iterable[int] = LAST) -> dict[str, tuple[int, int]]:
