@@ -735,9 +735,15 @@ class Lifecycle:
             # and a death print the same, and nothing says a launch was under way, so it says no crash
             return
         if inc.pending_since is None:
+            # its last words are the launch's last line, not the exit noise that every end prints
+            last = (
+                f"the last sign of the launch: {event.before}"
+                if event.before
+                else f"its last words: {event.words}"
+            )
             inc.candidates.append(
                 Candidate(
-                    f"the process died without an error of its own in the log; its last words: {event.words}",
+                    f"the process died without an error of its own in the log; {last}",
                     event.line,
                     category=Category.KILLED,
                     kind="rule",
