@@ -12,12 +12,18 @@ in memory, in one process:
 - `middle`: from 40 lines before the line that holds the label's root cause (its last) to 10 lines after it,
   where the label names one and the crop is not the whole log.
 
-Each field is judged against the label where the crop still holds its evidence: outcome and phase always;
-category (crashes whose label names one) when the root-cause line is in the crop or the label names none;
-root cause only when its line is in the crop; engine always, unless CORRECTIONS.json says the log does not
-name it. The table is per crop and field, overall and per engine. With --misses, each miss, with the crop's
-verdict (the held-out cases are never read: only the tuning directories are scored by default). Exit 0
-always: this prints a figure, tests/test_crops.py holds the line.
+Each field is judged against the label where the crop still holds its evidence: outcome where the crop holds
+a line that is not the interpreter's exit noise (`launch_lines`: a `[[dying]]` rule's line; a crop of that alone
+is the end of a process, after a clean stop as after a death, and no field of it is judged); phase where one of its lines is one that some profile's rule
+reads a phase from (`phase_lines`: a phase, progress, start, ready, served, serving or arguments line, an
+error line with its own `state`, a `[[frame]]` or `[[request]]` frame; of any engine, not only the one
+detected); category (crashes whose label names one) when the root-cause line is in the crop or the label names
+none; root cause only when its line is in the crop; engine unless CORRECTIONS.json says the log does not name
+it. The table is per crop and field, overall and per engine, and `all` rows count the outcome, phase and
+engine of every crop, judged or not, so that nothing is hidden. With --misses, each miss, with the crop's
+verdict, and each crop whose outcome or phase is not judged (the held-out cases are never read: only the
+tuning directories are scored by default). Exit 0 always: this prints a figure, tests/test_crops.py holds the
+line.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,26 +43,33 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from corpus_score import OUTCOME, SECTIONS, _corrections, _label, _pct  # noqa: E402 - beside this script
 
 from watchdog.core.analyzer import Analyzer  # noqa: E402 - the tree's own package, not an installed one
+from watchdog.core.envelope import parse  # noqa: E402
+from watchdog.core.framing import clean  # noqa: E402
 from watchdog.core.lifecycle import State  # noqa: E402
 from watchdog.core.verdict import build_verdict, exit_code  # noqa: E402
-from watchdog.profiles.loader import load_engine  # noqa: E402
+from watchdog.profiles.loader import load_engine, load_profile  # noqa: E402
+from watchdog.vocabulary import ENGINES  # noqa: E402
 
 __all__ = [
     "AFTER",
     "BEFORE",
     "CROPS",
+    "EVERY",
     "FIELDS",
     "CropScore",
     "crops",
+    "launch_lines",
     "log_lines",
     "main",
     "overall",
+    "phase_lines",
     "replay_bytes",
     "score_crop",
     "score_dirs",
 ]
 
 FIELDS = ("outcome", "phase", "category", "root_cause", "engine")
+EVERY = ("outcome", "phase", "engine")  # the fields also counted on every crop, judged or not
 LAST = (15, 30, 60, 120)
 # the middle crop: the lines around the root cause an operator pastes with its traceback
 BEFORE, AFTER = 40, 10
@@ -73,6 +86,9 @@ class CropScore:
     lines: int
     fields: dict[str, bool | None]
     said: dict[str, Any]
+    # outcome, phase and engine right or not (None: not asked) on every crop, judged or not (a crop of exit
+    # noise, or with no line that tells a phase): the figure that hides nothing
+    every: dict[str, bool | None]
 
 
 def _root_lines(lines: list[bytes], root: str | None) -> list[int]:
@@ -80,6 +96,64 @@ def _root_lines(lines: list[bytes], root: str | None) -> list[int]:
     # (vLLM's model-info cache that cannot be saved, then the same OSError that ends the launch)
     needle = (root or "").encode()
     return [i for i, line in enumerate(lines) if needle in line] if root else []
+
+
+# the rule kinds whose line tells a phase reached (a start and an argument dump: the process's start; served and
+# serving lines: a server's). A stop tells none: it comes in any phase
+_PHASE_KINDS = frozenset({"start", "phase", "progress", "ready", "served", "serving", "arguments"})
+
+
+class _Readers:
+    """What every bundled profile reads a phase from, and its exit noise (`[[dying]]`): loaded once; what a line's
+    content tells is kept (the crops of one log share their lines)."""
+
+    def __init__(self) -> None:
+        profiles = [load_profile(e) for e in ENGINES]
+        rules = {r for p in profiles for r in p.rules}
+        self.phase = [r for r in rules if r.kind in _PHASE_KINDS or (r.kind == "error" and r.state)]
+        self.dying = [r for r in rules if r.kind == "dying"]
+        # frames are searched in a traceback's text: a frame's line alone holds what one looks for
+        self.frames = {pattern for p in profiles for _, pattern in p.frames} | {
+            pattern for p in profiles for pattern in p.requests
+        }
+        self._told: dict[str, tuple[bool, bool]] = {}
+
+    def told(self, content: str) -> tuple[bool, bool]:
+        """Whether `content` tells a phase, and whether it is exit noise."""
+        known = self._told.get(content)
+        if known is None:
+            phase = any(r.apply(content) is not None for r in self.phase) or any(
+                f.search(content) for f in self.frames
+            )
+            known = self._told[content] = (phase, any(r.apply(content) is not None for r in self.dying))
+        return known
+
+
+_READERS: list[_Readers] = []
+
+
+def _told(lines: Iterable[bytes]) -> Iterator[tuple[bool, bool]]:
+    # for each content of `lines` as the rules read them (each redraw of a progress bar, wrappers peeled): whether
+    # it tells a phase, and whether it is exit noise
+    if not _READERS:
+        _READERS.append(_Readers())
+    readers = _READERS[0]
+    for raw in lines:
+        for part in raw.rstrip(b"\n").split(b"\r"):
+            if part.strip():
+                yield readers.told(parse(clean(part)).content)
+
+
+def phase_lines(lines: Iterable[bytes]) -> bool:
+    """Whether one of `lines` is one some bundled profile's rule reads a phase from (any engine's): without
+    one, the crop cannot tell the phase it was in (a wrapper whose frames span every step, exit noise)."""
+    return any(phase for phase, _ in _told(lines))
+
+
+def launch_lines(lines: Iterable[bytes]) -> bool:
+    """Whether one of `lines` is more than the interpreter's exit noise (a `[[dying]]` rule's line) or blank: a
+    crop of that alone is a process's end, a clean stop's as a death's, and tells no outcome."""
+    return any(not noise for _, noise in _told(lines))
 
 
 def crops(lines: list[bytes], root: str | None, last: Iterable[int] = LAST) -> dict[str, tuple[int, int]]:
@@ -129,6 +203,12 @@ def score_crop(
         "root_cause": err.get("summary"),
         "engine": v["engine"],
     }
+    crop = lines[start:end]
+    # what the crop cannot tell: nothing but exit noise tells no field; no line of a phase, no phase
+    blind = {"outcome", "phase", "category", "engine"} if not launch_lines(crop) else set()
+    if not blind and not phase_lines(crop):
+        blind.add("phase")
+    said["blind"] = sorted(blind)
     fields: dict[str, bool | None] = {
         "outcome": outcome == label["outcome"],
         "phase": v["phase"] == label["phase"],
@@ -138,6 +218,9 @@ def score_crop(
         "root_cause": (label["root_cause"] in (err.get("summary") or "")) if root_in else None,
         "engine": (v["engine"] == label["engine"]) if engine_named and label["engine"] != "other" else None,
     }
+    said["every"] = {f: fields[f] for f in EVERY}  # judged or not
+    for f in blind:
+        fields[f] = None
     return fields, said
 
 
@@ -162,7 +245,8 @@ def score_dirs(
         lines = log_lines(path.with_suffix(".log"))
         for crop, span in crops(lines, label["root_cause"] if middle else None, last).items():
             fields, said = score_crop(label, lines, span, path.stem not in no_engine)
-            out.append(CropScore(path.stem, path.parent.name, crop, span[1] - span[0], fields, said))
+            every = said.pop("every")
+            out.append(CropScore(path.stem, path.parent.name, crop, span[1] - span[0], fields, said, every))
     return out
 
 
@@ -181,6 +265,10 @@ def _print(scores: list[CropScore], misses: bool) -> None:
             if wrong:
                 got = ", ".join(f"{f}={s.said[f]!r}"[:160] for f in wrong)
                 print(f"  [{s.crop}] {s.engine}/{s.name}: {got}")
+            unjudged = [f for f in EVERY if f in s.said["blind"]]
+            if unjudged:
+                said = ", ".join(f"{f}={s.said[f]!r}" + ("" if s.every[f] else " (wrong)") for f in unjudged)
+                print(f"  [{s.crop}] {s.engine}/{s.name}: not judged, the crop cannot tell: {said}")
     for crop in names:
         mine = [s for s in scores if s.crop == crop]
         right = sum(all(ok is not False for ok in s.fields.values()) for s in mine)
@@ -189,13 +277,20 @@ def _print(scores: list[CropScore], misses: bool) -> None:
         )
         print(f"  {'field':<11} {'all':>15}  " + "  ".join(f"{e:>9}" for e in engines))
         for f in FIELDS:
-            judged = [s for s in mine if s.fields[f] is not None]
-            ok = sum(bool(s.fields[f]) for s in judged)
-            cells = []
-            for e in engines:
-                theirs = [s for s in judged if s.engine == e]
-                cells.append(f"{_pct(sum(bool(s.fields[f]) for s in theirs), len(theirs)):>9}")
-            print(f"  {f:<11} {ok:>4}/{len(judged):<4} {_pct(ok, len(judged))}  " + "  ".join(cells))
+            print(_row(f, engines, [(s.engine, s.fields[f]) for s in mine]))
+            if f in EVERY:
+                print(_row(f + " all", engines, [(s.engine, s.every[f]) for s in mine]))
+
+
+def _row(name: str, engines: list[str], results: list[tuple[str, bool | None]]) -> str:
+    # one field's row: right of judged (None: not judged), overall and per engine
+    judged = [(e, ok) for e, ok in results if ok is not None]
+    ok = sum(bool(r) for _, r in judged)
+    cells = []
+    for e in engines:
+        theirs = [r for engine, r in judged if engine == e]
+        cells.append(f"{_pct(sum(bool(r) for r in theirs), len(theirs)):>9}")
+    return f"  {name:<11} {ok:>4}/{len(judged):<4} {_pct(ok, len(judged))}  " + "  ".join(cells)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,6 +78,46 @@ def test_interpreter_shutdown_warnings_while_loading_are_a_silent_death() -> Non
     assert "not in this log" in error.hint
 
 
+# nanobind's leak report at interpreter exit (Triton's libtriton under vLLM 0.32), its last line unended as printed
+_NANOBIND = (
+    "nanobind: leaked 64 types!\n"
+    ' - leaked type "triton._C.libtriton.ir.location"\n'
+    " - ... skipped remainder\n"
+    "nanobind: leaked 514 functions!\n"
+    ' - leaked function "create_fmul"\n'
+    "nanobind: this is likely caused by a reference counting issue in the binding code.\n"
+    "See https://nanobind.readthedocs.io/en/latest/refleaks.html"
+)
+
+
+def test_nanobind_leak_report_while_loading_is_a_silent_death() -> None:
+    """nanobind's leak report is the interpreter's exit noise too: after a progress bar it is a death whose cause
+    is not in the log, said at its first line, and the summary names the launch's last line, not the noise."""
+    a = _analyzer()
+    a.feed((_LOADING + _NANOBIND + _LEAK).encode(), now=0.0)
+    assert a.state == State.CRASHED
+    assert a.lifecycle.current.crash_phase == State.LOADING_WEIGHTS
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "killed"
+    assert error.summary.endswith(
+        "Loading safetensors checkpoint shards:   2% Completed | 1/46 [00:00<00:13,  3.45it/s]"
+    )
+    assert "nanobind" not in error.summary
+
+
+def test_interpreter_exit_noise_alone_is_no_crash() -> None:
+    """A log of nothing but the interpreter's exit noise (the last screenful of a launch that ended: nanobind's
+    leak report, the resource tracker's warnings) says a process ended, not how: a clean stop prints the same as
+    a death, so it is no crash and no error."""
+    a = _analyzer()
+    a.feed((_NANOBIND + _LEAK).encode(), now=0.0)
+    a.finish(1.0)
+    assert a.state == State.STARTING
+    assert a.lifecycle.current.error is None
+    assert a.lifecycle.current.candidates == []
+
+
 def test_interpreter_shutdown_warnings_make_the_pending_error_the_crash_at_once() -> None:
     """An error no rule marks fatal, then the interpreter's shutdown warnings: the process is gone, so the
     error is the crash at that line, without waiting for `crash_grace`."""

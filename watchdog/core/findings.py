@@ -123,6 +123,7 @@ class DyingWords:
     line: int
     at: str | None
     words: str  # the line, cleaned
+    before: str = ""  # the last line of the launch a rule read before it (not exit noise), if any
 
 
 @dataclass(frozen=True, slots=True)

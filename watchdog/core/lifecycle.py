@@ -123,6 +123,10 @@ class Incarnation:
     # none of them: a replay, or the log as it was when the follow began): their clock times measure durations.
     live_from: int | None = None
     serving: Serving = field(default_factory=Serving)  # its requests once ready, and a serving hang's clock
+    # lines of the interpreter's exit noise ([[dying]]) read, and the last one's number: a log of nothing else
+    # tells a process's end, not how it ended
+    exit_noise: int = 0
+    exit_noise_line: int = 0
 
     def duration(self, start: int, end: int) -> float | None:
         """Seconds from timeline entry `start` to entry `end`: the one sane value (`durations.duration`)."""
@@ -721,12 +725,25 @@ class Lifecycle:
         # crash now: of the error pending, if one is, else a death the log does not explain (a SIGKILL, the
         # kernel's OOM killer, a native crash with no word). After ready they decide nothing here: a server
         # that was ready and is stopped prints them too.
+        if event.line != inc.exit_noise_line:
+            inc.exit_noise, inc.exit_noise_line = inc.exit_noise + 1, event.line
         if inc.state in TERMINAL_STATES or inc.phase == State.READY:
             return
+        first = inc.timeline[0][0].line if inc.timeline else None
+        if first is not None and event.line - first + 1 <= inc.exit_noise:
+            # every line so far is exit noise (an excerpt of a log's last screenful after its end): a clean stop
+            # and a death print the same, and nothing says a launch was under way, so it says no crash
+            return
         if inc.pending_since is None:
+            # its last words are the launch's last line, not the exit noise that every end prints
+            last = (
+                f"the last sign of the launch: {event.before}"
+                if event.before
+                else f"its last words: {event.words}"
+            )
             inc.candidates.append(
                 Candidate(
-                    f"the process died without an error of its own in the log; its last words: {event.words}",
+                    f"the process died without an error of its own in the log; {last}",
                     event.line,
                     category=Category.KILLED,
                     kind="rule",
