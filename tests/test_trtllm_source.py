@@ -258,3 +258,25 @@ def test_triton_backend_name_and_dynamo_worker_name_tensorrt_llm(tmp_path: Path)
     assert _replay(tmp_path, table)["engine"] == "trtllm"
     dynamo = "+ python3 -m dynamo.trtllm --model-path /models/qwen --served-model-name qwen\n"
     assert _replay(tmp_path, dynamo)["engine"] == "trtllm"
+
+
+def test_trt_engine_build_is_the_weights_step(tmp_path: Path) -> None:
+    """tensorrt_llm/builder.py Builder.build_engine logs 'Total time to initialize the weights in network <name>:
+    HH:MM:SS', then 'Build TensorRT engine <name>' before TensorRT builds the engine from the weights; when TensorRT
+    returns none it logs 'Engine building failed, please check the error log.' after TensorRT's own error (the
+    TensorRT 10 builder's '[virtualMemoryBuffer.cpp::resizePhysical::151] Error Code 2: OutOfMemory', optimum-nvidia
+    #146). A build that runs out of memory crashed while loading weights (it read `starting`), of TensorRT's line."""
+    text = (
+        "[TensorRT-LLM] TensorRT-LLM version: 0.16.0\n"
+        "[01/10/2025-10:00:10] [TRT-LLM] [I] Total time to initialize the weights in network Unnamed Network 0: "
+        "00:00:05\n"
+        "[01/10/2025-10:00:10] [TRT-LLM] [I] Build TensorRT engine Unnamed Network 0\n"
+        "[01/10/2025-10:00:40] [TRT] [E] [virtualMemoryBuffer.cpp::resizePhysical::151] Error Code 2: OutOfMemory "
+        "(Requested size was 34359738368 bytes.)\n"
+        "[01/10/2025-10:00:40] [TRT-LLM] [E] Engine building failed, please check the error log.\n"
+    )
+    out = _replay(tmp_path, text)
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    found = _error(out)
+    assert found["category"] == "oom"
+    assert "Error Code 2: OutOfMemory" in str(found["summary"])
