@@ -280,3 +280,23 @@ def test_trt_engine_build_is_the_weights_step(tmp_path: Path) -> None:
     found = _error(out)
     assert found["category"] == "oom"
     assert "Error Code 2: OutOfMemory" in str(found["summary"])
+
+
+def test_trtllm_bench_is_ready_once_its_requests_are_served(tmp_path: Path) -> None:
+    """tensorrt_llm/bench/benchmark/throughput.py throughput_command builds the LLM, then logs 'Setting up for
+    warmup...' and 'Running warmup.' (requests through the serving path, async_benchmark in utils/asynchronous.py),
+    'Warmup done.' once they came back, and 'Benchmark done. Reporting results...' after the benchmark: no server
+    starts, so these say the engine served (it stayed `capturing_graphs`)."""
+    text = (
+        "[TensorRT-LLM] TensorRT-LLM version: 1.1.0\n"
+        "[12/06/2025-09:52:20] [TRT-LLM] [I] Using LLM with PyTorch backend\n"
+        "[12/06/2025-09:53:20] [TRT-LLM] [I] Setting up throughput benchmark.\n"
+        "[12/06/2025-09:55:21] [TRT-LLM] [I] Setting up for warmup...\n"
+        "[12/06/2025-09:55:21] [TRT-LLM] [I] Running warmup.\n"
+        "[12/06/2025-09:55:21] [TRT-LLM] [I] Starting benchmarking async task.\n"
+    )
+    assert _replay(tmp_path, text)["state"] == "capturing_graphs"
+    served = text + (
+        "[12/06/2025-09:55:23] [TRT-LLM] [I] Benchmark complete.\n[12/06/2025-09:55:23] [TRT-LLM] [I] Warmup done.\n"
+    )
+    assert _replay(tmp_path, served)["state"] == "ready"
