@@ -300,3 +300,19 @@ def test_trtllm_bench_is_ready_once_its_requests_are_served(tmp_path: Path) -> N
         "[12/06/2025-09:55:23] [TRT-LLM] [I] Benchmark complete.\n[12/06/2025-09:55:23] [TRT-LLM] [I] Warmup done.\n"
     )
     assert _replay(tmp_path, served)["state"] == "ready"
+
+
+def test_extra_llm_api_options_yaml_that_does_not_parse_is_config(tmp_path: Path) -> None:
+    """tensorrt_llm/llmapi/llm_args.py update_llm_args_with_extra_options reads trtllm-serve's --extra_llm_api_options
+    with yaml.safe_load; PyYAML's scanner refuses a malformed file with 'yaml.scanner.ScannerError: mapping values
+    are not allowed here' (yaml/scanner.py): the launch's configuration (common.toml; it was `other`)."""
+    text = _BANNER + (
+        "Traceback (most recent call last):\n"
+        f'  File "{_SITE}/llmapi/llm_args.py", line 2650, in update_llm_args_with_extra_options\n'
+        "    llm_args_dict = yaml.safe_load(f)\n"
+        "yaml.scanner.ScannerError: mapping values are not allowed here\n"
+        '  in "/tmp/extra-llm-api-config.yml", line 3, column 12\n'
+    )
+    out = _replay(tmp_path, text)
+    assert (out["state"], out["phase"]) == ("crashed", "starting")
+    assert _error(out)["category"] == "config"
