@@ -316,3 +316,28 @@ def test_extra_llm_api_options_yaml_that_does_not_parse_is_config(tmp_path: Path
     out = _replay(tmp_path, text)
     assert (out["state"], out["phase"]) == ("crashed", "starting")
     assert _error(out)["category"] == "config"
+
+
+def test_hang_detectors_kill_is_a_timeout_crash(tmp_path: Path) -> None:
+    """tensorrt_llm/_torch/pyexecutor/hang_detector.py (2026 main): HangDetector._detect_hang logs 'Hang detected
+    after {timeout} seconds.' and the threads' stacks, then propagate_hard_kill logs 'HangDetector: propagating
+    hard-kill to all ranks via MPI_Abort.' and aborts (MPI_Abort(137)): the engine's own watchdog ended a hung
+    executor, a `timeout` whose cause is the detector's line (it was `killed`, of Open MPI's MPI_ABORT banner)."""
+    text = (
+        _BANNER
+        + _SERVING
+        + (
+            "[09/22/2026-10:52:20] [TRT-LLM] [E] Hang detected after 300 seconds.\n"
+            "Thread 140000 (most recent call first):\n"
+            f'  File "{_SITE}/_torch/pyexecutor/py_executor.py", line 1500 in _executor_loop\n'
+            "[09/22/2026-10:52:21] [TRT-LLM] [E] HangDetector: propagating hard-kill to all ranks via MPI_Abort.\n"
+            "--------------------------------------------------------------------------\n"
+            "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\n"
+            "with errorcode 137.\n"
+        )
+    )
+    out = _replay(tmp_path, text)
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    found = _error(out)
+    assert found["category"] == "timeout"
+    assert str(found["summary"]) == "Hang detected after 300 seconds."
