@@ -341,3 +341,29 @@ def test_hang_detectors_kill_is_a_timeout_crash(tmp_path: Path) -> None:
     found = _error(out)
     assert found["category"] == "timeout"
     assert str(found["summary"]) == "Hang detected after 300 seconds."
+
+
+def test_a_check_failing_while_a_plugin_is_deserialized_is_the_engines_load(tmp_path: Path) -> None:
+    """TensorRT deserializes an engine's plugins through their creators (plugins/gptAttentionPlugin/
+    gptAttentionPlugin.cpp GPTAttentionPluginCreator::deserializePlugin -> the GPTAttentionPlugin(void const*, size_t)
+    constructor): a TLLM_CHECK failing under that frame failed the engine's load (loading_weights; it read
+    `starting`). The lines are TensorRT-LLM#4241's (a Gemma 3 engine, 2025)."""
+    text = (
+        "[TensorRT-LLM][ERROR] tensorrt_llm::common::TllmException: [TensorRT-LLM][ERROR] Assertion failed: "
+        "remaining_buffer_size == 0 (/workspace/tensorrt_llm/cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/"
+        "decoderXQAImplJIT/cubinObjRegistry.h:62)\n"
+        "1       0x795d6b642038 tensorrt_llm::common::throwRuntimeError(char const*, int, std::__cxx11::basic_string<char, "
+        "std::char_traits<char>, std::allocator<char> > const&) + 95\n"
+        "4       0x795d4c913505 tensorrt_llm::plugins::GPTAttentionPluginCommon::GPTAttentionPluginCommon(void const*, "
+        "unsigned long) + 1413\n"
+        "5       0x795d4c917f62 tensorrt_llm::plugins::GPTAttentionPlugin::GPTAttentionPlugin(void const*, unsigned long) "
+        "+ 18\n"
+        "6       0x795d4c917fe2 tensorrt_llm::plugins::GPTAttentionPluginCreator::deserializePlugin(char const*, void "
+        "const*, unsigned long) + 50\n"
+        "7       0x795ceb94dfe0 /usr/local/tensorrt/lib/libnvinfer.so.10(+0x18b1fe0) [0x795ceb94dfe0]\n"
+    )
+    out = _replay(tmp_path, text)
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    found = _error(out)
+    assert found["category"] == "assertion"
+    assert "Assertion failed: remaining_buffer_size == 0" in str(found["summary"])
