@@ -367,3 +367,19 @@ def test_a_check_failing_while_a_plugin_is_deserialized_is_the_engines_load(tmp_
     found = _error(out)
     assert found["category"] == "assertion"
     assert "Assertion failed: remaining_buffer_size == 0" in str(found["summary"])
+
+
+def test_the_executor_loop_threads_death_is_certain_at_once() -> None:
+    """_torch/pyexecutor/py_executor.py PyExecutor.start_worker runs the executor loop on one thread (0.2x:
+    target=_executor_loop / _executor_loop_overlap; 1.x: _event_loop_wrapper, which logs 'Error in event loop' and
+    re-raises): Python's 'Exception in thread Thread-4 (_executor_loop_overlap):' says that thread died and no batch
+    is stepped again, so the crash is decided on that line (it waited for the end of the log: 5 s live). The log is
+    TensorRT-LLM#5390's (0.21, a cuBLAS failure while serving)."""
+    out = _verdict(
+        "trtllm", "trtllm-2025-pytorch-executor-loop-overlap-cublas-execution-failed-thread-died-issue5390"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    timeline = out["timeline"]
+    assert isinstance(timeline, list)
+    assert timeline[-1]["line"] == 3
+    assert _error(out)["category"] == "cuda"
