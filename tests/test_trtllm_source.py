@@ -33,6 +33,14 @@ def _replay(tmp_path: Path, text: str) -> dict[str, object]:
     return replay_path(log)[1].to_json()
 
 
+def _assert_crash(out: dict[str, object], phase: str, category: str, words: str) -> None:
+    # a crash in `phase`, of `category`, whose summary holds `words`
+    assert (out["state"], out["phase"]) == ("crashed", phase)
+    found = _error(out)
+    assert found["category"] == category
+    assert words in str(found["summary"])
+
+
 def _failed_init(message: str) -> str:
     # executor/worker.py worker_main: logger.error(f"Failed to initialize executor on rank {mpi_rank()}: {e}")
     return (
@@ -173,11 +181,9 @@ def test_cpp_executor_error_after_ready_is_the_servers_death(tmp_path: Path) -> 
             "INFO:     Finished server process [1234]\n"
         )
     )
-    out = _replay(tmp_path, text)
-    assert (out["state"], out["phase"]) == ("crashed", "ready")
-    found = _error(out)
-    assert found["category"] == "cuda"
-    assert "CppExecutorError: Encountered an error in forward function" in str(found["summary"])
+    _assert_crash(
+        _replay(tmp_path, text), "ready", "cuda", "CppExecutorError: Encountered an error in forward function"
+    )
     # any other exception of a request handler is the request's: openai_server.py answers it with
     # create_error_response(str(e)) (400) and serves on (here the executor's RequestError, executor/utils.py)
     request = (
@@ -275,11 +281,7 @@ def test_trt_engine_build_is_the_weights_step(tmp_path: Path) -> None:
         "(Requested size was 34359738368 bytes.)\n"
         "[01/10/2025-10:00:40] [TRT-LLM] [E] Engine building failed, please check the error log.\n"
     )
-    out = _replay(tmp_path, text)
-    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
-    found = _error(out)
-    assert found["category"] == "oom"
-    assert "Error Code 2: OutOfMemory" in str(found["summary"])
+    _assert_crash(_replay(tmp_path, text), "loading_weights", "oom", "Error Code 2: OutOfMemory")
 
 
 def test_trtllm_bench_is_ready_once_its_requests_are_served(tmp_path: Path) -> None:
@@ -362,11 +364,12 @@ def test_a_check_failing_while_a_plugin_is_deserialized_is_the_engines_load(tmp_
         "const*, unsigned long) + 50\n"
         "7       0x795ceb94dfe0 /usr/local/tensorrt/lib/libnvinfer.so.10(+0x18b1fe0) [0x795ceb94dfe0]\n"
     )
-    out = _replay(tmp_path, text)
-    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
-    found = _error(out)
-    assert found["category"] == "assertion"
-    assert "Assertion failed: remaining_buffer_size == 0" in str(found["summary"])
+    _assert_crash(
+        _replay(tmp_path, text),
+        "loading_weights",
+        "assertion",
+        "Assertion failed: remaining_buffer_size == 0",
+    )
 
 
 def test_the_executor_loop_threads_death_is_certain_at_once() -> None:
