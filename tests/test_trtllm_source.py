@@ -386,3 +386,17 @@ def test_the_executor_loop_threads_death_is_certain_at_once() -> None:
     assert isinstance(timeline, list)
     assert timeline[-1]["line"] == 3
     assert _error(out)["category"] == "cuda"
+
+
+def test_pythons_unsupported_operand_is_no_capability(tmp_path: Path) -> None:
+    """CPython's own TypeError 'unsupported operand type(s) for +: 'NoneType' and 'int'' (Objects/abstract.c
+    binop_type_error) raised in TensorRT-LLM's model engine is a program's error on a value: `other`, not the
+    `unsupported` of a refused capability (common.toml's phrase 'Unsupported <word>' once took it; the TLLM_THROW rule
+    reads 'Unsupported ...' only with its own '(<file>:<line>)' at a TensorRT-LLM C++ source)."""
+    text = _BANNER + (
+        "Traceback (most recent call last):\n"
+        f'  File "{_SITE}/_torch/pyexecutor/model_engine.py", line 300, in _load_model\n'
+        "    n = self.max_seq_len + extra\n"
+        "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'\n"
+    )
+    _assert_crash(_replay(tmp_path, text), "loading_weights", "other", "unsupported operand type(s)")
