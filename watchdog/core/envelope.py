@@ -128,8 +128,9 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # with its rank before the level ("[TRT-LLM] [RANK 2] [E] ", 2025) or, from 2026, the logger's module and the
     # rank after it ("[TRT-LLM] [I] [_torch  ] [RANK 6] ", or glued to it: "[TRT-LLM] [E] [executor][RANK 1] ",
     # "[TRT-LLM] [I] [batchmgr][RANK 0] ")
-    # and TensorRT's own logger ("[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file ...")
-    r"\[(?:TRT-LLM|TensorRT-LLM|TRT)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] "
+    # and TensorRT's own logger ("[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file ..."), and AutoDeploy's
+    # ("[TRT-LLM AUTO-DEPLOY] [RANK 0] [I] ", its ad_logger, as a 1.2.0rc5 launch in the corpus prints it)
+    r"\[(?:TRT-LLM(?: AUTO-DEPLOY)?|TensorRT-LLM|TRT)\]\s?(?:\[(?P<rank>RANK \d+)\] )?\[(?P<level>[A-Z]+)\] "
     r"(?:\[_?[a-z][\w.]* *\](?: |(?=\[RANK \d+\] )))?",
     # the 2026 logger's module glued to the rank, its "[TRT-LLM] [I] " lost in a paste: "[_torch][RANK 0] "
     r"\[_?[a-z][\w.]*\](?=\[RANK \d+\] )",
