@@ -118,6 +118,20 @@ def test_interpreter_exit_noise_alone_is_no_crash() -> None:
     assert a.lifecycle.current.candidates == []
 
 
+def test_a_dump_of_one_thread_alone_is_a_death_exit_noise_is_not() -> None:
+    """Only lines printed at every exit (`clean_exit`: the leak reports) are exit noise that alone says no crash:
+    faulthandler's thread dump is printed as a process dies (a fatal signal), so a crop of one thread's dump,
+    followed by the leak reports, is a death while starting; its first header is what says it."""
+    a = _analyzer()
+    dump = 'Thread 0x00007f71b9fff640 (most recent call first):\n  File "/x/scheduler.py", line 9 in watchdog_thread\n'
+    a.feed((dump + _NANOBIND + _LEAK).encode(), now=0.0)
+    assert a.state == State.CRASHED
+    error = a.lifecycle.current.error
+    assert error is not None
+    assert error.category == "killed"
+    assert error.line == 1
+
+
 def test_interpreter_shutdown_warnings_make_the_pending_error_the_crash_at_once() -> None:
     """An error no rule marks fatal, then the interpreter's shutdown warnings: the process is gone, so the
     error is the crash at that line, without waiting for `crash_grace`."""

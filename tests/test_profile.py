@@ -101,6 +101,18 @@ def _write(tmp_path: Path, text: str) -> Path:
             id="survivable-and-fatal",
         ),
         pytest.param(
+            '[[error]]\nmatch = "x"\nclean_exit = true\n',
+            "error[0].clean_exit",
+            "only for a dying rule",
+            id="clean-exit-not-on-dying",
+        ),
+        pytest.param(
+            '[[dying]]\nmatch = "x"\nclean_exit = "yes"\n',
+            "dying[0].clean_exit",
+            "true or false",
+            id="clean-exit-not-a-bool",
+        ),
+        pytest.param(
             "early_health = true\nhealth_means_ready = true\n",
             "health_means_ready",
             "not with early_health",

@@ -124,6 +124,7 @@ class DyingWords:
     at: str | None
     words: str  # the line, cleaned
     before: str = ""  # the last line of the launch a rule read before it (not exit noise), if any
+    clean_exit: bool = False  # printed at every exit, a clean stop's too (exit noise), not only at a death
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,8 +123,8 @@ class Incarnation:
     # none of them: a replay, or the log as it was when the follow began): their clock times measure durations.
     live_from: int | None = None
     serving: Serving = field(default_factory=Serving)  # its requests once ready, and a serving hang's clock
-    # lines of the interpreter's exit noise ([[dying]]) read, and the last one's number: a log of nothing else
-    # tells a process's end, not how it ended
+    # lines of the interpreter's exit noise (`[[dying]]` rules printed at a clean exit too) read, and the last
+    # one's number: a log of nothing else tells a process's end, not how it ended
     exit_noise: int = 0
     exit_noise_line: int = 0
 
@@ -725,7 +725,7 @@ class Lifecycle:
         # crash now: of the error pending, if one is, else a death the log does not explain (a SIGKILL, the
         # kernel's OOM killer, a native crash with no word). After ready they decide nothing here: a server
         # that was ready and is stopped prints them too.
-        if event.line != inc.exit_noise_line:
+        if event.clean_exit and event.line != inc.exit_noise_line:
             inc.exit_noise, inc.exit_noise_line = inc.exit_noise + 1, event.line
         if inc.state in TERMINAL_STATES or inc.phase == State.READY:
             return

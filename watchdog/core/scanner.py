@@ -146,7 +146,7 @@ class Scanner:
             if groups is None:
                 continue
             kind = rule.kind
-            if kind != "dying":  # exit noise is no line of the launch: the line before it stays the last one
+            if kind != "dying":  # dying words are no line of the launch: the line before them stays the last one
                 self.last_relevant = content.strip()
             if kind == "error":
                 matched_error = True
@@ -179,7 +179,7 @@ class Scanner:
                 out.append(StopSeen(line_no, rec.at, after_ready=rule.state == "ready"))
             elif kind == "dying":
                 self.benign_lines += 1  # no activity: the process is going away
-                out.append(DyingWords(line_no, rec.at, content.strip(), self.last_relevant))
+                out.append(DyingWords(line_no, rec.at, content.strip(), self.last_relevant, rule.clean_exit))
             elif kind == "served":
                 status = groups.get("status", "")
                 out.append(RequestServed(line_no, int(status) if status.isdigit() else None))

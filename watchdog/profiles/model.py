@@ -80,6 +80,7 @@ _ALLOWED_KEYS = {
     "syntax",
     "flags",
     "request",
+    "clean_exit",
 }
 
 BUNDLED_SOURCE = "watchdog/profiles/"  # where a bundled profile says it comes from (`Profile.source`)
@@ -145,6 +146,7 @@ class Rule:
     syntax: str = ""  # an arguments rule's: how its dump is written (`ARGUMENT_SYNTAXES`)
     flags: str = "name"  # an arguments rule's: how its names read as flags (`ARGUMENT_FLAG_STYLES`)
     request: str = ""  # a serving rule's: what its line says of one request (`SERVING_REQUESTS`); "": counts
+    clean_exit: bool = False  # a dying rule's: printed at every exit, a clean stop's too (exit noise)
 
     def apply(self, content: str) -> dict[str, str] | None:
         """Return the regex groups when the rule matches `content` (empty when it has no regex), else None."""
@@ -414,6 +416,9 @@ def _rule(kind: str, raw: object, where: str, path: str, *, checked: bool = Fals
     survivable = bool(raw.get("survivable", False))
     if survivable and (kind != "error" or fatal):
         raise ConfigError(where, f"{path}.survivable", "only for an error rule that is not fatal")
+    clean_exit = raw.get("clean_exit", False)
+    if not isinstance(clean_exit, bool) or (clean_exit and kind != "dying"):
+        raise ConfigError(where, f"{path}.clean_exit", "true or false, only for a dying rule")
     name = raw.get("name")
     if kind == "progress":
         if not isinstance(name, str):
@@ -440,6 +445,7 @@ def _rule(kind: str, raw: object, where: str, path: str, *, checked: bool = Fals
         syntax=syntax,
         flags=flags,
         request=request,
+        clean_exit=clean_exit,
     )
 
 
