@@ -291,7 +291,26 @@ def test_a_kept_database_hyperscan_refuses_is_compiled_again(kept: bytes) -> Non
     assert prefilter.lines(b"ok\nan Error\n") == [3]
 
 
-@pytest.mark.parametrize("log", [pytest.param(p, id=str(p.relative_to(FIXTURES))) for p in LOGS[::3]])
+# Read without the prefilter a line is read as a block is (every rule): the one known difference of the two ways
+# of reading (tests/test_literal_pass.py `_LIVE_DIFFERS`: a serving line inside a traceback cut short), in the
+# third of the logs taken here once new fixtures moved it in.
+_BLOCK_DIFFERS = {"corpus/sglang/postready-first-request-tpworker-exception-cut-issue3451.log"}
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        pytest.param(
+            p,
+            id=name,
+            marks=[pytest.mark.xfail(strict=True, reason="a known difference")]
+            if name in _BLOCK_DIFFERS
+            else [],
+        )
+        for p in LOGS[::3]
+        if (name := p.relative_to(FIXTURES).as_posix())
+    ],
+)
 def test_a_log_read_a_line_at_a_time_gives_the_verdict_of_reading_every_line(log: Path) -> None:
     """Read one line a read, as a daemon reads a growing log (`Analyzer._one_line`: a found line matched only
     with the rules whose literal the prefilter found in it, an exception line looked for only where it found an
