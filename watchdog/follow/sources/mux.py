@@ -48,9 +48,11 @@ from watchdog.follow.sources.remote import READERS
 MUX_NAME = "watchdog-mux"
 HELLO = b"watchdog-mux 1"
 # ms the multiplexer waits, once a reader's bytes are ready, for the other readers' before it writes them all: the
-# logs of a host are read by their tails at their own 10 ms polls, so without a wait a write of several logs at
-# once leaves the host in several packets
-COALESCE_MS = 5
+# logs of a host are read by their tails at their own polls, 10 ms apart (`ssh.DEFAULT_TAIL_INTERVAL`) at each
+# tail's own phase, so without a wait a write of several logs at once leaves the host in several packets; a wait of
+# one poll lets every reader's next poll join the write (5 ms let about half of them: a third more packets, each
+# costing the daemon asyncssh's receive path, the frames' parsing and a wake-up)
+COALESCE_MS = 10
 _ERRORS_KEPT = 2048  # the multiplexer's own stderr kept to say why it ended
 _REFUSED = 126  # the exit status of a forced-command wrapper that refuses a command (deploy/ssh/)
 
