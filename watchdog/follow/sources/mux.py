@@ -19,8 +19,8 @@ and writes, after a first line `watchdog-mux 1`:
 
     ID o LEN\\n BYTES      what the reader wrote on its stdout
     ID e LEN\\n BYTES      ... on its stderr (its status lines)
-    ID x STATUS\\n         it ended (both its pipes closed and it was reaped): its exit status (126: refused, as the
-                          wrapper refuses a command; the reason came before it on e)
+    ID x STATUS\\n         it ended (both its pipes closed and it was reaped, looked for every 5 ms meanwhile): its
+                          exit status (126: refused, as the wrapper refuses a command; the reason came before it on e)
 
 writing what every reader has ready together (one select() round, one write): many logs' lines in one SSH packet.
 So every per-log meaning (rotation, truncation, offsets, the P/W/E status lines, the lifeline) stays the reader
@@ -30,7 +30,9 @@ exits: each reader ends as it would at the end of its own channel.
 On the daemon's side `Multiplexer` is the channel's session, and each reader's output a `MuxOutput`: a
 `CommandOutput` (its queue, `drive`, flow control) fed by the multiplexer's frames instead of its own channel, so
 the source above it does not know the difference. `SSHPool.open_reader` chooses: the host's multiplexer where
-`SSHOptions.multiplex` is on and it starts, else a channel of its own as before.
+`SSHOptions.multiplex` is on and it starts, else a channel of its own as before. A reader that ends by itself
+(`watchdog-identify`: a file's identity, `SSHSource.identify`) is read to its exit status the same way: no channel
+of its own to open and close.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def main():
     wait = 0.0
     held = False
     while True:
-        timeout = 0.05 if ended else None
+        timeout = 0.005 if ended else None
         if out and wait and not held:
             held = True
             time.sleep(wait)
