@@ -254,15 +254,20 @@ def docker_sshd(dockerd: DockerDaemon, tmp_path_factory: pytest.TempPathFactory)
         stop_sshd(server)
 
 
-@pytest.fixture
-def ssh_options(sshd: SSHDServer) -> SSHOptions:
-    """Options that reach the test sshd and nothing else (no agent, no ~/.ssh/config)."""
+def ssh_options_for(server: SSHDServer) -> SSHOptions:
+    """Options that reach `server` and nothing else (no agent, no ~/.ssh/config)."""
     return SSHOptions(
-        known_hosts=str(sshd.known_hosts),
-        identity=str(sshd.client_key),
+        known_hosts=str(server.known_hosts),
+        identity=str(server.client_key),
         config=None,
         use_agent=False,
     )
+
+
+@pytest.fixture
+def ssh_options(sshd: SSHDServer) -> SSHOptions:
+    """Options that reach the test sshd and nothing else (no agent, no ~/.ssh/config)."""
+    return ssh_options_for(sshd)
 
 
 @pytest.fixture

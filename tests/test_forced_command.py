@@ -358,22 +358,20 @@ def test_the_remote_call_sites_are_the_ones_the_wrapper_knows() -> None:
         for match in pattern.finditer(path.read_text())
     )
     # A new call site is a new remote command (or forward): add its shape to the wrapper and to ACTIONS.
-    assert (
-        sites
-        == Counter(
-            {
-                "watchdog/follow/sources/ssh.py:pool.run": 2,  # identity, poll
-                "watchdog/follow/sources/ssh.py:pool.open_reader": 1,  # stream (its own channel, or through the mux)
-                "watchdog/follow/sources/mux.py:pool.open_session": 1,  # the mux
-                # journal, unit, container logs and inspect
-                "watchdog/follow/sources/commands.py:pool.open_session": 1,
-                "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
-                "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
-                "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
-                "watchdog/follow/sources/sshpool.py:conn.create_session": 1,
-                "watchdog/follow/probes/health.py:conn.open_connection": 1,  # the permitopen= port
-            }
-        )
+    assert sites == Counter(
+        {
+            "watchdog/follow/sources/ssh.py:pool.run": 1,  # poll
+            # stream and identity (each its own channel, or through the mux)
+            "watchdog/follow/sources/ssh.py:pool.open_reader": 2,
+            "watchdog/follow/sources/mux.py:pool.open_session": 1,  # the mux
+            # journal, unit, container logs and inspect
+            "watchdog/follow/sources/commands.py:pool.open_session": 1,
+            "watchdog/follow/probes/process.py:pool.run": 1,  # pid, pidfile, pgrep
+            "watchdog/follow/probes/gpusampler.py:pool.run": 1,  # gpu sampler, host-wide nvidia-smi
+            "watchdog/follow/sources/sshpool.py:conn.run": 1,  # the pool carries them all
+            "watchdog/follow/sources/sshpool.py:conn.create_session": 1,
+            "watchdog/follow/probes/health.py:conn.open_connection": 1,  # the permitopen= port
+        }
     )
 
 

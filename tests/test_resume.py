@@ -954,13 +954,18 @@ async def test_a_checkpoint_over_ssh_names_its_file_without_a_remote_command(
 
     async with SSHPool(ssh_options) as pool, open_store(tmp_path / "state") as store:
         commands: list[str] = []
-        run = pool.run
+        run, open_reader = pool.run, pool.open_reader
 
         async def counted_run(host: str, command: str, **kw: Any) -> Any:
             commands.append(command)
             return await run(host, command, **kw)
 
+        async def counted_reader(host: str, name: str, args: list[str], **kw: Any) -> Any:
+            commands.append(name)  # a reader script (its own channel, or through the multiplexer)
+            return await open_reader(host, name, args, **kw)
+
         pool.run = counted_run  # type: ignore[method-assign]
+        pool.open_reader = counted_reader  # type: ignore[method-assign]
 
         def source() -> CountingSource:
             return CountingSource(

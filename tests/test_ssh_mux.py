@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 import structlog
-from conftest import sshd_or_skip
+from conftest import ssh_options_for, sshd_or_skip
 from sshd_server import SSHDServer, assert_no_reader_left, pgrep_f
 from test_sources_ssh import (
     make_source,
@@ -40,6 +40,7 @@ import watchdog.follow.sources.ssh as ssh_module
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, Disconnected, SourceItem
 from watchdog.follow.sources.channel import _HIGH_WATER
+from watchdog.follow.sources.identity import local_identity
 from watchdog.follow.sources.mux import MUX_NAME, MUX_PROGRAM
 from watchdog.follow.sources.remote import STREAM_NAME, stream_args
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
@@ -245,6 +246,40 @@ def no_python_sshd(tmp_path: Path) -> Iterator[SSHDServer]:
     yield from sshd_or_skip(tmp_path / "sshd", [f"SetEnv PATH={tools} HOME={tmp_path}"])
 
 
+def _mux_options(server: SSHDServer) -> SSHOptions:
+    """Options that reach `server` and nothing else, with the multiplexer on."""
+    return replace(ssh_options_for(server), multiplex=True)
+
+
+@pytest.fixture
+def sshd1(tmp_path: Path) -> Iterator[SSHDServer]:
+    """An sshd of this test alone that allows one session per connection."""
+    yield from sshd_or_skip(tmp_path / "sshd1", extra_config=["MaxSessions 1"])
+
+
+async def test_a_file_is_identified_through_the_multiplexer_beside_its_readers(
+    sshd1: SSHDServer, tmp_path: Path
+) -> None:
+    """A file's identity (a reader's fingerprint check after a quiet spell, a checkpoint's) is read through the
+    host's multiplexer, beside its readers, not in a channel of its own: a host that allows one session per
+    connection is identified on the one connection the readers use, and a path that is not there is None."""
+    logs = _logs(tmp_path / "logs", 3)
+    key: dict[str, Any] = {"port": sshd1.port, "user": sshd1.user}
+    async with SSHPool(_mux_options(sshd1), idle_linger=DEADLINE) as pool, AsyncExitStack() as stack:
+        sources = [make_source(pool, sshd1, log) for log in logs]
+        streams = [await stack.enter_async_context(source.open_follow()) for source in sources]
+        with anyio.fail_after(DEADLINE):
+            for items, log in zip(streams, logs, strict=True):
+                assert await read_until(items, log.stat().st_size) == log.read_bytes()
+            for source, log in zip(sources, logs, strict=True):
+                size = log.stat().st_size
+                assert await source.identify(size) == local_identity(str(log), size)
+            assert await make_source(pool, sshd1, tmp_path / "logs" / "not there.log").identify(0) is None
+        assert len(pool.connections(sshd1.host, **key)) == 1
+        assert pool.channel_counts(sshd1.host, **key) == [1]
+        assert pool.multiplexed(sshd1.host, **key) == 3
+
+
 async def test_a_host_without_python3_gets_a_channel_per_log(
     no_python_sshd: SSHDServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -254,13 +289,7 @@ async def test_a_host_without_python3_gets_a_channel_per_log(
         ssh_module, "FINGERPRINT_QUIET", math.inf
     )  # no identity channel: the counts are the logs'
     server = no_python_sshd
-    options = SSHOptions(
-        known_hosts=str(server.known_hosts),
-        identity=str(server.client_key),
-        config=None,
-        use_agent=False,
-        multiplex=True,
-    )
+    options = _mux_options(server)
     logs = _logs(tmp_path / "logs", 3)
     key: dict[str, Any] = {"port": server.port, "user": server.user}
     with structlog.testing.capture_logs() as logged:

@@ -19,8 +19,8 @@ and writes, after a first line `watchdog-mux 1`:
 
     ID o LEN\\n BYTES      what the reader wrote on its stdout
     ID e LEN\\n BYTES      ... on its stderr (its status lines)
-    ID x STATUS\\n         it ended (both its pipes closed and it was reaped): its exit status (126: refused, as the
-                          wrapper refuses a command; the reason came before it on e)
+    ID x STATUS\\n         it ended (both its pipes closed and it was reaped, looked for every 5 ms meanwhile): its
+                          exit status (126: refused, as the wrapper refuses a command; the reason came before it on e)
 
 writing what every reader has ready together (one select() round, one write): many logs' lines in one SSH packet.
 So every per-log meaning (rotation, truncation, offsets, the P/W/E status lines, the lifeline) stays the reader
@@ -30,7 +30,9 @@ exits: each reader ends as it would at the end of its own channel.
 On the daemon's side `Multiplexer` is the channel's session, and each reader's output a `MuxOutput`: a
 `CommandOutput` (its queue, `drive`, flow control) fed by the multiplexer's frames instead of its own channel, so
 the source above it does not know the difference. `SSHPool.open_reader` chooses: the host's multiplexer where
-`SSHOptions.multiplex` is on and it starts, else a channel of its own as before.
+`SSHOptions.multiplex` is on and it starts, else a channel of its own as before. A reader that ends by itself
+(`watchdog-identify`: a file's identity, `SSHSource.identify`) is read to its exit status the same way: no channel
+of its own to open and close.
 """
 
 from __future__ import annotations
@@ -48,9 +50,11 @@ from watchdog.follow.sources.remote import READERS
 MUX_NAME = "watchdog-mux"
 HELLO = b"watchdog-mux 1"
 # ms the multiplexer waits, once a reader's bytes are ready, for the other readers' before it writes them all: the
-# logs of a host are read by their tails at their own 10 ms polls, so without a wait a write of several logs at
-# once leaves the host in several packets
-COALESCE_MS = 5
+# logs of a host are read by their tails at their own polls, 10 ms apart (`ssh.DEFAULT_TAIL_INTERVAL`) at each
+# tail's own phase, so without a wait a write of several logs at once leaves the host in several packets; a wait of
+# one poll lets every reader's next poll join the write (5 ms let about half of them: a third more packets, each
+# costing the daemon asyncssh's receive path, the frames' parsing and a wake-up)
+COALESCE_MS = 10
 _ERRORS_KEPT = 2048  # the multiplexer's own stderr kept to say why it ended
 _REFUSED = 126  # the exit status of a forced-command wrapper that refuses a command (deploy/ssh/)
 
@@ -128,7 +132,7 @@ def main():
     wait = 0.0
     held = False
     while True:
-        timeout = 0.05 if ended else None
+        timeout = 0.005 if ended else None
         if out and wait and not held:
             held = True
             time.sleep(wait)

@@ -81,11 +81,6 @@ wait $t 2>/dev/null; kill $s $l 2>/dev/null; echo E >&2
 
 STREAM_NAME = "watchdog-follow"
 
-# The long-running readers a multiplexer (`watchdog.follow.sources.mux`) may start, by name: the script and the kinds
-# of its arguments, as the forced-command wrapper checks them (path: any text but a newline; int: decimal digits;
-# dec: digits.digits)
-READERS: dict[str, tuple[str, str]] = {STREAM_NAME: (STREAM_SCRIPT, "path int dec dec int int")}
-
 # One read of at most $3 bytes from offset $2 (1-based), with the header, for hosts without
 # GNU tail; the caller runs it again at once while it returns full reads.
 POLL_SCRIPT = """\
@@ -162,15 +157,30 @@ head -c "$h" /dev/fd/3
 tail -c +"$b" /dev/fd/3 | head -c "$m"
 """
 
+IDENTIFY_NAME = "watchdog-identify"
+
+# The readers a multiplexer (`watchdog.follow.sources.mux`) may start, by name: the script and the kinds of its
+# arguments, as the forced-command wrapper checks them (path: any text but a newline; int: decimal digits; dec:
+# digits.digits). The identity script ends by itself: through the multiplexer a fingerprint check or a checkpoint's
+# identification costs no channel of its own (its open, exec, exit status and close: ~10 packets each way)
+READERS: dict[str, tuple[str, str]] = {
+    STREAM_NAME: (STREAM_SCRIPT, "path int dec dec int int"),
+    IDENTIFY_NAME: (IDENTITY_SCRIPT, "path int int int"),
+}
+
 
 def identity_command(path: str, offset: int, *, window: int) -> str:
     """The remote command that identifies `path` at byte `offset` (see `IDENTITY_SCRIPT`): its first `window`
     bytes (fewer before `offset`) and the `window` bytes just before `offset`."""
+    return reader_command(IDENTIFY_NAME, identity_args(path, offset, window=window))
+
+
+def identity_args(path: str, offset: int, *, window: int) -> list[str]:
+    """The arguments of `IDENTITY_SCRIPT` for `identity_command` (and for a multiplexer's `open`)."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be a non-negative int, not {offset!r}")
     head, start, length = window_spans(offset, window)
-    args = [str(head), str(start + 1), str(length)]
-    return shlex.join(["sh", "-c", IDENTITY_SCRIPT, "watchdog-identify", path, *args])
+    return [path, str(head), str(start + 1), str(length)]
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,10 @@ from watchdog.follow.sources.base import (
 from watchdog.follow.sources.channel import NOT_TAKEN, TAKEN, TAKEN_WAKE, CommandOutput, Packet
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, last_bytes, parse_identity
 from watchdog.follow.sources.remote import (
+    IDENTIFY_NAME,
     STREAM_NAME,
     Header,
-    identity_command,
+    identity_args,
     parse_header,
     parse_process_line,
     parse_stat_line,
@@ -177,7 +178,7 @@ class SSHSource:
             ConnectionLost: the host could not be reached in `connect_attempts` attempts.
             HostKeyError, AuthError: as from the pool.
         """
-        command = identity_command(self.path, offset, window=window)
+        args = identity_args(self.path, offset, window=window)
         # Tries again what lost its connection, after a jittered exponential pause, `connect_attempts` times.
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.connect_attempts),
@@ -186,11 +187,35 @@ class SSHSource:
             sleep=anyio.sleep,
             reraise=True,
         )
-        result: asyncssh.SSHCompletedProcess = await retrying(
-            self.pool.run, self.host, command, port=self.port, user=self.user, encoding=None
-        )
-        stdout = result.stdout
-        return parse_identity(stdout, offset, window=window) if isinstance(stdout, bytes) else None
+        stdout: bytes = await retrying(self._read_to_end, IDENTIFY_NAME, args)
+        return parse_identity(stdout, offset, window=window)
+
+    async def _read_to_end(self, name: str, args: list[str]) -> bytes:
+        """Run the reader script `name` with `args` on the host to its end: its stdout. Through the host's
+        multiplexer where it runs one (`SSHPool.open_reader`): no channel of its own to open and close.
+
+        Raises:
+            ConnectionLost: as from the pool, or the script's output was cut before its exit status (its
+                connection, or the multiplexer that ran it, ended first): what it said is not all it would say.
+        """
+        conn, output = await self.pool.open_reader(self.host, name, args, port=self.port, user=self.user)
+        out: list[bytes] = []
+        ended: Exception | None = None
+        closed = False
+        try:
+            while not closed:
+                kind, data, ended = await output.receive()
+                if kind == "out":
+                    out.append(data)
+                closed = kind == "closed"
+        finally:
+            # cancelled: its reader ends (its channel closed, or its stdin through the multiplexer)
+            if not closed:
+                output.close()
+        if output.exit_status is None:
+            reason = str(ended or ("closed" if conn.is_closed() else f"{name} ended without an exit status"))
+            raise ConnectionLost(f"connection to {self.host} lost: {reason}", host=self.host, reason=reason)
+        return b"".join(out)
 
 
 @dataclass(frozen=True)
