@@ -142,15 +142,25 @@ async def test_reconnects_without_loss_or_duplicates(sshd: SSHDServer, pool: SSH
     log.write_bytes(b"")
     lines = [b"line %06d %s\n" % (i, b"x" * (i % 40)) for i in range(12_000)]
     expected = b"".join(lines)
-    kill_at = [len(expected) * share // 100 for share in (10, 35, 60)]
+    kills = [len(expected) * share // 100 for share in (10, 35, 60)]
+    kill_at = list(kills)
+    cut = [anyio.Event() for _ in kills]  # set as the connection is cut at kills[i]
     data = bytearray()
     disconnects = 0
     connected = True
 
     async def writer() -> None:
+        written, k = 0, 0
         for start in range(0, len(lines), 50):
-            await append(log, b"".join(lines[start : start + 50]))
+            batch = b"".join(lines[start : start + 50])
+            await append(log, batch)
+            written += len(batch)
             await anyio.sleep(0.01)  # pacing the writer at ~5k lines/s, not waiting for anything
+            if k < len(kills) and written >= kills[k]:
+                # past a cut's point the log grows on only once that cut was made: a loaded machine's reader
+                # must not find the rest of the log in one read after a reconnection (one cut, not three)
+                await cut[k].wait()
+                k += 1
 
     async with make_source(pool, sshd, log).open_follow() as items, anyio.create_task_group() as tg:
         tg.start_soon(writer)
@@ -163,6 +173,7 @@ async def test_reconnects_without_loss_or_duplicates(sshd: SSHDServer, pool: SSH
                         kill_at.pop(0)
                         assert sshd.kill_sessions()
                         connected = False
+                        cut[len(kills) - len(kill_at) - 1].set()
                     if len(data) >= len(expected):
                         break
                 elif isinstance(item, Disconnected):
