@@ -435,7 +435,7 @@ class Analyzer:
             out += self._block(block.data, now)
         return out
 
-    def _one_line(self, data: bytes, now: float) -> list[Transition]:
+    def _one_line(self, data: bytes, now: float, key: bytes | None = None) -> list[Transition]:
         # `_block` of a block of one line (`data`, its newline last), as a live log is read: a line no rule but
         # a serving one can read (the prefilter finds nothing in it, no traceback is open) is done here, as
         # `_block` and `_serving_lines` do it, without their loop; a line the prefilter finds, or any line while
@@ -459,7 +459,9 @@ class Analyzer:
             hits, found = None, []
         elif rules.plans is not None:
             # the line's template says what the prefilter finds in it and where its counts are (`_Plan`)
-            plan = rules.plans.get(key := data.translate(ZEROED))
+            if key is None:  # (`key`: the caller made it, `data.translate(ZEROED)`)
+                key = data.translate(ZEROED)
+            plan = rules.plans.get(key)
             if plan is None:
                 plan = _plan(data, rules, key)
             hits = plan[0]
@@ -796,9 +798,13 @@ class Analyzer:
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            detector.feed(data[:-1].decode("ascii"))
+            key = data.translate(
+                ZEROED
+            )  # its template: the markers it holds are looked up by it (and its plan)
+            detector.feed(data[:-1].decode("ascii"), key)
             found, count = detector.engine(), detector.count
         else:
+            key = None
             head += data[: _DETECT_BYTES - old]
             found, count = self._detect_head(head)
         complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
@@ -808,7 +814,7 @@ class Analyzer:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None
             if self.unwrapper.passes(data) and self.framer.take_line(data):
-                return self._one_line(data, now)
+                return self._one_line(data, now, key)
             return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
         # The head, read further, names another engine (more of its markers): read the log again from its
         # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
