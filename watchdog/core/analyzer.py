@@ -480,7 +480,26 @@ class Analyzer:
             if plan is not None:
                 if plan[1] >= 0:
                     serving = data[:-1]
-                    parks = plan[2] is not None and self._parks_at(serving, plan[2])
+                    spans = plan[2]
+                    if spans is not None and not ((held := self.lifecycle.current.serving).hung or held.open):
+                        # `_parks` of a line whose template showed all but its numbers to allow it (`_plan`): its
+                        # counts are at `spans`, and each token count there reads as a number (as it did in the
+                        # template's first line)
+                        made: float | None = None  # as `_parks` sums them
+                        parks = True
+                        for a, b in spans[4]:
+                            value = serving[a:b]
+                            try:
+                                made = (made or 0.0) + float(
+                                    value.replace(b",", b"") if 44 in value else value
+                                )
+                            except ValueError:
+                                parks = False
+                                break
+                        parks = parks and (
+                            (made is not None and made > 0)
+                            or int(serving[spans[0] : spans[1]]) + int(serving[spans[2] : spans[3]]) == 0
+                        )
             else:
                 place = 0  # of the first serving rule whose literal the line holds
                 for _, match, _ in rules.serving:
@@ -690,23 +709,6 @@ class Analyzer:
                 except ValueError:
                     return False
         return (made is not None and made > 0) or int(running) + int(waiting) == 0
-
-    def _parks_at(self, raw: bytes, spans: _Spans) -> bool:
-        # `_parks` of a line whose template showed all but its numbers to allow it (`_plan`): its counts are at
-        # `spans`, and each token count there reads as a number (as it did in the template's first line)
-        serving = self.lifecycle.current.serving
-        if serving.hung or serving.open:
-            return False
-        made: float | None = None  # as `_parks` sums them
-        for a, b in spans[4]:
-            value = raw[a:b]
-            try:
-                made = (made or 0.0) + float(value.replace(b",", b"") if 44 in value else value)  # ","
-            except ValueError:
-                return False
-        return (made is not None and made > 0) or int(raw[spans[0] : spans[1]]) + int(
-            raw[spans[2] : spans[3]]
-        ) == 0
 
     def _unpark(self) -> list[Transition]:
         # the serving line that waits, read now (with the clock of its arrival)
