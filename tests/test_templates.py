@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from watchdog.core.analyzer import Analyzer, _rule_set, lazy_gaps
 from watchdog.core.envelope import ERROR_LEVEL_MARKS
-from watchdog.core.templates import digit_blind, template
+from watchdog.core.templates import TEMPLATE_BYTES, digit_blind, template
 from watchdog.profiles.loader import catalogue, load_engine
 from watchdog.vocabulary import ENGINES, State
 
@@ -115,3 +115,26 @@ def test_lines_of_one_template_are_read_by_their_own_counts() -> None:
     assert out[0] == out[1]
     assert out[0][0] == [(State.STALLED, 7)]  # no token since 07:27:11 with 2 running, 48 s > 30 s
     assert out[0][2] == "2025-09-12T07:27:11"
+
+
+def test_a_line_longer_than_a_template_is_read_as_it_is_and_not_kept() -> None:
+    """A line past `TEMPLATE_BYTES` (an argument dump, mostly one of a kind) is read without its template: no cache
+    keeps it, and what it says is said as for a short line."""
+    analyzer = Analyzer(load_engine("sglang"), hang_after=30.0)
+    analyzer.feed(b"[2025-09-12 07:20:30] The server is fired up and ready to roll!\n", 0.0)
+    analyzer.caught_up(0.0)
+    plans = analyzer._rules.plans
+    assert plans is not None
+    pad = b"x" * TEMPLATE_BYTES
+    long = (
+        b"[2025-09-12 07:27:10] Decode batch. #running-req: 3, #token: 484, "
+        + pad
+        + b", gen throughput (token/s): 0.00, #queue-req: 0\n"
+    )
+    short = long.replace(pad, b"token usage: 0.01")
+    analyzer.feed(long, 1.0)
+    assert template(long) not in plans
+    assert analyzer.lifecycle.current.serving.since_at == "2025-09-12T07:27:10"  # read: 3 running, no token
+    short = short.replace(b"07:27:10", b"07:27:11")
+    analyzer.feed(short, 2.0)
+    assert template(short) in plans

@@ -32,7 +32,7 @@ from watchdog.core.lastbytes import LastBytes
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
-from watchdog.core.templates import TEMPLATES_MAX, ZEROED, digit_blind
+from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, ZEROED, digit_blind
 from watchdog.core.tracebacks import EXCEPTION_ENDINGS
 from watchdog.profiles.model import Catalogue, Profile, Rule
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, DEFAULT_HANG_AFTER, SETTLED_STATES, State
@@ -457,7 +457,7 @@ class Analyzer:
         plan: _Plan | None = None
         if whole:
             hits, found = None, []
-        elif rules.plans is not None:
+        elif rules.plans is not None and len(data) <= TEMPLATE_BYTES:
             # the line's template says what the prefilter finds in it and where its counts are (`_Plan`)
             if key is None:  # (`key`: the caller made it, `data.translate(ZEROED)`)
                 key = data.translate(ZEROED)
@@ -800,9 +800,8 @@ class Analyzer:
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            key = data.translate(
-                ZEROED
-            )  # its template: the markers it holds are looked up by it (and its plan)
+            # its template: the markers it holds are looked up by it, and its plan (but a long line's: `TEMPLATE_BYTES`)
+            key = data.translate(ZEROED) if len(data) <= TEMPLATE_BYTES else None
             detector.feed(data[:-1].decode("ascii"), key)
             found, count = detector.engine(), detector.count
         else:

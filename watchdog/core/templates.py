@@ -14,13 +14,16 @@ import importlib
 import re
 from typing import Any
 
-__all__ = ["TEMPLATES_MAX", "ZEROED", "digit_blind", "template"]
+__all__ = ["TEMPLATES_MAX", "TEMPLATE_BYTES", "ZEROED", "digit_blind", "template"]
 
 ZEROED = bytes.maketrans(b"123456789", b"000000000")
 """`bytes.translate`'s table of `template` (for a caller that makes one per line: one call fewer)."""
 _DIGITS = frozenset(range(0x30, 0x3A))
 TEMPLATES_MAX = 1024
 """The templates a cache keyed by them holds at most (it is emptied when full: a few kinds of line repeat)."""
+TEMPLATE_BYTES = 1024
+"""The longest line (with its newline) looked up by its template: a longer one (an argument dump) is mostly one of
+a kind, and a cache of them would hold a megabyte apiece."""
 
 # the regex parser's tree, as `re` itself parses a pattern (CPython 3.11+; typeshed does not describe them)
 _p: Any = importlib.import_module("re._parser")
