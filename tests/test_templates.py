@@ -118,8 +118,8 @@ def test_lines_of_one_template_are_read_by_their_own_counts() -> None:
 
 
 def test_a_line_longer_than_a_template_is_read_as_it_is_and_not_kept() -> None:
-    """A line past `TEMPLATE_BYTES` (an argument dump, mostly one of a kind) is read without its template: no cache
-    keeps it, and what it says is said as for a short line."""
+    """A line past `TEMPLATE_BYTES` (an argument dump, mostly one of a kind) is read as a short line is, and no
+    cache keeps its template."""
     analyzer = Analyzer(load_engine("sglang"), hang_after=30.0)
     analyzer.feed(b"[2025-09-12 07:20:30] The server is fired up and ready to roll!\n", 0.0)
     analyzer.caught_up(0.0)

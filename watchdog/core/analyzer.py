@@ -457,7 +457,7 @@ class Analyzer:
         plan: _Plan | None = None
         if whole:
             hits, found = None, []
-        elif rules.plans is not None and len(data) <= TEMPLATE_BYTES:
+        elif rules.plans is not None:
             # the line's template says what the prefilter finds in it and where its counts are (`_Plan`)
             if key is None:  # (`key`: the caller made it, `data.translate(ZEROED)`)
                 key = data.translate(ZEROED)
@@ -800,8 +800,9 @@ class Analyzer:
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            # its template: the markers it holds are looked up by it, and its plan (but a long line's: `TEMPLATE_BYTES`)
-            key = data.translate(ZEROED) if len(data) <= TEMPLATE_BYTES else None
+            key = data.translate(
+                ZEROED
+            )  # its template: the markers it holds are looked up by it (and its plan)
             detector.feed(data[:-1].decode("ascii"), key)
             found, count = detector.engine(), detector.count
         else:
@@ -1010,9 +1011,11 @@ def _plan(data: bytes, rules: _RuleSet, key: bytes) -> _Plan:
             place = i
             break
     spans = _count_spans(data[:-1], rules.counts, place) if place >= 0 and not hits else None
-    if len(plans) >= TEMPLATES_MAX:
-        plans.clear()
-    plan = plans[key] = (hits, place, spans)
+    plan = (hits, place, spans)
+    if len(key) <= TEMPLATE_BYTES:  # (a longer line is mostly one of a kind: not kept)
+        if len(plans) >= TEMPLATES_MAX:
+            plans.clear()
+        plans[key] = plan
     return plan
 
 

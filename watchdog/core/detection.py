@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from watchdog.core.prefilter import Literals
-from watchdog.core.templates import TEMPLATES_MAX, template
+from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, template
 from watchdog.profiles.model import Catalogue
 
 __all__ = ["EngineDetector", "detect_engine"]
@@ -234,9 +234,11 @@ def _engines_by_template(line: str, key: bytes, index: _Index) -> Sequence[str]:
         undigited = templates.undigited
         pairs = tuple(sorted(hit for f in found if undigited[f] for hit in index[1][f]))
         digits = tuple((text, place, engine) for text, mark, place, engine in templates.digits if mark in key)
-        if len(templates.seen) >= TEMPLATES_MAX:
-            templates.seen.clear()
-        marked = templates.seen[key] = (tuple(engine for _, engine in pairs), pairs, digits)
+        marked = (tuple(engine for _, engine in pairs), pairs, digits)
+        if len(key) <= TEMPLATE_BYTES:  # (a longer line is mostly one of a kind: not kept)
+            if len(templates.seen) >= TEMPLATES_MAX:
+                templates.seen.clear()
+            templates.seen[key] = marked
     if marked[2]:
         extra = [(place, engine) for text, place, engine in marked[2] if text in line]
         if extra:

@@ -22,8 +22,8 @@ _DIGITS = frozenset(range(0x30, 0x3A))
 TEMPLATES_MAX = 1024
 """The templates a cache keyed by them holds at most (it is emptied when full: a few kinds of line repeat)."""
 TEMPLATE_BYTES = 1024
-"""The longest line (with its newline) looked up by its template: a longer one (an argument dump) is mostly one of
-a kind, and a cache of them would hold a megabyte apiece."""
+"""The longest template (a line with its newline) a cache keeps: a longer line (an argument dump) is mostly one of a
+kind, and a cache of them would hold a megabyte apiece."""
 
 # the regex parser's tree, as `re` itself parses a pattern (CPython 3.11+; typeshed does not describe them)
 _p: Any = importlib.import_module("re._parser")
