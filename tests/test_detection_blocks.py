@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from watchdog.core.detection import EngineDetector, _any_marker, _engines_of, _runs
+from watchdog.core.templates import template
 from watchdog.profiles.loader import catalogue
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -134,3 +135,21 @@ def test_every_launch_detects_with_one_markers_tuple() -> None:
         *((name, d) for name, draft in c.bundled[:-1] for d in draft.detect),
     )
     assert len(c.markers) > 50
+
+
+def test_a_head_fed_by_its_lines_templates_reads_as_fed_as_text() -> None:
+    """On every fixture log, the ASCII lines of a head fed with their templates (the markers of a template looked
+    up, as a live log's head is read) leave the detector as the lines fed as text do, line after line; the lines
+    of a template seen again with other digits (another rank's " TP1] " where " TP0] " was) included."""
+    markers = catalogue().markers
+    for log in LOGS:
+        lines = log.read_bytes().decode("utf-8", "replace").splitlines()[:_HEAD]
+        lines += [line.translate(str.maketrans("0123456789", "1234567890")) for line in lines]
+        as_text, by_template = EngineDetector(markers), EngineDetector(markers)
+        for n, line in enumerate(lines, 1):
+            as_text.feed(line)
+            if line.isascii():
+                by_template.feed(line, template(line.encode() + b"\n"))
+            else:
+                by_template.feed(line)
+            assert _state(by_template) == _state(as_text), f"{log} at line {n}"

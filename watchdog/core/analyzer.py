@@ -32,6 +32,7 @@ from watchdog.core.lastbytes import LastBytes
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
+from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, ZEROED, digit_blind
 from watchdog.core.tracebacks import EXCEPTION_ENDINGS
 from watchdog.profiles.model import Catalogue, Profile, Rule
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, DEFAULT_HANG_AFTER, SETTLED_STATES, State
@@ -93,6 +94,13 @@ _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
 # running and of its waiting requests), the regex None where a line of the rule never waits (a request's line, or
 # counts without both the running and the waiting requests)
 _CountRule = tuple[bytes, "re.Pattern[bytes] | None", tuple[int, ...], int, int]
+# where a serving line of counts that may wait (`_parks`) holds them: the spans of its running and of its waiting
+# requests, and of its token groups that took part
+_Spans = tuple[int, int, int, int, tuple[tuple[int, int], ...]]
+# what `_one_line` finds in every line of one template (`templates`): the prefilter's findings (`found_in_line`),
+# the place of the first serving rule whose literal the line holds (-1: none), and where its counts are if it is
+# a line of counts that may wait by all but its numbers (None: it may not)
+_Plan = tuple[list[int], int, "_Spans | None"]
 
 
 class Analyzer:
@@ -427,7 +435,7 @@ class Analyzer:
             out += self._block(block.data, now)
         return out
 
-    def _one_line(self, data: bytes, now: float) -> list[Transition]:
+    def _one_line(self, data: bytes, now: float, key: bytes | None = None) -> list[Transition]:
         # `_block` of a block of one line (`data`, its newline last), as a live log is read: a line no rule but
         # a serving one can read (the prefilter finds nothing in it, no traceback is open) is done here, as
         # `_block` and `_serving_lines` do it, without their loop; a line the prefilter finds, or any line while
@@ -446,22 +454,61 @@ class Analyzer:
         # with which rules (the scanner need not look for them again); None: no Hyperscan (it tells no more than
         # `lines`), or the line is read whole anyway (a traceback's line holds error words that the rules'
         # literals, which the scanner looks for, mostly do not: its pass is the quicker)
-        hits = None if whole else rules.others.found_in_line(data)
-        found = [] if whole else rules.others.lines(data) if hits is None else [0] if hits else []
+        plan: _Plan | None = None
+        if whole:
+            hits, found = None, []
+        elif rules.plans is not None:
+            # the line's template says what the prefilter finds in it and where its counts are (`_Plan`)
+            if key is None:  # (`key`: the caller made it, `data.translate(ZEROED)`)
+                key = data.translate(ZEROED)
+            plan = rules.plans.get(key)
+            if plan is None:
+                plan = _plan(data, rules, key)
+            hits = plan[0]
+            found = [0] if hits else []
+        else:
+            hits = rules.others.found_in_line(data)
+            found = rules.others.lines(data) if hits is None else [0] if hits else []
         if not rules.one_line:
             return self._unpark() + self._block(data, now, found=None if whole else found)
         self._last.feed(data)  # `_keep`
         serving = None  # the line, if it is a serving rule's
+        parks = False  # ... and it waits (`_parks`)
         if whole:
             found = [0]
         elif not found:
-            place = 0  # of the first serving rule whose literal the line holds
-            for _, match, _ in rules.serving:
-                if data.find(match) >= 0:
+            if plan is not None:
+                if plan[1] >= 0:
                     serving = data[:-1]
-                    break
-                place += 1
-            if serving is not None and self._parks(serving, rules.counts, place):
+                    spans = plan[2]
+                    if spans is not None and not ((held := self.lifecycle.current.serving).hung or held.open):
+                        # `_parks` of a line whose template showed all but its numbers to allow it (`_plan`): its
+                        # counts are at `spans`, and each token count there reads as a number (as it did in the
+                        # template's first line)
+                        made: float | None = None  # as `_parks` sums them
+                        parks = True
+                        for a, b in spans[4]:
+                            value = serving[a:b]
+                            try:
+                                made = (made or 0.0) + float(
+                                    value.replace(b",", b"") if 44 in value else value
+                                )
+                            except ValueError:
+                                parks = False
+                                break
+                        parks = parks and (
+                            (made is not None and made > 0)
+                            or int(serving[spans[0] : spans[1]]) + int(serving[spans[2] : spans[3]]) == 0
+                        )
+            else:
+                place = 0  # of the first serving rule whose literal the line holds
+                for _, match, _ in rules.serving:
+                    if data.find(match) >= 0:
+                        serving = data[:-1]
+                        break
+                    place += 1
+                parks = serving is not None and self._parks(serving, rules.counts, place)
+            if serving is not None and parks:
                 # read when anything else is, unless the next serving line says all it says first
                 self._parked = (serving, first, now)
                 self.lines_read += 1
@@ -753,9 +800,13 @@ class Analyzer:
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            detector.feed(data[:-1].decode("ascii"))
+            key = data.translate(
+                ZEROED
+            )  # its template: the markers it holds are looked up by it (and its plan)
+            detector.feed(data[:-1].decode("ascii"), key)
             found, count = detector.engine(), detector.count
         else:
+            key = None
             head += data[: _DETECT_BYTES - old]
             found, count = self._detect_head(head)
         complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
@@ -765,7 +816,7 @@ class Analyzer:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None
             if self.unwrapper.passes(data) and self.framer.take_line(data):
-                return self._one_line(data, now)
+                return self._one_line(data, now, key)
             return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
         # The head, read further, names another engine (more of its markers): read the log again from its
         # start with that engine's profile, as replay (which sees the whole head at once) reads it, without
@@ -845,6 +896,9 @@ class _RuleSet(NamedTuple):
     one_line: bool = True  # every serving rule has a literal: `_one_line` may read a line of the set
     counts: tuple[_CountRule, ...] = ()  # the serving rules as `_parks` reads them
     candidates: _Candidates | None = None  # `rules` by what `others` finds in a line
+    # `_one_line`'s plan of each line template seen (`_plan`), None where a template cannot tell them (a literal
+    # or a pattern of the set that tells a digit from another, or no Hyperscan: `found_in_line` tells no more)
+    plans: dict[bytes, _Plan] | None = None
 
 
 class _Candidates:
@@ -929,7 +983,72 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
         for request, match, regex in serving
     )
     read = tuple(r for r in rules if r.kind != "benign")
-    return _RuleSet(others, serving, read, one_line, counts, _Candidates(read, others))
+    blind = (
+        others.engine == "hyperscan"
+        and all(not _DIGIT_BYTES.intersection(x) for x in others.literals)
+        and all(map(digit_blind, others.patterns))
+        and all(not _DIGIT_BYTES.intersection(match) for _, match, _ in serving)
+        and all(regex is None or digit_blind(regex.pattern) for _, regex, _, _, _ in counts)
+    )
+    plans: dict[bytes, _Plan] | None = {} if blind else None
+    return _RuleSet(others, serving, read, one_line, counts, _Candidates(read, others), plans)
+
+
+_DIGIT_BYTES = frozenset(b"0123456789")
+
+
+def _plan(data: bytes, rules: _RuleSet, key: bytes) -> _Plan:
+    # `_one_line`'s plan of the line `data` (its newline last), kept for its template `key`: what it tells depends on
+    # where the literals, the patterns and the count regexes match, which is where they match in the template (each
+    # tells no digit from another), and on whether bytes that `template` keeps are there (not ASCII, CR, ESC)
+    plans = rules.plans
+    assert plans is not None  # the rule set reads templates
+    hits = rules.others.found_in_line(data)
+    assert hits is not None  # with Hyperscan
+    place = -1
+    for i, (_, match, _) in enumerate(rules.serving):
+        if data.find(match) >= 0:
+            place = i
+            break
+    spans = _count_spans(data[:-1], rules.counts, place) if place >= 0 and not hits else None
+    plan = (hits, place, spans)
+    if len(key) <= TEMPLATE_BYTES:  # (a longer line is mostly one of a kind: not kept)
+        if len(plans) >= TEMPLATES_MAX:
+            plans.clear()
+        plans[key] = plan
+    return plan
+
+
+def _count_spans(raw: bytes, rules: tuple[_CountRule, ...], first: int) -> _Spans | None:
+    # `_parks` of `raw` but for the state of its requests and the values of its counts: where its counts are, or
+    # None where the line may not wait whatever they are (`first`: as `_parks`'s)
+    if not raw.isascii() or 13 in raw or 27 in raw:  # CR, ESC
+        return None
+    hit = rules[first]
+    for rule in rules[first + 1 :]:
+        if raw.find(rule[0]) >= 0:
+            return None  # two rules' lines in one: read it
+    if hit[1] is None or raw.count(hit[0]) != 1:
+        return None
+    m = hit[1].search(raw)
+    if m is None:
+        return None
+    running, waiting = m.span(hit[3] + 1), m.span(hit[4] + 1)  # (-1, -1): the group took no part
+    if (
+        running[0] < 0
+        or waiting[0] < 0
+        or not raw[slice(*running)].isdigit()
+        or not raw[slice(*waiting)].isdigit()
+    ):
+        return None
+    tokens = tuple(m.span(place + 1) for place in hit[2] if m.span(place + 1)[0] >= 0)
+    for a, b in tokens:
+        value = raw[a:b]
+        try:
+            float(value.replace(b",", b"") if 44 in value else value)
+        except ValueError:
+            return None
+    return (*running, *waiting, tokens)
 
 
 _COUNTS = frozenset({"running", "waiting"})  # a serving line of counts tells both (see `_parks`)

@@ -7,10 +7,11 @@ import bisect
 import functools
 import itertools
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 from watchdog.core.prefilter import Literals
+from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, template
 from watchdog.profiles.model import Catalogue
 
 __all__ = ["EngineDetector", "detect_engine"]
@@ -63,8 +64,9 @@ class EngineDetector:
         other._engine, other._known = self._engine, self._known
         return other
 
-    def feed(self, line: str) -> None:
-        """Read the next line of the head."""
+    def feed(self, line: str, key: bytes | None = None) -> None:
+        """Read the next line of the head. `key`: the line's `template` (of its bytes, its newline last, if it
+        is ASCII): the markers it holds are then looked up by it."""
         self.count += 1
         frame: bool | None = None  # whether the line is a frame: asked only where it matters
         if self._owner is not None or self._frames or self._chain:
@@ -81,7 +83,11 @@ class EngineDetector:
         if index is not None:
             # Hyperscan names the markers the line holds in one pass (most lines of a head hold none): the
             # search for any of them would be a second look at the same line
-            engines = _engines_found(index[0].found(line), index[1])
+            engines = (
+                _engines_found(index[0].found(line), index[1])
+                if key is None
+                else _engines_by_template(line, key, index)
+            )
             if not engines:
                 return
         elif not any_marker.holds(line):  # one search for every marker: most lines of a head hold none
@@ -189,10 +195,23 @@ class _AnyMarker:
         return marked
 
 
+_DIGIT_CHARS = frozenset("0123456789")
 _Runs = tuple[tuple[str, _Search, tuple[str, ...]], ...]
 # the markers as Hyperscan finds them: which of their texts a line holds, and the engines of each text's markers
 # (by their places in the catalogue's order)
-_Index = tuple[Literals, tuple[tuple[tuple[int, str], ...], ...]]
+_Index = tuple[Literals, tuple[tuple[tuple[int, str], ...], ...], "_Templates"]
+# what a line's template tells of the markers a line holds (`_engines_by_template`): the engines of those with no
+# digit, in their order (and as (place, engine) pairs), and the markers with digits whose template it holds (each
+# as its text, place and engine): the line itself may hold them
+_Marked = tuple[tuple[str, ...], tuple[tuple[int, str], ...], tuple[tuple[str, int, str], ...]]
+
+
+class _Templates(NamedTuple):
+    """The markers a line holds, by the line's template: kept for the templates seen (one thread at a time)."""
+
+    seen: dict[bytes, _Marked]
+    digits: tuple[tuple[str, bytes, int, str], ...]  # the markers with a digit: text, template, place, engine
+    undigited: tuple[bool, ...]  # by index of a literal of the index: whether it holds no digit
 
 
 def _engines_found(found: list[int] | None, of_literal: tuple[tuple[tuple[int, str], ...], ...]) -> list[str]:
@@ -204,10 +223,33 @@ def _engines_found(found: list[int] | None, of_literal: tuple[tuple[tuple[int, s
     return [engine for _, engine in sorted(hit for f in found for hit in of_literal[f])]
 
 
+def _engines_by_template(line: str, key: bytes, index: _Index) -> Sequence[str]:
+    # `_engines_found` of `line`, whose template is `key`: a marker with no digit is in a line exactly when it is in
+    # the line's template, so which of those a line holds is found once per template; a marker with a digit is
+    # looked for in the line itself, where the template holds its template
+    templates = index[2]
+    marked = templates.seen.get(key)
+    if marked is None:
+        found = index[0].found(line) or []
+        undigited = templates.undigited
+        pairs = tuple(sorted(hit for f in found if undigited[f] for hit in index[1][f]))
+        digits = tuple((text, place, engine) for text, mark, place, engine in templates.digits if mark in key)
+        marked = (tuple(engine for _, engine in pairs), pairs, digits)
+        if len(key) <= TEMPLATE_BYTES:  # (a longer line is mostly one of a kind: not kept)
+            if len(templates.seen) >= TEMPLATES_MAX:
+                templates.seen.clear()
+            templates.seen[key] = marked
+    if marked[2]:
+        extra = [(place, engine) for text, place, engine in marked[2] if text in line]
+        if extra:
+            return [engine for _, engine in sorted([*marked[1], *extra])]
+    return marked[0]
+
+
 def _engines_of(line: str, markers: tuple[tuple[str, str], ...], index: _Index | None) -> list[str]:
     # the engine of each marker `line` holds, in the markers' order: with Hyperscan, one pass finds them
     if index is not None:
-        literals, of_literal = index
+        literals, of_literal, _ = index
         found = literals.found(line)
         if found is not None:
             return _engines_found(found, of_literal)
@@ -230,7 +272,17 @@ def _any_marker(markers: tuple[tuple[str, str], ...]) -> tuple[_AnyMarker, _Inde
         places.setdefault(marker, []).append((place, engine))
     index = None
     if literals.literals and "" not in places and literals.found("") is not None:
-        index = (literals, tuple(tuple(places[m]) for m in literals.literals))
+        digits = tuple(
+            (marker, template(marker.encode()), place, engine)
+            for place, (engine, marker) in enumerate(markers)
+            if any(c in _DIGIT_CHARS for c in marker)
+        )
+        undigited = tuple(not any(c in _DIGIT_CHARS for c in m) for m in literals.literals)
+        index = (
+            literals,
+            tuple(tuple(places[m]) for m in literals.literals),
+            _Templates({}, digits, undigited),
+        )
     return _AnyMarker([m for _, m in markers]), index
 
 

@@ -1,0 +1,140 @@
+"""Line templates: a digit-blind pattern finds in a line what it finds in the line's template, and the analyzer's
+serving lines read by their template say what each line would."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watchdog.core.analyzer import Analyzer, _rule_set, lazy_gaps
+from watchdog.core.envelope import ERROR_LEVEL_MARKS
+from watchdog.core.templates import TEMPLATE_BYTES, digit_blind, template
+from watchdog.profiles.loader import catalogue, load_engine
+from watchdog.vocabulary import ENGINES, State
+
+_DECODE = rb"#running-req: (?P<running>\d+).*?gen throughput \(token/s\): (?P<tokens>[\d.]+).*?#queue-req: (?P<waiting>\d+)"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "blind"),
+    [
+        *(pytest.param(mark, True, id=f"error-mark-{i}") for i, mark in enumerate(ERROR_LEVEL_MARKS)),
+        pytest.param(_DECODE, True, id="sglang-decode"),
+        pytest.param(lazy_gaps(_DECODE), True, id="sglang-decode-skipping-gaps"),
+        pytest.param(rb"\w+\s\S+\W(?=x)(?<!y)(?>z)a++", True, id="categories-and-groups"),
+        pytest.param(rb"[^g\n]*", True, id="class-without-digits"),
+        pytest.param(rb"TP0\]", False, id="a-digit-of-its-own"),
+        pytest.param(rb"[1-9]", False, id="some-digits"),
+        pytest.param(rb"[^0-5]", False, id="some-digits-negated"),
+        pytest.param(rb"(\d)\1", False, id="back-reference"),
+        pytest.param(rb"(a)?(?(1)b|c)", False, id="conditional"),
+        pytest.param(rb"(", False, id="not-a-pattern"),
+    ],
+)
+def test_a_pattern_is_digit_blind_when_it_tells_no_digit_from_another(pattern: bytes, blind: bool) -> None:
+    """A pattern with no digit of its own, whose classes hold every digit or none, and no back-reference, is
+    digit-blind; any other is not."""
+    assert digit_blind(pattern) is blind
+
+
+_BLIND = [re.compile(p) for p in (*ERROR_LEVEL_MARKS, lazy_gaps(_DECODE), _DECODE)]
+
+
+_PIECES = [
+    b"0",
+    b"7",
+    b"42",
+    b"3.50",
+    b" ",
+    b":",
+    b"E",
+    b"F",
+    b"[",
+    b"] ",
+    b"level=e",
+    b", ",
+    b"x",
+    b"\xe2\x80\x99",
+]
+_PIECES += [b"#running-req: ", b"gen throughput (token/s): ", b"#queue-req: "]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=24).map(b"".join))
+def test_a_digit_blind_pattern_matches_a_line_as_it_matches_its_template(line: bytes) -> None:
+    """Each digit-blind pattern matches a line exactly where it matches the line's template, with the same groups
+    taking part at the same places."""
+    for regex in _BLIND:
+        a, b = regex.search(line), regex.search(template(line))
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert a.regs == b.regs
+
+
+def test_every_profile_s_rule_sets_read_serving_lines_by_their_template() -> None:
+    """The shipped profiles' literals and patterns tell no digit from another: every rule set reads a line's
+    findings and counts by its template."""
+    cat = catalogue()
+    for engine in ENGINES:
+        for settled in ("startup", "serving", "settled"):
+            assert _rule_set(cat.profile(engine), settled).plans is not None, (engine, settled)
+
+
+def test_lines_of_one_template_are_read_by_their_own_counts() -> None:
+    """Decode lines of one template (the same but for their digits), tokens flowing then none with requests
+    running, read a line a read: the hang is said as when every line is read whole, at the same line."""
+    startup = b"".join(
+        line
+        for line in (
+            b"[2025-09-12 07:20:00] server_args=ServerArgs(model_path='m')\n",
+            b"[2025-09-12 07:20:30] The server is fired up and ready to roll!\n",
+        )
+    )
+    lines = [
+        b"[2025-09-12 07:27:%02d] Decode batch. #running-req: %d, #token: 484, token usage: 0.01, "
+        b"gen throughput (token/s): %s, #queue-req: 0\n" % (s, r, t)
+        for s, r, t in [
+            (10, 3, b"5.62"),
+            (11, 3, b"7.10"),
+            (12, 3, b"0.00"),
+            (13, 2, b"0.00"),
+            (59, 2, b"0.00"),
+        ]
+    ]
+    assert len({template(line) for line in lines}) == 1
+    out = []
+    for prefilter in (True, False):
+        analyzer = Analyzer(load_engine("sglang"), hang_after=30.0, prefilter=prefilter)
+        analyzer.feed(startup, 0.0)
+        analyzer.caught_up(0.0)
+        said = [(t.state, t.line) for n, line in enumerate(lines, 1) for t in analyzer.feed(line, float(n))]
+        said += [(t.state, t.line) for t in analyzer.tick(10.0)]
+        out.append((said, analyzer.state, analyzer.lifecycle.current.serving.since_at))
+    assert out[0] == out[1]
+    assert out[0][0] == [(State.STALLED, 7)]  # no token since 07:27:11 with 2 running, 48 s > 30 s
+    assert out[0][2] == "2025-09-12T07:27:11"
+
+
+def test_a_line_longer_than_a_template_is_read_as_it_is_and_not_kept() -> None:
+    """A line past `TEMPLATE_BYTES` (an argument dump, mostly one of a kind) is read as a short line is, and no
+    cache keeps its template."""
+    analyzer = Analyzer(load_engine("sglang"), hang_after=30.0)
+    analyzer.feed(b"[2025-09-12 07:20:30] The server is fired up and ready to roll!\n", 0.0)
+    analyzer.caught_up(0.0)
+    plans = analyzer._rules.plans
+    assert plans is not None
+    pad = b"x" * TEMPLATE_BYTES
+    long = (
+        b"[2025-09-12 07:27:10] Decode batch. #running-req: 3, #token: 484, "
+        + pad
+        + b", gen throughput (token/s): 0.00, #queue-req: 0\n"
+    )
+    short = long.replace(pad, b"token usage: 0.01")
+    analyzer.feed(long, 1.0)
+    assert template(long) not in plans
+    assert analyzer.lifecycle.current.serving.since_at == "2025-09-12T07:27:10"  # read: 3 running, no token
+    short = short.replace(b"07:27:10", b"07:27:11")
+    analyzer.feed(short, 2.0)
+    assert template(short) in plans
