@@ -146,7 +146,7 @@ class Scanner:
             if groups is None:
                 continue
             kind = rule.kind
-            if kind != "dying":  # dying words are no line of the launch: the line before them stays the last one
+            if kind != "dying":  # dying words are no line of the launch: the one before them stays last
                 self.last_relevant = content.strip()
             if kind == "error":
                 matched_error = True
