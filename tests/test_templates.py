@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from watchdog.core.analyzer import Analyzer, _rule_set, lazy_gaps
 from watchdog.core.envelope import ERROR_LEVEL_MARKS
-from watchdog.core.templates import TEMPLATE_BYTES, digit_blind, template
+from watchdog.core.templates import TEMPLATE_BYTES, digit_blind, has_digit, template
 from watchdog.profiles.loader import catalogue, load_engine
 from watchdog.vocabulary import ENGINES, State
 
@@ -138,3 +138,13 @@ def test_a_line_longer_than_a_template_is_read_as_it_is_and_not_kept() -> None:
     short = short.replace(b"07:27:10", b"07:27:11")
     analyzer.feed(short, 2.0)
     assert template(short) in plans
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [(" TP0] ", True), (b":11434", True), ("Avg prompt throughput", False), ("°C ٣", False), (b"", False)],
+)
+def test_a_literal_holds_a_digit_only_where_it_holds_an_ascii_digit(text: bytes | str, holds: bool) -> None:
+    """Which literals tell one line of a template from another (the analyzer's and the detector's markers with
+    digits): those with an ASCII digit; a non-ASCII digit is kept by `template`, so it does not."""
+    assert has_digit(text) is holds

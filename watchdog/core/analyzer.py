@@ -32,7 +32,7 @@ from watchdog.core.lastbytes import LastBytes
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
-from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, ZEROED, digit_blind
+from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, ZEROED, digit_blind, has_digit
 from watchdog.core.tracebacks import EXCEPTION_ENDINGS
 from watchdog.profiles.model import Catalogue, Profile, Rule
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, DEFAULT_HANG_AFTER, SETTLED_STATES, State
@@ -800,9 +800,8 @@ class Analyzer:
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
             head += data
             self._head_cut = len(head)
-            key = data.translate(
-                ZEROED
-            )  # its template: the markers it holds are looked up by it (and its plan)
+            # its template: the markers it holds are looked up by it (and its plan)
+            key = data.translate(ZEROED)
             detector.feed(data[:-1].decode("ascii"), key)
             found, count = detector.engine(), detector.count
         else:
@@ -985,16 +984,13 @@ def _rule_set(profile: Profile, settled: str) -> _RuleSet:
     read = tuple(r for r in rules if r.kind != "benign")
     blind = (
         others.engine == "hyperscan"
-        and all(not _DIGIT_BYTES.intersection(x) for x in others.literals)
+        and not any(map(has_digit, others.literals))
         and all(map(digit_blind, others.patterns))
-        and all(not _DIGIT_BYTES.intersection(match) for _, match, _ in serving)
+        and not any(has_digit(match) for _, match, _ in serving)
         and all(regex is None or digit_blind(regex.pattern) for _, regex, _, _, _ in counts)
     )
     plans: dict[bytes, _Plan] | None = {} if blind else None
     return _RuleSet(others, serving, read, one_line, counts, _Candidates(read, others), plans)
-
-
-_DIGIT_BYTES = frozenset(b"0123456789")
 
 
 def _plan(data: bytes, rules: _RuleSet, key: bytes) -> _Plan:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from watchdog.core.prefilter import Literals
-from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, template
+from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, has_digit, template
 from watchdog.profiles.model import Catalogue
 
 __all__ = ["EngineDetector", "detect_engine"]
@@ -195,7 +195,6 @@ class _AnyMarker:
         return marked
 
 
-_DIGIT_CHARS = frozenset("0123456789")
 _Runs = tuple[tuple[str, _Search, tuple[str, ...]], ...]
 # the markers as Hyperscan finds them: which of their texts a line holds, and the engines of each text's markers
 # (by their places in the catalogue's order)
@@ -275,9 +274,9 @@ def _any_marker(markers: tuple[tuple[str, str], ...]) -> tuple[_AnyMarker, _Inde
         digits = tuple(
             (marker, template(marker.encode()), place, engine)
             for place, (engine, marker) in enumerate(markers)
-            if any(c in _DIGIT_CHARS for c in marker)
+            if has_digit(marker)
         )
-        undigited = tuple(not any(c in _DIGIT_CHARS for c in m) for m in literals.literals)
+        undigited = tuple(not has_digit(m) for m in literals.literals)
         index = (
             literals,
             tuple(tuple(places[m]) for m in literals.literals),

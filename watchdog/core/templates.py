@@ -14,7 +14,7 @@ import importlib
 import re
 from typing import Any
 
-__all__ = ["TEMPLATES_MAX", "TEMPLATE_BYTES", "ZEROED", "digit_blind", "template"]
+__all__ = ["TEMPLATES_MAX", "TEMPLATE_BYTES", "ZEROED", "digit_blind", "has_digit", "template"]
 
 ZEROED = bytes.maketrans(b"123456789", b"000000000")
 """`bytes.translate`'s table of `template` (for a caller that makes one per line: one call fewer)."""
@@ -33,6 +33,11 @@ _c: Any = importlib.import_module("re._constants")
 def template(line: bytes) -> bytes:
     """`line` with each ASCII digit made `0` (every other byte as it is)."""
     return line.translate(ZEROED)
+
+
+def has_digit(text: bytes | str) -> bool:
+    """Whether `text` holds an ASCII digit (a literal that does tells a line from another of its template)."""
+    return not _DIGITS.isdisjoint(text.encode() if isinstance(text, str) else text)
 
 
 def digit_blind(pattern: bytes | str) -> bool:
