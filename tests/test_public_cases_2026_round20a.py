@@ -79,3 +79,40 @@ def test_trtllm_serve_access_line_means_the_model_was_built(tmp_path: Path) -> N
     assert out["engine"] == "sglang"
     assert out["state"] == "crashed"
     assert out["phase"] != "ready"
+
+
+def test_vllm_bookkeeping_of_a_real_step_is_serving() -> None:
+    """vllm/v1/worker/gpu_model_runner.py GPUModelRunner._bookkeeping_sync copies a real step's sampled tokens
+    back; only execute_model / sample_tokens call it, never the dummy runs of startup (profile_run, capture). Two
+    XPU workers' tracebacks through it, cut before the exception and with each path wrapped in the paste, were a
+    death at starting; they are a death while serving (intel/llm-scaler#235, vLLM 0.10.3 XPU, 2026-01)."""
+    out = _verdict(
+        "vllm",
+        "vllm-xpu-2026-llm-scaler-0.10.3-tp-workers-bookkeeping-sync-to-list-wrapped-paths-traceback-cut-issue235",
+    )
+    assert out["state"] == "crashed"
+    assert out["phase"] == "ready"
+    assert "_bookkeeping_sync" in str(_error(out)["summary"])
+
+
+def test_sglang_legacy_completions_answered_is_serving(tmp_path: Path) -> None:
+    """SGLang's warm-up (http_server.py _execute_server_warmup) posts to /generate, /encode or, for a VLM,
+    /v1/chat/completions, never to /v1/completions: a '"POST /v1/completions HTTP/1.1" 200' access line is a
+    client's request served. After ten of them, 'Received sigquit from a child process' is a death after ready,
+    not at starting (sglang#7783, 2025-08). A /generate answered 200 before the warm-up's end stays no proof."""
+    out = _crash(
+        "sglang",
+        "sglang-2025-completions-200s-then-received-sigquit-from-child-asgi-exception-cut-issue7783",
+        "killed",
+        "Received sigquit from a child process",
+        "ready",
+    )
+    assert out["engine"] == "sglang"
+    warmup = tmp_path / "warmup.log"
+    warmup.write_text(
+        "[2025-08-02 06:05:01] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)\n"
+        '[2025-08-02 06:05:02] INFO:     127.0.0.1:40412 - "POST /generate HTTP/1.1" 200 OK\n'
+        "[2025-08-02 06:05:03] Received sigquit from a child process. It usually means the child failed.\n",
+        encoding="utf-8",
+    )
+    assert replay_path(warmup)[1].to_json()["phase"] != "ready"
