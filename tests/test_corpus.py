@@ -176,6 +176,13 @@ KNOWN_GAPS: dict[str, str] = {
         "lines and an engine core's shm broadcast wait, comes after the death, and the crash's phase is settled "
         "when its line is read"
     ),
+    # Issue 30, twentieth round A (helper i30-cases20a, labelled before the first run):
+    "trtllm-2026-nemotron3-super-log-viewer-export-executor-loop-overlap-mamba-prepare-resources-traceback-cut-issue13179": (
+        "starting, label ready: the crop is frames only (_event_loop_wrapper -> _executor_loop_overlap -> "
+        "resource_manager.prepare_resources), and the PyTorch backend's executor loop also runs the KV-cache "
+        "estimation's dummy requests before the server starts (_torch/pyexecutor/_util.py KvCacheCreator: the probe "
+        "cache, then configure_kv_cache_capacity); that this one served clients is in the thread's title only"
+    ),
 }
 
 
