@@ -294,6 +294,29 @@ def test_a_record_between_a_bare_header_and_its_first_frame_is_another_process()
     assert not any("Still waiting" in line for line in whole.lines)
 
 
+def test_a_record_between_a_tagged_header_and_its_first_frame_is_another_process() -> None:
+    """vLLM prefixes every line a process writes (`(APIServer pid=N) ERROR ... [file.py:N]`): a record without that
+    prefix and of another level right after such a header is another process's (a c10d warning), not the
+    traceback's exception line; the frames that follow are that traceback's, whole (vllm-ascend issue 4406's crop
+    with a c10d warning put after its header, tests/test_metamorphic.py)."""
+    tag = "(APIServer pid=145) ERROR 11-24 07:53:49 [async_llm.py:480]"
+    result = _assemble(
+        [
+            f"{tag} Traceback (most recent call last):",
+            "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 97).",
+            f'{tag}   File "/vllm-workspace/vllm/vllm/v1/engine/async_llm.py", line 439, in output_handler',
+            f"{tag}     outputs = await engine_core.get_output_async()",
+            f"{tag} vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+        ]
+    )
+    whole = result[-1][1]
+    assert whole.line == 1
+    assert whole.lines[0].startswith("Traceback")
+    assert any("output_handler" in line for line in whole.lines)
+    assert whole.exception == "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
+    assert not any("c10d" in line for line in whole.lines)
+
+
 def test_what_opens_a_traceback_holds_a_word_the_quick_look_looks_for() -> None:
     """`Assembler.feed` passes over a line that nothing open can take unless it holds "File ", the header, 'py",
     line ', "Logging error" or "above exception": each way a line opens something holds one of them."""

@@ -244,6 +244,20 @@ class Assembler:
             self._interrupted[key] = (tb, line)
             self._finish(key, done)
             return False, done
+        if (
+            tb.body_style is None
+            and len(tb.lines) == 1
+            and tb.header_level
+            and (rec.at is not None or rec.level)
+            and not rec.source
+            and style != (tb.header_level, tb.at is not None)
+        ):
+            # The same after a header that is a record of its own (vLLM's process prefix on every line): its body
+            # lines are records of that level and time; one of another level or time and without the header's
+            # source is another process's record that came between them (its frames may follow it).
+            self._interrupted[key] = (tb, line)
+            self._finish(key, done)
+            return False, done
         if tb.body_style is None and len(tb.lines) == 1:
             tb.body_style = style
         if tb.exc_index < 0:
