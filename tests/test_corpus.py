@@ -176,6 +176,14 @@ KNOWN_GAPS: dict[str, str] = {
         "lines and an engine core's shm broadcast wait, comes after the death, and the crash's phase is settled "
         "when its line is read"
     ),
+    # Issue 30, twentieth round B (helper i30-cases20b, labelled before the first run):
+    "vllm-2025-production-stack-chat-400-then-health-metrics-200-prodstack43": (
+        "starting and generic, label ready and vllm (the engine is in CORRECTIONS' engine_not_in_log): the crop is "
+        "twelve Uvicorn access lines (a 400, then /health and /metrics answered 200) and names no engine; read as a "
+        "server up, an access line answered 2xx-4xx made one held-out SGLang log worse (SGLang's Uvicorn answers "
+        "its own warm-up requests and probes before 'fired up'), so with no engine known an access line is no "
+        "proof of ready"
+    ),
 }
 
 
