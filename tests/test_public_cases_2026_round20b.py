@@ -70,3 +70,21 @@ def test_windows_illegal_instruction_status_is_unsupported_as_sigill_is(tmp_path
         found = _error(replay_path(log)[1].to_json())
         assert found["category"] == "unsupported", name
         assert f"exit status {status}" in str(found["summary"]), name
+
+
+def test_runner_terminated_with_the_go_runtimes_fault_as_status_writer_keeps_it(tmp_path: Path) -> None:
+    """Ollama's llm/status.go StatusWriter keeps the runner's last stderr line holding 'error:' as 'error:' plus the
+    rest trimmed, so the Go runtime's 'fatal error: fault' reaches the client as 'llama runner process has
+    terminated: error:fault' (ollama#11598, 0.9.6 on Windows): a death by a native fault, killed as the runtime's own
+    line is; its other fault throw, 'unexpected signal during runtime execution', reads the same."""
+    found = _error(
+        _verdict("ollama", "ollama-0.9.6-windows-cli-runner-terminated-error-fault-gemma3-issue11598")
+    )
+    assert found["category"] == "killed"
+    assert found["summary"] == "llama runner process has terminated: error:fault"
+    log = tmp_path / "unexpected-signal.log"
+    log.write_text(
+        "Error: llama runner process has terminated: error:unexpected signal during runtime execution\n",
+        encoding="utf-8",
+    )
+    assert _error(replay_path(log)[1].to_json())["category"] == "killed"
