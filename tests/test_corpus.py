@@ -183,6 +183,14 @@ KNOWN_GAPS: dict[str, str] = {
         "estimation's dummy requests before the server starts (_torch/pyexecutor/_util.py KvCacheCreator: the probe "
         "cache, then configure_kv_cache_capacity); that this one served clients is in the thread's title only"
     ),
+    # Issue 30, twentieth round B (helper i30-cases20b, labelled before the first run):
+    "vllm-2025-production-stack-chat-400-then-health-metrics-200-prodstack43": (
+        "starting and generic, label ready and vllm (the engine is in CORRECTIONS' engine_not_in_log): the crop is "
+        "twelve Uvicorn access lines (a 400, then /health and /metrics answered 200) and names no engine; read as a "
+        "server up, an access line answered 2xx-4xx made one held-out SGLang log worse (SGLang's Uvicorn answers "
+        "its own warm-up requests and probes before 'fired up'), so with no engine known an access line is no "
+        "proof of ready"
+    ),
 }
 
 
