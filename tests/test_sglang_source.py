@@ -1,0 +1,227 @@
+"""SGLang read from its source (issue 30): each rule of sglang.toml added this round, pinned on a real line.
+
+A line is written from the source's own format string and the exception's own form (the wheel's file and function
+named in the test's docstring: `pip download sglang==0.5.9 --no-deps`, and 0.4.10.post2 where it says so), inside the
+traceback the same release prints: its launcher's or its scheduler's frames around the check. The values a format
+string fills in are plausible ones (a model's sizes, an option's value).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from publiccases import error as _error
+
+from watchdog.follow.replay import replay_path
+
+_SITE = "/usr/local/lib/python3.12/dist-packages/sglang"
+_ARGS = "[2026-01-20 10:02:11] server_args=ServerArgs(model_path='/models/m', tp_size=2, port=30000)\n"
+
+
+def _replay(tmp_path: Path, text: str) -> dict[str, object]:
+    log = tmp_path / "launch.log"
+    log.write_text(text, encoding="utf-8")
+    return replay_path(log)[1].to_json()
+
+
+def _category(tmp_path: Path, text: str, words: str) -> str:
+    # the crash's category; its summary holds `words` (the decisive line is the check's own)
+    out = _replay(tmp_path, text)
+    assert out["state"] == "crashed"
+    found = _error(out)
+    assert words in str(found["summary"])
+    return str(found["category"])
+
+
+def _launcher(frames: str, line: str) -> str:
+    # sglang/launch_server.py main: prepare_server_args(sys.argv[1:]) -> ServerArgs.from_cli_args -> the dataclass's
+    # __init__ -> __post_init__ (0.5.9 line numbers); the exception escapes to the interpreter
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        f'  File "{_SITE}/launch_server.py", line 32, in <module>\n'
+        "    server_args = prepare_server_args(sys.argv[1:])\n"
+        f'  File "{_SITE}/srt/server_args.py", line 5590, in prepare_server_args\n'
+        "    return ServerArgs.from_cli_args(raw_args)\n"
+        f'  File "{_SITE}/srt/server_args.py", line 5078, in from_cli_args\n'
+        "    return cls(**{attr: getattr(args, attr) for attr in attrs})\n"
+        '  File "<string>", line 318, in __init__\n'
+        f'  File "{_SITE}/srt/server_args.py", line 776, in __post_init__\n'
+        f"{frames}{line}\n"
+    )
+
+
+def _scheduler(frames: str, line: str) -> str:
+    # managers/scheduler.py run_scheduler_process: the scheduler's constructor builds the model worker, whose model
+    # runner loads the model (0.5.9); the child logs the traceback and SIGQUITs the launcher
+    return _ARGS + (
+        "[2026-01-20 10:02:30 TP0] Load weight begin. avail mem=78.50 GB\n"
+        "[2026-01-20 10:02:31 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "{_SITE}/srt/managers/scheduler.py", line 2841, in run_scheduler_process\n'
+        "    scheduler = Scheduler(\n"
+        f'  File "{_SITE}/srt/model_executor/model_runner.py", line 880, in load_model\n'
+        "    self.model = get_model(\n"
+        f"{frames}{line}\n"
+        "\n"
+        "[2026-01-20 10:02:31] Received sigquit from a child process. It usually means the child failed.\n"
+    )
+
+
+def test_server_args_check_refusing_options_is_config(tmp_path: Path) -> None:
+    """srt/server_args.py ServerArgs._handle_encoder_disaggregation (0.5.9, called from __post_init__): raise
+    ValueError("Cannot set --encoder-only and --language-only together"). SGLang's own validation of its launch
+    arguments raised it: config (it was `other`). A check in the same file worded as a capability ('Spec v2 currently
+    only supports topk = 1 for speculative decoding.', _handle_speculative_decoding) is unsupported, and so stays
+    'TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend.'
+    (_handle_attention_backend_compatibility)."""
+    refused = _launcher(
+        f'  File "{_SITE}/srt/server_args.py", line 2579, in _handle_encoder_disaggregation\n'
+        '    raise ValueError("Cannot set --encoder-only and --language-only together")\n',
+        "ValueError: Cannot set --encoder-only and --language-only together",
+    )
+    assert _category(tmp_path, _ARGS + refused, "Cannot set --encoder-only") == "config"
+    for fn, line in (
+        (
+            "_handle_speculative_decoding",
+            "Spec v2 currently only supports topk = 1 for speculative decoding.",
+        ),
+        (
+            "_handle_attention_backend_compatibility",
+            "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend.",
+        ),
+    ):
+        text = _ARGS + _launcher(
+            f'  File "{_SITE}/srt/server_args.py", line 2381, in {fn}\n    raise ValueError(\n',
+            f"ValueError: {line}",
+        )
+        assert _category(tmp_path, text, line) == "unsupported"
+
+
+def test_config_file_refused_by_its_parser_is_config(tmp_path: Path) -> None:
+    """srt/server_args_config_parser.py ConfigArgumentMerger._validate_yaml_file (0.5.9, --config FILE): raise
+    ValueError(f"Config file not found: {config_path}"), from prepare_server_args before ServerArgs is made: config
+    (it was `other`)."""
+    text = (
+        "Traceback (most recent call last):\n"
+        f'  File "{_SITE}/launch_server.py", line 32, in <module>\n'
+        "    server_args = prepare_server_args(sys.argv[1:])\n"
+        f'  File "{_SITE}/srt/server_args.py", line 5585, in prepare_server_args\n'
+        "    raw_args = config_merger.merge_config_with_args(argv)\n"
+        f'  File "{_SITE}/srt/server_args_config_parser.py", line 61, in merge_config_with_args\n'
+        "    self._validate_yaml_file(config_file_path)\n"
+        f'  File "{_SITE}/srt/server_args_config_parser.py", line 120, in _validate_yaml_file\n'
+        '    raise ValueError(f"Config file not found: {config_path}")\n'
+        "ValueError: Config file not found: /etc/sglang/serve.yaml\n"
+    )
+    assert _category(tmp_path, text, "Config file not found") == "config"
+
+
+def test_model_config_refusing_a_quantization_is_config(tmp_path: Path) -> None:
+    """srt/configs/model_config.py ModelConfig._verify_quantization (0.5.9 :962, 0.4.10.post2 :469): raise
+    ValueError(f"Unknown quantization method: {self.quantization}. Must be one of {supported_quantization}.") on
+    --quantization: config (it was `other`)."""
+    frames = (
+        f'  File "{_SITE}/srt/configs/model_config.py", line 206, in __init__\n'
+        "    self._verify_quantization()\n"
+        f'  File "{_SITE}/srt/configs/model_config.py", line 962, in _verify_quantization\n'
+        "    raise ValueError(\n"
+    )
+    line = "ValueError: Unknown quantization method: fp6. Must be one of ['awq', 'fp8', 'gptq', 'marlin']."
+    assert _category(tmp_path, _scheduler(frames, line), "Unknown quantization method: fp6") == "config"
+
+
+def test_a_quantization_method_refusing_the_checkpoint_is_unsupported(tmp_path: Path) -> None:
+    """srt/layers/quantization/marlin_utils.py verify_marlin_supports_shape (0.5.9 :178): raise ValueError(f"Weight
+    output_size_per_partition = {output_size_per_partition} is not divisible by  min_thread_n = {...}. Consider
+    reducing tensor_parallel_size or running with --quantization gptq.") (its two spaces as the f-strings join):
+    the Marlin kernels cannot take this shard's shape at this TP size, unsupported (it was `other`)."""
+    frames = (
+        f'  File "{_SITE}/srt/layers/quantization/awq.py", line 485, in create_weights\n'
+        "    verify_marlin_supports_shape(\n"
+        f'  File "{_SITE}/srt/layers/quantization/marlin_utils.py", line 178, in verify_marlin_supports_shape\n'
+        "    raise ValueError(\n"
+    )
+    line = (
+        "ValueError: Weight output_size_per_partition = 1408 is not divisible by  min_thread_n = 64. Consider "
+        "reducing tensor_parallel_size or running with --quantization gptq."
+    )
+    assert _category(tmp_path, _scheduler(frames, line), "min_thread_n = 64") == "unsupported"
+
+
+def test_a_quantization_config_without_its_key_is_the_checkpoints(tmp_path: Path) -> None:
+    """srt/layers/quantization/base_config.py QuantizationConfig.get_from_keys (0.5.9 :195, 0.4.10.post2 :171):
+    raise ValueError(f"Cannot find any of {keys} in the model's quantization config."), from a method's from_config
+    (gptq.py GPTQConfig.from_config reading "bits"): the checkpoint's quantization config lacks it, model_load (not
+    the quantization modules' unsupported; it was `other`). And srt/layers/quantization/petit_utils.py
+    prepare_nvfp4_layer_for_petit: raise ValueError("Petit is not installed. Please install it with `pip install
+    petit-kernel`."): the environment lacks a package, import."""
+    frames = (
+        f'  File "{_SITE}/srt/layers/quantization/gptq.py", line 215, in from_config\n'
+        '    weight_bits = cls.get_from_keys(config, ["bits"])\n'
+        f'  File "{_SITE}/srt/layers/quantization/base_config.py", line 195, in get_from_keys\n'
+        "    raise ValueError(\n"
+    )
+    line = "ValueError: Cannot find any of ['bits'] in the model's quantization config."
+    assert _category(tmp_path, _scheduler(frames, line), "Cannot find any of ['bits']") == "model_load"
+    petit = (
+        f'  File "{_SITE}/srt/layers/quantization/petit_utils.py", line 30, in prepare_nvfp4_layer_for_petit\n'
+        "    raise ValueError(\n"
+    )
+    line = "ValueError: Petit is not installed. Please install it with `pip install petit-kernel`."
+    assert _category(tmp_path, _scheduler(petit, line), "Petit is not installed") == "import"
+
+
+def test_the_loader_refusing_the_checkpoint_is_model_load(tmp_path: Path) -> None:
+    """srt/model_loader/weight_utils.py get_quant_config (0.5.9 :248, 0.4.10.post2 :197): raise ValueError(f"Cannot
+    find the config file for {model_config.quantization}"), and srt/models/grok.py Grok1ForCausalLM.load_weights
+    (0.5.9 :855): raise ValueError(f"load_weights failed because some weights are missing: {missing_exclude_scales=}.
+    "): the checkpoint does not hold what the model needs, model_load (both were `other`)."""
+    loader = (
+        f'  File "{_SITE}/srt/model_loader/loader.py", line 223, in _get_quantization_config\n'
+        "    quant_config = get_quant_config(\n"
+        f'  File "{_SITE}/srt/model_loader/weight_utils.py", line 248, in get_quant_config\n'
+        '    raise ValueError(f"Cannot find the config file for {model_config.quantization}")\n'
+    )
+    line = "ValueError: Cannot find the config file for awq"
+    assert (
+        _category(tmp_path, _scheduler(loader, line), "Cannot find the config file for awq") == "model_load"
+    )
+    grok = (
+        f'  File "{_SITE}/srt/model_loader/loader.py", line 680, in load_model\n'
+        "    self.load_weights_and_postprocess(\n"
+        f'  File "{_SITE}/srt/models/grok.py", line 855, in load_weights\n'
+        "    raise ValueError(\n"
+    )
+    line = "ValueError: load_weights failed because some weights are missing: missing_exclude_scales={'lm_head.weight'}."
+    assert _category(tmp_path, _scheduler(grok, line), "some weights are missing") == "model_load"
+    # the rule names ValueError only: a RuntimeError in the loader's frames may be torch's, whose own template
+    # decides (torch's 'CUDA error: out of memory' from a copy inside the loader is oom, not model_load)
+    torch_copy = loader.replace(
+        '    raise ValueError(f"Cannot find the config file for {model_config.quantization}")\n',
+        "    x.copy_(y)\n",
+    )
+    assert (
+        _category(tmp_path, _scheduler(torch_copy, "RuntimeError: CUDA error: out of memory"), "CUDA error")
+        == "oom"
+    )
+
+
+def test_the_loader_refusing_a_way_of_loading_is_unsupported(tmp_path: Path) -> None:
+    """srt/model_loader/loader.py BitsAndBytesModelLoader._load_weights (0.5.9 :1847, 0.4.10.post2 :1127): raise
+    ValueError(f"BitsAndBytes loader does not support {quant_method} quantization"): a way of loading the loader
+    refuses, unsupported before the loader's model_load (it was `other`); srt/models/registry.py's refusal of an
+    architecture ('Model architectures [...] are not supported for now.', the corpus's GLM-4 case) stays config."""
+    frames = (
+        f'  File "{_SITE}/srt/model_loader/loader.py", line 1930, in load_model\n'
+        "    self._load_weights(model_config, model)\n"
+        f'  File "{_SITE}/srt/model_loader/loader.py", line 1847, in _load_weights\n'
+        "    raise ValueError(\n"
+    )
+    line = "ValueError: BitsAndBytes loader does not support awq quantization"
+    assert _category(tmp_path, _scheduler(frames, line), "does not support awq") == "unsupported"
+    registry = (
+        f'  File "{_SITE}/srt/models/registry.py", line 62, in _raise_for_unsupported\n'
+        "    raise ValueError(\n"
+    )
+    line = "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now. Supported architectures: []"
+    assert _category(tmp_path, _scheduler(registry, line), "are not supported for now") == "config"
