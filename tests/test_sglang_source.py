@@ -67,6 +67,16 @@ def _scheduler(frames: str, line: str) -> str:
     )
 
 
+def _frames(*calls: tuple[str, int, str, str]) -> str:
+    # a traceback's frames under sglang/: (file under sglang/, line, function, the source line shown)
+    return "".join(f'  File "{_SITE}/{path}", line {n}, in {fn}\n    {code}\n' for path, n, fn, code in calls)
+
+
+def _raised(tmp_path: Path, calls: tuple[tuple[str, int, str, str], ...], line: str, words: str) -> str:
+    # the category of `line` raised under the scheduler's model load, through `calls`
+    return _category(tmp_path, _scheduler(_frames(*calls), line), words)
+
+
 def test_server_args_check_refusing_options_is_config(tmp_path: Path) -> None:
     """srt/server_args.py ServerArgs._handle_encoder_disaggregation (0.5.9, called from __post_init__): raise
     ValueError("Cannot set --encoder-only and --language-only together"). SGLang's own validation of its launch
@@ -121,13 +131,11 @@ def test_model_config_refusing_a_quantization_is_config(tmp_path: Path) -> None:
     ValueError(f"Unknown quantization method: {self.quantization}. Must be one of {supported_quantization}.") on
     --quantization: config (it was `other`)."""
     frames = (
-        f'  File "{_SITE}/srt/configs/model_config.py", line 206, in __init__\n'
-        "    self._verify_quantization()\n"
-        f'  File "{_SITE}/srt/configs/model_config.py", line 962, in _verify_quantization\n'
-        "    raise ValueError(\n"
+        ("srt/configs/model_config.py", 206, "__init__", "self._verify_quantization()"),
+        ("srt/configs/model_config.py", 962, "_verify_quantization", "raise ValueError("),
     )
     line = "ValueError: Unknown quantization method: fp6. Must be one of ['awq', 'fp8', 'gptq', 'marlin']."
-    assert _category(tmp_path, _scheduler(frames, line), "Unknown quantization method: fp6") == "config"
+    assert _raised(tmp_path, frames, line, "Unknown quantization method: fp6") == "config"
 
 
 def test_a_quantization_method_refusing_the_checkpoint_is_unsupported(tmp_path: Path) -> None:
@@ -136,16 +144,14 @@ def test_a_quantization_method_refusing_the_checkpoint_is_unsupported(tmp_path: 
     reducing tensor_parallel_size or running with --quantization gptq.") (its two spaces as the f-strings join):
     the Marlin kernels cannot take this shard's shape at this TP size, unsupported (it was `other`)."""
     frames = (
-        f'  File "{_SITE}/srt/layers/quantization/awq.py", line 485, in create_weights\n'
-        "    verify_marlin_supports_shape(\n"
-        f'  File "{_SITE}/srt/layers/quantization/marlin_utils.py", line 178, in verify_marlin_supports_shape\n'
-        "    raise ValueError(\n"
+        ("srt/layers/quantization/awq.py", 485, "create_weights", "verify_marlin_supports_shape("),
+        ("srt/layers/quantization/marlin_utils.py", 178, "verify_marlin_supports_shape", "raise ValueError("),
     )
     line = (
         "ValueError: Weight output_size_per_partition = 1408 is not divisible by  min_thread_n = 64. Consider "
         "reducing tensor_parallel_size or running with --quantization gptq."
     )
-    assert _category(tmp_path, _scheduler(frames, line), "min_thread_n = 64") == "unsupported"
+    assert _raised(tmp_path, frames, line, "min_thread_n = 64") == "unsupported"
 
 
 def test_a_quantization_config_without_its_key_is_the_checkpoints(tmp_path: Path) -> None:
@@ -156,19 +162,21 @@ def test_a_quantization_config_without_its_key_is_the_checkpoints(tmp_path: Path
     prepare_nvfp4_layer_for_petit: raise ValueError("Petit is not installed. Please install it with `pip install
     petit-kernel`."): the environment lacks a package, import."""
     frames = (
-        f'  File "{_SITE}/srt/layers/quantization/gptq.py", line 215, in from_config\n'
-        '    weight_bits = cls.get_from_keys(config, ["bits"])\n'
-        f'  File "{_SITE}/srt/layers/quantization/base_config.py", line 195, in get_from_keys\n'
-        "    raise ValueError(\n"
+        (
+            "srt/layers/quantization/gptq.py",
+            215,
+            "from_config",
+            'weight_bits = cls.get_from_keys(config, ["bits"])',
+        ),
+        ("srt/layers/quantization/base_config.py", 195, "get_from_keys", "raise ValueError("),
     )
     line = "ValueError: Cannot find any of ['bits'] in the model's quantization config."
-    assert _category(tmp_path, _scheduler(frames, line), "Cannot find any of ['bits']") == "model_load"
+    assert _raised(tmp_path, frames, line, "Cannot find any of ['bits']") == "model_load"
     petit = (
-        f'  File "{_SITE}/srt/layers/quantization/petit_utils.py", line 30, in prepare_nvfp4_layer_for_petit\n'
-        "    raise ValueError(\n"
+        ("srt/layers/quantization/petit_utils.py", 30, "prepare_nvfp4_layer_for_petit", "raise ValueError("),
     )
     line = "ValueError: Petit is not installed. Please install it with `pip install petit-kernel`."
-    assert _category(tmp_path, _scheduler(petit, line), "Petit is not installed") == "import"
+    assert _raised(tmp_path, petit, line, "Petit is not installed") == "import"
 
 
 def test_the_loader_refusing_the_checkpoint_is_model_load(tmp_path: Path) -> None:
@@ -177,33 +185,26 @@ def test_the_loader_refusing_the_checkpoint_is_model_load(tmp_path: Path) -> Non
     (0.5.9 :855): raise ValueError(f"load_weights failed because some weights are missing: {missing_exclude_scales=}.
     "): the checkpoint does not hold what the model needs, model_load (both were `other`)."""
     loader = (
-        f'  File "{_SITE}/srt/model_loader/loader.py", line 223, in _get_quantization_config\n'
-        "    quant_config = get_quant_config(\n"
-        f'  File "{_SITE}/srt/model_loader/weight_utils.py", line 248, in get_quant_config\n'
-        '    raise ValueError(f"Cannot find the config file for {model_config.quantization}")\n'
+        ("srt/model_loader/loader.py", 223, "_get_quantization_config", "quant_config = get_quant_config("),
+        (
+            "srt/model_loader/weight_utils.py",
+            248,
+            "get_quant_config",
+            'raise ValueError(f"Cannot find the config file for {model_config.quantization}")',
+        ),
     )
     line = "ValueError: Cannot find the config file for awq"
-    assert (
-        _category(tmp_path, _scheduler(loader, line), "Cannot find the config file for awq") == "model_load"
-    )
+    assert _raised(tmp_path, loader, line, "Cannot find the config file for awq") == "model_load"
     grok = (
-        f'  File "{_SITE}/srt/model_loader/loader.py", line 680, in load_model\n'
-        "    self.load_weights_and_postprocess(\n"
-        f'  File "{_SITE}/srt/models/grok.py", line 855, in load_weights\n'
-        "    raise ValueError(\n"
+        ("srt/model_loader/loader.py", 680, "load_model", "self.load_weights_and_postprocess("),
+        ("srt/models/grok.py", 855, "load_weights", "raise ValueError("),
     )
     line = "ValueError: load_weights failed because some weights are missing: missing_exclude_scales={'lm_head.weight'}."
-    assert _category(tmp_path, _scheduler(grok, line), "some weights are missing") == "model_load"
+    assert _raised(tmp_path, grok, line, "some weights are missing") == "model_load"
     # the rule names ValueError only: a RuntimeError in the loader's frames may be torch's, whose own template
     # decides (torch's 'CUDA error: out of memory' from a copy inside the loader is oom, not model_load)
-    torch_copy = loader.replace(
-        '    raise ValueError(f"Cannot find the config file for {model_config.quantization}")\n',
-        "    x.copy_(y)\n",
-    )
-    assert (
-        _category(tmp_path, _scheduler(torch_copy, "RuntimeError: CUDA error: out of memory"), "CUDA error")
-        == "oom"
-    )
+    torch_copy = (loader[0], (*loader[1][:3], "x.copy_(y)"))
+    assert _raised(tmp_path, torch_copy, "RuntimeError: CUDA error: out of memory", "CUDA error") == "oom"
 
 
 def test_the_loader_refusing_a_way_of_loading_is_unsupported(tmp_path: Path) -> None:
@@ -212,16 +213,11 @@ def test_the_loader_refusing_a_way_of_loading_is_unsupported(tmp_path: Path) -> 
     refuses, unsupported before the loader's model_load (it was `other`); srt/models/registry.py's refusal of an
     architecture ('Model architectures [...] are not supported for now.', the corpus's GLM-4 case) stays config."""
     frames = (
-        f'  File "{_SITE}/srt/model_loader/loader.py", line 1930, in load_model\n'
-        "    self._load_weights(model_config, model)\n"
-        f'  File "{_SITE}/srt/model_loader/loader.py", line 1847, in _load_weights\n'
-        "    raise ValueError(\n"
+        ("srt/model_loader/loader.py", 1930, "load_model", "self._load_weights(model_config, model)"),
+        ("srt/model_loader/loader.py", 1847, "_load_weights", "raise ValueError("),
     )
     line = "ValueError: BitsAndBytes loader does not support awq quantization"
-    assert _category(tmp_path, _scheduler(frames, line), "does not support awq") == "unsupported"
-    registry = (
-        f'  File "{_SITE}/srt/models/registry.py", line 62, in _raise_for_unsupported\n'
-        "    raise ValueError(\n"
-    )
+    assert _raised(tmp_path, frames, line, "does not support awq") == "unsupported"
+    registry = (("srt/models/registry.py", 62, "_raise_for_unsupported", "raise ValueError("),)
     line = "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now. Supported architectures: []"
-    assert _category(tmp_path, _scheduler(registry, line), "are not supported for now") == "config"
+    assert _raised(tmp_path, registry, line, "are not supported for now") == "config"
