@@ -221,3 +221,48 @@ def test_the_loader_refusing_a_way_of_loading_is_unsupported(tmp_path: Path) -> 
     registry = (("srt/models/registry.py", 62, "_raise_for_unsupported", "raise ValueError("),)
     line = "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now. Supported architectures: []"
     assert _raised(tmp_path, registry, line, "are not supported for now") == "config"
+
+
+def test_an_openai_requests_error_after_ready_is_that_requests(tmp_path: Path) -> None:
+    """srt/entrypoints/openai/serving_base.py OpenAIServingBase.handle_request (0.4.10.post2 :53, 0.5.9 :128): `except
+    Exception as e: logger.exception(f"Error in request: {e}")`, then the request is answered 500 ('Internal server
+    error: ...') and the server serves on. After "The server is fired up and ready to roll!" such an error is a
+    request error, counted, not a crash (it was a crash of the ready server); the same words cut from their
+    traceback, or the traceback alone through the chat handler's frames, are too."""
+    ready = (
+        Path(__file__).parent / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
+    )
+    head = ready.read_text(encoding="utf-8")
+    error = "[2025-01-23 19:36:00] Error in request: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    trace = (
+        "Traceback (most recent call last):\n"
+        + _frames(
+            (
+                "srt/entrypoints/openai/serving_base.py",
+                110,
+                "handle_request",
+                "return await self._handle_non_streaming_request(",
+            ),
+            (
+                "srt/entrypoints/openai/serving_chat.py",
+                700,
+                "_handle_non_streaming_request",
+                "ret = await self.tokenizer_manager.generate_request(",
+            ),
+            (
+                "srt/managers/tokenizer_manager.py",
+                500,
+                "generate_request",
+                "async for response in self._wait_one_response(obj, state, request):",
+            ),
+        )
+        + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    answered = '[2025-01-23 19:36:00] INFO:     127.0.0.1:47230 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error\n'
+    for text in (error + trace + answered, error + answered, trace + answered):
+        out = _replay(tmp_path, head + text)
+        assert (out["state"], out["phase"]) == ("ready", "ready"), text
+        facts = out["facts"]
+        assert isinstance(facts, dict)
+        assert facts["request_errors"] == 1
+        assert "CUDA out of memory" in str(facts["last_request_error"])
