@@ -266,3 +266,53 @@ def test_an_openai_requests_error_after_ready_is_that_requests(tmp_path: Path) -
         assert isinstance(facts, dict)
         assert facts["request_errors"] == 1
         assert "CUDA out of memory" in str(facts["last_request_error"])
+
+
+_POOLED = _ARGS + (
+    "[2026-01-20 10:02:30 TP0] Load weight begin. avail mem=78.50 GB\n"
+    "[2026-01-20 10:02:50 TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=20.00 GB, "
+    "mem usage=58.50 GB.\n"
+    "[2026-01-20 10:02:51 TP0] KV Cache is allocated. #tokens: 100000, KV size: 10.00 GB\n"
+    "[2026-01-20 10:02:51 TP0] Memory pool end. avail mem=9.50 GB\n"
+)
+_CUT = "[2026-01-20 10:02:53 TP0] Scheduler hit an exception: Traceback (most recent call last):\n" + _frames(
+    ("srt/managers/scheduler.py", 2841, "run_scheduler_process", "scheduler = Scheduler(")
+)
+
+
+def test_the_kernels_warm_up_after_the_pool_is_the_capture_step(tmp_path: Path) -> None:
+    """srt/model_executor/model_runner.py ModelRunner.initialize (0.5.9) runs kernel_warmup after the memory pool and
+    the attention backend, before init_device_graphs: _flashinfer_autotune logs 'Running FlashInfer autotune...'.
+    srt/layers/deep_gemm_wrapper/compile_utils.py _maybe_compile_deep_gemm_one_type_all (0.4.10.post2-0.5.9) logs
+    'Try DeepGEMM JIT Compiling for <{kernel}> N={n}, K={k}, num_groups={g} with all Ms.' at a GEMM shape's first
+    forward (the capture's or the warm-up's), and _compile_deep_gemm_one_type_all's tqdm bar is 'DeepGEMM warmup'.
+    Each is the warm-up step (capturing_graphs), not the KV cache's (they were allocating_kv_cache)."""
+    autotune = _POOLED + "[2026-01-20 10:02:52 TP0] Running FlashInfer autotune...\n" + _CUT
+    out = _replay(tmp_path, autotune)
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+    jit = _POOLED + (
+        "[2026-01-20 10:02:52 TP0] Try DeepGEMM JIT Compiling for <GEMM_NT_F8F8BF16> N=7168, K=2048, num_groups=1 with "
+        "all Ms. It only takes a little time (typically 1 sec) if you have run `python3 -m sglang.compile_deep_gemm`. \n"
+    )
+    assert _replay(tmp_path, jit)["phase"] == "capturing_graphs"
+    bar = _POOLED + "DeepGEMM warmup:  50%|█████     | 2048/4096 [00:10<00:10, 200.00it/s]\n"
+    out = _replay(tmp_path, bar)
+    assert out["phase"] == "capturing_graphs"
+    # a traceback through DeepGEMM's compile, cut before its phase lines, says the same step
+    compile_frames = (
+        (
+            "srt/layers/deep_gemm_wrapper/compile_utils.py",
+            325,
+            "deep_gemm_execution_hook",
+            "_maybe_compile_deep_gemm_one_type_all(kernel_type, n, k, num_groups)",
+        ),
+        (
+            "srt/layers/deep_gemm_wrapper/compile_utils.py",
+            140,
+            "_maybe_compile_deep_gemm_one_type_all",
+            "_compile_deep_gemm_one_type_all(",
+        ),
+    )
+    failed = _POOLED + _CUT + _frames(*compile_frames) + "RuntimeError: Failed to compile kernel\n"
+    out = _replay(tmp_path, failed)
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
