@@ -316,3 +316,65 @@ def test_the_kernels_warm_up_after_the_pool_is_the_capture_step(tmp_path: Path) 
     failed = _POOLED + _CUT + _frames(*compile_frames) + "RuntimeError: Failed to compile kernel\n"
     out = _replay(tmp_path, failed)
     assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+
+
+def test_sglangs_own_runtime_errors_say_what_failed(tmp_path: Path) -> None:
+    """SGLang's RuntimeErrors of its own wording (0.4.6.post5-0.5.9 wheels), each raised where it is checked, were
+    `other`: srt/model_executor/model_runner.py load_model 'SGLang only supports sm75 and above.' (unsupported);
+    srt/layers/quantization/fp8.py _process_mxfp8_moe_weights 'MXFP8 MoE quantization requires SM100.' (0.5.9,
+    unsupported); srt/disaggregation/mooncake/conn.py 'PD Disaggregation does NOT support PD different TP sizes for
+    non-MLA {state_type} hybrid models yet.' (unsupported); srt/distributed/device_communicators/
+    mooncake_transfer_engine.py MooncakeTransferEngine.initialize 'Mooncake Transfer Engine initialization failed.'
+    and mooncake/conn.py's transfer worker 'Transfer thread failed because of {e}. Prefill instance with
+    bootstrap_port={port} is dead.' (the KV transfer layer: nccl); srt/distributed/parallel_state.py
+    initialize_model_parallel 'world_size (8) is not equal to tensor_model_parallel_size (4) x
+    pipeline_model_parallel_size (1)' (config); custom_all_reduce_utils.py gpu_p2p_access_check 'Error happened when
+    batch testing peer-to-peer access from 0 to 1:' (cuda)."""
+    cases = (
+        (
+            "srt/model_executor/model_runner.py",
+            "load_model",
+            "SGLang only supports sm75 and above.",
+            "unsupported",
+        ),
+        (
+            "srt/layers/quantization/fp8.py",
+            "_process_mxfp8_moe_weights",
+            "MXFP8 MoE quantization requires SM100.",
+            "unsupported",
+        ),
+        (
+            "srt/disaggregation/mooncake/conn.py",
+            "send_kvcache_slice",
+            "PD Disaggregation does NOT support PD different TP sizes for non-MLA MAMBA hybrid models yet.",
+            "unsupported",
+        ),
+        (
+            "srt/distributed/device_communicators/mooncake_transfer_engine.py",
+            "initialize",
+            "Mooncake Transfer Engine initialization failed.",
+            "nccl",
+        ),
+        (
+            "srt/disaggregation/mooncake/conn.py",
+            "transfer_worker",
+            "Transfer thread failed because of [Errno 111] Connection refused. Prefill instance with bootstrap_port=8998 "
+            "is dead.",
+            "nccl",
+        ),
+        (
+            "srt/distributed/parallel_state.py",
+            "initialize_model_parallel",
+            "world_size (8) is not equal to tensor_model_parallel_size (4) x pipeline_model_parallel_size (1)",
+            "config",
+        ),
+        (
+            "srt/distributed/device_communicators/custom_all_reduce_utils.py",
+            "gpu_p2p_access_check",
+            "Error happened when batch testing peer-to-peer access from 0 to 1:",
+            "cuda",
+        ),
+    )
+    for path, fn, message, category in cases:
+        calls = ((path, 100, fn, "raise RuntimeError("),)
+        assert _raised(tmp_path, calls, f"RuntimeError: {message}", message[:30]) == category, message
