@@ -1,0 +1,148 @@
+"""llama.cpp's ggml and Ollama read from their source (issue 30): each rule added this round, pinned on a real line.
+
+A line is written from the source's own format string (llama.cpp b4747, Feb 2025, and the copy vendored by
+llama-cpp-python 0.3.16, Aug 2025; Ollama's tags), with the file and function that print it named in the test's
+docstring. The lines of the launch around it are those the same release prints (llama-server's banner and loader
+lines; Ollama's server config, `Listening on`, the scheduler's runner lines).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from publiccases import error as _error
+
+from watchdog.follow.replay import replay_path
+
+# llama-server of 2025 (b5xxx) at the default verbosity, up to the weights loaded onto a GPU
+_LLAMA = (
+    "build: 5234 (a1b2c3d4) with cc (GCC) 13.2.0 for x86_64-linux-gnu\n"
+    "system info: n_threads = 16, n_threads_batch = 16, total_threads = 32\n"
+    "main: binding port with default address family\n"
+    "main: HTTP server is listening, hostname: 0.0.0.0, port: 8080, http threads: 31\n"
+    "main: loading model\n"
+    "srv    load_model: loading model '/models/qwen3-30b-a3b-q4_k_m.gguf'\n"
+    "llama_model_loader: loaded meta data with 35 key-value pairs and 579 tensors from "
+    "/models/qwen3-30b-a3b-q4_k_m.gguf (version GGUF V3 (latest))\n"
+    "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+    "load_tensors: offloaded 49/49 layers to GPU\n"
+    "load_tensors:        CUDA0 model buffer size = 17000.00 MiB\n"
+)
+# Ollama 0.12 serving, a request's model load started (server/routes.go, llm/server.go StartRunner)
+_OLLAMA = (
+    'time=2025-10-02T10:00:00.000Z level=INFO source=routes.go:1475 msg="server config" '
+    'env="map[OLLAMA_HOST:http://0.0.0.0:11434]"\n'
+    'time=2025-10-02T10:00:00.010Z level=INFO source=routes.go:1528 msg="Listening on [::]:11434 (version 0.12.3)"\n'
+    'time=2025-10-02T10:00:10.000Z level=INFO source=server.go:399 msg="starting runner" '
+    'cmd="/usr/bin/ollama runner --model /root/.ollama/models/blobs/sha256-abc --port 40000"\n'
+    "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+)
+_OLLAMA_DIED = (
+    'time=2025-10-02T10:00:12.000Z level=ERROR source=sched.go:474 msg="error loading llama server" '
+    'error="llama runner process has terminated: exit status 2"\n'
+)
+
+
+def _replay(tmp_path: Path, text: str) -> dict[str, object]:
+    log = tmp_path / "launch.log"
+    log.write_text(text, encoding="utf-8")
+    return replay_path(log)[1].to_json()
+
+
+def _crash(out: dict[str, object], category: str, words: str) -> None:
+    # a crash of `category` whose summary holds `words`
+    assert out["state"] == "crashed"
+    found = _error(out)
+    assert (found["category"], words in str(found["summary"])) == (category, True), found["summary"]
+
+
+def test_cpu_op_without_a_case_for_the_type_is_unsupported(tmp_path: Path) -> None:
+    """ggml/src/ggml-cpu/ops.cpp (llama-cpp-python 0.3.16's vendored ggml; ggml-cpu.c in b4747): an op's switch over
+    the tensor's type ends in `default: GGML_ABORT("fatal error")`, which ggml_abort prints as '<file>:<line>: fatal
+    error' with no message: the CPU kernel has no case for the type (it was `killed`, a wrapper with nothing
+    before it); the same line from ggml.c, after ggml_malloc's 'failed to allocate' (ggml.c ggml_malloc), is that
+    allocation's: oom, its own line the cause."""
+    for engine, head, tail in (("llamacpp", _LLAMA, ""), ("ollama", _OLLAMA, _OLLAMA_DIED)):
+        out = _replay(tmp_path, head + "/app/ggml/src/ggml-cpu/ops.cpp:4012: fatal error\n" + tail)
+        assert out["engine"] == engine
+        _crash(out, "unsupported", "ggml-cpu/ops.cpp:4012: fatal error")
+        out = _replay(
+            tmp_path,
+            head
+            + "ggml_malloc: failed to allocate  120.00 MB\n/app/ggml/src/ggml.c:320: fatal error\n"
+            + tail,
+        )
+        _crash(out, "oom", "ggml_malloc: failed to allocate  120.00 MB")
+    # ggml-cuda.cu's own 'fatal error' (an unexpected copy path in ggml_cuda_op_mul_mat) names no type: a death
+    out = _replay(tmp_path, _LLAMA + "/app/ggml/src/ggml-cuda/ggml-cuda.cu:1598: fatal error\n")
+    _crash(out, "killed", "ggml-cuda.cu:1598: fatal error")
+
+
+def test_kernel_without_device_code_for_the_arch_is_cuda(tmp_path: Path) -> None:
+    """ggml/src/ggml-cuda/common.cuh no_device_code (NO_DEVICE_CODE, b4747 and 0.3.16): a kernel built without code
+    for the GPU's arch prints '%s:%d: ERROR: CUDA kernel %s has no device code compatible with CUDA arch %d.
+    ggml-cuda.cu was compiled for: %s' from the device and traps; the runtime's 'unspecified launch failure' that
+    ggml_cuda_error prints next is its consequence. The build lacks the arch, as 'no kernel image is available'
+    says: cuda, the device's line the cause (it was `assertion`, ggml_abort's 'file:line: message' form)."""
+    block = (
+        "/app/ggml/src/ggml-cuda/template-instances/../mmq.cuh:3000: ERROR: CUDA kernel mul_mat_q has no device "
+        "code compatible with CUDA arch 700. ggml-cuda.cu was compiled for: 800,860\n"
+        "CUDA error: unspecified launch failure\n"
+        "  current device: 0, in function ggml_backend_cuda_synchronize at "
+        "/app/ggml/src/ggml-cuda/ggml-cuda.cu:2500\n"
+        "  cudaStreamSynchronize(cuda_ctx->stream())\n"
+        "/app/ggml/src/ggml-cuda/ggml-cuda.cu:73: CUDA error\n"
+    )
+    for head, tail in ((_LLAMA, ""), (_OLLAMA, _OLLAMA_DIED)):
+        _crash(
+            _replay(tmp_path, head + block + tail), "cuda", "has no device code compatible with CUDA arch 700"
+        )
+    # without the CUDA error after it (a crop), and at ggml-cuda.cu's own line
+    line = (
+        "/app/ggml/src/ggml-cuda/ggml-cuda.cu:2400: ERROR: CUDA kernel mul_mat_q has no device code compatible "
+        "with CUDA arch 520. ggml-cuda.cu was compiled for: 520\n"
+    )
+    _crash(_replay(tmp_path, _LLAMA + line), "cuda", "ERROR: CUDA kernel mul_mat_q has no device code")
+
+
+def test_vulkan_missing_op_or_copy_is_unsupported(tmp_path: Path) -> None:
+    """ggml/src/ggml-vulkan/ggml-vulkan.cpp (b4747, 0.3.16): ggml_vk_op_f32 prints 'ggml_vulkan: Error: Missing op:
+    <op> for <t> and <t> to <t>' and ggml_vk_get_cpy_pipeline 'Missing CPY op for types: <t> <t>' to std::cerr, then
+    GGML_ABORT("fatal error"): the Vulkan backend has no shader for it (it was `killed`: the abort's line only)."""
+    for head, tail in ((_LLAMA, ""), (_OLLAMA, _OLLAMA_DIED)):
+        out = _replay(
+            tmp_path,
+            head + "ggml_vulkan: Error: Missing op: MUL_MAT for iq4_nl and f32 to f32\n"
+            "/app/ggml/src/ggml-vulkan/ggml-vulkan.cpp:7391: fatal error\n" + tail,
+        )
+        _crash(out, "unsupported", "Missing op: MUL_MAT for iq4_nl and f32 to f32")
+        out = _replay(
+            tmp_path,
+            head
+            + "Missing CPY op for types: q4_1 q8_0\n/app/ggml/src/ggml-vulkan/ggml-vulkan.cpp:5355: fatal error\n"
+            + tail,
+        )
+        _crash(out, "unsupported", "Missing CPY op for types: q4_1 q8_0")
+
+
+def test_vulkan_device_lost_is_cuda_and_vk_check_reads_its_result(tmp_path: Path) -> None:
+    """vulkan-hpp throws vk::DeviceLostError (what() 'vk::Queue::submit: ErrorDeviceLost') out of ggml-vulkan's
+    submit, uncaught: the GPU's driver lost the device, cuda (it was `other`). ggml-vulkan.cpp VK_CHECK(err, msg):
+    fprintf(stderr, "ggml_vulkan: %s error %s at %s:%d\\n", #err, to_string(err_), __FILE__, __LINE__); exit(1): the
+    vk::Result decides, ErrorOutOfDeviceMemory oom, any other (ErrorDeviceLost) cuda (both were `killed`)."""
+    out = _replay(
+        tmp_path,
+        _LLAMA + "terminate called after throwing an instance of 'vk::DeviceLostError'\n"
+        "  what():  vk::Queue::submit: ErrorDeviceLost\n",
+    )
+    _crash(out, "cuda", "vk::Queue::submit: ErrorDeviceLost")
+    call = "ggml_vulkan: ctx->device->device.waitForFences({ ctx->fence }, true, UINT64_MAX) error"
+    place = "at /app/ggml/src/ggml-vulkan/ggml-vulkan.cpp:1200\n"
+    for head, tail in ((_LLAMA, ""), (_OLLAMA, _OLLAMA_DIED)):
+        _crash(
+            _replay(tmp_path, f"{head}{call} ErrorDeviceLost {place}{tail}"),
+            "cuda",
+            "error ErrorDeviceLost at",
+        )
+        out = _replay(tmp_path, f"{head}{call} ErrorOutOfDeviceMemory {place}{tail}")
+        _crash(out, "oom", "error ErrorOutOfDeviceMemory at")
