@@ -146,3 +146,51 @@ def test_vulkan_device_lost_is_cuda_and_vk_check_reads_its_result(tmp_path: Path
         )
         out = _replay(tmp_path, f"{head}{call} ErrorOutOfDeviceMemory {place}{tail}")
         _crash(out, "oom", "error ErrorOutOfDeviceMemory at")
+
+
+# Ollama's model loaded and serving a request (llm/server.go: 'llama runner started in', then gin's 200)
+_OLLAMA_SERVING = (
+    _OLLAMA
+    + 'time=2025-10-02T10:00:13.000Z level=INFO source=server.go:1289 msg="llama runner started in 3.01 seconds"\n'
+    + '[GIN] 2025/10/02 - 10:00:14 | 200 |  4.1s |       127.0.0.1 | POST     "/api/chat"\n'
+)
+_STOPPED = (
+    "model runner has unexpectedly stopped, this may be due to resource limitations or an internal error, "
+    "check ollama server logs for details"
+)
+
+
+def test_ollama_request_told_the_runner_stopped_is_a_crash_after_ready(tmp_path: Path) -> None:
+    """llm/server.go Completion (Ollama v0.9.6-v0.24.0; llm/llama_server.go from v0.30): when the request to the
+    runner's /completion fails it returns errors.New("model runner has unexpectedly stopped, this may be due to
+    resource limitations or an internal error, check ollama server logs for details"), which the client prints as
+    'Error: ...' and the API answers as {"error":"..."}: the runner died serving, a crash after ready whose cause is
+    not in the log (killed; it was `other`, and the API's answer no crash at all); from 0.30 it carries the runner's
+    last error after ': ', read from its words."""
+    for line in (f"Error: {_STOPPED}\n", f'{{"error":"{_STOPPED}"}}\n'):
+        out = _replay(tmp_path, _OLLAMA_SERVING + line)
+        assert out["phase"] == "ready"
+        _crash(out, "killed", "model runner has unexpectedly stopped")
+    out = _replay(tmp_path, f"{_OLLAMA_SERVING}Error: {_STOPPED}: CUDA error: out of memory\n")
+    _crash(out, "oom", "CUDA error: out of memory")
+
+
+def test_ollama_stream_broken_off_under_a_request_is_a_crash_after_ready(tmp_path: Path) -> None:
+    """llm/server.go Completion (v0.5.13-v0.24.0; llm/llama_server.go v0.30+): a runner's response stream cut by
+    'unexpected EOF' or Windows' 'forcibly closed' closes the runner and returns fmt.Errorf("an error was
+    encountered while running the model: %s", its last error or the read error): with only the read error the
+    cause is not in the log (killed; it was `other`), and a line of it alone names Ollama (it was `generic`)."""
+    out = _replay(
+        tmp_path,
+        _OLLAMA_SERVING + "Error: an error was encountered while running the model: unexpected EOF\n",
+    )
+    assert out["phase"] == "ready"
+    _crash(out, "killed", "an error was encountered while running the model: unexpected EOF")
+    windows = (
+        "Error: an error was encountered while running the model: read tcp 127.0.0.1:54321->127.0.0.1:40000: "
+        "wsarecv: An existing connection was forcibly closed by the remote host.\n"
+    )
+    _crash(_replay(tmp_path, _OLLAMA_SERVING + windows), "killed", "forcibly closed by the remote host")
+    alone = _replay(tmp_path, "Error: an error was encountered while running the model: unexpected EOF\n")
+    assert alone["engine"] == "ollama"
+    _crash(alone, "killed", "unexpected EOF")
