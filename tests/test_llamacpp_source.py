@@ -194,3 +194,23 @@ def test_ollama_stream_broken_off_under_a_request_is_a_crash_after_ready(tmp_pat
     alone = _replay(tmp_path, "Error: an error was encountered while running the model: unexpected EOF\n")
     assert alone["engine"] == "ollama"
     _crash(alone, "killed", "unexpected EOF")
+
+
+def test_llama_cpp_python_sampler_callback_error_under_a_served_request_is_no_crash(tmp_path: Path) -> None:
+    """llama-cpp-python 0.3.x (llama_cpp/_internals.py CustomSampler's apply_wrapper, a ctypes callback from
+    libllama): an exception raised in it cannot propagate to C, so CPython prints it under 'Exception ignored on
+    calling ctypes callback function: ...' (Python/errors.c PyErr_WriteUnraisable) and the request goes on; Uvicorn
+    answers it 200 (llama_cpp/server/app.py's /v1/completions, a route that exists only once create_app has loaded
+    the model). A crop of the captured launch that starts at the first such header: ready, no crash (it was a crash
+    of the IndexError, in `starting`)."""
+    name = "captured-llamacpp-python-logit-bias-request-error-served-on-cpu"
+    lines = (
+        (Path(__file__).parent / "fixtures" / "corpus" / "llamacpp" / f"{name}.log").read_text().splitlines()
+    )
+    first = next(i for i, line in enumerate(lines) if line.startswith("Exception ignored on calling ctypes"))
+    out = _replay(tmp_path, "\n".join(lines[first:]) + "\n")
+    assert (out["engine"], out["phase"], out["error"]) == ("llamacpp", "ready", None)
+    assert out["state"] in {
+        "ready",
+        "stopped",
+    }  # Uvicorn's clean shutdown after it, at the operator's SIGTERM
