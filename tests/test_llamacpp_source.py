@@ -214,3 +214,16 @@ def test_llama_cpp_python_sampler_callback_error_under_a_served_request_is_no_cr
         "ready",
         "stopped",
     }  # Uvicorn's clean shutdown after it, at the operator's SIGTERM
+
+
+def test_rocblas_tensile_host_that_cannot_start_is_cuda(tmp_path: Path) -> None:
+    """rocBLAS (library/src/tensile_host.cpp, ROCm 5.x-7.x): a TensileHost that cannot be built prints 'rocBLAS
+    error: Could not initialize Tensile host: <what()>' ('No devices found', a filesystem error on its library's
+    directory) and calls rocblas_abort(): the GPU math library has no device or no kernels for this GPU, cuda (it was
+    `other` in llama.cpp's log). Ollama's runner reports it through llm/status.go's StatusWriter, which keeps the
+    last stderr line holding 'error:' glued as 'error:' + the rest: 'llama runner process has terminated:
+    error:Could not initialize Tensile host: No devices found' (it was `killed`)."""
+    out = _replay(tmp_path, _LLAMA + "rocBLAS error: Could not initialize Tensile host: No devices found\n")
+    _crash(out, "cuda", "rocBLAS error: Could not initialize Tensile host: No devices found")
+    died = _OLLAMA_DIED.replace("exit status 2", "error:Could not initialize Tensile host: No devices found")
+    _crash(_replay(tmp_path, _OLLAMA + died), "cuda", "error:Could not initialize Tensile host")
