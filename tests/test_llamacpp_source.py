@@ -227,3 +227,49 @@ def test_rocblas_tensile_host_that_cannot_start_is_cuda(tmp_path: Path) -> None:
     _crash(out, "cuda", "rocBLAS error: Could not initialize Tensile host: No devices found")
     died = _OLLAMA_DIED.replace("exit status 2", "error:Could not initialize Tensile host: No devices found")
     _crash(_replay(tmp_path, _OLLAMA + died), "cuda", "error:Could not initialize Tensile host")
+
+
+def test_context_that_refuses_its_gpu_backend_or_output_buffer(tmp_path: Path) -> None:
+    """src/llama-context.cpp llama_context::llama_context (b4747, 0.3.16), printed by llama_init_from_model as
+    'failed to initialize the context: <what()>': ggml_backend_dev_init returning null for a GPU device throws
+    'failed to initialize %s backend' (the GPU runtime: cuda), output_reserve's 'failed to allocate output buffer of
+    size %.2f MiB' then 'failed to reserve initial output buffer' (oom); both were `other`, in allocating_kv_cache.
+    llama_init_from_model's own 'V cache quantization requires flash_attn' (0.3.16's wording of 0.3.36's 'quantized
+    V cache requires flash_attn to be enabled') is config (it was no error at all)."""
+    ctx = "llama_init_from_model: failed to initialize the context: "
+    cases = (
+        (f"{ctx}failed to initialize CUDA0 backend\n", "cuda", "failed to initialize CUDA0 backend"),
+        (
+            "llama_context: output_reserve: failed to allocate output buffer of size 0.58 MiB\n"
+            f"{ctx}failed to reserve initial output buffer\n",
+            "oom",
+            "failed to allocate output buffer of size 0.58 MiB",
+        ),
+        (
+            "llama_init_from_model: V cache quantization requires flash_attn\n",
+            "config",
+            "requires flash_attn",
+        ),
+    )
+    for lines, category, words in cases:
+        out = _replay(tmp_path, _LLAMA + lines)
+        assert out["phase"] == "allocating_kv_cache"
+        _crash(out, category, words)
+
+
+def test_op_a_backend_cannot_run_is_unsupported(tmp_path: Path) -> None:
+    """ggml/src/ggml-backend.cpp ggml_backend_sched_backend_id_from_cur: GGML_ABORT("pre-allocated tensor (%s) in a
+    buffer (%s) that cannot run the operation (%s)"); ggml-cuda.cu's graph compute: GGML_LOG_ERROR("%s: op not
+    supported %s (%s)") then GGML_ASSERT(ok) (b4747, 0.3.16): the backend has no kernel for the op, unsupported (both
+    were `assertion`: ggml_abort's message form, the GGML_ASSERT after the log line)."""
+    line = (
+        "/app/ggml/src/ggml-backend.cpp:736: pre-allocated tensor (blk.0.attn_q.weight) in a buffer (CUDA0) that "
+        "cannot run the operation (MUL_MAT)\n"
+    )
+    for head in (_LLAMA, _OLLAMA):
+        _crash(_replay(tmp_path, head + line), "unsupported", "that cannot run the operation (MUL_MAT)")
+    block = (
+        "ggml_backend_cuda_graph_compute: op not supported node_5 (SOFT_MAX)\n"
+        "/app/ggml/src/ggml-cuda/ggml-cuda.cu:2900: GGML_ASSERT(ok) failed\n"
+    )
+    _crash(_replay(tmp_path, _LLAMA + block), "unsupported", "op not supported node_5 (SOFT_MAX)")
