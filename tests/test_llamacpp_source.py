@@ -273,3 +273,30 @@ def test_op_a_backend_cannot_run_is_unsupported(tmp_path: Path) -> None:
         "/app/ggml/src/ggml-cuda/ggml-cuda.cu:2900: GGML_ASSERT(ok) failed\n"
     )
     _crash(_replay(tmp_path, _LLAMA + block), "unsupported", "op not supported node_5 (SOFT_MAX)")
+
+
+def test_ollama_load_refused_for_its_memory_layout_is_oom(tmp_path: Path) -> None:
+    """llm/server.go ollamaServer.Load (Ollama v0.11.5-v0.24.0): a layout the runner cannot allocate returns
+    fmt.Errorf("memory layout cannot be allocated with num_gpu = %v") (num_gpu set), errors.New("memory layout cannot
+    be allocated") after its backoff (a WARN 'memory layout cannot be allocated' memory=... before it) or
+    errors.New("failed to commit memory for model"), which server/sched.go logs as slog.Error("error loading llama
+    server", "error", err): the model's load failed for want of memory, oom (the scheduler's line was no error at
+    all: the launch was called ready)."""
+    for carried in (
+        "memory layout cannot be allocated with num_gpu = 99",
+        "memory layout cannot be allocated",
+        "failed to commit memory for model",
+    ):
+        out = _replay(
+            tmp_path,
+            _OLLAMA + _OLLAMA_DIED.replace("llama runner process has terminated: exit status 2", carried),
+        )
+        _crash(out, "oom", f'"error loading llama server" error="{carried}"')
+    warn = (
+        'time=2025-10-02T10:00:11.900Z level=WARN source=server.go:862 msg="memory layout cannot be allocated" '
+        'memory="{InputWeights:1048576 CPU:{Name:CPU}}"\n'
+    )
+    died = _OLLAMA_DIED.replace(
+        "llama runner process has terminated: exit status 2", "memory layout cannot be allocated"
+    )
+    _crash(_replay(tmp_path, _OLLAMA + warn + died), "oom", "memory layout cannot be allocated")
