@@ -300,3 +300,17 @@ def test_ollama_load_refused_for_its_memory_layout_is_oom(tmp_path: Path) -> Non
         "llama runner process has terminated: exit status 2", "memory layout cannot be allocated"
     )
     _crash(_replay(tmp_path, _OLLAMA + warn + died), "oom", "memory layout cannot be allocated")
+
+
+def test_ollama_runner_ggml_abort_with_a_message_is_an_assertion(tmp_path: Path) -> None:
+    """ggml/src/ggml.c ggml_abort (the ggml Ollama vendors under ml/backend/ggml/ggml/src/): '%s:%d: ' then the
+    message, e.g. ggml_new_object's GGML_ABORT("not enough space in the context's memory pool"), then abort(): an
+    internal check of ggml failed, assertion, the abort's line the summary (Ollama read it as the runner's bare exit,
+    `killed`; llama.cpp's profile already read its own paths so)."""
+    block = (
+        "ggml_new_object: not enough space in the context's memory pool (needed 3000000, available 2097152)\n"
+        "//ml/backend/ggml/ggml/src/ggml.c:1600: not enough space in the context's memory pool\n"
+    )
+    out = _replay(tmp_path, _OLLAMA + block + _OLLAMA_DIED)
+    assert out["engine"] == "ollama"
+    _crash(out, "assertion", "ggml.c:1600: not enough space in the context's memory pool")
