@@ -314,3 +314,17 @@ def test_ollama_runner_ggml_abort_with_a_message_is_an_assertion(tmp_path: Path)
     out = _replay(tmp_path, _OLLAMA + block + _OLLAMA_DIED)
     assert out["engine"] == "ollama"
     _crash(out, "assertion", "ggml.c:1600: not enough space in the context's memory pool")
+
+
+def test_context_lines_of_early_2025_are_the_kv_cache_step(tmp_path: Path) -> None:
+    """src/llama.cpp llama_init_from_model (llama.cpp b4747, Feb 2025; Ollama v0.5.13's vendored copy): the
+    context's own lines, LLAMA_LOG_INFO("%s: n_ctx         = %u\\n", __func__, ...) and the rest, under the name that
+    replaced llama_new_context_with_model before llama_context: took it. The weights are loaded: a crash after them
+    is in allocating_kv_cache (llama.cpp's profile said loading_weights; Ollama's read it so already)."""
+    context = "llama_init_from_model: n_seq_max     = 1\nllama_init_from_model: n_ctx         = 4096\n"
+    crash = "/app/ggml/src/ggml-cuda/ggml-cuda.cu:75: CUDA error\nCUDA error: an illegal memory access was encountered\n"
+    # Ollama: an excerpt from the model's load on (the daemon's 'Listening on', before, made the crash one after ready)
+    runner = _OLLAMA.split("\n", 2)[2]
+    for head, tail in ((_LLAMA, ""), (runner, _OLLAMA_DIED)):
+        out = _replay(tmp_path, head + context + crash + tail)
+        assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
