@@ -328,3 +328,22 @@ def test_context_lines_of_early_2025_are_the_kv_cache_step(tmp_path: Path) -> No
     for head, tail in ((_LLAMA, ""), (runner, _OLLAMA_DIED)):
         out = _replay(tmp_path, head + context + crash + tail)
         assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
+
+
+def test_a_program_under_gdb_that_receives_a_fatal_signal_dies(tmp_path: Path) -> None:
+    """gdb's infrun.c print_signal_received_reason: 'Thread N "name" received signal SIGABRT, Aborted.' or 'Program
+    received signal SIGSEGV, Segmentation fault.' for a program run under it: it dies of the signal, killed (the
+    log ended there with no verdict); gdb's thread name "llama-server" names llama.cpp (it was `generic`). The
+    operator's Ctrl-C under gdb ('Program received signal SIGINT, Interrupt.') is no death. The crop is the last 15
+    lines of ik_llama.cpp#1910's launch under gdb."""
+    name = "llamacpp-2026-ik-llama-iqk-fa-ggml-assert-wrapped-then-gdb-ptrace-sigabrt-iklamacpp1910"
+    lines = (
+        (Path(__file__).parent / "fixtures" / "corpus" / "llamacpp" / f"{name}.log").read_text().splitlines()
+    )
+    out = _replay(tmp_path, "\n".join(lines[-15:]) + "\n")
+    assert out["engine"] == "llamacpp"
+    _crash(out, "killed", 'Thread 1659 "llama-server" received signal SIGABRT, Aborted.')
+    out = _replay(tmp_path, _LLAMA + "\nProgram received signal SIGABRT, Aborted.\n")
+    _crash(out, "killed", "Program received signal SIGABRT, Aborted.")
+    out = _replay(tmp_path, _LLAMA + "\nProgram received signal SIGINT, Interrupt.\n")
+    assert out["state"] != "crashed"
