@@ -347,3 +347,41 @@ def test_a_program_under_gdb_that_receives_a_fatal_signal_dies(tmp_path: Path) -
     _crash(out, "killed", "Program received signal SIGABRT, Aborted.")
     out = _replay(tmp_path, _LLAMA + "\nProgram received signal SIGINT, Interrupt.\n")
     assert out["state"] != "crashed"
+
+
+def test_gguf_reader_check_before_its_generic_failure_is_the_cause(tmp_path: Path) -> None:
+    """ggml/src/gguf.cpp gguf_init_from_file_impl (b4747; 0.3.16 the same): a tensor's check prints what was wrong
+    ("%s: tensor '%s' has invalid ggml type %d (%s)", "... has %ld elements per row, not a multiple of block size
+    (%ld)") and then "%s: failed to read tensor info": the check's line is the cause (the generic line was chosen, or
+    the check's line not read at all); a version check ("this GGUF file is version %u but this software only supports
+    up to version %d"), then "failed to read header", is a file this build cannot read: unsupported (it was
+    model_load, of the generic line). The generic line alone (the read itself failed) is still the file's fault."""
+    loader = "llama_model_load: error loading model: llama_model_loader: failed to load model from /models/x.gguf\n"
+    head = _LLAMA.split("llama_model_loader:", maxsplit=1)[0]
+    cases = (
+        (
+            "gguf_init_from_file_impl: tensor 'blk.0.attn_q.weight' has invalid ggml type 39 (NONE)\n"
+            "gguf_init_from_file_impl: failed to read tensor info\n",
+            "model_load",
+            "has invalid ggml type 39 (NONE)",
+        ),
+        (
+            "gguf_init_from_file_impl: tensor 'blk.5.ffn_down.weight' of type 12 (q4_K) has 4096 elements per row, "
+            "not a multiple of block size (256)\ngguf_init_from_file_impl: failed to read tensor info\n",
+            "model_load",
+            "not a multiple of block size (256)",
+        ),
+        (
+            "gguf_init_from_file_impl: this GGUF file is version 4 but this software only supports up to version 3\n"
+            "gguf_init_from_file_impl: failed to read header\n",
+            "unsupported",
+            "this GGUF file is version 4",
+        ),
+        (
+            "gguf_init_from_file_impl: failed to read tensor info\n",
+            "model_load",
+            "failed to read tensor info",
+        ),
+    )
+    for lines, category, words in cases:
+        _crash(_replay(tmp_path, head + lines + loader), category, words)
