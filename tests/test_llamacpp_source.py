@@ -385,3 +385,23 @@ def test_gguf_reader_check_before_its_generic_failure_is_the_cause(tmp_path: Pat
     )
     for lines, category, words in cases:
         _crash(_replay(tmp_path, head + lines + loader), category, words)
+
+
+def test_ollama_runner_gguf_reason_beats_the_loaders_generic_line(tmp_path: Path) -> None:
+    """Ollama's llama runner prints llama.cpp's loader as llama.cpp does: gguf.cpp's reason ("%s: failed to open GGUF
+    file '%s'", a tensor's check) and then src/llama-model-loader.cpp's generic "llama_model_loader: failed to load
+    model from %s", which llm/status.go's StatusWriter carries into 'llama runner process has terminated: error
+    loading model: llama_model_loader: failed to load model from ...'. The reason is the root cause (the generic
+    loader line was chosen), as llamacpp.toml reads it."""
+    blob = "/root/.ollama/models/blobs/sha256-abc"
+    generic = f"llama_model_loader: failed to load model from {blob}"
+    died = _OLLAMA_DIED.replace("exit status 2", f"error loading model: {generic}")
+    for reason in (
+        f"gguf_init_from_file_impl: failed to open GGUF file '{blob}' (Permission denied)",
+        "gguf_init_from_file_impl: tensor 'blk.0.attn_q.weight' has invalid ggml type 39 (NONE)\n"
+        "gguf_init_from_file_impl: failed to read tensor info",
+    ):
+        out = _replay(
+            tmp_path, f"{_OLLAMA}{reason}\nllama_model_load: error loading model: {generic}\n{died}"
+        )
+        _crash(out, "model_load", reason.split("\n")[0].split(": ", 1)[1])
