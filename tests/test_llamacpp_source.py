@@ -405,3 +405,20 @@ def test_ollama_runner_gguf_reason_beats_the_loaders_generic_line(tmp_path: Path
             tmp_path, f"{_OLLAMA}{reason}\nllama_model_load: error loading model: {generic}\n{died}"
         )
         _crash(out, "model_load", reason.split("\n")[0].split(": ", 1)[1])
+
+
+def test_ollama_runner_windows_exit_status_reads_its_ntstatus(tmp_path: Path) -> None:
+    """Go's os/exec reports a Windows child's NTSTATUS as 'exit status 0x...' (Ollama's 'llama runner process has
+    terminated: exit status 0xc0000409', v0.5.13-v0.24.0 llm/server.go): 0xC000001D STATUS_ILLEGAL_INSTRUCTION is the
+    SIGILL of Windows (unsupported; it was killed), 0xC0000135 STATUS_DLL_NOT_FOUND a DLL the runner links missing
+    (import; it was killed); 0xC0000409, how the C runtime's abort() ends a process (__fastfail), stays a death told
+    without its cause (killed), its hint now an abort's, not a signal's."""
+    for status, category in (
+        ("0xc000001d", "unsupported"),
+        ("0xc0000135", "import"),
+        ("0xc0000409", "killed"),
+    ):
+        out = _replay(tmp_path, _OLLAMA + _OLLAMA_DIED.replace("exit status 2", f"exit status {status}"))
+        _crash(out, category, f"exit status {status}")
+        if status == "0xc0000409":
+            assert "abort" in str(_error(out)["hint"])
