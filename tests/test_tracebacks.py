@@ -162,6 +162,31 @@ def test_logging_error_block_is_noise() -> None:
     assert [(tb.exception, tb.noise) for tb in assembler.flush()] == [("ValueError: real", False)]
 
 
+def test_traceback_under_cpythons_unraisable_header_is_noise() -> None:
+    """A traceback right under CPython's unraisable-exception header (Python/errors.c PyErr_WriteUnraisable:
+    'Exception ignored on calling ctypes callback function: <fn>', 'Exception ignored in: <obj>') was printed and
+    ignored, the program went on: noise; a traceback that does not follow one at once is not."""
+    frames = [
+        '  File "llama_cpp/llama.py", line 1332, in logit_bias_processor',
+        "IndexError: index 9 is out of bounds",
+    ]
+    out = _assemble(
+        [
+            "Exception ignored on calling ctypes callback function: <function apply_wrapper at 0x7f91a051a480>",
+            "Traceback (most recent call last):",
+            *frames,
+            "Exception ignored in: <function Llama.__del__ at 0x7f00>",
+            "Traceback (most recent call last):",
+            *frames,
+            "Exception ignored in: <function Llama.__del__ at 0x7f00>",
+            'INFO:     127.0.0.1:55416 - "POST /v1/completions HTTP/1.1" 200 OK',
+            "Traceback (most recent call last):",
+            *frames,
+        ]
+    )
+    assert [(tb.line, tb.noise) for _, tb in out] == [(2, True), (6, True), (11, False)]
+
+
 def test_last_statement_of_bare_assertion() -> None:
     """last_statement() returns the innermost frame's source line, skipping caret markers."""
     result = _assemble(
@@ -319,11 +344,12 @@ def test_a_record_between_a_tagged_header_and_its_first_frame_is_another_process
 
 def test_what_opens_a_traceback_holds_a_word_the_quick_look_looks_for() -> None:
     """`Assembler.feed` passes over a line that nothing open can take unless it holds "File ", the header, 'py",
-    line ', "Logging error" or "above exception": each way a line opens something holds one of them."""
+    line ', "Logging error", "above exception" or CPython's "Exception ignored ": each way a line opens something holds one of them."""
     assert all("File " in frame for frame in tracebacks._FRAME)
     assert 'py", line ' in tracebacks._CUT_FRAME.pattern.replace("\\.", ".")
     assert all("above exception" in marker for marker in tracebacks._CHAIN)
     assert "Logging error" in "--- Logging error ---"
+    assert tracebacks._IGNORED in "Exception ignored in: <function Llama.__del__ at 0x7f00>"
 
 
 def test_the_quick_look_says_what_the_whole_look_says(monkeypatch: pytest.MonkeyPatch) -> None:

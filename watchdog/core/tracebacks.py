@@ -47,6 +47,12 @@ _LOGGING_REPORT = ("Call stack:", "Message:", "Arguments:")  # the parts of the 
 # call first):' / 'Thread 0x00007f.. (most recent call first):' ('Stack (most recent call first):' with
 # all_threads=False), then its frames worded '  File "<file>", line N in <function>' (no comma before 'in', unlike a
 # traceback's). A thread dump, not an exception: no line of it is a traceback's exception line.
+# CPython's default sys.unraisablehook (Python/errors.c PyErr_WriteUnraisable, 3.8+): 'Exception ignored in: <obj>'
+# or, with the caller's own words, 'Exception ignored on calling ctypes callback function: <fn>' (ctypes, 3.11+ as
+# 'Exception ignored while calling ctypes callback function' from 3.13), 'Exception ignored in atexit callback: ...',
+# then the traceback: an exception that could not be raised to anyone (a callback from C, a __del__, a finalizer),
+# printed and ignored; the program goes on (llama-cpp-python's sampler callback raising under a request).
+_IGNORED = "Exception ignored "
 _DUMP_HEADER = re.compile(r"^(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+|Stack) \(most recent call first\):$")
 _DUMP_FRAME = re.compile(r'^File "[^"]*", line \d+ in \S+$')
 # `Assembler.feed` passes over a line that nothing open can take and that holds none of these words (in C, no
@@ -114,6 +120,9 @@ class Assembler:
         self._handling_next: set[str] = set()  # ... and of those, the ones chained by "During handling"
         self._logging_error: set[str] = set()  # streams inside a "--- Logging error ---" block
         self._thread_dump: set[str] = set()  # streams inside a faulthandler dump (`_DUMP_HEADER`)
+        # the line of CPython's unraisable-exception header ('Exception ignored in: ...'), by stream: the traceback
+        # right after it was printed and ignored, the program went on (`_IGNORED`)
+        self._ignored: dict[str, int] = {}
         # A traceback that a record of another process cut before its exception line, by stream, with the line of
         # that record: frames right after it are the same traceback going on (issue 30)
         self._interrupted: dict[str, tuple[Traceback, int]] = {}
@@ -159,6 +168,7 @@ class Assembler:
             and 'py", line ' not in content
             and "Logging error" not in content
             and "above exception" not in content
+            and _IGNORED not in content
         ):
             # nothing is open and the line holds none of what opens a traceback, a chain or a logging error
             # (`_QUICK_LOOK`): what the look below says of it, for most lines read whole (a startup's markers)
@@ -177,6 +187,11 @@ class Assembler:
                 self._last = key
                 return True, done
             content = stripped = f'File "{stripped}'  # read as the frame it is (the source line follows it)
+        if stripped.startswith(_IGNORED) and (key not in self._open or self._open[key].exc_index >= 0):
+            self._close(key, done)  # the traceback before it ended at its exception line
+            self._ignored[key] = line
+            self._last = key
+            return True, done
         if stripped == "--- Logging error ---":
             self._close(key, done)
             self._logging_error.add(key)
@@ -191,7 +206,7 @@ class Assembler:
             opened = Traceback(rec.source or key, line, rec.at, rec.seconds, header=content[:pos].strip())
             opened.add(TRACEBACK_HEADER + ":")
             opened.header_level = rec.level
-            opened.noise = key in self._logging_error
+            opened.noise = key in self._logging_error or self._ignored.pop(key, -2) == line - 1
             opened.chained = key in self._chain_next
             opened.handling = opened.chained and key in self._handling_next
             self._chain_next.discard(key)
