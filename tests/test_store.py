@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -241,27 +242,38 @@ async def test_write_behind_writes_a_batch_with_the_last_snapshot_of_each_incarn
         tg.cancel_scope.cancel()
 
 
-async def test_write_behind_takes_a_snapshot_given_as_a_function_once_when_it_writes(tmp_path: Path) -> None:
-    """A snapshot given as a function is taken when its batch is written, once for the incarnation's
-    transitions of that batch: what is stored is the incarnation as it is then."""
-    timeline = [entry("starting", 1), entry("loading_weights", 2), entry("allocating_kv_cache", 3)]
-    taken: list[int] = []
+def _taken_into(taken: list[int], timeline: list[dict[str, Any]]) -> Callable[[], Any]:
+    """A snapshot given as a function: the status of `timeline` as it is when taken, its length noted in `taken`."""
 
     def snapshot() -> Any:
         taken.append(len(timeline))
         return status_from_json(status(timeline))
 
+    return snapshot
+
+
+async def _states_stored(path: Path, launch: str) -> None:
+    """Until another connection sees a state of `launch` stored (polled), within the batch delay and 5 s."""
+    with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
+        while True:  # another connection's view: polled
+            if _stored_states(path, launch):
+                break
+            await anyio.sleep(0.02)
+
+
+async def test_write_behind_takes_a_snapshot_given_as_a_function_once_when_it_writes(tmp_path: Path) -> None:
+    """A snapshot given as a function is taken when its batch is written, once for the incarnation's
+    transitions of that batch: what is stored is the incarnation as it is then."""
+    timeline = [entry("starting", 1), entry("loading_weights", 2), entry("allocating_kv_cache", 3)]
+    taken: list[int] = []
+    snapshot = _taken_into(taken, timeline)
     async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
         await tg.start(store.write_behind)
         for _ in range(3):
             await store.record_transition("kimi", 1, snapshot)
         timeline.append(entry("capturing_graphs", 4))  # more happened before the batch was written
         assert taken == []
-        with anyio.fail_after(TRANSITION_BATCH_DELAY + 5):
-            while True:  # another connection's view: polled
-                if _stored_states(tmp_path, "kimi"):
-                    break
-                await anyio.sleep(0.02)
+        await _states_stored(tmp_path, "kimi")
         assert taken == [4]
         assert _stored_states(tmp_path, "kimi") == [
             "starting",
@@ -269,6 +281,26 @@ async def test_write_behind_takes_a_snapshot_given_as_a_function_once_when_it_wr
             "allocating_kv_cache",
             "capturing_graphs",
         ]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_startup_whose_phases_come_within_a_second_is_one_snapshot(tmp_path: Path) -> None:
+    """A relaunch's phases, read a few tenths of a second apart (a crash loop's startup, as the engine prints
+    it), wait for one batch: the incarnation's snapshot (a verdict built) is taken once for all of them, not
+    once a phase."""
+    timeline = [entry("starting", 1)]
+    taken: list[int] = []
+    snapshot = _taken_into(taken, timeline)
+    async with open_store(tmp_path) as store, anyio.create_task_group() as tg:
+        await tg.start(store.write_behind)
+        await store.record_transition("kimi", 1, snapshot)
+        for n, state in enumerate(("loading_weights", "allocating_kv_cache"), start=2):
+            await anyio.sleep(0.2)  # the log's pace: the next phase's line comes 0.2 s later
+            timeline.append(entry(state, n))
+            await store.record_transition("kimi", 1, snapshot)
+        await _states_stored(tmp_path, "kimi")
+        assert taken == [3]
+        assert _stored_states(tmp_path, "kimi") == ["starting", "loading_weights", "allocating_kv_cache"]
         tg.cancel_scope.cancel()
 
 

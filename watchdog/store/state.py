@@ -35,8 +35,11 @@ __all__ = [
 ]
 
 # With `write_behind` running: seconds a transition's snapshot may wait, to be written with the others of that
-# moment in one trip to the worker thread and one commit (a later snapshot of the same incarnation replaces it)
-TRANSITION_BATCH_DELAY = 0.25
+# moment in one trip to the worker thread and one commit (a later snapshot of the same incarnation replaces it).
+# Each snapshot taken builds its incarnation's verdict: a second lets a relaunch's phases, a few tenths of a second
+# apart, share one (a crash loop's startup: 1.3 snapshots an incarnation, not 2.3). Nothing waits on it: a verdict
+# with an alert to say, and any read of the file, write what waits first (`_run`)
+TRANSITION_BATCH_DELAY = 1.0
 # While writes fail (a full disk, the file locked by another process past BUSY_TIMEOUT): seconds a write waits
 # for the lock, so that what must not wait (a verdict, its alert) learns at once that it cannot be written;
 # and seconds between attempts to write what waits
