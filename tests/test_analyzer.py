@@ -690,3 +690,97 @@ def test_prepare_makes_what_the_first_error_would_and_changes_no_verdict() -> No
     assert got == want
     assert prepared.lifecycle.current.state is State.CRASHED
     assert prepared.lifecycle.current == plain.lifecycle.current  # its error, category, phase and times
+
+
+def _ranks_crash(ranks: int) -> bytes:
+    # a post-ready crash of `ranks` ranks, each its "Scheduler hit an exception" wrapper line and its traceback
+    return b"".join(
+        b"[2025-06-26 02:16:20 TP%d] Scheduler hit an exception: Traceback (most recent call last):\n"
+        b'  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2620, in '
+        b"run_scheduler_process\n"
+        b"    scheduler.event_loop_overlap()\n"
+        b"ValueError: Failed to allocate token prealloc indices on rank %d\n" % (rank, rank)
+        for rank in range(ranks)
+    )
+
+
+def test_a_crash_after_ready_read_in_one_block_has_its_root_cause_chosen_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A crash after ready that one read brings whole (each rank's wrapper line and traceback) has its root cause
+    chosen once, from all of its errors, not again at each of them; its verdict is that of the same lines read a
+    line a read, where each error chooses it again."""
+    from watchdog.core import lifecycle  # noqa: PLC0415
+
+    chosen = []
+    root_cause = lifecycle.root_cause
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        chosen.append(args[0])
+        return root_cause(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "root_cause", counted)
+    startup = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    crash = _ranks_crash(4)
+    verdicts = []
+    for whole in (True, False):
+        analyzer = Analyzer(load_engine("sglang"))
+        analyzer.feed(startup, 0.0)
+        analyzer.caught_up(0.0)
+        assert analyzer.state is State.READY
+        del chosen[:]
+        for line in [crash] if whole else crash.splitlines(keepends=True):
+            analyzer.feed(line, 1.0)
+        analyzer.finish(2.0)
+        inc = analyzer.lifecycle.current
+        assert inc.state is State.CRASHED
+        assert inc.error is not None
+        verdicts.append(
+            (inc.error, inc.crash_phase, _to_json(inc, engine="sglang", lines_read=0, bytes_read=0))
+        )
+        if whole:
+            # chosen once, from the four wrappers and the four tracebacks
+            assert [len(c) for c in chosen] == [8]
+        else:
+            assert len(chosen) == 8
+    assert verdicts[0] == verdicts[1]
+    assert verdicts[0][0].ranks == ("TP0", "TP1", "TP2", "TP3")
+
+
+def test_a_choice_put_off_to_the_end_of_a_block_is_the_one_made_at_once() -> None:
+    """The events of a crash loop (a crash after ready in one block, the facts and errors after it, the next start
+    and its crash), fed to a lifecycle that puts its root-cause choices off and settles them only at the end, leave
+    every incarnation as a lifecycle that chooses at once does."""
+    from watchdog.core.lifecycle import Lifecycle  # noqa: PLC0415
+
+    startup = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    log = (
+        startup
+        + _ranks_crash(2)
+        + b"[2025-06-26 02:16:21 TP0] avail mem=3.2 GB\n"
+        + startup
+        + _ranks_crash(3)
+    )
+    events: list[tuple[Any, float]] = []
+    analyzer = Analyzer(load_engine("sglang"))
+    feed = analyzer.lifecycle.feed
+
+    def spy(event: Any, now: float) -> Any:
+        events.append((event, now))
+        return feed(event, now)
+
+    analyzer.lifecycle.feed = spy  # type: ignore[method-assign]
+    analyzer.feed(log, 1.0)
+    analyzer.finish(2.0)
+    lifecycles = []
+    for defer in (False, True):
+        lc = Lifecycle("sglang")
+        lc.profile = analyzer.lifecycle.profile
+        lc.defer_choice = defer
+        said = [t for event, now in events for t in lc.feed(event, now)]
+        lc.settle()
+        lifecycles.append((said, lc.history, lc.current))
+    assert lifecycles[0] == lifecycles[1]
+    assert [i.state for i in lifecycles[0][1]] == [State.CRASHED]
+    assert lifecycles[0][2].error is not None
+    assert lifecycles[0][2].error.ranks == ("TP0", "TP1", "TP2")

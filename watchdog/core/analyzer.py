@@ -543,7 +543,19 @@ class Analyzer:
     def _block(
         self, data: bytes, now: float, *, held: bool = False, found: list[int] | None = None
     ) -> list[Transition]:
-        # `found`: `_found(data, 0)` when the caller knows it (the rules it was found with are those in use)
+        # `found`: `_found(data, 0)` when the caller knows it (the rules it was found with are those in use). A crash
+        # after ready has its root cause chosen once, from every error of the block (`Lifecycle.defer_choice`): no
+        # transition carries it, and no one reads it before the block is read.
+        lifecycle = self.lifecycle
+        lifecycle.defer_choice = True
+        try:
+            return self._block_lines(data, now, held, found)
+        finally:
+            lifecycle.defer_choice = False
+            lifecycle.settle()
+
+    def _block_lines(self, data: bytes, now: float, held: bool, found: list[int] | None) -> list[Transition]:
+        # `_block`'s reading
         first = self.lines_read - self._line_base + 1
         if not held:
             self._keep(data)
