@@ -818,3 +818,40 @@ def test_a_provisional_head_read_in_blocks_is_read_by_its_lines_templates(breaks
         reference.engine(),
     )
     assert lines[-1].translate(ZEROED) in index[2].seen
+
+
+@pytest.mark.parametrize(("after", "reads"), [(b"", 1), (b"while allocating for request 7\n", 2)])
+def test_a_traceback_closed_unchanged_is_not_read_again(
+    monkeypatch: pytest.MonkeyPatch, after: bytes, reads: int
+) -> None:
+    """A traceback is reported at its exception line and again, whole, when the next line closes it: when nothing
+    of it came between, the second report is the candidate made for the first (read once); when a line of its
+    message came (it grew), it is read again."""
+    from watchdog.core import scanner  # noqa: PLC0415
+    from watchdog.core.findings import ErrorSeen  # noqa: PLC0415
+
+    made = []
+    from_traceback = scanner.from_traceback
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(from_traceback(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(scanner, "from_traceback", counted)
+    analyzer = Analyzer(load_engine("sglang"))
+    reported = []
+    feed = analyzer.lifecycle.feed
+
+    def spy(event: Any, now: float) -> Any:
+        if isinstance(event, ErrorSeen) and event.candidate.kind == "traceback":
+            reported.append(event.candidate)
+        return feed(event, now)
+
+    analyzer.lifecycle.feed = spy  # type: ignore[method-assign]
+    analyzer.feed(READY, 0.0)
+    for line in (_ranks_crash(1) + after + READY).splitlines(keepends=True):
+        analyzer.feed(line, 1.0)
+    assert len(made) == reads
+    assert len(reported) == 2
+    assert (reported[0] is reported[1]) == (reads == 1)
+    assert reported[1].traceback[-1] == (after.decode().strip() or reported[1].summary)
