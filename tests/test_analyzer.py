@@ -592,22 +592,29 @@ def test_the_tail_is_the_last_bytes_read_however_they_came(lines: list[bytes]) -
     assert live.tail() == whole.tail()
 
 
+@pytest.mark.parametrize("per_read", [1, 5])
 @pytest.mark.parametrize("breaks", [b"", b"\t", b"\r", b"\x0c", b"\x1e", "\u2028".encode()])
-def test_a_provisional_head_read_a_line_at_a_time_counts_its_lines_as_splitlines(breaks: bytes) -> None:
-    """While the engine is provisional, a head read a line a read is detected from the lines `str.splitlines`
-    makes of it, as a whole head is: a line holding another line break is more than one line of it."""
-    from watchdog.core.detection import EngineDetector  # noqa: PLC0415
+def test_a_provisional_head_read_live_counts_its_lines_as_splitlines(breaks: bytes, per_read: int) -> None:
+    """While the engine is provisional, a head read a line a read, or a few lines a read (a burst, a traceback in
+    one write), is detected from the lines `str.splitlines` makes of it, as a whole head is: a line holding another
+    line break is more than one line of it. Where its lines are ASCII broken at their newlines alone, the markers
+    they hold are looked up by their templates (those of a crash loop's lines repeat)."""
+    from watchdog.core.detection import EngineDetector, _any_marker  # noqa: PLC0415
+    from watchdog.core.templates import ZEROED  # noqa: PLC0415
     from watchdog.profiles.loader import catalogue  # noqa: PLC0415
 
     data = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
     lines = data.splitlines(keepends=True)
     lines[3] = lines[3][:-1] + breaks + b"INFO 08-19 07:51:03 [api_server.py:1] vLLM API server version 0.9\n"
+    index = _any_marker(catalogue().markers)[1]
+    assert index is not None  # Hyperscan
+    index[2].seen.clear()
     analyzer = Analyzer(catalogue())
     analyzer.feed(b"".join(lines[:2]), 0.0)
     analyzer.caught_up(0.0)  # detected from two lines: provisional from here on
     assert analyzer._provisional
-    for line in lines[2:]:
-        analyzer.feed(line, 0.0)
+    for at in range(2, len(lines), per_read):
+        analyzer.feed(b"".join(lines[at : at + per_read]), 0.0)
     head = b"".join(lines).decode("utf-8", "replace").splitlines()
     reference = EngineDetector(catalogue().markers)
     reference.feed_lines(head)
@@ -618,6 +625,7 @@ def test_a_provisional_head_read_a_line_at_a_time_counts_its_lines_as_splitlines
         reference.score,
         reference.engine(),
     )
+    assert lines[-1].translate(ZEROED) in index[2].seen
 
 
 def test_a_line_a_rule_reads_counts_as_the_same_line_read_as_a_block() -> None:
@@ -784,40 +792,6 @@ def test_a_choice_put_off_to_the_end_of_a_block_is_the_one_made_at_once() -> Non
     assert [i.state for i in lifecycles[0][1]] == [State.CRASHED]
     assert lifecycles[0][2].error is not None
     assert lifecycles[0][2].error.ranks == ("TP0", "TP1", "TP2")
-
-
-@pytest.mark.parametrize("breaks", [b"", b"\t", b"\r", b"\x0c", b"\x1e", "\u2028".encode()])
-def test_a_provisional_head_read_in_blocks_is_read_by_its_lines_templates(breaks: bytes) -> None:
-    """While the engine is provisional, a head read a few lines a read (a burst, a traceback in one write) is
-    detected from the lines `str.splitlines` makes of it, as a whole head is; where its lines are ASCII broken at
-    their newlines alone, the markers they hold are looked up by their templates (those of a crash loop's lines
-    repeat), as a line a read is."""
-    from watchdog.core.detection import EngineDetector, _any_marker  # noqa: PLC0415
-    from watchdog.core.templates import ZEROED  # noqa: PLC0415
-    from watchdog.profiles.loader import catalogue  # noqa: PLC0415
-
-    data = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
-    lines = data.splitlines(keepends=True)
-    lines[3] = lines[3][:-1] + breaks + b"INFO 08-19 07:51:03 [api_server.py:1] vLLM API server version 0.9\n"
-    index = _any_marker(catalogue().markers)[1]
-    assert index is not None  # Hyperscan
-    index[2].seen.clear()
-    analyzer = Analyzer(catalogue())
-    analyzer.feed(b"".join(lines[:2]), 0.0)
-    analyzer.caught_up(0.0)  # detected from two lines: provisional from here on
-    for at in range(2, len(lines), 5):
-        analyzer.feed(b"".join(lines[at : at + 5]), 0.0)
-    head = b"".join(lines).decode("utf-8", "replace").splitlines()
-    reference = EngineDetector(catalogue().markers)
-    reference.feed_lines(head)
-    detector = analyzer._detector
-    assert detector is not None
-    assert (detector.count, detector.score, detector.engine()) == (
-        reference.count,
-        reference.score,
-        reference.engine(),
-    )
-    assert lines[-1].translate(ZEROED) in index[2].seen
 
 
 @pytest.mark.parametrize(("after", "reads"), [(b"", 1), (b"while allocating for request 7\n", 2)])
