@@ -8,6 +8,9 @@ and due ticks, are counted. One valgrind run a kind; `PYTHONHASHSEED=0` so that 
 measured is the one `watchdog` is imported from (run it from each tree, PYTHONPATH=.).
 
     PYTHONPATH=. python benchmarks/analyzer_instructions.py [--kinds startup serving crash] [--whole-writes]
+
+A kind may be narrowed to the writes read while the log's engine is provisional (its first 200 lines, the head
+still read for detection) or settled: `crash-provisional`, `startup-settled`, `serving-provisional`, ...
 """
 
 from __future__ import annotations
@@ -46,18 +49,24 @@ def _inner(kind: str, whole: bool) -> None:
     if not whole:
         load = analyzer_bench.one_line(load)
     kinds = analyzer_bench.kinds(load)
+    # "crash-provisional": the crash writes read while the log's engine is not settled (its first 200 lines);
+    # "startup-settled": a relaunch's startup lines in a log whose head settled its engine; and so on
+    base, _, when = kind.partition("-")
     cat = catalogue()
+    lines = 0
     for counted in (False, True):
         analyzers = [Analyzer(cat) for _ in first]
         for analyzer, data in zip(analyzers, first, strict=True):
             analyzer.feed(data, 0.0)
             analyzer.caught_up(0.0)
         for write, of in zip(load, kinds, strict=True):
-            if counted and of == kind:
-                functools.reduce(_step, [write], analyzers[write[0]])
+            analyzer = analyzers[write[0]]
+            if counted and of == base and (not when or analyzer._provisional == (when == "provisional")):
+                functools.reduce(_step, [write], analyzer)
+                lines += write[2].count(b"\n")
             else:
-                _step(analyzers[write[0]], write)
-    print("LINES", sum(d.count(b"\n") for (_, _, d), of in zip(load, kinds, strict=True) if of == kind))
+                _step(analyzer, write)
+    print("LINES", lines)
 
 
 def main(argv: list[str] | None = None) -> int:

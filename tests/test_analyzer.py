@@ -592,22 +592,29 @@ def test_the_tail_is_the_last_bytes_read_however_they_came(lines: list[bytes]) -
     assert live.tail() == whole.tail()
 
 
+@pytest.mark.parametrize("per_read", [1, 5])
 @pytest.mark.parametrize("breaks", [b"", b"\t", b"\r", b"\x0c", b"\x1e", "\u2028".encode()])
-def test_a_provisional_head_read_a_line_at_a_time_counts_its_lines_as_splitlines(breaks: bytes) -> None:
-    """While the engine is provisional, a head read a line a read is detected from the lines `str.splitlines`
-    makes of it, as a whole head is: a line holding another line break is more than one line of it."""
-    from watchdog.core.detection import EngineDetector  # noqa: PLC0415
+def test_a_provisional_head_read_live_counts_its_lines_as_splitlines(breaks: bytes, per_read: int) -> None:
+    """While the engine is provisional, a head read a line a read, or a few lines a read (a burst, a traceback in
+    one write), is detected from the lines `str.splitlines` makes of it, as a whole head is: a line holding another
+    line break is more than one line of it. Where its lines are ASCII broken at their newlines alone, the markers
+    they hold are looked up by their templates (those of a crash loop's lines repeat)."""
+    from watchdog.core.detection import EngineDetector, _any_marker  # noqa: PLC0415
+    from watchdog.core.templates import ZEROED  # noqa: PLC0415
     from watchdog.profiles.loader import catalogue  # noqa: PLC0415
 
     data = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
     lines = data.splitlines(keepends=True)
     lines[3] = lines[3][:-1] + breaks + b"INFO 08-19 07:51:03 [api_server.py:1] vLLM API server version 0.9\n"
+    index = _any_marker(catalogue().markers)[1]
+    assert index is not None  # Hyperscan
+    index[2].seen.clear()
     analyzer = Analyzer(catalogue())
     analyzer.feed(b"".join(lines[:2]), 0.0)
     analyzer.caught_up(0.0)  # detected from two lines: provisional from here on
     assert analyzer._provisional
-    for line in lines[2:]:
-        analyzer.feed(line, 0.0)
+    for at in range(2, len(lines), per_read):
+        analyzer.feed(b"".join(lines[at : at + per_read]), 0.0)
     head = b"".join(lines).decode("utf-8", "replace").splitlines()
     reference = EngineDetector(catalogue().markers)
     reference.feed_lines(head)
@@ -618,6 +625,7 @@ def test_a_provisional_head_read_a_line_at_a_time_counts_its_lines_as_splitlines
         reference.score,
         reference.engine(),
     )
+    assert lines[-1].translate(ZEROED) in index[2].seen
 
 
 def test_a_line_a_rule_reads_counts_as_the_same_line_read_as_a_block() -> None:
@@ -690,3 +698,134 @@ def test_prepare_makes_what_the_first_error_would_and_changes_no_verdict() -> No
     assert got == want
     assert prepared.lifecycle.current.state is State.CRASHED
     assert prepared.lifecycle.current == plain.lifecycle.current  # its error, category, phase and times
+
+
+def _ranks_crash(ranks: int) -> bytes:
+    # a post-ready crash of `ranks` ranks, each its "Scheduler hit an exception" wrapper line and its traceback
+    return b"".join(
+        b"[2025-06-26 02:16:20 TP%d] Scheduler hit an exception: Traceback (most recent call last):\n"
+        b'  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2620, in '
+        b"run_scheduler_process\n"
+        b"    scheduler.event_loop_overlap()\n"
+        b"ValueError: Failed to allocate token prealloc indices on rank %d\n" % (rank, rank)
+        for rank in range(ranks)
+    )
+
+
+def test_a_crash_after_ready_read_in_one_block_has_its_root_cause_chosen_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A crash after ready that one read brings whole (each rank's wrapper line and traceback) has its root cause
+    chosen once, from all of its errors, not again at each of them; its verdict is that of the same lines read a
+    line a read, where each error chooses it again."""
+    from watchdog.core import lifecycle  # noqa: PLC0415
+
+    chosen = []
+    root_cause = lifecycle.root_cause
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        chosen.append(args[0])
+        return root_cause(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "root_cause", counted)
+    startup = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    crash = _ranks_crash(4)
+    verdicts = []
+    for whole in (True, False):
+        analyzer = Analyzer(load_engine("sglang"))
+        analyzer.feed(startup, 0.0)
+        analyzer.caught_up(0.0)
+        assert analyzer.state is State.READY
+        del chosen[:]
+        for line in [crash] if whole else crash.splitlines(keepends=True):
+            analyzer.feed(line, 1.0)
+        analyzer.finish(2.0)
+        inc = analyzer.lifecycle.current
+        assert inc.state is State.CRASHED
+        assert inc.error is not None
+        verdicts.append(
+            (inc.error, inc.crash_phase, _to_json(inc, engine="sglang", lines_read=0, bytes_read=0))
+        )
+        if whole:
+            # chosen once, from the four wrappers and the four tracebacks
+            assert [len(c) for c in chosen] == [8]
+        else:
+            assert len(chosen) == 8
+    assert verdicts[0] == verdicts[1]
+    assert verdicts[0][0].ranks == ("TP0", "TP1", "TP2", "TP3")
+
+
+def test_a_choice_put_off_to_the_end_of_a_block_is_the_one_made_at_once() -> None:
+    """The events of a crash loop (a crash after ready in one block, the facts and errors after it, the next start
+    and its crash), fed to a lifecycle that puts its root-cause choices off and settles them only at the end, leave
+    every incarnation as a lifecycle that chooses at once does."""
+    from watchdog.core.lifecycle import Lifecycle  # noqa: PLC0415
+
+    startup = (CORPUS / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
+    log = (
+        startup
+        + _ranks_crash(2)
+        + b"[2025-06-26 02:16:21 TP0] avail mem=3.2 GB\n"
+        + startup
+        + _ranks_crash(3)
+    )
+    events: list[tuple[Any, float]] = []
+    analyzer = Analyzer(load_engine("sglang"))
+    feed = analyzer.lifecycle.feed
+
+    def spy(event: Any, now: float) -> Any:
+        events.append((event, now))
+        return feed(event, now)
+
+    analyzer.lifecycle.feed = spy  # type: ignore[method-assign]
+    analyzer.feed(log, 1.0)
+    analyzer.finish(2.0)
+    lifecycles = []
+    for defer in (False, True):
+        lc = Lifecycle("sglang")
+        lc.profile = analyzer.lifecycle.profile
+        lc.defer_choice = defer
+        said = [t for event, now in events for t in lc.feed(event, now)]
+        lc.settle()
+        lifecycles.append((said, lc.history, lc.current))
+    assert lifecycles[0] == lifecycles[1]
+    assert [i.state for i in lifecycles[0][1]] == [State.CRASHED]
+    assert lifecycles[0][2].error is not None
+    assert lifecycles[0][2].error.ranks == ("TP0", "TP1", "TP2")
+
+
+@pytest.mark.parametrize(("after", "reads"), [(b"", 1), (b"while allocating for request 7\n", 2)])
+def test_a_traceback_closed_unchanged_is_not_read_again(
+    monkeypatch: pytest.MonkeyPatch, after: bytes, reads: int
+) -> None:
+    """A traceback is reported at its exception line and again, whole, when the next line closes it: when nothing
+    of it came between, the second report is the candidate made for the first (read once); when a line of its
+    message came (it grew), it is read again."""
+    from watchdog.core import scanner  # noqa: PLC0415
+    from watchdog.core.findings import ErrorSeen  # noqa: PLC0415
+
+    made = []
+    from_traceback = scanner.from_traceback
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(from_traceback(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(scanner, "from_traceback", counted)
+    analyzer = Analyzer(load_engine("sglang"))
+    reported = []
+    feed = analyzer.lifecycle.feed
+
+    def spy(event: Any, now: float) -> Any:
+        if isinstance(event, ErrorSeen) and event.candidate.kind == "traceback":
+            reported.append(event.candidate)
+        return feed(event, now)
+
+    analyzer.lifecycle.feed = spy  # type: ignore[method-assign]
+    analyzer.feed(READY, 0.0)
+    for line in (_ranks_crash(1) + after + READY).splitlines(keepends=True):
+        analyzer.feed(line, 1.0)
+    assert len(made) == reads
+    assert len(reported) == 2
+    assert (reported[0] is reported[1]) == (reads == 1)
+    assert reported[1].traceback[-1] == (after.decode().strip() or reported[1].summary)

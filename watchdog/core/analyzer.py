@@ -543,7 +543,19 @@ class Analyzer:
     def _block(
         self, data: bytes, now: float, *, held: bool = False, found: list[int] | None = None
     ) -> list[Transition]:
-        # `found`: `_found(data, 0)` when the caller knows it (the rules it was found with are those in use)
+        # `found`: `_found(data, 0)` when the caller knows it (the rules it was found with are those in use). A crash
+        # after ready has its root cause chosen once, from every error of the block (`Lifecycle.defer_choice`): no
+        # transition carries it, and no one reads it before the block is read.
+        lifecycle = self.lifecycle
+        lifecycle.defer_choice = True
+        try:
+            return self._block_lines(data, now, held, found)
+        finally:
+            lifecycle.defer_choice = False
+            lifecycle.settle()
+
+    def _block_lines(self, data: bytes, now: float, held: bool, found: list[int] | None) -> list[Transition]:
+        # `_block`'s reading
         first = self.lines_read - self._line_base + 1
         if not held:
             self._keep(data)
@@ -794,7 +806,7 @@ class Analyzer:
             and 10 not in data[:-1]  # one line (a byte's value `in` bytes: a memchr)
             and data.isascii()
             and self.unwrapper.format in (None, "plain")
-            # no character but its newline that `splitlines` breaks at: CR, VT, FF, FS, GS, RS
+            # no character but its newline that `splitlines` breaks at: CR, VT, FF, FS, GS, RS (`_breaks`, inline)
             and not (13 in data or 11 in data or 12 in data or 28 in data or 29 in data or 30 in data)
         ):
             # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
@@ -861,8 +873,16 @@ class Analyzer:
         cut = head.rfind(b"\n") + 1
         if cut > self._head_cut:
             if detector.count < _DETECT_LINES:
-                lines = head[self._head_cut : cut].decode("utf-8", "replace").splitlines()
-                detector.feed_lines(lines[: _DETECT_LINES - detector.count])
+                room = _DETECT_LINES - detector.count
+                new = bytes(head[self._head_cut : cut])
+                if new.isascii() and not _breaks(new):
+                    # lines of ASCII that `splitlines` breaks at their newlines alone: read by their templates, as
+                    # `_feed_provisional` reads a line a read (a crash loop's traceback in one write, a burst)
+                    keys = new.translate(ZEROED).splitlines(keepends=True)[:room]
+                    detector.feed_lines(new.decode("ascii").split("\n", room)[: len(keys)], keys)
+                else:
+                    lines = new.decode("utf-8", "replace").splitlines()
+                    detector.feed_lines(lines[:room])
             self._head_cut = cut
         if detector.count >= _DETECT_LINES:
             return detector.engine(), detector.count
@@ -1133,6 +1153,12 @@ def _serving_status(raw: bytes, rules: tuple[_ServingRule, ...]) -> str | None:
             return "unknown"
         return "flowing" if made > 0 else "idle" if load == 0 else "stuck"
     return "unknown" if any(raw.find(match) >= 0 for _, match, _ in rules) else None
+
+
+def _breaks(data: bytes) -> bool:
+    # whether `data` holds a character but the newline that `splitlines` breaks at: CR, VT, FF, FS, GS, RS (a byte's
+    # value `in` bytes: a memchr)
+    return 13 in data or 11 in data or 12 in data or 28 in data or 29 in data or 30 in data
 
 
 def _earlier(a: float | None, b: float) -> float:

@@ -112,16 +112,22 @@ class EngineDetector:
             if engine == self._owner:
                 self._frames[engine] = self._frames.get(engine, 0) + 1
 
-    def feed_lines(self, lines: list[str]) -> None:
+    def feed_lines(self, lines: list[str], keys: Sequence[bytes] | None = None) -> None:
         """Read the next lines of the head, as `feed` each in turn would: without Hyperscan, one search over them
         all finds the lines that hold a marker, and only those, and the lines that end a traceback holding one,
-        are read in Python (a line with no marker changes nothing but the count while no traceback is open)."""
+        are read in Python (a line with no marker changes nothing but the count while no traceback is open).
+        `keys`: each line's template, as `feed` takes it (with Hyperscan, the markers of a template seen are
+        not looked for again: a crash loop's tracebacks and startups repeat their lines' templates)."""
         if len(lines) <= 1 or self._any[1] is not None:
             # a live log's block (its one line read as it is), or Hyperscan's: its one pass over each line names
             # the line's markers, about 3x faster over a head than the search over the block and then a pass over
             # each line that holds one (most lines of a startup or a traceback do)
-            for text in lines:
-                self.feed(text)
+            if keys is None:
+                for text in lines:
+                    self.feed(text)
+            else:
+                for text, key in zip(lines, keys, strict=True):
+                    self.feed(text, key)
             return
         marked = self._any[0].marked(lines)  # the whole block at once: most blocks of a head hold no marker
         pos = 0

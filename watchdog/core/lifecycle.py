@@ -68,6 +68,7 @@ LAST_REQUEST_ERROR = "last_request_error"
 
 
 _ORDER = {s: i for i, s in enumerate(State)}
+_READY = State.READY  # (`_choose` compares with it: a member looked up on its class costs a metaclass lookup)
 # past incarnations that keep their arguments: a verdict compares an incarnation with the one before it (the
 # newest past ones); an older one's dump (SGLang's: ~150 arguments, 6 KB) would only weigh on every checkpoint
 _ARGUMENTS_KEPT = 4
@@ -174,6 +175,11 @@ class Lifecycle:
         self.health_means_ready = False
         # the last root-cause choice and what it was made from (`_choose`); not part of a resume record
         self._chosen: _Choice | None = None
+        # Set by a caller that feeds the events of a block of lines and then reads `settle`'s result: a crash's
+        # root cause after ready is then chosen once, at `settle`, from the errors of the whole block, not again
+        # at each of them (the wrapper line, then its traceback; each of eight ranks' copies). Not recorded.
+        self.defer_choice = False
+        self._deferred: _Deferred | None = None  # the choice put off until `settle`
 
     def number_from(self, last: int) -> None:
         """Number this log's launches after `last` (the launch's earlier logs' incarnations, which the daemon
@@ -538,6 +544,7 @@ class Lifecycle:
         # the error candidates its root cause was chosen from (nothing is chosen again for a past incarnation),
         # and only the newest past one keeps its traceback (a restart that has just begun reports that crash:
         # `verdict_incarnation`), only the newest `_ARGUMENTS_KEPT` their arguments.
+        self.settle()  # its error (or the newest past one's), chosen before it is kept
         inc.candidates = []
         inc.pending_index = 0
         if self.history:
@@ -627,22 +634,57 @@ class Lifecycle:
         # The root cause of a crash in `phase`, and the phase it happened in: a later one its frames point
         # at, or that of the startup step it was raised out of.
         live = _live(inc)
+        deferred = self._deferred
+        if deferred is not None and deferred.inc is not inc:
+            self.settle()  # another incarnation's: its error is due before this one's
+        if self.defer_choice and phase is _READY:
+            # A crash after ready crashed in `ready` whatever the error (neither its frames' phase nor its startup
+            # step moves it): only the error waits, on what it is chosen from now (a choice put off here is made
+            # at `settle` or replaced, unmade, by the next one)
+            inc.crash_phase = _READY
+            self._deferred = _Deferred(inc, live, dict(inc.facts), inc.from_start, self.profile)
+            return
+        # (this incarnation's, if any: this choice replaces it, as it would have replaced it made)
+        self._deferred = None
+        self._choice(inc, phase, live, inc.facts, inc.from_start, self.profile)
+
+    def settle(self) -> None:
+        """Make the root-cause choice put off while `defer_choice` was set: the current incarnation's error (and
+        each past one's) is then what feeding the same events without it would have made."""
+        deferred = self._deferred
+        if deferred is not None:
+            self._deferred = None
+            inc = deferred.inc
+            crash_phase = inc.crash_phase  # (`ready`, or what came since: the choice does not change it)
+            self._choice(inc, _READY, deferred.live, deferred.facts, deferred.whole, deferred.profile)
+            inc.crash_phase = crash_phase
+
+    def _choice(
+        self,
+        inc: Incarnation,
+        phase: State,
+        live: list[Candidate],
+        facts: dict[str, float | str],
+        whole: bool,
+        profile: Profile,
+    ) -> None:
+        # `_choose` of the errors `live`, with `facts`, `whole` and `profile` as they were at the choice
         last = self._chosen
         if (
             last is not None
             and last.inc is inc
             and last.phase is phase
-            and last.profile is self.profile
-            and last.whole == inc.from_start
+            and last.profile is profile
+            and last.whole == whole
             and last.live == live
-            and last.facts == inc.facts
+            and last.facts == facts
         ):
             # chosen already from the same errors and facts (a traceback reported at its exception line and again,
             # unchanged, when the next line closes it: a crash loop's next start): the same choice
             inc.crash_phase, inc.error = last.crash_phase, last.error
             return
         chosen_in = phase
-        err = root_cause(live, inc.facts, _phase_name(phase), self.profile, whole=inc.from_start)
+        err = root_cause(live, facts, _phase_name(phase), profile, whole=whole)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]
             if _ORDER[hinted] > _ORDER[phase]:
@@ -650,9 +692,7 @@ class Lifecycle:
         phase = _step_phase(err, phase)
         inc.crash_phase = State.STARTING if phase == State.PENDING else phase
         inc.error = err
-        self._chosen = _Choice(
-            inc, chosen_in, self.profile, inc.from_start, live, dict(inc.facts), inc.crash_phase, err
-        )
+        self._chosen = _Choice(inc, chosen_in, profile, whole, live, dict(facts), inc.crash_phase, err)
 
     def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
         # A traceback is reported when its exception line is read and again, whole, when it closes: the
@@ -860,6 +900,16 @@ class _Choice(NamedTuple):
     facts: dict[str, float | str]
     crash_phase: State | None
     error: Error | None
+
+
+class _Deferred(NamedTuple):
+    """A root-cause choice after ready put off until `Lifecycle.settle`: what it is made from."""
+
+    inc: Incarnation
+    live: list[Candidate]
+    facts: dict[str, float | str]
+    whole: bool
+    profile: Profile
 
 
 def _live(inc: Incarnation) -> list[Candidate]:

@@ -61,6 +61,9 @@ class Scanner:
         # an argument dump over many lines, its lines so far: (its rule, its lines, its first line's number)
         self._dump: tuple[Rule, list[str], int] | None = None
         self._panic = False  # the last record was a Rust panic's location line: this one is its message
+        # the last traceback read into a candidate (`_traceback`): what `from_traceback` reads of it, the profile it
+        # was read with, and what it made
+        self._read: tuple[tuple[object, ...], Profile, Candidate | None] | None = None
 
     def reset(self) -> None:
         """Forget open tracebacks: the file was replaced, what follows is another file."""
@@ -303,7 +306,28 @@ class Scanner:
         return out
 
     def _traceback(self, tb: Traceback, *, provisional: bool = False, cut: bool = False) -> list[Event]:
-        cand = from_traceback(tb, self.profile, cut=cut)
+        # A traceback is read at its exception line and again, whole, when the next line closes it: mostly unchanged
+        # (nothing came after its exception line), and then its candidate is the one made already (`from_traceback`
+        # reads no more of it than `read`, and the candidate is frozen)
+        read = (
+            tuple(tb.lines),
+            tb.exc_index,
+            tb.exc_line_no,
+            tb.line,
+            tb.source,
+            tb.at,
+            tb.header,
+            tb.noise,
+            tb.chained,
+            tb.handling,
+            cut,
+        )
+        last = self._read
+        if last is not None and last[1] is self.profile and last[0] == read:
+            cand = last[2]
+        else:
+            cand = from_traceback(tb, self.profile, cut=cut)
+            self._read = (read, self.profile, cand)
         if tb.reported_cut and not cut:
             # it was reported as cut, and went on after all: what it turned out to be replaces that report
             if cand is None:
