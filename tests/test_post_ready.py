@@ -142,6 +142,22 @@ def test_request_error_served_on_is_counted_not_a_crash() -> None:
     assert str(facts[LAST_REQUEST_ERROR]).startswith("IndexError: index 999999 is out of bounds")
 
 
+def test_ignored_exceptions_of_two_requests_are_two_request_errors(tmp_path: Path) -> None:
+    """The same launch with its sampler's ignored tracebacks (CPython's 'Exception ignored on calling ctypes callback
+    function', printed and ignored) printed again under a second request, after the first one was answered 200: two
+    runs of them, two request errors, still no crash (a run of them is one request's, one per token)."""
+    lines = (CORPUS / f"{LOGIT_BIAS}.log").read_bytes().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.startswith(b"Exception ignored on calling ctypes"))
+    answered = next(i for i, line in enumerate(lines) if b'"POST /v1/completions HTTP/1.1" 200' in line)
+    log = tmp_path / "two-requests.log"
+    log.write_bytes(b"".join([*lines[: answered + 1], *lines[first:answered], *lines[answered:]]))
+    v = replay_path(log)[1].to_json()
+    assert (v["state"], v["phase"], v["error"]) == ("stopped", "ready", None)
+    facts = v["facts"]
+    assert isinstance(facts, dict)
+    assert facts[REQUEST_ERRORS] == 2
+
+
 def test_request_error_followed_live_is_no_crash() -> None:
     """Followed live at its recorded pace, the same launch is said ready once, and never crashed."""
     run = anyio.run(follow_at_pace, (CORPUS / f"{LOGIT_BIAS}.log").read_bytes(), _times(LOGIT_BIAS))

@@ -593,6 +593,23 @@ class Lifecycle:
                 inc.facts[LAST_REQUEST_ERROR] = err.summary
         self._resolve(inc)
 
+    @staticmethod
+    def _ignored_while_serving(inc: Incarnation, cand: Candidate) -> None:
+        # CPython printed an exception it could not raise to anyone (its unraisable hook: a ctypes callback's under
+        # a request, llama-cpp-python's sampler) while the server serves: the program went on, no crash; the
+        # request it was raised under had an error, counted once for a run of them (one per token of that request)
+        before = inc.candidates[-2] if len(inc.candidates) > 1 else None
+        if (
+            before is not None
+            and before.ignored
+            and before.source == cand.source
+            and cand.opened - before.line <= 3
+        ):
+            return
+        count = inc.facts.get(REQUEST_ERRORS, 0)
+        inc.facts[REQUEST_ERRORS] = (int(count) if isinstance(count, int | float) else 0) + 1
+        inc.facts[LAST_REQUEST_ERROR] = cand.summary
+
     def _absolve_chain(self, inc: Incarnation, index: int) -> None:
         # A chain of tracebacks ("During handling of the above exception ...") is one error's story, printed
         # cause first: when its last link was survived (a [[caught]] function logged it and went on: vLLM's
@@ -740,6 +757,8 @@ class Lifecycle:
             return
         inc.candidates.append(cand)
         if cand.noise:
+            if cand.ignored and inc.state == State.READY:
+                self._ignored_while_serving(inc, cand)
             self._absolve_chain(inc, len(inc.candidates) - 1)
             return
         if _in_request(cand) and (inc.phase in UNBEGUN_STATES or inc.phase == State.STARTING):

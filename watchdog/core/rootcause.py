@@ -54,6 +54,7 @@ class Candidate:
     kind: str = "traceback"  # "traceback" | "exception" | "rule" | "log"
     opened: int = 0  # for a traceback: the line it began on (its reports, cut or whole, share it)
     in_request: bool = False  # raised in a request's handler (the profile's [[request]]): answered to it
+    ignored: bool = False  # printed by CPython's unraisable hook and ignored (`Traceback.ignored`): noise
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,7 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
         handling=tb.handling,
         opened=tb.line,
         in_request=_in_request_handler(text, profile),
+        ignored=tb.ignored,
     )
 
 

@@ -74,6 +74,8 @@ class Traceback:
     exc_index: int = -1  # index in `lines` of the exception line, -1 until seen
     exc_line_no: int = 0  # line number of the exception line
     noise: bool = False  # inside a "--- Logging error ---" block
+    # right under CPython's unraisable-exception header (`_IGNORED`): printed and ignored, the program went on
+    ignored: bool = False
     chained: bool = False  # raised while handling, or because of, the previous traceback of its stream
     handling: bool = False  # raised while handling it ("During handling ..."): this one ended the process
     body_style: tuple[str, bool] | None = None  # (level, has_time) of its body lines
@@ -206,7 +208,8 @@ class Assembler:
             opened = Traceback(rec.source or key, line, rec.at, rec.seconds, header=content[:pos].strip())
             opened.add(TRACEBACK_HEADER + ":")
             opened.header_level = rec.level
-            opened.noise = key in self._logging_error or self._ignored.pop(key, -2) == line - 1
+            opened.ignored = self._ignored.pop(key, -2) == line - 1
+            opened.noise = key in self._logging_error or opened.ignored
             opened.chained = key in self._chain_next
             opened.handling = opened.chained and key in self._handling_next
             self._chain_next.discard(key)
