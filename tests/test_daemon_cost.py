@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from watchdog.daemon import http
 from watchdog.follow.checkpoint import (
     CHECKPOINT_INTERVAL,
     GROWING_INTERVAL,
+    GROWING_SPREAD,
     TRANSITION_INTERVAL,
     Checkpointer,
 )
@@ -78,11 +80,12 @@ def test_a_growing_log_is_saved_every_growing_interval_and_once_quiet_as_before(
     checkpointer.save_due(analyzer, lambda: 0.0, lambda *args: started.append(args), quiet=True)
     assert len(started) == 1  # quiet: due
     assert checkpointer.next_save(quiet=False) - checkpointer.next_save(quiet=True) == pytest.approx(
-        GROWING_INTERVAL - CHECKPOINT_INTERVAL
+        checkpointer.growing_interval - CHECKPOINT_INTERVAL
     )
     checkpointer.transitioned()
-    assert checkpointer.next_save(quiet=True) == checkpointer.next_save(quiet=False) - GROWING_INTERVAL + (
-        TRANSITION_INTERVAL
+    assert (
+        checkpointer.next_save(quiet=True)
+        == checkpointer.next_save(quiet=False) - (checkpointer.growing_interval) + TRANSITION_INTERVAL
     )
 
 
@@ -93,7 +96,30 @@ def test_a_growing_log_is_saved_once_its_growing_interval_passed() -> None:
     checkpointer.fed(b"a line\n")
     clock.now += GROWING_INTERVAL
     checkpointer.save_due(analyzer, lambda: 0.0, lambda *args: started.append(args), quiet=False)
+    assert len(started) == (checkpointer.growing_interval == GROWING_INTERVAL)
+    clock.now += checkpointer.growing_interval - GROWING_INTERVAL
+    checkpointer.save_due(analyzer, lambda: 0.0, lambda *args: started.append(args), quiet=False)
     assert len(started) == 1
+
+
+def test_launches_started_together_save_their_growing_logs_apart() -> None:
+    """200 launches started in the same moment (a daemon's start) do not all save a growing log a minute later in
+    the same moment: each launch's interval is `GROWING_INTERVAL` spread by its name, over a quarter minute and
+    more, at most a few in any tenth of a second, and the same for the same name."""
+    clock = _Clock()
+    intervals = [
+        Checkpointer(
+            _NoStore(), LaunchSpec(name=f"node{i:03d}", target=parse_target("/l")), clock
+        ).growing_interval
+        for i in range(200)
+    ]
+    assert all(
+        GROWING_INTERVAL <= interval < GROWING_INTERVAL * (1 + GROWING_SPREAD) for interval in intervals
+    )
+    assert max(intervals) - min(intervals) > 25.0
+    assert max(Counter(int(interval * 10) for interval in intervals).values()) <= 4
+    again = Checkpointer(_NoStore(), LaunchSpec(name="node007", target=parse_target("/l")), clock)
+    assert again.growing_interval == intervals[7]
 
 
 def test_a_profile_hashes_as_its_fields_and_once() -> None:

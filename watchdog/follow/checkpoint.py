@@ -55,6 +55,10 @@ TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seco
 # a log that never pauses would pay it every few seconds; after a `kill -9` the bytes since are read again
 # (a verdict is still announced once), which is a minute of the log at most
 GROWING_INTERVAL = 60.0
+# ... times 1 to 1 + this, by launch (a hash of its name): launches started together (a daemon's start, a fleet's
+# relaunch) do not all encode their record in the same moment a minute later (200 saves at once held the event
+# loop ~0.4 s and the peak RSS of the queued blobs, daemon_bench.py's 60 s window on the quiet machine)
+GROWING_SPREAD = 0.5
 IDENTIFY_RETRY = 60.0  # seconds before a file that could not be identified is tried again
 FINAL_SAVE_TIMEOUT = 5.0  # seconds the last save of a stopping follower may take
 
@@ -266,6 +270,8 @@ class Checkpointer:
         self._launch = spec.name
         self._settings = settings_id(spec)
         self._clock = clock
+        share = zlib.crc32(spec.name.encode("utf-8", "surrogateescape")) / 2**32
+        self.growing_interval = GROWING_INTERVAL * (1.0 + GROWING_SPREAD * share)  # this launch's
         self._source: object | None = None
         self._windows = FileWindows()
         self._file: tuple[int, int] | None = None  # (device, inode) of the file being read, once known
@@ -416,9 +422,9 @@ class Checkpointer:
     def next_save(self, *, quiet: bool = True) -> float:
         """When (on the clock given) a save of what changed becomes due: once the log is quiet (`quiet`), at
         `CHECKPOINT_INTERVAL` after the last save (`TRANSITION_INTERVAL` after a transition); while it grows,
-        at `GROWING_INTERVAL`."""
+        at its `growing_interval` (`GROWING_INTERVAL`, spread by launch)."""
         if not quiet:
-            return self._saved_at + GROWING_INTERVAL
+            return self._saved_at + self.growing_interval
         return self._saved_at + (TRANSITION_INTERVAL if self._transitioned else CHECKPOINT_INTERVAL)
 
     async def _save_soon(self, analyzer: Analyzer, elapsed: Callable[[], float]) -> None:
