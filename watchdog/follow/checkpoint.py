@@ -53,11 +53,11 @@ CHECKPOINT_INTERVAL = 10.0  # seconds between saves of a launch whose log went q
 TRANSITION_INTERVAL = 5.0  # ... but a transition is saved within this many seconds
 # seconds between saves of a launch whose log keeps growing: each save encodes the record (0.3-1.4 ms), and
 # a log that never pauses would pay it every few seconds; after a `kill -9` the bytes since are read again
-# (a verdict is still announced once), which is a minute of the log at most
+# (a verdict is still announced once), which is a minute and a half of the log at most (`GROWING_SPREAD`)
 GROWING_INTERVAL = 60.0
 # ... times 1 to 1 + this, by launch (a hash of its name): launches started together (a daemon's start, a fleet's
 # relaunch) do not all encode their record in the same moment a minute later (200 saves at once held the event
-# loop ~0.4 s and the peak RSS of the queued blobs, daemon_bench.py's 60 s window on the quiet machine)
+# loop ~0.4 s: daemon_bench.py's 60 s window on the quiet machine)
 GROWING_SPREAD = 0.5
 IDENTIFY_RETRY = 60.0  # seconds before a file that could not be identified is tried again
 FINAL_SAVE_TIMEOUT = 5.0  # seconds the last save of a stopping follower may take
@@ -257,7 +257,7 @@ class Checkpointer:
     """One follower's checkpoints: `restore` once at the start, `fed` / `restarted` / `transitioned` as it reads,
     `save_due` after each chunk and tick (a save in a task of the follower's, when one is due: once the log is
     quiet, at most every `CHECKPOINT_INTERVAL` seconds, `TRANSITION_INTERVAL` after a transition; while it keeps
-    growing, every `GROWING_INTERVAL`; reading never waits for one) and `save_final` when it stops.
+    growing, every `growing_interval`; reading never waits for one) and `save_final` when it stops.
 
     Args:
         store: where checkpoints are kept.
@@ -412,7 +412,7 @@ class Checkpointer:
         group's `start_soon`): the follower never waits for a save (the file's identification over SSH, the
         store's thread). `elapsed` is the follower's clock (its analyzer's times are on it); the record is taken
         when the save runs, one moment's. `quiet`: the log has not grown for a while (a tick's call); else it
-        is growing (a chunk's), and saves wait `GROWING_INTERVAL`."""
+        is growing (a chunk's), and saves wait `growing_interval`."""
         if not self.dirty or self._busy:
             return
         if self._clock() >= self.next_save(quiet=quiet):
