@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import pickle
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from watchdog.core import rootcause, scanner
 from watchdog.core.analyzer import Analyzer, _newlines
 from watchdog.core.lifecycle import State
 from watchdog.core.prefilter import Prefilter
@@ -829,3 +833,22 @@ def test_a_traceback_closed_unchanged_is_not_read_again(
     assert len(reported) == 2
     assert (reported[0] is reported[1]) == (reads == 1)
     assert reported[1].traceback[-1] == (after.decode().strip() or reported[1].summary)
+
+
+def _tb_fields(function: Any) -> set[str]:
+    # the attributes of `tb` a function's own code reads (`tb.x`, `tb.x()`)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "tb"
+    }
+
+
+def test_a_tracebacks_reuse_key_holds_everything_its_candidate_is_read_from() -> None:
+    """The scanner reuses the candidate of a traceback read again unchanged (`Scanner._traceback`'s key): the key
+    must hold every field of the traceback that `from_traceback` reads, or a traceback that differs only there would
+    get the other's candidate (`ignored`, CPython's unraisable header, was added to both)."""
+    read = _tb_fields(rootcause.from_traceback) - {"exception", "last_statement"}  # derived from `lines`
+    keyed = _tb_fields(scanner.Scanner._traceback) - {"reported_cut"}  # read after the candidate, not by it
+    assert read <= keyed, read - keyed

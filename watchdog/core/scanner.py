@@ -318,6 +318,7 @@ class Scanner:
             tb.at,
             tb.header,
             tb.noise,
+            tb.ignored,
             tb.chained,
             tb.handling,
             cut,
