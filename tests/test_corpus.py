@@ -31,6 +31,13 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-one part B (helper i30-cases21b, labelled before the first run):
+    "llamacpp-2026-journald-gpt-oss-120b-concurrent-streams-illegal-memory-access-new-lwp-pr18496": (
+        "root cause the abort's 'ggml-cuda.cu:94: CUDA error', label the CUDA error line after it: the lines carry "
+        "a bare 'Jan 04 12:17:44 ' clock (moreutils' ts format, no host nor identifier, no colon), and 'Jan 04 "
+        "12:17:44 CUDA error: ...' reads word for word as journald's 'host identifier: ' layer (host CUDA, "
+        "identifier error); only the log's other lines could tell the two apart"
+    ),
     "vllm-incomplete-routes-listed-before-uvicorn-club3090-74": (
         "ready, label incomplete: the log ends at 'Available routes are:', before Uvicorn's 'Application startup "
         "complete' (ready called before the port accepts, issue 30)"
