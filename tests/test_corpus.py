@@ -198,6 +198,13 @@ KNOWN_GAPS: dict[str, str] = {
         "than a bug, is the thread's reading, not the log's: a TypeError's words cannot decide the category "
         "without tuning to them"
     ),
+    "sglang-2026-pd-decode-dp-attention-warmup-scheduler-exception-vim-line-numbers-cut-issue32182": (
+        "ready, label capturing_graphs: the crop is the scheduler's traceback through run_event_loop -> "
+        "event_loop_overlap_disagg_decode, which the PD warm-up's fake requests run through as serving does; that "
+        "the death was in the warm-up is the thread's word and its fix's (sglang PR 32187), not the log's. The "
+        "paste's vim line numbers ('16434   File ...') stay in the summary: a number in front of a line is no prefix "
+        "a line alone can tell from TensorRT-LLM's native frames ('1       0x7f...')"
+    ),
     # Issue 30, twentieth round B (helper i30-cases20b, labelled before the first run):
     "vllm-2025-production-stack-chat-400-then-health-metrics-200-prodstack43": (
         "starting and generic, label ready and vllm (the engine is in CORRECTIONS' engine_not_in_log): the crop is "
