@@ -190,6 +190,28 @@ KNOWN_GAPS: dict[str, str] = {
         "estimation's dummy requests before the server starts (_torch/pyexecutor/_util.py KvCacheCreator: the probe "
         "cache, then configure_kv_cache_capacity); that this one served clients is in the thread's title only"
     ),
+    # Issue 30, twenty-first round A (helper i30-cases21a, labelled before the first run):
+    "vllm-omni-2026-bagel-dummy-request-kv-transfer-timeout-error-then-stage-1-initialized-pr3010": (
+        "starting, label capturing_graphs: the crop's phase lines are vLLM-Omni's 2026 stage orchestrator's "
+        "('[AsyncOmniEngine] Stage 0 engine startup completed', 'Stage 1 initialized (diffusion, ...)', the "
+        "diffusion stage's dummy request's 'Peak GPU memory (this request)'), whose source is not in the stored "
+        "vLLM-Omni snapshot (of 2025-12): no rule is read from a wording its source does not show. The ERROR line "
+        "(a warm-up request's KV-transfer timeout) is rightly no crash"
+    ),
+    "vllm-tpu-2026-qwen3-vl-torchax-forward-typeerror-tensor-plus-tensor-jax-frames-removed-apiserver-cut-issue3350": (
+        "starting and other, label capturing_graphs and unsupported: the crop is the end of a model forward's "
+        "traceback (qwen3_vl.py forward) and the API server's; that the forward ran in tpu-inference's "
+        "precompilation, and that Python's 'unsupported operand type(s)' is an op the torchax path lacks rather "
+        "than a bug, is the thread's reading, not the log's: a TypeError's words cannot decide the category "
+        "without tuning to them"
+    ),
+    "sglang-2026-pd-decode-dp-attention-warmup-scheduler-exception-vim-line-numbers-cut-issue32182": (
+        "ready, label capturing_graphs: the crop is the scheduler's traceback through run_event_loop -> "
+        "event_loop_overlap_disagg_decode, which the PD warm-up's fake requests run through as serving does; that "
+        "the death was in the warm-up is the thread's word and its fix's (sglang PR 32187), not the log's. The "
+        "paste's vim line numbers ('16434   File ...') stay in the summary: a number in front of a line is no prefix "
+        "a line alone can tell from TensorRT-LLM's native frames ('1       0x7f...')"
+    ),
     # Issue 30, twentieth round B (helper i30-cases20b, labelled before the first run):
     "vllm-2025-production-stack-chat-400-then-health-metrics-200-prodstack43": (
         "starting and generic, label ready and vllm (the engine is in CORRECTIONS' engine_not_in_log): the crop is "

@@ -114,11 +114,14 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # "[2025-05-29 12:00:35.235796] E ROCm error: out of memory"; the fraction tells it from SGLang's "[date time] "
     r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] (?P<level>[IWED]) ",
     # vLLM: "INFO 08-19 07:51:03 model_runner.py:732] ", "ERROR 05-21 20:51:38 [core.py:489] ", and as a
-    # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "
-    rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+:\d+(?:\]|\[\]) ",
+    # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "; from
+    # 2025-2026 the file is named by its path under its package, a plugin's middle directories shortened to "...":
+    # "ERROR 02-07 18:18:59 [v1/executor/multiproc_executor.py:824] ", "[vllm_ascend/.../platform.py:12] "
+    # (a captured vLLM 0.32 launch, vllm-ascend 0.13 in vllm-ascend#6611)
+    rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+(?:/[\w.-]+)*:\d+(?:\]|\[\]) ",
     # and its source location alone, the line's front (level, time, process tag) lost where a pasted excerpt begins
     # mid-line: "[multiproc_executor.py:492] ValueError: Free memory on device ..." (a Python file's name only)
-    r"\[[\w.-]+\.py:\d+\] ",
+    r"\[[\w.-]+(?:/[\w.-]+)*\.py:\d+\] ",
     # Ollama >= 0.1.3x: 'time=2025-05-01T16:40:14.182+02:00 level=DEBUG source=server.go:625 msg='
     r"time=(?P<ts>\S+) level=(?P<level>\w+) source=\S+ (?:msg=)?",
     # Ollama older / Go log: "2024/07/21 15:40:57 routes.go:1096: INFO "
