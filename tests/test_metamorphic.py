@@ -22,6 +22,8 @@ from watchdog.follow.replay import replay_path
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 LOGS = sorted(CORPUS.glob("*/*.log"))
+# each test replays every corpus log (830 and growing) once transformed: over a minute on a loaded 2-core machine
+pytestmark = pytest.mark.timeout(300)
 
 
 def _each_line(prefix: Callable[[int], bytes]) -> Callable[[bytes], bytes]:
