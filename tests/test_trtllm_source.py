@@ -543,3 +543,28 @@ def test_kv_cache_manager_v2_and_mamba_cache_constructors_are_the_kv_cache_step(
         )
         out = _replay(tmp_path, text)
         assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache"), module
+
+
+def test_the_model_loaders_fallback_traceback_is_survived(tmp_path: Path) -> None:
+    """_torch/pyexecutor/model_loader.py ModelLoader.load (main 004b733): the model built under MetaInitMode, and 'except
+    Exception: logger.info(f"Fallback to regular model init: {traceback.format_exc(limit=10)}\\n"); model =
+    AutoModelForCausalLM.from_config(config)': an INFO traceback the loader survived (a TensorRT-LLM CI log scanner
+    took it for the failure, 6 minutes before the real OOM). Whole or cut by the log's end it is no crash (it was a
+    crash `other`), and a later error stays the cause."""
+    fallback = (
+        "[12/06/2025-09:52:31] [TRT-LLM] [I] [_torch][RANK 2] Fallback to regular model init: Traceback (most recent "
+        "call last):\n"
+        f'  File "{_SITE}/_torch/pyexecutor/model_loader.py", line 237, in load\n'
+        "    model = AutoModelForCausalLM.from_config(config_copy)\n"
+        f'  File "{_SITE}/_torch/models/modeling_auto.py", line 39, in from_config\n'
+        "    model = cls(config)\n"
+        "RuntimeError: Tensor.item() cannot be called on meta tensors\n"
+    )
+    cut = "".join(fallback.splitlines(keepends=True)[:3])
+    for text in (fallback, cut):
+        out = _replay(tmp_path, _BANNER + text)
+        assert (out["state"], out["error"]) == ("starting", None)
+    oom = _failed_init(
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.11 GiB."
+    )
+    _assert_crash(_replay(tmp_path, _BANNER + fallback + oom), "loading_weights", "oom", "CUDA out of memory")
