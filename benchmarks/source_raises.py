@@ -1,14 +1,18 @@
 """What category an engine's own checks get: every `raise Class("message")` of its source, read as a crash.
 
-    python benchmarks/source_raises.py ROOT [--engine sglang] [--under srt/] [--others] [--json]
+    python benchmarks/source_raises.py ROOT [--engine sglang|trtllm|tgi] [--under DIR/] [--others] [--json]
 
-ROOT is an unpacked wheel's package folder (`pip download sglang==0.5.9 --no-deps -d /tmp/w && cd /tmp/w && unzip
--q sglang-*.whl 'sglang/*'`, then ROOT=/tmp/w/sglang). Each `raise Name(<literal or f-string>)` under ROOT/UNDER
-is taken once per (class, message): its message with each f-string hole filled with `8`, raised in its own file and
-function under the scheduler's frames of a launch that printed its `server_args=` line, and replayed with ENGINE's
-profile. The table counts the categories; `--others` lists those called `other` (file, function, message), the
-checks no rule reads yet: what to read when adding a `[[category]]` rule (docs/categories.md). The messages are the
-source's, not a log's: a figure of coverage, not of accuracy. Exit 0 always.
+ROOT is an engine's Python package folder: an unpacked wheel's (`pip download sglang==0.5.9 --no-deps -d /tmp/w && cd
+/tmp/w && unzip -q sglang-*.whl 'sglang/*'`, then ROOT=/tmp/w/sglang; TensorRT-LLM's `tensorrt_llm/**/*.py`, ROOT
+=.../tensorrt_llm), or a source tree's (TGI's shard is not on PyPI: `server/text_generation_server` of a checkout at
+a release tag, ROOT=.../text_generation_server). Each `raise Name(<literal or f-string>)` under ROOT/UNDER (default:
+`srt/` for sglang, the whole package otherwise) is taken once per (class, message): its message with each f-string
+hole filled with `8`, raised in its own file and function under the frames of a launch of ENGINE that fails at
+startup (SGLang's scheduler, TensorRT-LLM's executor worker, a TGI shard's serve_inner; each with the lines its
+launch prints before), and replayed with ENGINE's profile. The table counts the categories; `--others` lists those
+called `other` (file, function, message), the checks no rule reads yet: what to read when adding a `[[category]]`
+rule (docs/categories.md). The messages are the source's, not a log's: a figure of coverage, not of accuracy.
+Exit 0 always.
 """
 
 from __future__ import annotations
@@ -26,9 +30,6 @@ from pathlib import Path
 from watchdog.follow.replay import replay_path
 
 __all__ = ["RaiseSite", "categorize_sites", "main", "raise_sites"]
-
-# where the sites are placed in the synthetic traceback: an engine's installed package
-_SITE = "/usr/local/lib/python3.12/dist-packages"
 
 
 @dataclass
@@ -100,20 +101,71 @@ def raise_sites(root: Path, under: str = "") -> list[RaiseSite]:
     return list(sites.values())
 
 
-def _launch(site: RaiseSite) -> str:
+def _exception_line(site: RaiseSite) -> str:
     # a builtin class prints bare; another with its module, as Python's traceback does
     cls = site.cls if hasattr(builtins, site.cls) else f"{site.path[:-3].replace('/', '.')}.{site.cls}"
+    return f"{cls}: {site.message}\n"
+
+
+def _raise_frame(site: RaiseSite, where: str) -> str:
+    return f'  File "{where}/{site.path}", line {site.line}, in {site.function}\n    raise {site.cls}(\n'
+
+
+def _sglang_launch(site: RaiseSite) -> str:
+    # the scheduler process's fatal traceback, after the launch's server_args line; its parent's sigquit line
+    site_packages = "/usr/local/lib/python3.12/dist-packages"
     return (
         "[2026-01-20 10:02:11] server_args=ServerArgs(model_path='/models/m', tp_size=1)\n"
         "[2026-01-20 10:02:31 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
-        f'  File "{_SITE}/sglang/srt/managers/scheduler.py", line 2841, in run_scheduler_process\n'
+        f'  File "{site_packages}/sglang/srt/managers/scheduler.py", line 2841, in run_scheduler_process\n'
         "    scheduler = Scheduler(\n"
-        f'  File "{_SITE}/{site.path}", line {site.line}, in {site.function}\n'
-        f"    raise {site.cls}(\n"
-        f"{cls}: {site.message}\n"
+        f"{_raise_frame(site, site_packages)}"
+        f"{_exception_line(site)}"
         "\n"
         "[2026-01-20 10:02:31] Received sigquit from a child process. It usually means the child failed.\n"
     )
+
+
+def _trtllm_launch(site: RaiseSite) -> str:
+    # trtllm-serve (PyTorch backend, 1.1-1.3): the MPI worker's executor creation fails; worker_main logs the error,
+    # then its traceback (executor/worker.py: logger.error(f"Failed to initialize executor on rank {mpi_rank()}:
+    # {e}"), logger.error(traceback.format_exc()))
+    site_packages = "/usr/local/lib/python3.12/dist-packages"
+    return (
+        "[TensorRT-LLM] TensorRT LLM version: 1.2.1\n"
+        "[01/20/2026-10:02:11] [TRT-LLM] [I] Using LLM with PyTorch backend\n"
+        f"[01/20/2026-10:02:31] [TRT-LLM] [RANK 0] [E] Failed to initialize executor on rank 0: {site.message}\n"
+        "[01/20/2026-10:02:31] [TRT-LLM] [RANK 0] [E] Traceback (most recent call last):\n"
+        f'  File "{site_packages}/tensorrt_llm/executor/worker.py", line 753, in worker_main\n'
+        "    worker: GenerationExecutorWorker = worker_cls(\n"
+        f"{_raise_frame(site, site_packages)}"
+        f"{_exception_line(site)}"
+    )
+
+
+def _tgi_launch(site: RaiseSite) -> str:
+    # text-generation-launcher 3.x: a shard's serve_inner fails (server.py logs 'Error when initializing model' and
+    # the traceback, which the launcher re-emits), then the launcher's 'Shard 0 failed to start' and its exit
+    stamp = "2026-01-20T10:02:"
+    return (
+        f'{stamp}11.000000Z  INFO text_generation_launcher: Args {{ model_id: "/models/m", num_shard: None }}\n'
+        f"{stamp}12.000000Z  INFO text_generation_launcher: Starting shard rank=0\n"
+        f"{stamp}22.000000Z  INFO text_generation_launcher: Waiting for shard to be ready... rank=0\n"
+        f"{stamp}31.000000Z ERROR text_generation_launcher: Error when initializing model\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/src/server/text_generation_server/server.py", line 268, in serve_inner\n'
+        "    model = get_model_with_lora_adapters(\n"
+        f"{_raise_frame(site, '/usr/src/server')}"
+        f"{_exception_line(site)}"
+        f"{stamp}32.000000Z ERROR text_generation_launcher: Shard 0 failed to start\n"
+        f"{stamp}32.000000Z  INFO text_generation_launcher: Shutting down shards\n"
+        "Error: ShardCannotStart\n"
+    )
+
+
+# each engine's launch around a raise, and the folder of its package read by default
+_LAUNCHES = {"sglang": _sglang_launch, "trtllm": _trtllm_launch, "tgi": _tgi_launch}
+_UNDER = {"sglang": "srt/"}
 
 
 def categorize_sites(sites: list[RaiseSite], engine: str) -> list[RaiseSite]:
@@ -121,7 +173,7 @@ def categorize_sites(sites: list[RaiseSite], engine: str) -> list[RaiseSite]:
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "launch.log"
         for site in sites:
-            log.write_text(_launch(site), encoding="utf-8")
+            log.write_text(_LAUNCHES[engine](site), encoding="utf-8")
             error = replay_path(log, engine)[1].error
             site.category = error.category.value if error is not None else "none"
     return sites
@@ -131,20 +183,27 @@ def main(argv: list[str] | None = None) -> int:
     """Print the categories of ROOT's raise sites (or, with --json, each site); exit 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path, help="an unpacked wheel's package folder (…/sglang)")
-    parser.add_argument("--engine", default="sglang", help="the profile to read them with (default sglang)")
     parser.add_argument(
-        "--under", default="srt/", help="only the files under this folder of ROOT (default srt/)"
+        "--engine",
+        default="sglang",
+        choices=sorted(_LAUNCHES),
+        help="the engine's launch and profile (default sglang)",
+    )
+    parser.add_argument(
+        "--under",
+        help="only the files under this folder of ROOT (default srt/ for sglang, all of ROOT otherwise)",
     )
     parser.add_argument("--others", action="store_true", help="list the sites called other")
     parser.add_argument("--json", action="store_true", help="one JSON list of every site")
     args = parser.parse_args(argv)
-    sites = categorize_sites(raise_sites(args.root, args.under), args.engine)
+    under = args.under if args.under is not None else _UNDER.get(args.engine, "")
+    sites = categorize_sites(raise_sites(args.root, under), args.engine)
     if args.json:
         json.dump([asdict(s) for s in sites], sys.stdout, indent=1)
         print()
         return 0
     counts = collections.Counter(s.category for s in sites)
-    print(f"{len(sites)} distinct raise messages under {args.root / args.under}")
+    print(f"{len(sites)} distinct raise messages under {args.root / under}")
     for category, n in counts.most_common():
         print(f"  {category:12} {n:5}  {100 * n / len(sites):5.1f}%")
     if args.others:

@@ -10,27 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from publiccases import error as _error
-
-from watchdog.follow.replay import replay_path
+from publiccases import crash_category as _category
+from publiccases import replay_text as _replay
 
 _SITE = "/usr/local/lib/python3.12/dist-packages/sglang"
 _ARGS = "[2026-01-20 10:02:11] server_args=ServerArgs(model_path='/models/m', tp_size=2, port=30000)\n"
-
-
-def _replay(tmp_path: Path, text: str) -> dict[str, object]:
-    log = tmp_path / "launch.log"
-    log.write_text(text, encoding="utf-8")
-    return replay_path(log)[1].to_json()
-
-
-def _category(tmp_path: Path, text: str, words: str) -> str:
-    # the crash's category; its summary holds `words` (the decisive line is the check's own)
-    out = _replay(tmp_path, text)
-    assert out["state"] == "crashed"
-    found = _error(out)
-    assert words in str(found["summary"])
-    return str(found["category"])
 
 
 def _launcher(frames: str, line: str) -> str:

@@ -36,3 +36,33 @@ def test_each_raise_is_found_once_and_read_where_it_is_raised(tmp_path: Path) ->
         )
     ]
     assert [s.category for s in source_raises.categorize_sites(sites, "sglang")] == ["config"]
+
+
+def test_a_raise_is_replayed_in_each_engines_own_launch(tmp_path: Path) -> None:
+    """With --engine tgi a raise is placed under a TGI shard's serve_inner (its 'Error when initializing model' and
+    the launcher's 'Shard 0 failed to start'), with --engine trtllm under TensorRT-LLM's worker_main ('Failed to
+    initialize executor on rank 0: ...'): each replayed with its engine's profile is a crash at startup, read by the
+    place the raise is in (a shard's get_model refusing --kv-cache-dtype is config; TensorRT-LLM's model loader
+    refusing the KV cache dtype against the checkpoint is config too); sglang keeps srt/ as its default folder."""
+    tgi = tmp_path / "text_generation_server"
+    (tgi / "models").mkdir(parents=True)
+    (tgi / "models" / "__init__.py").write_text(
+        'def get_model(kv_cache_dtype):\n    raise RuntimeError(f"Unknown kv_cache_dtype: {kv_cache_dtype}")\n',
+        encoding="utf-8",
+    )
+    trt = tmp_path / "tensorrt_llm"
+    (trt / "_torch" / "pyexecutor").mkdir(parents=True)
+    (trt / "_torch" / "pyexecutor" / "model_loader.py").write_text(
+        "def validate_and_set_kv_cache_quant(model_config, dtype):\n"
+        "    raise RuntimeError(\n"
+        "        f'Attempting to override KV cache quantization {quant} with llm_args.KvCacheConfig.dtype={dtype}.'\n"
+        "    )\n",
+        encoding="utf-8",
+    )
+    for root, engine, function in [
+        (tgi, "tgi", "get_model"),
+        (trt, "trtllm", "validate_and_set_kv_cache_quant"),
+    ]:
+        sites = source_raises.categorize_sites(source_raises.raise_sites(root), engine)
+        assert [(s.function, s.category) for s in sites] == [(function, "config")]
+    assert source_raises._UNDER.get("sglang") == "srt/"

@@ -400,3 +400,171 @@ def test_pythons_unsupported_operand_is_no_capability(tmp_path: Path) -> None:
         "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'\n"
     )
     _assert_crash(_replay(tmp_path, text), "loading_weights", "other", "unsupported operand type(s)")
+
+
+# -- issue 30, i30-trtllm2: the 1.1-1.3 executor's own lines and checks, read in the code index's versions ----------
+
+
+def _state(tmp_path: Path, line: str) -> str:
+    # the state a 1.2 launch reaches with `line` after its banner
+    return str(_replay(tmp_path, _BANNER + line + "\n")["state"])
+
+
+def test_kv_cache_managers_own_lines_are_the_kv_cache_step(tmp_path: Path) -> None:
+    """_torch/pyexecutor/resource_manager.py KVCacheManager.__init__ (1.1-1.3): logger.info(f'[kv cache manager]
+    Primary/secondary blocks for window sizes set to {blocks_per_window} for estimation dry run'), logger.info(
+    f'[KVCacheManager] blocks_per_window: {blocks_per_window}'), and its window fitting's logger.warning(f'Attention
+    window size {w} exceeds upper bound {b} for available blocks. Reducing to {b}.') / 'Adjusted window size {w} to
+    {b} in blocks_per_window'; _util.py KvCacheCreator's 'Peak memory during memory usage profiling ...'; the C++
+    kvCacheManager.cpp's 'Max KV cache blocks per sequence: ...'. Each is the KV cache's sizing (they read
+    `starting`: the window lines were benign, the others unread); the lines are those of 1.1-1.2 logs in the corpus."""
+    lines = [
+        "[12/20/2025-04:21:10] [TRT-LLM] [I] [_torch] [kv cache manager] Primary/secondary blocks for window sizes "
+        "set to {8194: (352, 0)} for estimation dry run",
+        "[12/20/2025-04:21:10] [TRT-LLM] [I] [_torch] [KVCacheManager] blocks_per_window: {8194: (352, 0)}",
+        "[12/20/2025-04:21:10] [TRT-LLM] [W] Attention window size 131072 exceeds upper bound 8224 for available "
+        "blocks. Reducing to 8224.",
+        "[12/20/2025-04:21:10] [TRT-LLM] [W] Adjusted window size 131072 to 8224 in blocks_per_window",
+        "[12/20/2025-04:21:10] [TRT-LLM] [I] Peak memory during memory usage profiling (torch + non-torch): "
+        "113.65 GiB, available KV cache memory when calculating max tokens: 5.95 GiB",
+        "[TensorRT-LLM][INFO] Max KV cache blocks per sequence: 256 [window size=16384], tokens per block=64, "
+        "primary blocks=61848, secondary blocks=0, max sequence length=16384",
+    ]
+    assert [_state(tmp_path, line) for line in lines] == ["allocating_kv_cache"] * len(lines)
+
+
+def test_torch_memory_fraction_set_after_the_warmup_is_the_last_executor_step(tmp_path: Path) -> None:
+    """_torch/pyexecutor/py_executor_creator.py create_py_executor (main 000429d): the final
+    create_py_executor_instance (its PyExecutor ran the warm-up), then _adjust_torch_mem_fraction(), whose
+    logger.info(f'Setting PyTorch memory fraction to {fraction} ({gib} GiB)') is printed after the CUDA graphs: the
+    warm-up's step is reached (it read `starting`); its debug form 'Setting PyTorch memory fraction to 1.0' (no GiB,
+    printed first) is not read."""
+    done = "[12/20/2025-04:21:57] [TRT-LLM] [I] Setting PyTorch memory fraction to 0.5983721838660735 (71.62 GiB)"
+    assert _state(tmp_path, done) == "capturing_graphs"
+    first = "[12/20/2025-04:20:57] [TRT-LLM] [D] Setting PyTorch memory fraction to 1.0"
+    assert _state(tmp_path, first) == "starting"
+
+
+def test_kv_cache_dtype_refused_against_the_checkpoint_is_config(tmp_path: Path) -> None:
+    """_torch/pyexecutor/model_loader.py validate_and_set_kv_cache_quant (main 004b733): raise RuntimeError("Attempting
+    to override KV cache quantization " f'"{kv_cache_quant}" with llm_args.KvCacheConfig.dtype="{dtype}". You cannot
+    override a checkpoint with a pre-quantized KV cache that doesn't match.'), and its ValueError for a dtype it does
+    not take: the option refused (it was `other`), quoted by worker_main."""
+    line = _failed_init(
+        'Attempting to override KV cache quantization "FP8" with llm_args.KvCacheConfig.dtype="nvfp4". '
+        "You cannot override a checkpoint with a pre-quantized KV cache that doesn't match."
+    )
+    _assert_crash(_replay(tmp_path, _BANNER + line), "starting", "config", "Attempting to override KV cache")
+    invalid = _failed_init(
+        'Overriding KV cache quantization with an invalid type "llm_args.KvCacheConfig.dtype="int4" '
+        "Accepted types are \"('fp8', 'nvfp4', 'auto')\"."
+    )
+    assert _error(_replay(tmp_path, _BANNER + invalid))["category"] == "config"
+
+
+def test_worker_that_died_during_initialization_is_killed(tmp_path: Path) -> None:
+    """executor/proxy.py GenerationExecutorProxy._start_executor_workers: when an MPI worker's future is done before it
+    sent its status, logger.error("Executor worker died during initialization.") and raise RuntimeError("Executor
+    worker died during initialization"): a death told without its cause (it was `other`); an error the worker printed
+    before it stays the cause."""
+    death = (
+        "[12/06/2025-09:53:20] [TRT-LLM] [E] Executor worker died during initialization.\n"
+        "Traceback (most recent call last):\n"
+        f'  File "{_SITE}/executor/proxy.py", line 397, in _start_executor_workers\n'
+        '    raise RuntimeError("Executor worker died during initialization")\n'
+        "RuntimeError: Executor worker died during initialization\n"
+    )
+    _assert_crash(_replay(tmp_path, _BANNER + death), "starting", "killed", "Executor worker died")
+    oom = "[12/06/2025-09:53:19] [TRT-LLM] [RANK 0] [E] torch.OutOfMemoryError: CUDA out of memory.\n"
+    assert _error(_replay(tmp_path, _BANNER + oom + death))["category"] == "oom"
+
+
+def test_llm_args_checks_are_config_and_an_sm_requirement_unsupported(tmp_path: Path) -> None:
+    """llmapi/llm_args.py DeepSeekSparseAttentionConfig._validate_indexer_k_dtype (2026 main): raise ValueError(
+    f"indexer_k_dtype='fp4' requires index_head_dim=128, got {n}. ...") is the launch's options (config, by the file it
+    is raised in; it was `other`), while raise ValueError(f"indexer_k_dtype='fp4' requires SM>=100 (Blackwell);
+    current device is SM{sm}. ...") asks for a capability this GPU lacks (unsupported), bare or wrapped by pydantic
+    ('Value error, ...', which was config by its class alone)."""
+
+    def raised(message: str) -> str:
+        return _BANNER + (
+            "Traceback (most recent call last):\n"
+            f'  File "{_SITE}/llmapi/llm_args.py", line 1190, in _validate_indexer_k_dtype\n'
+            "    raise ValueError(\n"
+            f"ValueError: {message}\n"
+        )
+
+    head = "indexer_k_dtype='fp4' requires index_head_dim=128, got 64. Set indexer_k_dtype='fp8' for non-128 heads."
+    assert _error(_replay(tmp_path, raised(head)))["category"] == "config"
+    sm = "indexer_k_dtype='fp4' requires SM>=100 (Blackwell); current device is SM90. Set indexer_k_dtype='fp8'."
+    assert _error(_replay(tmp_path, raised(sm)))["category"] == "unsupported"
+    wrapped = _BANNER + (
+        "Traceback (most recent call last):\n"
+        f'  File "{_SITE}/llmapi/llm_args.py", line 3001, in __init__\n'
+        "    super().__init__(**kwargs)\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for TorchLlmArgs\n"
+        f"  Value error, {sm} [type=value_error, input_value={{}}, input_type=dict]\n"
+    )
+    assert _error(_replay(tmp_path, wrapped))["category"] == "unsupported"
+
+
+def test_checkpoint_mappers_assert_is_model_load(tmp_path: Path) -> None:
+    """_torch/models/checkpoints/base_weight_mapper.py BaseWeightMapper.handle_manual_copy: 'if not
+    allow_partial_loading: assert n in module_weights' (the checkpoint lacks a tensor the module copies): model_load
+    by the place it is raised in (it was `assertion`, common.toml's rule for an engine's bare assert)."""
+    text = _BANNER + (
+        "Traceback (most recent call last):\n"
+        f'  File "{_SITE}/_torch/models/modeling_utils.py", line 960, in load_single_module\n'
+        "    weight_mapper.handle_manual_copy(module_name, module_weights, n, p)\n"
+        f'  File "{_SITE}/_torch/models/checkpoints/base_weight_mapper.py", line 120, in handle_manual_copy\n'
+        "    assert n in module_weights\n"
+        "AssertionError\n"
+    )
+    assert _error(_replay(tmp_path, text))["category"] == "model_load"
+
+
+def test_kv_cache_manager_v2_and_mamba_cache_constructors_are_the_kv_cache_step(tmp_path: Path) -> None:
+    """_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py KVCacheManagerV2.__init__ and kv_cache/mamba_cache_manager.py
+    (2026 main; kv_cache_manager_v2.py beside resource_manager.py before): the cache's constructor, called by
+    KvCacheCreator.build_managers; a traceback whose innermost known frame is it failed in the KV cache step (it read
+    the frame of the worker, `starting`)."""
+    for module in (
+        "kv_cache/kv_cache_manager_v2.py",
+        "kv_cache/mamba_cache_manager.py",
+        "kv_cache_manager_v2.py",
+    ):
+        text = _BANNER + (
+            "[12/06/2025-09:53:21] [TRT-LLM] [RANK 0] [E] Traceback (most recent call last):\n"
+            f'  File "{_SITE}/executor/worker.py", line 333, in worker_main\n'
+            "    worker: GenerationExecutorWorker = worker_cls(\n"
+            f'  File "{_SITE}/_torch/pyexecutor/{module}", line 812, in __init__\n'
+            "    self.impl = KVCacheManagerPy(config)\n"
+            "RuntimeError: unexpected pool layout\n"
+        )
+        out = _replay(tmp_path, text)
+        assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache"), module
+
+
+def test_the_model_loaders_fallback_traceback_is_survived(tmp_path: Path) -> None:
+    """_torch/pyexecutor/model_loader.py ModelLoader.load (main 004b733): the model built under MetaInitMode, and 'except
+    Exception: logger.info(f"Fallback to regular model init: {traceback.format_exc(limit=10)}\\n"); model =
+    AutoModelForCausalLM.from_config(config)': an INFO traceback the loader survived (a TensorRT-LLM CI log scanner
+    took it for the failure, 6 minutes before the real OOM). Whole or cut by the log's end it is no crash (it was a
+    crash `other`), and a later error stays the cause."""
+    fallback = (
+        "[12/06/2025-09:52:31] [TRT-LLM] [I] [_torch][RANK 2] Fallback to regular model init: Traceback (most recent "
+        "call last):\n"
+        f'  File "{_SITE}/_torch/pyexecutor/model_loader.py", line 237, in load\n'
+        "    model = AutoModelForCausalLM.from_config(config_copy)\n"
+        f'  File "{_SITE}/_torch/models/modeling_auto.py", line 39, in from_config\n'
+        "    model = cls(config)\n"
+        "RuntimeError: Tensor.item() cannot be called on meta tensors\n"
+    )
+    cut = "".join(fallback.splitlines(keepends=True)[:3])
+    for text in (fallback, cut):
+        out = _replay(tmp_path, _BANNER + text)
+        assert (out["state"], out["error"]) == ("starting", None)
+    oom = _failed_init(
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.11 GiB."
+    )
+    _assert_crash(_replay(tmp_path, _BANNER + fallback + oom), "loading_weights", "oom", "CUDA out of memory")

@@ -88,6 +88,17 @@ class Error:
         }
 
 
+def _caught_by_header(tb: Traceback, profile: Profile) -> bool:
+    # the words a logger put before the traceback on its opening line, known to a [[caught]] rule as a traceback
+    # logged and survived (TensorRT-LLM's "Fallback to regular model init: Traceback ..."), cut or whole
+    return bool(tb.header) and any(p.search(tb.header) for p in profile.caught)
+
+
+def _caught(tb: Traceback, text: str, profile: Profile) -> bool:
+    # a traceback a [[caught]] rule knows as logged and survived: by a function in it, or by its header's words
+    return _caught_by_header(tb, profile) or any(p.search(text) for p in profile.caught)
+
+
 def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Candidate | None:
     """A candidate from an assembled traceback, read with what `profile` knows of its frames. One without an
     exception line is noise (or None) when later lines closed it; when the log ends inside it (`cut`), something
@@ -96,15 +107,15 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
     it passes through): its report is then a crash at once, live as in replay."""
     exc_line = tb.exception
     if exc_line is None:
-        hint = phase_from_frames("\n".join(tb.lines), profile)
+        text = "\n".join(tb.lines)
+        hint = phase_from_frames(text, profile)
         last = _cut_summary(tb.lines)
-        if cut and not tb.noise:
-            text = "\n".join(tb.lines)
+        if cut and not tb.noise and not _caught_by_header(tb, profile):
             # Its frames are printed outermost first: those that came say where the exception went as the whole
             # traceback would. One whose outermost frame is a process's main, or that passes through a startup
             # step, is as fatal cut as whole: the exception line still to come names the error, it cannot make
             # the process survive it (a [[caught]] function that logged it and went on is its outermost frame).
-            held = not any(p.search(text) for p in profile.caught)
+            held = not _caught(tb, text, profile)
             return Candidate(
                 (tb.header.rstrip(":") or last)[:_MAX_SUMMARY],
                 tb.line,
@@ -139,7 +150,7 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
             summary = f"{exc_line.rstrip().rstrip(':')}: {first}"
     text = "\n".join(tb.lines)
     # a traceback through a function that logs it and goes on (a cache that cannot be saved) was survived
-    noise = tb.noise or any(p.search(text) for p in profile.caught)
+    noise = tb.noise or _caught(tb, text, profile)
     return Candidate(
         startup_step=not noise and _innermost_step(text, profile) != "",
         summary=summary[:_MAX_SUMMARY],
