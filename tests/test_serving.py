@@ -263,7 +263,8 @@ async def test_vllm_hang_is_stalled_after_hang_after_and_resolves_when_tokens_fl
         tg.cancel_scope.cancel()
     reasons = [t.reason for t, _ in run.follower.analyzer.lifecycle.current.timeline]
     assert reasons[-2:] == [
-        "serving hang: 1 running, 0 waiting, 0 tokens/s (over 30s)",
+        # vLLM's `MM-DD hh:mm:ss` behind its path-style file prefix ([v1/metrics/loggers.py:273]) says since when
+        "serving hang: 1 running, 0 waiting, 0 tokens/s since 06-22T17:39:49 (over 30s)",
         TOKENS_AGAIN,
     ]
 
