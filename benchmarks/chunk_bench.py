@@ -22,6 +22,8 @@ tree to compare them.
 
     PYTHONPATH=. python benchmarks/chunk_bench.py [--launches 200] [--hosts 20] [--seconds 30] [--rounds 5]
         [--seed 1] [--whole-writes] [--profile FILE]
+    PYTHONPATH=. python benchmarks/chunk_bench.py --memory [--launches 200] [--seconds 60]: instead of the CPU, the
+        memory (tracemalloc) the followers hold at a round's end, each with its analyzer and checkpoint writer
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import hashlib
 import heapq
 import itertools
@@ -38,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -210,9 +214,15 @@ async def _settle(loop: asyncio.AbstractEventLoop) -> None:
 
 
 async def _round(
-    first: list[bytes], ticks: list[list[list[tuple[int, bytes]]]], hosts: int, layers: _Layers | None
+    first: list[bytes],
+    ticks: list[list[list[tuple[int, bytes]]]],
+    hosts: int,
+    layers: _Layers | None,
+    held: list[int] | None = None,
 ) -> tuple[float, float, int, str]:
-    """One round on fresh followers: (CPU s of the callbacks, CPU s of the passes between, chunks, digest)."""
+    """One round on fresh followers: (CPU s of the callbacks, CPU s of the passes between, chunks, digest).
+    `held`: tracemalloc's count of the bytes alive at the round's end (every follower still running, after a
+    full collection) is appended to it."""
     loop = asyncio.get_running_loop()
     clock = _Clock()
     store = _Store()
@@ -285,6 +295,9 @@ async def _round(
             clock.due()
             await _settle(loop)
             clock.t += 0.25
+        if held is not None:
+            gc.collect()
+            held.append(tracemalloc.get_traced_memory()[0])
         tg.cancel_scope.cancel()
     for i in range(launches):
         digest.update(repr(seen[i]).encode())
@@ -338,6 +351,19 @@ async def _rounds(first: list[bytes], ticks: Plan, hosts: int, rounds: int) -> l
         assert digest2 == digest, "the timed layers changed what the followers published"
         out.append((callback, between, chunks, digest, callback2, layers.push, layers.feed))
     return out
+
+
+async def _memory(first: list[bytes], ticks: Plan, hosts: int) -> int:
+    # `--memory`: an untimed round first (rules compiled, databases made: not the followers'), then one traced:
+    # what is alive at its end less what was before it began
+    await _round(first, ticks, hosts, None)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    held: list[int] = []
+    await _round(first, ticks, hosts, None, held)
+    tracemalloc.stop()
+    return held[0] - before
 
 
 async def _serve(first: list[bytes], ticks: Plan, hosts: int) -> None:
@@ -454,6 +480,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TREE",
         help="also run TREE's watchdog (a worker process each, PYTHONPATH at each tree), rounds interleaved",
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="instead: the memory the followers hold at a round's end (tracemalloc), per launch",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     raw = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(raw)
@@ -461,6 +492,15 @@ def main(argv: list[str] | None = None) -> int:
     ticks = plan(load, args.hosts, not args.whole_writes)
     if args.worker:
         asyncio.run(_serve(first, ticks, args.hosts))
+        return 0
+    if args.memory:
+        held = asyncio.run(_memory(first, ticks, args.hosts))
+        incarnations = COUNTS.get("t:starting", 0)
+        print(
+            f"{args.launches} launches, {args.seconds:g} s, {incarnations} incarnations begun: the followers hold "
+            f"{held / 1e6:.2f} MB at the round's end ({held / args.launches / 1e3:.1f} KB a launch); "
+            f"tree {os.environ.get('PYTHONPATH') or Path.cwd()}"
+        )
         return 0
     if args.against:
         passed = [a for a in raw if a not in ("--against", args.against)]

@@ -22,6 +22,8 @@ from watchdog import jsontext
 from watchdog.core.analyzer import Analyzer
 from watchdog.core.arguments import _unquote
 from watchdog.core.detection import EngineDetector
+from watchdog.core.recordtext import RecordText
+from watchdog.core.resume import record_values, to_record
 from watchdog.core.verdict import Remembered, Status, build_verdict
 from watchdog.daemon import http
 from watchdog.follow.checkpoint import (
@@ -40,6 +42,7 @@ from watchdog.vocabulary import State
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "sglang"
 CRASH = CORPUS / "postready-scheduler-valueerror-lmcache-tp2-pr869.log"
+STARTUP = CORPUS / "ready-llama31-8b-single-gpu-docs-v041.log"
 
 
 class _Clock:
@@ -210,16 +213,25 @@ def test_status_is_written_by_json_without_orjson(monkeypatch: pytest.MonkeyPatc
     )
 
 
+def _crash_lines() -> bytes:
+    return b"".join(CRASH.read_bytes().splitlines(True)[1:])
+
+
+def _crash_loop(starts: int) -> Analyzer:
+    # an SGLang launch started, crashed and started again `starts` times
+    startup, crash = STARTUP.read_bytes(), _crash_lines()
+    analyzer = Analyzer(catalogue())
+    for k in range(starts):
+        analyzer.feed(startup + crash, float(k))
+        analyzer.caught_up(float(k))
+    return analyzer
+
+
 def test_a_crash_loop_keeps_the_arguments_of_its_newest_past_incarnations_only() -> None:
     """A crash-looping launch's past incarnations beyond the newest four drop their arguments (each SGLang
     dump weighs ~6 KB on every checkpoint); the newest keep them, so a relaunch is still compared with the one
     before it, argument by argument."""
-    startup = (CORPUS / "ready-llama31-8b-single-gpu-docs-v041.log").read_bytes()
-    crash = b"".join(CRASH.read_bytes().splitlines(True)[1:])
-    analyzer = Analyzer(catalogue())
-    for k in range(8):
-        analyzer.feed(startup + crash, float(k))
-        analyzer.caught_up(float(k))
+    analyzer = _crash_loop(8)
     history = analyzer.lifecycle.history
     assert len(history) >= 6
     assert all(not inc.arguments for inc in history[:-4])
@@ -227,6 +239,43 @@ def test_a_crash_loop_keeps_the_arguments_of_its_newest_past_incarnations_only()
     verdict = build_verdict(analyzer, analyzer.lifecycle.current)
     assert verdict.changes is not None
     assert verdict.changes.compared_arguments
+
+
+def test_a_crash_loop_s_relaunches_with_the_same_arguments_hold_one_tuple_of_them() -> None:
+    """A relaunch that dumps the arguments of the start before holds that start's tuple (a checkpoint's writer
+    then keeps one text of it, not one a past incarnation: SGLang's is ~6 KB); one started with other arguments
+    holds its own, and its verdict says what changed."""
+    analyzer = _crash_loop(6)
+    lc = analyzer.lifecycle
+    kept = [inc.arguments for inc in lc.history[-4:]] + [lc.current.arguments]
+    assert kept[0]
+    assert all(arguments is kept[0] for arguments in kept)
+    writer = RecordText()
+    writer.dumps(record_values(analyzer))
+    assert sum(type(value) is tuple and value is kept[0] for value, _, _ in writer._before.values()) == 1
+    startup = STARTUP.read_bytes()
+    other = startup.replace(b"mem_fraction_static=0.88", b"mem_fraction_static=0.8")
+    assert other != startup
+    analyzer.feed(other + _crash_lines(), 6.0)
+    newest = lc.current
+    assert newest.arguments != kept[0]
+    verdict = build_verdict(analyzer, newest)
+    assert verdict.changes is not None
+    assert any(c.name == "mem_fraction_static" for c in verdict.changes.arguments)
+
+
+def test_checkpoint_writers_share_the_text_of_a_record_s_keys() -> None:
+    """The names of a record's parts (and of its facts and progress), the same at every launch's every save, are
+    written from one text for every writer: none keeps its own (200 launches' writers kept ~4 MB of them)."""
+    analyzers = [Analyzer(catalogue()) for _ in range(2)]
+    for analyzer in analyzers:
+        analyzer.feed(CRASH.read_bytes(), 0.0)
+    for analyzer in analyzers:
+        writer, values = RecordText(), record_values(analyzer)
+        text, _ = writer.dumps(values)
+        assert json.loads(text) == json.loads(json.dumps(to_record(analyzer)))
+        kept = {value for value, _, _ in writer._before.values() if type(value) is str}
+        assert not kept & set(values)
 
 
 @pytest.mark.anyio

@@ -276,7 +276,11 @@ class Lifecycle:
         elif isinstance(event, FactFound):
             inc.facts[event.name] = event.value
         elif isinstance(event, ArgumentsFound):
-            inc.arguments = merge_arguments(inc.arguments, event.arguments)
+            arguments = merge_arguments(inc.arguments, event.arguments)
+            # A crash loop's relaunch dumps the arguments of the start before: held once, the tuple before's
+            # (a checkpoint's writer keeps one text of it, not one a past incarnation: SGLang's is 6 KB)
+            before = self.history[-1].arguments if self.history else ()
+            inc.arguments = before if arguments == before else arguments
         elif isinstance(event, ReadyReached):
             if not event.early:
                 inc.ready_unconfirmed = None  # the server accepts connections now

@@ -129,8 +129,20 @@ class RecordText:
             text = json.dumps(to_json(dict(value)), ensure_ascii=False, separators=(",", ":"))
             self._new.append([text, None])
             return text, False
-        parts = [self._root(key)[0] + ":" + self._root(item)[0] for key, item in value.items()]
+        parts = [self._key(key) + ":" + self._root(item)[0] for key, item in value.items()]
         return "{" + ",".join(parts) + "}", False
+
+    def _key(self, key: str) -> str:
+        # a mapping's key: the record's names, facts' and progress' (a vocabulary, the same at every launch's
+        # every save): its text and look made once for every writer (`_KEYS`), not kept by each launch's
+        known = _KEYS.get(key)
+        if known is None:
+            text = _encode_str(key)
+            if len(_KEYS) >= _KEYS_KEPT:
+                _KEYS.clear()
+            known = _KEYS[key] = (text, _may_hold(text))
+        self._seen = self._seen or known[1]
+        return known[0]
 
     def _dataclass(self, value: Any) -> tuple[str, bool]:
         # as `to_json` writes it: its fields in order, those at their default left out
@@ -162,3 +174,7 @@ def _may_hold(text: str) -> bool:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})  # their text is made faster than looked up
+# A mapping key's text and whether it may hold a credential, by the key (`RecordText._key`): shared by every
+# launch's writer (kept by each, the same ~70 names cost 200 launches ~4 MB); at most `_KEYS_KEPT`, then anew.
+_KEYS: dict[str, tuple[str, bool]] = {}
+_KEYS_KEPT = 4096
