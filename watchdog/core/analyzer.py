@@ -797,36 +797,53 @@ class Analyzer:
         head = self._raw_head
         old = len(head)
         detector = self._detector
+        size = old + len(data)
+        key = None
         if (
             detector is not None
             and old == self._head_cut  # the head read so far ends with a line end
             and detector.count < _DETECT_LINES
-            and old + len(data) <= _DETECT_BYTES
-            and data[-1:] == b"\n"
-            and 10 not in data[:-1]  # one line (a byte's value `in` bytes: a memchr)
-            and data.isascii()
+            and size <= _DETECT_BYTES
             and self.unwrapper.format in (None, "plain")
-            # no character but its newline that `splitlines` breaks at: CR, VT, FF, FS, GS, RS (`_breaks`, inline)
-            and not (13 in data or 11 in data or 12 in data or 28 in data or 29 in data or 30 in data)
         ):
-            # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it
-            head += data
-            self._head_cut = len(head)
-            # its template: the markers it holds are looked up by it (and its plan)
-            key = data.translate(ZEROED)
-            detector.feed(data[:-1].decode("ascii"), key)
+            # `_detect_head` of a live log's usual read, one line of ASCII: the line as `splitlines` reads it. Its
+            # template: the markers it holds are looked up by it (and its plan). A template the detector has seen
+            # is of one such line (`feed_template`), and mostly tells it all (none longer than TEMPLATE_BYTES is
+            # kept: a crash's traceback in one write mostly is one)
+            key = data.translate(ZEROED) if size - old <= TEMPLATE_BYTES else None
+            if key is not None and detector.feed_template(data, key):
+                head += data
+            elif (
+                data[-1:] == b"\n"
+                and data.find(b"\n") == size - old - 1  # one line
+                and data.isascii()
+                # no character but its newline that `splitlines` breaks at: CR, VT, FF, FS, GS, RS (`_breaks`,
+                # inline; a byte's value `in` bytes: a memchr)
+                and not (13 in data or 11 in data or 12 in data or 28 in data or 29 in data or 30 in data)
+            ):
+                head += data
+                if key is None:
+                    key = data.translate(ZEROED)
+                detector.feed(data[:-1].decode("ascii"), key)
+            else:
+                key = None
+        if key is not None:
+            assert detector is not None  # (read above)
+            self._head_cut = size
             found, count = detector.engine(), detector.count
         else:
-            key = None
             head += data[: _DETECT_BYTES - old]
             found, count = self._detect_head(head)
-        complete = count >= _DETECT_LINES or len(head) >= _DETECT_BYTES
+            size = len(head)
+        complete = count >= _DETECT_LINES or size >= _DETECT_BYTES
         engine = found or "generic"
         if self.profile is not None and engine == self.profile.name:  # `self.engine`
             if complete:
                 self._provisional = False  # the whole head was read: this engine it is
                 self._raw_head, self._detector = bytearray(), None
-            if self.unwrapper.passes(data) and self.framer.take_line(data):
+            if (self.unwrapper.format == "plain" or self.unwrapper.passes(data)) and self.framer.take_line(
+                data
+            ):
                 return self._one_line(data, now, key)
             return self._blocks(self.unwrapper.feed(self.framer.feed(data)), now)
         # The head, read further, names another engine (more of its markers): read the log again from its

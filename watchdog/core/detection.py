@@ -23,6 +23,9 @@ _CHAIN_OR_EXCEPTION = re.compile(
     r"The above exception was the direct cause|(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Interrupt)\b"
 )
 
+# the ASCII characters `str.lstrip()` strips (`feed`'s look for a frame, made on a line's template by `feed_template`)
+_ASCII_SPACE = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
+
 
 def detect_engine(lines: Iterable[str], catalogue: Catalogue) -> str | None:
     """Name the engine whose `detect` markers appear most often in `lines` (a log's first lines), or None:
@@ -36,12 +39,25 @@ class EngineDetector:
     """`detect_engine` one line at a time: a log's head that grows is read once, not again per new line;
     `copy()` lets a caller try a line that may still grow (an unfinished one) without feeding it for good."""
 
-    __slots__ = ("_any", "_chain", "_engine", "_frames", "_known", "_markers", "_owner", "count", "score")
+    __slots__ = (
+        "_any",
+        "_chain",
+        "_engine",
+        "_frames",
+        "_known",
+        "_markers",
+        "_owner",
+        "_seen",
+        "count",
+        "score",
+    )
 
     def __init__(self, markers: tuple[tuple[str, str], ...]):
         """Look for `markers`, (engine, marker) pairs (a `Catalogue`'s): a tie goes to the first engine."""
         self._markers = markers
         self._any = _any_marker(markers)
+        # the templates seen, with the markers of each (Hyperscan's index only: `feed_template`)
+        self._seen = None if self._any[1] is None else self._any[1][2].seen
         self.count = 0  # lines fed
         self.score: dict[str, int] = {}
         # A traceback's frames below the engine's own name the libraries it called (old SGLang ran vLLM's
@@ -111,6 +127,37 @@ class EngineDetector:
                 self._owner = engine
             if engine == self._owner:
                 self._frames[engine] = self._frames.get(engine, 0) + 1
+
+    def feed_template(self, data: bytes, key: bytes) -> bool:
+        """`feed` of the line `data` whose template (`template`, of its bytes) is `key`, where the template and the
+        line's markers with a digit tell all the line does: no traceback is open, the template was seen before (a
+        live head's usual line: a crash loop repeats its startup and serving lines), and the line holds no marker,
+        or only markers of the engine named already and it is no frame. True: the line was read; False: nothing
+        was done (`feed` it, if it is a line). A template is kept only as `feed` was given it: of one line of
+        ASCII, its newline last (and, being a line, no other line break): so is `data` where this says True."""
+        seen = self._seen
+        if seen is None or self._owner is not None or self._frames or self._chain:
+            return False
+        marked = seen.get(key)
+        if marked is None:
+            return False
+        engines = marked[0]
+        # the markers with a digit whose template the template holds: the line itself may hold them
+        for text, engine in marked[3]:
+            if text in data:
+                engines = (*engines, engine)
+        if engines:
+            named = self._engine
+            if (
+                not self._known
+                or named is None
+                or engines.count(named) != len(engines)
+                or key.lstrip(_ASCII_SPACE).startswith(b'File "')
+            ):
+                return False
+            self.score[named] = self.score.get(named, 0) + len(engines)
+        self.count += 1
+        return True
 
     def feed_lines(self, lines: list[str], keys: Sequence[bytes] | None = None) -> None:
         """Read the next lines of the head, as `feed` each in turn would: without Hyperscan, one search over them
@@ -207,8 +254,13 @@ _Runs = tuple[tuple[str, _Search, tuple[str, ...]], ...]
 _Index = tuple[Literals, tuple[tuple[tuple[int, str], ...], ...], "_Templates"]
 # what a line's template tells of the markers a line holds (`_engines_by_template`): the engines of those with no
 # digit, in their order (and as (place, engine) pairs), and the markers with digits whose template it holds (each
-# as its text, place and engine): the line itself may hold them
-_Marked = tuple[tuple[str, ...], tuple[tuple[int, str], ...], tuple[tuple[str, int, str], ...]]
+# as its text, place and engine, and again as its text's bytes and engine): the line itself may hold them
+_Marked = tuple[
+    tuple[str, ...],
+    tuple[tuple[int, str], ...],
+    tuple[tuple[str, int, str], ...],
+    tuple[tuple[bytes, str], ...],
+]
 
 
 class _Templates(NamedTuple):
@@ -239,7 +291,12 @@ def _engines_by_template(line: str, key: bytes, index: _Index) -> Sequence[str]:
         undigited = templates.undigited
         pairs = tuple(sorted(hit for f in found if undigited[f] for hit in index[1][f]))
         digits = tuple((text, place, engine) for text, mark, place, engine in templates.digits if mark in key)
-        marked = (tuple(engine for _, engine in pairs), pairs, digits)
+        marked = (
+            tuple(engine for _, engine in pairs),
+            pairs,
+            digits,
+            tuple((text.encode("utf-8", "surrogatepass"), engine) for text, _, engine in digits),
+        )
         if len(key) <= TEMPLATE_BYTES:  # (a longer line is mostly one of a kind: not kept)
             if len(templates.seen) >= TEMPLATES_MAX:
                 templates.seen.clear()
