@@ -1,6 +1,6 @@
 """What category an engine's own checks get: every `raise Class("message")` of its source, read as a crash.
 
-    python benchmarks/source_raises.py ROOT [--engine sglang|trtllm|tgi] [--under DIR/] [--others] [--json]
+    python benchmarks/source_raises.py ROOT [--engine sglang|trtllm|tgi|vllm] [--under DIR/] [--others] [--json]
 
 ROOT is an engine's Python package folder: an unpacked wheel's (`pip download sglang==0.5.9 --no-deps -d /tmp/w && cd
 /tmp/w && unzip -q sglang-*.whl 'sglang/*'`, then ROOT=/tmp/w/sglang; TensorRT-LLM's `tensorrt_llm/**/*.py`, ROOT
@@ -8,7 +8,8 @@ ROOT is an engine's Python package folder: an unpacked wheel's (`pip download sg
 a release tag, ROOT=.../text_generation_server). Each `raise Name(<literal or f-string>)` under ROOT/UNDER (default:
 `srt/` for sglang, the whole package otherwise) is taken once per (class, message): its message with each f-string
 hole filled with `8`, raised in its own file and function under the frames of a launch of ENGINE that fails at
-startup (SGLang's scheduler, TensorRT-LLM's executor worker, a TGI shard's serve_inner; each with the lines its
+startup (SGLang's scheduler, TensorRT-LLM's executor worker, a TGI shard's serve_inner, vLLM's engine core or, for its
+arguments and configs, its API server; each with the lines its
 launch prints before), and replayed with ENGINE's profile. The table counts the categories; `--others` lists those
 called `other` (file, function, message), the checks no rule reads yet: what to read when adding a `[[category]]`
 rule (docs/categories.md). The messages are the source's, not a log's: a figure of coverage, not of accuracy.
@@ -163,8 +164,59 @@ def _tgi_launch(site: RaiseSite) -> str:
     )
 
 
+# vLLM's modules that run in the API server before any engine process starts: the arguments and configs
+# (engine/arg_utils.py create_engine_config, config/ and config.py) and the entrypoints
+_VLLM_FRONT = ("vllm/config", "vllm/engine/arg_utils.py", "vllm/entrypoints/")
+
+
+def _vllm_launch(site: RaiseSite) -> str:
+    # vllm serve (V1, 0.10-0.34): a check of the arguments raises in the API server's create_engine_config (a plain
+    # traceback, no process prefix); any other in the engine core process, which logs 'EngineCore failed to start.'
+    # and its traceback line by line (v1/engine/core.py run_engine_core), then the API server's 'Engine core
+    # initialization failed. See root cause above.' (v1/engine/utils.py wait_for_engine_startup)
+    site_packages = "/usr/local/lib/python3.12/dist-packages"
+    head = (
+        "(APIServer pid=1) INFO 01-20 10:02:11 [api_server.py:1896] vLLM API server version 0.11.2\n"
+        "(APIServer pid=1) INFO 01-20 10:02:11 [utils.py:233] non-default args: {'model': '/models/m'}\n"
+    )
+    if site.path.startswith(_VLLM_FRONT):
+        # a config's check under create_engine_config; an entrypoint's in the server's own set-up
+        create = (
+            f'  File "{site_packages}/vllm/engine/arg_utils.py", line 1240, in create_engine_config\n'
+            "    model_config = self.create_model_config()\n"
+            if not site.path.startswith("vllm/entrypoints/")
+            else ""
+        )
+        return (
+            f"{head}Traceback (most recent call last):\n"
+            f'  File "{site_packages}/vllm/entrypoints/openai/api_server.py", line 1953, in run_server_worker\n'
+            "    async with build_async_engine_client(\n"
+            f"{create}"
+            f"{_raise_frame(site, site_packages)}"
+            f"{_exception_line(site)}"
+        )
+    core = "(EngineCore_DP0 pid=2) ERROR 01-20 10:02:31 [core.py:708] "
+    frames = (
+        "Traceback (most recent call last):\n"
+        f'  File "{site_packages}/vllm/v1/engine/core.py", line 699, in run_engine_core\n'
+        "    engine_core = EngineCoreProc(*args, **kwargs)\n"
+        f'  File "{site_packages}/vllm/v1/engine/core.py", line 83, in __init__\n'
+        "    self.model_executor = executor_class(vllm_config)\n"
+        f"{_raise_frame(site, site_packages)}"
+        f"{_exception_line(site)}"
+    )
+    return (
+        f"{head}"
+        "(EngineCore_DP0 pid=2) INFO 01-20 10:02:14 [core.py:77] Initializing a V1 LLM engine (v0.11.2) with config\n"
+        f"{core}EngineCore failed to start.\n"
+        + "".join(f"{core}{line}\n" for line in frames.splitlines())
+        + "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}\n"
+    )
+
+
 # each engine's launch around a raise, and the folder of its package read by default
-_LAUNCHES = {"sglang": _sglang_launch, "trtllm": _trtllm_launch, "tgi": _tgi_launch}
+_LAUNCHES = {"sglang": _sglang_launch, "trtllm": _trtllm_launch, "tgi": _tgi_launch, "vllm": _vllm_launch}
 _UNDER = {"sglang": "srt/"}
 
 

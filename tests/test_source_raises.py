@@ -66,3 +66,42 @@ def test_a_raise_is_replayed_in_each_engines_own_launch(tmp_path: Path) -> None:
         sites = source_raises.categorize_sites(source_raises.raise_sites(root), engine)
         assert [(s.function, s.category) for s in sites] == [(function, "config")]
     assert source_raises._UNDER.get("sglang") == "srt/"
+
+
+def test_a_vllm_raise_is_replayed_where_vllm_runs_it(tmp_path: Path) -> None:
+    """With --engine vllm a check of the arguments (config/, engine/arg_utils.py) is placed in the API server's
+    create_engine_config traceback, before any engine process; any other in the engine core's 'EngineCore failed to
+    start.' traceback and the API server's 'Engine core initialization failed'. Each is a crash read by its place:
+    ParallelConfig's range check is config, a loader's missing keys model_load; a request's check in the entrypoints
+    (no create_engine_config frame under it) stays other."""
+    vllm = tmp_path / "vllm"
+    for path, function, raised in [
+        (
+            "config/parallel.py",
+            "__post_init__",
+            'f"data_parallel_rank ({rank}) must be in the range [0, {size})"',
+        ),
+        (
+            "model_executor/model_loader/sharded_state_loader.py",
+            "load_weights",
+            'f"Missing keys {keys} in loaded state!"',
+        ),
+        (
+            "entrypoints/openai/serving_engine.py",
+            "_validate_input",
+            '"This model\'s maximum context length is 8"',
+        ),
+    ]:
+        (vllm / path).parent.mkdir(parents=True, exist_ok=True)
+        (vllm / path).write_text(
+            f"def {function}(rank, size, keys):\n    raise ValueError({raised})\n", encoding="utf-8"
+        )
+    sites = source_raises.categorize_sites(source_raises.raise_sites(vllm), "vllm")
+    assert sorted((s.function, s.category) for s in sites) == [
+        ("__post_init__", "config"),
+        ("_validate_input", "other"),
+        ("load_weights", "model_load"),
+    ]
+    config, loader = sorted((s for s in sites if s.function != "_validate_input"), key=lambda s: s.path)
+    assert "create_engine_config" in source_raises._vllm_launch(config)
+    assert "EngineCore failed to start." in source_raises._vllm_launch(loader)
