@@ -12,7 +12,9 @@ from pathlib import Path
 
 from publiccases import error as _error
 
+from watchdog.core.detection import detect_engine
 from watchdog.follow.replay import replay_path
+from watchdog.profiles import loader
 
 # llama-server of 2025 (b5xxx) at the default verbosity, up to the weights loaded onto a GPU
 _LLAMA = (
@@ -422,3 +424,34 @@ def test_ollama_runner_windows_exit_status_reads_its_ntstatus(tmp_path: Path) ->
         _crash(out, category, f"exit status {status}")
         if status == "0xc0000409":
             assert "abort" in str(_error(out)["hint"])
+
+
+def test_a_crop_of_llama_cpp_s_own_line_families_is_llama_cpp_and_ollama_stays_ollama() -> None:
+    """llama.cpp prints each line through a log macro that begins it with the printing function (LLAMA_LOG_*("%s:
+    ...", __func__)) or with the module tag of tools/server's and common's macros: a crop of a few such lines, none
+    of the markers of the loader or the server's main(), is llama.cpp's. Each crop is read from the source of
+    its release:
+    - tools/server/server.cpp server_context::init (llama-cpp-python 0.3.16): SRV_INF 'srv  %12.*s: ' "initializing
+      slots, n_slots = %d", SLT_INF 'slot %12.*s: id %2d | task %d | ' "new slot n_ctx_slot = %d";
+    - common/common.cpp common_threadpools::init (0.3.36, 2026's '<time> <level> ' prefix): COM_INF 'cmn  %12.*s: '
+      "llama threadpool init, n_threads = %d";
+    - src/llama.cpp llm_load_vocab (0.2.90, 2024) "%s: special tokens cache size = %u", src/llama-memory-recurrent.cpp
+      llama_memory_recurrent (0.3.16) "%s: %10s RS buffer size = %8.2f MiB";
+    - common/download.cpp common_download_file_single_online (0.3.36) "%s: download failed after %d attempts";
+    - tools/mtmd/mtmd.cpp mtmd_init_from_file (0.3.36) "%s: error: %s" of clip.cpp load_hparams' "%s: unknown
+      projector type: %s"; ggml/src/ggml-quants.c ggml_validate_row_data (0.3.16) "found nan value at block %zu".
+    The same lines relayed by Ollama's runner, after Ollama's own records, are Ollama's."""
+    catalogue = loader.catalogue()
+    crops = (
+        "srv          init: initializing slots, n_slots = 4\n"
+        "slot         init: id  0 | task -1 | new slot n_ctx_slot = 4096\n",
+        "0.00.010.315 I cmn          init: llama threadpool init, n_threads = 2\n",
+        "llm_load_vocab: special tokens cache size = 256\n"
+        "llama_memory_recurrent:      CUDA0 RS buffer size =    16.00 MiB\n",
+        "common_download_file_single_online: download failed after 3 attempts\n",
+        "mtmd_init_from_file: error: load_hparams: unknown projector type: glm4v\n",
+        "ggml_validate_row_data: found nan value at block 4096\n",
+    )
+    for crop in crops:
+        assert detect_engine(crop.splitlines(), catalogue) == "llamacpp", crop
+        assert detect_engine((_OLLAMA + crop).splitlines(), catalogue) == "ollama", crop
