@@ -455,3 +455,36 @@ def test_a_crop_of_llama_cpp_s_own_line_families_is_llama_cpp_and_ollama_stays_o
     for crop in crops:
         assert detect_engine(crop.splitlines(), catalogue) == "llamacpp", crop
         assert detect_engine((_OLLAMA + crop).splitlines(), catalogue) == "ollama", crop
+
+
+# llama-server 2026 (llama-cpp-python 0.3.36's vendored llama.cpp) at the default verbosity: its common log's
+# '<min>.<s>.<ms>.<us> <level> ' lines, then common_init_from_params' warm-up batch refused by common_batch's
+# get_sub_batch, whose GGML_ABORT ggml_abort prints to stderr itself ('%s:%d: ' file:line and the message, no
+# time) before ggml_print_backtrace's gdb (a captured launch with --ctx-size 1, tests/fixtures/corpus/llamacpp)
+_LLAMA_2026_ABORT = (
+    "0.00.001.135 I srv  llama_server: initializing ...\n"
+    "0.00.006.831 I cmn  common_param: common_params_print_info: verbosity = 3 (adjust with the `-lv N` CLI arg)\n"
+    "0.00.007.759 I srv    load_model: loading model '/models/tiny.gguf'\n"
+    "0.00.016.627 I cmn          init: llama threadpool init, n_threads = 2\n"
+    "/src/llama.cpp/common/common.cpp:2158: get_sub_batch: failed to add token 2 at index 1 (error -1, n = 2)\n"
+    "\n"
+    "[New LWP 26648]\n"
+    "[Thread debugging using libthread_db enabled]\n"
+    "#2  0x00007f7c9452e7de in ggml_abort () from /src/llama.cpp/build/bin/libggml-base.so.0\n"
+    "#3  0x00007f7c93a217c8 in common_batch::get_sub_batch(int, int) () from /src/llama.cpp/build/bin/libllama-common.so.0\n"
+    "[Inferior 1 (process 26645) detached]\n"
+)
+
+
+def test_router_mode_port_prefix_keeps_the_childs_abort(tmp_path: Path) -> None:
+    """tools/server/server-models.cpp (llama-cpp-python 0.3.36; router mode, llama-server --models-dir /
+    --models-preset, 2025-12+) relays each line of a model's child server as LOG("[%5d] %s", port, line): the
+    child's port in front of its common log lines and of what it writes to stderr itself (ggml_abort's
+    file:line line, gdb's backtrace). The child's abort so relayed is the same crash as without the router: the
+    ggml_abort line is its cause, and a port under 10000 is padded to five ('[ 8081] ')."""
+    plain = _replay(tmp_path, _LLAMA_2026_ABORT)
+    _crash(plain, "assertion", "get_sub_batch: failed to add token 2")
+    for port in ("[57663] ", "[ 8081] "):
+        out = _replay(tmp_path, "".join(port + line for line in _LLAMA_2026_ABORT.splitlines(keepends=True)))
+        assert (out["engine"], out.get("phase")) == ("llamacpp", plain.get("phase"))
+        _crash(out, "assertion", "get_sub_batch: failed to add token 2")

@@ -108,8 +108,12 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
     # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
     r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
-    # and with the process id in front (2026 builds): "[41303] 0.01.289.827 E alloc_tensor_range: ..."
-    r"\[\d+\] (?=\d+\.\d\d\.\d{3}\.\d{3} [IWED] )",
+    # and llama-server's router mode (2025-12+, --models-dir / --models-preset) in front of every line of a model's
+    # child server it relays, the child's port: tools/server/server-models.cpp's LOG("[%5d] %s", port, line), its
+    # common log lines ("[41303] 0.01.289.827 E alloc_tensor_range: ...") and what the child writes to stderr itself,
+    # with no time: ggml_abort's '<file>:<line>: GGML_ASSERT(...) failed', gdb's backtrace, 'terminate called ...'
+    # ("[57663] /src/llama-model.cpp:410: GGML_ASSERT(...) failed", "[ 8081] [New LWP 397021]")
+    r"\[ {0,4}\d{1,5}\] ",
     # and with a wall-clock date-time in brackets instead (llama-box, GPUStack's llama.cpp server, 2025):
     # "[2025-05-29 12:00:35.235796] E ROCm error: out of memory"; the fraction tells it from SGLang's "[date time] "
     r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] (?P<level>[IWED]) ",
