@@ -488,3 +488,20 @@ def test_router_mode_port_prefix_keeps_the_childs_abort(tmp_path: Path) -> None:
         out = _replay(tmp_path, "".join(port + line for line in _LLAMA_2026_ABORT.splitlines(keepends=True)))
         assert (out["engine"], out.get("phase")) == ("llamacpp", plain.get("phase"))
         _crash(out, "assertion", "get_sub_batch: failed to add token 2")
+
+
+def test_recurrent_models_memory_is_the_kv_cache_step(tmp_path: Path) -> None:
+    """src/llama-memory-recurrent.cpp llama_memory_recurrent::llama_memory_recurrent (llama-cpp-python 0.3.16 and
+    0.3.36's vendored llama.cpp): a recurrent or hybrid model (Mamba, Jamba, Qwen3-Next) makes its recurrent-state
+    memory where others make the KV cache, LLAMA_LOG_INFO("%s: %10s RS buffer size = %8.2f MiB", __func__): a
+    failure after it is the KV-cache step's, in llama-server as in Ollama's runner."""
+    failure = (
+        "llama_memory_recurrent:      CUDA0 RS buffer size =    16.00 MiB\n"
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: "
+        "out of memory\n"
+    )
+    # Ollama: an excerpt from the model's load on (the daemon's 'Listening on', before, made the crash one after ready)
+    for head, tail in ((_LLAMA, ""), (_OLLAMA.split("\n", 2)[2], _OLLAMA_DIED)):
+        out = _replay(tmp_path, head + failure + tail)
+        assert out["phase"] == "allocating_kv_cache"
+        _crash(out, "oom", "cudaMalloc failed: out of memory")
