@@ -8,6 +8,7 @@ lines; Ollama's server config, `Listening on`, the scheduler's runner lines).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from publiccases import error as _error
@@ -505,3 +506,50 @@ def test_recurrent_models_memory_is_the_kv_cache_step(tmp_path: Path) -> None:
         out = _replay(tmp_path, head + failure + tail)
         assert out["phase"] == "allocating_kv_cache"
         _crash(out, "oom", "cudaMalloc failed: out of memory")
+
+
+def _jsonl(log: str) -> str:
+    # the same lines as llama-server --log-jsonl writes its common log (common/log.cpp common_log_entry::print,
+    # llama-cpp-python 0.3.36: {"type": "log", "time": <us since start>, "level": ..., "msg": <line with its
+    # newline>}); the lines the program writes to stderr itself stay plain
+    levels = {"I": "info", "W": "warn", "E": "error", "D": "debug"}
+    out = []
+    for line in log.splitlines():
+        stamp, _, rest = line.partition(" ")
+        parts = stamp.split(".")
+        if len(parts) == 4 and all(p.isdigit() for p in parts) and rest[:1] in levels and rest[1:2] == " ":
+            us = ((int(parts[0]) * 60 + int(parts[1])) * 1000 + int(parts[2])) * 1000 + int(parts[3])
+            record = {"type": "log", "time": us, "level": levels[rest[0]], "msg": rest[2:] + "\n"}
+            out.append(json.dumps(record, separators=(",", ":")))
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_common_log_as_json_lines_reads_as_its_plain_lines(tmp_path: Path) -> None:
+    """common/log.cpp (llama-cpp-python 0.3.36's vendored llama.cpp, 2026): with --log-jsonl (LLAMA_ARG_LOG_JSONL)
+    each common-log line is a JSON object, {"type": "log", "time", "level", "msg"}, on stdout, and ggml_abort's own
+    stderr lines stay plain beside them: the launch reads as its plain log does, the cause its message (not the
+    JSON record), the phase the same. A captured launch's lines (a model file it may not read)."""
+    log = (
+        "0.00.023.198 I srv  llama_server: initializing ...\n"
+        "0.00.041.267 I srv    load_model: loading model '/models/private/private.gguf'\n"
+        "0.00.041.636 E gguf_init_from_file: failed to open GGUF file '/models/private/private.gguf' "
+        "(Permission denied)\n"
+        "0.00.041.780 E llama_model_load: error loading model: llama_model_loader: failed to load model from "
+        "/models/private/private.gguf\n"
+        "0.00.041.800 E llama_model_load_from_file_impl: failed to load model\n"
+        "0.00.041.935 E srv    load_model: failed to load model, '/models/private/private.gguf'\n"
+        "0.00.041.946 I srv    operator(): operator(): cleaning up before exit...\n"
+        "0.00.057.766 E srv  llama_server: exiting due to model loading error\n"
+    )
+    for text in (log, _LLAMA_2026_ABORT):
+        plain = _replay(tmp_path, text)
+        out = _replay(tmp_path, _jsonl(text))
+        assert (out["state"], out["phase"], _error(out)["summary"]) == (
+            plain["state"],
+            plain["phase"],
+            _error(plain)["summary"],
+        )
+    _crash(plain, "assertion", "get_sub_batch: failed to add token 2")
+    _crash(_replay(tmp_path, _jsonl(log)), "model_load", "failed to open GGUF file")

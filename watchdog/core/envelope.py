@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import re
 from datetime import datetime
 from typing import NamedTuple
@@ -234,6 +235,10 @@ def parse(text: str, *, remember: bool = False) -> Record:
     at: str | None = None
     seconds: float | None = None
     content = text
+    if text.startswith('{"') and '"msg"' in text:
+        record = _jsonl(text)
+        if record is not None:
+            content, level = record
     for turn in range(8):
         if remember and turn:
             layer = _NEXT.get(content)
@@ -280,6 +285,24 @@ def parse(text: str, *, remember: bool = False) -> Record:
     # trailing white space is no part of the message (a terminal's capture pads its lines): peeled last, so that
     # a prefix's own space still marks it on an empty line ("[pod/llm-0/server] ")
     return Record(content.rstrip(), source, level, at, seconds, tagged)
+
+
+_JSONL_LEVELS = {"info": "INFO", "warn": "WARNING", "error": "ERROR", "debug": "DEBUG"}
+
+
+def _jsonl(text: str) -> tuple[str, str] | None:
+    # llama.cpp's common log as JSON lines (--log-jsonl, 2026: common/log.cpp common_log_entry::print writes
+    # {"type": "log", "time": <us since start>, "level": "info|warn|error|debug|cont|none", "msg": "<line>\n"} to
+    # stdout, one a line): its message and level, or None for any other text; what the program writes to stderr
+    # itself (ggml_abort, gdb) stays plain beside them. The time is no clock time (as in its plain prefix)
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("type") != "log" or not isinstance(msg := obj.get("msg"), str):
+        return None
+    level = obj.get("level")
+    return msg.rstrip("\n"), _JSONL_LEVELS.get(level, "") if isinstance(level, str) else ""
 
 
 def _next_layer(text: str) -> tuple[int, int]:
