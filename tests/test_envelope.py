@@ -482,7 +482,14 @@ def test_every_fixture_line_peels_as_layer_by_layer() -> None:
             "[41303] 0.01.289.827 E alloc_tensor_range: failed to allocate RPC0[10.0.69.2:50052] buffer",
             "alloc_tensor_range: failed to allocate RPC0[10.0.69.2:50052] buffer", None, id="llamacpp-pid-common-log",
         ),
-        pytest.param("[41303] not a llama.cpp line", "[41303] not a llama.cpp line", None, id="bare-pid-kept"),
+        # llama-server's router relays every line of a child with its port, LOG("[%5d] %s", port, line)
+        # (tools/server/server-models.cpp, 2025-12+): what the child writes to stderr itself has no time behind it
+        pytest.param(
+            "[57663] /src/llama-model.cpp:410: GGML_ASSERT(tensor_axis_0 != nullptr) failed",
+            "/src/llama-model.cpp:410: GGML_ASSERT(tensor_axis_0 != nullptr) failed", None, id="llamacpp-router-port",
+        ),
+        pytest.param("[ 8081] [New LWP 397021]", "[New LWP 397021]", None, id="llamacpp-router-port-padded"),
+        pytest.param("[413035] no port of 16 bits", "[413035] no port of 16 bits", None, id="bare-number-kept"),
         pytest.param(
             "[2025-05-29 12:00:35.235796] E ROCm error: out of memory", "ROCm error: out of memory",
             "2025-05-29T12:00:35", id="llama-box-bracketed-datetime-level",

@@ -8,11 +8,14 @@ lines; Ollama's server config, `Listening on`, the scheduler's runner lines).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from publiccases import error as _error
 
+from watchdog.core.detection import detect_engine
 from watchdog.follow.replay import replay_path
+from watchdog.profiles import loader
 
 # llama-server of 2025 (b5xxx) at the default verbosity, up to the weights loaded onto a GPU
 _LLAMA = (
@@ -422,3 +425,131 @@ def test_ollama_runner_windows_exit_status_reads_its_ntstatus(tmp_path: Path) ->
         _crash(out, category, f"exit status {status}")
         if status == "0xc0000409":
             assert "abort" in str(_error(out)["hint"])
+
+
+def test_a_crop_of_llama_cpp_s_own_line_families_is_llama_cpp_and_ollama_stays_ollama() -> None:
+    """llama.cpp prints each line through a log macro that begins it with the printing function (LLAMA_LOG_*("%s:
+    ...", __func__)) or with the module tag of tools/server's and common's macros: a crop of a few such lines, none
+    of the markers of the loader or the server's main(), is llama.cpp's. Each crop is read from the source of
+    its release:
+    - tools/server/server.cpp server_context::init (llama-cpp-python 0.3.16): SRV_INF 'srv  %12.*s: ' "initializing
+      slots, n_slots = %d", SLT_INF 'slot %12.*s: id %2d | task %d | ' "new slot n_ctx_slot = %d";
+    - common/common.cpp common_threadpools::init (0.3.36, 2026's '<time> <level> ' prefix): COM_INF 'cmn  %12.*s: '
+      "llama threadpool init, n_threads = %d";
+    - src/llama.cpp llm_load_vocab (0.2.90, 2024) "%s: special tokens cache size = %u", src/llama-memory-recurrent.cpp
+      llama_memory_recurrent (0.3.16) "%s: %10s RS buffer size = %8.2f MiB";
+    - common/download.cpp common_download_file_single_online (0.3.36) "%s: download failed after %d attempts";
+    - tools/mtmd/mtmd.cpp mtmd_init_from_file (0.3.36) "%s: error: %s" of clip.cpp load_hparams' "%s: unknown
+      projector type: %s"; ggml/src/ggml-quants.c ggml_validate_row_data (0.3.16) "found nan value at block %zu".
+    The same lines relayed by Ollama's runner, after Ollama's own records, are Ollama's."""
+    catalogue = loader.catalogue()
+    crops = (
+        "srv          init: initializing slots, n_slots = 4\n"
+        "slot         init: id  0 | task -1 | new slot n_ctx_slot = 4096\n",
+        "0.00.010.315 I cmn          init: llama threadpool init, n_threads = 2\n",
+        "llm_load_vocab: special tokens cache size = 256\n"
+        "llama_memory_recurrent:      CUDA0 RS buffer size =    16.00 MiB\n",
+        "common_download_file_single_online: download failed after 3 attempts\n",
+        "mtmd_init_from_file: error: load_hparams: unknown projector type: glm4v\n",
+        "ggml_validate_row_data: found nan value at block 4096\n",
+    )
+    for crop in crops:
+        assert detect_engine(crop.splitlines(), catalogue) == "llamacpp", crop
+        assert detect_engine((_OLLAMA + crop).splitlines(), catalogue) == "ollama", crop
+
+
+# llama-server 2026 (llama-cpp-python 0.3.36's vendored llama.cpp) at the default verbosity: its common log's
+# '<min>.<s>.<ms>.<us> <level> ' lines, then common_init_from_params' warm-up batch refused by common_batch's
+# get_sub_batch, whose GGML_ABORT ggml_abort prints to stderr itself ('%s:%d: ' file:line and the message, no
+# time) before ggml_print_backtrace's gdb (a captured launch with --ctx-size 1, tests/fixtures/corpus/llamacpp)
+_LLAMA_2026_ABORT = (
+    "0.00.001.135 I srv  llama_server: initializing ...\n"
+    "0.00.006.831 I cmn  common_param: common_params_print_info: verbosity = 3 (adjust with the `-lv N` CLI arg)\n"
+    "0.00.007.759 I srv    load_model: loading model '/models/tiny.gguf'\n"
+    "0.00.016.627 I cmn          init: llama threadpool init, n_threads = 2\n"
+    "/src/llama.cpp/common/common.cpp:2158: get_sub_batch: failed to add token 2 at index 1 (error -1, n = 2)\n"
+    "\n"
+    "[New LWP 26648]\n"
+    "[Thread debugging using libthread_db enabled]\n"
+    "#2  0x00007f7c9452e7de in ggml_abort () from /src/llama.cpp/build/bin/libggml-base.so.0\n"
+    "#3  0x00007f7c93a217c8 in common_batch::get_sub_batch(int, int) () from /src/llama.cpp/build/bin/libllama-common.so.0\n"
+    "[Inferior 1 (process 26645) detached]\n"
+)
+
+
+def test_router_mode_port_prefix_keeps_the_childs_abort(tmp_path: Path) -> None:
+    """tools/server/server-models.cpp (llama-cpp-python 0.3.36; router mode, llama-server --models-dir /
+    --models-preset, 2025-12+) relays each line of a model's child server as LOG("[%5d] %s", port, line): the
+    child's port in front of its common log lines and of what it writes to stderr itself (ggml_abort's
+    file:line line, gdb's backtrace). The child's abort so relayed is the same crash as without the router: the
+    ggml_abort line is its cause, and a port under 10000 is padded to five ('[ 8081] ')."""
+    plain = _replay(tmp_path, _LLAMA_2026_ABORT)
+    _crash(plain, "assertion", "get_sub_batch: failed to add token 2")
+    for port in ("[57663] ", "[ 8081] "):
+        out = _replay(tmp_path, "".join(port + line for line in _LLAMA_2026_ABORT.splitlines(keepends=True)))
+        assert (out["engine"], out.get("phase")) == ("llamacpp", plain.get("phase"))
+        _crash(out, "assertion", "get_sub_batch: failed to add token 2")
+
+
+def test_recurrent_models_memory_is_the_kv_cache_step(tmp_path: Path) -> None:
+    """src/llama-memory-recurrent.cpp llama_memory_recurrent::llama_memory_recurrent (llama-cpp-python 0.3.16 and
+    0.3.36's vendored llama.cpp): a recurrent or hybrid model (Mamba, Jamba, Qwen3-Next) makes its recurrent-state
+    memory where others make the KV cache, LLAMA_LOG_INFO("%s: %10s RS buffer size = %8.2f MiB", __func__): a
+    failure after it is the KV-cache step's, in llama-server as in Ollama's runner."""
+    failure = (
+        "llama_memory_recurrent:      CUDA0 RS buffer size =    16.00 MiB\n"
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: "
+        "out of memory\n"
+    )
+    # Ollama: an excerpt from the model's load on (the daemon's 'Listening on', before, made the crash one after ready)
+    for head, tail in ((_LLAMA, ""), (_OLLAMA.split("\n", 2)[2], _OLLAMA_DIED)):
+        out = _replay(tmp_path, head + failure + tail)
+        assert out["phase"] == "allocating_kv_cache"
+        _crash(out, "oom", "cudaMalloc failed: out of memory")
+
+
+def _jsonl(log: str) -> str:
+    # the same lines as llama-server --log-jsonl writes its common log (common/log.cpp common_log_entry::print,
+    # llama-cpp-python 0.3.36: {"type": "log", "time": <us since start>, "level": ..., "msg": <line with its
+    # newline>}); the lines the program writes to stderr itself stay plain
+    levels = {"I": "info", "W": "warn", "E": "error", "D": "debug"}
+    out = []
+    for line in log.splitlines():
+        stamp, _, rest = line.partition(" ")
+        parts = stamp.split(".")
+        if len(parts) == 4 and all(p.isdigit() for p in parts) and rest[:1] in levels and rest[1:2] == " ":
+            us = ((int(parts[0]) * 60 + int(parts[1])) * 1000 + int(parts[2])) * 1000 + int(parts[3])
+            record = {"type": "log", "time": us, "level": levels[rest[0]], "msg": rest[2:] + "\n"}
+            out.append(json.dumps(record, separators=(",", ":")))
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_common_log_as_json_lines_reads_as_its_plain_lines(tmp_path: Path) -> None:
+    """common/log.cpp (llama-cpp-python 0.3.36's vendored llama.cpp, 2026): with --log-jsonl (LLAMA_ARG_LOG_JSONL)
+    each common-log line is a JSON object, {"type": "log", "time", "level", "msg"}, on stdout, and ggml_abort's own
+    stderr lines stay plain beside them: the launch reads as its plain log does, the cause its message (not the
+    JSON record), the phase the same. A captured launch's lines (a model file it may not read)."""
+    log = (
+        "0.00.023.198 I srv  llama_server: initializing ...\n"
+        "0.00.041.267 I srv    load_model: loading model '/models/private/private.gguf'\n"
+        "0.00.041.636 E gguf_init_from_file: failed to open GGUF file '/models/private/private.gguf' "
+        "(Permission denied)\n"
+        "0.00.041.780 E llama_model_load: error loading model: llama_model_loader: failed to load model from "
+        "/models/private/private.gguf\n"
+        "0.00.041.800 E llama_model_load_from_file_impl: failed to load model\n"
+        "0.00.041.935 E srv    load_model: failed to load model, '/models/private/private.gguf'\n"
+        "0.00.041.946 I srv    operator(): operator(): cleaning up before exit...\n"
+        "0.00.057.766 E srv  llama_server: exiting due to model loading error\n"
+    )
+    for text in (log, _LLAMA_2026_ABORT):
+        plain = _replay(tmp_path, text)
+        out = _replay(tmp_path, _jsonl(text))
+        assert (out["state"], out["phase"], _error(out)["summary"]) == (
+            plain["state"],
+            plain["phase"],
+            _error(plain)["summary"],
+        )
+    _crash(plain, "assertion", "get_sub_batch: failed to add token 2")
+    _crash(_replay(tmp_path, _jsonl(log)), "model_load", "failed to open GGUF file")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import re
 from datetime import datetime
 from typing import NamedTuple
@@ -108,8 +109,12 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # llama.cpp's common log (2025+ builds, on by default): minutes.seconds.ms.us since start and a level
     # letter, "0.01.090.687 I srv  llama_server: listening on ..."; the relative time is no clock time
     r"\d+\.\d\d\.\d{3}\.\d{3} (?P<level>[IWED]) ",
-    # and with the process id in front (2026 builds): "[41303] 0.01.289.827 E alloc_tensor_range: ..."
-    r"\[\d+\] (?=\d+\.\d\d\.\d{3}\.\d{3} [IWED] )",
+    # and llama-server's router mode (2025-12+, --models-dir / --models-preset) in front of every line of a model's
+    # child server it relays, the child's port: tools/server/server-models.cpp's LOG("[%5d] %s", port, line), its
+    # common log lines ("[41303] 0.01.289.827 E alloc_tensor_range: ...") and what the child writes to stderr itself,
+    # with no time: ggml_abort's '<file>:<line>: GGML_ASSERT(...) failed', gdb's backtrace, 'terminate called ...'
+    # ("[57663] /src/llama-model.cpp:410: GGML_ASSERT(...) failed", "[ 8081] [New LWP 397021]")
+    r"\[ {0,4}\d{1,5}\] ",
     # and with a wall-clock date-time in brackets instead (llama-box, GPUStack's llama.cpp server, 2025):
     # "[2025-05-29 12:00:35.235796] E ROCm error: out of memory"; the fraction tells it from SGLang's "[date time] "
     r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] (?P<level>[IWED]) ",
@@ -230,6 +235,10 @@ def parse(text: str, *, remember: bool = False) -> Record:
     at: str | None = None
     seconds: float | None = None
     content = text
+    if text.startswith('{"') and '"msg"' in text:
+        record = _jsonl(text)
+        if record is not None:
+            content, level = record
     for turn in range(8):
         if remember and turn:
             layer = _NEXT.get(content)
@@ -276,6 +285,24 @@ def parse(text: str, *, remember: bool = False) -> Record:
     # trailing white space is no part of the message (a terminal's capture pads its lines): peeled last, so that
     # a prefix's own space still marks it on an empty line ("[pod/llm-0/server] ")
     return Record(content.rstrip(), source, level, at, seconds, tagged)
+
+
+_JSONL_LEVELS = {"info": "INFO", "warn": "WARNING", "error": "ERROR", "debug": "DEBUG"}
+
+
+def _jsonl(text: str) -> tuple[str, str] | None:
+    # llama.cpp's common log as JSON lines (--log-jsonl, 2026: common/log.cpp common_log_entry::print writes
+    # {"type": "log", "time": <us since start>, "level": "info|warn|error|debug|cont|none", "msg": "<line>\n"} to
+    # stdout, one a line): its message and level, or None for any other text; what the program writes to stderr
+    # itself (ggml_abort, gdb) stays plain beside them. The time is no clock time (as in its plain prefix)
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("type") != "log" or not isinstance(msg := obj.get("msg"), str):
+        return None
+    level = obj.get("level")
+    return msg.rstrip("\n"), _JSONL_LEVELS.get(level, "") if isinstance(level, str) else ""
 
 
 def _next_layer(text: str) -> tuple[int, int]:
