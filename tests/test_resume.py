@@ -853,18 +853,18 @@ def test_a_launch_resumed_across_an_upgrade_reads_only_the_bytes_appended(tmp_pa
 
 def test_a_crash_loop_of_300_restarts_keeps_a_bounded_history_and_checkpoint(tmp_path: Path) -> None:
     """A log of 300 starts, each crashing (a server restarted by its supervisor into the same log): the
-    lifecycle keeps the last MAX_INCARNATIONS_PER_LAUNCH past incarnations, the checkpoint stays under 128 KiB
+    lifecycle keeps the last PAST_INCARNATIONS_HELD past incarnations, the checkpoint stays under 128 KiB
     (it was 7 MB, over the 1 MiB cap past ~45 restarts), and the verdict still says incarnation 300 of 300,
     with the newest crash's root cause and traceback, also after the checkpoint is read back."""
     from watchdog.core.verdict import build_verdict  # noqa: PLC0415
-    from watchdog.vocabulary import MAX_INCARNATIONS_PER_LAUNCH  # noqa: PLC0415
+    from watchdog.vocabulary import PAST_INCARNATIONS_HELD  # noqa: PLC0415
 
     one = _read(CRASH)
     analyzer = Analyzer(load_engine(None))
     for n in range(300):
         analyzer.feed(one, float(n))
     analyzer.finish(300.0)
-    assert len(analyzer.lifecycle.history) == MAX_INCARNATIONS_PER_LAUNCH
+    assert len(analyzer.lifecycle.history) == PAST_INCARNATIONS_HELD
     first, _ = replay_path(CRASH)
     _ = _.to_json()
     want = build_verdict(first).to_json()

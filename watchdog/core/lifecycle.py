@@ -6,7 +6,7 @@ an error is a crash only on evidence that the server stopped serving (a fatal li
 health endpoint failing, or the end of the log with nothing served after it); a request answered (`served`
 rules: a status below 500, or a batch run) or `POST_READY_RECOVERY_LINES` healthy lines show it was one
 request's error: it is counted (facts `request_errors`, `last_request_error`), never a crash. A new start
-marker begins a new incarnation; `history` keeps the last `MAX_INCARNATIONS_PER_LAUNCH`.
+marker begins a new incarnation; `history` keeps the last `PAST_INCARNATIONS_HELD`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from watchdog.vocabulary import (
     DEFAULT_HANG_AFTER,
     FATAL_WHEN_LOGGED,
     FATAL_WHILE_STARTING,
-    MAX_INCARNATIONS_PER_LAUNCH,
+    PAST_INCARNATIONS_HELD,
     PROGRESS_STATES,
     STARTUP_PHASES,
     TERMINAL_STATES,
@@ -544,7 +544,7 @@ class Lifecycle:
 
     def _retire(self, inc: Incarnation) -> None:
         # A crash loop must not grow without bound (the memory, and the checkpoint recorded from it): the history
-        # keeps the last MAX_INCARNATIONS_PER_LAUNCH (the incarnation count is `current.number`), each without
+        # keeps the last PAST_INCARNATIONS_HELD (the incarnation count is `current.number`), each without
         # the error candidates its root cause was chosen from (nothing is chosen again for a past incarnation),
         # and only the newest past one keeps its traceback (a restart that has just begun reports that crash:
         # `verdict_incarnation`), only the newest `_ARGUMENTS_KEPT` their arguments.
@@ -556,7 +556,7 @@ class Lifecycle:
             if older.error is not None and older.error.traceback:
                 older.error = replace(older.error, traceback=())
         self.history.append(inc)
-        del self.history[:-MAX_INCARNATIONS_PER_LAUNCH]
+        del self.history[:-PAST_INCARNATIONS_HELD]
         for past in self.history[:-_ARGUMENTS_KEPT]:
             past.arguments = ()
 
