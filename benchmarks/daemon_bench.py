@@ -68,6 +68,13 @@ GOALS = {  # name: (bound, unit, what): issue 31's, for 200 launches at about 10
     "p99": (50.0, "ms", "line-to-verdict p99"),
     "quiet": (0.2, "% of a core", "CPU, all logs quiet"),
 }
+# From this many launches on, issue 31's goals for one daemon at scale (2,000 launches over SSH): it keeps up, no
+# crash verdict later than 1 s after its line, on less than one core; memory and the idle cost grow with the launches
+SCALE_LAUNCHES = 1000
+GOALS_AT_SCALE = {
+    "cpu": (100.0, "% of a core", "CPU, logs growing"),
+    "max": (1000.0, "ms", "line-to-verdict max"),
+}
 
 
 def _corpus() -> tuple[list[bytes], list[bytes], bytes]:
@@ -564,16 +571,20 @@ def main(argv: list[str] | None = None) -> int:
     for s in statuses:
         states[s["state"]] = states.get(s["state"], 0) + 1
     print(f"  states at the end: {states}; daemon warnings/errors logged: {len(failures)}")
-    measured = {"cpu": cpu, "rss": hwm_mb, "p99": p99, "quiet": quiet}
+    measured = {"cpu": cpu, "rss": hwm_mb, "p99": p99, "quiet": quiet, "max": worst}
+    goals = GOALS if args.launches < SCALE_LAUNCHES else GOALS_AT_SCALE
     print()
     print(f"  {'measure':<28} {'measured':>12} {'goal':>16}")
     missed_goals = []
-    for key, (bound, unit, what) in GOALS.items():
+    for key, (bound, unit, what) in goals.items():
         ok = measured[key] <= bound
         missed_goals += [] if ok else [key]
         print(
             f"  {what:<28} {measured[key]:>12.1f} {'<= ' + str(bound) + ' ' + unit:>16}  {'met' if ok else 'MISSED'}"
         )
+    for key, (_bound, unit, what) in GOALS.items():
+        if key not in goals:  # measured all the same, with no goal at this scale
+            print(f"  {what:<28} {measured[key]:>12.1f} {unit:>16}")
     print(f"  {'line-to-verdict p50, max':<28} {p50:>6.1f}, {worst:.1f} ms")
     print(f"\n  daemon log: {workdir / 'daemon-log.jsonl'}")
     if args.trace is not None:

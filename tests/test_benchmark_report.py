@@ -138,6 +138,21 @@ def test_daemon_bench_over_ssh_pinned_says_so_in_its_rows() -> None:
     assert [row.met for row in rows] == [True, True, True, True]
 
 
+def test_daemon_bench_at_scale_is_judged_on_one_core_and_a_verdict_within_a_second() -> None:
+    """From 1,000 launches on, daemon_bench.py's goals are issue 31's for one daemon at scale: under one core and no
+    crash verdict later than 1 s after its line; its peak RSS and p99 are printed without a goal, not parsed as one."""
+    d = report.parse_daemon(sample("daemon_bench_scale.txt"))
+    assert d.context["launches"] == 2000
+    assert d.goals == {
+        "CPU, logs growing": (91.5, 100.0, "% of a core"),
+        "line-to-verdict max": (3391.8, 1000.0, "ms"),
+    }
+    cpu, late = report.daemon_rows(d, "`cmd`")
+    assert (cpu.met, late.met) == (True, False)
+    assert late.what.startswith("daemon: line-to-verdict max, 2000 launches, over SSH")
+    assert "p50 128.1" in late.watchdog
+
+
 def test_daemon_output_without_a_goal_row_is_a_parse_error() -> None:
     """A daemon_bench.py output that lost its peak RSS row raises ParseError naming it."""
     text = "\n".join(line for line in sample("daemon_bench.txt").splitlines() if "peak RSS" not in line)

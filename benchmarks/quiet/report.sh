@@ -9,4 +9,4 @@ bash .devkit/setup.sh > "$OUT/setup.txt" 2>&1 || { cat "$OUT/setup.txt"; exit 1;
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 printf '#!/bin/sh\nexec python3 -m watchdog.cli "$@"\n' > /tmp/site/bin/watchdog; chmod +x /tmp/site/bin/watchdog
 python3 -m compileall -q watchdog
-python3 benchmarks/report.py --only "$@" --part-out "$OUT/part.json" 2>&1 | tail -40
+python3 benchmarks/report.py --only "$@" --part-out "$OUT/part.json" --outputs "$OUT/outputs" 2>&1 | tail -40
