@@ -94,9 +94,14 @@ def _caught_by_header(tb: Traceback, profile: Profile) -> bool:
     return bool(tb.header) and any(p.search(tb.header) for p in profile.caught)
 
 
+def _caught_by_frames(text: str, profile: Profile) -> bool:
+    # a function in the traceback that a [[caught]] rule knows logs what it caught and goes on
+    return any(p.search(text) for p in profile.caught)
+
+
 def _caught(tb: Traceback, text: str, profile: Profile) -> bool:
     # a traceback a [[caught]] rule knows as logged and survived: by a function in it, or by its header's words
-    return _caught_by_header(tb, profile) or any(p.search(text) for p in profile.caught)
+    return _caught_by_header(tb, profile) or _caught_by_frames(text, profile)
 
 
 def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Candidate | None:
@@ -115,7 +120,7 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
             # traceback would. One whose outermost frame is a process's main, or that passes through a startup
             # step, is as fatal cut as whole: the exception line still to come names the error, it cannot make
             # the process survive it (a [[caught]] function that logged it and went on is its outermost frame).
-            held = not _caught(tb, text, profile)
+            held = not _caught_by_frames(text, profile)
             return Candidate(
                 (tb.header.rstrip(":") or last)[:_MAX_SUMMARY],
                 tb.line,
