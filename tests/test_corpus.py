@@ -31,6 +31,12 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-two part B (helper i30-cases22b, labelled before the first run):
+    "llamacpp-2026-server-tag-pid-prefix-blank-lines-bonsai-tensor-offset-cut-issue25833": (
+        "incomplete, label crashed: every line is prefixed '[Server] ' by the user's front-end (no engine, wrapper or "
+        "relay the profiles know prints that tag), so the anchored gguf_init_from_reader rules never see the line's "
+        "start; peeling one unknown app's word would be tuning to this log"
+    ),
     # Issue 30, round twenty-one part B (helper i30-cases21b, labelled before the first run):
     "llamacpp-2026-journald-gpt-oss-120b-concurrent-streams-illegal-memory-access-new-lwp-pr18496": (
         "root cause the abort's 'ggml-cuda.cu:94: CUDA error', label the CUDA error line after it: the lines carry "
