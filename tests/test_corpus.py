@@ -31,6 +31,26 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-two part B (helper i30-cases22b, labelled before the first run):
+    "llamacpp-2026-server-tag-pid-prefix-blank-lines-bonsai-tensor-offset-cut-issue25833": (
+        "incomplete, label crashed: every line is prefixed '[Server] ' by the user's front-end (no engine, wrapper or "
+        "relay the profiles know prints that tag), so the anchored gguf_init_from_reader rules never see the line's "
+        "start; peeling one unknown app's word would be tuning to this log"
+    ),
+    "ollama-2025-0.11.2-macos-gpt-oss-cli-error-gallocr-metal-buffer-two-lines-issue11733": (
+        "loading_weights and the CLI's line, label allocating_kv_cache and the gallocr line: the crop is the CLI's 500 "
+        "(the scheduler's 'llama runner process has terminated: error:failed to allocate buffer, size = 33074.89 MiB', "
+        "the same allocation in MiB), fatal where it stands, then one runner line; and as in ollama 9782, Ollama's new "
+        "engine (gpt-oss runs on it) reserves its worst-case graph around the weights' load, so the gallocr line "
+        "alone cannot place the phase either"
+    ),
+    "llamacpp-2026-lemonade-9.1.3-rocm-strix-halo-still-waiting-for-llama-server-cut-lemonade838": (
+        "generic starting, label llamacpp loading_weights (outcome incomplete right): the crop is Lemonade's own CLI "
+        "(its router up on port 8000, 'Loading model ...', 'Still waiting for llama-server...'); 'waiting for "
+        "llama-server' is also Ollama 0.30+'s own wording (llama_server.go WaitUntilRunning 'waiting for "
+        "llama-server to start responding') and many managers', so it names no engine, and 'Loading model X...' is "
+        "one manager's word"
+    ),
     # Issue 30, round twenty-one part B (helper i30-cases21b, labelled before the first run):
     "llamacpp-2026-journald-gpt-oss-120b-concurrent-streams-illegal-memory-access-new-lwp-pr18496": (
         "root cause the abort's 'ggml-cuda.cu:94: CUDA error', label the CUDA error line after it: the lines carry "
