@@ -220,6 +220,14 @@ KNOWN_GAPS: dict[str, str] = {
         "its own warm-up requests and probes before 'fired up'), so with no engine known an access line is no "
         "proof of ready"
     ),
+    # Issue 30, round twenty-two part A (helper i30-cases22a, labelled before the first run):
+    "sglang-2026-04-h20-deepseek-v3.2-dp-attention-prefill-then-fatal-python-error-segfault-watchdog-thread-issue22757": (
+        "starting, label ready: the crop is two DP ranks' 'Prefill batch' lines then faulthandler's segfault; a "
+        "prefill beside another running or queued request looked like clients' traffic (the warm-up is one request "
+        "per rank), but sglang#16855 shows clients' requests prefilled while the warm-up is still under way "
+        "(Uvicorn serves before 'fired up': '#running-req: 6' then the warm-up's 502), so no prefill line proves "
+        "ready; that the server was past its warm-up is the thread's word, not the log's"
+    ),
 }
 
 
