@@ -228,6 +228,12 @@ KNOWN_GAPS: dict[str, str] = {
         "(Uvicorn serves before 'fired up': '#running-req: 6' then the warm-up's 502), so no prefill line proves "
         "ready; that the server was past its warm-up is the thread's word, not the log's"
     ),
+    "vllm-0.9-art-rl-qwen3-0.6b-tp2-worker-proc-died-unexpectedly-then-shm-broadcast-waits-no-traceback-openpipeart201": (
+        "starting, label ready: the crop is the executor's 'Worker proc VllmWorker-1 died unexpectedly' between the "
+        "engine core's 'No available shared memory broadcast block found in 60 second' waits, which vLLM prints at "
+        "startup (a long compile) as while serving; that the engine had generated the RL rollouts first is the "
+        "thread's word ('after rewards are calculated'), not the log's"
+    ),
 }
 
 
