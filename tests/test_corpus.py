@@ -234,6 +234,11 @@ KNOWN_GAPS: dict[str, str] = {
         "startup (a long compile) as while serving; that the engine had generated the RL rollouts first is the "
         "thread's word ('after rewards are calculated'), not the log's"
     ),
+    "sglang-2025-03-dp16-request-rate-bench-c10-frames-then-fatal-python-error-aborted-overlap-thread-dump-issue4673": (
+        "starting, label ready: the crop is a C++ frame list's tail, faulthandler's 'Fatal Python error: Aborted' and "
+        "the dump of the scheduler's watchdog thread and the overlap worker's forward_thread_func, which runs the "
+        "warm-up request's batches as it runs clients'; that the server was being benchmarked is the thread's word"
+    ),
 }
 
 

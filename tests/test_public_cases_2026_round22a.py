@@ -95,3 +95,26 @@ def test_vllm_add_request_frame_is_serving(tmp_path: Path) -> None:
     )
     assert _crash(_replay_text(tmp_path, died + frames))[:3] == ("vllm", "ready", "killed")
     assert _crash(_replay_text(tmp_path, died))[1] != "ready"
+
+
+def test_vllm_v1_executor_execute_model_frame_is_serving(tmp_path: Path) -> None:
+    """vLLM V1's engine core calls model_executor.execute_model(scheduler_output) only from step /
+    step_with_batch_queue when its scheduler has requests (v1/engine/core.py; v1/executor/*.py execute_model);
+    startup's steps go through collective_rpc by name and the DP dummy batch through execute_dummy_batch. vllm#25032
+    (2025-09, Qwen3-Next): the engine core's traceback through multiproc_executor.execute_model -> collective_rpc ->
+    get_response, cut - a death while serving, read as one at starting before. V0's worker execute_model, which
+    profile_run also calls, is not taken for serving."""
+    out = _verdict(
+        "vllm",
+        "vllm-2025-09-qwen3-next-enginecore-executor-execute-model-collective-rpc-dequeue-traceback-crop-issue25032",
+    )
+    assert _crash(out)[:2] == ("vllm", "ready")
+    head = (
+        "ERROR 09-17 04:06:37 [core.py:720] EngineCore encountered a fatal error.\n"
+        "ERROR 09-17 04:06:37 [core.py:720] Traceback (most recent call last):\n"
+    )
+    site = "/usr/local/lib/python3.12/dist-packages/vllm"
+    v1 = f'  File "{site}/v1/executor/uniproc_executor.py", line 131, in execute_model\n    output.result()\n'
+    assert _crash(_replay_text(tmp_path, head + v1))[:2] == ("vllm", "ready")
+    v0 = f'  File "{site}/worker/model_runner.py", line 1700, in execute_model\n    output = model_executable(\n'
+    assert _crash(_replay_text(tmp_path, head + v0))[1] != "ready"
