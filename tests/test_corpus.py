@@ -240,6 +240,25 @@ KNOWN_GAPS: dict[str, str] = {
         "its own warm-up requests and probes before 'fired up'), so with no engine known an access line is no "
         "proof of ready"
     ),
+    # Issue 30, round twenty-two part A (helper i30-cases22a, labelled before the first run):
+    "sglang-2026-04-h20-deepseek-v3.2-dp-attention-prefill-then-fatal-python-error-segfault-watchdog-thread-issue22757": (
+        "starting, label ready: the crop is two DP ranks' 'Prefill batch' lines then faulthandler's segfault; a "
+        "prefill beside another running or queued request looked like clients' traffic (the warm-up is one request "
+        "per rank), but sglang#16855 shows clients' requests prefilled while the warm-up is still under way "
+        "(Uvicorn serves before 'fired up': '#running-req: 6' then the warm-up's 502), so no prefill line proves "
+        "ready; that the server was past its warm-up is the thread's word, not the log's"
+    ),
+    "vllm-0.9-art-rl-qwen3-0.6b-tp2-worker-proc-died-unexpectedly-then-shm-broadcast-waits-no-traceback-openpipeart201": (
+        "starting, label ready: the crop is the executor's 'Worker proc VllmWorker-1 died unexpectedly' between the "
+        "engine core's 'No available shared memory broadcast block found in 60 second' waits, which vLLM prints at "
+        "startup (a long compile) as while serving; that the engine had generated the RL rollouts first is the "
+        "thread's word ('after rewards are calculated'), not the log's"
+    ),
+    "sglang-2025-03-dp16-request-rate-bench-c10-frames-then-fatal-python-error-aborted-overlap-thread-dump-issue4673": (
+        "starting, label ready: the crop is a C++ frame list's tail, faulthandler's 'Fatal Python error: Aborted' and "
+        "the dump of the scheduler's watchdog thread and the overlap worker's forward_thread_func, which runs the "
+        "warm-up request's batches as it runs clients'; that the server was being benchmarked is the thread's word"
+    ),
 }
 
 
