@@ -177,6 +177,8 @@ FORMATS: dict[str, Callable[[bytes], bytes]] = {
     "python-logging-container-relay": _each_line(
         lambda i: b"2026-12-04 08:%02d:%02d,%03d - INFO - [container] " % (i // 60 % 60, i % 60, i % 1000)
     ),
+    # LocalAI's relay of a backend's output through its zerolog console log (pkg/model initializers.go)
+    "localai-backend-relay": _each_line(lambda i: b"10:41AM DBG GRPC(llm-model-127.0.0.1:36865): stderr "),
     # stacked: kubectl logs --prefix --timestamps, docker compose logs --timestamps
     "kubectl-prefix-timestamps": _each_line(lambda i: b"[pod/llm-0/server] " + _stamp(i).encode() + b" "),
     "compose-timestamps": _each_line(lambda i: b"llm-1  | " + _stamp(i).encode() + b" "),
@@ -231,8 +233,8 @@ def test_a_log_stored_in_a_platforms_format_keeps_the_whole_verdict(
 ) -> None:
     """Every corpus log stored as CRI records (whole, or long lines in P parts cut anywhere), Docker json-file
     records (cut into parts), journald JSON entries (some messages as byte arrays) or journalctl's short-iso and
-    short-precise lines, behind Ray's worker prefix or a launcher's logging relay, or behind stacked prefixes,
-    gives the verdict of the plain log, summary included."""
+    short-precise lines, behind Ray's worker prefix, a launcher's logging relay or LocalAI's backend relay, or
+    behind stacked prefixes, gives the verdict of the plain log, summary included."""
     changed = _changed(FORMATS[name], originals, tmp_path, 4)
     if name.startswith("ray-"):
         changed = [c for c in changed if c.split("/", 1)[1].split(":", 1)[0] not in _WRAPPED_WHEN_COPIED]

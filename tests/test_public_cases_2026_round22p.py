@@ -16,6 +16,9 @@ _RAY_SERVE = "vllm-2025-ray-serve-controller-exception-in-replica-traceback-cut-
 _RAY_TASK = "vllm-2025-ray-engine-background-process-cudagraph-capture-incomplete-ray53663"
 _CONTAINER_RELAY = "vllm-2026-python-logging-container-tag-apiserver-traceback-cut-vllm43410"
 _MAIN_RELAY = "vllm-2025-python-logging-main-wrapper-enginecore-init-device-traceback-cut-olmocr260"
+_LOCALAI = "llamacpp-2025-compose-localai-grpc-stderr-relay-failed-to-open-gguf-fallback-localai5225"
+_SERVE_READY = "vllm-2025-ray-serve-llm-application-ready-then-test-teardown-replicas-stopped-ray55754"
+_GPUSTACK = "vllm-2025-gpustack-iso-logging-starting-vllm-server-0.7.2-gpustack1210"
 
 
 def test_a_serve_replicas_actor_name_with_colons_is_rays_prefix() -> None:
@@ -97,3 +100,40 @@ def test_journalctl_short_precise_is_peeled_as_short() -> None:
     short = parse("Jun 01 13:59:38 i2r-spd-0030576 ollama[318199]: llama_model_loader: - kv   3: x")
     assert precise == short
     assert precise.content == "llama_model_loader: - kv   3: x"
+
+
+def test_localais_backend_relay_is_peeled_to_the_backends_own_line() -> None:
+    """LocalAI logs through zerolog's console writer ('10:41AM DBG ') and relays its backend's output as
+    'GRPC(<model>-<address>): stderr <line>' (pkg/model initializers.go): under docker compose (LocalAI#5225,
+    2025) the llama.cpp backend's own line that says why the model failed, not LocalAI's DBG level or the
+    generic 'failed to load model' after it, is the cause."""
+    out = _verdict("llamacpp", _LOCALAI)
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    found = _error(out)
+    assert found["category"] == "model_load"
+    assert str(found["summary"]).startswith("gguf_init_from_file: failed to open GGUF file")
+    lines = (CORPUS / "llamacpp" / f"{_LOCALAI}.log").read_text(encoding="utf-8").splitlines()
+    assert parse(lines[3]).content == ""  # a relayed empty line
+    rec = parse(lines[6])
+    assert (rec.level, rec.content.split(":")[0]) == ("INFO", "[llama-cpp] Fails")
+
+
+def test_ray_serves_application_ready_line_is_ready() -> None:
+    """Ray Serve says 'Application '<name>' is ready at <url>.' once its deployments run and its proxies route
+    (serve/_private/client.py deploy_applications): ray PR 55754 (2025, Serve LLM) is ready there, and the test's
+    teardown after it (replicas removed, stopped) is no crash."""
+    out = _verdict("vllm", _SERVE_READY)
+    assert (out["state"], out["phase"], out["error"]) == ("ready", "ready", None)
+
+
+def test_a_python_logging_asctime_in_iso_form_is_peeled() -> None:
+    """A formatter's own ISO asctime ('%(asctime)s - %(name)s - %(levelname)s - %(message)s' with
+    '2025-02-28T16:40:18+00:00', GPUStack 0.5 in gpustack#1210; with microseconds and an offset in GPUStack 2.0)
+    gives the line's level and time as the default asctime does."""
+    first = (CORPUS / "vllm" / f"{_GPUSTACK}.log").read_text(encoding="utf-8").splitlines()[0]
+    rec = parse(first)
+    assert (rec.level, rec.at, rec.content) == ("INFO", "2025-02-28T16:40:18", "Starting vllm server")
+    rec = parse(
+        "2025-12-20 04:38:00.262558+08:00 - gpustack.worker.serve_manager - ERROR - Error provisioning"
+    )
+    assert (rec.level, rec.content) == ("ERROR", "Error provisioning")

@@ -43,6 +43,13 @@ _LEVELS = {
     "ERR": "ERROR",
     "FATAL": "CRITICAL",
     "EROR": "ERROR",
+    # zerolog's console writer (LocalAI): its three-letter levels
+    "TRC": "TRACE",
+    "DBG": "DEBUG",
+    "INF": "INFO",
+    "WRN": "WARNING",
+    "FTL": "CRITICAL",
+    "PNC": "CRITICAL",
 }
 # What an error (or fatal) level of the layers below looks like in a line's bytes, when the level is not the word
 # ERROR, CRITICAL or FATAL itself: glog's "[E0120 08:28:09.4 x.cc:1] " and "E0120 08:28:09.4 1 x.cc:1] ", PyTorch's
@@ -57,6 +64,7 @@ ERROR_LEVEL_MARKS = (
     rb"[0-9]\] E ",
     rb"level=[EeFfCc]",
     rb"\[(?:E|F|ERR|EROR)\]",
+    rb"[AP]M (?:ERR|FTL|PNC) ",
 )
 
 _TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
@@ -88,8 +96,10 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (the logging HOWTO's, and a launcher
     # relaying a server's lines through its own logger: "2025-03-07 23:50:27,531 - __main__ - INFO - ",
     # "2026-01-17 20:30:51,298 - vllm - INFO - "), and without the logger's name, "%(asctime)s - %(levelname)s -
-    # %(message)s": "2026-05-29 09:14:45,594 - INFO - "
-    rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ - (?:[\w.]+ - )?(?P<level>{_LEVEL}) - ",
+    # %(message)s": "2026-05-29 09:14:45,594 - INFO - "; asctime as a formatter's own ISO time (GPUStack's, 2025:
+    # "2025-02-28T16:40:18+00:00 - gpustack.worker.backends.vllm - INFO - ", "2025-12-20 04:37:58.559317+08:00 - ")
+    rf"(?P<ts>\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)? - (?:[\w.]+ - )?"
+    rf"(?P<level>{_LEVEL}) - ",
     # a harness relaying a container's lines (the Docker SDK's container.logs()) through its own logger or print,
     # each tagged as the container's: logger.info(f"[container] {line}"), "[Container] ", "[CONTAINER] "
     r"\[(?:container|Container|CONTAINER)\] (?P<relay>)",
@@ -167,6 +177,11 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
     # a CI runner's (Jenkins timestamper, GitLab) bracketed ISO time in front: "[2025-11-06T02:10:00.702Z] "
     rf"\[(?P<ts>{_TS_DATE}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ",
+    # LocalAI's own log (zerolog's console writer: time.Kitchen and a three-letter level, "10:41AM DBG "), and its
+    # relay of a backend process's output (pkg/model initializers.go: log.Debug().Msgf("GRPC(%s): stderr %s",
+    # <model id>-<address>, line), and stdout): "GRPC(gpt-4-127.0.0.1:36865): stderr " before llama.cpp's own line
+    r"\d{1,2}:\d\d[AP]M (?P<level>TRC|DBG|INF|WRN|ERR|FTL|PNC) ",
+    r"GRPC\([^()\s]*:\d+\): std(?:err|out)(?: |$)(?P<relay>)",
     # LocalAI's backend-log page (2026, react-ui BackendLogs.jsx) copied from the browser: each line's time
     # (toLocaleTimeString() + "." + milliseconds), its stream's badge and the engine's text are three spans with
     # nothing between them, so a copy glues them: "10:22:48.969stderrprint_info: ...", "1:02:03 PM.004stdout..."
