@@ -391,6 +391,8 @@ def _parse_layer_by_layer(text: str) -> Record:
             if m is None or m.end() == 0:
                 continue
             groups = m.groupdict()
+            if (groups.get("source") and groups.get("pid")) or "relay" in groups:
+                level = ""  # the program's own line starts here: a level before it was its relay's
             if groups.get("level"):
                 raw = groups["level"].upper()
                 level = envelope._LEVELS.get(raw, raw)

@@ -162,6 +162,23 @@ FORMATS: dict[str, Callable[[bytes], bytes]] = {
     "journald-short-iso-precise": _each_line(
         lambda i: b"2026-12-04T08:%02d:%02d.%06d+0000 gpu-node-7 python3[4242]: " % (i // 60 % 60, i % 60, i)
     ),
+    # journalctl -o short-precise: the classic syslog time with its microseconds (journalctl(1) --output)
+    "journald-short-precise": _each_line(
+        lambda i: b"Dec 04 08:%02d:%02d.%06d gpu-node-7 python3[4242]: " % (i // 60 % 60, i % 60, i)
+    ),
+    # Ray's prefix of a worker's line forwarded to the driver, "({actor or task name} pid={pid}[, ip={ip}]) "
+    # (ray/_private/worker.py print_worker_logs): a Serve replica's actor name holds colons and a deployment's slash
+    "ray-serve-replica": _each_line(
+        lambda i: b"(ServeReplica:default:LLMServer:meta-llama/Llama-3.1-8B pid=4242) "
+    ),
+    "ray-task": _each_line(lambda i: b"(_EngineBackgroundProcess pid=4243, ip=10.0.0.7) "),
+    # a launcher relaying a container's lines through Python logging at one level, each tagged as the container's
+    # ('%(asctime)s - %(levelname)s - %(message)s' and logger.info(f"[container] {line}"))
+    "python-logging-container-relay": _each_line(
+        lambda i: b"2026-12-04 08:%02d:%02d,%03d - INFO - [container] " % (i // 60 % 60, i % 60, i % 1000)
+    ),
+    # LocalAI's relay of a backend's output through its zerolog console log (pkg/model initializers.go)
+    "localai-backend-relay": _each_line(lambda i: b"10:41AM DBG GRPC(llm-model-127.0.0.1:36865): stderr "),
     # stacked: kubectl logs --prefix --timestamps, docker compose logs --timestamps
     "kubectl-prefix-timestamps": _each_line(lambda i: b"[pod/llm-0/server] " + _stamp(i).encode() + b" "),
     "compose-timestamps": _each_line(lambda i: b"llm-1  | " + _stamp(i).encode() + b" "),
@@ -200,14 +217,28 @@ def test_a_lossless_transport_keeps_the_whole_verdict(
     assert _changed(LOSSLESS[name], originals, tmp_path, 4) == []
 
 
+# Logs whose long lines a terminal or a boxed viewer (k9s) wrapped when they were copied: Ray prefixes each line a
+# worker wrote, before any terminal wraps it, so a Ray prefix in front of each wrapped fragment is no log Ray prints
+# (a fragment behind its own process tag reads as a record of that process, not as the rest of a line).
+_WRAPPED_WHEN_COPIED = {
+    "sglang-2025-k9s-boxed-scheduler-exception-event-loop-overlap-after-ready-traceback-cut-issue4017.log",
+    "vllm-v1-xpu-kv-cache-too-small-wrapped-lines-arcb70-issue4.log",
+    "vllm-xpu-2026-llm-scaler-0.10.3-tp-workers-bookkeeping-sync-to-list-wrapped-paths-traceback-cut-issue235.log",
+}
+
+
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_a_log_stored_in_a_platforms_format_keeps_the_whole_verdict(
     name: str, originals: dict[Path, tuple[object, ...]], tmp_path: Path
 ) -> None:
     """Every corpus log stored as CRI records (whole, or long lines in P parts cut anywhere), Docker json-file
-    records (cut into parts), journald JSON entries (some messages as byte arrays) or journalctl's short-iso
-    lines, or behind stacked prefixes, gives the verdict of the plain log, summary included."""
-    assert _changed(FORMATS[name], originals, tmp_path, 4) == []
+    records (cut into parts), journald JSON entries (some messages as byte arrays) or journalctl's short-iso and
+    short-precise lines, behind Ray's worker prefix, a launcher's logging relay or LocalAI's backend relay, or
+    behind stacked prefixes, gives the verdict of the plain log, summary included."""
+    changed = _changed(FORMATS[name], originals, tmp_path, 4)
+    if name.startswith("ray-"):
+        changed = [c for c in changed if c.split("/", 1)[1].split(":", 1)[0] not in _WRAPPED_WHEN_COPIED]
+    assert changed == []
 
 
 # Logs copied from a log UI's table view (Grafana Loki's: every row '  |   | TIME | LINE |'), not written by a

@@ -43,6 +43,13 @@ _LEVELS = {
     "ERR": "ERROR",
     "FATAL": "CRITICAL",
     "EROR": "ERROR",
+    # zerolog's console writer (LocalAI): its three-letter levels
+    "TRC": "TRACE",
+    "DBG": "DEBUG",
+    "INF": "INFO",
+    "WRN": "WARNING",
+    "FTL": "CRITICAL",
+    "PNC": "CRITICAL",
 }
 # What an error (or fatal) level of the layers below looks like in a line's bytes, when the level is not the word
 # ERROR, CRITICAL or FATAL itself: glog's "[E0120 08:28:09.4 x.cc:1] " and "E0120 08:28:09.4 1 x.cc:1] ", PyTorch's
@@ -57,6 +64,7 @@ ERROR_LEVEL_MARKS = (
     rb"[0-9]\] E ",
     rb"level=[EeFfCc]",
     rb"\[(?:E|F|ERR|EROR)\]",
+    rb"[AP]M (?:ERR|FTL|PNC) ",
 )
 
 _TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
@@ -79,13 +87,22 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # journald: "Jan 26 17:48:20 ip-172-31-3-6 ollama[1418]: ", its month in the host's locale (strftime's %b):
     # "7月 21 11:33:06 dar ollama[1166693]: " (Chinese, Japanese; Korean "7월"), "juil. 21 ..." (French); and with
     # its host and identifier taken out, as journal excerpts are pasted into public issues ("Mar 25 08:53:54: ",
-    # ollama#9976 2025, ollama#16499 2026): the time then ends in the colon
+    # ollama#9976 2025, ollama#16499 2026): the time then ends in the colon; and journalctl -o short-precise, the same
+    # with the time's microseconds ("Dec 02 10:00:01.123456 gpu-node-7 vllm[4242]: ", journalctl(1) --output)
     rf"(?:(?P<mon>[A-Z][a-z]{{2}})|(?P<monnum>\d{{1,2}})[月월]|[^\W\d_]{{3,5}}\.?) (?P<day>[ \d]\d) "
-    rf"(?P<time>\d\d:\d\d:\d\d)(?: \S+ {_IDENT})?: ",
+    rf"(?P<time>\d\d:\d\d:\d\d)(?:\.\d{{6}})?(?: \S+ {_IDENT})?: ",
     # Google Cloud logging export: "ERROR 2025-04-07T19:13:52.318307161Z "
     rf"(?P<level>{_LEVEL}|DEFAULT) (?P<ts>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z ",
-    # Python logging default wrapper: "2025-03-07 23:50:27,531 - __main__ - INFO - "
-    rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ - [\w.]+ - (?P<level>{_LEVEL}) - ",
+    # Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (the logging HOWTO's, and a launcher
+    # relaying a server's lines through its own logger: "2025-03-07 23:50:27,531 - __main__ - INFO - ",
+    # "2026-01-17 20:30:51,298 - vllm - INFO - "), and without the logger's name, "%(asctime)s - %(levelname)s -
+    # %(message)s": "2026-05-29 09:14:45,594 - INFO - "; asctime as a formatter's own ISO time (GPUStack's, 2025:
+    # "2025-02-28T16:40:18+00:00 - gpustack.worker.backends.vllm - INFO - ", "2025-12-20 04:37:58.559317+08:00 - ")
+    rf"(?P<ts>\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)? - (?:[\w.]+ - )?"
+    rf"(?P<level>{_LEVEL}) - ",
+    # a harness relaying a container's lines (the Docker SDK's container.logs()) through its own logger or print,
+    # each tagged as the container's: logger.info(f"[container] {line}"), "[Container] ", "[CONTAINER] "
+    r"\[(?:container|Container|CONTAINER)\] (?P<relay>)",
     # SGLang >= 0.5.4 custom format: "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] "
     rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
     # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
@@ -97,7 +114,13 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # and SkyPilot's prefix of a task's output (sky/skylet/log_lib.py run_with_log callers: '({task}, pid={pid}) ' on
     # one node, '({node}, rank={rank}, pid={pid}[, ip={ip}]) ' on several, '(setup pid={pid}, ip={ip}) '), the
     # rank naming the node's stream: "(task, pid=12148) ", "(worker1, rank=1, pid=2330, ip=10.0.0.2) "
-    r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+|, rank=\d+(?=, pid=)|(?: [A-Z]{2,3}\d+)+(?= pid=))?)"
+    # Ray's own prefix is "({actor or task name} pid={pid}[, ip={ip}]) " (ray/_private/worker.py print_worker_logs,
+    # prefix_for): a task's name may begin with an underscore ("(_EngineBackgroundProcess pid=9083) ",
+    # "(_get_vllm_engine_config pid=61380) ") and a Serve replica's actor is named "ServeReplica:<app>:<deployment>",
+    # a deployment's name with its own colons, slashes and dots ("(ServeReplica:default:VLLMDeployment pid=770466) ",
+    # "(ServeReplica:default:meta-llama/Llama-2-7b-chat-hf:meta-llama--Llama-2-7b-chat-hf pid=529554) ")
+    r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+|, rank=\d+(?=, pid=)|(?: [A-Z]{2,3}\d+)+(?= pid=)"
+    r"|(?::[\w./-]+)+(?= pid=))?|_[\w-]*(?= pid=))"
     r"(?:,? pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
     # torchrun: "[rank0]:"
     r"\[(?P<source>rank\d+)\]:\s?",
@@ -154,6 +177,11 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     rf"|(?P<ts>{_TS})(?: (?:stdout|stderr) [FP](?::\S*)?)?(?: |$)",
     # a CI runner's (Jenkins timestamper, GitLab) bracketed ISO time in front: "[2025-11-06T02:10:00.702Z] "
     rf"\[(?P<ts>{_TS_DATE}(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\] ",
+    # LocalAI's own log (zerolog's console writer: time.Kitchen and a three-letter level, "10:41AM DBG "), and its
+    # relay of a backend process's output (pkg/model initializers.go: log.Debug().Msgf("GRPC(%s): stderr %s",
+    # <model id>-<address>, line), and stdout): "GRPC(gpt-4-127.0.0.1:36865): stderr " before llama.cpp's own line
+    r"\d{1,2}:\d\d[AP]M (?P<level>TRC|DBG|INF|WRN|ERR|FTL|PNC) ",
+    r"GRPC\([^()\s]*:\d+\): std(?:err|out)(?: |$)(?P<relay>)",
     # LocalAI's backend-log page (2026, react-ui BackendLogs.jsx) copied from the browser: each line's time
     # (toLocaleTimeString() + "." + milliseconds), its stream's badge and the engine's text are three spans with
     # nothing between them, so a copy glues them: "10:22:48.969stderrprint_info: ...", "1:02:03 PM.004stdout..."
@@ -269,7 +297,11 @@ def parse(text: str, *, remember: bool = False) -> Record:
             if len(_PEELED) >= _PEELED_MAX:
                 _PEELED.clear()
             _PEELED[key] = peeled
-        found_level, found, found_source, found_tagged = peeled
+        found_level, found, found_source, found_tagged, starts = peeled
+        if starts:
+            # a program's own line begins after this prefix: a level found before it was its relay's (a launcher's
+            # logger, a log service's severity), which says nothing of the line (a traceback relayed at INFO)
+            level = ""
         if found_level:
             level = found_level
         if found is not None:
@@ -324,15 +356,17 @@ _NO_LAYER = (-1, 0)
 _NEXT: dict[str, tuple[int, int]] = {}
 _NEXT_MAX = 1024
 
-# (level, time, source, tagged) of a layer's prefix, by (layer, prefix text); bounded, as a busy log's times move on
-_Peeled = tuple[str, "tuple[str, float] | None", "str | None", bool]
+# (level, time, source, tagged, starts) of a layer's prefix, by (layer, prefix text); bounded, as a busy log's times
+# move on
+_Peeled = tuple[str, "tuple[str, float] | None", "str | None", bool, bool]
 _PEELED: dict[tuple[int, str], _Peeled] = {}
 _PEELED_MAX = 4096
 
 
 def _peel(m: re.Match[str]) -> _Peeled:
-    # What one layer's match tells: its level ("" for none), its time, the source it names (None: it names none)
-    # and whether that source is a tag printed on the line.
+    # What one layer's match tells: its level ("" for none), its time, the source it names (None: it names none),
+    # whether that source is a tag printed on the line, and whether a program's own line starts after it (a process
+    # tag with its pid, as Ray and vLLM print it, or a relay's tag of a container's line).
     groups = m.groupdict()
     level = ""
     if groups.get("level"):
@@ -340,13 +374,13 @@ def _peel(m: re.Match[str]) -> _Peeled:
         level = _LEVELS.get(raw, raw)
     rank = (groups.get("rank") or "").strip()
     if rank:
-        return level, _time_of(groups), _short_rank(rank), False
+        return level, _time_of(groups), _short_rank(rank), False, False
     if groups.get("source"):
         name = groups["source"]
         pid = groups.get("pid")
         source = name if (pid is None or any(c.isdigit() for c in name)) else f"{name} pid={pid}"
-        return level, _time_of(groups), source, True
-    return level, _time_of(groups), None, False
+        return level, _time_of(groups), source, True, pid is not None
+    return level, _time_of(groups), None, False, "relay" in groups
 
 
 def _short_rank(rank: str) -> str:
