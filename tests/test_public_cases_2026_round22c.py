@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 from publiccases import CORPUS, replay_text
 from publiccases import error as _error
 from publiccases import verdict as _verdict
+
+from watchdog.follow.testing import follow_at_pace
 
 _OMNI_FATAL = "vllm-omni-2026-realtime-ws-abort-stage-engine-core-proc-fatal-error-cut-issue4271"
 _LLMD_FATAL = "vllm-llmd-2025-stern-pod-prefix-decode-enginecore-fatal-error-busy-loop-cut-llmd394"
@@ -32,10 +35,16 @@ def test_an_engine_core_that_encountered_a_fatal_error_had_been_ready(tmp_path: 
     'EngineCore encountered a fatal error.' / 'StageEngineCoreProc encountered a fatal error.' only once the engine
     core exists, its startup handshake done and the busy loop running; before that they say '... failed to start.'.
     vllm-omni#4271 (a stage dying as a realtime request is aborted) and llm-d#394 (a decode pod, each line behind
-    the log tailer's pod and container names) are crashes after ready."""
+    the log tailer's pod and container names) are crashes after ready. Both handlers re-raise after the line (the
+    engine core process ends): fatal, so a follower says so at once, without the crash grace."""
     for name in (_OMNI_FATAL, _LLMD_FATAL):
         out = _verdict("vllm", name)
         assert (out["state"], out["phase"]) == ("crashed", "ready"), name
+        run = anyio.run(follow_at_pace, (CORPUS / "vllm" / f"{name}.log").read_bytes())
+        assert run.verdict is not None, name
+        assert run.verdict["state"] == "crashed", name
+        assert run.verdict_after is not None, name
+        assert run.verdict_after < 1.0, name
     text = _text("vllm", _OMNI_FATAL)
     fatal = "StageEngineCoreProc encountered a fatal error."
     assert fatal in text
