@@ -51,6 +51,26 @@ KNOWN_GAPS: dict[str, str] = {
         "llama-server to start responding') and many managers', so it names no engine, and 'Loading model X...' is "
         "one manager's word"
     ),
+    # Issue 30, round twenty-two part C (helper i30-cases22c, labelled before the first run):
+    "vllm-ascend-2026-gpustack-ray-npu-enginecore-failed-to-start-after-moe-layer-init-ansi-remnants-cut-gpustack4194": (
+        "root cause '36m' and phase starting, label null and loading_weights (outcome right): the paste lost both "
+        "the ESC and the '[' of each colour code ('36m(EngineCore_DP0 pid=820)0m ERROR ...'), a form framing does "
+        "not strip (its SGR tail needs the '['; a bare '36m' is also ordinary text), so the engine's own prefix is "
+        "not peeled; and the only line before the failure is FusedMoE's 'FlashInfer CUTLASS MOE is available for "
+        "EP but not enabled' (layer.py:327), printed while the model is built, which names no loading step"
+    ),
+    "sglang-ascend-2026-glm5-stress-ascendc-gather-v3-assert-out-of-range-scheduler-event-loop-ascendsglang74": (
+        "phase starting, label ready (outcome, category and cause right): the crop's one frame is "
+        "run_scheduler_process calling 'scheduler.run_event_loop()', and the event loop also serves SGLang's warm-up "
+        "request before ready (sglang 7547's crash in event_loop_overlap during 'Running warmup', capturing_graphs): "
+        "the call alone cannot place the crash after ready"
+    ),
+    "vllm-ascend-2026-v0.21-glm51-acl-graph-stream-synchronize-worker-traceback-wrapped-lines-cut-vllmascend10700": (
+        "phase starting, label ready (outcome right): the crop's frames are NPUModelRunner._model_forward and "
+        "ACLGraphWrapper.__call__ (acl_graph.py:270, a graph replay's stream synchronize), which both the startup's "
+        "dummy runs and capture (_dummy_run) and a served step (execute_model) go through; the frame above that "
+        "would tell which is cut off, so only the issue's words ('crashes after running for a while') place it"
+    ),
     # Issue 30, round twenty-one part B (helper i30-cases21b, labelled before the first run):
     "llamacpp-2026-journald-gpt-oss-120b-concurrent-streams-illegal-memory-access-new-lwp-pr18496": (
         "root cause the abort's 'ggml-cuda.cu:94: CUDA error', label the CUDA error line after it: the lines carry "
