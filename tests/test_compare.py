@@ -74,6 +74,22 @@ def test_volatile_arguments_and_object_addresses_are_not_changes() -> None:
     assert compare(before, after).arguments == (ArgumentChange("random_seed", "--random-seed", "1", "2"),)
 
 
+def test_a_relaunch_holding_the_same_arguments_leaves_the_remembered_comparisons_alone() -> None:
+    """A relaunch with the same arguments (one tuple, as the lifecycle keeps it) has none changed, and takes no
+    place among the comparisons remembered: a daemon's thousands of crash-looping launches do not push out the
+    comparison of a launch whose arguments did change."""
+    before = Baseline(1, arguments=(_arg("tp_size", "8"), _arg("mem_fraction_static", "0.78")))
+    after = Baseline(2, arguments=(_arg("tp_size", "8"), _arg("mem_fraction_static", "0.92")))
+    found = compare(before, after).arguments
+    assert [c.name for c in found] == ["mem_fraction_static"]
+    for i in range(2000):
+        same = (_arg("tp_size", "8"), _arg("port", str(30000 + i)))
+        changes = compare(Baseline(1, arguments=same), Baseline(2, arguments=same))
+        assert changes.compared_arguments
+        assert changes.arguments == ()
+    assert compare(before, after).arguments is found  # still remembered, not compared again
+
+
 def test_arguments_are_not_compared_when_one_launch_showed_none() -> None:
     """A launch whose log showed no argument dump (warning level) is not taken as one with every argument
     removed."""
