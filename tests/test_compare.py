@@ -74,6 +74,22 @@ def test_volatile_arguments_and_object_addresses_are_not_changes() -> None:
     assert compare(before, after).arguments == (ArgumentChange("random_seed", "--random-seed", "1", "2"),)
 
 
+def test_a_relaunch_holding_the_same_arguments_leaves_the_remembered_comparisons_alone() -> None:
+    """A relaunch with the same arguments (one tuple, as the lifecycle keeps it) has none changed, and takes no
+    place among the comparisons remembered: a daemon's thousands of crash-looping launches do not push out the
+    comparison of a launch whose arguments did change."""
+    before = Baseline(1, arguments=(_arg("tp_size", "8"), _arg("mem_fraction_static", "0.78")))
+    after = Baseline(2, arguments=(_arg("tp_size", "8"), _arg("mem_fraction_static", "0.92")))
+    found = compare(before, after).arguments
+    assert [c.name for c in found] == ["mem_fraction_static"]
+    for i in range(2000):
+        same = (_arg("tp_size", "8"), _arg("port", str(30000 + i)))
+        changes = compare(Baseline(1, arguments=same), Baseline(2, arguments=same))
+        assert changes.compared_arguments
+        assert changes.arguments == ()
+    assert compare(before, after).arguments is found  # still remembered, not compared again
+
+
 def test_arguments_are_not_compared_when_one_launch_showed_none() -> None:
     """A launch whose log showed no argument dump (warning level) is not taken as one with every argument
     removed."""
@@ -253,3 +269,54 @@ def test_a_relaunch_is_compared_with_the_launch_before_as_it_is_now(tmp_path: Pa
     assert [f.name for f in changed.changes.facts] == ["kv_cache_tokens"]
     verdicts._BASELINES.clear()
     assert changed == verdicts.build_verdict(analyzer)
+
+
+def test_the_launch_befores_baseline_stays_remembered_however_many_launches(tmp_path: Path) -> None:
+    """A daemon of many launches (a crash loop of 2,000) builds each launch's verdicts in turn: the baseline of
+    each launch's incarnation before is made once and found again at its next verdict, whatever the number of
+    launches; a verdict with changes leaves its own incarnation's baseline made for the next one; and what is
+    remembered goes with the incarnations it was made of."""
+    import gc  # noqa: PLC0415
+
+    import watchdog.core.verdict as verdicts  # noqa: PLC0415
+    from watchdog.core.analyzer import Analyzer  # noqa: PLC0415
+    from watchdog.core.lifecycle import Incarnation  # noqa: PLC0415
+    from watchdog.profiles.loader import load_engine  # noqa: PLC0415
+
+    log = _relaunch(tmp_path).read_bytes()
+    analyzers = []
+    for _ in range(600):
+        analyzer = Analyzer(load_engine(None))
+        analyzer.feed(log, 0.0)
+        analyzer.finish(0.0)
+        analyzers.append(analyzer)
+    verdicts._BASELINES.clear()
+
+    def made(inc: Incarnation) -> Baseline:
+        return verdicts.verdict_of(inc, engine=None, lines_read=0, bytes_read=0).baseline()
+
+    first: list[tuple[Baseline, Baseline]] = []
+    for analyzer in analyzers:
+        [before] = analyzer.lifecycle.history
+        now = analyzer.lifecycle.current
+        verdict = verdicts.build_verdict(analyzer)
+        assert verdict.changes is not None
+        assert verdict.changes.since_incarnation == before.number
+        assert id(now) in verdicts._BASELINES  # made by the verdict itself
+        first.append((verdicts._baseline(before), verdicts._baseline(now)))
+    for analyzer, (before_base, now_base) in zip(analyzers, first, strict=True):
+        [before] = analyzer.lifecycle.history
+        now = analyzer.lifecycle.current
+        assert verdicts.build_verdict(analyzer).changes is not None
+        assert verdicts._baseline(before) is before_base  # not made again, 599 launches later
+        assert verdicts._baseline(now) is now_base  # its own verdicts found it made
+        assert now_base == made(now)  # as it would be made anew
+        assert before_base == made(before)
+
+    keys = {
+        id(inc) for analyzer in analyzers for inc in (*analyzer.lifecycle.history, analyzer.lifecycle.current)
+    }
+    assert keys <= set(verdicts._BASELINES)
+    del analyzers, analyzer, before, now
+    gc.collect()
+    assert not keys & set(verdicts._BASELINES)

@@ -219,6 +219,10 @@ _REMEMBERED: dict[
 def _compared(
     before: tuple[Argument, ...], after: tuple[Argument, ...], volatile: frozenset[str]
 ) -> tuple[ArgumentChange, ...]:
+    if before is after:
+        # a relaunch with the same arguments holds the same tuple (`Lifecycle`): nothing changed, and no entry
+        # taken (a crash loop's thousands of launches would push out the comparisons that found something)
+        return ()
     key = (id(before), id(after), volatile)
     hit = _REMEMBERED.get(key)
     if hit is not None and hit[0] is before and hit[1] is after:

@@ -92,7 +92,7 @@ class Transition:
         return {"state": self.state.value, "line": self.line, "at": self.at}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)  # weakly held by what is remembered of it (`verdict._baseline`)
 class Incarnation:
     """One start of the server in the log: its phase history, progress, facts and errors."""
 

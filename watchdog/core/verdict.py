@@ -6,7 +6,9 @@ The JSON is made here only (`to_json`), its times in one RFC 3339 form (`rfc3339
 
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -309,13 +311,17 @@ class Verdict:
             facts=tuple((k, v) for k, v in self.facts if not isinstance(v, Mapping)),
         )
 
-    def compared(self, before: Baseline | None, volatile: Iterable[str] = ()) -> Verdict:
-        """This verdict with what changed since `before` (the launch before; None: there is none)."""
+    def compared(
+        self, before: Baseline | None, volatile: Iterable[str] = (), *, baseline: Baseline | None = None
+    ) -> Verdict:
+        """This verdict with what changed since `before` (the launch before; None: there is none); `baseline`:
+        this verdict's own, where it was made already."""
         if before is None or before.incarnation >= self.incarnation:
             return self
         from watchdog.core.compare import compare  # noqa: PLC0415 - see `baseline`
 
-        return replace(self, changes=compare(before, self.baseline(), volatile=volatile))
+        mine = self.baseline() if baseline is None else baseline
+        return replace(self, changes=compare(before, mine, volatile=volatile))
 
     def with_facts(self, facts: Mapping[str, FactValue]) -> Verdict:
         """This verdict with `facts` added (a probe's, the GPU sampler's), replacing those of the same name."""
@@ -588,13 +594,24 @@ def build_verdict(
             # restored from a checkpoint of a build that kept no arguments: the store kept them
             base = replace(base, arguments=stored.arguments)
     volatile = analyzer.profile.volatile_arguments if analyzer.profile is not None else ()
-    return verdict.compared(base, volatile)
+    if base is None or base.incarnation >= verdict.incarnation:
+        return verdict
+    # this incarnation's own, which the next one is compared with once it starts (see `_BASELINES`)
+    mine = _baseline(inc, verdict)
+    if mine.arguments is not verdict.arguments:
+        mine = replace(mine, arguments=verdict.arguments)  # `command`'s, not the incarnation's
+    return verdict.compared(base, volatile, baseline=mine)
 
 
 # The launch before's baseline, remembered: each verdict of an incarnation (its ready, its crash, every /status
 # entry) compares it with the incarnation before, which has ended and no longer changes; its baseline is made
 # again only when what it is made of changed: its timeline's entries (by identity: an entry is replaced, never
-# changed), its facts, arguments, ready time or live range. Keyed by the incarnation's id, kept alive with it.
+# changed), its facts, arguments, ready time or live range. Keyed by the incarnation's id, held as long as the
+# incarnation lives and no longer (a weak reference, whose end takes the entry out): one entry a launch's
+# newest incarnations, however many launches a daemon follows (a bound on entries emptied the table before a
+# crash loop's 2,000 launches came back to theirs, and each verdict made its launch before's again). A verdict
+# with changes asks its own incarnation's too (`build_verdict`): made from it unless remembered, and there for the
+# next incarnation's verdicts as their launch before's.
 _Made = tuple[
     int,  # number
     tuple[Argument, ...],  # arguments, by identity
@@ -603,13 +620,11 @@ _Made = tuple[
     tuple[tuple[Transition, float | None], ...],  # timeline entries, by identity
     tuple[tuple[str, float | str], ...],  # facts
 ]
-_BASELINES: dict[int, tuple[Incarnation, _Made, Baseline]] = {}
-_BASELINES_KEPT = 512
+_BASELINES: dict[int, tuple[weakref.ref[Incarnation], _Made, Baseline]] = {}
 
 
-def _baseline(inc: Incarnation) -> Baseline:
-    """`verdict_of(inc).baseline()`, remembered while `inc` stays as it was (see `_BASELINES`)."""
-    made: _Made = (
+def _made(inc: Incarnation) -> _Made:
+    return (
         inc.number,
         inc.arguments,
         inc.live_from,
@@ -617,15 +632,35 @@ def _baseline(inc: Incarnation) -> Baseline:
         tuple(inc.timeline),
         tuple(inc.facts.items()),
     )
-    hit = _BASELINES.get(id(inc))
-    if hit is not None and hit[0] is inc and _same(hit[1], made):
-        return hit[2]
-    # the engine and the lines read are not in a baseline
-    base = verdict_of(inc, engine=None, lines_read=0, bytes_read=0).baseline()
-    if len(_BASELINES) >= _BASELINES_KEPT:
-        _BASELINES.clear()
-    _BASELINES[id(inc)] = (inc, made, base)
+
+
+def _baseline(inc: Incarnation, verdict: Verdict | None = None) -> Baseline:
+    """`verdict_of(inc).baseline()`, remembered while `inc` stays as it was (see `_BASELINES`); `verdict`: one
+    just made of `inc`, whose baseline it is when not remembered."""
+    made = _made(inc)
+    key = id(inc)
+    hit = _BASELINES.get(key)
+    if hit is not None and hit[0]() is inc:
+        if _same(hit[1], made):
+            return hit[2]
+        ref = hit[0]
+    else:
+        ref = weakref.ref(inc, functools.partial(_forget, key))
+    if verdict is None:
+        # the engine and the lines read are not in a baseline
+        verdict = verdict_of(inc, engine=None, lines_read=0, bytes_read=0)
+    base = verdict.baseline()
+    if base.arguments is not inc.arguments:
+        base = replace(base, arguments=inc.arguments)  # launch mode's command: not the incarnation's own
+    _BASELINES[key] = (ref, made, base)
     return base
+
+
+def _forget(key: int, ref: weakref.ref[Incarnation]) -> None:
+    # an incarnation ended its life: its entry goes (not one that another, made since at its address, holds)
+    hit = _BASELINES.get(key)
+    if hit is not None and hit[0] is ref:
+        del _BASELINES[key]
 
 
 def _same(was: _Made, now: _Made) -> bool:
