@@ -81,10 +81,10 @@ def test_the_cache_folder(
     assert cache_folder() == (None if folder is None else Path(folder))
 
 
-def _replay(log: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+def _replay(log: Path, cache: Path, command: str = "replay") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     return subprocess.run(
-        [sys.executable, "-m", "watchdog.cli", "replay", "--json", str(log)],
+        [sys.executable, "-m", "watchdog.cli", command, "--json", str(log)],
         capture_output=True,
         text=True,
         env=env,
@@ -109,3 +109,23 @@ def test_replay_keeps_its_databases_and_says_the_same_with_them(tmp_path: Path) 
     assert first.stdout == second.stdout == third.stdout
     assert first.stdout.startswith("{")
     assert first.stderr == second.stderr == third.stderr == ""
+
+
+@pytest.mark.skipif(ENGINE != "hyperscan", reason="the databases are Hyperscan's")
+def test_watch_loads_the_databases_a_replay_kept_and_says_the_same(tmp_path: Path) -> None:
+    """`watchdog watch`, a command started as often as `replay` (`watch && next-step`), keeps and loads the same
+    databases: after a replay it compiles none (no file added), and its verdict is the one it gives without them;
+    alone, it keeps them for the next command."""
+    log = FIXTURES / "corpus" / "vllm" / "captured-vllm-sigterm-in-flight-cpu.log"
+    folder = tmp_path / "cache" / "watchdog" / "hyperscan"
+    _replay(log, tmp_path / "cache")
+    kept = sorted(folder.glob("*.hsdb"))
+    stamps = [p.stat().st_mtime_ns for p in kept]
+    watched = _replay(log, tmp_path / "cache", "watch")
+    assert sorted(folder.glob("*.hsdb")) == kept
+    assert [p.stat().st_mtime_ns for p in kept] == stamps
+    alone = _replay(log, tmp_path / "alone", "watch")
+    assert sorted(p.name for p in (tmp_path / "alone" / "watchdog" / "hyperscan").glob("*.hsdb"))
+    assert watched.returncode == alone.returncode
+    assert watched.stdout == alone.stdout
+    assert watched.stdout.startswith("{")

@@ -667,13 +667,11 @@ def _heap_for_blocks() -> None:
 
 def _replay(args: argparse.Namespace) -> int:
     from watchdog.cli.render import render_verdict, write_out  # noqa: PLC0415
-    from watchdog.core.prefilter import keep_databases  # noqa: PLC0415
     from watchdog.core.verdict import exit_code  # noqa: PLC0415
-    from watchdog.follow.databases import DiskDatabases, cache_folder  # noqa: PLC0415
+    from watchdog.follow.databases import keep_prefilter_databases  # noqa: PLC0415
     from watchdog.follow.replay import replay_path  # noqa: PLC0415
 
-    if (folder := cache_folder()) is not None:
-        keep_databases(DiskDatabases(folder))  # the prefilter's compiled databases, from the replay before
+    keep_prefilter_databases()
     _heap_for_blocks()
     engine = None if args.engine == "auto" else args.engine
     if args.nodes:  # several logs: the nodes of one launch

@@ -26,6 +26,7 @@ from watchdog.clock import MonotonicClock
 from watchdog.core.compare import Baseline
 from watchdog.core.verdict import Status, Verdict, exit_code
 from watchdog.exceptions import DeliveryError, first_watchdog_error
+from watchdog.follow.databases import keep_prefilter_databases
 from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
 from watchdog.follow.replay import earlier_launch
 from watchdog.follow.sources import parse_target
@@ -70,6 +71,7 @@ def run_watch(
     # and up: standard output is the command's own (its lines, the live view, `--json`). Configured when
     # structlog is imported: a local file's follower logs nothing, and saves its import (test_watch_startup.py)
     configure_logging_on_import("console", level="WARNING", cache=False)
+    keep_prefilter_databases()
     try:
         return anyio.run(main or watch, args, backend="asyncio")
     except BaseExceptionGroup as group:  # a task group's failure: surface our own error for the exit code
