@@ -1,8 +1,9 @@
 """Accelerator runtimes other than CUDA's, each error line as its runtime prints it (issue 30, i30-accel).
 
 ROCm/HIP, Intel XPU (SYCL's Unified Runtime, Level Zero, oneCCL), Ascend (torch_npu's NPU_CHECK_ERROR and
-HCCL_CHECK_ERROR) and Google TPU (XLA's status codes through jax and torch_xla). Each line is a real one from a public
-thread or log of 2024-2026 (named above it), in the form its runtime's source builds it; the category is what failed:
+HCCL_CHECK_ERROR) and Google TPU (XLA's status codes through jax and torch_xla). 15 lines are as public threads and
+logs of 2024-2026 show them (named above each); 9, marked "form", are built as the runtime's source builds its message
+(values filled in) where no thread was found. The category is what failed:
 out of device memory `oom`, the runtime's own fault `cuda`, the collective library's `nccl`, a kernel the backend
 lacks `unsupported` (docs/categories.md). Each is `other` (or another category) without the rules of common.toml's
 accelerator section.
@@ -44,7 +45,7 @@ def _crash_error(line: str) -> dict[str, object]:
         # -- ROCm: HIP's enum name as older hipGetErrorString returns it; hipBLAS's handle allocation
         # ROCm troubleshooting tables of vLLM on ROCm (2025): 'RuntimeError: HIP error: hipErrorOutOfMemory'
         pytest.param("RuntimeError: HIP error: hipErrorOutOfMemory", "oom", id="hip-error-oom-name"),
-        # CublasHandlePool.cpp hipified (torch ROCm builds)
+        # form: CublasHandlePool.cpp hipified (torch ROCm builds)
         pytest.param(
             "RuntimeError: CUDA error: HIPBLAS_STATUS_ALLOC_FAILED when calling `hipblasCreate(handle)`",
             "oom",
@@ -63,7 +64,8 @@ def _crash_error(line: str) -> dict[str, object]:
             "oom",
             id="xpu-level-zero-oom-brackets",
         ),
-        # ipex-llm (2025): the older 'UR backend failed' form, which the generic UR rule took for cuda
+        # form: the older 'UR backend failed' wording of ipex-llm#12872 (2025, its code 40 there), which the generic
+        # UR rule took for cuda
         pytest.param(
             "RuntimeError: UR backend failed. UR backend returns:39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
             "oom",
@@ -75,7 +77,7 @@ def _crash_error(line: str) -> dict[str, object]:
             "cuda",
             id="xpu-level-zero-device-lost",
         ),
-        # llama.cpp#21747 (2026): Level Zero's own result name
+        # form: Level Zero's own result name as llama.cpp#21747 (2026) quotes it, raised bare
         pytest.param("RuntimeError: ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", "oom", id="level-zero-ze-oom"),
         # IPEX-LLM's multi-card troubleshooting (oneCCL under torch.distributed)
         pytest.param(
@@ -119,12 +121,26 @@ def _crash_error(line: str) -> dict[str, object]:
             "cuda",
             id="npu-set-device",
         ),
-        # ACL_ERROR_RT_MEMORY_ALLOCATION through the same macro
+        # form: ACL_ERROR_RT_MEMORY_ALLOCATION through the same macro
         pytest.param(
             "RuntimeError: malloc:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:412 NPU function error:"
             " aclrtMallocAlign32(&ptr, size, ACL_MEM_MALLOC_HUGE_FIRST), error code is 207001",
             "oom",
             id="npu-function-error-207001",
+        ),
+        # form: ACL_ERROR_RT_DEVICE_OOM, in NPU_CHECK_ERROR's compact form (TORCH_NPU_COMPACT_ERROR_OUTPUT: no place)
+        pytest.param(
+            "RuntimeError:  NPU function error: aclrtMallocWithCfg(&ptr, size, policy, cfg), error code is 207018"
+            " ERR00100 PTA call acl api failed.",
+            "oom",
+            id="npu-device-oom-compact",
+        ),
+        # form: OPS_CHECK_ERROR's wording (an operator's ACL call), the device's fault under it
+        pytest.param(
+            "RuntimeError: npu_format_cast:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:40 OPS function error:"
+            " aclrtSynchronizeStream(stream), error code is 507015",
+            "cuda",
+            id="ops-function-error",
         ),
         # vLLM-Ascend (2026-08): an aclnn kernel's tiling refuses the layout (ACLNN_ERR_INNER_TILING_ERROR)
         pytest.param(
@@ -133,7 +149,8 @@ def _crash_error(line: str) -> dict[str, object]:
             "unsupported",
             id="aclnn-tiling-error",
         ),
-        # vllm-ascend#6875 (2026): an aclnn call that the AI core timed out under is the device's fault
+        # form: vllm-ascend#6875's title (2026; the place before it filled in): an aclnn call that the AI core timed
+        # out under (ACL_ERROR_RT_AICORE_TIMEOUT) is the device's fault
         pytest.param(
             "RuntimeError: npu_swiglu:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:61 NPU function error:"
             " call aclnnSwiGlu failed, error code is 507014",
@@ -169,14 +186,14 @@ def _crash_error(line: str) -> dict[str, object]:
             "cuda",
             id="tpu-core-halted",
         ),
-        # jax's xla_bridge with the TPU asked for and another process holding it
+        # form: jax's xla_bridge (jax 0.10.2, backends()) with the TPU asked for and another process holding it
         pytest.param(
             "RuntimeError: Unable to initialize backend 'tpu': ABORTED: The TPU is already in use by process with pid"
             " 4242. Not attempting to load libtpu.so in this process.",
             "cuda",
             id="tpu-in-use",
         ),
-        # a Pallas/Mosaic kernel the partitioner cannot handle
+        # form: XLA's UNIMPLEMENTED status for a Pallas/Mosaic kernel the partitioner cannot handle
         pytest.param(
             "jaxlib.xla_extension.XlaRuntimeError: UNIMPLEMENTED: Mosaic kernels cannot be automatically partitioned."
             " Please wrap the call in a shard_map.",
