@@ -1,7 +1,8 @@
 """Accelerator runtimes other than CUDA's, each error line as its runtime prints it (issue 30, i30-accel).
 
 ROCm/HIP, Intel XPU (SYCL's Unified Runtime, Level Zero, oneCCL), Ascend (torch_npu's NPU_CHECK_ERROR and
-HCCL_CHECK_ERROR) and Google TPU (XLA's status codes through jax and torch_xla). 15 lines are as public threads and
+HCCL_CHECK_ERROR), Intel Gaudi (Synapse through its bridge) and Google TPU (XLA's status codes through jax and
+torch_xla). 16 lines are as public threads and
 logs of 2024-2026 show them (named above each); 9, marked "form", are built as the runtime's source builds its message
 (values filled in) where no thread was found. The category is what failed:
 out of device memory `oom`, the runtime's own fault `cuda`, the collective library's `nccl`, a kernel the backend
@@ -156,6 +157,13 @@ def _crash_error(line: str) -> dict[str, object]:
             " call aclnnSwiGlu failed, error code is 507014",
             "cuda",
             id="aclnn-device-fault",
+        ),
+        # -- Intel Gaudi: the bridge's report of a failed Synapse call
+        # hiyouga/LlamaFactory#7275 (2025, Gaudi 1.17)
+        pytest.param(
+            "RuntimeError: synNodeCreateWithId failed for node: batch_gemm with synStatus 26 [Generic failure]. .",
+            "cuda",
+            id="gaudi-synapse-node-failed",
         ),
         # -- TPU: XLA's status codes as jax and torch_xla raise them
         # pytorch/xla#8020, googlecolab/colabtools#5126 (2025)
