@@ -113,6 +113,9 @@ END_DECIDES = {
     # (v1/executor/multiproc_executor.py worker_busy_loop), so the engine core's fatal error, not in the crop,
     # is the line that would say it died
     "vllm-backport-2026-served-200s-then-workerproc-busy-loop-traceback-cut-issue18",
+    # the same, vLLM-Ascend's P/D serving stats, then 'WorkerProc hit an exception.' and a traceback cut at its header
+    # (round 22C)
+    "vllm-ascend-2026-pd-mlapo-high-concurrency-stats-then-workerproc-hit-exception-caret-m-cut-vllmascend13428",
     # the same after LMCache's workers stored a request's KV cache (issue 30, twelfth round)
     "vllm-0.10-lmcache-deepseek-r1-workerproc-hit-exception-after-store-cut-issue1471",
     # a 200 answered, then one request's 'Exception in ASGI application' traceback that the log ends in (issue 30,

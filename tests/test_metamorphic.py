@@ -197,11 +197,21 @@ def originals() -> dict[Path, tuple[object, ...]]:
     return {log: _verdict(log) for log in LOGS}
 
 
+# Logs whose colour codes lost their escape when they were copied ('36m(EngineCore_DP0 pid=820)0m ERROR ...': no ESC,
+# no '['): the remnants are no prefix a process or a platform writes, and a platform's prefix in front of them is no
+# log any platform stores (a KNOWN_GAP of tests/test_corpus.py: reading them would cost every line a look)
+_COLOURS_LOST_WHEN_COPIED = {
+    "vllm-ascend-2026-gpustack-ray-npu-enginecore-failed-to-start-after-moe-layer-init-ansi-remnants-cut-gpustack4194.log",
+}
+
+
 def _changed(
     transform: Callable[[bytes], bytes], originals: dict[Path, tuple[object, ...]], tmp: Path, fields: int
 ) -> list[str]:
     changed = []
     for log in LOGS:
+        if log.name in _COLOURS_LOST_WHEN_COPIED:
+            continue
         moved = tmp / log.name
         moved.write_bytes(transform(log.read_bytes()))
         before, after = originals[log][:fields], _verdict(moved)[:fields]

@@ -415,6 +415,8 @@ class Analyzer:
         blocks, self._held = self._held, []
         out: list[Transition] = []
         for block in blocks:
+            # a serving line the block before left waiting is read before this block's lines (`_unpark`)
+            out += self._unpark()
             out += self._block(block.data, now, held=True)  # their tail was kept when they were held
         return out
 
@@ -430,8 +432,9 @@ class Analyzer:
             for block in blocks:
                 self._keep(block.data)
             return self._detect(now, force=False)
-        out = self._unpark()
+        out = []
         for block in blocks:
+            out += self._unpark()  # a serving line left waiting, before the lines after it (the block before's too)
             out += self._block(block.data, now)
         return out
 
