@@ -444,7 +444,15 @@ class Analyzer:
         scanner = self._scanner
         if first == 1 or not self._prefilter:
             return self._unpark() + self._block(data, now)
-        if self._rules_wanted() != self._settled:
+        inc = self.lifecycle.current
+        # `_rules_wanted` of a server up and serving, with no error pending (a settled log's usual line), inline;
+        # any other state asks it
+        if not (
+            inc.state is _READY
+            and inc.pending_since is None
+            and inc.ready_unconfirmed is None
+            and self._settled == "settled"
+        ) and (self._rules_wanted() != self._settled):
             self._refresh_rules()
         rules = self._rules
         # a traceback or an argument dump is open: the line is read whole, whatever it holds (no line waits
