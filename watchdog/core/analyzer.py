@@ -904,7 +904,8 @@ class Analyzer:
                     # lines of ASCII that `splitlines` breaks at their newlines alone: read by their templates, as
                     # `_feed_provisional` reads a line a read (a crash loop's traceback in one write, a burst)
                     keys = new.translate(ZEROED).splitlines(keepends=True)[:room]
-                    detector.feed_lines(new.decode("ascii").split("\n", room)[: len(keys)], keys)
+                    raws = new.splitlines(keepends=True)[:room]
+                    detector.feed_lines(new.decode("ascii").split("\n", room)[: len(keys)], keys, raws)
                 else:
                     lines = new.decode("utf-8", "replace").splitlines()
                     detector.feed_lines(lines[:room])
