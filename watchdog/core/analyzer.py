@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -776,37 +776,30 @@ class Analyzer:
         # terms (see `Scanner.scan`). `plain`: the line's template vouches that its text is its bytes decoded, one
         # record (`_plain`): neither cleaned nor looked at for records glued in it
         out: list[Transition] = []
+        pieces: Iterable[str]
         if plain:
-            for event in self._scanner.scan(
-                parse(raw.decode("ascii"), remember=True),
+            pieces = (raw.decode("ascii"),)
+        # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
+        elif 13 not in raw:  # no CR
+            text = clean(raw)
+            pieces = unglue(text)
+            if candidates is not None and (
+                len(text) != len(raw) if raw.isascii() else text.encode("utf-8", "surrogatepass") != raw
+            ):
+                candidates, unexcepted = None, False
+        else:
+            pieces = [piece for seg in split_line(0, raw) for piece in unglue(seg.text)]
+            candidates, unexcepted = None, False
+        scan = self._scanner.scan
+        for piece in pieces:
+            for event in scan(
+                parse(piece, remember=True),
                 line_no,
                 self.lifecycle.current.phase,
                 candidates,
                 unexcepted=unexcepted,
             ):
                 out += self._emit(event, now)
-            return out
-        # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
-        if 13 not in raw:  # no CR
-            text = clean(raw)
-            texts = [text]
-            if candidates is not None and (
-                len(text) != len(raw) if raw.isascii() else text.encode("utf-8", "surrogatepass") != raw
-            ):
-                candidates, unexcepted = None, False
-        else:
-            texts, candidates, unexcepted = [seg.text for seg in split_line(0, raw)], None, False
-        scan = self._scanner.scan
-        for text in texts:
-            for piece in unglue(text):
-                for event in scan(
-                    parse(piece, remember=True),
-                    line_no,
-                    self.lifecycle.current.phase,
-                    candidates,
-                    unexcepted=unexcepted,
-                ):
-                    out += self._emit(event, now)
         return out
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
