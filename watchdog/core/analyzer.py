@@ -531,7 +531,8 @@ class Analyzer:
         if found:
             # the line is read whole (`_block`'s loop for a block of one found line, without the loop)
             candidates = rules.candidates
-            plain = plan is not None and plan[3]
+            # (`plan`: a line found by its template; a traceback's line, read whole, by `_plain_line`)
+            plain = plan[3] if plan is not None else whole and _plain_line(data[:-1])
             if hits is None or candidates is None:
                 out += self._line(data[:-1], first, now, plain=plain)
             else:
@@ -606,7 +607,9 @@ class Analyzer:
                 index += data.count(b"\n", pos, at)
             end = data.find(b"\n", at)
             benign, errors = scanner.benign_lines, scanner.error_lines
-            out += self._line(data[at:end], first + index, now)
+            raw = data[at:end]
+            # (a traceback's lines, read whole each: by its template, a line of one known plain, `_plain_line`)
+            out += self._line(raw, first + index, now, plain=self._prefilter and _plain_line(raw))
             if scanner.error_lines != errors:
                 last_error, quiet_after_error = index, 0
             elif scanner.benign_lines != benign:
@@ -1082,6 +1085,15 @@ def _plain(template: bytes) -> bool:
         return False
     text = template.decode("ascii")
     return len(unglue(text)) == 1
+
+
+def _plain_line(raw: bytes) -> bool:
+    # `_plain` of the line `raw` (no newline) by its template, kept for it (`TEMPLATES_MAX` of them, none longer than
+    # `TEMPLATE_BYTES`): a crash loop's tracebacks and startups repeat their lines' templates
+    return len(raw) < TEMPLATE_BYTES and _plain_kept(raw.translate(ZEROED))
+
+
+_plain_kept = functools.lru_cache(maxsize=TEMPLATES_MAX)(_plain)
 
 
 def _count_spans(raw: bytes, rules: tuple[_CountRule, ...], first: int) -> _Spans | None:
