@@ -4,13 +4,16 @@ serving lines read by their template say what each line would."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchdog.core.analyzer import Analyzer, _rule_set, lazy_gaps
-from watchdog.core.envelope import ERROR_LEVEL_MARKS
+from watchdog.core import envelope, framing
+from watchdog.core.analyzer import Analyzer, _plain, _plain_line, _rule_set, lazy_gaps
+from watchdog.core.envelope import ERROR_LEVEL_MARKS, unglue
+from watchdog.core.framing import clean
 from watchdog.core.templates import TEMPLATE_BYTES, digit_blind, has_digit, template
 from watchdog.profiles.loader import catalogue, load_engine
 from watchdog.vocabulary import ENGINES, State
@@ -148,3 +151,50 @@ def test_a_literal_holds_a_digit_only_where_it_holds_an_ascii_digit(text: bytes 
     """Which literals tell one line of a template from another (the analyzer's and the detector's markers with
     digits): those with an ASCII digit; a non-ASCII digit is kept by `template`, so it does not."""
     assert has_digit(text) is holds
+
+
+_SHIFTED = bytes.maketrans(b"0123456789", b"3456789012")
+_FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_what_clean_and_unglue_look_for_is_digit_blind() -> None:
+    """The regexes `clean` and `unglue` search a line with find in it what they find in its template (`_plain`
+    vouches for a line by its template on that ground)."""
+    for pattern in (
+        framing._SGR_TAIL,
+        envelope._GLUE,
+        envelope._GLUE_BRACKET,
+        envelope._GLUE_DATE,
+        envelope._GLUE_LEVEL,
+    ):
+        assert digit_blind(pattern.pattern), pattern.pattern
+
+
+def test_a_template_vouched_plain_reads_each_of_its_lines_as_its_bytes_decoded() -> None:
+    """Every fixture line whose template `_plain` vouches for (and the same line with its digits shifted, of the
+    same template) is cleaned to its bytes decoded and is one record to `unglue`; most lines of a log are so. A
+    line read in a block asks by its template kept (`_plain_line`, for a line shorter than a kept template): the
+    same answer, the second time from what it kept."""
+    vouched = seen = 0
+    for log in sorted(p for p in _FIXTURES.rglob("*.log") if "heldout" not in p.relative_to(_FIXTURES).parts):
+        for line in log.read_bytes().split(b"\n"):
+            seen += 1
+            plain = _plain(template(line))
+            if len(line) < TEMPLATE_BYTES:
+                assert _plain_line(line) == _plain_line(line.translate(_SHIFTED)) == plain, line
+            if not plain:
+                continue
+            vouched += 1
+            for each in (line, line.translate(_SHIFTED)):
+                text = each.decode("ascii")
+                assert clean(each) == text, each
+                assert unglue(text) == [text], each
+    assert vouched > seen // 2, (vouched, seen)
+
+
+@pytest.mark.parametrize("line", [b"x #033M y", b"[2025-01-23 19:35:14] #033[K ready"])
+def test_syslog_s_escape_is_not_vouched_for_by_its_template(line: bytes) -> None:
+    """Syslog's octal ESC ("#033") is what `clean` looks for with digits in it: its template ("#000") tells it not
+    from other digits, so no line that may hold it is vouched plain, though `clean` changes it."""
+    assert clean(line) != line.decode("ascii")
+    assert not _plain(template(line))

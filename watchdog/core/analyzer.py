@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -27,7 +27,7 @@ from watchdog.core.findings import (
     ProcessExited,
 )
 from watchdog.core.formats import Unwrapper
-from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, clean, split_line
+from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, clean, clean_keeps, split_line
 from watchdog.core.lastbytes import LastBytes
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
@@ -98,9 +98,10 @@ _CountRule = tuple[bytes, "re.Pattern[bytes] | None", tuple[int, ...], int, int]
 # requests, and of its token groups that took part
 _Spans = tuple[int, int, int, int, tuple[tuple[int, int], ...]]
 # what `_one_line` finds in every line of one template (`templates`): the prefilter's findings (`found_in_line`),
-# the place of the first serving rule whose literal the line holds (-1: none), and where its counts are if it is
-# a line of counts that may wait by all but its numbers (None: it may not)
-_Plan = tuple[list[int], int, "_Spans | None"]
+# the place of the first serving rule whose literal the line holds (-1: none), where its counts are if it is
+# a line of counts that may wait by all but its numbers (None: it may not), and whether its text is its bytes
+# decoded, one record (`clean` keeps it, `unglue` finds no record in it: `_plain`)
+_Plan = tuple[list[int], int, "_Spans | None", bool]
 
 
 class Analyzer:
@@ -447,7 +448,15 @@ class Analyzer:
         scanner = self._scanner
         if first == 1 or not self._prefilter:
             return self._unpark() + self._block(data, now)
-        if self._rules_wanted() != self._settled:
+        inc = self.lifecycle.current
+        # `_rules_wanted` of a server up and serving, with no error pending (a settled log's usual line), inline;
+        # any other state asks it
+        if not (
+            inc.state is _READY
+            and inc.pending_since is None
+            and inc.ready_unconfirmed is None
+            and self._settled == "settled"
+        ) and (self._rules_wanted() != self._settled):
             self._refresh_rules()
         rules = self._rules
         # a traceback or an argument dump is open: the line is read whole, whatever it holds (no line waits
@@ -525,14 +534,16 @@ class Analyzer:
         if found:
             # the line is read whole (`_block`'s loop for a block of one found line, without the loop)
             candidates = rules.candidates
+            # (`plan`: a line found by its template; a traceback's line, read whole, by `_plain_line`)
+            plain = plan[3] if plan is not None else whole and _plain_line(data[:-1])
             if hits is None or candidates is None:
-                out += self._line(data[:-1], first, now)
+                out += self._line(data[:-1], first, now, plain=plain)
             else:
-                out += self._line(data[:-1], first, now, *candidates.of(hits, data))
+                out += self._line(data[:-1], first, now, *candidates.of(hits, data), plain=plain)
             if self._rules_wanted() != self._settled:
                 self._refresh_rules()
         elif serving is not None:  # the line is a run of serving lines of its own: read whole
-            out += self._serving_line(serving, first, now)
+            out += self._serving_line(serving, first, now, plan is not None and plan[3])
         self.lines_read += 1
         active = 1 - (scanner.benign_lines - benign) - (scanner.error_lines - errors)
         if active == 1:
@@ -599,7 +610,9 @@ class Analyzer:
                 index += data.count(b"\n", pos, at)
             end = data.find(b"\n", at)
             benign, errors = scanner.benign_lines, scanner.error_lines
-            out += self._line(data[at:end], first + index, now)
+            raw = data[at:end]
+            # (a traceback's lines, read whole each: by its template, a line of one known plain, `_plain_line`)
+            out += self._line(raw, first + index, now, plain=self._prefilter and _plain_line(raw))
             if scanner.error_lines != errors:
                 last_error, quiet_after_error = index, 0
             elif scanner.benign_lines != benign:
@@ -733,11 +746,16 @@ class Analyzer:
         self._parked = None
         return self._serving_line(*parked)
 
-    def _serving_line(self, raw: bytes, line_no: int, now: float) -> list[Transition]:
+    def _serving_line(self, raw: bytes, line_no: int, now: float, plain: bool = False) -> list[Transition]:
         # `_line` of a line the prefilter passed over (see `Scanner.scan_serving`): one cleaned record, read by the
         # serving rules alone. A line that cleaning changes (an escape or a control character removed: its text
-        # may hold what its bytes did not) or that holds more than one record is read as any other.
-        if raw.isascii() and 13 not in raw:  # no CR (a byte's value `in` bytes: a memchr)
+        # may hold what its bytes did not) or that holds more than one record is read as any other. `plain`: its
+        # template vouches that its text is its bytes decoded, one record (`_plain`)
+        if plain:
+            events = self._scanner.scan_serving(parse(raw.decode("ascii")), line_no)
+            if events is not None:
+                return self._emit_all(events, now)
+        elif raw.isascii() and 13 not in raw:  # no CR (a byte's value `in` bytes: a memchr)
             text = clean(raw)
             if len(text) == len(raw):
                 pieces = unglue(text)
@@ -754,34 +772,40 @@ class Analyzer:
         now: float,
         candidates: tuple[Rule, ...] | None = None,
         unexcepted: bool = False,
+        *,
+        plain: bool = False,
     ) -> list[Transition]:
         # `candidates`: the rules whose literal `raw` may hold (`_Candidates.of`), which are those its records'
         # contents may hold where its text is its bytes decoded (parts of it); where cleaning changed the text (an
         # escape or a control character removed, bad UTF-8 replaced), the scanner looks for them itself.
         # `unexcepted`: `raw` holds no exception ending (`EXCEPTION_ENDINGS`), nor then may its contents, on the same
-        # terms (see `Scanner.scan`)
+        # terms (see `Scanner.scan`). `plain`: the line's template vouches that its text is its bytes decoded, one
+        # record (`_plain`): neither cleaned nor looked at for records glued in it
         out: list[Transition] = []
+        pieces: Iterable[str]
+        if plain:
+            pieces = (raw.decode("ascii"),)
         # `split_line`'s redraws; a line with no CR is one, its text cleaned (no generator nor `Line` made)
-        if 13 not in raw:  # no CR
+        elif 13 not in raw:  # no CR
             text = clean(raw)
-            texts = [text]
+            pieces = unglue(text)
             if candidates is not None and (
                 len(text) != len(raw) if raw.isascii() else text.encode("utf-8", "surrogatepass") != raw
             ):
                 candidates, unexcepted = None, False
         else:
-            texts, candidates, unexcepted = [seg.text for seg in split_line(0, raw)], None, False
+            pieces = [piece for seg in split_line(0, raw) for piece in unglue(seg.text)]
+            candidates, unexcepted = None, False
         scan = self._scanner.scan
-        for text in texts:
-            for piece in unglue(text):
-                for event in scan(
-                    parse(piece, remember=True),
-                    line_no,
-                    self.lifecycle.current.phase,
-                    candidates,
-                    unexcepted=unexcepted,
-                ):
-                    out += self._emit(event, now)
+        for piece in pieces:
+            for event in scan(
+                parse(piece, remember=True),
+                line_no,
+                self.lifecycle.current.phase,
+                candidates,
+                unexcepted=unexcepted,
+            ):
+                out += self._emit(event, now)
         return out
 
     def _emit(self, event: Event, now: float) -> list[Transition]:
@@ -899,7 +923,8 @@ class Analyzer:
                     # lines of ASCII that `splitlines` breaks at their newlines alone: read by their templates, as
                     # `_feed_provisional` reads a line a read (a crash loop's traceback in one write, a burst)
                     keys = new.translate(ZEROED).splitlines(keepends=True)[:room]
-                    detector.feed_lines(new.decode("ascii").split("\n", room)[: len(keys)], keys)
+                    raws = new.splitlines(keepends=True)[:room]
+                    detector.feed_lines(new.decode("ascii").split("\n", room)[: len(keys)], keys, raws)
                 else:
                     lines = new.decode("utf-8", "replace").splitlines()
                     detector.feed_lines(lines[:room])
@@ -1047,12 +1072,31 @@ def _plan(data: bytes, rules: _RuleSet, key: bytes) -> _Plan:
             place = i
             break
     spans = _count_spans(data[:-1], rules.counts, place) if place >= 0 and not hits else None
-    plan = (hits, place, spans)
+    plan = (hits, place, spans, _plain(key[:-1]))
     if len(key) <= TEMPLATE_BYTES:  # (a longer line is mostly one of a kind: not kept)
         if len(plans) >= TEMPLATES_MAX:
             plans.clear()
         plans[key] = plan
     return plan
+
+
+def _plain(template: bytes) -> bool:
+    # Whether every line of `template` (its newline cut) reads as its bytes decoded, one record: `clean` keeps it
+    # (`clean_keeps`) and `unglue` finds no record's start in it. What `unglue` looks for tells no digit from another
+    # (its regexes are digit-blind, its literals hold no digit): it finds in a line what it finds in its template.
+    if not clean_keeps(template):
+        return False
+    text = template.decode("ascii")
+    return len(unglue(text)) == 1
+
+
+def _plain_line(raw: bytes) -> bool:
+    # `_plain` of the line `raw` (no newline) by its template, kept for it (`TEMPLATES_MAX` of them, none longer than
+    # `TEMPLATE_BYTES`): a crash loop's tracebacks and startups repeat their lines' templates
+    return len(raw) < TEMPLATE_BYTES and _plain_kept(raw.translate(ZEROED))
+
+
+_plain_kept = functools.lru_cache(maxsize=TEMPLATES_MAX)(_plain)
 
 
 def _count_spans(raw: bytes, rules: tuple[_CountRule, ...], first: int) -> _Spans | None:

@@ -159,12 +159,16 @@ class EngineDetector:
         self.count += 1
         return True
 
-    def feed_lines(self, lines: list[str], keys: Sequence[bytes] | None = None) -> None:
+    def feed_lines(
+        self, lines: list[str], keys: Sequence[bytes] | None = None, raws: Sequence[bytes] | None = None
+    ) -> None:
         """Read the next lines of the head, as `feed` each in turn would: without Hyperscan, one search over them
         all finds the lines that hold a marker, and only those, and the lines that end a traceback holding one,
         are read in Python (a line with no marker changes nothing but the count while no traceback is open).
         `keys`: each line's template, as `feed` takes it (with Hyperscan, the markers of a template seen are
-        not looked for again: a crash loop's tracebacks and startups repeat their lines' templates)."""
+        not looked for again: a crash loop's tracebacks and startups repeat their lines' templates). `raws`, with
+        `keys`: each line's bytes, its newline last, of ASCII with no other line break: a line of a template seen is
+        read by it (`feed_template`), as a live head's line a read is (a burst of serving lines)."""
         if len(lines) <= 1 or self._any[1] is not None:
             # a live log's block (its one line read as it is), or Hyperscan's: its one pass over each line names
             # the line's markers, about 3x faster over a head than the search over the block and then a pass over
@@ -172,9 +176,15 @@ class EngineDetector:
             if keys is None:
                 for text in lines:
                     self.feed(text)
-            else:
+            elif raws is None:
                 for text, key in zip(lines, keys, strict=True):
                     self.feed(text, key)
+            else:
+                by_template = self.feed_template
+                for text, key, raw in zip(lines, keys, raws, strict=True):
+                    # (`feed_template` declines while a traceback is open: not asked then, a crash's frames)
+                    if self._owner is not None or self._frames or self._chain or not by_template(raw, key):
+                        self.feed(text, key)
             return
         marked = self._any[0].marked(lines)  # the whole block at once: most blocks of a head hold no marker
         pos = 0

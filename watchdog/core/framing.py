@@ -210,6 +210,23 @@ def clean(raw: bytes) -> str:
     return text
 
 
+def clean_keeps(template: bytes) -> bool:
+    """Whether `clean` leaves every line of the template `template` (a line's bytes, each ASCII digit made `0`, no
+    newline) as its bytes decoded: it is ASCII and `clean` takes its first return on it. What `clean` looks for
+    tells no digit from another (a control byte, ESC's stand-ins, an SGR tail's digit classes), but for syslog's
+    "#033", whose template is "#000": a template that holds it is not vouched for."""
+    if not template.isascii() or b"#000" in template:
+        return False
+    text = template.decode("ascii")
+    return (
+        text.isprintable()
+        and "^[" not in text
+        and "^@" not in text
+        and "ESC[" not in text
+        and _SGR_TAIL.search(text) is None
+    )
+
+
 def without_controls(text: str) -> str:
     """`text` without its ANSI escapes and control characters (tab and newline kept): for text that did not
     come through `clean` (an error a remote host printed, a request's path) on its way to a person."""

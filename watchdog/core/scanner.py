@@ -79,8 +79,8 @@ class Scanner:
 
     @rules.setter
     def rules(self, rules: tuple[Rule, ...]) -> None:
-        self._rules, self._candidates = rules, _candidates(rules) if self._literal_pass else None
-        self._serving_rules = tuple(r for r in rules if r.kind == "serving")
+        # made once a rule set (a crash loop changes sets twice an incarnation: ~100 rules looked over each time)
+        self._rules, self._candidates, self._serving_rules = rules, *_made(rules, self._literal_pass)
 
     @property
     def collecting(self) -> bool:
@@ -166,8 +166,9 @@ class Scanner:
                     # the root-cause choice sees them.
                     for tb in self.assembler.flush(complete_only=True):
                         out += self._traceback(tb)
-                cand = _rule_candidate(rule, rec, line_no, groups)
-                out.append(ErrorSeen(replace(cand, in_request=self._in_request(content))))
+                # made whole (not `replace`d after: ~650 opcodes a crash's wrapper line)
+                cand = _rule_candidate(rule, rec, line_no, groups, self._in_request(content))
+                out.append(ErrorSeen(cand))
             elif kind == "phase" and rule.state:
                 out.append(PhaseReached(rule.state, line_no, rec.at, rec.seconds, rec.source))
             elif kind == "progress":
@@ -364,7 +365,9 @@ def _later(a: str | None, b: str | None) -> str | None:
     return max(a, b, key=lambda p: _PHASE_ORDER.index(p) if p in _PHASE_ORDER else -1)
 
 
-def _rule_candidate(rule: Rule, rec: Record, line_no: int, groups: dict[str, str]) -> Candidate:
+def _rule_candidate(
+    rule: Rule, rec: Record, line_no: int, groups: dict[str, str], in_request: bool
+) -> Candidate:
     # "Scheduler hit an exception: Traceback (most recent call last):" -> "Scheduler hit an exception";
     # a rule's `what` group is the part of the line that names the error (after a runtime's preamble)
     summary = rec.content.split(TRACEBACK_HEADER, 1)[0].strip().rstrip(":").strip() or rec.content.strip()
@@ -382,6 +385,7 @@ def _rule_candidate(rule: Rule, rec: Record, line_no: int, groups: dict[str, str
         phase_hint=rule.state,
         at=rec.at,
         kind="rule",
+        in_request=in_request,
     )
 
 
@@ -469,19 +473,25 @@ class _Candidates:
         return [self._rules[i] for i in positions]
 
 
-def _candidates(rules: tuple[Rule, ...]) -> _Candidates | None:
-    # The same rule sets for every launch of an engine (the analyzer's `_rule_set`, which keeps them): made once
-    # each, known by identity (hashing ~100 rules at each change of set would cost more than it saves).
-    known = _MADE.get(id(rules))
+def _made(rules: tuple[Rule, ...], literal_pass: bool) -> tuple[_Candidates | None, tuple[Rule, ...]]:
+    # The same rule sets for every launch of an engine (the analyzer's `_rule_set`, which keeps them): their
+    # candidates (with `literal_pass`) and serving rules made once each, known by identity (hashing ~100 rules at
+    # each change of set would cost more than it saves).
+    known = _MADE.get((id(rules), literal_pass))
     if known is not None and known[0] is rules:
-        return known[1]
-    literals = Literals(r.match for r in rules if r.match)
-    # no Hyperscan (or no literal): each rule's literal is looked for in turn
-    made = None if not literals.literals or literals.found("") is None else _Candidates(rules, literals)
+        return known[1], known[2]
+    made = _candidates(rules) if literal_pass else None
+    serving = tuple(r for r in rules if r.kind == "serving")
     if len(_MADE) >= 64:
         _MADE.clear()
-    _MADE[id(rules)] = (rules, made)
-    return made
+    _MADE[(id(rules), literal_pass)] = (rules, made, serving)
+    return made, serving
 
 
-_MADE: dict[int, tuple[tuple[Rule, ...], _Candidates | None]] = {}
+def _candidates(rules: tuple[Rule, ...]) -> _Candidates | None:
+    literals = Literals(r.match for r in rules if r.match)
+    # no Hyperscan (or no literal): each rule's literal is looked for in turn
+    return None if not literals.literals or literals.found("") is None else _Candidates(rules, literals)
+
+
+_MADE: dict[tuple[int, bool], tuple[tuple[Rule, ...], _Candidates | None, tuple[Rule, ...]]] = {}
