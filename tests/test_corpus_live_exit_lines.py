@@ -1,6 +1,7 @@
-"""Lines an engine prints only on its way out (issue 30: crash verdicts under a second): read from each engine's
-source, each pinned on the real tuning logs that end in them, followed live (the excerpt written at once), and each
-kept to the words that say so (a sibling line printed by a process that goes on still waits the crash grace)."""
+"""Lines an engine prints only on its way out, and frames of steps it never survives while starting (issue 30: crash
+verdicts under a second): read from each engine's source, each pinned on the real tuning logs that end in them,
+followed live (the excerpt written at once), and each kept to the words that say so (a sibling line printed by a
+process that goes on still waits the crash grace)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,19 @@ EXIT_LINES = {
         "the shard's 'Method Warmup encountered an error.': the router exits on the warm-up's error"
     ),
 }
+
+# Real logs cut inside a traceback, above its process's main and before its exception, whose frames still show an
+# object vLLM builds once, while starting, with no handler that goes on (a startup step: the crash is certain).
+STEP_FRAMES = {
+    "vllm/vllm-2026-github-actions-timestamps-enginecore-traceback-cut-ppc64le8270": (
+        "EngineCore.__init__ -> Executor.__init__ -> _init_executor"
+    ),
+    "vllm/vllm-2026-python-logging-container-tag-apiserver-traceback-cut-vllm43410": "AsyncLLM.__init__",
+    "vllm/vllm-xpu-2026-llm-scaler-tp4-workers-interleaved-initialize-kv-cache-frames-traceback-cut-issue578": (
+        "the workers' initialize_from_config (the KV cache's allocation)"
+    ),
+}
+EXIT_LINES.update(STEP_FRAMES)
 
 
 def _follow(data: bytes) -> PacedRun:
