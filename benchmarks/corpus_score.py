@@ -1,6 +1,6 @@
 """Per-field accuracy of `replay` over labelled real logs: the corpus (tuning set) and the held-out cases.
 
-    python benchmarks/corpus_score.py [DIR ...] [--misses] [--others]
+    python benchmarks/corpus_score.py [DIR ...] [--misses] [--others] [--slow]
 
 Each case is NAME.log with its hand-written label NAME.json (tests/fixtures/corpus/SCHEMA.md). Fields:
 outcome (ready/crashed/incomplete from the exit code, stopped for a launch stopped before ready), phase,
@@ -15,8 +15,9 @@ DIR/CORRECTIONS.json are applied, each with its evidence.
 With no DIR, two sections: "corpus" (tests/fixtures/corpus and tests/fixtures/cases, the cases the tool is
 tuned on) and "held out" (tests/fixtures/heldout, cases never used for tuning: their score says how the tool
 reads logs it was not built on). With DIRs, one section over them. With --others, the crashes called `other`,
-per engine, each with its decisive line (the ones to read when adding a rule). --misses and --others list the
-tuning set's cases only, never the held-out ones (their figures only), unless a DIR names them. Exit 0 always: this prints a figure, the tests hold the line.
+per engine, each with its decisive line (the ones to read when adding a rule). With --slow, the crashes a live
+follower does not call under 1 s, each with its decisive line (what the verdict waited on). --misses, --others and
+--slow list the tuning set's cases only, never the held-out ones (their figures only), unless a DIR names them. Exit 0 always: this prints a figure, the tests hold the line.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:5.1f}%" if whole else "    -"
 
 
-def _print(section: Section, misses: bool, others: bool = False) -> None:
+def _print(section: Section, misses: bool, others: bool = False, slow: bool = False) -> None:
     cases = section.cases
     engines = sorted({c.engine for c in cases})
     print(f"== {section.title} ==")
@@ -152,6 +153,7 @@ def _print(section: Section, misses: bool, others: bool = False) -> None:
         for c in cases:
             if wrong[c.name]:
                 print(f"  {c.engine}/{c.name}: {', '.join(wrong[c.name])}")
+    if misses or slow:
         late = [
             c
             for c in cases
@@ -162,6 +164,9 @@ def _print(section: Section, misses: bool, others: bool = False) -> None:
         for c in late:
             said = f"{c.latency:.2f} s" if c.live_state == "crashed" and c.latency is not None else None
             print(f"  {c.engine}/{c.name}: {said or f'no crash verdict live ({c.live_state})'}")
+            if slow:
+                # the decisive line the verdict names (replay's): what the live verdict waited on
+                print(f"      {c.summary}")
     if others:
         for e in engines:
             called = [c for c in cases if c.engine == e and c.crashed and c.called_other]
@@ -215,13 +220,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="list the crashes called `other`, per engine, with their decisive line",
     )
+    ap.add_argument(
+        "--slow",
+        action="store_true",
+        help="list the crashes not called live under 1 s, each with its decisive line",
+    )
     args = ap.parse_args(argv)
     sections = {", ".join(map(str, args.dirs)): args.dirs} if args.dirs else SECTIONS
     for title, dirs in sections.items():
         # the held-out cases' names and lines are not listed by default: reading them would tune on them (name
         # their directory to list them on purpose)
         listed = dirs is not SECTIONS.get("held out")
-        _print(score_dirs(title, dirs), args.misses and listed, args.others and listed)
+        _print(score_dirs(title, dirs), args.misses and listed, args.others and listed, args.slow and listed)
     return 0
 
 

@@ -111,8 +111,9 @@ REQUEST_ERROR = (
     b"ERROR 07-22 08:51:06 [serving_completion.py:131]     request_prompts, engine_prompts = await self._preprocess()\n"
     b"ERROR 07-22 08:51:06 [serving_completion.py:131] ValueError: This model's maximum context length is 4096 tokens.\n"
 )
+# an engine's traceback outside a request's handler, with no fatal line: 'AsyncLLM output_handler failed.' before it
+# would be one (the output task ends for good, tests/test_corpus_live_exit_lines.py), so the excerpt starts below it
 ENGINE_ERROR = (
-    b"ERROR 07-22 08:51:06 [async_llm.py:420] AsyncLLM output_handler failed.\n"
     b"ERROR 07-22 08:51:06 [async_llm.py:420] Traceback (most recent call last):\n"
     b'ERROR 07-22 08:51:06 [async_llm.py:420]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/'
     b'output_processor.py", line 380, in process_outputs\n'
@@ -147,6 +148,18 @@ def test_post_ready_error_at_the_end_of_the_log_is_a_crash() -> None:
     a.tick(100.0)
     assert a.state == State.READY  # the clock alone does not confirm an error after ready
     a.finish(101.0)
+    v = a.lifecycle.current
+    assert (v.state, v.crash_phase) == (State.CRASHED, State.READY)
+
+
+def test_the_output_handler_failing_after_ready_is_a_crash_at_once() -> None:
+    """AsyncLLM's output task logs 'AsyncLLM output_handler failed.' and ends, never started again (every request
+    then fails with EngineDeadError): the same traceback under that line is a crash after ready at once, with no
+    wait for the log's end, where without it (above) the clock alone confirms nothing."""
+    a = Analyzer(load_engine("vllm"))
+    a.feed(b"INFO 07-22 08:50:00 [launcher.py:1] Available routes are:\n", 0.0)
+    a.feed(b"ERROR 07-22 08:51:06 [async_llm.py:420] AsyncLLM output_handler failed.\n" + ENGINE_ERROR, 1.0)
+    a.tick(1.5)
     v = a.lifecycle.current
     assert (v.state, v.crash_phase) == (State.CRASHED, State.READY)
 

@@ -104,3 +104,38 @@ def test_others_lists_each_crash_called_other_with_its_decisive_line(
     assert "  b-bug (label: other)\n      NameError: name 'x'\n" in out
     assert "c-oom" not in out
     assert "crashes called other, sglang:" not in out
+
+
+def test_slow_lists_each_crash_not_called_live_under_a_second_with_its_decisive_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--slow lists the crashes a live follower called at 1 s or later (or never), each with its decisive line, and
+    no crash called at once nor a launch that did not crash."""
+    section = corpus_score.Section("s")
+    fields = dict.fromkeys(corpus_score.FIELDS, True)
+    section.cases = [
+        corpus_score.CaseScore(
+            "a-grace",
+            "vllm",
+            fields,
+            True,
+            latency=5.25,
+            live_state="crashed",
+            summary="WorkerProc hit an exception.",
+        ),
+        corpus_score.CaseScore(
+            "b-none", "vllm", fields, True, live_state=None, summary="ValueError: Free memory"
+        ),
+        corpus_score.CaseScore(
+            "c-once", "vllm", fields, True, latency=0.05, live_state="crashed", summary="EngineDeadError"
+        ),
+        corpus_score.CaseScore("d-ready", "sglang", fields, False),
+    ]
+    corpus_score._print(section, misses=False, slow=True)
+    out = capsys.readouterr().out
+    assert (
+        "crash verdicts at 1 s or later:\n  vllm/a-grace: 5.25 s\n      WorkerProc hit an exception.\n" in out
+    )
+    assert "  vllm/b-none: no crash verdict live (None)\n      ValueError: Free memory\n" in out
+    assert "c-once" not in out
+    assert "d-ready" not in out
