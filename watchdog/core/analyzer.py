@@ -435,7 +435,8 @@ class Analyzer:
             return self._detect(now, force=False)
         out = []
         for block in blocks:
-            out += self._unpark()  # a serving line left waiting, before the lines after it (the block before's too)
+            # a serving line left waiting, before the lines after it (the block before's too)
+            out += self._unpark()
             out += self._block(block.data, now)
         return out
 
