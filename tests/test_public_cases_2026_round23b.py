@@ -15,6 +15,7 @@ _KOBOLD = "llamacpp-2026-koboldcpp-rocm-warmup-fattn-max-blocks-per-sm-assert-gd
 _VULKAN = "llamacpp-2026-vulkan-strix-halo-device-lost-during-prompt-after-ready-backtrace-strixhalo16"
 _APP = "ollama-2025-0.5.13-windows-app-server-crash-respawning-after-chat-issue9496"
 _NIL = "ollama-2026-continue-client-runner-terminated-go-nil-verb-continue11953"
+_WINDOWS = "ollama-2025-0.6.1-windows-served-chats-then-cudamalloc-oom-exception-c0000005-issue9674"
 
 
 def _text(engine: str, name: str) -> str:
@@ -94,3 +95,24 @@ def test_a_nil_error_formatted_by_go_is_a_death_without_cause(tmp_path: Path) ->
     assert _error(out)["category"] == "killed"
     status = replay_text(tmp_path, _text("ollama", _NIL).replace("%!w(<nil>)", "exit status 2"))
     assert _error(status)["category"] == "killed"
+
+
+def test_gos_windows_exception_header_is_the_runners_death(tmp_path: Path) -> None:
+    """On Windows the Go runtime's last-chance handler (runtime/signal_windows.go) prints 'Exception <code> <info0>
+    <info1> <pc>', 'PC=...' and its dump, then exits: ollama#9674's runner, served six requests, dies so. Its header
+    after the served requests is a death after ready (killed: main read the crop as ready); a native error printed
+    before it stays the cause (the OOM, once the reporter's markdown '**' is out of ggml-cuda's line: the case's
+    known gap)."""
+    lines = _text("ollama", _WINDOWS).splitlines(keepends=True)
+    header = "Exception 0xc0000005 0x0 0x58 0x7ff789a4ebd4\n"
+    assert lines[-1] == header
+    out = replay_text(tmp_path, "".join(lines[:7]) + header)
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    found = _error(out)
+    assert found["category"] == "killed"
+    assert found["summary"] == header.strip()
+    clean = replay_text(tmp_path, "".join(lines).replace("**", ""))
+    assert (clean["state"], clean["phase"]) == ("crashed", "ready")
+    found = _error(clean)
+    assert found["category"] == "oom"
+    assert "cudaMalloc failed: out of memory" in str(found["summary"])
