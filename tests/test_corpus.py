@@ -279,6 +279,12 @@ KNOWN_GAPS: dict[str, str] = {
         "the dump of the scheduler's watchdog thread and the overlap worker's forward_thread_func, which runs the "
         "warm-up request's batches as it runs clients'; that the server was being benchmarked is the thread's word"
     ),
+    # Issue 30, round twenty-three part B (helper i30-cases23b, labelled before the first run):
+    "ollama-2025-0.6.1-windows-served-chats-then-cudamalloc-oom-exception-c0000005-issue9674": (
+        "the reporter's markdown bold, pasted outside a code block, splits ggml-cuda's line ('cudaMalloc **failed: out "
+        "of memory**'): no rule reads it, so Go's 'Exception 0xc0000005 ...' after it is taken as the cause (killed, "
+        "label oom); without the '**' the cudaMalloc line is chosen (oom; phase and outcome are right either way)"
+    ),
 }
 
 
