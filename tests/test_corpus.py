@@ -285,6 +285,14 @@ KNOWN_GAPS: dict[str, str] = {
         "of memory**'): no rule reads it, so Go's 'Exception 0xc0000005 ...' after it is taken as the cause (killed, "
         "label oom); without the '**' the cudaMalloc line is chosen (oom; phase and outcome are right either way)"
     ),
+    # Issue 30, twenty-third round A (helper i30-cases23a, labelled before the first run):
+    "sglang-lsglang-fork-2026-glm5.1-mtp-shards-loaded-then-lk-moe-init-cuda-oom-caught-logged-terminal-wrapped-lsglang7": (
+        "crashed, label incomplete: the crop's last line is an SGLang fork's (Lsglang) 'Failed to initialize lk_moe: "
+        "CUDA out of memory ...', logged by an except clause that goes on without lk_moe (the fork's fused-MoE layer: "
+        "logger.error(f'Failed to initialize lk_moe: {e}'); self.lk_moe = None); an OOM error line with nothing after "
+        "it is a crash by the lifecycle's rule (a pending error at the log's end), and a rule for one fork's caught "
+        "message would be tuning to this log"
+    ),
 }
 
 
