@@ -110,6 +110,8 @@ def test_tpu_inference_precompiles_around_the_kv_cache(tmp_path: Path) -> None:
     assert (out["state"], out["phase"]) == ("allocating_kv_cache", "allocating_kv_cache")
     prefix = "(EngineCore_DP0 pid=86218) INFO 02-14 02:31:11 "
     for line, phase in (
+        ("[model_loader.py:653] Loading model with MODEL_IMPL_TYPE=flax_nnx", "loading_weights"),
+        ("[tpu_runner.py:1264] Init model | hbm=[(1.11, 30.75)]GiB", "loading_weights"),
         (
             "[tpu_worker.py:557] Memory statistics | total_hbm_limit_gb=30.75GiB | total_hbm_limit_cap_gb=27.67GiB | "
             "total_hbm_used_gb=1.11GiB | total_hbm_avail_gb=26.56GiB",
@@ -150,6 +152,8 @@ def test_gaudis_memory_profile_and_bucket_warmup(tmp_path: Path) -> None:
     done = "[hpu_model_runner.py:6306] Warmup finished in 312 secs, allocated 6.2 GiB of device memory\n"
     assert replay_text(tmp_path, head + memory)["phase"] == "allocating_kv_cache"
     assert replay_text(tmp_path, head + blocks)["phase"] == "allocating_kv_cache"
+    engine = "[hpu_worker.py:547] Initializing cache engine took 72.49 GiB of device memory\n"
+    assert replay_text(tmp_path, head + engine)["phase"] == "allocating_kv_cache"
     assert replay_text(tmp_path, head + memory + warm)["phase"] == "capturing_graphs"
     assert replay_text(tmp_path, head + memory + head + done)["phase"] == "capturing_graphs"
     fork = "INFO 05-02 12:09:01 hpu_model_runner.py:1730] [Warmup][Decode][203/416] batch_size:96 num_blocks:896 "
