@@ -270,6 +270,10 @@ class Rank(NamedTuple):
     (each field one feature, tested on its own in tests/test_errors.py)."""
 
     noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
+    reporter: (
+        int  # 1: a logger's header over the traceback it logs (`_reporters`): that traceback's exception
+    )
+    # is the decisive line, whatever it is
     consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe): even a
     # wrapper tells more ("Worker proc VllmWorker-0 died unexpectedly" names who went away)
     wrapper: int  # 1: a wrapper that only points at an error printed elsewhere ("See root cause above")
@@ -314,9 +318,17 @@ def _in_teardown(c: Candidate, profile: Profile) -> bool:
     return any(p.search(where) for p in profile.teardowns)
 
 
-def rank(c: Candidate, category: Category, index: int, profile: Profile, *, handled: bool = False) -> Rank:
+def rank(
+    c: Candidate,
+    category: Category,
+    index: int,
+    profile: Profile,
+    *,
+    handled: bool = False,
+    reporter: bool = False,
+) -> Rank:
     """The rank of candidate `c` (the `index`-th of the log), whose category is `category`, in a log of
-    `profile`'s engine."""
+    `profile`'s engine; `reporter`: it is a header line whose traceback is in the log (`_reporters`)."""
     wrapper = c.role == "wrapper"
     if category not in GENERIC_CATEGORIES:
         generic = 0
@@ -326,6 +338,7 @@ def rank(c: Candidate, category: Category, index: int, profile: Profile, *, hand
         generic = 2 if wrapper else 1
     return Rank(
         noise=int(c.noise),
+        reporter=int(reporter),
         consequence=int(_is_consequence(c, profile)),
         wrapper=int(wrapper),
         generic=generic,
@@ -356,7 +369,11 @@ def root_cause(
     # raised while handling another ("During handling ...") before the one handled: the handled one (a
     # StopIteration, a KeyError looked up) is what the code expected, the later one ended the process.
     handled = _handled(items)
-    best_i = min(range(len(items)), key=lambda i: rank(items[i], cats[i], i, profile, handled=i in handled))
+    reporters = _reporters(items)
+    best_i = min(
+        range(len(items)),
+        key=lambda i: rank(items[i], cats[i], i, profile, handled=i in handled, reporter=i in reporters),
+    )
     best = items[best_i]
     category = cats[best_i]
     if best.kind == "rule":
@@ -428,6 +445,36 @@ def _cut_short(c: Candidate) -> bool:
     # a process's own traceback that the log ends in, before its exception: what failed was said and cut off,
     # so the process did not die without a word (a wrapper, but not one that points at another's report)
     return c.kind == "traceback" and c.exception is None and bool(c.traceback)
+
+
+def _reporters(items: list[Candidate]) -> set[int]:
+    # A logger's header over the traceback it logs: a wrapper rule's line that names no category of its own
+    # (vLLM's logger.exception("AsyncLLM output_handler failed.") and "EngineCore encountered a fatal error.",
+    # SGLang's logger.error(f"Scheduler hit an exception: {traceback}")), followed on its own line or the next by
+    # a traceback of the same process that has its exception line. Header and traceback are one report, and the
+    # traceback's exception is its decisive line, even one that is only the news of another part's death (the
+    # EngineDeadError the output handler logs): the header stays the fatal line the verdict is timed by. Its
+    # copies from other processes whose traceback the log lost are the same report.
+    logged: set[str] = set()
+    for i, c in enumerate(items):
+        if not _header(c):
+            continue
+        after = next((d for d in items[i + 1 :] if d.source == c.source), None)
+        if (
+            after is not None
+            and after.kind == "traceback"
+            and after.exception is not None
+            and 0 <= after.opened - c.line <= 1
+        ):
+            logged.add(_MASK.sub("#", c.summary))
+    if not logged:
+        return set()
+    return {i for i, c in enumerate(items) if _header(c) and _MASK.sub("#", c.summary) in logged}
+
+
+def _header(c: Candidate) -> bool:
+    # a wrapper rule's line that says nothing of what failed: what it reports comes with it or elsewhere
+    return c.kind == "rule" and c.role == "wrapper" and c.category is None and not c.noise
 
 
 def _handled(items: list[Candidate]) -> set[int]:

@@ -1,0 +1,133 @@
+"""Phases read from the lines each engine release prints as it opens a step, and the decisive line of a fatal header
+over the traceback it logs (issue 30, helper i30-phase): each rule from the engine's source, pinned on the real log
+that shows it (tests/fixtures/corpus)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from publiccases import CORPUS
+from publiccases import error as _error
+from publiccases import replay_text as _replay_text
+from publiccases import verdict as _verdict
+
+from watchdog.core.rootcause import Candidate, rank
+from watchdog.profiles.loader import load_profile
+from watchdog.vocabulary import Category
+
+# vLLM 0.32.0 on CPU, a worker SIGKILLed while the server serves (benchmarks/real_engines, a real capture): the engine
+# core logs 'EngineCore encountered a fatal error.' over its traceback (RuntimeError: Executor failed.), then the API
+# server's output handler logs 'AsyncLLM output_handler failed.' over its own (EngineDeadError)
+_WORKER_KILLED = CORPUS / "vllm" / "captured-vllm-worker-killed-cpu.log"
+
+
+def _lines(path: Path, first: str, last: str | None = None) -> str:
+    """The lines of `path` from the first one holding `first` through the first one after it holding `last` (to the
+    end without `last`): an excerpt of a real log as a thread quotes it."""
+    lines = path.read_bytes().decode().split("\n")
+    start = next(i for i, line in enumerate(lines) if first in line)
+    end = len(lines) if last is None else next(i for i in range(start, len(lines)) if last in lines[i]) + 1
+    return "\n".join(lines[start:end]) + "\n"
+
+
+def _crash_line(out: dict[str, object]) -> object:
+    """The line the crash verdict came at (its timeline's `crashed` entry)."""
+    timeline = out["timeline"]
+    assert isinstance(timeline, list)
+    return next(t["line"] for t in timeline if t["state"] == "crashed")
+
+
+# -- the decisive line of a fatal header over the traceback it logs -----------------------------------------------
+
+
+def test_vllm_output_handler_header_is_the_fatal_line_and_the_engine_dead_error_it_logs_the_decisive_one() -> (
+    None
+):
+    """vLLM's AsyncLLM._run_output_handler (v1/engine/async_llm.py, 0.8-0.34.0: 'except Exception as e:
+    logger.exception("AsyncLLM output_handler failed.")') prints the header, then the traceback of what it caught. The
+    header is fatal since i30-live (the output task ends for good): the verdict comes at it, live as in replay. But it
+    says nothing of what failed: the exception line of the traceback it logs is the decisive line, even the
+    EngineDeadError ('See stack trace (above)') that only points further up. vllm-ascend#7384 (two API servers, the
+    second one's traceback lost), gpustack#2738, and the real capture's excerpt from the header on."""
+    for name, header in (
+        ("vllm-ascend-multi-apiserver-enginedead-after-serving-7384", 1),
+        ("vllm-0.10-ray-cross-worker-executor-shutdown-enginedead-request-failed-gpustack2738", 2),
+    ):
+        out = _verdict("vllm", name)
+        assert (out["state"], out["phase"]) == ("crashed", "ready"), name
+        found = _error(out)
+        assert str(found["summary"]).startswith("vllm.v1.engine.exceptions.EngineDeadError"), name
+        assert found["line"] != header, name
+        assert _crash_line(out) == header, name
+        assert "not in this log" in str(found["hint"]), name
+
+
+def test_vllm_output_handler_header_alone_or_over_a_cut_traceback_is_still_the_decisive_line(
+    tmp_path: Path,
+) -> None:
+    """Where the log has the header but not the exception of the traceback it logs (the crop ends inside it, or
+    before it), the header is all that says what happened: it stays the decisive line."""
+    header = _lines(_WORKER_KILLED, "AsyncLLM output_handler failed.", "AsyncLLM output_handler failed.")
+    cut = _lines(_WORKER_KILLED, "AsyncLLM output_handler failed.", "in get_output_async")
+    for text in (header, cut):
+        out = _replay_text(tmp_path, text)
+        assert (out["state"], out["phase"]) == ("crashed", "ready")
+        assert str(_error(out)["summary"]) == "AsyncLLM output_handler failed."
+
+
+def test_vllm_engine_core_fatal_error_header_gives_the_decisive_line_to_its_traceback(tmp_path: Path) -> None:
+    """vLLM's run_engine_core (v1/engine/core.py, 0.8.5-0.34.0: 'logger.exception("EngineCore encountered a fatal
+    error.")', then _send_engine_dead() and raise) logs its header over the busy loop's traceback. In the real capture
+    (vLLM 0.32.0) that traceback ends in 'RuntimeError: Executor failed.' (core.py _handle_client_request, raised
+    once the executor's worker monitor saw a worker die): the exception says what happened, the header only that
+    something did. An excerpt from the header on is timed by the header and decided by the exception."""
+    out = _replay_text(tmp_path, _lines(_WORKER_KILLED, "EngineCore encountered a fatal error."))
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    found = _error(out)
+    assert str(found["summary"]) == "RuntimeError: Executor failed."
+    assert _crash_line(out) == 1
+
+
+_SGLANG_GLOO_PEER_CLOSED = """\
+[2025-02-18 23:20:01 TP4] Decode batch. #running-req: 3, #token: 4211, token usage: 0.01, gen throughput (token/s): 41.20, #queue-req: 0
+[2025-02-18 23:24:14 TP4] Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 1825, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/usr/local/lib/python3.11/site-packages/torch/utils/_contextlib.py", line 116, in decorate_context
+    return func(*args, **kwargs)
+  File "/usr/local/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 493, in event_loop_overlap
+    recv_reqs = self.recv_requests()
+  File "/usr/local/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 641, in recv_requests
+    recv_reqs = broadcast_pyobj(recv_reqs, self.tp_rank, self.tp_cpu_group)
+  File "/usr/local/lib/python3.11/site-packages/sglang/srt/utils.py", line 693, in broadcast_pyobj
+    dist.broadcast(tensor_size, src=src, group=dist_group)
+  File "/usr/local/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2425, in broadcast
+    work.wait()
+RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:11145
+
+"""
+
+
+def test_sglang_scheduler_exception_header_gives_the_decisive_line_to_its_traceback(tmp_path: Path) -> None:
+    """SGLang's run_scheduler_process (managers/scheduler.py, 0.4.0-0.5.23: 'logger.error(f"Scheduler hit an
+    exception: {traceback}")', get_exception_traceback() on the same line) writes the header and the traceback it
+    logs as one record. A TP rank of a multi-node server whose peer went away (the shape of sglang#3685, 2025-02:
+    broadcast_pyobj of the requests over gloo, 'Connection closed by peer') logs the news of that death: the decisive
+    line is still that exception, not the header (which stays the fatal line: the scheduler then SIGQUITs the
+    launcher)."""
+    out = _replay_text(tmp_path, _SGLANG_GLOO_PEER_CLOSED)
+    assert out["state"] == "crashed"
+    assert _crash_line(out) == 2
+    assert "Connection closed by peer" in str(_error(out)["summary"])
+
+
+def test_a_header_over_its_traceback_ranks_behind_every_other_error_but_noise() -> None:
+    """The ranking feature alone: a header whose traceback is in the log is behind even the news of a death (a
+    consequence), and ahead only of noise."""
+    profile = load_profile("vllm")
+    header = Candidate("EngineCore encountered a fatal error.", 1, kind="rule", role="wrapper", fatal=True)
+    news = Candidate("RuntimeError: cancelled", 9, exception="RuntimeError")
+    assert rank(header, Category.OTHER, 0, profile, reporter=True) > rank(news, Category.OTHER, 1, profile)
+    assert rank(header, Category.OTHER, 0, profile) < rank(news, Category.OTHER, 1, profile)
+    noise = Candidate("TypeError: x", 10, noise=True)
+    assert rank(header, Category.OTHER, 0, profile, reporter=True) < rank(noise, Category.OTHER, 1, profile)
