@@ -12,6 +12,7 @@ marker begins a new incarnation; `history` keeps the last `PAST_INCARNATIONS_HEL
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -305,6 +306,11 @@ class Lifecycle:
         elif isinstance(event, RequestServed):
             if inc.phase == State.READY:
                 inc.ready_unconfirmed = None  # it answered a request: it accepts connections
+            elif self._answered_in_excerpt(inc, event):
+                # an excerpt that begins while the server serves, nothing of its start shown: a request answered
+                # (not with a 5xx, which a dead engine's HTTP server gives too) says it serves
+                self._progress(inc, now, out, event.line, None)
+                self._enter(inc, State.READY, event.line, None, None, now, "a request was answered", out)
             # A request answered after an error (not with a 5xx: an engine that died still has its HTTP server
             # answer 500) or a batch run: the server serves on, the error was one request's.
             if (event.status is None or event.status < 500) and self._judged_by_serving(inc):
@@ -572,6 +578,24 @@ class Lifecycle:
                 self._resolve(inc)
         if inc.state == State.STALLED and not inc.serving.hung:
             self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
+
+    @staticmethod
+    def _answered_in_excerpt(inc: Incarnation, event: RequestServed) -> bool:
+        # A client's API request (an OpenAI-compatible route: /v1/chat/completions, /v1/responses, ...) answered
+        # below 500 before any startup step of the launch was seen, with no error pending. The engines open those
+        # routes only once they serve (vLLM, TensorRT-LLM and llama-cpp-python start Uvicorn after the engine,
+        # TGI's router after the warm-up, llama.cpp answers 503 while it loads); SGLang's app is up before its
+        # warm-up, but its own warm-up request is POST /generate and its probes /health, /v1/models and
+        # /get_model_info (srt/entrypoints/http_server.py _wait_and_warmup). A probe, a model list or a metrics
+        # scrape says nothing of the model; a 5xx comes from a dead engine's HTTP server too.
+        return (
+            inc.state not in TERMINAL_STATES
+            and inc.pending_since is None
+            and (inc.phase in UNBEGUN_STATES or inc.phase == State.STARTING)
+            and event.status is not None
+            and event.status < 500
+            and _API_ROUTE.match(event.path or "") is not None
+        )
 
     @staticmethod
     def _judged_by_serving(inc: Incarnation) -> bool:
@@ -945,6 +969,9 @@ def _live(inc: Incarnation) -> list[Candidate]:
         return earlier + live
     return live
 
+
+# A client's request on an OpenAI-compatible route (not the model list): what only a serving engine answers
+_API_ROUTE = re.compile(r"/v1/(?!models\b)\w")
 
 _SILENT_DEATH_HINT = (
     "the process died without printing why: its cause is not in this log (a SIGKILL, often the kernel's OOM "

@@ -113,7 +113,8 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
     exc_line = tb.exception
     if exc_line is None:
         text = "\n".join(tb.lines)
-        hint = phase_from_frames(text, profile)
+        # cut: the innermost frame's statement names the call the log lost the frame of
+        hint = phase_from_frames(text + _callees(tb.lines), profile)
         last = _cut_summary(tb.lines)
         if cut and not tb.noise and not _caught_by_header(tb, profile):
             # Its frames are printed outermost first: those that came say where the exception went as the whole
@@ -173,6 +174,23 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
         in_request=_in_request_handler(text, profile),
         ignored=tb.ignored,
     )
+
+
+# a call in a statement: the name called (`scheduler.run_event_loop()`, `dispatch_event_loop(self)`)
+_CALL = re.compile(r"(?<![\w.])(?:\w+\.)*(?P<fn>[A-Za-z_]\w*)\(")
+
+
+def _callees(lines: Sequence[str]) -> str:
+    # A traceback the log cut after a frame's statement: the call it makes is the frame that came next (SGLang's
+    # run_scheduler_process cut at 'scheduler.run_event_loop()' was in the event loop), written as frames are
+    # ("in run_event_loop") for the [[frame]] tables; nothing when the cut falls inside a frame's own lines.
+    statement = ""
+    for line in lines:
+        if line.lstrip().startswith('File "'):
+            statement = ""
+        elif not statement and line.strip(" ^~\t"):
+            statement = line.strip()
+    return "".join(f"\n  in {m['fn']}" for m in _CALL.finditer(statement))
 
 
 def _cut_summary(lines: Sequence[str]) -> str:
@@ -394,6 +412,11 @@ def root_cause(
     if not best.traceback and twins:
         # the same error from another rank may have come with its traceback
         best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
+    if best.kind == "rule" and best.phase_hint not in (None, "ready") and _served_after(best, items):
+        # a line whose rule names the step it is printed in (SGLang's 'Piecewise CUDA Graph failed', printed
+        # around the piecewise graph's capture and its replay), then its process's own traceback of the same
+        # failure through the server's serving loop: the replay, while serving
+        best = replace(best, phase_hint="ready")
     if best.phase_hint is None:
         hints = [c.phase_hint for c in (*twins, *items) if c.phase_hint]
         # the other evidence's phase; a sign of serving (a frame of the server's request loop, a failed batch's
@@ -438,6 +461,17 @@ def root_cause(
         step_phase=_step_phase(best, items, profile),
         elsewhere=best.role == "wrapper",
         consequence=_is_consequence(best, profile),
+    )
+
+
+def _served_after(line: Candidate, items: list[Candidate]) -> bool:
+    # a traceback of the line's own process, after it, whose frames are the server's serving loop
+    return bool(line.source) and any(
+        c.kind == "traceback"
+        and c.source == line.source
+        and c.opened >= line.line
+        and c.phase_hint == "ready"
+        for c in items
     )
 
 
