@@ -131,3 +131,78 @@ def test_a_header_over_its_traceback_ranks_behind_every_other_error_but_noise() 
     assert rank(header, Category.OTHER, 0, profile) < rank(news, Category.OTHER, 1, profile)
     noise = Candidate("TypeError: x", 10, noise=True)
     assert rank(header, Category.OTHER, 0, profile, reporter=True) < rank(noise, Category.OTHER, 1, profile)
+
+
+# -- phases: the line or frame that says which step a launch was in ------------------------------------------------
+
+
+def test_an_excerpt_of_a_client_api_request_answered_is_a_serving_server(tmp_path: Path) -> None:
+    """An excerpt of Uvicorn's access lines only: a client's POST on an OpenAI-compatible route answered below 500
+    (401 for a wrong key, 400 for a bad body) comes only from a server that serves: vLLM starts Uvicorn after its
+    engine (entrypoints/openai/api_server.py), SGLang's warm-up is its own POST /generate after GET /get_model_info
+    (srt/entrypoints/http_server.py _wait_and_warmup), never a /v1 route. sglang#25127 (0.5.11, /v1/responses 401
+    and 400) and production-stack#43 (vLLM, a chat completion 400, then /health and /metrics 200) are ready."""
+    for engine, name in (
+        ("sglang", "sglang-2026-0.5.11-responses-endpoint-401-400-access-lines-serving-issue25127"),
+        ("vllm", "vllm-2025-production-stack-chat-400-then-health-metrics-200-prodstack43"),
+    ):
+        out = _verdict(engine, name)
+        assert (out["state"], out["phase"]) == ("ready", "ready"), name
+
+
+def test_probes_and_sglang_warm_up_requests_answered_say_nothing_of_serving(tmp_path: Path) -> None:
+    """What SGLang's app answers before 'The server is fired up' (its probes, its model list, its own warm-up
+    request), a 5xx (a dead engine's HTTP server answers so too), and a model list are no proof that it serves."""
+    for line in (
+        'INFO:     127.0.0.1:40000 - "GET /get_model_info HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:40002 - "POST /generate HTTP/1.1" 200 OK',
+        'INFO:     10.0.0.9:40004 - "GET /health HTTP/1.1" 200 OK',
+        'INFO:     10.0.0.9:40006 - "GET /v1/models HTTP/1.1" 200 OK',
+        'INFO:     10.0.0.9:40008 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+    ):
+        out = _replay_text(tmp_path, f"[2026-05-13 11:24:14] {line}\n")
+        assert out["state"] != "ready", line
+
+
+def test_a_traceback_cut_at_a_call_is_in_the_frame_that_call_opens() -> None:
+    """A traceback the log cuts after a frame's statement: the call it makes is the next frame, which the log lost.
+    The Ascend SGLang fork's scheduler (2026-03, GLM5 under a stress test): an AscendC kernel's [ASSERT], then
+    'Scheduler hit an exception' from run_scheduler_process, cut at 'scheduler.run_event_loop()' (scheduler.py
+    run_scheduler_process of 0.5.x: the event loop is entered only once the scheduler is built and the server
+    serves): a crash after ready, the kernel's assert its cause."""
+    out = _verdict(
+        "sglang",
+        "sglang-ascend-2026-glm5-stress-ascendc-gather-v3-assert-out-of-range-scheduler-event-loop-ascendsglang74",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    found = _error(out)
+    assert found["category"] == "assertion"
+    assert str(found["summary"]).startswith("[ASSERT]")
+
+
+def test_a_cut_traceback_whose_last_statement_calls_no_known_step_keeps_its_phase(tmp_path: Path) -> None:
+    """The call read from a cut statement is a frame like any other: a call no [[frame]] knows moves nothing."""
+    text = (
+        "[2026-03-07 03:03:55 TP9] Load weight begin. avail mem=60.12 GB\n"
+        "[2026-03-07 03:03:56 TP9] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 3253, in '
+        "run_scheduler_process\n"
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+    )
+    out = _replay_text(tmp_path, text)
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+
+
+def test_sglang_piecewise_graph_failure_logged_from_the_event_loop_is_a_crash_while_serving() -> None:
+    """SGLang's 'Piecewise CUDA Graph failed with error: ...' (piecewise_context_manager.py, 0.5.5-2026) is logged
+    around the piecewise graph's capture and around its replay, then re-raised: the scheduler's own traceback of it
+    that follows says which. sglang PR 23351 (2026-05, NSA attention in CI): that traceback runs through
+    run_event_loop -> dispatch_event_loop -> event_loop_overlap, a batch replayed while serving: ready, not the
+    capture the line's rule names by default."""
+    out = _verdict(
+        "sglang", "sglang-2026-nsa-piecewise-cuda-graph-tensor-match-failed-scheduler-event-loop-pr23351"
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
+    assert str(_error(out)["summary"]).startswith(
+        "Piecewise CUDA Graph failed with error: Tensor match failed"
+    )
