@@ -206,3 +206,39 @@ def test_sglang_piecewise_graph_failure_logged_from_the_event_loop_is_a_crash_wh
     assert str(_error(out)["summary"]).startswith(
         "Piecewise CUDA Graph failed with error: Tensor match failed"
     )
+
+
+def test_llamacpp_cuda_error_zeroing_a_quantized_tensors_padding_is_in_the_weights_load() -> None:
+    """ggml-cuda's ggml_backend_cuda_buffer_init_tensor (ggml-cuda.cu, :768 in 2026 builds) cudaMemsets the padding
+    of each quantized tensor allocated in a buffer that is not a compute buffer: the weights' buffers as load_tensors
+    allocates them. Its CUDA_CHECK failing names it on ggml_cuda_error's second line. llama.cpp#27430 (build 10525,
+    two GPUs with --tensor-split, 2026's '[pid] m.ss.mmm.uuu E' lines): the illegal memory access there is a crash
+    loading the weights."""
+    out = _verdict(
+        "llamacpp",
+        "llamacpp-2026-build10525-pid-timestamp-format-cuda-illegal-memory-access-init-tensor-issue27430",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    found = _error(out)
+    assert found["category"] == "cuda"
+    assert "an illegal memory access was encountered" in str(found["summary"])
+
+
+def test_vllm_v0_capture_advice_last_words_alone_open_the_capture(tmp_path: Path) -> None:
+    """vLLM V0's capture_model (worker/model_runner.py, 0.4-0.10) ends its advice with 'You can also reduce the
+    `max_num_seqs` as needed to decrease memory usage.' as the capture begins. NVIDIA Dynamo's worker relays vLLM's
+    output a chunk a line (dynamo#787, 2025-04): the excerpt opens on those last words, then every TP worker's custom
+    all-reduce CUDACHECK 'Failed: .../custom_all_reduce.cuh:368 'invalid argument'' around the capture bar's end: a
+    crash while capturing the graphs. The words alone say it, and so does 0.4-0.5's own line of the advice."""
+    out = _verdict(
+        "vllm",
+        "vllm-2025-dynamo-worker-prefix-custom-allreduce-invalid-argument-after-capture-100pct-dynamo787",
+    )
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+    assert "custom_all_reduce.cuh:368 'invalid argument'" in str(_error(out)["summary"])
+    v04 = (
+        "INFO 05-01 05:25:41 model_runner.py:876] CUDA graphs can take additional 1~3 GiB memory per GPU. If you are "
+        "running out of memory, consider decreasing `gpu_memory_utilization` or enforcing eager mode. You can also "
+        "reduce the `max_num_seqs` as needed to decrease memory usage.\n"
+    )
+    assert _replay_text(tmp_path, v04)["phase"] == "capturing_graphs"
