@@ -732,12 +732,22 @@ class Lifecycle:
         err = root_cause(live, facts, _phase_name(phase), profile, whole=whole)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]
-            if _ORDER[hinted] > _ORDER[phase]:
+            if _ORDER[hinted] > _ORDER[phase] and not _warm_up_request(hinted, phase, profile):
                 phase = hinted
         phase = _step_phase(err, phase)
         inc.crash_phase = State.STARTING if phase == State.PENDING else phase
         inc.error = err
         self._chosen = _Choice(inc, chosen_in, profile, whole, live, dict(facts), inc.crash_phase, err)
+
+    def _choose_again(self, inc: Incarnation) -> None:
+        # A crash's root cause chosen again with what came since (a later error, a traceback's fuller report), from
+        # the phase the crash was chosen in, not the one its first errors pointed at: those may have named a step
+        # that the later ones show was not it (a piecewise graph's failure line, then its scheduler's traceback
+        # through the serving loop; a traceback reported cut at a writer's pause, then whole)
+        last = self._chosen
+        self._choose(
+            inc, last.phase if last is not None and last.inc is inc else inc.crash_phase or inc.phase
+        )
 
     def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
         # A traceback is reported when its exception line is read and again, whole, when it closes: the
@@ -756,7 +766,7 @@ class Lifecycle:
                     if inc.pending_since is None and inc.state not in TERMINAL_STATES:
                         inc.pending_since, inc.crash_phase = now, inc.phase
                 if inc.state == State.CRASHED:
-                    self._choose(inc, inc.crash_phase or inc.phase)
+                    self._choose_again(inc)
                 elif cand.noise and inc.pending_since is not None and inc.state not in TERMINAL_STATES:
                     if all(c.noise for c in inc.candidates[inc.pending_index :]):
                         self._resolve(inc)  # what was pending turned out to be noise
@@ -781,7 +791,7 @@ class Lifecycle:
             if inc.state == State.CRASHED and len(inc.candidates) < _MAX_LATE_CANDIDATES:
                 inc.candidates.append(cand)
                 # the verdict stands; its root cause (and the phase its frames point at) is chosen again
-                self._choose(inc, inc.crash_phase or inc.phase)
+                self._choose_again(inc)
             return
         inc.candidates.append(cand)
         if cand.noise:
@@ -918,6 +928,14 @@ def _before_ready(inc: Incarnation) -> State:
 
 def _phase_name(state: State) -> str:
     return state.value if state != State.PENDING else "starting"
+
+
+def _warm_up_request(hinted: State, phase: State, profile: Profile) -> bool:
+    # An engine whose HTTP app serves before its warm-up ends (profile `early_health`: SGLang's lifespan and its
+    # _wait_and_warmup send the warm-up requests through the scheduler's event loop, srt/entrypoints/http_server.py)
+    # runs those requests through its serving path: a frame of that path while the launch is in its warm-up
+    # (capturing_graphs, no ready line yet) is the warm-up request's, a crash of the warm-up, not after ready
+    return hinted == State.READY and phase == State.CAPTURING_GRAPHS and profile.early_health
 
 
 def _step_phase(err: Error | None, phase: State) -> State:
