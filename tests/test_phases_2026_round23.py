@@ -242,3 +242,30 @@ def test_vllm_v0_capture_advice_last_words_alone_open_the_capture(tmp_path: Path
         "reduce the `max_num_seqs` as needed to decrease memory usage.\n"
     )
     assert _replay_text(tmp_path, v04)["phase"] == "capturing_graphs"
+
+
+_SGLANG_WARM_UP = (
+    CORPUS / "sglang" / "sglang-2025-cpu-compile-deep-gemm-warmup-request-scheduler-exception-cut-7547.log"
+)
+
+
+def test_sglang_warm_up_request_failing_in_the_event_loop_is_a_crash_of_the_warm_up(tmp_path: Path) -> None:
+    """SGLang's HTTP app is up before its warm-up ends (profile `early_health`): the lifespan's warm-ups and
+    _wait_and_warmup's POST /generate (srt/entrypoints/http_server.py) are served by the scheduler's event loop like
+    any request. sglang#7547 (June 2025, on CPU): the KV cache and memory pool done, Uvicorn waiting for its startup,
+    'Running warmup compile-deep-gemm', the warm-up request's 'Prefill batch', then the scheduler's traceback. With
+    the event loop's and the batch's frames shown whole, the crash is still the warm-up's (capturing_graphs), not
+    one after ready; the same frames in an excerpt that shows no startup step say a serving server (ready)."""
+    head = _lines(_SGLANG_WARM_UP, "Load weight end.", "scheduler.event_loop_overlap()")
+    frames = (
+        '  File "/home/m/sglang/python/sglang/srt/managers/scheduler.py", line 774, in event_loop_overlap\n'
+        "    result = self.run_batch(batch)\n"
+        '  File "/home/m/sglang/python/sglang/srt/managers/scheduler.py", line 1672, in run_batch\n'
+        "    ) = self.tp_worker.forward_batch_generation(model_worker_batch)\n"
+        "RuntimeError: deep_gemm is not supported on this device\n"
+    )
+    out = _replay_text(tmp_path, head + frames)
+    assert (out["state"], out["phase"]) == ("crashed", "capturing_graphs")
+    excerpt = head[head.index("[2025-06-27 19:02:10] Scheduler hit an exception") :] + frames
+    out = _replay_text(tmp_path, excerpt)
+    assert (out["state"], out["phase"]) == ("crashed", "ready")
