@@ -465,10 +465,11 @@ def root_cause(
 
 
 def _served_after(line: Candidate, items: list[Candidate]) -> bool:
-    # a traceback of the line's own process, after it, whose frames are the server's serving loop
+    # a traceback of the line's own process after it (or of no process tag: its rows carry none, and another
+    # process's record between them leaves the rest untagged), whose frames are the server's serving loop
     return bool(line.source) and any(
         c.kind == "traceback"
-        and c.source == line.source
+        and c.source in (line.source, "")
         and c.opened >= line.line
         and c.phase_hint == "ready"
         for c in items
@@ -490,15 +491,13 @@ def _reporters(items: list[Candidate]) -> set[int]:
     # EngineDeadError the output handler logs): the header stays the fatal line the verdict is timed by. Its
     # copies from other processes whose traceback the log lost are the same report.
     logged: set[str] = set()
-    for i, c in enumerate(items):
-        if not _header(c):
-            continue
-        after = next((d for d in items[i + 1 :] if d.source == c.source), None)
-        if (
-            after is not None
-            and after.kind == "traceback"
-            and after.exception is not None
-            and 0 <= after.opened - c.line <= 1
+    for c in items:
+        if _header(c) and any(
+            d.kind == "traceback"
+            and d.source == c.source
+            and d.exception is not None
+            and 0 <= d.opened - c.line <= 1
+            for d in items
         ):
             logged.add(_MASK.sub("#", c.summary))
     if not logged:
