@@ -414,8 +414,8 @@ def root_cause(
         best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
     if best.kind == "rule" and best.phase_hint not in (None, "ready") and _served_after(best, items):
         # a line whose rule names the step it is printed in (SGLang's 'Piecewise CUDA Graph failed', printed
-        # around the piecewise graph's capture and its replay), then its process's own traceback of the same
-        # failure through the server's serving loop: the replay, while serving
+        # around the piecewise graph's capture and its replay), then a traceback of the same failure through the
+        # server's serving loop: the replay, while serving
         best = replace(best, phase_hint="ready")
     if best.phase_hint is None:
         hints = [c.phase_hint for c in (*twins, *items) if c.phase_hint]
@@ -465,15 +465,10 @@ def root_cause(
 
 
 def _served_after(line: Candidate, items: list[Candidate]) -> bool:
-    # a traceback of the line's own process after it (or of no process tag: its rows carry none, and another
-    # process's record between them leaves the rest untagged), whose frames are the server's serving loop
-    return bool(line.source) and any(
-        c.kind == "traceback"
-        and c.source in (line.source, "")
-        and c.opened >= line.line
-        and c.phase_hint == "ready"
-        for c in items
-    )
+    # a traceback after the line whose frames are the server's serving loop: its own process's report of the
+    # same failure (the process tag may not say so: a relay's tag on the rows, another process's record between
+    # them leaving the rest untagged)
+    return any(c.kind == "traceback" and c.opened >= line.line and c.phase_hint == "ready" for c in items)
 
 
 def _cut_short(c: Candidate) -> bool:
