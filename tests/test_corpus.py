@@ -59,12 +59,6 @@ KNOWN_GAPS: dict[str, str] = {
         "not peeled; and the only line before the failure is FusedMoE's 'FlashInfer CUTLASS MOE is available for "
         "EP but not enabled' (layer.py:327), printed while the model is built, which names no loading step"
     ),
-    "sglang-ascend-2026-glm5-stress-ascendc-gather-v3-assert-out-of-range-scheduler-event-loop-ascendsglang74": (
-        "phase starting, label ready (outcome, category and cause right): the crop's one frame is "
-        "run_scheduler_process calling 'scheduler.run_event_loop()', and the event loop also serves SGLang's warm-up "
-        "request before ready (sglang 7547's crash in event_loop_overlap during 'Running warmup', capturing_graphs): "
-        "the call alone cannot place the crash after ready"
-    ),
     "vllm-ascend-2026-v0.21-glm51-acl-graph-stream-synchronize-worker-traceback-wrapped-lines-cut-vllmascend10700": (
         "phase starting, label ready (outcome right): the crop's frames are NPUModelRunner._model_forward and "
         "ACLGraphWrapper.__call__ (acl_graph.py:270, a graph replay's stream synchronize), which both the startup's "
@@ -83,16 +77,6 @@ KNOWN_GAPS: dict[str, str] = {
         "complete' (ready called before the port accepts, issue 30)"
     ),
     # Issue 30, public 2025-2026 logs, round 4 (helper i30-cases4, labelled before the first run):
-    "llamacpp-2026-build10525-pid-timestamp-format-cuda-illegal-memory-access-init-tensor-issue27430": (
-        "starting, label loading_weights: the three lines name only ggml_backend_cuda_buffer_init_tensor's cudaMemset "
-        "of a quantized tensor's padding, which runs for the weights' buffers and for a quantized KV cache's alike "
-        "(ggml-cuda.cu: any non-compute buffer); no line of the load is in the crop, so no rule can place it"
-    ),
-    "sglang-2026-nsa-piecewise-cuda-graph-tensor-match-failed-scheduler-event-loop-pr23351": (
-        "capturing_graphs, label ready: the scheduler's traceback runs through run_event_loop, which serves SGLang's "
-        "own warm-up request as well as real ones; with neither Uvicorn's lines nor a request answered in the crop, "
-        "warm-up (capturing_graphs) and serving (ready) cannot be told apart"
-    ),
     "vllm-omni-2026-npu-warning-traceback-cuda-graph-capture-fallback-voxtral-issue5150": (
         "starting, label capturing_graphs: the only words of the capture are vLLM-Omni's own model wrapper's WARNINGs "
         "('Failed to capture CUDA Graph for batch_size=4', cuda_graph_acoustic_transformer_wrapper.py): a plugin's "
@@ -111,11 +95,6 @@ KNOWN_GAPS: dict[str, str] = {
         "phase: the tool reads one launch per log"
     ),
     # Issue 30, sixth round (labelled before the first run):
-    "vllm-2025-dynamo-worker-prefix-custom-allreduce-invalid-argument-after-capture-100pct-dynamo787": (
-        "starting, label capturing_graphs: the excerpt opens on the cut tail of vLLM's 'Capturing cudagraphs for "
-        "decoding' line and the first worker's CUDACHECK failure comes before the capture bar's 35/35; the "
-        "all-reduce's CUDACHECK also fails at its init and in serving, so the line alone tells no phase"
-    ),
     "ollama-2025-journald-runner-exit-2-cudamalloc-oom-gallocr-compute-buffer-9782": (
         "loading_weights, label allocating_kv_cache: the runner's goroutine dump names llamarunner (vendored "
         "llama.cpp: compute buffers after the KV cache), but Ollama's new engine (ollamarunner) reserves its graph "
@@ -174,12 +153,11 @@ KNOWN_GAPS: dict[str, str] = {
     ),
     # Issue 30, eighteenth round A (helper i30-cases18a, labelled before the first run):
     "sglang-2026-0.5.11-responses-endpoint-401-400-access-lines-serving-issue25127": (
-        "starting and generic, label ready and sglang: the crop is six Uvicorn access lines answered 401/400; "
-        "SGLang's own access format ('[%Y-%m-%d %H:%M:%S] INFO:     addr - \"request\" status', "
-        "utils/common.py set_uvicorn_logging_configs in 0.5.11) is SGLang's only by a regex, and engine detection "
-        "reads substrings; and SGLang starts Uvicorn before its warm-up (_execute_server_warmup's GET /model_info "
-        "and POST /generate, probes' /health 503 come before 'fired up'), so an access line, a refused one above "
-        "all, does not prove the server ready (issue 30: Uvicorn up is not ready)"
+        "generic, label sglang (outcome and phase ready since i30-phase: a client's POST on a /v1 route answered "
+        "below 500, which SGLang's own warm-up, GET /model_info and POST /generate, never is): the crop is six Uvicorn "
+        "access lines answered 401/400; SGLang's own access format ('[%Y-%m-%d %H:%M:%S] INFO:     addr - \"request\" "
+        "status', utils/common.py set_uvicorn_logging_configs in 0.5.11) is SGLang's only by a regex, and engine "
+        "detection reads substrings"
     ),
     "sglang-2025-k9s-boxed-scheduler-exception-event-loop-overlap-after-ready-traceback-cut-issue4017": (
         "starting, label ready: copied from a k9s pod view, every line padded to the pane's width and ended by its "
@@ -253,13 +231,6 @@ KNOWN_GAPS: dict[str, str] = {
         "a line alone can tell from TensorRT-LLM's native frames ('1       0x7f...')"
     ),
     # Issue 30, twentieth round B (helper i30-cases20b, labelled before the first run):
-    "vllm-2025-production-stack-chat-400-then-health-metrics-200-prodstack43": (
-        "starting and generic, label ready and vllm (the engine is in CORRECTIONS' engine_not_in_log): the crop is "
-        "twelve Uvicorn access lines (a 400, then /health and /metrics answered 200) and names no engine; read as a "
-        "server up, an access line answered 2xx-4xx made one held-out SGLang log worse (SGLang's Uvicorn answers "
-        "its own warm-up requests and probes before 'fired up'), so with no engine known an access line is no "
-        "proof of ready"
-    ),
     # Issue 30, round twenty-two part A (helper i30-cases22a, labelled before the first run):
     "sglang-2026-04-h20-deepseek-v3.2-dp-attention-prefill-then-fatal-python-error-segfault-watchdog-thread-issue22757": (
         "starting, label ready: the crop is two DP ranks' 'Prefill batch' lines then faulthandler's segfault; a "

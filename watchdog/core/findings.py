@@ -100,10 +100,12 @@ class ErrorSeen:
 
 @dataclass(frozen=True, slots=True)
 class RequestServed:
-    """A line that shows the server serving: an HTTP request answered (`status`), or a batch run (None)."""
+    """A line that shows the server serving: an HTTP request answered (`status`, on `path` where the line names
+    it), or a batch run (None)."""
 
     line: int
     status: int | None = None
+    path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ marker begins a new incarnation; `history` keeps the last `PAST_INCARNATIONS_HEL
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -305,6 +306,11 @@ class Lifecycle:
         elif isinstance(event, RequestServed):
             if inc.phase == State.READY:
                 inc.ready_unconfirmed = None  # it answered a request: it accepts connections
+            elif self._answered_in_excerpt(inc, event):
+                # an excerpt that begins while the server serves, nothing of its start shown: a request answered
+                # (not with a 5xx, which a dead engine's HTTP server gives too) says it serves
+                self._progress(inc, now, out, event.line, None)
+                self._enter(inc, State.READY, event.line, None, None, now, "a request was answered", out)
             # A request answered after an error (not with a 5xx: an engine that died still has its HTTP server
             # answer 500) or a batch run: the server serves on, the error was one request's.
             if (event.status is None or event.status < 500) and self._judged_by_serving(inc):
@@ -574,6 +580,24 @@ class Lifecycle:
             self._enter(inc, inc.phase, line, None, None, now, "progress resumed", out, record_phase=False)
 
     @staticmethod
+    def _answered_in_excerpt(inc: Incarnation, event: RequestServed) -> bool:
+        # A client's API request (an OpenAI-compatible route: /v1/chat/completions, /v1/responses, ...) answered
+        # below 500 before any startup step of the launch was seen, with no error pending. The engines open those
+        # routes only once they serve (vLLM, TensorRT-LLM and llama-cpp-python start Uvicorn after the engine,
+        # TGI's router after the warm-up, llama.cpp answers 503 while it loads); SGLang's app is up before its
+        # warm-up, but its own warm-up request is POST /generate and its probes /health, /v1/models and
+        # /get_model_info (srt/entrypoints/http_server.py _wait_and_warmup). A probe, a model list or a metrics
+        # scrape says nothing of the model; a 5xx comes from a dead engine's HTTP server too.
+        return (
+            inc.state not in TERMINAL_STATES
+            and inc.pending_since is None
+            and (inc.phase in UNBEGUN_STATES or inc.phase == State.STARTING)
+            and event.status is not None
+            and event.status < 500
+            and _API_ROUTE.match(event.path or "") is not None
+        )
+
+    @staticmethod
     def _judged_by_serving(inc: Incarnation) -> bool:
         # An error after ready is pending: whether the server goes on serving decides what it was.
         return inc.state == State.READY and inc.pending_since is not None and inc.crash_phase == State.READY
@@ -708,12 +732,22 @@ class Lifecycle:
         err = root_cause(live, facts, _phase_name(phase), profile, whole=whole)
         if err is not None and err.phase_hint and phase != State.READY:
             hinted = _PHASES[err.phase_hint]
-            if _ORDER[hinted] > _ORDER[phase]:
+            if _ORDER[hinted] > _ORDER[phase] and not _warm_up_request(hinted, phase, profile):
                 phase = hinted
         phase = _step_phase(err, phase)
         inc.crash_phase = State.STARTING if phase == State.PENDING else phase
         inc.error = err
         self._chosen = _Choice(inc, chosen_in, profile, whole, live, dict(facts), inc.crash_phase, err)
+
+    def _choose_again(self, inc: Incarnation) -> None:
+        # A crash's root cause chosen again with what came since (a later error, a traceback's fuller report), from
+        # the phase the crash was chosen in, not the one its first errors pointed at: those may have named a step
+        # that the later ones show was not it (a piecewise graph's failure line, then its scheduler's traceback
+        # through the serving loop; a traceback reported cut at a writer's pause, then whole)
+        last = self._chosen
+        self._choose(
+            inc, last.phase if last is not None and last.inc is inc else inc.crash_phase or inc.phase
+        )
 
     def _replaced(self, inc: Incarnation, cand: Candidate, now: float, out: list[Transition]) -> bool:
         # A traceback is reported when its exception line is read and again, whole, when it closes: the
@@ -732,7 +766,7 @@ class Lifecycle:
                     if inc.pending_since is None and inc.state not in TERMINAL_STATES:
                         inc.pending_since, inc.crash_phase = now, inc.phase
                 if inc.state == State.CRASHED:
-                    self._choose(inc, inc.crash_phase or inc.phase)
+                    self._choose_again(inc)
                 elif cand.noise and inc.pending_since is not None and inc.state not in TERMINAL_STATES:
                     if all(c.noise for c in inc.candidates[inc.pending_index :]):
                         self._resolve(inc)  # what was pending turned out to be noise
@@ -757,7 +791,7 @@ class Lifecycle:
             if inc.state == State.CRASHED and len(inc.candidates) < _MAX_LATE_CANDIDATES:
                 inc.candidates.append(cand)
                 # the verdict stands; its root cause (and the phase its frames point at) is chosen again
-                self._choose(inc, inc.crash_phase or inc.phase)
+                self._choose_again(inc)
             return
         inc.candidates.append(cand)
         if cand.noise:
@@ -896,6 +930,14 @@ def _phase_name(state: State) -> str:
     return state.value if state != State.PENDING else "starting"
 
 
+def _warm_up_request(hinted: State, phase: State, profile: Profile) -> bool:
+    # An engine whose HTTP app serves before its warm-up ends (profile `early_health`: SGLang's lifespan and its
+    # _wait_and_warmup send the warm-up requests through the scheduler's event loop, srt/entrypoints/http_server.py)
+    # runs those requests through its serving path: a frame of that path while the launch is in its warm-up
+    # (capturing_graphs, no ready line yet) is the warm-up request's, a crash of the warm-up, not after ready
+    return hinted == State.READY and phase == State.CAPTURING_GRAPHS and profile.early_health
+
+
 def _step_phase(err: Error | None, phase: State) -> State:
     # The startup step an exception was raised out of names the phase it crashed in, in whatever order the
     # engine's markers came: vLLM's CPU backend warms up (a capture-phase marker) before it sizes the KV cache.
@@ -945,6 +987,9 @@ def _live(inc: Incarnation) -> list[Candidate]:
         return earlier + live
     return live
 
+
+# A client's request on an OpenAI-compatible route (not the model list): what only a serving engine answers
+_API_ROUTE = re.compile(r"/v1/(?!models\b)\w")
 
 _SILENT_DEATH_HINT = (
     "the process died without printing why: its cause is not in this log (a SIGKILL, often the kernel's OOM "

@@ -113,7 +113,8 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
     exc_line = tb.exception
     if exc_line is None:
         text = "\n".join(tb.lines)
-        hint = phase_from_frames(text, profile)
+        # cut: the innermost frame's statement names the call the log lost the frame of
+        hint = phase_from_frames(text + _callees(tb.lines), profile)
         last = _cut_summary(tb.lines)
         if cut and not tb.noise and not _caught_by_header(tb, profile):
             # Its frames are printed outermost first: those that came say where the exception went as the whole
@@ -173,6 +174,23 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
         in_request=_in_request_handler(text, profile),
         ignored=tb.ignored,
     )
+
+
+# a call in a statement: the name called (`scheduler.run_event_loop()`, `dispatch_event_loop(self)`)
+_CALL = re.compile(r"(?<![\w.])(?:\w+\.)*(?P<fn>[A-Za-z_]\w*)\(")
+
+
+def _callees(lines: Sequence[str]) -> str:
+    # A traceback the log cut after a frame's statement: the call it makes is the frame that came next (SGLang's
+    # run_scheduler_process cut at 'scheduler.run_event_loop()' was in the event loop), written as frames are
+    # ("in run_event_loop") for the [[frame]] tables; nothing when the cut falls inside a frame's own lines.
+    statement = ""
+    for line in lines:
+        if line.lstrip().startswith('File "'):
+            statement = ""
+        elif not statement and line.strip(" ^~\t"):
+            statement = line.strip()
+    return "".join(f"\n  in {m['fn']}" for m in _CALL.finditer(statement))
 
 
 def _cut_summary(lines: Sequence[str]) -> str:
@@ -270,6 +288,10 @@ class Rank(NamedTuple):
     (each field one feature, tested on its own in tests/test_errors.py)."""
 
     noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
+    reporter: (
+        int  # 1: a logger's header over the traceback it logs (`_reporters`): that traceback's exception
+    )
+    # is the decisive line, whatever it is
     consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe): even a
     # wrapper tells more ("Worker proc VllmWorker-0 died unexpectedly" names who went away)
     wrapper: int  # 1: a wrapper that only points at an error printed elsewhere ("See root cause above")
@@ -314,9 +336,17 @@ def _in_teardown(c: Candidate, profile: Profile) -> bool:
     return any(p.search(where) for p in profile.teardowns)
 
 
-def rank(c: Candidate, category: Category, index: int, profile: Profile, *, handled: bool = False) -> Rank:
+def rank(
+    c: Candidate,
+    category: Category,
+    index: int,
+    profile: Profile,
+    *,
+    handled: bool = False,
+    reporter: bool = False,
+) -> Rank:
     """The rank of candidate `c` (the `index`-th of the log), whose category is `category`, in a log of
-    `profile`'s engine."""
+    `profile`'s engine; `reporter`: it is a header line whose traceback is in the log (`_reporters`)."""
     wrapper = c.role == "wrapper"
     if category not in GENERIC_CATEGORIES:
         generic = 0
@@ -326,6 +356,7 @@ def rank(c: Candidate, category: Category, index: int, profile: Profile, *, hand
         generic = 2 if wrapper else 1
     return Rank(
         noise=int(c.noise),
+        reporter=int(reporter),
         consequence=int(_is_consequence(c, profile)),
         wrapper=int(wrapper),
         generic=generic,
@@ -356,7 +387,11 @@ def root_cause(
     # raised while handling another ("During handling ...") before the one handled: the handled one (a
     # StopIteration, a KeyError looked up) is what the code expected, the later one ended the process.
     handled = _handled(items)
-    best_i = min(range(len(items)), key=lambda i: rank(items[i], cats[i], i, profile, handled=i in handled))
+    reporters = _reporters(items)
+    best_i = min(
+        range(len(items)),
+        key=lambda i: rank(items[i], cats[i], i, profile, handled=i in handled, reporter=i in reporters),
+    )
     best = items[best_i]
     category = cats[best_i]
     if best.kind == "rule":
@@ -377,6 +412,11 @@ def root_cause(
     if not best.traceback and twins:
         # the same error from another rank may have come with its traceback
         best = replace(best, traceback=twins[0].traceback, exception=twins[0].exception or best.exception)
+    if best.kind == "rule" and best.phase_hint not in (None, "ready") and _served_after(best, items):
+        # a line whose rule names the step it is printed in (SGLang's 'Piecewise CUDA Graph failed', printed
+        # around the piecewise graph's capture and its replay), then a traceback of the same failure through the
+        # server's serving loop: the replay, while serving
+        best = replace(best, phase_hint="ready")
     if best.phase_hint is None:
         hints = [c.phase_hint for c in (*twins, *items) if c.phase_hint]
         # the other evidence's phase; a sign of serving (a frame of the server's request loop, a failed batch's
@@ -424,10 +464,45 @@ def root_cause(
     )
 
 
+def _served_after(line: Candidate, items: list[Candidate]) -> bool:
+    # a traceback after the line whose frames are the server's serving loop: its own process's report of the
+    # same failure (the process tag may not say so: a relay's tag on the rows, another process's record between
+    # them leaving the rest untagged)
+    return any(c.kind == "traceback" and c.opened >= line.line and c.phase_hint == "ready" for c in items)
+
+
 def _cut_short(c: Candidate) -> bool:
     # a process's own traceback that the log ends in, before its exception: what failed was said and cut off,
     # so the process did not die without a word (a wrapper, but not one that points at another's report)
     return c.kind == "traceback" and c.exception is None and bool(c.traceback)
+
+
+def _reporters(items: list[Candidate]) -> set[int]:
+    # A logger's header over the traceback it logs: a wrapper rule's line that names no category of its own
+    # (vLLM's logger.exception("AsyncLLM output_handler failed.") and "EngineCore encountered a fatal error.",
+    # SGLang's logger.error(f"Scheduler hit an exception: {traceback}")), followed on its own line or the next by
+    # a traceback of the same process that has its exception line. Header and traceback are one report, and the
+    # traceback's exception is its decisive line, even one that is only the news of another part's death (the
+    # EngineDeadError the output handler logs): the header stays the fatal line the verdict is timed by. Its
+    # copies from other processes whose traceback the log lost are the same report.
+    logged: set[str] = set()
+    for c in items:
+        if _header(c) and any(
+            d.kind == "traceback"
+            and d.source == c.source
+            and d.exception is not None
+            and 0 <= d.opened - c.line <= 1
+            for d in items
+        ):
+            logged.add(_MASK.sub("#", c.summary))
+    if not logged:
+        return set()
+    return {i for i, c in enumerate(items) if _header(c) and _MASK.sub("#", c.summary) in logged}
+
+
+def _header(c: Candidate) -> bool:
+    # a wrapper rule's line that says nothing of what failed: what it reports comes with it or elsewhere
+    return c.kind == "rule" and c.role == "wrapper" and c.category is None and not c.noise
 
 
 def _handled(items: list[Candidate]) -> set[int]:

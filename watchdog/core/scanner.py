@@ -186,7 +186,11 @@ class Scanner:
                 out.append(DyingWords(line_no, rec.at, content.strip(), self.last_relevant, rule.clean_exit))
             elif kind == "served":
                 status = groups.get("status", "")
-                out.append(RequestServed(line_no, int(status) if status.isdigit() else None))
+                out.append(
+                    RequestServed(
+                        line_no, int(status) if status.isdigit() else None, groups.get("path") or None
+                    )
+                )
             elif kind == "arguments":
                 out += self._arguments(rule, groups, line_no)
             elif kind == "serving":
