@@ -57,8 +57,16 @@ _ACL_CODES = [
     (300000, "The storage limit is exceeded.", "oom"),  # ACL_ERROR_STORAGE_OVER_LIMIT
     (200001, "The interface does not support this function.", "unsupported"),  # ACL_ERROR_API_NOT_SUPPORT
     (100026, "Unsupported data type.", "unsupported"),  # ACL_ERROR_UNSUPPORTED_DATA_TYPE
-    (148049, "The 'ASCEND_OPP_PATH' environment variable is not set, or the value of the environment", "config"),
-    (100039, "The dynamic library path configured before running the application is the path of the", "import"),
+    (
+        148049,
+        "The 'ASCEND_OPP_PATH' environment variable is not set, or the value of the environment",
+        "config",
+    ),
+    (
+        100039,
+        "The dynamic library path configured before running the application is the path of the",
+        "import",
+    ),
     (507015, "The aicore execution is abnormal. ", "cuda"),  # ACL_ERROR_RT_AICORE_EXCEPTION
     (507013, "System Direct Memory Access (DMA) hardware execution error. ", "cuda"),  # ACL_ERROR_RT_SYS_DMA
     (507899, "An internal error occurs in the Driver module. ", "cuda"),  # ACL_ERROR_RT_DRV_INTERNAL_ERROR
@@ -73,7 +81,9 @@ def test_an_acl_code_is_read_by_its_class_and_its_code_line_is_the_cause(
     """torch_npu's code line carries the ACL code, and the code's class is the category (a resource exhausted oom,
     what the NPU lacks unsupported, the environment config/import, the runtime's or device's fault cuda); the code
     line, printed first, is the root cause, not the text line after it."""
-    found = _crash(tmp_path, _TB + _npu("aclrtMallocAlign32(&ptr, size, ACL_MEM_MALLOC_HUGE_FIRST)", code, text))
+    found = _crash(
+        tmp_path, _TB + _npu("aclrtMallocAlign32(&ptr, size, ACL_MEM_MALLOC_HUGE_FIRST)", code, text)
+    )
     assert found["category"] == category
     assert f"error code is {code}" in str(found["summary"])
 
@@ -82,7 +92,8 @@ def test_the_text_line_decides_only_when_the_code_line_is_cut(tmp_path: Path) ->
     """The same message with its code line cut off (an excerpt that starts below it): torch_npu's text line is then
     the root cause, read by its own class (the table's text of a stream pool exhausted, oom)."""
     found = _crash(
-        tmp_path, f"{_PTA}[Error]: Stream resources are insufficient.\n        Check whether the number of streams\n"
+        tmp_path,
+        f"{_PTA}[Error]: Stream resources are insufficient.\n        Check whether the number of streams\n",
     )
     assert (found["category"], found["summary"]) == ("oom", "[Error]: Stream resources are insufficient.")
     assert "streams" in str(found["hint"])
@@ -114,8 +125,12 @@ def test_the_tuning_corpus_capture_begin_names_the_code_line() -> None:
         )
     )
     assert found["category"] == "oom"
-    assert "AclmdlRICaptureBegin(capture_stream_, capture_mode), error code is 207005" in str(found["summary"])
-    cut = error(verdict("vllm", "vllm-ascend-2026-graph-capture-npu-failed-to-apply-for-memory-ee9999-issue12113"))
+    assert "AclmdlRICaptureBegin(capture_stream_, capture_mode), error code is 207005" in str(
+        found["summary"]
+    )
+    cut = error(
+        verdict("vllm", "vllm-ascend-2026-graph-capture-npu-failed-to-apply-for-memory-ee9999-issue12113")
+    )
     assert (cut["category"], cut["summary"]) == ("oom", "[Error]: Failed to apply for memory.")
 
 
@@ -158,7 +173,9 @@ def test_the_tuning_corpus_capture_begin_names_the_code_line() -> None:
             id="hipblaslt-not-supported",
         ),
         pytest.param(
-            "RuntimeError: HIP error: limit is not supported on this architecture", "unsupported", id="hip-limit"
+            "RuntimeError: HIP error: limit is not supported on this architecture",
+            "unsupported",
+            id="hip-limit",
         ),
         pytest.param("RuntimeError: HIP error: hipErrorECCNotCorrectable", "cuda", id="hip-ecc"),
         pytest.param(
@@ -189,7 +206,9 @@ def test_the_tuning_corpus_capture_begin_names_the_code_line() -> None:
             "unsupported",
             id="ur-unsupported-feature",
         ),
-        pytest.param("RuntimeError: ZE_RESULT_ERROR_UNSUPPORTED_FEATURE", "unsupported", id="ze-unsupported-feature"),
+        pytest.param(
+            "RuntimeError: ZE_RESULT_ERROR_UNSUPPORTED_FEATURE", "unsupported", id="ze-unsupported-feature"
+        ),
         pytest.param("RuntimeError: UR_RESULT_ERROR_DEVICE_LOST", "cuda", id="ur-bare-device-lost"),
         # -- XLA: absl's codes on jax's classes and torch_xla's 'Bad StatusOr access: '
         pytest.param(
@@ -221,7 +240,9 @@ def test_the_tuning_corpus_capture_begin_names_the_code_line() -> None:
             id="mosaic-stays-unsupported",
         ),
         pytest.param(
-            "RuntimeError: Bad StatusOr access: UNAVAILABLE: TPU device not reachable", "cuda", id="torch-xla-unavailable"
+            "RuntimeError: Bad StatusOr access: UNAVAILABLE: TPU device not reachable",
+            "cuda",
+            id="torch-xla-unavailable",
         ),
         # -- Intel Gaudi: synStatus with the runtime's string in brackets (synapse_common_types.h)
         pytest.param(
@@ -231,7 +252,9 @@ def test_the_tuning_corpus_capture_begin_names_the_code_line() -> None:
             id="syn-4",
         ),
         pytest.param(
-            "RuntimeError: Graph compile failed. synStatus=synStatus 27 [Out-Of-Resources]", "oom", id="syn-27"
+            "RuntimeError: Graph compile failed. synStatus=synStatus 27 [Out-Of-Resources]",
+            "oom",
+            id="syn-27",
         ),
         pytest.param(
             "RuntimeError: Graph compile failed. synStatus=synStatus 18 [Unsupported operation]",
