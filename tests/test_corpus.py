@@ -264,14 +264,6 @@ KNOWN_GAPS: dict[str, str] = {
         "it is a crash by the lifecycle's rule (a pending error at the log's end), and a rule for one fork's caught "
         "message would be tuning to this log"
     ),
-    # Issue 30, round twenty-three part P (helper i30-plat2, labelled before the first run):
-    "vllm-ascend-2026-v0.18.0rc1-a3-mtp-npumodelrunner-capture-begin-207005-failed-to-apply-for-memory-vllmascend8393": (
-        "root cause '[Error]: Failed to apply for memory.', label the RuntimeError line above it that carries the NPU "
-        "call and its code ('AclmdlRICaptureBegin(...), error code is 207005'): both lines are torch_npu's one "
-        "message (the failed call, then its code's text), and as for vllm-ascend#12113 the tool takes the code's "
-        "text, the line that says what failed (oom; the code alone, 207005 ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, is "
-        "read cuda by the NPU template); outcome, phase and category agree"
-    ),
 }
 
 
