@@ -69,6 +69,56 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
     assert len(passes) <= 2
 
 
+async def test_a_wave_of_changed_files_is_served_a_bounded_number_a_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files one read says changed are driven at most `DRIVES_A_TURN` a callback, the rest in a callback of the
+    next turn of the loop (a task woken meanwhile runs between them): a wave of every file changed at once (a daemon
+    that fell behind) is no single turn of all their work. Each file's bytes come whole, once."""
+    monkeypatch.setattr(inotify_module, "DRIVES_A_TURN", 6)
+    watcher = Watcher.get()
+    assert watcher is not None
+    files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
+    logs = []
+    passes: list[tuple[int, int]] = []  # (files left to serve, turns of the loop seen so far)
+    turns = [0]
+    real = inotify_module._set_all
+
+    def counted(waiters: list[inotify_module._Waiter]) -> None:
+        passes.append((len(waiters), turns[0]))
+        real(waiters)
+
+    async def count_turns() -> None:
+        while True:
+            await asyncio.sleep(0)
+            turns[0] += 1
+
+    for f in files:
+        f.write_bytes(b"started\n")
+    async with anyio.create_task_group() as tg:
+        for f in files:
+            log = PushLog(live_read)
+            logs.append(log)
+            await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
+            await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
+        await anyio.wait_all_tasks_blocked()
+        monkeypatch.setattr(inotify_module, "_set_all", counted)
+        tg.start_soon(count_turns)
+        with watcher._lock:  # the reading thread takes what changed once every file has
+            for f in files:
+                with f.open("ab") as out:
+                    out.write(b"serving 1\n")
+        for log in logs:
+            await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
+        tg.cancel_scope.cancel()
+    assert all(log.items[1] == ("pushed", Chunk(8, b"serving 1\n")) for log in logs)
+    served = [left for left, _ in passes]
+    # one read for all of them (or the first append's read, then one for the rest), 6 at a time
+    assert served[-4:] == [20, 14, 8, 2] or served[-4:] == [19, 13, 7, 1], served
+    seen = [turn for _, turn in passes[-4:]]
+    assert seen == sorted(set(seen)), seen  # each pass in a later turn than the one before
+
+
 async def test_a_pushed_follow_gets_every_byte_in_order_across_rotation_and_truncation(
     tmp_path: Path,
 ) -> None:

@@ -11,7 +11,10 @@ reference count. Without inotify (not Linux, or no free watch) `Watcher.get()` i
 
 A wait may carry a `drive` callback (`Watcher.wait_for`): the files that one read of the descriptor says changed
 are then served in one callback of their event loop, which calls each waiter's `drive` in turn (it reads its file
-and hands the bytes on, `watchdog.follow.sources.local`), rather than waking each follower's task.
+and hands the bytes on, `watchdog.follow.sources.local`), rather than waking each follower's task; at most
+`DRIVES_A_TURN` of them a turn of the loop, the rest in the turns after it. A daemon that fell behind finds most of
+its files changed at once (2,000 at 2,000 launches), and serving them all in one callback made one turn of the
+loop the whole backlog's work, which every task woken meanwhile (a crash's transition on its way) waited for.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of nam
 # What changes only a file's bytes: any other event (created, moved, deleted, attributes) may change what its
 # path names, and counts in `Watcher.renames` too.
 _CONTENT = _IN_MODIFY | _IN_CLOSE_WRITE
+# files served (driven) in one callback of their event loop: each reads what its file grew by and feeds it on (a
+# few lines, under a millisecond), so a turn of the loop holds tens of milliseconds of them at most
+DRIVES_A_TURN = 64
 
 # A waiting follower: its event loop, the future its task awaits, and the callback that serves a change in that
 # loop without waking the task (None: the change sets the future's result, True)
@@ -342,9 +348,16 @@ class Watcher:
 
 
 def _set_all(waiters: list[_Waiter]) -> None:
-    # in the waiters' event loop: every file one read of the descriptor said changed, served in this one callback
-    for _loop, future, drive in waiters:
+    # in the waiters' event loop: the files one read of the descriptor said changed, served in this callback up to
+    # `DRIVES_A_TURN` of them, the rest in a callback of the next turn (each is off the thread's lists: a change
+    # meanwhile wakes no one twice, and its drive reads up to it)
+    driven = 0
+    for index, (loop, future, drive) in enumerate(waiters):
         if drive is None:
             wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)
         elif not future.done():  # (done: cancelled, or its safety poll came first; its task takes over)
+            if driven == DRIVES_A_TURN:
+                loop.call_soon(_set_all, waiters[index:])
+                return
+            driven += 1
             drive()
