@@ -89,7 +89,7 @@ def install(out: Path) -> None:
     import asyncio.base_events  # noqa: PLC0415
     import asyncio.selector_events  # noqa: PLC0415
 
-    turns: list[float] = []  # the CPU seconds of every turn over 1 ms
+    turns: list[tuple[float, float]] = []  # (time, CPU seconds) of every turn over 1 ms
     turn = asyncio.base_events.BaseEventLoop._run_once
 
     def timed_turn(loop: asyncio.base_events.BaseEventLoop) -> None:
@@ -99,10 +99,10 @@ def install(out: Path) -> None:
         finally:
             used = time.thread_time() - cpu
             if used > 0.001:
-                turns.append(used)
+                turns.append((time.time(), used))
 
     asyncio.base_events.BaseEventLoop._run_once = timed_turn  # type: ignore[method-assign]
-    reads: list[tuple[float, int]] = []  # (CPU seconds, bytes) of every socket read over 1 ms
+    reads: list[tuple[float, float, int]] = []  # (time, CPU seconds, bytes) of every socket read over 1 ms
     count = {"reads": 0}
     transport = asyncio.selector_events._SelectorSocketTransport
     read = transport._read_ready__data_received
@@ -133,7 +133,7 @@ def install(out: Path) -> None:
             count["reads"] += 1
             used = time.thread_time() - cpu
             if used > 0.001:
-                reads.append((used, got[0]))
+                reads.append((time.time(), used, got[0]))
 
     transport._read_ready__data_received = timed_read  # type: ignore[method-assign]
 
@@ -163,9 +163,13 @@ def install(out: Path) -> None:
     atexit.register(dump)
 
 
-def show(folder: Path, top: int = 15) -> None:
-    """Print what `install` recorded in `folder`."""
+def show(folder: Path, top: int = 15, window: tuple[float, float] | None = None) -> None:
+    """Print what `install` recorded in `folder` (with `window`, Unix times: the collections, slow callbacks,
+    turns and reads within it)."""
     data = json.loads((folder / "trace.json").read_text())
+    if window is not None:
+        data["pauses"] = [p for p in data["pauses"] if window[0] <= p[0] <= window[1]]
+        data["slow"] = [s for s in data["slow"] if window[0] <= s[0] <= window[1]]
     pauses = data["pauses"]
     print(f"collections: {len(pauses)}; frozen at the end: {data['frozen']}")
     for generation in (0, 1, 2):
@@ -182,7 +186,9 @@ def show(folder: Path, top: int = 15) -> None:
     print(
         f"callbacks over 1 ms of CPU: {len(durations)} ({1000 * sum(durations):.0f} ms in all), over 10 ms: {over}"
     )
-    turns = sorted(data.get("turns", []))
+    since, until = window if window is not None else (-1.0, float("inf"))
+    timed = [t if isinstance(t, list) else [0.0, t] for t in data.get("turns", [])]  # (untimed: an older trace)
+    turns = sorted(t[1] for t in timed if since <= t[0] <= until)
     if turns:
         over = [sum(1 for t in turns if t > bound) for bound in (0.01, 0.05, 0.1, 0.25)]
         print(
@@ -190,11 +196,12 @@ def show(folder: Path, top: int = 15) -> None:
             f"{1000 * turns[int(len(turns) * 0.99)]:.1f} ms, max {1000 * turns[-1]:.1f} ms; over 10/50/100/250 ms: "
             + "/".join(str(n) for n in over)
         )
-    reads = sorted(data.get("reads", []))
+    reads = sorted(r[-2:] for r in data.get("reads", []) if since <= (r[0] if len(r) == 3 else 0.0) <= until)
     if reads:
         print(
-            f"socket reads: {data['all_reads']}, {len(reads)} over 1 ms of CPU: p50 {1000 * reads[len(reads) // 2][0]:.1f} "
-            f"ms, max {1000 * reads[-1][0]:.1f} ms; bytes of a read over 1 ms: max {max(r[1] for r in reads):,}"
+            f"socket reads: {data['all_reads']} in all; {len(reads)} over 1 ms of CPU: p50 "
+            f"{1000 * reads[len(reads) // 2][0]:.1f} ms, max {1000 * reads[-1][0]:.1f} ms; the most bytes in one: "
+            f"{max(r[1] for r in reads):,}"
         )
     for when, cpu, in_gc, callback, sampled in sorted(data["slow"], key=lambda s: -s[1])[:top]:
         print(
@@ -206,7 +213,9 @@ def show(folder: Path, top: int = 15) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--show"]:
-        show(Path(sys.argv[2]))
+        # --show DIR [SINCE UNTIL]: only what happened between those Unix times (a bench's load window)
+        bounds = (float(sys.argv[3]), float(sys.argv[4])) if len(sys.argv) == 5 else None
+        show(Path(sys.argv[2]), window=bounds)
         sys.exit(0)
     if os.environ.get("LOOP_TRACE"):
         install(Path(os.environ["LOOP_TRACE"]))
