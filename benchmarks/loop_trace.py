@@ -187,7 +187,8 @@ def show(folder: Path, top: int = 15, window: tuple[float, float] | None = None)
         f"callbacks over 1 ms of CPU: {len(durations)} ({1000 * sum(durations):.0f} ms in all), over 10 ms: {over}"
     )
     since, until = window if window is not None else (-1.0, float("inf"))
-    timed = [t if isinstance(t, list) else [0.0, t] for t in data.get("turns", [])]  # (untimed: an older trace)
+    # (an older trace's turns have no time)
+    timed = [t if isinstance(t, list) else [0.0, t] for t in data.get("turns", [])]
     turns = sorted(t[1] for t in timed if since <= t[0] <= until)
     if turns:
         over = [sum(1 for t in turns if t > bound) for bound in (0.01, 0.05, 0.1, 0.25)]
