@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pytest
 from pushlog import PushLog, append_and_wait, assert_files_whole, follow_pushed, live_read, rotate
 
@@ -24,6 +25,30 @@ pytestmark = [
 SLOW_POLL = 30.0  # no safety poll within a test: every look is one inotify asked for
 
 
+async def _follow_started(tg: anyio.abc.TaskGroup, files: list[Path]) -> list[PushLog]:
+    """Each file started (a line), followed with pushes, read to its end, and its follow waiting on inotify."""
+    for f in files:  # all there before the first watch: no event of theirs comes late
+        f.write_bytes(b"started\n")
+    logs = []
+    for f in files:
+        log = PushLog(live_read)
+        logs.append(log)
+        await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
+        await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
+    await anyio.wait_all_tasks_blocked()
+    return logs
+
+
+async def _append_at_once(watcher: Watcher, files: list[Path], logs: list[PushLog], data: bytes) -> None:
+    """Append `data` to every file, all before the inotify thread reads what changed; wait until each log has it."""
+    with watcher._lock:  # the reading thread takes what changed once every file has
+        for f in files:
+            with f.open("ab") as out:
+                out.write(data)
+    for log in logs:
+        await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
+
+
 async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_task_woken(
     tmp_path: Path,
 ) -> None:
@@ -33,7 +58,6 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
     watcher = Watcher.get()
     assert watcher is not None
     files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
-    logs = []
     passes: list[int] = []
     real = inotify_module._set_all
 
@@ -41,24 +65,12 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
         passes.append(len(waiters))
         real(waiters)
 
-    for f in files:  # all there before the first watch: no event of theirs comes late
-        f.write_bytes(b"started\n")
     async with anyio.create_task_group() as tg:
-        for f in files:
-            log = PushLog(live_read)
-            logs.append(log)
-            await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
-            await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
-        await anyio.wait_all_tasks_blocked()
+        logs = await _follow_started(tg, files)
         assert all(str(f) in watcher._waiting for f in files)
         inotify_module._set_all = counted  # type: ignore[assignment]
         try:
-            with watcher._lock:  # the reading thread takes what changed once every file has
-                for f in files:
-                    with f.open("ab") as out:
-                        out.write(b"serving 1\nserving 2\n")
-            for log in logs:
-                await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
+            await _append_at_once(watcher, files, logs, b"serving 1\nserving 2\n")
         finally:
             inotify_module._set_all = real
         tg.cancel_scope.cancel()
@@ -79,7 +91,6 @@ async def test_a_wave_of_changed_files_is_served_a_bounded_number_a_turn(
     watcher = Watcher.get()
     assert watcher is not None
     files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
-    logs = []
     passes: list[tuple[int, int]] = []  # (files left to serve, turns of the loop seen so far)
     turns = [0]
     real = inotify_module._set_all
@@ -93,23 +104,11 @@ async def test_a_wave_of_changed_files_is_served_a_bounded_number_a_turn(
             await asyncio.sleep(0)
             turns[0] += 1
 
-    for f in files:
-        f.write_bytes(b"started\n")
     async with anyio.create_task_group() as tg:
-        for f in files:
-            log = PushLog(live_read)
-            logs.append(log)
-            await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
-            await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
-        await anyio.wait_all_tasks_blocked()
+        logs = await _follow_started(tg, files)
         monkeypatch.setattr(inotify_module, "_set_all", counted)
         tg.start_soon(count_turns)
-        with watcher._lock:  # the reading thread takes what changed once every file has
-            for f in files:
-                with f.open("ab") as out:
-                    out.write(b"serving 1\n")
-        for log in logs:
-            await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
+        await _append_at_once(watcher, files, logs, b"serving 1\n")
         tg.cancel_scope.cancel()
     assert all(log.items[1] == ("pushed", Chunk(8, b"serving 1\n")) for log in logs)
     served = [left for left, _ in passes]
