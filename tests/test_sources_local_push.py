@@ -84,14 +84,15 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
 async def test_a_wave_of_changed_files_is_served_a_bounded_number_a_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The files one read says changed are driven at most `DRIVES_A_TURN` a callback, the rest in a callback of the
-    next turn of the loop (a task woken meanwhile runs between them): a wave of every file changed at once (a daemon
-    that fell behind) is no single turn of all their work. Each file's bytes come whole, once."""
+    """The files that changed are driven at most `DRIVES_A_TURN` a turn of the loop, the rest in a callback of the
+    next turn (a task woken meanwhile runs between them), however many reads of the descriptor told of them: a wave
+    of every file changed at once (a daemon that fell behind) is no single turn of all their work. Each file's bytes
+    come whole, once."""
     monkeypatch.setattr(inotify_module, "DRIVES_A_TURN", 6)
     watcher = Watcher.get()
     assert watcher is not None
     files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
-    passes: list[tuple[int, int]] = []  # (files left to serve, turns of the loop seen so far)
+    passes: list[tuple[int, int]] = []  # (files served, turns of the loop seen so far)
     turns = [0]
     real = inotify_module._set_all
 
@@ -111,10 +112,11 @@ async def test_a_wave_of_changed_files_is_served_a_bounded_number_a_turn(
         await _append_at_once(watcher, files, logs, b"serving 1\n")
         tg.cancel_scope.cancel()
     assert all(log.items[1] == ("pushed", Chunk(8, b"serving 1\n")) for log in logs)
-    served = [left for left, _ in passes]
-    # one read for all of them (or the first append's read, then one for the rest), 6 at a time
-    assert served[-4:] == [20, 14, 8, 2] or served[-4:] == [19, 13, 7, 1], served
-    seen = [turn for _, turn in passes[-4:]]
+    served = [n for n, _ in passes]
+    assert sum(served) == len(files)
+    assert max(served) == 6, served
+    assert len(served) >= 4, served
+    seen = [turn for _, turn in passes]
     assert seen == sorted(set(seen)), seen  # each pass in a later turn than the one before
 
 
