@@ -8,7 +8,6 @@ import asyncio
 from pathlib import Path
 
 import anyio
-import anyio.abc
 import pytest
 from pushlog import PushLog, append_and_wait, assert_files_whole, follow_pushed, live_read, rotate
 
@@ -25,30 +24,6 @@ pytestmark = [
 SLOW_POLL = 30.0  # no safety poll within a test: every look is one inotify asked for
 
 
-async def _follow_started(tg: anyio.abc.TaskGroup, files: list[Path]) -> list[PushLog]:
-    """Each file started (a line), followed with pushes, read to its end, and its follow waiting on inotify."""
-    for f in files:  # all there before the first watch: no event of theirs comes late
-        f.write_bytes(b"started\n")
-    logs = []
-    for f in files:
-        log = PushLog(live_read)
-        logs.append(log)
-        await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
-        await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
-    await anyio.wait_all_tasks_blocked()
-    return logs
-
-
-async def _append_at_once(watcher: Watcher, files: list[Path], logs: list[PushLog], data: bytes) -> None:
-    """Append `data` to every file, all before the inotify thread reads what changed; wait until each log has it."""
-    with watcher._lock:  # the reading thread takes what changed once every file has
-        for f in files:
-            with f.open("ab") as out:
-                out.write(data)
-    for log in logs:
-        await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
-
-
 async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_task_woken(
     tmp_path: Path,
 ) -> None:
@@ -58,6 +33,7 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
     watcher = Watcher.get()
     assert watcher is not None
     files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
+    logs = []
     passes: list[int] = []
     real = inotify_module._set_all
 
@@ -65,12 +41,24 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
         passes.append(len(waiters))
         real(waiters)
 
+    for f in files:  # all there before the first watch: no event of theirs comes late
+        f.write_bytes(b"started\n")
     async with anyio.create_task_group() as tg:
-        logs = await _follow_started(tg, files)
+        for f in files:
+            log = PushLog(live_read)
+            logs.append(log)
+            await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
+            await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
+        await anyio.wait_all_tasks_blocked()
         assert all(str(f) in watcher._waiting for f in files)
         inotify_module._set_all = counted  # type: ignore[assignment]
         try:
-            await _append_at_once(watcher, files, logs, b"serving 1\nserving 2\n")
+            with watcher._lock:  # the reading thread takes what changed once every file has
+                for f in files:
+                    with f.open("ab") as out:
+                        out.write(b"serving 1\nserving 2\n")
+            for log in logs:
+                await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
         finally:
             inotify_module._set_all = real
         tg.cancel_scope.cancel()
@@ -79,45 +67,6 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
         assert log.calls_in[1] is None  # in the loop's callback, not a task
     assert sum(passes) == len(files)
     assert len(passes) <= 2
-
-
-async def test_a_wave_of_changed_files_is_served_a_bounded_number_a_turn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The files that changed are driven at most `DRIVES_A_TURN` a turn of the loop, the rest in a callback of the
-    next turn (a task woken meanwhile runs between them), however many reads of the descriptor told of them: a wave
-    of every file changed at once (a daemon that fell behind) is no single turn of all their work. Each file's bytes
-    come whole, once."""
-    monkeypatch.setattr(inotify_module, "DRIVES_A_TURN", 6)
-    watcher = Watcher.get()
-    assert watcher is not None
-    files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
-    passes: list[tuple[int, int]] = []  # (files served, turns of the loop seen so far)
-    turns = [0]
-    real = inotify_module._set_all
-
-    def counted(waiters: list[inotify_module._Waiter]) -> None:
-        passes.append((len(waiters), turns[0]))
-        real(waiters)
-
-    async def count_turns() -> None:
-        while True:
-            await asyncio.sleep(0)
-            turns[0] += 1
-
-    async with anyio.create_task_group() as tg:
-        logs = await _follow_started(tg, files)
-        monkeypatch.setattr(inotify_module, "_set_all", counted)
-        tg.start_soon(count_turns)
-        await _append_at_once(watcher, files, logs, b"serving 1\n")
-        tg.cancel_scope.cancel()
-    assert all(log.items[1] == ("pushed", Chunk(8, b"serving 1\n")) for log in logs)
-    served = [n for n, _ in passes]
-    assert sum(served) == len(files)
-    assert max(served) == 6, served
-    assert len(served) >= 4, served
-    seen = [turn for _, turn in passes]
-    assert seen == sorted(set(seen)), seen  # each pass in a later turn than the one before
 
 
 async def test_a_pushed_follow_gets_every_byte_in_order_across_rotation_and_truncation(

@@ -11,17 +11,13 @@ reference count. Without inotify (not Linux, or no free watch) `Watcher.get()` i
 
 A wait may carry a `drive` callback (`Watcher.wait_for`): the files that one read of the descriptor says changed
 are then served in one callback of their event loop, which calls each waiter's `drive` in turn (it reads its file
-and hands the bytes on, `watchdog.follow.sources.local`), rather than waking each follower's task; at most
-`DRIVES_A_TURN` of them a turn of the loop, the rest in the turns after it (each loop's changed files wait in one
-list, served by one callback a turn, however many reads of the descriptor added to it). A daemon that fell behind
-finds most of its files changed at once (2,000 at 2,000 launches), and serving them all in one callback made one
-turn of the loop the whole backlog's work, which every task woken meanwhile (a crash's transition on its way) waited
-for.
+and hands the bytes on, `watchdog.follow.sources.local`), rather than waking each follower's task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -60,9 +56,6 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of nam
 # What changes only a file's bytes: any other event (created, moved, deleted, attributes) may change what its
 # path names, and counts in `Watcher.renames` too.
 _CONTENT = _IN_MODIFY | _IN_CLOSE_WRITE
-# files served (driven) in one callback of their event loop: each reads what its file grew by and feeds it on (a
-# few lines, under a millisecond), so a turn of the loop holds tens of milliseconds of them at most
-DRIVES_A_TURN = 64
 
 # A waiting follower: its event loop, the future its task awaits, and the callback that serves a change in that
 # loop without waking the task (None: the change sets the future's result, True)
@@ -108,10 +101,6 @@ class Watcher:
         # (watch descriptor, an event's name bytes as read) -> the watched path they name: an append costs the
         # reading thread a look-up, not a decode and a join (only watched paths: what the thread finds anyway)
         self._named: dict[tuple[int, bytes], str] = {}
-        # each event loop's changed files not served yet: the reading thread adds to a loop's list, and schedules the
-        # loop's `_serve` when it makes the list (a loop with a list has its callback scheduled); `_serve` takes at
-        # most DRIVES_A_TURN drives a turn
-        self._changed: dict[asyncio.AbstractEventLoop, list[_Waiter]] = {}
 
     @staticmethod
     @functools.cache
@@ -300,40 +289,14 @@ class Watcher:
                 continue
             except OSError:
                 return
-            fresh: list[asyncio.AbstractEventLoop] = []
             with self._lock:
-                for waiter in self._woken(data):
-                    changed = self._changed.get(waiter[0])
-                    if changed is None:
-                        self._changed[waiter[0]] = [waiter]
-                        fresh.append(waiter[0])
-                    else:
-                        changed.append(waiter)  # its `_serve` is scheduled already
-            for loop in fresh:  # one wake-up of each event loop, until it has served what changed
-                try:
-                    loop.call_soon_threadsafe(self._serve, loop)
-                except RuntimeError:  # that event loop has ended
-                    with self._lock:
-                        del self._changed[loop]
-
-    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
-        # in `loop`: its changed files, up to DRIVES_A_TURN drives (the rest in a callback of the next turn)
-        with self._lock:
-            changed = self._changed[loop]
-            cut, drives = len(changed), 0
-            for index, (_loop, _future, drive) in enumerate(changed):
-                if drive is not None:
-                    if drives == DRIVES_A_TURN:
-                        cut = index
-                        break
-                    drives += 1
-            if cut < len(changed):
-                self._changed[loop] = changed[cut:]
-            else:
-                del self._changed[loop]
-        if cut < len(changed):
-            loop.call_soon(self._serve, loop)
-        _set_all(changed[:cut])
+                woken = self._woken(data)
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Waiter]] = defaultdict(list)
+            for waiter in woken:
+                by_loop[waiter[0]].append(waiter)
+            for loop, waiters in by_loop.items():  # one wake-up of each event loop per read
+                with contextlib.suppress(RuntimeError):  # that event loop has ended
+                    loop.call_soon_threadsafe(_set_all, waiters)
 
     def _woken(self, data: bytes) -> list[_Waiter]:
         paths: set[str] = set()
@@ -379,8 +342,7 @@ class Watcher:
 
 
 def _set_all(waiters: list[_Waiter]) -> None:
-    # in the waiters' event loop: files that changed (off the thread's lists: a change meanwhile wakes no one twice,
-    # and a drive reads up to it), served in this one callback (`Watcher._serve`: at most DRIVES_A_TURN drives)
+    # in the waiters' event loop: every file one read of the descriptor said changed, served in this one callback
     for _loop, future, drive in waiters:
         if drive is None:
             wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)
