@@ -22,11 +22,12 @@ the connection is left as it is (`read_in_slices` returns False).
 It also makes the socket's transport read at most `READ_MAX` bytes a turn of the event loop (asyncio's selector
 transport reads `max_size`, 256 KiB, at each turn the socket is readable). A daemon that fell behind (a long
 callback, a relaunch wave) finds every connection's socket full, and what a read brings is parsed, fed and judged
-in the callback that reads it: 20 hosts' 256 KiB reads were one turn of several seconds of work at 2,000 launches,
-and each of the two task switches between a crash's line and its transition (the follower's task, the daemon's
-consumer) waited for a whole turn. Read `READ_MAX` at a time, a turn holds at most that much of each connection's
+in the callback that reads it: 20 hosts' 256 KiB reads can make one turn of seconds of work at 2,000 launches, and
+each of the two task switches between a crash's line and its transition (the follower's task, the daemon's
+consumer) waits for a whole turn. Read `READ_MAX` at a time, a turn holds at most that much of each connection's
 work; the rest waits in the kernel's socket buffer (the SSH window then holds the host's writes back, as before) and
-comes at the next turns in the same order: the same bytes, the same throughput, shorter turns.
+comes at the next turns in the same order: the same bytes, shorter turns. (Reasoned from the quiet machine's
+figures, not measured at 2,000 launches yet: docs/benchmarks.md, i31-scale.)
 """
 
 from __future__ import annotations
