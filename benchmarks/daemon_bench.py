@@ -61,7 +61,7 @@ WARMUP = 3.0  # s of load before the measured window opens
 # s after the last write before the quiet window opens: the idle cost, not the tail of the load (each launch's
 # checkpoint is saved once its log has been quiet for 3 s, at most 10 s after the one before: watchdog.follow.checkpoint)
 QUIET_LEAD = 15.0
-START_DEADLINE = 120.0  # s for the daemon to read every log as it was
+START_DEADLINE = float(os.environ.get("DAEMON_BENCH_START_DEADLINE", "120"))  # s to read every log as it was
 GOALS = {  # name: (bound, unit, what): issue 31's, for 200 launches at about 10 lines/s each
     "cpu": (10.0, "% of a core", "CPU, logs growing"),
     "rss": (120.0, "MB", "peak RSS"),
@@ -329,7 +329,10 @@ def _wait_caught_up(daemon: _Daemon, launches: int) -> float:
     if not daemon.listening.wait(START_DEADLINE) or not daemon.url:
         raise SystemExit(f"the daemon did not start; its log: {daemon.events[-20:]}")
     while time.monotonic() - start < START_DEADLINE:
-        statuses = _statuses(daemon.url)
+        try:
+            statuses = _statuses(daemon.url)
+        except TimeoutError:  # a busy start (2,000 launches on a shared 2-core machine): asked again
+            continue
         if len(statuses) == launches and all(s.get("lines_read", 0) > 0 for s in statuses):
             return time.monotonic() - start
         time.sleep(0.5)

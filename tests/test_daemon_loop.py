@@ -20,11 +20,14 @@ import pytest
 from anyio.abc import TaskStatus
 
 from watchdog.daemon.collector import (
+    FULL_PAUSE,
     SWEEP_MAX,
     SWEEP_MIN,
     TRIM_MAX,
     TRIM_MIN,
     freeze_after_full_collections,
+    freeze_survivors,
+    next_full_threshold,
     next_sweep_in,
     next_trim_in,
     sweep,
@@ -286,6 +289,71 @@ def test_a_cycle_that_dies_while_frozen_waits_for_the_sweep() -> None:
     finally:
         stop()
         gc.unfreeze()
+
+
+def test_a_full_collection_that_takes_long_brings_the_next_one_sooner() -> None:
+    """Generation 2's threshold follows what each full collection cost: halved while one takes more than the pause
+    (each walks what generation 2 took in since the one before, so the next walks about half as much), one more at
+    a time while they take under a quarter of it, never below 1 nor above what it was."""
+    assert next_full_threshold(10, 0.05, FULL_PAUSE, 10) == 5
+    assert next_full_threshold(5, 0.05, FULL_PAUSE, 10) == 2
+    assert next_full_threshold(1, 0.5, FULL_PAUSE, 10) == 1
+    assert next_full_threshold(2, FULL_PAUSE / 2, FULL_PAUSE, 10) == 2  # near the pause: kept
+    assert next_full_threshold(2, 0.0001, FULL_PAUSE, 10) == 3
+    assert next_full_threshold(10, 0.0001, FULL_PAUSE, 10) == 10
+
+
+@contextmanager
+def _thresholds(*values: int) -> Iterator[None]:
+    before = gc.get_threshold()
+    gc.set_threshold(*values)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()  # the rest of the test process is collected as before
+
+
+def test_full_collections_over_the_pause_lower_the_threshold_until_stopped() -> None:
+    """Each full collection that took more than the pause (none is under 0 s) halves generation 2's threshold, as
+    the daemon's collector hook sees it end; the hook's end gives the threshold back."""
+    with _thresholds(700, 10, 8):
+        stop = freeze_after_full_collections(pause=0.0)
+        try:
+            gc.collect()
+            assert gc.get_threshold() == (700, 10, 4)
+            gc.collect()
+            gc.collect()
+            gc.collect()
+            assert gc.get_threshold() == (700, 10, 1)
+        finally:
+            stop()
+        assert gc.get_threshold() == (700, 10, 8)
+
+
+def test_after_the_start_is_frozen_full_collections_come_at_their_threshold() -> None:
+    """Once what the start made is frozen, the next full collection comes after `threshold2` younger ones, not
+    after a quarter of everything the start made has moved into generation 2 (CPython's `long_lived_total` is
+    what the last full collection kept): its walk is what came since, not a relaunch wave's worth."""
+    full: list[int] = []
+
+    def counted(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            full.append(1)
+
+    with _thresholds(700, 10, 10):
+        started = [[i] for i in range(300_000)]  # what a start made: lives on
+        freeze_survivors()
+        gc.callbacks.append(counted)
+        try:
+            for _ in range(150_000):  # garbage in cycles: a few survive each young collection, not a quarter
+                cycle: list[object] = []
+                cycle.append(cycle)
+            del cycle
+        finally:
+            gc.callbacks.remove(counted)
+        assert len(started) == 300_000
+    assert full, "no full collection after 150,000 young objects"
 
 
 def test_sweeps_take_a_thousandth_of_a_core_within_a_minute_and_ten() -> None:

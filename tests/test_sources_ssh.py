@@ -31,7 +31,7 @@ from watchdog.follow.sources.base import (
     SourceItem,
 )
 from watchdog.follow.sources.channel import _HIGH_WATER, CommandOutput
-from watchdog.follow.sources.readslices import READ_SLICE
+from watchdog.follow.sources.readslices import READ_MAX, READ_SLICE
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 
@@ -452,12 +452,14 @@ async def test_a_busy_connection_re_arms_no_keepalive_timer_per_read(
         assert 28.0 < again.when() - asyncio.get_running_loop().time() <= 30.0
 
 
-async def test_a_large_read_is_handed_to_asyncssh_in_slices(
+async def test_a_backlog_is_read_a_bounded_piece_a_turn_and_handed_to_asyncssh_in_slices(
     pool: SSHPool, sshd: SSHDServer, tmp_path: Path
 ) -> None:
-    """What the socket brought while the event loop was busy comes in one large read; asyncssh is given it
-    `READ_SLICE` bytes at a time, so the buffer it cuts each packet from never holds the whole read (it copies
-    the rest of its buffer for each packet), and the bytes come whole and in order."""
+    """What the socket brought while the event loop was busy (256 KB) is read `READ_MAX` bytes a turn of the loop,
+    not in one read of the transport's 256 KiB (whose parsing, feeding and judging would be one long callback, and
+    every task woken by it would wait for all of it); asyncssh is given each read `READ_SLICE` bytes at a time, so
+    the buffer it cuts each packet from never holds the whole read (it copies the rest of its buffer for each
+    packet), and the bytes come whole and in order."""
     log = tmp_path / "backlog.log"
     log.write_bytes(b"0\n")
     async with make_source(pool, sshd, log).open_follow() as items:
@@ -480,7 +482,8 @@ async def test_a_large_read_is_handed_to_asyncssh_in_slices(
         await append(log, backlog)
         busy_until_pending(conn.get_extra_info("socket"), 4 * READ_SLICE)
         assert await read_until(items, 2 + len(backlog), start=2) == backlog
-    assert max(reads) >= 4 * READ_SLICE
+    assert max(reads) == READ_MAX  # the socket held more than that at once
+    assert len(reads) >= len(backlog) // READ_MAX
     # a slice and what is left of a packet (up to 32 KiB of data) before it
     assert max(buffered) <= READ_SLICE + 34 * 1024
 

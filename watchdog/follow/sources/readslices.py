@@ -18,6 +18,16 @@ line costs. Nothing waits for it: it is handed on in the same callback.
 It replaces the connection's `data_received` (the protocol method the socket's transport calls) and looks at its
 `_transport` (asyncssh's: None once it has dropped the connection); where a version of asyncssh has either not,
 the connection is left as it is (`read_in_slices` returns False).
+
+It also makes the socket's transport read at most `READ_MAX` bytes a turn of the event loop (asyncio's selector
+transport reads `max_size`, 256 KiB, at each turn the socket is readable). A daemon that fell behind (a long
+callback, a relaunch wave) finds every connection's socket full, and what a read brings is parsed, fed and judged
+in the callback that reads it: 20 hosts' 256 KiB reads can make one turn of seconds of work at 2,000 launches, and
+each of the two task switches between a crash's line and its transition (the follower's task, the daemon's
+consumer) waits for a whole turn. Read `READ_MAX` at a time, a turn holds at most that much of each connection's
+work; the rest waits in the kernel's socket buffer (the SSH window then holds the host's writes back, as before) and
+comes at the next turns in the same order: the same bytes, shorter turns. (Reasoned from the quiet machine's
+figures, not measured at 2,000 launches yet: docs/benchmarks.md, i31-scale.)
 """
 
 from __future__ import annotations
@@ -26,10 +36,13 @@ from typing import Any
 
 from watchdog.follow.sources.channel import begin_read, end_read
 
-__all__ = ["READ_SLICE", "read_in_slices"]
+__all__ = ["READ_MAX", "READ_SLICE", "read_in_slices"]
 
 # bytes handed to asyncssh at a time: dozens of log packets, a few of the largest (32 KiB) data packets' worth
 READ_SLICE = 16 * 1024
+# bytes the socket's transport reads at a turn of the event loop: two slices, a largest data packet (32 KiB and its
+# header and MAC) in at most two turns
+READ_MAX = 2 * READ_SLICE
 
 
 def read_in_slices(conn: Any) -> bool:
@@ -38,6 +51,9 @@ def read_in_slices(conn: Any) -> bool:
     receive = getattr(conn, "data_received", None)
     if receive is None or not hasattr(conn, "_transport"):
         return False
+    transport = conn._transport
+    if isinstance(getattr(transport, "max_size", None), int):  # asyncio's socket transport (not a tunnel's)
+        transport.max_size = READ_MAX
 
     def data_received(data: bytes, datatype: Any = None) -> None:
         first = begin_read()
