@@ -309,6 +309,8 @@ def test_the_catalogue_merges_each_engine_once() -> None:
 
 def test_an_error_rule_fatal_while_starting(tmp_path: Path) -> None:
     """`fatal = "starting"` makes an error rule fatal only while the launch starts: not `fatal`, but marked so."""
-    profile = load_profile_file(_write(tmp_path, 'extends = "vllm"\n[[error]]\nmatch = "x"\nfatal = "starting"\n'))
+    profile = load_profile_file(
+        _write(tmp_path, 'extends = "vllm"\n[[error]]\nmatch = "x"\nfatal = "starting"\n')
+    )
     (rule,) = (r for r in profile.rules if r.kind == "error" and r.match == "x")
     assert (rule.fatal, rule.fatal_starting) == (False, True)
