@@ -60,6 +60,22 @@ STEP_FRAMES = {
 }
 EXIT_LINES.update(STEP_FRAMES)
 
+_AFTER_READY = "vllm/vllm-backport-2026-served-200s-then-workerproc-busy-loop-traceback-cut-issue18"
+# Real logs whose last words end the launch only because it is starting (`fatal = "starting"`): said by a process
+# that goes on, to a caller that raises it with no handler while the engine is being built.
+WHILE_STARTING = {
+    "vllm/vllm-ascend-2025-glm45v-capturing-acl-graphs-0pct-workerproc-hit-exception-cut-vllmascend2516": (
+        "'WorkerProc hit an exception.' in the graph capture: the engine core's constructor raises it"
+    ),
+    "vllm/vllm-ascend-2026-fullandpiecewise-rfc-old-driver-npugraph-nccl-wait-capture-7-of-8-workerproc-cut-vllmascend9691": (
+        "'WorkerProc hit an exception.' in the graph capture: the engine core's constructor raises it"
+    ),
+    "trtllm/trtllm-cuda-graph-warmup-traceback-cut-before-exception-exaone-issue8802": (
+        "PyTorchModelEngine.warmup's CUDA graph warm-up: PyExecutor.__init__ runs it with no handler"
+    ),
+}
+EXIT_LINES.update(WHILE_STARTING)
+
 
 def _follow(data: bytes) -> PacedRun:
     return anyio.run(follow_at_pace, data, None)
@@ -110,3 +126,14 @@ def test_the_2025_orchestrators_stage_timeout_warning_is_not_fatal() -> None:
         "[AsyncOmniEngine] Stage initialization failed; shutting down 0 initialized client(s)",
         "[Orchestrator] Stage initialization failed, shutting down. Suggestions:",
     )
+
+
+def test_a_workers_rpc_failure_after_ready_still_waits_the_grace() -> None:
+    """vLLM's worker logs 'WorkerProc hit an exception.' and goes on; after ready the engine core may survive what
+    failed (a utility call's failure is logged, 'Invocation of add_lora method failed', and answered; vLLM 2026's
+    fault tolerance resumes a failed busy loop): the real log that ends in it after two requests answered is a
+    crash only after the crash grace, where the same line while starting is one at once."""
+    run = _follow((CORPUS / f"{_AFTER_READY}.log").read_bytes())
+    assert (run.last or {}).get("state") == "crashed"
+    assert run.verdict_after is not None
+    assert run.verdict_after >= DEFAULT_CRASH_GRACE

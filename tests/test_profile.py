@@ -101,6 +101,24 @@ def _write(tmp_path: Path, text: str) -> Path:
             id="survivable-and-fatal",
         ),
         pytest.param(
+            '[[error]]\nmatch = "x"\nfatal = "starting"\nsurvivable = true\n',
+            "error[0].survivable",
+            "only for an error rule that is not fatal",
+            id="survivable-and-fatal-while-starting",
+        ),
+        pytest.param(
+            '[[error]]\nmatch = "x"\nfatal = "yes"\n',
+            "error[0].fatal",
+            'true, false, or "starting"',
+            id="fatal-not-a-bool",
+        ),
+        pytest.param(
+            '[[stop]]\nmatch = "x"\nfatal = "starting"\n',
+            "stop[0].fatal",
+            "only for an error rule",
+            id="fatal-while-starting-not-on-error",
+        ),
+        pytest.param(
             '[[error]]\nmatch = "x"\nclean_exit = true\n',
             "error[0].clean_exit",
             "only for a dying rule",
@@ -287,3 +305,12 @@ def test_the_catalogue_merges_each_engine_once() -> None:
     assert known.profile("sglang") is known.profile("sglang")
     assert known.profile("vllm") is not known.profile("sglang")
     assert known.profile("sglang") == load_profile("sglang")
+
+
+def test_an_error_rule_fatal_while_starting(tmp_path: Path) -> None:
+    """`fatal = "starting"` makes an error rule fatal only while the launch starts: not `fatal`, but marked so."""
+    profile = load_profile_file(
+        _write(tmp_path, 'extends = "vllm"\n[[error]]\nmatch = "x"\nfatal = "starting"\n')
+    )
+    (rule,) = (r for r in profile.rules if r.kind == "error" and r.match == "x")
+    assert (rule.fatal, rule.fatal_starting) == (False, True)

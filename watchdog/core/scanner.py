@@ -386,6 +386,8 @@ def _rule_candidate(
         hint=rule.hint,
         fatal=rule.fatal,
         survivable=rule.survivable,
+        # fatal while starting, as an exception out of a startup step (`Lifecycle._fatal`)
+        startup_step=rule.fatal_starting,
         phase_hint=rule.state,
         at=rec.at,
         kind="rule",

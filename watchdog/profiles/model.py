@@ -139,6 +139,9 @@ class Rule:
     category: Category | None = None  # error category
     role: str = "cause"  # error role: "cause" (may be the root cause) or "wrapper" (points at one elsewhere)
     fatal: bool = False  # the launch is over when this line appears (no grace period)
+    # ... only while the launch is starting (`fatal = "starting"`): printed on a path that ends a starting engine
+    # (its caller is a startup step with no handler), and also on one an engine that serves goes on from
+    fatal_starting: bool = False
     survivable: bool = False  # an error the engine may go on from (a retry): not certain by category
     hint: str | None = None  # error hint template, formatted with the facts
     versions: str = ""  # engine versions that print the line
@@ -408,13 +411,17 @@ def _rule(kind: str, raw: object, where: str, path: str, *, checked: bool = Fals
             where, f"{path}.category", f"{category!r} unknown; allowed: {', '.join(CATEGORIES)}"
         )
     role = raw.get("role", "cause")
-    fatal = bool(raw.get("fatal", False))
+    fatal_raw = raw.get("fatal", False)
+    if fatal_raw not in (True, False, "starting") or (fatal_raw == "starting" and kind != "error"):
+        raise ConfigError(where, f"{path}.fatal", 'true, false, or "starting" (only for an error rule)')
+    fatal_starting = fatal_raw == "starting"
+    fatal = fatal_raw is True
     if role == "fatal":  # shorthand: a root cause that also ends the launch
         role, fatal = "cause", True
     if role not in ROLES:
         raise ConfigError(where, f"{path}.role", f"{role!r} unknown; allowed: {', '.join(ROLES)}, fatal")
     survivable = bool(raw.get("survivable", False))
-    if survivable and (kind != "error" or fatal):
+    if survivable and (kind != "error" or fatal or fatal_starting):
         raise ConfigError(where, f"{path}.survivable", "only for an error rule that is not fatal")
     clean_exit = raw.get("clean_exit", False)
     if not isinstance(clean_exit, bool) or (clean_exit and kind != "dying"):
@@ -438,6 +445,7 @@ def _rule(kind: str, raw: object, where: str, path: str, *, checked: bool = Fals
         category=None if category is None else Category(category),
         role=role,
         fatal=fatal,
+        fatal_starting=fatal_starting,
         survivable=survivable,
         hint=raw.get("hint"),
         versions=str(raw.get("versions", "")),
