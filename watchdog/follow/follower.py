@@ -7,7 +7,7 @@ is the same analyzer fed a whole file. A follower:
   as `replay` judges it (`Analyzer.caught_up`); from then on each transition counts as it happens, so a
   crash followed by a restart in one read is still a crash;
 - publishes `Transitioned` (at once, never delayed), `SourceNoted` and `Concluded` on `updates`, a bounded
-  stream; `Concluded` carries the `watchdog.core.verdict.Verdict` it reports. A crash's report waits a
+  stream, or to the one function `listen` was given (the daemon: a plain call, no task woken); `Concluded` carries the `watchdog.core.verdict.Verdict` it reports. A crash's report waits a
   short settle window (ended early once the log goes quiet) so that it names every rank that failed, and for
   a traceback still open to close (at most `TRACEBACK_WAIT`), so that it names the exception;
 - takes an SSH pool it does not own (the daemon shares one per host), and a clock (tests use
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,7 @@ __all__ = [
     "Concluded",
     "LaunchFollower",
     "LaunchSpec",
+    "Listener",
     "MonotonicClock",
     "SourceNoted",
     "Transitioned",
@@ -127,6 +128,8 @@ class Concluded:
 
 
 Update = Transitioned | SourceNoted | Concluded
+# takes each update the moment it is published, in the follower's own task (`LaunchFollower.listen`); it may not wait
+Listener = Callable[[Update], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +206,7 @@ class LaunchFollower:
         self._clock = clock or MonotonicClock()
         self._start = self._clock.now()
         self._send, self.updates = anyio.create_memory_object_stream[Update](UPDATE_BUFFER)
+        self._listener: Listener | None = None  # takes the updates instead of `updates` (see `listen`)
         self._gpu_sampler = gpu_sampler
         self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
         self._caught_up = False  # the file as it was at the start has been read (or was missing)
@@ -233,6 +237,13 @@ class LaunchFollower:
     def now(self) -> float:
         """Seconds since the follower was made, on its clock."""
         return self._clock.now() - self._start
+
+    def listen(self, listener: Listener) -> None:
+        """Hand each update to `listener` the moment it is published, a plain call in the follower's task, instead
+        of putting it on `updates` (which then stays empty): for a consumer that takes every update at once (the
+        daemon), whose task would otherwise be woken for each burst of them and go round the event loop again
+        before it waits. Set before `run`; `listener` returns at once (what may wait, it queues)."""
+        self._listener = listener
 
     def status(self, incarnation: int | None = None, *, changes: bool = True) -> Status:
         """A snapshot: the verdict of the incarnation a verdict would report (or of `incarnation`, while the
@@ -504,10 +515,14 @@ class LaunchFollower:
             await anyio.lowlevel.checkpoint()
 
     async def _publish(self, update: Update) -> None:
-        # Put on `updates` at once while the buffer has room: the stream's `send` first yields to the event loop
-        # (a pass of the loop for each of a relaunch's eight updates). A full buffer is waited for, and a reader
-        # gone is said, as `send` does: after that yield, where a follower cancelled with its reader (`watch`
-        # done with its verdict) is cancelled, not failed
+        # To the listener, if one was given (`listen`). Else put on `updates` at once while the buffer has room: the
+        # stream's `send` first yields to the event loop (a pass of the loop for each of a relaunch's eight
+        # updates). A full buffer is waited for, and a reader gone is said, as `send` does: after that yield, where
+        # a follower cancelled with its reader (`watch` done with its verdict) is cancelled, not failed
+        listener = self._listener
+        if listener is not None:
+            listener(update)
+            return
         try:
             self._send.send_nowait(update)
         except (anyio.WouldBlock, anyio.BrokenResourceError):
