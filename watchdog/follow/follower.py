@@ -240,10 +240,11 @@ class LaunchFollower:
 
     def listen(self, listener: Listener) -> None:
         """Hand each update to `listener` the moment it is published, a plain call in the follower's task, instead
-        of putting it on `updates` (which then stays empty): for a consumer that takes every update at once (the
+        of putting it on `updates` (closed: never read): for a consumer that takes every update at once (the
         daemon), whose task would otherwise be woken for each burst of them and go round the event loop again
         before it waits. Set before `run`; `listener` returns at once (what may wait, it queues)."""
         self._listener = listener
+        self.updates.close()  # never read
 
     def status(self, incarnation: int | None = None, *, changes: bool = True) -> Status:
         """A snapshot: the verdict of the incarnation a verdict would report (or of `incarnation`, while the

@@ -113,6 +113,7 @@ class NodesFollower:
     def listen(self, listener: Listener) -> None:
         """Hand each update to `listener` as it is published, instead of `updates` (`LaunchFollower.listen`)."""
         self._listener = listener
+        self.updates.close()  # never read
 
     async def _out(self, update: Update) -> None:
         if self._listener is not None:
