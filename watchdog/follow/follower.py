@@ -85,7 +85,9 @@ READY_CONFIRM = 2.0
 # at each such pause cost 200 crash-looping launches a record's encoding per crash (a restart is as right
 # without it: the store says each launch once; the checkpoint only spares the re-reading)
 CHECKPOINT_QUIET = 3.0
-CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
+# ... or at most this much later (so the clock task is woken early only rarely, and a log that keeps growing is
+# looked at for its quiet every CHECKPOINT_SLACK - CHECKPOINT_QUIET seconds, not every CHECKPOINT_QUIET)
+CHECKPOINT_SLACK = 10.0
 # seconds at most a crash's report waits for a traceback still open when the crash was known (its exception
 # line names the crash): the writer may have died mid-way, and then the report goes out with what there is
 TRACEBACK_WAIT = 2.0
@@ -220,6 +222,9 @@ class LaunchFollower:
         self.timed_out = False
         self.last_activity: float | None = None  # Unix time bytes of the log last arrived (None: none yet)
         self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
+        # the soonest the clock task looks again whether the log went quiet for its checkpoint, after a tick found
+        # it still growing (see `_ticks`)
+        self._look_again = -math.inf
         # the clock task's wait, when it waits; its result True: woken early (`_reschedule`)
         self._tick_wake: asyncio.Future[object] | None = None
         self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
@@ -667,11 +672,19 @@ class LaunchFollower:
         while True:
             now = self.now()
             due = self._due()
-            if self._checkpoints is not None and self._checkpoints.dirty:
+            cp = self._checkpoints
+            if cp is not None and cp.dirty:
                 # A checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick once the
                 # log is quiet and the save is due (not one a second until then); with nothing to save, no tick is
-                # needed for it.
-                save = max(self._last_data + CHECKPOINT_QUIET, last_tick + CHECKPOINT_QUIET, self._save_at())
+                # needed for it. A log found still growing at a tick is looked at again no sooner than its quiet
+                # could be CHECKPOINT_SLACK old (`_look_again`: a log that grows for minutes, a crash loop's, wakes
+                # the task every 7 s for it, not every 3).
+                save = max(
+                    self._last_data + CHECKPOINT_QUIET,
+                    last_tick + CHECKPOINT_QUIET,
+                    self._look_again,
+                    self._save_at(),
+                )
                 due = save if due is None else min(due, save)
             k = max(ticked + 1, math.floor((now - origin) / spec.tick) + 1)
             if due is not None:
@@ -689,9 +702,11 @@ class LaunchFollower:
             ticked = k
             now = last_tick = self.now()
             await self._apply(self.analyzer.tick(now))
-            if self._checkpoints is not None:
+            if cp is not None:
                 quiet = now - self._last_data >= CHECKPOINT_QUIET
-                self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+                cp.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+                if not quiet:
+                    self._look_again = now + CHECKPOINT_SLACK - CHECKPOINT_QUIET
             if spec.timeout is not None and now >= spec.timeout and not self.timed_out:
                 self.timed_out = True
                 inc = self._verdict_incarnation()
@@ -720,7 +735,11 @@ class LaunchFollower:
         if cp is not None and (transitioned or cp.dirty):
             # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet; not
             # before the save is due (`_save_at`), which is asked only where the save could come first
-            save = self.now() + CHECKPOINT_QUIET if transitioned else self._last_data + CHECKPOINT_SLACK
+            save = (
+                max(self.now() + CHECKPOINT_QUIET, self._look_again)
+                if transitioned
+                else self._last_data + CHECKPOINT_SLACK
+            )
             if save < wake_at and (due is None or save < due):
                 save = max(save, self._save_at())
                 due = save if due is None else min(due, save)
