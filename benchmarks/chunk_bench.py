@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import gc
 import hashlib
 import heapq
@@ -244,21 +245,28 @@ async def _round(
 
     seen: list[list[tuple[Any, ...]]] = [[] for _ in range(launches)]
 
+    def take(index: int, update: Any) -> None:
+        if isinstance(update, Transitioned):
+            t = update.transition
+            seen[index].append(("t", t.state.value, t.incarnation, t.line))
+        elif isinstance(update, Concluded):
+            seen[index].append(("c", update.state.value, update.verdict.incarnation))
+        elif isinstance(update, SourceNoted):
+            seen[index].append(("n", update.kind))
+
     async def drain(index: int, follower: LaunchFollower) -> None:
-        with follower.updates:  # closed when cancelled, as the daemon's `_consume` closes it
+        with follower.updates:  # closed when cancelled, as the daemon's `_consume` closed it
             async for update in follower.updates:
-                if isinstance(update, Transitioned):
-                    t = update.transition
-                    seen[index].append(("t", t.state.value, t.incarnation, t.line))
-                elif isinstance(update, Concluded):
-                    seen[index].append(("c", update.state.value, update.verdict.incarnation))
-                elif isinstance(update, SourceNoted):
-                    seen[index].append(("n", update.kind))
+                take(index, update)
 
     async with anyio.create_task_group() as tg:
         for i, follower in enumerate(followers):
+            listens = hasattr(follower, "listen")  # the daemon's way since i31-cpu6: a plain call, no task
+            if listens:
+                follower.listen(functools.partial(take, i))
             tg.start_soon(follower.run)
-            tg.start_soon(drain, i, follower)
+            if not listens:  # a tree before it: a task reads the stream, as the daemon's `_consume` did
+                tg.start_soon(drain, i, follower)
         await _settle(loop)
         if layers is not None:
             for session in sessions:

@@ -34,7 +34,7 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("logging (structlog, the daemon's log lines)", ("structlog", "watchdog/daemon/logs.py")),
     (
         "incarnation: the daemon's handling of updates",
-        ("Daemon._consume", "Daemon._effects", "Daemon._change"),
+        ("Daemon._consume", "Daemon._updated", "Daemon._effects", "Daemon._change"),
     ),
     ("checkpoints", ("watchdog/follow/checkpoint.py", "recordtext")),
     ("the follower per chunk (the rest of _push)", ("LaunchFollower._push",)),

@@ -33,7 +33,11 @@ def _wakes_by_the_whole_rule(f: LaunchFollower, *, transitioned: bool) -> bool:
     due = f._due()
     cp = f._checkpoints
     if cp is not None and (transitioned or cp.dirty):
-        save = f.now() + CHECKPOINT_QUIET if transitioned else f._last_data + CHECKPOINT_SLACK
+        save = (
+            max(f.now() + CHECKPOINT_QUIET, f._look_again)
+            if transitioned
+            else f._last_data + CHECKPOINT_SLACK
+        )
         save = max(save, f._save_at())
         due = save if due is None else min(due, save)
     return due is not None and due < f._wake_at and f._tick_wake is not None
@@ -59,6 +63,8 @@ def test_reschedule_wakes_the_clock_task_as_the_whole_rule_does() -> None:
             for _ in range(50):
                 clock._now = f._start + now + rng.uniform(0.0, 60.0)
                 f._last_data = now + rng.uniform(-20.0, 20.0)
+                # a tick found the log still growing a while ago, or none did
+                f._look_again = rng.choice([-math.inf, f.now() + rng.uniform(-7.0, 7.0)])
                 cp = f._checkpoints
                 cp._saved_at = clock.now() - rng.uniform(0.0, 90.0)
                 cp._transitioned = rng.random() < 0.3

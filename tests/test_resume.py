@@ -35,7 +35,7 @@ from watchdog.follow.checkpoint import (
     encode,
     settings_id,
 )
-from watchdog.follow.follower import CHECKPOINT_QUIET, LaunchFollower, LaunchSpec
+from watchdog.follow.follower import CHECKPOINT_QUIET, CHECKPOINT_SLACK, LaunchFollower, LaunchSpec
 from watchdog.follow.replay import replay_path
 from watchdog.follow.sources import Chunk, parse_target
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, FileWindows, local_identity
@@ -635,6 +635,55 @@ async def test_a_pause_of_a_crash_loops_restart_gap_saves_nothing_a_longer_one_d
                 assert not checkpoints._busy  # none started (a save may still be on its way to the store)
                 assert set(saves.offsets) == {len(first)}
                 await clock.advance(CHECKPOINT_QUIET - gap)
+                await saves.wait_for(size, clock)
+                tg.cancel_scope.cancel()
+
+
+async def test_a_log_that_keeps_growing_is_looked_at_for_its_quiet_every_few_seconds_and_saved_once_quiet(
+    tmp_path: Path,
+) -> None:
+    """A log that grows for long (a line a second: never quiet for `CHECKPOINT_QUIET`) wakes the follower's clock
+    to look for the quiet its checkpoint waits for no more often than every `CHECKPOINT_SLACK - CHECKPOINT_QUIET`
+    seconds, not every `CHECKPOINT_QUIET`; once it stops, it is saved where it ends, `CHECKPOINT_QUIET` to
+    `CHECKPOINT_SLACK` seconds after its last line."""
+    first = _read(READY)
+    path = tmp_path / "server.log"
+    path.write_bytes(first)
+    clock = ManualClock()
+    async with open_store(tmp_path / "state") as store:
+        saves = SavesSeen(store)
+        follower = LaunchFollower(_spec(path), source=LocalSource(path), clock=clock, checkpoints=saves)
+        ticks: list[float] = []
+        tick = follower.analyzer.tick
+
+        def counted(now: float) -> Any:
+            ticks.append(now)
+            return tick(now)
+
+        follower.analyzer.tick = counted  # type: ignore[method-assign]
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, follower)
+                await tg.start(follower.run)
+                await saves.wait_for(len(first), clock)  # the file as it was, and ready
+                assert follower.analyzer.lifecycle.current.state == State.READY
+                size, grown, start = len(first), 60, clock.now()
+                for _ in range(grown):
+                    with path.open("ab") as f:
+                        f.write(b"an unrelated line of output, the log growing\n")
+                    size = path.stat().st_size
+                    await _read_to(follower, size)
+                    await clock.advance(1.0)
+                last = clock.now() - 1.0
+                looks = [t for t in ticks if t >= start]
+                assert len(looks) <= grown // (CHECKPOINT_SLACK - CHECKPOINT_QUIET) + 2
+                checkpoints = follower._checkpoints
+                assert checkpoints is not None
+                before = checkpoints._saved_at  # (the follower's clock: the manual one)
+                while checkpoints._saved_at == before and clock.now() - last < 3 * CHECKPOINT_SLACK:
+                    await clock.advance(0.25)
+                    await anyio.wait_all_tasks_blocked()
+                assert CHECKPOINT_QUIET <= checkpoints._saved_at - last <= CHECKPOINT_SLACK + 0.5
                 await saves.wait_for(size, clock)
                 tg.cancel_scope.cancel()
 

@@ -53,7 +53,7 @@ from watchdog.daemon.outages import REFUSED_PAUSE_MAX, RESTART_PAUSE, Host, Outa
 from watchdog.daemon.reload import PlanChanges, Reloads, diff_plans, resolve_unplanned
 from watchdog.daemon.sdnotify import SystemdNotifier, watchdog_interval
 from watchdog.exceptions import ConnectionLost, PermanentError, WatchdogError, first_watchdog_error, reason_of
-from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned
+from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, SourceNoted, Transitioned, Update
 from watchdog.follow.launching import LaunchCommand
 from watchdog.follow.nodes import Node, NodesFollower
 from watchdog.follow.probes.gpusampler import HostGpuSampler
@@ -388,8 +388,8 @@ class Daemon:
                         follower = self._follower(run, spec)
                         run.follower = follower
                         run.since = self._clock.now()
+                        follower.listen(partial(self._updated, run, follower))
                         async with anyio.create_task_group() as tg:
-                            tg.start_soon(self._consume, run, follower)
                             await tg.start(follower.run)
                             run.streak, run.said = 0, ""  # it reads: a later failure starts a new streak
                             await self._answers(run)
@@ -515,64 +515,55 @@ class Daemon:
         deadlines = learned_deadlines(records, dict(spec.deadlines), factor=run.plan.learned_factor)
         return dataclasses.replace(spec, deadlines=tuple(sorted(deadlines.items())))
 
-    async def _consume(self, run: Running, follower: Follower) -> None:
-        # What each update means for the status is taken at once; what waits on the disk or the network (the
-        # store's verdicts, the outbox, the silences) goes to the launch's own queue (`_effects`), in order:
-        # a slow or locked state file never holds up the reading.
+    def _updated(self, run: Running, follower: Follower, update: Update) -> None:
+        # Each update of the launch's follower, handed over by a plain call in the follower's task
+        # (`LaunchFollower.listen`), not put on a stream that a task of the daemon's is woken to read: what it means
+        # for the status is taken at once; what waits on the disk or the network (the store's verdicts, the outbox,
+        # the silences, a host's answer) goes to the launch's own queue (`_effects`), in order: a slow or locked
+        # state file never holds up the reading.
         name = run.plan.spec.name
         effects, announcer = run.effects, self._announcer
         assert effects is not None
         assert announcer is not None
-        updates = follower.updates
-        with updates:
-            while True:
-                try:  # what waits already is taken without a pass of the event loop (`receive` makes one first)
-                    update = updates.receive_nowait()
-                except anyio.WouldBlock:
-                    try:
-                        update = await updates.receive()
-                    except anyio.EndOfStream:
-                        break
-                except anyio.EndOfStream:
-                    break
-                self._change()
-                if isinstance(update, Transitioned):
-                    t = update.transition
-                    run.note = ""  # the log is being read: what the source said before is over
-                    log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
-                    if self._store is not None:
-                        # returns at once: the store's write-behind task takes the incarnation's snapshot when it
-                        # writes it (`StateStore.write_behind`), once for a burst of its transitions (a relaunch's
-                        # startup read in one write: five), not at each
-                        await self._store.record_transition(
-                            name, t.incarnation, partial(_snapshot, run.plan, follower, t.incarnation)
-                        )
-                    effects.send_nowait(
-                        partial(announcer.transitioned, run, follower, t.incarnation, t.state, t.reason)
-                    )
-                elif isinstance(update, SourceNoted):
-                    run.note = update.detail
-                    log.info("source", launch=name, kind=update.kind, detail=update.detail)
-                    # a node's note is about its host
-                    node_host = next((n.host for n in run.plan.nodes if n.name == update.node), run.plan.host)
-                    host = self._outages.get(node_host if update.node else run.plan.host)
-                    if update.kind == "disconnected" and host is not None:
-                        host.down(update.detail, since=update.since)
-                    elif update.kind == "connected":
-                        await self._answers(run)
-                elif isinstance(update, Concluded):
-                    if self._store is not None and isinstance(follower, LaunchFollower):
-                        # the verdict came after the transitions whose snapshot waits: it stands for it, not
-                        # built again (a multi-node launch's snapshot is the launch's, not this verdict)
-                        inc = update.verdict.incarnation
-                        self._store.stands_for(
-                            name, inc, partial(_verdict_snapshot, run.plan, follower, update.verdict)
-                        )
-                    effects.send_nowait(partial(announcer.conclude, run, update))
-                    control = run.plan.control
-                    if control is not None and control.kill_on_crash and update.state is State.CRASHED:
-                        assert self._tg is not None  # in a task of its own: its grace holds up no update
-                        self._tg.start_soon(self._kill_on_crash, run)
+        self._change()
+        if isinstance(update, Transitioned):
+            t = update.transition
+            run.note = ""  # the log is being read: what the source said before is over
+            log.info("transition", launch=name, state=t.state.value, line=t.line, reason=t.reason)
+            store = self._store
+            if store is not None:
+                # the store's write-behind task takes the incarnation's snapshot when it writes it
+                # (`StateStore.write_behind`), once for a burst of its transitions (a relaunch's startup read in
+                # one write: five), not at each; while it does not run (the daemon stopping), written in the queue
+                snapshot = partial(_snapshot, run.plan, follower, t.incarnation)
+                if not store.record_transition_behind(name, t.incarnation, snapshot):
+                    effects.send_nowait(partial(store.record_transition, name, t.incarnation, snapshot))
+            effects.send_nowait(
+                partial(announcer.transitioned, run, follower, t.incarnation, t.state, t.reason)
+            )
+        elif isinstance(update, SourceNoted):
+            run.note = update.detail
+            log.info("source", launch=name, kind=update.kind, detail=update.detail)
+            # a node's note is about its host
+            node_host = next((n.host for n in run.plan.nodes if n.name == update.node), run.plan.host)
+            host = self._outages.get(node_host if update.node else run.plan.host)
+            if update.kind == "disconnected" and host is not None:
+                host.down(update.detail, since=update.since)
+            elif update.kind == "connected":
+                effects.send_nowait(partial(self._answers, run))
+        elif isinstance(update, Concluded):
+            if self._store is not None and isinstance(follower, LaunchFollower):
+                # the verdict came after the transitions whose snapshot waits: it stands for it, not
+                # built again (a multi-node launch's snapshot is the launch's, not this verdict)
+                inc = update.verdict.incarnation
+                self._store.stands_for(
+                    name, inc, partial(_verdict_snapshot, run.plan, follower, update.verdict)
+                )
+            effects.send_nowait(partial(announcer.conclude, run, update))
+            control = run.plan.control
+            if control is not None and control.kill_on_crash and update.state is State.CRASHED:
+                assert self._tg is not None  # in a task of its own: its grace holds up no update
+                self._tg.start_soon(self._kill_on_crash, run)
 
     async def _effects(self, run: Running, queue: Effects) -> None:
         # the launch's slow work, one at a time in the order of its updates; a failure is logged, not fatal

@@ -7,7 +7,7 @@ is the same analyzer fed a whole file. A follower:
   as `replay` judges it (`Analyzer.caught_up`); from then on each transition counts as it happens, so a
   crash followed by a restart in one read is still a crash;
 - publishes `Transitioned` (at once, never delayed), `SourceNoted` and `Concluded` on `updates`, a bounded
-  stream; `Concluded` carries the `watchdog.core.verdict.Verdict` it reports. A crash's report waits a
+  stream, or to the one function `listen` was given (the daemon: a plain call, no task woken); `Concluded` carries the `watchdog.core.verdict.Verdict` it reports. A crash's report waits a
   short settle window (ended early once the log goes quiet) so that it names every rank that failed, and for
   a traceback still open to close (at most `TRACEBACK_WAIT`), so that it names the exception;
 - takes an SSH pool it does not own (the daemon shares one per host), and a clock (tests use
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,7 @@ __all__ = [
     "Concluded",
     "LaunchFollower",
     "LaunchSpec",
+    "Listener",
     "MonotonicClock",
     "SourceNoted",
     "Transitioned",
@@ -84,7 +85,9 @@ READY_CONFIRM = 2.0
 # at each such pause cost 200 crash-looping launches a record's encoding per crash (a restart is as right
 # without it: the store says each launch once; the checkpoint only spares the re-reading)
 CHECKPOINT_QUIET = 3.0
-CHECKPOINT_SLACK = 10.0  # ... or at most this much later (so the clock task is woken early only rarely)
+# ... or at most this much later (so the clock task is woken early only rarely, and a log that keeps growing is
+# looked at for its quiet every CHECKPOINT_SLACK - CHECKPOINT_QUIET seconds, not every CHECKPOINT_QUIET)
+CHECKPOINT_SLACK = 10.0
 # seconds at most a crash's report waits for a traceback still open when the crash was known (its exception
 # line names the crash): the writer may have died mid-way, and then the report goes out with what there is
 TRACEBACK_WAIT = 2.0
@@ -127,6 +130,8 @@ class Concluded:
 
 
 Update = Transitioned | SourceNoted | Concluded
+# takes each update the moment it is published, in the follower's own task (`LaunchFollower.listen`); it may not wait
+Listener = Callable[[Update], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +208,7 @@ class LaunchFollower:
         self._clock = clock or MonotonicClock()
         self._start = self._clock.now()
         self._send, self.updates = anyio.create_memory_object_stream[Update](UPDATE_BUFFER)
+        self._listener: Listener | None = None  # takes the updates instead of `updates` (see `listen`)
         self._gpu_sampler = gpu_sampler
         self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
         self._caught_up = False  # the file as it was at the start has been read (or was missing)
@@ -216,6 +222,9 @@ class LaunchFollower:
         self.timed_out = False
         self.last_activity: float | None = None  # Unix time bytes of the log last arrived (None: none yet)
         self._wake_at = math.inf  # when the clock task's next tick is (see `_ticks`)
+        # the soonest the clock task looks again whether the log went quiet for its checkpoint, after a tick found
+        # it still growing (see `_ticks`)
+        self._look_again = -math.inf
         # the clock task's wait, when it waits; its result True: woken early (`_reschedule`)
         self._tick_wake: asyncio.Future[object] | None = None
         self.resumed_at: int | None = None  # the offset resumed at from a checkpoint; None: from the start
@@ -233,6 +242,14 @@ class LaunchFollower:
     def now(self) -> float:
         """Seconds since the follower was made, on its clock."""
         return self._clock.now() - self._start
+
+    def listen(self, listener: Listener) -> None:
+        """Hand each update to `listener` the moment it is published, a plain call in the follower's task, instead
+        of putting it on `updates` (closed: never read): for a consumer that takes every update at once (the
+        daemon), whose task would otherwise be woken for each burst of them and go round the event loop again
+        before it waits. Set before `run`; `listener` returns at once (what may wait, it queues)."""
+        self._listener = listener
+        self.updates.close()  # never read
 
     def status(self, incarnation: int | None = None, *, changes: bool = True) -> Status:
         """A snapshot: the verdict of the incarnation a verdict would report (or of `incarnation`, while the
@@ -504,10 +521,14 @@ class LaunchFollower:
             await anyio.lowlevel.checkpoint()
 
     async def _publish(self, update: Update) -> None:
-        # Put on `updates` at once while the buffer has room: the stream's `send` first yields to the event loop
-        # (a pass of the loop for each of a relaunch's eight updates). A full buffer is waited for, and a reader
-        # gone is said, as `send` does: after that yield, where a follower cancelled with its reader (`watch`
-        # done with its verdict) is cancelled, not failed
+        # To the listener, if one was given (`listen`). Else put on `updates` at once while the buffer has room: the
+        # stream's `send` first yields to the event loop (a pass of the loop for each of a relaunch's eight
+        # updates). A full buffer is waited for, and a reader gone is said, as `send` does: after that yield, where
+        # a follower cancelled with its reader (`watch` done with its verdict) is cancelled, not failed
+        listener = self._listener
+        if listener is not None:
+            listener(update)
+            return
         try:
             self._send.send_nowait(update)
         except (anyio.WouldBlock, anyio.BrokenResourceError):
@@ -651,11 +672,19 @@ class LaunchFollower:
         while True:
             now = self.now()
             due = self._due()
-            if self._checkpoints is not None and self._checkpoints.dirty:
+            cp = self._checkpoints
+            if cp is not None and cp.dirty:
                 # A checkpoint is saved after a chunk when it is due; after the log's last chunk, by a tick once the
                 # log is quiet and the save is due (not one a second until then); with nothing to save, no tick is
-                # needed for it.
-                save = max(self._last_data + CHECKPOINT_QUIET, last_tick + CHECKPOINT_QUIET, self._save_at())
+                # needed for it. A log found still growing at a tick is looked at again no sooner than its quiet
+                # could be CHECKPOINT_SLACK old (`_look_again`: a log that grows for minutes, a crash loop's, wakes
+                # the task every 7 s for it, not every 3).
+                save = max(
+                    self._last_data + CHECKPOINT_QUIET,
+                    last_tick + CHECKPOINT_QUIET,
+                    self._look_again,
+                    self._save_at(),
+                )
                 due = save if due is None else min(due, save)
             k = max(ticked + 1, math.floor((now - origin) / spec.tick) + 1)
             if due is not None:
@@ -673,9 +702,11 @@ class LaunchFollower:
             ticked = k
             now = last_tick = self.now()
             await self._apply(self.analyzer.tick(now))
-            if self._checkpoints is not None:
+            if cp is not None:
                 quiet = now - self._last_data >= CHECKPOINT_QUIET
-                self._checkpoints.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+                cp.save_due(self.analyzer, self.now, self._tg.start_soon, quiet=quiet)
+                if not quiet:
+                    self._look_again = now + CHECKPOINT_SLACK - CHECKPOINT_QUIET
             if spec.timeout is not None and now >= spec.timeout and not self.timed_out:
                 self.timed_out = True
                 inc = self._verdict_incarnation()
@@ -704,7 +735,11 @@ class LaunchFollower:
         if cp is not None and (transitioned or cp.dirty):
             # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet; not
             # before the save is due (`_save_at`), which is asked only where the save could come first
-            save = self.now() + CHECKPOINT_QUIET if transitioned else self._last_data + CHECKPOINT_SLACK
+            save = (
+                max(self.now() + CHECKPOINT_QUIET, self._look_again)
+                if transitioned
+                else self._last_data + CHECKPOINT_SLACK
+            )
             if save < wake_at and (due is None or save < due):
                 save = max(save, self._save_at())
                 due = save if due is None else min(due, save)

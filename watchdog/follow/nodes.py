@@ -1,7 +1,7 @@
 """The follower of a multi-node launch: one `LaunchFollower` per node, one lifecycle and one verdict for the launch.
 
 It has the surface of a `LaunchFollower` (`run()`, the `updates` stream of `Transitioned`, `SourceNoted` and
-`Concluded`, `status()`, `now()`), so `watch` and the daemon run it as they run one. Each node's follower reads
+`Concluded` or the function `listen` was given, `status()`, `now()`), so `watch` and the daemon run it as they run one. Each node's follower reads
 its own log (and probes its own process) unchanged; their updates come here, and the launch's state is what
 `watchdog.core.nodes.launch_state` makes of the nodes' verdicts:
 
@@ -33,6 +33,7 @@ from watchdog.follow.follower import (
     UPDATE_BUFFER,
     Concluded,
     LaunchFollower,
+    Listener,
     SourceNoted,
     Transitioned,
     Update,
@@ -87,6 +88,7 @@ class NodesFollower:
         self._settle = settle
         self._timeout = timeout
         self._send, self.updates = anyio.create_memory_object_stream[Update](UPDATE_BUFFER)
+        self._listener: Listener | None = None  # takes the updates instead of `updates` (see `listen`)
         self._failed_at: dict[
             str, tuple[int, float]
         ] = {}  # node -> (its incarnation, when its crash was known)
@@ -107,6 +109,17 @@ class NodesFollower:
     def now(self) -> float:
         """Seconds since the follower was made, on its clock."""
         return self._clock.now() - self._start
+
+    def listen(self, listener: Listener) -> None:
+        """Hand each update to `listener` as it is published, instead of `updates` (`LaunchFollower.listen`)."""
+        self._listener = listener
+        self.updates.close()  # never read
+
+    async def _out(self, update: Update) -> None:
+        if self._listener is not None:
+            self._listener(update)
+        else:
+            await self._send.send(update)
 
     def reports(self) -> list[NodeReport]:
         """Each node's verdict as the launch reads it (the snapshot `status()` is made of)."""
@@ -194,7 +207,7 @@ class NodesFollower:
                             self._failed_at[node.name] = (t.incarnation, self.now())
                     await self._publish(t, node.name)
                 elif isinstance(update, SourceNoted):
-                    await self._send.send(
+                    await self._out(
                         replace(
                             update, launch=self.name, detail=f"{node.name}: {update.detail}", node=node.name
                         )
@@ -228,7 +241,7 @@ class NodesFollower:
         self._timeline.append(Entry(state, line, at, reason, now))
         self._state = (state, incarnation)
         transition = Transition(state, previous, line, at, now, reason, incarnation)
-        await self._send.send(Transitioned(self.name, transition))
+        await self._out(Transitioned(self.name, transition))
         if state is State.CRASHED:
             if not self._settling:
                 self._settling = True
@@ -290,7 +303,7 @@ class NodesFollower:
             return
         self._said.add(key)
         self.concluded = Concluded(self.name, state, verdict, self.timed_out)
-        await self._send.send(self.concluded)
+        await self._out(self.concluded)
 
     async def _time_out(self, seconds: float) -> None:
         await self._clock.sleep(max(0.0, seconds - self.now()))

@@ -270,13 +270,22 @@ class StateStore:
         restart, is not added twice); state, phase, facts and progress are replaced.
         """
         wall = time.time()
-        if self._write_behind and not self._closed:
-            # each snapshot holds the incarnation's whole timeline so far: the last one says what the others say
-            self._waiting.snapshots[(launch, incarnation)] = (status, wall)
-            self._added.set()
+        if self.record_transition_behind(launch, incarnation, status, wall):
             return
         taken = status if isinstance(status, Status) else status()
         await self._run(lambda: self._write(lambda: self._record(launch, incarnation, taken, wall)))
+
+    def record_transition_behind(
+        self, launch: str, incarnation: int, status: _Snapshot, wall: float | None = None
+    ) -> bool:
+        """`record_transition` where it returns at once (while `write_behind` runs), without a coroutine: whether
+        it was taken (else `record_transition` writes it). `wall`: the Unix time of the transition (now)."""
+        if not self._write_behind or self._closed:
+            return False
+        # each snapshot holds the incarnation's whole timeline so far: the last one says what the others say
+        self._waiting.snapshots[(launch, incarnation)] = (status, time.time() if wall is None else wall)
+        self._added.set()
+        return True
 
     def stands_for(self, launch: str, incarnation: int, status: Callable[[], Status | None]) -> bool:
         """Let `status()` (of the incarnation, as new as every transition recorded of it: made of its verdict,
