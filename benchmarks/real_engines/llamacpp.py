@@ -324,6 +324,20 @@ def python_scenarios(m: str, port: int, lib: str = "") -> list[Scenario]:
             env=env,
         ),
         Scenario("n-ctx-negative", [*tiny, "--n_ctx", "-5"], env=env),
+        # SIGKILL 3 s into a long completion: the one process dies mid-request, no last words
+        Scenario(
+            "killed-while-serving",
+            big,
+            kill_at=[ready + "+3"],
+            posts=[("/v1/completions", _oai("the cat", 4096))],
+            posts_at=ready,
+            env=env,
+        ),
+        Scenario(
+            "ssl-files-missing",
+            [*tiny, "--ssl_keyfile", f"{m}/no.key", "--ssl_certfile", f"{m}/no.crt"],
+            env=env,
+        ),
     ]
 
 
