@@ -55,3 +55,15 @@ def test_llama_cpp_python_refused_setting_is_a_config_crash() -> None:
     found = _error(out)
     assert found["category"] == "config"
     assert str(found["summary"]).startswith("Input should be greater than or equal to 0")
+
+
+def test_uvicorn_ssl_files_that_cannot_be_read_are_config() -> None:
+    """Uvicorn reads the SSL certificate and key at startup (uvicorn/config.py Config.load -> create_ssl_context ->
+    ssl's load_cert_chain); llama-cpp-python's --ssl_keyfile/--ssl_certfile naming missing files end the launch with
+    a bare 'FileNotFoundError: [Errno 2] No such file or directory' after the model loaded: the operator's setting,
+    config (was `other`)."""
+    out = _verdict("llamacpp", "captured-llamacpp-python-ssl-files-missing-cpu")
+    assert (out["state"], out["phase"]) == ("crashed", "allocating_kv_cache")
+    found = _error(out)
+    assert found["category"] == "config"
+    assert str(found["summary"]).startswith("FileNotFoundError: [Errno 2] No such file or directory")
