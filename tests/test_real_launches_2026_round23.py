@@ -7,9 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from publiccases import error as _error
 from publiccases import replay_text as _replay_text
 from publiccases import verdict as _verdict
+
+from watchdog.core.analyzer import Analyzer
+from watchdog.core.findings import ProcessExited
+from watchdog.core.verdict import build_verdict
+from watchdog.profiles.loader import load_engine
 
 
 def test_llama_cpp_python_missing_model_is_its_load() -> None:
@@ -67,3 +73,28 @@ def test_uvicorn_ssl_files_that_cannot_be_read_are_config() -> None:
     found = _error(out)
     assert found["category"] == "config"
     assert str(found["summary"]).startswith("FileNotFoundError: [Errno 2] No such file or directory")
+
+
+_CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "llamacpp"
+
+
+@pytest.mark.parametrize(
+    "exited",
+    [ProcessExited("killed by SIGKILL"), ProcessExited("the container exited with code 137", exit_code=137)],
+)
+def test_a_sigkilled_process_last_line_does_not_say_why(exited: ProcessExited) -> None:
+    """A process killed by SIGKILL (the signal named, or a shell's status 137) was ended from outside: its last line
+    is not why it stopped, even when it reads like a refusal. llama-cpp-python SIGKILLed while loading big.gguf: its
+    last line is libllama's debug note 'tensor ... cannot be used with preferred buffer type AMX, using CPU instead'
+    (src/llama-model-loader.cpp:1404), which was taken for the cause (config); it is a kill."""
+    data = (_CORPUS / "captured-llamacpp-python-killed-loading-cpu.log").read_bytes()
+    analyzer = Analyzer(load_engine(None))
+    analyzer.feed(data, 1.5)
+    analyzer.caught_up(1.5)
+    analyzer.probe(exited, 2.5)
+    v = build_verdict(analyzer).to_json()
+    assert (v["state"], v["phase"], (v["error"] or {}).get("category")) == (
+        "crashed",
+        "loading_weights",
+        "killed",
+    )
