@@ -241,7 +241,7 @@ def scenarios(m: str, port: int) -> list[Scenario]:
             posts=[("/v1/chat/completions", _chat("boom")), ("/v1/chat/completions", _chat("the cat"))],
         ),
         Scenario(
-            "request-past-context-then-ok",
+            "request-long-then-cached",
             [*tiny, "-c", "64"],
             posts=[
                 ("/completion", _completion("the cat is on the", 200, ignore_eos=True)),
@@ -266,9 +266,10 @@ def scenarios(m: str, port: int) -> list[Scenario]:
             "host-unresolvable",
             ["-m", f"{m}/tiny.gguf", "--host", "no-such-host.invalid", "--port", str(port)],
         ),
-        # as nobody, HOME a folder owned by root: the -hf download's cache cannot be made (and there is no route out)
+        # as nobody, HOME a folder owned by root, -hf: meant for a cache that cannot be made; a build without HTTPS
+        # (-DLLAMA_OPENSSL=OFF) refuses the download first ('HTTPS is not supported. Please rebuild with one of:')
         Scenario(
-            "read-only-home-hf",
+            "hf-build-without-https",
             ["-hf", "ggml-org/models-tiny-test-GGUF", *base],
             user="nobody",
             env={"HOME": f"{m}/private", "XDG_CACHE_HOME": ""},
