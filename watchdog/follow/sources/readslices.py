@@ -26,8 +26,8 @@ in the callback that reads it: 20 hosts' 256 KiB reads can make one turn of seco
 each of the two task switches between a crash's line and its transition (the follower's task, the daemon's
 consumer) waits for a whole turn. Read `READ_MAX` at a time, a turn holds at most that much of each connection's
 work; the rest waits in the kernel's socket buffer (the SSH window then holds the host's writes back, as before) and
-comes at the next turns in the same order: the same bytes, shorter turns. (Reasoned from the quiet machine's
-figures, not measured at 2,000 launches yet: docs/benchmarks.md, i31-scale.)
+comes at the next turns in the same order: the same bytes, shorter turns. (Measured at 2,000 launches on the quiet
+machine only together with the rest of its round, not alone: docs/benchmarks.md, nineteenth round.)
 """
 
 from __future__ import annotations
