@@ -288,10 +288,7 @@ class Rank(NamedTuple):
     (each field one feature, tested on its own in tests/test_errors.py)."""
 
     noise: int  # 1: logging noise, or a traceback logged at warning level or below (it was survived)
-    reporter: (
-        int  # 1: a logger's header over the traceback it logs (`_reporters`): that traceback's exception
-    )
-    # is the decisive line, whatever it is
+    reporter: int  # 1: a logger's header over the traceback it logs (`_reporters`): its exception decides
     consequence: int  # 1: the news that another part went away (EOFError, "cancelled", a broken pipe): even a
     # wrapper tells more ("Worker proc VllmWorker-0 died unexpectedly" names who went away)
     wrapper: int  # 1: a wrapper that only points at an error printed elsewhere ("See root cause above")
