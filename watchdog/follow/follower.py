@@ -8,8 +8,9 @@ is the same analyzer fed a whole file. A follower:
   crash followed by a restart in one read is still a crash;
 - publishes `Transitioned` (at once, never delayed), `SourceNoted` and `Concluded` on `updates`, a bounded
   stream, or to the one function `listen` was given (the daemon: a plain call, no task woken); `Concluded`
-  carries the `watchdog.core.verdict.Verdict` it reports. A crash's report waits a short settle window (ended early once the log goes quiet) so that it names every rank that failed, and for
-  a traceback still open to close (at most `TRACEBACK_WAIT`), so that it names the exception;
+  carries the `watchdog.core.verdict.Verdict` it reports. A crash's report waits a short settle window (ended
+  early once the log goes quiet) so that it names every rank that failed, and for a traceback still open to
+  close (at most `TRACEBACK_WAIT`), so that it names the exception;
 - takes an SSH pool it does not own (the daemon shares one per host), and a clock (tests use
   `watchdog.follow.testing.ManualClock`, so no test sleeps).
 """
