@@ -19,7 +19,10 @@ def test_sglang_get_model_worker_batch_frame_is_serving() -> None:
     speculative workers on a batch of requests only: a traceback through it is the serving scheduler's. veRL#1611
     (2025-05, SGLang as veRL's rollout engine under Ray): an illegal memory access raised there, the sigquit notice,
     then Ray's deduplicated capture bars of other workers - read as a crash while starting before."""
-    out = _verdict("sglang", "sglang-2025-verl-rollout-illegal-memory-access-sigquit-then-ray-dedup-capturing-bar-verl1611")
+    out = _verdict(
+        "sglang",
+        "sglang-2025-verl-rollout-illegal-memory-access-sigquit-then-ray-dedup-capturing-bar-verl1611",
+    )
     assert (out["engine"], out["state"], out["phase"]) == ("sglang", "crashed", "ready")
     found = _error(out)
     assert found["category"] == "cuda"
@@ -31,7 +34,9 @@ def test_vllm_v0_api_server_header_names_vllm_and_its_request_error_serves_on() 
     API server's files in that header name vLLM as the bracketed ones do. instructor#1336 (2025-02): the tail of a
     request's traceback logged by serving_chat.py, its 400 and the next request's warning - read as the generic
     engine's crash while starting before; the access line says vLLM's server answered and serves on."""
-    out = _verdict("vllm", "vllm-2025-0.7-request-json-decode-error-traceback-then-400-served-on-instructor1336")
+    out = _verdict(
+        "vllm", "vllm-2025-0.7-request-json-decode-error-traceback-then-400-served-on-instructor1336"
+    )
     assert (out["engine"], out["state"], out["phase"], out["error"]) == ("vllm", "ready", "ready", None)
 
 
