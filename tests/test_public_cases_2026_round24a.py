@@ -29,17 +29,6 @@ def test_sglang_get_model_worker_batch_frame_is_serving() -> None:
     assert "RuntimeError: CUDA error: an illegal memory access was encountered" in str(found["summary"])
 
 
-def test_vllm_v0_api_server_header_names_vllm_and_its_request_error_serves_on() -> None:
-    """vLLM 0.4-0.7 print 'LEVEL MM-DD HH:MM:SS file.py:N]' (vllm/logger.py _FORMAT, no brackets before 0.8): the
-    API server's files in that header name vLLM as the bracketed ones do. instructor#1336 (2025-02): the tail of a
-    request's traceback logged by serving_chat.py, its 400 and the next request's warning - read as the generic
-    engine's crash while starting before; the access line says vLLM's server answered and serves on."""
-    out = _verdict(
-        "vllm", "vllm-2025-0.7-request-json-decode-error-traceback-then-400-served-on-instructor1336"
-    )
-    assert (out["engine"], out["state"], out["phase"], out["error"]) == ("vllm", "ready", "ready", None)
-
-
 def test_vllm_omni_stage_batches_are_serving_and_a_stage_request_error_is_not_a_crash(tmp_path: Path) -> None:
     """vLLM-Omni's stage worker (vllm_omni/entrypoints/omni_stage.py _stage_worker) prints '[Stage-N] Max batch
     size' and '[Stage-N] Received batch size=..., request_ids=' only for tasks taken after its engine is built;
