@@ -31,6 +31,15 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-four part A (helper i30-cases24a, labelled before the first run):
+    "vllm-2025-0.7-request-json-decode-error-traceback-then-400-served-on-instructor1336": (
+        "generic crashed starting, label vllm ready: no line names vLLM but its 0.4-0.7 header's file names "
+        "('ERROR 02-08 11:19:09 serving_chat.py:193]', vllm/logger.py _FORMAT without brackets); with vLLM detected "
+        "the 400 access line after the request's traceback reads it as served on, but taking those file names as "
+        "markers detects vLLM at a cut request traceback's first line, where a live follower then calls it a crash "
+        "while starting (Agent-S#57's crop) and replay does not: the live reading of a cut request traceback "
+        "comes first"
+    ),
     # Issue 30, round twenty-two part B (helper i30-cases22b, labelled before the first run):
     "llamacpp-2026-server-tag-pid-prefix-blank-lines-bonsai-tensor-offset-cut-issue25833": (
         "incomplete, label crashed: every line is prefixed '[Server] ' by the user's front-end (no engine, wrapper or "
