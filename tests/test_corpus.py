@@ -40,6 +40,13 @@ KNOWN_GAPS: dict[str, str] = {
         "while starting (Agent-S#57's crop) and replay does not: the live reading of a cut request traceback "
         "comes first"
     ),
+    # Issue 30, round twenty-four part D (helper i30-cases24d, labelled before the first run):
+    "trtllm-2025-triton-llava-multimodal-stub-orte-init-failed-getting-local-rank-no-permission-issue712": (
+        "the '--> Returned value No permission (-17) instead of ORTE_SUCCESS' line, label its line before, 'getting "
+        "local rank failed': ORTE's help text words one failure over two lines (help-orte-runtime.txt '  %s failed' "
+        "then '  --> Returned value %s (%d) instead of ORTE_SUCCESS'); rules read one line, and '<step> failed' alone "
+        "is no ORTE line: only the second one can be told from its words"
+    ),
     # Issue 30, round twenty-two part B (helper i30-cases22b, labelled before the first run):
     "llamacpp-2026-server-tag-pid-prefix-blank-lines-bonsai-tensor-offset-cut-issue25833": (
         "incomplete, label crashed: every line is prefixed '[Server] ' by the user's front-end (no engine, wrapper or "
