@@ -1,0 +1,176 @@
+"""asyncssh's receive path made shorter for what a followed host sends most: its channels' data packets.
+
+Every write of a host's log readers comes as one SSH packet (one a host per write round of its multiplexer), and
+asyncssh pays the same Python for each whatever it carries. Two parts of it are redone here, each with the same
+outcome, each where the version of asyncssh has what it needs (else left as it is, and the function says False):
+
+- `reuse_gcm_keys`: asyncssh's AES-GCM cipher (`aes128-gcm@openssh.com`, what it and OpenSSH negotiate first) makes
+  a new `AESGCM` object for every packet it decrypts or encrypts: the key's schedule made again each time, for a
+  key that stays the same until the next key exchange (which makes a new cipher). Here each cipher makes it once,
+  and counts its invocation (the IV's last 8 bytes) as an int rather than from its bytes each time.
+- `quick_awaitable_check`: for each packet, asyncssh asks `inspect.isawaitable` of what its handler returned
+  (nearly always True), which for a bool goes through `collections.abc.Awaitable`'s ABC check (a call of
+  Python's `ABCMeta.__instancecheck__`): about a tenth of its per-packet work. Its connection module is given an
+  `inspect` whose `isawaitable` says False at once for True, False and None, and asks `inspect` for the rest.
+- `direct_data`: a channel's data packet goes from the connection's parse through the channel's packet handler
+  table, `_process_data` (its state, the string read, a debug log call), `_accept_data` (the window, a pause) and
+  `_deliver_data` to the session's `data_received`. For the common case (the channel open both ways, not
+  paused, the data within the window, nothing at asyncssh's debug level 2 to log, no text decoding) the channel
+  takes it in one call: the window counted as asyncssh counts it, its adjustment sent when asyncssh sends it
+  (through asyncssh's own `_deliver_data`); anything else goes the usual way, untouched.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
+
+__all__ = ["direct_data", "quick_awaitable_check", "reuse_gcm_keys"]
+
+_MSG_CHANNEL_DATA = 94  # RFC 4254 section 5.2
+_DATA_DEBUG_LEVEL = 2  # asyncssh's debug level from which `_process_data` logs each packet
+_MASK64 = (1 << 64) - 1
+_CHANNEL_NEEDS = (
+    "process_packet",
+    "_recv_state",
+    "_send_state",
+    "_recv_paused",
+    "_recv_window",
+    "_init_recv_window",
+    "_encoding",
+    "_session",
+    "_deliver_data",
+)
+
+
+def reuse_gcm_keys() -> bool:
+    """Make asyncssh's AES-GCM cipher keep one `AESGCM` object per key (see the module's docstring); whether it
+    is so now (done once per process)."""
+    try:
+        from asyncssh.crypto import cipher  # noqa: PLC0415 (asyncssh's layout: looked for, not assumed)
+    except ImportError:
+        return False
+    gcm = getattr(cipher, "GCMCipher", None)
+    if gcm is None:
+        return False
+    if getattr(gcm, "_watchdog_reused", False):
+        return True
+    aead, invalid = getattr(cipher, "AESGCM", None), getattr(cipher, "InvalidTag", None)
+    mac_size = getattr(cipher, "_GCM_MAC_SIZE", None)
+    if aead is None or invalid is None or mac_size != 16:
+        return False
+    if not all(callable(getattr(gcm, name, None)) for name in ("encrypt_and_sign", "verify_and_decrypt")):
+        return False
+
+    def _next(self: Any) -> tuple[Any, bytes]:
+        # the cipher's AESGCM (made at its first packet), and the IV of this packet; the IV advanced for the next
+        # as asyncssh's `_update_iv` would advance it (its last 8 bytes a big-endian counter)
+        state = self.__dict__.get("_watchdog_gcm")
+        iv = self._iv
+        if state is None or state[2] is not iv:  # first packet (or the IV set from elsewhere): from its bytes
+            state = [aead(self._key), int.from_bytes(iv[4:], "big"), iv]
+            self._watchdog_gcm = state
+        count = (state[1] + 1) & _MASK64
+        state[1] = count
+        state[2] = self._iv = iv[:4] + count.to_bytes(8, "big")
+        return state[0], iv
+
+    def encrypt_and_sign(self: Any, header: bytes, data: bytes) -> tuple[bytes, bytes]:
+        key, iv = _next(self)
+        sealed = key.encrypt(iv, data, header)
+        return header + sealed[:-16], sealed[-16:]
+
+    def verify_and_decrypt(self: Any, header: bytes, data: bytes, mac: bytes) -> bytes | None:
+        key, iv = _next(self)
+        try:
+            opened: bytes | None = key.decrypt(iv, data + mac, header)
+        except invalid:
+            opened = None
+        return opened
+
+    gcm.encrypt_and_sign = encrypt_and_sign
+    gcm.verify_and_decrypt = verify_and_decrypt
+    gcm._watchdog_reused = True
+    return True
+
+
+class _Inspect:
+    """`inspect` as asyncssh's connection module asks it: `isawaitable` at once for a handler's usual answers."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def isawaitable(self, value: object) -> bool:
+        if value is True or value is None or value is False:
+            return False
+        return bool(self._module.isawaitable(value))
+
+
+def quick_awaitable_check() -> bool:
+    """Give asyncssh's connection module the `inspect` of `_Inspect` (see the module's docstring); whether it has
+    it now (done once per process)."""
+    module = getattr(asyncssh, "connection", None)
+    found = getattr(module, "inspect", None)
+    if isinstance(found, _Inspect):
+        return True
+    if found is not inspect:
+        return False
+    module.inspect = _Inspect(inspect)  # type: ignore[union-attr]
+    return True
+
+
+def _packets_readable() -> bool:
+    # asyncssh's received packet keeps its payload and read position as `_packet` and `_idx`
+    try:
+        packet = asyncssh.packet.SSHPacket(b"\0\0\0\0")
+        packet.get_uint32()
+    except Exception:
+        return False
+    return getattr(packet, "_packet", None) == b"\0\0\0\0" and getattr(packet, "_idx", None) == 4
+
+
+def direct_data(chan: object) -> bool:
+    """Let the channel `chan` (an asyncssh client channel, as its session's `connection_made` gets it) hand its
+    data packets to its session in one call (see the module's docstring); whether it was done."""
+    level = getattr(asyncssh.logging.SSHLogger, "_debug_level", None)
+    if not isinstance(level, int) or level >= _DATA_DEBUG_LEVEL:
+        return False
+    if not all(hasattr(chan, name) for name in _CHANNEL_NEEDS) or chan._encoding is not None:  # type: ignore[attr-defined]
+        return False
+    if not _packets_readable():
+        return False
+    process = chan.process_packet  # type: ignore[attr-defined]
+    ch: Any = chan
+
+    def process_packet(pkttype: int, pktid: int, packet: Any) -> Any:
+        if (
+            pkttype != _MSG_CHANNEL_DATA
+            or ch._recv_state != "open"
+            or ch._recv_paused
+            or ch._send_state in ("close_pending", "closed")
+        ):
+            return process(pkttype, pktid, packet)
+        # the packet after its channel number: a string (uint32 length, then its bytes), and nothing after it
+        payload, at = packet._packet, packet._idx
+        size = int.from_bytes(payload[at : at + 4], "big")
+        window = ch._recv_window
+        if not 0 < size <= window or at + 4 + size != len(payload):
+            return process(pkttype, pktid, packet)  # empty, past the window, malformed: as asyncssh has it
+        data = payload[at + 4 :]
+        packet._idx = len(payload)
+        window -= size
+        ch._recv_window = window
+        session = ch._session
+        if window < ch._init_recv_window / 2 or session is None:
+            ch._deliver_data(data, None)  # the window's adjustment sent, as asyncssh sends it
+        else:
+            session.data_received(data, None)
+        return True
+
+    ch.process_packet = process_packet
+    return True
