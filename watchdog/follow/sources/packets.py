@@ -27,11 +27,28 @@ from typing import Any
 
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
 
-__all__ = ["direct_data", "quick_awaitable_check", "reuse_gcm_keys"]
+__all__ = ["direct_data", "direct_packets", "quick_awaitable_check", "reuse_gcm_keys"]
 
 _MSG_CHANNEL_DATA = 94  # RFC 4254 section 5.2
 _DATA_DEBUG_LEVEL = 2  # asyncssh's debug level from which `_process_data` logs each packet
 _MASK64 = (1 << 64) - 1
+_CONNECTION_NEEDS = (
+    "_recv_packet",
+    "_recv_pkthdr",
+    "_recv_handler",
+    "_recv_encryption",
+    "_recv_seq",
+    "_recv_macsize",
+    "_recv_blocksize",
+    "_pktlen",
+    "_packet",
+    "_inpbuf",
+    "_auth_complete",
+    "_auth_final",
+    "_decompressor",
+    "_channels",
+    "_transport",
+)
 _CHANNEL_NEEDS = (
     "process_packet",
     "_recv_state",
@@ -147,30 +164,89 @@ def direct_data(chan: object) -> bool:
     process = chan.process_packet  # type: ignore[attr-defined]
     ch: Any = chan
 
-    def process_packet(pkttype: int, pktid: int, packet: Any) -> Any:
-        if (
-            pkttype != _MSG_CHANNEL_DATA
-            or ch._recv_state != "open"
-            or ch._recv_paused
-            or ch._send_state in ("close_pending", "closed")
-        ):
-            return process(pkttype, pktid, packet)
-        # the packet after its channel number: a string (uint32 length, then its bytes), and nothing after it
-        payload, at = packet._packet, packet._idx
+    def take(payload: bytes, at: int) -> bool:
+        # a data packet's payload, its string (uint32 length, then its bytes) at `at`: handed to the session as
+        # asyncssh would hand it, if this is the usual case (else False, and nothing was done)
+        if ch._recv_state != "open" or ch._recv_paused or ch._send_state in ("close_pending", "closed"):
+            return False
         size = int.from_bytes(payload[at : at + 4], "big")
         window = ch._recv_window
         if not 0 < size <= window or at + 4 + size != len(payload):
-            return process(pkttype, pktid, packet)  # empty, past the window, malformed: as asyncssh has it
-        data = payload[at + 4 :]
-        packet._idx = len(payload)
+            return False  # empty, past the window, malformed: as asyncssh has it
         window -= size
         ch._recv_window = window
         session = ch._session
         if window < ch._init_recv_window / 2 or session is None:
-            ch._deliver_data(data, None)  # the window's adjustment sent, as asyncssh sends it
+            ch._deliver_data(payload[at + 4 :], None)  # the window's adjustment sent, as asyncssh sends it
         else:
-            session.data_received(data, None)
+            session.data_received(payload[at + 4 :], None)
         return True
 
+    def process_packet(pkttype: int, pktid: int, packet: Any) -> Any:
+        if pkttype == _MSG_CHANNEL_DATA and take(packet._packet, packet._idx):
+            packet._idx = len(packet._packet)
+            return True
+        return process(pkttype, pktid, packet)
+
     ch.process_packet = process_packet
+    ch._watchdog_take = take
+    return True
+
+
+class _Decrypted:
+    """A connection's decryption for one packet that `direct_packets` has decrypted already: asyncssh's own
+    `_recv_packet` takes it on from there as if it had decrypted it (slicing and dropping the same bytes)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | None) -> None:
+        self.data = data
+
+    def decrypt_packet(
+        self, seq: int, first: bytes, rest: bytes, header_len: int, mac: bytes
+    ) -> bytes | None:
+        return self.data
+
+
+def direct_packets(conn: Any) -> bool:
+    """Let the connection `conn` (as its client's `connection_made` gets it) take a data packet of a channel of
+    `direct_data`'s at once after decrypting it (see the module's docstring); whether it was done."""
+    if not all(hasattr(conn, name) for name in _CONNECTION_NEEDS):
+        return False
+    usual = conn._recv_packet  # asyncssh's, bound
+
+    def recv_packet() -> bool:
+        decryption = conn._recv_encryption
+        if not decryption or not conn._auth_complete or conn._decompressor is not None:
+            return bool(usual())
+        macsize = conn._recv_macsize
+        rem = 4 + conn._pktlen + macsize - conn._recv_blocksize
+        inpbuf = conn._inpbuf
+        if len(inpbuf) < rem:
+            return False
+        seq = conn._recv_seq
+        data = decryption.decrypt_packet(
+            seq, conn._packet, inpbuf[: rem - macsize], 4, inpbuf[rem - macsize : rem]
+        )
+        if data and data[1] == _MSG_CHANNEL_DATA and len(data) > 6 + data[0]:
+            chan = conn._channels.get(int.from_bytes(data[2:6], "big"))
+            take = getattr(chan, "_watchdog_take", None)
+            if take is not None and take(data[1 : -data[0]], 5):
+                # what asyncssh's `_recv_packet` and `_finish_recv_packet` do after a channel's packet
+                conn._inpbuf = inpbuf[rem:]
+                conn._packet = b""
+                conn._auth_final = True
+                if conn._transport:
+                    conn._recv_seq = (seq + 1) & 0xFFFFFFFF
+                conn._recv_handler = conn._recv_pkthdr
+                return True
+        # anything else: asyncssh's own path, given what was decrypted (the decryption's state moved on once)
+        conn._recv_encryption = _Decrypted(data)
+        try:
+            return bool(usual())
+        finally:
+            if type(conn._recv_encryption) is _Decrypted:  # (a key exchange's last packet sets another)
+                conn._recv_encryption = decryption
+
+    conn._recv_packet = recv_packet
     return True
