@@ -22,18 +22,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from daemon_bench import _ssh_user  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
-from sshd_server import SSHDServer, running_sshd  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+from daemon_bench import _ssh_user  # type: ignore[import-not-found,unused-ignore]
+from sshd_server import SSHDServer, running_sshd  # type: ignore[import-not-found,unused-ignore]
 
-from watchdog.follow.sources import SSHOptions, SSHPool, channel  # noqa: E402
-from watchdog.follow.sources.asyncssh_quiet import asyncssh  # noqa: E402
+from watchdog.follow.sources import SSHOptions, SSHPool, channel
+from watchdog.follow.sources.asyncssh_quiet import asyncssh
 
 PROGRAM = """\
 import os, sys, time
@@ -81,7 +81,8 @@ async def _round(
     conn.data_received = timed  # type: ignore[method-assign]
     cpu0 = time.thread_time()
     try:
-        _chan, sink = await conn.create_session(_Sink, command, encoding=None)
+        _chan, session = await conn.create_session(_Sink, command, encoding=None)
+        sink = cast("_Sink", session)
         await sink.done.wait()
     finally:
         conn.data_received = receive  # type: ignore[method-assign]
