@@ -1,9 +1,10 @@
 """asyncssh's receive path made shorter for what a followed host sends most: its channels' data packets.
 
 Every write round of a host's multiplexer (`watchdog.follow.sources.mux`) comes as one SSH packet, and asyncssh
-pays the same Python for each whatever it carries: over SSH that was the one cost a local daemon does not have
-(about a seventh of the daemon's samples at 200 launches). Four parts of it are redone here, each with the same
-outcome, each only where the version of asyncssh has what it needs (else left as it is, the function saying False):
+pays the same Python for each whatever it carries: over SSH that was the one cost a local daemon does not have (a
+tenth to a seventh of the daemon's samples at 200 launches: docs/benchmarks.md). Four parts of it are redone here,
+each with the same outcome, each only where the version of asyncssh has what it needs (else left as it is, the
+function saying False):
 
 - `reuse_gcm_keys`: asyncssh's AES-GCM cipher (`aes128-gcm@openssh.com`, what it and OpenSSH negotiate first) makes
   a new `AESGCM` object for every packet it decrypts or encrypts: the key's schedule made again each time, for a
@@ -72,10 +73,7 @@ _CHANNEL_NEEDS = (
 def reuse_gcm_keys() -> bool:
     """Make asyncssh's AES-GCM cipher keep one `AESGCM` object per key (see the module's docstring); whether it
     is so now (done once per process)."""
-    try:
-        from asyncssh.crypto import cipher  # noqa: PLC0415 (asyncssh's layout: looked for, not assumed)
-    except ImportError:
-        return False
+    cipher = getattr(getattr(asyncssh, "crypto", None), "cipher", None)  # asyncssh's layout: looked for
     gcm = getattr(cipher, "GCMCipher", None)
     if gcm is None:
         return False
