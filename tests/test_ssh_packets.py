@@ -3,7 +3,6 @@ ciphers' output, fewer steps a data packet."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
 from typing import Any
@@ -46,7 +45,7 @@ def test_the_gcm_cipher_seals_and_opens_as_asyncssh_s_own_and_makes_its_key_once
         assert sealed == seal(theirs, header, data)  # the same bytes and tag, packet after packet
         assert ours._iv == theirs._iv
         assert reader.verify_and_decrypt(header, sealed[0][4:], sealed[1]) == data
-        made.append(ours._watchdog_gcm[0])
+        made.append(vars(ours)["_watchdog_gcm"][0])
     assert all(aead is made[0] for aead in made)  # one AESGCM for the key, not one a packet
     # a packet whose tag does not match: None, and its invocation counted all the same (as asyncssh counts it)
     header = b"\0\0\0\1"
@@ -61,15 +60,22 @@ def test_the_gcm_cipher_seals_and_opens_as_asyncssh_s_own_and_makes_its_key_once
     )
 
 
+class _Awaitable:
+    """Awaitable by its `__await__` (what `collections.abc.Awaitable` checks), not a coroutine."""
+
+    def __await__(self) -> Any:
+        yield
+
+
 def test_asyncssh_s_connection_asks_isawaitable_of_a_bool_at_once_and_of_the_rest_as_before() -> None:
     assert packets.quick_awaitable_check()
     assert packets.quick_awaitable_check()
-    check = asyncssh.connection.inspect
+    check = vars(asyncssh.connection)["inspect"]
     assert isinstance(check, packets._Inspect)
     assert check.isawaitable(True) is False
     assert check.isawaitable(None) is False
     assert check.isawaitable(False) is False
-    assert check.isawaitable(asyncio.Future(loop=asyncio.new_event_loop())) is True
+    assert check.isawaitable(_Awaitable()) is True
     assert check.signature is __import__("inspect").signature  # anything else: `inspect`'s own
 
 
