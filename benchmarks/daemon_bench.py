@@ -485,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             "out": str(out_path),
         }
         spec_path.write_text(json.dumps(spec))
+        before_writer = _cpu_seconds(proc.pid)
         writer = subprocess.Popen([args.python, __file__, "--writer", str(spec_path)], cwd=ROOT)
         time.sleep(max(t0 + WARMUP - time.time(), 0))
         pid = proc.pid
@@ -556,6 +557,12 @@ def main(argv: list[str] | None = None) -> int:
     # (the machine's ticks and the processes' are read at slightly different moments: never below 0)
     rest = max(0.0, 100 * (s1 - s0 - (cpu1 - cpu0) - (w1 - w0) - (t1_cpu - t0_cpu)) / span)
     rest_quiet = max(0.0, 100 * (qs1 - qs0 - (q1 - q0) - (tq1 - tq0)) / quiet_span)
+    # what the writer's lines cost the daemon in all, its catching up included (a figure that a daemon behind its
+    # logs on a loaded machine does not lower, as it lowers the load window's share of a core)
+    print(
+        f"  daemon CPU from the writer's start to the quiet window's end: {q1 - before_writer:.2f} s, "
+        f"{1e6 * (q1 - before_writer) / max(result['lines'], 1):.1f} us a line written"
+    )
     print(f"  writer CPU {100 * (w1 - w0) / span:.1f} % of a core; the rest of the machine", end=" ")
     print(
         f"({'sshd, the remote scripts, ' if sshd is not None else ''}the kernel, anything else running)",

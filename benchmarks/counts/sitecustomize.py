@@ -52,6 +52,25 @@ def _methods(cls: type) -> list[str]:
     return [m for m, v in vars(cls).items() if callable(v) and not m.startswith("__")]
 
 
+def _ssh() -> None:
+    """The SSH path's calls: asyncssh's packets, the multiplexer's reads, the source's pushes and identities."""
+    get = importlib.import_module
+    connection, channel = get("asyncssh.connection"), get("asyncssh.channel")
+    ssh, chan = get("watchdog.follow.sources.ssh"), get("watchdog.follow.sources.channel")
+    mux, slices = get("watchdog.follow.sources.mux"), get("watchdog.follow.sources.readslices")
+    for n in ("_recv_packet", "send_packet"):
+        _wrap(connection.SSHConnection, n, "asyncssh " + n)
+    _wrap(channel.SSHChannel, "_process_data", "asyncssh SSHChannel._process_data")
+    _wrap(channel.SSHChannel, "_process_window_adjust", "asyncssh SSHChannel._process_window_adjust")
+    _wrap(mux.Multiplexer, "data_received")
+    _wrap(mux.Multiplexer, "send")
+    _wrap(chan.CommandOutput, "release")
+    for n in ("_drive", "_deliver", "_check_fingerprint"):
+        _wrap(ssh._Follower, n)
+    _wrap(ssh.SSHSource, "identify")
+    _wrap(slices, "begin_read", "readslices.begin_read")
+
+
 def _setup() -> None:
     # imported here, in the daemon only (not in the bench and its writer, which see this folder too)
     get = importlib.import_module
@@ -104,6 +123,10 @@ def _setup() -> None:
     for n in ("wait_for", "rearm", "_woken"):
         _wrap(inotify.Watcher, n)
     _wrap(inotify, "_set_all", "inotify._set_all")
+    try:
+        _ssh()
+    except Exception as exc:  # a tree without one of them: the rest is counted all the same
+        sys.stderr.write(f"counts: the SSH path not counted: {exc!r}\n")
     for n in ("call_at", "_run_once"):
         _wrap(asyncio.base_events.BaseEventLoop, n, "loop." + n)
     _wrap(anyio_asyncio.TaskGroup, "start_soon", "anyio start_soon")

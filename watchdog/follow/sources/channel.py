@@ -10,6 +10,7 @@ from typing import Literal, Protocol
 
 from watchdog.clock import wake_up
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
+from watchdog.follow.sources.packets import direct_data
 
 # Packets (up to 32 KiB each) queued before the channel stops reading; the SSH window then
 # stops the remote tail, so a slow consumer never makes this process buffer a whole log.
@@ -130,6 +131,7 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
         unlogged_packets(chan)
+        direct_data(chan)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is None:  # stdout

@@ -45,6 +45,7 @@ from typing import Protocol
 from watchdog.exceptions import ConnectionLost
 from watchdog.follow.sources.asyncssh_quiet import asyncssh
 from watchdog.follow.sources.channel import CommandOutput, unlogged_packets
+from watchdog.follow.sources.packets import direct_data
 from watchdog.follow.sources.remote import READERS
 
 MUX_NAME = "watchdog-mux"
@@ -306,6 +307,7 @@ class Multiplexer(asyncssh.SSHClientSession[bytes]):
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
         unlogged_packets(chan)
+        direct_data(chan)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is not None:  # its own stderr: a traceback, "python3: not found"

@@ -32,6 +32,7 @@ from watchdog.follow.sources.channel import CommandOutput
 from watchdog.follow.sources.hostkeys import HostKeyCheck
 from watchdog.follow.sources.keepalive import lazy_keepalive
 from watchdog.follow.sources.mux import Multiplexer, MuxFailed, start_mux
+from watchdog.follow.sources.packets import direct_packets, quick_awaitable_check, reuse_gcm_keys
 from watchdog.follow.sources.readslices import read_in_slices
 from watchdog.follow.sources.remote import reader_command
 from watchdog.follow.sources.ssherrors import Step, translate_ssh_errors
@@ -148,6 +149,11 @@ class _Client(asyncssh.SSHClient):
         lazy_keepalive(conn)  # not a timer re-armed at each read of a busy connection
         # not a copy of all that is left of a large read for each of its packets; a log's packets of a read as one
         read_in_slices(conn)
+        direct_packets(conn)  # a channel's data packet handed on as soon as it is decrypted
+        # an AES-GCM key's schedule made once, not once a packet; a handler's True not put to an ABC check (each
+        # done once per process)
+        reuse_gcm_keys()
+        quick_awaitable_check()
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self._check.validate(host, addr, port, key)
