@@ -651,7 +651,7 @@ SCENARIOS = [
             (COMPLETION, READY + "+7"),
         ],
         kill_child_at=[(ENGINE_CORE, READY + "+12")],
-        timeout=200,
+        timeout=600,
     ),
     Scenario(
         "enginecore-segv-serving",
@@ -659,7 +659,7 @@ SCENARIOS = [
         env=KV,
         request_at=[(LONG, READY + "+1")],
         signal_child_at=[("SIGSEGV", ENGINE_CORE, READY + "+4")],
-        timeout=200,
+        timeout=600,
     ),
     Scenario(
         "worker-abort-serving",
@@ -667,14 +667,14 @@ SCENARIOS = [
         env=KV,
         request_at=[(LONG, READY + "+1")],
         signal_child_at=[("SIGABRT", r"VLLM::Worker", READY + "+4")],
-        timeout=200,
+        timeout=600,
     ),
     Scenario(
         "sigint-twice-loading",
         "Ctrl-C at 'Starting to load model' and again 1 s later: the operator's double Ctrl-C while loading",
         env=KV,
         int_at=[r"Starting to load model", r"Starting to load model+1"],
-        timeout=200,
+        timeout=600,
     ),
     Scenario(
         "tokenizer-json-corrupt",
@@ -683,7 +683,7 @@ SCENARIOS = [
         model="tokenizer-json-corrupt",
         setup=_variant("tokenizer-json-corrupt", _cut_tokenizer),
         stop_at=[READY + "+1"],
-        timeout=200,
+        timeout=600,
     ),
     Scenario(
         "safetensors-header-corrupt",
@@ -692,14 +692,14 @@ SCENARIOS = [
         model="safetensors-header-corrupt",
         setup=_variant("safetensors-header-corrupt", _garble_safetensors_header),
         stop_at=[READY + "+1"],
-        timeout=200,
+        timeout=600,
     ),
     Scenario(
         "tp-size-not-int",
         "--tensor-parallel-size two (not an integer)",
         args=["--tensor-parallel-size", "two"],
         env=KV,
-        timeout=120,
+        timeout=400,
     ),
     Scenario(
         "enginecore-frozen-then-stopped",
@@ -708,7 +708,7 @@ SCENARIOS = [
         stop_child_at=[(ENGINE_CORE, READY + "+2")],
         request_at=[(LONG, READY + "+3")],
         term_at=[READY + "+72"],
-        timeout=200,
+        timeout=600,
     ),
     Scenario(
         "home-disk-full",
@@ -717,7 +717,7 @@ SCENARIOS = [
         setup=_full_home,
         request_at=[(COMPLETION, READY + "+1")],
         stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
-        timeout=300,
+        timeout=600,
     ),
 ]
 
