@@ -587,7 +587,8 @@ def run(
             env=sc.env,
             versions=versions,
             runs=runs,
-            stop_after_run=1.0 if sc.request or sc.posts else None,
+            # a kill or signal of its own after the requests: wait for it, not 1 s after the last answer
+            stop_after_run=1.0 if (sc.request or sc.posts) and not (sc.kill_at or sc.signal_at) else None,
         )
 
 
