@@ -38,3 +38,14 @@ def test_no_space_left_is_read_under_any_wrapper(tmp_path: Path) -> None:
     out = _replay_text(tmp_path, text)
     assert out["state"] == "crashed"
     assert _error(out)["category"] == "config"
+
+
+def test_llama_cpp_mmap_out_of_memory_is_oom() -> None:
+    """llama.cpp 0c1e570 maps the GGUF (src/llama-mmap.cpp:484 'mmap failed: %s', strerror(errno)); mapping a 400 MB
+    model into a 350 MB address space fails with ENOMEM ('Cannot allocate memory'), which the loader reports as
+    'error loading model: mmap failed: Cannot allocate memory'. Memory, not a bad file: oom (model_load before)."""
+    out = _verdict("llamacpp", "captured-llamacpp-weights-ulimit-v-cpu")
+    assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
+    found = _error(out)
+    assert found["category"] == "oom"
+    assert "mmap failed: Cannot allocate memory" in str(found["summary"])
