@@ -174,15 +174,23 @@ ABI_PYTHON = "/tmp/eng/vllm-abi-venv/bin/python"
 RO_HOME = "/tmp/eng/ro-home"
 
 
-@contextlib.contextmanager
-def _read_only_home(_work: Path) -> Iterator[None]:
-    """An empty read-only file system (a tmpfs mounted ro, as root) for HOME: nothing under it can be made."""
-    Path(RO_HOME).mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", RO_HOME], check=True)
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", RO_HOME], check=False)
+def _tmpfs(path: str, options: str) -> Callable[[Path], contextlib.AbstractContextManager[None]]:
+    """A setup step that mounts an empty tmpfs (as root) at `path` with `options` for the launch, unmounted after."""
+
+    @contextlib.contextmanager
+    def setup(_work: Path) -> Iterator[None]:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["umount", path], check=False)
+
+    return setup
+
+
+# an empty read-only file system for HOME: nothing under it can be made
+_read_only_home = _tmpfs(RO_HOME, "ro,size=1m")
 
 
 BOOM_TEMPLATE = "/tmp/eng/boom-template.jinja"
@@ -199,17 +207,8 @@ def _boom_template(_work: Path) -> Iterator[None]:
 
 
 FULL_HOME = "/tmp/eng/full-home"
-
-
-@contextlib.contextmanager
-def _full_home(_work: Path) -> Iterator[None]:
-    """A writable but tiny file system (a 64 KiB tmpfs, as root) for HOME: the first cache written fills it."""
-    Path(FULL_HOME).mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", FULL_HOME], check=True)
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", FULL_HOME], check=False)
+# a writable but tiny file system (64 KiB) for HOME: the first cache written fills it
+_full_home = _tmpfs(FULL_HOME, "size=64k")
 
 
 def _cut_tokenizer(d: Path) -> None:
