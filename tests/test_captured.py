@@ -115,9 +115,22 @@ def _uvicorn_ready(p: Path) -> bool:
     return label["phase"] == "ready" and b"Application startup complete" in p.with_suffix(".log").read_bytes()
 
 
+# Launches whose ready verdict still comes before Uvicorn listens (strict xfail, as KNOWN_GAPS): on a host loaded
+# 20-50 times over its 2 cores, vLLM 0.32's API server printed nothing for 2.48 s after 'Supported tasks'
+# (entry.py:136, the first early ready line; the app is built after it) and Uvicorn's 'Application startup complete'
+# came 5.1 s after it: the 2 s READY_CONFIRM wait (watchdog/follow/follower.py) after an early line, meant for a
+# log at Uvicorn's warning level, runs out first. Any fixed wait loses to a loaded enough host; `--health` closes it.
+LISTEN_GAPS = {"captured-vllm-request-errors-then-enginecore-killed-cpu"}
+
+
+def _listen_param(p: Path) -> object:
+    gap = pytest.mark.xfail(reason="known gap (LISTEN_GAPS)", strict=True)
+    return pytest.param(p, id=p.stem, marks=[gap] if p.stem in LISTEN_GAPS else [])
+
+
 @pytest.mark.parametrize(
     "label_path",
-    [pytest.param(p, id=p.stem) for p in CAPTURED if p.parent.name == "vllm" and _uvicorn_ready(p)],
+    [_listen_param(p) for p in CAPTURED if p.parent.name == "vllm" and _uvicorn_ready(p)],
 )
 def test_a_vllm_ready_verdict_waits_for_uvicorn_to_listen(label_path: Path) -> None:
     """On a real vLLM launch followed at its pace, the ready verdict (what `watch && next-step` waits for) comes

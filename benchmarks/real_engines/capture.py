@@ -110,6 +110,15 @@ def _post(url: str, body: str, start: float, taken: list[dict[str, object]], end
     )
 
 
+def _operator_signals() -> None:
+    """Give this process SIGINT as a terminal's launch has it, so that the launch inherits it: a capture run in the
+    background of a non-interactive shell (`cmd &`) starts with SIGINT ignored (POSIX), an ignored disposition
+    survives exec and Python keeps it, so the launch would ignore the operator's Ctrl-C (as the first round-24
+    captures did). A Python handler here is reset to the default in the exec'd launch."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def capture(
     name: str,
     command: list[str],
@@ -126,6 +135,7 @@ def capture(
 ) -> dict[str, object]:
     """Run `command`, write NAME.log, NAME.timing and NAME.capture.json into `out`; return the capture record."""
     out.mkdir(parents=True, exist_ok=True)
+    _operator_signals()
     start = time.monotonic()
     proc = subprocess.Popen(
         command,

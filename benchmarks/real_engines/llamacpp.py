@@ -275,6 +275,50 @@ def scenarios(m: str, port: int) -> list[Scenario]:
             env={"HOME": f"{m}/private", "XDG_CACHE_HOME": ""},
             timeout=90,
         ),
+        # round 24 (issue 30, i30-real2): request errors the server survives and then a real death, native deaths
+        # while serving, a hang that ends in a kill, the operator's double Ctrl-C while loading, memory limits
+        # while the weights load, a per-request failure of a file the server writes
+        Scenario(
+            "request-errors-then-killed",
+            [*tiny, "-c", "64"],
+            posts=[
+                ("/completion", '{"prompt": "the cat", "n_predict": 4'),
+                ("/completion", _completion(LONG_PROMPT, 4)),
+                ("/embedding", json.dumps({"content": "the cat"})),
+                ("/completion", _completion("the cat", 4)),
+            ],
+            kill_at=[READY + "+8"],
+        ),
+        Scenario(
+            "segv-while-serving",
+            big,
+            signal_at=[("SIGSEGV", READY + "+3")],
+            posts=[("/completion", _completion("the cat", 4096, ignore_eos=True))],
+        ),
+        Scenario("sigint-twice-loading", [*big, "--load-mode", "none"], int_at=[LOADING, LOADING + "+0.3"]),
+        # a 350 MB address space: the 400 MB model cannot be mapped
+        Scenario("weights-ulimit-v", big, ulimit_v_kib=350_000),
+        # the weights read into memory (no mmap) in a 256 MiB memory cgroup: the OOM killer while loading
+        Scenario("no-mmap-oom-cgroup", [*big, "--no-mmap"], cgroup_mib=256),
+        Scenario(
+            "slot-save-missing-dir",
+            [*tiny, "--slot-save-path", f"{m}/no-such-dir"],
+            posts=[
+                ("/completion", _completion("the cat", 4)),
+                ("/slots/0?action=save", json.dumps({"filename": "slot0.bin"})),
+                ("/completion", _completion("the", 4)),
+            ],
+        ),
+        # SIGSTOP 1 s after ready, a request queued while it is stopped, never resumed: SIGKILL 30 s later
+        Scenario(
+            "hang-sigstop-then-killed",
+            big,
+            signal_at=[("SIGSTOP", READY + "+1")],
+            kill_at=[READY + "+31"],
+            posts=[("/completion", _completion("the cat", 16))],
+            posts_at=READY + "+2",
+            timeout=90,
+        ),
     ]
 
 
@@ -337,6 +381,50 @@ def python_scenarios(m: str, port: int, lib: str = "") -> list[Scenario]:
         Scenario(
             "ssl-files-missing",
             [*tiny, "--ssl_keyfile", f"{m}/no.key", "--ssl_certfile", f"{m}/no.crt"],
+            env=env,
+        ),
+        # round 24 (issue 30, i30-real2)
+        Scenario(
+            "request-errors-then-killed",
+            [*tiny, "--n_ctx", "64"],
+            posts=[
+                ("/v1/completions", '{"prompt": "the cat", "max_tokens": 4'),
+                ("/v1/completions", json.dumps({"prompt": "the cat", "max_tokens": 4, "temperature": "hot"})),
+                ("/v1/completions", _oai(LONG_PROMPT, 4)),
+                ("/v1/completions", _oai("the cat", 4)),
+            ],
+            posts_at=ready,
+            kill_at=[ready + "+8"],
+            env=env,
+        ),
+        Scenario(
+            "model-bad-magic", ["-m", "llama_cpp.server", "--model", f"{m}/badmagic.gguf", *base], env=env
+        ),
+        Scenario(
+            "sigint-twice-loading",
+            big,
+            int_at=["llama_model_loader: loaded meta data", "llama_model_loader: loaded meta data+0.3"],
+            env=env,
+        ),
+        # a KV cache of 1M tokens (48 GiB) in a 6 GiB address space
+        Scenario("kv-cache-ulimit-v", [*big, "--n_ctx", "1048576"], ulimit_v_kib=6 * 1024 * 1024, env=env),
+        Scenario(
+            "segv-while-serving",
+            big,
+            signal_at=[("SIGSEGV", ready + "+3")],
+            posts=[("/v1/completions", _oai("the cat", 4096))],
+            posts_at=ready,
+            env=env,
+        ),
+        Scenario(
+            "config-file-missing",
+            ["-m", "llama_cpp.server", "--config_file", f"{m}/no-such-config.json"],
+            env=env,
+        ),
+        Scenario("lora-missing", [*tiny, "--lora_path", f"{m}/no-such-lora.gguf"], env=env),
+        Scenario(
+            "config-file-corrupt",
+            ["-m", "llama_cpp.server", "--config_file", f"{m}/corrupt-config.json"],
             env=env,
         ),
     ]
@@ -499,7 +587,8 @@ def run(
             env=sc.env,
             versions=versions,
             runs=runs,
-            stop_after_run=1.0 if sc.request or sc.posts else None,
+            # a kill or signal of its own after the requests: wait for it, not 1 s after the last answer
+            stop_after_run=1.0 if (sc.request or sc.posts) and not (sc.kill_at or sc.signal_at) else None,
         )
 
 
@@ -557,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.models / "fifo.gguf").exists():
         os.mkfifo(args.models / "fifo.gguf")
     (args.models / "empty.gguf").touch()
+    (args.models / "corrupt-config.json").write_text('{"models": [{"model": "tiny.gguf"')  # cut short
     private = args.models / "private"  # a folder others may enter, with a model only its owner may read
     private.mkdir(mode=0o755, exist_ok=True)
     for name, mode in (("private.gguf", 0o600), ("public.gguf", 0o644)):

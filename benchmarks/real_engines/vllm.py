@@ -62,6 +62,8 @@ class Scenario:
     kill_child_at: list[tuple[str, str]] = field(default_factory=list)
     stop_child_at: list[tuple[str, str]] = field(default_factory=list)  # SIGSTOP: the process freezes
     cont_child_at: list[tuple[str, str]] = field(default_factory=list)  # SIGCONT: a frozen one goes on
+    # (signal name, child regex, REGEX[+SECONDS]): another signal to a child (SIGSEGV, SIGABRT: a native death)
+    signal_child_at: list[tuple[str, str, str]] = field(default_factory=list)
     request_at: list[tuple[str, str]] = field(default_factory=list)  # (body template, regex)
     chat_at: list[tuple[str, str]] = field(default_factory=list)  # the same, to /v1/chat/completions
     model: str = "tiny-llama"  # a folder under --work made by a setup step, or an absolute path
@@ -172,15 +174,23 @@ ABI_PYTHON = "/tmp/eng/vllm-abi-venv/bin/python"
 RO_HOME = "/tmp/eng/ro-home"
 
 
-@contextlib.contextmanager
-def _read_only_home(_work: Path) -> Iterator[None]:
-    """An empty read-only file system (a tmpfs mounted ro, as root) for HOME: nothing under it can be made."""
-    Path(RO_HOME).mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", RO_HOME], check=True)
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", RO_HOME], check=False)
+def _tmpfs(path: str, options: str) -> Callable[[Path], contextlib.AbstractContextManager[None]]:
+    """A setup step that mounts an empty tmpfs (as root) at `path` with `options` for the launch, unmounted after."""
+
+    @contextlib.contextmanager
+    def setup(_work: Path) -> Iterator[None]:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["umount", path], check=False)
+
+    return setup
+
+
+# an empty read-only file system for HOME: nothing under it can be made
+_read_only_home = _tmpfs(RO_HOME, "ro,size=1m")
 
 
 BOOM_TEMPLATE = "/tmp/eng/boom-template.jinja"
@@ -194,6 +204,24 @@ def _boom_template(_work: Path) -> Iterator[None]:
         "{% endif %}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
     )
     yield
+
+
+FULL_HOME = "/tmp/eng/full-home"
+# a writable but tiny file system (64 KiB) for HOME: the first cache written fills it
+_full_home = _tmpfs(FULL_HOME, "size=64k")
+
+
+def _cut_tokenizer(d: Path) -> None:
+    text = (d / "tokenizer.json").read_text()
+    (d / "tokenizer.json").write_text(text[: len(text) // 2])
+
+
+def _garble_safetensors_header(d: Path) -> None:
+    """Keep the header's length, overwrite the JSON header itself with bytes that are not JSON."""
+    f = d / "model.safetensors"
+    blob = bytearray(f.read_bytes())
+    blob[8:40] = b"\xff" * 32
+    f.write_bytes(bytes(blob))
 
 
 def _architecture(d: Path) -> None:
@@ -609,6 +637,87 @@ SCENARIOS = [
         python=ABI_PYTHON,
         stop_at=[READY + "+1"],
     ),
+    # round 24 (issue 30, i30-real2): request errors then a real death after ready, native deaths (SIGSEGV,
+    # SIGABRT) of the engine core or the worker while serving, a hang never resumed, corrupt files, a full HOME
+    Scenario(
+        "request-errors-then-enginecore-killed",
+        "ready; a temperature of -1, an unknown model, max_tokens over the context (400/404), a completion (200), then SIGKILL to VLLM::EngineCore",
+        env=KV,
+        request_at=[
+            ('{"model": "%s", "prompt": "hello", "max_tokens": 8, "temperature": -1}', READY + "+1"),
+            ('{"model": "no-such-%s", "prompt": "hello", "max_tokens": 8}', READY + "+3"),
+            ('{"model": "%s", "prompt": "hello", "max_tokens": 100000}', READY + "+5"),
+            (COMPLETION, READY + "+7"),
+        ],
+        kill_child_at=[(ENGINE_CORE, READY + "+12")],
+        timeout=600,
+    ),
+    Scenario(
+        "enginecore-segv-serving",
+        "SIGSEGV to VLLM::EngineCore 3 s into 32 long completions: a native death of the engine core",
+        env=KV,
+        request_at=[(LONG, READY + "+1")],
+        signal_child_at=[("SIGSEGV", ENGINE_CORE, READY + "+4")],
+        timeout=600,
+    ),
+    Scenario(
+        "worker-abort-serving",
+        "SIGABRT to VLLM::Worker 3 s into 32 long completions",
+        env=KV,
+        request_at=[(LONG, READY + "+1")],
+        signal_child_at=[("SIGABRT", r"VLLM::Worker", READY + "+4")],
+        timeout=600,
+    ),
+    Scenario(
+        "sigint-twice-loading",
+        "Ctrl-C at 'Starting to load model' and again 1 s later: the operator's double Ctrl-C while loading",
+        env=KV,
+        int_at=[r"Starting to load model", r"Starting to load model+1"],
+        timeout=600,
+    ),
+    Scenario(
+        "tokenizer-json-corrupt",
+        "tokenizer.json cut in half",
+        env=KV,
+        model="tokenizer-json-corrupt",
+        setup=_variant("tokenizer-json-corrupt", _cut_tokenizer),
+        stop_at=[READY + "+1"],
+        timeout=600,
+    ),
+    Scenario(
+        "safetensors-header-corrupt",
+        "model.safetensors with its JSON header overwritten (its length kept)",
+        env=KV,
+        model="safetensors-header-corrupt",
+        setup=_variant("safetensors-header-corrupt", _garble_safetensors_header),
+        stop_at=[READY + "+1"],
+        timeout=600,
+    ),
+    Scenario(
+        "tp-size-not-int",
+        "--tensor-parallel-size two (not an integer)",
+        args=["--tensor-parallel-size", "two"],
+        env=KV,
+        timeout=400,
+    ),
+    Scenario(
+        "enginecore-frozen-then-stopped",
+        "SIGSTOP to VLLM::EngineCore 2 s after ready, 32 long completions queued, never resumed: SIGTERM 70 s later",
+        env=KV,
+        stop_child_at=[(ENGINE_CORE, READY + "+2")],
+        request_at=[(LONG, READY + "+3")],
+        term_at=[READY + "+72"],
+        timeout=600,
+    ),
+    Scenario(
+        "home-disk-full",
+        "HOME is a 64 KiB writable file system, no cache folder set: vLLM's caches under it fill it",
+        env={**KV, "HOME": FULL_HOME},
+        setup=_full_home,
+        request_at=[(COMPLETION, READY + "+1")],
+        stop_at=[r'POST /v1/completions HTTP/1.1" 200+3'],
+        timeout=600,
+    ),
 ]
 
 
@@ -668,6 +777,9 @@ def run(sc: Scenario, python: str, work: Path, out: Path, versions: dict[str, st
         actions[-1].child = capture.re.compile(child)
     for child, spec in sc.cont_child_at:
         actions.append(capture._action("thaw-child", signal.SIGCONT, spec))
+        actions[-1].child = capture.re.compile(child)
+    for signame, child, spec in sc.signal_child_at:
+        actions.append(capture._action(f"{signame.lower()}-child", signal.Signals[signame], spec))
         actions[-1].child = capture.re.compile(child)
     for body, spec in sc.request_at:
         actions.append(capture._action("request", signal.SIGCONT, spec))
