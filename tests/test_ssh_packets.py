@@ -195,3 +195,31 @@ def test_a_channel_is_left_as_it_is_where_asyncssh_logs_each_packet(monkeypatch:
     assert hasattr(chan, "_watchdog_take")
     chan._encoding = "utf-8"  # type: ignore[assignment]
     assert not packets.direct_data(chan)  # text: asyncssh decodes it
+
+
+def test_a_release_of_asyncssh_not_read_keeps_its_own_receive_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcuts repeat asyncssh's receive steps as its 2.24 releases take them: under another release
+    (`asyncssh.__version__`) no channel, connection or cipher is touched, whatever attributes it has."""
+
+    class Chan:
+        _recv_state = _send_state = "open"
+        _recv_paused = False
+        _recv_window = _init_recv_window = 1 << 21
+        _encoding = None
+        _session = None
+
+        def process_packet(self, *_args: object) -> bool:
+            return True
+
+        def _deliver_data(self, *_args: object) -> None:
+            pass
+
+    monkeypatch.setattr(asyncssh.logging.SSHLogger, "_debug_level", 1)
+    assert packets.direct_data(Chan())  # the release the tests run: taken
+    monkeypatch.setattr(asyncssh, "__version__", "2.25.0")
+    chan = Chan()
+    assert not packets.direct_data(chan)
+    assert not hasattr(chan, "_watchdog_take")
+    assert not packets.direct_packets(object())
+    monkeypatch.setattr(asyncssh.crypto.cipher.GCMCipher, "_watchdog_reused", False, raising=False)
+    assert not packets.reuse_gcm_keys()

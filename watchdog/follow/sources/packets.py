@@ -40,6 +40,10 @@ __all__ = ["direct_data", "direct_packets", "quick_awaitable_check", "reuse_gcm_
 _MSG_CHANNEL_DATA = 94  # RFC 4254 section 5.2
 _DATA_DEBUG_LEVEL = 2  # asyncssh's debug level from which `_process_data` logs each packet
 _MASK64 = (1 << 64) - 1
+# the releases of asyncssh whose receive path (connection.py `_recv_packet`, `_finish_recv_packet`; channel.py
+# `_process_data`, `_accept_data`) these shortcuts were read against and tested on: they repeat its steps, so a
+# release not read here keeps asyncssh's own path, whatever attributes it has
+_READ_RELEASES = ("2.24.",)
 _CONNECTION_NEEDS = (
     "_recv_packet",
     "_recv_pkthdr",
@@ -70,9 +74,15 @@ _CHANNEL_NEEDS = (
 )
 
 
+def _read_release() -> bool:
+    return str(getattr(asyncssh, "__version__", "")).startswith(_READ_RELEASES)
+
+
 def reuse_gcm_keys() -> bool:
     """Make asyncssh's AES-GCM cipher keep one `AESGCM` object per key (see the module's docstring); whether it
     is so now (done once per process)."""
+    if not _read_release():
+        return False
     cipher = getattr(getattr(asyncssh, "crypto", None), "cipher", None)  # asyncssh's layout: looked for
     gcm = getattr(cipher, "GCMCipher", None)
     if gcm is None:
@@ -160,6 +170,8 @@ def _packets_readable() -> bool:
 def direct_data(chan: object) -> bool:
     """Let the channel `chan` (an asyncssh client channel, as its session's `connection_made` gets it) hand its
     data packets to its session in one call (see the module's docstring); whether it was done."""
+    if not _read_release():
+        return False
     level = getattr(asyncssh.logging.SSHLogger, "_debug_level", None)
     if not isinstance(level, int) or level >= _DATA_DEBUG_LEVEL:
         return False
@@ -217,6 +229,8 @@ class _Decrypted:
 def direct_packets(conn: Any) -> bool:
     """Let the connection `conn` (as its client's `connection_made` gets it) take a data packet of a channel of
     `direct_data`'s at once after decrypting it (see the module's docstring); whether it was done."""
+    if not _read_release():
+        return False
     if not all(hasattr(conn, name) for name in _CONNECTION_NEEDS):
         return False
     usual = conn._recv_packet  # asyncssh's, bound
