@@ -172,14 +172,17 @@ async def _read_across_cut(items: AsyncIterator[SourceItem], end: int, start: in
 
 
 def _corpus_logs(count: int) -> list[Path]:
-    """`count` corpus logs (the tuning set, every engine) whose recorded outcome is a verdict."""
-    found = []
+    """`count` corpus logs (the tuning set, every engine) whose recorded outcome is a verdict, half of them crashed
+    and half ready (spread over each outcome's logs, so that a corpus that grows keeps both)."""
+    found: dict[str, list[Path]] = {"crashed": [], "ready": []}
     for log in sorted(CORPUS.glob("*/*.log")):
         expected = log.with_suffix(".json")
-        if expected.is_file() and json.loads(expected.read_text()).get("outcome") in ("crashed", "ready"):
-            found.append(log)
-    step = max(1, len(found) // count)
-    return found[::step][:count]
+        if expected.is_file() and (outcome := json.loads(expected.read_text()).get("outcome")) in found:
+            found[outcome].append(log)
+    picked = []
+    for logs, wanted in ((found["crashed"], count - count // 2), (found["ready"], count // 2)):
+        picked += logs[:: max(1, len(logs) // wanted)][:wanted]
+    return picked
 
 
 async def _verdicts(pool: SSHPool, sshd: SSHDServer, logs: list[Path]) -> list[dict[str, Any]]:
