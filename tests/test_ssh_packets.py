@@ -173,27 +173,30 @@ async def test_a_paused_channel_s_packets_wait_as_asyncssh_has_them_wait(sshd: S
     assert b"".join(sink.got) == _expected(n, size)
 
 
+class _Chan:
+    """What `direct_data` looks for on an asyncssh channel, open both ways, its window whole."""
+
+    _recv_state = _send_state = "open"
+    _recv_paused = False
+    _recv_window = _init_recv_window = 1 << 21
+    _encoding: str | None = None
+    _session = None
+
+    def process_packet(self, *_args: object) -> bool:
+        return True
+
+    def _deliver_data(self, *_args: object) -> None:
+        pass
+
+
 def test_a_channel_is_left_as_it_is_where_asyncssh_logs_each_packet(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Chan:
-        _recv_state = _send_state = "open"
-        _recv_paused = False
-        _recv_window = _init_recv_window = 1 << 21
-        _encoding = None
-        _session = None
-
-        def process_packet(self, *_args: object) -> bool:
-            return True
-
-        def _deliver_data(self, *_args: object) -> None:
-            pass
-
     monkeypatch.setattr(asyncssh.logging.SSHLogger, "_debug_level", 2)
-    assert not packets.direct_data(Chan())
+    assert not packets.direct_data(_Chan())
     monkeypatch.setattr(asyncssh.logging.SSHLogger, "_debug_level", 1)
-    chan = Chan()
+    chan = _Chan()
     assert packets.direct_data(chan)
     assert hasattr(chan, "_watchdog_take")
-    chan._encoding = "utf-8"  # type: ignore[assignment]
+    chan._encoding = "utf-8"
     assert not packets.direct_data(chan)  # text: asyncssh decodes it
 
 
@@ -201,23 +204,10 @@ def test_a_release_of_asyncssh_not_read_keeps_its_own_receive_path(monkeypatch: 
     """The shortcuts repeat asyncssh's receive steps as its 2.24 releases take them: under another release
     (`asyncssh.__version__`) no channel, connection or cipher is touched, whatever attributes it has."""
 
-    class Chan:
-        _recv_state = _send_state = "open"
-        _recv_paused = False
-        _recv_window = _init_recv_window = 1 << 21
-        _encoding = None
-        _session = None
-
-        def process_packet(self, *_args: object) -> bool:
-            return True
-
-        def _deliver_data(self, *_args: object) -> None:
-            pass
-
     monkeypatch.setattr(asyncssh.logging.SSHLogger, "_debug_level", 1)
-    assert packets.direct_data(Chan())  # the release the tests run: taken
+    assert packets.direct_data(_Chan())  # the release the tests run: taken
     monkeypatch.setattr(asyncssh, "__version__", "2.25.0")
-    chan = Chan()
+    chan = _Chan()
     assert not packets.direct_data(chan)
     assert not hasattr(chan, "_watchdog_take")
     assert not packets.direct_packets(object())
