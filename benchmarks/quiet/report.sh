@@ -3,6 +3,7 @@
 #   bash benchmarks/quiet/report.sh daemon daemon_ssh alert        -> $OUT/part.json (and the part's table)
 #   bash benchmarks/quiet/report.sh replay verdict ssh remote resume shard corpus local
 # Then here: python benchmarks/report.py --write-from PART1 PART2
+# Parts kept for a later --write-from: benchmarks/quiet/parts/ (each names its tree and host in its `where`).
 set -u
 bash .devkit/setup.sh > "$OUT/setup.txt" 2>&1 || { cat "$OUT/setup.txt"; exit 1; }
 # the scripts import the working tree's watchdog (and the kit's dependencies), as an editable install would
