@@ -459,6 +459,36 @@ async def test_a_reader_cut_in_the_middle_goes_on_from_its_cursor(docker: Docker
     _offsets_follow_on(got)
 
 
+async def test_a_reader_cut_as_the_run_ends_reads_the_rest_before_the_end(docker: DockerDaemon) -> None:
+    """The `docker logs` reader killed after the container has exited, with much of the log not yet read (the
+    follow's consumer held back): the run's end is said only after the rest is read from the cursor (a cut
+    reader followed by an exited state is not the end of the log)."""
+    n = 40000
+    cid = await _run(docker, "drain", NUMBERED.format(n=n, pace=0, code=0))
+    collected, go_on = Collected(), anyio.Event()
+
+    async def pump(items: AsyncIterator[SourceItem]) -> None:
+        async for item in items:
+            collected.add(item)
+            if len(collected.lines()) >= 100:
+                await go_on.wait()
+
+    async with ContainerSource("drain").open_follow(0, None) as items, anyio.create_task_group() as tg:
+        tg.start_soon(pump, items)
+        await collected.until(lambda c: len(c.lines()) >= 100)
+        with anyio.fail_after(DEADLINE):
+            await anyio.to_thread.run_sync(docker.docker, "wait", "drain")  # its exit
+        readers = _logs_readers(cid)
+        assert readers  # held back by the consumer: still reading
+        for pid in readers:
+            os.kill(pid, signal.SIGKILL)
+        go_on.set()
+        await collected.until(lambda c: c.of(Ended))
+        tg.cancel_scope.cancel()
+    assert collected.lines() == [f"run 0 line {i}".encode() for i in range(n)]
+    _offsets_follow_on(collected)
+
+
 # -- over SSH -----------------------------------------------------------------------------------------------
 
 

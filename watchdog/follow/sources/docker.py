@@ -223,6 +223,9 @@ class _Reader:
         self.down: str | None = None  # what Disconnected said, until Connected
         self.at_end = False  # CaughtUp said and nothing since
         self.failing = 0  # readers in a row that ended at once with the runtime's own error
+        # whether the last `logs` was cut (killed, failed, its output lost) rather than ending at its run's end, and
+        # whether the run's end was already read again from the cursor after such a cut
+        self.cut = self.drained = False
         self.next_run: ContainerState | None = (
             None  # the run the reader found the container in, if a later one
         )
@@ -298,6 +301,11 @@ class _Reader:
             await self._end(self._restarted(same=after.id == state.id))
             return 0.0
         if not after.running or after.restarting:
+            if self.cut and not self.drained:
+                # `logs` was cut, not ended by the run's end (killed as the run ended): what the run wrote after
+                # the cursor is read once more before its end is said (`logs` of an ended run gives it and stops)
+                self.drained = True
+                return RETRY_INITIAL
             await self._end(_ended(await self._settled(after), self.src.runtime))
             return self.src.poll_interval
         # `logs` ended while the run goes on (its daemon restarted, say): read on from the cursor
@@ -361,7 +369,7 @@ class _Reader:
                 self.offset = 0
             self.filter = LineFilter(stream, after=state.run_since, run=state)
         self.state, self.cursor, self.removed = state, None, False
-        self.ended = self.at_end = False
+        self.ended = self.at_end = self.drained = False
 
     def _restarted(self, *, same: bool) -> Ended:
         """The end of the run read, whose exit the runtime no longer says: the next run of the container (`same`)
@@ -418,6 +426,7 @@ class _Reader:
                 raise _Unavailable(f"{self.src.runtime} logs: {said}")
         else:
             self.failing = 0
+        self.cut = lines.logs_exit != 0  # None: the script's mark never came (its command or connection cut)
         try:
             return None if lines.state is None else parse_inspect(bytes(lines.state))
         except ValueError:
@@ -486,6 +495,7 @@ class _LineSplitter:
         self.pending = b""
         self.said: list[bytes] = []
         self.state: bytearray | None = None  # the inspect output after the mark, once it came
+        self.logs_exit: int | None = None  # the `logs` command's exit status, on the mark's line
 
     def feed(self, data: bytes) -> list[bytes]:
         if self.state is not None:
@@ -502,6 +512,8 @@ class _LineSplitter:
     def _keep(self, lines: list[bytes]) -> list[bytes]:
         for n, line in enumerate(lines):
             if line.startswith(STATE_MARK):
+                status = line[len(STATE_MARK) :].strip()
+                self.logs_exit = int(status) if status.isdigit() else -1
                 self.state = bytearray(b"\n".join(lines[n + 1 :]) + b"\n" + self.pending)
                 self.pending = b""
                 return lines[:n]
