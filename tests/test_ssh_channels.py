@@ -86,8 +86,9 @@ def make_source(pool: SSHPool, server: SSHDServer, path: Path) -> SSHSource:
     )
 
 
-async def read_to(items: AsyncIterator[SourceItem], end: int, start: int = 0, within: float = 15.0) -> bytes:
-    """The chunks from byte `start` up to byte `end`, looking past connection notes and CaughtUp."""
+async def read_to(items: AsyncIterator[SourceItem], end: int, start: int = 0, within: float = 40.0) -> bytes:
+    """The chunks from byte `start` up to byte `end`, looking past connection notes and CaughtUp (`within`: 14
+    readers' shells started at once by one sshd took more than 15 s in a loaded CI run)."""
     data = b""
     with anyio.fail_after(within):
         while start + len(data) < end:

@@ -31,6 +31,21 @@ def _expected(n: int, size: int) -> bytes:
     return b"".join((b"%08d" % i).ljust(size - 1, b".") + b"\n" for i in range(n))
 
 
+_MSG_CHANNEL_WINDOW_ADJUST = 93  # RFC 4254 section 5.2
+
+
+def _adjusts(sizes: list[int], window: int) -> list[int]:
+    """The window adjustments asyncssh sends for data packets of these sizes: each counted once against the
+    window, and the window made whole again once under half of it."""
+    whole, sent = window, []
+    for size in sizes:
+        window -= size
+        if window < whole / 2:
+            sent.append(whole - window)
+            window = whole
+    return sent
+
+
 def test_the_gcm_cipher_seals_and_opens_as_asyncssh_s_own_and_makes_its_key_once() -> None:
     assert packets.reuse_gcm_keys()
     assert packets.reuse_gcm_keys()  # once per process: a second call changes nothing
@@ -87,10 +102,19 @@ class _Sink(asyncssh.SSHClientSession[bytes]):
         self.chan: Any = None
         self.done = anyio.Event()
         self.direct = False
+        self.adjusts: list[int] = []  # the window adjustments the channel sent, in bytes
 
     def connection_made(self, chan: Any) -> None:
         self.chan = chan
         self.direct = packets.direct_data(chan)
+        send = chan.send_packet
+
+        def sent(pkttype: int, *args: bytes) -> None:
+            if pkttype == _MSG_CHANNEL_WINDOW_ADJUST:
+                self.adjusts.append(int.from_bytes(b"".join(args), "big"))
+            send(pkttype, *args)
+
+        chan.send_packet = sent
 
     def data_received(self, data: bytes, datatype: Any) -> None:
         self.got.append(data)
@@ -131,6 +155,10 @@ async def test_data_packets_reach_the_session_whole_and_in_order_past_asyncssh_s
         received = conn._recv_seq - seq
     assert sink.direct
     assert b"".join(sink.got) == _expected(n, size)
+    # each packet counted once against the window, as the installed release counts it (asyncssh 2.24.1 counts
+    # in `_accept_data`, the releases before in `_deliver_data`: a count on both ways would ask for more)
+    assert sink.adjusts == _adjusts([len(data) for data in sink.got], sink.chan._init_recv_window)
+    assert len(sink.adjusts) >= 2
     assert (
         received >= 300
     )  # (sshd sends what it reads of the pipe at once: most writes a packet of their own)
@@ -201,7 +229,7 @@ def test_a_channel_is_left_as_it_is_where_asyncssh_logs_each_packet(monkeypatch:
 
 
 def test_a_release_of_asyncssh_not_read_keeps_its_own_receive_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shortcuts repeat asyncssh's receive steps as its 2.24 releases take them: under another release
+    """The shortcuts repeat asyncssh's receive steps as its releases 2.23.0-2.24.1 take them: under another release
     (`asyncssh.__version__`) no channel, connection or cipher is touched, whatever attributes it has."""
 
     monkeypatch.setattr(asyncssh.logging.SSHLogger, "_debug_level", 1)

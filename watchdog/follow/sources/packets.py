@@ -41,9 +41,13 @@ _MSG_CHANNEL_DATA = 94  # RFC 4254 section 5.2
 _DATA_DEBUG_LEVEL = 2  # asyncssh's debug level from which `_process_data` logs each packet
 _MASK64 = (1 << 64) - 1
 # the releases of asyncssh whose receive path (connection.py `_recv_packet`, `_finish_recv_packet`; channel.py
-# `_process_data`, `_accept_data`) these shortcuts were read against and tested on: they repeat its steps, so a
-# release not read here keeps asyncssh's own path, whatever attributes it has
-_READ_RELEASES = ("2.24.",)
+# `_process_data`, `_accept_data`, `_deliver_data`; crypto/cipher.py `GCMCipher`) these shortcuts were read against:
+# they repeat its steps, so a release not read here keeps asyncssh's own path, whatever attributes it has. The
+# steps are the same in all four but one: up to 2.24.0 a channel counts received data against its window in
+# `_deliver_data` (as it hands it to the session), from 2.24.1 in `_accept_data` (as it takes it, paused or not);
+# the value says where ("deliver" or "accept"). CI runs the tests on the newest (constraints.txt) and the oldest
+# (the floors, pyproject.toml).
+_READ_RELEASES = {"2.23.0": "deliver", "2.23.1": "deliver", "2.24.0": "deliver", "2.24.1": "accept"}
 _CONNECTION_NEEDS = (
     "_recv_packet",
     "_recv_pkthdr",
@@ -74,8 +78,13 @@ _CHANNEL_NEEDS = (
 )
 
 
+def _window_counted() -> str | None:
+    # where the installed release counts received data against a channel's window; None: a release not read
+    return _READ_RELEASES.get(str(getattr(asyncssh, "__version__", "")))
+
+
 def _read_release() -> bool:
-    return str(getattr(asyncssh, "__version__", "")).startswith(_READ_RELEASES)
+    return _window_counted() is not None
 
 
 def reuse_gcm_keys() -> bool:
@@ -170,8 +179,10 @@ def _packets_readable() -> bool:
 def direct_data(chan: object) -> bool:
     """Let the channel `chan` (an asyncssh client channel, as its session's `connection_made` gets it) hand its
     data packets to its session in one call (see the module's docstring); whether it was done."""
-    if not _read_release():
+    counted = _window_counted()
+    if counted is None:
         return False
+    counted_when_delivered = counted == "deliver"
     level = getattr(asyncssh.logging.SSHLogger, "_debug_level", None)
     if not isinstance(level, int) or level >= _DATA_DEBUG_LEVEL:
         return False
@@ -192,11 +203,13 @@ def direct_data(chan: object) -> bool:
         if not 0 < size <= window or at + 4 + size != len(payload):
             return False  # empty, past the window, malformed: as asyncssh has it
         window -= size
-        ch._recv_window = window
         session = ch._session
         if window < ch._init_recv_window / 2 or session is None:
+            if not counted_when_delivered:
+                ch._recv_window = window  # (else `_deliver_data` counts it)
             ch._deliver_data(payload[at + 4 :], None)  # the window's adjustment sent, as asyncssh sends it
         else:
+            ch._recv_window = window
             session.data_received(payload[at + 4 :], None)
         return True
 
