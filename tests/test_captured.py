@@ -115,12 +115,13 @@ def _uvicorn_ready(p: Path) -> bool:
     return label["phase"] == "ready" and b"Application startup complete" in p.with_suffix(".log").read_bytes()
 
 
-# Launches whose ready verdict still comes before Uvicorn listens (strict xfail, as KNOWN_GAPS): on a host loaded
-# 20-50 times over its 2 cores, vLLM 0.32's API server printed nothing for 2.48 s after 'Supported tasks'
-# (entry.py:136, the first early ready line; the app is built after it) and Uvicorn's 'Application startup complete'
-# came 5.1 s after it: the 2 s READY_CONFIRM wait (watchdog/follow/follower.py) after an early line, meant for a
-# log at Uvicorn's warning level, runs out first. Any fixed wait loses to a loaded enough host; `--health` closes it.
-LISTEN_GAPS = {"captured-vllm-request-errors-then-enginecore-killed-cpu"}
+# Launches whose ready verdict still comes before Uvicorn listens (strict xfail, as KNOWN_GAPS). None now: on a host
+# loaded 20-50 times over its 2 cores, vLLM 0.32's API server printed nothing for 2.48 s after 'Supported tasks'
+# (entry.py:136, the first early ready line) and Uvicorn's 'Application startup complete' came 1.98 s after its
+# 'Waiting for application startup.': past the 2 s READY_CONFIRM, within READY_CONFIRM_DUE, which vLLM's server
+# lines and Uvicorn's lifespan start now ask for (`confirm_due`: the confirming line is sure to come). Any fixed wait
+# still loses to a loaded enough host; `--health` closes it.
+LISTEN_GAPS: set[str] = set()
 
 
 def _listen_param(p: Path) -> object:

@@ -11,7 +11,15 @@ import pytest
 
 from watchdog.core.lifecycle import State
 from watchdog.core.redaction import redact
-from watchdog.follow.follower import Concluded, LaunchFollower, LaunchSpec, Transitioned, Update
+from watchdog.follow.follower import (
+    READY_CONFIRM,
+    READY_CONFIRM_DUE,
+    Concluded,
+    LaunchFollower,
+    LaunchSpec,
+    Transitioned,
+    Update,
+)
 from watchdog.follow.replay import replay_path
 from watchdog.follow.sources import FileMissing, parse_target
 from watchdog.follow.testing import ManualClock, ScriptedSource
@@ -350,8 +358,9 @@ _VLLM_UP = (
 @pytest.mark.parametrize("confirmed", [True, False], ids=["uvicorn-says-it-listens", "uvicorn-silent"])
 async def test_an_early_ready_line_waits_for_the_server_to_listen(confirmed: bool) -> None:
     """vLLM prints "Starting vLLM server on" before Uvicorn listens: the state is ready at once, but the
-    verdict (what `watch && next-step` waits for) comes with "Application startup complete", or 2 s later
-    when Uvicorn says nothing (a log cut there, or Uvicorn at warning level)."""
+    verdict (what `watch && next-step` waits for) comes with "Application startup complete", or, as vLLM's API
+    server is sure to start Uvicorn next (`confirm_due`), READY_CONFIRM_DUE later when Uvicorn says nothing (a
+    log cut there, or Uvicorn at warning level)."""
     run = _Run(engine="vllm")
     async with anyio.create_task_group() as tg:
         tg.start_soon(run.follower.run)
@@ -368,10 +377,48 @@ async def test_an_early_ready_line_waits_for_the_server_to_listen(confirmed: boo
             await run.clock.advance(0.3)
             assert [c.state for c in run.concluded] == [State.READY]
         else:
-            await run.clock.advance(1.0)
+            await run.clock.advance(READY_CONFIRM_DUE - 0.8 - 0.3)
             assert run.concluded == []
-            await run.clock.advance(0.3)
+            await run.clock.advance(0.6)
             assert [c.state for c in run.concluded] == [State.READY]
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("engine", ["vllm", None], ids=["vllm", "generic"])
+async def test_uvicorn_s_lifespan_start_makes_its_outcome_line_due(engine: str | None) -> None:
+    """Uvicorn's "Waiting for application startup." is no ready line (its outcome may still be a failure), but
+    after an early ready line it says the line that confirms it is coming: the verdict waits for it up to
+    READY_CONFIRM_DUE from there, where an early line no such line follows is trusted after READY_CONFIRM. In
+    generic, "Application startup complete" is itself early (Uvicorn binds --host/--port after it): 2 s."""
+    run = _Run(engine=engine)
+    start = b"INFO:     Started server process [7]\nINFO:     Waiting for application startup.\n"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run.follower.run)
+        tg.start_soon(run.collect)
+        if engine is None:
+            await run.source.append(b"Loading checkpoint shards: 100%|##########| 2/2\n" + start)
+            await run.source.catch_up()
+            await run.source.settle()
+            assert run.follower.status().to_json()["state"] != "ready"  # no ready line of its own
+            await run.source.append(b"INFO:     Application startup complete.\n")
+            await run.source.catch_up()
+            await run.clock.advance(READY_CONFIRM - 0.1)
+            assert run.concluded == []
+            await run.clock.advance(0.2)
+        else:
+            await run.source.append(_VLLM_UP)
+            await run.source.catch_up()
+            await run.clock.advance(READY_CONFIRM_DUE - 0.5)
+            await run.source.append(start)
+            await run.source.catch_up()
+            await run.clock.advance(
+                READY_CONFIRM_DUE - 0.1
+            )  # from the Uvicorn line: still waiting for its outcome
+            assert run.concluded == []
+            await run.source.append(b"INFO:     Application startup complete.\n")
+            await run.source.catch_up()
+            await run.clock.advance(0.3)
+        assert [c.state for c in run.concluded] == [State.READY]
         tg.cancel_scope.cancel()
 
 

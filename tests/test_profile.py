@@ -89,6 +89,18 @@ def _write(tmp_path: Path, text: str) -> Path:
             id="early-not-on-ready",
         ),
         pytest.param(
+            '[[error]]\nmatch = "x"\nconfirm_due = true\n',
+            "error[0].confirm_due",
+            "only on a [[ready]] rule",
+            id="confirm-due-not-on-ready",
+        ),
+        pytest.param(
+            '[[ready]]\nmatch = "x"\nconfirm_due = "yes"\n',
+            "ready[0].confirm_due",
+            "true or false",
+            id="confirm-due-not-a-bool",
+        ),
+        pytest.param(
             '[[phase]]\nmatch = "x"\nstate = "starting"\nsurvivable = true\n',
             "phase[0].survivable",
             "only for an error rule that is not fatal",

@@ -511,12 +511,17 @@ async def test_over_ssh_a_cut_connection_loses_and_repeats_no_line(
 ) -> None:
     """Over a real sshd, the connection cut twice in the middle of a container's log (every sshd session
     killed): Disconnected, Connected, and every line exactly once."""
-    # 5 s of lines: both cuts land while the logs command streams, however far behind a busy reader is
-    await _run(docker, "remote", NUMBERED.format(n=500, pace=10000, code=2))
+    # 5 s of lines, and the run goes on (printing nothing more) until told to end: both cuts land while the logs
+    # command streams, however far behind a busy reader is (a loaded CI run read its 80th line after the run ended)
+    script = NUMBERED.format(n=500, pace=10000, code=2).replace(
+        "; exit 2", "; while [ ! -e /tmp/stop ]; do usleep 10000; done; exit 2"
+    )
+    await _run(docker, "remote", script)
     async with _pool(docker_sshd) as pool, following(_remote(docker_sshd, pool, "remote")) as got:
         for at in (80, 250):
             await got.until(lambda c, at=at: len(c.lines()) >= at)
             docker_sshd.kill_sessions()
+        await anyio.to_thread.run_sync(lambda: docker.docker("exec", "remote", "sh", "-c", "echo > /tmp/stop"))
         await got.until(lambda c: c.of(Ended))
     assert got.lines() == [f"run 0 line {i}".encode() for i in range(500)]
     assert got.of(Disconnected)

@@ -89,6 +89,11 @@ class ReadyReached:
     # printed a moment before the server accepts connections (vLLM's "Starting vLLM server on" comes before
     # Uvicorn listens): the state is ready at once, the verdict waits for a later ready line or a quiet log
     early: bool = False
+    # the line that confirms an early ready line is due (the server's path prints it next: vLLM's API server
+    # starts Uvicorn, which says "Application startup complete."): the verdict waits for it longer
+    # (READY_CONFIRM_DUE). With `early`, an early ready line; without, no ready line itself: the HTTP server began
+    # its own startup (Uvicorn's "Waiting for application startup.")
+    confirm_due: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,9 @@ class Incarnation:
     lines: int = 0
     healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
     ready_unconfirmed: float | None = None  # when an early ready line (ReadyReached.early) came, unconfirmed
+    ready_confirm_due: bool = (
+        False  # the HTTP server's own startup began: its line is due (ReadyReached.confirm_due)
+    )
     from_start: bool = False  # its log shows the engine's start marker: nothing of it was cut off before
     # A post-ready error that was already in the log when the follower caught up with it: judged as replay
     # would, so the clock confirms it (see `Lifecycle.caught_up`).
@@ -283,6 +286,15 @@ class Lifecycle:
             before = self.history[-1].arguments if self.history else ()
             inc.arguments = before if arguments == before else arguments
         elif isinstance(event, ReadyReached):
+            if event.confirm_due and not event.early:
+                # the HTTP server began its startup (Uvicorn's lifespan): the line that says it is done (or failed)
+                # comes next, and an early ready line's verdict waits for it; no ready line itself
+                inc.ready_confirm_due = True
+                if inc.ready_unconfirmed is not None:
+                    inc.ready_unconfirmed = now
+                return out
+            # an early line sure to be confirmed (the server's own path), or else the usual wait from here
+            inc.ready_confirm_due = event.confirm_due
             if not event.early:
                 inc.ready_unconfirmed = None  # the server accepts connections now
             elif inc.ready_unconfirmed is not None and inc.phase == State.READY:

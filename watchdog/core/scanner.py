@@ -176,7 +176,9 @@ class Scanner:
             elif kind == "fact":
                 out += [FactFound(name, _number(value), line_no) for name, value in groups.items()]
             elif kind == "ready":
-                out.append(ReadyReached(line_no, rec.at, rec.seconds, early=rule.early))
+                out.append(
+                    ReadyReached(line_no, rec.at, rec.seconds, early=rule.early, confirm_due=rule.confirm_due)
+                )
             elif kind == "start":
                 out.append(LaunchStarted(line_no, rec.at, rec.seconds, marker=True))
             elif kind == "stop":

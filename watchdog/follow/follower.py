@@ -81,6 +81,12 @@ __all__ = [
 # 0.32's last early line, "Available routes are", on a busy 2-core host, and up to 3.1 s after its first), before
 # it trusts the early one alone (a log cut there, or Uvicorn at warning level)
 READY_CONFIRM = 2.0
+# ... or this long, after a line that the confirming line is sure to follow (ReadyReached.confirm_due: vLLM's API
+# server's early lines, Uvicorn's "Waiting for application startup."): on a 2-core host loaded 20-50x, vLLM 0.32
+# printed nothing for 2.48 s after "Supported tasks" and Uvicorn's outcome came 1.98 s after "Waiting for application
+# startup." (twice as long as the longest such gap seen). A log that misses Uvicorn's lines (its stderr not captured,
+# --uvicorn-log-level warning, an excerpt) is called ready this much after its last early line, not 2 s
+READY_CONFIRM_DUE = 5.0
 # seconds of a quiet log (or after a transition) before a tick saves its checkpoint: a shorter pause is a crash
 # loop's restart gap (1-2 s) or an engine's lull, and the log is still growing (saved every GROWING_INTERVAL); a save
 # at each such pause cost 200 crash-looping launches a record's encoding per crash (a restart is as right
@@ -586,10 +592,11 @@ class LaunchFollower:
         inc = self._incarnation(number)
         while inc.ready_unconfirmed is not None and inc.state == State.READY:
             waited = self.now() - inc.ready_unconfirmed
-            if waited >= READY_CONFIRM:
+            limit = READY_CONFIRM_DUE if inc.ready_confirm_due else READY_CONFIRM
+            if waited >= limit:
                 break
             # at least a millisecond: a wait of a rounding error would wake at the same time forever
-            await self._clock.sleep(max(0.001, min(self.spec.tick, READY_CONFIRM - waited)))
+            await self._clock.sleep(max(0.001, min(self.spec.tick, limit - waited)))
         self._confirming.discard(number)
         if inc.state == State.READY:
             await self._conclude(State.READY, number)

@@ -77,6 +77,7 @@ _ALLOWED_KEYS = {
     "note",
     "hint",
     "early",
+    "confirm_due",
     "syntax",
     "flags",
     "request",
@@ -146,6 +147,9 @@ class Rule:
     hint: str | None = None  # error hint template, formatted with the facts
     versions: str = ""  # engine versions that print the line
     early: bool = False  # a ready line printed just before the server accepts connections (see ReadyReached)
+    # a [[ready]] rule's: the line that confirms an early ready line is due after this one (the server's path is
+    # sure to print it); without `early` the line is no ready line itself (see ReadyReached.confirm_due)
+    confirm_due: bool = False
     syntax: str = ""  # an arguments rule's: how its dump is written (`ARGUMENT_SYNTAXES`)
     flags: str = "name"  # an arguments rule's: how its names read as flags (`ARGUMENT_FLAG_STYLES`)
     request: str = ""  # a serving rule's: what its line says of one request (`SERVING_REQUESTS`); "": counts
@@ -450,6 +454,7 @@ def _rule(kind: str, raw: object, where: str, path: str, *, checked: bool = Fals
         hint=raw.get("hint"),
         versions=str(raw.get("versions", "")),
         early=_early(raw, kind, where, path),
+        confirm_due=_confirm_due(raw, kind, where, path),
         syntax=syntax,
         flags=flags,
         request=request,
@@ -546,6 +551,13 @@ def _early(raw: Mapping[str, Any], kind: str, where: str, path: str) -> bool:
     if not isinstance(early, bool) or (early and kind != "ready"):
         raise ConfigError(where, f"{path}.early", "true or false, and only on a [[ready]] rule")
     return early
+
+
+def _confirm_due(raw: Mapping[str, Any], kind: str, where: str, path: str) -> bool:
+    due = raw.get("confirm_due", False)
+    if not isinstance(due, bool) or (due and kind != "ready"):
+        raise ConfigError(where, f"{path}.confirm_due", "true or false, and only on a [[ready]] rule")
+    return due
 
 
 def _syntax(
