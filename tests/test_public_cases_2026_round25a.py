@@ -45,7 +45,8 @@ def test_vllm_quantization_scheme_refusal_logged_before_its_cut_traceback_is_uns
     logger.exception(e)); vllm#20216 (2025-07) cut the traceback and was read as 'other', a traceback cut before its
     exception."""
     out = _verdict(
-        "vllm", "vllm-0.9.2-v0-mq-engine-quantization-scheme-unsupported-tuple-message-traceback-cut-issue20216"
+        "vllm",
+        "vllm-0.9.2-v0-mq-engine-quantization-scheme-unsupported-tuple-message-traceback-cut-issue20216",
     )
     assert (out["state"], out["phase"]) == ("crashed", "loading_weights")
     found = _error(out)
@@ -59,7 +60,9 @@ def test_cuda_driver_coredump_line_is_the_gpu_fault_behind_a_cut_scheduler_trace
     """The NVIDIA driver announces a GPU exception's core dump ('Starting GPU coredump generation, set the
     CUDA_COREDUMP_SHOW_PROGRESS environment variable ...', CUDA_ENABLE_COREDUMP_ON_EXCEPTION): sglang#6590 (2025-05,
     a PD decode worker) printed it before its scheduler's traceback, cut before the exception, read as 'other'."""
-    out = _verdict("sglang", "sglang-2025-pd-decode-gpu-coredump-line-then-scheduler-exception-synchronize-cut-issue6590")
+    out = _verdict(
+        "sglang", "sglang-2025-pd-decode-gpu-coredump-line-then-scheduler-exception-synchronize-cut-issue6590"
+    )
     assert (out["state"], out["phase"]) == ("crashed", "ready")
     found = _error(out)
     assert found["category"] == "cuda"
