@@ -31,6 +31,14 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-five part A (helper i30-cases25a, labelled before the first run):
+    "vllm-2025-ipython-traceback-qkv-weight-loader-narrow-exceeds-dimension-openrlhf871": (
+        "starting, label loading_weights: the crop is IPython's traceback (ultratb: a 'path.py:956, in "
+        "QKVParallelLinear.weight_loader(self, ...)' header, numbered source lines with '-->', no 'Traceback (most "
+        "recent call last):'), which the assembler does not read as a traceback, so its weight_loader frame cannot "
+        "tell the phase (the exception line alone is read: model_load and the root cause are right); reading "
+        "notebook tracebacks is a format of its own, not a rule"
+    ),
     # Issue 30, round twenty-four part A (helper i30-cases24a, labelled before the first run):
     "vllm-2025-0.7-request-json-decode-error-traceback-then-400-served-on-instructor1336": (
         "generic crashed starting, label vllm ready: no line names vLLM but its 0.4-0.7 header's file names "
