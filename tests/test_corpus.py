@@ -288,6 +288,14 @@ KNOWN_GAPS: dict[str, str] = {
         "it is a crash by the lifecycle's rule (a pending error at the log's end), and a rule for one fork's caught "
         "message would be tuning to this log"
     ),
+    # Issue 30, twenty-fifth round B (helper i30-cases25b, labelled before the first run):
+    "ik-llamacpp-2026-gdb-backtrace-only-ggml-abort-in-sampler-process-batch-tokens-ikllama1520": (
+        "engine generic and phase starting, label llamacpp at ready: the excerpt is only gdb's output of "
+        "ggml_print_backtrace (threads, then frames ggml_abort <- llama_sample_token_with_rng_impl <- "
+        "server_context::process_batch_tokens); no line names llama.cpp outside C++ frame symbols, and reading the "
+        "server's serving phase from a symbol of ik_llama.cpp's server loop would be one fork's function name read "
+        "as a phase (the crash, killed with no stated cause, is right)"
+    ),
 }
 
 
