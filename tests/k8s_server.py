@@ -67,6 +67,7 @@ class FakeCluster:
         self.changed = asyncio.Condition()
         self.watchers: list[asyncio.Queue[tuple[str, Pod] | None]] = []
         self.log_requests: dict[int, web.Request] = {}
+        self.hung_up: set[int] = set()  # open log streams to end cleanly at their next wake, sending nothing more
         self.requests: list[str] = []  # path?query of each request, in order
         self.auth_headers: list[str] = []
         self.clock = 1_780_000_000_000_000_000  # 2026-05-28T...Z, in ns
@@ -187,6 +188,12 @@ class FakeCluster:
                 cut += 1
         return cut
 
+    def hang_up(self) -> int:
+        """Make every open log stream end cleanly at its next wake, what the container wrote since left unsent (a
+        stream the API server or the kubelet ends just as its container does): how many were open."""
+        self.hung_up.update(self.log_requests)
+        return len(self.log_requests)
+
     def _notify(self, kind: str, pod: Pod) -> None:
         for queue in self.watchers:
             queue.put_nowait((kind, copy.deepcopy(pod)))
@@ -263,7 +270,7 @@ class FakeCluster:
         self.log_requests[id(request)] = request
         try:
             sent = 0
-            while True:
+            while id(request) not in self.hung_up:
                 batch = [(t, line) for t, line in instance.lines[sent:] if t >= since]
                 sent = len(instance.lines)
                 if batch:
@@ -277,6 +284,7 @@ class FakeCluster:
             await response.write_eof()
         finally:
             self.log_requests.pop(id(request), None)
+            self.hung_up.discard(id(request))
         return response
 
 

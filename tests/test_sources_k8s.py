@@ -361,6 +361,27 @@ async def test_an_oom_killed_container_with_no_last_words_ends_naming_the_limit(
     assert _data(got) == b"INFO loading weights\n"
 
 
+async def test_a_stream_that_ends_as_its_container_does_leaves_no_line_unread(api: RunningCluster) -> None:
+    """A log stream that ends cleanly just as its container ends, before it sent the container's last lines:
+    the rest is read from the cursor (the instance's own log, not followed) before the end is said."""
+    pod = _pod()
+    pod["spec"]["restartPolicy"] = "Never"
+    api.cluster.add_pod(pod)
+    batch = [f"line {i}\n".encode() for i in range(400)]
+    await api.cluster.log("ml", "vllm-0", batch[:200], same_time=3)
+    got: list[SourceItem] = []
+    async with _follow(_source(api, PodRef("ml", pod="vllm-0"))) as items:
+        await _until(items, lambda i: isinstance(i, CaughtUp) and i.offset == len(b"".join(batch[:200])), got)
+        assert api.cluster.hang_up() == 1
+        await api.cluster.log("ml", "vllm-0", batch[200:], same_time=3)
+        await api.cluster.terminate("ml", "vllm-0", reason="Error", exit_code=1, phase="Failed")
+        await _until(items, lambda i: isinstance(i, Ended), got)
+    assert _data(got).splitlines(keepends=True) == batch
+    assert isinstance(got[-2], CaughtUp)
+    assert not any(isinstance(i, Disconnected) for i in got)  # a clean end, not a cut
+    assert sum("follow=true" not in r for r in api.cluster.requests if "/log" in r) == 1  # the rest, read once
+
+
 async def test_an_oom_killed_pod_followed_from_its_target_is_crashed_killed_naming_the_limit(
     api: RunningCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
@@ -203,7 +203,7 @@ class PodSource:
                     # ended since the cursor was taken (the daemon was down): the dead instance's rest and its
                     # end, then the new instance (once there is one) as a new stream
                     pos, uid = _Position(resume.stream, offset, resume.nanos, resume.count), view.uid
-                    async for item in self._previous(api, view, pos):
+                    async for item in self._rest(api, view, pos, previous=True):
                         yield item
                     yield CaughtUp(pos.offset)
                     ended.add(pos.stream)
@@ -247,7 +247,7 @@ class PodSource:
                             )
                             yield CaughtUp(pos.offset)
                 # the log ended: the container's end, or only the request's
-                end, previous = await self._end_of(api, view)
+                end, log = await self._end_of(api, view)
                 if end is None:
                     await anyio.sleep(
                         backoff(reopens, first=REOPEN_FIRST, cap=REOPEN_CAP, jitter=FULL_JITTER)
@@ -258,10 +258,12 @@ class PodSource:
                     ended.add(pos.stream)
                     yield CaughtUp(pos.offset)
                     continue
-                if (
-                    previous
-                ):  # the log was cut before the container's end: its last lines are the previous log's
-                    async for item in self._previous(api, view, pos):
+                # what the instance wrote after the cursor, read once more without following before its end is
+                # said: the previous log's, where the log was cut before the container's end (it was restarted
+                # since); else its own, as a stream may end (cleanly) just as its container does, before the last
+                # of it was sent (docker's `logs` did, cut as its run ended: docker.py)
+                if log is not None:
+                    async for item in self._rest(api, view, pos, previous=log == "previous", tail=tail):
                         yield item
                 elif tail:
                     data, _ = _take([tail + b"\n"], pos, _Skip(None, 0))
@@ -278,28 +280,35 @@ class PodSource:
                 )
                 failures += 1
 
-    async def _end_of(self, api: KubeAPI, view: PodView) -> tuple[ContainerEnd | None, bool]:
-        """How the instance `view` shows ended, after its log did: (its end, whether the end is the previous
-        instance's, i.e. the container was restarted since); (None, False) when it still runs."""
+    async def _end_of(
+        self, api: KubeAPI, view: PodView
+    ) -> tuple[ContainerEnd | None, Literal["current", "previous"] | None]:
+        """How the instance `view` shows ended, after its log did: (its end, where its log is now: the
+        container's "current" log, or its "previous" one (it was restarted since), None where neither is
+        surely its own); (None, None) when it still runs."""
         try:
             now = self._view(await api.get_pod(self.ref.namespace, view.name))
         except PodGone:
-            return _GONE, False
+            return _GONE, None
         if now.deleting:
-            return _GONE, False
+            return _GONE, None
         if now.container_id == view.container_id and now.ended is not None:
-            return now.ended, False
+            return now.ended, "current"
         if now.last_ended is not None and now.last_ended.container_id == view.container_id:
-            return now.last_ended, True
+            return now.last_ended, "previous"
         if now.container_id == view.container_id and now.running:
-            return None, False
-        return ContainerEnd(view.container_id, "", None), False  # gone without a word of how
+            return None, None
+        return ContainerEnd(view.container_id, "", None), None  # gone without a word of how
 
-    async def _previous(self, api: KubeAPI, view: PodView, pos: _Position) -> AsyncIterator[SourceItem]:
-        """The rest of a restarted container's log (`previous=true`) after `pos`."""
+    async def _rest(
+        self, api: KubeAPI, view: PodView, pos: _Position, *, previous: bool, tail: bytes = b""
+    ) -> AsyncIterator[SourceItem]:
+        """The rest of an ended container's log after `pos`: its instance's, or (`previous`) that of the one
+        before (`previous=true`, the container restarted since). `tail`: the end of a line the stream had sent
+        without its newline, delivered whole if the log can no longer be read (the pod gone)."""
         try:
             async with api.open_log(
-                self.ref.namespace, view.name, view.container, since=_since(pos), follow=False, previous=True
+                self.ref.namespace, view.name, view.container, since=_since(pos), follow=False, previous=previous
             ) as batches:
                 skip = _Skip(pos.nanos, pos.count)
                 async for batch in batches:
@@ -307,9 +316,12 @@ class PodSource:
                     whole = [line if line.endswith(b"\n") else line + b"\n" for line in batch]
                     data, _ = _take(whole, pos, skip)
                     if data:
+                        tail = b""  # (sent again, with the rest)
                         yield Chunk(pos.offset - len(data), data, file=(0, pos.stream), cursor=pos.cursor())
         except PodGone:
-            return
+            if tail:
+                data, _ = _take([tail + b"\n"], pos, _Skip(None, 0))
+                yield Chunk(pos.offset - len(data), data, file=(0, pos.stream), cursor=pos.cursor())
 
 
 def _previous_end(view: PodView | None, resume: LogCursor | None) -> ContainerEnd | None:
