@@ -67,7 +67,7 @@ class FakeCluster:
         self.changed = asyncio.Condition()
         self.watchers: list[asyncio.Queue[tuple[str, Pod] | None]] = []
         self.log_requests: dict[int, web.Request] = {}
-        self.hung_up: set[int] = set()  # open log streams to end cleanly at their next wake, sending nothing more
+        self.hung_up: set[int] = set()  # log streams to end cleanly at their next wake, sending nothing more
         self.requests: list[str] = []  # path?query of each request, in order
         self.auth_headers: list[str] = []
         self.clock = 1_780_000_000_000_000_000  # 2026-05-28T...Z, in ns

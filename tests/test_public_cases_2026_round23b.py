@@ -70,7 +70,9 @@ def test_ggml_vulkans_device_lost_line_is_the_cause_and_not_fatal_alone(tmp_path
     alone = "".join(line for line in first.splitlines(keepends=True) if "radv/amdgpu" not in line)
     served = alone + "".join(timing.format(i) for i in range(1, 30))
     assert replay_text(tmp_path, served)["state"] == "ready"
-    assert replay_text(tmp_path, first + "".join(timing.format(i) for i in range(1, 30)))["state"] == "crashed"
+    assert (
+        replay_text(tmp_path, first + "".join(timing.format(i) for i in range(1, 30)))["state"] == "crashed"
+    )
 
 
 def test_the_ollama_apps_respawn_starts_a_new_server(tmp_path: Path) -> None:
