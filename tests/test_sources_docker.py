@@ -521,7 +521,9 @@ async def test_over_ssh_a_cut_connection_loses_and_repeats_no_line(
         for at in (80, 250):
             await got.until(lambda c, at=at: len(c.lines()) >= at)
             docker_sshd.kill_sessions()
-        await anyio.to_thread.run_sync(lambda: docker.docker("exec", "remote", "sh", "-c", "echo > /tmp/stop"))
+        await anyio.to_thread.run_sync(
+            lambda: docker.docker("exec", "remote", "sh", "-c", "echo > /tmp/stop")
+        )
         await got.until(lambda c: c.of(Ended))
     assert got.lines() == [f"run 0 line {i}".encode() for i in range(500)]
     assert got.of(Disconnected)

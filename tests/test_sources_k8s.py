@@ -379,7 +379,9 @@ async def test_a_stream_that_ends_as_its_container_does_leaves_no_line_unread(ap
     assert _data(got).splitlines(keepends=True) == batch
     assert isinstance(got[-2], CaughtUp)
     assert not any(isinstance(i, Disconnected) for i in got)  # a clean end, not a cut
-    assert sum("follow=true" not in r for r in api.cluster.requests if "/log" in r) == 1  # the rest, read once
+    assert (
+        sum("follow=true" not in r for r in api.cluster.requests if "/log" in r) == 1
+    )  # the rest, read once
 
 
 async def test_an_oom_killed_pod_followed_from_its_target_is_crashed_killed_naming_the_limit(

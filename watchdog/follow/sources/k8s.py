@@ -308,7 +308,12 @@ class PodSource:
         without its newline, delivered whole if the log can no longer be read (the pod gone)."""
         try:
             async with api.open_log(
-                self.ref.namespace, view.name, view.container, since=_since(pos), follow=False, previous=previous
+                self.ref.namespace,
+                view.name,
+                view.container,
+                since=_since(pos),
+                follow=False,
+                previous=previous,
             ) as batches:
                 skip = _Skip(pos.nanos, pos.count)
                 async for batch in batches:
