@@ -31,6 +31,13 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-five part C (helper i30-cases25c, labelled before the first run):
+    "vllm-2025-k8s-ray-worker-caret-ansi-sigsegv-nccl-proxy-issue12568": (
+        "killed, label nccl: as issue17242's crop (same reason there), Abseil's handler names the faulting function "
+        "only on the 'PC: @ ... addProxyOpIfNeeded()' line after the SIGSEGV line, an NCCL-internal symbol "
+        "(enqueue.cc) with no library; a category from the next line's symbol needs the signal rule to read its "
+        "frames, which it does not (the caret-notation colour codes are stripped: not the cause)"
+    ),
     # Issue 30, round twenty-five part A (helper i30-cases25a, labelled before the first run):
     "vllm-2025-ipython-traceback-qkv-weight-loader-narrow-exceeds-dimension-openrlhf871": (
         "starting, label loading_weights: the crop is IPython's traceback (ultratb: a 'path.py:956, in "
