@@ -25,6 +25,7 @@ from watchdog.follow.sources import Aged, LocalSource, parse_target
 from watchdog.follow.sources.base import CaughtUp, Chunk
 from watchdog.follow.sources.ssh import SSHSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
+from watchdog.follow.testing import ManualClock
 from watchdog.profiles.loader import load_engine
 from watchdog.vocabulary import State
 
@@ -103,6 +104,22 @@ async def test_a_launch_that_died_before_the_follower_started_is_said_crashed_wi
     assert update.state == State.CRASHED
     assert update.verdict.error is not None
     assert "traceback cut before its exception" in update.verdict.error.summary
+
+
+async def test_an_early_ready_line_of_a_quiet_log_has_waited_for_its_confirmation_already(
+    tmp_path: Path,
+) -> None:
+    """vLLM's API server's log ending at its routes (no Uvicorn line: its stderr not in the file), last written ten
+    minutes ago: the ready verdict comes as the log is read, its wait for Uvicorn's line (READY_CONFIRM_DUE) over
+    while nobody followed. The follower's clock never moves here: only the file's age can end the wait."""
+    log = tmp_path / "server.log"
+    shutil.copy(CORPUS / "vllm" / "vllm-v1-ready-routes-dev-mode-pr30749.log", log)
+    ago = time.time() - GRACE
+    os.utime(log, (ago, ago))
+    spec = LaunchSpec(name="t", target=parse_target(str(log)))
+    follower = LaunchFollower(spec, source=LocalSource(log), clock=ManualClock())
+    update, _ = await _concluded(follower, lambda: None)
+    assert update.state == State.READY
 
 
 @pytest.fixture

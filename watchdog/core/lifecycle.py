@@ -484,13 +484,18 @@ class Lifecycle:
         `quiet_for`: the log had not grown for that many seconds when it was read (its file's age). An error
         pending at its end has waited that long already for the progress that would excuse it, as it would have
         had the log been followed as it was written: its `crash_grace` counts from then (a launch that died
-        minutes before `watch` started is said crashed at once, not `crash_grace` later)."""
+        minutes before `watch` started is said crashed at once, not `crash_grace` later). So has an early ready
+        line at its end for the line that would confirm it (`ready_unconfirmed`)."""
         inc = self.current
         if inc.pending_since is not None and inc.phase == State.READY and inc.state not in TERMINAL_STATES:
             inc.judge_by_clock = True
             inc.pending_since = now
         if inc.pending_since is not None and inc.state not in TERMINAL_STATES and quiet_for > 0:
             inc.pending_since = min(inc.pending_since, now - quiet_for)
+        if inc.ready_unconfirmed is not None and quiet_for > 0:
+            # an early ready line, and the log quiet since: the line that would confirm it did not come while
+            # nobody followed (Uvicorn at warning level, its stderr not in the log): the wait counts from then
+            inc.ready_unconfirmed = min(inc.ready_unconfirmed, now - quiet_for)
         self.live = True
         if inc.live_from is None:
             inc.live_from = len(inc.timeline)
