@@ -115,9 +115,8 @@ class Incarnation:
     lines: int = 0
     healthy_after_error: int = 0  # healthy lines since the last error (see POST_READY_RECOVERY_LINES)
     ready_unconfirmed: float | None = None  # when an early ready line (ReadyReached.early) came, unconfirmed
-    ready_confirm_due: bool = (
-        False  # the HTTP server's own startup began: its line is due (ReadyReached.confirm_due)
-    )
+    # the line that confirms an early ready line is sure to come (ReadyReached.confirm_due): a longer wait for it
+    ready_confirm_due: bool = False
     from_start: bool = False  # its log shows the engine's start marker: nothing of it was cut off before
     # A post-ready error that was already in the log when the follower caught up with it: judged as replay
     # would, so the clock confirms it (see `Lifecycle.caught_up`).
