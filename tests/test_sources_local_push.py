@@ -24,6 +24,30 @@ pytestmark = [
 SLOW_POLL = 30.0  # no safety poll within a test: every look is one inotify asked for
 
 
+async def _follow_all(tg: anyio.abc.TaskGroup, files: list[Path]) -> list[PushLog]:
+    # each file followed (pushed), its first line read, every follower waiting on inotify
+    for f in files:  # all there before the first watch: no event of theirs comes late
+        f.write_bytes(b"started\n")
+    logs = []
+    for f in files:
+        log = PushLog(live_read)
+        logs.append(log)
+        await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
+        await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
+    await anyio.wait_all_tasks_blocked()
+    return logs
+
+
+async def _append_all(watcher: Watcher, files: list[Path], logs: list[PushLog], data: bytes) -> None:
+    # `data` appended to every file at once (the reading thread takes what changed once every file has), and read
+    with watcher._lock:
+        for f in files:
+            with f.open("ab") as out:
+                out.write(data)
+    for log in logs:
+        await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
+
+
 async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_task_woken(
     tmp_path: Path,
 ) -> None:
@@ -33,32 +57,20 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
     watcher = Watcher.get()
     assert watcher is not None
     files = [tmp_path / f"l{i:02d}.log" for i in range(20)]
-    logs = []
     passes: list[int] = []
     real = inotify_module._set_all
 
-    def counted(waiters: list[inotify_module._Waiter]) -> None:
-        passes.append(len(waiters))
-        real(waiters)
+    def counted(waiters: list[inotify_module._Waiter], start: int = 0) -> None:
+        if start == 0:  # (a pass longer than `SLICE` goes on in another callback: the same pass)
+            passes.append(len(waiters))
+        real(waiters, start)
 
-    for f in files:  # all there before the first watch: no event of theirs comes late
-        f.write_bytes(b"started\n")
     async with anyio.create_task_group() as tg:
-        for f in files:
-            log = PushLog(live_read)
-            logs.append(log)
-            await tg.start(follow_pushed, LocalSource(f, poll_interval=SLOW_POLL), log)
-            await log.until(lambda log=log: len(log.items) == 1)  # type: ignore[misc]
-        await anyio.wait_all_tasks_blocked()
+        logs = await _follow_all(tg, files)
         assert all(str(f) in watcher._waiting for f in files)
         inotify_module._set_all = counted  # type: ignore[assignment]
         try:
-            with watcher._lock:  # the reading thread takes what changed once every file has
-                for f in files:
-                    with f.open("ab") as out:
-                        out.write(b"serving 1\nserving 2\n")
-            for log in logs:
-                await log.until(lambda log=log: len(log.items) == 2)  # type: ignore[misc]
+            await _append_all(watcher, files, logs, b"serving 1\nserving 2\n")
         finally:
             inotify_module._set_all = real
         tg.cancel_scope.cancel()
@@ -67,6 +79,37 @@ async def test_the_files_one_read_says_changed_are_served_in_one_pass_with_no_ta
         assert log.calls_in[1] is None  # in the loop's callback, not a task
     assert sum(passes) == len(files)
     assert len(passes) <= 2
+
+
+async def test_a_pass_longer_than_its_slice_leaves_the_rest_to_the_next_callback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files one read says changed are served in one callback for at most `SLICE` seconds (and one file
+    more): with a slice of 0, each callback serves one file and leaves the rest to the next one (the HTTP server's
+    and the other tasks' callbacks come between), and every file is served once, its bytes whole."""
+    watcher = Watcher.get()
+    assert watcher is not None
+    files = [tmp_path / f"l{i:02d}.log" for i in range(8)]
+    calls: list[tuple[int, int]] = []
+    real = inotify_module._set_all
+
+    def counted(waiters: list[inotify_module._Waiter], start: int = 0) -> None:
+        calls.append((len(waiters), start))
+        real(waiters, start)
+
+    async with anyio.create_task_group() as tg:
+        logs = await _follow_all(tg, files)
+        monkeypatch.setattr(inotify_module, "SLICE", 0.0)
+        monkeypatch.setattr(inotify_module, "_set_all", counted)
+        await _append_all(watcher, files, logs, b"serving 1\n")
+        tg.cancel_scope.cancel()
+    for log in logs:
+        assert log.items[1] == ("pushed", Chunk(8, b"serving 1\n"))
+    # each pass's files one a callback: a first read's (maybe of one file), then the others'
+    assert sum(1 for _, start in calls if start == 0) <= 2
+    assert sorted(calls) == sorted(
+        (size, start) for size, first in calls if first == 0 for start in range(size)
+    )
 
 
 async def test_a_pushed_follow_gets_every_byte_in_order_across_rotation_and_truncation(

@@ -32,12 +32,13 @@ from watchdog.core.lastbytes import LastBytes
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
+from watchdog.core.scanner import make_databases as make_scanner_databases
 from watchdog.core.templates import TEMPLATE_BYTES, TEMPLATES_MAX, ZEROED, digit_blind, has_digit
 from watchdog.core.tracebacks import EXCEPTION_ENDINGS
 from watchdog.profiles.model import Catalogue, Profile, Rule
 from watchdog.vocabulary import DEFAULT_CRASH_GRACE, DEFAULT_HANG_AFTER, SETTLED_STATES, State
 
-__all__ = ["Analyzer"]
+__all__ = ["Analyzer", "make_databases"]
 
 # Literals that make a line worth reading besides the profile's own: the parts of errors and tracebacks.
 _ERROR_WORDS = (
@@ -360,11 +361,12 @@ class Analyzer:
 
     def prepare(self) -> Iterator[None]:
         """What the log's first error would otherwise make on its way to the verdict, made now, one piece per
-        step (for a caller with time to spare, a live follower once caught up, between its other work): the
+        step (for a caller with time to spare: a live follower, in a worker thread, once the engine is known): the
         profile's rule sets of a server up or down (each a Hyperscan database) and its category rules' regexes
         (all of an engine's, 30 ms on the development machine, were compiled at the first crash of a process).
         Only a piece made yields: an engine whose pieces another launch made costs a look at each. Shared by
-        every launch of the engine; nothing read or judged changes."""
+        every launch of the engine; nothing read or judged changes, so another thread may run it while this one
+        feeds the analyzer (a piece made twice at once is made the same twice: the last one is kept)."""
         profile = self.profile
         if profile is None:
             return
@@ -1021,6 +1023,14 @@ _MADE_MAX = 4096
 
 
 _NO_RULES = _RuleSet(Prefilter(()), (), ())
+
+
+def make_databases(profile: Profile) -> None:
+    """Compile every Hyperscan database a launch of `profile` may read with (each rule set's prefilter, and its
+    scanner's), keeping none: made ahead, in a worker thread, for the prefilter's store (`keep_databases`) to keep;
+    a launch then loads each where it would compile it (in the daemon: in the event loop, 10 to 130 ms each)."""
+    for settled in _RULE_SETS:
+        make_scanner_databases(_rule_set.__wrapped__(profile, settled).rules)
 
 
 @functools.lru_cache(maxsize=64)

@@ -29,7 +29,7 @@ from watchdog.core.tracebacks import EXCEPTION_LINE, TRACEBACK_HEADER, Assembler
 from watchdog.profiles.model import Profile, Rule
 from watchdog.vocabulary import BAR_OF_PHASE, PROGRESS_STATES, WEAK_CATEGORIES, State
 
-__all__ = ["QUIET_LEVELS", "Scanner"]
+__all__ = ["QUIET_LEVELS", "Scanner", "make_databases"]
 
 QUIET_LEVELS = frozenset({"WARNING", "INFO", "DEBUG", "TRACE", "NOTICE"})
 # a line of a pretty dump after its first: indented (`    model_id: "x",`), or a closing bracket (`}`)
@@ -494,6 +494,12 @@ def _made(rules: tuple[Rule, ...], literal_pass: bool) -> tuple[_Candidates | No
         _MADE.clear()
     _MADE[(id(rules), literal_pass)] = (rules, made, serving)
     return made, serving
+
+
+def make_databases(rules: tuple[Rule, ...]) -> None:
+    """Compile the database a scanner of `rules` finds its candidate rules with, keeping none: made ahead for the
+    prefilter's store (`watchdog.core.prefilter.keep_databases`) to keep, and a scanner to load."""
+    _candidates(rules)
 
 
 def _candidates(rules: tuple[Rule, ...]) -> _Candidates | None:

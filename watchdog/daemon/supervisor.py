@@ -34,6 +34,7 @@ from watchdog.clock import Clock, MonotonicClock, WallClock
 from watchdog.core.expectations import eta_to_ready, learned_deadlines, typical_durations
 from watchdog.core.verdict import Status, Unreachable, Verdict
 from watchdog.daemon import hangup
+from watchdog.daemon.ahead import make_ahead
 from watchdog.daemon.announce import Announcer
 from watchdog.daemon.collector import (
     SWEEP_MIN,
@@ -58,7 +59,7 @@ from watchdog.follow.launching import LaunchCommand
 from watchdog.follow.nodes import Node, NodesFollower
 from watchdog.follow.probes.gpusampler import HostGpuSampler
 from watchdog.follow.sources.commands import LocalRunner, Runner, SSHRunner
-from watchdog.profiles.loader import preload_profiles
+from watchdog.profiles.model import Profile
 from watchdog.vocabulary import DEFAULT_UNREACHABLE_AFTER, EXIT_INTERRUPTED, Category, State
 
 if TYPE_CHECKING:
@@ -270,9 +271,8 @@ class Daemon:
                 await tg.start(self._alerting.run)
                 if self._store is not None:
                     await tg.start(self._store.write_behind)  # transitions written a batch at a time
-                # every bundled profile read and compiled (a TOML file and many regexes each) off the event
-                # loop, before the followers need them for the first engine detection
-                await anyio.to_thread.run_sync(preload_profiles)
+                # every profile and its databases made off the event loop, before the followers need them
+                await anyio.to_thread.run_sync(make_ahead, _user_profiles(self._plans))
                 if self._serve is not None:
                     self.port = await tg.start(self._serve, self)
                 # before the launches start: a host down at the start (a black-holed one holds its launch's
@@ -321,6 +321,7 @@ class Daemon:
     async def _reloaded(self, plans: Mapping[str, LaunchPlan]) -> None:
         for host in self._outages.values():
             host.retry_now()  # a reload is the operator's word that something was fixed: try again now
+        await anyio.to_thread.run_sync(make_ahead, _user_profiles(plans))  # a new user profile's
         changes = await self._apply(plans)
         log.info("reloaded", launches=len(plans), **dataclasses.asdict(changes))
         self._systemd.notify(f"STATUS={self.summary()}")
@@ -713,6 +714,13 @@ class Daemon:
                 else:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     await self.stop()
+
+
+def _user_profiles(plans: Mapping[str, LaunchPlan]) -> list[tuple[Profile, ...]]:
+    # the user profiles of each launch and of each of its nodes (most: none)
+    return [plan.spec.profiles for plan in plans.values()] + [
+        node.spec.profiles for plan in plans.values() for node in plan.nodes
+    ]
 
 
 def _cause(exc: BaseException) -> BaseException:

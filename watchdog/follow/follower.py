@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -219,6 +219,9 @@ class LaunchFollower:
         self._gpu_sampler = gpu_sampler
         self._trend: MemoryTrend | LaunchMemoryTrend = MemoryTrend()
         self._caught_up = False  # the file as it was at the start has been read (or was missing)
+        # the engine's rules for a first error are made, or being made (`_prepare`): once the log read at the start
+        # showed its engine and no verdict, or else its first live lines its engine
+        self._prepared = False
         self._at_end = False  # the last source item was CaughtUp
         self._whole = False  # the analyzer was told it caught up (once told, it stays so: a restart keeps it)
         self._last_data = 0.0
@@ -421,6 +424,8 @@ class LaunchFollower:
         # Unix time, not the follower's clock: it is compared with time()
         self.last_activity = time.time()
         transitions = self.analyzer.feed(item.data, now)
+        if not self._prepared and self._caught_up and self.analyzer.profile is not None:
+            self._prepare_soon()  # a live log's engine, just detected
         if self._checkpoints is not None:
             self._checkpoints.fed(item.data, item.file, item.cursor)
         return transitions
@@ -512,20 +517,29 @@ class LaunchFollower:
         await self._apply(transitions, judge=not first)
         if first:
             await self._judge_whole()
-            if self.analyzer.lifecycle.verdict_incarnation().state not in VERDICTS:
+            if (
+                self.analyzer.profile is not None
+                and self.analyzer.lifecycle.verdict_incarnation().state not in VERDICTS
+            ):
                 # no verdict in what the log held: its first error, later, finds its rules made
-                self._tg.start_soon(self._prepare)
+                self._prepare_soon()
         elif self._crash_reported():
             # the crash is reported; a traceback still open when it went out has grown: its frames
             # (which may tell the crash's phase) are taken as far as they go, as at the end of a replay
             await self._apply(self.analyzer.report_open_tracebacks(now))
         return False
 
+    def _prepare_soon(self) -> None:
+        self._prepared = True
+        self._tg.start_soon(self._prepare)
+
     async def _prepare(self) -> None:
-        # what the log's first error would make on its way to the verdict (`Analyzer.prepare`), made while the
-        # follower waits for more lines: one piece a pass of the event loop
-        for _ in self.analyzer.prepare():
-            await anyio.lowlevel.checkpoint()
+        # What the log's first error would make on its way to the verdict (`Analyzer.prepare`: the engine's category
+        # regexes, 30 to 60 ms of CPU, and its rule sets of a server up or down), made as soon as its engine is
+        # known, in a worker thread: the error would make them in the event loop, where the other launches and
+        # the HTTP server wait. What it makes is shared by every launch of the engine (made once: a look at each
+        # after); the analyzer's state is not touched (the loop goes on feeding it meanwhile).
+        await anyio.to_thread.run_sync(_exhaust, self.analyzer.prepare())
 
     async def _publish(self, update: Update) -> None:
         # To the listener, if one was given (`listen`). Else put on `updates` at once while the buffer has room: the
@@ -892,3 +906,9 @@ class LaunchFollower:
             async for samples in gpus:
                 growing = trend.observe(self.now(), samples)
                 await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
+
+
+def _exhaust(steps: Iterator[None]) -> None:
+    # every step of a generator, run through (in a worker thread)
+    for _ in steps:
+        pass

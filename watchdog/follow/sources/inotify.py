@@ -25,10 +25,13 @@ import os
 import struct
 import sys
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 
 from watchdog.clock import wake_up
+
+SLICE = 0.02  # seconds one callback of an event loop serves changed files for, at most (and one file more)
 
 _IN_MODIFY = 0x2
 _IN_ATTRIB = 0x4
@@ -341,10 +344,18 @@ class Watcher:
         return [entry for p in paths for entry in self._waiting.pop(p, ())]
 
 
-def _set_all(waiters: list[_Waiter]) -> None:
-    # in the waiters' event loop: every file one read of the descriptor said changed, served in this one callback
-    for _loop, future, drive in waiters:
+def _set_all(waiters: list[_Waiter], start: int = 0) -> None:
+    # in the waiters' event loop: the files one read of the descriptor said changed, served in one callback, or in
+    # several where they take longer than SLICE (200 launches written at once: each callback a slice of them, the
+    # HTTP server's and the other tasks' callbacks in between)
+    ends = time.perf_counter() + SLICE
+    last = len(waiters) - 1
+    for i in range(start, last + 1):
+        _loop, future, drive = waiters[i]
         if drive is None:
             wake_up(future, True)  # True: woken by the reading thread, off the list (see `Watcher.changed`)
         elif not future.done():  # (done: cancelled, or its safety poll came first; its task takes over)
             drive()
+            if i < last and time.perf_counter() >= ends:
+                _loop.call_soon(_set_all, waiters, i + 1)
+                return
