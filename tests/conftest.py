@@ -145,6 +145,26 @@ async def receiver() -> AsyncIterator[Receiver]:
         yield state
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _databases_made_once(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every engine's prefilter databases compiled once a test process, into the run's cache folder (as
+    `_databases_kept_in_the_runs_folder` names it): each daemon a test starts (`make_ahead`, 0.5 s of CPU
+    compiled, more on a loaded runner) loads them instead, and no test's time goes to compiling them."""
+    from watchdog.core.analyzer import make_databases  # noqa: PLC0415
+    from watchdog.core.detection import EngineDetector  # noqa: PLC0415
+    from watchdog.follow.databases import DiskDatabases  # noqa: PLC0415
+    from watchdog.profiles.loader import catalogue  # noqa: PLC0415
+
+    keep_databases(DiskDatabases(tmp_path_factory.getbasetemp() / "xdg-cache" / "watchdog" / "hyperscan"))
+    try:
+        known = catalogue()
+        EngineDetector(known.markers)
+        for name in known.names:
+            make_databases(known.profile(name))
+    finally:
+        keep_databases(None)
+
+
 @pytest.fixture(autouse=True)
 def _databases_kept_in_the_runs_folder(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
