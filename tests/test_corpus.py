@@ -31,6 +31,23 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-six part B (helper i30-cases26b, labelled before the first run):
+    "llamacpp-2025-koboldcpp-syslog-grep-segfault-in-libcuda-during-inference-no-log-koboldcpp1362": (
+        "phase starting, label ready: the crop is the kernel's segfault lines alone (a syslog grep), no line of the "
+        "server's; that KoboldCpp was serving is the thread's word, which no line of the log carries (the death, "
+        "killed, and its line are read right)"
+    ),
+    "llamacpp-2026-kimi-k25-cuda-fattn-fatal-error-no-kernel-backtrace-only-cut-issue19220": (
+        "phase starting, label capturing_graphs: the log is ggml's abort and its backtrace alone; the label's phase is "
+        "inferred from where llama-server first runs a flash-attention op (its warm-up decode), which no line shows "
+        "(the crash, unsupported, and its line are read right)"
+    ),
+    "llamacpp-python-2026-fastapi-app-settings-update-failed-to-load-model-valueerror-then-400-served-localaivtuber19": (
+        "crashed loading_weights, label ready: the excerpt opens inside a request's traceback with no line of the "
+        "server's start, so llama-cpp-python's model-load ValueError is certain while starting and the crash verdict "
+        "is given at it; the Uvicorn access line after it (the request answered 400) would have to take a verdict "
+        "back. With the server's Uvicorn start in the log the tool reads it as a request error (checked by hand)"
+    ),
     # Issue 30, round twenty-five part C (helper i30-cases25c, labelled before the first run):
     "vllm-2025-k8s-ray-worker-caret-ansi-sigsegv-nccl-proxy-issue12568": (
         "killed, label nccl: as issue17242's crop (same reason there), Abseil's handler names the faulting function "
