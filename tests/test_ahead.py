@@ -60,7 +60,7 @@ def test_every_database_a_launch_reads_with_is_made_ahead() -> None:
     """After `make_ahead`, replays of every engine's logs (a tenth of the corpus, states and engines mixed)
     load every database they read with and compile none."""
     _hyperscan_only()
-    assert len({log.parent for log in LOGS}) == 6
+    assert len({log.parent for log in LOGS}) >= 6  # each engine's folder (and servers no profile knows)
     store = _Counting(make_ahead())
     keep_databases(store)
     _fresh_caches()
