@@ -48,6 +48,27 @@ KNOWN_GAPS: dict[str, str] = {
         "is given at it; the Uvicorn access line after it (the request answered 400) would have to take a verdict "
         "back. With the server's Uvicorn start in the log the tool reads it as a request error (checked by hand)"
     ),
+    # Issue 30, round twenty-six part A (helper i30-cases26a, labelled before the first run):
+    "sglang-2025-qwen3-fatal-signal-thread-dump-in-weight-loader-fatal-line-above-crop-issue6083": (
+        "starting, label loading_weights: the crop is faulthandler's dump (its 'Fatal Python error: Bus error' above "
+        "it); the dump's header is a [[dying]] line that calls the crash at once (killed, right), before the frames "
+        "under it ('line 1254 in weight_loader', innermost first) are read: the phase from a dump's current thread "
+        "would need the death held back until the dump ends, which a live follower only learns when the log goes "
+        "quiet"
+    ),
+    "sglang-2026-dflash-scheduler-exception-event-loop-overlap-run-batch-cut-dflash61": (
+        "ready, label capturing_graphs: the scheduler's event loop runs the warm-up request's batch and every later "
+        "one alike (managers/scheduler.py run_batch); that this batch was the warm-up is in the reporter's words "
+        "('on start up'), not in the crop, which holds no Uvicorn, warm-up or 'fired up' line"
+    ),
+    "vllm-tt-2026-enginecore-error-lines-native-python-frames-only-warmup-cut-tt4658": (
+        "no verdict, label crashed: the crop is the middle of one error record's lines (an engine core's ERROR "
+        "'core.py:1033]' lines, each a '--- VLLM::EngineCore(<symbol>) [0x...]' frame of a native backtrace inside the "
+        "exception's message); the record's head, which says fatal ('EngineCore failed to start' / 'encountered a "
+        "fatal error'), is above it, and core.py logs survivable errors at ERROR too (v1/engine/core.py "
+        "_handle_client_request: logger.exception('Invocation of %s method failed', ...) on a failed utility call, "
+        "the engine going on), so the lines alone do not say the engine died"
+    ),
     # Issue 30, round twenty-five part C (helper i30-cases25c, labelled before the first run):
     "vllm-2025-k8s-ray-worker-caret-ansi-sigsegv-nccl-proxy-issue12568": (
         "killed, label nccl: as issue17242's crop (same reason there), Abseil's handler names the faulting function "

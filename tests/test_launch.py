@@ -136,6 +136,9 @@ END_DECIDES = {
     # where a writer's 7 s pause inside the traceback reads as the server gone quiet in it
     "vllm-0.11.1-sleep-mode-during-decode-then-dump-input-error-cut-issue28714",
     "vllm-0.8-request-error-preprocessing-prompt-inputs-traceback-cut-5ire118",
+    # the same as xinference's: a request's 'Exception in ASGI application' traceback the crop ends in, docker's
+    # timestamps before its lines (issue 30, round 26A)
+    "vllm-2026-validation-error-deadlock-asgi-exception-traceback-docker-timestamps-cut-issue42381",
 }
 
 

@@ -204,6 +204,7 @@ def originals() -> dict[Path, tuple[object, ...]]:
 _CHANGED_WHEN_COPIED = {
     "vllm-ascend-2026-gpustack-ray-npu-enginecore-failed-to-start-after-moe-layer-init-ansi-remnants-cut-gpustack4194.log",
     "vllm-ascend-2026-v0.21-glm51-acl-graph-stream-synchronize-worker-traceback-wrapped-lines-cut-vllmascend10700.log",
+    "vllm-0.8.4-glm4-32b-worker-dynamo-compile-frames-soft-wrapped-cut-issue16818.log",
 }
 
 
@@ -260,9 +261,12 @@ def test_a_log_stored_in_a_platforms_format_keeps_the_whole_verdict(
 _UI_TABLES = {"sglang-2026-loki-table-pp-cp-503-then-scheduler-exception-event-loop-pp-cut-issue25887.log"}
 # A crop whose traceback is its opening line and one frame (header, frame, statement): the record lands right after
 # the opening line and is read as its exception line, so the frame after it, which alone says where it failed (the
-# event loop the statement calls: serving), belongs to no traceback.
+# event loop the statement calls: serving), belongs to no traceback. The same with two frames (sglang PR 4618's
+# five lines): the record lands between the first frame and its statement, the call into the event loop that
+# alone says where it failed (the frame after it is torch's decorator wrapper).
 _FRAME_AFTER_THE_MIDDLE = {
-    "sglang-ascend-2026-glm5-stress-ascendc-gather-v3-assert-out-of-range-scheduler-event-loop-ascendsglang74.log"
+    "sglang-ascend-2026-glm5-stress-ascendc-gather-v3-assert-out-of-range-scheduler-event-loop-ascendsglang74.log",
+    "sglang-2025-dp-attention-scheduler-exception-event-loop-overlap-cut-pr4618.log",
 }
 
 

@@ -113,8 +113,8 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
     exc_line = tb.exception
     if exc_line is None:
         text = "\n".join(tb.lines)
-        # cut: the innermost frame's statement names the call the log lost the frame of
-        hint = phase_from_frames(text + _callees(tb.lines), profile)
+        # cut: a frame's statement names the call the log lost the frame of (or that only wrappers show)
+        hint = phase_from_frames(_with_callees(tb.lines), profile)
         last = _cut_summary(tb.lines)
         if cut and not tb.noise and not _caught_by_header(tb, profile):
             # Its frames are printed outermost first: those that came say where the exception went as the whole
@@ -180,17 +180,23 @@ def from_traceback(tb: Traceback, profile: Profile, *, cut: bool = False) -> Can
 _CALL = re.compile(r"(?<![\w.])(?:\w+\.)*(?P<fn>[A-Za-z_]\w*)\(")
 
 
-def _callees(lines: Sequence[str]) -> str:
-    # A traceback the log cut after a frame's statement: the call it makes is the frame that came next (SGLang's
-    # run_scheduler_process cut at 'scheduler.run_event_loop()' was in the event loop), written as frames are
-    # ("in run_event_loop") for the [[frame]] tables; nothing when the cut falls inside a frame's own lines.
-    statement = ""
+def _with_callees(lines: Sequence[str]) -> str:
+    # A traceback's text with, under each frame's statement, the call it makes, written as frames are ("in
+    # run_event_loop") for the [[frame]] tables: that call is the frame that comes next. Where the log cut the
+    # traceback after a statement (SGLang's run_scheduler_process cut at 'scheduler.run_event_loop()' was in
+    # the event loop), or where every later frame belongs to no table (a decorator's wrapper: torch's
+    # decorate_context under SGLang's `@torch.no_grad()` event_loop_overlap, managers/scheduler.py, sglang PR
+    # 4618), the call still says where it was; a deeper frame a table knows comes later and still wins.
+    out: list[str] = []
+    statement = True
     for line in lines:
+        out.append(line)
         if line.lstrip().startswith('File "'):
-            statement = ""
+            statement = False
         elif not statement and line.strip(" ^~\t"):
-            statement = line.strip()
-    return "".join(f"\n  in {m['fn']}" for m in _CALL.finditer(statement))
+            statement = True
+            out += [f"  in {m['fn']}" for m in _CALL.finditer(line.strip())]
+    return "\n".join(out)
 
 
 def _cut_summary(lines: Sequence[str]) -> str:
