@@ -8,6 +8,7 @@ import random
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import suppress
@@ -47,11 +48,37 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+_CACHE: Path | None = None  # the test process's cache folder (`XDG_CACHE_HOME`), made at its session's start
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Every engine's prefilter databases compiled once a test process, before its first test (in no test's time
+    or timeout), into the cache folder its tests use: each daemon a test starts (`make_ahead`: 0.5 s of CPU
+    compiled, several seconds on a loaded runner) loads them instead."""
+    global _CACHE  # noqa: PLW0603 - one folder a test process
+    from watchdog.core.analyzer import make_databases  # noqa: PLC0415
+    from watchdog.core.detection import EngineDetector  # noqa: PLC0415
+    from watchdog.follow.databases import DiskDatabases  # noqa: PLC0415
+    from watchdog.profiles.loader import catalogue  # noqa: PLC0415
+
+    _CACHE = Path(tempfile.mkdtemp(prefix="watchdog-test-cache-"))
+    keep_databases(DiskDatabases(_CACHE / "watchdog" / "hyperscan"))
+    try:
+        known = catalogue()
+        EngineDetector(known.markers)
+        for name in known.names:
+            make_databases(known.profile(name))
+    finally:
+        keep_databases(None)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Nothing a test started outlives the run (an interrupted run's sshd, daemon or watcher); pytest-xdist's
-    controller leaves its workers to themselves."""
+    controller leaves its workers to themselves. The process's cache folder goes."""
     if getattr(config, "workerinput", None) is not None or not config.getoption("numprocesses", None):
         end(descendants())
+    if _CACHE is not None:
+        shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 # The files that take longest (pytest --durations, summed per file, on 4 pytest-xdist workers): run first, so
@@ -145,33 +172,14 @@ async def receiver() -> AsyncIterator[Receiver]:
         yield state
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _databases_made_once(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every engine's prefilter databases compiled once a test process, into the run's cache folder (as
-    `_databases_kept_in_the_runs_folder` names it): each daemon a test starts (`make_ahead`, 0.5 s of CPU
-    compiled, more on a loaded runner) loads them instead, and no test's time goes to compiling them."""
-    from watchdog.core.analyzer import make_databases  # noqa: PLC0415
-    from watchdog.core.detection import EngineDetector  # noqa: PLC0415
-    from watchdog.follow.databases import DiskDatabases  # noqa: PLC0415
-    from watchdog.profiles.loader import catalogue  # noqa: PLC0415
-
-    keep_databases(DiskDatabases(tmp_path_factory.getbasetemp() / "xdg-cache" / "watchdog" / "hyperscan"))
-    try:
-        known = catalogue()
-        EngineDetector(known.markers)
-        for name in known.names:
-            make_databases(known.profile(name))
-    finally:
-        keep_databases(None)
-
-
 @pytest.fixture(autouse=True)
 def _databases_kept_in_the_runs_folder(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[None]:
     """A replay through the CLI keeps the prefilter's compiled databases in the user's cache folder: in a test
-    (and the commands it starts) in a folder of the run's, and no store is left set for the next test."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+    (and the commands it starts) in the test process's own (`pytest_sessionstart`), and no store is left set
+    for the next test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_CACHE or tmp_path_factory.getbasetemp() / "xdg-cache"))
     yield
     keep_databases(None)
 
