@@ -53,8 +53,8 @@ _CACHE: Path | None = None  # the test process's cache folder (`XDG_CACHE_HOME`)
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Every engine's prefilter databases compiled once a test process, before its first test (in no test's time
-    or timeout), into the cache folder its tests use: each daemon a test starts (`make_ahead`: 0.5 s of CPU
-    compiled, several seconds on a loaded runner) loads them instead."""
+    or timeout), into the cache folder its tests use: each daemon a test starts (`make_ahead`: 1-2 s of CPU
+    compiled, more on a loaded runner) loads them instead."""
     global _CACHE  # noqa: PLW0603 - one folder a test process
     from watchdog.core.analyzer import make_databases  # noqa: PLC0415
     from watchdog.core.detection import EngineDetector  # noqa: PLC0415
