@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -267,6 +268,47 @@ def test_a_kept_database_is_loaded_and_finds_what_a_compiled_one_finds() -> None
     assert sorted(Literals(["Error", "line"]).found("an Error in a line") or []) == [0, 1]
     assert (store.loads, store.saves) == (5, 3)
     assert sorted(found.found("an Error in a line") or []) == [0, 1]
+
+
+def test_a_match_handler_keeps_its_references_while_another_thread_runs() -> None:
+    """Hyperscan scans with Python's lock released and takes it back for each match's handler: the bindings must
+    drop the handler's result while they hold it. Before 0.7.19 (the first release on PyPI after python-hyperscan's
+    fd0fa26) they dropped it after giving the lock back, which races with any other thread (the daemon's workers
+    make databases and state while the event loop scans): a count of references lost or doubled, an object freed
+    while in use. The package's floor (pyproject.toml) is a release with the fix; at 0.7.8 and 0.7.13 this test
+    failed here, at 0.7.19 and 0.9.1 it passes."""
+    _hyperscan_only()
+    import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    import hyperscan  # noqa: PLC0415
+
+    class Falsy:  # a handler's true result stops the scan
+        def __bool__(self) -> bool:
+            return False
+
+    result = Falsy()
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=[b"a"], ids=[0], elements=1, flags=[0])
+    before = sys.getrefcount(result)
+    deadline = time.monotonic() + 2.0
+
+    def other_thread() -> None:
+        while time.monotonic() < deadline:
+            held = [result] * 64
+            del held
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the threads take turns as often as Python allows: the race is met at once
+    thread = threading.Thread(target=other_thread)
+    try:
+        thread.start()
+        while time.monotonic() < deadline:
+            db.scan(b"a" * 20, lambda *_: result)
+    finally:
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert sys.getrefcount(result) == before
 
 
 @pytest.mark.parametrize(
