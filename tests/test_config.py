@@ -415,6 +415,12 @@ BAD = [
         '[daemon]\nlog_format = "text"\n', "daemon.log_format", "allowed: json, console", id="bad-log-format"
     ),
     pytest.param(
+        '[daemon]\nevent_loop = "trio"\n',
+        "daemon.event_loop",
+        "allowed: asyncio, uvloop",
+        id="bad-event-loop",
+    ),
+    pytest.param(
         '[daemon]\nstate_dir = "state"\n', "daemon.state_dir", "absolute path", id="relative-state-dir"
     ),
     pytest.param(

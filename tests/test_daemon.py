@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import re
@@ -13,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import TaskStatus
+from conftest import unavailable
 from daemon_process import DaemonProcess
 from http_client import Client, get
 from prometheus_client.parser import text_string_to_metric_families
@@ -122,7 +124,7 @@ class _Daemon(DaemonProcess):
         super().__init__(config, *args, deadline=DEADLINE)
 
 
-def _config(tmp_path: Path, sshd: Any, launches: str) -> Path:
+def _config(tmp_path: Path, sshd: Any, launches: str, event_loop: str = "asyncio") -> Path:
     config = tmp_path / "watchdog.toml"
     config.write_text(
         f"""
@@ -130,6 +132,7 @@ def _config(tmp_path: Path, sshd: Any, launches: str) -> Path:
 listen = "127.0.0.1:0"
 state_dir = "{tmp_path / "state"}"
 log_format = "json"
+event_loop = "{event_loop}"
 
 [hosts.gpu1]
 address = "127.0.0.1"
@@ -147,10 +150,16 @@ kind = "console"
 
 
 @pytest.mark.sshd
-def test_run_follows_local_and_ssh_launches_reloads_and_stops(tmp_path: Path, sshd: Any) -> None:
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_run_follows_local_and_ssh_launches_reloads_and_stops(
+    tmp_path: Path, sshd: Any, event_loop: str
+) -> None:
     """`watchdog run`: a local and an SSH launch get their verdicts (served on /status); SIGHUP adds a
-    launch without touching the others; SIGTERM exits 0."""
+    launch without touching the others; SIGTERM exits 0. On either event loop `[daemon] event_loop` names."""
     import signal  # noqa: PLC0415
+
+    if event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        unavailable("uvloop is not installed (the `fast` and `test` extras)", "WATCHDOG_REQUIRE_UVLOOP")
 
     local, remote, added = tmp_path / "local.log", tmp_path / "remote.log", tmp_path / "added.log"
     launches = f"""
@@ -163,9 +172,10 @@ host = "gpu1"
 log = "{remote}"
 notify = ["console"]
 """
-    config = _config(tmp_path, sshd, launches)
+    config = _config(tmp_path, sshd, launches, event_loop)
     daemon = _Daemon(config)
     try:
+        assert daemon.wait(event="event loop")["loop"] == event_loop  # the loop that runs, asked inside it
         url = daemon.wait(event="http_listening")["url"]
         local.write_bytes(CRASH.read_bytes())
         remote.write_bytes(READY.read_bytes())

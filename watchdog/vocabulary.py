@@ -228,6 +228,9 @@ DEFAULT_STATE_DIR = "/var/lib/llm-launch-watchdog"
 LEGACY_STATE_DIR = "/var/lib/watchdog"
 LOG_FORMATS = ("json", "console")
 DEFAULT_LOG_FORMAT = "json"
+# The daemon's event loop: asyncio's own, or uvloop's (libuv; the `fast` extra installs it)
+EVENT_LOOPS = ("asyncio", "uvloop")
+DEFAULT_EVENT_LOOP = "asyncio"
 DEFAULT_RATE_LIMIT = 30  # alerts per minute a notifier sends at most; more wait their turn (none dropped)
 DEFAULT_DELIVERY_TIMEOUT = 10.0  # seconds one delivery attempt may take
 # attempts of one delivery before the outbox takes it over (or `watch` gives up)

@@ -10,6 +10,7 @@ The key names are a contract (DESIGN.md, docs/config.md): more keys may be added
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import posixpath
@@ -45,6 +46,7 @@ from watchdog.follow.sources.target import Target, parse_target
 from watchdog.follow.spec import LaunchSpec
 from watchdog.profiles.loader import load_profile_file
 from watchdog.vocabulary import (
+    DEFAULT_EVENT_LOOP,
     DEFAULT_GPU_INTERVAL,
     DEFAULT_HANG_AFTER,
     DEFAULT_LISTEN,
@@ -58,6 +60,7 @@ from watchdog.vocabulary import (
     DURATION_PATTERN,
     DURATIONS,
     ENGINE_CHOICES,
+    EVENT_LOOPS,
     LOG_FORMATS,
     check_http_url,
     check_pattern,
@@ -152,6 +155,14 @@ def _one_of(what: str, allowed: tuple[str, ...]) -> AfterValidator:
         return value
 
     return AfterValidator(check)
+
+
+def _check_event_loop(value: str) -> str:
+    if value == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        raise ValueError(
+            "uvloop is not installed here: install it (pip install 'llm-launch-watchdog[fast]') or use \"asyncio\""
+        )
+    return value
 
 
 def _check_runbook_url(value: str) -> str:
@@ -272,6 +283,14 @@ class DaemonConfig(_Model):
         default=DEFAULT_LOG_FORMAT,
         description='"json" (one object per line) or "console"',
         json_schema_extra={"enum": list(LOG_FORMATS)},
+    )
+    event_loop: Annotated[
+        StrictStr, _one_of("event loop", EVENT_LOOPS), AfterValidator(_check_event_loop)
+    ] = Field(
+        default=DEFAULT_EVENT_LOOP,
+        description='"asyncio" or "uvloop" (libuv\'s loop: about a tenth less CPU; needs the uvloop package, which '
+        "the `fast` extra installs); read at the start, not at a reload",
+        json_schema_extra={"enum": list(EVENT_LOOPS)},
     )
     tls_cert: AbsPath | None = Field(
         default=None, description="PEM certificate (chain) for HTTPS; needs tls_key"

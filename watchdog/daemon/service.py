@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +127,9 @@ def run_daemon(path: Path | None, shard: Shard | None = None) -> int:
     # the daemon makes after (unfrozen, one walks ~75,000 import-time objects inside some callback: 20-100 ms
     # of the event loop). What the launches' start makes is frozen too, once it is done (`Daemon(freeze=)`).
     freeze_survivors()
-    return anyio.run(_run, path, config, shard)
+    # uvloop where the config asks for it (checked installed as the config loaded); anyio runs either alike
+    uvloop = config.daemon.event_loop == "uvloop"
+    return anyio.run(_run, path, config, shard, backend_options={"use_uvloop": uvloop})
 
 
 def _shard(config: Config, override: Shard | None) -> Shard | None:
@@ -142,6 +145,8 @@ async def _run(path: Path | None, config: Config, shard: Shard | None) -> int:
     from watchdog.daemon.http import serve_http, server_tls  # noqa: PLC0415 - aiohttp only for the daemon
 
     d = config.daemon
+    loop = asyncio.get_running_loop()
+    structlog.get_logger("watchdog.daemon").info("event loop", loop=type(loop).__module__.partition(".")[0])
     tls = await server_tls(str(d.tls_cert), str(d.tls_key)) if d.tls_cert else None
     auth = (
         (d.basic_auth_user, d.basic_auth_password.get_secret_value())
