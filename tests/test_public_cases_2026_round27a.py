@@ -15,7 +15,9 @@ _DYNAMO_PANIC = "vllm-2025-dynamo-run-rust-panic-failed-to-import-vllm-ctypes-ty
 # sglang#24589 (2026-06): a log viewer's timestamps, then the Frozen-KV MTP draft model's CUDA graph capture
 _FROZEN_KV = "sglang-2026-docker-timestamp-gemma4-mtp-draft-cuda-graph-capture-cut-issue24589"
 # ai-dynamo/dynamo#4934 (2025-12): kubectl's leader log, a pydantic ValidationError whose first frame line lost a space
-_ONE_SPACE = "vllm-2025-dynamo-k8s-leader-pydantic-parallelconfig-tp-larger-than-gpus-stream-closed-dynamo4934"
+_ONE_SPACE = (
+    "vllm-2025-dynamo-k8s-leader-pydantic-parallelconfig-tp-larger-than-gpus-stream-closed-dynamo4934"
+)
 
 
 def test_a_request_error_carrying_enginedeaderror_message_is_the_engine_dying() -> None:
@@ -50,5 +52,7 @@ def test_a_cut_traceback_whose_first_frame_lost_a_space_still_reads_pydantic_det
     follows is read as a traceback's exception, whose header ('1 validation error for ParallelConfig') takes its
     detail from the next line. dynamo#4934's summary lacked the validator's message."""
     found = error(_verdict("vllm", _ONE_SPACE))
-    assert "Tensor parallel size (2) cannot be larger than the number of available GPUs (1)" in str(found["summary"])
+    assert "Tensor parallel size (2) cannot be larger than the number of available GPUs (1)" in str(
+        found["summary"]
+    )
     assert found["category"] == "config"
