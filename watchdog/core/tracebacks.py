@@ -33,6 +33,11 @@ EXCEPTION_LINE = re.compile(
 )
 _MAX_LINES = 400  # a traceback longer than this keeps its head and tail
 _FRAME = ('File "', 'File \\"')  # a frame line; the second as pasted from JSON, its quotes escaped
+# how far a frame line that opens a cut traceback may be indented: Python's two spaces (traceback.py
+# FrameSummary/StackSummary.format_frame_summary: '  File "{}", line {}, in {}'), or one where a paste lost the
+# first (a code block's first line, ' File "/opt/dynamo/venv/.../pydantic/_internal/_dataclasses.py", line 123, in
+# __init__' in ai-dynamo/dynamo#4934, 2025-12); deeper ones are a program's own text, not a frame
+_FRAME_INDENTS = (' File "', "  File")
 _WRAPPED_NAME = re.compile(r"\w+")  # the rest of a frame's function name, wrapped onto its own line
 # a frame whose head ('File "/path/to/') its reporter cut: 'sglang/multimodal_gen/utils.py", line 298, in f'
 _CUT_FRAME = re.compile(r'^[\w.<>/\\-]+\.py", line \d+, in [\w<>.]+$')
@@ -219,7 +224,7 @@ class Assembler:
             return True, done
         tb = self._open.get(key)
         if tb is None:
-            if stripped.startswith(_FRAME) and (content[0] != " " or content.startswith("  File")):
+            if stripped.startswith(_FRAME) and (content[0] != " " or content.startswith(_FRAME_INDENTS)):
                 fragment = Traceback(
                     rec.source or key, line, rec.at, rec.seconds, noise=key in self._logging_error
                 )
