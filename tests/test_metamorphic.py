@@ -212,7 +212,9 @@ _CHANGED_WHEN_COPIED = {
 # tests/test_corpus.py): TabbyAPI's console wrapped every frame at a space, each piece its own line behind compose's
 # prefix ('File ' alone, its path on the next line); which pieces read as a traceback depends on the prefixes, so
 # its (wrong) verdict is not one a transport should keep.
-_READ_FROM_PIECES = {"other-2025-tabbyapi-compose-unload-endpoint-request-traceback-wrapped-cut-tabbyapi337.log"}
+_READ_FROM_PIECES = {
+    "other-2025-tabbyapi-compose-unload-endpoint-request-traceback-wrapped-cut-tabbyapi337.log"
+}
 
 
 def _changed(
