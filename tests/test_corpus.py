@@ -31,6 +31,19 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-seven part B (helper i30-cases27b, labelled before the first run):
+    "other-2025-lmdeploy-chat-jetson-turbomind-awq-tm-error-cuda-oom-aborted-issue3971": (
+        "phase starting, label loading_weights: no line between the engine's config and TurboMind's allocator "
+        "out of memory says which allocation failed (turbomind.py builds the weights first, _create_weight, then "
+        "the KV cache, _create_engine, through the same core/allocator.cc); the crash, oom and its line are read right"
+    ),
+    "other-2025-tabbyapi-compose-unload-endpoint-request-traceback-wrapped-cut-tabbyapi337": (
+        "crashed at starting, label ready: TabbyAPI's console wraps each traceback line at its width ('File ' "
+        "alone, its path and 'line N, in' on the next line behind compose's prefix only, a source line split after "
+        "'await '): the assembler does not join a frame wrapped at a space, so it never sees the FastAPI endpoint's "
+        "frame (fastapi/routing.py run_endpoint_function) that says one request failed, and it takes the pieces "
+        "for a traceback of the launch"
+    ),
     # Issue 30, round twenty-six part B (helper i30-cases26b, labelled before the first run):
     "llamacpp-2025-koboldcpp-syslog-grep-segfault-in-libcuda-during-inference-no-log-koboldcpp1362": (
         "phase starting, label ready: the crop is the kernel's segfault lines alone (a syslog grep), no line of the "

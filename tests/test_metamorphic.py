@@ -208,12 +208,21 @@ _CHANGED_WHEN_COPIED = {
 }
 
 
+# A log whose verdict is read from pieces of a traceback the assembler does not join (a KNOWN_GAPS entry of
+# tests/test_corpus.py): TabbyAPI's console wrapped every frame at a space, each piece its own line behind compose's
+# prefix ('File ' alone, its path on the next line); which pieces read as a traceback depends on the prefixes, so
+# its (wrong) verdict is not one a transport should keep.
+_READ_FROM_PIECES = {
+    "other-2025-tabbyapi-compose-unload-endpoint-request-traceback-wrapped-cut-tabbyapi337.log"
+}
+
+
 def _changed(
     transform: Callable[[bytes], bytes], originals: dict[Path, tuple[object, ...]], tmp: Path, fields: int
 ) -> list[str]:
     changed = []
     for log in LOGS:
-        if log.name in _CHANGED_WHEN_COPIED:
+        if log.name in _CHANGED_WHEN_COPIED or log.name in _READ_FROM_PIECES:
             continue
         moved = tmp / log.name
         moved.write_bytes(transform(log.read_bytes()))
