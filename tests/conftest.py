@@ -125,14 +125,21 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
         __tracebackhide__ = True
         end(descendants() - before)
         loop = asyncio._get_running_loop()
-        if loop is None:
-            pytest_timeout.timeout_sigalrm(item, settings)  # raises the test's failure here
+        runners = [
+            task
+            for task in (asyncio.all_tasks(loop) if loop is not None else ())
+            if task.get_coro().__qualname__.endswith("_run_tests_and_fixtures")  # type: ignore[union-attr]
+        ]
+        if not runners:
+            # a sync test, or one that runs an event loop of its own (`anyio.run`): its failure raised here, as
+            # in any sync test (the hard stop below would end the whole worker, and with it the run)
+            pytest_timeout.timeout_sigalrm(item, settings)
             return
         pytest_timeout.dump_stacks(item.config.get_terminal_writer())
         why = f"the test ran past its timeout of {settings.timeout} s"
-        for task in asyncio.all_tasks(loop):
-            if task.get_coro().__qualname__.endswith("_run_tests_and_fixtures"):  # type: ignore[union-attr]
-                loop.call_soon_threadsafe(task.cancel, why)
+        assert loop is not None
+        for task in runners:
+            loop.call_soon_threadsafe(task.cancel, why)
         signal.signal(signal.SIGALRM, hard_stop)
         signal.setitimer(signal.ITIMER_REAL, TIMEOUT_GRACE)
 

@@ -24,6 +24,7 @@ def _labels(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*/*.json") if p.with_suffix(".log").is_file())
 
 
+@pytest.mark.timeout(300)  # each crash followed live at its log's pace too: many seconds on a loaded runner
 def test_heldout_is_scored_case_by_case() -> None:
     """Every held-out case gets its figure: the section holds each labelled case, judged on outcome and phase."""
     labels = _labels(HELDOUT)

@@ -61,6 +61,21 @@ def test_the_oldest_files_go_beyond_the_bound(tmp_path: Path, monkeypatch: pytes
     assert [store.load(b"key %d" % n) for n in range(5)] == [None, None, *[b"database"] * 3]
 
 
+def test_a_database_loaded_is_kept_over_one_saved_later_and_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load marks its file used: beyond MAX_FILES the least recently used go, not the first saved (a folder
+    that other profiles' databases fill keeps the ones every start loads)."""
+    monkeypatch.setattr(databases, "MAX_FILES", 3)
+    store = DiskDatabases(tmp_path)
+    for n in range(3):
+        store.save(b"key %d" % n, b"database")
+        os.utime(tmp_path / databases._name(b"key %d" % n), (1000 + n, 1000 + n))
+    assert store.load(b"key 0") == b"database"  # the oldest, used now
+    store.save(b"key 3", b"database")
+    assert [store.load(b"key %d" % n) for n in range(4)] == [b"database", None, b"database", b"database"]
+
+
 @pytest.mark.parametrize(
     ("environment", "folder"),
     [
@@ -120,10 +135,13 @@ def test_watch_loads_the_databases_a_replay_kept_and_says_the_same(tmp_path: Pat
     folder = tmp_path / "cache" / "watchdog" / "hyperscan"
     _replay(log, tmp_path / "cache")
     kept = sorted(folder.glob("*.hsdb"))
-    stamps = [p.stat().st_mtime_ns for p in kept]
+    files = [(p.stat().st_ino, p.stat().st_size) for p in kept]  # a save writes a new file (a new inode)
+    times = [p.stat().st_mtime_ns for p in kept]
     watched = _replay(log, tmp_path / "cache", "watch")
     assert sorted(folder.glob("*.hsdb")) == kept
-    assert [p.stat().st_mtime_ns for p in kept] == stamps
+    assert [(p.stat().st_ino, p.stat().st_size) for p in kept] == files
+    # each loaded, and so marked used (the bound keeps the ones in use)
+    assert all(p.stat().st_mtime_ns > t for p, t in zip(kept, times, strict=True))
     alone = _replay(log, tmp_path / "alone", "watch")
     assert sorted(p.name for p in (tmp_path / "alone" / "watchdog" / "hyperscan").glob("*.hsdb"))
     assert watched.returncode == alone.returncode

@@ -49,6 +49,14 @@ def test_sync_after_it():
     pass
 
 
+def test_sync_runs_an_event_loop_of_its_own_that_never_ends():
+    anyio.run(anyio.sleep_forever)
+
+
+def test_sync_after_its_loop():
+    pass
+
+
 @pytest.mark.timeout(30)
 @pytest.mark.anyio
 async def test_ctrl_c_stops_a_child():
@@ -78,8 +86,8 @@ def _sleepers(mark: str) -> list[int]:
 
 
 def test_a_test_hanging_on_its_child_fails_at_its_timeout_and_ends_the_child(tmp_path: Path) -> None:
-    """Run under SIGINT ignored with a 2 s timeout: each hanging test (sync and async) fails with the
-    timeout, the test after each passes, the child stopped by SIGINT is, and no child is left running."""
+    """Run under SIGINT ignored with a 2 s timeout: each hanging test (sync, async, sync with an event loop of
+    its own) fails with the timeout, the test after each passes, the child stopped by SIGINT is, and no child is left running."""
     mark = f"1000.{random.randrange(10**8):08d}"
     (tmp_path / "test_hanging.py").write_text(HANGING.replace("{mark}", mark))
     argv = [
@@ -98,10 +106,12 @@ def test_a_test_hanging_on_its_child_fails_at_its_timeout_and_ends_the_child(tmp
         check=False,
     )
     out = run.stdout + run.stderr
-    assert "2 failed, 3 passed" in out, out
+    assert "3 failed, 4 passed" in out, out
     assert "FAILED test_hanging.py::test_async_waits_for_a_child_that_never_ends" in out
     assert "the test ran past its timeout of 2.0 s" in out
     assert "FAILED test_hanging.py::test_sync_waits_for_a_child_that_never_ends" in out
+    # a sync test's own event loop is no async test's: its failure raised, the run goes on (no hard stop)
+    assert "FAILED test_hanging.py::test_sync_runs_an_event_loop_of_its_own_that_never_ends" in out
     # pytest-timeout's own words: "Timeout (>2.0s) from pytest-timeout." (2.4), "Timeout >2.0s" (2.3, the floor)
     assert re.search(r"Timeout \(?>2\.0s", out), out
     assert _sleepers(mark) == []

@@ -17,7 +17,9 @@ from pathlib import Path
 
 __all__ = ["MAX_FILES", "DiskDatabases", "MemoryDatabases", "cache_folder", "keep_prefilter_databases"]
 
-MAX_FILES = 64  # databases kept at most: the oldest go first (profiles of other versions, other engines)
+# databases kept at most (every bundled engine's are 43, 10 MB): the least recently used go first (profiles of
+# other versions, other engines, a user's old rules)
+MAX_FILES = 128
 _MAGIC = b"watchdog hyperscan database 1\n"
 
 
@@ -40,9 +42,11 @@ class DiskDatabases:
         self.folder = folder
 
     def load(self, key: bytes) -> bytes | None:
-        """The database saved under `key`, or None (none, another key's, damaged, unreadable)."""
+        """The database saved under `key`, or None (none, another key's, damaged, unreadable). One found is
+        marked used now (its file's time), so that the bound keeps the ones in use (`_trim`)."""
+        path = self.folder / _name(key)
         try:
-            raw = (self.folder / _name(key)).read_bytes()
+            raw = path.read_bytes()
         except OSError:
             return None
         head = len(_MAGIC)
@@ -58,6 +62,8 @@ class DiskDatabases:
         database = raw[crc_end:]
         if raw[key_end : key_end + 8] != b"%08x" % zlib.crc32(database, zlib.crc32(key)):
             return None
+        with contextlib.suppress(OSError):
+            os.utime(path)
         return database
 
     def save(self, key: bytes, database: bytes) -> None:
@@ -77,7 +83,9 @@ class DiskDatabases:
                 temporary.unlink(missing_ok=True)
 
     def _trim(self) -> None:
-        # the oldest files beyond MAX_FILES go: profiles change with versions, and each change is a new key
+        # the files least recently saved or used beyond MAX_FILES go: profiles change with versions, and each change
+        # is a new key (a test run's many profiles of its own pushed out the bundled engines' with oldest-first:
+        # every daemon it started then compiled all of them again, seconds of CPU on a loaded runner)
         files = [p for p in self.folder.iterdir() if p.suffix == ".hsdb"]
         if len(files) <= MAX_FILES:
             return
