@@ -288,7 +288,7 @@ class DaemonConfig(_Model):
         StrictStr, _one_of("event loop", EVENT_LOOPS), AfterValidator(_check_event_loop)
     ] = Field(
         default=DEFAULT_EVENT_LOOP,
-        description='"asyncio" or "uvloop" (libuv\'s loop: about a tenth less CPU; needs the uvloop package, which '
+        description='"asyncio" or "uvloop" (libuv\'s loop: a little less CPU; needs the uvloop package, which '
         "the `fast` extra installs); read at the start, not at a reload",
         json_schema_extra={"enum": list(EVENT_LOOPS)},
     )
