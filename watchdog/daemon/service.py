@@ -145,8 +145,6 @@ async def _run(path: Path | None, config: Config, shard: Shard | None) -> int:
     from watchdog.daemon.http import serve_http, server_tls  # noqa: PLC0415 - aiohttp only for the daemon
 
     d = config.daemon
-    loop = asyncio.get_running_loop()
-    structlog.get_logger("watchdog.daemon").info("event loop", loop=type(loop).__module__.partition(".")[0])
     tls = await server_tls(str(d.tls_cert), str(d.tls_key)) if d.tls_cert else None
     auth = (
         (d.basic_auth_user, d.basic_auth_password.get_secret_value())
@@ -182,6 +180,10 @@ async def _run(path: Path | None, config: Config, shard: Shard | None) -> int:
     # second one refuses to start (exit 78), naming the first's pid. Held until the process ends.
     with await anyio.to_thread.run_sync(lock_state_dir, d.state_dir):
         async with open_store(d.state_dir) as store:
+            # the loop it runs on, asked from inside it (after what refuses to start: a config error stays the
+            # first thing a refused start prints)
+            loop = type(asyncio.get_running_loop()).__module__.partition(".")[0]
+            structlog.get_logger("watchdog.daemon").info("event loop", loop=loop)
             mine = _shard(config, shard)
             if mine is not None:
                 structlog.get_logger("watchdog.daemon").info("sharded", shard=str(mine))
