@@ -87,7 +87,8 @@ def _sleepers(mark: str) -> list[int]:
 
 def test_a_test_hanging_on_its_child_fails_at_its_timeout_and_ends_the_child(tmp_path: Path) -> None:
     """Run under SIGINT ignored with a 2 s timeout: each hanging test (sync, async, sync with an event loop of
-    its own) fails with the timeout, the test after each passes, the child stopped by SIGINT is, and no child is left running."""
+    its own) fails with the timeout, the test after each passes, the child stopped by SIGINT is, and no child is
+    left running."""
     mark = f"1000.{random.randrange(10**8):08d}"
     (tmp_path / "test_hanging.py").write_text(HANGING.replace("{mark}", mark))
     argv = [
