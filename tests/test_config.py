@@ -459,6 +459,26 @@ def test_bad_config_names_file_and_key(
     assert TOKEN not in message
 
 
+def test_uvloop_asked_for_where_it_is_not_installed_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`event_loop = "uvloop"` on a host without uvloop names the key and how to install it (the daemon would
+    otherwise fail inside anyio at its start); "asyncio" there is fine."""
+    import importlib.util  # noqa: PLC0415
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "uvloop" else find_spec(name, *a)
+    )
+    path = _write(tmp_path, '[daemon]\nevent_loop = "uvloop"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.key == "daemon.event_loop"
+    assert "uvloop is not installed here" in str(caught.value)
+    assert "llm-launch-watchdog[fast]" in str(caught.value)
+    assert load_config(_write(tmp_path, '[daemon]\nevent_loop = "asyncio"\n')).daemon.event_loop == "asyncio"
+
+
 @pytest.mark.parametrize(("text", "key", "fragment"), BAD)
 def test_check_config_exits_78(
     tmp_path: Path,
