@@ -35,10 +35,12 @@ from watchdog.follow.sources.containerlog import (
     ContainerState,
     Cursor,
     LineFilter,
+    RecordedEnd,
     Timestamp,
     format_timestamp,
     inspect_command,
     logs_command,
+    parse_end_events,
     parse_inspect,
     parse_log_line,
     parse_timestamp,
@@ -344,6 +346,85 @@ async def test_the_runtimes_record_of_an_oom_kill_tells_it_from_a_plain_sigkill(
     assert not await ContainerSource("ate", runtime="podman").oom_recorded(ate)
 
 
+async def _events(docker: DockerDaemon, container: str, action: str, count: int) -> None:
+    """Wait (under the deadline) until `docker` has recorded `count` events `action` of `container`."""
+    argv = [
+        "docker",
+        "events",
+        "--since",
+        "0",
+        "--filter",
+        f"container={container}",
+        "--filter",
+        f"event={action}",
+    ]
+    async with await anyio.open_process(argv, env=docker.env()) as process:
+        assert process.stdout is not None
+        seen = b""
+        try:
+            with anyio.fail_after(DEADLINE):
+                async for chunk in process.stdout:
+                    seen += chunk
+                    if seen.count(b"\n") >= count:
+                        return
+        finally:
+            process.kill()
+
+
+def _now() -> Timestamp:
+    """This moment (the Docker daemon's clock is this machine's): a `--until` not in the future."""
+    nanos = time.time_ns()
+    return (nanos // 1_000_000_000, nanos % 1_000_000_000)
+
+
+@pytest.mark.parametrize(
+    ("out", "expected"),
+    [
+        (b"die 3\n", RecordedEnd(3, oom_killed=False)),
+        # the kernel's event reaches Docker before or after the exit: either way the run's own
+        (b"oom \ndie 137\n", RecordedEnd(137, oom_killed=True)),
+        (b"die 137\noom \n", RecordedEnd(137, oom_killed=True)),
+        # the next run's end and OOM kill are not this run's
+        (b"die 1\ndie 137\noom \n", RecordedEnd(1, oom_killed=False)),
+        # a process of the run killed for memory, its main one exiting on its own: OOMKilled as Docker says it
+        (b"oom \ndie 1\n", RecordedEnd(1, oom_killed=True)),
+        (b"", None),
+        (b"oom \n", None),  # no exit recorded
+        (b"die \n", None),  # a die event without its exit code (a runtime that does not say it)
+        ("die 0\n", RecordedEnd(0, oom_killed=False)),
+    ],
+)
+def test_a_runs_end_is_its_first_die_event(out: bytes | str, expected: RecordedEnd | None) -> None:
+    assert parse_end_events(out) == expected
+
+
+async def test_the_runtimes_events_tell_how_a_run_ended_after_its_next_run_began(
+    docker: DockerDaemon,
+) -> None:
+    """The state says only the latest run: the end of the run before it (its exit code; an OOM kill) is read
+    from Docker's events between its start and the next run's, the next run's own end left out; Podman keeps
+    no such record."""
+    twice = "if [ -e /tmp/once ]; then echo second; exit 4; fi; touch /tmp/once; echo first; exit 3"
+    await _run(docker, "twice", twice, "--restart", "on-failure:1")
+    oom = 'x=$(head -c 50000000 /dev/zero | tr "\\0" a); echo never'
+    await _run(docker, "ate2", oom, "-m", "8m", "--memory-swap", "8m")
+    await anyio.to_thread.run_sync(lambda: docker.docker("wait", "ate2"))
+    # `docker wait` returns at the first run's exit: the second's is waited for in the runtime's events
+    await _events(docker, "twice", "die", 2)
+    state = _inspect_in(docker, "twice")
+    assert (state.exit_code, state.restart_count) == (4, 1)
+    before = dataclasses.replace(
+        state, started_at=(state.started_at[0] - 60, 0)
+    )  # the container's whole life
+    source = ContainerSource("twice")
+    assert await source.recorded_end(before, state.started_at) == RecordedEnd(3, oom_killed=False)
+    assert await source.recorded_end(state, _now()) == RecordedEnd(4, oom_killed=False)
+    ate = _inspect_in(docker, "ate2")
+    assert docker.oom_recorded_at("ate2") is not None
+    assert await ContainerSource("ate2").recorded_end(ate, _now()) == RecordedEnd(137, True)
+    assert await ContainerSource("twice", runtime="podman").recorded_end(before, state.started_at) is None
+
+
 async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repeated(
     docker: DockerDaemon,
 ) -> None:
@@ -357,7 +438,8 @@ async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repe
         await got.until(lambda c: len(c.of(Ended)) == 3)
     assert got.lines() == [f"run {r} line {i}".encode() for r in range(3) for i in range(30)]
     assert [str(item) for item in got.of(FileRestarted)] == ["the log was restarted"] * 2
-    assert all(isinstance(e, Ended) and e.exit_code in (1, None) for e in got.of(Ended))
+    # a run whose end the reader saw only once the next had begun has its exit code from the runtime's events
+    assert [e.exit_code for e in got.of(Ended) if isinstance(e, Ended)] == [1, 1, 1], got.of(Ended)
     streams = {item.file for item in got.of(Chunk) if isinstance(item, Chunk)}
     assert len(streams) == 3
     _offsets_follow_on(got)

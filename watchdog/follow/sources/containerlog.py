@@ -31,11 +31,14 @@ __all__ = [
     "ContainerState",
     "Cursor",
     "LineFilter",
+    "RecordedEnd",
     "Runtime",
     "Timestamp",
+    "end_events_command",
     "format_timestamp",
     "inspect_command",
     "logs_command",
+    "parse_end_events",
     "parse_inspect",
     "parse_log_line",
     "parse_run_line",
@@ -89,6 +92,15 @@ exec "$1" inspect --type container -- "$2"
 OOM_EVENTS_SCRIPT = """\
 case $1 in docker) ;; *) exit 2;; esac
 exec "$1" events --since "$3" --until 0s --filter "container=$2" --filter event=oom --format '{{.TimeNano}}'
+"""
+# Docker's record of how one run of a container ended, for a run whose end was not seen in its state: the next run
+# had begun before the reader looked (a restart policy's, 100 ms after the exit), or the watchdog was down. Its
+# `die` events (with the exit code) and `oom` events from the run's start to the next run's, oldest first; the
+# daemon keeps its last 256 events in memory (none after its own restart). Podman's `died` events are not read.
+END_EVENTS_SCRIPT = """\
+case $1 in docker) ;; *) exit 2;; esac
+exec "$1" events --since "$3" --until "$4" --filter "container=$2" --filter event=die --filter event=oom \\
+  --format '{{.Action}} {{index .Actor.Attributes "exitCode"}}'
 """
 STATE_MARK = b"watchdog-state"
 RUN_MARK = b"watchdog-run"
@@ -161,6 +173,50 @@ def oom_events_command(runtime: Runtime, container_id: str, since: Timestamp) ->
         container_id,
         format_timestamp(since),
     ]
+
+
+def end_events_command(runtime: Runtime, container_id: str, since: Timestamp, until: Timestamp) -> list[str]:
+    """The argv that prints, one per line, each `die` (with its exit code) and `oom` event that `runtime`
+    recorded for the container `container_id` between `since` and `until`, and exits (`END_EVENTS_SCRIPT`)."""
+    return [
+        "sh",
+        "-c",
+        END_EVENTS_SCRIPT,
+        "watchdog-container-end",
+        runtime,
+        container_id,
+        format_timestamp(since),
+        format_timestamp(until),
+    ]
+
+
+@dataclass(frozen=True)
+class RecordedEnd:
+    """How a run ended, from the runtime's events (`END_EVENTS_SCRIPT`)."""
+
+    exit_code: int
+    oom_killed: bool
+
+
+def parse_end_events(out: str | bytes) -> RecordedEnd | None:
+    """The end of the first run in `END_EVENTS_SCRIPT`'s output: its first `die` event's exit code, OOM-killed
+    where an `oom` event came before the next `die` (the kernel's event can reach the daemon just after the
+    exit); None where no `die` with an exit code was recorded."""
+    text = out.decode(errors="replace") if isinstance(out, bytes) else out
+    exit_code: int | None = None
+    oom = False
+    for line in text.splitlines():
+        action, _, value = line.strip().partition(" ")
+        if action == "oom":
+            oom = True
+        elif action == "die":
+            if exit_code is not None:
+                break  # the next run's end
+            value = value.strip()
+            if not value.isdigit():
+                return None
+            exit_code = int(value)
+    return None if exit_code is None else RecordedEnd(exit_code, oom)
 
 
 def run_stream(container_id: str, started_at: Timestamp) -> int:

@@ -43,11 +43,14 @@ from watchdog.follow.sources.containerlog import (
     ContainerState,
     Cursor,
     LineFilter,
+    RecordedEnd,
     Runtime,
     Timestamp,
+    end_events_command,
     inspect_command,
     logs_command,
     oom_events_command,
+    parse_end_events,
     parse_inspect,
     parse_log_line,
     parse_run_line,
@@ -151,6 +154,20 @@ class ContainerSource:
             return False
         out, code, _ = await run(self.runner, oom_events_command(self.runtime, state.id, state.started_at))
         return code == 0 and any(line.strip().isdigit() for line in out.splitlines())
+
+    async def recorded_end(self, state: ContainerState, until: Timestamp) -> RecordedEnd | None:
+        """How `state`'s run ended (its exit code, an OOM kill), as the runtime's events recorded it up to `until`
+        (the next run's start): for a run whose end its state no longer says. None where the runtime keeps no
+        such record (Podman; Docker after its own restart, or past its last 256 events) or did not answer.
+
+        Raises:
+            ConnectionLost: the host could not be reached.
+        """
+        if self.runtime != "docker" or not state.started:
+            return None
+        argv = end_events_command(self.runtime, state.id, state.started_at, until)
+        out, code, _ = await run(self.runner, argv)
+        return parse_end_events(out) if code == 0 else None
 
     async def stream_id(self) -> tuple[int, int] | None:
         """The current run's stream id (None: no such container): a checkpoint resumes by cursor in it."""
@@ -298,7 +315,7 @@ class _Reader:
             return 0.0  # removed: said at the next step
         if after.stream != state.stream:
             # the next run began before we looked: this one's exit is no longer in the state
-            await self._end(self._restarted(same=after.id == state.id))
+            await self._end(await self._restarted(state, after))
             return 0.0
         if not after.running or after.restarting:
             if self.cut and not self.drained:
@@ -338,7 +355,7 @@ class _Reader:
         ):  # the run read before is over: a restart, or another container
             same = previous is not None and state.id == previous.id
             if previous is not None and not self.ended:
-                await self._end(self._restarted(same=same))
+                await self._end(await self._restarted(previous, state))
             if same and self.successor is not None and state.stream == self.successor.stream:
                 state = self.successor  # with its restart count, which the `RUN_MARK` line does not say
             await self._say(FileRestarted("restarted" if same else "replaced"))
@@ -354,7 +371,9 @@ class _Reader:
             # the checkpoint's run, which the policy restarted while nobody read: its rest (up to the current
             # run's first line, see `_run_line`) is in the container's log, its end (`prior_end`) after it
             self.filter = LineFilter(self.cursor.stream, cursor=self.cursor)
-            self.prior_end, self.successor = _restarted_by_policy(state), state
+            before = replace(state, started_at=self.cursor.started or self.cursor.at)
+            recorded = await self.src.recorded_end(before, state.started_at)
+            self.prior_end, self.successor = _restarted_by_policy(state, recorded), state
             state = replace(
                 state,
                 started_at=self.cursor.started or state.started_at,
@@ -371,11 +390,27 @@ class _Reader:
         self.state, self.cursor, self.removed = state, None, False
         self.ended = self.at_end = self.drained = False
 
-    def _restarted(self, *, same: bool) -> Ended:
-        """The end of the run read, whose exit the runtime no longer says: the next run of the container (`same`)
-        or another container under the name began before the reader saw it end."""
+    async def _restarted(self, state: ContainerState, after: ContainerState) -> Ended:
+        """The end of `state`'s run, whose exit the runtime no longer says: the next run of the container, or
+        another container under the name (`after`), began before the reader saw it end. The exit code and an
+        OOM kill are taken from the runtime's events where it recorded them."""
+        same = after.id == state.id
         if same and self.prior_end is not None:
             return self.prior_end
+        if same:
+            recorded = await self.src.recorded_end(state, after.started_at)
+            if recorded is not None:
+                ended = replace(
+                    state,
+                    running=False,
+                    restarting=False,
+                    exit_code=recorded.exit_code,
+                    oom_killed=recorded.oom_killed,
+                    memory_limit=after.memory_limit,
+                    error="",
+                )
+                end = _ended(ended, self.src.runtime)
+                return replace(end, detail=f"{end.detail}; it was restarted", restarting=True)
         how = "restarted" if same else "replaced"
         return Ended(f"the container was {how}", restarting=same)
 
@@ -542,12 +577,13 @@ def _ended(state: ContainerState, runtime: Runtime) -> Ended:
     )
 
 
-def _restarted_by_policy(state: ContainerState) -> Ended:
+def _restarted_by_policy(state: ContainerState, recorded: RecordedEnd | None = None) -> Ended:
     """The end of the run before `state`'s, which the container's restart policy restarted into it while nobody
-    read (the watchdog was down): the runtime says only the latest run, so its exit code (and an OOM kill) is
-    not known.
+    read (the watchdog was down). The runtime's state says only the latest run: the exit code and an OOM kill
+    are those its events recorded (`recorded`), as a watchdog that had been running would have seen them.
 
-    Said without an exit code, the lifecycle judges it `crashed` (category `killed`) unless the log said why
+    Where the runtime has no such record (Podman; Docker restarted since, or past its last 256 events), it is
+    said without an exit code: the lifecycle judges it `crashed` (category `killed`) unless the log said why
     (an error read, or a clean shutdown already `stopped`). That is the verdict: with `on-failure` the policy
     restarts only a failed run (a non-zero exit), so it did fail; with `always` or `unless-stopped` it may have
     exited 0, but a server that nobody stopped (`docker stop` is never restarted by a policy) ended on its own,
@@ -555,6 +591,24 @@ def _restarted_by_policy(state: ContainerState) -> Ended:
     """
     policy = state.restart_policy or "its"
     count = f"restart {state.restart_count}"
+    if recorded is not None:
+        how = "was killed for memory (OOMKilled)" if recorded.oom_killed else "exited"
+        limit = (
+            f" (memory limit {state.memory_limit} bytes)"
+            if recorded.oom_killed and state.memory_limit
+            else ""
+        )
+        detail = (
+            f"the container {how}{limit} with code {recorded.exit_code} and its restart policy ({policy}) "
+            f"restarted it ({count}); its end is the runtime's record (the watchdog was not running)"
+        )
+        return Ended(
+            detail,
+            exit_code=recorded.exit_code,
+            oom_killed=recorded.oom_killed,
+            memory_limit=state.memory_limit if recorded.oom_killed else None,
+            restarting=True,
+        )
     if policy == "on-failure":
         detail = f"the container failed and its restart policy (on-failure) restarted it ({count})"
     else:
