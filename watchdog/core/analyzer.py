@@ -28,7 +28,7 @@ from watchdog.core.findings import (
 )
 from watchdog.core.formats import Unwrapper
 from watchdog.core.framing import DEFAULT_MAX_LINE, Block, Framer, clean, clean_keeps, split_line
-from watchdog.core.lastbytes import LastBytes
+from watchdog.core.lastbytes import LastLines
 from watchdog.core.lifecycle import Lifecycle, Transition
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.scanner import Scanner
@@ -153,9 +153,9 @@ class Analyzer:
         self._line_base = 0
         self._undated = False  # a new file began an incarnation whose start has no time yet (its first line)
         self.bytes_read = 0
-        # the log's last bytes read, kept as the pieces read (`LastBytes`): a live log's line is kept without
+        # the log's last lines read, kept as the pieces read (`LastLines`): a live log's line is kept without
         # copying the 8 KB before it each time
-        self._last = LastBytes(_TAIL_BYTES)
+        self._last = LastLines(_TAIL_BYTES)
         # The log's first bytes, while the engine is unknown. When detection had to decide before the head
         # was complete (the source caught up early), the chosen profile reads on and the head is kept, so
         # that the log is read again from its start if the rest of the head names another engine.
@@ -331,7 +331,7 @@ class Analyzer:
 
     @property
     def _tail(self) -> bytes:
-        # the last _TAIL_BYTES bytes read (the record keeps them)
+        # the lines of the last _TAIL_BYTES bytes read (the record keeps them)
         return self._last.value
 
     @_tail.setter

@@ -1,4 +1,4 @@
-"""The last N bytes of a stream, kept as the pieces read and joined when asked.
+"""The last N bytes of a stream, kept as the pieces read and joined when asked; or its whole lines among them.
 
 A live log is read a line at a time; keeping its last 8 KB by `(kept + data)[-N:]` copies the 8 KB at each line.
 Here a piece is appended, and the pieces are joined (and cut to N) only when asked or once they hold a quarter
@@ -22,12 +22,18 @@ class LastBytes:
 
     def set(self, value: bytes) -> None:
         """Keep `value`'s last `size` bytes, and nothing before them."""
-        value = value[-self.size :] if len(value) > self.size else value
+        value = self._cut(value) if len(value) > self.size else value
         self._pieces, self._held = ([value] if value else []), len(value)
+
+    def _cut(self, value: bytes) -> bytes:
+        # what is kept of `value`, longer than `size`
+        return value[-self.size :]
 
     def feed(self, data: bytes) -> None:
         """The stream's next bytes."""
-        if len(data) >= self.size:
+        if (
+            len(data) > self.size
+        ):  # (the byte before a window of exactly `size` says where its first line begins)
             self.set(data)
         elif data:
             self._pieces.append(data)
@@ -41,3 +47,22 @@ class LastBytes:
         if len(self._pieces) > 1 or self._held > self.size:
             self.set(b"".join(self._pieces))
         return self._pieces[0] if self._pieces else b""
+
+
+class LastLines(LastBytes):
+    """The lines of the last `size` bytes fed that begin within them (the unfinished last one included): a
+    line cut by the window is left out, unless no line begins after the cut (one line longer than `size`:
+    then its last `size` bytes). The value depends only on the bytes fed, not on how they were cut into pieces
+    or when it was asked, so that a copy made from it (`LastLines(size, value)`) and fed the same bytes goes
+    on with the same values: what a checkpoint restores. A cut line's words are no line's: a log's last
+    bytes kept without its first, cut line hold no `ew-token: 307` (SGLang's `#new-token`) that reads as
+    a credential's name."""
+
+    __slots__ = ()
+
+    def _cut(self, value: bytes) -> bytes:
+        cut = len(value) - self.size
+        if value[cut - 1] == 10:  # the window begins a line
+            return value[cut:]
+        start = value.find(b"\n", cut) + 1
+        return value[cut:] if start in (0, len(value)) else value[start:]

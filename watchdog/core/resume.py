@@ -42,7 +42,7 @@ __all__ = [
 
 Record = dict[str, Any]
 
-VERSION = 6
+VERSION = 7
 _ASM = "_scanner.assembler."
 # record key -> (the analyzer's attribute, by its path; its type). Dataclasses are written field by field, those
 # at their default left out; bytes as Latin-1 text. A provisional engine's detector reads its head again.
@@ -121,6 +121,12 @@ def _from_5(record: Record) -> Record:
     return {**record, "version": 6, "serving.parked": None}
 
 
+def _from_6(record: Record) -> Record:
+    # version 6 kept the log's last 8 KB as they were cut, its first line cut too (`LastLines` leaves it out):
+    # read as it is, its cut line goes once the window moves past it
+    return {**record, "version": 7}
+
+
 # version read -> that record as the next version (pure: new dicts, the record read left as it was)
 MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     1: _from_1,
@@ -128,6 +134,7 @@ MIGRATIONS: dict[int, Callable[[Record], Record]] = {
     3: _from_3,
     4: _from_4,
     5: _from_5,
+    6: _from_6,
 }
 
 
