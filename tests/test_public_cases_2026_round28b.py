@@ -68,4 +68,6 @@ def test_lmdeploy_environment_check_failure_is_fatal_with_its_exception_as_cause
     assert (out["state"], out["phase"]) == ("crashed", "starting")
     found = _error(out)
     assert found["category"] == "cuda"
-    assert "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu." in str(found["summary"])
+    assert "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu." in str(
+        found["summary"]
+    )
