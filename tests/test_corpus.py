@@ -31,6 +31,31 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-eight part B (helper i30-cases28b, labelled before the first run):
+    "llamacpp-2026-lemonade-10.7-vulkan-radv-context-lost-innocent-new-lwp-lemonade2180": (
+        "phase starting, label ready: the crop is Mesa's 'context is lost' line and gdb's thread list only; that it "
+        "came at the first prompt is in the thread, no line of the crop shows the server serving; the crash, cuda "
+        "and its line are read right"
+    ),
+    "llamacpp-2026-lemonade-11.9-rocm-gdb-backtrace-ggml-abort-output-reserve-decode-lemonade3541": (
+        "phase capturing_graphs, label ready: the backtrace stops at llama_decode (the serving loop's frame above it, "
+        "server_context_impl::decode, was cut by the excerpt), and common_init_from_params's warm-up calls "
+        "llama_decode -> output_reserve as a request does: the crop cannot tell warm-up from serving; the thread's "
+        "first question can"
+    ),
+    "other-2025-tabbyapi-exllamav3-journald-fatal-error-with-generation-recreate-generator-cut-exllamav3pr113": (
+        "crashed in starting, label ready: TabbyAPI's console wraps each line at its width and journald keeps the "
+        "pieces ('ERROR: File' / '\"/opt/...chat_completion.py\", line 373, in' / 'stream_generate_chat_completion'), "
+        "so the request handler's traceback is read as loose lines, and 'Received chat completion streaming "
+        "request' (TabbyAPI's own) is not known as serving; its 'FATAL ERROR with generation. Attempting to "
+        "recreate the generator' is TabbyAPI recovering (jobs cancelled, the server up), not a death (as tabbyapi#337)"
+    ),
+    "other-2026-xinference-worker-failed-to-load-model-wait-for-load-xoscar-traceback-cut-issue5302": (
+        "phase starting, label loading_weights: Xinference's 'Failed to load model' with a traceback through "
+        "worker.py wait_for_load (the model actor's load was under way, vLLM's engine start under it in the "
+        "companion #5301) is cut before any engine frame; only Xinference's frame says the load had begun "
+        "(issue3659's, cut in _get_progressor, was before it), and no rule reads Xinference's frames"
+    ),
     # Issue 30, round twenty-seven part B (helper i30-cases27b, labelled before the first run):
     "other-2025-lmdeploy-chat-jetson-turbomind-awq-tm-error-cuda-oom-aborted-issue3971": (
         "phase starting, label loading_weights: no line between the engine's config and TurboMind's allocator "
