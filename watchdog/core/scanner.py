@@ -159,7 +159,11 @@ class Scanner:
                     if EXCEPTION_LINE.match(content.strip()):
                         self._annotations[line_no] = rule  # the traceback's own candidate carries it
                         continue
-                    if not rule.fatal and TRACEBACK_HEADER not in content and not _carried_cause(rule, self.assembler):
+                    if (
+                        not rule.fatal
+                        and TRACEBACK_HEADER not in content
+                        and not _carried_cause(rule, self.assembler)
+                    ):
                         continue  # a frame or message line of a traceback: the traceback speaks for it
                 if rule.fatal:
                     # The launch ends now: tracebacks complete but for their last line go first, so that
