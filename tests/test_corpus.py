@@ -56,6 +56,13 @@ KNOWN_GAPS: dict[str, str] = {
         "companion #5301) is cut before any engine frame; only Xinference's frame says the load had begun "
         "(issue3659's, cut in _get_progressor, was before it), and no rule reads Xinference's frames"
     ),
+    # Issue 30, round twenty-eight part A (helper i30-cases28a, labelled before the first run):
+    "vllm-ascend-2025-ray-npu-worker-npu-out-of-memory-repeated-across-cluster-err99999-issue1127": (
+        "phase starting, label loading_weights: the crop is a Ray worker's traceback tail (worker_base.py:581 "
+        "execute_method, torch/utils/_device.py __torch_function__) and the NPU OOM; only that torch device-context "
+        "frame says the model was being built, and no other corpus log holds it to show it means loading in general "
+        "(the crash, oom, its line and the engine are read right)"
+    ),
     # Issue 30, round twenty-seven part B (helper i30-cases27b, labelled before the first run):
     "other-2025-lmdeploy-chat-jetson-turbomind-awq-tm-error-cuda-oom-aborted-issue3971": (
         "phase starting, label loading_weights: no line between the engine's config and TurboMind's allocator "

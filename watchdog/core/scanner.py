@@ -159,7 +159,11 @@ class Scanner:
                     if EXCEPTION_LINE.match(content.strip()):
                         self._annotations[line_no] = rule  # the traceback's own candidate carries it
                         continue
-                    if not rule.fatal and TRACEBACK_HEADER not in content:
+                    if (
+                        not rule.fatal
+                        and TRACEBACK_HEADER not in content
+                        and not _carried_cause(rule, self.assembler)
+                    ):
                         continue  # a frame or message line of a traceback: the traceback speaks for it
                 if rule.fatal:
                     # The launch ends now: tracebacks complete but for their last line go first, so that
@@ -369,6 +373,15 @@ def _later(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return a or b
     return max(a, b, key=lambda p: _PHASE_ORDER.index(p) if p in _PHASE_ORDER else -1)
+
+
+def _carried_cause(rule: Rule, assembler: Assembler) -> bool:
+    # A line the exception's message goes on over that a rule knows as a cause of its own class: a runtime's report
+    # that a wrapper's message carries below its first line (torch_npu's 'The Inner error is reported as above.'
+    # under an engine's 'RuntimeError: Dummy run failed: ...', then CANN's 'Memory_Allocation_Failure(EL0004): ...').
+    # Its own candidate: where the exception says what failed, it comes first in the log and wins (`rank`); where it
+    # says nothing known (other), the carried cause is the decisive line.
+    return assembler.message and rule.role == "cause" and rule.category is not None
 
 
 def _rule_candidate(

@@ -139,6 +139,8 @@ class Assembler:
         # Whether the last record was a frame's source line: code quoted from a file, not a message (vLLM 0.9's
         # 'raise RuntimeError("Engine core initialization failed. "' above the exception line that says it)
         self.code = False
+        # Whether the last record was a line the exception's message goes on over (after its exception line)
+        self.message = False
 
     @property
     def busy(self) -> bool:
@@ -166,6 +168,7 @@ class Assembler:
         done: list[Traceback] = []
         self.excepted = None
         self.code = False
+        self.message = False
         content = rec.content
         if (
             _QUICK_LOOK
@@ -345,6 +348,7 @@ class Assembler:
             return False, done
         tb.continuation += 1
         tb.add(content)
+        self.message = True
         return True, done
 
     def open(self) -> list[Traceback]:
