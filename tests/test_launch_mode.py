@@ -144,6 +144,24 @@ async def test_stop_ends_with_sigterm_when_it_is_enough(tmp_path: Path, groups: 
     assert (again.signal, again.pids) == (None, ())
 
 
+async def test_a_process_gone_after_pgrep_listed_it_is_no_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process of the group that `pgrep` lists and that has ended by the time the kill script reads its /proc
+    entry (a zombie the init reaped between the two) is not found running: nothing to stop, the launch is not
+    running (a second `stop` once said "stopped process group", exit 0, on a loaded CI runner)."""
+    async with await anyio.open_process(["true"]) as process:
+        await process.wait()  # reaped: its pid names no process
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "pgrep").write_text(f"#!/bin/sh\necho {process.pid}\n")
+    (stub / "pgrep").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
+    with anyio.fail_after(DEADLINE):
+        killed = await kill_group(LocalRunner(), process.pid, grace=0)
+    assert (killed.signal, killed.pids) == (None, ())
+
+
 @pytest.mark.sshd
 async def test_kill_on_crash_over_ssh_leaves_no_process(
     sshd: SSHDServer, tmp_path: Path, groups: list[int]

@@ -62,12 +62,13 @@ printf '%s %s\\n' $size "$pid"
 
 # $1 the session (= group) id, $2 the grace in seconds (an integer; 0: SIGKILL at once). Says
 # `PIDS... ; SIGNAL`: the processes found, and the last signal that was needed (none: nothing was running).
-# A zombie is gone (its parent, or an init that does not reap, holds only its exit status).
+# A zombie is gone (its parent, or an init that does not reap, holds only its exit status); so is a process that
+# pgrep listed and whose /proc entry is gone by the time it is read (a zombie reaped between the two).
 _KILL_SCRIPT = """\
 sid=$1 grace=$2
 members() {
   for p in $(pgrep -s "$sid" 2>/dev/null); do
-    if [ -r /proc/$p/stat ]; then
+    if [ -d /proc/$$ ]; then  # a /proc: a process whose stat is gone ended (and was reaped) after pgrep
       read -r s </proc/$p/stat 2>/dev/null || continue
       case ${s##*") "} in Z*|X*) continue ;; esac
     fi
