@@ -31,9 +31,8 @@ class LastBytes:
 
     def feed(self, data: bytes) -> None:
         """The stream's next bytes."""
-        if (
-            len(data) > self.size
-        ):  # (the byte before a window of exactly `size` says where its first line begins)
+        # (not at exactly `size`: the byte before such a window says where a `LastLines` first line begins)
+        if len(data) > self.size:
             self.set(data)
         elif data:
             self._pieces.append(data)
