@@ -616,6 +616,7 @@ async def test_over_ssh_a_cut_connection_loses_and_repeats_no_line(
     _offsets_follow_on(got)
 
 
+@pytest.mark.timeout(120)  # the two ends may take up to 60 s on a loaded runner (below)
 async def test_over_ssh_an_oom_kill_and_a_restart_are_said_as_here(
     docker: DockerDaemon, docker_sshd: SSHDServer
 ) -> None:
