@@ -356,6 +356,9 @@ def _daemon(config: Path, docker: DockerDaemon) -> Iterator[tuple[DaemonProcess,
     daemon = DaemonProcess(config, deadline=DEADLINE, env=docker.env())
     try:
         yield daemon, daemon.wait(event="http_listening")["url"]
+    except BaseException:
+        print("".join(daemon.text[-80:]))  # the daemon's last log lines, beside a failure's report
+        raise
     finally:
         daemon.close()
 
@@ -373,7 +376,10 @@ async def _status_until(url: str, check: Callable[[dict[str, Any]], bool], what:
         seen[:] = [_status(url)]
         return check(seen[0])
 
-    await _until(look, what)
+    try:
+        await _until(look, what)
+    except AssertionError as exc:  # what the daemon said last: the state, the lines read, its source's detail
+        raise AssertionError(f"{exc}; the last status: {json.dumps(seen[0] if seen else None)}") from None
     return seen[0]
 
 

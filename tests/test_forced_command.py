@@ -44,7 +44,7 @@ from watchdog.follow.probes.process import SSHProcessProbe
 from watchdog.follow.sources import mux as mux_module
 from watchdog.follow.sources import parse_target
 from watchdog.follow.sources.base import CaughtUp, Chunk, Connected, FileMissing, FileRestarted, SourceItem
-from watchdog.follow.sources.containerlog import logs_command
+from watchdog.follow.sources.containerlog import ContainerState, logs_command, parse_inspect, rest_command
 from watchdog.follow.sources.docker import ContainerSource
 from watchdog.follow.sources.identity import IDENTITY_WINDOW, local_identity
 from watchdog.follow.sources.journald import JournaldSource
@@ -129,6 +129,25 @@ async def _container_logs(pool: SSHPool, name: str, since: tuple[int, int] | Non
         pass
 
 
+async def _container_rest(pool: SSHPool, name: str) -> None:
+    # the reader's command for the rest of a run its restart policy ended while the watchdog was down
+    async with _container(pool, name).runner.open(
+        rest_command("docker", name, (1796405829, 5), (1796405900, 0))
+    ):
+        pass
+
+
+# a container's run as `inspect` says it: what the events commands are asked about
+_STATE = cast(
+    ContainerState,
+    parse_inspect(
+        b'[{"Id": "0123abcd", "Name": "/vllm", "State": {"Running": false, "Restarting": false, "OOMKilled": false,'
+        b' "ExitCode": 137, "StartedAt": "2026-12-04T17:37:09.000000005Z", "FinishedAt": "2026-12-04T17:38:09Z",'
+        b' "Status": "exited", "Error": ""}, "RestartCount": 0, "HostConfig": {"Memory": 0}}]'
+    ),
+)
+
+
 Action = Callable[[SSHPool], Awaitable[object]]
 # (the shape's name in the wrapper, how watchdog is made to send it); paths with a quote and a space
 ACTIONS: list[tuple[str, Action]] = [
@@ -151,6 +170,9 @@ ACTIONS: list[tuple[str, Action]] = [
     ("watchdog-unit", lambda pool: JournaldSource("vllm serve.service", pool=pool, host="gpu").unit_state()),
     ("watchdog-container-inspect", lambda pool: _container(pool, "it's vllm").inspect()),
     ("watchdog-container-logs", lambda pool: _container_logs(pool, "it's vllm", (1796405829, 5))),
+    ("watchdog-container-rest", lambda pool: _container_rest(pool, "it's vllm")),
+    ("watchdog-container-oom", lambda pool: _container(pool, "vllm").oom_recorded(_STATE)),
+    ("watchdog-container-end", lambda pool: _container(pool, "vllm").recorded_end(_STATE, (1796405900, 0))),
 ]
 
 

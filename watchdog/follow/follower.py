@@ -650,9 +650,12 @@ class LaunchFollower:
             for t in self.analyzer.report_open_tracebacks(self.now()):
                 await self._publish(Transitioned(self.spec.name, t))
             self._reschedule()
-        inc = self._incarnation(number)
-        self.concluded = Concluded(self.spec.name, state, self._verdict(inc), self.timed_out)
-        await self._publish(self.concluded)
+        concluded = Concluded(self.spec.name, state, self._verdict(self._incarnation(number)), self.timed_out)
+        if self.concluded is None or number >= self.concluded.verdict.incarnation:
+            # the latest verdict is the newest start's: a crash whose report settled after the next start's
+            # verdict (a relaunch read in one go, as after a daemon restart) is said, not made the verdict again
+            self.concluded = concluded
+        await self._publish(concluded)
 
     def _verdict(self, inc: Incarnation, *, changes: bool = True) -> Verdict:
         v = build_verdict(

@@ -25,6 +25,7 @@ from typing import Literal
 
 __all__ = [
     "LOGS_SCRIPT",
+    "REST_SCRIPT",
     "RUN_MARK",
     "RUN_START_SLACK",
     "STATE_MARK",
@@ -43,6 +44,7 @@ __all__ = [
     "parse_log_line",
     "parse_run_line",
     "parse_timestamp",
+    "rest_command",
     "run_stream",
 ]
 
@@ -79,6 +81,17 @@ if [ -n "$s" ]; then set -- --since "$s"; else set --; fi
 wait $p; e=$?
 echo; echo "watchdog-state $e"
 "$r" inspect --type container -- "$c" 3<&- 2>&1
+"""
+# `sh -c REST_SCRIPT NAME RUNTIME CONTAINER SINCE UNTIL`: the rest of a run known to be over (the watchdog was down
+# when its restart policy started the next one), from a time up to the run's end: the runtime's `logs` without
+# --follow, which ends once they are all out. No quiet can tell that of `logs --follow`: on a loaded host it may
+# take longer to print its first line than a reader waits for one. Then `STATE_MARK STATUS` and the container's
+# `inspect`, as LOGS_SCRIPT ends. Docker only (`--until`, Docker 18.06 and later).
+REST_SCRIPT = """\
+case $1 in docker) ;; *) exit 2;; esac
+"$1" logs --timestamps --since "$3" --until "$4" -- "$2" 2>&1; e=$?
+echo; echo "watchdog-state $e"
+"$1" inspect --type container -- "$2" 2>&1
 """
 # The runtime's word on a container, as JSON (the runtime: docker or podman, nothing else; the container)
 INSPECT_SCRIPT = """\
@@ -154,6 +167,21 @@ def logs_command(runtime: Runtime, container: str, since: Timestamp | None) -> l
     then prints its state (see `LOGS_SCRIPT`)."""
     when = "" if since is None else format_timestamp(since)
     return ["sh", "-c", LOGS_SCRIPT, "watchdog-container-logs", runtime, container, when]
+
+
+def rest_command(runtime: Runtime, container: str, since: Timestamp, until: Timestamp) -> list[str]:
+    """The argv that prints `container`'s log from `since` to `until` (both inclusive) and ends, then its state
+    (see `REST_SCRIPT`)."""
+    return [
+        "sh",
+        "-c",
+        REST_SCRIPT,
+        "watchdog-container-rest",
+        runtime,
+        container,
+        format_timestamp(since),
+        format_timestamp(until),
+    ]
 
 
 def inspect_command(runtime: Runtime, container: str) -> list[str]:

@@ -54,6 +54,7 @@ from watchdog.follow.sources.containerlog import (
     parse_inspect,
     parse_log_line,
     parse_run_line,
+    rest_command,
 )
 from watchdog.follow.sources.target import Target
 
@@ -251,6 +252,9 @@ class _Reader:
         # by the policy): how it ended, as much as is known, and the current run, which follows it
         self.prior_end: Ended | None = None
         self.successor: ContainerState | None = None
+        # that run's end (the current run's start), where its rest is read up to it by a `logs` that ends there
+        # (Docker's `--until`): None while the run read may go on, or its end is told by a quiet (Podman)
+        self.until: Timestamp | None = None
         self.send: ObjectSendStream[SourceItem | BaseException] | None = None
 
     async def _say(self, item: SourceItem) -> None:
@@ -305,7 +309,7 @@ class _Reader:
                 await self._say(FileMissing(self.src.container))
             return self.src.poll_interval
         self.missing_said = False
-        if self.state is None or state.stream != self.state.stream:
+        if self.state is None or (state.stream != self.state.stream and not self._rest_of(state)):
             await self._begin(state)
         elif self.ended:
             return self.src.poll_interval  # the run is over: waiting for the next
@@ -314,7 +318,12 @@ class _Reader:
         if after is None:
             return 0.0  # removed: said at the next step
         if after.stream != state.stream:
+            if self._rest_of(after) and self.cut:
+                return (
+                    RETRY_INITIAL  # the earlier run's rest was cut: read again, from the cursor, to its end
+                )
             # the next run began before we looked: this one's exit is no longer in the state
+            self.until = None
             await self._end(await self._restarted(state, after))
             return 0.0
         if not after.running or after.restarting:
@@ -348,8 +357,13 @@ class _Reader:
             state = again
         return state
 
+    def _rest_of(self, state: ContainerState) -> bool:
+        """Whether the run read is an earlier run of `state`'s container whose rest is read up to its end."""
+        return self.until is not None and self.state is not None and state.id == self.state.id
+
     async def _begin(self, state: ContainerState) -> None:
         stream, previous = state.stream[1], self.state
+        self.until = None
         if (
             previous is not None or self.removed
         ):  # the run read before is over: a restart, or another container
@@ -374,6 +388,8 @@ class _Reader:
             before = replace(state, started_at=self.cursor.started or self.cursor.at)
             recorded = await self.src.recorded_end(before, state.started_at)
             self.prior_end, self.successor = _restarted_by_policy(state, recorded), state
+            if self.src.runtime == "docker":
+                self.until = state.run_since
             state = replace(
                 state,
                 started_at=self.cursor.started or state.started_at,
@@ -431,7 +447,11 @@ class _Reader:
         assert self.filter is not None
         assert state is not None
         self.filter.restart()
-        argv = logs_command(self.src.runtime, state.id, self.filter.resume_since())
+        since = self.filter.resume_since()
+        if self.until is not None and since is not None:
+            argv = rest_command(self.src.runtime, state.id, since, self.until)
+        else:
+            argv = logs_command(self.src.runtime, state.id, since)
         delivered = False
         self.next_run = self.run_end = None
         async with self.src.runner.open(argv) as stream:
@@ -447,6 +467,8 @@ class _Reader:
                         self.at_end = True
                         await self._say(CaughtUp(self.offset))
                         if self._superseded():
+                            if self._read_rest():
+                                break  # its rest, to its end, by a `logs` that ends there (see `_step`)
                             # the run read ended before the reader started, its lines all given: the one the
                             # reader started in follows it now, not with its first line (it may print none yet)
                             await self._next_run()
@@ -485,6 +507,16 @@ class _Reader:
             if self.filter.admit(parsed[0]):
                 out += parsed[1] + b"\n"
         return await self._flush(out) or delivered
+
+    def _read_rest(self) -> bool:
+        """Whether the run read, which ended before the reader started (`_superseded`), is read to its end by a
+        `logs` that ends there (Docker): a quiet after the reader's start is no proof that the lines before that
+        end are all given (the runtime's `logs` may not have printed its first one yet on a loaded host)."""
+        assert self.filter is not None
+        if self.src.runtime != "docker" or self.run_end is None or self.filter.resume_since() is None:
+            return False
+        self.until = self.run_end
+        return True
 
     def _superseded(self) -> bool:
         """Whether the reader started in a later run than the one read (its `RUN_MARK` line said so)."""
