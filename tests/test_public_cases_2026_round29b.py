@@ -11,13 +11,19 @@ from publiccases import verdict as _verdict
 from watchdog.core.envelope import parse
 
 # lmstudio-bug-tracker#2153 (2026-07): --fit cannot measure the MTP draft ('requires ctx_other'), says so, loads on
-_LMSTUDIO_FIT = "llamacpp-2026-lmstudio-0.4.19-mtp-draft-ctx-other-e-line-normal-during-fitting-loading-cut-lmstudio2153"
+_LMSTUDIO_FIT = (
+    "llamacpp-2026-lmstudio-0.4.19-mtp-draft-ctx-other-e-line-normal-during-fitting-loading-cut-lmstudio2153"
+)
 # scrya-com/rotorquant#9 (2026): the fit's dry run meets an unknown architecture, catches it, the real load begins
-_FIT_RETRY = "llamacpp-2026-rotorquant-fork-fit-unknown-architecture-gemma4-then-reload-metadata-cut-rotorquant9"
+_FIT_RETRY = (
+    "llamacpp-2026-rotorquant-fork-fit-unknown-architecture-gemma4-then-reload-metadata-cut-rotorquant9"
+)
 # theroyallab/tabbyAPI#392 (2025-10): a chat request answered 500, Uvicorn's ASGI traceback behind TabbyAPI's prefix
 _TABBY_ASGI = "other-2025-tabbyapi-exl3-tool-call-chat-500-asgi-exception-traceback-served-on-cut-tabbyapi392"
 # xorbitsai/inference#2925 (2025-02): the REST API's ERROR line with xoscar's relayed message, a cut traceback
-_XOSCAR = "other-2025-xinference-restful-api-launch-model-backendcompilerfailed-init-typeerror-xoscar-cut-issue2925"
+_XOSCAR = (
+    "other-2025-xinference-restful-api-launch-model-backendcompilerfailed-init-typeerror-xoscar-cut-issue2925"
+)
 
 
 def test_a_draft_whose_memory_fit_cannot_measure_is_survived() -> None:
@@ -61,8 +67,9 @@ def test_xoscars_relayed_message_is_the_cause_of_a_cut_launch_traceback() -> Non
     logger.error(str(e), exc_info=True)): that message is the cause, not 'a traceback cut before its exception'.
     xinference#2925."""
     found = _error(_verdict("other", _XOSCAR))
-    assert "BackendCompilerFailed.__init__() missing 1 required positional argument: 'inner_exception'" in str(
-        found["summary"]
+    assert (
+        "BackendCompilerFailed.__init__() missing 1 required positional argument: 'inner_exception'"
+        in str(found["summary"])
     )
 
 
