@@ -31,6 +31,13 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round twenty-nine part B (helper i30-cases29b, labelled before the first run):
+    "llamacpp-2026-mtp-draft-embeddings-batch-warnings-loading-then-e-init-context-gemma4-cut-issue24443": (
+        "crashed, label incomplete: the crop ends on '... failed to initialize the context: Gemma4', cut before the "
+        "words that say it is --fit's measuring of the MTP draft ('requires ctx_other to be set (this warning is "
+        "normal during memory fitting)', then the W line that says it was caught): a context error as a log's last "
+        "line is a crash after the grace, and nothing left in the line tells the fit's harmless copy from the real one"
+    ),
     # Issue 30, round twenty-eight part B (helper i30-cases28b, labelled before the first run):
     "llamacpp-2026-lemonade-10.7-vulkan-radv-context-lost-innocent-new-lwp-lemonade2180": (
         "phase starting, label ready: the crop is Mesa's 'context is lost' line and gdb's thread list only; that it "

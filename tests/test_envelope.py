@@ -386,10 +386,14 @@ def _parse_layer_by_layer(text: str) -> Record:
     # the reference: each layer tried in turn at each step, what it tells read from its groups every time
     source, level, tagged, at, seconds, content = "", "", False, None, None, text
     for _ in range(8):
-        for layer in map(envelope._layer, range(len(envelope._LAYER_PATTERNS))):
+        for index, layer in enumerate(map(envelope._layer, range(len(envelope._LAYER_PATTERNS)))):
             m = layer.match(content)
             if m is None or m.end() == 0:
                 continue
+            end = m.end()
+            if index == envelope._BARE_LEVEL and content[m.end("level") : m.end("level") + 1] == ":":
+                # Uvicorn's level is padded to column 10: the blanks past it are the message's own
+                end = min(end, m.end("level") + 1 + max(1, 9 - len(m.group("level"))))
             groups = m.groupdict()
             if (groups.get("source") and groups.get("pid")) or "relay" in groups:
                 level = ""  # the program's own line starts here: a level before it was its relay's
@@ -406,7 +410,7 @@ def _parse_layer_by_layer(text: str) -> Record:
                 name, pid = groups["source"], groups.get("pid")
                 source = name if (pid is None or any(c.isdigit() for c in name)) else f"{name} pid={pid}"
                 tagged = True
-            content = content[m.end() :]
+            content = content[end:]
             break
         else:
             break

@@ -205,6 +205,8 @@ _CHANGED_WHEN_COPIED = {
     "vllm-ascend-2026-gpustack-ray-npu-enginecore-failed-to-start-after-moe-layer-init-ansi-remnants-cut-gpustack4194.log",
     "vllm-ascend-2026-v0.21-glm51-acl-graph-stream-synchronize-worker-traceback-wrapped-lines-cut-vllmascend10700.log",
     "vllm-0.8.4-glm4-32b-worker-dynamo-compile-frames-soft-wrapped-cut-issue16818.log",
+    # TabbyAPI's console wrapped a frame line at the blank before its function ('..., line 409, in' / 'run_asgi')
+    "other-2025-tabbyapi-exl3-tool-call-chat-500-asgi-exception-traceback-served-on-cut-tabbyapi392.log",
 }
 
 

@@ -193,6 +193,12 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # a bare level: Uvicorn's "INFO:     ", TGI's "INFO text_generation_launcher: " keeps its target
     rf" ?(?P<level>{_LEVEL}):?\s+(?=\S)",
 )
+_BARE_LEVEL = len(_LAYER_PATTERNS) - 1
+# Uvicorn's level prefix has a fixed width (uvicorn/logging.py ColourizedFormatter.formatMessage, 0.13-0.38:
+# levelprefix = levelname + ":" + " " * (8 - len(levelname)), then the format's "%(levelprefix)s %(message)s"): the
+# message begins in column 10, and the blanks beyond are its own, a traceback's indent where a server logs each line
+# of an exception through that format (TabbyAPI: "ERROR:      File ...", "ERROR:        result = await app(")
+_PADDED_LEVEL = re.compile(rf" ?(?:{_LEVEL}):")
 
 # Every layer at once (their named groups made plain), each one followed by an empty group of its own, whose
 # number (`lastindex`) names the layer found: one match finds the first layer that matches, or that none does, in
@@ -285,6 +291,8 @@ def parse(text: str, *, remember: bool = False) -> Record:
             end = first.end()
             if end:
                 index = first.lastindex - 1  # type: ignore[operator]  # the layer found: its group
+                if index == _BARE_LEVEL:
+                    end = _level_end(content, end)
             else:
                 index, end = _next_layer(content)
                 if index < 0:
@@ -343,12 +351,21 @@ def _next_layer(text: str) -> tuple[int, int]:
     if first is None:
         return _NO_LAYER
     if first.end():
-        return first.lastindex - 1, first.end()  # type: ignore[operator]  # the layer found: its group
+        index: int = first.lastindex - 1  # type: ignore[operator]  # the layer found: its group
+        return index, _level_end(text, first.end()) if index == _BARE_LEVEL else first.end()
     # a layer that matches nothing is passed over: the ones after it are tried one by one
     index = next((i for i in range(len(_LAYER_PATTERNS)) if (m := _layer(i).match(text)) and m.end()), -1)
     if index < 0:
         return _NO_LAYER
     return index, _layer(index).match(text).end()  # type: ignore[union-attr]
+
+
+def _level_end(text: str, end: int) -> int:
+    # where a bare level's prefix ends: the blanks past Uvicorn's column are the message's own (its indent)
+    padded = _PADDED_LEVEL.match(text)
+    if padded is None:
+        return end
+    return min(end, padded.end() + max(1, 9 - len(padded.group().strip(" :"))))
 
 
 _NO_LAYER = (-1, 0)

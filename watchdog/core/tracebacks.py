@@ -314,8 +314,9 @@ class Assembler:
                 and not EXCEPTION_LINE.match(stripped)
                 and not tb.lines[-1].rstrip().endswith(">")
             ):
-                # a terminal wrapped the frame line in its function's name: "in _initialize_k" / "v_caches"
-                tb.lines[-1] += stripped
+                # a terminal wrapped the frame line in its function's name: "in _initialize_k" / "v_caches";
+                # or at the blank before it, which the wrap took: "..., line 409, in" / "run_asgi" (TabbyAPI)
+                tb.lines[-1] += (" " if tb.lines[-1].endswith(", in") else "") + stripped
                 return True, done
             if tb.after_frame and not EXCEPTION_LINE.match(stripped):
                 # the frame's source line, its indentation lost
