@@ -47,7 +47,7 @@ from watchdog.follow.sources.containerlog import (
     parse_timestamp,
     run_stream,
 )
-from watchdog.follow.sources.docker import OOM_SETTLE, ContainerSource
+from watchdog.follow.sources.docker import OOM_SETTLE, REST_READS, ContainerSource
 from watchdog.follow.sources.sshpool import SSHOptions, SSHPool
 from watchdog.follow.sources.target import Target
 
@@ -630,6 +630,41 @@ async def test_a_reader_that_starts_after_its_run_was_replaced_reads_its_rest_to
     assert isinstance(ended, Ended)
     assert ended.exit_code == 3
     assert "watchdog-container-rest" in slow.commands
+
+
+class _NoUntil(_SlowLogs):
+    """The source's runner on a runtime whose `logs` has no `--until` (Docker before 18.06): the rest command fails
+    as such a `docker logs` does."""
+
+    @asynccontextmanager
+    async def open(self, argv: list[str]) -> AsyncIterator[Output]:
+        if argv[3] == "watchdog-container-rest":
+            argv = [*argv[:2], "echo 'unknown flag: --until' >&2; exit 125", *argv[3:]]
+        async with super().open(argv) as output:
+            yield output
+
+
+async def test_a_runtime_without_until_gets_the_rest_read_as_before(
+    docker: DockerDaemon, tmp_path: Path
+) -> None:
+    """Where the rest command keeps failing, the rest of a run restarted while nobody read is read as a running
+    run's after a few tries: every line, its end, then the next run (not held back for good)."""
+    await _run(docker, "old", _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
+    async with following(ContainerSource("old")) as first:
+        await first.until(lambda c: len(c.lines()) == 10)
+    last = [item for item in first.items if isinstance(item, Chunk)][-1]
+    (tmp_path / "go").touch()
+    await _until_restarted(docker, "old")
+    source = ContainerSource("old")
+    runner = _NoUntil(source.runner)
+    source.runner = runner
+    async with following(source, last.end, last.cursor) as second:
+        await second.until(lambda c: c.lines()[-1:] == [b"run 1 line 0"])
+    assert first.lines() + second.lines() == [f"run 0 line {i}".encode() for i in range(20)] + [
+        b"run 1 line 0"
+    ]
+    assert len(second.of(Ended)) == 1
+    assert runner.commands.count("watchdog-container-rest") == REST_READS  # then as before
 
 
 async def _until_restarted(docker: DockerDaemon, name: str) -> None:

@@ -67,6 +67,9 @@ POLL_INTERVAL = 0.25  # seconds between looks at a container that is not there y
 # The reader says CaughtUp when nothing more has come for this long: the runtime does not say when its
 # `logs --follow` has given the whole log so far.
 CAUGHT_UP_QUIET = 0.1
+# reads of a run's rest up to its end (`REST_SCRIPT`) before it is read as before, its end told by a quiet: a
+# `logs --until` that keeps failing (a Docker before 18.06 has no `--until`) does not hold the next run back
+REST_READS = 3
 RETRY_INITIAL = 0.1
 # How long an exit by SIGKILL (137) is looked at again for the OOM kill that may follow it into the state (the
 # runtime's OOM event reached the state 1.2 s after the exit on a loaded CI machine), and how often
@@ -255,6 +258,7 @@ class _Reader:
         # that run's end (the current run's start), where its rest is read up to it by a `logs` that ends there
         # (Docker's `--until`): None while the run read may go on, or its end is told by a quiet (Podman)
         self.until: Timestamp | None = None
+        self.rest_reads = 0  # of the run read
         self.send: ObjectSendStream[SourceItem | BaseException] | None = None
 
     async def _say(self, item: SourceItem) -> None:
@@ -319,9 +323,8 @@ class _Reader:
             return 0.0  # removed: said at the next step
         if after.stream != state.stream:
             if self._rest_of(after) and self.cut:
-                return (
-                    RETRY_INITIAL  # the earlier run's rest was cut: read again, from the cursor, to its end
-                )
+                # the earlier run's rest was cut: read again, from the cursor, to its end
+                return RETRY_INITIAL
             # the next run began before we looked: this one's exit is no longer in the state
             self.until = None
             await self._end(await self._restarted(state, after))
@@ -363,7 +366,7 @@ class _Reader:
 
     async def _begin(self, state: ContainerState) -> None:
         stream, previous = state.stream[1], self.state
-        self.until = None
+        self.until, self.rest_reads = None, 0
         if (
             previous is not None or self.removed
         ):  # the run read before is over: a restart, or another container
@@ -448,9 +451,11 @@ class _Reader:
         assert state is not None
         self.filter.restart()
         since = self.filter.resume_since()
-        if self.until is not None and since is not None:
+        if self.until is not None and since is not None and self.rest_reads < REST_READS:
+            self.rest_reads += 1
             argv = rest_command(self.src.runtime, state.id, since, self.until)
-        else:
+        else:  # (after REST_READS that failed: read as a running run's, its end told by a quiet)
+            self.until = None
             argv = logs_command(self.src.runtime, state.id, since)
         delivered = False
         self.next_run = self.run_end = None
