@@ -582,20 +582,7 @@ async def test_the_rest_of_a_run_restarted_while_nobody_read_is_read_to_its_end(
     reads that run's rest up to its end with a `logs` that ends there, not by waiting for a quiet: with the
     runtime's `logs` slow to print its first line (a loaded host), no line of the rest is lost, its end says its
     exit code, then the next run follows from its start."""
-    await _run(docker, "rest", _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
-    async with following(ContainerSource("rest")) as first:
-        await first.until(lambda c: len(c.lines()) == 10)
-    last = [item for item in first.items if isinstance(item, Chunk)][-1]
-    (tmp_path / "go").touch()
-    await _until_restarted(docker, "rest")
-    source = ContainerSource("rest")
-    slow = _SlowLogs(source.runner)
-    source.runner = slow
-    async with following(source, last.end, last.cursor) as second:
-        await second.until(lambda c: c.lines()[-1:] == [b"run 1 line 0"])
-    assert first.lines() + second.lines() == [f"run 0 line {i}".encode() for i in range(20)] + [
-        b"run 1 line 0"
-    ]
+    slow, second = await _resumed_after_a_restart(docker, tmp_path, "rest", _SlowLogs)
     [ended] = second.of(Ended)
     assert isinstance(ended, Ended)
     assert ended.exit_code == 3
@@ -649,22 +636,31 @@ async def test_a_runtime_without_until_gets_the_rest_read_as_before(
 ) -> None:
     """Where the rest command keeps failing, the rest of a run restarted while nobody read is read as a running
     run's after a few tries: every line, its end, then the next run (not held back for good)."""
-    await _run(docker, "old", _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
-    async with following(ContainerSource("old")) as first:
+    runner, second = await _resumed_after_a_restart(docker, tmp_path, "old", _NoUntil)
+    assert len(second.of(Ended)) == 1
+    assert runner.commands.count("watchdog-container-rest") == REST_READS  # then as before
+
+
+async def _resumed_after_a_restart(
+    docker: DockerDaemon, tmp_path: Path, name: str, runner: type[_SlowLogs]
+) -> tuple[_SlowLogs, Collected]:
+    """`_TWO_RUNS` followed to its first run's 10th line, then (nobody reading) that run's rest and its restart by
+    the policy, then a follow resumed from the cursor through `runner`: every line read once, in order (asserted);
+    the runner and what the resumed follow gave."""
+    await _run(docker, name, _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
+    async with following(ContainerSource(name)) as first:
         await first.until(lambda c: len(c.lines()) == 10)
     last = [item for item in first.items if isinstance(item, Chunk)][-1]
     (tmp_path / "go").touch()
-    await _until_restarted(docker, "old")
-    source = ContainerSource("old")
-    runner = _NoUntil(source.runner)
-    source.runner = runner
+    await _until_restarted(docker, name)
+    source = ContainerSource(name)
+    wrapped = runner(source.runner)
+    source.runner = wrapped
     async with following(source, last.end, last.cursor) as second:
         await second.until(lambda c: c.lines()[-1:] == [b"run 1 line 0"])
-    assert first.lines() + second.lines() == [f"run 0 line {i}".encode() for i in range(20)] + [
-        b"run 1 line 0"
-    ]
-    assert len(second.of(Ended)) == 1
-    assert runner.commands.count("watchdog-container-rest") == REST_READS  # then as before
+    lines = [f"run 0 line {i}".encode() for i in range(20)] + [b"run 1 line 0"]
+    assert first.lines() + second.lines() == lines
+    return wrapped, second
 
 
 async def _until_restarted(docker: DockerDaemon, name: str) -> None:
