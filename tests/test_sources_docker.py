@@ -534,38 +534,68 @@ class _SlowLogs:
         self.second = anyio.Event()  # the second `logs` starts once it is set (set: at once)
         self.second.set()
         self.asked = anyio.Event()  # the second `logs` was asked for
+        self.cut_after: bytes | None = None  # the first `logs` ends right after this line (None: it does not)
 
     @asynccontextmanager
     async def open(self, argv: list[str]) -> AsyncIterator[Output]:
         self.commands.append(argv[3])
-        if argv[3] == "watchdog-container-logs" and self.commands.count(argv[3]) == 2:
+        logs = self.commands.count("watchdog-container-logs") if argv[3] == "watchdog-container-logs" else 0
+        if logs == 2:
             self.asked.set()
             await self.second.wait()
         async with self.runner.open(argv) as output:
-            yield _HeldAfterMark(output) if argv[3] == "watchdog-container-logs" else output
+            if not logs:
+                yield output
+            elif logs == 1 and self.cut_after is not None:
+                yield _CutAfter(await _HeldAfterMark(output).primed(), self.cut_after)
+            else:
+                yield await _HeldAfterMark(output).primed()
+
+
+class _CutAfter:
+    """`logs`'s output ended right after the chunk with `last` in it, as a reader cut at once after a read (no
+    quiet after it)."""
+
+    def __init__(self, output: Output, last: bytes) -> None:
+        self.output, self.last, self.tail, self.cut = output, last, b"", False
+
+    async def receive(self) -> bytes | None:
+        if self.cut:
+            return None
+        data = await self.output.receive()
+        if data:
+            self.tail = (self.tail + data)[-4 * len(self.last) :]
+            self.cut = self.last in self.tail
+        return data
+
+    def ended(self) -> tuple[int | None, str]:
+        return self.output.ended()
 
 
 class _HeldAfterMark:
-    """`logs`'s output with a pause of `HOLD` seconds between the run mark (the script's first line) and what
-    follows it."""
+    """`logs`'s output with its run mark (the script's first line) there at once (`primed`: the script's `inspect`
+    before it can take longer than a reader waits for a line) and a pause of `HOLD` seconds between the mark and
+    what follows it."""
 
     HOLD = 1.0
 
     def __init__(self, output: Output) -> None:
         self.output, self.pending = output, b""
+        self.first: bytes | None = None  # the mark, read ahead
         self.until: float | None = None  # when what follows the mark comes
+
+    async def primed(self) -> _HeldAfterMark:
+        data = await self.output.receive()
+        mark, _, self.pending = (data or b"").partition(b"\n")
+        self.first = mark + b"\n"
+        return self
 
     async def receive(self) -> bytes | None:
         if self.until is None:
-            data = await self.output.receive()
-            if not data:
-                return data
             self.until = time.monotonic() + self.HOLD
-            mark, _, self.pending = data.partition(b"\n")
-            return mark + b"\n"
-        await anyio.sleep(
-            max(0.0, self.until - time.monotonic())
-        )  # a reader's wait may end it: kept for the next
+            return self.first
+        # a reader's wait may end the pause: what is left of it is kept for the next
+        await anyio.sleep(max(0.0, self.until - time.monotonic()))
         if self.pending:
             data, self.pending = self.pending, b""
             return data
@@ -598,14 +628,13 @@ async def test_a_reader_that_starts_after_its_run_was_replaced_reads_its_rest_to
     has started the next (a loaded host): its run mark names the later run, and the rest of the run read is read
     up to its end by a `logs` that ends there, not taken as given at the first quiet; no line is lost, its end
     says its exit code, then the next run follows."""
-    cid = await _run(docker, "late", _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
+    await _run(docker, "late", _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
     source = ContainerSource("late")
     slow = _SlowLogs(source.runner)
-    source.runner, slow.second = slow, anyio.Event()
+    # the reader cut at once after the first run's 10th line; the next waits for `second`
+    source.runner, slow.second, slow.cut_after = slow, anyio.Event(), b"run 0 line 9\n"
     async with following(source) as got:
         await got.until(lambda c: len(c.lines()) == 10)
-        for pid in _logs_readers(cid):
-            os.kill(pid, signal.SIGKILL)  # the reader cut; the next waits for `second`
         with anyio.fail_after(DEADLINE):
             await slow.asked.wait()
         (tmp_path / "go").touch()
