@@ -32,6 +32,9 @@ ROOT = Path(__file__).parent
 CRASH = ROOT.parent / "examples" / "sglang-ep8-oom.log"  # SGLang, crashes allocating the KV cache
 READY = ROOT / "fixtures" / "corpus" / "sglang" / "ready-llama31-8b-single-gpu-docs-v041.log"
 DEADLINE = 60.0  # an upper bound only: a daemon started under heavy load (two cores, load 12-19) once logged nothing in 25 s
+# each test starts a daemon twice, each wait up to DEADLINE: past the default 60 s once in a loaded floors run (the
+# second daemon's first event; 11-21 s alone)
+pytestmark = pytest.mark.timeout(180)
 ALL_KINDS = '["crashed", "stalled", "ready", "resolved", "replaced", "unreachable"]'
 
 
