@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 from publiccases import CORPUS, replay_text
 from publiccases import error as _error
 from publiccases import verdict as _verdict
 
 from watchdog.core.envelope import parse
+from watchdog.follow.testing import follow_at_pace
 
 # ai-dynamo/dynamo#1422 (2025-06): `dynamo run` relaying a vLLM V0 engine's traceback at DEBUG
 _RELAY = "vllm-2025-dynamo-run-subprocess-debug-v0-mq-engine-traceback-cut-dynamo1422"
@@ -81,7 +83,8 @@ def test_v0s_dump_of_a_failed_steps_input_is_a_crash(tmp_path: Path) -> None:
     """vLLM V0's dump_input_when_exception (vllm/worker/model_runner_base.py) logs 'Writing input of failed execution
     to ...' only in its except branch around the model runner's execute_model, then re-raises, and a V0 engine does
     not survive an exception out of its step. A log that ends there after three 200s (vllm#12233, a Docker
-    container that then crashed) is a crash after ready, its cause not in the log; it was a serving server."""
+    container that then crashed) is a crash after ready, its cause not in the log; it was a serving server. The line
+    is printed only on the path that ends the engine: a live follower says so at once, not at the log's end."""
     out = _verdict("vllm", _DUMPED)
     assert (out["state"], out["phase"]) == ("crashed", "ready")
     found = _error(out)
@@ -94,3 +97,8 @@ def test_v0s_dump_of_a_failed_steps_input_is_a_crash(tmp_path: Path) -> None:
         tmp_path, text.replace("Writing input of failed execution to", "Writing a request's input to")
     )
     assert without["state"] == "ready"
+    run = anyio.run(follow_at_pace, text.encode())
+    assert run.verdict is not None
+    assert run.verdict["state"] == "crashed"
+    assert run.verdict_after is not None
+    assert run.verdict_after < 1.0
