@@ -103,6 +103,12 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # a harness relaying a container's lines (the Docker SDK's container.logs()) through its own logger or print,
     # each tagged as the container's: logger.info(f"[container] {line}"), "[Container] ", "[CONTAINER] "
     r"\[(?:container|Container|CONTAINER)\] (?P<relay>)",
+    # Dynamo's `dynamo run` relaying its engine subprocess (launch/dynamo-run/src/subprocess.rs start: each line of
+    # the child's stdout and stderr re-logged by `tracing::debug!("{}", strip_log_prefix(&line))`, 2025), so its
+    # tracing formatter prints the child's line after the event's target: "2025-06-06T19:02:34.252Z DEBUG
+    # dynamo_run::subprocess:     raise e" (dynamo#1422: a vLLM engine's traceback at DEBUG). The one space is the
+    # formatter's; what follows is the child's line, a frame's indent included
+    r"dynamo_run::subprocess:(?: |$)(?P<relay>)",
     # SGLang >= 0.5.4 custom format: "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 file.py:222] "
     rf"(?P<ts>\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) (?P<level>{_LEVEL}) \d+ \[(?P<rank>(?:[A-Z]{{2,4}}\d+ )*)[\w.]+:\d+\] ",
     # SGLang: "[2025-07-02 07:31:02 DP0 TP0 EP0] ", "[17:43:23 TP6] "
