@@ -99,6 +99,11 @@ def docker_missing() -> str | None:
     for program, package in ((DOCKERD, "docker.io"), (shutil.which("docker") or "docker", "docker.io")):
         if not os.path.exists(program):
             return f"{program} is not installed (Debian: apt-get install {package})"
+    return static_busybox_missing()
+
+
+def static_busybox_missing() -> str | None:
+    """Why there is no static busybox to make the test image of, or None."""
     if not _static(BUSYBOX):
         return (
             f"{BUSYBOX} is not a static busybox (Debian: `apt-get download busybox-static`, extract it with "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from container_follow import NUMBERED, Collected, following, offsets_follow_on
 from docker_daemon import IMAGE, DockerDaemon
 from sshd_server import SSHDServer
 
@@ -44,6 +45,7 @@ from watchdog.follow.sources.containerlog import (
     parse_end_events,
     parse_inspect,
     parse_log_line,
+    parse_run_line,
     parse_timestamp,
     run_stream,
 )
@@ -126,13 +128,33 @@ def test_no_container_is_none_and_garbage_is_an_error() -> None:
 
 
 def test_the_commands_of_docker_and_podman() -> None:
-    """Both runtimes get the same flags; the name comes after `--`, so a name like an option stays a name."""
+    """Both runtimes get the same flags; the name comes after `--`, so a name like an option stays a name; the
+    `--since` a nanosecond before the time asked (Podman's leaves out the lines stamped with it, Docker's does not)."""
     for runtime in ("docker", "podman"):
         argv = logs_command(runtime, "-c", (1796405829, 5))
         assert argv[:2] == ["sh", "-c"]
-        assert argv[3:] == ["watchdog-container-logs", runtime, "-c", "2026-12-04T17:37:09.000000005Z"]
+        assert argv[3:] == ["watchdog-container-logs", runtime, "-c", "2026-12-04T17:37:09.000000004Z"]
+        assert logs_command(runtime, "c", (1796405829, 0))[-1] == "2026-12-04T17:37:08.999999999Z"
         assert inspect_command(runtime, "vllm")[3:] == ["watchdog-container-inspect", runtime, "vllm"]
     assert logs_command("docker", "c", None)[-1] == ""  # no --since: the whole log
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(
+            b'watchdog-run ID "2026-12-04T17:37:09.056679204Z" "0001-01-01T00:00:00Z" true', id="json"
+        ),
+        pytest.param(b"watchdog-run ID 2026-12-04T17:37:09.056679204Z 0001-01-01T00:00:00Z true", id="bare"),
+    ],
+)
+def test_a_run_mark_names_its_run_in_either_form(line: bytes) -> None:
+    """The run mark's times as LOGS_SCRIPT prints them (JSON: quoted, the same on Docker and Podman) or as a
+    forced-command wrapper of an earlier release does (Docker's bare string) name the same run."""
+    known = dataclasses.replace(_inspect("running"), id="ID")
+    run = parse_run_line(line, known)
+    assert run is not None
+    assert (run.started_at, run.finished_at, run.running) == ((1796405829, 56679204), None, True)
 
 
 def test_a_cursor_reads_back_and_refuses_what_is_not_one() -> None:
@@ -205,11 +227,6 @@ def test_lines_of_the_run_before_are_not_this_runs() -> None:
 
 pytestmark = pytest.mark.anyio
 
-# prints N numbered lines (its run's number first), a few ms apart, then exits with CODE
-NUMBERED = 'r=$(cat /tmp/run 2>/dev/null || echo 0); echo $((r+1)) >/tmp/run; i=0; while [ $i -lt {n} ]; do ' \
-    'echo "run $r line $i"; i=$((i+1)); usleep {pace}; done; exit {code}'  # fmt: skip
-
-
 # Memory grown by the container's only process: a pipeline's child could be the one the kernel kills, and the
 # shell that outlives it prints "Killed" into the log (CI saw it once).
 GROW = "exec awk 'BEGIN { s = \"a\"; while (1) s = s s }'"
@@ -219,63 +236,6 @@ async def _run(docker: DockerDaemon, name: str, script: str, *options: str) -> s
     """Start a container (in a thread: the follow goes on meanwhile); its id."""
     argv = ("run", "-d", "--name", name, *options, IMAGE, "sh", "-c", script)
     return (await anyio.to_thread.run_sync(lambda: docker.docker(*argv))).strip()
-
-
-class Collected:
-    """What a follow gave, kept in order, with a way to wait for a condition on it."""
-
-    def __init__(self) -> None:
-        self.items: list[SourceItem] = []
-        self.changed = anyio.Event()
-
-    def add(self, item: SourceItem) -> None:
-        self.items.append(item)
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def until(self, check: object, deadline: float = DEADLINE) -> None:
-        assert callable(check)
-        with anyio.move_on_after(deadline):
-            while not check(self):
-                await self.changed.wait()
-            return
-        raise AssertionError(f"not within {deadline} s; the follow gave: {self.items[-12:]}")
-
-    def lines(self) -> list[bytes]:
-        return b"".join(item.data for item in self.items if isinstance(item, Chunk)).splitlines()
-
-    def of(self, kind: type) -> list[SourceItem]:
-        return [item for item in self.items if isinstance(item, kind)]
-
-
-@asynccontextmanager
-async def following(
-    source: ContainerSource, offset: int = 0, cursor: str | None = None
-) -> AsyncIterator[Collected]:
-    collected = Collected()
-
-    async def pump(items: AsyncIterator[SourceItem]) -> None:
-        async for item in items:
-            collected.add(item)
-
-    async with source.open_follow(offset, cursor) as items, anyio.create_task_group() as tg:
-        tg.start_soon(pump, items)
-        yield collected
-        tg.cancel_scope.cancel()
-
-
-def _offsets_follow_on(collected: Collected) -> None:
-    """Within each stream the chunks' offsets follow on from 0 (or the resume offset) without a gap."""
-    expected: int | None = None
-    for item in collected.items:
-        if isinstance(item, FileRestarted):
-            expected = 0
-        elif isinstance(item, Chunk):
-            if expected is not None:
-                assert item.offset == expected
-            expected = item.end
-            assert item.data.endswith(b"\n")
-            assert item.cursor is not None
 
 
 async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_said(
@@ -292,7 +252,7 @@ async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_sa
     assert isinstance(ended[0], Ended)
     assert (ended[0].exit_code, ended[0].oom_killed, ended[0].restarting) == (3, False, False)
     assert isinstance(got.items[-2], CaughtUp)
-    _offsets_follow_on(got)
+    offsets_follow_on(got)
 
 
 async def test_an_oom_killed_container_is_said_within_two_seconds_with_its_limit(
@@ -443,7 +403,7 @@ async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repe
     assert [e.exit_code for e in got.of(Ended) if isinstance(e, Ended)] == [1, 1, 1], got.of(Ended)
     streams = {item.file for item in got.of(Chunk) if isinstance(item, Chunk)}
     assert len(streams) == 3
-    _offsets_follow_on(got)
+    offsets_follow_on(got)
 
 
 class _SeesCreated(ContainerSource):
@@ -480,7 +440,7 @@ async def test_a_container_created_and_not_started_is_waited_for_until_it_runs(d
         await got.until(lambda c: c.lines() == [b"first", b"up"])
     assert [str(item) for item in got.of(FileRestarted)] == ["the log was replaced"]
     assert len(got.of(Ended)) == 1
-    _offsets_follow_on(got)
+    offsets_follow_on(got)
 
 
 async def test_a_container_re_created_under_its_name_is_another_stream(docker: DockerDaemon) -> None:
@@ -494,7 +454,7 @@ async def test_a_container_re_created_under_its_name_is_another_stream(docker: D
         await got.until(lambda c: c.lines() == [b"first", b"second"])
     assert [str(item) for item in got.of(FileRestarted)] == ["the log was replaced"]
     assert len(got.of(Ended)) == 1
-    _offsets_follow_on(got)
+    offsets_follow_on(got)
 
 
 async def test_a_follow_resumed_from_its_cursor_loses_and_repeats_no_line(docker: DockerDaemon) -> None:
@@ -728,7 +688,7 @@ async def test_a_reader_cut_in_the_middle_goes_on_from_its_cursor(docker: Docker
                 os.kill(pid, signal.SIGKILL)
         await got.until(lambda c: c.of(Ended))
     assert got.lines() == [f"run 0 line {i}".encode() for i in range(600)]
-    _offsets_follow_on(got)
+    offsets_follow_on(got)
 
 
 # 40,000 lines written, read, cut and read again: 27-50 s on a loaded 2-core machine, past 60 s once
@@ -760,7 +720,7 @@ async def test_a_reader_cut_as_the_run_ends_reads_the_rest_before_the_end(docker
         await collected.until(lambda c: c.of(Ended))
         tg.cancel_scope.cancel()
     assert collected.lines() == [f"run 0 line {i}".encode() for i in range(n)]
-    _offsets_follow_on(collected)
+    offsets_follow_on(collected)
 
 
 # -- over SSH -----------------------------------------------------------------------------------------------
@@ -805,7 +765,7 @@ async def test_over_ssh_a_cut_connection_loses_and_repeats_no_line(
     ended = got.of(Ended)[0]
     assert isinstance(ended, Ended)
     assert ended.exit_code == 2
-    _offsets_follow_on(got)
+    offsets_follow_on(got)
 
 
 @pytest.mark.timeout(120)  # the two ends may take up to 60 s on a loaded runner (below)

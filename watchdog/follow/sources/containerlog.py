@@ -56,6 +56,10 @@ Timestamp = tuple[int, int]  # (unix seconds, nanoseconds): exact, where a float
 # its last run's times) a run is taken to begin this long before StartedAt: less than the shortest gap between
 # two runs (a restart policy waits 100 ms at least, and creating the new process takes more).
 RUN_START_SLACK = 0.05
+# `--since` is asked a nanosecond before the time meant: Docker's gives the lines stamped with it, Podman's (4.3)
+# does not, and those are the lines at a cursor's time not read yet (Podman stamps the lines of one write alike).
+# What comes before the time meant is dropped as before (`LineFilter.admit`).
+SINCE_SLACK = 1e-9
 
 _ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time: a container that never finished a run
 _TIMESTAMP = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
@@ -67,13 +71,14 @@ _TEXT_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?
 # host until its next line found the pipe gone. (An asynchronous list's stdin is /dev/null in sh: hence fd 3.)
 # First it says `RUN_MARK ID STARTED FINISHED RUNNING`: the run the container is in as `logs` starts, on the host
 # (a reader started after the run it was meant for has ended reads the next run's lines too: they are told apart
-# by that run's start). When `logs` ends, the script says `STATE_MARK STATUS` on a line of its own and the container's `inspect`: the
+# by that run's start). The times as JSON: RFC 3339 in quotes from both runtimes (a plain `{{.State.StartedAt}}` is
+# Docker's string but Podman's Go time, printed `2026-12-07 21:26:51.5 +0000 UTC`, spaces and all). When `logs` ends, the script says `STATE_MARK STATUS` on a line of its own and the container's `inspect`: the
 # state of the run that just ended, taken on the host at once (over SSH a second command would come a round trip
 # later, when a restart policy may have started the next run and the exit code is gone).
 LOGS_SCRIPT = """\
 case $1 in docker|podman) ;; *) exit 2;; esac
 r=$1 c=$2 s=$3
-echo "watchdog-run $("$r" inspect --type container --format '{{.Id}} {{.State.StartedAt}} {{.State.FinishedAt}} {{.State.Running}}' -- "$c" 2>/dev/null)"
+echo "watchdog-run $("$r" inspect --type container --format '{{.Id}} {{json .State.StartedAt}} {{json .State.FinishedAt}} {{.State.Running}}' -- "$c" 2>/dev/null)"
 exec 3<&0
 if [ -n "$s" ]; then set -- --since "$s"; else set --; fi
 "$r" logs --follow --timestamps "$@" -- "$c" 3<&- 2>&1 & p=$!
@@ -165,7 +170,7 @@ def parse_log_line(line: bytes) -> tuple[Timestamp, bytes] | None:
 def logs_command(runtime: Runtime, container: str, since: Timestamp | None) -> list[str]:
     """The argv that follows `container`'s log from `since` (inclusive; None: its start) until stdin closes,
     then prints its state (see `LOGS_SCRIPT`)."""
-    when = "" if since is None else format_timestamp(since)
+    when = "" if since is None else format_timestamp(_minus(since, SINCE_SLACK))
     return ["sh", "-c", LOGS_SCRIPT, "watchdog-container-logs", runtime, container, when]
 
 
@@ -179,7 +184,7 @@ def rest_command(runtime: Runtime, container: str, since: Timestamp, until: Time
         "watchdog-container-rest",
         runtime,
         container,
-        format_timestamp(since),
+        format_timestamp(_minus(since, SINCE_SLACK)),
         format_timestamp(until),
     ]
 
@@ -301,9 +306,11 @@ def parse_run_line(line: bytes, known: ContainerState) -> ContainerState | None:
     fields = line.split()
     if len(fields) != 5 or fields[0] != RUN_MARK or fields[1].decode(errors="replace") != known.id:
         return None
+    # quoted (LOGS_SCRIPT's JSON), or bare (a forced-command wrapper of an earlier release: Docker's form)
+    started_at, finished_at = fields[2].strip(b'"'), fields[3].strip(b'"')
     try:
-        started = parse_timestamp(fields[2].decode())
-        finished = None if fields[3].startswith(b"0001-01-01") else parse_timestamp(fields[3].decode())
+        started = parse_timestamp(started_at.decode())
+        finished = None if finished_at.startswith(b"0001-01-01") else parse_timestamp(finished_at.decode())
     except ValueError:
         return None
     running = fields[4] == b"true"

@@ -1,0 +1,130 @@
+"""A container's log through Podman's CLI, on a real Podman (a throwaway store: tests/podman_runtime.py).
+
+The container source drives Podman with Docker's command lines; these tests hold it where Podman differs: its
+inspect prints times in Go's own form (`2026-12-07 21:26:51.5 +0000 UTC`), its `logs --since T` leaves out the
+lines stamped T, and it stamps the lines of one write alike.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import anyio
+import pytest
+from conftest import unavailable
+from container_follow import NUMBERED, following, offsets_follow_on
+from podman_runtime import IMAGE, Podman, PodmanUnavailable, podman_store, remove_containers
+
+from watchdog.follow.sources.base import Chunk, Ended, FileMissing, FileRestarted
+from watchdog.follow.sources.containerlog import (
+    Cursor,
+    logs_command,
+    parse_inspect,
+    parse_log_line,
+    parse_run_line,
+)
+from watchdog.follow.sources.docker import ContainerSource
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[Podman]:
+    """A Podman store with the busybox image, for this module."""
+    try:
+        context = podman_store()
+        podman = context.__enter__()
+    except PodmanUnavailable as exc:
+        unavailable(str(exc), "WATCHDOG_REQUIRE_PODMAN")
+    try:
+        yield podman
+    finally:
+        context.__exit__(None, None, None)
+
+
+@pytest.fixture
+def podman(store: Podman, monkeypatch: pytest.MonkeyPatch) -> Iterator[Podman]:
+    """The store's `podman` first on this process's PATH (the source runs `podman`); containers removed after."""
+    monkeypatch.setenv("PATH", store.path())
+    yield store
+    remove_containers(store)
+
+
+async def _run(podman: Podman, name: str, script: str, *options: str) -> str:
+    """Start a container (in a thread: the follow goes on meanwhile); its id."""
+    argv = ("run", "-d", "--network=none", "--name", name, *options, IMAGE, "sh", "-c", script)
+    return (await anyio.to_thread.run_sync(lambda: podman.podman(*argv))).strip()
+
+
+async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_said(podman: Podman) -> None:
+    """No container: FileMissing; once it runs, its lines, then Ended with its exit code."""
+    async with following(ContainerSource("late", runtime="podman")) as got:
+        await got.until(lambda c: c.of(FileMissing))
+        await _run(podman, "late", NUMBERED.format(n=5, pace=1000, code=3))
+        await got.until(lambda c: c.of(Ended))
+    assert got.lines() == [f"run 0 line {i}".encode() for i in range(5)]
+    [ended] = got.of(Ended)
+    assert isinstance(ended, Ended)
+    assert (ended.exit_code, ended.oom_killed) == (3, False)
+    offsets_follow_on(got)
+
+
+def test_the_logs_scripts_run_mark_names_the_run_on_podman(podman: Podman) -> None:
+    """The run mark that the logs script prints first (which run the container is in as `logs` starts: a late
+    reader tells the next run's lines by it) names the run Podman's inspect says, its start and its end."""
+    podman.podman("run", "-d", "--network=none", "--name", "marked", IMAGE, "sh", "-c", "echo once; exit 2")
+    assert podman.podman("wait", "marked").strip() == "2"
+    state = parse_inspect(podman.podman("inspect", "--type", "container", "marked").encode())
+    assert state is not None
+    out = subprocess.run(
+        logs_command("podman", "marked", None), stdin=subprocess.DEVNULL, capture_output=True, check=True
+    ).stdout
+    mark = out.splitlines()[0]
+    run = parse_run_line(mark, state)
+    assert run is not None, mark
+    assert (run.started_at, run.finished_at, run.running) == (state.started_at, state.finished_at, False)
+
+
+async def test_a_follow_resumed_inside_lines_of_one_stamp_loses_and_repeats_none(podman: Podman) -> None:
+    """Podman stamps the lines of one write alike: a follow stopped after the 4th of 10 such lines (its cursor: 4
+    lines at that stamp) and resumed gives the other 6 once (`--since` of that stamp leaves them all out on
+    Podman)."""
+    script = "printf 'line %s\\n' 0 1 2 3 4 5 6 7 8 9; exec sleep 1000"
+    await _run(podman, "stamped", script)
+    source = ContainerSource("stamped", runtime="podman")
+    async with following(source) as first:
+        await first.until(lambda c: len(c.lines()) == 10)
+    stamps = {
+        parsed[0]
+        for line in podman.podman("logs", "--timestamps", "stamped").encode().splitlines(keepends=True)
+        if (parsed := parse_log_line(line)) is not None
+    }
+    assert len(stamps) == 1, stamps  # one write, one stamp: the case this test is about
+    [chunk] = {item.file: item for item in first.of(Chunk) if isinstance(item, Chunk)}.values()
+    cursor = Cursor.parse(chunk.cursor or "")
+    assert (cursor.at, cursor.count) == (next(iter(stamps)), 10)
+    four = len(b"".join(f"line {i}\n".encode() for i in range(4)))
+    resumed = str(Cursor(cursor.at, 4, cursor.stream, cursor.started, cursor.restarts))
+    async with following(ContainerSource("stamped", runtime="podman"), four, resumed) as second:
+        await second.until(lambda c: len(c.lines()) >= 6)
+        with anyio.move_on_after(0.5):  # nothing more: a line given twice would come with them
+            await second.until(lambda c: len(c.lines()) > 6)
+    assert second.lines() == [f"line {i}".encode() for i in range(4, 10)]
+    assert not second.of(FileRestarted)
+
+
+async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repeated(podman: Podman) -> None:
+    """A container that fails and is restarted by `--restart on-failure:2` gives each run as its own stream from
+    offset 0, each run's lines exactly once, and an Ended per run."""
+    async with following(ContainerSource("again", runtime="podman")) as got:
+        await got.until(lambda c: c.of(FileMissing))
+        await _run(podman, "again", NUMBERED.format(n=30, pace=20000, code=1), "--restart", "on-failure:2")
+        await got.until(lambda c: len(c.of(Ended)) == 3)
+    assert got.lines() == [f"run {r} line {i}".encode() for r in range(3) for i in range(30)]
+    assert [str(item) for item in got.of(FileRestarted)] == ["the log was restarted"] * 2
+    assert len({item.file for item in got.of(Chunk) if isinstance(item, Chunk)}) == 3
+    [*_, last] = got.of(Ended)
+    assert isinstance(last, Ended)
+    assert last.exit_code == 1
+    offsets_follow_on(got)
