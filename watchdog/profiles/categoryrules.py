@@ -11,7 +11,7 @@ from watchdog.exceptions import ConfigError
 from watchdog.profiles.keys import check_keys
 from watchdog.vocabulary import Category
 
-__all__ = ["TIERS", "CategoryRule", "Regex", "parse_category_rule"]
+__all__ = ["TIERS", "CategoryRule", "Regex", "parse_category_rule", "required_texts"]
 
 # The precedence of a rule, from what it names (docs/categories.md): lower is tried first. A class is what
 # failed; a message template is that failure's own wording; a module is only where it was raised; a phrase
@@ -64,6 +64,8 @@ class CategoryRule:
     tier: int = 0  # its precedence (an index of TIERS), from the fields it has
     # the five regexes compiled, in the order `matches` tries them, once it was first tried
     _compiled: _Compiled | None = field(default=None, init=False, repr=False, compare=False)
+    # texts one of which every match of `template` or `phrase` holds (`_texts`), found when the rule is first tried
+    _required: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def matches(
         self, cls: str | None, messages: Sequence[str], line: str, paths: str, functions: str
@@ -77,6 +79,22 @@ class CategoryRule:
             return (
                 False  # a rule of classes, for no class or another one: its regexes are not compiled for it
             )
+        # A rule of wording (a template, or a phrase in an ASCII line) that holds none of the texts one of which its
+        # every match holds: not compiled for it either (a crash tried about a hundred templates and a dozen phrases
+        # of a profile, compiling each: 13 ms of a replay's CPU on the development machine)
+        required = self._required
+        if required is None:
+            required = self._texts()
+            object.__setattr__(self, "_required", required)  # frozen: a cache, as `_compiled`
+        if required:
+            if self.template is not None:
+                if not any(text in m for m in messages for text in required):
+                    return False
+            elif line.isascii():
+                # case aside, the ASCII letters of the phrase's texts match only the same letters of the line
+                lowered = line.lower()
+                if not any(text in lowered for text in required):
+                    return False
         compiled = self._compiled or self._compile()
         # each looked up only when the one before it held: most rules fail at their first
         if (pattern := compiled[0]) is not None and (cls is None or not pattern.fullmatch(cls)):
@@ -88,6 +106,16 @@ class CategoryRule:
         if (pattern := compiled[3]) is not None and not pattern.search(line):
             return False
         return (pattern := compiled[4]) is None or any(pattern.match(m) for m in messages)
+
+    def _texts(self) -> tuple[str, ...]:
+        # `_required`: a template's `required_texts`, or a phrase's (in lower case: an ASCII line's, in lower case,
+        # holds one of them where it matches)
+        if (template := self.template) is not None and not template.flags:
+            return required_texts(template.pattern)
+        if (phrase := self.phrase) is not None and phrase.flags == re.IGNORECASE:
+            texts = required_texts(phrase.pattern)
+            return tuple(t.lower() for t in texts) if all(map(str.isascii, texts)) else ()
+        return ()
 
     def compile_now(self) -> bool:
         """Compile its regexes now, ahead of the first error it is tried for; whether there was anything to do."""
@@ -103,6 +131,112 @@ class CategoryRule:
         )
         object.__setattr__(self, "_compiled", compiled)  # frozen: a cache, not a field (no part of equality)
         return compiled  # type: ignore[return-value]
+
+
+_SIGNS = frozenset(".^$*+?{}[]()|\\")  # what a regex reads as more than itself (outside a class)
+# what an escape makes plain (an escaped letter or digit is a class or a code)
+_ESCAPED_SIGNS = _SIGNS | frozenset("!\"#%&',-/:;<=>@_`~ ")
+_FLAGS = frozenset("aiLmsux-")  # after "(?": an inline flag
+
+
+def required_texts(pattern: str) -> tuple[str, ...]:
+    """Texts one of which every match of the regex `pattern` (compiled with no flags) holds: of each alternative at
+    its top, the longest run of plain characters outside any group or class (of an alternative that is one group,
+    its own alternatives'). Empty where an alternative has no such run, or where the pattern is beyond this
+    reading (an inline flag). A character that a quantifier follows is in no run."""
+    tokens = _tokens(pattern)
+    if tokens is None:
+        return ()
+    texts: list[str] = []
+    for part in _split(tokens):
+        if len(part) > 1 and pattern.startswith("(?:", part[0][0]) and _closes(part) == len(part) - 1:
+            found = required_texts(pattern[part[0][0] + 3 : part[-1][0]])  # "(?:a|b)" alone: a's or b's
+        else:
+            found = tuple(filter(None, [_longest_run(part)]))
+        if not found:
+            return ()
+        texts += found
+    return tuple(texts)
+
+
+# A token of a regex: its offset, what it is ("char": a plain character, "|", "(", ")", "quantifier", "other": a
+# class, an escape of a class or a code, ".", "^", "$") and, for "char", the character it stands for
+_Token = tuple[int, str, str]
+
+
+def _tokens(pattern: str) -> list[_Token] | None:
+    # `pattern`'s tokens (a class and a count are one each); None where it holds an inline flag
+    out: list[_Token] = []
+    at, end = 0, len(pattern)
+    while at < end:
+        c, start = pattern[at], at
+        at += 1
+        if c == "\\":
+            escaped = pattern[at : at + 1]
+            out.append((start, "char", escaped) if escaped in _ESCAPED_SIGNS else (start, "other", ""))
+            at += 1
+        elif c == "[":  # a class, passed over whole (a "]" first in it is its own)
+            at += 1 if pattern[at : at + 1] == "^" else 0
+            at += 1 if pattern[at : at + 1] == "]" else 0
+            while at < end and pattern[at] != "]":
+                at += 2 if pattern[at] == "\\" else 1
+            out.append((start, "other", ""))
+            at += 1
+        elif c == "{":  # a count ("{2}", "{1,3}") passed over whole, or a "{" itself: a quantifier either way
+            close = pattern.find("}", at)
+            if close > 0 and all(x.isdigit() or x == "," for x in pattern[at:close]):
+                at = close + 1
+            out.append((start, "quantifier", ""))
+        elif c in "*?+":
+            out.append((start, "quantifier" if c != "+" else "other", ""))  # "+": what is before is there
+        elif c == "(":
+            if pattern[at : at + 1] == "?" and pattern[at + 1 : at + 2] in _FLAGS:
+                return None  # an inline flag (ignore case, verbose): a character may not stand for itself
+            out.append((start, "(", ""))
+        elif c in ")|":
+            out.append((start, c, ""))
+        else:
+            out.append((start, "other", "") if c in _SIGNS else (start, "char", c))
+    return out
+
+
+def _split(tokens: list[_Token]) -> list[list[_Token]]:
+    # the tokens of each alternative at the top; [[]] where a group is closed that was not open, or left open
+    parts: list[list[_Token]] = [[]]
+    depth = 0
+    for token in tokens:
+        depth += (token[1] == "(") - (token[1] == ")")
+        if depth < 0:
+            return [[]]
+        if token[1] == "|" and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return parts if depth == 0 else [[]]
+
+
+def _closes(part: list[_Token]) -> int:
+    # the index in `part` of the token that closes the group its first token opens
+    depth = 0
+    for index, token in enumerate(part):
+        depth += (token[1] == "(") - (token[1] == ")")
+        if depth == 0:
+            return index
+    return -1
+
+
+def _longest_run(part: list[_Token]) -> str:
+    # the longest run of plain characters of an alternative's tokens outside its groups, none quantified
+    best, run, depth = "", "", 0
+    for index, (_, kind, char) in enumerate(part):
+        depth += (kind == "(") - (kind == ")")
+        following = part[index + 1][1] if index + 1 < len(part) else ""
+        if kind == "char" and depth == 0 and following != "quantifier":
+            run += char
+            best = max(best, run, key=len)
+        else:
+            run = ""
+    return best
 
 
 def parse_category_rule(
