@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles import loader
-from watchdog.profiles.categoryrules import CategoryRule, Regex
+from watchdog.profiles.categoryrules import CategoryRule, Regex, required_texts
 from watchdog.profiles.model import LazyPattern
 from watchdog.profiles.parsed import BUNDLED
 from watchdog.vocabulary import ENGINES, Category
@@ -31,7 +31,8 @@ def test_every_bundled_category_regex_compiles_on_first_use(name: str) -> None:
     for rule in profile.categories:
         endings = rule.exceptions.endings if rule.exceptions is not None else None
         cls = endings[0] if endings else "ValueError"  # a class it may match: another is not tried
-        rule.matches(cls, ["x"], f"{cls}: x", "", "")
+        message = " ".join(rule._texts()) or "x"  # wording it may match: other wording is not tried
+        rule.matches(cls, [message], f"{cls}: {message}", "", "")
         assert rule._compiled is not None
         regexes = [getattr(rule, f) for f in _FIELDS]
         assert all(
@@ -93,6 +94,86 @@ def test_a_rule_of_classes_is_not_compiled_for_another_class() -> None:
     assert fresh._compiled is None
     fresh.matches("builtins.KeyError", ["'x'"], "builtins.KeyError: 'x'", "", "")
     assert fresh._compiled is not None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "texts"),
+    [
+        (r"\[Errno -2\] Name or service not known$", ("[Errno -2] Name or service not known",)),
+        (r"(?:CUDA|HIP|CUDA driver) error: out of memory", (" error: out of memory",)),
+        (r"(?:\[Rank:\d+\] )?FATAL ERROR :: MODULE:\w+ ", ("FATAL ERROR :: MODULE:",)),
+        (
+            r"(?:ImportError)|(?:undefined symbol)|(?:cannot find -l\w+)",
+            ("ImportError", "undefined symbol", "cannot find -l"),
+        ),
+        (r"ab+c", ("ab",)),  # "+": the b is there, maybe more than once
+        (r"a{2}bc|x?yz|foo{bar}", ("bc", "yz", "bar")),  # a character a quantifier follows is in no run
+        (r"a[]b]c\.d", ("c.d",)),
+        (r"a\|b|c", ("a|b", "c")),
+        (r"(?:a|b)(?:c)|d", ()),  # an alternative whose every run is in a group
+        (r"(?:ab)?|cd", ()),
+        (r"(?i)abc", ()),  # an inline flag
+        (r"(?x)a b", ()),
+        (r"abc)", ()),  # not a regex
+    ],
+)
+def test_required_texts(pattern: str, texts: tuple[str, ...]) -> None:
+    """Texts one of which every match holds: each alternative's longest run of plain characters outside groups."""
+    assert required_texts(pattern) == texts
+
+
+_WORDING = sorted(
+    {
+        (field, regex)
+        for name in ENGINES
+        for rule in loader.load_engine(name).categories  # type: ignore[union-attr]
+        for field, regex in (("template", rule.template), ("phrase", rule.phrase))
+        if regex is not None and required_texts(regex.pattern)
+    }
+)
+
+
+def test_most_rules_of_wording_have_texts() -> None:
+    """Most bundled templates and phrases have texts one of which their every match holds."""
+    assert len(_WORDING) >= 100
+
+
+@pytest.mark.parametrize(("field", "regex"), [pytest.param(f, r, id=r.pattern[-60:]) for f, r in _WORDING])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_a_match_of_a_rule_of_wording_holds_one_of_its_texts(
+    field: str, regex: Regex, data: st.DataObject
+) -> None:
+    """Every text a bundled template or phrase matches holds one of its texts (a phrase's: an ASCII text, case
+    aside): an error with none of them is refused before the regex is compiled, and so rightly."""
+    match = data.draw(st.from_regex(re.compile(regex.pattern, regex.flags), fullmatch=True))
+    texts = required_texts(regex.pattern)
+    if field == "template":
+        assert any(text in match for text in texts)
+    elif match.isascii():
+        assert any(text.lower() in match.lower() for text in texts)
+
+
+def test_a_rule_of_wording_is_not_compiled_for_an_error_without_its_texts() -> None:
+    """A template rule whose texts no message holds, and a phrase rule whose texts an ASCII line does not hold (case
+    aside), say no without compiling their regexes; a line that is not ASCII is looked at by the phrase's regex."""
+    template = CategoryRule(Category.OOM, template=Regex("(?:CUDA|HIP) error: out of memory"))
+    assert not template.matches(
+        "RuntimeError", ["Not enough memory"], "RuntimeError: Not enough memory", "", ""
+    )
+    assert template._compiled is None
+    said = "CUDA error: out of memory"
+    assert template.matches("RuntimeError", ["x", said], f"RuntimeError: {said}", "", "")
+    assert template._compiled is not None
+    phrase = CategoryRule(Category.OOM, phrase=Regex("(?:out of memory)|(?:OOM)", re.IGNORECASE))
+    assert not phrase.matches(None, [], "the node ran out of disk", "", "")
+    assert phrase._compiled is None
+    assert phrase.matches(None, [], "Out Of Memory on rank 3", "", "")
+    assert phrase._compiled is not None
+    fresh = CategoryRule(Category.OOM, phrase=Regex("(?:kill)", re.IGNORECASE))
+    assert fresh.matches(
+        None, [], "process \u212aill 9", "", ""
+    )  # the Kelvin sign is a K to the regex, case aside
 
 
 def test_a_user_profiles_bad_category_regex_fails_at_load(tmp_path: Path) -> None:
