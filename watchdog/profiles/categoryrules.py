@@ -133,110 +133,69 @@ class CategoryRule:
         return compiled  # type: ignore[return-value]
 
 
-_SIGNS = frozenset(".^$*+?{}[]()|\\")  # what a regex reads as more than itself (outside a class)
-# what an escape makes plain (an escaped letter or digit is a class or a code)
-_ESCAPED_SIGNS = _SIGNS | frozenset("!\"#%&',-/:;<=>@_`~ ")
-_FLAGS = frozenset("aiLmsux-")  # after "(?": an inline flag
+# A regex's tokens, for `required_texts` (a loop over a pattern's characters in Python cost as much as the compiles
+# it saves): a run of plain characters (an escaped sign is plain; one that a quantifier follows is not in a run), a
+# plain character that a quantifier follows, a class, a count, an inline flag, a group's start and end, "|", a
+# quantifier, anything else (".", "^", "$", "+", an escaped letter or digit: a class or a code)
+_TOKEN = re.compile(
+    r"""(?P<run>(?:(?:[^.^$*+?{}\[\]()|\\]|\\[^A-Za-z0-9])(?![*?{]))+)
+    |(?P<quantified>[^.^$*+?{}\[\]()|\\]|\\[^A-Za-z0-9])
+    |(?P<other>\[\^?\]?(?:[^\]\\]|\\.)*\]|\{\d*(?:,\d*)?\}|[*?{]|\\.?|[.^$+\[\]}])
+    |(?P<flag>\(\?[aiLmsux-])
+    |(?P<open>\()
+    |(?P<close>\))
+    |(?P<alt>\|)""",
+    re.VERBOSE | re.DOTALL,
+)
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 def required_texts(pattern: str) -> tuple[str, ...]:
     """Texts one of which every match of the regex `pattern` (compiled with no flags) holds: of each alternative at
     its top, the longest run of plain characters outside any group or class (of an alternative that is one group,
     its own alternatives'). Empty where an alternative has no such run, or where the pattern is beyond this
-    reading (an inline flag). A character that a quantifier follows is in no run."""
-    tokens = _tokens(pattern)
-    if tokens is None:
-        return ()
+    reading (an inline flag, a group left open). A character that a quantifier follows is in no run."""
     texts: list[str] = []
-    for part in _split(tokens):
-        if len(part) > 1 and pattern.startswith("(?:", part[0][0]) and _closes(part) == len(part) - 1:
-            found = required_texts(pattern[part[0][0] + 3 : part[-1][0]])  # "(?:a|b)" alone: a's or b's
-        else:
-            found = tuple(filter(None, [_longest_run(part)]))
-        if not found:
+    depth = 0  # of groups
+    start = 0  # where the alternative begins
+    best = ""  # its longest run so far
+    group = -1  # where the group that begins it (as "(?:") ends; -1: no such group
+    end = len(pattern)
+    for token in _TOKEN.finditer(pattern):
+        kind = token.lastgroup
+        if kind == "run" and depth == 0:
+            run = _ESCAPE.sub(r"\1", token[0]) if "\\" in token[0] else token[0]
+            best = run if len(run) > len(best) else best
+        elif kind == "open":
+            if depth == 0 and token.start() == start and pattern.startswith("(?:", start):
+                group = -2  # (its end is found when it closes)
+            depth += 1
+        elif kind == "close":
+            depth -= 1
+            if depth < 0:
+                return ()
+            if depth == 0 and group == -2:
+                group = token.end()
+        elif kind == "flag":
             return ()
-        texts += found
-    return tuple(texts)
+        elif kind == "alt" and depth == 0:
+            found = _alternative(pattern, start, token.start(), best, group)
+            if not found:
+                return ()
+            texts += found
+            start, best, group = token.end(), "", -1
+    if depth:
+        return ()
+    found = _alternative(pattern, start, end, best, group)
+    return (*texts, *found) if found else ()
 
 
-# A token of a regex: its offset, what it is ("char": a plain character, "|", "(", ")", "quantifier", "other": a
-# class, an escape of a class or a code, ".", "^", "$") and, for "char", the character it stands for
-_Token = tuple[int, str, str]
-
-
-def _tokens(pattern: str) -> list[_Token] | None:
-    # `pattern`'s tokens (a class and a count are one each); None where it holds an inline flag
-    out: list[_Token] = []
-    at, end = 0, len(pattern)
-    while at < end:
-        c, start = pattern[at], at
-        at += 1
-        if c == "\\":
-            escaped = pattern[at : at + 1]
-            out.append((start, "char", escaped) if escaped in _ESCAPED_SIGNS else (start, "other", ""))
-            at += 1
-        elif c == "[":  # a class, passed over whole (a "]" first in it is its own)
-            at += 1 if pattern[at : at + 1] == "^" else 0
-            at += 1 if pattern[at : at + 1] == "]" else 0
-            while at < end and pattern[at] != "]":
-                at += 2 if pattern[at] == "\\" else 1
-            out.append((start, "other", ""))
-            at += 1
-        elif c == "{":  # a count ("{2}", "{1,3}") passed over whole, or a "{" itself: a quantifier either way
-            close = pattern.find("}", at)
-            if close > 0 and all(x.isdigit() or x == "," for x in pattern[at:close]):
-                at = close + 1
-            out.append((start, "quantifier", ""))
-        elif c in "*?+":
-            out.append((start, "quantifier" if c != "+" else "other", ""))  # "+": what is before is there
-        elif c == "(":
-            if pattern[at : at + 1] == "?" and pattern[at + 1 : at + 2] in _FLAGS:
-                return None  # an inline flag (ignore case, verbose): a character may not stand for itself
-            out.append((start, "(", ""))
-        elif c in ")|":
-            out.append((start, c, ""))
-        else:
-            out.append((start, "other", "") if c in _SIGNS else (start, "char", c))
-    return out
-
-
-def _split(tokens: list[_Token]) -> list[list[_Token]]:
-    # the tokens of each alternative at the top; [[]] where a group is closed that was not open, or left open
-    parts: list[list[_Token]] = [[]]
-    depth = 0
-    for token in tokens:
-        depth += (token[1] == "(") - (token[1] == ")")
-        if depth < 0:
-            return [[]]
-        if token[1] == "|" and depth == 0:
-            parts.append([])
-        else:
-            parts[-1].append(token)
-    return parts if depth == 0 else [[]]
-
-
-def _closes(part: list[_Token]) -> int:
-    # the index in `part` of the token that closes the group its first token opens
-    depth = 0
-    for index, token in enumerate(part):
-        depth += (token[1] == "(") - (token[1] == ")")
-        if depth == 0:
-            return index
-    return -1
-
-
-def _longest_run(part: list[_Token]) -> str:
-    # the longest run of plain characters of an alternative's tokens outside its groups, none quantified
-    best, run, depth = "", "", 0
-    for index, (_, kind, char) in enumerate(part):
-        depth += (kind == "(") - (kind == ")")
-        following = part[index + 1][1] if index + 1 < len(part) else ""
-        if kind == "char" and depth == 0 and following != "quantifier":
-            run += char
-            best = max(best, run, key=len)
-        else:
-            run = ""
-    return best
+def _alternative(pattern: str, start: int, end: int, best: str, group: int) -> tuple[str, ...]:
+    # `required_texts` of the alternative pattern[start:end], whose longest run is `best`: of a group alone ("(?:a|b)",
+    # `group` its end), its alternatives'
+    if group == end:
+        return required_texts(pattern[start + 3 : end - 1])
+    return (best,) if best else ()
 
 
 def parse_category_rule(
