@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from watchdog.exceptions import ConfigError
 from watchdog.profiles import loader
 from watchdog.profiles.categoryrules import CategoryRule, Regex, required_texts
-from watchdog.profiles.model import LazyPattern
+from watchdog.profiles.model import LazyPattern, Profile, parse_profile
 from watchdog.profiles.parsed import BUNDLED
 from watchdog.vocabulary import ENGINES, Category
 
@@ -209,11 +210,85 @@ def test_every_bundled_rule_regex_compiles_on_first_use(name: str) -> None:
     assert lazy or name in ("generic",)
     assert all(pattern._compiled is None for pattern in lazy)
     for pattern in lazy:
-        pattern.search("a line")
+        pattern.search(" ".join(required_texts(pattern._texts_of)) or "a line")  # a line it may match
         assert pattern._compiled is not None
         assert pattern.compiled() == re.compile(pattern.pattern)
     eager = [r for r in profile.rules if r.regex is not None and not isinstance(r.regex, LazyPattern)]
     assert all(r.kind in ("progress", "fact", "arguments", "serving") for r in eager)
+
+
+def _trace_patterns(profile: Profile) -> list[Any]:
+    # every regex of a profile's traceback tables
+    return [
+        *(p for _, p in profile.frames),
+        *profile.mains,
+        *profile.steps,
+        *profile.consequences,
+        *profile.teardowns,
+        *profile.caught,
+        *profile.requests,
+        *(h.when for h in profile.hints if h.when is not None),
+    ]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_bundled_traceback_table_regex_compiles_on_first_use(name: str) -> None:
+    """A bundled profile's traceback tables ([[frame]], [[main]], ... and hints' `when`) are not compiled at load;
+    each compiles when first searched, to the regex its file says. A user profile's compile as it loads."""
+    profile = loader.Draft(
+        loader._draft(name).data, f"watchdog/profiles/{name}.toml"
+    ).profile()  # a fresh one
+    patterns = _trace_patterns(profile)
+    assert patterns or name in ("generic", "ollama")
+    assert all(isinstance(p, LazyPattern) and p._compiled is None for p in patterns)
+    for pattern in patterns:
+        pattern.search(" ".join(required_texts(pattern._texts_of)) or "a line")  # a text it may match
+        assert pattern._compiled is not None
+        assert pattern.compiled() == re.compile(pattern.pattern)
+    user = parse_profile(
+        {"name": "mine", "frame": [{"state": "loading_weights", "functions": ["load_it"]}]}, "x"
+    )
+    assert all(isinstance(p, re.Pattern) for p in _trace_patterns(user))
+
+
+_TRACE_TEXTS = sorted(
+    {
+        (p.pattern, p._texts_of)
+        for name in ENGINES
+        for p in _trace_patterns(loader.load_engine(name))  # type: ignore[arg-type]
+        if isinstance(p, LazyPattern) and required_texts(p._texts_of) and "(?!" not in p.pattern
+    }
+)
+
+
+def test_most_traceback_tables_have_texts() -> None:
+    """Most bundled traceback-table regexes have texts one of which their every match holds."""
+    assert len(_TRACE_TEXTS) >= 60
+
+
+@pytest.mark.parametrize(("pattern", "texts_of"), [pytest.param(p, t, id=p[-60:]) for p, t in _TRACE_TEXTS])
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_match_of_a_traceback_table_holds_one_of_its_texts(
+    pattern: str, texts_of: str, data: st.DataObject
+) -> None:
+    """Every text a bundled traceback table's regex matches holds one of its texts: a traceback with none of them
+    is no match without compiling the regex, and so rightly."""
+    match = data.draw(st.from_regex(re.compile(pattern), fullmatch=True))
+    assert any(text in match for text in required_texts(texts_of))
+
+
+def test_a_frame_table_is_not_compiled_for_a_traceback_without_its_names() -> None:
+    """A lazily compiled regex says no (`search`, `finditer`) to a text without any of its texts, uncompiled; a
+    frame table's texts are its functions' names."""
+    frame = LazyPattern(r"in (?:load_model|init_\w+)(?!\w)", texts_of=r"(?:load_model)|(?:init_\w+)")
+    assert frame.search('  File "x.py", line 3, in serve') is None
+    assert list(frame.finditer('  File "x.py", line 3, in serve')) == []
+    assert frame._compiled is None
+    assert [m.group(0) for m in frame.finditer('File "x.py", line 3, in init_cache')] == ["in init_cache"]
+    assert frame._compiled is not None
+    copy = pickle.loads(pickle.dumps(LazyPattern(frame.pattern, frame._texts_of)))
+    assert (copy._texts_of, copy.search("in serve"), copy._compiled) == (frame._texts_of, None, None)
 
 
 def test_a_lazy_rule_regex_is_equal_by_its_text_and_pickles() -> None:
