@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,8 +13,8 @@ from hypothesis import strategies as st
 
 from watchdog.exceptions import ConfigError
 from watchdog.profiles import loader
-from watchdog.profiles.categoryrules import CategoryRule, Regex
-from watchdog.profiles.model import LazyPattern
+from watchdog.profiles.categoryrules import CategoryRule, Regex, required_texts
+from watchdog.profiles.model import LazyPattern, Profile, parse_profile
 from watchdog.profiles.parsed import BUNDLED
 from watchdog.vocabulary import ENGINES, Category
 
@@ -31,7 +32,8 @@ def test_every_bundled_category_regex_compiles_on_first_use(name: str) -> None:
     for rule in profile.categories:
         endings = rule.exceptions.endings if rule.exceptions is not None else None
         cls = endings[0] if endings else "ValueError"  # a class it may match: another is not tried
-        rule.matches(cls, ["x"], f"{cls}: x", "", "")
+        message = " ".join(rule._texts()) or "x"  # wording it may match: other wording is not tried
+        rule.matches(cls, [message], f"{cls}: {message}", "", "")
         assert rule._compiled is not None
         regexes = [getattr(rule, f) for f in _FIELDS]
         assert all(
@@ -95,6 +97,86 @@ def test_a_rule_of_classes_is_not_compiled_for_another_class() -> None:
     assert fresh._compiled is not None
 
 
+@pytest.mark.parametrize(
+    ("pattern", "texts"),
+    [
+        (r"\[Errno -2\] Name or service not known$", ("[Errno -2] Name or service not known",)),
+        (r"(?:CUDA|HIP|CUDA driver) error: out of memory", (" error: out of memory",)),
+        (r"(?:\[Rank:\d+\] )?FATAL ERROR :: MODULE:\w+ ", ("FATAL ERROR :: MODULE:",)),
+        (
+            r"(?:ImportError)|(?:undefined symbol)|(?:cannot find -l\w+)",
+            ("ImportError", "undefined symbol", "cannot find -l"),
+        ),
+        (r"ab+c", ("ab",)),  # "+": the b is there, maybe more than once
+        (r"a{2}bc|x?yz|foo{bar}", ("bc", "yz", "bar")),  # a character a quantifier follows is in no run
+        (r"a[]b]c\.d", ("c.d",)),
+        (r"a\|b|c", ("a|b", "c")),
+        (r"(?:a|b)(?:c)|d", ()),  # an alternative whose every run is in a group
+        (r"(?:ab)?|cd", ()),
+        (r"(?i)abc", ()),  # an inline flag
+        (r"(?x)a b", ()),
+        (r"abc)", ()),  # not a regex
+    ],
+)
+def test_required_texts(pattern: str, texts: tuple[str, ...]) -> None:
+    """Texts one of which every match holds: each alternative's longest run of plain characters outside groups."""
+    assert required_texts(pattern) == texts
+
+
+_WORDING = sorted(
+    {
+        (field, regex)
+        for name in ENGINES
+        for rule in loader.load_engine(name).categories  # type: ignore[union-attr]
+        for field, regex in (("template", rule.template), ("phrase", rule.phrase))
+        if regex is not None and required_texts(regex.pattern)
+    }
+)
+
+
+def test_most_rules_of_wording_have_texts() -> None:
+    """Most bundled templates and phrases have texts one of which their every match holds."""
+    assert len(_WORDING) >= 100
+
+
+@pytest.mark.parametrize(("field", "regex"), [pytest.param(f, r, id=r.pattern[-60:]) for f, r in _WORDING])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_a_match_of_a_rule_of_wording_holds_one_of_its_texts(
+    field: str, regex: Regex, data: st.DataObject
+) -> None:
+    """Every text a bundled template or phrase matches holds one of its texts (a phrase's: an ASCII text, case
+    aside): an error with none of them is refused before the regex is compiled, and so rightly."""
+    match = data.draw(st.from_regex(re.compile(regex.pattern, regex.flags), fullmatch=True))
+    texts = required_texts(regex.pattern)
+    if field == "template":
+        assert any(text in match for text in texts)
+    elif match.isascii():
+        assert any(text.lower() in match.lower() for text in texts)
+
+
+def test_a_rule_of_wording_is_not_compiled_for_an_error_without_its_texts() -> None:
+    """A template rule whose texts no message holds, and a phrase rule whose texts an ASCII line does not hold (case
+    aside), say no without compiling their regexes; a line that is not ASCII is looked at by the phrase's regex."""
+    template = CategoryRule(Category.OOM, template=Regex("(?:CUDA|HIP) error: out of memory"))
+    assert not template.matches(
+        "RuntimeError", ["Not enough memory"], "RuntimeError: Not enough memory", "", ""
+    )
+    assert template._compiled is None
+    said = "CUDA error: out of memory"
+    assert template.matches("RuntimeError", ["x", said], f"RuntimeError: {said}", "", "")
+    assert template._compiled is not None
+    phrase = CategoryRule(Category.OOM, phrase=Regex("(?:out of memory)|(?:OOM)", re.IGNORECASE))
+    assert not phrase.matches(None, [], "the node ran out of disk", "", "")
+    assert phrase._compiled is None
+    assert phrase.matches(None, [], "Out Of Memory on rank 3", "", "")
+    assert phrase._compiled is not None
+    fresh = CategoryRule(Category.OOM, phrase=Regex("(?:kill)", re.IGNORECASE))
+    assert fresh.matches(
+        None, [], "process \u212aill 9", "", ""
+    )  # the Kelvin sign is a K to the regex, case aside
+
+
 def test_a_user_profiles_bad_category_regex_fails_at_load(tmp_path: Path) -> None:
     """A user profile's category regex is compiled as it loads: an invalid one is a ConfigError naming it."""
     path = tmp_path / "mine.toml"
@@ -128,11 +210,85 @@ def test_every_bundled_rule_regex_compiles_on_first_use(name: str) -> None:
     assert lazy or name in ("generic",)
     assert all(pattern._compiled is None for pattern in lazy)
     for pattern in lazy:
-        pattern.search("a line")
+        pattern.search(" ".join(required_texts(pattern._texts_of)) or "a line")  # a line it may match
         assert pattern._compiled is not None
         assert pattern.compiled() == re.compile(pattern.pattern)
     eager = [r for r in profile.rules if r.regex is not None and not isinstance(r.regex, LazyPattern)]
     assert all(r.kind in ("progress", "fact", "arguments", "serving") for r in eager)
+
+
+def _trace_patterns(profile: Profile) -> list[Any]:
+    # every regex of a profile's traceback tables
+    return [
+        *(p for _, p in profile.frames),
+        *profile.mains,
+        *profile.steps,
+        *profile.consequences,
+        *profile.teardowns,
+        *profile.caught,
+        *profile.requests,
+        *(h.when for h in profile.hints if h.when is not None),
+    ]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_bundled_traceback_table_regex_compiles_on_first_use(name: str) -> None:
+    """A bundled profile's traceback tables ([[frame]], [[main]], ... and hints' `when`) are not compiled at load;
+    each compiles when first searched, to the regex its file says. A user profile's compile as it loads."""
+    profile = loader.Draft(
+        loader._draft(name).data, f"watchdog/profiles/{name}.toml"
+    ).profile()  # a fresh one
+    patterns = _trace_patterns(profile)
+    assert patterns or name in ("generic", "ollama")
+    assert all(isinstance(p, LazyPattern) and p._compiled is None for p in patterns)
+    for pattern in patterns:
+        pattern.search(" ".join(required_texts(pattern._texts_of)) or "a line")  # a text it may match
+        assert pattern._compiled is not None
+        assert pattern.compiled() == re.compile(pattern.pattern)
+    user = parse_profile(
+        {"name": "mine", "frame": [{"state": "loading_weights", "functions": ["load_it"]}]}, "x"
+    )
+    assert all(isinstance(p, re.Pattern) for p in _trace_patterns(user))
+
+
+_TRACE_TEXTS = sorted(
+    {
+        (p.pattern, p._texts_of)
+        for name in ENGINES
+        for p in _trace_patterns(loader.load_engine(name))  # type: ignore[arg-type]
+        if isinstance(p, LazyPattern) and required_texts(p._texts_of) and "(?!" not in p.pattern
+    }
+)
+
+
+def test_most_traceback_tables_have_texts() -> None:
+    """Most bundled traceback-table regexes have texts one of which their every match holds."""
+    assert len(_TRACE_TEXTS) >= 60
+
+
+@pytest.mark.parametrize(("pattern", "texts_of"), [pytest.param(p, t, id=p[-60:]) for p, t in _TRACE_TEXTS])
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_match_of_a_traceback_table_holds_one_of_its_texts(
+    pattern: str, texts_of: str, data: st.DataObject
+) -> None:
+    """Every text a bundled traceback table's regex matches holds one of its texts: a traceback with none of them
+    is no match without compiling the regex, and so rightly."""
+    match = data.draw(st.from_regex(re.compile(pattern), fullmatch=True))
+    assert any(text in match for text in required_texts(texts_of))
+
+
+def test_a_frame_table_is_not_compiled_for_a_traceback_without_its_names() -> None:
+    """A lazily compiled regex says no (`search`, `finditer`) to a text without any of its texts, uncompiled; a
+    frame table's texts are its functions' names."""
+    frame = LazyPattern(r"in (?:load_model|init_\w+)(?!\w)", texts_of=r"(?:load_model)|(?:init_\w+)")
+    assert frame.search('  File "x.py", line 3, in serve') is None
+    assert list(frame.finditer('  File "x.py", line 3, in serve')) == []
+    assert frame._compiled is None
+    assert [m.group(0) for m in frame.finditer('File "x.py", line 3, in init_cache')] == ["in init_cache"]
+    assert frame._compiled is not None
+    copy = pickle.loads(pickle.dumps(LazyPattern(frame.pattern, frame._texts_of)))
+    assert (copy._texts_of, copy.search("in serve"), copy._compiled) == (frame._texts_of, None, None)
 
 
 def test_a_lazy_rule_regex_is_equal_by_its_text_and_pickles() -> None:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from watchdog.profiles.model import CategoryRule, Profile
+from watchdog.profiles.model import CategoryRule, Profile, Searched
 from watchdog.vocabulary import Category, State
 
 __all__ = ["categorize", "fill", "hint_for", "phase_from_error", "phase_from_frames"]
@@ -153,7 +153,7 @@ def phase_from_frames(traceback: str, profile: Profile) -> str | None:
 # Tracebacks' phases already found, per frames tuple (kept as `_memo` keeps its rules): a traceback is read when
 # its exception line comes and again, the same text, when it closes, each time with every [[frame]] regex
 _MEMO_TEXTS = 512  # texts remembered per frames tuple (a traceback's text is a few kilobytes)
-_frames_memo: dict[int, tuple[tuple[tuple[str, re.Pattern[str]], ...], dict[str, str | None]]] = {}
+_frames_memo: dict[int, tuple[tuple[tuple[str, Searched], ...], dict[str, str | None]]] = {}
 
 
 def hint_for(category: str, summary: str, phase: str, facts: Mapping[str, object], profile: Profile) -> str:

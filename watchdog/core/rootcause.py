@@ -20,7 +20,7 @@ from watchdog.core.categories import (
     phase_from_frames,
 )
 from watchdog.core.tracebacks import EXCEPTION_LINE, Traceback
-from watchdog.profiles.model import Profile
+from watchdog.profiles.model import Profile, Searched
 from watchdog.vocabulary import GENERIC_CATEGORIES, Category
 
 __all__ = ["Candidate", "Error", "Rank", "from_traceback", "rank", "root_cause"]
@@ -263,7 +263,7 @@ def _innermost_step(text: str, profile: Profile) -> str:
 
 
 _MEMO_TEXTS = 512  # tracebacks' texts remembered per steps tuple (a few kilobytes each)
-_steps_memo: dict[int, tuple[tuple[re.Pattern[str], ...], dict[str, str]]] = {}
+_steps_memo: dict[int, tuple[tuple[Searched, ...], dict[str, str]]] = {}
 
 
 def _uncaught(tb: Traceback, profile: Profile) -> bool:

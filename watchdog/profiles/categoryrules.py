@@ -11,7 +11,7 @@ from watchdog.exceptions import ConfigError
 from watchdog.profiles.keys import check_keys
 from watchdog.vocabulary import Category
 
-__all__ = ["TIERS", "CategoryRule", "Regex", "parse_category_rule"]
+__all__ = ["TIERS", "CategoryRule", "Regex", "parse_category_rule", "required_texts"]
 
 # The precedence of a rule, from what it names (docs/categories.md): lower is tried first. A class is what
 # failed; a message template is that failure's own wording; a module is only where it was raised; a phrase
@@ -64,6 +64,8 @@ class CategoryRule:
     tier: int = 0  # its precedence (an index of TIERS), from the fields it has
     # the five regexes compiled, in the order `matches` tries them, once it was first tried
     _compiled: _Compiled | None = field(default=None, init=False, repr=False, compare=False)
+    # texts one of which every match of `template` or `phrase` holds (`_texts`), found when the rule is first tried
+    _required: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def matches(
         self, cls: str | None, messages: Sequence[str], line: str, paths: str, functions: str
@@ -77,6 +79,22 @@ class CategoryRule:
             return (
                 False  # a rule of classes, for no class or another one: its regexes are not compiled for it
             )
+        # A rule of wording (a template, or a phrase in an ASCII line) that holds none of the texts one of which its
+        # every match holds: not compiled for it either (a crash tried about a hundred templates and a dozen phrases
+        # of a profile, compiling each: 13 ms of a replay's CPU on the development machine)
+        required = self._required
+        if required is None:
+            required = self._texts()
+            object.__setattr__(self, "_required", required)  # frozen: a cache, as `_compiled`
+        if required:
+            if self.template is not None:
+                if not any(text in m for m in messages for text in required):
+                    return False
+            elif line.isascii():
+                # case aside, the ASCII letters of the phrase's texts match only the same letters of the line
+                lowered = line.lower()
+                if not any(text in lowered for text in required):
+                    return False
         compiled = self._compiled or self._compile()
         # each looked up only when the one before it held: most rules fail at their first
         if (pattern := compiled[0]) is not None and (cls is None or not pattern.fullmatch(cls)):
@@ -88,6 +106,16 @@ class CategoryRule:
         if (pattern := compiled[3]) is not None and not pattern.search(line):
             return False
         return (pattern := compiled[4]) is None or any(pattern.match(m) for m in messages)
+
+    def _texts(self) -> tuple[str, ...]:
+        # `_required`: a template's `required_texts`, or a phrase's (in lower case: an ASCII line's, in lower case,
+        # holds one of them where it matches)
+        if (template := self.template) is not None and not template.flags:
+            return required_texts(template.pattern)
+        if (phrase := self.phrase) is not None and phrase.flags == re.IGNORECASE:
+            texts = required_texts(phrase.pattern)
+            return tuple(t.lower() for t in texts) if all(map(str.isascii, texts)) else ()
+        return ()
 
     def compile_now(self) -> bool:
         """Compile its regexes now, ahead of the first error it is tried for; whether there was anything to do."""
@@ -103,6 +131,71 @@ class CategoryRule:
         )
         object.__setattr__(self, "_compiled", compiled)  # frozen: a cache, not a field (no part of equality)
         return compiled  # type: ignore[return-value]
+
+
+# A regex's tokens, for `required_texts` (a loop over a pattern's characters in Python cost as much as the compiles
+# it saves): a run of plain characters (an escaped sign is plain; one that a quantifier follows is not in a run), a
+# plain character that a quantifier follows, a class, a count, an inline flag, a group's start and end, "|", a
+# quantifier, anything else (".", "^", "$", "+", an escaped letter or digit: a class or a code)
+_TOKEN = re.compile(
+    r"""(?P<run>(?:(?:[^.^$*+?{}\[\]()|\\]|\\[^A-Za-z0-9])(?![*?{]))+)
+    |(?P<quantified>[^.^$*+?{}\[\]()|\\]|\\[^A-Za-z0-9])
+    |(?P<other>\[\^?\]?(?:[^\]\\]|\\.)*\]|\{\d*(?:,\d*)?\}|[*?{]|\\.?|[.^$+\[\]}])
+    |(?P<flag>\(\?[aiLmsux-])
+    |(?P<open>\()
+    |(?P<close>\))
+    |(?P<alt>\|)""",
+    re.VERBOSE | re.DOTALL,
+)
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def required_texts(pattern: str) -> tuple[str, ...]:
+    """Texts one of which every match of the regex `pattern` (compiled with no flags) holds: of each alternative at
+    its top, the longest run of plain characters outside any group or class (of an alternative that is one group,
+    its own alternatives'). Empty where an alternative has no such run, or where the pattern is beyond this
+    reading (an inline flag, a group left open). A character that a quantifier follows is in no run."""
+    texts: list[str] = []
+    depth = 0  # of groups
+    start = 0  # where the alternative begins
+    best = ""  # its longest run so far
+    group = -1  # where the group that begins it (as "(?:") ends; -1: no such group
+    end = len(pattern)
+    for token in _TOKEN.finditer(pattern):
+        kind = token.lastgroup
+        if kind == "run" and depth == 0:
+            run = _ESCAPE.sub(r"\1", token[0]) if "\\" in token[0] else token[0]
+            best = run if len(run) > len(best) else best
+        elif kind == "open":
+            if depth == 0 and token.start() == start and pattern.startswith("(?:", start):
+                group = -2  # (its end is found when it closes)
+            depth += 1
+        elif kind == "close":
+            depth -= 1
+            if depth < 0:
+                return ()
+            if depth == 0 and group == -2:
+                group = token.end()
+        elif kind == "flag":
+            return ()
+        elif kind == "alt" and depth == 0:
+            found = _alternative(pattern, start, token.start(), best, group)
+            if not found:
+                return ()
+            texts += found
+            start, best, group = token.end(), "", -1
+    if depth:
+        return ()
+    found = _alternative(pattern, start, end, best, group)
+    return (*texts, *found) if found else ()
+
+
+def _alternative(pattern: str, start: int, end: int, best: str, group: int) -> tuple[str, ...]:
+    # `required_texts` of the alternative pattern[start:end], whose longest run is `best`: of a group alone ("(?:a|b)",
+    # `group` its end), its alternatives'
+    if group == end:
+        return required_texts(pattern[start + 3 : end - 1])
+    return (best,) if best else ()
 
 
 def parse_category_rule(

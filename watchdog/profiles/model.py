@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from watchdog.exceptions import ConfigError
-from watchdog.profiles.categoryrules import CategoryRule, parse_category_rule
+from watchdog.profiles.categoryrules import CategoryRule, parse_category_rule, required_texts
 from watchdog.profiles.keys import check_keys
 from watchdog.vocabulary import ARGUMENT_FLAG_STYLES, ARGUMENT_SYNTAXES, ENGINES, STARTUP_PHASES, Category
 
@@ -34,6 +34,7 @@ __all__ = [
     "LazyPattern",
     "Profile",
     "Rule",
+    "Searched",
     "merge",
     "parse_profile",
 ]
@@ -91,14 +92,19 @@ _GROUPS_CHECKED = frozenset({"progress", "fact", "arguments", "serving"})
 
 class LazyPattern:
     """A rule's regex as written, compiled the first time it is searched: a bundled profile's rules of the kinds
-    whose groups need no check at load (the tests compile every one). A log holds the literals of few of a
-    profile's ~80 rules, and compiling them all was half of loading it. Equal to another by its text."""
+    whose groups need no check at load, and its traceback tables (the tests compile every one). A log holds the
+    literals of few of a profile's ~80 rules, and compiling them all was half of loading it. Until then a text
+    that holds none of the texts one of which its every match holds (`required_texts` of `texts_of`: a regex of
+    which every match of `pattern` holds a match; `pattern` itself by default) is no match, without compiling
+    (a profile's traceback tables were 54 compiles of every replay of its engine). Equal to another by its text."""
 
-    __slots__ = ("_compiled", "pattern")
+    __slots__ = ("_compiled", "_texts", "_texts_of", "pattern")
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, texts_of: str | None = None) -> None:
         self.pattern = pattern
         self._compiled: re.Pattern[str] | None = None
+        self._texts_of = pattern if texts_of is None else texts_of
+        self._texts: tuple[str, ...] | None = None  # found when first asked
 
     def compiled(self) -> re.Pattern[str]:
         """The compiled regex (compiled once)."""
@@ -108,7 +114,28 @@ class LazyPattern:
 
     def search(self, text: str) -> re.Match[str] | None:
         """As `re.Pattern.search`."""
-        return (self._compiled or self.compiled()).search(text)
+        compiled = self._compiled
+        if compiled is None:
+            if self._none_in(text):
+                return None
+            compiled = self.compiled()
+        return compiled.search(text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        """As `re.Pattern.finditer`."""
+        compiled = self._compiled
+        if compiled is None:
+            if self._none_in(text):
+                return iter(())
+            compiled = self.compiled()
+        return compiled.finditer(text)
+
+    def _none_in(self, text: str) -> bool:
+        # whether `text` holds none of the texts one of which every match holds (so no match)
+        texts = self._texts
+        if texts is None:
+            texts = self._texts = required_texts(self._texts_of)
+        return bool(texts) and not any(t in text for t in texts)
 
     @property
     def groupindex(self) -> Mapping[str, int]:
@@ -125,7 +152,7 @@ class LazyPattern:
         return f"re.compile({self.pattern!r})"  # as the compiled one's
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return LazyPattern, (self.pattern,)  # compiled again, when used
+        return LazyPattern, (self.pattern, self._texts_of)  # compiled again, when used
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +194,10 @@ class Rule:
         return {k: v for k, v in m.groupdict().items() if v is not None}
 
 
+# A traceback table's regex: a bundled profile's compiled when first searched (`LazyPattern`), a user's as it loads
+Searched = re.Pattern[str] | LazyPattern
+
+
 @dataclass(frozen=True, slots=True)
 class Hint:
     """What an operator can do about an error of `category`: a `[[hint]]` table."""
@@ -174,7 +205,7 @@ class Hint:
     category: str
     text: str  # formatted with the facts and what the message names (see `watchdog.core.categories`)
     phases: tuple[str, ...] = ()  # only for an error in one of these phases (any when empty)
-    when: re.Pattern[str] | None = None  # only when the error's summary matches
+    when: Searched | None = None  # only when the error's summary matches
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,14 +220,14 @@ class Profile:
     # ... or only once it can serve: a 200 is ready whatever the log showed (vLLM starts its HTTP server after
     # its engine; llama.cpp answers 503 while loading): a log at warning level need not show the weights loaded
     health_means_ready: bool = False
-    frames: tuple[tuple[str, re.Pattern[str]], ...] = ()  # (phase, a frame of it): [[frame]]
-    mains: tuple[re.Pattern[str], ...] = ()  # [[main]]
-    steps: tuple[re.Pattern[str], ...] = ()  # [[step]]
-    consequences: tuple[re.Pattern[str], ...] = ()  # [[consequence]]
+    frames: tuple[tuple[str, Searched], ...] = ()  # (phase, a frame of it): [[frame]]
+    mains: tuple[Searched, ...] = ()  # [[main]]
+    steps: tuple[Searched, ...] = ()  # [[step]]
+    consequences: tuple[Searched, ...] = ()  # [[consequence]]
     # [[teardown]]: searched in a traceback's innermost frame and exception line ("<frame>\n<exception line>")
-    teardowns: tuple[re.Pattern[str], ...] = ()
-    caught: tuple[re.Pattern[str], ...] = ()  # [[caught]]: functions that log an exception and go on
-    requests: tuple[re.Pattern[str], ...] = ()  # [[request]]: a request's handlers (their errors are its own)
+    teardowns: tuple[Searched, ...] = ()
+    caught: tuple[Searched, ...] = ()  # [[caught]]: functions that log an exception and go on
+    requests: tuple[Searched, ...] = ()  # [[request]]: a request's handlers (their errors are its own)
     hints: tuple[Hint, ...] = ()  # [[hint]], in the order tried
     # arguments whose value differs at every launch by nature (a random seed, a container's host name): a
     # comparison with the launch before leaves them out
@@ -254,7 +285,7 @@ def parse_profile(data: Mapping[str, Any], where: str, *, checked: bool = False)
             raise ConfigError(where, key, f"must be an array of tables: [[{key}]]")
         for i, raw in enumerate(value):
             if key in traces:
-                traces[key].append(_trace(key, raw, where, f"{key}[{i}]"))
+                traces[key].append(_trace(key, raw, where, f"{key}[{i}]", checked=checked))
             else:
                 rules.append(_rule(key, raw, where, f"{key}[{i}]", checked=checked))
     early = data.get("early_health", False)
@@ -491,9 +522,10 @@ def _request(
 
 
 def _trace(
-    kind: str, raw: object, where: str, path: str
-) -> tuple[str, re.Pattern[str]] | re.Pattern[str] | Hint:
-    # one table of what a traceback's words tell (TRACE_KINDS)
+    kind: str, raw: object, where: str, path: str, *, checked: bool = False
+) -> tuple[str, Searched] | Searched | Hint:
+    # one table of what a traceback's words tell (TRACE_KINDS); `checked`: a bundled profile's (its regexes known
+    # to compile: compiled when first searched)
     if not isinstance(raw, dict):
         raise ConfigError(where, path, "must be a table")
     allowed = {
@@ -517,7 +549,7 @@ def _trace(
             raise ConfigError(
                 where, f"{path}.phases", f"a list of phases; allowed: {', '.join(STATES)}, ready"
             )
-        when = _compile(raw["when"], where, f"{path}.when") if "when" in raw else None
+        when = _searched(raw["when"], where, f"{path}.when", checked) if "when" in raw else None
         return Hint(category, text, tuple(phases), when)
     words = [k for k in ("functions", "exceptions") if k in raw]
     if len(words) + ("regex" in raw) != 1:
@@ -526,9 +558,16 @@ def _trace(
         names = raw[words[0]]
         if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
             raise ConfigError(where, f"{path}.{words[0]}", "must be a non-empty list of regexes")
-        pattern = _compile(_TEMPLATES[words[0]].format("|".join(names)), where, f"{path}.{words[0]}")
+        # a match holds a match of one of the names
+        pattern = _searched(
+            _TEMPLATES[words[0]].format("|".join(names)),
+            where,
+            f"{path}.{words[0]}",
+            checked,
+            "|".join(f"(?:{n})" for n in names),
+        )
     else:
-        pattern = _compile(raw["regex"], where, f"{path}.regex")
+        pattern = _searched(raw["regex"], where, f"{path}.regex", checked)
     if kind != "frame":
         return pattern
     state = raw.get("state")
@@ -537,6 +576,12 @@ def _trace(
             where, f"{path}.state", f"{state!r} is not a phase; allowed: {', '.join(STATES)}, ready"
         )
     return (state, pattern)
+
+
+def _searched(regex: object, where: str, path: str, checked: bool, texts_of: str | None = None) -> Searched:
+    # a traceback table's regex: a bundled profile's compiled when first searched, a user's now (a bad one is a
+    # ConfigError at load)
+    return LazyPattern(str(regex), texts_of) if checked else _compile(regex, where, path)
 
 
 def _compile(regex: object, where: str, path: str) -> re.Pattern[str]:
