@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from container_follow import NUMBERED, Collected, following, offsets_follow_on
+from container_follow import NUMBERED, TWO_RUNS, Collected, SlowLogs, following, offsets_follow_on
 from docker_daemon import IMAGE, DockerDaemon
 from sshd_server import SSHDServer
 
@@ -32,7 +32,7 @@ from watchdog.follow.sources.base import (
     FileRestarted,
     SourceItem,
 )
-from watchdog.follow.sources.commands import Output, Runner
+from watchdog.follow.sources.commands import Output
 from watchdog.follow.sources.containerlog import (
     ContainerState,
     Cursor,
@@ -475,96 +475,6 @@ async def test_a_follow_resumed_from_its_cursor_loses_and_repeats_no_line(docker
     assert not second.of(FileRestarted)
 
 
-# the first run prints 10 lines, waits for /c/go, prints 10 more and fails; the run its policy starts then (its file
-# system kept: /tmp/ran) prints one line and stays
-_TWO_RUNS = (
-    'if [ ! -e /tmp/ran ]; then touch /tmp/ran; i=0; while [ $i -lt 20 ]; do echo "run 0 line $i"; '
-    "i=$((i+1)); [ $i = 10 ] && while [ ! -e /c/go ]; do usleep 10000; done; done; exit 3; "
-    "else echo 'run 1 line 0'; exec sleep 1000; fi"
-)
-
-
-class _SlowLogs:
-    """The source's runner, with its `logs --follow` printing nothing for a while after its run mark: the runtime's
-    `logs` slow to start on a loaded host (the rest of the script's output comes as it came)."""
-
-    def __init__(self, runner: Runner) -> None:
-        self.runner, self.where = runner, runner.where
-        self.commands: list[str] = []  # the name of each script the reader ran
-        self.second = anyio.Event()  # the second `logs` starts once it is set (set: at once)
-        self.second.set()
-        self.asked = anyio.Event()  # the second `logs` was asked for
-        self.cut_after: bytes | None = None  # the first `logs` ends right after this line (None: it does not)
-
-    @asynccontextmanager
-    async def open(self, argv: list[str]) -> AsyncIterator[Output]:
-        self.commands.append(argv[3])
-        logs = self.commands.count("watchdog-container-logs") if argv[3] == "watchdog-container-logs" else 0
-        if logs == 2:
-            self.asked.set()
-            await self.second.wait()
-        async with self.runner.open(argv) as output:
-            if not logs:
-                yield output
-            elif logs == 1 and self.cut_after is not None:
-                yield _CutAfter(await _HeldAfterMark(output).primed(), self.cut_after)
-            else:
-                yield await _HeldAfterMark(output).primed()
-
-
-class _CutAfter:
-    """`logs`'s output ended right after the chunk with `last` in it, as a reader cut at once after a read (no
-    quiet after it)."""
-
-    def __init__(self, output: Output, last: bytes) -> None:
-        self.output, self.last, self.tail, self.cut = output, last, b"", False
-
-    async def receive(self) -> bytes | None:
-        if self.cut:
-            return None
-        data = await self.output.receive()
-        if data:
-            self.tail = (self.tail + data)[-4 * len(self.last) :]
-            self.cut = self.last in self.tail
-        return data
-
-    def ended(self) -> tuple[int | None, str]:
-        return self.output.ended()
-
-
-class _HeldAfterMark:
-    """`logs`'s output with its run mark (the script's first line) there at once (`primed`: the script's `inspect`
-    before it can take longer than a reader waits for a line) and a pause of `HOLD` seconds between the mark and
-    what follows it."""
-
-    HOLD = 1.0
-
-    def __init__(self, output: Output) -> None:
-        self.output, self.pending = output, b""
-        self.first: bytes | None = None  # the mark, read ahead
-        self.until: float | None = None  # when what follows the mark comes
-
-    async def primed(self) -> _HeldAfterMark:
-        data = await self.output.receive()
-        mark, _, self.pending = (data or b"").partition(b"\n")
-        self.first = mark + b"\n"
-        return self
-
-    async def receive(self) -> bytes | None:
-        if self.until is None:
-            self.until = time.monotonic() + self.HOLD
-            return self.first
-        # a reader's wait may end the pause: what is left of it is kept for the next
-        await anyio.sleep(max(0.0, self.until - time.monotonic()))
-        if self.pending:
-            data, self.pending = self.pending, b""
-            return data
-        return await self.output.receive()
-
-    def ended(self) -> tuple[int | None, str]:
-        return self.output.ended()
-
-
 async def test_the_rest_of_a_run_restarted_while_nobody_read_is_read_to_its_end(
     docker: DockerDaemon, tmp_path: Path
 ) -> None:
@@ -572,7 +482,7 @@ async def test_the_rest_of_a_run_restarted_while_nobody_read_is_read_to_its_end(
     reads that run's rest up to its end with a `logs` that ends there, not by waiting for a quiet: with the
     runtime's `logs` slow to print its first line (a loaded host), no line of the rest is lost, its end says its
     exit code, then the next run follows from its start."""
-    slow, second = await _resumed_after_a_restart(docker, tmp_path, "rest", _SlowLogs)
+    slow, second = await _resumed_after_a_restart(docker, tmp_path, "rest", SlowLogs)
     [ended] = second.of(Ended)
     assert isinstance(ended, Ended)
     assert ended.exit_code == 3
@@ -588,9 +498,9 @@ async def test_a_reader_that_starts_after_its_run_was_replaced_reads_its_rest_to
     has started the next (a loaded host): its run mark names the later run, and the rest of the run read is read
     up to its end by a `logs` that ends there, not taken as given at the first quiet; no line is lost, its end
     says its exit code, then the next run follows."""
-    await _run(docker, "late", _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
+    await _run(docker, "late", TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
     source = ContainerSource("late")
-    slow = _SlowLogs(source.runner)
+    slow = SlowLogs(source.runner)
     # the reader cut at once after the first run's 10th line; the next waits for `second`
     source.runner, slow.second, slow.cut_after = slow, anyio.Event(), b"run 0 line 9\n"
     async with following(source) as got:
@@ -608,7 +518,7 @@ async def test_a_reader_that_starts_after_its_run_was_replaced_reads_its_rest_to
     assert "watchdog-container-rest" in slow.commands
 
 
-class _NoUntil(_SlowLogs):
+class _NoUntil(SlowLogs):
     """The source's runner on a runtime whose `logs` has no `--until` (Docker before 18.06): the rest command fails
     as such a `docker logs` does."""
 
@@ -631,12 +541,12 @@ async def test_a_runtime_without_until_gets_the_rest_read_as_before(
 
 
 async def _resumed_after_a_restart(
-    docker: DockerDaemon, tmp_path: Path, name: str, runner: type[_SlowLogs]
-) -> tuple[_SlowLogs, Collected]:
-    """`_TWO_RUNS` followed to its first run's 10th line, then (nobody reading) that run's rest and its restart by
+    docker: DockerDaemon, tmp_path: Path, name: str, runner: type[SlowLogs]
+) -> tuple[SlowLogs, Collected]:
+    """`TWO_RUNS` followed to its first run's 10th line, then (nobody reading) that run's rest and its restart by
     the policy, then a follow resumed from the cursor through `runner`: every line read once, in order (asserted);
     the runner and what the resumed follow gave."""
-    await _run(docker, name, _TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
+    await _run(docker, name, TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
     async with following(ContainerSource(name)) as first:
         await first.until(lambda c: len(c.lines()) == 10)
     last = [item for item in first.items if isinstance(item, Chunk)][-1]

@@ -91,9 +91,9 @@ echo; echo "watchdog-state $e"
 # when its restart policy started the next one), from a time up to the run's end: the runtime's `logs` without
 # --follow, which ends once they are all out. No quiet can tell that of `logs --follow`: on a loaded host it may
 # take longer to print its first line than a reader waits for one. Then `STATE_MARK STATUS` and the container's
-# `inspect`, as LOGS_SCRIPT ends. Docker only (`--until`, Docker 18.06 and later).
+# `inspect`, as LOGS_SCRIPT ends. `--until`: Docker 18.06 and later, Podman 3 and later.
 REST_SCRIPT = """\
-case $1 in docker) ;; *) exit 2;; esac
+case $1 in docker|podman) ;; *) exit 2;; esac
 "$1" logs --timestamps --since "$3" --until "$4" -- "$2" 2>&1; e=$?
 echo; echo "watchdog-state $e"
 "$1" inspect --type container -- "$2" 2>&1

@@ -391,8 +391,7 @@ class _Reader:
             before = replace(state, started_at=self.cursor.started or self.cursor.at)
             recorded = await self.src.recorded_end(before, state.started_at)
             self.prior_end, self.successor = _restarted_by_policy(state, recorded), state
-            if self.src.runtime == "docker":
-                self.until = state.run_since
+            self.until = state.run_since
             state = replace(
                 state,
                 started_at=self.cursor.started or state.started_at,
@@ -515,10 +514,10 @@ class _Reader:
 
     def _read_rest(self) -> bool:
         """Whether the run read, which ended before the reader started (`_superseded`), is read to its end by a
-        `logs` that ends there (Docker): a quiet after the reader's start is no proof that the lines before that
-        end are all given (the runtime's `logs` may not have printed its first one yet on a loaded host)."""
+        `logs` that ends there: a quiet after the reader's start is no proof that the lines before that end are
+        all given (the runtime's `logs` may not have printed its first one yet on a loaded host)."""
         assert self.filter is not None
-        if self.src.runtime != "docker" or self.run_end is None or self.filter.resume_since() is None:
+        if self.run_end is None or self.filter.resume_since() is None:
             return False
         self.until = self.run_end
         return True
