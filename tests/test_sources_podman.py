@@ -29,6 +29,11 @@ from watchdog.follow.sources.docker import ContainerSource
 
 pytestmark = pytest.mark.anyio
 
+# Each run begins with a pause: Podman restarts a container at once (Docker waits 100 ms at least), and on a loaded
+# host a run's first lines can be stamped more than `RUN_START_SLACK` before the start Podman records for it, which
+# reads them as the run before's (a known limit, docs/sources.md); the tests here are about the other paths.
+_PAUSE = "usleep 200000; "
+
 
 @pytest.fixture(scope="module")
 def store() -> Iterator[Podman]:
@@ -62,7 +67,7 @@ async def test_a_container_not_there_yet_is_waited_for_then_read_and_its_exit_sa
     """No container: FileMissing; once it runs, its lines, then Ended with its exit code."""
     async with following(ContainerSource("late", runtime="podman")) as got:
         await got.until(lambda c: c.of(FileMissing))
-        await _run(podman, "late", NUMBERED.format(n=5, pace=1000, code=3))
+        await _run(podman, "late", _PAUSE + NUMBERED.format(n=5, pace=1000, code=3))
         await got.until(lambda c: c.of(Ended))
     assert got.lines() == [f"run 0 line {i}".encode() for i in range(5)]
     [ended] = got.of(Ended)
@@ -121,7 +126,9 @@ async def test_a_restart_by_its_policy_is_a_new_stream_with_nothing_lost_or_repe
     its end), and an Ended per run."""
     async with following(ContainerSource("again", runtime="podman")) as got:
         await got.until(lambda c: c.of(FileMissing))
-        await _run(podman, "again", NUMBERED.format(n=30, pace=20000, code=1), "--restart", "on-failure:2")
+        await _run(
+            podman, "again", _PAUSE + NUMBERED.format(n=30, pace=20000, code=1), "--restart", "on-failure:2"
+        )
         await got.until(lambda c: len(c.of(Ended)) == 3)
     assert got.lines() == [f"run {r} line {i}".encode() for r in range(3) for i in range(30)]
     assert [str(item) for item in got.of(FileRestarted)] == ["the log was restarted"] * 2
@@ -152,7 +159,7 @@ async def test_the_rest_of_a_run_restarted_while_nobody_read_is_read_to_its_end(
     reads that run's rest with `podman logs --until` its end (Podman 3 and later), not by waiting for a quiet:
     with `logs` slow to print its first line (a loaded host), no line of the rest is lost, then the next run
     follows from its start."""
-    await _run(podman, "rest", TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
+    await _run(podman, "rest", _PAUSE + TWO_RUNS, "-v", f"{tmp_path}:/c", "--restart", "on-failure:1")
     async with following(ContainerSource("rest", runtime="podman")) as first:
         await first.until(lambda c: len(c.lines()) == 10)
     last = [item for item in first.items if isinstance(item, Chunk)][-1]
