@@ -757,7 +757,9 @@ class LaunchFollower:
         wake_at = self._wake_at
         if self._tick_wake is None or wake_at == -math.inf:
             return  # the clock task is not asleep (it reckons what is due before it sleeps), or was woken already
-        due = self._due()
+        due = self.analyzer.next_due()  # `_due`, inline (each chunk)
+        if self.spec.timeout is not None and not self.timed_out:
+            due = self.spec.timeout if due is None else min(due, self.spec.timeout)
         cp = self._checkpoints
         if cp is not None and (transitioned or cp.dirty):
             # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet; not
