@@ -69,7 +69,9 @@ LAST_REQUEST_ERROR = "last_request_error"
 
 
 _ORDER = {s: i for i, s in enumerate(State)}
-_READY = State.READY  # (`_choose` compares with it: a member looked up on its class costs a metaclass lookup)
+# (`_choose` and a line's `feed` compare with them: a member looked up on its class costs a metaclass lookup)
+_READY = State.READY
+_STALLED = State.STALLED
 # past incarnations that keep their arguments: a verdict compares an incarnation with the one before it (the
 # newest past ones); an older one's dump (SGLang's: ~150 arguments, 6 KB) would only weigh on every checkpoint
 _ARGUMENTS_KEPT = 4
@@ -219,11 +221,7 @@ class Lifecycle:
         if isinstance(event, LinesRead):  # first: one per block of lines read, the most frequent
             inc.log_missing = False
             inc.lines += event.count
-            if (
-                inc.pending_since is not None
-                and inc.phase == State.READY
-                and inc.state not in TERMINAL_STATES
-            ):
+            if inc.pending_since is not None and inc.phase is _READY and inc.state not in TERMINAL_STATES:
                 # A server that goes on serving after an error has survived it (a failed request, logged);
                 # only healthy lines after the error count, and only once it was ready.
                 inc.healthy_after_error += event.healthy_tail
@@ -232,7 +230,7 @@ class Lifecycle:
             if event.active:
                 # healthy lines count against a stall (not against an error)
                 inc.last_progress = now
-                if inc.state == State.STALLED and not inc.serving.hung:  # a hang's lines go on: no end of it
+                if inc.state is _STALLED and not inc.serving.hung:  # a hang's lines go on: no end of it
                     self._enter(
                         inc, inc.phase, None, None, None, now, "log activity resumed", out, record_phase=False
                     )
@@ -461,7 +459,7 @@ class Lifecycle:
         if state in TERMINAL_STATES or inc.started_now is None:
             return None
         due = math.inf
-        if inc.pending_since is not None and (inc.phase is not State.READY or inc.judge_by_clock):
+        if inc.pending_since is not None and (inc.phase is not _READY or inc.judge_by_clock):
             due = inc.pending_since + self.crash_grace
         if self.deadlines and state is inc.phase and state not in inc.deadline_hit:
             deadline = self.deadlines.get(state.value)

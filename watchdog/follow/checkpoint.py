@@ -413,9 +413,11 @@ class Checkpointer:
         store's thread). `elapsed` is the follower's clock (its analyzer's times are on it); the record is taken
         when the save runs, one moment's. `quiet`: the log has not grown for a while (a tick's call); else it
         is growing (a chunk's), and saves wait `growing_interval`."""
-        if not self.dirty or self._busy:
+        # (`dirty` and a growing log's `next_save`, inline: a live log's every chunk asks this)
+        if self._busy or self._changes == self._saved_changes:
             return
-        if self._clock() >= self.next_save(quiet=quiet):
+        due = self.next_save() if quiet else self._saved_at + self.growing_interval
+        if self._clock() >= due:
             self._busy = True
             start(self._save_soon, analyzer, elapsed)
 

@@ -101,6 +101,8 @@ TRACEBACK_WAIT = 2.0
 # seconds at most the reading waits for the checkpoint of a file's first bytes (`Checkpointer.fresh`): once per
 # file; a save that takes longer (a host slow to identify the file) goes on later, as the others do
 FRESH_SAVE_WAIT = 1.0
+# (`_crash_reported`, each chunk: a member looked up on its class costs a metaclass lookup)
+_CRASHED = State.CRASHED
 UPDATE_BUFFER = 1024  # updates a slow consumer may fall behind before the follower waits for it
 
 
@@ -563,7 +565,7 @@ class LaunchFollower:
     def _crash_reported(self) -> bool:
         current = self.analyzer.lifecycle.current
         return (
-            current.state == State.CRASHED
+            current.state is _CRASHED
             and current.number not in self._settling
             and self.concluded is not None
             and self.concluded.verdict.incarnation == current.number
@@ -755,7 +757,9 @@ class LaunchFollower:
         wake_at = self._wake_at
         if self._tick_wake is None or wake_at == -math.inf:
             return  # the clock task is not asleep (it reckons what is due before it sleeps), or was woken already
-        due = self._due()
+        due = self.analyzer.next_due()  # `_due`, inline (each chunk)
+        if self.spec.timeout is not None and not self.timed_out:
+            due = self.spec.timeout if due is None else min(due, self.spec.timeout)
         cp = self._checkpoints
         if cp is not None and (transitioned or cp.dirty):
             # a transition's checkpoint is saved soon; other changes' within CHECKPOINT_SLACK of the quiet; not

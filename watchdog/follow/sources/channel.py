@@ -158,7 +158,10 @@ class CommandOutput(asyncssh.SSHClientSession[bytes]):
         if held:
             self._held, self._held_bytes = [], 0
             self._put(("out", held[0] if len(held) == 1 else b"".join(held), None))
-            self._pause_if_full()
+            # `_pause_if_full`, inline (each read of a followed log)
+            if not self._paused and self._chan is not None and len(self._packets) >= _HIGH_WATER:
+                self._paused = True
+                self._chan.pause_reading()
 
     def _pause_if_full(self) -> None:
         if not self._paused and self._chan is not None and len(self._packets) >= _HIGH_WATER:

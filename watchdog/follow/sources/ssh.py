@@ -28,7 +28,7 @@ from watchdog.follow.sources.base import (
     SourceItem,
 )
 from watchdog.follow.sources.channel import NOT_TAKEN, TAKEN, TAKEN_WAKE, CommandOutput, Packet
-from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, last_bytes, parse_identity
+from watchdog.follow.sources.identity import IDENTITY_WINDOW, FileIdentity, parse_identity
 from watchdog.follow.sources.remote import (
     IDENTIFY_NAME,
     STREAM_NAME,
@@ -593,16 +593,19 @@ class _Follower:
         self.quiet_since = time.monotonic()
 
     def _deliver(self, data: bytes) -> None:
-        offset = self.offset
+        offset, size = self.offset, len(data)
         if len(self.head) == offset < FINGERPRINT:
             self.head += data[: FINGERPRINT - offset]
-        self.last = last_bytes(self.last, data, FINGERPRINT)
-        self.offset += len(data)
-        self.unyielded += len(data)
-        if self.merge and self.offset >= self.known_size:
-            # the end reached: the chunk is its CaughtUp as well (`_caught_up`), one item, not two
-            self._reached_end()
-            self.out.append(Chunk(offset, data, self.file, caught_up=True))
+        # `last_bytes`, inline: a live log's every chunk comes here
+        self.last = (self.last + data if size < FINGERPRINT else data)[-FINGERPRINT:]
+        end = self.offset = offset + size
+        self.unyielded += size
+        if self.merge and end >= self.known_size:
+            # the end reached: the chunk is its CaughtUp as well (`_caught_up`), one item, not two; at the end
+            # (`_reached_end`, inline)
+            self.at_end = True
+            self.quiet_since = time.monotonic()
+            self.out.append(Chunk(offset, data, self.file, None, True))
             return
         self.out.append(Chunk(offset, data, self.file))
         self.at_end = False
