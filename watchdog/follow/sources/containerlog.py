@@ -72,9 +72,10 @@ _TEXT_TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?
 # First it says `RUN_MARK ID STARTED FINISHED RUNNING`: the run the container is in as `logs` starts, on the host
 # (a reader started after the run it was meant for has ended reads the next run's lines too: they are told apart
 # by that run's start). The times as JSON: RFC 3339 in quotes from both runtimes (a plain `{{.State.StartedAt}}` is
-# Docker's string but Podman's Go time, printed `2026-12-07 21:26:51.5 +0000 UTC`, spaces and all). When `logs` ends, the script says `STATE_MARK STATUS` on a line of its own and the container's `inspect`: the
-# state of the run that just ended, taken on the host at once (over SSH a second command would come a round trip
-# later, when a restart policy may have started the next run and the exit code is gone).
+# Docker's string but Podman's Go time, printed `2026-12-07 21:26:51.5 +0000 UTC`, spaces and all). When `logs`
+# ends, the script says `STATE_MARK STATUS` on a line of its own and the container's `inspect`: the state of the
+# run that just ended, taken on the host at once (over SSH a second command would come a round trip later, when a
+# restart policy may have started the next run and the exit code is gone).
 LOGS_SCRIPT = """\
 case $1 in docker|podman) ;; *) exit 2;; esac
 r=$1 c=$2 s=$3
