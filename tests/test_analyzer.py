@@ -20,7 +20,7 @@ from watchdog.core.lifecycle import State
 from watchdog.core.prefilter import Prefilter
 from watchdog.core.verdict import verdict_of
 from watchdog.profiles.loader import load_engine
-from watchdog.profiles.model import Profile
+from watchdog.profiles.model import LazyPattern, Profile
 
 READY = b"[2025-01-23 19:35:33] The server is fired up and ready to roll!\n"
 DECODE = b"[2025-01-23 19:36:%02d TP0] Decode batch. #running-req: %d, #token: %d, token usage: 0.01\n"
@@ -702,13 +702,24 @@ def test_prepare_makes_what_the_first_error_would_and_changes_no_verdict() -> No
     base = load_engine("sglang")
     assert isinstance(base, Profile)
     # the same rules, never compiled (the bundled ones may have been, by other tests)
-    fresh = dataclasses.replace(base, categories=tuple(dataclasses.replace(r) for r in base.categories))
+    fresh = dataclasses.replace(
+        base,
+        categories=tuple(dataclasses.replace(r) for r in base.categories),
+        mains=tuple(LazyPattern(p.pattern) if isinstance(p, LazyPattern) else p for p in base.mains),
+        frames=tuple(
+            (s, LazyPattern(p.pattern) if isinstance(p, LazyPattern) else p) for s, p in base.frames
+        ),
+    )
     assert all(r._compiled is None for r in fresh.categories)
     prepared, plain = Analyzer(fresh), Analyzer(load_engine("sglang"))
     for a in (prepared, plain):
         a.feed(_LOADING, 0.0)
+    lazy = list(fresh.lazy_patterns())
+    assert lazy  # the bundled profile's traceback tables, compiled when first searched
     steps = sum(1 for _ in prepared.prepare())
     assert all(r._compiled is not None for r in fresh.categories)
+    # nor are they left for the first crash (a burst of compiles in the daemon's event loop)
+    assert all(p._compiled is not None for p in lazy)
     assert steps >= len(fresh.categories)
     assert list(Analyzer(fresh).prepare()) == []  # another launch of the engine: nothing left to make
     got, want = prepared.feed(_OOM_CRASH, 1.0), plain.feed(_OOM_CRASH, 1.0)

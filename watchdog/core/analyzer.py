@@ -378,6 +378,11 @@ class Analyzer:
         for rule in profile.categories:
             if rule.compile_now():
                 yield
+        # the regexes of its traceback tables, hints and rules, compiled when first searched: a crash's burst of
+        # compiles in the daemon's event loop otherwise (a loaded CI saw a 95 ms callback)
+        for pattern in profile.lazy_patterns():
+            if pattern.compile_now():
+                yield
 
     def _refresh_rules(self) -> None:
         # Once the server is up (or down), startup markers cannot change anything: dropping their literals

@@ -106,6 +106,13 @@ class LazyPattern:
         self._texts_of = pattern if texts_of is None else texts_of
         self._texts: tuple[str, ...] | None = None  # found when first asked
 
+    def compile_now(self) -> bool:
+        """Compile it now, ahead of its first search; whether there was anything to do."""
+        if self._compiled is not None:
+            return False
+        self._compiled = re.compile(self.pattern)
+        return True
+
     def compiled(self) -> re.Pattern[str]:
         """The compiled regex (compiled once)."""
         if self._compiled is None:
@@ -246,6 +253,22 @@ class Profile:
             known = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
             object.__setattr__(self, "_hash", known)
         return known
+
+    def lazy_patterns(self) -> Iterator[LazyPattern]:
+        """Its regexes compiled when first searched (`LazyPattern`): its traceback tables', its hints' and its
+        rules'; a caller with time to spare compiles them ahead (`Analyzer.prepare`)."""
+        tables = (
+            *(pattern for _, pattern in self.frames),
+            *self.mains,
+            *self.steps,
+            *self.consequences,
+            *self.teardowns,
+            *self.caught,
+            *self.requests,
+            *(hint.when for hint in self.hints),
+            *(rule.regex for rule in self.rules),
+        )
+        yield from (pattern for pattern in tables if isinstance(pattern, LazyPattern))
 
     def rules_of(self, kind: str) -> tuple[Rule, ...]:
         """The rules of one kind, in file order."""
