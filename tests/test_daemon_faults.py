@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import io
 import sqlite3
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -21,8 +22,9 @@ from sshd_server import SSHDServer, _write_key
 
 from watchdog.alerts.notifiers import AlertKind
 from watchdog.alerts.senders import ConsoleAlerts, ServiceNotifier
+from watchdog.daemon import supervisor
 from watchdog.daemon.http import serve_http
-from watchdog.daemon.outages import RESTART_PAUSE
+from watchdog.daemon.outages import RESTART_PAUSE, Host
 from watchdog.daemon.supervisor import Daemon, LaunchPlan
 from watchdog.follow.follower import LaunchSpec
 from watchdog.follow.sources import SSHOptions, parse_target
@@ -473,6 +475,61 @@ async def test_an_ssh_config_that_cannot_be_parsed_is_a_permanent_refusal_of_its
     assert "Port" in outage["detail"]
     assert all(name in outage["detail"] for name in names)
     assert resolution["incident_key"] == outage["dedup_key"]
+
+
+async def test_a_reload_s_fresh_turn_is_the_new_plans_not_a_stopped_launch_s(
+    tmp_path: Path, sshd: SSHDServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reload ends each host's backoff for the new plans. A launch of the old plans still waiting for its
+    turn while the reload builds (here: a user profile's tables, made slow) does not take that turn with its old
+    config: its refusal would arm the backoff again, and the new plans, whose config parses, would wait it out
+    (a loaded CI run saw it). The new plans connect at once and the outage resolves."""
+    bad = tmp_path / "ssh_config"
+    bad.write_text("Host *\n    Port not-a-number\n")
+    good = tmp_path / "ssh_config_ok"
+    good.write_text("Host *\n    ServerAliveInterval 15\n")
+    names = ["a", "b"]
+    for name in names:
+        (tmp_path / f"{name}.log").write_bytes(b"")
+    refused_again = threading.Event()
+    refused = Host.refused
+
+    def noted(host: Host, error: str, *, tried: bool) -> None:
+        refused(host, error, tried=tried)
+        refused_again.set()
+
+    def slow_build(paths: object) -> None:
+        # the build's thread, held until a launch was refused again (it cannot be, once the fix holds)
+        refused_again.clear()
+        refused_again.wait(timeout=1.0)
+
+    monkeypatch.setattr(Host, "refused", noted)
+    monkeypatch.setattr(supervisor, "make_ahead", slow_build)
+    async with running_receiver() as receiver:
+        hook = _hook(receiver)
+
+        def plans(config: Path) -> dict[str, LaunchPlan]:
+            opts = dataclasses.replace(_options(sshd, sshd.client_key), config=(str(config),))
+            return {n: _remote(n, sshd, tmp_path / f"{n}.log", opts, hook) for n in names}
+
+        async def reload() -> dict[str, LaunchPlan]:
+            return plans(good)
+
+        clock = ManualClock(time.time())
+        daemon = Daemon(plans(bad), reload=reload, handle_signals=False, unreachable_after=0.3, clock=clock)
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                await tg.start(daemon.run)
+                runs = list(daemon._running.values())
+                await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= len(names))
+                await clock.advance(RESTART_PAUSE)  # the outage said past its grace; the backoff's attempt
+                await receiver.wait_for(1)
+                await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= len(names) + 1)
+                await daemon.reload()
+                got = await receiver.wait_for(2)  # no clock advanced: the new plans waited no backoff
+                tg.cancel_scope.cancel()
+    assert [g.json()["kind"] for g in got] == ["unreachable", "resolved"]
+    assert sum(run.failures for run in runs) == len(names) + 1  # no old launch tried in the reload
 
 
 async def test_a_black_holed_host_s_outage_counts_from_when_the_failed_attempt_began(

@@ -319,8 +319,6 @@ class Daemon:
         await self._reloads.run(self._reloaded)
 
     async def _reloaded(self, plans: Mapping[str, LaunchPlan]) -> None:
-        for host in self._outages.values():
-            host.retry_now()  # a reload is the operator's word that something was fixed: try again now
         await anyio.to_thread.run_sync(make_ahead, _user_profiles(plans))  # a new user profile's
         changes = await self._apply(plans)
         log.info("reloaded", launches=len(plans), **dataclasses.asdict(changes))
@@ -332,6 +330,11 @@ class Daemon:
         changes = diff_plans({name: run.plan for name, run in self._running.items()}, plans)
         for name in (*changes.removed, *changes.restarted):
             self._running.pop(name).scope.cancel()
+        # new plans are the operator's word that something was fixed: each host's backoff ends now. Only once
+        # the launches of the old plans are stopped (no await between): one woken earlier took the fresh turn
+        # with its old config, and its refusal armed the backoff again for the new plans (a CI run saw it)
+        for host in self._outages.values():
+            host.retry_now()
         self._plans = dict(plans)
         assert self._alerting is not None
         # notifiers no longer configured stop (their queued alerts dropped): none keeps a secret URL at work
