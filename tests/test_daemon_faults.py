@@ -427,13 +427,37 @@ async def test_a_cold_start_asks_the_history_of_every_launch_at_once(tmp_path: P
         await store.close()
 
 
+def _hold_reload_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make a reload's build (a user profile's tables, in a thread) last until a host refuses a launch again,
+    or a second: a launch of the old plans that could take the reload's fresh turn meanwhile does."""
+    refused_again = threading.Event()
+    refused = Host.refused
+
+    def noted(host: Host, error: str, *, tried: bool) -> None:
+        refused(host, error, tried=tried)
+        refused_again.set()
+
+    def held_build(paths: object) -> None:
+        refused_again.clear()
+        refused_again.wait(timeout=1.0)
+
+    monkeypatch.setattr(Host, "refused", noted)
+    monkeypatch.setattr(supervisor, "make_ahead", held_build)
+
+
 @pytest.mark.sshd
+@pytest.mark.parametrize("held_build", [False, True], ids=["reload", "reload-held"])
 async def test_an_ssh_config_that_cannot_be_parsed_is_a_permanent_refusal_of_its_host(
-    tmp_path: Path, sshd: SSHDServer
+    tmp_path: Path, sshd: SSHDServer, monkeypatch: pytest.MonkeyPatch, held_build: bool
 ) -> None:
     """An SSH config asyncssh cannot parse (an `SSHConfigError`, a `PermanentError`): the host's launches wait
     its backoff as for a refused key (one attempt per host per backoff), and the host's outage is said once,
-    naming the config's problem; a reload with a config that parses connects at once and resolves it."""
+    naming the config's problem; a reload with a config that parses connects at once and resolves it. The
+    reload's fresh turn is the new plans': a launch of the old plans still waiting while the reload builds
+    (`held_build`) does not take it with its old config, whose refusal would arm the backoff again for the new
+    plans (a loaded CI run saw it)."""
+    if held_build:
+        _hold_reload_build(monkeypatch)
     bad = tmp_path / "ssh_config"
     bad.write_text("Host *\n    Port not-a-number\n")
     good = tmp_path / "ssh_config_ok"
@@ -466,8 +490,9 @@ async def test_an_ssh_config_that_cannot_be_parsed_is_a_permanent_refusal_of_its
                 assert all(s["note"].startswith("refused: ") for s in daemon.status_json())
                 assert daemon._outages.host("gpu1").refusing
                 await daemon.reload()
-                got = await receiver.wait_for(2)
+                got = await receiver.wait_for(2)  # no clock advanced: the new plans waited no backoff
                 tg.cancel_scope.cancel()
+    assert sum(run.failures for run in runs) == len(names) + 1  # no old launch tried in the reload
     outage, resolution = (g.json() for g in got)
     assert [outage["kind"], resolution["kind"]] == ["unreachable", "resolved"]
     assert outage["launch"] == "host:gpu1"
@@ -475,61 +500,6 @@ async def test_an_ssh_config_that_cannot_be_parsed_is_a_permanent_refusal_of_its
     assert "Port" in outage["detail"]
     assert all(name in outage["detail"] for name in names)
     assert resolution["incident_key"] == outage["dedup_key"]
-
-
-async def test_a_reload_s_fresh_turn_is_the_new_plans_not_a_stopped_launch_s(
-    tmp_path: Path, sshd: SSHDServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A reload ends each host's backoff for the new plans. A launch of the old plans still waiting for its
-    turn while the reload builds (here: a user profile's tables, made slow) does not take that turn with its old
-    config: its refusal would arm the backoff again, and the new plans, whose config parses, would wait it out
-    (a loaded CI run saw it). The new plans connect at once and the outage resolves."""
-    bad = tmp_path / "ssh_config"
-    bad.write_text("Host *\n    Port not-a-number\n")
-    good = tmp_path / "ssh_config_ok"
-    good.write_text("Host *\n    ServerAliveInterval 15\n")
-    names = ["a", "b"]
-    for name in names:
-        (tmp_path / f"{name}.log").write_bytes(b"")
-    refused_again = threading.Event()
-    refused = Host.refused
-
-    def noted(host: Host, error: str, *, tried: bool) -> None:
-        refused(host, error, tried=tried)
-        refused_again.set()
-
-    def slow_build(paths: object) -> None:
-        # the build's thread, held until a launch was refused again (it cannot be, once the fix holds)
-        refused_again.clear()
-        refused_again.wait(timeout=1.0)
-
-    monkeypatch.setattr(Host, "refused", noted)
-    monkeypatch.setattr(supervisor, "make_ahead", slow_build)
-    async with running_receiver() as receiver:
-        hook = _hook(receiver)
-
-        def plans(config: Path) -> dict[str, LaunchPlan]:
-            opts = dataclasses.replace(_options(sshd, sshd.client_key), config=(str(config),))
-            return {n: _remote(n, sshd, tmp_path / f"{n}.log", opts, hook) for n in names}
-
-        async def reload() -> dict[str, LaunchPlan]:
-            return plans(good)
-
-        clock = ManualClock(time.time())
-        daemon = Daemon(plans(bad), reload=reload, handle_signals=False, unreachable_after=0.3, clock=clock)
-        with anyio.fail_after(DEADLINE):
-            async with anyio.create_task_group() as tg:
-                await tg.start(daemon.run)
-                runs = list(daemon._running.values())
-                await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= len(names))
-                await clock.advance(RESTART_PAUSE)  # the outage said past its grace; the backoff's attempt
-                await receiver.wait_for(1)
-                await daemon.wait_until(lambda _: sum(run.failures for run in runs) >= len(names) + 1)
-                await daemon.reload()
-                got = await receiver.wait_for(2)  # no clock advanced: the new plans waited no backoff
-                tg.cancel_scope.cancel()
-    assert [g.json()["kind"] for g in got] == ["unreachable", "resolved"]
-    assert sum(run.failures for run in runs) == len(names) + 1  # no old launch tried in the reload
 
 
 async def test_a_black_holed_host_s_outage_counts_from_when_the_failed_attempt_began(
