@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import platform
 import re
@@ -860,11 +861,24 @@ def git_commit(repo: Path = REPO) -> str:
     return "unknown"
 
 
+def calibration() -> float:
+    """CPU seconds of `sum(i*i for i in range(10**7))`, best of 3: how fast this host runs Python. The quiet
+    machine is whichever host the device tool lends, and they differ by up to 2.4x (0.52 to 1.24 s): CPU shares
+    measured on two hosts compare only through it."""
+    best = math.inf
+    for _ in range(3):
+        start = time.process_time()
+        sum(i * i for i in range(10**7))
+        best = min(best, time.process_time() - start)
+    return best
+
+
 def machine() -> str:
-    """Where and when: date, CPUs, OS, Python, mtail, commit."""
+    """Where and when: date, CPUs, the host's calibration, OS, Python, mtail, commit."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"{now}; {len(os.sched_getaffinity(0))} CPUs (nproc), {platform.machine()}, {_os_name()}; "
+        f"calibration {calibration():.2f} s of CPU (`sum(i*i for i in range(10**7))`; a slower host, more); "
         f"Python {platform.python_version()}; mtail {_mtail_version()}; commit {git_commit()} "
         f"(the working tree runs, uncommitted edits included)"
     )

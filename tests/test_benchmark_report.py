@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -335,3 +336,12 @@ def test_write_from_runs_nothing_else(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
         report.main(["--write-from", str(tmp_path / "x.json"), "--only", "replay", "--doc", str(doc)])
     assert exc.value.code == 2
+
+
+def test_the_machine_line_names_the_host_s_calibration() -> None:
+    """The quiet machine is whichever host is lent (their Python speed differs by up to 2.4x): each run's line
+    says how fast its host ran the calibration loop, so that runs on two hosts can be compared through it."""
+    line = report.machine()
+    found = re.search(r"calibration (\d+\.\d\d) s of CPU", line)
+    assert found is not None, line
+    assert 0.0 < float(found.group(1)) < 60.0
