@@ -31,6 +31,12 @@ KNOWN_GAPS: dict[str, str] = {
         "('couldn't bind HTTP server socket', no errno; 'running with SSL' is a trace line): the log cannot tell"
     ),
     # New real logs of issue 30 (labelled before the first run), not yet read right:
+    # Issue 30, round thirty-two part B (helper i30-cases32b, labelled before the first run):
+    "llamacpp-2026-sycl-rpc-server-b50-starting-rpc-server-accepted-client-issue21747": (
+        "generic starting, label llamacpp ready: ggml's rpc-server (a server of the llama.cpp family with no HTTP and "
+        "no model of its own) is known to no profile: its 'Starting RPC server vN' banner and 'Accepted client "
+        "connection' would need detection and a ready rule read from tools/rpc/rpc-server.cpp and ggml-rpc.cpp"
+    ),
     # Issue 30, round twenty-nine part B (helper i30-cases29b, labelled before the first run):
     "llamacpp-2026-mtp-draft-embeddings-batch-warnings-loading-then-e-init-context-gemma4-cut-issue24443": (
         "crashed, label incomplete: the crop ends on '... failed to initialize the context: Gemma4', cut before the "
