@@ -182,6 +182,14 @@ LIVE_GAPS: dict[tuple[str, int], str] = {
         )
         for seed in (0, 3)  # seed 3 pauses 7 s after the OOM line
     },
+    # vLLM's request handler logging a request's error (serving_chat.py's logger.exception('Error in preprocessing
+    # prompt inputs'), then it answers the error and serves on): seed 3 pauses 2.5 s inside that one record, after
+    # its 'Traceback' line and before the handler's frames that say it was a request's (create_chat_completion);
+    # logging writes a record's message and traceback in one write, so the pause is this writer's, not vLLM's
+    ("vllm-2025-docker-serving-chat-request-preprocessing-traceback-cut-stepaudior1-3", 3): (
+        "the frames that make the traceback a request's come past the crash grace: a pause of this writer inside"
+        " one log record, not of vLLM"
+    ),
 }
 
 

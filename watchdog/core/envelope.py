@@ -124,9 +124,13 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # prefix_for): a task's name may begin with an underscore ("(_EngineBackgroundProcess pid=9083) ",
     # "(_get_vllm_engine_config pid=61380) ") and a Serve replica's actor is named "ServeReplica:<app>:<deployment>",
     # a deployment's name with its own colons, slashes and dots ("(ServeReplica:default:VLLMDeployment pid=770466) ",
-    # "(ServeReplica:default:meta-llama/Llama-2-7b-chat-hf:meta-llama--Llama-2-7b-chat-hf pid=529554) ")
+    # "(ServeReplica:default:meta-llama/Llama-2-7b-chat-hf:meta-llama--Llama-2-7b-chat-hf pid=529554) "); an actor's
+    # name is its class's __repr__ where it has one, and Ray Data's actor-pool map worker has, with the operator's name
+    # in it ("MapWorker({op_name})", data/_internal/execution/operators/actor_pool_map_operator.py _MapWorker, the
+    # name's own parentheses two deep): "(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) " (ray.data.llm's
+    # vLLM stage, ray#56905)
     r"\((?P<source>[A-Za-z][\w-]*(?: rank=\d+|, rank=\d+(?=, pid=)|(?: [A-Z]{2,3}\d+)+(?= pid=)"
-    r"|(?::[\w./-]+)+(?= pid=))?|_[\w-]*(?= pid=))"
+    r"|(?::[\w./-]+)+(?= pid=)|\((?:[^()\s]|\([^()\s]*\))*\)(?= pid=))?|_[\w-]*(?= pid=))"
     r"(?:,? pid=(?P<pid>\d+))?(?:, ip=[\w.:-]+)?\) ?",
     # torchrun: "[rank0]:"
     r"\[(?P<source>rank\d+)\]:\s?",
