@@ -155,8 +155,11 @@ _LAYER_PATTERNS: tuple[str, ...] = (
     # markdown rendering mangled it in a published issue, "ERROR 10-20 03:20:50 [async_llm.py:485[] "; from
     # 2025-2026 the file is named by its path under its package, a plugin's middle directories shortened to "...":
     # "ERROR 02-07 18:18:59 [v1/executor/multiproc_executor.py:824] ", "[vllm_ascend/.../platform.py:12] "
-    # (a captured vLLM 0.32 launch, vllm-ascend 0.13 in vllm-ascend#6611)
-    rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+(?:/[\w.-]+)*:\d+(?:\]|\[\]) ",
+    # (a captured vLLM 0.32 launch, vllm-ascend 0.13 in vllm-ascend#6611). The header ends in one blank, also before an
+    # empty line: vLLM's NewLineFormatter (logging_utils/formatter.py) puts the record's 'header ' before every line
+    # of a multi-line record, the empty lines of a chained traceback too, and a copy that strips trailing blanks (or
+    # an excerpt cut there) leaves the header alone (Qwen3-VL#1988: '... ERROR 01-13 07:02:02 [core.py:866]')
+    rf"(?P<level>{_LEVEL}) (?P<md2>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w.-]+(?:/[\w.-]+)*:\d+(?:\]|\[\])(?: |$)",
     # and its source location alone, the line's front (level, time, process tag) lost where a pasted excerpt begins
     # mid-line: "[multiproc_executor.py:492] ValueError: Free memory on device ..." (a Python file's name only)
     r"\[[\w.-]+(?:/[\w.-]+)*\.py:\d+\] ",
