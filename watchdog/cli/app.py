@@ -120,6 +120,15 @@ class _ReplayOnlyParser(UsageParser):
         """Leave the message to the parser of every command."""
         raise _Reparse(message)
 
+    def print_help(self, file: object = None) -> None:
+        """Leave the help to the parser of every command too."""
+        raise _Reparse("help")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter at each add_argument (to check its metavar), and one asks the terminal's width
+        # through shutil, whose import (bz2, lzma) was a fiftieth of a replay's start; this parser prints nothing
+        return argparse.HelpFormatter(prog=self.prog, width=80)
+
 
 def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
     """The command line parsed as `build_parser()` parses it (the same namespace, the same messages)."""
