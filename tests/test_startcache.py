@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,7 @@ def test_a_kept_regex_loads_back_as_the_pattern_a_compile_makes(
     compiled = [startcache._RE_COMPILE(pattern, flags) for pattern, flags in PATTERNS]
     first = _kept(tmp_path)
     for (pattern, flags), reference in zip(PATTERNS, compiled, strict=True):
-        _same(first.compile(pattern, flags), reference)
+        _same(first.compile_regex(pattern, flags), reference)
     first.save()
     second = _kept(tmp_path)
 
@@ -70,7 +72,7 @@ def test_a_kept_regex_loads_back_as_the_pattern_a_compile_makes(
 
     monkeypatch.setattr(startcache, "_compile", no_compile)
     for (pattern, flags), reference in zip(PATTERNS, compiled, strict=True):
-        _same(second.compile(pattern, flags), reference)
+        _same(second.compile_regex(pattern, flags), reference)
     assert not second.grew
 
 
@@ -81,7 +83,7 @@ def test_opcodes_refused_or_a_damaged_file_are_a_compile(tmp_path: Path) -> None
     kept = _kept(tmp_path)
     args = startcache._compile(pattern, flags)
     kept.regexes[(pattern, flags)] = (args[0], [17, 99999, 3], *args[2:])
-    _same(kept.compile(pattern, flags), startcache._RE_COMPILE(pattern, flags))
+    _same(kept.compile_regex(pattern, flags), startcache._RE_COMPILE(pattern, flags))
     assert kept.regexes[(pattern, flags)] == args
     kept.save()
     (path,) = tmp_path.iterdir()
@@ -142,3 +144,28 @@ def test_the_programs_replay_keeps_its_compiles_and_gives_the_same_verdict(tmp_p
     assert first.stdout == second.stdout == none.stdout
     assert b'"category": "oom"' in first.stdout
     assert first.stderr == second.stderr == b""
+
+
+def test_a_named_tuple_made_from_kept_code_is_the_same_class(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typing.NamedTuple whose `__new__` and field annotations' forward references came from the file behaves as
+    one compiled (fields, defaults, types as text); the second run compiles nothing."""
+    source = "class Seen(NamedTuple):\n    line: int\n    at: str | None = None\n"
+
+    def make(kept: KeptCompiles) -> Any:
+        monkeypatch.setattr(collections, "eval", kept.eval, raising=False)
+        monkeypatch.setattr(typing, "compile", kept.compile_text, raising=False)
+        space: dict[str, Any] = {"NamedTuple": typing.NamedTuple, "__name__": "made"}
+        exec(compile("from __future__ import annotations\n" + source, "<test>", "exec"), space)
+        return space["Seen"]
+
+    first = _kept(tmp_path)
+    make(first)
+    assert {mode for mode, _ in first.codes} == {"eval"}
+    first.save()
+    second = _kept(tmp_path)
+    seen = make(second)
+    assert not second.grew
+    assert (seen(3), seen(3, "x").at, seen._fields) == ((3, None), "x", ("line", "at"))
+    assert typing.get_type_hints(seen, {"NamedTuple": typing.NamedTuple}) == {"line": int, "at": str | None}

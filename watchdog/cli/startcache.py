@@ -13,21 +13,25 @@ the exact Python, and the next run takes it from there:
   the pattern in Python (`re._parser`): that is what is saved.
 - a dataclass's method: the code object of the source text `dataclasses` passes to `exec`, as a `.pyc` file
   keeps a module's (`marshal`); the text is the key, so a method is the same code its text would compile to.
+  So too a named tuple's `__new__` (`collections`' `eval`) and its fields' annotations (`typing`'s `compile` of
+  each as a forward reference: the first compile of a process costs a millisecond).
 
 Only in the program's own replay (`watchdog.cli.app.main`), never in a caller's process: it replaces
-`re._compiler.compile` and the `exec` that `dataclasses` calls for the rest of the process. The regular
+`re._compiler.compile`, and the `exec`, `eval` and `compile` that `dataclasses`, `collections` and `typing` call,
+for the rest of the process. The regular
 expressions only on the CPython versions whose `re._compiler.compile` `_compile` mirrors (3.11-3.13). Every
 failure (no cache folder, a damaged file, another Python's, opcodes refused) is a compile, as without the file.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import dataclasses
 import marshal
 import re
 import sys
 import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +54,7 @@ class KeptCompiles:
         self.store = store
         self.key = key
         self.regexes: dict[tuple[str | bytes, int], _ReArgs] = {}
-        self.codes: dict[str, types.CodeType] = {}
+        self.codes: dict[tuple[str, str], types.CodeType] = {}
         self.grew = False
         raw = store.load(key)
         if raw is not None:
@@ -59,7 +63,7 @@ class KeptCompiles:
                 if isinstance(regexes, dict) and isinstance(codes, dict):
                     self.regexes, self.codes = regexes, codes
 
-    def compile(self, pattern: Any, flags: int = 0) -> re.Pattern[Any]:
+    def compile_regex(self, pattern: Any, flags: int = 0) -> re.Pattern[Any]:
         """`re._compiler.compile`: a kept pattern's code handed to `_sre`, else compiled and kept."""
         if not isinstance(pattern, (str, bytes)) or flags & re.DEBUG:
             return _RE_COMPILE(pattern, flags)  # a parsed pattern (re.Scanner), or one to be printed
@@ -81,17 +85,31 @@ class KeptCompiles:
 
     def exec(self, source: Any, globals: Any = None, locals: Any = None) -> None:
         """The `exec` of `dataclasses`: a text's code object kept, else compiled as `exec` compiles it, and kept."""
-        if isinstance(source, str):
-            code = self.codes.get(source)
-            if not isinstance(code, types.CodeType):
-                # as exec compiles a text: file "<string>", no future flags (dataclasses has none to inherit)
-                code = compile(source, "<string>", "exec", dont_inherit=True)
-                if len(self.codes) >= MAX_KEPT:
-                    self.codes = {}
-                self.codes[source] = code
-                self.grew = True
-            source = code
-        exec(source, globals, locals)  # noqa: S102 - dataclasses' own generated methods
+        exec(self._code(source, "exec"), globals, locals)  # noqa: S102 - dataclasses' own generated methods
+
+    def eval(self, source: Any, globals: Any = None, locals: Any = None) -> Any:
+        """The `eval` of `collections` (a named tuple's `__new__`), as `exec` above."""
+        return eval(self._code(source, "eval"), globals, locals)  # noqa: S307 - namedtuple's own generated code
+
+    def compile_text(self, source: Any, filename: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
+        """The `compile` of `typing` (a forward reference: a class's annotation as text), as `exec` above."""
+        if filename != "<string>" or args or kwargs:
+            return compile(source, filename, mode, *args, **kwargs)
+        return self._code(source, mode)
+
+    def _code(self, source: Any, mode: str) -> Any:
+        if not isinstance(source, str):
+            return source
+        code = self.codes.get((mode, source))
+        if not isinstance(code, types.CodeType):
+            # as exec, eval and compile make it of a text: file "<string>", no future flags (dataclasses,
+            # collections and typing have none to inherit)
+            code = compile(source, "<string>", mode, dont_inherit=True)
+            if len(self.codes) >= MAX_KEPT:
+                self.codes = {}
+            self.codes[(mode, source)] = code
+            self.grew = True
+        return code
 
     def save(self) -> None:
         """Write the file again where this run compiled anything new."""
@@ -124,8 +142,13 @@ def keep_compiles() -> Callable[[], None]:
     tag = f"python compiles {sys.implementation.cache_tag} {sys.hexversion:x} {sys.version}"
     kept = KeptCompiles(DiskDatabases(folder.parent / "compiled"), tag.encode())
     if sys.version_info[:2] in _RE_VERSIONS:
-        _compiler.compile = kept.compile
-    dataclasses.exec = kept.exec  # type: ignore[attr-defined] # a module global before the builtin
+        _compiler.compile = kept.compile_regex
+    # module globals, found before the builtins by the code of these modules alone
+    collections.eval = kept.eval  # type: ignore[attr-defined]
+    typing.compile = kept.compile_text  # type: ignore[attr-defined]
+    import dataclasses  # noqa: PLC0415 - after: its imports (inspect, dis) make named tuples
+
+    dataclasses.exec = kept.exec  # type: ignore[attr-defined]
     return kept.save
 
 
