@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import marshal
 import os
 import re
 import subprocess
@@ -78,13 +79,18 @@ def test_a_kept_regex_loads_back_as_the_pattern_a_compile_makes(
 
 @NEEDS_RE
 def test_opcodes_refused_or_a_damaged_file_are_a_compile(tmp_path: Path) -> None:
-    """Kept opcodes `_sre` refuses are compiled again (and kept right); a damaged file is no file."""
+    """Kept opcodes `_sre` refuses, or a kept code that is no code, are compiled again (and kept right); a damaged
+    file is no file."""
     pattern, flags = PATTERNS[0]
     kept = _kept(tmp_path)
     args = startcache._compile(pattern, flags)
-    kept.regexes[(pattern, flags)] = (args[0], [17, 99999, 3], *args[2:])
+    kept.regexes[(pattern, flags)] = marshal.dumps((args[0], [17, 99999, 3], *args[2:]))
     _same(kept.compile_regex(pattern, flags), startcache._RE_COMPILE(pattern, flags))
-    assert kept.regexes[(pattern, flags)] == args
+    assert marshal.loads(kept.regexes[(pattern, flags)]) == args
+    kept.codes[("exec", "x = 1")] = b"not marshal"
+    space: dict[str, Any] = {}
+    kept.exec("x = 1", space)
+    assert space["x"] == 1
     kept.save()
     (path,) = tmp_path.iterdir()
     raw = bytearray(path.read_bytes())

@@ -48,13 +48,16 @@ _ReArgs = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
 
 
 class KeptCompiles:
-    """The regexes and methods compiled in runs before, loaded from `store`; saved to it when this run added."""
+    """The regexes and methods compiled in runs before, loaded from `store`; saved to it when this run added.
+
+    Each entry is kept marshalled on its own, and read when asked for: a file grown by every engine's rules and
+    every error category that a user's replays met (a megabyte) costs a replay what it uses of it."""
 
     def __init__(self, store: DiskDatabases, key: bytes) -> None:
         self.store = store
         self.key = key
-        self.regexes: dict[tuple[str | bytes, int], _ReArgs] = {}
-        self.codes: dict[tuple[str, str], types.CodeType] = {}
+        self.regexes: dict[tuple[str | bytes, int], bytes] = {}
+        self.codes: dict[tuple[str, str], bytes] = {}
         self.grew = False
         raw = store.load(key)
         if raw is not None:
@@ -67,20 +70,15 @@ class KeptCompiles:
         """`re._compiler.compile`: a kept pattern's code handed to `_sre`, else compiled and kept."""
         if not isinstance(pattern, (str, bytes)) or flags & re.DEBUG:
             return _RE_COMPILE(pattern, flags)  # a parsed pattern (re.Scanner), or one to be printed
-        flags = int(
-            flags
-        )  # re.compile's caller may give a RegexFlag (re._compile makes it an int): marshal's own
-        args = self.regexes.get((pattern, flags))
-        if args is not None:
+        key = (pattern, int(flags))  # a caller's RegexFlag as re._compile makes it: an int, marshal's own
+        kept = self.regexes.get(key)
+        if kept is not None:
             try:
-                return _sre.compile(pattern, *args)  # type: ignore[no-any-return]
-            except (TypeError, ValueError, RuntimeError):
+                return _sre.compile(pattern, *marshal.loads(kept))  # type: ignore[no-any-return]  # noqa: S302
+            except (TypeError, ValueError, EOFError, RuntimeError):
                 pass  # not what _sre makes a pattern of (opcodes refused): compiled below
-        args = _compile(pattern, flags)
-        if len(self.regexes) >= MAX_KEPT:
-            self.regexes = {}
-        self.regexes[(pattern, flags)] = args
-        self.grew = True
+        args = _compile(pattern, key[1])
+        self._keep(self.regexes, key, marshal.dumps(args))
         return _sre.compile(pattern, *args)  # type: ignore[no-any-return]
 
     def exec(self, source: Any, globals: Any = None, locals: Any = None) -> None:
@@ -100,24 +98,29 @@ class KeptCompiles:
     def _code(self, source: Any, mode: str) -> Any:
         if not isinstance(source, str):
             return source
-        code = self.codes.get((mode, source))
-        if not isinstance(code, types.CodeType):
-            # as exec, eval and compile make it of a text: file "<string>", no future flags (dataclasses,
-            # collections and typing have none to inherit)
-            code = compile(source, "<string>", mode, dont_inherit=True)
-            if len(self.codes) >= MAX_KEPT:
-                self.codes = {}
-            self.codes[(mode, source)] = code
-            self.grew = True
+        key = (mode, source)
+        kept = self.codes.get(key)
+        if kept is not None:
+            with contextlib.suppress(ValueError, EOFError, TypeError):
+                code = marshal.loads(kept)  # noqa: S302 - as above
+                if isinstance(code, types.CodeType):
+                    return code
+        # as exec, eval and compile make it of a text: file "<string>", no future flags (dataclasses, collections
+        # and typing have none to inherit)
+        code = compile(source, "<string>", mode, dont_inherit=True)
+        self._keep(self.codes, key, marshal.dumps(code))
         return code
+
+    def _keep(self, kept: dict[Any, bytes], key: Any, value: bytes) -> None:
+        if len(kept) >= MAX_KEPT:
+            kept.clear()
+        kept[key] = value
+        self.grew = True
 
     def save(self) -> None:
         """Write the file again where this run compiled anything new."""
         if self.grew:
-            with contextlib.suppress(
-                ValueError
-            ):  # what marshal cannot write: nothing kept, as without a file
-                self.store.save(self.key, marshal.dumps((self.regexes, self.codes)))
+            self.store.save(self.key, marshal.dumps((self.regexes, self.codes)))
 
 
 def _compile(pattern: str | bytes, flags: int) -> _ReArgs:
