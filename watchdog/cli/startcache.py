@@ -18,9 +18,9 @@ the exact Python, and the next run takes it from there:
 
 Only in the program's own replay (`watchdog.cli.app.main`), never in a caller's process: it replaces
 `re._compiler.compile`, and the `exec`, `eval` and `compile` that `dataclasses`, `collections` and `typing` call,
-for the rest of the process. The regular
-expressions only on the CPython versions whose `re._compiler.compile` `_compile` mirrors (3.11-3.13). Every
-failure (no cache folder, a damaged file, another Python's, opcodes refused) is a compile, as without the file.
+for the rest of the process. The regular expressions only on the CPython versions whose `re._compiler.compile`
+`_compile` mirrors (3.11-3.13). Every failure (no cache folder, a damaged file, another Python's, opcodes refused)
+is a compile, as without the file.
 """
 
 from __future__ import annotations
@@ -126,9 +126,8 @@ class KeptCompiles:
 def _compile(pattern: str | bytes, flags: int) -> _ReArgs:
     # re._compiler.compile of CPython 3.11-3.13 up to its call of _sre.compile: the arguments it gives it
     parsed = _parser.parse(pattern, flags)
-    code = [
-        int(op) for op in _compiler._code(parsed, flags)
-    ]  # its opcodes are int subclasses: plain for marshal
+    # its opcodes are int subclasses: plain ints for marshal
+    code = [int(op) for op in _compiler._code(parsed, flags)]
     groupindex = parsed.state.groupdict
     indexgroup: list[str | None] = [None] * parsed.state.groups
     for name, index in groupindex.items():
@@ -137,8 +136,9 @@ def _compile(pattern: str | bytes, flags: int) -> _ReArgs:
 
 
 def keep_compiles() -> Callable[[], None]:
-    """Have `re` and `dataclasses` use and keep the compiles of the user's cache folder from now on (this process
-    only); return what saves them (call it at the run's end). A no-op where nothing can be kept."""
+    """Have `re`, `dataclasses`, `collections` and `typing` use and keep the compiles of the user's cache folder from
+    now on (this process only); return what saves them (call it at the run's end). A no-op where nothing can be
+    kept."""
     folder = cache_folder()
     if folder is None or sys.implementation.name != "cpython":
         return lambda: None
