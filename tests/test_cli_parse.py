@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from watchdog.cli import app
@@ -44,11 +47,15 @@ def test_a_replays_usage_error_is_said_by_the_whole_parser(
     assert whole.value.code == 64
 
 
-@pytest.mark.parametrize("argv", [["replay", "--help"], ["--debug", "replay", "x.log"], ["-h"], ["history"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["replay", "--help"], ["replay", "x.log", "--he"], ["--debug", "replay", "x.log"], ["-h"], ["history"]],
+)
 def test_other_command_lines_are_parsed_as_before(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Help and the other forms give what build_parser() gives (exit and output alike)."""
+    """Help and the other forms give what build_parser() gives (exit and output alike, at the terminal's width)."""
+    monkeypatch.setenv("COLUMNS", "47")
     try:
         expected = ("ok", app.build_parser().parse_args(argv))
     except SystemExit as exc:
@@ -59,3 +66,13 @@ def test_other_command_lines_are_parsed_as_before(
     except SystemExit as exc:
         got = ("exit", exc.code)
     assert (got, capsys.readouterr()) == (expected, out)
+
+
+def test_a_replays_parse_asks_no_terminal_width() -> None:
+    """Parsing a replay's command line imports no shutil (a formatter's terminal width: bz2 and lzma with it)."""
+    code = (
+        "import sys\nfrom watchdog.cli.app import parse_arguments\n"
+        "parse_arguments(['replay', 'x.log', '--json'])\nprint('shutil' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "False\n"

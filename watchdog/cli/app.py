@@ -120,6 +120,15 @@ class _ReplayOnlyParser(UsageParser):
         """Leave the message to the parser of every command."""
         raise _Reparse(message)
 
+    def print_help(self, file: object = None) -> None:
+        """Leave the help to the parser of every command too."""
+        raise _Reparse("help")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter at each add_argument (to check its metavar), and one asks the terminal's width
+        # through shutil, whose import (bz2, lzma) was a fiftieth of a replay's start; this parser prints nothing
+        return argparse.HelpFormatter(prog=self.prog, width=80)
+
 
 def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
     """The command line parsed as `build_parser()` parses it (the same namespace, the same messages)."""
@@ -496,8 +505,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         # counts (a replay leaves no cycle: tests/test_cli_replay.py), and the collector's passes over the objects
         # of its start (modules, classes, profile), which all live to its end, were a fortieth of a 1M-line replay.
         gc.disable()
-        _exit_now(_run(arguments))
+        # Its regexes and dataclasses' methods as the run before compiled them (watchdog.cli.startcache): set
+        # before the imports of the replay, whose module constants and classes are most of them.
+        from watchdog.cli.startcache import keep_compiles  # noqa: PLC0415
+
+        save_compiles = keep_compiles()
+        code = _run(arguments)
+        _flush()
+        save_compiles()  # after the verdict is out: a run that compiled anything new writes them
+        _exit_now(code)
     return _run(arguments)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        # a reader gone, or a stream closed: the exit code still says it
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
 
 
 def _exit_now(code: int) -> NoReturn:
@@ -507,10 +531,7 @@ def _exit_now(code: int) -> NoReturn:
     file open for writing, no exit hook), and tearing down its ~150 modules took as long as reading 40 MB of log
     (a twentieth of a replay of 1M lines).
     """
-    for stream in (sys.stdout, sys.stderr):
-        # a reader gone, or a stream closed: the exit code still says it
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+    _flush()
     os._exit(code)
 
 
