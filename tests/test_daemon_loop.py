@@ -94,9 +94,11 @@ class _SlowCallbacks:
             if wall >= SLOW:
                 preempted = _waited_for_a_cpu(self._stat) - waited
                 if wall - preempted >= SLOW:
+                    # a task's step names its task (and so what it was doing): a handle of Task.__step does not
+                    task = getattr(getattr(handle, "_callback", None), "__self__", None)
                     self.found.append(
                         f"Executing {handle!r} took {wall - preempted:.3f} seconds"
-                        f" (and {preempted:.3f} s waiting for a CPU)"
+                        f" (and {preempted:.3f} s waiting for a CPU); task {task!r}"
                     )
 
 

@@ -5,11 +5,14 @@ whole by the time the write is taken, with no task of the consumer's woken for i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
+from watchdog.core.analyzer import Analyzer
+from watchdog.follow import follower as follower_module
 from watchdog.follow.follower import Concluded, LaunchFollower, SourceNoted, Transitioned, Update
 from watchdog.follow.sources import parse_target
 from watchdog.follow.sources.base import FileRestarted
@@ -124,3 +127,50 @@ async def test_a_listener_is_called_in_the_task_that_publishes() -> None:
     assert len(burst) >= 5  # starting ... crashed: one write, one burst
     assert asyncio.current_task() not in {task for _, task in seen}
     assert len({id(task) for task in burst}) == 1  # one task published the burst, in one go
+
+
+async def test_launches_of_one_engine_starting_together_make_its_pieces_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each follower asks for its engine's pieces (`Analyzer.prepare`, in a worker thread) once the engine is known;
+    followers of one process share them, so one launch makes them: at a daemon's start, forty worker threads making
+    the same regexes at once took the GIL from the event loop (a 51 ms callback in CI) and the start's CPU forty
+    times over."""
+    monkeypatch.setattr(follower_module, "_PREPARED", {})
+    made: list[int] = []
+    prepare = Analyzer.prepare
+
+    def counted(analyzer: Analyzer) -> Iterator[None]:
+        made.append(id(analyzer))
+        return prepare(analyzer)
+
+    monkeypatch.setattr(Analyzer, "prepare", counted)
+    asked: list[str] = []
+    prepare_soon = LaunchFollower._prepare_soon
+
+    def noted(follower: LaunchFollower) -> None:
+        asked.append(follower.spec.name)
+        prepare_soon(follower)
+
+    monkeypatch.setattr(LaunchFollower, "_prepare_soon", noted)
+    names = [f"l{i}" for i in range(5)]
+    sources = {name: ScriptedSource() for name in names}
+    followers = [
+        LaunchFollower(
+            LaunchSpec(name=n, target=parse_target(f"/{n}.log")), source=sources[n], clock=ManualClock()
+        )
+        for n in names
+    ]
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for follower in followers:
+                follower.listen(lambda _: None)
+                tg.start_soon(follower.run)
+            for source in sources.values():
+                await source.append(b"".join(LOG.splitlines(keepends=True)[:30]))  # the engine known, no error yet
+                await source.catch_up()
+                await source.settle()
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+    assert sorted(asked) == names  # every launch asked ...
+    assert len(made) == 1  # ... one made them

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from watchdog.follow.checkpoint import Checkpointer, Checkpoints
     from watchdog.follow.probes.gpusampler import HostGpuSampler, LaunchMemoryTrend
     from watchdog.follow.sources.sshpool import SSHPool
+    from watchdog.profiles.model import Profile
 
 __all__ = [
     "DEFAULT_QUIET",
@@ -539,8 +540,12 @@ class LaunchFollower:
         # What the log's first error would make on its way to the verdict (`Analyzer.prepare`: the engine's category
         # regexes, 30 to 60 ms of CPU, and its rule sets of a server up or down), made as soon as its engine is
         # known, in a worker thread: the error would make them in the event loop, where the other launches and
-        # the HTTP server wait. What it makes is shared by every launch of the engine (made once: a look at each
-        # after); the analyzer's state is not touched (the loop goes on feeding it meanwhile).
+        # the HTTP server wait. What it makes is shared by every launch of the engine, so one launch of the process
+        # makes it (`_PREPARED`); the analyzer's state is not touched (the loop goes on feeding it meanwhile).
+        profile = self.analyzer.profile
+        if profile is None or id(profile) in _PREPARED:
+            return
+        _PREPARED[id(profile)] = profile
         await anyio.to_thread.run_sync(_exhaust, self.analyzer.prepare())
 
     async def _publish(self, update: Update) -> None:
@@ -913,6 +918,13 @@ class LaunchFollower:
             async for samples in gpus:
                 growing = trend.observe(self.now(), samples)
                 await self._apply(self.analyzer.probe(GpuMemorySampled(growing), self.now()))
+
+
+# The profiles whose pieces a follower of this process makes or made (`_prepare`), by identity (each kept here, so
+# that its id names no later profile). At a daemon's start its launches detect their engines within a second: each
+# making the same regexes in a worker thread of its own (anyio's 40 at once) took the GIL from the event loop for
+# 50 ms (a CI run's slow callback), and the CPU of the start forty times over.
+_PREPARED: dict[int, Profile] = {}
 
 
 def _exhaust(steps: Iterator[None]) -> None:
