@@ -167,7 +167,9 @@ async def test_launches_of_one_engine_starting_together_make_its_pieces_once(
                 follower.listen(lambda _: None)
                 tg.start_soon(follower.run)
             for source in sources.values():
-                await source.append(b"".join(LOG.splitlines(keepends=True)[:30]))  # the engine known, no error yet
+                await source.append(
+                    b"".join(LOG.splitlines(keepends=True)[:30])
+                )  # the engine known, no error yet
                 await source.catch_up()
                 await source.settle()
             await anyio.wait_all_tasks_blocked()
