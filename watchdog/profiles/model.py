@@ -110,7 +110,7 @@ class LazyPattern:
         """Compile it now, ahead of its first search; whether there was anything to do."""
         if self._compiled is not None:
             return False
-        self._compiled = re.compile(self.pattern)
+        self.compiled()
         return True
 
     def compiled(self) -> re.Pattern[str]:
